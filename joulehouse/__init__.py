@@ -1,0 +1,1 @@
+"""Joulehouse core: readers, schemas and energy arithmetic, free of Dagster."""

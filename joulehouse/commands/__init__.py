@@ -1,0 +1,1 @@
+"""Command groups of the ``joulehouse`` CLI; each module has ``register(subparsers)``."""

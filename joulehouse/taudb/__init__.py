@@ -1,0 +1,1 @@
+"""TAUdb: the schema, the TAU profile readers, and the trial loader."""
