@@ -39,12 +39,12 @@ def scatter_svg(series: Sequence[Series], *, title: str, x_label: str, y_label: 
         return MARGIN_TOP + plot_h - (y - y_lo) / (y_hi - y_lo) * plot_h
 
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-        f'font-family="sans-serif" font-size="11">',
+        (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+         f'font-family="sans-serif" font-size="11">'),
         f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
         f'<text x="{WIDTH / 2}" y="18" text-anchor="middle" font-size="13">{escape(title)}</text>',
-        f'<rect x="{MARGIN_LEFT}" y="{MARGIN_TOP}" width="{plot_w}" height="{plot_h}" '
-        f'fill="none" stroke="#444"/>',
+        (f'<rect x="{MARGIN_LEFT}" y="{MARGIN_TOP}" width="{plot_w}" height="{plot_h}" '
+         f'fill="none" stroke="#444"/>'),
     ]
     for tick in _ticks(x_lo, x_hi):
         parts.append(f'<text x="{px(tick):.1f}" y="{MARGIN_TOP + plot_h + 15}" '
