@@ -1,0 +1,203 @@
+"""Energy of one repetition per window, measured four ways.
+
+Windows: the whole experiment (``experiment_begin``..``experiment_end``),
+training (``train_begin``..``train_end``) and each epoch (``epoch_begin`` /
+``epoch_end`` paired by their ``data`` index; an unpaired event is left
+out). Batch events are too short for a counter that updates every ~100 ms
+and are not windows here.
+
+Methods, each in J over the window:
+
+- ``counter``: delta of gpu-power's ``total_energy_j``, aware of resets;
+- ``power``: trapezoid of gpu-power's ``power_w``;
+- ``samples``: trapezoid of the ~50 Hz ``total_power`` samples;
+- ``external``: trapezoid of the external meter's ``external_power_w``.
+
+``gpu_energy_j`` is the preferred GPU figure (counter, else power); the
+energy-delay product ``edp_js`` uses it. Mean powers are energy / duration.
+Disagreement is ``(method - counter) / counter`` in %.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from joulehouse.facts import ENERGY_FACTS_COLUMNS
+from joulehouse.gpu.readers import Repetition
+from joulehouse.integrate import counter_energy, trapezoid_energy
+from joulehouse.timeutil import seconds_since
+
+FACTS_SOURCE = "gpu-benchmark"
+
+
+@dataclass(frozen=True)
+class Method:
+    """One way of measuring energy, and the column names it fills."""
+
+    name: str
+    energy: str
+    mean_power: str
+    component: str
+
+    @property
+    def gap_count(self) -> str:
+        return f"{self.name}_gap_count"
+
+    @property
+    def gap_s(self) -> str:
+        return f"{self.name}_gap_s"
+
+
+METHODS = (
+    Method("counter", "gpu_energy_counter_j", "gpu_mean_power_counter_w", "gpu"),
+    Method("power", "gpu_energy_power_j", "gpu_mean_power_power_w", "gpu"),
+    Method("samples", "gpu_energy_samples_j", "gpu_mean_power_samples_w", "gpu"),
+    Method("external", "external_energy_j", "external_mean_power_w", "external"),
+)
+
+SETTINGS_COLUMNS = ["label", "memory_clock_mhz", "sm_clock_mhz", "power_limit_w"]
+KEY_COLUMNS = ["repetition", "experiment", "benchmark", "run", *SETTINGS_COLUMNS]
+WINDOW_COLUMNS = ["phase", "epoch", "window_start", "window_end", "duration_s"]
+REPETITION_ENERGY_COLUMNS = [
+    *KEY_COLUMNS,
+    *WINDOW_COLUMNS,
+    *(m.energy for m in METHODS),
+    "gpu_energy_j",
+    "gpu_energy_method",
+    *(m.mean_power for m in METHODS),
+    "edp_js",
+    "power_vs_counter_pct",
+    "samples_vs_counter_pct",
+    "counter_resets",
+    *(col for m in METHODS for col in (m.gap_count, m.gap_s)),
+]
+_INT_COLUMNS = [
+    "memory_clock_mhz",
+    "sm_clock_mhz",
+    "epoch",
+    "counter_resets",
+    *(m.gap_count for m in METHODS),
+]
+
+
+def _windows(timestamps: pd.DataFrame) -> list[tuple[str, int | None, pd.Timestamp, pd.Timestamp]]:
+    """(phase, epoch, start, end) for the experiment, training and each epoch."""
+    events = timestamps.groupby("event")["time"]
+    first, last = events.min(), events.max()
+    windows = [("experiment", None, first["experiment_begin"], last["experiment_end"])]
+    if "train_begin" in first and "train_end" in last:
+        windows.append(("train", None, first["train_begin"], last["train_end"]))
+    begins = timestamps[timestamps["event"] == "epoch_begin"].drop_duplicates("data", keep="first")
+    ends = timestamps[timestamps["event"] == "epoch_end"].drop_duplicates("data", keep="last")
+    epochs = begins.merge(ends, on="data", suffixes=("_begin", "_end")).sort_values("data")
+    windows += [
+        ("epoch", int(e.data), e.time_begin, e.time_end)
+        for e in epochs.itertuples(index=False)
+        if e.time_end >= e.time_begin
+    ]
+    return windows
+
+
+def _series(
+    frame: pd.DataFrame | None, column: str, origin: pd.Timestamp
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(seconds since origin, values) of the rows where ``column`` has a value."""
+    if frame is None or column not in frame.columns:
+        return None
+    values = frame[column].to_numpy(dtype="float64")
+    present = ~np.isnan(values)
+    if not present.any():
+        return None
+    return seconds_since(frame["time"], origin)[present], values[present]
+
+
+def _percent(value: float, reference: float) -> float:
+    """How far ``value`` is from ``reference``, in % of it (NaN without a reference)."""
+    return (value - reference) / reference * 100.0 if reference > 0 else float("nan")
+
+
+def repetition_energy(rep: Repetition, *, max_gap_s: float = 5.0) -> pd.DataFrame:
+    """One row per window (experiment, train, each epoch) with every method's energy.
+
+    Columns: REPETITION_ENERGY_COLUMNS. A method whose source is missing has
+    NaN energy and NA gaps; gaps longer than ``max_gap_s`` are not bridged.
+    """
+    windows = _windows(rep.timestamps)
+    origin = windows[0][2]
+    series = {
+        "counter": _series(rep.gpu_power, "total_energy_j", origin),
+        "power": _series(rep.gpu_power, "power_w", origin),
+        "samples": _series(rep.power_samples, "power_w", origin),
+        "external": _series(rep.external_power, "external_power_w", origin),
+    }
+    settings = rep.settings
+    key = {
+        "repetition": rep.ref.key,
+        "experiment": rep.ref.experiment,
+        "benchmark": rep.ref.benchmark,
+        "run": rep.ref.run,
+        "label": settings.label,
+        "memory_clock_mhz": settings.memory_clock_mhz,
+        "sm_clock_mhz": settings.sm_clock_mhz,
+        "power_limit_w": settings.power_limit_w,
+    }
+    rows = []
+    for phase, epoch, start, end in windows:
+        t0, t1 = seconds_since([start, end], origin)
+        duration = t1 - t0
+        row = key | {"phase": phase, "epoch": epoch, "window_start": start, "window_end": end,
+                     "duration_s": duration}
+        for method in METHODS:
+            data = series[method.name]
+            if data is None:
+                continue  # source missing: its columns stay NaN / NA
+            integrate = counter_energy if method.name == "counter" else trapezoid_energy
+            result = integrate(*data, t0, t1, max_gap_s)
+            row[method.energy] = result.energy_j
+            row[method.mean_power] = result.energy_j / duration if duration > 0 else np.nan
+            row[method.gap_count] = result.gap_count
+            row[method.gap_s] = result.gap_s
+            if method.name == "counter":
+                row["counter_resets"] = result.counter_resets
+        counter = row.get("gpu_energy_counter_j", np.nan)
+        power = row.get("gpu_energy_power_j", np.nan)
+        row["gpu_energy_method"] = "power" if np.isnan(counter) else "counter"
+        row["gpu_energy_j"] = power if np.isnan(counter) else counter
+        row["edp_js"] = row["gpu_energy_j"] * duration
+        row["power_vs_counter_pct"] = _percent(power, counter)
+        row["samples_vs_counter_pct"] = _percent(row.get("gpu_energy_samples_j", np.nan), counter)
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=REPETITION_ENERGY_COLUMNS)
+    frame[_INT_COLUMNS] = frame[_INT_COLUMNS].astype("Int64")
+    for column in ("window_start", "window_end"):
+        frame[column] = frame[column].dt.as_unit("ns")
+    return frame
+
+
+def energy_facts_rows(per_repetition: pd.DataFrame) -> pd.DataFrame:
+    """The ``energy_facts`` rows of GPU benchmarks: experiment windows, one row per method.
+
+    Methods without a value (source missing) give no row.
+    """
+    experiment = per_repetition[per_repetition["phase"] == "experiment"]
+    parts = [
+        pd.DataFrame(
+            {
+                "source": FACTS_SOURCE,
+                "entity": experiment["repetition"],
+                "component": method.component,
+                "window_start": experiment["window_start"],
+                "window_end": experiment["window_end"],
+                "duration_s": experiment["duration_s"].astype("float64"),
+                "energy_j": experiment[method.energy].astype("float64"),
+                "method": method.name,
+            },
+            columns=ENERGY_FACTS_COLUMNS,
+        ).dropna(subset=["energy_j"])
+        for method in METHODS
+    ]
+    facts = pd.concat([part for part in parts if len(part)], ignore_index=True)
+    return facts.sort_values(["entity", "component", "method"], ignore_index=True)

@@ -1,0 +1,128 @@
+"""Where repetitions live in a data root, what their run names mean, and their state.
+
+``data-root/experiment/benchmark/run/repetition/`` holds one repetition's
+files. The run folder name carries the settings (``877MHz,1065MHz`` or
+``250W``). Everything here is cheap: it lists folders and stats files but
+reads no content except the tail of ``timestamps.csv``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+TIMESTAMPS_FILE = "timestamps.csv"
+END_EVENT = "experiment_end"
+_TAIL_BYTES = 4096
+
+_CLOCKS = re.compile(r"^(?P<mem>\d+)\s*MHz\s*,\s*(?P<sm>\d+)\s*MHz$", re.IGNORECASE)
+_WATTS = re.compile(r"^(?P<w>\d+(?:\.\d+)?)\s*W$", re.IGNORECASE)
+_NUMBER = re.compile(r"^(?P<w>\d+(?:\.\d+)?)$")
+
+
+@dataclass(frozen=True)
+class RepetitionRef:
+    """One repetition folder; ``key`` is its posix path relative to ``data_root``."""
+
+    data_root: Path
+    key: str
+    experiment: str
+    benchmark: str
+    run: str
+    repetition: str
+
+    @classmethod
+    def from_key(cls, data_root: str | os.PathLike[str], key: str) -> RepetitionRef:
+        """The repetition ``experiment/benchmark/run/repetition`` under ``data_root``."""
+        parts = key.split("/")
+        if len(parts) != 4 or not all(parts):
+            raise ValueError(f"not an experiment/benchmark/run/repetition key: {key!r}")
+        return cls(Path(data_root), key, *parts)
+
+    @property
+    def path(self) -> Path:
+        """The repetition folder."""
+        return self.data_root.joinpath(*self.key.split("/"))
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Settings of a benchmark run, from its folder name (``label`` is the name itself)."""
+
+    label: str
+    memory_clock_mhz: int | None = None
+    sm_clock_mhz: int | None = None
+    power_limit_w: float | None = None
+
+
+def parse_settings(run_name: str, experiment: str = "") -> RunSettings:
+    """Settings from a run folder name.
+
+    ``877MHz,1065MHz`` -> memory and SM clock (MHz); ``250W`` -> power limit
+    (W); a bare number is a power limit too when the experiment's name
+    mentions "power" (``power-limit/bert/250``). Any other name keeps only
+    its label.
+    """
+    name = run_name.strip()
+    if match := _CLOCKS.match(name):
+        return RunSettings(run_name, int(match["mem"]), int(match["sm"]))
+    match = _WATTS.match(name) or ("power" in experiment.lower() and _NUMBER.match(name))
+    if match:
+        return RunSettings(run_name, power_limit_w=float(match["w"]))
+    return RunSettings(run_name)
+
+
+def _subdirs(path: str) -> list[str]:
+    with os.scandir(path) as entries:
+        return sorted(e.name for e in entries if e.is_dir() and not e.name.startswith("."))
+
+
+def find_repetitions(data_root: str | os.PathLike[str]) -> list[RepetitionRef]:
+    """Every repetition folder four levels below ``data_root``, sorted by key.
+
+    Hidden folders (``.name``) are skipped.
+    """
+    root = Path(data_root)
+    refs = []
+    for experiment in _subdirs(str(root)):
+        for benchmark in _subdirs(os.path.join(root, experiment)):
+            for run in _subdirs(os.path.join(root, experiment, benchmark)):
+                for repetition in _subdirs(os.path.join(root, experiment, benchmark, run)):
+                    key = f"{experiment}/{benchmark}/{run}/{repetition}"
+                    refs.append(RepetitionRef(root, key, experiment, benchmark, run, repetition))
+    return refs
+
+
+def is_complete(path: str | os.PathLike[str]) -> bool:
+    """True when the repetition's ``timestamps.csv`` has an ``experiment_end`` event.
+
+    Reads only the last few KiB of the file.
+    """
+    try:
+        with open(Path(path) / TIMESTAMPS_FILE, "rb") as file:
+            size = file.seek(0, os.SEEK_END)
+            file.seek(max(0, size - _TAIL_BYTES))
+            tail = file.read()
+    except OSError:
+        return False
+    return any(
+        END_EVENT in line.decode("utf-8", "replace").strip().split(",")
+        for line in tail.splitlines()
+    )
+
+
+def fingerprint(path: str | os.PathLike[str]) -> str:
+    """Short hex digest of the repetition's file names, sizes and mtimes (ns).
+
+    Changes when any file is added, removed, rewritten or touched; reads no
+    content.
+    """
+    digest = hashlib.sha1()
+    with os.scandir(path) as entries:
+        for entry in sorted((e for e in entries if e.is_file()), key=lambda e: e.name):
+            stat = entry.stat()
+            digest.update(f"{entry.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]

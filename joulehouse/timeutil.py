@@ -1,0 +1,90 @@
+"""Timestamps: naive local ISO strings and µs epochs to tz-aware UTC.
+
+Every timestamp inside Joulehouse is a tz-aware UTC ``datetime64[ns, UTC]``.
+The real writers produce naive local strings such as
+``2020-11-16 13:49:17.123456`` (fraction left out when the microseconds are
+zero) and UTC microseconds since the epoch; both are converted here,
+vectorised (Arrow's ISO-8601 parser, no per-row Python, no format inference).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+UTC = "UTC"
+
+
+class TimestampError(ValueError):
+    """Values that are not timestamps; ``positions`` are their 0-based rows."""
+
+    def __init__(self, message: str, positions: Sequence[int]) -> None:
+        super().__init__(message)
+        self.positions = list(positions)
+
+
+def check_timezone(timezone: str) -> str:
+    """Return ``timezone`` if it is a known IANA zone name, else raise ValueError."""
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError) as err:
+        raise ValueError(f"unknown time zone {timezone!r}") from err
+    return timezone
+
+
+def parse_local_iso(
+    values: pa.Array | pa.ChunkedArray | Sequence[str], timezone: str = UTC
+) -> pd.DatetimeIndex:
+    """Parse naive ISO timestamps meant in ``timezone`` into a UTC DatetimeIndex.
+
+    Accepts ``YYYY-MM-DD hh:mm:ss`` with or without a fraction of a second
+    (``T`` or space between date and time). Local times that a daylight
+    saving change makes ambiguous are resolved from the order of the values
+    (they must be sorted); unparsable values raise TimestampError naming
+    their rows.
+    """
+    strings = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values)
+    try:
+        naive = pc.cast(strings, pa.timestamp("us"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+        parsed = pd.to_datetime(
+            pd.Series(strings.to_pylist(), dtype=object), format="ISO8601", errors="coerce"
+        )
+        bad = np.flatnonzero(parsed.isna().to_numpy())
+        raise TimestampError(f"not an ISO timestamp: {err}", bad) from err
+    if naive.null_count:
+        bad = np.flatnonzero(pc.is_null(naive).to_numpy(zero_copy_only=False))
+        raise TimestampError("missing timestamp", bad)
+    index = pd.DatetimeIndex(naive.to_numpy(zero_copy_only=False).astype("datetime64[ns]"))
+    return localize(index, timezone)
+
+
+def localize(naive: pd.DatetimeIndex, timezone: str = UTC) -> pd.DatetimeIndex:
+    """Read naive wall-clock times as ``timezone`` and convert them to UTC."""
+    check_timezone(timezone)
+    if timezone == UTC:
+        return naive.tz_localize(UTC)
+    try:
+        local = naive.tz_localize(timezone, ambiguous="infer", nonexistent="raise")
+    except (ValueError, pd.errors.OutOfBoundsDatetime) as err:
+        raise TimestampError(f"local times not valid in {timezone}: {err}", []) from err
+    return local.tz_convert(UTC)
+
+
+def epoch_us_to_utc(values: pa.Array | pa.ChunkedArray | np.ndarray) -> pd.DatetimeIndex:
+    """Microseconds since 1970-01-01 UTC to a UTC DatetimeIndex (ns)."""
+    micros = np.asarray(values, dtype="int64")
+    return pd.DatetimeIndex(micros.astype("datetime64[us]").astype("datetime64[ns]")).tz_localize(
+        UTC
+    )
+
+
+def seconds_since(times: pd.Series | pd.DatetimeIndex, origin: pd.Timestamp) -> np.ndarray:
+    """Float seconds from ``origin`` (both UTC); precise to the ns for spans of days."""
+    ns = pd.DatetimeIndex(times).as_unit("ns").asi8 - pd.Timestamp(origin).as_unit("ns").value
+    return ns / 1e9
