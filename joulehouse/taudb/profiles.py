@@ -169,13 +169,13 @@ def counter_frame(threads: np.ndarray, thread_of_row: np.ndarray, names: Sequenc
 
 
 def metadata_frame(threads: np.ndarray, pairs: Sequence[Sequence[tuple[str, str]]]) -> pd.DataFrame:
-    """``metadata`` of each thread's (name, value) pairs in file order: the last of
-    a duplicate name wins; ``Metric Name`` is dropped (TAU uses it as the metric)."""
+    """``metadata`` of each thread's (name, value) pairs in order; the last of a
+    duplicate name wins."""
     rows: list[int] = []
     names: list[str] = []
     values: list[str] = []
     for index, thread_pairs in enumerate(pairs):
-        merged = {name: value for name, value in thread_pairs if name != "Metric Name"}
+        merged = dict(thread_pairs)
         rows += [index] * len(merged)
         names += merged.keys()
         values += merged.values()
@@ -416,7 +416,7 @@ def read_profile_dir(path: str | Path, *, name: str | None = None) -> TrialData:
             names += profile.names
             groups += profile.groups if m == 0 else [""] * len(profile.names)
             numbers.append(profile.numbers)
-            metadata[t] += profile.metadata
+            metadata[t] += [pair for pair in profile.metadata if pair[0] != "Metric Name"]
             counters.append((t, profile))
 
     numbers_ = np.concatenate(numbers)
