@@ -1,0 +1,218 @@
+"""GPU benchmark assets: from a landed repetition to energy tables.
+
+One dynamic partition per repetition (key ``<root name>/<experiment>/<benchmark>/<run>/<repetition>``,
+see ``resources/gpu.py``). The partitioned assets process every partition of
+a run in one step (``BackfillPolicy.single_run``) and write Parquet through
+``joulehouse.warehouse``; the tables over all repetitions are rebuilt from
+the warehouse when their inputs change (``AutomationCondition``).
+
+A bad repetition fails only itself: its error is recorded, the others of the
+same run are stored and reported as materialized, and nothing stored for the
+bad one is replaced. The partitioned assets then report materializations for
+the good partitions only, so the bad one shows as failed in the UI.
+"""
+
+from collections.abc import Iterator
+
+import dagster as dg
+import pandas as pd
+
+from assets.reporting import PartitionBatch, table_metadata
+from joulehouse.gpu import aggregate
+from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_energy
+from joulehouse.gpu.readers import read_repetition
+from joulehouse.gpu.store import load_repetition, save_repetition
+from joulehouse.plots import Series, markdown_image, scatter_svg
+from resources import GpuBenchmarkSource, Warehouse
+
+GROUP = "gpu_benchmarks"
+ENERGY_TABLE = "gpu_repetition_energy"
+SETTING_TABLE = "gpu_setting_energy"
+BENCHMARK_TABLE = "gpu_benchmark_energy"
+FACTS_TABLE = "energy_facts"
+VALID_CHECK = "pandera_valid"
+
+gpu_repetitions = dg.DynamicPartitionsDefinition(name="gpu_repetitions")
+
+gpu_repetition_files = dg.AssetSpec(
+    "gpu_repetition_files",
+    description=(
+        "The raw files of one benchmark repetition (timestamps.csv, gpu-power.csv, "
+        "power-external.csv, *_samples.csv, system_info.json) as the writer left them. "
+        "Observed by the data-root sensor; the data version is the folder's fingerprint "
+        "(names, sizes, mtimes)."
+    ),
+    group_name=GROUP,
+    partitions_def=gpu_repetitions,
+    kinds={"csv", "json"},
+    tags={"source": "gpu-benchmark"},
+)
+
+# Tables over all repetitions: rebuilt when any repetition's energy changes,
+# even while some repetition has none (a bad one must not hold the rest back).
+TABLE_AUTOMATION = dg.AutomationCondition.eager().without(
+    ~dg.AutomationCondition.any_deps_missing()
+)
+
+
+@dg.asset(
+    description=(
+        "Every file of a repetition read, converted to SI units and UTC, and validated "
+        "with pandera; one Parquet partition per frame under gpu_validated_frames/. A file "
+        "that fails validation fails the blocking check 'pandera_valid', naming file and "
+        "line; the stored frames of that repetition stay as they were."
+    ),
+    group_name=GROUP,
+    partitions_def=gpu_repetitions,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    deps=[gpu_repetition_files],
+    check_specs=[dg.AssetCheckSpec(
+        VALID_CHECK, asset="gpu_validated_frames", blocking=True,
+        description="Every file of the repetition parses and passes its pandera schema.",
+    )],
+    output_required=False,
+    kinds={"pandas", "parquet", "pandera"},
+    tags={"source": "gpu-benchmark"},
+)
+def gpu_validated_frames(
+    context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource, warehouse: Warehouse
+) -> Iterator:
+    tables = warehouse.tables()
+
+    def validate(key: str) -> dict[str, pd.DataFrame]:
+        root, ref = gpu_source.resolve(key)
+        rep = read_repetition(ref, timezone=root.timezone,
+                              external_power_unit=root.external_power_unit)
+        return save_repetition(tables, key, rep)
+
+    yield from PartitionBatch.run(context, validate).results(context, check_name=VALID_CHECK)
+
+
+@dg.asset(
+    description=(
+        "Energy of each repetition per window (experiment, train, each epoch), measured "
+        "four ways: the total-energy counter, integrated gpu-power, integrated 50 Hz power "
+        "samples and the external meter; with mean powers, gaps, EDP and how far the "
+        "methods disagree. One Parquet partition per repetition."
+    ),
+    group_name=GROUP,
+    partitions_def=gpu_repetitions,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    deps=[gpu_validated_frames],
+    automation_condition=dg.AutomationCondition.eager(),
+    output_required=False,
+    kinds={"pandas", "parquet"},
+    tags={"source": "gpu-benchmark"},
+)
+def gpu_repetition_energy(
+    context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource, warehouse: Warehouse
+) -> Iterator:
+    tables = warehouse.tables()
+
+    def compute(key: str) -> dict[str, pd.DataFrame]:
+        _, ref = gpu_source.resolve(key)
+        frame = repetition_energy(load_repetition(tables, key, ref),
+                                  max_gap_s=gpu_source.max_gap_s)
+        tables.write_partition(ENERGY_TABLE, key, frame)
+        return {ENERGY_TABLE: frame}
+
+    yield from PartitionBatch.run(context, compute).results(context)
+
+
+def _stored_energy(context: dg.AssetExecutionContext, warehouse: Warehouse) -> pd.DataFrame:
+    """The stored per-repetition energy of every registered partition.
+
+    Partitions deleted from ``gpu_repetitions`` drop out; a repetition whose
+    latest version failed keeps its last good energy.
+    """
+    tables = warehouse.tables()
+    registered = set(context.instance.get_dynamic_partitions(gpu_repetitions.name))
+    keys = [key for key in tables.partition_keys(ENERGY_TABLE) if key in registered]
+    if not keys:
+        raise dg.Failure("no per-repetition energy stored yet: materialize gpu_repetition_energy")
+    return tables.read_partitions(ENERGY_TABLE, keys)
+
+
+@dg.asset(
+    description=(
+        "Per setting (benchmark run): number of repetitions and mean, standard deviation, "
+        "min and max of time and of energy by each method, over the experiment window."
+    ),
+    group_name=GROUP,
+    deps=[gpu_repetition_energy],
+    automation_condition=TABLE_AUTOMATION,
+    kinds={"pandas", "parquet"},
+    tags={"source": "gpu-benchmark"},
+)
+def gpu_setting_energy(
+    context: dg.AssetExecutionContext, warehouse: Warehouse
+) -> dg.MaterializeResult:
+    per_repetition = _stored_energy(context, warehouse)
+    table = aggregate.setting_table(per_repetition)
+    warehouse.tables().write_table(SETTING_TABLE, table)
+    return dg.MaterializeResult(metadata={
+        **table_metadata(table),
+        "repetitions": dg.MetadataValue.int(int(per_repetition["repetition"].nunique())),
+    })
+
+
+@dg.asset(
+    description=(
+        "Per benchmark: the time-energy Pareto front over its settings and the setting "
+        "with least energy, least energy-delay product, and least energy within 10% of "
+        "the fastest setting's time. Metadata: energy against time per setting."
+    ),
+    group_name=GROUP,
+    deps=[gpu_setting_energy],
+    automation_condition=TABLE_AUTOMATION,
+    kinds={"pandas", "parquet"},
+    tags={"source": "gpu-benchmark"},
+)
+def gpu_benchmark_energy(warehouse: Warehouse) -> dg.MaterializeResult:
+    tables = warehouse.tables()
+    settings = tables.read_table(SETTING_TABLE)
+    table = aggregate.benchmark_table(settings)
+    tables.write_table(BENCHMARK_TABLE, table)
+    return dg.MaterializeResult(metadata={
+        **table_metadata(table),
+        "energy_vs_time": dg.MetadataValue.md(_plots(settings)),
+    })
+
+
+def _plots(settings: pd.DataFrame) -> str:
+    """Markdown with one SVG scatter per benchmark: mean energy against mean time per setting."""
+    images = []
+    for (experiment, benchmark), group in settings.groupby(["experiment", "benchmark"]):
+        series = [Series(str(run), [row.duration_s_mean], [row.gpu_energy_j_mean])
+                  for run, row in zip(group["run"], group.itertuples())]
+        svg = scatter_svg(series, title=f"{experiment} / {benchmark}",
+                          x_label="time (s)", y_label="GPU energy (J)")
+        images.append(f"### {experiment} / {benchmark}\n\n{markdown_image(svg, benchmark)}")
+    return "\n\n".join(images)
+
+
+@dg.asset(
+    description=(
+        "The cross-source energy table (source, entity, component, window in UTC, "
+        "duration_s, energy_j, method). This asset writes the GPU-benchmark rows: the "
+        "experiment window of each repetition, one row per measuring method."
+    ),
+    group_name="energy_facts",
+    deps=[gpu_repetition_energy],
+    automation_condition=TABLE_AUTOMATION,
+    kinds={"pandas", "parquet"},
+)
+def energy_facts(
+    context: dg.AssetExecutionContext, warehouse: Warehouse
+) -> dg.MaterializeResult:
+    rows = energy_facts_rows(_stored_energy(context, warehouse))
+    warehouse.tables().write_partition(FACTS_TABLE, FACTS_SOURCE, rows)
+    return dg.MaterializeResult(metadata={
+        **table_metadata(rows),
+        "sources": dg.MetadataValue.json(sorted(rows["source"].unique().tolist())),
+    })
+
+
+GPU_PIPELINE = [gpu_validated_frames, gpu_repetition_energy, gpu_setting_energy,
+                gpu_benchmark_energy, energy_facts]
+GPU_ASSETS = [gpu_repetition_files, *GPU_PIPELINE]

@@ -1,0 +1,92 @@
+"""Materialize every GPU asset on a data root and print the per-setting energy table.
+
+    python deploy/demo.py [DATA_ROOT] [--warehouse DIR]
+
+Uses the Dagster instance in ``$DAGSTER_HOME`` (the Makefile sets it to
+``.dagster_home/``; without it, ``.dagster_home/`` is used too). The same
+sensor that watches a data root in production registers every complete
+repetition as a partition (quiet period 0: the demo does not wait) and
+asks for its runs; they execute here, in-process: one run over all
+partitions for a fresh data root. Exits non-zero if any run failed.
+"""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT_ROOT))
+
+from assets.gpu import SETTING_TABLE  # noqa: E402
+from definitions import DEFAULT_WAREHOUSE, EXAMPLE_GPU_DATA, build_definitions  # noqa: E402
+from resources import DataRoot, GpuBenchmarkSource, Warehouse  # noqa: E402
+from sensors.gpu_repetitions import JOB_NAME, sensor_name  # noqa: E402
+from sensors.local import launch_in_process, tick  # noqa: E402
+
+UNITS = {"_s_": ("s", 1.0), "_j_": ("kJ", 1e-3), "_w_": ("W", 1.0), "_js_": ("kJ·s", 1e-3)}
+
+
+def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance) -> pd.DataFrame:
+    """Materialize the pipeline on ``data_root``; returns the per-setting table.
+
+    Raises RuntimeError naming the failed runs.
+    """
+    source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(data_root))],
+                                quiet_period_s=0, full_rescan_s=None)
+    store = Warehouse(root=str(warehouse))
+    defs = build_definitions(source, store)
+    root_name = source.data_roots[0].key_prefix
+    data = tick(defs.resolve_sensor_def(sensor_name(root_name)), instance,
+                {"gpu_source": source})
+    if not data.run_requests:
+        raise RuntimeError(f"no complete repetition under {data_root}")
+    job = defs.resolve_job_def(JOB_NAME)
+    failed = [result.run_id for result in
+              (launch_in_process(job, instance, request, log_level="WARNING")
+               for request in data.run_requests)
+              if not result.success]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(data.run_requests)} run(s) failed: "
+                           f"{', '.join(failed)} (see `dagster dev` for the errors)")
+    print(f"{len(data.run_requests)} run(s) in {instance.root_directory}; tables in {warehouse}")
+    return store.tables().read_table(SETTING_TABLE)
+
+
+def readable(table: pd.DataFrame) -> pd.DataFrame:
+    """Energies in kJ, times in s, column names with their units."""
+    shown = table.copy()
+    for column in table.columns:
+        for marker, (unit, factor) in UNITS.items():
+            if marker in f"_{column}_".replace("_mean_", "_").replace("_std_", "_"):
+                shown[column] = table[column] * factor
+                shown = shown.rename(columns={column: f"{column} [{unit}]"})
+                break
+    return shown
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data_root", nargs="?", type=Path, default=EXAMPLE_GPU_DATA)
+    parser.add_argument("--warehouse", type=Path,
+                        default=Path(os.environ.get("JOULEHOUSE_WAREHOUSE") or DEFAULT_WAREHOUSE))
+    args = parser.parse_args(argv)
+    os.environ.setdefault("DAGSTER_HOME", str(PROJECT_ROOT / ".dagster_home"))
+    Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
+    with dg.DagsterInstance.get() as instance:
+        try:
+            table = run_demo(args.data_root.resolve(), args.warehouse.resolve(), instance)
+        except RuntimeError as err:
+            print(f"demo failed: {err}", file=sys.stderr)
+            return 1
+    with pd.option_context("display.width", 200, "display.max_columns", None,
+                           "display.float_format", "{:.3f}".format):
+        print(readable(table).to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

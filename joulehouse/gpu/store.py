@@ -1,0 +1,61 @@
+"""A repetition's validated frames in the warehouse, and back.
+
+Each frame is one partition (keyed by the repetition's partition key) of its
+own table under ``gpu_validated_frames/``: ``timestamps``, ``gpu_power``,
+``external_power``, ``samples_<type>`` and ``system_info`` (the JSON as one
+string). A ``manifest`` partition, written last, lists the frames of the
+latest save, so a frame left from an earlier version of the repetition (e.g.
+a file that was since removed) is never read back with newer ones.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from joulehouse.gpu.layout import RepetitionRef, parse_settings
+from joulehouse.gpu.readers import Repetition
+from joulehouse.warehouse import Warehouse
+
+TABLE = "gpu_validated_frames"
+MANIFEST = "manifest"
+SAMPLES_PREFIX = "samples_"
+
+
+def repetition_frames(rep: Repetition) -> dict[str, pd.DataFrame]:
+    """The frames of ``rep`` by table name (absent optional files are left out)."""
+    frames = {"timestamps": rep.timestamps, "gpu_power": rep.gpu_power}
+    if rep.external_power is not None:
+        frames["external_power"] = rep.external_power
+    frames.update({SAMPLES_PREFIX + kind: frame for kind, frame in rep.samples.items()})
+    if rep.system_info is not None:
+        frames["system_info"] = pd.DataFrame({"json": [json.dumps(rep.system_info)]})
+    return frames
+
+
+def save_repetition(warehouse: Warehouse, key: str, rep: Repetition) -> dict[str, pd.DataFrame]:
+    """Store the frames of ``rep`` as partition ``key``; returns them by table name."""
+    frames = repetition_frames(rep)
+    for name, frame in frames.items():
+        warehouse.write_partition(f"{TABLE}/{name}", key, frame)
+    manifest = pd.DataFrame({"frame": list(frames), "rows": [len(f) for f in frames.values()]})
+    warehouse.write_partition(f"{TABLE}/{MANIFEST}", key, manifest)
+    return frames
+
+
+def load_repetition(warehouse: Warehouse, key: str, ref: RepetitionRef) -> Repetition:
+    """The validated repetition stored as partition ``key`` (see :func:`save_repetition`)."""
+    names = warehouse.read_partitions(f"{TABLE}/{MANIFEST}", [key])["frame"].tolist()
+    frames = {name: warehouse.read_partitions(f"{TABLE}/{name}", [key]) for name in names}
+    info = frames.get("system_info")
+    return Repetition(
+        ref=ref,
+        settings=parse_settings(ref.run, ref.experiment),
+        timestamps=frames["timestamps"],
+        gpu_power=frames["gpu_power"],
+        external_power=frames.get("external_power"),
+        samples={name.removeprefix(SAMPLES_PREFIX): frame for name, frame in frames.items()
+                 if name.startswith(SAMPLES_PREFIX)},
+        system_info=json.loads(info["json"].iloc[0]) if info is not None else None,
+    )

@@ -1,0 +1,10 @@
+"""Dagster resources: where the data is and where the tables go.
+
+Secrets never appear here as literals: a resource that needs one (e.g. the
+TAUdb URL in ``resources/taudb.py``) takes it as ``dagster.EnvVar``.
+"""
+
+from resources.gpu import DataRoot, GpuBenchmarkSource
+from resources.warehouse import Warehouse
+
+__all__ = ["DataRoot", "GpuBenchmarkSource", "Warehouse"]

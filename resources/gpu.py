@@ -1,0 +1,89 @@
+"""The GPU benchmark source: data roots and how to read them.
+
+A partition key is ``<root name>/<experiment>/<benchmark>/<run>/<repetition>``:
+the repetition's path relative to its data root, prefixed with the root's
+name (its folder name unless configured), so keys stay unambiguous and
+stable when a second data root is added.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+from joulehouse.gpu.layout import RepetitionRef
+
+ENV = "JOULEHOUSE_GPU_DATA_ROOTS"
+
+
+class DataRoot(dg.Config):
+    """One data root: a tree ``experiment/benchmark/run/repetition``."""
+
+    path: str = Field(description="Folder holding the experiments.")
+    name: str | None = Field(
+        default=None, description="Partition key prefix; default: the folder's name.")
+    timezone: str = Field(
+        default="UTC", description="IANA zone of the naive timestamps in the CSV files.")
+    external_power_unit: str = Field(
+        default="mW", description="Unit of the power-external.csv channels: mW, cW or W.")
+
+    @property
+    def key_prefix(self) -> str:
+        return self.name or Path(self.path).resolve().name
+
+
+class GpuBenchmarkSource(dg.ConfigurableResource):
+    """Where GPU benchmark repetitions land, and the settings to read them."""
+
+    data_roots: list[DataRoot]
+    quiet_period_s: float = Field(
+        default=60.0, description="A repetition is ready once no file changed for this long.")
+    full_rescan_s: float | None = Field(
+        default=3600.0,
+        description="Seconds between full rescans that find in-place rewrites (None: never).")
+    max_gap_s: float = Field(
+        default=5.0, description="Gaps between power samples longer than this are not bridged.")
+    max_runs_per_tick: int = Field(
+        default=5, description="Most runs one sensor tick asks for (ranges of partitions).")
+
+    @classmethod
+    def from_env(cls, default_root: str | os.PathLike[str], **settings) -> GpuBenchmarkSource:
+        """Data roots from ``$JOULEHOUSE_GPU_DATA_ROOTS``, else ``default_root``.
+
+        The variable holds either a JSON list of data-root objects
+        (``[{"path": "/data/gpu", "timezone": "Europe/Berlin"}]``) or paths
+        separated by ``os.pathsep``.
+        """
+        value = os.environ.get(ENV, "").strip()
+        if value.startswith("["):
+            roots = [DataRoot(**item) for item in json.loads(value)]
+        elif value:
+            roots = [DataRoot(path=p) for p in value.split(os.pathsep) if p]
+        else:
+            roots = [DataRoot(path=str(default_root))]
+        return cls(data_roots=roots, **settings)
+
+    def roots_by_name(self) -> dict[str, DataRoot]:
+        """The data roots by key prefix; raises on duplicate names."""
+        roots: dict[str, DataRoot] = {}
+        for root in self.data_roots:
+            if root.key_prefix in roots or "/" in root.key_prefix:
+                raise ValueError(f"data root name must be unique and contain no '/': "
+                                 f"{root.key_prefix!r}; set `name` for {root.path}")
+            roots[root.key_prefix] = root
+        return roots
+
+    def partition_key(self, root: DataRoot, ref: RepetitionRef) -> str:
+        return f"{root.key_prefix}/{ref.key}"
+
+    def resolve(self, partition_key: str) -> tuple[DataRoot, RepetitionRef]:
+        """The data root and repetition of a partition key."""
+        name, _, key = partition_key.partition("/")
+        root = self.roots_by_name().get(name)
+        if root is None:
+            raise KeyError(f"partition {partition_key!r}: no data root named {name!r}")
+        return root, RepetitionRef.from_key(root.path, key)

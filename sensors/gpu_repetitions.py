@@ -1,0 +1,109 @@
+"""One sensor per GPU data root: new or changed repetitions -> partitions -> one run.
+
+Each tick scans the root incrementally (``joulehouse.gpu.scan``; its state is
+the sensor cursor), registers new repetitions as ``gpu_repetitions``
+partitions, reports the raw files' fingerprints as observations (data
+versions of ``gpu_repetition_files``) and asks for ONE run of
+``gpu_energy_job`` over the ready repetitions. A run covers a contiguous
+range of the partition set; new partitions are appended to the set, so a
+tick's new repetitions always form one range. Changed (fixed) repetitions
+sit elsewhere in the set: the tick then asks for at most
+``max_runs_per_tick`` ranges, merging the closest ones (a merged range
+recomputes the unchanged partitions in between).
+
+Run keys carry a digest of the keys and fingerprints of the range, so a
+fixed repetition (new fingerprint) is asked for again. Dagster remembers a
+run key forever, failed runs included: re-execute a run that failed for a
+reason outside the data from the UI.
+
+The sensors start STOPPED: turn one on in the UI (Automation) once its data
+root is configured, so that loading the code never starts work on its own.
+"""
+
+import hashlib
+
+import dagster as dg
+
+from assets.gpu import gpu_repetition_files, gpu_repetitions
+from joulehouse.gpu.scan import ScanState, contiguous_ranges, scan
+from resources import DataRoot, GpuBenchmarkSource
+
+JOB_NAME = "gpu_energy_job"
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
+DATA_VERSION_TAG = "dagster/data_version"
+MIN_INTERVAL_S = 30
+
+
+def sensor_name(root_name: str) -> str:
+    """A valid sensor name for a data root name."""
+    safe = "".join(c if c.isalnum() else "_" for c in root_name)
+    return f"gpu_repetitions_{safe}"
+
+
+def _run_key(root_name: str, ready: list[tuple[str, str]]) -> str:
+    """``<root>:<digest of the (key, fingerprint) pairs>``."""
+    digest = hashlib.sha1("\n".join(f"{k}\0{fp}" for k, fp in sorted(ready)).encode())
+    return f"{root_name}:{digest.hexdigest()[:20]}"
+
+
+def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, root: DataRoot
+             ) -> dg.SensorResult:
+    """One tick for ``root``."""
+    result = scan(root.path, ScanState.from_json(context.cursor),
+                  quiet_s=source.quiet_period_s, full_rescan_s=source.full_rescan_s)
+    cursor = result.state.to_json()
+    if not result.ready:
+        return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
+            f"nothing new or changed and ready ({result.pending} pending)"))
+    fingerprints = {source.partition_key(root, r.ref): r.fingerprint for r in result.ready}
+    existing = context.instance.get_dynamic_partitions(gpu_repetitions.name)
+    known = set(existing)
+    new_keys = [key for key in fingerprints if key not in known]
+    order = [*existing, *new_keys]
+    run_requests = []
+    for start, end in contiguous_ranges(order, fingerprints, source.max_runs_per_tick):
+        covered = order[order.index(start):order.index(end) + 1]
+        ready = [(k, fingerprints[k]) for k in covered if k in fingerprints]
+        run_requests.append(dg.RunRequest(
+            run_key=_run_key(root.key_prefix, ready),
+            job_name=JOB_NAME,
+            tags={RANGE_START: start, RANGE_END: end, "joulehouse/data_root": root.key_prefix,
+                  "joulehouse/repetitions": str(len(ready))},
+        ))
+    context.log.info(f"{len(fingerprints)} ready ({len(new_keys)} new), "
+                     f"{result.pending} pending, {len(run_requests)} run(s)")
+    observations = [
+        dg.AssetObservation(gpu_repetition_files.key, partition=key,
+                            tags={DATA_VERSION_TAG: fingerprint})
+        for key, fingerprint in fingerprints.items()
+    ]
+    return dg.SensorResult(
+        run_requests=run_requests,
+        dynamic_partitions_requests=(
+            [gpu_repetitions.build_add_request(new_keys)] if new_keys else []),
+        asset_events=observations,
+        cursor=cursor,
+    )
+
+
+def gpu_repetition_sensor(root_name: str) -> dg.SensorDefinition:
+    """The sensor of the data root named ``root_name`` in the ``gpu_source`` resource."""
+
+    @dg.sensor(
+        name=sensor_name(root_name),
+        job_name=JOB_NAME,
+        minimum_interval_seconds=MIN_INTERVAL_S,
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        description=(f"Registers complete, quiet repetitions under data root {root_name!r} "
+                     "as partitions and asks for one run covering them."),
+    )
+    def _sensor(context: dg.SensorEvaluationContext, gpu_source: GpuBenchmarkSource):
+        return evaluate(context, gpu_source, gpu_source.roots_by_name()[root_name])
+
+    return _sensor
+
+
+def gpu_repetition_sensors(source: GpuBenchmarkSource) -> list[dg.SensorDefinition]:
+    """One sensor per data root of ``source``."""
+    return [gpu_repetition_sensor(name) for name in source.roots_by_name()]

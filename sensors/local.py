@@ -1,0 +1,43 @@
+"""Run a sensor tick in-process, applying its result as the Dagster daemon would.
+
+The demo and the tests use this: ``build_sensor_context`` evaluates a sensor
+but does not apply its dynamic-partition requests or report its asset
+events, and in-process execution has no daemon to launch its run requests.
+"""
+
+import dagster as dg
+
+
+def tick(sensor: dg.SensorDefinition, instance: dg.DagsterInstance, resources: dict,
+         cursor: str | None = None):
+    """Evaluate one tick of ``sensor``, register its partitions and report its events.
+
+    Returns the tick's data (``run_requests``, ``cursor`` ...); the run requests
+    are not launched.
+    """
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources,
+                                 sensor_name=sensor.name) as context:
+        data = sensor.evaluate_tick(context)
+    for request in data.dynamic_partitions_requests:
+        if isinstance(request, dg.AddDynamicPartitionsRequest):
+            instance.add_dynamic_partitions(request.partitions_def_name,
+                                            list(request.partition_keys))
+        else:
+            for key in request.partition_keys:
+                instance.delete_dynamic_partition(request.partitions_def_name, key)
+    for event in data.asset_events:
+        instance.report_runless_asset_event(event)
+    return data
+
+
+def launch_in_process(job: dg.JobDefinition, instance: dg.DagsterInstance,
+                      request: dg.RunRequest, log_level: str = "DEBUG"
+                      ) -> dg.ExecuteInProcessResult:
+    """Execute ``request`` with ``job`` in this process (no daemon: run keys are not checked).
+
+    ``log_level`` is the console log level of the run; the event log keeps everything.
+    """
+    run_config = {**request.run_config,
+                  "loggers": {"console": {"config": {"log_level": log_level}}}}
+    return job.execute_in_process(instance=instance, tags=dict(request.tags),
+                                  run_config=run_config, raise_on_error=False)
