@@ -71,11 +71,11 @@ class _Stream:
         self.pos += size
         return start
 
-    def int(self, what: str) -> int:
+    def i32(self, what: str) -> int:
         return struct.unpack_from(">i", self.data, self._take(4, what))[0]
 
     def count(self, what: str) -> int:
-        value = self.int(what)
+        value = self.i32(what)
         if value < 0:
             raise InputError(self.path, f"negative count {value} at byte {self.pos - 4}",
                              field=what)
@@ -120,8 +120,8 @@ def read_ppk(path: str | Path, *, name: str | None = None) -> TrialData:
     if s.data[:6] != MAGIC:
         raise InputError(path, "not a ParaProf packed profile (no 'PPK' magic)")
     s.skip(6, "magic")
-    version = s.int("version")
-    compatible = s.int("compatible version")
+    version = s.i32("version")
+    compatible = s.i32("compatible version")
     if compatible > SUPPORTED_VERSION:
         raise InputError(path, f"packed profile format {compatible} is newer than this reader "
                          f"({SUPPORTED_VERSION}); version {version}")
@@ -134,7 +134,7 @@ def read_ppk(path: str | Path, *, name: str | None = None) -> TrialData:
         s.skip(s.count("reserved header"), "reserved header")
         trial_metadata = dict(s.pairs("trial metadata"))
         for _ in range(s.count("metadata threads")):
-            key = (s.int("node"), s.int("context"), s.int("thread"))
+            key = (s.i32("node"), s.i32("context"), s.i32("thread"))
             thread_metadata.setdefault(key, []).extend(s.pairs("thread metadata"))
         if s.pos > header_end:
             raise InputError(path, f"metadata header overruns its size {header_size}")
@@ -147,7 +147,7 @@ def read_ppk(path: str | Path, *, name: str | None = None) -> TrialData:
     function_names, function_groups = [], []
     for _ in range(s.count("functions")):
         function_names.append(s.utf("function name"))
-        members = [s.int("function group") for _ in range(s.count("function groups"))]
+        members = [s.i32("function group") for _ in range(s.count("function groups"))]
         if any(not 0 <= g < len(groups) for g in members):
             raise InputError(path, f"function group index out of range at byte {s.pos}")
         function_groups.append("|".join(groups[g] for g in members))
@@ -156,7 +156,7 @@ def read_ppk(path: str | Path, *, name: str | None = None) -> TrialData:
     profile_dtype = _function_profile(len(metrics))
     keys, profiles, events = [], [], []
     for _ in range(s.count("threads")):
-        keys.append((s.int("node"), s.int("context"), s.int("thread")))
+        keys.append((s.i32("node"), s.i32("context"), s.i32("thread")))
         profiles.append(s.records(profile_dtype, s.count("function profiles"),
                                   "function profiles"))
         events.append(s.records(_USER_EVENT, s.count("user event profiles"),

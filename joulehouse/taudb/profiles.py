@@ -29,6 +29,7 @@ import hashlib
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -199,17 +200,19 @@ def make_trial(*, name: str, data_source: int, metrics: list[str], threads: np.n
 # --- the text format ---------------------------------------------------------------------------
 
 
+@dataclass
 class TextProfile:
     """One parsed ``profile.N.C.T`` file: raw entries (names not yet normalised)."""
 
-    def __init__(self) -> None:
-        self.metric: str | None = None
-        self.names: list[str] = []
-        self.groups: list[str] = []
-        self.numbers = np.empty((0, 4))  # calls, subroutines, exclusive, inclusive
-        self.counter_names: list[str] = []
-        self.counter_stats = np.empty((0, 5))  # in COUNTER_STATS order, as the file has them
-        self.metadata: list[tuple[str, str]] = []
+    metric: str | None = None
+    names: list[str] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
+    #: (timers, 4): calls, subroutines, exclusive, inclusive
+    numbers: np.ndarray = field(default_factory=lambda: np.empty((0, 4)))
+    counter_names: list[str] = field(default_factory=list)
+    #: (user events, 5) in COUNTER_STATS order, which is the file's
+    counter_stats: np.ndarray = field(default_factory=lambda: np.empty((0, 5)))
+    metadata: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _lines(data: bytes) -> list[str]:
@@ -227,12 +230,12 @@ def _numbers(path: Path, rows: Sequence[str], first_line: int, fields: list[str]
         return np.array(" ".join(rows).split(), dtype=np.float64).reshape(-1, len(fields))
     except ValueError:
         for offset, row in enumerate(rows):
-            for field, text in zip(fields, row.split()):
+            for column, text in zip(fields, row.split()):
                 try:
                     float(text)
                 except ValueError:
                     raise InputError(path, f"not a number: {text!r}", line=first_line + offset,
-                                     field=field) from None
+                                     field=column) from None
         raise
 
 
