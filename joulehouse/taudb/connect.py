@@ -1,0 +1,205 @@
+"""A TAUdb database opened from a SQLAlchemy-style URL.
+
+``sqlite:///path/to/taudb.sqlite`` (the embedded default; ``sqlite://`` is an
+in-memory database) or ``postgresql://user@host:port/db`` (also
+``postgresql+psycopg2://``). SQLAlchemy only parses the URL; the DBAPI
+drivers (``sqlite3``, ``psycopg2``) do the work.
+
+Secrets never live in code or configuration files: a PostgreSQL password
+comes from the URL itself (built from the environment by the caller) or
+from libpq's own environment (``PGPASSWORD``, ``~/.pgpass``).
+
+``schema`` names a PostgreSQL schema that holds the TAUdb tables (it becomes
+the session's ``search_path``, so a role without rights on ``public`` can
+use its own); SQLite has no schemas and refuses one.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Self
+
+import numpy as np
+import pandas as pd
+import psycopg2
+from sqlalchemy.engine import make_url
+
+SQLITE = "sqlite"
+POSTGRESQL = "postgresql"
+_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class TaudbDatabase:
+    """One connection to a TAUdb database; use as a context manager to close it.
+
+    ``backend`` is ``"sqlite"`` or ``"postgresql"``; ``placeholder`` is the
+    driver's parameter marker (``?`` or ``%s``). All writes go through
+    :meth:`transaction`.
+    """
+
+    def __init__(self, url: str, schema: str | None = None):
+        parsed = make_url(url)
+        self.url = url
+        self.schema = schema
+        if parsed.get_backend_name() == SQLITE:
+            if schema is not None:
+                raise ValueError("SQLite has no schemas: drop the schema option")
+            self.backend = SQLITE
+            self.placeholder = "?"
+            path = parsed.database or ":memory:"
+            if path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: no implicit transactions; transaction() opens them.
+            self.connection = sqlite3.connect(path, isolation_level=None)
+            self.connection.execute("PRAGMA foreign_keys = ON")
+        elif parsed.get_backend_name() == POSTGRESQL:
+            self.backend = POSTGRESQL
+            self.placeholder = "%s"
+            options = None
+            if schema is not None:
+                if not _SCHEMA_NAME.match(schema):
+                    raise ValueError(f"not a plain schema name: {schema!r}")
+                options = f"-c search_path={schema}"
+            self.connection = psycopg2.connect(
+                host=parsed.host, port=parsed.port, user=parsed.username,
+                password=parsed.password, dbname=parsed.database, options=options,
+                **{k: str(v) for k, v in parsed.query.items()})
+        else:
+            raise ValueError(f"unsupported TAUdb URL (sqlite:/// or postgresql://): {url}")
+
+    @contextmanager
+    def transaction(self) -> Iterator:
+        """A cursor inside one transaction: committed on success, rolled back on any error.
+
+        SQLite takes the write lock at once (``BEGIN IMMEDIATE``), so ids read
+        inside the transaction stay free until it ends.
+        """
+        cursor = self.connection.cursor()
+        if self.backend == SQLITE:
+            cursor.execute("BEGIN IMMEDIATE")
+        try:
+            yield cursor
+        except BaseException:
+            self.connection.rollback()
+            raise
+        else:
+            self.connection.commit()
+        finally:
+            cursor.close()
+
+    def sql(self, statement: str) -> str:
+        """``statement`` written with ``?`` markers, in this driver's marker style."""
+        return statement if self.placeholder == "?" else statement.replace("?", "%s")
+
+    def query(self, statement: str, params: tuple = ()) -> list[tuple]:
+        """Rows of one read-only statement (``?`` markers), in its own transaction."""
+        with self.transaction() as cursor:
+            cursor.execute(self.sql(statement), params)
+            return cursor.fetchall()
+
+    def allocate_ids(self, cursor, table: str, count: int) -> np.ndarray:
+        """``count`` fresh ids of ``table``'s ``id`` column, taken inside ``cursor``'s transaction.
+
+        PostgreSQL: from the table's sequence in one statement (a range when
+        contiguous, else the list). SQLite: the next ids after the
+        AUTOINCREMENT counter, which inserting them moves on; the write lock
+        of :meth:`transaction` keeps them free meanwhile.
+        """
+        if count == 0:
+            return np.empty(0, dtype="int64")
+        if self.backend == POSTGRESQL:
+            cursor.execute(
+                "WITH s AS (SELECT nextval(%s) AS v FROM generate_series(1, %s)) "
+                "SELECT min(v), CASE WHEN max(v) - min(v) + 1 = count(*) THEN NULL "
+                "ELSE array_agg(v ORDER BY v) END FROM s", (f"{table}_id_seq", count))
+            first, scattered = cursor.fetchone()
+            if scattered is not None:
+                return np.array(scattered, dtype="int64")
+        else:
+            cursor.execute("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = ?), 0)",
+                           (table,))
+            first = cursor.fetchone()[0] + 1
+        return np.arange(first, first + count, dtype="int64")
+
+    def write_rows(self, cursor, table: str, frame: pd.DataFrame) -> None:
+        """Insert every row of ``frame`` (columns named as ``table``'s) in bulk.
+
+        The one backend-specific write: COPY on PostgreSQL (binary for
+        all-numeric frames, CSV otherwise), ``executemany`` on SQLite. NULLs
+        are ``pd.NA`` / ``None``; float NaN is a value.
+        """
+        if frame.empty:
+            return
+        if self.backend == SQLITE:
+            columns = ", ".join(frame.columns)
+            marks = ", ".join("?" * len(frame.columns))
+            cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})",
+                               zip(*(_python_values(frame[c]) for c in frame.columns)))
+        elif all(frame[c].dtype.kind in "iufb" for c in frame.columns):
+            _copy_binary(cursor, table, frame)
+        else:
+            buffer = io.StringIO()
+            frame.to_csv(buffer, index=False, header=False, na_rep="\\N")
+            buffer.seek(0)
+            cursor.copy_expert(f"COPY {table} ({', '.join(frame.columns)}) FROM STDIN "
+                               "WITH (FORMAT csv, NULL '\\N')", buffer)
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _python_values(column: pd.Series) -> list:
+    """A column as Python values for a DBAPI driver (``pd.NA`` -> None)."""
+    if column.dtype.kind in "iufb":
+        return column.to_numpy().tolist()
+    return column.astype(object).where(column.notna(), None).tolist()
+
+
+# PostgreSQL binary COPY: field types by pandas dtype kind (INT columns, DOUBLE PRECISION, BOOLEAN)
+_BINARY_TYPES = {"i": ">i4", "u": ">i4", "f": ">f8", "b": "?"}
+_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+_BINARY_TRAILER = b"\xff\xff"
+
+
+def _copy_binary(cursor, table: str, frame: pd.DataFrame) -> None:
+    """COPY an all-numeric frame in PostgreSQL's binary format, built with numpy.
+
+    Rows are grouped by which columns are NULL (``pd.NA``); each group is
+    copied with only its non-NULL columns (the others take their default,
+    NULL). Float NaN is a value.
+    """
+    nullable = [c for c in frame.columns if frame[c].dtype.kind != "f" and frame[c].hasnans]
+    if not nullable:
+        _copy_packed(cursor, table, frame)
+        return
+    for pattern, rows in frame.groupby([frame[c].isna() for c in nullable], sort=False):
+        pattern = pattern if isinstance(pattern, tuple) else (pattern,)
+        null = {c for c, is_null in zip(nullable, pattern) if is_null}
+        _copy_packed(cursor, table, rows[[c for c in frame.columns if c not in null]])
+
+
+def _copy_packed(cursor, table: str, frame: pd.DataFrame) -> None:
+    """COPY a frame without NULLs: one numpy record per row (field count, then length + value)."""
+    dtype = [("count", ">i2")]
+    for i, c in enumerate(frame.columns):
+        dtype += [(f"len{i}", ">i4"), (f"val{i}", _BINARY_TYPES[frame[c].dtype.kind])]
+    packed = np.empty(len(frame), dtype=np.dtype(dtype))
+    packed["count"] = len(frame.columns)
+    for i, c in enumerate(frame.columns):
+        field = packed.dtype[f"val{i}"]
+        packed[f"len{i}"] = field.itemsize
+        packed[f"val{i}"] = frame[c].to_numpy(dtype=field.newbyteorder("="))
+    payload = io.BytesIO(_BINARY_HEADER + packed.tobytes() + _BINARY_TRAILER)
+    cursor.copy_expert(f"COPY {table} ({', '.join(frame.columns)}) FROM STDIN WITH (FORMAT binary)",
+                       payload)

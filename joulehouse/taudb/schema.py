@@ -1,0 +1,62 @@
+"""Create the TAUdb schema on first use; leave an existing one alone.
+
+TAU's DDL (``sql/taudb.sql``, seed 004) fails when run twice, so the schema
+counts as present once its ``schema_version`` table exists. PostgreSQL gets
+the DDL verbatim (plus the fixed ``interval_event_value`` view) inside the
+configured schema, created if missing; SQLite gets ``sql/taudb_sqlite.sql``.
+Creation is one transaction: a failure leaves no half-made schema.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib.resources import files
+
+from joulehouse.taudb.connect import POSTGRESQL, TaudbDatabase
+
+#: The ``schema_version.version`` that TAU's DDL writes.
+SCHEMA_VERSION = 2
+
+_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
+# Serialises concurrent first uses on one PostgreSQL database (any constant).
+_ADVISORY_LOCK = 0x7A0DB
+
+
+def ddl(backend: str) -> str:
+    """The DDL script of a backend (``"postgresql"`` or ``"sqlite"``)."""
+    name = "taudb.sql" if backend == POSTGRESQL else "taudb_sqlite.sql"
+    return files("joulehouse.taudb").joinpath("sql", name).read_text()
+
+
+def ddl_statements(script: str) -> list[str]:
+    """The statements of a DDL script, comments removed (they hold stray ``;``)."""
+    body = _COMMENT.sub("", script)
+    return [stmt.strip() for stmt in body.split(";") if stmt.strip()]
+
+
+def schema_present(db: TaudbDatabase, cursor) -> bool:
+    """Whether the TAUdb tables exist where ``db`` looks for them."""
+    if db.backend == POSTGRESQL:
+        cursor.execute("SELECT to_regclass('schema_version') IS NOT NULL")
+    else:
+        cursor.execute("SELECT count(*) FROM sqlite_master "
+                       "WHERE type = 'table' AND name = 'schema_version'")
+    return bool(cursor.fetchone()[0])
+
+
+def ensure_schema(db: TaudbDatabase) -> bool:
+    """Create the TAUdb schema unless present; True when this call created it."""
+    with db.transaction() as cursor:
+        if db.backend == POSTGRESQL:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
+            if db.schema is not None:
+                # Checked first: CREATE SCHEMA IF NOT EXISTS still needs CREATE
+                # on the database, which a role given a ready schema may lack.
+                cursor.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (db.schema,))
+                if cursor.fetchone() is None:
+                    cursor.execute(f'CREATE SCHEMA "{db.schema}"')
+        if schema_present(db, cursor):
+            return False
+        for statement in ddl_statements(ddl(db.backend)):
+            cursor.execute(statement)
+        return True
