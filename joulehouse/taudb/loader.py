@@ -1,0 +1,539 @@
+"""Load a :class:`TrialData` into TAUdb with exactly the rows TAU's loader writes.
+
+:func:`derive_rows` computes every row from the frames (vectorised, no
+database); :func:`load_trial` allocates the ids and writes them in one
+transaction, through the database's bulk-write primitive (COPY on
+PostgreSQL, ``executemany`` on SQLite).
+
+TAU's rules (checked against the rows its loader wrote, see
+``tests/taudb/test_golden.py``):
+
+- Threads: the real threads, ``thread_index = node * C * T + context * T +
+  thread`` (C, T: largest context and thread rank + 1), then the derived
+  threads -1..-7, which carry their code in every rank column.
+- Statistics per timer entry, over the real threads that have the entry:
+  -2 TOTAL (sum), -1 MEAN (sum / those threads), -6 MEAN (sum / all threads),
+  -3 / -7 population standard deviation likewise (-3 is 0 for one thread),
+  -4 MIN, -5 MAX. Sums run in thread order and the deviation is TAU's
+  ``sqrt(|sum_sq / n - mean^2|)``, so the values match TAU's to the last bits.
+- ``timer_call_data`` only where calls > 0 (before calls are truncated to
+  INT), so most STDDEV rows are absent; one ``timer_value`` per call data
+  row and metric; ``sum_exclusive_squared`` NULL.
+- Percents, with M the largest inclusive value of a thread and S the sum of
+  M over the real threads (per metric): real thread ``value / (M / 100)``;
+  TOTAL ``value / (S / 100)``; both MEANs: inclusive ``TOTAL inclusive /
+  (S / 100)``, exclusive ``MEAN(-1) exclusive / (S / 100 / n)``; MIN and MAX
+  ``value / (S / 100 / n)``; both STDDEVs: inclusive ``value / MEAN(-1)
+  inclusive * 100``, exclusive ``value / MEAN(-1) exclusive`` (no * 100, as
+  TAU does). A zero divider gives 0, except for STDDEV (IEEE, as Java).
+- ``timer`` holds flat names only, with TAU's source location parsed from
+  ``name [{file} {line,col}-{line,col}]`` (0 when unknown); groups only from
+  flat entries. ``timer_callpath``: one row per entry and per missing
+  intermediate path, parent = the path without its last frame.
+- ``counter_value`` for real threads only; ``standard_deviation`` holds the
+  raw SumSqr.
+- Metadata: an attribute present on the first thread with that same value on
+  every thread that has it is primary; the others are secondary, one row per
+  thread (random UUID ids). ``trial_metadata`` and :data:`SOURCE_KEY` /
+  :data:`FINGERPRINT` are primary.
+
+One transaction: it first deletes the trials loaded from the same
+``source_key`` (replace), so a failure anywhere leaves the database as it was.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from joulehouse.taudb.connect import TaudbDatabase
+from joulehouse.taudb.model import THREAD_COLUMNS, TrialData
+from joulehouse.taudb.schema import ensure_schema
+
+#: Primary-metadata names under which a trial records where it came from.
+SOURCE_KEY = "joulehouse.source_key"
+FINGERPRINT = "joulehouse.fingerprint"
+
+#: Derived thread codes in the order they are written.
+DERIVED = np.array([-1, -2, -3, -4, -5, -6, -7])
+CALLPATH_SEPARATOR = " => "
+INT32_MAX = 2**31 - 1
+
+# "name [{file} {line,col}-{line,col}]", "[{file} {line,col}]", "[{file} {line}]", "[{file}]"
+_SOURCE = re.compile(
+    r"^(?P<short>.*?)\s*\[\{(?P<file>[^}]*)\}"
+    r"(?:\s*\{(?P<line>\d+)(?:,(?P<col>\d+))?\}(?:-\{(?P<line_end>\d+),(?P<col_end>\d+)\})?)?"
+)
+# TAU parameter profiles: "name [ <x> = <4>, <y> = <10> ]"
+_PARAMETER = re.compile(r"<([^<>]*)> = <([^<>]*)>")
+
+#: Tables in write order (parents before children), with the columns written.
+COLUMNS = {
+    "trial": ["id", "name", "data_source", "node_count", "contexts_per_node",
+              "threads_per_context", "total_threads"],
+    "metric": ["id", "trial", "name", "derived"],
+    "thread": ["id", "trial", "node_rank", "context_rank", "thread_rank", "thread_index"],
+    "timer": ["id", "trial", "name", "short_name", "source_file", "line_number",
+              "line_number_end", "column_number", "column_number_end"],
+    "timer_group": ["timer", "group_name"],
+    "timer_parameter": ["timer", "parameter_name", "parameter_value"],
+    "timer_callpath": ["id", "timer", "parent"],
+    "timer_call_data": ["id", "timer_callpath", "thread", "calls", "subroutines"],
+    "timer_value": ["timer_call_data", "metric", "inclusive_value", "exclusive_value",
+                    "inclusive_percent", "exclusive_percent"],
+    "counter": ["id", "trial", "name"],
+    "counter_value": ["counter", "thread", "sample_count", "maximum_value", "minimum_value",
+                      "mean_value", "standard_deviation"],
+    "primary_metadata": ["trial", "name", "value"],
+    "secondary_metadata": ["id", "trial", "thread", "name", "value", "is_array"],
+}
+
+#: Tables whose ``id`` comes from a sequence (secondary_metadata ids are UUIDs).
+ALLOCATED = ["trial", "metric", "thread", "timer", "timer_callpath", "timer_call_data", "counter"]
+
+#: Foreign-key columns: which table's local row numbers they hold.
+REFERENCES = {
+    "trial": "trial", "thread": "thread", "metric": "metric", "timer": "timer",
+    "parent": "timer_callpath", "timer_callpath": "timer_callpath",
+    "timer_call_data": "timer_call_data", "counter": "counter",
+}
+
+
+@dataclass
+class TrialRows:
+    """Every row of one trial; ``id`` and foreign-key columns hold local row
+    numbers (0-based positions in the referenced table, -1 for NULL) until
+    :func:`load_trial` maps them to allocated ids."""
+
+    tables: dict[str, pd.DataFrame]
+
+
+def derive_rows(trial: TrialData) -> TrialRows:
+    """All TAUdb rows of ``trial``, as TAU's loader would write them."""
+    threads = _threads(trial.threads)
+    entries, callpaths, timers = _callgraph(trial.timers)
+    call_data, values = _timer_statistics(trial, threads, entries)
+    counters, counter_values = _counters(trial, threads)
+    primary, secondary = _metadata(trial, threads)
+    tables = {
+        "trial": _trial_row(trial, threads),
+        "metric": pd.DataFrame({"id": np.arange(len(trial.metrics)), "trial": 0,
+                                "name": trial.metrics, "derived": False}),
+        "thread": threads.assign(trial=0),
+        "timer": timers.assign(trial=0),
+        "timer_group": _groups(trial.timers, timers),
+        "timer_parameter": _parameters(timers),
+        "timer_callpath": callpaths,
+        "timer_call_data": call_data,
+        "timer_value": values,
+        "counter": counters.assign(trial=0),
+        "counter_value": counter_values,
+        "primary_metadata": primary.assign(trial=0),
+        "secondary_metadata": secondary.assign(trial=0),
+    }
+    return TrialRows({name: tables[name][cols] for name, cols in COLUMNS.items()})
+
+
+def load_trial(db: TaudbDatabase, trial: TrialData) -> int:
+    """Write ``trial`` in one transaction, replacing the trials of its source_key; its id."""
+    rows = derive_rows(trial)
+    ensure_schema(db)
+    with db.transaction() as cursor:
+        for old in _trials_with_source_key(db, cursor, trial.source_key):
+            _delete(db, cursor, old)
+        ids = {table: db.allocate_ids(cursor, table, len(rows.tables[table]))
+               for table in ALLOCATED}
+        for table, frame in rows.tables.items():
+            db.write_rows(cursor, table, _with_ids(table, frame, ids))
+        return int(ids["trial"][0])
+
+
+def list_trials(db: TaudbDatabase) -> list[dict]:
+    """One dict per trial (the trial row, plus source_key and fingerprint or None), by id."""
+    ensure_schema(db)
+    rows = db.query(
+        "SELECT t.id, t.name, t.data_source, t.node_count, t.contexts_per_node, "
+        "t.threads_per_context, t.total_threads, k.value, f.value FROM trial t "
+        "LEFT JOIN primary_metadata k ON k.trial = t.id AND k.name = ? "
+        "LEFT JOIN primary_metadata f ON f.trial = t.id AND f.name = ? ORDER BY t.id",
+        (SOURCE_KEY, FINGERPRINT))
+    keys = COLUMNS["trial"] + ["source_key", "fingerprint"]
+    return [dict(zip(keys, row)) for row in rows]
+
+
+def delete_trial(db: TaudbDatabase, trial_id: int) -> bool:
+    """Delete one trial and all its rows in one transaction; False if there was none."""
+    ensure_schema(db)
+    with db.transaction() as cursor:
+        cursor.execute(db.sql("SELECT count(*) FROM trial WHERE id = ?"), (trial_id,))
+        if cursor.fetchone()[0] == 0:
+            return False
+        _delete(db, cursor, trial_id)
+        return True
+
+
+# --- deriving the rows -------------------------------------------------------------------------
+
+def _threads(frame: pd.DataFrame) -> pd.DataFrame:
+    """Real threads (sorted) then the derived ones; ``id`` = row number."""
+    real = frame[THREAD_COLUMNS].astype("int64").sort_values(THREAD_COLUMNS, ignore_index=True)
+    if real.duplicated().any():
+        raise ValueError("TrialData.threads lists a thread twice")
+    contexts = int(real["context_rank"].max()) + 1 if len(real) else 1
+    per_context = int(real["thread_rank"].max()) + 1 if len(real) else 1
+    real["thread_index"] = ((real["node_rank"] * contexts + real["context_rank"]) * per_context
+                            + real["thread_rank"])
+    derived = pd.DataFrame({col: DERIVED for col in THREAD_COLUMNS + ["thread_index"]})
+    threads = pd.concat([real, derived], ignore_index=True)
+    threads["id"] = np.arange(len(threads))
+    return threads
+
+
+def _thread_numbers(frame: pd.DataFrame, threads: pd.DataFrame, what: str) -> np.ndarray:
+    """Local thread numbers of the rows of ``frame`` (real threads only)."""
+    real = pd.MultiIndex.from_frame(threads.loc[threads["node_rank"] >= 0, THREAD_COLUMNS])
+    found = real.get_indexer(pd.MultiIndex.from_frame(frame[THREAD_COLUMNS].astype("int64")))
+    if (found < 0).any():
+        row = frame.iloc[int(np.argmax(found < 0))]
+        raise ValueError(f"TrialData.{what}: thread {tuple(row[THREAD_COLUMNS])} "
+                         "is not in TrialData.threads")
+    return found
+
+
+def _callgraph(timers: pd.DataFrame) -> tuple[pd.Index, pd.DataFrame, pd.DataFrame]:
+    """Entries (sorted names), the callpath rows, and the flat timer rows.
+
+    Every prefix of a callpath is a callpath node (created when missing);
+    ``entries`` maps an entry name to its callpath row number.
+    """
+    names = pd.Index(timers["name"].unique()).sort_values()
+    nodes: dict[str, tuple[str, str | None]] = {}  # path -> (leaf, parent path)
+    for name in names:
+        frames = name.split(CALLPATH_SEPARATOR)
+        for depth in range(len(frames)):
+            path = CALLPATH_SEPARATOR.join(frames[: depth + 1])
+            if path not in nodes:
+                parent = CALLPATH_SEPARATOR.join(frames[:depth]) if depth else None
+                nodes[path] = (frames[depth].strip(), parent)
+    # parents before children: SQLite checks each row's parent when it is inserted
+    paths = sorted(nodes, key=lambda p: (p.count(CALLPATH_SEPARATOR), p))
+    path_number = {path: i for i, path in enumerate(paths)}
+    flat = pd.Index(sorted({leaf for leaf, _ in nodes.values()}))
+    callpaths = pd.DataFrame({
+        "id": np.arange(len(paths)),
+        "timer": flat.get_indexer([nodes[p][0] for p in paths]),
+        "parent": [path_number[nodes[p][1]] if nodes[p][1] is not None else -1 for p in paths],
+    })
+    entries = pd.Series([path_number[n] for n in names], index=names, dtype="int64")
+    return entries, callpaths, _timer_rows(flat)
+
+
+def _timer_rows(flat: pd.Index) -> pd.DataFrame:
+    """Timer rows with TAU's short name and source location (lines 0 when unknown)."""
+    names = pd.Series(flat, dtype="object")
+    source = names.str.extract(_SOURCE)
+    has_file = source["file"].notna()
+    frame = pd.DataFrame({
+        "id": np.arange(len(flat)),
+        "name": names,
+        "short_name": source["short"].where(has_file, names),
+        "source_file": source["file"].str.rsplit("/", n=1).str[-1],
+    })
+    number = {key: pd.to_numeric(source[key]) for key in ("line", "col", "line_end", "col_end")}
+    line = number["line"].fillna(0).astype("int64")
+    frame["line_number"] = line
+    # one "{line}" or "{line,col}" is both the start and the end line, as TAU reads it
+    frame["line_number_end"] = number["line_end"].fillna(line).astype("int64")
+    frame["column_number"] = number["col"].fillna(0).astype("int64")
+    frame["column_number_end"] = number["col_end"].fillna(0).astype("int64")
+    frame["source_file"] = frame["source_file"].astype("object").where(has_file, None)
+    return frame
+
+
+def _groups(entries: pd.DataFrame, timers: pd.DataFrame) -> pd.DataFrame:
+    """timer_group rows: the ``A|B`` groups of each flat entry (callpath groups dropped)."""
+    flat = entries.loc[~entries["name"].str.contains(CALLPATH_SEPARATOR, regex=False),
+                       ["name", "group_names"]].drop_duplicates()
+    groups = flat.assign(group_name=flat["group_names"].fillna("").str.split("|")).explode(
+        "group_name")
+    groups["group_name"] = groups["group_name"].str.strip()
+    groups = groups[groups["group_name"] != ""].drop_duplicates(["name", "group_name"])
+    timer = pd.Index(timers["name"]).get_indexer(groups["name"])
+    return pd.DataFrame({"timer": timer, "group_name": groups["group_name"].to_numpy()})
+
+
+def _parameters(timers: pd.DataFrame) -> pd.DataFrame:
+    """timer_parameter rows of parameter-profile names (``[ <x> = <4> ]``)."""
+    names = timers["name"]
+    found = names[names.str.contains("[ <", regex=False)].str.extractall(_PARAMETER)
+    timer = found.index.get_level_values(0).to_numpy()
+    return pd.DataFrame({"timer": timers["id"].to_numpy()[timer] if len(timer) else timer,
+                         "parameter_name": found[0].str.strip().to_numpy(),
+                         "parameter_value": found[1].str.strip().to_numpy()})
+
+
+def _timer_statistics(trial: TrialData, threads: pd.DataFrame,
+                      entries: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """timer_call_data and timer_value rows of the real and the derived threads."""
+    n_threads = int((threads["node_rank"] >= 0).sum())
+    n_metrics = len(trial.metrics)
+    # one row per (entry, thread) that has the entry, in entry then thread order
+    present = pd.DataFrame({
+        "entry": entries.index.get_indexer(trial.timers["name"]),
+        "thread": _thread_numbers(trial.timers, threads, "timers"),
+        "calls": trial.timers["calls"].to_numpy(dtype="float64"),
+        "subroutines": trial.timers["subroutines"].to_numpy(dtype="float64"),
+    })
+    if present.duplicated(["entry", "thread"]).any():
+        raise ValueError("TrialData.timers lists a timer twice for one thread")
+    present = present.sort_values(["entry", "thread"], ignore_index=True)
+    incl, excl = _values_of(trial, threads, entries, present)  # (rows, metrics)
+
+    # per-thread largest inclusive value M, and S = sum of M in thread order (per metric)
+    largest = np.zeros((n_threads, n_metrics))
+    np.maximum.at(largest, present["thread"].to_numpy(), incl)
+    total_largest = np.zeros(n_metrics)
+    for row in largest:  # sequential, as TAU sums
+        total_largest += row
+    divider = total_largest / 100.0
+
+    real_calls = present[["entry", "thread", "calls", "subroutines"]]
+    thread_divider = largest[present["thread"].to_numpy()] / 100.0
+    real_values = (incl, excl, _percent(incl, thread_divider), _percent(excl, thread_divider))
+    stats = _Statistics(present["entry"].to_numpy(), len(entries), n_threads)
+    derived_calls, derived_values = stats.derive(
+        present[["calls", "subroutines"]].to_numpy(), incl, excl, divider)
+
+    calls = pd.concat([real_calls, derived_calls], ignore_index=True)
+    inclusive, exclusive, incl_pct, excl_pct = (
+        np.concatenate([real, derived]) for real, derived in zip(real_values, derived_values))
+    keep = (calls["calls"] > 0).to_numpy()
+    call_data = pd.DataFrame({
+        "id": np.arange(int(keep.sum())),
+        "timer_callpath": calls["entry"].to_numpy()[keep],
+        "thread": calls["thread"].to_numpy()[keep],
+        "calls": np.trunc(calls["calls"].to_numpy()[keep]),
+        "subroutines": np.trunc(calls["subroutines"].to_numpy()[keep]),
+    })
+    call_data[["calls", "subroutines"]] = call_data[["calls", "subroutines"]].astype("int64")
+    call_data["timer_callpath"] = entries.to_numpy()[call_data["timer_callpath"]]
+    values = pd.DataFrame({
+        "timer_call_data": np.repeat(call_data["id"].to_numpy(), n_metrics),
+        "metric": np.tile(np.arange(n_metrics), len(call_data)),
+        "inclusive_value": inclusive[keep].ravel(),
+        "exclusive_value": exclusive[keep].ravel(),
+        "inclusive_percent": incl_pct[keep].ravel(),
+        "exclusive_percent": excl_pct[keep].ravel(),
+    })
+    return call_data, values
+
+
+def _values_of(trial: TrialData, threads: pd.DataFrame, entries: pd.Series,
+               present: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Inclusive and exclusive values aligned with ``present`` rows: (rows, metrics), 0 if absent."""
+    frame = trial.timer_values
+    metric = pd.Index(trial.metrics).get_indexer(frame["metric"])
+    if (metric < 0).any():
+        raise ValueError(f"TrialData.timer_values: metric {frame['metric'][metric < 0].iloc[0]!r} "
+                         f"is not in TrialData.metrics {trial.metrics}")
+    entry = entries.index.get_indexer(frame["name"])
+    thread = _thread_numbers(frame, threads, "timer_values")
+    n_threads = int((threads["node_rank"] >= 0).sum())
+    keys = present["entry"].to_numpy() * n_threads + present["thread"].to_numpy()
+    wanted = entry * n_threads + thread
+    row = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
+    missing = (entry < 0) | (keys[row] != wanted) if len(keys) else np.ones(len(entry), bool)
+    if missing.any():
+        raise ValueError("TrialData.timer_values: a value for a (thread, timer) that "
+                         f"TrialData.timers lacks: {frame['name'].iloc[int(np.argmax(missing))]!r}")
+    incl = np.zeros((len(present), len(trial.metrics)))
+    excl = np.zeros_like(incl)
+    incl[row, metric] = frame["inclusive"].to_numpy(dtype="float64")
+    excl[row, metric] = frame["exclusive"].to_numpy(dtype="float64")
+    return incl, excl
+
+
+def _percent(value: np.ndarray, divider: np.ndarray) -> np.ndarray:
+    """``value / divider``, 0 where the divider is 0 (TAU's guard)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(divider == 0, 0.0, value / np.where(divider == 0, 1.0, divider))
+
+
+class _Statistics:
+    """TAU's derived-thread statistics over the real threads that have an entry.
+
+    Rows arrive sorted by entry then thread; every sum runs in that order.
+    """
+
+    def __init__(self, entry: np.ndarray, n_entries: int, n_threads: int):
+        self.entry = entry
+        self.n_entries = n_entries
+        self.n_threads = n_threads
+        self.count = np.bincount(entry, minlength=n_entries).astype("float64")
+
+    def _sum(self, x: np.ndarray) -> np.ndarray:
+        out = np.zeros((self.n_entries,) + x.shape[1:])
+        np.add.at(out, self.entry, x)
+        return out
+
+    def _extreme(self, x: np.ndarray, ufunc: np.ufunc, start: float) -> np.ndarray:
+        out = np.full((self.n_entries,) + x.shape[1:], start)
+        ufunc.at(out, self.entry, x)
+        return out
+
+    def _moments(self, x: np.ndarray) -> dict[int, np.ndarray]:
+        """The seven derived values of ``x`` (rows, columns) per entry, keyed by code."""
+        count = self.count.reshape((-1,) + (1,) * (x.ndim - 1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            some = np.where(count > 0, 1.0 / count, 0.0)
+        every = 1.0 / self.n_threads
+        total, squares = self._sum(x), self._sum(x * x)
+        mean_some, mean_every = total * some, total * every
+        std_some = np.where(count > 1, np.sqrt(np.abs(squares * some - mean_some * mean_some)), 0.0)
+        std_every = np.sqrt(np.abs(squares * every - mean_every * mean_every))
+        return {-1: mean_some, -2: total, -3: std_some, -4: self._extreme(x, np.minimum, np.inf),
+                -5: self._extreme(x, np.maximum, -np.inf), -6: mean_every, -7: std_every}
+
+    def derive(self, calls: np.ndarray, incl: np.ndarray, excl: np.ndarray,
+               divider: np.ndarray) -> tuple[pd.DataFrame, tuple[np.ndarray, ...]]:
+        """Call rows (entry, thread, calls, subroutines) and value arrays of the derived threads.
+
+        ``divider`` is S / 100 per metric. Threads are numbered after the real
+        ones: n_threads + 0 for -1, ... + 6 for -7.
+        """
+        c, i, e = self._moments(calls), self._moments(incl), self._moments(excl)
+        per_thread = divider / self.n_threads
+        frames, values = [], []
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for offset, code in enumerate(DERIVED):
+                code = int(code)
+                if code in (-1, -2, -6):
+                    incl_pct = _percent(i[-2], divider)
+                    excl_pct = (_percent(e[-2], divider) if code == -2
+                                else _percent(e[-1], per_thread))
+                elif code in (-4, -5):
+                    incl_pct, excl_pct = _percent(i[code], per_thread), _percent(e[code], per_thread)
+                else:  # STDDEV: relative to the MEAN(-1) values, exclusive without * 100
+                    incl_pct, excl_pct = i[code] / i[-1] * 100.0, e[code] / e[-1]
+                frames.append(pd.DataFrame({
+                    "entry": np.arange(self.n_entries), "thread": self.n_threads + offset,
+                    "calls": c[code][:, 0], "subroutines": c[code][:, 1]}))
+                values.append((i[code], e[code], incl_pct, excl_pct))
+        return (pd.concat(frames, ignore_index=True),
+                tuple(np.concatenate(parts) for parts in zip(*values)))
+
+
+def _counters(trial: TrialData, threads: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """counter rows (one per user event name) and counter_value rows (real threads)."""
+    frame = trial.counters
+    names = pd.Index(frame["name"].unique()).sort_values()
+    counters = pd.DataFrame({"id": np.arange(len(names)), "name": names})
+    values = pd.DataFrame({
+        "counter": names.get_indexer(frame["name"]),
+        "thread": _thread_numbers(frame, threads, "counters"),
+        "sample_count": frame["sample_count"].to_numpy(dtype="int64"),
+        "maximum_value": frame["maximum"].to_numpy(dtype="float64"),
+        "minimum_value": frame["minimum"].to_numpy(dtype="float64"),
+        "mean_value": frame["mean"].to_numpy(dtype="float64"),
+        "standard_deviation": frame["sum_squares"].to_numpy(dtype="float64"),  # raw SumSqr
+    })
+    return counters, values
+
+
+def _metadata(trial: TrialData, threads: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Primary (name, value) and secondary (id, thread, name, value, is_array) rows."""
+    extra = {**trial.trial_metadata, SOURCE_KEY: trial.source_key, FINGERPRINT: trial.fingerprint}
+    frame = trial.metadata[~trial.metadata["name"].isin(list(extra))]
+    thread = _thread_numbers(frame, threads, "metadata")
+    frame = pd.DataFrame({"thread": thread, "name": frame["name"].to_numpy(),
+                          "value": frame["value"].to_numpy()})
+    first = frame.loc[frame["thread"] == 0].drop_duplicates("name").set_index("name")["value"]
+    same = frame["value"].to_numpy() == first.reindex(frame["name"]).to_numpy()
+    differs = pd.Series(~same).groupby(frame["name"].to_numpy()).any()
+    primary_names = first.index[~differs.reindex(first.index).to_numpy()]
+    primary = pd.concat([
+        pd.DataFrame({"name": primary_names, "value": first[primary_names].to_numpy()}),
+        pd.DataFrame({"name": list(extra), "value": list(extra.values())}),
+    ], ignore_index=True)
+    secondary = frame[~frame["name"].isin(primary_names)].sort_values(["name", "thread"])
+    secondary = secondary.assign(id=[str(uuid.uuid4()) for _ in range(len(secondary))],
+                                 is_array=False)
+    return primary, secondary
+
+
+def _trial_row(trial: TrialData, threads: pd.DataFrame) -> pd.DataFrame:
+    """The trial row: counts as TAU computes them (distinct nodes, largest per-parent counts)."""
+    real = threads[threads["node_rank"] >= 0]
+    contexts = real.groupby("node_rank")["context_rank"].nunique()
+    per_context = real.groupby(["node_rank", "context_rank"]).size()
+    return pd.DataFrame([{
+        "id": 0, "name": trial.name, "data_source": trial.data_source,
+        "node_count": real["node_rank"].nunique(),
+        "contexts_per_node": int(contexts.max()) if len(real) else 0,
+        "threads_per_context": int(per_context.max()) if len(real) else 0,
+        "total_threads": len(real),
+    }])
+
+
+# --- writing -----------------------------------------------------------------------------------
+
+def _with_ids(table: str, frame: pd.DataFrame, ids: dict[str, np.ndarray]) -> pd.DataFrame:
+    """``frame`` with local row numbers replaced by allocated ids (-1 -> NULL)."""
+    out = frame.copy()
+    for column in out.columns:
+        target = table if column == "id" else REFERENCES.get(column)
+        if target not in ids:
+            continue
+        local = out[column].to_numpy(dtype="int64")
+        mapped = ids[target][np.maximum(local, 0)]
+        if (local < 0).any():
+            out[column] = pd.array(mapped, dtype="Int64")
+            out.loc[local < 0, column] = pd.NA
+        else:
+            out[column] = mapped
+    _check_int32(out)
+    return out
+
+
+def _check_int32(frame: pd.DataFrame) -> None:
+    """Raise on integers that do not fit TAUdb's INT columns."""
+    for column in frame.columns:
+        if frame[column].dtype.kind in "iu" or str(frame[column].dtype) == "Int64":
+            values = frame[column].dropna()
+            if len(values) and (values.abs().max() > INT32_MAX):
+                raise ValueError(f"{column}: {values.abs().max()} does not fit an INT column")
+
+
+def _trials_with_source_key(db: TaudbDatabase, cursor, source_key: str) -> list[int]:
+    cursor.execute(db.sql("SELECT trial FROM primary_metadata WHERE name = ? AND value = ?"),
+                   (SOURCE_KEY, source_key))
+    return sorted({row[0] for row in cursor.fetchall()})
+
+
+_DELETES = [
+    ("DELETE FROM timer_value WHERE timer_call_data IN (SELECT d.id FROM timer_call_data d "
+     "JOIN thread h ON d.thread = h.id WHERE h.trial = ?)"),
+    "DELETE FROM counter_value WHERE thread IN (SELECT id FROM thread WHERE trial = ?)",
+    "DELETE FROM timer_call_data WHERE thread IN (SELECT id FROM thread WHERE trial = ?)",
+    "DELETE FROM secondary_metadata WHERE trial = ?",
+    "DELETE FROM counter_value WHERE counter IN (SELECT id FROM counter WHERE trial = ?)",
+    "DELETE FROM timer_callpath WHERE timer IN (SELECT id FROM timer WHERE trial = ?)",
+    "DELETE FROM timer_group WHERE timer IN (SELECT id FROM timer WHERE trial = ?)",
+    "DELETE FROM timer_parameter WHERE timer IN (SELECT id FROM timer WHERE trial = ?)",
+    "DELETE FROM timer WHERE trial = ?",
+    "DELETE FROM counter WHERE trial = ?",
+    "DELETE FROM primary_metadata WHERE trial = ?",
+    "DELETE FROM thread WHERE trial = ?",
+    "DELETE FROM metric WHERE trial = ?",
+    "DELETE FROM trial WHERE id = ?",
+]
+
+
+def _delete(db: TaudbDatabase, cursor, trial_id: int) -> None:
+    """Delete every row of one trial, children first (inside the caller's transaction)."""
+    for statement in _DELETES:
+        cursor.execute(db.sql(statement), (trial_id,))
