@@ -173,6 +173,8 @@ def test_trial_identity(peer_data, tmp_path):
     packed = read_ppk(ppk)
     assert packed.name == "DrawGraph_2.ppk" and packed.source_key == str(ppk.resolve())
     assert len(packed.fingerprint) == 64
+    assert read_trial_source(ppk).fingerprint == packed.fingerprint
+    assert read_trial_source(source).source_key == trial.source_key
 
 
 def test_wrf_callpath_set_reads_fast(peer_data):
