@@ -74,30 +74,31 @@ REPETITION_ENERGY_COLUMNS = [
     "counter_resets",
     *(col for m in METHODS for col in (m.gap_count, m.gap_s)),
 ]
-_INT_COLUMNS = [
-    "memory_clock_mhz",
-    "sm_clock_mhz",
-    "epoch",
-    "counter_resets",
-    *(m.gap_count for m in METHODS),
-]
-
-
 def _windows(timestamps: pd.DataFrame) -> list[tuple[str, int | None, pd.Timestamp, pd.Timestamp]]:
-    """(phase, epoch, start, end) for the experiment, training and each epoch."""
-    events = timestamps.groupby("event")["time"]
-    first, last = events.min(), events.max()
-    windows = [("experiment", None, first["experiment_begin"], last["experiment_end"])]
-    if "train_begin" in first and "train_end" in last:
-        windows.append(("train", None, first["train_begin"], last["train_end"]))
-    begins = timestamps[timestamps["event"] == "epoch_begin"].drop_duplicates("data", keep="first")
-    ends = timestamps[timestamps["event"] == "epoch_end"].drop_duplicates("data", keep="last")
-    epochs = begins.merge(ends, on="data", suffixes=("_begin", "_end")).sort_values("data")
-    windows += [
-        ("epoch", int(e.data), e.time_begin, e.time_end)
-        for e in epochs.itertuples(index=False)
-        if e.time_end >= e.time_begin
-    ]
+    """(phase, epoch, start, end) for the experiment, training and each epoch.
+
+    A phase runs from the first begin event to the last end event; epochs
+    pair ``epoch_begin`` and ``epoch_end`` by their ``data`` index.
+    """
+    events = timestamps["event"].to_numpy()
+    times = timestamps["time"]
+
+    def first(event: str) -> dict[int, pd.Timestamp]:
+        chosen = timestamps[events == event]
+        return dict(zip(chosen["data"][::-1], chosen["time"][::-1], strict=True))
+
+    def last(event: str) -> dict[int, pd.Timestamp]:
+        chosen = timestamps[events == event]
+        return dict(zip(chosen["data"], chosen["time"], strict=True))
+
+    windows = [("experiment", None, times[events == "experiment_begin"].min(),
+                times[events == "experiment_end"].max())]
+    if (events == "train_begin").any() and (events == "train_end").any():
+        windows.append(("train", None, times[events == "train_begin"].min(),
+                        times[events == "train_end"].max()))
+    begins, ends = first("epoch_begin"), last("epoch_end")
+    windows += [("epoch", int(epoch), begins[epoch], ends[epoch])
+                for epoch in sorted(begins.keys() & ends.keys()) if ends[epoch] >= begins[epoch]]
     return windows
 
 
@@ -114,9 +115,9 @@ def _series(
     return seconds_since(frame["time"], origin)[present], values[present]
 
 
-def _percent(value: float, reference: float) -> float:
+def _percent(value: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """How far ``value`` is from ``reference``, in % of it (NaN without a reference)."""
-    return (value - reference) / reference * 100.0 if reference > 0 else float("nan")
+    return np.where(reference > 0, (value - reference) / reference * 100.0, np.nan)
 
 
 def repetition_energy(rep: Repetition, *, max_gap_s: float = 5.0) -> pd.DataFrame:
@@ -144,36 +145,49 @@ def repetition_energy(rep: Repetition, *, max_gap_s: float = 5.0) -> pd.DataFram
         "sm_clock_mhz": settings.sm_clock_mhz,
         "power_limit_w": settings.power_limit_w,
     }
-    rows = []
-    for phase, epoch, start, end in windows:
-        t0, t1 = seconds_since([start, end], origin)
-        duration = t1 - t0
-        row = key | {"phase": phase, "epoch": epoch, "window_start": start, "window_end": end,
-                     "duration_s": duration}
+    starts = pd.DatetimeIndex([w[2] for w in windows]).as_unit("ns")
+    ends = pd.DatetimeIndex([w[3] for w in windows]).as_unit("ns")
+    t0, t1 = seconds_since(starts, origin), seconds_since(ends, origin)
+    duration = t1 - t0
+    count = len(windows)
+    missing, missing_count = np.full(count, np.nan), pd.array([None] * count, dtype="Int64")
+    columns = {
+        **{name: [value] * count for name, value in key.items()},
+        "phase": [w[0] for w in windows],
+        "epoch": pd.array([w[1] for w in windows], dtype="Int64"),
+        "window_start": starts,
+        "window_end": ends,
+        "duration_s": duration,
+        "counter_resets": missing_count,
+    }
+    with np.errstate(invalid="ignore", divide="ignore"):
         for method in METHODS:
             data = series[method.name]
-            if data is None:
-                continue  # source missing: its columns stay NaN / NA
+            if data is None:  # source missing
+                columns |= {method.energy: missing, method.mean_power: missing,
+                            method.gap_count: missing_count, method.gap_s: missing}
+                continue
             integrate = counter_energy if method.name == "counter" else trapezoid_energy
             result = integrate(*data, t0, t1, max_gap_s)
-            row[method.energy] = result.energy_j
-            row[method.mean_power] = result.energy_j / duration if duration > 0 else np.nan
-            row[method.gap_count] = result.gap_count
-            row[method.gap_s] = result.gap_s
+            columns |= {
+                method.energy: result.energy_j,
+                method.mean_power: np.where(duration > 0, result.energy_j / duration, np.nan),
+                method.gap_count: pd.array(result.gap_count, dtype="Int64"),
+                method.gap_s: result.gap_s,
+            }
             if method.name == "counter":
-                row["counter_resets"] = result.counter_resets
-        counter = row.get("gpu_energy_counter_j", np.nan)
-        power = row.get("gpu_energy_power_j", np.nan)
-        row["gpu_energy_method"] = "power" if np.isnan(counter) else "counter"
-        row["gpu_energy_j"] = power if np.isnan(counter) else counter
-        row["edp_js"] = row["gpu_energy_j"] * duration
-        row["power_vs_counter_pct"] = _percent(power, counter)
-        row["samples_vs_counter_pct"] = _percent(row.get("gpu_energy_samples_j", np.nan), counter)
-        rows.append(row)
-    frame = pd.DataFrame(rows, columns=REPETITION_ENERGY_COLUMNS)
-    frame[_INT_COLUMNS] = frame[_INT_COLUMNS].astype("Int64")
-    for column in ("window_start", "window_end"):
-        frame[column] = frame[column].dt.as_unit("ns")
+                columns["counter_resets"] = pd.array(result.counter_resets, dtype="Int64")
+        counter = columns["gpu_energy_counter_j"]
+        use_counter = ~np.isnan(counter)
+        columns["gpu_energy_method"] = np.where(use_counter, "counter", "power")
+        columns["gpu_energy_j"] = np.where(use_counter, counter, columns["gpu_energy_power_j"])
+        columns["edp_js"] = columns["gpu_energy_j"] * duration
+        columns["power_vs_counter_pct"] = _percent(columns["gpu_energy_power_j"], counter)
+        columns["samples_vs_counter_pct"] = _percent(columns["gpu_energy_samples_j"], counter)
+    frame = pd.DataFrame(columns)[REPETITION_ENERGY_COLUMNS]
+    for name in ("memory_clock_mhz", "sm_clock_mhz"):
+        frame[name] = frame[name].astype("Int64")
+    frame["power_limit_w"] = frame["power_limit_w"].astype("float64")
     return frame
 
 

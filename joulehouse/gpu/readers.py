@@ -20,6 +20,7 @@ import io
 import json
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,7 +138,7 @@ def read_csv_table(
     are not UTF-8, a wrong number of fields and values of the wrong type.
     """
     raw = path.read_bytes()
-    if not raw.strip():
+    if not raw or raw.isspace():
         raise InputError(path, "empty file")
     if not raw.endswith(b"\n"):
         raise InputError(path, "last line is cut short (no line end)", line=raw.count(b"\n") + 1)
@@ -201,14 +202,11 @@ def read_system_info(path: Path) -> dict[str, Any]:
     return info
 
 
-def read_timestamps(path: Path, timezone: str = "UTC") -> pd.DataFrame:
-    """``timestamps.csv`` -> ``time`` (UTC), ``event``, ``data`` (int).
+def _timestamps_types(names: list[str]) -> dict[str, pa.DataType]:
+    return {"timestamp": pa.string(), "event": pa.string(), "data": pa.int64()}
 
-    Raises IncompleteInputError while ``experiment_end`` is missing.
-    """
-    table = read_csv_table(
-        path, lambda names: {"timestamp": pa.string(), "event": pa.string(), "data": pa.int64()}
-    )
+
+def _timestamps_frame(path: Path, table: pa.Table, timezone: str) -> pd.DataFrame:
     _require(path, table, "timestamp", "event", "data")
     frame = _frame(_local_time(path, table, timezone), table, {})
     if not (frame["event"] == END_EVENT).any():
@@ -216,38 +214,67 @@ def read_timestamps(path: Path, timezone: str = "UTC") -> pd.DataFrame:
     return schemas.validate(schemas.TIMESTAMPS_SCHEMA, frame, path)
 
 
-def read_gpu_power(path: Path, timezone: str = "UTC") -> pd.DataFrame:
-    """``gpu-power.csv`` -> ``time`` (UTC), ``power_w``, ``total_energy_j`` ... (see GPU_POWER_COLUMNS)."""
+def _gpu_power_types(names: list[str]) -> dict[str, pa.DataType]:
+    return {"timestamp": pa.string()} | {n: _FLOAT for n in names if n in GPU_POWER_COLUMNS}
 
-    def types(names: list[str]) -> dict[str, pa.DataType]:
-        return {"timestamp": pa.string()} | {n: _FLOAT for n in names if n in GPU_POWER_COLUMNS}
 
-    table = read_csv_table(path, types)
+def _gpu_power_frame(path: Path, table: pa.Table, timezone: str) -> pd.DataFrame:
     _require(path, table, "timestamp", "power")
     frame = _frame(_local_time(path, table, timezone), table, GPU_POWER_COLUMNS)
     return schemas.validate(schemas.GPU_POWER_SCHEMA, frame, path)
 
 
-def read_external_power(path: Path, timezone: str = "UTC", unit: str = "mW") -> pd.DataFrame:
-    """``power-external.csv`` -> ``time`` (UTC), ``d0c0_w`` ... and their sum ``external_power_w``.
+def _external_types(names: list[str]) -> dict[str, pa.DataType]:
+    return {"timestamp": pa.string()} | {n: _FLOAT for n in names if _CHANNEL.match(n)}
 
-    ``unit`` is the unit the channels are written in: ``mW`` (the format
-    document), ``cW`` (what the original analysis assumed) or ``W``.
-    """
+
+def _external_frame(path: Path, table: pa.Table, timezone: str, unit: str) -> pd.DataFrame:
     factor = EXTERNAL_POWER_UNITS[unit]
-    table = read_csv_table(
-        path,
-        lambda names: {"timestamp": pa.string()} | {n: _FLOAT for n in names if _CHANNEL.match(n)},
-    )
     channels = [name for name in table.column_names if _CHANNEL.match(name)]
     _require(path, table, "timestamp", *(channels or ["d0c0"]))
     frame = _frame(
         _local_time(path, table, timezone), table, {c: (f"{c}_w", factor) for c in channels}
     )
-    frame.insert(
-        1, "external_power_w", np.sum([frame[f"{c}_w"].to_numpy() for c in channels], axis=0)
-    )
+    total = np.sum([frame[f"{c}_w"].to_numpy() for c in channels], axis=0)
+    frame.insert(1, "external_power_w", total)
     return schemas.validate(schemas.EXTERNAL_POWER_SCHEMA, frame, path)
+
+
+def _samples_types(names: list[str]) -> dict[str, pa.DataType]:
+    return {"timestamp": pa.int64(), "value": _FLOAT}
+
+
+def _samples_frame(path: Path, table: pa.Table) -> pd.DataFrame:
+    _require(path, table, "timestamp", "value")
+    if table["timestamp"].null_count:
+        raise InputError(path, "missing timestamp", field="timestamp")
+    power = path.name == POWER_SAMPLES + SAMPLES_SUFFIX
+    units = {"value": ("power_w", 1e-3) if power else ("value", 1.0)}
+    frame = _frame(epoch_us_to_utc(table["timestamp"]), table, units)
+    schema = schemas.POWER_SAMPLES_SCHEMA if power else schemas.SAMPLES_SCHEMA
+    return schemas.validate(schema, frame, path)
+
+
+def read_timestamps(path: Path, timezone: str = "UTC") -> pd.DataFrame:
+    """``timestamps.csv`` -> ``time`` (UTC), ``event``, ``data`` (int).
+
+    Raises IncompleteInputError while ``experiment_end`` is missing.
+    """
+    return _timestamps_frame(path, read_csv_table(path, _timestamps_types), timezone)
+
+
+def read_gpu_power(path: Path, timezone: str = "UTC") -> pd.DataFrame:
+    """``gpu-power.csv`` -> ``time`` (UTC), ``power_w``, ``total_energy_j`` ... (GPU_POWER_COLUMNS)."""
+    return _gpu_power_frame(path, read_csv_table(path, _gpu_power_types), timezone)
+
+
+def read_external_power(path: Path, timezone: str = "UTC", unit: str = "mW") -> pd.DataFrame:
+    """``power-external.csv`` -> ``time`` (UTC), ``external_power_w`` (sum), ``d0c0_w`` ...
+
+    ``unit`` is the unit the channels are written in: ``mW`` (the format
+    document), ``cW`` (what the original analysis assumed) or ``W``.
+    """
+    return _external_frame(path, read_csv_table(path, _external_types), timezone, unit)
 
 
 def read_samples(path: Path) -> pd.DataFrame:
@@ -255,17 +282,7 @@ def read_samples(path: Path) -> pd.DataFrame:
 
     ``total_power_samples.csv`` (mW) gives ``power_w`` instead of ``value``.
     """
-    power = path.name == POWER_SAMPLES + SAMPLES_SUFFIX
-    table = read_csv_table(
-        path, lambda names: {"timestamp": pa.int64(), "value": _FLOAT}
-    )
-    _require(path, table, "timestamp", "value")
-    if table["timestamp"].null_count:
-        raise InputError(path, "missing timestamp", field="timestamp")
-    units = {"value": ("power_w", 1e-3) if power else ("value", 1.0)}
-    frame = _frame(epoch_us_to_utc(table["timestamp"]), table, units)
-    schema = schemas.POWER_SAMPLES_SCHEMA if power else schemas.SAMPLES_SCHEMA
-    return schemas.validate(schema, frame, path)
+    return _samples_frame(path, read_csv_table(path, _samples_types))
 
 
 def read_repetition(
@@ -275,7 +292,8 @@ def read_repetition(
 
     ``timestamps.csv`` and ``gpu-power.csv`` are required; the others are
     read when present. ``timezone`` is the IANA zone the naive timestamps
-    were written in.
+    were written in. Raises IncompleteInputError (before reading anything
+    else) while ``experiment_end`` is missing.
     """
     check_timezone(timezone)
     if external_power_unit not in EXTERNAL_POWER_UNITS:
@@ -287,20 +305,30 @@ def read_repetition(
     if not (folder / GPU_POWER_FILE).is_file():
         raise InputError(folder / GPU_POWER_FILE, "required file missing")
     external = folder / EXTERNAL_POWER_FILE
+    samples = sorted(folder.glob("*" + SAMPLES_SUFFIX))
+    jobs = [(folder / GPU_POWER_FILE, _gpu_power_types)]
+    jobs += [(external, _external_types)] if external.is_file() else []
+    jobs += [(path, _samples_types) for path in samples]
+    # pyarrow parses without the GIL: parse the files side by side, then build
+    # the frames in a fixed order, so the error raised does not depend on timing.
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        tables = dict(zip((path for path, _ in jobs), pool.map(lambda job: read_csv_table(*job), jobs),
+                          strict=True))
     info = folder / SYSTEM_INFO_FILE
     return Repetition(
         ref=ref,
         settings=parse_settings(ref.run, ref.experiment),
         timestamps=timestamps,
-        gpu_power=read_gpu_power(folder / GPU_POWER_FILE, timezone),
+        gpu_power=_gpu_power_frame(folder / GPU_POWER_FILE, tables[folder / GPU_POWER_FILE],
+                                   timezone),
         external_power=(
-            read_external_power(external, timezone, external_power_unit)
-            if external.is_file()
+            _external_frame(external, tables[external], timezone, external_power_unit)
+            if external in tables
             else None
         ),
         samples={
-            path.name.removesuffix(SAMPLES_SUFFIX): read_samples(path)
-            for path in sorted(folder.glob("*" + SAMPLES_SUFFIX))
+            path.name.removesuffix(SAMPLES_SUFFIX): _samples_frame(path, tables[path])
+            for path in samples
         },
         system_info=read_system_info(info) if info.is_file() else None,
     )

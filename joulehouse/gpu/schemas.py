@@ -31,12 +31,12 @@ UTC_TIME = pd.DatetimeTZDtype("ns", "UTC")
 
 
 def _strictly_increasing(series: pd.Series) -> pd.Series:
-    values = series.to_numpy()
+    values = series.values  # numpy, UTC for tz-aware times (no Timestamp objects)
     return pd.Series(np.r_[True, values[1:] > values[:-1]], index=series.index)
 
 
 def _non_decreasing(series: pd.Series) -> pd.Series:
-    values = series.to_numpy()
+    values = series.values  # numpy, UTC for tz-aware times (no Timestamp objects)
     return pd.Series(np.r_[True, values[1:] >= values[:-1]], index=series.index)
 
 
@@ -194,12 +194,17 @@ __all__ = [
 ]
 
 
-def validate(schema: pa.DataFrameSchema, frame: pd.DataFrame, path: str | os.PathLike[str]):
-    """Validate ``frame`` lazily; on failure raise InputError naming ``path`` and the rows."""
+def validate(
+    schema: pa.DataFrameSchema, frame: pd.DataFrame, path: str | os.PathLike[str]
+) -> pd.DataFrame:
+    """Validate ``frame`` lazily, in place (no copy); return it.
+
+    On failure raise InputError naming ``path`` and the failing rows.
+    """
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
-            return schema.validate(frame, lazy=True)
+            return schema.validate(frame, lazy=True, inplace=True)
     except SchemaErrors as err:
         raise schema_errors_to_input_error(err, path) from None
 
