@@ -34,8 +34,9 @@ TAU's rules (checked against the rows its loader wrote, see
   raw SumSqr.
 - Metadata: an attribute present on the first thread with that same value on
   every thread that has it is primary; the others are secondary, one row per
-  thread (random UUID ids). ``trial_metadata`` and :data:`SOURCE_KEY` /
-  :data:`FINGERPRINT` are primary.
+  thread (random UUID ids). ``trial_metadata``, TAU's ``File Type Index`` /
+  ``File Type Name`` (from data_source) and :data:`SOURCE_KEY` /
+  :data:`FINGERPRINT` are primary and replace thread attributes of that name.
 
 One transaction: it first deletes the trials loaded from the same
 ``source_key`` (replace), so a failure anywhere leaves the database as it was.
@@ -57,6 +58,9 @@ from joulehouse.taudb.schema import ensure_schema
 #: Primary-metadata names under which a trial records where it came from.
 SOURCE_KEY = "joulehouse.source_key"
 FINGERPRINT = "joulehouse.fingerprint"
+
+#: TAU's ``File Type Name`` per data_source (its DataSource file types 0 and 1); others "Other".
+FILE_TYPE_NAMES = {0: "ParaProf Packed Profile", 1: "TAU profiles"}
 
 #: Derived thread codes in the order they are written.
 DERIVED = np.array([-1, -2, -3, -4, -5, -6, -7])
@@ -444,9 +448,21 @@ def _counters(trial: TrialData, threads: pd.DataFrame) -> tuple[pd.DataFrame, pd
     return counters, values
 
 
+def trial_attributes(trial: TrialData) -> dict[str, str]:
+    """The trial-level primary metadata: ``trial_metadata``, then what the loader adds
+    (TAU's file type, which replaces the one a file states; source_key; fingerprint)."""
+    return {
+        **trial.trial_metadata,
+        "File Type Index": str(trial.data_source),
+        "File Type Name": FILE_TYPE_NAMES.get(trial.data_source, "Other"),
+        SOURCE_KEY: trial.source_key,
+        FINGERPRINT: trial.fingerprint,
+    }
+
+
 def _metadata(trial: TrialData, threads: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Primary (name, value) and secondary (id, thread, name, value, is_array) rows."""
-    extra = {**trial.trial_metadata, SOURCE_KEY: trial.source_key, FINGERPRINT: trial.fingerprint}
+    extra = trial_attributes(trial)
     frame = trial.metadata[~trial.metadata["name"].isin(list(extra))]
     thread = _thread_numbers(frame, threads, "metadata")
     frame = pd.DataFrame({"thread": thread, "name": frame["name"].to_numpy(),
