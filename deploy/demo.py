@@ -21,11 +21,11 @@ import pandas as pd
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from assets.gpu import SETTING_TABLE  # noqa: E402
-from definitions import DEFAULT_WAREHOUSE, EXAMPLE_GPU_DATA, build_definitions  # noqa: E402
-from resources import DataRoot, GpuBenchmarkSource, Warehouse  # noqa: E402
-from sensors.gpu_repetitions import JOB_NAME, sensor_name  # noqa: E402
-from sensors.local import launch_in_process, tick  # noqa: E402
+from assets.gpu import SETTING_TABLE
+from definitions import DEFAULT_WAREHOUSE, EXAMPLE_GPU_DATA, build_definitions
+from resources import DataRoot, GpuBenchmarkSource, Warehouse
+from sensors.gpu_repetitions import JOB_NAME, sensor_name
+from sensors.local import launch_in_process, tick
 
 UNITS = {"_s_": ("s", 1.0), "_j_": ("kJ", 1e-3), "_w_": ("W", 1.0), "_js_": ("kJ·s", 1e-3)}
 

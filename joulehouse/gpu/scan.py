@@ -12,7 +12,7 @@ with the number of repetitions:
 * Repetitions found in a changed run folder, and repetitions still pending
   from earlier ticks, are checked: a repetition is *ready* when its
   ``timestamps.csv`` has ``experiment_end`` and no file in it changed for
-  ``quiet_s`` seconds. Ready repetitions whose fingerprint differs from the
+  ``quiet_s`` seconds (mtime or ctime). Ready repetitions whose fingerprint differs from the
   one reported before (or that are new) are returned; the others stay
   pending and are checked again next tick, so a folder still being written
   on a shared filesystem waits.
@@ -134,7 +134,7 @@ def _check(ref: RepetitionRef, state: ScanState, quiet_s: float, now: float
     digest = fingerprint(path) if name in reported else None
     if digest is not None and digest[:SHORT_FINGERPRINT] == reported[name]:
         return None
-    if not is_complete(path) or now - _newest_mtime(path) < quiet_s:
+    if not is_complete(path) or now - _last_change(path) < quiet_s:
         state.pending.add(ref.key)
         return None
     digest = digest or fingerprint(path)
@@ -142,14 +142,20 @@ def _check(ref: RepetitionRef, state: ScanState, quiet_s: float, now: float
     return ReadyRepetition(ref, digest)
 
 
-def _newest_mtime(path: Path) -> float:
-    """The latest mtime (s) of the folder and the files directly in it."""
-    newest = path.stat().st_mtime
+def _last_change(path: Path) -> float:
+    """The latest mtime or ctime (s) of the folder and the files directly in it.
+
+    ctime counts too: a copy that keeps the original mtimes (``cp -p``,
+    ``rsync -a``) still sets ctime to the time of copying.
+    """
+    stat = path.stat()
+    latest = max(stat.st_mtime, stat.st_ctime)
     with os.scandir(path) as entries:
         for entry in entries:
             if entry.is_file():
-                newest = max(newest, entry.stat().st_mtime)
-    return newest
+                stat = entry.stat()
+                latest = max(latest, stat.st_mtime, stat.st_ctime)
+    return latest
 
 
 class _Walker:

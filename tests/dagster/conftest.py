@@ -1,0 +1,58 @@
+"""Fixtures of the Dagster-layer tests: a generated data root, an instance, definitions."""
+
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from definitions import build_definitions
+from joulehouse.gpu.generator import RepetitionSpec, write_data_root
+from resources import DataRoot, GpuBenchmarkSource, Warehouse
+from sensors.gpu_repetitions import sensor_name
+
+QUIET_S = 1.0  # the quiet period: ctime counts, which only waiting can age
+RUNS = {"power-limit": {"bert": ["150W", "250W"], "resnet": ["200W"]}}
+REPETITIONS = 2
+SMALL = RepetitionSpec(duration_s=8.0, epochs=2)
+
+
+def settle() -> None:
+    """Wait out the quiet period."""
+    time.sleep(QUIET_S + 0.1)
+
+
+@pytest.fixture
+def data_root(tmp_path: Path) -> Path:
+    """A generated data root named ``lab``: 3 runs x 2 repetitions, quiet."""
+    root = tmp_path / "lab"
+    write_data_root(root, RUNS, repetitions=REPETITIONS, base=SMALL)
+    settle()
+    return root
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as test_instance:
+        yield test_instance
+
+
+@pytest.fixture
+def source(data_root: Path) -> GpuBenchmarkSource:
+    return GpuBenchmarkSource(data_roots=[DataRoot(path=str(data_root))],
+                              quiet_period_s=QUIET_S, full_rescan_s=None)
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> Warehouse:
+    return Warehouse(root=str(tmp_path / "warehouse"))
+
+
+@pytest.fixture
+def defs(source: GpuBenchmarkSource, warehouse: Warehouse) -> dg.Definitions:
+    return build_definitions(source, warehouse)
+
+
+@pytest.fixture
+def sensor(defs: dg.Definitions) -> dg.SensorDefinition:
+    return defs.resolve_sensor_def(sensor_name("lab"))

@@ -1,0 +1,154 @@
+"""The data-root sensor on a generated data root, its ticks applied as the daemon would."""
+
+import os
+import shutil
+from pathlib import Path
+
+import dagster as dg
+from conftest import REPETITIONS, RUNS, settle
+
+from assets.gpu import gpu_repetitions
+from definitions import build_definitions
+from resources import GpuBenchmarkSource
+from sensors.gpu_repetitions import RANGE_END, RANGE_START
+from sensors.local import tick
+
+ALL_KEYS = sorted(f"lab/{e}/{b}/{r}/{i}" for e, bs in RUNS.items() for b, rs in bs.items()
+                  for r in rs for i in range(REPETITIONS))
+
+
+class Ticker:
+    """Ticks one sensor, carrying the cursor from tick to tick."""
+
+    def __init__(self, sensor, instance, source):
+        self.sensor, self.instance, self.source = sensor, instance, source
+        self.cursor = None
+
+    def __call__(self):
+        data = tick(self.sensor, self.instance, {"gpu_source": self.source}, self.cursor)
+        self.cursor = data.cursor
+        return data
+
+    def partitions(self) -> list[str]:
+        return list(self.instance.get_dynamic_partitions(gpu_repetitions.name))
+
+
+def covered(ticker: Ticker, request: dg.RunRequest) -> list[str]:
+    order = ticker.partitions()
+    start, end = request.tags[RANGE_START], request.tags[RANGE_END]
+    return order[order.index(start):order.index(end) + 1]
+
+
+def copy_repetition(root: Path, source_key: str, target_key: str) -> Path:
+    target = root / target_key
+    shutil.copytree(root / source_key, target)
+    return target
+
+
+def replace_repetition(root: Path, key: str) -> None:
+    """Fix a repetition the safe way: write the new version beside it, rename it into place."""
+    fixed = copy_repetition(root, key, str(Path(key).with_name(".fixing")))
+    (fixed / "system_info.json").write_text('{"device": "fixed"}')
+    shutil.rmtree(root / key)
+    os.rename(fixed, root / key)
+
+
+def test_first_tick_registers_every_repetition_and_asks_for_one_run(sensor, instance, source):
+    ticker = Ticker(sensor, instance, source)
+    data = ticker()
+    assert sorted(ticker.partitions()) == ALL_KEYS
+    assert len(data.run_requests) == 1
+    request = data.run_requests[0]
+    assert request.job_name == "gpu_energy_job"
+    assert sorted(covered(ticker, request)) == ALL_KEYS
+    assert request.run_key.startswith("lab:")
+    observed = {e.partition: e.tags["dagster/data_version"] for e in data.asset_events}
+    assert sorted(observed) == ALL_KEYS and all(len(v) == 16 for v in observed.values())
+
+
+def test_second_tick_with_nothing_new_asks_for_nothing(sensor, instance, source):
+    ticker = Ticker(sensor, instance, source)
+    ticker()
+    data = ticker()
+    assert data.run_requests == []
+    assert data.dynamic_partitions_requests == []
+    assert "nothing new" in data.skip_message
+    assert sorted(ticker.partitions()) == ALL_KEYS
+
+
+def test_copied_repetition_is_picked_up_once_quiet(sensor, instance, source, data_root):
+    ticker = Ticker(sensor, instance, source)
+    ticker()
+    new = copy_repetition(data_root, "power-limit/bert/150W/0", "power-limit/bert/150W/7")
+    assert ticker().run_requests == []  # still within the quiet period
+    settle()
+    data = ticker()
+    assert len(data.run_requests) == 1
+    assert covered(ticker, data.run_requests[0]) == ["lab/power-limit/bert/150W/7"]
+    assert ticker.partitions()[-1] == "lab/power-limit/bert/150W/7"
+
+
+def test_incomplete_repetition_waits_until_experiment_end(sensor, instance, source, data_root):
+    ticker = Ticker(sensor, instance, source)
+    ticker()
+    folder = copy_repetition(data_root, "power-limit/resnet/200W/1", "power-limit/resnet/200W/2")
+    timestamps = folder / "timestamps.csv"
+    complete = timestamps.read_text()
+    timestamps.write_text("".join(line for line in complete.splitlines(keepends=True)
+                                  if "experiment_end" not in line))
+    settle()
+    for _ in range(2):
+        data = ticker()
+        assert data.run_requests == [] and "1 pending" in data.skip_message
+    assert "lab/power-limit/resnet/200W/2" not in ticker.partitions()
+    timestamps.write_text(complete)
+    settle()
+    data = ticker()
+    assert [covered(ticker, r) for r in data.run_requests] == [["lab/power-limit/resnet/200W/2"]]
+
+
+def test_fixed_repetition_is_picked_up_again_with_a_new_run_key(sensor, instance, source,
+                                                                  data_root):
+    ticker = Ticker(sensor, instance, source)
+    first = ticker().run_requests[0]
+    key = "power-limit/bert/250W/1"
+    replace_repetition(data_root, key)
+    settle()
+    data = ticker()
+    assert len(data.run_requests) == 1
+    again = data.run_requests[0]
+    assert covered(ticker, again) == [f"lab/{key}"]
+    assert again.run_key != first.run_key
+    assert data.dynamic_partitions_requests == []  # the partition exists already
+
+
+def test_in_place_rewrite_is_found_by_the_full_rescan(sensor, instance, source, data_root,
+                                                       warehouse):
+    ticker = Ticker(sensor, instance, source)
+    ticker()
+    gpu_power = data_root / "power-limit/bert/150W/1/gpu-power.csv"
+    gpu_power.write_text(gpu_power.read_text())  # same content, new mtime: in place
+    settle()
+    assert ticker().run_requests == []  # folder mtimes unchanged: not seen yet
+    every_tick = GpuBenchmarkSource(data_roots=source.data_roots,
+                                    quiet_period_s=source.quiet_period_s, full_rescan_s=0.0)
+    rescanning = Ticker(build_definitions(every_tick, warehouse).resolve_sensor_def(sensor.name),
+                        instance, every_tick)
+    rescanning.cursor = ticker.cursor
+    data = rescanning()
+    assert [covered(rescanning, r) for r in data.run_requests] == [
+        ["lab/power-limit/bert/150W/1"]]
+
+
+def test_changed_repetitions_far_apart_need_few_runs(sensor, instance, source, data_root):
+    ticker = Ticker(sensor, instance, source)
+    ticker()
+    copy_repetition(data_root, "power-limit/bert/150W/0", "power-limit/bert/150W/5")
+    for key in ("power-limit/bert/150W/0", "power-limit/resnet/200W/1"):
+        replace_repetition(data_root, key)
+    settle()
+    data = ticker()
+    ready = {"lab/power-limit/bert/150W/0", "lab/power-limit/resnet/200W/1",
+             "lab/power-limit/bert/150W/5"}
+    assert 1 <= len(data.run_requests) <= source.max_runs_per_tick
+    assert ready <= {k for r in data.run_requests for k in covered(ticker, r)}
