@@ -216,10 +216,10 @@ def schema_errors_to_input_error(err: SchemaErrors, path: str | os.PathLike[str]
     (or of a missing column, or a frame-wide check, when no row is named).
     """
     failures = []  # (first line or None, field or None, text)
-    for (column, check), group in err.failure_cases.groupby(
-        ["column", "check"], dropna=False, sort=False
+    for (context, column, check), group in err.failure_cases.groupby(
+        ["schema_context", "column", "check"], dropna=False, sort=False
     ):
-        field = None if pd.isna(column) else str(column)
+        field = str(column) if context == "Column" else None  # else the schema's name
         rows = group[group["index"].notna()]
         values = group["failure_case"].astype(str).tolist()
         if rows.empty:
