@@ -27,7 +27,19 @@ from resources import DataRoot, GpuBenchmarkSource, Warehouse
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
 
-UNITS = {"_s_": ("s", 1.0), "_j_": ("kJ", 1e-3), "_w_": ("W", 1.0), "_js_": ("kJ·s", 1e-3)}
+# The columns printed: (column, header, factor); energies in kJ.
+SHOWN = [
+    ("experiment", "experiment", None), ("benchmark", "benchmark", None), ("run", "setting", None),
+    ("repetitions", "reps", None),
+    ("duration_s_mean", "time s", 1.0), ("duration_s_std", "± s", 1.0),
+    ("gpu_energy_j_mean", "GPU kJ", 1e-3), ("gpu_energy_j_std", "± kJ", 1e-3),
+    ("gpu_energy_counter_j_mean", "counter kJ", 1e-3),
+    ("gpu_energy_power_j_mean", "power kJ", 1e-3),
+    ("gpu_energy_samples_j_mean", "samples kJ", 1e-3),
+    ("external_energy_j_mean", "external kJ", 1e-3),
+    ("gpu_mean_power_counter_w", "GPU W", 1.0),
+    ("edp_js", "EDP kJ·s", 1e-3),
+]
 
 
 def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance) -> pd.DataFrame:
@@ -57,15 +69,11 @@ def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance) -> 
 
 
 def readable(table: pd.DataFrame) -> pd.DataFrame:
-    """Energies in kJ, times in s, column names with their units."""
-    shown = table.copy()
-    for column in table.columns:
-        for marker, (unit, factor) in UNITS.items():
-            if marker in f"_{column}_".replace("_mean_", "_").replace("_std_", "_"):
-                shown[column] = table[column] * factor
-                shown = shown.rename(columns={column: f"{column} [{unit}]"})
-                break
-    return shown
+    """The printed subset of the per-setting table, in readable units."""
+    return pd.DataFrame({
+        header: table[column] * factor if factor else table[column]
+        for column, header, factor in SHOWN if column in table.columns
+    })
 
 
 def main(argv: list[str] | None = None) -> int:
