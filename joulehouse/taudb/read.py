@@ -5,22 +5,39 @@ from __future__ import annotations
 from pathlib import Path
 
 from joulehouse.errors import InputError
+from joulehouse.taudb.mapping import gpu
 from joulehouse.taudb.model import TrialData
 from joulehouse.taudb.ppk import read_ppk
 from joulehouse.taudb.profiles import find_profile_layout, read_profile_dir
 
+EXPECTED = ("expected a .ppk file, a folder of TAU profiles (profile.<node>.<context>.<thread>, "
+            "or MULTI__<metric> folders of them), or a GPU benchmark run folder "
+            "(experiment/benchmark/run, whose sub-folders are repetitions with timestamps.csv)")
+
 
 def read_trial_source(path: str | Path) -> TrialData:
-    """Read the trial at ``path``: a ``.ppk`` file, or a folder of TAU profiles
-    (``profile.N.C.T`` files or ``MULTI__<metric>`` folders of them).
+    """Read the trial at ``path``: a ``.ppk`` file, a folder of TAU profiles
+    (``profile.N.C.T`` files or ``MULTI__<metric>`` folders of them), or a GPU
+    benchmark run folder (mapped by :mod:`joulehouse.taudb.mapping.gpu`, with
+    the default time zone UTC and external power in mW).
 
-    Raises InputError naming the path when it is none of these.
+    Raises InputError naming the path when it is none of these, and saying
+    which folder to give instead for a GPU repetition or benchmark folder.
     """
     source = Path(path).resolve()
     if source.is_file() and source.suffix.lower() == ".ppk":
         return read_ppk(source)
     if find_profile_layout(source) is not None:
         return read_profile_dir(source)
+    level = gpu.folder_level(source)
+    if level == "run":
+        return gpu.read_run(source)
+    if level == "repetition":
+        raise InputError(source, "a GPU benchmark repetition folder: a trial is a whole run, "
+                         f"give its run folder {source.parent}")
+    if level == "benchmark":
+        runs = ", ".join(p.name for p in sorted(source.iterdir()) if p.is_dir())
+        raise InputError(source, "a GPU benchmark folder: a trial is one run, give one of "
+                         f"its run folders ({runs})")
     what = "no such file or folder" if not source.exists() else "not a trial source"
-    raise InputError(source, f"{what}: expected a .ppk file or a folder of TAU profiles "
-                     "(profile.<node>.<context>.<thread>, or MULTI__<metric> folders of them)")
+    raise InputError(source, f"{what}: {EXPECTED}")
