@@ -43,14 +43,16 @@ def parse_local_iso(
     """Parse naive ISO timestamps meant in ``timezone`` into a UTC DatetimeIndex.
 
     Accepts ``YYYY-MM-DD hh:mm:ss`` with or without a fraction of a second
-    (``T`` or space between date and time). Local times that a daylight
+    (``T`` or space between date and time), or naive Arrow timestamps (as
+    pyarrow's CSV reader already parsed them). Local times that a daylight
     saving change makes ambiguous are resolved from the order of the values
     (they must be sorted); unparsable values raise TimestampError naming
     their rows.
     """
     strings = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values)
     try:
-        naive = pc.cast(strings, pa.timestamp("us"))
+        naive = strings if pa.types.is_timestamp(strings.type) else pc.cast(
+            strings, pa.timestamp("us"))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
         parsed = pd.to_datetime(
             pd.Series(strings.to_pylist(), dtype=object), format="ISO8601", errors="coerce"

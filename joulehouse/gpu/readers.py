@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,7 @@ _CHANNEL = re.compile(r"^d\d+c\d+$")
 _PANDAS_INDEX = re.compile(r"^(|Unnamed: \d+)$")
 _ARROW_BAD_VALUE = re.compile(r"column #(\d+).*invalid value '(.*)'", re.DOTALL)
 _FLOAT = pa.float64()
+_LOCAL_TIME = pa.timestamp("us")  # pyarrow's ISO-8601 parser; the zone is added later
 
 
 @dataclass
@@ -124,7 +126,7 @@ def _locate(path: Path, raw: bytes, header: list[str], err: Exception) -> InputE
         column, value = int(match[1]), match[2]
         for line, row in enumerate(csv.reader(io.StringIO(text)), start=1):
             if line > 1 and row and row[column] == value:
-                return InputError(path, f"not a number: {value!r}", line=line, field=header[column])
+                return InputError(path, f"invalid value {value!r}", line=line, field=header[column])
     return InputError(path, f"not a readable CSV file: {err}")
 
 
@@ -203,7 +205,7 @@ def read_system_info(path: Path) -> dict[str, Any]:
 
 
 def _timestamps_types(names: list[str]) -> dict[str, pa.DataType]:
-    return {"timestamp": pa.string(), "event": pa.string(), "data": pa.int64()}
+    return {"timestamp": _LOCAL_TIME, "event": pa.string(), "data": pa.int64()}
 
 
 def _timestamps_frame(path: Path, table: pa.Table, timezone: str) -> pd.DataFrame:
@@ -215,7 +217,7 @@ def _timestamps_frame(path: Path, table: pa.Table, timezone: str) -> pd.DataFram
 
 
 def _gpu_power_types(names: list[str]) -> dict[str, pa.DataType]:
-    return {"timestamp": pa.string()} | {n: _FLOAT for n in names if n in GPU_POWER_COLUMNS}
+    return {"timestamp": _LOCAL_TIME} | {n: _FLOAT for n in names if n in GPU_POWER_COLUMNS}
 
 
 def _gpu_power_frame(path: Path, table: pa.Table, timezone: str) -> pd.DataFrame:
@@ -225,7 +227,7 @@ def _gpu_power_frame(path: Path, table: pa.Table, timezone: str) -> pd.DataFrame
 
 
 def _external_types(names: list[str]) -> dict[str, pa.DataType]:
-    return {"timestamp": pa.string()} | {n: _FLOAT for n in names if _CHANNEL.match(n)}
+    return {"timestamp": _LOCAL_TIME} | {n: _FLOAT for n in names if _CHANNEL.match(n)}
 
 
 def _external_frame(path: Path, table: pa.Table, timezone: str, unit: str) -> pd.DataFrame:
@@ -301,34 +303,31 @@ def read_repetition(
     folder = ref.path
     if not (folder / TIMESTAMPS_FILE).is_file():
         raise IncompleteInputError(folder / TIMESTAMPS_FILE, "not written yet")
-    timestamps = read_timestamps(folder / TIMESTAMPS_FILE, timezone)
-    if not (folder / GPU_POWER_FILE).is_file():
-        raise InputError(folder / GPU_POWER_FILE, "required file missing")
-    external = folder / EXTERNAL_POWER_FILE
+    gpu_power, external = folder / GPU_POWER_FILE, folder / EXTERNAL_POWER_FILE
     samples = sorted(folder.glob("*" + SAMPLES_SUFFIX))
-    jobs = [(folder / GPU_POWER_FILE, _gpu_power_types)]
-    jobs += [(external, _external_types)] if external.is_file() else []
-    jobs += [(path, _samples_types) for path in samples]
-    # pyarrow parses without the GIL: parse the files side by side, then build
-    # the frames in a fixed order, so the error raised does not depend on timing.
+    jobs = [(gpu_power, _gpu_power_types, partial(_gpu_power_frame, timezone=timezone))]
+    if external.is_file():
+        jobs.append((external, _external_types,
+                     partial(_external_frame, timezone=timezone, unit=external_power_unit)))
+    jobs += [(path, _samples_types, _samples_frame) for path in samples]
+    # pyarrow parses without the GIL: the files are parsed side by side while
+    # the frames are built, in a fixed order so the error raised (incomplete
+    # first) does not depend on timing.
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        tables = dict(zip((path for path, _ in jobs), pool.map(lambda job: read_csv_table(*job), jobs),
-                          strict=True))
+        tables = [pool.submit(read_csv_table, path, types) if path.is_file() else None
+                  for path, types, _ in jobs]
+        timestamps = read_timestamps(folder / TIMESTAMPS_FILE, timezone)
+        if tables[0] is None:
+            raise InputError(gpu_power, "required file missing")
+        frames = {path: build(path, table.result())
+                  for (path, _, build), table in zip(jobs, tables, strict=True)}
     info = folder / SYSTEM_INFO_FILE
     return Repetition(
         ref=ref,
         settings=parse_settings(ref.run, ref.experiment),
         timestamps=timestamps,
-        gpu_power=_gpu_power_frame(folder / GPU_POWER_FILE, tables[folder / GPU_POWER_FILE],
-                                   timezone),
-        external_power=(
-            _external_frame(external, tables[external], timezone, external_power_unit)
-            if external in tables
-            else None
-        ),
-        samples={
-            path.name.removesuffix(SAMPLES_SUFFIX): _samples_frame(path, tables[path])
-            for path in samples
-        },
+        gpu_power=frames[gpu_power],
+        external_power=frames.get(external),
+        samples={path.name.removesuffix(SAMPLES_SUFFIX): frames[path] for path in samples},
         system_info=read_system_info(info) if info.is_file() else None,
     )

@@ -47,8 +47,8 @@ def _time(strict: bool = True) -> pa.Column:
 
 
 def _power(nullable: bool = False, maximum: float | None = MAX_GPU_POWER_W, **kw) -> pa.Column:
-    checks = [pa.Check.ge(0)] + ([pa.Check.le(maximum)] if maximum is not None else [])
-    return pa.Column(float, checks, nullable=nullable, **kw)
+    check = pa.Check.ge(0) if maximum is None else pa.Check.in_range(0, maximum)
+    return pa.Column(float, check, nullable=nullable, **kw)
 
 
 def _optional(checks: list[pa.Check] | None = None) -> pa.Column:

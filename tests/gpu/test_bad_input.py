@@ -68,13 +68,13 @@ def test_bytes_that_are_not_utf8(repetition):
 def test_not_a_number(repetition):
     ref, _ = repetition
     set_field(ref.path / "gpu-power.csv", 20, "power", "12x")
-    raises(ref, "not a number: '12x'", line=20, field="power")
+    raises(ref, "invalid value '12x'", line=20, field="power")
 
 
 @pytest.mark.parametrize(
     ("value", "check"),
-    [("", "not_nullable"), ("-5000", "greater_than_or_equal_to(0)"),
-     ("6000000", "less_than_or_equal_to(5000.0)")],
+    [("", "not_nullable"), ("-5000", "in_range(0, 5000.0)"),
+     ("6000000", "in_range(0, 5000.0)")],
 )
 def test_nan_negative_or_absurd_gpu_power(repetition, value, check):
     ref, _ = repetition
@@ -88,7 +88,7 @@ def test_negative_power_samples_listed_with_every_failing_line(repetition):
         set_field(ref.path / "total_power_samples.csv", line, "value", "-1")
     error = raises(ref, "line 5 (-0.001), 9 (-0.001)", line=5, field="power_w",
                    name="total_power_samples.csv")
-    assert "greater_than_or_equal_to(0)" in str(error)
+    assert "in_range(0, 5000.0)" in str(error)
 
 
 def test_timestamps_out_of_order(repetition):
@@ -109,7 +109,7 @@ def test_duplicated_timestamps(repetition):
 def test_unparsable_timestamp(repetition):
     ref, _ = repetition
     set_field(ref.path / "gpu-power.csv", 15, "timestamp", "16.11.2020 13:49")
-    raises(ref, "not an ISO timestamp", line=15, field="timestamp")
+    raises(ref, "invalid value '16.11.2020 13:49'", line=15, field="timestamp")
 
 
 def test_missing_required_column(repetition):
