@@ -1,0 +1,60 @@
+"""TAUdb and the folders where TAU profiles land.
+
+``TaudbResource.url`` is SQLAlchemy-style: the embedded default is the
+SQLite file ``warehouse/taudb.sqlite`` of the project; production passes
+``dg.EnvVar("JOULEHOUSE_TAUDB_URL")`` (e.g. ``postgresql://joulehouse@db:5432/perf``,
+password in the URL held by the environment, or in libpq's ``PGPASSWORD`` /
+``~/.pgpass``), so no secret is written in code or configuration files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+from joulehouse.taudb.connect import TaudbDatabase
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TAUDB_URL = f"sqlite:///{PROJECT_ROOT / 'warehouse' / 'taudb.sqlite'}"
+URL_ENV = "JOULEHOUSE_TAUDB_URL"
+
+
+class TaudbResource(dg.ConfigurableResource):
+    """A TAUdb database (schema created on first load)."""
+
+    url: str = Field(default=DEFAULT_TAUDB_URL,
+                     description="sqlite:///FILE or postgresql://USER@HOST:PORT/DB.")
+    schema_name: str | None = Field(
+        default=None, alias="schema",
+        description="PostgreSQL schema holding the TAUdb tables (default: public).")
+
+    def open(self) -> TaudbDatabase:
+        """A new connection; use it as a context manager so that it is closed."""
+        return TaudbDatabase(self.url, self.schema_name)
+
+
+class TauProfileSource(dg.ConfigurableResource):
+    """Folders where TAU profile sets land (one sub-folder or .ppk file per set)."""
+
+    landing_folders: list[str] = Field(description="Folders watched for profile sets.")
+    quiet_period_s: float = Field(
+        default=60.0, description="A profile set is complete once no file changed for this long.")
+
+    def landings(self) -> dict[str, Path]:
+        """The landing folders by name (their folder name); raises on duplicate names."""
+        named: dict[str, Path] = {}
+        for folder in map(Path, self.landing_folders):
+            if folder.resolve().name in named:
+                raise ValueError(f"two landing folders named {folder.resolve().name!r}")
+            named[folder.resolve().name] = folder.resolve()
+        return named
+
+    def resolve(self, partition_key: str) -> Path:
+        """The profile set (folder or .ppk) of a partition key ``<landing name>/<entry>``."""
+        name, _, entry = partition_key.partition("/")
+        landing = self.landings().get(name)
+        if landing is None or not entry or "/" in entry:
+            raise KeyError(f"partition {partition_key!r}: no landing folder named {name!r}")
+        return landing / entry
