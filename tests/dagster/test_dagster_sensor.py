@@ -79,7 +79,7 @@ def test_second_tick_with_nothing_new_asks_for_nothing(sensor, instance, source)
 def test_copied_repetition_is_picked_up_once_quiet(sensor, instance, source, data_root):
     ticker = Ticker(sensor, instance, source)
     ticker()
-    new = copy_repetition(data_root, "power-limit/bert/150W/0", "power-limit/bert/150W/7")
+    copy_repetition(data_root, "power-limit/bert/150W/0", "power-limit/bert/150W/7")
     assert ticker().run_requests == []  # still within the quiet period
     settle()
     data = ticker()

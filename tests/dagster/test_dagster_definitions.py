@@ -1,0 +1,65 @@
+"""The definitions load, and the asset graph is what the docs say (a snapshot)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+
+from definitions import defs
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+# asset -> (deps, partitioned, checks)
+GRAPH = {
+    "gpu_repetition_files": (set(), True, set()),
+    "gpu_validated_frames": ({"gpu_repetition_files"}, True, {"pandera_valid"}),
+    "gpu_repetition_energy": ({"gpu_validated_frames"}, True, set()),
+    "gpu_setting_energy": ({"gpu_repetition_energy"}, False, set()),
+    "gpu_benchmark_energy": ({"gpu_setting_energy"}, False, set()),
+    "energy_facts": ({"gpu_repetition_energy"}, False, set()),
+}
+
+
+def test_definitions_are_loadable():
+    dg.Definitions.validate_loadable(defs)
+
+
+def test_asset_graph_snapshot():
+    graph = defs.resolve_asset_graph()
+    assert {k.to_user_string() for k in graph.get_all_asset_keys()} == set(GRAPH)
+    for name, (deps, partitioned, checks) in GRAPH.items():
+        node = graph.get(dg.AssetKey(name))
+        assert {k.to_user_string() for k in node.parent_keys} == deps, name
+        assert (node.partitions_def is not None) == partitioned, name
+        assert {k.name for k in node.check_keys} == checks, name
+        spec = next(s for s in defs.resolve_all_asset_specs() if s.key == node.key)
+        assert spec.description and spec.group_name and spec.kinds, name
+    for name in ("gpu_validated_frames", "gpu_repetition_energy"):
+        assert graph.get(dg.AssetKey(name)).backfill_policy == dg.BackfillPolicy.single_run()
+    for name in ("gpu_repetition_energy", "gpu_setting_energy", "gpu_benchmark_energy",
+                 "energy_facts"):
+        assert graph.get(dg.AssetKey(name)).automation_condition is not None, name
+    [check] = defs.resolve_asset_graph().get(dg.AssetKey("gpu_validated_frames")).check_keys
+    assert graph.get_check_spec(check).blocking
+
+
+def test_job_sensors_and_resources():
+    job = defs.resolve_job_def("gpu_energy_job")
+    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == (
+        set(GRAPH) - {"gpu_repetition_files"})
+    sensors = {s.name: s for s in defs.sensors}
+    assert set(sensors) == {"gpu_repetitions_gpu_data", "joulehouse_automation"}
+    assert sensors["gpu_repetitions_gpu_data"].default_status == dg.DefaultSensorStatus.STOPPED
+    assert set(defs.resources) == {"gpu_source", "warehouse"}
+
+
+def test_dagster_cli_validates_the_workspace(tmp_path):
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate",
+         "-w", "workspace.yaml"],
+        check=False, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Validation successful" in done.stdout + done.stderr

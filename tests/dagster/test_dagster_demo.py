@@ -1,0 +1,62 @@
+"""The README's demo, end to end on the bundled example data, in a fresh instance."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+
+from joulehouse.gpu.layout import find_repetitions, is_complete
+from joulehouse.warehouse import Warehouse
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = PROJECT_ROOT / "examples" / "gpu-data"
+
+
+def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tmp_path):
+    home, warehouse = tmp_path / "home", tmp_path / "warehouse"
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    done = subprocess.run([sys.executable, "deploy/demo.py", "--warehouse", str(warehouse)],
+                          check=False, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    complete = [r for r in find_repetitions(EXAMPLE) if is_complete(r.path)]
+    settings = sorted({(r.experiment, r.benchmark, r.run) for r in complete})
+    lines = done.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:3] == [
+        "experiment", "benchmark", "setting"])
+    rows = [line.split() for line in lines[header + 1:] if line.strip()]
+    assert [tuple(row[:3]) for row in rows] == settings
+    table = Warehouse(warehouse).read_table("gpu_setting_energy")
+    for row in rows:
+        stored = table[(table["run"] == row[2]) & (table["benchmark"] == row[1])].iloc[0]
+        assert int(row[3]) == stored["repetitions"]
+        assert float(row[4]) == round(stored["duration_s_mean"], 3)  # time s
+        assert float(row[6]) == round(stored["gpu_energy_j_mean"] / 1000, 3)  # GPU kJ
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.get_runs_count() == 1
+        assert {r.status for r in instance.get_runs()} == {dg.DagsterRunStatus.SUCCESS}
+        assert len(instance.get_dynamic_partitions("gpu_repetitions")) == len(complete)
+    facts = Warehouse(warehouse).read_table("energy_facts")
+    assert set(facts["source"]) == {"gpu-benchmark"}
+    assert set(facts["entity"]) == {r.key for r in complete}
+    assert (facts["energy_j"] > 0).all()
+
+
+def test_demo_exits_non_zero_when_a_run_fails(tmp_path):
+    root = tmp_path / "data" / "e" / "b" / "150W" / "0"
+    root.mkdir(parents=True)
+    (root / "timestamps.csv").write_text(
+        "timestamp,event,data\n2020-11-16 13:49:17,experiment_begin,0\n"
+        "2020-11-16 13:49:27,experiment_end,0\n")
+    (root / "gpu-power.csv").write_text(",timestamp,power\n0,2020-11-16 13:49:17,-5\n")
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "deploy/demo.py", str(tmp_path / "data"),
+                           "--warehouse", str(tmp_path / "warehouse")],
+                          check=False, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 1
+    assert "run(s) failed" in done.stderr

@@ -1,0 +1,104 @@
+"""The GPU pipeline materialized in-process: many partitions per run, one bad repetition."""
+
+import dagster as dg
+import pandas as pd
+import pytest
+
+from assets.gpu import ENERGY_TABLE, SETTING_TABLE, VALID_CHECK
+from joulehouse.gpu.store import TABLE as FRAMES_TABLE
+from joulehouse.warehouse import partition_file_name
+from sensors.gpu_repetitions import JOB_NAME
+from sensors.local import launch_in_process, tick
+
+BAD = "lab/power-limit/bert/250W/0"
+ENERGY = dg.AssetKey("gpu_repetition_energy")
+FRAMES = dg.AssetKey("gpu_validated_frames")
+
+
+def materialized(instance: dg.DagsterInstance, run_id: str, key: dg.AssetKey) -> set[str]:
+    records = instance.get_records_for_run(
+        run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+    return {r.event_log_entry.dagster_event.partition for r in records
+            if r.event_log_entry.dagster_event.asset_key == key}
+
+
+@pytest.fixture
+def first_run(defs, sensor, instance, source):
+    """Every repetition registered and materialized in one run."""
+    data = tick(sensor, instance, {"gpu_source": source})
+    assert len(data.run_requests) == 1
+    result = launch_in_process(defs.resolve_job_def(JOB_NAME), instance, data.run_requests[0])
+    assert result.success
+    return data.run_requests[0]
+
+
+def test_one_run_materializes_every_asset_of_every_partition(first_run, instance, warehouse):
+    keys = set(instance.get_dynamic_partitions("gpu_repetitions"))
+    assert len(keys) == 6
+    assert instance.get_runs_count() == 1
+    run_id = instance.get_runs()[0].run_id
+    assert materialized(instance, run_id, FRAMES) == keys
+    assert materialized(instance, run_id, ENERGY) == keys
+    for asset in ("gpu_setting_energy", "gpu_benchmark_energy", "energy_facts"):
+        assert materialized(instance, run_id, dg.AssetKey(asset)) == {None}
+    tables = warehouse.tables()
+    assert set(tables.partition_keys(ENERGY_TABLE)) == keys
+    settings = tables.read_table(SETTING_TABLE)
+    assert sorted(settings["run"]) == ["150W", "200W", "250W"]
+    assert (settings["repetitions"] == 2).all()
+
+
+def test_metadata_has_row_counts_schema_and_plot(first_run, instance):
+    energy = instance.get_latest_materialization_event(ENERGY).asset_materialization
+    assert energy.metadata["dagster/row_count"].value > 0
+    columns = {c.name for c in energy.metadata["dagster/column_schema"].value.columns}
+    assert {"repetition", "duration_s", "gpu_energy_counter_j"} <= columns
+    bench = instance.get_latest_materialization_event(
+        dg.AssetKey("gpu_benchmark_energy")).asset_materialization
+    plot = bench.metadata["energy_vs_time"].value
+    assert plot.count("data:image/svg+xml;base64,") == 2  # bert and resnet
+    assert bench.metadata["dagster/row_count"].value > 0
+
+
+def test_bad_repetition_fails_alone_and_keeps_what_was_stored(
+        first_run, defs, instance, source, sensor, warehouse, data_root):
+    tables = warehouse.tables()
+    stored = tables.table_dir(f"{FRAMES_TABLE}/gpu_power") / partition_file_name(BAD)
+    before = stored.read_bytes()
+    gpu_power = data_root / BAD.removeprefix("lab/") / "gpu-power.csv"
+    lines = gpu_power.read_text().splitlines(keepends=True)
+    lines[10] = lines[10].split(",")[0] + ",not-a-row\n"  # line 11 of the file
+    gpu_power.write_text("".join(lines))
+
+    baseline = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+    request = dg.RunRequest(tags=first_run.tags)  # the same range: all six partitions
+    result = launch_in_process(defs.resolve_job_def(JOB_NAME), instance, request)
+
+    assert not result.success
+    good = set(instance.get_dynamic_partitions("gpu_repetitions")) - {BAD}
+    assert materialized(instance, result.run_id, FRAMES) == good
+    check = [e for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    evaluation = check[0].event_specific_data
+    assert evaluation.check_name == VALID_CHECK and not evaluation.passed
+    [error] = evaluation.metadata["errors"].value
+    assert error["partition"] == BAD
+    assert error["file"] == str(gpu_power) and error["line"] == 11
+    assert str(gpu_power) in evaluation.description
+    assert stored.read_bytes() == before  # the bad one's stored frames are untouched
+    # The blocking check skipped the downstream steps of this run ...
+    assert materialized(instance, result.run_id, ENERGY) == set()
+    # ... and automation then asks for the energy of the good partitions only.
+    automation = dg.evaluate_automation_conditions(defs=defs, instance=instance,
+                                                   cursor=baseline.cursor)
+    assert automation.get_requested_partitions(ENERGY) == good
+
+
+def test_stored_energy_matches_the_core(first_run, warehouse, data_root):
+    from joulehouse.gpu.energy import repetition_energy
+    from joulehouse.gpu.layout import RepetitionRef
+    from joulehouse.gpu.readers import read_repetition
+
+    key = "power-limit/resnet/200W/1"
+    stored = warehouse.tables().read_partitions(ENERGY_TABLE, [f"lab/{key}"])
+    direct = repetition_energy(read_repetition(RepetitionRef.from_key(data_root, key)))
+    pd.testing.assert_frame_equal(stored, direct, check_dtype=False)

@@ -1,0 +1,54 @@
+"""The incremental scan behind the sensor (Dagster-free)."""
+
+import shutil
+import time
+
+import joulehouse.gpu.scan as scan_module
+from joulehouse.gpu.generator import RepetitionSpec, write_data_root
+from joulehouse.gpu.scan import ScanState, contiguous_ranges, scan
+
+SMALL = RepetitionSpec(duration_s=4.0, epochs=1)
+
+
+def test_scan_lists_only_changed_run_folders(tmp_path, monkeypatch):
+    runs = {"e": {"b": [f"{w}W" for w in range(100, 200, 10)]}}
+    write_data_root(tmp_path, runs, repetitions=1, base=SMALL)
+    first = scan(tmp_path, ScanState(), quiet_s=0)
+    assert len(first.ready) == 10 and first.full_scan
+    write_data_root(tmp_path, {"e": {"b": ["150W"]}}, repetitions=3, base=SMALL)  # adds 1, 2
+    listed = []
+    real = scan_module._subdirs
+    monkeypatch.setattr(scan_module, "_subdirs", lambda path: listed.append(path) or real(path))
+    later = time.time() + 1  # past the quiet period of 0.5 s
+    second = scan(tmp_path, ScanState.from_json(first.state.to_json()), quiet_s=0.5, now=later)
+    assert sorted(r.ref.key for r in second.ready) == ["e/b/150W/0", "e/b/150W/1", "e/b/150W/2"]
+    assert [p.name for p in listed] == ["150W"]  # the other folders were only stat'ed
+
+
+def test_state_is_compact_json(tmp_path):
+    runs = {"e": {b: ["100W", "200W"] for b in ("b1", "b2")}}
+    write_data_root(tmp_path, runs, repetitions=2, base=SMALL)
+    result = scan(tmp_path, ScanState(), quiet_s=0)
+    text = result.state.to_json()
+    assert text.isascii() and len(text) < 600
+    again = ScanState.from_json(text)
+    assert again.known == result.state.known and again.dirs == result.state.dirs
+    assert ScanState.from_json(None).dirs == {}
+
+
+def test_removed_folders_are_forgotten(tmp_path):
+    write_data_root(tmp_path, {"e": {"b": ["100W", "200W"]}}, repetitions=1, base=SMALL)
+    first = scan(tmp_path, ScanState(), quiet_s=0)
+    shutil.rmtree(tmp_path / "e/b/200W")
+    second = scan(tmp_path, first.state, quiet_s=0)
+    assert second.ready == [] and "e/b/200W" not in second.state.known
+    assert "e/b/200W" not in second.state.dirs
+
+
+def test_contiguous_ranges_merge_the_smallest_gaps():
+    order = [str(i) for i in range(10)]
+    assert contiguous_ranges(order, ["8", "9"], 1) == [("8", "9")]
+    assert contiguous_ranges(order, ["1", "2", "4", "9"], 5) == [("1", "2"), ("4", "4"),
+                                                                ("9", "9")]
+    assert contiguous_ranges(order, ["1", "2", "4", "9"], 2) == [("1", "4"), ("9", "9")]
+    assert contiguous_ranges(order, [], 3) == []

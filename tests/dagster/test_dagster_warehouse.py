@@ -1,0 +1,59 @@
+"""The warehouse: atomic writes, partition keys as file names, reads across column sets."""
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from joulehouse.warehouse import Warehouse, partition_file_name, partition_key
+
+KEY = "lab/clock-limit/bert/877MHz,1065MHz/0"
+
+
+def test_partition_keys_round_trip_through_file_names():
+    name = partition_file_name(KEY)
+    assert "/" not in name and "," not in name and name.endswith(".parquet")
+    assert partition_key(name) == KEY
+    with pytest.raises(ValueError):
+        partition_file_name("x" * 300)
+
+
+def test_failed_write_keeps_the_stored_partition(tmp_path, monkeypatch):
+    tables = Warehouse(tmp_path)
+    path = tables.write_partition("energy", KEY, pd.DataFrame({"energy_j": [1.0, 2.0]}))
+    before = path.read_bytes()
+
+    def broken(table, sink, **kwargs):
+        sink.write(b"PAR1 half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pq, "write_table", broken)
+    with pytest.raises(OSError, match="disk full"):
+        tables.write_partition("energy", KEY, pd.DataFrame({"energy_j": [9.0]}))
+    assert path.read_bytes() == before
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+    assert tables.read_partitions("energy", [KEY])["energy_j"].tolist() == [1.0, 2.0]
+
+
+def test_replace_and_read_partitions_with_different_columns(tmp_path):
+    tables = Warehouse(tmp_path)
+    tables.write_partition("frames", "a", pd.DataFrame({"power_w": [1.0], "util_gpu": [50.0]}))
+    tables.write_partition("frames", "b", pd.DataFrame({"power_w": [2.0]}))
+    tables.write_partition("frames", "b", pd.DataFrame({"power_w": [3.0], "extra": ["x"]}))
+    assert tables.partition_keys("frames") == ["a", "b"]
+    whole = tables.read_table("frames").sort_values("power_w")
+    assert whole["power_w"].tolist() == [1.0, 3.0]
+    assert set(whole.columns) == {"power_w", "util_gpu", "extra"}
+    assert tables.read_partitions("frames", ["b"])["extra"].tolist() == ["x"]
+    with pytest.raises(FileNotFoundError):
+        tables.read_partitions("frames", ["missing"])
+
+
+def test_unpartitioned_table_and_bad_names(tmp_path):
+    tables = Warehouse(tmp_path)
+    tables.write_table("settings", pd.DataFrame({"run": ["150W"]}))
+    tables.write_table("settings", pd.DataFrame({"run": ["150W", "250W"]}))
+    assert tables.read_table("settings")["run"].tolist() == ["150W", "250W"]
+    assert tables.read_table("never_written").empty
+    for bad in ("../outside", "/abs", ""):
+        with pytest.raises(ValueError):
+            tables.table_dir(bad)
