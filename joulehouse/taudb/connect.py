@@ -102,6 +102,22 @@ class TaudbDatabase:
             cursor.execute(self.sql(statement), params)
             return cursor.fetchall()
 
+    def skip_reference_checks(self, cursor) -> bool:
+        """For the rest of the transaction, skip the per-row foreign-key checks if allowed.
+
+        Only a PostgreSQL superuser may (``SET LOCAL session_replication_role =
+        replica``, as ``pg_restore --disable-triggers`` does); the checks are
+        most of a COPY's cost. For rows that reference only rows of the same
+        transaction, as the loader's do. True when skipped.
+        """
+        if self.backend != POSTGRESQL:
+            return False
+        cursor.execute("SELECT current_setting('is_superuser') = 'on'")
+        if not cursor.fetchone()[0]:
+            return False
+        cursor.execute("SET LOCAL session_replication_role = replica")
+        return True
+
     def allocate_ids(self, cursor, table: str, count: int) -> np.ndarray:
         """``count`` fresh ids of ``table``'s ``id`` column, taken inside ``cursor``'s transaction.
 

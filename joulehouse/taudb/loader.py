@@ -40,6 +40,8 @@ TAU's rules (checked against the rows its loader wrote, see
 
 One transaction: it first deletes the trials loaded from the same
 ``source_key`` (replace), so a failure anywhere leaves the database as it was.
+As a PostgreSQL superuser the per-row foreign-key checks are skipped while
+the rows are written (they only reference rows of the same transaction).
 """
 
 from __future__ import annotations
@@ -147,8 +149,13 @@ def load_trial(db: TaudbDatabase, trial: TrialData) -> int:
     rows = derive_rows(trial)
     ensure_schema(db)
     with db.transaction() as cursor:
+        cursor.execute(db.sql("SELECT count(*) FROM data_source WHERE id = ?"), (trial.data_source,))
+        if cursor.fetchone()[0] == 0:
+            raise ValueError(f"data_source {trial.data_source} is not in TAUdb's data_source table")
         for old in _trials_with_source_key(db, cursor, trial.source_key):
             _delete(db, cursor, old)
+        # every reference below points at a row of this transaction (or data_source, checked)
+        db.skip_reference_checks(cursor)
         ids = {table: db.allocate_ids(cursor, table, len(rows.tables[table]))
                for table in ALLOCATED}
         for table, frame in rows.tables.items():
@@ -203,7 +210,7 @@ def _thread_numbers(frame: pd.DataFrame, threads: pd.DataFrame, what: str) -> np
     found = real.get_indexer(pd.MultiIndex.from_frame(frame[THREAD_COLUMNS].astype("int64")))
     if (found < 0).any():
         row = frame.iloc[int(np.argmax(found < 0))]
-        raise ValueError(f"TrialData.{what}: thread {tuple(row[THREAD_COLUMNS])} "
+        raise ValueError(f"TrialData.{what}: thread {tuple(int(r) for r in row[THREAD_COLUMNS])} "
                          "is not in TrialData.threads")
     return found
 
@@ -260,8 +267,8 @@ def _timer_rows(flat: pd.Index) -> pd.DataFrame:
 
 def _groups(entries: pd.DataFrame, timers: pd.DataFrame) -> pd.DataFrame:
     """timer_group rows: the ``A|B`` groups of each flat entry (callpath groups dropped)."""
-    flat = entries.loc[~entries["name"].str.contains(CALLPATH_SEPARATOR, regex=False),
-                       ["name", "group_names"]].drop_duplicates()
+    named = entries[["name", "group_names"]].drop_duplicates()
+    flat = named[~named["name"].str.contains(CALLPATH_SEPARATOR, regex=False)]
     groups = flat.assign(group_name=flat["group_names"].fillna("").str.split("|")).explode(
         "group_name")
     groups["group_name"] = groups["group_name"].str.strip()
@@ -384,10 +391,12 @@ class _Statistics:
         np.add.at(out, self.entry, x)
         return out
 
-    def _extreme(self, x: np.ndarray, ufunc: np.ufunc, start: float) -> np.ndarray:
-        out = np.full((self.n_entries,) + x.shape[1:], start)
-        ufunc.at(out, self.entry, x)
-        return out
+    def _extreme(self, x: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
+        """Per-entry minimum or maximum (rows are grouped by entry; every entry has rows)."""
+        if len(self.entry) == 0:
+            return np.zeros((0,) + x.shape[1:])
+        starts = np.flatnonzero(np.r_[True, self.entry[1:] != self.entry[:-1]])
+        return ufunc.reduceat(x, starts, axis=0)
 
     def _moments(self, x: np.ndarray) -> dict[int, np.ndarray]:
         """The seven derived values of ``x`` (rows, columns) per entry, keyed by code."""
@@ -399,8 +408,8 @@ class _Statistics:
         mean_some, mean_every = total * some, total * every
         std_some = np.where(count > 1, np.sqrt(np.abs(squares * some - mean_some * mean_some)), 0.0)
         std_every = np.sqrt(np.abs(squares * every - mean_every * mean_every))
-        return {-1: mean_some, -2: total, -3: std_some, -4: self._extreme(x, np.minimum, np.inf),
-                -5: self._extreme(x, np.maximum, -np.inf), -6: mean_every, -7: std_every}
+        return {-1: mean_some, -2: total, -3: std_some, -4: self._extreme(x, np.minimum),
+                -5: self._extreme(x, np.maximum), -6: mean_every, -7: std_every}
 
     def derive(self, calls: np.ndarray, incl: np.ndarray, excl: np.ndarray,
                divider: np.ndarray) -> tuple[pd.DataFrame, tuple[np.ndarray, ...]]:

@@ -1,0 +1,201 @@
+"""TAUdb load benchmarks on a throwaway PostgreSQL 15 server (started as tests/conftest.py does).
+
+1. The 16-rank WRF callpath set (peer-data ``tau2_wrf16_callpath_text_exported``),
+   read and loaded into an empty schema; target <= 1 s (TAU's Java loader: 6.8 s
+   on the machine of the issue).
+2. A synthetic trial of one million timer values, loaded; then a bare COPY of
+   the very timer_value rows the loader wrote (same binary payload, same table,
+   index and foreign keys, same session settings, rolled back); target: the
+   load at no less than half the speed of the bare COPY.
+
+Both run twice: as the superuser ``postgres`` (the loader skips the per-row
+foreign-key checks, see ``TaudbDatabase.skip_reference_checks``; the bare
+COPY gets the same setting) and as an ordinary role owning its schema (every
+check runs, for the load and for the bare COPY).
+
+Run: ``.venv/bin/python benchmarks/taudb_load.py [--repeat N]``. Prints the
+figures and the machine; record them in ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import psycopg2
+from sqlalchemy.engine import make_url
+
+from joulehouse.taudb.connect import TaudbDatabase
+from joulehouse.taudb.loader import load_trial
+from joulehouse.taudb.model import DATA_SOURCE_OTHER, THREAD_COLUMNS, TrialData
+from joulehouse.taudb.read import read_trial_source
+from joulehouse.taudb.schema import ensure_schema
+
+ROOT = Path(__file__).resolve().parent.parent
+WRF = ROOT.parent / "shared" / "peer-data" / "tau" / "profiles" / "tau2_wrf16_callpath_text_exported"
+PG_BIN = Path(os.environ.get("JOULEHOUSE_PG_BIN", "/usr/lib/postgresql/15/bin"))
+TAU_JAVA_SECONDS = 6.8
+
+
+@contextmanager
+def throwaway_postgres() -> Iterator[str]:
+    """A PostgreSQL server on loopback (trust auth, fsync off) for the run; its URL."""
+    as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    workdir = Path(tempfile.mkdtemp(prefix="joulehouse-bench-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(workdir, "postgres", "postgres")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    data = workdir / "data"
+    subprocess.run([*as_postgres, str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres",
+                    "--auth=trust", "--no-sync", "-E", "UTF8"], check=True, capture_output=True)
+    subprocess.run([*as_postgres, str(PG_BIN / "pg_ctl"), "-D", str(data), "-w", "-l",
+                    str(workdir / "server.log"), "-o",
+                    f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c fsync=off",
+                    "start"], check=True, capture_output=True)
+    try:
+        subprocess.run([str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port),
+                        "-U", "postgres", "bench"], check=True, capture_output=True)
+        yield f"postgresql://postgres@127.0.0.1:{port}/bench"
+    finally:
+        subprocess.run([*as_postgres, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m",
+                        "immediate", "stop"], check=False, capture_output=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def synthetic_trial(threads: int, timers: int, metrics: int) -> TrialData:
+    """A flat trial with every timer on every thread: threads * timers * metrics values."""
+    rng = np.random.default_rng(42)
+    ranks = pd.DataFrame({"node_rank": np.arange(threads), "context_rank": 0, "thread_rank": 0})
+    names = np.array([f"timer_{i:06d}() [{{src.c}} {{{i},1}}-{{{i + 9},1}}]"
+                      for i in range(timers)], dtype=object)
+    entries = ranks.loc[ranks.index.repeat(timers)].reset_index(drop=True)
+    entries["name"] = np.tile(names, threads)
+    entries["group_names"] = "TAU_USER"
+    entries["calls"] = rng.integers(1, 1000, len(entries)).astype(float)
+    entries["subroutines"] = rng.integers(0, 10, len(entries)).astype(float)
+    metric_names = ["TIME"] + [f"PAPI_{i}" for i in range(1, metrics)]
+    values = entries.loc[entries.index.repeat(metrics), THREAD_COLUMNS + ["name"]]
+    values = values.reset_index(drop=True)
+    values["metric"] = np.tile(metric_names, len(entries))
+    values["exclusive"] = rng.random(len(values)) * 1e6
+    values["inclusive"] = values["exclusive"] * (1 + rng.random(len(values)))
+    return TrialData(
+        name="synthetic", data_source=DATA_SOURCE_OTHER, metrics=metric_names, threads=ranks,
+        timers=entries, timer_values=values,
+        counters=pd.DataFrame(columns=THREAD_COLUMNS + ["name", "sample_count", "maximum",
+                                                        "minimum", "mean", "sum_squares"]),
+        metadata=pd.DataFrame({**{c: ranks[c] for c in THREAD_COLUMNS}, "name": "pid",
+                               "value": ranks["node_rank"].astype(str)}),
+        source_key="synthetic", fingerprint="0")
+
+
+def _user(url: str) -> str:
+    return make_url(url).username
+
+
+def bench_wrf(url: str, repeat: int) -> list[float]:
+    """Seconds to read the WRF set and load it into a fresh schema, per run."""
+    seconds = []
+    for run in range(repeat):
+        with TaudbDatabase(url, f"wrf_{_user(url)}_{run}") as db:
+            ensure_schema(db)  # an existing database, as in use
+            start = time.perf_counter()
+            load_trial(db, read_trial_source(WRF))
+            seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def bench_million(url: str, repeat: int, threads: int, timers: int,
+                  metrics: int) -> list[tuple[float, float, int]]:
+    """Per run: (load seconds, bare COPY seconds, timer_value rows) of the synthetic trial."""
+    trial = synthetic_trial(threads, timers, metrics)
+    results = []
+    for run in range(repeat):
+        with TaudbDatabase(url, f"million_{_user(url)}_{run}") as db:
+            ensure_schema(db)
+            start = time.perf_counter()
+            trial_id = load_trial(db, trial)
+            load = time.perf_counter() - start
+            columns = ("timer_call_data, metric, inclusive_value, exclusive_value, "
+                       "inclusive_percent, exclusive_percent")
+            payload = io.BytesIO()
+            cursor = db.connection.cursor()
+            cursor.copy_expert(
+                f"COPY (SELECT {columns} FROM timer_value v JOIN timer_call_data d "
+                "ON v.timer_call_data = d.id JOIN thread h ON d.thread = h.id "
+                f"WHERE h.trial = {trial_id}) TO STDOUT WITH (FORMAT binary)", payload)
+            rows = cursor.rowcount
+            db.connection.commit()
+            payload.seek(0)
+            db.skip_reference_checks(cursor)  # the loader's session setting, if any
+            start = time.perf_counter()
+            cursor.copy_expert(f"COPY timer_value ({columns}) FROM STDIN WITH (FORMAT binary)",
+                               payload)
+            bare = time.perf_counter() - start
+            db.connection.rollback()
+            results.append((load, bare, rows))
+    return results
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in
+                Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
+               platform.processor())
+    server = subprocess.run([str(PG_BIN / "postgres"), "--version"], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    return (f"{os.cpu_count()} CPUs ({cpu}); Python {platform.python_version()}, pandas "
+            f"{pd.__version__}, numpy {np.__version__}, psycopg2 {psycopg2.__version__}; {server}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=64)
+    parser.add_argument("--timers", type=int, default=3907)
+    parser.add_argument("--metrics", type=int, default=4)
+    args = parser.parse_args()
+    print(machine())
+    with throwaway_postgres() as url:
+        with psycopg2.connect(url) as admin, admin.cursor() as cursor:
+            cursor.execute("CREATE ROLE loader LOGIN; GRANT CREATE ON DATABASE bench TO loader")
+        for role, role_url in [("superuser", url), ("ordinary role", url.replace(
+                "postgres@", "loader@"))]:
+            report(role, role_url, args)
+
+
+def report(role: str, url: str, args: argparse.Namespace) -> None:
+    wrf = bench_wrf(url, args.repeat)
+    best = min(wrf)
+    print(f"[{role}] WRF 16 ranks, read + load: median {statistics.median(wrf):.3f} s, best "
+          f"{best:.3f} s over {len(wrf)} runs; TAU's Java loader {TAU_JAVA_SECONDS} s -> "
+          f"{TAU_JAVA_SECONDS / statistics.median(wrf):.1f}x faster (median)")
+    million = bench_million(url, args.repeat, args.threads, args.timers, args.metrics)
+    for load, bare, rows in million:
+        print(f"  run: load {load:.3f} s, bare COPY {bare:.3f} s ({rows} timer_value rows)")
+    load = statistics.median(m[0] for m in million)
+    bare = statistics.median(m[1] for m in million)
+    rows = million[0][2]
+    print(f"[{role}] synthetic trial, {args.threads * args.timers * args.metrics} timer values "
+          f"({args.threads} threads x {args.timers} timers x {args.metrics} metrics; {rows} "
+          f"timer_value rows with the derived threads): load {load:.3f} s = "
+          f"{rows / load:,.0f} rows/s; bare COPY {bare:.3f} s = {rows / bare:,.0f} rows/s; "
+          f"load speed / COPY speed = {bare / load:.2f} (median)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,303 @@
+"""The TAUdb loader on small hand-computed trials: TAU's rules, one transaction, replace, CLI.
+
+``small_trial`` has two ranks and two metrics; every expected value below is
+worked out by hand from TAU's rules (see the docstring of
+``joulehouse/taudb/loader.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+import pandas as pd
+import pytest
+from golden import export_trial
+
+from joulehouse.commands import taudb as taudb_command
+from joulehouse.taudb.connect import TaudbDatabase
+from joulehouse.taudb.loader import (
+    FINGERPRINT,
+    SOURCE_KEY,
+    delete_trial,
+    derive_rows,
+    list_trials,
+    load_trial,
+)
+from joulehouse.taudb.model import DATA_SOURCE_TAU_PROFILES, TrialData
+from joulehouse.taudb.schema import ensure_schema
+
+MAIN = "main [{src/app.c} {10,1}-{40,2}]"
+FOO = "foo [{app.c} {50}]"
+BAR = "bar"
+PATH = f"{MAIN} => {FOO} => {BAR}"  # its intermediate "MAIN => FOO" is in no profile
+
+#: Tables holding a trial's rows (not the seed tables).
+TRIAL_TABLES = ["trial", "thread", "metric", "timer", "timer_group", "timer_parameter",
+                "timer_callpath", "timer_call_data", "timer_value", "counter", "counter_value",
+                "primary_metadata", "secondary_metadata"]
+
+
+def small_trial(source_key: str = "small", **changes) -> TrialData:
+    """Two ranks, TIME and PAPI_TOT_CYC, a callpath with a missing intermediate path."""
+    ranks = pd.DataFrame({"node_rank": [0, 1], "context_rank": 0, "thread_rank": 0})
+    timers = pd.DataFrame(
+        [(0, MAIN, "TAU_DEFAULT", 1, 2), (0, FOO, "TAU_USER | MPI", 3, 0), (0, BAR, "", 2, 0),
+         (0, PATH, "", 2, 0), (1, MAIN, "TAU_DEFAULT", 1, 1), (1, FOO, "TAU_USER|MPI", 2, 0)],
+        columns=["node_rank", "name", "group_names", "calls", "subroutines"])
+    values = pd.DataFrame(
+        [(0, MAIN, "TIME", 100, 20), (0, FOO, "TIME", 50, 50), (0, BAR, "TIME", 30, 30),
+         (0, PATH, "TIME", 30, 30), (1, MAIN, "TIME", 80, 60), (1, FOO, "TIME", 20, 20),
+         (0, MAIN, "PAPI_TOT_CYC", 1000, 100), (0, FOO, "PAPI_TOT_CYC", 400, 400),
+         (0, BAR, "PAPI_TOT_CYC", 300, 300), (0, PATH, "PAPI_TOT_CYC", 300, 300),
+         (1, MAIN, "PAPI_TOT_CYC", 900, 500), (1, FOO, "PAPI_TOT_CYC", 400, 400)],
+        columns=["node_rank", "name", "metric", "inclusive", "exclusive"])
+    counters = pd.DataFrame(
+        [(0, "Message size", 4, 10.0, 1.0, 5.0, 130.0), (1, "Message size", 2, 8.0, 2.0, 5.0, 68.0),
+         (0, "Heap : main", 1, 3.5, 3.5, 3.5, 12.25)],
+        columns=["node_rank", "name", "sample_count", "maximum", "minimum", "mean",
+                 "sum_squares"])
+    metadata = pd.DataFrame(
+        [(0, "Hostname", "n1"), (1, "Hostname", "n1"), (0, "pid", "10"), (1, "pid", "11"),
+         (0, "CPU", "EPYC"), (1, "GPU", "none")], columns=["node_rank", "name", "value"])
+    for frame in (timers, values, counters, metadata):
+        frame[["context_rank", "thread_rank"]] = 0
+    trial = TrialData(
+        name="small", data_source=DATA_SOURCE_TAU_PROFILES, metrics=["TIME", "PAPI_TOT_CYC"],
+        threads=ranks, timers=timers, timer_values=values, counters=counters, metadata=metadata,
+        source_key=source_key, fingerprint="f1", trial_metadata={"Application": "demo"})
+    for name, value in changes.items():
+        setattr(trial, name, value)
+    return trial
+
+
+_schemas = itertools.count()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request, tmp_path):
+    """An empty TAUdb per test: a SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        url, schema = f"sqlite:///{tmp_path}/taudb.sqlite", None
+    else:
+        url, schema = request.getfixturevalue("postgres_url"), f"loader_{next(_schemas)}"
+    with TaudbDatabase(url, schema) as db:
+        yield db
+
+
+def _counts(db: TaudbDatabase) -> dict[str, int]:
+    return {table: db.query(f"SELECT count(*) FROM {table}")[0][0] for table in TRIAL_TABLES}
+
+
+def _values(db: TaudbDatabase, trial_id: int) -> pd.DataFrame:
+    frame = export_trial(db, trial_id)["timer_values.csv"]
+    return frame.set_index(["timer_callpath_name", "node_rank", "metric"])
+
+
+def test_derived_threads_percents_and_calls_follow_taus_rules(database):
+    trial_id = load_trial(database, small_trial())
+    rows = _values(database, trial_id)
+    main = rows.xs((MAIN, "TIME"), level=["timer_callpath_name", "metric"])
+    # real threads: value / (largest inclusive of the thread / 100)
+    assert main.loc[1, ["inclusive_percent", "exclusive_percent"]].tolist() == [100.0, 75.0]
+    # S = 100 + 80: TOTAL / (S/100); MEANs: TOTAL inclusive, MEAN exclusive / (S/100/2)
+    assert main.loc[-2, ["calls", "inclusive_value", "exclusive_value"]].tolist() == [2, 180, 80]
+    assert main.loc[-2, "exclusive_percent"] == pytest.approx(80 / 1.8)
+    for code in (-1, -6):
+        assert main.loc[code, ["inclusive_value", "exclusive_value"]].tolist() == [90, 40]
+        assert main.loc[code, "inclusive_percent"] == pytest.approx(100.0)
+        assert main.loc[code, "exclusive_percent"] == pytest.approx(40 / 0.9)
+    assert main.loc[-4, ["inclusive_value", "exclusive_value"]].tolist() == [80, 20]
+    assert main.loc[-5, "inclusive_percent"] == pytest.approx(100 / 0.9)
+    # calls 1 and 1: no deviation, so no STDDEV call data at all
+    assert -3 not in main.index and -7 not in main.index
+
+    foo = rows.xs((FOO, "TIME"), level=["timer_callpath_name", "metric"])
+    # calls 3 and 2: deviation 0.5 is > 0, so the rows exist, calls truncated to 0
+    assert foo.loc[-3, ["calls", "inclusive_value"]].tolist() == [0, 15.0]
+    assert foo.loc[-3, "inclusive_percent"] == pytest.approx(15 / 35 * 100)
+    assert foo.loc[-3, "exclusive_percent"] == pytest.approx(15 / 35)  # TAU: no * 100
+    assert foo.loc[-1, "calls"] == 2 and foo.loc[-2, "calls"] == 5
+
+    bar = rows.xs((BAR, "TIME"), level=["timer_callpath_name", "metric"])
+    # on one thread only: MEAN(-1) over it, MEAN(-6) over both, -3 is 0 (no row), -7 over both
+    assert bar.loc[-1, "inclusive_value"] == 30 and bar.loc[-6, "inclusive_value"] == 15
+    assert -3 not in bar.index
+    assert bar.loc[-7, ["calls", "inclusive_value", "inclusive_percent", "exclusive_percent"]
+                   ].tolist() == [1, 15.0, 50.0, 0.5]
+    cycles = rows.xs((MAIN, "PAPI_TOT_CYC"), level=["timer_callpath_name", "metric"])
+    assert cycles.loc[0, "exclusive_percent"] == pytest.approx(10.0)  # 100 / (1000 / 100)
+    assert rows["sum_exclusive_squared"].isna().all()
+    assert len(rows) == 2 * (6 + 24)  # 2 metrics x (6 real + 24 derived call data rows)
+
+
+def test_callpaths_timers_groups_and_source_locations(database):
+    trial_id = load_trial(database, small_trial())
+    timers = database.query(
+        "SELECT name, short_name, source_file, line_number, line_number_end, column_number, "
+        "column_number_end FROM timer WHERE trial = ? ORDER BY name", (trial_id,))
+    assert timers == [("bar", "bar", None, 0, 0, 0, 0),
+                      (FOO, "foo", "app.c", 50, 50, 0, 0),
+                      (MAIN, "main", "app.c", 10, 40, 1, 2)]
+    groups = database.query("SELECT t.name, g.group_name FROM timer_group g "
+                            "JOIN timer t ON g.timer = t.id ORDER BY 1, 2")
+    assert groups == [(FOO, "MPI"), (FOO, "TAU_USER"), (MAIN, "TAU_DEFAULT")]
+    parents = database.query(
+        "SELECT t.name, p.name FROM timer_callpath c JOIN timer t ON c.timer = t.id "
+        "LEFT JOIN timer_callpath pc ON c.parent = pc.id LEFT JOIN timer p ON pc.timer = p.id "
+        "ORDER BY c.id")
+    assert sorted(parents, key=str) == sorted(
+        [(MAIN, None), (FOO, None), (BAR, None), (FOO, MAIN), (BAR, FOO)], key=str)
+    names = set(export_trial(database, trial_id)["timer_values.csv"]["timer_callpath_name"])
+    assert names == {MAIN, FOO, BAR, PATH}  # the intermediate path has no call data
+
+
+def test_threads_trial_counters_and_metadata(database):
+    trial_id = load_trial(database, small_trial())
+    exported = export_trial(database, trial_id)
+    assert exported["threads.csv"]["node_rank"].tolist() == [0, 1, -1, -2, -3, -4, -5, -6, -7]
+    assert exported["trial.csv"].drop(columns="id").iloc[0].tolist() == ["small", 1, 2, 1, 1, 2]
+    counters = exported["counter_values.csv"]
+    assert sorted(counters["node_rank"]) == [0, 0, 1]  # real threads only
+    heap = counters[counters["name"] == "Heap : main"].iloc[0]
+    assert heap["standard_deviation_column_holds_sumsqr"] == 12.25  # the raw SumSqr
+    primary = dict(database.query("SELECT name, value FROM primary_metadata WHERE trial = ?",
+                                  (trial_id,)))
+    assert primary == {"Hostname": "n1", "CPU": "EPYC", "Application": "demo",
+                       "File Type Index": "1", "File Type Name": "TAU profiles",
+                       SOURCE_KEY: "small", FINGERPRINT: "f1"}
+    secondary = exported["secondary_metadata.csv"]
+    assert sorted(zip(secondary["name"], secondary["node_rank"], secondary["value"])) == [
+        ("GPU", 1, "none"), ("pid", 0, "10"), ("pid", 1, "11")]
+    ids = [row[0] for row in database.query("SELECT id FROM secondary_metadata")]
+    assert len(set(ids)) == 3 and all(len(i) == 36 for i in ids)  # UUIDs
+
+
+def test_thread_index_is_taus_node_context_thread_formula():
+    threads = pd.DataFrame({"node_rank": [0, 0, 2], "context_rank": 0, "thread_rank": [0, 1, 0]})
+    trial = small_trial(threads=threads, timers=small_trial().timers.iloc[:0],
+                        timer_values=small_trial().timer_values.iloc[:0],
+                        counters=small_trial().counters.iloc[:0],
+                        metadata=small_trial().metadata.iloc[:0])
+    rows = derive_rows(trial).tables
+    real = rows["thread"][rows["thread"]["node_rank"] >= 0]
+    assert real["thread_index"].tolist() == [0, 1, 4]  # node * 1 * 2 + thread
+    assert rows["trial"][["node_count", "contexts_per_node", "threads_per_context",
+                          "total_threads"]].iloc[0].tolist() == [2, 1, 2, 3]
+
+
+def test_loading_the_same_source_again_replaces_its_trial(database):
+    first = load_trial(database, small_trial())
+    once = _counts(database)
+    second = load_trial(database, small_trial())
+    assert second != first
+    assert [t["id"] for t in list_trials(database)] == [second]
+    assert _counts(database) == once  # every row of the first load is gone
+    other = load_trial(database, small_trial(source_key="elsewhere"))
+    assert [t["source_key"] for t in list_trials(database)] == ["small", "elsewhere"]
+    assert delete_trial(database, other) is True
+    assert delete_trial(database, other) is False
+    assert _counts(database) == once
+
+
+def test_a_failing_load_leaves_nothing_and_keeps_the_old_trial(database):
+    old = load_trial(database, small_trial())
+    before = _counts(database)
+    counters = small_trial().counters
+    counters.loc[2, "sample_count"] = 2**40  # fails while counter_value is written
+    with pytest.raises(ValueError, match="sample_count"):
+        load_trial(database, small_trial(counters=counters))
+    assert _counts(database) == before
+    assert [t["id"] for t in list_trials(database)] == [old]
+
+
+def test_a_load_killed_half_way_leaves_nothing(database, monkeypatch):
+    old = load_trial(database, small_trial())
+    before = _counts(database)
+    written = []
+    real_write = database.write_rows
+
+    def write_then_die(cursor, table, frame):
+        real_write(cursor, table, frame)
+        written.append(table)
+        if table == "timer_value":
+            raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(database, "write_rows", write_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        load_trial(database, small_trial())
+    assert "timer_call_data" in written
+    assert _counts(database) == before
+    assert [t["id"] for t in list_trials(database)] == [old]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"data_source": 12345}, "data_source 12345"),
+    ({"metrics": ["TIME"]}, "metric 'PAPI_TOT_CYC'"),
+    ({"threads": pd.DataFrame({"node_rank": [0], "context_rank": 0, "thread_rank": 0})},
+     r"thread \(1, 0, 0\)"),
+])
+def test_inconsistent_trials_are_refused_with_the_reason(database, change, message):
+    ensure_schema(database)
+    with pytest.raises(ValueError, match=message):
+        load_trial(database, small_trial(**change))
+    assert _counts(database)["trial"] == 0
+
+
+def test_every_view_answers_on_a_loaded_trial(database):
+    trial_id = load_trial(database, small_trial())
+    values = len(export_trial(database, trial_id)["timer_values.csv"])
+    expected = {
+        # callpath x group of its timer: MAIN 1, FOO 2, MAIN => FOO 2; BAR and PATH have
+        # no group, so TAU's inner join hides them
+        "interval_event": 5,
+        "interval_event_value": values,
+        "interval_location_profile": 2 * 6,  # 'thread' is thread_rank: real threads
+        "interval_total_summary": 2 * 4,
+        "interval_mean_summary": 2 * 4,
+        "atomic_event": 2,
+        "atomic_event_value": 3,
+        "atomic_location_profile": 3,
+        "atomic_total_summary": 0,  # TAU's defect: counter values of real threads only
+        "atomic_mean_summary": 3,  # TAU's defect: '>= -1' lets the real threads in
+    }
+    for view, count in expected.items():
+        assert database.query(f"SELECT count(*) FROM {view}") == [(count,)], view
+
+
+def _cli(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="joulehouse")
+    taudb_command.register(parser.add_subparsers(dest="group", required=True))
+    args = parser.parse_args(argv)
+    return args.handler(args)
+
+
+def test_cli_init_load_and_list(tmp_path, peer_data, capsys):
+    url = f"sqlite:///{tmp_path}/cli/taudb.sqlite"
+    profiles = peer_data / "tau" / "profiles"
+    assert _cli("taudb", "init", url) == 0
+    assert _cli("taudb", "init", url) == 0
+    assert capsys.readouterr().out.splitlines() == ["created the TAUdb schema",
+                                                    "the TAUdb schema is already there"]
+    assert _cli("taudb", "load", url, str(profiles / "tau2_wrap_mpi2"),
+                str(profiles / "tau2_ppk_examples" / "DrawGraph_2.ppk")) == 0
+    assert _cli("taudb", "load", url, str(profiles / "tau2_wrap_mpi2"), "--name", "wrap") == 0
+    assert _cli("taudb", "list", url) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("trial 1: tau2_wrap_mpi2 (2 threads)")
+    assert lines[1].startswith("trial 2: DrawGraph_2.ppk (2 threads)")
+    assert lines[2].startswith("trial 3: wrap (2 threads)")  # replaced trial 1
+    assert [line.split("\t")[:4] for line in lines[4:]] == [["2", "DrawGraph_2.ppk", "0", "2"],
+                                                            ["3", "wrap", "1", "2"]]
+    with pytest.raises(SystemExit):
+        _cli("taudb", "load", url, "a", "b", "--name", "x")
+
+
+def test_cli_on_postgres_with_a_schema(postgres_url, peer_data, capsys):
+    path = peer_data / "tau" / "profiles" / "tau2_taudbc_openmp_2threads"
+    assert _cli("taudb", "load", postgres_url, str(path), "--schema", "cli") == 0
+    assert _cli("taudb", "list", postgres_url, "--schema", "cli") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].split("\t")[1:4] == ["tau2_taudbc_openmp_2threads", "1", "2"]
+    with TaudbDatabase(postgres_url, "cli") as db:
+        assert db.query("SELECT count(*) FROM thread") == [(9,)]
