@@ -1,0 +1,100 @@
+"""Benchmark (a): read, validate and compute the energy of a one-hour repetition.
+
+Generates one repetition of 3600 s (50 Hz power samples, ~7 Hz gpu-power and
+power-external, naive Europe/Berlin timestamps) into ``benchmarks/.data/``,
+then times, best of 5 after a warm-up call:
+
+- Joulehouse: ``read_repetition`` (pyarrow + pandera) + ``repetition_energy``;
+- pandas' default ``pd.read_csv`` of the same CSV files plus the timestamp
+  parsing they need (ISO strings localised to UTC, µs epochs to UTC).
+
+Run: ``.venv/bin/python benchmarks/gpu_read_energy.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pandera
+import pyarrow
+
+from joulehouse.gpu.energy import repetition_energy
+from joulehouse.gpu.generator import RepetitionSpec, write_repetition
+from joulehouse.gpu.layout import RepetitionRef
+from joulehouse.gpu.readers import read_repetition
+
+DATA_ROOT = Path(__file__).resolve().parent / ".data" / "gpu-one-hour"
+KEY = "power-limit/bert/250W/0"
+SPEC = RepetitionSpec(duration_s=3600.0, epochs=30, gpu_power_interval_s=1 / 7,
+                      external_interval_s=1 / 7, samples_hz=50.0)
+TIMEZONE = "Europe/Berlin"
+ROUNDS = 5
+
+
+def best_of(function, rounds: int = ROUNDS) -> float:
+    """Shortest wall time (s) of ``rounds`` calls, after one warm-up call."""
+    function()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def joulehouse_pipeline(ref: RepetitionRef) -> pd.DataFrame:
+    return repetition_energy(read_repetition(ref, timezone=TIMEZONE))
+
+
+def pandas_default(folder: Path) -> dict[str, pd.DataFrame]:
+    """pandas' default read_csv of every CSV file, plus the timestamps made UTC."""
+    frames = {}
+    for path in sorted(folder.glob("*.csv")):
+        frame = pd.read_csv(path)
+        if path.name.endswith("_samples.csv"):
+            frame["timestamp"] = pd.to_datetime(frame["timestamp"], unit="us", utc=True)
+        else:
+            local = pd.to_datetime(frame["timestamp"], format="ISO8601")
+            frame["timestamp"] = local.dt.tz_localize(TIMEZONE, ambiguous="infer").dt.tz_convert(
+                "UTC")
+        frames[path.name] = frame
+    return frames
+
+
+def machine() -> str:
+    """CPU count and model, and the versions that matter."""
+    model = next((line.split(":", 1)[1].strip() for line in
+                  Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor())
+    return (f"{os.cpu_count()} CPUs ({model}); Python {platform.python_version()}, "
+            f"pandas {pd.__version__}, pyarrow {pyarrow.__version__}, "
+            f"pandera {pandera.__version__}, numpy {np.__version__}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="best of this many runs")
+    rounds = parser.parse_args().rounds
+    ref = RepetitionRef.from_key(DATA_ROOT, KEY)
+    if not (ref.path / "timestamps.csv").exists():
+        write_repetition(ref.path, SPEC, seed=1)
+    print(f"machine: {machine()}")
+    for path in sorted(ref.path.glob("*.csv")):
+        with open(path, "rb") as file:
+            rows = sum(1 for _ in file) - 1
+        print(f"  {path.name}: {rows} rows, {path.stat().st_size / 1e6:.1f} MB")
+    ours = best_of(lambda: joulehouse_pipeline(ref), rounds)
+    baseline = best_of(lambda: pandas_default(ref.path), rounds)
+    print(f"joulehouse read + validate + energy: {ours:.3f} s (best of {rounds})")
+    print(f"pandas default read_csv + timestamps: {baseline:.3f} s (best of {rounds})")
+    print(f"speed-up: {baseline / ours:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
