@@ -1,0 +1,77 @@
+"""A sensor on the TAU profile landing folders: complete new or changed sets -> one run.
+
+Each tick lists the landing folders (profile sets are few and flat: one
+``stat`` per profile file, see ``joulehouse.taudb.landing``), takes the sets
+that are new or changed since they were last handed out (cursor: key ->
+fingerprint) and quiet for ``quiet_period_s``, registers the new ones as
+``tau_profile_sets`` partitions (the existing set is fetched once per tick)
+and asks for ONE run of ``tau_profile_trials``. The run covers one range of
+the partition set: new sets are appended, so they form one range; a changed
+older set widens it, and the sets in between are reloaded unchanged
+(a reload replaces a trial, so this costs time only).
+
+The run key digests the sets' keys and fingerprints, so a set that is fixed
+after a failed load (new fingerprint) is asked for again. A set still being
+written waits for a later tick.
+"""
+
+import json
+import time
+
+import dagster as dg
+
+from assets.taudb import tau_profile_sets, tau_profile_trials
+from joulehouse.gpu.scan import contiguous_ranges
+from joulehouse.taudb.landing import batch_fingerprint, find_profile_sets, scan_landings
+from resources.taudb import TauProfileSource
+from sensors.gpu_repetitions import RANGE_END, RANGE_START
+
+SENSOR_NAME = "tau_profile_landing"
+JOB_NAME = "tau_profiles_job"
+MIN_INTERVAL_S = 30
+
+tau_profiles_job = dg.define_asset_job(
+    JOB_NAME, selection=[tau_profile_trials],
+    description="Load landed TAU profile sets into TAUdb, many sets per run.",
+    tags={"joulehouse/pipeline": "tau-profiles"},
+)
+
+
+def evaluate(context: dg.SensorEvaluationContext, source: TauProfileSource) -> dg.SensorResult:
+    """One tick over every landing folder of ``source``."""
+    sets = [found for name, folder in source.landings().items()
+            for found in find_profile_sets(folder, name)]
+    scan = scan_landings(sets, json.loads(context.cursor or "{}"), source.quiet_period_s,
+                         time.time())
+    cursor = json.dumps(scan.seen, sort_keys=True)
+    if not scan.ready:
+        return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
+            f"no new or changed profile set ready ({scan.waiting} waiting)"))
+    existing = context.instance.get_dynamic_partitions(tau_profile_sets.name)
+    known = set(existing)
+    new_keys = [found.key for found in scan.ready if found.key not in known]
+    [(start, end)] = contiguous_ranges([*existing, *new_keys],
+                                       [found.key for found in scan.ready], 1)
+    context.log.info(f"{len(scan.ready)} profile set(s) ready ({len(new_keys)} new), "
+                     f"{scan.waiting} waiting")
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(
+            run_key=f"tau-profiles:{batch_fingerprint(scan.ready)}", job_name=JOB_NAME,
+            tags={RANGE_START: start, RANGE_END: end,
+                  "joulehouse/profile_sets": str(len(scan.ready))})],
+        dynamic_partitions_requests=(
+            [tau_profile_sets.build_add_request(new_keys)] if new_keys else []),
+        cursor=cursor,
+    )
+
+
+@dg.sensor(
+    name=SENSOR_NAME,
+    job=tau_profiles_job,
+    minimum_interval_seconds=MIN_INTERVAL_S,
+    default_status=dg.DefaultSensorStatus.STOPPED,
+    description=("Registers complete, quiet TAU profile sets in the landing folders as "
+                 "partitions and asks for one run loading them into TAUdb."),
+)
+def tau_profile_sensor(context: dg.SensorEvaluationContext, tau_profiles: TauProfileSource):
+    return evaluate(context, tau_profiles)
