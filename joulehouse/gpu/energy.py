@@ -213,5 +213,6 @@ def energy_facts_rows(per_repetition: pd.DataFrame) -> pd.DataFrame:
         ).dropna(subset=["energy_j"])
         for method in METHODS
     ]
-    facts = pd.concat([part for part in parts if len(part)], ignore_index=True)
+    parts = [part for part in parts if len(part)] or [pd.DataFrame(columns=ENERGY_FACTS_COLUMNS)]
+    facts = pd.concat(parts, ignore_index=True)
     return facts.sort_values(["entity", "component", "method"], ignore_index=True)

@@ -135,3 +135,20 @@ def test_external_power_unit_is_configurable(make_repetition, tmp_path, unit, sc
     assert list(rep.external_power.columns[:2]) == ["time", "external_power_w"]
     channels = rep.external_power[["d0c0_w", "d0c1_w", "d1c0_w", "d1c1_w"]].sum(axis=1)
     np.testing.assert_allclose(rep.external_power["external_power_w"], channels)
+
+
+def test_energy_facts_rows_one_per_available_method(make_repetition, tmp_path):
+    from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
+    from joulehouse.gpu.energy import energy_facts_rows
+
+    ref, _ = make_repetition(tmp_path, with_external=False)
+    energy = repetition_energy(read_repetition(ref))
+    facts = energy_facts_rows(energy)
+    ENERGY_FACTS_SCHEMA.validate(facts)
+    assert list(facts.columns) == ENERGY_FACTS_COLUMNS
+    assert list(zip(facts["component"], facts["method"], strict=True)) == [
+        ("gpu", "counter"), ("gpu", "power"), ("gpu", "samples")]
+    assert (facts["source"] == "gpu-benchmark").all()
+    assert (facts["entity"] == ref.key).all()
+    assert facts["energy_j"].iloc[0] == energy["gpu_energy_counter_j"].iloc[0]
+    assert len(energy_facts_rows(energy.iloc[0:0])) == 0
