@@ -508,7 +508,7 @@ def _trial_row(trial: TrialData, threads: pd.DataFrame) -> pd.DataFrame:
 
 def _with_ids(table: str, frame: pd.DataFrame, ids: dict[str, np.ndarray]) -> pd.DataFrame:
     """``frame`` with local row numbers replaced by allocated ids (-1 -> NULL)."""
-    out = frame.copy()
+    out = frame.copy(deep=False)  # columns are replaced, never written in place
     for column in out.columns:
         target = table if column == "id" else REFERENCES.get(column)
         if target not in ids:
