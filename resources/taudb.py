@@ -9,6 +9,7 @@ password in the URL held by the environment, or in libpq's ``PGPASSWORD`` /
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -19,6 +20,8 @@ from joulehouse.taudb.connect import TaudbDatabase
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TAUDB_URL = f"sqlite:///{PROJECT_ROOT / 'warehouse' / 'taudb.sqlite'}"
 URL_ENV = "JOULEHOUSE_TAUDB_URL"
+SCHEMA_ENV = "JOULEHOUSE_TAUDB_SCHEMA"
+LANDING_ENV = "JOULEHOUSE_TAU_LANDING"
 
 
 class TaudbResource(dg.ConfigurableResource):
@@ -29,6 +32,15 @@ class TaudbResource(dg.ConfigurableResource):
     schema_name: str | None = Field(
         default=None, alias="schema",
         description="PostgreSQL schema holding the TAUdb tables (default: public).")
+
+    @classmethod
+    def from_env(cls) -> TaudbResource:
+        """``$JOULEHOUSE_TAUDB_URL`` (read at run time, as ``dg.EnvVar``: the UI shows the
+        variable's name, never its value) and ``$JOULEHOUSE_TAUDB_SCHEMA`` when set, else
+        the embedded SQLite default."""
+        if not os.environ.get(URL_ENV):
+            return cls()
+        return cls(url=dg.EnvVar(URL_ENV), schema=os.environ.get(SCHEMA_ENV) or None)
 
     def open(self) -> TaudbDatabase:
         """A new connection; use it as a context manager so that it is closed."""
@@ -41,6 +53,14 @@ class TauProfileSource(dg.ConfigurableResource):
     landing_folders: list[str] = Field(description="Folders watched for profile sets.")
     quiet_period_s: float = Field(
         default=60.0, description="A profile set is complete once no file changed for this long.")
+
+    @classmethod
+    def from_env(cls, default_folder: str | os.PathLike[str], **settings) -> TauProfileSource:
+        """Landing folders from ``$JOULEHOUSE_TAU_LANDING`` (separated by ``os.pathsep``),
+        else ``default_folder``."""
+        value = os.environ.get(LANDING_ENV, "")
+        folders = [p for p in value.split(os.pathsep) if p] or [str(default_folder)]
+        return cls(landing_folders=folders, **settings)
 
     def landings(self) -> dict[str, Path]:
         """The landing folders by name (their folder name); raises on duplicate names."""
