@@ -305,22 +305,21 @@ def read_repetition(
         raise IncompleteInputError(folder / TIMESTAMPS_FILE, "not written yet")
     gpu_power, external = folder / GPU_POWER_FILE, folder / EXTERNAL_POWER_FILE
     samples = sorted(folder.glob("*" + SAMPLES_SUFFIX))
-    jobs = [(gpu_power, _gpu_power_types, partial(_gpu_power_frame, timezone=timezone))]
+    readers = {gpu_power: partial(read_gpu_power, timezone=timezone)}
     if external.is_file():
-        jobs.append((external, _external_types,
-                     partial(_external_frame, timezone=timezone, unit=external_power_unit)))
-    jobs += [(path, _samples_types, _samples_frame) for path in samples]
-    # pyarrow parses without the GIL: the files are parsed side by side while
-    # the frames are built, in a fixed order so the error raised (incomplete
-    # first) does not depend on timing.
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        tables = [pool.submit(read_csv_table, path, types) if path.is_file() else None
-                  for path, types, _ in jobs]
+        readers[external] = partial(read_external_power, timezone=timezone, unit=external_power_unit)
+    readers |= {path: read_samples for path in samples}
+    # Each file is parsed (pyarrow, without the GIL) and its frame built in a
+    # worker, so one file's frame is built while the others are parsed; the
+    # results are collected in a fixed order so that the error raised
+    # (incomplete first) does not depend on timing.
+    with ThreadPoolExecutor(max_workers=len(readers)) as pool:
+        futures = {path: pool.submit(read, path) for path, read in readers.items()
+                   if path.is_file()}
         timestamps = read_timestamps(folder / TIMESTAMPS_FILE, timezone)
-        if tables[0] is None:
+        if gpu_power not in futures:
             raise InputError(gpu_power, "required file missing")
-        frames = {path: build(path, table.result())
-                  for (path, _, build), table in zip(jobs, tables, strict=True)}
+        frames = {path: future.result() for path, future in futures.items()}
     info = folder / SYSTEM_INFO_FILE
     return Repetition(
         ref=ref,
