@@ -48,11 +48,11 @@ class _Cumulative:
     Flagged intervals are rare, so they are kept as sorted index arrays.
     """
 
-    def __init__(self, times: np.ndarray, energy: np.ndarray, bridged: np.ndarray,
-                 events: np.ndarray) -> None:
+    def __init__(self, times: np.ndarray, dt: np.ndarray, energy: np.ndarray,
+                 bridged: np.ndarray, events: np.ndarray) -> None:
         self.times, self.energy, self.bridged = times, energy, bridged
         self.gaps = np.flatnonzero(~bridged)
-        self.gap_time = np.concatenate(([0.0], np.cumsum(np.diff(times)[self.gaps])))
+        self.gap_time = np.concatenate(([0.0], np.cumsum(dt[self.gaps])))
         self.events = np.flatnonzero(events)
 
     def interval(self, x: np.ndarray) -> np.ndarray:
@@ -122,9 +122,15 @@ def trapezoid_energy(
         return _missing(starts_s, ends_s)
     dt = np.diff(times_s)
     bridged = dt <= max_gap_s
-    steps = np.where(bridged, dt * (power_w[:-1] + power_w[1:]) / 2, 0.0)
-    series = _Cumulative(times_s, np.concatenate(([0.0], np.cumsum(steps))), bridged,
-                         np.zeros(len(dt), bool))
+    energy = np.empty(len(times_s))  # cumulative J at each sample, built in place
+    energy[0] = 0.0
+    steps = energy[1:]
+    np.add(power_w[:-1], power_w[1:], out=steps)
+    steps *= dt
+    steps *= 0.5
+    steps[~bridged] = 0.0
+    np.cumsum(steps, out=steps)
+    series = _Cumulative(times_s, dt, energy, bridged, np.zeros(len(dt), bool))
 
     def value_at(x: np.ndarray, k: np.ndarray) -> np.ndarray:
         slope = (power_w[k + 1] - power_w[k]) / dt[k]
@@ -163,8 +169,8 @@ def counter_energy(
     if len(times_s) < 2:
         return _missing(starts_s, ends_s)
     cumulative, resets = unwrap_counter(np.asarray(counter_j, dtype="float64"))
-    series = _Cumulative(times_s, cumulative, np.ones(len(resets), bool), resets)
     dt = np.diff(times_s)
+    series = _Cumulative(times_s, dt, cumulative, np.ones(len(resets), bool), resets)
     rates = np.diff(cumulative) / dt
 
     def value_at(x: np.ndarray, k: np.ndarray) -> np.ndarray:

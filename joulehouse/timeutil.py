@@ -88,5 +88,5 @@ def epoch_us_to_utc(values: pa.Array | pa.ChunkedArray | np.ndarray) -> pd.Datet
 
 def seconds_since(times: pd.Series | pd.DatetimeIndex, origin: pd.Timestamp) -> np.ndarray:
     """Float seconds from ``origin`` (both UTC); precise to the ns for spans of days."""
-    ns = pd.DatetimeIndex(times).as_unit("ns").asi8 - pd.Timestamp(origin).as_unit("ns").value
-    return ns / 1e9
+    ns = np.asarray(times.values, dtype="datetime64[ns]").view("int64")  # UTC, no copy if ns
+    return (ns - pd.Timestamp(origin).as_unit("ns").value) / 1e9

@@ -109,10 +109,11 @@ def _series(
     if frame is None or column not in frame.columns:
         return None
     values = frame[column].to_numpy(dtype="float64")
+    seconds = seconds_since(frame["time"], origin)
     present = ~np.isnan(values)
-    if not present.any():
-        return None
-    return seconds_since(frame["time"], origin)[present], values[present]
+    if present.all():
+        return seconds, values
+    return (seconds[present], values[present]) if present.any() else None
 
 
 def _percent(value: np.ndarray, reference: np.ndarray) -> np.ndarray:
