@@ -18,10 +18,18 @@ from pydantic import Field
 from joulehouse.taudb.connect import TaudbDatabase
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TAUDB_URL = f"sqlite:///{PROJECT_ROOT / 'warehouse' / 'taudb.sqlite'}"
+EMBEDDED_FILE = "taudb.sqlite"
 URL_ENV = "JOULEHOUSE_TAUDB_URL"
 SCHEMA_ENV = "JOULEHOUSE_TAUDB_SCHEMA"
 LANDING_ENV = "JOULEHOUSE_TAU_LANDING"
+
+
+def embedded_url(folder: str | os.PathLike[str]) -> str:
+    """The URL of the embedded SQLite TAUdb in ``folder`` (``taudb.sqlite``)."""
+    return f"sqlite:///{Path(folder).resolve() / EMBEDDED_FILE}"
+
+
+DEFAULT_TAUDB_URL = embedded_url(PROJECT_ROOT / "warehouse")
 
 
 class TaudbResource(dg.ConfigurableResource):
