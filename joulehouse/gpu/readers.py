@@ -311,15 +311,17 @@ def read_repetition(
     readers |= {path: read_samples for path in samples}
     # Each file is parsed (pyarrow, without the GIL) and its frame built in a
     # worker, so one file's frame is built while the others are parsed; the
-    # results are collected in a fixed order so that the error raised
-    # (incomplete first) does not depend on timing.
+    # largest file starts first, as it finishes last. Results are collected in
+    # a fixed order so that the error raised (incomplete first) does not depend
+    # on timing.
+    present = sorted((path for path in readers if path.is_file()),
+                     key=lambda path: -path.stat().st_size)
     with ThreadPoolExecutor(max_workers=len(readers)) as pool:
-        futures = {path: pool.submit(read, path) for path, read in readers.items()
-                   if path.is_file()}
+        futures = {path: pool.submit(readers[path], path) for path in present}
         timestamps = read_timestamps(folder / TIMESTAMPS_FILE, timezone)
         if gpu_power not in futures:
             raise InputError(gpu_power, "required file missing")
-        frames = {path: future.result() for path, future in futures.items()}
+        frames = {path: futures[path].result() for path in readers if path in futures}
     info = folder / SYSTEM_INFO_FILE
     return Repetition(
         ref=ref,
