@@ -2,13 +2,16 @@
 
 Generates one repetition of 3600 s (50 Hz power samples, ~7 Hz gpu-power and
 power-external, naive Europe/Berlin timestamps) into ``benchmarks/.data/``,
-then times, best of 5 after a warm-up call:
+then times both, interleaved (one call of each per round, so that a burst of
+load from other processes hits both), best of 5 rounds after a warm-up call:
 
 - Joulehouse: ``read_repetition`` (pyarrow + pandera) + ``repetition_energy``;
 - pandas' default ``pd.read_csv`` of the same CSV files plus the timestamp
   parsing they need (ISO strings localised to UTC, µs epochs to UTC).
 
-Run: ``.venv/bin/python benchmarks/gpu_read_energy.py``.
+Wall and CPU time (all threads of this process) are both reported: on a
+loaded 2-CPU machine the parallel parsing helps less, and CPU time shows the
+work itself. Run: ``.venv/bin/python benchmarks/gpu_read_energy.py``.
 """
 
 from __future__ import annotations
@@ -37,15 +40,23 @@ TIMEZONE = "Europe/Berlin"
 ROUNDS = 5
 
 
-def best_of(function, rounds: int = ROUNDS) -> float:
-    """Shortest wall time (s) of ``rounds`` calls, after one warm-up call."""
-    function()
-    times = []
+def best_of_interleaved(functions: dict, rounds: int = ROUNDS) -> dict[str, tuple[float, float]]:
+    """Shortest (wall, CPU) time (s) of each function over ``rounds`` interleaved rounds."""
+    for function in functions.values():
+        function()  # warm-up
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in functions}
     for _ in range(rounds):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for name, function in functions.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            function()
+            times[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+    return {name: (min(w for w, _ in runs), min(c for _, c in runs))
+            for name, runs in times.items()}
+
+
+def load_average() -> str:
+    """The 1-minute load average, from /proc/loadavg."""
+    return Path("/proc/loadavg").read_text().split()[0]
 
 
 def joulehouse_pipeline(ref: RepetitionRef) -> pd.DataFrame:
@@ -89,12 +100,16 @@ def main() -> None:
         with open(path, "rb") as file:
             rows = sum(1 for _ in file) - 1
         print(f"  {path.name}: {rows} rows, {path.stat().st_size / 1e6:.1f} MB")
-    ours = best_of(lambda: joulehouse_pipeline(ref), rounds)
-    baseline = best_of(lambda: pandas_default(ref.path), rounds)
-    print(f"joulehouse read + validate + energy: {ours:.3f} s (best of {rounds})")
-    print(f"pandas default read_csv + timestamps: {baseline:.3f} s (best of {rounds})")
-    print(f"speed-up: {baseline / ours:.1f}x")
-
+    print(f"load average before: {load_average()}")
+    best = best_of_interleaved({"ours": lambda: joulehouse_pipeline(ref),
+                                "baseline": lambda: pandas_default(ref.path)}, rounds)
+    (ours, ours_cpu), (baseline, baseline_cpu) = best["ours"], best["baseline"]
+    print(f"load average after: {load_average()}")
+    print(f"joulehouse read + validate + energy: {ours:.3f} s wall, {ours_cpu:.3f} s CPU "
+          f"(best of {rounds})")
+    print(f"pandas default read_csv + timestamps: {baseline:.3f} s wall, {baseline_cpu:.3f} s CPU "
+          f"(best of {rounds})")
+    print(f"speed-up: {baseline / ours:.1f}x wall, {baseline_cpu / ours_cpu:.1f}x CPU")
 
 if __name__ == "__main__":
     main()
