@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg2
 import pytest
 from psycopg2 import errors, sql
-from test_loader import small_trial
+from small_trial import small_trial
 
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials, load_trial
