@@ -4,7 +4,11 @@ Configuration (defaults are for a fresh clone):
 
 - ``JOULEHOUSE_GPU_DATA_ROOTS``: GPU data roots (see ``resources/gpu.py``),
   default ``examples/gpu-data``;
-- ``JOULEHOUSE_WAREHOUSE``: the warehouse folder, default ``warehouse/``.
+- ``JOULEHOUSE_WAREHOUSE``: the warehouse folder, default ``warehouse/``;
+- ``JOULEHOUSE_TAUDB_URL`` (and ``JOULEHOUSE_TAUDB_SCHEMA``): TAUdb, default the SQLite
+  file ``warehouse/taudb.sqlite``; the URL is read at run time (``dg.EnvVar``);
+- ``JOULEHOUSE_TAU_LANDING``: folders where TAU profile sets land, default
+  ``examples/tau-profiles``.
 """
 
 from __future__ import annotations
@@ -13,19 +17,27 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets import GPU_ASSETS, GPU_PIPELINE
-from resources import GpuBenchmarkSource, Warehouse
-from sensors import gpu_repetition_sensors
+from assets import GPU_ASSETS, GPU_PIPELINE, TAUDB_ASSETS, taudb_trials
+from resources import (
+    GpuBenchmarkSource,
+    TaudbResource,
+    TauProfileSource,
+    Warehouse,
+    embedded_taudb_url,
+)
+from sensors import gpu_repetition_sensors, tau_profile_sensor, tau_profiles_job
 from sensors.gpu_repetitions import JOB_NAME as GPU_JOB
 
 PROJECT_ROOT = Path(__file__).resolve().parent
 EXAMPLE_GPU_DATA = PROJECT_ROOT / "examples" / "gpu-data"
+EXAMPLE_TAU_PROFILES = PROJECT_ROOT / "examples" / "tau-profiles"
 DEFAULT_WAREHOUSE = PROJECT_ROOT / "warehouse"
 
 gpu_energy_job = dg.define_asset_job(
     GPU_JOB,
-    selection=dg.AssetSelection.assets(*GPU_PIPELINE),
-    description="The whole GPU-benchmark pipeline, from validated frames to energy_facts.",
+    selection=dg.AssetSelection.assets(*GPU_PIPELINE, taudb_trials),
+    description=("The whole GPU-benchmark pipeline, from validated frames to energy_facts "
+                 "and the runs' TAUdb trials."),
     tags={"joulehouse/pipeline": "gpu"},
 )
 
@@ -38,17 +50,28 @@ automation = dg.AutomationConditionSensorDefinition(
 )
 
 
-def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse) -> dg.Definitions:
-    """The definitions over the given data roots and warehouse."""
+def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
+                      taudb: TaudbResource | None = None,
+                      tau_profiles: TauProfileSource | None = None) -> dg.Definitions:
+    """The definitions over the given data roots, warehouse, TAUdb (default: the embedded
+    SQLite file beside the warehouse tables) and TAU profile landing folders (default: the
+    bundled example)."""
     return dg.Definitions(
-        assets=GPU_ASSETS,
-        jobs=[gpu_energy_job],
-        sensors=[*gpu_repetition_sensors(gpu_source), automation],
-        resources={"gpu_source": gpu_source, "warehouse": warehouse},
+        assets=[*GPU_ASSETS, *TAUDB_ASSETS],
+        jobs=[gpu_energy_job, tau_profiles_job],
+        sensors=[*gpu_repetition_sensors(gpu_source), tau_profile_sensor, automation],
+        resources={
+            "gpu_source": gpu_source, "warehouse": warehouse,
+            "taudb": taudb or TaudbResource(url=embedded_taudb_url(warehouse.root)),
+            "tau_profiles": tau_profiles or TauProfileSource(
+                landing_folders=[str(EXAMPLE_TAU_PROFILES)]),
+        },
     )
 
 
 defs = build_definitions(
     GpuBenchmarkSource.from_env(EXAMPLE_GPU_DATA),
     Warehouse.from_env(DEFAULT_WAREHOUSE),
+    TaudbResource.from_env(),
+    TauProfileSource.from_env(EXAMPLE_TAU_PROFILES),
 )

@@ -22,10 +22,20 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
 from assets.gpu import SETTING_TABLE
-from definitions import DEFAULT_WAREHOUSE, EXAMPLE_GPU_DATA, build_definitions
-from resources import DataRoot, GpuBenchmarkSource, Warehouse
+from definitions import DEFAULT_WAREHOUSE, EXAMPLE_GPU_DATA, EXAMPLE_TAU_PROFILES, build_definitions
+from joulehouse.taudb.loader import list_trials
+from resources import (
+    DataRoot,
+    GpuBenchmarkSource,
+    TaudbResource,
+    TauProfileSource,
+    Warehouse,
+    embedded_taudb_url,
+)
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
+from sensors.tau_profiles import JOB_NAME as TAU_JOB
+from sensors.tau_profiles import SENSOR_NAME as TAU_SENSOR
 
 # The columns printed: (column, header, factor); energies in kJ.
 SHOWN = [
@@ -42,30 +52,46 @@ SHOWN = [
 ]
 
 
-def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance) -> pd.DataFrame:
-    """Materialize the pipeline on ``data_root``; returns the per-setting table.
+def _launch(job: dg.JobDefinition, instance: dg.DagsterInstance, requests: list) -> None:
+    """Execute the run requests in-process; raises RuntimeError naming the failed runs."""
+    failed = [result.run_id for result in
+              (launch_in_process(job, instance, request, log_level="WARNING")
+               for request in requests)
+              if not result.success]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(requests)} {job.name} run(s) failed: "
+                           f"{', '.join(failed)} (see `dagster dev` for the errors)")
+
+
+def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance
+             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Materialize the pipeline on ``data_root`` (its runs also become TAUdb trials) and
+    load the bundled TAU profiles; returns the per-setting table and the TAUdb trials.
 
     Raises RuntimeError naming the failed runs.
     """
     source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(data_root))],
                                 quiet_period_s=0, full_rescan_s=None)
     store = Warehouse(root=str(warehouse))
-    defs = build_definitions(source, store)
+    taudb = TaudbResource(url=embedded_taudb_url(warehouse))
+    tau_profiles = TauProfileSource(landing_folders=[str(EXAMPLE_TAU_PROFILES)],
+                                    quiet_period_s=0)
+    defs = build_definitions(source, store, taudb, tau_profiles)
     root_name = source.data_roots[0].key_prefix
     data = tick(defs.resolve_sensor_def(sensor_name(root_name)), instance,
                 {"gpu_source": source})
     if not data.run_requests:
         raise RuntimeError(f"no complete repetition under {data_root}")
-    job = defs.resolve_job_def(JOB_NAME)
-    failed = [result.run_id for result in
-              (launch_in_process(job, instance, request, log_level="WARNING")
-               for request in data.run_requests)
-              if not result.success]
-    if failed:
-        raise RuntimeError(f"{len(failed)} of {len(data.run_requests)} run(s) failed: "
-                           f"{', '.join(failed)} (see `dagster dev` for the errors)")
-    print(f"{len(data.run_requests)} run(s) in {instance.root_directory}; tables in {warehouse}")
-    return store.tables().read_table(SETTING_TABLE)
+    _launch(defs.resolve_job_def(JOB_NAME), instance, data.run_requests)
+    profiles = tick(defs.resolve_sensor_def(TAU_SENSOR), instance,
+                    {"tau_profiles": tau_profiles})
+    _launch(defs.resolve_job_def(TAU_JOB), instance, profiles.run_requests)
+    print(f"{len(data.run_requests) + len(profiles.run_requests)} run(s) in "
+          f"{instance.root_directory}; tables in {warehouse}; TAUdb {taudb.url}")
+    with taudb.open() as db:
+        trials = pd.DataFrame(list_trials(db))
+    return (store.tables().read_table(SETTING_TABLE),
+            trials[["id", "name", "data_source", "total_threads", "source_key"]])
 
 
 def readable(table: pd.DataFrame) -> pd.DataFrame:
@@ -86,13 +112,16 @@ def main(argv: list[str] | None = None) -> int:
     Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
     with dg.DagsterInstance.get() as instance:
         try:
-            table = run_demo(args.data_root.resolve(), args.warehouse.resolve(), instance)
+            table, trials = run_demo(args.data_root.resolve(), args.warehouse.resolve(),
+                                     instance)
         except RuntimeError as err:
             print(f"demo failed: {err}", file=sys.stderr)
             return 1
     with pd.option_context("display.width", 200, "display.max_columns", None,
                            "display.float_format", "{:.3f}".format):
         print(readable(table).to_string(index=False))
+        print("\nTAUdb trials (data_source 1: TAU profiles, 999: GPU benchmark runs):")
+        print(trials.to_string(index=False))
     return 0
 
 

@@ -19,6 +19,8 @@ GRAPH = {
     "gpu_setting_energy": ({"gpu_repetition_energy"}, False, set()),
     "gpu_benchmark_energy": ({"gpu_setting_energy"}, False, set()),
     "energy_facts": ({"gpu_repetition_energy"}, False, set()),
+    "taudb_trials": ({"gpu_validated_frames", "gpu_repetition_energy"}, False, set()),
+    "tau_profile_trials": (set(), True, {"loads"}),
 }
 
 
@@ -36,10 +38,10 @@ def test_asset_graph_snapshot():
         assert {k.name for k in node.check_keys} == checks, name
         spec = next(s for s in defs.resolve_all_asset_specs() if s.key == node.key)
         assert spec.description and spec.group_name and spec.kinds, name
-    for name in ("gpu_validated_frames", "gpu_repetition_energy"):
+    for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials"):
         assert graph.get(dg.AssetKey(name)).backfill_policy == dg.BackfillPolicy.single_run()
     for name in ("gpu_repetition_energy", "gpu_setting_energy", "gpu_benchmark_energy",
-                 "energy_facts"):
+                 "energy_facts", "taudb_trials"):
         assert graph.get(dg.AssetKey(name)).automation_condition is not None, name
     [check] = defs.resolve_asset_graph().get(dg.AssetKey("gpu_validated_frames")).check_keys
     assert graph.get_check_spec(check).blocking
@@ -48,11 +50,13 @@ def test_asset_graph_snapshot():
 def test_job_sensors_and_resources():
     job = defs.resolve_job_def("gpu_energy_job")
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == (
-        set(GRAPH) - {"gpu_repetition_files"})
+        set(GRAPH) - {"gpu_repetition_files", "tau_profile_trials"})
     sensors = {s.name: s for s in defs.sensors}
-    assert set(sensors) == {"gpu_repetitions_gpu_data", "joulehouse_automation"}
+    assert set(sensors) == {"gpu_repetitions_gpu_data", "tau_profile_landing",
+                            "joulehouse_automation"}
+    assert sensors["tau_profile_landing"].default_status == dg.DefaultSensorStatus.STOPPED
     assert sensors["gpu_repetitions_gpu_data"].default_status == dg.DefaultSensorStatus.STOPPED
-    assert set(defs.resources) == {"gpu_source", "warehouse"}
+    assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles"}
 
 
 def test_dagster_cli_validates_the_workspace(tmp_path):

@@ -8,6 +8,8 @@ from pathlib import Path
 import dagster as dg
 
 from joulehouse.gpu.layout import find_repetitions, is_complete
+from joulehouse.taudb.connect import TaudbDatabase
+from joulehouse.taudb.loader import list_trials
 from joulehouse.warehouse import Warehouse
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +29,8 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
     lines = done.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:3] == [
         "experiment", "benchmark", "setting"])
-    rows = [line.split() for line in lines[header + 1:] if line.strip()]
+    end = lines.index("", header)
+    rows = [line.split() for line in lines[header + 1:end]]
     assert [tuple(row[:3]) for row in rows] == settings
     table = Warehouse(warehouse).read_table("gpu_setting_energy")
     for row in rows:
@@ -37,13 +40,17 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
         assert float(row[6]) == round(stored["gpu_energy_j_mean"] / 1000, 3)  # GPU kJ
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        assert instance.get_runs_count() == 1
+        assert instance.get_runs_count() == 2  # the GPU pipeline, the TAU profiles
         assert {r.status for r in instance.get_runs()} == {dg.DagsterRunStatus.SUCCESS}
         assert len(instance.get_dynamic_partitions("gpu_repetitions")) == len(complete)
     facts = Warehouse(warehouse).read_table("energy_facts")
     assert set(facts["source"]) == {"gpu-benchmark"}
     assert set(facts["entity"]) == {r.key for r in complete}
     assert (facts["energy_j"] > 0).all()
+    with TaudbDatabase(f"sqlite:///{warehouse}/taudb.sqlite") as db:
+        trials = {t["name"]: t["data_source"] for t in list_trials(db)}
+    assert trials == {**{"/".join(s): 999 for s in settings}, "tau2_wrap_mpi2": 1}
+    assert all(name in done.stdout for name in trials)
 
 
 def test_demo_exits_non_zero_when_a_run_fails(tmp_path):
