@@ -88,7 +88,8 @@ def test_a_role_without_create_on_public_uses_its_own_schema(postgres_url):
         assert [t["id"] for t in list_trials(db)] == [trial_id]
         assert db.query("SELECT tableowner FROM pg_tables WHERE schemaname = ? "
                         "AND tablename = 'timer_value'", ("tau_user_space",)) == [("tau_user",)]
-        assert db.query("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == [(0,)]
+        assert db.query("SELECT count(*) FROM pg_tables WHERE schemaname = 'public' "
+                        "AND tableowner = 'tau_user'") == [(0,)]
         # an ordinary role keeps every foreign-key check
         with db.transaction() as cursor:
             assert db.skip_reference_checks(cursor) is False
