@@ -3,7 +3,9 @@
 TAU's DDL (``sql/taudb.sql``, seed 004) fails when run twice, so the schema
 counts as present once its ``schema_version`` table exists. PostgreSQL gets
 the DDL verbatim (plus the fixed ``interval_event_value`` view) inside the
-configured schema, created if missing; SQLite gets ``sql/taudb_sqlite.sql``.
+configured schema, created if missing; SQLite gets the same script with the
+types mapped (:data:`SQLITE_REWRITES`), so both have the same tables, columns,
+indexes, seed rows and views.
 Creation is one transaction: a failure leaves no half-made schema.
 """
 
@@ -17,6 +19,15 @@ from joulehouse.taudb.connect import POSTGRESQL, TaudbDatabase
 #: The ``schema_version.version`` that TAU's DDL writes.
 SCHEMA_VERSION = 2
 
+#: How TAU's PostgreSQL DDL becomes SQLite's; the scripts differ only in these.
+#: SERIAL -> INTEGER PRIMARY KEY AUTOINCREMENT keeps ids unique for ever, as a
+#: sequence does; VARCHAR, INT, BOOLEAN and DOUBLE PRECISION keep their names
+#: (SQLite's type affinity maps them to TEXT, INTEGER, NUMERIC and REAL).
+SQLITE_REWRITES = [
+    (re.compile(r"\bSERIAL NOT NULL PRIMARY KEY\b"), "INTEGER PRIMARY KEY AUTOINCREMENT"),
+    (re.compile(r"\bBYTEA\b"), "BLOB"),
+    (re.compile(r"\bCREATE OR REPLACE VIEW\b"), "CREATE VIEW"),
+]
 _COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
 # Serialises concurrent first uses on one PostgreSQL database (any constant).
 _ADVISORY_LOCK = 0x7A0DB
@@ -24,8 +35,12 @@ _ADVISORY_LOCK = 0x7A0DB
 
 def ddl(backend: str) -> str:
     """The DDL script of a backend (``"postgresql"`` or ``"sqlite"``)."""
-    name = "taudb.sql" if backend == POSTGRESQL else "taudb_sqlite.sql"
-    return files("joulehouse.taudb").joinpath("sql", name).read_text()
+    script = files("joulehouse.taudb").joinpath("sql", "taudb.sql").read_text()
+    if backend == POSTGRESQL:
+        return script
+    for pattern, replacement in SQLITE_REWRITES:
+        script = pattern.sub(replacement, script)
+    return script
 
 
 def ddl_statements(script: str) -> list[str]:

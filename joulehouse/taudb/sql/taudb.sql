@@ -1,5 +1,6 @@
 /* TAUdb schema (schema_version 2): TAU's tools/src/perfdmf/etc/taudb.sql,
-   verbatim from seed 004, for PostgreSQL.
+   verbatim from seed 004, for PostgreSQL (SQLite runs it with the types
+   mapped: joulehouse/taudb/schema.py).
    One change (JOULEHOUSE FIX): the view interval_event_value divides
    inclusive_value by NULLIF(calls, 0), so it answers NULL instead of
    failing with "division by zero" once a timer_call_data row has calls = 0.
