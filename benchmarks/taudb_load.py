@@ -1,4 +1,4 @@
-"""TAUdb load benchmarks on a throwaway PostgreSQL 15 server (started as tests/conftest.py does).
+"""TAUdb load benchmarks on a throwaway PostgreSQL 15 server (tests/postgres_server.py).
 
 1. The 16-rank WRF callpath set (peer-data ``tau2_wrf16_callpath_text_exported``),
    read and loaded into an empty schema; target <= 1 s (TAU's Java loader: 6.8 s
@@ -23,14 +23,10 @@ import argparse
 import io
 import os
 import platform
-import shutil
-import socket
 import statistics
 import subprocess
-import tempfile
+import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -45,36 +41,11 @@ from joulehouse.taudb.read import read_trial_source
 from joulehouse.taudb.schema import ensure_schema
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from postgres_server import PG_BIN, throwaway_postgres
+
 WRF = ROOT.parent / "shared" / "peer-data" / "tau" / "profiles" / "tau2_wrf16_callpath_text_exported"
-PG_BIN = Path(os.environ.get("JOULEHOUSE_PG_BIN", "/usr/lib/postgresql/15/bin"))
 TAU_JAVA_SECONDS = 6.8
-
-
-@contextmanager
-def throwaway_postgres() -> Iterator[str]:
-    """A PostgreSQL server on loopback (trust auth, fsync off) for the run; its URL."""
-    as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    workdir = Path(tempfile.mkdtemp(prefix="joulehouse-bench-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(workdir, "postgres", "postgres")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    data = workdir / "data"
-    subprocess.run([*as_postgres, str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres",
-                    "--auth=trust", "--no-sync", "-E", "UTF8"], check=True, capture_output=True)
-    subprocess.run([*as_postgres, str(PG_BIN / "pg_ctl"), "-D", str(data), "-w", "-l",
-                    str(workdir / "server.log"), "-o",
-                    f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c fsync=off",
-                    "start"], check=True, capture_output=True)
-    try:
-        subprocess.run([str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port),
-                        "-U", "postgres", "bench"], check=True, capture_output=True)
-        yield f"postgresql://postgres@127.0.0.1:{port}/bench"
-    finally:
-        subprocess.run([*as_postgres, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m",
-                        "immediate", "stop"], check=False, capture_output=True)
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def synthetic_trial(threads: int, timers: int, metrics: int) -> TrialData:
@@ -170,7 +141,7 @@ def main() -> None:
     parser.add_argument("--metrics", type=int, default=4)
     args = parser.parse_args()
     print(machine())
-    with throwaway_postgres() as url:
+    with throwaway_postgres("bench") as url:
         with psycopg2.connect(url) as admin, admin.cursor() as cursor:
             cursor.execute("CREATE ROLE loader LOGIN; GRANT CREATE ON DATABASE bench TO loader")
         for role, role_url in [("superuser", url), ("ordinary role", url.replace(
