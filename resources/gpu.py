@@ -44,9 +44,14 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
         default=60.0, description="A repetition is ready once no file changed for this long.")
     full_rescan_s: float | None = Field(
         default=3600.0,
-        description="Seconds between full rescans that find in-place rewrites (None: never).")
+        description="Seconds in which the rolling rescan re-lists every run folder once, to "
+                    "find files rewritten in place (None: never; 0: every tick).")
     max_gap_s: float = Field(
         default=5.0, description="Gaps between power samples longer than this are not bridged.")
+    max_repetitions_per_tick: int = Field(
+        default=500,
+        description="Most repetitions one sensor tick reports (one observation each, about "
+                    "12 ms on SQLite); the rest wait for the next ticks, oldest first.")
     max_runs_per_tick: int = Field(
         default=5, description="Most runs one sensor tick asks for (ranges of partitions).")
 

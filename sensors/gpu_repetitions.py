@@ -4,7 +4,10 @@ Each tick scans the root incrementally (``joulehouse.gpu.scan``; its state is
 the sensor cursor), registers new repetitions as ``gpu_repetitions``
 partitions, reports the raw files' fingerprints as observations (data
 versions of ``gpu_repetition_files``) and asks for ONE run of
-``gpu_energy_job`` over the ready repetitions. A run covers a contiguous
+``gpu_energy_job`` over the ready repetitions. A tick reports at most
+``max_repetitions_per_tick`` repetitions (each observation costs about 12 ms
+to store on SQLite); the rest are reported by the next ticks, oldest first,
+so the first tick over a large tree registers it over many ticks. A run covers a contiguous
 range of the partition set; new partitions are appended to the set, so a
 tick's new repetitions always form one range. Changed (fixed) repetitions
 sit elsewhere in the set: the tick then asks for at most
@@ -51,11 +54,15 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
              ) -> dg.SensorResult:
     """One tick for ``root``."""
     result = scan(root.path, ScanState.from_json(context.cursor),
-                  quiet_s=source.quiet_period_s, full_rescan_s=source.full_rescan_s)
+                  quiet_s=source.quiet_period_s, full_rescan_s=source.full_rescan_s,
+                  max_repetitions=source.max_repetitions_per_tick)
     cursor = result.state.to_json()
+    remaining = (f"{result.pending} pending ({result.deferred} ready, left for the next "
+                 f"ticks by the cap of {source.max_repetitions_per_tick}), "
+                 f"{result.unlisted} run folder(s) still to list")
     if not result.ready:
         return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
-            f"nothing new or changed and ready ({result.pending} pending)"))
+            f"nothing new or changed and ready; {remaining}"))
     fingerprints = {source.partition_key(root, r.ref): r.fingerprint for r in result.ready}
     existing = context.instance.get_dynamic_partitions(gpu_repetitions.name)
     known = set(existing)
@@ -72,7 +79,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
                   "joulehouse/repetitions": str(len(ready))},
         ))
     context.log.info(f"{len(fingerprints)} ready ({len(new_keys)} new), "
-                     f"{result.pending} pending, {len(run_requests)} run(s)")
+                     f"{len(run_requests)} run(s); {remaining}")
     observations = [
         dg.AssetObservation(gpu_repetition_files.key, partition=key,
                             tags={DATA_VERSION_TAG: fingerprint})

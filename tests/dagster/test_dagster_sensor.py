@@ -10,7 +10,7 @@ from conftest import REPETITIONS, RUNS, settle
 from assets.gpu import gpu_repetitions
 from definitions import build_definitions
 from resources import GpuBenchmarkSource
-from sensors.gpu_repetitions import RANGE_END, RANGE_START
+from sensors.gpu_repetitions import RANGE_END, RANGE_START, sensor_name
 from sensors.local import tick
 
 ALL_KEYS = sorted(f"lab/{e}/{b}/{r}/{i}" for e, bs in RUNS.items() for b, rs in bs.items()
@@ -117,7 +117,10 @@ def test_fixed_repetition_is_picked_up_again_with_a_new_run_key(sensor, instance
     data = ticker()
     assert len(data.run_requests) == 1
     again = data.run_requests[0]
-    assert covered(ticker, again) == [f"lab/{key}"]
+    # the cursor keeps one digest per run folder: its repetitions are all reported again
+    assert covered(ticker, again) == ["lab/power-limit/bert/250W/0", f"lab/{key}"]
+    observed = {e.partition: e.tags["dagster/data_version"] for e in data.asset_events}
+    assert sorted(observed) == covered(ticker, again)
     assert again.run_key != first.run_key
     assert data.dynamic_partitions_requests == []  # the partition exists already
 
@@ -137,7 +140,7 @@ def test_in_place_rewrite_is_found_by_the_full_rescan(sensor, instance, source, 
     rescanning.cursor = ticker.cursor
     data = rescanning()
     assert [covered(rescanning, r) for r in data.run_requests] == [
-        ["lab/power-limit/bert/150W/1"]]
+        ["lab/power-limit/bert/150W/0", "lab/power-limit/bert/150W/1"]]
 
 
 def test_changed_repetitions_far_apart_need_few_runs(sensor, instance, source, data_root):
@@ -152,3 +155,20 @@ def test_changed_repetitions_far_apart_need_few_runs(sensor, instance, source, d
              "lab/power-limit/bert/150W/5"}
     assert 1 <= len(data.run_requests) <= source.max_runs_per_tick
     assert ready <= {k for r in data.run_requests for k in covered(ticker, r)}
+
+
+def test_a_tree_larger_than_the_cap_registers_over_several_ticks(instance, source, warehouse):
+    capped = GpuBenchmarkSource(data_roots=source.data_roots,
+                                quiet_period_s=source.quiet_period_s, full_rescan_s=None,
+                                max_repetitions_per_tick=4)
+    ticker = Ticker(build_definitions(capped, warehouse).resolve_sensor_def(
+        sensor_name("lab")), instance, capped)
+    reported = []
+    for expected in (4, 2):
+        data = ticker()
+        keys = [e.partition for e in data.asset_events]
+        assert len(keys) == expected and len(data.run_requests) == 1
+        assert sorted(covered(ticker, data.run_requests[0])) == sorted(keys)
+        reported += keys
+    assert "0 pending" in ticker().skip_message
+    assert sorted(reported) == sorted(ticker.partitions()) == ALL_KEYS  # nothing twice
