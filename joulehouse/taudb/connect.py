@@ -17,9 +17,11 @@ use its own); SQLite has no schemas and refuses one.
 from __future__ import annotations
 
 import io
+import queue
 import re
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
@@ -118,29 +120,81 @@ class TaudbDatabase:
         cursor.execute("SET LOCAL session_replication_role = replica")
         return True
 
-    def allocate_ids(self, cursor, table: str, count: int) -> np.ndarray:
-        """``count`` fresh ids of ``table``'s ``id`` column, taken inside ``cursor``'s transaction.
+    def allocate_ids(self, cursor, counts: dict[str, int]) -> dict[str, np.ndarray]:
+        """Fresh ids of each table's ``id`` column, ``counts[table]`` of them, taken inside
+        ``cursor``'s transaction.
 
-        PostgreSQL: from the table's sequence in one statement (a range when
-        contiguous, else the list). SQLite: the next ids after the
+        PostgreSQL: from the tables' sequences in one statement (a range per
+        table when contiguous, else the list). SQLite: the next ids after the
         AUTOINCREMENT counter, which inserting them moves on; the write lock
         of :meth:`transaction` keeps them free meanwhile.
         """
-        if count == 0:
-            return np.empty(0, dtype="int64")
-        if self.backend == POSTGRESQL:
+        ids = {table: np.empty(0, dtype="int64") for table, count in counts.items() if count == 0}
+        wanted = {table: count for table, count in counts.items() if count > 0}
+        if self.backend == POSTGRESQL and wanted:
             cursor.execute(
-                "WITH s AS (SELECT nextval(%s) AS v FROM generate_series(1, %s)) "
-                "SELECT min(v), CASE WHEN max(v) - min(v) + 1 = count(*) THEN NULL "
-                "ELSE array_agg(v ORDER BY v) END FROM s", (f"{table}_id_seq", count))
-            first, scattered = cursor.fetchone()
-            if scattered is not None:
-                return np.array(scattered, dtype="int64")
+                "SELECT t, min(v), CASE WHEN max(v) - min(v) + 1 = count(*) THEN NULL "
+                "ELSE array_agg(v ORDER BY v) END FROM (SELECT t, nextval(s) AS v "
+                "FROM unnest(%s::text[], %s::regclass[], %s::int[]) AS u(t, s, n), "
+                "generate_series(1, n)) AS taken GROUP BY t",
+                (list(wanted), [f"{table}_id_seq" for table in wanted], list(wanted.values())))
+            for table, first, scattered in cursor.fetchall():
+                ids[table] = (np.arange(first, first + wanted[table], dtype="int64")
+                              if scattered is None else np.array(scattered, dtype="int64"))
         else:
-            cursor.execute("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = ?), 0)",
-                           (table,))
-            first = cursor.fetchone()[0] + 1
-        return np.arange(first, first + count, dtype="int64")
+            for table, count in wanted.items():
+                cursor.execute("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = ?), "
+                               "0)", (table,))
+                first = cursor.fetchone()[0] + 1
+                ids[table] = np.arange(first, first + count, dtype="int64")
+        return ids
+
+    @contextmanager
+    def bulk_writer(self, cursor) -> Iterator[Callable[[str, pd.DataFrame], None]]:
+        """A ``write(table, frame)`` that hands tables to :meth:`write_rows`, in call order.
+
+        PostgreSQL: a writer thread runs them, so the caller builds the next
+        table while the server copies the last (psycopg2 releases the GIL
+        while it waits); the caller must not use ``cursor`` inside the block.
+        Leaving the block waits for every write and raises the first write's
+        error; after an error (of a write or of the caller) the queued tables
+        are dropped, so the transaction can only roll back. SQLite writes at
+        once (a connection belongs to its thread).
+        """
+        if self.backend != POSTGRESQL:
+            yield lambda table, frame: self.write_rows(cursor, table, frame)
+            return
+        pending: queue.SimpleQueue = queue.SimpleQueue()
+        failed: list[BaseException] = []
+        stop = threading.Event()
+
+        def run() -> None:
+            while (item := pending.get()) is not None:
+                if stop.is_set():
+                    continue
+                try:
+                    self.write_rows(cursor, *item)
+                except BaseException as error:  # noqa: BLE001 -- raised in the caller's thread
+                    failed.append(error)
+                    stop.set()
+
+        def write(table: str, frame: pd.DataFrame) -> None:
+            if failed:
+                raise failed[0]
+            pending.put((table, frame))
+
+        writer = threading.Thread(target=run, name="taudb-bulk-writer", daemon=True)
+        writer.start()
+        try:
+            yield write
+        except BaseException:
+            stop.set()
+            raise
+        finally:
+            pending.put(None)
+            writer.join()
+        if failed:
+            raise failed[0]
 
     def write_rows(self, cursor, table: str, frame: pd.DataFrame) -> None:
         """Insert every row of ``frame`` (columns named as ``table``'s) in bulk.

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,7 +78,8 @@ _SOURCE = re.compile(
 # TAU parameter profiles: "name [ <x> = <4>, <y> = <10> ]"
 _PARAMETER = re.compile(r"<([^<>]*)> = <([^<>]*)>")
 
-#: Tables in write order (parents before children), with the columns written.
+#: Tables in write order (parents before children), with the columns written; the largest,
+#: timer_value, comes last so that it is computed while the others are written.
 COLUMNS = {
     "trial": ["id", "name", "data_source", "node_count", "contexts_per_node",
               "threads_per_context", "total_threads"],
@@ -88,14 +90,14 @@ COLUMNS = {
     "timer_group": ["timer", "group_name"],
     "timer_parameter": ["timer", "parameter_name", "parameter_value"],
     "timer_callpath": ["id", "timer", "parent"],
-    "timer_call_data": ["id", "timer_callpath", "thread", "calls", "subroutines"],
-    "timer_value": ["timer_call_data", "metric", "inclusive_value", "exclusive_value",
-                    "inclusive_percent", "exclusive_percent"],
     "counter": ["id", "trial", "name"],
     "counter_value": ["counter", "thread", "sample_count", "maximum_value", "minimum_value",
                       "mean_value", "standard_deviation"],
     "primary_metadata": ["trial", "name", "value"],
     "secondary_metadata": ["id", "trial", "thread", "name", "value", "is_array"],
+    "timer_call_data": ["id", "timer_callpath", "thread", "calls", "subroutines"],
+    "timer_value": ["timer_call_data", "metric", "inclusive_value", "exclusive_value",
+                    "inclusive_percent", "exclusive_percent"],
 }
 
 #: Tables whose ``id`` comes from a sequence (secondary_metadata ids are UUIDs).
@@ -120,33 +122,17 @@ class TrialRows:
 
 def derive_rows(trial: TrialData) -> TrialRows:
     """All TAUdb rows of ``trial``, as TAU's loader would write them."""
-    threads = _threads(trial.threads)
-    entries, callpaths, timers = _callgraph(trial.timers)
-    call_data, values = _timer_statistics(trial, threads, entries)
-    counters, counter_values = _counters(trial, threads)
-    primary, secondary = _metadata(trial, threads)
-    tables = {
-        "trial": _trial_row(trial, threads),
-        "metric": pd.DataFrame({"id": np.arange(len(trial.metrics)), "trial": 0,
-                                "name": trial.metrics, "derived": False}),
-        "thread": threads.assign(trial=0),
-        "timer": timers.assign(trial=0),
-        "timer_group": _groups(trial.timers, timers),
-        "timer_parameter": _parameters(timers),
-        "timer_callpath": callpaths,
-        "timer_call_data": call_data,
-        "timer_value": values,
-        "counter": counters.assign(trial=0),
-        "counter_value": counter_values,
-        "primary_metadata": primary.assign(trial=0),
-        "secondary_metadata": secondary.assign(trial=0),
-    }
-    return TrialRows({name: tables[name][cols] for name, cols in COLUMNS.items()})
+    tables, timer_values = _derive(trial)
+    return TrialRows({**tables, "timer_value": timer_values()})
 
 
 def load_trial(db: TaudbDatabase, trial: TrialData) -> int:
-    """Write ``trial`` in one transaction, replacing the trials of its source_key; its id."""
-    rows = derive_rows(trial)
+    """Write ``trial`` in one transaction, replacing the trials of its source_key; its id.
+
+    timer_value rows are computed while the other tables are being written
+    (:meth:`TaudbDatabase.bulk_writer`); every input error is raised before.
+    """
+    tables, timer_values = _derive(trial)
     ensure_schema(db)
     with db.transaction() as cursor:
         cursor.execute(db.sql("SELECT count(*) FROM data_source WHERE id = ?"), (trial.data_source,))
@@ -156,10 +142,11 @@ def load_trial(db: TaudbDatabase, trial: TrialData) -> int:
             _delete(db, cursor, old)
         # every reference below points at a row of this transaction (or data_source, checked)
         db.skip_reference_checks(cursor)
-        ids = {table: db.allocate_ids(cursor, table, len(rows.tables[table]))
-               for table in ALLOCATED}
-        for table, frame in rows.tables.items():
-            db.write_rows(cursor, table, _with_ids(table, frame, ids))
+        ids = db.allocate_ids(cursor, {table: len(tables[table]) for table in ALLOCATED})
+        with db.bulk_writer(cursor) as write:
+            for table, frame in tables.items():
+                write(table, _with_ids(table, frame, ids))
+            write("timer_value", _with_ids("timer_value", timer_values(), ids))
         return int(ids["trial"][0])
 
 
@@ -188,6 +175,33 @@ def delete_trial(db: TaudbDatabase, trial_id: int) -> bool:
 
 
 # --- deriving the rows -------------------------------------------------------------------------
+
+def _derive(trial: TrialData) -> tuple[dict[str, pd.DataFrame], Callable[[], pd.DataFrame]]:
+    """Every table but timer_value (in :data:`COLUMNS` order), and the function that computes
+    timer_value: only arithmetic is left to it, every check of the input is done here."""
+    threads = _threads(trial.threads)
+    entries, callpaths, timers = _callgraph(trial.timers)
+    call_data, values = _timer_statistics(trial, threads, entries)
+    counters, counter_values = _counters(trial, threads)
+    primary, secondary = _metadata(trial, threads)
+    tables = {
+        "trial": _trial_row(trial, threads),
+        "metric": pd.DataFrame({"id": np.arange(len(trial.metrics)), "trial": 0,
+                                "name": trial.metrics, "derived": False}),
+        "thread": threads.assign(trial=0),
+        "timer": timers.assign(trial=0),
+        "timer_group": _groups(trial.timers, timers),
+        "timer_parameter": _parameters(timers),
+        "timer_callpath": callpaths,
+        "counter": counters.assign(trial=0),
+        "counter_value": counter_values,
+        "primary_metadata": primary.assign(trial=0),
+        "secondary_metadata": secondary.assign(trial=0),
+        "timer_call_data": call_data,
+    }
+    return ({name: tables[name][cols] for name, cols in COLUMNS.items() if name in tables},
+            lambda: values()[COLUMNS["timer_value"]])
+
 
 def _threads(frame: pd.DataFrame) -> pd.DataFrame:
     """Real threads (sorted) then the derived ones; ``id`` = row number."""
@@ -287,9 +301,10 @@ def _parameters(timers: pd.DataFrame) -> pd.DataFrame:
                          "parameter_value": found[1].str.strip().to_numpy()})
 
 
-def _timer_statistics(trial: TrialData, threads: pd.DataFrame,
-                      entries: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """timer_call_data and timer_value rows of the real and the derived threads."""
+def _timer_statistics(trial: TrialData, threads: pd.DataFrame, entries: pd.Series
+                      ) -> tuple[pd.DataFrame, Callable[[], pd.DataFrame]]:
+    """timer_call_data rows of the real and the derived threads, and the function that
+    computes their timer_value rows (one per call data row and metric)."""
     n_threads = int((threads["node_rank"] >= 0).sum())
     n_metrics = len(trial.metrics)
     # one row per (entry, thread) that has the entry, in entry then thread order
@@ -303,43 +318,39 @@ def _timer_statistics(trial: TrialData, threads: pd.DataFrame,
         raise ValueError("TrialData.timers lists a timer twice for one thread")
     present = present.sort_values(["entry", "thread"], ignore_index=True)
     incl, excl = _values_of(trial, threads, entries, present)  # (rows, metrics)
-
-    # per-thread largest inclusive value M, and S = sum of M in thread order (per metric)
-    largest = np.zeros((n_threads, n_metrics))
-    np.maximum.at(largest, present["thread"].to_numpy(), incl)
-    total_largest = np.zeros(n_metrics)
-    for row in largest:  # sequential, as TAU sums
-        total_largest += row
-    divider = total_largest / 100.0
-
-    real_calls = present[["entry", "thread", "calls", "subroutines"]]
-    thread_divider = largest[present["thread"].to_numpy()] / 100.0
-    real_values = (incl, excl, _percent(incl, thread_divider), _percent(excl, thread_divider))
     stats = _Statistics(present["entry"].to_numpy(), len(entries), n_threads)
-    derived_calls, derived_values = stats.derive(
-        present[["calls", "subroutines"]].to_numpy(), incl, excl, divider)
-
-    calls = pd.concat([real_calls, derived_calls], ignore_index=True)
-    inclusive, exclusive, incl_pct, excl_pct = (
-        np.concatenate([real, derived]) for real, derived in zip(real_values, derived_values))
+    real_calls = present[["entry", "thread", "calls", "subroutines"]]
+    calls = pd.concat([real_calls, stats.derive_calls(present[["calls", "subroutines"]].to_numpy())],
+                      ignore_index=True)
     keep = (calls["calls"] > 0).to_numpy()
     call_data = pd.DataFrame({
         "id": np.arange(int(keep.sum())),
-        "timer_callpath": calls["entry"].to_numpy()[keep],
+        "timer_callpath": entries.to_numpy()[calls["entry"].to_numpy()[keep]],
         "thread": calls["thread"].to_numpy()[keep],
-        "calls": np.trunc(calls["calls"].to_numpy()[keep]),
-        "subroutines": np.trunc(calls["subroutines"].to_numpy()[keep]),
+        "calls": np.trunc(calls["calls"].to_numpy()[keep]).astype("int64"),
+        "subroutines": np.trunc(calls["subroutines"].to_numpy()[keep]).astype("int64"),
     })
-    call_data[["calls", "subroutines"]] = call_data[["calls", "subroutines"]].astype("int64")
-    call_data["timer_callpath"] = entries.to_numpy()[call_data["timer_callpath"]]
-    values = pd.DataFrame({
-        "timer_call_data": np.repeat(call_data["id"].to_numpy(), n_metrics),
-        "metric": np.tile(np.arange(n_metrics), len(call_data)),
-        "inclusive_value": inclusive[keep].ravel(),
-        "exclusive_value": exclusive[keep].ravel(),
-        "inclusive_percent": incl_pct[keep].ravel(),
-        "exclusive_percent": excl_pct[keep].ravel(),
-    })
+
+    def values() -> pd.DataFrame:
+        # per-thread largest inclusive value M, and S = sum of M in thread order (per metric)
+        thread = present["thread"].to_numpy()
+        largest = np.zeros((n_threads, n_metrics))
+        np.maximum.at(largest, thread, incl)
+        total_largest = np.zeros(n_metrics)
+        for row in largest:  # sequential, as TAU sums
+            total_largest += row
+        thread_divider = largest[thread] / 100.0
+        real = (incl, excl, _percent(incl, thread_divider), _percent(excl, thread_divider))
+        derived = stats.derive_values(incl, excl, total_largest / 100.0)
+        inclusive, exclusive, incl_pct, excl_pct = (
+            np.concatenate([r, d])[keep].ravel() for r, d in zip(real, derived))
+        return pd.DataFrame({
+            "timer_call_data": np.repeat(call_data["id"].to_numpy(), n_metrics),
+            "metric": np.tile(np.arange(n_metrics), len(call_data)),
+            "inclusive_value": inclusive, "exclusive_value": exclusive,
+            "inclusive_percent": incl_pct, "exclusive_percent": excl_pct,
+        })
+
     return call_data, values
 
 
@@ -411,18 +422,24 @@ class _Statistics:
         return {-1: mean_some, -2: total, -3: std_some, -4: self._extreme(x, np.minimum),
                 -5: self._extreme(x, np.maximum), -6: mean_every, -7: std_every}
 
-    def derive(self, calls: np.ndarray, incl: np.ndarray, excl: np.ndarray,
-               divider: np.ndarray) -> tuple[pd.DataFrame, tuple[np.ndarray, ...]]:
-        """Call rows (entry, thread, calls, subroutines) and value arrays of the derived threads.
+    def derive_calls(self, calls: np.ndarray) -> pd.DataFrame:
+        """Call rows (entry, thread, calls, subroutines) of the derived threads, numbered
+        after the real ones: n_threads + 0 for -1, ... + 6 for -7."""
+        c = self._moments(calls)
+        return pd.concat([pd.DataFrame({
+            "entry": np.arange(self.n_entries), "thread": self.n_threads + offset,
+            "calls": c[int(code)][:, 0], "subroutines": c[int(code)][:, 1]})
+            for offset, code in enumerate(DERIVED)], ignore_index=True)
 
-        ``divider`` is S / 100 per metric. Threads are numbered after the real
-        ones: n_threads + 0 for -1, ... + 6 for -7.
-        """
-        c, i, e = self._moments(calls), self._moments(incl), self._moments(excl)
+    def derive_values(self, incl: np.ndarray, excl: np.ndarray,
+                      divider: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Inclusive, exclusive and their percents of the derived threads, rows in
+        :meth:`derive_calls` order; ``divider`` is S / 100 per metric."""
+        i, e = self._moments(incl), self._moments(excl)
         per_thread = divider / self.n_threads
-        frames, values = [], []
+        values = []
         with np.errstate(divide="ignore", invalid="ignore"):
-            for offset, code in enumerate(DERIVED):
+            for code in DERIVED:
                 code = int(code)
                 if code in (-1, -2, -6):
                     incl_pct = _percent(i[-2], divider)
@@ -432,12 +449,8 @@ class _Statistics:
                     incl_pct, excl_pct = _percent(i[code], per_thread), _percent(e[code], per_thread)
                 else:  # STDDEV: relative to the MEAN(-1) values, exclusive without * 100
                     incl_pct, excl_pct = i[code] / i[-1] * 100.0, e[code] / e[-1]
-                frames.append(pd.DataFrame({
-                    "entry": np.arange(self.n_entries), "thread": self.n_threads + offset,
-                    "calls": c[code][:, 0], "subroutines": c[code][:, 1]}))
                 values.append((i[code], e[code], incl_pct, excl_pct))
-        return (pd.concat(frames, ignore_index=True),
-                tuple(np.concatenate(parts) for parts in zip(*values)))
+        return tuple(np.concatenate(parts) for parts in zip(*values))
 
 
 def _counters(trial: TrialData, threads: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
