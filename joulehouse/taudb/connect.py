@@ -217,7 +217,7 @@ class TaudbDatabase:
             frame.to_csv(buffer, index=False, header=False, na_rep="\\N")
             buffer.seek(0)
             cursor.copy_expert(f"COPY {table} ({', '.join(frame.columns)}) FROM STDIN "
-                               "WITH (FORMAT csv, NULL '\\N')", buffer, size=_COPY_CHUNK)
+                               "WITH (FORMAT csv, NULL '\\N')", buffer, size=COPY_CHUNK)
 
     def close(self) -> None:
         self.connection.close()
@@ -240,7 +240,7 @@ def _python_values(column: pd.Series) -> list:
 _BINARY_TYPES = {"i": ">i4", "u": ">i4", "f": ">f8", "b": "?"}
 _BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 _BINARY_TRAILER = b"\xff\xff"
-_COPY_CHUNK = 1 << 20  # bytes handed to libpq per call
+COPY_CHUNK = 1 << 20  # bytes handed to libpq per call
 
 
 def _copy_binary(cursor, table: str, frame: pd.DataFrame) -> None:
@@ -273,4 +273,4 @@ def _copy_packed(cursor, table: str, frame: pd.DataFrame) -> None:
         packed[f"val{i}"] = frame[c].to_numpy(dtype=field.newbyteorder("="))
     payload = io.BytesIO(_BINARY_HEADER + packed.tobytes() + _BINARY_TRAILER)
     cursor.copy_expert(f"COPY {table} ({', '.join(frame.columns)}) FROM STDIN WITH (FORMAT binary)",
-                       payload, size=_COPY_CHUNK)
+                       payload, size=COPY_CHUNK)
