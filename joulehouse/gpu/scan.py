@@ -54,7 +54,7 @@ from joulehouse.gpu.layout import RepetitionRef, fingerprint, is_complete
 
 RUN_LEVEL = 3  # root "" = 0, experiment = 1, benchmark = 2, run = 3, repetition = 4
 STATE_VERSION = 2
-CLOCK_MARGIN_NS = 300 * 10**9  # folders changed this long before the newest ctime seen
+CLOCK_MARGIN_NS = 60 * 10**9  # folders changed this long before the newest ctime seen
 LIST_FACTOR = 10  # a tick lists at most LIST_FACTOR * max_repetitions repetitions
 DIGEST_HEX = 8
 

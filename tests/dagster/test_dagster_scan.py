@@ -14,7 +14,7 @@ def test_scan_lists_only_changed_run_folders(tmp_path, monkeypatch):
     runs = {"e": {"b": [f"{w}W" for w in range(100, 200, 10)]}}
     write_data_root(tmp_path, runs, repetitions=1, base=SMALL)
     first = scan(tmp_path, ScanState(), quiet_s=0)
-    assert len(first.ready) == 10 and first.full_scan
+    assert len(first.ready) == 10 and first.unlisted == 0
     write_data_root(tmp_path, {"e": {"b": ["150W"]}}, repetitions=3, base=SMALL)  # adds 1, 2
     listed = []
     real = scan_module._subdirs
@@ -32,8 +32,8 @@ def test_state_is_compact_json(tmp_path):
     text = result.state.to_json()
     assert text.isascii() and len(text) < 600
     again = ScanState.from_json(text)
-    assert again.known == result.state.known and again.dirs == result.state.dirs
-    assert ScanState.from_json(None).dirs == {}
+    assert again.runs == result.state.runs and again.tree == result.state.tree
+    assert ScanState.from_json(None).tree == {}
 
 
 def test_removed_folders_are_forgotten(tmp_path):
@@ -41,8 +41,8 @@ def test_removed_folders_are_forgotten(tmp_path):
     first = scan(tmp_path, ScanState(), quiet_s=0)
     shutil.rmtree(tmp_path / "e/b/200W")
     second = scan(tmp_path, first.state, quiet_s=0)
-    assert second.ready == [] and "e/b/200W" not in second.state.known
-    assert "e/b/200W" not in second.state.dirs
+    assert second.ready == [] and "e/b/200W" not in second.state.runs
+    assert "200W" not in second.state.tree["e/b"]
 
 
 def test_contiguous_ranges_merge_the_smallest_gaps():

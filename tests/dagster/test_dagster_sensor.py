@@ -5,13 +5,13 @@ import shutil
 from pathlib import Path
 
 import dagster as dg
-from conftest import REPETITIONS, RUNS, settle
 
 from assets.gpu import gpu_repetitions
 from definitions import build_definitions
 from resources import GpuBenchmarkSource
 from sensors.gpu_repetitions import RANGE_END, RANGE_START, sensor_name
 from sensors.local import tick
+from tests.dagster.conftest import REPETITIONS, RUNS, settle
 
 ALL_KEYS = sorted(f"lab/{e}/{b}/{r}/{i}" for e, bs in RUNS.items() for b, rs in bs.items()
                   for r in rs for i in range(REPETITIONS))

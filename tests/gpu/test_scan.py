@@ -1,0 +1,97 @@
+"""The bounded scan (Dagster-free): the cap, the resumable first walk, the rolling rescan,
+the cursor size. Trees of tiny repetitions (two small files each) keep these fast."""
+
+from pathlib import Path
+
+import joulehouse.gpu.scan as scan_module
+from joulehouse.gpu.scan import ScanState, scan
+
+TIMESTAMPS = ("timestamp,event,data\n2020-11-16 13:49:17,experiment_begin,0\n"
+              "2020-11-16 13:59:17,experiment_end,0\n")
+LATER = 10**10  # a clock far past every file's last change: everything is quiet
+
+
+def write_tree(root: Path, benchmarks: int, runs: int, repetitions: int) -> list[str]:
+    """``e/b<i>/<run>W/<rep>`` tiny complete repetitions; their keys, sorted."""
+    keys = []
+    for b in range(benchmarks):
+        for r in range(runs):
+            for i in range(repetitions):
+                key = f"e/b{b}/{100 + r}W/{i}"
+                folder = root / key
+                folder.mkdir(parents=True)
+                (folder / "timestamps.csv").write_text(TIMESTAMPS)
+                (folder / "gpu-power.csv").write_text(",timestamp,power\n0,2020-11-16,45\n")
+                keys.append(key)
+    return sorted(keys)
+
+
+def scan_until_done(root: Path, state: ScanState, cap: int, now: float = LATER):
+    """Scan until a tick reports nothing; the keys reported by each tick."""
+    per_tick = []
+    while True:
+        result = scan(root, state, quiet_s=1, full_rescan_s=None, max_repetitions=cap, now=now)
+        state = ScanState.from_json(result.state.to_json())
+        if not result.ready:
+            return per_tick, state, result
+        per_tick.append([r.ref.key for r in result.ready])
+
+
+def test_a_tree_larger_than_the_cap_is_reported_over_several_ticks(tmp_path):
+    keys = write_tree(tmp_path, benchmarks=2, runs=5, repetitions=3)  # 30
+    per_tick, _, last = scan_until_done(tmp_path, ScanState(), cap=7)
+    assert [len(t) for t in per_tick] == [7, 7, 7, 7, 2]
+    reported = [k for t in per_tick for k in t]
+    assert sorted(reported) == keys and len(set(reported)) == len(reported)
+    assert last.pending == last.unlisted == 0
+
+
+def test_the_first_walk_lists_only_enough_run_folders_for_the_cap(tmp_path, monkeypatch):
+    write_tree(tmp_path, benchmarks=1, runs=20, repetitions=5)
+    listed = []
+    real = scan_module._subdirs
+    monkeypatch.setattr(scan_module, "_subdirs", lambda path: listed.append(path) or real(path))
+    result = scan(tmp_path, ScanState(), quiet_s=1, max_repetitions=10, now=LATER)
+    assert len(result.ready) == 10 and result.unlisted == 18
+    assert sum(p.parent.name == "b0" for p in listed) == 2  # two run folders of 5
+
+
+def test_ready_repetitions_over_the_cap_wait_oldest_first(tmp_path):
+    keys = write_tree(tmp_path, benchmarks=1, runs=1, repetitions=4)
+    result = scan(tmp_path, ScanState(), quiet_s=1, max_repetitions=3, now=LATER)
+    assert len(result.ready) == 3 and result.deferred == 1 and result.pending == 1
+    ages = [r.last_change for r in result.ready]
+    assert ages == sorted(ages)
+    again = scan(tmp_path, result.state, quiet_s=1, max_repetitions=3, now=LATER)
+    assert [r.ref.key for r in again.ready] == sorted(
+        set(keys) - {r.ref.key for r in result.ready})
+
+
+def test_the_rolling_rescan_finds_an_in_place_rewrite_within_one_pass(tmp_path):
+    write_tree(tmp_path, benchmarks=2, runs=10, repetitions=2)  # 20 run folders
+    _, state, _ = scan_until_done(tmp_path, ScanState(), cap=100, now=LATER)
+    rewritten = tmp_path / "e/b0/103W/1/gpu-power.csv"
+    rewritten.write_text(rewritten.read_text() + "1,2020-11-16,46\n")
+    # 20 folders, a pass every 100 s, a tick every 10 s: 2 folders per tick, 10 ticks a pass
+    found_at, rescanned = None, []
+    for n in range(1, 11):
+        result = scan(tmp_path, state, quiet_s=1, full_rescan_s=100, max_repetitions=100,
+                      now=LATER + 10 * n)
+        state = result.state
+        rescanned.append(result.rescanned)
+        if result.ready:
+            found_at = found_at or n
+            # one digest per run folder: the whole run folder is reported again
+            assert sorted(r.ref.key for r in result.ready) == ["e/b0/103W/0", "e/b0/103W/1"]
+    assert found_at is not None and rescanned[1:] == [2] * 9
+
+
+def test_the_cursor_keeps_a_few_bytes_per_run_folder(tmp_path):
+    write_tree(tmp_path, benchmarks=10, runs=50, repetitions=10)  # 5,000 in 500 run folders
+    _, state, _ = scan_until_done(tmp_path, ScanState(), cap=5000)
+    assert len(state.recent) == 500 + 10 + 2  # every folder changed within the clock margin
+    state.recent = {}  # ... a minute later, as on a tree that is not all brand new
+    size = len(state.to_json())
+    # ~8 bytes per run folder: 100,000 repetitions in 10,000 run folders stay under 100 KB
+    assert size < 10 * 500, size
+    assert ScanState.from_json(state.to_json()).runs == state.runs
