@@ -49,7 +49,7 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
     max_gap_s: float = Field(
         default=5.0, description="Gaps between power samples longer than this are not bridged.")
     max_repetitions_per_tick: int = Field(
-        default=500,
+        default=500, ge=1,
         description="Most repetitions one sensor tick reports (one observation each, about "
                     "12 ms on SQLite); the rest wait for the next ticks, oldest first.")
     max_runs_per_tick: int = Field(
