@@ -2,38 +2,66 @@
 
 Generates (once, reused) 1,000 short repetitions into
 ``benchmarks/.data/backfill/`` (2 experiments x 5 benchmarks x 10 settings x
-10 repetitions), lets the data-root sensor register them in a fresh Dagster
-instance and executes its run requests in-process: the whole pipeline (validated
-frames, energy per repetition, per-setting and per-benchmark tables,
-energy_facts). Counts the runs in the instance and times them.
+10 repetitions), registers them as ``gpu_repetitions`` partitions in a fresh
+DAGSTER_HOME (a temporary folder under ``benchmarks/.data/`` holding
+``deploy/dagster.yaml``: SQLite, queued runs) and starts ``dagster dev`` on
+it. Then launches, as the UI does, an asset backfill of every asset of
+``gpu_energy_job`` over the 1,000 partitions through the webserver's GraphQL
+API (``launchPartitionBackfill``), waits for Dagster's daemon to finish it,
+and reports the runs it created, the wall time and where each run's time went.
 
-Run: ``.venv/bin/python benchmarks/backfill.py``.
+Run: ``.venv/bin/python benchmarks/backfill.py [--timeout S]``.
 """
 
 import argparse
+import json
+import os
 import shutil
+import signal
+import socket
+import subprocess
 import sys
+import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import dagster as dg
+from dagster._core.execution.backfill import BulkActionStatus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.sensor_tick import machine
-from definitions import build_definitions
+from definitions import defs
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
-from resources import DataRoot, GpuBenchmarkSource, Warehouse
-from sensors.gpu_repetitions import JOB_NAME, sensor_name
-from sensors.local import launch_in_process, tick
+from joulehouse.gpu.layout import find_repetitions
+from resources import DataRoot, GpuBenchmarkSource
+from sensors.gpu_repetitions import JOB_NAME
 
-DATA = Path(__file__).resolve().parent / ".data"
+PROJECT = Path(__file__).resolve().parent.parent
+DATA = PROJECT / "benchmarks" / ".data"
 ROOT = DATA / "backfill"
 RUNS = {experiment: {f"bench{b}": [f"{100 + 20 * s}W" for s in range(10)] for b in range(5)}
         for experiment in ("power-limit", "power-limit-2")}
 REPETITIONS = 10
 SPEC = RepetitionSpec(duration_s=5.0, epochs=1)
 MAX_RUNS = 5
+PARTITIONS = "gpu_repetitions"
+ENERGY = dg.AssetKey("gpu_repetition_energy")
+EVENTS = dg.DagsterEventType
+STEP_END = {EVENTS.STEP_SUCCESS, EVENTS.STEP_FAILURE}
+MILESTONES = {EVENTS.RUN_STARTING: "launched", EVENTS.RUN_START: "started",
+              EVENTS.RUN_SUCCESS: "ended", EVENTS.RUN_FAILURE: "ended"}
+LAUNCH = """
+mutation($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+    ... on PartitionKeysNotFoundError { message }
+  }
+}"""
+LOCATIONS = "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus } } } }"
 
 
 def build_root() -> None:
@@ -44,33 +72,179 @@ def build_root() -> None:
         marker.touch()
 
 
+def partition_keys() -> list[str]:
+    root = DataRoot(path=str(ROOT))
+    source = GpuBenchmarkSource(data_roots=[root])
+    return [source.partition_key(root, ref) for ref in find_repetitions(ROOT)]
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def graphql(port: int, query: str, variables: dict | None = None) -> dict:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql", headers={"Content-Type": "application/json"},
+        data=json.dumps({"query": query, "variables": variables or {}}).encode())
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return json.load(response)["data"]
+
+
+def wait_until(what: str, ready, timeout_s: float, every_s: float = 2.0):
+    """Calls ``ready()`` until it returns something truthy; raises after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if result := ready():
+                return result
+        except OSError:
+            pass
+        time.sleep(every_s)
+    raise TimeoutError(f"{what}: not done after {timeout_s:.0f} s")
+
+
+def start_dagster(home: Path, warehouse: Path, port: int, log: Path) -> subprocess.Popen:
+    """``dagster dev`` in its own process group.
+
+    Ignored signals stay ignored across exec (a shell without job control starts
+    us with SIGINT ignored), handled ones go back to default: so handle both
+    here, SIGTERM by exiting through the caller's clean-up.
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    env = {**os.environ, "DAGSTER_HOME": str(home), "JOULEHOUSE_GPU_DATA_ROOTS": str(ROOT),
+           "JOULEHOUSE_WAREHOUSE": str(warehouse)}
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [str(Path(sys.executable).parent / "dagster"), "dev", "-w", "workspace.yaml",
+             "-h", "127.0.0.1", "-p", str(port)],
+            cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the process group, SIGKILL if it is still there after 30 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+            process.wait(timeout=30)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        except ProcessLookupError:
+            return
+
+
+def busy_seconds(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of the intervals."""
+    total, end = 0.0, float("-inf")
+    for start, stop_ in sorted(intervals):
+        total += max(0.0, stop_ - max(start, end))
+        end = max(end, stop_)
+    return total
+
+
+def run_report(instance: dg.DagsterInstance, record, submitted: float) -> tuple[str, float]:
+    """One backfill run: what it did, its timeline from the backfill's submission, the time
+    in its steps and the rest (its overhead: queue, process start, code loading, events)."""
+    run = record.dagster_run
+    times, starts, intervals = {"created": record.create_timestamp.timestamp()}, {}, []
+    for entry in instance.all_logs(run.run_id, of_type={*MILESTONES, EVENTS.STEP_START,
+                                                        *STEP_END}):
+        if entry.dagster_event_type == EVENTS.STEP_START:
+            starts[entry.step_key] = entry.timestamp
+        elif entry.dagster_event_type in STEP_END:
+            intervals.append((starts[entry.step_key], entry.timestamp))
+        else:
+            times[MILESTONES[entry.dagster_event_type]] = entry.timestamp
+    steps = busy_seconds(intervals)
+    overhead = times["ended"] - times["created"] - steps
+    tags = run.tags
+    span = (f"{tags['dagster/asset_partition_range_start']} .. "
+            f"{tags['dagster/asset_partition_range_end']}"
+            if "dagster/asset_partition_range_start" in tags else tags.get("dagster/partition", "-"))
+    assets = ", ".join(sorted(key.to_user_string() for key in run.asset_selection or ()))
+    timeline = ", ".join(f"{name} +{at - submitted:.1f} s" for name, at in times.items())
+    return (f"  {run.status.value}: [{assets}] partitions {span}\n    {timeline}; "
+            f"in steps {steps:.1f} s, the rest {overhead:.1f} s"), overhead
+
+
 def main(argv: list[str] | None = None) -> None:
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
-    started = time.perf_counter()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--timeout", type=float, default=1800,
+                        help="seconds to wait for the backfill (default 1800)")
+    args = parser.parse_args(argv)
     build_root()
-    print(f"data root: {ROOT} ({time.perf_counter() - started:.1f} s)")
-    warehouse = DATA / "backfill-warehouse"
-    shutil.rmtree(warehouse, ignore_errors=True)
-    source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(ROOT))], quiet_period_s=0)
-    defs = build_definitions(source, Warehouse(root=str(warehouse)))
-    with dg.instance_for_test() as instance:
-        data = tick(defs.resolve_sensor_def(sensor_name("backfill")), instance,
-                    {"gpu_source": source})
-        partitions = len(instance.get_dynamic_partitions("gpu_repetitions"))
-        job = defs.resolve_job_def(JOB_NAME)
-        started = time.perf_counter()
-        results = [launch_in_process(job, instance, request, log_level="WARNING")
-                   for request in data.run_requests]
-        elapsed = time.perf_counter() - started
-        runs = instance.get_runs_count()
-        assert all(r.success for r in results), [r.run_id for r in results if not r.success]
-        materialized = instance.get_materialized_partitions(dg.AssetKey("gpu_repetition_energy"))
-    print(f"{partitions} partitions, {runs} run(s) (limit {MAX_RUNS}), {elapsed:.1f} s "
-          f"in-process ({elapsed / partitions * 1000:.0f} ms per repetition); "
-          f"gpu_repetition_energy materialized for {len(materialized)}")
+    keys = partition_keys()
+    selection = sorted(defs.resolve_job_def(JOB_NAME).asset_layer.selected_asset_keys)
+    DATA.mkdir(exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="backfill-home-", dir=DATA))
+    shutil.copy(PROJECT / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    os.environ["DAGSTER_HOME"] = str(home)
+    port, log = free_port(), home / "dagster-dev.log"
+    process, loads = None, []
+    try:
+        with dg.DagsterInstance.get() as instance:
+            instance.add_dynamic_partitions(PARTITIONS, keys)
+            process = start_dagster(home, home / "warehouse", port, log)
+            wait_until("code location", lambda: any(
+                entry["loadStatus"] == "LOADED"
+                for entry in graphql(port, LOCATIONS)["workspaceOrError"]["locationEntries"]),
+                timeout_s=300)
+            started, submitted = time.perf_counter(), time.time()
+            result = graphql(port, LAUNCH, {"params": {
+                "assetSelection": [{"path": key.path} for key in selection],
+                "partitionNames": keys}})["launchPartitionBackfill"]
+            if result["__typename"] != "LaunchBackfillSuccess":
+                raise SystemExit(f"backfill not launched: {result}")
+            backfill_id = result["backfillId"]
+            print(f"backfill {backfill_id}: {len(selection)} assets x {len(keys)} partitions, "
+                  f"submitted in {time.perf_counter() - started:.1f} s")
+
+            def finished() -> BulkActionStatus | None:
+                loads.append(load())
+                status = instance.get_backfill(backfill_id).status
+                return None if status in (BulkActionStatus.REQUESTED,
+                                          BulkActionStatus.CANCELING) else status
+
+            status = wait_until("backfill", finished, timeout_s=args.timeout, every_s=5)
+            elapsed = time.perf_counter() - started
+            records = sorted(instance.get_run_records(
+                filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id})),
+                key=lambda r: r.create_timestamp)
+            others = instance.get_runs_count() - len(records)
+            materialized = instance.get_materialized_partitions(ENERGY)
+            print(f"status {status.value}: {len(records)} run(s) (limit {MAX_RUNS}) in "
+                  f"{elapsed:.1f} s from submission to completion; {others} other run(s)")
+            overheads = []
+            for record in records:
+                report, overhead = run_report(instance, record, submitted)
+                overheads.append(overhead)
+                print(report)
+            print(f"overhead per run (created to ended, minus time in steps): "
+                  f"{sum(overheads) / len(overheads):.1f} s on average; the backfill daemon "
+                  f"evaluates every 30 s")
+            print(f"gpu_repetition_energy materialized for {len(materialized)} of {len(keys)}")
+    except BaseException:
+        if log.exists():
+            print(log.read_text()[-4000:], file=sys.stderr)
+        raise
+    finally:
+        if process is not None:
+            stop(process)
+    print(f"load average (1, 5, 15 min) during the backfill: first {loads[0]}, "
+          f"highest 1-min {max(float(x.split()[0]) for x in loads):.2f}, last {loads[-1]}")
     print(f"machine: {machine()}")
-    if runs > MAX_RUNS or len(materialized) != partitions:
-        raise SystemExit("backfill benchmark failed")
+    if (status != BulkActionStatus.COMPLETED_SUCCESS or len(records) > MAX_RUNS
+            or set(keys) - materialized):
+        raise SystemExit(f"backfill benchmark failed; instance kept in {home}")
+    shutil.rmtree(home)
 
 
 if __name__ == "__main__":
