@@ -16,6 +16,7 @@ use its own); SQLite has no schemas and refuses one.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import queue
 import re
@@ -103,6 +104,21 @@ class TaudbDatabase:
         with self.transaction() as cursor:
             cursor.execute(self.sql(statement), params)
             return cursor.fetchall()
+
+    def lock_source(self, cursor, source_key: str) -> None:
+        """Hold, until the transaction ends, the lock of loads from ``source_key``.
+
+        Two loads that replace the same source's trial must not interleave:
+        both would delete the old trial and both insert, leaving two. SQLite's
+        write lock (:meth:`transaction`) already serialises every load; on
+        PostgreSQL a transaction-scoped advisory lock keyed by a 64-bit digest
+        of the key serialises the loads of one source only.
+        """
+        if self.backend != POSTGRESQL:
+            return
+        digest = hashlib.blake2b(source_key.encode(), digest_size=8).digest()
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)",
+                       (int.from_bytes(digest, "big", signed=True),))
 
     def skip_reference_checks(self, cursor) -> bool:
         """For the rest of the transaction, skip the per-row foreign-key checks if allowed.

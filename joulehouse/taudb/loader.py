@@ -135,6 +135,7 @@ def load_trial(db: TaudbDatabase, trial: TrialData) -> int:
     tables, timer_values = _derive(trial)
     ensure_schema(db)
     with db.transaction() as cursor:
+        db.lock_source(cursor, trial.source_key)
         cursor.execute(db.sql("SELECT count(*) FROM data_source WHERE id = ?"), (trial.data_source,))
         if cursor.fetchone()[0] == 0:
             raise ValueError(f"data_source {trial.data_source} is not in TAUdb's data_source table")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 import pytest
@@ -160,6 +162,22 @@ def test_loading_the_same_source_again_replaces_its_trial(database):
     assert delete_trial(database, other) is True
     assert delete_trial(database, other) is False
     assert _counts(database) == once
+
+
+def test_concurrent_loads_of_one_source_leave_one_trial(database):
+    ensure_schema(database)
+    barrier = threading.Barrier(4)
+
+    def load() -> int:
+        with TaudbDatabase(database.url, database.schema) as own:
+            barrier.wait()
+            return load_trial(own, small_trial())
+
+    with ThreadPoolExecutor(4) as pool:
+        ids = list(pool.map(lambda _: load(), range(4)))
+    assert len(set(ids)) == 4
+    assert [t["id"] for t in list_trials(database)] == [max(ids)]
+    assert _counts(database)["timer_value"] == 2 * (6 + 24)
 
 
 def test_a_failing_load_leaves_nothing_and_keeps_the_old_trial(database):
