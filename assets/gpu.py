@@ -54,6 +54,11 @@ TABLE_AUTOMATION = dg.AutomationCondition.eager().without(
     ~dg.AutomationCondition.any_deps_missing()
 )
 
+#: Concurrency pool of the assets that rebuild a whole table or TAUdb's GPU
+#: trials: the instance configs (deploy/) limit it to 1, so two runs never
+#: rebuild them at once, whoever launched the runs (sensor, backfill, automation).
+TABLES_POOL = "joulehouse_tables"
+
 
 @dg.asset(
     description=(
@@ -141,6 +146,7 @@ def _stored_energy(context: dg.AssetExecutionContext, warehouse: Warehouse) -> p
     group_name=GROUP,
     deps=[gpu_repetition_energy],
     automation_condition=TABLE_AUTOMATION,
+    pool=TABLES_POOL,
     kinds={"pandas", "parquet"},
     tags={"source": "gpu-benchmark"},
 )
@@ -165,6 +171,7 @@ def gpu_setting_energy(
     group_name=GROUP,
     deps=[gpu_setting_energy],
     automation_condition=TABLE_AUTOMATION,
+    pool=TABLES_POOL,
     kinds={"pandas", "parquet"},
     tags={"source": "gpu-benchmark"},
 )
@@ -200,6 +207,7 @@ def _plots(settings: pd.DataFrame) -> str:
     group_name="energy_facts",
     deps=[gpu_repetition_energy],
     automation_condition=TABLE_AUTOMATION,
+    pool=TABLES_POOL,
     kinds={"pandas", "parquet"},
 )
 def energy_facts(

@@ -6,6 +6,9 @@ from urllib.parse import urlparse
 
 import dagster as dg
 
+from assets import GPU_ASSETS, TAUDB_ASSETS
+from assets.gpu import TABLES_POOL
+
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
@@ -18,6 +21,7 @@ def test_local_instance_stores_everything_in_dagster_home(tmp_path, monkeypatch)
     with dg.DagsterInstance.get() as instance:
         instance.add_dynamic_partitions("gpu_repetitions", ["lab/e/b/150W/0"])
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        assert_one_gpu_run_and_one_table_rebuild_at_a_time(instance)
     assert (home / "history" / "runs.db").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]  # nothing in the cwd
 
@@ -33,3 +37,20 @@ def test_production_instance_uses_postgres(tmp_path, monkeypatch, postgres_url):
         instance.add_dynamic_partitions("gpu_repetitions", ["lab/e/b/150W/0"])
         assert instance.get_dynamic_partitions("gpu_repetitions") == ["lab/e/b/150W/0"]
         assert instance.get_runs_count() == 0
+        assert_one_gpu_run_and_one_table_rebuild_at_a_time(instance)
+
+
+
+def assert_one_gpu_run_and_one_table_rebuild_at_a_time(instance: dg.DagsterInstance) -> None:
+    concurrency = instance.get_concurrency_config()
+    assert concurrency.pool_config.default_pool_limit == 1
+    assert concurrency.run_queue_config.tag_concurrency_limits == [
+        {"key": "joulehouse/pipeline", "value": "gpu", "limit": 1}]
+
+
+def test_the_assets_rebuilding_whole_tables_share_one_pool():
+    pooled = {key.to_user_string()
+              for asset in (*GPU_ASSETS, *TAUDB_ASSETS) if isinstance(asset, dg.AssetsDefinition)
+              for key in asset.keys if asset.get_op_def_for_asset_key(key).pool == TABLES_POOL}
+    assert pooled == {"gpu_setting_energy", "gpu_benchmark_energy", "energy_facts",
+                      "taudb_trials"}
