@@ -31,7 +31,8 @@ from dagster._core.execution.backfill import BulkActionStatus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.sensor_tick import machine
+from machine import describe, load_average
+
 from definitions import defs
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from joulehouse.gpu.layout import find_repetitions
@@ -76,10 +77,6 @@ def partition_keys() -> list[str]:
     root = DataRoot(path=str(ROOT))
     source = GpuBenchmarkSource(data_roots=[root])
     return [source.partition_key(root, ref) for ref in find_repetitions(ROOT)]
-
-
-def load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def free_port() -> int:
@@ -208,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"submitted in {time.perf_counter() - started:.1f} s")
 
             def finished() -> BulkActionStatus | None:
-                loads.append(load())
+                loads.append(load_average())
                 status = instance.get_backfill(backfill_id).status
                 return None if status in (BulkActionStatus.REQUESTED,
                                           BulkActionStatus.CANCELING) else status
@@ -240,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
             stop(process)
     print(f"load average (1, 5, 15 min) during the backfill: first {loads[0]}, "
           f"highest 1-min {max(float(x.split()[0]) for x in loads):.2f}, last {loads[-1]}")
-    print(f"machine: {machine()}")
+    print(f"machine: {describe(dg)}")
     if (status != BulkActionStatus.COMPLETED_SUCCESS or len(records) > MAX_RUNS
             or set(keys) - materialized):
         raise SystemExit(f"backfill benchmark failed; instance kept in {home}")

@@ -17,8 +17,6 @@ work itself. Run: ``.venv/bin/python benchmarks/gpu_read_energy.py``.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 from pathlib import Path
 
@@ -26,6 +24,7 @@ import numpy as np
 import pandas as pd
 import pandera
 import pyarrow
+from machine import describe, load_average
 
 from joulehouse.gpu.energy import repetition_energy
 from joulehouse.gpu.generator import RepetitionSpec, write_repetition
@@ -54,11 +53,6 @@ def best_of_interleaved(functions: dict, rounds: int = ROUNDS) -> dict[str, tupl
             for name, runs in times.items()}
 
 
-def load_average() -> str:
-    """The 1-minute load average, from /proc/loadavg."""
-    return Path("/proc/loadavg").read_text().split()[0]
-
-
 def joulehouse_pipeline(ref: RepetitionRef) -> pd.DataFrame:
     return repetition_energy(read_repetition(ref, timezone=TIMEZONE))
 
@@ -78,16 +72,6 @@ def pandas_default(folder: Path) -> dict[str, pd.DataFrame]:
     return frames
 
 
-def machine() -> str:
-    """CPU count and model, and the versions that matter."""
-    model = next((line.split(":", 1)[1].strip() for line in
-                  Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor())
-    return (f"{os.cpu_count()} CPUs ({model}); Python {platform.python_version()}, "
-            f"pandas {pd.__version__}, pyarrow {pyarrow.__version__}, "
-            f"pandera {pandera.__version__}, numpy {np.__version__}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="best of this many runs")
@@ -95,7 +79,7 @@ def main() -> None:
     ref = RepetitionRef.from_key(DATA_ROOT, KEY)
     if not (ref.path / "timestamps.csv").exists():
         write_repetition(ref.path, SPEC, seed=1)
-    print(f"machine: {machine()}")
+    print(f"machine: {describe(pd, pyarrow, pandera, np)}")
     for path in sorted(ref.path.glob("*.csv")):
         with open(path, "rb") as file:
             rows = sum(1 for _ in file) - 1

@@ -18,8 +18,6 @@ repetition). Run: ``.venv/bin/python benchmarks/sensor_tick.py [--cap N]``.
 """
 
 import argparse
-import os
-import platform
 import shutil
 import sys
 import time
@@ -28,6 +26,8 @@ from pathlib import Path
 import dagster as dg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from machine import describe, load_average
 
 from definitions import build_definitions
 from joulehouse.gpu.layout import find_repetitions, is_complete
@@ -44,14 +44,6 @@ QUIET_S = 1.0
 TIMESTAMPS = ("timestamp,event,data\n2020-11-16 13:49:17,experiment_begin,0\n"
               "2020-11-16 13:59:17,experiment_end,0\n")
 GPU_POWER = ",timestamp,power\n0,2020-11-16 13:49:17,45000\n"
-
-
-def machine() -> str:
-    model = next((line.split(":", 1)[1].strip() for line in
-                  Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor())
-    return (f"{os.cpu_count()} CPUs ({model}); Python {platform.python_version()}, "
-            f"dagster {dg.__version__}")
 
 
 def write_repetition(folder: Path) -> None:
@@ -73,10 +65,6 @@ def build_tree() -> int:
                         write_repetition(TREE / f"exp{e}" / f"bench{b}" / f"{100 + r}W" / str(i))
         marker.touch()
     return experiments * benchmarks * runs * reps
-
-
-def load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 class Timed:
@@ -115,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     total = build_tree()
     print(f"tree: {total} repetitions in {TREE} ({time.perf_counter() - started:.1f} s); "
-          f"load {load()}")
+          f"load {load_average()}")
     for stale in TREE.glob("exp*/bench*/*W/new-*"):
         shutil.rmtree(stale)
 
@@ -138,14 +126,14 @@ def main(argv: list[str] | None = None) -> None:
             assert len(data.asset_events) <= cap
             times.append(seconds)
             if len(times) % 20 == 0:
-                print(f"  {len(times)} ticks, {sum(times):.0f} s, load {load()}", flush=True)
+                print(f"  {len(times)} ticks, {sum(times):.0f} s, load {load_average()}", flush=True)
         registered = len(instance.get_dynamic_partitions("gpu_repetitions"))
         assert registered == total, registered
         per_observation_ms = 1000 * observations.seconds / observations.calls
         print(f"first registration (cap {cap}): {len(times)} ticks, slowest {max(times):.2f} s, "
               f"median {sorted(times)[len(times) // 2]:.2f} s, total {sum(times):.0f} s; "
               f"{observations.calls} observations at {per_observation_ms:.1f} ms each; "
-              f"load {load()}")
+              f"load {load_average()}")
 
         idle, idle_s = timed_tick(sensor, instance, resources, cursor)
         stamp = time.strftime("%H%M%S")
@@ -177,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"cursor: {cursor_bytes} bytes ({cursor_bytes / 1024:.0f} KiB)")
     print(f"naive full walk (find_repetitions + is_complete): {naive_s:.2f} s "
           f"= {naive_s / tick_s:.1f}x the tick")
-    print(f"machine: {machine()}; load {load()}")
+    print(f"machine: {describe(dg)}; load {load_average()}")
     if tick_s > 5.0:
         raise SystemExit(f"tick took {tick_s:.2f} s > 5 s")
 

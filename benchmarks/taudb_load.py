@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -44,6 +42,7 @@ from joulehouse.taudb.schema import ensure_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+from machine import describe, load_average
 from postgres_server import PG_BIN, throwaway_postgres
 
 WRF = ROOT.parent / "shared" / "peer-data" / "tau" / "profiles" / "tau2_wrf16_callpath_text_exported"
@@ -126,16 +125,6 @@ def bench_million(url: str, repeat: int, threads: int, timers: int,
     return results
 
 
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in
-                Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
-               platform.processor())
-    server = subprocess.run([str(PG_BIN / "postgres"), "--version"], check=True,
-                            capture_output=True, text=True).stdout.strip()
-    return (f"{os.cpu_count()} CPUs ({cpu}); Python {platform.python_version()}, pandas "
-            f"{pd.__version__}, numpy {np.__version__}, psycopg2 {psycopg2.__version__}; {server}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -143,15 +132,17 @@ def main() -> None:
     parser.add_argument("--timers", type=int, default=3907)
     parser.add_argument("--metrics", type=int, default=4)
     args = parser.parse_args()
-    print(machine())
-    print(f"load average at start: {Path('/proc/loadavg').read_text().strip()}")
+    server = subprocess.run([str(PG_BIN / "postgres"), "--version"], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    print(describe(pd, np, psycopg2, extra=server))
+    print(f"load average at start: {load_average()}")
     with throwaway_postgres("bench") as url:
         with psycopg2.connect(url) as admin, admin.cursor() as cursor:
             cursor.execute("CREATE ROLE loader LOGIN; GRANT CREATE ON DATABASE bench TO loader")
         for role, role_url in [("superuser", url), ("ordinary role", url.replace(
                 "postgres@", "loader@"))]:
             report(role, role_url, args)
-    print(f"load average at end: {Path('/proc/loadavg').read_text().strip()}")
+    print(f"load average at end: {load_average()}")
 
 
 def report(role: str, url: str, args: argparse.Namespace) -> None:
