@@ -54,6 +54,17 @@ TABLE_AUTOMATION = dg.AutomationCondition.eager().without(
     ~dg.AutomationCondition.any_deps_missing()
 )
 
+#: What the per-repetition assets share: one dynamic partition per repetition,
+#: every partition of a run in one step (``PartitionBatch``), and no output
+#: for a partition that failed, so it shows as failed rather than stored.
+PER_REPETITION = {
+    "group_name": GROUP,
+    "partitions_def": gpu_repetitions,
+    "backfill_policy": dg.BackfillPolicy.single_run(),
+    "output_required": False,
+    "tags": {"source": "gpu-benchmark"},
+}
+
 #: Concurrency pool of the assets that rebuild a whole table or TAUdb's GPU
 #: trials: the instance configs (deploy/) limit it to 1, so two runs never
 #: rebuild them at once, whoever launched the runs (sensor, backfill, automation).
@@ -67,17 +78,13 @@ TABLES_POOL = "joulehouse_tables"
         "that fails validation fails the blocking check 'pandera_valid', naming file and "
         "line; the stored frames of that repetition stay as they were."
     ),
-    group_name=GROUP,
-    partitions_def=gpu_repetitions,
-    backfill_policy=dg.BackfillPolicy.single_run(),
+    **PER_REPETITION,
     deps=[gpu_repetition_files],
     check_specs=[dg.AssetCheckSpec(
         VALID_CHECK, asset="gpu_validated_frames", blocking=True,
         description="Every file of the repetition parses and passes its pandera schema.",
     )],
-    output_required=False,
     kinds={"pandas", "parquet", "pandera"},
-    tags={"source": "gpu-benchmark"},
 )
 def gpu_validated_frames(
     context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource, warehouse: Warehouse
@@ -100,14 +107,10 @@ def gpu_validated_frames(
         "samples and the external meter; with mean powers, gaps, EDP and how far the "
         "methods disagree. One Parquet partition per repetition."
     ),
-    group_name=GROUP,
-    partitions_def=gpu_repetitions,
-    backfill_policy=dg.BackfillPolicy.single_run(),
+    **PER_REPETITION,
     deps=[gpu_validated_frames],
     automation_condition=dg.AutomationCondition.eager(),
-    output_required=False,
     kinds={"pandas", "parquet"},
-    tags={"source": "gpu-benchmark"},
 )
 def gpu_repetition_energy(
     context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource, warehouse: Warehouse
