@@ -57,8 +57,9 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
                   quiet_s=source.quiet_period_s, full_rescan_s=source.full_rescan_s,
                   max_repetitions=source.max_repetitions_per_tick)
     cursor = result.state.to_json()
-    remaining = (f"{result.pending} pending ({result.deferred} ready, left for the next "
-                 f"ticks by the cap of {source.max_repetitions_per_tick}), "
+    remaining = (f"{result.pending - result.deferred} waiting for experiment_end or the "
+                 f"{source.quiet_period_s:g} s quiet period, {result.deferred} ready but left "
+                 f"for the next ticks by the cap of {source.max_repetitions_per_tick}, "
                  f"{result.unlisted} run folder(s) still to list")
     if not result.ready:
         return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
