@@ -44,6 +44,19 @@ LOADS_CHECK = "loads"
 
 tau_profile_sets = dg.DynamicPartitionsDefinition(name="tau_profile_sets")
 
+tau_profile_files = dg.AssetSpec(
+    "tau_profile_files",
+    description=(
+        "The files of one TAU profile set as TAU wrote them: profile.N.C.T text profiles "
+        "(also in MULTI__<metric> folders) or a packed .ppk file. Found by the profile "
+        "landing sensor once no file changed for the quiet period."
+    ),
+    group_name=GROUP,
+    partitions_def=tau_profile_sets,
+    kinds={"tau"},
+    tags={"source": "tau-profiles"},
+)
+
 
 def _stored_version(tables: Tables, key: str) -> str:
     """When repetition ``key`` was last stored: size and mtime (ns) of its manifest and energy."""
@@ -120,6 +133,7 @@ def taudb_trials(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSour
     group_name=GROUP,
     partitions_def=tau_profile_sets,
     backfill_policy=dg.BackfillPolicy.single_run(),
+    deps=[tau_profile_files],
     check_specs=[dg.AssetCheckSpec(
         LOADS_CHECK, asset="tau_profile_trials", blocking=True,
         description="Every profile set of the run was read and loaded as a trial.")],
@@ -144,4 +158,4 @@ def tau_profile_trials(context: dg.AssetExecutionContext, tau_profiles: TauProfi
     yield from batch.results(context, check_name=LOADS_CHECK)
 
 
-TAUDB_ASSETS = [taudb_trials, tau_profile_trials]
+TAUDB_ASSETS = [tau_profile_files, taudb_trials, tau_profile_trials]

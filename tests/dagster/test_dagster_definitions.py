@@ -20,7 +20,8 @@ GRAPH = {
     "gpu_benchmark_energy": ({"gpu_setting_energy"}, False, set()),
     "energy_facts": ({"gpu_repetition_energy"}, False, set()),
     "taudb_trials": ({"gpu_validated_frames", "gpu_repetition_energy"}, False, set()),
-    "tau_profile_trials": (set(), True, {"loads"}),
+    "tau_profile_files": (set(), True, set()),
+    "tau_profile_trials": ({"tau_profile_files"}, True, {"loads"}),
 }
 
 
@@ -50,7 +51,7 @@ def test_asset_graph_snapshot():
 def test_job_sensors_and_resources():
     job = defs.resolve_job_def("gpu_energy_job")
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == (
-        set(GRAPH) - {"gpu_repetition_files", "tau_profile_trials"})
+        set(GRAPH) - {"gpu_repetition_files", "tau_profile_files", "tau_profile_trials"})
     sensors = {s.name: s for s in defs.sensors}
     assert set(sensors) == {"gpu_repetitions_gpu_data", "tau_profile_landing",
                             "joulehouse_automation"}
