@@ -8,7 +8,9 @@
    loader's 1 MiB chunks, into the same table emptied by TRUNCATE as the
    loader found it, same index and foreign keys, same session settings,
    rolled back); target: the load at no less than half the speed of the bare
-   COPY.
+   COPY. Also against a second reference: a bare COPY of every row the load
+   wrote, all thirteen tables (the trial's timer_call_data with its three
+   indexes among them), so the ratio shows the loader's own overhead.
 
 Both run twice: as the superuser ``postgres`` (the loader skips the per-row
 foreign-key checks, see ``TaudbDatabase.skip_reference_checks``; the bare
@@ -35,7 +37,7 @@ import psycopg2
 from sqlalchemy.engine import make_url
 
 from joulehouse.taudb.connect import COPY_CHUNK, TaudbDatabase
-from joulehouse.taudb.loader import load_trial
+from joulehouse.taudb.loader import COLUMNS, load_trial
 from joulehouse.taudb.model import DATA_SOURCE_OTHER, THREAD_COLUMNS, TrialData
 from joulehouse.taudb.read import read_trial_source
 from joulehouse.taudb.schema import ensure_schema
@@ -92,9 +94,36 @@ def bench_wrf(url: str, repeat: int) -> list[float]:
     return seconds
 
 
+def bare_copy_of_every_table(db: TaudbDatabase) -> float:
+    """Seconds to COPY back every row of the schema's one trial into its emptied tables.
+
+    The rows are read out first (binary COPY, in the loader's table order,
+    which respects the foreign keys), the tables emptied together, the rows
+    copied back in the loader's chunks and the transaction rolled back.
+    """
+    cursor = db.connection.cursor()
+    payloads = {}
+    for table, columns in COLUMNS.items():
+        payloads[table] = io.BytesIO()
+        cursor.copy_expert(f"COPY (SELECT {', '.join(columns)} FROM {table}) TO STDOUT "
+                           "WITH (FORMAT binary)", payloads[table])
+        payloads[table].seek(0)
+    db.connection.commit()
+    db.skip_reference_checks(cursor)  # the loader's session setting, if any
+    cursor.execute(f"TRUNCATE {', '.join(COLUMNS)} CASCADE")  # + the empty analysis_settings
+    start = time.perf_counter()
+    for table, columns in COLUMNS.items():
+        cursor.copy_expert(f"COPY {table} ({', '.join(columns)}) FROM STDIN WITH "
+                           "(FORMAT binary)", payloads[table], size=COPY_CHUNK)
+    seconds = time.perf_counter() - start
+    db.connection.rollback()
+    return seconds
+
+
 def bench_million(url: str, repeat: int, threads: int, timers: int,
-                  metrics: int) -> list[tuple[float, float, int]]:
-    """Per run: (load seconds, bare COPY seconds, timer_value rows) of the synthetic trial."""
+                  metrics: int) -> list[tuple[float, float, float, int]]:
+    """Per run: (load seconds, bare COPY seconds of the timer_value rows, bare COPY seconds
+    of every row, timer_value rows) of the synthetic trial."""
     trial = synthetic_trial(threads, timers, metrics)
     results = []
     for run in range(repeat):
@@ -121,7 +150,7 @@ def bench_million(url: str, repeat: int, threads: int, timers: int,
                                payload, size=COPY_CHUNK)
             bare = time.perf_counter() - start
             db.connection.rollback()
-            results.append((load, bare, rows))
+            results.append((load, bare, bare_copy_of_every_table(db), rows))
     return results
 
 
@@ -152,16 +181,17 @@ def report(role: str, url: str, args: argparse.Namespace) -> None:
           f"{best:.3f} s over {len(wrf)} runs; TAU's Java loader {TAU_JAVA_SECONDS} s -> "
           f"{TAU_JAVA_SECONDS / statistics.median(wrf):.1f}x faster (median)")
     million = bench_million(url, args.repeat, args.threads, args.timers, args.metrics)
-    for load, bare, rows in million:
-        print(f"  run: load {load:.3f} s, bare COPY {bare:.3f} s ({rows} timer_value rows)")
-    load = statistics.median(m[0] for m in million)
-    bare = statistics.median(m[1] for m in million)
-    rows = million[0][2]
+    for load, bare, every, rows in million:
+        print(f"  run: load {load:.3f} s, bare COPY {bare:.3f} s ({rows} timer_value rows), "
+              f"bare COPY of every table {every:.3f} s")
+    load, bare, every = (statistics.median(m[i] for m in million) for i in range(3))
+    rows = million[0][3]
     print(f"[{role}] synthetic trial, {args.threads * args.timers * args.metrics} timer values "
           f"({args.threads} threads x {args.timers} timers x {args.metrics} metrics; {rows} "
           f"timer_value rows with the derived threads): load {load:.3f} s = "
           f"{rows / load:,.0f} rows/s; bare COPY {bare:.3f} s = {rows / bare:,.0f} rows/s; "
-          f"load speed / COPY speed = {bare / load:.2f} (median)")
+          f"load speed / COPY speed = {bare / load:.2f} (median); against a bare COPY of "
+          f"every table ({every:.3f} s): {every / load:.2f}")
 
 
 if __name__ == "__main__":
