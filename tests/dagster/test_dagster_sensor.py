@@ -99,7 +99,7 @@ def test_incomplete_repetition_waits_until_experiment_end(sensor, instance, sour
     settle()
     for _ in range(2):
         data = ticker()
-        assert data.run_requests == [] and "1 pending" in data.skip_message
+        assert data.run_requests == [] and "1 waiting for experiment_end" in data.skip_message
     assert "lab/power-limit/resnet/200W/2" not in ticker.partitions()
     timestamps.write_text(complete)
     settle()
@@ -170,5 +170,6 @@ def test_a_tree_larger_than_the_cap_registers_over_several_ticks(instance, sourc
         assert len(keys) == expected and len(data.run_requests) == 1
         assert sorted(covered(ticker, data.run_requests[0])) == sorted(keys)
         reported += keys
-    assert "0 pending" in ticker().skip_message
+    last = ticker().skip_message
+    assert "0 waiting for experiment_end" in last and "0 ready but left" in last
     assert sorted(reported) == sorted(ticker.partitions()) == ALL_KEYS  # nothing twice
