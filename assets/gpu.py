@@ -70,6 +70,9 @@ PER_REPETITION = {
 #: rebuild them at once, whoever launched the runs (sensor, backfill, automation).
 TABLES_POOL = "joulehouse_tables"
 
+#: What the assets that rebuild a whole table share: the automation and the pool.
+WHOLE_TABLE = {"automation_condition": TABLE_AUTOMATION, "pool": TABLES_POOL}
+
 
 @dg.asset(
     description=(
@@ -148,8 +151,7 @@ def _stored_energy(context: dg.AssetExecutionContext, warehouse: Warehouse) -> p
     ),
     group_name=GROUP,
     deps=[gpu_repetition_energy],
-    automation_condition=TABLE_AUTOMATION,
-    pool=TABLES_POOL,
+    **WHOLE_TABLE,
     kinds={"pandas", "parquet"},
     tags={"source": "gpu-benchmark"},
 )
@@ -173,8 +175,7 @@ def gpu_setting_energy(
     ),
     group_name=GROUP,
     deps=[gpu_setting_energy],
-    automation_condition=TABLE_AUTOMATION,
-    pool=TABLES_POOL,
+    **WHOLE_TABLE,
     kinds={"pandas", "parquet"},
     tags={"source": "gpu-benchmark"},
 )
@@ -209,8 +210,7 @@ def _plots(settings: pd.DataFrame) -> str:
     ),
     group_name="energy_facts",
     deps=[gpu_repetition_energy],
-    automation_condition=TABLE_AUTOMATION,
-    pool=TABLES_POOL,
+    **WHOLE_TABLE,
     kinds={"pandas", "parquet"},
 )
 def energy_facts(

@@ -21,8 +21,7 @@ import pandas as pd
 
 from assets.gpu import (
     ENERGY_TABLE,
-    TABLE_AUTOMATION,
-    TABLES_POOL,
+    WHOLE_TABLE,
     gpu_repetition_energy,
     gpu_repetitions,
     gpu_validated_frames,
@@ -81,8 +80,7 @@ def _trial_rows(trial: TrialData) -> dict[str, int]:
     ),
     group_name=GROUP,
     deps=[gpu_validated_frames, gpu_repetition_energy],
-    automation_condition=TABLE_AUTOMATION,
-    pool=TABLES_POOL,
+    **WHOLE_TABLE,
     kinds={"taudb"},
     tags={"source": "gpu-benchmark"},
 )
