@@ -21,6 +21,7 @@ Disagreement is ``(method - counter) / counter`` in %.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -74,28 +75,31 @@ REPETITION_ENERGY_COLUMNS = [
     "counter_resets",
     *(col for m in METHODS for col in (m.gap_count, m.gap_s)),
 ]
-def _windows(timestamps: pd.DataFrame) -> list[tuple[str, int | None, pd.Timestamp, pd.Timestamp]]:
+def _windows(timestamps: pd.DataFrame) -> list[tuple[str, int | None, int, int]]:
     """(phase, epoch, start, end) for the experiment, training and each epoch.
 
-    A phase runs from the first begin event to the last end event; epochs
-    pair ``epoch_begin`` and ``epoch_end`` by their ``data`` index.
+    ``start`` and ``end`` are UTC ns since the epoch. A phase runs from the
+    first begin event to the last end event; epochs pair ``epoch_begin`` and
+    ``epoch_end`` by their ``data`` index.
     """
     events = timestamps["event"].to_numpy()
-    times = timestamps["time"]
+    times = np.asarray(timestamps["time"].values, dtype="datetime64[ns]").view("int64")  # UTC
+    data = timestamps["data"].to_numpy()
 
-    def first(event: str) -> dict[int, pd.Timestamp]:
-        chosen = timestamps[events == event]
-        return dict(zip(chosen["data"][::-1], chosen["time"][::-1], strict=True))
+    def first(event: str) -> dict[int, int]:
+        chosen = events == event
+        return dict(zip(data[chosen][::-1].tolist(), times[chosen][::-1].tolist(), strict=True))
 
-    def last(event: str) -> dict[int, pd.Timestamp]:
-        chosen = timestamps[events == event]
-        return dict(zip(chosen["data"], chosen["time"], strict=True))
+    def last(event: str) -> dict[int, int]:
+        chosen = events == event
+        return dict(zip(data[chosen].tolist(), times[chosen].tolist(), strict=True))
 
-    windows = [("experiment", None, times[events == "experiment_begin"].min(),
-                times[events == "experiment_end"].max())]
-    if (events == "train_begin").any() and (events == "train_end").any():
-        windows.append(("train", None, times[events == "train_begin"].min(),
-                        times[events == "train_end"].max()))
+    windows = [("experiment", None, int(times[events == "experiment_begin"].min()),
+                int(times[events == "experiment_end"].max()))]
+    train_begin, train_end = events == "train_begin", events == "train_end"
+    if train_begin.any() and train_end.any():
+        windows.append(("train", None, int(times[train_begin].min()),
+                        int(times[train_end].max())))
     begins, ends = first("epoch_begin"), last("epoch_end")
     windows += [("epoch", int(epoch), begins[epoch], ends[epoch])
                 for epoch in sorted(begins.keys() & ends.keys()) if ends[epoch] >= begins[epoch]]
@@ -103,13 +107,22 @@ def _windows(timestamps: pd.DataFrame) -> list[tuple[str, int | None, pd.Timesta
 
 
 def _series(
-    frame: pd.DataFrame | None, column: str, origin: pd.Timestamp
+    frame: pd.DataFrame | None, column: str, origin: pd.Timestamp,
+    cache: dict[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """(seconds since origin, values) of the rows where ``column`` has a value."""
+    """(seconds since origin, values) of the rows where ``column`` has a value.
+
+    ``cache`` (one per frame) keeps the frame's seconds for its next column.
+    """
     if frame is None or column not in frame.columns:
         return None
     values = frame[column].to_numpy(dtype="float64")
-    seconds = seconds_since(frame["time"], origin)
+    if cache is None:
+        seconds = seconds_since(frame["time"], origin)
+    elif "seconds" in cache:
+        seconds = cache["seconds"]
+    else:
+        seconds = cache["seconds"] = seconds_since(frame["time"], origin)
     present = ~np.isnan(values)
     if present.all():
         return seconds, values
@@ -128,10 +141,11 @@ def repetition_energy(rep: Repetition, *, max_gap_s: float = 5.0) -> pd.DataFram
     NaN energy and NA gaps; gaps longer than ``max_gap_s`` are not bridged.
     """
     windows = _windows(rep.timestamps)
-    origin = windows[0][2]
+    origin = pd.Timestamp(windows[0][2], unit="ns", tz="UTC")
+    gpu_seconds: dict[str, np.ndarray] = {}  # gpu-power's times, converted once for both
     series = {
-        "counter": _series(rep.gpu_power, "total_energy_j", origin),
-        "power": _series(rep.gpu_power, "power_w", origin),
+        "counter": _series(rep.gpu_power, "total_energy_j", origin, gpu_seconds),
+        "power": _series(rep.gpu_power, "power_w", origin, gpu_seconds),
         "samples": _series(rep.power_samples, "power_w", origin),
         "external": _series(rep.external_power, "external_power_w", origin),
     }
@@ -146,14 +160,22 @@ def repetition_energy(rep: Repetition, *, max_gap_s: float = 5.0) -> pd.DataFram
         "sm_clock_mhz": settings.sm_clock_mhz,
         "power_limit_w": settings.power_limit_w,
     }
-    starts = pd.DatetimeIndex([w[2] for w in windows]).as_unit("ns")
-    ends = pd.DatetimeIndex([w[3] for w in windows]).as_unit("ns")
-    t0, t1 = seconds_since(starts, origin), seconds_since(ends, origin)
+    starts_ns = np.array([w[2] for w in windows], dtype="int64")
+    ends_ns = np.array([w[3] for w in windows], dtype="int64")
+    t0, t1 = (starts_ns - windows[0][2]) / 1e9, (ends_ns - windows[0][2]) / 1e9
+    starts, ends = _utc(starts_ns), _utc(ends_ns)
     duration = t1 - t0
     count = len(windows)
     missing, missing_count = np.full(count, np.nan), pd.array([None] * count, dtype="Int64")
-    columns = {
-        **{name: [value] * count for name, value in key.items()},
+    columns: dict[str, Any] = {
+        name: [value] * count for name, value in key.items()
+        if name not in ("memory_clock_mhz", "sm_clock_mhz", "power_limit_w")
+    }
+    columns |= {
+        "memory_clock_mhz": pd.array([settings.memory_clock_mhz] * count, dtype="Int64"),
+        "sm_clock_mhz": pd.array([settings.sm_clock_mhz] * count, dtype="Int64"),
+        "power_limit_w": np.full(count, np.nan if settings.power_limit_w is None
+                                 else settings.power_limit_w, dtype="float64"),
         "phase": [w[0] for w in windows],
         "epoch": pd.array([w[1] for w in windows], dtype="Int64"),
         "window_start": starts,
@@ -173,11 +195,11 @@ def repetition_energy(rep: Repetition, *, max_gap_s: float = 5.0) -> pd.DataFram
             columns |= {
                 method.energy: result.energy_j,
                 method.mean_power: np.where(duration > 0, result.energy_j / duration, np.nan),
-                method.gap_count: pd.array(result.gap_count, dtype="Int64"),
+                method.gap_count: _int64(result.gap_count),
                 method.gap_s: result.gap_s,
             }
             if method.name == "counter":
-                columns["counter_resets"] = pd.array(result.counter_resets, dtype="Int64")
+                columns["counter_resets"] = _int64(result.counter_resets)
         counter = columns["gpu_energy_counter_j"]
         use_counter = ~np.isnan(counter)
         columns["gpu_energy_method"] = np.where(use_counter, "counter", "power")
@@ -185,11 +207,18 @@ def repetition_energy(rep: Repetition, *, max_gap_s: float = 5.0) -> pd.DataFram
         columns["edp_js"] = columns["gpu_energy_j"] * duration
         columns["power_vs_counter_pct"] = _percent(columns["gpu_energy_power_j"], counter)
         columns["samples_vs_counter_pct"] = _percent(columns["gpu_energy_samples_j"], counter)
-    frame = pd.DataFrame(columns)[REPETITION_ENERGY_COLUMNS]
-    for name in ("memory_clock_mhz", "sm_clock_mhz"):
-        frame[name] = frame[name].astype("Int64")
-    frame["power_limit_w"] = frame["power_limit_w"].astype("float64")
-    return frame
+    return pd.DataFrame({name: columns[name] for name in REPETITION_ENERGY_COLUMNS})
+
+
+def _int64(values: np.ndarray) -> pd.arrays.IntegerArray:
+    """A nullable Int64 array of int values without NA (no per-value conversion)."""
+    values = np.asarray(values, dtype="int64")
+    return pd.arrays.IntegerArray(values, np.zeros(len(values), dtype=bool))
+
+
+def _utc(ns: np.ndarray) -> pd.DatetimeIndex:
+    """UTC ns since the epoch to a UTC DatetimeIndex."""
+    return pd.DatetimeIndex(ns.view("datetime64[ns]"), copy=False).tz_localize("UTC")
 
 
 def energy_facts_rows(per_repetition: pd.DataFrame) -> pd.DataFrame:

@@ -63,8 +63,17 @@ def _has_event(name: str) -> pa.Check:
     return pa.Check(lambda df: bool((df["event"] == name).any()), name=f"has_{name}")
 
 
+def _all_str(series: pd.Series) -> bool:
+    """Every value a str: one vectorised pass (pandera's ``str`` dtype maps each value)."""
+    return pd.api.types.infer_dtype(series, skipna=False) == "string"
+
+
 TIMESTAMPS_SCHEMA = pa.DataFrameSchema(
-    {"time": _time(strict=False), "event": pa.Column(str), "data": pa.Column("int64")},
+    {
+        "time": _time(strict=False),
+        "event": pa.Column(object, pa.Check(_all_str, name="str"), nullable=False),
+        "data": pa.Column("int64"),
+    },
     checks=[
         _has_event("experiment_begin"),
         _has_event("experiment_end"),
