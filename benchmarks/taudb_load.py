@@ -1,5 +1,7 @@
 """TAUdb load benchmarks on a throwaway PostgreSQL 15 server (tests/postgres_server.py).
 
+0. Reading alone: the WRF set as text profiles and as ``wrf-callpath.ppk``
+   (best of --repeat), no database.
 1. The 16-rank WRF callpath set (peer-data ``tau2_wrf16_callpath_text_exported``),
    read and loaded into an empty schema; target <= 1 s (TAU's Java loader: 6.8 s
    on the machine of the issue).
@@ -47,7 +49,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from machine import describe, load_average
 from postgres_server import PG_BIN, throwaway_postgres
 
-WRF = ROOT.parent / "shared" / "peer-data" / "tau" / "profiles" / "tau2_wrf16_callpath_text_exported"
+PROFILES = ROOT.parent / "shared" / "peer-data" / "tau" / "profiles"
+WRF = PROFILES / "tau2_wrf16_callpath_text_exported"
+WRF_PPK = PROFILES / "tau2_ppk_examples" / "wrf-callpath.ppk"
 TAU_JAVA_SECONDS = 6.8
 
 
@@ -80,6 +84,18 @@ def synthetic_trial(threads: int, timers: int, metrics: int) -> TrialData:
 
 def _user(url: str) -> str:
     return make_url(url).username
+
+
+def bench_read(repeat: int) -> None:
+    """Print the best seconds to read the WRF set, as text profiles and as a .ppk."""
+    for label, path in (("text", WRF), (".ppk", WRF_PPK)):
+        seconds = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            read_trial_source(path)
+            seconds.append(time.perf_counter() - start)
+        print(f"WRF 16 ranks, read only ({label}): best {min(seconds):.3f} s, "
+              f"median {statistics.median(seconds):.3f} s over {repeat} runs")
 
 
 def bench_wrf(url: str, repeat: int) -> list[float]:
@@ -165,6 +181,7 @@ def main() -> None:
                             capture_output=True, text=True).stdout.strip()
     print(describe(pd, np, psycopg2, extra=server))
     print(f"load average at start: {load_average()}")
+    bench_read(args.repeat)
     with throwaway_postgres("bench") as url:
         with psycopg2.connect(url) as admin, admin.cursor() as cursor:
             cursor.execute("CREATE ROLE loader LOGIN; GRANT CREATE ON DATABASE bench TO loader")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import re
 import shutil
-import time
 from pathlib import Path
 
 import numpy as np
@@ -175,21 +174,6 @@ def test_trial_identity(peer_data, tmp_path):
     assert len(packed.fingerprint) == 64
     assert read_trial_source(ppk).fingerprint == packed.fingerprint
     assert read_trial_source(source).source_key == trial.source_key
-
-
-def test_wrf_callpath_set_reads_fast(peer_data):
-    source = peer_data / "tau" / "profiles" / "tau2_wrf16_callpath_text_exported"
-    best = min(_seconds(read_profile_dir, source) for _ in range(3))
-    assert best < 0.5, f"{best:.3f} s"
-    packed = peer_data / "tau" / "profiles" / "tau2_ppk_examples" / "wrf-callpath.ppk"
-    best = min(_seconds(read_ppk, packed) for _ in range(3))
-    assert best < 0.5, f"{best:.3f} s"
-
-
-def _seconds(reader, path: Path) -> float:
-    start = time.perf_counter()
-    reader(path)
-    return time.perf_counter() - start
 
 
 # --- TAU's reader rules on small hand-made profiles --------------------------------------------
