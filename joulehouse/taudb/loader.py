@@ -54,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from joulehouse.errors import InputError
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.model import THREAD_COLUMNS, TrialData
 from joulehouse.taudb.schema import ensure_schema
@@ -179,7 +180,25 @@ def delete_trial(db: TaudbDatabase, trial_id: int) -> bool:
 
 def _derive(trial: TrialData) -> tuple[dict[str, pd.DataFrame], Callable[[], pd.DataFrame]]:
     """Every table but timer_value (in :data:`COLUMNS` order), and the function that computes
-    timer_value: only arithmetic is left to it, every check of the input is done here."""
+    timer_value: only arithmetic is left to it, every check of the input is done here.
+
+    A trial that breaks a rule raises :class:`InputError` naming its source key,
+    so a caller that fails one source at a time (a Dagster partition) can.
+    """
+    try:
+        tables, timer_values = _derive_unchecked(trial)
+        for frame in tables.values():
+            _check_int32(frame)
+    except InputError:
+        raise
+    except ValueError as err:
+        raise InputError(trial.source_key, str(err)) from err
+    return tables, timer_values
+
+
+def _derive_unchecked(
+    trial: TrialData,
+) -> tuple[dict[str, pd.DataFrame], Callable[[], pd.DataFrame]]:
     threads = _threads(trial.threads)
     entries, callpaths, timers = _callgraph(trial.timers)
     call_data, values = _timer_statistics(trial, threads, entries)
@@ -534,7 +553,6 @@ def _with_ids(table: str, frame: pd.DataFrame, ids: dict[str, np.ndarray]) -> pd
             out.loc[local < 0, column] = pd.NA
         else:
             out[column] = mapped
-    _check_int32(out)
     return out
 
 
@@ -559,7 +577,6 @@ _DELETES = [
     "DELETE FROM counter_value WHERE thread IN (SELECT id FROM thread WHERE trial = ?)",
     "DELETE FROM timer_call_data WHERE thread IN (SELECT id FROM thread WHERE trial = ?)",
     "DELETE FROM secondary_metadata WHERE trial = ?",
-    "DELETE FROM counter_value WHERE counter IN (SELECT id FROM counter WHERE trial = ?)",
     "DELETE FROM timer_callpath WHERE timer IN (SELECT id FROM timer WHERE trial = ?)",
     "DELETE FROM timer_group WHERE timer IN (SELECT id FROM timer WHERE trial = ?)",
     "DELETE FROM timer_parameter WHERE timer IN (SELECT id FROM timer WHERE trial = ?)",

@@ -184,7 +184,7 @@ def test_a_failing_load_leaves_nothing_and_keeps_the_old_trial(database):
     old = load_trial(database, small_trial())
     before = _counts(database)
     counters = small_trial().counters
-    counters.loc[2, "sample_count"] = 2**40  # fails while counter_value is written
+    counters.loc[2, "sample_count"] = 2**40  # does not fit INT: refused before anything is written
     with pytest.raises(ValueError, match="sample_count"):
         load_trial(database, small_trial(counters=counters))
     assert _counts(database) == before
