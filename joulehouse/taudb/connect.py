@@ -34,7 +34,9 @@ from sqlalchemy.engine import make_url
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
-_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Lower case only: PostgreSQL folds the unquoted ``-c search_path=`` name to
+# lower case, while schema.py creates and looks up the exact spelling.
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
 class TaudbDatabase:
@@ -66,7 +68,8 @@ class TaudbDatabase:
             options = None
             if schema is not None:
                 if not _SCHEMA_NAME.match(schema):
-                    raise ValueError(f"not a plain schema name: {schema!r}")
+                    raise ValueError(f"not a plain schema name: {schema!r} (lower-case letters, "
+                                     "digits and underscores, not starting with a digit)")
                 options = f"-c search_path={schema}"
             self.connection = psycopg2.connect(
                 host=parsed.host, port=parsed.port, user=parsed.username,
@@ -216,7 +219,7 @@ class TaudbDatabase:
         """Insert every row of ``frame`` (columns named as ``table``'s) in bulk.
 
         The one backend-specific write: COPY on PostgreSQL (binary for
-        all-numeric frames, CSV otherwise), ``executemany`` on SQLite. NULLs
+        all-numeric frames, text otherwise), ``executemany`` on SQLite. NULLs
         are ``pd.NA`` / ``None``; float NaN is a value.
         """
         if frame.empty:
@@ -229,11 +232,9 @@ class TaudbDatabase:
         elif all(frame[c].dtype.kind in "iufb" for c in frame.columns):
             _copy_binary(cursor, table, frame)
         else:
-            buffer = io.StringIO()
-            frame.to_csv(buffer, index=False, header=False, na_rep="\\N")
-            buffer.seek(0)
-            cursor.copy_expert(f"COPY {table} ({', '.join(frame.columns)}) FROM STDIN "
-                               "WITH (FORMAT csv, NULL '\\N')", buffer, size=COPY_CHUNK)
+            buffer = io.StringIO(_copy_text(frame))
+            cursor.copy_expert(f"COPY {table} ({', '.join(frame.columns)}) FROM STDIN",
+                               buffer, size=COPY_CHUNK)
 
     def close(self) -> None:
         self.connection.close()
@@ -250,6 +251,36 @@ def _python_values(column: pd.Series) -> list:
     if column.dtype.kind in "iufb":
         return column.to_numpy().tolist()
     return column.astype(object).where(column.notna(), None).tolist()
+
+
+#: COPY text format escapes, backslash first (the others add backslashes).
+_TEXT_ESCAPES = [("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r")]
+
+
+def _copy_text(frame: pd.DataFrame) -> str:
+    """``frame`` in PostgreSQL's COPY text format, built column by column.
+
+    Fields are tab-separated, rows end in a newline, NULL (``pd.NA`` /
+    ``None``) is a bare ``\\N``; in every other non-numeric value backslash,
+    tab, newline and carriage return are escaped, so a string ``\\N`` stays a
+    string. Numbers are written as ``str`` writes them (floats round-trip
+    exactly); float NaN is a value (``nan``).
+    """
+    fields = []
+    for c in frame.columns:
+        column = frame[c]
+        if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iufb":
+            fields.append(pd.Series(column.to_numpy().astype(str), dtype=object))
+            continue
+        null = column.isna().to_numpy()
+        values = column[~null].astype(str)
+        for raw, escaped in _TEXT_ESCAPES:
+            values = values.str.replace(raw, escaped, regex=False)
+        text = np.full(len(frame), "\\N", dtype=object)
+        text[~null] = values.to_numpy(dtype=object)
+        fields.append(pd.Series(text, dtype=object))
+    rows = fields[0].str.cat(fields[1:], sep="\t") if len(fields) > 1 else fields[0]
+    return "\n".join(rows.tolist()) + "\n"
 
 
 # PostgreSQL binary COPY: field types by pandas dtype kind (INT columns, DOUBLE PRECISION, BOOLEAN)
