@@ -6,7 +6,7 @@ Configuration (defaults are for a fresh clone):
   default ``examples/gpu-data``;
 - ``JOULEHOUSE_WAREHOUSE``: the warehouse folder, default ``warehouse/``;
 - ``JOULEHOUSE_TAUDB_URL`` (and ``JOULEHOUSE_TAUDB_SCHEMA``): TAUdb, default the SQLite
-  file ``warehouse/taudb.sqlite``; the URL is read at run time (``dg.EnvVar``);
+  file ``taudb.sqlite`` beside the warehouse tables; the URL is read at run time (``dg.EnvVar``);
 - ``JOULEHOUSE_TAU_LANDING``: folders where TAU profile sets land, default
   ``examples/tau-profiles``.
 """

@@ -1,7 +1,7 @@
 """TAUdb and the folders where TAU profiles land.
 
 ``TaudbResource.url`` is SQLAlchemy-style: the embedded default is the
-SQLite file ``warehouse/taudb.sqlite`` of the project; production passes
+SQLite file ``taudb.sqlite`` beside the warehouse tables; production passes
 ``dg.EnvVar("JOULEHOUSE_TAUDB_URL")`` (e.g. ``postgresql://joulehouse@db:5432/perf``,
 password in the URL held by the environment, or in libpq's ``PGPASSWORD`` /
 ``~/.pgpass``), so no secret is written in code or configuration files.
@@ -17,7 +17,6 @@ from pydantic import Field
 
 from joulehouse.taudb.connect import TaudbDatabase
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 EMBEDDED_FILE = "taudb.sqlite"
 URL_ENV = "JOULEHOUSE_TAUDB_URL"
 SCHEMA_ENV = "JOULEHOUSE_TAUDB_SCHEMA"
@@ -29,25 +28,22 @@ def embedded_url(folder: str | os.PathLike[str]) -> str:
     return f"sqlite:///{Path(folder).resolve() / EMBEDDED_FILE}"
 
 
-DEFAULT_TAUDB_URL = embedded_url(PROJECT_ROOT / "warehouse")
-
 
 class TaudbResource(dg.ConfigurableResource):
     """A TAUdb database (schema created on first load)."""
 
-    url: str = Field(default=DEFAULT_TAUDB_URL,
-                     description="sqlite:///FILE or postgresql://USER@HOST:PORT/DB.")
+    url: str = Field(description="sqlite:///FILE or postgresql://USER@HOST:PORT/DB.")
     schema_name: str | None = Field(
         default=None, alias="schema",
         description="PostgreSQL schema holding the TAUdb tables (default: public).")
 
     @classmethod
-    def from_env(cls) -> TaudbResource:
+    def from_env(cls) -> TaudbResource | None:
         """``$JOULEHOUSE_TAUDB_URL`` (read at run time, as ``dg.EnvVar``: the UI shows the
-        variable's name, never its value) and ``$JOULEHOUSE_TAUDB_SCHEMA`` when set, else
-        the embedded SQLite default."""
+        variable's name, never its value) and ``$JOULEHOUSE_TAUDB_SCHEMA`` when set; None
+        when unset, for the embedded SQLite file beside the warehouse (``embedded_url``)."""
         if not os.environ.get(URL_ENV):
-            return cls()
+            return None
         return cls(url=dg.EnvVar(URL_ENV), schema=os.environ.get(SCHEMA_ENV) or None)
 
     def open(self) -> TaudbDatabase:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from definitions import defs
+from definitions import build_definitions, defs
+from resources import DataRoot, GpuBenchmarkSource, TaudbResource, Warehouse
+from resources.taudb import URL_ENV
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,3 +70,11 @@ def test_dagster_cli_validates_the_workspace(tmp_path):
         check=False, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Validation successful" in done.stdout + done.stderr
+
+
+def test_the_embedded_taudb_lives_beside_the_warehouse(tmp_path, monkeypatch):
+    monkeypatch.delenv(URL_ENV, raising=False)
+    assert TaudbResource.from_env() is None
+    built = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(path=str(tmp_path))]),
+                              Warehouse(root=str(tmp_path / "tables")), TaudbResource.from_env())
+    assert built.resources["taudb"].url == f"sqlite:///{tmp_path / 'tables' / 'taudb.sqlite'}"
