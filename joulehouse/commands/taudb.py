@@ -28,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         return parser
 
     command("init", _init, "create the TAUdb schema unless present")
-    load = command("load", _load, "load trials: folders of TAU profiles or .ppk files")
+    load = command("load", _load, "load trials: folders of TAU profiles, .ppk files or GPU "
+                   "benchmark run folders")
     load.add_argument("paths", metavar="PATH", nargs="+", help="a trial source")
     load.add_argument("--name", help="trial name (one PATH only; default: the folder or file name)")
     command("list", _list, "list the trials")

@@ -56,7 +56,7 @@ import pandas as pd
 
 from joulehouse.errors import InputError
 from joulehouse.taudb.connect import TaudbDatabase
-from joulehouse.taudb.model import THREAD_COLUMNS, TrialData
+from joulehouse.taudb.model import CALLPATH_SEPARATOR, THREAD_COLUMNS, TrialData
 from joulehouse.taudb.schema import ensure_schema
 
 #: Primary-metadata names under which a trial records where it came from.
@@ -68,7 +68,6 @@ FILE_TYPE_NAMES = {0: "ParaProf Packed Profile", 1: "TAU profiles"}
 
 #: Derived thread codes in the order they are written.
 DERIVED = np.array([-1, -2, -3, -4, -5, -6, -7])
-CALLPATH_SEPARATOR = " => "
 INT32_MAX = 2**31 - 1
 
 # "name [{file} {line,col}-{line,col}]", "[{file} {line,col}]", "[{file} {line}]", "[{file}]"

@@ -18,6 +18,9 @@ import pandas as pd
 
 THREAD_COLUMNS = ["node_rank", "context_rank", "thread_rank"]
 
+#: Joins the frames of a callpath name: ``"main => foo => bar"``.
+CALLPATH_SEPARATOR = " => "
+
 #: data_source ids of seed 004's ``data_source`` table.
 DATA_SOURCE_PPK = 0
 DATA_SOURCE_TAU_PROFILES = 1

@@ -16,9 +16,6 @@ from importlib.resources import files
 
 from joulehouse.taudb.connect import POSTGRESQL, TaudbDatabase
 
-#: The ``schema_version.version`` that TAU's DDL writes.
-SCHEMA_VERSION = 2
-
 #: How TAU's PostgreSQL DDL becomes SQLite's; the scripts differ only in these.
 #: SERIAL -> INTEGER PRIMARY KEY AUTOINCREMENT keeps ids unique for ever, as a
 #: sequence does; VARCHAR, INT, BOOLEAN and DOUBLE PRECISION keep their names

@@ -34,8 +34,7 @@ from joulehouse.errors import InputError
 from joulehouse.gpu.energy import repetition_energy
 from joulehouse.gpu.layout import TIMESTAMPS_FILE, RepetitionRef, fingerprint
 from joulehouse.gpu.readers import Repetition, read_repetition
-from joulehouse.taudb.loader import CALLPATH_SEPARATOR
-from joulehouse.taudb.model import DATA_SOURCE_OTHER, THREAD_COLUMNS, TrialData
+from joulehouse.taudb.model import CALLPATH_SEPARATOR, DATA_SOURCE_OTHER, THREAD_COLUMNS, TrialData
 
 TIME_METRIC = "TIME"
 #: ``repetition_energy`` column (J) -> metric name. A metric is kept when
