@@ -110,11 +110,39 @@ def _write_atomically(path: Path, frame: pd.DataFrame, metadata: dict[bytes, byt
 
 
 def _read(paths: list[Path]) -> pd.DataFrame:
-    """Concatenate Parquet files whose column sets may differ (missing columns read as null)."""
+    """Concatenate Parquet files whose column sets may differ (missing columns read as null).
+
+    Nullable pandas columns (``Int64``, ``boolean``, ``Float64``) come back with
+    their dtype when every file that has the column stored it with that dtype.
+    """
     if not paths:
         return pd.DataFrame()
     dataset = ds.dataset([str(p) for p in paths], format="parquet")
-    schema = pa.unify_schemas([f.physical_schema for f in dataset.get_fragments()],
-                              promote_options="permissive")
-    schema = schema.remove_metadata()
-    return ds.dataset([str(p) for p in paths], format="parquet", schema=schema).to_table().to_pandas()
+    schemas = [f.physical_schema for f in dataset.get_fragments()]
+    schema = pa.unify_schemas(schemas, promote_options="permissive").remove_metadata()
+    table = ds.dataset([str(p) for p in paths], format="parquet", schema=schema).to_table()
+    frame = table.to_pandas()
+    for name, dtype in _nullable_dtypes(schemas).items():
+        if name in frame.columns and frame[name].dtype != dtype:
+            frame[name] = table.column(name).to_pandas(types_mapper=lambda _t, d=dtype: d)
+    return frame
+
+
+def _nullable_dtypes(schemas: list[pa.Schema]) -> dict[str, pd.api.extensions.ExtensionDtype]:
+    """Column -> nullable pandas dtype, from the files' pandas metadata where they all agree."""
+    seen: dict[str, set[str]] = {}
+    for schema in schemas:
+        for column in (schema.pandas_metadata or {}).get("columns", []):
+            if isinstance(column.get("name"), str):
+                seen.setdefault(column["name"], set()).add(str(column.get("numpy_type")))
+    dtypes = {}
+    for name, types in seen.items():
+        if len(types) != 1:
+            continue
+        try:
+            dtype = pd.api.types.pandas_dtype(types.pop())
+        except TypeError:
+            continue
+        if isinstance(dtype, pd.api.extensions.ExtensionDtype) and dtype.kind in "iubf":
+            dtypes[name] = dtype
+    return dtypes

@@ -57,3 +57,24 @@ def test_unpartitioned_table_and_bad_names(tmp_path):
     for bad in ("../outside", "/abs", ""):
         with pytest.raises(ValueError):
             tables.table_dir(bad)
+
+
+def test_repetition_energy_round_trips_with_its_dtypes(tmp_path):
+    from joulehouse.gpu.energy import repetition_energy
+    from joulehouse.gpu.generator import RepetitionSpec, write_repetition
+    from joulehouse.gpu.layout import RepetitionRef
+    from joulehouse.gpu.readers import read_repetition
+    from joulehouse.gpu.schemas import REPETITION_ENERGY_SCHEMA
+
+    ref = RepetitionRef.from_key(tmp_path / "data", "power-limit/bert/250W/0")
+    write_repetition(ref.path, RepetitionSpec(with_external=False), seed=0)
+    energy = repetition_energy(read_repetition(ref))
+    assert energy["epoch"].isna().any() and energy["external_gap_count"].isna().all()
+    tables = Warehouse(tmp_path / "warehouse")
+    tables.write_partition("gpu_repetition_energy", ref.key, energy)
+    back = tables.read_partitions("gpu_repetition_energy", [ref.key])
+    pd.testing.assert_frame_equal(back, energy)
+    REPETITION_ENERGY_SCHEMA.validate(back)
+    # Int64 stays Int64 when a partition without the column is read alongside
+    tables.write_partition("gpu_repetition_energy", "other", energy[["repetition"]].iloc[:1])
+    assert tables.read_table("gpu_repetition_energy")["epoch"].dtype == "Int64"
