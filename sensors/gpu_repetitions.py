@@ -23,11 +23,11 @@ The sensors start STOPPED: turn one on in the UI (Automation) once its data
 root is configured, so that loading the code never starts work on its own.
 """
 
-import hashlib
 
 import dagster as dg
 
 from assets.gpu import gpu_repetition_files, gpu_repetitions
+from joulehouse.digest import digest_pairs
 from joulehouse.gpu.scan import ScanState, contiguous_ranges, scan
 from resources import DataRoot, GpuBenchmarkSource
 
@@ -46,8 +46,7 @@ def sensor_name(root_name: str) -> str:
 
 def _run_key(root_name: str, ready: list[tuple[str, str]]) -> str:
     """``<root>:<digest of the (key, fingerprint) pairs>``."""
-    digest = hashlib.sha1("\n".join(f"{k}\0{fp}" for k, fp in sorted(ready)).encode())
-    return f"{root_name}:{digest.hexdigest()[:20]}"
+    return f"{root_name}:{digest_pairs(dict(ready))}"
 
 
 def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, root: DataRoot

@@ -15,12 +15,12 @@ tick is cheap: the work is one ``stat`` per profile file.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from joulehouse.digest import digest_pairs
 from joulehouse.taudb.profiles import find_profile_layout
 
 PPK_SUFFIX = ".ppk"
@@ -115,5 +115,4 @@ def scan_landings(sets: Iterable[ProfileSet], seen: Mapping[str, str], quiet_s: 
 
 def batch_fingerprint(sets: Iterable[ProfileSet]) -> str:
     """Digest of the keys and fingerprints of ``sets`` (order does not matter)."""
-    pairs = sorted((s.key, s.fingerprint) for s in sets)
-    return hashlib.sha1(json.dumps(pairs).encode()).hexdigest()[:20]
+    return digest_pairs({s.key: s.fingerprint for s in sets})

@@ -20,7 +20,6 @@ nothing is parsed or integrated here.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
 from joulehouse.gpu.energy import repetition_energy
 from joulehouse.gpu.layout import TIMESTAMPS_FILE, RepetitionRef, fingerprint
@@ -114,8 +114,7 @@ def run_repetitions(run_dir: str | Path) -> list[RepetitionRef]:
 
 def run_fingerprint(fingerprints: Mapping[str, str]) -> str:
     """Digest of the repetitions' fingerprints (repetition key -> fingerprint)."""
-    text = "\n".join(f"{key}\0{value}" for key, value in sorted(fingerprints.items()))
-    return hashlib.sha1(text.encode()).hexdigest()[:20]
+    return digest_pairs(fingerprints)
 
 
 def read_run(run_dir: str | Path, *, timezone: str = "UTC", external_power_unit: str = "mW",
