@@ -112,5 +112,11 @@ def gpu_repetition_sensor(root_name: str) -> dg.SensorDefinition:
 
 
 def gpu_repetition_sensors(source: GpuBenchmarkSource) -> list[dg.SensorDefinition]:
-    """One sensor per data root of ``source``."""
-    return [gpu_repetition_sensor(name) for name in source.roots_by_name()]
+    """One sensor per data root of ``source``; raises when two roots' sensor names clash."""
+    names = {}
+    for root_name in source.roots_by_name():
+        clash = names.setdefault(sensor_name(root_name), root_name)
+        if clash != root_name:
+            raise ValueError(f"data roots {clash!r} and {root_name!r} give the same sensor name "
+                             f"{sensor_name(root_name)!r}; set `name` on one of them")
+    return [gpu_repetition_sensor(root_name) for root_name in source.roots_by_name()]

@@ -6,10 +6,12 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from definitions import build_definitions, defs
 from resources import DataRoot, GpuBenchmarkSource, TaudbResource, Warehouse
 from resources.taudb import URL_ENV
+from sensors import gpu_repetition_sensors
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,3 +80,9 @@ def test_the_embedded_taudb_lives_beside_the_warehouse(tmp_path, monkeypatch):
     built = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(path=str(tmp_path))]),
                               Warehouse(root=str(tmp_path / "tables")), TaudbResource.from_env())
     assert built.resources["taudb"].url == f"sqlite:///{tmp_path / 'tables' / 'taudb.sqlite'}"
+
+
+def test_data_roots_whose_sensor_names_clash_are_refused(tmp_path):
+    roots = [DataRoot(path=str(tmp_path), name="a-b"), DataRoot(path=str(tmp_path), name="a.b")]
+    with pytest.raises(ValueError, match="same sensor name 'gpu_repetitions_a_b'"):
+        gpu_repetition_sensors(GpuBenchmarkSource(data_roots=roots))
