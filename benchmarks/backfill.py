@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,14 +29,16 @@ import dagster as dg
 from dagster._core.execution.backfill import BulkActionStatus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from machine import describe, load_average
+from postgres_server import free_port
 
 from definitions import defs
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from joulehouse.gpu.layout import find_repetitions
 from resources import DataRoot, GpuBenchmarkSource
-from sensors.gpu_repetitions import JOB_NAME
+from sensors.gpu_repetitions import JOB_NAME, RANGE_END, RANGE_START
 
 PROJECT = Path(__file__).resolve().parent.parent
 DATA = PROJECT / "benchmarks" / ".data"
@@ -77,12 +78,6 @@ def partition_keys() -> list[str]:
     root = DataRoot(path=str(ROOT))
     source = GpuBenchmarkSource(data_roots=[root])
     return [source.partition_key(root, ref) for ref in find_repetitions(ROOT)]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def graphql(port: int, query: str, variables: dict | None = None) -> dict:
@@ -163,9 +158,8 @@ def run_report(instance: dg.DagsterInstance, record, submitted: float) -> tuple[
     steps = busy_seconds(intervals)
     overhead = times["ended"] - times["created"] - steps
     tags = run.tags
-    span = (f"{tags['dagster/asset_partition_range_start']} .. "
-            f"{tags['dagster/asset_partition_range_end']}"
-            if "dagster/asset_partition_range_start" in tags else tags.get("dagster/partition", "-"))
+    span = (f"{tags[RANGE_START]} .. {tags[RANGE_END]}"
+            if RANGE_START in tags else tags.get("dagster/partition", "-"))
     assets = ", ".join(sorted(key.to_user_string() for key in run.asset_selection or ()))
     timeline = ", ".join(f"{name} +{at - submitted:.1f} s" for name, at in times.items())
     return (f"  {run.status.value}: [{assets}] partitions {span}\n    {timeline}; "

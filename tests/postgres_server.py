@@ -29,7 +29,8 @@ def missing_requirement() -> str | None:
     return None
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on loopback that is free now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -46,7 +47,7 @@ def throwaway_postgres(database: str = "joulehouse_test") -> Iterator[str]:
     datadir = workdir / "data"
     if os.geteuid() == 0:
         shutil.chown(workdir, "postgres", "postgres")
-    port = _free_port()
+    port = free_port()
     subprocess.run(
         _as_postgres_user([str(PG_BIN / "initdb"), "-D", str(datadir), "-U", "postgres",
                            "--auth=trust", "--no-sync", "-E", "UTF8"]),

@@ -2,7 +2,6 @@
 
 import os
 import shutil
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -25,11 +24,11 @@ from resources.taudb import TaudbResource, TauProfileSource
 from sensors.gpu_repetitions import JOB_NAME, RANGE_END, RANGE_START, sensor_name
 from sensors.local import launch_in_process, tick
 from sensors.tau_profiles import tau_profile_sensor
+from tests.dagster.conftest import QUIET_S, settle
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_SET = PROJECT_ROOT / "examples" / "tau-profiles" / "tau2_wrap_mpi2"
 EXAMPLE_GPU_DATA = PROJECT_ROOT / "examples" / "gpu-data"
-QUIET_S = 1.0
 TRIALS = dg.AssetKey("taudb_trials")
 
 
@@ -174,10 +173,6 @@ class Ticker:
 
     def partitions(self) -> list[str]:
         return list(self.instance.get_dynamic_partitions(tau_profile_sets.name))
-
-
-def settle() -> None:
-    time.sleep(QUIET_S + 0.1)
 
 
 def test_sensor_adds_sets_once_and_asks_for_one_run(instance, landing):
