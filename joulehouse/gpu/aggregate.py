@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from joulehouse.gpu.energy import METHODS, SETTINGS_COLUMNS
+from joulehouse.gpu.schemas import BENCHMARK_SCHEMA, SETTING_SCHEMA, validate
 
 SETTING_KEY = ["experiment", "benchmark", "run"]
 BENCHMARK_KEY = ["experiment", "benchmark"]
@@ -28,7 +29,8 @@ def setting_table(per_repetition: pd.DataFrame) -> pd.DataFrame:
     statistics over the repetitions that have the method), mean powers
     ``{method}_mean_power_w`` = sum of energy / sum of duration over the
     repetitions having that method, and ``edp_js`` = mean preferred GPU
-    energy x mean duration.
+    energy x mean duration. A non-empty result is checked against
+    SETTING_SCHEMA (InputError naming ``gpu_setting_energy``).
     """
     rows = per_repetition[per_repetition["phase"] == "experiment"]
     groups = rows.groupby(SETTING_KEY, sort=True, dropna=False)
@@ -42,7 +44,8 @@ def setting_table(per_repetition: pd.DataFrame) -> pd.DataFrame:
         totals = rows[has].groupby(SETTING_KEY)[[method.energy, "duration_s"]].sum()
         table[method.mean_power] = totals[method.energy] / totals["duration_s"]
     table["edp_js"] = table["gpu_energy_j_mean"] * table["duration_s_mean"]
-    return table.reset_index()
+    table = table.reset_index()
+    return validate(SETTING_SCHEMA, table, "gpu_setting_energy") if len(table) else table
 
 
 def pareto_front(duration_s: np.ndarray, energy_j: np.ndarray) -> np.ndarray:
@@ -83,7 +86,9 @@ def benchmark_table(setting_table: pd.DataFrame, max_slowdown: float = 0.1) -> p
     ``least_energy``, ``least_edp`` and ``least_energy_within_slowdown`` (the
     least energy among settings at most ``max_slowdown`` slower than the
     fastest, as Zeus's power-limit optimizer chooses with a maximum
-    slowdown). Ties go to the first setting in key order.
+    slowdown). Ties go to the first setting in key order. A non-empty result
+    is checked against BENCHMARK_SCHEMA (InputError naming
+    ``gpu_benchmark_energy``).
     """
     table = setting_table[[*SETTING_KEY, *SETTINGS_COLUMNS]].assign(
         duration_s=setting_table["duration_s_mean"],
@@ -97,4 +102,5 @@ def benchmark_table(setting_table: pd.DataFrame, max_slowdown: float = 0.1) -> p
                "least_energy", "least_edp", "least_energy_within_slowdown"]
     if not parts:
         return pd.DataFrame(columns=columns)
-    return pd.concat(parts, ignore_index=True)[columns]
+    table = pd.concat(parts, ignore_index=True)[columns]
+    return validate(BENCHMARK_SCHEMA, table, "gpu_benchmark_energy")

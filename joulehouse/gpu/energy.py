@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulehouse.facts import ENERGY_FACTS_COLUMNS
+from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
 from joulehouse.gpu.readers import Repetition
+from joulehouse.gpu.schemas import REPETITION_ENERGY_SCHEMA, validate
 from joulehouse.integrate import counter_energy, trapezoid_energy
 from joulehouse.timeutil import seconds_since
 
@@ -139,6 +140,8 @@ def repetition_energy(rep: Repetition, *, max_gap_s: float = 5.0) -> pd.DataFram
 
     Columns: REPETITION_ENERGY_COLUMNS. A method whose source is missing has
     NaN energy and NA gaps; gaps longer than ``max_gap_s`` are not bridged.
+    The result is checked against REPETITION_ENERGY_SCHEMA (InputError
+    naming the repetition key).
     """
     windows = _windows(rep.timestamps)
     origin = pd.Timestamp(windows[0][2], unit="ns", tz="UTC")
@@ -207,7 +210,8 @@ def repetition_energy(rep: Repetition, *, max_gap_s: float = 5.0) -> pd.DataFram
         columns["edp_js"] = columns["gpu_energy_j"] * duration
         columns["power_vs_counter_pct"] = _percent(columns["gpu_energy_power_j"], counter)
         columns["samples_vs_counter_pct"] = _percent(columns["gpu_energy_samples_j"], counter)
-    return pd.DataFrame({name: columns[name] for name in REPETITION_ENERGY_COLUMNS})
+    energy = pd.DataFrame({name: columns[name] for name in REPETITION_ENERGY_COLUMNS})
+    return validate(REPETITION_ENERGY_SCHEMA, energy, rep.ref.key)
 
 
 def _int64(values: np.ndarray) -> pd.arrays.IntegerArray:
@@ -224,7 +228,8 @@ def _utc(ns: np.ndarray) -> pd.DatetimeIndex:
 def energy_facts_rows(per_repetition: pd.DataFrame) -> pd.DataFrame:
     """The ``energy_facts`` rows of GPU benchmarks: experiment windows, one row per method.
 
-    Methods without a value (source missing) give no row.
+    Methods without a value (source missing) give no row. Rows are checked
+    against ENERGY_FACTS_SCHEMA (InputError naming ``energy_facts``).
     """
     experiment = per_repetition[per_repetition["phase"] == "experiment"]
     parts = [
@@ -245,4 +250,5 @@ def energy_facts_rows(per_repetition: pd.DataFrame) -> pd.DataFrame:
     ]
     parts = [part for part in parts if len(part)] or [pd.DataFrame(columns=ENERGY_FACTS_COLUMNS)]
     facts = pd.concat(parts, ignore_index=True)
-    return facts.sort_values(["entity", "component", "method"], ignore_index=True)
+    facts = facts.sort_values(["entity", "component", "method"], ignore_index=True)
+    return validate(ENERGY_FACTS_SCHEMA, facts, "energy_facts") if len(facts) else facts
