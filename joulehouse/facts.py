@@ -24,7 +24,8 @@ over components or devices into separate rows only when the source itself
 does not; compute mean power as sum(energy_j) / sum(duration_s), never as an
 average of powers. Each source fills whole, non-overlapping windows per
 entity (GPU benchmarks: the experiment window of each repetition, so no
-phase column is needed).
+phase column is needed). A fact covers its whole window: energy measured
+over only part of it (a gap in the readings left unbridged) is no fact.
 """
 
 from __future__ import annotations

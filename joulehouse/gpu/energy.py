@@ -228,7 +228,10 @@ def _utc(ns: np.ndarray) -> pd.DatetimeIndex:
 def energy_facts_rows(per_repetition: pd.DataFrame) -> pd.DataFrame:
     """The ``energy_facts`` rows of GPU benchmarks: experiment windows, one row per method.
 
-    Methods without a value (source missing) give no row. Rows are checked
+    Methods without a value (source missing) give no row, and neither do
+    methods with unbridged gaps in the window (``{method}_gap_count > 0``):
+    their energy leaves out the gaps, and a fact covers its whole window.
+    Rows are checked
     against ENERGY_FACTS_SCHEMA (InputError naming ``energy_facts``).
     """
     experiment = per_repetition[per_repetition["phase"] == "experiment"]
@@ -245,7 +248,7 @@ def energy_facts_rows(per_repetition: pd.DataFrame) -> pd.DataFrame:
                 "method": method.name,
             },
             columns=ENERGY_FACTS_COLUMNS,
-        ).dropna(subset=["energy_j"])
+        )[~(experiment[method.gap_count].fillna(0) > 0).to_numpy()].dropna(subset=["energy_j"])
         for method in METHODS
     ]
     parts = [part for part in parts if len(part)] or [pd.DataFrame(columns=ENERGY_FACTS_COLUMNS)]

@@ -152,3 +152,13 @@ def test_energy_facts_rows_one_per_available_method(make_repetition, tmp_path):
     assert (facts["entity"] == ref.key).all()
     assert facts["energy_j"].iloc[0] == energy["gpu_energy_counter_j"].iloc[0]
     assert len(energy_facts_rows(energy.iloc[0:0])) == 0
+
+
+def test_energy_facts_rows_leave_out_methods_with_unbridged_gaps(make_repetition, tmp_path):
+    from joulehouse.gpu.energy import energy_facts_rows
+
+    ref, _ = make_repetition(tmp_path, with_external=False)
+    energy = repetition_energy(read_repetition(ref))
+    energy.loc[energy["phase"] == "experiment", "power_gap_count"] = 1
+    facts = energy_facts_rows(energy)
+    assert list(facts["method"]) == ["counter", "samples"]
