@@ -249,7 +249,8 @@ def _samples_types(names: list[str]) -> dict[str, pa.DataType]:
 def _samples_frame(path: Path, table: pa.Table) -> pd.DataFrame:
     _require(path, table, "timestamp", "value")
     if table["timestamp"].null_count:
-        raise InputError(path, "missing timestamp", field="timestamp")
+        first = int(np.flatnonzero(table["timestamp"].is_null().to_numpy(zero_copy_only=False))[0])
+        raise InputError(path, "missing timestamp", line=first + 2, field="timestamp")
     power = path.name == POWER_SAMPLES + SAMPLES_SUFFIX
     units = {"value": ("power_w", 1e-3) if power else ("value", 1.0)}
     frame = _frame(epoch_us_to_utc(table["timestamp"]), table, units)

@@ -164,3 +164,9 @@ def test_counter_reset_is_not_an_error(make_repetition, tmp_path):
     energy = repetition_energy(read_repetition(ref))
     assert energy["counter_resets"].iloc[0] == 1
     assert pd.notna(energy["gpu_energy_counter_j"]).all()
+
+
+def test_missing_samples_timestamp_names_its_line(repetition):
+    ref, _ = repetition
+    set_field(ref.path / "total_power_samples.csv", 8, "timestamp", "")
+    raises(ref, "missing timestamp", line=8, field="timestamp", name="total_power_samples.csv")
