@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from joulehouse.gpu.layout import parse_settings
+from joulehouse.gpu.readers import EXTERNAL_POWER_UNITS
 
 #: Columns of gpu-power.csv in the real writer's order, per GPU model.
 GPU_COLUMNS = {
@@ -39,7 +40,6 @@ GPU_COLUMNS = {
              "pci-tx", "pci-rx", "util-gpu", "util-mem"],
 }
 _CHANNEL_SHARES = {"d0c0": 0.27, "d0c1": 0.23, "d1c0": 0.26, "d1c1": 0.24}
-_EXTERNAL_UNIT_PER_W = {"mW": 1e3, "cW": 1e2, "W": 1.0}
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ def write_repetition(folder: str | Path, spec: RepetitionSpec = RepetitionSpec()
 
     if spec.with_external:
         s = _reading_times(rng, first, last, spec.external_interval_s, spec.jitter)
-        total = system.at(s) * _EXTERNAL_UNIT_PER_W[spec.external_unit]
+        total = system.at(s) / EXTERNAL_POWER_UNITS[spec.external_unit]  # W -> unit
         external = pd.DataFrame({"timestamp": _local_strings(utc(s), spec.timezone)})
         for channel, share in _CHANNEL_SHARES.items():
             external[channel] = np.round(total * share, 1)
