@@ -23,6 +23,7 @@ from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_en
 from joulehouse.gpu.readers import read_repetition
 from joulehouse.gpu.store import load_repetition, save_repetition
 from joulehouse.plots import Series, markdown_image, scatter_svg
+from joulehouse.warehouse import Warehouse as Tables
 from resources import GpuBenchmarkSource, Warehouse
 
 GROUP = "gpu_benchmarks"
@@ -130,15 +131,20 @@ def gpu_repetition_energy(
     yield from PartitionBatch.run(context, compute).results(context)
 
 
-def _stored_energy(context: dg.AssetExecutionContext, warehouse: Warehouse) -> pd.DataFrame:
-    """The stored per-repetition energy of every registered partition.
+def stored_energy_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
+    """The registered ``gpu_repetitions`` partitions whose energy is stored, in table order.
 
     Partitions deleted from ``gpu_repetitions`` drop out; a repetition whose
     latest version failed keeps its last good energy.
     """
-    tables = warehouse.tables()
     registered = set(context.instance.get_dynamic_partitions(gpu_repetitions.name))
-    keys = [key for key in tables.partition_keys(ENERGY_TABLE) if key in registered]
+    return [key for key in tables.partition_keys(ENERGY_TABLE) if key in registered]
+
+
+def _stored_energy(context: dg.AssetExecutionContext, warehouse: Warehouse) -> pd.DataFrame:
+    """The stored per-repetition energy of every registered partition."""
+    tables = warehouse.tables()
+    keys = stored_energy_keys(context, tables)
     if not keys:
         raise dg.Failure("no per-repetition energy stored yet: materialize gpu_repetition_energy")
     return tables.read_partitions(ENERGY_TABLE, keys)

@@ -23,8 +23,8 @@ from assets.gpu import (
     ENERGY_TABLE,
     WHOLE_TABLE,
     gpu_repetition_energy,
-    gpu_repetitions,
     gpu_validated_frames,
+    stored_energy_keys,
 )
 from assets.reporting import PartitionBatch
 from joulehouse.gpu.layout import RepetitionRef
@@ -87,11 +87,9 @@ def _trial_rows(trial: TrialData) -> dict[str, int]:
 def taudb_trials(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
                  warehouse: Warehouse, taudb: TaudbResource) -> dg.MaterializeResult:
     tables = warehouse.tables()
-    registered = set(context.instance.get_dynamic_partitions(gpu_repetitions.name))
     runs: dict[str, dict[str, RepetitionRef]] = {}  # run key -> partition key -> repetition
-    for key in tables.partition_keys(ENERGY_TABLE):
-        if key in registered:
-            runs.setdefault(key.rsplit("/", 1)[0], {})[key] = gpu_source.resolve(key)[1]
+    for key in stored_energy_keys(context, tables):
+        runs.setdefault(key.rsplit("/", 1)[0], {})[key] = gpu_source.resolve(key)[1]
     trial_ids, rows = {}, {}
     with taudb.open() as db:
         loaded = {trial["source_key"]: trial for trial in list_trials(db)}
