@@ -38,7 +38,8 @@ from definitions import defs
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from joulehouse.gpu.layout import find_repetitions
 from resources import DataRoot, GpuBenchmarkSource
-from sensors.gpu_repetitions import JOB_NAME, RANGE_END, RANGE_START
+from sensors.gpu_repetitions import JOB_NAME
+from sensors.partition_runs import RANGE_END, RANGE_START
 
 PROJECT = Path(__file__).resolve().parent.parent
 DATA = PROJECT / "benchmarks" / ".data"

@@ -27,13 +27,11 @@ root is configured, so that loading the code never starts work on its own.
 import dagster as dg
 
 from assets.gpu import gpu_repetition_files, gpu_repetitions
-from joulehouse.digest import digest_pairs
-from joulehouse.gpu.scan import ScanState, contiguous_ranges, scan
+from joulehouse.gpu.scan import ScanState, scan
 from resources import DataRoot, GpuBenchmarkSource
+from sensors.partition_runs import range_run_requests
 
 JOB_NAME = "gpu_energy_job"
-RANGE_START = "dagster/asset_partition_range_start"
-RANGE_END = "dagster/asset_partition_range_end"
 DATA_VERSION_TAG = "dagster/data_version"
 MIN_INTERVAL_S = 30
 
@@ -42,11 +40,6 @@ def sensor_name(root_name: str) -> str:
     """A valid sensor name for a data root name."""
     safe = "".join(c if c.isalnum() else "_" for c in root_name)
     return f"gpu_repetitions_{safe}"
-
-
-def _run_key(root_name: str, ready: list[tuple[str, str]]) -> str:
-    """``<root>:<digest of the (key, fingerprint) pairs>``."""
-    return f"{root_name}:{digest_pairs(dict(ready))}"
 
 
 def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, root: DataRoot
@@ -64,21 +57,11 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
         return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
             f"nothing new or changed and ready; {remaining}"))
     fingerprints = {source.partition_key(root, r.ref): r.fingerprint for r in result.ready}
-    existing = context.instance.get_dynamic_partitions(gpu_repetitions.name)
-    known = set(existing)
-    new_keys = [key for key in fingerprints if key not in known]
-    order = [*existing, *new_keys]
-    run_requests = []
-    for start, end in contiguous_ranges(order, fingerprints, source.max_runs_per_tick):
-        covered = order[order.index(start):order.index(end) + 1]
-        ready = [(k, fingerprints[k]) for k in covered if k in fingerprints]
-        run_requests.append(dg.RunRequest(
-            run_key=_run_key(root.key_prefix, ready),
-            job_name=JOB_NAME,
-            tags={RANGE_START: start, RANGE_END: end, "joulehouse/data_root": root.key_prefix,
-                  "joulehouse/repetitions": str(len(ready))},
-        ))
-    context.log.info(f"{len(fingerprints)} ready ({len(new_keys)} new), "
+    run_requests, additions, new = range_run_requests(
+        context.instance, gpu_repetitions, fingerprints, job_name=JOB_NAME,
+        run_key_prefix=root.key_prefix, max_runs=source.max_runs_per_tick,
+        tags={"joulehouse/data_root": root.key_prefix})
+    context.log.info(f"{len(fingerprints)} ready ({new} new), "
                      f"{len(run_requests)} run(s); {remaining}")
     observations = [
         dg.AssetObservation(gpu_repetition_files.key, partition=key,
@@ -87,8 +70,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
     ]
     return dg.SensorResult(
         run_requests=run_requests,
-        dynamic_partitions_requests=(
-            [gpu_repetitions.build_add_request(new_keys)] if new_keys else []),
+        dynamic_partitions_requests=additions,
         asset_events=observations,
         cursor=cursor,
     )

@@ -21,10 +21,9 @@ import time
 import dagster as dg
 
 from assets.taudb import tau_profile_sets, tau_profile_trials
-from joulehouse.gpu.scan import contiguous_ranges
-from joulehouse.taudb.landing import batch_fingerprint, find_profile_sets, scan_landings
+from joulehouse.taudb.landing import find_profile_sets, scan_landings
 from resources.taudb import TauProfileSource
-from sensors.gpu_repetitions import RANGE_END, RANGE_START
+from sensors.partition_runs import range_run_requests
 
 SENSOR_NAME = "tau_profile_landing"
 JOB_NAME = "tau_profiles_job"
@@ -47,20 +46,14 @@ def evaluate(context: dg.SensorEvaluationContext, source: TauProfileSource) -> d
     if not scan.ready:
         return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
             f"no new or changed profile set ready ({scan.waiting} waiting)"))
-    existing = context.instance.get_dynamic_partitions(tau_profile_sets.name)
-    known = set(existing)
-    new_keys = [found.key for found in scan.ready if found.key not in known]
-    [(start, end)] = contiguous_ranges([*existing, *new_keys],
-                                       [found.key for found in scan.ready], 1)
-    context.log.info(f"{len(scan.ready)} profile set(s) ready ({len(new_keys)} new), "
+    run_requests, additions, new = range_run_requests(
+        context.instance, tau_profile_sets, {found.key: found.fingerprint for found in scan.ready},
+        job_name=JOB_NAME, run_key_prefix="tau-profiles", max_runs=1, tags={})
+    context.log.info(f"{len(scan.ready)} profile set(s) ready ({new} new), "
                      f"{scan.waiting} waiting")
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(
-            run_key=f"tau-profiles:{batch_fingerprint(scan.ready)}", job_name=JOB_NAME,
-            tags={RANGE_START: start, RANGE_END: end,
-                  "joulehouse/profile_sets": str(len(scan.ready))})],
-        dynamic_partitions_requests=(
-            [tau_profile_sets.build_add_request(new_keys)] if new_keys else []),
+        run_requests=run_requests,
+        dynamic_partitions_requests=additions,
         cursor=cursor,
     )
 

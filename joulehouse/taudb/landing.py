@@ -20,7 +20,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from joulehouse.digest import digest_pairs
 from joulehouse.taudb.profiles import find_profile_layout
 
 PPK_SUFFIX = ".ppk"
@@ -111,8 +110,3 @@ def scan_landings(sets: Iterable[ProfileSet], seen: Mapping[str, str], quiet_s: 
             if found.key in seen:
                 next_seen[found.key] = seen[found.key]
     return LandingScan(ready, waiting, next_seen)
-
-
-def batch_fingerprint(sets: Iterable[ProfileSet]) -> str:
-    """Digest of the keys and fingerprints of ``sets`` (order does not matter)."""
-    return digest_pairs({s.key: s.fingerprint for s in sets})

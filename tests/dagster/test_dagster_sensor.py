@@ -9,8 +9,9 @@ import dagster as dg
 from assets.gpu import gpu_repetitions
 from definitions import build_definitions
 from resources import GpuBenchmarkSource
-from sensors.gpu_repetitions import RANGE_END, RANGE_START, sensor_name
+from sensors.gpu_repetitions import sensor_name
 from sensors.local import tick
+from sensors.partition_runs import RANGE_END, RANGE_START
 from tests.dagster.conftest import REPETITIONS, RUNS, settle
 
 ALL_KEYS = sorted(f"lab/{e}/{b}/{r}/{i}" for e, bs in RUNS.items() for b, rs in bs.items()

@@ -21,8 +21,9 @@ from joulehouse.gpu.layout import find_repetitions
 from joulehouse.taudb.loader import list_trials
 from resources import DataRoot, GpuBenchmarkSource, Warehouse
 from resources.taudb import TaudbResource, TauProfileSource
-from sensors.gpu_repetitions import JOB_NAME, RANGE_END, RANGE_START, sensor_name
+from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
+from sensors.partition_runs import RANGE_END, RANGE_START
 from sensors.tau_profiles import tau_profile_sensor
 from tests.dagster.conftest import QUIET_S, settle
 
