@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from joulehouse.errors import IncompleteInputError, InputError
+from joulehouse.errors import InputError
 from joulehouse.gpu.energy import REPETITION_ENERGY_COLUMNS, repetition_energy
-from joulehouse.gpu.layout import find_repetitions
+from joulehouse.gpu.layout import find_repetitions, is_complete
 from joulehouse.gpu.readers import EXTERNAL_POWER_UNITS, read_repetition
 from joulehouse.timeutil import check_timezone
 
@@ -51,14 +51,14 @@ def energy_gpu(args: argparse.Namespace) -> int:
         raise InputError(args.data_root, "not a directory")
     frames, failed = [], 0
     for ref in find_repetitions(args.data_root):
+        if not is_complete(ref.path):
+            print(f"joulehouse: skipped {ref.key}: incomplete (no experiment_end yet)",
+                  file=sys.stderr)
+            continue
         try:
             rep = read_repetition(ref, timezone=args.timezone,
                                   external_power_unit=args.external_power_unit)
             energy = repetition_energy(rep, max_gap_s=args.max_gap)
-        except IncompleteInputError:
-            print(f"joulehouse: skipped {ref.key}: incomplete (no experiment_end yet)",
-                  file=sys.stderr)
-            continue
         except InputError as err:
             failed += 1
             print(f"joulehouse: {ref.key}: {err}", file=sys.stderr)
