@@ -21,6 +21,7 @@ from assets.reporting import PartitionBatch, table_metadata
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_energy
 from joulehouse.gpu.readers import read_repetition
+from joulehouse.gpu.schemas import REPETITION_ENERGY_SCHEMA, validate
 from joulehouse.gpu.store import load_repetition, save_repetition
 from joulehouse.plots import Series, markdown_image, scatter_svg
 from joulehouse.warehouse import Warehouse as Tables
@@ -123,8 +124,8 @@ def gpu_repetition_energy(
 
     def compute(key: str) -> dict[str, pd.DataFrame]:
         _, ref = gpu_source.resolve(key)
-        frame = repetition_energy(load_repetition(tables, key, ref),
-                                  max_gap_s=gpu_source.max_gap_s)
+        frame = validate(REPETITION_ENERGY_SCHEMA, repetition_energy(
+            load_repetition(tables, key, ref), max_gap_s=gpu_source.max_gap_s), key)
         tables.write_partition(ENERGY_TABLE, key, frame)
         return {ENERGY_TABLE: frame}
 

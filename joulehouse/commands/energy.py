@@ -12,6 +12,7 @@ from joulehouse.errors import InputError
 from joulehouse.gpu.energy import REPETITION_ENERGY_COLUMNS, repetition_energy
 from joulehouse.gpu.layout import find_repetitions, is_complete
 from joulehouse.gpu.readers import EXTERNAL_POWER_UNITS, read_repetition
+from joulehouse.gpu.schemas import REPETITION_ENERGY_SCHEMA, validate
 from joulehouse.timeutil import check_timezone
 
 
@@ -64,8 +65,9 @@ def energy_gpu(args: argparse.Namespace) -> int:
             print(f"joulehouse: {ref.key}: {err}", file=sys.stderr)
             continue
         frames.append(energy[energy["phase"] == "experiment"])
-    table = (pd.concat(frames, ignore_index=True) if frames
-             else pd.DataFrame(columns=REPETITION_ENERGY_COLUMNS))
+    table = (validate(REPETITION_ENERGY_SCHEMA, pd.concat(frames, ignore_index=True),
+                      args.data_root)
+             if frames else pd.DataFrame(columns=REPETITION_ENERGY_COLUMNS))
     if args.format == "parquet":
         table.to_parquet(args.out if args.out else sys.stdout.buffer, index=False)
     else:
