@@ -174,17 +174,25 @@ def _local_time(path: Path, table: pa.Table, timezone: str) -> pd.DatetimeIndex:
 def _frame(
     time: pd.DatetimeIndex, table: pa.Table, units: dict[str, tuple[str, float]]
 ) -> pd.DataFrame:
-    """``time`` first, then known columns scaled and renamed, then the others as read."""
-    columns: dict[str, Any] = {"time": time}
+    """``time`` first, then known columns scaled and renamed, then the others as read.
+
+    The known columns are written, scaled, straight into one float64 block
+    (pandas' own layout, no per-column temporaries or consolidation copy).
+    """
+    known = [name for name in table.column_names if name in units]
+    block = np.empty((len(known), table.num_rows))
+    for name, row in zip(known, block, strict=True):
+        start = 0
+        for chunk in table[name].chunks:
+            end = start + len(chunk)
+            np.multiply(chunk.to_numpy(zero_copy_only=False), units[name][1], out=row[start:end])
+            start = end
+    frame = pd.DataFrame(block.T, columns=[units[name][0] for name in known], copy=False)
+    frame.insert(0, "time", time)
     for name in table.column_names:
-        if name == "timestamp":
-            continue
-        if name in units:
-            renamed, factor = units[name]
-            columns[renamed] = table[name].to_numpy() * factor
-        else:
-            columns[snake_case(name)] = table[name].to_pandas()
-    return pd.DataFrame(columns)
+        if name != "timestamp" and name not in units:
+            frame[snake_case(name)] = table[name].to_pandas()
+    return frame
 
 
 def read_system_info(path: Path) -> dict[str, Any]:
