@@ -20,9 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from joulehouse.taudb.profiles import find_profile_layout
-
-PPK_SUFFIX = ".ppk"
+from joulehouse.taudb.profiles import identify_profile_set
 
 
 @dataclass(frozen=True)
@@ -42,11 +40,10 @@ class ProfileSet:
 
 def _files(entry: Path) -> list[Path] | None:
     """The files that make up the profile set ``entry`` (with its folders), or None."""
-    if entry.is_file():
-        return [entry] if entry.suffix.lower() == PPK_SUFFIX else None
-    layout = find_profile_layout(entry)
-    if layout is None:
+    profile_set = identify_profile_set(entry)
+    if profile_set is None:
         return None
+    _, layout = profile_set  # a .ppk has no layout: the file alone
     return [entry, *(p for folder, files in layout for p in [folder, *files.values()])]
 
 

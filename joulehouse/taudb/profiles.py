@@ -1,4 +1,5 @@
-"""TAU profiles as trials: the text reader, and TAU's reader rules shared with ``ppk``.
+"""TAU profiles as trials: the text reader, TAU's reader rules shared with ``ppk``, and
+what a path is as a profile set (:func:`identify_profile_set`).
 
 A folder of text profiles holds one file ``profile.<node>.<context>.<thread>``
 per thread (TAU's ``TauDataSource``, data_source 1); a run with several
@@ -31,6 +32,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -40,6 +42,7 @@ from joulehouse.taudb.model import DATA_SOURCE_TAU_PROFILES, THREAD_COLUMNS, Tri
 
 PROFILE_NAME = re.compile(r"profile\.(\d+)\.(\d+)\.(\d+)")
 MULTI_PREFIX = "MULTI__"
+PPK_SUFFIX = ".ppk"
 DEFAULT_METRIC = "Time"  # TAU's name when neither the header nor the metadata names one
 
 #: A user event's statistics, in the text format's order (the .ppk has min before max).
@@ -363,6 +366,23 @@ def find_profile_layout(path: Path) -> list[tuple[Path, dict]] | None:
     folders = sorted(p for p in path.iterdir() if p.name.startswith(MULTI_PREFIX) and p.is_dir())
     layout = [(folder, _profiles_in(folder)) for folder in folders]
     return layout if any(files for _, files in layout) else None
+
+
+#: What a path is as a TAU profile set: a packed ``.ppk`` file or a folder of text profiles.
+ProfileSetKind = Literal["ppk", "profiles"]
+
+
+def identify_profile_set(path: Path) -> tuple[ProfileSetKind, list[tuple[Path, dict]]] | None:
+    """What ``path`` is as a TAU profile set, or None: the one rule of the readers and the
+    landing scan.
+
+    ``("ppk", [])`` for a ``.ppk`` file; ``("profiles", layout)`` for a folder of
+    text profiles, ``layout`` as :func:`find_profile_layout` gives it.
+    """
+    if path.is_file():
+        return ("ppk", []) if path.suffix.lower() == PPK_SUFFIX else None
+    layout = find_profile_layout(path)
+    return None if layout is None else ("profiles", layout)
 
 
 def _check_same_threads(layout: list[tuple[Path, dict]]) -> None:

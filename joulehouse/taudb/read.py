@@ -8,7 +8,7 @@ from joulehouse.errors import InputError
 from joulehouse.taudb.mapping import gpu
 from joulehouse.taudb.model import TrialData
 from joulehouse.taudb.ppk import read_ppk
-from joulehouse.taudb.profiles import find_profile_layout, read_profile_dir
+from joulehouse.taudb.profiles import identify_profile_set, read_profile_dir
 
 EXPECTED = ("expected a .ppk file, a folder of TAU profiles (profile.<node>.<context>.<thread>, "
             "or MULTI__<metric> folders of them), or a GPU benchmark run folder "
@@ -25,10 +25,10 @@ def read_trial_source(path: str | Path) -> TrialData:
     which folder to give instead for a GPU repetition or benchmark folder.
     """
     source = Path(path).resolve()
-    if source.is_file() and source.suffix.lower() == ".ppk":
-        return read_ppk(source)
-    if find_profile_layout(source) is not None:
-        return read_profile_dir(source)
+    profile_set = identify_profile_set(source)
+    if profile_set is not None:
+        kind, _ = profile_set
+        return read_ppk(source) if kind == "ppk" else read_profile_dir(source)
     level = gpu.folder_level(source)
     if level == "run":
         return gpu.read_run(source)

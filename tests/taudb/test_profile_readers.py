@@ -19,7 +19,7 @@ import pytest
 from joulehouse.errors import InputError
 from joulehouse.taudb.model import THREAD_COLUMNS
 from joulehouse.taudb.ppk import read_ppk
-from joulehouse.taudb.profiles import read_profile_dir
+from joulehouse.taudb.profiles import identify_profile_set, read_profile_dir
 from joulehouse.taudb.read import read_trial_source
 
 KEYS = [*THREAD_COLUMNS, "name"]
@@ -246,6 +246,21 @@ def test_multi_metric_folders(tmp_path):
     assert values.loc["TIME", ["inclusive", "exclusive"]].tolist() == [100, 10]
     assert values.loc["PAPI_FP_OPS", ["inclusive", "exclusive"]].tolist() == [2500, 1000]
     assert read_trial_source(tmp_path / "run").fingerprint == trial.fingerprint
+
+
+def test_what_a_path_is_as_a_profile_set(tmp_path):
+    flat = _write(tmp_path / "flat", _profile(['"main" 1 0 10 10 0']))
+    multi = _write(tmp_path / "multi" / "MULTI__TIME", _profile(['"main" 1 0 10 10 0']))
+    (tmp_path / "packed.PPK").write_bytes(b"")
+    (tmp_path / "notes.txt").write_text("")
+    (tmp_path / "empty" / "MULTI__TIME").mkdir(parents=True)
+    assert identify_profile_set(tmp_path / "flat") == (
+        "profiles", [(tmp_path / "flat", {(0, 0, 0): flat})])
+    assert identify_profile_set(tmp_path / "multi") == (
+        "profiles", [(multi.parent, {(0, 0, 0): multi})])
+    assert identify_profile_set(tmp_path / "packed.PPK") == ("ppk", [])
+    for other in ("notes.txt", "empty", "missing"):
+        assert identify_profile_set(tmp_path / other) is None
 
 
 # --- bad input: InputError naming the file and the line ------------------------------------------
