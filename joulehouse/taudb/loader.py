@@ -49,7 +49,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -111,19 +111,16 @@ REFERENCES = {
 }
 
 
-@dataclass
-class TrialRows:
-    """Every row of one trial; ``id`` and foreign-key columns hold local row
-    numbers (0-based positions in the referenced table, -1 for NULL) until
-    :func:`load_trial` maps them to allocated ids."""
-
-    tables: dict[str, pd.DataFrame]
+#: Every row of one trial, by table; ``id`` and foreign-key columns hold local row
+#: numbers (0-based positions in the referenced table, -1 for NULL) until
+#: :func:`load_trial` maps them to allocated ids.
+TrialRows: TypeAlias = dict[str, pd.DataFrame]
 
 
 def derive_rows(trial: TrialData) -> TrialRows:
     """All TAUdb rows of ``trial``, as TAU's loader would write them."""
     tables, timer_values = _derive(trial)
-    return TrialRows({**tables, "timer_value": timer_values()})
+    return {**tables, "timer_value": timer_values()}
 
 
 def load_trial(db: TaudbDatabase, trial: TrialData) -> int:

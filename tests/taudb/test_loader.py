@@ -143,7 +143,7 @@ def test_thread_index_is_taus_node_context_thread_formula():
                         timer_values=small_trial().timer_values.iloc[:0],
                         counters=small_trial().counters.iloc[:0],
                         metadata=small_trial().metadata.iloc[:0])
-    rows = derive_rows(trial).tables
+    rows = derive_rows(trial)
     real = rows["thread"][rows["thread"]["node_rank"] >= 0]
     assert real["thread_index"].tolist() == [0, 1, 4]  # node * 1 * 2 + thread
     assert rows["trial"][["node_count", "contexts_per_node", "threads_per_context",
