@@ -28,13 +28,11 @@ from assets.gpu import (
 )
 from assets.reporting import PartitionBatch
 from joulehouse.gpu.layout import RepetitionRef
-from joulehouse.gpu.store import MANIFEST, TABLE, load_repetition
+from joulehouse.gpu.store import load_repetition, stored_version
 from joulehouse.taudb.loader import list_trials, load_trial
 from joulehouse.taudb.mapping.gpu import MeasuredRepetition, run_fingerprint, run_trial
 from joulehouse.taudb.model import TrialData
 from joulehouse.taudb.read import read_trial_source
-from joulehouse.warehouse import Warehouse as Tables
-from joulehouse.warehouse import partition_file_name
 from resources import GpuBenchmarkSource, Warehouse
 from resources.taudb import TaudbResource, TauProfileSource
 
@@ -55,13 +53,6 @@ tau_profile_files = dg.AssetSpec(
     kinds={"tau"},
     tags={"source": "tau-profiles"},
 )
-
-
-def _stored_version(tables: Tables, key: str) -> str:
-    """When repetition ``key`` was last stored: size and mtime (ns) of its manifest and energy."""
-    stats = [(tables.table_dir(table) / partition_file_name(key)).stat()
-             for table in (f"{TABLE}/{MANIFEST}", ENERGY_TABLE)]
-    return " ".join(f"{s.st_size}:{s.st_mtime_ns}" for s in stats)
 
 
 def _trial_rows(trial: TrialData) -> dict[str, int]:
@@ -89,13 +80,14 @@ def taudb_trials(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSour
     tables = warehouse.tables()
     runs: dict[str, dict[str, RepetitionRef]] = {}  # run key -> partition key -> repetition
     for key in stored_energy_keys(context, tables):
-        runs.setdefault(key.rsplit("/", 1)[0], {})[key] = gpu_source.resolve(key)[1]
+        root, ref = gpu_source.resolve(key)
+        runs.setdefault(gpu_source.run_key(root, ref), {})[key] = ref
     trial_ids, rows = {}, {}
     with taudb.open() as db:
         loaded = {trial["source_key"]: trial for trial in list_trials(db)}
         for run, members in sorted(runs.items()):
-            run_dir = next(iter(members.values())).path.parent.resolve()
-            versions = {key: _stored_version(tables, key) for key in members}
+            run_dir = next(iter(members.values())).run_dir.resolve()
+            versions = {key: stored_version(tables, key, ENERGY_TABLE) for key in members}
             previous = loaded.get(str(run_dir))
             if previous and previous["fingerprint"] == run_fingerprint(
                     {ref.key: versions[key] for key, ref in members.items()}):

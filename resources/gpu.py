@@ -85,6 +85,10 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
     def partition_key(self, root: DataRoot, ref: RepetitionRef) -> str:
         return f"{root.key_prefix}/{ref.key}"
 
+    def run_key(self, root: DataRoot, ref: RepetitionRef) -> str:
+        """The run of ``ref`` as its partition keys begin: ``<root name>/<exp>/<bench>/<run>``."""
+        return f"{root.key_prefix}/{ref.run_key}"
+
     def resolve(self, partition_key: str) -> tuple[DataRoot, RepetitionRef]:
         """The data root and repetition of a partition key."""
         name, _, key = partition_key.partition("/")

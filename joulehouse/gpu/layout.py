@@ -47,6 +47,16 @@ class RepetitionRef:
         """The repetition folder."""
         return self.data_root.joinpath(*self.key.split("/"))
 
+    @property
+    def run_key(self) -> str:
+        """The run folder's posix path relative to ``data_root``: ``experiment/benchmark/run``."""
+        return f"{self.experiment}/{self.benchmark}/{self.run}"
+
+    @property
+    def run_dir(self) -> Path:
+        """The run folder (the repetition folder's parent)."""
+        return self.data_root / self.experiment / self.benchmark / self.run
+
 
 @dataclass(frozen=True)
 class RunSettings:

@@ -6,6 +6,7 @@ own table under ``gpu_validated_frames/``: ``timestamps``, ``gpu_power``,
 string). A ``manifest`` partition, written last, lists the frames of the
 latest save, so a frame left from an earlier version of the repetition (e.g.
 a file that was since removed) is never read back with newer ones.
+:func:`stored_version` tells when a partition was last stored without reading it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pandas as pd
 
 from joulehouse.gpu.layout import RepetitionRef, parse_settings
 from joulehouse.gpu.readers import Repetition
-from joulehouse.warehouse import Warehouse
+from joulehouse.warehouse import Warehouse, partition_file_name
 
 TABLE = "gpu_validated_frames"
 MANIFEST = "manifest"
@@ -59,3 +60,14 @@ def load_repetition(warehouse: Warehouse, key: str, ref: RepetitionRef) -> Repet
                  if name.startswith(SAMPLES_PREFIX)},
         system_info=json.loads(info["json"].iloc[0]) if info is not None else None,
     )
+
+
+def stored_version(warehouse: Warehouse, key: str, *tables: str) -> str:
+    """When partition ``key`` was last stored: ``"size:mtime_ns"`` of its manifest, then of
+    its partition of each of ``tables``, space-separated (each save rewrites the manifest).
+
+    Reads no content; raises FileNotFoundError when one of them is not stored.
+    """
+    stats = [(warehouse.table_dir(table) / partition_file_name(key)).stat()
+             for table in (f"{TABLE}/{MANIFEST}", *tables)]
+    return " ".join(f"{s.st_size}:{s.st_mtime_ns}" for s in stats)

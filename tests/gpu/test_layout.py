@@ -37,6 +37,7 @@ def test_find_repetitions_four_levels_sorted(tmp_path):
     assert [r.key for r in refs] == ["a/x/150W/0", "b/x/250W/0", "b/x/250W/1"]
     assert refs[1] == RepetitionRef(tmp_path, "b/x/250W/0", "b", "x", "250W", "0")
     assert refs[1].path == tmp_path / "b" / "x" / "250W" / "0"
+    assert refs[1].run_dir == refs[1].path.parent and refs[1].run_key == "b/x/250W"
 
 
 def test_is_complete_reads_the_end_event(tmp_path):
