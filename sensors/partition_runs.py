@@ -13,7 +13,7 @@ from __future__ import annotations
 import dagster as dg
 
 from joulehouse.digest import digest_pairs
-from joulehouse.gpu.scan import contiguous_ranges
+from joulehouse.ranges import contiguous_ranges
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"

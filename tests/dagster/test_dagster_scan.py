@@ -5,7 +5,7 @@ import time
 
 import joulehouse.gpu.scan as scan_module
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
-from joulehouse.gpu.scan import ScanState, contiguous_ranges, scan
+from joulehouse.gpu.scan import ScanState, scan
 
 SMALL = RepetitionSpec(duration_s=4.0, epochs=1)
 
@@ -43,12 +43,3 @@ def test_removed_folders_are_forgotten(tmp_path):
     second = scan(tmp_path, first.state, quiet_s=0)
     assert second.ready == [] and "e/b/200W" not in second.state.runs
     assert "200W" not in second.state.tree["e/b"]
-
-
-def test_contiguous_ranges_merge_the_smallest_gaps():
-    order = [str(i) for i in range(10)]
-    assert contiguous_ranges(order, ["8", "9"], 1) == [("8", "9")]
-    assert contiguous_ranges(order, ["1", "2", "4", "9"], 5) == [("1", "2"), ("4", "4"),
-                                                                ("9", "9")]
-    assert contiguous_ranges(order, ["1", "2", "4", "9"], 2) == [("1", "4"), ("9", "9")]
-    assert contiguous_ranges(order, [], 3) == []
