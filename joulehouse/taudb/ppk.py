@@ -106,13 +106,13 @@ def _decompress(path: Path, raw: bytes) -> bytes:
         raise InputError(path, f"truncated or corrupt gzip stream ({err})") from None
 
 
-def read_ppk(path: str | Path, *, name: str | None = None) -> TrialData:
+def read_ppk(path: str | Path) -> TrialData:
     """Read a ParaProf packed profile (``.ppk``) as a trial.
 
-    The trial is named after the file (e.g. ``LoadImbalance_2.ppk``) unless
-    ``name`` is given; ``source_key`` is the resolved path, ``fingerprint`` the
-    SHA-256 of the file. The file's trial-level attributes become
-    ``trial_metadata``; each thread's own attributes the ``metadata`` frame.
+    The trial is named after the file (e.g. ``LoadImbalance_2.ppk``);
+    ``source_key`` is the resolved path, ``fingerprint`` the SHA-256 of the
+    file. The file's trial-level attributes become ``trial_metadata``; each
+    thread's own attributes the ``metadata`` frame.
     """
     path = Path(path)
     raw = path.read_bytes()
@@ -185,7 +185,7 @@ def read_ppk(path: str | Path, *, name: str | None = None) -> TrialData:
     counters = counter_frame(threads, _thread_rows(position, keys, [len(e) for e in events]),
                              np.array(event_names, dtype=object)[event_of], stats)
     return make_trial(
-        name=name or path.name, data_source=DATA_SOURCE_PPK, metrics=metrics, threads=threads,
+        name=path.name, data_source=DATA_SOURCE_PPK, metrics=metrics, threads=threads,
         timers=timers, timer_values=timer_values, counters=counters,
         metadata=metadata_frame(threads, [thread_metadata.get(k, []) for k in threads_sorted]),
         source_key=str(path.resolve()), fingerprint=hashlib.sha256(raw).hexdigest(),
