@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import cached_property
 from pathlib import Path
 
 import dagster as dg
@@ -73,7 +74,13 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
         return cls(data_roots=roots, **settings)
 
     def roots_by_name(self) -> dict[str, DataRoot]:
-        """The data roots by key prefix; raises on duplicate names."""
+        """The data roots by key prefix (built once per instance); raises on duplicate names."""
+        return self._roots_by_name
+
+    # Dagster's config models ignore cached_property; the underscore keeps the cached value
+    # out of dict(self), from which Dagster copies a resource.
+    @cached_property
+    def _roots_by_name(self) -> dict[str, DataRoot]:
         roots: dict[str, DataRoot] = {}
         for root in self.data_roots:
             if root.key_prefix in roots or "/" in root.key_prefix:

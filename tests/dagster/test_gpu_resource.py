@@ -1,0 +1,43 @@
+"""The GPU benchmark source resource: partition keys to data roots and repetitions."""
+
+import dagster as dg
+import pytest
+
+from resources import DataRoot, GpuBenchmarkSource
+
+
+def test_resolving_many_keys_builds_the_map_of_roots_once(tmp_path, monkeypatch):
+    prefixes = []
+    key_prefix = DataRoot.key_prefix.fget
+    monkeypatch.setattr(DataRoot, "key_prefix",
+                        property(lambda root: prefixes.append(root) or key_prefix(root)))
+    source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(tmp_path / "a")),
+                                            DataRoot(path=str(tmp_path), name="b")])
+    root, ref = source.resolve("b/e/x/150W/0")
+    assert root.name == "b" and ref.path == tmp_path / "e/x/150W/0"
+    built = len(prefixes)
+    for i in range(1000):
+        assert source.resolve(f"a/e/x/150W/{i}")[1].repetition == str(i)
+    assert len(prefixes) == built
+    with pytest.raises(KeyError, match="no data root named 'c'"):
+        source.resolve("c/e/x/150W/0")
+
+
+def test_duplicate_root_names_are_refused_every_time(tmp_path):
+    source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(tmp_path), name="a"),
+                                            DataRoot(path=str(tmp_path / "x"), name="a")])
+    for _ in range(2):
+        with pytest.raises(ValueError, match="must be unique"):
+            source.resolve("a/e/x/150W/0")
+
+
+def test_a_resource_with_its_map_built_still_copies_and_runs(tmp_path):
+    source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(tmp_path), name="a")])
+    assert list(source.roots_by_name()) == ["a"]
+
+    @dg.asset
+    def resolved(gpu_source: GpuBenchmarkSource) -> str:
+        return gpu_source.resolve("a/e/x/150W/0")[1].key
+
+    result = dg.materialize([resolved], resources={"gpu_source": source})
+    assert result.output_for_node("resolved") == "e/x/150W/0"
