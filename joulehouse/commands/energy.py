@@ -12,8 +12,9 @@ from joulehouse.errors import InputError
 from joulehouse.gpu.energy import REPETITION_ENERGY_COLUMNS, repetition_energy
 from joulehouse.gpu.layout import find_repetitions, is_complete
 from joulehouse.gpu.readers import EXTERNAL_POWER_UNITS, read_repetition
-from joulehouse.gpu.schemas import REPETITION_ENERGY_SCHEMA, validate
+from joulehouse.gpu.schemas import REPETITION_ENERGY_SCHEMA
 from joulehouse.timeutil import check_timezone
+from joulehouse.validation import validate
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

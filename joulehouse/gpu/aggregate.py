@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from joulehouse.gpu.energy import METHODS, SETTINGS_COLUMNS
-from joulehouse.gpu.schemas import BENCHMARK_SCHEMA, SETTING_SCHEMA, validate
+from joulehouse.gpu.schemas import BENCHMARK_SCHEMA, SETTING_SCHEMA
+from joulehouse.validation import validate
 
 SETTING_KEY = ["experiment", "benchmark", "run"]
 BENCHMARK_KEY = ["experiment", "benchmark"]

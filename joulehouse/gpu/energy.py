@@ -28,9 +28,9 @@ import pandas as pd
 
 from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
 from joulehouse.gpu.readers import Repetition
-from joulehouse.gpu.schemas import validate
 from joulehouse.integrate import counter_energy, trapezoid_energy
 from joulehouse.timeutil import seconds_since
+from joulehouse.validation import validate
 
 FACTS_SOURCE = "gpu-benchmark"
 

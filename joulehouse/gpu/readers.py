@@ -41,6 +41,7 @@ from joulehouse.gpu.layout import (
     parse_settings,
 )
 from joulehouse.timeutil import TimestampError, check_timezone, epoch_us_to_utc, parse_local_iso
+from joulehouse.validation import validate
 
 GPU_POWER_FILE = "gpu-power.csv"
 EXTERNAL_POWER_FILE = "power-external.csv"
@@ -221,7 +222,7 @@ def _timestamps_frame(path: Path, table: pa.Table, timezone: str) -> pd.DataFram
     frame = _frame(_local_time(path, table, timezone), table, {})
     if not (frame["event"] == END_EVENT).any():
         raise IncompleteInputError(path, f"no {END_EVENT} event yet", field="event")
-    return schemas.validate(schemas.TIMESTAMPS_SCHEMA, frame, path)
+    return validate(schemas.TIMESTAMPS_SCHEMA, frame, path)
 
 
 def _gpu_power_types(names: list[str]) -> dict[str, pa.DataType]:
@@ -231,7 +232,7 @@ def _gpu_power_types(names: list[str]) -> dict[str, pa.DataType]:
 def _gpu_power_frame(path: Path, table: pa.Table, timezone: str) -> pd.DataFrame:
     _require(path, table, "timestamp", "power")
     frame = _frame(_local_time(path, table, timezone), table, GPU_POWER_COLUMNS)
-    return schemas.validate(schemas.GPU_POWER_SCHEMA, frame, path)
+    return validate(schemas.GPU_POWER_SCHEMA, frame, path)
 
 
 def _external_types(names: list[str]) -> dict[str, pa.DataType]:
@@ -247,7 +248,7 @@ def _external_frame(path: Path, table: pa.Table, timezone: str, unit: str) -> pd
     )
     total = np.sum([frame[f"{c}_w"].to_numpy() for c in channels], axis=0)
     frame.insert(1, "external_power_w", total)
-    return schemas.validate(schemas.EXTERNAL_POWER_SCHEMA, frame, path)
+    return validate(schemas.EXTERNAL_POWER_SCHEMA, frame, path)
 
 
 def _samples_types(names: list[str]) -> dict[str, pa.DataType]:
@@ -263,7 +264,7 @@ def _samples_frame(path: Path, table: pa.Table) -> pd.DataFrame:
     units = {"value": ("power_w", 1e-3) if power else ("value", 1.0)}
     frame = _frame(epoch_us_to_utc(table["timestamp"]), table, units)
     schema = schemas.POWER_SAMPLES_SCHEMA if power else schemas.SAMPLES_SCHEMA
-    return schemas.validate(schema, frame, path)
+    return validate(schema, frame, path)
 
 
 def read_timestamps(path: Path, timezone: str = "UTC") -> pd.DataFrame:

@@ -1,31 +1,25 @@
-"""pandera schemas of the GPU benchmark frames, and the one way to apply them.
+"""pandera schemas of the GPU benchmark frames and energy tables.
 
 Input frames (one per file, as :mod:`joulehouse.gpu.readers` returns them)
 carry units in their column names, a tz-aware UTC ``time`` column strictly
 increasing, and ranges: power in [0, 5 kW] per GPU reading, utilisation in
 [0, 100] %. Output schemas describe the energy tables. :func:`validate`
-checks lazily and turns pandera's SchemaErrors into one InputError that
+(:mod:`joulehouse.validation`) turns a failure into one InputError that
 names the file and the failing rows' lines (frame index + 2: 1-based and
 counting the header line).
 """
 
 from __future__ import annotations
 
-import os
-import warnings
-
 import numpy as np
 import pandas as pd
 import pandera.pandas as pa
-from pandera.errors import SchemaErrors
 
-from joulehouse.errors import InputError
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
+from joulehouse.validation import validate
 
 #: Largest plausible power of one GPU reading (W); larger is a unit or sensor error.
 MAX_GPU_POWER_W = 5000.0
-#: Failing rows named in an error message, per column and check.
-_MAX_ROWS_SHOWN = 5
 
 UTC_TIME = pd.DatetimeTZDtype("ns", "UTC")
 
@@ -198,54 +192,5 @@ __all__ = [
     "SAMPLES_SCHEMA",
     "SETTING_SCHEMA",
     "TIMESTAMPS_SCHEMA",
-    "schema_errors_to_input_error",
     "validate",
 ]
-
-
-def validate(
-    schema: pa.DataFrameSchema, frame: pd.DataFrame, path: str | os.PathLike[str]
-) -> pd.DataFrame:
-    """Validate ``frame`` lazily, in place (no copy); return it.
-
-    On failure raise InputError naming ``path`` and the failing rows.
-    """
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            return schema.validate(frame, lazy=True, inplace=True)
-    except SchemaErrors as err:
-        raise schema_errors_to_input_error(err, path) from None
-
-
-def schema_errors_to_input_error(err: SchemaErrors, path: str | os.PathLike[str]) -> InputError:
-    """One InputError listing every failed check with its lines (index + 2) and values.
-
-    The error's ``line`` and ``field`` are those of the earliest failing row
-    (or of a missing column, or a frame-wide check, when no row is named).
-    """
-    failures = []  # (first line or None, field or None, text)
-    for (context, column, check), group in err.failure_cases.groupby(
-        ["schema_context", "column", "check"], dropna=False, sort=False
-    ):
-        field = str(column) if context == "Column" else None  # else the schema's name
-        rows = group[group["index"].notna()]
-        values = group["failure_case"].astype(str).tolist()
-        if rows.empty:
-            if check == "column_in_dataframe":
-                field, text = values[0], "missing column"
-            else:
-                text = f"{check} failed"
-            failures.append((None, field, text))
-            continue
-        lines = (rows["index"].astype("int64") + 2).tolist()
-        pairs = zip(lines, rows["failure_case"].astype(str), strict=True)
-        shown = ", ".join(f"{line} ({value})" for line, value in list(pairs)[:_MAX_ROWS_SHOWN])
-        more = f" and {len(lines) - _MAX_ROWS_SHOWN} more" if len(lines) > _MAX_ROWS_SHOWN else ""
-        failures.append((min(lines), field, f"{check} failed at line {shown}{more}"))
-    failures.sort(key=lambda f: (f[0] is None, f[0] or 0))
-    line, field, text = failures[0]
-    if len(failures) > 1:
-        text = "; ".join(f"{f}: {t}" if f else t for _, f, t in failures)
-        text = text.removeprefix(f"{field}: ") if field else text
-    return InputError(path, text, line=line, field=field)

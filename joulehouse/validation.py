@@ -1,0 +1,176 @@
+"""Applying a pandera schema to a frame, and turning its failures into an InputError.
+
+pandera is the contract: every frame is described by a pandera
+``DataFrameSchema``, and pandera writes every failure report. Its cost is
+mostly fixed, about 0.1 ms per column and per check whatever the rows (the
+bookkeeping around each check: result frames, failure cases, error
+handling), which dominates the validation of the readers' narrow frames.
+
+So :func:`validate` first runs :func:`passes`: the schema's own pieces, the
+same calls pandera makes (its dtype comparison, the null test, each check's
+function with its arguments, the same ``ignore_na`` preprocessing), reduced
+to one bool without the bookkeeping. A frame it proves valid is returned as
+is; anything else (a failure, an exception, a schema option it does not
+evaluate) goes to pandera, which decides and reports. The proof may be
+stricter than pandera, never looser (``tests/gpu/test_validation.py`` checks it
+on every schema against frames broken in every way the schemas describe).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pandera.pandas as pa
+from pandera.api.hypotheses import Hypothesis
+from pandera.engines import pandas_engine
+from pandera.errors import SchemaErrors
+
+from joulehouse.errors import InputError
+
+#: Failing rows named in an error message, per column and check.
+_MAX_ROWS_SHOWN = 5
+
+
+def validate(
+    schema: pa.DataFrameSchema, frame: pd.DataFrame, path: str | os.PathLike[str]
+) -> pd.DataFrame:
+    """Return ``frame`` (in place, no copy) if it passes ``schema``.
+
+    Otherwise raise InputError naming ``path`` and the failing rows, from
+    pandera's lazy validation.
+    """
+    if passes(schema, frame):
+        return frame
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return schema.validate(frame, lazy=True, inplace=True)
+    except SchemaErrors as err:
+        raise schema_errors_to_input_error(err, path) from None
+
+
+def passes(schema: pa.DataFrameSchema, frame: pd.DataFrame) -> bool:
+    """True only if pandera would accept ``frame`` unchanged; False when unsure."""
+    if not _plain_schema(schema) or not frame.columns.is_unique:
+        return False
+    schema.register_default_backends(type(frame))  # the built-in checks' pandas functions
+    try:
+        if schema.ordered and list(frame.columns) != list(schema.columns):
+            return False  # pandera's order rule also allows gaps: pandera decides those
+        described = set()
+        for spec in schema.columns.values():
+            names = _matching(spec, frame.columns)
+            if spec.required and not names:
+                return False
+            if not all(_column_passes(spec, frame[name]) for name in names):
+                return False
+            described.update(names)
+        if schema.strict and len(described) < len(frame.columns):
+            return False
+        if schema.unique and frame.duplicated(list(schema.unique)).any():
+            return False
+        return all(_check_passes(check, frame) for check in schema.checks)
+    except Exception:  # noqa: BLE001 - any doubt is pandera's to decide and report
+        return False
+
+
+def _plain_schema(schema: pa.DataFrameSchema) -> bool:
+    """No option that changes the frame, or that :func:`passes` does not evaluate."""
+    return (schema.index is None and schema.dtype is None and not schema.coerce
+            and schema.strict in (False, True) and not schema.unique_column_names
+            and not schema.add_missing_columns and not schema.drop_invalid_rows
+            and not schema.parsers and schema.on_missing_columns is None
+            and all(not spec.coerce and not spec.parsers and spec.default is None
+                    and not spec.drop_invalid_rows and spec.on_missing is None
+                    and isinstance(spec.name, str) for spec in schema.columns.values()))
+
+
+def _matching(spec: pa.Column, columns: pd.Index) -> list[str]:
+    if not spec.regex:
+        return [spec.name] if spec.name in columns else []
+    return [name for name in columns if isinstance(name, str) and re.match(spec.name, name)]
+
+
+def _column_passes(spec: pa.Column, series: pd.Series) -> bool:
+    if spec.dtype is not None and not _all_true(
+            spec.dtype.check(_pandera_dtype(series.dtype), series)):
+        return False
+    has_nulls = series.hasnans
+    if has_nulls and not spec.nullable:
+        return False
+    if spec.unique and series.duplicated().any():
+        return False
+    values = series.dropna() if has_nulls else series
+    return all(_check_passes(check, values if check.ignore_na else series)
+               for check in spec.checks)
+
+
+@functools.lru_cache(maxsize=64)
+def _pandera_dtype(dtype: Any) -> Any:
+    """pandera's data type for a frame's dtype (cached: the lookup is slow for some)."""
+    return pandas_engine.Engine.dtype(dtype)
+
+
+def _check_passes(check: pa.Check, data: pd.Series | pd.DataFrame) -> bool:
+    """Run the check's own function as pandera does; True if every value passes.
+
+    A column's nulls are already dropped when the check ignores them (pandera's
+    ``ignore_na``); a frame is checked whole, as pandera checks it.
+    """
+    if isinstance(check, Hypothesis) or check.element_wise or check.groupby is not None:
+        return False
+    function: Callable[..., Any] = check._check_fn
+    builtin = getattr(function, "__name__", None)
+    if builtin is not None and check.is_builtin_check(builtin):
+        function = check.get_builtin_check_fn(builtin)  # as Check.__call__: the live dispatcher
+    return _all_true(function(data, **check._check_kwargs))
+
+
+def _all_true(result: Any) -> bool:
+    """A check's output passes: a True bool, or booleans all True (anything else: unsure)."""
+    if isinstance(result, bool | np.bool_):
+        return bool(result)
+    values = getattr(result, "values", result)  # Series / DataFrame -> their array
+    if isinstance(values, pd.arrays.BooleanArray):  # from nullable columns: no NA allowed
+        return not values.isna().any() and bool(values.all())
+    return isinstance(values, np.ndarray) and values.dtype == np.bool_ and bool(values.all())
+
+
+def schema_errors_to_input_error(err: SchemaErrors, path: str | os.PathLike[str]) -> InputError:
+    """One InputError listing every failed check with its lines (index + 2) and values.
+
+    The error's ``line`` and ``field`` are those of the earliest failing row
+    (or of a missing column, or a frame-wide check, when no row is named).
+    """
+    failures = []  # (first line or None, field or None, text)
+    for (context, column, check), group in err.failure_cases.groupby(
+        ["schema_context", "column", "check"], dropna=False, sort=False
+    ):
+        field = str(column) if context == "Column" else None  # else the schema's name
+        rows = group[group["index"].notna()]
+        values = group["failure_case"].astype(str).tolist()
+        if rows.empty:
+            if check == "column_in_dataframe":
+                field, text = values[0], "missing column"
+            else:
+                text = f"{check} failed"
+            failures.append((None, field, text))
+            continue
+        lines = (rows["index"].astype("int64") + 2).tolist()
+        pairs = zip(lines, rows["failure_case"].astype(str), strict=True)
+        shown = ", ".join(f"{line} ({value})" for line, value in list(pairs)[:_MAX_ROWS_SHOWN])
+        more = f" and {len(lines) - _MAX_ROWS_SHOWN} more" if len(lines) > _MAX_ROWS_SHOWN else ""
+        failures.append((min(lines), field, f"{check} failed at line {shown}{more}"))
+    failures.sort(key=lambda f: (f[0] is None, f[0] or 0))
+    line, field, text = failures[0]
+    if len(failures) > 1:
+        text = "; ".join(f"{f}: {t}" if f else t for _, f, t in failures)
+        text = text.removeprefix(f"{field}: ") if field else text
+    return InputError(path, text, line=line, field=field)

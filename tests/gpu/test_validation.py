@@ -1,0 +1,132 @@
+"""``validate``'s shortcut is sound: it never accepts a frame pandera rejects.
+
+Every schema the GPU pipeline applies is tried on real frames (a generated
+repetition, its energy, the setting, benchmark and facts tables) and on
+copies broken one way at a time: a null, a negative, an absurd or infinite
+value, a value of the wrong type, a column dropped, rows out of order or
+duplicated. Wherever :func:`passes` says yes, pandera must accept too; on
+the intact frames it must say yes (else the shortcut is never taken).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pandera.pandas as pa
+import pytest
+from pandera.errors import SchemaError
+
+from joulehouse.errors import InputError
+from joulehouse.facts import ENERGY_FACTS_SCHEMA
+from joulehouse.gpu import schemas
+from joulehouse.gpu.aggregate import benchmark_table, setting_table
+from joulehouse.gpu.energy import energy_facts_rows, repetition_energy
+from joulehouse.gpu.generator import RepetitionSpec, write_repetition
+from joulehouse.gpu.layout import RepetitionRef
+from joulehouse.gpu.readers import read_repetition
+from joulehouse.validation import passes, validate
+
+
+@pytest.fixture(scope="module")
+def frames(tmp_path_factory) -> dict[str, tuple[pa.DataFrameSchema, pd.DataFrame]]:
+    """Every schema with an intact frame it describes."""
+    root = tmp_path_factory.mktemp("validation")
+    energies = []
+    for number, run in enumerate(["150W", "200W", "250W"]):
+        ref = RepetitionRef.from_key(root, f"power-limit/bert/{run}/0")
+        write_repetition(ref.path, RepetitionSpec(), seed=number)
+        rep = read_repetition(ref, timezone="Europe/Berlin")
+        energies.append(repetition_energy(rep))
+    energy = pd.concat(energies, ignore_index=True)
+    setting = setting_table(energy)
+    head = 50  # rows of each file's frame: enough to break, fast to report
+    return {
+        "timestamps": (schemas.TIMESTAMPS_SCHEMA, rep.timestamps),
+        "gpu-power": (schemas.GPU_POWER_SCHEMA, rep.gpu_power[:head]),
+        "power-external": (schemas.EXTERNAL_POWER_SCHEMA, rep.external_power[:head]),
+        "total_power_samples": (schemas.POWER_SAMPLES_SCHEMA, rep.power_samples[:head]),
+        "samples": (schemas.SAMPLES_SCHEMA, rep.samples["gpu_utilization"][:head]),
+        "repetition_energy": (schemas.REPETITION_ENERGY_SCHEMA, energy),
+        "setting_energy": (schemas.SETTING_SCHEMA, setting),
+        "benchmark_energy": (schemas.BENCHMARK_SCHEMA, benchmark_table(setting)),
+        "energy_facts": (ENERGY_FACTS_SCHEMA, energy_facts_rows(energy)),
+    }
+
+
+def _pandera_accepts(schema: pa.DataFrameSchema, frame: pd.DataFrame) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            schema.validate(frame.copy())  # eager: the first failure decides
+    except SchemaError:
+        return False
+    return True
+
+
+def _set(frame: pd.DataFrame, column: str, row: int, value) -> pd.DataFrame:
+    broken = frame.copy()
+    values = broken[column].astype(object)
+    values.iloc[row] = value
+    try:
+        broken[column] = values.astype(frame[column].dtype)
+    except (TypeError, ValueError, OverflowError):
+        broken[column] = values  # the value does not fit the dtype: an object column
+    return broken
+
+
+def _broken(frame: pd.DataFrame):
+    """(description, frame) for each way of breaking ``frame`` once."""
+    row = len(frame) // 2
+    for column in frame.columns:
+        dtype = frame[column].dtype
+        if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
+            for value in (np.nan, -1, np.inf):  # inf: above any maximum
+                yield f"{column} = {value}", _set(frame, column, row, value)
+        elif isinstance(dtype, pd.DatetimeTZDtype):
+            yield f"{column} = NaT", _set(frame, column, row, pd.NaT)
+            yield f"{column} repeated", _set(frame, column, row, frame[column].iloc[row - 1])
+            yield f"{column} backwards", _set(frame, column, row, frame[column].iloc[0])
+        else:
+            yield f"{column} = None", _set(frame, column, row, None)
+            yield f"{column} = 5", _set(frame, column, row, 5)
+        yield f"{column} as text", frame.assign(**{column: frame[column].astype(str)})
+        yield f"without {column}", frame.drop(columns=column)
+    yield "first row twice", pd.concat([frame.iloc[:1], frame], ignore_index=True)
+    yield "rows reversed", frame.iloc[::-1].reset_index(drop=True)
+    yield "no rows", frame.iloc[:0]
+
+
+def test_intact_frames_take_the_shortcut(frames):
+    for name, (schema, frame) in frames.items():
+        assert len(frame) > 0, name
+        assert passes(schema, frame), name
+        assert _pandera_accepts(schema, frame), name
+
+
+def test_the_shortcut_never_accepts_what_pandera_rejects(frames):
+    rejected = 0
+    for name, (schema, frame) in frames.items():
+        for change, broken in _broken(frame):
+            accepted = _pandera_accepts(schema, broken)
+            rejected += not accepted
+            if not accepted:
+                assert not passes(schema, broken), f"{name}: {change}"
+    assert rejected > 250  # the broken frames do exercise the checks
+
+
+def test_options_it_does_not_evaluate_go_to_pandera(frames):
+    schema, frame = frames["gpu-power"]
+    for option in ({"strict": "filter"}, {"coerce": True}, {"add_missing_columns": True}):
+        assert not passes(pa.DataFrameSchema(schema.columns, **option), frame), option
+
+
+def test_a_rejected_frame_is_reported_by_pandera_with_its_line(frames):
+    schema, frame = frames["gpu-power"]
+    broken = _set(frame, "util_gpu_pct", 7, 250.0)
+    with pytest.raises(InputError) as error:
+        validate(schema, broken, "gpu-power.csv")
+    assert error.value.line == 9  # frame row 7 + header + 1-based
+    assert error.value.field == "util_gpu_pct"
+    assert "in_range" in str(error.value)
