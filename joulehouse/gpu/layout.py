@@ -85,9 +85,16 @@ def parse_settings(run_name: str, experiment: str = "") -> RunSettings:
     return RunSettings(run_name)
 
 
-def _subdirs(path: str) -> list[str]:
+def _subdirs(path: str | os.PathLike[str]) -> list[str]:
     with os.scandir(path) as entries:
         return sorted(e.name for e in entries if e.is_dir() and not e.name.startswith("."))
+
+
+def _run_repetitions(root: Path, experiment: str, benchmark: str, run: str
+                     ) -> list[RepetitionRef]:
+    run_key = f"{experiment}/{benchmark}/{run}"
+    return [RepetitionRef(root, f"{run_key}/{name}", experiment, benchmark, run, name)
+            for name in _subdirs(os.path.join(root, experiment, benchmark, run))]
 
 
 def find_repetitions(data_root: str | os.PathLike[str]) -> list[RepetitionRef]:
@@ -96,14 +103,39 @@ def find_repetitions(data_root: str | os.PathLike[str]) -> list[RepetitionRef]:
     Hidden folders (``.name``) are skipped.
     """
     root = Path(data_root)
-    refs = []
-    for experiment in _subdirs(str(root)):
-        for benchmark in _subdirs(os.path.join(root, experiment)):
-            for run in _subdirs(os.path.join(root, experiment, benchmark)):
-                for repetition in _subdirs(os.path.join(root, experiment, benchmark, run)):
-                    key = f"{experiment}/{benchmark}/{run}/{repetition}"
-                    refs.append(RepetitionRef(root, key, experiment, benchmark, run, repetition))
-    return refs
+    return [ref
+            for experiment in _subdirs(root)
+            for benchmark in _subdirs(os.path.join(root, experiment))
+            for run in _subdirs(os.path.join(root, experiment, benchmark))
+            for ref in _run_repetitions(root, experiment, benchmark, run)]
+
+
+def run_repetitions(run_dir: str | os.PathLike[str]) -> list[RepetitionRef]:
+    """The repetitions of the run folder ``data-root/experiment/benchmark/run``, sorted by key.
+
+    ``run_dir`` is resolved first; its data root is three levels up. Hidden
+    folders are skipped.
+    """
+    run = Path(run_dir).resolve()
+    return _run_repetitions(run.parents[2], *run.parts[-3:])
+
+
+def folder_level(path: str | os.PathLike[str]) -> str | None:
+    """``"repetition"``, ``"run"`` or ``"benchmark"`` for a folder of a data root, told by
+    where ``timestamps.csv`` files are (in it, in its subfolders, or one level deeper);
+    else None."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return None
+    if (folder / TIMESTAMPS_FILE).is_file():
+        return "repetition"
+    children = [folder / name for name in _subdirs(folder)]
+    if any((child / TIMESTAMPS_FILE).is_file() for child in children):
+        return "run"
+    if any((child / rep / TIMESTAMPS_FILE).is_file()
+           for child in children for rep in _subdirs(child)):
+        return "benchmark"
+    return None
 
 
 def is_complete(path: str | os.PathLike[str]) -> bool:

@@ -9,8 +9,10 @@ from joulehouse.gpu.layout import (
     RunSettings,
     find_repetitions,
     fingerprint,
+    folder_level,
     is_complete,
     parse_settings,
+    run_repetitions,
 )
 
 
@@ -38,6 +40,16 @@ def test_find_repetitions_four_levels_sorted(tmp_path):
     assert refs[1] == RepetitionRef(tmp_path, "b/x/250W/0", "b", "x", "250W", "0")
     assert refs[1].path == tmp_path / "b" / "x" / "250W" / "0"
     assert refs[1].run_dir == refs[1].path.parent and refs[1].run_key == "b/x/250W"
+    assert run_repetitions(tmp_path / "b/x/250W") == refs[1:]
+
+
+def test_folder_level_is_told_by_where_timestamps_are(tmp_path):
+    (tmp_path / "e/x/250W/0").mkdir(parents=True)
+    assert folder_level(tmp_path / "e/x/250W") is None
+    (tmp_path / "e/x/250W/0/timestamps.csv").write_text("")
+    levels = [folder_level(tmp_path / rel) for rel in ("e/x/250W/0", "e/x/250W", "e/x", "e")]
+    assert levels == ["repetition", "run", "benchmark", None]
+    assert folder_level(tmp_path / "missing") is None
 
 
 def test_is_complete_reads_the_end_event(tmp_path):

@@ -32,7 +32,11 @@ import pandas as pd
 from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
 from joulehouse.gpu.energy import repetition_energy
-from joulehouse.gpu.layout import TIMESTAMPS_FILE, RepetitionRef, fingerprint
+from joulehouse.gpu.layout import (
+    fingerprint,
+    folder_level,  # noqa: F401  (re-exported: taudb.read tells sources apart with it)
+    run_repetitions,
+)
 from joulehouse.gpu.readers import Repetition, read_repetition
 from joulehouse.taudb.model import CALLPATH_SEPARATOR, DATA_SOURCE_OTHER, THREAD_COLUMNS, TrialData
 
@@ -83,34 +87,7 @@ class MeasuredRepetition:
     fingerprint: str
 
 
-# --- where a run is --------------------------------------------------------------------------
-
-def _subfolders(path: Path) -> list[Path]:
-    return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
-
-
-def folder_level(path: Path) -> str | None:
-    """``"repetition"``, ``"run"`` or ``"benchmark"`` for a folder of a GPU data root
-    (told by where ``timestamps.csv`` files are), else None."""
-    if not path.is_dir():
-        return None
-    if (path / TIMESTAMPS_FILE).is_file():
-        return "repetition"
-    children = _subfolders(path)
-    if any((child / TIMESTAMPS_FILE).is_file() for child in children):
-        return "run"
-    if any((rep / TIMESTAMPS_FILE).is_file() for child in children for rep in _subfolders(child)):
-        return "benchmark"
-    return None
-
-
-def run_repetitions(run_dir: str | Path) -> list[RepetitionRef]:
-    """The repetitions of the run folder ``data-root/experiment/benchmark/run``, by key."""
-    run = Path(run_dir).resolve()
-    data_root = run.parents[2]
-    prefix = run.relative_to(data_root).as_posix()
-    return [RepetitionRef.from_key(data_root, f"{prefix}/{rep.name}") for rep in _subfolders(run)]
-
+# --- reading a run ---------------------------------------------------------------------------
 
 def run_fingerprint(fingerprints: Mapping[str, str]) -> str:
     """Digest of the repetitions' fingerprints (repetition key -> fingerprint)."""
