@@ -21,9 +21,10 @@ from assets.reporting import PartitionBatch, table_metadata
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_energy
 from joulehouse.gpu.readers import read_repetition
-from joulehouse.gpu.schemas import REPETITION_ENERGY_SCHEMA, validate
+from joulehouse.gpu.schemas import REPETITION_ENERGY_SCHEMA
 from joulehouse.gpu.store import load_repetition, save_repetition
 from joulehouse.plots import Series, markdown_image, scatter_svg
+from joulehouse.validation import validate
 from joulehouse.warehouse import Warehouse as Tables
 from resources import GpuBenchmarkSource, Warehouse
 

@@ -3,10 +3,10 @@
 Input frames (one per file, as :mod:`joulehouse.gpu.readers` returns them)
 carry units in their column names, a tz-aware UTC ``time`` column strictly
 increasing, and ranges: power in [0, 5 kW] per GPU reading, utilisation in
-[0, 100] %. Output schemas describe the energy tables. :func:`validate`
-(:mod:`joulehouse.validation`) turns a failure into one InputError that
-names the file and the failing rows' lines (frame index + 2: 1-based and
-counting the header line).
+[0, 100] %. Output schemas describe the energy tables. They are applied
+with :func:`joulehouse.validation.validate`, whose InputError names the
+file and the failing rows' lines (frame index + 2: 1-based and counting the
+header line).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import pandas as pd
 import pandera.pandas as pa
 
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
-from joulehouse.validation import validate
 
 #: Largest plausible power of one GPU reading (W); larger is a unit or sensor error.
 MAX_GPU_POWER_W = 5000.0
@@ -192,5 +191,4 @@ __all__ = [
     "SAMPLES_SCHEMA",
     "SETTING_SCHEMA",
     "TIMESTAMPS_SCHEMA",
-    "validate",
 ]
