@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from joulehouse.errors import InputError
+from joulehouse.gpu.layout import folder_level
 from joulehouse.taudb.mapping import gpu
 from joulehouse.taudb.model import TrialData
 from joulehouse.taudb.ppk import read_ppk
@@ -29,7 +30,7 @@ def read_trial_source(path: str | Path) -> TrialData:
     if profile_set is not None:
         kind, _ = profile_set
         return read_ppk(source) if kind == "ppk" else read_profile_dir(source)
-    level = gpu.folder_level(source)
+    level = folder_level(source)
     if level == "run":
         return gpu.read_run(source)
     if level == "repetition":

@@ -32,11 +32,7 @@ import pandas as pd
 from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
 from joulehouse.gpu.energy import repetition_energy
-from joulehouse.gpu.layout import (
-    fingerprint,
-    folder_level,  # noqa: F401  (re-exported: taudb.read tells sources apart with it)
-    run_repetitions,
-)
+from joulehouse.gpu.layout import fingerprint, run_repetitions
 from joulehouse.gpu.readers import Repetition, read_repetition
 from joulehouse.taudb.model import CALLPATH_SEPARATOR, DATA_SOURCE_OTHER, THREAD_COLUMNS, TrialData
 
