@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from pytz.exceptions import InvalidTimeError  # what pandas 2 raises for skipped/ambiguous times
 
 UTC = "UTC"
 
@@ -71,11 +72,39 @@ def localize(naive: pd.DatetimeIndex, timezone: str = UTC) -> pd.DatetimeIndex:
     check_timezone(timezone)
     if timezone == UTC:
         return naive.tz_localize(UTC)
+    offset = _one_offset(naive, ZoneInfo(timezone))
+    if offset is not None:  # no clock change among them: one subtraction
+        return (naive - offset).tz_localize(UTC)
     try:
         local = naive.tz_localize(timezone, ambiguous="infer", nonexistent="raise")
-    except (ValueError, pd.errors.OutOfBoundsDatetime) as err:
+    except (ValueError, pd.errors.OutOfBoundsDatetime, InvalidTimeError) as err:
         raise TimestampError(f"local times not valid in {timezone}: {err}", []) from err
     return local.tz_convert(UTC)
+
+
+#: Longest span of naive times that :func:`_one_offset` vouches for.
+_ONE_OFFSET_SPAN = pd.Timedelta(days=1)
+
+
+def _one_offset(naive: pd.DatetimeIndex, zone: ZoneInfo) -> pd.Timedelta | None:
+    """The zone's UTC offset if it is the same for every time in ``naive``, else None.
+
+    The zone is asked at the earliest and latest time (at most a day apart)
+    and every hour between, each for both readings of a repeated hour
+    (``fold``): a clock change in between changes the offset at the next
+    hour, and a time that is ambiguous or skipped has two. Zones change
+    their clocks months apart, never twice within an hour.
+    """
+    if naive.empty or naive.hasnans:
+        return None
+    first, last = naive.min(), naive.max()
+    if last - first > _ONE_OFFSET_SPAN:
+        return None
+    hours = int((last - first) / pd.Timedelta(hours=1))
+    points = [first + pd.Timedelta(hours=hour) for hour in range(hours + 1)] + [last]
+    offsets = {point.to_pydatetime(warn=False).replace(tzinfo=zone, fold=fold).utcoffset()
+               for point in points for fold in (0, 1)}
+    return pd.Timedelta(offsets.pop()) if len(offsets) == 1 else None
 
 
 def epoch_us_to_utc(values: pa.Array | pa.ChunkedArray | np.ndarray) -> pd.DatetimeIndex:
