@@ -112,6 +112,15 @@ def test_unparsable_timestamp(repetition):
     raises(ref, "invalid value '16.11.2020 13:49'", line=15, field="timestamp")
 
 
+def test_local_time_the_clock_skipped(repetition):
+    ref, _ = repetition
+    set_field(ref.path / "gpu-power.csv", 15, "timestamp", "2020-03-29 02:30:00")
+    with pytest.raises(InputError, match="not valid in Europe/Berlin") as caught:
+        read_repetition(ref, timezone="Europe/Berlin")
+    assert caught.value.path == str(ref.path / "gpu-power.csv")
+    assert caught.value.field == "timestamp"
+
+
 def test_missing_required_column(repetition):
     ref, _ = repetition
     edit_lines(ref.path / "gpu-power.csv",
