@@ -3,7 +3,8 @@
 Generates one repetition of 3600 s (50 Hz power samples, ~7 Hz gpu-power and
 power-external, naive Europe/Berlin timestamps) into ``benchmarks/.data/``,
 then times both, interleaved (one call of each per round, so that a burst of
-load from other processes hits both), best of 5 rounds after a warm-up call:
+load from other processes hits both), best and median of 5 rounds after a
+warm-up call:
 
 - Joulehouse: ``read_repetition`` (pyarrow + pandera) + ``repetition_energy``;
 - pandas' default ``pd.read_csv`` of the same CSV files plus the timestamp
@@ -17,6 +18,7 @@ work itself. Run: ``.venv/bin/python benchmarks/gpu_read_energy.py``.
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from pathlib import Path
 
@@ -39,8 +41,11 @@ TIMEZONE = "Europe/Berlin"
 ROUNDS = 5
 
 
-def best_of_interleaved(functions: dict, rounds: int = ROUNDS) -> dict[str, tuple[float, float]]:
-    """Shortest (wall, CPU) time (s) of each function over ``rounds`` interleaved rounds."""
+def best_of_interleaved(functions: dict, rounds: int = ROUNDS) -> dict[str, dict[str, float]]:
+    """Shortest wall and CPU time (s) and median wall time of each function.
+
+    One call of each per round, ``rounds`` rounds, after a warm-up call of each.
+    """
     for function in functions.values():
         function()  # warm-up
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in functions}
@@ -49,7 +54,8 @@ def best_of_interleaved(functions: dict, rounds: int = ROUNDS) -> dict[str, tupl
             wall, cpu = time.perf_counter(), time.process_time()
             function()
             times[name].append((time.perf_counter() - wall, time.process_time() - cpu))
-    return {name: (min(w for w, _ in runs), min(c for _, c in runs))
+    return {name: {"wall": min(w for w, _ in runs), "cpu": min(c for _, c in runs),
+                   "median": statistics.median(w for w, _ in runs)}
             for name, runs in times.items()}
 
 
@@ -87,13 +93,16 @@ def main() -> None:
     print(f"load average before: {load_average()}")
     best = best_of_interleaved({"ours": lambda: joulehouse_pipeline(ref),
                                 "baseline": lambda: pandas_default(ref.path)}, rounds)
-    (ours, ours_cpu), (baseline, baseline_cpu) = best["ours"], best["baseline"]
+    ours, baseline = best["ours"], best["baseline"]
     print(f"load average after: {load_average()}")
-    print(f"joulehouse read + validate + energy: {ours:.3f} s wall, {ours_cpu:.3f} s CPU "
-          f"(best of {rounds})")
-    print(f"pandas default read_csv + timestamps: {baseline:.3f} s wall, {baseline_cpu:.3f} s CPU "
-          f"(best of {rounds})")
-    print(f"speed-up: {baseline / ours:.1f}x wall, {baseline_cpu / ours_cpu:.1f}x CPU")
+    for label, times in (("joulehouse read + validate + energy", ours),
+                         ("pandas default read_csv + timestamps", baseline)):
+        print(f"{label}: {times['wall']:.3f} s wall, {times['cpu']:.3f} s CPU (best of {rounds}); "
+              f"median {times['median']:.3f} s wall")
+    print(f"speed-up: {baseline['wall'] / ours['wall']:.1f}x wall, "
+          f"{baseline['cpu'] / ours['cpu']:.1f}x CPU (best); "
+          f"{baseline['median'] / ours['median']:.1f}x wall (median)")
+
 
 if __name__ == "__main__":
     main()
