@@ -8,11 +8,12 @@ reads no content except the tail of ``timestamps.csv``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from joulehouse.digest import file_stats_digest
 
 TIMESTAMPS_FILE = "timestamps.csv"
 END_EVENT = "experiment_end"
@@ -162,9 +163,6 @@ def fingerprint(path: str | os.PathLike[str]) -> str:
     Changes when any file is added, removed, rewritten or touched; reads no
     content.
     """
-    digest = hashlib.sha1()
     with os.scandir(path) as entries:
-        for entry in sorted((e for e in entries if e.is_file()), key=lambda e: e.name):
-            stat = entry.stat()
-            digest.update(f"{entry.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()[:16]
+        files = sorted((e for e in entries if e.is_file()), key=lambda e: e.name)
+        return file_stats_digest((entry.name, entry.stat()) for entry in files)

@@ -14,12 +14,13 @@ tick is cheap: the work is one ``stat`` per profile file.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 
+from joulehouse.digest import file_stats_digest
 from joulehouse.taudb.profiles import identify_profile_set
 
 
@@ -52,15 +53,11 @@ def read_profile_set(path: Path, key: str) -> ProfileSet | None:
     files = _files(path)
     if files is None:
         return None
-    digest = hashlib.sha1()
-    last_change = 0.0
-    for file in sorted(set(files)):
-        stat = file.stat()
-        last_change = max(last_change, stat.st_mtime, stat.st_ctime)
-        if file.is_file():
-            name = file.relative_to(path.parent).as_posix()
-            digest.update(f"{name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return ProfileSet(key, path, digest.hexdigest()[:16], last_change)
+    stats = [(file, file.stat()) for file in sorted(set(files))]
+    last_change = max((max(stat.st_mtime, stat.st_ctime) for _, stat in stats), default=0.0)
+    digest = file_stats_digest((file.relative_to(path.parent).as_posix(), stat)
+                               for file, stat in stats if S_ISREG(stat.st_mode))
+    return ProfileSet(key, path, digest, last_change)
 
 
 def find_profile_sets(landing: str | os.PathLike[str], name: str) -> list[ProfileSet]:
