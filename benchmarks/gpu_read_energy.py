@@ -12,7 +12,9 @@ warm-up call:
 
 Wall and CPU time (all threads of this process) are both reported: on a
 loaded 2-CPU machine the parallel parsing helps less, and CPU time shows the
-work itself. Run: ``.venv/bin/python benchmarks/gpu_read_energy.py``.
+work itself. Run: ``.venv/bin/python benchmarks/gpu_read_energy.py [--rounds N]
+[--breakdown]``; ``--breakdown`` also times each file's reader, the validation
+shortcut against pandera alone, the local-time conversion and the energy.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +31,19 @@ import pandera
 import pyarrow
 from machine import describe, load_average
 
+from joulehouse.gpu import schemas
 from joulehouse.gpu.energy import repetition_energy
 from joulehouse.gpu.generator import RepetitionSpec, write_repetition
 from joulehouse.gpu.layout import RepetitionRef
-from joulehouse.gpu.readers import read_repetition
+from joulehouse.gpu.readers import (
+    read_external_power,
+    read_gpu_power,
+    read_repetition,
+    read_samples,
+    read_timestamps,
+)
+from joulehouse.timeutil import localize
+from joulehouse.validation import passes
 
 DATA_ROOT = Path(__file__).resolve().parent / ".data" / "gpu-one-hour"
 KEY = "power-limit/bert/250W/0"
@@ -78,10 +90,51 @@ def pandas_default(folder: Path) -> dict[str, pd.DataFrame]:
     return frames
 
 
+def breakdown(ref: RepetitionRef, rounds: int) -> None:
+    """Where one call's time goes, one thing at a time (best of ``rounds``, ms)."""
+    def best_ms(function) -> float:
+        return min(_timed(function) for _ in range(rounds)) * 1e3
+
+    folder = ref.path
+    samples = {path.name: (read_samples, schemas.SAMPLES_SCHEMA)
+               for path in sorted(folder.glob("*_samples.csv"))}
+    files = {
+        "timestamps.csv": (lambda path: read_timestamps(path, TIMEZONE), schemas.TIMESTAMPS_SCHEMA),
+        "gpu-power.csv": (lambda path: read_gpu_power(path, TIMEZONE), schemas.GPU_POWER_SCHEMA),
+        "power-external.csv": (lambda path: read_external_power(path, TIMEZONE),
+                               schemas.EXTERNAL_POWER_SCHEMA),
+        **samples,
+        "total_power_samples.csv": (read_samples, schemas.POWER_SAMPLES_SCHEMA),
+    }
+    print("per file (ms): read + build + validate | validation: shortcut vs pandera alone")
+    for name, (read, schema) in files.items():
+        frame = read(folder / name)
+        whole, shortcut, alone = (best_ms(partial(read, folder / name)),
+                                  best_ms(partial(passes, schema, frame)),
+                                  best_ms(partial(schema.validate, frame, lazy=True, inplace=True)))
+        print(f"  {name:32s} {whole:6.2f} | {shortcut:5.2f} vs {alone:5.2f}")
+    naive = pd.date_range("2020-11-16 12:49", periods=25_000, freq="143ms")
+    print(f"25k local times to UTC: {best_ms(lambda: localize(naive, TIMEZONE)):.2f} vs pandas "
+          f"{best_ms(lambda: naive.tz_localize(TIMEZONE, ambiguous='infer')):.2f}")
+    rep = read_repetition(ref, timezone=TIMEZONE)
+    side_by_side = best_ms(lambda: read_repetition(ref, timezone=TIMEZONE))
+    print(f"read_repetition (every file, side by side): {side_by_side:.2f}")
+    print(f"repetition_energy: {best_ms(lambda: repetition_energy(rep)):.2f}")
+
+
+def _timed(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="best of this many runs")
-    rounds = parser.parse_args().rounds
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also time each file, validation and the energy on their own")
+    args = parser.parse_args()
+    rounds = args.rounds
     ref = RepetitionRef.from_key(DATA_ROOT, KEY)
     if not (ref.path / "timestamps.csv").exists():
         write_repetition(ref.path, SPEC, seed=1)
@@ -102,6 +155,8 @@ def main() -> None:
     print(f"speed-up: {baseline['wall'] / ours['wall']:.1f}x wall, "
           f"{baseline['cpu'] / ours['cpu']:.1f}x CPU (best); "
           f"{baseline['median'] / ours['median']:.1f}x wall (median)")
+    if args.breakdown:
+        breakdown(ref, rounds)
 
 
 if __name__ == "__main__":
