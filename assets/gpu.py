@@ -124,9 +124,10 @@ def gpu_repetition_energy(
     tables = warehouse.tables()
 
     def compute(key: str) -> dict[str, pd.DataFrame]:
-        _, ref = gpu_source.resolve(key)
+        root, ref = gpu_source.resolve(key)
         frame = validate(REPETITION_ENERGY_SCHEMA, repetition_energy(
-            load_repetition(tables, key, ref), max_gap_s=gpu_source.max_gap_s), key)
+            load_repetition(tables, key, ref), data_root=root.key_prefix,
+            max_gap_s=gpu_source.max_gap_s), key)
         tables.write_partition(ENERGY_TABLE, key, frame)
         return {ENERGY_TABLE: frame}
 
@@ -154,8 +155,9 @@ def _stored_energy(context: dg.AssetExecutionContext, warehouse: Warehouse) -> p
 
 @dg.asset(
     description=(
-        "Per setting (benchmark run): number of repetitions and mean, standard deviation, "
-        "min and max of time and of energy by each method, over the experiment window."
+        "Per setting (benchmark run) of each data root: number of repetitions and mean, "
+        "standard deviation, min and max of time and of energy by each method, over the "
+        "experiment window."
     ),
     group_name=GROUP,
     deps=[gpu_repetition_energy],
@@ -171,15 +173,17 @@ def gpu_setting_energy(
     warehouse.tables().write_table(SETTING_TABLE, table)
     return dg.MaterializeResult(metadata={
         **table_metadata(table),
-        "repetitions": dg.MetadataValue.int(int(per_repetition["repetition"].nunique())),
+        "repetitions": dg.MetadataValue.int(
+            len(per_repetition.drop_duplicates(["data_root", "repetition"]))),
     })
 
 
 @dg.asset(
     description=(
-        "Per benchmark: the time-energy Pareto front over its settings and the setting "
-        "with least energy, least energy-delay product, and least energy within 10% of "
-        "the fastest setting's time. Metadata: energy against time per setting."
+        "Per benchmark of each data root: the time-energy Pareto front over its settings "
+        "and the setting with least energy, least energy-delay product, and least energy "
+        "within 10% of the fastest setting's time. Metadata: energy against time per "
+        "setting."
     ),
     group_name=GROUP,
     deps=[gpu_setting_energy],
@@ -199,14 +203,15 @@ def gpu_benchmark_energy(warehouse: Warehouse) -> dg.MaterializeResult:
 
 
 def _plots(settings: pd.DataFrame) -> str:
-    """Markdown with one SVG scatter per benchmark: mean energy against mean time per setting."""
+    """Markdown with one SVG scatter per benchmark of each data root: mean energy against
+    mean time per setting."""
     images = []
-    for (experiment, benchmark), group in settings.groupby(["experiment", "benchmark"]):
+    for (root, experiment, benchmark), group in settings.groupby(aggregate.BENCHMARK_KEY):
         series = [Series(str(run), [row.duration_s_mean], [row.gpu_energy_j_mean])
                   for run, row in zip(group["run"], group.itertuples())]
-        svg = scatter_svg(series, title=f"{experiment} / {benchmark}",
-                          x_label="time (s)", y_label="GPU energy (J)")
-        images.append(f"### {experiment} / {benchmark}\n\n{markdown_image(svg, benchmark)}")
+        title = f"{root} / {experiment} / {benchmark}"
+        svg = scatter_svg(series, title=title, x_label="time (s)", y_label="GPU energy (J)")
+        images.append(f"### {title}\n\n{markdown_image(svg, benchmark)}")
     return "\n\n".join(images)
 
 

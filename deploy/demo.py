@@ -39,7 +39,8 @@ from sensors.tau_profiles import SENSOR_NAME as TAU_SENSOR
 
 # The columns printed: (column, header, factor); energies in kJ.
 SHOWN = [
-    ("experiment", "experiment", None), ("benchmark", "benchmark", None), ("run", "setting", None),
+    ("data_root", "data_root", None), ("experiment", "experiment", None),
+    ("benchmark", "benchmark", None), ("run", "setting", None),
     ("repetitions", "reps", None),
     ("duration_s_mean", "time s", 1.0), ("duration_s_std", "± s", 1.0),
     ("gpu_energy_j_mean", "GPU kJ", 1e-3), ("gpu_energy_j_std", "± kJ", 1e-3),

@@ -6,8 +6,9 @@ sources without knowing where it came from:
 
 - ``source``: which source wrote the row, e.g. ``"gpu-benchmark"``,
   ``"geopm"``, ``"clustercockpit"``, ``"powerapi"``.
-- ``entity``: what was measured, unique within the source: a repetition key
-  (``experiment/benchmark/run/repetition``), a job id, a host, a process.
+- ``entity``: what was measured, unique within the source: a GPU
+  repetition's partition key (``root/experiment/benchmark/run/repetition``),
+  a job id, a host, a process.
 - ``component``: the part of the system the energy belongs to: ``"gpu"``,
   ``"cpu"``, ``"dram"``, ``"node"``, ``"external"`` (a meter outside the
   machine) ...

@@ -52,6 +52,7 @@ def energy_gpu(args: argparse.Namespace) -> int:
     if not args.data_root.is_dir():
         raise InputError(args.data_root, "not a directory")
     frames, failed = [], 0
+    root_name = args.data_root.resolve().name
     for ref in find_repetitions(args.data_root):
         if not is_complete(ref.path):
             print(f"joulehouse: skipped {ref.key}: incomplete (no experiment_end yet)",
@@ -60,7 +61,7 @@ def energy_gpu(args: argparse.Namespace) -> int:
         try:
             rep = read_repetition(ref, timezone=args.timezone,
                                   external_power_unit=args.external_power_unit)
-            energy = repetition_energy(rep, max_gap_s=args.max_gap)
+            energy = repetition_energy(rep, data_root=root_name, max_gap_s=args.max_gap)
         except InputError as err:
             failed += 1
             print(f"joulehouse: {ref.key}: {err}", file=sys.stderr)

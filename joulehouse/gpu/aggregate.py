@@ -14,15 +14,15 @@ from joulehouse.gpu.energy import METHODS, SETTINGS_COLUMNS
 from joulehouse.gpu.schemas import BENCHMARK_SCHEMA, SETTING_SCHEMA
 from joulehouse.validation import validate
 
-SETTING_KEY = ["experiment", "benchmark", "run"]
-BENCHMARK_KEY = ["experiment", "benchmark"]
+SETTING_KEY = ["data_root", "experiment", "benchmark", "run"]
+BENCHMARK_KEY = ["data_root", "experiment", "benchmark"]
 #: Per-repetition quantities summarised per setting.
 MEASURES = ["duration_s", *(m.energy for m in METHODS), "gpu_energy_j"]
 STATISTICS = ["mean", "std", "min", "max"]
 
 
 def setting_table(per_repetition: pd.DataFrame) -> pd.DataFrame:
-    """One row per setting (experiment, benchmark, run).
+    """One row per setting (data root, experiment, benchmark, run).
 
     Columns: the key, the settings (label, clocks, power limit),
     ``repetitions``, ``{measure}_{mean,std,min,max}`` for duration and each
@@ -78,7 +78,7 @@ def _flag_benchmark(group: pd.DataFrame, max_slowdown: float) -> pd.DataFrame:
 
 
 def benchmark_table(setting_table: pd.DataFrame, max_slowdown: float = 0.1) -> pd.DataFrame:
-    """Each setting of each benchmark (experiment, benchmark), flagged for choosing.
+    """Each setting of each benchmark (data root, experiment, benchmark), flagged for choosing.
 
     Columns: the setting key and settings, ``duration_s`` and ``energy_j``
     (means over repetitions, preferred GPU energy), ``edp_js``,

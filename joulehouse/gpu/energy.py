@@ -61,7 +61,7 @@ METHODS = (
 )
 
 SETTINGS_COLUMNS = ["label", "memory_clock_mhz", "sm_clock_mhz", "power_limit_w"]
-KEY_COLUMNS = ["repetition", "experiment", "benchmark", "run", *SETTINGS_COLUMNS]
+KEY_COLUMNS = ["data_root", "repetition", "experiment", "benchmark", "run", *SETTINGS_COLUMNS]
 WINDOW_COLUMNS = ["phase", "epoch", "window_start", "window_end", "duration_s"]
 REPETITION_ENERGY_COLUMNS = [
     *KEY_COLUMNS,
@@ -135,11 +135,14 @@ def _percent(value: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return np.where(reference > 0, (value - reference) / reference * 100.0, np.nan)
 
 
-def repetition_energy(rep: Repetition, *, max_gap_s: float = 5.0) -> pd.DataFrame:
+def repetition_energy(rep: Repetition, *, data_root: str | None = None,
+                      max_gap_s: float = 5.0) -> pd.DataFrame:
     """One row per window (experiment, train, each epoch) with every method's energy.
 
-    Columns: REPETITION_ENERGY_COLUMNS. A method whose source is missing has
-    NaN energy and NA gaps; gaps longer than ``max_gap_s`` are not bridged.
+    Columns: REPETITION_ENERGY_COLUMNS; ``data_root`` is the name of the
+    repetition's data root (the partition key prefix), by default its folder's
+    name. A method whose source is missing has NaN energy and NA gaps; gaps
+    longer than ``max_gap_s`` are not bridged.
     Callers that store or print the table check it against
     REPETITION_ENERGY_SCHEMA (the asset per partition, the CLI once for all).
     """
@@ -154,6 +157,7 @@ def repetition_energy(rep: Repetition, *, max_gap_s: float = 5.0) -> pd.DataFram
     }
     settings = rep.settings
     key = {
+        "data_root": data_root or rep.ref.data_root.resolve().name,
         "repetition": rep.ref.key,
         "experiment": rep.ref.experiment,
         "benchmark": rep.ref.benchmark,
@@ -227,6 +231,7 @@ def _utc(ns: np.ndarray) -> pd.DatetimeIndex:
 def energy_facts_rows(per_repetition: pd.DataFrame) -> pd.DataFrame:
     """The ``energy_facts`` rows of GPU benchmarks: experiment windows, one row per method.
 
+    ``entity`` is the repetition's partition key, ``<data_root>/<repetition>``.
     Methods without a value (source missing) give no row, and neither do
     methods with unbridged gaps in the window (``{method}_gap_count > 0``):
     their energy leaves out the gaps, and a fact covers its whole window.
@@ -238,7 +243,7 @@ def energy_facts_rows(per_repetition: pd.DataFrame) -> pd.DataFrame:
         pd.DataFrame(
             {
                 "source": FACTS_SOURCE,
-                "entity": experiment["repetition"],
+                "entity": experiment["data_root"] + "/" + experiment["repetition"],
                 "component": method.component,
                 "window_start": experiment["window_start"],
                 "window_end": experiment["window_end"],

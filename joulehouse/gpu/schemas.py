@@ -113,6 +113,7 @@ SAMPLES_SCHEMA = pa.DataFrameSchema(
 )
 
 _SETTINGS = {
+    "data_root": pa.Column(str),
     "experiment": pa.Column(str),
     "benchmark": pa.Column(str),
     "run": pa.Column(str),
@@ -129,8 +130,8 @@ def _energy(nullable: bool = True) -> pa.Column:
 
 REPETITION_ENERGY_SCHEMA = pa.DataFrameSchema(
     {
-        "repetition": pa.Column(str),
         **_SETTINGS,
+        "repetition": pa.Column(str),
         "phase": pa.Column(str, pa.Check.isin(["experiment", "train", "epoch"])),
         "epoch": pa.Column("Int64", nullable=True),
         "window_start": pa.Column(UTC_TIME),
@@ -146,7 +147,7 @@ REPETITION_ENERGY_SCHEMA = pa.DataFrameSchema(
         "counter_resets": pa.Column("Int64", pa.Check.ge(0), nullable=True),
     },
     checks=pa.Check(lambda df: df["window_end"] >= df["window_start"], name="window_ordered"),
-    unique=["repetition", "phase", "epoch"],
+    unique=["data_root", "repetition", "phase", "epoch"],
     name="repetition_energy",
 )
 
@@ -160,7 +161,7 @@ SETTING_SCHEMA = pa.DataFrameSchema(
         r"^\w+_mean_power_w$": pa.Column(float, pa.Check.ge(0), nullable=True, regex=True),
         "edp_js": _energy(),
     },
-    unique=["experiment", "benchmark", "run"],
+    unique=["data_root", "experiment", "benchmark", "run"],
     name="setting_energy",
 )
 
@@ -177,7 +178,7 @@ BENCHMARK_SCHEMA = pa.DataFrameSchema(
         "least_edp": pa.Column(bool),
         "least_energy_within_slowdown": pa.Column(bool),
     },
-    unique=["experiment", "benchmark", "run"],
+    unique=["data_root", "experiment", "benchmark", "run"],
     name="benchmark_energy",
 )
 

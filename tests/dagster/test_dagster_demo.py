@@ -27,17 +27,18 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
     complete = [r for r in find_repetitions(EXAMPLE) if is_complete(r.path)]
     settings = sorted({(r.experiment, r.benchmark, r.run) for r in complete})
     lines = done.stdout.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.split()[:3] == [
-        "experiment", "benchmark", "setting"])
+    header = next(i for i, line in enumerate(lines) if line.split()[:4] == [
+        "data_root", "experiment", "benchmark", "setting"])
     end = lines.index("", header)
     rows = [line.split() for line in lines[header + 1:end]]
-    assert [tuple(row[:3]) for row in rows] == settings
+    assert [tuple(row[:4]) for row in rows] == [("gpu-data", *s) for s in settings]
     table = Warehouse(warehouse).read_table("gpu_setting_energy")
     for row in rows:
-        stored = table[(table["run"] == row[2]) & (table["benchmark"] == row[1])].iloc[0]
-        assert int(row[3]) == stored["repetitions"]
-        assert float(row[4]) == round(stored["duration_s_mean"], 3)  # time s
-        assert float(row[6]) == round(stored["gpu_energy_j_mean"] / 1000, 3)  # GPU kJ
+        stored = table[(table["data_root"] == row[0]) & (table["benchmark"] == row[2])
+                       & (table["run"] == row[3])].iloc[0]
+        assert int(row[4]) == stored["repetitions"]
+        assert float(row[5]) == round(stored["duration_s_mean"], 3)  # time s
+        assert float(row[7]) == round(stored["gpu_energy_j_mean"] / 1000, 3)  # GPU kJ
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert instance.get_runs_count() == 2  # the GPU pipeline, the TAU profiles
@@ -45,7 +46,7 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
         assert len(instance.get_dynamic_partitions("gpu_repetitions")) == len(complete)
     facts = Warehouse(warehouse).read_table("energy_facts")
     assert set(facts["source"]) == {"gpu-benchmark"}
-    assert set(facts["entity"]) == {r.key for r in complete}
+    assert set(facts["entity"]) == {f"gpu-data/{r.key}" for r in complete}
     assert (facts["energy_j"] > 0).all()
     with TaudbDatabase(f"sqlite:///{warehouse}/taudb.sqlite") as db:
         trials = {t["name"]: t["data_source"] for t in list_trials(db)}

@@ -1,14 +1,22 @@
 """The GPU pipeline materialized in-process: many partitions per run, one bad repetition."""
 
+from dataclasses import replace
+
 import dagster as dg
 import pandas as pd
 import pytest
 
 from assets.gpu import ENERGY_TABLE, SETTING_TABLE, VALID_CHECK
+from definitions import build_definitions
+from joulehouse.gpu.generator import write_data_root
 from joulehouse.gpu.store import TABLE as FRAMES_TABLE
+from joulehouse.taudb.connect import TaudbDatabase
+from joulehouse.taudb.loader import list_trials
 from joulehouse.warehouse import partition_file_name
-from sensors.gpu_repetitions import JOB_NAME
+from resources import DataRoot, GpuBenchmarkSource, Warehouse
+from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
+from tests.dagster.conftest import QUIET_S, REPETITIONS, RUNS, SMALL, settle
 
 BAD = "lab/power-limit/bert/250W/0"
 ENERGY = dg.AssetKey("gpu_repetition_energy")
@@ -102,3 +110,48 @@ def test_stored_energy_matches_the_core(first_run, warehouse, data_root):
     stored = warehouse.tables().read_partitions(ENERGY_TABLE, [f"lab/{key}"])
     direct = repetition_energy(read_repetition(RepetitionRef.from_key(data_root, key)))
     pd.testing.assert_frame_equal(stored, direct, check_dtype=False)
+
+
+def test_two_data_roots_with_the_same_run_names_stay_apart(data_root, tmp_path, instance):
+    other = tmp_path / "site-b"  # configured name "b": the tables use the name, not the folder
+    write_data_root(other, RUNS, repetitions=3, base=replace(SMALL, duration_s=12.0), seed=50)
+    settle()
+    source = GpuBenchmarkSource(
+        data_roots=[DataRoot(path=str(data_root)), DataRoot(path=str(other), name="b")],
+        quiet_period_s=QUIET_S, full_rescan_s=None)
+    warehouse = Warehouse(root=str(tmp_path / "two-roots"))
+    defs = build_definitions(source, warehouse)
+    for name in ("lab", "b"):
+        data = tick(defs.resolve_sensor_def(sensor_name(name)), instance, {"gpu_source": source})
+        [request] = data.run_requests
+        assert launch_in_process(defs.resolve_job_def(JOB_NAME), instance, request).success
+
+    tables = warehouse.tables()
+    energy = tables.read_table(ENERGY_TABLE)
+    assert set(zip(energy["data_root"], energy["repetition"], strict=True)) == {
+        tuple(key.split("/", 1)) for key in instance.get_dynamic_partitions("gpu_repetitions")}
+    settings = tables.read_table(SETTING_TABLE).set_index(["data_root", "run"])
+    runs = ["150W", "200W", "250W"]
+    assert sorted(settings.index) == [(root, run) for root in ("b", "lab") for run in runs]
+    assert settings.loc["lab", "repetitions"].tolist() == [REPETITIONS] * 3
+    assert settings.loc["b", "repetitions"].tolist() == [3] * 3
+    experiment = energy[energy["phase"] == "experiment"]
+    means = experiment.groupby(["data_root", "run"])["gpu_energy_j"].mean()
+    pd.testing.assert_series_equal(settings["gpu_energy_j_mean"].sort_index(), means,
+                                   check_names=False)
+    assert (means["b"] > means["lab"]).all()  # 12 s against 8 s repetitions
+    choices = tables.read_table("gpu_benchmark_energy")
+    assert choices.groupby(["data_root", "benchmark"])["least_energy"].sum().tolist() == [1] * 4
+    facts = tables.read_table("energy_facts")
+    assert set(facts["entity"]) == set(instance.get_dynamic_partitions("gpu_repetitions"))
+    bench = instance.get_latest_materialization_event(
+        dg.AssetKey("gpu_benchmark_energy")).asset_materialization
+    plot = bench.metadata["energy_vs_time"].value
+    assert plot.count("data:image/svg+xml;base64,") == 4  # bert and resnet of each root
+    assert "### b / power-limit / bert" in plot
+    with TaudbDatabase(f"sqlite:///{warehouse.root}/taudb.sqlite") as db:
+        trials = list_trials(db)  # one per run folder: same names, distinct source keys
+    assert sorted(t["source_key"] for t in trials) == sorted(
+        str(root / experiment / benchmark / run) for root in (other, data_root)
+        for experiment, benchmarks in RUNS.items()
+        for benchmark, names in benchmarks.items() for run in names)

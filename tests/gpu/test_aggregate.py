@@ -13,7 +13,7 @@ def repetitions(rows):
     external) tuples; the train row of each must be ignored."""
     records = []
     for run, rep, duration, counter, power, samples, external in rows:
-        base = {"experiment": "power-limit", "benchmark": "bert", "run": run,
+        base = {"data_root": "lab", "experiment": "power-limit", "benchmark": "bert", "run": run,
                 "repetition": f"power-limit/bert/{run}/{rep}", "label": run,
                 "memory_clock_mhz": pd.NA, "sm_clock_mhz": pd.NA,
                 "power_limit_w": float(run.rstrip("W")), "duration_s": duration,
@@ -67,7 +67,8 @@ def benchmark_input():
     durations = [150.0, 104.0, 100.0, 98.0, 95.0]
     energies = [9000.0, 9500.0, 10000.0, 11000.0, 12500.0]
     return pd.DataFrame({
-        "experiment": "power-limit", "benchmark": "bert", "run": runs, "label": runs,
+        "data_root": "lab", "experiment": "power-limit", "benchmark": "bert", "run": runs,
+        "label": runs,
         "memory_clock_mhz": pd.array([pd.NA] * 5, dtype="Int64"),
         "sm_clock_mhz": pd.array([pd.NA] * 5, dtype="Int64"),
         "power_limit_w": [100.0, 150.0, 200.0, 250.0, 300.0],

@@ -26,6 +26,7 @@ def test_example_data_energy_table(capsys, tmp_path):
     assert code == 0 and err == ""
     table = pd.read_csv(io.StringIO(out))
     assert len(table) == 8 and (table["phase"] == "experiment").all()
+    assert (table["data_root"] == "gpu-data").all()
     assert table["repetition"].tolist() == sorted(table["repetition"])
     truth = write_example(tmp_path / "again")  # the example is reproducible: same seed
     expected = pd.DataFrame({key: t.windows.iloc[0][["gpu_energy_j", "external_energy_j"]]

@@ -32,14 +32,18 @@ def test_every_method_matches_the_ground_truth(make_repetition, tmp_path, hz):
     assert (energy[["power_gap_count", "samples_gap_count", "external_gap_count"]] == 0).all().all()
 
 
-def test_output_columns_types_and_derived_values(repetition):
+def test_output_columns_types_and_derived_values(repetition, tmp_path):
     ref, _ = repetition
     energy = repetition_energy(read_repetition(ref))
     assert list(energy.columns) == REPETITION_ENERGY_COLUMNS
+    assert REPETITION_ENERGY_COLUMNS[:5] == [
+        "data_root", "repetition", "experiment", "benchmark", "run"]
     REPETITION_ENERGY_SCHEMA.validate(energy)
     row = energy.iloc[0]
-    assert (row.repetition, row.experiment, row.benchmark, row.run) == (
-        "power-limit/bert/250W/0", "power-limit", "bert", "250W")
+    assert (row.data_root, row.repetition, row.experiment, row.benchmark, row.run) == (
+        tmp_path.name, "power-limit/bert/250W/0", "power-limit", "bert", "250W")
+    named = repetition_energy(read_repetition(ref), data_root="cluster-a")
+    assert (named["data_root"] == "cluster-a").all()
     assert row.power_limit_w == 250.0 and row.label == "250W"
     assert row.gpu_energy_method == "counter"
     assert row.gpu_energy_j == row.gpu_energy_counter_j
@@ -54,8 +58,8 @@ def test_local_timezone_gives_the_same_utc_windows_and_energy(make_repetition, t
     ref_ny, _ = make_repetition(tmp_path / "ny", timezone="America/New_York")
     text = (ref_ny.path / "timestamps.csv").read_text()
     assert "2020-11-16 07:49:17,experiment_begin" in text  # local, UTC-5, no fraction
-    utc = repetition_energy(read_repetition(ref_utc))
-    ny = repetition_energy(read_repetition(ref_ny, timezone="America/New_York"))
+    utc = repetition_energy(read_repetition(ref_utc), data_root="lab")
+    ny = repetition_energy(read_repetition(ref_ny, timezone="America/New_York"), data_root="lab")
     pd.testing.assert_frame_equal(utc, ny)
     assert utc["window_start"].iloc[0] == truth.windows["window_start"].iloc[0]
 
@@ -149,7 +153,7 @@ def test_energy_facts_rows_one_per_available_method(make_repetition, tmp_path):
     assert list(zip(facts["component"], facts["method"], strict=True)) == [
         ("gpu", "counter"), ("gpu", "power"), ("gpu", "samples")]
     assert (facts["source"] == "gpu-benchmark").all()
-    assert (facts["entity"] == ref.key).all()
+    assert (facts["entity"] == f"{tmp_path.name}/{ref.key}").all()
     assert facts["energy_j"].iloc[0] == energy["gpu_energy_counter_j"].iloc[0]
     assert len(energy_facts_rows(energy.iloc[0:0])) == 0
 
