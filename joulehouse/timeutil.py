@@ -30,10 +30,11 @@ class TimestampError(ValueError):
 
 
 def check_timezone(timezone: str) -> str:
-    """Return ``timezone`` if it is a known IANA zone name, else raise ValueError."""
+    """Return ``timezone`` if it is an IANA zone name pandas knows, else raise ValueError."""
     try:
-        ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError) as err:
+        ZoneInfo(timezone)  # a zone name, not an offset such as "+01:00"
+        pd.Timestamp(0).tz_localize(timezone)  # and in the rules pandas localises with
+    except (ZoneInfoNotFoundError, ValueError, LookupError) as err:
         raise ValueError(f"unknown time zone {timezone!r}") from err
     return timezone
 
@@ -72,38 +73,45 @@ def localize(naive: pd.DatetimeIndex, timezone: str = UTC) -> pd.DatetimeIndex:
     check_timezone(timezone)
     if timezone == UTC:
         return naive.tz_localize(UTC)
-    offset = _one_offset(naive, ZoneInfo(timezone))
-    if offset is not None:  # no clock change among them: one subtraction
-        return (naive - offset).tz_localize(UTC)
     try:
+        offset = _one_offset(naive, timezone)
+        if offset is not None:  # no clock change among them: one subtraction
+            return (naive - offset).tz_localize(UTC)
         local = naive.tz_localize(timezone, ambiguous="infer", nonexistent="raise")
-    except (ValueError, pd.errors.OutOfBoundsDatetime, InvalidTimeError) as err:
+    except (ValueError, OverflowError, pd.errors.OutOfBoundsDatetime, InvalidTimeError) as err:
         raise TimestampError(f"local times not valid in {timezone}: {err}", []) from err
     return local.tz_convert(UTC)
 
 
 #: Longest span of naive times that :func:`_one_offset` vouches for.
 _ONE_OFFSET_SPAN = pd.Timedelta(days=1)
+#: Fewer times than this: pandas localises them faster than the offsets are probed.
+_ONE_OFFSET_MIN_TIMES = 4096
 
 
-def _one_offset(naive: pd.DatetimeIndex, zone: ZoneInfo) -> pd.Timedelta | None:
+def _one_offset(naive: pd.DatetimeIndex, timezone: str) -> pd.Timedelta | None:
     """The zone's UTC offset if it is the same for every time in ``naive``, else None.
 
-    The zone is asked at the earliest and latest time (at most a day apart)
-    and every hour between, each for both readings of a repeated hour
-    (``fold``): a clock change in between changes the offset at the next
-    hour, and a time that is ambiguous or skipped has two. Zones change
-    their clocks months apart, never twice within an hour.
+    pandas localises the earliest and latest time (at most a day apart) and
+    every hour between, each read both ways a repeated hour can be read, in
+    the zone as pandas resolves ``timezone`` (the same rules as its
+    localisation of the whole index): a clock change in between changes the
+    offset at the next hour, and a time that is ambiguous has two offsets and
+    a skipped one none. Zones change their clocks months apart, never twice
+    within an hour.
     """
-    if naive.empty or naive.hasnans:
+    if len(naive) < _ONE_OFFSET_MIN_TIMES or naive.hasnans:
         return None
     first, last = naive.min(), naive.max()
     if last - first > _ONE_OFFSET_SPAN:
         return None
     hours = int((last - first) / pd.Timedelta(hours=1))
     points = [first + pd.Timedelta(hours=hour) for hour in range(hours + 1)] + [last]
-    offsets = {point.to_pydatetime(warn=False).replace(tzinfo=zone, fold=fold).utcoffset()
-               for point in points for fold in (0, 1)}
+    try:
+        offsets = {point.tz_localize(timezone, ambiguous=summer, nonexistent="raise").utcoffset()
+                   for point in points for summer in (True, False)}
+    except InvalidTimeError:  # a skipped time: pandas' localisation refuses it
+        return None
     return pd.Timedelta(offsets.pop()) if len(offsets) == 1 else None
 
 

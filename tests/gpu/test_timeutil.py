@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 from pytz.exceptions import InvalidTimeError
 
+from joulehouse import timeutil
 from joulehouse.timeutil import (
     TimestampError,
     check_timezone,
@@ -11,6 +12,9 @@ from joulehouse.timeutil import (
     localize,
     parse_local_iso,
 )
+
+#: Times enough for localize to probe the offsets rather than hand them to pandas.
+ENOUGH_FOR_THE_SHORTCUT = timeutil._ONE_OFFSET_MIN_TIMES
 
 
 def test_fraction_may_be_missing_when_microseconds_are_zero():
@@ -47,8 +51,9 @@ def test_bad_values_are_named_by_row():
 
 
 def test_unknown_zone_rejected():
-    with pytest.raises(ValueError, match="Mars/Olympus"):
-        check_timezone("Mars/Olympus")
+    for name in ("Mars/Olympus", "localtime", "+01:00", ""):  # no zone pandas localises with
+        with pytest.raises(ValueError, match="unknown time zone"):
+            check_timezone(name)
     assert check_timezone("America/New_York") == "America/New_York"
 
 
@@ -72,7 +77,7 @@ def test_localize_agrees_with_pandas_around_every_clock_change(zone):
     compared = refused = 0
     for start in starts:
         for span in (pd.Timedelta(minutes=45), pd.Timedelta(hours=3), pd.Timedelta(hours=23)):
-            naive = pd.date_range(start, start + span, periods=97)
+            naive = pd.date_range(start, start + span, periods=ENOUGH_FOR_THE_SHORTCUT)
             try:
                 expected = naive.tz_localize(zone, ambiguous="infer").tz_convert("UTC")
             except (ValueError, InvalidTimeError):  # skipped or not inferable: so must localize
@@ -83,3 +88,21 @@ def test_localize_agrees_with_pandas_around_every_clock_change(zone):
             assert localize(naive, zone).equals(expected), (start, span)
             compared += 1
     assert compared >= 3 and (refused > 0) == (zone != "Asia/Kolkata")
+
+
+@pytest.mark.parametrize(("zone", "start"), [
+    ("America/Vancouver", "2026-12-01 12:00"),  # zone databases of different ages disagree
+    ("America/Bogota", "1992-05-02 12:00"),
+    ("Africa/Casablanca", "2026-10-01 12:00"),
+    ("Europe/Berlin", "2040-07-01 12:00"),  # past the rules some databases spell out
+])
+def test_localize_uses_the_rules_pandas_uses(zone, start):
+    naive = pd.date_range(start, periods=ENOUGH_FOR_THE_SHORTCUT, freq="100ms")
+    expected = naive.tz_localize(zone, ambiguous="infer").tz_convert("UTC")
+    assert localize(naive, zone).equals(expected)
+
+
+def test_times_beyond_what_utc_can_hold_are_refused():
+    with pytest.raises(TimestampError):
+        localize(pd.date_range(end="2262-04-11 20:00", periods=ENOUGH_FOR_THE_SHORTCUT,
+                               freq="s"), "America/New_York")
