@@ -11,9 +11,11 @@ same calls pandera makes (its dtype comparison, the null test, each check's
 function with its arguments, the same ``ignore_na`` preprocessing), reduced
 to one bool without the bookkeeping. A frame it proves valid is returned as
 is; anything else (a failure, an exception, a schema option it does not
-evaluate) goes to pandera, which decides and reports. The proof may be
-stricter than pandera, never looser (``tests/gpu/test_validation.py`` checks it
-on every schema against frames broken in every way the schemas describe).
+evaluate, a check output it does not expect) goes to pandera, which decides
+and reports. The proof may be stricter than pandera, never looser:
+``tests/gpu/test_validation.py`` checks it on every schema of the project
+against frames broken every way those schemas describe, and on schemas built
+to probe pandera's edge rules.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ def validate(
 
 def passes(schema: pa.DataFrameSchema, frame: pd.DataFrame) -> bool:
     """True only if pandera would accept ``frame`` unchanged; False when unsure."""
-    if not _plain_schema(schema) or not frame.columns.is_unique:
+    if (not _plain_schema(schema) or isinstance(frame.columns, pd.MultiIndex)
+            or not frame.columns.is_unique):
         return False
     schema.register_default_backends(type(frame))  # the built-in checks' pandas functions
     try:
@@ -92,15 +95,16 @@ def _plain_schema(schema: pa.DataFrameSchema) -> bool:
                     and isinstance(spec.name, str) for spec in schema.columns.values()))
 
 
-def _matching(spec: pa.Column, columns: pd.Index) -> list[str]:
+def _matching(spec: pa.Column, columns: pd.Index) -> list[Any]:
+    """The frame's columns ``spec`` applies to (a regex matches labels as text, as pandera)."""
     if not spec.regex:
         return [spec.name] if spec.name in columns else []
-    return [name for name in columns if isinstance(name, str) and re.match(spec.name, name)]
+    return [label for label in columns if re.match(spec.name, str(label))]
 
 
 def _column_passes(spec: pa.Column, series: pd.Series) -> bool:
     if spec.dtype is not None and not _all_true(
-            spec.dtype.check(_pandera_dtype(series.dtype), series)):
+            spec.dtype.check(_pandera_dtype(series.dtype), series), series):
         return False
     has_nulls = series.hasnans
     if has_nulls and not spec.nullable:
@@ -130,17 +134,29 @@ def _check_passes(check: pa.Check, data: pd.Series | pd.DataFrame) -> bool:
     builtin = getattr(function, "__name__", None)
     if builtin is not None and check.is_builtin_check(builtin):
         function = check.get_builtin_check_fn(builtin)  # as Check.__call__: the live dispatcher
-    return _all_true(function(data, **check._check_kwargs))
+    return _all_true(function(data, **check._check_kwargs), data)
 
 
-def _all_true(result: Any) -> bool:
-    """A check's output passes: a True bool, or booleans all True (anything else: unsure)."""
+def _all_true(result: Any, data: pd.Series | pd.DataFrame) -> bool:
+    """True if a check's output is a True bool, or booleans shaped as pandera expects, all True.
+
+    A Series must have one value per row of ``data``, a frame the shape of the
+    checked frame; anything else (an array, another shape, NA) is left to
+    pandera.
+    """
     if isinstance(result, bool | np.bool_):
         return bool(result)
-    values = getattr(result, "values", result)  # Series / DataFrame -> their array
+    if isinstance(result, pd.DataFrame):
+        if not isinstance(data, pd.DataFrame) or result.shape != data.shape:
+            return False
+        return all(_all_true(result[column], data) for column in result.columns)
+    if not isinstance(result, pd.Series) or (data is not None and len(result) != len(data)):
+        return False
+    values = result.array
     if isinstance(values, pd.arrays.BooleanArray):  # from nullable columns: no NA allowed
         return not values.isna().any() and bool(values.all())
-    return isinstance(values, np.ndarray) and values.dtype == np.bool_ and bool(values.all())
+    values = result.to_numpy()
+    return values.dtype == np.bool_ and bool(values.all())
 
 
 def schema_errors_to_input_error(err: SchemaErrors, path: str | os.PathLike[str]) -> InputError:

@@ -2,10 +2,12 @@
 
 Every schema the GPU pipeline applies is tried on real frames (a generated
 repetition, its energy, the setting, benchmark and facts tables) and on
-copies broken one way at a time: a null, a negative, an absurd or infinite
-value, a value of the wrong type, a column dropped, rows out of order or
-duplicated. Wherever :func:`passes` says yes, pandera must accept too; on
-the intact frames it must say yes (else the shortcut is never taken).
+copies broken one way at a time: a null, a negative, an infinite value, a
+value of the wrong type, a column dropped, rows out of order or duplicated.
+Wherever :func:`passes` says yes, pandera must accept too; on the intact
+frames it must say yes (else the shortcut is never taken). Schemas unlike
+the project's (regex on labels that are not text, checks returning arrays
+or other shapes) are tried on their own.
 """
 
 from __future__ import annotations
@@ -114,6 +116,44 @@ def test_the_shortcut_never_accepts_what_pandera_rejects(frames):
             if not accepted:
                 assert not passes(schema, broken), f"{name}: {change}"
     assert rejected > 250  # the broken frames do exercise the checks
+
+
+def _odd_cases():
+    """Schemas and frames outside the project's own, where pandera's rules are subtle."""
+    number = pa.DataFrameSchema({r"^\d+$": pa.Column(float, pa.Check.ge(0), regex=True)})
+    two = pd.DataFrame({"a": [1.0], "b": [-1.0]})
+    yield "regex on a label that is not text", number, pd.DataFrame({"7": [1.0], 8: [-1.0]})
+    yield "only such labels", number, pd.DataFrame({1: [-1.0]})
+    yield "check returns an array", pa.DataFrameSchema(
+        {"a": pa.Column(float, pa.Check(lambda s: s.to_numpy() >= 0))}), two
+    yield "check returns a 0-d array", pa.DataFrameSchema(
+        {"a": pa.Column(float, pa.Check(lambda s: np.array(True)))}), two
+    yield "frame check returns a narrower frame", pa.DataFrameSchema(
+        {"a": pa.Column(float), "b": pa.Column(float)},
+        checks=pa.Check(lambda df: df[["a"]] >= 0)), two
+    yield "frame check returns an array", pa.DataFrameSchema(
+        {"a": pa.Column(float)}, checks=pa.Check(lambda df: (df >= 0).to_numpy())), two
+    yield "regex column, columns a MultiIndex", pa.DataFrameSchema(
+        {"^x": pa.Column(float, regex=True, required=False)}),  pd.DataFrame(
+        [[1.0]], columns=pd.MultiIndex.from_tuples([("x", "y")]))
+    yield "unique given as one name", pa.DataFrameSchema(
+        {"ab": pa.Column(float), "a": pa.Column(float)}, unique="ab"), pd.DataFrame(
+        {"ab": [1.0, 1.0], "a": [1.0, 2.0]})
+    yield "checked nulls", pa.DataFrameSchema(
+        {"a": pa.Column(float, pa.Check.ge(0, ignore_na=False), nullable=True)}), pd.DataFrame(
+        {"a": [1.0, np.nan]})
+
+
+@pytest.mark.parametrize(("case", "schema", "frame"), list(_odd_cases()))
+def test_odd_schemas_are_never_accepted_where_pandera_refuses(case, schema, frame):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            schema.validate(frame.copy(), lazy=True)
+        accepted = True
+    except Exception:  # noqa: BLE001 - a refusal of any kind, as pandera words it
+        accepted = False
+    assert accepted or not passes(schema, frame), case
 
 
 def test_options_it_does_not_evaluate_go_to_pandera(frames):
