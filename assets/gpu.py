@@ -35,6 +35,12 @@ BENCHMARK_TABLE = "gpu_benchmark_energy"
 FACTS_TABLE = "energy_facts"
 VALID_CHECK = "pandera_valid"
 
+#: Code version of ``gpu_repetition_energy``: raise it when what a partition stores changes
+#: ("2": the ``data_root`` column), so the UI marks partitions stored by older code stale.
+ENERGY_CODE_VERSION = "2"
+#: Partition keys a failure names in its description (then "and N more").
+KEYS_SHOWN = 5
+
 gpu_repetitions = dg.DynamicPartitionsDefinition(name="gpu_repetitions")
 
 gpu_repetition_files = dg.AssetSpec(
@@ -116,6 +122,7 @@ def gpu_validated_frames(
     **PER_REPETITION,
     deps=[gpu_validated_frames],
     automation_condition=dg.AutomationCondition.eager(),
+    code_version=ENERGY_CODE_VERSION,
     kinds={"pandas", "parquet"},
 )
 def gpu_repetition_energy(
@@ -145,12 +152,47 @@ def stored_energy_keys(context: dg.AssetExecutionContext, tables: Tables) -> lis
 
 
 def _stored_energy(context: dg.AssetExecutionContext, warehouse: Warehouse) -> pd.DataFrame:
-    """The stored per-repetition energy of every registered partition."""
+    """The stored per-repetition energy of every registered partition.
+
+    Raises ``dg.Failure`` naming the partitions stored before the ``data_root``
+    column (code version 1), which must be materialized again.
+    """
     tables = warehouse.tables()
     keys = stored_energy_keys(context, tables)
     if not keys:
         raise dg.Failure("no per-repetition energy stored yet: materialize gpu_repetition_energy")
-    return tables.read_partitions(ENERGY_TABLE, keys)
+    frame = tables.read_partitions(ENERGY_TABLE, keys)
+    outdated = _without_data_root(frame, keys)
+    if outdated:
+        shown = ", ".join(outdated[:KEYS_SHOWN])
+        more = f" and {len(outdated) - KEYS_SHOWN} more" if len(outdated) > KEYS_SHOWN else ""
+        raise dg.Failure(
+            description=(
+                f"{len(outdated)} stored partition(s) of {ENERGY_TABLE} have no data_root "
+                f"(stored by code older than the column): {shown}{more}. Materialize "
+                f"{ENERGY_TABLE} again for them (a backfill of those partitions; the UI "
+                f"marks them stale), then this asset."),
+            metadata={"partitions": dg.MetadataValue.json(outdated)},
+        )
+    return frame
+
+
+def _without_data_root(frame: pd.DataFrame, keys: list[str]) -> list[str]:
+    """The partition keys among ``keys`` whose stored rows have no ``data_root``.
+
+    Such rows carry only their ``repetition`` (the key without its root name):
+    a key is outdated when its repetition has such rows and no row with a
+    ``data_root`` gives the key itself (the same repetition of another root
+    may be stored in full).
+    """
+    if "data_root" not in frame.columns:
+        return list(keys)
+    missing = frame["data_root"].isna()
+    if not missing.any():
+        return []
+    stored = set(frame.loc[~missing, "data_root"] + "/" + frame.loc[~missing, "repetition"])
+    bare = set(frame.loc[missing, "repetition"])
+    return [key for key in keys if key.partition("/")[2] in bare and key not in stored]
 
 
 @dg.asset(

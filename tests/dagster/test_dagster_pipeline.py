@@ -155,3 +155,36 @@ def test_two_data_roots_with_the_same_run_names_stay_apart(data_root, tmp_path, 
         str(root / experiment / benchmark / run) for root in (other, data_root)
         for experiment, benchmarks in RUNS.items()
         for benchmark, names in benchmarks.items() for run in names)
+
+
+def test_energy_is_stored_with_its_code_version(first_run, instance):
+    from assets.gpu import ENERGY_CODE_VERSION
+
+    records = instance.fetch_materializations(ENERGY, limit=100).records
+    assert {r.partition_key for r in records} == set(
+        instance.get_dynamic_partitions("gpu_repetitions"))
+    assert {r.asset_materialization.tags["dagster/code_version"] for r in records} == {
+        ENERGY_CODE_VERSION}
+
+
+@pytest.mark.parametrize("outdated", [1, 6])
+def test_energy_stored_before_data_root_names_the_partitions_to_materialize_again(
+        first_run, instance, warehouse, outdated):
+    from assets.gpu import energy_facts, gpu_setting_energy
+
+    tables = warehouse.tables()
+    keys = tables.partition_keys(ENERGY_TABLE)[:outdated]
+    for key in keys:  # as code version 1 stored it: no data_root column
+        old = tables.read_partitions(ENERGY_TABLE, [key]).drop(columns="data_root")
+        tables.write_partition(ENERGY_TABLE, key, old)
+    for asset in (gpu_setting_energy, energy_facts):
+        result = dg.materialize([asset], instance=instance, raise_on_error=False,
+                                resources={"warehouse": warehouse})
+        assert not result.success
+        [failure] = [e for e in result.all_events if e.is_step_failure]
+        error = failure.step_failure_data.user_failure_data
+        assert error.description.startswith(
+            f"{outdated} stored partition(s) of gpu_repetition_energy have no data_root")
+        assert "Materialize gpu_repetition_energy again for them (a backfill" in error.description
+        assert keys[0] in error.description
+        assert error.metadata["partitions"].value == keys
