@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import os
 from functools import cached_property
-from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
 
-from joulehouse.gpu.layout import RepetitionRef
+from joulehouse.gpu.layout import RepetitionRef, root_name
 
 ENV = "JOULEHOUSE_GPU_DATA_ROOTS"
 
@@ -34,7 +33,8 @@ class DataRoot(dg.Config):
 
     @property
     def key_prefix(self) -> str:
-        return self.name or Path(self.path).resolve().name
+        """The root's name: ``name`` if configured, else the folder's (``layout.root_name``)."""
+        return root_name(self.path) if self.name is None else self.name
 
 
 class GpuBenchmarkSource(dg.ConfigurableResource):
@@ -83,8 +83,8 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
     def _roots_by_name(self) -> dict[str, DataRoot]:
         roots: dict[str, DataRoot] = {}
         for root in self.data_roots:
-            if root.key_prefix in roots or "/" in root.key_prefix:
-                raise ValueError(f"data root name must be unique and contain no '/': "
+            if not root.key_prefix or root.key_prefix in roots or "/" in root.key_prefix:
+                raise ValueError(f"data root name must be unique, non-empty and contain no '/': "
                                  f"{root.key_prefix!r}; set `name` for {root.path}")
             roots[root.key_prefix] = root
         return roots

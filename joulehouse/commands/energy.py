@@ -10,7 +10,7 @@ import pandas as pd
 
 from joulehouse.errors import InputError
 from joulehouse.gpu.energy import REPETITION_ENERGY_COLUMNS, repetition_energy
-from joulehouse.gpu.layout import find_repetitions, is_complete
+from joulehouse.gpu.layout import find_repetitions, is_complete, root_name
 from joulehouse.gpu.readers import EXTERNAL_POWER_UNITS, read_repetition
 from joulehouse.gpu.schemas import REPETITION_ENERGY_SCHEMA
 from joulehouse.timeutil import check_timezone
@@ -37,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="unit of power-external.csv channels (default mW)")
     gpu.add_argument("--max-gap", type=float, default=5.0, metavar="SECONDS",
                      help="longest gap between samples that is bridged (default 5 s)")
+    gpu.add_argument("--root-name", type=_root_name, metavar="NAME",
+                     help="the data_root column, e.g. the name the root has in Dagster "
+                     "(default: the folder's name)")
     gpu.set_defaults(handler=energy_gpu)
 
 
@@ -47,12 +50,18 @@ def _timezone(name: str) -> str:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _root_name(name: str) -> str:
+    if not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"a data root name is non-empty, without '/': {name!r}")
+    return name
+
+
 def energy_gpu(args: argparse.Namespace) -> int:
     """Handler of ``joulehouse energy gpu``; returns the exit code."""
     if not args.data_root.is_dir():
         raise InputError(args.data_root, "not a directory")
     frames, failed = [], 0
-    root_name = args.data_root.resolve().name
+    name = root_name(args.data_root) if args.root_name is None else args.root_name
     for ref in find_repetitions(args.data_root):
         if not is_complete(ref.path):
             print(f"joulehouse: skipped {ref.key}: incomplete (no experiment_end yet)",
@@ -61,7 +70,7 @@ def energy_gpu(args: argparse.Namespace) -> int:
         try:
             rep = read_repetition(ref, timezone=args.timezone,
                                   external_power_unit=args.external_power_unit)
-            energy = repetition_energy(rep, data_root=root_name, max_gap_s=args.max_gap)
+            energy = repetition_energy(rep, data_root=name, max_gap_s=args.max_gap)
         except InputError as err:
             failed += 1
             print(f"joulehouse: {ref.key}: {err}", file=sys.stderr)

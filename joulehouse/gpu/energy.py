@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
+from joulehouse.gpu.layout import root_name
 from joulehouse.gpu.readers import Repetition
 from joulehouse.integrate import counter_energy, trapezoid_energy
 from joulehouse.timeutil import seconds_since
@@ -141,11 +142,16 @@ def repetition_energy(rep: Repetition, *, data_root: str | None = None,
 
     Columns: REPETITION_ENERGY_COLUMNS; ``data_root`` is the name of the
     repetition's data root (the partition key prefix), by default its folder's
-    name. A method whose source is missing has NaN energy and NA gaps; gaps
-    longer than ``max_gap_s`` are not bridged.
+    name (``layout.root_name``); an empty name is refused (ValueError). A
+    method whose source is missing has NaN energy and NA gaps; gaps longer
+    than ``max_gap_s`` are not bridged.
     Callers that store or print the table check it against
     REPETITION_ENERGY_SCHEMA (the asset per partition, the CLI once for all).
     """
+    if data_root is None:
+        data_root = root_name(rep.ref.data_root)
+    elif not data_root:
+        raise ValueError("data_root must name the data root, not be empty")
     windows = _windows(rep.timestamps)
     origin = pd.Timestamp(windows[0][2], unit="ns", tz="UTC")
     gpu_seconds: dict[str, np.ndarray] = {}  # gpu-power's times, converted once for both
@@ -157,7 +163,7 @@ def repetition_energy(rep: Repetition, *, data_root: str | None = None,
     }
     settings = rep.settings
     key = {
-        "data_root": data_root or rep.ref.data_root.resolve().name,
+        "data_root": data_root,
         "repetition": rep.ref.key,
         "experiment": rep.ref.experiment,
         "benchmark": rep.ref.benchmark,

@@ -24,6 +24,15 @@ _WATTS = re.compile(r"^(?P<w>\d+(?:\.\d+)?)\s*W$", re.IGNORECASE)
 _NUMBER = re.compile(r"^(?P<w>\d+(?:\.\d+)?)$")
 
 
+def root_name(data_root: str | os.PathLike[str]) -> str:
+    """The name of a data root unless one is configured: its resolved folder's name.
+
+    The name is the partition key prefix of the root's repetitions and the
+    ``data_root`` column of the energy tables.
+    """
+    return Path(data_root).resolve().name
+
+
 @dataclass(frozen=True)
 class RepetitionRef:
     """One repetition folder; ``key`` is its posix path relative to ``data_root``."""

@@ -23,6 +23,16 @@ def test_resolving_many_keys_builds_the_map_of_roots_once(tmp_path, monkeypatch)
         source.resolve("c/e/x/150W/0")
 
 
+def test_a_root_is_named_by_its_name_else_its_resolved_folder(tmp_path):
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "lab")
+    assert DataRoot(path=str(tmp_path / "link")).key_prefix == "lab"
+    assert DataRoot(path=str(tmp_path / "link"), name="b").key_prefix == "b"
+    empty = GpuBenchmarkSource(data_roots=[DataRoot(path=str(tmp_path / "lab"), name="")])
+    with pytest.raises(ValueError, match="must be unique, non-empty"):
+        empty.roots_by_name()
+
+
 def test_duplicate_root_names_are_refused_every_time(tmp_path):
     source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(tmp_path), name="a"),
                                             DataRoot(path=str(tmp_path / "x"), name="a")])

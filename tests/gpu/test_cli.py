@@ -74,6 +74,19 @@ def test_incomplete_skipped_and_bad_reported_while_others_go_out(capsys, tmp_pat
         "power-limit/bert/250W/0"]
 
 
+def test_root_name_option_names_the_data_root_column(capsys, tmp_path):
+    root = tmp_path / "gpu"
+    shutil.copytree(EXAMPLE / "power-limit", root / "power-limit")
+    (tmp_path / "link").symlink_to(root)
+    _, out, _ = run_cli(capsys, tmp_path / "link")
+    assert set(pd.read_csv(io.StringIO(out))["data_root"]) == {"gpu"}  # the resolved folder
+    code, out, _ = run_cli(capsys, root, "--root-name", "cluster-a")
+    assert code == 0 and set(pd.read_csv(io.StringIO(out))["data_root"]) == {"cluster-a"}
+    for bad in ("", "a/b"):
+        with pytest.raises(SystemExit):
+            run_cli(capsys, root, "--root-name", bad)
+
+
 def test_timezone_and_unit_options(capsys):
     _, utc, _ = run_cli(capsys, EXAMPLE)
     _, shifted, _ = run_cli(capsys, EXAMPLE, "--timezone", "Asia/Tokyo",

@@ -44,6 +44,8 @@ def test_output_columns_types_and_derived_values(repetition, tmp_path):
         tmp_path.name, "power-limit/bert/250W/0", "power-limit", "bert", "250W")
     named = repetition_energy(read_repetition(ref), data_root="cluster-a")
     assert (named["data_root"] == "cluster-a").all()
+    with pytest.raises(ValueError, match="not be empty"):
+        repetition_energy(read_repetition(ref), data_root="")
     assert row.power_limit_w == 250.0 and row.label == "250W"
     assert row.gpu_energy_method == "counter"
     assert row.gpu_energy_j == row.gpu_energy_counter_j

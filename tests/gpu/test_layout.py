@@ -12,6 +12,7 @@ from joulehouse.gpu.layout import (
     folder_level,
     is_complete,
     parse_settings,
+    root_name,
     run_repetitions,
 )
 
@@ -41,6 +42,13 @@ def test_find_repetitions_four_levels_sorted(tmp_path):
     assert refs[1].path == tmp_path / "b" / "x" / "250W" / "0"
     assert refs[1].run_dir == refs[1].path.parent and refs[1].run_key == "b/x/250W"
     assert run_repetitions(tmp_path / "b/x/250W") == refs[1:]
+
+
+def test_root_name_is_the_resolved_folder_name(tmp_path, monkeypatch):
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "lab")
+    monkeypatch.chdir(tmp_path / "lab")
+    assert root_name(".") == root_name(tmp_path / "link") == root_name("../lab/") == "lab"
 
 
 def test_folder_level_is_told_by_where_timestamps_are(tmp_path):
