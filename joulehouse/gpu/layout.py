@@ -95,16 +95,26 @@ def parse_settings(run_name: str, experiment: str = "") -> RunSettings:
     return RunSettings(run_name)
 
 
-def _subdirs(path: str | os.PathLike[str]) -> list[str]:
-    with os.scandir(path) as entries:
-        return sorted(e.name for e in entries if e.is_dir() and not e.name.startswith("."))
+def subdirs(path: str | os.PathLike[str], *, missing_ok: bool = False) -> list[str]:
+    """The names of the folders in ``path``, sorted; hidden folders (``.name``) left out.
+
+    A missing ``path`` raises FileNotFoundError, or has no folders with
+    ``missing_ok`` (the scan's case: a folder removed while it walks the tree).
+    """
+    try:
+        with os.scandir(path) as entries:
+            return sorted(e.name for e in entries if e.is_dir() and not e.name.startswith("."))
+    except FileNotFoundError:
+        if missing_ok:
+            return []
+        raise
 
 
 def _run_repetitions(root: Path, experiment: str, benchmark: str, run: str
                      ) -> list[RepetitionRef]:
     run_key = f"{experiment}/{benchmark}/{run}"
     return [RepetitionRef(root, f"{run_key}/{name}", experiment, benchmark, run, name)
-            for name in _subdirs(os.path.join(root, experiment, benchmark, run))]
+            for name in subdirs(os.path.join(root, experiment, benchmark, run))]
 
 
 def find_repetitions(data_root: str | os.PathLike[str]) -> list[RepetitionRef]:
@@ -114,9 +124,9 @@ def find_repetitions(data_root: str | os.PathLike[str]) -> list[RepetitionRef]:
     """
     root = Path(data_root)
     return [ref
-            for experiment in _subdirs(root)
-            for benchmark in _subdirs(os.path.join(root, experiment))
-            for run in _subdirs(os.path.join(root, experiment, benchmark))
+            for experiment in subdirs(root)
+            for benchmark in subdirs(os.path.join(root, experiment))
+            for run in subdirs(os.path.join(root, experiment, benchmark))
             for ref in _run_repetitions(root, experiment, benchmark, run)]
 
 
@@ -139,11 +149,11 @@ def folder_level(path: str | os.PathLike[str]) -> str | None:
         return None
     if (folder / TIMESTAMPS_FILE).is_file():
         return "repetition"
-    children = [folder / name for name in _subdirs(folder)]
+    children = [folder / name for name in subdirs(folder)]
     if any((child / TIMESTAMPS_FILE).is_file() for child in children):
         return "run"
     if any((child / rep / TIMESTAMPS_FILE).is_file()
-           for child in children for rep in _subdirs(child)):
+           for child in children for rep in subdirs(child)):
         return "benchmark"
     return None
 

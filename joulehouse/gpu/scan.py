@@ -50,7 +50,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from joulehouse.gpu.layout import RepetitionRef, fingerprint, is_complete
+from joulehouse.gpu.layout import RepetitionRef, fingerprint, is_complete, subdirs
 
 RUN_LEVEL = 3  # root "" = 0, experiment = 1, benchmark = 2, run = 3, repetition = 4
 STATE_VERSION = 2
@@ -243,7 +243,7 @@ class _Tick:
                 self.new.recent[rel] = ctime
             return
         if changed or rel not in self.old.tree:
-            children = _subdirs(path)
+            children = subdirs(path, missing_ok=True)
         else:
             children = self.old.tree[rel]
         self.new.tree[rel] = children
@@ -273,7 +273,7 @@ class _Tick:
         longer matches (the folder's record then starts afresh).
         """
         path = self.root / rel
-        names = _subdirs(path)
+        names = subdirs(path, missing_ok=True)
         folder = self.new.runs.get(rel, RunFolder())
         if not folder.names <= set(names) or folder.digest != _digest(path, folder.names):
             folder = RunFolder()
@@ -332,15 +332,6 @@ def _last_change(path: Path) -> float:
                 stat = entry.stat()
                 latest = max(latest, stat.st_mtime, stat.st_ctime)
     return latest
-
-
-def _subdirs(path: Path) -> list[str]:
-    try:
-        with os.scandir(path) as entries:
-            return sorted(e.name for e in entries
-                          if e.is_dir() and not e.name.startswith("."))
-    except FileNotFoundError:
-        return []
 
 
 def _join(rel: str, name: str) -> str:

@@ -17,8 +17,9 @@ def test_scan_lists_only_changed_run_folders(tmp_path, monkeypatch):
     assert len(first.ready) == 10 and first.unlisted == 0
     write_data_root(tmp_path, {"e": {"b": ["150W"]}}, repetitions=3, base=SMALL)  # adds 1, 2
     listed = []
-    real = scan_module._subdirs
-    monkeypatch.setattr(scan_module, "_subdirs", lambda path: listed.append(path) or real(path))
+    real = scan_module.subdirs
+    monkeypatch.setattr(scan_module, "subdirs",
+                        lambda path, **kw: listed.append(path) or real(path, **kw))
     later = time.time() + 1  # past the quiet period of 0.5 s
     second = scan(tmp_path, ScanState.from_json(first.state.to_json()), quiet_s=0.5, now=later)
     assert sorted(r.ref.key for r in second.ready) == ["e/b/150W/0", "e/b/150W/1", "e/b/150W/2"]

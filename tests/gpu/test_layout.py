@@ -14,6 +14,7 @@ from joulehouse.gpu.layout import (
     parse_settings,
     root_name,
     run_repetitions,
+    subdirs,
 )
 
 
@@ -42,6 +43,16 @@ def test_find_repetitions_four_levels_sorted(tmp_path):
     assert refs[1].path == tmp_path / "b" / "x" / "250W" / "0"
     assert refs[1].run_dir == refs[1].path.parent and refs[1].run_key == "b/x/250W"
     assert run_repetitions(tmp_path / "b/x/250W") == refs[1:]
+
+
+def test_subdirs_sorted_without_hidden_or_files_and_missing_only_when_allowed(tmp_path):
+    for name in ("b", "a", ".hidden"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "c.txt").write_text("")
+    assert subdirs(tmp_path) == subdirs(tmp_path, missing_ok=True) == ["a", "b"]
+    with pytest.raises(FileNotFoundError):
+        subdirs(tmp_path / "gone")
+    assert subdirs(tmp_path / "gone", missing_ok=True) == []
 
 
 def test_root_name_is_the_resolved_folder_name(tmp_path, monkeypatch):

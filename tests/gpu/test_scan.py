@@ -1,6 +1,7 @@
 """The bounded scan (Dagster-free): the cap, the resumable first walk, the rolling rescan,
 the cursor size. Trees of tiny repetitions (two small files each) keep these fast."""
 
+import shutil
 from pathlib import Path
 
 import joulehouse.gpu.scan as scan_module
@@ -49,11 +50,27 @@ def test_a_tree_larger_than_the_cap_is_reported_over_several_ticks(tmp_path):
 def test_the_first_walk_lists_only_enough_run_folders_for_the_cap(tmp_path, monkeypatch):
     write_tree(tmp_path, benchmarks=1, runs=20, repetitions=5)
     listed = []
-    real = scan_module._subdirs
-    monkeypatch.setattr(scan_module, "_subdirs", lambda path: listed.append(path) or real(path))
+    real = scan_module.subdirs
+    monkeypatch.setattr(scan_module, "subdirs",
+                        lambda path, **kw: listed.append(path) or real(path, **kw))
     result = scan(tmp_path, ScanState(), quiet_s=1, max_repetitions=10, now=LATER)
     assert len(result.ready) == 10 and result.unlisted == 18
     assert sum(p.parent.name == "b0" for p in listed) == 2  # two run folders of 5
+
+
+def test_folders_removed_while_the_scan_walks_are_left_out(tmp_path, monkeypatch):
+    keys = write_tree(tmp_path, benchmarks=2, runs=2, repetitions=2)
+    real = scan_module.subdirs
+
+    def removed_once_stated(path, **kw):  # the folder goes between its stat and its listing
+        if path.name in ("b1", "101W"):
+            shutil.rmtree(path)
+        return real(path, **kw)
+
+    monkeypatch.setattr(scan_module, "subdirs", removed_once_stated)
+    result = scan(tmp_path, ScanState(), quiet_s=1, now=LATER)
+    assert [r.ref.key for r in result.ready] == [k for k in keys if k.startswith("e/b0/100W/")]
+    assert result.state.tree["e/b1"] == [] and result.state.runs["e/b0/101W"].names == set()
 
 
 def test_ready_repetitions_over_the_cap_wait_oldest_first(tmp_path):
