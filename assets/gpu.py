@@ -253,7 +253,7 @@ def _plots(settings: pd.DataFrame) -> str:
                   for run, row in zip(group["run"], group.itertuples())]
         title = f"{root} / {experiment} / {benchmark}"
         svg = scatter_svg(series, title=title, x_label="time (s)", y_label="GPU energy (J)")
-        images.append(f"### {title}\n\n{markdown_image(svg, benchmark)}")
+        images.append(f"### {title}\n\n{markdown_image(svg, title)}")
     return "\n\n".join(images)
 
 

@@ -1,5 +1,6 @@
 """The GPU pipeline materialized in-process: many partitions per run, one bad repetition."""
 
+import re
 from dataclasses import replace
 
 import dagster as dg
@@ -149,6 +150,9 @@ def test_two_data_roots_with_the_same_run_names_stay_apart(data_root, tmp_path, 
     plot = bench.metadata["energy_vs_time"].value
     assert plot.count("data:image/svg+xml;base64,") == 4  # bert and resnet of each root
     assert "### b / power-limit / bert" in plot
+    alts = re.findall(r"!\[([^\]]*)\]\(data:", plot)  # one alt text per plot, its title
+    assert sorted(alts) == sorted(f"{root} / power-limit / {benchmark}"
+                                  for root in ("b", "lab") for benchmark in ("bert", "resnet"))
     with TaudbDatabase(f"sqlite:///{warehouse.root}/taudb.sqlite") as db:
         trials = list_trials(db)  # one per run folder: same names, distinct source keys
     assert sorted(t["source_key"] for t in trials) == sorted(
