@@ -51,3 +51,18 @@ def test_a_resource_with_its_map_built_still_copies_and_runs(tmp_path):
 
     result = dg.materialize([resolved], resources={"gpu_source": source})
     assert result.output_for_node("resolved") == "e/x/150W/0"
+
+
+def test_a_copy_with_other_roots_maps_its_own_roots(tmp_path):
+    source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(tmp_path / "a"), name="a")])
+    assert list(source.roots_by_name()) == ["a"]
+    other = source.model_copy(update={"data_roots": [DataRoot(path=str(tmp_path), name="b")]})
+    assert list(other.roots_by_name()) == ["b"]
+    assert other.resolve("b/e/x/150W/0")[1].path == tmp_path / "e/x/150W/0"
+    with pytest.raises(KeyError, match="no data root named 'a'"):
+        other.resolve("a/e/x/150W/0")
+    # the same name and path with another setting: the copy resolves to its own root
+    zoned = source.model_copy(update={"data_roots": [
+        DataRoot(path=str(tmp_path / "a"), name="a", timezone="Europe/Berlin")]})
+    assert zoned.resolve("a/e/x/150W/0")[0].timezone == "Europe/Berlin"
+    assert source.resolve("a/e/x/150W/0")[0].timezone == "UTC"
