@@ -173,12 +173,13 @@ def _local_time(path: Path, table: pa.Table, timezone: str) -> pd.DatetimeIndex:
 
 
 def _frame(
-    time: pd.DatetimeIndex, table: pa.Table, units: dict[str, tuple[str, float]]
+    path: Path, time: pd.DatetimeIndex, table: pa.Table, units: dict[str, tuple[str, float]]
 ) -> pd.DataFrame:
     """``time`` first, then known columns scaled and renamed, then the others as read.
 
     The known columns are written, scaled, straight into one float64 block
     (pandas' own layout, no per-column temporaries or consolidation copy).
+    An other column whose snake_case name is already taken is an InputError.
     """
     known = [name for name in table.column_names if name in units]
     block = np.empty((len(known), table.num_rows))
@@ -192,7 +193,11 @@ def _frame(
     frame.insert(0, "time", time)
     for name in table.column_names:
         if name != "timestamp" and name not in units:
-            frame[snake_case(name)] = table[name].to_pandas()
+            renamed = snake_case(name)
+            if renamed in frame.columns:
+                raise InputError(path, f"column would be kept as {renamed!r}, a name already "
+                                 "taken", line=1, field=name)
+            frame[renamed] = table[name].to_pandas()
     return frame
 
 
@@ -219,7 +224,7 @@ def _timestamps_types(names: list[str]) -> dict[str, pa.DataType]:
 
 def _timestamps_frame(path: Path, table: pa.Table, timezone: str) -> pd.DataFrame:
     _require(path, table, "timestamp", "event", "data")
-    frame = _frame(_local_time(path, table, timezone), table, {})
+    frame = _frame(path, _local_time(path, table, timezone), table, {})
     if not (frame["event"] == END_EVENT).any():
         raise IncompleteInputError(path, f"no {END_EVENT} event yet", field="event")
     return validate(schemas.TIMESTAMPS_SCHEMA, frame, path)
@@ -231,7 +236,7 @@ def _gpu_power_types(names: list[str]) -> dict[str, pa.DataType]:
 
 def _gpu_power_frame(path: Path, table: pa.Table, timezone: str) -> pd.DataFrame:
     _require(path, table, "timestamp", "power")
-    frame = _frame(_local_time(path, table, timezone), table, GPU_POWER_COLUMNS)
+    frame = _frame(path, _local_time(path, table, timezone), table, GPU_POWER_COLUMNS)
     return validate(schemas.GPU_POWER_SCHEMA, frame, path)
 
 
@@ -244,7 +249,7 @@ def _external_frame(path: Path, table: pa.Table, timezone: str, unit: str) -> pd
     channels = [name for name in table.column_names if _CHANNEL.match(name)]
     _require(path, table, "timestamp", *(channels or ["d0c0"]))
     frame = _frame(
-        _local_time(path, table, timezone), table, {c: (f"{c}_w", factor) for c in channels}
+        path, _local_time(path, table, timezone), table, {c: (f"{c}_w", factor) for c in channels}
     )
     total = np.sum([frame[f"{c}_w"].to_numpy() for c in channels], axis=0)
     frame.insert(1, "external_power_w", total)
@@ -262,7 +267,7 @@ def _samples_frame(path: Path, table: pa.Table) -> pd.DataFrame:
         raise InputError(path, "missing timestamp", line=first + 2, field="timestamp")
     power = path.name == POWER_SAMPLES + SAMPLES_SUFFIX
     units = {"value": ("power_w", 1e-3) if power else ("value", 1.0)}
-    frame = _frame(epoch_us_to_utc(table["timestamp"]), table, units)
+    frame = _frame(path, epoch_us_to_utc(table["timestamp"]), table, units)
     schema = schemas.POWER_SAMPLES_SCHEMA if power else schemas.SAMPLES_SCHEMA
     return validate(schema, frame, path)
 

@@ -161,6 +161,15 @@ def test_unknown_extra_columns_are_kept(repetition):
     assert len(repetition_energy(rep)) == 5
 
 
+def test_extra_column_that_would_shadow_another(repetition):
+    ref, _ = repetition
+    edit_lines(ref.path / "gpu-power.csv", lambda lines: [
+        line.rstrip(b"\n") + (b",Power W\n" if number == 0 else b",1\n")
+        for number, line in enumerate(lines)])
+    raises(ref, "column would be kept as 'power_w', a name already taken", line=1,
+           field="Power W")
+
+
 def test_run_name_matching_no_pattern_keeps_label(make_repetition, tmp_path):
     ref, _ = make_repetition(tmp_path, key="power-limit/bert/default settings/0")
     energy = repetition_energy(read_repetition(ref))
