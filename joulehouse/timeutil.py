@@ -117,7 +117,11 @@ def _one_offset(naive: pd.DatetimeIndex, timezone: str) -> pd.Timedelta | None:
 
 def epoch_us_to_utc(values: pa.Array | pa.ChunkedArray | np.ndarray) -> pd.DatetimeIndex:
     """Microseconds since 1970-01-01 UTC to a UTC DatetimeIndex (ns)."""
-    nanos = np.multiply(np.asarray(values, dtype="int64"), 1000)  # one copy, then views
+    return epoch_ns_to_utc(np.multiply(np.asarray(values, dtype="int64"), 1000))  # one copy
+
+
+def epoch_ns_to_utc(nanos: np.ndarray) -> pd.DatetimeIndex:
+    """Nanoseconds (int64) since 1970-01-01 UTC to a UTC DatetimeIndex, viewing ``nanos``."""
     return pd.DatetimeIndex(nanos.view("datetime64[ns]"), copy=False).tz_localize(UTC)
 
 

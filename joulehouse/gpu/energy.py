@@ -30,7 +30,7 @@ from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
 from joulehouse.gpu.layout import root_name
 from joulehouse.gpu.readers import Repetition
 from joulehouse.integrate import counter_energy, trapezoid_energy
-from joulehouse.timeutil import seconds_since
+from joulehouse.timeutil import epoch_ns_to_utc, seconds_since
 from joulehouse.validation import validate
 
 FACTS_SOURCE = "gpu-benchmark"
@@ -175,8 +175,8 @@ def repetition_energy(rep: Repetition, *, data_root: str | None = None,
     }
     starts_ns = np.array([w[2] for w in windows], dtype="int64")
     ends_ns = np.array([w[3] for w in windows], dtype="int64")
-    t0, t1 = (starts_ns - windows[0][2]) / 1e9, (ends_ns - windows[0][2]) / 1e9
-    starts, ends = _utc(starts_ns), _utc(ends_ns)
+    starts, ends = epoch_ns_to_utc(starts_ns), epoch_ns_to_utc(ends_ns)
+    t0, t1 = seconds_since(starts, origin), seconds_since(ends, origin)
     duration = t1 - t0
     count = len(windows)
     missing, missing_count = np.full(count, np.nan), pd.array([None] * count, dtype="Int64")
@@ -227,11 +227,6 @@ def _int64(values: np.ndarray) -> pd.arrays.IntegerArray:
     """A nullable Int64 array of int values without NA (no per-value conversion)."""
     values = np.asarray(values, dtype="int64")
     return pd.arrays.IntegerArray(values, np.zeros(len(values), dtype=bool))
-
-
-def _utc(ns: np.ndarray) -> pd.DatetimeIndex:
-    """UTC ns since the epoch to a UTC DatetimeIndex."""
-    return pd.DatetimeIndex(ns.view("datetime64[ns]"), copy=False).tz_localize("UTC")
 
 
 def energy_facts_rows(per_repetition: pd.DataFrame) -> pd.DataFrame:
