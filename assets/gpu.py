@@ -162,7 +162,9 @@ def _stored_energy(context: dg.AssetExecutionContext, warehouse: Warehouse) -> p
     if not keys:
         raise dg.Failure("no per-repetition energy stored yet: materialize gpu_repetition_energy")
     frame = tables.read_partitions(ENERGY_TABLE, keys)
-    outdated = _without_data_root(frame, keys)
+    if "data_root" in frame.columns and frame["data_root"].notna().all():
+        return frame
+    outdated = tables.partitions_without(ENERGY_TABLE, keys, "data_root")
     if outdated:
         shown = ", ".join(outdated[:KEYS_SHOWN])
         more = f" and {len(outdated) - KEYS_SHOWN} more" if len(outdated) > KEYS_SHOWN else ""
@@ -175,24 +177,6 @@ def _stored_energy(context: dg.AssetExecutionContext, warehouse: Warehouse) -> p
             metadata={"partitions": dg.MetadataValue.json(outdated)},
         )
     return frame
-
-
-def _without_data_root(frame: pd.DataFrame, keys: list[str]) -> list[str]:
-    """The partition keys among ``keys`` whose stored rows have no ``data_root``.
-
-    Such rows carry only their ``repetition`` (the key without its root name):
-    a key is outdated when its repetition has such rows and no row with a
-    ``data_root`` gives the key itself (the same repetition of another root
-    may be stored in full).
-    """
-    if "data_root" not in frame.columns:
-        return list(keys)
-    missing = frame["data_root"].isna()
-    if not missing.any():
-        return []
-    stored = set(frame.loc[~missing, "data_root"] + "/" + frame.loc[~missing, "repetition"])
-    bare = set(frame.loc[missing, "repetition"])
-    return [key for key in keys if key.partition("/")[2] in bare and key not in stored]
 
 
 @dg.asset(

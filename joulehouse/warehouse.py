@@ -81,6 +81,12 @@ class Warehouse:
             raise FileNotFoundError(f"partitions not stored: {', '.join(missing)}")
         return _read(paths)
 
+    def partitions_without(self, table: str, keys: Iterable[str], column: str) -> list[str]:
+        """The given partitions of ``table`` whose stored file has no ``column`` (footers only)."""
+        folder = self.table_dir(table)
+        return [key for key in keys
+                if column not in pq.read_schema(folder / partition_file_name(key)).names]
+
     def read_table(self, table: str) -> pd.DataFrame:
         """All rows of ``table``: every partition, or the unpartitioned file."""
         return _read(self._files(table))

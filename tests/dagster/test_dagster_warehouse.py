@@ -46,6 +46,8 @@ def test_replace_and_read_partitions_with_different_columns(tmp_path):
     assert tables.read_partitions("frames", ["b"])["extra"].tolist() == ["x"]
     with pytest.raises(FileNotFoundError):
         tables.read_partitions("frames", ["missing"])
+    assert tables.partitions_without("frames", ["a", "b"], "extra") == ["a"]
+    assert tables.partitions_without("frames", ["a", "b"], "power_w") == []
 
 
 def test_unpartitioned_table_and_bad_names(tmp_path):
