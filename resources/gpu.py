@@ -15,7 +15,7 @@ from functools import lru_cache
 import dagster as dg
 from pydantic import Field
 
-from joulehouse.gpu.layout import RepetitionRef, root_name
+from joulehouse.gpu.layout import RepetitionRef, is_root_name, root_name
 
 ENV = "JOULEHOUSE_GPU_DATA_ROOTS"
 
@@ -105,7 +105,7 @@ def _roots_by_name(data_roots: tuple[DataRoot, ...]) -> dict[str, DataRoot]:
     """The map of :meth:`GpuBenchmarkSource.roots_by_name` (DataRoot is frozen, so hashable)."""
     roots: dict[str, DataRoot] = {}
     for root in data_roots:
-        if not root.key_prefix or root.key_prefix in roots or "/" in root.key_prefix:
+        if not is_root_name(root.key_prefix) or root.key_prefix in roots:
             raise ValueError(f"data root name must be unique, non-empty and contain no '/': "
                              f"{root.key_prefix!r}; set `name` for {root.path}")
         roots[root.key_prefix] = root

@@ -10,7 +10,7 @@ import pandas as pd
 
 from joulehouse.errors import InputError
 from joulehouse.gpu.energy import REPETITION_ENERGY_COLUMNS, repetition_energy
-from joulehouse.gpu.layout import find_repetitions, is_complete, root_name
+from joulehouse.gpu.layout import find_repetitions, is_complete, is_root_name, root_name
 from joulehouse.gpu.readers import EXTERNAL_POWER_UNITS, read_repetition
 from joulehouse.gpu.schemas import REPETITION_ENERGY_SCHEMA
 from joulehouse.timeutil import check_timezone
@@ -51,7 +51,7 @@ def _timezone(name: str) -> str:
 
 
 def _root_name(name: str) -> str:
-    if not name or "/" in name:
+    if not is_root_name(name):
         raise argparse.ArgumentTypeError(f"a data root name is non-empty, without '/': {name!r}")
     return name
 

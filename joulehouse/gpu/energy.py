@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
-from joulehouse.gpu.layout import root_name
+from joulehouse.gpu.layout import is_root_name, root_name
 from joulehouse.gpu.readers import Repetition
 from joulehouse.integrate import counter_energy, trapezoid_energy
 from joulehouse.timeutil import epoch_ns_to_utc, seconds_since
@@ -150,8 +150,9 @@ def repetition_energy(rep: Repetition, *, data_root: str | None = None,
     """
     if data_root is None:
         data_root = root_name(rep.ref.data_root)
-    elif not data_root:
-        raise ValueError("data_root must name the data root, not be empty")
+    elif not is_root_name(data_root):
+        raise ValueError(f"data_root must name the data root, not be empty or hold '/': "
+                         f"{data_root!r}")
     windows = _windows(rep.timestamps)
     origin = pd.Timestamp(windows[0][2], unit="ns", tz="UTC")
     gpu_seconds: dict[str, np.ndarray] = {}  # gpu-power's times, converted once for both

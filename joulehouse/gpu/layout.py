@@ -33,6 +33,11 @@ def root_name(data_root: str | os.PathLike[str]) -> str:
     return Path(data_root).resolve().name
 
 
+def is_root_name(name: str) -> bool:
+    """A usable data root name: non-empty, without ``/`` (it begins partition keys)."""
+    return bool(name) and "/" not in name
+
+
 @dataclass(frozen=True)
 class RepetitionRef:
     """One repetition folder; ``key`` is its posix path relative to ``data_root``."""
