@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from functools import lru_cache
+from types import MappingProxyType
 
 import dagster as dg
 from pydantic import Field
@@ -73,7 +75,7 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
             roots = [DataRoot(path=str(default_root))]
         return cls(data_roots=roots, **settings)
 
-    def roots_by_name(self) -> dict[str, DataRoot]:
+    def roots_by_name(self) -> Mapping[str, DataRoot]:
         """The data roots by key prefix; raises on duplicate names.
 
         Built once per list of data roots (equal field by field), not per call
@@ -101,12 +103,13 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
 
 
 @lru_cache(maxsize=16)
-def _roots_by_name(data_roots: tuple[DataRoot, ...]) -> dict[str, DataRoot]:
-    """The map of :meth:`GpuBenchmarkSource.roots_by_name` (DataRoot is frozen, so hashable)."""
+def _roots_by_name(data_roots: tuple[DataRoot, ...]) -> Mapping[str, DataRoot]:
+    """The map of :meth:`GpuBenchmarkSource.roots_by_name` (DataRoot is frozen, so hashable),
+    read-only: every caller with equal roots shares it."""
     roots: dict[str, DataRoot] = {}
     for root in data_roots:
         if not is_root_name(root.key_prefix) or root.key_prefix in roots:
             raise ValueError(f"data root name must be unique, non-empty and contain no '/': "
                              f"{root.key_prefix!r}; set `name` for {root.path}")
         roots[root.key_prefix] = root
-    return roots
+    return MappingProxyType(roots)
