@@ -21,7 +21,8 @@ import time
 import dagster as dg
 
 from assets.taudb import tau_profile_sets, tau_profile_trials
-from joulehouse.taudb.landing import find_profile_sets, scan_landings
+from joulehouse.landing import scan_landings
+from joulehouse.taudb.landing import find_profile_sets
 from resources.taudb import TauProfileSource
 from sensors.partition_runs import range_run_requests
 
