@@ -89,10 +89,13 @@ def inside(root: Path, path: Path) -> Path:
 
 
 def clusters(root: str | os.PathLike[str]) -> list[str]:
-    """Names of the cluster folders (those holding ``cluster.json``), sorted."""
+    """Names of the cluster folders (every folder of the root), sorted.
+
+    A cluster folder should hold ``cluster.json``; whether it does is the
+    reader's concern, so that jobs of a cluster without one are still found.
+    """
     root = Path(root)
-    return sorted(entry.name for entry in _subdirs(root, root)
-                  if (root / entry.name / CLUSTER_FILE).is_file())
+    return [entry.name for entry in _subdirs(root, root)]
 
 
 def _subdirs(root: Path, folder: Path) -> list[os.DirEntry]:
