@@ -54,21 +54,18 @@ def cc_energy_kwh(avg_power_w: float, num_nodes: int, duration_s: float) -> floa
 def series_slices(samples: pd.DataFrame) -> list[tuple[tuple[str, str, str, Any], slice]]:
     """((metric, scope, host, id), rows) of each series of a reader's sample frame.
 
-    The reader writes each series' rows together; a label seen twice is a
-    series repeated in the file (ValueError).
+    Series are told apart by the ``series`` column (labels can repeat in real
+    files); the reader writes each series' rows together.
     """
     if samples.empty:
         return []
-    codes = np.column_stack([samples[name].cat.codes.to_numpy()
-                             for name in ("metric", "scope", "host", "id")])
-    bounds = np.concatenate(([0], np.flatnonzero((np.diff(codes, axis=0) != 0).any(axis=1)) + 1,
-                             [len(samples)]))
-    labels = [tuple(None if code < 0 else samples[name].cat.categories[code]
-                    for name, code in zip(("metric", "scope", "host", "id"), codes[start],
-                                          strict=True))
-              for start in bounds[:-1]]
-    if len(set(labels)) != len(labels):
-        raise ValueError("a series appears twice in the sample frame")
+    ordinal = samples["series"].to_numpy()
+    bounds = np.concatenate(([0], np.flatnonzero(np.diff(ordinal)) + 1, [len(samples)]))
+    names = ("metric", "scope", "host", "id")
+    columns = [(samples[name].cat.codes.to_numpy(), samples[name].cat.categories)
+                for name in names]
+    labels = [tuple(None if codes[start] < 0 else categories[codes[start]]
+                    for codes, categories in columns) for start in bounds[:-1]]
     return [(label, slice(int(a), int(b)))
             for label, a, b in zip(labels, bounds[:-1], bounds[1:], strict=True)]
 

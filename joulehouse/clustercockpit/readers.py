@@ -40,7 +40,7 @@ MAX_SERIES_POWER_W = 20_000.0
 #: cc-backend's old ``exclusive`` (archive v1, v2) -> v3's ``shared`` (its migration 09).
 SHARED_BY_EXCLUSIVE = {0: "multi_user", 1: "none", 2: "single_user"}
 
-SAMPLE_COLUMNS = ["job", "metric", "scope", "host", "id", "time", "value", "unit"]
+SAMPLE_COLUMNS = ["job", "series", "metric", "scope", "host", "id", "time", "value", "unit"]
 
 
 @dataclass(frozen=True)
@@ -204,8 +204,9 @@ class _SeriesBuffer:
 
     def frame(self, job: str) -> pd.DataFrame:
         lengths = np.array([len(v) for v in self.values], dtype="int64")
-        columns: dict[str, Any] = {"job": pd.Categorical.from_codes(
-            np.zeros(int(lengths.sum()), "int8"), [job])}
+        columns: dict[str, Any] = {
+            "job": pd.Categorical.from_codes(np.zeros(int(lengths.sum()), "int8"), [job]),
+            "series": np.repeat(np.arange(len(lengths), dtype="int32"), lengths)}
         for position, name in enumerate(("metric", "scope", "host", "id")):
             labels = [label[position] for label in self.labels]
             categories = sorted({v for v in labels if v is not None})
@@ -234,7 +235,9 @@ def read_samples(
 ) -> pd.DataFrame:
     """The long frame of a job's samples: one row per sample of every series.
 
-    Columns SAMPLE_COLUMNS: ``job`` (``cluster/jobId/startTime``), ``metric``,
+    Columns SAMPLE_COLUMNS: ``job`` (``cluster/jobId/startTime``), ``series``
+    (the series' position in the file: real files repeat a (host, id) within
+    a scope, e.g. fritz's two sockets both ``id "0"``), ``metric``,
     ``scope``, ``host``, ``id`` (socket, core, accelerator; missing for node
     scope), ``time`` (UTC: startTime + i x timestep), ``value`` (float, in
     SI ``unit``; NaN where the file has null). Rows are grouped by series

@@ -72,6 +72,8 @@ CC_JOBS_SCHEMA = pa.DataFrameSchema(
 SAMPLES_SCHEMA = pa.DataFrameSchema(
     {
         "job": _col("category", "the job's key cluster/jobId/startTime"),
+        "series": _col("int32", "position of the series in data.json (its identity: "
+                       "(metric, scope, host, id) repeats in real files)", _GE0),
         "metric": _col("category", "metric name"),
         "scope": _col("category", "node, socket, memoryDomain, core, hwthread, accelerator"),
         "host": _col("category", "host name"),
