@@ -317,5 +317,5 @@ def _check_power(path: Path, values: np.ndarray, field: str) -> None:
     """Refuse negative or absurd power samples, naming the first one."""
     bad = np.flatnonzero((values < 0) | (values > MAX_SERIES_POWER_W))
     if len(bad):
-        raise InputError(path, f"power {values[bad[0]]!r} W outside [0, {MAX_SERIES_POWER_W:g}] "
+        raise InputError(path, f"power {float(values[bad[0]])!r} W outside [0, {MAX_SERIES_POWER_W:g}] "
                          f"W ({len(bad)} samples)", field=f"{field}[{bad[0]}]")
