@@ -6,16 +6,23 @@
 ``meta.json`` and ``data.json.gz`` or ``data.json`` (the ``.gz`` is read
 when both exist, as cc-backend does). A job is identified by (cluster,
 jobId, startTime): the same jobId recurs with other start times.
-Everything here lists folders and stats files; nothing reads their content.
+Everything here lists folders and stats files; only :func:`is_complete`
+reads content (it parses the files, for the few folders a sensor checks).
 """
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import ijson
+
+from joulehouse.digest import file_stats_digest
 from joulehouse.errors import InputError
 
 VERSION_FILE = "version.txt"
@@ -132,3 +139,37 @@ def find_jobs(root: str | os.PathLike[str], cluster: str | None = None) -> Itera
                         continue
                     yield JobRef(root, name, int(level1.name) * 1000 + int(level2.name),
                                  int(start.name))
+
+
+def is_complete(folder: str | os.PathLike[str]) -> bool:
+    """True when the job folder's meta.json and data file both parse to the end.
+
+    cc-backend writes in place and deletes data.json before data.json.gz is
+    complete, so a crash leaves partial files; this parses meta.json and
+    streams the data file (gunzipping ``.gz``, whose end is checked) without
+    keeping it: about 0.1 s for a 13 MB data.json. Run it on the few folders
+    that are new or changed and quiet, not on the whole tree.
+    """
+    folder = Path(folder)
+    try:
+        json.loads((folder / META_FILE).read_bytes())
+        data = next((folder / name for name in DATA_FILES if (folder / name).is_file()), None)
+        if data is None:
+            return False
+        with gzip.open(data, "rb") if data.name.endswith(".gz") else open(data, "rb") as handle:
+            for _ in ijson.basic_parse(handle):
+                pass
+    except (OSError, EOFError, zlib.error, ValueError, ijson.JSONError):
+        return False  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+    return True
+
+
+def fingerprint(folder: str | os.PathLike[str]) -> str:
+    """Short hex digest of the job folder's file names, sizes and mtimes (ns).
+
+    Changes when meta.json is rewritten (tags), data.json is replaced by
+    data.json.gz, or any file is added or removed; reads no content.
+    """
+    with os.scandir(folder) as entries:
+        files = sorted((e for e in entries if e.is_file()), key=lambda e: e.name)
+        return file_stats_digest((entry.name, entry.stat()) for entry in files)
