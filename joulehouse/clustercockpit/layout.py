@@ -15,9 +15,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import stat
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import ijson
@@ -40,10 +42,29 @@ class JobRef:
     job_id: int
     start_time: int  # s since the epoch (UTC), the folder's name
 
-    @property
+    @cached_property
     def path(self) -> Path:
         """The job folder."""
         return job_folder(self.root, self.cluster, self.job_id, self.start_time)
+
+    def check_inside(self, name: str | None = None) -> None:
+        """Raise InputError if the job folder (or its file ``name``) leads outside the root.
+
+        Costs one ``lstat`` per folder level below the root (and the file);
+        the full resolution runs only where one of them is a symlink.
+        """
+        level1, level2 = str(self.job_id // 1000), f"{self.job_id % 1000:03d}"
+        current = str(self.root)
+        for part in (self.cluster, level1, level2, str(self.start_time), name):
+            if part is None:
+                break
+            current = os.path.join(current, part)
+            try:
+                is_link = stat.S_ISLNK(os.lstat(current).st_mode)
+            except FileNotFoundError:
+                return
+            if is_link:
+                inside(self.root, Path(current))
 
     @property
     def key(self) -> str:

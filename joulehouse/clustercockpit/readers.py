@@ -25,7 +25,13 @@ import ijson
 import numpy as np
 import pandas as pd
 
-from joulehouse.clustercockpit.layout import CLUSTER_FILE, VERSION_FILE, JobRef, inside
+from joulehouse.clustercockpit.layout import (
+    CLUSTER_FILE,
+    META_FILE,
+    VERSION_FILE,
+    JobRef,
+    inside,
+)
 from joulehouse.clustercockpit.units import ENERGY_UNIT, POWER_UNIT, UnitError, to_si
 from joulehouse.errors import InputError
 from joulehouse.timeutil import epoch_ns_to_utc
@@ -136,12 +142,14 @@ def read_meta(ref: JobRef) -> dict[str, Any]:
     Missing meta.json beside a data file is an InputError naming meta.json.
     """
     path = ref.meta_path
-    inside(ref.root, ref.path)
-    if not path.is_file():
+    ref.check_inside(META_FILE)
+    try:
+        meta = load_json(path)
+    except InputError as err:
         data = ref.data_path()
-        raise InputError(path, f"missing (the folder has {data.name} without it)" if data
-                         else "missing")
-    meta = load_json(path)
+        if err.reason == "missing" and data is not None:
+            raise InputError(path, f"missing (the folder has {data.name} without it)") from None
+        raise
     if not isinstance(meta, dict):
         raise InputError(path, "expected a JSON object")
     for name, kind in _META_REQUIRED.items():
@@ -250,7 +258,7 @@ def read_samples(
     path = ref.data_path()
     if path is None:
         raise InputError(ref.path / "data.json", "missing (the job folder has meta.json only)")
-    inside(ref.root, path)
+    ref.check_inside(path.name)
     cluster = cluster or ClusterConfig(ref.cluster, {})
     start_ns = int(meta["startTime"]) * 1_000_000_000
     buffer = _SeriesBuffer()

@@ -161,3 +161,19 @@ def test_unsupported_archive_version(writable_archive):
     (writable_archive / "version.txt").write_text("4\n")
     raises(lambda: read_version(writable_archive), writable_archive / "version.txt",
            "unsupported archive version '4'", line=1)
+
+
+def test_meta_json_symlinked_outside_the_root_refused(writable_archive, tmp_path):
+    ref = fritz(writable_archive)
+    outside = tmp_path / "meta.json"
+    outside.write_bytes(ref.meta_path.read_bytes())
+    ref.meta_path.unlink()
+    ref.meta_path.symlink_to(outside)
+    with pytest.raises(InputError, match="leads outside the archive root") as caught:
+        read_meta(ref)
+    assert caught.value.path == str(ref.meta_path)
+    inner = writable_archive / "fritz" / "meta-copy.json"
+    inner.write_bytes(outside.read_bytes())
+    ref.meta_path.unlink()
+    ref.meta_path.symlink_to(inner)  # a link inside the archive is fine
+    assert read_meta(ref)["jobId"] == 398764
