@@ -29,7 +29,11 @@ import numpy as np
 import pandas as pd
 
 from joulehouse.clustercockpit.readers import SCOPES, ClusterConfig
-from joulehouse.clustercockpit.schemas import HOST_ENERGY_SCHEMA, JOB_ENERGY_SCHEMA
+from joulehouse.clustercockpit.schemas import (
+    HOST_ENERGY_SCHEMA,
+    JOB_ENERGY_SCHEMA,
+    empty_table,
+)
 from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
 from joulehouse.integrate import counter_energy, trapezoid_energy
 from joulehouse.timeutil import seconds_since
@@ -117,8 +121,7 @@ def host_energy(meta: dict[str, Any], samples: pd.DataFrame, cluster: ClusterCon
                                      else np.nan)
     frame = pd.DataFrame(list(totals.values()))
     if frame.empty:
-        return pd.DataFrame({name: pd.Series(dtype=HOST_ENERGY_SCHEMA.columns[name].dtype.type)
-                             for name in HOST_ENERGY_COLUMNS})
+        return empty_table(HOST_ENERGY_SCHEMA)
     frame.insert(0, "job", f"{meta['cluster']}/{meta['jobId']}/{meta['startTime']}")
     frame.insert(1, "cluster", meta["cluster"])
     frame.insert(2, "job_id", int(meta["jobId"]))
@@ -147,8 +150,7 @@ def job_energy(meta: dict[str, Any], per_host: pd.DataFrame) -> pd.DataFrame:
     (0 when meta.json has no average for the metric, and for counters).
     """
     if per_host.empty:
-        return pd.DataFrame({name: pd.Series(dtype=JOB_ENERGY_SCHEMA.columns[name].dtype.type)
-                             for name in JOB_ENERGY_COLUMNS})
+        return empty_table(JOB_ENERGY_SCHEMA)
     key = ["job", "cluster", "job_id", "start_time", "metric", "kind", "scope", "duration_s"]
     groups = per_host.groupby(key, sort=True, observed=True)
     frame = groups.agg(hosts=("host", "size"), series=("series", "sum"),

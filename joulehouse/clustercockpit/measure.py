@@ -18,7 +18,7 @@ import pandas as pd
 
 from joulehouse.clustercockpit.aggregate import metric_stats
 from joulehouse.clustercockpit.conformance import DataConformance, SchemaWarning, meta_warnings
-from joulehouse.clustercockpit.energy import JOB_ENERGY_COLUMNS, host_energy, job_energy
+from joulehouse.clustercockpit.energy import host_energy, job_energy
 from joulehouse.clustercockpit.layout import JobRef, find_jobs
 from joulehouse.clustercockpit.readers import (
     ClusterConfig,
@@ -28,6 +28,7 @@ from joulehouse.clustercockpit.readers import (
     read_samples,
     read_version,
 )
+from joulehouse.clustercockpit.schemas import JOB_ENERGY_SCHEMA, empty_table
 from joulehouse.errors import InputError
 
 
@@ -96,8 +97,8 @@ def measure_jobs(root: str | os.PathLike[str], refs: Iterable[JobRef] | None = N
 
 
 def energy_table(measured: Iterable[JobMeasurement]) -> pd.DataFrame:
-    """The per-job, per-metric energy of many jobs in one frame (JOB_ENERGY_COLUMNS)."""
+    """The per-job, per-metric energy of many jobs in one frame (JOB_ENERGY_SCHEMA)."""
     parts = [m.job_energy for m in measured if len(m.job_energy)]
     if not parts:
-        return pd.DataFrame(columns=JOB_ENERGY_COLUMNS)
+        return empty_table(JOB_ENERGY_SCHEMA)
     return pd.concat(parts, ignore_index=True)

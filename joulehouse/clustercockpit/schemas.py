@@ -21,6 +21,12 @@ SHARED = ("none", "single_user", "multi_user")
 ENERGY_KINDS = ("power", "energy")
 
 
+def empty_table(schema: pa.DataFrameSchema) -> pd.DataFrame:
+    """A frame without rows whose columns have ``schema``'s names and dtypes."""
+    return pd.DataFrame({name: pd.Series(dtype=column.dtype.type)
+                         for name, column in schema.columns.items()})
+
+
 def _col(dtype, description: str, *checks: pa.Check, nullable: bool = False) -> pa.Column:
     return pa.Column(dtype, list(checks) or None, nullable=nullable, description=description)
 

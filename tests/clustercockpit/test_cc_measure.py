@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from joulehouse.clustercockpit.aggregate import rollup
+from joulehouse.clustercockpit.energy import energy_facts_rows
 from joulehouse.clustercockpit.jobs import read_jobs
 from joulehouse.clustercockpit.measure import energy_table, measure_jobs
 
@@ -32,3 +33,15 @@ def test_bad_job_left_out(writable_archive):
     assert [m.ref.job_id for m in measured] == [398764, 20639587]
     (error,) = errors
     assert error.path == str(path) and "truncated or invalid" in str(error)
+
+
+def test_empty_archive_gives_typed_empty_tables(tmp_path):
+    (tmp_path / "version.txt").write_text("1\n")
+    jobs = read_jobs(tmp_path).jobs
+    measured, errors = measure_jobs(tmp_path)
+    table = energy_table(measured)
+    assert (len(jobs), measured, errors, len(table)) == (0, [], [], 0)
+    assert str(table["start_time"].dtype) == "datetime64[ns, UTC]"
+    assert str(jobs["start_time_utc"].dtype) == "datetime64[ns, UTC]"
+    assert len(rollup(jobs, table)) == 0
+    assert len(energy_facts_rows(table)) == 0
