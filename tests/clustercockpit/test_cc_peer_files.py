@@ -88,3 +88,13 @@ def test_bundled_files_are_the_peer_files(cc_data, bundled, peer):
     assert names == sorted(path.name for path in (cc_data / peer).iterdir())
     for name in names:
         assert (package / name).read_bytes() == (cc_data / peer / name).read_bytes()
+
+
+def test_pre_v3_meta_fits_the_v1_schema_better(assembled_archive):
+    path = assembled_archive / "taurus/20639/587/1635856524/meta.json"
+    meta = json.loads(path.read_text())
+    found = {version: {(w.path, w.message) for w in meta_warnings("t", path, meta, version)}
+             for version in (1, 2, 3)}
+    assert ("/", "'shared' is a required property") in found[3]
+    assert not any("shared" in message or "exclusive" in message
+                   for _, message in found[1] | found[2])  # v1/v2 want exclusive: present
