@@ -106,8 +106,12 @@ def test_isolated_nulls_bridged_long_gaps_reported(emmy_archive):
     cluster = read_cluster(emmy_archive, "emmy")
     samples = read_samples(ref, meta, cluster, metrics={"rapl_power"})
     bridged = job_energy(meta, host_energy(meta, samples, cluster))
-    # two runs of two nulls in a row: 2 gaps of 180 s - the 60 s + 60 s halves... 250 s in all
+    # hosts e0348 and e0908 miss their last sample (at 86460 s): from their last one
+    # (86400 s) to the job's end (86525 s) is 125 s, over the 120 s limit: not bridged
     assert bridged["gap_count"].item() == 2 and bridged["gap_s"].item() == pytest.approx(250.0)
+    per_host = host_energy(meta, samples, cluster)
+    gaps = per_host[per_host["gap_count"] > 0]
+    assert gaps["host"].tolist() == ["e0348", "e0908"] and gaps["gap_s"].tolist() == [125.0] * 2
     strict = job_energy(meta, host_energy(meta, samples, cluster, max_missing=0))
     nulls = int(samples["value"].isna().sum())
     assert strict["gap_count"].item() >= nulls // 2
