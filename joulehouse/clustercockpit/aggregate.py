@@ -1,0 +1,122 @@
+"""Per-host metric statistics of a job, and rollups of jobs per day and owner.
+
+Statistics use each metric's coarsest scope present (as the energy does):
+min, max and mean of the samples with a value (nulls skipped, as
+cc-backend), and the time-weighted mean = trapezoid integral over the job's
+window / the time it covers (:func:`joulehouse.integrate.trapezoid_energy`,
+whose arithmetic holds for any quantity, with the energy's gap limit). At a
+finer scope than node the statistics are over all the host's series (each
+socket's values, not their sum).
+
+Rollups group jobs by UTC start day, cluster, partition, project and user;
+a job counts wholly on the day it started. Energies, node-hours and
+covered times are summed, never averaged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from joulehouse.clustercockpit.energy import coarsest_scopes, series_slices
+from joulehouse.clustercockpit.schemas import METRIC_STATS_SCHEMA, ROLLUP_SCHEMA
+from joulehouse.integrate import trapezoid_energy
+from joulehouse.timeutil import seconds_since
+from joulehouse.validation import validate
+
+ROLLUP_KEYS = ["day", "cluster", "cluster_partition", "project", "hpc_user"]
+
+
+def metric_stats(meta: dict[str, Any], samples: pd.DataFrame, *,
+                 max_missing: int = 1) -> pd.DataFrame:
+    """One row per host and metric of one job (METRIC_STATS_SCHEMA columns)."""
+    start = pd.Timestamp(int(meta["startTime"]), unit="s", tz="UTC").as_unit("ns")
+    duration = float(meta["duration"])
+    slices = series_slices(samples)
+    scopes = coarsest_scopes(slices)
+    times = seconds_since(samples["time"], start) if len(samples) else np.empty(0)
+    values = samples["value"].to_numpy()
+    units = samples["unit"].to_numpy()
+    window = (np.array([0.0]), np.array([duration]))
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for (metric, scope, host, _), part in slices:
+        if scope != scopes[metric]:
+            continue
+        t, v = times[part], values[part]
+        step = t[1] - t[0] if len(t) > 1 else duration
+        present = ~np.isnan(v)
+        row = rows.setdefault((host, metric), {
+            "host": host, "metric": metric, "scope": scope, "unit": str(units[part.start]),
+            "series": 0, "samples": 0, "missing": 0, "min": np.inf, "max": -np.inf, "sum": 0.0,
+            "integral": 0.0, "covered_s": 0.0})
+        row["series"] += 1
+        row["samples"] += int(present.sum())
+        row["missing"] += int((~present).sum())
+        if present.any():
+            v_present = v[present]
+            row["min"] = min(row["min"], float(v_present.min()))
+            row["max"] = max(row["max"], float(v_present.max()))
+            row["sum"] += float(v_present.sum())
+            result = trapezoid_energy(t[present], v_present, *window, (max_missing + 1) * step)
+            if not np.isnan(result.energy_j[0]):
+                row["integral"] += float(result.energy_j[0])
+                row["covered_s"] += duration - float(result.gap_s[0])
+    frame = pd.DataFrame(list(rows.values()), columns=[
+        "host", "metric", "scope", "unit", "series", "samples", "missing", "min", "max", "sum",
+        "integral", "covered_s"])
+    has = frame["samples"] > 0
+    frame["min"] = frame["min"].where(has)
+    frame["max"] = frame["max"].where(has)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frame["mean"] = np.where(has, frame["sum"] / frame["samples"], np.nan)
+        frame["time_weighted_mean"] = np.where(frame["covered_s"] > 0,
+                                               frame["integral"] / frame["covered_s"], np.nan)
+    frame.insert(0, "job", f"{meta['cluster']}/{meta['jobId']}/{meta['startTime']}")
+    frame.insert(1, "cluster", meta["cluster"])
+    frame.insert(2, "job_id", int(meta["jobId"]))
+    frame.insert(3, "start_time", pd.Series([start] * len(frame), dtype="datetime64[ns, UTC]"))
+    for name in ("series", "samples", "missing"):
+        frame[name] = frame[name].astype("int64")
+    for name in ("min", "max", "mean", "time_weighted_mean"):
+        frame[name] = frame[name].astype("float64")
+    frame = frame.sort_values(["metric", "host"], ignore_index=True)
+    frame = frame[list(METRIC_STATS_SCHEMA.columns)]
+    return validate(METRIC_STATS_SCHEMA, frame, "cc_metric_stats") if len(frame) else frame
+
+
+def rollup(jobs: pd.DataFrame, job_energy: pd.DataFrame) -> pd.DataFrame:
+    """Jobs, node-hours and energy per UTC start day, cluster, partition, project and user.
+
+    ``jobs``: cc_jobs rows; ``job_energy``: the per-job, per-metric energy of
+    (some of) those jobs. ``energy_j`` sums every metric's integrated energy
+    (counters included), ``covered_fraction`` is the summed covered
+    window-series over the summed window-series, ``energy_cc_kwh`` sums
+    cc-backend's per-metric figures. Jobs without energy rows count in
+    ``jobs`` and ``node_hours`` only.
+    """
+    per_job = job_energy.assign(
+        window_series_s=job_energy["duration_s"] * job_energy["series"],
+    ).groupby("job", observed=True).agg(
+        energy_j=("energy_j", "sum"), gap_s=("gap_s", "sum"),
+        window_series_s=("window_series_s", "sum"), energy_cc_kwh=("energy_cc_kwh", "sum"))
+    table = jobs[["job", "start_time_utc", "cluster", "cluster_partition", "project",
+                  "hpc_user", "node_hours"]].join(per_job, on="job")
+    table["day"] = table["start_time_utc"].dt.floor("D")
+    table["cluster_partition"] = table["cluster_partition"].fillna("")
+    table["has_energy"] = table["window_series_s"].notna()
+    groups = table.groupby(ROLLUP_KEYS, sort=True)
+    result = groups.agg(
+        jobs=("job", "size"), node_hours=("node_hours", "sum"),
+        energy_j=("energy_j", "sum"), jobs_with_energy=("has_energy", "sum"),
+        gap_s=("gap_s", "sum"), window_series_s=("window_series_s", "sum"),
+        energy_cc_kwh=("energy_cc_kwh", "sum")).reset_index()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        result["covered_fraction"] = np.where(
+            result["window_series_s"] > 0,
+            np.clip(1.0 - result["gap_s"] / result["window_series_s"], 0.0, 1.0), np.nan)
+    for name in ("jobs", "jobs_with_energy"):
+        result[name] = result[name].astype("int64")
+    result = result[list(ROLLUP_SCHEMA.columns)]
+    return validate(ROLLUP_SCHEMA, result, "cc_rollup") if len(result) else result

@@ -1,0 +1,214 @@
+"""Energy of a job per host and metric, beside cc-backend's own figure.
+
+A job's window is ``[startTime, startTime + duration]`` (s). For each
+energy metric (cluster.json's ``energy`` mark, else the known power metric
+names; see :meth:`~joulehouse.clustercockpit.readers.ClusterConfig.energy_kind`)
+and host, the series of the metric's coarsest scope present (node, else
+socket, ...) are each integrated over the window with
+:mod:`joulehouse.integrate` and their energies summed:
+
+- power metrics (W): trapezoid of the samples; a null sample is left out,
+  so an isolated missing sample is bridged linearly; a stretch longer than
+  ``(max_missing + 1) x timestep`` (``max_missing`` null samples in a row,
+  default 1) is not bridged but reported (``gap_count``, ``gap_s``,
+  ``covered_fraction``);
+- energy metrics (J): cumulative counters, deltas aware of resets.
+
+cc-backend's figure (its ``energy`` column) is meta.json's average power
+(W, whatever the unit says) x numNodes x duration / 3.6e6, in kWh rounded
+to 0.01 (half away from zero, as Go's math.Round); metrics of type energy
+count 0, as in cc-backend. It is computed per metric beside ours, never
+instead of it. Energies and durations are summed; no power is averaged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from joulehouse.clustercockpit.readers import SCOPES, ClusterConfig
+from joulehouse.clustercockpit.schemas import (
+    HOST_ENERGY_SCHEMA,
+    JOB_ENERGY_SCHEMA,
+    empty_table,
+)
+from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
+from joulehouse.integrate import counter_energy, trapezoid_energy
+from joulehouse.timeutil import seconds_since
+from joulehouse.validation import validate
+
+FACTS_SOURCE = "clustercockpit"
+J_PER_KWH = 3.6e6
+#: energy_facts component of the known energy metrics; other metrics name themselves.
+COMPONENTS = {"rapl_power": "cpu", "cpu_power": "cpu", "core_power": "cpu-cores",
+              "mem_power": "dram", "acc_power": "accelerator"}
+
+HOST_ENERGY_COLUMNS = list(HOST_ENERGY_SCHEMA.columns)
+JOB_ENERGY_COLUMNS = list(JOB_ENERGY_SCHEMA.columns)
+
+
+def cc_energy_kwh(avg_power_w: float, num_nodes: int, duration_s: float) -> float:
+    """cc-backend's energy of one power metric: avg x nodes x duration in kWh, to 0.01."""
+    raw = avg_power_w * num_nodes * (duration_s / 3600.0) / 1000.0
+    return float(np.sign(raw) * np.floor(abs(raw) * 100.0 + 0.5) / 100.0)
+
+
+def series_slices(samples: pd.DataFrame) -> list[tuple[tuple[str, str, str, Any], slice]]:
+    """((metric, scope, host, id), rows) of each series of a reader's sample frame.
+
+    Series are told apart by the ``series`` column (labels can repeat in real
+    files); the reader writes each series' rows together.
+    """
+    if samples.empty:
+        return []
+    ordinal = samples["series"].to_numpy()
+    bounds = np.concatenate(([0], np.flatnonzero(np.diff(ordinal)) + 1, [len(samples)]))
+    names = ("metric", "scope", "host", "id")
+    columns = [(samples[name].cat.codes.to_numpy(), samples[name].cat.categories)
+                for name in names]
+    labels = [tuple(None if codes[start] < 0 else categories[codes[start]]
+                    for codes, categories in columns) for start in bounds[:-1]]
+    return [(label, slice(int(a), int(b)))
+            for label, a, b in zip(labels, bounds[:-1], bounds[1:], strict=True)]
+
+
+def coarsest_scopes(slices) -> dict[str, str]:
+    """The coarsest scope each metric has series in (SCOPES order; unknown scopes last)."""
+    rank = {scope: i for i, scope in enumerate(SCOPES)}
+    chosen: dict[str, str] = {}
+    for (metric, scope, _, _), _rows in slices:
+        best = chosen.get(metric)
+        if best is None or rank.get(scope, len(rank)) < rank.get(best, len(rank)):
+            chosen[metric] = scope
+    return chosen
+
+
+def host_energy(meta: dict[str, Any], samples: pd.DataFrame, cluster: ClusterConfig,
+                *, max_missing: int = 1) -> pd.DataFrame:
+    """One row per host and energy metric of one job (HOST_ENERGY_SCHEMA columns).
+
+    ``samples`` is :func:`~joulehouse.clustercockpit.readers.read_samples`'
+    frame of the job (other metrics in it are ignored).
+    """
+    start = pd.Timestamp(int(meta["startTime"]), unit="s", tz="UTC").as_unit("ns")
+    duration = float(meta["duration"])
+    slices = series_slices(samples)
+    scopes = coarsest_scopes(slices)
+    times = seconds_since(samples["time"], start) if len(samples) else np.empty(0)
+    values = samples["value"].to_numpy()
+    totals: dict[tuple[str, str], dict[str, Any]] = {}
+    window = (np.array([0.0]), np.array([duration]))
+    for (metric, scope, host, _), rows in slices:
+        kind = cluster.energy_kind(metric)
+        if kind is None or scope != scopes[metric]:
+            continue
+        t, v = times[rows], values[rows]
+        step = t[1] - t[0] if len(t) > 1 else duration
+        present = ~np.isnan(v)
+        t, v = t[present], v[present]
+        integrate = trapezoid_energy if kind == "power" else counter_energy
+        result = integrate(t, v, *window, (max_missing + 1) * step)
+        row = totals.setdefault((host, metric), {
+            "host": host, "metric": metric, "kind": kind, "scope": scope, "series": 0,
+            "energy_j": 0.0, "gap_count": 0, "gap_s": 0.0, "mean_x_duration_j": 0.0})
+        row["series"] += 1
+        row["energy_j"] += float(np.nan_to_num(result.energy_j[0]))
+        row["gap_count"] += int(result.gap_count[0])
+        row["gap_s"] += float(result.gap_s[0])
+        row["mean_x_duration_j"] += (float(v.mean()) * duration if kind == "power" and len(v)
+                                     else np.nan)
+    frame = pd.DataFrame(list(totals.values()))
+    if frame.empty:
+        return empty_table(HOST_ENERGY_SCHEMA)
+    frame.insert(0, "job", f"{meta['cluster']}/{meta['jobId']}/{meta['startTime']}")
+    frame.insert(1, "cluster", meta["cluster"])
+    frame.insert(2, "job_id", int(meta["jobId"]))
+    frame.insert(3, "start_time", start)
+    frame["duration_s"] = duration
+    frame["covered_fraction"] = _covered(frame["gap_s"], duration * frame["series"])
+    frame["series"] = frame["series"].astype("int64")
+    frame["gap_count"] = frame["gap_count"].astype("int64")
+    frame = frame.sort_values(["metric", "host"], ignore_index=True)[HOST_ENERGY_COLUMNS]
+    return validate(HOST_ENERGY_SCHEMA, frame, "cc_host_energy")
+
+
+def _covered(gap_s, window_s) -> np.ndarray:
+    """1 - gap / window, clipped to [0, 1]; a window of 0 s is covered."""
+    gap_s, window_s = np.asarray(gap_s, float), np.asarray(window_s, float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.clip(np.where(window_s > 0, 1.0 - gap_s / window_s, 1.0), 0.0, 1.0)
+
+
+def job_energy(meta: dict[str, Any], per_host: pd.DataFrame) -> pd.DataFrame:
+    """One row per energy metric of one job: hosts summed, beside cc-backend's figure.
+
+    Columns JOB_ENERGY_SCHEMA: ``energy_j`` and ``mean_x_duration_j`` are sums
+    over hosts, ``covered_fraction`` is over all hosts' series;
+    ``energy_cc_kwh`` is cc-backend's formula from meta.json's statistics
+    (0 when meta.json has no average for the metric, and for counters).
+    """
+    if per_host.empty:
+        return empty_table(JOB_ENERGY_SCHEMA)
+    key = ["job", "cluster", "job_id", "start_time", "metric", "kind", "scope", "duration_s"]
+    groups = per_host.groupby(key, sort=True, observed=True)
+    frame = groups.agg(hosts=("host", "size"), series=("series", "sum"),
+                       energy_j=("energy_j", "sum"), gap_count=("gap_count", "sum"),
+                       gap_s=("gap_s", "sum"),
+                       mean_x_duration_j=("mean_x_duration_j", lambda s: s.sum(min_count=1)),
+                       ).reset_index()
+    frame["covered_fraction"] = _covered(frame["gap_s"], frame["duration_s"] * frame["series"])
+    stats = meta.get("statistics") or {}
+    frame["energy_cc_kwh"] = [
+        cc_energy_kwh(float(stats.get(metric, {}).get("avg", 0.0)), meta["numNodes"],
+                      meta["duration"]) if kind == "power" else 0.0
+        for metric, kind in zip(frame["metric"], frame["kind"], strict=True)]
+    cc_j = frame["energy_cc_kwh"] * J_PER_KWH
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frame["energy_vs_cc_pct"] = np.where(cc_j > 0, (frame["energy_j"] - cc_j) / cc_j * 100,
+                                             np.nan)
+    frame["user"] = meta.get("user") or ""
+    frame["project"] = meta.get("project") or ""
+    frame["partition"] = meta.get("partition")
+    frame["num_nodes"] = int(meta["numNodes"])
+    for name in ("hosts", "series", "gap_count"):
+        frame[name] = frame[name].astype("int64")
+    frame = frame[JOB_ENERGY_COLUMNS]
+    return validate(JOB_ENERGY_SCHEMA, frame, "cc_job_energy")
+
+
+def energy_facts_rows(job_energy_rows: pd.DataFrame) -> pd.DataFrame:
+    """``energy_facts`` of ClusterCockpit jobs: per job and metric, ours and cc-backend's.
+
+    ``entity`` is the job key ``cluster/jobId/startTime``; ``component`` from
+    COMPONENTS (else the metric's name; two metrics of one job with the same
+    component keep their metric names); ``method`` is ``power`` (integrated)
+    or ``counter``, and ``cc-backend`` for cc-backend's rounded average x
+    duration (power metrics with a figure). Integrated rows with unbridged
+    gaps give no fact (a fact covers its whole window).
+    """
+    rows = job_energy_rows
+    component = rows["metric"].map(lambda m: COMPONENTS.get(m, m))
+    clash = pd.DataFrame({"job": rows["job"], "c": component}).duplicated(keep=False)
+    component = component.where(~clash.to_numpy(), rows["metric"])
+    end = rows["start_time"] + pd.to_timedelta(rows["duration_s"], unit="s")
+
+    def facts(mask, energy, method) -> pd.DataFrame:
+        return pd.DataFrame({
+            "source": FACTS_SOURCE, "entity": rows["job"], "component": component,
+            "window_start": rows["start_time"], "window_end": end,
+            "duration_s": rows["duration_s"].astype("float64"),
+            "energy_j": energy.astype("float64"), "method": method,
+        }, columns=ENERGY_FACTS_COLUMNS)[np.asarray(mask, bool)]
+
+    whole = (rows["gap_count"] == 0).to_numpy() & rows["energy_j"].notna().to_numpy()
+    power = (rows["kind"] == "power").to_numpy()
+    parts = [facts(whole & power, rows["energy_j"], "power"),
+             facts(whole & ~power, rows["energy_j"], "counter"),
+             facts(power & (rows["energy_cc_kwh"] > 0).to_numpy(),
+                   rows["energy_cc_kwh"] * J_PER_KWH, "cc-backend")]
+    parts = [part for part in parts if len(part)] or [pd.DataFrame(columns=ENERGY_FACTS_COLUMNS)]
+    result = pd.concat(parts, ignore_index=True)
+    result = result.sort_values(["entity", "component", "method"], ignore_index=True)
+    return validate(ENERGY_FACTS_SCHEMA, result, "energy_facts") if len(result) else result
