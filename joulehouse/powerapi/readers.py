@@ -150,13 +150,14 @@ def utc_timestamps(path: Path, column: pa.ChunkedArray | pa.Array, timezone: str
         return _localize(path, naive, timezone, locate) if kind.tz is None else naive.tz_localize(
             "UTC")
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return _iso(path, column, timezone, locate)
+        return _iso(path, column, timezone, locate, epoch_zone)
     raise InputError(path, f"timestamps of type {kind}", line=locate(0), field="timestamp")
 
 
-def _iso(path: Path, strings: pa.Array, timezone: str, locate) -> pd.DatetimeIndex:
+def _iso(path: Path, strings: pa.Array, timezone: str, locate,
+         epoch_zone: str | None) -> pd.DatetimeIndex:
     if pc.all(pc.match_substring_regex(strings, r"^\d+$")).as_py():
-        return utc_timestamps(path, pc.cast(strings, pa.int64()), timezone, locate)
+        return utc_timestamps(path, pc.cast(strings, pa.int64()), timezone, locate, epoch_zone)
     zoned = pc.match_substring_regex(strings, r"(Z|[+-]\d\d:?\d\d)$")
     if pc.any(zoned).as_py() and not pc.all(zoned).as_py():
         raise InputError(path, "timestamps with and without a time zone in one file",
