@@ -18,7 +18,6 @@ complete report, where a later read of the growing file starts.
 from __future__ import annotations
 
 import json
-import mmap
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -59,97 +58,109 @@ def iter_json_blocks(path: Path, *, start: int = 0,
     """Blocks of report objects from byte ``start`` on (0, or a previous block's ``end``)."""
     if path.stat().st_size == 0:
         raise InputError(path, "empty file")
-    with path.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        view = memoryview(data)
-        try:
-            head = data[start:start + 4096].lstrip()
-            if start == 0 and head[:1] not in (b"{", b"["):
-                raise InputError(path, "not JSON: expected '[' or '{'", line=1)
-            if start == 0 and (head[:1] == b"[" or _WRAPPER.match(head)):
-                yield from _scanned(path, view, start, 1 if head[:1] == b"[" else 2, block_bytes)
-            elif _one_object_per_line(data, start):
-                yield from _lines(path, data, view, start, block_bytes)
-            else:
-                yield from _scanned(path, view, start, 0, block_bytes)
-        finally:
-            view.release()
+    buffer = pa.memory_map(str(path)).read_buffer()  # zero-copy slices, paged in by the OS
+    data = np.frombuffer(buffer, dtype=np.uint8)
+    head = bytes(data[start:start + 4096]).lstrip()
+    if start == 0 and head[:1] not in (b"{", b"["):
+        raise InputError(path, "not JSON: expected '[' or '{'", line=1)
+    if start == 0 and (head[:1] == b"[" or _WRAPPER.match(head)):
+        yield from _scanned(path, buffer, data, start, 1 if head[:1] == b"[" else 2, block_bytes)
+    elif _one_object_per_line(data, start):
+        yield from _lines(path, buffer, data, start, block_bytes)
+    else:
+        yield from _scanned(path, buffer, data, start, 0, block_bytes)
 
 
-def _one_object_per_line(data: mmap.mmap, start: int) -> bool:
-    end = data.find(b"\n", start)
+def _find(data: np.ndarray, start: int, stop: int, backwards: bool = False) -> int:
+    """Offset of the first (or last) line end in ``data[start:stop]``, -1 if none."""
+    step = 1 << 16
+    ranges = ((max(start, end - step), end) for end in range(stop, start, -step)) if backwards \
+        else ((low, min(stop, low + step)) for low in range(start, stop, step))
+    for low, high in ranges:
+        window = bytes(data[low:high])
+        found = window.rfind(b"\n") if backwards else window.find(b"\n")
+        if found >= 0:
+            return low + found
+    return -1
+
+
+def _one_object_per_line(data: np.ndarray, start: int) -> bool:
+    end = _find(data, start, len(data))
     try:
-        return isinstance(json.loads(data[start:end if end >= 0 else len(data)]), dict)
+        return isinstance(json.loads(bytes(data[start:end if end >= 0 else len(data)])), dict)
     except ValueError:
         return False
 
 
-def _read(path: Path, buffer, locate: Callable[[int], int]) -> pa.Table:
+def _read(path: Path, buffer: pa.Buffer, locate: Callable[[int], int]) -> pa.Table:
     try:
-        return pj.read_json(pa.BufferReader(pa.py_buffer(buffer)), read_options=pj.ReadOptions(
-            block_size=max(1 << 20, min(len(buffer) + 1, 16 << 20))))
+        return pj.read_json(pa.BufferReader(buffer), read_options=pj.ReadOptions(
+            block_size=max(1 << 20, min(buffer.size + 1, 16 << 20))))
     except pa.ArrowInvalid as err:
         match = _ROW.search(str(err))
         line = locate(int(match[1])) if match else None
         raise InputError(path, f"not valid JSON: {str(err).splitlines()[0]}", line=line) from None
 
 
-def _lines(path: Path, data: mmap.mmap, view: memoryview, start: int, block_bytes: int):
+def _lines(path: Path, buffer: pa.Buffer, data: np.ndarray, start: int, block_bytes: int):
     """JSON lines: blocks end at a line end; a last line that is not JSON yet is left out."""
     size = len(data)
-    line = _count_lines(view[:start]) + 1
+    line = _count_lines(data[:start]) + 1
     while start < size:
         stop = min(start + block_bytes, size)
-        cut = data.rfind(b"\n", start, stop) + 1 if stop < size else size
+        cut = _find(data, start, stop, backwards=True) + 1 if stop < size else size
         if cut <= start:  # a line longer than a block
-            cut = data.find(b"\n", stop) + 1 or size
+            cut = _find(data, stop, size) + 1 or size
         complete = True
-        if cut == size and data[size - 1:size] != b"\n":
-            last = data.rfind(b"\n", start, size) + 1
+        if cut == size and data[size - 1] != _NEWLINE:
+            last = _find(data, start, size, backwards=True) + 1
             try:
-                json.loads(data[last:size])
+                json.loads(bytes(data[last:size]))
             except ValueError:
                 complete, cut = False, last
-        locate = _line_locator(view, start, cut, line)
-        table = _read(path, view[start:cut], locate) if cut > start else pa.table({})
+        locate = _line_locator(data, start, cut, line)
+        table = _read(path, buffer.slice(start, cut - start), locate) if cut > start else (
+            pa.table({}))
         yield JsonBlock(table, cut, complete, locate)
-        line += _count_lines(view[start:cut])
+        line += _count_lines(data[start:cut])
         start = cut
         if not complete:
             return
 
 
-def _count_lines(chunk: memoryview) -> int:
-    return int(np.count_nonzero(np.frombuffer(chunk, dtype=np.uint8) == _NEWLINE))
+def _count_lines(chunk: np.ndarray) -> int:
+    return int(np.count_nonzero(chunk == _NEWLINE))
 
 
-def _line_locator(view: memoryview, start: int, cut: int, line: int) -> Callable[[int], int]:
-    """Line of the row-th non-blank line of ``view[start:cut]`` (computed when asked)."""
+def _line_locator(data: np.ndarray, start: int, cut: int, line: int) -> Callable[[int], int]:
+    """Line of the row-th non-blank line of ``data[start:cut]`` (computed when asked)."""
     def locate(row: int) -> int:
-        lines = bytes(view[start:cut]).split(b"\n")
+        lines = bytes(data[start:cut]).split(b"\n")
         filled = [offset for offset, text in enumerate(lines) if text.strip()]
         return line + filled[min(row, len(filled) - 1)] if filled else line
     return locate
 
 
-def _scanned(path: Path, view: memoryview, start: int, depth: int, block_bytes: int):
+def _scanned(path: Path, buffer: pa.Buffer, data: np.ndarray, start: int, depth: int,
+             block_bytes: int):
     """Arrays, wrapped arrays and pretty-printed objects, rewritten to JSON lines per block."""
-    size, line, initial = len(view), 1, 0
+    size, line, initial = len(data), 1, 0
     while start < size:
         stop = min(start + block_bytes, size)
-        chunk = np.frombuffer(view[start:stop], dtype=np.uint8)
+        chunk = data[start:stop]
         rewritten, starts, ends = _rewrite(chunk, depth, initial)
         if not len(ends) and stop < size:
             block_bytes *= 2
             continue
         cut = start + (int(ends[-1]) + 1 if len(ends) else 0)
-        rest = bytes(view[cut:size]).strip(b" \t\r\n,]}") if stop == size else b""
+        rest = bytes(data[cut:size]).strip(b" \t\r\n,]}") if stop == size else b""
         complete = not rest
         newlines = np.cumsum(chunk == _NEWLINE, dtype=np.int64)
         lines = line + newlines[starts] - (chunk[starts] == _NEWLINE)
 
         def locate(row: int, lines: np.ndarray = lines, line: int = line) -> int:
             return int(lines[min(row, len(lines) - 1)]) if len(lines) else line
-        table = (_read(path, memoryview(rewritten)[: int(ends[-1]) + 2], locate)
+        table = (_read(path, pa.py_buffer(rewritten)[: int(ends[-1]) + 2], locate)
                  if len(ends) else pa.table({}))
         yield JsonBlock(table, cut, complete, locate)
         line += int(newlines[cut - start - 1]) if cut > start else 0
