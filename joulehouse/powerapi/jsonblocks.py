@@ -71,7 +71,7 @@ def iter_json_blocks(path: Path, *, start: int = 0,
         yield from _scanned(path, buffer, data, start, 0, block_bytes)
 
 
-def _find(data: np.ndarray, start: int, stop: int, backwards: bool = False) -> int:
+def find_line_end(data: np.ndarray, start: int, stop: int, backwards: bool = False) -> int:
     """Offset of the first (or last) line end in ``data[start:stop]``, -1 if none."""
     step = 1 << 16
     ranges = ((max(start, end - step), end) for end in range(stop, start, -step)) if backwards \
@@ -85,7 +85,7 @@ def _find(data: np.ndarray, start: int, stop: int, backwards: bool = False) -> i
 
 
 def _one_object_per_line(data: np.ndarray, start: int) -> bool:
-    end = _find(data, start, len(data))
+    end = find_line_end(data, start, len(data))
     try:
         return isinstance(json.loads(bytes(data[start:end if end >= 0 else len(data)])), dict)
     except ValueError:
@@ -108,12 +108,12 @@ def _lines(path: Path, buffer: pa.Buffer, data: np.ndarray, start: int, block_by
     line = _count_lines(data[:start]) + 1
     while start < size:
         stop = min(start + block_bytes, size)
-        cut = _find(data, start, stop, backwards=True) + 1 if stop < size else size
+        cut = find_line_end(data, start, stop, backwards=True) + 1 if stop < size else size
         if cut <= start:  # a line longer than a block
-            cut = _find(data, stop, size) + 1 or size
+            cut = find_line_end(data, stop, size) + 1 or size
         complete = True
         if cut == size and data[size - 1] != _NEWLINE:
-            last = _find(data, start, size, backwards=True) + 1
+            last = find_line_end(data, start, size, backwards=True) + 1
             try:
                 json.loads(bytes(data[last:size]))
             except ValueError:

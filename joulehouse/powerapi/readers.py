@@ -33,7 +33,7 @@ from pandas.api.types import union_categoricals
 
 from joulehouse.errors import InputError
 from joulehouse.powerapi import layout, schemas
-from joulehouse.powerapi.jsonblocks import DEFAULT_BLOCK_BYTES, iter_json_blocks
+from joulehouse.powerapi.jsonblocks import DEFAULT_BLOCK_BYTES, find_line_end, iter_json_blocks
 from joulehouse.timeutil import TimestampError, check_timezone, epoch_ns_to_utc, localize
 from joulehouse.validation import validate
 
@@ -332,27 +332,52 @@ def _counters_frame(path: Path, times: pd.DatetimeIndex, table: pa.Table, rows: 
 
 def _iter_hwpc_csv(path: Path, timezone: str, groups: Collection[str] | None, start: int,
                    block_bytes: int) -> Iterator[HwpcBlock]:
-    """hwpc-sensor CSV: one group per file, streamed by pyarrow; a last line cut short left out."""
+    """hwpc-sensor CSV, one group per file, parsed by pyarrow a block of lines at a time.
+
+    Blocks are zero-copy slices of a memory map ending at a line end; a last
+    line cut short (no line end, fields missing) is left out.
+    """
     group = layout.csv_group(path)
     if groups is not None and group not in groups:
         raise InputError(path, f"unknown group {group!r} (known: {sorted(groups)})")
-    raw = path.read_bytes() if start == 0 else None
-    header, end = _csv_extent(path, raw)
+    buffer = pa.memory_map(str(path)).read_buffer()
+    data = np.frombuffer(buffer, dtype=np.uint8)
+    header, end = _csv_extent(path, data)
     missing = [name for name in layout.HWPC_CSV_COLUMNS if name not in header]
     if missing:
         raise InputError(path, "missing column", line=1, field=missing[0])
     events = [name for name in header if name not in layout.HWPC_CSV_COLUMNS]
+    if len(set(header)) != len(header):
+        raise InputError(path, "a column appears twice", line=1)
     types = {"timestamp": pa.string(), "sensor": pa.string(), "target": pa.string(),
              "socket": pa.int64(), "cpu": pa.int64(), **dict.fromkeys(events, pa.float64())}
+    start = max(start, find_line_end(data, 0, len(data)) + 1)
+    line = int(np.count_nonzero(data[:start] == 10)) + 1
+    if start >= end:  # no complete line after the header (yet)
+        yield HwpcBlock(concat_counters([]), start, end == len(data))
+    while start < end:
+        stop = min(start + block_bytes, end)
+        cut = find_line_end(data, start, stop, backwards=True) + 1 if stop < end else end
+        if cut <= start:
+            cut = find_line_end(data, stop, end) + 1 or end
+        yield HwpcBlock(_csv_counters(path, buffer.slice(start, cut - start), header, types,
+                                      events, group, line, timezone), cut, cut == len(data))
+        line += int(np.count_nonzero(data[start:cut] == 10))
+        start = cut
+
+
+def _csv_counters(path: Path, chunk: pa.Buffer, header: list[str], types: dict, events: list[str],
+                  group: str, first_line: int, timezone: str) -> pd.DataFrame:
+    """Counters of a block of CSV lines (no header; its first line is ``first_line``)."""
     try:
-        table = pcsv.read_csv(pa.py_buffer(raw[:end]), read_options=pcsv.ReadOptions(
-            block_size=max(1 << 20, min(block_bytes, 16 << 20))),
+        table = pcsv.read_csv(pa.BufferReader(chunk), read_options=pcsv.ReadOptions(
+            column_names=header, block_size=max(1 << 20, min(chunk.size + 1, 16 << 20))),
             convert_options=pcsv.ConvertOptions(column_types=types))
     except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
-        raise InputError(path, f"not a readable hwpc-sensor CSV file: {err}") from None
+        raise _csv_error(path, chunk, header, first_line, err) from None
 
     def locate(row: int) -> int:
-        return row + 2
+        return first_line + row
 
     times = utc_timestamps(path, table["timestamp"], timezone, locate)
     matrix = np.column_stack([table[name].to_numpy() for name in events]) if events else (
@@ -360,31 +385,52 @@ def _iter_hwpc_csv(path: Path, timezone: str, groups: Collection[str] | None, st
     rows, columns = np.nonzero(~np.isnan(matrix))
     values = matrix[rows, columns]
     _check_values(path, values, rows, lambda i: events[columns[i]], locate)
-    counters = _counters_frame(path, times, table, rows, values, locate, {
+    return _counters_frame(path, times, table, rows, values, locate, {
         "group": pd.Categorical.from_codes(np.zeros(len(rows), "int8"), [group]),
         "socket": table["socket"].to_numpy()[rows],
         "cpu": table["cpu"].to_numpy()[rows],
-        "event": pd.Categorical.from_codes(columns.astype("int32"), events) if len(
-            set(events)) == len(events) else _duplicate(path),
+        "event": pd.Categorical.from_codes(columns.astype("int32"), events),
     })
-    yield HwpcBlock(counters, end, end == len(raw))
 
 
-def _duplicate(path: Path):
-    raise InputError(path, "an event column appears twice", line=1)
+def _csv_error(path: Path, chunk: pa.Buffer, header: list[str], first_line: int,
+               err: Exception) -> InputError:
+    """The line and field pyarrow refused (error path only: line by line)."""
+    for offset, text in enumerate(chunk.to_pybytes().decode("utf-8", "replace").splitlines()):
+        fields = text.split(",")
+        if len(fields) != len(header):
+            return InputError(path, f"{len(fields)} fields where the header has {len(header)}",
+                              line=first_line + offset)
+        for name, value in zip(header, fields, strict=True):
+            if name not in ("sensor", "target") and not _is_number(value):
+                return InputError(path, f"not a number: {value!r}", line=first_line + offset,
+                                  field=name)
+    return InputError(path, f"not a readable CSV file: {err}", line=first_line)
 
 
-def _csv_extent(path: Path, raw: bytes) -> tuple[list[str], int]:
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _csv_extent(path: Path, data: np.ndarray | bytes) -> tuple[list[str], int]:
     """The header and the end of the last complete line (a line cut short is left out)."""
-    if not raw.strip():
+    data = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes) else data
+    size = len(data)
+    if not size or not bytes(data[:4096]).strip():
         raise InputError(path, "empty file")
-    header = raw[: raw.find(b"\n")].decode("utf-8", "replace").strip().split(",")
-    end = len(raw)
-    if not raw.endswith(b"\n"):
-        last = raw.rfind(b"\n") + 1
-        if raw[last:].count(b",") != len(header) - 1 or raw[last:].rstrip().endswith(b","):
-            end = last
-    return header, end
+    header_end = find_line_end(data, 0, size)
+    header_end = size if header_end < 0 else header_end
+    header = bytes(data[:header_end]).decode("utf-8", "replace").strip().split(",")
+    if data[size - 1] == 10:
+        return header, size
+    last = find_line_end(data, 0, size, backwards=True) + 1
+    tail = bytes(data[last:])
+    complete = tail.count(b",") == len(header) - 1 and not tail.rstrip().endswith(b",")
+    return header, size if complete else last
 
 
 # --- RAPL ---------------------------------------------------------------------------------

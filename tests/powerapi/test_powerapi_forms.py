@@ -176,3 +176,15 @@ def test_windows_split_ticks_in_proportion(from_lines):
     assert table["duration_s"].tolist() == pytest.approx([0.374, 2, 2, 2, 2, 1.667])
     first_tick_j = 5709496320 * 2**-32
     assert table["energy_j"].iloc[0] == pytest.approx(first_tick_j * 0.374 / 1.004, rel=1e-9)
+
+
+def test_csv_streamed_in_blocks_and_from_an_offset(tmp_path, from_lines):
+    path = EXAMPLES / "hwpc-csv" / "core.csv"
+    whole = readers.read_hwpc(path)
+    blocks = list(readers.iter_hwpc(path, block_bytes=2000))
+    assert len(blocks) > 5 and blocks[-1].end == path.stat().st_size
+    pd.testing.assert_frame_equal(readers.concat_counters([b.counters for b in blocks]), whole)
+    rest = readers.concat_counters([b.counters for b in readers.iter_hwpc(
+        path, start=blocks[2].end)])
+    pd.testing.assert_frame_equal(
+        rest, readers.concat_counters([b.counters for b in blocks[3:]]))
