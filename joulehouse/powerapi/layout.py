@@ -99,14 +99,19 @@ def csv_group(path: Path) -> str:
     return path.name.removesuffix(".csv")
 
 
-def check_target(path: Path, target: str, line: int | None = None) -> str:
-    """``target`` if it is a name or a relative cgroup path staying inside its folder.
+def is_inside(target: str) -> bool:
+    """A target is a name or a relative cgroup path staying inside its report folder.
 
     PowerAPI turns a target into folders (``<sensor>-<target>/``), so an
     absolute path or one with ``..`` would point outside the output folder.
     """
-    parts = PurePosixPath(target).parts
-    if not target or target.startswith("/") or ".." in parts or "\\" in target:
+    return bool(target) and not target.startswith("/") and ".." not in PurePosixPath(
+        target).parts and "\\" not in target
+
+
+def check_target(path: Path, target: str, line: int | None = None) -> str:
+    """``target`` if :func:`is_inside`, else an InputError naming it."""
+    if not is_inside(target):
         raise InputError(path, f"target {target!r} is a path outside the report folder",
                          line=line, field="target")
     return target

@@ -96,10 +96,9 @@ def concat_counters(frames: list[pd.DataFrame]) -> pd.DataFrame:
     if len(frames) == 1:
         return frames[0]
     columns = {name: union_categoricals([frame[name] for frame in frames])
-               if name in _CATEGORIES else np.concatenate([frame[name].to_numpy() for frame in frames])
-               for name in schemas.COUNTERS_COLUMNS}
-    columns["timestamp"] = pd.DatetimeIndex(columns["timestamp"]).tz_localize("UTC") if (
-        pd.DatetimeIndex(columns["timestamp"]).tz is None) else columns["timestamp"]
+               if name in _CATEGORIES else np.concatenate([frame[name].values for frame in frames])
+               for name in schemas.COUNTERS_COLUMNS}  # .values: UTC datetime64, no Timestamps
+    columns["timestamp"] = epoch_ns_to_utc(columns["timestamp"].view("int64"))
     return pd.DataFrame(columns)
 
 
@@ -309,8 +308,9 @@ def _categorical(path: Path, column: pa.ChunkedArray | pa.Array, rows: np.ndarra
     categories = encoded.dictionary.to_pylist()
     if is_target:
         for code, target in enumerate(categories):
-            layout.check_target(path, target, locate(_first(
-                encoded.indices.to_numpy(zero_copy_only=False) == code)))
+            if not layout.is_inside(target):
+                layout.check_target(path, target, locate(_first(
+                    encoded.indices.to_numpy(zero_copy_only=False) == code)))
     codes = encoded.indices.to_numpy(zero_copy_only=False)[rows]
     return pd.Categorical.from_codes(codes, categories)
 
@@ -318,12 +318,13 @@ def _categorical(path: Path, column: pa.ChunkedArray | pa.Array, rows: np.ndarra
 def _counters_frame(path: Path, times: pd.DatetimeIndex, table: pa.Table, rows: np.ndarray,
                     values: np.ndarray, locate, parts: dict) -> pd.DataFrame:
     frame = pd.DataFrame({
-        "timestamp": times[rows],
+        "timestamp": epoch_ns_to_utc(times.asi8[rows]),
         "sensor": _categorical(path, table["sensor"], rows, locate),
         "target": _categorical(path, table["target"], rows, locate, is_target=True),
-        **parts,
+        "group": parts["group"], "socket": parts["socket"], "cpu": parts["cpu"],
+        "event": parts["event"],
         "value": values,
-    })[schemas.COUNTERS_COLUMNS]
+    })
     return validate(schemas.COUNTERS_SCHEMA, frame, path)
 
 
@@ -451,7 +452,7 @@ def rapl_energy(counters: pd.DataFrame) -> pd.DataFrame:
     rapl = rapl.drop_duplicates(["timestamp", "sensor", "target", "socket", "event"])
     domain = rapl["event"].astype(str).str.removeprefix(RAPL_EVENT_PREFIX).str.lower()
     frame = pd.DataFrame({
-        "timestamp": rapl["timestamp"].to_numpy(),
+        "timestamp": epoch_ns_to_utc(rapl["timestamp"].values.view("int64")),
         "sensor": rapl["sensor"].astype(str).to_numpy(object),
         "target": rapl["target"].astype(str).to_numpy(object),
         "socket": rapl["socket"].to_numpy(),
@@ -459,8 +460,6 @@ def rapl_energy(counters: pd.DataFrame) -> pd.DataFrame:
         "domain": domain.to_numpy(object),
         "energy_j": rapl["value"].to_numpy() * RAPL_UNIT_J,
     })
-    frame["timestamp"] = pd.DatetimeIndex(frame["timestamp"]).tz_localize("UTC") if (
-        pd.DatetimeIndex(frame["timestamp"]).tz is None) else frame["timestamp"]
     return validate(schemas.RAPL_SCHEMA, frame, "rapl_energy")
 
 
@@ -570,7 +569,8 @@ def _power_frame(path: Path, table: pa.Table, times: pd.DatetimeIndex, power: np
             raise InputError(path, f"target is {target!r}, not text", line=locate(row),
                              field="target")
     for target in set(targets):
-        layout.check_target(path, target, locate(targets.index(target)))
+        if not layout.is_inside(target):
+            layout.check_target(path, target, locate(targets.index(target)))
 
     def text(name: str) -> np.ndarray:
         if name not in metadata:
