@@ -188,3 +188,22 @@ def test_csv_streamed_in_blocks_and_from_an_offset(tmp_path, from_lines):
         path, start=blocks[2].end)])
     pd.testing.assert_frame_equal(
         rest, readers.concat_counters([b.counters for b in blocks[3:]]))
+
+
+def test_types_beyond_the_sample_are_read(tmp_path, reports):
+    """A file larger than the type sample: new fields and floats after integers are kept."""
+    repeated = [{**report, "timestamp": report["timestamp"].replace(":51:", f":{copy + 10}:")}
+                for copy in range(20) for report in reports]  # about 1.1 MB
+    index = max(i for i, report in enumerate(repeated) if report["target"] == "all")
+    last = json.loads(json.dumps(repeated[index]))  # rapl + msr
+    replaced = last["groups"]["rapl"]["0"]["7"]["RAPL_ENERGY_PKG"]
+    last["groups"]["rapl"]["0"]["7"]["RAPL_ENERGY_PKG"] = 4294967296.5
+    last["groups"]["rapl"]["1"] = {"15": {"RAPL_ENERGY_PKG": 2**32}}
+    repeated[index] = last
+    path = tmp_path / "big.jsonl"
+    path.write_text("".join(json.dumps(report) + "\n" for report in repeated))
+    assert path.stat().st_size > 1 << 20
+    rapl = readers.rapl_energy(readers.read_hwpc(path))
+    assert len(rapl) == 201
+    assert rapl["energy_j"].sum() == pytest.approx(
+        20 * FIXTURE_J - replaced * 2**-32 + 1 + 2**-33 + 1, rel=1e-12)
