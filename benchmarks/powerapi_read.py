@@ -9,6 +9,8 @@ round (best and median of ``--rounds`` after a warm-up call of each):
 - Joulehouse: ``readers.read_hwpc`` (counters in long form, validated) plus
   ``readers.rapl_energy`` (RAPL J per tick and socket), for the JSON-lines
   file and for the three CSV files;
+- for JSON, also Arrow's parse of the same blocks alone (``iter_json_blocks``),
+  the floor under Joulehouse's time;
 - powerapi 2.10.0 (in its own interpreter, ``--reference-python``, a
   throwaway venv: ``python -m venv /tmp/powerapi-ref-venv &&
   /tmp/powerapi-ref-venv/bin/pip install powerapi==2.10.0``): ``json.loads``
@@ -36,6 +38,7 @@ import pyarrow
 from machine import describe, load_average
 
 from joulehouse.powerapi import readers
+from joulehouse.powerapi.jsonblocks import iter_json_blocks
 
 ROOT = Path(__file__).resolve().parent
 FIXTURE = ROOT.parent / "examples" / "powerapi" / "smartwatts_timeline.jsonl"
@@ -92,6 +95,11 @@ def generate() -> tuple[Path, list[Path]]:
     return lines_path, csv_paths
 
 
+def arrow_parse_only(paths: list[Path]) -> int:
+    """The floor under ours for JSON: Arrow's parse of the blocks, nothing else."""
+    return sum(block.table.num_rows for path in paths for block in iter_json_blocks(path))
+
+
 def ours(paths: list[Path]) -> int:
     counters = readers.concat_counters([readers.read_hwpc(path) for path in paths])
     readers.rapl_energy(counters)
@@ -116,6 +124,8 @@ def main(argv: list[str] | None = None) -> None:
         ours(paths)  # warm-up
         reference(args.reference_python, kind, paths)
         times: dict[str, list[float]] = {"joulehouse": [], "powerapi": []}
+        if kind == "json":
+            times["arrow parse only"] = []
         rows = reports = 0
         for _ in range(args.rounds):
             start = time.perf_counter()
@@ -123,12 +133,16 @@ def main(argv: list[str] | None = None) -> None:
             times["joulehouse"].append(time.perf_counter() - start)
             seconds, reports = reference(args.reference_python, kind, paths)
             times["powerapi"].append(seconds)
+            if kind == "json":
+                start = time.perf_counter()
+                arrow_parse_only(paths)
+                times["arrow parse only"].append(time.perf_counter() - start)
         best = {name: min(values) for name, values in times.items()}
         median = {name: statistics.median(values) for name, values in times.items()}
         print(f"{kind}: {TICKS * 4} reports, {mb:.0f} MB; joulehouse {rows} counter rows, "
               f"powerapi {reports} reports")
         for name in times:
-            print(f"  {name:10s} best {best[name]:.3f} s ({TICKS * 4 / best[name]:,.0f} "
+            print(f"  {name:16s} best {best[name]:.3f} s ({TICKS * 4 / best[name]:,.0f} "
                   f"reports/s), median {median[name]:.3f} s")
         print(f"  ratio (powerapi / joulehouse): best {best['powerapi'] / best['joulehouse']:.1f}x,"
               f" median {median['powerapi'] / median['joulehouse']:.1f}x")
