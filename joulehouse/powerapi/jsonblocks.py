@@ -124,7 +124,6 @@ def _read(path: Path, buffer: pa.Buffer, locate: Callable[[int], int]) -> pa.Tab
 def _lines(path: Path, buffer: pa.Buffer, data: np.ndarray, start: int, block_bytes: int):
     """JSON lines: blocks end at a line end; a last line that is not JSON yet is left out."""
     size = len(data)
-    line = _count_lines(data[:start]) + 1
     while start < size:
         stop = min(start + block_bytes, size)
         cut = find_line_end(data, start, stop, backwards=True) + 1 if stop < size else size
@@ -137,23 +136,19 @@ def _lines(path: Path, buffer: pa.Buffer, data: np.ndarray, start: int, block_by
                 json.loads(bytes(data[last:size]))
             except ValueError:
                 complete, cut = False, last
-        locate = _line_locator(data, start, cut, line)
+        locate = _line_locator(data, start, cut)
         table = _read(path, buffer.slice(start, cut - start), locate) if cut > start else (
             pa.table({}))
         yield JsonBlock(table, cut, complete, locate)
-        line += _count_lines(data[start:cut])
         start = cut
         if not complete:
             return
 
 
-def _count_lines(chunk: np.ndarray) -> int:
-    return int(np.count_nonzero(chunk == _NEWLINE))
-
-
-def _line_locator(data: np.ndarray, start: int, cut: int, line: int) -> Callable[[int], int]:
+def _line_locator(data: np.ndarray, start: int, cut: int) -> Callable[[int], int]:
     """Line of the row-th non-blank line of ``data[start:cut]`` (computed when asked)."""
     def locate(row: int) -> int:
+        line = int(np.count_nonzero(data[:start] == _NEWLINE)) + 1
         lines = bytes(data[start:cut]).split(b"\n")
         filled = [offset for offset, text in enumerate(lines) if text.strip()]
         return line + filled[min(row, len(filled) - 1)] if filled else line

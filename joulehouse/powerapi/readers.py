@@ -56,11 +56,25 @@ class HwpcBlock:
     complete: bool
 
 
+@dataclass
+class _Columns:
+    """The counters of a block as arrays, before they become one frame (fewer copies)."""
+
+    timestamp_ns: np.ndarray
+    sensor: pd.Categorical
+    target: pd.Categorical
+    group: pd.Categorical
+    socket: np.ndarray
+    cpu: np.ndarray
+    event: pd.Categorical
+    value: np.ndarray
+
+
 def read_hwpc(path: str | os.PathLike[str], *, timezone: str = "UTC",
               groups: Collection[str] | None = None) -> pd.DataFrame:
     """All counters of one HWPC file (JSON or CSV); a last report cut short is left out."""
-    frames = [block.counters for block in iter_hwpc(path, timezone=timezone, groups=groups)]
-    return concat_counters(frames)
+    return _frame([columns for columns, _, _ in _iter_columns(
+        Path(path), timezone, groups, 0, DEFAULT_BLOCK_BYTES) if columns is not None], path)
 
 
 def iter_hwpc(path: str | os.PathLike[str], *, timezone: str = "UTC",
@@ -72,7 +86,13 @@ def iter_hwpc(path: str | os.PathLike[str], *, timezone: str = "UTC",
     is an InputError (None: any group). CSV files are one group each, named
     after the file (``rapl.csv`` or ``rapl``).
     """
-    path = Path(path)
+    for columns, end, complete in _iter_columns(Path(path), timezone, groups, start,
+                                                block_bytes):
+        yield HwpcBlock(_frame([] if columns is None else [columns], path), end, complete)
+
+
+def _iter_columns(path: Path, timezone: str, groups: Collection[str] | None, start: int,
+                  block_bytes: int) -> Iterator[tuple[_Columns | None, int, bool]]:
     check_timezone(timezone)
     item = layout.classify(path)
     if item.kind != layout.HWPC:
@@ -81,34 +101,42 @@ def iter_hwpc(path: str | os.PathLike[str], *, timezone: str = "UTC",
         yield from _iter_hwpc_csv(path, timezone, groups, start, block_bytes)
         return
     for block in iter_json_blocks(path, start=start, block_bytes=block_bytes):
-        if block.table.num_rows:
-            counters = _counters_from_json(path, block, timezone, groups)
-        else:
-            counters = concat_counters([])
-        yield HwpcBlock(counters, block.end, block.complete)
+        columns = _counters_from_json(path, block, timezone, groups) if (
+            block.table.num_rows) else None
+        yield columns, block.end, block.complete
 
 
 def concat_counters(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """Counters frames one after the other, categories merged (not turned to object)."""
-    frames = [frame for frame in frames if len(frame)]
-    if not frames:
-        return validate(schemas.COUNTERS_SCHEMA, _empty_counters(), "counters")
-    if len(frames) == 1:
-        return frames[0]
-    columns = {name: union_categoricals([frame[name] for frame in frames])
-               if name in _CATEGORIES else np.concatenate([frame[name].values for frame in frames])
-               for name in schemas.COUNTERS_COLUMNS}  # .values: UTC datetime64, no Timestamps
-    columns["timestamp"] = epoch_ns_to_utc(columns["timestamp"].view("int64"))
-    return pd.DataFrame(columns)
+    return _frame([_Columns(frame["timestamp"].values.view("int64"), *(
+        frame[name].array if name in _CATEGORIES else frame[name].to_numpy()
+        for name in schemas.COUNTERS_COLUMNS[1:])) for frame in frames])
 
 
-def _empty_counters() -> pd.DataFrame:
-    return pd.DataFrame({
-        "timestamp": pd.DatetimeIndex([], tz="UTC"),
-        **{name: pd.Categorical([]) for name in ("sensor", "target", "group")},
-        "socket": np.empty(0, "int64"), "cpu": np.empty(0, "int64"),
-        "event": pd.Categorical([]), "value": np.empty(0, "float64"),
-    })[schemas.COUNTERS_COLUMNS]
+def _frame(parts: list[_Columns], source: str | Path = "counters") -> pd.DataFrame:
+    """One validated counters frame; socket and cpu are written straight into one block."""
+    parts = [part for part in parts if len(part.value)]
+    count = sum(len(part.value) for part in parts)
+    ids = np.empty((2, count), dtype="int64")  # pandas' own layout of two int64 columns
+    if parts:
+        np.concatenate([part.socket for part in parts], out=ids[0])
+        np.concatenate([part.cpu for part in parts], out=ids[1])
+    frame = pd.DataFrame(ids.T, columns=["socket", "cpu"], copy=False)
+    times = np.concatenate([part.timestamp_ns for part in parts]) if parts else np.empty(
+        0, "int64")
+
+    def category(name: str) -> pd.Categorical:
+        if not parts:
+            return pd.Categorical([])
+        values = [getattr(part, name) for part in parts]
+        return values[0] if len(values) == 1 else union_categoricals(values)
+
+    frame.insert(0, "timestamp", epoch_ns_to_utc(times))
+    for position, name in enumerate(("sensor", "target", "group"), start=1):
+        frame.insert(position, name, category(name))
+    frame["event"] = category("event")
+    frame["value"] = np.concatenate([part.value for part in parts]) if parts else np.empty(0)
+    return validate(schemas.COUNTERS_SCHEMA, frame, source)
 
 
 # --- timestamps ---------------------------------------------------------------------------
@@ -210,7 +238,7 @@ class _Leaf:
 
 
 def _counters_from_json(path: Path, block, timezone: str,
-                        groups: Collection[str] | None) -> pd.DataFrame:
+                        groups: Collection[str] | None) -> _Columns | None:
     table = block.table
     for name in ("timestamp", "sensor", "target", "groups"):
         if name not in table.column_names:
@@ -222,7 +250,7 @@ def _counters_from_json(path: Path, block, timezone: str,
     leaves = _leaves(path, table["groups"].combine_chunks(), block.line, groups)
     count = table.num_rows
     if not leaves:
-        return concat_counters([])
+        return None
     matrix = np.empty((count, len(leaves)))
     for column, leaf in enumerate(leaves):
         matrix[:, column] = leaf.values
@@ -316,23 +344,21 @@ def _categorical(path: Path, column: pa.ChunkedArray | pa.Array, rows: np.ndarra
 
 
 def _counters_frame(path: Path, times: pd.DatetimeIndex, table: pa.Table, rows: np.ndarray,
-                    values: np.ndarray, locate, parts: dict) -> pd.DataFrame:
-    frame = pd.DataFrame({
-        "timestamp": epoch_ns_to_utc(times.asi8[rows]),
-        "sensor": _categorical(path, table["sensor"], rows, locate),
-        "target": _categorical(path, table["target"], rows, locate, is_target=True),
-        "group": parts["group"], "socket": parts["socket"], "cpu": parts["cpu"],
-        "event": parts["event"],
-        "value": values,
-    })
-    return validate(schemas.COUNTERS_SCHEMA, frame, path)
+                    values: np.ndarray, locate, parts: dict) -> _Columns:
+    return _Columns(
+        timestamp_ns=times.asi8[rows],
+        sensor=_categorical(path, table["sensor"], rows, locate),
+        target=_categorical(path, table["target"], rows, locate, is_target=True),
+        group=parts["group"], socket=parts["socket"], cpu=parts["cpu"], event=parts["event"],
+        value=values,
+    )
 
 
 # --- HWPC CSV -----------------------------------------------------------------------------
 
 
 def _iter_hwpc_csv(path: Path, timezone: str, groups: Collection[str] | None, start: int,
-                   block_bytes: int) -> Iterator[HwpcBlock]:
+                   block_bytes: int) -> Iterator[tuple[_Columns | None, int, bool]]:
     """hwpc-sensor CSV, one group per file, parsed by pyarrow a block of lines at a time.
 
     Blocks are zero-copy slices of a memory map ending at a line end; a last
@@ -355,20 +381,20 @@ def _iter_hwpc_csv(path: Path, timezone: str, groups: Collection[str] | None, st
     start = max(start, find_line_end(data, 0, len(data)) + 1)
     line = int(np.count_nonzero(data[:start] == 10)) + 1
     if start >= end:  # no complete line after the header (yet)
-        yield HwpcBlock(concat_counters([]), start, end == len(data))
+        yield None, start, end == len(data)
     while start < end:
         stop = min(start + block_bytes, end)
         cut = find_line_end(data, start, stop, backwards=True) + 1 if stop < end else end
         if cut <= start:
             cut = find_line_end(data, stop, end) + 1 or end
-        yield HwpcBlock(_csv_counters(path, buffer.slice(start, cut - start), header, types,
-                                      events, group, line, timezone), cut, cut == len(data))
+        yield (_csv_counters(path, buffer.slice(start, cut - start), header, types, events,
+                             group, line, timezone), cut, cut == len(data))
         line += int(np.count_nonzero(data[start:cut] == 10))
         start = cut
 
 
 def _csv_counters(path: Path, chunk: pa.Buffer, header: list[str], types: dict, events: list[str],
-                  group: str, first_line: int, timezone: str) -> pd.DataFrame:
+                  group: str, first_line: int, timezone: str) -> _Columns:
     """Counters of a block of CSV lines (no header; its first line is ``first_line``)."""
     try:
         table = pcsv.read_csv(pa.BufferReader(chunk), read_options=pcsv.ReadOptions(
