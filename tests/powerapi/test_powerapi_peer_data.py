@@ -164,3 +164,50 @@ def test_power_reports_json(powerapi_data):
 def test_other_reports_are_refused_with_their_reason(powerapi_data, name):
     with pytest.raises(InputError, match="not power reports"):
         readers.read_power(powerapi_data / "powerapi_v2.10.0" / "reconstructed" / name)
+
+
+#: Rows read from each HWPC / power report file of the peer data (counters / power reports).
+ROWS = {
+    "generated_by_powerapi_2.10.0_TZ-Europe-Paris/csv_output/sensor_test-influxdb/"
+    "PowerReport.csv": 2,
+    "generated_by_powerapi_2.10.0_TZ-Europe-Paris/csv_output/sensor_test-rapl/PowerReport.csv": 1,
+    "generated_by_powerapi_2.10.0_TZ-Europe-Paris/filedb_output.txt": 1,
+    "generated_by_powerapi_2.10.0_TZ-UTC/csv_output/sensor_test-influxdb/PowerReport.csv": 2,
+    "generated_by_powerapi_2.10.0_TZ-UTC/csv_output/sensor_test-rapl/PowerReport.csv": 1,
+    "generated_by_powerapi_2.10.0_TZ-UTC/filedb_output.txt": 1,
+    "generated_by_powerapi_main_HEAD/csv_output/power.csv": 2,
+    "generated_by_powerapi_main_HEAD/power.jsonl": 2,
+    "powerapi_v2.10.0/csv_files/core1_miss_first.csv": 24,
+    "powerapi_v2.10.0/csv_files/core1_miss_second.csv": 24,
+    "powerapi_v2.10.0/csv_files/core2.csv": 48,
+    "powerapi_v2.10.0/csv_files/pcu2.csv": 24,
+    "powerapi_v2.10.0/csv_files/rapl1_miss_first.csv": 8,
+    "powerapi_v2.10.0/csv_files/rapl1_miss_second.csv": 8,
+    "powerapi_v2.10.0/csv_files/rapl2.csv": 16,
+    "powerapi_v2.10.0/hwpc.json": 430,
+    "powerapi_v2.10.0/hwpc_rapl_2_socket.json": 318,
+    "powerapi_v2.10.0/reconstructed/power_report_with_nested_metadata.json": 1,
+    "powerapi_v2.10.0/reconstructed/power_reports_gen_json_power_report.json": 3,
+    "smartwatts_fixture/smartwatts_timeline.json": 1870,
+    "smartwatts_fixture/smartwatts_timeline.jsonl": 1870,
+}
+#: Files deliberately malformed upstream: refused, naming the missing column.
+MALFORMED = {f"powerapi_v2.10.0/csv_files/bad_common_miss_{name}.csv": name
+             for name in ("sensor", "target", "timestamp")}
+
+
+def test_every_report_file_is_read(powerapi_data):
+    read = {}
+    for item in layout.discover(powerapi_data):
+        name = item.path.relative_to(powerapi_data).as_posix()
+        if item.kind == layout.OTHER:
+            continue
+        if name in MALFORMED:
+            with pytest.raises(InputError) as err:
+                readers.read_hwpc(item.path)
+            assert err.value.field == MALFORMED[name]
+            continue
+        frame = (readers.read_hwpc(item.path) if item.kind == layout.HWPC
+                 else readers.read_power(item.path))
+        read[name] = len(frame)
+    assert read == ROWS
