@@ -1,0 +1,153 @@
+"""Benchmark: 100,000 HWPC reports read into frames, against the powerapi package's readers.
+
+Generates 25,000 ticks of the ten-tick SmartWatts fixture (``examples/powerapi``;
+4 targets a tick: ``all`` with rapl + msr, three cgroups with core, 8 cpus)
+into ``benchmarks/.data/powerapi/`` as JSON lines and as hwpc-sensor CSV
+(``rapl.csv``, ``msr.csv``, ``core.csv``), then times, interleaved round by
+round (best and median of ``--rounds`` after a warm-up call of each):
+
+- Joulehouse: ``readers.read_hwpc`` (counters in long form, validated) plus
+  ``readers.rapl_energy`` (RAPL J per tick and socket), for the JSON-lines
+  file and for the three CSV files;
+- for JSON, also Arrow's parse of the same blocks alone (``iter_json_blocks``),
+  the floor under Joulehouse's time;
+- powerapi 2.10.0 (in its own interpreter, ``--reference-python``, a
+  throwaway venv: ``python -m venv /tmp/powerapi-ref-venv &&
+  /tmp/powerapi-ref-venv/bin/pip install powerapi==2.10.0``): ``json.loads``
+  + ``HWPCReport.from_json`` per line, and ``CsvDB(...).iter()`` over the
+  three CSV files. It times itself and prints the seconds, so the start of
+  its interpreter is not counted.
+
+Run: ``.venv/bin/python benchmarks/powerapi_read.py --reference-python
+/tmp/powerapi-ref-venv/bin/python [--rounds N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pandera
+import pyarrow
+from machine import describe, load_average
+
+from joulehouse.powerapi import readers
+from joulehouse.powerapi.jsonblocks import iter_json_blocks
+
+ROOT = Path(__file__).resolve().parent
+FIXTURE = ROOT.parent / "examples" / "powerapi" / "smartwatts_timeline.jsonl"
+DATA = ROOT / ".data" / "powerapi"
+TICKS = 25_000
+GROUP_FILES = ("rapl.csv", "msr.csv", "core.csv")
+
+REFERENCE = r"""
+import json, sys, time
+from powerapi.report import HWPCReport
+from powerapi.database.csv.csvdb import CsvDB
+kind, *paths = sys.argv[1:]
+start = time.perf_counter()
+if kind == "json":
+    with open(paths[0]) as file:
+        count = sum(1 for line in file if HWPCReport.from_json(json.loads(line)))
+else:
+    db = CsvDB(HWPCReport, [], files=paths)
+    db.connect()
+    count = sum(1 for _ in db.iter(False))
+print(time.perf_counter() - start, count)
+"""
+
+
+def generate() -> tuple[Path, list[Path]]:
+    """The JSON-lines file and the CSV files of TICKS ticks (written once, then reused)."""
+    lines_path, csv_paths = DATA / "hwpc.jsonl", [DATA / name for name in GROUP_FILES]
+    if lines_path.exists() and all(path.exists() for path in csv_paths):
+        return lines_path, csv_paths
+    DATA.mkdir(parents=True, exist_ok=True)
+    fixture = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+    per_tick = [fixture[i:i + 4] for i in range(0, len(fixture), 4)]
+    start = pd.Timestamp("2026-01-01T00:00:00")
+    writers, files = {}, [path.open("w", newline="") for path in csv_paths]
+    for path, file in zip(csv_paths, files, strict=True):
+        writers[path.stem] = csv.writer(file, lineterminator="\n")
+    with lines_path.open("w") as out:
+        for tick in range(TICKS):
+            stamp = start + pd.Timedelta(seconds=tick)
+            iso, millis = stamp.isoformat(timespec="milliseconds"), stamp.value // 1_000_000
+            for report in per_tick[tick % len(per_tick)]:
+                out.write(json.dumps({**report, "timestamp": iso}) + "\n")
+                for group, sockets in report["groups"].items():
+                    events = sorted(next(iter(next(iter(sockets.values())).values())))
+                    if tick == 0 and report is per_tick[0][0 if group == "core" else 1]:
+                        writers[group].writerow(
+                            ["timestamp", "sensor", "target", "socket", "cpu", *events])
+                    for socket, cpus in sockets.items():
+                        for cpu, values in cpus.items():
+                            writers[group].writerow([millis, report["sensor"], report["target"],
+                                                     socket, cpu, *(values[e] for e in events)])
+    for file in files:
+        file.close()
+    return lines_path, csv_paths
+
+
+def arrow_parse_only(paths: list[Path]) -> int:
+    """The floor under ours for JSON: Arrow's parse of the blocks, nothing else."""
+    return sum(block.table.num_rows for path in paths for block in iter_json_blocks(path))
+
+
+def ours(paths: list[Path]) -> int:
+    counters = readers.concat_counters([readers.read_hwpc(path) for path in paths])
+    readers.rapl_energy(counters)
+    return len(counters)
+
+
+def reference(python: str, kind: str, paths: list[Path]) -> tuple[float, int]:
+    out = subprocess.run([python, "-c", REFERENCE, kind, *map(str, paths)], check=True,
+                         capture_output=True, text=True).stdout.split()
+    return float(out[0]), int(out[1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reference-python", default="/tmp/powerapi-ref-venv/bin/python")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    lines_path, csv_paths = generate()
+    print(describe(pd, pyarrow, pandera, extra=f"load {load_average()}"))
+    for kind, paths in (("json", [lines_path]), ("csv", csv_paths)):
+        mb = sum(path.stat().st_size for path in paths) / 1e6
+        ours(paths)  # warm-up
+        reference(args.reference_python, kind, paths)
+        times: dict[str, list[float]] = {"joulehouse": [], "powerapi": []}
+        if kind == "json":
+            times["arrow parse only"] = []
+        rows = reports = 0
+        for _ in range(args.rounds):
+            start = time.perf_counter()
+            rows = ours(paths)
+            times["joulehouse"].append(time.perf_counter() - start)
+            seconds, reports = reference(args.reference_python, kind, paths)
+            times["powerapi"].append(seconds)
+            if kind == "json":
+                start = time.perf_counter()
+                arrow_parse_only(paths)
+                times["arrow parse only"].append(time.perf_counter() - start)
+        best = {name: min(values) for name, values in times.items()}
+        median = {name: statistics.median(values) for name, values in times.items()}
+        print(f"{kind}: {TICKS * 4} reports, {mb:.0f} MB; joulehouse {rows} counter rows, "
+              f"powerapi {reports} reports")
+        for name in times:
+            print(f"  {name:16s} best {best[name]:.3f} s ({TICKS * 4 / best[name]:,.0f} "
+                  f"reports/s), median {median[name]:.3f} s")
+        print(f"  ratio (powerapi / joulehouse): best {best['powerapi'] / best['joulehouse']:.1f}x,"
+              f" median {median['powerapi'] / median['joulehouse']:.1f}x")
+    print(f"load after: {load_average()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""PowerAPI reports: hwpc-sensor counters and RAPL energy, SmartWatts power estimates."""

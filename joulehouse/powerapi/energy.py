@@ -1,0 +1,213 @@
+"""Measured and estimated energy per sensor, target, component and time window.
+
+- measured: RAPL energy of the ``all`` target, summed over sockets, per
+  domain (``pkg`` -> component ``cpu``, ``dram`` -> ``dram``, others by name);
+- estimated: each power report's power (W) x its tick (s), per target,
+  scope (component) and socket, summed over sockets. SmartWatts' own targets
+  ``rapl`` (its view of the measurement) and ``global`` (modelled total) are
+  estimates too but are left out of the sum of estimates;
+- the sum of the cgroup estimates against the measurement, per window:
+  ``relative_error = (estimated_total_j - measured_j) / measured_j``.
+
+Each report is the energy (or power) of the tick ending at its timestamp.
+The tick is the time since the series' previous report; the first report's
+tick, and that of a report after a gap longer than ``GAP_TICKS`` ticks, is
+the sensor's median tick (a gap is time no report covers). Per-tick
+energies become a cumulative energy series read at the window edges by
+:func:`joulehouse.integrate.counter_energy` (a tick split by a window edge
+is shared in proportion to time), and windows are clipped to the time the
+series covers, so a row's energy is over its whole ``[window_start,
+window_end]``; windows not covered at all give no row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
+from joulehouse.integrate import counter_energy
+from joulehouse.powerapi import schemas
+from joulehouse.timeutil import epoch_ns_to_utc
+from joulehouse.validation import validate
+
+FACTS_SOURCE = "powerapi"
+MEASURED_TARGET = "all"
+#: SmartWatts targets that are not cgroups: left out of the sum of estimates.
+NOT_CGROUPS = frozenset({"rapl", "global", "all"})
+#: A report more than this many median ticks after the previous one follows a gap.
+GAP_TICKS = 2.0
+#: RAPL domain -> energy_facts component.
+COMPONENTS = {"pkg": "cpu", "dram": "dram"}
+
+
+def _ns(times: pd.Series) -> np.ndarray:
+    return np.asarray(times.values, dtype="datetime64[ns]").view("int64")
+
+
+def _median_tick_ns(times_ns: np.ndarray) -> float:
+    """Median time between distinct report times, whole ns (NaN for fewer than two)."""
+    steps = np.diff(np.unique(times_ns))
+    return float(np.round(np.median(steps))) if len(steps) else np.nan
+
+
+def _windows(times_ns: np.ndarray, energy_j: np.ndarray, tick_ns: float,
+             window_ns: int) -> pd.DataFrame:
+    """Energy (J) of one series of per-tick energies over each window it covers.
+
+    Returns window_start, window_end (clipped to the coverage, UTC) and energy_j.
+    """
+    order = np.argsort(times_ns, kind="stable")
+    times_ns, energy_j = times_ns[order], energy_j[order]
+    steps = np.diff(times_ns)
+    tick = int(tick_ns)
+    ticks = np.concatenate(([tick], np.where(steps > GAP_TICKS * tick, tick, steps)))
+    starts = times_ns - ticks
+    # the series as (time, cumulative J) points; a gap is a flat stretch
+    points = np.empty(2 * len(times_ns), dtype="int64")
+    points[0::2], points[1::2] = starts, times_ns
+    cumulative = np.concatenate(([0.0], np.cumsum(energy_j)))
+    values = np.empty(2 * len(times_ns))
+    values[0::2], values[1::2] = cumulative[:-1], cumulative[1:]
+    covered = np.concatenate(([0.0], np.cumsum(ticks / 1e9)))
+    keep = np.concatenate(([True], points[1:] > points[:-1]))  # drop a start equal to the last end
+    points, values = points[keep], values[keep]
+    cover_values = np.empty(2 * len(times_ns))
+    cover_values[0::2], cover_values[1::2] = covered[:-1], covered[1:]
+    cover_values = cover_values[keep]
+    first = points[0] // window_ns * window_ns
+    edges = np.arange(first, int(points[-1]) + window_ns, window_ns, dtype="int64")
+    lows, highs = np.maximum(edges[:-1], points[0]), np.minimum(edges[1:], points[-1])
+    valid = highs > lows
+    lows, highs = lows[valid], highs[valid]
+    origin = points[0]
+    seconds, lows_s, highs_s = ((x - origin) / 1e9 for x in (points, lows, highs))
+    energy = counter_energy(seconds, values, lows_s, highs_s, np.inf).energy_j
+    covered_s = counter_energy(seconds, cover_values, lows_s, highs_s, np.inf).energy_j
+    window = pd.DataFrame({
+        "window_start": epoch_ns_to_utc(lows),
+        "window_end": epoch_ns_to_utc(highs),
+        "energy_j": energy,
+    })
+    return window[covered_s > 0].reset_index(drop=True)
+
+
+def measured_energy(rapl: pd.DataFrame, window: str = "1min") -> pd.DataFrame:
+    """RAPL energy of the ``all`` target per sensor, component and window (J)."""
+    window_ns = pd.Timedelta(window).value
+    machine = rapl[rapl["target"] == MEASURED_TARGET]
+    parts = []
+    for (sensor, domain), series in machine.groupby(["sensor", "domain"], sort=True):
+        per_tick = series.groupby("timestamp", sort=True)["energy_j"].sum()  # over sockets
+        times = _ns(per_tick.index.to_series())
+        energy = _windows(times, per_tick.to_numpy(), _median_tick_ns(times), window_ns)
+        parts.append(energy.assign(sensor=sensor, target=MEASURED_TARGET,
+                                   component=COMPONENTS.get(domain, domain)))
+    return _table(parts, "measured")
+
+
+def estimated_energy(power: pd.DataFrame, window: str = "1min",
+                     ticks_ns: dict[str, float] | None = None) -> pd.DataFrame:
+    """Estimated energy per sensor, target, component and window (J): power x tick.
+
+    ``ticks_ns``: each sensor's median tick in ns (from its HWPC reports);
+    a sensor not in it gets the median tick of its own power reports.
+    """
+    window_ns = pd.Timedelta(window).value
+    ticks_ns = ticks_ns or {}
+    component = power["scope"].fillna("cpu")
+    socket = power["socket"].fillna(-1)
+    parts = []
+    frame = power.assign(component=component, socket_key=socket)
+    for sensor, by_sensor in frame.groupby("sensor", sort=True):
+        tick = ticks_ns.get(sensor, _median_tick_ns(_ns(by_sensor["timestamp"])))
+        if not np.isfinite(tick):
+            continue  # one report and no HWPC tick: its duration is unknown
+        per_target = []
+        for (target, comp, _), series in by_sensor.groupby(
+                ["target", "component", "socket_key"], sort=True):
+            times = _ns(series["timestamp"])
+            energy = series["power_w"].to_numpy() * (tick / 1e9)
+            steps = np.diff(times)
+            energy[1:] = np.where(steps > GAP_TICKS * tick, energy[1:],
+                                  series["power_w"].to_numpy()[1:] * steps / 1e9)
+            per_target.append(_windows(times, energy, tick, window_ns).assign(
+                sensor=sensor, target=target, component=comp))
+        summed = pd.concat(per_target).groupby(
+            ["sensor", "target", "component", "window_start", "window_end"], sort=True,
+            as_index=False)["energy_j"].sum()  # over sockets
+        parts.append(summed)
+    return _table(parts, "estimated")
+
+
+def _table(parts: list[pd.DataFrame], method: str) -> pd.DataFrame:
+    columns = ["sensor", "target", "component", "window_start", "window_end", "energy_j"]
+    if not parts:
+        return pd.DataFrame({name: pd.Series(dtype=object) for name in columns}).assign(
+            window_start=pd.DatetimeIndex([], tz="UTC"), window_end=pd.DatetimeIndex([], tz="UTC"),
+            energy_j=np.empty(0), method=method)
+    return pd.concat(parts, ignore_index=True)[columns].assign(method=method)
+
+
+def hwpc_ticks_ns(rapl: pd.DataFrame) -> dict[str, float]:
+    """Each sensor's median tick (ns) from its ``all`` target's report times."""
+    machine = rapl[rapl["target"] == MEASURED_TARGET]
+    return {sensor: _median_tick_ns(_ns(series["timestamp"]))
+            for sensor, series in machine.groupby("sensor", sort=True)}
+
+
+def window_energy(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
+                  window: str = "1min") -> pd.DataFrame:
+    """One row per sensor, target, component, window and method, with the estimation error.
+
+    Columns: schemas.WINDOW_ENERGY_COLUMNS. Windows are aligned to multiples
+    of ``window`` since the epoch; measured and estimated rows of a window
+    share ``measured_j`` (RAPL), ``estimated_total_j`` (sum of the cgroup
+    estimates) and ``relative_error``.
+    """
+    measured = measured_energy(rapl, window) if rapl is not None else _table([], "measured")
+    ticks = hwpc_ticks_ns(rapl) if rapl is not None else {}
+    estimated = estimated_energy(power, window, ticks) if power is not None else _table(
+        [], "estimated")
+    table = pd.concat([measured, estimated], ignore_index=True)
+    window_ns = pd.Timedelta(window).value
+    table["window"] = _ns(table["window_start"]) // window_ns
+    key = ["sensor", "component", "window"]
+    totals = (measured.assign(window=_ns(measured["window_start"]) // window_ns)
+              .groupby(key)["energy_j"].sum().rename("measured_j"))
+    cgroups = estimated[~estimated["target"].isin(NOT_CGROUPS)]
+    estimates = (cgroups.assign(window=_ns(cgroups["window_start"]) // window_ns)
+                 .groupby(key)["energy_j"].sum().rename("estimated_total_j"))
+    table = table.join(totals, on=key).join(estimates, on=key)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table["relative_error"] = np.where(table["measured_j"] > 0, (
+            table["estimated_total_j"] - table["measured_j"]) / table["measured_j"], np.nan)
+    table["duration_s"] = (_ns(table["window_end"]) - _ns(table["window_start"])) / 1e9
+    table = table.sort_values(["sensor", "component", "window_start", "method", "target"],
+                              ignore_index=True)
+    for name in ("sensor", "target", "component", "method"):
+        table[name] = table[name].astype(str).astype(object)
+    return validate(schemas.WINDOW_ENERGY_SCHEMA, table[schemas.WINDOW_ENERGY_COLUMNS],
+                    "powerapi_window_energy")
+
+
+def energy_facts_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """``energy_facts`` rows of a window_energy table: one per target, component, window, method.
+
+    ``entity`` is ``<sensor>/<target>``; methods ``measured`` (RAPL) and
+    ``estimated`` (power x tick) are separate rows. Checked against
+    ENERGY_FACTS_SCHEMA.
+    """
+    facts = pd.DataFrame({
+        "source": FACTS_SOURCE,
+        "entity": table["sensor"] + "/" + table["target"],
+        "component": table["component"],
+        "window_start": table["window_start"],
+        "window_end": table["window_end"],
+        "duration_s": table["duration_s"].astype("float64"),
+        "energy_j": table["energy_j"].astype("float64"),
+        "method": table["method"],
+    }, columns=ENERGY_FACTS_COLUMNS)
+    facts = facts.sort_values(["entity", "component", "window_start", "method"],
+                              ignore_index=True)
+    return validate(ENERGY_FACTS_SCHEMA, facts, "energy_facts")

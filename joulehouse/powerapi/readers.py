@@ -1,0 +1,626 @@
+"""Readers of PowerAPI reports into validated frames (schemas in :mod:`.schemas`).
+
+- :func:`iter_hwpc` / :func:`read_hwpc`: HWPC reports (JSON in every form
+  PowerAPI writes, hwpc-sensor CSV) as counters in long form, one row per
+  (report, group, socket, cpu, event), streamed a block at a time;
+- :func:`rapl_energy`: the RAPL rows of counters as J per tick and socket;
+- :func:`read_power`: power reports (2.10.0 and main CSV, JSON, JSON lines,
+  filedb) with ``power_w`` and their metadata.
+
+Units are SI at the reader: RAPL values are in units of 2^-32 J (not µJ as
+the documentation says) and each is the energy of its tick, not a running
+total. Timestamps become tz-aware UTC: epoch milliseconds, ISO strings with
+a zone, BSON dates (``{"$date": ...}``) as UTC; ISO strings without a zone
+in ``timezone`` (default UTC). Bad input raises InputError naming the file,
+the line and the field.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+from pandas.api.types import union_categoricals
+
+from joulehouse.errors import InputError
+from joulehouse.powerapi import layout, schemas
+from joulehouse.powerapi.jsonblocks import DEFAULT_BLOCK_BYTES, find_line_end, iter_json_blocks
+from joulehouse.timeutil import TimestampError, check_timezone, epoch_ns_to_utc, localize
+from joulehouse.validation import validate
+
+#: One RAPL unit in J (hwpc-sensor reports RAPL energy in 2^-32 J).
+RAPL_UNIT_J = 2.0**-32
+RAPL_EVENT_PREFIX = "RAPL_ENERGY_"
+#: Largest counter value a 64-bit hardware counter can hold; above is absurd.
+MAX_COUNTER = 2.0**64
+#: Power report metadata kept as columns; the rest goes to ``metadata`` as JSON.
+POWER_METADATA = ("scope", "socket", "formula", "ratio")
+_CATEGORIES = ("sensor", "target", "group", "event")
+
+
+@dataclass
+class HwpcBlock:
+    """Counters of one block of a file; ``end``: byte offset after its last complete report."""
+
+    counters: pd.DataFrame
+    end: int
+    complete: bool
+
+
+@dataclass
+class _Columns:
+    """The counters of a block as arrays, before they become one frame (fewer copies)."""
+
+    timestamp_ns: np.ndarray
+    sensor: pd.Categorical
+    target: pd.Categorical
+    group: pd.Categorical
+    socket: np.ndarray
+    cpu: np.ndarray
+    event: pd.Categorical
+    value: np.ndarray
+
+
+def read_hwpc(path: str | os.PathLike[str], *, timezone: str = "UTC",
+              groups: Collection[str] | None = None) -> pd.DataFrame:
+    """All counters of one HWPC file (JSON or CSV); a last report cut short is left out."""
+    return _frame([columns for columns, _, _ in _iter_columns(
+        Path(path), timezone, groups, 0, DEFAULT_BLOCK_BYTES) if columns is not None], path)
+
+
+def iter_hwpc(path: str | os.PathLike[str], *, timezone: str = "UTC",
+              groups: Collection[str] | None = None, start: int = 0,
+              block_bytes: int = DEFAULT_BLOCK_BYTES) -> Iterator[HwpcBlock]:
+    """Counters block by block from byte ``start`` (a previous block's ``end``).
+
+    ``groups``: the group names the sensor is configured with; another group
+    is an InputError (None: any group). CSV files are one group each, named
+    after the file (``rapl.csv`` or ``rapl``).
+    """
+    for columns, end, complete in _iter_columns(Path(path), timezone, groups, start,
+                                                block_bytes):
+        yield HwpcBlock(_frame([] if columns is None else [columns], path), end, complete)
+
+
+def _iter_columns(path: Path, timezone: str, groups: Collection[str] | None, start: int,
+                  block_bytes: int) -> Iterator[tuple[_Columns | None, int, bool]]:
+    check_timezone(timezone)
+    item = layout.classify(path)
+    if item.kind != layout.HWPC:
+        raise InputError(path, f"not HWPC reports ({item.kind} {item.encoding}) {item.reason}")
+    if item.encoding == layout.CSV:
+        yield from _iter_hwpc_csv(path, timezone, groups, start, block_bytes)
+        return
+    for block in iter_json_blocks(path, start=start, block_bytes=block_bytes):
+        columns = _counters_from_json(path, block, timezone, groups) if (
+            block.table.num_rows) else None
+        yield columns, block.end, block.complete
+
+
+def concat_counters(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Counters frames one after the other, categories merged (not turned to object)."""
+    return _frame([_Columns(frame["timestamp"].values.view("int64"), *(
+        frame[name].array if name in _CATEGORIES else frame[name].to_numpy()
+        for name in schemas.COUNTERS_COLUMNS[1:])) for frame in frames])
+
+
+def _frame(parts: list[_Columns], source: str | Path = "counters") -> pd.DataFrame:
+    """One validated counters frame; socket and cpu are written straight into one block."""
+    parts = [part for part in parts if len(part.value)]
+    count = sum(len(part.value) for part in parts)
+    ids = np.empty((2, count), dtype="int64")  # pandas' own layout of two int64 columns
+    if parts:
+        np.concatenate([part.socket for part in parts], out=ids[0])
+        np.concatenate([part.cpu for part in parts], out=ids[1])
+    frame = pd.DataFrame(ids.T, columns=["socket", "cpu"], copy=False)
+    times = np.concatenate([part.timestamp_ns for part in parts]) if parts else np.empty(
+        0, "int64")
+
+    def category(name: str) -> pd.Categorical:
+        if not parts:
+            return pd.Categorical([])
+        values = [getattr(part, name) for part in parts]
+        return values[0] if len(values) == 1 else union_categoricals(values)
+
+    frame.insert(0, "timestamp", epoch_ns_to_utc(times))
+    for position, name in enumerate(("sensor", "target", "group"), start=1):
+        frame.insert(position, name, category(name))
+    frame["event"] = category("event")
+    frame["value"] = np.concatenate([part.value for part in parts]) if parts else np.empty(0)
+    return validate(schemas.COUNTERS_SCHEMA, frame, source)
+
+
+# --- timestamps ---------------------------------------------------------------------------
+
+
+def utc_timestamps(path: Path, column: pa.ChunkedArray | pa.Array, timezone: str, locate,
+                   epoch_zone: str | None = None) -> pd.DatetimeIndex:
+    """A timestamp column in any known form as UTC; ``locate(row)`` gives a row's line.
+
+    Integers (or integral floats) are epoch ms; ``{"$date": ...}`` is a BSON
+    date (ISO with zone, epoch ms, or ``{"$numberLong": "..."}``); strings
+    with a zone are read as such, strings without one in ``timezone``.
+    ``epoch_zone``: the zone of the machine where PowerAPI 2.10.0 wrote epoch
+    ms (it shifts them by that zone's offset); None when they are true UTC.
+    """
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if column.null_count:
+        raise InputError(path, "missing timestamp", line=locate(_first(pc.is_null(column))),
+                         field="timestamp")
+    kind = column.type
+    if pa.types.is_struct(kind):
+        names = [kind.field(i).name for i in range(kind.num_fields)]
+        if names in (["$date"], ["$numberLong"]):
+            return utc_timestamps(path, column.field(0), "UTC", locate, epoch_zone)
+        raise InputError(path, f"a timestamp object with fields {names}", line=locate(0),
+                         field="timestamp")
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        millis = column.to_numpy(zero_copy_only=False)
+        if pa.types.is_floating(kind) and not np.all(millis == np.round(millis)):
+            raise InputError(path, "epoch milliseconds with a fraction", field="timestamp",
+                             line=locate(_first(millis != np.round(millis))))
+        times = epoch_ns_to_utc(np.asarray(millis, dtype="int64") * 1_000_000)
+        if epoch_zone is not None:  # PowerAPI 2.10.0 wrote local wall time as if it were UTC
+            times = localize(times.tz_convert(epoch_zone).tz_localize(None), "UTC")
+        return times
+    if pa.types.is_timestamp(kind):  # Arrow parsed ISO strings without a fraction
+        naive = pd.DatetimeIndex(column.to_numpy(zero_copy_only=False).astype("datetime64[ns]"))
+        return _localize(path, naive, timezone, locate) if kind.tz is None else naive.tz_localize(
+            "UTC")
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return _iso(path, column, timezone, locate, epoch_zone)
+    raise InputError(path, f"timestamps of type {kind}", line=locate(0), field="timestamp")
+
+
+def _iso(path: Path, strings: pa.Array, timezone: str, locate,
+         epoch_zone: str | None) -> pd.DatetimeIndex:
+    if pc.all(pc.match_substring_regex(strings, r"^\d+$")).as_py():
+        return utc_timestamps(path, pc.cast(strings, pa.int64()), timezone, locate, epoch_zone)
+    zoned = pc.match_substring_regex(strings, r"(Z|[+-]\d\d:?\d\d)$")
+    if pc.any(zoned).as_py() and not pc.all(zoned).as_py():
+        raise InputError(path, "timestamps with and without a time zone in one file",
+                         line=locate(_first(pc.invert(zoned))), field="timestamp")
+    target = pa.timestamp("ns", "UTC") if pc.all(zoned).as_py() else pa.timestamp("ns")
+    try:
+        parsed = pc.cast(strings, target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        bad = [row for row, value in enumerate(strings.to_pylist()) if not _is_iso(value, target)]
+        raise InputError(path, f"not a timestamp in a known form: {strings[bad[0]].as_py()!r}",
+                         line=locate(bad[0]), field="timestamp") from None
+    naive = pd.DatetimeIndex(parsed.to_numpy(zero_copy_only=False).astype("datetime64[ns]"))
+    return naive.tz_localize("UTC") if target.tz else _localize(path, naive, timezone, locate)
+
+
+def _is_iso(value: str, target: pa.DataType) -> bool:
+    try:
+        pc.cast(pa.array([value]), target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return True
+
+
+def _localize(path: Path, naive: pd.DatetimeIndex, timezone: str, locate) -> pd.DatetimeIndex:
+    try:
+        return localize(naive, timezone)
+    except TimestampError as err:
+        row = err.positions[0] if err.positions else 0
+        raise InputError(path, str(err), line=locate(row), field="timestamp") from None
+
+
+def _first(mask) -> int:
+    values = mask.to_numpy(zero_copy_only=False) if hasattr(mask, "to_numpy") else mask
+    return int(np.flatnonzero(np.asarray(values, dtype=bool))[0])
+
+
+# --- HWPC JSON ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    group: str
+    socket: int
+    cpu: int
+    event: str
+    values: np.ndarray  # float64, NaN where a report lacks it
+
+    @property
+    def field(self) -> str:
+        return f"groups.{self.group}.{self.socket}.{self.cpu}.{self.event}"
+
+
+def _counters_from_json(path: Path, block, timezone: str,
+                        groups: Collection[str] | None) -> _Columns | None:
+    table = block.table
+    for name in ("timestamp", "sensor", "target", "groups"):
+        if name not in table.column_names:
+            raise InputError(path, "report without this field", line=block.line(0), field=name)
+        if table[name].null_count:
+            raise InputError(path, "report without this field", field=name,
+                             line=block.line(_first(pc.is_null(table[name]))))
+    times = utc_timestamps(path, table["timestamp"], timezone, block.line)
+    leaves = _leaves(path, table["groups"].combine_chunks(), block.line, groups)
+    count = table.num_rows
+    if not leaves:
+        return None
+    matrix = np.empty((count, len(leaves)))
+    for column, leaf in enumerate(leaves):
+        matrix[:, column] = leaf.values
+    rows, columns = np.nonzero(~np.isnan(matrix))
+    values = matrix[rows, columns]
+    _check_values(path, values, rows, lambda i: leaves[columns[i]].field, block.line)
+    return _counters_frame(path, times, table, rows, values, block.line, {
+        "group": _leaf_codes(leaves, "group", columns),
+        "socket": np.array([leaf.socket for leaf in leaves])[columns],
+        "cpu": np.array([leaf.cpu for leaf in leaves])[columns],
+        "event": _leaf_codes(leaves, "event", columns),
+    })
+
+
+def _leaves(path: Path, groups_array: pa.StructArray, locate,
+            allowed: Collection[str] | None) -> list[_Leaf]:
+    """Every (group, socket, cpu, event) column of a block's ``groups`` struct."""
+    if not pa.types.is_struct(groups_array.type):
+        raise InputError(path, f"groups is {groups_array.type}, not an object", line=locate(0),
+                         field="groups")
+    leaves = []
+    for group, sockets in _children(path, groups_array, "groups", locate):
+        if allowed is not None and group not in allowed:
+            raise InputError(path, f"unknown group {group!r} (known: {sorted(allowed)})",
+                             line=locate(_first(pc.is_valid(sockets))), field=f"groups.{group}")
+        for socket, cpus in _children(path, sockets, f"groups.{group}", locate):
+            for cpu, events in _children(path, cpus, f"groups.{group}.{socket}", locate):
+                for event, values in _children(path, events, f"groups.{group}.{socket}.{cpu}",
+                                               locate):
+                    field = f"groups.{group}.{socket}.{cpu}.{event}"
+                    if pa.types.is_null(values.type):
+                        continue
+                    if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
+                        raise InputError(path, f"counter value is {values.type}, not a number",
+                                         line=locate(_first(pc.is_valid(values))), field=field)
+                    leaves.append(_Leaf(group, _id(path, socket, field, locate),
+                                        _id(path, cpu, field, locate), event,
+                                        values.to_numpy(zero_copy_only=False).astype("float64")))
+    return leaves
+
+
+def _children(path: Path, array: pa.Array, field: str, locate):
+    """(name, child array) of a struct array, the parent's nulls carried into each child."""
+    if not pa.types.is_struct(array.type):
+        raise InputError(path, f"expected an object, found {array.type}",
+                         line=locate(_first(pc.is_valid(array))), field=field)
+    children = array.flatten()
+    return [(array.type.field(i).name, children[i]) for i in range(array.type.num_fields)]
+
+
+def _id(path: Path, text: str, field: str, locate) -> int:
+    if not text.isdigit():
+        raise InputError(path, f"socket and cpu ids are numbers, not {text!r}", line=locate(0),
+                         field=field)
+    return int(text)
+
+
+def _leaf_codes(leaves: list[_Leaf], name: str, columns: np.ndarray) -> pd.Categorical:
+    labels = [getattr(leaf, name) for leaf in leaves]
+    categories = sorted(set(labels))
+    codes = np.array([categories.index(label) for label in labels], dtype="int32")
+    return pd.Categorical.from_codes(codes[columns], categories)
+
+
+def _check_values(path: Path, values: np.ndarray, rows: np.ndarray, field_of, locate) -> None:
+    """Counters are finite, not negative and fit a 64-bit counter."""
+    bad = ~((values >= 0) & (values < MAX_COUNTER))
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        what = "negative" if values[first] < 0 else "absurd (not a 64-bit counter)"
+        raise InputError(path, f"{what} counter value {values[first]!r}",
+                         line=locate(int(rows[first])), field=field_of(first))
+
+
+def _categorical(path: Path, column: pa.ChunkedArray | pa.Array, rows: np.ndarray, locate,
+                 is_target: bool = False) -> pd.Categorical:
+    """A string column, taken at ``rows``, as a pandas Categorical (one pass in Arrow)."""
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not pa.types.is_string(column.type):
+        raise InputError(path, f"{column.type}, not text", line=locate(0),
+                         field="target" if is_target else "sensor")
+    encoded = pc.dictionary_encode(column)
+    categories = encoded.dictionary.to_pylist()
+    if is_target:
+        for code, target in enumerate(categories):
+            if not layout.is_inside(target):
+                layout.check_target(path, target, locate(_first(
+                    encoded.indices.to_numpy(zero_copy_only=False) == code)))
+    codes = encoded.indices.to_numpy(zero_copy_only=False)[rows]
+    return pd.Categorical.from_codes(codes, categories)
+
+
+def _counters_frame(path: Path, times: pd.DatetimeIndex, table: pa.Table, rows: np.ndarray,
+                    values: np.ndarray, locate, parts: dict) -> _Columns:
+    return _Columns(
+        timestamp_ns=times.asi8[rows],
+        sensor=_categorical(path, table["sensor"], rows, locate),
+        target=_categorical(path, table["target"], rows, locate, is_target=True),
+        group=parts["group"], socket=parts["socket"], cpu=parts["cpu"], event=parts["event"],
+        value=values,
+    )
+
+
+# --- HWPC CSV -----------------------------------------------------------------------------
+
+
+def _iter_hwpc_csv(path: Path, timezone: str, groups: Collection[str] | None, start: int,
+                   block_bytes: int) -> Iterator[tuple[_Columns | None, int, bool]]:
+    """hwpc-sensor CSV, one group per file, parsed by pyarrow a block of lines at a time.
+
+    Blocks are zero-copy slices of a memory map ending at a line end; a last
+    line cut short (no line end, fields missing) is left out.
+    """
+    group = layout.csv_group(path)
+    if groups is not None and group not in groups:
+        raise InputError(path, f"unknown group {group!r} (known: {sorted(groups)})")
+    buffer = pa.memory_map(str(path)).read_buffer()
+    data = np.frombuffer(buffer, dtype=np.uint8)
+    header, end = _csv_extent(path, data)
+    missing = [name for name in layout.HWPC_CSV_COLUMNS if name not in header]
+    if missing:
+        raise InputError(path, "missing column", line=1, field=missing[0])
+    events = [name for name in header if name not in layout.HWPC_CSV_COLUMNS]
+    if len(set(header)) != len(header):
+        raise InputError(path, "a column appears twice", line=1)
+    types = {"timestamp": pa.string(), "sensor": pa.string(), "target": pa.string(),
+             "socket": pa.int64(), "cpu": pa.int64(), **dict.fromkeys(events, pa.float64())}
+    start = max(start, find_line_end(data, 0, len(data)) + 1)
+    line = int(np.count_nonzero(data[:start] == 10)) + 1
+    if start >= end:  # no complete line after the header (yet)
+        yield None, start, end == len(data)
+    while start < end:
+        stop = min(start + block_bytes, end)
+        cut = find_line_end(data, start, stop, backwards=True) + 1 if stop < end else end
+        if cut <= start:
+            cut = find_line_end(data, stop, end) + 1 or end
+        yield (_csv_counters(path, buffer.slice(start, cut - start), header, types, events,
+                             group, line, timezone), cut, cut == len(data))
+        line += int(np.count_nonzero(data[start:cut] == 10))
+        start = cut
+
+
+def _csv_counters(path: Path, chunk: pa.Buffer, header: list[str], types: dict, events: list[str],
+                  group: str, first_line: int, timezone: str) -> _Columns:
+    """Counters of a block of CSV lines (no header; its first line is ``first_line``)."""
+    try:
+        table = pcsv.read_csv(pa.BufferReader(chunk), read_options=pcsv.ReadOptions(
+            column_names=header, block_size=max(1 << 20, min(chunk.size + 1, 16 << 20))),
+            convert_options=pcsv.ConvertOptions(column_types=types))
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+        raise _csv_error(path, chunk, header, first_line, err) from None
+
+    def locate(row: int) -> int:
+        return first_line + row
+
+    times = utc_timestamps(path, table["timestamp"], timezone, locate)
+    matrix = np.column_stack([table[name].to_numpy() for name in events]) if events else (
+        np.empty((table.num_rows, 0)))
+    rows, columns = np.nonzero(~np.isnan(matrix))
+    values = matrix[rows, columns]
+    _check_values(path, values, rows, lambda i: events[columns[i]], locate)
+    return _counters_frame(path, times, table, rows, values, locate, {
+        "group": pd.Categorical.from_codes(np.zeros(len(rows), "int8"), [group]),
+        "socket": table["socket"].to_numpy()[rows],
+        "cpu": table["cpu"].to_numpy()[rows],
+        "event": pd.Categorical.from_codes(columns.astype("int32"), events),
+    })
+
+
+def _csv_error(path: Path, chunk: pa.Buffer, header: list[str], first_line: int,
+               err: Exception) -> InputError:
+    """The line and field pyarrow refused (error path only: line by line)."""
+    for offset, text in enumerate(chunk.to_pybytes().decode("utf-8", "replace").splitlines()):
+        fields = text.split(",")
+        if len(fields) != len(header):
+            return InputError(path, f"{len(fields)} fields where the header has {len(header)}",
+                              line=first_line + offset)
+        for name, value in zip(header, fields, strict=True):
+            if name not in ("sensor", "target") and not _is_number(value):
+                return InputError(path, f"not a number: {value!r}", line=first_line + offset,
+                                  field=name)
+    return InputError(path, f"not a readable CSV file: {err}", line=first_line)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _csv_extent(path: Path, data: np.ndarray | bytes) -> tuple[list[str], int]:
+    """The header and the end of the last complete line (a line cut short is left out)."""
+    data = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes) else data
+    size = len(data)
+    if not size or not bytes(data[:4096]).strip():
+        raise InputError(path, "empty file")
+    header_end = find_line_end(data, 0, size)
+    header_end = size if header_end < 0 else header_end
+    header = bytes(data[:header_end]).decode("utf-8", "replace").strip().split(",")
+    if data[size - 1] == 10:
+        return header, size
+    last = find_line_end(data, 0, size, backwards=True) + 1
+    tail = bytes(data[last:])
+    complete = tail.count(b",") == len(header) - 1 and not tail.rstrip().endswith(b",")
+    return header, size if complete else last
+
+
+# --- RAPL ---------------------------------------------------------------------------------
+
+
+def rapl_energy(counters: pd.DataFrame) -> pd.DataFrame:
+    """RAPL energy per tick and socket in J from counters (any group with RAPL_ENERGY_ events).
+
+    One cpu entry per socket and report: the lowest cpu id if a sensor
+    reported several. ``domain`` is the lower-case event suffix (``pkg``,
+    ``dram``, ``psys``, ...).
+    """
+    events = counters["event"]
+    is_rapl = np.asarray(events.cat.categories.str.startswith(RAPL_EVENT_PREFIX))
+    rapl = counters[is_rapl[events.cat.codes.to_numpy()]] if len(is_rapl) else counters.iloc[:0]
+    rapl = rapl.sort_values(["timestamp", "sensor", "target", "socket", "event", "cpu"],
+                            kind="stable")
+    rapl = rapl.drop_duplicates(["timestamp", "sensor", "target", "socket", "event"])
+    domain = rapl["event"].astype(str).str.removeprefix(RAPL_EVENT_PREFIX).str.lower()
+    frame = pd.DataFrame({
+        "timestamp": epoch_ns_to_utc(rapl["timestamp"].values.view("int64")),
+        "sensor": rapl["sensor"].astype(str).to_numpy(object),
+        "target": rapl["target"].astype(str).to_numpy(object),
+        "socket": rapl["socket"].to_numpy(),
+        "cpu": rapl["cpu"].to_numpy(),
+        "domain": domain.to_numpy(object),
+        "energy_j": rapl["value"].to_numpy() * RAPL_UNIT_J,
+    })
+    return validate(schemas.RAPL_SCHEMA, frame, "rapl_energy")
+
+
+# --- power reports ------------------------------------------------------------------------
+
+
+def read_power(path: str | os.PathLike[str], *, timezone: str = "UTC",
+               epoch_zone: str | None = None) -> pd.DataFrame:
+    """Power reports of one file, any form PowerAPI writes, as POWER_SCHEMA's frame.
+
+    ``epoch_zone``: see :func:`utc_timestamps` (PowerAPI 2.10.0's epoch ms
+    written on a machine not set to UTC).
+    """
+    path = Path(path)
+    check_timezone(timezone)
+    item = layout.classify(path)
+    if item.kind != layout.POWER:
+        raise InputError(path, f"not power reports ({item.kind} {item.encoding}) {item.reason}")
+    if item.encoding == layout.CSV:
+        frame = _power_csv(path, timezone, epoch_zone)
+    elif item.encoding == layout.FILEDB:
+        frame = _power_filedb(path, epoch_zone)
+    else:
+        parts = [_power_json(path, block, timezone, epoch_zone)
+                 for block in iter_json_blocks(path) if block.table.num_rows]
+        frame = pd.concat(parts, ignore_index=True) if parts else _power_frame(
+            path, pa.table({n: pa.array([], pa.string()) for n in ("sensor", "target")}),
+            pd.DatetimeIndex([], tz="UTC"), np.empty(0), {}, lambda row: row + 1)
+    return validate(schemas.POWER_SCHEMA, frame, path)
+
+
+def _power_csv(path: Path, timezone: str, epoch_zone: str | None) -> pd.DataFrame:
+    raw = path.read_bytes()
+    header, end = _csv_extent(path, raw)
+    types = {name: pa.string() for name in header}
+    types["power"] = pa.float64()
+    try:
+        table = pcsv.read_csv(pa.py_buffer(raw[:end]),
+                              convert_options=pcsv.ConvertOptions(column_types=types))
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+        raise InputError(path, f"not a readable power report CSV file: {err}") from None
+
+    def locate(row: int) -> int:
+        return row + 2
+
+    times = utc_timestamps(path, table["timestamp"], timezone, locate, epoch_zone)
+    metadata = {name: table[name].combine_chunks() for name in header
+                if name not in layout.POWER_CSV_COLUMNS}
+    if path.name == layout.POWER_REPORT_CSV:
+        for sensor, target in set(zip(table["sensor"].to_pylist(), table["target"].to_pylist(),
+                                      strict=True)):
+            layout.check_target(path, target, 2)
+            layout.check_power_report_folder(path, sensor, target)
+    return _power_frame(path, table, times, table["power"].to_numpy(), metadata, locate)
+
+
+def _power_filedb(path: Path, epoch_zone: str | None) -> pd.DataFrame:
+    """PowerAPI's filedb output: a Python repr ``{'PowerReport': [{...}, ...]}``."""
+    try:
+        reports = ast.literal_eval(path.read_text())["PowerReport"]
+    except (ValueError, SyntaxError, KeyError, TypeError) as err:
+        raise InputError(path, f"not filedb output: {err}", line=1) from None
+    table = pa.Table.from_pylist(reports)
+    return _power_json(path, _Block(table), "UTC", epoch_zone)
+
+
+@dataclass
+class _Block:
+    table: pa.Table
+
+    @staticmethod
+    def line(row: int) -> int:
+        return 1
+
+
+def _power_json(path: Path, block, timezone: str, epoch_zone: str | None) -> pd.DataFrame:
+    table = block.table
+    for name in ("timestamp", "sensor", "target", "power"):
+        if name not in table.column_names or table[name].null_count:
+            row = 0 if name not in table.column_names else _first(pc.is_null(table[name]))
+            raise InputError(path, "report without this field", line=block.line(row), field=name)
+    if not (pa.types.is_integer(table["power"].type) or pa.types.is_floating(table["power"].type)):
+        raise InputError(path, f"power is {table['power'].type}, not a number",
+                         line=block.line(0), field="power")
+    times = utc_timestamps(path, table["timestamp"], timezone, block.line, epoch_zone)
+    metadata = {}
+    if "metadata" in table.column_names:
+        meta = table["metadata"].combine_chunks()
+        if pa.types.is_struct(meta.type):
+            children = meta.flatten()
+            metadata = {meta.type.field(i).name: children[i] for i in range(meta.type.num_fields)}
+    return _power_frame(path, table, times, table["power"].to_numpy().astype("float64"),
+                        metadata, block.line)
+
+
+def _power_frame(path: Path, table: pa.Table, times: pd.DatetimeIndex, power: np.ndarray,
+                 metadata: dict[str, pa.Array], locate) -> pd.DataFrame:
+    count = len(power)
+    bad = ~(power >= 0)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(path, f"negative or missing power {power[row]!r}", line=locate(row),
+                         field="power")
+    targets = table["target"].to_pylist()
+    for row, target in enumerate(targets):
+        if not isinstance(target, str):
+            raise InputError(path, f"target is {target!r}, not text", line=locate(row),
+                             field="target")
+    for target in set(targets):
+        if not layout.is_inside(target):
+            layout.check_target(path, target, locate(targets.index(target)))
+
+    def text(name: str) -> np.ndarray:
+        if name not in metadata:
+            return np.full(count, None, dtype=object)
+        return np.array([None if v is None else str(v) for v in metadata[name].to_pylist()],
+                        dtype=object)
+
+    socket = pd.array(np.full(count, None, dtype=object), dtype="Int64")
+    if "socket" in metadata:
+        socket = pd.array(pc.cast(metadata["socket"], pa.int64()).to_pylist(), dtype="Int64")
+    ratio = np.full(count, np.nan)
+    if "ratio" in metadata:
+        ratio = pc.cast(metadata["ratio"], pa.float64()).to_numpy(zero_copy_only=False)
+    rest = [name for name in metadata if name not in POWER_METADATA]
+    extra = [json.dumps({name: metadata[name][row].as_py() for name in rest}, sort_keys=True,
+                        default=str) for row in range(count)] if rest else ["{}"] * count
+    return pd.DataFrame({
+        "timestamp": times,
+        "sensor": np.array(table["sensor"].to_pylist(), dtype=object),
+        "target": np.array(targets, dtype=object),
+        "power_w": power,
+        "scope": text("scope"),
+        "socket": socket,
+        "formula": text("formula"),
+        "ratio": ratio,
+        "metadata": np.array(extra, dtype=object),
+    })
