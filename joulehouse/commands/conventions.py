@@ -133,20 +133,20 @@ def write_table(table: pd.DataFrame, fmt: str, out: Path | None) -> None:
         if fmt == "parquet" and sys.stdout.isatty():
             raise CommandError("Parquet is binary, not for a terminal: give --out FILE "
                                "or redirect the output")
-        target = sys.stdout.buffer if fmt == "parquet" else sys.stdout
-    else:
-        target = out
+        _write(table, fmt, sys.stdout.buffer if fmt == "parquet" else sys.stdout)
+        return
     try:
-        if fmt == "parquet":
-            table.to_parquet(target, index=False)
-        else:
-            table.to_csv(target, index=False)
-    except BrokenPipeError:
-        raise
+        with open(out, "wb") as file:
+            _write(table, fmt, file)
     except OSError as err:
-        if out is None:
-            raise
         raise CommandError(f"{out}: cannot write: {err.strerror or err}") from err
+
+
+def _write(table: pd.DataFrame, fmt: str, file) -> None:
+    if fmt == "parquet":
+        table.to_parquet(file, index=False)
+    else:
+        table.to_csv(file, index=False)
 
 
 @contextmanager
