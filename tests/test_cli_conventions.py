@@ -242,7 +242,9 @@ def test_load_then_list_read_only(tmp_path):
     assert one_error_line(result, 1).startswith(f"{junk}: not a trial source: expected ")
     assert result.stdout == f"trial 1: tau2_wrap_mpi2 (2 threads) from {TAU_PROFILES}\n"
     result = joulehouse("taudb", "load", url, junk, TAU_PROFILES, "--name", "x")
-    assert one_error_line(result) == "taudb load: --name needs exactly one PATH"
+    assert result.returncode == 2 and result.stderr.startswith("usage: joulehouse taudb load")
+    assert result.stderr.splitlines()[-1] == ("joulehouse taudb load: error: --name needs "
+                                              "exactly one PATH")
     database = tmp_path / "db" / "taudb.sqlite"
     before = (database.read_bytes(), database.stat().st_mtime_ns)
     result = joulehouse("taudb", "list", url)

@@ -65,7 +65,8 @@ def add_command(subparsers: argparse._SubParsersAction, name: str, *, help: str,
                             help="no progress display on standard error")
         parser.add_argument("--debug", action="store_true",
                             help="on an error, also print the traceback")
-        parser.set_defaults(handler=handler)
+        # a usage error found after parsing: args.command_parser.error(message) (exit 2)
+        parser.set_defaults(handler=handler, command_parser=parser)
     return parser
 
 

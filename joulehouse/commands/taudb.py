@@ -15,7 +15,6 @@ from pathlib import Path
 from joulehouse.commands.conventions import (
     BAD_INPUT,
     OK,
-    CommandError,
     add_command,
     input_path,
     open_taudb,
@@ -80,7 +79,7 @@ def _init(args: argparse.Namespace) -> int:
 
 def _load(args: argparse.Namespace) -> int:
     if args.name is not None and len(args.paths) > 1:
-        raise CommandError("taudb load: --name needs exactly one PATH")
+        args.command_parser.error("--name needs exactly one PATH")
     paths = [input_path(path, EXPECTED.removeprefix("expected ")) for path in args.paths]
     failed = 0
     with open_taudb(args.url, args.schema, create=True) as db, \
