@@ -4,7 +4,7 @@
   and the options every command has (``--quiet``, ``--debug``).
 - :func:`input_path`: a path given to read must exist and hold something;
   otherwise :class:`CommandError` says what was expected there.
-- :func:`progress`: items done of total, rate and time left on standard error
+- :class:`Progress`: items done of total, rate and time left on standard error
   when it is a terminal (tqdm); silent otherwise and under ``--quiet``.
 - :func:`write_table`: a table to standard output or a file.
 - :func:`open_taudb`: a TAUdb database, read-only unless the command creates;
@@ -24,6 +24,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Self
 
 import pandas as pd
 from sqlalchemy.exc import ArgumentError
@@ -93,8 +94,12 @@ def input_path(path: Path, expected: str, *, folder: bool | None = None) -> Path
 
 
 class Progress:
-    """Iterate over ``items`` with a progress display on stderr when it is a terminal;
-    :meth:`report` and :meth:`print` write lines without breaking the display."""
+    """``with Progress(items, unit=..., quiet=...) as shown: for item in shown: ...``
+
+    Items done of total, rate and time left on stderr when it is a terminal and
+    not ``quiet``; erased at the end. :meth:`report` and :meth:`print` write
+    lines without breaking the display.
+    """
 
     def __init__(self, items: Sequence, *, unit: str, quiet: bool):
         shown = not quiet and sys.stderr.isatty()
@@ -104,6 +109,12 @@ class Progress:
     def __iter__(self) -> Iterator:
         return iter(self._bar)
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._bar.close()
+
     def report(self, message: str) -> None:
         """``joulehouse: message`` on standard error (a skipped or bad item)."""
         self._bar.write(f"{PROG}: {message}", file=sys.stderr)
@@ -111,19 +122,6 @@ class Progress:
     def print(self, line: str) -> None:
         """``line`` on standard output (a result as it comes)."""
         self._bar.write(line, file=sys.stdout)
-
-    def close(self) -> None:
-        self._bar.close()
-
-
-@contextmanager
-def progress(items: Sequence, *, unit: str, quiet: bool) -> Iterator[Progress]:
-    """A :class:`Progress` over ``items``, closed (display erased) at the end."""
-    shown = Progress(items, unit=unit, quiet=quiet)
-    try:
-        yield shown
-    finally:
-        shown.close()
 
 
 def write_table(table: pd.DataFrame, fmt: str, out: Path | None) -> None:

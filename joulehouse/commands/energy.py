@@ -11,9 +11,9 @@ from joulehouse.commands.conventions import (
     BAD_INPUT,
     OK,
     CommandError,
+    Progress,
     add_command,
     input_path,
-    progress,
     write_table,
 )
 from joulehouse.errors import InputError
@@ -92,7 +92,7 @@ def energy_gpu(args: argparse.Namespace) -> int:
         raise CommandError(f"{data_root}: no repetition folders; expected {EXPECTED_ROOT}{hint}")
     frames, failed = [], 0
     name = root_name(data_root) if args.root_name is None else args.root_name
-    with progress(refs, unit="repetition", quiet=args.quiet) as shown:
+    with Progress(refs, unit="repetition", quiet=args.quiet) as shown:
         for ref in shown:
             if not is_complete(ref.path):
                 shown.report(f"skipped {ref.key}: incomplete (no experiment_end yet)")

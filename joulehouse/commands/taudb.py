@@ -15,10 +15,10 @@ from pathlib import Path
 from joulehouse.commands.conventions import (
     BAD_INPUT,
     OK,
+    Progress,
     add_command,
     input_path,
     open_taudb,
-    progress,
 )
 from joulehouse.errors import InputError
 from joulehouse.taudb.loader import list_trials, load_trial
@@ -83,7 +83,7 @@ def _load(args: argparse.Namespace) -> int:
     paths = [input_path(path, EXPECTED.removeprefix("expected ")) for path in args.paths]
     failed = 0
     with open_taudb(args.url, args.schema, create=True) as db, \
-            progress(paths, unit="trial", quiet=args.quiet) as shown:
+            Progress(paths, unit="trial", quiet=args.quiet) as shown:
         for path in shown:
             try:
                 trial = read_trial_source(path)
