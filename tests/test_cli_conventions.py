@@ -21,6 +21,7 @@ import psycopg2
 from postgres_server import free_port
 
 from joulehouse.cli import build_parser
+from joulehouse.taudb.connect import masked_url, unavailable
 
 PROJECT = Path(__file__).resolve().parent.parent
 EXAMPLE = PROJECT / "examples" / "gpu-data"
@@ -296,3 +297,32 @@ def test_missing_database_schema_and_permission_on_postgresql(postgres_url):
     result = joulehouse("taudb", "list", reader_url, "--schema", "cli_denied")
     assert one_error_line(result) == (f"{reader_url.replace(':pw@', ':***@')}: permission "
                                       "denied for table trial")
+
+
+def test_authentication_failure_and_a_password_in_a_message_are_masked():
+    # libpq's own text for a wrong password (the throwaway server trusts every local user)
+    error = psycopg2.OperationalError(
+        'connection to server at "db.example.org" (192.0.2.7), port 5432 failed: FATAL:  '
+        'password authentication failed for user "me"\n')
+    assert str(unavailable("postgresql://me:hunter2@db.example.org:5432/perf", error)) == (
+        'postgresql://me:***@db.example.org:5432/perf: password authentication failed for '
+        'user "me"')
+    echoed = psycopg2.OperationalError("invalid connection option near hunter2\n")
+    assert "hunter2" not in str(unavailable("postgresql://me:hunter2@h/db", echoed))
+    assert masked_url("postgresql://me:hunter2@h:port-not-a-number/db") == (
+        "postgresql://me:***@h:port-not-a-number/db")
+
+
+def test_unusable_urls_and_options_are_one_line(tmp_path):
+    cases = {
+        ("postgresql://me:pw@h:xx/db",): "postgresql://me:***@h:xx/db: not a database URL "
+        "(sqlite:///FILE or postgresql://USER@HOST:PORT/DB): invalid literal for int() with "
+        "base 10: 'xx'",
+        ("mysql://me:pw@h/db",): "mysql://me:***@h/db: unsupported TAUdb URL (sqlite:/// or "
+        "postgresql://): mysql://me:***@h/db",
+        (f"sqlite:///{tmp_path}/x.db", "--schema", "s"): f"sqlite:///{tmp_path}/x.db: SQLite "
+        "has no schemas: drop the schema option",
+    }
+    for args, message in cases.items():
+        assert one_error_line(joulehouse("taudb", "init", *args)) == message
+    assert tree(tmp_path) == {}

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Self
 
 import pandas as pd
-from sqlalchemy.exc import ArgumentError
 from tqdm import tqdm
 
 from joulehouse.errors import InputError
@@ -160,7 +159,7 @@ def open_taudb(url: str, schema: str | None, *, create: bool) -> Iterator[TaudbD
     try:
         try:
             db = TaudbDatabase(url, schema, read_only=not create)
-        except (ValueError, ArgumentError, OSError) as err:
+        except (ValueError, OSError) as err:
             raise TaudbUnavailable(url, str(err)) from err
         with db:
             if not create:

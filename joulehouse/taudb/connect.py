@@ -65,7 +65,7 @@ def masked_url(url: str) -> str:
     """``url`` with its password (if any) written ``***``."""
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # not a URL, or a port that is not a number
         return _URL_PASSWORD.sub(r"\1***@", url)
 
 
@@ -87,7 +87,7 @@ def unavailable(url: str, error: BaseException) -> TaudbUnavailable:
         reason = f"SQLite: {reason}"
     try:
         password = make_url(url).password
-    except ArgumentError:
+    except (ArgumentError, ValueError):
         password = None
     if password:
         reason = reason.replace(str(password), "***")
@@ -103,7 +103,11 @@ class TaudbDatabase:
     """
 
     def __init__(self, url: str, schema: str | None = None, *, read_only: bool = False):
-        parsed = make_url(url)
+        try:
+            parsed = make_url(url)
+        except (ArgumentError, ValueError) as err:
+            raise ValueError("not a database URL (sqlite:///FILE or "
+                             f"postgresql://USER@HOST:PORT/DB): {err}") from err
         self.url = url
         self.schema = schema
         self.read_only = read_only
