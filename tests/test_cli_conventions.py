@@ -287,6 +287,8 @@ def test_missing_database_schema_and_permission_on_postgresql(postgres_url):
                                       "(no schema_version table); `joulehouse taudb init` "
                                       "creates one")
     assert joulehouse("taudb", "init", postgres_url, "--schema", "cli_denied").returncode == 0
+    result = joulehouse("taudb", "list", postgres_url, "--schema", "cli_denied")  # read-only
+    assert result.returncode == 0 and result.stdout == "id\tname\tdata_source\tthreads\tsource\n"
     with psycopg2.connect(postgres_url) as admin, admin.cursor() as cursor:
         cursor.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'cli_%'")
         assert cursor.fetchall() == [("cli_denied",)]  # list created no cli_nothere
