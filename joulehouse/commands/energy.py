@@ -3,31 +3,57 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import pandas as pd
 
+from joulehouse.commands.conventions import (
+    BAD_INPUT,
+    OK,
+    CommandError,
+    Progress,
+    add_command,
+    input_path,
+    write_table,
+)
 from joulehouse.errors import InputError
 from joulehouse.gpu.energy import REPETITION_ENERGY_COLUMNS, repetition_energy
-from joulehouse.gpu.layout import find_repetitions, is_complete, is_root_name, root_name
+from joulehouse.gpu.layout import (
+    find_repetitions,
+    folder_level,
+    is_complete,
+    is_root_name,
+    root_name,
+)
 from joulehouse.gpu.readers import EXTERNAL_POWER_UNITS, read_repetition
 from joulehouse.gpu.schemas import REPETITION_ENERGY_SCHEMA
 from joulehouse.timeutil import check_timezone
 from joulehouse.validation import validate
 
+EXAMPLE_ROOT = "examples/gpu-data"
+#: What a data root holds, for errors about the path given.
+EXPECTED_ROOT = ("a GPU benchmark data root: experiment/benchmark/run/repetition folders, "
+                 "each with timestamps.csv")
+#: Where a folder of a data root sits, for ``folder_level``'s answer.
+_LEVELS_DOWN = {"repetition": 4, "run": 3, "benchmark": 2}
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``energy gpu`` to the ``joulehouse`` command."""
-    energy = subparsers.add_parser("energy", help="energy tables")
+    energy = add_command(subparsers, "energy", help="energy tables",
+                         description="Energy tables of a source, computed without Dagster.",
+                         examples=[f"joulehouse energy gpu {EXAMPLE_ROOT}"])
     sources = energy.add_subparsers(dest="source", required=True)
-    gpu = sources.add_parser(
-        "gpu",
+    gpu = add_command(
+        sources, "gpu",
         help="per-repetition energy of GPU benchmark runs",
-        description="Write the per-repetition energy table (experiment windows) of every "
-        "complete repetition under DATA_ROOT. Incomplete repetitions are skipped; a bad "
+        description="Write the per-repetition energy table (experiment windows) of every\n"
+        "complete repetition under DATA_ROOT. Incomplete repetitions are skipped; a bad\n"
         "one is reported on stderr and the others still go out (exit code 1).",
-    )
+        examples=[f"joulehouse energy gpu {EXAMPLE_ROOT} > energy.csv",
+                  ("joulehouse energy gpu /lustre/gpu-bench --timezone Europe/Berlin "
+                   "--format parquet --out energy.parquet")],
+        handler=energy_gpu)
     gpu.add_argument("data_root", type=Path, metavar="DATA_ROOT")
     gpu.add_argument("--format", choices=["csv", "parquet"], default="csv")
     gpu.add_argument("--out", type=Path, metavar="FILE", help="output file (default: stdout)")
@@ -40,7 +66,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gpu.add_argument("--root-name", type=_root_name, metavar="NAME",
                      help="the data_root column, e.g. the name the root has in Dagster "
                      "(default: the folder's name)")
-    gpu.set_defaults(handler=energy_gpu)
 
 
 def _timezone(name: str) -> str:
@@ -58,29 +83,30 @@ def _root_name(name: str) -> str:
 
 def energy_gpu(args: argparse.Namespace) -> int:
     """Handler of ``joulehouse energy gpu``; returns the exit code."""
-    if not args.data_root.is_dir():
-        raise InputError(args.data_root, "not a directory")
+    data_root = input_path(args.data_root, EXPECTED_ROOT, folder=True)
+    refs = find_repetitions(data_root)
+    if not refs:
+        level = folder_level(data_root)
+        hint = (f" (this is a {level} folder: give the data root, "
+                f"{data_root.resolve().parents[_LEVELS_DOWN[level] - 1]})" if level else "")
+        raise CommandError(f"{data_root}: no repetition folders; expected {EXPECTED_ROOT}{hint}")
     frames, failed = [], 0
-    name = root_name(args.data_root) if args.root_name is None else args.root_name
-    for ref in find_repetitions(args.data_root):
-        if not is_complete(ref.path):
-            print(f"joulehouse: skipped {ref.key}: incomplete (no experiment_end yet)",
-                  file=sys.stderr)
-            continue
-        try:
-            rep = read_repetition(ref, timezone=args.timezone,
-                                  external_power_unit=args.external_power_unit)
-            energy = repetition_energy(rep, data_root=name, max_gap_s=args.max_gap)
-        except InputError as err:
-            failed += 1
-            print(f"joulehouse: {ref.key}: {err}", file=sys.stderr)
-            continue
-        frames.append(energy[energy["phase"] == "experiment"])
-    table = (validate(REPETITION_ENERGY_SCHEMA, pd.concat(frames, ignore_index=True),
-                      args.data_root)
+    name = root_name(data_root) if args.root_name is None else args.root_name
+    with Progress(refs, unit="repetition", quiet=args.quiet) as shown:
+        for ref in shown:
+            if not is_complete(ref.path):
+                shown.report(f"skipped {ref.key}: incomplete (no experiment_end yet)")
+                continue
+            try:
+                rep = read_repetition(ref, timezone=args.timezone,
+                                      external_power_unit=args.external_power_unit)
+                energy = repetition_energy(rep, data_root=name, max_gap_s=args.max_gap)
+            except InputError as err:
+                failed += 1
+                shown.report(f"{ref.key}: {err}")
+                continue
+            frames.append(energy[energy["phase"] == "experiment"])
+    table = (validate(REPETITION_ENERGY_SCHEMA, pd.concat(frames, ignore_index=True), data_root)
              if frames else pd.DataFrame(columns=REPETITION_ENERGY_COLUMNS))
-    if args.format == "parquet":
-        table.to_parquet(args.out if args.out else sys.stdout.buffer, index=False)
-    else:
-        table.to_csv(args.out if args.out else sys.stdout, index=False)
-    return 1 if failed else 0
+    write_table(table, args.format, args.out)
+    return BAD_INPUT if failed else OK

@@ -3,63 +3,107 @@
 URLs in SQLAlchemy's form: ``sqlite:///path/to/taudb.sqlite`` or
 ``postgresql://user@host:port/db``; a PostgreSQL password comes from the URL
 or libpq's environment (``PGPASSWORD``, ``~/.pgpass``), never from an option.
+Only ``init`` and ``load`` create or change anything; ``list`` opens the
+database read-only and needs its TAUdb schema.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from joulehouse.taudb.connect import TaudbDatabase
+from joulehouse.commands.conventions import (
+    BAD_INPUT,
+    OK,
+    Progress,
+    add_command,
+    input_path,
+    open_taudb,
+)
+from joulehouse.errors import InputError
 from joulehouse.taudb.loader import list_trials, load_trial
-from joulehouse.taudb.read import read_trial_source
+from joulehouse.taudb.read import EXPECTED, read_trial_source
 from joulehouse.taudb.schema import ensure_schema
+
+URL_HELP = "sqlite:///FILE or postgresql://USER@HOST:PORT/DB"
+DB = "sqlite:///taudb.sqlite"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``taudb`` command group and its ``init``, ``load`` and ``list`` commands."""
-    group = subparsers.add_parser("taudb", help="TAUdb: the TAU performance database")
+    group = add_command(subparsers, "taudb", help="TAUdb: the TAU performance database",
+                        description=__doc__.split("\n\n")[0].replace("``", ""),
+                        examples=[f"joulehouse taudb init {DB}",
+                                  f"joulehouse taudb load {DB} profiles/",
+                                  f"joulehouse taudb list {DB}"])
     commands = group.add_subparsers(dest="command", required=True)
 
-    def command(name: str, handler, help: str) -> argparse.ArgumentParser:
-        parser = commands.add_parser(name, help=help)
-        parser.add_argument("url", metavar="URL", help="sqlite:///FILE or postgresql://USER@HOST:PORT/DB")
-        parser.add_argument("--schema", help="PostgreSQL schema holding the tables (default: public)")
-        parser.set_defaults(handler=handler)
+    def command(name: str, handler, help: str, description: str,
+                examples: list[str]) -> argparse.ArgumentParser:
+        parser = add_command(commands, name, help=help, description=description,
+                             examples=examples, handler=handler)
+        parser.add_argument("url", metavar="URL", help=URL_HELP)
+        parser.add_argument("--schema", help="PostgreSQL schema holding the tables "
+                            "(default: the role's search_path)")
         return parser
 
-    command("init", _init, "create the TAUdb schema unless present")
+    command("init", _init, "create the TAUdb schema unless present",
+            "Create the TAUdb schema (TAU's own DDL) unless present; a SQLite file\n"
+            "and its folder are created when missing.",
+            [f"joulehouse taudb init {DB}",
+             "joulehouse taudb init postgresql://me@dbhost:5432/perf --schema taudb"])
     load = command("load", _load, "load trials: folders of TAU profiles, .ppk files or GPU "
-                   "benchmark run folders")
-    load.add_argument("paths", metavar="PATH", nargs="+", help="a trial source")
+                   "benchmark run folders",
+                   "Load each PATH as one trial (replacing the trial of the same source),\n"
+                   "creating the database and its schema when missing. Every PATH must exist\n"
+                   "and hold something, or nothing is loaded (exit 2); a PATH that cannot\n"
+                   "be read is reported and the others are still loaded (exit 1).",
+                   [f"joulehouse taudb load {DB} examples/tau-profiles/tau2_wrap_mpi2 app.ppk",
+                    (f"joulehouse taudb load {DB} examples/gpu-data/power-limit/bert/250W "
+                     "--name bert-250W")])
+    load.add_argument("paths", type=Path, metavar="PATH", nargs="+", help="a trial source")
     load.add_argument("--name", help="trial name (one PATH only; default: the folder or file name)")
-    command("list", _list, "list the trials")
+    command("list", _list, "list the trials (read-only)",
+            "List the trials, tab-separated: id, name, data source, threads, source.\n"
+            "Read-only: a database that is missing or has no TAUdb schema is an error.",
+            [f"joulehouse taudb list {DB}",
+             "PGPASSWORD=... joulehouse taudb list postgresql://me@dbhost:5432/perf"])
 
 
 def _init(args: argparse.Namespace) -> int:
-    with TaudbDatabase(args.url, args.schema) as db:
+    with open_taudb(args.url, args.schema, create=True) as db:
         created = ensure_schema(db)
     print("created the TAUdb schema" if created else "the TAUdb schema is already there")
-    return 0
+    return OK
 
 
 def _load(args: argparse.Namespace) -> int:
     if args.name is not None and len(args.paths) > 1:
-        raise SystemExit("joulehouse taudb load: --name needs exactly one PATH")
-    with TaudbDatabase(args.url, args.schema) as db:
-        for path in args.paths:
-            trial = read_trial_source(path)
+        args.command_parser.error("--name needs exactly one PATH")
+    paths = [input_path(path, EXPECTED.removeprefix("expected ")) for path in args.paths]
+    failed = 0
+    with open_taudb(args.url, args.schema, create=True) as db, \
+            Progress(paths, unit="trial", quiet=args.quiet) as shown:
+        for path in shown:
+            try:
+                trial = read_trial_source(path)
+            except InputError as err:
+                failed += 1
+                shown.report(str(err))
+                continue
             if args.name is not None:
                 trial.name = args.name
             trial_id = load_trial(db, trial)
-            print(f"trial {trial_id}: {trial.name} ({len(trial.threads)} threads) from {path}")
-    return 0
+            shown.print(f"trial {trial_id}: {trial.name} ({len(trial.threads)} threads) "
+                        f"from {path}")
+    return BAD_INPUT if failed else OK
 
 
 def _list(args: argparse.Namespace) -> int:
-    with TaudbDatabase(args.url, args.schema) as db:
+    with open_taudb(args.url, args.schema, create=False) as db:
         trials = list_trials(db)
     print("id\tname\tdata_source\tthreads\tsource")
     for trial in trials:
         print(f"{trial['id']}\t{trial['name']}\t{trial['data_source']}\t"
               f"{trial['total_threads']}\t{trial['source_key'] or ''}")
-    return 0
+    return OK

@@ -12,6 +12,11 @@ from libpq's own environment (``PGPASSWORD``, ``~/.pgpass``).
 ``schema`` names a PostgreSQL schema that holds the TAUdb tables (it becomes
 the session's ``search_path``, so a role without rights on ``public`` can
 use its own); SQLite has no schemas and refuses one.
+
+``read_only`` opens an existing database without the right to change it: a
+SQLite file that is not there is an error (nothing is created), and every
+PostgreSQL transaction is read-only. :func:`unavailable` turns a driver's
+error into one line naming the URL with its password masked.
 """
 
 from __future__ import annotations
@@ -31,12 +36,62 @@ import numpy as np
 import pandas as pd
 import psycopg2
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
 # Lower case only: PostgreSQL folds the unquoted ``-c search_path=`` name to
 # lower case, while schema.py creates and looks up the exact spelling.
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+#: The errors a database driver raises: connecting, reading or writing.
+DRIVER_ERRORS = (sqlite3.Error, psycopg2.Error)
+# The password of a URL SQLAlchemy cannot parse: scheme://user:PASSWORD@host
+_URL_PASSWORD = re.compile(r"(://[^/:@]*:)[^/@]*@")
+# libpq's "connection to server at "host" (address), port N failed: " before its reason
+_PG_SERVER_PREFIX = re.compile(r'^connection to server (at|on) .*? failed: ')
+
+
+class TaudbUnavailable(Exception):
+    """A database that cannot be used as asked: ``"<url>: <reason>"``, one line, the URL's
+    password masked."""
+
+    def __init__(self, url: str, reason: str):
+        self.url = masked_url(url)
+        self.reason = reason
+        super().__init__(f"{self.url}: {reason}")
+
+
+def masked_url(url: str) -> str:
+    """``url`` with its password (if any) written ``***``."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):  # not a URL, or a port that is not a number
+        return _URL_PASSWORD.sub(r"\1***@", url)
+
+
+def unavailable(url: str, error: BaseException) -> TaudbUnavailable:
+    """A driver's error (:data:`DRIVER_ERRORS`) as one line naming ``url``, password masked.
+
+    libpq's "connection to server at ... failed:" prefix is dropped (the URL
+    says where), ``FATAL:``/``ERROR:`` markers too, and its hint follows in
+    parentheses; a password that appears in the message is masked.
+    """
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if not lines:
+        return TaudbUnavailable(url, type(error).__name__)
+    reason = re.sub(r"^(FATAL|ERROR):\s+", "", _PG_SERVER_PREFIX.sub("", lines[0]))
+    if isinstance(error, psycopg2.OperationalError) and len(lines) > 1 \
+            and not lines[1].startswith("connection to server"):
+        reason += f" ({lines[1][0].lower()}{lines[1][1:]})"
+    if isinstance(error, sqlite3.Error):
+        reason = f"SQLite: {reason}"
+    try:
+        password = make_url(url).password
+    except (ArgumentError, ValueError):
+        password = None
+    if password:
+        reason = reason.replace(str(password), "***")
+    return TaudbUnavailable(url, reason)
 
 
 class TaudbDatabase:
@@ -47,36 +102,48 @@ class TaudbDatabase:
     :meth:`transaction`.
     """
 
-    def __init__(self, url: str, schema: str | None = None):
-        parsed = make_url(url)
+    def __init__(self, url: str, schema: str | None = None, *, read_only: bool = False):
+        try:
+            parsed = make_url(url)
+        except (ArgumentError, ValueError) as err:
+            raise ValueError("not a database URL (sqlite:///FILE or "
+                             f"postgresql://USER@HOST:PORT/DB): {err}") from err
         self.url = url
         self.schema = schema
+        self.read_only = read_only
         if parsed.get_backend_name() == SQLITE:
             if schema is not None:
                 raise ValueError("SQLite has no schemas: drop the schema option")
             self.backend = SQLITE
             self.placeholder = "?"
             path = parsed.database or ":memory:"
-            if path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
             # isolation_level=None: no implicit transactions; transaction() opens them.
-            self.connection = sqlite3.connect(path, isolation_level=None)
+            if read_only:
+                self.connection = _open_sqlite_read_only(url, path)
+            else:
+                if path != ":memory:":
+                    Path(path).parent.mkdir(parents=True, exist_ok=True)
+                self.connection = sqlite3.connect(path, isolation_level=None)
             self.connection.execute("PRAGMA foreign_keys = ON")
         elif parsed.get_backend_name() == POSTGRESQL:
             self.backend = POSTGRESQL
             self.placeholder = "%s"
-            options = None
+            settings = []
             if schema is not None:
                 if not _SCHEMA_NAME.match(schema):
                     raise ValueError(f"not a plain schema name: {schema!r} (lower-case letters, "
                                      "digits and underscores, not starting with a digit)")
-                options = f"-c search_path={schema}"
+                settings.append(f"-c search_path={schema}")
+            if read_only:
+                settings.append("-c default_transaction_read_only=on")
             self.connection = psycopg2.connect(
                 host=parsed.host, port=parsed.port, user=parsed.username,
-                password=parsed.password, dbname=parsed.database, options=options,
+                password=parsed.password, dbname=parsed.database,
+                options=" ".join(settings) or None,
                 **{k: str(v) for k, v in parsed.query.items()})
         else:
-            raise ValueError(f"unsupported TAUdb URL (sqlite:/// or postgresql://): {url}")
+            raise ValueError("unsupported TAUdb URL (sqlite:/// or postgresql://): "
+                             f"{masked_url(url)}")
 
     @contextmanager
     def transaction(self) -> Iterator:
@@ -244,6 +311,19 @@ class TaudbDatabase:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _open_sqlite_read_only(url: str, path: str) -> sqlite3.Connection:
+    """An existing SQLite file opened read-only (``mode=ro``); nothing is created."""
+    if path == ":memory:":
+        raise ValueError("an in-memory SQLite database is empty: nothing to read")
+    file = Path(path)
+    if not file.is_file():
+        what = "a folder, not a database file" if file.is_dir() else (
+            "no such database file" if file.parent.is_dir() else
+            f"no such database file (no folder {file.parent})")
+        raise TaudbUnavailable(url, what)
+    return sqlite3.connect(f"{file.absolute().as_uri()}?mode=ro", uri=True, isolation_level=None)
 
 
 def _python_values(column: pd.Series) -> list:

@@ -1,0 +1,205 @@
+"""What every ``joulehouse`` command does the same way (docs/cli.md says why).
+
+- :func:`add_command`: a command with a description, examples in ``--help``,
+  and the options every command has (``--quiet``, ``--debug``).
+- :func:`input_path`: a path given to read must exist and hold something;
+  otherwise :class:`CommandError` says what was expected there.
+- :class:`Progress`: items done of total, rate and time left on standard error
+  when it is a terminal (tqdm); silent otherwise and under ``--quiet``.
+- :func:`write_table`: a table to standard output or a file.
+- :func:`open_taudb`: a TAUdb database, read-only unless the command creates;
+  every database error becomes one line naming the URL, password masked.
+- :func:`run`: the exit code: 0 all good, 1 some inputs bad (reported, the
+  rest written), 2 usage or environment, 130 interrupted, 141 output pipe
+  closed (as a process killed by SIGPIPE: ``cat``, ``git log`` under ``head``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Self
+
+import pandas as pd
+from tqdm import tqdm
+
+from joulehouse.errors import InputError
+from joulehouse.taudb.connect import DRIVER_ERRORS, TaudbDatabase, TaudbUnavailable, unavailable
+from joulehouse.taudb.schema import schema_present
+
+OK = 0
+BAD_INPUT = 1
+USAGE = 2
+INTERRUPTED = 128 + signal.SIGINT
+CLOSED_PIPE = 128 + signal.SIGPIPE
+
+PROG = "joulehouse"
+
+
+class CommandError(Exception):
+    """The command cannot run as asked (usage or environment): one line, exit code 2."""
+
+
+class _ExampleFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the line breaks of the description and of the examples."""
+
+
+def add_command(subparsers: argparse._SubParsersAction, name: str, *, help: str,
+                description: str, examples: Sequence[str],
+                handler: Callable[[argparse.Namespace], int] | None = None
+                ) -> argparse.ArgumentParser:
+    """Add a command (or a group, without ``handler``) whose ``--help`` ends with ``examples``
+    (command lines, each shown after a ``$``). A command with a handler also
+    gets ``--quiet`` and ``--debug``."""
+    parser = subparsers.add_parser(
+        name, help=help, description=description, formatter_class=_ExampleFormatter,
+        epilog="examples:\n" + "\n".join(f"  $ {line}" for line in examples))
+    if handler is not None:
+        parser.add_argument("-q", "--quiet", action="store_true",
+                            help="no progress display on standard error")
+        parser.add_argument("--debug", action="store_true",
+                            help="on an error, also print the traceback")
+        # a usage error found after parsing: args.command_parser.error(message) (exit 2)
+        parser.set_defaults(handler=handler, command_parser=parser)
+    return parser
+
+
+def input_path(path: Path, expected: str, *, folder: bool | None = None) -> Path:
+    """``path`` if it exists and holds something: a non-empty file, or a folder with a
+    visible entry; ``folder`` True or False also requires that kind.
+
+    Otherwise a :class:`CommandError` naming ``path``, what is wrong, and
+    ``expected`` (what should be there).
+    """
+    if not path.exists():
+        problem = "no such file or folder"
+    elif folder is True and not path.is_dir():
+        problem = "not a folder"
+    elif folder is False and path.is_dir():
+        problem = "a folder, not a file"
+    elif path.is_dir() and not any(not entry.name.startswith(".") for entry in path.iterdir()):
+        problem = "empty folder"
+    elif path.is_file() and path.stat().st_size == 0:
+        problem = "empty file"
+    else:
+        return path
+    raise CommandError(f"{path}: {problem}; expected {expected}")
+
+
+class Progress:
+    """``with Progress(items, unit=..., quiet=...) as shown: for item in shown: ...``
+
+    Items done of total, rate and time left on stderr when it is a terminal and
+    not ``quiet``; erased at the end. :meth:`report` and :meth:`print` write
+    lines without breaking the display.
+    """
+
+    def __init__(self, items: Sequence, *, unit: str, quiet: bool):
+        shown = not quiet and sys.stderr.isatty()
+        self._bar = tqdm(items, total=len(items), unit=unit, file=sys.stderr,
+                         disable=not shown, dynamic_ncols=True, leave=False)
+
+    def __iter__(self) -> Iterator:
+        return iter(self._bar)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._bar.close()
+
+    def report(self, message: str) -> None:
+        """``joulehouse: message`` on standard error (a skipped or bad item)."""
+        self._bar.write(f"{PROG}: {message}", file=sys.stderr)
+
+    def print(self, line: str) -> None:
+        """``line`` on standard output (a result as it comes)."""
+        self._bar.write(line, file=sys.stdout)
+
+
+def write_table(table: pd.DataFrame, fmt: str, out: Path | None) -> None:
+    """``table`` as ``fmt`` (``csv`` or ``parquet``) to the file ``out``, or to standard
+    output. Parquet is not written to a terminal; a file that cannot be written
+    is a :class:`CommandError`."""
+    if out is None:
+        if fmt == "parquet" and sys.stdout.isatty():
+            raise CommandError("Parquet is binary, not for a terminal: give --out FILE "
+                               "or redirect the output")
+        _write(table, fmt, sys.stdout.buffer if fmt == "parquet" else sys.stdout)
+        return
+    try:
+        with open(out, "wb") as file:
+            _write(table, fmt, file)
+    except OSError as err:
+        raise CommandError(f"{out}: cannot write: {err.strerror or err}") from err
+
+
+def _write(table: pd.DataFrame, fmt: str, file) -> None:
+    if fmt == "parquet":
+        table.to_parquet(file, index=False)
+    else:
+        table.to_csv(file, index=False)
+
+
+@contextmanager
+def open_taudb(url: str, schema: str | None, *, create: bool) -> Iterator[TaudbDatabase]:
+    """The TAUdb database at ``url``, closed at the end.
+
+    Without ``create`` it is opened read-only and must already hold the TAUdb
+    schema; with it, a missing SQLite file is created (the schema is the
+    command's business). Every database error, at opening or later, is a
+    :class:`CommandError` of one line naming the URL, its password masked.
+    """
+    try:
+        try:
+            db = TaudbDatabase(url, schema, read_only=not create)
+        except (ValueError, OSError) as err:
+            raise TaudbUnavailable(url, str(err)) from err
+        with db:
+            if not create:
+                with db.transaction() as cursor:
+                    present = schema_present(db, cursor)
+                if not present:
+                    where = f" in schema {schema!r}" if schema else ""
+                    raise TaudbUnavailable(url, f"no TAUdb schema{where} (no schema_version "
+                                           "table); `joulehouse taudb init` creates one")
+            yield db
+    except TaudbUnavailable as err:
+        raise CommandError(str(err)) from err
+    except DRIVER_ERRORS as err:
+        raise CommandError(str(unavailable(url, err))) from err
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``args.handler`` and turn its outcome into the exit code.
+
+    Errors are one line on stderr (``joulehouse: ...``), with the traceback
+    only under ``--debug``. When standard output is a closed pipe the command
+    stops quietly: what is left to write goes to /dev/null.
+    """
+    try:
+        code = args.handler(args) or OK
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return CLOSED_PIPE
+    except KeyboardInterrupt:
+        return _fail(args, "interrupted", INTERRUPTED)
+    except CommandError as err:
+        return _fail(args, str(err), USAGE)
+    except InputError as err:
+        return _fail(args, str(err), BAD_INPUT)
+
+
+def _fail(args: argparse.Namespace, message: str, code: int) -> int:
+    if args.debug:
+        traceback.print_exc()
+    print(f"{PROG}: {message}", file=sys.stderr)
+    return code

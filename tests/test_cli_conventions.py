@@ -1,0 +1,330 @@
+"""The installed ``joulehouse`` command, run as a user runs it: exit codes, the one line on
+stderr, and nothing created by a command that only reads (docs/cli.md)."""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import pty
+import re
+import shutil
+import sqlite3
+import struct
+import subprocess
+import sys
+import termios
+from importlib.metadata import version
+from pathlib import Path
+
+import psycopg2
+from postgres_server import free_port
+
+from joulehouse.cli import build_parser
+from joulehouse.taudb.connect import masked_url, unavailable
+
+PROJECT = Path(__file__).resolve().parent.parent
+EXAMPLE = PROJECT / "examples" / "gpu-data"
+TAU_PROFILES = PROJECT / "examples" / "tau-profiles" / "tau2_wrap_mpi2"
+JOULEHOUSE = Path(sys.executable).with_name("joulehouse")
+ROOT_EXPECTED = ("expected a GPU benchmark data root: experiment/benchmark/run/repetition "
+                 "folders, each with timestamps.csv")
+
+
+def joulehouse(*args, **kwargs) -> subprocess.CompletedProcess:
+    """The installed command's result, its output as text."""
+    assert JOULEHOUSE.is_file(), f"{JOULEHOUSE} is not installed: run make .venv/installed"
+    return subprocess.run([str(JOULEHOUSE), *map(str, args)], check=False, capture_output=True,
+                          text=True, timeout=120, **kwargs)
+
+
+def one_error_line(result: subprocess.CompletedProcess, code: int = 2) -> str:
+    """The one stderr line of a failed command (no traceback), without ``joulehouse: ``."""
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("joulehouse: "), result.stderr
+    return lines[0].removeprefix("joulehouse: ")
+
+
+def tree(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder`` with its bytes (None for a folder)."""
+    return {str(p.relative_to(folder)): None if p.is_dir() else p.read_bytes()
+            for p in sorted(folder.rglob("*"))}
+
+
+def copies_of_example(root: Path, copies: int) -> Path:
+    """A data root holding the example's experiments ``copies`` times (as symlinks)."""
+    root.mkdir()
+    for i in range(copies):
+        for experiment in ("clock-limit", "power-limit"):
+            (root / f"{experiment}-{i}").symlink_to(EXAMPLE / experiment)
+    return root
+
+
+def commands(parser: argparse.ArgumentParser, path=()) -> list[tuple[str, ...]]:
+    """Every command and group below ``parser``, as word tuples."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += [(*path, name), *commands(sub, (*path, name))]
+    return found
+
+
+# --- the command itself -------------------------------------------------------------------------
+
+def test_version():
+    result = joulehouse("--version")
+    assert result.returncode == 0 and result.stdout == f"joulehouse {version('joulehouse')}\n"
+
+
+def test_every_help_shows_an_example():
+    every = commands(build_parser())
+    assert ("energy", "gpu") in every and ("taudb", "list") in every and len(every) == 6
+    for words in [(), *every]:
+        result = joulehouse(*words, "--help")
+        assert result.returncode == 0, words
+        example = re.search(r"^examples:\n  \$ (.*)$", result.stdout, re.MULTILINE)
+        assert example and example.group(1).startswith(" ".join(("joulehouse", *words))), words
+
+
+# --- paths that must exist and hold something ---------------------------------------------------
+
+def test_missing_data_root_is_an_error_saying_what_was_expected(tmp_path):
+    result = joulehouse("energy", "gpu", tmp_path / "typo", cwd=tmp_path)
+    assert one_error_line(result) == f"{tmp_path / 'typo'}: no such file or folder; {ROOT_EXPECTED}"
+    assert result.stdout == "" and tree(tmp_path) == {}
+
+
+def test_empty_folder_file_and_inner_folder_are_not_data_roots(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = joulehouse("energy", "gpu", tmp_path / "empty")
+    assert one_error_line(result) == f"{tmp_path / 'empty'}: empty folder; {ROOT_EXPECTED}"
+    (tmp_path / "file.csv").write_text("a,b\n")
+    result = joulehouse("energy", "gpu", tmp_path / "file.csv")
+    assert one_error_line(result) == f"{tmp_path / 'file.csv'}: not a folder; {ROOT_EXPECTED}"
+    run = EXAMPLE / "power-limit" / "bert" / "250W"
+    result = joulehouse("energy", "gpu", run)
+    assert one_error_line(result) == (f"{run}: no repetition folders; {ROOT_EXPECTED} (this is a "
+                                      f"run folder: give the data root, {EXAMPLE})")
+    assert result.stdout == ""
+
+
+def test_bad_repetition_reported_while_the_good_ones_go_out(tmp_path):
+    root = tmp_path / "data"
+    shutil.copytree(EXAMPLE / "power-limit", root / "power-limit")
+    bad = root / "power-limit/bert/250W/1/gpu-power.csv"
+    bad.write_bytes(bad.read_bytes()[:-5])
+    result = joulehouse("energy", "gpu", root)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"joulehouse: power-limit/bert/250W/1: {bad}:")
+    assert len(result.stderr.splitlines()) == 1
+    rows = result.stdout.splitlines()[1:]
+    assert [row.split(",")[1] for row in rows] == [
+        "power-limit/bert/150W/0", "power-limit/bert/150W/1", "power-limit/bert/200W/0",
+        "power-limit/bert/200W/1", "power-limit/bert/250W/0"]
+
+
+# --- output -------------------------------------------------------------------------------------
+
+def test_pipe_closed_after_the_first_line_ends_quietly(tmp_path):
+    root = copies_of_example(tmp_path / "data", copies=2)  # 16 rows: more than the pipe holds
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    process = subprocess.Popen([str(JOULEHOUSE), "energy", "gpu", str(root)], stdout=write_end,
+                               stderr=subprocess.PIPE, text=True)
+    os.close(write_end)
+    first = b""
+    while not first.endswith(b"\n"):
+        first += os.read(read_end, 1)
+    os.close(read_end)  # as `head -1` does
+    stderr = process.stderr.read()
+    assert process.wait(timeout=120) == 141
+    assert stderr == ""
+    assert first.decode().startswith("data_root,repetition,experiment,")
+
+
+def test_parquet_is_not_written_to_a_terminal(tmp_path):
+    controller, terminal = pty.openpty()
+    result = subprocess.run([str(JOULEHOUSE), "energy", "gpu", str(EXAMPLE), "--format",
+                             "parquet"], check=False, stdout=terminal, stderr=subprocess.PIPE,
+                            text=True, timeout=120)
+    os.close(terminal)
+    os.close(controller)
+    assert one_error_line(result) == ("Parquet is binary, not for a terminal: give --out FILE "
+                                      "or redirect the output")
+
+
+def test_unwritable_output_file_is_an_error_naming_it(tmp_path):
+    out = tmp_path / "no-such-folder" / "energy.csv"
+    result = joulehouse("energy", "gpu", EXAMPLE, "--out", out)
+    assert one_error_line(result) == f"{out}: cannot write: No such file or directory"
+
+
+# --- progress -----------------------------------------------------------------------------------
+
+def stderr_on_a_terminal(*args) -> tuple[int, str, str]:
+    """Exit code, what a terminal on stderr showed, and stdout, of ``joulehouse *args``."""
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    env = {**os.environ, "TQDM_MININTERVAL": "0"}  # every item redrawn: no timing in the test
+    process = subprocess.Popen([str(JOULEHOUSE), *map(str, args)], stdout=subprocess.PIPE,
+                               stderr=terminal, env=env, text=True)
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # EIO: the command closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    stdout = process.stdout.read()
+    return process.wait(timeout=120), shown.decode(), stdout
+
+
+def test_progress_on_a_terminal_only_and_quiet_silences_it():
+    code, shown, stdout = stderr_on_a_terminal("energy", "gpu", EXAMPLE)
+    assert code == 0 and len(stdout.splitlines()) == 9
+    assert "0/8 [00:00<?, ?repetition/s]" in shown
+    assert re.search(r"[1-8]/8 \[\d\d:\d\d<\d\d:\d\d, +\d+(\.\d+)?repetition/s\]", shown), shown
+    code, shown, stdout = stderr_on_a_terminal("energy", "gpu", EXAMPLE, "--quiet")
+    assert code == 0 and shown == "" and len(stdout.splitlines()) == 9
+    result = joulehouse("energy", "gpu", EXAMPLE)  # stderr a pipe: silent
+    assert result.returncode == 0 and result.stderr == ""
+
+
+# --- TAUdb: read-only list, creating init and load ----------------------------------------------
+
+def test_list_of_a_missing_sqlite_file_or_folder_creates_nothing(tmp_path):
+    result = joulehouse("taudb", "list", f"sqlite:///{tmp_path}/new.db")
+    assert one_error_line(result) == f"sqlite:///{tmp_path}/new.db: no such database file"
+    result = joulehouse("taudb", "list", f"sqlite:///{tmp_path}/nodir/new.db")
+    assert one_error_line(result) == (f"sqlite:///{tmp_path}/nodir/new.db: no such database "
+                                      f"file (no folder {tmp_path}/nodir)")
+    assert result.stdout == "" and tree(tmp_path) == {}
+
+
+def test_list_of_a_database_without_taudb_schema_changes_nothing(tmp_path):
+    (tmp_path / "empty.db").touch()
+    with sqlite3.connect(tmp_path / "other.db") as other:
+        other.execute("CREATE TABLE readings (value REAL)")
+    other.close()
+    (tmp_path / "text.db").write_text("not a database\n" * 100)
+    before = tree(tmp_path)
+    for name in ("empty.db", "other.db"):
+        result = joulehouse("taudb", "list", f"sqlite:///{tmp_path}/{name}")
+        assert one_error_line(result) == (f"sqlite:///{tmp_path}/{name}: no TAUdb schema (no "
+                                          "schema_version table); `joulehouse taudb init` "
+                                          "creates one")
+    result = joulehouse("taudb", "list", f"sqlite:///{tmp_path}/text.db")
+    assert one_error_line(result) == f"sqlite:///{tmp_path}/text.db: SQLite: file is not a database"
+    assert tree(tmp_path) == before
+
+
+def test_load_then_list_read_only(tmp_path):
+    url = f"sqlite:///{tmp_path}/db/taudb.sqlite"
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "notes.txt").write_text("no profiles here\n")
+    result = joulehouse("taudb", "load", url, TAU_PROFILES, tmp_path / "missing")
+    assert one_error_line(result) == (f"{tmp_path / 'missing'}: no such file or folder; "
+                                      "expected a .ppk file, a folder of TAU profiles "
+                                      "(profile.<node>.<context>.<thread>, or MULTI__<metric> "
+                                      "folders of them), or a GPU benchmark run folder "
+                                      "(experiment/benchmark/run, whose sub-folders are "
+                                      "repetitions with timestamps.csv)")
+    assert not (tmp_path / "db").exists()  # nothing loaded, nothing created
+    result = joulehouse("taudb", "load", url, junk, TAU_PROFILES)
+    assert result.returncode == 1
+    assert one_error_line(result, 1).startswith(f"{junk}: not a trial source: expected ")
+    assert result.stdout == f"trial 1: tau2_wrap_mpi2 (2 threads) from {TAU_PROFILES}\n"
+    result = joulehouse("taudb", "load", url, junk, TAU_PROFILES, "--name", "x")
+    assert result.returncode == 2 and result.stderr.startswith("usage: joulehouse taudb load")
+    assert result.stderr.splitlines()[-1] == ("joulehouse taudb load: error: --name needs "
+                                              "exactly one PATH")
+    database = tmp_path / "db" / "taudb.sqlite"
+    before = (database.read_bytes(), database.stat().st_mtime_ns)
+    result = joulehouse("taudb", "list", url)
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout.splitlines() == ["id\tname\tdata_source\tthreads\tsource",
+                                          f"1\ttau2_wrap_mpi2\t1\t2\t{TAU_PROFILES}"]
+    assert (database.read_bytes(), database.stat().st_mtime_ns) == before
+
+
+# --- database errors: one line, the URL's password masked ---------------------------------------
+
+def test_closed_port_is_one_line_with_the_password_masked():
+    port = free_port()  # free a moment ago: nothing listens there
+    url = f"postgresql://nobody:s3cret@127.0.0.1:{port}/x"
+    result = joulehouse("taudb", "list", url)
+    assert one_error_line(result) == (f"postgresql://nobody:***@127.0.0.1:{port}/x: Connection "
+                                      "refused (is the server running on that host and "
+                                      "accepting TCP/IP connections?)")
+    assert "s3cret" not in result.stderr and result.stdout == ""
+    debug = joulehouse("taudb", "list", url, "--debug")
+    assert debug.returncode == 2 and "Traceback" in debug.stderr
+    assert debug.stderr.splitlines()[-1] == result.stderr.strip() and "s3cret" not in debug.stderr
+
+
+def test_unknown_host_is_one_line():
+    result = joulehouse("taudb", "init", "postgresql://me:pw@no-such-host.invalid/taudb")
+    line = one_error_line(result)
+    assert line.startswith("postgresql://me:***@no-such-host.invalid/taudb: could not translate "
+                           'host name "no-such-host.invalid" to address')
+
+
+def test_missing_database_schema_and_permission_on_postgresql(postgres_url):
+    server = postgres_url.rsplit("/", 1)[0]
+    result = joulehouse("taudb", "list", f"{server}/no_such_db")
+    assert one_error_line(result) == (f"{server}/no_such_db: database \"no_such_db\" does not "
+                                      "exist")
+    result = joulehouse("taudb", "list", postgres_url, "--schema", "cli_nothere")
+    assert one_error_line(result) == (f"{postgres_url}: no TAUdb schema in schema 'cli_nothere' "
+                                      "(no schema_version table); `joulehouse taudb init` "
+                                      "creates one")
+    assert joulehouse("taudb", "init", postgres_url, "--schema", "cli_denied").returncode == 0
+    result = joulehouse("taudb", "list", postgres_url, "--schema", "cli_denied")  # read-only
+    assert result.returncode == 0 and result.stdout == "id\tname\tdata_source\tthreads\tsource\n"
+    with psycopg2.connect(postgres_url) as admin, admin.cursor() as cursor:
+        cursor.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'cli_%'")
+        assert cursor.fetchall() == [("cli_denied",)]  # list created no cli_nothere
+        cursor.execute("DROP ROLE IF EXISTS cli_reader; CREATE ROLE cli_reader LOGIN; "
+                       "GRANT USAGE ON SCHEMA cli_denied TO cli_reader")
+    admin.close()
+    reader_url = postgres_url.replace("postgresql://postgres@", "postgresql://cli_reader:pw@")
+    result = joulehouse("taudb", "list", reader_url, "--schema", "cli_denied")
+    assert one_error_line(result) == (f"{reader_url.replace(':pw@', ':***@')}: permission "
+                                      "denied for table trial")
+
+
+def test_authentication_failure_and_a_password_in_a_message_are_masked():
+    # libpq's own text for a wrong password (the throwaway server trusts every local user)
+    error = psycopg2.OperationalError(
+        'connection to server at "db.example.org" (192.0.2.7), port 5432 failed: FATAL:  '
+        'password authentication failed for user "me"\n')
+    assert str(unavailable("postgresql://me:hunter2@db.example.org:5432/perf", error)) == (
+        'postgresql://me:***@db.example.org:5432/perf: password authentication failed for '
+        'user "me"')
+    echoed = psycopg2.OperationalError("invalid connection option near hunter2\n")
+    assert "hunter2" not in str(unavailable("postgresql://me:hunter2@h/db", echoed))
+    assert masked_url("postgresql://me:hunter2@h:port-not-a-number/db") == (
+        "postgresql://me:***@h:port-not-a-number/db")
+
+
+def test_unusable_urls_and_options_are_one_line(tmp_path):
+    cases = {
+        ("postgresql://me:pw@h:xx/db",): "postgresql://me:***@h:xx/db: not a database URL "
+        "(sqlite:///FILE or postgresql://USER@HOST:PORT/DB): invalid literal for int() with "
+        "base 10: 'xx'",
+        ("mysql://me:pw@h/db",): "mysql://me:***@h/db: unsupported TAUdb URL (sqlite:/// or "
+        "postgresql://): mysql://me:***@h/db",
+        (f"sqlite:///{tmp_path}/x.db", "--schema", "s"): f"sqlite:///{tmp_path}/x.db: SQLite "
+        "has no schemas: drop the schema option",
+    }
+    for args, message in cases.items():
+        assert one_error_line(joulehouse("taudb", "init", *args)) == message
+    assert tree(tmp_path) == {}
