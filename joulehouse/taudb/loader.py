@@ -28,8 +28,9 @@ TAU's rules (checked against the rows its loader wrote, see
   TAU does). A zero divider gives 0, except for STDDEV (IEEE, as Java).
 - ``timer`` holds flat names only, with TAU's source location parsed from
   ``name [{file} {line,col}-{line,col}]`` (0 when unknown); groups from flat
-  entries, and every timer has one (:mod:`joulehouse.taudb.rules`, which also
-  checks what TAU's reader needs before anything is derived). ``timer_callpath``: one row per entry and per missing
+  entries. :mod:`joulehouse.taudb.rules` first checks what TAU's reader
+  needs, derives a callpath leaf's missing flat entries and gives every timer
+  a group. ``timer_callpath``: one row per entry and per missing
   intermediate path, parent = the path without its last frame.
 - ``counter_value`` for real threads only; ``standard_deviation`` holds the
   raw SumSqr.
@@ -58,7 +59,7 @@ import pandas as pd
 from joulehouse.errors import InputError
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.model import CALLPATH_SEPARATOR, THREAD_COLUMNS, TrialData
-from joulehouse.taudb.rules import check_trial, timer_groups
+from joulehouse.taudb.rules import check_trial, timer_groups, with_flat_entries
 from joulehouse.taudb.schema import ensure_schema
 
 #: Primary-metadata names under which a trial records where it came from.
@@ -185,7 +186,7 @@ def _derive(trial: TrialData) -> tuple[dict[str, pd.DataFrame], Callable[[], pd.
     """
     try:
         check_trial(trial)
-        tables, timer_values = _derive_unchecked(trial)
+        tables, timer_values = _derive_unchecked(with_flat_entries(trial))
         for frame in tables.values():
             _check_int32(frame)
     except InputError:

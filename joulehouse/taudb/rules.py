@@ -2,8 +2,8 @@
 
 ParaProf and PerfExplorer open a trial through PerfDMF's ``DBDataSource.load()``;
 every :class:`~joulehouse.taudb.model.TrialData` passes through
-:func:`check_trial` and :func:`timer_groups` on its way into TAUdb (the
-loader calls both), so a source mapping cannot break these rules unnoticed.
+:func:`check_trial`, :func:`with_flat_entries` and :func:`timer_groups` on its
+way into TAUdb (the loader calls them), so a source mapping cannot break these rules unnoticed.
 ``docs/taudb.md`` ("What TAU's tools need") explains each one.
 
 - Names: timer, callpath frame, metric and user event names are non-empty and
@@ -14,6 +14,9 @@ loader calls both), so a source mapping cannot break these rules unnoticed.
   and average it into its MEAN.
 - calls and subroutines are finite and >= 0; an entry with 0 calls is not
   written at all (TAU's rule), so TAU's reader does not show it.
+- Every callpath leaf has a flat entry on each thread that entered it
+  (:func:`with_flat_entries` derives the missing ones): TAU writes both, and
+  ParaProf's default views show flat functions only.
 - Every timer has at least one group (:func:`timer_groups`): the reader builds
   its functions from the ``interval_event`` view, which inner-joins
   ``timer_group``, so the values of a timer without a group arrive for a
@@ -23,13 +26,17 @@ loader calls both), so a source mapping cannot break these rules unnoticed.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
-from joulehouse.taudb.model import CALLPATH_SEPARATOR, TrialData
+from joulehouse.taudb.model import CALLPATH_SEPARATOR, THREAD_COLUMNS, TrialData
 
 #: The group TAU itself gives a timer that states none (``TAU_DEFAULT``).
 DEFAULT_GROUP = "TAU_DEFAULT"
+#: The group TAU's reader adds to every callpath function; not a group of the timer.
+CALLPATH_GROUP = "TAU_CALLPATH"
 
 
 def check_trial(trial: TrialData) -> None:
@@ -72,26 +79,69 @@ def check_trial(trial: TrialData) -> None:
                              f"({len(trial.metrics)}) needed")
 
 
+def with_flat_entries(trial: TrialData) -> TrialData:
+    """``trial`` with a flat entry for every callpath leaf a thread lacks one for.
+
+    TAU's measurement writes a flat profile beside every callpath, and
+    ParaProf's default views show flat functions only. The derived entry of
+    timer X on a thread sums the callpath entries ending in X there: calls,
+    subroutines and exclusive values over all of them, inclusive values over
+    those where X is not already an outer frame (a recursive path's inclusive
+    time is inside its outer call's). Its groups are those of these entries
+    (``TAU_CALLPATH`` dropped). Entries the trial states are kept as they are.
+    """
+    timers = trial.timers
+    frames = timers["name"].str.split(CALLPATH_SEPARATOR, regex=False)
+    is_path = frames.str.len() > 1
+    if not is_path.any():
+        return trial
+    keys = THREAD_COLUMNS + ["name"]
+    leaf = frames[is_path].str[-1].str.strip()
+    paths = timers[is_path].assign(leaf=leaf, outermost=[
+        f[-1].strip() not in {frame.strip() for frame in f[:-1]} for f in frames[is_path]])
+    flat = pd.MultiIndex.from_frame(timers.loc[~is_path, keys])
+    wanted = pd.MultiIndex.from_frame(paths[THREAD_COLUMNS + ["leaf"]])
+    paths = paths[~wanted.isin(flat)]
+    if paths.empty:
+        return trial
+    by_leaf = THREAD_COLUMNS + ["leaf"]
+    groups = paths["group_names"].fillna("").str.split("|").explode().str.strip()
+    groups = groups[(groups != "") & (groups != CALLPATH_GROUP)]
+    group_names = (paths[by_leaf].loc[groups.index].assign(group=groups.to_numpy())
+                   .drop_duplicates().groupby(by_leaf)["group"].agg("|".join))
+    added = paths.groupby(by_leaf)[["calls", "subroutines"]].sum()
+    added["group_names"] = group_names.reindex(added.index).fillna("")
+    values = trial.timer_values.merge(paths[keys + ["leaf", "outermost"]], on=keys)
+    values["inclusive"] = values["inclusive"].where(values["outermost"], 0.0)
+    added_values = values.groupby(by_leaf + ["metric"])[["inclusive", "exclusive"]].sum()
+    return dataclasses.replace(
+        trial,
+        timers=pd.concat([timers, _as_entries(added, trial.timers.columns)], ignore_index=True),
+        timer_values=pd.concat([trial.timer_values,
+                                _as_entries(added_values, trial.timer_values.columns)],
+                               ignore_index=True))
+
+
+def _as_entries(frame: pd.DataFrame, columns: pd.Index) -> pd.DataFrame:
+    return frame.reset_index().rename(columns={"leaf": "name"})[list(columns)]
+
+
 def timer_groups(entries: pd.DataFrame, timers: pd.Index) -> pd.DataFrame:
     """``(name, group_name)`` rows, at least one for every name in ``timers`` (flat names).
 
-    A timer's groups are the ``A|B`` groups of its flat entries (TAU's loader);
-    a timer that has none there takes those of the callpath entries ending in
-    it; one without any group at all gets :data:`DEFAULT_GROUP`, as in TAU.
+    A timer's groups are the ``A|B`` groups of its flat entries (TAU's loader;
+    :func:`with_flat_entries` gives every callpath leaf one); a timer without
+    any gets :data:`DEFAULT_GROUP`, as in TAU.
     """
-    named = entries[["name", "group_names"]].drop_duplicates()
-    named = named.assign(timer=named["name"].str.rsplit(CALLPATH_SEPARATOR, n=1).str[-1].str.strip(),
-                         flat=~named["name"].str.contains(CALLPATH_SEPARATOR, regex=False))
-    groups = named.assign(group_name=named["group_names"].fillna("").str.split("|")).explode(
+    flat = entries.loc[~entries["name"].str.contains(CALLPATH_SEPARATOR, regex=False),
+                       ["name", "group_names"]].drop_duplicates()
+    groups = flat.assign(group_name=flat["group_names"].fillna("").str.split("|")).explode(
         "group_name")
     groups["group_name"] = groups["group_name"].str.strip()
-    groups = groups[groups["group_name"] != ""]
-    flat = groups[groups["flat"]]
-    from_paths = groups[~groups["flat"] & ~groups["timer"].isin(flat["timer"])]
-    stated = pd.concat([flat, from_paths])[["timer", "group_name"]].drop_duplicates()
-    missing = timers.difference(stated["timer"])
-    default = pd.DataFrame({"timer": missing, "group_name": DEFAULT_GROUP})
-    return pd.concat([stated, default], ignore_index=True).rename(columns={"timer": "name"})
+    stated = groups.loc[groups["group_name"] != "", ["name", "group_name"]].drop_duplicates()
+    default = pd.DataFrame({"name": timers.difference(stated["name"]),
+                            "group_name": DEFAULT_GROUP})
+    return pd.concat([stated, default], ignore_index=True)
 
 
 def _check_names(what: str, names: pd.Series) -> None:

@@ -9,7 +9,7 @@ from small_trial import BAR, FOO, MAIN, PATH, small_trial
 
 from joulehouse.errors import InputError
 from joulehouse.taudb.loader import derive_rows
-from joulehouse.taudb.rules import DEFAULT_GROUP, check_trial, timer_groups
+from joulehouse.taudb.rules import DEFAULT_GROUP, check_trial, timer_groups, with_flat_entries
 
 
 def _groups(entries: list[tuple[str, str]], timers: list[str]) -> set[tuple[str, str]]:
@@ -18,17 +18,45 @@ def _groups(entries: list[tuple[str, str]], timers: list[str]) -> set[tuple[str,
 
 
 def test_a_flat_entry_states_its_timers_groups():
+    # as TAU's loader: the groups of a callpath entry are not the timer's
     assert _groups([("a", "MPI | TAU_USER"), ("a => b", "X"), ("b", "Y")], ["a", "b"]) == {
         ("a", "MPI"), ("a", "TAU_USER"), ("b", "Y")}
 
 
-def test_a_timer_only_in_callpaths_takes_their_groups():
-    # the GPU mapping's shape: flat "experiment", "train" and "epoch 0" only as callpath leaves
-    entries = [("experiment", "TAU_PHASE"), ("experiment => train", "TAU_PHASE"),
-               ("experiment => train => epoch 0", "TAU_PHASE|EPOCH")]
-    assert _groups(entries, ["epoch 0", "experiment", "train"]) == {
-        ("experiment", "TAU_PHASE"), ("train", "TAU_PHASE"), ("epoch 0", "TAU_PHASE"),
-        ("epoch 0", "EPOCH")}
+def test_a_callpath_leaf_without_a_flat_entry_gets_one_on_each_thread_that_entered_it():
+    # the GPU mapping's shape: "train" and "epoch 0" only as callpath leaves; a recursive path
+    ranks = {"node_rank": 0, "context_rank": 0, "thread_rank": 0}
+    entries = [("experiment", "TAU_PHASE", 1, 1), ("experiment => train", "TAU_PHASE", 1, 2),
+               ("experiment => train => epoch 0", "TAU_PHASE|TAU_CALLPATH|EPOCH", 1, 0),
+               ("experiment => train => train", "TAU_PHASE", 2, 0)]
+    values = [("experiment", 100.0, 10.0), ("experiment => train", 90.0, 30.0),
+              ("experiment => train => epoch 0", 40.0, 40.0),
+              ("experiment => train => train", 20.0, 20.0)]
+    trial = small_trial(
+        metrics=["TIME"],
+        timers=pd.DataFrame([(*e,) for e in entries],
+                            columns=["name", "group_names", "calls", "subroutines"]).assign(**ranks),
+        timer_values=pd.DataFrame(values, columns=["name", "inclusive", "exclusive"]).assign(
+            metric="TIME", **ranks))
+
+    completed = with_flat_entries(trial)
+
+    added = completed.timers.iloc[len(trial.timers):].set_index("name")
+    assert added[["group_names", "calls", "subroutines"]].to_dict("index") == {
+        "epoch 0": {"group_names": "TAU_PHASE|EPOCH", "calls": 1, "subroutines": 0},
+        # train: the outer call and the recursive one, inclusive from the outer only
+        "train": {"group_names": "TAU_PHASE", "calls": 3, "subroutines": 2}}
+    values = completed.timer_values.iloc[len(trial.timer_values):].set_index("name")
+    assert values[["inclusive", "exclusive"]].to_dict("index") == {
+        "epoch 0": {"inclusive": 40.0, "exclusive": 40.0},
+        "train": {"inclusive": 90.0, "exclusive": 50.0}}
+    check_trial(completed)  # still one value per metric
+    assert with_flat_entries(completed) is completed  # nothing left to add
+
+
+def test_flat_entries_a_trial_states_are_kept():
+    trial = small_trial()  # bar has its flat entry on thread 0, the only one entering it
+    assert with_flat_entries(trial) is trial
 
 
 def test_a_timer_without_any_group_gets_taus_default():
@@ -65,7 +93,10 @@ def _set(**changes):
 
 def _column(frame_name, column, row, value):
     def change(trial):
-        getattr(trial, frame_name).loc[row, column] = value
+        frame = getattr(trial, frame_name)
+        if isinstance(value, float):
+            frame[column] = frame[column].astype("float64")
+        frame.loc[row, column] = value
         return trial
     return change
 
