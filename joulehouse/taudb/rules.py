@@ -1,10 +1,10 @@
 """What TAU's own tools need of a trial beyond TAUdb's DDL, in one place.
 
-ParaProf and PerfExplorer open a trial through PerfDMF's ``DBDataSource.load()``;
-every :class:`~joulehouse.taudb.model.TrialData` passes through
+ParaProf and PerfExplorer open a trial through PerfDMF's ``DBDataSource.load()``.
+Every :class:`~joulehouse.taudb.model.TrialData` passes through
 :func:`check_trial`, :func:`with_flat_entries` and :func:`timer_groups` on its
-way into TAUdb (the loader calls them), so a source mapping cannot break these rules unnoticed.
-``docs/taudb.md`` ("What TAU's tools need") explains each one.
+way into TAUdb (the loader calls them), so no source mapping can break these
+rules unnoticed. ``docs/taudb.md`` ("What TAU's tools need") explains each.
 
 - Names: timer, callpath frame, metric and user event names are non-empty and
   without leading or trailing blanks (TAU's loader trims them; the reader
@@ -17,9 +17,9 @@ way into TAUdb (the loader calls them), so a source mapping cannot break these r
 - Every callpath leaf has a flat entry on each thread that entered it
   (:func:`with_flat_entries` derives the missing ones): TAU writes both, and
   ParaProf's default views show flat functions only.
-- Every timer has at least one group (:func:`timer_groups`): the reader builds
-  its functions from the ``interval_event`` view, which inner-joins
-  ``timer_group``, so the values of a timer without a group arrive for a
+- Every timer has at least one group (:func:`timer_groups`): the reader reads
+  its functions with an inner join on ``timer_group`` (as the
+  ``interval_event`` view does), so the values of a timer without a group arrive for a
   function it never created (NullPointerException in
   ``fastGetIntervalEventData``).
 """

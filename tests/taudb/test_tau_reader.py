@@ -15,6 +15,9 @@ skip, and fail under ``CI=true``.
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -71,7 +74,7 @@ def tau_reader_url(postgres_url):
 
 
 @pytest.fixture(scope="module")
-def opened(tau_reader_url, tau_java_classpath, java_tools, peer_data, tmp_path_factory):
+def opened(java_tools, tau_java_classpath, peer_data, tau_reader_url, tmp_path_factory):
     """source -> (trial, trial id, what TAU's reader read, its packed export), once per source."""
     reader = TauReader(java_tools, tau_java_classpath, tmp_path_factory.mktemp("tau-java"))
     db = TaudbDatabase(tau_reader_url)
@@ -168,3 +171,18 @@ def test_taus_packed_export_reads_back_with_the_same_rows(opened, source):
 
 def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(list(frame.columns)).reset_index(drop=True)
+
+
+@pytest.mark.parametrize(("ci", "outcome"), [("", "1 skipped"),
+                                              ("true", "required in CI: java and javac")])
+def test_without_java_the_reader_test_skips_and_fails_under_ci(ci, outcome):
+    no_java = [folder for folder in os.environ["PATH"].split(os.pathsep)
+               if not any((Path(folder) / tool).exists() for tool in ("java", "javac"))]
+    env = {**os.environ, "PATH": os.pathsep.join(no_java), "CI": ci}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", __file__, "-q", "-rsf", "-p", "no:cacheprovider",
+         "-k", "opens_the_trial_as_written and tau2_wrap_mpi2"],
+        cwd=PROJECT_ROOT, env=env, check=False, capture_output=True, text=True, timeout=300)
+    assert outcome in done.stdout, done.stdout
+    assert (done.returncode == 0) == (ci == ""), done.stdout
+    assert "java and javac not found on PATH" in done.stdout
