@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 import psycopg2
 import pytest
-from tau_java import TauReader, written_user_events, written_values
+from tau_java import TauReader, callpath_names, written_user_events, written_values
 
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import derive_rows, load_trial
@@ -117,14 +117,15 @@ def test_taus_reader_opens_the_trial_as_written(opened, source):
     assert read["metrics"] == trial.metrics
     threads = sorted(map(tuple, trial.threads.to_numpy().tolist()))
     assert sorted(map(tuple, read["threads"])) == threads
-    names = {name for (name,) in db.query(
-        "SELECT t.name FROM timer_callpath c JOIN timer t ON c.timer = t.id "
-        "WHERE t.trial = ? AND c.parent IS NULL", (trial_id,))}
-    assert names <= set(read["functions"])  # flat timers, and every callpath (below)
+    # every callpath node is a function (flat timers are the roots), with its timer's groups
+    assert set(read["functions"]) == set(callpath_names(db, trial_id).values())
+    groups: dict[str, set[str]] = {}
+    for name, group in db.query("SELECT t.name, g.group_name FROM timer_group g "
+                                "JOIN timer t ON g.timer = t.id WHERE t.trial = ?", (trial_id,)):
+        groups.setdefault(name, set()).add(group)
+    assert {name: set(read["functions"][name].split(" | ")) for name in groups} == groups
 
     written = written_values(db, trial_id, trial.metrics)
-    functions = set().union(*(written[k] for k in written))
-    assert set(read["functions"]) >= functions
     for node, context, thread in threads:
         key = f"{node},{context},{thread}"
         _assert_values_equal(read["values"][key], written[key], key)
