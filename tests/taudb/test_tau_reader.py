@@ -148,6 +148,8 @@ def test_taus_reader_opens_the_trial_as_written(opened, source):
     secondary = {name for (name,) in db.query(
         "SELECT DISTINCT name FROM secondary_metadata WHERE trial = ?", (trial_id,))}
     assert set(read["trial_uncommon_metadata"]) == secondary
+    # per-thread values of the secondary metadata are not read (docs/taudb.md)
+    assert read["thread_metadata"] == {f"{n},{c},{t}": {} for n, c, t in threads}
 
 
 @pytest.mark.parametrize("source", TRIAL_SOURCES)

@@ -25,13 +25,16 @@ import java.util.TreeMap;
  * TAUdbDatabaseAPI for schema version > 0, setTrial, DBDataSource.load()) and writes what the
  * reader made of it as JSON; optionally also TAU's packed export of it (writePacked).
  *
- * Usage: java -cp JARS TauReadTrial.java CONFIG TRIAL_ID OUT_JSON [OUT_PPK]
+ * Usage: javac -cp JARS -d BUILD TauReadTrial.java, then
+ * java -cp JARS:BUILD TauReadTrial CONFIG TRIAL_ID OUT_JSON [OUT_PPK] (CONFIG: PerfDMF's
+ * key:value configuration file; JARS: TAU's jars in ../shared/peer-data/tau/tau-java).
  *
  * JSON: metrics (names in order); threads ([node, context, thread]); functions (name -> group
- * string); values ("mean", "total", "stddev" and one entry per thread "n,c,t": function ->
+ * string); values ("mean" and "total", TAU's own, and one entry per thread "n,c,t": function ->
  * {calls, subroutines, inclusive: [per metric], exclusive: [per metric]}); user_events
- * ("n,c,t" -> event -> [count, max, min, mean, sum_squares]); metadata (trial-level name ->
- * value) and thread_metadata ("n,c,t" -> name -> value).
+ * ("n,c,t" -> event -> [count, max, min, mean, sum_squares]); trial_metadata (primary) and
+ * trial_uncommon_metadata (secondary), name -> value; thread_metadata ("n,c,t" -> name ->
+ * value; TAU's reader leaves it empty).
  */
 public class TauReadTrial {
     public static void main(String[] args) throws Exception {
@@ -64,7 +67,6 @@ public class TauReadTrial {
         Map<String, Object> values = new LinkedHashMap<>();
         values.put("mean", profiles(source, source.getMeanData()));
         values.put("total", profiles(source, source.getTotalData()));
-        values.put("stddev", profiles(source, source.getStdDevData()));
         Map<String, Object> events = new LinkedHashMap<>();
         Map<String, Object> threadMetadata = new LinkedHashMap<>();
         for (Thread thread : source.getThreads()) {
@@ -83,7 +85,6 @@ public class TauReadTrial {
         }
         out.put("values", values);
         out.put("user_events", events);
-        out.put("metadata", strings(source.getMetaData()));
         out.put("trial_metadata", strings(api.getTrial().getMetaData()));
         out.put("trial_uncommon_metadata", strings(api.getTrial().getUncommonMetaData()));
         out.put("thread_metadata", threadMetadata);
