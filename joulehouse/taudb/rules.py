@@ -65,18 +65,21 @@ def check_trial(trial: TrialData) -> None:
     if unknown.any():
         raise ValueError(f"TrialData.timer_values: metric {trial.timer_values['metric'][unknown].iloc[0]!r} "
                          f"is not in TrialData.metrics {trial.metrics}")
-    expected = len(trial.timers) * len(trial.metrics)
-    if len(trial.timer_values) != expected:
-        keys = ["node_rank", "context_rank", "thread_rank", "name"]
-        have = trial.timer_values.groupby(keys).size()
-        entries = pd.MultiIndex.from_frame(trial.timers[keys])
-        count = have.reindex(entries, fill_value=0)
-        short = count[count != len(trial.metrics)]
-        if len(short):
-            entry, found = short.index[0], int(short.iloc[0])
-            raise ValueError(f"TrialData.timer_values: {found} values for {entry[-1]!r} on "
-                             f"thread {tuple(int(r) for r in entry[:3])}, one per metric "
-                             f"({len(trial.metrics)}) needed")
+    keys = THREAD_COLUMNS + ["name"]
+    twice = trial.timer_values.duplicated(keys + ["metric"])
+    if twice.any():
+        row = trial.timer_values[twice].iloc[0]
+        raise ValueError(f"TrialData.timer_values: two values for {row['name']!r}, metric "
+                         f"{row['metric']!r} on thread {tuple(int(row[c]) for c in THREAD_COLUMNS)}")
+    # each (entry, metric) at most once and every metric known: a count of one per metric
+    count = trial.timer_values.groupby(keys).size().reindex(
+        pd.MultiIndex.from_frame(trial.timers[keys]), fill_value=0)
+    short = count[count != len(trial.metrics)]
+    if len(short):
+        entry, found = short.index[0], int(short.iloc[0])
+        raise ValueError(f"TrialData.timer_values: {found} values for {entry[-1]!r} on "
+                         f"thread {tuple(int(r) for r in entry[:3])}, one per metric "
+                         f"({len(trial.metrics)}) needed")
 
 
 def with_flat_entries(trial: TrialData) -> TrialData:

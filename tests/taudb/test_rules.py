@@ -78,6 +78,14 @@ def _without_value(trial):
     return trial
 
 
+def _value_twice(trial):
+    # as many values as needed, but TIME of PATH twice and its PAPI_TOT_CYC missing
+    values = trial.timer_values
+    papi = (values["name"] == PATH) & (values["metric"] == "PAPI_TOT_CYC")
+    values.loc[papi, "metric"] = "TIME"
+    return trial
+
+
 def _nan_value(trial):
     trial.timer_values.loc[3, "inclusive"] = np.nan
     return trial
@@ -103,6 +111,7 @@ def _column(frame_name, column, row, value):
 
 @pytest.mark.parametrize(("change", "message"), [
     (_without_value, r"1 values for 'main .* thread \(0, 0, 0\), one per metric \(2\) needed"),
+    (_value_twice, r"two values for 'main .*=> bar', metric 'TIME' on thread \(0, 0, 0\)"),
     (_nan_value, r"NaN for 'main .*=> bar', metric 'TIME'"),
     (_set(metrics=["TIME", "PAPI_TOT_CYC", "TIME"]), "names a metric twice"),
     (_set(metrics=["TIME", " PAPI_TOT_CYC"]), r"metrics: name ' PAPI_TOT_CYC'"),
