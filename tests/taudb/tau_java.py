@@ -11,7 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from joulehouse.taudb.connect import TaudbDatabase
-from joulehouse.taudb.model import CALLPATH_SEPARATOR
+from joulehouse.taudb.stored import callpath_names
 
 HARNESS = Path(__file__).with_name("java") / "TauReadTrial.java"
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "joulehouse" / "taudb" / "sql" / "taudb.sql"
@@ -28,14 +28,23 @@ class TauReader:
     def read(self, url: str, trial_id: int, out: Path) -> tuple[dict, Path]:
         """What TAU's reader made of trial ``trial_id`` of the PostgreSQL TAUdb at ``url``
         (public schema), and the path of its packed export (``writePacked``)."""
-        config, ppk, result = out / "perfdmf.cfg", out / "trial.ppk", out / "trial.json"
+        config, ppk = out / "perfdmf.cfg", out / "trial.ppk"
         config.write_text(perfdmf_config(url, self.classpath))
+        return self._run([str(config), str(trial_id)], out, ppk), ppk
+
+    def read_file(self, ppk: Path, out: Path) -> dict:
+        """What TAU's reader (``PackedProfileDataSource``, as ParaProf opens a file) made of
+        the packed profile ``ppk``."""
+        return self._run([str(ppk), "-"], out)
+
+    def _run(self, source: list[str], out: Path, export: Path | None = None) -> dict:
+        result = out / "trial.json"
         done = subprocess.run(
-            [self.java, "-cp", f"{self.classpath}:{self.build}", "TauReadTrial", str(config),
-             str(trial_id), str(result), str(ppk)],
+            [self.java, "-cp", f"{self.classpath}:{self.build}", "TauReadTrial", *source,
+             str(result), *([str(export)] if export else [])],
             check=False, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, f"TAU's reader failed on trial {trial_id}:\n{done.stderr}"
-        return json.loads(result.read_text()), ppk
+        assert done.returncode == 0, f"TAU's reader failed on {source}:\n{done.stderr}"
+        return json.loads(result.read_text())
 
 
 def perfdmf_config(url: str, classpath: str) -> str:
@@ -49,20 +58,6 @@ def perfdmf_config(url: str, classpath: str) -> str:
         "db_username": parts.username, "db_password": "", "db_schemafile": SCHEMA_FILE,
         "xml_sax_parser": "",
     }.items())
-
-
-def callpath_names(db: TaudbDatabase, trial_id: int) -> dict[int, str]:
-    """Every timer_callpath id of the trial -> its full name (frames joined by ' => ')."""
-    rows = db.query("SELECT c.id, c.parent, t.name FROM timer_callpath c "
-                    "JOIN timer t ON c.timer = t.id WHERE t.trial = ?", (trial_id,))
-    parent = {row[0]: row[1] for row in rows}
-    leaf = {row[0]: row[2] for row in rows}
-
-    def name(node: int) -> str:
-        up = parent[node]
-        return leaf[node] if up is None else name(up) + CALLPATH_SEPARATOR + leaf[node]
-
-    return {node: name(node) for node in parent}
 
 
 def written_values(db: TaudbDatabase, trial_id: int, metrics: list[str]) -> dict[str, dict]:

@@ -24,12 +24,14 @@ from pathlib import Path
 import pandas as pd
 import psycopg2
 import pytest
-from tau_java import TauReader, callpath_names, written_user_events, written_values
+from tau_java import TauReader, written_user_events, written_values
 
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import derive_rows, load_trial
-from joulehouse.taudb.ppk import read_ppk
+from joulehouse.taudb.model import THREAD_COLUMNS
+from joulehouse.taudb.ppk import read_ppk, write_ppk
 from joulehouse.taudb.read import read_trial_source
+from joulehouse.taudb.stored import callpath_names, read_stored_trial
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,6 +55,12 @@ TRIAL_SOURCES = [
     "example:gpu-data/clock-limit/bert/877MHz,1065MHz",
 ]
 
+#: The SQLite route (stored trial -> .ppk) depends on the trial, not on its source's format:
+#: the text-exported WRF set holds the same profiles as wrf-callpath.ppk, so it is left out
+#: there (the two largest trials, ~12 s each).
+SQLITE_PPK_SOURCES = [source for source in TRIAL_SOURCES
+                      if source != "peer:tau/profiles/tau2_wrf16_callpath_text_exported"]
+
 #: Tables compared after the round trip; the trial row (name, data_source) and the
 #: metadata are what a packed export cannot keep (see the test).
 ROUND_TRIP_TABLES = ["metric", "thread", "timer", "timer_group", "timer_parameter",
@@ -74,23 +82,36 @@ def tau_reader_url(postgres_url):
 
 
 @pytest.fixture(scope="module")
-def opened(java_tools, tau_java_classpath, peer_data, tau_reader_url, tmp_path_factory):
+def tau_reader(java_tools, tau_java_classpath, tmp_path_factory) -> TauReader:
+    return TauReader(java_tools, tau_java_classpath, tmp_path_factory.mktemp("tau-java"))
+
+
+def _source_path(peer_data: Path, source: str) -> Path:
+    kind, _, relative = source.partition(":")
+    return (peer_data if kind == "peer" else PROJECT_ROOT / "examples") / relative
+
+
+@pytest.fixture(scope="module")
+def opened(tau_reader, peer_data, tau_reader_url, tmp_path_factory):
     """source -> (trial, trial id, what TAU's reader read, its packed export), once per source."""
-    reader = TauReader(java_tools, tau_java_classpath, tmp_path_factory.mktemp("tau-java"))
     db = TaudbDatabase(tau_reader_url)
 
     @cache
     def open_source(source: str):
-        kind, _, relative = source.partition(":")
-        path = (peer_data if kind == "peer" else PROJECT_ROOT / "examples") / relative
-        trial = read_trial_source(path)
+        trial = read_trial_source(_source_path(peer_data, source))
         trial_id = load_trial(db, trial)
-        read, ppk = reader.read(tau_reader_url, trial_id, tmp_path_factory.mktemp("read"))
+        read, ppk = tau_reader.read(tau_reader_url, trial_id, tmp_path_factory.mktemp("read"))
         return trial, trial_id, read, ppk
 
     open_source.db = db
     yield open_source
     db.close()
+
+
+@pytest.fixture(scope="module")
+def sqlite_taudb(tmp_path_factory):
+    with TaudbDatabase(f"sqlite:///{tmp_path_factory.mktemp('sqlite')}/taudb.sqlite") as db:
+        yield db
 
 
 def _assert_values_equal(read: dict, written: dict, what: str, derived: bool = False) -> None:
@@ -109,39 +130,48 @@ def _assert_values_equal(read: dict, written: dict, what: str, derived: bool = F
                 what, name, field)
 
 
-@pytest.mark.parametrize("source", TRIAL_SOURCES)
-def test_taus_reader_opens_the_trial_as_written(opened, source):
-    trial, trial_id, read, _ = opened(source)
-    db = opened.db
-
-    assert read["metrics"] == trial.metrics
-    threads = sorted(map(tuple, trial.threads.to_numpy().tolist()))
+def _assert_read_as_written(read: dict, db: TaudbDatabase, trial_id: int,
+                            metrics: list[str], threads: list[tuple[int, int, int]]) -> None:
+    """TAU's metrics, threads, values (real threads, its own TOTAL and MEAN) and user events
+    equal the rows Joulehouse wrote for trial ``trial_id`` of ``db``."""
+    assert read["metrics"] == metrics
     assert sorted(map(tuple, read["threads"])) == threads
-    # every callpath node is a function (flat timers are the roots), with its timer's groups
-    assert set(read["functions"]) == set(callpath_names(db, trial_id).values())
-    groups: dict[str, set[str]] = {}
-    for name, group in db.query("SELECT t.name, g.group_name FROM timer_group g "
-                                "JOIN timer t ON g.timer = t.id WHERE t.trial = ?", (trial_id,)):
-        groups.setdefault(name, set()).add(group)
-    assert {name: set(read["functions"][name].split(" | ")) for name in groups} == groups
-
-    written = written_values(db, trial_id, trial.metrics)
+    written = written_values(db, trial_id, metrics)
     for node, context, thread in threads:
         key = f"{node},{context},{thread}"
         _assert_values_equal(read["values"][key], written[key], key)
     # TAU computes its own TOTAL and MEAN (over all threads) from the real threads' values:
     # they equal the TOTAL (-2) and MEAN (-6) rows Joulehouse wrote; a callpath node that no
     # thread entered (a missing intermediate path) reads as zeros
+    zeros = {"calls": 0.0, "subroutines": 0.0, "inclusive": [0.0] * len(metrics),
+             "exclusive": [0.0] * len(metrics)}
     for derived, code in (("total", "-2"), ("mean", "-6")):
-        zeros = {"calls": 0.0, "subroutines": 0.0, "inclusive": [0.0] * len(trial.metrics),
-                 "exclusive": [0.0] * len(trial.metrics)}
         expected = {name: written[code].get(name, zeros) for name in read["functions"]}
         _assert_values_equal(read["values"][derived], expected, derived, derived=True)
+    events = written_user_events(db, trial_id)
+    assert read["user_events"] == {f"{n},{c},{t}": events.get(f"{n},{c},{t}", {})
+                                   for n, c, t in threads}
 
-    assert read["user_events"] | {} == {
-        f"{n},{c},{t}": written_user_events(db, trial_id).get(f"{n},{c},{t}", {})
-        for n, c, t in threads}
 
+def _written_groups(db: TaudbDatabase, trial_id: int) -> dict[str, set[str]]:
+    groups: dict[str, set[str]] = {}
+    for name, group in db.query("SELECT t.name, g.group_name FROM timer_group g "
+                                "JOIN timer t ON g.timer = t.id WHERE t.trial = ?", (trial_id,)):
+        groups.setdefault(name, set()).add(group)
+    return groups
+
+
+@pytest.mark.parametrize("source", TRIAL_SOURCES)
+def test_taus_reader_opens_the_trial_as_written(opened, source):
+    trial, trial_id, read, _ = opened(source)
+    db = opened.db
+    threads = sorted(map(tuple, trial.threads.to_numpy().tolist()))
+
+    _assert_read_as_written(read, db, trial_id, trial.metrics, threads)
+    # every callpath node is a function (flat timers are the roots), with its timer's groups
+    assert set(read["functions"]) == set(callpath_names(db, trial_id).values())
+    groups = _written_groups(db, trial_id)
+    assert {name: set(read["functions"][name].split(" | ")) for name in groups} == groups
     primary = dict(db.query("SELECT name, value FROM primary_metadata WHERE trial = ?",
                             (trial_id,)))
     assert read["trial_metadata"] == primary
@@ -150,6 +180,30 @@ def test_taus_reader_opens_the_trial_as_written(opened, source):
     assert set(read["trial_uncommon_metadata"]) == secondary
     # per-thread values of the secondary metadata are not read (docs/taudb.md)
     assert read["thread_metadata"] == {f"{n},{c},{t}": {} for n, c, t in threads}
+
+
+@pytest.mark.parametrize("source", SQLITE_PPK_SOURCES)
+def test_a_trial_of_the_sqlite_taudb_opens_in_taus_reader_as_a_packed_profile(
+        tau_reader, sqlite_taudb, peer_data, tmp_path, source):
+    """ParaProf cannot open a SQLite TAUdb; the trial read back (stored.read_stored_trial) and
+    written as a .ppk (write_ppk) opens with the values written, per-thread metadata too."""
+    trial_id = load_trial(sqlite_taudb, read_trial_source(_source_path(peer_data, source)))
+    stored = read_stored_trial(sqlite_taudb, trial_id)
+    write_ppk(stored, tmp_path / "trial.ppk")
+
+    read = tau_reader.read_file(tmp_path / "trial.ppk", tmp_path)
+
+    threads = sorted(map(tuple, stored.threads.to_numpy().tolist()))
+    _assert_read_as_written(read, sqlite_taudb, trial_id, stored.metrics, threads)
+    assert set(read["functions"]) == set(stored.timers["name"])
+    groups = _written_groups(sqlite_taudb, trial_id)
+    assert {name: set(read["functions"][name].split(" | ")) for name in groups} == groups
+    assert stored.trial_metadata.items() <= read["trial_metadata"].items()
+    per_thread = {f"{n},{c},{t}": {} for n, c, t in threads}
+    for n, c, t, name, value in stored.metadata[THREAD_COLUMNS + ["name", "value"]].itertuples(
+            index=False):
+        per_thread[f"{n},{c},{t}"][name] = value
+    assert read["thread_metadata"] == per_thread
 
 
 @pytest.mark.parametrize("source", TRIAL_SOURCES)

@@ -7,6 +7,7 @@ import edu.uoregon.tau.perfdmf.DatabaseAPI;
 import edu.uoregon.tau.perfdmf.Function;
 import edu.uoregon.tau.perfdmf.FunctionProfile;
 import edu.uoregon.tau.perfdmf.Metric;
+import edu.uoregon.tau.perfdmf.PackedProfileDataSource;
 import edu.uoregon.tau.perfdmf.Thread;
 import edu.uoregon.tau.perfdmf.UserEvent;
 import edu.uoregon.tau.perfdmf.UserEventProfile;
@@ -22,12 +23,14 @@ import java.util.TreeMap;
 
 /**
  * Opens one TAUdb trial the way ParaProf does (PerfDMF's TrialGrabber: DatabaseAPI, wrapped in
- * TAUdbDatabaseAPI for schema version > 0, setTrial, DBDataSource.load()) and writes what the
- * reader made of it as JSON; optionally also TAU's packed export of it (writePacked).
+ * TAUdbDatabaseAPI for schema version > 0, setTrial, DBDataSource.load()), or a packed profile
+ * file as ParaProf opens one (PackedProfileDataSource), and writes what the reader made of it
+ * as JSON; optionally also TAU's packed export of it (writePacked).
  *
  * Usage: javac -cp JARS -d BUILD TauReadTrial.java, then
  * java -cp JARS:BUILD TauReadTrial CONFIG TRIAL_ID OUT_JSON [OUT_PPK] (CONFIG: PerfDMF's
- * key:value configuration file; JARS: TAU's jars in ../shared/peer-data/tau/tau-java).
+ * key:value configuration file; JARS: TAU's jars in ../shared/peer-data/tau/tau-java), or
+ * java -cp JARS:BUILD TauReadTrial FILE.ppk - OUT_JSON.
  *
  * JSON: metrics (names in order); threads ([node, context, thread]); functions (name -> group
  * string); values ("mean" and "total", TAU's own, and one entry per thread "n,c,t": function ->
@@ -38,14 +41,26 @@ import java.util.TreeMap;
  */
 public class TauReadTrial {
     public static void main(String[] args) throws Exception {
-        DatabaseAPI api = new DatabaseAPI();
-        api.initialize(args[0], false);
-        if (api.db().getSchemaVersion() > 0) {
-            api = new TAUdbDatabaseAPI(api);
+        DataSource source;
+        MetaDataMap trialMetadata;
+        MetaDataMap uncommonMetadata;
+        if (args[0].endsWith(".ppk")) {
+            source = new PackedProfileDataSource(new File(args[0]));
+            source.load();
+            trialMetadata = source.getMetaData();
+            uncommonMetadata = source.getUncommonMetaData();
+        } else {
+            DatabaseAPI api = new DatabaseAPI();
+            api.initialize(args[0], false);
+            if (api.db().getSchemaVersion() > 0) {
+                api = new TAUdbDatabaseAPI(api);
+            }
+            api.setTrial(Integer.parseInt(args[1]), true);
+            source = new DBDataSource(api);
+            source.load();
+            trialMetadata = api.getTrial().getMetaData();
+            uncommonMetadata = api.getTrial().getUncommonMetaData();
         }
-        api.setTrial(Integer.parseInt(args[1]), true);
-        DBDataSource source = new DBDataSource(api);
-        source.load();
 
         Map<String, Object> out = new LinkedHashMap<>();
         List<String> metrics = new ArrayList<>();
@@ -85,8 +100,8 @@ public class TauReadTrial {
         }
         out.put("values", values);
         out.put("user_events", events);
-        out.put("trial_metadata", strings(api.getTrial().getMetaData()));
-        out.put("trial_uncommon_metadata", strings(api.getTrial().getUncommonMetaData()));
+        out.put("trial_metadata", strings(trialMetadata));
+        out.put("trial_uncommon_metadata", strings(uncommonMetadata));
         out.put("thread_metadata", threadMetadata);
 
         try (Writer writer = new FileWriter(args[2])) {
