@@ -5,7 +5,9 @@ TAU's Java reader (PerfDMF's ``DBDataSource.load()``, the path ParaProf takes;
 TAUdb: its threads, function names, metrics, per-thread values, TAU's own
 TOTAL and MEAN, user events and metadata must equal what Joulehouse wrote.
 TAU's packed export of it (``DataSourceExport.writePacked``), read back by
-Joulehouse's ``.ppk`` reader, must give the same rows.
+Joulehouse's ``.ppk`` reader, must give the same rows. A trial loaded into the
+SQLite TAUdb (which ParaProf cannot open), read back and written as a ``.ppk``,
+must open in TAU's ``PackedProfileDataSource`` with the values written.
 
 A new source mapping joins by adding its example data to :data:`TRIAL_SOURCES`.
 Without ``java``/``javac``, TAU's jars, the peer data or PostgreSQL these tests
