@@ -371,7 +371,8 @@ def _timer_statistics(trial: TrialData, threads: pd.DataFrame, entries: pd.Serie
 
 def _values_of(trial: TrialData, threads: pd.DataFrame, entries: pd.Series,
                present: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Inclusive and exclusive values aligned with ``present`` rows: (rows, metrics), 0 if absent."""
+    """Inclusive and exclusive values aligned with ``present`` rows: (rows, metrics); every
+    one is given (:func:`rules.check_trial`), derived flat entries' included."""
     frame = trial.timer_values
     metric = pd.Index(trial.metrics).get_indexer(frame["metric"])  # all known: rules.check_trial
     entry = entries.index.get_indexer(frame["name"])

@@ -285,11 +285,11 @@ def _by_thread(frame: pd.DataFrame, threads: pd.DataFrame) -> list[pd.DataFrame]
 
 
 def _java_utf_bytes(text: str) -> bytes:
-    """Java's modified UTF-8: NUL as C0 80, supplementary characters as surrogate pairs."""
-    pairs = text.encode("utf-16-be", errors="surrogatepass").decode("utf-16-be", "surrogatepass")
-    cesu = "".join(chr(0xD800 + ((ord(c) - 0x10000) >> 10)) + chr(0xDC00 + ((ord(c) - 0x10000) & 0x3FF))
-                   if ord(c) > 0xFFFF else c for c in pairs)
-    return cesu.encode("utf-8", errors="surrogatepass").replace(b"\x00", b"\xc0\x80")
+    """Java's modified UTF-8: NUL as C0 80, a supplementary character as its surrogate pair."""
+    if any(ord(c) > 0xFFFF for c in text):
+        units = text.encode("utf-16-be", errors="surrogatepass")
+        text = "".join(chr(int.from_bytes(units[i:i + 2], "big")) for i in range(0, len(units), 2))
+    return text.encode("utf-8", errors="surrogatepass").replace(b"\x00", b"\xc0\x80")
 
 
 class _Writer:

@@ -61,16 +61,17 @@ def check_trial(trial: TrialData) -> None:
         row = trial.timer_values.iloc[int(np.argmax(np.isnan(values).any(axis=1)))]
         raise ValueError(f"TrialData.timer_values: NaN for {row['name']!r}, metric "
                          f"{row['metric']!r} (TAUdb has no missing values)")
-    unknown = ~trial.timer_values["metric"].isin(metrics)
-    if unknown.any():
-        raise ValueError(f"TrialData.timer_values: metric {trial.timer_values['metric'][unknown].iloc[0]!r} "
+    unknown = trial.timer_values.loc[~trial.timer_values["metric"].isin(metrics), "metric"]
+    if len(unknown):
+        raise ValueError(f"TrialData.timer_values: metric {unknown.iloc[0]!r} "
                          f"is not in TrialData.metrics {trial.metrics}")
     keys = THREAD_COLUMNS + ["name"]
     twice = trial.timer_values.duplicated(keys + ["metric"])
     if twice.any():
         row = trial.timer_values[twice].iloc[0]
+        thread = tuple(int(row[c]) for c in THREAD_COLUMNS)
         raise ValueError(f"TrialData.timer_values: two values for {row['name']!r}, metric "
-                         f"{row['metric']!r} on thread {tuple(int(row[c]) for c in THREAD_COLUMNS)}")
+                         f"{row['metric']!r} on thread {thread}")
     # each (entry, metric) at most once and every metric known: a count of one per metric
     count = trial.timer_values.groupby(keys).size().reindex(
         pd.MultiIndex.from_frame(trial.timers[keys]), fill_value=0)

@@ -34,8 +34,8 @@ def test_a_callpath_leaf_without_a_flat_entry_gets_one_on_each_thread_that_enter
               ("experiment => train => train", 20.0, 20.0)]
     trial = small_trial(
         metrics=["TIME"],
-        timers=pd.DataFrame([(*e,) for e in entries],
-                            columns=["name", "group_names", "calls", "subroutines"]).assign(**ranks),
+        timers=pd.DataFrame(entries, columns=["name", "group_names", "calls", "subroutines"]
+                            ).assign(**ranks),
         timer_values=pd.DataFrame(values, columns=["name", "inclusive", "exclusive"]).assign(
             metric="TIME", **ranks))
 

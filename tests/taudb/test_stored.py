@@ -81,3 +81,12 @@ def test_callpath_names_join_every_frame(sqlite_db):
 def test_a_trial_that_is_not_there_is_a_key_error(sqlite_db):
     with pytest.raises(KeyError, match="no trial 7"):
         read_stored_trial(sqlite_db, 7)
+
+
+def test_names_in_javas_modified_utf8_read_back(tmp_path):
+    # a NUL (C0 80 in Java's writeUTF) and a character outside the BMP (a surrogate pair)
+    trial = small_trial()
+    trial.metadata.loc[0, "value"] = "n1\x00 \U0001d11e \u00b0C"
+    write_ppk(trial, tmp_path / "trial.ppk")
+    assert read_ppk(tmp_path / "trial.ppk").metadata.set_index(["node_rank", "name"]).loc[
+        (0, "Hostname"), "value"] == "n1\x00 \U0001d11e \u00b0C"
