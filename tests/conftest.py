@@ -8,6 +8,7 @@ is an error instead, so CI cannot pass by skipping.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,29 @@ def postgres_url() -> str:
         skip_or_fail(reason)
     with throwaway_postgres() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def java_tools() -> dict[str, str]:
+    """Paths of ``java`` and ``javac`` (a JDK, 11 or later) for tests that run Java tools."""
+    tools = {name: shutil.which(name) for name in ("java", "javac")}
+    missing = [name for name, path in tools.items() if path is None]
+    if missing:
+        skip_or_fail(f"{' and '.join(missing)} not found on PATH (a JDK: Debian's "
+                     "openjdk-17-jdk-headless)")
+    return tools
+
+
+#: TAU's Java tools (PerfDMF, ParaProf's reader) as the peer data holds them.
+TAU_JARS = ("perfdmf.jar", "tau-common.jar", "postgresql.jar", "xerces.jar", "jargs.jar",
+            "gson-2.1.jar", "jfreechart-1.0.12.jar", "jcommon-1.0.15.jar")
+
+
+@pytest.fixture(scope="session")
+def tau_java_classpath(peer_data, java_tools) -> str:
+    """The class path of TAU's Java tools in ``peer-data/tau/tau-java``."""
+    folder = peer_data / "tau" / "tau-java"
+    missing = [jar for jar in TAU_JARS if not (folder / jar).is_file()]
+    if missing:
+        skip_or_fail(f"TAU's jars {missing} not found in {folder}")
+    return os.pathsep.join(str(folder / jar) for jar in TAU_JARS)

@@ -27,8 +27,10 @@ TAU's rules (checked against the rows its loader wrote, see
   inclusive * 100``, exclusive ``value / MEAN(-1) exclusive`` (no * 100, as
   TAU does). A zero divider gives 0, except for STDDEV (IEEE, as Java).
 - ``timer`` holds flat names only, with TAU's source location parsed from
-  ``name [{file} {line,col}-{line,col}]`` (0 when unknown); groups only from
-  flat entries. ``timer_callpath``: one row per entry and per missing
+  ``name [{file} {line,col}-{line,col}]`` (0 when unknown); groups from flat
+  entries. :mod:`joulehouse.taudb.rules` first checks what TAU's reader
+  needs, derives a callpath leaf's missing flat entries and gives every timer
+  a group. ``timer_callpath``: one row per entry and per missing
   intermediate path, parent = the path without its last frame.
 - ``counter_value`` for real threads only; ``standard_deviation`` holds the
   raw SumSqr.
@@ -57,6 +59,7 @@ import pandas as pd
 from joulehouse.errors import InputError
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.model import CALLPATH_SEPARATOR, THREAD_COLUMNS, TrialData
+from joulehouse.taudb.rules import check_trial, timer_groups, with_flat_entries
 from joulehouse.taudb.schema import ensure_schema
 
 #: Primary-metadata names under which a trial records where it came from.
@@ -182,7 +185,8 @@ def _derive(trial: TrialData) -> tuple[dict[str, pd.DataFrame], Callable[[], pd.
     so a caller that fails one source at a time (a Dagster partition) can.
     """
     try:
-        tables, timer_values = _derive_unchecked(trial)
+        check_trial(trial)
+        tables, timer_values = _derive_unchecked(with_flat_entries(trial))
         for frame in tables.values():
             _check_int32(frame)
     except InputError:
@@ -296,13 +300,8 @@ def _timer_rows(flat: pd.Index) -> pd.DataFrame:
 
 
 def _groups(entries: pd.DataFrame, timers: pd.DataFrame) -> pd.DataFrame:
-    """timer_group rows: the ``A|B`` groups of each flat entry (callpath groups dropped)."""
-    named = entries[["name", "group_names"]].drop_duplicates()
-    flat = named[~named["name"].str.contains(CALLPATH_SEPARATOR, regex=False)]
-    groups = flat.assign(group_name=flat["group_names"].fillna("").str.split("|")).explode(
-        "group_name")
-    groups["group_name"] = groups["group_name"].str.strip()
-    groups = groups[groups["group_name"] != ""].drop_duplicates(["name", "group_name"])
+    """timer_group rows: at least one group per timer (:func:`rules.timer_groups`)."""
+    groups = timer_groups(entries, pd.Index(timers["name"]))
     timer = pd.Index(timers["name"]).get_indexer(groups["name"])
     return pd.DataFrame({"timer": timer, "group_name": groups["group_name"].to_numpy()})
 
@@ -372,12 +371,10 @@ def _timer_statistics(trial: TrialData, threads: pd.DataFrame, entries: pd.Serie
 
 def _values_of(trial: TrialData, threads: pd.DataFrame, entries: pd.Series,
                present: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Inclusive and exclusive values aligned with ``present`` rows: (rows, metrics), 0 if absent."""
+    """Inclusive and exclusive values aligned with ``present`` rows: (rows, metrics); every
+    one is given (:func:`rules.check_trial`), derived flat entries' included."""
     frame = trial.timer_values
-    metric = pd.Index(trial.metrics).get_indexer(frame["metric"])
-    if (metric < 0).any():
-        raise ValueError(f"TrialData.timer_values: metric {frame['metric'][metric < 0].iloc[0]!r} "
-                         f"is not in TrialData.metrics {trial.metrics}")
+    metric = pd.Index(trial.metrics).get_indexer(frame["metric"])  # all known: rules.check_trial
     entry = entries.index.get_indexer(frame["name"])
     thread = _thread_numbers(frame, threads, "timer_values")
     n_threads = int((threads["node_rank"] >= 0).sum())

@@ -3,7 +3,8 @@
 Frames hold *real* threads only (node, context, thread >= 0). The loader
 derives TAU's statistics threads (-1..-7), the percents and all ids, so every
 source (TAU profiles, GPU benchmark runs, later GEOPM, ClusterCockpit,
-PowerAPI) produces this one shape and shares one loader.
+PowerAPI) produces this one shape and shares one loader, which holds every
+trial to what TAU's tools need beyond the DDL (:mod:`joulehouse.taudb.rules`).
 
 Names are already normalised as TAU's loader does (runs of two or more spaces
 collapsed to one, then trimmed); a callpath name joins its frames with

@@ -19,6 +19,11 @@ A ``.ppk`` is the gzip of a big-endian Java ``DataOutputStream`` (TAU's
 
 Unlike the text reader TAU keeps entries with 0 calls or 0 samples here.
 Values keep TAU's units (TIME: microseconds).
+
+:func:`write_ppk` writes a trial in the same format (version 2, lowest
+compatible 1, as ``writePacked``), so that ParaProf opens it as a file: the
+way to open a trial of the embedded SQLite TAUdb in ParaProf
+(``docs/taudb.md``).
 """
 
 from __future__ import annotations
@@ -30,13 +35,16 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from joulehouse.errors import InputError
-from joulehouse.taudb.model import DATA_SOURCE_PPK, TrialData
+from joulehouse.taudb.model import CALLPATH_SEPARATOR, DATA_SOURCE_PPK, THREAD_COLUMNS, TrialData
 from joulehouse.taudb.profiles import counter_frame, make_trial, metadata_frame, timer_frames
+from joulehouse.taudb.rules import with_flat_entries
 
 MAGIC = "PPK".encode("utf-16-be")
 SUPPORTED_VERSION = 2  # the highest "lowest compatible version" TAU's reader accepts
+WRITTEN_VERSION = (2, 1)  # version and lowest compatible version, as TAU's writePacked
 
 _USER_EVENT = np.dtype([("event", ">i4"), ("count", ">i4"), ("minimum", ">f8"),
                         ("maximum", ">f8"), ("mean", ">f8"), ("sum_squares", ">f8")])
@@ -195,3 +203,126 @@ def read_ppk(path: str | Path) -> TrialData:
 def _thread_rows(position: dict, keys: list, counts: list[int]) -> np.ndarray:
     """The sorted-thread index of each record, the records being grouped by thread."""
     return np.repeat(np.array([position[k] for k in keys], dtype=np.intp), counts)
+
+
+# --- writing -----------------------------------------------------------------------------------
+
+def write_ppk(trial: TrialData, path: str | Path) -> None:
+    """Write ``trial`` (real threads; TAU derives the rest) as a ParaProf packed profile.
+
+    Functions are the trial's timer entries (callpath names as ``A => B``)
+    with the flat entries TAU's tools need (:func:`rules.with_flat_entries`),
+    with the groups of their flat entries; trial attributes are
+    ``trial_metadata`` and each thread's are its ``metadata`` rows. Values
+    keep their units. :func:`read_ppk` reads back the same frames.
+    """
+    trial = with_flat_entries(trial)
+    threads = trial.threads[THREAD_COLUMNS].astype("int64").sort_values(THREAD_COLUMNS)
+    names = pd.Index(trial.timers["name"].unique()).sort_values()
+    group_of = (trial.timers.drop_duplicates("name").set_index("name")["group_names"]
+                .reindex(names).fillna(""))
+    groups_of = [[g.strip() for g in text.split("|") if g.strip()]
+                 if CALLPATH_SEPARATOR not in name else [] for name, text in group_of.items()]
+    groups = pd.Index(sorted({g for gs in groups_of for g in gs}))
+    events = pd.Index(trial.counters["name"].unique()).sort_values()
+    out = _Writer()
+
+    header = _Writer()
+    header.i32(0)  # no reserved bytes
+    header.pairs(trial.trial_metadata.items())
+    header.i32(len(threads))
+    for key, rows in zip(threads.itertuples(index=False, name=None),
+                         _by_thread(trial.metadata, threads)):
+        header.ints(key)
+        header.pairs(zip(rows["name"], rows["value"]))
+    out.raw(MAGIC)
+    out.ints(WRITTEN_VERSION)
+    out.i32(len(header.data))
+    out.raw(header.data)
+    out.strings(trial.metrics)
+    out.strings(groups)
+    out.i32(len(names))
+    for name, members in zip(names, groups_of):
+        out.utf(name)
+        out.ints([len(members), *groups.get_indexer(members)])
+    out.strings(events)
+
+    values = trial.timer_values.pivot_table(
+        index=THREAD_COLUMNS + ["name"], columns="metric", values=["exclusive", "inclusive"],
+        aggfunc="first")
+    out.i32(len(threads))
+    for key, entries, counters in zip(threads.itertuples(index=False, name=None),
+                                      _by_thread(trial.timers, threads),
+                                      _by_thread(trial.counters, threads)):
+        out.ints(key)
+        entries = entries.sort_values("name")
+        record = np.zeros(len(entries), _function_profile(len(trial.metrics)))
+        record["function"] = names.get_indexer(entries["name"])
+        record["calls"] = entries["calls"].to_numpy(dtype="float64")
+        record["subroutines"] = entries["subroutines"].to_numpy(dtype="float64")
+        index = pd.MultiIndex.from_frame(entries[THREAD_COLUMNS + ["name"]])
+        for m, metric in enumerate(trial.metrics):
+            record["values"][:, m, 0] = values[("exclusive", metric)].reindex(index).to_numpy()
+            record["values"][:, m, 1] = values[("inclusive", metric)].reindex(index).to_numpy()
+        out.i32(len(record))
+        out.raw(record.tobytes())
+        counters = counters.sort_values("name")
+        event = np.zeros(len(counters), _USER_EVENT)
+        event["event"] = events.get_indexer(counters["name"])
+        for column, field in (("sample_count", "count"), ("minimum", "minimum"),
+                              ("maximum", "maximum"), ("mean", "mean"),
+                              ("sum_squares", "sum_squares")):
+            event[field] = counters[column].to_numpy()
+        out.i32(len(event))
+        out.raw(event.tobytes())
+    Path(path).write_bytes(gzip.compress(bytes(out.data)))
+
+
+def _by_thread(frame: pd.DataFrame, threads: pd.DataFrame) -> list[pd.DataFrame]:
+    """The rows of ``frame`` of each thread, in ``threads`` order."""
+    grouped = dict(tuple(frame.groupby(THREAD_COLUMNS)))
+    return [grouped.get(key, frame.iloc[:0]) for key in threads.itertuples(index=False, name=None)]
+
+
+def _java_utf_bytes(text: str) -> bytes:
+    """Java's modified UTF-8: NUL as C0 80, a supplementary character as its surrogate pair."""
+    if any(ord(c) > 0xFFFF for c in text):
+        units = text.encode("utf-16-be", errors="surrogatepass")
+        text = "".join(chr(int.from_bytes(units[i:i + 2], "big")) for i in range(0, len(units), 2))
+    return text.encode("utf-8", errors="surrogatepass").replace(b"\x00", b"\xc0\x80")
+
+
+class _Writer:
+    """Big-endian writes, as Java's ``DataOutputStream``."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def raw(self, data: bytes) -> None:
+        self.data += data
+
+    def i32(self, value: int) -> None:
+        self.data += struct.pack(">i", value)
+
+    def ints(self, values) -> None:
+        for value in values:
+            self.i32(int(value))
+
+    def utf(self, text: str) -> None:
+        encoded = _java_utf_bytes(str(text))
+        if len(encoded) > 0xFFFF:
+            raise ValueError(f"a name or value longer than Java's writeUTF takes: {text[:60]!r}...")
+        self.data += struct.pack(">H", len(encoded)) + encoded
+
+    def strings(self, texts) -> None:
+        texts = list(texts)
+        self.i32(len(texts))
+        for text in texts:
+            self.utf(text)
+
+    def pairs(self, items) -> None:
+        items = list(items)
+        self.i32(len(items))
+        for name, value in items:
+            self.utf(name)
+            self.utf(value)

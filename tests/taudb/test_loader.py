@@ -105,7 +105,8 @@ def test_callpaths_timers_groups_and_source_locations(database):
                       (MAIN, "main", "app.c", 10, 40, 1, 2)]
     groups = database.query("SELECT t.name, g.group_name FROM timer_group g "
                             "JOIN timer t ON g.timer = t.id ORDER BY 1, 2")
-    assert groups == [(FOO, "MPI"), (FOO, "TAU_USER"), (MAIN, "TAU_DEFAULT")]
+    # bar states no group: TAU's reader needs one, so it gets TAU's default
+    assert groups == [(BAR, "TAU_DEFAULT"), (FOO, "MPI"), (FOO, "TAU_USER"), (MAIN, "TAU_DEFAULT")]
     parents = database.query(
         "SELECT t.name, p.name FROM timer_callpath c JOIN timer t ON c.timer = t.id "
         "LEFT JOIN timer_callpath pc ON c.parent = pc.id LEFT JOIN timer p ON pc.timer = p.id "
@@ -228,9 +229,9 @@ def test_every_view_answers_on_a_loaded_trial(database):
     trial_id = load_trial(database, small_trial())
     values = len(export_trial(database, trial_id)["timer_values.csv"])
     expected = {
-        # callpath x group of its timer: MAIN 1, FOO 2, MAIN => FOO 2; BAR and PATH have
-        # no group, so TAU's inner join hides them
-        "interval_event": 5,
+        # callpath x group of its timer: MAIN 1, FOO 2, MAIN => FOO 2, BAR 1 and PATH 1
+        # (BAR states no group and gets TAU_DEFAULT, so TAU's inner join keeps it)
+        "interval_event": 7,
         "interval_event_value": values,
         "interval_location_profile": 2 * 6,  # 'thread' is thread_rank: real threads
         "interval_total_summary": 2 * 4,
