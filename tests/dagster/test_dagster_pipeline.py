@@ -7,7 +7,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from assets.gpu import ENERGY_TABLE, SETTING_TABLE, VALID_CHECK
+from assets.gpu import ENERGY_TABLE, SETTING_TABLE, VALID_CHECK, gpu_repetitions
 from definitions import build_definitions
 from joulehouse.gpu.generator import write_data_root
 from joulehouse.gpu.store import TABLE as FRAMES_TABLE
@@ -79,27 +79,39 @@ def test_bad_repetition_fails_alone_and_keeps_what_was_stored(
     lines[10] = lines[10].split(",")[0] + ",not-a-row\n"  # line 11 of the file
     gpu_power.write_text("".join(lines))
 
-    baseline = dg.evaluate_automation_conditions(defs=defs, instance=instance)
     request = dg.RunRequest(tags=first_run.tags)  # the same range: all six partitions
     result = launch_in_process(defs.resolve_job_def(JOB_NAME), instance, request)
 
+    # The run fails, saying how many partitions failed ...
     assert not result.success
-    good = set(instance.get_dynamic_partitions("gpu_repetitions")) - {BAD}
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.user_failure_data.description
+    assert message.startswith("1 of 6 partition(s) failed:\n" + BAD + ": ")
+    # ... after every good partition went through every asset to the tables in that run.
+    keys = set(instance.get_dynamic_partitions("gpu_repetitions"))
+    good = keys - {BAD}
     assert materialized(instance, result.run_id, FRAMES) == good
-    check = [e for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
-    evaluation = check[0].event_specific_data
-    assert evaluation.check_name == VALID_CHECK and not evaluation.passed
-    [error] = evaluation.metadata["errors"].value
-    assert error["partition"] == BAD
-    assert error["file"] == str(gpu_power) and error["line"] == 11
-    assert str(gpu_power) in evaluation.description
+    assert materialized(instance, result.run_id, ENERGY) == good
+    for asset in ("gpu_setting_energy", "gpu_benchmark_energy", "energy_facts",
+                  "taudb_trials"):
+        assert materialized(instance, result.run_id, dg.AssetKey(asset)) == {None}, asset
+    # The bad partition's own status is failed, the others' materialized (as the UI reads).
+    for asset in (FRAMES, ENERGY):
+        status = instance.get_status_by_partition(asset, sorted(keys), gpu_repetitions)
+        assert {k for k, s in status.items() if s == dg.AssetPartitionStatus.FAILED} == {BAD}
+        assert {k for k, s in status.items() if s == dg.AssetPartitionStatus.MATERIALIZED} == good
+    # Its check result is scoped to its partition and names file and line.
+    evaluations = {e.event_specific_data.partition: e.event_specific_data
+                   for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
+                   and e.event_specific_data.check_name == VALID_CHECK}
+    assert set(evaluations) == keys
+    assert {k for k, e in evaluations.items() if not e.passed} == {BAD}
+    bad = evaluations[BAD]
+    assert bad.metadata["file"].value == str(gpu_power) and bad.metadata["line"].value == 11
+    assert bad.description.startswith(f"{BAD}: {gpu_power}:11: ")
     assert stored.read_bytes() == before  # the bad one's stored frames are untouched
-    # The blocking check skipped the downstream steps of this run ...
-    assert materialized(instance, result.run_id, ENERGY) == set()
-    # ... and automation then asks for the energy of the good partitions only.
-    automation = dg.evaluate_automation_conditions(defs=defs, instance=instance,
-                                                   cursor=baseline.cursor)
-    assert automation.get_requested_partitions(ENERGY) == good
+    # The tables keep the bad repetition's last good energy.
+    assert BAD in set(tables.partition_keys(ENERGY_TABLE))
 
 
 def test_stored_energy_matches_the_core(first_run, warehouse, data_root):
@@ -173,8 +185,10 @@ def test_energy_is_stored_with_its_code_version(first_run, instance):
 
 @pytest.mark.parametrize("outdated", [1, 6])
 def test_energy_stored_before_data_root_names_the_partitions_to_materialize_again(
-        first_run, instance, warehouse, outdated):
+        first_run, instance, source, warehouse, tmp_path, outdated):
+    from assets import gpu_pipeline
     from assets.gpu import energy_facts, gpu_setting_energy
+    from resources import TaudbResource
 
     tables = warehouse.tables()
     keys = tables.partition_keys(ENERGY_TABLE)[:outdated]
@@ -182,8 +196,10 @@ def test_energy_stored_before_data_root_names_the_partitions_to_materialize_agai
         old = tables.read_partitions(ENERGY_TABLE, [key]).drop(columns="data_root")
         tables.write_partition(ENERGY_TABLE, key, old)
     for asset in (gpu_setting_energy, energy_facts):
-        result = dg.materialize([asset], instance=instance, raise_on_error=False,
-                                resources={"warehouse": warehouse})
+        result = dg.materialize(
+            [gpu_pipeline], selection=[asset.key], instance=instance, raise_on_error=False,
+            resources={"gpu_source": source, "warehouse": warehouse,
+                       "taudb": TaudbResource(url=f"sqlite:///{tmp_path}/taudb.sqlite")})
         assert not result.success
         [failure] = [e for e in result.all_events if e.is_step_failure]
         error = failure.step_failure_data.user_failure_data
