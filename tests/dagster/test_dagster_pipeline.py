@@ -17,6 +17,7 @@ from joulehouse.warehouse import partition_file_name
 from resources import DataRoot, GpuBenchmarkSource, Warehouse
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
+from sensors.partition_runs import RANGE_END, RANGE_START
 from tests.dagster.conftest import QUIET_S, REPETITIONS, RUNS, SMALL, settle
 
 BAD = "lab/power-limit/bert/250W/0"
@@ -208,3 +209,44 @@ def test_energy_stored_before_data_root_names_the_partitions_to_materialize_agai
         assert "Materialize gpu_repetition_energy again for them (a backfill" in error.description
         assert keys[0] in error.description
         assert error.metadata["partitions"].value == keys
+
+
+def test_repetitions_fixed_in_place_are_picked_up_next_tick_in_one_run(
+        defs, sensor, instance, source, data_root, warehouse):
+    """Two bad repetitions far apart in the partition set; the rolling rescan is off, so only
+    the failed partitions' recheck can find their fix."""
+    bad = ["lab/power-limit/bert/150W/0", "lab/power-limit/resnet/200W/1"]
+    originals = {}
+    for key in bad:
+        path = data_root / key.removeprefix("lab/") / "gpu-power.csv"
+        originals[path] = path.read_bytes()
+        lines = originals[path].decode().splitlines(keepends=True)
+        path.write_text("".join(lines[:20]) + lines[20][:7])  # cut mid-line: line 21
+    settle()
+    job = defs.resolve_job_def(JOB_NAME)
+    data = tick(sensor, instance, {"gpu_source": source})
+    [request] = data.run_requests
+    result = launch_in_process(job, instance, request)
+    assert not result.success
+    keys = sorted(instance.get_dynamic_partitions("gpu_repetitions"))
+    status = instance.get_status_by_partition(FRAMES, keys, gpu_repetitions)
+    assert sorted(k for k, s in status.items() if s == dg.AssetPartitionStatus.FAILED) == bad
+    assert materialized(instance, result.run_id, ENERGY) == set(keys) - set(bad)
+    assert materialized(instance, result.run_id, dg.AssetKey("energy_facts")) == {None}
+
+    for path, content in originals.items():  # fixed in place: same folders, same names
+        path.write_bytes(content)
+    idle = tick(sensor, instance, {"gpu_source": source}, data.cursor)
+    assert idle.run_requests == []  # within the quiet period
+    settle()
+    fixed = tick(sensor, instance, {"gpu_source": source}, idle.cursor)
+    [again] = fixed.run_requests  # one run, exactly the two fixed repetitions
+    order = list(instance.get_dynamic_partitions("gpu_repetitions"))
+    start, end = order.index(again.tags[RANGE_START]), order.index(again.tags[RANGE_END])
+    assert sorted(order[start:end + 1]) == bad
+    result = launch_in_process(job, instance, again)
+    assert result.success
+    status = instance.get_status_by_partition(FRAMES, keys, gpu_repetitions)
+    assert set(status.values()) == {dg.AssetPartitionStatus.MATERIALIZED}
+    assert materialized(instance, result.run_id, ENERGY) == set(bad)
+    assert tick(sensor, instance, {"gpu_source": source}, fixed.cursor).run_requests == []
