@@ -44,41 +44,41 @@ from assets.gpu import (
     setting_energy,
     validate_frames,
 )
-from assets.reporting import failure
+from assets.reporting import failure, single_run_backfills
 from assets.taudb import load_gpu_trials, taudb_trials
 from resources import GpuBenchmarkSource, TaudbResource, Warehouse
 
-
-@dg.multi_asset(
-    name="gpu_pipeline",
-    specs=[gpu_validated_frames, gpu_repetition_energy, *GPU_TABLES, taudb_trials],
-    check_specs=[VALID_SPEC, COMPUTED_SPEC],
-    can_subset=True,
-    backfill_policy=dg.BackfillPolicy.single_run(),
-    pool=TABLES_POOL,
-    description="The GPU pipeline in one step; see assets/pipeline.py.",
-)
-def gpu_pipeline(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
-                 warehouse: Warehouse, taudb: TaudbResource) -> Iterator:
-    selected = context.selected_asset_keys
-    tables = warehouse.tables()
-    failed: dict[str, str] = {}
-    if gpu_validated_frames.key in selected:
-        frames = validate_frames(context, gpu_source, tables)
-        yield from frames.results(context, VALID_SPEC)
-        failed |= frames.errors()
-    if gpu_repetition_energy.key in selected:
-        skip = {key: "its validated frames failed in this run" for key in failed}
-        energy = compute_energy(context, gpu_source, tables, skip)
-        yield from energy.results(context, COMPUTED_SPEC)
-        failed |= energy.errors()
-    if gpu_setting_energy.key in selected:
-        yield setting_energy(context, tables)
-    if gpu_benchmark_energy.key in selected:
-        yield benchmark_energy(tables)
-    if energy_facts.key in selected:
-        yield facts(context, tables)
-    if taudb_trials.key in selected:
-        yield load_gpu_trials(context, gpu_source, tables, taudb)
-    if failed:
-        raise failure(len(context.partition_keys), failed)
+with single_run_backfills() as single_run:
+    @dg.multi_asset(
+        name="gpu_pipeline",
+        specs=[gpu_validated_frames, gpu_repetition_energy, *GPU_TABLES, taudb_trials],
+        check_specs=[VALID_SPEC, COMPUTED_SPEC],
+        can_subset=True,
+        backfill_policy=single_run,
+        pool=TABLES_POOL,
+        description="The GPU pipeline in one step; see assets/pipeline.py.",
+    )
+    def gpu_pipeline(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
+                     warehouse: Warehouse, taudb: TaudbResource) -> Iterator:
+        selected = context.selected_asset_keys
+        tables = warehouse.tables()
+        failed: dict[str, str] = {}
+        if gpu_validated_frames.key in selected:
+            frames = validate_frames(context, gpu_source, tables)
+            yield from frames.results(context, VALID_SPEC)
+            failed |= frames.errors()
+        if gpu_repetition_energy.key in selected:
+            skip = {key: "its validated frames failed in this run" for key in failed}
+            energy = compute_energy(context, gpu_source, tables, skip)
+            yield from energy.results(context, COMPUTED_SPEC)
+            failed |= energy.errors()
+        if gpu_setting_energy.key in selected:
+            yield setting_energy(context, tables)
+        if gpu_benchmark_energy.key in selected:
+            yield benchmark_energy(tables)
+        if energy_facts.key in selected:
+            yield facts(context, tables)
+        if taudb_trials.key in selected:
+            yield load_gpu_trials(context, gpu_source, tables, taudb)
+        if failed:
+            raise failure(len(context.partition_keys), failed)

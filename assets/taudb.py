@@ -28,7 +28,7 @@ from assets.gpu import (
     gpu_validated_frames,
     stored_energy_keys,
 )
-from assets.reporting import PartitionBatch, failure, partition_check_spec
+from assets.reporting import PartitionBatch, failure, partition_check_spec, single_run_backfills
 from joulehouse.gpu.layout import RepetitionRef
 from joulehouse.gpu.store import load_repetition, stored_version
 from joulehouse.taudb.loader import list_trials, load_trial
@@ -123,41 +123,42 @@ LOADS_SPEC = partition_check_spec(
     "failed one names file and line).")
 
 
-@dg.asset(
-    description=(
-        "TAU profile sets (a folder of profile.N.C.T files, MULTI__<metric> folders, or a "
-        ".ppk file) landed in the watched folders, each loaded as one TAUdb trial in one "
-        "transaction (a reload replaces it). One dynamic partition per set; the trial id "
-        "is in each partition's metadata. A bad set fails the check 'loads' of its "
-        "partition, naming file and line, and leaves nothing in TAUdb; the others still "
-        "load, then the run fails."
-    ),
-    group_name=GROUP,
-    partitions_def=tau_profile_sets,
-    backfill_policy=dg.BackfillPolicy.single_run(),
-    deps=[tau_profile_files],
-    check_specs=[LOADS_SPEC],
-    output_required=False,
-    kinds={"taudb"},
-    tags={"source": "tau-profiles"},
-)
-def tau_profile_trials(context: dg.AssetExecutionContext, tau_profiles: TauProfileSource,
-                       taudb: TaudbResource) -> Iterator:
-    trial_ids: dict[str, int] = {}
-    with taudb.open() as db:
+with single_run_backfills() as single_run:
+    @dg.asset(
+        description=(
+            "TAU profile sets (a folder of profile.N.C.T files, MULTI__<metric> folders, or a "
+            ".ppk file) landed in the watched folders, each loaded as one TAUdb trial in one "
+            "transaction (a reload replaces it). One dynamic partition per set; the trial id "
+            "is in each partition's metadata. A bad set fails the check 'loads' of its "
+            "partition, naming file and line, and leaves nothing in TAUdb; the others still "
+            "load, then the run fails."
+        ),
+        group_name=GROUP,
+        partitions_def=tau_profile_sets,
+        backfill_policy=single_run,
+        deps=[tau_profile_files],
+        check_specs=[LOADS_SPEC],
+        output_required=False,
+        kinds={"taudb"},
+        tags={"source": "tau-profiles"},
+    )
+    def tau_profile_trials(context: dg.AssetExecutionContext, tau_profiles: TauProfileSource,
+                           taudb: TaudbResource) -> Iterator:
+        trial_ids: dict[str, int] = {}
+        with taudb.open() as db:
 
-        def load(key: str) -> dict[str, pd.DataFrame]:
-            trial = read_trial_source(tau_profiles.resolve(key))
-            trial_ids[key] = load_trial(db, trial)
-            return {"threads": trial.threads, "timer_values": trial.timer_values,
-                    "counters": trial.counters}
+            def load(key: str) -> dict[str, pd.DataFrame]:
+                trial = read_trial_source(tau_profiles.resolve(key))
+                trial_ids[key] = load_trial(db, trial)
+                return {"threads": trial.threads, "timer_values": trial.timer_values,
+                        "counters": trial.counters}
 
-        batch = PartitionBatch.run(context, load)
-    for key, trial_id in trial_ids.items():
-        batch.stored[key]["taudb/trial_id"] = dg.MetadataValue.int(trial_id)
-    yield from batch.results(context, LOADS_SPEC)
-    if batch.failed:
-        raise failure(len(context.partition_keys), batch.errors())
+            batch = PartitionBatch.run(context, load)
+        for key, trial_id in trial_ids.items():
+            batch.stored[key]["taudb/trial_id"] = dg.MetadataValue.int(trial_id)
+        yield from batch.results(context, LOADS_SPEC)
+        if batch.failed:
+            raise failure(len(context.partition_keys), batch.errors())
 
 
 TAUDB_ASSETS = [tau_profile_files, tau_profile_trials]
