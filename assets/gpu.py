@@ -17,7 +17,12 @@ from assets.reporting import PartitionBatch, partition_check_spec, table_metadat
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_energy
 from joulehouse.gpu.readers import read_repetition
-from joulehouse.gpu.schemas import REPETITION_ENERGY_SCHEMA
+from joulehouse.gpu.schemas import (
+    BENCHMARK_SCHEMA,
+    ENERGY_FACTS_SCHEMA,
+    REPETITION_ENERGY_SCHEMA,
+    SETTING_SCHEMA,
+)
 from joulehouse.gpu.store import load_repetition, save_repetition
 from joulehouse.plots import Series, markdown_image, scatter_svg
 from joulehouse.validation import validate
@@ -139,7 +144,8 @@ def compute_energy(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSo
         tables.write_partition(ENERGY_TABLE, key, frame)
         return {ENERGY_TABLE: frame}
 
-    return PartitionBatch.run(context, compute_one, skip=skip)
+    return PartitionBatch.run(context, compute_one, skip=skip,
+                              schemas={ENERGY_TABLE: REPETITION_ENERGY_SCHEMA})
 
 
 def stored_energy_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
@@ -223,7 +229,7 @@ def setting_energy(context: dg.AssetExecutionContext, tables: Tables) -> dg.Mate
     table = aggregate.setting_table(per_repetition)
     tables.write_table(SETTING_TABLE, table)
     return dg.MaterializeResult(asset_key=gpu_setting_energy.key, metadata={
-        **table_metadata(table),
+        **table_metadata(table, SETTING_SCHEMA),
         "repetitions": dg.MetadataValue.int(
             len(per_repetition.drop_duplicates(["data_root", "repetition"]))),
     })
@@ -235,7 +241,7 @@ def benchmark_energy(tables: Tables) -> dg.MaterializeResult:
     table = aggregate.benchmark_table(settings)
     tables.write_table(BENCHMARK_TABLE, table)
     return dg.MaterializeResult(asset_key=gpu_benchmark_energy.key, metadata={
-        **table_metadata(table),
+        **table_metadata(table, BENCHMARK_SCHEMA),
         "energy_vs_time": dg.MetadataValue.md(_plots(settings)),
     })
 
@@ -258,7 +264,7 @@ def facts(context: dg.AssetExecutionContext, tables: Tables) -> dg.MaterializeRe
     rows = energy_facts_rows(_stored_energy(context, tables))
     tables.write_partition(FACTS_TABLE, FACTS_SOURCE, rows)
     return dg.MaterializeResult(asset_key=energy_facts.key, metadata={
-        **table_metadata(rows),
+        **table_metadata(rows, ENERGY_FACTS_SCHEMA),
         "sources": dg.MetadataValue.json(sorted(rows["source"].unique().tolist())),
     })
 

@@ -20,6 +20,7 @@ there (an ``AssetMaterializationFailure`` cannot be yielded by a step, and
 those storages do not keep one), so the run must fail, and must fail last.
 """
 
+import re
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from typing import Any
 
 import dagster as dg
 import pandas as pd
+import pandera.pandas as pa
 from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluation
 
 from joulehouse.errors import InputError
@@ -35,19 +37,32 @@ from joulehouse.errors import InputError
 MAX_ERRORS_SHOWN = 20
 
 
-def column_schema(frames: Mapping[str, pd.DataFrame]) -> dg.TableSchema:
-    """The columns of ``frames``; names are prefixed with the frame name when there are several."""
+def column_description(schema: pa.DataFrameSchema | None, column: str) -> str | None:
+    """The description of ``column`` in ``schema`` (its own column or the regex column
+    matching it, as pandera matches them), or None."""
+    for name, spec in (schema.columns.items() if schema is not None else ()):
+        if name == column or (spec.regex and re.match(name, column)):
+            return spec.description
+    return None
+
+
+def column_schema(frames: Mapping[str, pd.DataFrame],
+                  schemas: Mapping[str, pa.DataFrameSchema] | None = None) -> dg.TableSchema:
+    """The columns of ``frames``, described as the pandera schema of their frame says
+    (``schemas``: frame name -> schema); names are prefixed with the frame name when
+    there are several."""
     prefix = len(frames) > 1
     return dg.TableSchema(columns=[
-        dg.TableColumn(f"{name}.{column}" if prefix else str(column), str(dtype))
+        dg.TableColumn(f"{name}.{column}" if prefix else str(column), str(dtype),
+                       description=column_description((schemas or {}).get(name), str(column)))
         for name, frame in frames.items() for column, dtype in frame.dtypes.items()
     ])
 
 
-def table_metadata(frame: pd.DataFrame) -> dict[str, Any]:
-    """Row count and column schema of one table."""
+def table_metadata(frame: pd.DataFrame, schema: pa.DataFrameSchema) -> dict[str, Any]:
+    """Row count and column schema (described by its pandera ``schema``) of one table."""
     return {"dagster/row_count": dg.MetadataValue.int(len(frame)),
-            "dagster/column_schema": column_schema({"table": frame})}
+            "dagster/column_schema": column_schema({"table": frame}, {"table": schema})}
 
 
 @contextmanager
@@ -92,9 +107,11 @@ class PartitionBatch:
         context: dg.AssetExecutionContext,
         work: Callable[[str], Mapping[str, pd.DataFrame]],
         skip: Mapping[str, str] | None = None,
+        schemas: Mapping[str, pa.DataFrameSchema] | None = None,
     ) -> "PartitionBatch":
         """Call ``work(key)`` for every partition of the run but those in ``skip`` (key ->
-        why: an upstream partition failed in this run); ``work`` returns the frames it stored."""
+        why: an upstream partition failed in this run); ``work`` returns the frames it stored,
+        by name, described by ``schemas`` (name -> pandera schema) where given."""
         batch = cls()
         for key in context.partition_keys:
             if skip and key in skip:
@@ -110,7 +127,7 @@ class PartitionBatch:
             batch.stored[key] = {"dagster/row_count": dg.MetadataValue.int(sum(rows.values()))}
             if len(rows) > 1:
                 batch.stored[key]["rows"] = dg.MetadataValue.json(rows)
-            batch.schema = batch.schema or column_schema(frames)
+            batch.schema = batch.schema or column_schema(frames, schemas)
         return batch
 
     def results(self, context: dg.AssetExecutionContext, check: dg.AssetCheckSpec

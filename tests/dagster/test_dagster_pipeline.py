@@ -61,8 +61,21 @@ def test_one_run_materializes_every_asset_of_every_partition(first_run, instance
 def test_metadata_has_row_counts_schema_and_plot(first_run, instance):
     energy = instance.get_latest_materialization_event(ENERGY).asset_materialization
     assert energy.metadata["dagster/row_count"].value > 0
-    columns = {c.name for c in energy.metadata["dagster/column_schema"].value.columns}
-    assert {"repetition", "duration_s", "gpu_energy_counter_j"} <= columns
+    columns = {c.name: c.description
+               for c in energy.metadata["dagster/column_schema"].value.columns}
+    assert {"repetition", "duration_s", "gpu_energy_counter_j"} <= set(columns)
+    assert columns["gpu_energy_counter_j"] == (
+        "GPU energy from the total-energy counter, resets handled (J).")
+    # every column of the GPU tables is described, from its pandera schema
+    for asset in (ENERGY, dg.AssetKey("gpu_setting_energy"), dg.AssetKey("gpu_benchmark_energy")):
+        schema = instance.get_latest_materialization_event(
+            asset).asset_materialization.metadata["dagster/column_schema"].value
+        assert all(c.description for c in schema.columns), asset
+    setting = instance.get_latest_materialization_event(
+        dg.AssetKey("gpu_setting_energy")).asset_materialization.metadata
+    described = {c.name: c.description for c in setting["dagster/column_schema"].value.columns}
+    assert "(J)" in described["gpu_energy_counter_j_mean"]
+    assert described["gpu_mean_power_counter_w"].endswith("(W).")
     bench = instance.get_latest_materialization_event(
         dg.AssetKey("gpu_benchmark_energy")).asset_materialization
     plot = bench.metadata["energy_vs_time"].value
