@@ -133,10 +133,8 @@ class PartitionBatch:
     def results(self, context: dg.AssetExecutionContext, check: dg.AssetCheckSpec
                 ) -> Iterator[Any]:
         """The events of the batch for the asset ``check`` is on (see the module docstring)."""
-        common = {"partitions_stored": dg.MetadataValue.int(len(self.stored)),
-                  "partitions_failed": dg.MetadataValue.int(len(self.failed))}
-        if self.schema is not None:
-            common["dagster/column_schema"] = self.schema
+        # Each partition's own metadata only: the run's totals are in its outcome.
+        common = {} if self.schema is None else {"dagster/column_schema": self.schema}
         asset_key = check.asset_key
         if not self.failed and not self.skipped:
             for key, metadata in self.stored.items():

@@ -120,6 +120,14 @@ def test_bad_repetition_fails_alone_and_keeps_what_was_stored(
                    and e.event_specific_data.check_name == VALID_CHECK}
     assert set(evaluations) == keys
     assert {k for k, e in evaluations.items() if not e.passed} == {BAD}
+    # A good partition's materialization carries its own row count, not the run's totals.
+    [record] = [r for r in instance.get_records_for_run(
+        result.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+        if r.event_log_entry.dagster_event.asset_key == FRAMES
+        and r.event_log_entry.dagster_event.partition == "lab/power-limit/bert/250W/1"]
+    metadata = record.asset_materialization.metadata
+    assert metadata["dagster/row_count"].value == sum(metadata["rows"].value.values()) > 0
+    assert not {"partitions_stored", "partitions_failed"} & set(metadata)
     bad = evaluations[BAD]
     assert bad.metadata["file"].value == str(gpu_power) and bad.metadata["line"].value == 11
     assert bad.description.startswith(f"{BAD}: {gpu_power}:11: ")
