@@ -17,7 +17,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets import GPU_ASSETS, GPU_PIPELINE, TAUDB_ASSETS, taudb_trials
+from assets import GPU_ASSETS, TAUDB_ASSETS, gpu_pipeline
 from resources import (
     GpuBenchmarkSource,
     TaudbResource,
@@ -35,7 +35,7 @@ DEFAULT_WAREHOUSE = PROJECT_ROOT / "warehouse"
 
 gpu_energy_job = dg.define_asset_job(
     GPU_JOB,
-    selection=dg.AssetSelection.assets(*GPU_PIPELINE, taudb_trials),
+    selection=dg.AssetSelection.assets(gpu_pipeline),
     description=("The whole GPU-benchmark pipeline, from validated frames to energy_facts "
                  "and the runs' TAUdb trials."),
     tags={"joulehouse/pipeline": "gpu"},

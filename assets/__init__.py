@@ -1,7 +1,10 @@
 """Dagster assets: thin wrappers that call the core and write the warehouse."""
 
-from assets.gpu import GPU_ASSETS, GPU_PIPELINE, gpu_repetitions
-from assets.taudb import TAUDB_ASSETS, tau_profile_sets, tau_profile_trials, taudb_trials
+from assets.gpu import gpu_repetition_files, gpu_repetitions
+from assets.pipeline import gpu_pipeline
+from assets.taudb import TAUDB_ASSETS, tau_profile_sets, tau_profile_trials
 
-__all__ = ["GPU_ASSETS", "GPU_PIPELINE", "TAUDB_ASSETS", "gpu_repetitions", "tau_profile_sets",
-           "tau_profile_trials", "taudb_trials"]
+GPU_ASSETS = [gpu_repetition_files, gpu_pipeline]
+
+__all__ = ["GPU_ASSETS", "TAUDB_ASSETS", "gpu_pipeline", "gpu_repetitions", "tau_profile_sets",
+           "tau_profile_trials"]

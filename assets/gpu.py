@@ -1,32 +1,33 @@
 """GPU benchmark assets: from a landed repetition to energy tables.
 
 One dynamic partition per repetition (key ``<root name>/<experiment>/<benchmark>/<run>/<repetition>``,
-see ``resources/gpu.py``). The partitioned assets process every partition of
-a run in one step (``BackfillPolicy.single_run``) and write Parquet through
+see ``resources/gpu.py``). This module holds the assets' specs and what
+computes each; ``assets/pipeline.py`` runs them as ONE step over every
+partition of a run (``BackfillPolicy.single_run``), writing Parquet through
 ``joulehouse.warehouse``; the tables over all repetitions are rebuilt from
 the warehouse when their inputs change (``AutomationCondition``).
 
-A bad repetition fails only itself: its error is recorded, the others of the
-same run are stored and reported as materialized, and nothing stored for the
-bad one is replaced. The partitioned assets then report materializations for
-the good partitions only, so the bad one shows as failed in the UI.
+A bad repetition fails only itself: see ``assets/pipeline.py``.
 """
-
-from collections.abc import Iterator
 
 import dagster as dg
 import pandas as pd
 
-from assets.reporting import PartitionBatch, table_metadata
+from assets.reporting import PartitionBatch, partition_check_spec, table_metadata
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_energy
 from joulehouse.gpu.readers import read_repetition
-from joulehouse.gpu.schemas import REPETITION_ENERGY_SCHEMA
+from joulehouse.gpu.schemas import (
+    BENCHMARK_SCHEMA,
+    ENERGY_FACTS_SCHEMA,
+    REPETITION_ENERGY_SCHEMA,
+    SETTING_SCHEMA,
+)
 from joulehouse.gpu.store import load_repetition, save_repetition
 from joulehouse.plots import Series, markdown_image, scatter_svg
 from joulehouse.validation import validate
 from joulehouse.warehouse import Warehouse as Tables
-from resources import GpuBenchmarkSource, Warehouse
+from resources import GpuBenchmarkSource
 
 GROUP = "gpu_benchmarks"
 ENERGY_TABLE = "gpu_repetition_energy"
@@ -34,6 +35,7 @@ SETTING_TABLE = "gpu_setting_energy"
 BENCHMARK_TABLE = "gpu_benchmark_energy"
 FACTS_TABLE = "energy_facts"
 VALID_CHECK = "pandera_valid"
+COMPUTED_CHECK = "energy_computed"
 
 #: Code version of ``gpu_repetition_energy``: raise it when what a partition stores changes
 #: ("2": the ``data_root`` column), so the UI marks partitions stored by older code stale.
@@ -63,56 +65,36 @@ TABLE_AUTOMATION = dg.AutomationCondition.eager().without(
     ~dg.AutomationCondition.any_deps_missing()
 )
 
-#: What the per-repetition assets share: one dynamic partition per repetition,
-#: every partition of a run in one step (``PartitionBatch``), and no output
-#: for a partition that failed, so it shows as failed rather than stored.
-PER_REPETITION = {
-    "group_name": GROUP,
-    "partitions_def": gpu_repetitions,
-    "backfill_policy": dg.BackfillPolicy.single_run(),
-    "output_required": False,
-    "tags": {"source": "gpu-benchmark"},
-}
+#: What the per-repetition assets share: one dynamic partition per repetition, and
+#: no materialization for a partition that failed, so it shows as failed.
+PER_REPETITION = {"group_name": GROUP, "partitions_def": gpu_repetitions, "skippable": True,
+                  "tags": {"source": "gpu-benchmark"}}
 
-#: Concurrency pool of the assets that rebuild a whole table or TAUdb's GPU
-#: trials: the instance configs (deploy/) limit it to 1, so two runs never
-#: rebuild them at once, whoever launched the runs (sensor, backfill, automation).
+#: Concurrency pool of the step that rebuilds the whole tables and TAUdb's GPU trials:
+#: the instance configs (deploy/) limit it to 1, so two runs never rebuild them at once,
+#: whoever launched the runs (sensor, backfill, automation).
 TABLES_POOL = "joulehouse_tables"
 
-#: What the assets that rebuild a whole table share: the automation and the pool.
-WHOLE_TABLE = {"automation_condition": TABLE_AUTOMATION, "pool": TABLES_POOL}
+#: What the tables over all repetitions share.
+WHOLE_TABLE = {"group_name": GROUP, "automation_condition": TABLE_AUTOMATION,
+               "skippable": True, "tags": {"source": "gpu-benchmark"}}
 
-
-@dg.asset(
+gpu_validated_frames = dg.AssetSpec(
+    "gpu_validated_frames",
     description=(
         "Every file of a repetition read, converted to SI units and UTC, and validated "
         "with pandera; one Parquet partition per frame under gpu_validated_frames/. A file "
-        "that fails validation fails the blocking check 'pandera_valid', naming file and "
-        "line; the stored frames of that repetition stay as they were."
+        "that fails validation fails the check 'pandera_valid' of its partition, naming "
+        "file and line; the stored frames of that repetition stay as they were, its "
+        "downstream is skipped, the other repetitions of the run go on."
     ),
     **PER_REPETITION,
     deps=[gpu_repetition_files],
-    check_specs=[dg.AssetCheckSpec(
-        VALID_CHECK, asset="gpu_validated_frames", blocking=True,
-        description="Every file of the repetition parses and passes its pandera schema.",
-    )],
     kinds={"pandas", "parquet", "pandera"},
 )
-def gpu_validated_frames(
-    context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource, warehouse: Warehouse
-) -> Iterator:
-    tables = warehouse.tables()
 
-    def validate(key: str) -> dict[str, pd.DataFrame]:
-        root, ref = gpu_source.resolve(key)
-        rep = read_repetition(ref, timezone=root.timezone,
-                              external_power_unit=root.external_power_unit)
-        return save_repetition(tables, key, rep)
-
-    yield from PartitionBatch.run(context, validate).results(context, check_name=VALID_CHECK)
-
-
-@dg.asset(
+gpu_repetition_energy = dg.AssetSpec(
+    "gpu_repetition_energy",
     description=(
         "Energy of each repetition per window (experiment, train, each epoch), measured "
         "four ways: the total-energy counter, integrated gpu-power, integrated 50 Hz power "
@@ -125,12 +107,36 @@ def gpu_validated_frames(
     code_version=ENERGY_CODE_VERSION,
     kinds={"pandas", "parquet"},
 )
-def gpu_repetition_energy(
-    context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource, warehouse: Warehouse
-) -> Iterator:
-    tables = warehouse.tables()
 
-    def compute(key: str) -> dict[str, pd.DataFrame]:
+VALID_SPEC = partition_check_spec(
+    gpu_validated_frames.key, VALID_CHECK, gpu_repetitions,
+    "Every file of the repetition parses and passes its pandera schema (one result per "
+    "partition; a failed one names file and line, and the repetition's energy in the same "
+    "run is skipped).")
+COMPUTED_SPEC = partition_check_spec(
+    gpu_repetition_energy.key, COMPUTED_CHECK, gpu_repetitions,
+    "The repetition's energy was computed and stored (one result per partition; not "
+    "computed when its validated frames failed in the same run).")
+
+
+def validate_frames(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
+                    tables: Tables) -> PartitionBatch:
+    """Read, validate and store every repetition of the run."""
+
+    def validate_one(key: str) -> dict[str, pd.DataFrame]:
+        root, ref = gpu_source.resolve(key)
+        rep = read_repetition(ref, timezone=root.timezone,
+                              external_power_unit=root.external_power_unit)
+        return save_repetition(tables, key, rep)
+
+    return PartitionBatch.run(context, validate_one)
+
+
+def compute_energy(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
+                   tables: Tables, skip: dict[str, str]) -> PartitionBatch:
+    """Compute and store the energy of every repetition of the run but those in ``skip``."""
+
+    def compute_one(key: str) -> dict[str, pd.DataFrame]:
         root, ref = gpu_source.resolve(key)
         frame = validate(REPETITION_ENERGY_SCHEMA, repetition_energy(
             load_repetition(tables, key, ref), data_root=root.key_prefix,
@@ -138,7 +144,8 @@ def gpu_repetition_energy(
         tables.write_partition(ENERGY_TABLE, key, frame)
         return {ENERGY_TABLE: frame}
 
-    yield from PartitionBatch.run(context, compute).results(context)
+    return PartitionBatch.run(context, compute_one, skip=skip,
+                              schemas={ENERGY_TABLE: REPETITION_ENERGY_SCHEMA})
 
 
 def stored_energy_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
@@ -151,13 +158,12 @@ def stored_energy_keys(context: dg.AssetExecutionContext, tables: Tables) -> lis
     return [key for key in tables.partition_keys(ENERGY_TABLE) if key in registered]
 
 
-def _stored_energy(context: dg.AssetExecutionContext, warehouse: Warehouse) -> pd.DataFrame:
+def _stored_energy(context: dg.AssetExecutionContext, tables: Tables) -> pd.DataFrame:
     """The stored per-repetition energy of every registered partition.
 
     Raises ``dg.Failure`` naming the partitions stored before the ``data_root``
     column (code version 1), which must be materialized again.
     """
-    tables = warehouse.tables()
     keys = stored_energy_keys(context, tables)
     if not keys:
         raise dg.Failure("no per-repetition energy stored yet: materialize gpu_repetition_energy")
@@ -173,57 +179,69 @@ def _stored_energy(context: dg.AssetExecutionContext, warehouse: Warehouse) -> p
                 f"{len(outdated)} stored partition(s) of {ENERGY_TABLE} have no data_root "
                 f"(stored by code older than the column): {shown}{more}. Materialize "
                 f"{ENERGY_TABLE} again for them (a backfill of those partitions; the UI "
-                f"marks them stale), then this asset."),
+                f"marks them stale), then the tables."),
             metadata={"partitions": dg.MetadataValue.json(outdated)},
         )
     return frame
 
 
-@dg.asset(
+gpu_setting_energy = dg.AssetSpec(
+    "gpu_setting_energy",
     description=(
         "Per setting (benchmark run) of each data root: number of repetitions and mean, "
         "standard deviation, min and max of time and of energy by each method, over the "
         "experiment window."
     ),
-    group_name=GROUP,
     deps=[gpu_repetition_energy],
     **WHOLE_TABLE,
     kinds={"pandas", "parquet"},
-    tags={"source": "gpu-benchmark"},
 )
-def gpu_setting_energy(
-    context: dg.AssetExecutionContext, warehouse: Warehouse
-) -> dg.MaterializeResult:
-    per_repetition = _stored_energy(context, warehouse)
-    table = aggregate.setting_table(per_repetition)
-    warehouse.tables().write_table(SETTING_TABLE, table)
-    return dg.MaterializeResult(metadata={
-        **table_metadata(table),
-        "repetitions": dg.MetadataValue.int(
-            len(per_repetition.drop_duplicates(["data_root", "repetition"]))),
-    })
 
-
-@dg.asset(
+gpu_benchmark_energy = dg.AssetSpec(
+    "gpu_benchmark_energy",
     description=(
         "Per benchmark of each data root: the time-energy Pareto front over its settings "
         "and the setting with least energy, least energy-delay product, and least energy "
         "within 10% of the fastest setting's time. Metadata: energy against time per "
         "setting."
     ),
-    group_name=GROUP,
     deps=[gpu_setting_energy],
     **WHOLE_TABLE,
     kinds={"pandas", "parquet"},
-    tags={"source": "gpu-benchmark"},
 )
-def gpu_benchmark_energy(warehouse: Warehouse) -> dg.MaterializeResult:
-    tables = warehouse.tables()
+
+energy_facts = dg.AssetSpec(
+    "energy_facts",
+    description=(
+        "The cross-source energy table (source, entity, component, window in UTC, "
+        "duration_s, energy_j, method). This asset writes the GPU-benchmark rows: the "
+        "experiment window of each repetition, one row per measuring method."
+    ),
+    deps=[gpu_repetition_energy],
+    **{**WHOLE_TABLE, "group_name": "energy_facts", "tags": {}},
+    kinds={"pandas", "parquet"},
+)
+
+
+def setting_energy(context: dg.AssetExecutionContext, tables: Tables) -> dg.MaterializeResult:
+    """Rebuild the per-setting table from the stored per-repetition energy."""
+    per_repetition = _stored_energy(context, tables)
+    table = aggregate.setting_table(per_repetition)
+    tables.write_table(SETTING_TABLE, table)
+    return dg.MaterializeResult(asset_key=gpu_setting_energy.key, metadata={
+        **table_metadata(table, SETTING_SCHEMA),
+        "repetitions": dg.MetadataValue.int(
+            len(per_repetition.drop_duplicates(["data_root", "repetition"]))),
+    })
+
+
+def benchmark_energy(tables: Tables) -> dg.MaterializeResult:
+    """Rebuild the per-benchmark table (and its plots) from the per-setting table."""
     settings = tables.read_table(SETTING_TABLE)
     table = aggregate.benchmark_table(settings)
     tables.write_table(BENCHMARK_TABLE, table)
-    return dg.MaterializeResult(metadata={
-        **table_metadata(table),
+    return dg.MaterializeResult(asset_key=gpu_benchmark_energy.key, metadata={
+        **table_metadata(table, BENCHMARK_SCHEMA),
         "energy_vs_time": dg.MetadataValue.md(_plots(settings)),
     })
 
@@ -241,28 +259,14 @@ def _plots(settings: pd.DataFrame) -> str:
     return "\n\n".join(images)
 
 
-@dg.asset(
-    description=(
-        "The cross-source energy table (source, entity, component, window in UTC, "
-        "duration_s, energy_j, method). This asset writes the GPU-benchmark rows: the "
-        "experiment window of each repetition, one row per measuring method."
-    ),
-    group_name="energy_facts",
-    deps=[gpu_repetition_energy],
-    **WHOLE_TABLE,
-    kinds={"pandas", "parquet"},
-)
-def energy_facts(
-    context: dg.AssetExecutionContext, warehouse: Warehouse
-) -> dg.MaterializeResult:
-    rows = energy_facts_rows(_stored_energy(context, warehouse))
-    warehouse.tables().write_partition(FACTS_TABLE, FACTS_SOURCE, rows)
-    return dg.MaterializeResult(metadata={
-        **table_metadata(rows),
+def facts(context: dg.AssetExecutionContext, tables: Tables) -> dg.MaterializeResult:
+    """Rewrite the GPU rows of energy_facts from the stored per-repetition energy."""
+    rows = energy_facts_rows(_stored_energy(context, tables))
+    tables.write_partition(FACTS_TABLE, FACTS_SOURCE, rows)
+    return dg.MaterializeResult(asset_key=energy_facts.key, metadata={
+        **table_metadata(rows, ENERGY_FACTS_SCHEMA),
         "sources": dg.MetadataValue.json(sorted(rows["source"].unique().tolist())),
     })
 
 
-GPU_PIPELINE = [gpu_validated_frames, gpu_repetition_energy, gpu_setting_energy,
-                gpu_benchmark_energy, energy_facts]
-GPU_ASSETS = [gpu_repetition_files, *GPU_PIPELINE]
+GPU_TABLES = [gpu_setting_energy, gpu_benchmark_energy, energy_facts]

@@ -1,45 +1,95 @@
-"""Dagster reporting for partitioned steps: per-partition results, metadata, failures.
+"""Dagster reporting for partitioned steps: per-partition results and checks, the failure.
 
 A step that processes many partitions calls :meth:`PartitionBatch.run`; an
 ``InputError`` of one partition is recorded and the next partition goes on.
-:meth:`PartitionBatch.results` then reports the outcome:
+:meth:`PartitionBatch.results` then reports the outcome of each partition:
 
-* all stored: one ``MaterializeResult`` for every partition of the run, with
-  each partition's row counts as partition-scoped metadata;
-* some failed: an ``AssetMaterialization`` for each stored partition only
-  (the asset is declared ``output_required=False``), so the failed ones
-  show as failed, not as materialized; then the failure itself, as a failed
-  blocking check (with ``check_name``) or a ``Failure``, which fails the
-  step and skips its downstream in this run.
+* an ``AssetMaterialization`` for each stored partition only (the assets are
+  ``skippable``); when every partition was stored, one ``MaterializeResult``
+  instead, which also records data and code versions;
+* one evaluation of the asset's per-partition check for EVERY partition
+  (``AssetCheckEvaluation`` with its ``partition``): passed, or failed with
+  the partition, file, line and field of its error in the description and
+  metadata.
+
+Once every asset of the step is reported, the step raises :func:`failure`
+(``N of M partition(s) failed``) if any partition failed: on Dagster's
+open-source storages (SQLite, PostgreSQL) a partition shows as *failed*
+only when it was planned in a run that failed and was not materialized
+there (an ``AssetMaterializationFailure`` cannot be yielded by a step, and
+those storages do not keep one), so the run must fail, and must fail last.
 """
 
-from __future__ import annotations
-
+import re
+import warnings
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
 import pandas as pd
+import pandera.pandas as pa
+from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluation
 
 from joulehouse.errors import InputError
 
 MAX_ERRORS_SHOWN = 20
 
 
-def column_schema(frames: Mapping[str, pd.DataFrame]) -> dg.TableSchema:
-    """The columns of ``frames``; names are prefixed with the frame name when there are several."""
+def column_description(schema: pa.DataFrameSchema | None, column: str) -> str | None:
+    """The description of ``column`` in ``schema`` (its own column or the regex column
+    matching it, as pandera matches them), or None."""
+    for name, spec in (schema.columns.items() if schema is not None else ()):
+        if name == column or (spec.regex and re.match(name, column)):
+            return spec.description
+    return None
+
+
+def column_schema(frames: Mapping[str, pd.DataFrame],
+                  schemas: Mapping[str, pa.DataFrameSchema] | None = None) -> dg.TableSchema:
+    """The columns of ``frames``, described as the pandera schema of their frame says
+    (``schemas``: frame name -> schema); names are prefixed with the frame name when
+    there are several."""
     prefix = len(frames) > 1
     return dg.TableSchema(columns=[
-        dg.TableColumn(f"{name}.{column}" if prefix else str(column), str(dtype))
+        dg.TableColumn(f"{name}.{column}" if prefix else str(column), str(dtype),
+                       description=column_description((schemas or {}).get(name), str(column)))
         for name, frame in frames.items() for column, dtype in frame.dtypes.items()
     ])
 
 
-def table_metadata(frame: pd.DataFrame) -> dict[str, Any]:
-    """Row count and column schema of one table."""
+def table_metadata(frame: pd.DataFrame, schema: pa.DataFrameSchema) -> dict[str, Any]:
+    """Row count and column schema (described by its pandera ``schema``) of one table."""
     return {"dagster/row_count": dg.MetadataValue.int(len(frame)),
-            "dagster/column_schema": column_schema({"table": frame})}
+            "dagster/column_schema": column_schema({"table": frame}, {"table": schema})}
+
+
+@contextmanager
+def single_run_backfills() -> Iterator[dg.BackfillPolicy]:
+    """``BackfillPolicy.single_run()``, for the asset decorators inside the block.
+
+    Dagster 1.13 calls an asset's ``backfill_policy`` parameter beta and warns at every
+    load of the definitions; that one warning is silenced in the block, nothing else.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Parameter `backfill_policy` of function",
+                                category=dg.BetaWarning)
+        yield dg.BackfillPolicy.single_run()
+
+
+def partition_check_spec(asset: dg.AssetKey, name: str, partitions_def: dg.PartitionsDefinition,
+                         description: str) -> dg.AssetCheckSpec:
+    """The spec of a check evaluated once per partition (see the module docstring).
+
+    Dagster 1.13 marks ``partitions_def`` on a check spec as a preview and warns
+    on every load; that one warning is silenced here, where it is asked for.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*partitions_def on an AssetCheckSpec",
+                                category=dg.PreviewWarning)
+        return dg.AssetCheckSpec(name, asset=asset, partitions_def=partitions_def,
+                                 description=description)
 
 
 @dataclass
@@ -48,6 +98,7 @@ class PartitionBatch:
 
     stored: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> metadata
     failed: dict[str, InputError] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # key -> why (upstream failed)
     schema: dg.TableSchema | None = None
 
     @classmethod
@@ -55,10 +106,17 @@ class PartitionBatch:
         cls,
         context: dg.AssetExecutionContext,
         work: Callable[[str], Mapping[str, pd.DataFrame]],
-    ) -> PartitionBatch:
-        """Call ``work(key)`` for every partition of the run; it returns the frames it stored."""
+        skip: Mapping[str, str] | None = None,
+        schemas: Mapping[str, pa.DataFrameSchema] | None = None,
+    ) -> "PartitionBatch":
+        """Call ``work(key)`` for every partition of the run but those in ``skip`` (key ->
+        why: an upstream partition failed in this run); ``work`` returns the frames it stored,
+        by name, described by ``schemas`` (name -> pandera schema) where given."""
         batch = cls()
         for key in context.partition_keys:
+            if skip and key in skip:
+                batch.skipped[key] = skip[key]
+                continue
             try:
                 frames = work(key)
             except InputError as err:
@@ -69,52 +127,59 @@ class PartitionBatch:
             batch.stored[key] = {"dagster/row_count": dg.MetadataValue.int(sum(rows.values()))}
             if len(rows) > 1:
                 batch.stored[key]["rows"] = dg.MetadataValue.json(rows)
-            batch.schema = batch.schema or column_schema(frames)
+            batch.schema = batch.schema or column_schema(frames, schemas)
         return batch
 
-    def results(self, context: dg.AssetExecutionContext, check_name: str | None = None
-                ) -> Iterator[dg.MaterializeResult | dg.AssetMaterialization | dg.AssetCheckResult]:
-        """The events of the batch (see the module docstring)."""
-        common = {"partitions_stored": dg.MetadataValue.int(len(self.stored)),
-                  "partitions_failed": dg.MetadataValue.int(len(self.failed))}
-        if self.schema is not None:
-            common["dagster/column_schema"] = self.schema
-        checks = [self._check_result(check_name)] if check_name else []
-        if not self.failed:
+    def results(self, context: dg.AssetExecutionContext, check: dg.AssetCheckSpec
+                ) -> Iterator[Any]:
+        """The events of the batch for the asset ``check`` is on (see the module docstring)."""
+        # Each partition's own metadata only: the run's totals are in its outcome.
+        common = {} if self.schema is None else {"dagster/column_schema": self.schema}
+        asset_key = check.asset_key
+        if not self.failed and not self.skipped:
             for key, metadata in self.stored.items():
-                context.add_asset_metadata(metadata, partition_key=key)
-            yield dg.MaterializeResult(metadata=common, check_results=checks)
-            return
-        for key, metadata in self.stored.items():
-            yield dg.AssetMaterialization(context.asset_key, partition=key,
-                                          metadata={**common, **metadata})
-        if checks:
-            yield from checks
+                context.add_asset_metadata(metadata, asset_key=asset_key, partition_key=key)
+            yield dg.MaterializeResult(asset_key=asset_key, metadata=common)
         else:
-            raise dg.Failure(description=self._summary(), metadata=self._error_metadata())
+            for key, metadata in self.stored.items():
+                yield dg.AssetMaterialization(asset_key, partition=key,
+                                              metadata={**common, **metadata})
+        if check.key in context.selected_asset_check_keys:
+            yield dg.Output(None, output_name=context.assets_def.get_output_name_for_asset_check_key(
+                check.key))
+            for key in context.partition_keys:
+                yield self._evaluation(check.key, key)
 
-    def _check_result(self, check_name: str) -> dg.AssetCheckResult:
-        return dg.AssetCheckResult(
-            check_name=check_name,
-            passed=not self.failed,
-            description=self._summary() if self.failed else "every partition is valid",
-            metadata={"partitions_checked": len(self.stored) + len(self.failed),
-                      **self._error_metadata()},
+    def errors(self) -> dict[str, str]:
+        """Partition -> why, for every partition that failed or was skipped."""
+        return {**{key: str(err) for key, err in self.failed.items()},
+                **{key: f"not computed, {why}" for key, why in self.skipped.items()}}
+
+    def _evaluation(self, check_key: dg.AssetCheckKey, key: str) -> AssetCheckEvaluation:
+        err = self.failed.get(key)
+        metadata: dict[str, Any] = {"partition": key}
+        if err is not None:
+            description = f"{key}: {err}"
+            metadata |= {"file": err.path, "line": err.line, "field": err.field,
+                         "error": err.reason}
+        elif key in self.skipped:
+            description = f"{key}: not computed, {self.skipped[key]}"
+        else:
+            description = f"{key}: passed"
+        return AssetCheckEvaluation(
+            asset_key=check_key.asset_key, check_name=check_key.name,
+            passed=key in self.stored, partition=key, description=description,
+            metadata={name: value for name, value in metadata.items() if value is not None},
         )
 
-    def _summary(self) -> str:
-        shown = [f"{key}: {err}" for key, err in list(self.failed.items())[:MAX_ERRORS_SHOWN]]
-        more = len(self.failed) - len(shown)
-        return "\n".join(shown + ([f"... and {more} more"] if more > 0 else []))
 
-    def _error_metadata(self) -> dict[str, Any]:
-        if not self.failed:
-            return {"partitions_failed": 0}
-        return {
-            "partitions_failed": len(self.failed),
-            "errors": dg.MetadataValue.json([
-                {"partition": key, "file": err.path, "line": err.line, "field": err.field,
-                 "error": err.reason}
-                for key, err in self.failed.items()
-            ]),
-        }
+def failure(planned: int, failed: Mapping[str, str]) -> dg.Failure:
+    """The step's failure: ``N of M partition(s) failed``, then the first errors, one a
+    line; the failed keys in its metadata."""
+    shown = [f"{key}: {why}" for key, why in list(failed.items())[:MAX_ERRORS_SHOWN]]
+    more = len(failed) - len(shown)
+    return dg.Failure(
+        description="\n".join([f"{len(failed)} of {planned} partition(s) failed:", *shown,
+                               *([f"... and {more} more"] if more > 0 else [])]),
+        metadata={"partitions_failed": len(failed),
+                  "partitions": dg.MetadataValue.json(sorted(failed))})

@@ -10,8 +10,10 @@ reload replaces the run's trial (same source_key: the run folder).
 
 ``tau_profile_trials`` loads TAU profile sets (one dynamic partition each,
 registered by the landing sensor), many per run; each set is one trial in one
-transaction. A bad set fails the blocking check ``loads`` naming file and
-line and loads nothing, while the other sets of the run load.
+transaction. A bad set fails the check ``loads`` of its own partition, naming
+file and line, and loads nothing, while the other sets of the run load; the
+step then fails, so the run does and the bad set's status is *failed*
+(``assets/reporting.py``).
 """
 
 from collections.abc import Iterator
@@ -21,19 +23,20 @@ import pandas as pd
 
 from assets.gpu import (
     ENERGY_TABLE,
-    WHOLE_TABLE,
+    TABLE_AUTOMATION,
     gpu_repetition_energy,
     gpu_validated_frames,
     stored_energy_keys,
 )
-from assets.reporting import PartitionBatch
+from assets.reporting import PartitionBatch, failure, partition_check_spec, single_run_backfills
 from joulehouse.gpu.layout import RepetitionRef
 from joulehouse.gpu.store import load_repetition, stored_version
 from joulehouse.taudb.loader import list_trials, load_trial
 from joulehouse.taudb.mapping.gpu import MeasuredRepetition, run_fingerprint, run_trial
 from joulehouse.taudb.model import TrialData
 from joulehouse.taudb.read import read_trial_source
-from resources import GpuBenchmarkSource, Warehouse
+from joulehouse.warehouse import Warehouse as Tables
+from resources import GpuBenchmarkSource
 from resources.taudb import TaudbResource, TauProfileSource
 
 GROUP = "taudb"
@@ -61,7 +64,8 @@ def _trial_rows(trial: TrialData) -> dict[str, int]:
             "metadata": len(trial.metadata)}
 
 
-@dg.asset(
+taudb_trials = dg.AssetSpec(
+    "taudb_trials",
     description=(
         "One TAUdb trial per GPU benchmark run (threads = repetitions, timers = experiment, "
         "train and epochs, metrics = time and energy by each method, user events = power, "
@@ -71,13 +75,16 @@ def _trial_rows(trial: TrialData) -> dict[str, int]:
     ),
     group_name=GROUP,
     deps=[gpu_validated_frames, gpu_repetition_energy],
-    **WHOLE_TABLE,
+    automation_condition=TABLE_AUTOMATION,
+    skippable=True,
     kinds={"taudb"},
     tags={"source": "gpu-benchmark"},
 )
-def taudb_trials(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
-                 warehouse: Warehouse, taudb: TaudbResource) -> dg.MaterializeResult:
-    tables = warehouse.tables()
+
+
+def load_gpu_trials(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
+                    tables: Tables, taudb: TaudbResource) -> dg.MaterializeResult:
+    """(Re)load the trial of every GPU run whose stored repetitions changed."""
     runs: dict[str, dict[str, RepetitionRef]] = {}  # run key -> partition key -> repetition
     for key in stored_energy_keys(context, tables):
         root, ref = gpu_source.resolve(key)
@@ -100,7 +107,7 @@ def taudb_trials(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSour
             trial_ids[run] = load_trial(db, trial)
             rows[run] = _trial_rows(trial)
             context.log.info(f"{run}: trial {trial_ids[run]} ({len(members)} repetitions)")
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(asset_key=taudb_trials.key, metadata={
         "dagster/row_count": dg.MetadataValue.int(len(trial_ids)),
         "trial_ids": dg.MetadataValue.json(trial_ids),
         "runs_loaded": dg.MetadataValue.int(len(rows)),
@@ -110,40 +117,48 @@ def taudb_trials(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSour
     })
 
 
-@dg.asset(
-    description=(
-        "TAU profile sets (a folder of profile.N.C.T files, MULTI__<metric> folders, or a "
-        ".ppk file) landed in the watched folders, each loaded as one TAUdb trial in one "
-        "transaction (a reload replaces it). One dynamic partition per set; the trial id "
-        "is in each partition's metadata. A bad set fails the blocking check 'loads', "
-        "naming file and line, and leaves nothing in TAUdb; the others still load."
-    ),
-    group_name=GROUP,
-    partitions_def=tau_profile_sets,
-    backfill_policy=dg.BackfillPolicy.single_run(),
-    deps=[tau_profile_files],
-    check_specs=[dg.AssetCheckSpec(
-        LOADS_CHECK, asset="tau_profile_trials", blocking=True,
-        description="Every profile set of the run was read and loaded as a trial.")],
-    output_required=False,
-    kinds={"taudb"},
-    tags={"source": "tau-profiles"},
-)
-def tau_profile_trials(context: dg.AssetExecutionContext, tau_profiles: TauProfileSource,
-                       taudb: TaudbResource) -> Iterator:
-    trial_ids: dict[str, int] = {}
-    with taudb.open() as db:
-
-        def load(key: str) -> dict[str, pd.DataFrame]:
-            trial = read_trial_source(tau_profiles.resolve(key))
-            trial_ids[key] = load_trial(db, trial)
-            return {"threads": trial.threads, "timer_values": trial.timer_values,
-                    "counters": trial.counters}
-
-        batch = PartitionBatch.run(context, load)
-    for key, trial_id in trial_ids.items():
-        batch.stored[key]["taudb/trial_id"] = dg.MetadataValue.int(trial_id)
-    yield from batch.results(context, check_name=LOADS_CHECK)
+LOADS_SPEC = partition_check_spec(
+    dg.AssetKey("tau_profile_trials"), LOADS_CHECK, tau_profile_sets,
+    "The profile set was read and loaded as a trial (one result per partition; a "
+    "failed one names file and line).")
 
 
-TAUDB_ASSETS = [tau_profile_files, taudb_trials, tau_profile_trials]
+with single_run_backfills() as single_run:
+    @dg.asset(
+        description=(
+            "TAU profile sets (a folder of profile.N.C.T files, MULTI__<metric> folders, or a "
+            ".ppk file) landed in the watched folders, each loaded as one TAUdb trial in one "
+            "transaction (a reload replaces it). One dynamic partition per set; the trial id "
+            "is in each partition's metadata. A bad set fails the check 'loads' of its "
+            "partition, naming file and line, and leaves nothing in TAUdb; the others still "
+            "load, then the run fails."
+        ),
+        group_name=GROUP,
+        partitions_def=tau_profile_sets,
+        backfill_policy=single_run,
+        deps=[tau_profile_files],
+        check_specs=[LOADS_SPEC],
+        output_required=False,
+        kinds={"taudb"},
+        tags={"source": "tau-profiles"},
+    )
+    def tau_profile_trials(context: dg.AssetExecutionContext, tau_profiles: TauProfileSource,
+                           taudb: TaudbResource) -> Iterator:
+        trial_ids: dict[str, int] = {}
+        with taudb.open() as db:
+
+            def load(key: str) -> dict[str, pd.DataFrame]:
+                trial = read_trial_source(tau_profiles.resolve(key))
+                trial_ids[key] = load_trial(db, trial)
+                return {"threads": trial.threads, "timer_values": trial.timer_values,
+                        "counters": trial.counters}
+
+            batch = PartitionBatch.run(context, load)
+        for key, trial_id in trial_ids.items():
+            batch.stored[key]["taudb/trial_id"] = dg.MetadataValue.int(trial_id)
+        yield from batch.results(context, LOADS_SPEC)
+        if batch.failed:
+            raise failure(len(context.partition_keys), batch.errors())
+
+
+TAUDB_ASSETS = [tau_profile_files, tau_profile_trials]

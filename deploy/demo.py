@@ -53,10 +53,13 @@ SHOWN = [
 ]
 
 
-def _launch(job: dg.JobDefinition, instance: dg.DagsterInstance, requests: list) -> None:
-    """Execute the run requests in-process; raises RuntimeError naming the failed runs."""
+def _launch(job: dg.JobDefinition, instance: dg.DagsterInstance, requests: list,
+            sensor: str) -> None:
+    """Execute the run requests of ``sensor`` in-process, tagged as that sensor's runs (so
+    that, turned on, it does not ask for them again); raises RuntimeError naming the
+    failed runs."""
     failed = [result.run_id for result in
-              (launch_in_process(job, instance, request, log_level="WARNING")
+              (launch_in_process(job, instance, request, sensor, log_level="WARNING")
                for request in requests)
               if not result.success]
     if failed:
@@ -79,14 +82,14 @@ def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance
                                     quiet_period_s=0)
     defs = build_definitions(source, store, taudb, tau_profiles)
     root_name = source.data_roots[0].key_prefix
-    data = tick(defs.resolve_sensor_def(sensor_name(root_name)), instance,
-                {"gpu_source": source})
+    gpu_sensor = sensor_name(root_name)
+    data = tick(defs.resolve_sensor_def(gpu_sensor), instance, {"gpu_source": source})
     if not data.run_requests:
         raise RuntimeError(f"no complete repetition under {data_root}")
-    _launch(defs.resolve_job_def(JOB_NAME), instance, data.run_requests)
+    _launch(defs.resolve_job_def(JOB_NAME), instance, data.run_requests, gpu_sensor)
     profiles = tick(defs.resolve_sensor_def(TAU_SENSOR), instance,
                     {"tau_profiles": tau_profiles})
-    _launch(defs.resolve_job_def(TAU_JOB), instance, profiles.run_requests)
+    _launch(defs.resolve_job_def(TAU_JOB), instance, profiles.run_requests, TAU_SENSOR)
     print(f"{len(data.run_requests) + len(profiles.run_requests)} run(s) in "
           f"{instance.root_directory}; tables in {warehouse}; TAUdb {taudb.url}")
     with taudb.open() as db:

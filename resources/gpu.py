@@ -20,6 +20,19 @@ from pydantic import Field
 from joulehouse.gpu.layout import RepetitionRef, is_root_name, root_name
 
 ENV = "JOULEHOUSE_GPU_DATA_ROOTS"
+#: Environment variables of the sensor settings: field -> variable (unset: the default).
+SETTINGS_ENV = {
+    "quiet_period_s": "JOULEHOUSE_QUIET_PERIOD_S",
+    "full_rescan_s": "JOULEHOUSE_FULL_RESCAN_S",
+    "max_repetitions_per_tick": "JOULEHOUSE_MAX_REPETITIONS_PER_TICK",
+}
+
+
+def settings_from_env(variables: Mapping[str, str]) -> dict[str, str]:
+    """Field -> value of each variable of ``variables`` (field -> name) that is set and not
+    empty; the resource's fields validate the values (a bad one names its field)."""
+    return {field: os.environ[name].strip() for field, name in variables.items()
+            if os.environ.get(name, "").strip()}
 
 
 class DataRoot(dg.Config):
@@ -55,16 +68,16 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
         default=500, ge=1,
         description="Most repetitions one sensor tick reports (one observation each, about "
                     "12 ms on SQLite); the rest wait for the next ticks, oldest first.")
-    max_runs_per_tick: int = Field(
-        default=5, description="Most runs one sensor tick asks for (ranges of partitions).")
 
     @classmethod
     def from_env(cls, default_root: str | os.PathLike[str], **settings) -> GpuBenchmarkSource:
-        """Data roots from ``$JOULEHOUSE_GPU_DATA_ROOTS``, else ``default_root``.
+        """Data roots from ``$JOULEHOUSE_GPU_DATA_ROOTS``, else ``default_root``; the sensor
+        settings from the variables of :data:`SETTINGS_ENV` where set, else ``settings``.
 
         The variable holds either a JSON list of data-root objects
         (``[{"path": "/data/gpu", "timezone": "Europe/Berlin"}]``) or paths
-        separated by ``os.pathsep``.
+        separated by ``os.pathsep``. ``JOULEHOUSE_FULL_RESCAN_S`` may be ``none``
+        (never rescan).
         """
         value = os.environ.get(ENV, "").strip()
         if value.startswith("["):
@@ -73,7 +86,10 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
             roots = [DataRoot(path=p) for p in value.split(os.pathsep) if p]
         else:
             roots = [DataRoot(path=str(default_root))]
-        return cls(data_roots=roots, **settings)
+        from_env = settings_from_env(SETTINGS_ENV)
+        if from_env.get("full_rescan_s", "").lower() == "none":
+            from_env["full_rescan_s"] = None
+        return cls(data_roots=roots, **{**settings, **from_env})
 
     def roots_by_name(self) -> Mapping[str, DataRoot]:
         """The data roots by key prefix; raises on duplicate names.

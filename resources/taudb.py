@@ -16,6 +16,7 @@ import dagster as dg
 from pydantic import Field
 
 from joulehouse.taudb.connect import TaudbDatabase
+from resources.gpu import SETTINGS_ENV, settings_from_env
 
 EMBEDDED_FILE = "taudb.sqlite"
 URL_ENV = "JOULEHOUSE_TAUDB_URL"
@@ -26,7 +27,6 @@ LANDING_ENV = "JOULEHOUSE_TAU_LANDING"
 def embedded_url(folder: str | os.PathLike[str]) -> str:
     """The URL of the embedded SQLite TAUdb in ``folder`` (``taudb.sqlite``)."""
     return f"sqlite:///{Path(folder).resolve() / EMBEDDED_FILE}"
-
 
 
 class TaudbResource(dg.ConfigurableResource):
@@ -61,10 +61,12 @@ class TauProfileSource(dg.ConfigurableResource):
     @classmethod
     def from_env(cls, default_folder: str | os.PathLike[str], **settings) -> TauProfileSource:
         """Landing folders from ``$JOULEHOUSE_TAU_LANDING`` (separated by ``os.pathsep``),
-        else ``default_folder``."""
+        else ``default_folder``; the quiet period from ``$JOULEHOUSE_QUIET_PERIOD_S`` where
+        set (shared with the GPU data roots), else ``settings``."""
         value = os.environ.get(LANDING_ENV, "")
         folders = [p for p in value.split(os.pathsep) if p] or [str(default_folder)]
-        return cls(landing_folders=folders, **settings)
+        quiet = settings_from_env({"quiet_period_s": SETTINGS_ENV["quiet_period_s"]})
+        return cls(landing_folders=folders, **{**settings, **quiet})
 
     def landings(self) -> dict[str, Path]:
         """The landing folders by name (their folder name); raises on duplicate names."""

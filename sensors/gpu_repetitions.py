@@ -7,14 +7,19 @@ versions of ``gpu_repetition_files``) and asks for ONE run of
 ``gpu_energy_job`` over the ready repetitions. A tick reports at most
 ``max_repetitions_per_tick`` repetitions (each observation costs about 12 ms
 to store on SQLite); the rest are reported by the next ticks, oldest first,
-so the first tick over a large tree registers it over many ticks. A run covers a contiguous
-range of the partition set; new partitions are appended to the set, so a
-tick's new repetitions always form one range. Changed (fixed) repetitions
-sit elsewhere in the set: the tick then asks for at most
-``max_runs_per_tick`` ranges, merging the closest ones (a merged range
-recomputes the unchanged partitions in between).
+so the first tick over a large tree registers it over many ticks. The run
+covers exactly the ready repetitions: new ones are appended to the
+partition set and changed ones moved to its end (``sensors/partition_runs.py``).
 
-Run keys carry a digest of the keys and fingerprints of the range, so a
+A repetition whose validated frames FAILED (its partition status) is
+fingerprinted again at every tick, whatever the size of the tree, and
+compared with the fingerprint observed when it was handed out (the data
+version of ``gpu_repetition_files``): a fix in place is asked for one tick
+after its quiet period, in the same one run as the rest. Repetitions that
+did not fail are found rewritten in place by the rolling rescan
+(``full_rescan_s``).
+
+Run keys carry a digest of the keys and fingerprints of the run, so a
 fixed repetition (new fingerprint) is asked for again. Dagster remembers a
 run key forever, failed runs included: re-execute a run that failed for a
 reason outside the data from the UI.
@@ -24,16 +29,38 @@ root is configured, so that loading the code never starts work on its own.
 """
 
 
+from collections.abc import Sequence
+
 import dagster as dg
 
-from assets.gpu import gpu_repetition_files, gpu_repetitions
+from assets.gpu import gpu_repetition_files, gpu_repetitions, gpu_validated_frames
 from joulehouse.gpu.scan import ScanState, scan
 from resources import DataRoot, GpuBenchmarkSource
-from sensors.partition_runs import range_run_requests
+from sensors.partition_runs import ready_run_request
+from sensors.settings import sensor_interval_s
 
 JOB_NAME = "gpu_energy_job"
 DATA_VERSION_TAG = "dagster/data_version"
-MIN_INTERVAL_S = 30
+
+
+def failed_repetitions(instance: dg.DagsterInstance, existing: Sequence[str], root: DataRoot
+                       ) -> dict[str, str]:
+    """The repetitions of ``root`` whose validated frames failed, by key relative to the
+    root, with the fingerprint observed when they were handed out."""
+    prefix = f"{root.key_prefix}/"
+    keys = [key for key in existing if key.startswith(prefix)]
+    status = instance.get_status_by_partition(gpu_validated_frames.key, keys, gpu_repetitions)
+    failed = {}
+    for key, state in (status or {}).items():
+        if state != dg.AssetPartitionStatus.FAILED:
+            continue
+        record = instance.get_latest_data_version_record(
+            gpu_repetition_files.key, is_source=True, partition_key=key)
+        observed = record and record.asset_observation and record.asset_observation.tags.get(
+            DATA_VERSION_TAG)
+        if observed:
+            failed[key.removeprefix(prefix)] = observed
+    return failed
 
 
 def sensor_name(root_name: str) -> str:
@@ -45,9 +72,11 @@ def sensor_name(root_name: str) -> str:
 def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, root: DataRoot
              ) -> dg.SensorResult:
     """One tick for ``root``."""
+    existing = context.instance.get_dynamic_partitions(gpu_repetitions.name)
     result = scan(root.path, ScanState.from_json(context.cursor),
                   quiet_s=source.quiet_period_s, full_rescan_s=source.full_rescan_s,
-                  max_repetitions=source.max_repetitions_per_tick)
+                  max_repetitions=source.max_repetitions_per_tick,
+                  recheck=failed_repetitions(context.instance, existing, root))
     cursor = result.state.to_json()
     remaining = (f"{result.pending - result.deferred} waiting for experiment_end or the "
                  f"{source.quiet_period_s:g} s quiet period, {result.deferred} ready but left "
@@ -57,19 +86,17 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
         return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
             f"nothing new or changed and ready; {remaining}"))
     fingerprints = {source.partition_key(root, r.ref): r.fingerprint for r in result.ready}
-    run_requests, additions, new = range_run_requests(
-        context.instance, gpu_repetitions, fingerprints, job_name=JOB_NAME,
-        run_key_prefix=root.key_prefix, max_runs=source.max_runs_per_tick,
-        tags={"joulehouse/data_root": root.key_prefix})
-    context.log.info(f"{len(fingerprints)} ready ({new} new), "
-                     f"{len(run_requests)} run(s); {remaining}")
+    run_request, additions, new = ready_run_request(
+        context.instance, existing, gpu_repetitions, fingerprints, job_name=JOB_NAME,
+        run_key_prefix=root.key_prefix, tags={"joulehouse/data_root": root.key_prefix})
+    context.log.info(f"{len(fingerprints)} ready ({new} new), one run; {remaining}")
     observations = [
         dg.AssetObservation(gpu_repetition_files.key, partition=key,
                             tags={DATA_VERSION_TAG: fingerprint})
         for key, fingerprint in fingerprints.items()
     ]
     return dg.SensorResult(
-        run_requests=run_requests,
+        run_requests=[run_request],
         dynamic_partitions_requests=additions,
         asset_events=observations,
         cursor=cursor,
@@ -82,7 +109,7 @@ def gpu_repetition_sensor(root_name: str) -> dg.SensorDefinition:
     @dg.sensor(
         name=sensor_name(root_name),
         job_name=JOB_NAME,
-        minimum_interval_seconds=MIN_INTERVAL_S,
+        minimum_interval_seconds=sensor_interval_s(),
         default_status=dg.DefaultSensorStatus.STOPPED,
         description=(f"Registers complete, quiet repetitions under data root {root_name!r} "
                      "as partitions and asks for one run covering them."),

@@ -6,6 +6,7 @@ events, and in-process execution has no daemon to launch its run requests.
 """
 
 import dagster as dg
+from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 
 
 def tick(sensor: dg.SensorDefinition, instance: dg.DagsterInstance, resources: dict,
@@ -31,13 +32,19 @@ def tick(sensor: dg.SensorDefinition, instance: dg.DagsterInstance, resources: d
 
 
 def launch_in_process(job: dg.JobDefinition, instance: dg.DagsterInstance,
-                      request: dg.RunRequest, log_level: str = "DEBUG"
-                      ) -> dg.ExecuteInProcessResult:
+                      request: dg.RunRequest, sensor_name: str | None = None,
+                      log_level: str = "DEBUG") -> dg.ExecuteInProcessResult:
     """Execute ``request`` with ``job`` in this process (no daemon: run keys are not checked).
 
-    ``log_level`` is the console log level of the run; the event log keeps everything.
+    With ``sensor_name``, the run carries the sensor's name and the request's run key as
+    the daemon's runs do, so once that sensor runs in the daemon it does not ask for the
+    same run again. ``log_level`` is the console log level of the run; the event log keeps
+    everything.
     """
+    tags = dict(request.tags)
+    if sensor_name is not None and request.run_key:
+        tags |= {RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: sensor_name}
     run_config = {**request.run_config,
                   "loggers": {"console": {"config": {"log_level": log_level}}}}
-    return job.execute_in_process(instance=instance, tags=dict(request.tags),
+    return job.execute_in_process(instance=instance, tags=tags,
                                   run_config=run_config, raise_on_error=False)

@@ -1,50 +1,60 @@
-"""From ready partitions to what a sensor returns: new dynamic partitions and run requests.
+"""From ready partitions to what a sensor returns: dynamic-partition requests and ONE run.
 
-Shared by the sensors over dynamic partitions. New keys are appended to the
-partition set, so a tick's new partitions form one contiguous range; ready
-partitions elsewhere in the set (fixed ones) may need more ranges, at most
-``max_runs``, merged where closest (a merged range recomputes the unchanged
-partitions in between). A run key is ``<prefix>:<digest of the range's ready
+Shared by the sensors over dynamic partitions. A Dagster run covers one
+contiguous range of a partition set, so the ready keys are made contiguous
+at its end: new keys are appended, and ready keys already registered (a
+repetition or profile set fixed or rewritten in place) are deleted and added
+again, which moves them to the end (Dagster keeps their materializations,
+checks and observations: those are stored by key, not by position). Dagster
+refuses a sensor result that deletes and adds the same key, so the tick
+deletes them from the instance itself and its result adds them back; should
+the tick fail in between, its cursor is not kept and the next tick finds
+them ready again, unregistered, and adds them as new. One run
+then covers exactly the ready keys, however scattered they were, and the
+tables are rebuilt once. The run key is ``<prefix>:<digest of the ready
 (key, fingerprint) pairs>``, so changed content asks again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import dagster as dg
 
 from joulehouse.digest import digest_pairs
-from joulehouse.ranges import contiguous_ranges
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
 
 
-def range_run_requests(
+def ready_run_request(
     instance: dg.DagsterInstance,
+    existing: Sequence[str],
     partitions_def: dg.DynamicPartitionsDefinition,
     fingerprints: dict[str, str],
     *,
     job_name: str,
     run_key_prefix: str,
-    max_runs: int,
     tags: dict[str, str],
-) -> tuple[list[dg.RunRequest], list[dg.AddDynamicPartitionsRequest], int]:
-    """Run requests covering the ready ``fingerprints`` (key -> fingerprint), the request
-    adding the new keys (fetched once from ``instance``), and how many keys are new."""
-    existing = instance.get_dynamic_partitions(partitions_def.name)
+) -> tuple[dg.RunRequest, list[dg.AddDynamicPartitionsRequest], int]:
+    """The run request covering the ready ``fingerprints`` (key -> fingerprint, not empty),
+    the request adding them at the end of the set ``existing`` (the registered keys in
+    order; those not at its end yet are deleted from ``instance`` now), and how many keys
+    are new."""
     known = set(existing)
+    moved = [key for key in existing if key in fingerprints]
     new_keys = [key for key in fingerprints if key not in known]
-    order = [*existing, *new_keys]
-    position = {key: index for index, key in enumerate(order)}
-    run_requests = []
-    for start, end in contiguous_ranges(order, fingerprints, max_runs):
-        covered = order[position[start]:position[end] + 1]
-        ready = {key: fingerprints[key] for key in covered if key in fingerprints}
-        run_requests.append(dg.RunRequest(
-            run_key=f"{run_key_prefix}:{digest_pairs(ready)}",
-            job_name=job_name,
-            tags={RANGE_START: start, RANGE_END: end, "joulehouse/partitions": str(len(ready)),
-                  **tags},
-        ))
-    additions = [partitions_def.build_add_request(new_keys)] if new_keys else []
-    return run_requests, additions, len(new_keys)
+    keys = [*moved, *new_keys]
+    added = new_keys
+    if moved and list(existing[len(existing) - len(moved):]) != moved:  # not at the end yet
+        for key in moved:
+            instance.delete_dynamic_partition(partitions_def.name, key)
+        added = keys
+    requests = [partitions_def.build_add_request(added)] if added else []
+    request = dg.RunRequest(
+        run_key=f"{run_key_prefix}:{digest_pairs(fingerprints)}",
+        job_name=job_name,
+        tags={RANGE_START: keys[0], RANGE_END: keys[-1],
+              "joulehouse/partitions": str(len(keys)), **tags},
+    )
+    return request, requests, len(new_keys)

@@ -5,14 +5,14 @@ Each tick lists the landing folders (profile sets are few and flat: one
 that are new or changed since they were last handed out (cursor: key ->
 fingerprint) and quiet for ``quiet_period_s``, registers the new ones as
 ``tau_profile_sets`` partitions (the existing set is fetched once per tick)
-and asks for ONE run of ``tau_profile_trials``. The run covers one range of
-the partition set: new sets are appended, so they form one range; a changed
-older set widens it, and the sets in between are reloaded unchanged
-(a reload replaces a trial, so this costs time only).
+and asks for ONE run of ``tau_profile_trials`` covering exactly them
+(``sensors/partition_runs.py``: changed older sets are moved to the end of
+the partition set with the new ones).
 
-The run key digests the sets' keys and fingerprints, so a set that is fixed
-after a failed load (new fingerprint) is asked for again. A set still being
-written waits for a later tick.
+Every set is fingerprinted at every tick, so a set whose load failed and
+that is fixed in place (new fingerprint) is asked for again one tick after
+its quiet period; the run key digests the sets' keys and fingerprints. A set
+still being written waits for a later tick.
 """
 
 import json
@@ -24,11 +24,11 @@ from assets.taudb import tau_profile_sets, tau_profile_trials
 from joulehouse.landing import scan_landings
 from joulehouse.taudb.landing import find_profile_sets
 from resources.taudb import TauProfileSource
-from sensors.partition_runs import range_run_requests
+from sensors.partition_runs import ready_run_request
+from sensors.settings import sensor_interval_s
 
 SENSOR_NAME = "tau_profile_landing"
 JOB_NAME = "tau_profiles_job"
-MIN_INTERVAL_S = 30
 
 tau_profiles_job = dg.define_asset_job(
     JOB_NAME, selection=[tau_profile_trials],
@@ -47,13 +47,14 @@ def evaluate(context: dg.SensorEvaluationContext, source: TauProfileSource) -> d
     if not scan.ready:
         return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
             f"no new or changed profile set ready ({scan.waiting} waiting)"))
-    run_requests, additions, new = range_run_requests(
-        context.instance, tau_profile_sets, {found.key: found.fingerprint for found in scan.ready},
-        job_name=JOB_NAME, run_key_prefix="tau-profiles", max_runs=1, tags={})
+    run_request, additions, new = ready_run_request(
+        context.instance, context.instance.get_dynamic_partitions(tau_profile_sets.name), tau_profile_sets,
+        {found.key: found.fingerprint for found in scan.ready},
+        job_name=JOB_NAME, run_key_prefix="tau-profiles", tags={})
     context.log.info(f"{len(scan.ready)} profile set(s) ready ({new} new), "
                      f"{scan.waiting} waiting")
     return dg.SensorResult(
-        run_requests=run_requests,
+        run_requests=[run_request],
         dynamic_partitions_requests=additions,
         cursor=cursor,
     )
@@ -62,7 +63,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: TauProfileSource) -> d
 @dg.sensor(
     name=SENSOR_NAME,
     job=tau_profiles_job,
-    minimum_interval_seconds=MIN_INTERVAL_S,
+    minimum_interval_seconds=sensor_interval_s(),
     default_status=dg.DefaultSensorStatus.STOPPED,
     description=("Registers complete, quiet TAU profile sets in the landing folders as "
                  "partitions and asks for one run loading them into TAUdb."),

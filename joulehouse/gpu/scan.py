@@ -28,6 +28,11 @@ the size of the tree, and its work grows with what changed:
   run folders once it has that many candidates, or has listed
   :data:`LIST_FACTOR` times as many repetitions, so the first walk of a large
   tree spreads over many ticks (unlisted folders are listed oldest first).
+* Repetitions to *recheck* (the caller's: those that failed downstream, by
+  key, with the fingerprint they were reported with) are fingerprinted again
+  every tick and reported again once their fingerprint differs and they are
+  quiet, so a fix in place is found one tick after its quiet period, within
+  the same cap; their run folder's digest follows the new fingerprint.
 * Files rewritten *in place* change neither a run folder nor a repetition
   name. The rolling rescan re-lists a slice of the listed run folders every
   tick, resuming where the last slice ended, sized so that every run folder
@@ -46,7 +51,7 @@ import math
 import os
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +78,10 @@ class RunFolder:
 
     def add(self, name: str, fingerprint_: str) -> RunFolder:
         return RunFolder(self.names | {name}, self.digest ^ _pair_hash(name, fingerprint_))
+
+    def replace(self, name: str, old: str, new: str) -> RunFolder:
+        """``name``, reported with fingerprint ``old``, now reported with ``new``."""
+        return RunFolder(self.names, self.digest ^ _pair_hash(name, old) ^ _pair_hash(name, new))
 
 
 @dataclass
@@ -168,21 +177,26 @@ def scan(
     full_rescan_s: float | None = 3600.0,
     max_repetitions: int = 500,
     now: float | None = None,
+    recheck: Mapping[str, str] | None = None,
 ) -> ScanResult:
     """Scan ``data_root`` from ``state``; returns ready repetitions and the new state.
 
     ``state`` is not modified. ``full_rescan_s=None`` disables the rolling
     rescan; ``0`` re-lists every run folder each tick (within the bound).
+    ``recheck``: repetition key -> the fingerprint it was reported with, to
+    fingerprint again this tick (see the module docstring).
     """
     return _Tick(Path(data_root), state, quiet_s, max_repetitions,
-                 time.time() if now is None else now).run(full_rescan_s)
+                 time.time() if now is None else now, recheck or {}).run(full_rescan_s)
 
 
 class _Tick:
     """One scan: walk the folders, list what changed within the budget, check candidates."""
 
-    def __init__(self, root: Path, old: ScanState, quiet_s: float, cap: int, now: float):
+    def __init__(self, root: Path, old: ScanState, quiet_s: float, cap: int, now: float,
+                 recheck: Mapping[str, str]):
         self.root, self.old, self.quiet_s, self.cap, self.now = root, old, quiet_s, cap, now
+        self.recheck = recheck
         self.new = ScanState(since=old.since, position=old.position, credit=old.credit,
                              last_tick=now)
         self.newest = 0  # largest ctime seen this tick
@@ -193,6 +207,7 @@ class _Tick:
         checked: dict[str, ReadyRepetition | None] = {}
         self._check_all([k for k in self.old.pending
                          if k.rpartition("/")[0] in self.new.runs], checked)
+        self._recheck(checked)
         budget = self.cap - sum(r is not None for r in checked.values())
         listed = 0
         changed = sorted(self.to_list)
@@ -218,12 +233,28 @@ class _Tick:
                        key=lambda r: (r.last_change, r.ref.key))
         for found in ready[:self.cap]:
             run_dir, _, name = found.ref.key.rpartition("/")
-            self.new.runs[run_dir] = self.new.runs[run_dir].add(name, found.fingerprint)
-        self.new.pending = {k for k, r in checked.items() if r is None}
-        self.new.pending.update(r.ref.key for r in ready[self.cap:])
+            folder = self.new.runs[run_dir]
+            self.new.runs[run_dir] = (
+                folder.replace(name, self.recheck[found.ref.key], found.fingerprint)
+                if name in folder.names else folder.add(name, found.fingerprint))
+        # Rechecked repetitions come back through ``recheck``, not ``pending``.
+        self.new.pending = {k for k, r in checked.items() if r is None and k not in self.recheck}
+        self.new.pending.update(r.ref.key for r in ready[self.cap:]
+                                if r.ref.key not in self.recheck)
         self._advance_watermark([c for c, rel in waiting if rel in self.old.runs])
         return ScanResult(ready[:self.cap], self.new, len(self.new.pending),
                           len(ready) - len(ready[:self.cap]), len(waiting), rescanned)
+
+    def _recheck(self, checked: dict) -> None:
+        """Fingerprint the reported repetitions to recheck; keep those changed (or not quiet)."""
+        keys = [key for key, _ in sorted(self.recheck.items()) if key not in checked
+                and key.rpartition("/")[2] in self.new.runs.get(key.rpartition("/")[0],
+                                                                RunFolder()).names]
+        self._check_all(keys, checked)
+        for key in keys:
+            found = checked.get(key)
+            if found is not None and found.fingerprint == self.recheck[key]:
+                del checked[key]  # unchanged: still the version that failed
 
     def _walk(self, rel: str, level: int) -> None:
         """Stat ``rel`` and the folders below it down to the run folders."""

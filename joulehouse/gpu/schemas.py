@@ -113,38 +113,63 @@ SAMPLES_SCHEMA = pa.DataFrameSchema(
 )
 
 _SETTINGS = {
-    "data_root": pa.Column(str),
-    "experiment": pa.Column(str),
-    "benchmark": pa.Column(str),
-    "run": pa.Column(str),
-    "label": pa.Column(str),
-    "memory_clock_mhz": pa.Column("Int64", nullable=True),
-    "sm_clock_mhz": pa.Column("Int64", nullable=True),
-    "power_limit_w": pa.Column(float, nullable=True),
+    "data_root": pa.Column(str, description="Data root's name (partition key prefix)."),
+    "experiment": pa.Column(str, description="Experiment folder."),
+    "benchmark": pa.Column(str, description="Benchmark folder."),
+    "run": pa.Column(str, description="Run folder: the setting, e.g. 150W or 1215MHz."),
+    "label": pa.Column(str, description="The setting as read from the run name."),
+    "memory_clock_mhz": pa.Column("Int64", nullable=True,
+                                  description="Memory clock of the setting (MHz)."),
+    "sm_clock_mhz": pa.Column("Int64", nullable=True, description="SM clock of the setting (MHz)."),
+    "power_limit_w": pa.Column(float, nullable=True, description="Power limit of the setting (W)."),
 }
 
 
-def _energy(nullable: bool = True) -> pa.Column:
-    return pa.Column(float, pa.Check.ge(0), nullable=nullable)
+#: Mean powers by method: gpu_mean_power_{counter,power,samples}_w, external_mean_power_w.
+_MEAN_POWER = r"^(gpu|external)_mean_power(_\w+)?_w$"
+
+
+def _mean_power(how: str) -> pa.Column:
+    return pa.Column(float, pa.Check.ge(0), nullable=True, regex=True,
+                     description=f"Mean power by a method: {how} (W).")
+
+
+def _energy(nullable: bool = True, description: str | None = None) -> pa.Column:
+    return pa.Column(float, pa.Check.ge(0), nullable=nullable, description=description)
 
 
 REPETITION_ENERGY_SCHEMA = pa.DataFrameSchema(
     {
         **_SETTINGS,
-        "repetition": pa.Column(str),
-        "phase": pa.Column(str, pa.Check.isin(["experiment", "train", "epoch"])),
-        "epoch": pa.Column("Int64", nullable=True),
-        "window_start": pa.Column(UTC_TIME),
-        "window_end": pa.Column(UTC_TIME),
-        "duration_s": pa.Column(float, pa.Check.ge(0)),
-        "gpu_energy_counter_j": _energy(),
-        "gpu_energy_power_j": _energy(),
-        "gpu_energy_samples_j": _energy(),
-        "external_energy_j": _energy(),
-        "gpu_energy_j": _energy(),
-        "gpu_energy_method": pa.Column(str, pa.Check.isin(["counter", "power"])),
-        "edp_js": _energy(),
-        "counter_resets": pa.Column("Int64", pa.Check.ge(0), nullable=True),
+        "repetition": pa.Column(str, description="Repetition path in the data root."),
+        "phase": pa.Column(str, pa.Check.isin(["experiment", "train", "epoch"]),
+                           description="Window: experiment, train or epoch."),
+        "epoch": pa.Column("Int64", nullable=True, description="Epoch number (epoch windows)."),
+        "window_start": pa.Column(UTC_TIME, description="Window start (UTC)."),
+        "window_end": pa.Column(UTC_TIME, description="Window end (UTC)."),
+        "duration_s": pa.Column(float, pa.Check.ge(0), description="Window length (s)."),
+        "gpu_energy_counter_j": _energy(
+            description="GPU energy from the total-energy counter, resets handled (J)."),
+        "gpu_energy_power_j": _energy(description="GPU energy, gpu-power integrated (J)."),
+        "gpu_energy_samples_j": _energy(
+            description="GPU energy, 50 Hz power samples integrated (J)."),
+        "external_energy_j": _energy(description="Energy from the external meter (J)."),
+        "gpu_energy_j": _energy(description="GPU energy by the preferred method (J)."),
+        "gpu_energy_method": pa.Column(str, pa.Check.isin(["counter", "power"]),
+                                       description="Method of gpu_energy_j."),
+        "edp_js": _energy(description="Energy-delay product, gpu_energy_j x duration_s (J s)."),
+        "counter_resets": pa.Column("Int64", pa.Check.ge(0), nullable=True,
+                                    description="Resets of the energy counter in the window."),
+        _MEAN_POWER: _mean_power("its energy / duration_s"),
+        r"^\w+_vs_counter_pct$": pa.Column(
+            float, nullable=True, regex=True,
+            description="How far a method's energy is from the counter's (%)."),
+        r"^\w+_gap_count$": pa.Column(
+            "Int64", pa.Check.ge(0), nullable=True, regex=True,
+            description="Gaps longer than max_gap_s in a method's series, not bridged."),
+        r"^\w+_gap_s$": pa.Column(
+            float, pa.Check.ge(0), nullable=True, regex=True,
+            description="Time in gaps not bridged in a method's series (s)."),
     },
     checks=pa.Check(lambda df: df["window_end"] >= df["window_start"], name="window_ordered"),
     unique=["data_root", "repetition", "phase", "epoch"],
@@ -156,10 +181,12 @@ _STAT = r"^(duration_s|gpu_energy_\w+_j|gpu_energy_j|external_energy_j)_(mean|st
 SETTING_SCHEMA = pa.DataFrameSchema(
     {
         **_SETTINGS,
-        "repetitions": pa.Column("int64", pa.Check.ge(1)),
-        _STAT: pa.Column(float, nullable=True, regex=True),
-        r"^\w+_mean_power_w$": pa.Column(float, pa.Check.ge(0), nullable=True, regex=True),
-        "edp_js": _energy(),
+        "repetitions": pa.Column("int64", pa.Check.ge(1), description="Repetitions of the setting."),
+        _STAT: pa.Column(float, nullable=True, regex=True,
+                         description="Mean, std, min or max over the repetitions of the "
+                                     "experiment window's time (s) or energy by a method (J)."),
+        _MEAN_POWER: _mean_power("summed energy / summed time over the repetitions"),
+        "edp_js": _energy(description="Energy-delay product of the means (J s)."),
     },
     unique=["data_root", "experiment", "benchmark", "run"],
     name="setting_energy",
@@ -168,15 +195,18 @@ SETTING_SCHEMA = pa.DataFrameSchema(
 BENCHMARK_SCHEMA = pa.DataFrameSchema(
     {
         **_SETTINGS,
-        "duration_s": pa.Column(float, pa.Check.gt(0)),
-        "energy_j": _energy(nullable=False),
-        "edp_js": _energy(nullable=False),
-        "slowdown_pct": pa.Column(float, pa.Check.ge(0)),
-        "energy_saving_pct": pa.Column(float),
-        "pareto_optimal": pa.Column(bool),
-        "least_energy": pa.Column(bool),
-        "least_edp": pa.Column(bool),
-        "least_energy_within_slowdown": pa.Column(bool),
+        "duration_s": pa.Column(float, pa.Check.gt(0), description="Mean experiment time (s)."),
+        "energy_j": _energy(nullable=False, description="Mean GPU energy (J)."),
+        "edp_js": _energy(nullable=False, description="Energy-delay product (J s)."),
+        "slowdown_pct": pa.Column(float, pa.Check.ge(0),
+                                  description="Time over the fastest setting's (%)."),
+        "energy_saving_pct": pa.Column(
+            float, description="Energy saved against the fastest setting (%)."),
+        "pareto_optimal": pa.Column(bool, description="On the time-energy Pareto front."),
+        "least_energy": pa.Column(bool, description="Least energy of the benchmark."),
+        "least_edp": pa.Column(bool, description="Least energy-delay product."),
+        "least_energy_within_slowdown": pa.Column(
+            bool, description="Least energy within 10% of the fastest time."),
     },
     unique=["data_root", "experiment", "benchmark", "run"],
     name="benchmark_energy",

@@ -19,7 +19,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 GRAPH = {
     "gpu_repetition_files": (set(), True, set()),
     "gpu_validated_frames": ({"gpu_repetition_files"}, True, {"pandera_valid"}),
-    "gpu_repetition_energy": ({"gpu_validated_frames"}, True, set()),
+    "gpu_repetition_energy": ({"gpu_validated_frames"}, True, {"energy_computed"}),
     "gpu_setting_energy": ({"gpu_repetition_energy"}, False, set()),
     "gpu_benchmark_energy": ({"gpu_setting_energy"}, False, set()),
     "energy_facts": ({"gpu_repetition_energy"}, False, set()),
@@ -48,8 +48,9 @@ def test_asset_graph_snapshot():
     for name in ("gpu_repetition_energy", "gpu_setting_energy", "gpu_benchmark_energy",
                  "energy_facts", "taudb_trials"):
         assert graph.get(dg.AssetKey(name)).automation_condition is not None, name
-    [check] = defs.resolve_asset_graph().get(dg.AssetKey("gpu_validated_frames")).check_keys
-    assert graph.get_check_spec(check).blocking
+    for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials"):
+        [check] = graph.get(dg.AssetKey(name)).check_keys  # one result per partition
+        assert graph.get_check_spec(check).partitions_def == graph.get(check.asset_key).partitions_def
 
 
 def test_job_sensors_and_resources():

@@ -6,11 +6,17 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 
+from definitions import build_definitions
 from joulehouse.gpu.layout import find_repetitions, is_complete
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials
-from joulehouse.warehouse import Warehouse
+from joulehouse.warehouse import Warehouse as Tables
+from resources import DataRoot, GpuBenchmarkSource, TauProfileSource, Warehouse
+from sensors.gpu_repetitions import sensor_name
+from sensors.local import tick
+from sensors.tau_profiles import SENSOR_NAME as TAU_SENSOR
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = PROJECT_ROOT / "examples" / "gpu-data"
@@ -32,7 +38,7 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
     end = lines.index("", header)
     rows = [line.split() for line in lines[header + 1:end]]
     assert [tuple(row[:4]) for row in rows] == [("gpu-data", *s) for s in settings]
-    table = Warehouse(warehouse).read_table("gpu_setting_energy")
+    table = Tables(warehouse).read_table("gpu_setting_energy")
     for row in rows:
         stored = table[(table["data_root"] == row[0]) & (table["benchmark"] == row[2])
                        & (table["run"] == row[3])].iloc[0]
@@ -44,7 +50,8 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
         assert instance.get_runs_count() == 2  # the GPU pipeline, the TAU profiles
         assert {r.status for r in instance.get_runs()} == {dg.DagsterRunStatus.SUCCESS}
         assert len(instance.get_dynamic_partitions("gpu_repetitions")) == len(complete)
-    facts = Warehouse(warehouse).read_table("energy_facts")
+        assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse)
+    facts = Tables(warehouse).read_table("energy_facts")
     assert set(facts["source"]) == {"gpu-benchmark"}
     assert set(facts["entity"]) == {f"gpu-data/{r.key}" for r in complete}
     assert (facts["energy_j"] > 0).all()
@@ -52,6 +59,21 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
         trials = {t["name"]: t["data_source"] for t in list_trials(db)}
     assert trials == {**{"/".join(s): 999 for s in settings}, "tau2_wrap_mpi2": 1}
     assert all(name in done.stdout for name in trials)
+
+
+def assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse) -> None:
+    """A sensor turned on after the demo asks for the runs the demo ran: the daemon skips a
+    request whose run key a run of that sensor already has (what it checks, as here)."""
+    source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(EXAMPLE))], quiet_period_s=0)
+    profiles = TauProfileSource(landing_folders=[str(PROJECT_ROOT / "examples" / "tau-profiles")],
+                                quiet_period_s=0)
+    defs = build_definitions(source, Warehouse(root=str(warehouse)), tau_profiles=profiles)
+    for name, resources in ((sensor_name("gpu-data"), {"gpu_source": source}),
+                            (TAU_SENSOR, {"tau_profiles": profiles})):
+        [request] = tick(defs.resolve_sensor_def(name), instance, resources).run_requests
+        runs = instance.get_runs(filters=dg.RunsFilter(
+            tags={RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: name}))
+        assert len(runs) == 1, name
 
 
 def test_demo_exits_non_zero_when_a_run_fails(tmp_path):

@@ -48,9 +48,9 @@ def assert_one_gpu_run_and_one_table_rebuild_at_a_time(instance: dg.DagsterInsta
         {"key": "joulehouse/pipeline", "value": "gpu", "limit": 1}]
 
 
-def test_the_assets_rebuilding_whole_tables_share_one_pool():
+def test_the_step_rebuilding_whole_tables_is_in_one_pool():
     pooled = {key.to_user_string()
               for asset in (*GPU_ASSETS, *TAUDB_ASSETS) if isinstance(asset, dg.AssetsDefinition)
               for key in asset.keys if asset.get_op_def_for_asset_key(key).pool == TABLES_POOL}
-    assert pooled == {"gpu_setting_energy", "gpu_benchmark_energy", "energy_facts",
-                      "taudb_trials"}
+    assert pooled == {"gpu_validated_frames", "gpu_repetition_energy", "gpu_setting_energy",
+                      "gpu_benchmark_energy", "energy_facts", "taudb_trials"}

@@ -7,7 +7,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from assets.gpu import ENERGY_TABLE, SETTING_TABLE, VALID_CHECK
+from assets.gpu import ENERGY_TABLE, SETTING_TABLE, VALID_CHECK, gpu_repetitions
 from definitions import build_definitions
 from joulehouse.gpu.generator import write_data_root
 from joulehouse.gpu.store import TABLE as FRAMES_TABLE
@@ -17,6 +17,7 @@ from joulehouse.warehouse import partition_file_name
 from resources import DataRoot, GpuBenchmarkSource, Warehouse
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
+from sensors.partition_runs import RANGE_END, RANGE_START
 from tests.dagster.conftest import QUIET_S, REPETITIONS, RUNS, SMALL, settle
 
 BAD = "lab/power-limit/bert/250W/0"
@@ -60,8 +61,21 @@ def test_one_run_materializes_every_asset_of_every_partition(first_run, instance
 def test_metadata_has_row_counts_schema_and_plot(first_run, instance):
     energy = instance.get_latest_materialization_event(ENERGY).asset_materialization
     assert energy.metadata["dagster/row_count"].value > 0
-    columns = {c.name for c in energy.metadata["dagster/column_schema"].value.columns}
-    assert {"repetition", "duration_s", "gpu_energy_counter_j"} <= columns
+    columns = {c.name: c.description
+               for c in energy.metadata["dagster/column_schema"].value.columns}
+    assert {"repetition", "duration_s", "gpu_energy_counter_j"} <= set(columns)
+    assert columns["gpu_energy_counter_j"] == (
+        "GPU energy from the total-energy counter, resets handled (J).")
+    # every column of the GPU tables is described, from its pandera schema
+    for asset in (ENERGY, dg.AssetKey("gpu_setting_energy"), dg.AssetKey("gpu_benchmark_energy")):
+        schema = instance.get_latest_materialization_event(
+            asset).asset_materialization.metadata["dagster/column_schema"].value
+        assert all(c.description for c in schema.columns), asset
+    setting = instance.get_latest_materialization_event(
+        dg.AssetKey("gpu_setting_energy")).asset_materialization.metadata
+    described = {c.name: c.description for c in setting["dagster/column_schema"].value.columns}
+    assert "(J)" in described["gpu_energy_counter_j_mean"]
+    assert described["gpu_mean_power_counter_w"].endswith("(W).")
     bench = instance.get_latest_materialization_event(
         dg.AssetKey("gpu_benchmark_energy")).asset_materialization
     plot = bench.metadata["energy_vs_time"].value
@@ -79,27 +93,47 @@ def test_bad_repetition_fails_alone_and_keeps_what_was_stored(
     lines[10] = lines[10].split(",")[0] + ",not-a-row\n"  # line 11 of the file
     gpu_power.write_text("".join(lines))
 
-    baseline = dg.evaluate_automation_conditions(defs=defs, instance=instance)
     request = dg.RunRequest(tags=first_run.tags)  # the same range: all six partitions
     result = launch_in_process(defs.resolve_job_def(JOB_NAME), instance, request)
 
+    # The run fails, saying how many partitions failed ...
     assert not result.success
-    good = set(instance.get_dynamic_partitions("gpu_repetitions")) - {BAD}
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.user_failure_data.description
+    assert message.startswith("1 of 6 partition(s) failed:\n" + BAD + ": ")
+    # ... after every good partition went through every asset to the tables in that run.
+    keys = set(instance.get_dynamic_partitions("gpu_repetitions"))
+    good = keys - {BAD}
     assert materialized(instance, result.run_id, FRAMES) == good
-    check = [e for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
-    evaluation = check[0].event_specific_data
-    assert evaluation.check_name == VALID_CHECK and not evaluation.passed
-    [error] = evaluation.metadata["errors"].value
-    assert error["partition"] == BAD
-    assert error["file"] == str(gpu_power) and error["line"] == 11
-    assert str(gpu_power) in evaluation.description
+    assert materialized(instance, result.run_id, ENERGY) == good
+    for asset in ("gpu_setting_energy", "gpu_benchmark_energy", "energy_facts",
+                  "taudb_trials"):
+        assert materialized(instance, result.run_id, dg.AssetKey(asset)) == {None}, asset
+    # The bad partition's own status is failed, the others' materialized (as the UI reads).
+    for asset in (FRAMES, ENERGY):
+        status = instance.get_status_by_partition(asset, sorted(keys), gpu_repetitions)
+        assert {k for k, s in status.items() if s == dg.AssetPartitionStatus.FAILED} == {BAD}
+        assert {k for k, s in status.items() if s == dg.AssetPartitionStatus.MATERIALIZED} == good
+    # Its check result is scoped to its partition and names file and line.
+    evaluations = {e.event_specific_data.partition: e.event_specific_data
+                   for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
+                   and e.event_specific_data.check_name == VALID_CHECK}
+    assert set(evaluations) == keys
+    assert {k for k, e in evaluations.items() if not e.passed} == {BAD}
+    # A good partition's materialization carries its own row count, not the run's totals.
+    [record] = [r for r in instance.get_records_for_run(
+        result.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+        if r.event_log_entry.dagster_event.asset_key == FRAMES
+        and r.event_log_entry.dagster_event.partition == "lab/power-limit/bert/250W/1"]
+    metadata = record.asset_materialization.metadata
+    assert metadata["dagster/row_count"].value == sum(metadata["rows"].value.values()) > 0
+    assert not {"partitions_stored", "partitions_failed"} & set(metadata)
+    bad = evaluations[BAD]
+    assert bad.metadata["file"].value == str(gpu_power) and bad.metadata["line"].value == 11
+    assert bad.description.startswith(f"{BAD}: {gpu_power}:11: ")
     assert stored.read_bytes() == before  # the bad one's stored frames are untouched
-    # The blocking check skipped the downstream steps of this run ...
-    assert materialized(instance, result.run_id, ENERGY) == set()
-    # ... and automation then asks for the energy of the good partitions only.
-    automation = dg.evaluate_automation_conditions(defs=defs, instance=instance,
-                                                   cursor=baseline.cursor)
-    assert automation.get_requested_partitions(ENERGY) == good
+    # The tables keep the bad repetition's last good energy.
+    assert BAD in set(tables.partition_keys(ENERGY_TABLE))
 
 
 def test_stored_energy_matches_the_core(first_run, warehouse, data_root):
@@ -173,8 +207,10 @@ def test_energy_is_stored_with_its_code_version(first_run, instance):
 
 @pytest.mark.parametrize("outdated", [1, 6])
 def test_energy_stored_before_data_root_names_the_partitions_to_materialize_again(
-        first_run, instance, warehouse, outdated):
+        first_run, instance, source, warehouse, tmp_path, outdated):
+    from assets import gpu_pipeline
     from assets.gpu import energy_facts, gpu_setting_energy
+    from resources import TaudbResource
 
     tables = warehouse.tables()
     keys = tables.partition_keys(ENERGY_TABLE)[:outdated]
@@ -182,8 +218,10 @@ def test_energy_stored_before_data_root_names_the_partitions_to_materialize_agai
         old = tables.read_partitions(ENERGY_TABLE, [key]).drop(columns="data_root")
         tables.write_partition(ENERGY_TABLE, key, old)
     for asset in (gpu_setting_energy, energy_facts):
-        result = dg.materialize([asset], instance=instance, raise_on_error=False,
-                                resources={"warehouse": warehouse})
+        result = dg.materialize(
+            [gpu_pipeline], selection=[asset.key], instance=instance, raise_on_error=False,
+            resources={"gpu_source": source, "warehouse": warehouse,
+                       "taudb": TaudbResource(url=f"sqlite:///{tmp_path}/taudb.sqlite")})
         assert not result.success
         [failure] = [e for e in result.all_events if e.is_step_failure]
         error = failure.step_failure_data.user_failure_data
@@ -192,3 +230,44 @@ def test_energy_stored_before_data_root_names_the_partitions_to_materialize_agai
         assert "Materialize gpu_repetition_energy again for them (a backfill" in error.description
         assert keys[0] in error.description
         assert error.metadata["partitions"].value == keys
+
+
+def test_repetitions_fixed_in_place_are_picked_up_next_tick_in_one_run(
+        defs, sensor, instance, source, data_root, warehouse):
+    """Two bad repetitions far apart in the partition set; the rolling rescan is off, so only
+    the failed partitions' recheck can find their fix."""
+    bad = ["lab/power-limit/bert/150W/0", "lab/power-limit/resnet/200W/1"]
+    originals = {}
+    for key in bad:
+        path = data_root / key.removeprefix("lab/") / "gpu-power.csv"
+        originals[path] = path.read_bytes()
+        lines = originals[path].decode().splitlines(keepends=True)
+        path.write_text("".join(lines[:20]) + lines[20][:7])  # cut mid-line: line 21
+    settle()
+    job = defs.resolve_job_def(JOB_NAME)
+    data = tick(sensor, instance, {"gpu_source": source})
+    [request] = data.run_requests
+    result = launch_in_process(job, instance, request)
+    assert not result.success
+    keys = sorted(instance.get_dynamic_partitions("gpu_repetitions"))
+    status = instance.get_status_by_partition(FRAMES, keys, gpu_repetitions)
+    assert sorted(k for k, s in status.items() if s == dg.AssetPartitionStatus.FAILED) == bad
+    assert materialized(instance, result.run_id, ENERGY) == set(keys) - set(bad)
+    assert materialized(instance, result.run_id, dg.AssetKey("energy_facts")) == {None}
+
+    for path, content in originals.items():  # fixed in place: same folders, same names
+        path.write_bytes(content)
+    idle = tick(sensor, instance, {"gpu_source": source}, data.cursor)
+    assert idle.run_requests == []  # within the quiet period
+    settle()
+    fixed = tick(sensor, instance, {"gpu_source": source}, idle.cursor)
+    [again] = fixed.run_requests  # one run, exactly the two fixed repetitions
+    order = list(instance.get_dynamic_partitions("gpu_repetitions"))
+    start, end = order.index(again.tags[RANGE_START]), order.index(again.tags[RANGE_END])
+    assert sorted(order[start:end + 1]) == bad
+    result = launch_in_process(job, instance, again)
+    assert result.success
+    status = instance.get_status_by_partition(FRAMES, keys, gpu_repetitions)
+    assert set(status.values()) == {dg.AssetPartitionStatus.MATERIALIZED}
+    assert materialized(instance, result.run_id, ENERGY) == set(bad)
+    assert tick(sensor, instance, {"gpu_source": source}, fixed.cursor).run_requests == []

@@ -123,7 +123,9 @@ def test_fixed_repetition_is_picked_up_again_with_a_new_run_key(sensor, instance
     observed = {e.partition: e.tags["dagster/data_version"] for e in data.asset_events}
     assert sorted(observed) == covered(ticker, again)
     assert again.run_key != first.run_key
-    assert data.dynamic_partitions_requests == []  # the partition exists already
+    # moved to the end of the partition set (deleted and added again), nothing else changed
+    assert ticker.partitions()[-2:] == covered(ticker, again)
+    assert sorted(ticker.partitions()) == ALL_KEYS
 
 
 def test_in_place_rewrite_is_found_by_the_full_rescan(sensor, instance, source, data_root,
@@ -144,7 +146,8 @@ def test_in_place_rewrite_is_found_by_the_full_rescan(sensor, instance, source, 
         ["lab/power-limit/bert/150W/0", "lab/power-limit/bert/150W/1"]]
 
 
-def test_changed_repetitions_far_apart_need_few_runs(sensor, instance, source, data_root):
+def test_changed_repetitions_far_apart_need_one_run_of_exactly_them(sensor, instance, source,
+                                                                    data_root):
     ticker = Ticker(sensor, instance, source)
     ticker()
     copy_repetition(data_root, "power-limit/bert/150W/0", "power-limit/bert/150W/5")
@@ -152,10 +155,13 @@ def test_changed_repetitions_far_apart_need_few_runs(sensor, instance, source, d
         replace_repetition(data_root, key)
     settle()
     data = ticker()
-    ready = {"lab/power-limit/bert/150W/0", "lab/power-limit/resnet/200W/1",
+    # the run folders' other repetitions too: the cursor keeps one digest per run folder
+    ready = {"lab/power-limit/bert/150W/0", "lab/power-limit/bert/150W/1",
+             "lab/power-limit/resnet/200W/0", "lab/power-limit/resnet/200W/1",
              "lab/power-limit/bert/150W/5"}
-    assert 1 <= len(data.run_requests) <= source.max_runs_per_tick
-    assert ready <= {k for r in data.run_requests for k in covered(ticker, r)}
+    [request] = data.run_requests
+    assert set(covered(ticker, request)) == ready and request.tags["joulehouse/partitions"] == "5"
+    assert sorted(ticker.partitions()) == sorted([*ALL_KEYS, "lab/power-limit/bert/150W/5"])
 
 
 def test_a_tree_larger_than_the_cap_registers_over_several_ticks(instance, source, warehouse):

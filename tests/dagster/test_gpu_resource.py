@@ -66,3 +66,26 @@ def test_a_copy_with_other_roots_maps_its_own_roots(tmp_path):
         DataRoot(path=str(tmp_path / "a"), name="a", timezone="Europe/Berlin")]})
     assert zoned.resolve("a/e/x/150W/0")[0].timezone == "Europe/Berlin"
     assert source.resolve("a/e/x/150W/0")[0].timezone == "UTC"
+
+
+def test_sensor_settings_come_from_the_environment(tmp_path, monkeypatch):
+    from resources import TauProfileSource
+    from sensors.settings import sensor_interval_s
+
+    default = GpuBenchmarkSource.from_env(tmp_path)
+    assert (default.quiet_period_s, default.full_rescan_s, default.max_repetitions_per_tick,
+            sensor_interval_s()) == (60.0, 3600.0, 500, 30)
+    monkeypatch.setenv("JOULEHOUSE_QUIET_PERIOD_S", "120")
+    monkeypatch.setenv("JOULEHOUSE_FULL_RESCAN_S", "none")
+    monkeypatch.setenv("JOULEHOUSE_MAX_REPETITIONS_PER_TICK", "50")
+    monkeypatch.setenv("JOULEHOUSE_SENSOR_INTERVAL_S", "10")
+    source = GpuBenchmarkSource.from_env(tmp_path)
+    assert (source.quiet_period_s, source.full_rescan_s, source.max_repetitions_per_tick,
+            sensor_interval_s()) == (120.0, None, 50, 10)
+    assert TauProfileSource.from_env(tmp_path).quiet_period_s == 120.0
+    monkeypatch.setenv("JOULEHOUSE_MAX_REPETITIONS_PER_TICK", "0")
+    with pytest.raises(ValueError, match="max_repetitions_per_tick"):
+        GpuBenchmarkSource.from_env(tmp_path)
+    monkeypatch.setenv("JOULEHOUSE_SENSOR_INTERVAL_S", "ten")
+    with pytest.raises(ValueError, match="JOULEHOUSE_SENSOR_INTERVAL_S"):
+        sensor_interval_s()

@@ -8,13 +8,12 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from assets.gpu import GPU_ASSETS, gpu_repetition_energy, gpu_validated_frames
+from assets import GPU_ASSETS, gpu_pipeline
 from assets.taudb import (
     LOADS_CHECK,
     TAUDB_ASSETS,
     tau_profile_sets,
     tau_profile_trials,
-    taudb_trials,
 )
 from definitions import build_definitions
 from joulehouse.gpu.layout import find_repetitions
@@ -31,6 +30,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_SET = PROJECT_ROOT / "examples" / "tau-profiles" / "tau2_wrap_mpi2"
 EXAMPLE_GPU_DATA = PROJECT_ROOT / "examples" / "gpu-data"
 TRIALS = dg.AssetKey("taudb_trials")
+FRAMES = dg.AssetKey("gpu_validated_frames")
+ENERGY = dg.AssetKey("gpu_repetition_energy")
 
 
 @pytest.fixture
@@ -78,12 +79,21 @@ def test_profile_sets_load_in_one_run_and_a_bad_set_fails_alone(instance, taudb,
         tags={RANGE_START: keys[0], RANGE_END: keys[1]})
 
     assert not result.success and len(instance.get_runs()) == 1
-    [check] = result.get_asset_check_evaluations()
-    assert check.check_name == LOADS_CHECK and not check.passed
-    [error] = check.metadata["errors"].value
-    assert error["partition"] == "landing/broken"
-    assert error["file"] == str(broken / "profile.0.0.0") and error["line"] == 6
-    assert "truncated" in error["error"]
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    assert failure.step_failure_data.user_failure_data.description.startswith(
+        "1 of 2 partition(s) failed:\nlanding/broken: ")
+    checks = {c.partition: c for c in result.get_asset_check_evaluations()}
+    assert {key: c.passed for key, c in checks.items()} == {
+        "landing/broken": False, "landing/tau2_wrap_mpi2": True}
+    check = checks["landing/broken"]
+    assert check.check_name == LOADS_CHECK
+    assert check.metadata["file"].value == str(broken / "profile.0.0.0")
+    assert check.metadata["line"].value == 6
+    assert "truncated" in check.metadata["error"].value
+    status = instance.get_status_by_partition(dg.AssetKey("tau_profile_trials"), keys,
+                                              tau_profile_sets)
+    assert status == {"landing/broken": dg.AssetPartitionStatus.FAILED,
+                      "landing/tau2_wrap_mpi2": dg.AssetPartitionStatus.MATERIALIZED}
     [trial] = _trials(taudb)  # the good set only: nothing of the bad one
     assert trial["source_key"] == str(landing / EXAMPLE_SET.name)
     [materialization] = result.asset_materializations_for_node("tau_profile_trials")
@@ -115,8 +125,9 @@ def example_gpu(instance, tmp_path, taudb):
 
 
 def _load_gpu_trials(instance, resources) -> dg.AssetMaterialization:
-    result = dg.materialize([taudb_trials], instance=instance, resources=resources)
-    [materialization] = result.asset_materializations_for_node("taudb_trials")
+    result = dg.materialize([gpu_pipeline], selection=[TRIALS], instance=instance,
+                            resources=resources)
+    [materialization] = result.asset_materializations_for_node("gpu_pipeline")
     return materialization
 
 
@@ -144,7 +155,7 @@ def test_taudb_trials_reloads_only_the_run_whose_repetition_changed(instance, ex
     assert again["runs_loaded"].value == 0 and again["trial_ids"].value == first
 
     changed = "gpu-data/power-limit/bert/200W/1"
-    dg.materialize([gpu_validated_frames, gpu_repetition_energy], instance=instance,
+    dg.materialize([gpu_pipeline], selection=[FRAMES, ENERGY], instance=instance,
                    partition_key=changed, resources=example_gpu)
     after = _load_gpu_trials(instance, example_gpu).metadata
     assert after["runs_loaded"].value == 1
@@ -211,4 +222,5 @@ def test_sensor_waits_for_a_young_set_and_picks_up_a_fixed_one(instance, landing
     [fixed] = ticker().run_requests
     assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == "landing/tau2_wrap_mpi2"
     assert fixed.run_key not in (first.run_key, request.run_key)
-    assert ticker.partitions() == ["landing/tau2_wrap_mpi2", "landing/young"]
+    # moved to the end of the set, so that one run covers exactly it
+    assert ticker.partitions() == ["landing/young", "landing/tau2_wrap_mpi2"]
