@@ -150,6 +150,57 @@ SESSION_SCHEMA = pa.DataFrameSchema(
 )
 
 
+def _derived() -> dict[str, pa.Column]:
+    return {
+        "power_w": _float("package power (W): package_energy_j / sync_runtime_s", True),
+        "gpu_power_w": _float("GPU power (W): gpu_energy_j / sync_runtime_s", True),
+    }
+
+
+HOST_ENERGY_SCHEMA = pa.DataFrameSchema(
+    {
+        "report": _REPORT,
+        "host": _HOST,
+        "section": pa.Column(str, pa.Check.isin(["region", "application", "epoch", "unmarked"]),
+                             description="region, or the totals section of the row"),
+        "region": _text("region name, or the section's name ('Application Totals' ...)"),
+        "hash": _text("region hash 0x%08x; null for totals", nullable=True),
+        **{name: _fields()[name] for name in ("runtime_s", "sync_runtime_s", "package_energy_j",
+                                              "dram_energy_j", "gpu_energy_j")},
+        **_derived(),
+        "frequency_hz": _fields()["frequency_hz"],
+    },
+    strict=True, ordered=True, name="geopm_host_energy",
+)
+
+
+def _rollup(keys: dict[str, pa.Column], name: str) -> pa.DataFrameSchema:
+    summed = "summed over hosts; "
+    return pa.DataFrameSchema(
+        {
+            **keys,
+            "host_count": pa.Column("int64", pa.Check.ge(0), description="hosts summed"),
+            "runtime_s": _float(summed + "runtime (host-seconds; process means, apart from "
+                                "the sampled fields)", True),
+            "sync_runtime_s": _float(summed + "sampled time (host-seconds)", True),
+            "package_energy_j": _float(summed + "package energy (J)", True),
+            "dram_energy_j": _float(summed + "DRAM energy (J)", True),
+            "gpu_energy_j": _float(summed + "GPU energy (J)", True),
+            **_derived(),
+            "frequency_hz": _float("core frequency (Hz) weighted by sync-runtime: "
+                                   "sum(f x t) / sum(t)", True),
+        },
+        strict=True, ordered=True, name=name,
+    )
+
+
+REGION_ROLLUP_SCHEMA = _rollup({"report": _REPORT, "region": _text("region name"),
+                                "hash": _text("region hash 0x%08x")}, "geopm_region_rollup")
+REPORT_ROLLUP_SCHEMA = _rollup({"report": _REPORT,
+                                "section": _text("application, epoch or unmarked")},
+                               "geopm_report_rollup")
+
+
 def empty_frame(schema: pa.DataFrameSchema) -> pd.DataFrame:
     """A frame with no rows and ``schema``'s columns and dtypes."""
     return pd.DataFrame({
