@@ -388,14 +388,13 @@ def _read_legacy(path: Path, text: str) -> tuple[dict[str, Any], _Sections, _Loc
 
 def _check_complete(path: Path, sections: _Sections, locator: _Locator,
                     last_line: int | None) -> None:
-    """Every host has Application Totals ending with the geopmctl lines; no section is empty."""
+    """Every host has Application Totals ending with the geopmctl lines; no region is empty.
+
+    The hosts are checked first: a report cut anywhere in its last host is
+    reported as truncated, whatever the cut left half-written.
+    """
     if not sections.hosts:
         raise InputError(path, "no host in the report", line=last_line)
-    for row, fields in enumerate(sections.region_fields):
-        if not fields:
-            host, name, _ = sections.region_ids[row]
-            raise InputError(path, f"region {name!r} of host {host!r} has no fields",
-                             line=locator.region(row, None))
     applications = {host: row for row, (host, section) in enumerate(sections.total_ids)
                     if section == "application"}
     for host in sections.hosts:
@@ -409,6 +408,11 @@ def _check_complete(path: Path, sections: _Sections, locator: _Locator,
             what = "no Application Totals" if row is None else f"no '{missing[0]}' line"
             raise InputError(path, f"{'truncated report: ' if cut else ''}host {host!r} has "
                                    f"{what} (GEOPM writes it last)", line=line)
+    for row, fields in enumerate(sections.region_fields):
+        if not fields:
+            host, name, _ = sections.region_ids[row]
+            raise InputError(path, f"region {name!r} of host {host!r} has no fields",
+                             line=locator.region(row, None))
 
 
 def field_column(label: str) -> tuple[str | None, float]:
