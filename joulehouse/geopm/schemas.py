@@ -14,6 +14,8 @@ from __future__ import annotations
 import pandas as pd
 import pandera.pandas as pa
 
+from joulehouse.validation import all_str
+
 UTC_TIME = pd.DatetimeTZDtype("ns", "UTC")
 
 #: The documented report fields: column -> description (with its unit).
@@ -44,8 +46,10 @@ _NON_NEGATIVE = {"runtime_s", "count", "sync_runtime_s", "package_energy_j", "dr
                  "gpu_energy_j", "network_time_s", "ignore_time_s", "geopmctl_memory_hwm_b"}
 
 
-def _text(description: str, nullable: bool = False) -> pa.Column:
-    return pa.Column(str, nullable=nullable, description=description)
+def _text(description: str, nullable: bool = False, *checks: pa.Check) -> pa.Column:
+    """Text: an object column of str (checked in one pass, see validation.all_str)."""
+    return pa.Column(object, [pa.Check(all_str, name="str"), *checks], nullable=nullable,
+                     description=description)
 
 
 def _float(description: str, non_negative: bool = False) -> pa.Column:
@@ -63,8 +67,8 @@ _HOST = _text("host name as written in the report (always text: '0012' stays '00
 HEADER_SCHEMA = pa.DataFrameSchema(
     {
         "report": _REPORT,
-        "shape": pa.Column(str, pa.Check.isin(["legacy", "yaml", "session"]),
-                           description="shape decided from the content: legacy, yaml, session"),
+        "shape": _text("shape decided from the content: legacy, yaml, session", False,
+                       pa.Check.isin(["legacy", "yaml", "session"])),
         "geopm_version": _text("GEOPM Version (legacy: the ##### line); null in a session "
                                "report", nullable=True),
         "start_time": pa.Column(UTC_TIME, nullable=True,
@@ -89,10 +93,10 @@ TOTALS_SCHEMA = pa.DataFrameSchema(
     {
         "report": _REPORT,
         "host": _HOST,
-        "section": pa.Column(str, pa.Check.isin(["application", "epoch", "unmarked"]),
-                             description="Application Totals (start to end of the "
-                                         "application), Epoch Totals (first epoch to end), "
-                                         "Unmarked Totals (legacy: region unmarked-region)"),
+        "section": _text("Application Totals (start to end of the application), Epoch "
+                         "Totals (first epoch to end), Unmarked Totals (legacy: region "
+                         "unmarked-region)", False,
+                         pa.Check.isin(["application", "epoch", "unmarked"])),
         **_fields(),
     },
     unique=["report", "host", "section"], strict=True, ordered=True, name="geopm_totals",
@@ -103,8 +107,8 @@ REGIONS_SCHEMA = pa.DataFrameSchema(
         "report": _REPORT,
         "host": _HOST,
         "region": _text("region name as written (quotes and backslashes kept)"),
-        "hash": pa.Column(str, pa.Check.str_matches(r"^0x[0-9a-f]{8,}$"),
-                          description="region hash, 0x%08x (legacy 0x%016x shortened)"),
+        "hash": _text("region hash, 0x%08x (legacy 0x%016x shortened)", False,
+                      pa.Check.str_matches(r"^0x[0-9a-f]{8,}$")),
         **_fields(),
     },
     unique=["report", "host", "region", "hash"], strict=True, ordered=True, name="geopm_regions",
@@ -114,10 +118,9 @@ SIGNALS_SCHEMA = pa.DataFrameSchema(
     {
         "report": _REPORT,
         "host": _HOST,
-        "section": pa.Column(str, pa.Check.isin(["region", "application", "epoch", "unmarked",
-                                                 "host"]),
-                             description="where the field is: a region, a totals section, "
-                                         "or the host itself (agent report_host() additions)"),
+        "section": _text("where the field is: a region, a totals section, or the host "
+                         "itself (agent report_host() additions)", False,
+                         pa.Check.isin(["region", "application", "epoch", "unmarked", "host"])),
         "region": _text("region name (section 'region'), else null", nullable=True),
         "field": _text("field label as written, e.g. CPU_ENERGY@package-0, or "
                        "'<map>/<key>' for an agent's map"),
@@ -161,8 +164,8 @@ HOST_ENERGY_SCHEMA = pa.DataFrameSchema(
     {
         "report": _REPORT,
         "host": _HOST,
-        "section": pa.Column(str, pa.Check.isin(["region", "application", "epoch", "unmarked"]),
-                             description="region, or the totals section of the row"),
+        "section": _text("region, or the totals section of the row", False,
+                         pa.Check.isin(["region", "application", "epoch", "unmarked"])),
         "region": _text("region name, or the section's name ('Application Totals' ...)"),
         "hash": _text("region hash 0x%08x; null for totals", nullable=True),
         **{name: _fields()[name] for name in ("runtime_s", "sync_runtime_s", "package_energy_j",
@@ -204,6 +207,6 @@ REPORT_ROLLUP_SCHEMA = _rollup({"report": _REPORT,
 def empty_frame(schema: pa.DataFrameSchema) -> pd.DataFrame:
     """A frame with no rows and ``schema``'s columns and dtypes."""
     return pd.DataFrame({
-        name: pd.Series(dtype=object if str(spec.dtype) == "str" else spec.dtype.type)
+        name: pd.Series(dtype=spec.dtype.type)
         for name, spec in schema.columns.items()
     })
