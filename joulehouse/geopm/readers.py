@@ -39,7 +39,7 @@ import ryml
 
 from joulehouse.errors import InputError
 from joulehouse.geopm import schemas
-from joulehouse.geopm.layout import Shape, report_shape
+from joulehouse.geopm.layout import HEAD_BYTES, Shape, report_shape
 from joulehouse.timeutil import UTC, TimestampError, localize
 from joulehouse.validation import validate
 
@@ -109,14 +109,15 @@ def read_report(path: str | os.PathLike[str], report: str | None = None,
     path = Path(path)
     raw = path.read_bytes()
     key = report if report is not None else path.name
-    shape = report_shape(raw[:4096])
+    shape = report_shape(raw[:HEAD_BYTES])
     if shape is None:
         raise InputError(path, "not a GEOPM report (no '##### geopm' line, 'Host:' line, "
                                "'GEOPM Version' / 'Hosts' key or session keys)", line=1)
     if shape == "legacy":
         header, sections, locate = _read_legacy(path, raw.decode("utf-8", "replace"))
         return _report(path, key, shape, header, sections, locate, timezone, hwm_is_kb=False)
-    documents = load_yaml(path, _requote_regions(raw))
+    raw = _requote_regions(raw)  # same lines; the original is not kept (memory)
+    documents = load_yaml(path, raw)
     if shape == "session":
         return _session_report(path, key, documents, timezone)
     if len(documents) != 1 or not isinstance(documents[0], dict):
@@ -128,15 +129,17 @@ def read_report(path: str | os.PathLike[str], report: str | None = None,
 
 # --- YAML -----------------------------------------------------------------------------------
 
-# starts with a literal newline (a '^' or a look-behind is tried at every byte: 15x slower)
-_REGION_LINE = re.compile(rb'\n([ \t]*-?[ \t]*region: )"(.*)"[ \t]*(?=\r?\n|\Z)')
+# only names holding a '"' or '\\'; starts with a literal newline (a '^' or a look-behind
+# is tried at every byte: 15x slower); line 1 of a report is never a region
+_REGION_LINE = re.compile(rb'\n([ \t]*-?[ \t]*region: )"([^\n]*["\\][^\n]*)"[ \t]*(?=\r?\n|\Z)')
 
 
 def _requote_regions(raw: bytes) -> bytes:
-    """Each ``region: "name"`` line with the name single-quoted (``'`` doubled), literally."""
+    """Each ``region: "name"`` line whose name holds ``"`` or ``\\`` with the name
+    single-quoted (``'`` doubled), taken literally; ``raw`` itself when there is none."""
     def requote(match: re.Match[bytes]) -> bytes:
         return b"\n" + match.group(1) + b"'" + match.group(2).replace(b"'", b"''") + b"'"
-    return _REGION_LINE.sub(requote, b"\n" + raw)[1:]
+    return _REGION_LINE.sub(requote, raw)
 
 
 class _DuplicateKey(ValueError):
@@ -154,14 +157,13 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 # ryml writes these plain scalars unquoted into JSON, where they are not JSON
-_NOT_JSON = (b"-nan", b": +", b"[+", b",+", b", +")  # (a quick test; then the regex)
-_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|(?<![\w.])(-nan|[+]inf|[+](?=[0-9.]))')
-_JSON_FIX = {b"-nan": b"NaN", b"+inf": b"Infinity", b"+": b""}
+_NOT_JSON = ("-nan", ": +", "[+", ",+", ", +")  # (a quick test; then the regex)
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\w.])(-nan|[+]inf|[+](?=[0-9.]))')
+_JSON_FIX = {"-nan": "NaN", "+inf": "Infinity", "+": ""}
 
 
-def _json_text(tree: ryml.Tree, node: int) -> bytes:
+def _json_text(tree: ryml.Tree, node: int) -> str:
     text = ryml.emit_json(tree, node)
-    text = text.encode() if isinstance(text, str) else bytes(text)
     if any(token in text for token in _NOT_JSON):  # rare: rewrite them outside strings only
         text = _JSON_TOKEN.sub(
             lambda m: _JSON_FIX[m.group(1)] if m.group(1) is not None else m.group(0), text)
@@ -174,8 +176,10 @@ def load_yaml(path: str | os.PathLike[str], raw: bytes) -> list[Any]:
     Plain scalars that are numbers become int/float, other scalars text
     (``0012`` and ``0x1f`` stay text); a duplicated key is an InputError.
     """
+    tree = ryml.Tree()
+    tree.reserve(raw.count(b"\n") + 16)  # ~ one node per line: no doubling of the node array
     try:
-        tree = ryml.parse_in_arena(raw)
+        ryml.parse_in_arena(raw, tree=tree)
     except ryml.ExceptionParse as err:
         location = err.errdata_parse.ymlloc
         raise InputError(path, f"invalid YAML: {err.msg}", line=location.line or None) from None
@@ -188,9 +192,11 @@ def load_yaml(path: str | os.PathLike[str], raw: bytes) -> list[Any]:
             child = tree.next_sibling(child)
     else:
         nodes.append(root)
+    texts = [_json_text(tree, node) for node in nodes]
+    del tree  # the tree (~5x the text) is freed before the JSON becomes Python values
     documents = []
-    for node in nodes:
-        text = _json_text(tree, node)
+    while texts:
+        text = texts.pop(0)
         try:
             documents.append(json.loads(text, object_pairs_hook=_unique_keys))
         except _DuplicateKey as err:
