@@ -7,7 +7,7 @@ legacy report loads as YAML and then fails for want of ``GEOPM Version``,
 the session report likewise, and a Policy written as a mapping breaks the
 collection. Values must be equal (both parse the same decimal text), NaN
 equal to NaN; ``geopmctl memory HWM (B)`` is compared in bytes (geopmpy
-keeps the file's number, kB in 2.x reports: see test_peer_reports).
+keeps the file's number, kB in 2.x reports: see test_geopm_peer_reports).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import pytest
 
 from joulehouse.errors import InputError
 from joulehouse.geopm.readers import read_report
-from tests.geopm.test_traps import LEGACY, REPORT_3X
+from tests.geopm.test_geopm_traps import LEGACY, REPORT_3X
 
 TESTIO_YAML = "testio_geopm-1.0.0dev30_fm_stream_dgemm_2host.yaml.report"
 PAPI_LEGACY = "papi-iogroup-readme_geopm-1.1.0_geopmbench_1host.legacy.report"

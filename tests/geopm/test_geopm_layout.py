@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from joulehouse.geopm.layout import file_shape, find_reports, report_shape
-from tests.geopm.test_traps import LEGACY, REPORT_3X
+from tests.geopm.test_geopm_traps import LEGACY, REPORT_3X
 
 
 def test_shape_from_content_not_version():
