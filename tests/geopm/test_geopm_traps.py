@@ -129,3 +129,37 @@ def test_legacy_is_never_read_as_yaml(write_report):
     assert report.totals["geopmctl_memory_hwm_b"].tolist() == [102400.0, 204800.0]
     assert json.loads(report.header["policy_json"].iloc[0]) == {}
     assert report.header["geopm_version"].iloc[0] == "1.0.0"
+
+
+def test_session_report_of_several_hosts(write_report):
+    text = '''
+    host: 0012
+    sample-time-first: "2024-08-14T18:23:58.5-0700"
+    sample-time-total: 10
+    sample-count: 3
+    sample-period-mean: 5
+    sample-period-std: 0
+    metrics:
+      CPU_POWER:
+        count: 3
+        first: +inf
+        last: -nan
+        min: 1e+02
+        max: 2e+02
+        mean: 150
+        std: 50
+    ---
+    host: n2
+    sample-time-first: "2024-08-14T18:23:59-0700"
+    metrics:
+      CPU_POWER: {count: 1, first: 1, last: 1, min: 1, max: 1, mean: 1, std: 0}
+    '''
+    report = read_report(write_report(text), report="s")
+    session = report.session
+    assert report.shape == "session" and session["host"].tolist() == ["0012", "n2"]
+    first = session.iloc[0]
+    assert first["first_si"] == math.inf and math.isnan(first["last_si"])
+    assert (first["min_si"], first["max_si"]) == (100.0, 200.0)
+    assert math.isnan(session.iloc[1]["sample_count"])
+    assert report.header[["host_count", "region_count"]].values.tolist() == [[2, 0]]
+    assert report.header["start_time"].iloc[0] == pd.Timestamp("2024-08-15 01:23:58.5Z")
