@@ -190,3 +190,13 @@ def schema_errors_to_input_error(err: SchemaErrors, path: str | os.PathLike[str]
         text = "; ".join(f"{f}: {t}" if f else t for _, f, t in failures)
         text = text.removeprefix(f"{field}: ") if field else text
     return InputError(path, text, line=line, field=field)
+
+
+def all_str(series: pd.Series) -> bool:
+    """Every value a str (nulls and an empty column pass): one vectorised pass.
+
+    For a ``pa.Check(all_str, name="str")`` on an ``object`` column, where
+    pandera's ``str`` dtype would map every value (0.2 s per 100k values);
+    pandera drops nulls before a check, and ``nullable`` rules them.
+    """
+    return pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty")
