@@ -116,6 +116,26 @@ def inside(root: Path, path: Path) -> Path:
     return resolved
 
 
+#: What the folder ``n`` levels below an archive root is (:func:`archive_level`).
+LEVELS = ("archive", "cluster", "jobId/1000", "jobId%1000", "job")
+
+
+def archive_level(path: str | os.PathLike[str]) -> tuple[int, Path] | None:
+    """``(n, root)`` when the folder ``path`` lies ``n`` levels (0-4, :data:`LEVELS`) below
+    an archive root ``root``, the nearest folder up holding ``version.txt``; else None.
+
+    Told by where version.txt is, reading nothing; whether a level-4 folder is
+    a complete job is the reader's concern.
+    """
+    folder = Path(path).resolve()
+    if not folder.is_dir():
+        return None
+    for level, candidate in enumerate([folder, *folder.parents][:len(LEVELS)]):
+        if (candidate / VERSION_FILE).is_file():
+            return level, candidate
+    return None
+
+
 def clusters(root: str | os.PathLike[str]) -> list[str]:
     """Names of the cluster folders (every folder of the root), sorted.
 
