@@ -158,3 +158,21 @@ def test_export_db_into_a_missing_folder_is_an_error_naming_it(tmp_path):
     result = joulehouse("cc", "export-db", EXAMPLE, database)
     assert one_error_line(result) == f"{database}: cannot write: unable to open database file"
     assert result.stdout == "" and tree(tmp_path) == {}
+
+
+# --- taudb load of job folders ------------------------------------------------------------------
+
+def test_taudb_load_of_job_folders_loads_the_good_ones(tmp_path):
+    url = f"sqlite:///{tmp_path}/taudb.sqlite"
+    emmy, fritz = EXAMPLE / "emmy/1403/244/1608923076", EXAMPLE / FRITZ_398764
+    result = joulehouse("taudb", "load", url, emmy, EXAMPLE / "taurus", fritz)
+    assert result.returncode == 1
+    assert one_error_line(result, 1) == (
+        f"{EXAMPLE / 'taurus'}: a cluster folder of a ClusterCockpit job archive: a trial is "
+        "one job, give its job folders (20639/587/1635856524)")
+    assert result.stdout == (f"trial 1: emmy/1403244/1608923076 (4 threads) from {emmy}\n"
+                             f"trial 2: fritz/398764/1675954353 (1 threads) from {fritz}\n")
+    listed = joulehouse("taudb", "list", url)
+    assert listed.stdout.splitlines()[1:] == [
+        f"1\temmy/1403244/1608923076\t999\t4\t{emmy}",
+        f"2\tfritz/398764/1675954353\t999\t1\t{fritz}"]
