@@ -60,6 +60,22 @@ def test_energy_rows_of_the_bundled_archive():
     assert table["energy_cc_kwh"].tolist() == core["energy_cc_kwh"].tolist()
 
 
+def test_energy_of_the_real_emmy_jobs(emmy_archive):
+    result = joulehouse("energy", "cc", emmy_archive)
+    assert result.returncode == 0 and result.stderr == ""
+    rows = _csv(result.stdout).set_index("job")
+    assert list(rows.index) == ["emmy/1403244/1608923076", "emmy/1404397/1609300556"]
+    assert rows["hosts"].tolist() == [32, 32] and rows["metric"].unique().tolist() == [
+        "rapl_power"]
+    assert rows["energy_cc_kwh"].tolist() == [175.33, 174.83]
+    kwh = rows["energy_j"] / 3.6e6
+    assert kwh.tolist() == pytest.approx([175.27, 174.79], abs=0.005)
+    assert (kwh / (rows["mean_x_duration_j"] / 3.6e6)).tolist() == pytest.approx([1, 1],
+                                                                                  rel=0.01)
+    # 1404397: two hosts miss their last sample, 125 s each left unbridged
+    assert rows["gap_s"].tolist() == [0.0, 250.0]
+
+
 def test_parquet_out_holds_the_cores_table(tmp_path):
     out = tmp_path / "energy.parquet"
     result = joulehouse("energy", "cc", EXAMPLE, "--format", "parquet", "--out", out, "--quiet")
