@@ -17,6 +17,8 @@ nothing is parsed or integrated here.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -61,11 +63,10 @@ def read_job(folder: str | Path, *, max_missing: int = 1) -> TrialData:
                          "up to four levels above)")
     level, root = found
     if level != JOB_LEVEL:
-        jobs = sorted(job for job in source.glob("/".join("*" * (JOB_LEVEL - level)))
-                      if job.is_dir())
-        shown = ", ".join(str(job.relative_to(source)) for job in jobs[:3])
-        more = f" and {len(jobs) - 3} more" if len(jobs) > 3 else ""
-        where = f"its job folders ({shown}{more})" if jobs else "a job folder; it holds none"
+        jobs = list(islice(_folders_below(source, JOB_LEVEL - level), 4))  # not millions
+        shown = ", ".join([str(job.relative_to(source)) for job in jobs[:3]]
+                          + ["..."] * (len(jobs) > 3))
+        where = f"its job folders ({shown})" if jobs else "a job folder; it holds none"
         what = ("a ClusterCockpit job archive" if level == 0 else
                 f"a {LEVELS[level]} folder of a ClusterCockpit job archive")
         raise InputError(source, f"{what}: a trial is one job, give {where}")
@@ -74,6 +75,15 @@ def read_job(folder: str | Path, *, max_missing: int = 1) -> TrialData:
     if not measured:  # else only cluster.json failed: the known power metric names were used
         raise errors[-1]
     return job_trial(measured[0])
+
+
+def _folders_below(folder: Path, depth: int) -> Iterator[Path]:
+    """The folders ``depth`` levels below ``folder``, in name order, listed as they are asked for."""
+    if depth == 0:
+        yield folder
+        return
+    for child in sorted(entry for entry in folder.iterdir() if entry.is_dir()):
+        yield from _folders_below(child, depth - 1)
 
 
 # --- the mapping -----------------------------------------------------------------------------
