@@ -1,8 +1,8 @@
 """Per-host metric statistics of a job, and rollups of jobs per day and owner.
 
 Statistics use each metric's coarsest scope present (as the energy does):
-min, max and mean of the samples with a value (nulls skipped, as
-cc-backend), and the time-weighted mean = trapezoid integral over the job's
+min, max, mean and sum of squares (TAU's SumSqr, in unit squared) of the
+samples with a value (nulls skipped, as cc-backend), and the time-weighted mean = trapezoid integral over the job's
 window / the time it covers (:func:`joulehouse.integrate.trapezoid_energy`,
 whose arithmetic holds for any quantity, with the energy's gap limit). At a
 finer scope than node the statistics are over all the host's series (each
@@ -50,7 +50,7 @@ def metric_stats(meta: dict[str, Any], samples: pd.DataFrame, *,
         row = rows.setdefault((host, metric), {
             "host": host, "metric": metric, "scope": scope, "unit": str(units[part.start]),
             "series": 0, "samples": 0, "missing": 0, "min": np.inf, "max": -np.inf, "sum": 0.0,
-            "integral": 0.0, "covered_s": 0.0})
+            "sum_squares": 0.0, "integral": 0.0, "covered_s": 0.0})
         row["series"] += 1
         row["samples"] += int(present.sum())
         row["missing"] += int((~present).sum())
@@ -59,13 +59,14 @@ def metric_stats(meta: dict[str, Any], samples: pd.DataFrame, *,
             row["min"] = min(row["min"], float(v_present.min()))
             row["max"] = max(row["max"], float(v_present.max()))
             row["sum"] += float(v_present.sum())
+            row["sum_squares"] += float(np.dot(v_present, v_present))
             result = trapezoid_energy(t[present], v_present, *window, (max_missing + 1) * step)
             if not np.isnan(result.energy_j[0]):
                 row["integral"] += float(result.energy_j[0])
                 row["covered_s"] += duration - float(result.gap_s[0])
     frame = pd.DataFrame(list(rows.values()), columns=[
         "host", "metric", "scope", "unit", "series", "samples", "missing", "min", "max", "sum",
-        "integral", "covered_s"])
+        "sum_squares", "integral", "covered_s"])
     has = frame["samples"] > 0
     frame["min"] = frame["min"].where(has)
     frame["max"] = frame["max"].where(has)
@@ -79,7 +80,7 @@ def metric_stats(meta: dict[str, Any], samples: pd.DataFrame, *,
     frame.insert(3, "start_time", pd.Series([start] * len(frame), dtype="datetime64[ns, UTC]"))
     for name in ("series", "samples", "missing"):
         frame[name] = frame[name].astype("int64")
-    for name in ("min", "max", "mean", "time_weighted_mean"):
+    for name in ("min", "max", "mean", "sum_squares", "time_weighted_mean"):
         frame[name] = frame[name].astype("float64")
     frame = frame.sort_values(["metric", "host"], ignore_index=True)
     frame = frame[list(METRIC_STATS_SCHEMA.columns)]

@@ -116,6 +116,31 @@ def inside(root: Path, path: Path) -> Path:
     return resolved
 
 
+#: What the folder ``n`` levels below an archive root is (:func:`archive_level`).
+LEVELS = ("archive", "cluster", "jobId/1000", "jobId%1000", "job")
+
+
+def archive_level(path: str | os.PathLike[str]) -> tuple[int, Path] | None:
+    """``(n, root)`` when the folder ``path`` lies ``n`` levels (0-4, :data:`LEVELS`) below
+    an archive root ``root``: the nearest folder up holding ``version.txt``, with
+    the folder names between them fitting the tree (digits, three digits,
+    digits); else None.
+
+    Told by names and version.txt's presence, reading nothing; whether a
+    level-4 folder is a complete job is the reader's concern.
+    """
+    folder = Path(path).resolve()
+    if not folder.is_dir():
+        return None
+    for level, candidate in enumerate([folder, *folder.parents][:len(LEVELS)]):
+        if (candidate / VERSION_FILE).is_file():
+            names = folder.relative_to(candidate).parts[1:]
+            fits = all(name.isdigit() for name in names) and (
+                len(names) < 2 or len(names[1]) == 3)
+            return (level, candidate) if fits else None
+    return None
+
+
 def clusters(root: str | os.PathLike[str]) -> list[str]:
     """Names of the cluster folders (every folder of the root), sorted.
 

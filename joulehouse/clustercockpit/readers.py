@@ -193,7 +193,9 @@ def iter_metrics(path: str | os.PathLike[str]) -> Iterator[tuple[str, dict[str, 
     except (ijson.JSONError, EOFError, zlib.error, gzip.BadGzipFile, OSError,
             UnicodeDecodeError) as err:
         where = f"after metric {metric!r}" if metric else "before the first metric"
-        raise InputError(path, f"truncated or invalid ({type(err).__name__}: {err}), "
+        # yajl's message goes on with lines pointing into the text: its first line says it
+        reason = (str(err).strip().splitlines() or [""])[0]
+        raise InputError(path, f"truncated or invalid ({type(err).__name__}: {reason}), "
                          f"{where}") from None
 
 

@@ -164,6 +164,8 @@ METRIC_STATS_SCHEMA = pa.DataFrameSchema(
         "min": _col(float, "least sample, in unit", nullable=True),
         "max": _col(float, "largest sample, in unit", nullable=True),
         "mean": _col(float, "mean of the samples, in unit", nullable=True),
+        "sum_squares": _col(float, "sum of the squared samples, in unit squared (TAU's SumSqr; "
+                            "0 without samples)", _GE0),
         "time_weighted_mean": _col(float, "trapezoid integral / covered time, in unit",
                                    nullable=True),
     },

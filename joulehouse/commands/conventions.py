@@ -1,7 +1,8 @@
 """What every ``joulehouse`` command does the same way (docs/cli.md says why).
 
 - :func:`add_command`: a command with a description, examples in ``--help``,
-  and the options every command has (``--quiet``, ``--debug``).
+  and the options every command has (``--quiet``, ``--debug``);
+  :func:`command_group` finds a group another module made (``energy``).
 - :func:`input_path`: a path given to read must exist and hold something;
   otherwise :class:`CommandError` says what was expected there.
 - :class:`Progress`: items done of total, rate and time left on standard error
@@ -68,6 +69,14 @@ def add_command(subparsers: argparse._SubParsersAction, name: str, *, help: str,
         # a usage error found after parsing: args.command_parser.error(message) (exit 2)
         parser.set_defaults(handler=handler, command_parser=parser)
     return parser
+
+
+def command_group(subparsers: argparse._SubParsersAction,
+                  name: str) -> argparse._SubParsersAction:
+    """The sub-commands of the group ``name`` already in ``subparsers`` (made by another
+    module, e.g. ``energy``), so that a source adds its command there without editing it."""
+    return next(action for action in subparsers.choices[name]._actions
+                if isinstance(action, argparse._SubParsersAction))
 
 
 def input_path(path: Path, expected: str, *, folder: bool | None = None) -> Path:

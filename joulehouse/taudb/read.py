@@ -4,26 +4,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from joulehouse.clustercockpit.layout import archive_level
 from joulehouse.errors import InputError
 from joulehouse.gpu.layout import folder_level
-from joulehouse.taudb.mapping import gpu
+from joulehouse.taudb.mapping import clustercockpit, gpu
 from joulehouse.taudb.model import TrialData
 from joulehouse.taudb.ppk import read_ppk
 from joulehouse.taudb.profiles import identify_profile_set, read_profile_dir
 
 EXPECTED = ("expected a .ppk file, a folder of TAU profiles (profile.<node>.<context>.<thread>, "
-            "or MULTI__<metric> folders of them), or a GPU benchmark run folder "
-            "(experiment/benchmark/run, whose sub-folders are repetitions with timestamps.csv)")
+            "or MULTI__<metric> folders of them), a GPU benchmark run folder "
+            "(experiment/benchmark/run, whose sub-folders are repetitions with timestamps.csv), "
+            "or a ClusterCockpit job folder (<cluster>/<jobId/1000>/<jobId%1000>/<startTime> "
+            "of an archive with version.txt)")
 
 
 def read_trial_source(path: str | Path) -> TrialData:
     """Read the trial at ``path``: a ``.ppk`` file, a folder of TAU profiles
     (``profile.N.C.T`` files or ``MULTI__<metric>`` folders of them), or a GPU
     benchmark run folder (mapped by :mod:`joulehouse.taudb.mapping.gpu`, with
-    the default time zone UTC and external power in mW).
+    the default time zone UTC and external power in mW), or a ClusterCockpit job
+    folder (:mod:`joulehouse.taudb.mapping.clustercockpit`: any folder of an
+    archive, the nearest one up holding version.txt, is its business).
 
     Raises InputError naming the path when it is none of these, and saying
-    which folder to give instead for a GPU repetition or benchmark folder.
+    which folder to give instead for a GPU repetition or benchmark folder and
+    for an archive, cluster or job-id folder of a ClusterCockpit archive.
     """
     source = Path(path).resolve()
     profile_set = identify_profile_set(source)
@@ -40,5 +46,7 @@ def read_trial_source(path: str | Path) -> TrialData:
         runs = ", ".join(p.name for p in sorted(source.iterdir()) if p.is_dir())
         raise InputError(source, "a GPU benchmark folder: a trial is one run, give one of "
                          f"its run folders ({runs})")
+    if archive_level(source) is not None:
+        return clustercockpit.read_job(source)
     what = "no such file or folder" if not source.exists() else "not a trial source"
     raise InputError(source, f"{what}: {EXPECTED}")

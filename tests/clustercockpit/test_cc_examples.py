@@ -8,7 +8,7 @@ import pytest
 
 from joulehouse.clustercockpit.energy import host_energy, job_energy
 from joulehouse.clustercockpit.jobs import read_jobs
-from joulehouse.clustercockpit.layout import find_jobs
+from joulehouse.clustercockpit.layout import archive_level, find_jobs
 from joulehouse.clustercockpit.readers import read_cluster, read_meta, read_samples
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "clustercockpit" / "archive"
@@ -34,3 +34,17 @@ def test_example_archive():
     assert emmy["energy_cc_kwh"] == formula > 0
     assert table.jobs.loc[0, "energy"] == formula
     assert sorted(energies["fritz/398955/1675956725"].index) == ["cpu_power", "mem_power"]
+
+
+def test_archive_level_tells_each_folder_of_the_tree(tmp_path):
+    job = EXAMPLE / "fritz" / "398" / "764" / "1675954353"
+    assert [archive_level(folder) for folder in (job, *job.parents[:4])] == [
+        (4, EXAMPLE), (3, EXAMPLE), (2, EXAMPLE), (1, EXAMPLE), (0, EXAMPLE)]
+    assert archive_level(job / "meta.json") is None  # a file
+    assert archive_level(EXAMPLE.parent) is None  # no version.txt up to four levels
+    (tmp_path / "version.txt").write_text("3\n")
+    (tmp_path / "x" / "notes" / "001" / "1").mkdir(parents=True)  # not jobId/1000 digits
+    assert archive_level(tmp_path / "x" / "notes" / "001" / "1") is None
+    (tmp_path / "x" / "7" / "01").mkdir(parents=True)  # jobId%1000 has three digits
+    assert archive_level(tmp_path / "x" / "7" / "01") is None
+    assert archive_level(tmp_path / "x") == (1, tmp_path)

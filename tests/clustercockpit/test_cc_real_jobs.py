@@ -168,6 +168,7 @@ def test_metric_stats_match_meta_statistics(assembled_archive):
     # samples 94.79, 93.67, 261.59 W at 0, 60, 120 s, the last held to 177 s
     expected = ((94.79 + 93.67) / 2 * 60 + (93.67 + 261.59) / 2 * 60 + 261.59 * 57) / 177
     assert power["time_weighted_mean"] == pytest.approx(expected, rel=1e-12)
+    assert power["sum_squares"] == pytest.approx(94.79**2 + 93.67**2 + 261.59**2, rel=1e-12)
     assert power["unit"] == "W" and stats.loc["mem_bw", "unit"] == "B/s"
 
 

@@ -55,6 +55,11 @@ TRIAL_SOURCES = [
     "example:gpu-data/power-limit/bert/200W",
     "example:gpu-data/power-limit/bert/250W",
     "example:gpu-data/clock-limit/bert/877MHz,1065MHz",
+    # ClusterCockpit jobs (mapping/clustercockpit.py)
+    "example:clustercockpit/archive/emmy/1403/244/1608923076",
+    "example:clustercockpit/archive/fritz/398/764/1675954353",
+    "example:clustercockpit/archive/fritz/398/955/1675956725",
+    "example:clustercockpit/archive/taurus/20639/587/1635856524",
 ]
 
 #: The SQLite route (stored trial -> .ppk) depends on the trial, not on its source's format:

@@ -1,0 +1,161 @@
+"""A ClusterCockpit job as a TAUdb trial; ``docs/taudb-mapping.md``.
+
+The job ``cluster/jobId/startTime`` becomes the trial of that name. Its
+threads are its hosts (node = the host's position in name order, context 0,
+thread 0), so TAU's MEAN, MIN, MAX and STDDEV threads are statistics over
+hosts. One timer, ``job`` (group ``CLUSTERCOCKPIT_JOB``, 1 call, no
+subroutines), whose metrics are ``TIME`` (the job's duration, µs) and
+``ENERGY <metric> (J)`` per energy metric (each host's integrated power or
+counter energy). User events: every metric's per-host statistics
+(``<metric> (<unit>)``: samples, min, max, mean, SumSqr). Metadata: the host,
+its energy's coverage per metric, and meta.json flattened (``meta.<key>``,
+the same on every host, so primary metadata of the trial).
+
+Values come from the core (:func:`~joulehouse.clustercockpit.measure.measure_jobs`);
+nothing is parsed or integrated here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from joulehouse.clustercockpit.layout import LEVELS, JobRef, archive_level, fingerprint
+from joulehouse.clustercockpit.measure import JobMeasurement, measure_jobs
+from joulehouse.errors import InputError
+from joulehouse.taudb.mapping.gpu import flatten_system_info
+from joulehouse.taudb.model import DATA_SOURCE_OTHER, THREAD_COLUMNS, TrialData
+
+TIMER = "job"
+TIMER_GROUP = "CLUSTERCOCKPIT_JOB"
+TIME_METRIC = "TIME"
+JOB_LEVEL = LEVELS.index("job")
+
+
+def energy_metric(metric: str) -> str:
+    """The TAUdb metric of a ClusterCockpit energy metric: ``ENERGY rapl_power (J)``."""
+    return f"ENERGY {metric} (J)"
+
+
+def user_event(metric: str, unit: str) -> str:
+    """The TAU user event of a metric's samples: ``mem_bw (B/s)``, ``cpu_load`` when unitless."""
+    return f"{metric} ({unit})" if unit else metric
+
+
+# --- reading a job ---------------------------------------------------------------------------
+
+def read_job(folder: str | Path, *, max_missing: int = 1) -> TrialData:
+    """Measure the job folder ``folder`` of an archive with the core and map it to a trial.
+
+    The archive root is the nearest folder up holding version.txt, four levels
+    above a job folder. Raises InputError naming the folder when it is another
+    folder of an archive (saying which to give), or the core's InputError for
+    a job that cannot be read.
+    """
+    source = Path(folder).resolve()
+    found = archive_level(source)
+    if found is None:
+        raise InputError(source, "not inside a ClusterCockpit job archive (no version.txt "
+                         "up to four levels above)")
+    level, root = found
+    if level != JOB_LEVEL:
+        jobs = list(islice(_folders_below(source, JOB_LEVEL - level), 4))  # not millions
+        shown = ", ".join([str(job.relative_to(source)) for job in jobs[:3]]
+                          + ["..."] * (len(jobs) > 3))
+        where = f"its job folders ({shown})" if jobs else "a job folder; it holds none"
+        what = ("a ClusterCockpit job archive" if level == 0 else
+                f"a {LEVELS[level]} folder of a ClusterCockpit job archive")
+        raise InputError(source, f"{what}: a trial is one job, give {where}")
+    measured, errors = measure_jobs(root, [JobRef.from_path(root, source)], check_schema=False,
+                                    max_missing=max_missing)
+    if not measured:  # else only cluster.json failed: the known power metric names were used
+        raise errors[-1]
+    return job_trial(measured[0])
+
+
+def _folders_below(folder: Path, depth: int) -> Iterator[Path]:
+    """The folders ``depth`` levels below ``folder``, in name order, listed as they are asked for."""
+    if depth == 0:
+        yield folder
+        return
+    for child in sorted(entry for entry in folder.iterdir() if entry.is_dir()):
+        yield from _folders_below(child, depth - 1)
+
+
+# --- the mapping -----------------------------------------------------------------------------
+
+def job_trial(m: JobMeasurement) -> TrialData:
+    """The trial of one measured job.
+
+    Threads are the hosts with samples of any metric. An energy metric is kept
+    when every host has a value of it (TAUdb has no missing values); a host's
+    energy over the bridged part of the window is its value, and the share it
+    covers is the host's metadata. ``source_key`` is the job folder (a reload
+    replaces the trial); ``fingerprint`` its files' names, sizes and mtimes.
+    """
+    hosts = sorted(set(m.stats["host"]) | set(m.host_energy["host"]))
+    if not hosts:
+        raise InputError(m.ref.path, "no samples of any metric: a trial needs a host")
+    node = {host: rank for rank, host in enumerate(hosts)}
+    energy = m.host_energy.pivot(index="host", columns="metric", values="energy_j")
+    kept = [metric for metric in energy.columns
+            if energy[metric].reindex(hosts).notna().all()]
+    metrics = [TIME_METRIC, *(energy_metric(metric) for metric in kept)]
+    threads = pd.DataFrame({"node_rank": np.arange(len(hosts)), "context_rank": 0,
+                            "thread_rank": 0})
+    duration_us = float(m.meta["duration"]) * 1e6
+    rows = []
+    for host in hosts:
+        rows.append((host, TIME_METRIC, duration_us))
+        rows += [(host, energy_metric(metric), float(energy.at[host, metric])) for metric in kept]
+    timer_values = pd.DataFrame(rows, columns=["host", "metric", "inclusive"])
+    timer_values["exclusive"] = timer_values["inclusive"]
+    timer_values["name"] = TIMER
+    timers = pd.DataFrame({"host": hosts, "name": TIMER, "group_names": TIMER_GROUP,
+                           "calls": 1.0, "subroutines": 0.0})
+    stats = m.stats[m.stats["samples"] > 0]
+    counters = pd.DataFrame({
+        "host": stats["host"], "name": [user_event(metric, unit) for metric, unit in
+                                        zip(stats["metric"], stats["unit"], strict=True)],
+        "sample_count": stats["samples"], "maximum": stats["max"], "minimum": stats["min"],
+        "mean": stats["mean"], "sum_squares": stats["sum_squares"]})
+    metadata = pd.DataFrame(
+        [(host, name, value) for host in hosts for name, value in _attributes(m, host).items()],
+        columns=["host", "name", "value"])
+    return TrialData(
+        name=m.ref.key,
+        data_source=DATA_SOURCE_OTHER,
+        metrics=metrics,
+        threads=threads,
+        timers=_by_thread(timers, node, ["name", "group_names", "calls", "subroutines"]),
+        timer_values=_by_thread(timer_values, node, ["name", "metric", "inclusive",
+                                                     "exclusive"]),
+        counters=_by_thread(counters, node, ["name", "sample_count", "maximum", "minimum",
+                                             "mean", "sum_squares"]),
+        metadata=_by_thread(metadata, node, ["name", "value"]),
+        source_key=str(m.ref.path.resolve()),
+        fingerprint=fingerprint(m.ref.path),
+        trial_metadata={"joulehouse.source": "clustercockpit job"},
+    )
+
+
+def _by_thread(frame: pd.DataFrame, node: dict[str, int], columns: list[str]) -> pd.DataFrame:
+    """``frame`` with its ``host`` column as thread ranks, sorted by thread."""
+    ranked = frame.assign(node_rank=frame["host"].map(node).astype("int64"), context_rank=0,
+                          thread_rank=0)
+    return ranked.sort_values("node_rank", kind="stable", ignore_index=True)[
+        THREAD_COLUMNS + columns]
+
+
+def _attributes(m: JobMeasurement, host: str) -> dict[str, str]:
+    """The metadata of one host (thread), as strings."""
+    energy = m.host_energy[m.host_energy["host"] == host]
+    coverage = {}
+    for row in energy.itertuples(index=False):
+        coverage[f"energy.{row.metric}.covered_fraction"] = repr(float(row.covered_fraction))
+        coverage[f"energy.{row.metric}.gap_s"] = repr(float(row.gap_s))
+    return {"host": host, **coverage, **flatten_system_info(m.meta, prefix="meta")}
