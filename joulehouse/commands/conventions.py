@@ -1,7 +1,8 @@
 """What every ``joulehouse`` command does the same way (docs/cli.md says why).
 
 - :func:`add_command`: a command with a description, examples in ``--help``,
-  and the options every command has (``--quiet``, ``--debug``).
+  and the options every command has (``--quiet``, ``--debug``);
+  :func:`source_commands`: the ``read`` and ``energy`` groups every source adds to.
 - :func:`input_path`: a path given to read must exist and hold something;
   otherwise :class:`CommandError` says what was expected there.
 - :class:`Progress`: items done of total, rate and time left on standard error
@@ -32,6 +33,7 @@ from tqdm import tqdm
 from joulehouse.errors import InputError
 from joulehouse.taudb.connect import DRIVER_ERRORS, TaudbDatabase, TaudbUnavailable, unavailable
 from joulehouse.taudb.schema import schema_present
+from joulehouse.timeutil import check_timezone
 
 OK = 0
 BAD_INPUT = 1
@@ -68,6 +70,28 @@ def add_command(subparsers: argparse._SubParsersAction, name: str, *, help: str,
         # a usage error found after parsing: args.command_parser.error(message) (exit 2)
         parser.set_defaults(handler=handler, command_parser=parser)
     return parser
+
+
+def source_commands(subparsers: argparse._SubParsersAction, name: str, *, help: str,
+                    description: str, examples: Sequence[str]) -> argparse._SubParsersAction:
+    """The sub-commands of the group ``name`` (``read``, ``energy``: one per source), the
+    group made on first use; a source's module adds its ``<name> <source>`` command there
+    whichever module made the group."""
+    group = subparsers.choices.get(name)
+    if group is None:
+        group = add_command(subparsers, name, help=help, description=description,
+                            examples=examples)
+        return group.add_subparsers(dest="source", required=True)
+    return next(action for action in group._actions
+                if isinstance(action, argparse._SubParsersAction))
+
+
+def timezone_name(name: str) -> str:
+    """``name`` if it is an IANA time zone (an argparse ``type=``: otherwise a usage error)."""
+    try:
+        return check_timezone(name)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def input_path(path: Path, expected: str, *, folder: bool | None = None) -> Path:
