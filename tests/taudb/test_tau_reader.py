@@ -55,6 +55,8 @@ TRIAL_SOURCES = [
     "example:gpu-data/power-limit/bert/200W",
     "example:gpu-data/power-limit/bert/250W",
     "example:gpu-data/clock-limit/bert/877MHz,1065MHz",
+    # PowerAPI reports: a sensor and day (mapping/powerapi.py)
+    "example:powerapi",
 ]
 
 #: The SQLite route (stored trial -> .ppk) depends on the trial, not on its source's format:
