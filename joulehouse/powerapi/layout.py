@@ -75,7 +75,8 @@ def classify(path: str | os.PathLike[str]) -> ReportFile:
             return ReportFile(path, POWER, JSON)
         return ReportFile(path, OTHER, JSON, "JSON without HWPC groups or power values")
     header = tuple(text.split(b"\n", 1)[0].decode("utf-8", "replace").strip().split(","))
-    if "power" in header:  # its reader names any missing column
+    if "power" in header and ("sensor" in header or "target" in header):
+        # its reader names any missing column; a power column alone (gpu-power.csv) is not one
         return ReportFile(path, POWER, CSV)
     if "cpu" in header or "socket" in header:
         return ReportFile(path, HWPC, CSV)

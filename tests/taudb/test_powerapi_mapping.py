@@ -172,3 +172,15 @@ def test_taudb_load_takes_powerapi_paths(tmp_path):
                           check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr == f"joulehouse: {folder}: --name names one trial; this holds 3\n"
+
+
+def test_what_holds_powerapi_reports():
+    gpu_data = EXAMPLES.parent / "gpu-data"
+    assert layout.holds_reports(EXAMPLES) and layout.holds_reports(POWER)
+    assert layout.holds_reports(EXAMPLES / "hwpc-csv" / "rapl.csv")
+    # a GPU benchmark's gpu-power.csv has a power column but no sensor nor target
+    gpu_power = gpu_data / "power-limit" / "bert" / "150W" / "0" / "gpu-power.csv"
+    assert layout.classify(gpu_power).kind == layout.OTHER
+    assert not layout.holds_reports(gpu_data)
+    assert not layout.holds_reports(EXAMPLES.parent / "tau-profiles")
+    assert not layout.holds_reports(EXAMPLES / "no-such-file")
