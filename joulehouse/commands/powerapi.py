@@ -153,6 +153,9 @@ def _read(args: argparse.Namespace) -> tuple[Reports, int]:
             except InputError as err:
                 failed += 1
                 shown.report(str(err))
+            except OSError as err:
+                failed += 1
+                shown.report(f"{path}: cannot read: {err.strerror or err}")
     if not parts and not failed:
         where = ", ".join(map(str, paths))
         raise CommandError(f"{where}: no HWPC or power report files; expected {EXPECTED}")

@@ -185,3 +185,15 @@ def test_a_list_with_one_bad_file_writes_the_others_and_exits_1(tmp_path):
     assert table[["target", "method", "energy_j"]].values.tolist() == [
         ["all", "measured", FIXTURE_J]]
     assert table["estimated_total_j"].isna().all() and table["relative_error"].isna().all()
+
+
+def test_a_file_that_cannot_be_opened_is_reported_and_the_others_written(tmp_path):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    shutil.copy(HWPC, folder / HWPC.name)
+    (folder / "gone.jsonl").symlink_to(tmp_path / "deleted.jsonl")
+    result = joulehouse("energy", "powerapi", folder)
+    assert result.returncode == 1
+    assert result.stderr == (f"joulehouse: {folder / 'gone.jsonl'}: cannot read: No such file or "
+                             "directory\n")
+    assert csv_rows(result.stdout)["energy_j"].tolist() == [FIXTURE_J]

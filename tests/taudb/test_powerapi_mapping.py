@@ -184,3 +184,10 @@ def test_what_holds_powerapi_reports():
     assert not layout.holds_reports(gpu_data)
     assert not layout.holds_reports(EXAMPLES.parent / "tau-profiles")
     assert not layout.holds_reports(EXAMPLES / "no-such-file")
+
+
+def test_reports_without_energy_are_an_error_naming_the_path(tmp_path):
+    one = tmp_path / "one.jsonl"  # a single power report: its tick, hence its energy, unknown
+    one.write_text(POWER.read_text().splitlines()[0] + "\n")
+    with pytest.raises(InputError, match="no energy in its reports"):
+        read_trials(one)

@@ -50,7 +50,8 @@ def read_trials(path: str | os.PathLike[str], *, window: str = DEFAULT_WINDOW,
     """The trials of every report file under ``path`` (a file or a folder), read together.
 
     Raises the readers' InputError for a bad file (a path is loaded whole or
-    not at all) and an InputError when ``path`` holds no HWPC or power report.
+    not at all) and an InputError when ``path`` holds no HWPC or power report,
+    or none that gives energy.
     """
     source = Path(path).resolve()
     files = [item for item in layout.discover(source) if item.kind != layout.OTHER]
@@ -59,9 +60,13 @@ def read_trials(path: str | os.PathLike[str], *, window: str = DEFAULT_WINDOW,
     found = read_reports(files, timezone=timezone, epoch_zone=epoch_zone)
     stats = {str(item.path): f"{(s := item.path.stat()).st_size}:{s.st_mtime_ns}"
              for item in files}
-    return session_trials(found.window_energy(window), found.power, window=window,
-                          source=str(source), fingerprint=digest_pairs(
-                              stats | {"#window": window}))
+    trials = session_trials(found.window_energy(window), found.power, window=window,
+                            source=str(source), fingerprint=digest_pairs(
+                                stats | {"#window": window}))
+    if not trials:
+        raise InputError(source, "no energy in its reports: no RAPL energy of the target "
+                         "'all' and no power report of known duration")
+    return trials
 
 
 def session_trials(table: pd.DataFrame, power: pd.DataFrame | None, *, window: str,
