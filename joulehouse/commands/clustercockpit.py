@@ -17,8 +17,8 @@ from joulehouse.commands.conventions import (
     CommandError,
     Progress,
     add_command,
-    command_group,
     input_path,
+    source_commands,
     write_table,
 )
 from joulehouse.errors import InputError
@@ -33,7 +33,9 @@ EXPECTED_ARCHIVE = ("a ClusterCockpit job archive: version.txt and job folders "
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``energy cc`` to the ``energy`` group, and the ``cc`` group with ``export-db``."""
     energy = add_command(
-        command_group(subparsers, "energy"), "cc",
+        source_commands(subparsers, "energy", help="energy tables",
+                        description="Energy tables of a source, computed without Dagster.",
+                        examples=[f"joulehouse energy cc {EXAMPLE_ARCHIVE}"]), "cc",
         help="per-job energy of a ClusterCockpit job archive",
         description="Write one row per job and energy metric of every job under ARCHIVE:\n"
         "the integrated energy (energy_j, J) with its covered fraction, and cc-backend's\n"

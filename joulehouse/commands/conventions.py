@@ -2,7 +2,7 @@
 
 - :func:`add_command`: a command with a description, examples in ``--help``,
   and the options every command has (``--quiet``, ``--debug``);
-  :func:`command_group` finds a group another module made (``energy``).
+  :func:`source_commands`: the ``read`` and ``energy`` groups every source adds to.
 - :func:`input_path`: a path given to read must exist and hold something;
   otherwise :class:`CommandError` says what was expected there.
 - :class:`Progress`: items done of total, rate and time left on standard error
@@ -33,6 +33,7 @@ from tqdm import tqdm
 from joulehouse.errors import InputError
 from joulehouse.taudb.connect import DRIVER_ERRORS, TaudbDatabase, TaudbUnavailable, unavailable
 from joulehouse.taudb.schema import schema_present
+from joulehouse.timeutil import check_timezone
 
 OK = 0
 BAD_INPUT = 1
@@ -71,12 +72,26 @@ def add_command(subparsers: argparse._SubParsersAction, name: str, *, help: str,
     return parser
 
 
-def command_group(subparsers: argparse._SubParsersAction,
-                  name: str) -> argparse._SubParsersAction:
-    """The sub-commands of the group ``name`` already in ``subparsers`` (made by another
-    module, e.g. ``energy``), so that a source adds its command there without editing it."""
-    return next(action for action in subparsers.choices[name]._actions
+def source_commands(subparsers: argparse._SubParsersAction, name: str, *, help: str,
+                    description: str, examples: Sequence[str]) -> argparse._SubParsersAction:
+    """The sub-commands of the group ``name`` (``read``, ``energy``: one per source), the
+    group made on first use; a source's module adds its ``<name> <source>`` command there
+    whichever module made the group."""
+    group = subparsers.choices.get(name)
+    if group is None:
+        group = add_command(subparsers, name, help=help, description=description,
+                            examples=examples)
+        return group.add_subparsers(dest="source", required=True)
+    return next(action for action in group._actions
                 if isinstance(action, argparse._SubParsersAction))
+
+
+def timezone_name(name: str) -> str:
+    """``name`` if it is an IANA time zone (an argparse ``type=``: otherwise a usage error)."""
+    try:
+        return check_timezone(name)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def input_path(path: Path, expected: str, *, folder: bool | None = None) -> Path:

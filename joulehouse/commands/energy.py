@@ -14,6 +14,8 @@ from joulehouse.commands.conventions import (
     Progress,
     add_command,
     input_path,
+    source_commands,
+    timezone_name,
     write_table,
 )
 from joulehouse.errors import InputError
@@ -27,7 +29,6 @@ from joulehouse.gpu.layout import (
 )
 from joulehouse.gpu.readers import EXTERNAL_POWER_UNITS, read_repetition
 from joulehouse.gpu.schemas import REPETITION_ENERGY_SCHEMA
-from joulehouse.timeutil import check_timezone
 from joulehouse.validation import validate
 
 EXAMPLE_ROOT = "examples/gpu-data"
@@ -40,10 +41,9 @@ _LEVELS_DOWN = {"repetition": 4, "run": 3, "benchmark": 2}
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``energy gpu`` to the ``joulehouse`` command."""
-    energy = add_command(subparsers, "energy", help="energy tables",
-                         description="Energy tables of a source, computed without Dagster.",
-                         examples=[f"joulehouse energy gpu {EXAMPLE_ROOT}"])
-    sources = energy.add_subparsers(dest="source", required=True)
+    sources = source_commands(subparsers, "energy", help="energy tables",
+                              description="Energy tables of a source, computed without Dagster.",
+                              examples=[f"joulehouse energy gpu {EXAMPLE_ROOT}"])
     gpu = add_command(
         sources, "gpu",
         help="per-repetition energy of GPU benchmark runs",
@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gpu.add_argument("data_root", type=Path, metavar="DATA_ROOT")
     gpu.add_argument("--format", choices=["csv", "parquet"], default="csv")
     gpu.add_argument("--out", type=Path, metavar="FILE", help="output file (default: stdout)")
-    gpu.add_argument("--timezone", type=_timezone, default="UTC",
+    gpu.add_argument("--timezone", type=timezone_name, default="UTC",
                      help="IANA zone of the naive timestamps (default UTC)")
     gpu.add_argument("--external-power-unit", choices=sorted(EXTERNAL_POWER_UNITS), default="mW",
                      help="unit of power-external.csv channels (default mW)")
@@ -66,13 +66,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gpu.add_argument("--root-name", type=_root_name, metavar="NAME",
                      help="the data_root column, e.g. the name the root has in Dagster "
                      "(default: the folder's name)")
-
-
-def _timezone(name: str) -> str:
-    try:
-        return check_timezone(name)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _root_name(name: str) -> str:

@@ -22,7 +22,7 @@ from joulehouse.commands.conventions import (
 )
 from joulehouse.errors import InputError
 from joulehouse.taudb.loader import list_trials, load_trial
-from joulehouse.taudb.read import EXPECTED, read_trial_source
+from joulehouse.taudb.read import EXPECTED, read_trials
 from joulehouse.taudb.schema import ensure_schema
 
 URL_HELP = "sqlite:///FILE or postgresql://USER@HOST:PORT/DB"
@@ -53,8 +53,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             [f"joulehouse taudb init {DB}",
              "joulehouse taudb init postgresql://me@dbhost:5432/perf --schema taudb"])
     load = command("load", _load, "load trials: folders of TAU profiles, .ppk files, GPU "
-                   "benchmark run folders or ClusterCockpit job folders",
-                   "Load each PATH as one trial (replacing the trial of the same source),\n"
+                   "benchmark run folders, ClusterCockpit job folders or PowerAPI reports",
+                   "Load each PATH as one trial (replacing the trial of the same source;\n"
+                   "PowerAPI report files or folders: one trial per sensor and day),\n"
                    "creating the database and its schema when missing. Every PATH must exist\n"
                    "and hold something, or nothing is loaded (exit 2); a PATH that cannot\n"
                    "be read is reported and the others are still loaded (exit 1).",
@@ -62,7 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     (f"joulehouse taudb load {DB} examples/gpu-data/power-limit/bert/250W "
                      "--name bert-250W"),
                     (f"joulehouse taudb load {DB} "
-                     "examples/clustercockpit/archive/emmy/1403/244/1608923076")])
+                     "examples/clustercockpit/archive/emmy/1403/244/1608923076"),
+                    f"joulehouse taudb load {DB} examples/powerapi"])
     load.add_argument("paths", type=Path, metavar="PATH", nargs="+", help="a trial source")
     load.add_argument("--name", help="trial name (one PATH only; default: the folder or file name)")
     command("list", _list, "list the trials (read-only)",
@@ -88,16 +90,19 @@ def _load(args: argparse.Namespace) -> int:
             Progress(paths, unit="trial", quiet=args.quiet) as shown:
         for path in shown:
             try:
-                trial = read_trial_source(path)
+                trials = read_trials(path)
+                if args.name is not None and len(trials) > 1:
+                    raise InputError(path, f"--name names one trial; this holds {len(trials)}")
             except InputError as err:
                 failed += 1
                 shown.report(str(err))
                 continue
-            if args.name is not None:
-                trial.name = args.name
-            trial_id = load_trial(db, trial)
-            shown.print(f"trial {trial_id}: {trial.name} ({len(trial.threads)} threads) "
-                        f"from {path}")
+            for trial in trials:
+                if args.name is not None:
+                    trial.name = args.name
+                trial_id = load_trial(db, trial)
+                shown.print(f"trial {trial_id}: {trial.name} ({len(trial.threads)} threads) "
+                            f"from {path}")
     return BAD_INPUT if failed else OK
 
 

@@ -3,7 +3,8 @@
 - measured: RAPL energy of the ``all`` target, summed over sockets, per
   domain (``pkg`` -> component ``cpu``, ``dram`` -> ``dram``, others by name);
 - estimated: each power report's power (W) x its tick (s), per target,
-  scope (component) and socket, summed over sockets. SmartWatts' own targets
+  scope (component) and socket, summed over sockets per window (the summed
+  window spans the union of the sockets' covered times). SmartWatts' own targets
   ``rapl`` (its view of the measurement) and ``global`` (modelled total) are
   estimates too but are left out of the sum of estimates;
 - the sum of the cgroup estimates against the measurement, per window:
@@ -133,9 +134,13 @@ def estimated_energy(power: pd.DataFrame, window: str = "1min",
                                   series["power_w"].to_numpy()[1:] * steps / 1e9)
             per_target.append(_windows(times, energy, tick, window_ns).assign(
                 sensor=sensor, target=target, component=comp))
-        summed = pd.concat(per_target).groupby(
-            ["sensor", "target", "component", "window_start", "window_end"], sort=True,
-            as_index=False)["energy_j"].sum()  # over sockets
+        # over sockets, per aligned window: a socket's series may cover less of it
+        series = pd.concat(per_target)
+        series["window"] = _ns(series["window_start"]) // window_ns
+        summed = series.groupby(["sensor", "target", "component", "window"], sort=True,
+                                as_index=False).agg(
+            window_start=("window_start", "min"), window_end=("window_end", "max"),
+            energy_j=("energy_j", "sum"))
         parts.append(summed)
     return _table(parts, "estimated")
 

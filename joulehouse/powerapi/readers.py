@@ -587,7 +587,7 @@ def _power_frame(path: Path, table: pa.Table, times: pd.DatetimeIndex, power: np
     bad = ~(power >= 0)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise InputError(path, f"negative or missing power {power[row]!r}", line=locate(row),
+        raise InputError(path, f"negative or missing power {float(power[row])}", line=locate(row),
                          field="power")
     targets = table["target"].to_pylist()
     for row, target in enumerate(targets):

@@ -207,3 +207,24 @@ def test_types_beyond_the_sample_are_read(tmp_path, reports):
     assert len(rapl) == 201
     assert rapl["energy_j"].sum() == pytest.approx(
         20 * FIXTURE_J - replaced * 2**-32 + 1 + 2**-33 + 1, rel=1e-12)
+
+
+def test_estimates_of_sockets_covering_different_times_are_summed_per_window(tmp_path):
+    """Socket 1's reports start a tick after socket 0's: one row per window, the union."""
+    lines = []
+    for tick in range(5):
+        stamp = 1_610_531_482_000 + 1000 * tick  # 2021-01-13 09:51:22 UTC, 1 s ticks
+        for socket in (0, 1):
+            if socket == 1 and tick == 0:
+                continue
+            lines.append(json.dumps({"timestamp": stamp, "sensor": "s", "target": "job",
+                                     "power": 10.0 + socket, "metadata": {
+                                         "scope": "cpu", "socket": socket}}))
+    path = tmp_path / "power.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    table = energy.window_energy(None, readers.read_power(path), window="1min")
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert row["window_start"] == pd.Timestamp("2021-01-13 09:51:21", tz="UTC")
+    assert row["window_end"] == pd.Timestamp("2021-01-13 09:51:26", tz="UTC")
+    assert row["energy_j"] == pytest.approx(5 * 10.0 + 4 * 11.0)

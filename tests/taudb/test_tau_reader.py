@@ -60,6 +60,8 @@ TRIAL_SOURCES = [
     "example:clustercockpit/archive/fritz/398/764/1675954353",
     "example:clustercockpit/archive/fritz/398/955/1675956725",
     "example:clustercockpit/archive/taurus/20639/587/1635856524",
+    # PowerAPI reports: a sensor and day (mapping/powerapi.py)
+    "example:powerapi",
 ]
 
 #: The SQLite route (stored trial -> .ppk) depends on the trial, not on its source's format:
