@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from joulehouse.commands import geopm
 from joulehouse.commands.conventions import (
     BAD_INPUT,
     OK,
@@ -39,7 +40,7 @@ _LEVELS_DOWN = {"repetition": 4, "run": 3, "benchmark": 2}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``energy gpu`` to the ``joulehouse`` command."""
+    """Add ``energy gpu`` (and the other sources' ``energy`` commands) to ``joulehouse``."""
     energy = add_command(subparsers, "energy", help="energy tables",
                          description="Energy tables of a source, computed without Dagster.",
                          examples=[f"joulehouse energy gpu {EXAMPLE_ROOT}"])
@@ -66,6 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     gpu.add_argument("--root-name", type=_root_name, metavar="NAME",
                      help="the data_root column, e.g. the name the root has in Dagster "
                      "(default: the folder's name)")
+    geopm.register_energy(sources)
 
 
 def _timezone(name: str) -> str:
