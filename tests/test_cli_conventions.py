@@ -236,7 +236,8 @@ def test_load_then_list_read_only(tmp_path):
                                       "(profile.<node>.<context>.<thread>, or MULTI__<metric> "
                                       "folders of them), or a GPU benchmark run folder "
                                       "(experiment/benchmark/run, whose sub-folders are "
-                                      "repetitions with timestamps.csv)")
+                                      "repetitions with timestamps.csv), or a GEOPM report "
+                                      "file")
     assert not (tmp_path / "db").exists()  # nothing loaded, nothing created
     result = joulehouse("taudb", "load", url, junk, TAU_PROFILES)
     assert result.returncode == 1

@@ -52,15 +52,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "and its folder are created when missing.",
             [f"joulehouse taudb init {DB}",
              "joulehouse taudb init postgresql://me@dbhost:5432/perf --schema taudb"])
-    load = command("load", _load, "load trials: folders of TAU profiles, .ppk files or GPU "
-                   "benchmark run folders",
+    load = command("load", _load, "load trials: folders of TAU profiles, .ppk files, GPU "
+                   "benchmark run folders or GEOPM reports",
                    "Load each PATH as one trial (replacing the trial of the same source),\n"
                    "creating the database and its schema when missing. Every PATH must exist\n"
                    "and hold something, or nothing is loaded (exit 2); a PATH that cannot\n"
                    "be read is reported and the others are still loaded (exit 1).",
                    [f"joulehouse taudb load {DB} examples/tau-profiles/tau2_wrap_mpi2 app.ppk",
                     (f"joulehouse taudb load {DB} examples/gpu-data/power-limit/bert/250W "
-                     "--name bert-250W")])
+                     "--name bert-250W"),
+                    f"joulehouse taudb load {DB} examples/geopm/*.report"])
     load.add_argument("paths", type=Path, metavar="PATH", nargs="+", help="a trial source")
     load.add_argument("--name", help="trial name (one PATH only; default: the folder or file name)")
     command("list", _list, "list the trials (read-only)",
