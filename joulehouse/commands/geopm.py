@@ -128,12 +128,12 @@ def _read_each(reports: list[ReportPath], args: argparse.Namespace, bad: list[st
     with Progress(reports, unit="report", quiet=args.quiet) as shown:
         for report in shown:
             try:
-                frames = read_report(report.path, report=report.key, timezone=args.timezone)
+                read = read_report(report.path, report=report.key, timezone=args.timezone)
             except InputError as err:
                 bad.append(str(err))
                 shown.report(str(err))
                 continue
-            yield report, frames, shown
+            yield report, read, shown
 
 
 def read_geopm(args: argparse.Namespace) -> int:
@@ -146,14 +146,15 @@ def read_geopm(args: argparse.Namespace) -> int:
         if blocked is not None:
             raise CommandError(f"{folder}: cannot write: {blocked} is a file, not a folder")
     bad: list[str] = []
-    for report, frames, shown in _read_each(reports, args, bad):
+    for report, read, shown in _read_each(reports, args, bad):
         folder = args.out / report.key
-        _write_frames(frames, folder, args.format)
+        _write_frames(read, folder, args.format)
         shown.print(str(folder))
     return BAD_INPUT if bad else OK
 
 
 def _write_frames(report: Report, folder: Path, fmt: str) -> None:
+    """``report``'s five frames as ``folder/<frame>.<fmt>``, the folder made when missing."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -166,7 +167,7 @@ def energy_geopm(args: argparse.Namespace) -> int:
     """Handler of ``joulehouse energy geopm``; returns the exit code."""
     reports = report_paths(args.reports)
     bad: list[str] = []
-    tables = [host_energy(report) for _, report, _ in _read_each(reports, args, bad)]
+    tables = [host_energy(read) for _, read, _ in _read_each(reports, args, bad)]
     table = (pd.concat(tables, ignore_index=True) if tables
              else pd.DataFrame(columns=HOST_ENERGY_COLUMNS))
     write_table(table, args.format, args.out)
