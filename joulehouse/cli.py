@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from joulehouse import __version__
-from joulehouse.commands import clustercockpit, energy, powerapi, taudb
+from joulehouse.commands import clustercockpit, energy, geopm, powerapi, taudb
 from joulehouse.commands.conventions import PROG, run
 
 EPILOG = f"""examples:
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups = parser.add_subparsers(dest="group", required=True)
     energy.register(groups)
     taudb.register(groups)
+    geopm.register(groups)
     clustercockpit.register(groups)
     powerapi.register(groups)
     return parser

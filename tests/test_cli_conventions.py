@@ -81,7 +81,7 @@ def test_version():
 
 def test_every_help_shows_an_example():
     every = commands(build_parser())
-    assert ("energy", "gpu") in every and ("taudb", "list") in every and len(every) == 12
+    assert ("energy", "gpu") in every and ("taudb", "list") in every and len(every) == 14
     for words in [(), *every]:
         result = joulehouse(*words, "--help")
         assert result.returncode == 0, words
@@ -236,7 +236,8 @@ def test_load_then_list_read_only(tmp_path):
                                       "(profile.<node>.<context>.<thread>, or MULTI__<metric> "
                                       "folders of them), a GPU benchmark run folder "
                                       "(experiment/benchmark/run, whose sub-folders are "
-                                      "repetitions with timestamps.csv), a ClusterCockpit "
+                                      "repetitions with timestamps.csv), a GEOPM report file, "
+                                      "a ClusterCockpit "
                                       "job folder (<cluster>/<jobId/1000>/<jobId%1000>/"
                                       "<startTime> of an archive with version.txt), or PowerAPI "
                                       "report files or folders of them")

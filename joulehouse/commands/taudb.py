@@ -53,7 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             [f"joulehouse taudb init {DB}",
              "joulehouse taudb init postgresql://me@dbhost:5432/perf --schema taudb"])
     load = command("load", _load, "load trials: folders of TAU profiles, .ppk files, GPU "
-                   "benchmark run folders, ClusterCockpit job folders or PowerAPI reports",
+                   "benchmark run folders, GEOPM reports, ClusterCockpit job folders or PowerAPI\n"
+                   "reports",
                    "Load each PATH as one trial (replacing the trial of the same source;\n"
                    "PowerAPI report files or folders: one trial per sensor and day),\n"
                    "creating the database and its schema when missing. Every PATH must exist\n"
@@ -64,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "--name bert-250W"),
                     (f"joulehouse taudb load {DB} "
                      "examples/clustercockpit/archive/emmy/1403/244/1608923076"),
-                    f"joulehouse taudb load {DB} examples/powerapi"])
+                    f"joulehouse taudb load {DB} examples/powerapi",
+                    f"joulehouse taudb load {DB} examples/geopm/*.report"])
     load.add_argument("paths", type=Path, metavar="PATH", nargs="+", help="a trial source")
     load.add_argument("--name", help="trial name (one PATH only; default: the folder or file name)")
     command("list", _list, "list the trials (read-only)",

@@ -6,9 +6,10 @@ from pathlib import Path
 
 from joulehouse.clustercockpit.layout import archive_level
 from joulehouse.errors import InputError
+from joulehouse.geopm.layout import identify_report
 from joulehouse.gpu.layout import folder_level
 from joulehouse.powerapi.layout import holds_reports
-from joulehouse.taudb.mapping import clustercockpit, gpu, powerapi
+from joulehouse.taudb.mapping import clustercockpit, geopm, gpu, powerapi
 from joulehouse.taudb.model import TrialData
 from joulehouse.taudb.ppk import read_ppk
 from joulehouse.taudb.profiles import identify_profile_set, read_profile_dir
@@ -16,8 +17,9 @@ from joulehouse.taudb.profiles import identify_profile_set, read_profile_dir
 EXPECTED = ("expected a .ppk file, a folder of TAU profiles (profile.<node>.<context>.<thread>, "
             "or MULTI__<metric> folders of them), a GPU benchmark run folder "
             "(experiment/benchmark/run, whose sub-folders are repetitions with timestamps.csv), "
-            "a ClusterCockpit job folder (<cluster>/<jobId/1000>/<jobId%1000>/<startTime> "
-            "of an archive with version.txt), or PowerAPI report files or folders of them")
+            "a GEOPM report file, a ClusterCockpit job folder "
+            "(<cluster>/<jobId/1000>/<jobId%1000>/<startTime> of an archive with version.txt), "
+            "or PowerAPI report files or folders of them")
 
 
 def read_trial_source(path: str | Path) -> TrialData:
@@ -37,7 +39,9 @@ def read_trials(path: str | Path) -> list[TrialData]:
     """Read the trials at ``path``: a ``.ppk`` file, a folder of TAU profiles
     (``profile.N.C.T`` files or ``MULTI__<metric>`` folders of them), or a GPU
     benchmark run folder (mapped by :mod:`joulehouse.taudb.mapping.gpu`, with
-    the default time zone UTC and external power in mW) and a ClusterCockpit job
+    the default time zone UTC and external power in mW), a GEOPM report file
+    (:mod:`joulehouse.taudb.mapping.geopm`, a Start Time without zone read as UTC)
+    and a ClusterCockpit job
     folder (:mod:`joulehouse.taudb.mapping.clustercockpit`: any folder of an
     archive, the nearest one up holding version.txt, is its business) give one trial each;
     PowerAPI report files or a folder of them one trial per sensor and day
@@ -53,6 +57,8 @@ def read_trials(path: str | Path) -> list[TrialData]:
     if profile_set is not None:
         kind, _ = profile_set
         return [read_ppk(source) if kind == "ppk" else read_profile_dir(source)]
+    if identify_report(source) is not None:
+        return [geopm.read_report_trial(source)]
     level = folder_level(source)
     if level == "run":
         return [gpu.read_run(source)]

@@ -55,6 +55,9 @@ TRIAL_SOURCES = [
     "example:gpu-data/power-limit/bert/200W",
     "example:gpu-data/power-limit/bert/250W",
     "example:gpu-data/clock-limit/bert/877MHz,1065MHz",
+    # GEOPM reports (mapping/geopm.py)
+    "example:geopm/geopmbench_1host.legacy.report",
+    "example:geopm/fm_stream_dgemm_2host.yaml.report",
     # ClusterCockpit jobs (mapping/clustercockpit.py)
     "example:clustercockpit/archive/emmy/1403/244/1608923076",
     "example:clustercockpit/archive/fritz/398/764/1675954353",
