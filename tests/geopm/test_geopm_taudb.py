@@ -164,7 +164,7 @@ def test_taudb_load_command_takes_reports(tmp_path):
     junk.write_text("no report here\n")
     result = joulehouse("taudb", "load", url, LEGACY, junk, YAML)
     assert one_error_line(result, 1).startswith(f"{junk}: not a trial source: expected ")
-    assert result.stderr.rstrip().endswith("or a GEOPM report file")
+    assert "a GEOPM report file" in one_error_line(result, 1)
     assert result.stdout.splitlines() == [
         f"trial 1: {LEGACY.name} (1 threads) from {LEGACY}",
         f"trial 2: {YAML.name} (2 threads) from {YAML}"]
