@@ -12,18 +12,25 @@ A bad repetition fails only itself: see ``assets/pipeline.py``.
 
 import dagster as dg
 import pandas as pd
+import pandera.pandas as pa
 
 from assets.reporting import PartitionBatch, partition_check_spec, table_metadata
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_energy
-from joulehouse.gpu.readers import read_repetition
+from joulehouse.gpu.readers import POWER_SAMPLES, read_repetition
 from joulehouse.gpu.schemas import (
     BENCHMARK_SCHEMA,
     ENERGY_FACTS_SCHEMA,
+    EXTERNAL_POWER_SCHEMA,
+    GPU_POWER_SCHEMA,
+    POWER_SAMPLES_SCHEMA,
     REPETITION_ENERGY_SCHEMA,
+    SAMPLES_SCHEMA,
     SETTING_SCHEMA,
+    SYSTEM_INFO_SCHEMA,
+    TIMESTAMPS_SCHEMA,
 )
-from joulehouse.gpu.store import load_repetition, save_repetition
+from joulehouse.gpu.store import SAMPLES_PREFIX, load_repetition, save_repetition
 from joulehouse.plots import Series, markdown_image, scatter_svg
 from joulehouse.validation import validate
 from joulehouse.warehouse import Warehouse as Tables
@@ -119,6 +126,18 @@ COMPUTED_SPEC = partition_check_spec(
     "computed when its validated frames failed in the same run).")
 
 
+_FRAME_SCHEMAS = {"timestamps": TIMESTAMPS_SCHEMA, "gpu_power": GPU_POWER_SCHEMA,
+                  "external_power": EXTERNAL_POWER_SCHEMA, "system_info": SYSTEM_INFO_SCHEMA}
+
+
+def frame_schema(name: str) -> pa.DataFrameSchema:
+    """The pandera schema of a stored frame, by its table name (``joulehouse.gpu.store``)."""
+    if name.startswith(SAMPLES_PREFIX):
+        power = name == SAMPLES_PREFIX + POWER_SAMPLES
+        return POWER_SAMPLES_SCHEMA if power else SAMPLES_SCHEMA
+    return _FRAME_SCHEMAS[name]
+
+
 def validate_frames(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
                     tables: Tables) -> PartitionBatch:
     """Read, validate and store every repetition of the run."""
@@ -129,7 +148,7 @@ def validate_frames(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkS
                               external_power_unit=root.external_power_unit)
         return save_repetition(tables, key, rep)
 
-    return PartitionBatch.run(context, validate_one)
+    return PartitionBatch.run(context, validate_one, frame_schema)
 
 
 def compute_energy(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
@@ -144,8 +163,8 @@ def compute_energy(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSo
         tables.write_partition(ENERGY_TABLE, key, frame)
         return {ENERGY_TABLE: frame}
 
-    return PartitionBatch.run(context, compute_one, skip=skip,
-                              schemas={ENERGY_TABLE: REPETITION_ENERGY_SCHEMA})
+    return PartitionBatch.run(context, compute_one, lambda name: REPETITION_ENERGY_SCHEMA,
+                              skip=skip)
 
 
 def stored_energy_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
