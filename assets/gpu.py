@@ -14,7 +14,7 @@ import dagster as dg
 import pandas as pd
 import pandera.pandas as pa
 
-from assets.reporting import PartitionBatch, partition_check_spec, table_metadata
+from assets.reporting import PartitionBatch, column_schema, partition_check_spec, table_metadata
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_energy
 from joulehouse.gpu.readers import POWER_SAMPLES, read_repetition
@@ -31,7 +31,7 @@ from joulehouse.gpu.schemas import (
     TIMESTAMPS_SCHEMA,
 )
 from joulehouse.gpu.store import SAMPLES_PREFIX, load_repetition, save_repetition
-from joulehouse.plots import Series, markdown_image, scatter_svg
+from joulehouse.plots import Series, markdown_image, scatter_png
 from joulehouse.validation import validate
 from joulehouse.warehouse import Warehouse as Tables
 from resources import GpuBenchmarkSource
@@ -49,6 +49,11 @@ COMPUTED_CHECK = "energy_computed"
 ENERGY_CODE_VERSION = "2"
 #: Partition keys a failure names in its description (then "and N more").
 KEYS_SHOWN = 5
+#: Rows of gpu_benchmark_energy shown inline in its metadata (``settings``).
+SETTINGS_SHOWN = 100
+#: Its columns shown there: each setting's point of the plot and what was chosen.
+SETTINGS_COLUMNS = ["data_root", "experiment", "benchmark", "run", "duration_s", "energy_j",
+                    "pareto_optimal", "least_energy", "least_edp"]
 
 gpu_repetitions = dg.DynamicPartitionsDefinition(name="gpu_repetitions")
 
@@ -261,20 +266,30 @@ def benchmark_energy(tables: Tables) -> dg.MaterializeResult:
     tables.write_table(BENCHMARK_TABLE, table)
     return dg.MaterializeResult(asset_key=gpu_benchmark_energy.key, metadata={
         **table_metadata(table, BENCHMARK_SCHEMA),
+        "settings": _settings_shown(table),
         "energy_vs_time": dg.MetadataValue.md(_plots(settings)),
     })
 
 
+def _settings_shown(table: pd.DataFrame) -> dg.TableMetadataValue:
+    """The first ``SETTINGS_SHOWN`` rows of the benchmark table, the plots' points: the UI
+    shows a table metadata value inline, where a plot is behind "[Show Markdown]"."""
+    shown = table[SETTINGS_COLUMNS].head(SETTINGS_SHOWN)
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord(record) for record in shown.to_dict("records")],
+        schema=column_schema({"settings": shown}, lambda name: BENCHMARK_SCHEMA))
+
+
 def _plots(settings: pd.DataFrame) -> str:
-    """Markdown with one SVG scatter per benchmark of each data root: mean energy against
+    """Markdown with one PNG scatter per benchmark of each data root: mean energy against
     mean time per setting."""
     images = []
     for (root, experiment, benchmark), group in settings.groupby(aggregate.BENCHMARK_KEY):
         series = [Series(str(run), [row.duration_s_mean], [row.gpu_energy_j_mean])
                   for run, row in zip(group["run"], group.itertuples())]
         title = f"{root} / {experiment} / {benchmark}"
-        svg = scatter_svg(series, title=title, x_label="time (s)", y_label="GPU energy (J)")
-        images.append(f"### {title}\n\n{markdown_image(svg, title)}")
+        png = scatter_png(series, title=title, x_label="time (s)", y_label="GPU energy (J)")
+        images.append(f"### {title}\n\n{markdown_image(png, title)}")
     return "\n\n".join(images)
 
 

@@ -1,5 +1,6 @@
 """The GPU pipeline materialized in-process: many partitions per run, one bad repetition."""
 
+import base64
 import re
 from dataclasses import replace
 
@@ -82,7 +83,12 @@ def test_metadata_has_row_counts_schema_and_plot(first_run, instance):
     bench = instance.get_latest_materialization_event(
         dg.AssetKey("gpu_benchmark_energy")).asset_materialization
     plot = bench.metadata["energy_vs_time"].value
-    assert plot.count("data:image/svg+xml;base64,") == 2  # bert and resnet
+    images = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)\)", plot)
+    assert len(images) == 2  # bert and resnet, drawn by matplotlib
+    assert all(base64.b64decode(image).startswith(b"\x89PNG\r\n\x1a\n") for image in images)
+    shown = bench.metadata["settings"].value  # the plots' points, shown inline
+    assert sorted(record.data["run"] for record in shown.records) == ["150W", "200W", "250W"]
+    assert all(column.description for column in shown.schema.columns)
     assert bench.metadata["dagster/row_count"].value > 0
 
 
