@@ -208,7 +208,7 @@ def test_two_data_roots_with_the_same_run_names_stay_apart(data_root, tmp_path, 
     bench = instance.get_latest_materialization_event(
         dg.AssetKey("gpu_benchmark_energy")).asset_materialization
     plot = bench.metadata["energy_vs_time"].value
-    assert plot.count("data:image/svg+xml;base64,") == 4  # bert and resnet of each root
+    assert plot.count("data:image/png;base64,") == 4  # bert and resnet of each root
     assert "### b / power-limit / bert" in plot
     alts = re.findall(r"!\[([^\]]*)\]\(data:", plot)  # one alt text per plot, its title
     assert sorted(alts) == sorted(f"{root} / power-limit / {benchmark}"
