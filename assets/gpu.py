@@ -62,7 +62,8 @@ gpu_repetition_files = dg.AssetSpec(
     description=(
         "The raw files of one benchmark repetition (timestamps.csv, gpu-power.csv, "
         "power-external.csv, *_samples.csv, system_info.json) as the writer left them. "
-        "Observed by the data-root sensor; the data version is the folder's fingerprint "
+        "Written outside Dagster: the data-root sensor reports a materialization when a "
+        "repetition is complete and quiet; the data version is the folder's fingerprint "
         "(names, sizes, mtimes)."
     ),
     group_name=GROUP,

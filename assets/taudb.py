@@ -48,8 +48,9 @@ tau_profile_files = dg.AssetSpec(
     "tau_profile_files",
     description=(
         "The files of one TAU profile set as TAU wrote them: profile.N.C.T text profiles "
-        "(also in MULTI__<metric> folders) or a packed .ppk file. Found by the profile "
-        "landing sensor once no file changed for the quiet period."
+        "(also in MULTI__<metric> folders) or a packed .ppk file. Written outside Dagster: "
+        "the profile landing sensor reports a materialization once no file changed for the "
+        "quiet period; the data version is the set's fingerprint."
     ),
     group_name=GROUP,
     partitions_def=tau_profile_sets,
