@@ -18,7 +18,7 @@ test: $(VENV)/installed
 dev: $(VENV)/installed
 	@mkdir -p $(DAGSTER_HOME)
 	@cp deploy/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
-	$(VENV)/bin/dagster dev -w workspace.yaml
+	DAGSTER_BIN=$(VENV)/bin deploy/dev.sh
 
 $(VENV)/installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

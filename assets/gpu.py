@@ -12,19 +12,26 @@ A bad repetition fails only itself: see ``assets/pipeline.py``.
 
 import dagster as dg
 import pandas as pd
+import pandera.pandas as pa
 
-from assets.reporting import PartitionBatch, partition_check_spec, table_metadata
+from assets.reporting import PartitionBatch, column_schema, partition_check_spec, table_metadata
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_energy
-from joulehouse.gpu.readers import read_repetition
+from joulehouse.gpu.readers import POWER_SAMPLES, read_repetition
 from joulehouse.gpu.schemas import (
     BENCHMARK_SCHEMA,
     ENERGY_FACTS_SCHEMA,
+    EXTERNAL_POWER_SCHEMA,
+    GPU_POWER_SCHEMA,
+    POWER_SAMPLES_SCHEMA,
     REPETITION_ENERGY_SCHEMA,
+    SAMPLES_SCHEMA,
     SETTING_SCHEMA,
+    SYSTEM_INFO_SCHEMA,
+    TIMESTAMPS_SCHEMA,
 )
-from joulehouse.gpu.store import load_repetition, save_repetition
-from joulehouse.plots import Series, markdown_image, scatter_svg
+from joulehouse.gpu.store import SAMPLES_PREFIX, load_repetition, save_repetition
+from joulehouse.plots import Series, markdown_image, scatter_png
 from joulehouse.validation import validate
 from joulehouse.warehouse import Warehouse as Tables
 from resources import GpuBenchmarkSource
@@ -42,6 +49,11 @@ COMPUTED_CHECK = "energy_computed"
 ENERGY_CODE_VERSION = "2"
 #: Partition keys a failure names in its description (then "and N more").
 KEYS_SHOWN = 5
+#: Rows of gpu_benchmark_energy shown inline in its metadata (``settings``).
+SETTINGS_SHOWN = 100
+#: Its columns shown there: each setting's point of the plot and what was chosen.
+SETTINGS_COLUMNS = ["data_root", "experiment", "benchmark", "run", "duration_s", "energy_j",
+                    "pareto_optimal", "least_energy", "least_edp"]
 
 gpu_repetitions = dg.DynamicPartitionsDefinition(name="gpu_repetitions")
 
@@ -50,7 +62,8 @@ gpu_repetition_files = dg.AssetSpec(
     description=(
         "The raw files of one benchmark repetition (timestamps.csv, gpu-power.csv, "
         "power-external.csv, *_samples.csv, system_info.json) as the writer left them. "
-        "Observed by the data-root sensor; the data version is the folder's fingerprint "
+        "Written outside Dagster: the data-root sensor reports a materialization when a "
+        "repetition is complete and quiet; the data version is the folder's fingerprint "
         "(names, sizes, mtimes)."
     ),
     group_name=GROUP,
@@ -119,6 +132,18 @@ COMPUTED_SPEC = partition_check_spec(
     "computed when its validated frames failed in the same run).")
 
 
+_FRAME_SCHEMAS = {"timestamps": TIMESTAMPS_SCHEMA, "gpu_power": GPU_POWER_SCHEMA,
+                  "external_power": EXTERNAL_POWER_SCHEMA, "system_info": SYSTEM_INFO_SCHEMA}
+
+
+def frame_schema(name: str) -> pa.DataFrameSchema:
+    """The pandera schema of a stored frame, by its table name (``joulehouse.gpu.store``)."""
+    if name.startswith(SAMPLES_PREFIX):
+        power = name == SAMPLES_PREFIX + POWER_SAMPLES
+        return POWER_SAMPLES_SCHEMA if power else SAMPLES_SCHEMA
+    return _FRAME_SCHEMAS[name]
+
+
 def validate_frames(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
                     tables: Tables) -> PartitionBatch:
     """Read, validate and store every repetition of the run."""
@@ -129,7 +154,7 @@ def validate_frames(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkS
                               external_power_unit=root.external_power_unit)
         return save_repetition(tables, key, rep)
 
-    return PartitionBatch.run(context, validate_one)
+    return PartitionBatch.run(context, validate_one, frame_schema)
 
 
 def compute_energy(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
@@ -144,8 +169,8 @@ def compute_energy(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSo
         tables.write_partition(ENERGY_TABLE, key, frame)
         return {ENERGY_TABLE: frame}
 
-    return PartitionBatch.run(context, compute_one, skip=skip,
-                              schemas={ENERGY_TABLE: REPETITION_ENERGY_SCHEMA})
+    return PartitionBatch.run(context, compute_one, lambda name: REPETITION_ENERGY_SCHEMA,
+                              skip=skip)
 
 
 def stored_energy_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
@@ -242,20 +267,30 @@ def benchmark_energy(tables: Tables) -> dg.MaterializeResult:
     tables.write_table(BENCHMARK_TABLE, table)
     return dg.MaterializeResult(asset_key=gpu_benchmark_energy.key, metadata={
         **table_metadata(table, BENCHMARK_SCHEMA),
+        "settings": _settings_shown(table),
         "energy_vs_time": dg.MetadataValue.md(_plots(settings)),
     })
 
 
+def _settings_shown(table: pd.DataFrame) -> dg.TableMetadataValue:
+    """The first ``SETTINGS_SHOWN`` rows of the benchmark table, the plots' points: the UI
+    shows a table metadata value inline, where a plot is behind "[Show Markdown]"."""
+    shown = table[SETTINGS_COLUMNS].head(SETTINGS_SHOWN)
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord(record) for record in shown.to_dict("records")],
+        schema=column_schema({"settings": shown}, lambda name: BENCHMARK_SCHEMA))
+
+
 def _plots(settings: pd.DataFrame) -> str:
-    """Markdown with one SVG scatter per benchmark of each data root: mean energy against
+    """Markdown with one PNG scatter per benchmark of each data root: mean energy against
     mean time per setting."""
     images = []
     for (root, experiment, benchmark), group in settings.groupby(aggregate.BENCHMARK_KEY):
         series = [Series(str(run), [row.duration_s_mean], [row.gpu_energy_j_mean])
                   for run, row in zip(group["run"], group.itertuples())]
         title = f"{root} / {experiment} / {benchmark}"
-        svg = scatter_svg(series, title=title, x_label="time (s)", y_label="GPU energy (J)")
-        images.append(f"### {title}\n\n{markdown_image(svg, title)}")
+        png = scatter_png(series, title=title, x_label="time (s)", y_label="GPU energy (J)")
+        images.append(f"### {title}\n\n{markdown_image(png, title)}")
     return "\n\n".join(images)
 
 

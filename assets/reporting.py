@@ -46,15 +46,17 @@ def column_description(schema: pa.DataFrameSchema | None, column: str) -> str | 
     return None
 
 
-def column_schema(frames: Mapping[str, pd.DataFrame],
-                  schemas: Mapping[str, pa.DataFrameSchema] | None = None) -> dg.TableSchema:
-    """The columns of ``frames``, described as the pandera schema of their frame says
-    (``schemas``: frame name -> schema); names are prefixed with the frame name when
-    there are several."""
+#: Frame name -> the pandera schema its columns follow (None: not described).
+SchemaOf = Callable[[str], pa.DataFrameSchema | None]
+
+
+def column_schema(frames: Mapping[str, pd.DataFrame], schema_of: SchemaOf) -> dg.TableSchema:
+    """The columns of ``frames``, described as the pandera schema of their frame says;
+    names are prefixed with the frame name when there are several."""
     prefix = len(frames) > 1
     return dg.TableSchema(columns=[
         dg.TableColumn(f"{name}.{column}" if prefix else str(column), str(dtype),
-                       description=column_description((schemas or {}).get(name), str(column)))
+                       description=column_description(schema_of(name), str(column)))
         for name, frame in frames.items() for column, dtype in frame.dtypes.items()
     ])
 
@@ -62,7 +64,7 @@ def column_schema(frames: Mapping[str, pd.DataFrame],
 def table_metadata(frame: pd.DataFrame, schema: pa.DataFrameSchema) -> dict[str, Any]:
     """Row count and column schema (described by its pandera ``schema``) of one table."""
     return {"dagster/row_count": dg.MetadataValue.int(len(frame)),
-            "dagster/column_schema": column_schema({"table": frame}, {"table": schema})}
+            "dagster/column_schema": column_schema({"table": frame}, lambda name: schema)}
 
 
 @contextmanager
@@ -106,12 +108,12 @@ class PartitionBatch:
         cls,
         context: dg.AssetExecutionContext,
         work: Callable[[str], Mapping[str, pd.DataFrame]],
+        schema_of: SchemaOf,
         skip: Mapping[str, str] | None = None,
-        schemas: Mapping[str, pa.DataFrameSchema] | None = None,
     ) -> "PartitionBatch":
         """Call ``work(key)`` for every partition of the run but those in ``skip`` (key ->
         why: an upstream partition failed in this run); ``work`` returns the frames it stored,
-        by name, described by ``schemas`` (name -> pandera schema) where given."""
+        by name, whose columns ``schema_of`` describes."""
         batch = cls()
         for key in context.partition_keys:
             if skip and key in skip:
@@ -127,7 +129,7 @@ class PartitionBatch:
             batch.stored[key] = {"dagster/row_count": dg.MetadataValue.int(sum(rows.values()))}
             if len(rows) > 1:
                 batch.stored[key]["rows"] = dg.MetadataValue.json(rows)
-            batch.schema = batch.schema or column_schema(frames, schemas)
+            batch.schema = batch.schema or column_schema(frames, schema_of)
         return batch
 
     def results(self, context: dg.AssetExecutionContext, check: dg.AssetCheckSpec

@@ -49,14 +49,18 @@ _UTC = pd.DatetimeTZDtype("ns", "UTC")
 
 ENERGY_FACTS_SCHEMA = pa.DataFrameSchema(
     {
-        "source": pa.Column(str),
-        "entity": pa.Column(str),
-        "component": pa.Column(str),
-        "window_start": pa.Column(_UTC),
-        "window_end": pa.Column(_UTC),
-        "duration_s": pa.Column(float, pa.Check.ge(0)),
-        "energy_j": pa.Column(float, pa.Check.ge(0)),
-        "method": pa.Column(str),
+        "source": pa.Column(str, description="Source that wrote the row, e.g. gpu-benchmark."),
+        "entity": pa.Column(str, description="What was measured, unique within the source "
+                                             "(a repetition's partition key, a job, a host)."),
+        "component": pa.Column(str, description="Part of the system: gpu, cpu, dram, node, "
+                                                "external ..."),
+        "window_start": pa.Column(_UTC, description="Start of the measured window (UTC)."),
+        "window_end": pa.Column(_UTC, description="End of the measured window (UTC)."),
+        "duration_s": pa.Column(float, pa.Check.ge(0), description="Window length (s)."),
+        "energy_j": pa.Column(float, pa.Check.ge(0),
+                              description="Energy over the whole window (J), never a mean power."),
+        "method": pa.Column(str, description="How it was measured: counter, power, samples, "
+                                             "external, rapl ..."),
     },
     checks=pa.Check(lambda df: df["window_end"] >= df["window_start"], name="window_ordered"),
     unique=["source", "entity", "component", "window_start", "window_end", "method"],

@@ -2,18 +2,21 @@
 
 Each tick scans the root incrementally (``joulehouse.gpu.scan``; its state is
 the sensor cursor), registers new repetitions as ``gpu_repetitions``
-partitions, reports the raw files' fingerprints as observations (data
-versions of ``gpu_repetition_files``) and asks for ONE run of
-``gpu_energy_job`` over the ready repetitions. A tick reports at most
-``max_repetitions_per_tick`` repetitions (each observation costs about 12 ms
-to store on SQLite); the rest are reported by the next ticks, oldest first,
+partitions, reports each ready repetition's raw files as a materialization
+of ``gpu_repetition_files`` (written outside Dagster; the data version is the
+files' fingerprint) and asks for ONE run of ``gpu_energy_job`` over the ready
+repetitions. A materialization, not an observation: Dagster's UI counts only
+materializations as a partition's data, so observed files read "0% filled"
+(see docs/ARCHITECTURE.md). A tick reports at most
+``max_repetitions_per_tick`` repetitions (each event costs about 12 ms to
+store on SQLite); the rest are reported by the next ticks, oldest first,
 so the first tick over a large tree registers it over many ticks. The run
 covers exactly the ready repetitions: new ones are appended to the
 partition set and changed ones moved to its end (``sensors/partition_runs.py``).
 
 A repetition whose validated frames FAILED (its partition status) is
 fingerprinted again at every tick, whatever the size of the tree, and
-compared with the fingerprint observed when it was handed out (the data
+compared with the fingerprint reported when it was handed out (the data
 version of ``gpu_repetition_files``): a fix in place is asked for one tick
 after its quiet period, in the same one run as the rest. Repetitions that
 did not fail are found rewritten in place by the rolling rescan
@@ -36,17 +39,16 @@ import dagster as dg
 from assets.gpu import gpu_repetition_files, gpu_repetitions, gpu_validated_frames
 from joulehouse.gpu.scan import ScanState, scan
 from resources import DataRoot, GpuBenchmarkSource
-from sensors.partition_runs import ready_run_request
+from sensors.partition_runs import DATA_VERSION_TAG, files_landed, ready_run_request
 from sensors.settings import sensor_interval_s
 
 JOB_NAME = "gpu_energy_job"
-DATA_VERSION_TAG = "dagster/data_version"
 
 
 def failed_repetitions(instance: dg.DagsterInstance, existing: Sequence[str], root: DataRoot
                        ) -> dict[str, str]:
     """The repetitions of ``root`` whose validated frames failed, by key relative to the
-    root, with the fingerprint observed when they were handed out."""
+    root, with the fingerprint reported when they were handed out."""
     prefix = f"{root.key_prefix}/"
     keys = [key for key in existing if key.startswith(prefix)]
     status = instance.get_status_by_partition(gpu_validated_frames.key, keys, gpu_repetitions)
@@ -55,11 +57,11 @@ def failed_repetitions(instance: dg.DagsterInstance, existing: Sequence[str], ro
         if state != dg.AssetPartitionStatus.FAILED:
             continue
         record = instance.get_latest_data_version_record(
-            gpu_repetition_files.key, is_source=True, partition_key=key)
-        observed = record and record.asset_observation and record.asset_observation.tags.get(
+            gpu_repetition_files.key, is_source=False, partition_key=key)
+        reported = record and record.asset_materialization and record.asset_materialization.tags.get(
             DATA_VERSION_TAG)
-        if observed:
-            failed[key.removeprefix(prefix)] = observed
+        if reported:
+            failed[key.removeprefix(prefix)] = reported
     return failed
 
 
@@ -90,15 +92,10 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
         context.instance, existing, gpu_repetitions, fingerprints, job_name=JOB_NAME,
         run_key_prefix=root.key_prefix, tags={"joulehouse/data_root": root.key_prefix})
     context.log.info(f"{len(fingerprints)} ready ({new} new), one run; {remaining}")
-    observations = [
-        dg.AssetObservation(gpu_repetition_files.key, partition=key,
-                            tags={DATA_VERSION_TAG: fingerprint})
-        for key, fingerprint in fingerprints.items()
-    ]
     return dg.SensorResult(
         run_requests=[run_request],
         dynamic_partitions_requests=additions,
-        asset_events=observations,
+        asset_events=files_landed(gpu_repetition_files.key, fingerprints),
         cursor=cursor,
     )
 

@@ -5,7 +5,7 @@ contiguous range of a partition set, so the ready keys are made contiguous
 at its end: new keys are appended, and ready keys already registered (a
 repetition or profile set fixed or rewritten in place) are deleted and added
 again, which moves them to the end (Dagster keeps their materializations,
-checks and observations: those are stored by key, not by position). Dagster
+checks and events: those are stored by key, not by position). Dagster
 refuses a sensor result that deletes and adds the same key, so the tick
 deletes them from the instance itself and its result adds them back; should
 the tick fail in between, its cursor is not kept and the next tick finds
@@ -25,6 +25,17 @@ from joulehouse.digest import digest_pairs
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
+DATA_VERSION_TAG = "dagster/data_version"
+
+
+def files_landed(files: dg.AssetKey, fingerprints: dict[str, str]
+                 ) -> list[dg.AssetMaterialization]:
+    """One materialization of the source asset ``files`` per ready partition (key ->
+    fingerprint, its data version): the files were written outside Dagster, and Dagster's UI
+    counts only materializations as a partition's data (observed partitions read "0%
+    filled")."""
+    return [dg.AssetMaterialization(files, partition=key, tags={DATA_VERSION_TAG: fingerprint})
+            for key, fingerprint in fingerprints.items()]
 
 
 def ready_run_request(

@@ -7,7 +7,8 @@ fingerprint) and quiet for ``quiet_period_s``, registers the new ones as
 ``tau_profile_sets`` partitions (the existing set is fetched once per tick)
 and asks for ONE run of ``tau_profile_trials`` covering exactly them
 (``sensors/partition_runs.py``: changed older sets are moved to the end of
-the partition set with the new ones).
+the partition set with the new ones). Each set handed out is reported as a
+materialization of ``tau_profile_files`` (its data version the fingerprint).
 
 Every set is fingerprinted at every tick, so a set whose load failed and
 that is fixed in place (new fingerprint) is asked for again one tick after
@@ -20,11 +21,11 @@ import time
 
 import dagster as dg
 
-from assets.taudb import tau_profile_sets, tau_profile_trials
+from assets.taudb import tau_profile_files, tau_profile_sets, tau_profile_trials
 from joulehouse.landing import scan_landings
 from joulehouse.taudb.landing import find_profile_sets
 from resources.taudb import TauProfileSource
-from sensors.partition_runs import ready_run_request
+from sensors.partition_runs import files_landed, ready_run_request
 from sensors.settings import sensor_interval_s
 
 SENSOR_NAME = "tau_profile_landing"
@@ -47,15 +48,17 @@ def evaluate(context: dg.SensorEvaluationContext, source: TauProfileSource) -> d
     if not scan.ready:
         return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
             f"no new or changed profile set ready ({scan.waiting} waiting)"))
+    fingerprints = {found.key: found.fingerprint for found in scan.ready}
     run_request, additions, new = ready_run_request(
         context.instance, context.instance.get_dynamic_partitions(tau_profile_sets.name), tau_profile_sets,
-        {found.key: found.fingerprint for found in scan.ready},
+        fingerprints,
         job_name=JOB_NAME, run_key_prefix="tau-profiles", tags={})
     context.log.info(f"{len(scan.ready)} profile set(s) ready ({new} new), "
                      f"{scan.waiting} waiting")
     return dg.SensorResult(
         run_requests=[run_request],
         dynamic_partitions_requests=additions,
+        asset_events=files_landed(tau_profile_files.key, fingerprints),
         cursor=cursor,
     )
 

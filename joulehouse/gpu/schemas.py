@@ -33,10 +33,11 @@ def _non_decreasing(series: pd.Series) -> pd.Series:
     return pd.Series(np.r_[True, values[1:] >= values[:-1]], index=series.index)
 
 
-def _time(strict: bool = True) -> pa.Column:
+def _time(strict: bool = True, description: str = "Time of the reading (UTC).") -> pa.Column:
     order = _strictly_increasing if strict else _non_decreasing
     name = "strictly_increasing" if strict else "non_decreasing"
-    return pa.Column(UTC_TIME, pa.Check(order, name=name), nullable=False)
+    return pa.Column(UTC_TIME, pa.Check(order, name=name), nullable=False,
+                     description=description)
 
 
 def _power(nullable: bool = False, maximum: float | None = MAX_GPU_POWER_W, **kw) -> pa.Column:
@@ -44,8 +45,8 @@ def _power(nullable: bool = False, maximum: float | None = MAX_GPU_POWER_W, **kw
     return pa.Column(float, check, nullable=nullable, **kw)
 
 
-def _optional(checks: list[pa.Check] | None = None) -> pa.Column:
-    return pa.Column(float, checks, nullable=True, required=False)
+def _optional(description: str, checks: list[pa.Check] | None = None) -> pa.Column:
+    return pa.Column(float, checks, nullable=True, required=False, description=description)
 
 
 _PERCENT = [pa.Check.in_range(0, 100)]
@@ -63,9 +64,10 @@ def _all_str(series: pd.Series) -> bool:
 
 TIMESTAMPS_SCHEMA = pa.DataFrameSchema(
     {
-        "time": _time(strict=False),
-        "event": pa.Column(object, pa.Check(_all_str, name="str"), nullable=False),
-        "data": pa.Column("int64"),
+        "time": _time(strict=False, description="Time of the event (UTC)."),
+        "event": pa.Column(object, pa.Check(_all_str, name="str"), nullable=False,
+                           description="Event, e.g. experiment_begin, epoch_end."),
+        "data": pa.Column("int64", description="The event's number, e.g. the epoch."),
     },
     checks=[
         _has_event("experiment_begin"),
@@ -78,19 +80,21 @@ TIMESTAMPS_SCHEMA = pa.DataFrameSchema(
 GPU_POWER_SCHEMA = pa.DataFrameSchema(
     {
         "time": _time(),
-        "power_w": _power(),
-        "total_energy_j": _optional(_NON_NEGATIVE),
-        "enforced_power_limit_w": _optional([pa.Check.in_range(0, MAX_GPU_POWER_W)]),
-        "util_gpu_pct": _optional(_PERCENT),
-        "util_mem_pct": _optional(_PERCENT),
-        "clock_sm_mhz": _optional(_NON_NEGATIVE),
-        "clock_mem_mhz": _optional(_NON_NEGATIVE),
-        "app_clock_sm_mhz": _optional(_NON_NEGATIVE),
-        "app_clock_mem_mhz": _optional(_NON_NEGATIVE),
-        "power_state": _optional(_NON_NEGATIVE),
-        "temperature_c": _optional(),
-        "pci_tx_kib_s": _optional(_NON_NEGATIVE),
-        "pci_rx_kib_s": _optional(_NON_NEGATIVE),
+        "power_w": _power(description="GPU power draw (W)."),
+        "total_energy_j": _optional("GPU energy counter since the driver loaded (J).",
+                                    _NON_NEGATIVE),
+        "enforced_power_limit_w": _optional("Enforced power limit (W).",
+                                            [pa.Check.in_range(0, MAX_GPU_POWER_W)]),
+        "util_gpu_pct": _optional("GPU utilisation (%).", _PERCENT),
+        "util_mem_pct": _optional("Time memory was read or written (%).", _PERCENT),
+        "clock_sm_mhz": _optional("SM clock (MHz).", _NON_NEGATIVE),
+        "clock_mem_mhz": _optional("Memory clock (MHz).", _NON_NEGATIVE),
+        "app_clock_sm_mhz": _optional("Application SM clock (MHz).", _NON_NEGATIVE),
+        "app_clock_mem_mhz": _optional("Application memory clock (MHz).", _NON_NEGATIVE),
+        "power_state": _optional("Performance state (P-state number, 0 = P0).", _NON_NEGATIVE),
+        "temperature_c": _optional("GPU temperature (°C)."),
+        "pci_tx_kib_s": _optional("PCIe transmit throughput (KiB/s).", _NON_NEGATIVE),
+        "pci_rx_kib_s": _optional("PCIe receive throughput (KiB/s).", _NON_NEGATIVE),
     },
     name="gpu-power",
 )
@@ -98,18 +102,28 @@ GPU_POWER_SCHEMA = pa.DataFrameSchema(
 EXTERNAL_POWER_SCHEMA = pa.DataFrameSchema(
     {
         "time": _time(),
-        r"^d\d+c\d+_w$": _power(maximum=None, regex=True),
-        "external_power_w": _power(maximum=None),
+        r"^d\d+c\d+_w$": _power(maximum=None, regex=True,
+                                description="Power of one meter channel, device d channel c (W)."),
+        "external_power_w": _power(maximum=None, description="Sum of the meter's channels (W)."),
     },
     name="power-external",
 )
 
 POWER_SAMPLES_SCHEMA = pa.DataFrameSchema(
-    {"time": _time(), "power_w": _power()}, name="total_power_samples"
+    {"time": _time(), "power_w": _power(description="GPU power, 50 Hz sample (W).")},
+    name="total_power_samples"
 )
 
 SAMPLES_SCHEMA = pa.DataFrameSchema(
-    {"time": _time(), "value": pa.Column(float, nullable=False)}, name="samples"
+    {"time": _time(), "value": pa.Column(float, nullable=False,
+                                         description="Sampled value, in the unit of its file.")},
+    name="samples"
+)
+
+#: system_info.json as stored: not validated beyond being a JSON object (see readers).
+SYSTEM_INFO_SCHEMA = pa.DataFrameSchema(
+    {"json": pa.Column(str, description="system_info.json: device, driver, CUDA, packages.")},
+    name="system_info",
 )
 
 _SETTINGS = {
@@ -221,5 +235,6 @@ __all__ = [
     "REPETITION_ENERGY_SCHEMA",
     "SAMPLES_SCHEMA",
     "SETTING_SCHEMA",
+    "SYSTEM_INFO_SCHEMA",
     "TIMESTAMPS_SCHEMA",
 ]

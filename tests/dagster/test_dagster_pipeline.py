@@ -1,5 +1,6 @@
 """The GPU pipeline materialized in-process: many partitions per run, one bad repetition."""
 
+import base64
 import re
 from dataclasses import replace
 
@@ -66,11 +67,14 @@ def test_metadata_has_row_counts_schema_and_plot(first_run, instance):
     assert {"repetition", "duration_s", "gpu_energy_counter_j"} <= set(columns)
     assert columns["gpu_energy_counter_j"] == (
         "GPU energy from the total-energy counter, resets handled (J).")
-    # every column of the GPU tables is described, from its pandera schema
-    for asset in (ENERGY, dg.AssetKey("gpu_setting_energy"), dg.AssetKey("gpu_benchmark_energy")):
-        schema = instance.get_latest_materialization_event(
-            asset).asset_materialization.metadata["dagster/column_schema"].value
-        assert all(c.description for c in schema.columns), asset
+    frames = instance.get_latest_materialization_event(FRAMES).asset_materialization.metadata
+    described = {c.name: c.description for c in frames["dagster/column_schema"].value.columns}
+    assert described["gpu_power.power_w"] == "GPU power draw (W)."
+    assert described["external_power.d0c0_w"].endswith("(W).")  # a regex column
+    facts = instance.get_latest_materialization_event(
+        dg.AssetKey("energy_facts")).asset_materialization.metadata
+    described = {c.name: c.description for c in facts["dagster/column_schema"].value.columns}
+    assert described["energy_j"] == "Energy over the whole window (J), never a mean power."
     setting = instance.get_latest_materialization_event(
         dg.AssetKey("gpu_setting_energy")).asset_materialization.metadata
     described = {c.name: c.description for c in setting["dagster/column_schema"].value.columns}
@@ -79,8 +83,30 @@ def test_metadata_has_row_counts_schema_and_plot(first_run, instance):
     bench = instance.get_latest_materialization_event(
         dg.AssetKey("gpu_benchmark_energy")).asset_materialization
     plot = bench.metadata["energy_vs_time"].value
-    assert plot.count("data:image/svg+xml;base64,") == 2  # bert and resnet
+    images = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)\)", plot)
+    assert len(images) == 2  # bert and resnet, drawn by matplotlib
+    assert all(base64.b64decode(image).startswith(b"\x89PNG\r\n\x1a\n") for image in images)
+    shown = bench.metadata["settings"].value  # the plots' points, shown inline
+    assert sorted(record.data["run"] for record in shown.records) == ["150W", "200W", "250W"]
+    assert all(column.description for column in shown.schema.columns)
     assert bench.metadata["dagster/row_count"].value > 0
+
+
+def test_every_column_of_every_table_is_described(first_run, instance):
+    """Each column schema the run reported describes every column, from a pandera schema."""
+    records = instance.get_records_for_run(
+        instance.get_runs()[0].run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+    schemas = {}
+    for record in records:
+        materialization = record.event_log_entry.dagster_event.event_specific_data.materialization
+        if "dagster/column_schema" in materialization.metadata:
+            schemas[materialization.asset_key.to_user_string()] = materialization.metadata[
+                "dagster/column_schema"].value
+    assert set(schemas) == {"gpu_validated_frames", "gpu_repetition_energy",
+                            "gpu_setting_energy", "gpu_benchmark_energy", "energy_facts"}
+    for asset, schema in schemas.items():
+        undescribed = [c.name for c in schema.columns if not c.description]
+        assert len(schema.columns) > 5 and not undescribed, (asset, undescribed)
 
 
 def test_bad_repetition_fails_alone_and_keeps_what_was_stored(
@@ -182,7 +208,7 @@ def test_two_data_roots_with_the_same_run_names_stay_apart(data_root, tmp_path, 
     bench = instance.get_latest_materialization_event(
         dg.AssetKey("gpu_benchmark_energy")).asset_materialization
     plot = bench.metadata["energy_vs_time"].value
-    assert plot.count("data:image/svg+xml;base64,") == 4  # bert and resnet of each root
+    assert plot.count("data:image/png;base64,") == 4  # bert and resnet of each root
     assert "### b / power-limit / bert" in plot
     alts = re.findall(r"!\[([^\]]*)\]\(data:", plot)  # one alt text per plot, its title
     assert sorted(alts) == sorted(f"{root} / power-limit / {benchmark}"

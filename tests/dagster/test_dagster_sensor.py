@@ -63,8 +63,14 @@ def test_first_tick_registers_every_repetition_and_asks_for_one_run(sensor, inst
     assert request.job_name == "gpu_energy_job"
     assert sorted(covered(ticker, request)) == ALL_KEYS
     assert request.run_key.startswith("lab:")
-    observed = {e.partition: e.tags["dagster/data_version"] for e in data.asset_events}
-    assert sorted(observed) == ALL_KEYS and all(len(v) == 16 for v in observed.values())
+    reported = {e.partition: e.tags["dagster/data_version"] for e in data.asset_events}
+    assert sorted(reported) == ALL_KEYS and all(len(v) == 16 for v in reported.values())
+    # the raw files read as there (materialized outside Dagster), not as missing data
+    files = dg.AssetKey("gpu_repetition_files")
+    assert sorted(instance.get_materialized_partitions(files)) == ALL_KEYS
+    assert instance.get_latest_data_version_record(
+        files, is_source=False, partition_key=ALL_KEYS[0]).asset_materialization.tags[
+        "dagster/data_version"] == reported[ALL_KEYS[0]]
 
 
 def test_second_tick_with_nothing_new_asks_for_nothing(sensor, instance, source):
@@ -120,8 +126,8 @@ def test_fixed_repetition_is_picked_up_again_with_a_new_run_key(sensor, instance
     again = data.run_requests[0]
     # the cursor keeps one digest per run folder: its repetitions are all reported again
     assert covered(ticker, again) == ["lab/power-limit/bert/250W/0", f"lab/{key}"]
-    observed = {e.partition: e.tags["dagster/data_version"] for e in data.asset_events}
-    assert sorted(observed) == covered(ticker, again)
+    reported = {e.partition: e.tags["dagster/data_version"] for e in data.asset_events}
+    assert sorted(reported) == covered(ticker, again)
     assert again.run_key != first.run_key
     # moved to the end of the partition set (deleted and added again), nothing else changed
     assert ticker.partitions()[-2:] == covered(ticker, again)

@@ -196,6 +196,9 @@ def test_sensor_adds_sets_once_and_asks_for_one_run(instance, landing):
     [request] = data.run_requests
     assert (request.tags[RANGE_START], request.tags[RANGE_END]) == tuple(ticker.partitions())
     assert request.run_key.startswith("tau-profiles:")
+    # the landed files read as there (materialized outside Dagster), not as missing data
+    assert instance.get_materialized_partitions(dg.AssetKey("tau_profile_files")) == set(
+        ticker.partitions())
 
     data = ticker()
     assert data.run_requests == [] and data.dynamic_partitions_requests == []
