@@ -236,7 +236,7 @@ gpu_benchmark_energy = dg.AssetSpec(
 )
 
 energy_facts = dg.AssetSpec(
-    "energy_facts",
+    ["energy_facts", "gpu"],  # each source's rows are its own asset: energy_facts/<source>
     description=(
         "The cross-source energy table (source, entity, component, window in UTC, "
         "duration_s, energy_j, method). This asset writes the GPU-benchmark rows: the "

@@ -22,7 +22,7 @@ GRAPH = {
     "gpu_repetition_energy": ({"gpu_validated_frames"}, True, {"energy_computed"}),
     "gpu_setting_energy": ({"gpu_repetition_energy"}, False, set()),
     "gpu_benchmark_energy": ({"gpu_setting_energy"}, False, set()),
-    "energy_facts": ({"gpu_repetition_energy"}, False, set()),
+    "energy_facts/gpu": ({"gpu_repetition_energy"}, False, set()),
     "taudb_trials": ({"gpu_validated_frames", "gpu_repetition_energy"}, False, set()),
     "tau_profile_files": (set(), True, set()),
     "tau_profile_trials": ({"tau_profile_files"}, True, {"loads"}),
@@ -37,19 +37,19 @@ def test_asset_graph_snapshot():
     graph = defs.resolve_asset_graph()
     assert {k.to_user_string() for k in graph.get_all_asset_keys()} == set(GRAPH)
     for name, (deps, partitioned, checks) in GRAPH.items():
-        node = graph.get(dg.AssetKey(name))
+        node = graph.get(dg.AssetKey.from_user_string(name))
         assert {k.to_user_string() for k in node.parent_keys} == deps, name
         assert (node.partitions_def is not None) == partitioned, name
         assert {k.name for k in node.check_keys} == checks, name
         spec = next(s for s in defs.resolve_all_asset_specs() if s.key == node.key)
         assert spec.description and spec.group_name and spec.kinds, name
     for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials"):
-        assert graph.get(dg.AssetKey(name)).backfill_policy == dg.BackfillPolicy.single_run()
+        assert graph.get(dg.AssetKey.from_user_string(name)).backfill_policy == dg.BackfillPolicy.single_run()
     for name in ("gpu_repetition_energy", "gpu_setting_energy", "gpu_benchmark_energy",
-                 "energy_facts", "taudb_trials"):
-        assert graph.get(dg.AssetKey(name)).automation_condition is not None, name
+                 "energy_facts/gpu", "taudb_trials"):
+        assert graph.get(dg.AssetKey.from_user_string(name)).automation_condition is not None, name
     for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials"):
-        [check] = graph.get(dg.AssetKey(name)).check_keys  # one result per partition
+        [check] = graph.get(dg.AssetKey.from_user_string(name)).check_keys  # one result per partition
         assert graph.get_check_spec(check).partitions_def == graph.get(check.asset_key).partitions_def
 
 

@@ -53,4 +53,4 @@ def test_the_step_rebuilding_whole_tables_is_in_one_pool():
               for asset in (*GPU_ASSETS, *TAUDB_ASSETS) if isinstance(asset, dg.AssetsDefinition)
               for key in asset.keys if asset.get_op_def_for_asset_key(key).pool == TABLES_POOL}
     assert pooled == {"gpu_validated_frames", "gpu_repetition_energy", "gpu_setting_energy",
-                      "gpu_benchmark_energy", "energy_facts", "taudb_trials"}
+                      "gpu_benchmark_energy", "energy_facts/gpu", "taudb_trials"}

@@ -50,8 +50,8 @@ def test_one_run_materializes_every_asset_of_every_partition(first_run, instance
     run_id = instance.get_runs()[0].run_id
     assert materialized(instance, run_id, FRAMES) == keys
     assert materialized(instance, run_id, ENERGY) == keys
-    for asset in ("gpu_setting_energy", "gpu_benchmark_energy", "energy_facts"):
-        assert materialized(instance, run_id, dg.AssetKey(asset)) == {None}
+    for asset in ("gpu_setting_energy", "gpu_benchmark_energy", "energy_facts/gpu"):
+        assert materialized(instance, run_id, dg.AssetKey.from_user_string(asset)) == {None}
     tables = warehouse.tables()
     assert set(tables.partition_keys(ENERGY_TABLE)) == keys
     settings = tables.read_table(SETTING_TABLE)
@@ -72,7 +72,7 @@ def test_metadata_has_row_counts_schema_and_plot(first_run, instance):
     assert described["gpu_power.power_w"] == "GPU power draw (W)."
     assert described["external_power.d0c0_w"].endswith("(W).")  # a regex column
     facts = instance.get_latest_materialization_event(
-        dg.AssetKey("energy_facts")).asset_materialization.metadata
+        dg.AssetKey(["energy_facts", "gpu"])).asset_materialization.metadata
     described = {c.name: c.description for c in facts["dagster/column_schema"].value.columns}
     assert described["energy_j"] == "Energy over the whole window (J), never a mean power."
     setting = instance.get_latest_materialization_event(
@@ -103,7 +103,7 @@ def test_every_column_of_every_table_is_described(first_run, instance):
             schemas[materialization.asset_key.to_user_string()] = materialization.metadata[
                 "dagster/column_schema"].value
     assert set(schemas) == {"gpu_validated_frames", "gpu_repetition_energy",
-                            "gpu_setting_energy", "gpu_benchmark_energy", "energy_facts"}
+                            "gpu_setting_energy", "gpu_benchmark_energy", "energy_facts/gpu"}
     for asset, schema in schemas.items():
         undescribed = [c.name for c in schema.columns if not c.description]
         assert len(schema.columns) > 5 and not undescribed, (asset, undescribed)
@@ -132,9 +132,9 @@ def test_bad_repetition_fails_alone_and_keeps_what_was_stored(
     good = keys - {BAD}
     assert materialized(instance, result.run_id, FRAMES) == good
     assert materialized(instance, result.run_id, ENERGY) == good
-    for asset in ("gpu_setting_energy", "gpu_benchmark_energy", "energy_facts",
+    for asset in ("gpu_setting_energy", "gpu_benchmark_energy", "energy_facts/gpu",
                   "taudb_trials"):
-        assert materialized(instance, result.run_id, dg.AssetKey(asset)) == {None}, asset
+        assert materialized(instance, result.run_id, dg.AssetKey.from_user_string(asset)) == {None}, asset
     # The bad partition's own status is failed, the others' materialized (as the UI reads).
     for asset in (FRAMES, ENERGY):
         status = instance.get_status_by_partition(asset, sorted(keys), gpu_repetitions)
@@ -279,7 +279,7 @@ def test_repetitions_fixed_in_place_are_picked_up_next_tick_in_one_run(
     status = instance.get_status_by_partition(FRAMES, keys, gpu_repetitions)
     assert sorted(k for k, s in status.items() if s == dg.AssetPartitionStatus.FAILED) == bad
     assert materialized(instance, result.run_id, ENERGY) == set(keys) - set(bad)
-    assert materialized(instance, result.run_id, dg.AssetKey("energy_facts")) == {None}
+    assert materialized(instance, result.run_id, dg.AssetKey(["energy_facts", "gpu"])) == {None}
 
     for path, content in originals.items():  # fixed in place: same folders, same names
         path.write_bytes(content)
