@@ -30,7 +30,6 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 import pandera.pandas as pa
-from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluation
 
 from joulehouse.errors import InputError
 
@@ -157,7 +156,7 @@ class PartitionBatch:
         return {**{key: str(err) for key, err in self.failed.items()},
                 **{key: f"not computed, {why}" for key, why in self.skipped.items()}}
 
-    def _evaluation(self, check_key: dg.AssetCheckKey, key: str) -> AssetCheckEvaluation:
+    def _evaluation(self, check_key: dg.AssetCheckKey, key: str) -> dg.AssetCheckEvaluation:
         err = self.failed.get(key)
         metadata: dict[str, Any] = {"partition": key}
         if err is not None:
@@ -168,7 +167,7 @@ class PartitionBatch:
             description = f"{key}: not computed, {self.skipped[key]}"
         else:
             description = f"{key}: passed"
-        return AssetCheckEvaluation(
+        return dg.AssetCheckEvaluation(
             asset_key=check_key.asset_key, check_name=check_key.name,
             passed=key in self.stored, partition=key, description=description,
             metadata={name: value for name, value in metadata.items() if value is not None},
