@@ -75,7 +75,8 @@ def classify(path: str | os.PathLike[str]) -> ReportFile:
             return ReportFile(path, POWER, JSON)
         return ReportFile(path, OTHER, JSON, "JSON without HWPC groups or power values")
     header = tuple(text.split(b"\n", 1)[0].decode("utf-8", "replace").strip().split(","))
-    if "power" in header:  # its reader names any missing column
+    if "power" in header and ("sensor" in header or "target" in header):
+        # its reader names any missing column; a power column alone (gpu-power.csv) is not one
         return ReportFile(path, POWER, CSV)
     if "cpu" in header or "socket" in header:
         return ReportFile(path, HWPC, CSV)
@@ -84,14 +85,34 @@ def classify(path: str | os.PathLike[str]) -> ReportFile:
     return ReportFile(path, OTHER, "", "not a PowerAPI report file")
 
 
+def report_paths(*paths: str | os.PathLike[str]) -> list[Path]:
+    """Every file under ``paths`` (files or folders, recursively; hidden names skipped), sorted."""
+    found: list[Path] = []
+    for root in map(Path, paths):
+        files = [root] if root.is_file() else (
+            Path(folder) / name for folder, _, names in os.walk(root) for name in names)
+        found += [file for file in files if not file.name.startswith(".")]
+    return sorted(found)
+
+
 def discover(*paths: str | os.PathLike[str]) -> list[ReportFile]:
     """Every file under ``paths`` (files or folders, recursively), classified, sorted by path."""
-    found: list[ReportFile] = []
-    for root in map(Path, paths):
-        files = [root] if root.is_file() else sorted(
-            Path(folder) / name for folder, _, names in os.walk(root) for name in names)
-        found += [classify(file) for file in files if not file.name.startswith(".")]
-    return sorted(found, key=lambda item: item.path)
+    return [classify(file) for file in report_paths(*paths)]
+
+
+def holds_reports(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is an HWPC or power report file, or a folder with one somewhere under it.
+
+    Stops at the first one found; files that cannot be read or are empty do
+    not count.
+    """
+    for file in report_paths(path):
+        try:
+            if classify(file).kind != OTHER:
+                return True
+        except (InputError, OSError):
+            continue
+    return False
 
 
 def csv_group(path: Path) -> str:
