@@ -1,8 +1,10 @@
-"""Small dependency-free SVG scatter plots, embeddable in Markdown as data URIs."""
+"""Plots for materialization metadata: dependency-free SVG scatter plots, matplotlib line
+plots (PNG); both embeddable in Markdown as data URIs."""
 
 from __future__ import annotations
 
 import base64
+import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,3 +99,27 @@ def _ticks(lo: float, hi: float, count: int = 5) -> list[float]:
 
 def _fmt(value: float) -> str:
     return f"{value:.4g}"
+
+
+def lines_png(series: Sequence[Series], *, title: str, x_label: str, y_label: str) -> bytes:
+    """A PNG line plot of ``series`` (xs may be datetimes), one colour and legend entry each,
+    drawn with matplotlib's ``Figure`` (no pyplot: no global state, any thread)."""
+    from matplotlib.figure import Figure  # imported when a plot is drawn, not at load
+
+    figure = Figure(figsize=(6.4, 3.84), dpi=100, layout="constrained")
+    axes = figure.add_subplot()
+    for s in series:
+        axes.step(s.xs, s.ys, where="pre", label=s.label)
+    axes.set(title=title, xlabel=x_label, ylabel=y_label)
+    axes.grid(alpha=0.3)
+    if series:
+        axes.legend(fontsize="small")
+    figure.autofmt_xdate()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def png_markdown(png: bytes, alt: str) -> str:
+    """Markdown that shows ``png`` inline, as a base64 data URI."""
+    return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})"
