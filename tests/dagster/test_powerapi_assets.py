@@ -17,6 +17,8 @@ from assets.powerapi import (
     powerapi_reports,
 )
 from definitions import build_definitions
+from joulehouse.powerapi import layout
+from joulehouse.powerapi.reports import read_reports
 from joulehouse.warehouse import Warehouse as Tables
 from resources import DataRoot, GpuBenchmarkSource, PowerapiSource, Warehouse
 from resources.powerapi import LANDING_ENV, READER_ENV
@@ -36,9 +38,11 @@ FACTS = dg.AssetKey(["energy_facts", "powerapi"])
 class Landing:
     """The PowerAPI sensor and job over one landing folder, in one instance."""
 
-    def __init__(self, instance, folder: Path, tmp_path: Path, quiet_s: float = QUIET_S):
+    def __init__(self, instance, folder: Path, tmp_path: Path, quiet_s: float = QUIET_S,
+                 **settings):
         self.instance = instance
-        self.source = PowerapiSource(landing_folders=[str(folder)], quiet_period_s=quiet_s)
+        self.source = PowerapiSource(landing_folders=[str(folder)], quiet_period_s=quiet_s,
+                                     **settings)
         self.warehouse = Warehouse(root=str(tmp_path / "warehouse"))
         self.defs = build_definitions(
             GpuBenchmarkSource(data_roots=[DataRoot(path=str(tmp_path))]), self.warehouse,
@@ -213,3 +217,28 @@ def test_the_source_settings_come_from_the_environment(monkeypatch, tmp_path):
     assert source.resolve("b/power.jsonl") == (tmp_path / "b" / "power.jsonl").resolve()
     monkeypatch.delenv(LANDING_ENV)
     assert PowerapiSource.from_env(EXAMPLES).landing_folders == [str(EXAMPLES)]
+
+
+def test_a_powerapi_2_10_output_folder_is_one_partition_read_in_its_epoch_zone(
+        instance, tmp_path, peer_data):
+    """PowerAPI 2.10.0's ``<sensor>-<target>/PowerReport.csv`` tree, written on a machine set
+    to Europe/Paris (epoch ms shifted by its offset), landed as one folder: with the
+    source's epoch zone its windows are those of the same run written on a UTC machine."""
+    generated = peer_data / "powerapi"
+    folder = tmp_path / "landing"
+    shutil.copytree(generated / "generated_by_powerapi_2.10.0_TZ-Europe-Paris" / "csv_output",
+                    folder / "csv_output")
+    landing = Landing(instance, folder, tmp_path, quiet_s=0, epoch_zone="Europe/Paris")
+    [request] = landing.tick().run_requests
+    assert landing.partitions() == ["landing/csv_output"]
+    result = landing.run(request)
+    assert result.success
+    [frames] = [m for m in result.asset_materializations_for_node("powerapi_pipeline")
+                if m.asset_key == VALID]
+    utc = read_reports(layout.discover(generated / "generated_by_powerapi_2.10.0_TZ-UTC" /
+                                       "csv_output"))
+    assert frames.metadata["rows"].value["power_reports"] == len(utc.power) > 0
+    table = landing.tables().read_table(WINDOW_TABLE)
+    expected = utc.window_energy(landing.source.window)
+    assert set(table["target"]) == {"influxdb", "rapl"}
+    pd.testing.assert_frame_equal(table, expected, check_exact=False, rtol=1e-12)
