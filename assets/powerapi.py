@@ -205,18 +205,27 @@ def window_table(context: dg.AssetExecutionContext, source: PowerapiSource,
 
 def power_plots(table: pd.DataFrame) -> str:
     """Markdown with one PNG per sensor and component: measured power (RAPL) and the sum of
-    the cgroup estimates over time, each window's energy over its duration (W)."""
+    the cgroup estimates over time, each window's energy over its duration (W) drawn across
+    the window."""
     measured = table[table["method"] == "measured"]
     images = []
     for (sensor, component), rows in measured.groupby(["sensor", "component"], sort=True):
-        series = [Series("measured (RAPL)", rows["window_end"], rows["energy_j"] /
-                         rows["duration_s"]),
-                  Series("sum of the estimates", rows["window_end"],
-                         rows["estimated_total_j"] / rows["duration_s"])]
+        series = [_across_windows("measured (RAPL)", rows, rows["energy_j"]),
+                  _across_windows("sum of the estimates", rows, rows["estimated_total_j"])]
         title = f"{sensor} / {component}"
-        png = lines_png(series, title=title, x_label="window end (UTC)", y_label="power (W)")
+        png = lines_png(series, title=title, x_label="time (UTC)", y_label="power (W)")
         images.append(f"### {title}\n\n{png_markdown(png, title)}")
     return "\n\n".join(images) or "no measured window yet"
+
+
+def _across_windows(label: str, rows: pd.DataFrame, energy_j: pd.Series) -> Series:
+    """One horizontal segment per window at its mean power (energy / duration), apart from
+    the next (a NaN point breaks the line)."""
+    power = (energy_j / rows["duration_s"]).to_numpy()
+    starts, ends = rows["window_start"].to_numpy(), rows["window_end"].to_numpy()
+    xs = [x for start, end in zip(starts, ends) for x in (start, end, end)]
+    ys = [y for value in power for y in (value, value, float("nan"))]
+    return Series(label, xs, ys)
 
 
 def facts(tables: Tables) -> dg.MaterializeResult:

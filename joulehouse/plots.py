@@ -102,14 +102,15 @@ def _fmt(value: float) -> str:
 
 
 def lines_png(series: Sequence[Series], *, title: str, x_label: str, y_label: str) -> bytes:
-    """A PNG line plot of ``series`` (xs may be datetimes), one colour and legend entry each,
-    drawn with matplotlib's ``Figure`` (no pyplot: no global state, any thread)."""
+    """A PNG line plot of ``series`` (xs may be datetimes; a NaN y breaks a line), one colour
+    and legend entry each, drawn with matplotlib's ``Figure`` (no pyplot: no global state,
+    any thread)."""
     from matplotlib.figure import Figure  # imported when a plot is drawn, not at load
 
     figure = Figure(figsize=(6.4, 3.84), dpi=100, layout="constrained")
     axes = figure.add_subplot()
     for s in series:
-        axes.step(s.xs, s.ys, where="pre", label=s.label)
+        axes.plot(s.xs, s.ys, label=s.label)
     axes.set(title=title, xlabel=x_label, ylabel=y_label)
     axes.grid(alpha=0.3)
     if series:
