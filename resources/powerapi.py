@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 
-from pydantic import Field
+import pandas as pd
+from pydantic import Field, field_validator
 
+from joulehouse.timeutil import check_timezone
 from resources.gpu import SETTINGS_ENV, settings_from_env
 from resources.landing import LandingFolders
 
@@ -33,6 +35,22 @@ class PowerapiSource(LandingFolders):
                     "reports are shifted by the writing machine's offset); None: true UTC.")
     window: str = Field(
         default="1min", description="Length of the energy windows (a pandas Timedelta string).")
+
+    @field_validator("timezone", "epoch_zone")
+    @classmethod
+    def _known_zone(cls, zone: str | None) -> str | None:
+        return zone if zone is None else check_timezone(zone)
+
+    @field_validator("window")
+    @classmethod
+    def _positive_window(cls, window: str) -> str:
+        try:
+            length = pd.Timedelta(window)
+        except ValueError as err:
+            raise ValueError(f"window {window!r} is not a time length such as 1min") from err
+        if length <= pd.Timedelta(0):
+            raise ValueError(f"window {window!r} must be longer than 0")
+        return window
 
     @classmethod
     def from_env(cls, default_folder: str | os.PathLike[str], **settings) -> PowerapiSource:

@@ -217,6 +217,13 @@ def test_the_source_settings_come_from_the_environment(monkeypatch, tmp_path):
     assert source.resolve("b/power.jsonl") == (tmp_path / "b" / "power.jsonl").resolve()
     monkeypatch.delenv(LANDING_ENV)
     assert PowerapiSource.from_env(EXAMPLES).landing_folders == [str(EXAMPLES)]
+    for variable, value, error in ((READER_ENV["timezone"], "Mars/Olympus", "unknown time zone"),
+                                   (READER_ENV["window"], "soon", "not a time length"),
+                                   (READER_ENV["window"], "0s", "longer than 0")):
+        monkeypatch.setenv(variable, value)
+        with pytest.raises(ValueError, match=error):
+            PowerapiSource.from_env(EXAMPLES)
+        monkeypatch.delenv(variable)
 
 
 def test_a_powerapi_2_10_output_folder_is_one_partition_read_in_its_epoch_zone(
