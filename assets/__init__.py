@@ -2,9 +2,10 @@
 
 from assets.gpu import gpu_repetition_files, gpu_repetitions
 from assets.pipeline import gpu_pipeline
+from assets.powerapi import POWERAPI_ASSETS, powerapi_pipeline, powerapi_reports
 from assets.taudb import TAUDB_ASSETS, tau_profile_sets, tau_profile_trials
 
 GPU_ASSETS = [gpu_repetition_files, gpu_pipeline]
 
-__all__ = ["GPU_ASSETS", "TAUDB_ASSETS", "gpu_pipeline", "gpu_repetitions", "tau_profile_sets",
-           "tau_profile_trials"]
+__all__ = ["GPU_ASSETS", "POWERAPI_ASSETS", "TAUDB_ASSETS", "gpu_pipeline", "gpu_repetitions",
+           "powerapi_pipeline", "powerapi_reports", "tau_profile_sets", "tau_profile_trials"]

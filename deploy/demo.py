@@ -7,7 +7,10 @@ Uses the Dagster instance in ``$DAGSTER_HOME`` (the Makefile sets it to
 sensor that watches a data root in production registers every complete
 repetition as a partition (quiet period 0: the demo does not wait) and
 asks for its runs; they execute here, in-process: one run over all
-partitions for a fresh data root. Exits non-zero if any run failed.
+partitions for a fresh data root. The bundled TAU profiles and PowerAPI
+reports go the same way (their sensors ticked once, one run each); the
+PowerAPI energy per report and target is printed with the estimates' error
+against the measurement. Exits non-zero if any run failed.
 """
 
 import argparse
@@ -22,11 +25,19 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
 from assets.gpu import SETTING_TABLE
-from definitions import DEFAULT_WAREHOUSE, EXAMPLE_GPU_DATA, EXAMPLE_TAU_PROFILES, build_definitions
+from assets.powerapi import REPORT_ENERGY_TABLE, WINDOW_TABLE
+from definitions import (
+    DEFAULT_WAREHOUSE,
+    EXAMPLE_GPU_DATA,
+    EXAMPLE_POWERAPI,
+    EXAMPLE_TAU_PROFILES,
+    build_definitions,
+)
 from joulehouse.taudb.loader import list_trials
 from resources import (
     DataRoot,
     GpuBenchmarkSource,
+    PowerapiSource,
     TaudbResource,
     TauProfileSource,
     Warehouse,
@@ -34,6 +45,8 @@ from resources import (
 )
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
+from sensors.powerapi import JOB_NAME as POWERAPI_JOB
+from sensors.powerapi import SENSOR_NAME as POWERAPI_SENSOR
 from sensors.tau_profiles import JOB_NAME as TAU_JOB
 from sensors.tau_profiles import SENSOR_NAME as TAU_SENSOR
 
@@ -51,6 +64,9 @@ SHOWN = [
     ("gpu_mean_power_counter_w", "GPU W", 1.0),
     ("edp_js", "EDP kJ·s", 1e-3),
 ]
+#: The demo's PowerAPI energy windows: short, so that the plot of the bundled 10 s shows a
+#: few points.
+POWERAPI_WINDOW = "2s"
 
 
 def _launch(job: dg.JobDefinition, instance: dg.DagsterInstance, requests: list,
@@ -68,9 +84,10 @@ def _launch(job: dg.JobDefinition, instance: dg.DagsterInstance, requests: list,
 
 
 def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance
-             ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Materialize the pipeline on ``data_root`` (its runs also become TAUdb trials) and
-    load the bundled TAU profiles; returns the per-setting table and the TAUdb trials.
+             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Materialize the pipeline on ``data_root`` (its runs also become TAUdb trials), load
+    the bundled TAU profiles and materialize the bundled PowerAPI reports; returns the
+    per-setting table, the TAUdb trials and the PowerAPI energy per report and target.
 
     Raises RuntimeError naming the failed runs.
     """
@@ -80,7 +97,9 @@ def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance
     taudb = TaudbResource(url=embedded_taudb_url(warehouse))
     tau_profiles = TauProfileSource(landing_folders=[str(EXAMPLE_TAU_PROFILES)],
                                     quiet_period_s=0)
-    defs = build_definitions(source, store, taudb, tau_profiles)
+    powerapi = PowerapiSource(landing_folders=[str(EXAMPLE_POWERAPI)], quiet_period_s=0,
+                              window=POWERAPI_WINDOW)
+    defs = build_definitions(source, store, taudb, tau_profiles, powerapi)
     root_name = source.data_roots[0].key_prefix
     gpu_sensor = sensor_name(root_name)
     data = tick(defs.resolve_sensor_def(gpu_sensor), instance, {"gpu_source": source})
@@ -90,12 +109,37 @@ def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance
     profiles = tick(defs.resolve_sensor_def(TAU_SENSOR), instance,
                     {"tau_profiles": tau_profiles})
     _launch(defs.resolve_job_def(TAU_JOB), instance, profiles.run_requests, TAU_SENSOR)
-    print(f"{len(data.run_requests) + len(profiles.run_requests)} run(s) in "
+    reports = tick(defs.resolve_sensor_def(POWERAPI_SENSOR), instance,
+                   {"powerapi_source": powerapi})
+    _launch(defs.resolve_job_def(POWERAPI_JOB), instance, reports.run_requests,
+            POWERAPI_SENSOR)
+    runs = len(data.run_requests) + len(profiles.run_requests) + len(reports.run_requests)
+    print(f"{runs} run(s) in "
           f"{instance.root_directory}; tables in {warehouse}; TAUdb {taudb.url}")
     with taudb.open() as db:
         trials = pd.DataFrame(list_trials(db))
     return (store.tables().read_table(SETTING_TABLE),
-            trials[["id", "name", "data_source", "total_threads", "source_key"]])
+            trials[["id", "name", "data_source", "total_threads", "source_key"]],
+            powerapi_summary(store))
+
+
+def powerapi_summary(store: Warehouse) -> pd.DataFrame:
+    """PowerAPI energy per report file (partition), sensor, target, component and method
+    over all its windows (J, and mean W = energy / time), with the error of the sum of the
+    cgroup estimates of all reports against the measurement, per sensor and component."""
+    tables = store.tables()
+    per_report = pd.concat([
+        tables.read_partitions(REPORT_ENERGY_TABLE, [key]).assign(report=key.partition("/")[2])
+        for key in tables.partition_keys(REPORT_ENERGY_TABLE)], ignore_index=True)
+    key = ["report", "sensor", "target", "component", "method"]
+    summary = per_report.groupby(key, as_index=False)[["energy_j", "duration_s"]].sum()
+    summary["mean_w"] = summary["energy_j"] / summary["duration_s"]
+    whole = tables.read_table(WINDOW_TABLE)
+    measured = whole[whole["method"] == "measured"].groupby(["sensor", "component"])[
+        ["measured_j", "estimated_total_j"]].sum()
+    error = (measured["estimated_total_j"] - measured["measured_j"]) / measured["measured_j"]
+    summary = summary.join(error.rename("estimates_error"), on=["sensor", "component"])
+    return summary.drop(columns="duration_s")
 
 
 def readable(table: pd.DataFrame) -> pd.DataFrame:
@@ -116,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
     with dg.DagsterInstance.get() as instance:
         try:
-            table, trials = run_demo(args.data_root.resolve(), args.warehouse.resolve(),
+            table, trials, powerapi = run_demo(args.data_root.resolve(), args.warehouse.resolve(),
                                      instance)
         except RuntimeError as err:
             print(f"demo failed: {err}", file=sys.stderr)
@@ -126,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
         print(readable(table).to_string(index=False))
         print("\nTAUdb trials (data_source 1: TAU profiles, 999: GPU benchmark runs):")
         print(trials.to_string(index=False))
+        print(f"\nPowerAPI energy per report and target ({POWERAPI_WINDOW} windows; "
+              "estimates_error: the sum of the cgroup estimates of all reports against the "
+              "measured RAPL energy):")
+        print(powerapi.to_string(index=False))
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Scatter plots for materialization metadata, drawn with matplotlib, embeddable in Markdown.
+"""Scatter and line plots for materialization metadata, drawn with matplotlib, embeddable in Markdown.
 
 Figures are made with ``matplotlib.figure.Figure`` directly (no pyplot): no
 global state and no display backend, so a plot can be drawn in any thread or
@@ -39,6 +39,23 @@ def scatter_png(series: Sequence[Series], *, title: str, x_label: str, y_label: 
     axes.grid(alpha=0.3)
     if series:
         axes.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def lines_png(series: Sequence[Series], *, title: str, x_label: str, y_label: str) -> bytes:
+    """A PNG line plot of ``series`` (xs may be datetimes; a NaN y breaks a line), one colour
+    and legend entry each."""
+    figure = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
+    axes = figure.add_subplot()
+    for s in series:
+        axes.plot(s.xs, s.ys, label=s.label)
+    axes.set(title=title, xlabel=x_label, ylabel=y_label)
+    axes.grid(alpha=0.3)
+    if series:
+        axes.legend(fontsize="small")
+    figure.autofmt_xdate()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()

@@ -200,3 +200,9 @@ def all_str(series: pd.Series) -> bool:
     pandera drops nulls before a check, and ``nullable`` rules them.
     """
     return pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty")
+
+
+def empty_frame(schema: pa.DataFrameSchema) -> pd.DataFrame:
+    """A frame with no rows and ``schema``'s columns and dtypes (it passes the schema)."""
+    return pd.DataFrame({name: pd.Series(dtype=column.dtype.type)
+                         for name, column in schema.columns.items()})

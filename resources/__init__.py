@@ -5,9 +5,10 @@ TAUdb URL in ``resources/taudb.py``) takes it as ``dagster.EnvVar``.
 """
 
 from resources.gpu import DataRoot, GpuBenchmarkSource
+from resources.powerapi import PowerapiSource
 from resources.taudb import TaudbResource, TauProfileSource
 from resources.taudb import embedded_url as embedded_taudb_url
 from resources.warehouse import Warehouse
 
-__all__ = ["DataRoot", "GpuBenchmarkSource", "TauProfileSource", "TaudbResource", "Warehouse",
+__all__ = ["DataRoot", "GpuBenchmarkSource", "PowerapiSource", "TauProfileSource", "TaudbResource", "Warehouse",
            "embedded_taudb_url"]

@@ -1,7 +1,8 @@
 """Dagster sensors: notice landed data and ask for runs."""
 
 from sensors.gpu_repetitions import gpu_repetition_sensor, gpu_repetition_sensors
+from sensors.powerapi import powerapi_job, powerapi_sensor
 from sensors.tau_profiles import tau_profile_sensor, tau_profiles_job
 
-__all__ = ["gpu_repetition_sensor", "gpu_repetition_sensors", "tau_profile_sensor",
-           "tau_profiles_job"]
+__all__ = ["gpu_repetition_sensor", "gpu_repetition_sensors", "powerapi_job", "powerapi_sensor",
+           "tau_profile_sensor", "tau_profiles_job"]

@@ -26,7 +26,14 @@ GRAPH = {
     "taudb_trials": ({"gpu_validated_frames", "gpu_repetition_energy"}, False, set()),
     "tau_profile_files": (set(), True, set()),
     "tau_profile_trials": ({"tau_profile_files"}, True, {"loads"}),
+    "powerapi_report_files": (set(), True, set()),
+    "powerapi_validated_frames": ({"powerapi_report_files"}, True, {"pandera_valid"}),
+    "powerapi_report_energy": ({"powerapi_validated_frames"}, True, {"energy_computed"}),
+    "powerapi_window_energy": ({"powerapi_validated_frames"}, False, set()),
+    "energy_facts/powerapi": ({"powerapi_window_energy"}, False, set()),
 }
+POWERAPI_JOB = {"powerapi_validated_frames", "powerapi_report_energy", "powerapi_window_energy",
+                "energy_facts/powerapi"}
 
 
 def test_definitions_are_loadable():
@@ -43,12 +50,15 @@ def test_asset_graph_snapshot():
         assert {k.name for k in node.check_keys} == checks, name
         spec = next(s for s in defs.resolve_all_asset_specs() if s.key == node.key)
         assert spec.description and spec.group_name and spec.kinds, name
-    for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials"):
+    for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials",
+                 "powerapi_validated_frames", "powerapi_report_energy"):
         assert graph.get(dg.AssetKey.from_user_string(name)).backfill_policy == dg.BackfillPolicy.single_run()
     for name in ("gpu_repetition_energy", "gpu_setting_energy", "gpu_benchmark_energy",
-                 "energy_facts/gpu", "taudb_trials"):
+                 "energy_facts/gpu", "taudb_trials", "powerapi_report_energy",
+                 "powerapi_window_energy", "energy_facts/powerapi"):
         assert graph.get(dg.AssetKey.from_user_string(name)).automation_condition is not None, name
-    for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials"):
+    for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials",
+                 "powerapi_validated_frames", "powerapi_report_energy"):
         [check] = graph.get(dg.AssetKey.from_user_string(name)).check_keys  # one result per partition
         assert graph.get_check_spec(check).partitions_def == graph.get(check.asset_key).partitions_def
 
@@ -56,13 +66,18 @@ def test_asset_graph_snapshot():
 def test_job_sensors_and_resources():
     job = defs.resolve_job_def("gpu_energy_job")
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == (
-        set(GRAPH) - {"gpu_repetition_files", "tau_profile_files", "tau_profile_trials"})
+        set(GRAPH) - {"gpu_repetition_files", "tau_profile_files", "tau_profile_trials",
+                      "powerapi_report_files"} - POWERAPI_JOB)
+    job = defs.resolve_job_def("powerapi_job")
+    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == POWERAPI_JOB
     sensors = {s.name: s for s in defs.sensors}
     assert set(sensors) == {"gpu_repetitions_gpu_data", "tau_profile_landing",
-                            "joulehouse_automation"}
+                            "powerapi_landing", "joulehouse_automation"}
     assert sensors["tau_profile_landing"].default_status == dg.DefaultSensorStatus.STOPPED
     assert sensors["gpu_repetitions_gpu_data"].default_status == dg.DefaultSensorStatus.STOPPED
-    assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles"}
+    assert sensors["powerapi_landing"].default_status == dg.DefaultSensorStatus.STOPPED
+    assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles",
+                                   "powerapi_source"}
 
 
 def test_dagster_cli_validates_the_workspace(tmp_path):

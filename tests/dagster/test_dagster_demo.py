@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 
 from definitions import build_definitions
@@ -13,9 +14,10 @@ from joulehouse.gpu.layout import find_repetitions, is_complete
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials
 from joulehouse.warehouse import Warehouse as Tables
-from resources import DataRoot, GpuBenchmarkSource, TauProfileSource, Warehouse
+from resources import DataRoot, GpuBenchmarkSource, PowerapiSource, TauProfileSource, Warehouse
 from sensors.gpu_repetitions import sensor_name
 from sensors.local import tick
+from sensors.powerapi import SENSOR_NAME as POWERAPI_SENSOR
 from sensors.tau_profiles import SENSOR_NAME as TAU_SENSOR
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -47,18 +49,35 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
         assert float(row[7]) == round(stored["gpu_energy_j_mean"] / 1000, 3)  # GPU kJ
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        assert instance.get_runs_count() == 2  # the GPU pipeline, the TAU profiles
+        assert instance.get_runs_count() == 3  # the GPU pipeline, TAU profiles, PowerAPI
         assert {r.status for r in instance.get_runs()} == {dg.DagsterRunStatus.SUCCESS}
         assert len(instance.get_dynamic_partitions("gpu_repetitions")) == len(complete)
         assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse)
     facts = Tables(warehouse).read_table("energy_facts")
-    assert set(facts["source"]) == {"gpu-benchmark"}
-    assert set(facts["entity"]) == {f"gpu-data/{r.key}" for r in complete}
+    assert set(facts["source"]) == {"gpu-benchmark", "powerapi"}
+    gpu_facts = facts[facts["source"] == "gpu-benchmark"]
+    assert set(gpu_facts["entity"]) == {f"gpu-data/{r.key}" for r in complete}
     assert (facts["energy_j"] > 0).all()
     with TaudbDatabase(f"sqlite:///{warehouse}/taudb.sqlite") as db:
         trials = {t["name"]: t["data_source"] for t in list_trials(db)}
     assert trials == {**{"/".join(s): 999 for s in settings}, "tau2_wrap_mpi2": 1}
     assert all(name in done.stdout for name in trials)
+    assert_the_powerapi_table_is_printed(lines)
+
+
+def assert_the_powerapi_table_is_printed(lines: list[str]) -> None:
+    """One row per report and target: the fixture's 12.197 J measured by each of its two
+    forms, the generated estimates 10 % under it."""
+    header = next(i for i, line in enumerate(lines) if line.split()[:3] == [
+        "report", "sensor", "target"])
+    rows = {(row[0], row[2]): row for row in map(str.split, lines[header + 1:])}
+    assert set(rows) == {("hwpc-csv", "all"), ("smartwatts_timeline.jsonl", "all"),
+                         *(("power.jsonl", t) for t in ("influxdb", "mongo", "powerapi-sensor",
+                                                         "rapl"))}
+    assert rows[("hwpc-csv", "all")][4:] == ["measured", "12.197", "1.215", "-0.100"]
+    assert rows[("power.jsonl", "rapl")][4:6] == ["estimated", "12.197"]
+    assert sum(float(rows[("power.jsonl", t)][5]) for t in (
+        "influxdb", "mongo", "powerapi-sensor")) == pytest.approx(0.9 * 12.197, abs=2e-3)
 
 
 def assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse) -> None:
@@ -67,9 +86,13 @@ def assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse) -> N
     source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(EXAMPLE))], quiet_period_s=0)
     profiles = TauProfileSource(landing_folders=[str(PROJECT_ROOT / "examples" / "tau-profiles")],
                                 quiet_period_s=0)
-    defs = build_definitions(source, Warehouse(root=str(warehouse)), tau_profiles=profiles)
+    powerapi = PowerapiSource(landing_folders=[str(PROJECT_ROOT / "examples" / "powerapi")],
+                              quiet_period_s=0)
+    defs = build_definitions(source, Warehouse(root=str(warehouse)), tau_profiles=profiles,
+                             powerapi_source=powerapi)
     for name, resources in ((sensor_name("gpu-data"), {"gpu_source": source}),
-                            (TAU_SENSOR, {"tau_profiles": profiles})):
+                            (TAU_SENSOR, {"tau_profiles": profiles}),
+                            (POWERAPI_SENSOR, {"powerapi_source": powerapi})):
         [request] = tick(defs.resolve_sensor_def(name), instance, resources).run_requests
         runs = instance.get_runs(filters=dg.RunsFilter(
             tags={RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: name}))

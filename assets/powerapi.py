@@ -1,0 +1,272 @@
+"""PowerAPI assets: from landed report files to windowed energy and ``energy_facts``.
+
+One dynamic partition per landed entry (``powerapi_reports``; key ``<landing
+name>/<entry name>``: one report file, or one folder of report files, see
+``resources/powerapi.py``), many per run. Like the GPU pipeline (see
+``assets/pipeline.py`` for why it is one step), ONE subsettable step,
+``powerapi_pipeline``, computes the selected assets of a run:
+
+1. ``powerapi_validated_frames``: every report file of each partition read
+   and validated, stored per partition as ``counters``, ``rapl_energy`` and
+   ``power_reports`` (a kind the entry lacks is stored empty, so a rewrite
+   replaces all three); a bad file fails the check ``pandera_valid`` of its
+   partition, naming file and line, and stores nothing;
+2. ``powerapi_report_energy``: each partition's own windowed energy;
+3. ``powerapi_window_energy``: the whole-source table, from the stored RAPL
+   and power reports of every registered partition together (a window may
+   straddle two files, and the measurement and the estimates usually come
+   from different files); a report stored by two partitions (one data set
+   landed in two forms) counts once;
+4. ``energy_facts/powerapi``: that table's rows in ``energy_facts``;
+
+then, if any partition failed, the step fails last (``assets/reporting.py``).
+"""
+
+from collections.abc import Iterator
+
+import dagster as dg
+import pandas as pd
+
+from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION, TABLES_POOL
+from assets.reporting import (
+    PartitionBatch,
+    failure,
+    partition_check_spec,
+    single_run_backfills,
+    table_metadata,
+)
+from joulehouse.facts import ENERGY_FACTS_SCHEMA
+from joulehouse.plots import Series, lines_png, markdown_image
+from joulehouse.powerapi import layout, readers, schemas
+from joulehouse.powerapi.energy import FACTS_SOURCE, energy_facts_rows, window_energy
+from joulehouse.powerapi.reports import read_reports
+from joulehouse.validation import empty_frame, validate
+from joulehouse.warehouse import Warehouse as Tables
+from resources import PowerapiSource, Warehouse
+
+GROUP = "powerapi"
+FRAMES_TABLE = "powerapi_validated_frames"
+REPORT_ENERGY_TABLE = "powerapi_report_energy"
+WINDOW_TABLE = "powerapi_window_energy"
+VALID_CHECK = "pandera_valid"
+COMPUTED_CHECK = "energy_computed"
+#: The frames stored per partition, by name, with their schemas.
+FRAME_SCHEMAS = {"counters": schemas.COUNTERS_SCHEMA, "rapl_energy": schemas.RAPL_SCHEMA,
+                 "power_reports": schemas.POWER_SCHEMA}
+TAGS = {"source": "powerapi"}
+
+powerapi_reports = dg.DynamicPartitionsDefinition(name="powerapi_reports")
+
+powerapi_report_files = dg.AssetSpec(
+    "powerapi_report_files",
+    description=(
+        "PowerAPI report files as they landed: hwpc-sensor's HWPC reports (JSON, JSON lines, "
+        "MongoDB exports, CSV per group) and formulas' power reports (CSV, JSON, JSON lines), "
+        "one file or one folder of them per partition. Found by the landing sensor once no "
+        "file changed for the quiet period."
+    ),
+    group_name=GROUP, partitions_def=powerapi_reports, kinds={"json", "csv"}, tags=TAGS,
+)
+
+PER_PARTITION = {"group_name": GROUP, "partitions_def": powerapi_reports, "skippable": True,
+                 "tags": TAGS}
+
+powerapi_validated_frames = dg.AssetSpec(
+    "powerapi_validated_frames",
+    description=(
+        "Every report file of a partition read and validated with pandera: counters in long "
+        "form, RAPL energy per tick and socket (J, value x 2^-32) and power reports (W), UTC; "
+        "one Parquet partition per frame under powerapi_validated_frames/. A bad file fails "
+        "the check 'pandera_valid' of its partition, naming file and line; what was stored "
+        "before stays, and the other partitions of the run go on."
+    ),
+    **PER_PARTITION, deps=[powerapi_report_files], kinds={"pandas", "parquet", "pandera"},
+)
+
+powerapi_report_energy = dg.AssetSpec(
+    "powerapi_report_energy",
+    description=(
+        "The windowed energy of one partition's reports alone: measured (RAPL of target "
+        "'all') and estimated (power x tick) J per sensor, target, component and window."
+    ),
+    **PER_PARTITION, deps=[powerapi_validated_frames],
+    automation_condition=dg.AutomationCondition.eager(), kinds={"pandas", "parquet"},
+)
+
+WHOLE_TABLE = {"automation_condition": TABLE_AUTOMATION, "skippable": True}
+
+powerapi_window_energy = dg.AssetSpec(
+    "powerapi_window_energy",
+    description=(
+        "Energy per sensor, target, component and window over every stored partition: the "
+        "measured RAPL energy (target 'all') and each cgroup's estimated energy as separate "
+        "rows, with the sum of the estimates and its relative error against the measurement "
+        "per window. A report landed in two partitions counts once. Metadata: measured "
+        "against estimated power over time."
+    ),
+    group_name=GROUP, deps=[powerapi_validated_frames], **WHOLE_TABLE, tags=TAGS,
+    kinds={"pandas", "parquet"},
+)
+
+powerapi_energy_facts = dg.AssetSpec(
+    dg.AssetKey(["energy_facts", "powerapi"]),
+    description=(
+        "The PowerAPI rows of the cross-source energy table (energy_facts/powerapi.parquet): "
+        "entity '<sensor>/<target>', one row per component, window and method (measured, "
+        "estimated)."
+    ),
+    group_name="energy_facts", deps=[powerapi_window_energy], **WHOLE_TABLE,
+    kinds={"pandas", "parquet"},
+)
+
+VALID_SPEC = partition_check_spec(
+    powerapi_validated_frames.key, VALID_CHECK, powerapi_reports,
+    "Every report file of the partition parses and passes its pandera schema (one result "
+    "per partition; a failed one names file and line).")
+COMPUTED_SPEC = partition_check_spec(
+    powerapi_report_energy.key, COMPUTED_CHECK, powerapi_reports,
+    "The partition's windowed energy was computed and stored (one result per partition; "
+    "not computed when its frames failed in the same run).")
+
+
+def _frame_table(name: str) -> str:
+    return f"{FRAMES_TABLE}/{name}"
+
+
+def validate_frames(context: dg.AssetExecutionContext, source: PowerapiSource,
+                    tables: Tables) -> PartitionBatch:
+    """Read, validate and store the frames of every partition of the run."""
+
+    def validate_one(key: str) -> dict[str, pd.DataFrame]:
+        reports = read_reports(layout.discover(source.resolve(key)), timezone=source.timezone,
+                               epoch_zone=source.epoch_zone)
+        counters = reports.counters if reports.counters is not None else (
+            readers.concat_counters([]))
+        frames = {"counters": counters, "rapl_energy": readers.rapl_energy(counters),
+                  "power_reports": reports.power if reports.power is not None else (
+                      empty_frame(schemas.POWER_SCHEMA))}
+        for name, frame in frames.items():
+            tables.write_partition(_frame_table(name), key, frame)
+        return frames
+
+    return PartitionBatch.run(context, validate_one, FRAME_SCHEMAS.get)
+
+
+def _stored(tables: Tables, name: str, keys: list[str]) -> tuple[pd.DataFrame | None, int]:
+    """The stored frame ``name`` of ``keys`` together (None when it has no rows), validated,
+    and how many rows were given twice: the same report stored by two partitions (one data
+    set landed in two forms) is kept once; a report given twice with different values stays,
+    and the schema's uniqueness check refuses it."""
+    frame = tables.read_partitions(_frame_table(name), keys) if keys else None
+    if frame is None or frame.empty:
+        return None, 0
+    once = frame.drop_duplicates(ignore_index=True)
+    return validate(FRAME_SCHEMAS[name], once, _frame_table(name)), len(frame) - len(once)
+
+
+def compute_energy(context: dg.AssetExecutionContext, source: PowerapiSource, tables: Tables,
+                   skip: dict[str, str]) -> PartitionBatch:
+    """Compute and store each partition's own windowed energy (but those in ``skip``)."""
+
+    def compute_one(key: str) -> dict[str, pd.DataFrame]:
+        table = window_energy(_stored(tables, "rapl_energy", [key])[0],
+                              _stored(tables, "power_reports", [key])[0], source.window)
+        tables.write_partition(REPORT_ENERGY_TABLE, key, table)
+        return {REPORT_ENERGY_TABLE: table}
+
+    return PartitionBatch.run(context, compute_one, lambda name: schemas.WINDOW_ENERGY_SCHEMA,
+                              skip=skip)
+
+
+def stored_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
+    """The registered partitions whose frames are stored (a partition whose latest version
+    failed keeps its last good frames), in table order."""
+    registered = set(context.instance.get_dynamic_partitions(powerapi_reports.name))
+    return [key for key in tables.partition_keys(_frame_table("power_reports"))
+            if key in registered]
+
+
+def window_table(context: dg.AssetExecutionContext, source: PowerapiSource,
+                 tables: Tables) -> dg.MaterializeResult:
+    """Rebuild the whole-source window table from every stored partition."""
+    keys = stored_keys(context, tables)
+    rapl, rapl_twice = _stored(tables, "rapl_energy", keys)
+    power, power_twice = _stored(tables, "power_reports", keys)
+    table = window_energy(rapl, power, source.window)
+    tables.write_table(WINDOW_TABLE, table)
+    return dg.MaterializeResult(asset_key=powerapi_window_energy.key, metadata={
+        **table_metadata(table, schemas.WINDOW_ENERGY_SCHEMA),
+        "partitions": dg.MetadataValue.int(len(keys)),
+        "reports_given_twice": dg.MetadataValue.json(
+            {"rapl_energy": rapl_twice, "power_reports": power_twice}),
+        "power_over_time": dg.MetadataValue.md(power_plots(table)),
+    })
+
+
+def power_plots(table: pd.DataFrame) -> str:
+    """Markdown with one PNG per sensor and component: measured power (RAPL) and the sum of
+    the cgroup estimates over time, each window's energy over its duration (W) drawn across
+    the window."""
+    measured = table[table["method"] == "measured"]
+    images = []
+    for (sensor, component), rows in measured.groupby(["sensor", "component"], sort=True):
+        series = [_across_windows("measured (RAPL)", rows, rows["energy_j"]),
+                  _across_windows("sum of the estimates", rows, rows["estimated_total_j"])]
+        title = f"{sensor} / {component}"
+        png = lines_png(series, title=title, x_label="time (UTC)", y_label="power (W)")
+        images.append(f"### {title}\n\n{markdown_image(png, title)}")
+    return "\n\n".join(images) or "no measured window yet"
+
+
+def _across_windows(label: str, rows: pd.DataFrame, energy_j: pd.Series) -> Series:
+    """One horizontal segment per window at its mean power (energy / duration), apart from
+    the next (a NaN point breaks the line)."""
+    power = (energy_j / rows["duration_s"]).to_numpy()
+    starts, ends = rows["window_start"].to_numpy(), rows["window_end"].to_numpy()
+    xs = [x for start, end in zip(starts, ends) for x in (start, end, end)]
+    ys = [y for value in power for y in (value, value, float("nan"))]
+    return Series(label, xs, ys)
+
+
+def facts(tables: Tables) -> dg.MaterializeResult:
+    """Rewrite the PowerAPI rows of energy_facts from the window table."""
+    rows = energy_facts_rows(tables.read_table(WINDOW_TABLE))
+    tables.write_partition(FACTS_TABLE, FACTS_SOURCE, rows)
+    return dg.MaterializeResult(asset_key=powerapi_energy_facts.key,
+                                metadata=table_metadata(rows, ENERGY_FACTS_SCHEMA))
+
+
+with single_run_backfills() as single_run:
+    @dg.multi_asset(
+        name="powerapi_pipeline",
+        specs=[powerapi_validated_frames, powerapi_report_energy, powerapi_window_energy,
+               powerapi_energy_facts],
+        check_specs=[VALID_SPEC, COMPUTED_SPEC],
+        can_subset=True,
+        backfill_policy=single_run,
+        pool=TABLES_POOL,
+        description="The PowerAPI pipeline in one step; see assets/powerapi.py.",
+    )
+    def powerapi_pipeline(context: dg.AssetExecutionContext, powerapi_source: PowerapiSource,
+                          warehouse: Warehouse) -> Iterator:
+        selected = context.selected_asset_keys
+        tables = warehouse.tables()
+        failed: dict[str, str] = {}
+        if powerapi_validated_frames.key in selected:
+            frames = validate_frames(context, powerapi_source, tables)
+            yield from frames.results(context, VALID_SPEC)
+            failed |= frames.errors()
+        if powerapi_report_energy.key in selected:
+            skip = {key: "its validated frames failed in this run" for key in failed}
+            energy = compute_energy(context, powerapi_source, tables, skip)
+            yield from energy.results(context, COMPUTED_SPEC)
+            failed |= energy.errors()
+        if powerapi_window_energy.key in selected:
+            yield window_table(context, powerapi_source, tables)
+        if powerapi_energy_facts.key in selected:
+            yield facts(tables)
+        if failed:
+            raise failure(len(context.partition_keys), failed)
+
+
+POWERAPI_ASSETS = [powerapi_report_files, powerapi_pipeline]

@@ -1,0 +1,251 @@
+"""PowerAPI in Dagster: report files as partitions, one step to the tables, the landing sensor."""
+
+import os
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+import pytest
+
+from assets.powerapi import (
+    COMPUTED_CHECK,
+    FRAMES_TABLE,
+    REPORT_ENERGY_TABLE,
+    VALID_CHECK,
+    WINDOW_TABLE,
+    powerapi_reports,
+)
+from definitions import build_definitions
+from joulehouse.powerapi import layout
+from joulehouse.powerapi.reports import read_reports
+from joulehouse.warehouse import Warehouse as Tables
+from resources import DataRoot, GpuBenchmarkSource, PowerapiSource, Warehouse
+from resources.powerapi import LANDING_ENV, READER_ENV
+from sensors.local import launch_in_process, tick
+from sensors.partition_runs import RANGE_END, RANGE_START
+from sensors.powerapi import JOB_NAME, SENSOR_NAME
+from tests.dagster.conftest import QUIET_S, settle
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = PROJECT_ROOT / "examples" / "powerapi"
+FIXTURE_J = 12.19696044921875  # the ten-tick SmartWatts fixture's RAPL energy
+VALID = dg.AssetKey("powerapi_validated_frames")
+ENERGY = dg.AssetKey("powerapi_report_energy")
+FACTS = dg.AssetKey(["energy_facts", "powerapi"])
+
+
+class Landing:
+    """The PowerAPI sensor and job over one landing folder, in one instance."""
+
+    def __init__(self, instance, folder: Path, tmp_path: Path, quiet_s: float = QUIET_S,
+                 **settings):
+        self.instance = instance
+        self.source = PowerapiSource(landing_folders=[str(folder)], quiet_period_s=quiet_s,
+                                     **settings)
+        self.warehouse = Warehouse(root=str(tmp_path / "warehouse"))
+        self.defs = build_definitions(
+            GpuBenchmarkSource(data_roots=[DataRoot(path=str(tmp_path))]), self.warehouse,
+            powerapi_source=self.source)
+        self.cursor = None
+
+    def tick(self):
+        data = tick(self.defs.resolve_sensor_def(SENSOR_NAME), self.instance,
+                    {"powerapi_source": self.source}, self.cursor)
+        self.cursor = data.cursor
+        return data
+
+    def run(self, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+        return launch_in_process(self.defs.resolve_job_def(JOB_NAME), self.instance, request,
+                                 SENSOR_NAME, log_level="WARNING")
+
+    def partitions(self) -> list[str]:
+        return list(self.instance.get_dynamic_partitions(powerapi_reports.name))
+
+    def tables(self) -> Tables:
+        return self.warehouse.tables()
+
+
+def _measured(table: pd.DataFrame) -> float:
+    return table.loc[table["method"] == "measured", "energy_j"].sum()
+
+
+def test_the_bundled_examples_reach_the_tables_in_one_run(instance, tmp_path):
+    landing = Landing(instance, EXAMPLES, tmp_path, quiet_s=0)
+    [request] = landing.tick().run_requests
+    keys = ["powerapi/hwpc-csv", "powerapi/power.jsonl", "powerapi/smartwatts_timeline.jsonl"]
+    assert landing.partitions() == keys  # PROVENANCE.md is not a report file
+    assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (keys[0], keys[-1])
+    result = landing.run(request)
+    assert result.success
+
+    checks = {(c.check_name, c.partition): c.passed for c in result.get_asset_check_evaluations()}
+    assert checks == {(check, key): True for check in (VALID_CHECK, COMPUTED_CHECK)
+                      for key in keys}
+    for asset in (VALID, ENERGY):
+        assert instance.get_status_by_partition(asset, keys, powerapi_reports) == {
+            key: dg.AssetPartitionStatus.MATERIALIZED for key in keys}
+    frames = {m.partition: m.metadata for m in result.asset_materializations_for_node(
+        "powerapi_pipeline") if m.asset_key == VALID}
+    # counters + RAPL rows + power reports of each entry: one data set in two forms, its power
+    assert {key: meta["rows"].value for key, meta in frames.items()} == {
+        "powerapi/hwpc-csv": {"counters": 1870, "rapl_energy": 10, "power_reports": 0},
+        "powerapi/smartwatts_timeline.jsonl": {"counters": 1870, "rapl_energy": 10,
+                                               "power_reports": 0},
+        "powerapi/power.jsonl": {"counters": 0, "rapl_energy": 0, "power_reports": 40}}
+
+    tables = landing.tables()
+    for key in ("powerapi/hwpc-csv", "powerapi/smartwatts_timeline.jsonl"):
+        own = tables.read_partitions(REPORT_ENERGY_TABLE, [key])
+        assert _measured(own) == pytest.approx(FIXTURE_J, rel=1e-12)
+    table = tables.read_table(WINDOW_TABLE)
+    assert _measured(table) == pytest.approx(FIXTURE_J, rel=1e-12)  # counted once, not twice
+    estimated = table[table["method"] == "estimated"].groupby("target")["energy_j"].sum()
+    assert set(estimated.index) == {"rapl", "influxdb", "mongo", "powerapi-sensor"}
+    assert estimated["rapl"] == pytest.approx(FIXTURE_J, rel=1e-6)
+    cgroups = estimated.drop("rapl").sum()
+    assert cgroups == pytest.approx(0.9 * FIXTURE_J, rel=1e-5)  # 10 % under by construction
+    assert table["relative_error"].to_numpy() == pytest.approx(-0.1, abs=1e-5)
+
+    [window] = [m for m in result.asset_materializations_for_node("powerapi_pipeline")
+                if m.asset_key == dg.AssetKey(WINDOW_TABLE)]
+    assert window.metadata["dagster/row_count"].value == len(table) == 5
+    assert window.metadata["reports_given_twice"].value == {"rapl_energy": 10,
+                                                            "power_reports": 0}
+    assert "data:image/png;base64," in window.metadata["power_over_time"].value
+    described = {c.name: c.description for c in window.metadata["dagster/column_schema"].value.columns}
+    assert described["relative_error"].startswith("(estimated_total_j - measured_j)")
+
+    facts = pd.read_parquet(Path(landing.warehouse.root) / "energy_facts" / "powerapi.parquet")
+    assert len(facts) == len(table) and set(facts["source"]) == {"powerapi"}
+    assert set(facts["entity"]) == {f"sensor_test/{t}" for t in [*estimated.index, "all"]}
+    assert facts.groupby("method")["energy_j"].sum()["measured"] == pytest.approx(FIXTURE_J)
+    [facts_event] = [m for m in result.asset_materializations_for_node("powerapi_pipeline")
+                     if m.asset_key == FACTS]
+    assert facts_event.metadata["dagster/row_count"].value == 5
+
+
+def test_a_bad_file_fails_alone_and_the_others_reach_the_tables(instance, tmp_path):
+    folder = tmp_path / "landing"
+    folder.mkdir()
+    for name in ("smartwatts_timeline.jsonl", "power.jsonl"):
+        shutil.copy(EXAMPLES / name, folder / name)
+    lines = (EXAMPLES / "power.jsonl").read_text().splitlines(keepends=True)
+    lines[2] = lines[2].replace('"power":0.531164', '"power":-0.531164')
+    bad = folder / "broken.jsonl"
+    bad.write_text("".join(lines))
+    landing = Landing(instance, folder, tmp_path, quiet_s=0)
+    [request] = landing.tick().run_requests
+    keys = landing.partitions()
+    assert keys == ["landing/broken.jsonl", "landing/power.jsonl",
+                    "landing/smartwatts_timeline.jsonl"]
+
+    result = landing.run(request)
+    assert not result.success and len(instance.get_runs()) == 1
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    assert failure.step_failure_data.user_failure_data.description.startswith(
+        "1 of 3 partition(s) failed:\nlanding/broken.jsonl: ")
+    checks = {(c.check_name, c.partition): c for c in result.get_asset_check_evaluations()}
+    assert {k: c.passed for k, c in checks.items()} == {
+        **{(VALID_CHECK, k): k != "landing/broken.jsonl" for k in keys},
+        **{(COMPUTED_CHECK, k): k != "landing/broken.jsonl" for k in keys}}
+    check = checks[(VALID_CHECK, "landing/broken.jsonl")]
+    assert check.metadata["file"].value == str(bad)
+    assert check.metadata["line"].value == 3
+    assert "power" in check.metadata["field"].value
+    assert "not computed" in checks[(COMPUTED_CHECK, "landing/broken.jsonl")].description
+    for asset in (VALID, ENERGY):
+        assert instance.get_status_by_partition(asset, keys, powerapi_reports) == {
+            "landing/broken.jsonl": dg.AssetPartitionStatus.FAILED,
+            "landing/power.jsonl": dg.AssetPartitionStatus.MATERIALIZED,
+            "landing/smartwatts_timeline.jsonl": dg.AssetPartitionStatus.MATERIALIZED}
+    tables = landing.tables()
+    assert tables.partition_keys(f"{FRAMES_TABLE}/power_reports") == keys[1:]  # nothing stored
+    table = tables.read_table(WINDOW_TABLE)  # the good ones reached the table in that run
+    assert _measured(table) == pytest.approx(FIXTURE_J, rel=1e-12)
+    assert table["relative_error"].to_numpy() == pytest.approx(-0.1, abs=1e-5)
+    assert len(pd.read_parquet(Path(landing.warehouse.root) / "energy_facts")) == len(table)
+
+    bad.write_text((EXAMPLES / "power.jsonl").read_text())  # fixed in place
+    data = landing.tick()
+    [fixed] = data.run_requests
+    assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == "landing/broken.jsonl"
+    assert landing.run(fixed).success
+    assert instance.get_status_by_partition(VALID, keys, powerapi_reports)[
+        "landing/broken.jsonl"] == dg.AssetPartitionStatus.MATERIALIZED
+    # the same power reports in two files count once
+    assert landing.tables().read_table(WINDOW_TABLE).equals(table)
+
+
+def test_a_file_still_being_written_waits_for_its_quiet_period(instance, tmp_path):
+    folder = tmp_path / "landing"
+    folder.mkdir()
+    shutil.copy(EXAMPLES / "power.jsonl", folder / "power.jsonl")
+    (folder / "notes.md").write_text("not a report\n")
+    settle()
+    landing = Landing(instance, folder, tmp_path)
+    [first] = landing.tick().run_requests
+    assert landing.partitions() == ["landing/power.jsonl"]
+
+    growing = folder / "hwpc.jsonl"
+    lines = (EXAMPLES / "smartwatts_timeline.jsonl").read_text().splitlines(keepends=True)
+    growing.write_text("".join(lines[:10]))
+    data = landing.tick()
+    assert data.run_requests == [] and "(1 waiting)" in data.skip_message
+    with growing.open("a") as file:
+        file.write("".join(lines[10:]))
+    os.utime(growing)
+    assert landing.tick().run_requests == []  # changed again: waits again
+    settle()
+    [request] = landing.tick().run_requests
+    assert request.tags[RANGE_START] == request.tags[RANGE_END] == "landing/hwpc.jsonl"
+    assert request.run_key != first.run_key
+    assert landing.partitions() == ["landing/power.jsonl", "landing/hwpc.jsonl"]
+    data = landing.tick()
+    assert data.run_requests == [] and "(0 waiting)" in data.skip_message
+
+
+def test_the_source_settings_come_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv(LANDING_ENV, os.pathsep.join([str(tmp_path / "a"), str(tmp_path / "b")]))
+    monkeypatch.setenv(READER_ENV["timezone"], "Europe/Paris")
+    monkeypatch.setenv(READER_ENV["window"], "10s")
+    monkeypatch.setenv("JOULEHOUSE_QUIET_PERIOD_S", "5")
+    source = PowerapiSource.from_env(EXAMPLES)
+    assert source.landing_folders == [str(tmp_path / "a"), str(tmp_path / "b")]
+    assert (source.timezone, source.window, source.quiet_period_s) == ("Europe/Paris", "10s", 5.0)
+    assert source.epoch_zone is None
+    assert source.resolve("b/power.jsonl") == (tmp_path / "b" / "power.jsonl").resolve()
+    monkeypatch.delenv(LANDING_ENV)
+    assert PowerapiSource.from_env(EXAMPLES).landing_folders == [str(EXAMPLES)]
+    for variable, value, error in ((READER_ENV["timezone"], "Mars/Olympus", "unknown time zone"),
+                                   (READER_ENV["window"], "soon", "not a time length"),
+                                   (READER_ENV["window"], "0s", "longer than 0")):
+        monkeypatch.setenv(variable, value)
+        with pytest.raises(ValueError, match=error):
+            PowerapiSource.from_env(EXAMPLES)
+        monkeypatch.delenv(variable)
+
+
+def test_a_powerapi_2_10_output_folder_is_one_partition_read_in_its_epoch_zone(
+        instance, tmp_path, peer_data):
+    """PowerAPI 2.10.0's ``<sensor>-<target>/PowerReport.csv`` tree, written on a machine set
+    to Europe/Paris (epoch ms shifted by its offset), landed as one folder: with the
+    source's epoch zone its windows are those of the same run written on a UTC machine."""
+    generated = peer_data / "powerapi"
+    folder = tmp_path / "landing"
+    shutil.copytree(generated / "generated_by_powerapi_2.10.0_TZ-Europe-Paris" / "csv_output",
+                    folder / "csv_output")
+    landing = Landing(instance, folder, tmp_path, quiet_s=0, epoch_zone="Europe/Paris")
+    [request] = landing.tick().run_requests
+    assert landing.partitions() == ["landing/csv_output"]
+    result = landing.run(request)
+    assert result.success
+    [frames] = [m for m in result.asset_materializations_for_node("powerapi_pipeline")
+                if m.asset_key == VALID]
+    utc = read_reports(layout.discover(generated / "generated_by_powerapi_2.10.0_TZ-UTC" /
+                                       "csv_output"))
+    assert frames.metadata["rows"].value["power_reports"] == len(utc.power) > 0
+    table = landing.tables().read_table(WINDOW_TABLE)
+    expected = utc.window_energy(landing.source.window)
+    assert set(table["target"]) == {"influxdb", "rapl"}
+    pd.testing.assert_frame_equal(table, expected, check_exact=False, rtol=1e-12)
