@@ -4,10 +4,11 @@ Secrets never appear here as literals: a resource that needs one (e.g. the
 TAUdb URL in ``resources/taudb.py``) takes it as ``dagster.EnvVar``.
 """
 
+from resources.geopm import GeopmReportSource
 from resources.gpu import DataRoot, GpuBenchmarkSource
 from resources.taudb import TaudbResource, TauProfileSource
 from resources.taudb import embedded_url as embedded_taudb_url
 from resources.warehouse import Warehouse
 
-__all__ = ["DataRoot", "GpuBenchmarkSource", "TauProfileSource", "TaudbResource", "Warehouse",
-           "embedded_taudb_url"]
+__all__ = ["DataRoot", "GeopmReportSource", "GpuBenchmarkSource", "TauProfileSource",
+           "TaudbResource", "Warehouse", "embedded_taudb_url"]

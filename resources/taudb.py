@@ -16,7 +16,7 @@ import dagster as dg
 from pydantic import Field
 
 from joulehouse.taudb.connect import TaudbDatabase
-from resources.gpu import SETTINGS_ENV, settings_from_env
+from resources.landing import LandingFolders
 
 EMBEDDED_FILE = "taudb.sqlite"
 URL_ENV = "JOULEHOUSE_TAUDB_URL"
@@ -51,36 +51,12 @@ class TaudbResource(dg.ConfigurableResource):
         return TaudbDatabase(self.url, self.schema_name)
 
 
-class TauProfileSource(dg.ConfigurableResource):
+class TauProfileSource(LandingFolders):
     """Folders where TAU profile sets land (one sub-folder or .ppk file per set)."""
-
-    landing_folders: list[str] = Field(description="Folders watched for profile sets.")
-    quiet_period_s: float = Field(
-        default=60.0, description="A profile set is complete once no file changed for this long.")
 
     @classmethod
     def from_env(cls, default_folder: str | os.PathLike[str], **settings) -> TauProfileSource:
         """Landing folders from ``$JOULEHOUSE_TAU_LANDING`` (separated by ``os.pathsep``),
         else ``default_folder``; the quiet period from ``$JOULEHOUSE_QUIET_PERIOD_S`` where
         set (shared with the GPU data roots), else ``settings``."""
-        value = os.environ.get(LANDING_ENV, "")
-        folders = [p for p in value.split(os.pathsep) if p] or [str(default_folder)]
-        quiet = settings_from_env({"quiet_period_s": SETTINGS_ENV["quiet_period_s"]})
-        return cls(landing_folders=folders, **{**settings, **quiet})
-
-    def landings(self) -> dict[str, Path]:
-        """The landing folders by name (their folder name); raises on duplicate names."""
-        named: dict[str, Path] = {}
-        for folder in map(Path, self.landing_folders):
-            if folder.resolve().name in named:
-                raise ValueError(f"two landing folders named {folder.resolve().name!r}")
-            named[folder.resolve().name] = folder.resolve()
-        return named
-
-    def resolve(self, partition_key: str) -> Path:
-        """The profile set (folder or .ppk) of a partition key ``<landing name>/<entry>``."""
-        name, _, entry = partition_key.partition("/")
-        landing = self.landings().get(name)
-        if landing is None or not entry or "/" in entry:
-            raise KeyError(f"partition {partition_key!r}: no landing folder named {name!r}")
-        return landing / entry
+        return cls(**{**settings, **cls.landing_settings_from_env(LANDING_ENV, default_folder)})
