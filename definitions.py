@@ -8,7 +8,9 @@ Configuration (defaults are for a fresh clone):
 - ``JOULEHOUSE_TAUDB_URL`` (and ``JOULEHOUSE_TAUDB_SCHEMA``): TAUdb, default the SQLite
   file ``taudb.sqlite`` beside the warehouse tables; the URL is read at run time (``dg.EnvVar``);
 - ``JOULEHOUSE_TAU_LANDING``: folders where TAU profile sets land, default
-  ``examples/tau-profiles``.
+  ``examples/tau-profiles``;
+- ``JOULEHOUSE_GEOPM_LANDING`` (and ``JOULEHOUSE_GEOPM_TIMEZONE``): folders where GEOPM
+  reports land, default ``examples/geopm``.
 """
 
 from __future__ import annotations
@@ -17,20 +19,28 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets import GPU_ASSETS, TAUDB_ASSETS, gpu_pipeline
+from assets import GEOPM_ASSETS, GPU_ASSETS, TAUDB_ASSETS, gpu_pipeline
 from resources import (
+    GeopmReportSource,
     GpuBenchmarkSource,
     TaudbResource,
     TauProfileSource,
     Warehouse,
     embedded_taudb_url,
 )
-from sensors import gpu_repetition_sensors, tau_profile_sensor, tau_profiles_job
+from sensors import (
+    geopm_job,
+    geopm_report_sensor,
+    gpu_repetition_sensors,
+    tau_profile_sensor,
+    tau_profiles_job,
+)
 from sensors.gpu_repetitions import JOB_NAME as GPU_JOB
 
 PROJECT_ROOT = Path(__file__).resolve().parent
 EXAMPLE_GPU_DATA = PROJECT_ROOT / "examples" / "gpu-data"
 EXAMPLE_TAU_PROFILES = PROJECT_ROOT / "examples" / "tau-profiles"
+EXAMPLE_GEOPM_REPORTS = PROJECT_ROOT / "examples" / "geopm"
 DEFAULT_WAREHOUSE = PROJECT_ROOT / "warehouse"
 
 gpu_energy_job = dg.define_asset_job(
@@ -52,19 +62,23 @@ automation = dg.AutomationConditionSensorDefinition(
 
 def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
                       taudb: TaudbResource | None = None,
-                      tau_profiles: TauProfileSource | None = None) -> dg.Definitions:
+                      tau_profiles: TauProfileSource | None = None,
+                      geopm_source: GeopmReportSource | None = None) -> dg.Definitions:
     """The definitions over the given data roots, warehouse, TAUdb (default: the embedded
-    SQLite file beside the warehouse tables) and TAU profile landing folders (default: the
-    bundled example)."""
+    SQLite file beside the warehouse tables), TAU profile and GEOPM report landing folders
+    (default: the bundled examples)."""
     return dg.Definitions(
-        assets=[*GPU_ASSETS, *TAUDB_ASSETS],
-        jobs=[gpu_energy_job, tau_profiles_job],
-        sensors=[*gpu_repetition_sensors(gpu_source), tau_profile_sensor, automation],
+        assets=[*GPU_ASSETS, *TAUDB_ASSETS, *GEOPM_ASSETS],
+        jobs=[gpu_energy_job, tau_profiles_job, geopm_job],
+        sensors=[*gpu_repetition_sensors(gpu_source), tau_profile_sensor, geopm_report_sensor,
+                 automation],
         resources={
             "gpu_source": gpu_source, "warehouse": warehouse,
             "taudb": taudb or TaudbResource(url=embedded_taudb_url(warehouse.root)),
             "tau_profiles": tau_profiles or TauProfileSource(
                 landing_folders=[str(EXAMPLE_TAU_PROFILES)]),
+            "geopm_source": geopm_source or GeopmReportSource(
+                landing_folders=[str(EXAMPLE_GEOPM_REPORTS)]),
         },
     )
 
@@ -74,4 +88,5 @@ defs = build_definitions(
     Warehouse.from_env(DEFAULT_WAREHOUSE),
     TaudbResource.from_env(),
     TauProfileSource.from_env(EXAMPLE_TAU_PROFILES),
+    GeopmReportSource.from_env(EXAMPLE_GEOPM_REPORTS),
 )

@@ -10,6 +10,7 @@ back for a key always come from one version of the report.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 import pandas as pd
 
@@ -35,3 +36,9 @@ def save_report(warehouse: Warehouse, key: str, report: Report) -> dict[str, pd.
 def load_frames(warehouse: Warehouse, name: str, keys: Iterable[str]) -> pd.DataFrame:
     """The stored frame ``name`` (header, totals ...) of the reports ``keys``, concatenated."""
     return warehouse.read_partitions(f"{TABLE}/{name}", keys)
+
+
+def load_report(warehouse: Warehouse, key: str, path: Path) -> Report:
+    """The report stored as partition ``key`` (see :func:`save_report`), read from ``path``."""
+    frames = {name: load_frames(warehouse, name, [key]) for name in FRAME_SCHEMAS}
+    return Report(path=path, report=key, shape=frames["header"]["shape"].iloc[0], **frames)
