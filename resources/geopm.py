@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from joulehouse.timeutil import check_timezone
 from resources.gpu import settings_from_env
 from resources.landing import LandingFolders
 
@@ -23,6 +24,12 @@ class GeopmReportSource(LandingFolders):
     timezone: str = Field(
         default="UTC", description="IANA zone of a report's Start Time written without one "
                                    "(GEOPM 1.x/2.x write the controller's local time).")
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        """An unknown zone is refused when the resource is built, not at every report."""
+        return check_timezone(value)
 
     @classmethod
     def from_env(cls, default_folder: str | os.PathLike[str], **settings) -> GeopmReportSource:

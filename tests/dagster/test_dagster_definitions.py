@@ -26,7 +26,14 @@ GRAPH = {
     "taudb_trials": ({"gpu_validated_frames", "gpu_repetition_energy"}, False, set()),
     "tau_profile_files": (set(), True, set()),
     "tau_profile_trials": ({"tau_profile_files"}, True, {"loads"}),
+    "geopm_report_files": (set(), True, set()),
+    "geopm_validated_frames": ({"geopm_report_files"}, True, {"pandera_valid"}),
+    "geopm_host_energy": ({"geopm_validated_frames"}, True, {"energy_computed"}),
+    "geopm_region_energy": ({"geopm_host_energy"}, False, set()),
+    "geopm_report_energy": ({"geopm_host_energy"}, False, set()),
+    "energy_facts/geopm": ({"geopm_host_energy"}, False, set()),
 }
+GEOPM_JOB = {name for name in GRAPH if name.startswith("geopm_") or name == "energy_facts/geopm"}
 
 
 def test_definitions_are_loadable():
@@ -37,18 +44,21 @@ def test_asset_graph_snapshot():
     graph = defs.resolve_asset_graph()
     assert {k.to_user_string() for k in graph.get_all_asset_keys()} == set(GRAPH)
     for name, (deps, partitioned, checks) in GRAPH.items():
-        node = graph.get(dg.AssetKey(name))
+        node = graph.get(dg.AssetKey.from_user_string(name))
         assert {k.to_user_string() for k in node.parent_keys} == deps, name
         assert (node.partitions_def is not None) == partitioned, name
         assert {k.name for k in node.check_keys} == checks, name
         spec = next(s for s in defs.resolve_all_asset_specs() if s.key == node.key)
         assert spec.description and spec.group_name and spec.kinds, name
-    for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials"):
-        assert graph.get(dg.AssetKey(name)).backfill_policy == dg.BackfillPolicy.single_run()
+    for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials",
+                 "geopm_validated_frames", "geopm_host_energy"):
+        assert graph.get(dg.AssetKey.from_user_string(name)).backfill_policy == dg.BackfillPolicy.single_run()
     for name in ("gpu_repetition_energy", "gpu_setting_energy", "gpu_benchmark_energy",
-                 "energy_facts", "taudb_trials"):
-        assert graph.get(dg.AssetKey(name)).automation_condition is not None, name
-    for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials"):
+                 "energy_facts", "taudb_trials", "geopm_host_energy", "geopm_region_energy",
+                 "geopm_report_energy", "energy_facts/geopm"):
+        assert graph.get(dg.AssetKey.from_user_string(name)).automation_condition is not None, name
+    for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials",
+                 "geopm_validated_frames", "geopm_host_energy"):
         [check] = graph.get(dg.AssetKey(name)).check_keys  # one result per partition
         assert graph.get_check_spec(check).partitions_def == graph.get(check.asset_key).partitions_def
 
@@ -56,13 +66,19 @@ def test_asset_graph_snapshot():
 def test_job_sensors_and_resources():
     job = defs.resolve_job_def("gpu_energy_job")
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == (
-        set(GRAPH) - {"gpu_repetition_files", "tau_profile_files", "tau_profile_trials"})
+        set(GRAPH) - {"gpu_repetition_files", "tau_profile_files", "tau_profile_trials"}
+        - GEOPM_JOB)
+    job = defs.resolve_job_def("geopm_job")
+    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == (
+        GEOPM_JOB - {"geopm_report_files"})
     sensors = {s.name: s for s in defs.sensors}
     assert set(sensors) == {"gpu_repetitions_gpu_data", "tau_profile_landing",
-                            "joulehouse_automation"}
+                            "geopm_report_landing", "joulehouse_automation"}
+    assert sensors["geopm_report_landing"].default_status == dg.DefaultSensorStatus.STOPPED
     assert sensors["tau_profile_landing"].default_status == dg.DefaultSensorStatus.STOPPED
     assert sensors["gpu_repetitions_gpu_data"].default_status == dg.DefaultSensorStatus.STOPPED
-    assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles"}
+    assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles",
+                                   "geopm_source"}
 
 
 def test_dagster_cli_validates_the_workspace(tmp_path):

@@ -198,3 +198,20 @@ def test_a_report_inside_its_quiet_period_waits(pipeline, landing):
     [request] = pipeline.tick().run_requests
     assert request.tags[RANGE_START] == request.tags[RANGE_END] == "landing/young.report"
     assert pipeline.partitions()[-1] == "landing/young.report"
+
+
+def test_the_source_settings_come_from_the_environment(tmp_path, monkeypatch):
+    default = GeopmReportSource.from_env(tmp_path)
+    assert (default.landing_folders, default.quiet_period_s, default.timezone) == (
+        [str(tmp_path)], 60.0, "UTC")
+    first, second = tmp_path / "a", tmp_path / "b"
+    monkeypatch.setenv("JOULEHOUSE_GEOPM_LANDING", f"{first}{os.pathsep}{second}")
+    monkeypatch.setenv("JOULEHOUSE_GEOPM_TIMEZONE", "Europe/Berlin")
+    monkeypatch.setenv("JOULEHOUSE_QUIET_PERIOD_S", "120")
+    source = GeopmReportSource.from_env(tmp_path)
+    assert (source.landing_folders, source.quiet_period_s, source.timezone) == (
+        [str(first), str(second)], 120.0, "Europe/Berlin")
+    assert source.resolve("b/job.report") == second.resolve() / "job.report"
+    monkeypatch.setenv("JOULEHOUSE_GEOPM_TIMEZONE", "+01:00")
+    with pytest.raises(ValueError, match="unknown time zone '\\+01:00'"):
+        GeopmReportSource.from_env(tmp_path)
