@@ -13,13 +13,18 @@ from joulehouse.gpu.layout import find_repetitions, is_complete
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials
 from joulehouse.warehouse import Warehouse as Tables
-from resources import DataRoot, GpuBenchmarkSource, TauProfileSource, Warehouse
+from resources import DataRoot, GeopmReportSource, GpuBenchmarkSource, TauProfileSource, Warehouse
+from sensors.geopm import SENSOR_NAME as GEOPM_SENSOR
 from sensors.gpu_repetitions import sensor_name
 from sensors.local import tick
 from sensors.tau_profiles import SENSOR_NAME as TAU_SENSOR
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = PROJECT_ROOT / "examples" / "gpu-data"
+EXAMPLE_GEOPM = PROJECT_ROOT / "examples" / "geopm"
+# The GEOPM table's rows: report, hosts, package kJ, DRAM kJ (the reports' Application Totals)
+GEOPM_ROWS = [("geopm/fm_stream_dgemm_2host.yaml.report", 2, 169.946, 18.361),
+              ("geopm/geopmbench_1host.legacy.report", 1, 4.406, 0.328)]
 
 
 def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tmp_path):
@@ -47,18 +52,24 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
         assert float(row[7]) == round(stored["gpu_energy_j_mean"] / 1000, 3)  # GPU kJ
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        assert instance.get_runs_count() == 2  # the GPU pipeline, the TAU profiles
+        assert instance.get_runs_count() == 3  # the GPU pipeline, the TAU profiles, GEOPM
         assert {r.status for r in instance.get_runs()} == {dg.DagsterRunStatus.SUCCESS}
         assert len(instance.get_dynamic_partitions("gpu_repetitions")) == len(complete)
+        assert instance.get_dynamic_partitions("geopm_reports") == [r[0] for r in GEOPM_ROWS]
         assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse)
     facts = Tables(warehouse).read_table("energy_facts")
-    assert set(facts["source"]) == {"gpu-benchmark"}
+    assert set(facts["source"]) == {"gpu-benchmark", "geopm"}
+    assert (facts["source"] == "geopm").sum() == 6  # cpu and dram of 3 hosts
+    facts = facts[facts["source"] == "gpu-benchmark"]
     assert set(facts["entity"]) == {f"gpu-data/{r.key}" for r in complete}
     assert (facts["energy_j"] > 0).all()
     with TaudbDatabase(f"sqlite:///{warehouse}/taudb.sqlite") as db:
         trials = {t["name"]: t["data_source"] for t in list_trials(db)}
     assert trials == {**{"/".join(s): 999 for s in settings}, "tau2_wrap_mpi2": 1}
     assert all(name in done.stdout for name in trials)
+    geopm = lines[lines.index("GEOPM reports (Application Totals summed over hosts):") + 2:]
+    assert [(r[0], int(r[1]), float(r[3]), float(r[4])) for r in map(str.split, geopm)] == (
+        GEOPM_ROWS)
 
 
 def assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse) -> None:
@@ -67,9 +78,12 @@ def assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse) -> N
     source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(EXAMPLE))], quiet_period_s=0)
     profiles = TauProfileSource(landing_folders=[str(PROJECT_ROOT / "examples" / "tau-profiles")],
                                 quiet_period_s=0)
-    defs = build_definitions(source, Warehouse(root=str(warehouse)), tau_profiles=profiles)
+    reports = GeopmReportSource(landing_folders=[str(EXAMPLE_GEOPM)], quiet_period_s=0)
+    defs = build_definitions(source, Warehouse(root=str(warehouse)), tau_profiles=profiles,
+                             geopm_source=reports)
     for name, resources in ((sensor_name("gpu-data"), {"gpu_source": source}),
-                            (TAU_SENSOR, {"tau_profiles": profiles})):
+                            (TAU_SENSOR, {"tau_profiles": profiles}),
+                            (GEOPM_SENSOR, {"geopm_source": reports})):
         [request] = tick(defs.resolve_sensor_def(name), instance, resources).run_requests
         runs = instance.get_runs(filters=dg.RunsFilter(
             tags={RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: name}))
