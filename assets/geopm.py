@@ -165,33 +165,33 @@ def _report_metadata(report: Report) -> dict[str, Any]:
 
 
 def validate_frames(context: dg.AssetExecutionContext, source: GeopmReportSource,
-                    tables: Tables, reports: dict[str, Report]) -> PartitionBatch:
-    """Read, validate and store every report of the run (kept in ``reports`` by key)."""
+                    tables: Tables) -> PartitionBatch:
+    """Read, validate and store every report of the run."""
 
     def validate_one(key: str) -> dict[str, pd.DataFrame]:
-        reports[key] = read_report(source.resolve(key), report=key, timezone=source.timezone)
-        return save_report(tables, key, reports[key])
+        report = read_report(source.resolve(key), report=key, timezone=source.timezone)
+        return save_report(tables, key, report)
 
     return PartitionBatch.run(context, validate_one, schemas=FRAME_SCHEMAS)
 
 
 def compute_energy(context: dg.AssetExecutionContext, source: GeopmReportSource,
-                   tables: Tables, reports: dict[str, Report], skip: dict[str, str]
-                   ) -> PartitionBatch:
+                   tables: Tables, skip: dict[str, str]) -> PartitionBatch:
     """Compute and store the host energy of every report of the run but those in ``skip``,
-    from ``reports`` (read in this run) or else the stored frames."""
+    from its stored frames (no report of the run is held in memory meanwhile)."""
+    metadata: dict[str, dict[str, Any]] = {}
 
     def compute_one(key: str) -> dict[str, pd.DataFrame]:
-        if key not in reports:
-            reports[key] = load_report(tables, key, source.resolve(key))
-        table = energy.host_energy(reports[key])
+        report = load_report(tables, key, source.resolve(key), names=["totals", "regions"])
+        table = energy.host_energy(report)
         tables.write_partition(HOST_TABLE, key, table)
+        metadata[key] = _report_metadata(report)
         return {HOST_TABLE: table}
 
     batch = PartitionBatch.run(context, compute_one, skip=skip,
                                schemas={HOST_TABLE: schemas.HOST_ENERGY_SCHEMA})
-    for key in batch.stored:
-        batch.stored[key] |= _report_metadata(reports[key])
+    for key, shown in metadata.items():
+        batch.stored[key] |= shown
     return batch
 
 
@@ -202,12 +202,9 @@ def stored_report_keys(context: dg.AssetExecutionContext, tables: Tables) -> lis
     return [key for key in tables.partition_keys(HOST_TABLE) if key in registered]
 
 
-def whole_tables(context: dg.AssetExecutionContext, tables: Tables,
-                  selected: set[dg.AssetKey]) -> Iterator[dg.MaterializeResult]:
-    """Rebuild the selected tables over every stored report from its stored frames."""
-    keys = stored_report_keys(context, tables)
-    if not keys:
-        raise dg.Failure("no GEOPM report stored yet: materialize geopm_host_energy")
+def whole_tables(tables: Tables, keys: list[str], selected: set[dg.AssetKey]
+                 ) -> Iterator[dg.MaterializeResult]:
+    """Rebuild the selected tables over the stored reports ``keys`` from their frames."""
     totals = load_frames(tables, "totals", keys)
     summary = {"reports": dg.MetadataValue.int(len(keys)),
                "hosts": dg.MetadataValue.int(len(totals[["report", "host"]].drop_duplicates()))}
@@ -224,8 +221,7 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables,
         yield dg.MaterializeResult(asset_key=geopm_report_energy.key, metadata={
             **table_metadata(table, schemas.REPORT_ROLLUP_SCHEMA), **summary,
             "total_energy_j": dg.MetadataValue.float(float(np.nansum(
-                application[["package_energy_j", "dram_energy_j", "gpu_energy_j"]]
-                .to_numpy())))})
+                application[[column for column, _, _ in energy.FACT_COMPONENTS]].to_numpy())))})
     if geopm_energy_facts.key in selected:
         rows = energy.facts_rows(load_frames(tables, "header", keys), totals)
         tables.write_partition(FACTS_TABLE, energy.FACTS_SOURCE, rows)
@@ -248,19 +244,22 @@ with single_run_backfills() as single_run:
                        warehouse: Warehouse) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        reports: dict[str, Report] = {}
         failed: dict[str, str] = {}
         if geopm_validated_frames.key in selected:
-            frames = validate_frames(context, geopm_source, tables, reports)
+            frames = validate_frames(context, geopm_source, tables)
             yield from frames.results(context, VALID_SPEC)
             failed |= frames.errors()
         if geopm_host_energy.key in selected:
             skip = {key: "its validated frames failed in this run" for key in failed}
-            host = compute_energy(context, geopm_source, tables, reports, skip)
+            host = compute_energy(context, geopm_source, tables, skip)
             yield from host.results(context, COMPUTED_SPEC)
             failed |= host.errors()
         if selected & {spec.key for spec in GEOPM_TABLES}:
-            yield from whole_tables(context, tables, selected)
+            keys = stored_report_keys(context, tables)
+            if keys:
+                yield from whole_tables(tables, keys, selected)
+            elif not failed:
+                raise dg.Failure("no GEOPM report stored yet: materialize geopm_host_energy")
         if failed:
             raise failure(len(context.partition_keys), failed)
 

@@ -38,7 +38,11 @@ def load_frames(warehouse: Warehouse, name: str, keys: Iterable[str]) -> pd.Data
     return warehouse.read_partitions(f"{TABLE}/{name}", keys)
 
 
-def load_report(warehouse: Warehouse, key: str, path: Path) -> Report:
-    """The report stored as partition ``key`` (see :func:`save_report`), read from ``path``."""
-    frames = {name: load_frames(warehouse, name, [key]) for name in FRAME_SCHEMAS}
+def load_report(warehouse: Warehouse, key: str, path: Path,
+                names: Iterable[str] = tuple(FRAME_SCHEMAS)) -> Report:
+    """The report stored as partition ``key`` (see :func:`save_report`), read from ``path``;
+    only the frames ``names`` are read back (always the header), the others are empty."""
+    wanted = {"header", *names}
+    frames = {name: load_frames(warehouse, name, [key]) if name in wanted
+              else schemas.empty_frame(schema) for name, schema in FRAME_SCHEMAS.items()}
     return Report(path=path, report=key, shape=frames["header"]["shape"].iloc[0], **frames)

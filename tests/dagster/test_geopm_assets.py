@@ -184,6 +184,19 @@ def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing)
     assert facts["energy_j"].sum() == pytest.approx(sum(ENERGY_J.values()) + ENERGY_J[LEGACY])
 
 
+def test_a_first_run_of_only_bad_reports_names_them(pipeline, landing):
+    for name in (LEGACY, YAML):
+        (landing / name).unlink()
+    (landing / "bad.report").write_text("##### geopm 1.1.0 #####\nHost: a\nRegion r (0x1):\n")
+    settle()
+    result = pipeline.run(pipeline.tick().run_requests[0])
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    assert failure.step_failure_data.user_failure_data.description.startswith(
+        "1 of 1 partition(s) failed:\nlanding/bad.report: ")
+    assert not pipeline.tables.table_dir(REGION_TABLE).exists()
+
+
 def test_a_report_inside_its_quiet_period_waits(pipeline, landing):
     settle()
     first = pipeline.tick()
