@@ -1,8 +1,8 @@
 """A sensor on the GEOPM report landing folders: complete new or changed reports -> one run.
 
 Each tick lists the landing folders (``joulehouse.geopm.layout.find_reports``:
-one ``stat`` per file and a read of the first 4 KiB of each new file name
-to tell a report from other files), takes the reports that are new or
+per file one ``stat`` and a read of its first 4 KiB, which tells a report
+from other files), takes the reports that are new or
 changed since they were last handed out (cursor: key -> fingerprint) and
 quiet for ``quiet_period_s`` (GEOPM writes a report when the job ends: a
 file still being written, or copied in, waits), registers the new ones as
