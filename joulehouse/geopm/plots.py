@@ -19,23 +19,30 @@ COMPONENTS = [("package_energy_j", "package"), ("dram_energy_j", "DRAM"),
 DPI = 100
 
 
-def region_energy_png(regions: pd.DataFrame, title: str) -> bytes:
-    """A PNG bar chart of the energy per region (kJ, package + DRAM + GPU stacked, summed
-    over hosts) of one report's region roll-up (``energy.region_rollup``); the regions
-    beyond :data:`MAX_REGIONS` are one bar, ``other (N regions)``."""
+def region_energy_kj(regions: pd.DataFrame) -> pd.DataFrame:
+    """What :func:`region_energy_png` draws: per region name, the energy of each component
+    of :data:`COMPONENTS` in kJ (summed over hosts and hashes), the most energy first; the
+    regions beyond :data:`MAX_REGIONS` summed into one row, ``other (N regions)``."""
     columns = [column for column, _ in COMPONENTS]
     energy = regions.groupby("region", sort=False)[columns].sum(min_count=1) / 1e3
-    energy = energy.loc[energy.sum(axis=1).sort_values(ascending=False).index]
+    energy = energy.loc[energy.sum(axis=1).sort_values(ascending=False, kind="stable").index]
     if len(energy) > MAX_REGIONS:
         rest = energy.iloc[MAX_REGIONS - 1:]
         energy = pd.concat([energy.iloc[:MAX_REGIONS - 1],
                             rest.sum(min_count=1).to_frame(f"other ({len(rest)} regions)").T])
+    return energy
+
+
+def region_energy_png(regions: pd.DataFrame, title: str) -> bytes:
+    """A PNG bar chart of the energy per region (kJ, package + DRAM + GPU stacked) of one
+    report's region roll-up (``energy.region_rollup``), as :func:`region_energy_kj`."""
+    energy = region_energy_kj(regions)
     figure = Figure(figsize=(6.4, 1.2 + 0.3 * len(energy)), dpi=DPI, layout="constrained")
     axes = figure.add_subplot()
     left = pd.Series(0.0, index=energy.index)
     for column, label in COMPONENTS:
-        values = energy[column].fillna(0.0)
         if energy[column].notna().any():
+            values = energy[column].fillna(0.0)
             axes.barh(energy.index, values, left=left, label=label)
             left += values
     axes.invert_yaxis()
