@@ -34,7 +34,7 @@ from assets.reporting import (
 )
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
 from joulehouse.geopm import energy, schemas
-from joulehouse.geopm.plots import region_energy_png
+from joulehouse.geopm.plots import COMPONENTS, kj_column, region_energy_kj, region_energy_png
 from joulehouse.geopm.readers import Report, read_report
 from joulehouse.geopm.store import FRAME_SCHEMAS, load_frames, load_report, save_report
 from joulehouse.warehouse import Warehouse as Tables
@@ -151,16 +151,30 @@ def _region_plot(rollup: pd.DataFrame, key: str) -> str:
     return f"![energy per region of {key}](data:image/png;base64,{png})"
 
 
+def _region_table(rollup: pd.DataFrame) -> dg.TableMetadataValue:
+    """The plotted energy per region as a table value (Dagster 1.13 shows tables inline,
+    while a Markdown image opens from a link)."""
+    drawn = region_energy_kj(rollup)
+    columns = [dg.TableColumn("region", "string"),
+               *(dg.TableColumn(kj_column(column), "float", description=f"{label} energy "
+                                "summed over hosts (kJ)") for column, label in COMPONENTS)]
+    records = [dg.TableRecord({"region": str(region), **{
+        name: None if pd.isna(value) else float(value) for name, value in row.items()}})
+               for region, row in drawn.iterrows()]
+    return dg.MetadataValue.table(records, dg.TableSchema(columns=columns))
+
+
 def _report_metadata(report: Report) -> dict[str, Any]:
     """What a report's host-energy partition shows besides its rows: hosts, regions, total
-    energy (J) and the plot of energy per region."""
+    energy (J) and the energy per region (a table, and a plot)."""
+    rollup = energy.region_rollup(report)
     return {
         "hosts": dg.MetadataValue.json(report.totals["host"].drop_duplicates().tolist()),
         "host_count": dg.MetadataValue.int(int(report.header["host_count"].iloc[0])),
         "region_count": dg.MetadataValue.int(int(report.header["region_count"].iloc[0])),
         "total_energy_j": dg.MetadataValue.float(energy.total_energy_j(report)),
-        "energy_per_region": dg.MetadataValue.md(
-            _region_plot(energy.region_rollup(report), report.report)),
+        "regions": _region_table(rollup),
+        "energy_per_region": dg.MetadataValue.md(_region_plot(rollup, report.report)),
     }
 
 

@@ -19,12 +19,19 @@ COMPONENTS = [("package_energy_j", "package"), ("dram_energy_j", "DRAM"),
 DPI = 100
 
 
+def kj_column(column: str) -> str:
+    """The kJ column of an energy column in J: ``package_energy_j`` -> ``package_energy_kj``."""
+    return column.removesuffix("_j") + "_kj"
+
+
 def region_energy_kj(regions: pd.DataFrame) -> pd.DataFrame:
     """What :func:`region_energy_png` draws: per region name, the energy of each component
-    of :data:`COMPONENTS` in kJ (summed over hosts and hashes), the most energy first; the
-    regions beyond :data:`MAX_REGIONS` summed into one row, ``other (N regions)``."""
+    of :data:`COMPONENTS` in kJ (columns :func:`kj_column`; summed over hosts and hashes),
+    the most energy first; the regions beyond :data:`MAX_REGIONS` summed into one row,
+    ``other (N regions)``."""
     columns = [column for column, _ in COMPONENTS]
-    energy = regions.groupby("region", sort=False)[columns].sum(min_count=1) / 1e3
+    energy = (regions.groupby("region", sort=False)[columns].sum(min_count=1) / 1e3).rename(
+        columns=kj_column)
     energy = energy.loc[energy.sum(axis=1).sort_values(ascending=False, kind="stable").index]
     if len(energy) > MAX_REGIONS:
         rest = energy.iloc[MAX_REGIONS - 1:]
@@ -41,8 +48,8 @@ def region_energy_png(regions: pd.DataFrame, title: str) -> bytes:
     axes = figure.add_subplot()
     left = pd.Series(0.0, index=energy.index)
     for column, label in COMPONENTS:
-        if energy[column].notna().any():
-            values = energy[column].fillna(0.0)
+        if energy[kj_column(column)].notna().any():
+            values = energy[kj_column(column)].fillna(0.0)
             axes.barh(energy.index, values, left=left, label=label)
             left += values
     axes.invert_yaxis()

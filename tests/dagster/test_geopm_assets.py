@@ -123,6 +123,12 @@ def test_the_bundled_reports_materialize_in_one_run(pipeline):
         assert metadata["total_energy_j"].value == pytest.approx(ENERGY_J[name])
         assert metadata["energy_per_region"].value.startswith(
             f"![energy per region of {key}](data:image/png;base64,iVBORw0KGgo")
+        regions_shown = metadata["regions"].value.records
+        assert len(regions_shown) == regions
+        if name == LEGACY:  # the most energy first, as the report writes it (kJ)
+            assert regions_shown[0].data == {
+                "region": "all2all", "package_energy_kj": pytest.approx(1.80226),
+                "dram_energy_kj": pytest.approx(0.120414), "gpu_energy_kj": None}
         schema = metadata["dagster/column_schema"].value
         assert all(column.description for column in schema.columns)
     facts_event = _latest(pipeline.instance, geopm_energy_facts.key)
