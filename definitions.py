@@ -9,6 +9,8 @@ Configuration (defaults are for a fresh clone):
   file ``taudb.sqlite`` beside the warehouse tables; the URL is read at run time (``dg.EnvVar``);
 - ``JOULEHOUSE_TAU_LANDING``: folders where TAU profile sets land, default
   ``examples/tau-profiles``;
+- ``JOULEHOUSE_GEOPM_LANDING`` (and ``JOULEHOUSE_GEOPM_TIMEZONE``): folders where GEOPM
+  reports land, default ``examples/geopm``.
 - ``JOULEHOUSE_POWERAPI_LANDING`` (and ``JOULEHOUSE_POWERAPI_TIMEZONE``, ``_EPOCH_ZONE``,
   ``_WINDOW``): folders where PowerAPI report files land, default ``examples/powerapi``.
 """
@@ -19,8 +21,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets import GPU_ASSETS, POWERAPI_ASSETS, TAUDB_ASSETS, gpu_pipeline
+from assets import GEOPM_ASSETS, GPU_ASSETS, POWERAPI_ASSETS, TAUDB_ASSETS, gpu_pipeline
 from resources import (
+    GeopmReportSource,
     GpuBenchmarkSource,
     PowerapiSource,
     TaudbResource,
@@ -29,6 +32,8 @@ from resources import (
     embedded_taudb_url,
 )
 from sensors import (
+    geopm_job,
+    geopm_report_sensor,
     gpu_repetition_sensors,
     powerapi_job,
     powerapi_sensor,
@@ -40,6 +45,7 @@ from sensors.gpu_repetitions import JOB_NAME as GPU_JOB
 PROJECT_ROOT = Path(__file__).resolve().parent
 EXAMPLE_GPU_DATA = PROJECT_ROOT / "examples" / "gpu-data"
 EXAMPLE_TAU_PROFILES = PROJECT_ROOT / "examples" / "tau-profiles"
+EXAMPLE_GEOPM_REPORTS = PROJECT_ROOT / "examples" / "geopm"
 EXAMPLE_POWERAPI = PROJECT_ROOT / "examples" / "powerapi"
 DEFAULT_WAREHOUSE = PROJECT_ROOT / "warehouse"
 
@@ -63,14 +69,16 @@ automation = dg.AutomationConditionSensorDefinition(
 def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
                       taudb: TaudbResource | None = None,
                       tau_profiles: TauProfileSource | None = None,
-                      powerapi_source: PowerapiSource | None = None) -> dg.Definitions:
+                      powerapi_source: PowerapiSource | None = None,
+                      geopm_source: GeopmReportSource | None = None) -> dg.Definitions:
     """The definitions over the given data roots, warehouse, TAUdb (default: the embedded
-    SQLite file beside the warehouse tables), TAU profile and PowerAPI landing folders
-    (default: the bundled examples)."""
+    SQLite file beside the warehouse tables), TAU profile, PowerAPI and GEOPM landing
+    folders (default: the bundled examples)."""
     return dg.Definitions(
-        assets=[*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS],
-        jobs=[gpu_energy_job, tau_profiles_job, powerapi_job],
+        assets=[*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS, *GEOPM_ASSETS],
+        jobs=[gpu_energy_job, tau_profiles_job, powerapi_job, geopm_job],
         sensors=[*gpu_repetition_sensors(gpu_source), tau_profile_sensor, powerapi_sensor,
+                 geopm_report_sensor,
                  automation],
         resources={
             "gpu_source": gpu_source, "warehouse": warehouse,
@@ -79,6 +87,8 @@ def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
                 landing_folders=[str(EXAMPLE_TAU_PROFILES)]),
             "powerapi_source": powerapi_source or PowerapiSource(
                 landing_folders=[str(EXAMPLE_POWERAPI)]),
+            "geopm_source": geopm_source or GeopmReportSource(
+                landing_folders=[str(EXAMPLE_GEOPM_REPORTS)]),
         },
     )
 
@@ -89,4 +99,5 @@ defs = build_definitions(
     TaudbResource.from_env(),
     TauProfileSource.from_env(EXAMPLE_TAU_PROFILES),
     PowerapiSource.from_env(EXAMPLE_POWERAPI),
+    GeopmReportSource.from_env(EXAMPLE_GEOPM_REPORTS),
 )

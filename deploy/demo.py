@@ -7,10 +7,11 @@ Uses the Dagster instance in ``$DAGSTER_HOME`` (the Makefile sets it to
 sensor that watches a data root in production registers every complete
 repetition as a partition (quiet period 0: the demo does not wait) and
 asks for its runs; they execute here, in-process: one run over all
-partitions for a fresh data root. The bundled TAU profiles and PowerAPI
-reports go the same way (their sensors ticked once, one run each); the
-PowerAPI energy per report and target is printed with the estimates' error
-against the measurement. Exits non-zero if any run failed.
+partitions for a fresh data root. The bundled TAU profiles, PowerAPI
+reports and GEOPM reports (``examples/geopm``) go the same way (their
+sensors ticked once, one run each); the PowerAPI energy per report and
+target is printed with the estimates' error against the measurement.
+Exits non-zero if any run failed.
 """
 
 import argparse
@@ -24,10 +25,12 @@ import pandas as pd
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
+from assets.geopm import REPORT_TABLE
 from assets.gpu import SETTING_TABLE
 from assets.powerapi import REPORT_ENERGY_TABLE, WINDOW_TABLE
 from definitions import (
     DEFAULT_WAREHOUSE,
+    EXAMPLE_GEOPM_REPORTS,
     EXAMPLE_GPU_DATA,
     EXAMPLE_POWERAPI,
     EXAMPLE_TAU_PROFILES,
@@ -36,6 +39,7 @@ from definitions import (
 from joulehouse.taudb.loader import list_trials
 from resources import (
     DataRoot,
+    GeopmReportSource,
     GpuBenchmarkSource,
     PowerapiSource,
     TaudbResource,
@@ -43,6 +47,8 @@ from resources import (
     Warehouse,
     embedded_taudb_url,
 )
+from sensors.geopm import JOB_NAME as GEOPM_JOB
+from sensors.geopm import SENSOR_NAME as GEOPM_SENSOR
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
 from sensors.powerapi import JOB_NAME as POWERAPI_JOB
@@ -67,6 +73,13 @@ SHOWN = [
 #: The demo's PowerAPI energy windows: short, so that the plot of the bundled 10 s shows a
 #: few points.
 POWERAPI_WINDOW = "2s"
+# The GEOPM columns printed, per report (Application Totals over its hosts); energies in kJ.
+GEOPM_SHOWN = [
+    ("report", "report", None), ("host_count", "hosts", None),
+    ("runtime_s", "runtime host·s", 1.0), ("package_energy_j", "package kJ", 1e-3),
+    ("dram_energy_j", "DRAM kJ", 1e-3), ("gpu_energy_j", "GPU kJ", 1e-3),
+    ("power_w", "package W/host", 1.0),
+]
 
 
 def _launch(job: dg.JobDefinition, instance: dg.DagsterInstance, requests: list,
@@ -80,7 +93,7 @@ def _launch(job: dg.JobDefinition, instance: dg.DagsterInstance, requests: list,
               if not result.success]
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(requests)} {job.name} run(s) failed: "
-                           f"{', '.join(failed)} (see `dagster dev` for the errors)")
+                           f"{', '.join(failed)} (see them in the UI: `make dev`)")
 
 
 def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance
@@ -142,11 +155,28 @@ def powerapi_summary(store: Warehouse) -> pd.DataFrame:
     return summary.drop(columns="duration_s")
 
 
-def readable(table: pd.DataFrame) -> pd.DataFrame:
-    """The printed subset of the per-setting table, in readable units."""
+def run_geopm(warehouse: Path, instance: dg.DagsterInstance) -> pd.DataFrame:
+    """Materialize the GEOPM pipeline on the bundled example reports (one run, through the
+    landing sensor); returns the per-report table's Application Totals rows.
+
+    Raises RuntimeError naming the failed run.
+    """
+    source = GeopmReportSource(landing_folders=[str(EXAMPLE_GEOPM_REPORTS)], quiet_period_s=0)
+    store = Warehouse(root=str(warehouse))
+    defs = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(path=str(EXAMPLE_GPU_DATA))]),
+                             store, geopm_source=source)
+    data = tick(defs.resolve_sensor_def(GEOPM_SENSOR), instance, {"geopm_source": source})
+    _launch(defs.resolve_job_def(GEOPM_JOB), instance, data.run_requests, GEOPM_SENSOR)
+    print(f"{len(data.run_requests)} GEOPM run over {EXAMPLE_GEOPM_REPORTS}")
+    table = store.tables().read_table(REPORT_TABLE)
+    return table[table["section"] == "application"]
+
+
+def readable(table: pd.DataFrame, shown: list = SHOWN) -> pd.DataFrame:
+    """The printed subset ``shown`` of a table, in readable units."""
     return pd.DataFrame({
         header: table[column] * factor if factor else table[column]
-        for column, header, factor in SHOWN if column in table.columns
+        for column, header, factor in shown if column in table.columns
     })
 
 
@@ -162,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             table, trials, powerapi = run_demo(args.data_root.resolve(), args.warehouse.resolve(),
                                      instance)
+            geopm = run_geopm(args.warehouse.resolve(), instance)
         except RuntimeError as err:
             print(f"demo failed: {err}", file=sys.stderr)
             return 1
@@ -174,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
               "estimates_error: the sum of the cgroup estimates of all reports against the "
               "measured RAPL energy):")
         print(powerapi.to_string(index=False))
+        print("\nGEOPM reports (Application Totals summed over hosts):")
+        print(readable(geopm, GEOPM_SHOWN).to_string(index=False))
     return 0
 
 

@@ -1,23 +1,38 @@
-"""Landing folders as a resource: named folders whose entries are partitions.
+"""Landing folders as a resource: the folders a source's entries land in, by name.
 
-A partition key is ``<landing name>/<entry name>``: the folder's name and the
-entry's name in it, so keys stay unambiguous when a second folder is added.
+A partition key of such a source is ``<landing name>/<entry name>``: the
+landing folder's own name, then the entry's (a file or folder directly in
+it), as ``joulehouse.landing`` keys its entries.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from pydantic import Field
 
+from resources.gpu import SETTINGS_ENV, settings_from_env
+
 
 class LandingFolders(dg.ConfigurableResource):
-    """Folders watched for landed entries, and how long an entry must be quiet."""
+    """Folders watched for entries, and how long an entry must be quiet to be complete."""
 
     landing_folders: list[str] = Field(description="Folders watched for landed entries.")
     quiet_period_s: float = Field(
         default=60.0, description="An entry is complete once no file changed for this long.")
+
+    @staticmethod
+    def landing_settings_from_env(variable: str, default_folder: str | os.PathLike[str]
+                                  ) -> dict[str, Any]:
+        """The fields set from the environment: ``landing_folders`` from ``$variable``
+        (separated by ``os.pathsep``), else ``default_folder``; ``quiet_period_s`` from
+        ``$JOULEHOUSE_QUIET_PERIOD_S`` (shared by every source) where set."""
+        folders = [p for p in os.environ.get(variable, "").split(os.pathsep) if p]
+        return {"landing_folders": folders or [str(default_folder)],
+                **settings_from_env({"quiet_period_s": SETTINGS_ENV["quiet_period_s"]})}
 
     def landings(self) -> dict[str, Path]:
         """The landing folders by name (their folder name); raises on duplicate names."""

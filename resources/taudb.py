@@ -16,7 +16,6 @@ import dagster as dg
 from pydantic import Field
 
 from joulehouse.taudb.connect import TaudbDatabase
-from resources.gpu import SETTINGS_ENV, settings_from_env
 from resources.landing import LandingFolders
 
 EMBEDDED_FILE = "taudb.sqlite"
@@ -60,7 +59,4 @@ class TauProfileSource(LandingFolders):
         """Landing folders from ``$JOULEHOUSE_TAU_LANDING`` (separated by ``os.pathsep``),
         else ``default_folder``; the quiet period from ``$JOULEHOUSE_QUIET_PERIOD_S`` where
         set (shared with the GPU data roots), else ``settings``."""
-        value = os.environ.get(LANDING_ENV, "")
-        folders = [p for p in value.split(os.pathsep) if p] or [str(default_folder)]
-        quiet = settings_from_env({"quiet_period_s": SETTINGS_ENV["quiet_period_s"]})
-        return cls(landing_folders=folders, **{**settings, **quiet})
+        return cls(**{**settings, **cls.landing_settings_from_env(LANDING_ENV, default_folder)})

@@ -17,11 +17,17 @@ tables are rebuilt once. The run key is ``<prefix>:<digest of the ready
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 
 from joulehouse.digest import digest_pairs
+from joulehouse.landing import LandedItem, scan_landings
+from resources.landing import LandingFolders
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
@@ -69,3 +75,52 @@ def ready_run_request(
               "joulehouse/partitions": str(len(keys)), **tags},
     )
     return request, requests, len(new_keys)
+
+
+@dataclass(frozen=True)
+class LandingSensor:
+    """What a sensor over landing folders is about: how to find its entries in one folder
+    (``find(folder, landing name)``), the partitions they become, the source asset of their
+    files, the job it asks for, and how an entry is called in the tick's messages."""
+
+    find: Callable[[Path, str], Iterable[LandedItem]]
+    partitions_def: dg.DynamicPartitionsDefinition
+    files: dg.AssetKey
+    job_name: str
+    run_key_prefix: str
+    entries: str  # e.g. "GEOPM report(s)"
+
+    def evaluate(self, context: dg.SensorEvaluationContext, source: LandingFolders
+                 ) -> dg.SensorResult:
+        """One tick over every landing folder of ``source``.
+
+        Lists the entries, takes those new or changed since they were last handed
+        out (cursor: key -> fingerprint) and quiet for ``source.quiet_period_s``,
+        registers the new ones as partitions, asks for ONE run covering exactly
+        them (:func:`ready_run_request`) and reports each as a materialization of
+        the files (:func:`files_landed`). Every entry is fingerprinted at every
+        tick, so one whose partition failed and that is fixed in place is asked
+        for again one tick after its quiet period.
+        """
+        found = [item for name, folder in source.landings().items()
+                 for item in self.find(folder, name)]
+        scan = scan_landings(found, json.loads(context.cursor or "{}"), source.quiet_period_s,
+                             time.time())
+        cursor = json.dumps(scan.seen, sort_keys=True)
+        if not scan.ready:
+            return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
+                f"no new or changed {self.entries} ready ({scan.waiting} waiting for the "
+                f"{source.quiet_period_s:g} s quiet period)"))
+        fingerprints = {item.key: item.fingerprint for item in scan.ready}
+        run_request, additions, new = ready_run_request(
+            context.instance, context.instance.get_dynamic_partitions(self.partitions_def.name),
+            self.partitions_def, fingerprints,
+            job_name=self.job_name, run_key_prefix=self.run_key_prefix, tags={})
+        context.log.info(f"{len(scan.ready)} {self.entries} ready ({new} new), "
+                         f"{scan.waiting} waiting")
+        return dg.SensorResult(
+            run_requests=[run_request],
+            dynamic_partitions_requests=additions,
+            asset_events=files_landed(self.files, fingerprints),
+            cursor=cursor,
+        )

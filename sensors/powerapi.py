@@ -15,16 +15,12 @@ at every tick and waits; once quiet it is read whole, its last report left
 out if cut short. Run keys digest the entries' keys and fingerprints.
 """
 
-import json
-import time
-
 import dagster as dg
 
-from assets.powerapi import powerapi_pipeline, powerapi_reports
-from joulehouse.landing import scan_landings
+from assets.powerapi import powerapi_pipeline, powerapi_report_files, powerapi_reports
 from joulehouse.powerapi.landing import find_report_entries
 from resources import PowerapiSource
-from sensors.partition_runs import ready_run_request
+from sensors.partition_runs import LandingSensor
 from sensors.settings import sensor_interval_s
 
 SENSOR_NAME = "powerapi_landing"
@@ -38,24 +34,9 @@ powerapi_job = dg.define_asset_job(
 )
 
 
-def evaluate(context: dg.SensorEvaluationContext, source: PowerapiSource) -> dg.SensorResult:
-    """One tick over every landing folder of ``source``."""
-    entries = [found for name, folder in source.landings().items()
-               for found in find_report_entries(folder, name)]
-    scan = scan_landings(entries, json.loads(context.cursor or "{}"), source.quiet_period_s,
-                         time.time())
-    cursor = json.dumps(scan.seen, sort_keys=True)
-    if not scan.ready:
-        return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
-            f"no new or changed report file ready ({scan.waiting} waiting)"))
-    run_request, additions, new = ready_run_request(
-        context.instance, context.instance.get_dynamic_partitions(powerapi_reports.name),
-        powerapi_reports, {found.key: found.fingerprint for found in scan.ready},
-        job_name=JOB_NAME, run_key_prefix="powerapi", tags={})
-    context.log.info(f"{len(scan.ready)} report entries ready ({new} new), "
-                     f"{scan.waiting} waiting")
-    return dg.SensorResult(run_requests=[run_request], dynamic_partitions_requests=additions,
-                           cursor=cursor)
+LANDING = LandingSensor(find_report_entries, powerapi_reports, powerapi_report_files.key,
+                        job_name=JOB_NAME, run_key_prefix="powerapi",
+                        entries="PowerAPI report file(s)")
 
 
 @dg.sensor(
@@ -67,4 +48,4 @@ def evaluate(context: dg.SensorEvaluationContext, source: PowerapiSource) -> dg.
                  "landing folders as partitions and asks for one run of the PowerAPI pipeline."),
 )
 def powerapi_sensor(context: dg.SensorEvaluationContext, powerapi_source: PowerapiSource):
-    return evaluate(context, powerapi_source)
+    return LANDING.evaluate(context, powerapi_source)

@@ -16,16 +16,12 @@ its quiet period; the run key digests the sets' keys and fingerprints. A set
 still being written waits for a later tick.
 """
 
-import json
-import time
-
 import dagster as dg
 
 from assets.taudb import tau_profile_files, tau_profile_sets, tau_profile_trials
-from joulehouse.landing import scan_landings
 from joulehouse.taudb.landing import find_profile_sets
 from resources.taudb import TauProfileSource
-from sensors.partition_runs import files_landed, ready_run_request
+from sensors.partition_runs import LandingSensor
 from sensors.settings import sensor_interval_s
 
 SENSOR_NAME = "tau_profile_landing"
@@ -38,29 +34,9 @@ tau_profiles_job = dg.define_asset_job(
 )
 
 
-def evaluate(context: dg.SensorEvaluationContext, source: TauProfileSource) -> dg.SensorResult:
-    """One tick over every landing folder of ``source``."""
-    sets = [found for name, folder in source.landings().items()
-            for found in find_profile_sets(folder, name)]
-    scan = scan_landings(sets, json.loads(context.cursor or "{}"), source.quiet_period_s,
-                         time.time())
-    cursor = json.dumps(scan.seen, sort_keys=True)
-    if not scan.ready:
-        return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
-            f"no new or changed profile set ready ({scan.waiting} waiting)"))
-    fingerprints = {found.key: found.fingerprint for found in scan.ready}
-    run_request, additions, new = ready_run_request(
-        context.instance, context.instance.get_dynamic_partitions(tau_profile_sets.name), tau_profile_sets,
-        fingerprints,
-        job_name=JOB_NAME, run_key_prefix="tau-profiles", tags={})
-    context.log.info(f"{len(scan.ready)} profile set(s) ready ({new} new), "
-                     f"{scan.waiting} waiting")
-    return dg.SensorResult(
-        run_requests=[run_request],
-        dynamic_partitions_requests=additions,
-        asset_events=files_landed(tau_profile_files.key, fingerprints),
-        cursor=cursor,
-    )
+LANDING = LandingSensor(find_profile_sets, tau_profile_sets, tau_profile_files.key,
+                        job_name=JOB_NAME, run_key_prefix="tau-profiles",
+                        entries="profile set(s)")
 
 
 @dg.sensor(
@@ -72,4 +48,4 @@ def evaluate(context: dg.SensorEvaluationContext, source: TauProfileSource) -> d
                  "partitions and asks for one run loading them into TAUdb."),
 )
 def tau_profile_sensor(context: dg.SensorEvaluationContext, tau_profiles: TauProfileSource):
-    return evaluate(context, tau_profiles)
+    return LANDING.evaluate(context, tau_profiles)

@@ -20,6 +20,8 @@ values that are all missing is missing (NaN), not 0.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 
@@ -87,14 +89,24 @@ def rollup(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 def region_rollup(report: Report) -> pd.DataFrame:
     """Per report and region (name and hash) across hosts: see :func:`rollup`."""
-    return validate(schemas.REGION_ROLLUP_SCHEMA,
-                    rollup(report.regions, ["report", "region", "hash"]), report.path)
+    return regions_across_hosts(report.regions, report.path)
 
 
 def report_rollup(report: Report) -> pd.DataFrame:
     """Per report and totals section across hosts (application, epoch, unmarked)."""
-    return validate(schemas.REPORT_ROLLUP_SCHEMA, rollup(report.totals, ["report", "section"]),
-                    report.path)
+    return sections_across_hosts(report.totals, report.path)
+
+
+def regions_across_hosts(regions: pd.DataFrame, where: str | os.PathLike[str]) -> pd.DataFrame:
+    """:func:`region_rollup` of the regions frames of one or many reports (concatenated);
+    an InputError names ``where``."""
+    return validate(schemas.REGION_ROLLUP_SCHEMA, rollup(regions, ["report", "region", "hash"]),
+                    where)
+
+
+def sections_across_hosts(totals: pd.DataFrame, where: str | os.PathLike[str]) -> pd.DataFrame:
+    """:func:`report_rollup` of the totals frames of one or many reports (concatenated)."""
+    return validate(schemas.REPORT_ROLLUP_SCHEMA, rollup(totals, ["report", "section"]), where)
 
 
 def energy_facts_rows(report: Report) -> pd.DataFrame:
@@ -108,9 +120,17 @@ def energy_facts_rows(report: Report) -> pd.DataFrame:
     rows stay in the GEOPM tables. Rows are checked against
     ENERGY_FACTS_SCHEMA (InputError naming ``energy_facts``).
     """
-    start = report.header["start_time"].iloc[0] if len(report.header) else pd.NaT
-    application = report.totals[report.totals["section"] == "application"]
-    if pd.isna(start) or application.empty:
+    return facts_rows(report.header, report.totals)
+
+
+def facts_rows(header: pd.DataFrame, totals: pd.DataFrame) -> pd.DataFrame:
+    """:func:`energy_facts_rows` of one or many reports: their header and totals frames
+    (concatenated), joined on ``report``."""
+    start = header.drop_duplicates("report").set_index("report")["start_time"]
+    application = totals[totals["section"] == "application"]
+    application = application.assign(_start=application["report"].map(start))
+    application = application[application["_start"].notna()]
+    if application.empty:
         return pd.DataFrame(columns=ENERGY_FACTS_COLUMNS)
     duration = application["runtime_s"].astype("float64")
     entity = application["report"] + "/" + application["host"]
@@ -119,8 +139,8 @@ def energy_facts_rows(report: Report) -> pd.DataFrame:
             "source": FACTS_SOURCE,
             "entity": entity,
             "component": component,
-            "window_start": start,
-            "window_end": start + pd.to_timedelta(duration.to_numpy(), unit="s"),
+            "window_start": application["_start"],
+            "window_end": application["_start"] + pd.to_timedelta(duration.to_numpy(), unit="s"),
             "duration_s": duration,
             "energy_j": application[column].astype("float64"),
             "method": method,
@@ -128,8 +148,8 @@ def energy_facts_rows(report: Report) -> pd.DataFrame:
         for column, component, method in FACT_COMPONENTS
     ]
     facts = pd.concat(parts, ignore_index=True).dropna(subset=["energy_j", "duration_s"])
-    facts["window_start"] = facts["window_start"].astype(ENERGY_FACTS_SCHEMA.columns[
-        "window_start"].dtype.type)
+    for column in ("window_start", "window_end"):
+        facts[column] = facts[column].astype(ENERGY_FACTS_SCHEMA.columns[column].dtype.type)
     facts = facts.sort_values(["entity", "component", "method"], ignore_index=True)
     return validate(ENERGY_FACTS_SCHEMA, facts, "energy_facts") if len(facts) else facts
 

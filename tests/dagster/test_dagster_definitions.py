@@ -31,9 +31,16 @@ GRAPH = {
     "powerapi_report_energy": ({"powerapi_validated_frames"}, True, {"energy_computed"}),
     "powerapi_window_energy": ({"powerapi_validated_frames"}, False, set()),
     "energy_facts/powerapi": ({"powerapi_window_energy"}, False, set()),
+    "geopm_report_files": (set(), True, set()),
+    "geopm_validated_frames": ({"geopm_report_files"}, True, {"pandera_valid"}),
+    "geopm_host_energy": ({"geopm_validated_frames"}, True, {"energy_computed"}),
+    "geopm_region_energy": ({"geopm_host_energy"}, False, set()),
+    "geopm_report_energy": ({"geopm_host_energy"}, False, set()),
+    "energy_facts/geopm": ({"geopm_host_energy"}, False, set()),
 }
 POWERAPI_JOB = {"powerapi_validated_frames", "powerapi_report_energy", "powerapi_window_energy",
                 "energy_facts/powerapi"}
+GEOPM_JOB = {name for name in GRAPH if name.startswith("geopm_") or name == "energy_facts/geopm"}
 
 
 def test_definitions_are_loadable():
@@ -51,14 +58,17 @@ def test_asset_graph_snapshot():
         spec = next(s for s in defs.resolve_all_asset_specs() if s.key == node.key)
         assert spec.description and spec.group_name and spec.kinds, name
     for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials",
-                 "powerapi_validated_frames", "powerapi_report_energy"):
+                 "powerapi_validated_frames", "powerapi_report_energy",
+                 "geopm_validated_frames", "geopm_host_energy"):
         assert graph.get(dg.AssetKey.from_user_string(name)).backfill_policy == dg.BackfillPolicy.single_run()
     for name in ("gpu_repetition_energy", "gpu_setting_energy", "gpu_benchmark_energy",
                  "energy_facts/gpu", "taudb_trials", "powerapi_report_energy",
-                 "powerapi_window_energy", "energy_facts/powerapi"):
+                 "powerapi_window_energy", "energy_facts/powerapi", "geopm_host_energy",
+                 "geopm_region_energy", "geopm_report_energy", "energy_facts/geopm"):
         assert graph.get(dg.AssetKey.from_user_string(name)).automation_condition is not None, name
     for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials",
-                 "powerapi_validated_frames", "powerapi_report_energy"):
+                 "powerapi_validated_frames", "powerapi_report_energy",
+                 "geopm_validated_frames", "geopm_host_energy"):
         [check] = graph.get(dg.AssetKey.from_user_string(name)).check_keys  # one result per partition
         assert graph.get_check_spec(check).partitions_def == graph.get(check.asset_key).partitions_def
 
@@ -67,17 +77,20 @@ def test_job_sensors_and_resources():
     job = defs.resolve_job_def("gpu_energy_job")
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == (
         set(GRAPH) - {"gpu_repetition_files", "tau_profile_files", "tau_profile_trials",
-                      "powerapi_report_files"} - POWERAPI_JOB)
+                      "powerapi_report_files"} - POWERAPI_JOB - GEOPM_JOB)
     job = defs.resolve_job_def("powerapi_job")
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == POWERAPI_JOB
+    job = defs.resolve_job_def("geopm_job")
+    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == (
+        GEOPM_JOB - {"geopm_report_files"})
     sensors = {s.name: s for s in defs.sensors}
     assert set(sensors) == {"gpu_repetitions_gpu_data", "tau_profile_landing",
-                            "powerapi_landing", "joulehouse_automation"}
-    assert sensors["tau_profile_landing"].default_status == dg.DefaultSensorStatus.STOPPED
-    assert sensors["gpu_repetitions_gpu_data"].default_status == dg.DefaultSensorStatus.STOPPED
-    assert sensors["powerapi_landing"].default_status == dg.DefaultSensorStatus.STOPPED
+                            "powerapi_landing", "geopm_report_landing", "joulehouse_automation"}
+    for name in ("tau_profile_landing", "gpu_repetitions_gpu_data", "powerapi_landing",
+                 "geopm_report_landing"):
+        assert sensors[name].default_status == dg.DefaultSensorStatus.STOPPED, name
     assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles",
-                                   "powerapi_source"}
+                                   "powerapi_source", "geopm_source"}
 
 
 def test_dagster_cli_validates_the_workspace(tmp_path):

@@ -14,7 +14,15 @@ from joulehouse.gpu.layout import find_repetitions, is_complete
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials
 from joulehouse.warehouse import Warehouse as Tables
-from resources import DataRoot, GpuBenchmarkSource, PowerapiSource, TauProfileSource, Warehouse
+from resources import (
+    DataRoot,
+    GeopmReportSource,
+    GpuBenchmarkSource,
+    PowerapiSource,
+    TauProfileSource,
+    Warehouse,
+)
+from sensors.geopm import SENSOR_NAME as GEOPM_SENSOR
 from sensors.gpu_repetitions import sensor_name
 from sensors.local import tick
 from sensors.powerapi import SENSOR_NAME as POWERAPI_SENSOR
@@ -22,6 +30,10 @@ from sensors.tau_profiles import SENSOR_NAME as TAU_SENSOR
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = PROJECT_ROOT / "examples" / "gpu-data"
+EXAMPLE_GEOPM = PROJECT_ROOT / "examples" / "geopm"
+# The GEOPM table's rows: report, hosts, package kJ, DRAM kJ (the reports' Application Totals)
+GEOPM_ROWS = [("geopm/fm_stream_dgemm_2host.yaml.report", 2, 169.946, 18.361),
+              ("geopm/geopmbench_1host.legacy.report", 1, 4.406, 0.328)]
 
 
 def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tmp_path):
@@ -49,12 +61,14 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
         assert float(row[7]) == round(stored["gpu_energy_j_mean"] / 1000, 3)  # GPU kJ
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        assert instance.get_runs_count() == 3  # the GPU pipeline, TAU profiles, PowerAPI
+        assert instance.get_runs_count() == 4  # the GPU pipeline, TAU profiles, PowerAPI, GEOPM
         assert {r.status for r in instance.get_runs()} == {dg.DagsterRunStatus.SUCCESS}
         assert len(instance.get_dynamic_partitions("gpu_repetitions")) == len(complete)
+        assert instance.get_dynamic_partitions("geopm_reports") == [r[0] for r in GEOPM_ROWS]
         assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse)
     facts = Tables(warehouse).read_table("energy_facts")
-    assert set(facts["source"]) == {"gpu-benchmark", "powerapi"}
+    assert set(facts["source"]) == {"gpu-benchmark", "powerapi", "geopm"}
+    assert (facts["source"] == "geopm").sum() == 6  # cpu and dram of 3 hosts
     gpu_facts = facts[facts["source"] == "gpu-benchmark"]
     assert set(gpu_facts["entity"]) == {f"gpu-data/{r.key}" for r in complete}
     assert (facts["energy_j"] > 0).all()
@@ -62,6 +76,9 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
         trials = {t["name"]: t["data_source"] for t in list_trials(db)}
     assert trials == {**{"/".join(s): 999 for s in settings}, "tau2_wrap_mpi2": 1}
     assert all(name in done.stdout for name in trials)
+    geopm = lines[lines.index("GEOPM reports (Application Totals summed over hosts):") + 2:]
+    assert [(r[0], int(r[1]), float(r[3]), float(r[4])) for r in map(str.split, geopm)] == (
+        GEOPM_ROWS)
     assert_the_powerapi_table_is_printed(lines)
 
 
@@ -70,7 +87,8 @@ def assert_the_powerapi_table_is_printed(lines: list[str]) -> None:
     forms, the generated estimates 10 % under it."""
     header = next(i for i, line in enumerate(lines) if line.split()[:3] == [
         "report", "sensor", "target"])
-    rows = {(row[0], row[2]): row for row in map(str.split, lines[header + 1:])}
+    end = lines.index("", header)
+    rows = {(row[0], row[2]): row for row in map(str.split, lines[header + 1:end])}
     assert set(rows) == {("hwpc-csv", "all"), ("smartwatts_timeline.jsonl", "all"),
                          *(("power.jsonl", t) for t in ("influxdb", "mongo", "powerapi-sensor",
                                                          "rapl"))}
@@ -88,11 +106,13 @@ def assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse) -> N
                                 quiet_period_s=0)
     powerapi = PowerapiSource(landing_folders=[str(PROJECT_ROOT / "examples" / "powerapi")],
                               quiet_period_s=0)
+    reports = GeopmReportSource(landing_folders=[str(EXAMPLE_GEOPM)], quiet_period_s=0)
     defs = build_definitions(source, Warehouse(root=str(warehouse)), tau_profiles=profiles,
-                             powerapi_source=powerapi)
+                             powerapi_source=powerapi, geopm_source=reports)
     for name, resources in ((sensor_name("gpu-data"), {"gpu_source": source}),
                             (TAU_SENSOR, {"tau_profiles": profiles}),
-                            (POWERAPI_SENSOR, {"powerapi_source": powerapi})):
+                            (POWERAPI_SENSOR, {"powerapi_source": powerapi}),
+                            (GEOPM_SENSOR, {"geopm_source": reports})):
         [request] = tick(defs.resolve_sensor_def(name), instance, resources).run_requests
         runs = instance.get_runs(filters=dg.RunsFilter(
             tags={RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: name}))

@@ -113,3 +113,27 @@ def test_peer_report_rollups(geopm_peer):
     assert facts.query("component == 'cpu'")["energy_j"].tolist() == [83998.9, 85946.8]
     session = read_report(geopm_peer / "geopmsession-doc-example_3.x.session-report.yaml")
     assert energy.energy_facts_rows(session).empty
+
+
+def test_many_reports_at_once_are_each_report_alone(geopm_peer):
+    """The tables over all reports (concatenated frames) hold exactly each report's rows;
+    a report without a start time (the session report) adds no fact."""
+    reports = [read_report(geopm_peer / name, report=name) for name in (
+        "testio_geopm-1.0.0dev30_fm_stream_dgemm_2host.yaml.report",
+        "papi-iogroup-readme_geopm-1.1.0_geopmbench_1host.legacy.report",
+        "geopmsession-doc-example_3.x.session-report.yaml")]
+
+    def joined(frame: str) -> pd.DataFrame:
+        return pd.concat([getattr(r, frame) for r in reports], ignore_index=True)
+
+    pd.testing.assert_frame_equal(
+        energy.regions_across_hosts(joined("regions"), "all"),
+        pd.concat([energy.region_rollup(r) for r in reports], ignore_index=True))
+    pd.testing.assert_frame_equal(
+        energy.sections_across_hosts(joined("totals"), "all"),
+        pd.concat([energy.report_rollup(r) for r in reports], ignore_index=True))
+    facts = energy.facts_rows(joined("header"), joined("totals"))
+    assert len(facts) == 4 + 2
+    pd.testing.assert_frame_equal(facts, pd.concat(
+        [energy.energy_facts_rows(r) for r in reports[:2]]).sort_values(
+        ["entity", "component", "method"], ignore_index=True))  # the order facts_rows keeps

@@ -1,0 +1,280 @@
+"""GEOPM report assets: one dynamic partition per landed report, the tables over all reports.
+
+Partition key ``<landing name>/<file name>`` (``resources/geopm.py``), registered
+by the landing sensor (``sensors/geopm.py``). ``geopm_pipeline`` is ONE
+subsettable step over every partition of a run, for the reason
+``assets/pipeline.py`` gives: a bad report fails only itself. In order:
+
+1. ``geopm_validated_frames``: each report read (any shape) and its five
+   frames stored per partition; a report that fails is not stored (what was
+   stored before stays) and its ``pandera_valid`` result names file and line;
+2. ``geopm_host_energy``: per report, host and region (and totals section)
+   energy, for the reports that passed;
+3. the tables over every registered report whose energy is stored
+   (``geopm_region_energy``, ``geopm_report_energy``) and this source's rows
+   of ``energy_facts`` (``energy_facts/geopm``), from the stored frames;
+4. then, if any partition failed, the step fails (``assets/reporting.py``).
+"""
+
+from collections.abc import Iterator
+from typing import Any
+
+import dagster as dg
+import numpy as np
+import pandas as pd
+
+from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
+from assets.reporting import (
+    PartitionBatch,
+    failure,
+    partition_check_spec,
+    single_run_backfills,
+    table_metadata,
+)
+from joulehouse.facts import ENERGY_FACTS_SCHEMA
+from joulehouse.geopm import energy, schemas
+from joulehouse.geopm.plots import COMPONENTS, kj_column, region_energy_kj, region_energy_png
+from joulehouse.geopm.readers import Report, read_report
+from joulehouse.geopm.store import FRAME_SCHEMAS, load_frames, load_report, save_report
+from joulehouse.plots import markdown_image
+from joulehouse.warehouse import Warehouse as Tables
+from resources import GeopmReportSource, Warehouse
+
+GROUP = "geopm"
+HOST_TABLE = "geopm_host_energy"
+REGION_TABLE = "geopm_region_energy"
+REPORT_TABLE = "geopm_report_energy"
+FACTS_TABLE = "energy_facts"
+TAGS = {"source": "geopm"}
+
+geopm_reports = dg.DynamicPartitionsDefinition(name="geopm_reports")
+
+geopm_report_files = dg.AssetSpec(
+    "geopm_report_files",
+    description=(
+        "GEOPM report files as GEOPM wrote them at the end of each job (1.x text, 2.x/3.x "
+        "YAML, or geopmsession reports). Found by the GEOPM landing sensor once the file "
+        "did not change for the quiet period."
+    ),
+    group_name=GROUP,
+    partitions_def=geopm_reports,
+    kinds={"yaml"},
+    tags=TAGS,
+)
+
+#: What the per-report assets share: no materialization for a partition that failed.
+PER_REPORT = {"group_name": GROUP, "partitions_def": geopm_reports, "skippable": True,
+              "tags": TAGS}
+#: What the tables over all reports share.
+WHOLE_TABLE = {"automation_condition": TABLE_AUTOMATION, "skippable": True, "tags": TAGS,
+               "kinds": {"pandas", "parquet"}}
+
+geopm_validated_frames = dg.AssetSpec(
+    "geopm_validated_frames",
+    description=(
+        "A report read into its frames (header, totals and regions per host, other fields "
+        "as signals, geopmsession statistics), SI units and UTC, validated with pandera; "
+        "one Parquet partition per frame under geopm_validated_frames/. A report that "
+        "fails fails the check 'pandera_valid' of its partition, naming file and line; "
+        "what was stored for it before stays, the other reports of the run go on."
+    ),
+    **PER_REPORT,
+    deps=[geopm_report_files],
+    kinds={"pandas", "parquet", "pandera"},
+)
+
+geopm_host_energy = dg.AssetSpec(
+    HOST_TABLE,
+    description=(
+        "Energy per report, host and region, and per host and totals section (application, "
+        "epoch, unmarked): times and energies as the report wrote them, power recomputed as "
+        "package energy / sync-runtime. One Parquet partition per report; its metadata has "
+        "the hosts, regions, total energy and a plot of energy per region."
+    ),
+    **PER_REPORT,
+    deps=[geopm_validated_frames],
+    automation_condition=dg.AutomationCondition.eager(),
+    kinds={"pandas", "parquet"},
+)
+
+geopm_region_energy = dg.AssetSpec(
+    REGION_TABLE,
+    description=(
+        "Per report and region across its hosts: energies and times summed (J, "
+        "host-seconds), power and frequency derived from the sums (never a mean of powers)."
+    ),
+    group_name=GROUP,
+    deps=[geopm_host_energy],
+    **WHOLE_TABLE,
+)
+
+geopm_report_energy = dg.AssetSpec(
+    REPORT_TABLE,
+    description=(
+        "Per report and totals section (application, epoch, unmarked) across its hosts, "
+        "summed as geopm_region_energy."
+    ),
+    group_name=GROUP,
+    deps=[geopm_host_energy],
+    **WHOLE_TABLE,
+)
+
+geopm_energy_facts = dg.AssetSpec(
+    dg.AssetKey([FACTS_TABLE, energy.FACTS_SOURCE]),
+    description=(
+        "This source's rows of the cross-source energy table (energy_facts/geopm.parquet): "
+        "per report and host, the Application Totals' package and DRAM energy (method "
+        "rapl) and GPU energy (counter), the window from the report's Start Time over the "
+        "application's runtime."
+    ),
+    group_name=FACTS_TABLE,
+    deps=[geopm_host_energy],
+    **WHOLE_TABLE,
+)
+
+VALID_SPEC = partition_check_spec(
+    geopm_validated_frames.key, VALID_CHECK, geopm_reports,
+    "The report parses and its frames pass their pandera schemas (one result per "
+    "partition; a failed one names file and line, and the report's energy in the same run "
+    "is skipped).")
+COMPUTED_SPEC = partition_check_spec(
+    geopm_host_energy.key, COMPUTED_CHECK, geopm_reports,
+    "The report's host energy was computed and stored (one result per partition; not "
+    "computed when its validated frames failed in the same run).")
+
+GEOPM_TABLES = [geopm_region_energy, geopm_report_energy, geopm_energy_facts]
+
+
+def _region_plot(rollup: pd.DataFrame, key: str) -> str:
+    """Markdown showing the plot of energy per region of one report (a PNG data URI)."""
+    return markdown_image(region_energy_png(rollup, key), f"energy per region of {key}")
+
+
+def _region_table(rollup: pd.DataFrame) -> dg.TableMetadataValue:
+    """The plotted energy per region as a table value (Dagster 1.13 shows tables inline,
+    while a Markdown image opens from a link)."""
+    drawn = region_energy_kj(rollup)
+    columns = [dg.TableColumn("region", "string"),
+               *(dg.TableColumn(kj_column(column), "float", description=f"{label} energy "
+                                "summed over hosts (kJ)") for column, label in COMPONENTS)]
+    records = [dg.TableRecord({"region": str(region), **{
+        name: None if pd.isna(value) else float(value) for name, value in row.items()}})
+               for region, row in drawn.iterrows()]
+    return dg.MetadataValue.table(records, dg.TableSchema(columns=columns))
+
+
+def _report_metadata(report: Report) -> dict[str, Any]:
+    """What a report's host-energy partition shows besides its rows: hosts, regions, total
+    energy (J) and the energy per region (a table, and a plot)."""
+    rollup = energy.region_rollup(report)
+    return {
+        "hosts": dg.MetadataValue.json(report.totals["host"].drop_duplicates().tolist()),
+        "host_count": dg.MetadataValue.int(int(report.header["host_count"].iloc[0])),
+        "region_count": dg.MetadataValue.int(int(report.header["region_count"].iloc[0])),
+        "total_energy_j": dg.MetadataValue.float(energy.total_energy_j(report)),
+        "regions": _region_table(rollup),
+        "energy_per_region": dg.MetadataValue.md(_region_plot(rollup, report.report)),
+    }
+
+
+def validate_frames(context: dg.AssetExecutionContext, source: GeopmReportSource,
+                    tables: Tables) -> PartitionBatch:
+    """Read, validate and store every report of the run."""
+
+    def validate_one(key: str) -> dict[str, pd.DataFrame]:
+        report = read_report(source.resolve(key), report=key, timezone=source.timezone)
+        return save_report(tables, key, report)
+
+    return PartitionBatch.run(context, validate_one, FRAME_SCHEMAS.get)
+
+
+def compute_energy(context: dg.AssetExecutionContext, source: GeopmReportSource,
+                   tables: Tables, skip: dict[str, str]) -> PartitionBatch:
+    """Compute and store the host energy of every report of the run but those in ``skip``,
+    from its stored frames (no report of the run is held in memory meanwhile)."""
+    metadata: dict[str, dict[str, Any]] = {}
+
+    def compute_one(key: str) -> dict[str, pd.DataFrame]:
+        report = load_report(tables, key, source.resolve(key), names=["totals", "regions"])
+        table = energy.host_energy(report)
+        tables.write_partition(HOST_TABLE, key, table)
+        metadata[key] = _report_metadata(report)
+        return {HOST_TABLE: table}
+
+    batch = PartitionBatch.run(context, compute_one, lambda name: schemas.HOST_ENERGY_SCHEMA,
+                               skip=skip)
+    for key, shown in metadata.items():
+        batch.stored[key] |= shown
+    return batch
+
+
+def stored_report_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
+    """The registered ``geopm_reports`` partitions whose host energy is stored, in table
+    order (a report whose latest version failed keeps its last good tables)."""
+    registered = set(context.instance.get_dynamic_partitions(geopm_reports.name))
+    return [key for key in tables.partition_keys(HOST_TABLE) if key in registered]
+
+
+def whole_tables(tables: Tables, keys: list[str], selected: set[dg.AssetKey]
+                 ) -> Iterator[dg.MaterializeResult]:
+    """Rebuild the selected tables over the stored reports ``keys`` from their frames."""
+    totals = load_frames(tables, "totals", keys)
+    summary = {"reports": dg.MetadataValue.int(len(keys)),
+               "hosts": dg.MetadataValue.int(len(totals[["report", "host"]].drop_duplicates()))}
+    if geopm_region_energy.key in selected:
+        table = energy.regions_across_hosts(load_frames(tables, "regions", keys), REGION_TABLE)
+        tables.write_table(REGION_TABLE, table)
+        yield dg.MaterializeResult(asset_key=geopm_region_energy.key, metadata={
+            **table_metadata(table, schemas.REGION_ROLLUP_SCHEMA), **summary,
+            "regions": dg.MetadataValue.int(table["region"].nunique())})
+    if geopm_report_energy.key in selected:
+        table = energy.sections_across_hosts(totals, REPORT_TABLE)
+        tables.write_table(REPORT_TABLE, table)
+        application = table[table["section"] == "application"]
+        yield dg.MaterializeResult(asset_key=geopm_report_energy.key, metadata={
+            **table_metadata(table, schemas.REPORT_ROLLUP_SCHEMA), **summary,
+            "total_energy_j": dg.MetadataValue.float(float(np.nansum(
+                application[[column for column, _, _ in energy.FACT_COMPONENTS]].to_numpy())))})
+    if geopm_energy_facts.key in selected:
+        rows = energy.facts_rows(load_frames(tables, "header", keys), totals)
+        tables.write_partition(FACTS_TABLE, energy.FACTS_SOURCE, rows)
+        yield dg.MaterializeResult(asset_key=geopm_energy_facts.key, metadata={
+            **table_metadata(rows, ENERGY_FACTS_SCHEMA), **summary,
+            "total_energy_j": dg.MetadataValue.float(float(rows["energy_j"].sum()))})
+
+
+with single_run_backfills() as single_run:
+    @dg.multi_asset(
+        name="geopm_pipeline",
+        specs=[geopm_validated_frames, geopm_host_energy, *GEOPM_TABLES],
+        check_specs=[VALID_SPEC, COMPUTED_SPEC],
+        can_subset=True,
+        backfill_policy=single_run,
+        pool=TABLES_POOL,
+        description="The GEOPM pipeline in one step; see assets/geopm.py.",
+    )
+    def geopm_pipeline(context: dg.AssetExecutionContext, geopm_source: GeopmReportSource,
+                       warehouse: Warehouse) -> Iterator:
+        selected = context.selected_asset_keys
+        tables = warehouse.tables()
+        failed: dict[str, str] = {}
+        if geopm_validated_frames.key in selected:
+            frames = validate_frames(context, geopm_source, tables)
+            yield from frames.results(context, VALID_SPEC)
+            failed |= frames.errors()
+        if geopm_host_energy.key in selected:
+            skip = {key: "its validated frames failed in this run" for key in failed}
+            host = compute_energy(context, geopm_source, tables, skip)
+            yield from host.results(context, COMPUTED_SPEC)
+            failed |= host.errors()
+        if selected & {spec.key for spec in GEOPM_TABLES}:
+            keys = stored_report_keys(context, tables)
+            if keys:
+                yield from whole_tables(tables, keys, selected)
+            elif not failed:
+                raise dg.Failure("no GEOPM report stored yet: materialize geopm_host_energy")
+        if failed:
+            raise failure(len(context.partition_keys), failed)
+
+
+GEOPM_ASSETS = [geopm_report_files, geopm_pipeline]

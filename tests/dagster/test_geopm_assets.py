@@ -1,0 +1,236 @@
+"""The GEOPM Dagster layer: landing sensor, one run over many reports, a bad report alone."""
+
+import os
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+import pytest
+
+from assets.geopm import (
+    FACTS_TABLE,
+    HOST_TABLE,
+    REGION_TABLE,
+    REPORT_TABLE,
+    geopm_energy_facts,
+    geopm_host_energy,
+    geopm_reports,
+    geopm_validated_frames,
+)
+from assets.gpu import VALID_CHECK
+from definitions import build_definitions
+from joulehouse.warehouse import Warehouse as Tables
+from resources import DataRoot, GeopmReportSource, GpuBenchmarkSource, Warehouse
+from sensors.geopm import JOB_NAME, SENSOR_NAME
+from sensors.local import launch_in_process, tick
+from sensors.partition_runs import RANGE_END, RANGE_START
+from tests.dagster.conftest import QUIET_S, settle
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "geopm"
+LEGACY = "geopmbench_1host.legacy.report"
+YAML = "fm_stream_dgemm_2host.yaml.report"
+# Application Totals, package + DRAM energy over all hosts (J), as the reports write them
+ENERGY_J = {LEGACY: 4406.26 + 328.19, YAML: 83998.9 + 8218.69 + 85946.8 + 10142.6}
+# (hosts, distinct regions, host energy rows: regions + 3 totals sections per host)
+SHAPE = {LEGACY: (1, 6, 6 + 3), YAML: (2, 13, 26 + 6)}
+
+
+@pytest.fixture
+def landing(tmp_path: Path) -> Path:
+    """A landing folder ``landing`` holding copies of the two bundled reports, quiet."""
+    folder = tmp_path / "landing"
+    folder.mkdir()
+    for name in (LEGACY, YAML):
+        shutil.copy(EXAMPLES / name, folder / name)
+    return folder
+
+
+class Pipeline:
+    """The definitions over one landing folder: tick the GEOPM sensor, run what it asks."""
+
+    def __init__(self, instance, landing: Path, warehouse: Path):
+        self.instance = instance
+        self.source = GeopmReportSource(landing_folders=[str(landing)], quiet_period_s=QUIET_S)
+        self.defs = build_definitions(
+            GpuBenchmarkSource(data_roots=[DataRoot(path=str(landing))]),
+            Warehouse(root=str(warehouse)), geopm_source=self.source)
+        self.tables = Tables(warehouse)
+        self.cursor = None
+
+    def tick(self):
+        data = tick(self.defs.resolve_sensor_def(SENSOR_NAME), self.instance,
+                    {"geopm_source": self.source}, self.cursor)
+        self.cursor = data.cursor
+        return data
+
+    def run(self, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+        return launch_in_process(self.defs.resolve_job_def(JOB_NAME), self.instance, request,
+                                 SENSOR_NAME, log_level="WARNING")
+
+    def partitions(self) -> list[str]:
+        return list(self.instance.get_dynamic_partitions(geopm_reports.name))
+
+    def status(self, asset: dg.AssetKey) -> dict[str, dg.AssetPartitionStatus]:
+        return self.instance.get_status_by_partition(asset, self.partitions(), geopm_reports)
+
+
+@pytest.fixture
+def pipeline(instance, landing, tmp_path) -> Pipeline:
+    return Pipeline(instance, landing, tmp_path / "warehouse")
+
+
+def test_the_bundled_reports_materialize_in_one_run(pipeline):
+    settle()
+    [request] = pipeline.tick().run_requests
+    keys = [f"landing/{YAML}", f"landing/{LEGACY}"]  # sorted by file name
+    assert pipeline.partitions() == keys
+    assert (request.tags[RANGE_START], request.tags[RANGE_END]) == tuple(keys)
+    result = pipeline.run(request)
+    assert result.success
+
+    tables = pipeline.tables
+    host = tables.read_partitions(HOST_TABLE, keys)
+    for key, name in zip(keys, (YAML, LEGACY)):
+        hosts, regions, rows = SHAPE[name]
+        assert (host["report"] == key).sum() == rows
+        assert len(tables.read_partitions("geopm_validated_frames/regions", [key])) == (
+            rows - 3 * hosts)
+    region = tables.read_table(REGION_TABLE)
+    assert region.groupby("report").size().to_dict() == {keys[0]: 13, keys[1]: 6}
+    sleep = region[(region["report"] == keys[0]) & (region["region"] == "sleep")].iloc[0]
+    assert sleep["host_count"] == 2
+    assert sleep["power_w"] == pytest.approx(sleep["package_energy_j"]
+                                             / sleep["sync_runtime_s"])
+    report = tables.read_table(REPORT_TABLE).set_index(["report", "section"])
+    assert len(report) == 6
+    application = report.xs("application", level="section")
+    assert (application["package_energy_j"] + application["dram_energy_j"]).to_dict() == {
+        keys[0]: pytest.approx(ENERGY_J[YAML]), keys[1]: pytest.approx(ENERGY_J[LEGACY])}
+
+    facts = pd.read_parquet(tables.table_dir(FACTS_TABLE) / "geopm.parquet")
+    assert len(facts) == 6 and set(facts["source"]) == {"geopm"}  # cpu + dram per host
+    assert set(facts["entity"]) == {f"{keys[0]}/{h}" for h in ("mcfly11", "mcfly12")} | {
+        f"{keys[1]}/mcfly13"}
+    assert facts["energy_j"].sum() == pytest.approx(sum(ENERGY_J.values()))
+    assert str(facts["window_start"].dtype) == "datetime64[ns, UTC]"
+
+    for name, key in zip((YAML, LEGACY), keys):
+        metadata = _latest(pipeline.instance, geopm_host_energy.key, key).metadata
+        hosts, regions, rows = SHAPE[name]
+        assert metadata["dagster/row_count"].value == rows
+        assert (metadata["host_count"].value, metadata["region_count"].value) == (hosts, regions)
+        assert metadata["total_energy_j"].value == pytest.approx(ENERGY_J[name])
+        assert metadata["energy_per_region"].value.startswith(
+            f"![energy per region of {key}](data:image/png;base64,iVBORw0KGgo")
+        regions_shown = metadata["regions"].value.records
+        assert len(regions_shown) == regions
+        if name == LEGACY:  # the most energy first, as the report writes it (kJ)
+            assert regions_shown[0].data == {
+                "region": "all2all", "package_energy_kj": pytest.approx(1.80226),
+                "dram_energy_kj": pytest.approx(0.120414), "gpu_energy_kj": None}
+        schema = metadata["dagster/column_schema"].value
+        assert all(column.description for column in schema.columns)
+    facts_event = _latest(pipeline.instance, geopm_energy_facts.key)
+    assert facts_event.metadata["dagster/row_count"].value == 6
+    assert {c.partition: c.passed for c in result.get_asset_check_evaluations()
+            if c.check_name == VALID_CHECK} == {key: True for key in keys}
+
+
+def _latest(instance, asset: dg.AssetKey, partition: str | None = None):
+    """The latest materialization of ``asset`` (of ``partition``)."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset,
+                              asset_partitions=[partition] if partition else None), limit=1)
+    return records.records[0].asset_materialization
+
+
+def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing):
+    bad = landing / "cut.report"
+    lines = (EXAMPLES / LEGACY).read_text().splitlines(keepends=True)
+    bad.write_text("".join(lines[:111]))  # the host's last line (memory HWM) missing
+    settle()
+    [request] = pipeline.tick().run_requests
+    result = pipeline.run(request)
+
+    assert not result.success
+    good = [f"landing/{YAML}", f"landing/{LEGACY}"]
+    for asset in (geopm_validated_frames.key, geopm_host_energy.key):
+        assert pipeline.status(asset) == {
+            "landing/cut.report": dg.AssetPartitionStatus.FAILED,
+            **{key: dg.AssetPartitionStatus.MATERIALIZED for key in good}}, asset
+    checks = {c.partition: c for c in result.get_asset_check_evaluations()
+              if c.check_name == VALID_CHECK}
+    check = checks["landing/cut.report"]
+    assert not check.passed and checks[good[0]].passed and checks[good[1]].passed
+    assert check.metadata["file"].value == str(bad)
+    assert check.metadata["line"].value == 111
+    assert "truncated report" in check.metadata["error"].value
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    assert failure.step_failure_data.user_failure_data.description.startswith(
+        "1 of 3 partition(s) failed:\nlanding/cut.report: ")
+    # the good reports reached the tables in the same run
+    assert set(pipeline.tables.read_table(REGION_TABLE)["report"]) == set(good)
+    facts = pd.read_parquet(pipeline.tables.table_dir(FACTS_TABLE) / "geopm.parquet")
+    assert facts["energy_j"].sum() == pytest.approx(sum(ENERGY_J.values()))
+
+    # nothing changed: nothing asked; fixed in place: asked again, alone, once quiet
+    assert pipeline.tick().run_requests == []
+    shutil.copy(EXAMPLES / LEGACY, bad)
+    os.utime(bad)
+    assert pipeline.tick().run_requests == []  # inside its quiet period
+    settle()
+    [fixed] = pipeline.tick().run_requests
+    assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == "landing/cut.report"
+    assert fixed.run_key != request.run_key
+    assert pipeline.run(fixed).success
+    assert set(pipeline.status(geopm_host_energy.key).values()) == {
+        dg.AssetPartitionStatus.MATERIALIZED}
+    facts = pd.read_parquet(pipeline.tables.table_dir(FACTS_TABLE) / "geopm.parquet")
+    assert facts["energy_j"].sum() == pytest.approx(sum(ENERGY_J.values()) + ENERGY_J[LEGACY])
+
+
+def test_a_first_run_of_only_bad_reports_names_them(pipeline, landing):
+    for name in (LEGACY, YAML):
+        (landing / name).unlink()
+    (landing / "bad.report").write_text("##### geopm 1.1.0 #####\nHost: a\nRegion r (0x1):\n")
+    settle()
+    result = pipeline.run(pipeline.tick().run_requests[0])
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    assert failure.step_failure_data.user_failure_data.description.startswith(
+        "1 of 1 partition(s) failed:\nlanding/bad.report: ")
+    assert not pipeline.tables.table_dir(REGION_TABLE).exists()
+
+
+def test_a_report_inside_its_quiet_period_waits(pipeline, landing):
+    settle()
+    first = pipeline.tick()
+    assert pipeline.partitions() == [f"landing/{YAML}", f"landing/{LEGACY}"]
+    assert len(first.run_requests) == 1
+    (landing / "notes.txt").write_text("not a report\n")  # ignored
+    shutil.copy(EXAMPLES / YAML, landing / "young.report")
+    data = pipeline.tick()
+    assert data.run_requests == [] and data.dynamic_partitions_requests == []
+    assert "(1 waiting for the 1 s quiet period)" in data.skip_message
+    settle()
+    [request] = pipeline.tick().run_requests
+    assert request.tags[RANGE_START] == request.tags[RANGE_END] == "landing/young.report"
+    assert pipeline.partitions()[-1] == "landing/young.report"
+
+
+def test_the_source_settings_come_from_the_environment(tmp_path, monkeypatch):
+    default = GeopmReportSource.from_env(tmp_path)
+    assert (default.landing_folders, default.quiet_period_s, default.timezone) == (
+        [str(tmp_path)], 60.0, "UTC")
+    first, second = tmp_path / "a", tmp_path / "b"
+    monkeypatch.setenv("JOULEHOUSE_GEOPM_LANDING", f"{first}{os.pathsep}{second}")
+    monkeypatch.setenv("JOULEHOUSE_GEOPM_TIMEZONE", "Europe/Berlin")
+    monkeypatch.setenv("JOULEHOUSE_QUIET_PERIOD_S", "120")
+    source = GeopmReportSource.from_env(tmp_path)
+    assert (source.landing_folders, source.quiet_period_s, source.timezone) == (
+        [str(first), str(second)], 120.0, "Europe/Berlin")
+    assert source.resolve("b/job.report") == second.resolve() / "job.report"
+    monkeypatch.setenv("JOULEHOUSE_GEOPM_TIMEZONE", "+01:00")
+    with pytest.raises(ValueError, match="unknown time zone '\\+01:00'"):
+        GeopmReportSource.from_env(tmp_path)
