@@ -191,7 +191,7 @@ def test_a_file_still_being_written_waits_for_its_quiet_period(instance, tmp_pat
     lines = (EXAMPLES / "smartwatts_timeline.jsonl").read_text().splitlines(keepends=True)
     growing.write_text("".join(lines[:10]))
     data = landing.tick()
-    assert data.run_requests == [] and "(1 waiting)" in data.skip_message
+    assert data.run_requests == [] and "(1 waiting for the" in data.skip_message
     with growing.open("a") as file:
         file.write("".join(lines[10:]))
     os.utime(growing)
@@ -202,7 +202,7 @@ def test_a_file_still_being_written_waits_for_its_quiet_period(instance, tmp_pat
     assert request.run_key != first.run_key
     assert landing.partitions() == ["landing/power.jsonl", "landing/hwpc.jsonl"]
     data = landing.tick()
-    assert data.run_requests == [] and "(0 waiting)" in data.skip_message
+    assert data.run_requests == [] and "(0 waiting for the" in data.skip_message
 
 
 def test_the_source_settings_come_from_the_environment(monkeypatch, tmp_path):

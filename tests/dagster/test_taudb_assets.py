@@ -202,7 +202,7 @@ def test_sensor_adds_sets_once_and_asks_for_one_run(instance, landing):
 
     data = ticker()
     assert data.run_requests == [] and data.dynamic_partitions_requests == []
-    assert "no new or changed profile set ready (0 waiting)" in data.skip_message
+    assert "no new or changed profile set(s) ready (0 waiting for the" in data.skip_message
 
 
 def test_sensor_waits_for_a_young_set_and_picks_up_a_fixed_one(instance, landing):
@@ -211,7 +211,7 @@ def test_sensor_waits_for_a_young_set_and_picks_up_a_fixed_one(instance, landing
     first = ticker().run_requests[0]
     shutil.copytree(EXAMPLE_SET, landing / "young")
     data = ticker()
-    assert data.run_requests == [] and "(1 waiting)" in data.skip_message
+    assert data.run_requests == [] and "(1 waiting for the" in data.skip_message
     assert ticker.partitions() == ["landing/tau2_wrap_mpi2"]
     settle()
     [request] = ticker().run_requests
