@@ -113,3 +113,19 @@ def test_peer_report_rollups(geopm_peer):
     assert facts.query("component == 'cpu'")["energy_j"].tolist() == [83998.9, 85946.8]
     session = read_report(geopm_peer / "geopmsession-doc-example_3.x.session-report.yaml")
     assert energy.energy_facts_rows(session).empty
+
+
+def test_legacy_application_power_is_energy_over_runtime(geopm_peer):
+    """Legacy 1.x Application Totals have no sync-runtime; GEOPM wrote their power as
+    energy / runtime (mcfly1's own 'power (W): 212.76')."""
+    report = read_report(geopm_peer / "endeavor_geopm-1.0.0dev189_efficient_2host.legacy.report")
+    table = energy.host_energy(report)
+    application = table[table["section"] == "application"].set_index("host")
+    assert application["sync_runtime_s"].isna().all()
+    assert application["power_w"].tolist() == pytest.approx(
+        [144249 / 677.99, 154277 / 678.022], rel=1e-12)
+    written = report.totals[report.totals["section"] == "application"]["power_w"]
+    assert application["power_w"].tolist() == pytest.approx(written.tolist(), abs=0.005)
+    rolled = energy.report_rollup(report).set_index("section").loc["application"]
+    assert rolled["power_w"] == pytest.approx((144249 + 154277) / (677.99 + 678.022), rel=1e-12)
+    assert pd.isna(rolled["sync_runtime_s"])  # as written
