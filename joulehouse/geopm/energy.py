@@ -7,9 +7,11 @@ means over the host's processes from exact entry/exit times, and are not to
 be compared with the sampled fields. So a roll-up over hosts sums energies
 and times (J, host-seconds) and derives power from the sums,
 
-- ``power_w`` = sum(package_energy_j) / sum(sync_runtime_s): mean package
-  power per host over the sampled time (never a mean of the hosts' powers);
-- ``gpu_power_w`` likewise from ``gpu_energy_j``;
+- ``power_w`` = sum(package_energy_j) / sum(sync_runtime_s), the times
+  summed over the hosts that have a package energy: mean package power per
+  host over the sampled time (never a mean of the hosts' powers);
+- ``gpu_power_w`` likewise from ``gpu_energy_j``, over the hosts with a GPU
+  energy (a host without a GPU adds no time);
 - ``frequency_hz`` = sum(frequency_hz x sync_runtime_s) / sum(sync_runtime_s):
   cycles over time, exact only if the hosts' sticker frequencies are equal
   (a report does not hold the cycle counts themselves);
@@ -87,15 +89,17 @@ def rollup(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     :data:`SUMMED`, then ``power_w``, ``gpu_power_w`` and ``frequency_hz``.
     """
     time_s = ratio_time_s(table)
-    weighted = table.assign(_time=time_s, _cycles=table["frequency_hz"] * time_s,
-                            _timed=time_s.where(table["frequency_hz"].notna()))
+    timed = {"_package_time": time_s.where(table["package_energy_j"].notna()),
+             "_gpu_time": time_s.where(table["gpu_energy_j"].notna()),
+             "_frequency_time": time_s.where(table["frequency_hz"].notna())}
+    weighted = table.assign(_cycles=table["frequency_hz"] * time_s, **timed)
     grouped = weighted.groupby(by, sort=False, dropna=False)
-    sums = grouped[[*SUMMED, "_time", "_cycles", "_timed"]].sum(min_count=1)
+    sums = grouped[[*SUMMED, "_cycles", *timed]].sum(min_count=1)
     sums.insert(0, "host_count", grouped["host"].nunique())
-    sums["power_w"] = _ratio(sums["package_energy_j"], sums["_time"])
-    sums["gpu_power_w"] = _ratio(sums["gpu_energy_j"], sums["_time"])
-    sums["frequency_hz"] = _ratio(sums["_cycles"], sums["_timed"])
-    return sums.drop(columns=["_time", "_cycles", "_timed"]).reset_index()
+    sums["power_w"] = _ratio(sums["package_energy_j"], sums["_package_time"])
+    sums["gpu_power_w"] = _ratio(sums["gpu_energy_j"], sums["_gpu_time"])
+    sums["frequency_hz"] = _ratio(sums["_cycles"], sums["_frequency_time"])
+    return sums.drop(columns=["_cycles", *timed]).reset_index()
 
 
 def region_rollup(report: Report) -> pd.DataFrame:
