@@ -14,6 +14,12 @@ socket, ...) are each integrated over the window with
   ``covered_fraction``);
 - energy metrics (J): cumulative counters, deltas aware of resets.
 
+A host with no bridged energy (its series all null, or too sparse) has
+``energy_j`` NaN, not 0. A host of meta.json's ``resources`` with no series
+of an energy metric the job has counts as one series that is a whole-window
+gap (energy NaN, ``gap_count`` 1, ``gap_s`` the duration), so the job's
+``covered_fraction`` shows it and the job gets no whole-window fact.
+
 cc-backend's figure (its ``energy`` column) is meta.json's average power
 (W, whatever the unit says) x numNodes x duration / 3.6e6, in kWh rounded
 to 0.01 (half away from zero, as Go's math.Round); metrics of type energy
@@ -112,13 +118,15 @@ def host_energy(meta: dict[str, Any], samples: pd.DataFrame, cluster: ClusterCon
         result = integrate(t, v, *window, (max_missing + 1) * step)
         row = totals.setdefault((host, metric), {
             "host": host, "metric": metric, "kind": kind, "scope": scope, "series": 0,
-            "energy_j": 0.0, "gap_count": 0, "gap_s": 0.0, "mean_x_duration_j": 0.0})
+            "energy_j": np.nan, "gap_count": 0, "gap_s": 0.0, "mean_x_duration_j": 0.0})
         row["series"] += 1
-        row["energy_j"] += float(np.nan_to_num(result.energy_j[0]))
+        if not np.isnan(result.energy_j[0]):
+            row["energy_j"] = float(np.nan_to_num(row["energy_j"]) + result.energy_j[0])
         row["gap_count"] += int(result.gap_count[0])
         row["gap_s"] += float(result.gap_s[0])
         row["mean_x_duration_j"] += (float(v.mean()) * duration if kind == "power" and len(v)
                                      else np.nan)
+    _add_missing_hosts(totals, meta, duration)
     frame = pd.DataFrame(list(totals.values()))
     if frame.empty:
         return empty_table(HOST_ENERGY_SCHEMA)
@@ -134,6 +142,21 @@ def host_energy(meta: dict[str, Any], samples: pd.DataFrame, cluster: ClusterCon
     return validate(HOST_ENERGY_SCHEMA, frame, "cc_host_energy")
 
 
+def _add_missing_hosts(totals: dict[tuple[str, str], dict[str, Any]], meta: dict[str, Any],
+                       duration: float) -> None:
+    """A row per host of meta.json's resources lacking an energy metric the job has:
+    one series, all of it a gap."""
+    hosts = [item.get("hostname") for item in meta.get("resources") or []
+             if isinstance(item, dict) and item.get("hostname")]
+    metrics = {metric: (row["kind"], row["scope"]) for (_, metric), row in totals.items()}
+    for metric, (kind, scope) in metrics.items():
+        for host in hosts:
+            totals.setdefault((host, metric), {
+                "host": host, "metric": metric, "kind": kind, "scope": scope, "series": 1,
+                "energy_j": np.nan, "gap_count": 1, "gap_s": duration,
+                "mean_x_duration_j": np.nan})
+
+
 def _covered(gap_s, window_s) -> np.ndarray:
     """1 - gap / window, clipped to [0, 1]; a window of 0 s is covered."""
     gap_s, window_s = np.asarray(gap_s, float), np.asarray(window_s, float)
@@ -145,7 +168,9 @@ def job_energy(meta: dict[str, Any], per_host: pd.DataFrame) -> pd.DataFrame:
     """One row per energy metric of one job: hosts summed, beside cc-backend's figure.
 
     Columns JOB_ENERGY_SCHEMA: ``energy_j`` and ``mean_x_duration_j`` are sums
-    over hosts, ``covered_fraction`` is over all hosts' series;
+    over hosts (NaN where no host has one), ``hosts`` counts the hosts with
+    energy, ``covered_fraction`` is over all hosts' series (a host without
+    series counts as one series, all gap);
     ``energy_cc_kwh`` is cc-backend's formula from meta.json's statistics
     (0 when meta.json has no average for the metric, and for counters).
     """
@@ -153,8 +178,9 @@ def job_energy(meta: dict[str, Any], per_host: pd.DataFrame) -> pd.DataFrame:
         return empty_table(JOB_ENERGY_SCHEMA)
     key = ["job", "cluster", "job_id", "start_time", "metric", "kind", "scope", "duration_s"]
     groups = per_host.groupby(key, sort=True, observed=True)
-    frame = groups.agg(hosts=("host", "size"), series=("series", "sum"),
-                       energy_j=("energy_j", "sum"), gap_count=("gap_count", "sum"),
+    frame = groups.agg(hosts=("energy_j", "count"), series=("series", "sum"),
+                       energy_j=("energy_j", lambda s: s.sum(min_count=1)),
+                       gap_count=("gap_count", "sum"),
                        gap_s=("gap_s", "sum"),
                        mean_x_duration_j=("mean_x_duration_j", lambda s: s.sum(min_count=1)),
                        ).reset_index()
