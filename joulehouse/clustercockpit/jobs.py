@@ -116,13 +116,14 @@ def read_jobs(root: str | os.PathLike[str], refs: Iterable[JobRef] | None = None
 
     Each cluster.json is read once (a missing one leaves only the default
     power metrics known). A job whose meta.json is missing, unparseable or
-    does not match its folder is left out, its InputError in ``errors``.
+    does not match its folder is left out, its InputError in ``errors``, as
+    is a folder linked outside the root (:func:`~.layout.find_jobs`).
     """
     root = Path(root)
     version = read_version(root)
     clusters: dict[str, ClusterConfig | None] = {}
     rows, errors = [], []
-    for ref in find_jobs(root) if refs is None else refs:
+    for ref in find_jobs(root, errors=errors) if refs is None else refs:
         if ref.cluster not in clusters:
             try:
                 clusters[ref.cluster] = read_cluster(root, ref.cluster)

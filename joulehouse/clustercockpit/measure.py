@@ -73,7 +73,8 @@ def measure_jobs(root: str | os.PathLike[str], refs: Iterable[JobRef] | None = N
                  **options) -> tuple[list[JobMeasurement], list[InputError]]:
     """:func:`measure_job` for every job of the archive (or ``refs``).
 
-    A job that raises InputError is left out and its error returned; each
+    A job that raises InputError is left out and its error returned (a folder
+    linked outside the root too, :func:`~.layout.find_jobs`); each
     cluster.json is read once (a missing or bad one: its InputError is
     returned once and the cluster's jobs are measured with the known power
     metric names only).
@@ -82,7 +83,7 @@ def measure_jobs(root: str | os.PathLike[str], refs: Iterable[JobRef] | None = N
     version = read_version(root)
     clusters: dict[str, ClusterConfig] = {}
     measured, errors = [], []
-    for ref in find_jobs(root) if refs is None else refs:
+    for ref in find_jobs(root, errors=errors) if refs is None else refs:
         if ref.cluster not in clusters:
             try:
                 clusters[ref.cluster] = read_cluster(root, ref.cluster)
