@@ -22,8 +22,8 @@ from joulehouse.clustercockpit.energy import host_energy, job_energy
 from joulehouse.clustercockpit.layout import JobRef, find_jobs
 from joulehouse.clustercockpit.readers import (
     ClusterConfig,
+    cluster_config,
     load_json,
-    read_cluster,
     read_meta,
     read_samples,
     read_version,
@@ -85,11 +85,9 @@ def measure_jobs(root: str | os.PathLike[str], refs: Iterable[JobRef] | None = N
     measured, errors = [], []
     for ref in find_jobs(root, errors=errors) if refs is None else refs:
         if ref.cluster not in clusters:
-            try:
-                clusters[ref.cluster] = read_cluster(root, ref.cluster)
-            except InputError as err:
-                errors.append(err)
-                clusters[ref.cluster] = ClusterConfig(ref.cluster, {})
+            clusters[ref.cluster], error = cluster_config(root, ref.cluster)
+            if error is not None:
+                errors.append(error)
         try:
             measured.append(measure_job(ref, clusters[ref.cluster], version, **options))
         except InputError as err:

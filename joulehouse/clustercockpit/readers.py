@@ -130,6 +130,16 @@ def read_cluster(root: str | os.PathLike[str], cluster: str) -> ClusterConfig:
     return ClusterConfig(str(doc.get("name", cluster)), metrics)
 
 
+def cluster_config(root: str | os.PathLike[str],
+                   cluster: str) -> tuple[ClusterConfig, InputError | None]:
+    """:func:`read_cluster`, and None; where cluster.json is missing or bad, a config knowing
+    only the POWER_METRICS names, and its InputError (to report; the jobs are still read)."""
+    try:
+        return read_cluster(root, cluster), None
+    except InputError as err:
+        return ClusterConfig(cluster, {}), err
+
+
 _META_REQUIRED = {"jobId": int, "cluster": str, "startTime": int, "duration": int,
                   "numNodes": int}
 

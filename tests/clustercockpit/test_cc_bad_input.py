@@ -203,3 +203,16 @@ def test_meta_json_symlinked_outside_the_root_refused(writable_archive, tmp_path
     ref.meta_path.unlink()
     ref.meta_path.symlink_to(inner)  # a link inside the archive is fine
     assert read_meta(ref)["jobId"] == 398764
+
+
+def test_broken_cluster_json_reported_by_read_jobs_and_measure_jobs(writable_archive):
+    """A bad cluster.json is reported once by both; its cluster's jobs are still read with
+    the known power metric names."""
+    path = writable_archive / "fritz" / "cluster.json"
+    path.write_text("{")
+    table = read_jobs(writable_archive)
+    assert len(table.jobs) == 3
+    (error,) = table.errors
+    assert (error.path, error.line) == (str(path), 1) and "invalid JSON" in error.reason
+    measured, errors = measure_jobs(writable_archive, check_schema=False)
+    assert len(measured) == 3 and [(e.path, e.line) for e in errors] == [(str(path), 1)]
