@@ -124,6 +124,23 @@ def test_negative_or_absurd_power(writable_archive, value):
            field="mem_power.node.series[0].data[1]")
 
 
+@pytest.mark.parametrize("value", ["12.5", True, [1.0], {"v": 1.0}])
+def test_sample_that_is_not_a_number_or_null(writable_archive, value):
+    """numpy would turn "12.5" into 12.5 and true into 1.0: the reader refuses them."""
+    ref = fritz(writable_archive)
+    edit_data(ref, lambda d: d["mem_bw"]["node"]["series"][0]["data"].__setitem__(2, value))
+    raises(lambda: read(ref), ref.path / "data.json",
+           f"expected a number or null, found {value!r}",
+           field="mem_bw.node.series[0].data[2]")
+
+
+def test_series_data_that_is_not_a_list(writable_archive):
+    ref = fritz(writable_archive)
+    edit_data(ref, lambda d: d["mem_bw"]["node"]["series"][0].__setitem__("data", "1,2"))
+    raises(lambda: read(ref), ref.path / "data.json", "expected a list of numbers or null",
+           field="mem_bw.node.series[0].data")
+
+
 def test_job_id_reused_with_another_start_time_is_two_jobs(writable_archive):
     ref = fritz(writable_archive)
     again = JobRef(writable_archive, "fritz", 398764, 1675990000)
