@@ -29,6 +29,7 @@ instead of it. Energies and durations are summed; no power is averaged.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -91,6 +92,51 @@ def coarsest_scopes(slices) -> dict[str, str]:
     return chosen
 
 
+@dataclass(frozen=True)
+class Series:
+    """One series of a metric's coarsest scope: its rows of the sample frame, sample times
+    (s since the job's start), values (SI unit, NaN for null) and step (s; the job's
+    duration for a series of one sample)."""
+
+    metric: str
+    scope: str
+    host: str
+    rows: slice
+    times_s: np.ndarray
+    values: np.ndarray
+    step_s: float
+
+
+@dataclass(frozen=True)
+class JobSeries:
+    """A job's window (start, duration in s, and as the one window of :mod:`.integrate`'s
+    functions) and the series of each metric's coarsest scope, in file order."""
+
+    start: pd.Timestamp
+    duration_s: float
+    window: tuple[np.ndarray, np.ndarray]
+    series: list[Series]
+
+
+def job_series(meta: dict[str, Any], samples: pd.DataFrame) -> JobSeries:
+    """The series of each metric's coarsest scope of one job's sample frame (see
+    :func:`series_slices`, :func:`coarsest_scopes`), timed from meta.json's startTime."""
+    start = pd.Timestamp(int(meta["startTime"]), unit="s", tz="UTC").as_unit("ns")
+    duration = float(meta["duration"])
+    slices = series_slices(samples)
+    scopes = coarsest_scopes(slices)
+    times = seconds_since(samples["time"], start) if len(samples) else np.empty(0)
+    values = samples["value"].to_numpy()
+    series = []
+    for (metric, scope, host, _), rows in slices:
+        if scope != scopes[metric]:
+            continue
+        t = times[rows]
+        series.append(Series(metric, scope, host, rows, t, values[rows],
+                             t[1] - t[0] if len(t) > 1 else duration))
+    return JobSeries(start, duration, (np.array([0.0]), np.array([duration])), series)
+
+
 def host_energy(meta: dict[str, Any], samples: pd.DataFrame, cluster: ClusterConfig,
                 *, max_missing: int = 1) -> pd.DataFrame:
     """One row per host and energy metric of one job (HOST_ENERGY_SCHEMA columns).
@@ -98,26 +144,20 @@ def host_energy(meta: dict[str, Any], samples: pd.DataFrame, cluster: ClusterCon
     ``samples`` is :func:`~joulehouse.clustercockpit.readers.read_samples`'
     frame of the job (other metrics in it are ignored).
     """
-    start = pd.Timestamp(int(meta["startTime"]), unit="s", tz="UTC").as_unit("ns")
-    duration = float(meta["duration"])
-    slices = series_slices(samples)
-    scopes = coarsest_scopes(slices)
-    times = seconds_since(samples["time"], start) if len(samples) else np.empty(0)
-    values = samples["value"].to_numpy()
+    job = job_series(meta, samples)
+    start, duration = job.start, job.duration_s
     totals: dict[tuple[str, str], dict[str, Any]] = {}
-    window = (np.array([0.0]), np.array([duration]))
-    for (metric, scope, host, _), rows in slices:
-        kind = cluster.energy_kind(metric)
-        if kind is None or scope != scopes[metric]:
+    for one in job.series:
+        kind = cluster.energy_kind(one.metric)
+        if kind is None:
             continue
-        t, v = times[rows], values[rows]
-        step = t[1] - t[0] if len(t) > 1 else duration
-        present = ~np.isnan(v)
-        t, v = t[present], v[present]
+        present = ~np.isnan(one.values)
+        v = one.values[present]
         integrate = trapezoid_energy if kind == "power" else counter_energy
-        result = integrate(t, v, *window, (max_missing + 1) * step)
+        result = integrate(one.times_s[present], v, *job.window, (max_missing + 1) * one.step_s)
+        host, metric = one.host, one.metric
         row = totals.setdefault((host, metric), {
-            "host": host, "metric": metric, "kind": kind, "scope": scope, "series": 0,
+            "host": host, "metric": metric, "kind": kind, "scope": one.scope, "series": 0,
             "energy_j": np.nan, "gap_count": 0, "gap_s": 0.0, "mean_x_duration_j": 0.0})
         row["series"] += 1
         if not np.isnan(result.energy_j[0]):
