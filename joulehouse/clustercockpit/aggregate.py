@@ -20,10 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulehouse.clustercockpit.energy import coarsest_scopes, series_slices
+from joulehouse.clustercockpit.energy import job_series
 from joulehouse.clustercockpit.schemas import METRIC_STATS_SCHEMA, ROLLUP_SCHEMA
 from joulehouse.integrate import trapezoid_energy
-from joulehouse.timeutil import seconds_since
 from joulehouse.validation import validate
 
 ROLLUP_KEYS = ["day", "cluster", "cluster_partition", "project", "hpc_user"]
@@ -32,23 +31,16 @@ ROLLUP_KEYS = ["day", "cluster", "cluster_partition", "project", "hpc_user"]
 def metric_stats(meta: dict[str, Any], samples: pd.DataFrame, *,
                  max_missing: int = 1) -> pd.DataFrame:
     """One row per host and metric of one job (METRIC_STATS_SCHEMA columns)."""
-    start = pd.Timestamp(int(meta["startTime"]), unit="s", tz="UTC").as_unit("ns")
-    duration = float(meta["duration"])
-    slices = series_slices(samples)
-    scopes = coarsest_scopes(slices)
-    times = seconds_since(samples["time"], start) if len(samples) else np.empty(0)
-    values = samples["value"].to_numpy()
+    job = job_series(meta, samples)
+    start, duration = job.start, job.duration_s
     units = samples["unit"].to_numpy()
-    window = (np.array([0.0]), np.array([duration]))
     rows: dict[tuple[str, str], dict[str, Any]] = {}
-    for (metric, scope, host, _), part in slices:
-        if scope != scopes[metric]:
-            continue
-        t, v = times[part], values[part]
-        step = t[1] - t[0] if len(t) > 1 else duration
+    for one in job.series:
+        t, v = one.times_s, one.values
         present = ~np.isnan(v)
-        row = rows.setdefault((host, metric), {
-            "host": host, "metric": metric, "scope": scope, "unit": str(units[part.start]),
+        row = rows.setdefault((one.host, one.metric), {
+            "host": one.host, "metric": one.metric, "scope": one.scope,
+            "unit": str(units[one.rows.start]),
             "series": 0, "samples": 0, "missing": 0, "min": np.inf, "max": -np.inf, "sum": 0.0,
             "sum_squares": 0.0, "integral": 0.0, "covered_s": 0.0})
         row["series"] += 1
@@ -60,7 +52,8 @@ def metric_stats(meta: dict[str, Any], samples: pd.DataFrame, *,
             row["max"] = max(row["max"], float(v_present.max()))
             row["sum"] += float(v_present.sum())
             row["sum_squares"] += float(np.dot(v_present, v_present))
-            result = trapezoid_energy(t[present], v_present, *window, (max_missing + 1) * step)
+            result = trapezoid_energy(t[present], v_present, *job.window,
+                                      (max_missing + 1) * one.step_s)
             if not np.isnan(result.energy_j[0]):
                 row["integral"] += float(result.energy_j[0])
                 row["covered_s"] += duration - float(result.gap_s[0])

@@ -14,6 +14,12 @@ socket, ...) are each integrated over the window with
   ``covered_fraction``);
 - energy metrics (J): cumulative counters, deltas aware of resets.
 
+A host with no bridged energy (its series all null, or too sparse) has
+``energy_j`` NaN, not 0. A host of meta.json's ``resources`` with no series
+of an energy metric the job has counts as one series that is a whole-window
+gap (energy NaN, ``gap_count`` 1, ``gap_s`` the duration), so the job's
+``covered_fraction`` shows it and the job gets no whole-window fact.
+
 cc-backend's figure (its ``energy`` column) is meta.json's average power
 (W, whatever the unit says) x numNodes x duration / 3.6e6, in kWh rounded
 to 0.01 (half away from zero, as Go's math.Round); metrics of type energy
@@ -23,6 +29,7 @@ instead of it. Energies and durations are summed; no power is averaged.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -85,6 +92,51 @@ def coarsest_scopes(slices) -> dict[str, str]:
     return chosen
 
 
+@dataclass(frozen=True)
+class Series:
+    """One series of a metric's coarsest scope: its rows of the sample frame, sample times
+    (s since the job's start), values (SI unit, NaN for null) and step (s; the job's
+    duration for a series of one sample)."""
+
+    metric: str
+    scope: str
+    host: str
+    rows: slice
+    times_s: np.ndarray
+    values: np.ndarray
+    step_s: float
+
+
+@dataclass(frozen=True)
+class JobSeries:
+    """A job's window (start, duration in s, and as the one window of :mod:`.integrate`'s
+    functions) and the series of each metric's coarsest scope, in file order."""
+
+    start: pd.Timestamp
+    duration_s: float
+    window: tuple[np.ndarray, np.ndarray]
+    series: list[Series]
+
+
+def job_series(meta: dict[str, Any], samples: pd.DataFrame) -> JobSeries:
+    """The series of each metric's coarsest scope of one job's sample frame (see
+    :func:`series_slices`, :func:`coarsest_scopes`), timed from meta.json's startTime."""
+    start = pd.Timestamp(int(meta["startTime"]), unit="s", tz="UTC").as_unit("ns")
+    duration = float(meta["duration"])
+    slices = series_slices(samples)
+    scopes = coarsest_scopes(slices)
+    times = seconds_since(samples["time"], start) if len(samples) else np.empty(0)
+    values = samples["value"].to_numpy()
+    series = []
+    for (metric, scope, host, _), rows in slices:
+        if scope != scopes[metric]:
+            continue
+        t = times[rows]
+        series.append(Series(metric, scope, host, rows, t, values[rows],
+                             t[1] - t[0] if len(t) > 1 else duration))
+    return JobSeries(start, duration, (np.array([0.0]), np.array([duration])), series)
+
+
 def host_energy(meta: dict[str, Any], samples: pd.DataFrame, cluster: ClusterConfig,
                 *, max_missing: int = 1) -> pd.DataFrame:
     """One row per host and energy metric of one job (HOST_ENERGY_SCHEMA columns).
@@ -92,33 +144,29 @@ def host_energy(meta: dict[str, Any], samples: pd.DataFrame, cluster: ClusterCon
     ``samples`` is :func:`~joulehouse.clustercockpit.readers.read_samples`'
     frame of the job (other metrics in it are ignored).
     """
-    start = pd.Timestamp(int(meta["startTime"]), unit="s", tz="UTC").as_unit("ns")
-    duration = float(meta["duration"])
-    slices = series_slices(samples)
-    scopes = coarsest_scopes(slices)
-    times = seconds_since(samples["time"], start) if len(samples) else np.empty(0)
-    values = samples["value"].to_numpy()
+    job = job_series(meta, samples)
+    start, duration = job.start, job.duration_s
     totals: dict[tuple[str, str], dict[str, Any]] = {}
-    window = (np.array([0.0]), np.array([duration]))
-    for (metric, scope, host, _), rows in slices:
-        kind = cluster.energy_kind(metric)
-        if kind is None or scope != scopes[metric]:
+    for one in job.series:
+        kind = cluster.energy_kind(one.metric)
+        if kind is None:
             continue
-        t, v = times[rows], values[rows]
-        step = t[1] - t[0] if len(t) > 1 else duration
-        present = ~np.isnan(v)
-        t, v = t[present], v[present]
+        present = ~np.isnan(one.values)
+        v = one.values[present]
         integrate = trapezoid_energy if kind == "power" else counter_energy
-        result = integrate(t, v, *window, (max_missing + 1) * step)
+        result = integrate(one.times_s[present], v, *job.window, (max_missing + 1) * one.step_s)
+        host, metric = one.host, one.metric
         row = totals.setdefault((host, metric), {
-            "host": host, "metric": metric, "kind": kind, "scope": scope, "series": 0,
-            "energy_j": 0.0, "gap_count": 0, "gap_s": 0.0, "mean_x_duration_j": 0.0})
+            "host": host, "metric": metric, "kind": kind, "scope": one.scope, "series": 0,
+            "energy_j": np.nan, "gap_count": 0, "gap_s": 0.0, "mean_x_duration_j": 0.0})
         row["series"] += 1
-        row["energy_j"] += float(np.nan_to_num(result.energy_j[0]))
+        if not np.isnan(result.energy_j[0]):
+            row["energy_j"] = float(np.nan_to_num(row["energy_j"]) + result.energy_j[0])
         row["gap_count"] += int(result.gap_count[0])
         row["gap_s"] += float(result.gap_s[0])
         row["mean_x_duration_j"] += (float(v.mean()) * duration if kind == "power" and len(v)
                                      else np.nan)
+    _add_missing_hosts(totals, meta, duration)
     frame = pd.DataFrame(list(totals.values()))
     if frame.empty:
         return empty_table(HOST_ENERGY_SCHEMA)
@@ -134,6 +182,21 @@ def host_energy(meta: dict[str, Any], samples: pd.DataFrame, cluster: ClusterCon
     return validate(HOST_ENERGY_SCHEMA, frame, "cc_host_energy")
 
 
+def _add_missing_hosts(totals: dict[tuple[str, str], dict[str, Any]], meta: dict[str, Any],
+                       duration: float) -> None:
+    """A row per host of meta.json's resources lacking an energy metric the job has:
+    one series, all of it a gap."""
+    hosts = [item.get("hostname") for item in meta.get("resources") or []
+             if isinstance(item, dict) and item.get("hostname")]
+    metrics = {metric: (row["kind"], row["scope"]) for (_, metric), row in totals.items()}
+    for metric, (kind, scope) in metrics.items():
+        for host in hosts:
+            totals.setdefault((host, metric), {
+                "host": host, "metric": metric, "kind": kind, "scope": scope, "series": 1,
+                "energy_j": np.nan, "gap_count": 1, "gap_s": duration,
+                "mean_x_duration_j": np.nan})
+
+
 def _covered(gap_s, window_s) -> np.ndarray:
     """1 - gap / window, clipped to [0, 1]; a window of 0 s is covered."""
     gap_s, window_s = np.asarray(gap_s, float), np.asarray(window_s, float)
@@ -145,7 +208,9 @@ def job_energy(meta: dict[str, Any], per_host: pd.DataFrame) -> pd.DataFrame:
     """One row per energy metric of one job: hosts summed, beside cc-backend's figure.
 
     Columns JOB_ENERGY_SCHEMA: ``energy_j`` and ``mean_x_duration_j`` are sums
-    over hosts, ``covered_fraction`` is over all hosts' series;
+    over hosts (NaN where no host has one), ``hosts`` counts the hosts with
+    energy, ``covered_fraction`` is over all hosts' series (a host without
+    series counts as one series, all gap);
     ``energy_cc_kwh`` is cc-backend's formula from meta.json's statistics
     (0 when meta.json has no average for the metric, and for counters).
     """
@@ -153,8 +218,9 @@ def job_energy(meta: dict[str, Any], per_host: pd.DataFrame) -> pd.DataFrame:
         return empty_table(JOB_ENERGY_SCHEMA)
     key = ["job", "cluster", "job_id", "start_time", "metric", "kind", "scope", "duration_s"]
     groups = per_host.groupby(key, sort=True, observed=True)
-    frame = groups.agg(hosts=("host", "size"), series=("series", "sum"),
-                       energy_j=("energy_j", "sum"), gap_count=("gap_count", "sum"),
+    frame = groups.agg(hosts=("energy_j", "count"), series=("series", "sum"),
+                       energy_j=("energy_j", lambda s: s.sum(min_count=1)),
+                       gap_count=("gap_count", "sum"),
                        gap_s=("gap_s", "sum"),
                        mean_x_duration_j=("mean_x_duration_j", lambda s: s.sum(min_count=1)),
                        ).reset_index()

@@ -22,7 +22,7 @@ import pandas as pd
 
 from joulehouse.clustercockpit.energy import cc_energy_kwh
 from joulehouse.clustercockpit.layout import JobRef, find_jobs
-from joulehouse.clustercockpit.readers import ClusterConfig, read_cluster, read_meta, read_version
+from joulehouse.clustercockpit.readers import ClusterConfig, cluster_config, read_meta, read_version
 from joulehouse.clustercockpit.schemas import CC_JOBS_SCHEMA
 from joulehouse.errors import InputError
 from joulehouse.timeutil import epoch_ns_to_utc
@@ -37,7 +37,8 @@ _STATE_ALIASES = {"canceled": "cancelled"}
 
 @dataclass(frozen=True)
 class JobsTable:
-    """``cc_jobs`` rows of the jobs read, and an InputError for each job left out."""
+    """``cc_jobs`` rows of the jobs read, and an InputError for each job left out (and each
+    missing or bad cluster.json)."""
 
     jobs: pd.DataFrame
     errors: list[InputError]
@@ -47,7 +48,7 @@ def _json_text(value: Any) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"))
 
 
-def job_row(ref: JobRef, meta: dict[str, Any], cluster: ClusterConfig | None,
+def job_row(ref: JobRef, meta: dict[str, Any], cluster: ClusterConfig,
             version: int) -> dict[str, Any]:
     """One ``cc_jobs`` row (without the UTC columns, added per table) from a read meta.json.
 
@@ -57,11 +58,10 @@ def job_row(ref: JobRef, meta: dict[str, Any], cluster: ClusterConfig | None,
     energy = meta.get("energy")
     if not isinstance(energy, int | float) or isinstance(energy, bool):
         stats = meta.get("statistics") or {}
-        kinds = cluster or ClusterConfig(ref.cluster, {})
         energy = round(sum(cc_energy_kwh(stat.get("avg", 0.0), meta["numNodes"],
                                          meta["duration"])
                            for name, stat in stats.items()
-                           if isinstance(stat, dict) and kinds.energy_kind(name) == "power"), 2)
+                           if isinstance(stat, dict) and cluster.energy_kind(name) == "power"), 2)
     state = meta.get("jobState", "completed")
     return {
         "job": ref.key,
@@ -114,20 +114,20 @@ def jobs_frame(rows: list[dict[str, Any]], version: int | list[int]) -> pd.DataF
 def read_jobs(root: str | os.PathLike[str], refs: Iterable[JobRef] | None = None) -> JobsTable:
     """``cc_jobs`` of the archive at ``root``: every job, or the jobs ``refs``.
 
-    Each cluster.json is read once (a missing one leaves only the default
-    power metrics known). A job whose meta.json is missing, unparseable or
-    does not match its folder is left out, its InputError in ``errors``.
+    Each cluster.json is read once (a missing or bad one leaves only the
+    default power metrics known, its InputError in ``errors``). A job whose meta.json is missing, unparseable or
+    does not match its folder is left out, its InputError in ``errors``, as
+    is a folder linked outside the root (:func:`~.layout.find_jobs`).
     """
     root = Path(root)
     version = read_version(root)
-    clusters: dict[str, ClusterConfig | None] = {}
+    clusters: dict[str, ClusterConfig] = {}
     rows, errors = [], []
-    for ref in find_jobs(root) if refs is None else refs:
+    for ref in find_jobs(root, errors=errors) if refs is None else refs:
         if ref.cluster not in clusters:
-            try:
-                clusters[ref.cluster] = read_cluster(root, ref.cluster)
-            except InputError:
-                clusters[ref.cluster] = None
+            clusters[ref.cluster], error = cluster_config(root, ref.cluster)
+            if error is not None:
+                errors.append(error)
         try:
             rows.append(job_row(ref, read_meta(ref), clusters[ref.cluster], version))
         except InputError as err:

@@ -148,43 +148,60 @@ def clusters(root: str | os.PathLike[str]) -> list[str]:
     reader's concern, so that jobs of a cluster without one are still found.
     """
     root = Path(root)
-    return [entry.name for entry in _subdirs(root, root)]
+    return _subfolders(root, root)
 
 
-def _subdirs(root: Path, folder: Path) -> list[os.DirEntry]:
-    """Subfolders of ``folder``, in name order; a symlink leading outside ``root`` raises."""
+def _folders(folder: Path) -> list[os.DirEntry]:
+    """The subfolders of ``folder`` (symlinks to folders included), in name order."""
     try:
         with os.scandir(folder) as entries:
-            found = sorted((e for e in entries if e.is_dir()), key=lambda e: e.name)
+            return sorted((entry for entry in entries if entry.is_dir()), key=lambda e: e.name)
     except FileNotFoundError:
         return []
-    for entry in found:
-        if entry.is_symlink():
-            inside(root, Path(entry.path))
-    return found
 
 
-def find_jobs(root: str | os.PathLike[str], cluster: str | None = None) -> Iterator[JobRef]:
+def _subfolders(root: Path, folder: Path, errors: list[InputError] | None = None) -> list[str]:
+    """Names of :func:`_folders` of ``folder`` less symlinks leading outside ``root``:
+    their InputError is appended to ``errors`` or, without ``errors``, raised."""
+    kept = []
+    for entry in _folders(folder):
+        try:
+            if entry.is_symlink():
+                inside(root, Path(entry.path))
+        except InputError as err:
+            if errors is None:
+                raise
+            errors.append(err)
+            continue
+        kept.append(entry.name)
+    return kept
+
+
+def find_jobs(root: str | os.PathLike[str], cluster: str | None = None, *,
+              errors: list[InputError] | None = None) -> Iterator[JobRef]:
     """Every job folder of the archive (or of one cluster), in path order.
 
     Only folders whose names fit the tree (digits, three-digit second level)
-    are jobs; others are ignored. A folder that is a symlink leading outside
-    the root (at any level) raises InputError naming it. Whether the files are complete is
-    not checked here (see :func:`joulehouse.clustercockpit.readers.read_meta`).
+    are jobs; others are ignored. A job folder that is a symlink is listed
+    like the others: reading it (``JobRef.check_inside``) refuses one leading
+    outside the root, as that job's error. A folder above a job leading
+    outside is not entered (its jobs cannot be named without listing outside):
+    its InputError is appended to ``errors`` and the listing goes on, or,
+    without ``errors``, raised. Whether the files are complete is not checked
+    here (see :func:`joulehouse.clustercockpit.readers.read_meta`).
     """
     root = Path(root)
-    for name in [cluster] if cluster else clusters(root):
-        for level1 in _subdirs(root, root / name):
-            if not level1.name.isdigit():
+    for name in [cluster] if cluster else _subfolders(root, root, errors):
+        for level1 in _subfolders(root, root / name, errors):
+            if not level1.isdigit():
                 continue
-            for level2 in _subdirs(root, Path(level1.path)):
-                if not (level2.name.isdigit() and len(level2.name) == 3):
+            for level2 in _subfolders(root, root / name / level1, errors):
+                if not (level2.isdigit() and len(level2) == 3):
                     continue
-                for start in _subdirs(root, Path(level2.path)):
-                    if not start.name.isdigit():
-                        continue
-                    yield JobRef(root, name, int(level1.name) * 1000 + int(level2.name),
-                                 int(start.name))
+                for start in _folders(root / name / level1 / level2):
+                    if start.name.isdigit():
+                        yield JobRef(root, name, int(level1) * 1000 + int(level2),
+                                     int(start.name))
 
 
 def is_complete(folder: str | os.PathLike[str]) -> bool:

@@ -22,8 +22,8 @@ from joulehouse.clustercockpit.energy import host_energy, job_energy
 from joulehouse.clustercockpit.layout import JobRef, find_jobs
 from joulehouse.clustercockpit.readers import (
     ClusterConfig,
+    cluster_config,
     load_json,
-    read_cluster,
     read_meta,
     read_samples,
     read_version,
@@ -73,7 +73,8 @@ def measure_jobs(root: str | os.PathLike[str], refs: Iterable[JobRef] | None = N
                  **options) -> tuple[list[JobMeasurement], list[InputError]]:
     """:func:`measure_job` for every job of the archive (or ``refs``).
 
-    A job that raises InputError is left out and its error returned; each
+    A job that raises InputError is left out and its error returned (a folder
+    linked outside the root too, :func:`~.layout.find_jobs`); each
     cluster.json is read once (a missing or bad one: its InputError is
     returned once and the cluster's jobs are measured with the known power
     metric names only).
@@ -82,13 +83,11 @@ def measure_jobs(root: str | os.PathLike[str], refs: Iterable[JobRef] | None = N
     version = read_version(root)
     clusters: dict[str, ClusterConfig] = {}
     measured, errors = [], []
-    for ref in find_jobs(root) if refs is None else refs:
+    for ref in find_jobs(root, errors=errors) if refs is None else refs:
         if ref.cluster not in clusters:
-            try:
-                clusters[ref.cluster] = read_cluster(root, ref.cluster)
-            except InputError as err:
-                errors.append(err)
-                clusters[ref.cluster] = ClusterConfig(ref.cluster, {})
+            clusters[ref.cluster], error = cluster_config(root, ref.cluster)
+            if error is not None:
+                errors.append(error)
         try:
             measured.append(measure_job(ref, clusters[ref.cluster], version, **options))
         except InputError as err:

@@ -106,7 +106,8 @@ _INTEGRATED = {
     "kind": _col(str, "power (integrated) or energy (counter deltas)",
                  pa.Check.isin(ENERGY_KINDS)),
     "scope": _col(str, "scope of the series used (the coarsest present)"),
-    "series": _col("int64", "series summed (e.g. sockets of a host)", pa.Check.ge(1)),
+    "series": _col("int64", "series summed (e.g. sockets of a host); a host of meta.json's "
+                   "resources without series of the metric counts one, all gap", pa.Check.ge(1)),
     "duration_s": _col(float, "job window in s: start time to start time + duration", _GE0),
     "energy_j": _col(float, "energy over the bridged part of the window in J", _GE0,
                      nullable=True),
@@ -137,7 +138,7 @@ JOB_ENERGY_SCHEMA = pa.DataFrameSchema(
         "project": _col(str, "project name"),
         "partition": _col(str, "batch partition", nullable=True),
         "num_nodes": _col("int64", "nodes allocated", _GE0),
-        "hosts": _col("int64", "hosts with samples of the metric", _GE0),
+        "hosts": _col("int64", "hosts with energy of the metric (bridged samples)", _GE0),
         **_INTEGRATED,
         "mean_x_duration_j": _col(float, "sum over hosts of mean sample power x duration, J",
                                   nullable=True),

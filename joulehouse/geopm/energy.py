@@ -7,15 +7,23 @@ means over the host's processes from exact entry/exit times, and are not to
 be compared with the sampled fields. So a roll-up over hosts sums energies
 and times (J, host-seconds) and derives power from the sums,
 
-- ``power_w`` = sum(package_energy_j) / sum(sync_runtime_s): mean package
-  power per host over the sampled time (never a mean of the hosts' powers);
-- ``gpu_power_w`` likewise from ``gpu_energy_j``;
+- ``power_w`` = sum(package_energy_j) / sum(sync_runtime_s), the times
+  summed over the hosts that have a package energy: mean package power per
+  host over the sampled time (never a mean of the hosts' powers);
+- ``gpu_power_w`` likewise from ``gpu_energy_j``, over the hosts with a GPU
+  energy (a host without a GPU adds no time);
 - ``frequency_hz`` = sum(frequency_hz x sync_runtime_s) / sum(sync_runtime_s):
   cycles over time, exact only if the hosts' sticker frequencies are equal
   (a report does not hold the cycle counts themselves);
 
 and keeps ``runtime_s`` (summed, host-seconds) apart from them. A sum over
 values that are all missing is missing (NaN), not 0.
+
+Legacy 1.x Application Totals have no sync-runtime: GEOPM 1.x wrote their
+power as energy / runtime (and geopmpy's converter sets sync-runtime =
+runtime), so the time of these ratios is ``runtime_s`` where
+``sync_runtime_s`` is missing (:func:`ratio_time_s`); the ``sync_runtime_s``
+column stays as written.
 """
 
 from __future__ import annotations
@@ -51,12 +59,17 @@ def _ratio(numerator: pd.Series, denominator: pd.Series) -> pd.Series:
     return numerator / denominator.where(denominator > 0)
 
 
+def ratio_time_s(table: pd.DataFrame) -> pd.Series:
+    """The time (s) GEOPM's ratios are over: sync-runtime, or runtime where there is none."""
+    return table["sync_runtime_s"].fillna(table["runtime_s"])
+
+
 def host_energy(report: Report) -> pd.DataFrame:
     """One row per host and region, and per host and totals section (``section`` says which).
 
     Energies and times as the report wrote them; ``power_w`` and
-    ``gpu_power_w`` recomputed as energy / sync-runtime (what GEOPM's own
-    ``power (W)`` is), so the table is the same for every report version.
+    ``gpu_power_w`` recomputed as energy / :func:`ratio_time_s` (what GEOPM's
+    own ``power (W)`` is), so the table is the same for every report version.
     Totals rows have ``region`` = the section's name (``Application Totals``
     ...) and no hash.
     """
@@ -64,8 +77,9 @@ def host_energy(report: Report) -> pd.DataFrame:
     totals = report.totals.assign(region=report.totals["section"].map(SECTION_NAMES),
                                   hash=None)
     table = pd.concat([regions, totals], ignore_index=True)
-    table["power_w"] = _ratio(table["package_energy_j"], table["sync_runtime_s"])
-    table["gpu_power_w"] = _ratio(table["gpu_energy_j"], table["sync_runtime_s"])
+    time_s = ratio_time_s(table)
+    table["power_w"] = _ratio(table["package_energy_j"], time_s)
+    table["gpu_power_w"] = _ratio(table["gpu_energy_j"], time_s)
     return validate(schemas.HOST_ENERGY_SCHEMA, table[HOST_ENERGY_COLUMNS], report.path)
 
 
@@ -76,15 +90,18 @@ def rollup(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     :func:`host_energy`); the result has ``by``, ``host_count`` and
     :data:`SUMMED`, then ``power_w``, ``gpu_power_w`` and ``frequency_hz``.
     """
-    weighted = table.assign(_cycles=table["frequency_hz"] * table["sync_runtime_s"],
-                            _timed=table["sync_runtime_s"].where(table["frequency_hz"].notna()))
+    time_s = ratio_time_s(table)
+    timed = {"_package_time": time_s.where(table["package_energy_j"].notna()),
+             "_gpu_time": time_s.where(table["gpu_energy_j"].notna()),
+             "_frequency_time": time_s.where(table["frequency_hz"].notna())}
+    weighted = table.assign(_cycles=table["frequency_hz"] * time_s, **timed)
     grouped = weighted.groupby(by, sort=False, dropna=False)
-    sums = grouped[[*SUMMED, "_cycles", "_timed"]].sum(min_count=1)
+    sums = grouped[[*SUMMED, "_cycles", *timed]].sum(min_count=1)
     sums.insert(0, "host_count", grouped["host"].nunique())
-    sums["power_w"] = _ratio(sums["package_energy_j"], sums["sync_runtime_s"])
-    sums["gpu_power_w"] = _ratio(sums["gpu_energy_j"], sums["sync_runtime_s"])
-    sums["frequency_hz"] = _ratio(sums["_cycles"], sums["_timed"])
-    return sums.drop(columns=["_cycles", "_timed"]).reset_index()
+    sums["power_w"] = _ratio(sums["package_energy_j"], sums["_package_time"])
+    sums["gpu_power_w"] = _ratio(sums["gpu_energy_j"], sums["_gpu_time"])
+    sums["frequency_hz"] = _ratio(sums["_cycles"], sums["_frequency_time"])
+    return sums.drop(columns=["_cycles", *timed]).reset_index()
 
 
 def region_rollup(report: Report) -> pd.DataFrame:

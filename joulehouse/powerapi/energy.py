@@ -11,7 +11,8 @@
   ``relative_error = (estimated_total_j - measured_j) / measured_j``.
 
 Each report is the energy (or power) of the tick ending at its timestamp.
-The tick is the time since the series' previous report; the first report's
+The tick is the time since the series' previous report in time order (reports
+may be given in any order); the first report's
 tick, and that of a report after a gap longer than ``GAP_TICKS`` ticks, is
 the sensor's median tick (a gap is time no report covers). Per-tick
 energies become a cumulative energy series read at the window edges by
@@ -127,6 +128,8 @@ def estimated_energy(power: pd.DataFrame, window: str = "1min",
         per_target = []
         for (target, comp, _), series in by_sensor.groupby(
                 ["target", "component", "socket_key"], sort=True):
+            # reports may arrive in any order (files read together, newest-first exports)
+            series = series.sort_values("timestamp", kind="stable")
             times = _ns(series["timestamp"])
             energy = series["power_w"].to_numpy() * (tick / 1e9)
             steps = np.diff(times)

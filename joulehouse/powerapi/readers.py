@@ -256,7 +256,8 @@ def _counters_from_json(path: Path, block, timezone: str,
         matrix[:, column] = leaf.values
     rows, columns = np.nonzero(~np.isnan(matrix))
     values = matrix[rows, columns]
-    _check_values(path, values, rows, lambda i: leaves[columns[i]].field, block.line)
+    _check_values(path, values, rows, _is_rapl([leaf.event for leaf in leaves])[columns],
+                  lambda i: leaves[columns[i]].field, block.line)
     return _counters_frame(path, times, table, rows, values, block.line, {
         "group": _leaf_codes(leaves, "group", columns),
         "socket": np.array([leaf.socket for leaf in leaves])[columns],
@@ -315,14 +316,28 @@ def _leaf_codes(leaves: list[_Leaf], name: str, columns: np.ndarray) -> pd.Categ
     return pd.Categorical.from_codes(codes[columns], categories)
 
 
-def _check_values(path: Path, values: np.ndarray, rows: np.ndarray, field_of, locate) -> None:
-    """Counters are finite, not negative and fit a 64-bit counter."""
+def _check_values(path: Path, values: np.ndarray, rows: np.ndarray, is_rapl: np.ndarray,
+                  field_of, locate) -> None:
+    """Counters are finite, not negative and fit a 64-bit counter; a RAPL value (``is_rapl``,
+    per value) is at most ``schemas.MAX_RAPL_TICK_J`` in one tick."""
     bad = ~((values >= 0) & (values < MAX_COUNTER))
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
         what = "negative" if values[first] < 0 else "absurd (not a 64-bit counter)"
-        raise InputError(path, f"{what} counter value {values[first]!r}",
+        raise InputError(path, f"{what} counter value {float(values[first])!r}",
                          line=locate(int(rows[first])), field=field_of(first))
+    absurd = is_rapl & (values * RAPL_UNIT_J > schemas.MAX_RAPL_TICK_J)
+    if absurd.any():
+        first = int(np.flatnonzero(absurd)[0])
+        raise InputError(path, f"absurd RAPL value {values[first]:.17g} "
+                         f"({values[first] * RAPL_UNIT_J:.6g} J in one tick, more than "
+                         f"{schemas.MAX_RAPL_TICK_J:g} J)",
+                         line=locate(int(rows[first])), field=field_of(first))
+
+
+def _is_rapl(events: list[str]) -> np.ndarray:
+    """Per event name: a RAPL energy event."""
+    return np.array([event.startswith(RAPL_EVENT_PREFIX) for event in events], dtype=bool)
 
 
 def _categorical(path: Path, column: pa.ChunkedArray | pa.Array, rows: np.ndarray, locate,
@@ -411,7 +426,8 @@ def _csv_counters(path: Path, chunk: pa.Buffer, header: list[str], types: dict, 
         np.empty((table.num_rows, 0)))
     rows, columns = np.nonzero(~np.isnan(matrix))
     values = matrix[rows, columns]
-    _check_values(path, values, rows, lambda i: events[columns[i]], locate)
+    _check_values(path, values, rows, _is_rapl(events)[columns], lambda i: events[columns[i]],
+                  locate)
     return _counters_frame(path, times, table, rows, values, locate, {
         "group": pd.Categorical.from_codes(np.zeros(len(rows), "int8"), [group]),
         "socket": table["socket"].to_numpy()[rows],

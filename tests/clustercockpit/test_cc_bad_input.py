@@ -10,6 +10,7 @@ import pytest
 
 from joulehouse.clustercockpit.jobs import read_jobs
 from joulehouse.clustercockpit.layout import JobRef, find_jobs
+from joulehouse.clustercockpit.measure import measure_jobs
 from joulehouse.clustercockpit.readers import read_cluster, read_meta, read_samples, read_version
 from joulehouse.errors import InputError
 
@@ -123,6 +124,23 @@ def test_negative_or_absurd_power(writable_archive, value):
            field="mem_power.node.series[0].data[1]")
 
 
+@pytest.mark.parametrize("value", ["12.5", True, [1.0], {"v": 1.0}])
+def test_sample_that_is_not_a_number_or_null(writable_archive, value):
+    """numpy would turn "12.5" into 12.5 and true into 1.0: the reader refuses them."""
+    ref = fritz(writable_archive)
+    edit_data(ref, lambda d: d["mem_bw"]["node"]["series"][0]["data"].__setitem__(2, value))
+    raises(lambda: read(ref), ref.path / "data.json",
+           f"expected a number or null, found {value!r}",
+           field="mem_bw.node.series[0].data[2]")
+
+
+def test_series_data_that_is_not_a_list(writable_archive):
+    ref = fritz(writable_archive)
+    edit_data(ref, lambda d: d["mem_bw"]["node"]["series"][0].__setitem__("data", "1,2"))
+    raises(lambda: read(ref), ref.path / "data.json", "expected a list of numbers or null",
+           field="mem_bw.node.series[0].data")
+
+
 def test_job_id_reused_with_another_start_time_is_two_jobs(writable_archive):
     ref = fritz(writable_archive)
     again = JobRef(writable_archive, "fritz", 398764, 1675990000)
@@ -136,15 +154,40 @@ def test_job_id_reused_with_another_start_time_is_two_jobs(writable_archive):
 
 
 def test_symlink_outside_the_root_refused(writable_archive, tmp_path):
+    """A job folder linked outside the archive is that job's error; the others are read."""
     outside = tmp_path / "elsewhere"
     shutil.copytree(fritz(writable_archive).path, outside)
     link = writable_archive / "fritz" / "398" / "764" / "1675999999"
     link.symlink_to(outside, target_is_directory=True)
+    linked = JobRef(writable_archive, "fritz", 398764, 1675999999)
+    assert linked in list(find_jobs(writable_archive))  # listed; its reading refuses it
+    with pytest.raises(InputError, match="leads outside the archive root") as caught:
+        read_meta(linked)
+    assert caught.value.path == str(link)
+    table = read_jobs(writable_archive)
+    assert table.jobs["job"].tolist() == ["fritz/398764/1675954353", "fritz/398955/1675956725",
+                                          "taurus/20639587/1635856524"]
+    (error,) = table.errors
+    assert error.path == str(link) and "leads outside the archive root" in error.reason
+    measured, errors = measure_jobs(writable_archive, check_schema=False)
+    assert [m.ref.key for m in measured] == table.jobs["job"].tolist()
+    assert [e.path for e in errors] == [str(link)]
+
+
+def test_folder_above_jobs_symlinked_outside_is_reported_not_entered(writable_archive, tmp_path):
+    outside = tmp_path / "elsewhere"
+    shutil.copytree(writable_archive / "fritz" / "398" / "955", outside)
+    link = writable_archive / "fritz" / "398" / "956"
+    link.symlink_to(outside, target_is_directory=True)
     with pytest.raises(InputError, match="leads outside the archive root") as caught:
         list(find_jobs(writable_archive))
     assert caught.value.path == str(link)
-    with pytest.raises(InputError, match="leads outside the archive root"):
-        read_meta(JobRef(writable_archive, "fritz", 398764, 1675999999))
+    errors: list[InputError] = []
+    assert [ref.key for ref in find_jobs(writable_archive, errors=errors)] == [
+        "fritz/398764/1675954353", "fritz/398955/1675956725", "taurus/20639587/1635856524"]
+    assert [error.path for error in errors] == [str(link)]
+    table = read_jobs(writable_archive)
+    assert len(table.jobs) == 3 and [error.path for error in table.errors] == [str(link)]
 
 
 def test_bad_job_left_out_and_reported(writable_archive):
@@ -177,3 +220,16 @@ def test_meta_json_symlinked_outside_the_root_refused(writable_archive, tmp_path
     ref.meta_path.unlink()
     ref.meta_path.symlink_to(inner)  # a link inside the archive is fine
     assert read_meta(ref)["jobId"] == 398764
+
+
+def test_broken_cluster_json_reported_by_read_jobs_and_measure_jobs(writable_archive):
+    """A bad cluster.json is reported once by both; its cluster's jobs are still read with
+    the known power metric names."""
+    path = writable_archive / "fritz" / "cluster.json"
+    path.write_text("{")
+    table = read_jobs(writable_archive)
+    assert len(table.jobs) == 3
+    (error,) = table.errors
+    assert (error.path, error.line) == (str(path), 1) and "invalid JSON" in error.reason
+    measured, errors = measure_jobs(writable_archive, check_schema=False)
+    assert len(measured) == 3 and [(e.path, e.line) for e in errors] == [(str(path), 1)]

@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 
+import pandas as pd
 import pytest
 
 from joulehouse.clustercockpit.aggregate import metric_stats
@@ -65,6 +66,37 @@ def test_long_gap_not_bridged(tmp_path):
     bridged, _, _ = energy_of(tmp_path, spec, max_missing=3)
     assert bridged["gap_count"].item() == 0
     assert bridged["energy_j"].item() == pytest.approx(total, rel=1e-12)  # linear: exact
+
+
+@pytest.mark.parametrize("lack", ["no series", "all null"])
+def test_a_host_without_power_samples_is_a_whole_window_gap(tmp_path, lack):
+    """A host of meta.json's resources whose cpu_power series is missing or all null adds
+    no energy and a gap of the whole window; the job is not fully covered (no fact)."""
+    write_archive_files(tmp_path, ["testcluster"])
+    spec = JobSpec(hosts=4, samples=61)
+    write_job(tmp_path, spec)
+    ref = JobRef(tmp_path, spec.cluster, spec.job_id, spec.start_time)
+    meta = read_meta(ref)
+    cluster = read_cluster(tmp_path, spec.cluster)
+    whole = host_energy(meta, read_samples(ref, meta, cluster), cluster).set_index("host")
+    data = json.loads(ref.data_path().read_text())
+    series = data["cpu_power"]["node"]["series"]
+    lacking = series[-1]["hostname"]
+    if lack == "no series":
+        series.pop()
+    else:
+        series[-1]["data"] = [None] * len(series[-1]["data"])
+    ref.data_path().write_text(json.dumps(data))
+    per_host = host_energy(meta, read_samples(ref, meta, cluster), cluster).set_index("host")
+    assert len(per_host) == 4
+    row = per_host.loc[lacking]
+    assert pd.isna(row["energy_j"]) and row["covered_fraction"] == 0.0
+    assert (row["series"], row["gap_count"], row["gap_s"]) == (1, 1, meta["duration"])
+    (job,) = job_energy(meta, per_host.reset_index()).itertuples()
+    assert job.hosts == 3 and job.gap_count == 1 and job.covered_fraction == 0.75
+    assert job.energy_j == pytest.approx(whole["energy_j"].drop(lacking).sum(), rel=1e-12)
+    assert energy_facts_rows(job_energy(meta, per_host.reset_index()))["method"].tolist() == [
+        "cc-backend"]
 
 
 def test_energy_counter_metric(tmp_path):

@@ -70,7 +70,8 @@ def test_region_rollup_divides_sums(two_hosts):
     assert row["package_energy_j"] == 7000.0 and row["dram_energy_j"] == 400.0
     assert row["gpu_energy_j"] == 3000.0  # one host has GPU energy: not NaN, not 0 added
     assert row["power_w"] == pytest.approx(7000 / 40)  # 175 W, not the mean 150 W
-    assert row["gpu_power_w"] == pytest.approx(3000 / 40)
+    # h1 alone has a GPU: its 3000 J over its own 10 s, not over both hosts' 40 s
+    assert row["gpu_power_w"] == pytest.approx(3000 / 10)
     assert row["frequency_hz"] == pytest.approx((2e9 * 10 + 1e9 * 30) / 40)
 
 
@@ -78,6 +79,7 @@ def test_report_rollup_and_host_energy(two_hosts):
     app = energy.report_rollup(two_hosts).set_index("section").loc["application"]
     assert app["package_energy_j"] == 10000.0 and app["sync_runtime_s"] == 60.0
     assert app["power_w"] == pytest.approx(10000 / 60)
+    assert app["gpu_power_w"] == pytest.approx(5000 / 20)  # h1's GPU over h1's time
     assert pd.isna(app["frequency_hz"])  # no host wrote one
     table = energy.host_energy(two_hosts)
     assert table[["host", "section", "region", "power_w"]].values.tolist() == [
@@ -137,3 +139,19 @@ def test_many_reports_at_once_are_each_report_alone(geopm_peer):
     pd.testing.assert_frame_equal(facts, pd.concat(
         [energy.energy_facts_rows(r) for r in reports[:2]]).sort_values(
         ["entity", "component", "method"], ignore_index=True))  # the order facts_rows keeps
+
+
+def test_legacy_application_power_is_energy_over_runtime(geopm_peer):
+    """Legacy 1.x Application Totals have no sync-runtime; GEOPM wrote their power as
+    energy / runtime (mcfly1's own 'power (W): 212.76')."""
+    report = read_report(geopm_peer / "endeavor_geopm-1.0.0dev189_efficient_2host.legacy.report")
+    table = energy.host_energy(report)
+    application = table[table["section"] == "application"].set_index("host")
+    assert application["sync_runtime_s"].isna().all()
+    assert application["power_w"].tolist() == pytest.approx(
+        [144249 / 677.99, 154277 / 678.022], rel=1e-12)
+    written = report.totals[report.totals["section"] == "application"]["power_w"]
+    assert application["power_w"].tolist() == pytest.approx(written.tolist(), abs=0.005)
+    rolled = energy.report_rollup(report).set_index("section").loc["application"]
+    assert rolled["power_w"] == pytest.approx((144249 + 154277) / (677.99 + 678.022), rel=1e-12)
+    assert pd.isna(rolled["sync_runtime_s"])  # as written

@@ -7,7 +7,8 @@ legacy report loads as YAML and then fails for want of ``GEOPM Version``,
 the session report likewise, and a Policy written as a mapping breaks the
 collection. Values must be equal (both parse the same decimal text), NaN
 equal to NaN; ``geopmctl memory HWM (B)`` is compared in bytes (geopmpy
-keeps the file's number, kB in 2.x reports: see test_geopm_peer_reports).
+keeps the file's number: kB in the 2.x reports, bytes in the converted ones;
+see test_geopm_peer_reports and the peer data's PROVENANCE.md).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ READ_BY_GEOPMPY = [
 ]
 COLLECTED_BY_GEOPMPY = [READ_BY_GEOPMPY[0], READ_BY_GEOPMPY[4]]
 HWM = "geopmctl memory HWM (B)"
+#: Bytes per unit of the number each report writes under HWM's '(B)' label: the 2.x
+#: reports write kB; the 1.x runs converted to YAML (update_report.py, TestIO) bytes.
+HWM_BYTES_PER_UNIT = dict(zip(READ_BY_GEOPMPY, [1, 1024, 1024, 1024, 1], strict=True))
 
 
 def _ours(report, host: str, section: str, region: str | None, label: str) -> float:
@@ -52,19 +56,14 @@ def _ours(report, host: str, section: str, region: str | None, label: str) -> fl
     return float(match["value"].iloc[0])
 
 
-def _expected(label: str, value) -> float:
-    value = float(value)
-    if label == HWM and not (value % 1024 == 0 and value >= 2**20):
-        return value * 1024  # kB under the '(B)' label
-    return value
-
-
-def _compare(report, host, section, region, raw: dict) -> int:
+def _compare(report, name: str, host, section, region, raw: dict) -> int:
+    """Compare ``raw`` (geopmpy's values of one host and region/section of report ``name``)."""
     compared = 0
     for label, value in raw.items():
         if label in ("region", "hash"):
             continue
-        ours, theirs = _ours(report, host, section, region, label), _expected(label, value)
+        theirs = float(value) * (HWM_BYTES_PER_UNIT[name] if label == HWM else 1)
+        ours = _ours(report, host, section, region, label)
         assert ours == theirs or (np.isnan(ours) and np.isnan(theirs)), (
             host, section, region, label, ours, theirs)
         compared += 1
@@ -91,11 +90,11 @@ def test_same_values_as_geopmpy_raw_report(geopm_peer, geopmpy_io, name):
             hash_ = ours.regions[(ours.regions["host"] == host)
                                  & (ours.regions["region"] == name_)]["hash"].iloc[0]
             assert int(hash_, 16) == raw["hash"]
-            compared += _compare(ours, host, "region", name_, raw)
+            compared += _compare(ours, name, host, "region", name_, raw)
         for key, section in SECTIONS.items():
             raw = theirs.raw_report()["Hosts"][host].get(key)
             if raw:
-                compared += _compare(ours, host, section, None, raw)
+                compared += _compare(ours, name, host, section, None, raw)
     assert compared >= 11  # the smallest report: one host's Application Totals
 
 
@@ -130,5 +129,5 @@ def test_same_values_as_geopmpy_dataframes(geopm_peer, geopmpy_io, tmp_path, nam
             # the frame pads a label other rows have with NaN: compare the row's own labels
             fields = {k: v for k, v in row.items() if k not in not_fields and k in present}
             assert len(fields) == len(present) - (2 if section == "region" else 0)
-            compared += _compare(ours, row["host"], section, region, fields)
+            compared += _compare(ours, name, row["host"], section, region, fields)
     assert compared > 100

@@ -9,6 +9,7 @@ import pytest
 
 from joulehouse.errors import InputError
 from joulehouse.powerapi import readers
+from joulehouse.powerapi.schemas import MAX_RAPL_TICK_J
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "powerapi"
 
@@ -94,6 +95,31 @@ def test_counter_negative_or_absurd(tmp_path, reports, value, what):
     broken[1]["groups"]["rapl"]["0"]["7"]["RAPL_ENERGY_PKG"] = value
     err = _error(readers.read_hwpc, _lines(tmp_path, broken))
     assert (err.line, err.field) == (2, "groups.rapl.0.7.RAPL_ENERGY_PKG") and what in str(err)
+
+
+def test_absurd_rapl_energy_refused_where_it_is_read(tmp_path, reports):
+    """A RAPL value above MAX_RAPL_TICK_J in one tick names its file, line and field; the
+    same count in another counter, and RAPL at the limit, are read."""
+    limit = int(MAX_RAPL_TICK_J * 2**32)
+    broken = json.loads(json.dumps(reports[:4]))
+    rapl = broken[1]["groups"]["rapl"]["0"]["7"]
+    rapl["RAPL_ENERGY_PKG"] = 2**60
+    err = _error(readers.read_hwpc, _lines(tmp_path, broken))
+    assert (err.line, err.field) == (2, "groups.rapl.0.7.RAPL_ENERGY_PKG")
+    assert "absurd RAPL value" in err.reason and "2.68435e+08 J in one tick" in err.reason
+    rapl["RAPL_ENERGY_PKG"] = limit
+    broken[0]["groups"]["core"]["0"]["3"]["LLC_MISSES"] = 2**60
+    counters = readers.read_hwpc(_lines(tmp_path, broken, "ok.jsonl"))
+    assert counters["value"].max() == 2**60
+    assert readers.rapl_energy(counters)["energy_j"].max() == MAX_RAPL_TICK_J
+    lines = (EXAMPLES / "hwpc-csv" / "rapl.csv").read_text().splitlines()
+    path = tmp_path / "rapl.csv"
+    fields = lines[3].split(",")
+    fields[lines[0].split(",").index("RAPL_ENERGY_PKG")] = str(2**60)
+    path.write_text("\n".join([*lines[:3], ",".join(fields), *lines[4:]]) + "\n")
+    err = _error(readers.read_hwpc, path)
+    assert (err.path, err.line, err.field) == (str(path), 4, "RAPL_ENERGY_PKG")
+    assert "absurd RAPL value" in err.reason
 
 
 def test_csv_negative_counter_and_bad_value(tmp_path):

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from joulehouse.powerapi import energy, readers
+from joulehouse.powerapi import energy, layout, readers
+from joulehouse.powerapi.reports import combine, read_file
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "powerapi"
 FIXTURE_J = 12.19696044921875  # sum of the ten RAPL_ENERGY_PKG values x 2^-32
@@ -228,3 +229,28 @@ def test_estimates_of_sockets_covering_different_times_are_summed_per_window(tmp
     assert row["window_start"] == pd.Timestamp("2021-01-13 09:51:21", tz="UTC")
     assert row["window_end"] == pd.Timestamp("2021-01-13 09:51:26", tz="UTC")
     assert row["energy_j"] == pytest.approx(5 * 10.0 + 4 * 11.0)
+
+
+@pytest.mark.parametrize("order", ["reversed", "halves swapped", "shuffled"])
+def test_power_reports_in_any_order_give_the_same_estimates(tmp_path, from_lines, order):
+    """Ticks are taken in time order, whatever order the reports (or files) come in."""
+    rapl = readers.rapl_energy(from_lines)
+    power = readers.read_power(EXAMPLES / "power.jsonl")
+    half = len(power) // 2
+    given = {"reversed": power.iloc[::-1],
+             "halves swapped": pd.concat([power.iloc[half:], power.iloc[:half]]),
+             "shuffled": power.sample(frac=1.0, random_state=7)}[order].reset_index(drop=True)
+    for window in ("1min", "2s"):
+        expected = energy.window_energy(rapl, power, window)
+        pd.testing.assert_frame_equal(energy.window_energy(rapl, given, window), expected)
+    # the same reports in two files, the later one read first
+    lines = (EXAMPLES / "power.jsonl").read_text().splitlines()
+    (tmp_path / "a.jsonl").write_text("\n".join(lines[20:]) + "\n")
+    (tmp_path / "b.jsonl").write_text("\n".join(lines[:20]) + "\n")
+    combined = combine([read_file(layout.classify(tmp_path / name))
+                        for name in ("a.jsonl", "b.jsonl")])
+    table = energy.window_energy(rapl, combined.power, "2s")
+    estimated = table[table["method"] == "estimated"]
+    assert (estimated["energy_j"] >= 0).all()
+    assert estimated["energy_j"].sum() == pytest.approx(
+        expected[expected["method"] == "estimated"]["energy_j"].sum(), rel=1e-12)

@@ -80,11 +80,19 @@ def test_metadata_is_the_host_its_coverage_and_meta_json():
     assert meta["meta.resources"] == '{"hostname": "f0720"}'
 
 
-def test_an_energy_metric_that_a_host_lacks_is_left_out(tmp_path):
+@pytest.mark.parametrize("lack", ["no series", "all null"])
+def test_an_energy_metric_that_a_host_lacks_is_left_out(tmp_path, lack):
     archive = Path(shutil.copytree(ARCHIVE, tmp_path / "archive"))
     job = archive / TAURUS.relative_to(ARCHIVE)
     data = json.loads((job / "data.json").read_text())
-    data["cpu_power"]["socket"]["series"] = data["cpu_power"]["socket"]["series"][:1]
+    series = data["cpu_power"]["socket"]["series"]
+    first = series[0]["hostname"]
+    if lack == "no series":
+        data["cpu_power"]["socket"]["series"] = [s for s in series if s["hostname"] == first]
+    else:
+        for item in series:
+            if item["hostname"] != first:
+                item["data"] = [None] * len(item["data"])
     (job / "data.json").write_text(json.dumps(data))
     trial = read_job(job)
     assert trial.metrics == ["TIME"]  # a 0 for taurusi6490 would bias TAU's MEAN

@@ -94,14 +94,16 @@ def job_trial(m: JobMeasurement) -> TrialData:
     Threads are the hosts with samples of any metric. An energy metric is kept
     when every host has a value of it (TAUdb has no missing values); a host's
     energy over the bridged part of the window is its value, and the share it
-    covers is the host's metadata. ``source_key`` is the job folder (a reload
+    covers is the host's metadata. A host energy that covers nothing
+    (``covered_fraction`` 0: no bridged samples) is missing, not 0. ``source_key`` is the job folder (a reload
     replaces the trial); ``fingerprint`` its files' names, sizes and mtimes.
     """
-    hosts = sorted(set(m.stats["host"]) | set(m.host_energy["host"]))
+    covering = m.host_energy[m.host_energy["covered_fraction"] > 0]
+    hosts = sorted(set(m.stats["host"]) | set(covering["host"]))
     if not hosts:
         raise InputError(m.ref.path, "no samples of any metric: a trial needs a host")
     node = {host: rank for rank, host in enumerate(hosts)}
-    energy = m.host_energy.pivot(index="host", columns="metric", values="energy_j")
+    energy = covering.pivot(index="host", columns="metric", values="energy_j")
     kept = [metric for metric in energy.columns
             if energy[metric].reindex(hosts).notna().all()]
     metrics = [TIME_METRIC, *(energy_metric(metric) for metric in kept)]
