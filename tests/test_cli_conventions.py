@@ -332,3 +332,26 @@ def test_unusable_urls_and_options_are_one_line(tmp_path):
     for args, message in cases.items():
         assert one_error_line(joulehouse("taudb", "init", *args)) == message
     assert tree(tmp_path) == {}
+
+
+def profiles_with_calls(folder: Path, calls: tuple[int, int]) -> Path:
+    """A copy of the TAU example whose ``MPI_Init()`` calls are ``calls`` on threads 0 and 1."""
+    shutil.copytree(TAU_PROFILES, folder)
+    for thread, count in enumerate(calls):
+        profile = folder / f"profile.{thread}.0.0"
+        text = profile.read_text()
+        changed = re.sub(r'^("MPI_Init\(\)  " )1 ', rf"\g<1>{count} ", text, count=1,
+                         flags=re.MULTILINE)
+        assert (changed != text) == (count != 1)
+        profile.write_text(changed)
+    return folder
+
+
+def test_a_trial_the_loader_refuses_is_reported_and_the_next_path_still_loaded(tmp_path):
+    url = f"sqlite:///{tmp_path}/taudb.sqlite"
+    refused = profiles_with_calls(tmp_path / "refused", (3_000_000_000, 1))
+    result = joulehouse("taudb", "load", url, refused, TAU_PROFILES)
+    assert one_error_line(result, 1).startswith(f"{refused}: ")
+    assert result.stdout == f"trial 1: tau2_wrap_mpi2 (2 threads) from {TAU_PROFILES}\n"
+    assert joulehouse("taudb", "list", url).stdout.splitlines()[1:] == [
+        f"1\ttau2_wrap_mpi2\t1\t2\t{TAU_PROFILES}"]
