@@ -334,6 +334,17 @@ def test_unusable_urls_and_options_are_one_line(tmp_path):
     assert tree(tmp_path) == {}
 
 
+def test_a_sqlite_url_without_a_file_name_is_refused_by_every_command(tmp_path):
+    for url in ("sqlite://", "sqlite:///"):
+        for args in (["init"], ["load", TAU_PROFILES], ["list"]):
+            result = joulehouse("taudb", args[0], url, *args[1:], cwd=tmp_path)
+            assert one_error_line(result) == (f"{url}: no database file in URL (an in-memory "
+                                              "SQLite database is gone at the end): give "
+                                              "sqlite:///FILE"), args
+            assert result.stdout == ""
+    assert tree(tmp_path) == {}
+
+
 def profiles_with_calls(folder: Path, calls: tuple[int, int]) -> Path:
     """A copy of the TAU example whose ``MPI_Init()`` calls are ``calls`` on threads 0 and 1."""
     shutil.copytree(TAU_PROFILES, folder)

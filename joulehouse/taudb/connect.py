@@ -1,7 +1,8 @@
 """A TAUdb database opened from a SQLAlchemy-style URL.
 
-``sqlite:///path/to/taudb.sqlite`` (the embedded default; ``sqlite://`` is an
-in-memory database) or ``postgresql://user@host:port/db`` (also
+``sqlite:///path/to/taudb.sqlite`` (the embedded default; a URL without a
+file name, ``sqlite://`` or ``sqlite:///``, would be an in-memory database
+that is gone at the end, so it is refused) or ``postgresql://user@host:port/db`` (also
 ``postgresql+psycopg2://``). SQLAlchemy only parses the URL; the DBAPI
 drivers (``sqlite3``, ``psycopg2``) do the work.
 
@@ -116,13 +117,15 @@ class TaudbDatabase:
                 raise ValueError("SQLite has no schemas: drop the schema option")
             self.backend = SQLITE
             self.placeholder = "?"
-            path = parsed.database or ":memory:"
+            path = parsed.database
+            if not path or path == ":memory:":
+                raise ValueError("no database file in URL (an in-memory SQLite database is "
+                                 "gone at the end): give sqlite:///FILE")
             # isolation_level=None: no implicit transactions; transaction() opens them.
             if read_only:
                 self.connection = _open_sqlite_read_only(url, path)
             else:
-                if path != ":memory:":
-                    Path(path).parent.mkdir(parents=True, exist_ok=True)
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
                 self.connection = sqlite3.connect(path, isolation_level=None)
             self.connection.execute("PRAGMA foreign_keys = ON")
         elif parsed.get_backend_name() == POSTGRESQL:
@@ -315,8 +318,6 @@ class TaudbDatabase:
 
 def _open_sqlite_read_only(url: str, path: str) -> sqlite3.Connection:
     """An existing SQLite file opened read-only (``mode=ro``); nothing is created."""
-    if path == ":memory:":
-        raise ValueError("an in-memory SQLite database is empty: nothing to read")
     file = Path(path)
     if not file.is_file():
         what = "a folder, not a database file" if file.is_dir() else (
