@@ -25,6 +25,7 @@ from joulehouse.taudb.connect import masked_url, unavailable
 
 PROJECT = Path(__file__).resolve().parent.parent
 EXAMPLE = PROJECT / "examples" / "gpu-data"
+CC_ARCHIVE = PROJECT / "examples" / "clustercockpit" / "archive"
 TAU_PROFILES = PROJECT / "examples" / "tau-profiles" / "tau2_wrap_mpi2"
 JOULEHOUSE = Path(sys.executable).with_name("joulehouse")
 ROOT_EXPECTED = ("expected a GPU benchmark data root: experiment/benchmark/run/repetition "
@@ -124,6 +125,32 @@ def test_bad_repetition_reported_while_the_good_ones_go_out(tmp_path):
     assert [row.split(",")[1] for row in rows] == [
         "power-limit/bert/150W/0", "power-limit/bert/150W/1", "power-limit/bert/200W/0",
         "power-limit/bert/200W/1", "power-limit/bert/250W/0"]
+
+
+def test_when_every_item_is_bad_nothing_is_written_and_the_output_file_is_untouched(tmp_path):
+    root = tmp_path / "data"
+    shutil.copytree(EXAMPLE / "power-limit" / "bert" / "250W", root / "power-limit/bert/250W")
+    for bad in root.glob("power-limit/bert/250W/*/gpu-power.csv"):
+        bad.write_bytes(bad.read_bytes()[:-5])
+    archive = tmp_path / "archive"
+    shutil.copytree(CC_ARCHIVE, archive)
+    for meta in archive.rglob("meta.json"):
+        meta.write_text("{")
+    for data in archive.rglob("data.json"):
+        data.write_text("{")
+    out = tmp_path / "old-output"
+    out.write_text("kept\n")
+    for command, unit, count in ((["energy", "gpu", root], "repetition", 2),
+                                 (["energy", "cc", archive], "job", 4),
+                                 (["cc", "export-db", archive], "job", 4)):
+        args = [*command, out] if command[0] == "cc" else [*command, "--out", out]
+        result = joulehouse(*args)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        lines = result.stderr.splitlines()
+        assert len(lines) == count + 1, result.stderr
+        assert lines[-1] == (f"joulehouse: no {unit} could be read ({count} reported above); "
+                             "nothing written")
+        assert result.stdout == "" and out.read_text() == "kept\n"
 
 
 # --- output -------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from joulehouse.commands.conventions import (
     Progress,
     add_command,
     input_path,
+    something_read,
     source_commands,
     write_table,
 )
@@ -41,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the integrated energy (energy_j, J) with its covered fraction, and cc-backend's\n"
         "own figure (energy_cc_kwh, average power x nodes x duration rounded to 0.01 kWh).\n"
         "A job that cannot be read is reported on stderr and the others still go out\n"
-        "(exit code 1).",
+        "(exit code 1); when no job can be read, nothing is written (exit code 2).",
         examples=[f"joulehouse energy cc {EXAMPLE_ARCHIVE} > energy.csv",
                   "joulehouse energy cc /lustre/job-archive --format parquet --out energy.parquet"],
         handler=energy_cc)
@@ -61,7 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write one row per job of ARCHIVE (meta.json) into a new SQLite database\n"
         "built by cc-backend's own migrations (DB version 11), which a ClusterCockpit\n"
         "installation can open. DB is replaced atomically. A job that cannot be read is\n"
-        "reported on stderr and the others are still written (exit code 1).",
+        "reported on stderr and the others are still written (exit code 1); when no job\n"
+        "can be read, DB is left untouched (exit code 2).",
         examples=[f"joulehouse cc export-db {EXAMPLE_ARCHIVE} job.db",
                   "joulehouse cc export-db /lustre/job-archive /srv/cc-backend/var/job.db"],
         handler=export_db_command)
@@ -100,6 +102,7 @@ def energy_cc(args: argparse.Namespace) -> int:
         measured, errors = measure_jobs(args.archive, shown, check_schema=False,
                                         max_missing=args.max_missing)
         _report(shown, errors)
+    something_read(len(measured), len(errors), "job")
     write_table(energy_table(measured), args.format, args.out)
     return BAD_INPUT if errors else OK
 
@@ -110,6 +113,7 @@ def export_db_command(args: argparse.Namespace) -> int:
     with Progress(refs, unit="job", quiet=args.quiet) as shown:
         table = read_jobs(args.archive, shown)
         _report(shown, table.errors)
+    something_read(len(table.jobs), len(table.errors), "job")
     try:
         written = export_db(args.archive, args.database, jobs=table.jobs)
     except (sqlite3.Error, OSError) as err:

@@ -147,6 +147,13 @@ class Progress:
         self._bar.write(line, file=sys.stdout)
 
 
+def something_read(read: int, failed: int, unit: str) -> None:
+    """A :class:`CommandError` when every one of ``failed`` items (``unit``s) failed and
+    none was ``read``: nothing is written (an output file given is left untouched)."""
+    if failed and not read:
+        raise CommandError(f"no {unit} could be read ({failed} reported above); nothing written")
+
+
 def write_table(table: pd.DataFrame, fmt: str, out: Path | None) -> None:
     """``table`` as ``fmt`` (``csv`` or ``parquet``) to the file ``out``, or to standard
     output. Parquet is not written to a terminal; a file that cannot be written

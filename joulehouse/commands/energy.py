@@ -14,6 +14,7 @@ from joulehouse.commands.conventions import (
     Progress,
     add_command,
     input_path,
+    something_read,
     source_commands,
     timezone_name,
     write_table,
@@ -49,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="per-repetition energy of GPU benchmark runs",
         description="Write the per-repetition energy table (experiment windows) of every\n"
         "complete repetition under DATA_ROOT. Incomplete repetitions are skipped; a bad\n"
-        "one is reported on stderr and the others still go out (exit code 1).",
+        "one is reported on stderr and the others still go out (exit code 1); when every\n"
+        "one is bad, nothing is written (exit code 2).",
         examples=[f"joulehouse energy gpu {EXAMPLE_ROOT} > energy.csv",
                   ("joulehouse energy gpu /lustre/gpu-bench --timezone Europe/Berlin "
                    "--format parquet --out energy.parquet")],
@@ -99,6 +101,7 @@ def energy_gpu(args: argparse.Namespace) -> int:
                 shown.report(f"{ref.key}: {err}")
                 continue
             frames.append(energy[energy["phase"] == "experiment"])
+    something_read(len(frames), failed, "repetition")
     table = (validate(REPETITION_ENERGY_SCHEMA, pd.concat(frames, ignore_index=True), data_root)
              if frames else pd.DataFrame(columns=REPETITION_ENERGY_COLUMNS))
     write_table(table, args.format, args.out)
