@@ -13,6 +13,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import tempfile
 import termios
 from importlib.metadata import version
 from pathlib import Path
@@ -110,6 +111,23 @@ def test_empty_folder_file_and_inner_folder_are_not_data_roots(tmp_path):
     assert one_error_line(result) == (f"{run}: no repetition folders; {ROOT_EXPECTED} (this is a "
                                       f"run folder: give the data root, {EXAMPLE})")
     assert result.stdout == ""
+
+
+def test_folders_of_a_data_root_too_near_the_filesystem_root_name_no_data_root():
+    # directly under /tmp: a run folder has no data root three levels up (only /tmp and /)
+    with tempfile.TemporaryDirectory(dir="/tmp") as shallow:
+        run = Path(shallow)
+        for rep in ("0", "1"):
+            shutil.copytree(EXAMPLE / "power-limit/bert/250W" / rep, run / rep)
+        for folder, level in ((run, "run"), (run / "0", "repetition")):
+            result = joulehouse("energy", "gpu", folder)
+            assert one_error_line(result) == (f"{folder}: no repetition folders; {ROOT_EXPECTED} "
+                                              f"(this looks like a {level} folder, but no data "
+                                              "root is above it)")
+        url = f"sqlite:///{run}/taudb.sqlite"
+        result = joulehouse("taudb", "load", url, run)
+        assert one_error_line(result, 1) == (f"{run}: a run folder is DATA_ROOT/experiment/"
+                                             f"benchmark/run; {run} has too few folders above it")
 
 
 def test_bad_repetition_reported_while_the_good_ones_go_out(tmp_path):

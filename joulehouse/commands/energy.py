@@ -76,15 +76,27 @@ def _root_name(name: str) -> str:
     return name
 
 
+def _level_hint(folder: Path) -> str:
+    """`` (this is a run folder: give the data root, ROOT)`` for a folder inside a data root,
+    naming the root only where there is one: enough folders above, and not the
+    filesystem's root."""
+    level = folder_level(folder)
+    if level is None:
+        return ""
+    parents = folder.resolve().parents
+    up = _LEVELS_DOWN[level] - 1
+    if up >= len(parents) or parents[up] == Path(parents[up].anchor):
+        return f" (this looks like a {level} folder, but no data root is above it)"
+    return f" (this is a {level} folder: give the data root, {parents[up]})"
+
+
 def energy_gpu(args: argparse.Namespace) -> int:
     """Handler of ``joulehouse energy gpu``; returns the exit code."""
     data_root = input_path(args.data_root, EXPECTED_ROOT, folder=True)
     refs = find_repetitions(data_root)
     if not refs:
-        level = folder_level(data_root)
-        hint = (f" (this is a {level} folder: give the data root, "
-                f"{data_root.resolve().parents[_LEVELS_DOWN[level] - 1]})" if level else "")
-        raise CommandError(f"{data_root}: no repetition folders; expected {EXPECTED_ROOT}{hint}")
+        raise CommandError(f"{data_root}: no repetition folders; expected {EXPECTED_ROOT}"
+                           f"{_level_hint(data_root)}")
     frames, failed = [], 0
     name = root_name(data_root) if args.root_name is None else args.root_name
     with Progress(refs, unit="repetition", quiet=args.quiet) as shown:
