@@ -350,6 +350,21 @@ def test_missing_database_schema_and_permission_on_postgresql(postgres_url):
                                       "denied for table trial")
 
 
+def test_libpq_options_in_the_url_are_merged_and_conflicting_keys_refused(postgres_url):
+    assert joulehouse("taudb", "init", postgres_url, "--schema", "cli_opts").returncode == 0
+    # the URL's options come first, the command's read-only and search_path settings after them
+    with_options = f"{postgres_url}?options=-c%20default_transaction_read_only%3Doff"
+    result = joulehouse("taudb", "list", with_options, "--schema", "cli_opts")
+    assert result.returncode == 0 and result.stdout == "id\tname\tdata_source\tthreads\tsource\n"
+    result = joulehouse("taudb", "load", with_options, TAU_PROFILES, "--schema", "cli_opts")
+    assert result.returncode == 0, result.stderr
+    for query, key in (("host=elsewhere", "'host' repeats what the URL already says"),
+                       ("sslmode=disable&sslmode=require", "'sslmode' given 2 times")):
+        result = joulehouse("taudb", "list", f"{postgres_url}?{query}")
+        assert one_error_line(result) == (f"{postgres_url}?{query}: not a usable PostgreSQL URL: "
+                                          f"query key {key}")
+
+
 def test_authentication_failure_and_a_password_in_a_message_are_masked():
     # libpq's own text for a wrong password (the throwaway server trusts every local user)
     error = psycopg2.OperationalError(

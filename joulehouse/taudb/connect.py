@@ -139,11 +139,7 @@ class TaudbDatabase:
                 settings.append(f"-c search_path={schema}")
             if read_only:
                 settings.append("-c default_transaction_read_only=on")
-            self.connection = psycopg2.connect(
-                host=parsed.host, port=parsed.port, user=parsed.username,
-                password=parsed.password, dbname=parsed.database,
-                options=" ".join(settings) or None,
-                **{k: str(v) for k, v in parsed.query.items()})
+            self.connection = psycopg2.connect(**_pg_arguments(parsed, settings))
         else:
             raise ValueError("unsupported TAUdb URL (sqlite:/// or postgresql://): "
                              f"{masked_url(url)}")
@@ -314,6 +310,34 @@ class TaudbDatabase:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _pg_arguments(parsed, settings: list[str]) -> dict[str, str | int | None]:
+    """psycopg2's keyword arguments for a parsed PostgreSQL URL: its parts, then its query
+    keys (libpq's: ``?sslmode=require``, ``?host=/run/postgresql`` for a socket).
+
+    A query ``options`` is kept, followed by ``settings`` (``-c`` options that
+    must win: read-only, search_path); a query key that repeats itself or a
+    part of the URL (``postgresql://h/db?host=other``) is refused.
+    """
+    arguments = {"host": parsed.host, "port": parsed.port, "user": parsed.username,
+                 "password": parsed.password, "dbname": parsed.database}
+    options = list(settings)
+    repeated = [(key, len(value)) for key, value in parsed.query.items()
+                if isinstance(value, tuple)]  # SQLAlchemy's form of a key given more than once
+    if repeated:
+        raise ValueError(f"not a usable PostgreSQL URL: query key {repeated[0][0]!r} given "
+                         f"{repeated[0][1]} times")
+    for key, value in parsed.query.items():
+        if key == "options":
+            options.insert(0, value)
+        elif arguments.get(key) is not None:
+            raise ValueError(f"not a usable PostgreSQL URL: query key {key!r} repeats what "
+                             "the URL already says")
+        else:
+            arguments[key] = value
+    arguments["options"] = " ".join(options) or None
+    return arguments
 
 
 def _open_sqlite_read_only(url: str, path: str) -> sqlite3.Connection:
