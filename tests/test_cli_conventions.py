@@ -22,6 +22,7 @@ import psycopg2
 from postgres_server import free_port
 
 from joulehouse.cli import build_parser
+from joulehouse.commands.conventions import INTERNAL_ERROR, run
 from joulehouse.taudb.connect import masked_url, unavailable
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -426,3 +427,16 @@ def test_a_trial_the_loader_refuses_is_reported_and_the_next_path_still_loaded(t
     assert result.stdout == f"trial 1: tau2_wrap_mpi2 (2 threads) from {TAU_PROFILES}\n"
     assert joulehouse("taudb", "list", url).stdout.splitlines()[1:] == [
         f"1\ttau2_wrap_mpi2\t1\t2\t{TAU_PROFILES}"]
+
+
+def test_an_unexpected_exception_is_one_line_and_exit_70_with_the_traceback_under_debug(capsys):
+    def broken(args: argparse.Namespace) -> int:
+        return {}["missing"]
+
+    for debug in (False, True):
+        assert run(argparse.Namespace(handler=broken, debug=debug)) == INTERNAL_ERROR == 70
+        lines = capsys.readouterr().err.splitlines()
+        assert lines[-1] == ("joulehouse: internal error: KeyError: 'missing' (a bug: --debug "
+                             "shows the traceback)")
+        assert (lines[0] == "Traceback (most recent call last):") == debug
+        assert len(lines) == 1 or debug

@@ -11,7 +11,8 @@
 - :func:`open_taudb`: a TAUdb database, read-only unless the command creates;
   every database error becomes one line naming the URL, password masked.
 - :func:`run`: the exit code: 0 all good, 1 some inputs bad (reported, the
-  rest written), 2 usage or environment, 130 interrupted, 141 output pipe
+  rest written), 2 usage or environment, 70 internal error (a bug: any other
+  exception, EX_SOFTWARE of sysexits.h), 130 interrupted, 141 output pipe
   closed (as a process killed by SIGPIPE: ``cat``, ``git log`` under ``head``).
 """
 
@@ -38,6 +39,7 @@ from joulehouse.timeutil import check_timezone
 OK = 0
 BAD_INPUT = 1
 USAGE = 2
+INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h): not bad input, a bug of the command
 INTERRUPTED = 128 + signal.SIGINT
 CLOSED_PIPE = 128 + signal.SIGPIPE
 
@@ -227,6 +229,9 @@ def run(args: argparse.Namespace) -> int:
         return _fail(args, str(err), USAGE)
     except InputError as err:
         return _fail(args, str(err), BAD_INPUT)
+    except Exception as err:  # noqa: BLE001 -- a bug: one line, not bad input's exit code
+        return _fail(args, f"internal error: {type(err).__name__}: {err} (a bug: --debug shows "
+                     "the traceback)", INTERNAL_ERROR)
 
 
 def _fail(args: argparse.Namespace, message: str, code: int) -> int:
