@@ -378,6 +378,17 @@ def test_authentication_failure_and_a_password_in_a_message_are_masked():
     assert "hunter2" not in str(unavailable("postgresql://me:hunter2@h/db", echoed))
     assert masked_url("postgresql://me:hunter2@h:port-not-a-number/db") == (
         "postgresql://me:***@h:port-not-a-number/db")
+    # a password holding / or @ is masked up to the last @ (an @ in the query is not taken)
+    assert masked_url("postgresql://me:p%40s@h/db?x=a@b") == "postgresql://me:***@h/db?x=a@b"
+    cases = {"postgresql://me:pa/s3cret@h:xx/db": "postgresql://me:***@h:xx/db: not a database "
+             "URL (sqlite:///FILE or postgresql://USER@HOST:PORT/DB): invalid literal for int() "
+             "with base 10: 'xx'",
+             "postgresql://me:p@s3cret@h:5432/db": "postgresql://me:***@h:5432/db: not a usable "
+             "PostgreSQL URL: more than one @ before the host (write an @ in the password as %40)"}
+    for url, message in cases.items():
+        result = joulehouse("taudb", "list", url)
+        assert one_error_line(result) == message
+        assert "s3cret" not in result.stderr
 
 
 def test_unusable_urls_and_options_are_one_line(tmp_path):

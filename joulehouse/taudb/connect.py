@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
+from urllib.parse import unquote
 
 import numpy as np
 import pandas as pd
@@ -46,8 +47,6 @@ POSTGRESQL = "postgresql"
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 #: The errors a database driver raises: connecting, reading or writing.
 DRIVER_ERRORS = (sqlite3.Error, psycopg2.Error)
-# The password of a URL SQLAlchemy cannot parse: scheme://user:PASSWORD@host
-_URL_PASSWORD = re.compile(r"(://[^/:@]*:)[^/@]*@")
 # libpq's "connection to server at "host" (address), port N failed: " before its reason
 _PG_SERVER_PREFIX = re.compile(r'^connection to server (at|on) .*? failed: ')
 
@@ -63,11 +62,29 @@ class TaudbUnavailable(Exception):
 
 
 def masked_url(url: str) -> str:
-    """``url`` with its password (if any) written ``***``."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):  # not a URL, or a port that is not a number
-        return _URL_PASSWORD.sub(r"\1***@", url)
+    """``url`` as written, with its password (if any) written ``***``."""
+    span = _password_span(url)
+    return url if span is None else f"{url[:span[0]]}***{url[span[1]:]}"
+
+
+def _password_span(url: str) -> tuple[int, int] | None:
+    """Start and end of the password in ``scheme://user:PASSWORD@host...``, or None.
+
+    The password runs from the first ``:`` after the user to the LAST ``@``:
+    it may hold ``/`` and ``@`` (a URL that parsers refuse, or read with part
+    of the password as the host, must not show it). The last ``@`` before the
+    query (``?``) if there is one, so an ``@`` in the query is not taken;
+    else the last of all (a password holding ``?``).
+    """
+    start = url.find("://")
+    query = url.find("?")
+    at = url.rfind("@", 0, query) if query >= 0 else -1
+    if at < 0:
+        at = url.rfind("@")
+    if start < 0 or at < start:
+        return None
+    colon = url.find(":", start + 3, at)
+    return None if colon < 0 else (colon + 1, at)
 
 
 def unavailable(url: str, error: BaseException) -> TaudbUnavailable:
@@ -86,12 +103,11 @@ def unavailable(url: str, error: BaseException) -> TaudbUnavailable:
         reason += f" ({lines[1][0].lower()}{lines[1][1:]})"
     if isinstance(error, sqlite3.Error):
         reason = f"SQLite: {reason}"
-    try:
-        password = make_url(url).password
-    except (ArgumentError, ValueError):
-        password = None
-    if password:
-        reason = reason.replace(str(password), "***")
+    span = _password_span(url)
+    if span is not None and span[1] > span[0]:
+        password = url[span[0]:span[1]]
+        for written in {password, unquote(password)}:
+            reason = reason.replace(written, "***")
     return TaudbUnavailable(url, reason)
 
 
@@ -129,6 +145,9 @@ class TaudbDatabase:
                 self.connection = sqlite3.connect(path, isolation_level=None)
             self.connection.execute("PRAGMA foreign_keys = ON")
         elif parsed.get_backend_name() == POSTGRESQL:
+            if parsed.host is not None and "@" in parsed.host:
+                raise ValueError("not a usable PostgreSQL URL: more than one @ before the host "
+                                 "(write an @ in the password as %40)")
             self.backend = POSTGRESQL
             self.placeholder = "%s"
             settings = []
