@@ -33,7 +33,7 @@ from tqdm import tqdm
 
 from joulehouse.errors import InputError
 from joulehouse.taudb.connect import DRIVER_ERRORS, TaudbDatabase, TaudbUnavailable, unavailable
-from joulehouse.taudb.schema import schema_present
+from joulehouse.taudb.schema import require_schema
 from joulehouse.timeutil import check_timezone
 
 OK = 0
@@ -196,12 +196,7 @@ def open_taudb(url: str, schema: str | None, *, create: bool) -> Iterator[TaudbD
             raise TaudbUnavailable(url, str(err)) from err
         with db:
             if not create:
-                with db.transaction() as cursor:
-                    present = schema_present(db, cursor)
-                if not present:
-                    where = f" in schema {schema!r}" if schema else ""
-                    raise TaudbUnavailable(url, f"no TAUdb schema{where} (no schema_version "
-                                           "table); `joulehouse taudb init` creates one")
+                require_schema(db)
             yield db
     except TaudbUnavailable as err:
         raise CommandError(str(err)) from err

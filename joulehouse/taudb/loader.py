@@ -63,7 +63,7 @@ from joulehouse.errors import InputError
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.model import CALLPATH_SEPARATOR, THREAD_COLUMNS, TrialData
 from joulehouse.taudb.rules import check_trial, timer_groups, with_flat_entries
-from joulehouse.taudb.schema import ensure_schema
+from joulehouse.taudb.schema import ensure_schema, schema_present
 
 #: Primary-metadata names under which a trial records where it came from.
 SOURCE_KEY = "joulehouse.source_key"
@@ -155,8 +155,12 @@ def load_trial(db: TaudbDatabase, trial: TrialData) -> int:
 
 
 def list_trials(db: TaudbDatabase) -> list[dict]:
-    """One dict per trial (the trial row, plus source_key and fingerprint or None), by id."""
-    ensure_schema(db)
+    """One dict per trial (the trial row, plus source_key and fingerprint or None), by id;
+    none where ``db`` has no TAUdb schema (nothing is created: it reads, so it can be
+    given a database opened ``read_only=True``)."""
+    with db.transaction() as cursor:
+        if not schema_present(db, cursor):
+            return []
     rows = db.query(
         "SELECT t.id, t.name, t.data_source, t.node_count, t.contexts_per_node, "
         "t.threads_per_context, t.total_threads, k.value, f.value FROM trial t "
