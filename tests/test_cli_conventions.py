@@ -172,6 +172,20 @@ def test_when_every_item_is_bad_nothing_is_written_and_the_output_file_is_untouc
         assert result.stdout == "" and out.read_text() == "kept\n"
 
 
+def test_an_archive_of_an_unknown_version_is_a_usage_error_and_nothing_is_written(tmp_path):
+    archive = tmp_path / "archive"
+    shutil.copytree(CC_ARCHIVE, archive)
+    (archive / "version.txt").write_text("abc\n")
+    out = tmp_path / "old-output"
+    out.write_text("kept\n")
+    for args in (["energy", "cc", archive, "--out", out], ["cc", "export-db", archive, out]):
+        result = joulehouse(*args)
+        assert one_error_line(result) == (f"{archive / 'version.txt'}:1: unsupported archive "
+                                          "version 'abc' (expected one of 1, 2, 3); not a "
+                                          "ClusterCockpit archive of a known version")
+        assert result.stdout == "" and out.read_text() == "kept\n"
+
+
 # --- output -------------------------------------------------------------------------------------
 
 def test_pipe_closed_after_the_first_line_ends_quietly(tmp_path):

@@ -11,6 +11,7 @@ from joulehouse.clustercockpit.export import export_db
 from joulehouse.clustercockpit.jobs import read_jobs
 from joulehouse.clustercockpit.layout import LEVELS, JobRef, archive_level, find_jobs
 from joulehouse.clustercockpit.measure import energy_table, measure_jobs
+from joulehouse.clustercockpit.readers import read_version
 from joulehouse.commands.conventions import (
     BAD_INPUT,
     OK,
@@ -80,7 +81,8 @@ def _count(text: str) -> int:
 
 def archive_jobs(path: Path) -> list[JobRef]:
     """The job folders of the archive ``path``, listed; CommandError when ``path`` is no
-    archive (saying which folder to give for a folder inside one) or holds no job."""
+    archive (saying which folder to give for a folder inside one), is one of a version
+    not known (version.txt) or holds no job."""
     archive = input_path(path, EXPECTED_ARCHIVE, folder=True)
     found = archive_level(archive)
     if found is None:
@@ -89,6 +91,10 @@ def archive_jobs(path: Path) -> list[JobRef]:
     if level > 0:
         raise CommandError(f"{archive}: a {LEVELS[level]} folder of an archive; give the "
                            f"archive root, {root}")
+    try:
+        read_version(archive)
+    except InputError as err:
+        raise CommandError(f"{err}; not a ClusterCockpit archive of a known version") from err
     refs = list(find_jobs(archive))
     if not refs:
         raise CommandError(f"{archive}: no job folders; expected {EXPECTED_ARCHIVE}")
