@@ -127,7 +127,6 @@ class TaudbDatabase:
                              f"postgresql://USER@HOST:PORT/DB): {err}") from err
         self.url = url
         self.schema = schema
-        self.read_only = read_only
         if parsed.get_backend_name() == SQLITE:
             if schema is not None:
                 raise ValueError("SQLite has no schemas: drop the schema option")
