@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from small_trial import small_trial
+from small_trial import BAR, FOO, small_trial
 
 from joulehouse.taudb.connect import TaudbDatabase, TaudbUnavailable
 from joulehouse.taudb.loader import derive_rows, list_trials, load_trial
@@ -104,3 +104,13 @@ def test_names_in_javas_modified_utf8_read_back(tmp_path):
     write_ppk(trial, tmp_path / "trial.ppk")
     assert read_ppk(tmp_path / "trial.ppk").metadata.set_index(["node_rank", "name"]).loc[
         (0, "Hostname"), "value"] == "n1\x00 \U0001d11e \u00b0C"
+
+
+def test_a_packed_function_has_the_union_of_its_entries_groups_as_the_loader_takes(tmp_path):
+    timers = small_trial().timers
+    timers.loc[(timers["name"] == FOO) & (timers["node_rank"] == 1), "group_names"] = "IO"
+    trial = small_trial(timers=timers)
+    write_ppk(trial, tmp_path / "trial.ppk")
+    back = read_ppk(tmp_path / "trial.ppk").timers
+    assert set(back.loc[back["name"] == FOO, "group_names"]) == {"TAU_USER|MPI|IO"}
+    assert set(back.loc[back["name"] == BAR, "group_names"]) == {""}  # no group stated
