@@ -13,6 +13,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import tempfile
 import termios
 from importlib.metadata import version
 from pathlib import Path
@@ -21,10 +22,12 @@ import psycopg2
 from postgres_server import free_port
 
 from joulehouse.cli import build_parser
+from joulehouse.commands.conventions import INTERNAL_ERROR, run
 from joulehouse.taudb.connect import masked_url, unavailable
 
 PROJECT = Path(__file__).resolve().parent.parent
 EXAMPLE = PROJECT / "examples" / "gpu-data"
+CC_ARCHIVE = PROJECT / "examples" / "clustercockpit" / "archive"
 TAU_PROFILES = PROJECT / "examples" / "tau-profiles" / "tau2_wrap_mpi2"
 JOULEHOUSE = Path(sys.executable).with_name("joulehouse")
 ROOT_EXPECTED = ("expected a GPU benchmark data root: experiment/benchmark/run/repetition "
@@ -111,6 +114,23 @@ def test_empty_folder_file_and_inner_folder_are_not_data_roots(tmp_path):
     assert result.stdout == ""
 
 
+def test_folders_of_a_data_root_too_near_the_filesystem_root_name_no_data_root():
+    # directly under /tmp: a run folder has no data root three levels up (only /tmp and /)
+    with tempfile.TemporaryDirectory(dir="/tmp") as shallow:
+        run = Path(shallow)
+        for rep in ("0", "1"):
+            shutil.copytree(EXAMPLE / "power-limit/bert/250W" / rep, run / rep)
+        for folder, level in ((run, "run"), (run / "0", "repetition")):
+            result = joulehouse("energy", "gpu", folder)
+            assert one_error_line(result) == (f"{folder}: no repetition folders; {ROOT_EXPECTED} "
+                                              f"(this looks like a {level} folder, but no data "
+                                              "root is above it)")
+        url = f"sqlite:///{run}/taudb.sqlite"
+        result = joulehouse("taudb", "load", url, run)
+        assert one_error_line(result, 1) == (f"{run}: a run folder is DATA_ROOT/experiment/"
+                                             f"benchmark/run; {run} has too few folders above it")
+
+
 def test_bad_repetition_reported_while_the_good_ones_go_out(tmp_path):
     root = tmp_path / "data"
     shutil.copytree(EXAMPLE / "power-limit", root / "power-limit")
@@ -124,6 +144,46 @@ def test_bad_repetition_reported_while_the_good_ones_go_out(tmp_path):
     assert [row.split(",")[1] for row in rows] == [
         "power-limit/bert/150W/0", "power-limit/bert/150W/1", "power-limit/bert/200W/0",
         "power-limit/bert/200W/1", "power-limit/bert/250W/0"]
+
+
+def test_when_every_item_is_bad_nothing_is_written_and_the_output_file_is_untouched(tmp_path):
+    root = tmp_path / "data"
+    shutil.copytree(EXAMPLE / "power-limit" / "bert" / "250W", root / "power-limit/bert/250W")
+    for bad in root.glob("power-limit/bert/250W/*/gpu-power.csv"):
+        bad.write_bytes(bad.read_bytes()[:-5])
+    archive = tmp_path / "archive"
+    shutil.copytree(CC_ARCHIVE, archive)
+    for meta in archive.rglob("meta.json"):
+        meta.write_text("{")
+    for data in archive.rglob("data.json"):
+        data.write_text("{")
+    out = tmp_path / "old-output"
+    out.write_text("kept\n")
+    for command, unit, count in ((["energy", "gpu", root], "repetition", 2),
+                                 (["energy", "cc", archive], "job", 4),
+                                 (["cc", "export-db", archive], "job", 4)):
+        args = [*command, out] if command[0] == "cc" else [*command, "--out", out]
+        result = joulehouse(*args)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        lines = result.stderr.splitlines()
+        assert len(lines) == count + 1, result.stderr
+        assert lines[-1] == (f"joulehouse: no {unit} could be read ({count} reported above); "
+                             "nothing written")
+        assert result.stdout == "" and out.read_text() == "kept\n"
+
+
+def test_an_archive_of_an_unknown_version_is_a_usage_error_and_nothing_is_written(tmp_path):
+    archive = tmp_path / "archive"
+    shutil.copytree(CC_ARCHIVE, archive)
+    (archive / "version.txt").write_text("abc\n")
+    out = tmp_path / "old-output"
+    out.write_text("kept\n")
+    for args in (["energy", "cc", archive, "--out", out], ["cc", "export-db", archive, out]):
+        result = joulehouse(*args)
+        assert one_error_line(result) == (f"{archive / 'version.txt'}:1: unsupported archive "
+                                          "version 'abc' (expected one of 1, 2, 3); not a "
+                                          "ClusterCockpit archive of a known version")
+        assert result.stdout == "" and out.read_text() == "kept\n"
 
 
 # --- output -------------------------------------------------------------------------------------
@@ -305,6 +365,21 @@ def test_missing_database_schema_and_permission_on_postgresql(postgres_url):
                                       "denied for table trial")
 
 
+def test_libpq_options_in_the_url_are_merged_and_conflicting_keys_refused(postgres_url):
+    assert joulehouse("taudb", "init", postgres_url, "--schema", "cli_opts").returncode == 0
+    # the URL's options come first, the command's read-only and search_path settings after them
+    with_options = f"{postgres_url}?options=-c%20default_transaction_read_only%3Doff"
+    result = joulehouse("taudb", "list", with_options, "--schema", "cli_opts")
+    assert result.returncode == 0 and result.stdout == "id\tname\tdata_source\tthreads\tsource\n"
+    result = joulehouse("taudb", "load", with_options, TAU_PROFILES, "--schema", "cli_opts")
+    assert result.returncode == 0, result.stderr
+    for query, key in (("host=elsewhere", "'host' repeats what the URL already says"),
+                       ("sslmode=disable&sslmode=require", "'sslmode' given 2 times")):
+        result = joulehouse("taudb", "list", f"{postgres_url}?{query}")
+        assert one_error_line(result) == (f"{postgres_url}?{query}: not a usable PostgreSQL URL: "
+                                          f"query key {key}")
+
+
 def test_authentication_failure_and_a_password_in_a_message_are_masked():
     # libpq's own text for a wrong password (the throwaway server trusts every local user)
     error = psycopg2.OperationalError(
@@ -317,6 +392,17 @@ def test_authentication_failure_and_a_password_in_a_message_are_masked():
     assert "hunter2" not in str(unavailable("postgresql://me:hunter2@h/db", echoed))
     assert masked_url("postgresql://me:hunter2@h:port-not-a-number/db") == (
         "postgresql://me:***@h:port-not-a-number/db")
+    # a password holding / or @ is masked up to the last @ (an @ in the query is not taken)
+    assert masked_url("postgresql://me:p%40s@h/db?x=a@b") == "postgresql://me:***@h/db?x=a@b"
+    cases = {"postgresql://me:pa/s3cret@h:xx/db": "postgresql://me:***@h:xx/db: not a database "
+             "URL (sqlite:///FILE or postgresql://USER@HOST:PORT/DB): invalid literal for int() "
+             "with base 10: 'xx'",
+             "postgresql://me:p@s3cret@h:5432/db": "postgresql://me:***@h:5432/db: not a usable "
+             "PostgreSQL URL: more than one @ before the host (write an @ in the password as %40)"}
+    for url, message in cases.items():
+        result = joulehouse("taudb", "list", url)
+        assert one_error_line(result) == message
+        assert "s3cret" not in result.stderr
 
 
 def test_unusable_urls_and_options_are_one_line(tmp_path):
@@ -332,3 +418,50 @@ def test_unusable_urls_and_options_are_one_line(tmp_path):
     for args, message in cases.items():
         assert one_error_line(joulehouse("taudb", "init", *args)) == message
     assert tree(tmp_path) == {}
+
+
+def test_a_sqlite_url_without_a_file_name_is_refused_by_every_command(tmp_path):
+    for url in ("sqlite://", "sqlite:///"):
+        for args in (["init"], ["load", TAU_PROFILES], ["list"]):
+            result = joulehouse("taudb", args[0], url, *args[1:], cwd=tmp_path)
+            assert one_error_line(result) == (f"{url}: no database file in URL (an in-memory "
+                                              "SQLite database is gone at the end): give "
+                                              "sqlite:///FILE"), args
+            assert result.stdout == ""
+    assert tree(tmp_path) == {}
+
+
+def profiles_with_calls(folder: Path, calls: tuple[int, int]) -> Path:
+    """A copy of the TAU example whose ``MPI_Init()`` calls are ``calls`` on threads 0 and 1."""
+    shutil.copytree(TAU_PROFILES, folder)
+    for thread, count in enumerate(calls):
+        profile = folder / f"profile.{thread}.0.0"
+        text = profile.read_text()
+        changed = re.sub(r'^("MPI_Init\(\)  " )1 ', rf"\g<1>{count} ", text, count=1,
+                         flags=re.MULTILINE)
+        assert (changed != text) == (count != 1)
+        profile.write_text(changed)
+    return folder
+
+
+def test_a_trial_the_loader_refuses_is_reported_and_the_next_path_still_loaded(tmp_path):
+    url = f"sqlite:///{tmp_path}/taudb.sqlite"
+    refused = profiles_with_calls(tmp_path / "refused", (3_000_000_000, 1))
+    result = joulehouse("taudb", "load", url, refused, TAU_PROFILES)
+    assert one_error_line(result, 1).startswith(f"{refused}: ")
+    assert result.stdout == f"trial 1: tau2_wrap_mpi2 (2 threads) from {TAU_PROFILES}\n"
+    assert joulehouse("taudb", "list", url).stdout.splitlines()[1:] == [
+        f"1\ttau2_wrap_mpi2\t1\t2\t{TAU_PROFILES}"]
+
+
+def test_an_unexpected_exception_is_one_line_and_exit_70_with_the_traceback_under_debug(capsys):
+    def broken(args: argparse.Namespace) -> int:
+        return {}["missing"]
+
+    for debug in (False, True):
+        assert run(argparse.Namespace(handler=broken, debug=debug)) == INTERNAL_ERROR == 70
+        lines = capsys.readouterr().err.splitlines()
+        assert lines[-1] == ("joulehouse: internal error: KeyError: 'missing' (a bug: --debug "
+                             "shows the traceback)")
+        assert (lines[0] == "Traceback (most recent call last):") == debug
+        assert len(lines) == 1 or debug

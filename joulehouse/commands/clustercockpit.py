@@ -11,6 +11,7 @@ from joulehouse.clustercockpit.export import export_db
 from joulehouse.clustercockpit.jobs import read_jobs
 from joulehouse.clustercockpit.layout import LEVELS, JobRef, archive_level, find_jobs
 from joulehouse.clustercockpit.measure import energy_table, measure_jobs
+from joulehouse.clustercockpit.readers import read_version
 from joulehouse.commands.conventions import (
     BAD_INPUT,
     OK,
@@ -18,6 +19,7 @@ from joulehouse.commands.conventions import (
     Progress,
     add_command,
     input_path,
+    something_read,
     source_commands,
     write_table,
 )
@@ -41,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the integrated energy (energy_j, J) with its covered fraction, and cc-backend's\n"
         "own figure (energy_cc_kwh, average power x nodes x duration rounded to 0.01 kWh).\n"
         "A job that cannot be read is reported on stderr and the others still go out\n"
-        "(exit code 1).",
+        "(exit code 1); when no job can be read, nothing is written (exit code 2).",
         examples=[f"joulehouse energy cc {EXAMPLE_ARCHIVE} > energy.csv",
                   "joulehouse energy cc /lustre/job-archive --format parquet --out energy.parquet"],
         handler=energy_cc)
@@ -61,7 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write one row per job of ARCHIVE (meta.json) into a new SQLite database\n"
         "built by cc-backend's own migrations (DB version 11), which a ClusterCockpit\n"
         "installation can open. DB is replaced atomically. A job that cannot be read is\n"
-        "reported on stderr and the others are still written (exit code 1).",
+        "reported on stderr and the others are still written (exit code 1); when no job\n"
+        "can be read, DB is left untouched (exit code 2).",
         examples=[f"joulehouse cc export-db {EXAMPLE_ARCHIVE} job.db",
                   "joulehouse cc export-db /lustre/job-archive /srv/cc-backend/var/job.db"],
         handler=export_db_command)
@@ -78,7 +81,8 @@ def _count(text: str) -> int:
 
 def archive_jobs(path: Path) -> list[JobRef]:
     """The job folders of the archive ``path``, listed; CommandError when ``path`` is no
-    archive (saying which folder to give for a folder inside one) or holds no job."""
+    archive (saying which folder to give for a folder inside one), is one of a version
+    not known (version.txt) or holds no job."""
     archive = input_path(path, EXPECTED_ARCHIVE, folder=True)
     found = archive_level(archive)
     if found is None:
@@ -87,6 +91,10 @@ def archive_jobs(path: Path) -> list[JobRef]:
     if level > 0:
         raise CommandError(f"{archive}: a {LEVELS[level]} folder of an archive; give the "
                            f"archive root, {root}")
+    try:
+        read_version(archive)
+    except InputError as err:
+        raise CommandError(f"{err}; not a ClusterCockpit archive of a known version") from err
     refs = list(find_jobs(archive))
     if not refs:
         raise CommandError(f"{archive}: no job folders; expected {EXPECTED_ARCHIVE}")
@@ -100,6 +108,7 @@ def energy_cc(args: argparse.Namespace) -> int:
         measured, errors = measure_jobs(args.archive, shown, check_schema=False,
                                         max_missing=args.max_missing)
         _report(shown, errors)
+    something_read(len(measured), len(errors), "job")
     write_table(energy_table(measured), args.format, args.out)
     return BAD_INPUT if errors else OK
 
@@ -110,6 +119,7 @@ def export_db_command(args: argparse.Namespace) -> int:
     with Progress(refs, unit="job", quiet=args.quiet) as shown:
         table = read_jobs(args.archive, shown)
         _report(shown, table.errors)
+    something_read(len(table.jobs), len(table.errors), "job")
     try:
         written = export_db(args.archive, args.database, jobs=table.jobs)
     except (sqlite3.Error, OSError) as err:

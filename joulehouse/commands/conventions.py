@@ -11,7 +11,8 @@
 - :func:`open_taudb`: a TAUdb database, read-only unless the command creates;
   every database error becomes one line naming the URL, password masked.
 - :func:`run`: the exit code: 0 all good, 1 some inputs bad (reported, the
-  rest written), 2 usage or environment, 130 interrupted, 141 output pipe
+  rest written), 2 usage or environment, 70 internal error (a bug: any other
+  exception, EX_SOFTWARE of sysexits.h), 130 interrupted, 141 output pipe
   closed (as a process killed by SIGPIPE: ``cat``, ``git log`` under ``head``).
 """
 
@@ -32,12 +33,13 @@ from tqdm import tqdm
 
 from joulehouse.errors import InputError
 from joulehouse.taudb.connect import DRIVER_ERRORS, TaudbDatabase, TaudbUnavailable, unavailable
-from joulehouse.taudb.schema import schema_present
+from joulehouse.taudb.schema import require_schema
 from joulehouse.timeutil import check_timezone
 
 OK = 0
 BAD_INPUT = 1
 USAGE = 2
+INTERNAL_ERROR = 70  # EX_SOFTWARE (sysexits.h): not bad input, a bug of the command
 INTERRUPTED = 128 + signal.SIGINT
 CLOSED_PIPE = 128 + signal.SIGPIPE
 
@@ -147,6 +149,13 @@ class Progress:
         self._bar.write(line, file=sys.stdout)
 
 
+def something_read(read: int, failed: int, unit: str) -> None:
+    """A :class:`CommandError` when every one of ``failed`` items (``unit``s) failed and
+    none was ``read``: nothing is written (an output file given is left untouched)."""
+    if failed and not read:
+        raise CommandError(f"no {unit} could be read ({failed} reported above); nothing written")
+
+
 def write_table(table: pd.DataFrame, fmt: str, out: Path | None) -> None:
     """``table`` as ``fmt`` (``csv`` or ``parquet``) to the file ``out``, or to standard
     output. Parquet is not written to a terminal; a file that cannot be written
@@ -187,12 +196,7 @@ def open_taudb(url: str, schema: str | None, *, create: bool) -> Iterator[TaudbD
             raise TaudbUnavailable(url, str(err)) from err
         with db:
             if not create:
-                with db.transaction() as cursor:
-                    present = schema_present(db, cursor)
-                if not present:
-                    where = f" in schema {schema!r}" if schema else ""
-                    raise TaudbUnavailable(url, f"no TAUdb schema{where} (no schema_version "
-                                           "table); `joulehouse taudb init` creates one")
+                require_schema(db)
             yield db
     except TaudbUnavailable as err:
         raise CommandError(str(err)) from err
@@ -220,6 +224,9 @@ def run(args: argparse.Namespace) -> int:
         return _fail(args, str(err), USAGE)
     except InputError as err:
         return _fail(args, str(err), BAD_INPUT)
+    except Exception as err:  # noqa: BLE001 -- a bug: one line, not bad input's exit code
+        return _fail(args, f"internal error: {type(err).__name__}: {err} (a bug: --debug shows "
+                     "the traceback)", INTERNAL_ERROR)
 
 
 def _fail(args: argparse.Namespace, message: str, code: int) -> int:

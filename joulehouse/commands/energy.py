@@ -14,6 +14,7 @@ from joulehouse.commands.conventions import (
     Progress,
     add_command,
     input_path,
+    something_read,
     source_commands,
     timezone_name,
     write_table,
@@ -49,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="per-repetition energy of GPU benchmark runs",
         description="Write the per-repetition energy table (experiment windows) of every\n"
         "complete repetition under DATA_ROOT. Incomplete repetitions are skipped; a bad\n"
-        "one is reported on stderr and the others still go out (exit code 1).",
+        "one is reported on stderr and the others still go out (exit code 1); when every\n"
+        "one is bad, nothing is written (exit code 2).",
         examples=[f"joulehouse energy gpu {EXAMPLE_ROOT} > energy.csv",
                   ("joulehouse energy gpu /lustre/gpu-bench --timezone Europe/Berlin "
                    "--format parquet --out energy.parquet")],
@@ -74,15 +76,27 @@ def _root_name(name: str) -> str:
     return name
 
 
+def _level_hint(folder: Path) -> str:
+    """`` (this is a run folder: give the data root, ROOT)`` for a folder inside a data root,
+    naming the root only where there is one: enough folders above, and not the
+    filesystem's root."""
+    level = folder_level(folder)
+    if level is None:
+        return ""
+    parents = folder.resolve().parents
+    up = _LEVELS_DOWN[level] - 1
+    if up >= len(parents) or parents[up] == Path(parents[up].anchor):
+        return f" (this looks like a {level} folder, but no data root is above it)"
+    return f" (this is a {level} folder: give the data root, {parents[up]})"
+
+
 def energy_gpu(args: argparse.Namespace) -> int:
     """Handler of ``joulehouse energy gpu``; returns the exit code."""
     data_root = input_path(args.data_root, EXPECTED_ROOT, folder=True)
     refs = find_repetitions(data_root)
     if not refs:
-        level = folder_level(data_root)
-        hint = (f" (this is a {level} folder: give the data root, "
-                f"{data_root.resolve().parents[_LEVELS_DOWN[level] - 1]})" if level else "")
-        raise CommandError(f"{data_root}: no repetition folders; expected {EXPECTED_ROOT}{hint}")
+        raise CommandError(f"{data_root}: no repetition folders; expected {EXPECTED_ROOT}"
+                           f"{_level_hint(data_root)}")
     frames, failed = [], 0
     name = root_name(data_root) if args.root_name is None else args.root_name
     with Progress(refs, unit="repetition", quiet=args.quiet) as shown:
@@ -99,6 +113,7 @@ def energy_gpu(args: argparse.Namespace) -> int:
                 shown.report(f"{ref.key}: {err}")
                 continue
             frames.append(energy[energy["phase"] == "experiment"])
+    something_read(len(frames), failed, "repetition")
     table = (validate(REPETITION_ENERGY_SCHEMA, pd.concat(frames, ignore_index=True), data_root)
              if frames else pd.DataFrame(columns=REPETITION_ENERGY_COLUMNS))
     write_table(table, args.format, args.out)

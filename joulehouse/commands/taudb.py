@@ -21,6 +21,7 @@ from joulehouse.commands.conventions import (
     open_taudb,
 )
 from joulehouse.errors import InputError
+from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials, load_trial
 from joulehouse.taudb.read import EXPECTED, read_trials
 from joulehouse.taudb.schema import ensure_schema
@@ -92,20 +93,25 @@ def _load(args: argparse.Namespace) -> int:
             Progress(paths, unit="trial", quiet=args.quiet) as shown:
         for path in shown:
             try:
-                trials = read_trials(path)
-                if args.name is not None and len(trials) > 1:
-                    raise InputError(path, f"--name names one trial; this holds {len(trials)}")
+                _load_path(db, path, args.name, shown)
             except InputError as err:
                 failed += 1
                 shown.report(str(err))
-                continue
-            for trial in trials:
-                if args.name is not None:
-                    trial.name = args.name
-                trial_id = load_trial(db, trial)
-                shown.print(f"trial {trial_id}: {trial.name} ({len(trial.threads)} threads) "
-                            f"from {path}")
     return BAD_INPUT if failed else OK
+
+
+def _load_path(db: TaudbDatabase, path: Path, name: str | None, shown: Progress) -> None:
+    """Load the trials of one PATH, each printed as loaded; a trial the loader refuses
+    raises :class:`InputError` (the trials before it stay loaded)."""
+    trials = read_trials(path)
+    if name is not None and len(trials) > 1:
+        raise InputError(path, f"--name names one trial; this holds {len(trials)}")
+    for trial in trials:
+        if name is not None:
+            trial.name = name
+        trial_id = load_trial(db, trial)
+        shown.print(f"trial {trial_id}: {trial.name} ({len(trial.threads)} threads) "
+                    f"from {path}")
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from joulehouse.digest import file_stats_digest
+from joulehouse.errors import InputError
 
 TIMESTAMPS_FILE = "timestamps.csv"
 END_EVENT = "experiment_end"
@@ -138,10 +139,13 @@ def find_repetitions(data_root: str | os.PathLike[str]) -> list[RepetitionRef]:
 def run_repetitions(run_dir: str | os.PathLike[str]) -> list[RepetitionRef]:
     """The repetitions of the run folder ``data-root/experiment/benchmark/run``, sorted by key.
 
-    ``run_dir`` is resolved first; its data root is three levels up. Hidden
-    folders are skipped.
+    ``run_dir`` is resolved first; its data root is three levels up (an
+    :class:`InputError` when there are not that many). Hidden folders are skipped.
     """
     run = Path(run_dir).resolve()
+    if len(run.parents) < 3:
+        raise InputError(run_dir, "a run folder is DATA_ROOT/experiment/benchmark/run; "
+                         f"{run} has too few folders above it")
     return _run_repetitions(run.parents[2], *run.parts[-3:])
 
 

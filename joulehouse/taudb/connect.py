@@ -1,7 +1,8 @@
 """A TAUdb database opened from a SQLAlchemy-style URL.
 
-``sqlite:///path/to/taudb.sqlite`` (the embedded default; ``sqlite://`` is an
-in-memory database) or ``postgresql://user@host:port/db`` (also
+``sqlite:///path/to/taudb.sqlite`` (the embedded default; a URL without a
+file name, ``sqlite://`` or ``sqlite:///``, would be an in-memory database
+that is gone at the end, so it is refused) or ``postgresql://user@host:port/db`` (also
 ``postgresql+psycopg2://``). SQLAlchemy only parses the URL; the DBAPI
 drivers (``sqlite3``, ``psycopg2``) do the work.
 
@@ -31,6 +32,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
+from urllib.parse import unquote
 
 import numpy as np
 import pandas as pd
@@ -45,8 +47,6 @@ POSTGRESQL = "postgresql"
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 #: The errors a database driver raises: connecting, reading or writing.
 DRIVER_ERRORS = (sqlite3.Error, psycopg2.Error)
-# The password of a URL SQLAlchemy cannot parse: scheme://user:PASSWORD@host
-_URL_PASSWORD = re.compile(r"(://[^/:@]*:)[^/@]*@")
 # libpq's "connection to server at "host" (address), port N failed: " before its reason
 _PG_SERVER_PREFIX = re.compile(r'^connection to server (at|on) .*? failed: ')
 
@@ -62,11 +62,29 @@ class TaudbUnavailable(Exception):
 
 
 def masked_url(url: str) -> str:
-    """``url`` with its password (if any) written ``***``."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):  # not a URL, or a port that is not a number
-        return _URL_PASSWORD.sub(r"\1***@", url)
+    """``url`` as written, with its password (if any) written ``***``."""
+    span = _password_span(url)
+    return url if span is None else f"{url[:span[0]]}***{url[span[1]:]}"
+
+
+def _password_span(url: str) -> tuple[int, int] | None:
+    """Start and end of the password in ``scheme://user:PASSWORD@host...``, or None.
+
+    The password runs from the first ``:`` after the user to the LAST ``@``:
+    it may hold ``/`` and ``@`` (a URL that parsers refuse, or read with part
+    of the password as the host, must not show it). The last ``@`` before the
+    query (``?``) if there is one, so an ``@`` in the query is not taken;
+    else the last of all (a password holding ``?``).
+    """
+    start = url.find("://")
+    query = url.find("?")
+    at = url.rfind("@", 0, query) if query >= 0 else -1
+    if at < 0:
+        at = url.rfind("@")
+    if start < 0 or at < start:
+        return None
+    colon = url.find(":", start + 3, at)
+    return None if colon < 0 else (colon + 1, at)
 
 
 def unavailable(url: str, error: BaseException) -> TaudbUnavailable:
@@ -85,12 +103,11 @@ def unavailable(url: str, error: BaseException) -> TaudbUnavailable:
         reason += f" ({lines[1][0].lower()}{lines[1][1:]})"
     if isinstance(error, sqlite3.Error):
         reason = f"SQLite: {reason}"
-    try:
-        password = make_url(url).password
-    except (ArgumentError, ValueError):
-        password = None
-    if password:
-        reason = reason.replace(str(password), "***")
+    span = _password_span(url)
+    if span is not None and span[1] > span[0]:
+        password = url[span[0]:span[1]]
+        for written in {password, unquote(password)}:
+            reason = reason.replace(written, "***")
     return TaudbUnavailable(url, reason)
 
 
@@ -110,22 +127,26 @@ class TaudbDatabase:
                              f"postgresql://USER@HOST:PORT/DB): {err}") from err
         self.url = url
         self.schema = schema
-        self.read_only = read_only
         if parsed.get_backend_name() == SQLITE:
             if schema is not None:
                 raise ValueError("SQLite has no schemas: drop the schema option")
             self.backend = SQLITE
             self.placeholder = "?"
-            path = parsed.database or ":memory:"
+            path = parsed.database
+            if not path or path == ":memory:":
+                raise ValueError("no database file in URL (an in-memory SQLite database is "
+                                 "gone at the end): give sqlite:///FILE")
             # isolation_level=None: no implicit transactions; transaction() opens them.
             if read_only:
                 self.connection = _open_sqlite_read_only(url, path)
             else:
-                if path != ":memory:":
-                    Path(path).parent.mkdir(parents=True, exist_ok=True)
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
                 self.connection = sqlite3.connect(path, isolation_level=None)
             self.connection.execute("PRAGMA foreign_keys = ON")
         elif parsed.get_backend_name() == POSTGRESQL:
+            if parsed.host is not None and "@" in parsed.host:
+                raise ValueError("not a usable PostgreSQL URL: more than one @ before the host "
+                                 "(write an @ in the password as %40)")
             self.backend = POSTGRESQL
             self.placeholder = "%s"
             settings = []
@@ -136,11 +157,7 @@ class TaudbDatabase:
                 settings.append(f"-c search_path={schema}")
             if read_only:
                 settings.append("-c default_transaction_read_only=on")
-            self.connection = psycopg2.connect(
-                host=parsed.host, port=parsed.port, user=parsed.username,
-                password=parsed.password, dbname=parsed.database,
-                options=" ".join(settings) or None,
-                **{k: str(v) for k, v in parsed.query.items()})
+            self.connection = psycopg2.connect(**_pg_arguments(parsed, settings))
         else:
             raise ValueError("unsupported TAUdb URL (sqlite:/// or postgresql://): "
                              f"{masked_url(url)}")
@@ -313,10 +330,36 @@ class TaudbDatabase:
         self.close()
 
 
+def _pg_arguments(parsed, settings: list[str]) -> dict[str, str | int | None]:
+    """psycopg2's keyword arguments for a parsed PostgreSQL URL: its parts, then its query
+    keys (libpq's: ``?sslmode=require``, ``?host=/run/postgresql`` for a socket).
+
+    A query ``options`` is kept, followed by ``settings`` (``-c`` options that
+    must win: read-only, search_path); a query key that repeats itself or a
+    part of the URL (``postgresql://h/db?host=other``) is refused.
+    """
+    arguments = {"host": parsed.host, "port": parsed.port, "user": parsed.username,
+                 "password": parsed.password, "dbname": parsed.database}
+    options = list(settings)
+    repeated = [(key, len(value)) for key, value in parsed.query.items()
+                if isinstance(value, tuple)]  # SQLAlchemy's form of a key given more than once
+    if repeated:
+        raise ValueError(f"not a usable PostgreSQL URL: query key {repeated[0][0]!r} given "
+                         f"{repeated[0][1]} times")
+    for key, value in parsed.query.items():
+        if key == "options":
+            options.insert(0, value)
+        elif arguments.get(key) is not None:
+            raise ValueError(f"not a usable PostgreSQL URL: query key {key!r} repeats what "
+                             "the URL already says")
+        else:
+            arguments[key] = value
+    arguments["options"] = " ".join(options) or None
+    return arguments
+
+
 def _open_sqlite_read_only(url: str, path: str) -> sqlite3.Connection:
     """An existing SQLite file opened read-only (``mode=ro``); nothing is created."""
-    if path == ":memory:":
-        raise ValueError("an in-memory SQLite database is empty: nothing to read")
     file = Path(path)
     if not file.is_file():
         what = "a folder, not a database file" if file.is_dir() else (

@@ -18,7 +18,10 @@ TAU's rules (checked against the rows its loader wrote, see
   ``sqrt(|sum_sq / n - mean^2|)``, so the values match TAU's to the last bits.
 - ``timer_call_data`` only where calls > 0 (before calls are truncated to
   INT), so most STDDEV rows are absent; one ``timer_value`` per call data
-  row and metric; ``sum_exclusive_squared`` NULL.
+  row and metric; ``sum_exclusive_squared`` NULL. A derived thread's calls
+  and subroutines above INT32_MAX are clamped to it (TAU's Java loader
+  stores ``(int)`` of the double, which saturates); a real thread's are an
+  error naming the timer and the thread.
 - Percents, with M the largest inclusive value of a thread and S the sum of
   M over the real threads (per metric): real thread ``value / (M / 100)``;
   TOTAL ``value / (S / 100)``; both MEANs: inclusive ``TOTAL inclusive /
@@ -60,7 +63,7 @@ from joulehouse.errors import InputError
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.model import CALLPATH_SEPARATOR, THREAD_COLUMNS, TrialData
 from joulehouse.taudb.rules import check_trial, timer_groups, with_flat_entries
-from joulehouse.taudb.schema import ensure_schema
+from joulehouse.taudb.schema import ensure_schema, schema_present
 
 #: Primary-metadata names under which a trial records where it came from.
 SOURCE_KEY = "joulehouse.source_key"
@@ -152,8 +155,12 @@ def load_trial(db: TaudbDatabase, trial: TrialData) -> int:
 
 
 def list_trials(db: TaudbDatabase) -> list[dict]:
-    """One dict per trial (the trial row, plus source_key and fingerprint or None), by id."""
-    ensure_schema(db)
+    """One dict per trial (the trial row, plus source_key and fingerprint or None), by id;
+    none where ``db`` has no TAUdb schema (nothing is created: it reads, so it can be
+    given a database opened ``read_only=True``)."""
+    with db.transaction() as cursor:
+        if not schema_present(db, cursor):
+            return []
     rows = db.query(
         "SELECT t.id, t.name, t.data_source, t.node_count, t.contexts_per_node, "
         "t.threads_per_context, t.total_threads, k.value, f.value FROM trial t "
@@ -337,13 +344,16 @@ def _timer_statistics(trial: TrialData, threads: pd.DataFrame, entries: pd.Serie
     real_calls = present[["entry", "thread", "calls", "subroutines"]]
     calls = pd.concat([real_calls, stats.derive_calls(present[["calls", "subroutines"]].to_numpy())],
                       ignore_index=True)
+    _check_real_calls(present, entries, threads)
     keep = (calls["calls"] > 0).to_numpy()
     call_data = pd.DataFrame({
         "id": np.arange(int(keep.sum())),
         "timer_callpath": entries.to_numpy()[calls["entry"].to_numpy()[keep]],
         "thread": calls["thread"].to_numpy()[keep],
-        "calls": np.trunc(calls["calls"].to_numpy()[keep]).astype("int64"),
-        "subroutines": np.trunc(calls["subroutines"].to_numpy()[keep]).astype("int64"),
+        # a derived thread's calls (TOTAL of many threads) are clamped to INT, as TAU's
+        # (int) cast of a double does when it loads them
+        "calls": _as_int(calls["calls"].to_numpy()[keep]),
+        "subroutines": _as_int(calls["subroutines"].to_numpy()[keep]),
     })
 
     def values() -> pd.DataFrame:
@@ -547,6 +557,24 @@ def _with_ids(table: str, frame: pd.DataFrame, ids: dict[str, np.ndarray]) -> pd
         else:
             out[column] = mapped
     return out
+
+
+def _as_int(counts: np.ndarray) -> np.ndarray:
+    """Call counts truncated to integers and clamped to INT32_MAX (Java's ``(int)`` of a double)."""
+    return np.minimum(np.trunc(counts), INT32_MAX).astype("int64")
+
+
+def _check_real_calls(present: pd.DataFrame, entries: pd.Series, threads: pd.DataFrame) -> None:
+    """Raise, naming the timer and the thread, on a real thread's calls or subroutines that
+    do not fit TAUdb's INT columns (only the derived threads' are clamped)."""
+    for column in ("calls", "subroutines"):
+        over = present[column].to_numpy() > INT32_MAX
+        if over.any():
+            row = present.iloc[int(np.argmax(over))]
+            rank = tuple(int(r) for r in threads.loc[int(row["thread"]), THREAD_COLUMNS])
+            raise ValueError(f"timer {entries.index[int(row['entry'])]!r}, thread {rank} "
+                             f"(node, context, thread): {column} {row[column]:.0f} does not "
+                             "fit an INT column")
 
 
 def _check_int32(frame: pd.DataFrame) -> None:

@@ -40,7 +40,7 @@ import pandas as pd
 from joulehouse.errors import InputError
 from joulehouse.taudb.model import CALLPATH_SEPARATOR, DATA_SOURCE_PPK, THREAD_COLUMNS, TrialData
 from joulehouse.taudb.profiles import counter_frame, make_trial, metadata_frame, timer_frames
-from joulehouse.taudb.rules import with_flat_entries
+from joulehouse.taudb.rules import timer_groups, with_flat_entries
 
 MAGIC = "PPK".encode("utf-16-be")
 SUPPORTED_VERSION = 2  # the highest "lowest compatible version" TAU's reader accepts
@@ -219,10 +219,9 @@ def write_ppk(trial: TrialData, path: str | Path) -> None:
     trial = with_flat_entries(trial)
     threads = trial.threads[THREAD_COLUMNS].astype("int64").sort_values(THREAD_COLUMNS)
     names = pd.Index(trial.timers["name"].unique()).sort_values()
-    group_of = (trial.timers.drop_duplicates("name").set_index("name")["group_names"]
-                .reindex(names).fillna(""))
-    groups_of = [[g.strip() for g in text.split("|") if g.strip()]
-                 if CALLPATH_SEPARATOR not in name else [] for name, text in group_of.items()]
+    # a flat function's groups: the union over its entries, as the loader takes them
+    stated = timer_groups(trial.timers, pd.Index([])).groupby("name")["group_name"].agg(list)
+    groups_of = [[] if CALLPATH_SEPARATOR in name else stated.get(name, []) for name in names]
     groups = pd.Index(sorted({g for gs in groups_of for g in gs}))
     events = pd.Index(trial.counters["name"].unique()).sort_values()
     out = _Writer()

@@ -11,7 +11,8 @@ rules unnoticed. ``docs/taudb.md`` ("What TAU's tools need") explains each.
   would show a different name); metric names are unique.
 - Every (thread, timer entry) has a value for every metric of the trial, and
   no value is NaN: TAUdb has no missing value, TAU's reader would read a 0
-  and average it into its MEAN.
+  and average it into its MEAN. Nor is a user event's value (maximum,
+  minimum, mean, sum of squares) NaN.
 - calls and subroutines are finite and >= 0; an entry with 0 calls is not
   written at all (TAU's rule), so TAU's reader does not show it.
 - Every callpath leaf has a flat entry on each thread that entered it
@@ -35,6 +36,8 @@ from joulehouse.taudb.model import CALLPATH_SEPARATOR, THREAD_COLUMNS, TrialData
 
 #: The group TAU itself gives a timer that states none (``TAU_DEFAULT``).
 DEFAULT_GROUP = "TAU_DEFAULT"
+#: A user event's values, none of which may be NaN.
+_EVENT_VALUES = ["maximum", "minimum", "mean", "sum_squares"]
 #: The group TAU's reader adds to every callpath function; not a group of the timer.
 CALLPATH_GROUP = "TAU_CALLPATH"
 
@@ -56,6 +59,11 @@ def check_trial(trial: TrialData) -> None:
             raise ValueError(f"TrialData.timers: {column} {value[where]} of "
                              f"{trial.timers['name'].iloc[where]!r} "
                              "is not a finite number >= 0")
+    events = trial.counters[_EVENT_VALUES].to_numpy(dtype="float64")
+    if np.isnan(events).any():
+        row, column = np.argwhere(np.isnan(events))[0]
+        raise ValueError(f"TrialData.counters: NaN {_EVENT_VALUES[column]} of "
+                         f"{trial.counters['name'].iloc[row]!r} (TAUdb has no missing values)")
     values = trial.timer_values[["inclusive", "exclusive"]].to_numpy(dtype="float64")
     if np.isnan(values).any():
         row = trial.timer_values.iloc[int(np.argmax(np.isnan(values).any(axis=1)))]

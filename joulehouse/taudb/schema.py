@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from importlib.resources import files
 
-from joulehouse.taudb.connect import POSTGRESQL, TaudbDatabase
+from joulehouse.taudb.connect import POSTGRESQL, TaudbDatabase, TaudbUnavailable
 
 #: How TAU's PostgreSQL DDL becomes SQLite's; the scripts differ only in these.
 #: SERIAL -> INTEGER PRIMARY KEY AUTOINCREMENT keeps ids unique for ever, as a
@@ -54,6 +54,17 @@ def schema_present(db: TaudbDatabase, cursor) -> bool:
         cursor.execute("SELECT count(*) FROM sqlite_master "
                        "WHERE type = 'table' AND name = 'schema_version'")
     return bool(cursor.fetchone()[0])
+
+
+def require_schema(db: TaudbDatabase) -> None:
+    """For reading: :class:`TaudbUnavailable` unless the TAUdb tables are there (nothing is
+    created, unlike :func:`ensure_schema`)."""
+    with db.transaction() as cursor:
+        present = schema_present(db, cursor)
+    if not present:
+        where = f" in schema {db.schema!r}" if db.schema else ""
+        raise TaudbUnavailable(db.url, f"no TAUdb schema{where} (no schema_version table); "
+                               "`joulehouse taudb init` creates one")
 
 
 def ensure_schema(db: TaudbDatabase) -> bool:

@@ -16,7 +16,7 @@ import pandas as pd
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import FINGERPRINT, SOURCE_KEY, trial_attributes
 from joulehouse.taudb.model import CALLPATH_SEPARATOR, THREAD_COLUMNS, TrialData
-from joulehouse.taudb.schema import ensure_schema
+from joulehouse.taudb.schema import require_schema
 
 
 def callpath_names(db: TaudbDatabase, trial_id: int) -> dict[int, str]:
@@ -39,8 +39,9 @@ def callpath_names(db: TaudbDatabase, trial_id: int) -> dict[int, str]:
 
 
 def read_stored_trial(db: TaudbDatabase, trial_id: int) -> TrialData:
-    """The trial ``trial_id`` of ``db``; KeyError if there is none."""
-    ensure_schema(db)
+    """The trial ``trial_id`` of ``db``; KeyError if there is none, TaudbUnavailable if
+    ``db`` has no TAUdb schema (nothing is created: open it ``read_only=True``)."""
+    require_schema(db)
     found = db.query("SELECT name, data_source FROM trial WHERE id = ?", (trial_id,))
     if not found:
         raise KeyError(f"no trial {trial_id} in TAUdb")

@@ -18,9 +18,11 @@ from golden import export_trial
 from small_trial import BAR, FOO, MAIN, PATH, small_trial
 
 from joulehouse.commands import taudb as taudb_command
+from joulehouse.errors import InputError
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import (
     FINGERPRINT,
+    INT32_MAX,
     SOURCE_KEY,
     delete_trial,
     derive_rows,
@@ -190,6 +192,21 @@ def test_a_failing_load_leaves_nothing_and_keeps_the_old_trial(database):
         load_trial(database, small_trial(counters=counters))
     assert _counts(database) == before
     assert [t["id"] for t in list_trials(database)] == [old]
+
+
+def test_derived_calls_over_int_are_clamped_and_a_real_threads_are_refused(database):
+    timers = small_trial().timers
+    foo = timers["name"] == FOO
+    timers.loc[foo, "calls"] = 1_500_000_000  # on both threads: TOTAL 3e9 does not fit INT
+    trial_id = load_trial(database, small_trial(timers=timers))
+    rows = _values(database, trial_id).xs((FOO, "TIME"), level=["timer_callpath_name", "metric"])
+    assert rows.loc[-2, "calls"] == INT32_MAX  # as TAU's (int) cast of the double
+    assert rows.loc[-1, "calls"] == rows.loc[0, "calls"] == 1_500_000_000
+    assert rows.loc[-2, "inclusive_value"] == 70  # the values themselves are untouched
+    timers.loc[foo & (timers["node_rank"] == 1), "calls"] = 3_000_000_000
+    with pytest.raises(InputError, match=r"timer 'foo \[\{app.c\} \{50\}\]', thread \(1, 0, 0\) "
+                       r"\(node, context, thread\): calls 3000000000 does not fit an INT column"):
+        load_trial(database, small_trial("big", timers=timers))
 
 
 def test_a_load_killed_half_way_leaves_nothing(database, monkeypatch):

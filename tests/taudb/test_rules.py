@@ -120,6 +120,8 @@ def _column(frame_name, column, row, value):
     (_column("counters", "name", 0, ""), r"counters: name ''"),
     (_column("timers", "calls", 1, -1.0), r"calls -1.0 of 'foo"),
     (_column("timers", "subroutines", 1, np.inf), r"subroutines inf of 'foo"),
+    (_column("counters", "mean", 1, np.nan), r"counters: NaN mean of 'Message size'"),
+    (_column("counters", "sum_squares", 2, np.nan), r"counters: NaN sum_squares of 'Heap : main'"),
 ])
 def test_a_trial_tau_could_not_read_as_written_is_refused(change, message):
     trial = change(small_trial())

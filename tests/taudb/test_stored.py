@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from small_trial import small_trial
+from small_trial import BAR, FOO, small_trial
 
-from joulehouse.taudb.connect import TaudbDatabase
-from joulehouse.taudb.loader import derive_rows, load_trial
+from joulehouse.taudb.connect import TaudbDatabase, TaudbUnavailable
+from joulehouse.taudb.loader import derive_rows, list_trials, load_trial
 from joulehouse.taudb.ppk import read_ppk, write_ppk
 from joulehouse.taudb.read import read_trial_source
+from joulehouse.taudb.schema import ensure_schema
 from joulehouse.taudb.stored import callpath_names, read_stored_trial
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -79,8 +80,21 @@ def test_callpath_names_join_every_frame(sqlite_db):
 
 
 def test_a_trial_that_is_not_there_is_a_key_error(sqlite_db):
+    ensure_schema(sqlite_db)
     with pytest.raises(KeyError, match="no trial 7"):
         read_stored_trial(sqlite_db, 7)
+
+
+def test_reading_creates_no_schema_and_a_mistyped_path_read_only_creates_nothing(tmp_path):
+    url = f"sqlite:///{tmp_path}/empty.sqlite"
+    with TaudbDatabase(url) as db:  # a database without the TAUdb schema
+        assert list_trials(db) == []
+        with pytest.raises(TaudbUnavailable, match="no TAUdb schema"):
+            read_stored_trial(db, 1)
+        assert db.query("SELECT count(*) FROM sqlite_master") == [(0,)]
+    with pytest.raises(TaudbUnavailable, match="no such database file"):
+        TaudbDatabase(f"sqlite:///{tmp_path}/typo.sqlite", read_only=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.sqlite"]
 
 
 def test_names_in_javas_modified_utf8_read_back(tmp_path):
@@ -90,3 +104,13 @@ def test_names_in_javas_modified_utf8_read_back(tmp_path):
     write_ppk(trial, tmp_path / "trial.ppk")
     assert read_ppk(tmp_path / "trial.ppk").metadata.set_index(["node_rank", "name"]).loc[
         (0, "Hostname"), "value"] == "n1\x00 \U0001d11e \u00b0C"
+
+
+def test_a_packed_function_has_the_union_of_its_entries_groups_as_the_loader_takes(tmp_path):
+    timers = small_trial().timers
+    timers.loc[(timers["name"] == FOO) & (timers["node_rank"] == 1), "group_names"] = "IO"
+    trial = small_trial(timers=timers)
+    write_ppk(trial, tmp_path / "trial.ppk")
+    back = read_ppk(tmp_path / "trial.ppk").timers
+    assert set(back.loc[back["name"] == FOO, "group_names"]) == {"TAU_USER|MPI|IO"}
+    assert set(back.loc[back["name"] == BAR, "group_names"]) == {""}  # no group stated
