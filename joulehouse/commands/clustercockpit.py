@@ -79,10 +79,11 @@ def _count(text: str) -> int:
     return int(text)
 
 
-def archive_jobs(path: Path) -> list[JobRef]:
-    """The job folders of the archive ``path``, listed; CommandError when ``path`` is no
-    archive (saying which folder to give for a folder inside one), is one of a version
-    not known (version.txt) or holds no job."""
+def archive_jobs(path: Path) -> tuple[list[JobRef], list[InputError]]:
+    """The job folders of the archive ``path``, listed, and the folders that could not be
+    entered (linked outside the archive); CommandError when ``path`` is no archive (saying
+    which folder to give for a folder inside one), is one of a version not known
+    (version.txt) or holds no job."""
     archive = input_path(path, EXPECTED_ARCHIVE, folder=True)
     found = archive_level(archive)
     if found is None:
@@ -95,18 +96,20 @@ def archive_jobs(path: Path) -> list[JobRef]:
         read_version(archive)
     except InputError as err:
         raise CommandError(f"{err}; not a ClusterCockpit archive of a known version") from err
-    refs = list(find_jobs(archive))
-    if not refs:
+    unlisted: list[InputError] = []
+    refs = list(find_jobs(archive, errors=unlisted))
+    if not refs and not unlisted:
         raise CommandError(f"{archive}: no job folders; expected {EXPECTED_ARCHIVE}")
-    return refs
+    return refs, unlisted
 
 
 def energy_cc(args: argparse.Namespace) -> int:
     """Handler of ``joulehouse energy cc``; returns the exit code."""
-    refs = archive_jobs(args.archive)
+    refs, unlisted = archive_jobs(args.archive)
     with Progress(refs, unit="job", quiet=args.quiet) as shown:
         measured, errors = measure_jobs(args.archive, shown, check_schema=False,
                                         max_missing=args.max_missing)
+        errors = unlisted + errors
         _report(shown, errors)
     something_read(len(measured), len(errors), "job")
     write_table(energy_table(measured), args.format, args.out)
@@ -115,18 +118,19 @@ def energy_cc(args: argparse.Namespace) -> int:
 
 def export_db_command(args: argparse.Namespace) -> int:
     """Handler of ``joulehouse cc export-db``; returns the exit code."""
-    refs = archive_jobs(args.archive)
+    refs, unlisted = archive_jobs(args.archive)
     with Progress(refs, unit="job", quiet=args.quiet) as shown:
         table = read_jobs(args.archive, shown)
-        _report(shown, table.errors)
-    something_read(len(table.jobs), len(table.errors), "job")
+        errors = unlisted + table.errors
+        _report(shown, errors)
+    something_read(len(table.jobs), len(errors), "job")
     try:
         written = export_db(args.archive, args.database, jobs=table.jobs)
     except (sqlite3.Error, OSError) as err:
         reason = getattr(err, "strerror", None) or str(err)
         raise CommandError(f"{args.database}: cannot write: {reason}") from err
     print(f"{written} jobs written to {args.database}")
-    return BAD_INPUT if table.errors else OK
+    return BAD_INPUT if errors else OK
 
 
 def _report(shown: Progress, errors: list[InputError]) -> None:

@@ -128,6 +128,19 @@ def test_a_bad_job_is_reported_and_the_others_go_out(archive):
         "emmy/1403244/1608923076", "fritz/398955/1675956725", "taurus/20639587/1635856524"]
 
 
+
+def test_a_folder_linked_outside_the_archive_is_reported_and_the_others_go_out(archive,
+                                                                             tmp_path):
+    outside = Path(shutil.move(archive / "taurus" / "20639", tmp_path / "elsewhere"))
+    (archive / "taurus" / "20639").symlink_to(outside)
+    for command in (("energy", "cc", archive), ("cc", "export-db", archive, tmp_path / "j.db")):
+        result = joulehouse(*command)
+        assert result.returncode == 1, result.stderr
+        assert "taurus/20639" in one_error_line(result, 1)
+    assert _csv(joulehouse("energy", "cc", archive).stdout)["job"].unique().tolist() == [
+        "emmy/1403244/1608923076", "fritz/398764/1675954353", "fritz/398955/1675956725"]
+    assert len(_jobs(tmp_path / "j.db")) == 3
+
 def test_progress_counts_jobs_on_a_terminal():
     code, shown, stdout = stderr_on_a_terminal("energy", "cc", EXAMPLE)
     assert code == 0 and len(stdout.splitlines()) == 7
