@@ -22,6 +22,7 @@ from joulehouse.commands.conventions import (
     Progress,
     add_command,
     input_path,
+    something_read,
     source_commands,
     timezone_name,
     write_table,
@@ -174,6 +175,7 @@ def energy_geopm(args: argparse.Namespace) -> int:
     reports = report_paths(args.reports)
     bad: list[str] = []
     tables = [host_energy(read) for _, read, _ in _read_each(reports, args, bad)]
+    something_read(len(tables), len(bad), "report")
     table = (pd.concat(tables, ignore_index=True) if tables
              else pd.DataFrame(columns=HOST_ENERGY_COLUMNS))
     write_table(table, args.format, args.out)

@@ -21,6 +21,7 @@ from joulehouse.commands.conventions import (
     Progress,
     add_command,
     input_path,
+    something_read,
     source_commands,
     timezone_name,
     write_table,
@@ -159,4 +160,5 @@ def _read(args: argparse.Namespace) -> tuple[Reports, int]:
     if not parts and not failed:
         where = ", ".join(map(str, paths))
         raise CommandError(f"{where}: no HWPC or power report files; expected {EXPECTED}")
+    something_read(len(parts), failed, "report file")
     return combine(parts), failed

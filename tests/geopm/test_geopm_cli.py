@@ -154,3 +154,13 @@ def test_an_output_folder_that_is_a_file_fails_before_any_work(tmp_path):
     result = joulehouse("read", "geopm", YAML, "--out", tmp_path / "taken" / "frames")
     assert one_error_line(result) == (f"{tmp_path / 'taken' / 'frames' / YAML.name}: cannot "
                                       f"write: {tmp_path / 'taken'} is a file, not a folder")
+
+
+def test_when_every_report_fails_an_existing_output_is_left_untouched(tmp_path, cut_report):
+    out = tmp_path / "energy.csv"
+    out.write_text("kept\n")
+    result = joulehouse("energy", "geopm", cut_report, "--out", out)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == ("joulehouse: no report could be read (1 reported "
+                                              "above); nothing written")
+    assert out.read_text() == "kept\n"

@@ -197,3 +197,14 @@ def test_a_file_that_cannot_be_opened_is_reported_and_the_others_written(tmp_pat
     assert result.stderr == (f"joulehouse: {folder / 'gone.jsonl'}: cannot read: No such file or "
                              "directory\n")
     assert csv_rows(result.stdout)["energy_j"].tolist() == [FIXTURE_J]
+
+
+def test_when_every_file_fails_an_existing_output_is_left_untouched(tmp_path):
+    bad = _tree_with_a_bad_file(tmp_path)
+    out = tmp_path / "energy.csv"
+    out.write_text("kept\n")
+    result = joulehouse("energy", "powerapi", bad, "--out", out)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == ("joulehouse: no report file could be read "
+                                              "(1 reported above); nothing written")
+    assert out.read_text() == "kept\n"
