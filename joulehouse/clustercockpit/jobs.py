@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from joulehouse.clustercockpit.energy import cc_energy_kwh
-from joulehouse.clustercockpit.layout import JobRef, find_jobs
-from joulehouse.clustercockpit.readers import ClusterConfig, cluster_config, read_meta, read_version
+from joulehouse.clustercockpit.layout import JobRef
+from joulehouse.clustercockpit.readers import ClusterConfig, each_job, read_meta, read_version
 from joulehouse.clustercockpit.schemas import CC_JOBS_SCHEMA
 from joulehouse.errors import InputError
 from joulehouse.timeutil import epoch_ns_to_utc
@@ -121,15 +121,10 @@ def read_jobs(root: str | os.PathLike[str], refs: Iterable[JobRef] | None = None
     """
     root = Path(root)
     version = read_version(root)
-    clusters: dict[str, ClusterConfig] = {}
     rows, errors = [], []
-    for ref in find_jobs(root, errors=errors) if refs is None else refs:
-        if ref.cluster not in clusters:
-            clusters[ref.cluster], error = cluster_config(root, ref.cluster)
-            if error is not None:
-                errors.append(error)
+    for ref, cluster in each_job(root, refs, errors):
         try:
-            rows.append(job_row(ref, read_meta(ref), clusters[ref.cluster], version))
+            rows.append(job_row(ref, read_meta(ref), cluster, version))
         except InputError as err:
             errors.append(err)
     return JobsTable(jobs_frame(rows, version), errors)

@@ -19,10 +19,10 @@ import pandas as pd
 from joulehouse.clustercockpit.aggregate import metric_stats
 from joulehouse.clustercockpit.conformance import DataConformance, SchemaWarning, meta_warnings
 from joulehouse.clustercockpit.energy import host_energy, job_energy
-from joulehouse.clustercockpit.layout import JobRef, find_jobs
+from joulehouse.clustercockpit.layout import JobRef
 from joulehouse.clustercockpit.readers import (
     ClusterConfig,
-    cluster_config,
+    each_job,
     load_json,
     read_meta,
     read_samples,
@@ -81,15 +81,10 @@ def measure_jobs(root: str | os.PathLike[str], refs: Iterable[JobRef] | None = N
     """
     root = Path(root)
     version = read_version(root)
-    clusters: dict[str, ClusterConfig] = {}
     measured, errors = [], []
-    for ref in find_jobs(root, errors=errors) if refs is None else refs:
-        if ref.cluster not in clusters:
-            clusters[ref.cluster], error = cluster_config(root, ref.cluster)
-            if error is not None:
-                errors.append(error)
+    for ref, cluster in each_job(root, refs, errors):
         try:
-            measured.append(measure_job(ref, clusters[ref.cluster], version, **options))
+            measured.append(measure_job(ref, cluster, version, **options))
         except InputError as err:
             errors.append(err)
     return measured, errors

@@ -16,7 +16,7 @@ import gzip
 import json
 import os
 import zlib
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from joulehouse.clustercockpit.layout import (
     META_FILE,
     VERSION_FILE,
     JobRef,
+    find_jobs,
     inside,
 )
 from joulehouse.clustercockpit.units import ENERGY_UNIT, POWER_UNIT, UnitError, to_si
@@ -138,6 +139,21 @@ def cluster_config(root: str | os.PathLike[str],
         return read_cluster(root, cluster), None
     except InputError as err:
         return ClusterConfig(cluster, {}), err
+
+
+def each_job(root: str | os.PathLike[str], refs: Iterable[JobRef] | None,
+             errors: list[InputError]) -> Iterator[tuple[JobRef, ClusterConfig]]:
+    """Every job of the archive at ``root`` (or ``refs``) with its cluster's config, each
+    cluster.json read once; the errors of folders that cannot be listed
+    (:func:`~.layout.find_jobs`) and of missing or bad cluster.json files are appended to
+    ``errors`` (the jobs are still given)."""
+    clusters: dict[str, ClusterConfig] = {}
+    for ref in find_jobs(root, errors=errors) if refs is None else refs:
+        if ref.cluster not in clusters:
+            clusters[ref.cluster], error = cluster_config(root, ref.cluster)
+            if error is not None:
+                errors.append(error)
+        yield ref, clusters[ref.cluster]
 
 
 _META_REQUIRED = {"jobId": int, "cluster": str, "startTime": int, "duration": int,
