@@ -88,9 +88,15 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
         return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
             f"nothing new or changed and ready; {remaining}"))
     fingerprints = {source.partition_key(root, r.ref): r.fingerprint for r in result.ready}
-    run_request, additions, new = ready_run_request(
-        context.instance, existing, gpu_repetitions, fingerprints, job_name=JOB_NAME,
+    ready = ready_run_request(
+        context.instance, context.instance.get_dynamic_partitions(gpu_repetitions.name),
+        gpu_repetitions, fingerprints, job_name=JOB_NAME,
         run_key_prefix=root.key_prefix, tags={"joulehouse/data_root": root.key_prefix})
+    if ready is None:
+        return dg.SensorResult(cursor=context.cursor, skip_reason=dg.SkipReason(
+            f"{len(fingerprints)} ready, asked for once the runs in flight end (registered "
+            "partitions are not reordered under a queued run)"))
+    run_request, additions, new = ready
     context.log.info(f"{len(fingerprints)} ready ({new} new), one run; {remaining}")
     return dg.SensorResult(
         run_requests=[run_request],

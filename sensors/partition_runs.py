@@ -8,8 +8,11 @@ again, which moves them to the end (Dagster keeps their materializations,
 checks and events: those are stored by key, not by position). Dagster
 refuses a sensor result that deletes and adds the same key, so the tick
 deletes them from the instance itself and its result adds them back; should
-the tick fail in between, its cursor is not kept and the next tick finds
-them ready again, unregistered, and adds them as new. One run
+the tick fail in between, its cursor is not kept and the next tick of a
+landing sensor finds them ready again, unregistered, and adds them as new
+(a GPU repetition found by the failed-partition recheck waits for the rolling
+rescan: a known gap). Keys are moved only while no run is queued or in
+progress, since such a run resolves its range to keys only when it executes. One run
 then covers exactly the ready keys, however scattered they were, and the
 tables are rebuilt once. The run key is ``<prefix>:<digest of the ready
 (key, fingerprint) pairs>``, so changed content asks again.
@@ -44,6 +47,18 @@ def files_landed(files: dg.AssetKey, fingerprints: dict[str, str]
             for key, fingerprint in fingerprints.items()]
 
 
+#: A run in one of these states may still resolve its partition range to keys.
+IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
+             dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
+             dg.DagsterRunStatus.CANCELING]
+
+
+def run_in_flight(instance: dg.DagsterInstance) -> str | None:
+    """The id of a run of the instance that is queued or in progress, or None."""
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT), limit=1)
+    return runs[0].run_id if runs else None
+
+
 def ready_run_request(
     instance: dg.DagsterInstance,
     existing: Sequence[str],
@@ -53,17 +68,24 @@ def ready_run_request(
     job_name: str,
     run_key_prefix: str,
     tags: dict[str, str],
-) -> tuple[dg.RunRequest, list[dg.AddDynamicPartitionsRequest], int]:
+) -> tuple[dg.RunRequest, list[dg.AddDynamicPartitionsRequest], int] | None:
     """The run request covering the ready ``fingerprints`` (key -> fingerprint, not empty),
     the request adding them at the end of the set ``existing`` (the registered keys in
     order; those not at its end yet are deleted from ``instance`` now), and how many keys
-    are new."""
+    are new.
+
+    None when registered keys would have to move while a run is queued or in progress
+    (:func:`run_in_flight`): such a run resolves its range start and end to keys only
+    when it executes, so moving a key it starts or ends with would change what it
+    covers. The caller keeps its cursor and asks again at a later tick."""
     known = set(existing)
     moved = [key for key in existing if key in fingerprints]
     new_keys = [key for key in fingerprints if key not in known]
     keys = [*moved, *new_keys]
     added = new_keys
     if moved and list(existing[len(existing) - len(moved):]) != moved:  # not at the end yet
+        if run_in_flight(instance) is not None:
+            return None
         for key in moved:
             instance.delete_dynamic_partition(partitions_def.name, key)
         added = keys
@@ -112,10 +134,15 @@ class LandingSensor:
                 f"no new or changed {self.entries} ready ({scan.waiting} waiting for the "
                 f"{source.quiet_period_s:g} s quiet period)"))
         fingerprints = {item.key: item.fingerprint for item in scan.ready}
-        run_request, additions, new = ready_run_request(
+        ready = ready_run_request(
             context.instance, context.instance.get_dynamic_partitions(self.partitions_def.name),
             self.partitions_def, fingerprints,
             job_name=self.job_name, run_key_prefix=self.run_key_prefix, tags={})
+        if ready is None:
+            return dg.SensorResult(cursor=context.cursor, skip_reason=dg.SkipReason(
+                f"{len(scan.ready)} {self.entries} ready, asked for once the runs in flight "
+                "end (registered partitions are not reordered under a queued run)"))
+        run_request, additions, new = ready
         context.log.info(f"{len(scan.ready)} {self.entries} ready ({new} new), "
                          f"{scan.waiting} waiting")
         return dg.SensorResult(
