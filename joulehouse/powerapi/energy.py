@@ -203,9 +203,12 @@ def energy_facts_rows(table: pd.DataFrame) -> pd.DataFrame:
     """``energy_facts`` rows of a window_energy table: one per target, component, window, method.
 
     ``entity`` is ``<sensor>/<target>``; methods ``measured`` (RAPL) and
-    ``estimated`` (power x tick) are separate rows. Checked against
-    ENERGY_FACTS_SCHEMA.
+    ``estimated`` (power x tick) are separate rows. A formula's estimates of the
+    whole machine (targets :data:`NOT_CGROUPS`) are left out: the measurement is
+    the machine's fact, and with them a source's estimated rows would count the
+    machine twice. Checked against ENERGY_FACTS_SCHEMA.
     """
+    table = table[(table["method"] != "estimated") | ~table["target"].isin(NOT_CGROUPS)]
     facts = pd.DataFrame({
         "source": FACTS_SOURCE,
         "entity": table["sensor"] + "/" + table["target"],
