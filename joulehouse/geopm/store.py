@@ -38,6 +38,11 @@ def load_frames(warehouse: Warehouse, name: str, keys: Iterable[str]) -> pd.Data
     return warehouse.read_partitions(f"{TABLE}/{name}", keys)
 
 
+def stored_frame_keys(warehouse: Warehouse) -> list[str]:
+    """The keys of every report whose frames are stored, sorted."""
+    return warehouse.partition_keys(f"{TABLE}/header")
+
+
 def load_report(warehouse: Warehouse, key: str, path: Path,
                 names: Iterable[str] = tuple(FRAME_SCHEMAS)) -> Report:
     """The report stored as partition ``key`` (see :func:`save_report`), read from ``path``;

@@ -37,6 +37,7 @@ GRAPH = {
     "geopm_region_energy": ({"geopm_host_energy"}, False, set()),
     "geopm_report_energy": ({"geopm_host_energy"}, False, set()),
     "energy_facts/geopm": ({"geopm_host_energy"}, False, set()),
+    "geopm_trials": ({"geopm_validated_frames"}, True, {"loads"}),
 }
 POWERAPI_JOB = {"powerapi_validated_frames", "powerapi_report_energy", "powerapi_window_energy",
                 "energy_facts/powerapi"}
@@ -64,11 +65,12 @@ def test_asset_graph_snapshot():
     for name in ("gpu_repetition_energy", "gpu_setting_energy", "gpu_benchmark_energy",
                  "energy_facts/gpu", "taudb_trials", "powerapi_report_energy",
                  "powerapi_window_energy", "energy_facts/powerapi", "geopm_host_energy",
-                 "geopm_region_energy", "geopm_report_energy", "energy_facts/geopm"):
+                 "geopm_region_energy", "geopm_report_energy", "energy_facts/geopm",
+                 "geopm_trials"):
         assert graph.get(dg.AssetKey.from_user_string(name)).automation_condition is not None, name
     for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials",
                  "powerapi_validated_frames", "powerapi_report_energy",
-                 "geopm_validated_frames", "geopm_host_energy"):
+                 "geopm_validated_frames", "geopm_host_energy", "geopm_trials"):
         [check] = graph.get(dg.AssetKey.from_user_string(name)).check_keys  # one result per partition
         assert graph.get_check_spec(check).partitions_def == graph.get(check.asset_key).partitions_def
 

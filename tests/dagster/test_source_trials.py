@@ -1,0 +1,181 @@
+"""GEOPM reports as TAUdb trials, loaded from Dagster.
+
+GEOPM: ``geopm_trials`` in the GEOPM step, one trial per report partition
+(``assets/geopm.py``). The trials have the rows the mapping tests expect
+(``tests/geopm/test_geopm_taudb.py``).
+"""
+
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from assets.geopm import (
+    geopm_trials,
+)
+from assets.taudb import LOADS_CHECK
+from definitions import build_definitions
+from joulehouse.taudb.loader import list_trials
+from resources import (
+    DataRoot,
+    GeopmReportSource,
+    GpuBenchmarkSource,
+    TaudbResource,
+    Warehouse,
+)
+from sensors import geopm
+from sensors.local import launch_in_process, tick
+from sensors.partition_runs import RANGE_END, RANGE_START
+from tests.dagster.test_geopm_assets import ENERGY_J, EXAMPLES, LEGACY, SHAPE, YAML
+from tests.geopm.test_geopm_taudb import SESSION_REPORT
+from tests.geopm.test_geopm_traps import REPORT_3X
+
+SESSION = "session.report"
+KEYS = [f"landing/{YAML}", f"landing/{LEGACY}", f"landing/{SESSION}"]
+#: report -> (threads = hosts, timers = entries over all hosts: regions + 3 totals per host,
+#: or one geopmsession timer per host)
+TRIAL_SHAPE = {YAML: (2, SHAPE[YAML][2]), LEGACY: (1, SHAPE[LEGACY][2]), SESSION: (2, 2)}
+
+
+class Source:
+    """One source's sensor and job over a landing folder, with a warehouse and a TAUdb."""
+
+    def __init__(self, instance, tmp_path: Path, sensor, resource: str, source):
+        self.instance, self.sensor_module = instance, sensor
+        self.resource = {resource: source}
+        self.warehouse = Warehouse(root=str(tmp_path / "warehouse"))
+        self.taudb = TaudbResource(url=f"sqlite:///{tmp_path}/taudb.sqlite")
+        self.defs = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(
+            path=str(tmp_path))]), self.warehouse, self.taudb, **self.resource)
+        self.cursor = None
+
+    def tick_and_run(self) -> dg.ExecuteInProcessResult:
+        """One sensor tick, and the one run it asks for."""
+        name = self.sensor_module.SENSOR_NAME
+        data = tick(self.defs.resolve_sensor_def(name), self.instance, self.resource,
+                    self.cursor)
+        self.cursor = data.cursor
+        [request] = data.run_requests
+        return launch_in_process(self.defs.resolve_job_def(self.sensor_module.JOB_NAME),
+                                 self.instance, request, name, log_level="WARNING")
+
+    def trials(self) -> dict[str, dict]:
+        with self.taudb.open() as db:
+            return {trial["name"]: trial for trial in list_trials(db)}
+
+    def count(self, table: str, trial_id: int) -> int:
+        """Rows of a per-thread table (``timer_call_data``, ``counter_value``) on the real
+        threads of a trial."""
+        with self.taudb.open() as db:
+            return db.query(f"SELECT count(*) FROM {table} x JOIN thread h ON x.thread = h.id "
+                            "WHERE h.trial = ? AND h.node_rank >= 0", (trial_id,))[0][0]
+
+
+# --- GEOPM ------------------------------------------------------------------------------------
+
+@pytest.fixture
+def landing(tmp_path: Path) -> Path:
+    """The two bundled reports and a geopmsession report, in a landing folder ``landing``."""
+    folder = tmp_path / "landing"
+    folder.mkdir()
+    for name in (LEGACY, YAML):
+        shutil.copy(EXAMPLES / name, folder / name)
+    (folder / SESSION).write_text(SESSION_REPORT)
+    return folder
+
+
+@pytest.fixture
+def reports(instance, tmp_path, landing) -> Source:
+    return Source(instance, tmp_path, geopm, "geopm_source",
+                  GeopmReportSource(landing_folders=[str(landing)], quiet_period_s=0))
+
+
+def _loads(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
+    return {c.partition: c for c in result.get_asset_check_evaluations()
+            if c.check_name == LOADS_CHECK}
+
+
+def _trial_events(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
+    """Partition -> the metadata of its geopm_trials materialization in this run."""
+    return {event.partition: event.materialization.metadata
+            for event in result.get_asset_materialization_events()
+            if event.asset_key == geopm_trials.key}
+
+
+def test_every_report_is_one_trial_loaded_in_the_geopm_run(reports, landing):
+    result = reports.tick_and_run()
+    assert result.success
+    assert {key: c.passed for key, c in _loads(result).items()} == dict.fromkeys(KEYS, True)
+    trials = reports.trials()
+    assert set(trials) == set(KEYS)
+    for key in KEYS:
+        name = key.removeprefix("landing/")
+        threads, timers = TRIAL_SHAPE[name]
+        trial = trials[key]
+        assert (trial["total_threads"], trial["source_key"]) == (threads, str(landing / name))
+        assert reports.count("timer_call_data", trial["id"]) == timers
+    legacy = trials[f"landing/{LEGACY}"]
+    assert reports.count("counter_value", legacy["id"]) == 9 + 8 + 8 + 2 + 17
+    with reports.taudb.open() as db:
+        # TAU's TOTAL thread (-2) of the Application Totals: the report's package energy
+        total = db.query(
+            "SELECT sum(v.inclusive_value) FROM timer_value v "
+            "JOIN timer_call_data d ON v.timer_call_data = d.id JOIN thread h ON d.thread = h.id "
+            "JOIN timer_callpath c ON d.timer_callpath = c.id JOIN timer t ON c.timer = t.id "
+            "JOIN metric m ON v.metric = m.id WHERE h.trial = ? AND h.thread_index = -2 "
+            "AND t.name = 'Application Totals' AND m.name IN ('PACKAGE_ENERGY (J)', "
+            "'DRAM_ENERGY (J)')", (trials[f"landing/{YAML}"]["id"],))[0][0]
+    assert total == pytest.approx(ENERGY_J[YAML])
+    events = _trial_events(result)
+    assert {key: events[key]["taudb/trial_id"].value for key in KEYS} == {
+        key: trials[key]["id"] for key in KEYS}
+
+
+def test_rerunning_unchanged_reports_loads_nothing_new(reports, instance):
+    first = reports.tick_and_run()
+    assert first.success
+    before = reports.trials()
+    job = reports.defs.resolve_job_def(geopm.JOB_NAME)
+    same = {tag: first.dagster_run.tags[tag] for tag in (RANGE_START, RANGE_END)}
+    again = launch_in_process(job, instance, dg.RunRequest(tags=same),
+                              log_level="WARNING")  # the same range, nothing changed
+    assert again.success
+    assert reports.trials() == before  # same ids, same fingerprints: nothing reloaded
+    events = _trial_events(again)
+    assert set(events) == set(KEYS)
+    assert all(meta["taudb/unchanged"].value and "dagster/row_count" not in meta
+               for meta in events.values())
+    assert all(c.passed for c in _loads(again).values())
+
+
+def test_a_bad_report_fails_only_itself_and_keeps_its_earlier_trial(reports, landing):
+    assert reports.tick_and_run().success
+    before = reports.trials()
+    legacy = landing / LEGACY
+    lines = (EXAMPLES / LEGACY).read_text().splitlines(keepends=True)
+    legacy.write_text("".join(lines[:111]))  # the host's last line (memory HWM) missing
+    # frames that pass but no trial: two region names alike once TAU trims them
+    twice = REPORT_3X.replace('region: "say "hi" \\now"', 'region: "Application  Totals"')
+    (landing / "twice.report").write_text(twice.lstrip("\n"))
+    result = reports.tick_and_run()
+
+    assert not result.success
+    checks = _loads(result)
+    assert {key: c.passed for key, c in checks.items()} == {
+        f"landing/{LEGACY}": False, "landing/twice.report": False}
+    assert "not computed" in checks[f"landing/{LEGACY}"].description
+    bad = checks["landing/twice.report"]
+    assert bad.metadata["file"].value == str(landing / "twice.report")
+    assert "host '0012' has two timers named 'Application Totals'" in (
+        bad.metadata["error"].value)
+    assert reports.trials() == before  # the bad legacy report keeps its trial; twice: none
+    status = reports.instance.get_status_by_partition(
+        geopm_trials.key, [*KEYS, "landing/twice.report"],
+        dg.DynamicPartitionsDefinition(name="geopm_reports"))
+    assert status == {**dict.fromkeys(KEYS, dg.AssetPartitionStatus.MATERIALIZED),
+                      f"landing/{LEGACY}": dg.AssetPartitionStatus.FAILED,
+                      "landing/twice.report": dg.AssetPartitionStatus.FAILED}
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    assert failure.step_failure_data.user_failure_data.description.startswith(
+        "2 of 2 partition(s) failed:\n")
