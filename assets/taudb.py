@@ -1,4 +1,4 @@
-"""TAUdb trials: GPU benchmark runs from the warehouse, and TAU profile sets as a source.
+"""TAUdb trials: GPU runs and PowerAPI sensor days from the warehouse, TAU profile sets.
 
 ``taudb_trials`` keeps one trial per GPU benchmark run (mapping:
 ``docs/taudb-mapping.md``). It follows the per-repetition energy eagerly and
@@ -15,6 +15,13 @@ file and line, and loads nothing, while the other sets of the run load; the
 step then fails, so the run does and the bad set's status is *failed*
 (``assets/reporting.py``). A set whose content digest equals its stored
 trial's is not loaded again.
+
+``powerapi_trials`` keeps one trial per PowerAPI sensor and UTC day, from the
+PowerAPI pipeline's stored tables (read by table name: the window table
+``powerapi_window_energy`` and the power reports of every registered
+partition, a report landed twice kept once). A day's fingerprint digests its
+windows' and power reports' values, so only the days that changed are
+rebuilt, each replacing its trial.
 
 What every trial asset shares: :class:`TrialLoads` (a trial replaces those of
 its source key; one whose fingerprint equals the stored trial's, primary
@@ -40,6 +47,9 @@ from assets.gpu import (
     gpu_validated_frames,
     stored_energy_keys,
 )
+from assets.powerapi import FRAMES_TABLE as POWERAPI_FRAMES_TABLE
+from assets.powerapi import WINDOW_TABLE as POWERAPI_WINDOW_TABLE
+from assets.powerapi import powerapi_validated_frames, powerapi_window_energy, stored_keys
 from assets.reporting import (
     PartitionBatch,
     column_schema,
@@ -47,15 +57,17 @@ from assets.reporting import (
     partition_check_spec,
     single_run_backfills,
 )
+from joulehouse.digest import digest_pairs
 from joulehouse.gpu.layout import RepetitionRef
 from joulehouse.gpu.store import load_repetition, stored_version
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials, load_trial
 from joulehouse.taudb.mapping.gpu import MeasuredRepetition, run_fingerprint, run_trial
+from joulehouse.taudb.mapping.powerapi import session_trials
 from joulehouse.taudb.model import TrialData
 from joulehouse.taudb.read import read_trial_source
 from joulehouse.warehouse import Warehouse as Tables
-from resources import GpuBenchmarkSource
+from resources import GpuBenchmarkSource, PowerapiSource, Warehouse
 from resources.taudb import TaudbResource, TauProfileSource
 
 GROUP = "taudb"
@@ -252,4 +264,77 @@ with single_run_backfills() as single_run:
             raise failure(len(context.partition_keys), batch.errors())
 
 
-TAUDB_ASSETS = [tau_profile_files, tau_profile_trials]
+# --- PowerAPI: one trial per sensor and UTC day ---------------------------------------------
+
+#: What this asset reads of the PowerAPI pipeline's warehouse tables (assets/powerapi.py).
+POWERAPI_POWER_TABLE = f"{POWERAPI_FRAMES_TABLE}/power_reports"
+
+
+def _digest(frame: pd.DataFrame) -> str:
+    """A digest of ``frame``'s values, row by row in order (not of its index)."""
+    return digest_pairs({"rows": pd.util.hash_pandas_object(frame, index=False)
+                         .to_numpy().tobytes().hex()})
+
+
+def sensor_days(table: pd.DataFrame, power: pd.DataFrame | None
+                ) -> Iterator[tuple[str, pd.DataFrame, pd.DataFrame | None]]:
+    """Per sensor and UTC day of the window table ``table``: the trial's name
+    ``<sensor>/<YYYY-MM-DD>``, its windows, and its power reports (or None), split as
+    :func:`joulehouse.taudb.mapping.powerapi.session_trials` splits them: a window by
+    the day of its start (windows divide a day), a power report by the day of the tick
+    it ends (a report stamped 00:00:00 belongs to the day before)."""
+    days = table["window_start"].dt.floor("D")
+    reports = {} if power is None else dict(tuple(power.groupby(
+        [power["sensor"], (power["timestamp"] - pd.Timedelta(1, "ns")).dt.floor("D")],
+        sort=False)))
+    for (sensor, day), rows in table.groupby([table["sensor"], days], sort=True):
+        yield f"{sensor}/{day:%Y-%m-%d}", rows, reports.get((sensor, day))
+
+
+def _day_trial(rows: pd.DataFrame, reports: pd.DataFrame | None, **settings) -> TrialData:
+    """The one trial of a sensor's day (``session_trials`` of its rows alone)."""
+    [trial] = session_trials(rows, reports, **settings)
+    return trial
+
+
+@dg.asset(
+    description=(
+        "One TAUdb trial per PowerAPI sensor and UTC day (threads = targets, one timer per "
+        "window, metrics = time and measured and estimated energy, user events = power and "
+        "the estimates' error; docs/taudb-mapping.md), from the stored window table and "
+        "power reports of every registered partition (a report landed twice counts once). "
+        "Only the days whose windows or power reports changed are rebuilt; a rebuild "
+        "replaces the day's trial."
+    ),
+    group_name=GROUP,
+    deps=[powerapi_validated_frames, powerapi_window_energy],
+    automation_condition=TABLE_AUTOMATION,
+    kinds={"taudb"},
+    tags={"source": "powerapi"},
+)
+def powerapi_trials(context: dg.AssetExecutionContext, powerapi_source: PowerapiSource,
+                    warehouse: Warehouse, taudb: TaudbResource) -> dg.MaterializeResult:
+    tables = warehouse.tables()
+    table = tables.read_table(POWERAPI_WINDOW_TABLE)
+    if table.empty:
+        raise dg.Failure("no PowerAPI window energy stored yet: materialize "
+                         "powerapi_window_energy")
+    keys = stored_keys(context, tables)
+    power = tables.read_partitions(POWERAPI_POWER_TABLE, keys).drop_duplicates(
+        ignore_index=True) if keys else None
+    window = powerapi_source.window
+    source = str(tables.table_dir(POWERAPI_WINDOW_TABLE).resolve())
+    with taudb.open() as db:
+        loads = TrialLoads.into(db)
+        for name, rows, reports in sensor_days(
+                table, None if power is None or power.empty else power):
+            fingerprint = digest_pairs({"window": window, "windows": _digest(rows),
+                                        "power": "" if reports is None else _digest(reports)})
+            loads.load(name, partial(_day_trial, rows, reports, window=window, source=source,
+                                     fingerprint=fingerprint),
+                       (f"{source}#{name}", fingerprint))
+    context.log.info(f"PowerAPI: {len(loads.rows)} of {len(loads.ids)} sensor day(s) loaded")
+    return dg.MaterializeResult(metadata=loads.metadata("days"))
+
+
+TAUDB_ASSETS = [tau_profile_files, tau_profile_trials, powerapi_trials]

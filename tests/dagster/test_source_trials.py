@@ -1,8 +1,10 @@
-"""GEOPM reports as TAUdb trials, loaded from Dagster.
+"""GEOPM reports and PowerAPI sensor days as TAUdb trials, loaded from Dagster.
 
 GEOPM: ``geopm_trials`` in the GEOPM step, one trial per report partition
-(``assets/geopm.py``). The trials have the rows the mapping tests expect
-(``tests/geopm/test_geopm_taudb.py``).
+(``assets/geopm.py``); PowerAPI: ``powerapi_trials``, one trial per sensor and
+UTC day from the stored PowerAPI tables (``assets/taudb.py``). The trials have
+the rows the mapping tests expect (``tests/geopm/test_geopm_taudb.py``,
+``tests/taudb/test_powerapi_mapping.py``).
 """
 
 import shutil
@@ -14,23 +16,27 @@ import pytest
 from assets.geopm import (
     geopm_trials,
 )
-from assets.taudb import LOADS_CHECK
+from assets.taudb import LOADS_CHECK, powerapi_trials
 from definitions import build_definitions
 from joulehouse.taudb.loader import list_trials
+from joulehouse.warehouse import Warehouse as Tables
 from resources import (
     DataRoot,
     GeopmReportSource,
     GpuBenchmarkSource,
+    PowerapiSource,
     TaudbResource,
     Warehouse,
 )
-from sensors import geopm
+from sensors import geopm, powerapi
 from sensors.local import launch_in_process, tick
 from sensors.partition_runs import RANGE_END, RANGE_START
 from tests.dagster.test_geopm_assets import ENERGY_J, EXAMPLES, LEGACY, SHAPE, YAML
 from tests.geopm.test_geopm_taudb import SESSION_REPORT
 from tests.geopm.test_geopm_traps import REPORT_3X
 
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+POWERAPI_EXAMPLES = PROJECT_ROOT / "examples" / "powerapi"
 SESSION = "session.report"
 KEYS = [f"landing/{YAML}", f"landing/{LEGACY}", f"landing/{SESSION}"]
 #: report -> (threads = hosts, timers = entries over all hosts: regions + 3 totals per host,
@@ -48,6 +54,7 @@ class Source:
         self.taudb = TaudbResource(url=f"sqlite:///{tmp_path}/taudb.sqlite")
         self.defs = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(
             path=str(tmp_path))]), self.warehouse, self.taudb, **self.resource)
+        self.tables = Tables(self.warehouse.root)
         self.cursor = None
 
     def tick_and_run(self) -> dg.ExecuteInProcessResult:
@@ -179,3 +186,63 @@ def test_a_bad_report_fails_only_itself_and_keeps_its_earlier_trial(reports, lan
     [failure] = [e for e in result.all_events if e.is_step_failure]
     assert failure.step_failure_data.user_failure_data.description.startswith(
         "2 of 2 partition(s) failed:\n")
+
+
+# --- PowerAPI ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def sensor_days(instance, tmp_path) -> tuple[Source, Path]:
+    """The bundled PowerAPI examples landed in ``landing``, through the PowerAPI run."""
+    folder = tmp_path / "landing"
+    shutil.copytree(POWERAPI_EXAMPLES, folder, ignore=shutil.ignore_patterns("*.md"))
+    source = Source(instance, tmp_path, powerapi, "powerapi_source",
+                    PowerapiSource(landing_folders=[str(folder)], quiet_period_s=0))
+    assert source.tick_and_run().success
+    return source, folder
+
+
+def _load_days(source: Source) -> dict:
+    result = dg.materialize([powerapi_trials], instance=source.instance, resources={
+        **source.resource, "warehouse": source.warehouse, "taudb": source.taudb})
+    [event] = result.get_asset_materialization_events()
+    return event.materialization.metadata
+
+
+def test_powerapi_examples_are_one_trial_of_their_sensor_and_day(sensor_days):
+    source, _ = sensor_days
+    metadata = _load_days(source)
+    [trial] = source.trials().values()
+    assert trial["name"] == "sensor_test/2021-01-13" and trial["total_threads"] == 5
+    table = Tables(source.warehouse.root).table_dir("powerapi_window_energy").resolve()
+    assert trial["source_key"] == f"{table}#sensor_test/2021-01-13"
+    # one window entered by each of the 5 targets, 3 metrics; 5 user events (as the mapping
+    # test of the same files): the reports landed in two forms count once
+    assert source.count("timer_call_data", trial["id"]) == 5
+    assert source.count("counter_value", trial["id"]) == 5
+    with source.taudb.open() as db:
+        measured = db.query(
+            "SELECT v.inclusive_value FROM timer_value v "
+            "JOIN timer_call_data d ON v.timer_call_data = d.id JOIN thread h ON d.thread = h.id "
+            "JOIN metric m ON v.metric = m.id WHERE h.trial = ? AND h.thread_index = -2 "
+            "AND m.name = 'MEASURED CPU ENERGY (J)'", (trial["id"],))
+    assert measured == [(pytest.approx(12.19696044921875, rel=1e-12),)]
+    assert metadata["days_loaded"].value == 1 and metadata["trial_ids"].value == {
+        "sensor_test/2021-01-13": trial["id"]}
+
+
+def test_only_the_days_a_new_file_touches_are_loaded_again(sensor_days):
+    source, folder = sensor_days
+    first = _load_days(source)["trial_ids"].value
+    again = _load_days(source)
+    assert again["days_loaded"].value == 0 and again["trial_ids"].value == first
+
+    hwpc = (POWERAPI_EXAMPLES / "smartwatts_timeline.jsonl").read_text()
+    (folder / "node2.jsonl").write_text(hwpc.replace("sensor_test", "node2"))
+    assert source.tick_and_run().success
+    after = _load_days(source)
+    assert (after["days_loaded"].value, after["days_unchanged"].value) == (1, 1)
+    assert list(after["rows_loaded"].value) == ["node2/2021-01-13"]
+    assert after["trial_ids"].value["sensor_test/2021-01-13"] == first["sensor_test/2021-01-13"]
+    trials = source.trials()
+    assert {name: t["total_threads"] for name, t in trials.items()} == {
+        "sensor_test/2021-01-13": 5, "node2/2021-01-13": 1}  # its HWPC reports only
