@@ -17,7 +17,9 @@ subsettable step over every partition of a run, for the reason
    partition and leaves its earlier trial;
 4. the tables over every registered report whose energy is stored
    (``geopm_region_energy``, ``geopm_report_energy``) and this source's rows
-   of ``energy_facts`` (``energy_facts/geopm``), from the stored frames;
+   of ``energy_facts`` (``energy_facts/geopm``), from the stored frames; a
+   report given twice (the same content landed under two names) counts once
+   (``reports_given_twice`` in their metadata);
 5. then, if any partition failed, the step fails (``assets/reporting.py``).
 """
 
@@ -46,6 +48,7 @@ from joulehouse.geopm.plots import COMPONENTS, kj_column, region_energy_kj, regi
 from joulehouse.geopm.readers import Report, read_report
 from joulehouse.geopm.store import (
     FRAME_SCHEMAS,
+    distinct_reports,
     load_frames,
     load_report,
     save_report,
@@ -283,10 +286,14 @@ def stored_report_keys(context: dg.AssetExecutionContext, tables: Tables) -> lis
 
 def whole_tables(tables: Tables, keys: list[str], selected: set[dg.AssetKey]
                  ) -> Iterator[dg.MaterializeResult]:
-    """Rebuild the selected tables over the stored reports ``keys`` from their frames."""
+    """Rebuild the selected tables over the stored reports ``keys`` from their frames; a
+    report given twice (same content under two keys) counts once, under its first key."""
+    keys, twice = distinct_reports(tables, keys)
     totals = load_frames(tables, "totals", keys)
     summary = {"reports": dg.MetadataValue.int(len(keys)),
-               "hosts": dg.MetadataValue.int(len(totals[["report", "host"]].drop_duplicates()))}
+               "hosts": dg.MetadataValue.int(len(totals[["report", "host"]].drop_duplicates())),
+               "reports_given_twice": dg.MetadataValue.int(len(twice)),
+               "given_twice": dg.MetadataValue.json(twice)}
     if geopm_region_energy.key in selected:
         table = energy.regions_across_hosts(load_frames(tables, "regions", keys), REGION_TABLE)
         tables.write_table(REGION_TABLE, table)

@@ -11,9 +11,15 @@ import shutil
 from pathlib import Path
 
 import dagster as dg
+import pandas as pd
 import pytest
 
 from assets.geopm import (
+    FACTS_TABLE,
+    REGION_TABLE,
+    REPORT_TABLE,
+    geopm_region_energy,
+    geopm_report_energy,
     geopm_trials,
 )
 from assets.taudb import LOADS_CHECK, powerapi_trials
@@ -186,6 +192,30 @@ def test_a_bad_report_fails_only_itself_and_keeps_its_earlier_trial(reports, lan
     [failure] = [e for e in result.all_events if e.is_step_failure]
     assert failure.step_failure_data.user_failure_data.description.startswith(
         "2 of 2 partition(s) failed:\n")
+
+
+# --- GEOPM: a report given twice --------------------------------------------------------------
+
+def test_a_report_landed_under_two_names_counts_once(reports, landing):
+    shutil.copy(landing / YAML, landing / "copy.report")  # the same file, a second name
+    result = reports.tick_and_run()
+    assert result.success
+    tables = reports.tables
+    assert set(tables.read_table(REGION_TABLE)["report"]) == {
+        "landing/copy.report", f"landing/{LEGACY}"}  # the copy's key sorts first: kept
+    report = tables.read_table(REPORT_TABLE)
+    application = report[report["section"] == "application"]
+    assert (application["package_energy_j"] + application["dram_energy_j"]).sum() == (
+        pytest.approx(sum(ENERGY_J.values())))
+    facts = pd.read_parquet(tables.table_dir(FACTS_TABLE) / "geopm.parquet")
+    assert len(facts) == 6 and facts["energy_j"].sum() == pytest.approx(sum(ENERGY_J.values()))
+    for asset in (geopm_region_energy, geopm_report_energy):
+        [event] = [e for e in result.get_asset_materialization_events()
+                   if e.asset_key == asset.key]
+        metadata = event.materialization.metadata
+        assert metadata["reports_given_twice"].value == 1
+        assert metadata["given_twice"].value == {f"landing/{YAML}": "landing/copy.report"}
+        assert metadata["reports"].value == 3  # legacy, session, the YAML report once
 
 
 # --- PowerAPI ---------------------------------------------------------------------------------
