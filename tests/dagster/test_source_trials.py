@@ -24,7 +24,11 @@ from assets.geopm import (
 )
 from assets.taudb import LOADS_CHECK, powerapi_trials
 from definitions import build_definitions
-from joulehouse.taudb.loader import list_trials
+from joulehouse.taudb.connect import TaudbDatabase
+from joulehouse.taudb.loader import list_trials, load_trial
+from joulehouse.taudb.model import TrialData
+from joulehouse.taudb.read import read_trial_source
+from joulehouse.taudb.stored import read_stored_trial
 from joulehouse.warehouse import Warehouse as Tables
 from resources import (
     DataRoot,
@@ -143,6 +147,30 @@ def test_every_report_is_one_trial_loaded_in_the_geopm_run(reports, landing):
     events = _trial_events(result)
     assert {key: events[key]["taudb/trial_id"].value for key in KEYS} == {
         key: trials[key]["id"] for key in KEYS}
+
+
+def _rows(trial: TrialData) -> dict[str, list]:
+    """Every row of a stored trial but its name, each frame sorted."""
+    frames = {"threads": trial.threads, "timers": trial.timers, "values": trial.timer_values,
+              "counters": trial.counters, "metadata": trial.metadata}
+    return {"metrics": trial.metrics, "source_key": trial.source_key,
+            "fingerprint": trial.fingerprint, "trial_metadata": trial.trial_metadata,
+            **{name: sorted(map(tuple, frame.astype(str).to_numpy().tolist()))
+               for name, frame in frames.items()}}
+
+
+def test_the_dagster_trial_is_the_trial_taudb_load_writes(reports, landing, tmp_path):
+    """So what TAU's own reader shows of the CLI's trials (tests/taudb/test_tau_reader.py,
+    the bundled reports and a session report) holds for the Dagster ones."""
+    assert reports.tick_and_run().success
+    trials = reports.trials()
+    with TaudbDatabase(f"sqlite:///{tmp_path}/cli.sqlite") as cli, reports.taudb.open() as db:
+        for key in KEYS:
+            path = landing / key.removeprefix("landing/")
+            expected = read_stored_trial(cli, load_trial(cli, read_trial_source(path)))
+            stored = read_stored_trial(db, trials[key]["id"])
+            assert (stored.name, expected.name) == (key, path.name)
+            assert _rows(stored) == _rows(expected), key
 
 
 def test_rerunning_unchanged_reports_loads_nothing_new(reports, instance):
