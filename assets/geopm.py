@@ -10,10 +10,17 @@ subsettable step over every partition of a run, for the reason
    stored before stays) and its ``pandera_valid`` result names file and line;
 2. ``geopm_host_energy``: per report, host and region (and totals section)
    energy, for the reports that passed;
-3. the tables over every registered report whose energy is stored
+3. ``geopm_trials``: each report that passed as one TAUdb trial (its own
+   transaction, replacing the report's trial), from its stored frames; a
+   report whose landing fingerprint equals its stored trial's is not loaded
+   again; a report the mapping refuses fails the check ``loads`` of its
+   partition and leaves its earlier trial;
+4. the tables over every registered report whose energy is stored
    (``geopm_region_energy``, ``geopm_report_energy``) and this source's rows
-   of ``energy_facts`` (``energy_facts/geopm``), from the stored frames;
-4. then, if any partition failed, the step fails (``assets/reporting.py``).
+   of ``energy_facts`` (``energy_facts/geopm``), from the stored frames; a
+   report given twice (the same content landed under two names) counts once
+   (``reports_given_twice`` in their metadata);
+5. then, if any partition failed, the step fails (``assets/reporting.py``).
 """
 
 from collections.abc import Iterator
@@ -31,14 +38,28 @@ from assets.reporting import (
     single_run_backfills,
     table_metadata,
 )
+from assets.taudb import GROUP as TAUDB_GROUP
+from assets.taudb import LOADS_CHECK, load_partition_trials
+from joulehouse.errors import InputError
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
 from joulehouse.geopm import energy, schemas
+from joulehouse.geopm.layout import identify_report
 from joulehouse.geopm.plots import COMPONENTS, kj_column, region_energy_kj, region_energy_png
 from joulehouse.geopm.readers import Report, read_report
-from joulehouse.geopm.store import FRAME_SCHEMAS, load_frames, load_report, save_report
+from joulehouse.geopm.store import (
+    FRAME_SCHEMAS,
+    distinct_reports,
+    load_frames,
+    load_report,
+    save_report,
+    stored_frame_keys,
+)
+from joulehouse.landing import read_landed_item
 from joulehouse.plots import markdown_image
+from joulehouse.taudb.mapping.geopm import report_trial
+from joulehouse.taudb.model import TrialData
 from joulehouse.warehouse import Warehouse as Tables
-from resources import GeopmReportSource, Warehouse
+from resources import GeopmReportSource, TaudbResource, Warehouse
 
 GROUP = "geopm"
 HOST_TABLE = "geopm_host_energy"
@@ -97,6 +118,26 @@ geopm_host_energy = dg.AssetSpec(
     kinds={"pandas", "parquet"},
 )
 
+geopm_trials = dg.AssetSpec(
+    "geopm_trials",
+    description=(
+        "One TAUdb trial per report (threads = hosts, timers = regions and the totals "
+        "sections, metrics = time and energy fields, user events = power, frequency and "
+        "signals; a geopmsession report: one timer per host, its signals' statistics; "
+        "docs/taudb-mapping.md), built from the stored frames and loaded in one transaction "
+        "that replaces the report's trial. A report whose file did not change since its "
+        "trial was loaded is not loaded again. A report that fails fails the check 'loads' "
+        "of its partition and keeps its earlier trial."
+    ),
+    group_name=TAUDB_GROUP,
+    partitions_def=geopm_reports,
+    skippable=True,
+    tags=TAGS,
+    deps=[geopm_validated_frames],
+    automation_condition=dg.AutomationCondition.eager(),
+    kinds={"taudb"},
+)
+
 geopm_region_energy = dg.AssetSpec(
     REGION_TABLE,
     description=(
@@ -141,6 +182,11 @@ COMPUTED_SPEC = partition_check_spec(
     geopm_host_energy.key, COMPUTED_CHECK, geopm_reports,
     "The report's host energy was computed and stored (one result per partition; not "
     "computed when its validated frames failed in the same run).")
+LOADS_SPEC = partition_check_spec(
+    geopm_trials.key, LOADS_CHECK, geopm_reports,
+    "The report was loaded as a TAUdb trial, or its trial is current (one result per "
+    "partition; a failed one names file and line; not loaded when its frames failed in the "
+    "same run).")
 
 GEOPM_TABLES = [geopm_region_energy, geopm_report_energy, geopm_energy_facts]
 
@@ -208,6 +254,29 @@ def compute_energy(context: dg.AssetExecutionContext, source: GeopmReportSource,
     return batch
 
 
+def load_trials(context: dg.AssetExecutionContext, source: GeopmReportSource, tables: Tables,
+                taudb: TaudbResource, skip: dict[str, str]) -> PartitionBatch:
+    """Load the trial of every report of the run but those in ``skip`` (and those with no
+    stored frames), from its stored frames; fingerprint: the report file's landing
+    fingerprint (name, size, mtime), as the sensor and ``joulehouse taudb load`` see it."""
+    stored = set(stored_frame_keys(tables))
+    skip = skip | {key: "no validated frames stored" for key in context.partition_keys
+                   if key not in stored and key not in skip}
+
+    def known(key: str) -> tuple[str, str]:
+        path = source.resolve(key)
+        item = read_landed_item(path, key, identify_report)
+        if item is None:
+            raise InputError(path, "no GEOPM report here any more")
+        return str(path.resolve()), item.fingerprint
+
+    def build(key: str) -> TrialData:
+        return report_trial(load_report(tables, key, source.resolve(key)), known(key)[1])
+
+    with taudb.open() as db:
+        return load_partition_trials(context, db, build, known, skip)
+
+
 def stored_report_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
     """The registered ``geopm_reports`` partitions whose host energy is stored, in table
     order (a report whose latest version failed keeps its last good tables)."""
@@ -217,10 +286,14 @@ def stored_report_keys(context: dg.AssetExecutionContext, tables: Tables) -> lis
 
 def whole_tables(tables: Tables, keys: list[str], selected: set[dg.AssetKey]
                  ) -> Iterator[dg.MaterializeResult]:
-    """Rebuild the selected tables over the stored reports ``keys`` from their frames."""
+    """Rebuild the selected tables over the stored reports ``keys`` from their frames; a
+    report given twice (same content under two keys) counts once, under its first key."""
+    keys, twice = distinct_reports(tables, keys)
     totals = load_frames(tables, "totals", keys)
     summary = {"reports": dg.MetadataValue.int(len(keys)),
-               "hosts": dg.MetadataValue.int(len(totals[["report", "host"]].drop_duplicates()))}
+               "hosts": dg.MetadataValue.int(len(totals[["report", "host"]].drop_duplicates())),
+               "reports_given_twice": dg.MetadataValue.int(len(twice)),
+               "given_twice": dg.MetadataValue.json(twice)}
     if geopm_region_energy.key in selected:
         table = energy.regions_across_hosts(load_frames(tables, "regions", keys), REGION_TABLE)
         tables.write_table(REGION_TABLE, table)
@@ -246,15 +319,15 @@ def whole_tables(tables: Tables, keys: list[str], selected: set[dg.AssetKey]
 with single_run_backfills() as single_run:
     @dg.multi_asset(
         name="geopm_pipeline",
-        specs=[geopm_validated_frames, geopm_host_energy, *GEOPM_TABLES],
-        check_specs=[VALID_SPEC, COMPUTED_SPEC],
+        specs=[geopm_validated_frames, geopm_host_energy, geopm_trials, *GEOPM_TABLES],
+        check_specs=[VALID_SPEC, COMPUTED_SPEC, LOADS_SPEC],
         can_subset=True,
         backfill_policy=single_run,
         pool=TABLES_POOL,
         description="The GEOPM pipeline in one step; see assets/geopm.py.",
     )
     def geopm_pipeline(context: dg.AssetExecutionContext, geopm_source: GeopmReportSource,
-                       warehouse: Warehouse) -> Iterator:
+                       warehouse: Warehouse, taudb: TaudbResource) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
         failed: dict[str, str] = {}
@@ -267,6 +340,11 @@ with single_run_backfills() as single_run:
             host = compute_energy(context, geopm_source, tables, skip)
             yield from host.results(context, COMPUTED_SPEC)
             failed |= host.errors()
+        if geopm_trials.key in selected:
+            skip = {key: "an earlier asset of its report failed in this run" for key in failed}
+            trials = load_trials(context, geopm_source, tables, taudb, skip)
+            yield from trials.results(context, LOADS_SPEC)
+            failed = trials.errors() | failed  # a report's first error stays the one shown
         if selected & {spec.key for spec in GEOPM_TABLES}:
             keys = stored_report_keys(context, tables)
             if keys:

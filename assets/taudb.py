@@ -1,4 +1,4 @@
-"""TAUdb trials: GPU benchmark runs from the warehouse, and TAU profile sets as a source.
+"""TAUdb trials: GPU runs and PowerAPI sensor days from the warehouse, TAU profile sets.
 
 ``taudb_trials`` keeps one trial per GPU benchmark run (mapping:
 ``docs/taudb-mapping.md``). It follows the per-repetition energy eagerly and
@@ -13,10 +13,29 @@ registered by the landing sensor), many per run; each set is one trial in one
 transaction. A bad set fails the check ``loads`` of its own partition, naming
 file and line, and loads nothing, while the other sets of the run load; the
 step then fails, so the run does and the bad set's status is *failed*
-(``assets/reporting.py``).
+(``assets/reporting.py``). A set whose content digest equals its stored
+trial's is not loaded again.
+
+``powerapi_trials`` keeps one trial per PowerAPI sensor and UTC day, from the
+PowerAPI pipeline's stored tables (read by table name: the window table
+``powerapi_window_energy`` and the power reports of every registered
+partition, a report landed twice kept once). A day's fingerprint digests its
+windows' and power reports' values, so only the days that changed are
+rebuilt, each replacing its trial.
+
+What every trial asset shares: :class:`TrialLoads` (a trial replaces those of
+its source key; one whose fingerprint equals the stored trial's, primary
+metadata, is not loaded again, and not even built when its fingerprint is
+known beforehand) and :func:`load_partition_trials` (one trial per partition
+of a run, each in its own transaction; a bad one fails alone, for its
+``loads`` check). GEOPM reports use them too (``assets/geopm.py``).
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -28,15 +47,27 @@ from assets.gpu import (
     gpu_validated_frames,
     stored_energy_keys,
 )
-from assets.reporting import PartitionBatch, failure, partition_check_spec, single_run_backfills
+from assets.powerapi import FRAMES_TABLE as POWERAPI_FRAMES_TABLE
+from assets.powerapi import WINDOW_TABLE as POWERAPI_WINDOW_TABLE
+from assets.powerapi import powerapi_validated_frames, powerapi_window_energy, stored_keys
+from assets.reporting import (
+    PartitionBatch,
+    column_schema,
+    failure,
+    partition_check_spec,
+    single_run_backfills,
+)
+from joulehouse.digest import digest_pairs
 from joulehouse.gpu.layout import RepetitionRef
 from joulehouse.gpu.store import load_repetition, stored_version
+from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials, load_trial
 from joulehouse.taudb.mapping.gpu import MeasuredRepetition, run_fingerprint, run_trial
+from joulehouse.taudb.mapping.powerapi import session_trials
 from joulehouse.taudb.model import TrialData
 from joulehouse.taudb.read import read_trial_source
 from joulehouse.warehouse import Warehouse as Tables
-from resources import GpuBenchmarkSource
+from resources import GpuBenchmarkSource, PowerapiSource, Warehouse
 from resources.taudb import TaudbResource, TauProfileSource
 
 GROUP = "taudb"
@@ -59,10 +90,95 @@ tau_profile_files = dg.AssetSpec(
 )
 
 
-def _trial_rows(trial: TrialData) -> dict[str, int]:
-    return {"threads": len(trial.threads), "timers": len(trial.timers),
-            "timer_values": len(trial.timer_values), "counters": len(trial.counters),
-            "metadata": len(trial.metadata)}
+def trial_frames(trial: TrialData) -> dict[str, pd.DataFrame]:
+    """The frames of ``trial`` a materialization reports (rows and columns)."""
+    return {"threads": trial.threads, "timer_values": trial.timer_values,
+            "counters": trial.counters}
+
+
+@dataclass
+class TrialLoads:
+    """The trials one step loads into one TAUdb. Each replaces the trials of its source key;
+    one whose fingerprint equals the stored trial's (primary metadata) is not loaded again.
+
+    ``ids``: name (a run, a partition key, a sensor's day) -> trial id, loaded or unchanged;
+    ``rows``: name -> rows of each table, for the trials loaded by this step only.
+    """
+
+    db: TaudbDatabase
+    stored: dict[str, dict]  # source_key -> the trial's row of list_trials
+    ids: dict[str, int] = field(default_factory=dict)
+    rows: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @classmethod
+    def into(cls, db: TaudbDatabase) -> "TrialLoads":
+        return cls(db, {trial["source_key"]: trial for trial in list_trials(db)})
+
+    def load(self, name: str, build: Callable[[], TrialData],
+             known: tuple[str, str] | None = None) -> TrialData | None:
+        """Load ``build()`` unless the stored trial of its source key has its fingerprint;
+        ``known``: the (source key, fingerprint) it will have, when cheaper than building
+        it, so an unchanged trial is not even built. Returns the trial loaded, or None when
+        unchanged. An error of ``build`` or of the load leaves TAUdb as it was."""
+        if known is not None and self._unchanged(name, *known):
+            return None
+        trial = build()
+        if self._unchanged(name, trial.source_key, trial.fingerprint):
+            return None
+        self.ids[name] = load_trial(self.db, trial)
+        self.rows[name] = {"threads": len(trial.threads), "timers": len(trial.timers),
+                           "timer_values": len(trial.timer_values),
+                           "counters": len(trial.counters), "metadata": len(trial.metadata)}
+        return trial
+
+    def _unchanged(self, name: str, source_key: str, fingerprint: str) -> bool:
+        previous = self.stored.get(source_key)
+        if previous is None or previous["fingerprint"] != fingerprint:
+            return False
+        self.ids[name] = previous["id"]
+        return True
+
+    def metadata(self, what: str) -> dict[str, Any]:
+        """The metadata of a step that loaded trials of ``what`` (runs, days): trial ids,
+        how many were loaded and unchanged, the rows loaded, the backend."""
+        return {
+            "dagster/row_count": dg.MetadataValue.int(len(self.ids)),
+            "trial_ids": dg.MetadataValue.json(self.ids),
+            f"{what}_loaded": dg.MetadataValue.int(len(self.rows)),
+            f"{what}_unchanged": dg.MetadataValue.int(len(self.ids) - len(self.rows)),
+            "rows_loaded": dg.MetadataValue.json(self.rows),
+            "taudb": dg.MetadataValue.text(self.db.backend),
+        }
+
+
+def load_partition_trials(
+    context: dg.AssetExecutionContext, db: TaudbDatabase, build: Callable[[str], TrialData],
+    known: Callable[[str], tuple[str, str]] | None = None, skip: Mapping[str, str] | None = None,
+) -> PartitionBatch:
+    """Load the trial ``build(key)`` of every partition of the run but those in ``skip``,
+    each in its own transaction (``TrialLoads``; ``known(key)``: its source key and
+    fingerprint before it is built). An ``InputError`` of one partition loads nothing for it
+    and the others go on (``PartitionBatch``). Every stored partition's metadata has
+    ``taudb/trial_id``; an unchanged one ``taudb/unchanged`` instead of a row count."""
+    loads = TrialLoads.into(db)
+    shown: dict[str, dict[str, pd.DataFrame]] = {}
+
+    def load(key: str) -> dict[str, pd.DataFrame]:
+        trial = loads.load(key, lambda: build(key), known(key) if known else None)
+        if trial is not None:
+            shown[key] = {"threads": trial.threads, "timer_values": trial.timer_values,
+                          "counters": trial.counters}
+        return shown.get(key, {})
+
+    batch = PartitionBatch.run(context, load, lambda name: None, skip=skip)
+    # TrialData's frames have no pandera schema yet: their columns go undescribed.
+    batch.schema = column_schema(next(iter(shown.values())), lambda name: None) if shown else None
+    for key, metadata in batch.stored.items():
+        metadata["taudb/trial_id"] = dg.MetadataValue.int(loads.ids[key])
+        if key not in shown:  # nothing written: no rows to count in this step
+            del metadata["dagster/row_count"]
+            metadata["taudb/unchanged"] = dg.MetadataValue.bool(True)
+    return batch
 
 
 taudb_trials = dg.AssetSpec(
@@ -83,6 +199,15 @@ taudb_trials = dg.AssetSpec(
 )
 
 
+def _run_trial(tables: Tables, run_dir: Path, members: dict[str, RepetitionRef],
+               versions: dict[str, str]) -> TrialData:
+    """The trial of one GPU run from its repetitions' stored frames and energy."""
+    return run_trial(run_dir, [
+        MeasuredRepetition(load_repetition(tables, key, ref),
+                           tables.read_partitions(ENERGY_TABLE, [key]), versions[key])
+        for key, ref in members.items()])
+
+
 def load_gpu_trials(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
                     tables: Tables, taudb: TaudbResource) -> dg.MaterializeResult:
     """(Re)load the trial of every GPU run whose stored repetitions changed."""
@@ -90,32 +215,18 @@ def load_gpu_trials(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkS
     for key in stored_energy_keys(context, tables):
         root, ref = gpu_source.resolve(key)
         runs.setdefault(gpu_source.run_key(root, ref), {})[key] = ref
-    trial_ids, rows = {}, {}
     with taudb.open() as db:
-        loaded = {trial["source_key"]: trial for trial in list_trials(db)}
+        loads = TrialLoads.into(db)
         for run, members in sorted(runs.items()):
             run_dir = next(iter(members.values())).run_dir.resolve()
             versions = {key: stored_version(tables, key, ENERGY_TABLE) for key in members}
-            previous = loaded.get(str(run_dir))
-            if previous and previous["fingerprint"] == run_fingerprint(
-                    {ref.key: versions[key] for key, ref in members.items()}):
-                trial_ids[run] = previous["id"]
-                continue
-            trial = run_trial(run_dir, [
-                MeasuredRepetition(load_repetition(tables, key, ref),
-                                   tables.read_partitions(ENERGY_TABLE, [key]), versions[key])
-                for key, ref in members.items()])
-            trial_ids[run] = load_trial(db, trial)
-            rows[run] = _trial_rows(trial)
-            context.log.info(f"{run}: trial {trial_ids[run]} ({len(members)} repetitions)")
-    return dg.MaterializeResult(asset_key=taudb_trials.key, metadata={
-        "dagster/row_count": dg.MetadataValue.int(len(trial_ids)),
-        "trial_ids": dg.MetadataValue.json(trial_ids),
-        "runs_loaded": dg.MetadataValue.int(len(rows)),
-        "runs_unchanged": dg.MetadataValue.int(len(trial_ids) - len(rows)),
-        "rows_loaded": dg.MetadataValue.json(rows),
-        "taudb": dg.MetadataValue.text(db.backend),
-    })
+            known = (str(run_dir), run_fingerprint(
+                {ref.key: versions[key] for key, ref in members.items()}))
+            trial = loads.load(run, partial(_run_trial, tables, run_dir, members, versions),
+                               known)
+            if trial is not None:
+                context.log.info(f"{run}: trial {loads.ids[run]} ({len(members)} repetitions)")
+    return dg.MaterializeResult(asset_key=taudb_trials.key, metadata=loads.metadata("runs"))
 
 
 LOADS_SPEC = partition_check_spec(
@@ -145,22 +256,85 @@ with single_run_backfills() as single_run:
     )
     def tau_profile_trials(context: dg.AssetExecutionContext, tau_profiles: TauProfileSource,
                            taudb: TaudbResource) -> Iterator:
-        trial_ids: dict[str, int] = {}
         with taudb.open() as db:
-
-            def load(key: str) -> dict[str, pd.DataFrame]:
-                trial = read_trial_source(tau_profiles.resolve(key))
-                trial_ids[key] = load_trial(db, trial)
-                return {"threads": trial.threads, "timer_values": trial.timer_values,
-                        "counters": trial.counters}
-
-            # TrialData's frames have no pandera schema yet: their columns go undescribed.
-            batch = PartitionBatch.run(context, load, lambda name: None)
-        for key, trial_id in trial_ids.items():
-            batch.stored[key]["taudb/trial_id"] = dg.MetadataValue.int(trial_id)
+            batch = load_partition_trials(
+                context, db, lambda key: read_trial_source(tau_profiles.resolve(key)))
         yield from batch.results(context, LOADS_SPEC)
         if batch.failed:
             raise failure(len(context.partition_keys), batch.errors())
 
 
-TAUDB_ASSETS = [tau_profile_files, tau_profile_trials]
+# --- PowerAPI: one trial per sensor and UTC day ---------------------------------------------
+
+#: What this asset reads of the PowerAPI pipeline's warehouse tables (assets/powerapi.py).
+POWERAPI_POWER_TABLE = f"{POWERAPI_FRAMES_TABLE}/power_reports"
+
+
+def _digest(frame: pd.DataFrame) -> str:
+    """A digest of ``frame``'s values, row by row in order (not of its index)."""
+    return digest_pairs({"rows": pd.util.hash_pandas_object(frame, index=False)
+                         .to_numpy().tobytes().hex()})
+
+
+def sensor_days(table: pd.DataFrame, power: pd.DataFrame | None
+                ) -> Iterator[tuple[str, pd.DataFrame, pd.DataFrame | None]]:
+    """Per sensor and UTC day of the window table ``table``: the trial's name
+    ``<sensor>/<YYYY-MM-DD>``, its windows, and its power reports (or None), split as
+    :func:`joulehouse.taudb.mapping.powerapi.session_trials` splits them: a window by
+    the day of its start (windows divide a day), a power report by the day of the tick
+    it ends (a report stamped 00:00:00 belongs to the day before)."""
+    days = table["window_start"].dt.floor("D")
+    reports = {} if power is None else dict(tuple(power.groupby(
+        [power["sensor"], (power["timestamp"] - pd.Timedelta(1, "ns")).dt.floor("D")],
+        sort=False)))
+    for (sensor, day), rows in table.groupby([table["sensor"], days], sort=True):
+        yield f"{sensor}/{day:%Y-%m-%d}", rows, reports.get((sensor, day))
+
+
+def _day_trial(rows: pd.DataFrame, reports: pd.DataFrame | None, **settings) -> TrialData:
+    """The one trial of a sensor's day (``session_trials`` of its rows alone)."""
+    [trial] = session_trials(rows, reports, **settings)
+    return trial
+
+
+@dg.asset(
+    description=(
+        "One TAUdb trial per PowerAPI sensor and UTC day (threads = targets, one timer per "
+        "window, metrics = time and measured and estimated energy, user events = power and "
+        "the estimates' error; docs/taudb-mapping.md), from the stored window table and "
+        "power reports of every registered partition (a report landed twice counts once). "
+        "Only the days whose windows or power reports changed are rebuilt; a rebuild "
+        "replaces the day's trial."
+    ),
+    group_name=GROUP,
+    deps=[powerapi_validated_frames, powerapi_window_energy],
+    automation_condition=TABLE_AUTOMATION,
+    kinds={"taudb"},
+    tags={"source": "powerapi"},
+)
+def powerapi_trials(context: dg.AssetExecutionContext, powerapi_source: PowerapiSource,
+                    warehouse: Warehouse, taudb: TaudbResource) -> dg.MaterializeResult:
+    tables = warehouse.tables()
+    table = tables.read_table(POWERAPI_WINDOW_TABLE)
+    if table.empty:
+        raise dg.Failure("no PowerAPI window energy stored yet: materialize "
+                         "powerapi_window_energy")
+    keys = stored_keys(context, tables)
+    power = tables.read_partitions(POWERAPI_POWER_TABLE, keys).drop_duplicates(
+        ignore_index=True) if keys else None
+    window = powerapi_source.window
+    source = str(tables.table_dir(POWERAPI_WINDOW_TABLE).resolve())
+    with taudb.open() as db:
+        loads = TrialLoads.into(db)
+        for name, rows, reports in sensor_days(
+                table, None if power is None or power.empty else power):
+            fingerprint = digest_pairs({"window": window, "windows": _digest(rows),
+                                        "power": "" if reports is None else _digest(reports)})
+            loads.load(name, partial(_day_trial, rows, reports, window=window, source=source,
+                                     fingerprint=fingerprint),
+                       (f"{source}#{name}", fingerprint))
+    context.log.info(f"PowerAPI: {len(loads.rows)} of {len(loads.ids)} sensor day(s) loaded")
+    return dg.MaterializeResult(metadata=loads.metadata("days"))
+
+
+TAUDB_ASSETS = [tau_profile_files, tau_profile_trials, powerapi_trials]

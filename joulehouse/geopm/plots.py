@@ -55,7 +55,8 @@ def region_energy_png(regions: pd.DataFrame, title: str) -> bytes:
     axes.invert_yaxis()
     axes.set(title=title, xlabel="energy over all hosts (kJ)")
     axes.grid(axis="x", alpha=0.3)
-    axes.legend(fontsize="small")
+    if axes.get_legend_handles_labels()[0]:  # a session report has no region energy to key
+        axes.legend(fontsize="small")
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()

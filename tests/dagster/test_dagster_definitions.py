@@ -37,6 +37,8 @@ GRAPH = {
     "geopm_region_energy": ({"geopm_host_energy"}, False, set()),
     "geopm_report_energy": ({"geopm_host_energy"}, False, set()),
     "energy_facts/geopm": ({"geopm_host_energy"}, False, set()),
+    "geopm_trials": ({"geopm_validated_frames"}, True, {"loads"}),
+    "powerapi_trials": ({"powerapi_validated_frames", "powerapi_window_energy"}, False, set()),
 }
 POWERAPI_JOB = {"powerapi_validated_frames", "powerapi_report_energy", "powerapi_window_energy",
                 "energy_facts/powerapi"}
@@ -64,11 +66,12 @@ def test_asset_graph_snapshot():
     for name in ("gpu_repetition_energy", "gpu_setting_energy", "gpu_benchmark_energy",
                  "energy_facts/gpu", "taudb_trials", "powerapi_report_energy",
                  "powerapi_window_energy", "energy_facts/powerapi", "geopm_host_energy",
-                 "geopm_region_energy", "geopm_report_energy", "energy_facts/geopm"):
+                 "geopm_region_energy", "geopm_report_energy", "energy_facts/geopm",
+                 "geopm_trials", "powerapi_trials"):
         assert graph.get(dg.AssetKey.from_user_string(name)).automation_condition is not None, name
     for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials",
                  "powerapi_validated_frames", "powerapi_report_energy",
-                 "geopm_validated_frames", "geopm_host_energy"):
+                 "geopm_validated_frames", "geopm_host_energy", "geopm_trials"):
         [check] = graph.get(dg.AssetKey.from_user_string(name)).check_keys  # one result per partition
         assert graph.get_check_spec(check).partitions_def == graph.get(check.asset_key).partitions_def
 
@@ -77,7 +80,7 @@ def test_job_sensors_and_resources():
     job = defs.resolve_job_def("gpu_energy_job")
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == (
         set(GRAPH) - {"gpu_repetition_files", "tau_profile_files", "tau_profile_trials",
-                      "powerapi_report_files"} - POWERAPI_JOB - GEOPM_JOB)
+                      "powerapi_report_files", "powerapi_trials"} - POWERAPI_JOB - GEOPM_JOB)
     job = defs.resolve_job_def("powerapi_job")
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == POWERAPI_JOB
     job = defs.resolve_job_def("geopm_job")

@@ -74,7 +74,8 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
     assert (facts["energy_j"] > 0).all()
     with TaudbDatabase(f"sqlite:///{warehouse}/taudb.sqlite") as db:
         trials = {t["name"]: t["data_source"] for t in list_trials(db)}
-    assert trials == {**{"/".join(s): 999 for s in settings}, "tau2_wrap_mpi2": 1}
+    assert trials == {**{"/".join(s): 999 for s in settings}, "tau2_wrap_mpi2": 1,
+                      **{row[0]: 999 for row in GEOPM_ROWS}}  # a trial per GEOPM report
     assert all(name in done.stdout for name in trials)
     geopm = lines[lines.index("GEOPM reports (Application Totals summed over hosts):") + 2:]
     assert [(r[0], int(r[1]), float(r[3]), float(r[4])) for r in map(str.split, geopm)] == (

@@ -18,7 +18,7 @@ from assets.taudb import (
 from definitions import build_definitions
 from joulehouse.gpu.layout import find_repetitions
 from joulehouse.taudb.loader import list_trials
-from resources import DataRoot, GpuBenchmarkSource, Warehouse
+from resources import DataRoot, GpuBenchmarkSource, PowerapiSource, Warehouse
 from resources.taudb import TaudbResource, TauProfileSource
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
@@ -57,7 +57,8 @@ def test_the_taudb_assets_join_the_gpu_definitions(taudb, landing, tmp_path):
         assets=[*GPU_ASSETS, *TAUDB_ASSETS], sensors=[tau_profile_sensor],
         resources={"gpu_source": GpuBenchmarkSource(data_roots=[DataRoot(path=str(tmp_path))]),
                    "warehouse": Warehouse(root=str(tmp_path / "warehouse")), "taudb": taudb,
-                   "tau_profiles": TauProfileSource(landing_folders=[str(landing)])})
+                   "tau_profiles": TauProfileSource(landing_folders=[str(landing)]),
+                   "powerapi_source": PowerapiSource(landing_folders=[str(tmp_path)])})
     dg.Definitions.validate_loadable(defs)
     assert defs.resolve_assets_def(TRIALS).automation_conditions_by_key[TRIALS] is not None
 

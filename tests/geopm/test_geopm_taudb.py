@@ -14,7 +14,13 @@ from joulehouse.errors import InputError
 from joulehouse.geopm.layout import file_shape
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials, load_trial
-from joulehouse.taudb.mapping.geopm import REGION_GROUP, TIME_METRIC, TOTALS_GROUP
+from joulehouse.taudb.mapping.geopm import (
+    REGION_GROUP,
+    SESSION_GROUP,
+    SESSION_TIMER,
+    TIME_METRIC,
+    TOTALS_GROUP,
+)
 from joulehouse.taudb.model import DATA_SOURCE_OTHER
 from joulehouse.taudb.read import read_trial_source
 from tests.geopm.test_geopm_traps import REPORT_3X
@@ -25,6 +31,64 @@ LEGACY = EXAMPLES / "geopmbench_1host.legacy.report"
 YAML = EXAMPLES / "fm_stream_dgemm_2host.yaml.report"
 LEGACY_REGIONS = ["all2all", "sleep", "stream", "model-init", "dgemm", "MPI_Barrier"]
 TOTALS = ["Unmarked Totals", "Epoch Totals", "Application Totals"]
+#: A geopmsession --report-out report of two hosts: CPU_ENERGY on both, DRAM_ENERGY on one,
+#: a signal of one sample (no std) on the second.
+SESSION_REPORT = """\
+host: "node-a"
+sample-time-first: "2024-08-14T18:23:58.5-07:00"
+sample-time-total: 10
+sample-count: 2001
+sample-period-mean: 0.005
+sample-period-std: 5e-05
+metrics:
+  CPU_ENERGY:
+    count: 2001
+    first: 1000
+    last: 1500
+    min: 1000
+    max: 1500
+    mean: 1250
+    std: 144
+  DRAM_ENERGY:
+    count: 2001
+    first: 10
+    last: 60
+    min: 10
+    max: 60
+    mean: 35
+    std: 14
+  CPU_POWER:
+    count: 2000
+    first: 50
+    last: 50
+    min: 40
+    max: 60
+    mean: 50
+    std: 5
+---
+host: "node-b"
+sample-time-first: "2024-08-14T18:23:58.6-07:00"
+sample-time-total: 12
+sample-count: 2401
+sample-period-mean: 0.005
+sample-period-std: 5e-05
+metrics:
+  CPU_ENERGY:
+    count: 2401
+    first: 2000
+    last: 2600
+    min: 2000
+    max: 2600
+    mean: 2300
+    std: 173
+  CPU_POWER:
+    count: 1
+    first: 60
+    last: 60
+    min: 60
+    max: 60
+    mean: 60
+"""
 
 
 def _values(trial, node: int, metric: str) -> pd.Series:
@@ -117,17 +181,53 @@ def test_3x_traps_reach_the_trial(tmp_path):
                              "DRAM_ENERGY (J)"]
 
 
-def test_names_alike_once_trimmed_and_session_reports_are_refused(tmp_path, geopm_peer):
+def test_a_session_report_is_a_trial_of_its_hosts(tmp_path):
+    report = tmp_path / "session.report"
+    report.write_text(SESSION_REPORT)
+    trial = read_trial_source(report)
+    assert trial.threads.values.tolist() == [[0, 0, 0], [1, 0, 0]]
+    assert trial.timers[["node_rank", "name", "group_names", "calls", "subroutines"]
+                        ].values.tolist() == [[0, SESSION_TIMER, SESSION_GROUP, 2001, 0],
+                                              [1, SESSION_TIMER, SESSION_GROUP, 2401, 0]]
+    # DRAM_ENERGY on one host only: no metric (TAUdb has no missing values), an event there
+    assert trial.metrics == [TIME_METRIC, "CPU_ENERGY (J)"]
+    assert _values(trial, 0, TIME_METRIC)[SESSION_TIMER] == 10e6
+    assert _values(trial, 1, TIME_METRIC)[SESSION_TIMER] == 12e6
+    assert _values(trial, 0, "CPU_ENERGY (J)")[SESSION_TIMER] == 500  # last - first
+    assert _values(trial, 1, "CPU_ENERGY (J)")[SESSION_TIMER] == 600
+    events = _events(trial, 0)
+    assert list(events.index) == ["CPU_ENERGY", "DRAM_ENERGY", "CPU_POWER"]
+    power = events.loc["CPU_POWER"]
+    assert power[["sample_count", "maximum", "minimum", "mean"]].tolist() == [2000, 60, 40, 50]
+    # GEOPM's std is the sample deviation: SumSqr = (n - 1) std^2 + n mean^2
+    assert power["sum_squares"] == pytest.approx(1999 * 5**2 + 2000 * 50**2, rel=1e-12)
+    one = _events(trial, 1).loc["CPU_POWER"]  # one sample, no std
+    assert (one["sample_count"], one["sum_squares"]) == (1, 3600)
+    assert _metadata(trial, 1) == {
+        "Start Time (UTC)": "2024-08-15T01:23:58.500000+00:00", "report shape": "session",
+        "host": "node-b", "Sample Time First (UTC)": "2024-08-15T01:23:58.600000+00:00",
+        "Sample Count": "2401.0", "Sample Time Total (s)": "12.0",
+        "Sample Period Mean (s)": "0.005", "Sample Period Std (s)": "5e-05"}
+    assert trial.trial_metadata == {"joulehouse.source": "geopm session report"}
+
+
+def test_the_peer_session_report_loads(tmp_path, geopm_peer):
+    trial = read_trial_source(geopm_peer / "geopmsession-doc-example_3.x.session-report.yaml")
+    assert trial.metrics == [TIME_METRIC]  # no energy signal in it
+    assert len(trial.threads) == 1 and len(trial.counters) == 3
+    with TaudbDatabase(f"sqlite:///{tmp_path}/taudb.sqlite") as db:
+        load_trial(db, trial)
+        [stored] = list_trials(db)
+    assert stored["total_threads"] == 1
+
+
+def test_names_alike_once_trimmed_are_refused(tmp_path):
     text = REPORT_3X.replace('region: "say "hi" \\now"', 'region: "Application  Totals"')
     report = tmp_path / "twice.report"
     report.write_text(text.lstrip("\n"))
     with pytest.raises(InputError, match="host '0012' has two timers named 'Application "
                                          "Totals'"):
         read_trial_source(report)
-    session = geopm_peer / "geopmsession-doc-example_3.x.session-report.yaml"
-    with pytest.raises(InputError, match="a session report without regions or totals has no "
-                                         "timers: not a TAUdb trial"):
-        read_trial_source(session)
 
 
 def test_every_peer_report_loads_and_a_reload_replaces_it(tmp_path, geopm_peer):

@@ -58,6 +58,7 @@ TRIAL_SOURCES = [
     # GEOPM reports (mapping/geopm.py)
     "example:geopm/geopmbench_1host.legacy.report",
     "example:geopm/fm_stream_dgemm_2host.yaml.report",
+    "peer:geopm/geopmsession-doc-example_3.x.session-report.yaml",
     # ClusterCockpit jobs (mapping/clustercockpit.py)
     "example:clustercockpit/archive/emmy/1403/244/1608923076",
     "example:clustercockpit/archive/fritz/398/764/1675954353",

@@ -1,0 +1,306 @@
+"""GEOPM reports and PowerAPI sensor days as TAUdb trials, loaded from Dagster.
+
+GEOPM: ``geopm_trials`` in the GEOPM step, one trial per report partition
+(``assets/geopm.py``); PowerAPI: ``powerapi_trials``, one trial per sensor and
+UTC day from the stored PowerAPI tables (``assets/taudb.py``). The trials have
+the rows the mapping tests expect (``tests/geopm/test_geopm_taudb.py``,
+``tests/taudb/test_powerapi_mapping.py``).
+"""
+
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+import pytest
+
+from assets.geopm import (
+    FACTS_TABLE,
+    REGION_TABLE,
+    REPORT_TABLE,
+    geopm_region_energy,
+    geopm_report_energy,
+    geopm_trials,
+)
+from assets.taudb import LOADS_CHECK, powerapi_trials
+from definitions import build_definitions
+from joulehouse.taudb.connect import TaudbDatabase
+from joulehouse.taudb.loader import list_trials, load_trial
+from joulehouse.taudb.model import TrialData
+from joulehouse.taudb.read import read_trial_source
+from joulehouse.taudb.stored import read_stored_trial
+from joulehouse.warehouse import Warehouse as Tables
+from resources import (
+    DataRoot,
+    GeopmReportSource,
+    GpuBenchmarkSource,
+    PowerapiSource,
+    TaudbResource,
+    Warehouse,
+)
+from sensors import geopm, powerapi
+from sensors.local import launch_in_process, tick
+from sensors.partition_runs import RANGE_END, RANGE_START
+from tests.dagster.test_geopm_assets import ENERGY_J, EXAMPLES, LEGACY, SHAPE, YAML
+from tests.geopm.test_geopm_taudb import SESSION_REPORT
+from tests.geopm.test_geopm_traps import REPORT_3X
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+POWERAPI_EXAMPLES = PROJECT_ROOT / "examples" / "powerapi"
+SESSION = "session.report"
+KEYS = [f"landing/{YAML}", f"landing/{LEGACY}", f"landing/{SESSION}"]
+#: report -> (threads = hosts, timers = entries over all hosts: regions + 3 totals per host,
+#: or one geopmsession timer per host)
+TRIAL_SHAPE = {YAML: (2, SHAPE[YAML][2]), LEGACY: (1, SHAPE[LEGACY][2]), SESSION: (2, 2)}
+
+
+class Source:
+    """One source's sensor and job over a landing folder, with a warehouse and a TAUdb."""
+
+    def __init__(self, instance, tmp_path: Path, sensor, resource: str, source):
+        self.instance, self.sensor_module = instance, sensor
+        self.resource = {resource: source}
+        self.warehouse = Warehouse(root=str(tmp_path / "warehouse"))
+        self.taudb = TaudbResource(url=f"sqlite:///{tmp_path}/taudb.sqlite")
+        self.defs = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(
+            path=str(tmp_path))]), self.warehouse, self.taudb, **self.resource)
+        self.tables = Tables(self.warehouse.root)
+        self.cursor = None
+
+    def tick_and_run(self) -> dg.ExecuteInProcessResult:
+        """One sensor tick, and the one run it asks for."""
+        name = self.sensor_module.SENSOR_NAME
+        data = tick(self.defs.resolve_sensor_def(name), self.instance, self.resource,
+                    self.cursor)
+        self.cursor = data.cursor
+        [request] = data.run_requests
+        return launch_in_process(self.defs.resolve_job_def(self.sensor_module.JOB_NAME),
+                                 self.instance, request, name, log_level="WARNING")
+
+    def trials(self) -> dict[str, dict]:
+        with self.taudb.open() as db:
+            return {trial["name"]: trial for trial in list_trials(db)}
+
+    def count(self, table: str, trial_id: int) -> int:
+        """Rows of a per-thread table (``timer_call_data``, ``counter_value``) on the real
+        threads of a trial."""
+        with self.taudb.open() as db:
+            return db.query(f"SELECT count(*) FROM {table} x JOIN thread h ON x.thread = h.id "
+                            "WHERE h.trial = ? AND h.node_rank >= 0", (trial_id,))[0][0]
+
+
+# --- GEOPM ------------------------------------------------------------------------------------
+
+@pytest.fixture
+def landing(tmp_path: Path) -> Path:
+    """The two bundled reports and a geopmsession report, in a landing folder ``landing``."""
+    folder = tmp_path / "landing"
+    folder.mkdir()
+    for name in (LEGACY, YAML):
+        shutil.copy(EXAMPLES / name, folder / name)
+    (folder / SESSION).write_text(SESSION_REPORT)
+    return folder
+
+
+@pytest.fixture
+def reports(instance, tmp_path, landing) -> Source:
+    return Source(instance, tmp_path, geopm, "geopm_source",
+                  GeopmReportSource(landing_folders=[str(landing)], quiet_period_s=0))
+
+
+def _loads(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
+    return {c.partition: c for c in result.get_asset_check_evaluations()
+            if c.check_name == LOADS_CHECK}
+
+
+def _trial_events(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
+    """Partition -> the metadata of its geopm_trials materialization in this run."""
+    return {event.partition: event.materialization.metadata
+            for event in result.get_asset_materialization_events()
+            if event.asset_key == geopm_trials.key}
+
+
+def test_every_report_is_one_trial_loaded_in_the_geopm_run(reports, landing):
+    result = reports.tick_and_run()
+    assert result.success
+    assert {key: c.passed for key, c in _loads(result).items()} == dict.fromkeys(KEYS, True)
+    trials = reports.trials()
+    assert set(trials) == set(KEYS)
+    for key in KEYS:
+        name = key.removeprefix("landing/")
+        threads, timers = TRIAL_SHAPE[name]
+        trial = trials[key]
+        assert (trial["total_threads"], trial["source_key"]) == (threads, str(landing / name))
+        assert reports.count("timer_call_data", trial["id"]) == timers
+    legacy = trials[f"landing/{LEGACY}"]
+    assert reports.count("counter_value", legacy["id"]) == 9 + 8 + 8 + 2 + 17
+    with reports.taudb.open() as db:
+        # TAU's TOTAL thread (-2) of the Application Totals: the report's package energy
+        total = db.query(
+            "SELECT sum(v.inclusive_value) FROM timer_value v "
+            "JOIN timer_call_data d ON v.timer_call_data = d.id JOIN thread h ON d.thread = h.id "
+            "JOIN timer_callpath c ON d.timer_callpath = c.id JOIN timer t ON c.timer = t.id "
+            "JOIN metric m ON v.metric = m.id WHERE h.trial = ? AND h.thread_index = -2 "
+            "AND t.name = 'Application Totals' AND m.name IN ('PACKAGE_ENERGY (J)', "
+            "'DRAM_ENERGY (J)')", (trials[f"landing/{YAML}"]["id"],))[0][0]
+    assert total == pytest.approx(ENERGY_J[YAML])
+    events = _trial_events(result)
+    assert {key: events[key]["taudb/trial_id"].value for key in KEYS} == {
+        key: trials[key]["id"] for key in KEYS}
+
+
+def _rows(trial: TrialData) -> dict[str, list]:
+    """Every row of a stored trial but its name, each frame sorted."""
+    frames = {"threads": trial.threads, "timers": trial.timers, "values": trial.timer_values,
+              "counters": trial.counters, "metadata": trial.metadata}
+    return {"metrics": trial.metrics, "source_key": trial.source_key,
+            "fingerprint": trial.fingerprint, "trial_metadata": trial.trial_metadata,
+            **{name: sorted(map(tuple, frame.astype(str).to_numpy().tolist()))
+               for name, frame in frames.items()}}
+
+
+def test_the_dagster_trial_is_the_trial_taudb_load_writes(reports, landing, tmp_path):
+    """So what TAU's own reader shows of the CLI's trials (tests/taudb/test_tau_reader.py,
+    the bundled reports and a session report) holds for the Dagster ones."""
+    assert reports.tick_and_run().success
+    trials = reports.trials()
+    with TaudbDatabase(f"sqlite:///{tmp_path}/cli.sqlite") as cli, reports.taudb.open() as db:
+        for key in KEYS:
+            path = landing / key.removeprefix("landing/")
+            expected = read_stored_trial(cli, load_trial(cli, read_trial_source(path)))
+            stored = read_stored_trial(db, trials[key]["id"])
+            assert (stored.name, expected.name) == (key, path.name)
+            assert _rows(stored) == _rows(expected), key
+
+
+def test_rerunning_unchanged_reports_loads_nothing_new(reports, instance):
+    first = reports.tick_and_run()
+    assert first.success
+    before = reports.trials()
+    job = reports.defs.resolve_job_def(geopm.JOB_NAME)
+    same = {tag: first.dagster_run.tags[tag] for tag in (RANGE_START, RANGE_END)}
+    again = launch_in_process(job, instance, dg.RunRequest(tags=same),
+                              log_level="WARNING")  # the same range, nothing changed
+    assert again.success
+    assert reports.trials() == before  # same ids, same fingerprints: nothing reloaded
+    events = _trial_events(again)
+    assert set(events) == set(KEYS)
+    assert all(meta["taudb/unchanged"].value and "dagster/row_count" not in meta
+               for meta in events.values())
+    assert all(c.passed for c in _loads(again).values())
+
+
+def test_a_bad_report_fails_only_itself_and_keeps_its_earlier_trial(reports, landing):
+    assert reports.tick_and_run().success
+    before = reports.trials()
+    legacy = landing / LEGACY
+    lines = (EXAMPLES / LEGACY).read_text().splitlines(keepends=True)
+    legacy.write_text("".join(lines[:111]))  # the host's last line (memory HWM) missing
+    # frames that pass but no trial: two region names alike once TAU trims them
+    twice = REPORT_3X.replace('region: "say "hi" \\now"', 'region: "Application  Totals"')
+    (landing / "twice.report").write_text(twice.lstrip("\n"))
+    result = reports.tick_and_run()
+
+    assert not result.success
+    checks = _loads(result)
+    assert {key: c.passed for key, c in checks.items()} == {
+        f"landing/{LEGACY}": False, "landing/twice.report": False}
+    assert "not computed" in checks[f"landing/{LEGACY}"].description
+    bad = checks["landing/twice.report"]
+    assert bad.metadata["file"].value == str(landing / "twice.report")
+    assert "host '0012' has two timers named 'Application Totals'" in (
+        bad.metadata["error"].value)
+    assert reports.trials() == before  # the bad legacy report keeps its trial; twice: none
+    status = reports.instance.get_status_by_partition(
+        geopm_trials.key, [*KEYS, "landing/twice.report"],
+        dg.DynamicPartitionsDefinition(name="geopm_reports"))
+    assert status == {**dict.fromkeys(KEYS, dg.AssetPartitionStatus.MATERIALIZED),
+                      f"landing/{LEGACY}": dg.AssetPartitionStatus.FAILED,
+                      "landing/twice.report": dg.AssetPartitionStatus.FAILED}
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    assert failure.step_failure_data.user_failure_data.description.startswith(
+        "2 of 2 partition(s) failed:\n")
+
+
+# --- GEOPM: a report given twice --------------------------------------------------------------
+
+def test_a_report_landed_under_two_names_counts_once(reports, landing):
+    shutil.copy(landing / YAML, landing / "copy.report")  # the same file, a second name
+    result = reports.tick_and_run()
+    assert result.success
+    tables = reports.tables
+    assert set(tables.read_table(REGION_TABLE)["report"]) == {
+        "landing/copy.report", f"landing/{LEGACY}"}  # the copy's key sorts first: kept
+    report = tables.read_table(REPORT_TABLE)
+    application = report[report["section"] == "application"]
+    assert (application["package_energy_j"] + application["dram_energy_j"]).sum() == (
+        pytest.approx(sum(ENERGY_J.values())))
+    facts = pd.read_parquet(tables.table_dir(FACTS_TABLE) / "geopm.parquet")
+    assert len(facts) == 6 and facts["energy_j"].sum() == pytest.approx(sum(ENERGY_J.values()))
+    for asset in (geopm_region_energy, geopm_report_energy):
+        [event] = [e for e in result.get_asset_materialization_events()
+                   if e.asset_key == asset.key]
+        metadata = event.materialization.metadata
+        assert metadata["reports_given_twice"].value == 1
+        assert metadata["given_twice"].value == {f"landing/{YAML}": "landing/copy.report"}
+        assert metadata["reports"].value == 3  # legacy, session, the YAML report once
+
+
+# --- PowerAPI ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def sensor_days(instance, tmp_path) -> tuple[Source, Path]:
+    """The bundled PowerAPI examples landed in ``landing``, through the PowerAPI run."""
+    folder = tmp_path / "landing"
+    shutil.copytree(POWERAPI_EXAMPLES, folder, ignore=shutil.ignore_patterns("*.md"))
+    source = Source(instance, tmp_path, powerapi, "powerapi_source",
+                    PowerapiSource(landing_folders=[str(folder)], quiet_period_s=0))
+    assert source.tick_and_run().success
+    return source, folder
+
+
+def _load_days(source: Source) -> dict:
+    result = dg.materialize([powerapi_trials], instance=source.instance, resources={
+        **source.resource, "warehouse": source.warehouse, "taudb": source.taudb})
+    [event] = result.get_asset_materialization_events()
+    return event.materialization.metadata
+
+
+def test_powerapi_examples_are_one_trial_of_their_sensor_and_day(sensor_days):
+    source, _ = sensor_days
+    metadata = _load_days(source)
+    [trial] = source.trials().values()
+    assert trial["name"] == "sensor_test/2021-01-13" and trial["total_threads"] == 5
+    table = Tables(source.warehouse.root).table_dir("powerapi_window_energy").resolve()
+    assert trial["source_key"] == f"{table}#sensor_test/2021-01-13"
+    # one window entered by each of the 5 targets, 3 metrics; 5 user events (as the mapping
+    # test of the same files): the reports landed in two forms count once
+    assert source.count("timer_call_data", trial["id"]) == 5
+    assert source.count("counter_value", trial["id"]) == 5
+    with source.taudb.open() as db:
+        measured = db.query(
+            "SELECT v.inclusive_value FROM timer_value v "
+            "JOIN timer_call_data d ON v.timer_call_data = d.id JOIN thread h ON d.thread = h.id "
+            "JOIN metric m ON v.metric = m.id WHERE h.trial = ? AND h.thread_index = -2 "
+            "AND m.name = 'MEASURED CPU ENERGY (J)'", (trial["id"],))
+    assert measured == [(pytest.approx(12.19696044921875, rel=1e-12),)]
+    assert metadata["days_loaded"].value == 1 and metadata["trial_ids"].value == {
+        "sensor_test/2021-01-13": trial["id"]}
+
+
+def test_only_the_days_a_new_file_touches_are_loaded_again(sensor_days):
+    source, folder = sensor_days
+    first = _load_days(source)["trial_ids"].value
+    again = _load_days(source)
+    assert again["days_loaded"].value == 0 and again["trial_ids"].value == first
+
+    hwpc = (POWERAPI_EXAMPLES / "smartwatts_timeline.jsonl").read_text()
+    (folder / "node2.jsonl").write_text(hwpc.replace("sensor_test", "node2"))
+    assert source.tick_and_run().success
+    after = _load_days(source)
+    assert (after["days_loaded"].value, after["days_unchanged"].value) == (1, 1)
+    assert list(after["rows_loaded"].value) == ["node2/2021-01-13"]
+    assert after["trial_ids"].value["sensor_test/2021-01-13"] == first["sensor_test/2021-01-13"]
+    trials = source.trials()
+    assert {name: t["total_threads"] for name, t in trials.items()} == {
+        "sensor_test/2021-01-13": 5, "node2/2021-01-13": 1}  # its HWPC reports only
