@@ -50,7 +50,8 @@ class Target:
 @dataclass(frozen=True)
 class Outcome:
     """One repetition: its folder, number (1-based) of how many, window (s), counter energy
-    (J, summed over GPUs), the command's exit status and whether it is complete."""
+    (J, summed over GPUs), the command's exit status, whether it is complete, and the
+    polling thread's CPU time (s: what sampling cost)."""
 
     folder: Path
     number: int
@@ -59,6 +60,7 @@ class Outcome:
     energy_j: float | None
     status: int
     complete: bool
+    sampling_cpu_s: float
 
 
 def exit_status(returncode: int) -> int:
@@ -137,4 +139,5 @@ def collect(command: list[str], target: Target, *, repetitions: int = 1,
 
 def _outcome(measurement: Measurement, number: int, total: int, status: int) -> Outcome:
     return Outcome(measurement.folder, number, total, measurement.elapsed_s,
-                   measurement.sampler.energy_j, status, measurement.writer.completed)
+                   measurement.sampler.energy_j, status, measurement.writer.completed,
+                   measurement.sampler.cpu_s)

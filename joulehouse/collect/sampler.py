@@ -107,6 +107,7 @@ class Sampler:
         self._thread = threading.Thread(target=self._loop, name="joulehouse-sampler",
                                         daemon=True)
         self.error: BaseException | None = None
+        self.cpu_s = 0.0  # the polling thread's CPU time once stopped: the collector's cost
 
     def edge(self) -> int:
         """Wait for GPU 0's energy counter to change (at most TICK_TIMEOUT_S), then poll
@@ -163,6 +164,8 @@ class Sampler:
                     next_flush = now + FLUSH_INTERVAL_S
         except BaseException as err:  # noqa: BLE001 -- handed to stop(), raised in the caller
             self.error = err
+        finally:
+            self.cpu_s = time.thread_time()
 
     @property
     def power_w(self) -> float | None:
