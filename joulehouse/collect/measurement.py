@@ -49,11 +49,11 @@ class Measurement:
         self.folder = folder
         self.writer = RepetitionWriter(folder)
         common = nvml.system_info() | {"gpu_count": len(devices)} | (extra_info or {})
-        files = []
+        files, since_us = [], time.time_ns() // 1000
         for number, device in enumerate(devices):
             prefix = "" if number == 0 else f"gpu{device.index}/"
             self.writer.json(prefix + SYSTEM_INFO_FILE, device.info() | common)
-            files.append(DeviceFiles.open(device, self.writer, prefix))
+            files.append(DeviceFiles.open(device, self.writer, prefix, since_us))
         self.sampler = Sampler(files, interval_s)
         self.begin_ns: int | None = None
         self.end_ns: int | None = None

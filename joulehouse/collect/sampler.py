@@ -9,11 +9,14 @@ every second loses none. Rows are written and flushed about every second.
 
 Window edges are aligned to the energy counter: the counter updates only
 about every 100 ms, so a window edge read between two updates would be off
-by up to 100 ms of energy. :meth:`Sampler.edge` waits (at most
-``TICK_TIMEOUT_S``) for GPU 0's counter to change and takes a reading of
-every GPU right then; the repetition's begin and end are stamped with that
-reading's time, so the counter's delta covers exactly the window (the end
-edge adds at most one update period of what follows the command).
+by up to 100 ms of energy. :meth:`Sampler.edge` reads GPU 0's counter in a
+tight loop until it sees it change within ``EDGE_PRECISION_NS`` of the
+previous read (a change seen later, after the thread was descheduled on a
+loaded machine, waits for the next update; at most ``TICK_TIMEOUT_S`` in
+all), and stamps GPU 0's reading with that read's time; the repetition's
+begin and end are that time, so the counter's delta covers the window to
+within the precision (the end edge adds at most about one update period of
+what follows the command).
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from joulehouse.collect.nvml import Device
 from joulehouse.collect.writer import CsvWriter, RepetitionWriter
 from joulehouse.gpu.readers import GPU_POWER_FILE, SAMPLES_SUFFIX
 
-#: How long an edge waits for the energy counter to change (s); then it is taken anyway.
-TICK_TIMEOUT_S = 0.3
+#: How long an edge waits for a precisely seen counter update (s); then it is taken anyway.
+TICK_TIMEOUT_S = 1.0
+#: Most time between the last read of the old counter value and the first of the new (ns).
+EDGE_PRECISION_NS = 1_000_000
 _TICK_POLL_S = 0.0005
 BUFFER_INTERVAL_S = 1.0
 FLUSH_INTERVAL_S = 1.0
@@ -40,9 +45,11 @@ class DeviceFiles:
 
     device: Device
     columns: list[str]
+    writer: RepetitionWriter
+    prefix: str
     power: CsvWriter
-    samples: dict[str, CsvWriter]
     last_seen_us: dict[str, int]
+    samples: dict[str, CsvWriter] = field(default_factory=dict)
     rows: list[tuple] = field(default_factory=list)
     sample_rows: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     first_energy_mj: float | None = None
@@ -50,21 +57,20 @@ class DeviceFiles:
     power_mw: float | None = None
 
     @classmethod
-    def open(cls, device: Device, writer: RepetitionWriter, prefix: str) -> DeviceFiles:
-        """Create the GPU's gpu-power.csv and one ``*_samples.csv`` per buffer it keeps;
-        samples already in a buffer before now are not this repetition's."""
+    def open(cls, device: Device, writer: RepetitionWriter, prefix: str, since_us: int
+             ) -> DeviceFiles:
+        """Create the GPU's gpu-power.csv; a ``*_samples.csv`` per buffer it keeps comes
+        with its first samples (a buffer without any in the repetition has no file).
+        Samples up to ``since_us`` (µs since the epoch) are not this repetition's."""
         columns = device.supported_readings()
-        start_us = time.time_ns() // 1000
         kinds = device.supported_samples()
-        return cls(
-            device, columns, writer.csv(prefix + GPU_POWER_FILE, columns),
-            {kind: writer.csv(prefix + kind + SAMPLES_SUFFIX, ["value"],
-                              iso_time=False) for kind in kinds},
-            dict.fromkeys(kinds, start_us), sample_rows={kind: [] for kind in kinds})
+        return cls(device, columns, writer, prefix, writer.csv(prefix + GPU_POWER_FILE, columns),
+                   dict.fromkeys(kinds, since_us), sample_rows={kind: [] for kind in kinds})
 
-    def poll(self) -> int:
-        """Read every column now; keep the row; return its time (ns since the epoch)."""
-        now = time.time_ns()
+    def poll(self, at_ns: int | None = None) -> int:
+        """Read every column now; keep the row, stamped ``at_ns`` (default: now); return
+        its time (ns since the epoch)."""
+        now = time.time_ns() if at_ns is None else at_ns
         values = self.device.read(self.columns)
         self.rows.append((now, *values))
         reading = dict(zip(self.columns, values, strict=True))
@@ -88,8 +94,12 @@ class DeviceFiles:
         self.power.write(self.rows)
         self.rows = []
         for kind, rows in self.sample_rows.items():
-            self.samples[kind].write(rows)
-            rows.clear()
+            if rows and kind not in self.samples:
+                self.samples[kind] = self.writer.csv(self.prefix + kind + SAMPLES_SUFFIX,
+                                                     ["value"], iso_time=False)
+            if rows:
+                self.samples[kind].write(rows)
+                rows.clear()
 
 
 class Sampler:
@@ -110,17 +120,30 @@ class Sampler:
         self.cpu_s = 0.0  # the polling thread's CPU time once stopped: the collector's cost
 
     def edge(self) -> int:
-        """Wait for GPU 0's energy counter to change (at most TICK_TIMEOUT_S), then poll
-        every GPU; return the time of GPU 0's reading (ns), the window edge."""
+        """Poll every GPU at GPU 0's next counter update seen precisely (module
+        docstring); return the time of GPU 0's reading (ns), the window edge."""
         first = self.files[0]
-        if "total-energy" in first.columns:
-            before = first.device.energy_mj()
-            deadline = time.monotonic() + TICK_TIMEOUT_S
-            while first.device.energy_mj() == before and time.monotonic() < deadline:
-                time.sleep(_TICK_POLL_S)
+        at = self._counter_update(first.device) if "total-energy" in first.columns else None
         with self._lock:
-            times = [files.poll() for files in self.files]
-        return times[0]
+            begin = first.poll(at)
+            for files in self.files[1:]:
+                files.poll()
+        return begin
+
+    @staticmethod
+    def _counter_update(device: Device) -> int:
+        """The time (ns) of the first read of a new counter value at most
+        EDGE_PRECISION_NS after a read of the old one (or of the last read at the
+        timeout). The counter keeps that value for about 100 ms after."""
+        deadline = time.monotonic() + TICK_TIMEOUT_S
+        last_ns, last = time.time_ns(), device.energy_mj()
+        while True:
+            now_ns, value = time.time_ns(), device.energy_mj()
+            precise = now_ns - last_ns <= EDGE_PRECISION_NS
+            if (value != last and precise) or time.monotonic() > deadline:
+                return now_ns
+            last_ns, last = now_ns, value
+            time.sleep(_TICK_POLL_S)
 
     def start(self) -> int:
         """Take the begin edge and start polling; return the begin time (ns)."""

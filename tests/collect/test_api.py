@@ -42,7 +42,9 @@ def test_context_manager_and_callback_write_the_markers_the_readers_parse(tmp_pa
     assert list(energy["epoch"].dropna()) == [0, 1]
     experiment = energy.iloc[0]
     truth = true_energy_j(experiment.window_start.timestamp(), experiment.window_end.timestamp())
-    assert experiment.gpu_energy_j == pytest.approx(truth, rel=0.005)
+    # a window of ~0.7 s: the edges' precision (1 ms each) is a larger share than in
+    # test_collect's 2.5 s
+    assert experiment.gpu_energy_j == pytest.approx(truth, rel=0.01)
     assert fake.calls == [("power_limit", 0, 250_000), ("power_limit", 0, 700_000)]
 
 

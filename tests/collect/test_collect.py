@@ -55,7 +55,9 @@ def test_repetition_validates_and_matches_ground_truth(tmp_path, fake_nvml, caps
     # GPU 1: the same files in gpu1/, valid for the same readers
     second = ref.path / "gpu1"
     assert len(read_gpu_power(second / "gpu-power.csv")) == len(rep.gpu_power)
-    assert len(read_samples(second / "total_power_samples.csv")) == len(rep.power_samples)
+    # (the last read of each buffer may come either side of a new sample)
+    assert abs(len(read_samples(second / "total_power_samples.csv"))
+               - len(rep.power_samples)) <= 1
     assert json.loads((second / "system_info.json").read_text())["gpu_index"] == 1
 
     # limits: set on both GPUs, restored on both
