@@ -44,7 +44,8 @@ class Limits:
 NO_LIMITS = Limits()
 
 
-NO_LIMITS = Limits()
+class LimitOutOfRange(ValueError):
+    """A power limit outside what the GPU accepts (nothing set)."""
 
 
 def run_name(limits: Limits, device: Device) -> str:
@@ -56,8 +57,8 @@ def run_name(limits: Limits, device: Device) -> str:
 def _check_power(device: Device, limit_mw: int) -> None:
     low, high = device.power_limit_range_mw()
     if not low <= limit_mw <= high:
-        raise ValueError(f"GPU {device.index}: power limit {limit_mw / 1e3:g} W is outside "
-                         f"what it accepts, {low / 1e3:g}-{high / 1e3:g} W")
+        raise LimitOutOfRange(f"GPU {device.index}: power limit {limit_mw / 1e3:g} W is "
+                              f"outside what it accepts, {low / 1e3:g}-{high / 1e3:g} W")
 
 
 @contextmanager

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from joulehouse.collect.interrupt import Interrupted
-from joulehouse.collect.limits import Limits
+from joulehouse.collect.limits import LimitOutOfRange, Limits
 from joulehouse.collect.measurement import Measurement
 from joulehouse.collect.nvml import LimitPermissionError, NvmlUnavailable
 from joulehouse.collect.runner import Outcome, Target, collect
@@ -127,9 +127,7 @@ def run_collect(args: argparse.Namespace) -> int:
                                        args.run),
                        repetitions=args.repetitions, limits=limits, interval_s=args.interval,
                        progress=display.progress, done=display.done)
-    except (NvmlUnavailable, LimitPermissionError) as err:
-        raise CommandError(f"{err}; nothing run") from None
-    except ValueError as err:  # a limit outside what the GPU accepts
+    except (NvmlUnavailable, LimitPermissionError, LimitOutOfRange) as err:
         raise CommandError(f"{err}; nothing run") from None
     except FileNotFoundError:
         print(f"{PROG}: {command[0]}: command not found", file=sys.stderr)

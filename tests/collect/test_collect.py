@@ -166,3 +166,15 @@ def test_no_gpu_with_the_real_pynvml(tmp_path):
     assert result.returncode == 2
     assert result.stderr.startswith("joulehouse: NVML not found (NVMLError_LibraryNotFound)")
     assert "Traceback" not in result.stderr and not any(tmp_path.iterdir())
+
+
+def test_usage_errors_run_nothing(tmp_path, fake_nvml, capsys):
+    fake = fake_nvml()
+    for options in (["--"], ["--power-limit", "250", "--clocks", "877,1065", "--", "true"],
+                    ["--clocks", "877", "--", "true"], ["--interval", "0", "--", "true"]):
+        with pytest.raises(SystemExit) as stop:
+            main(["collect", "--data-root", str(tmp_path), "--experiment", "e",
+                  "--benchmark", "b", *options])
+        assert stop.value.code == 2, options
+    assert "give the command to measure after --" in capsys.readouterr().err
+    assert fake.initialised == 0 and not any(tmp_path.iterdir())
