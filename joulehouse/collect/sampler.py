@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from joulehouse.collect.nvml import Device
+from joulehouse.collect.nvml import Device, explain
 from joulehouse.collect.writer import CsvWriter, RepetitionWriter
 from joulehouse.gpu.readers import GPU_POWER_FILE, SAMPLES_SUFFIX
 
@@ -36,6 +36,10 @@ EDGE_PRECISION_NS = 1_000_000
 _TICK_POLL_S = 0.0005
 BUFFER_INTERVAL_S = 1.0
 FLUSH_INTERVAL_S = 1.0
+
+
+class SamplingFailed(Exception):
+    """The polling thread stopped on an error: one line saying which."""
 
 
 @dataclass
@@ -153,15 +157,20 @@ class Sampler:
 
     def stop(self) -> int:
         """Stop polling, take the end edge, drain the buffers and flush; return the end
-        time (ns). Re-raises an error the thread met."""
+        time (ns). An error the thread met (a GPU lost ...) is raised as SamplingFailed."""
         self._stop.set()
         self._thread.join()
-        end = self.edge()
-        for files in self.files:
-            files.drain()
-            files.flush()
+        try:
+            end = self.edge()
+            for files in self.files:
+                files.drain()
+        except Exception as err:  # noqa: BLE001 -- raised below as SamplingFailed
+            self.error = self.error or err
+        finally:
+            for files in self.files:  # what was read is kept
+                files.flush()
         if self.error is not None:
-            raise self.error
+            raise SamplingFailed(f"sampling stopped early: {explain(self.error)}") from self.error
         return end
 
     def _loop(self) -> None:

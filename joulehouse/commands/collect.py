@@ -21,6 +21,7 @@ from joulehouse.collect.limits import LimitOutOfRange, Limits
 from joulehouse.collect.measurement import Measurement
 from joulehouse.collect.nvml import LimitPermissionError, NvmlUnavailable
 from joulehouse.collect.runner import Outcome, Target, collect
+from joulehouse.collect.sampler import SamplingFailed
 from joulehouse.commands.conventions import PROG, CommandError, add_command
 
 NOT_FOUND, NOT_EXECUTABLE = 127, 126  # what env, nice, timeout exit with
@@ -129,6 +130,9 @@ def run_collect(args: argparse.Namespace) -> int:
                        progress=display.progress, done=display.done)
     except (NvmlUnavailable, LimitPermissionError, LimitOutOfRange) as err:
         raise CommandError(f"{err}; nothing run") from None
+    except SamplingFailed as err:
+        raise CommandError(f"{err}; the repetition was left incomplete, limits restored"
+                           ) from None
     except FileNotFoundError:
         print(f"{PROG}: {command[0]}: command not found", file=sys.stderr)
         return NOT_FOUND

@@ -17,7 +17,8 @@ It behaves as NVML does on an A100/H100, with a ground truth known exactly:
   ``permission`` is False; every set call is recorded in ``calls`` (and, with
   ``log``, appended to that file as a JSON line, for a collector in a
   subprocess);
-- ``absent``: nvmlInit raises NVMLError_LibraryNotFound, as with no driver.
+- ``absent``: nvmlInit raises NVMLError_LibraryNotFound, as with no driver;
+  ``lost_after_s``: readings raise NVMLError_GpuIsLost that long after creation.
 
 Constants, error classes and the sample structure are pynvml's own.
 """
@@ -71,7 +72,8 @@ class FakeNvml:
 
     def __init__(self, gpus: int = 1, *, absent: bool = False, permission: bool = True,
                  counter_period_s: float = 0.1, power_buffer: int = 100,
-                 util_buffer: int = 20, log: str | None = None) -> None:
+                 util_buffer: int = 20, log: str | None = None,
+                 lost_after_s: float | None = None) -> None:
         self.gpus = [FakeGpu(i) for i in range(gpus)]
         self.absent, self.permission = absent, permission
         self.counter_period_s = counter_period_s
@@ -82,6 +84,7 @@ class FakeNvml:
         self.calls: list[tuple] = []
         self.lost = 0
         self.initialised = 0
+        self.lost_at = None if lost_after_s is None else time.time() + lost_after_s
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str):
@@ -139,6 +142,8 @@ class FakeNvml:
         return int(true_energy_j(T_LOAD, updated) * 1e3)
 
     def nvmlDeviceGetPowerUsage(self, gpu: FakeGpu) -> int:
+        if self.lost_at is not None and time.time() > self.lost_at:
+            raise self._error(pynvml.NVML_ERROR_GPU_IS_LOST)
         window = math.floor(time.time() / WINDOW_S) * WINDOW_S - WINDOW_S
         return int(true_energy_j(window, window + AVERAGED_S) / AVERAGED_S * 1e3)
 

@@ -178,3 +178,16 @@ def test_usage_errors_run_nothing(tmp_path, fake_nvml, capsys):
         assert stop.value.code == 2, options
     assert "give the command to measure after --" in capsys.readouterr().err
     assert fake.initialised == 0 and not any(tmp_path.iterdir())
+
+
+def test_a_gpu_lost_while_measuring_leaves_the_repetition_incomplete(
+        tmp_path, fake_nvml, capsys):
+    fake = fake_nvml(lost_after_s=1.0)
+    assert _collect(tmp_path, "--power-limit", "300", command=sleep_command(2.0)) == 2
+    err = capsys.readouterr().err
+    assert "sampling stopped early: NVML error (NVMLError_GpuIsLost)" in err
+    assert "Traceback" not in err
+    folder = tmp_path / "power-limit/bert/300W/0"
+    assert not is_complete(folder)
+    assert len(read_gpu_power(folder / "gpu-power.csv")) > 5  # what was read is kept
+    assert fake.calls[-1] == ("power_limit", 0, 700_000)
