@@ -3,7 +3,8 @@
 Python turns SIGINT into KeyboardInterrupt but lets SIGTERM end the process
 at once, skipping cleanup (limits left set, a repetition left incomplete).
 Inside :func:`signals_raise` both raise :class:`Interrupted`, a
-KeyboardInterrupt carrying the signal's number.
+KeyboardInterrupt carrying the signal's number; inside :func:`signals_held`
+they wait (cleanup that must finish: limits restored, a repetition closed).
 """
 
 from __future__ import annotations
@@ -31,6 +32,20 @@ class Interrupted(KeyboardInterrupt):
 
 def _raise(signum: int, frame: object) -> None:
     raise Interrupted(signum)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back inside (delivered at the end) in the main thread;
+    elsewhere nothing changes (signals are handled in the main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
 
 
 @contextmanager

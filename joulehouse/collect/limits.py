@@ -10,13 +10,11 @@ loss) leaves a limit set; ``nvidia-smi -rgc``/``-pl`` resets it by hand.
 
 from __future__ import annotations
 
-import signal
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from joulehouse.collect.interrupt import SIGNALS, signals_raise
+from joulehouse.collect.interrupt import signals_held, signals_raise
 from joulehouse.collect.nvml import Device
 
 
@@ -91,17 +89,11 @@ def applied(devices: list[Device], limits: Limits) -> Iterator[list[Device]]:
 def _restore(undo: list[Callable[[], None]]) -> None:
     """Run every step, SIGINT and SIGTERM held back meanwhile (delivered after)."""
     errors = []
-    held = threading.current_thread() is threading.main_thread()
-    if held:
-        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
-    try:
+    with signals_held():
         for step in reversed(undo):
             try:
                 step()
             except Exception as err:  # noqa: BLE001 -- every GPU is tried; the first raised
                 errors.append(err)
-    finally:
-        if held:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
     if errors:
         raise errors[0]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from joulehouse.collect.interrupt import Interrupted
+from joulehouse.collect.interrupt import Interrupted, signals_held
 from joulehouse.collect.limits import NO_LIMITS, Limits, applied, run_name
 from joulehouse.collect.measurement import Measurement, new_repetition
 from joulehouse.collect.nvml import Device, Nvml
@@ -119,9 +119,10 @@ def collect(command: list[str], target: Target, *, repetitions: int = 1,
                 status = exit_status(_wait(process, lambda n=number, m=measurement: progress(
                     n, repetitions, m)))
             except Interrupted as stop:
-                if process is not None:
-                    _stop(process, stop.signum)
-                measurement.end(complete=True)
+                with signals_held():  # a second signal does not cut this short
+                    if process is not None:
+                        _stop(process, stop.signum)
+                    measurement.end(complete=True)
                 done(_outcome(measurement, number, repetitions, stop.exit_code))
                 raise
             except BaseException:
