@@ -115,8 +115,9 @@ def _reading_times(rng: np.random.Generator, start: float, end: float, interval:
     return times
 
 
-def _local_strings(utc: pd.DatetimeIndex, timezone: str) -> list[str]:
-    """Naive local ISO strings, fraction left out when the microseconds are zero."""
+def local_strings(utc: pd.DatetimeIndex, timezone: str) -> list[str]:
+    """Naive local ISO strings, fraction left out when the microseconds are zero (the real
+    writer's form, which the readers parse back; the NVML collector writes with it too)."""
     local = utc.tz_convert(timezone).tz_localize(None).to_numpy().astype("datetime64[us]")
     text = np.datetime_as_string(local, unit="us")
     return [s[:10] + " " + (s[11:19] if s.endswith(".000000") else s[11:]) for s in text]
@@ -171,7 +172,7 @@ def write_repetition(folder: str | Path, spec: RepetitionSpec = RepetitionSpec()
         return start + pd.to_timedelta(np.round(times * 1e6).astype("int64"), unit="us")
 
     events = _events(spec)
-    _with_index(pd.DataFrame({"timestamp": _local_strings(utc(events["t"].to_numpy()),
+    _with_index(pd.DataFrame({"timestamp": local_strings(utc(events["t"].to_numpy()),
                                                           spec.timezone),
                               "event": events["event"], "data": events["data"]}),
                 folder / "timestamps.csv")
@@ -198,7 +199,7 @@ def write_repetition(folder: str | Path, spec: RepetitionSpec = RepetitionSpec()
         "util-gpu": np.where(busy, rng.integers(80, 101, n), 0),
         "util-mem": np.where(busy, rng.integers(20, 60, n), 0),
     }
-    frame = pd.DataFrame({"timestamp": _local_strings(utc(t), spec.timezone)})
+    frame = pd.DataFrame({"timestamp": local_strings(utc(t), spec.timezone)})
     for column in GPU_COLUMNS[spec.gpu_model]:
         frame[column] = values[column]
     _with_index(frame, folder / "gpu-power.csv")
@@ -219,7 +220,7 @@ def write_repetition(folder: str | Path, spec: RepetitionSpec = RepetitionSpec()
     if spec.with_external:
         s = _reading_times(rng, first, last, spec.external_interval_s, spec.jitter)
         total = system.at(s) / EXTERNAL_POWER_UNITS[spec.external_unit]  # W -> unit
-        external = pd.DataFrame({"timestamp": _local_strings(utc(s), spec.timezone)})
+        external = pd.DataFrame({"timestamp": local_strings(utc(s), spec.timezone)})
         for channel, share in _CHANNEL_SHARES.items():
             external[channel] = np.round(total * share, 1)
         _with_index(external, folder / "power-external.csv")

@@ -1,0 +1,62 @@
+"""The training-loop API: markers the readers parse, windows per epoch, and what an
+exception or an interruption inside the block leaves."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fake_nvml import true_energy_j
+
+from joulehouse.collect.api import Recorder
+from joulehouse.collect.limits import Limits
+from joulehouse.gpu.energy import repetition_energy
+from joulehouse.gpu.layout import RepetitionRef, is_complete
+from joulehouse.gpu.readers import read_repetition
+
+
+def test_context_manager_and_callback_write_the_markers_the_readers_parse(tmp_path, fake_nvml):
+    fake = fake_nvml()
+    with Recorder(tmp_path, "power-limit", "bert", limits=Limits(power_limit_w=250),
+                  interval_s=0.05) as recorder:
+        callback = recorder.callback()
+        callback.on_train_begin()
+        for epoch in range(2):
+            callback.on_epoch_begin(epoch)
+            for batch in range(3):
+                callback.on_train_batch_begin(batch)
+                time.sleep(0.1)
+                callback.on_train_batch_end(batch, {"loss": 0.1})
+            callback.on_epoch_end(epoch, {"loss": 0.1})
+        callback.on_train_end()
+    assert recorder.folder == tmp_path / "power-limit/bert/250W/0"
+    rep = read_repetition(RepetitionRef.from_key(tmp_path, "power-limit/bert/250W/0"))
+    events = list(zip(rep.timestamps["event"], rep.timestamps["data"], strict=True))
+    epoch = [("epoch_begin", 0), *[(f"batch_{edge}", b) for b in range(3)
+                                   for edge in ("begin", "end")], ("epoch_end", 0)]
+    assert events == [("experiment_begin", 0), ("train_begin", 0), *epoch,
+                      *[(name, 1 if name.startswith("epoch") else data) for name, data in epoch],
+                      ("train_end", 0), ("experiment_end", 0)]
+    energy = repetition_energy(rep)
+    assert list(energy["phase"]) == ["experiment", "train", "epoch", "epoch"]
+    assert list(energy["epoch"].dropna()) == [0, 1]
+    experiment = energy.iloc[0]
+    truth = true_energy_j(experiment.window_start.timestamp(), experiment.window_end.timestamp())
+    # a window of ~0.7 s: the edges' precision (1 ms each) is a larger share than in
+    # test_collect's 2.5 s
+    assert experiment.gpu_energy_j == pytest.approx(truth, rel=0.01)
+    assert fake.calls == [("power_limit", 0, 250_000), ("power_limit", 0, 700_000)]
+
+
+def test_an_exception_leaves_the_repetition_incomplete_an_interrupt_completes_it(
+        tmp_path, fake_nvml):
+    fake = fake_nvml()
+    with pytest.raises(RuntimeError), Recorder(tmp_path, "e", "b", "failed") as recorder:
+        recorder.epoch_begin(0)
+        raise RuntimeError("training diverged")
+    assert not is_complete(tmp_path / "e/b/failed/0")
+    with pytest.raises(KeyboardInterrupt), Recorder(tmp_path, "e", "b", "stopped") as recorder:
+        recorder.epoch_begin(0)
+        raise KeyboardInterrupt
+    read_repetition(RepetitionRef.from_key(tmp_path, "e/b/stopped/0"))  # complete and valid
+    assert fake.initialised == 0  # NVML shut down each time

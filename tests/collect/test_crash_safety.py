@@ -1,0 +1,63 @@
+"""A collector killed, interrupted or terminated, in a subprocess with the fake NVML:
+SIGKILL leaves an incomplete repetition no sensor takes; SIGINT and SIGTERM leave a
+complete, valid one, limits restored."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from conftest import sleep_command
+
+from joulehouse.errors import IncompleteInputError
+from joulehouse.gpu.layout import RepetitionRef, is_complete
+from joulehouse.gpu.readers import read_gpu_power, read_repetition
+from joulehouse.gpu.scan import ScanState, scan
+
+KEY = "power-limit/bert/250W/0"
+
+
+def _args(root) -> list[str]:
+    return ["collect", "--data-root", str(root), "--experiment", "power-limit",
+            "--benchmark", "bert", "--power-limit", "250", "--interval", "0.05", "--",
+            *sleep_command(60)]
+
+
+def _ready(root) -> list[str]:
+    """The repetitions the sensor's scan hands out (quiet period long past)."""
+    result = scan(root, ScanState(), quiet_s=1, now=time.time() + 100)
+    return [ready.ref.key for ready in result.ready]
+
+
+def test_sigkill_leaves_an_incomplete_repetition_the_sensor_does_not_take(tmp_path, collector):
+    root = tmp_path / "root"
+    run = collector(_args(root))
+    folder = root / KEY
+    run.wait_for_rows(folder / "gpu-power.csv", 30)  # measured for a while, flushed
+    os.killpg(run.process.pid, signal.SIGKILL)  # the collector and its command
+    run.process.wait()
+    assert not is_complete(folder)
+    with pytest.raises(IncompleteInputError, match="no experiment_end event yet"):
+        read_repetition(RepetitionRef.from_key(root, KEY))
+    assert _ready(root) == []
+    assert len(read_gpu_power(folder / "gpu-power.csv")) >= 30  # what was measured is kept
+    # the limit stays set: only SIGKILL can do that (the log has the set, no restore)
+    assert run.calls() == [["power_limit", 0, 250_000]]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_sigint_sigterm_leave_a_complete_valid_repetition_limits_restored(
+        tmp_path, collector, signum):
+    root = tmp_path / "root"
+    run = collector(_args(root))
+    run.wait_for_rows(root / KEY / "gpu-power.csv", 20)
+    run.process.send_signal(signum)  # the collector only, as `kill` does
+    assert run.process.wait(timeout=60) == 128 + signum
+    assert "interrupted" in run.process.stderr.read()
+    rep = read_repetition(RepetitionRef.from_key(root, KEY))
+    assert list(rep.timestamps["event"]) == ["experiment_begin", "experiment_end"]
+    assert len(rep.gpu_power) >= 20 and len(rep.power_samples) > 0
+    assert _ready(root) == [KEY]
+    assert run.calls() == [["power_limit", 0, 250_000], ["power_limit", 0, 700_000]]
