@@ -25,12 +25,12 @@ UTC_TIME = pd.DatetimeTZDtype("ns", "UTC")
 
 def _strictly_increasing(series: pd.Series) -> pd.Series:
     values = series.values  # numpy, UTC for tz-aware times (no Timestamp objects)
-    return pd.Series(np.r_[True, values[1:] > values[:-1]], index=series.index)
+    return pd.Series(np.r_[True, values[1:] > values[:-1]][:len(values)], index=series.index)
 
 
 def _non_decreasing(series: pd.Series) -> pd.Series:
     values = series.values  # numpy, UTC for tz-aware times (no Timestamp objects)
-    return pd.Series(np.r_[True, values[1:] >= values[:-1]], index=series.index)
+    return pd.Series(np.r_[True, values[1:] >= values[:-1]][:len(values)], index=series.index)
 
 
 def _time(strict: bool = True, description: str = "Time of the reading (UTC).") -> pa.Column:

@@ -188,3 +188,16 @@ def test_missing_samples_timestamp_names_its_line(repetition):
     ref, _ = repetition
     set_field(ref.path / "total_power_samples.csv", 8, "timestamp", "")
     raises(ref, "missing timestamp", line=8, field="timestamp", name="total_power_samples.csv")
+
+
+def test_samples_file_with_only_its_header_is_no_samples(repetition):
+    """NVML may return no sample in a window: an empty buffer is no error, and the
+    samples method then has no energy while the counter's stands."""
+    ref, _ = repetition
+    edit_lines(ref.path / "total_power_samples.csv", lambda lines: lines[:1])
+    frames = read_repetition(ref)
+    assert len(frames.power_samples) == 0
+    energy = repetition_energy(frames)
+    experiment = energy[energy["phase"] == "experiment"].iloc[0]
+    assert pd.isna(experiment["gpu_energy_samples_j"])
+    assert experiment["gpu_energy_counter_j"] > 0
