@@ -20,6 +20,9 @@ name>/<entry name>``: one report file, or one folder of report files, see
 4. ``energy_facts/powerapi``: that table's rows in ``energy_facts``;
 
 then, if any partition failed, the step fails last (``assets/reporting.py``).
+With no partition stored at all (and none failed in the run) the tables are
+not rebuilt: the step raises a ``Failure`` saying so, rather than writing
+empty tables over the last good ones.
 """
 
 from collections.abc import Iterator
@@ -186,10 +189,18 @@ def stored_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
             if key in registered]
 
 
-def window_table(context: dg.AssetExecutionContext, source: PowerapiSource,
-                 tables: Tables) -> dg.MaterializeResult:
-    """Rebuild the whole-source window table from every stored partition."""
-    keys = stored_keys(context, tables)
+def whole_tables(tables: Tables, keys: list[str], source: PowerapiSource,
+                 selected: set[dg.AssetKey]) -> Iterator[dg.MaterializeResult]:
+    """Rebuild the selected whole-source tables over the stored partitions ``keys``."""
+    if powerapi_window_energy.key in selected:
+        yield window_table(tables, keys, source)
+    if powerapi_energy_facts.key in selected:
+        yield facts(tables)
+
+
+def window_table(tables: Tables, keys: list[str], source: PowerapiSource
+                 ) -> dg.MaterializeResult:
+    """Rebuild the whole-source window table from the stored partitions ``keys``."""
     rapl, rapl_twice = _stored(tables, "rapl_energy", keys)
     power, power_twice = _stored(tables, "power_reports", keys)
     table = window_energy(rapl, power, source.window)
@@ -261,10 +272,13 @@ with single_run_backfills() as single_run:
             energy = compute_energy(context, powerapi_source, tables, skip)
             yield from energy.results(context, COMPUTED_SPEC)
             failed |= energy.errors()
-        if powerapi_window_energy.key in selected:
-            yield window_table(context, powerapi_source, tables)
-        if powerapi_energy_facts.key in selected:
-            yield facts(tables)
+        if selected & {powerapi_window_energy.key, powerapi_energy_facts.key}:
+            keys = stored_keys(context, tables)
+            if keys:
+                yield from whole_tables(tables, keys, powerapi_source, selected)
+            elif not failed:
+                raise dg.Failure("no PowerAPI report stored yet: materialize "
+                                 "powerapi_validated_frames for a partition first")
         if failed:
             raise failure(len(context.partition_keys), failed)
 

@@ -252,3 +252,20 @@ def test_a_powerapi_2_10_output_folder_is_one_partition_read_in_its_epoch_zone(
     expected = utc.window_energy(landing.source.window)
     assert set(table["target"]) == {"influxdb", "rapl"}
     pd.testing.assert_frame_equal(table, expected, check_exact=False, rtol=1e-12)
+
+
+def test_rebuilding_the_tables_with_nothing_stored_fails_and_writes_nothing(instance, tmp_path):
+    """No stored partition at all: a clear Failure, as GEOPM and GPU do, not empty tables."""
+    folder = tmp_path / "landing"
+    folder.mkdir()
+    landing = Landing(instance, folder, tmp_path)
+    result = landing.defs.resolve_job_def(JOB_NAME).execute_in_process(
+        instance=instance, raise_on_error=False,
+        asset_selection=[dg.AssetKey(WINDOW_TABLE), FACTS])
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    assert failure.step_failure_data.user_failure_data.description == (
+        "no PowerAPI report stored yet: materialize powerapi_validated_frames for a "
+        "partition first")
+    assert not (Path(landing.warehouse.root) / WINDOW_TABLE).exists()
+    assert not (Path(landing.warehouse.root) / "energy_facts").exists()
