@@ -90,8 +90,8 @@ POWER_SCHEMA = pa.DataFrameSchema(
 )
 
 WINDOW_ENERGY_COLUMNS = [
-    "sensor", "target", "component", "window_start", "window_end", "duration_s", "energy_j",
-    "method", "measured_j", "estimated_total_j", "relative_error",
+    "sensor", "target", "component", "window_start", "window_end", "duration_s", "covered_s",
+    "energy_j", "method", "measured_j", "estimated_total_j", "relative_error",
 ]
 
 WINDOW_ENERGY_SCHEMA = pa.DataFrameSchema(
@@ -99,10 +99,17 @@ WINDOW_ENERGY_SCHEMA = pa.DataFrameSchema(
         "sensor": _label("sensor name"),
         "target": _label("'all' for the measurement, else the estimated cgroup"),
         "component": _label("cpu (RAPL package), dram, or another RAPL domain"),
-        "window_start": pa.Column(UTC_TIME, description="start of the covered window, UTC"),
-        "window_end": pa.Column(UTC_TIME, description="end of the covered window, UTC"),
+        "window_start": pa.Column(UTC_TIME, description="start of the window, or the first "
+                                                        "tick start inside it if later, UTC"),
+        "window_end": pa.Column(UTC_TIME, description="end of the window, or the last tick end "
+                                                      "inside it if earlier, UTC"),
         "duration_s": pa.Column(float, pa.Check.gt(0), description="window_end - window_start, "
                                                                   "s"),
+        "covered_s": pa.Column(float, pa.Check.gt(0),
+                               description="time of [window_start, window_end] covered by the "
+                                           "reports' ticks, s: duration_s unless a gap lies "
+                                           "inside (summed sockets: the least covered one's); "
+                                           "only fully covered rows become energy_facts"),
         "energy_j": pa.Column(float, pa.Check.ge(0), description="energy over the window, J"),
         "method": pa.Column(str, pa.Check.isin(["measured", "estimated"]),
                             description="measured (RAPL) or estimated (power x tick)"),
@@ -116,7 +123,8 @@ WINDOW_ENERGY_SCHEMA = pa.DataFrameSchema(
                                     description="(estimated_total_j - measured_j) / measured_j, "
                                                 "a fraction (NaN without both)"),
     },
-    checks=pa.Check(lambda df: df["window_end"] > df["window_start"], name="window_ordered"),
+    checks=[pa.Check(lambda df: df["window_end"] > df["window_start"], name="window_ordered"),
+            pa.Check(lambda df: df["covered_s"] <= df["duration_s"], name="covered_within")],
     unique=["sensor", "target", "component", "window_start", "method"],
     strict=True,
     ordered=True,
