@@ -6,7 +6,8 @@ Frames, all with a tz-aware UTC ``timestamp``:
 - RAPL energy: J per tick, socket and RAPL domain (one cpu entry per socket);
 - power reports: SmartWatts' (or any formula's) power estimates in W;
 - windowed energy: measured and estimated J per sensor, target, component
-  and window, and the estimate's relative error against the measurement.
+  and window, and the estimate's relative error against the measurement;
+- progress: how far each file of a growing entry was read (``stream.py``).
 """
 
 from __future__ import annotations
@@ -129,4 +130,25 @@ WINDOW_ENERGY_SCHEMA = pa.DataFrameSchema(
     strict=True,
     ordered=True,
     name="powerapi_window_energy",
+)
+
+PROGRESS_SCHEMA = pa.DataFrameSchema(
+    {
+        "file": _label("report file of the entry, relative to the entry's landing folder"),
+        "read_to_byte": pa.Column("int64", pa.Check.ge(0),
+                                  description="byte after the last complete report read (a file "
+                                              "read whole each time: its size), bytes"),
+        "prefix_digest": _label("fingerprint of the bytes before read_to_byte: their length and "
+                                "their first and last 64 KiB (blake2b)"),
+        "generation": pa.Column("int64", pa.Check.ge(0),
+                                description="how many times the entry was read whole again "
+                                            "(its file cut, rotated or rewritten)"),
+        "pieces": pa.Column("int64", pa.Check.ge(1),
+                            description="stored pieces of the generation (one per read that "
+                                        "found new reports)"),
+    },
+    unique=["file"],
+    strict=True,
+    ordered=True,
+    name="progress",
 )
