@@ -234,7 +234,7 @@ class ReportStore:
     def _progress_table(self) -> str:
         return f"{self.table}/progress"
 
-    def keys(self) -> list[str]:
+    def stored_keys(self) -> list[str]:
         """The partitions with something stored, sorted."""
         return self.tables.partition_keys(self._progress_table())
 
