@@ -269,3 +269,46 @@ def test_rebuilding_the_tables_with_nothing_stored_fails_and_writes_nothing(inst
         "partition first")
     assert not (Path(landing.warehouse.root) / WINDOW_TABLE).exists()
     assert not (Path(landing.warehouse.root) / "energy_facts").exists()
+
+
+def test_a_growing_file_is_read_on_at_each_run_never_twice(instance, tmp_path):
+    """A live sensor's JSON lines, never quiet, written in three steps (the second ends inside
+    a report): each tick that finds it grown by grown_bytes asks for a run, each run stores
+    only the complete reports written since the last, and the tables equal the whole file's."""
+    folder = tmp_path / "landing"
+    folder.mkdir()
+    path = folder / "hwpc.jsonl"
+    lines = (EXAMPLES / "smartwatts_timeline.jsonl").read_text().splitlines(keepends=True)
+    cut = len(lines[25]) // 2
+    steps = ["".join(lines[:12]), "".join(lines[12:25]) + lines[25][:cut],
+             lines[25][cut:] + "".join(lines[26:])]
+    landing = Landing(instance, folder, tmp_path, quiet_s=600, grown_bytes=4096)
+    stored, reads = [], []
+    for step in steps:
+        with path.open("a") as file:
+            file.write(step)
+        [request] = landing.tick().run_requests  # not quiet, but grown
+        result = landing.run(request)
+        assert result.success
+        [frames] = [m for m in result.asset_materializations_for_node("powerapi_pipeline")
+                    if m.asset_key == VALID]
+        stored.append(frames.metadata["rows"].value["counters"])
+        reads.append(frames.metadata["read"].value)
+    data = landing.tick()
+    assert data.run_requests == [] and "(0 waiting" in data.skip_message
+    assert landing.partitions() == ["landing/hwpc.jsonl"]
+    whole = [len(read_reports(layout.discover(part)).counters) for part in (
+        _lines_file(tmp_path / "a.jsonl", lines[:12]),
+        _lines_file(tmp_path / "b.jsonl", lines[12:25]),
+        _lines_file(tmp_path / "c.jsonl", lines[25:]))]
+    assert stored == whole and sum(stored) == 1870  # each report read once
+    assert reads == ["whole", "new reports only", "new reports only"]
+    table = landing.tables().read_table(WINDOW_TABLE)
+    assert _measured(table) == pytest.approx(FIXTURE_J, rel=1e-12)
+    pd.testing.assert_frame_equal(table, read_reports(layout.discover(path)).window_energy(
+        landing.source.window))
+
+
+def _lines_file(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(lines))
+    return path
