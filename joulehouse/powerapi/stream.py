@@ -162,11 +162,13 @@ def read_new(entry: Path, previous: Progress | None, *, now: float, quiet_s: flo
     """The reports of ``entry`` not read yet (after ``previous``; None: never read).
 
     A file changed less than ``quiet_s`` seconds before ``now`` is still being
-    written and is read to its last line end only. Raises the readers'
+    written and is read to its last line end only; an empty one is not read yet. Raises the readers'
     InputError for bad content (nothing is stored then: the caller stores the piece).
     """
-    files = {item.path.relative_to(entry.parent).as_posix(): item
-             for item in layout.discover(entry) if item.kind != layout.OTHER}
+    files = {item.path.relative_to(entry.parent).as_posix(): item for item in (
+        layout.classify(path) for path in layout.report_paths(entry)
+        if path.stat().st_size)  # an empty file is not written yet
+        if item.kind != layout.OTHER}
     starts = None if previous is None else _starts(files, previous)
     whole = starts is None
     if whole:

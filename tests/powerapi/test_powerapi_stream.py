@@ -76,6 +76,7 @@ def test_a_csv_folder_written_in_three_steps_waits_for_a_line_end(tmp_path):
              for step in (1, 2, 3)]
     store = ReportStore(Warehouse(tmp_path / "warehouse"))
     rapl_lines = texts["rapl.csv"]
+    (entry / "pcu.csv").touch()  # a group file just created: not read while empty
     seen = []
     for step, wanted in enumerate(steps):
         for name, lines in wanted.items():
@@ -88,6 +89,8 @@ def test_a_csv_folder_written_in_three_steps_waits_for_a_line_end(tmp_path):
     assert [rows["rapl_energy"] for rows in seen] == [ticks[0], ticks[1] - ticks[0],
                                                      ticks[2] - ticks[1]] == [3, 3, 4]
     assert sum(rows["counters"] for rows in seen) == 1870
+    assert sorted(store.progress("landing/hwpc-csv").files) == [
+        "hwpc-csv/core.csv", "hwpc-csv/msr.csv", "hwpc-csv/rapl.csv"]
     rapl = _stored(store, "landing/hwpc-csv", "rapl_energy")
     assert rapl["energy_j"].sum() == pytest.approx(FIXTURE_J, rel=1e-15)
     assert len(_stored(store, "landing/hwpc-csv", "counters")) == 1870
