@@ -258,8 +258,11 @@ class ReportStore:
     def append(self, key: str, piece: Piece) -> dict[str, pd.DataFrame]:
         """Store ``piece`` (its frames as a new piece when :meth:`Piece.is_new`), then the
         progress: a failure before that leaves what was stored as it was. Returns the
-        frames stored (empty ones when the piece held nothing new)."""
+        frames stored (empty ones when the piece held nothing new). An entry with no file
+        read (all still empty) stores nothing: what was stored before stays."""
         frames = piece.frames
+        if not piece.progress.files:
+            return frames
         if piece.is_new():
             stored = piece_key(key, piece.progress.generation, piece.progress.pieces - 1)
             for name, frame in frames.items():

@@ -164,3 +164,15 @@ def test_a_bad_report_in_the_new_lines_stores_nothing(tmp_path):
 def _write(path: Path, lines: list[str]) -> Path:
     path.write_text("".join(lines))
     return path
+
+
+def test_an_entry_whose_files_are_all_empty_stores_nothing(tmp_path):
+    entry = tmp_path / "landing" / "hwpc-csv"
+    entry.mkdir(parents=True)
+    (entry / "rapl.csv").touch()
+    store = ReportStore(Warehouse(tmp_path / "warehouse"))
+    assert _ingest(store, "landing/hwpc-csv", entry, **WRITING)["counters"] == 0
+    assert store.progress("landing/hwpc-csv") is None and store.stored_keys() == []
+    shutil.copy(EXAMPLES / "hwpc-csv" / "rapl.csv", entry / "rapl.csv")
+    assert _ingest(store, "landing/hwpc-csv", entry, **WRITING)["rapl_energy"] == 10
+    assert store.progress("landing/hwpc-csv").generation == 0
