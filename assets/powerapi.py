@@ -6,11 +6,15 @@ name>/<entry name>``: one report file, or one folder of report files, see
 ``assets/pipeline.py`` for why it is one step), ONE subsettable step,
 ``powerapi_pipeline``, computes the selected assets of a run:
 
-1. ``powerapi_validated_frames``: every report file of each partition read
-   and validated, stored per partition as ``counters``, ``rapl_energy`` and
-   ``power_reports`` (a kind the entry lacks is stored empty, so a rewrite
-   replaces all three); a bad file fails the check ``pandera_valid`` of its
-   partition, naming file and line, and stores nothing;
+1. ``powerapi_validated_frames``: what is new in each partition's report
+   files read and validated, and stored as a new piece of the partition
+   (``counters``, ``rapl_energy`` and ``power_reports``, a kind the entry
+   lacks stored empty) with how far each file was read
+   (``joulehouse/powerapi/stream.py``): a file that keeps growing is read on
+   from where its complete reports ended, never again from its start; one
+   cut, rotated or rewritten is read whole again, and its new first piece
+   replaces the earlier ones. A bad file fails the check ``pandera_valid``
+   of its partition, naming file and line, and stores nothing;
 2. ``powerapi_report_energy``: each partition's own windowed energy;
 3. ``powerapi_window_energy``: the whole-source table, from the stored RAPL
    and power reports of every registered partition together (a window may
@@ -20,8 +24,12 @@ name>/<entry name>``: one report file, or one folder of report files, see
 4. ``energy_facts/powerapi``: that table's rows in ``energy_facts``;
 
 then, if any partition failed, the step fails last (``assets/reporting.py``).
+With no partition stored at all (and none failed in the run) the tables are
+not rebuilt: the step raises a ``Failure`` saying so, rather than writing
+empty tables over the last good ones.
 """
 
+import time
 from collections.abc import Iterator
 
 import dagster as dg
@@ -37,22 +45,18 @@ from assets.reporting import (
 )
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
 from joulehouse.plots import Series, lines_png, markdown_image
-from joulehouse.powerapi import layout, readers, schemas
+from joulehouse.powerapi import schemas
 from joulehouse.powerapi.energy import FACTS_SOURCE, energy_facts_rows, window_energy
-from joulehouse.powerapi.reports import read_reports
-from joulehouse.validation import empty_frame, validate
+from joulehouse.powerapi.stream import FRAME_SCHEMAS, FRAMES_TABLE, Piece, ReportStore
+from joulehouse.validation import validate
 from joulehouse.warehouse import Warehouse as Tables
 from resources import PowerapiSource, Warehouse
 
 GROUP = "powerapi"
-FRAMES_TABLE = "powerapi_validated_frames"
 REPORT_ENERGY_TABLE = "powerapi_report_energy"
 WINDOW_TABLE = "powerapi_window_energy"
 VALID_CHECK = "pandera_valid"
 COMPUTED_CHECK = "energy_computed"
-#: The frames stored per partition, by name, with their schemas.
-FRAME_SCHEMAS = {"counters": schemas.COUNTERS_SCHEMA, "rapl_energy": schemas.RAPL_SCHEMA,
-                 "power_reports": schemas.POWER_SCHEMA}
 TAGS = {"source": "powerapi"}
 
 powerapi_reports = dg.DynamicPartitionsDefinition(name="powerapi_reports")
@@ -63,7 +67,8 @@ powerapi_report_files = dg.AssetSpec(
         "PowerAPI report files as they landed: hwpc-sensor's HWPC reports (JSON, JSON lines, "
         "MongoDB exports, CSV per group) and formulas' power reports (CSV, JSON, JSON lines), "
         "one file or one folder of them per partition. Found by the landing sensor once no "
-        "file changed for the quiet period."
+        "file changed for the quiet period, or, for a file still growing, once it grew by "
+        "the source's grown_bytes since it was last handed out."
     ),
     group_name=GROUP, partitions_def=powerapi_reports, kinds={"json", "csv"}, tags=TAGS,
 )
@@ -74,9 +79,11 @@ PER_PARTITION = {"group_name": GROUP, "partitions_def": powerapi_reports, "skipp
 powerapi_validated_frames = dg.AssetSpec(
     "powerapi_validated_frames",
     description=(
-        "Every report file of a partition read and validated with pandera: counters in long "
-        "form, RAPL energy per tick and socket (J, value x 2^-32) and power reports (W), UTC; "
-        "one Parquet partition per frame under powerapi_validated_frames/. A bad file fails "
+        "The new reports of a partition's files read and validated with pandera: counters "
+        "in long form, RAPL energy per tick and socket (J, value x 2^-32) and power reports "
+        "(W), UTC; stored as a new piece of the partition (one Parquet file per frame under "
+        "powerapi_validated_frames/), a growing file read on from where its complete reports "
+        "ended (rows: this run's piece), one cut or rewritten read whole again. A bad file fails "
         "the check 'pandera_valid' of its partition, naming file and line; what was stored "
         "before stays, and the other partitions of the run go on."
     ),
@@ -129,39 +136,42 @@ COMPUTED_SPEC = partition_check_spec(
     "not computed when its frames failed in the same run).")
 
 
-def _frame_table(name: str) -> str:
-    return f"{FRAMES_TABLE}/{name}"
-
-
 def validate_frames(context: dg.AssetExecutionContext, source: PowerapiSource,
                     tables: Tables) -> PartitionBatch:
-    """Read, validate and store the frames of every partition of the run."""
+    """Read what is new in every partition of the run, validate it and store it as a piece
+    (``joulehouse.powerapi.stream``); the rows in each partition's metadata are those of
+    this run's piece."""
+    store = ReportStore(tables)
+    pieces: dict[str, Piece] = {}
 
     def validate_one(key: str) -> dict[str, pd.DataFrame]:
-        reports = read_reports(layout.discover(source.resolve(key)), timezone=source.timezone,
-                               epoch_zone=source.epoch_zone)
-        counters = reports.counters if reports.counters is not None else (
-            readers.concat_counters([]))
-        frames = {"counters": counters, "rapl_energy": readers.rapl_energy(counters),
-                  "power_reports": reports.power if reports.power is not None else (
-                      empty_frame(schemas.POWER_SCHEMA))}
-        for name, frame in frames.items():
-            tables.write_partition(_frame_table(name), key, frame)
-        return frames
+        pieces[key] = store.ingest(key, source.resolve(key), now=time.time(),
+                                   quiet_s=source.quiet_period_s, timezone=source.timezone,
+                                   epoch_zone=source.epoch_zone)
+        return pieces[key].frames
 
-    return PartitionBatch.run(context, validate_one, FRAME_SCHEMAS.get)
+    batch = PartitionBatch.run(context, validate_one, FRAME_SCHEMAS.get)
+    for key, piece in pieces.items():
+        batch.stored[key] |= {
+            "read": dg.MetadataValue.text("whole" if piece.whole else "new reports only"),
+            "generation": dg.MetadataValue.int(piece.progress.generation),
+            "pieces": dg.MetadataValue.int(piece.progress.pieces),
+            "read_to_byte": dg.MetadataValue.json(
+                {name: read.read_to_byte for name, read in piece.progress.files.items()}),
+        }
+    return batch
 
 
 def _stored(tables: Tables, name: str, keys: list[str]) -> tuple[pd.DataFrame | None, int]:
-    """The stored frame ``name`` of ``keys`` together (None when it has no rows), validated,
-    and how many rows were given twice: the same report stored by two partitions (one data
-    set landed in two forms) is kept once; a report given twice with different values stays,
-    and the schema's uniqueness check refuses it."""
-    frame = tables.read_partitions(_frame_table(name), keys) if keys else None
+    """The stored frame ``name`` of ``keys`` together, every piece (None when it has no
+    rows), validated, and how many rows were given twice: the same report stored by two
+    partitions (one data set landed in two forms) is kept once; a report given twice with
+    different values stays, and the schema's uniqueness check refuses it."""
+    frame = ReportStore(tables).read(name, keys) if keys else None
     if frame is None or frame.empty:
         return None, 0
     once = frame.drop_duplicates(ignore_index=True)
-    return validate(FRAME_SCHEMAS[name], once, _frame_table(name)), len(frame) - len(once)
+    return validate(FRAME_SCHEMAS[name], once, f"{FRAMES_TABLE}/{name}"), len(frame) - len(once)
 
 
 def compute_energy(context: dg.AssetExecutionContext, source: PowerapiSource, tables: Tables,
@@ -182,14 +192,21 @@ def stored_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
     """The registered partitions whose frames are stored (a partition whose latest version
     failed keeps its last good frames), in table order."""
     registered = set(context.instance.get_dynamic_partitions(powerapi_reports.name))
-    return [key for key in tables.partition_keys(_frame_table("power_reports"))
-            if key in registered]
+    return [key for key in ReportStore(tables).stored_keys() if key in registered]
 
 
-def window_table(context: dg.AssetExecutionContext, source: PowerapiSource,
-                 tables: Tables) -> dg.MaterializeResult:
-    """Rebuild the whole-source window table from every stored partition."""
-    keys = stored_keys(context, tables)
+def whole_tables(tables: Tables, keys: list[str], source: PowerapiSource,
+                 selected: set[dg.AssetKey]) -> Iterator[dg.MaterializeResult]:
+    """Rebuild the selected whole-source tables over the stored partitions ``keys``."""
+    if powerapi_window_energy.key in selected:
+        yield window_table(tables, keys, source)
+    if powerapi_energy_facts.key in selected:
+        yield facts(tables)
+
+
+def window_table(tables: Tables, keys: list[str], source: PowerapiSource
+                 ) -> dg.MaterializeResult:
+    """Rebuild the whole-source window table from the stored partitions ``keys``."""
     rapl, rapl_twice = _stored(tables, "rapl_energy", keys)
     power, power_twice = _stored(tables, "power_reports", keys)
     table = window_energy(rapl, power, source.window)
@@ -261,10 +278,13 @@ with single_run_backfills() as single_run:
             energy = compute_energy(context, powerapi_source, tables, skip)
             yield from energy.results(context, COMPUTED_SPEC)
             failed |= energy.errors()
-        if powerapi_window_energy.key in selected:
-            yield window_table(context, powerapi_source, tables)
-        if powerapi_energy_facts.key in selected:
-            yield facts(tables)
+        if selected & {powerapi_window_energy.key, powerapi_energy_facts.key}:
+            keys = stored_keys(context, tables)
+            if keys:
+                yield from whole_tables(tables, keys, powerapi_source, selected)
+            elif not failed:
+                raise dg.Failure("no PowerAPI report stored yet: materialize "
+                                 "powerapi_validated_frames for a partition first")
         if failed:
             raise failure(len(context.partition_keys), failed)
 

@@ -10,7 +10,12 @@ round (best and median of ``--rounds`` after a warm-up call of each):
   ``readers.rapl_energy`` (RAPL J per tick and socket), for the JSON-lines
   file and for the three CSV files;
 - for JSON, also Arrow's parse of the same blocks alone (``iter_json_blocks``),
-  the floor under Joulehouse's time;
+  the floor under Joulehouse's time; with ``--decoders``, the parse alone by
+  other maintained decoders where importable (not project dependencies:
+  ``pip install --target DIR polars msgspec`` and ``PYTHONPATH=DIR``):
+  polars' ``read_ndjson`` (to columns, as Arrow) and msgspec's
+  ``decode_lines`` (to Python objects, before any flattening), to see
+  whether one would lower that floor;
 - powerapi 2.10.0 (in its own interpreter, ``--reference-python``, a
   throwaway venv: ``python -m venv /tmp/powerapi-ref-venv &&
   /tmp/powerapi-ref-venv/bin/pip install powerapi==2.10.0``): ``json.loads``
@@ -19,17 +24,19 @@ round (best and median of ``--rounds`` after a warm-up call of each):
   its interpreter is not counted.
 
 Run: ``.venv/bin/python benchmarks/powerapi_read.py --reference-python
-/tmp/powerapi-ref-venv/bin/python [--rounds N]``.
+/tmp/powerapi-ref-venv/bin/python [--rounds N] [--decoders]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import gc
 import json
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -100,6 +107,33 @@ def arrow_parse_only(paths: list[Path]) -> int:
     return sum(block.table.num_rows for path in paths for block in iter_json_blocks(path))
 
 
+def other_decoders() -> dict[str, Callable[[list[Path]], int]]:
+    """The parse alone of the JSON-lines file by other decoders that are importable."""
+    found: dict[str, Callable[[list[Path]], int]] = {}
+    try:
+        import polars
+    except ImportError:
+        pass
+    else:
+        found["polars parse only"] = lambda paths: sum(
+            polars.read_ndjson(path).height for path in paths)
+    try:
+        import msgspec
+    except ImportError:
+        pass
+    else:
+        decoder = msgspec.json.Decoder()
+
+        def msgspec_parse(paths: list[Path]) -> int:
+            gc.disable()  # millions of small objects: no collections while they are made
+            try:
+                return sum(len(decoder.decode_lines(path.read_bytes())) for path in paths)
+            finally:
+                gc.enable()
+        found["msgspec parse only"] = msgspec_parse
+    return found
+
+
 def ours(paths: list[Path]) -> int:
     counters = readers.concat_counters([readers.read_hwpc(path) for path in paths])
     readers.rapl_energy(counters)
@@ -116,7 +150,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reference-python", default="/tmp/powerapi-ref-venv/bin/python")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--decoders", action="store_true",
+                        help="also time other JSON decoders' parse alone (where importable)")
     args = parser.parse_args(argv)
+    decoders = other_decoders() if args.decoders else {}
     lines_path, csv_paths = generate()
     print(describe(pd, pyarrow, pandera, extra=f"load {load_average()}"))
     for kind, paths in (("json", [lines_path]), ("csv", csv_paths)):
@@ -124,8 +161,9 @@ def main(argv: list[str] | None = None) -> None:
         ours(paths)  # warm-up
         reference(args.reference_python, kind, paths)
         times: dict[str, list[float]] = {"joulehouse": [], "powerapi": []}
-        if kind == "json":
-            times["arrow parse only"] = []
+        extra = {"arrow parse only": arrow_parse_only, **decoders} if kind == "json" else {}
+        for name in extra:
+            times[name] = []
         rows = reports = 0
         for _ in range(args.rounds):
             start = time.perf_counter()
@@ -133,10 +171,10 @@ def main(argv: list[str] | None = None) -> None:
             times["joulehouse"].append(time.perf_counter() - start)
             seconds, reports = reference(args.reference_python, kind, paths)
             times["powerapi"].append(seconds)
-            if kind == "json":
+            for name, parse in extra.items():
                 start = time.perf_counter()
-                arrow_parse_only(paths)
-                times["arrow parse only"].append(time.perf_counter() - start)
+                parse(paths)
+                times[name].append(time.perf_counter() - start)
         best = {name: min(values) for name, values in times.items()}
         median = {name: statistics.median(values) for name, values in times.items()}
         print(f"{kind}: {TICKS * 4} reports, {mb:.0f} MB; joulehouse {rows} counter rows, "

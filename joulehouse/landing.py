@@ -10,13 +10,18 @@ a quiet period: mtime and ctime both count, so an entry copied with its old
 mtimes still waits. Its *fingerprint* is a digest of its files' names, sizes
 and mtimes (ns); it changes when a file is added, removed or rewritten, and
 reads no content. Listing a landing folder costs one ``stat`` per file.
+
+An entry that keeps growing (a report stream) is never quiet; a source may
+hand it out anyway once its files grew by ``grown_bytes`` since it was last
+handed out (:func:`scan_landings`), and read only what is new (the source's
+business: see ``joulehouse/powerapi/stream.py``).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
 
@@ -30,12 +35,13 @@ Identify = Callable[[Path], "list[Path] | None"]
 class LandedItem:
     """One entry of a landing folder; ``key`` is ``<landing name>/<entry name>``;
     ``last_change`` in seconds since the epoch (the latest mtime or ctime of its files
-    and folders)."""
+    and folders); ``size``: bytes of its files together."""
 
     key: str
     path: Path
     fingerprint: str
     last_change: float
+    size: int = 0
 
     def is_quiet(self, quiet_s: float, now: float) -> bool:
         """True when nothing in the entry changed for ``quiet_s`` seconds before ``now``."""
@@ -51,7 +57,8 @@ def read_landed_item(path: Path, key: str, identify: Identify) -> LandedItem | N
     last_change = max((max(stat.st_mtime, stat.st_ctime) for _, stat in stats), default=0.0)
     digest = file_stats_digest((file.relative_to(path.parent).as_posix(), stat)
                                for file, stat in stats if S_ISREG(stat.st_mode))
-    return LandedItem(key, path, digest, last_change)
+    size = sum(stat.st_size for _, stat in stats if S_ISREG(stat.st_mode))
+    return LandedItem(key, path, digest, last_change, size)
 
 
 def find_landed(landing: str | os.PathLike[str], name: str,
@@ -76,24 +83,36 @@ class LandingScan:
     waiting: int
     seen: dict[str, str]
     """key -> fingerprint of every present entry handed out so far (the next ``seen``)."""
+    sizes: dict[str, int] = field(default_factory=dict)
+    """key -> size when last handed out, of the same entries (the next ``sizes``)."""
 
 
 def scan_landings(items: Iterable[LandedItem], seen: Mapping[str, str], quiet_s: float,
-                  now: float) -> LandingScan:
+                  now: float, *, grown_bytes: int | None = None,
+                  sizes: Mapping[str, int] | None = None) -> LandingScan:
     """Compare the present ``items`` with ``seen`` (key -> fingerprint handed out before).
 
     An entry whose fingerprint differs from the one seen (or that is new) is
-    ready once quiet; until then it waits. Entries no longer present are forgotten.
+    ready once quiet, or, with ``grown_bytes``, once its size is that many bytes
+    above its size when last handed out (``sizes``; 0 for a new entry): a stream
+    that is never quiet is handed out as it grows. Until then it waits. Entries
+    no longer present are forgotten.
     """
-    ready, waiting, next_seen = [], 0, {}
+    sizes = sizes or {}
+    ready, waiting, next_seen, next_sizes = [], 0, {}, {}
     for found in items:
+        grown = grown_bytes is not None and found.size - sizes.get(found.key, 0) >= grown_bytes
         if seen.get(found.key) == found.fingerprint:
             next_seen[found.key] = found.fingerprint
-        elif found.is_quiet(quiet_s, now):
+        elif found.is_quiet(quiet_s, now) or grown:
             ready.append(found)
             next_seen[found.key] = found.fingerprint
+            next_sizes[found.key] = found.size
+            continue
         else:
             waiting += 1
             if found.key in seen:
                 next_seen[found.key] = seen[found.key]
-    return LandingScan(ready, waiting, next_seen)
+        if found.key in sizes:
+            next_sizes[found.key] = sizes[found.key]
+    return LandingScan(ready, waiting, next_seen, next_sizes)

@@ -23,6 +23,11 @@ class LandingFolders(dg.ConfigurableResource):
     landing_folders: list[str] = Field(description="Folders watched for landed entries.")
     quiet_period_s: float = Field(
         default=60.0, description="An entry is complete once no file changed for this long.")
+    grown_bytes: int | None = Field(
+        default=None, gt=0,
+        description="An entry still changing is handed out anyway once its files grew by this "
+                    "many bytes since it was last handed out (a stream that is never quiet); "
+                    "None: only once quiet.")
 
     @staticmethod
     def landing_settings_from_env(variable: str, default_folder: str | os.PathLike[str]

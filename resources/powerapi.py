@@ -1,7 +1,9 @@
 """The PowerAPI source: folders where report files land, and how to read them.
 
 A partition key is ``<landing name>/<entry name>`` (``resources/landing.py``):
-one report file, or one folder of report files, as it landed.
+one report file, or one folder of report files, as it landed; a file that
+keeps growing stays one partition, read on in pieces
+(``joulehouse/powerapi/stream.py``).
 """
 
 from __future__ import annotations
@@ -12,16 +14,20 @@ import pandas as pd
 from pydantic import Field, field_validator
 
 from joulehouse.timeutil import check_timezone
-from resources.gpu import SETTINGS_ENV, settings_from_env
+from resources.gpu import settings_from_env
 from resources.landing import LandingFolders
 
 LANDING_ENV = "JOULEHOUSE_POWERAPI_LANDING"
-#: Environment variables of the reader and energy settings: field -> variable.
+#: Environment variables of the reader, stream and energy settings: field -> variable.
 READER_ENV = {
     "timezone": "JOULEHOUSE_POWERAPI_TIMEZONE",
     "epoch_zone": "JOULEHOUSE_POWERAPI_EPOCH_ZONE",
     "window": "JOULEHOUSE_POWERAPI_WINDOW",
+    "grown_bytes": "JOULEHOUSE_POWERAPI_GROWN_BYTES",
 }
+#: A growing report file is read on once it grew by this much (1 MiB: about 10 s of a busy
+#: node's hwpc-sensor JSON lines, 30 min of one target's).
+GROWN_BYTES = 1 << 20
 
 
 class PowerapiSource(LandingFolders):
@@ -35,6 +41,12 @@ class PowerapiSource(LandingFolders):
                     "reports are shifted by the writing machine's offset); None: true UTC.")
     window: str = Field(
         default="1min", description="Length of the energy windows (a pandas Timedelta string).")
+    grown_bytes: int | None = Field(
+        default=GROWN_BYTES, gt=0,
+        description="A report entry still being written (a live sensor or formula, never "
+                    "quiet) is handed out once its files grew by this many bytes since its "
+                    "last read, and only its new complete reports are read; None: only once "
+                    "quiet.")
 
     @field_validator("timezone", "epoch_zone")
     @classmethod
@@ -58,8 +70,5 @@ class PowerapiSource(LandingFolders):
         ``os.pathsep``), else ``default_folder``; the quiet period from
         ``$JOULEHOUSE_QUIET_PERIOD_S`` and the reader settings from the variables of
         :data:`READER_ENV` where set, else ``settings``."""
-        value = os.environ.get(LANDING_ENV, "")
-        folders = [p for p in value.split(os.pathsep) if p] or [str(default_folder)]
-        from_env = settings_from_env(
-            {"quiet_period_s": SETTINGS_ENV["quiet_period_s"], **READER_ENV})
-        return cls(landing_folders=folders, **{**settings, **from_env})
+        return cls(**{**settings, **cls.landing_settings_from_env(LANDING_ENV, default_folder),
+                      **settings_from_env(READER_ENV)})

@@ -117,7 +117,8 @@ class LandingSensor:
         """One tick over every landing folder of ``source``.
 
         Lists the entries, takes those new or changed since they were last handed
-        out (cursor: key -> fingerprint) and quiet for ``source.quiet_period_s``,
+        out (cursor: key -> fingerprint, and size) and quiet for ``source.quiet_period_s``
+        (or grown by ``source.grown_bytes`` since: :func:`joulehouse.landing.scan_landings`),
         registers the new ones as partitions, asks for ONE run covering exactly
         them (:func:`ready_run_request`) and reports each as a materialization of
         the files (:func:`files_landed`). Every entry is fingerprinted at every
@@ -126,9 +127,10 @@ class LandingSensor:
         """
         found = [item for name, folder in source.landings().items()
                  for item in self.find(folder, name)]
-        scan = scan_landings(found, json.loads(context.cursor or "{}"), source.quiet_period_s,
-                             time.time())
-        cursor = json.dumps(scan.seen, sort_keys=True)
+        seen, sizes = _landing_cursor(context.cursor)
+        scan = scan_landings(found, seen, source.quiet_period_s, time.time(),
+                             grown_bytes=source.grown_bytes, sizes=sizes)
+        cursor = json.dumps({"seen": scan.seen, "sizes": scan.sizes}, sort_keys=True)
         if not scan.ready:
             return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
                 f"no new or changed {self.entries} ready ({scan.waiting} waiting for the "
@@ -151,3 +153,12 @@ class LandingSensor:
             asset_events=files_landed(self.files, fingerprints),
             cursor=cursor,
         )
+
+
+def _landing_cursor(cursor: str | None) -> tuple[dict[str, str], dict[str, int]]:
+    """A landing sensor's cursor: key -> fingerprint and key -> size of the entries handed
+    out (a cursor written before sizes were kept is key -> fingerprint alone)."""
+    state = json.loads(cursor or "{}")
+    if isinstance(state.get("seen"), dict):
+        return state["seen"], state.get("sizes", {})
+    return state, {}

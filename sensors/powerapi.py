@@ -3,16 +3,26 @@
 Each tick lists the landing folders (one ``stat`` per file, and the first
 64 KiB of each file to tell report files from others:
 ``joulehouse.powerapi.landing``), takes the entries that are new or changed
-since they were last handed out (cursor: key -> fingerprint) and quiet for
-``quiet_period_s``, registers the new ones as ``powerapi_reports``
+since they were last handed out (cursor: key -> fingerprint and size) and
+quiet for ``quiet_period_s``, registers the new ones as ``powerapi_reports``
 partitions and asks for ONE run of ``powerapi_job`` covering exactly them
 (``sensors/partition_runs.py``).
 
+Growing files: a live hwpc-sensor or formula appends to its file for days
+and is never quiet. Such an entry is handed out anyway once its files grew
+by ``grown_bytes`` (default 1 MiB) since it was last handed out, and then
+once more when it goes quiet. The partition stays the file (one key per
+landed entry, as for a finished file: a day's stream is one file, and the
+window table is rebuilt over every partition anyway); each run reads only
+the complete reports written since the last (``joulehouse.powerapi.stream``:
+the offset and a fingerprint of what was read are kept in the warehouse, so
+a file cut or rewritten is read whole again). Between two hand-outs a file
+that grew by less than ``grown_bytes`` waits, so a stream costs at most one
+run per ``grown_bytes`` written (and per tick).
+
 Every entry is fingerprinted at every tick, so an entry whose partition
 failed and that is fixed in place is asked for again one tick after its
-quiet period. A file still being written (a growing report stream) changes
-at every tick and waits; once quiet it is read whole, its last report left
-out if cut short. Run keys digest the entries' keys and fingerprints.
+quiet period. Run keys digest the entries' keys and fingerprints.
 """
 
 import dagster as dg
@@ -45,7 +55,8 @@ LANDING = LandingSensor(find_report_entries, powerapi_reports, powerapi_report_f
     minimum_interval_seconds=sensor_interval_s(),
     default_status=dg.DefaultSensorStatus.STOPPED,
     description=("Registers complete, quiet PowerAPI report files (or folders of them) in the "
-                 "landing folders as partitions and asks for one run of the PowerAPI pipeline."),
+                 "landing folders as partitions, and growing ones each time they grew by "
+                 "grown_bytes, and asks for one run of the PowerAPI pipeline."),
 )
 def powerapi_sensor(context: dg.SensorEvaluationContext, powerapi_source: PowerapiSource):
     return LANDING.evaluate(context, powerapi_source)

@@ -4,7 +4,8 @@
   domain (``pkg`` -> component ``cpu``, ``dram`` -> ``dram``, others by name);
 - estimated: each power report's power (W) x its tick (s), per target,
   scope (component) and socket, summed over sockets per window (the summed
-  window spans the union of the sockets' covered times). SmartWatts' own targets
+  window spans the union of the sockets' covered times, its ``covered_s`` is
+  the least covered socket's). SmartWatts' own targets
   ``rapl`` (its view of the measurement) and ``global`` (modelled total) are
   estimates too but are left out of the sum of estimates;
 - the sum of the cgroup estimates against the measurement, per window:
@@ -17,9 +18,19 @@ tick, and that of a report after a gap longer than ``GAP_TICKS`` ticks, is
 the sensor's median tick (a gap is time no report covers). Per-tick
 energies become a cumulative energy series read at the window edges by
 :func:`joulehouse.integrate.counter_energy` (a tick split by a window edge
-is shared in proportion to time), and windows are clipped to the time the
-series covers, so a row's energy is over its whole ``[window_start,
-window_end]``; windows not covered at all give no row.
+is shared in proportion to time). A row's ``[window_start, window_end]`` is
+its window clipped to the first tick start and the last tick end inside it
+(the start and end of a stream, the edges of a gap), and ``covered_s`` is
+the time of it that ticks cover: equal to ``duration_s`` unless a gap lies
+strictly inside the window. Windows not covered at all give no row.
+
+``energy_facts`` gets only fully covered rows (``covered_s`` =
+``duration_s``), over their clipped interval: a fact claims its whole
+interval (``joulehouse/facts.py``), so a mean power sum(energy_j) /
+sum(duration_s) over facts is right. A window with a gap inside is left
+out of the facts rather than given a shorter duration than its interval or
+the interval of a time no report measured; it stays in the window table
+with its ``covered_s``, so its energy is not lost, only not claimed as a fact.
 """
 
 from __future__ import annotations
@@ -39,6 +50,8 @@ MEASURED_TARGET = "all"
 NOT_CGROUPS = frozenset({"rapl", "global", "all"})
 #: A report more than this many median ticks after the previous one follows a gap.
 GAP_TICKS = 2.0
+#: A row is fully covered when covered_s is within this of duration_s (float sums), s.
+FULL_COVER_TOLERANCE_S = 1e-6
 #: RAPL domain -> energy_facts component.
 COMPONENTS = {"pkg": "cpu", "dram": "dram"}
 
@@ -57,7 +70,10 @@ def _windows(times_ns: np.ndarray, energy_j: np.ndarray, tick_ns: float,
              window_ns: int) -> pd.DataFrame:
     """Energy (J) of one series of per-tick energies over each window it covers.
 
-    Returns window_start, window_end (clipped to the coverage, UTC) and energy_j.
+    Returns window_start and window_end (UTC: the window clipped to the first
+    tick start and the last tick end inside it), energy_j and covered_s (the
+    time of ``[window_start, window_end]`` covered by ticks: less than its
+    length only when a gap lies strictly inside the window).
     """
     order = np.argsort(times_ns, kind="stable")
     times_ns, energy_j = times_ns[order], energy_j[order]
@@ -65,6 +81,10 @@ def _windows(times_ns: np.ndarray, energy_j: np.ndarray, tick_ns: float,
     tick = int(tick_ns)
     ticks = np.concatenate(([tick], np.where(steps > GAP_TICKS * tick, tick, steps)))
     starts = times_ns - ticks
+    # covered stretches between gaps: [segment_starts[i], segment_ends[i]]
+    gap = starts[1:] > times_ns[:-1]
+    segment_starts = starts[np.concatenate(([True], gap))]
+    segment_ends = times_ns[np.concatenate((gap, [True]))]
     # the series as (time, cumulative J) points; a gap is a flat stretch
     points = np.empty(2 * len(times_ns), dtype="int64")
     points[0::2], points[1::2] = starts, times_ns
@@ -79,19 +99,32 @@ def _windows(times_ns: np.ndarray, energy_j: np.ndarray, tick_ns: float,
     cover_values = cover_values[keep]
     first = points[0] // window_ns * window_ns
     edges = np.arange(first, int(points[-1]) + window_ns, window_ns, dtype="int64")
-    lows, highs = np.maximum(edges[:-1], points[0]), np.minimum(edges[1:], points[-1])
+    lows, highs = _covered_extent(edges[:-1], edges[1:], segment_starts, segment_ends)
     valid = highs > lows
     lows, highs = lows[valid], highs[valid]
     origin = points[0]
     seconds, lows_s, highs_s = ((x - origin) / 1e9 for x in (points, lows, highs))
     energy = counter_energy(seconds, values, lows_s, highs_s, np.inf).energy_j
     covered_s = counter_energy(seconds, cover_values, lows_s, highs_s, np.inf).energy_j
-    window = pd.DataFrame({
+    return pd.DataFrame({
         "window_start": epoch_ns_to_utc(lows),
         "window_end": epoch_ns_to_utc(highs),
         "energy_j": energy,
+        "covered_s": np.minimum(covered_s, (highs - lows) / 1e9),  # no float overshoot
     })
-    return window[covered_s > 0].reset_index(drop=True)
+
+
+def _covered_extent(lows: np.ndarray, highs: np.ndarray, segment_starts: np.ndarray,
+                    segment_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each window ``[low, high]`` clipped to the first covered instant and the last one
+    inside it (sorted, disjoint segments); an uncovered window comes back empty (high <= low).
+    """
+    after = np.searchsorted(segment_ends, lows, side="right")  # first segment ending after low
+    clipped_lows = np.maximum(lows, segment_starts[np.minimum(after, len(segment_starts) - 1)])
+    before = np.searchsorted(segment_starts, highs, side="left") - 1  # last starting before high
+    clipped_highs = np.minimum(highs, segment_ends[np.maximum(before, 0)])
+    empty = (after >= len(segment_starts)) | (before < 0)
+    return clipped_lows, np.where(empty, clipped_lows, clipped_highs)
 
 
 def measured_energy(rapl: pd.DataFrame, window: str = "1min") -> pd.DataFrame:
@@ -143,17 +176,18 @@ def estimated_energy(power: pd.DataFrame, window: str = "1min",
         summed = series.groupby(["sensor", "target", "component", "window"], sort=True,
                                 as_index=False).agg(
             window_start=("window_start", "min"), window_end=("window_end", "max"),
-            energy_j=("energy_j", "sum"))
+            energy_j=("energy_j", "sum"), covered_s=("covered_s", "min"))
         parts.append(summed)
     return _table(parts, "estimated")
 
 
 def _table(parts: list[pd.DataFrame], method: str) -> pd.DataFrame:
-    columns = ["sensor", "target", "component", "window_start", "window_end", "energy_j"]
+    columns = ["sensor", "target", "component", "window_start", "window_end", "energy_j",
+               "covered_s"]
     if not parts:
         return pd.DataFrame({name: pd.Series(dtype=object) for name in columns}).assign(
             window_start=pd.DatetimeIndex([], tz="UTC"), window_end=pd.DatetimeIndex([], tz="UTC"),
-            energy_j=np.empty(0), method=method)
+            energy_j=np.empty(0), covered_s=np.empty(0), method=method)
     return pd.concat(parts, ignore_index=True)[columns].assign(method=method)
 
 
@@ -171,7 +205,9 @@ def window_energy(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
     Columns: schemas.WINDOW_ENERGY_COLUMNS. Windows are aligned to multiples
     of ``window`` since the epoch; measured and estimated rows of a window
     share ``measured_j`` (RAPL), ``estimated_total_j`` (sum of the cgroup
-    estimates) and ``relative_error``.
+    estimates) and ``relative_error``; ``covered_s``: the time of the row's
+    interval its ticks cover (an estimate summed over sockets: its least covered
+    socket's).
     """
     measured = measured_energy(rapl, window) if rapl is not None else _table([], "measured")
     ticks = hwpc_ticks_ns(rapl) if rapl is not None else {}
@@ -206,9 +242,12 @@ def energy_facts_rows(table: pd.DataFrame) -> pd.DataFrame:
     ``estimated`` (power x tick) are separate rows. A formula's estimates of the
     whole machine (targets :data:`NOT_CGROUPS`) are left out: the measurement is
     the machine's fact, and with them a source's estimated rows would count the
-    machine twice. Checked against ENERGY_FACTS_SCHEMA.
+    machine twice. Only fully covered rows are facts (``covered_s`` =
+    ``duration_s``; the interval is already the covered one): a window with a gap
+    inside is left out, see the module's docstring. Checked against ENERGY_FACTS_SCHEMA.
     """
     table = table[(table["method"] != "estimated") | ~table["target"].isin(NOT_CGROUPS)]
+    table = table[table["covered_s"] >= table["duration_s"] - FULL_COVER_TOLERANCE_S]
     facts = pd.DataFrame({
         "source": FACTS_SOURCE,
         "entity": table["sensor"] + "/" + table["target"],

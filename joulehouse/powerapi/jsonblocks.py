@@ -54,12 +54,15 @@ class JsonBlock:
         return self.locate(row)
 
 
-def iter_json_blocks(path: Path, *, start: int = 0,
+def iter_json_blocks(path: Path, *, start: int = 0, stop: int | None = None,
                      block_bytes: int = DEFAULT_BLOCK_BYTES) -> Iterator[JsonBlock]:
-    """Blocks of report objects from byte ``start`` on (0, or a previous block's ``end``)."""
+    """Blocks of report objects from byte ``start`` on (0, or a previous block's ``end``),
+    up to byte ``stop`` (None: the file's end; what follows is taken as not written yet)."""
     if path.stat().st_size == 0:
         raise InputError(path, "empty file")
     buffer = pa.memory_map(str(path)).read_buffer()  # zero-copy slices, paged in by the OS
+    if stop is not None:
+        buffer = buffer.slice(0, stop)
     data = np.frombuffer(buffer, dtype=np.uint8)
     head = bytes(data[start:start + 4096]).lstrip()
     if start == 0 and head[:1] not in (b"{", b"["):
@@ -83,6 +86,13 @@ def find_line_end(data: np.ndarray, start: int, stop: int, backwards: bool = Fal
         if found >= 0:
             return low + found
     return -1
+
+
+def one_report_per_line(path: Path) -> bool:
+    """Whether the file is JSON lines (its first line is one whole JSON object), so that it
+    can be read on from any line end."""
+    return _one_object_per_line(np.frombuffer(pa.memory_map(str(path)).read_buffer(),
+                                              dtype=np.uint8), 0)
 
 
 def _one_object_per_line(data: np.ndarray, start: int) -> bool:
@@ -131,7 +141,7 @@ def _lines(path: Path, buffer: pa.Buffer, data: np.ndarray, start: int, block_by
             cut = find_line_end(data, stop, size) + 1 or size
         complete = True
         if cut == size and data[size - 1] != _NEWLINE:
-            last = find_line_end(data, start, size, backwards=True) + 1
+            last = find_line_end(data, start, size, backwards=True) + 1 or start
             try:
                 json.loads(bytes(data[last:size]))
             except ValueError:

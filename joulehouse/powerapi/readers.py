@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import json
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,8 +73,21 @@ class _Columns:
 def read_hwpc(path: str | os.PathLike[str], *, timezone: str = "UTC",
               groups: Collection[str] | None = None) -> pd.DataFrame:
     """All counters of one HWPC file (JSON or CSV); a last report cut short is left out."""
-    return _frame([columns for columns, _, _ in _iter_columns(
-        Path(path), timezone, groups, 0, DEFAULT_BLOCK_BYTES) if columns is not None], path)
+    return read_hwpc_part(path, timezone=timezone, groups=groups)[0]
+
+
+def read_hwpc_part(path: str | os.PathLike[str], *, timezone: str = "UTC",
+                   groups: Collection[str] | None = None, start: int = 0,
+                   stop: int | None = None) -> tuple[pd.DataFrame, int]:
+    """The counters of the complete reports between bytes ``start`` (0, or the ``end`` of
+    an earlier read) and ``stop`` (None: the file's end), and the byte after the last of
+    them (``start`` when there is none), where the next read of a growing file starts."""
+    parts, end = [], start
+    for columns, end, _ in _iter_columns(Path(path), timezone, groups, start, stop,
+                                         DEFAULT_BLOCK_BYTES):
+        if columns is not None:
+            parts.append(columns)
+    return _frame(parts, path), end
 
 
 def iter_hwpc(path: str | os.PathLike[str], *, timezone: str = "UTC",
@@ -86,21 +99,22 @@ def iter_hwpc(path: str | os.PathLike[str], *, timezone: str = "UTC",
     is an InputError (None: any group). CSV files are one group each, named
     after the file (``rapl.csv`` or ``rapl``).
     """
-    for columns, end, complete in _iter_columns(Path(path), timezone, groups, start,
+    for columns, end, complete in _iter_columns(Path(path), timezone, groups, start, None,
                                                 block_bytes):
         yield HwpcBlock(_frame([] if columns is None else [columns], path), end, complete)
 
 
 def _iter_columns(path: Path, timezone: str, groups: Collection[str] | None, start: int,
-                  block_bytes: int) -> Iterator[tuple[_Columns | None, int, bool]]:
+                  stop: int | None, block_bytes: int
+                  ) -> Iterator[tuple[_Columns | None, int, bool]]:
     check_timezone(timezone)
     item = layout.classify(path)
     if item.kind != layout.HWPC:
         raise InputError(path, f"not HWPC reports ({item.kind} {item.encoding}) {item.reason}")
     if item.encoding == layout.CSV:
-        yield from _iter_hwpc_csv(path, timezone, groups, start, block_bytes)
+        yield from _iter_hwpc_csv(path, timezone, groups, start, stop, block_bytes)
         return
-    for block in iter_json_blocks(path, start=start, block_bytes=block_bytes):
+    for block in iter_json_blocks(path, start=start, stop=stop, block_bytes=block_bytes):
         columns = _counters_from_json(path, block, timezone, groups) if (
             block.table.num_rows) else None
         yield columns, block.end, block.complete
@@ -373,17 +387,18 @@ def _counters_frame(path: Path, times: pd.DatetimeIndex, table: pa.Table, rows: 
 
 
 def _iter_hwpc_csv(path: Path, timezone: str, groups: Collection[str] | None, start: int,
-                   block_bytes: int) -> Iterator[tuple[_Columns | None, int, bool]]:
+                   stop: int | None, block_bytes: int
+                   ) -> Iterator[tuple[_Columns | None, int, bool]]:
     """hwpc-sensor CSV, one group per file, parsed by pyarrow a block of lines at a time.
 
     Blocks are zero-copy slices of a memory map ending at a line end; a last
-    line cut short (no line end, fields missing) is left out.
+    line cut short (no line end, fields missing) is left out. Nothing before
+    ``start`` but the header is read (line numbers are counted only for an error).
     """
     group = layout.csv_group(path)
     if groups is not None and group not in groups:
         raise InputError(path, f"unknown group {group!r} (known: {sorted(groups)})")
-    buffer = pa.memory_map(str(path)).read_buffer()
-    data = np.frombuffer(buffer, dtype=np.uint8)
+    buffer, data = _mapped(path, stop)
     header, end = _csv_extent(path, data)
     missing = [name for name in layout.HWPC_CSV_COLUMNS if name not in header]
     if missing:
@@ -393,24 +408,41 @@ def _iter_hwpc_csv(path: Path, timezone: str, groups: Collection[str] | None, st
         raise InputError(path, "a column appears twice", line=1)
     types = {"timestamp": pa.string(), "sensor": pa.string(), "target": pa.string(),
              "socket": pa.int64(), "cpu": pa.int64(), **dict.fromkeys(events, pa.float64())}
-    start = max(start, find_line_end(data, 0, len(data)) + 1)
-    line = int(np.count_nonzero(data[:start] == 10)) + 1
+    start = max(start, _after_header(data))
     if start >= end:  # no complete line after the header (yet)
         yield None, start, end == len(data)
     while start < end:
-        stop = min(start + block_bytes, end)
-        cut = find_line_end(data, start, stop, backwards=True) + 1 if stop < end else end
+        limit = min(start + block_bytes, end)
+        cut = find_line_end(data, start, limit, backwards=True) + 1 if limit < end else end
         if cut <= start:
-            cut = find_line_end(data, stop, end) + 1 or end
+            cut = find_line_end(data, limit, end) + 1 or end
         yield (_csv_counters(path, buffer.slice(start, cut - start), header, types, events,
-                             group, line, timezone), cut, cut == len(data))
-        line += int(np.count_nonzero(data[start:cut] == 10))
+                             group, _line_of(data, start), timezone), cut, cut == len(data))
         start = cut
 
 
+def _mapped(path: Path, stop: int | None) -> tuple[pa.Buffer, np.ndarray]:
+    """The file memory-mapped up to byte ``stop`` (None: whole), as a buffer and as bytes."""
+    buffer = pa.memory_map(str(path)).read_buffer()
+    if stop is not None:
+        buffer = buffer.slice(0, stop)
+    return buffer, np.frombuffer(buffer, dtype=np.uint8)
+
+
+def _after_header(data: np.ndarray) -> int:
+    """The offset after a CSV file's header line (its end when it has no line end)."""
+    end = find_line_end(data, 0, len(data))
+    return end + 1 if end >= 0 else len(data)
+
+
+def _line_of(data: np.ndarray, offset: int) -> Callable[[], int]:
+    """The 1-based line starting at ``offset``, counted when asked (error paths only)."""
+    return lambda: int(np.count_nonzero(data[:offset] == 10)) + 1
+
+
 def _csv_counters(path: Path, chunk: pa.Buffer, header: list[str], types: dict, events: list[str],
-                  group: str, first_line: int, timezone: str) -> _Columns:
-    """Counters of a block of CSV lines (no header; its first line is ``first_line``)."""
+                  group: str, first_line: Callable[[], int], timezone: str) -> _Columns:
+    """Counters of a block of CSV lines (no header; its first line is ``first_line()``)."""
     try:
         table = pcsv.read_csv(pa.BufferReader(chunk), read_options=pcsv.ReadOptions(
             column_names=header, block_size=max(1 << 20, min(chunk.size + 1, 16 << 20))),
@@ -419,7 +451,7 @@ def _csv_counters(path: Path, chunk: pa.Buffer, header: list[str], types: dict, 
         raise _csv_error(path, chunk, header, first_line, err) from None
 
     def locate(row: int) -> int:
-        return first_line + row
+        return first_line() + row
 
     times = utc_timestamps(path, table["timestamp"], timezone, locate)
     matrix = np.column_stack([table[name].to_numpy() for name in events]) if events else (
@@ -436,9 +468,10 @@ def _csv_counters(path: Path, chunk: pa.Buffer, header: list[str], types: dict, 
     })
 
 
-def _csv_error(path: Path, chunk: pa.Buffer, header: list[str], first_line: int,
+def _csv_error(path: Path, chunk: pa.Buffer, header: list[str], line_of: Callable[[], int],
                err: Exception) -> InputError:
     """The line and field pyarrow refused (error path only: line by line)."""
+    first_line = line_of()
     for offset, text in enumerate(chunk.to_pybytes().decode("utf-8", "replace").splitlines()):
         fields = text.split(",")
         if len(fields) != len(header):
@@ -515,37 +548,54 @@ def read_power(path: str | os.PathLike[str], *, timezone: str = "UTC",
     ``epoch_zone``: see :func:`utc_timestamps` (PowerAPI 2.10.0's epoch ms
     written on a machine not set to UTC).
     """
+    return read_power_part(path, timezone=timezone, epoch_zone=epoch_zone)[0]
+
+
+def read_power_part(path: str | os.PathLike[str], *, timezone: str = "UTC",
+                    epoch_zone: str | None = None, start: int = 0, stop: int | None = None
+                    ) -> tuple[pd.DataFrame, int]:
+    """The power reports between bytes ``start`` and ``stop`` (as :func:`read_hwpc_part`;
+    CSV and JSON lines only from a ``start`` other than 0) and the byte after the last."""
     path = Path(path)
     check_timezone(timezone)
     item = layout.classify(path)
     if item.kind != layout.POWER:
         raise InputError(path, f"not power reports ({item.kind} {item.encoding}) {item.reason}")
     if item.encoding == layout.CSV:
-        frame = _power_csv(path, timezone, epoch_zone)
+        frame, end = _power_csv(path, timezone, epoch_zone, start, stop)
     elif item.encoding == layout.FILEDB:
-        frame = _power_filedb(path, epoch_zone)
+        frame, end = _power_filedb(path, epoch_zone), path.stat().st_size
     else:
-        parts = [_power_json(path, block, timezone, epoch_zone)
-                 for block in iter_json_blocks(path) if block.table.num_rows]
+        parts, end = [], start
+        for block in iter_json_blocks(path, start=start, stop=stop):
+            end = block.end
+            if block.table.num_rows:
+                parts.append(_power_json(path, block, timezone, epoch_zone))
         frame = pd.concat(parts, ignore_index=True) if parts else _power_frame(
             path, pa.table({n: pa.array([], pa.string()) for n in ("sensor", "target")}),
             pd.DatetimeIndex([], tz="UTC"), np.empty(0), {}, lambda row: row + 1)
-    return validate(schemas.POWER_SCHEMA, frame, path)
+    return validate(schemas.POWER_SCHEMA, frame, path), end
 
 
-def _power_csv(path: Path, timezone: str, epoch_zone: str | None) -> pd.DataFrame:
-    raw = path.read_bytes()
-    header, end = _csv_extent(path, raw)
+def _power_csv(path: Path, timezone: str, epoch_zone: str | None, start: int,
+               stop: int | None) -> tuple[pd.DataFrame, int]:
+    buffer, data = _mapped(path, stop)
+    header, end = _csv_extent(path, data)
+    start = max(start, _after_header(data))
     types = {name: pa.string() for name in header}
     types["power"] = pa.float64()
     try:
-        table = pcsv.read_csv(pa.py_buffer(raw[:end]),
-                              convert_options=pcsv.ConvertOptions(column_types=types))
+        table = pcsv.read_csv(pa.BufferReader(buffer.slice(start, end - start)),
+                              read_options=pcsv.ReadOptions(column_names=header),
+                              convert_options=pcsv.ConvertOptions(column_types=types)
+                              ) if end > start else pa.table(
+            {name: pa.array([], kind) for name, kind in types.items()})
     except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
         raise InputError(path, f"not a readable power report CSV file: {err}") from None
+    line_of = _line_of(data, start)
 
     def locate(row: int) -> int:
-        return row + 2
+        return line_of() + row
 
     times = utc_timestamps(path, table["timestamp"], timezone, locate, epoch_zone)
     metadata = {name: table[name].combine_chunks() for name in header
@@ -555,7 +605,8 @@ def _power_csv(path: Path, timezone: str, epoch_zone: str | None) -> pd.DataFram
                                       strict=True)):
             layout.check_target(path, target, 2)
             layout.check_power_report_folder(path, sensor, target)
-    return _power_frame(path, table, times, table["power"].to_numpy(), metadata, locate)
+    frame = _power_frame(path, table, times, table["power"].to_numpy(), metadata, locate)
+    return frame, max(end, start)
 
 
 def _power_filedb(path: Path, epoch_zone: str | None) -> pd.DataFrame:

@@ -44,12 +44,24 @@ def read_file(item: layout.ReportFile, *, timezone: str = "UTC",
     PowerAPI 2.10.0 wrote epoch milliseconds in (see ``readers.read_power``).
     Raises the readers' InputError for bad content.
     """
+    return read_part(item, timezone=timezone, epoch_zone=epoch_zone)[0]
+
+
+def read_part(item: layout.ReportFile, *, timezone: str = "UTC", epoch_zone: str | None = None,
+              start: int = 0, stop: int | None = None) -> tuple[Reports, int]:
+    """The complete reports of one classified file between bytes ``start`` and ``stop``
+    (None: its end), and the byte after the last of them (``start`` if none; an OTHER file
+    gives no reports). A ``start`` other than 0 is for line-based files (JSON lines, CSV):
+    the ``end`` of an earlier read."""
     if item.kind == layout.HWPC:
-        return Reports(counters=readers.read_hwpc(item.path, timezone=timezone))
+        counters, end = readers.read_hwpc_part(item.path, timezone=timezone, start=start,
+                                               stop=stop)
+        return Reports(counters=counters), end
     if item.kind == layout.POWER:
-        return Reports(power=readers.read_power(item.path, timezone=timezone,
-                                                epoch_zone=epoch_zone))
-    return Reports()
+        power, end = readers.read_power_part(item.path, timezone=timezone,
+                                             epoch_zone=epoch_zone, start=start, stop=stop)
+        return Reports(power=power), end
+    return Reports(), start
 
 
 def combine(parts: Sequence[Reports]) -> Reports:

@@ -6,7 +6,8 @@ Frames, all with a tz-aware UTC ``timestamp``:
 - RAPL energy: J per tick, socket and RAPL domain (one cpu entry per socket);
 - power reports: SmartWatts' (or any formula's) power estimates in W;
 - windowed energy: measured and estimated J per sensor, target, component
-  and window, and the estimate's relative error against the measurement.
+  and window, and the estimate's relative error against the measurement;
+- progress: how far each file of a growing entry was read (``stream.py``).
 """
 
 from __future__ import annotations
@@ -90,8 +91,8 @@ POWER_SCHEMA = pa.DataFrameSchema(
 )
 
 WINDOW_ENERGY_COLUMNS = [
-    "sensor", "target", "component", "window_start", "window_end", "duration_s", "energy_j",
-    "method", "measured_j", "estimated_total_j", "relative_error",
+    "sensor", "target", "component", "window_start", "window_end", "duration_s", "covered_s",
+    "energy_j", "method", "measured_j", "estimated_total_j", "relative_error",
 ]
 
 WINDOW_ENERGY_SCHEMA = pa.DataFrameSchema(
@@ -99,10 +100,17 @@ WINDOW_ENERGY_SCHEMA = pa.DataFrameSchema(
         "sensor": _label("sensor name"),
         "target": _label("'all' for the measurement, else the estimated cgroup"),
         "component": _label("cpu (RAPL package), dram, or another RAPL domain"),
-        "window_start": pa.Column(UTC_TIME, description="start of the covered window, UTC"),
-        "window_end": pa.Column(UTC_TIME, description="end of the covered window, UTC"),
+        "window_start": pa.Column(UTC_TIME, description="start of the window, or the first "
+                                                        "tick start inside it if later, UTC"),
+        "window_end": pa.Column(UTC_TIME, description="end of the window, or the last tick end "
+                                                      "inside it if earlier, UTC"),
         "duration_s": pa.Column(float, pa.Check.gt(0), description="window_end - window_start, "
                                                                   "s"),
+        "covered_s": pa.Column(float, pa.Check.gt(0),
+                               description="time of [window_start, window_end] covered by the "
+                                           "reports' ticks, s: duration_s unless a gap lies "
+                                           "inside (summed sockets: the least covered one's); "
+                                           "only fully covered rows become energy_facts"),
         "energy_j": pa.Column(float, pa.Check.ge(0), description="energy over the window, J"),
         "method": pa.Column(str, pa.Check.isin(["measured", "estimated"]),
                             description="measured (RAPL) or estimated (power x tick)"),
@@ -116,9 +124,31 @@ WINDOW_ENERGY_SCHEMA = pa.DataFrameSchema(
                                     description="(estimated_total_j - measured_j) / measured_j, "
                                                 "a fraction (NaN without both)"),
     },
-    checks=pa.Check(lambda df: df["window_end"] > df["window_start"], name="window_ordered"),
+    checks=[pa.Check(lambda df: df["window_end"] > df["window_start"], name="window_ordered"),
+            pa.Check(lambda df: df["covered_s"] <= df["duration_s"], name="covered_within")],
     unique=["sensor", "target", "component", "window_start", "method"],
     strict=True,
     ordered=True,
     name="powerapi_window_energy",
+)
+
+PROGRESS_SCHEMA = pa.DataFrameSchema(
+    {
+        "file": _label("report file of the entry, relative to the entry's landing folder"),
+        "read_to_byte": pa.Column("int64", pa.Check.ge(0),
+                                  description="byte after the last complete report read (a file "
+                                              "read whole each time: its size), bytes"),
+        "prefix_digest": _label("fingerprint of the bytes before read_to_byte: their length and "
+                                "their first and last 64 KiB (blake2b)"),
+        "generation": pa.Column("int64", pa.Check.ge(0),
+                                description="how many times the entry was read whole again "
+                                            "(its file cut, rotated or rewritten)"),
+        "pieces": pa.Column("int64", pa.Check.ge(1),
+                            description="stored pieces of the generation (one per read that "
+                                        "found new reports)"),
+    },
+    unique=["file"],
+    strict=True,
+    ordered=True,
+    name="progress",
 )

@@ -10,7 +10,6 @@ import pytest
 
 from assets.powerapi import (
     COMPUTED_CHECK,
-    FRAMES_TABLE,
     REPORT_ENERGY_TABLE,
     VALID_CHECK,
     WINDOW_TABLE,
@@ -19,6 +18,7 @@ from assets.powerapi import (
 from definitions import build_definitions
 from joulehouse.powerapi import layout
 from joulehouse.powerapi.reports import read_reports
+from joulehouse.powerapi.stream import ReportStore
 from joulehouse.warehouse import Warehouse as Tables
 from resources import DataRoot, GpuBenchmarkSource, PowerapiSource, Warehouse
 from resources.powerapi import LANDING_ENV, READER_ENV
@@ -163,7 +163,7 @@ def test_a_bad_file_fails_alone_and_the_others_reach_the_tables(instance, tmp_pa
             "landing/power.jsonl": dg.AssetPartitionStatus.MATERIALIZED,
             "landing/smartwatts_timeline.jsonl": dg.AssetPartitionStatus.MATERIALIZED}
     tables = landing.tables()
-    assert tables.partition_keys(f"{FRAMES_TABLE}/power_reports") == keys[1:]  # nothing stored
+    assert ReportStore(tables).stored_keys() == keys[1:]  # nothing stored for the bad one
     table = tables.read_table(WINDOW_TABLE)  # the good ones reached the table in that run
     assert _measured(table) == pytest.approx(FIXTURE_J, rel=1e-12)
     assert table["relative_error"].to_numpy() == pytest.approx(-0.1, abs=1e-5)
@@ -252,3 +252,63 @@ def test_a_powerapi_2_10_output_folder_is_one_partition_read_in_its_epoch_zone(
     expected = utc.window_energy(landing.source.window)
     assert set(table["target"]) == {"influxdb", "rapl"}
     pd.testing.assert_frame_equal(table, expected, check_exact=False, rtol=1e-12)
+
+
+def test_rebuilding_the_tables_with_nothing_stored_fails_and_writes_nothing(instance, tmp_path):
+    """No stored partition at all: a clear Failure, as GEOPM and GPU do, not empty tables."""
+    folder = tmp_path / "landing"
+    folder.mkdir()
+    landing = Landing(instance, folder, tmp_path)
+    result = landing.defs.resolve_job_def(JOB_NAME).execute_in_process(
+        instance=instance, raise_on_error=False,
+        asset_selection=[dg.AssetKey(WINDOW_TABLE), FACTS])
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    assert failure.step_failure_data.user_failure_data.description == (
+        "no PowerAPI report stored yet: materialize powerapi_validated_frames for a "
+        "partition first")
+    assert not (Path(landing.warehouse.root) / WINDOW_TABLE).exists()
+    assert not (Path(landing.warehouse.root) / "energy_facts").exists()
+
+
+def test_a_growing_file_is_read_on_at_each_run_never_twice(instance, tmp_path):
+    """A live sensor's JSON lines, never quiet, written in three steps (the second ends inside
+    a report): each tick that finds it grown by grown_bytes asks for a run, each run stores
+    only the complete reports written since the last, and the tables equal the whole file's."""
+    folder = tmp_path / "landing"
+    folder.mkdir()
+    path = folder / "hwpc.jsonl"
+    lines = (EXAMPLES / "smartwatts_timeline.jsonl").read_text().splitlines(keepends=True)
+    cut = len(lines[25]) // 2
+    steps = ["".join(lines[:12]), "".join(lines[12:25]) + lines[25][:cut],
+             lines[25][cut:] + "".join(lines[26:])]
+    landing = Landing(instance, folder, tmp_path, quiet_s=600, grown_bytes=4096)
+    stored, reads = [], []
+    for step in steps:
+        with path.open("a") as file:
+            file.write(step)
+        [request] = landing.tick().run_requests  # not quiet, but grown
+        result = landing.run(request)
+        assert result.success
+        [frames] = [m for m in result.asset_materializations_for_node("powerapi_pipeline")
+                    if m.asset_key == VALID]
+        stored.append(frames.metadata["rows"].value["counters"])
+        reads.append(frames.metadata["read"].value)
+    data = landing.tick()
+    assert data.run_requests == [] and "(0 waiting" in data.skip_message
+    assert landing.partitions() == ["landing/hwpc.jsonl"]
+    whole = [len(read_reports(layout.discover(part)).counters) for part in (
+        _lines_file(tmp_path / "a.jsonl", lines[:12]),
+        _lines_file(tmp_path / "b.jsonl", lines[12:25]),
+        _lines_file(tmp_path / "c.jsonl", lines[25:]))]
+    assert stored == whole and sum(stored) == 1870  # each report read once
+    assert reads == ["whole", "new reports only", "new reports only"]
+    table = landing.tables().read_table(WINDOW_TABLE)
+    assert _measured(table) == pytest.approx(FIXTURE_J, rel=1e-12)
+    pd.testing.assert_frame_equal(table, read_reports(layout.discover(path)).window_energy(
+        landing.source.window))
+
+
+def _lines_file(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(lines))
+    return path

@@ -256,3 +256,60 @@ def test_power_reports_in_any_order_give_the_same_estimates(tmp_path, from_lines
     assert (estimated["energy_j"] >= 0).all()
     assert estimated["energy_j"].sum() == pytest.approx(
         expected[expected["method"] == "estimated"]["energy_j"].sum(), rel=1e-12)
+
+
+def _utc(seconds: str) -> pd.Timestamp:
+    """A time of the fixture's minute (2021-01-13 09:51), UTC."""
+    return pd.Timestamp(f"2021-01-13 09:51:{seconds}", tz="UTC")
+
+
+def test_windows_around_a_gap_claim_only_the_covered_time(from_lines):
+    """Three ticks of the fixture missing (09:51:26.647-28.655): a gap of four ticks.
+
+    Every row's interval is the covered one (clipped to the first tick start and the last
+    tick end inside the window) and says how much of it ticks cover; energy_facts takes the
+    fully covered rows over that interval and leaves out the one window with the gap inside.
+    """
+    rapl = readers.rapl_energy(from_lines)
+    times = rapl["timestamp"].unique()
+    kept = rapl[~rapl["timestamp"].isin(times[4:7])]
+    tick_j = kept["energy_j"].tolist()  # ticks 0-3 and 7-9
+
+    minute = energy.window_energy(kept, None, "1min")
+    assert minute[["window_start", "window_end"]].values.tolist() == [[_utc("21.626"),
+                                                                       _utc("31.667")]]
+    assert minute["duration_s"].tolist() == pytest.approx([10.041])
+    assert minute["covered_s"].tolist() == pytest.approx([4.017 + 3.012])  # the gap: 3.012 s
+    assert minute["energy_j"].tolist() == pytest.approx([sum(tick_j)], rel=1e-12)
+    assert energy.energy_facts_rows(minute).empty  # a gap inside: no fact claims the minute
+
+    table = energy.window_energy(kept, None, "2s")
+    assert table[["window_start", "window_end"]].values.tolist() == [
+        [_utc("21.626"), _utc("22")], [_utc("22"), _utc("24")], [_utc("24"), _utc("25.643")],
+        [_utc("28.655"), _utc("30")], [_utc("30"), _utc("31.667")]]  # 26-28: no tick, no row
+    assert table["duration_s"].tolist() == pytest.approx([0.374, 2, 1.643, 1.345, 1.667])
+    assert table["covered_s"].tolist() == pytest.approx(table["duration_s"].tolist())
+    share = 0.639 / 1.005  # of tick 2 (23.634-24.639) after 24 s
+    assert table["energy_j"].tolist() == pytest.approx([
+        tick_j[0] * 0.374 / 1.004, tick_j[0] * 0.630 / 1.004 + tick_j[1] + tick_j[2] * (1 - share),
+        tick_j[2] * share + tick_j[3],
+        tick_j[4] + tick_j[5] * 0.341 / 1.004, tick_j[5] * 0.663 / 1.004 + tick_j[6]],
+        rel=1e-9)
+    facts = energy.energy_facts_rows(table)
+    assert facts["window_end"].tolist() == table["window_end"].tolist()
+    assert facts["duration_s"].tolist() == pytest.approx([0.374, 2, 1.643, 1.345, 1.667])
+    mean_w = facts["energy_j"].sum() / facts["duration_s"].sum()
+    assert mean_w == pytest.approx(sum(tick_j) / 7.029, rel=1e-12)  # not over 10.041 s
+
+
+def test_estimates_summed_over_sockets_covering_different_times_are_no_fact(tmp_path):
+    """Socket 1 misses the first tick: the summed row spans both, covers 4 of its 5 s."""
+    lines = [json.dumps({"timestamp": 1_610_531_482_000 + 1000 * tick, "sensor": "s",
+                         "target": "job", "power": 10.0 + socket,
+                         "metadata": {"scope": "cpu", "socket": socket}})
+             for tick in range(5) for socket in (0, 1) if (socket, tick) != (1, 0)]
+    path = tmp_path / "power.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    table = energy.window_energy(None, readers.read_power(path), window="1min")
+    assert table[["duration_s", "covered_s"]].values.tolist() == [[5.0, 4.0]]
+    assert energy.energy_facts_rows(table).empty

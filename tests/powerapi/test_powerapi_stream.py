@@ -1,0 +1,178 @@
+"""Growing report files read on from where the last read ended: pieces, progress, re-reads."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from joulehouse.errors import InputError
+from joulehouse.powerapi import energy, layout, readers
+from joulehouse.powerapi.reports import read_reports
+from joulehouse.powerapi.stream import ReportStore
+from joulehouse.warehouse import Warehouse
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "powerapi"
+FIXTURE_J = 12.19696044921875  # the ten-tick SmartWatts fixture's RAPL energy
+WRITING = {"quiet_s": 3600.0}  # every file changed within the hour: still being written
+
+
+def _ingest(store: ReportStore, key: str, entry: Path, quiet_s: float) -> dict[str, int]:
+    piece = store.ingest(key, entry, now=time.time(), quiet_s=quiet_s)
+    return {name: len(frame) for name, frame in piece.frames.items()}
+
+
+def _stored(store: ReportStore, key: str, name: str) -> pd.DataFrame:
+    return store.read(name, [key])
+
+
+def test_a_json_lines_file_written_in_three_steps_is_read_once(tmp_path):
+    """Step 2 ends inside a report: that report waits for step 3; nothing is read twice."""
+    lines = (EXAMPLES / "smartwatts_timeline.jsonl").read_text().splitlines(keepends=True)
+    counts = [len(readers.read_hwpc(_write(tmp_path / f"part{i}.jsonl", part)))
+              for i, part in enumerate((lines[:12], lines[12:25], lines[25:]))]
+    assert sum(counts) == 1870 and all(counts)
+    store = ReportStore(Warehouse(tmp_path / "warehouse"))
+    path = tmp_path / "landing" / "hwpc.jsonl"
+    path.parent.mkdir()
+    cut = len(lines[25]) // 2
+
+    _write(path, lines[:12])
+    assert _ingest(store, "landing/hwpc.jsonl", path, **WRITING)["counters"] == counts[0]
+    with path.open("a") as file:
+        file.write("".join(lines[12:25]) + lines[25][:cut])  # the last report cut short
+    assert _ingest(store, "landing/hwpc.jsonl", path, **WRITING)["counters"] == counts[1]
+    progress = store.progress("landing/hwpc.jsonl")
+    assert progress.files["hwpc.jsonl"].read_to_byte == len("".join(lines[:25]).encode())
+    assert (progress.generation, progress.pieces) == (0, 2)
+    with path.open("a") as file:
+        file.write(lines[25][cut:] + "".join(lines[26:]))
+    assert _ingest(store, "landing/hwpc.jsonl", path, **WRITING)["counters"] == counts[2]
+    assert _ingest(store, "landing/hwpc.jsonl", path, **WRITING)["counters"] == 0  # nothing new
+    assert store.progress("landing/hwpc.jsonl").pieces == 3  # no empty piece stored
+
+    counters = _stored(store, "landing/hwpc.jsonl", "counters")
+    assert len(counters) == 1870  # each report once
+    rapl = _stored(store, "landing/hwpc.jsonl", "rapl_energy")
+    assert len(rapl) == 10 and rapl["energy_j"].sum() == pytest.approx(FIXTURE_J, rel=1e-15)
+    whole = readers.rapl_energy(readers.read_hwpc(path))
+    pd.testing.assert_frame_equal(energy.window_energy(rapl, None, "2s"),
+                                  energy.window_energy(whole, None, "2s"))
+
+
+def test_a_csv_folder_written_in_three_steps_waits_for_a_line_end(tmp_path):
+    """hwpc-sensor's CSV output folder, its three files growing: a last line cut inside a
+    number has every field (``...,57``) and would read as whole, so while the files are
+    written a read stops at the last line end."""
+    entry = tmp_path / "landing" / "hwpc-csv"
+    entry.mkdir(parents=True)
+    texts = {path.name: path.read_text().splitlines(keepends=True)
+             for path in sorted((EXAMPLES / "hwpc-csv").iterdir())}
+    steps = [{name: lines[:1 + (len(lines) - 1) * step // 3] for name, lines in texts.items()}
+             for step in (1, 2, 3)]
+    store = ReportStore(Warehouse(tmp_path / "warehouse"))
+    rapl_lines = texts["rapl.csv"]
+    (entry / "pcu.csv").touch()  # a group file just created: not read while empty
+    seen = []
+    for step, wanted in enumerate(steps):
+        for name, lines in wanted.items():
+            _write(entry / name, lines)
+        if step == 1:  # rapl.csv's next line, cut inside its energy value
+            with (entry / "rapl.csv").open("a") as file:
+                file.write(rapl_lines[len(wanted["rapl.csv"])][:40])
+        seen.append(_ingest(store, "landing/hwpc-csv", entry, **WRITING))
+    ticks = [len(step["rapl.csv"]) - 1 for step in steps]  # rapl lines: one tick each
+    assert [rows["rapl_energy"] for rows in seen] == [ticks[0], ticks[1] - ticks[0],
+                                                     ticks[2] - ticks[1]] == [3, 3, 4]
+    assert sum(rows["counters"] for rows in seen) == 1870
+    assert sorted(store.progress("landing/hwpc-csv").files) == [
+        "hwpc-csv/core.csv", "hwpc-csv/msr.csv", "hwpc-csv/rapl.csv"]
+    rapl = _stored(store, "landing/hwpc-csv", "rapl_energy")
+    assert rapl["energy_j"].sum() == pytest.approx(FIXTURE_J, rel=1e-15)
+    assert len(_stored(store, "landing/hwpc-csv", "counters")) == 1870
+    whole = read_reports(layout.discover(EXAMPLES / "hwpc-csv"))
+    pd.testing.assert_frame_equal(energy.window_energy(rapl, None, "2s"),
+                                  whole.window_energy("2s"))
+
+
+def test_a_quiet_file_is_read_to_its_last_whole_report_without_a_line_end(tmp_path):
+    path = tmp_path / "landing" / "power.jsonl"
+    path.parent.mkdir()
+    lines = (EXAMPLES / "power.jsonl").read_text().splitlines(keepends=True)
+    _write(path, [*lines[:-1], lines[-1].rstrip("\n")])
+    store = ReportStore(Warehouse(tmp_path / "warehouse"))
+    assert _ingest(store, "landing/power.jsonl", path, **WRITING)["power_reports"] == 39
+    assert _ingest(store, "landing/power.jsonl", path, quiet_s=0)["power_reports"] == 1
+    assert len(_stored(store, "landing/power.jsonl", "power_reports")) == 40
+
+
+def test_a_file_truncated_or_rewritten_is_read_whole_again(tmp_path):
+    path = tmp_path / "landing" / "hwpc.jsonl"
+    path.parent.mkdir()
+    lines = (EXAMPLES / "smartwatts_timeline.jsonl").read_text().splitlines(keepends=True)
+    store = ReportStore(Warehouse(tmp_path / "warehouse"))
+    key = "landing/hwpc.jsonl"
+    _write(path, lines)
+    _ingest(store, key, path, **WRITING)
+    _write(path, lines[:20])  # truncated and written again (a sensor restarted)
+    assert _ingest(store, key, path, **WRITING)["counters"] == len(readers.read_hwpc(path))
+    progress = store.progress(key)
+    assert (progress.generation, progress.pieces) == (1, 1)
+    assert len(_stored(store, key, "counters")) == len(readers.read_hwpc(path)) < 1870
+    # rotated: a longer file whose prefix is not what was read (later timestamps)
+    shifted = [json.dumps({**json.loads(line), "timestamp": json.loads(line)["timestamp"]
+                           .replace("09:51:", "10:51:")}) + "\n" for line in lines]
+    _write(path, shifted)
+    assert _ingest(store, key, path, **WRITING)["counters"] == 1870
+    assert (store.progress(key).generation, store.progress(key).pieces) == (2, 1)
+    rapl = _stored(store, key, "rapl_energy")
+    assert len(rapl) == 10 and rapl["energy_j"].sum() == pytest.approx(FIXTURE_J, rel=1e-15)
+    assert rapl["timestamp"].min() == pd.Timestamp("2021-01-13 10:51:22.630", tz="UTC")
+    # an array file (not line-based) that changed is read whole again too
+    array = tmp_path / "landing" / "power.json"
+    power_lines = (EXAMPLES / "power.jsonl").read_text().splitlines()
+    array.write_text("[" + ",".join(power_lines[:20]) + "]")
+    assert _ingest(store, "landing/power.json", array, **WRITING)["power_reports"] == 20
+    assert _ingest(store, "landing/power.json", array, **WRITING)["power_reports"] == 0
+    array.write_text("[" + ",".join(power_lines) + "]")
+    assert _ingest(store, "landing/power.json", array, **WRITING)["power_reports"] == 40
+    assert len(_stored(store, "landing/power.json", "power_reports")) == 40
+
+
+def test_a_bad_report_in_the_new_lines_stores_nothing(tmp_path):
+    path = tmp_path / "landing" / "power.jsonl"
+    path.parent.mkdir()
+    lines = (EXAMPLES / "power.jsonl").read_text().splitlines(keepends=True)
+    store = ReportStore(Warehouse(tmp_path / "warehouse"))
+    _write(path, lines[:20])
+    _ingest(store, "landing/power.jsonl", path, **WRITING)
+    before = store.progress("landing/power.jsonl")
+    with path.open("a") as file:
+        file.write("".join(lines[20:30]) + lines[30].replace('"power":', '"power":-'))
+    with pytest.raises(InputError, match=r"power\.jsonl:31: power: negative"):
+        _ingest(store, "landing/power.jsonl", path, **WRITING)
+    assert store.progress("landing/power.jsonl") == before
+    shutil.copy(EXAMPLES / "power.jsonl", path)  # fixed in place: same prefix, read on
+    assert _ingest(store, "landing/power.jsonl", path, **WRITING)["power_reports"] == 20
+    assert store.progress("landing/power.jsonl").generation == 0
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(lines))
+    return path
+
+
+def test_an_entry_whose_files_are_all_empty_stores_nothing(tmp_path):
+    entry = tmp_path / "landing" / "hwpc-csv"
+    entry.mkdir(parents=True)
+    (entry / "rapl.csv").touch()
+    store = ReportStore(Warehouse(tmp_path / "warehouse"))
+    assert _ingest(store, "landing/hwpc-csv", entry, **WRITING)["counters"] == 0
+    assert store.progress("landing/hwpc-csv") is None and store.stored_keys() == []
+    shutil.copy(EXAMPLES / "hwpc-csv" / "rapl.csv", entry / "rapl.csv")
+    assert _ingest(store, "landing/hwpc-csv", entry, **WRITING)["rapl_energy"] == 10
+    assert store.progress("landing/hwpc-csv").generation == 0
