@@ -162,7 +162,7 @@ def validate_frames(context: dg.AssetExecutionContext, source: PowerapiSource,
     return batch
 
 
-def _stored(tables: Tables, name: str, keys: list[str]) -> tuple[pd.DataFrame | None, int]:
+def stored_frame(tables: Tables, name: str, keys: list[str]) -> tuple[pd.DataFrame | None, int]:
     """The stored frame ``name`` of ``keys`` together, every piece (None when it has no
     rows), validated, and how many rows were given twice: the same report stored by two
     partitions (one data set landed in two forms) is kept once; a report given twice with
@@ -179,8 +179,8 @@ def compute_energy(context: dg.AssetExecutionContext, source: PowerapiSource, ta
     """Compute and store each partition's own windowed energy (but those in ``skip``)."""
 
     def compute_one(key: str) -> dict[str, pd.DataFrame]:
-        table = window_energy(_stored(tables, "rapl_energy", [key])[0],
-                              _stored(tables, "power_reports", [key])[0], source.window)
+        table = window_energy(stored_frame(tables, "rapl_energy", [key])[0],
+                              stored_frame(tables, "power_reports", [key])[0], source.window)
         tables.write_partition(REPORT_ENERGY_TABLE, key, table)
         return {REPORT_ENERGY_TABLE: table}
 
@@ -207,8 +207,8 @@ def whole_tables(tables: Tables, keys: list[str], source: PowerapiSource,
 def window_table(tables: Tables, keys: list[str], source: PowerapiSource
                  ) -> dg.MaterializeResult:
     """Rebuild the whole-source window table from the stored partitions ``keys``."""
-    rapl, rapl_twice = _stored(tables, "rapl_energy", keys)
-    power, power_twice = _stored(tables, "power_reports", keys)
+    rapl, rapl_twice = stored_frame(tables, "rapl_energy", keys)
+    power, power_twice = stored_frame(tables, "power_reports", keys)
     table = window_energy(rapl, power, source.window)
     tables.write_table(WINDOW_TABLE, table)
     return dg.MaterializeResult(asset_key=powerapi_window_energy.key, metadata={

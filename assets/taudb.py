@@ -17,9 +17,10 @@ step then fails, so the run does and the bad set's status is *failed*
 trial's is not loaded again.
 
 ``powerapi_trials`` keeps one trial per PowerAPI sensor and UTC day, from the
-PowerAPI pipeline's stored tables (read by table name: the window table
-``powerapi_window_energy`` and the power reports of every registered
-partition, a report landed twice kept once). A day's fingerprint digests its
+PowerAPI pipeline's stored tables (the window table
+``powerapi_window_energy``, and every stored piece of the power reports of
+every registered partition through ``assets.powerapi.stored_frame``, a
+report landed twice kept once). A day's fingerprint digests its
 windows' and power reports' values, so only the days that changed are
 rebuilt, each replacing its trial.
 
@@ -47,9 +48,13 @@ from assets.gpu import (
     gpu_validated_frames,
     stored_energy_keys,
 )
-from assets.powerapi import FRAMES_TABLE as POWERAPI_FRAMES_TABLE
 from assets.powerapi import WINDOW_TABLE as POWERAPI_WINDOW_TABLE
-from assets.powerapi import powerapi_validated_frames, powerapi_window_energy, stored_keys
+from assets.powerapi import (
+    powerapi_validated_frames,
+    powerapi_window_energy,
+    stored_frame,
+    stored_keys,
+)
 from assets.reporting import (
     PartitionBatch,
     column_schema,
@@ -266,10 +271,6 @@ with single_run_backfills() as single_run:
 
 # --- PowerAPI: one trial per sensor and UTC day ---------------------------------------------
 
-#: What this asset reads of the PowerAPI pipeline's warehouse tables (assets/powerapi.py).
-POWERAPI_POWER_TABLE = f"{POWERAPI_FRAMES_TABLE}/power_reports"
-
-
 def _digest(frame: pd.DataFrame) -> str:
     """A digest of ``frame``'s values, row by row in order (not of its index)."""
     return digest_pairs({"rows": pd.util.hash_pandas_object(frame, index=False)
@@ -320,14 +321,13 @@ def powerapi_trials(context: dg.AssetExecutionContext, powerapi_source: Powerapi
         raise dg.Failure("no PowerAPI window energy stored yet: materialize "
                          "powerapi_window_energy")
     keys = stored_keys(context, tables)
-    power = tables.read_partitions(POWERAPI_POWER_TABLE, keys).drop_duplicates(
-        ignore_index=True) if keys else None
+    power = stored_frame(tables, "power_reports", keys)[0]
     window = powerapi_source.window
     source = str(tables.table_dir(POWERAPI_WINDOW_TABLE).resolve())
     with taudb.open() as db:
         loads = TrialLoads.into(db)
         for name, rows, reports in sensor_days(
-                table, None if power is None or power.empty else power):
+                table, power):
             fingerprint = digest_pairs({"window": window, "windows": _digest(rows),
                                         "power": "" if reports is None else _digest(reports)})
             loads.load(name, partial(_day_trial, rows, reports, window=window, source=source,
