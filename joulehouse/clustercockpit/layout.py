@@ -154,7 +154,7 @@ def clusters(root: str | os.PathLike[str]) -> list[str]:
     reader's concern, so that jobs of a cluster without one are still found.
     """
     root = Path(root)
-    return _subfolders(root, root)
+    return subfolders(root, root)
 
 
 def _folders(folder: Path) -> list[os.DirEntry]:
@@ -166,7 +166,7 @@ def _folders(folder: Path) -> list[os.DirEntry]:
         return []
 
 
-def _subfolders(root: Path, folder: Path, errors: list[InputError] | None = None) -> list[str]:
+def subfolders(root: Path, folder: Path, errors: list[InputError] | None = None) -> list[str]:
     """Names of :func:`_folders` of ``folder`` less symlinks leading outside ``root``:
     their InputError is appended to ``errors`` or, without ``errors``, raised."""
     kept = []
@@ -214,13 +214,13 @@ def find_jobs(root: str | os.PathLike[str], cluster: str | None = None, *,
     here (see :func:`joulehouse.clustercockpit.readers.read_meta`).
     """
     root = Path(root)
-    for name in [cluster] if cluster else _subfolders(root, root, errors):
-        level1s = _subfolders(root, root / name, errors) if block is None else [
+    for name in [cluster] if cluster else subfolders(root, root, errors):
+        level1s = subfolders(root, root / name, errors) if block is None else [
             str(block)] if _entered(root, root / name / str(block), errors) else []
         for level1 in level1s:
             if not level1.isdigit():
                 continue
-            for level2 in _subfolders(root, root / name / level1, errors):
+            for level2 in subfolders(root, root / name / level1, errors):
                 if not (level2.isdigit() and len(level2) == 3):
                     continue
                 for start in _folders(root / name / level1 / level2):
