@@ -45,6 +45,7 @@ from resources import (
     embedded_taudb_url,
 )
 from sensors import (
+    cc_archive_sensor,
     cc_job,
     geopm_job,
     geopm_report_sensor,
@@ -94,7 +95,7 @@ def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
         assets=[*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS, *GEOPM_ASSETS, *CC_ASSETS],
         jobs=[gpu_energy_job, tau_profiles_job, powerapi_job, geopm_job, cc_job],
         sensors=[*gpu_repetition_sensors(gpu_source), tau_profile_sensor, powerapi_sensor,
-                 geopm_report_sensor,
+                 geopm_report_sensor, cc_archive_sensor,
                  automation],
         resources={
             "gpu_source": gpu_source, "warehouse": warehouse,

@@ -30,9 +30,10 @@ from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials
 from joulehouse.warehouse import Warehouse as Tables
 from resources import ClusterCockpitArchive, DataRoot, GpuBenchmarkSource, Warehouse
-from sensors.clustercockpit import JOB_NAME
-from sensors.local import launch_in_process
+from sensors.clustercockpit import JOB_NAME, JOBS_METADATA, SENSOR_NAME
+from sensors.local import launch_in_process, tick
 from sensors.partition_runs import RANGE_END, RANGE_START
+from tests.dagster.conftest import QUIET_S, settle
 
 BLOCKS = ["emmy/1403", "fritz/398", "taurus/20639"]
 # energy_j per job and metric, as `joulehouse energy cc` gives them (tests/clustercockpit)
@@ -56,21 +57,31 @@ class Pipeline:
 
     def __init__(self, instance, archive: Path, tmp_path: Path):
         self.instance = instance
-        self.source = ClusterCockpitArchive(archive_roots=[str(archive)], quiet_period_s=0)
+        self.source = ClusterCockpitArchive(archive_roots=[str(archive)],
+                                            quiet_period_s=QUIET_S, full_rescan_s=None)
         self.warehouse = tmp_path / "warehouse"
         self.defs = build_definitions(
             GpuBenchmarkSource(data_roots=[DataRoot(path=str(archive))]),
             Warehouse(root=str(self.warehouse)), cc_archive=self.source)
         self.tables = Tables(self.warehouse)
+        self.cursor = None
+
+    def tick(self):
+        data = tick(self.defs.resolve_sensor_def(SENSOR_NAME), self.instance,
+                    {"cc_archive": self.source}, self.cursor)
+        self.cursor = data.cursor
+        return data
+
+    def launch(self, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+        return launch_in_process(self.defs.resolve_job_def(JOB_NAME), self.instance, request,
+                                 SENSOR_NAME, log_level="WARNING")
 
     def run(self, keys: list[str]) -> dg.ExecuteInProcessResult:
         """Register ``keys`` (in order, after those registered) and run them in one run."""
         known = set(self.partitions())
         self.instance.add_dynamic_partitions(cc_job_blocks.name,
                                              [key for key in keys if key not in known])
-        request = dg.RunRequest(tags={RANGE_START: keys[0], RANGE_END: keys[-1]})
-        return launch_in_process(self.defs.resolve_job_def(JOB_NAME), self.instance, request,
-                                 log_level="WARNING")
+        return self.launch(dg.RunRequest(tags={RANGE_START: keys[0], RANGE_END: keys[-1]}))
 
     def partitions(self) -> list[str]:
         return list(self.instance.get_dynamic_partitions(cc_job_blocks.name))
@@ -274,3 +285,50 @@ def test_the_archive_settings_come_from_the_environment(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not a job-id block key"):
         source.resolve("fritz/398/1")
 
+
+
+def test_the_sensor_registers_blocks_asks_for_one_run_and_picks_up_new_jobs(pipeline, archive):
+    settle()
+    first = pipeline.tick()
+    [request] = first.run_requests
+    assert pipeline.partitions() == BLOCKS
+    assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (BLOCKS[0], BLOCKS[-1])
+    landed = {event.partition: event.metadata[JOBS_METADATA].value
+              for event in first.asset_events}
+    assert sorted(landed["fritz/398"]) == FRITZ
+    assert pipeline.launch(request).success
+    assert len(pipeline.tables.read_table(JOBS_TABLE)) == 4
+    assert pipeline.tick().run_requests == []
+
+    # a job in a new block and one in an old block: one run over both blocks
+    other = _other_block(archive)
+    write_job(archive, JobSpec(cluster="fritz", job_id=398_001, start_time=1_675_900_000))
+    assert pipeline.tick().run_requests == []  # inside their quiet period
+    settle()
+    [request] = pipeline.tick().run_requests
+    assert pipeline.partitions() == ["emmy/1403", "taurus/20639", "fritz/398", other]
+    assert (request.tags[RANGE_START], request.tags[RANGE_END]) == ("fritz/398", other)
+    assert pipeline.launch(request).success
+    assert len(pipeline.tables.read_table(JOBS_TABLE)) == 6
+
+
+def test_the_sensor_rechecks_a_failed_job_until_fixed(pipeline, archive):
+    write_job(archive, JobSpec(cluster="fritz", job_id=398_002, start_time=1_675_900_000))
+    folder = archive / "fritz/398/002/1675900000"
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps({**meta, "startTime": 1_675_900_001}))
+    settle()
+    [request] = pipeline.tick().run_requests
+    result = pipeline.launch(request)
+    assert not result.success
+    assert "startTime: 1675900001 does not match" in _checks(result, READ_CHECK)[
+        "fritz/398"].description
+    assert pipeline.tick().run_requests == []  # nothing changed
+    (folder / "meta.json").write_text(json.dumps(meta))  # fixed in place
+    settle()
+    [fixed] = pipeline.tick().run_requests
+    assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == "fritz/398"
+    assert pipeline.launch(fixed).success
+    assert pipeline.status(cc_block_tables.key)["fritz/398"] == (
+        dg.AssetPartitionStatus.MATERIALIZED)
+    assert "fritz/398002/1675900000" in set(pipeline.tables.read_table(JOBS_TABLE)["job"])
