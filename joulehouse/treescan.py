@@ -226,7 +226,7 @@ class TreeResult:
     ready: list[Found]  # at most cap, oldest first
     state: TreeState
     pending: int  # leaves seen but not reported: not ready yet, or over the cap
-    deferred: int  # of those, ready ones left for later ticks by the cap
+    deferred: int  # of those, quiet ones left for later ticks by the cap (completeness not asked)
     unlisted: int  # listed folders new or changed but not listed yet (budget spent)
     rescanned: int  # listed folders re-listed by the rolling rescan this tick
     errors: list[InputError]  # what the walk refused to follow (it went on)

@@ -54,7 +54,7 @@ class ScanResult:
     ready: list[ReadyRepetition]  # at most max_repetitions, oldest first
     state: ScanState
     pending: int  # repetitions seen but not reported: not ready yet, or over the cap
-    deferred: int  # of those, ready ones left for later ticks by the cap
+    deferred: int  # of those, quiet ones left for later ticks by the cap
     unlisted: int  # run folders new or changed but not listed yet (budget spent)
     rescanned: int  # run folders re-listed by the rolling rescan this tick
 

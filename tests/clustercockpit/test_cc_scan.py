@@ -54,6 +54,7 @@ def test_new_jobs_in_new_and_existing_blocks(archive):
     assert job.ref == JobRef(archive, "c1", 1000, START)
     assert job.fingerprint == layout.fingerprint(job.ref.path)
     assert sorted(result.state.blocks) == ["c1/1", "c2/2"]
+    assert ScanState.from_json(result.state.to_json()).blocks == result.state.blocks
     assert tick(archive, result.state).ready == []
     later = [add(archive, 1002), add(archive, 7005), add(archive, 3000, cluster="c2")]
     again = tick(archive, result.state)
@@ -153,6 +154,20 @@ def test_a_reported_job_replaced_or_rewritten_is_reported_again(archive, change)
     assert tick(archive, again.state, now=later, full_rescan_s=None).ready == []
     found = tick(archive, again.state, now=later, full_rescan_s=3600)
     assert keys(found) == [other.key] and found.rescanned == 1
+
+
+def test_only_the_last_reported_jobs_are_watched(archive):
+    first = add(archive, 1000, START)
+    reported = tick(archive, ScanState(), max_watched=1, now=time.time() + 5)
+    second = add(archive, 1001, START)
+    now = time.time() + 10
+    watched = tick(archive, reported.state, max_watched=1, now=now)
+    assert keys(watched) == [second] and list(watched.state.watched) == [
+        "c1/1/001/1700000000"]
+    for key in (first, second):
+        rewrite_meta(JobRef(archive, "c1", int(key.split("/")[1]), START))
+    again = tick(archive, watched.state, max_watched=1, now=now + 10)
+    assert keys(again) == [second]  # the first is left to the rolling rescan
 
 
 def test_a_symlink_leading_outside_is_reported_not_followed(archive, tmp_path):
