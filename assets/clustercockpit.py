@@ -32,6 +32,8 @@ partitioned) as one more run after the block runs, so they are rebuilt once:
 """
 
 from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from typing import Any
 
 import dagster as dg
@@ -48,10 +50,12 @@ from assets.reporting import (
 from joulehouse.clustercockpit import schemas
 from joulehouse.clustercockpit.aggregate import rollup
 from joulehouse.clustercockpit.blocks import FRAMES, BlockRead, keep_stored, read_block
+from joulehouse.clustercockpit.conformance import SchemaWarning
 from joulehouse.clustercockpit.energy import FACTS_SOURCE, J_PER_KWH, energy_facts_rows
 from joulehouse.errors import InputError
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
 from joulehouse.plots import Series, bars_png, markdown_image
+from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import load_trial
 from joulehouse.taudb.mapping.clustercockpit import job_trial
 from joulehouse.warehouse import Warehouse as Tables
@@ -214,18 +218,52 @@ def block_metadata(frames: dict[str, pd.DataFrame]) -> dict[str, Any]:
     }
 
 
+#: A block's trial load: the trials loaded (job, trial_id), or the error naming its jobs.
+TrialOutcome = dict[str, pd.DataFrame] | InputError
+
+
+def load_block_trials(db: TaudbDatabase, key: str, read: BlockRead) -> TrialOutcome:
+    """Load one trial per job of the block read (replacing each job's trial); a job that
+    cannot be mapped loads nothing and is named in the returned error."""
+    loaded, failed = [], []
+    for measured in read.measured:
+        try:
+            trial_id = load_trial(db, job_trial(measured))
+        except InputError as err:
+            failed.append(err)
+            continue
+        loaded.append((measured.ref.key, trial_id))
+    if failed:
+        return block_failure(key, failed, len(read.measured), len(loaded))
+    return {"trials": pd.DataFrame(loaded, columns=["job", "trial_id"])}
+
+
+@dataclass
+class BlockOutcomes:
+    """What the step keeps of each block it read, once the block is stored: its schema
+    warnings and jobs read, and its trial load (when the trials are selected); the
+    measurements themselves are dropped, so a run holds one block's at a time."""
+
+    warnings: dict[str, list[SchemaWarning]] = field(default_factory=dict)
+    jobs_read: dict[str, int] = field(default_factory=dict)
+    trials: dict[str, TrialOutcome] = field(default_factory=dict)
+
+
 def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive,
-                tables: Tables, reads: dict[str, BlockRead]) -> PartitionBatch:
-    """Read and store every block of the run; each block's read goes into ``reads``."""
+                tables: Tables, db: TaudbDatabase | None, outcomes: BlockOutcomes
+                ) -> PartitionBatch:
+    """Read and store every block of the run, and load its trials into ``db`` if given."""
     shown: dict[str, dict[str, Any]] = {}
 
     def read_one(key: str) -> dict[str, pd.DataFrame]:
         read = read_block(source.resolve(key), key, check_schema=source.check_schema,
                           max_missing=source.max_missing)
-        reads[key] = read
         frames = keep_stored(read, stored_block(tables, key) if read.failed else None)
         for name, frame in frames.items():
             tables.write_partition(_frame_table(name), key, frame)
+        outcomes.warnings[key], outcomes.jobs_read[key] = read.warnings, len(read.measured)
+        if db is not None:
+            outcomes.trials[key] = load_block_trials(db, key, read)
         if read.failed:
             raise block_failure(key, list(read.failed.values()), read.listed,
                                 len(read.frames["jobs"]))
@@ -238,49 +276,40 @@ def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive
     return batch
 
 
-def conformance_results(context: dg.AssetExecutionContext, reads: dict[str, BlockRead]
+def conformance_results(context: dg.AssetExecutionContext, outcomes: BlockOutcomes
                         ) -> Iterator[Any]:
     """The WARN check ``schema_conformance`` of every block read in the run."""
     if CONFORMANCE_SPEC.key not in context.selected_asset_check_keys:
         return
     yield dg.Output(None, output_name=context.assets_def.get_output_name_for_asset_check_key(
         CONFORMANCE_SPEC.key))
-    for key, read in reads.items():
-        jobs = sorted({warning.job for warning in read.warnings})
+    for key, warnings in outcomes.warnings.items():
+        jobs = sorted({warning.job for warning in warnings})
         yield dg.AssetCheckEvaluation(
             asset_key=cc_block_tables.key, check_name=CONFORMANCE_CHECK, partition=key,
-            passed=not read.warnings, severity=dg.AssetCheckSeverity.WARN,
-            description=(f"{key}: {len(read.warnings)} schema violation(s) in {len(jobs)} of "
-                         f"{len(read.measured)} job(s) read" if read.warnings else
+            passed=not warnings, severity=dg.AssetCheckSeverity.WARN,
+            description=(f"{key}: {len(warnings)} schema violation(s) in {len(jobs)} of "
+                         f"{outcomes.jobs_read[key]} job(s) read" if warnings else
                          f"{key}: passed"),
             metadata={"partition": key, "jobs": dg.MetadataValue.json(jobs),
                       "violations": dg.MetadataValue.json(
-                          [str(warning) for warning in read.warnings[:MAX_LISTED]])})
+                          [str(warning) for warning in warnings[:MAX_LISTED]])})
 
 
-def load_trials(context: dg.AssetExecutionContext, source: ClusterCockpitArchive,
-                taudb: TaudbResource, reads: dict[str, BlockRead], skip: dict[str, str]
-                ) -> PartitionBatch:
-    """Load one trial per job read in each block of the run (a block not read in this step
-    is read now); blocks in ``skip`` (their read failed whole) load nothing."""
-    with taudb.open() as db:
+def trial_results(context: dg.AssetExecutionContext, source: ClusterCockpitArchive,
+                  db: TaudbDatabase, outcomes: BlockOutcomes, skip: dict[str, str]
+                  ) -> PartitionBatch:
+    """The trial load of every block of the run: as loaded while it was read, else (the
+    block tables not selected) read and loaded now; blocks in ``skip`` load nothing."""
 
-        def load_block(key: str) -> dict[str, pd.DataFrame]:
-            read = reads.get(key) or read_block(source.resolve(key), key, check_schema=False,
-                                                max_missing=source.max_missing)
-            loaded, failed = [], []
-            for measured in read.measured:
-                try:
-                    trial_id = load_trial(db, job_trial(measured))
-                except InputError as err:
-                    failed.append(err)
-                    continue
-                loaded.append({"job": measured.ref.key, "trial_id": trial_id})
-            if failed:
-                raise block_failure(key, failed, len(read.measured), len(loaded))
-            return {"trials": pd.DataFrame(loaded, columns=["job", "trial_id"])}
+    def outcome(key: str) -> dict[str, pd.DataFrame]:
+        loaded = outcomes.trials.get(key) or load_block_trials(db, key, read_block(
+            source.resolve(key), key, check_schema=False, max_missing=source.max_missing))
+        if isinstance(loaded, InputError):
+            raise loaded
+        return loaded
 
-        return PartitionBatch.run(context, load_block, lambda name: None, skip=skip)
+    return PartitionBatch.run(context, outcome, lambda name: None, skip=skip)
 
 
 def stored_block_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
@@ -380,19 +409,22 @@ with single_run_backfills(BLOCKS_PER_RUN) as blocks_per_run:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
         failed: dict[str, str] = {}
-        reads: dict[str, BlockRead] = {}
-        if cc_block_tables.key in selected:
-            blocks = read_blocks(context, cc_archive, tables, reads)
-            yield from blocks.results(context, READ_SPEC)
-            yield from conformance_results(context, reads)
-            failed |= blocks.errors()
-        if cc_job_trials.key in selected:
-            skip = {key: "its block could not be read in this run" for key in failed
-                    if key not in reads}
-            trials = load_trials(context, cc_archive, taudb, reads, skip)
-            yield from trials.results(context, LOADS_SPEC)
-            failed |= {key: why for key, why in trials.errors().items() if key not in failed}
-        reads.clear()
+        outcomes = BlockOutcomes()
+        with ExitStack() as stack:
+            db = (stack.enter_context(taudb.open()) if cc_job_trials.key in selected
+                  else None)
+            if cc_block_tables.key in selected:
+                blocks = read_blocks(context, cc_archive, tables, db, outcomes)
+                yield from blocks.results(context, READ_SPEC)
+                yield from conformance_results(context, outcomes)
+                failed |= blocks.errors()
+            if db is not None:
+                skip = {key: "its block could not be read in this run" for key in failed
+                        if key not in outcomes.jobs_read}
+                trials = trial_results(context, cc_archive, db, outcomes, skip)
+                yield from trials.results(context, LOADS_SPEC)
+                failed |= {key: why for key, why in trials.errors().items()
+                           if key not in failed}
         if selected & {spec.key for spec in CC_TABLES}:
             keys = stored_block_keys(context, tables)
             if keys:

@@ -6,9 +6,11 @@ of ``--jobs-per-block`` small jobs each (one host, 11 samples of cpu_power and
 mem_bw; ``joulehouse/clustercockpit/generator.py``), start times spread over
 days. Registers the blocks as ``cc_job_blocks`` partitions in a fresh
 DAGSTER_HOME (``deploy/dagster.yaml``: SQLite, queued runs), starts ``dagster
-dev`` on the archive and launches, as the UI does, an asset backfill of the
-tables of ``cc_job`` over every block through the webserver's GraphQL API
-(the TAUdb trials too with ``--with-trials``). The backfill policy makes at
+dev`` on the archive and launches, as the UI does, an asset backfill of every
+asset of ``cc_job`` (block tables, TAUdb trials, the tables over all blocks)
+over every block through the webserver's GraphQL API (the trials cannot be left
+out: their eager automation condition would ask for them meanwhile). The
+backfill policy makes at
 most ``ceil(blocks / BLOCKS_PER_RUN)`` block runs and one run for the tables over
 all blocks (100 blocks: 9 + 1). Then runs
 ``joulehouse energy cc`` on the same archive and compares: jobs/s of each,
@@ -42,7 +44,7 @@ from backfill import LAUNCH, LOCATIONS, graphql, run_report, start_dagster, stop
 from machine import describe, load_average
 from postgres_server import free_port
 
-from assets.clustercockpit import BLOCKS_PER_RUN, JOB_ENERGY_TABLE, cc_block_tables, cc_job_trials
+from assets.clustercockpit import BLOCKS_PER_RUN, JOB_ENERGY_TABLE, cc_block_tables
 from definitions import defs
 from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
 from joulehouse.warehouse import Warehouse as Tables
@@ -79,8 +81,6 @@ def backfill(root: Path, keys: list[str], jobs: int, args) -> tuple[float, Path]
     """Backfill the blocks through ``dagster dev``; returns the wall time from submission to
     completion and the warehouse folder."""
     selection = sorted(defs.resolve_job_def(JOB_NAME).asset_layer.selected_asset_keys)
-    if not args.with_trials:
-        selection.remove(cc_job_trials.key)
     home = Path(tempfile.mkdtemp(prefix="cc-backfill-home-", dir=DATA))
     shutil.copy(PROJECT / "deploy" / "dagster.yaml", home / "dagster.yaml")
     os.environ["DAGSTER_HOME"] = str(home)
@@ -155,8 +155,6 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=100)
     parser.add_argument("--jobs-per-block", type=int, default=50)
-    parser.add_argument("--with-trials", action="store_true",
-                        help="backfill the TAUdb trials too (one per job)")
     parser.add_argument("--check-schema", action="store_true",
                         help="validate the JSON schemas in Dagster (the CLI never does)")
     parser.add_argument("--timeout", type=float, default=7200)

@@ -332,3 +332,22 @@ def test_the_sensor_rechecks_a_failed_job_until_fixed(pipeline, archive):
     assert pipeline.status(cc_block_tables.key)["fritz/398"] == (
         dg.AssetPartitionStatus.MATERIALIZED)
     assert "fritz/398002/1675900000" in set(pipeline.tables.read_table(JOBS_TABLE)["job"])
+
+
+def test_a_job_without_samples_is_stored_but_loads_no_trial(pipeline, archive):
+    write_job(archive, JobSpec(cluster="fritz", job_id=398_004, start_time=1_675_900_000))
+    folder = archive / "fritz/398/004/1675900000"
+    (folder / "data.json").write_text("{}")  # no metric: no host to make a thread of
+    result = pipeline.run(BLOCKS)
+    assert not result.success
+    assert _failure(result).startswith("1 of 3 partition(s) failed:\nfritz/398: ")
+    assert all(check.passed for check in _checks(result, READ_CHECK).values())
+    loads = _checks(result, LOADS_CHECK)
+    assert not loads["fritz/398"].passed and loads["emmy/1403"].passed
+    assert loads["fritz/398"].metadata["file"].value == str(folder)
+    assert "no samples of any metric" in loads["fritz/398"].description
+    assert "fritz/398004/1675900000" in set(pipeline.tables.read_table(JOBS_TABLE)["job"])
+    assert sorted(pipeline.trials()) == sorted(  # the other jobs of the block loaded
+        ["emmy/1403244/1608923076", *FRITZ, "taurus/20639587/1635856524"])
+    assert pipeline.status(cc_block_tables.key)["fritz/398"] == (
+        dg.AssetPartitionStatus.MATERIALIZED)
