@@ -25,6 +25,7 @@ The sensor starts STOPPED: turn it on in the UI once the archive is configured.
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 
 import dagster as dg
 
@@ -77,17 +78,17 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     pending = deferred = unlisted = 0
     budget = source.max_jobs_per_tick
     for root in source.roots():
-        clusters = {path.name for path in root.iterdir() if path.is_dir()}
+        if budget == 0:  # the cap is reached: this root's scan waits for the next tick
+            states[str(root)] = cursor.get(str(root))
+            continue
         result = scan(root, ScanState.from_json(cursor.get(str(root))),
-                      quiet_s=source.quiet_period_s, max_jobs=max(budget, 1),
-                      full_rescan_s=source.full_rescan_s,
-                      recheck=_of_clusters(recheck, clusters))
+                      quiet_s=source.quiet_period_s, max_jobs=budget,
+                      full_rescan_s=source.full_rescan_s, recheck=_of_root(recheck, root))
         for error in result.errors:
             context.log.warning(str(error))
-        ready_here = result.ready[:budget]
-        for job in ready_here:
+        for job in result.ready:
             ready.setdefault(job.ref.block, {})[job.ref.key] = job.fingerprint
-        budget -= len(ready_here)
+        budget -= len(result.ready)
         pending, deferred = pending + result.pending, deferred + result.deferred
         unlisted += result.unlisted
         states[str(root)] = result.state.to_json()
@@ -102,13 +103,13 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     request = ready_run_request(
         context.instance, context.instance.get_dynamic_partitions(cc_job_blocks.name),
         cc_job_blocks, fingerprints, job_name=JOB_NAME, run_key_prefix="cc", tags={})
-    jobs = sum(map(len, ready.values()))
+    count = sum(map(len, ready.values()))
     if request is None:
         return dg.SensorResult(cursor=context.cursor, skip_reason=dg.SkipReason(
-            f"{jobs} job(s) in {len(ready)} block(s) ready, asked for once the runs in flight "
+            f"{count} job(s) in {len(ready)} block(s) ready, asked for once the runs in flight "
             "end (registered partitions are not reordered under a queued run)"))
     run_request, additions, new = request
-    context.log.info(f"{jobs} job(s) ready in {len(ready)} block(s) ({new} new), one run; "
+    context.log.info(f"{count} job(s) ready in {len(ready)} block(s) ({new} new), one run; "
                      f"{remaining}")
     return dg.SensorResult(
         run_requests=[run_request],
@@ -128,9 +129,10 @@ def _still_failing(recheck: Mapping[str, str], block: str) -> dict[str, str]:
             if key.startswith(f"{cluster}/") and int(key.split("/")[1]) // 1000 == int(number)}
 
 
-def _of_clusters(jobs: Mapping[str, str], clusters: set[str]) -> dict[str, str]:
-    """The jobs (``cluster/jobId/startTime`` -> value) of the given clusters."""
-    return {key: value for key, value in jobs.items() if key.split("/", 1)[0] in clusters}
+def _of_root(jobs: Mapping[str, str], root: Path) -> dict[str, str]:
+    """The jobs (``cluster/jobId/startTime`` -> value) whose cluster folder is in ``root``."""
+    return {key: value for key, value in jobs.items()
+            if (root / key.split("/", 1)[0]).is_dir()}
 
 
 @dg.sensor(

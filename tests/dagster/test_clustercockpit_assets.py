@@ -24,7 +24,12 @@ from assets.clustercockpit import (
     cc_rollup,
 )
 from definitions import EXAMPLE_CC_ARCHIVE, build_definitions
-from joulehouse.clustercockpit.generator import JobSpec, cluster_config, write_job
+from joulehouse.clustercockpit.generator import (
+    JobSpec,
+    cluster_config,
+    write_archive_files,
+    write_job,
+)
 from joulehouse.clustercockpit.layout import find_jobs
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials
@@ -351,3 +356,24 @@ def test_a_job_without_samples_is_stored_but_loads_no_trial(pipeline, archive):
         ["emmy/1403244/1608923076", *FRITZ, "taurus/20639587/1635856524"])
     assert pipeline.status(cc_block_tables.key)["fritz/398"] == (
         dg.AssetPartitionStatus.MATERIALIZED)
+
+
+def test_the_cap_spreads_ready_jobs_over_ticks_and_roots(instance, archive, tmp_path):
+    other = tmp_path / "other"
+    write_archive_files(other, ["testcluster"])
+    for job_id in (1_234_001, 1_234_002):
+        write_job(other, JobSpec(job_id=job_id))
+    pipeline = Pipeline(instance, archive, tmp_path)
+    pipeline.source = ClusterCockpitArchive(archive_roots=[str(archive), str(other)],
+                                            quiet_period_s=QUIET_S, max_jobs_per_tick=3)
+    settle()
+    handed = []
+    for _ in range(3):
+        data = pipeline.tick()
+        handed.append(sorted(job for event in data.asset_events
+                             for job in event.metadata[JOBS_METADATA].value))
+    assert [len(jobs) for jobs in handed] == [3, 3, 0]
+    assert sorted(handed[0] + handed[1]) == sorted(
+        ["emmy/1403244/1608923076", *FRITZ, "taurus/20639587/1635856524",
+         "testcluster/1234001/1700000000", "testcluster/1234002/1700000000"])
+    assert pipeline.partitions()[-1] == "testcluster/1234"
