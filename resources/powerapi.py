@@ -13,7 +13,7 @@ from pydantic import Field, field_validator
 
 from joulehouse.timeutil import check_timezone
 from resources.gpu import SETTINGS_ENV, settings_from_env
-from resources.landing import LandingFolders, folders_from_env
+from resources.landing import LandingFolders
 
 LANDING_ENV = "JOULEHOUSE_POWERAPI_LANDING"
 #: Environment variables of the reader and energy settings: field -> variable.
@@ -58,7 +58,8 @@ class PowerapiSource(LandingFolders):
         ``os.pathsep``), else ``default_folder``; the quiet period from
         ``$JOULEHOUSE_QUIET_PERIOD_S`` and the reader settings from the variables of
         :data:`READER_ENV` where set, else ``settings``."""
-        folders = folders_from_env(LANDING_ENV, default_folder)
+        value = os.environ.get(LANDING_ENV, "")
+        folders = [p for p in value.split(os.pathsep) if p] or [str(default_folder)]
         from_env = settings_from_env(
             {"quiet_period_s": SETTINGS_ENV["quiet_period_s"], **READER_ENV})
         return cls(landing_folders=folders, **{**settings, **from_env})
