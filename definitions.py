@@ -10,9 +10,14 @@ Configuration (defaults are for a fresh clone):
 - ``JOULEHOUSE_TAU_LANDING``: folders where TAU profile sets land, default
   ``examples/tau-profiles``;
 - ``JOULEHOUSE_GEOPM_LANDING`` (and ``JOULEHOUSE_GEOPM_TIMEZONE``): folders where GEOPM
-  reports land, default ``examples/geopm``.
+  reports land, default ``examples/geopm``;
 - ``JOULEHOUSE_POWERAPI_LANDING`` (and ``JOULEHOUSE_POWERAPI_TIMEZONE``, ``_EPOCH_ZONE``,
   ``_WINDOW``): folders where PowerAPI report files land, default ``examples/powerapi``.
+- ``JOULEHOUSE_CC_ARCHIVE`` (and ``JOULEHOUSE_CC_MAX_JOBS_PER_TICK``, ``_MAX_MISSING``,
+  ``_CHECK_SCHEMA``): ClusterCockpit job archive roots (separated by ``os.pathsep``),
+  default ``examples/clustercockpit/archive``.
+- ``JOULEHOUSE_QUIET_PERIOD_S`` and ``JOULEHOUSE_FULL_RESCAN_S``: the sensors' quiet period
+  and rolling-rescan period, shared by the sources.
 """
 
 from __future__ import annotations
@@ -21,8 +26,16 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets import GEOPM_ASSETS, GPU_ASSETS, POWERAPI_ASSETS, TAUDB_ASSETS, gpu_pipeline
+from assets import (
+    CC_ASSETS,
+    GEOPM_ASSETS,
+    GPU_ASSETS,
+    POWERAPI_ASSETS,
+    TAUDB_ASSETS,
+    gpu_pipeline,
+)
 from resources import (
+    ClusterCockpitArchive,
     GeopmReportSource,
     GpuBenchmarkSource,
     PowerapiSource,
@@ -32,6 +45,8 @@ from resources import (
     embedded_taudb_url,
 )
 from sensors import (
+    cc_archive_sensor,
+    cc_job,
     geopm_job,
     geopm_report_sensor,
     gpu_repetition_sensors,
@@ -47,6 +62,7 @@ EXAMPLE_GPU_DATA = PROJECT_ROOT / "examples" / "gpu-data"
 EXAMPLE_TAU_PROFILES = PROJECT_ROOT / "examples" / "tau-profiles"
 EXAMPLE_GEOPM_REPORTS = PROJECT_ROOT / "examples" / "geopm"
 EXAMPLE_POWERAPI = PROJECT_ROOT / "examples" / "powerapi"
+EXAMPLE_CC_ARCHIVE = PROJECT_ROOT / "examples" / "clustercockpit" / "archive"
 DEFAULT_WAREHOUSE = PROJECT_ROOT / "warehouse"
 
 gpu_energy_job = dg.define_asset_job(
@@ -70,15 +86,16 @@ def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
                       taudb: TaudbResource | None = None,
                       tau_profiles: TauProfileSource | None = None,
                       powerapi_source: PowerapiSource | None = None,
-                      geopm_source: GeopmReportSource | None = None) -> dg.Definitions:
+                      geopm_source: GeopmReportSource | None = None,
+                      cc_archive: ClusterCockpitArchive | None = None) -> dg.Definitions:
     """The definitions over the given data roots, warehouse, TAUdb (default: the embedded
     SQLite file beside the warehouse tables), TAU profile, PowerAPI and GEOPM landing
-    folders (default: the bundled examples)."""
+    folders and ClusterCockpit archive (default: the bundled examples)."""
     return dg.Definitions(
-        assets=[*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS, *GEOPM_ASSETS],
-        jobs=[gpu_energy_job, tau_profiles_job, powerapi_job, geopm_job],
+        assets=[*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS, *GEOPM_ASSETS, *CC_ASSETS],
+        jobs=[gpu_energy_job, tau_profiles_job, powerapi_job, geopm_job, cc_job],
         sensors=[*gpu_repetition_sensors(gpu_source), tau_profile_sensor, powerapi_sensor,
-                 geopm_report_sensor,
+                 geopm_report_sensor, cc_archive_sensor,
                  automation],
         resources={
             "gpu_source": gpu_source, "warehouse": warehouse,
@@ -89,6 +106,8 @@ def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
                 landing_folders=[str(EXAMPLE_POWERAPI)]),
             "geopm_source": geopm_source or GeopmReportSource(
                 landing_folders=[str(EXAMPLE_GEOPM_REPORTS)]),
+            "cc_archive": cc_archive or ClusterCockpitArchive(
+                archive_roots=[str(EXAMPLE_CC_ARCHIVE)]),
         },
     )
 
@@ -100,4 +119,5 @@ defs = build_definitions(
     TauProfileSource.from_env(EXAMPLE_TAU_PROFILES),
     PowerapiSource.from_env(EXAMPLE_POWERAPI),
     GeopmReportSource.from_env(EXAMPLE_GEOPM_REPORTS),
+    ClusterCockpitArchive.from_env(EXAMPLE_CC_ARCHIVE),
 )

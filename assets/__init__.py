@@ -1,5 +1,6 @@
 """Dagster assets: thin wrappers that call the core and write the warehouse."""
 
+from assets.clustercockpit import CC_ASSETS, cc_job_blocks, cc_pipeline
 from assets.geopm import GEOPM_ASSETS, geopm_pipeline, geopm_reports
 from assets.gpu import gpu_repetition_files, gpu_repetitions
 from assets.pipeline import gpu_pipeline
@@ -8,6 +9,7 @@ from assets.taudb import TAUDB_ASSETS, tau_profile_sets, tau_profile_trials
 
 GPU_ASSETS = [gpu_repetition_files, gpu_pipeline]
 
-__all__ = ["GEOPM_ASSETS", "GPU_ASSETS", "POWERAPI_ASSETS", "TAUDB_ASSETS", "geopm_pipeline",
-           "geopm_reports", "gpu_pipeline", "gpu_repetitions", "powerapi_pipeline",
-           "powerapi_reports", "tau_profile_sets", "tau_profile_trials"]
+__all__ = ["CC_ASSETS", "GEOPM_ASSETS", "GPU_ASSETS", "POWERAPI_ASSETS", "TAUDB_ASSETS",
+           "cc_job_blocks", "cc_pipeline", "geopm_pipeline", "geopm_reports", "gpu_pipeline",
+           "gpu_repetitions", "powerapi_pipeline", "powerapi_reports", "tau_profile_sets",
+           "tau_profile_trials"]

@@ -67,8 +67,11 @@ def table_metadata(frame: pd.DataFrame, schema: pa.DataFrameSchema) -> dict[str,
 
 
 @contextmanager
-def single_run_backfills() -> Iterator[dg.BackfillPolicy]:
-    """``BackfillPolicy.single_run()``, for the asset decorators inside the block.
+def single_run_backfills(max_partitions_per_run: int | None = None
+                         ) -> Iterator[dg.BackfillPolicy]:
+    """``BackfillPolicy.single_run()`` (or, given ``max_partitions_per_run``,
+    ``BackfillPolicy.multi_run`` with that many partitions per run), for the asset
+    decorators inside the block.
 
     Dagster 1.13 calls an asset's ``backfill_policy`` parameter beta and warns at every
     load of the definitions; that one warning is silenced in the block, nothing else.
@@ -76,7 +79,8 @@ def single_run_backfills() -> Iterator[dg.BackfillPolicy]:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Parameter `backfill_policy` of function",
                                 category=dg.BetaWarning)
-        yield dg.BackfillPolicy.single_run()
+        yield (dg.BackfillPolicy.single_run() if max_partitions_per_run is None else
+               dg.BackfillPolicy.multi_run(max_partitions_per_run))
 
 
 def partition_check_spec(asset: dg.AssetKey, name: str, partitions_def: dg.PartitionsDefinition,

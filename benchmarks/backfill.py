@@ -102,8 +102,9 @@ def wait_until(what: str, ready, timeout_s: float, every_s: float = 2.0):
     raise TimeoutError(f"{what}: not done after {timeout_s:.0f} s")
 
 
-def start_dagster(home: Path, warehouse: Path, port: int, log: Path) -> subprocess.Popen:
-    """``dagster dev`` in its own process group.
+def start_dagster(home: Path, port: int, log: Path, env: dict[str, str]) -> subprocess.Popen:
+    """``dagster dev`` in its own process group, with the variables ``env`` set (the
+    source's data and the warehouse).
 
     Ignored signals stay ignored across exec (a shell without job control starts
     us with SIGINT ignored), handled ones go back to default: so handle both
@@ -111,8 +112,7 @@ def start_dagster(home: Path, warehouse: Path, port: int, log: Path) -> subproce
     """
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    env = {**os.environ, "DAGSTER_HOME": str(home), "JOULEHOUSE_GPU_DATA_ROOTS": str(ROOT),
-           "JOULEHOUSE_WAREHOUSE": str(warehouse)}
+    env = {**os.environ, "DAGSTER_HOME": str(home), **env}
     with log.open("w") as out:
         return subprocess.Popen(
             [str(Path(sys.executable).parent / "dagster"), "dev", "-w", "workspace.yaml",
@@ -184,7 +184,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with dg.DagsterInstance.get() as instance:
             instance.add_dynamic_partitions(PARTITIONS, keys)
-            process = start_dagster(home, home / "warehouse", port, log)
+            process = start_dagster(home, port, log, {
+                "JOULEHOUSE_GPU_DATA_ROOTS": str(ROOT),
+                "JOULEHOUSE_WAREHOUSE": str(home / "warehouse")})
             wait_until("code location", lambda: any(
                 entry["loadStatus"] == "LOADED"
                 for entry in graphql(port, LOCATIONS)["workspaceOrError"]["locationEntries"]),

@@ -8,9 +8,12 @@ sensor that watches a data root in production registers every complete
 repetition as a partition (quiet period 0: the demo does not wait) and
 asks for its runs; they execute here, in-process: one run over all
 partitions for a fresh data root. The bundled TAU profiles, PowerAPI
-reports and GEOPM reports (``examples/geopm``) go the same way (their
-sensors ticked once, one run each); the PowerAPI energy per report and
-target is printed with the estimates' error against the measurement.
+reports, GEOPM reports (``examples/geopm``) and the ClusterCockpit job
+archive (``examples/clustercockpit/archive``) go the same way (their sensors
+ticked once, one run each); the PowerAPI energy per report and target is
+printed with the estimates' error against the measurement, and the
+ClusterCockpit energy per job and metric with cc-backend's figure beside it
+and the number of its jobs' TAUdb trials.
 Exits non-zero if any run failed.
 """
 
@@ -25,11 +28,13 @@ import pandas as pd
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
+from assets.clustercockpit import JOB_ENERGY_TABLE
 from assets.geopm import REPORT_TABLE
 from assets.gpu import SETTING_TABLE
 from assets.powerapi import REPORT_ENERGY_TABLE, WINDOW_TABLE
 from definitions import (
     DEFAULT_WAREHOUSE,
+    EXAMPLE_CC_ARCHIVE,
     EXAMPLE_GEOPM_REPORTS,
     EXAMPLE_GPU_DATA,
     EXAMPLE_POWERAPI,
@@ -38,6 +43,7 @@ from definitions import (
 )
 from joulehouse.taudb.loader import list_trials
 from resources import (
+    ClusterCockpitArchive,
     DataRoot,
     GeopmReportSource,
     GpuBenchmarkSource,
@@ -47,6 +53,8 @@ from resources import (
     Warehouse,
     embedded_taudb_url,
 )
+from sensors.clustercockpit import JOB_NAME as CC_JOB
+from sensors.clustercockpit import SENSOR_NAME as CC_SENSOR
 from sensors.geopm import JOB_NAME as GEOPM_JOB
 from sensors.geopm import SENSOR_NAME as GEOPM_SENSOR
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
@@ -79,6 +87,13 @@ GEOPM_SHOWN = [
     ("runtime_s", "runtime host·s", 1.0), ("package_energy_j", "package kJ", 1e-3),
     ("dram_energy_j", "DRAM kJ", 1e-3), ("gpu_energy_j", "GPU kJ", 1e-3),
     ("power_w", "package W/host", 1.0),
+]
+
+# The ClusterCockpit columns printed, per job and energy metric; energies in kWh.
+CC_SHOWN = [
+    ("job", "job", None), ("metric", "metric", None), ("hosts", "hosts", None),
+    ("duration_s", "duration s", 1.0), ("energy_j", "energy kWh", 1 / 3.6e6),
+    ("covered_fraction", "covered", 1.0), ("energy_cc_kwh", "cc-backend kWh", 1.0),
 ]
 
 
@@ -172,6 +187,28 @@ def run_geopm(warehouse: Path, instance: dg.DagsterInstance) -> pd.DataFrame:
     return table[table["section"] == "application"]
 
 
+def run_clustercockpit(warehouse: Path, instance: dg.DagsterInstance
+                       ) -> tuple[pd.DataFrame, int]:
+    """Materialize the ClusterCockpit pipeline on the bundled job archive (one run, through
+    the archive sensor); returns the per-job energy table and the number of its jobs'
+    TAUdb trials.
+
+    Raises RuntimeError naming the failed run.
+    """
+    source = ClusterCockpitArchive(archive_roots=[str(EXAMPLE_CC_ARCHIVE)], quiet_period_s=0)
+    store = Warehouse(root=str(warehouse))
+    taudb = TaudbResource(url=embedded_taudb_url(warehouse))
+    defs = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(path=str(EXAMPLE_GPU_DATA))]),
+                             store, taudb, cc_archive=source)
+    data = tick(defs.resolve_sensor_def(CC_SENSOR), instance, {"cc_archive": source})
+    _launch(defs.resolve_job_def(CC_JOB), instance, data.run_requests, CC_SENSOR)
+    print(f"{len(data.run_requests)} ClusterCockpit run over {EXAMPLE_CC_ARCHIVE}")
+    table = store.tables().read_table(JOB_ENERGY_TABLE)
+    with taudb.open() as db:
+        trials = sum(trial["name"] in set(table["job"]) for trial in list_trials(db))
+    return table, trials
+
+
 def readable(table: pd.DataFrame, shown: list = SHOWN) -> pd.DataFrame:
     """The printed subset ``shown`` of a table, in readable units."""
     return pd.DataFrame({
@@ -193,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
             table, trials, powerapi = run_demo(args.data_root.resolve(), args.warehouse.resolve(),
                                      instance)
             geopm = run_geopm(args.warehouse.resolve(), instance)
+            cc_energy, cc_trials = run_clustercockpit(args.warehouse.resolve(), instance)
         except RuntimeError as err:
             print(f"demo failed: {err}", file=sys.stderr)
             return 1
@@ -207,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         print(powerapi.to_string(index=False))
         print("\nGEOPM reports (Application Totals summed over hosts):")
         print(readable(geopm, GEOPM_SHOWN).to_string(index=False))
+        print("\nClusterCockpit jobs (energy per job and metric, summed over hosts; "
+              "cc-backend's own figure beside it):")
+        print(readable(cc_energy, CC_SHOWN).to_string(index=False))
+        print(f"\nTAUdb: {cc_trials} ClusterCockpit job trials")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Scatter and line plots for materialization metadata, drawn with matplotlib, embeddable in Markdown.
+"""Scatter, line and bar plots for materialization metadata (matplotlib, PNG for Markdown).
 
 Figures are made with ``matplotlib.figure.Figure`` directly (no pyplot): no
 global state and no display backend, so a plot can be drawn in any thread or
@@ -53,6 +53,26 @@ def lines_png(series: Sequence[Series], *, title: str, x_label: str, y_label: st
         axes.plot(s.xs, s.ys, label=s.label)
     axes.set(title=title, xlabel=x_label, ylabel=y_label)
     axes.grid(alpha=0.3)
+    if series:
+        axes.legend(fontsize="small")
+    figure.autofmt_xdate()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def bars_png(categories: Sequence[str], series: Sequence[Series], *, title: str,
+             y_label: str) -> bytes:
+    """A PNG of stacked bars: one bar per category (e.g. a day), one coloured part and
+    legend entry per series, whose ``ys`` give its value per category (``xs`` unused)."""
+    figure = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
+    axes = figure.add_subplot()
+    bottom = [0.0] * len(categories)
+    for s in series:
+        axes.bar(list(categories), s.ys, bottom=bottom, label=s.label)
+        bottom = [b + y for b, y in zip(bottom, s.ys, strict=True)]
+    axes.set(title=title, ylabel=y_label)
+    axes.grid(alpha=0.3, axis="y")
     if series:
         axes.legend(fontsize="small")
     figure.autofmt_xdate()

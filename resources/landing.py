@@ -17,6 +17,12 @@ from pydantic import Field
 from resources.gpu import SETTINGS_ENV, settings_from_env
 
 
+def folders_from_env(variable: str, default_folder: str | os.PathLike[str]) -> list[str]:
+    """The folders in ``$variable`` (separated by ``os.pathsep``), else ``[default_folder]``."""
+    folders = [p for p in os.environ.get(variable, "").split(os.pathsep) if p]
+    return folders or [str(default_folder)]
+
+
 class LandingFolders(dg.ConfigurableResource):
     """Folders watched for entries, and how long an entry must be quiet to be complete."""
 
@@ -35,8 +41,7 @@ class LandingFolders(dg.ConfigurableResource):
         """The fields set from the environment: ``landing_folders`` from ``$variable``
         (separated by ``os.pathsep``), else ``default_folder``; ``quiet_period_s`` from
         ``$JOULEHOUSE_QUIET_PERIOD_S`` (shared by every source) where set."""
-        folders = [p for p in os.environ.get(variable, "").split(os.pathsep) if p]
-        return {"landing_folders": folders or [str(default_folder)],
+        return {"landing_folders": folders_from_env(variable, default_folder),
                 **settings_from_env({"quiet_period_s": SETTINGS_ENV["quiet_period_s"]})}
 
     def landings(self) -> dict[str, Path]:

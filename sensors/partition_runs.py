@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -37,13 +38,15 @@ RANGE_END = "dagster/asset_partition_range_end"
 DATA_VERSION_TAG = "dagster/data_version"
 
 
-def files_landed(files: dg.AssetKey, fingerprints: dict[str, str]
+def files_landed(files: dg.AssetKey, fingerprints: dict[str, str],
+                 metadata: Mapping[str, Mapping[str, Any]] | None = None
                  ) -> list[dg.AssetMaterialization]:
     """One materialization of the source asset ``files`` per ready partition (key ->
-    fingerprint, its data version): the files were written outside Dagster, and Dagster's UI
-    counts only materializations as a partition's data (observed partitions read "0%
-    filled")."""
-    return [dg.AssetMaterialization(files, partition=key, tags={DATA_VERSION_TAG: fingerprint})
+    fingerprint, its data version; ``metadata``: key -> its metadata, if any): the files
+    were written outside Dagster, and Dagster's UI counts only materializations as a
+    partition's data (observed partitions read "0% filled")."""
+    return [dg.AssetMaterialization(files, partition=key, tags={DATA_VERSION_TAG: fingerprint},
+                                    metadata=(metadata or {}).get(key))
             for key, fingerprint in fingerprints.items()]
 
 

@@ -72,6 +72,12 @@ class JobRef:
         return f"{self.cluster}/{self.job_id}/{self.start_time}"
 
     @property
+    def block(self) -> str:
+        """``cluster/<jobId // 1000>``: the job-id block folder holding the job (at most
+        1000 job ids, any start times)."""
+        return f"{self.cluster}/{self.job_id // 1000}"
+
+    @property
     def meta_path(self) -> Path:
         return self.path / META_FILE
 
@@ -148,7 +154,7 @@ def clusters(root: str | os.PathLike[str]) -> list[str]:
     reader's concern, so that jobs of a cluster without one are still found.
     """
     root = Path(root)
-    return _subfolders(root, root)
+    return subfolders(root, root)
 
 
 def _folders(folder: Path) -> list[os.DirEntry]:
@@ -160,7 +166,7 @@ def _folders(folder: Path) -> list[os.DirEntry]:
         return []
 
 
-def _subfolders(root: Path, folder: Path, errors: list[InputError] | None = None) -> list[str]:
+def subfolders(root: Path, folder: Path, errors: list[InputError] | None = None) -> list[str]:
     """Names of :func:`_folders` of ``folder`` less symlinks leading outside ``root``:
     their InputError is appended to ``errors`` or, without ``errors``, raised."""
     kept = []
@@ -177,9 +183,26 @@ def _subfolders(root: Path, folder: Path, errors: list[InputError] | None = None
     return kept
 
 
+def _entered(root: Path, folder: Path, errors: list[InputError] | None) -> bool:
+    """True when ``folder`` is a folder that does not lead outside ``root`` (else its
+    InputError appended to ``errors`` or, without ``errors``, raised)."""
+    if not folder.is_dir():
+        return False
+    try:
+        inside(root, folder)
+    except InputError as err:
+        if errors is None:
+            raise
+        errors.append(err)
+        return False
+    return True
+
+
 def find_jobs(root: str | os.PathLike[str], cluster: str | None = None, *,
+              block: int | None = None,
               errors: list[InputError] | None = None) -> Iterator[JobRef]:
-    """Every job folder of the archive (or of one cluster), in path order.
+    """Every job folder of the archive (or of one cluster, or of one of its job-id blocks
+    ``<cluster>/<block>``, block = jobId // 1000), in path order.
 
     Only folders whose names fit the tree (digits, three-digit second level)
     are jobs; others are ignored. A job folder that is a symlink is listed
@@ -191,11 +214,13 @@ def find_jobs(root: str | os.PathLike[str], cluster: str | None = None, *,
     here (see :func:`joulehouse.clustercockpit.readers.read_meta`).
     """
     root = Path(root)
-    for name in [cluster] if cluster else _subfolders(root, root, errors):
-        for level1 in _subfolders(root, root / name, errors):
+    for name in [cluster] if cluster else subfolders(root, root, errors):
+        level1s = subfolders(root, root / name, errors) if block is None else [
+            str(block)] if _entered(root, root / name / str(block), errors) else []
+        for level1 in level1s:
             if not level1.isdigit():
                 continue
-            for level2 in _subfolders(root, root / name / level1, errors):
+            for level2 in subfolders(root, root / name / level1, errors):
                 if not (level2.isdigit() and len(level2) == 3):
                     continue
                 for start in _folders(root / name / level1 / level2):

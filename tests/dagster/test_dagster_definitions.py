@@ -39,10 +39,18 @@ GRAPH = {
     "energy_facts/geopm": ({"geopm_host_energy"}, False, set()),
     "geopm_trials": ({"geopm_validated_frames"}, True, {"loads"}),
     "powerapi_trials": ({"powerapi_validated_frames", "powerapi_window_energy"}, False, set()),
+    "cc_job_files": (set(), True, set()),
+    "cc_block_tables": ({"cc_job_files"}, True, {"jobs_read", "schema_conformance"}),
+    "cc_job_trials": ({"cc_block_tables"}, True, {"loads"}),
+    "cc_jobs": ({"cc_block_tables"}, False, set()),
+    "cc_job_energy": ({"cc_block_tables"}, False, set()),
+    "cc_rollup": ({"cc_block_tables"}, False, set()),
+    "energy_facts/clustercockpit": ({"cc_block_tables"}, False, set()),
 }
 POWERAPI_JOB = {"powerapi_validated_frames", "powerapi_report_energy", "powerapi_window_energy",
                 "energy_facts/powerapi"}
 GEOPM_JOB = {name for name in GRAPH if name.startswith("geopm_") or name == "energy_facts/geopm"}
+CC_JOB = {name for name in GRAPH if name.startswith("cc_") or name == "energy_facts/clustercockpit"}
 
 
 def test_definitions_are_loadable():
@@ -63,37 +71,48 @@ def test_asset_graph_snapshot():
                  "powerapi_validated_frames", "powerapi_report_energy",
                  "geopm_validated_frames", "geopm_host_energy"):
         assert graph.get(dg.AssetKey.from_user_string(name)).backfill_policy == dg.BackfillPolicy.single_run()
+    for name in ("cc_block_tables", "cc_job_trials"):  # bounded runs: 12 blocks (jobs/1000) each
+        assert graph.get(dg.AssetKey.from_user_string(name)).backfill_policy == (
+            dg.BackfillPolicy.multi_run(12))
     for name in ("gpu_repetition_energy", "gpu_setting_energy", "gpu_benchmark_energy",
                  "energy_facts/gpu", "taudb_trials", "powerapi_report_energy",
                  "powerapi_window_energy", "energy_facts/powerapi", "geopm_host_energy",
                  "geopm_region_energy", "geopm_report_energy", "energy_facts/geopm",
-                 "geopm_trials", "powerapi_trials"):
+                 "geopm_trials", "powerapi_trials",
+                 "cc_job_trials", "cc_jobs", "cc_job_energy", "cc_rollup",
+                 "energy_facts/clustercockpit"):
         assert graph.get(dg.AssetKey.from_user_string(name)).automation_condition is not None, name
     for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials",
                  "powerapi_validated_frames", "powerapi_report_energy",
-                 "geopm_validated_frames", "geopm_host_energy", "geopm_trials"):
-        [check] = graph.get(dg.AssetKey.from_user_string(name)).check_keys  # one result per partition
-        assert graph.get_check_spec(check).partitions_def == graph.get(check.asset_key).partitions_def
+                 "geopm_validated_frames", "geopm_host_energy", "geopm_trials", "cc_block_tables",
+                 "cc_job_trials"):
+        for check in graph.get(dg.AssetKey.from_user_string(name)).check_keys:  # per partition
+            assert graph.get_check_spec(check).partitions_def == graph.get(
+                check.asset_key).partitions_def
 
 
 def test_job_sensors_and_resources():
     job = defs.resolve_job_def("gpu_energy_job")
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == (
         set(GRAPH) - {"gpu_repetition_files", "tau_profile_files", "tau_profile_trials",
-                      "powerapi_report_files", "powerapi_trials"} - POWERAPI_JOB - GEOPM_JOB)
+                      "powerapi_report_files", "powerapi_trials"} - POWERAPI_JOB - GEOPM_JOB - CC_JOB)
     job = defs.resolve_job_def("powerapi_job")
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == POWERAPI_JOB
     job = defs.resolve_job_def("geopm_job")
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == (
         GEOPM_JOB - {"geopm_report_files"})
+    job = defs.resolve_job_def("cc_job")
+    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == (
+        CC_JOB - {"cc_job_files"})
     sensors = {s.name: s for s in defs.sensors}
     assert set(sensors) == {"gpu_repetitions_gpu_data", "tau_profile_landing",
-                            "powerapi_landing", "geopm_report_landing", "joulehouse_automation"}
+                            "powerapi_landing", "geopm_report_landing", "cc_job_archive",
+                            "joulehouse_automation"}
     for name in ("tau_profile_landing", "gpu_repetitions_gpu_data", "powerapi_landing",
-                 "geopm_report_landing"):
+                 "geopm_report_landing", "cc_job_archive"):
         assert sensors[name].default_status == dg.DefaultSensorStatus.STOPPED, name
     assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles",
-                                   "powerapi_source", "geopm_source"}
+                                   "powerapi_source", "geopm_source", "cc_archive"}
 
 
 def test_dagster_cli_validates_the_workspace(tmp_path):

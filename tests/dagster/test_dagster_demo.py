@@ -15,6 +15,7 @@ from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials
 from joulehouse.warehouse import Warehouse as Tables
 from resources import (
+    ClusterCockpitArchive,
     DataRoot,
     GeopmReportSource,
     GpuBenchmarkSource,
@@ -22,6 +23,7 @@ from resources import (
     TauProfileSource,
     Warehouse,
 )
+from sensors.clustercockpit import SENSOR_NAME as CC_SENSOR
 from sensors.geopm import SENSOR_NAME as GEOPM_SENSOR
 from sensors.gpu_repetitions import sensor_name
 from sensors.local import tick
@@ -34,6 +36,14 @@ EXAMPLE_GEOPM = PROJECT_ROOT / "examples" / "geopm"
 # The GEOPM table's rows: report, hosts, package kJ, DRAM kJ (the reports' Application Totals)
 GEOPM_ROWS = [("geopm/fm_stream_dgemm_2host.yaml.report", 2, 169.946, 18.361),
               ("geopm/geopmbench_1host.legacy.report", 1, 4.406, 0.328)]
+EXAMPLE_CC = PROJECT_ROOT / "examples" / "clustercockpit" / "archive"
+# The ClusterCockpit table's rows: job, metric, hosts, energy kWh, cc-backend kWh
+CC_ROWS = [("emmy/1403244/1608923076", "rapl_power", 4, 5.276, 5.27),
+           ("fritz/398764/1675954353", "cpu_power", 1, 0.009, 0.01),
+           ("fritz/398764/1675954353", "mem_power", 1, 0.000, 0.00),
+           ("fritz/398955/1675956725", "cpu_power", 1, 0.029, 0.03),
+           ("fritz/398955/1675956725", "mem_power", 1, 0.002, 0.00),
+           ("taurus/20639587/1635856524", "cpu_power", 2, 0.014, 0.01)]
 
 
 def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tmp_path):
@@ -61,25 +71,35 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
         assert float(row[7]) == round(stored["gpu_energy_j_mean"] / 1000, 3)  # GPU kJ
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        assert instance.get_runs_count() == 4  # the GPU pipeline, TAU profiles, PowerAPI, GEOPM
+        # the GPU pipeline, TAU profiles, PowerAPI, GEOPM, ClusterCockpit
+        assert instance.get_runs_count() == 5
         assert {r.status for r in instance.get_runs()} == {dg.DagsterRunStatus.SUCCESS}
         assert len(instance.get_dynamic_partitions("gpu_repetitions")) == len(complete)
         assert instance.get_dynamic_partitions("geopm_reports") == [r[0] for r in GEOPM_ROWS]
+        assert instance.get_dynamic_partitions("cc_job_blocks") == [
+            "emmy/1403", "fritz/398", "taurus/20639"]
         assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse)
     facts = Tables(warehouse).read_table("energy_facts")
-    assert set(facts["source"]) == {"gpu-benchmark", "powerapi", "geopm"}
+    assert set(facts["source"]) == {"gpu-benchmark", "powerapi", "geopm", "clustercockpit"}
     assert (facts["source"] == "geopm").sum() == 6  # cpu and dram of 3 hosts
     gpu_facts = facts[facts["source"] == "gpu-benchmark"]
     assert set(gpu_facts["entity"]) == {f"gpu-data/{r.key}" for r in complete}
     assert (facts["energy_j"] > 0).all()
     with TaudbDatabase(f"sqlite:///{warehouse}/taudb.sqlite") as db:
         trials = {t["name"]: t["data_source"] for t in list_trials(db)}
+    jobs = {row[0] for row in CC_ROWS}
     assert trials == {**{"/".join(s): 999 for s in settings}, "tau2_wrap_mpi2": 1,
-                      **{row[0]: 999 for row in GEOPM_ROWS}}  # a trial per GEOPM report
+                      **{row[0]: 999 for row in GEOPM_ROWS},  # a trial per GEOPM report
+                      **dict.fromkeys(jobs, 999)}
     assert all(name in done.stdout for name in trials)
-    geopm = lines[lines.index("GEOPM reports (Application Totals summed over hosts):") + 2:]
+    assert "TAUdb: 4 ClusterCockpit job trials" in lines
+    start = lines.index("GEOPM reports (Application Totals summed over hosts):") + 2
+    geopm = lines[start:lines.index("", start)]
     assert [(r[0], int(r[1]), float(r[3]), float(r[4])) for r in map(str.split, geopm)] == (
         GEOPM_ROWS)
+    start = next(i for i, line in enumerate(lines) if line.startswith("ClusterCockpit jobs")) + 2
+    cc = [line.split() for line in lines[start:lines.index("", start)]]
+    assert [(r[0], r[1], int(r[2]), float(r[4]), float(r[6])) for r in cc] == CC_ROWS
     assert_the_powerapi_table_is_printed(lines)
 
 
@@ -108,12 +128,14 @@ def assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse) -> N
     powerapi = PowerapiSource(landing_folders=[str(PROJECT_ROOT / "examples" / "powerapi")],
                               quiet_period_s=0)
     reports = GeopmReportSource(landing_folders=[str(EXAMPLE_GEOPM)], quiet_period_s=0)
+    archive = ClusterCockpitArchive(archive_roots=[str(EXAMPLE_CC)], quiet_period_s=0)
     defs = build_definitions(source, Warehouse(root=str(warehouse)), tau_profiles=profiles,
-                             powerapi_source=powerapi, geopm_source=reports)
+                             powerapi_source=powerapi, geopm_source=reports, cc_archive=archive)
     for name, resources in ((sensor_name("gpu-data"), {"gpu_source": source}),
                             (TAU_SENSOR, {"tau_profiles": profiles}),
                             (POWERAPI_SENSOR, {"powerapi_source": powerapi}),
-                            (GEOPM_SENSOR, {"geopm_source": reports})):
+                            (GEOPM_SENSOR, {"geopm_source": reports}),
+                            (CC_SENSOR, {"cc_archive": archive})):
         [request] = tick(defs.resolve_sensor_def(name), instance, resources).run_requests
         runs = instance.get_runs(filters=dg.RunsFilter(
             tags={RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: name}))

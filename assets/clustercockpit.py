@@ -1,0 +1,439 @@
+"""ClusterCockpit assets: job-id blocks of a job archive -> job tables, energy, facts, trials.
+
+One dynamic partition per job-id block folder of the archive, key
+``<cluster>/<jobId // 1000>`` (``cc_job_blocks``; ``joulehouse.clustercockpit.blocks``):
+at most 1000 job ids with any start times, listed from its folder alone, so
+a million jobs are about a thousand partitions and no side index is kept
+(docs/clustercockpit.md, "In Dagster"). Registered by the archive sensor
+(``sensors/clustercockpit.py``). ``cc_pipeline`` is ONE subsettable step over
+every block of a run, for the reason ``assets/pipeline.py`` gives. In order:
+
+1. ``cc_block_tables``: each block's jobs read once (meta.json, data.json
+   streamed): its ``cc_jobs`` rows, energy per job/host/metric and per-metric
+   statistics, four Parquet partitions under ``cc_block_tables/``. A job that
+   cannot be read is left out and named in the block's check ``jobs_read``
+   (job folder and error); the block's other jobs are stored, the rows stored
+   before for the failed job are kept, and the block's partition fails. JSON
+   schema violations are the check ``schema_conformance`` (WARN), naming job,
+   file and path; the job is still read.
+2. ``cc_job_trials``: one TAUdb trial per job read in the run (replacing the
+   job's trial by its source key, the job folder); a job that cannot be mapped
+   loads nothing and fails its block's check ``loads``.
+3. the tables over every stored block: ``cc_jobs``, ``cc_job_energy``,
+   ``cc_rollup`` (per UTC start day, cluster, partition, project, user) and
+   ``energy_facts/clustercockpit``;
+4. then, if any block failed, the step fails (``assets/reporting.py``).
+
+Backfills run at most ``BLOCKS_PER_RUN`` blocks per run (``BackfillPolicy.multi_run``),
+so one run's work is bounded (12,000 jobs at most) and a failure or a restart
+costs one run, not the backfill. Dagster plans the tables over all blocks (not
+partitioned) as one more run after the block runs, so they are rebuilt once:
+100,000 jobs (100 blocks) take 9 block runs and 1 table run.
+"""
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+
+from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION, TABLES_POOL
+from assets.reporting import (
+    PartitionBatch,
+    failure,
+    partition_check_spec,
+    single_run_backfills,
+    table_metadata,
+)
+from joulehouse.clustercockpit import schemas
+from joulehouse.clustercockpit.aggregate import rollup
+from joulehouse.clustercockpit.blocks import FRAMES, BlockRead, keep_stored, read_block
+from joulehouse.clustercockpit.conformance import SchemaWarning
+from joulehouse.clustercockpit.energy import FACTS_SOURCE, J_PER_KWH, energy_facts_rows
+from joulehouse.errors import InputError
+from joulehouse.facts import ENERGY_FACTS_SCHEMA
+from joulehouse.plots import Series, bars_png, markdown_image
+from joulehouse.taudb.connect import TaudbDatabase
+from joulehouse.taudb.loader import load_trial
+from joulehouse.taudb.mapping.clustercockpit import job_trial
+from joulehouse.warehouse import Warehouse as Tables
+from joulehouse.warehouse import partition_file_name
+from resources import ClusterCockpitArchive, Warehouse
+from resources.taudb import TaudbResource
+
+GROUP = "clustercockpit"
+TAGS = {"source": "clustercockpit"}
+BLOCK_TABLE = "cc_block_tables"
+JOBS_TABLE = "cc_jobs"
+JOB_ENERGY_TABLE = "cc_job_energy"
+ROLLUP_TABLE = "cc_rollup"
+READ_CHECK = "jobs_read"
+CONFORMANCE_CHECK = "schema_conformance"
+LOADS_CHECK = "loads"
+#: Blocks per backfill run: 100 blocks (100,000 jobs) in 9 runs, and 1 for the tables.
+BLOCKS_PER_RUN = 12
+#: Errors and schema violations listed in one check result's metadata.
+MAX_LISTED = 50
+#: The pandera schema of each frame of a block.
+FRAME_SCHEMAS = {"jobs": schemas.CC_JOBS_SCHEMA, "host_energy": schemas.HOST_ENERGY_SCHEMA,
+                 "job_energy": schemas.JOB_ENERGY_SCHEMA,
+                 "metric_stats": schemas.METRIC_STATS_SCHEMA}
+
+cc_job_blocks = dg.DynamicPartitionsDefinition(name="cc_job_blocks")
+
+cc_job_files = dg.AssetSpec(
+    "cc_job_files",
+    description=(
+        "The job folders of one job-id block <cluster>/<jobId // 1000> of a ClusterCockpit "
+        "job archive as cc-backend wrote them (meta.json, data.json or data.json.gz per job "
+        "<jobId % 1000>/<startTime>). Found by the archive sensor once a job's files were "
+        "quiet and parse to the end; one materialization per block per tick that found "
+        "ready jobs in it (data version: a digest of their fingerprints)."
+    ),
+    group_name=GROUP, partitions_def=cc_job_blocks, kinds={"json"}, tags=TAGS,
+)
+
+PER_BLOCK = {"group_name": GROUP, "partitions_def": cc_job_blocks, "skippable": True,
+             "tags": TAGS}
+WHOLE_TABLE = {"automation_condition": TABLE_AUTOMATION, "skippable": True, "tags": TAGS,
+               "kinds": {"pandas", "parquet"}}
+
+cc_block_tables = dg.AssetSpec(
+    BLOCK_TABLE,
+    description=(
+        "A block's jobs read once: cc_jobs rows (cc-backend's job table columns), energy per "
+        "job/host/metric (integrated, with covered fraction and cc-backend's figure) and "
+        "per-metric statistics; one Parquet partition per frame under cc_block_tables/. "
+        "Metadata: jobs, node-hours, energy and the start-time span of the block. A job "
+        "that cannot be read fails the block's check 'jobs_read' naming the job folder; "
+        "the block's other jobs are stored and the failed job's earlier rows kept."
+    ),
+    **PER_BLOCK, deps=[cc_job_files], kinds={"pandas", "parquet", "pandera"},
+)
+
+cc_job_trials = dg.AssetSpec(
+    "cc_job_trials",
+    description=(
+        "One TAUdb trial per job of the block (threads = hosts, timer 'job' with TIME and "
+        "ENERGY <metric> (J), metric statistics as user events, meta.json as metadata; "
+        "docs/taudb-mapping.md), replacing the job's trial (source key: the job folder). A "
+        "job that cannot be read or mapped loads nothing."
+    ),
+    **PER_BLOCK, deps=[cc_block_tables], automation_condition=dg.AutomationCondition.eager(),
+    kinds={"taudb"},
+)
+
+cc_jobs = dg.AssetSpec(
+    JOBS_TABLE,
+    description=("Every stored job of the archive, one row each: cc-backend's job table "
+                 "(DB version 11) columns, then UTC times, node-hours and archive version. "
+                 "Metadata: the start-time span of each block."),
+    group_name=GROUP, deps=[cc_block_tables], **WHOLE_TABLE,
+)
+
+cc_job_energy = dg.AssetSpec(
+    JOB_ENERGY_TABLE,
+    description=("Per job and energy metric (the columns of `joulehouse energy cc`): energy "
+                 "integrated over the job's window and summed over hosts (J), its covered "
+                 "fraction, and cc-backend's figure (kWh) beside it."),
+    group_name=GROUP, deps=[cc_block_tables], **WHOLE_TABLE,
+)
+
+cc_rollup = dg.AssetSpec(
+    ROLLUP_TABLE,
+    description=("Jobs, node-hours and energy per UTC start day, cluster, batch partition, "
+                 "project and user (sums, never means). Metadata: energy per day and "
+                 "cluster, as a table and a plot."),
+    group_name=GROUP, deps=[cc_block_tables], **WHOLE_TABLE,
+)
+
+cc_energy_facts = dg.AssetSpec(
+    dg.AssetKey([FACTS_TABLE, FACTS_SOURCE]),
+    description=("The ClusterCockpit rows of the cross-source energy table "
+                 "(energy_facts/clustercockpit.parquet): per job and component, the "
+                 "integrated energy over the whole job (method power or counter; none with "
+                 "unbridged gaps) and cc-backend's figure (method cc-backend)."),
+    group_name=FACTS_TABLE, deps=[cc_block_tables], **WHOLE_TABLE,
+)
+
+READ_SPEC = partition_check_spec(
+    cc_block_tables.key, READ_CHECK, cc_job_blocks,
+    "Every job of the block was read (one result per block; a failed one names each job "
+    "folder that could not be read and its error).")
+CONFORMANCE_SPEC = partition_check_spec(
+    cc_block_tables.key, CONFORMANCE_CHECK, cc_job_blocks,
+    "meta.json and data.json of every job read follow the archive version's official JSON "
+    "schemas (WARN: real archives violate them and cc-backend does not enforce them; the "
+    "jobs are still read). A warning names the job, the file and the JSON path.")
+LOADS_SPEC = partition_check_spec(
+    cc_job_trials.key, LOADS_CHECK, cc_job_blocks,
+    "Every job read in the block was loaded as a TAUdb trial (one result per block; a "
+    "failed one names the job and its error).")
+
+CC_TABLES = [cc_jobs, cc_job_energy, cc_rollup, cc_energy_facts]
+
+
+def _frame_table(name: str) -> str:
+    return f"{BLOCK_TABLE}/{name}"
+
+
+def stored_block(tables: Tables, key: str) -> dict[str, pd.DataFrame] | None:
+    """The frames stored for block ``key``, or None when none are stored."""
+    if not (tables.table_dir(_frame_table("jobs")) / partition_file_name(key)).is_file():
+        return None
+    return {name: tables.read_partitions(_frame_table(name), [key]) for name in FRAMES}
+
+
+def block_failure(key: str, errors: list[InputError], jobs: int, done: int) -> InputError:
+    """The block's error: the first job that failed (file, line, field), the others after
+    it, and how many of the block's ``jobs`` were ``done`` (stored, or loaded)."""
+    first = errors[0]
+    others = "".join(f"; and {err}" for err in errors[1:MAX_LISTED])
+    more = len(errors) - MAX_LISTED
+    reason = (f"{first.reason} ({len(errors)} of {jobs} job(s) of block {key} failed, "
+              f"{done} done{others}{f'; and {more} more' if more > 0 else ''})")
+    return InputError(first.path, reason, line=first.line, field=first.field)
+
+
+def _span(jobs: pd.DataFrame) -> str:
+    """``first .. last`` start time of ``jobs`` (UTC), or "no jobs"."""
+    if jobs.empty:
+        return "no jobs"
+    times = jobs["start_time_utc"]
+    return f"{times.min():%Y-%m-%d %H:%M} .. {times.max():%Y-%m-%d %H:%M} UTC"
+
+
+def block_metadata(frames: dict[str, pd.DataFrame]) -> dict[str, Any]:
+    """What a stored block shows: jobs, node-hours, energy (kWh) and start-time span."""
+    jobs, energy = frames["jobs"], frames["job_energy"]
+    return {
+        "jobs": dg.MetadataValue.int(len(jobs)),
+        "node_hours": dg.MetadataValue.float(float(jobs["node_hours"].sum())),
+        "energy_kwh": dg.MetadataValue.float(float(energy["energy_j"].sum()) / J_PER_KWH),
+        "start_time_span": dg.MetadataValue.text(_span(jobs)),
+        "start_days": dg.MetadataValue.json(sorted(
+            jobs["start_time_utc"].dt.strftime("%Y-%m-%d").unique().tolist())),
+    }
+
+
+#: A block's trial load: the trials loaded (job, trial_id), or the error naming its jobs.
+TrialOutcome = dict[str, pd.DataFrame] | InputError
+
+
+def load_block_trials(db: TaudbDatabase, key: str, read: BlockRead) -> TrialOutcome:
+    """Load one trial per job of the block read (replacing each job's trial); a job that
+    cannot be mapped loads nothing and is named in the returned error."""
+    loaded, failed = [], []
+    for measured in read.measured:
+        try:
+            trial_id = load_trial(db, job_trial(measured))
+        except InputError as err:
+            failed.append(err)
+            continue
+        loaded.append((measured.ref.key, trial_id))
+    if failed:
+        return block_failure(key, failed, len(read.measured), len(loaded))
+    return {"trials": pd.DataFrame(loaded, columns=["job", "trial_id"])}
+
+
+@dataclass
+class BlockOutcomes:
+    """What the step keeps of each block it read, once the block is stored: its schema
+    warnings and jobs read, and its trial load (when the trials are selected); the
+    measurements themselves are dropped, so a run holds one block's at a time."""
+
+    warnings: dict[str, list[SchemaWarning]] = field(default_factory=dict)
+    jobs_read: dict[str, int] = field(default_factory=dict)
+    trials: dict[str, TrialOutcome] = field(default_factory=dict)
+
+
+def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive,
+                tables: Tables, db: TaudbDatabase | None, outcomes: BlockOutcomes
+                ) -> PartitionBatch:
+    """Read and store every block of the run, and load its trials into ``db`` if given."""
+    shown: dict[str, dict[str, Any]] = {}
+
+    def read_one(key: str) -> dict[str, pd.DataFrame]:
+        read = read_block(source.resolve(key), key, check_schema=source.check_schema,
+                          max_missing=source.max_missing)
+        frames = keep_stored(read, stored_block(tables, key) if read.failed else None)
+        for name, frame in frames.items():
+            tables.write_partition(_frame_table(name), key, frame)
+        outcomes.warnings[key], outcomes.jobs_read[key] = read.warnings, len(read.measured)
+        if db is not None:
+            outcomes.trials[key] = load_block_trials(db, key, read)
+        if read.failed:
+            raise block_failure(key, list(read.failed.values()), read.listed,
+                                len(read.frames["jobs"]))
+        shown[key] = block_metadata(frames)
+        return frames
+
+    batch = PartitionBatch.run(context, read_one, FRAME_SCHEMAS.get)
+    for key, metadata in shown.items():
+        batch.stored[key] |= metadata
+    return batch
+
+
+def conformance_results(context: dg.AssetExecutionContext, outcomes: BlockOutcomes
+                        ) -> Iterator[Any]:
+    """The WARN check ``schema_conformance`` of every block read in the run."""
+    if CONFORMANCE_SPEC.key not in context.selected_asset_check_keys:
+        return
+    yield dg.Output(None, output_name=context.assets_def.get_output_name_for_asset_check_key(
+        CONFORMANCE_SPEC.key))
+    for key, warnings in outcomes.warnings.items():
+        jobs = sorted({warning.job for warning in warnings})
+        yield dg.AssetCheckEvaluation(
+            asset_key=cc_block_tables.key, check_name=CONFORMANCE_CHECK, partition=key,
+            passed=not warnings, severity=dg.AssetCheckSeverity.WARN,
+            description=(f"{key}: {len(warnings)} schema violation(s) in {len(jobs)} of "
+                         f"{outcomes.jobs_read[key]} job(s) read" if warnings else
+                         f"{key}: passed"),
+            metadata={"partition": key, "jobs": dg.MetadataValue.json(jobs),
+                      "violations": dg.MetadataValue.json(
+                          [str(warning) for warning in warnings[:MAX_LISTED]])})
+
+
+def trial_results(context: dg.AssetExecutionContext, source: ClusterCockpitArchive,
+                  db: TaudbDatabase, outcomes: BlockOutcomes, skip: dict[str, str]
+                  ) -> PartitionBatch:
+    """The trial load of every block of the run: as loaded while it was read, else (the
+    block tables not selected) read and loaded now; blocks in ``skip`` load nothing."""
+
+    def outcome(key: str) -> dict[str, pd.DataFrame]:
+        loaded = outcomes.trials.get(key) or load_block_trials(db, key, read_block(
+            source.resolve(key), key, check_schema=False, max_missing=source.max_missing))
+        if isinstance(loaded, InputError):
+            raise loaded
+        return loaded
+
+    return PartitionBatch.run(context, outcome, lambda name: None, skip=skip)
+
+
+def stored_block_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
+    """The registered blocks with stored frames, in table order (a block whose latest read
+    failed keeps what was stored)."""
+    registered = set(context.instance.get_dynamic_partitions(cc_job_blocks.name))
+    return [key for key in tables.partition_keys(_frame_table("jobs")) if key in registered]
+
+
+def energy_per_day(table: pd.DataFrame) -> pd.DataFrame:
+    """Integrated energy (kWh), jobs and node-hours per UTC start day (rows) and cluster."""
+    per_day = table.groupby(["day", "cluster"], as_index=False)[
+        ["jobs", "node_hours", "energy_j"]].sum()
+    per_day["energy_kwh"] = per_day["energy_j"] / J_PER_KWH
+    return per_day.drop(columns="energy_j")
+
+
+def energy_plot(per_day: pd.DataFrame) -> str:
+    """Markdown with the PNG of energy per day, one stacked bar part per cluster."""
+    wide = per_day.pivot(index="day", columns="cluster", values="energy_kwh").fillna(0.0)
+    days = [f"{day:%Y-%m-%d}" for day in wide.index]
+    series = [Series(str(cluster), [], wide[cluster].tolist()) for cluster in wide.columns]
+    png = bars_png(days, series, title="energy per day and cluster (jobs by start day)",
+                   y_label="energy (kWh)")
+    return markdown_image(png, "energy per day and cluster")
+
+
+def _records(frame: pd.DataFrame, limit: int = 200) -> dg.TableMetadataValue:
+    """The last ``limit`` rows of ``frame`` as an inline table (days as text)."""
+    shown = frame.tail(limit)
+    columns = [dg.TableColumn(str(name), "string" if dtype == object or "datetime" in str(dtype)
+                              else "float") for name, dtype in shown.dtypes.items()]
+    records = [dg.TableRecord({name: (f"{value:%Y-%m-%d}" if isinstance(value, pd.Timestamp)
+                                      else value.item() if hasattr(value, "item") else value)
+                               for name, value in row.items()})
+               for row in shown.to_dict("records")]
+    return dg.MetadataValue.table(records, dg.TableSchema(columns=columns))
+
+
+def block_spans(jobs: pd.DataFrame) -> pd.DataFrame:
+    """Per block (``cluster/<jobId // 1000>``): jobs and the first and last start (UTC)."""
+    block = jobs["cluster"] + "/" + (jobs["job_id"] // 1000).astype(str)
+    return jobs.assign(block=block).groupby("block", as_index=False).agg(
+        jobs=("job", "size"), first_start=("start_time_utc", "min"),
+        last_start=("start_time_utc", "max")).assign(
+        first_start=lambda f: f["first_start"].dt.strftime("%Y-%m-%d %H:%M"),
+        last_start=lambda f: f["last_start"].dt.strftime("%Y-%m-%d %H:%M"))
+
+
+def whole_tables(tables: Tables, keys: list[str], selected: set[dg.AssetKey]
+                 ) -> Iterator[dg.MaterializeResult]:
+    """Rebuild the selected tables over the stored blocks ``keys``."""
+    jobs = tables.read_partitions(_frame_table("jobs"), keys)
+    energy = tables.read_partitions(_frame_table("job_energy"), keys)
+    summary = {"blocks": dg.MetadataValue.int(len(keys)),
+               "jobs": dg.MetadataValue.int(len(jobs)),
+               "start_time_span": dg.MetadataValue.text(_span(jobs))}
+    if cc_jobs.key in selected:
+        tables.write_table(JOBS_TABLE, jobs)
+        yield dg.MaterializeResult(asset_key=cc_jobs.key, metadata={
+            **table_metadata(jobs, schemas.CC_JOBS_SCHEMA), **summary,
+            "node_hours": dg.MetadataValue.float(float(jobs["node_hours"].sum())),
+            "blocks_span": _records(block_spans(jobs))})
+    if cc_job_energy.key in selected:
+        tables.write_table(JOB_ENERGY_TABLE, energy)
+        yield dg.MaterializeResult(asset_key=cc_job_energy.key, metadata={
+            **table_metadata(energy, schemas.JOB_ENERGY_SCHEMA), **summary,
+            "energy_kwh": dg.MetadataValue.float(float(energy["energy_j"].sum()) / J_PER_KWH)})
+    if cc_rollup.key in selected:
+        table = rollup(jobs, energy)
+        tables.write_table(ROLLUP_TABLE, table)
+        per_day = energy_per_day(table)
+        yield dg.MaterializeResult(asset_key=cc_rollup.key, metadata={
+            **table_metadata(table, schemas.ROLLUP_SCHEMA), **summary,
+            "energy_per_day": _records(per_day),
+            "energy_per_day_plot": dg.MetadataValue.md(energy_plot(per_day))})
+    if cc_energy_facts.key in selected:
+        rows = energy_facts_rows(energy)
+        tables.write_partition(FACTS_TABLE, FACTS_SOURCE, rows)
+        yield dg.MaterializeResult(asset_key=cc_energy_facts.key, metadata={
+            **table_metadata(rows, ENERGY_FACTS_SCHEMA), **summary,
+            "total_energy_j": dg.MetadataValue.float(float(rows["energy_j"].sum()))})
+
+
+with single_run_backfills(BLOCKS_PER_RUN) as blocks_per_run:
+    @dg.multi_asset(
+        name="cc_pipeline",
+        specs=[cc_block_tables, cc_job_trials, *CC_TABLES],
+        check_specs=[READ_SPEC, CONFORMANCE_SPEC, LOADS_SPEC],
+        can_subset=True,
+        backfill_policy=blocks_per_run,
+        pool=TABLES_POOL,
+        description="The ClusterCockpit pipeline in one step; see assets/clustercockpit.py.",
+    )
+    def cc_pipeline(context: dg.AssetExecutionContext, cc_archive: ClusterCockpitArchive,
+                    warehouse: Warehouse, taudb: TaudbResource) -> Iterator:
+        selected = context.selected_asset_keys
+        tables = warehouse.tables()
+        failed: dict[str, str] = {}
+        outcomes = BlockOutcomes()
+        with ExitStack() as stack:
+            db = (stack.enter_context(taudb.open()) if cc_job_trials.key in selected
+                  else None)
+            if cc_block_tables.key in selected:
+                blocks = read_blocks(context, cc_archive, tables, db, outcomes)
+                yield from blocks.results(context, READ_SPEC)
+                yield from conformance_results(context, outcomes)
+                failed |= blocks.errors()
+            if db is not None:
+                skip = {key: "its block could not be read in this run" for key in failed
+                        if key not in outcomes.jobs_read}
+                trials = trial_results(context, cc_archive, db, outcomes, skip)
+                yield from trials.results(context, LOADS_SPEC)
+                failed |= {key: why for key, why in trials.errors().items()
+                           if key not in failed}
+        if selected & {spec.key for spec in CC_TABLES}:
+            keys = stored_block_keys(context, tables)
+            if keys:
+                yield from whole_tables(tables, keys, selected)
+            elif not failed:
+                raise dg.Failure("no ClusterCockpit block stored yet: materialize "
+                                 "cc_block_tables")
+        if failed:
+            raise failure(len(context.partition_keys), failed)
+
+
+CC_ASSETS = [cc_job_files, cc_pipeline]

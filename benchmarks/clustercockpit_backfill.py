@@ -1,0 +1,183 @@
+"""Benchmark: a ClusterCockpit archive backfilled through Dagster, beside `joulehouse energy cc`.
+
+Generates (once, reused) a synthetic archive into
+``benchmarks/.data/cc-backfill-<blocks>x<jobs>/``: ``--blocks`` job-id blocks
+of ``--jobs-per-block`` small jobs each (one host, 11 samples of cpu_power and
+mem_bw; ``joulehouse/clustercockpit/generator.py``), start times spread over
+days. Registers the blocks as ``cc_job_blocks`` partitions in a fresh
+DAGSTER_HOME (``deploy/dagster.yaml``: SQLite, queued runs), starts ``dagster
+dev`` on the archive and launches, as the UI does, an asset backfill of every
+asset of ``cc_job`` (block tables, TAUdb trials, the tables over all blocks)
+over every block through the webserver's GraphQL API (the trials cannot be left
+out: their eager automation condition would ask for them meanwhile). The
+backfill policy makes at
+most ``ceil(blocks / BLOCKS_PER_RUN)`` block runs and one run for the tables over
+all blocks (100 blocks: 9 + 1). Then runs
+``joulehouse energy cc`` on the same archive and compares: jobs/s of each,
+and the same per-job energy.
+
+Schema validation is off in both (``--check-schema`` turns it on in Dagster;
+the CLI never validates). The default (100 blocks x 50 jobs = 5,000 jobs)
+keeps the run count of 100,000 jobs with fewer jobs per block; the full
+size: ``.venv/bin/python benchmarks/clustercockpit_backfill.py --jobs-per-block 1000``.
+"""
+
+import argparse
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+from dagster._core.execution.backfill import BulkActionStatus
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from backfill import LAUNCH, LOCATIONS, graphql, run_report, start_dagster, stop, wait_until
+from machine import describe, load_average
+from postgres_server import free_port
+
+from assets.clustercockpit import BLOCKS_PER_RUN, JOB_ENERGY_TABLE, cc_block_tables
+from definitions import defs
+from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
+from joulehouse.warehouse import Warehouse as Tables
+from sensors.clustercockpit import JOB_NAME
+
+PROJECT = Path(__file__).resolve().parent.parent
+DATA = PROJECT / "benchmarks" / ".data"
+CLUSTER = "bench"
+FIRST_BLOCK = 1000
+SPEC = JobSpec(cluster=CLUSTER, hosts=1, samples=11, timestep_s=60)
+START = 1_700_000_000
+PARTITIONS = "cc_job_blocks"
+
+
+def build_archive(root: Path, blocks: int, per_block: int) -> list[str]:
+    """The archive (written once; ``.complete`` marks it whole) and its block keys."""
+    marker = root / ".complete"
+    if not marker.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        write_archive_files(root, [CLUSTER])
+        for block in range(FIRST_BLOCK, FIRST_BLOCK + blocks):
+            for index in range(per_block):
+                job_id = block * 1000 + index
+                # out of start-time order across blocks: any start time lands in any block
+                start = START + ((job_id * 7919) % (30 * 86400))
+                write_job(root, JobSpec(**{**SPEC.__dict__, "job_id": job_id,
+                                           "start_time": start, "user": f"u{index % 7}",
+                                           "project": f"p{block % 3}"}))
+        marker.touch()
+    return [f"{CLUSTER}/{block}" for block in range(FIRST_BLOCK, FIRST_BLOCK + blocks)]
+
+
+def backfill(root: Path, keys: list[str], jobs: int, args) -> tuple[float, Path]:
+    """Backfill the blocks through ``dagster dev``; returns the wall time from submission to
+    completion and the warehouse folder."""
+    selection = sorted(defs.resolve_job_def(JOB_NAME).asset_layer.selected_asset_keys)
+    home = Path(tempfile.mkdtemp(prefix="cc-backfill-home-", dir=DATA))
+    shutil.copy(PROJECT / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    os.environ["DAGSTER_HOME"] = str(home)
+    warehouse = home / "warehouse"
+    port, log = free_port(), home / "dagster-dev.log"
+    process, loads = None, []
+    try:
+        with dg.DagsterInstance.get() as instance:
+            instance.add_dynamic_partitions(PARTITIONS, keys)
+            process = start_dagster(home, port, log, {
+                "JOULEHOUSE_CC_ARCHIVE": str(root), "JOULEHOUSE_WAREHOUSE": str(warehouse),
+                "JOULEHOUSE_CC_CHECK_SCHEMA": str(args.check_schema).lower()})
+            wait_until("code location", lambda: any(
+                entry["loadStatus"] == "LOADED"
+                for entry in graphql(port, LOCATIONS)["workspaceOrError"]["locationEntries"]),
+                timeout_s=300)
+            started, submitted = time.perf_counter(), time.time()
+            result = graphql(port, LAUNCH, {"params": {
+                "assetSelection": [{"path": key.path} for key in selection],
+                "partitionNames": keys}})["launchPartitionBackfill"]
+            if result["__typename"] != "LaunchBackfillSuccess":
+                raise SystemExit(f"backfill not launched: {result}")
+            backfill_id = result["backfillId"]
+            print(f"backfill {backfill_id}: {len(selection)} assets x {len(keys)} blocks "
+                  f"({jobs} jobs)")
+
+            def finished() -> BulkActionStatus | None:
+                loads.append(load_average())
+                status = instance.get_backfill(backfill_id).status
+                return None if status in (BulkActionStatus.REQUESTED,
+                                          BulkActionStatus.CANCELING) else status
+
+            status = wait_until("backfill", finished, timeout_s=args.timeout, every_s=5)
+            elapsed = time.perf_counter() - started
+            records = sorted(instance.get_run_records(
+                filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id})),
+                key=lambda r: r.create_timestamp)
+            limit = math.ceil(len(keys) / BLOCKS_PER_RUN) + 1
+            print(f"status {status.value}: {len(records)} run(s) (limit {limit}) in "
+                  f"{elapsed:.1f} s from submission to completion: {jobs / elapsed:.1f} jobs/s")
+            for record in records:
+                print(run_report(instance, record, submitted)[0])
+            materialized = instance.get_materialized_partitions(cc_block_tables.key)
+            print(f"cc_block_tables materialized for {len(materialized)} of {len(keys)}")
+    except BaseException:
+        if log.exists():
+            print(log.read_text()[-4000:], file=sys.stderr)
+        raise
+    finally:
+        if process is not None:
+            stop(process)
+    print(f"load average (1, 5, 15 min) during the backfill: first {loads[0]}, "
+          f"highest 1-min {max(float(x.split()[0]) for x in loads):.2f}, last {loads[-1]}")
+    if (status != BulkActionStatus.COMPLETED_SUCCESS or len(records) > limit
+            or set(keys) - materialized):
+        raise SystemExit(f"backfill benchmark failed; instance kept in {home}")
+    return elapsed, warehouse
+
+
+def cli(root: Path, jobs: int, out: Path) -> float:
+    """``joulehouse energy cc`` on the archive into ``out``; returns its wall time."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "joulehouse.cli", "energy", "cc", "--quiet",
+                    str(root), "--format", "parquet", "--out", str(out)],
+                   check=True, cwd=PROJECT)
+    elapsed = time.perf_counter() - started
+    print(f"joulehouse energy cc: {jobs} jobs in {elapsed:.1f} s: {jobs / elapsed:.1f} jobs/s")
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=100)
+    parser.add_argument("--jobs-per-block", type=int, default=50)
+    parser.add_argument("--check-schema", action="store_true",
+                        help="validate the JSON schemas in Dagster (the CLI never does)")
+    parser.add_argument("--timeout", type=float, default=7200)
+    args = parser.parse_args(argv)
+    DATA.mkdir(exist_ok=True)
+    root = DATA / f"cc-backfill-{args.blocks}x{args.jobs_per_block}"
+    keys = build_archive(root, args.blocks, args.jobs_per_block)
+    jobs = args.blocks * args.jobs_per_block
+    dagster_s, warehouse = backfill(root, keys, jobs, args)
+    out = warehouse / "energy-cc.parquet"
+    cli_s = cli(root, jobs, out)
+    ours = Tables(warehouse).read_table(JOB_ENERGY_TABLE).sort_values(["job", "metric"])
+    theirs = pd.read_parquet(out).sort_values(["job", "metric"])
+    same = len(ours) == len(theirs) and bool(
+        (ours["energy_j"].to_numpy() == theirs["energy_j"].to_numpy()).all())
+    print(f"per-job energy: {len(ours)} rows in Dagster, {len(theirs)} from the CLI, "
+          f"{'identical' if same else 'DIFFERENT'}; Dagster / CLI wall time "
+          f"{dagster_s / cli_s:.2f}")
+    print(f"machine: {describe(dg, pd)}")
+    if not same:
+        raise SystemExit("the Dagster and CLI energies differ")
+    shutil.rmtree(warehouse.parent)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,602 @@
+"""One incremental, bounded scanner for fixed-depth trees of leaf folders.
+
+A tree is ``root/<level 1>/.../<listed folder>/<leaf path>``: the folders
+down to the *listed level* are few (stat'ed every tick), the leaves below a
+listed folder are many (listed only when needed). The GPU data root
+(``experiment/benchmark/run/repetition``, listed level 3: run folders) and
+the ClusterCockpit job archive (``cluster/jobId÷1000/jobId%1000/startTime``,
+listed level 2: block folders) are two such trees; their adapters
+(``joulehouse.gpu.scan``, ``joulehouse.clustercockpit.scan``) give a
+:class:`Tree`: how a level's folders are named, how a listed folder's leaves
+are found, when a leaf is complete, its fingerprint, and how a listed folder
+remembers what it reported (:class:`Records`).
+
+A sensor calls :func:`scan` once per tick with the state it got back last
+time (:class:`TreeState`, the sensor cursor). Every tick is bounded, whatever
+the size of the tree, and its work grows with what changed:
+
+* It stats every folder down to the listed level and lists a folder only
+  when it is new or its ctime changed. Adding, removing or renaming an entry
+  changes its parent's ctime, which no copy tool can set back. Exact ctimes
+  are kept only for folders changed at or after a watermark (``since``: the
+  newest ctime seen minus :data:`CLOCK_MARGIN_NS`); older folders count as
+  changed when their ctime reaches the watermark. This assumes the
+  filesystem's clock does not step back by more than the margin; the rolling
+  rescan below catches whatever that misses.
+* Listing a listed folder finds its leaves and asks its record
+  (:class:`Records`) which are new or changed: the *candidates*.
+* A candidate is *ready* when no file in it changed for ``quiet_s`` seconds
+  (mtime or ctime) and the tree says it is complete; until then it is
+  *pending* and checked again every tick.
+* At most ``cap`` ready leaves are reported per tick, oldest (least recently
+  changed) first; the rest stay pending. Completeness, which may read the
+  files, is asked of the quiet candidates in that order only until the cap
+  is reached; the quiet ones left over are *deferred*. A tick stops listing once it has
+  that many candidates, or has listed :data:`LIST_FACTOR` times as many
+  leaves, so the first walk of a large tree spreads over many ticks (changed
+  folders are listed oldest first).
+* Leaves to *recheck* (the caller's: those that failed downstream, by key,
+  with the fingerprint they were reported with) are fingerprinted again
+  every tick and reported again once their fingerprint differs and they are
+  quiet, so a fix in place is found one tick after its quiet period, within
+  the same cap.
+* Leaves reported in the last ``watch_s`` seconds are *watched*: stat'ed
+  every tick (no listing) and reported again when their record says they
+  changed, so a rewrite soon after a report, which changes only the leaf's
+  own folder, is found at once. At most ``max_watched`` are kept (the most
+  recently reported).
+* Files rewritten *in place* change no folder above the leaf. The rolling
+  rescan re-lists a slice of the listed folders every tick, resuming where
+  the last slice ended, sized so that every listed folder is re-listed once
+  per ``full_rescan_s`` seconds (within the listing bound).
+
+Removed folders are forgotten; nothing is reported for them. Keys are posix
+paths relative to the root; a listed folder's key is the first
+``listed_level`` parts of its leaves' keys.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import hashlib
+import json
+import math
+import os
+import time
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from joulehouse.digest import file_stats_digest
+from joulehouse.errors import InputError
+
+CLOCK_MARGIN_NS = 60 * 10**9  # folders changed this long before the newest ctime seen
+LIST_FACTOR = 10  # a tick lists at most LIST_FACTOR * cap leaves
+DIGEST_HEX = 8
+
+
+def probe(path: Path) -> tuple[int, str]:
+    """``(last change in ns, fingerprint)`` of a leaf folder, from one listing of it.
+
+    The last change is the latest mtime or ctime of the folder and the files
+    directly in it: ctime counts too, as a copy that keeps the original mtimes
+    (``cp -p``, ``rsync -a``) still sets ctime to the time of copying. The
+    fingerprint digests the files' names, sizes and mtimes (ns) in name order,
+    the same digest as the layouts' ``fingerprint``. Reads no content;
+    FileNotFoundError if the folder vanished.
+    """
+    stat = path.stat()
+    latest = max(stat.st_mtime_ns, stat.st_ctime_ns)
+    with os.scandir(path) as entries:
+        files = sorted((e.name, e.stat()) for e in entries if e.is_file())
+    for _, stat in files:
+        latest = max(latest, stat.st_mtime_ns, stat.st_ctime_ns)
+    return latest, file_stats_digest(files)
+
+
+class Records(ABC):
+    """How a listed folder remembers what was reported from it: one kind per tree.
+
+    A record is immutable; every method returns a new one. ``horizon`` (ns) is
+    the newest ctime seen so far in the tick minus :data:`CLOCK_MARGIN_NS`: any
+    later change of the tree has a ctime at or after it.
+    """
+
+    @abstractmethod
+    def empty(self) -> Any:
+        """The record of a folder from which nothing was reported."""
+
+    @abstractmethod
+    def list(self, path: Path, leaves: list[str], record: Any, horizon: int
+             ) -> tuple[Any, list[str], int]:
+        """``(record, candidates, newest ctime seen)`` for the folder ``path`` listed now
+        with ``leaves``: the leaves new or changed since reported."""
+
+    @abstractmethod
+    def reported(self, record: Any, leaf: str, old: str | None, new: str,
+                 change_ns: int) -> Any:
+        """``leaf`` (last changed at ``change_ns``), reported before with fingerprint
+        ``old`` (None: never), is reported now with ``new``."""
+
+    @abstractmethod
+    def is_new(self, record: Any, leaf: str, fingerprint: str, change_ns: int) -> bool:
+        """Whether the leaf as it is now (a watched one) is not reported yet."""
+
+    @abstractmethod
+    def knows(self, record: Any, leaf: str) -> bool:
+        """Whether ``leaf`` may have been reported from this folder (to recheck it)."""
+
+    @abstractmethod
+    def encode(self, state: TreeState) -> dict:
+        """The records of ``state.folders`` as JSON-ready entries of the cursor."""
+
+    @abstractmethod
+    def decode(self, payload: dict) -> dict[str, Any]:
+        """The records :meth:`encode` wrote into ``payload``, by listed folder."""
+
+
+@dataclass(frozen=True)
+class Tree:
+    """What differs between trees: their shape, leaves, completeness and records.
+
+    ``children(path, level, errors)``: the sorted names of the folders in
+    ``path`` (at ``level``, root = 0) that may lead to leaves; a folder that is
+    missing has none. ``leaves(path, errors)``: the leaves of the listed
+    folder ``path``, as posix paths relative to it. Both append an InputError
+    to ``errors`` for what they refuse to follow (and go on).
+    """
+
+    listed_level: int
+    children: Callable[[Path, int, list[InputError]], list[str]]
+    leaves: Callable[[Path, list[InputError]], list[str]]
+    is_complete: Callable[[Path], bool]
+    records: Records
+
+
+@dataclass
+class TreeState:
+    """What the last scan saw; serialised compactly with :meth:`to_json`.
+
+    ``tree`` maps each folder above the listed level (posix path relative to
+    the root, ``""`` for the root) to its sorted subfolder names; ``folders``
+    holds the records of the listed folders listed at least once (one in
+    ``tree`` but not in ``folders`` waits for its first listing); ``recent``
+    the exact ctime (ns) of folders whose ctime is at or after ``since``;
+    ``pending`` the keys of leaves seen but not reported yet; ``position`` the
+    last listed folder of the rolling rescan and ``credit`` how many it may
+    re-list (it grows with the time since ``last_tick``, the time of the last
+    scan, s); ``watched`` the keys of leaves watched -> until when (s).
+
+    A subclass per tree names its ``version`` and ``records``.
+    """
+
+    version: ClassVar[int]
+    records: ClassVar[Records]
+
+    tree: dict[str, list[str]] = field(default_factory=dict)
+    folders: dict[str, Any] = field(default_factory=dict)
+    recent: dict[str, int] = field(default_factory=dict)
+    since: int = 0
+    pending: set[str] = field(default_factory=set)
+    position: str = ""
+    credit: float = 0.0
+    last_tick: float = 0.0
+    watched: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """A compact string (zlib-compressed JSON, base64) for a sensor cursor."""
+        payload = {"v": self.version, "tree": self.tree, "recent": self.recent,
+                   "since": self.since, "pending": sorted(self.pending),
+                   "position": self.position, "credit": self.credit,
+                   "last_tick": self.last_tick, **self.records.encode(self)}
+        if self.watched:
+            payload["watched"] = self.watched
+        raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
+        return base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
+
+    @classmethod
+    def from_json(cls, text: str | None) -> TreeState:
+        """The state in ``text``; a fresh state for ``None``/empty or another version."""
+        if not text:
+            return cls()
+        payload = json.loads(zlib.decompress(base64.b64decode(text)))
+        if payload.get("v") != cls.version:
+            return cls()
+        return cls(payload["tree"], cls.records.decode(payload), payload["recent"],
+                   payload["since"], set(payload["pending"]), payload["position"],
+                   payload["credit"], payload["last_tick"], payload.get("watched", {}))
+
+
+@dataclass(frozen=True)
+class Found:
+    """A complete, quiet leaf that is new or changed since it was last reported."""
+
+    key: str
+    fingerprint: str
+    last_change: float  # s since the epoch
+    change_ns: int
+
+
+@dataclass(frozen=True)
+class TreeResult:
+    ready: list[Found]  # at most cap, oldest first
+    state: TreeState
+    pending: int  # leaves seen but not reported: not ready yet, or over the cap
+    deferred: int  # of those, quiet ones left for later ticks by the cap (completeness not asked)
+    unlisted: int  # listed folders new or changed but not listed yet (budget spent)
+    rescanned: int  # listed folders re-listed by the rolling rescan this tick
+    errors: list[InputError]  # what the walk refused to follow (it went on)
+
+
+def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
+         full_rescan_s: float | None, recheck: Mapping[str, str], now: float | None = None,
+         watch_s: float = 0.0, max_watched: int = 0) -> TreeResult:
+    """Scan ``root`` from ``state``; returns ready leaves and the new state.
+
+    ``state`` is not modified. ``full_rescan_s=None`` disables the rolling
+    rescan; ``0`` re-lists every listed folder each tick (within the bound).
+    ``recheck``: leaf key -> the fingerprint it was reported with, to
+    fingerprint again this tick. ``watch_s``/``max_watched``: how long and how
+    many reported leaves to watch (0: none). See the module docstring.
+    """
+    tick = _Tick(tree, root, state, quiet_s, cap, time.time() if now is None else now,
+                 recheck)
+    return tick.run(full_rescan_s, watch_s, max_watched)
+
+
+class _Tick:
+    """One scan: walk the folders, list what changed within the budget, check candidates."""
+
+    def __init__(self, tree: Tree, root: Path, old: TreeState, quiet_s: float, cap: int,
+                 now: float, recheck: Mapping[str, str]):
+        self.spec, self.root, self.old, self.quiet_s, self.cap = tree, root, old, quiet_s, cap
+        self.now, self.recheck = now, recheck
+        self.records = tree.records
+        self.new = type(old)(since=old.since, position=old.position, credit=old.credit,
+                             last_tick=now)
+        self.newest = 0  # largest ctime seen this tick
+        self.to_list: list[tuple[int, str]] = []  # (ctime, listed folder): new or changed
+        self.errors: list[InputError] = []
+
+    def run(self, full_rescan_s: float | None, watch_s: float, max_watched: int
+            ) -> TreeResult:
+        self._walk("", 0)
+        checked: dict[str, Found | None] = {}
+        self._check_all([k for k in sorted(self.old.pending) if self._folder(k) in
+                         self.new.folders], checked)
+        self._recheck(checked)
+        self._watch(checked)
+        budget = self.cap - sum(r is not None for r in checked.values())
+        listed = 0
+        changed = sorted(self.to_list)
+        rescan = self._rescan_slice(full_rescan_s, {rel for _, rel in changed})
+        queue = [*((c, rel, False) for c, rel in changed), *((0, rel, True) for rel in rescan)]
+        done = 0
+        for ctime, rel, rescanning in queue:
+            if budget <= 0 or listed >= LIST_FACTOR * self.cap:
+                break
+            candidates, size = self._list(rel)
+            listed += size
+            budget -= len(candidates)
+            if rescanning:
+                self.new.position = rel
+            else:
+                self.new.recent[rel] = ctime
+            self._check_all([k for k in candidates if k not in checked], checked)
+            done += 1
+        rescanned = sum(rescanning for _, _, rescanning in queue[:done])
+        self.new.credit = max(0.0, self.new.credit - rescanned)
+        waiting = [(c, rel) for c, rel, rescanning in queue[done:] if not rescanning]
+        ready, deferred = self._complete(checked)
+        for found in ready:
+            self._reported(found, watch_s)
+        # Rechecked leaves come back through ``recheck``, not ``pending``.
+        self.new.pending = {k for k, r in checked.items() if r is None and k not in self.recheck}
+        self.new.pending.update(r.key for r in deferred if r.key not in self.recheck)
+        self._advance_watermark([c for c, rel in waiting if rel in self.old.folders])
+        self._prune_watched(max_watched)
+        return TreeResult(ready, self.new, len(self.new.pending), len(deferred), len(waiting),
+                          rescanned, self.errors)
+
+    def _complete(self, checked: dict) -> tuple[list[Found], list[Found]]:
+        """``(ready, deferred)``: the quiet candidates, oldest first, that are complete, up
+        to the cap, and those left over by the cap.
+
+        Completeness may read the files (a ClusterCockpit job's are parsed to
+        the end), so it is asked of no more candidates than the cap needs; an
+        incomplete one becomes ``None`` in ``checked`` (pending).
+        """
+        quiet = sorted((r for r in checked.values() if r is not None),
+                       key=lambda r: (r.last_change, r.key))
+        ready: list[Found] = []
+        for index, found in enumerate(quiet):
+            if len(ready) == self.cap:
+                return ready, quiet[index:]
+            if self.spec.is_complete(self.root / found.key):
+                ready.append(found)
+            else:
+                checked[found.key] = None
+        return ready, []
+
+    def _folder(self, key: str) -> str:
+        return "/".join(key.split("/")[:self.spec.listed_level])
+
+    def _leaf(self, key: str) -> tuple[str, str]:
+        parts = key.split("/")
+        level = self.spec.listed_level
+        return "/".join(parts[:level]), "/".join(parts[level:])
+
+    def _reported(self, found: Found, watch_s: float) -> None:
+        folder, leaf = self._leaf(found.key)
+        self.new.folders[folder] = self.records.reported(
+            self.new.folders[folder], leaf, self.recheck.get(found.key), found.fingerprint,
+            found.change_ns)
+        if watch_s > 0:
+            self.new.watched[found.key] = math.ceil(self.now + watch_s)
+
+    def _recheck(self, checked: dict) -> None:
+        """Fingerprint the reported leaves to recheck; keep those changed (or not quiet)."""
+        keys = []
+        for key in sorted(self.recheck):
+            folder, leaf = self._leaf(key)
+            if key not in checked and folder in self.new.folders and self.records.knows(
+                    self.new.folders[folder], leaf):
+                keys.append(key)
+        self._check_all(keys, checked)
+        for key in keys:
+            found = checked.get(key)
+            if found is not None and found.fingerprint == self.recheck[key]:
+                del checked[key]  # unchanged: still the version that failed
+
+    def _watch(self, checked: dict) -> None:
+        """Stat the watched leaves; check those their record no longer matches."""
+        changed = []
+        for key, until in self.old.watched.items():
+            folder, leaf = self._leaf(key)
+            if until <= self.now or folder not in self.new.folders:
+                continue
+            try:
+                change_ns, fingerprint_ = probe(self.root / key)
+            except FileNotFoundError:
+                continue
+            self.new.watched[key] = until
+            if key not in checked and self.records.is_new(self.new.folders[folder], leaf,
+                                                          fingerprint_, change_ns):
+                changed.append(key)
+        self._check_all(sorted(changed), checked)
+
+    def _prune_watched(self, max_watched: int) -> None:
+        """Keep the ``max_watched`` watched leaves reported last (the latest ends)."""
+        if len(self.new.watched) > max_watched:
+            kept = sorted(self.new.watched.items(), key=lambda item: (-item[1], item[0]))
+            self.new.watched = dict(kept[:max_watched])
+
+    def _walk(self, rel: str, level: int) -> None:
+        """Stat ``rel`` and the folders below it down to the listed folders."""
+        path = self.root / rel if rel else self.root
+        try:
+            ctime = path.stat().st_ctime_ns
+        except FileNotFoundError:
+            return
+        self.newest = max(self.newest, ctime)
+        changed = ctime >= self.old.since and self.old.recent.get(rel) != ctime
+        if level == self.spec.listed_level:
+            if rel in self.old.folders:
+                self.new.folders[rel] = self.old.folders[rel]
+            if changed or rel not in self.old.folders:
+                self.to_list.append((ctime, rel))
+            elif rel in self.old.recent:
+                self.new.recent[rel] = ctime
+            return
+        if changed or rel not in self.old.tree:
+            children = self.spec.children(path, level, self.errors)
+        else:
+            children = self.old.tree[rel]
+        self.new.tree[rel] = children
+        self.new.recent[rel] = ctime
+        for name in children:
+            self._walk(f"{rel}/{name}" if rel else name, level + 1)
+
+    def _rescan_slice(self, full_rescan_s: float | None, skip: set[str]) -> list[str]:
+        """The next listed folders after ``position`` (wrapping).
+
+        The credit grows by ``len(folders) * elapsed / full_rescan_s`` (at most
+        one pass), so every listed folder is re-listed once per ``full_rescan_s``.
+        """
+        folders = sorted(rel for rel in self.new.folders if rel not in skip)
+        if full_rescan_s is None or not folders or not self.old.last_tick:
+            self.new.credit = 0.0
+            return []
+        share = 1.0 if full_rescan_s <= 0 else (self.now - self.old.last_tick) / full_rescan_s
+        self.new.credit = min(len(folders), self.old.credit + len(folders) * max(share, 0.0))
+        start = bisect.bisect_right(folders, self.old.position)
+        return (folders[start:] + folders[:start])[:math.floor(self.new.credit)]
+
+    def _list(self, rel: str) -> tuple[list[str], int]:
+        """List a listed folder: the keys of its candidates, and how many leaves it holds."""
+        path = self.root / rel
+        leaves = self.spec.leaves(path, self.errors)
+        record, candidates, newest = self.records.list(
+            path, leaves, self.new.folders.get(rel, self.records.empty()),
+            self.newest - CLOCK_MARGIN_NS)
+        self.newest = max(self.newest, newest)
+        self.new.folders[rel] = record
+        return [f"{rel}/{leaf}" for leaf in candidates], len(leaves)
+
+    def _check_all(self, keys: Iterable[str], checked: dict) -> None:
+        """Quiet -> :class:`Found` (complete or not: :meth:`_complete` asks); not quiet
+        -> ``None``; vanished -> left out."""
+        for key in keys:
+            try:
+                change_ns, fingerprint_ = probe(self.root / key)
+            except FileNotFoundError:
+                continue
+            last_change = change_ns / 1e9
+            checked[key] = (None if self.now - last_change < self.quiet_s
+                            else Found(key, fingerprint_, last_change, change_ns))
+
+    def _advance_watermark(self, deferred_ctimes: list[int]) -> None:
+        """Move ``since`` up to the newest ctime minus the margin, but not past a deferred
+        changed folder (it must still count as changed next tick); prune ``recent``."""
+        since = max(self.old.since, self.newest - CLOCK_MARGIN_NS)
+        since = min([since, *deferred_ctimes])
+        self.new.since = since
+        self.new.recent = {rel: c for rel, c in self.new.recent.items() if c >= since}
+
+
+def _pair_hash(name: str, fingerprint: str) -> int:
+    return int(hashlib.sha1(f"{name}\0{fingerprint}".encode()).hexdigest()[:DIGEST_HEX], 16)
+
+
+@dataclass(frozen=True)
+class Reported:
+    """What was reported from one listed folder of few leaves (:class:`NameDigest`).
+
+    Invariant: ``digest`` is the XOR of :func:`_pair_hash` over ``names``, each
+    with the fingerprint it had when it was reported; a pending leaf is never
+    in ``names``.
+    """
+
+    names: frozenset[str] = frozenset()
+    digest: int = 0
+
+    def add(self, name: str, fingerprint: str) -> Reported:
+        return Reported(self.names | {name}, self.digest ^ _pair_hash(name, fingerprint))
+
+    def replace(self, name: str, old: str, new: str) -> Reported:
+        """``name``, reported with fingerprint ``old``, now reported with ``new``."""
+        return Reported(self.names, self.digest ^ _pair_hash(name, old) ^ _pair_hash(name, new))
+
+
+class NameDigest(Records):
+    """Records for listed folders of a few leaves each (GPU run folders: 5-20).
+
+    A folder keeps the names of the leaves reported and ONE digest of their
+    (name, fingerprint) pairs (about 7 bytes per folder in the cursor). A
+    listing re-fingerprints the reported leaves; if the digest differs (a leaf
+    rewritten, replaced or removed) every leaf of the folder is reported again,
+    as the record cannot tell which one changed. New names are candidates.
+    In the cursor, names and digests are stored per parent, aligned with
+    ``tree`` (``None`` for a folder not listed yet).
+    """
+
+    def __init__(self, listed_level: int):
+        self.listed_level = listed_level
+
+    def empty(self) -> Reported:
+        return Reported()
+
+    def list(self, path, leaves, record, horizon):
+        if not record.names <= set(leaves) or record.digest != _digest(path, record.names):
+            record = Reported()
+        return record, [name for name in leaves if name not in record.names], 0
+
+    def reported(self, record, leaf, old, new, change_ns):
+        return record.replace(leaf, old, new) if leaf in record.names else record.add(leaf, new)
+
+    def is_new(self, record, leaf, fingerprint, change_ns):
+        return leaf not in record.names
+
+    def knows(self, record, leaf):
+        return leaf in record.names
+
+    def encode(self, state):
+        names, digests = {}, {}
+        for parent, children in state.tree.items():
+            if parent.count("/") != self.listed_level - 2 or not parent:
+                continue
+            folders = [state.folders.get(f"{parent}/{child}") for child in children]
+            names[parent] = [None if f is None else "/".join(sorted(f.names)) for f in folders]
+            digests[parent] = "".join(f"{0 if f is None else f.digest:0{DIGEST_HEX}x}"
+                                      for f in folders)
+        return {"names": names, "digests": digests}
+
+    def decode(self, payload):
+        folders = {}
+        for parent, folder_names in payload["names"].items():
+            digests = payload["digests"][parent]
+            for i, (child, joined) in enumerate(zip(payload["tree"][parent], folder_names)):
+                if joined is not None:
+                    digest = int(digests[i * DIGEST_HEX:(i + 1) * DIGEST_HEX], 16)
+                    folders[f"{parent}/{child}"] = Reported(
+                        frozenset(joined.split("/")) if joined else frozenset(), digest)
+        return folders
+
+
+def _digest(path: Path, names: Iterable[str]) -> int | None:
+    """XOR of the pair hashes of ``names`` as they are now; ``None`` if one vanished."""
+    digest = 0
+    try:
+        for name in names:
+            digest ^= _pair_hash(name, probe(path / name)[1])
+    except FileNotFoundError:
+        return None
+    return digest
+
+
+@dataclass(frozen=True)
+class Mark:
+    """What was reported from one listed folder of many leaves (:class:`Watermark`).
+
+    Invariant: every leaf whose last change (ns) is before ``through`` was
+    reported as it is now, or is pending (in the state's ``pending``), or is
+    not ready to be; ``seen`` holds the leaves reported whose last change is
+    at or after ``through``, with the fingerprint they were reported with.
+    """
+
+    through: int = 0
+    seen: Mapping[str, str] = field(default_factory=dict)
+
+
+class Watermark(Records):
+    """Records for listed folders of many leaves (ClusterCockpit blocks: up to 1,000 jobs).
+
+    A folder keeps no name per leaf: only a time, ``through`` (ns), and the few
+    leaves reported that changed at or after it. A listing probes every leaf
+    (a stat of the folder and its files, no content) and takes as candidates
+    those changed at or after ``through`` and not seen as they are; it then
+    moves ``through`` up to the tick's horizon (the newest ctime seen minus
+    the clock margin). A leaf changed after a listing has a later ctime, so
+    it is a candidate at the next listing, however old the folder.
+    """
+
+    def empty(self) -> Mark:
+        return Mark()
+
+    def list(self, path, leaves, record, horizon):
+        through = max(record.through, horizon)
+        candidates, seen, newest = [], {}, 0
+        for leaf in leaves:
+            try:
+                change_ns, fingerprint = probe(path / leaf)
+            except FileNotFoundError:
+                continue
+            newest = max(newest, change_ns)
+            if self.is_new(record, leaf, fingerprint, change_ns):
+                candidates.append(leaf)
+            elif change_ns >= through:
+                seen[leaf] = fingerprint
+        return Mark(through, seen), candidates, newest
+
+    def reported(self, record, leaf, old, new, change_ns):
+        if change_ns < record.through:
+            return record
+        return Mark(record.through, {**record.seen, leaf: new})
+
+    def is_new(self, record, leaf, fingerprint, change_ns):
+        return change_ns >= record.through and record.seen.get(leaf) != fingerprint
+
+    def knows(self, record, leaf):
+        return True
+
+    def encode(self, state):
+        return {"marks": {rel: [m.through, dict(m.seen)] if m.seen else [m.through]
+                          for rel, m in state.folders.items()}}
+
+    def decode(self, payload):
+        return {rel: Mark(entry[0], entry[1] if len(entry) > 1 else {})
+                for rel, entry in payload["marks"].items()}

@@ -1,0 +1,80 @@
+"""The ClusterCockpit source: job archive root(s), and how to scan and read them.
+
+A partition key is a job-id block ``<cluster>/<jobId // 1000>``
+(``joulehouse.clustercockpit.blocks``): a cluster name must therefore be
+unique across the configured archives, and :meth:`ClusterCockpitArchive.resolve`
+refuses a key whose cluster two archives hold.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+from joulehouse.clustercockpit.blocks import parse_block_key
+from resources.gpu import SETTINGS_ENV, settings_from_env
+from resources.landing import folders_from_env
+
+ARCHIVE_ENV = "JOULEHOUSE_CC_ARCHIVE"
+#: Environment variables of the settings: field -> variable (the quiet period and the
+#: rescan period are shared with the other sources).
+CC_SETTINGS_ENV = {
+    "quiet_period_s": SETTINGS_ENV["quiet_period_s"],
+    "full_rescan_s": SETTINGS_ENV["full_rescan_s"],
+    "max_jobs_per_tick": "JOULEHOUSE_CC_MAX_JOBS_PER_TICK",
+    "max_missing": "JOULEHOUSE_CC_MAX_MISSING",
+    "check_schema": "JOULEHOUSE_CC_CHECK_SCHEMA",
+}
+
+
+class ClusterCockpitArchive(dg.ConfigurableResource):
+    """ClusterCockpit job archives (cc-backend's ``var/job-archive``), scanned for jobs."""
+
+    archive_roots: list[str] = Field(description="Archive roots (folders holding version.txt).")
+    quiet_period_s: float = Field(
+        default=60.0, description="A job folder is ready once no file in it changed for this "
+                                  "long and its files parse to the end.")
+    full_rescan_s: float | None = Field(
+        default=3600.0,
+        description="Seconds in which the rolling rescan re-lists every block folder once, to "
+                    "find meta.json rewritten in place (tags) (None: never; 0: every tick).")
+    max_jobs_per_tick: int = Field(
+        default=5000, ge=1,
+        description="Most ready jobs one sensor tick hands out; the rest wait for the next "
+                    "ticks.")
+    max_missing: int = Field(
+        default=1, ge=0,
+        description="Null samples in a row still bridged linearly when integrating power; "
+                    "longer gaps are reported (gap_count, gap_s), not bridged.")
+    check_schema: bool = Field(
+        default=True, description="Validate meta.json and data.json against the archive "
+                                  "version's JSON schemas (warnings, never failures).")
+
+    @classmethod
+    def from_env(cls, default_root: str | os.PathLike[str], **settings) -> ClusterCockpitArchive:
+        """Archive roots from ``$JOULEHOUSE_CC_ARCHIVE`` (separated by ``os.pathsep``), else
+        ``default_root``; the settings from the variables of :data:`CC_SETTINGS_ENV` where
+        set (``JOULEHOUSE_FULL_RESCAN_S`` may be ``none``), else ``settings``."""
+        from_env = settings_from_env(CC_SETTINGS_ENV)
+        if from_env.get("full_rescan_s", "").lower() == "none":
+            from_env["full_rescan_s"] = None
+        return cls(archive_roots=folders_from_env(ARCHIVE_ENV, default_root),
+                   **{**settings, **from_env})
+
+    def roots(self) -> list[Path]:
+        """The archive roots, resolved."""
+        return [Path(root).resolve() for root in self.archive_roots]
+
+    def resolve(self, partition_key: str) -> Path:
+        """The archive root holding block ``partition_key`` (``<cluster>/<block>``): the one
+        root with that cluster folder. KeyError when none or two have it."""
+        cluster, _ = parse_block_key(partition_key)
+        roots = [root for root in self.roots() if (root / cluster).is_dir()]
+        if len(roots) != 1:
+            found = ", ".join(map(str, roots)) or "none of " + ", ".join(self.archive_roots)
+            raise KeyError(f"partition {partition_key!r}: cluster {cluster!r} must be in "
+                           f"exactly one archive root, found in {found}")
+        return roots[0]

@@ -1,0 +1,148 @@
+"""A sensor on ClusterCockpit job archives: ready jobs -> their job-id blocks -> ONE run.
+
+Each tick scans every archive root incrementally
+(``joulehouse.clustercockpit.scan``: one stat per block folder, a listing only
+where something changed or the rolling rescan is due; its state is in the
+cursor), takes the jobs that are new or changed, complete (their files parse
+to the end) and quiet for ``quiet_period_s``, at most ``max_jobs_per_tick``
+over all roots, and turns them into their blocks ``<cluster>/<jobId // 1000>``
+(``cc_job_blocks``): it registers the new blocks, reports each block with ready
+jobs as a materialization of ``cc_job_files`` (data version: a digest of its
+ready jobs' keys and fingerprints) and asks for ONE run of ``cc_job`` covering
+exactly those blocks (``sensors/partition_runs.py``). A block is read whole in
+the run, so a job landing in an old block re-reads its up to 1000 job ids.
+
+Jobs that failed are rechecked: each ``cc_job_files`` materialization lists
+the block's jobs handed out, with their fingerprints (metadata ``jobs``; the
+jobs of a failed block rechecked at that tick stay listed); the
+jobs of a block whose ``cc_block_tables`` partition FAILED are fingerprinted
+again every tick (the scan's ``recheck``), so a job fixed in place is asked
+for one tick after its quiet period, in the same one run as the rest. The
+cursor holds the scan states only.
+
+The sensor starts STOPPED: turn it on in the UI once the archive is configured.
+"""
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import dagster as dg
+
+from assets.clustercockpit import cc_block_tables, cc_job_blocks, cc_job_files, cc_pipeline
+from joulehouse.clustercockpit.scan import ScanState, scan
+from joulehouse.digest import digest_pairs
+from resources import ClusterCockpitArchive
+from sensors.partition_runs import files_landed, ready_run_request
+from sensors.settings import sensor_interval_s
+
+SENSOR_NAME = "cc_job_archive"
+JOB_NAME = "cc_job"
+
+cc_job = dg.define_asset_job(
+    JOB_NAME, selection=dg.AssetSelection.assets(cc_pipeline),
+    description=("The whole ClusterCockpit pipeline, from each job-id block's tables to the "
+                 "tables over all blocks, energy_facts/clustercockpit and the jobs' TAUdb "
+                 "trials."),
+    tags={"joulehouse/pipeline": "clustercockpit"},
+)
+
+JOBS_METADATA = "jobs"
+
+
+def failed_jobs(instance: dg.DagsterInstance) -> dict[str, str]:
+    """The jobs of the blocks whose ``cc_block_tables`` partition FAILED, by job key, with
+    the fingerprint they were handed out with (the latest ``cc_job_files`` materialization
+    of the block lists them)."""
+    blocks = instance.get_dynamic_partitions(cc_job_blocks.name)
+    status = instance.get_status_by_partition(cc_block_tables.key, blocks, cc_job_blocks) or {}
+    jobs: dict[str, str] = {}
+    for block, state in status.items():
+        if state != dg.AssetPartitionStatus.FAILED:
+            continue
+        record = instance.get_latest_data_version_record(
+            cc_job_files.key, is_source=False, partition_key=block)
+        event = record and record.asset_materialization
+        if event and JOBS_METADATA in event.metadata:
+            jobs |= event.metadata[JOBS_METADATA].value
+    return jobs
+
+
+def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
+             ) -> dg.SensorResult:
+    """One tick over every archive root of ``source``."""
+    cursor = json.loads(context.cursor or "{}")
+    recheck = failed_jobs(context.instance)
+    states: dict[str, str] = {}
+    ready: dict[str, dict[str, str]] = {}  # block -> job key -> fingerprint
+    pending = deferred = unlisted = 0
+    budget = source.max_jobs_per_tick
+    for root in source.roots():
+        if budget == 0:  # the cap is reached: this root's scan waits for the next tick
+            states[str(root)] = cursor.get(str(root))
+            continue
+        result = scan(root, ScanState.from_json(cursor.get(str(root))),
+                      quiet_s=source.quiet_period_s, max_jobs=budget,
+                      full_rescan_s=source.full_rescan_s, recheck=_of_root(recheck, root))
+        for error in result.errors:
+            context.log.warning(str(error))
+        for job in result.ready:
+            ready.setdefault(job.ref.block, {})[job.ref.key] = job.fingerprint
+        budget -= len(result.ready)
+        pending, deferred = pending + result.pending, deferred + result.deferred
+        unlisted += result.unlisted
+        states[str(root)] = result.state.to_json()
+    remaining = (f"{pending - deferred} job(s) waiting to be complete and quiet for "
+                 f"{source.quiet_period_s:g} s, {deferred} ready but left for the next ticks "
+                 f"by the cap of {source.max_jobs_per_tick}, {unlisted} block folder(s) still "
+                 "to list")
+    if not ready:
+        return dg.SensorResult(cursor=json.dumps(states), skip_reason=dg.SkipReason(
+            f"no new or changed job ready; {remaining}"))
+    fingerprints = {block: digest_pairs(jobs) for block, jobs in sorted(ready.items())}
+    request = ready_run_request(
+        context.instance, context.instance.get_dynamic_partitions(cc_job_blocks.name),
+        cc_job_blocks, fingerprints, job_name=JOB_NAME, run_key_prefix="cc", tags={})
+    count = sum(map(len, ready.values()))
+    if request is None:
+        return dg.SensorResult(cursor=context.cursor, skip_reason=dg.SkipReason(
+            f"{count} job(s) in {len(ready)} block(s) ready, asked for once the runs in flight "
+            "end (registered partitions are not reordered under a queued run)"))
+    run_request, additions, new = request
+    context.log.info(f"{count} job(s) ready in {len(ready)} block(s) ({new} new), one run; "
+                     f"{remaining}")
+    return dg.SensorResult(
+        run_requests=[run_request],
+        dynamic_partitions_requests=additions,
+        asset_events=files_landed(cc_job_files.key, fingerprints, {
+            block: {JOBS_METADATA: dg.MetadataValue.json(_still_failing(recheck, block) | jobs)}
+            for block, jobs in ready.items()}),
+        cursor=json.dumps(states),
+    )
+
+
+def _still_failing(recheck: Mapping[str, str], block: str) -> dict[str, str]:
+    """The jobs of ``block`` rechecked this tick: listed again with the block's new
+    materialization, so that they stay rechecked should the block fail again."""
+    cluster, _, number = block.partition("/")
+    return {key: value for key, value in recheck.items()
+            if key.startswith(f"{cluster}/") and int(key.split("/")[1]) // 1000 == int(number)}
+
+
+def _of_root(jobs: Mapping[str, str], root: Path) -> dict[str, str]:
+    """The jobs (``cluster/jobId/startTime`` -> value) whose cluster folder is in ``root``."""
+    return {key: value for key, value in jobs.items()
+            if (root / key.split("/", 1)[0]).is_dir()}
+
+
+@dg.sensor(
+    name=SENSOR_NAME,
+    job=cc_job,
+    minimum_interval_seconds=sensor_interval_s(),
+    default_status=dg.DefaultSensorStatus.STOPPED,
+    description=("Registers the job-id blocks of ClusterCockpit archives holding new or "
+                 "changed, complete and quiet jobs as partitions, and asks for one run of "
+                 "the ClusterCockpit pipeline over them."),
+)
+def cc_archive_sensor(context: dg.SensorEvaluationContext, cc_archive: ClusterCockpitArchive):
+    return evaluate(context, cc_archive)

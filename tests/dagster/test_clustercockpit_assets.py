@@ -1,0 +1,379 @@
+"""The ClusterCockpit Dagster layer: job-id blocks, one run over many, a bad job alone."""
+
+import json
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+import pytest
+
+from assets.clustercockpit import (
+    BLOCK_TABLE,
+    CONFORMANCE_CHECK,
+    JOB_ENERGY_TABLE,
+    JOBS_TABLE,
+    LOADS_CHECK,
+    READ_CHECK,
+    ROLLUP_TABLE,
+    cc_block_tables,
+    cc_energy_facts,
+    cc_job_blocks,
+    cc_job_energy,
+    cc_jobs,
+    cc_rollup,
+)
+from definitions import EXAMPLE_CC_ARCHIVE, build_definitions
+from joulehouse.clustercockpit.generator import (
+    JobSpec,
+    cluster_config,
+    write_archive_files,
+    write_job,
+)
+from joulehouse.clustercockpit.layout import find_jobs
+from joulehouse.taudb.connect import TaudbDatabase
+from joulehouse.taudb.loader import list_trials
+from joulehouse.warehouse import Warehouse as Tables
+from resources import ClusterCockpitArchive, DataRoot, GpuBenchmarkSource, Warehouse
+from sensors.clustercockpit import JOB_NAME, JOBS_METADATA, SENSOR_NAME
+from sensors.local import launch_in_process, tick
+from sensors.partition_runs import RANGE_END, RANGE_START
+from tests.dagster.conftest import QUIET_S, settle
+
+BLOCKS = ["emmy/1403", "fritz/398", "taurus/20639"]
+# energy_j per job and metric, as `joulehouse energy cc` gives them (tests/clustercockpit)
+ENERGY_J = {("emmy/1403244/1608923076", "rapl_power"): 4817792.7 + 4817350.2 + 4499451.3
+            + 4858465.8,
+            ("fritz/398764/1675954353", "cpu_power"): 31222.23,
+            ("taurus/20639587/1635856524", "cpu_power"): 50330.42}
+FRITZ = ["fritz/398764/1675954353", "fritz/398955/1675956725"]
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Path:
+    """A copy of the bundled archive (4 real jobs in 3 blocks)."""
+    root = tmp_path / "archive"
+    shutil.copytree(EXAMPLE_CC_ARCHIVE, root)
+    return root
+
+
+class Pipeline:
+    """The definitions over one archive: register blocks, run the ClusterCockpit job."""
+
+    def __init__(self, instance, archive: Path, tmp_path: Path):
+        self.instance = instance
+        self.source = ClusterCockpitArchive(archive_roots=[str(archive)],
+                                            quiet_period_s=QUIET_S, full_rescan_s=None)
+        self.warehouse = tmp_path / "warehouse"
+        self.defs = build_definitions(
+            GpuBenchmarkSource(data_roots=[DataRoot(path=str(archive))]),
+            Warehouse(root=str(self.warehouse)), cc_archive=self.source)
+        self.tables = Tables(self.warehouse)
+        self.cursor = None
+
+    def tick(self):
+        data = tick(self.defs.resolve_sensor_def(SENSOR_NAME), self.instance,
+                    {"cc_archive": self.source}, self.cursor)
+        self.cursor = data.cursor
+        return data
+
+    def launch(self, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+        return launch_in_process(self.defs.resolve_job_def(JOB_NAME), self.instance, request,
+                                 SENSOR_NAME, log_level="WARNING")
+
+    def run(self, keys: list[str]) -> dg.ExecuteInProcessResult:
+        """Register ``keys`` (in order, after those registered) and run them in one run."""
+        known = set(self.partitions())
+        self.instance.add_dynamic_partitions(cc_job_blocks.name,
+                                             [key for key in keys if key not in known])
+        return self.launch(dg.RunRequest(tags={RANGE_START: keys[0], RANGE_END: keys[-1]}))
+
+    def partitions(self) -> list[str]:
+        return list(self.instance.get_dynamic_partitions(cc_job_blocks.name))
+
+    def status(self, asset: dg.AssetKey) -> dict[str, dg.AssetPartitionStatus]:
+        return self.instance.get_status_by_partition(asset, self.partitions(), cc_job_blocks)
+
+    def trials(self) -> dict[str, int]:
+        with TaudbDatabase(f"sqlite:///{self.warehouse}/taudb.sqlite") as db:
+            return {trial["name"]: trial["id"] for trial in list_trials(db)}
+
+
+@pytest.fixture
+def pipeline(instance, archive, tmp_path) -> Pipeline:
+    return Pipeline(instance, archive, tmp_path)
+
+
+def _latest(instance, asset: dg.AssetKey, partition: str | None = None):
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset,
+                              asset_partitions=[partition] if partition else None), limit=1)
+    return records.records[0].asset_materialization
+
+
+def _checks(result, name: str) -> dict[str, dg.AssetCheckEvaluation]:
+    return {c.partition: c for c in result.get_asset_check_evaluations() if c.check_name == name}
+
+
+def _failure(result) -> str:
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    return failure.step_failure_data.user_failure_data.description
+
+
+def test_the_bundled_archive_materializes_in_one_run(pipeline):
+    assert sorted({ref.block for ref in find_jobs(EXAMPLE_CC_ARCHIVE)}) == BLOCKS
+    result = pipeline.run(BLOCKS)
+    assert result.success
+
+    tables = pipeline.tables
+    assert tables.partition_keys(f"{BLOCK_TABLE}/jobs") == BLOCKS
+    jobs = tables.read_table(JOBS_TABLE)
+    assert sorted(jobs["job"]) == ["emmy/1403244/1608923076", *FRITZ,
+                                   "taurus/20639587/1635856524"]
+    energy = tables.read_table(JOB_ENERGY_TABLE).set_index(["job", "metric"])
+    assert len(energy) == 6  # emmy rapl, fritz cpu + mem x 2, taurus cpu
+    for key, joules in ENERGY_J.items():
+        assert energy.at[key, "energy_j"] == pytest.approx(joules, abs=0.5), key
+    assert energy.at[("emmy/1403244/1608923076", "rapl_power"), "energy_cc_kwh"] == 5.27
+    assert len(tables.read_partitions(f"{BLOCK_TABLE}/host_energy", ["emmy/1403"])) == 4
+    assert len(tables.read_partitions(f"{BLOCK_TABLE}/metric_stats", ["fritz/398"])) > 0
+
+    rollup = tables.read_table(ROLLUP_TABLE)
+    assert rollup["jobs"].sum() == 4 and len(rollup) == 4  # the fritz jobs: two users
+    assert rollup["energy_j"].sum() == pytest.approx(energy["energy_j"].sum())
+    assert rollup["node_hours"].sum() == pytest.approx(jobs["node_hours"].sum())
+
+    facts = pd.read_parquet(tables.table_dir("energy_facts") / "clustercockpit.parquet")
+    assert set(facts["source"]) == {"clustercockpit"}
+    power = facts[facts["method"] == "power"].set_index("entity")
+    assert power.loc["taurus/20639587/1635856524", "energy_j"] == pytest.approx(50330.42,
+                                                                                abs=0.01)
+    assert len(power) == 6 and (facts["method"] == "cc-backend").sum() == 4
+
+    assert sorted(pipeline.trials()) == sorted(jobs["job"])  # one trial per job
+
+    block = _latest(pipeline.instance, cc_block_tables.key, "fritz/398").metadata
+    assert block["jobs"].value == 2
+    assert block["start_time_span"].value == "2023-02-09 14:52 .. 2023-02-09 15:32 UTC"
+    assert block["start_days"].value == ["2023-02-09"]
+    assert block["energy_kwh"].value == pytest.approx(
+        sum(energy.loc[job, "energy_j"].sum() for job in FRITZ) / 3.6e6)
+    for asset, rows in ((cc_jobs, 4), (cc_job_energy, 6), (cc_rollup, 4),
+                        (cc_energy_facts, len(facts))):
+        metadata = _latest(pipeline.instance, asset.key).metadata
+        assert metadata["dagster/row_count"].value == rows, asset.key
+        assert all(c.description for c in metadata["dagster/column_schema"].value.columns)
+    rollup_metadata = _latest(pipeline.instance, cc_rollup.key).metadata
+    assert rollup_metadata["energy_per_day_plot"].value.startswith(
+        "![energy per day and cluster](data:image/png;base64,")
+    assert len(rollup_metadata["energy_per_day"].value.records) == 3  # days x clusters
+    assert [r.data["block"] for r in _latest(pipeline.instance, cc_jobs.key).metadata[
+        "blocks_span"].value.records] == BLOCKS
+
+    assert {k: c.passed for k, c in _checks(result, READ_CHECK).items()} == dict.fromkeys(
+        BLOCKS, True)
+    assert {k: c.passed for k, c in _checks(result, LOADS_CHECK).items()} == dict.fromkeys(
+        BLOCKS, True)
+
+
+def test_schema_violations_are_warnings_naming_job_and_path(pipeline):
+    result = pipeline.run(BLOCKS)
+    assert result.success  # the real jobs all violate the schemas, and are all read
+    checks = _checks(result, CONFORMANCE_CHECK)
+    assert set(checks) == set(BLOCKS)
+    fritz = checks["fritz/398"]
+    assert not fritz.passed and fritz.severity == dg.AssetCheckSeverity.WARN
+    assert fritz.metadata["jobs"].value == FRITZ
+    assert ("fritz/398764/1675954353: meta.json: /statistics/vectorization_ratio/unit/base: "
+            "'%' is not one of") in " ".join(fritz.metadata["violations"].value)
+
+
+def _bad_job(archive: Path, job_id: int = 398_001, start: int = 1_675_900_000) -> Path:
+    """A synthetic job in the fritz block 398 whose data.json.gz is cut short."""
+    write_job(archive, JobSpec(cluster="fritz", job_id=job_id, start_time=start, gzip=True))
+    folder = archive / "fritz" / "398" / f"{job_id % 1000:03d}" / str(start)
+    data = folder / "data.json.gz"
+    data.write_bytes(data.read_bytes()[:-20])
+    return folder
+
+
+def _other_block(archive: Path) -> str:
+    """A second cluster with one good synthetic job: the block ``testcluster/1234``."""
+    (archive / "testcluster").mkdir()
+    (archive / "testcluster" / "cluster.json").write_text(
+        json.dumps(cluster_config("testcluster")))
+    write_job(archive, JobSpec())
+    return "testcluster/1234"
+
+
+def test_a_bad_job_fails_only_itself(pipeline, archive):
+    folder = _bad_job(archive)
+    other = _other_block(archive)
+    keys = [*BLOCKS, other]
+    result = pipeline.run(keys)
+
+    assert not result.success
+    assert _failure(result).startswith("1 of 4 partition(s) failed:\nfritz/398: ")
+    check = _checks(result, READ_CHECK)["fritz/398"]
+    assert not check.passed
+    assert check.metadata["file"].value == str(folder / "data.json.gz")
+    assert "truncated or invalid" in check.metadata["error"].value
+    assert "1 of 3 job(s) of block fritz/398 failed, 2 done" in check.description
+    assert all(_checks(result, READ_CHECK)[key].passed for key in keys if key != "fritz/398")
+    assert pipeline.status(cc_block_tables.key) == {
+        **dict.fromkeys(keys, dg.AssetPartitionStatus.MATERIALIZED),
+        "fritz/398": dg.AssetPartitionStatus.FAILED}
+    # the block's other jobs and the other blocks reached every table in the same run
+    stored = pipeline.tables.read_partitions(f"{BLOCK_TABLE}/jobs", ["fritz/398"])
+    assert sorted(stored["job"]) == FRITZ
+    jobs = pipeline.tables.read_table(JOBS_TABLE)
+    assert len(jobs) == 5 and "fritz/398001/1675900000" not in set(jobs["job"])
+    assert "testcluster/1234567/1700000000" in set(
+        pipeline.tables.read_table(JOB_ENERGY_TABLE)["job"])
+    assert len(pipeline.trials()) == 5  # the bad job loads nothing
+
+
+def test_a_stored_block_survives_a_failed_re_read(pipeline, archive):
+    write_job(archive, JobSpec(cluster="fritz", job_id=398_001, start_time=1_675_900_000,
+                               gzip=True))
+    assert pipeline.run(BLOCKS).success
+    energy = pipeline.tables.read_table(JOB_ENERGY_TABLE)
+    before = energy[energy["job"] == "fritz/398001/1675900000"]["energy_j"].item()
+
+    folder = _bad_job(archive)  # the same job rewritten, cut short
+    result = pipeline.run(["fritz/398"])
+    assert not result.success
+    assert _failure(result).startswith(f"1 of 1 partition(s) failed:\nfritz/398: {folder}")
+    stored = pipeline.tables.read_partitions(f"{BLOCK_TABLE}/job_energy", ["fritz/398"])
+    assert stored[stored["job"] == "fritz/398001/1675900000"]["energy_j"].item() == before
+    assert len(pipeline.tables.read_partitions(f"{BLOCK_TABLE}/jobs", ["fritz/398"])) == 3
+    energy = pipeline.tables.read_table(JOB_ENERGY_TABLE)
+    assert energy[energy["job"] == "fritz/398001/1675900000"]["energy_j"].item() == before
+    assert len(pipeline.tables.read_table(JOBS_TABLE)) == 5
+
+
+def test_a_missing_meta_json_and_a_renamed_folder_are_named(pipeline, archive):
+    write_job(archive, JobSpec(cluster="fritz", job_id=398_002, start_time=1_675_900_000))
+    (archive / "fritz/398/002/1675900000/meta.json").unlink()
+    write_job(archive, JobSpec(cluster="fritz", job_id=398_003, start_time=1_675_900_000))
+    (archive / "fritz/398/003/1675900000").rename(archive / "fritz/398/003/1675900001")
+    result = pipeline.run(["fritz/398"])
+    assert not result.success
+    description = _checks(result, READ_CHECK)["fritz/398"].description
+    assert f"{archive}/fritz/398/002/1675900000/meta.json: missing" in description
+    assert f"{archive}/fritz/398/003/1675900001/meta.json: startTime: 1675900000 " \
+           "does not match" in description
+    assert "2 of 4 job(s) of block fritz/398 failed, 2 done" in description
+    assert sorted(pipeline.tables.read_table(JOBS_TABLE)["job"]) == FRITZ
+
+
+def test_the_archive_settings_come_from_the_environment(tmp_path, monkeypatch):
+    default = ClusterCockpitArchive.from_env(tmp_path)
+    assert (default.archive_roots, default.quiet_period_s, default.max_jobs_per_tick,
+            default.full_rescan_s, default.max_missing) == ([str(tmp_path)], 60.0, 5000,
+                                                            3600.0, 1)
+    first, second = tmp_path / "a", tmp_path / "b"
+    (second / "emmy").mkdir(parents=True)
+    monkeypatch.setenv("JOULEHOUSE_CC_ARCHIVE", f"{first}:{second}")
+    monkeypatch.setenv("JOULEHOUSE_QUIET_PERIOD_S", "120")
+    monkeypatch.setenv("JOULEHOUSE_FULL_RESCAN_S", "none")
+    monkeypatch.setenv("JOULEHOUSE_CC_MAX_JOBS_PER_TICK", "100")
+    monkeypatch.setenv("JOULEHOUSE_CC_MAX_MISSING", "3")
+    monkeypatch.setenv("JOULEHOUSE_CC_CHECK_SCHEMA", "false")
+    source = ClusterCockpitArchive.from_env(tmp_path)
+    assert (source.archive_roots, source.quiet_period_s, source.full_rescan_s,
+            source.max_jobs_per_tick, source.max_missing, source.check_schema) == (
+        [str(first), str(second)], 120.0, None, 100, 3, False)
+    assert source.resolve("emmy/1403") == second.resolve()
+    with pytest.raises(KeyError, match="cluster 'fritz' must be in exactly one archive root"):
+        source.resolve("fritz/398")
+    with pytest.raises(ValueError, match="not a job-id block key"):
+        source.resolve("fritz/398/1")
+
+
+
+def test_the_sensor_registers_blocks_asks_for_one_run_and_picks_up_new_jobs(pipeline, archive):
+    settle()
+    first = pipeline.tick()
+    [request] = first.run_requests
+    assert pipeline.partitions() == BLOCKS
+    assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (BLOCKS[0], BLOCKS[-1])
+    landed = {event.partition: event.metadata[JOBS_METADATA].value
+              for event in first.asset_events}
+    assert sorted(landed["fritz/398"]) == FRITZ
+    assert pipeline.launch(request).success
+    assert len(pipeline.tables.read_table(JOBS_TABLE)) == 4
+    assert pipeline.tick().run_requests == []
+
+    # a job in a new block and one in an old block: one run over both blocks
+    other = _other_block(archive)
+    write_job(archive, JobSpec(cluster="fritz", job_id=398_001, start_time=1_675_900_000))
+    assert pipeline.tick().run_requests == []  # inside their quiet period
+    settle()
+    [request] = pipeline.tick().run_requests
+    assert pipeline.partitions() == ["emmy/1403", "taurus/20639", "fritz/398", other]
+    assert (request.tags[RANGE_START], request.tags[RANGE_END]) == ("fritz/398", other)
+    assert pipeline.launch(request).success
+    assert len(pipeline.tables.read_table(JOBS_TABLE)) == 6
+
+
+def test_the_sensor_rechecks_a_failed_job_until_fixed(pipeline, archive):
+    write_job(archive, JobSpec(cluster="fritz", job_id=398_002, start_time=1_675_900_000))
+    folder = archive / "fritz/398/002/1675900000"
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps({**meta, "startTime": 1_675_900_001}))
+    settle()
+    [request] = pipeline.tick().run_requests
+    result = pipeline.launch(request)
+    assert not result.success
+    assert "startTime: 1675900001 does not match" in _checks(result, READ_CHECK)[
+        "fritz/398"].description
+    assert pipeline.tick().run_requests == []  # nothing changed
+    (folder / "meta.json").write_text(json.dumps(meta))  # fixed in place
+    settle()
+    [fixed] = pipeline.tick().run_requests
+    assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == "fritz/398"
+    assert pipeline.launch(fixed).success
+    assert pipeline.status(cc_block_tables.key)["fritz/398"] == (
+        dg.AssetPartitionStatus.MATERIALIZED)
+    assert "fritz/398002/1675900000" in set(pipeline.tables.read_table(JOBS_TABLE)["job"])
+
+
+def test_a_job_without_samples_is_stored_but_loads_no_trial(pipeline, archive):
+    write_job(archive, JobSpec(cluster="fritz", job_id=398_004, start_time=1_675_900_000))
+    folder = archive / "fritz/398/004/1675900000"
+    (folder / "data.json").write_text("{}")  # no metric: no host to make a thread of
+    result = pipeline.run(BLOCKS)
+    assert not result.success
+    assert _failure(result).startswith("1 of 3 partition(s) failed:\nfritz/398: ")
+    assert all(check.passed for check in _checks(result, READ_CHECK).values())
+    loads = _checks(result, LOADS_CHECK)
+    assert not loads["fritz/398"].passed and loads["emmy/1403"].passed
+    assert loads["fritz/398"].metadata["file"].value == str(folder)
+    assert "no samples of any metric" in loads["fritz/398"].description
+    assert "fritz/398004/1675900000" in set(pipeline.tables.read_table(JOBS_TABLE)["job"])
+    assert sorted(pipeline.trials()) == sorted(  # the other jobs of the block loaded
+        ["emmy/1403244/1608923076", *FRITZ, "taurus/20639587/1635856524"])
+    assert pipeline.status(cc_block_tables.key)["fritz/398"] == (
+        dg.AssetPartitionStatus.MATERIALIZED)
+
+
+def test_the_cap_spreads_ready_jobs_over_ticks_and_roots(instance, archive, tmp_path):
+    other = tmp_path / "other"
+    write_archive_files(other, ["testcluster"])
+    for job_id in (1_234_001, 1_234_002):
+        write_job(other, JobSpec(job_id=job_id))
+    pipeline = Pipeline(instance, archive, tmp_path)
+    pipeline.source = ClusterCockpitArchive(archive_roots=[str(archive), str(other)],
+                                            quiet_period_s=QUIET_S, max_jobs_per_tick=3)
+    settle()
+    handed = []
+    for _ in range(3):
+        data = pipeline.tick()
+        handed.append(sorted(job for event in data.asset_events
+                             for job in event.metadata[JOBS_METADATA].value))
+    assert [len(jobs) for jobs in handed] == [3, 3, 0]
+    assert sorted(handed[0] + handed[1]) == sorted(
+        ["emmy/1403244/1608923076", *FRITZ, "taurus/20639587/1635856524",
+         "testcluster/1234001/1700000000", "testcluster/1234002/1700000000"])
+    assert pipeline.partitions()[-1] == "testcluster/1234"
