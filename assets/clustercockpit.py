@@ -34,6 +34,7 @@ partitioned) as one more run after the block runs, so they are rebuilt once:
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import dagster as dg
@@ -47,16 +48,16 @@ from assets.reporting import (
     single_run_backfills,
     table_metadata,
 )
+from assets.taudb import TrialLoads
 from joulehouse.clustercockpit import schemas
 from joulehouse.clustercockpit.aggregate import rollup
 from joulehouse.clustercockpit.blocks import FRAMES, BlockRead, keep_stored, read_block
 from joulehouse.clustercockpit.conformance import SchemaWarning
 from joulehouse.clustercockpit.energy import FACTS_SOURCE, J_PER_KWH, energy_facts_rows
+from joulehouse.clustercockpit.layout import fingerprint
 from joulehouse.errors import InputError
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
 from joulehouse.plots import Series, bars_png, markdown_image
-from joulehouse.taudb.connect import TaudbDatabase
-from joulehouse.taudb.loader import load_trial
 from joulehouse.taudb.mapping.clustercockpit import job_trial
 from joulehouse.warehouse import Warehouse as Tables
 from joulehouse.warehouse import partition_file_name
@@ -222,17 +223,21 @@ def block_metadata(frames: dict[str, pd.DataFrame]) -> dict[str, Any]:
 TrialOutcome = dict[str, pd.DataFrame] | InputError
 
 
-def load_block_trials(db: TaudbDatabase, key: str, read: BlockRead) -> TrialOutcome:
-    """Load one trial per job of the block read (replacing each job's trial); a job that
-    cannot be mapped loads nothing and is named in the returned error."""
+def load_block_trials(loads: TrialLoads, key: str, read: BlockRead) -> TrialOutcome:
+    """Load one trial per job of the block read (replacing each job's trial); a job whose
+    files are unchanged since its stored trial (the fingerprint in its primary metadata)
+    is not loaded again, and a job that cannot be mapped loads nothing and is named in the
+    returned error."""
     loaded, failed = [], []
     for measured in read.measured:
+        name, folder = measured.ref.key, measured.ref.path
         try:
-            trial_id = load_trial(db, job_trial(measured))
+            loads.load(name, partial(job_trial, measured),
+                       (str(folder.resolve()), fingerprint(folder)))
         except InputError as err:
             failed.append(err)
             continue
-        loaded.append((measured.ref.key, trial_id))
+        loaded.append((name, loads.ids[name]))
     if failed:
         return block_failure(key, failed, len(read.measured), len(loaded))
     return {"trials": pd.DataFrame(loaded, columns=["job", "trial_id"])}
@@ -250,9 +255,10 @@ class BlockOutcomes:
 
 
 def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive,
-                tables: Tables, db: TaudbDatabase | None, outcomes: BlockOutcomes
+                tables: Tables, loads: TrialLoads | None, outcomes: BlockOutcomes
                 ) -> PartitionBatch:
-    """Read and store every block of the run, and load its trials into ``db`` if given."""
+    """Read and store every block of the run, and load its trials through ``loads`` if
+    given."""
     shown: dict[str, dict[str, Any]] = {}
 
     def read_one(key: str) -> dict[str, pd.DataFrame]:
@@ -262,8 +268,8 @@ def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive
         for name, frame in frames.items():
             tables.write_partition(_frame_table(name), key, frame)
         outcomes.warnings[key], outcomes.jobs_read[key] = read.warnings, len(read.measured)
-        if db is not None:
-            outcomes.trials[key] = load_block_trials(db, key, read)
+        if loads is not None:
+            outcomes.trials[key] = load_block_trials(loads, key, read)
         if read.failed:
             raise block_failure(key, list(read.failed.values()), read.listed,
                                 len(read.frames["jobs"]))
@@ -297,13 +303,13 @@ def conformance_results(context: dg.AssetExecutionContext, outcomes: BlockOutcom
 
 
 def trial_results(context: dg.AssetExecutionContext, source: ClusterCockpitArchive,
-                  db: TaudbDatabase, outcomes: BlockOutcomes, skip: dict[str, str]
+                  loads: TrialLoads, outcomes: BlockOutcomes, skip: dict[str, str]
                   ) -> PartitionBatch:
     """The trial load of every block of the run: as loaded while it was read, else (the
     block tables not selected) read and loaded now; blocks in ``skip`` load nothing."""
 
     def outcome(key: str) -> dict[str, pd.DataFrame]:
-        loaded = outcomes.trials.get(key) or load_block_trials(db, key, read_block(
+        loaded = outcomes.trials.get(key) or load_block_trials(loads, key, read_block(
             source.resolve(key), key, check_schema=False, max_missing=source.max_missing))
         if isinstance(loaded, InputError):
             raise loaded
@@ -411,17 +417,17 @@ with single_run_backfills(BLOCKS_PER_RUN) as blocks_per_run:
         failed: dict[str, str] = {}
         outcomes = BlockOutcomes()
         with ExitStack() as stack:
-            db = (stack.enter_context(taudb.open()) if cc_job_trials.key in selected
-                  else None)
+            loads = (TrialLoads.into(stack.enter_context(taudb.open()))
+                     if cc_job_trials.key in selected else None)
             if cc_block_tables.key in selected:
-                blocks = read_blocks(context, cc_archive, tables, db, outcomes)
+                blocks = read_blocks(context, cc_archive, tables, loads, outcomes)
                 yield from blocks.results(context, READ_SPEC)
                 yield from conformance_results(context, outcomes)
                 failed |= blocks.errors()
-            if db is not None:
+            if loads is not None:
                 skip = {key: "its block could not be read in this run" for key in failed
                         if key not in outcomes.jobs_read}
-                trials = trial_results(context, cc_archive, db, outcomes, skip)
+                trials = trial_results(context, cc_archive, loads, outcomes, skip)
                 yield from trials.results(context, LOADS_SPEC)
                 failed |= {key: why for key, why in trials.errors().items()
                            if key not in failed}

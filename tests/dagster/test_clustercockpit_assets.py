@@ -176,6 +176,21 @@ def test_the_bundled_archive_materializes_in_one_run(pipeline):
         BLOCKS, True)
 
 
+def test_a_rerun_reloads_only_the_trials_of_changed_jobs(pipeline, archive):
+    assert pipeline.run(BLOCKS).success
+    first = pipeline.trials()
+    assert len(first) == 4
+    assert pipeline.run(BLOCKS).success  # nothing changed: every trial kept, same ids
+    assert pipeline.trials() == first
+
+    meta = archive / "fritz" / "398" / "764" / "1675954353" / "meta.json"
+    meta.write_text(meta.read_text())  # rewritten (tags): new mtime, new fingerprint
+    assert pipeline.run(["fritz/398"]).success
+    again = pipeline.trials()
+    assert set(again) == set(first)
+    assert {job for job in first if again[job] != first[job]} == {FRITZ[0]}
+
+
 def test_schema_violations_are_warnings_naming_job_and_path(pipeline):
     result = pipeline.run(BLOCKS)
     assert result.success  # the real jobs all violate the schemas, and are all read
