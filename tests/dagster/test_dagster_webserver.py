@@ -1,67 +1,33 @@
 """What the UI reads: a webserver started on 127.0.0.1 over the instance, asked through GraphQL
 after a run with one bad repetition, and again after its fix is picked up."""
 
-import shutil
 import sys
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from assets.gpu import VALID_CHECK
 from definitions import build_definitions
 from resources import DataRoot, GpuBenchmarkSource, Warehouse
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
 from tests.conftest import skip_or_fail
 from tests.dagster.conftest import QUIET_S, settle
-from tests.dagster.webserver import PROJECT, free_port, graphql, started, wait_until_serving
+from tests.dagster.webserver import (
+    WEBSERVER,
+    check_execution,
+    dagster_home,
+    statuses,
+    webserver,
+)
 
 BAD = "lab/power-limit/bert/250W/0"
-WEBSERVER = Path(sys.executable).parent / "dagster-webserver"
-
-STATUSES = """
-query Statuses($path: [String!]!) {
-  assetNodeOrError(assetKey: {path: $path}) {
-    ... on AssetNode {
-      partitionStats { numMaterialized numPartitions numFailed }
-      assetPartitionStatuses {
-        ... on DefaultPartitionStatuses { materializedPartitions failedPartitions }
-      }
-    }
-  }
-}"""
-
-CHECK = """
-query Check($partition: String!) {
-  assetCheckExecutions(assetKey: {path: ["gpu_validated_frames"]}, checkName: "pandera_valid",
-                       partition: $partition, limit: 1) {
-    status
-    evaluation {
-      partition
-      description
-      metadataEntries {
-        label
-        ... on TextMetadataEntry { text }
-        ... on PathMetadataEntry { path }
-        ... on IntMetadataEntry { intValue }
-      }
-    }
-  }
-}"""
-
-
-def statuses(port: int, asset: str) -> dict:
-    return graphql(port, STATUSES, {"path": [asset]})["assetNodeOrError"]
 
 
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
-    """A DAGSTER_HOME with the project's local instance configuration."""
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(PROJECT / "deploy" / "dagster.yaml", home / "dagster.yaml")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    return home
+    return dagster_home(tmp_path, monkeypatch)
 
 
 def test_the_ui_reads_the_bad_partition_failed_with_its_file_and_line_then_fixed(
@@ -90,11 +56,7 @@ def test_the_ui_reads_the_bad_partition_failed_with_its_file_and_line_then_fixed
         good = [key for key in keys if key != BAD]
         assert len(keys) == 6
 
-        port = free_port()
-        log = tmp_path / "webserver.log"
-        command = [str(WEBSERVER), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)]
-        with started(command, env, log) as webserver:
-            wait_until_serving(webserver, port, log)
+        with webserver(env, tmp_path / "webserver.log") as port:
             # every good partition through every per-repetition asset; the bad one failed
             for asset in ("gpu_validated_frames", "gpu_repetition_energy"):
                 node = statuses(port, asset)
@@ -107,13 +69,12 @@ def test_the_ui_reads_the_bad_partition_failed_with_its_file_and_line_then_fixed
             assert statuses(port, "gpu_repetition_files")["partitionStats"][
                 "numMaterialized"] == 6
             # the bad partition's check result names its partition, file and line
-            [execution] = graphql(port, CHECK, {"partition": BAD})["assetCheckExecutions"]
+            execution = check_execution(port, "gpu_validated_frames", VALID_CHECK, BAD)
             assert execution["status"] == "FAILED"
             evaluation = execution["evaluation"]
             assert evaluation["partition"] == BAD
             assert evaluation["description"].startswith(f"{BAD}: {gpu_power}:11: ")
-            entries = {e["label"]: e.get("text") or e.get("path") or e.get("intValue")
-                       for e in evaluation["metadataEntries"]}
+            entries = evaluation["entries"]
             assert entries["partition"] == BAD
             assert entries["file"] == str(gpu_power) and entries["line"] == 11
 
@@ -127,6 +88,6 @@ def test_the_ui_reads_the_bad_partition_failed_with_its_file_and_line_then_fixed
                 partitions = statuses(port, asset)["assetPartitionStatuses"]
                 assert sorted(partitions["materializedPartitions"]) == keys, asset
                 assert partitions["failedPartitions"] == [], asset
-            [execution] = graphql(port, CHECK, {"partition": BAD})["assetCheckExecutions"]
+            execution = check_execution(port, "gpu_validated_frames", VALID_CHECK, BAD)
             assert execution["status"] == "SUCCEEDED"
             assert execution["evaluation"]["description"] == f"{BAD}: passed"

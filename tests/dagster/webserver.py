@@ -1,11 +1,14 @@
 """Starting Dagster's processes for a test: a free loopback port, waiting for the webserver,
-stopping the whole process group (code servers included) however the test ends."""
+stopping the whole process group (code servers included) however the test ends; asking the
+webserver what the UI reads (partition statuses, check executions) through GraphQL."""
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -15,6 +18,7 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
+WEBSERVER = Path(sys.executable).parent / "dagster-webserver"
 #: Bounds, not timings: a webserver loads the definitions in a code server first.
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
@@ -77,3 +81,82 @@ def graphql(port: int, query: str, variables: dict | None = None) -> dict:
         answer = json.load(reply)
     assert not answer.get("errors"), answer["errors"]
     return answer["data"]
+
+
+def dagster_home(tmp_path: Path, monkeypatch) -> Path:
+    """A DAGSTER_HOME under ``tmp_path`` with the project's local instance configuration,
+    set in the environment (``DagsterInstance.get()`` and the webserver read it)."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(PROJECT / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home
+
+
+@contextmanager
+def webserver(env: dict[str, str], log: Path) -> Iterator[int]:
+    """A ``dagster-webserver`` over the project's ``workspace.yaml`` (its definitions
+    configured by ``env``) and the instance of DAGSTER_HOME, serving on a free loopback
+    port; yields the port once it answers."""
+    port = free_port()
+    command = [str(WEBSERVER), "-w", "workspace.yaml", "-h", HOST, "-p", str(port)]
+    with started(command, env, log) as process:
+        wait_until_serving(process, port, log)
+        yield port
+
+
+STATUSES = """
+query Statuses($path: [String!]!) {
+  assetNodeOrError(assetKey: {path: $path}) {
+    ... on AssetNode {
+      partitionStats { numMaterialized numPartitions numFailed }
+      assetPartitionStatuses {
+        ... on DefaultPartitionStatuses { materializedPartitions failedPartitions }
+      }
+    }
+  }
+}"""
+
+CHECK = """
+query Check($path: [String!]!, $check: String!, $partition: String!) {
+  assetCheckExecutions(assetKey: {path: $path}, checkName: $check, partition: $partition,
+                       limit: 1) {
+    status
+    evaluation {
+      partition
+      severity
+      description
+      metadataEntries {
+        label
+        ... on TextMetadataEntry { text }
+        ... on PathMetadataEntry { path }
+        ... on IntMetadataEntry { intValue }
+        ... on JsonMetadataEntry { jsonString }
+      }
+    }
+  }
+}"""
+
+
+def statuses(port: int, asset: str) -> dict:
+    """The asset's ``partitionStats`` and ``assetPartitionStatuses``, as the UI reads them."""
+    return graphql(port, STATUSES, {"path": [asset]})["assetNodeOrError"]
+
+
+def check_execution(port: int, asset: str, check: str, partition: str) -> dict:
+    """The latest execution of the check ``check`` on ``asset`` for ``partition``: its
+    ``status`` and ``evaluation``, whose metadata is also given as ``entries`` (label ->
+    text, path, int or parsed JSON)."""
+    [execution] = graphql(port, CHECK, {"path": [asset], "check": check,
+                                        "partition": partition})["assetCheckExecutions"]
+    evaluation = execution["evaluation"]
+    if evaluation is not None:
+        evaluation["entries"] = {entry["label"]: _entry_value(entry)
+                                 for entry in evaluation["metadataEntries"]}
+    return execution
+
+
+def _entry_value(entry: dict):
+    if "jsonString" in entry:
+        return json.loads(entry["jsonString"])
+    return next((entry[name] for name in ("text", "path", "intValue") if name in entry), None)
