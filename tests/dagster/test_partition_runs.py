@@ -32,7 +32,7 @@ def test_keys_are_not_moved_under_a_run_in_flight():
         assert _request(instance, {"a": "1"}) is None
         assert instance.get_dynamic_partitions(PARTS.name) == ["a", "b", "c"]
         # new keys alone are appended: the range of a run in flight does not change
-        request, additions, new = _request(instance, {"d": "1"})
+        request, _additions, new = _request(instance, {"d": "1"})
         assert new == 1 and (request.tags[RANGE_START], request.tags[RANGE_END]) == ("d", "d")
         instance.report_run_failed(instance.get_run_by_id("in-flight"))
         assert _request(instance, {"a": "1"}) is not None

@@ -33,7 +33,7 @@ def test_energy_of_the_example_one_row_per_target_and_window():
     assert result.returncode == 0 and result.stderr == ""
     table = csv_rows(result.stdout)
     assert list(table.columns) == ["sensor", "target", "component", "window_start", "window_end",
-                                   "duration_s", "energy_j", "method", "measured_j",
+                                   "duration_s", "covered_s", "energy_j", "method", "measured_j",
                                    "estimated_total_j", "relative_error"]
     assert table[["target", "method"]].values.tolist() == [
         ["influxdb", "estimated"], ["mongo", "estimated"], ["powerapi-sensor", "estimated"],
@@ -41,6 +41,7 @@ def test_energy_of_the_example_one_row_per_target_and_window():
     assert set(table["sensor"]) == {"sensor_test"} and set(table["component"]) == {"cpu"}
     assert set(table["window_start"]) == {START} and set(table["window_end"]) == {END}
     assert table["duration_s"].tolist() == [10.041] * 5
+    assert table["covered_s"].to_numpy() == pytest.approx([10.041] * 5, abs=1e-9)  # no gap
     energy = dict(zip(table["target"], table["energy_j"], strict=True))
     assert energy["all"] == FIXTURE_J  # written with every digit
     for target, joules in ESTIMATED_J.items():
