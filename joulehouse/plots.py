@@ -12,6 +12,7 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 #: Size of a plot (inches at ``DPI``): 640 x 384 pixels.
@@ -28,27 +29,35 @@ class Series:
     ys: Sequence[float]
 
 
+def _axes() -> tuple[Figure, Axes]:
+    """A new figure of the project's size and its one axes."""
+    figure = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
+    return figure, figure.add_subplot()
+
+
+def _png(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
 def scatter_png(series: Sequence[Series], *, title: str, x_label: str, y_label: str) -> bytes:
     """A PNG scatter plot of ``series``, one colour and legend entry each (non-finite
     points are left out, as matplotlib does)."""
-    figure = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
-    axes = figure.add_subplot()
+    figure, axes = _axes()
     for s in series:
         axes.scatter(s.xs, s.ys, label=s.label, alpha=0.8)
     axes.set(title=title, xlabel=x_label, ylabel=y_label)
     axes.grid(alpha=0.3)
     if series:
         axes.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
+    return _png(figure)
 
 
 def lines_png(series: Sequence[Series], *, title: str, x_label: str, y_label: str) -> bytes:
     """A PNG line plot of ``series`` (xs may be datetimes; a NaN y breaks a line), one colour
     and legend entry each."""
-    figure = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
-    axes = figure.add_subplot()
+    figure, axes = _axes()
     for s in series:
         axes.plot(s.xs, s.ys, label=s.label)
     axes.set(title=title, xlabel=x_label, ylabel=y_label)
@@ -56,17 +65,14 @@ def lines_png(series: Sequence[Series], *, title: str, x_label: str, y_label: st
     if series:
         axes.legend(fontsize="small")
     figure.autofmt_xdate()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
+    return _png(figure)
 
 
 def bars_png(categories: Sequence[str], series: Sequence[Series], *, title: str,
              y_label: str) -> bytes:
     """A PNG of stacked bars: one bar per category (e.g. a day), one coloured part and
     legend entry per series, whose ``ys`` give its value per category (``xs`` unused)."""
-    figure = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
-    axes = figure.add_subplot()
+    figure, axes = _axes()
     bottom = [0.0] * len(categories)
     for s in series:
         axes.bar(list(categories), s.ys, bottom=bottom, label=s.label)
@@ -76,9 +82,7 @@ def bars_png(categories: Sequence[str], series: Sequence[Series], *, title: str,
     if series:
         axes.legend(fontsize="small")
     figure.autofmt_xdate()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
+    return _png(figure)
 
 
 def markdown_image(png: bytes, alt: str) -> str:
