@@ -167,6 +167,42 @@ def run_report(instance: dg.DagsterInstance, record, submitted: float) -> tuple[
             f"in steps {steps:.1f} s, the rest {overhead:.1f} s"), overhead
 
 
+def launch_backfill(instance: dg.DagsterInstance, port: int, selection: list[dg.AssetKey],
+                    keys: list[str], timeout_s: float, loads: list[str]
+                    ) -> tuple[BulkActionStatus, float, list, float]:
+    """Once the webserver on ``port`` has loaded the code, launch a backfill of
+    ``selection`` over the partitions ``keys`` through GraphQL (as the UI does) and wait
+    for it to end, appending the load average to ``loads`` as it goes. Returns its
+    status, the seconds from submission to its end, its run records (oldest first) and
+    the submission time (epoch s)."""
+    wait_until("code location", lambda: any(
+        entry["loadStatus"] == "LOADED"
+        for entry in graphql(port, LOCATIONS)["workspaceOrError"]["locationEntries"]),
+        timeout_s=300)
+    started, submitted = time.perf_counter(), time.time()
+    result = graphql(port, LAUNCH, {"params": {
+        "assetSelection": [{"path": key.path} for key in selection],
+        "partitionNames": keys}})["launchPartitionBackfill"]
+    if result["__typename"] != "LaunchBackfillSuccess":
+        raise SystemExit(f"backfill not launched: {result}")
+    backfill_id = result["backfillId"]
+    print(f"backfill {backfill_id}: {len(selection)} assets x {len(keys)} partitions, "
+          f"submitted in {time.perf_counter() - started:.1f} s")
+
+    def finished() -> BulkActionStatus | None:
+        loads.append(load_average())
+        status = instance.get_backfill(backfill_id).status
+        return None if status in (BulkActionStatus.REQUESTED,
+                                  BulkActionStatus.CANCELING) else status
+
+    status = wait_until("backfill", finished, timeout_s=timeout_s, every_s=5)
+    elapsed = time.perf_counter() - started
+    records = sorted(instance.get_run_records(
+        filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id})),
+        key=lambda r: r.create_timestamp)
+    return status, elapsed, records, submitted
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=1800,
@@ -187,31 +223,8 @@ def main(argv: list[str] | None = None) -> None:
             process = start_dagster(home, port, log, {
                 "JOULEHOUSE_GPU_DATA_ROOTS": str(ROOT),
                 "JOULEHOUSE_WAREHOUSE": str(home / "warehouse")})
-            wait_until("code location", lambda: any(
-                entry["loadStatus"] == "LOADED"
-                for entry in graphql(port, LOCATIONS)["workspaceOrError"]["locationEntries"]),
-                timeout_s=300)
-            started, submitted = time.perf_counter(), time.time()
-            result = graphql(port, LAUNCH, {"params": {
-                "assetSelection": [{"path": key.path} for key in selection],
-                "partitionNames": keys}})["launchPartitionBackfill"]
-            if result["__typename"] != "LaunchBackfillSuccess":
-                raise SystemExit(f"backfill not launched: {result}")
-            backfill_id = result["backfillId"]
-            print(f"backfill {backfill_id}: {len(selection)} assets x {len(keys)} partitions, "
-                  f"submitted in {time.perf_counter() - started:.1f} s")
-
-            def finished() -> BulkActionStatus | None:
-                loads.append(load_average())
-                status = instance.get_backfill(backfill_id).status
-                return None if status in (BulkActionStatus.REQUESTED,
-                                          BulkActionStatus.CANCELING) else status
-
-            status = wait_until("backfill", finished, timeout_s=args.timeout, every_s=5)
-            elapsed = time.perf_counter() - started
-            records = sorted(instance.get_run_records(
-                filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id})),
-                key=lambda r: r.create_timestamp)
+            status, elapsed, records, submitted = launch_backfill(
+                instance, port, selection, keys, args.timeout, loads)
             others = instance.get_runs_count() - len(records)
             materialized = instance.get_materialized_partitions(ENERGY)
             print(f"status {status.value}: {len(records)} run(s) (limit {MAX_RUNS}) in "

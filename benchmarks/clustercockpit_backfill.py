@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from backfill import LAUNCH, LOCATIONS, graphql, run_report, start_dagster, stop, wait_until
-from machine import describe, load_average
+from backfill import launch_backfill, run_report, start_dagster, stop
+from machine import describe
 from postgres_server import free_port
 
 from assets.clustercockpit import BLOCKS_PER_RUN, JOB_ENERGY_TABLE, cc_block_tables
@@ -93,31 +93,9 @@ def backfill(root: Path, keys: list[str], jobs: int, args) -> tuple[float, Path]
             process = start_dagster(home, port, log, {
                 "JOULEHOUSE_CC_ARCHIVE": str(root), "JOULEHOUSE_WAREHOUSE": str(warehouse),
                 "JOULEHOUSE_CC_CHECK_SCHEMA": str(args.check_schema).lower()})
-            wait_until("code location", lambda: any(
-                entry["loadStatus"] == "LOADED"
-                for entry in graphql(port, LOCATIONS)["workspaceOrError"]["locationEntries"]),
-                timeout_s=300)
-            started, submitted = time.perf_counter(), time.time()
-            result = graphql(port, LAUNCH, {"params": {
-                "assetSelection": [{"path": key.path} for key in selection],
-                "partitionNames": keys}})["launchPartitionBackfill"]
-            if result["__typename"] != "LaunchBackfillSuccess":
-                raise SystemExit(f"backfill not launched: {result}")
-            backfill_id = result["backfillId"]
-            print(f"backfill {backfill_id}: {len(selection)} assets x {len(keys)} blocks "
-                  f"({jobs} jobs)")
-
-            def finished() -> BulkActionStatus | None:
-                loads.append(load_average())
-                status = instance.get_backfill(backfill_id).status
-                return None if status in (BulkActionStatus.REQUESTED,
-                                          BulkActionStatus.CANCELING) else status
-
-            status = wait_until("backfill", finished, timeout_s=args.timeout, every_s=5)
-            elapsed = time.perf_counter() - started
-            records = sorted(instance.get_run_records(
-                filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id})),
-                key=lambda r: r.create_timestamp)
+            print(f"{len(keys)} blocks, {jobs} jobs")
+            status, elapsed, records, submitted = launch_backfill(
+                instance, port, selection, keys, args.timeout, loads)
             limit = math.ceil(len(keys) / BLOCKS_PER_RUN) + 1
             print(f"status {status.value}: {len(records)} run(s) (limit {limit}) in "
                   f"{elapsed:.1f} s from submission to completion: {jobs / elapsed:.1f} jobs/s")
