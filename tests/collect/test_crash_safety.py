@@ -9,7 +9,7 @@ import signal
 import time
 
 import pytest
-from conftest import sleep_command
+from conftest import PYTHON, sleep_command
 
 from joulehouse.errors import IncompleteInputError
 from joulehouse.gpu.layout import RepetitionRef, is_complete
@@ -19,10 +19,10 @@ from joulehouse.gpu.scan import ScanState, scan
 KEY = "power-limit/bert/250W/0"
 
 
-def _args(root) -> list[str]:
+def _args(root, command: list[str] | None = None) -> list[str]:
     return ["collect", "--data-root", str(root), "--experiment", "power-limit",
             "--benchmark", "bert", "--power-limit", "250", "--interval", "0.05", "--",
-            *sleep_command(60)]
+            *(command or sleep_command(60))]
 
 
 def _ready(root) -> list[str]:
@@ -60,4 +60,26 @@ def test_sigint_sigterm_leave_a_complete_valid_repetition_limits_restored(
     assert list(rep.timestamps["event"]) == ["experiment_begin", "experiment_end"]
     assert len(rep.gpu_power) >= 20 and len(rep.power_samples) > 0
     assert _ready(root) == [KEY]
+    assert run.calls() == [["power_limit", 0, 250_000], ["power_limit", 0, 700_000]]
+
+
+def test_a_second_sigterm_while_the_command_stops_waits_until_the_repetition_is_complete(
+        tmp_path, collector):
+    root, marker = tmp_path / "root", tmp_path / "stopping"
+    # a command that takes a while to stop after SIGTERM: the collector waits for it
+    slow_stop = [PYTHON, "-c", ("import signal, sys, time\n"
+                                "def stop(*_):\n"
+                                f"    open({str(marker)!r}, 'w').close(); time.sleep(5)\n"
+                                "    sys.exit(0)\n"
+                                "signal.signal(signal.SIGTERM, stop); time.sleep(60)")]
+    run = collector(_args(root, slow_stop))
+    run.wait_for_rows(root / KEY / "gpu-power.csv", 20)
+    run.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:  # the command got it
+        time.sleep(0.05)
+    run.process.send_signal(signal.SIGTERM)  # the sampler thread is alive: it may receive it
+    assert run.process.wait(timeout=60) == 143
+    assert is_complete(root / KEY)
+    read_repetition(RepetitionRef.from_key(root, KEY))
     assert run.calls() == [["power_limit", 0, 250_000], ["power_limit", 0, 700_000]]
