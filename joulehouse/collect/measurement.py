@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from joulehouse.collect.interrupt import signals_held
 from joulehouse.collect.nvml import Device, Nvml
 from joulehouse.collect.sampler import DeviceFiles, Sampler
 from joulehouse.collect.writer import RepetitionWriter
@@ -57,6 +58,7 @@ class Measurement:
         self.sampler = Sampler(files, interval_s)
         self.begin_ns: int | None = None
         self.end_ns: int | None = None
+        self.ended = False  # end() was called (it is called once)
 
     def begin(self) -> int:
         """Start sampling; write ``experiment_begin`` at the begin edge (ns, returned)."""
@@ -70,7 +72,16 @@ class Measurement:
 
     def end(self, *, complete: bool) -> None:
         """Stop sampling; with ``complete``, write ``experiment_end`` last (the repetition
-        is then ready for ingestion), else close the files without it."""
+        is then ready for ingestion), else close the files without it. Called once;
+        SIGINT and SIGTERM are held back meanwhile (raised after), so a signal cannot
+        leave a repetition half ended."""
+        if self.ended:
+            raise RuntimeError(f"{self.folder}: the measurement has ended already")
+        self.ended = True
+        with signals_held():
+            self._end(complete)
+
+    def _end(self, complete: bool) -> None:
         if self.begin_ns is None:  # never began: nothing to measure
             self.writer.abandon()
             return

@@ -118,21 +118,24 @@ def collect(command: list[str], target: Target, *, repetitions: int = 1,
                 process = subprocess.Popen(command)
                 status = exit_status(_wait(process, lambda n=number, m=measurement: progress(
                     n, repetitions, m)))
+                with signals_held():  # a signal now is raised once it is ended and shown
+                    measurement.end(complete=status == os.EX_OK)
+                    done(_outcome(measurement, number, repetitions, status))
             except Interrupted as stop:
                 with signals_held():  # a second signal does not cut this short
                     if process is not None:
                         _stop(process, stop.signum)
-                    measurement.end(complete=True)
-                done(_outcome(measurement, number, repetitions, stop.exit_code))
+                    if not measurement.ended:  # else it was raised after the end, above
+                        measurement.end(complete=True)
+                        done(_outcome(measurement, number, repetitions, stop.exit_code))
                 raise
             except BaseException:
                 if process is not None and process.poll() is None:
                     process.kill()
                     process.wait()
-                measurement.end(complete=False)
+                if not measurement.ended:
+                    measurement.end(complete=False)
                 raise
-            measurement.end(complete=status == os.EX_OK)
-            done(_outcome(measurement, number, repetitions, status))
             if status != os.EX_OK:
                 return status
     return os.EX_OK

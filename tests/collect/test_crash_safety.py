@@ -11,6 +11,9 @@ import time
 import pytest
 from conftest import PYTHON, sleep_command
 
+from joulehouse.collect.interrupt import Interrupted
+from joulehouse.collect.limits import Limits
+from joulehouse.collect.runner import Target, collect
 from joulehouse.errors import IncompleteInputError
 from joulehouse.gpu.layout import RepetitionRef, is_complete
 from joulehouse.gpu.readers import read_gpu_power, read_repetition
@@ -83,3 +86,21 @@ def test_a_second_sigterm_while_the_command_stops_waits_until_the_repetition_is_
     assert is_complete(root / KEY)
     read_repetition(RepetitionRef.from_key(root, KEY))
     assert run.calls() == [["power_limit", 0, 250_000], ["power_limit", 0, 700_000]]
+
+
+def test_a_sigterm_while_a_finished_repetition_ends_waits_until_it_is_complete(
+        tmp_path, fake_nvml):
+    fake = fake_nvml()
+
+    def arm(*_) -> None:  # called while the command runs: the next main-thread counter
+        # read is the end edge's, after the command finished
+        fake.interrupt(signal.SIGTERM, "nvmlDeviceGetTotalEnergyConsumption")
+    with pytest.raises(Interrupted) as stop:
+        collect(sleep_command(1.5), Target(tmp_path, "power-limit", "bert"), repetitions=2,
+                limits=Limits(power_limit_w=250), interval_s=0.05, progress=arm)
+    assert stop.value.signum == signal.SIGTERM
+    assert "nvmlDeviceGetTotalEnergyConsumption" not in vars(fake)  # it was sent
+    rep = read_repetition(RepetitionRef.from_key(tmp_path, KEY))  # complete and valid
+    assert list(rep.timestamps["event"]) == ["experiment_begin", "experiment_end"]
+    assert not (tmp_path / KEY).with_name("1").exists()  # no repetition after the signal
+    assert fake.calls == [("power_limit", 0, 250_000), ("power_limit", 0, 700_000)]
