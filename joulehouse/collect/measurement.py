@@ -22,6 +22,10 @@ from joulehouse.gpu.layout import subdirs
 from joulehouse.gpu.readers import SYSTEM_INFO_FILE
 
 BEGIN_EVENT = "experiment_begin"
+#: The event of a repetition whose measured work SIGINT or SIGTERM cut short: written at
+#: the signal, its ``data`` the signal's number (2, 15). The repetition is complete and
+#: valid but measured only part of the work.
+INTERRUPTED_EVENT = "interrupted"
 
 
 def new_repetition(run_dir: Path) -> Path:
@@ -59,6 +63,7 @@ class Measurement:
         self.begin_ns: int | None = None
         self.end_ns: int | None = None
         self.ended = False  # end() was called (it is called once)
+        self.interrupted_by: int | None = None  # the signal that cut the work short
 
     def begin(self) -> int:
         """Start sampling; write ``experiment_begin`` at the begin edge (ns, returned)."""
@@ -69,6 +74,12 @@ class Measurement:
     def event(self, name: str, data: int = 0) -> None:
         """Record ``name`` (``epoch_begin`` ...) with its index ``data`` now."""
         self.writer.event(name, time.time_ns(), data)
+
+    def interrupt(self, signum: int) -> None:
+        """Record that signal ``signum`` cut the measured work short, now
+        (:data:`INTERRUPTED_EVENT`); the measurement goes on until :meth:`end`."""
+        self.interrupted_by = signum
+        self.event(INTERRUPTED_EVENT, signum)
 
     def end(self, *, complete: bool) -> None:
         """Stop sampling; with ``complete``, write ``experiment_end`` last (the repetition

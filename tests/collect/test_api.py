@@ -60,7 +60,10 @@ def test_an_exception_leaves_the_repetition_incomplete_an_interrupt_completes_it
     with pytest.raises(KeyboardInterrupt), Recorder(tmp_path, "e", "b", "stopped") as recorder:
         recorder.epoch_begin(0)
         raise KeyboardInterrupt
-    read_repetition(RepetitionRef.from_key(tmp_path, "e/b/stopped/0"))  # complete and valid
+    stopped = read_repetition(RepetitionRef.from_key(tmp_path, "e/b/stopped/0"))  # valid
+    events = stopped.timestamps[["event", "data"]].itertuples(index=False, name=None)
+    assert list(events) == [("experiment_begin", 0), ("epoch_begin", 0),
+                            ("interrupted", signal.SIGINT), ("experiment_end", 0)]
     assert fake.initialised == 0  # NVML shut down each time
 
 

@@ -15,6 +15,7 @@ from joulehouse.collect.interrupt import Interrupted
 from joulehouse.collect.limits import Limits
 from joulehouse.collect.runner import Target, collect
 from joulehouse.errors import IncompleteInputError
+from joulehouse.gpu.energy import repetition_energy
 from joulehouse.gpu.layout import RepetitionRef, is_complete
 from joulehouse.gpu.readers import read_gpu_power, read_repetition
 from joulehouse.gpu.scan import ScanState, scan
@@ -58,10 +59,14 @@ def test_sigint_sigterm_leave_a_complete_valid_repetition_limits_restored(
     run.wait_for_rows(root / KEY / "gpu-power.csv", 20)
     run.process.send_signal(signum)  # the collector only, as `kill` does
     assert run.process.wait(timeout=60) == 128 + signum
-    assert "interrupted" in run.process.stderr.read()
+    assert "marked interrupted (only part of the command)" in run.process.stderr.read()
     rep = read_repetition(RepetitionRef.from_key(root, KEY))
-    assert list(rep.timestamps["event"]) == ["experiment_begin", "experiment_end"]
+    # complete and valid, and marked: the command was measured only up to the signal
+    events = rep.timestamps[["event", "data"]].itertuples(index=False, name=None)
+    assert list(events) == [("experiment_begin", 0), ("interrupted", signum),
+                            ("experiment_end", 0)]
     assert len(rep.gpu_power) >= 20 and len(rep.power_samples) > 0
+    assert list(repetition_energy(rep)["phase"]) == ["experiment"]  # no window of its own
     assert _ready(root) == [KEY]
     assert run.calls() == [["power_limit", 0, 250_000], ["power_limit", 0, 700_000]]
 
@@ -84,7 +89,8 @@ def test_a_second_sigterm_while_the_command_stops_waits_until_the_repetition_is_
     run.process.send_signal(signal.SIGTERM)  # the sampler thread is alive: it may receive it
     assert run.process.wait(timeout=60) == 143
     assert is_complete(root / KEY)
-    read_repetition(RepetitionRef.from_key(root, KEY))
+    rep = read_repetition(RepetitionRef.from_key(root, KEY))
+    assert list(rep.timestamps["event"]) == ["experiment_begin", "interrupted", "experiment_end"]
     assert run.calls() == [["power_limit", 0, 250_000], ["power_limit", 0, 700_000]]
 
 
