@@ -17,16 +17,19 @@ or ``fit(..., callbacks=[rec.callback()])`` with a framework that calls
 Keras-named hooks (``on_train_begin``, ``on_epoch_begin(epoch)``,
 ``on_train_batch_begin(batch)`` ...). One ``with`` block is one repetition
 (``experiment_begin`` at its start); the block's normal end or an
-interruption (Ctrl-C, SIGTERM) completes it, any other exception leaves it
-incomplete, and limits are restored in every case.
+interruption (Ctrl-C, SIGTERM) completes it, the latter with an
+``interrupted`` event (only part of the work measured), any other exception
+leaves it incomplete, and limits are restored in every case.
 """
 
 from __future__ import annotations
 
+import signal
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Self
 
+from joulehouse.collect.interrupt import Interrupted
 from joulehouse.collect.limits import NO_LIMITS, Limits, applied
 from joulehouse.collect.measurement import Measurement, new_repetition
 from joulehouse.collect.nvml import Nvml
@@ -62,9 +65,14 @@ class Recorder:
             self._stack = stack.pop_all()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: object) -> None:
         with self._stack:  # then limits restored, NVML shut down
-            self._end(kind is None or issubclass(kind, KeyboardInterrupt))
+            stopped = isinstance(error, KeyboardInterrupt)
+            if stopped and self.measurement is not None:
+                self.measurement.interrupt(error.signum if isinstance(error, Interrupted)
+                                           else signal.SIGINT)
+            self._end(error is None or stopped)
 
     def _end(self, complete: bool) -> None:
         """End the measurement once (the first call decides whether it is complete)."""

@@ -36,16 +36,33 @@ def _raise(signum: int, frame: object) -> None:
 
 @contextmanager
 def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM held back inside (delivered at the end) in the main thread;
-    elsewhere nothing changes (signals are handled in the main thread only)."""
+    """SIGINT and SIGTERM held back inside, in the main thread: one that arrives is
+    noted, and at the end each noted signal is raised again (in order of arrival) for
+    the handler in force before; elsewhere nothing changes (signals are handled in the
+    main thread only).
+
+    The handlers are swapped rather than the signals blocked: a blocked
+    process-wide signal (``kill PID``) is delivered to another thread that does
+    not block it (the sampler's, a training loop's), and Python then runs its
+    handler in the main thread all the same.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    arrived: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        if signum not in arrived:
+            arrived.append(signum)
+
+    previous = {signum: signal.signal(signum, note) for signum in SIGNALS}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in arrived:
+            signal.raise_signal(signum)
 
 
 @contextmanager

@@ -2,10 +2,13 @@
 
 A limit is set on every GPU measured and the value each had before is put
 back at the end: after success, an exception, SIGINT or SIGTERM
-(:func:`~joulehouse.collect.interrupt.signals_raise` is in force inside). A
-GPU that refuses (no rights) raises LimitPermissionError before anything
-runs, the GPUs already changed restored first. Only SIGKILL (or a power
-loss) leaves a limit set; ``nvidia-smi -rgc``/``-pl`` resets it by hand.
+(:func:`~joulehouse.collect.interrupt.signals_raise` is in force inside).
+Each set and the registration of its undo happen with the signals held
+back, so a signal arriving during the NVML call is raised only once the
+undo is registered. A GPU that refuses (no rights) raises
+LimitPermissionError before anything runs, the GPUs already changed
+restored first. Only SIGKILL (or a power loss) leaves a limit set;
+``nvidia-smi -rgc``/``-pl`` resets it by hand.
 """
 
 from __future__ import annotations
@@ -74,13 +77,15 @@ def applied(devices: list[Device], limits: Limits) -> Iterator[list[Device]]:
                     limit_mw = round(limits.power_limit_w * 1000)
                     _check_power(device, limit_mw)
                     before = device.power_limit_mw()
-                    device.set_power_limit_mw(limit_mw)
-                    undo.append(lambda d=device, v=before: d.set_power_limit_mw(v))
+                    with signals_held():  # a signal cannot come between the set and its undo
+                        device.set_power_limit_mw(limit_mw)
+                        undo.append(lambda d=device, v=before: d.set_power_limit_mw(v))
                 if limits.clocks_mhz is not None:
                     before_clocks = device.application_clocks_mhz()
-                    device.set_application_clocks_mhz(*limits.clocks_mhz)
-                    undo.append(lambda d=device, v=before_clocks:
-                                d.set_application_clocks_mhz(*v))
+                    with signals_held():
+                        device.set_application_clocks_mhz(*limits.clocks_mhz)
+                        undo.append(lambda d=device, v=before_clocks:
+                                    d.set_application_clocks_mhz(*v))
             yield devices
         finally:
             _restore(undo)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from joulehouse.collect.interrupt import signals_held
 from joulehouse.collect.nvml import Device, Nvml
 from joulehouse.collect.sampler import DeviceFiles, Sampler
 from joulehouse.collect.writer import RepetitionWriter
@@ -21,6 +22,10 @@ from joulehouse.gpu.layout import subdirs
 from joulehouse.gpu.readers import SYSTEM_INFO_FILE
 
 BEGIN_EVENT = "experiment_begin"
+#: The event of a repetition whose measured work SIGINT or SIGTERM cut short: written at
+#: the signal, its ``data`` the signal's number (2, 15). The repetition is complete and
+#: valid but measured only part of the work.
+INTERRUPTED_EVENT = "interrupted"
 
 
 def new_repetition(run_dir: Path) -> Path:
@@ -57,6 +62,8 @@ class Measurement:
         self.sampler = Sampler(files, interval_s)
         self.begin_ns: int | None = None
         self.end_ns: int | None = None
+        self.ended = False  # end() was called (it is called once)
+        self.interrupted_by: int | None = None  # the signal that cut the work short
 
     def begin(self) -> int:
         """Start sampling; write ``experiment_begin`` at the begin edge (ns, returned)."""
@@ -68,9 +75,24 @@ class Measurement:
         """Record ``name`` (``epoch_begin`` ...) with its index ``data`` now."""
         self.writer.event(name, time.time_ns(), data)
 
+    def interrupt(self, signum: int) -> None:
+        """Record that signal ``signum`` cut the measured work short, now
+        (:data:`INTERRUPTED_EVENT`); the measurement goes on until :meth:`end`."""
+        self.interrupted_by = signum
+        self.event(INTERRUPTED_EVENT, signum)
+
     def end(self, *, complete: bool) -> None:
         """Stop sampling; with ``complete``, write ``experiment_end`` last (the repetition
-        is then ready for ingestion), else close the files without it."""
+        is then ready for ingestion), else close the files without it. Called once;
+        SIGINT and SIGTERM are held back meanwhile (raised after), so a signal cannot
+        leave a repetition half ended."""
+        if self.ended:
+            raise RuntimeError(f"{self.folder}: the measurement has ended already")
+        self.ended = True
+        with signals_held():
+            self._end(complete)
+
+    def _end(self, complete: bool) -> None:
         if self.begin_ns is None:  # never began: nothing to measure
             self.writer.abandon()
             return

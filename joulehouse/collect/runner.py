@@ -8,8 +8,9 @@ incomplete (its files kept, no ``experiment_end``): a failed run is no
 measurement of the benchmark, and no sensor ingests it. SIGINT or SIGTERM
 to the collector is passed on to the command (SIGINT after a second's
 grace, as a terminal's Ctrl-C already reached it), the repetition is
-completed with what was measured, limits are restored, and the status is
-128 + the signal's number (130, 143).
+completed with what was measured and an ``interrupted`` event (it measured
+only part of the command; :data:`~joulehouse.collect.measurement.INTERRUPTED_EVENT`),
+limits are restored, and the status is 128 + the signal's number (130, 143).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ class Target:
 @dataclass(frozen=True)
 class Outcome:
     """One repetition: its folder, number (1-based) of how many, window (s), counter energy
-    (J, summed over GPUs), the command's exit status, whether it is complete, and the
+    (J, summed over GPUs), the command's exit status, whether it is complete, whether a
+    signal cut the command short (complete then, but only part of it measured), and the
     polling thread's CPU time (s: what sampling cost)."""
 
     folder: Path
@@ -60,6 +62,7 @@ class Outcome:
     energy_j: float | None
     status: int
     complete: bool
+    interrupted: bool
     sampling_cpu_s: float
 
 
@@ -118,21 +121,26 @@ def collect(command: list[str], target: Target, *, repetitions: int = 1,
                 process = subprocess.Popen(command)
                 status = exit_status(_wait(process, lambda n=number, m=measurement: progress(
                     n, repetitions, m)))
+                with signals_held():  # a signal now is raised once it is ended and shown
+                    measurement.end(complete=status == os.EX_OK)
+                    done(_outcome(measurement, number, repetitions, status))
             except Interrupted as stop:
                 with signals_held():  # a second signal does not cut this short
+                    if not measurement.ended:
+                        measurement.interrupt(stop.signum)
                     if process is not None:
                         _stop(process, stop.signum)
-                    measurement.end(complete=True)
-                done(_outcome(measurement, number, repetitions, stop.exit_code))
+                    if not measurement.ended:  # else it was raised after the end, above
+                        measurement.end(complete=True)
+                        done(_outcome(measurement, number, repetitions, stop.exit_code))
                 raise
             except BaseException:
                 if process is not None and process.poll() is None:
                     process.kill()
                     process.wait()
-                measurement.end(complete=False)
+                if not measurement.ended:
+                    measurement.end(complete=False)
                 raise
-            measurement.end(complete=status == os.EX_OK)
-            done(_outcome(measurement, number, repetitions, status))
             if status != os.EX_OK:
                 return status
     return os.EX_OK
@@ -141,4 +149,4 @@ def collect(command: list[str], target: Target, *, repetitions: int = 1,
 def _outcome(measurement: Measurement, number: int, total: int, status: int) -> Outcome:
     return Outcome(measurement.folder, number, total, measurement.elapsed_s,
                    measurement.sampler.energy_j, status, measurement.writer.completed,
-                   measurement.sampler.cpu_s)
+                   measurement.interrupted_by is not None, measurement.sampler.cpu_s)

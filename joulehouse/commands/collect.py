@@ -4,7 +4,8 @@ repetition of a data root (docs/collect.md).
 Exit status, as wrapper tools (``time``, ``timeout``, ``nice``) give it: the
 measured command's own when it fails (128 + N when signal N ended it; 127 when
 it is not found, 126 when it cannot be run), 130 / 143 when the collector was
-interrupted (SIGINT / SIGTERM: the repetition is completed, limits restored),
+interrupted (SIGINT / SIGTERM: the repetition is completed and marked
+``interrupted``, limits restored),
 2 for usage and environment errors (no NVML or GPU, no rights to set a limit:
 nothing run), 0 when every repetition succeeded.
 """
@@ -38,8 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "messages go to stderr; the command's own output is left alone.\n\n"
         "exit status: the command's when it fails (no further repetitions; its\n"
         "repetition left incomplete), 127/126 when it is not found / not runnable,\n"
-        "130/143 on SIGINT/SIGTERM (repetition completed, limits restored), 2 without\n"
-        "NVML, a GPU or the rights to set a limit (nothing run), 0 otherwise.",
+        "130/143 on SIGINT/SIGTERM (repetition completed with what was measured and\n"
+        "an 'interrupted' event, limits restored), 2 without NVML, a GPU or the\n"
+        "rights to set a limit (nothing run), 0 otherwise.",
         examples=[("joulehouse collect --data-root /data/gpu --experiment power-limit "
                    "--benchmark bert --power-limit 250 --repetitions 5 -- python train.py"),
                   ("joulehouse collect --data-root /data/gpu --experiment clock-limit "
@@ -94,6 +96,7 @@ class _Display:
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
         self.live = not quiet and sys.stderr.isatty()
+        self.interrupted: Outcome | None = None  # the repetition a signal cut short
 
     def progress(self, number: int, total: int, measurement: Measurement) -> None:
         if self.live:
@@ -104,12 +107,16 @@ class _Display:
                   f"{power}, {energy}\033[K", end="", file=sys.stderr, flush=True)
 
     def done(self, outcome: Outcome) -> None:
+        if outcome.interrupted:
+            self.interrupted = outcome
         if self.live:
             print("\r\033[K", end="", file=sys.stderr)
         if self.quiet:
             return
         energy = "?" if outcome.energy_j is None else f"{outcome.energy_j:.1f} J"
-        state = ("complete" if outcome.complete
+        state = ("complete, interrupted: only part of the command measured"
+                 if outcome.complete and outcome.interrupted
+                 else "complete" if outcome.complete
                  else f"left incomplete: the command exited with {outcome.status}")
         print(f"{PROG}: repetition {outcome.number} of {outcome.total}: "
               f"{outcome.duration_s:.2f} s, {energy} (counter): {outcome.folder} ({state})",
@@ -140,7 +147,9 @@ def run_collect(args: argparse.Namespace) -> int:
         print(f"{PROG}: {command[0]}: cannot run it (permission denied)", file=sys.stderr)
         return NOT_EXECUTABLE
     except Interrupted as stop:
-        print(f"{PROG}: interrupted ({stop}) after {time.monotonic() - started:.1f} s; the "
-              "repetition was completed with what was measured, limits restored",
-              file=sys.stderr)
+        cut = display.interrupted
+        kept = ("" if cut is None else f" {cut.folder} was completed with what was measured "
+                "and marked interrupted (only part of the command);")
+        print(f"{PROG}: interrupted ({stop}) after {time.monotonic() - started:.1f} s;{kept} "
+              "limits restored", file=sys.stderr)
         return stop.exit_code

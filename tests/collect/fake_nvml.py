@@ -18,7 +18,9 @@ It behaves as NVML does on an A100/H100, with a ground truth known exactly:
   ``log``, appended to that file as a JSON line, for a collector in a
   subprocess);
 - ``absent``: nvmlInit raises NVMLError_LibraryNotFound, as with no driver;
-  ``lost_after_s``: readings raise NVMLError_GpuIsLost that long after creation.
+  ``lost_after_s``: readings raise NVMLError_GpuIsLost that long after creation;
+- :meth:`FakeNvml.interrupt`: a signal sent to this process from inside an
+  NVML call (SIGTERM arriving while the driver sets a limit ...).
 
 Constants, error classes and the sample structure are pynvml's own.
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 import time
 from types import SimpleNamespace
@@ -91,6 +94,19 @@ class FakeNvml:
         if name.startswith("NVML"):  # constants, NVMLError and its subclasses
             return getattr(pynvml, name)
         raise AttributeError(name)
+
+    def interrupt(self, signum: int, call: str) -> None:
+        """Send ``signum`` to this process from inside the next call of ``call`` (an NVML
+        function's name) made by the main thread, once, after the call took effect."""
+        method = getattr(type(self), call).__get__(self)
+
+        def interrupted(*args):
+            result = method(*args)
+            if threading.current_thread() is threading.main_thread():
+                self.__dict__.pop(call, None)
+                os.kill(os.getpid(), signum)
+            return result
+        setattr(self, call, interrupted)
 
     def _record(self, *call) -> None:
         with self._lock:

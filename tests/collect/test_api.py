@@ -3,12 +3,14 @@ exception or an interruption inside the block leaves."""
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
 from fake_nvml import true_energy_j
 
 from joulehouse.collect.api import Recorder
+from joulehouse.collect.interrupt import Interrupted
 from joulehouse.collect.limits import Limits
 from joulehouse.gpu.energy import repetition_energy
 from joulehouse.gpu.layout import RepetitionRef, is_complete
@@ -58,5 +60,24 @@ def test_an_exception_leaves_the_repetition_incomplete_an_interrupt_completes_it
     with pytest.raises(KeyboardInterrupt), Recorder(tmp_path, "e", "b", "stopped") as recorder:
         recorder.epoch_begin(0)
         raise KeyboardInterrupt
-    read_repetition(RepetitionRef.from_key(tmp_path, "e/b/stopped/0"))  # complete and valid
+    stopped = read_repetition(RepetitionRef.from_key(tmp_path, "e/b/stopped/0"))  # valid
+    events = stopped.timestamps[["event", "data"]].itertuples(index=False, name=None)
+    assert list(events) == [("experiment_begin", 0), ("epoch_begin", 0),
+                            ("interrupted", signal.SIGINT), ("experiment_end", 0)]
     assert fake.initialised == 0  # NVML shut down each time
+
+
+def test_a_sigterm_while_the_block_ends_waits_until_the_repetition_is_complete(
+        tmp_path, fake_nvml):
+    fake = fake_nvml()
+    with pytest.raises(Interrupted), Recorder(tmp_path, "e", "b", "r",
+                                              limits=Limits(power_limit_w=250)) as recorder:
+        recorder.epoch_begin(0)
+        recorder.epoch_end(0)
+        # the next main-thread counter read is the end edge's, as the block ends
+        fake.interrupt(signal.SIGTERM, "nvmlDeviceGetTotalEnergyConsumption")
+    rep = read_repetition(RepetitionRef.from_key(tmp_path, "e/b/r/0"))  # complete and valid
+    assert list(rep.timestamps["event"]) == ["experiment_begin", "epoch_begin", "epoch_end",
+                                             "experiment_end"]
+    assert fake.calls == [("power_limit", 0, 250_000), ("power_limit", 0, 700_000)]
+    assert fake.initialised == 0

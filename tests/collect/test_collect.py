@@ -4,6 +4,7 @@ matching the fake's ground truth, every buffered sample, limits and errors."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 
@@ -191,3 +192,21 @@ def test_a_gpu_lost_while_measuring_leaves_the_repetition_incomplete(
     assert not is_complete(folder)
     assert len(read_gpu_power(folder / "gpu-power.csv")) > 5  # what was read is kept
     assert fake.calls[-1] == ("power_limit", 0, 700_000)
+
+
+@pytest.mark.parametrize(("option", "call"), [
+    (["--power-limit", "250"], "nvmlDeviceSetPowerManagementLimit"),
+    (["--clocks", "877,1065"], "nvmlDeviceSetApplicationsClocks")])
+def test_sigterm_while_a_limit_is_being_set_restores_it(tmp_path, fake_nvml, capsys, option,
+                                                        call):
+    fake = fake_nvml(gpus=2)
+    fake.interrupt(signal.SIGTERM, call)  # arrives while NVML sets GPU 0's limit
+    marker = tmp_path / "ran"
+    code = _collect(tmp_path / "root", *option,
+                    command=[PYTHON, "-c", f"open({str(marker)!r}, 'w')"])
+    assert code == 143 and "interrupted (SIGTERM)" in capsys.readouterr().err
+    assert not marker.exists() and not (tmp_path / "root").exists()  # nothing run
+    # GPU 0's limit was set and is restored; GPU 1's was never touched
+    assert [gpu.power_limit_mw for gpu in fake.gpus] == [700_000, 700_000]
+    assert [gpu.app_clocks for gpu in fake.gpus] == [(2619, 1980), (2619, 1980)]
+    assert len(fake.calls) == 2 and fake.calls[0][1] == fake.calls[1][1] == 0
