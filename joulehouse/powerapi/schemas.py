@@ -140,6 +140,8 @@ PROGRESS_SCHEMA = pa.DataFrameSchema(
                                               "read whole each time: its size), bytes"),
         "prefix_digest": _label("fingerprint of the bytes before read_to_byte: their length and "
                                 "their first and last 64 KiB (blake2b)"),
+        "line_based": pa.Column("bool", description="whether the file was read as line-based "
+                                "(CSV, JSON lines: read on from read_to_byte) or whole"),
         "generation": pa.Column("int64", pa.Check.ge(0),
                                 description="how many times the entry was read whole again "
                                             "(its file cut, rotated or rewritten)"),

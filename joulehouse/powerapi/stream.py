@@ -11,15 +11,17 @@ and the partition's frames are all its pieces together.
 
 How far each file was read is kept in the warehouse with the pieces (table
 ``<frames table>/progress``, one partition per entry; ``PROGRESS_SCHEMA``):
-the byte after its last complete report read (``read_to_byte``) and a
+the byte after its last complete report read (``read_to_byte``), a
 fingerprint of the bytes before it (``prefix_digest``: their length and
-their first and last 64 KiB; the middle of a prefix is not read again). The
-next read checks the fingerprint first. A file truncated, rotated or
-rewritten (a prefix that changed, or a file shorter than what was read), a
-file that is not line-based (a JSON array, pretty-printed JSON, filedb) and
-changed, or a file gone makes the whole entry be read again as a new
-*generation*, whose first piece replaces every earlier piece (those stay on
-disk, unread). A rewrite that keeps the length, the first and the last
+their first and last 64 KiB; the middle of a prefix is not read again), and
+whether it was read as line-based (``line_based``). The next read checks the
+fingerprint first. A file truncated, rotated or rewritten (a prefix that
+changed, or a file shorter than what was read), a file that is not
+line-based (a JSON array, pretty-printed JSON, filedb) and changed, a file
+line-based now and not when read (a JSON-lines file first seen inside its
+first line, which is no JSON object yet), or a file gone makes the whole
+entry be read again as a new *generation*, whose first piece replaces every
+earlier piece (those stay on disk, unread). A rewrite that keeps the length, the first and the last
 64 KiB of the prefix read and changes only its middle is not detected.
 
 Where a read stops: while a file is still being written (changed within the
@@ -62,10 +64,13 @@ DIGEST_SAMPLE_BYTES = 64 << 10
 @dataclass(frozen=True)
 class FileRead:
     """How far one file of an entry was read: ``read_to_byte`` (the byte after its last
-    complete report read; a non-line-based file: its size) and ``prefix_digest``."""
+    complete report read; a non-line-based file: its size), ``prefix_digest``, and whether
+    it was read as line-based (``line_based``; None: not known, progress stored before
+    this was kept, so the entry is read whole again once)."""
 
     read_to_byte: int
     prefix_digest: str
+    line_based: bool | None
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ class Progress:
                                       dtype="int64"),
             "prefix_digest": pd.Series([self.files[n].prefix_digest for n in names],
                                        dtype=object),
+            "line_based": pd.Series([self.files[n].line_based for n in names], dtype=bool),
             "generation": pd.Series([self.generation] * len(names), dtype="int64"),
             "pieces": pd.Series([self.pieces] * len(names), dtype="int64"),
         }), "progress")
@@ -98,9 +104,11 @@ class Progress:
     @classmethod
     def from_frame(cls, frame: pd.DataFrame) -> Progress:
         """Back from :meth:`frame`'s rows (at least one)."""
+        line_based = frame["line_based"] if "line_based" in frame else [None] * len(frame)
         return cls(int(frame["generation"].iloc[0]), int(frame["pieces"].iloc[0]), {
-            row.file: FileRead(int(row.read_to_byte), row.prefix_digest)
-            for row in frame.itertuples()})
+            row.file: FileRead(int(row.read_to_byte), row.prefix_digest,
+                               None if based is None else bool(based))
+            for row, based in zip(frame.itertuples(), line_based, strict=True)})
 
 
 @dataclass
@@ -169,7 +177,8 @@ def read_new(entry: Path, previous: Progress | None, *, now: float, quiet_s: flo
         layout.classify(path) for path in layout.report_paths(entry)
         if path.stat().st_size)  # an empty file is not written yet
         if item.kind != layout.OTHER}
-    starts = None if previous is None else _starts(files, previous)
+    line_based = {name: is_line_based(item) for name, item in files.items()}
+    starts = None if previous is None else _starts(files, line_based, previous)
     whole = starts is None
     if whole:
         starts = dict.fromkeys(files, 0)
@@ -180,17 +189,16 @@ def read_new(entry: Path, previous: Progress | None, *, now: float, quiet_s: flo
             reads[name] = previous.files[name]
             continue
         stat = item.path.stat()
-        line_based = is_line_based(item)
         quiet = now - max(stat.st_mtime, stat.st_ctime) >= quiet_s
-        stop = None if quiet or not line_based else last_line_end(item.path, start)
+        stop = None if quiet or not line_based[name] else last_line_end(item.path, start)
         end = start
         if stop is None or stop > start:
             reports, end = read_part(item, timezone=timezone, epoch_zone=epoch_zone,
                                      start=start, stop=stop)
             parts.append(reports)
-        if not line_based:
+        if not line_based[name]:
             end = stat.st_size  # read whole; changed at all, it is read whole again
-        reads[name] = FileRead(end, prefix_digest(item.path, end))
+        reads[name] = FileRead(end, prefix_digest(item.path, end), line_based[name])
     reports = combine(parts)
     if whole:
         progress = Progress(0 if previous is None else previous.generation + 1, 1, reads)
@@ -201,10 +209,12 @@ def read_new(entry: Path, previous: Progress | None, *, now: float, quiet_s: flo
     return piece
 
 
-def _starts(files: dict[str, layout.ReportFile], previous: Progress) -> dict[str, int | None] | None:
+def _starts(files: dict[str, layout.ReportFile], line_based: dict[str, bool],
+            previous: Progress) -> dict[str, int | None] | None:
     """Where to read each file on from (None: unchanged and not line-based), or None when the
-    entry must be read whole again (a file gone, cut, rewritten, or changed and not
-    line-based)."""
+    entry must be read whole again (a file gone, cut, rewritten, changed and not line-based,
+    or line-based now and not when read: a JSON-lines file first seen inside its first
+    line)."""
     if set(previous.files) - set(files):
         return None
     starts: dict[str, int | None] = {}
@@ -214,10 +224,10 @@ def _starts(files: dict[str, layout.ReportFile], previous: Progress) -> dict[str
             starts[name] = 0  # a new file of the entry
             continue
         size = item.path.stat().st_size
-        if size < before.read_to_byte or (
+        if size < before.read_to_byte or before.line_based != line_based[name] or (
                 prefix_digest(item.path, before.read_to_byte) != before.prefix_digest):
             return None
-        if is_line_based(item):
+        if line_based[name]:
             starts[name] = before.read_to_byte
         elif size == before.read_to_byte:
             starts[name] = None

@@ -176,3 +176,27 @@ def test_an_entry_whose_files_are_all_empty_stores_nothing(tmp_path):
     shutil.copy(EXAMPLES / "hwpc-csv" / "rapl.csv", entry / "rapl.csv")
     assert _ingest(store, "landing/hwpc-csv", entry, **WRITING)["rapl_energy"] == 10
     assert store.progress("landing/hwpc-csv").generation == 0
+
+
+@pytest.mark.parametrize("quiet_s", [3600.0, 0.0], ids=["writing", "quiet"])
+def test_a_json_lines_file_first_seen_inside_its_first_line_is_read_once(tmp_path, quiet_s):
+    """Half a first line is no JSON object, so the file is read as not line-based (no report);
+    once its first line is whole it is JSON lines: the entry is read whole again, each report
+    stored once."""
+    lines = (EXAMPLES / "smartwatts_timeline.jsonl").read_text().splitlines(keepends=True)
+    path = tmp_path / "landing" / "hwpc.jsonl"
+    path.parent.mkdir()
+    store = ReportStore(Warehouse(tmp_path / "warehouse"))
+    key = "landing/hwpc.jsonl"
+    cut = len(lines[0]) // 2
+    path.write_text(lines[0][:cut])
+    assert _ingest(store, key, path, quiet_s)["counters"] == 0
+    with path.open("a") as file:
+        file.write(lines[0][cut:] + "".join(lines[1:]))
+    assert _ingest(store, key, path, **WRITING)["counters"] == 1870
+    assert (store.progress(key).generation, store.progress(key).pieces) == (1, 1)
+    assert _ingest(store, key, path, quiet_s=0)["counters"] == 0  # quiet now: nothing new
+    counters = _stored(store, key, "counters")
+    assert len(counters) == len(counters.drop_duplicates()) == 1870
+    rapl = _stored(store, key, "rapl_energy")
+    assert len(rapl) == 10 and rapl["energy_j"].sum() == pytest.approx(FIXTURE_J, rel=1e-15)
