@@ -284,3 +284,20 @@ def test_a_quiet_csv_row_without_a_line_end_is_read_on_when_the_line_end_follows
     assert _ingest(store, key, entry, **WRITING)["rapl_energy"] == 4
     assert (store.progress(key).generation, store.progress(key).pieces) == (0, 2)
     _stored_equals_whole(store, key, entry)
+
+
+def test_progress_stored_without_line_based_makes_the_entry_be_read_whole_again(tmp_path):
+    """Progress kept before ``line_based`` and ``tail_bytes`` cannot say where a line-based
+    read may go on: the entry is read whole again once, each report stored once."""
+    path = tmp_path / "landing" / "power.jsonl"
+    path.parent.mkdir()
+    shutil.copy(EXAMPLES / "power.jsonl", path)
+    store = ReportStore(Warehouse(tmp_path / "warehouse"))
+    key = "landing/power.jsonl"
+    _ingest(store, key, path, quiet_s=0)
+    old = store.progress(key).frame().drop(columns=["line_based", "tail_bytes"])
+    store.tables.write_partition("powerapi_validated_frames/progress", key, old)
+    assert store.progress(key).files["power.jsonl"].line_based is None
+    assert _ingest(store, key, path, quiet_s=0)["power_reports"] == 40
+    assert (store.progress(key).generation, store.progress(key).pieces) == (1, 1)
+    assert len(_stored(store, key, "power_reports")) == 40
