@@ -136,10 +136,17 @@ PROGRESS_SCHEMA = pa.DataFrameSchema(
     {
         "file": _label("report file of the entry, relative to the entry's landing folder"),
         "read_to_byte": pa.Column("int64", pa.Check.ge(0),
-                                  description="byte after the last complete report read (a file "
-                                              "read whole each time: its size), bytes"),
-        "prefix_digest": _label("fingerprint of the bytes before read_to_byte: their length and "
-                                "their first and last 64 KiB (blake2b)"),
+                                  description="byte after the last line end read (a file read "
+                                              "whole each time: its size), bytes"),
+        "prefix_digest": _label("fingerprint of the bytes read (read_to_byte + tail_bytes): "
+                                "their length and their first and last 64 KiB (blake2b)"),
+        "line_based": pa.Column("bool", description="whether the file was read as line-based "
+                                "(CSV, JSON lines: read on from read_to_byte) or whole"),
+        "tail_bytes": pa.Column("int64", pa.Check.ge(0),
+                                description="a last report read after read_to_byte without a "
+                                            "line end (a quiet file; 0: none), bytes: the file "
+                                            "going on without a line end there is read whole "
+                                            "again"),
         "generation": pa.Column("int64", pa.Check.ge(0),
                                 description="how many times the entry was read whole again "
                                             "(its file cut, rotated or rewritten)"),

@@ -11,22 +11,33 @@ and the partition's frames are all its pieces together.
 
 How far each file was read is kept in the warehouse with the pieces (table
 ``<frames table>/progress``, one partition per entry; ``PROGRESS_SCHEMA``):
-the byte after its last complete report read (``read_to_byte``) and a
-fingerprint of the bytes before it (``prefix_digest``: their length and
-their first and last 64 KiB; the middle of a prefix is not read again). The
-next read checks the fingerprint first. A file truncated, rotated or
-rewritten (a prefix that changed, or a file shorter than what was read), a
-file that is not line-based (a JSON array, pretty-printed JSON, filedb) and
-changed, or a file gone makes the whole entry be read again as a new
-*generation*, whose first piece replaces every earlier piece (those stay on
-disk, unread). A rewrite that keeps the length, the first and the last
-64 KiB of the prefix read and changes only its middle is not detected.
+the byte after the last line end read (``read_to_byte``; a file read whole:
+its size), the length of a last report read after it without a line end
+(``tail_bytes``), a fingerprint of the bytes read (``prefix_digest``: their
+length and their first and last 64 KiB; the middle of a prefix is not read
+again), and whether it was read as line-based (``line_based``). The next
+read checks the fingerprint first. A file truncated, rotated or rewritten (a
+prefix that changed, or a file shorter than what was read), a file that is
+not line-based (a JSON array, pretty-printed JSON, filedb) and changed, a
+file line-based now and not when read (a JSON-lines file first seen inside
+its first line, which is no JSON object yet), a last line read without a
+line end that went on (see below), or a file gone makes the whole entry be
+read again as a new *generation*, whose first piece replaces every earlier
+piece (those stay on disk, unread). A rewrite that keeps the length, the
+first and the last 64 KiB of the prefix read and changes only its middle is
+not detected.
 
 Where a read stops: while a file is still being written (changed within the
 quiet period), at its last line end, since a last line without one may be
 cut inside a value (a CSV number looks whole); once the file is quiet, the
 readers' own rule (a last report cut short is left out, a whole one is read
-even without a line end).
+even without a line end, so a writer that stopped there loses no report).
+Such a last line is still not read past: ``read_to_byte`` stays at its
+start and ``tail_bytes`` says it was read. If the file goes on with a line
+end there, the next read starts after that line end; if it goes on with
+anything else, the line was cut (``...,6028271`` of ``...,6028271234`` reads
+as whole) and the entry is read whole again as a new generation, so no
+value read from a cut line survives and no report is stored twice.
 
 Reads of one partition must not run at once (two would store the same
 reports twice): the Dagster step that calls this holds the pool
@@ -61,11 +72,22 @@ DIGEST_SAMPLE_BYTES = 64 << 10
 
 @dataclass(frozen=True)
 class FileRead:
-    """How far one file of an entry was read: ``read_to_byte`` (the byte after its last
-    complete report read; a non-line-based file: its size) and ``prefix_digest``."""
+    """How far one file of an entry was read: ``read_to_byte`` (a line-based file: the byte
+    after the last line end read; one read whole: its size), ``tail_bytes`` (a last report
+    read after it without a line end, in a quiet file; 0: none), ``prefix_digest`` (of
+    the bytes before :attr:`end`), and whether it was read as line-based (``line_based``;
+    None: not known, progress stored before this was kept, so the entry is read whole
+    again once)."""
 
     read_to_byte: int
     prefix_digest: str
+    line_based: bool | None
+    tail_bytes: int
+
+    @property
+    def end(self) -> int:
+        """The byte after everything read: ``read_to_byte + tail_bytes``."""
+        return self.read_to_byte + self.tail_bytes
 
 
 @dataclass(frozen=True)
@@ -91,6 +113,8 @@ class Progress:
                                       dtype="int64"),
             "prefix_digest": pd.Series([self.files[n].prefix_digest for n in names],
                                        dtype=object),
+            "line_based": pd.Series([self.files[n].line_based for n in names], dtype=bool),
+            "tail_bytes": pd.Series([self.files[n].tail_bytes for n in names], dtype="int64"),
             "generation": pd.Series([self.generation] * len(names), dtype="int64"),
             "pieces": pd.Series([self.pieces] * len(names), dtype="int64"),
         }), "progress")
@@ -98,8 +122,12 @@ class Progress:
     @classmethod
     def from_frame(cls, frame: pd.DataFrame) -> Progress:
         """Back from :meth:`frame`'s rows (at least one)."""
+        if "line_based" not in frame:  # stored before it was kept: read whole again once
+            frame = frame.assign(line_based=None, tail_bytes=0)
         return cls(int(frame["generation"].iloc[0]), int(frame["pieces"].iloc[0]), {
-            row.file: FileRead(int(row.read_to_byte), row.prefix_digest)
+            row.file: FileRead(int(row.read_to_byte), row.prefix_digest,
+                               None if row.line_based is None else bool(row.line_based),
+                               int(row.tail_bytes))
             for row in frame.itertuples()})
 
 
@@ -151,10 +179,26 @@ def is_line_based(item: layout.ReportFile) -> bool:
         item.encoding == layout.JSON and one_report_per_line(item.path))
 
 
-def last_line_end(path: Path, start: int) -> int:
-    """The byte after the last line end at or after ``start`` (``start`` if none)."""
+def last_line_end(path: Path, start: int, stop: int | None = None) -> int:
+    """The byte after the last line end between bytes ``start`` and ``stop`` (None: the
+    file's end); ``start`` if none."""
     data = np.frombuffer(pa.memory_map(str(path)).read_buffer(), dtype=np.uint8)
-    return find_line_end(data, start, len(data), backwards=True) + 1 or start
+    return find_line_end(data, start, len(data) if stop is None else stop,
+                         backwards=True) + 1 or start
+
+
+def after_tail(path: Path, end: int) -> int | None:
+    """Where a file whose last line was read without a line end (``end``: the byte after
+    it) is read on: after the line end that now follows it. None when the line went on
+    instead: it was cut, maybe inside a number (``...,6028271`` of ``...,6028271234``)
+    that read as whole, so the entry must be read whole again."""
+    with path.open("rb") as file:
+        file.seek(end)
+        after = file.read(2)
+    for line_end in (b"\n", b"\r\n"):
+        if after.startswith(line_end):
+            return end + len(line_end)
+    return None
 
 
 def read_new(entry: Path, previous: Progress | None, *, now: float, quiet_s: float,
@@ -169,28 +213,31 @@ def read_new(entry: Path, previous: Progress | None, *, now: float, quiet_s: flo
         layout.classify(path) for path in layout.report_paths(entry)
         if path.stat().st_size)  # an empty file is not written yet
         if item.kind != layout.OTHER}
-    starts = None if previous is None else _starts(files, previous)
+    line_based = {name: is_line_based(item) for name, item in files.items()}
+    starts = None if previous is None else _starts(files, line_based, previous)
     whole = starts is None
     if whole:
         starts = dict.fromkeys(files, 0)
     parts, reads = [], {}
     for name, item in files.items():
         start = starts.get(name)
-        if start is None:  # not line-based and unchanged: nothing new
+        if start is None:  # unchanged: nothing new
             reads[name] = previous.files[name]
             continue
         stat = item.path.stat()
-        line_based = is_line_based(item)
         quiet = now - max(stat.st_mtime, stat.st_ctime) >= quiet_s
-        stop = None if quiet or not line_based else last_line_end(item.path, start)
+        stop = None if quiet or not line_based[name] else last_line_end(item.path, start)
         end = start
         if stop is None or stop > start:
             reports, end = read_part(item, timezone=timezone, epoch_zone=epoch_zone,
                                      start=start, stop=stop)
             parts.append(reports)
-        if not line_based:
-            end = stat.st_size  # read whole; changed at all, it is read whole again
-        reads[name] = FileRead(end, prefix_digest(item.path, end))
+        if not line_based[name]:  # read whole; changed at all, it is read whole again
+            reads[name] = FileRead(stat.st_size, prefix_digest(item.path, stat.st_size),
+                                   False, 0)
+            continue
+        line_end = last_line_end(item.path, start, end)  # before a last report without one
+        reads[name] = FileRead(line_end, prefix_digest(item.path, end), True, end - line_end)
     reports = combine(parts)
     if whole:
         progress = Progress(0 if previous is None else previous.generation + 1, 1, reads)
@@ -201,10 +248,12 @@ def read_new(entry: Path, previous: Progress | None, *, now: float, quiet_s: flo
     return piece
 
 
-def _starts(files: dict[str, layout.ReportFile], previous: Progress) -> dict[str, int | None] | None:
-    """Where to read each file on from (None: unchanged and not line-based), or None when the
-    entry must be read whole again (a file gone, cut, rewritten, or changed and not
-    line-based)."""
+def _starts(files: dict[str, layout.ReportFile], line_based: dict[str, bool],
+            previous: Progress) -> dict[str, int | None] | None:
+    """Where to read each file on from (None: unchanged), or None when the entry must be
+    read whole again (a file gone, cut, rewritten, changed and not line-based, line-based
+    now and not when read: a JSON-lines file first seen inside its first line, or a last
+    line read without a line end that went on: :func:`after_tail`)."""
     if set(previous.files) - set(files):
         return None
     starts: dict[str, int | None] = {}
@@ -214,15 +263,19 @@ def _starts(files: dict[str, layout.ReportFile], previous: Progress) -> dict[str
             starts[name] = 0  # a new file of the entry
             continue
         size = item.path.stat().st_size
-        if size < before.read_to_byte or (
-                prefix_digest(item.path, before.read_to_byte) != before.prefix_digest):
+        if size < before.end or before.line_based != line_based[name] or (
+                prefix_digest(item.path, before.end) != before.prefix_digest):
             return None
-        if is_line_based(item):
-            starts[name] = before.read_to_byte
-        elif size == before.read_to_byte:
-            starts[name] = None
+        if size == before.end:
+            starts[name] = None  # unchanged: nothing new
+        elif not line_based[name]:
+            return None
+        elif before.tail_bytes:
+            starts[name] = after_tail(item.path, before.end)
+            if starts[name] is None:
+                return None
         else:
-            return None
+            starts[name] = before.read_to_byte
     return starts
 
 

@@ -110,6 +110,29 @@ def test_a_quiet_file_is_read_to_its_last_whole_report_without_a_line_end(tmp_pa
     assert len(_stored(store, "landing/power.jsonl", "power_reports")) == 40
 
 
+def test_a_quiet_json_lines_report_without_a_line_end_is_read_on_after_it(tmp_path):
+    """A report read without its line end is not read again when the line end comes, with
+    ``\r\n`` line ends too; one whose line goes on instead makes the entry be read whole."""
+    path = tmp_path / "landing" / "power.jsonl"
+    path.parent.mkdir()
+    lines = [line + "\r\n" for line in (EXAMPLES / "power.jsonl").read_text().splitlines()]
+    store = ReportStore(Warehouse(tmp_path / "warehouse"))
+    key = "landing/power.jsonl"
+    _write(path, [*lines[:19], lines[19][:-2]])
+    assert _ingest(store, key, path, quiet_s=0)["power_reports"] == 20
+    assert store.progress(key).files["power.jsonl"].tail_bytes == len(lines[19]) - 2
+    with path.open("a") as file:
+        file.write("\r\n" + "".join(lines[20:39]) + lines[39][:-2])
+    assert _ingest(store, key, path, quiet_s=0)["power_reports"] == 20
+    assert (store.progress(key).generation, store.progress(key).pieces) == (0, 2)
+    stored = _stored(store, key, "power_reports")
+    assert len(stored) == len(stored.drop_duplicates()) == 40
+    with path.open("a") as file:
+        file.write(" ")  # the last line went on: read whole again
+    assert _ingest(store, key, path, quiet_s=0)["power_reports"] == 40
+    assert (store.progress(key).generation, len(_stored(store, key, "power_reports"))) == (1, 40)
+
+
 def test_a_file_truncated_or_rewritten_is_read_whole_again(tmp_path):
     path = tmp_path / "landing" / "hwpc.jsonl"
     path.parent.mkdir()
@@ -176,3 +199,105 @@ def test_an_entry_whose_files_are_all_empty_stores_nothing(tmp_path):
     shutil.copy(EXAMPLES / "hwpc-csv" / "rapl.csv", entry / "rapl.csv")
     assert _ingest(store, "landing/hwpc-csv", entry, **WRITING)["rapl_energy"] == 10
     assert store.progress("landing/hwpc-csv").generation == 0
+
+
+@pytest.mark.parametrize("quiet_s", [3600.0, 0.0], ids=["writing", "quiet"])
+def test_a_json_lines_file_first_seen_inside_its_first_line_is_read_once(tmp_path, quiet_s):
+    """Half a first line is no JSON object, so the file is read as not line-based (no report);
+    once its first line is whole it is JSON lines: the entry is read whole again, each report
+    stored once."""
+    lines = (EXAMPLES / "smartwatts_timeline.jsonl").read_text().splitlines(keepends=True)
+    path = tmp_path / "landing" / "hwpc.jsonl"
+    path.parent.mkdir()
+    store = ReportStore(Warehouse(tmp_path / "warehouse"))
+    key = "landing/hwpc.jsonl"
+    cut = len(lines[0]) // 2
+    path.write_text(lines[0][:cut])
+    assert _ingest(store, key, path, quiet_s)["counters"] == 0
+    with path.open("a") as file:
+        file.write(lines[0][cut:] + "".join(lines[1:]))
+    assert _ingest(store, key, path, **WRITING)["counters"] == 1870
+    assert (store.progress(key).generation, store.progress(key).pieces) == (1, 1)
+    assert _ingest(store, key, path, quiet_s=0)["counters"] == 0  # quiet now: nothing new
+    counters = _stored(store, key, "counters")
+    assert len(counters) == len(counters.drop_duplicates()) == 1870
+    rapl = _stored(store, key, "rapl_energy")
+    assert len(rapl) == 10 and rapl["energy_j"].sum() == pytest.approx(FIXTURE_J, rel=1e-15)
+
+
+def _csv_folder_with_an_unterminated_row(entry: Path, cut_back: int) -> dict[str, list[str]]:
+    """hwpc-sensor's CSV folder written up to row 6 of each file, its last ``cut_back`` bytes
+    (line end included) not yet written: the rest of each file's lines, by name."""
+    entry.mkdir(parents=True)
+    rest = {}
+    for source in sorted((EXAMPLES / "hwpc-csv").iterdir()):
+        lines = source.read_text().splitlines(keepends=True)
+        (entry / source.name).write_text("".join(lines[:6]) + lines[6][:-cut_back])
+        rest[source.name] = [lines[6][-cut_back:], *lines[7:]]
+    return rest
+
+
+def _stored_equals_whole(store: ReportStore, key: str, entry: Path) -> None:
+    """Every counter stored once, with the values of the entry's files read whole now."""
+    def rows(frame: pd.DataFrame) -> pd.DataFrame:
+        frame = frame.astype({name: object for name in frame.select_dtypes("category")})
+        return frame.sort_values(list(frame.columns), ignore_index=True)
+    pd.testing.assert_frame_equal(rows(_stored(store, key, "counters")),
+                                  rows(read_reports(layout.discover(entry)).counters))
+    assert len(_stored(store, key, "rapl_energy")) == 10
+
+
+def test_a_quiet_csv_row_cut_inside_a_number_is_read_again_whole_when_continued(tmp_path):
+    """A quiet file's last row without a line end is taken when it has every field, but
+    ``...,6028271`` may be ``...,6028271234`` cut short: when the file goes on with that row
+    (no line end where the row ended) the entry is read whole again, the wrong value gone."""
+    entry = tmp_path / "landing" / "hwpc-csv"
+    rest = _csv_folder_with_an_unterminated_row(entry, cut_back=4)  # inside the last number
+    store = ReportStore(Warehouse(tmp_path / "warehouse"))
+    key = "landing/hwpc-csv"
+    assert _ingest(store, key, entry, quiet_s=0)["rapl_energy"] == 6  # the cut row taken
+    assert store.progress(key).files["hwpc-csv/rapl.csv"].read_to_byte == len(
+        "".join((EXAMPLES / "hwpc-csv" / "rapl.csv").read_text().splitlines(True)[:6]))
+    assert _ingest(store, key, entry, quiet_s=0)["counters"] == 0  # unchanged: nothing new
+    for name, lines in rest.items():
+        with (entry / name).open("a") as file:
+            file.write("".join(lines))
+    assert _ingest(store, key, entry, **WRITING)["rapl_energy"] == 10
+    assert (store.progress(key).generation, store.progress(key).pieces) == (1, 1)
+    _stored_equals_whole(store, key, entry)
+
+
+def test_a_quiet_csv_row_without_a_line_end_is_read_on_when_the_line_end_follows(tmp_path):
+    """The row was whole: the file goes on with its line end, read on after it (not again)."""
+    entry = tmp_path / "landing" / "hwpc-csv"
+    rest = _csv_folder_with_an_unterminated_row(entry, cut_back=1)  # the line end only
+    store = ReportStore(Warehouse(tmp_path / "warehouse"))
+    key = "landing/hwpc-csv"
+    assert _ingest(store, key, entry, quiet_s=0)["rapl_energy"] == 6
+    for name, lines in rest.items():
+        with (entry / name).open("a") as file:
+            file.write(lines[0])  # the line end alone: nothing new
+    assert _ingest(store, key, entry, **WRITING)["counters"] == 0
+    for name, lines in rest.items():
+        with (entry / name).open("a") as file:
+            file.write("".join(lines[1:]))
+    assert _ingest(store, key, entry, **WRITING)["rapl_energy"] == 4
+    assert (store.progress(key).generation, store.progress(key).pieces) == (0, 2)
+    _stored_equals_whole(store, key, entry)
+
+
+def test_progress_stored_without_line_based_makes_the_entry_be_read_whole_again(tmp_path):
+    """Progress kept before ``line_based`` and ``tail_bytes`` cannot say where a line-based
+    read may go on: the entry is read whole again once, each report stored once."""
+    path = tmp_path / "landing" / "power.jsonl"
+    path.parent.mkdir()
+    shutil.copy(EXAMPLES / "power.jsonl", path)
+    store = ReportStore(Warehouse(tmp_path / "warehouse"))
+    key = "landing/power.jsonl"
+    _ingest(store, key, path, quiet_s=0)
+    old = store.progress(key).frame().drop(columns=["line_based", "tail_bytes"])
+    store.tables.write_partition("powerapi_validated_frames/progress", key, old)
+    assert store.progress(key).files["power.jsonl"].line_based is None
+    assert _ingest(store, key, path, quiet_s=0)["power_reports"] == 40
+    assert (store.progress(key).generation, store.progress(key).pieces) == (1, 1)
+    assert len(_stored(store, key, "power_reports")) == 40
