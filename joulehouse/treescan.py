@@ -31,9 +31,13 @@ the size of the tree, and its work grows with what changed:
 * At most ``cap`` ready leaves are reported per tick, oldest (least recently
   changed) first; the rest stay pending. Completeness, which may read the
   files, is asked of the quiet candidates in that order only until the cap
-  is reached; the quiet ones left over are *deferred*. A tick stops listing once it has
-  that many candidates, or has listed :data:`LIST_FACTOR` times as many
-  leaves, so the first walk of a large tree spreads over many ticks (changed
+  is reached; the quiet ones left over are *deferred*. A quiet leaf found
+  incomplete is remembered with its fingerprint (``incomplete``) and neither
+  asked again nor counted against the cap until its fingerprint changes, so
+  leaves that stay incomplete (a killed writer) cost one stat per tick and
+  never starve the scan. A tick stops listing once it has
+  that many candidates (known-incomplete ones left out), or has listed
+  :data:`LIST_FACTOR` times as many leaves, so the first walk of a large tree spreads over many ticks (changed
   folders are listed oldest first).
 * Leaves to *recheck* (the caller's: those that failed downstream, by key,
   with the fingerprint they were reported with) are fingerprinted again
@@ -169,7 +173,9 @@ class TreeState:
     ``pending`` the keys of leaves seen but not reported yet; ``position`` the
     last listed folder of the rolling rescan and ``credit`` how many it may
     re-list (it grows with the time since ``last_tick``, the time of the last
-    scan, s); ``watched`` the keys of leaves watched -> until when (s).
+    scan, s); ``watched`` the keys of leaves watched -> until when (s);
+    ``incomplete`` the pending (or rechecked) leaves found quiet but incomplete
+    -> the fingerprint they had then (not asked again while it stays).
 
     A subclass per tree names its ``version`` and ``records``.
     """
@@ -186,6 +192,7 @@ class TreeState:
     credit: float = 0.0
     last_tick: float = 0.0
     watched: dict[str, int] = field(default_factory=dict)
+    incomplete: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """A compact string (zlib-compressed JSON, base64) for a sensor cursor."""
@@ -195,6 +202,8 @@ class TreeState:
                    "last_tick": self.last_tick, **self.records.encode(self)}
         if self.watched:
             payload["watched"] = self.watched
+        if self.incomplete:
+            payload["incomplete"] = self.incomplete
         raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
         return base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
 
@@ -208,7 +217,8 @@ class TreeState:
             return cls()
         return cls(payload["tree"], cls.records.decode(payload), payload["recent"],
                    payload["since"], set(payload["pending"]), payload["position"],
-                   payload["credit"], payload["last_tick"], payload.get("watched", {}))
+                   payload["credit"], payload["last_tick"], payload.get("watched", {}),
+                   payload.get("incomplete", {}))
 
 
 @dataclass(frozen=True)
@@ -230,6 +240,7 @@ class TreeResult:
     unlisted: int  # listed folders new or changed but not listed yet (budget spent)
     rescanned: int  # listed folders re-listed by the rolling rescan this tick
     errors: list[InputError]  # what the walk refused to follow (it went on)
+    incomplete: int = 0  # of the pending, quiet ones found incomplete (unchanged since)
 
 
 def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
@@ -281,12 +292,12 @@ class _Tick:
                 break
             candidates, size = self._list(rel)
             listed += size
-            budget -= len(candidates)
             if rescanning:
                 self.new.position = rel
             else:
                 self.new.recent[rel] = ctime
             self._check_all([k for k in candidates if k not in checked], checked)
+            budget -= sum(k not in self.new.incomplete for k in candidates)
             done += 1
         rescanned = sum(rescanning for _, _, rescanning in queue[:done])
         self.new.credit = max(0.0, self.new.credit - rescanned)
@@ -297,10 +308,11 @@ class _Tick:
         # Rechecked leaves come back through ``recheck``, not ``pending``.
         self.new.pending = {k for k, r in checked.items() if r is None and k not in self.recheck}
         self.new.pending.update(r.key for r in deferred if r.key not in self.recheck)
+        incomplete = sum(k in self.new.incomplete for k in self.new.pending)
         self._advance_watermark([c for c, rel in waiting if rel in self.old.folders])
         self._prune_watched(max_watched)
         return TreeResult(ready, self.new, len(self.new.pending), len(deferred), len(waiting),
-                          rescanned, self.errors)
+                          rescanned, self.errors, incomplete)
 
     def _complete(self, checked: dict) -> tuple[list[Found], list[Found]]:
         """``(ready, deferred)``: the quiet candidates, oldest first, that are complete, up
@@ -308,7 +320,8 @@ class _Tick:
 
         Completeness may read the files (a ClusterCockpit job's are parsed to
         the end), so it is asked of no more candidates than the cap needs; an
-        incomplete one becomes ``None`` in ``checked`` (pending).
+        incomplete one becomes ``None`` in ``checked`` (pending) and is remembered in
+        ``incomplete`` with its fingerprint.
         """
         quiet = sorted((r for r in checked.values() if r is not None),
                        key=lambda r: (r.last_change, r.key))
@@ -320,6 +333,7 @@ class _Tick:
                 ready.append(found)
             else:
                 checked[found.key] = None
+                self.new.incomplete[found.key] = found.fingerprint
         return ready, []
 
     def _folder(self, key: str) -> str:
@@ -428,16 +442,21 @@ class _Tick:
         return [f"{rel}/{leaf}" for leaf in candidates], len(leaves)
 
     def _check_all(self, keys: Iterable[str], checked: dict) -> None:
-        """Quiet -> :class:`Found` (complete or not: :meth:`_complete` asks); not quiet
-        -> ``None``; vanished -> left out."""
+        """Quiet -> :class:`Found` (complete or not: :meth:`_complete` asks); not quiet, or
+        found incomplete before as it is now -> ``None``; vanished -> left out."""
         for key in keys:
             try:
                 change_ns, fingerprint_ = probe(self.root / key)
             except FileNotFoundError:
                 continue
             last_change = change_ns / 1e9
-            checked[key] = (None if self.now - last_change < self.quiet_s
-                            else Found(key, fingerprint_, last_change, change_ns))
+            if self.now - last_change < self.quiet_s:
+                checked[key] = None
+            elif self.old.incomplete.get(key) == fingerprint_:
+                checked[key] = None
+                self.new.incomplete[key] = fingerprint_
+            else:
+                checked[key] = Found(key, fingerprint_, last_change, change_ns)
 
     def _advance_watermark(self, deferred_ctimes: list[int]) -> None:
         """Move ``since`` up to the newest ctime minus the margin, but not past a deferred

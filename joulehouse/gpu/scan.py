@@ -57,6 +57,7 @@ class ScanResult:
     deferred: int  # of those, quiet ones left for later ticks by the cap
     unlisted: int  # run folders new or changed but not listed yet (budget spent)
     rescanned: int  # run folders re-listed by the rolling rescan this tick
+    incomplete: int = 0  # of the pending, quiet ones without experiment_end (unchanged since)
 
 
 def _folders(path: Path, *_) -> list[str]:
@@ -91,4 +92,4 @@ def scan(
     ready = [ReadyRepetition(RepetitionRef.from_key(root, found.key), found.fingerprint,
                              found.last_change) for found in result.ready]
     return ScanResult(ready, result.state, result.pending, result.deferred, result.unlisted,
-                      result.rescanned)
+                      result.rescanned, result.incomplete)

@@ -1,6 +1,7 @@
 """The bounded scan (Dagster-free): the cap, the resumable first walk, the rolling rescan,
 the cursor size. Trees of tiny repetitions (two small files each) keep these fast."""
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -112,3 +113,31 @@ def test_the_cursor_keeps_a_few_bytes_per_run_folder(tmp_path):
     # ~8 bytes per run folder: 100,000 repetitions in 10,000 run folders stay under 100 KB
     assert size < 10 * 500, size
     assert ScanState.from_json(state.to_json()).runs == state.runs
+
+
+def test_repetitions_left_without_experiment_end_never_starve_the_scan(tmp_path, monkeypatch):
+    # three repetitions a killed collector left without experiment_end, more than the cap,
+    # older than a complete one in another run folder
+    abandoned = write_tree(tmp_path, benchmarks=1, runs=1, repetitions=3)
+    for key in abandoned:
+        (tmp_path / key / "timestamps.csv").write_text(TIMESTAMPS.rsplit("2020", 1)[0])
+    complete = tmp_path / "e/b0/300W/0"
+    shutil.copytree(tmp_path / abandoned[0], complete)
+    (complete / "timestamps.csv").write_text(TIMESTAMPS)
+    asked = []
+    tree = scan_module.TREE
+    monkeypatch.setattr(scan_module, "TREE", dataclasses.replace(
+        tree, is_complete=lambda path: asked.append(path.name) or tree.is_complete(path)))
+    state, reported = ScanState(), []
+    for _ in range(3):
+        result = scan(tmp_path, ScanState.from_json(state.to_json()), quiet_s=1,
+                      max_repetitions=2, now=LATER)
+        state = result.state
+        reported += [r.ref.key for r in result.ready]
+    assert reported == ["e/b0/300W/0"]
+    assert result.pending == result.incomplete == 3 and result.unlisted == 0
+    assert len(asked) == 3 + 1  # each abandoned one asked once, then not while unchanged
+    # completed later: asked again and reported
+    (tmp_path / abandoned[0] / "timestamps.csv").write_text(TIMESTAMPS)
+    again = scan(tmp_path, state, quiet_s=1, max_repetitions=2, now=LATER)
+    assert [r.ref.key for r in again.ready] == [abandoned[0]] and again.incomplete == 2
