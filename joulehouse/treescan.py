@@ -91,7 +91,8 @@ def probe(path: Path) -> tuple[int, str]:
     (``cp -p``, ``rsync -a``) still sets ctime to the time of copying. The
     fingerprint digests the files' names, sizes and mtimes (ns) in name order,
     the same digest as the layouts' ``fingerprint``. Reads no content;
-    FileNotFoundError if the folder vanished.
+    FileNotFoundError if the folder vanished, another OSError (PermissionError)
+    if it cannot be read.
     """
     stat = path.stat()
     latest = max(stat.st_mtime_ns, stat.st_ctime_ns)
@@ -272,6 +273,7 @@ class _Tick:
         self.newest = 0  # largest ctime seen this tick
         self.to_list: list[tuple[int, str]] = []  # (ctime, listed folder): new or changed
         self.errors: list[InputError] = []
+        self.unread: list[int] = []  # ctimes of changed folders that could not be listed
 
     def run(self, full_rescan_s: float | None, watch_s: float, max_watched: int
             ) -> TreeResult:
@@ -290,7 +292,13 @@ class _Tick:
         for ctime, rel, rescanning in queue:
             if budget <= 0 or listed >= LIST_FACTOR * self.cap:
                 break
-            candidates, size = self._list(rel)
+            done += 1
+            listing = self._list(rel)
+            if listing is None:
+                if not rescanning:
+                    self.unread.append(ctime)
+                continue
+            candidates, size = listing
             listed += size
             if rescanning:
                 self.new.position = rel
@@ -298,7 +306,6 @@ class _Tick:
                 self.new.recent[rel] = ctime
             self._check_all([k for k in candidates if k not in checked], checked)
             budget -= sum(k not in self.new.incomplete for k in candidates)
-            done += 1
         rescanned = sum(rescanning for _, _, rescanning in queue[:done])
         self.new.credit = max(0.0, self.new.credit - rescanned)
         waiting = [(c, rel) for c, rel, rescanning in queue[done:] if not rescanning]
@@ -309,7 +316,7 @@ class _Tick:
         self.new.pending = {k for k, r in checked.items() if r is None and k not in self.recheck}
         self.new.pending.update(r.key for r in deferred if r.key not in self.recheck)
         incomplete = sum(k in self.new.incomplete for k in self.new.pending)
-        self._advance_watermark([c for c, rel in waiting if rel in self.old.folders])
+        self._advance_watermark([c for c, rel in waiting if rel in self.old.folders] + self.unread)
         self._prune_watched(max_watched)
         return TreeResult(ready, self.new, len(self.new.pending), len(deferred), len(waiting),
                           rescanned, self.errors, incomplete)
@@ -377,6 +384,9 @@ class _Tick:
                 change_ns, fingerprint_ = probe(self.root / key)
             except FileNotFoundError:
                 continue
+            except OSError as err:
+                self._unreadable(self.root / key, err)
+                continue
             self.new.watched[key] = until
             if key not in checked and self.records.is_new(self.new.folders[folder], leaf,
                                                           fingerprint_, change_ns):
@@ -396,6 +406,9 @@ class _Tick:
             ctime = path.stat().st_ctime_ns
         except FileNotFoundError:
             return
+        except OSError as err:
+            self._unreadable(path, err)
+            return
         self.newest = max(self.newest, ctime)
         changed = ctime >= self.old.since and self.old.recent.get(rel) != ctime
         if level == self.spec.listed_level:
@@ -406,12 +419,17 @@ class _Tick:
             elif rel in self.old.recent:
                 self.new.recent[rel] = ctime
             return
+        children, listed = self.old.tree.get(rel, []), True
         if changed or rel not in self.old.tree:
-            children = self.spec.children(path, level, self.errors)
-        else:
-            children = self.old.tree[rel]
+            try:
+                children = self.spec.children(path, level, self.errors)
+            except OSError as err:  # unreadable now: the children seen last, if any
+                self._unreadable(path, err)
+                self.unread.append(ctime)  # still changed next tick
+                listed = False
         self.new.tree[rel] = children
-        self.new.recent[rel] = ctime
+        if listed:
+            self.new.recent[rel] = ctime
         for name in children:
             self._walk(f"{rel}/{name}" if rel else name, level + 1)
 
@@ -430,10 +448,15 @@ class _Tick:
         start = bisect.bisect_right(folders, self.old.position)
         return (folders[start:] + folders[:start])[:math.floor(self.new.credit)]
 
-    def _list(self, rel: str) -> tuple[list[str], int]:
-        """List a listed folder: the keys of its candidates, and how many leaves it holds."""
+    def _list(self, rel: str) -> tuple[list[str], int] | None:
+        """List a listed folder: the keys of its candidates, and how many leaves it holds;
+        ``None`` (its record kept, the error in ``errors``) if it cannot be read."""
         path = self.root / rel
-        leaves = self.spec.leaves(path, self.errors)
+        try:
+            leaves = self.spec.leaves(path, self.errors)
+        except OSError as err:  # unreadable now: its record kept, listed again next time
+            self._unreadable(path, err)
+            return None
         record, candidates, newest = self.records.list(
             path, leaves, self.new.folders.get(rel, self.records.empty()),
             self.newest - CLOCK_MARGIN_NS)
@@ -443,11 +466,16 @@ class _Tick:
 
     def _check_all(self, keys: Iterable[str], checked: dict) -> None:
         """Quiet -> :class:`Found` (complete or not: :meth:`_complete` asks); not quiet, or
-        found incomplete before as it is now -> ``None``; vanished -> left out."""
+        found incomplete before as it is now, or unreadable (reported in ``errors``) ->
+        ``None``; vanished -> left out."""
         for key in keys:
             try:
                 change_ns, fingerprint_ = probe(self.root / key)
             except FileNotFoundError:
+                continue
+            except OSError as err:
+                self._unreadable(self.root / key, err)
+                checked[key] = None
                 continue
             last_change = change_ns / 1e9
             if self.now - last_change < self.quiet_s:
@@ -457,6 +485,10 @@ class _Tick:
                 self.new.incomplete[key] = fingerprint_
             else:
                 checked[key] = Found(key, fingerprint_, last_change, change_ns)
+
+    def _unreadable(self, path: Path, err: OSError) -> None:
+        self.errors.append(InputError(path, f"cannot be read ({err.strerror or err}); "
+                                            "skipped this tick"))
 
     def _advance_watermark(self, deferred_ctimes: list[int]) -> None:
         """Move ``since`` up to the newest ctime minus the margin, but not past a deferred
@@ -547,12 +579,13 @@ class NameDigest(Records):
 
 
 def _digest(path: Path, names: Iterable[str]) -> int | None:
-    """XOR of the pair hashes of ``names`` as they are now; ``None`` if one vanished."""
+    """XOR of the pair hashes of ``names`` as they are now; ``None`` if one vanished or
+    cannot be read."""
     digest = 0
     try:
         for name in names:
             digest ^= _pair_hash(name, probe(path / name)[1])
-    except FileNotFoundError:
+    except OSError:
         return None
     return digest
 
@@ -593,6 +626,9 @@ class Watermark(Records):
             try:
                 change_ns, fingerprint = probe(path / leaf)
             except FileNotFoundError:
+                continue
+            except OSError:  # unreadable: the tick's check keeps it pending and reports it
+                candidates.append(leaf)
                 continue
             newest = max(newest, change_ns)
             if self.is_new(record, leaf, fingerprint, change_ns):

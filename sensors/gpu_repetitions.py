@@ -79,6 +79,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
                   quiet_s=source.quiet_period_s, full_rescan_s=source.full_rescan_s,
                   max_repetitions=source.max_repetitions_per_tick,
                   recheck=failed_repetitions(context.instance, existing, root))
+    for error in result.errors:
+        context.log.warning(str(error))
     cursor = result.state.to_json()
     remaining = (f"{result.pending - result.deferred} waiting for experiment_end or the "
                  f"{source.quiet_period_s:g} s quiet period, {result.deferred} ready but left "

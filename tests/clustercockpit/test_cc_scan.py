@@ -242,3 +242,22 @@ def test_the_cursor_keeps_no_name_per_job(archive, monkeypatch):
     small, large = cursor_bytes(2), cursor_bytes(40)
     assert large < 40 * 20, large  # about 30 bytes per block, whatever its jobs
     assert large - small < 200, (small, large)
+
+
+def test_an_unreadable_folder_is_reported_and_the_scan_goes_on(archive, monkeypatch):
+    good, job, other = add(archive, 1000), add(archive, 1001), add(archive, 5000)
+    denied = {JobRef(archive, "c1", 1001, START).path, archive / "c1" / "5"}
+    real = os.scandir
+
+    def scandir(path="."):  # what a 0700 folder of another user gives
+        if Path(path) in denied:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    first = tick(archive, ScanState())
+    assert keys(first) == [good] and first.pending == 1
+    assert sorted(e.path for e in first.errors) == sorted(map(str, denied))
+    assert all("Permission denied" in str(e) for e in first.errors)
+    monkeypatch.setattr(os, "scandir", real)
+    assert keys(tick(archive, first.state)) == sorted([job, other])

@@ -2,6 +2,7 @@
 the cursor size. Trees of tiny repetitions (two small files each) keep these fast."""
 
 import dataclasses
+import os
 import shutil
 from pathlib import Path
 
@@ -141,3 +142,22 @@ def test_repetitions_left_without_experiment_end_never_starve_the_scan(tmp_path,
     (tmp_path / abandoned[0] / "timestamps.csv").write_text(TIMESTAMPS)
     again = scan(tmp_path, state, quiet_s=1, max_repetitions=2, now=LATER)
     assert [r.ref.key for r in again.ready] == [abandoned[0]] and again.incomplete == 2
+
+
+def test_an_unreadable_run_folder_is_reported_and_the_scan_goes_on(tmp_path, monkeypatch):
+    keys = write_tree(tmp_path, benchmarks=1, runs=2, repetitions=2)
+    denied = tmp_path / "e/b0/100W"
+    real = os.scandir
+
+    def scandir(path="."):  # what a 0700 folder of another user gives
+        if Path(path) == denied:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    first = scan(tmp_path, ScanState(), quiet_s=1, now=LATER)
+    assert [r.ref.key for r in first.ready] == keys[2:]
+    assert [e.path for e in first.errors] == [str(denied)]
+    monkeypatch.setattr(os, "scandir", real)
+    again = scan(tmp_path, first.state, quiet_s=1, now=LATER)
+    assert [r.ref.key for r in again.ready] == keys[:2]
