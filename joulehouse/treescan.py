@@ -35,7 +35,9 @@ the size of the tree, and its work grows with what changed:
   incomplete is remembered with its fingerprint (``incomplete``) and neither
   asked again nor counted against the cap until its fingerprint changes, so
   leaves that stay incomplete (a killed writer) cost one stat per tick and
-  never starve the scan. A tick stops listing once it has
+  never starve the scan. With ``incomplete_after_s``, a leaf quiet for that
+  long is ready whether complete or not (the tree's reader then names what is
+  wrong with it); without it (None), an incomplete leaf waits for ever. A tick stops listing once it has
   that many candidates (known-incomplete ones left out), or has listed
   :data:`LIST_FACTOR` times as many leaves, so the first walk of a large tree spreads over many ticks (changed
   folders are listed oldest first).
@@ -246,17 +248,20 @@ class TreeResult:
 
 def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
          full_rescan_s: float | None, recheck: Mapping[str, str], now: float | None = None,
-         watch_s: float = 0.0, max_watched: int = 0) -> TreeResult:
+         watch_s: float = 0.0, max_watched: int = 0,
+         incomplete_after_s: float | None = None) -> TreeResult:
     """Scan ``root`` from ``state``; returns ready leaves and the new state.
 
     ``state`` is not modified. ``full_rescan_s=None`` disables the rolling
     rescan; ``0`` re-lists every listed folder each tick (within the bound).
     ``recheck``: leaf key -> the fingerprint it was reported with, to
     fingerprint again this tick. ``watch_s``/``max_watched``: how long and how
-    many reported leaves to watch (0: none). See the module docstring.
+    many reported leaves to watch (0: none). ``incomplete_after_s``: a leaf
+    quiet for this long is ready even if incomplete (None: never). See the
+    module docstring.
     """
     tick = _Tick(tree, root, state, quiet_s, cap, time.time() if now is None else now,
-                 recheck)
+                 recheck, incomplete_after_s)
     return tick.run(full_rescan_s, watch_s, max_watched)
 
 
@@ -264,9 +269,11 @@ class _Tick:
     """One scan: walk the folders, list what changed within the budget, check candidates."""
 
     def __init__(self, tree: Tree, root: Path, old: TreeState, quiet_s: float, cap: int,
-                 now: float, recheck: Mapping[str, str]):
+                 now: float, recheck: Mapping[str, str], incomplete_after_s: float | None):
         self.spec, self.root, self.old, self.quiet_s, self.cap = tree, root, old, quiet_s, cap
         self.now, self.recheck = now, recheck
+        self.incomplete_after_s = incomplete_after_s
+        self.overdue: set[str] = set()  # quiet for incomplete_after_s: ready, complete or not
         self.records = tree.records
         self.new = type(old)(since=old.since, position=old.position, credit=old.credit,
                              last_tick=now)
@@ -336,7 +343,7 @@ class _Tick:
         for index, found in enumerate(quiet):
             if len(ready) == self.cap:
                 return ready, quiet[index:]
-            if self.spec.is_complete(self.root / found.key):
+            if found.key in self.overdue or self.spec.is_complete(self.root / found.key):
                 ready.append(found)
             else:
                 checked[found.key] = None
@@ -465,8 +472,9 @@ class _Tick:
         return [f"{rel}/{leaf}" for leaf in candidates], len(leaves)
 
     def _check_all(self, keys: Iterable[str], checked: dict) -> None:
-        """Quiet -> :class:`Found` (complete or not: :meth:`_complete` asks); not quiet, or
-        found incomplete before as it is now, or unreadable (reported in ``errors``) ->
+        """Quiet -> :class:`Found` (complete or not: :meth:`_complete` asks; quiet for
+        ``incomplete_after_s``: in ``overdue``, not asked); not quiet, or
+        found incomplete before as it is now (and not overdue), or unreadable (reported in ``errors``) ->
         ``None``; vanished -> left out."""
         for key in keys:
             try:
@@ -478,13 +486,18 @@ class _Tick:
                 checked[key] = None
                 continue
             last_change = change_ns / 1e9
-            if self.now - last_change < self.quiet_s:
+            quiet_for = self.now - last_change
+            overdue = (self.incomplete_after_s is not None
+                       and quiet_for >= max(self.incomplete_after_s, self.quiet_s))
+            if quiet_for < self.quiet_s:
                 checked[key] = None
-            elif self.old.incomplete.get(key) == fingerprint_:
+            elif not overdue and self.old.incomplete.get(key) == fingerprint_:
                 checked[key] = None
                 self.new.incomplete[key] = fingerprint_
             else:
                 checked[key] = Found(key, fingerprint_, last_change, change_ns)
+                if overdue:
+                    self.overdue.add(key)
 
     def _unreadable(self, path: Path, err: OSError) -> None:
         self.errors.append(InputError(path, f"cannot be read ({err.strerror or err}); "

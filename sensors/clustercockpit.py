@@ -75,7 +75,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     recheck = failed_jobs(context.instance)
     states: dict[str, str] = {}
     ready: dict[str, dict[str, str]] = {}  # block -> job key -> fingerprint
-    pending = deferred = unlisted = 0
+    pending = deferred = unlisted = incomplete = 0
     budget = source.max_jobs_per_tick
     for root in source.roots():
         if budget == 0:  # the cap is reached: this root's scan waits for the next tick
@@ -83,7 +83,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
             continue
         result = scan(root, ScanState.from_json(cursor.get(str(root))),
                       quiet_s=source.quiet_period_s, max_jobs=budget,
-                      full_rescan_s=source.full_rescan_s, recheck=_of_root(recheck, root))
+                      full_rescan_s=source.full_rescan_s, recheck=_of_root(recheck, root),
+                      incomplete_after_s=source.incomplete_after_s)
         for error in result.errors:
             context.log.warning(str(error))
         for job in result.ready:
@@ -91,9 +92,11 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
         budget -= len(result.ready)
         pending, deferred = pending + result.pending, deferred + result.deferred
         unlisted += result.unlisted
+        incomplete += result.incomplete
         states[str(root)] = result.state.to_json()
     remaining = (f"{pending - deferred} job(s) waiting to be complete and quiet for "
-                 f"{source.quiet_period_s:g} s, {deferred} ready but left for the next ticks "
+                 f"{source.quiet_period_s:g} s ({incomplete} quiet but incomplete: handed out "
+                 f"once unchanged for {source.incomplete_after_s:g} s), {deferred} ready but left for the next ticks "
                  f"by the cap of {source.max_jobs_per_tick}, {unlisted} block folder(s) still "
                  "to list")
     if not ready:

@@ -83,7 +83,9 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
         context.log.warning(str(error))
     cursor = result.state.to_json()
     remaining = (f"{result.pending - result.deferred} waiting for experiment_end or the "
-                 f"{source.quiet_period_s:g} s quiet period, {result.deferred} ready but left "
+                 f"{source.quiet_period_s:g} s quiet period ({result.incomplete} quiet without "
+                 "experiment_end, never ingested until it has one: a killed collector?), "
+                 f"{result.deferred} ready but left "
                  f"for the next ticks by the cap of {source.max_repetitions_per_tick}, "
                  f"{result.unlisted} run folder(s) still to list")
     if not result.ready:

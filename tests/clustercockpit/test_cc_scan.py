@@ -28,9 +28,9 @@ def add(root: Path, job_id: int, start: int = START, cluster: str = "c1", **kw) 
 
 
 def tick(root: Path, state: ScanState, **kw):
-    """One scan (quiet after 1 s, cap 100, clock LATER unless given) from a cursor
-    round-trip, as a sensor does."""
-    kw = {"quiet_s": 1, "max_jobs": 100, "now": LATER, **kw}
+    """One scan (quiet after 1 s, cap 100, clock LATER, incomplete jobs never handed out,
+    unless given) from a cursor round-trip, as a sensor does."""
+    kw = {"quiet_s": 1, "max_jobs": 100, "now": LATER, "incomplete_after_s": None, **kw}
     return scan(root, ScanState.from_json(state.to_json()), **kw)
 
 
@@ -261,3 +261,17 @@ def test_an_unreadable_folder_is_reported_and_the_scan_goes_on(archive, monkeypa
     assert all("Permission denied" in str(e) for e in first.errors)
     monkeypatch.setattr(os, "scandir", real)
     assert keys(tick(archive, first.state)) == sorted([job, other])
+
+
+def test_a_job_left_incomplete_is_handed_out_once_quiet_for_incomplete_after_s(archive):
+    key = add(archive, 1000, gzip=True)
+    packed = JobRef(archive, "c1", 1000, START).path / "data.json.gz"
+    packed.write_bytes(packed.read_bytes()[:-8])  # a copy that died: the trailer is cut
+    changed = max(f.stat().st_mtime for f in packed.parent.iterdir())
+    hour = scan(archive, ScanState(), quiet_s=1, max_jobs=1, now=changed + 60)
+    assert hour.ready == [] and hour.pending == hour.incomplete == 1  # the default: 1 h
+    late = scan(archive, hour.state, quiet_s=1, max_jobs=1, now=changed + 3601)
+    assert keys(late) == [key] and late.pending == 0
+    assert late.ready[0].fingerprint == layout.fingerprint(packed.parent)
+    # reported as it is: not handed out again while unchanged
+    assert scan(archive, late.state, quiet_s=1, max_jobs=1, now=changed + 7200).ready == []
