@@ -56,7 +56,14 @@ the size of the tree, and its work grows with what changed:
   the last slice ended, sized so that every listed folder is re-listed once
   per ``full_rescan_s`` seconds (within the listing bound).
 
-Removed folders are forgotten; nothing is reported for them. Keys are posix
+Nothing is reported for removed folders, and their records are forgotten
+only once they stayed absent for :data:`FORGET_AFTER_S` (``gone``): a folder
+that comes back within that time (a subtree moved away and back, a file
+server that was briefly unreachable) is not reported again. A root that is
+missing, lacks the tree's ``marker`` file, or lists no folder where the
+state knew some (an unmounted file system's empty mount point) skips the
+tick: the state is kept as it was and an InputError naming the root says
+why; otherwise a remount would hand out every leaf again. Keys are posix
 paths relative to the root; a listed folder's key is the first
 ``listed_level`` parts of its leaves' keys.
 """
@@ -82,6 +89,7 @@ from joulehouse.errors import InputError
 
 CLOCK_MARGIN_NS = 60 * 10**9  # folders changed this long before the newest ctime seen
 LIST_FACTOR = 10  # a tick lists at most LIST_FACTOR * cap leaves
+FORGET_AFTER_S = 3600.0  # a folder's records are forgotten once it was absent this long (s)
 DIGEST_HEX = 8
 
 
@@ -154,7 +162,8 @@ class Tree:
     ``path`` (at ``level``, root = 0) that may lead to leaves; a folder that is
     missing has none. ``leaves(path, errors)``: the leaves of the listed
     folder ``path``, as posix paths relative to it. Both append an InputError
-    to ``errors`` for what they refuse to follow (and go on).
+    to ``errors`` for what they refuse to follow (and go on). ``marker``: a
+    file the root must hold to be scanned (None: the root must only exist).
     """
 
     listed_level: int
@@ -162,6 +171,7 @@ class Tree:
     leaves: Callable[[Path, list[InputError]], list[str]]
     is_complete: Callable[[Path], bool]
     records: Records
+    marker: str | None = None
 
 
 @dataclass
@@ -178,7 +188,8 @@ class TreeState:
     re-list (it grows with the time since ``last_tick``, the time of the last
     scan, s); ``watched`` the keys of leaves watched -> until when (s);
     ``incomplete`` the pending (or rechecked) leaves found quiet but incomplete
-    -> the fingerprint they had then (not asked again while it stays).
+    -> the fingerprint they had then (not asked again while it stays);
+    ``gone`` the folders absent but still remembered -> when first missed (s).
 
     A subclass per tree names its ``version`` and ``records``.
     """
@@ -196,6 +207,7 @@ class TreeState:
     last_tick: float = 0.0
     watched: dict[str, int] = field(default_factory=dict)
     incomplete: dict[str, str] = field(default_factory=dict)
+    gone: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """A compact string (zlib-compressed JSON, base64) for a sensor cursor."""
@@ -207,6 +219,8 @@ class TreeState:
             payload["watched"] = self.watched
         if self.incomplete:
             payload["incomplete"] = self.incomplete
+        if self.gone:
+            payload["gone"] = self.gone
         raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
         return base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
 
@@ -221,7 +235,7 @@ class TreeState:
         return cls(payload["tree"], cls.records.decode(payload), payload["recent"],
                    payload["since"], set(payload["pending"]), payload["position"],
                    payload["credit"], payload["last_tick"], payload.get("watched", {}),
-                   payload.get("incomplete", {}))
+                   payload.get("incomplete", {}), payload.get("gone", {}))
 
 
 @dataclass(frozen=True)
@@ -260,9 +274,32 @@ def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
     quiet for this long is ready even if incomplete (None: never). See the
     module docstring.
     """
+    unusable = _unusable(tree, root, state)
+    if unusable is not None:
+        return TreeResult([], state, len(state.pending), 0, 0, 0, [unusable],
+                          len(state.incomplete))
     tick = _Tick(tree, root, state, quiet_s, cap, time.time() if now is None else now,
                  recheck, incomplete_after_s)
     return tick.run(full_rescan_s, watch_s, max_watched)
+
+
+def _unusable(tree: Tree, root: Path, state: TreeState) -> InputError | None:
+    """Why the tick must skip ``root`` and keep ``state`` (module docstring), or None."""
+    if not root.is_dir():
+        return InputError(root, "the root is missing (not mounted?); tick skipped, state kept")
+    if tree.marker is not None and not (root / tree.marker).is_file():
+        return InputError(root, f"the root holds no {tree.marker} (not mounted?); tick "
+                                "skipped, state kept")
+    if state.tree.get(""):
+        try:
+            with os.scandir(root) as entries:
+                if not any(entry.is_dir() for entry in entries):
+                    return InputError(root, "the root holds no folder where the last scan "
+                                            "saw some (not mounted?); tick skipped, state kept")
+        except OSError as err:
+            return InputError(root, f"cannot be read ({err.strerror or err}); tick skipped, "
+                                    "state kept")
+    return None
 
 
 class _Tick:
@@ -281,6 +318,7 @@ class _Tick:
         self.to_list: list[tuple[int, str]] = []  # (ctime, listed folder): new or changed
         self.errors: list[InputError] = []
         self.unread: list[int] = []  # ctimes of changed folders that could not be listed
+        self.kept: set[str] = set()  # pending leaves of absent folders still remembered
 
     def run(self, full_rescan_s: float | None, watch_s: float, max_watched: int
             ) -> TreeResult:
@@ -322,6 +360,9 @@ class _Tick:
         # Rechecked leaves come back through ``recheck``, not ``pending``.
         self.new.pending = {k for k, r in checked.items() if r is None and k not in self.recheck}
         self.new.pending.update(r.key for r in deferred if r.key not in self.recheck)
+        self.new.pending.update(self.kept)
+        self.new.incomplete.update((k, self.old.incomplete[k]) for k in self.kept
+                                   if k in self.old.incomplete)
         incomplete = sum(k in self.new.incomplete for k in self.new.pending)
         self._advance_watermark([c for c, rel in waiting if rel in self.old.folders] + self.unread)
         self._prune_watched(max_watched)
@@ -406,16 +447,17 @@ class _Tick:
             kept = sorted(self.new.watched.items(), key=lambda item: (-item[1], item[0]))
             self.new.watched = dict(kept[:max_watched])
 
-    def _walk(self, rel: str, level: int) -> None:
-        """Stat ``rel`` and the folders below it down to the listed folders."""
+    def _walk(self, rel: str, level: int) -> bool:
+        """Stat ``rel`` and the folders below it down to the listed folders; False if it
+        is absent and forgotten."""
         path = self.root / rel if rel else self.root
         try:
             ctime = path.stat().st_ctime_ns
         except FileNotFoundError:
-            return
+            return self._vanished(rel)
         except OSError as err:
             self._unreadable(path, err)
-            return
+            return self._vanished(rel)
         self.newest = max(self.newest, ctime)
         changed = ctime >= self.old.since and self.old.recent.get(rel) != ctime
         if level == self.spec.listed_level:
@@ -425,7 +467,7 @@ class _Tick:
                 self.to_list.append((ctime, rel))
             elif rel in self.old.recent:
                 self.new.recent[rel] = ctime
-            return
+            return True
         children, listed = self.old.tree.get(rel, []), True
         if changed or rel not in self.old.tree:
             try:
@@ -434,11 +476,28 @@ class _Tick:
                 self._unreadable(path, err)
                 self.unread.append(ctime)  # still changed next tick
                 listed = False
-        self.new.tree[rel] = children
         if listed:
             self.new.recent[rel] = ctime
-        for name in children:
-            self._walk(f"{rel}/{name}" if rel else name, level + 1)
+        absent = [name for name in self.old.tree.get(rel, [])
+                  if name not in children and not os.path.lexists(path / name)]
+        self.new.tree[rel] = [name for name in sorted({*children, *absent})
+                              if self._walk(f"{rel}/{name}" if rel else name, level + 1)]
+        return True
+
+    def _vanished(self, rel: str) -> bool:
+        """Keep the records of the absent folder ``rel`` (and its pending leaves) until it
+        was absent for :data:`FORGET_AFTER_S`; True while kept."""
+        if rel not in self.old.tree and rel not in self.old.folders:
+            return False
+        first = self.old.gone.get(rel, self.now)
+        if self.now - first >= FORGET_AFTER_S:
+            return False
+        self.new.gone[rel] = first
+        prefix = f"{rel}/"
+        for old, new in ((self.old.tree, self.new.tree), (self.old.folders, self.new.folders)):
+            new.update((k, v) for k, v in old.items() if k == rel or k.startswith(prefix))
+        self.kept.update(k for k in self.old.pending if k.startswith(prefix))
+        return True
 
     def _rescan_slice(self, full_rescan_s: float | None, skip: set[str]) -> list[str]:
         """The next listed folders after ``position`` (wrapping).

@@ -76,6 +76,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     states: dict[str, str] = {}
     ready: dict[str, dict[str, str]] = {}  # block -> job key -> fingerprint
     pending = deferred = unlisted = incomplete = 0
+    errors: list[str] = []
     budget = source.max_jobs_per_tick
     for root in source.roots():
         if budget == 0:  # the cap is reached: this root's scan waits for the next tick
@@ -87,6 +88,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
                       incomplete_after_s=source.incomplete_after_s)
         for error in result.errors:
             context.log.warning(str(error))
+        errors += map(str, result.errors)
         for job in result.ready:
             ready.setdefault(job.ref.block, {})[job.ref.key] = job.fingerprint
         budget -= len(result.ready)
@@ -96,9 +98,10 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
         states[str(root)] = result.state.to_json()
     remaining = (f"{pending - deferred} job(s) waiting to be complete and quiet for "
                  f"{source.quiet_period_s:g} s ({incomplete} quiet but incomplete: handed out "
-                 f"once unchanged for {source.incomplete_after_s:g} s), {deferred} ready but left for the next ticks "
-                 f"by the cap of {source.max_jobs_per_tick}, {unlisted} block folder(s) still "
-                 "to list")
+                 f"once unchanged for {source.incomplete_after_s:g} s), {deferred} ready but "
+                 f"left for the next ticks by the cap of {source.max_jobs_per_tick}, "
+                 f"{unlisted} block folder(s) still to list"
+                 + "".join(f"; skipped: {error}" for error in errors[:3]))
     if not ready:
         return dg.SensorResult(cursor=json.dumps(states), skip_reason=dg.SkipReason(
             f"no new or changed job ready; {remaining}"))

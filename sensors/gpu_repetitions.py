@@ -87,7 +87,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
                  "experiment_end, never ingested until it has one: a killed collector?), "
                  f"{result.deferred} ready but left "
                  f"for the next ticks by the cap of {source.max_repetitions_per_tick}, "
-                 f"{result.unlisted} run folder(s) still to list")
+                 f"{result.unlisted} run folder(s) still to list"
+                 + "".join(f"; skipped: {error}" for error in result.errors[:3]))
     if not result.ready:
         return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
             f"nothing new or changed and ready; {remaining}"))

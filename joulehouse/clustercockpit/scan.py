@@ -42,6 +42,12 @@ What changes a job after its report, and when a tick finds it:
   watched (the most recently reported); older jobs are found by the rolling
   rescan within ``full_rescan_s`` (never, with ``full_rescan_s=None``).
 
+An archive root without ``version.txt`` (an unmounted file system's mount
+point) skips the tick and keeps the state, with an InputError naming the
+root in ``errors``; a cluster, block or job folder that vanished keeps its
+records for :data:`joulehouse.treescan.FORGET_AFTER_S`, so one that comes
+back is not handed out again (:mod:`joulehouse.treescan`).
+
 A folder that is not a job folder's (names not digits, a second level not
 three digits) is ignored, as are ``version.txt`` and ``cluster.json``. A
 symlink leading outside the archive root is not followed: each listing that
@@ -56,7 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from joulehouse import treescan
-from joulehouse.clustercockpit.layout import JobRef, is_complete, subfolders
+from joulehouse.clustercockpit.layout import VERSION_FILE, JobRef, is_complete, subfolders
 from joulehouse.errors import InputError
 
 BLOCK_LEVEL = 2  # root "" = 0, cluster = 1, jobId // 1000 = 2; jobs are 2 levels below
@@ -111,7 +117,8 @@ def _tree(root: Path) -> treescan.Tree:
                 for start in subfolders(root, block / level2, errors) if start.isdigit()]
 
     return treescan.Tree(listed_level=BLOCK_LEVEL, children=children, leaves=leaves,
-                         is_complete=is_complete, records=ScanState.records)
+                         is_complete=is_complete, records=ScanState.records,
+                         marker=VERSION_FILE)
 
 
 def job_ref(root: Path, path_key: str) -> JobRef:

@@ -275,3 +275,39 @@ def test_a_job_left_incomplete_is_handed_out_once_quiet_for_incomplete_after_s(a
     assert late.ready[0].fingerprint == layout.fingerprint(packed.parent)
     # reported as it is: not handed out again while unchanged
     assert scan(archive, late.state, quiet_s=1, max_jobs=1, now=changed + 7200).ready == []
+
+
+def test_an_unmounted_archive_or_a_vanished_folder_keeps_the_state(archive, tmp_path):
+    reported = tick(archive, ScanState())
+    assert keys(reported) == [] and reported.errors == []
+    jobs = [add(archive, 1000 + i * 50) for i in range(20)]
+    reported = tick(archive, reported.state)
+    assert keys(reported) == sorted(jobs)
+    away = tmp_path / "away"
+    archive.rename(away)  # unmounted: an empty mount point
+    archive.mkdir()
+    unmounted = tick(archive, reported.state)
+    assert unmounted.ready == [] and unmounted.state == reported.state
+    assert [e.path for e in unmounted.errors] == [str(archive)]
+    assert "no version.txt" in str(unmounted.errors[0])
+    archive.rmdir()
+    assert tick(archive, reported.state).state == reported.state  # no mount point at all
+    away.rename(archive)  # mounted again: nothing handed out again
+    remounted = tick(archive, unmounted.state)
+    assert remounted.ready == [] and remounted.errors == []
+    # a cluster folder moved away and back within FORGET_AFTER_S: remembered
+    (archive / "c1").rename(away)
+    moved = tick(archive, remounted.state)
+    assert moved.ready == [] and "c1/1" in moved.state.blocks
+    assert moved.state.gone == {"c1": LATER}
+    away.rename(archive / "c1")
+    back = tick(archive, moved.state, now=LATER + 60)
+    assert back.ready == [] and back.state.gone == {}
+    # ... and forgotten once absent for that long: handed out again when it comes back
+    (archive / "c1").rename(away)
+    gone = tick(archive, back.state, now=LATER + 60 + treescan.FORGET_AFTER_S)
+    assert "c1/1" in gone.state.blocks
+    forgotten = tick(archive, gone.state, now=LATER + 60 + 2 * treescan.FORGET_AFTER_S)
+    assert "c1/1" not in forgotten.state.blocks and forgotten.state.gone == {}
+    away.rename(archive / "c1")
+    assert keys(tick(archive, forgotten.state)) == sorted(jobs)

@@ -161,3 +161,16 @@ def test_an_unreadable_run_folder_is_reported_and_the_scan_goes_on(tmp_path, mon
     monkeypatch.setattr(os, "scandir", real)
     again = scan(tmp_path, first.state, quiet_s=1, now=LATER)
     assert [r.ref.key for r in again.ready] == keys[:2]
+
+
+def test_an_emptied_data_root_keeps_the_state_and_nothing_comes_back(tmp_path):
+    root = tmp_path / "lab"
+    keys = write_tree(root, benchmarks=1, runs=2, repetitions=2)
+    reported = scan(root, ScanState(), quiet_s=1, now=LATER)
+    assert [r.ref.key for r in reported.ready] == keys
+    (root / "e").rename(tmp_path / "away")  # unmounted: an empty mount point
+    unmounted = scan(root, reported.state, quiet_s=1, now=LATER)
+    assert unmounted.ready == [] and unmounted.state == reported.state
+    assert [e.path for e in unmounted.errors] == [str(root)]
+    (tmp_path / "away").rename(root / "e")
+    assert scan(root, unmounted.state, quiet_s=1, now=LATER).ready == []
