@@ -36,11 +36,12 @@ the size of the tree, and its work grows with what changed:
   asked again nor counted against the cap until its fingerprint changes, so
   leaves that stay incomplete (a killed writer) cost one stat per tick and
   never starve the scan. With ``incomplete_after_s``, a leaf quiet for that
-  long is ready whether complete or not (the tree's reader then names what is
-  wrong with it); without it (None), an incomplete leaf waits for ever. A tick stops listing once it has
-  that many candidates (known-incomplete ones left out), or has listed
-  :data:`LIST_FACTOR` times as many leaves, so the first walk of a large tree spreads over many ticks (changed
-  folders are listed oldest first).
+  long is ready whether complete or not (the tree's reader then names what
+  is wrong with it); without it (None), an incomplete leaf waits for ever.
+  A tick stops listing once it has that many candidates (known-incomplete
+  ones left out), or has listed :data:`LIST_FACTOR` times as many leaves, so
+  the first walk of a large tree spreads over many ticks (changed folders
+  are listed oldest first).
 * Leaves to *recheck* (the caller's: those that failed downstream, by key,
   with the fingerprint they were reported with) are fingerprinted again
   every tick and reported again once their fingerprint differs and they are
