@@ -31,10 +31,17 @@ the size of the tree, and its work grows with what changed:
 * At most ``cap`` ready leaves are reported per tick, oldest (least recently
   changed) first; the rest stay pending. Completeness, which may read the
   files, is asked of the quiet candidates in that order only until the cap
-  is reached; the quiet ones left over are *deferred*. A tick stops listing once it has
-  that many candidates, or has listed :data:`LIST_FACTOR` times as many
-  leaves, so the first walk of a large tree spreads over many ticks (changed
-  folders are listed oldest first).
+  is reached; the quiet ones left over are *deferred*. A quiet leaf found
+  incomplete is remembered with its fingerprint (``incomplete``) and neither
+  asked again nor counted against the cap until its fingerprint changes, so
+  leaves that stay incomplete (a killed writer) cost one stat per tick and
+  never starve the scan. With ``incomplete_after_s``, a leaf quiet for that
+  long is ready whether complete or not (the tree's reader then names what
+  is wrong with it); without it (None), an incomplete leaf waits for ever.
+  A tick stops listing once it has that many candidates (known-incomplete
+  ones left out), or has listed :data:`LIST_FACTOR` times as many leaves, so
+  the first walk of a large tree spreads over many ticks (changed folders
+  are listed oldest first).
 * Leaves to *recheck* (the caller's: those that failed downstream, by key,
   with the fingerprint they were reported with) are fingerprinted again
   every tick and reported again once their fingerprint differs and they are
@@ -50,7 +57,14 @@ the size of the tree, and its work grows with what changed:
   the last slice ended, sized so that every listed folder is re-listed once
   per ``full_rescan_s`` seconds (within the listing bound).
 
-Removed folders are forgotten; nothing is reported for them. Keys are posix
+Nothing is reported for removed folders, and their records are forgotten
+only once they stayed absent for :data:`FORGET_AFTER_S` (``gone``): a folder
+that comes back within that time (a subtree moved away and back, a file
+server that was briefly unreachable) is not reported again. A root that is
+missing, lacks the tree's ``marker`` file, or lists no folder where the
+state knew some (an unmounted file system's empty mount point) skips the
+tick: the state is kept as it was and an InputError naming the root says
+why; otherwise a remount would hand out every leaf again. Keys are posix
 paths relative to the root; a listed folder's key is the first
 ``listed_level`` parts of its leaves' keys.
 """
@@ -76,6 +90,7 @@ from joulehouse.errors import InputError
 
 CLOCK_MARGIN_NS = 60 * 10**9  # folders changed this long before the newest ctime seen
 LIST_FACTOR = 10  # a tick lists at most LIST_FACTOR * cap leaves
+FORGET_AFTER_S = 3600.0  # a folder's records are forgotten once it was absent this long (s)
 DIGEST_HEX = 8
 
 
@@ -87,7 +102,8 @@ def probe(path: Path) -> tuple[int, str]:
     (``cp -p``, ``rsync -a``) still sets ctime to the time of copying. The
     fingerprint digests the files' names, sizes and mtimes (ns) in name order,
     the same digest as the layouts' ``fingerprint``. Reads no content;
-    FileNotFoundError if the folder vanished.
+    FileNotFoundError if the folder vanished, another OSError (PermissionError)
+    if it cannot be read.
     """
     stat = path.stat()
     latest = max(stat.st_mtime_ns, stat.st_ctime_ns)
@@ -147,7 +163,8 @@ class Tree:
     ``path`` (at ``level``, root = 0) that may lead to leaves; a folder that is
     missing has none. ``leaves(path, errors)``: the leaves of the listed
     folder ``path``, as posix paths relative to it. Both append an InputError
-    to ``errors`` for what they refuse to follow (and go on).
+    to ``errors`` for what they refuse to follow (and go on). ``marker``: a
+    file the root must hold to be scanned (None: the root must only exist).
     """
 
     listed_level: int
@@ -155,6 +172,7 @@ class Tree:
     leaves: Callable[[Path, list[InputError]], list[str]]
     is_complete: Callable[[Path], bool]
     records: Records
+    marker: str | None = None
 
 
 @dataclass
@@ -169,7 +187,10 @@ class TreeState:
     ``pending`` the keys of leaves seen but not reported yet; ``position`` the
     last listed folder of the rolling rescan and ``credit`` how many it may
     re-list (it grows with the time since ``last_tick``, the time of the last
-    scan, s); ``watched`` the keys of leaves watched -> until when (s).
+    scan, s); ``watched`` the keys of leaves watched -> until when (s);
+    ``incomplete`` the pending (or rechecked) leaves found quiet but incomplete
+    -> the fingerprint they had then (not asked again while it stays);
+    ``gone`` the folders absent but still remembered -> when first missed (s).
 
     A subclass per tree names its ``version`` and ``records``.
     """
@@ -186,6 +207,8 @@ class TreeState:
     credit: float = 0.0
     last_tick: float = 0.0
     watched: dict[str, int] = field(default_factory=dict)
+    incomplete: dict[str, str] = field(default_factory=dict)
+    gone: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """A compact string (zlib-compressed JSON, base64) for a sensor cursor."""
@@ -195,6 +218,10 @@ class TreeState:
                    "last_tick": self.last_tick, **self.records.encode(self)}
         if self.watched:
             payload["watched"] = self.watched
+        if self.incomplete:
+            payload["incomplete"] = self.incomplete
+        if self.gone:
+            payload["gone"] = self.gone
         raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
         return base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
 
@@ -208,7 +235,8 @@ class TreeState:
             return cls()
         return cls(payload["tree"], cls.records.decode(payload), payload["recent"],
                    payload["since"], set(payload["pending"]), payload["position"],
-                   payload["credit"], payload["last_tick"], payload.get("watched", {}))
+                   payload["credit"], payload["last_tick"], payload.get("watched", {}),
+                   payload.get("incomplete", {}), payload.get("gone", {}))
 
 
 @dataclass(frozen=True)
@@ -230,37 +258,68 @@ class TreeResult:
     unlisted: int  # listed folders new or changed but not listed yet (budget spent)
     rescanned: int  # listed folders re-listed by the rolling rescan this tick
     errors: list[InputError]  # what the walk refused to follow (it went on)
+    incomplete: int = 0  # of the pending, quiet ones found incomplete (unchanged since)
 
 
 def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
          full_rescan_s: float | None, recheck: Mapping[str, str], now: float | None = None,
-         watch_s: float = 0.0, max_watched: int = 0) -> TreeResult:
+         watch_s: float = 0.0, max_watched: int = 0,
+         incomplete_after_s: float | None = None) -> TreeResult:
     """Scan ``root`` from ``state``; returns ready leaves and the new state.
 
     ``state`` is not modified. ``full_rescan_s=None`` disables the rolling
     rescan; ``0`` re-lists every listed folder each tick (within the bound).
     ``recheck``: leaf key -> the fingerprint it was reported with, to
     fingerprint again this tick. ``watch_s``/``max_watched``: how long and how
-    many reported leaves to watch (0: none). See the module docstring.
+    many reported leaves to watch (0: none). ``incomplete_after_s``: a leaf
+    quiet for this long is ready even if incomplete (None: never). See the
+    module docstring.
     """
+    unusable = _unusable(tree, root, state)
+    if unusable is not None:
+        return TreeResult([], state, len(state.pending), 0, 0, 0, [unusable],
+                          len(state.incomplete))
     tick = _Tick(tree, root, state, quiet_s, cap, time.time() if now is None else now,
-                 recheck)
+                 recheck, incomplete_after_s)
     return tick.run(full_rescan_s, watch_s, max_watched)
+
+
+def _unusable(tree: Tree, root: Path, state: TreeState) -> InputError | None:
+    """Why the tick must skip ``root`` and keep ``state`` (module docstring), or None."""
+    if not root.is_dir():
+        return InputError(root, "the root is missing (not mounted?); tick skipped, state kept")
+    if tree.marker is not None and not (root / tree.marker).is_file():
+        return InputError(root, f"the root holds no {tree.marker} (not mounted?); tick "
+                                "skipped, state kept")
+    if state.tree.get(""):
+        try:
+            with os.scandir(root) as entries:
+                if not any(entry.is_dir() for entry in entries):
+                    return InputError(root, "the root holds no folder where the last scan "
+                                            "saw some (not mounted?); tick skipped, state kept")
+        except OSError as err:
+            return InputError(root, f"cannot be read ({err.strerror or err}); tick skipped, "
+                                    "state kept")
+    return None
 
 
 class _Tick:
     """One scan: walk the folders, list what changed within the budget, check candidates."""
 
     def __init__(self, tree: Tree, root: Path, old: TreeState, quiet_s: float, cap: int,
-                 now: float, recheck: Mapping[str, str]):
+                 now: float, recheck: Mapping[str, str], incomplete_after_s: float | None):
         self.spec, self.root, self.old, self.quiet_s, self.cap = tree, root, old, quiet_s, cap
         self.now, self.recheck = now, recheck
+        self.incomplete_after_s = incomplete_after_s
+        self.overdue: set[str] = set()  # quiet for incomplete_after_s: ready, complete or not
         self.records = tree.records
         self.new = type(old)(since=old.since, position=old.position, credit=old.credit,
                              last_tick=now)
         self.newest = 0  # largest ctime seen this tick
         self.to_list: list[tuple[int, str]] = []  # (ctime, listed folder): new or changed
         self.errors: list[InputError] = []
+        self.unread: list[int] = []  # ctimes of changed folders that could not be listed
+        self.kept: set[str] = set()  # pending leaves of absent folders still remembered
 
     def run(self, full_rescan_s: float | None, watch_s: float, max_watched: int
             ) -> TreeResult:
@@ -279,15 +338,20 @@ class _Tick:
         for ctime, rel, rescanning in queue:
             if budget <= 0 or listed >= LIST_FACTOR * self.cap:
                 break
-            candidates, size = self._list(rel)
+            done += 1
+            listing = self._list(rel)
+            if listing is None:
+                if not rescanning:
+                    self.unread.append(ctime)
+                continue
+            candidates, size = listing
             listed += size
-            budget -= len(candidates)
             if rescanning:
                 self.new.position = rel
             else:
                 self.new.recent[rel] = ctime
             self._check_all([k for k in candidates if k not in checked], checked)
-            done += 1
+            budget -= sum(k not in self.new.incomplete for k in candidates)
         rescanned = sum(rescanning for _, _, rescanning in queue[:done])
         self.new.credit = max(0.0, self.new.credit - rescanned)
         waiting = [(c, rel) for c, rel, rescanning in queue[done:] if not rescanning]
@@ -297,10 +361,14 @@ class _Tick:
         # Rechecked leaves come back through ``recheck``, not ``pending``.
         self.new.pending = {k for k, r in checked.items() if r is None and k not in self.recheck}
         self.new.pending.update(r.key for r in deferred if r.key not in self.recheck)
-        self._advance_watermark([c for c, rel in waiting if rel in self.old.folders])
+        self.new.pending.update(self.kept)
+        self.new.incomplete.update((k, self.old.incomplete[k]) for k in self.kept
+                                   if k in self.old.incomplete)
+        incomplete = sum(k in self.new.incomplete for k in self.new.pending)
+        self._advance_watermark([c for c, rel in waiting if rel in self.old.folders] + self.unread)
         self._prune_watched(max_watched)
         return TreeResult(ready, self.new, len(self.new.pending), len(deferred), len(waiting),
-                          rescanned, self.errors)
+                          rescanned, self.errors, incomplete)
 
     def _complete(self, checked: dict) -> tuple[list[Found], list[Found]]:
         """``(ready, deferred)``: the quiet candidates, oldest first, that are complete, up
@@ -308,7 +376,8 @@ class _Tick:
 
         Completeness may read the files (a ClusterCockpit job's are parsed to
         the end), so it is asked of no more candidates than the cap needs; an
-        incomplete one becomes ``None`` in ``checked`` (pending).
+        incomplete one becomes ``None`` in ``checked`` (pending) and is remembered in
+        ``incomplete`` with its fingerprint.
         """
         quiet = sorted((r for r in checked.values() if r is not None),
                        key=lambda r: (r.last_change, r.key))
@@ -316,10 +385,11 @@ class _Tick:
         for index, found in enumerate(quiet):
             if len(ready) == self.cap:
                 return ready, quiet[index:]
-            if self.spec.is_complete(self.root / found.key):
+            if found.key in self.overdue or self.spec.is_complete(self.root / found.key):
                 ready.append(found)
             else:
                 checked[found.key] = None
+                self.new.incomplete[found.key] = found.fingerprint
         return ready, []
 
     def _folder(self, key: str) -> str:
@@ -363,6 +433,9 @@ class _Tick:
                 change_ns, fingerprint_ = probe(self.root / key)
             except FileNotFoundError:
                 continue
+            except OSError as err:
+                self._unreadable(self.root / key, err)
+                continue
             self.new.watched[key] = until
             if key not in checked and self.records.is_new(self.new.folders[folder], leaf,
                                                           fingerprint_, change_ns):
@@ -375,13 +448,17 @@ class _Tick:
             kept = sorted(self.new.watched.items(), key=lambda item: (-item[1], item[0]))
             self.new.watched = dict(kept[:max_watched])
 
-    def _walk(self, rel: str, level: int) -> None:
-        """Stat ``rel`` and the folders below it down to the listed folders."""
+    def _walk(self, rel: str, level: int) -> bool:
+        """Stat ``rel`` and the folders below it down to the listed folders; False if it
+        is absent and forgotten."""
         path = self.root / rel if rel else self.root
         try:
             ctime = path.stat().st_ctime_ns
         except FileNotFoundError:
-            return
+            return self._vanished(rel)
+        except OSError as err:
+            self._unreadable(path, err)
+            return self._vanished(rel)
         self.newest = max(self.newest, ctime)
         changed = ctime >= self.old.since and self.old.recent.get(rel) != ctime
         if level == self.spec.listed_level:
@@ -391,15 +468,37 @@ class _Tick:
                 self.to_list.append((ctime, rel))
             elif rel in self.old.recent:
                 self.new.recent[rel] = ctime
-            return
+            return True
+        children, listed = self.old.tree.get(rel, []), True
         if changed or rel not in self.old.tree:
-            children = self.spec.children(path, level, self.errors)
-        else:
-            children = self.old.tree[rel]
-        self.new.tree[rel] = children
-        self.new.recent[rel] = ctime
-        for name in children:
-            self._walk(f"{rel}/{name}" if rel else name, level + 1)
+            try:
+                children = self.spec.children(path, level, self.errors)
+            except OSError as err:  # unreadable now: the children seen last, if any
+                self._unreadable(path, err)
+                self.unread.append(ctime)  # still changed next tick
+                listed = False
+        if listed:
+            self.new.recent[rel] = ctime
+        absent = [name for name in self.old.tree.get(rel, [])
+                  if name not in children and not os.path.lexists(path / name)]
+        self.new.tree[rel] = [name for name in sorted({*children, *absent})
+                              if self._walk(f"{rel}/{name}" if rel else name, level + 1)]
+        return True
+
+    def _vanished(self, rel: str) -> bool:
+        """Keep the records of the absent folder ``rel`` (and its pending leaves) until it
+        was absent for :data:`FORGET_AFTER_S`; True while kept."""
+        if rel not in self.old.tree and rel not in self.old.folders:
+            return False
+        first = self.old.gone.get(rel, self.now)
+        if self.now - first >= FORGET_AFTER_S:
+            return False
+        self.new.gone[rel] = first
+        prefix = f"{rel}/"
+        for old, new in ((self.old.tree, self.new.tree), (self.old.folders, self.new.folders)):
+            new.update((k, v) for k, v in old.items() if k == rel or k.startswith(prefix))
+        self.kept.update(k for k in self.old.pending if k.startswith(prefix))
+        return True
 
     def _rescan_slice(self, full_rescan_s: float | None, skip: set[str]) -> list[str]:
         """The next listed folders after ``position`` (wrapping).
@@ -416,10 +515,15 @@ class _Tick:
         start = bisect.bisect_right(folders, self.old.position)
         return (folders[start:] + folders[:start])[:math.floor(self.new.credit)]
 
-    def _list(self, rel: str) -> tuple[list[str], int]:
-        """List a listed folder: the keys of its candidates, and how many leaves it holds."""
+    def _list(self, rel: str) -> tuple[list[str], int] | None:
+        """List a listed folder: the keys of its candidates, and how many leaves it holds;
+        ``None`` (its record kept, the error in ``errors``) if it cannot be read."""
         path = self.root / rel
-        leaves = self.spec.leaves(path, self.errors)
+        try:
+            leaves = self.spec.leaves(path, self.errors)
+        except OSError as err:  # unreadable now: its record kept, listed again next time
+            self._unreadable(path, err)
+            return None
         record, candidates, newest = self.records.list(
             path, leaves, self.new.folders.get(rel, self.records.empty()),
             self.newest - CLOCK_MARGIN_NS)
@@ -428,16 +532,36 @@ class _Tick:
         return [f"{rel}/{leaf}" for leaf in candidates], len(leaves)
 
     def _check_all(self, keys: Iterable[str], checked: dict) -> None:
-        """Quiet -> :class:`Found` (complete or not: :meth:`_complete` asks); not quiet
-        -> ``None``; vanished -> left out."""
+        """Quiet -> :class:`Found` (complete or not: :meth:`_complete` asks; quiet for
+        ``incomplete_after_s``: in ``overdue``, not asked); not quiet, or
+        found incomplete before as it is now (and not overdue), or unreadable (reported in ``errors``) ->
+        ``None``; vanished -> left out."""
         for key in keys:
             try:
                 change_ns, fingerprint_ = probe(self.root / key)
             except FileNotFoundError:
                 continue
+            except OSError as err:
+                self._unreadable(self.root / key, err)
+                checked[key] = None
+                continue
             last_change = change_ns / 1e9
-            checked[key] = (None if self.now - last_change < self.quiet_s
-                            else Found(key, fingerprint_, last_change, change_ns))
+            quiet_for = self.now - last_change
+            overdue = (self.incomplete_after_s is not None
+                       and quiet_for >= max(self.incomplete_after_s, self.quiet_s))
+            if quiet_for < self.quiet_s:
+                checked[key] = None
+            elif not overdue and self.old.incomplete.get(key) == fingerprint_:
+                checked[key] = None
+                self.new.incomplete[key] = fingerprint_
+            else:
+                checked[key] = Found(key, fingerprint_, last_change, change_ns)
+                if overdue:
+                    self.overdue.add(key)
+
+    def _unreadable(self, path: Path, err: OSError) -> None:
+        self.errors.append(InputError(path, f"cannot be read ({err.strerror or err}); "
+                                            "skipped this tick"))
 
     def _advance_watermark(self, deferred_ctimes: list[int]) -> None:
         """Move ``since`` up to the newest ctime minus the margin, but not past a deferred
@@ -528,12 +652,13 @@ class NameDigest(Records):
 
 
 def _digest(path: Path, names: Iterable[str]) -> int | None:
-    """XOR of the pair hashes of ``names`` as they are now; ``None`` if one vanished."""
+    """XOR of the pair hashes of ``names`` as they are now; ``None`` if one vanished or
+    cannot be read."""
     digest = 0
     try:
         for name in names:
             digest ^= _pair_hash(name, probe(path / name)[1])
-    except FileNotFoundError:
+    except OSError:
         return None
     return digest
 
@@ -574,6 +699,9 @@ class Watermark(Records):
             try:
                 change_ns, fingerprint = probe(path / leaf)
             except FileNotFoundError:
+                continue
+            except OSError:  # unreadable: the tick's check keeps it pending and reports it
+                candidates.append(leaf)
                 continue
             newest = max(newest, change_ns)
             if self.is_new(record, leaf, fingerprint, change_ns):

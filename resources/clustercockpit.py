@@ -15,6 +15,7 @@ import dagster as dg
 from pydantic import Field
 
 from joulehouse.clustercockpit.blocks import parse_block_key
+from joulehouse.clustercockpit.scan import INCOMPLETE_AFTER_S
 from resources.gpu import SETTINGS_ENV, settings_from_env
 from resources.landing import folders_from_env
 
@@ -25,6 +26,7 @@ CC_SETTINGS_ENV = {
     "quiet_period_s": SETTINGS_ENV["quiet_period_s"],
     "full_rescan_s": SETTINGS_ENV["full_rescan_s"],
     "max_jobs_per_tick": "JOULEHOUSE_CC_MAX_JOBS_PER_TICK",
+    "incomplete_after_s": "JOULEHOUSE_CC_INCOMPLETE_AFTER_S",
     "max_missing": "JOULEHOUSE_CC_MAX_MISSING",
     "check_schema": "JOULEHOUSE_CC_CHECK_SCHEMA",
 }
@@ -45,6 +47,11 @@ class ClusterCockpitArchive(dg.ConfigurableResource):
         default=5000, ge=1,
         description="Most ready jobs one sensor tick hands out; the rest wait for the next "
                     "ticks.")
+    incomplete_after_s: float = Field(
+        default=INCOMPLETE_AFTER_S, gt=0,
+        description="A job whose files stay unchanged this long is handed out even if one "
+                    "does not parse to the end (a truncated data.json.gz), so that its block's "
+                    "read fails naming the file instead of the job waiting unseen.")
     max_missing: int = Field(
         default=1, ge=0,
         description="Null samples in a row still bridged linearly when integrating power; "

@@ -18,7 +18,10 @@ jobs of a failed block rechecked at that tick stay listed); the
 jobs of a block whose ``cc_block_tables`` partition FAILED are fingerprinted
 again every tick (the scan's ``recheck``), so a job fixed in place is asked
 for one tick after its quiet period, in the same one run as the rest. The
-cursor holds the scan states only.
+blocks of a run that was CANCELED (Dagster marks no partition of it FAILED)
+are asked for again, with the jobs their materialization lists, once no run
+is in flight (``partition_runs.cancelled_hand_outs``: each materialization
+names the run key asked for). The cursor holds the scan states only.
 
 The sensor starts STOPPED: turn it on in the UI once the archive is configured.
 """
@@ -33,7 +36,13 @@ from assets.clustercockpit import cc_block_tables, cc_job_blocks, cc_job_files, 
 from joulehouse.clustercockpit.scan import ScanState, scan
 from joulehouse.digest import digest_pairs
 from resources import ClusterCockpitArchive
-from sensors.partition_runs import files_landed, ready_run_request
+from sensors.partition_runs import (
+    RUN_KEY_METADATA,
+    cancelled_hand_outs,
+    files_landed,
+    ready_run_request,
+    retry_prefix,
+)
 from sensors.settings import sensor_interval_s
 
 SENSOR_NAME = "cc_job_archive"
@@ -50,16 +59,18 @@ cc_job = dg.define_asset_job(
 JOBS_METADATA = "jobs"
 
 
-def failed_jobs(instance: dg.DagsterInstance) -> dict[str, str]:
-    """The jobs of the blocks whose ``cc_block_tables`` partition FAILED, by job key, with
-    the fingerprint they were handed out with (the latest ``cc_job_files`` materialization
-    of the block lists them)."""
+def failed_blocks(instance: dg.DagsterInstance) -> set[str]:
+    """The blocks whose ``cc_block_tables`` partition FAILED."""
     blocks = instance.get_dynamic_partitions(cc_job_blocks.name)
     status = instance.get_status_by_partition(cc_block_tables.key, blocks, cc_job_blocks) or {}
+    return {block for block, state in status.items() if state == dg.AssetPartitionStatus.FAILED}
+
+
+def failed_jobs(instance: dg.DagsterInstance, blocks: set[str]) -> dict[str, str]:
+    """The jobs of the FAILED ``blocks``, by job key, with the fingerprint they were handed
+    out with (the latest ``cc_job_files`` materialization of the block lists them)."""
     jobs: dict[str, str] = {}
-    for block, state in status.items():
-        if state != dg.AssetPartitionStatus.FAILED:
-            continue
+    for block in sorted(blocks):
         record = instance.get_latest_data_version_record(
             cc_job_files.key, is_source=False, partition_key=block)
         event = record and record.asset_materialization
@@ -72,10 +83,15 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
              ) -> dg.SensorResult:
     """One tick over every archive root of ``source``."""
     cursor = json.loads(context.cursor or "{}")
-    recheck = failed_jobs(context.instance)
+    failed = failed_blocks(context.instance)
+    recheck = failed_jobs(context.instance, failed)
+    cancelled = cancelled_hand_outs(context.instance, cc_job_files.key, cc_block_tables.key,
+                                    failed)
     states: dict[str, str] = {}
-    ready: dict[str, dict[str, str]] = {}  # block -> job key -> fingerprint
-    pending = deferred = unlisted = 0
+    ready: dict[str, dict[str, str]] = {  # block -> job key -> fingerprint
+        block: dict(event.metadata[JOBS_METADATA].value) for block, event in cancelled.items()}
+    pending = deferred = unlisted = incomplete = 0
+    errors: list[str] = []
     budget = source.max_jobs_per_tick
     for root in source.roots():
         if budget == 0:  # the cap is reached: this root's scan waits for the next tick
@@ -83,26 +99,32 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
             continue
         result = scan(root, ScanState.from_json(cursor.get(str(root))),
                       quiet_s=source.quiet_period_s, max_jobs=budget,
-                      full_rescan_s=source.full_rescan_s, recheck=_of_root(recheck, root))
+                      full_rescan_s=source.full_rescan_s, recheck=_of_root(recheck, root),
+                      incomplete_after_s=source.incomplete_after_s)
         for error in result.errors:
             context.log.warning(str(error))
+        errors += map(str, result.errors)
         for job in result.ready:
             ready.setdefault(job.ref.block, {})[job.ref.key] = job.fingerprint
         budget -= len(result.ready)
         pending, deferred = pending + result.pending, deferred + result.deferred
         unlisted += result.unlisted
+        incomplete += result.incomplete
         states[str(root)] = result.state.to_json()
     remaining = (f"{pending - deferred} job(s) waiting to be complete and quiet for "
-                 f"{source.quiet_period_s:g} s, {deferred} ready but left for the next ticks "
-                 f"by the cap of {source.max_jobs_per_tick}, {unlisted} block folder(s) still "
-                 "to list")
+                 f"{source.quiet_period_s:g} s ({incomplete} quiet but incomplete: handed out "
+                 f"once unchanged for {source.incomplete_after_s:g} s), {deferred} ready but "
+                 f"left for the next ticks by the cap of {source.max_jobs_per_tick}, "
+                 f"{unlisted} block folder(s) still to list"
+                 + "".join(f"; skipped: {error}" for error in errors[:3]))
     if not ready:
         return dg.SensorResult(cursor=json.dumps(states), skip_reason=dg.SkipReason(
             f"no new or changed job ready; {remaining}"))
     fingerprints = {block: digest_pairs(jobs) for block, jobs in sorted(ready.items())}
     request = ready_run_request(
         context.instance, context.instance.get_dynamic_partitions(cc_job_blocks.name),
-        cc_job_blocks, fingerprints, job_name=JOB_NAME, run_key_prefix="cc", tags={})
+        cc_job_blocks, fingerprints, job_name=JOB_NAME,
+        run_key_prefix=retry_prefix("cc", cancelled), tags={})
     count = sum(map(len, ready.values()))
     if request is None:
         return dg.SensorResult(cursor=context.cursor, skip_reason=dg.SkipReason(
@@ -115,7 +137,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
         run_requests=[run_request],
         dynamic_partitions_requests=additions,
         asset_events=files_landed(cc_job_files.key, fingerprints, {
-            block: {JOBS_METADATA: dg.MetadataValue.json(_still_failing(recheck, block) | jobs)}
+            block: {JOBS_METADATA: dg.MetadataValue.json(_still_failing(recheck, block) | jobs),
+                    RUN_KEY_METADATA: run_request.run_key}
             for block, jobs in ready.items()}),
         cursor=json.dumps(states),
     )

@@ -22,6 +22,11 @@ after its quiet period, in the same one run as the rest. Repetitions that
 did not fail are found rewritten in place by the rolling rescan
 (``full_rescan_s``).
 
+The repetitions of a run that was CANCELED (Dagster marks none of them
+FAILED) are asked for again once no run is in flight
+(``partition_runs.cancelled_hand_outs``: each materialization of the files
+names the run key asked for).
+
 Run keys carry a digest of the keys and fingerprints of the run, so a
 fixed repetition (new fingerprint) is asked for again. Dagster remembers a
 run key forever, failed runs included: re-execute a run that failed for a
@@ -39,7 +44,14 @@ import dagster as dg
 from assets.gpu import gpu_repetition_files, gpu_repetitions, gpu_validated_frames
 from joulehouse.gpu.scan import ScanState, scan
 from resources import DataRoot, GpuBenchmarkSource
-from sensors.partition_runs import DATA_VERSION_TAG, files_landed, ready_run_request
+from sensors.partition_runs import (
+    DATA_VERSION_TAG,
+    RUN_KEY_METADATA,
+    cancelled_hand_outs,
+    files_landed,
+    ready_run_request,
+    retry_prefix,
+)
 from sensors.settings import sensor_interval_s
 
 JOB_NAME = "gpu_energy_job"
@@ -75,23 +87,34 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
              ) -> dg.SensorResult:
     """One tick for ``root``."""
     existing = context.instance.get_dynamic_partitions(gpu_repetitions.name)
+    failed = failed_repetitions(context.instance, existing, root)
+    prefix = f"{root.key_prefix}/"
+    cancelled = {key: event for key, event in cancelled_hand_outs(
+        context.instance, gpu_repetition_files.key, gpu_validated_frames.key,
+        {prefix + key for key in failed}).items() if key.startswith(prefix)}
     result = scan(root.path, ScanState.from_json(context.cursor),
                   quiet_s=source.quiet_period_s, full_rescan_s=source.full_rescan_s,
-                  max_repetitions=source.max_repetitions_per_tick,
-                  recheck=failed_repetitions(context.instance, existing, root))
+                  max_repetitions=source.max_repetitions_per_tick, recheck=failed)
+    for error in result.errors:
+        context.log.warning(str(error))
     cursor = result.state.to_json()
     remaining = (f"{result.pending - result.deferred} waiting for experiment_end or the "
-                 f"{source.quiet_period_s:g} s quiet period, {result.deferred} ready but left "
+                 f"{source.quiet_period_s:g} s quiet period ({result.incomplete} quiet without "
+                 "experiment_end, never ingested until it has one: a killed collector?), "
+                 f"{result.deferred} ready but left "
                  f"for the next ticks by the cap of {source.max_repetitions_per_tick}, "
-                 f"{result.unlisted} run folder(s) still to list")
-    if not result.ready:
+                 f"{result.unlisted} run folder(s) still to list"
+                 + "".join(f"; skipped: {error}" for error in result.errors[:3]))
+    if not result.ready and not cancelled:
         return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
             f"nothing new or changed and ready; {remaining}"))
-    fingerprints = {source.partition_key(root, r.ref): r.fingerprint for r in result.ready}
+    fingerprints = {key: event.tags[DATA_VERSION_TAG] for key, event in cancelled.items()}
+    fingerprints |= {source.partition_key(root, r.ref): r.fingerprint for r in result.ready}
     ready = ready_run_request(
         context.instance, context.instance.get_dynamic_partitions(gpu_repetitions.name),
         gpu_repetitions, fingerprints, job_name=JOB_NAME,
-        run_key_prefix=root.key_prefix, tags={"joulehouse/data_root": root.key_prefix})
+        run_key_prefix=retry_prefix(root.key_prefix, cancelled),
+        tags={"joulehouse/data_root": root.key_prefix})
     if ready is None:
         return dg.SensorResult(cursor=context.cursor, skip_reason=dg.SkipReason(
             f"{len(fingerprints)} ready, asked for once the runs in flight end (registered "
@@ -101,7 +124,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
     return dg.SensorResult(
         run_requests=[run_request],
         dynamic_partitions_requests=additions,
-        asset_events=files_landed(gpu_repetition_files.key, fingerprints),
+        asset_events=files_landed(gpu_repetition_files.key, fingerprints, {
+            key: {RUN_KEY_METADATA: run_request.run_key} for key in fingerprints}),
         cursor=cursor,
     )
 

@@ -36,6 +36,8 @@ from resources.landing import LandingFolders
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
 DATA_VERSION_TAG = "dagster/data_version"
+RUN_KEY_TAG = "dagster/run_key"
+RUN_KEY_METADATA = "run_key"  # of a files materialization: the run key its partition was asked with
 
 
 def files_landed(files: dg.AssetKey, fingerprints: dict[str, str],
@@ -100,6 +102,46 @@ def ready_run_request(
               "joulehouse/partitions": str(len(keys)), **tags},
     )
     return request, requests, len(new_keys)
+
+
+def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built: dg.AssetKey,
+                        failed: set[str]) -> dict[str, dg.AssetMaterialization]:
+    """The partitions handed out (their latest ``files`` materialization, whose metadata
+    :data:`RUN_KEY_METADATA` names the run key asked for) whose run was CANCELED before
+    ``built`` was materialized again, by key, with that materialization; none while a run
+    is in flight. Dagster marks a partition FAILED only for runs that FAILED, so the
+    partitions of a cancelled run must be asked for again by their sensor (``failed``:
+    keys left out, rechecked instead). A run never launched (a test's tick) is no reason.
+    """
+    if run_in_flight(instance) is not None:
+        return {}
+    kind = dg.DagsterEventType.ASSET_MATERIALIZATION
+    built_at = instance.get_latest_storage_id_by_partition(built, kind)
+    by_run: dict[str, dict[str, dg.AssetMaterialization]] = {}
+    for key, handed_at in instance.get_latest_storage_id_by_partition(files, kind).items():
+        if handed_at <= built_at.get(key, -1) or key in failed:
+            continue
+        record = instance.get_latest_data_version_record(files, is_source=False,
+                                                         partition_key=key)
+        event = record and record.asset_materialization
+        if event and RUN_KEY_METADATA in event.metadata:
+            by_run.setdefault(event.metadata[RUN_KEY_METADATA].value, {})[key] = event
+    cancelled = {}
+    for run_key, events in by_run.items():
+        runs = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: run_key}), limit=1)
+        if runs and runs[0].status == dg.DagsterRunStatus.CANCELED:
+            cancelled |= events
+    return cancelled
+
+
+def retry_prefix(prefix: str, cancelled: Mapping[str, dg.AssetMaterialization]) -> str:
+    """The run key prefix of a run asking again for the ``cancelled`` hand-outs
+    (:func:`cancelled_hand_outs`): the daemon never runs a run key twice, so it names the
+    cancelled runs' keys."""
+    if not cancelled:
+        return prefix
+    keys = {key: str(event.metadata[RUN_KEY_METADATA].value) for key, event in cancelled.items()}
+    return f"{prefix}-retry-{digest_pairs(keys)}"
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,11 @@ A job is *ready* when ``meta.json`` and its data file both parse to the end
 (:func:`joulehouse.clustercockpit.layout.is_complete`; a truncated JSON or
 ``.gz`` is not) and no file in it changed for ``quiet_s``; until then it is
 pending and checked every tick. Completeness parses the files, so it is
-asked of no more quiet candidates than ``max_jobs`` needs.
+asked of no more quiet candidates than ``max_jobs`` needs, and of a job found
+incomplete only again once one of its files changed. A job quiet for
+``incomplete_after_s`` (default :data:`INCOMPLETE_AFTER_S`, one hour) is ready
+complete or not: a file left truncated (a copy that died) is then read, and
+its block's read fails naming the file, instead of the job waiting unseen.
 
 What changes a job after its report, and when a tick finds it:
 
@@ -38,6 +42,12 @@ What changes a job after its report, and when a tick finds it:
   watched (the most recently reported); older jobs are found by the rolling
   rescan within ``full_rescan_s`` (never, with ``full_rescan_s=None``).
 
+An archive root without ``version.txt`` (an unmounted file system's mount
+point) skips the tick and keeps the state, with an InputError naming the
+root in ``errors``; a cluster, block or job folder that vanished keeps its
+records for :data:`joulehouse.treescan.FORGET_AFTER_S`, so one that comes
+back is not handed out again (:mod:`joulehouse.treescan`).
+
 A folder that is not a job folder's (names not digits, a second level not
 three digits) is ignored, as are ``version.txt`` and ``cluster.json``. A
 symlink leading outside the archive root is not followed: each listing that
@@ -52,12 +62,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from joulehouse import treescan
-from joulehouse.clustercockpit.layout import JobRef, is_complete, subfolders
+from joulehouse.clustercockpit.layout import VERSION_FILE, JobRef, is_complete, subfolders
 from joulehouse.errors import InputError
 
 BLOCK_LEVEL = 2  # root "" = 0, cluster = 1, jobId // 1000 = 2; jobs are 2 levels below
 WATCH_S = 3600.0  # how long a reported job is watched for a rewrite
 MAX_WATCHED = 1000  # at most this many watched jobs (the most recently reported)
+INCOMPLETE_AFTER_S = 3600.0  # a job quiet this long is handed out even if incomplete
 
 
 class ScanState(treescan.TreeState):
@@ -89,6 +100,7 @@ class ScanResult:
     errors: list[InputError]  # e.g. a symlink leading outside the root; the scan goes on
     state: ScanState
     rescanned: int = 0  # block folders re-listed by the rolling rescan this tick
+    incomplete: int = 0  # of the pending, quiet ones found incomplete (unchanged since)
 
 
 def _tree(root: Path) -> treescan.Tree:
@@ -105,7 +117,8 @@ def _tree(root: Path) -> treescan.Tree:
                 for start in subfolders(root, block / level2, errors) if start.isdigit()]
 
     return treescan.Tree(listed_level=BLOCK_LEVEL, children=children, leaves=leaves,
-                         is_complete=is_complete, records=ScanState.records)
+                         is_complete=is_complete, records=ScanState.records,
+                         marker=VERSION_FILE)
 
 
 def job_ref(root: Path, path_key: str) -> JobRef:
@@ -123,7 +136,8 @@ def path_key(job_key: str) -> str:
 def scan(root: str | os.PathLike[str], state: ScanState, *, quiet_s: float, max_jobs: int,
          full_rescan_s: float | None = None, recheck: Mapping[str, str] = {},
          now: float | None = None, watch_s: float = WATCH_S,
-         max_watched: int = MAX_WATCHED) -> ScanResult:
+         max_watched: int = MAX_WATCHED,
+         incomplete_after_s: float | None = INCOMPLETE_AFTER_S) -> ScanResult:
     """Scan the archive ``root`` from ``state``; returns ready jobs and the new state.
 
     ``state`` is not modified. ``full_rescan_s``: every block is re-listed
@@ -132,13 +146,15 @@ def scan(root: str | os.PathLike[str], state: ScanState, *, quiet_s: float, max_
     -> the fingerprint they were reported with; each is fingerprinted again
     every tick and reported again once changed and quiet. ``watch_s``,
     ``max_watched``: how long, and how many, reported jobs are watched for
-    a rewrite (module docstring). ``now``: the clock (s), for tests.
+    a rewrite (module docstring). ``incomplete_after_s``: a job quiet this long
+    is ready even if incomplete (None: never). ``now``: the clock (s), for tests.
     """
     root = Path(root)
     result = treescan.scan(_tree(root), root, state, quiet_s=quiet_s, cap=max_jobs,
                            full_rescan_s=full_rescan_s,
                            recheck={path_key(key): fp for key, fp in recheck.items()},
-                           now=now, watch_s=watch_s, max_watched=max_watched)
+                           now=now, watch_s=watch_s, max_watched=max_watched,
+                           incomplete_after_s=incomplete_after_s)
     ready = [ReadyJob(job_ref(root, found.key), found.fingerprint) for found in result.ready]
     return ScanResult(ready, result.pending, result.deferred, result.unlisted, result.errors,
-                      result.state, result.rescanned)
+                      result.state, result.rescanned, result.incomplete)

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from joulehouse import treescan
+from joulehouse.errors import InputError
 from joulehouse.gpu.layout import RepetitionRef, is_complete, subdirs
 
 RUN_LEVEL = 3  # root "" = 0, experiment = 1, benchmark = 2, run = 3, repetition = 4
@@ -57,6 +58,8 @@ class ScanResult:
     deferred: int  # of those, quiet ones left for later ticks by the cap
     unlisted: int  # run folders new or changed but not listed yet (budget spent)
     rescanned: int  # run folders re-listed by the rolling rescan this tick
+    incomplete: int = 0  # of the pending, quiet ones without experiment_end (unchanged since)
+    errors: list[InputError] = field(default_factory=list)  # folders unreadable (skipped)
 
 
 def _folders(path: Path, *_) -> list[str]:
@@ -91,4 +94,4 @@ def scan(
     ready = [ReadyRepetition(RepetitionRef.from_key(root, found.key), found.fingerprint,
                              found.last_change) for found in result.ready]
     return ScanResult(ready, result.state, result.pending, result.deferred, result.unlisted,
-                      result.rescanned)
+                      result.rescanned, result.incomplete, result.errors)

@@ -28,9 +28,9 @@ def add(root: Path, job_id: int, start: int = START, cluster: str = "c1", **kw) 
 
 
 def tick(root: Path, state: ScanState, **kw):
-    """One scan (quiet after 1 s, cap 100, clock LATER unless given) from a cursor
-    round-trip, as a sensor does."""
-    kw = {"quiet_s": 1, "max_jobs": 100, "now": LATER, **kw}
+    """One scan (quiet after 1 s, cap 100, clock LATER, incomplete jobs never handed out,
+    unless given) from a cursor round-trip, as a sensor does."""
+    kw = {"quiet_s": 1, "max_jobs": 100, "now": LATER, "incomplete_after_s": None, **kw}
     return scan(root, ScanState.from_json(state.to_json()), **kw)
 
 
@@ -242,3 +242,72 @@ def test_the_cursor_keeps_no_name_per_job(archive, monkeypatch):
     small, large = cursor_bytes(2), cursor_bytes(40)
     assert large < 40 * 20, large  # about 30 bytes per block, whatever its jobs
     assert large - small < 200, (small, large)
+
+
+def test_an_unreadable_folder_is_reported_and_the_scan_goes_on(archive, monkeypatch):
+    good, job, other = add(archive, 1000), add(archive, 1001), add(archive, 5000)
+    denied = {JobRef(archive, "c1", 1001, START).path, archive / "c1" / "5"}
+    real = os.scandir
+
+    def scandir(path="."):  # what a 0700 folder of another user gives
+        if Path(path) in denied:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    first = tick(archive, ScanState())
+    assert keys(first) == [good] and first.pending == 1
+    assert sorted(e.path for e in first.errors) == sorted(map(str, denied))
+    assert all("Permission denied" in str(e) for e in first.errors)
+    monkeypatch.setattr(os, "scandir", real)
+    assert keys(tick(archive, first.state)) == sorted([job, other])
+
+
+def test_a_job_left_incomplete_is_handed_out_once_quiet_for_incomplete_after_s(archive):
+    key = add(archive, 1000, gzip=True)
+    packed = JobRef(archive, "c1", 1000, START).path / "data.json.gz"
+    packed.write_bytes(packed.read_bytes()[:-8])  # a copy that died: the trailer is cut
+    changed = max(f.stat().st_mtime for f in packed.parent.iterdir())
+    hour = scan(archive, ScanState(), quiet_s=1, max_jobs=1, now=changed + 60)
+    assert hour.ready == [] and hour.pending == hour.incomplete == 1  # the default: 1 h
+    late = scan(archive, hour.state, quiet_s=1, max_jobs=1, now=changed + 3601)
+    assert keys(late) == [key] and late.pending == 0
+    assert late.ready[0].fingerprint == layout.fingerprint(packed.parent)
+    # reported as it is: not handed out again while unchanged
+    assert scan(archive, late.state, quiet_s=1, max_jobs=1, now=changed + 7200).ready == []
+
+
+def test_an_unmounted_archive_or_a_vanished_folder_keeps_the_state(archive, tmp_path):
+    reported = tick(archive, ScanState())
+    assert keys(reported) == [] and reported.errors == []
+    jobs = [add(archive, 1000 + i * 50) for i in range(20)]
+    reported = tick(archive, reported.state)
+    assert keys(reported) == sorted(jobs)
+    away = tmp_path / "away"
+    archive.rename(away)  # unmounted: an empty mount point
+    archive.mkdir()
+    unmounted = tick(archive, reported.state)
+    assert unmounted.ready == [] and unmounted.state == reported.state
+    assert [e.path for e in unmounted.errors] == [str(archive)]
+    assert "no version.txt" in str(unmounted.errors[0])
+    archive.rmdir()
+    assert tick(archive, reported.state).state == reported.state  # no mount point at all
+    away.rename(archive)  # mounted again: nothing handed out again
+    remounted = tick(archive, unmounted.state)
+    assert remounted.ready == [] and remounted.errors == []
+    # a cluster folder moved away and back within FORGET_AFTER_S: remembered
+    (archive / "c1").rename(away)
+    moved = tick(archive, remounted.state)
+    assert moved.ready == [] and "c1/1" in moved.state.blocks
+    assert moved.state.gone == {"c1": LATER}
+    away.rename(archive / "c1")
+    back = tick(archive, moved.state, now=LATER + 60)
+    assert back.ready == [] and back.state.gone == {}
+    # ... and forgotten once absent for that long: handed out again when it comes back
+    (archive / "c1").rename(away)
+    gone = tick(archive, back.state, now=LATER + 60 + treescan.FORGET_AFTER_S)
+    assert "c1/1" in gone.state.blocks
+    forgotten = tick(archive, gone.state, now=LATER + 60 + 2 * treescan.FORGET_AFTER_S)
+    assert "c1/1" not in forgotten.state.blocks and forgotten.state.gone == {}
+    away.rename(archive / "c1")
+    assert keys(tick(archive, forgotten.state)) == sorted(jobs)

@@ -37,7 +37,7 @@ from joulehouse.warehouse import Warehouse as Tables
 from resources import ClusterCockpitArchive, DataRoot, GpuBenchmarkSource, Warehouse
 from sensors.clustercockpit import JOB_NAME, JOBS_METADATA, SENSOR_NAME
 from sensors.local import launch_in_process, tick
-from sensors.partition_runs import RANGE_END, RANGE_START
+from sensors.partition_runs import RANGE_END, RANGE_START, RUN_KEY_TAG
 from tests.dagster.conftest import QUIET_S, settle
 
 BLOCKS = ["emmy/1403", "fritz/398", "taurus/20639"]
@@ -352,6 +352,22 @@ def test_the_sensor_rechecks_a_failed_job_until_fixed(pipeline, archive):
     assert pipeline.status(cc_block_tables.key)["fritz/398"] == (
         dg.AssetPartitionStatus.MATERIALIZED)
     assert "fritz/398002/1675900000" in set(pipeline.tables.read_table(JOBS_TABLE)["job"])
+
+
+def test_the_blocks_of_a_cancelled_run_are_asked_for_again(pipeline):
+    settle()
+    [request] = pipeline.tick().run_requests
+    run = pipeline.instance.create_run_for_job(
+        pipeline.defs.resolve_job_def(JOB_NAME), tags={**request.tags,
+                                                       RUN_KEY_TAG: request.run_key})
+    pipeline.instance.report_run_canceled(run)  # cancelled in the UI before it read anything
+    assert dg.AssetPartitionStatus.FAILED not in pipeline.status(cc_block_tables.key).values()
+    [again] = pipeline.tick().run_requests
+    assert again.run_key != request.run_key  # the daemon never runs a run key twice
+    assert (again.tags[RANGE_START], again.tags[RANGE_END]) == (BLOCKS[0], BLOCKS[-1])
+    assert pipeline.launch(again).success
+    assert len(pipeline.tables.read_table(JOBS_TABLE)) == 4
+    assert pipeline.tick().run_requests == []
 
 
 def test_a_job_without_samples_is_stored_but_loads_no_trial(pipeline, archive):

@@ -4,6 +4,7 @@ import shutil
 import time
 
 import joulehouse.gpu.scan as scan_module
+from joulehouse import treescan
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from joulehouse.gpu.scan import ScanState, scan
 
@@ -37,10 +38,13 @@ def test_state_is_compact_json(tmp_path):
     assert ScanState.from_json(None).tree == {}
 
 
-def test_removed_folders_are_forgotten(tmp_path):
+def test_removed_folders_are_forgotten_once_absent_for_forget_after_s(tmp_path):
     write_data_root(tmp_path, {"e": {"b": ["100W", "200W"]}}, repetitions=1, base=SMALL)
-    first = scan(tmp_path, ScanState(), quiet_s=0)
+    now = time.time() + 1
+    first = scan(tmp_path, ScanState(), quiet_s=0, now=now)
     shutil.rmtree(tmp_path / "e/b/200W")
-    second = scan(tmp_path, first.state, quiet_s=0)
-    assert second.ready == [] and "e/b/200W" not in second.state.runs
-    assert "200W" not in second.state.tree["e/b"]
+    second = scan(tmp_path, first.state, quiet_s=0, now=now)
+    assert second.ready == [] and "e/b/200W" in second.state.runs  # kept a while
+    third = scan(tmp_path, second.state, quiet_s=0, now=now + treescan.FORGET_AFTER_S)
+    assert third.ready == [] and "e/b/200W" not in third.state.runs
+    assert "200W" not in third.state.tree["e/b"] and third.state.gone == {}

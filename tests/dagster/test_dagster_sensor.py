@@ -11,7 +11,7 @@ from definitions import build_definitions
 from resources import GpuBenchmarkSource
 from sensors.gpu_repetitions import sensor_name
 from sensors.local import tick
-from sensors.partition_runs import RANGE_END, RANGE_START
+from sensors.partition_runs import RANGE_END, RANGE_START, RUN_KEY_TAG
 from tests.dagster.conftest import REPETITIONS, RUNS, settle
 
 ALL_KEYS = sorted(f"lab/{e}/{b}/{r}/{i}" for e, bs in RUNS.items() for b, rs in bs.items()
@@ -186,3 +186,19 @@ def test_a_tree_larger_than_the_cap_registers_over_several_ticks(instance, sourc
     last = ticker().skip_message
     assert "0 waiting for experiment_end" in last and "0 ready but left" in last
     assert sorted(reported) == sorted(ticker.partitions()) == ALL_KEYS  # nothing twice
+
+
+def test_the_repetitions_of_a_cancelled_run_are_asked_for_again(sensor, instance, source,
+                                                                defs):
+    ticker = Ticker(sensor, instance, source)
+    first = ticker().run_requests[0]
+    run = instance.create_run_for_job(defs.resolve_job_def(first.job_name),
+                                      tags={**first.tags, RUN_KEY_TAG: first.run_key})
+    instance.report_run_canceled(run)  # cancelled in the UI: Dagster fails no partition
+    data = ticker()
+    [again] = data.run_requests
+    assert again.run_key != first.run_key  # the daemon never runs a run key twice
+    assert sorted(covered(ticker, again)) == ALL_KEYS
+    assert sorted(e.partition for e in data.asset_events) == ALL_KEYS
+    # asked for again once: the new hand-out names the new run key, not a cancelled one
+    assert ticker().run_requests == []

@@ -116,7 +116,8 @@ def test_the_ui_reads_each_landing_source_failed_alone_with_its_file_then_fixed(
     power.write_text("".join(lines))
     # ClusterCockpit: a third job in the block fritz/398 whose data.json.gz is cut short; the
     # sensor hands out the block for its two complete jobs and the run reads the block whole
-    # (a truncated job alone in its block is never handed out: the xfail test below)
+    # (a truncated job alone in its block is handed out after incomplete_after_s: the test
+    # below)
     bad_job = _write_bad_job(archive)
     gz = bad_job / "data.json.gz"
     gz.write_bytes(gz.read_bytes()[:-20])
@@ -250,12 +251,6 @@ def test_the_ui_reads_each_landing_source_failed_alone_with_its_file_then_fixed(
                 assert execution["evaluation"]["description"] == f"{source.bad}: passed"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "sensors/clustercockpit.py hands out only complete jobs (joulehouse.clustercockpit."
-    "layout.is_complete, treescan): a job whose data.json.gz stays truncated past the quiet "
-    "period is pending forever, so a block holding no other ready job (emmy/1403 here) is "
-    "never registered or run: no partition fails and no check names the job folder; the "
-    "sensor's tick only counts it ('1 job(s) waiting to be complete and quiet')"))
 def test_a_job_left_truncated_alone_in_its_block_fails_that_block(instance, tmp_path):
     archive = tmp_path / "archive"
     shutil.copytree(EXAMPLE_CC_ARCHIVE, archive)
@@ -263,8 +258,9 @@ def test_a_job_left_truncated_alone_in_its_block_fails_that_block(instance, tmp_
     gz = folder / "data.json.gz"
     gz.write_bytes(gz.read_bytes()[:-20])
     settle()
+    # handed out once quiet for incomplete_after_s, complete or not: the read names the file
     source = ClusterCockpitArchive(archive_roots=[str(archive)], quiet_period_s=QUIET_S,
-                                   full_rescan_s=None)
+                                   full_rescan_s=None, incomplete_after_s=QUIET_S)
     defs = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(path=str(archive))]),
                              Warehouse(root=str(tmp_path / "warehouse")), cc_archive=source)
     sensor = defs.resolve_sensor_def(clustercockpit.SENSOR_NAME)

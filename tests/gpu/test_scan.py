@@ -1,6 +1,8 @@
 """The bounded scan (Dagster-free): the cap, the resumable first walk, the rolling rescan,
 the cursor size. Trees of tiny repetitions (two small files each) keep these fast."""
 
+import dataclasses
+import os
 import shutil
 from pathlib import Path
 
@@ -112,3 +114,63 @@ def test_the_cursor_keeps_a_few_bytes_per_run_folder(tmp_path):
     # ~8 bytes per run folder: 100,000 repetitions in 10,000 run folders stay under 100 KB
     assert size < 10 * 500, size
     assert ScanState.from_json(state.to_json()).runs == state.runs
+
+
+def test_repetitions_left_without_experiment_end_never_starve_the_scan(tmp_path, monkeypatch):
+    # three repetitions a killed collector left without experiment_end, more than the cap,
+    # older than a complete one in another run folder
+    abandoned = write_tree(tmp_path, benchmarks=1, runs=1, repetitions=3)
+    for key in abandoned:
+        (tmp_path / key / "timestamps.csv").write_text(TIMESTAMPS.rsplit("2020", 1)[0])
+    complete = tmp_path / "e/b0/300W/0"
+    shutil.copytree(tmp_path / abandoned[0], complete)
+    (complete / "timestamps.csv").write_text(TIMESTAMPS)
+    asked = []
+    tree = scan_module.TREE
+    monkeypatch.setattr(scan_module, "TREE", dataclasses.replace(
+        tree, is_complete=lambda path: asked.append(path.name) or tree.is_complete(path)))
+    state, reported = ScanState(), []
+    for _ in range(3):
+        result = scan(tmp_path, ScanState.from_json(state.to_json()), quiet_s=1,
+                      max_repetitions=2, now=LATER)
+        state = result.state
+        reported += [r.ref.key for r in result.ready]
+    assert reported == ["e/b0/300W/0"]
+    assert result.pending == result.incomplete == 3 and result.unlisted == 0
+    assert len(asked) == 3 + 1  # each abandoned one asked once, then not while unchanged
+    # completed later: asked again and reported
+    (tmp_path / abandoned[0] / "timestamps.csv").write_text(TIMESTAMPS)
+    again = scan(tmp_path, state, quiet_s=1, max_repetitions=2, now=LATER)
+    assert [r.ref.key for r in again.ready] == [abandoned[0]] and again.incomplete == 2
+
+
+def test_an_unreadable_run_folder_is_reported_and_the_scan_goes_on(tmp_path, monkeypatch):
+    keys = write_tree(tmp_path, benchmarks=1, runs=2, repetitions=2)
+    denied = tmp_path / "e/b0/100W"
+    real = os.scandir
+
+    def scandir(path="."):  # what a 0700 folder of another user gives
+        if Path(path) == denied:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    first = scan(tmp_path, ScanState(), quiet_s=1, now=LATER)
+    assert [r.ref.key for r in first.ready] == keys[2:]
+    assert [e.path for e in first.errors] == [str(denied)]
+    monkeypatch.setattr(os, "scandir", real)
+    again = scan(tmp_path, first.state, quiet_s=1, now=LATER)
+    assert [r.ref.key for r in again.ready] == keys[:2]
+
+
+def test_an_emptied_data_root_keeps_the_state_and_nothing_comes_back(tmp_path):
+    root = tmp_path / "lab"
+    keys = write_tree(root, benchmarks=1, runs=2, repetitions=2)
+    reported = scan(root, ScanState(), quiet_s=1, now=LATER)
+    assert [r.ref.key for r in reported.ready] == keys
+    (root / "e").rename(tmp_path / "away")  # unmounted: an empty mount point
+    unmounted = scan(root, reported.state, quiet_s=1, now=LATER)
+    assert unmounted.ready == [] and unmounted.state == reported.state
+    assert [e.path for e in unmounted.errors] == [str(root)]
+    (tmp_path / "away").rename(root / "e")
+    assert scan(root, unmounted.state, quiet_s=1, now=LATER).ready == []
