@@ -31,6 +31,7 @@ from joulehouse.clustercockpit.generator import (
     write_job,
 )
 from joulehouse.clustercockpit.layout import find_jobs
+from joulehouse.errors import InputError
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials
 from joulehouse.warehouse import Warehouse as Tables
@@ -300,10 +301,36 @@ def test_the_archive_settings_come_from_the_environment(tmp_path, monkeypatch):
             source.max_jobs_per_tick, source.max_missing, source.check_schema) == (
         [str(first), str(second)], 120.0, None, 100, 3, False)
     assert source.resolve("emmy/1403") == second.resolve()
-    with pytest.raises(KeyError, match="cluster 'fritz' must be in exactly one archive root"):
+    with pytest.raises(InputError, match="fritz/398: cluster 'fritz' must be in exactly one "
+                                         "archive root"):
         source.resolve("fritz/398")
-    with pytest.raises(ValueError, match="not a job-id block key"):
+    with pytest.raises(InputError, match="fritz/398/1: not a job-id block key"):
         source.resolve("fritz/398/1")
+
+
+def test_a_bad_block_key_fails_only_its_block(pipeline, archive):
+    """A key whose cluster folder is gone, and a malformed one, each fail their own block
+    visibly; the blocks before and after them in the run are stored and reported."""
+    shutil.rmtree(archive / "emmy")
+    keys = ["emmy/1403", "fritz/398", "bad-key", "taurus/20639"]
+    result = pipeline.run(keys)
+
+    assert not result.success
+    assert _failure(result).startswith("2 of 4 partition(s) failed:\nemmy/1403: emmy/1403: "
+                                       "cluster 'emmy' must be in exactly one archive root")
+    checks = _checks(result, READ_CHECK)
+    assert {key: check.passed for key, check in checks.items()} == {
+        "emmy/1403": False, "fritz/398": True, "bad-key": False, "taurus/20639": True}
+    assert checks["bad-key"].metadata["file"].value == "bad-key"
+    assert "not a job-id block key" in checks["bad-key"].metadata["error"].value
+    assert pipeline.status(cc_block_tables.key) == {
+        "emmy/1403": dg.AssetPartitionStatus.FAILED,
+        "fritz/398": dg.AssetPartitionStatus.MATERIALIZED,
+        "bad-key": dg.AssetPartitionStatus.FAILED,
+        "taurus/20639": dg.AssetPartitionStatus.MATERIALIZED}
+    assert sorted(pipeline.tables.read_table(JOBS_TABLE)["job"]) == [
+        *FRITZ, "taurus/20639587/1635856524"]
+    assert sorted(pipeline.trials()) == [*FRITZ, "taurus/20639587/1635856524"]
 
 
 
