@@ -61,10 +61,11 @@ def archive(tmp_path: Path) -> Path:
 class Pipeline:
     """The definitions over one archive: register blocks, run the ClusterCockpit job."""
 
-    def __init__(self, instance, archive: Path, tmp_path: Path):
+    def __init__(self, instance, archive: Path, tmp_path: Path, **settings):
         self.instance = instance
         self.source = ClusterCockpitArchive(archive_roots=[str(archive)],
-                                            quiet_period_s=QUIET_S, full_rescan_s=None)
+                                            quiet_period_s=QUIET_S, full_rescan_s=None,
+                                            **settings)
         self.warehouse = tmp_path / "warehouse"
         self.defs = build_definitions(
             GpuBenchmarkSource(data_roots=[DataRoot(path=str(archive))]),
@@ -190,6 +191,29 @@ def test_a_rerun_reloads_only_the_trials_of_changed_jobs(pipeline, archive):
     again = pipeline.trials()
     assert set(again) == set(first)
     assert {job for job in first if again[job] != first[job]} == {FRITZ[0]}
+
+
+def test_a_changed_setting_or_cluster_json_reloads_the_trials(pipeline, instance, archive,
+                                                              tmp_path):
+    """The trials' energies depend on ``max_missing`` and cluster.json too: changing either
+    reloads the trials it concerns; an unchanged rerun loads none."""
+    assert pipeline.run(BLOCKS).success
+    first = pipeline.trials()
+    assert pipeline.run(BLOCKS).success
+    assert pipeline.trials() == first
+
+    wider = Pipeline(instance, archive, tmp_path, max_missing=3)
+    assert wider.run(BLOCKS).success
+    second = wider.trials()
+    assert set(second) == set(first) and not set(second.values()) & set(first.values())
+    assert wider.run(BLOCKS).success
+    assert wider.trials() == second  # the same setting again: nothing reloaded
+
+    config = archive / "fritz" / "cluster.json"
+    config.write_text(config.read_text())  # rewritten: new mtime, new fingerprint
+    assert wider.run(BLOCKS).success
+    third = wider.trials()
+    assert {job for job in second if third[job] != second[job]} == set(FRITZ)
 
 
 def test_schema_violations_are_warnings_naming_job_and_path(pipeline):
