@@ -251,6 +251,7 @@ def load_block_trials(loads: TrialLoads, key: str, read: BlockRead, max_missing:
     equals its stored trial's (primary metadata) is not loaded again, and a job that cannot
     be mapped loads nothing and is named in the returned error."""
     loaded, failed = [], []
+    loads.look_up(str(measured.ref.path.resolve()) for measured in read.measured)
     for measured in read.measured:
         name, folder = measured.ref.key, measured.ref.path
         known = trial_fingerprint(measured.ref, max_missing)
