@@ -45,9 +45,9 @@ import pandas as pd
 from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION, TABLES_POOL
 from assets.reporting import (
     PartitionBatch,
+    backfills,
     failure,
     partition_check_spec,
-    single_run_backfills,
     table_metadata,
 )
 from assets.taudb import TrialLoads
@@ -425,7 +425,7 @@ def whole_tables(tables: Tables, keys: list[str], selected: set[dg.AssetKey]
             "total_energy_j": dg.MetadataValue.float(float(rows["energy_j"].sum()))})
 
 
-with single_run_backfills(BLOCKS_PER_RUN) as blocks_per_run:
+with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
     @dg.multi_asset(
         name="cc_pipeline",
         specs=[cc_block_tables, cc_job_trials, *CC_TABLES],

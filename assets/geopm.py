@@ -33,9 +33,9 @@ import pandas as pd
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
 from assets.reporting import (
     PartitionBatch,
+    backfills,
     failure,
     partition_check_spec,
-    single_run_backfills,
     table_metadata,
 )
 from assets.taudb import GROUP as TAUDB_GROUP
@@ -319,7 +319,7 @@ def whole_tables(tables: Tables, keys: list[str], selected: set[dg.AssetKey]
             "total_energy_j": dg.MetadataValue.float(float(rows["energy_j"].sum()))})
 
 
-with single_run_backfills() as single_run:
+with backfills() as single_run:
     @dg.multi_asset(
         name="geopm_pipeline",
         specs=[geopm_validated_frames, geopm_host_energy, geopm_trials, *GEOPM_TABLES],

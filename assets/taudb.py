@@ -57,10 +57,10 @@ from assets.powerapi import (
 )
 from assets.reporting import (
     PartitionBatch,
+    backfills,
     column_schema,
     failure,
     partition_check_spec,
-    single_run_backfills,
 )
 from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
@@ -198,8 +198,7 @@ def load_partition_trials(
             raise given
         trial = loads.load(key, lambda: build(key), given)
         if trial is not None:
-            shown[key] = {"threads": trial.threads, "timer_values": trial.timer_values,
-                          "counters": trial.counters}
+            shown[key] = trial_frames(trial)
         return shown.get(key, {})
 
     batch = PartitionBatch.run(context, load, lambda name: None, skip=skip)
@@ -269,7 +268,7 @@ LOADS_SPEC = partition_check_spec(
     "failed one names file and line).")
 
 
-with single_run_backfills() as single_run:
+with backfills() as single_run:
     @dg.asset(
         description=(
             "TAU profile sets (a folder of profile.N.C.T files, MULTI__<metric> folders, or a "

@@ -42,13 +42,8 @@ from joulehouse.errors import InputError
 FRAMES = ("jobs", "host_energy", "job_energy", "metric_stats")
 
 
-def block_key(cluster: str, block: int) -> str:
-    """``<cluster>/<block>``, block = jobId // 1000."""
-    return f"{cluster}/{block}"
-
-
 def parse_block_key(key: str) -> tuple[str, int]:
-    """(cluster, block) of a block key; InputError naming the key when it is none (so only
+    """(cluster, block) of a block key (:attr:`~.layout.JobRef.block` formats it); InputError naming the key when it is none (so only
     that partition fails)."""
     cluster, _, block = key.rpartition("/")
     if not cluster or "/" in cluster or not block.isdigit():
