@@ -10,7 +10,9 @@ every block of a run, for the reason ``assets/pipeline.py`` gives. In order:
 
 1. ``cc_block_tables``: each block's jobs read once (meta.json, data.json
    streamed): its ``cc_jobs`` rows, energy per job/host/metric and per-metric
-   statistics, four Parquet partitions under ``cc_block_tables/``. A job that
+   statistics, four Parquet partitions under ``cc_block_tables/``, stored all or
+   nothing (``joulehouse.partition_group``; a write a crash interrupted is
+   completed at the start of the next step). A job that
    cannot be read is left out and named in the block's check ``jobs_read``
    (job folder and error); the block's other jobs are stored, the rows stored
    before for the failed job are kept, and the block's partition fails. JSON
@@ -61,6 +63,7 @@ from joulehouse.clustercockpit.measure import JobMeasurement
 from joulehouse.digest import digest_pairs, file_stats_digest
 from joulehouse.errors import InputError
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
+from joulehouse.partition_group import finish_pending, write_together
 from joulehouse.plots import Series, bars_png, markdown_image
 from joulehouse.taudb.mapping.clustercockpit import job_trial
 from joulehouse.taudb.model import TrialData
@@ -75,6 +78,9 @@ BLOCK_TABLE = "cc_block_tables"
 JOBS_TABLE = "cc_jobs"
 JOB_ENERGY_TABLE = "cc_job_energy"
 ROLLUP_TABLE = "cc_rollup"
+#: The journal of the blocks' writes: a block's four frames are stored all or nothing
+#: (``joulehouse.partition_group``).
+BLOCK_JOURNAL = f"{BLOCK_TABLE}/pending_writes"
 READ_CHECK = "jobs_read"
 CONFORMANCE_CHECK = "schema_conformance"
 LOADS_CHECK = "loads"
@@ -289,8 +295,8 @@ def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive
         read = read_block(source.resolve(key), key, check_schema=source.check_schema,
                           max_missing=source.max_missing)
         frames = keep_stored(read, stored_block(tables, key) if read.failed else None)
-        for name, frame in frames.items():
-            tables.write_partition(_frame_table(name), key, frame)
+        write_together(tables, BLOCK_JOURNAL, key,
+                       {_frame_table(name): frame for name, frame in frames.items()})
         outcomes.warnings[key], outcomes.jobs_read[key] = read.warnings, len(read.measured)
         if loads is not None:
             outcomes.trials[key] = load_block_trials(loads, key, read, source.max_missing)
@@ -439,6 +445,8 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
                     warehouse: Warehouse, taudb: TaudbResource) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
+        for key in finish_pending(tables, BLOCK_JOURNAL):
+            context.log.warning(f"{key}: the block's interrupted write completed")
         failed: dict[str, str] = {}
         outcomes = BlockOutcomes()
         with ExitStack() as stack:

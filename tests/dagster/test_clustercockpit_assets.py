@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from assets.clustercockpit import (
+    BLOCK_JOURNAL,
     BLOCK_TABLE,
     CONFORMANCE_CHECK,
     JOB_ENERGY_TABLE,
@@ -32,6 +33,7 @@ from joulehouse.clustercockpit.generator import (
 )
 from joulehouse.clustercockpit.layout import find_jobs
 from joulehouse.errors import InputError
+from joulehouse.partition_group import stage
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials
 from joulehouse.warehouse import Warehouse as Tables
@@ -290,6 +292,26 @@ def test_a_stored_block_survives_a_failed_re_read(pipeline, archive):
     energy = pipeline.tables.read_table(JOB_ENERGY_TABLE)
     assert energy[energy["job"] == "fritz/398001/1675900000"]["energy_j"].item() == before
     assert len(pipeline.tables.read_table(JOBS_TABLE)) == 5
+
+
+def test_a_block_write_interrupted_after_its_commit_is_completed_by_the_next_run(pipeline):
+    """A crash after a block's frames were staged and committed, before they were moved
+    into place: the next run (of another block) completes the write before reading."""
+    assert pipeline.run(BLOCKS).success
+    tables = pipeline.tables
+    frames = {f"{BLOCK_TABLE}/{name}": tables.read_partitions(f"{BLOCK_TABLE}/{name}",
+                                                              ["fritz/398"])
+              for name in ("jobs", "host_energy", "job_energy", "metric_stats")}
+    energy = frames[f"{BLOCK_TABLE}/job_energy"]
+    frames[f"{BLOCK_TABLE}/job_energy"] = energy.assign(energy_j=energy["energy_j"] * 2)
+    stage(tables, BLOCK_JOURNAL, "fritz/398", frames)  # then the crash
+    assert pipeline.run(["taurus/20639"]).success
+    assert tables.partition_keys(BLOCK_JOURNAL) == []
+    stored = tables.read_table(JOB_ENERGY_TABLE).set_index(["job", "metric"])["energy_j"]
+    assert stored[("fritz/398764/1675954353", "cpu_power")] == pytest.approx(
+        2 * ENERGY_J[("fritz/398764/1675954353", "cpu_power")], abs=1.0)
+    assert stored[("taurus/20639587/1635856524", "cpu_power")] == pytest.approx(
+        ENERGY_J[("taurus/20639587/1635856524", "cpu_power")], abs=0.5)
 
 
 def test_a_missing_meta_json_and_a_renamed_folder_are_named(pipeline, archive):
