@@ -10,15 +10,19 @@ every block of a run, for the reason ``assets/pipeline.py`` gives. In order:
 
 1. ``cc_block_tables``: each block's jobs read once (meta.json, data.json
    streamed): its ``cc_jobs`` rows, energy per job/host/metric and per-metric
-   statistics, four Parquet partitions under ``cc_block_tables/``. A job that
+   statistics, four Parquet partitions under ``cc_block_tables/``, stored all or
+   nothing (``joulehouse.partition_group``; a write a crash interrupted is
+   completed at the start of the next step). A job that
    cannot be read is left out and named in the block's check ``jobs_read``
    (job folder and error); the block's other jobs are stored, the rows stored
    before for the failed job are kept, and the block's partition fails. JSON
    schema violations are the check ``schema_conformance`` (WARN), naming job,
    file and path; the job is still read.
 2. ``cc_job_trials``: one TAUdb trial per job read in the run (replacing the
-   job's trial by its source key, the job folder); a job that cannot be mapped
-   loads nothing and fails its block's check ``loads``.
+   job's trial by its source key, the job folder; a job whose files, cluster.json
+   and ``max_missing`` are unchanged since its trial was loaded is not loaded
+   again); a job that cannot be mapped loads nothing and fails its block's check
+   ``loads``.
 3. the tables over every stored block: ``cc_jobs``, ``cc_job_energy``,
    ``cc_rollup`` (per UTC start day, cluster, partition, project, user) and
    ``energy_facts/clustercockpit``;
@@ -33,7 +37,7 @@ partitioned) as one more run after the block runs, so they are rebuilt once:
 
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -43,9 +47,9 @@ import pandas as pd
 from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION, TABLES_POOL
 from assets.reporting import (
     PartitionBatch,
+    backfills,
     failure,
     partition_check_spec,
-    single_run_backfills,
     table_metadata,
 )
 from assets.taudb import TrialLoads
@@ -54,11 +58,15 @@ from joulehouse.clustercockpit.aggregate import rollup
 from joulehouse.clustercockpit.blocks import FRAMES, BlockRead, keep_stored, read_block
 from joulehouse.clustercockpit.conformance import SchemaWarning
 from joulehouse.clustercockpit.energy import FACTS_SOURCE, J_PER_KWH, energy_facts_rows
-from joulehouse.clustercockpit.layout import fingerprint
+from joulehouse.clustercockpit.layout import JobRef, fingerprint
+from joulehouse.clustercockpit.measure import JobMeasurement
+from joulehouse.digest import digest_pairs, file_stats_digest
 from joulehouse.errors import InputError
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
+from joulehouse.partition_group import finish_pending, write_together
 from joulehouse.plots import Series, bars_png, markdown_image
 from joulehouse.taudb.mapping.clustercockpit import job_trial
+from joulehouse.taudb.model import TrialData
 from joulehouse.warehouse import Warehouse as Tables
 from joulehouse.warehouse import partition_file_name
 from resources import ClusterCockpitArchive, Warehouse
@@ -70,6 +78,9 @@ BLOCK_TABLE = "cc_block_tables"
 JOBS_TABLE = "cc_jobs"
 JOB_ENERGY_TABLE = "cc_job_energy"
 ROLLUP_TABLE = "cc_rollup"
+#: The journal of the blocks' writes: a block's four frames are stored all or nothing
+#: (``joulehouse.partition_group``).
+BLOCK_JOURNAL = f"{BLOCK_TABLE}/pending_writes"
 READ_CHECK = "jobs_read"
 CONFORMANCE_CHECK = "schema_conformance"
 LOADS_CHECK = "loads"
@@ -223,17 +234,36 @@ def block_metadata(frames: dict[str, pd.DataFrame]) -> dict[str, Any]:
 TrialOutcome = dict[str, pd.DataFrame] | InputError
 
 
-def load_block_trials(loads: TrialLoads, key: str, read: BlockRead) -> TrialOutcome:
+def trial_fingerprint(ref: JobRef, max_missing: int) -> str:
+    """The fingerprint of a job's trial: a digest of its folder's files (names, sizes,
+    mtimes: :func:`~joulehouse.clustercockpit.layout.fingerprint`), of its cluster's
+    cluster.json (name, size, mtime; "" when absent: the metric units and kinds) and of the
+    setting its energies depend on (``max_missing``), so a change of any reloads it."""
+    config = ref.root / ref.cluster / "cluster.json"
+    return digest_pairs({
+        "job": fingerprint(ref.path), "max_missing": str(max_missing),
+        "cluster.json": file_stats_digest([(config.name, config.stat())])
+        if config.is_file() else ""})
+
+
+def _job_trial(measured: JobMeasurement, trial_fingerprint: str) -> TrialData:
+    return replace(job_trial(measured), fingerprint=trial_fingerprint)
+
+
+def load_block_trials(loads: TrialLoads, key: str, read: BlockRead, max_missing: int
+                      ) -> TrialOutcome:
     """Load one trial per job of the block read (replacing each job's trial); a job whose
-    files are unchanged since its stored trial (the fingerprint in its primary metadata)
-    is not loaded again, and a job that cannot be mapped loads nothing and is named in the
-    returned error."""
+    trial fingerprint (:func:`trial_fingerprint`: its files, cluster.json, ``max_missing``)
+    equals its stored trial's (primary metadata) is not loaded again, and a job that cannot
+    be mapped loads nothing and is named in the returned error."""
     loaded, failed = [], []
+    loads.look_up(str(measured.ref.path.resolve()) for measured in read.measured)
     for measured in read.measured:
         name, folder = measured.ref.key, measured.ref.path
+        known = trial_fingerprint(measured.ref, max_missing)
         try:
-            loads.load(name, partial(job_trial, measured),
-                       (str(folder.resolve()), fingerprint(folder)))
+            loads.load(name, partial(_job_trial, measured, known),
+                       (str(folder.resolve()), known))
         except InputError as err:
             failed.append(err)
             continue
@@ -265,11 +295,11 @@ def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive
         read = read_block(source.resolve(key), key, check_schema=source.check_schema,
                           max_missing=source.max_missing)
         frames = keep_stored(read, stored_block(tables, key) if read.failed else None)
-        for name, frame in frames.items():
-            tables.write_partition(_frame_table(name), key, frame)
+        write_together(tables, BLOCK_JOURNAL, key,
+                       {_frame_table(name): frame for name, frame in frames.items()})
         outcomes.warnings[key], outcomes.jobs_read[key] = read.warnings, len(read.measured)
         if loads is not None:
-            outcomes.trials[key] = load_block_trials(loads, key, read)
+            outcomes.trials[key] = load_block_trials(loads, key, read, source.max_missing)
         if read.failed:
             raise block_failure(key, list(read.failed.values()), read.listed,
                                 len(read.frames["jobs"]))
@@ -310,7 +340,8 @@ def trial_results(context: dg.AssetExecutionContext, source: ClusterCockpitArchi
 
     def outcome(key: str) -> dict[str, pd.DataFrame]:
         loaded = outcomes.trials.get(key) or load_block_trials(loads, key, read_block(
-            source.resolve(key), key, check_schema=False, max_missing=source.max_missing))
+            source.resolve(key), key, check_schema=False, max_missing=source.max_missing),
+            source.max_missing)
         if isinstance(loaded, InputError):
             raise loaded
         return loaded
@@ -400,7 +431,7 @@ def whole_tables(tables: Tables, keys: list[str], selected: set[dg.AssetKey]
             "total_energy_j": dg.MetadataValue.float(float(rows["energy_j"].sum()))})
 
 
-with single_run_backfills(BLOCKS_PER_RUN) as blocks_per_run:
+with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
     @dg.multi_asset(
         name="cc_pipeline",
         specs=[cc_block_tables, cc_job_trials, *CC_TABLES],
@@ -414,6 +445,8 @@ with single_run_backfills(BLOCKS_PER_RUN) as blocks_per_run:
                     warehouse: Warehouse, taudb: TaudbResource) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
+        for key in finish_pending(tables, BLOCK_JOURNAL):
+            context.log.warning(f"{key}: the block's interrupted write completed")
         failed: dict[str, str] = {}
         outcomes = BlockOutcomes()
         with ExitStack() as stack:

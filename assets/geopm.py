@@ -12,8 +12,8 @@ subsettable step over every partition of a run, for the reason
    energy, for the reports that passed;
 3. ``geopm_trials``: each report that passed as one TAUdb trial (its own
    transaction, replacing the report's trial), from its stored frames; a
-   report whose landing fingerprint equals its stored trial's is not loaded
-   again; a report the mapping refuses fails the check ``loads`` of its
+   report whose landing fingerprint and ``timezone`` setting equal its stored
+   trial's (their digest) is not loaded again; a report the mapping refuses fails the check ``loads`` of its
    partition and leaves its earlier trial;
 4. the tables over every registered report whose energy is stored
    (``geopm_region_energy``, ``geopm_report_energy``) and this source's rows
@@ -33,13 +33,14 @@ import pandas as pd
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
 from assets.reporting import (
     PartitionBatch,
+    backfills,
     failure,
     partition_check_spec,
-    single_run_backfills,
     table_metadata,
 )
 from assets.taudb import GROUP as TAUDB_GROUP
 from assets.taudb import LOADS_CHECK, load_partition_trials
+from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
 from joulehouse.geopm import energy, schemas
@@ -257,8 +258,9 @@ def compute_energy(context: dg.AssetExecutionContext, source: GeopmReportSource,
 def load_trials(context: dg.AssetExecutionContext, source: GeopmReportSource, tables: Tables,
                 taudb: TaudbResource, skip: dict[str, str]) -> PartitionBatch:
     """Load the trial of every report of the run but those in ``skip`` (and those with no
-    stored frames), from its stored frames; fingerprint: the report file's landing
-    fingerprint (name, size, mtime), as the sensor and ``joulehouse taudb load`` see it."""
+    stored frames), from its stored frames; fingerprint: a digest of the report file's
+    landing fingerprint (name, size, mtime, as the sensor sees it) and of the ``timezone``
+    its naive timestamps were read in, so changing either reloads the trial."""
     stored = set(stored_frame_keys(tables))
     skip = skip | {key: "no validated frames stored" for key in context.partition_keys
                    if key not in stored and key not in skip}
@@ -268,7 +270,8 @@ def load_trials(context: dg.AssetExecutionContext, source: GeopmReportSource, ta
         item = read_landed_item(path, key, identify_report)
         if item is None:
             raise InputError(path, "no GEOPM report here any more")
-        return str(path.resolve()), item.fingerprint
+        return str(path.resolve()), digest_pairs({"report": item.fingerprint,
+                                                   "timezone": source.timezone})
 
     def build(key: str) -> TrialData:
         return report_trial(load_report(tables, key, source.resolve(key)), known(key)[1])
@@ -316,7 +319,7 @@ def whole_tables(tables: Tables, keys: list[str], selected: set[dg.AssetKey]
             "total_energy_j": dg.MetadataValue.float(float(rows["energy_j"].sum()))})
 
 
-with single_run_backfills() as single_run:
+with backfills() as single_run:
     @dg.multi_asset(
         name="geopm_pipeline",
         specs=[geopm_validated_frames, geopm_host_energy, geopm_trials, *GEOPM_TABLES],

@@ -44,11 +44,11 @@ from assets.gpu import (
     setting_energy,
     validate_frames,
 )
-from assets.reporting import failure, single_run_backfills
+from assets.reporting import backfills, failure
 from assets.taudb import load_gpu_trials, taudb_trials
 from resources import GpuBenchmarkSource, TaudbResource, Warehouse
 
-with single_run_backfills() as single_run:
+with backfills() as single_run:
     @dg.multi_asset(
         name="gpu_pipeline",
         specs=[gpu_validated_frames, gpu_repetition_energy, *GPU_TABLES, taudb_trials],

@@ -38,9 +38,9 @@ import pandas as pd
 from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION, TABLES_POOL
 from assets.reporting import (
     PartitionBatch,
+    backfills,
     failure,
     partition_check_spec,
-    single_run_backfills,
     table_metadata,
 )
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
@@ -253,7 +253,7 @@ def facts(tables: Tables) -> dg.MaterializeResult:
                                 metadata=table_metadata(rows, ENERGY_FACTS_SCHEMA))
 
 
-with single_run_backfills() as single_run:
+with backfills() as single_run:
     @dg.multi_asset(
         name="powerapi_pipeline",
         specs=[powerapi_validated_frames, powerapi_report_energy, powerapi_window_energy,

@@ -67,11 +67,10 @@ def table_metadata(frame: pd.DataFrame, schema: pa.DataFrameSchema) -> dict[str,
 
 
 @contextmanager
-def single_run_backfills(max_partitions_per_run: int | None = None
-                         ) -> Iterator[dg.BackfillPolicy]:
-    """``BackfillPolicy.single_run()`` (or, given ``max_partitions_per_run``,
-    ``BackfillPolicy.multi_run`` with that many partitions per run), for the asset
-    decorators inside the block.
+def backfills(partitions_per_run: int | None = None) -> Iterator[dg.BackfillPolicy]:
+    """The backfill policy of the asset decorators inside the block: every partition of a
+    backfill in one run (``BackfillPolicy.single_run()``), or, given
+    ``partitions_per_run``, at most that many per run (``BackfillPolicy.multi_run``).
 
     Dagster 1.13 calls an asset's ``backfill_policy`` parameter beta and warns at every
     load of the definitions; that one warning is silenced in the block, nothing else.
@@ -79,8 +78,8 @@ def single_run_backfills(max_partitions_per_run: int | None = None
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Parameter `backfill_policy` of function",
                                 category=dg.BetaWarning)
-        yield (dg.BackfillPolicy.single_run() if max_partitions_per_run is None else
-               dg.BackfillPolicy.multi_run(max_partitions_per_run))
+        yield (dg.BackfillPolicy.single_run() if partitions_per_run is None else
+               dg.BackfillPolicy.multi_run(partitions_per_run))
 
 
 def partition_check_spec(asset: dg.AssetKey, name: str, partitions_def: dg.PartitionsDefinition,

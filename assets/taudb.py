@@ -32,7 +32,7 @@ of a run, each in its own transaction; a bad one fails alone, for its
 ``loads`` check). GEOPM reports use them too (``assets/geopm.py``).
 """
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -57,16 +57,17 @@ from assets.powerapi import (
 )
 from assets.reporting import (
     PartitionBatch,
+    backfills,
     column_schema,
     failure,
     partition_check_spec,
-    single_run_backfills,
 )
 from joulehouse.digest import digest_pairs
+from joulehouse.errors import InputError
 from joulehouse.gpu.layout import RepetitionRef
 from joulehouse.gpu.store import load_repetition, stored_version
 from joulehouse.taudb.connect import TaudbDatabase
-from joulehouse.taudb.loader import list_trials, load_trial
+from joulehouse.taudb.loader import load_trial, trials_by_source_key
 from joulehouse.taudb.mapping.gpu import MeasuredRepetition, run_fingerprint, run_trial
 from joulehouse.taudb.mapping.powerapi import session_trials
 from joulehouse.taudb.model import TrialData
@@ -106,18 +107,31 @@ class TrialLoads:
     """The trials one step loads into one TAUdb. Each replaces the trials of its source key;
     one whose fingerprint equals the stored trial's (primary metadata) is not loaded again.
 
+    Only the source keys the step may load are looked up (:meth:`look_up`, in batches; a
+    key not looked up beforehand is looked up alone when its trial is built), never every
+    trial of TAUdb.
+
     ``ids``: name (a run, a partition key, a sensor's day) -> trial id, loaded or unchanged;
     ``rows``: name -> rows of each table, for the trials loaded by this step only.
     """
 
     db: TaudbDatabase
-    stored: dict[str, dict]  # source_key -> the trial's row of list_trials
+    stored: dict[str, dict | None] = field(default_factory=dict)  # source_key -> id, fingerprint
     ids: dict[str, int] = field(default_factory=dict)
     rows: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @classmethod
-    def into(cls, db: TaudbDatabase) -> "TrialLoads":
-        return cls(db, {trial["source_key"]: trial for trial in list_trials(db)})
+    def into(cls, db: TaudbDatabase, source_keys: Iterable[str] = ()) -> "TrialLoads":
+        """Loads into ``db``, the stored trials of ``source_keys`` looked up now."""
+        loads = cls(db)
+        loads.look_up(source_keys)
+        return loads
+
+    def look_up(self, source_keys: Iterable[str]) -> None:
+        """Read the stored trial (id, fingerprint) of each of ``source_keys`` not read yet."""
+        wanted = {key for key in source_keys if key not in self.stored}
+        found = trials_by_source_key(self.db, wanted)
+        self.stored |= {key: found.get(key) for key in wanted}
 
     def load(self, name: str, build: Callable[[], TrialData],
              known: tuple[str, str] | None = None) -> TrialData | None:
@@ -131,13 +145,15 @@ class TrialLoads:
         if self._unchanged(name, trial.source_key, trial.fingerprint):
             return None
         self.ids[name] = load_trial(self.db, trial)
+        self.stored[trial.source_key] = {"id": self.ids[name], "fingerprint": trial.fingerprint}
         self.rows[name] = {"threads": len(trial.threads), "timers": len(trial.timers),
                            "timer_values": len(trial.timer_values),
                            "counters": len(trial.counters), "metadata": len(trial.metadata)}
         return trial
 
     def _unchanged(self, name: str, source_key: str, fingerprint: str) -> bool:
-        previous = self.stored.get(source_key)
+        self.look_up([source_key])
+        previous = self.stored[source_key]
         if previous is None or previous["fingerprint"] != fingerprint:
             return False
         self.ids[name] = previous["id"]
@@ -165,14 +181,24 @@ def load_partition_trials(
     fingerprint before it is built). An ``InputError`` of one partition loads nothing for it
     and the others go on (``PartitionBatch``). Every stored partition's metadata has
     ``taudb/trial_id``; an unchanged one ``taudb/unchanged`` instead of a row count."""
-    loads = TrialLoads.into(db)
+    knowns: dict[str, tuple[str, str] | InputError] = {}
+    for key in context.partition_keys if known else ():
+        if key not in (skip or {}):
+            try:
+                knowns[key] = known(key)
+            except InputError as err:  # raised again for its partition alone
+                knowns[key] = err
+    loads = TrialLoads.into(db, [given[0] for given in knowns.values()
+                                 if not isinstance(given, InputError)])
     shown: dict[str, dict[str, pd.DataFrame]] = {}
 
     def load(key: str) -> dict[str, pd.DataFrame]:
-        trial = loads.load(key, lambda: build(key), known(key) if known else None)
+        given = knowns.get(key)
+        if isinstance(given, InputError):
+            raise given
+        trial = loads.load(key, lambda: build(key), given)
         if trial is not None:
-            shown[key] = {"threads": trial.threads, "timer_values": trial.timer_values,
-                          "counters": trial.counters}
+            shown[key] = trial_frames(trial)
         return shown.get(key, {})
 
     batch = PartitionBatch.run(context, load, lambda name: None, skip=skip)
@@ -220,10 +246,12 @@ def load_gpu_trials(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkS
     for key in stored_energy_keys(context, tables):
         root, ref = gpu_source.resolve(key)
         runs.setdefault(gpu_source.run_key(root, ref), {})[key] = ref
+    run_dirs = {run: next(iter(members.values())).run_dir.resolve()
+                for run, members in runs.items()}
     with taudb.open() as db:
-        loads = TrialLoads.into(db)
+        loads = TrialLoads.into(db, map(str, run_dirs.values()))
         for run, members in sorted(runs.items()):
-            run_dir = next(iter(members.values())).run_dir.resolve()
+            run_dir = run_dirs[run]
             versions = {key: stored_version(tables, key, ENERGY_TABLE) for key in members}
             known = (str(run_dir), run_fingerprint(
                 {ref.key: versions[key] for key, ref in members.items()}))
@@ -240,7 +268,7 @@ LOADS_SPEC = partition_check_spec(
     "failed one names file and line).")
 
 
-with single_run_backfills() as single_run:
+with backfills() as single_run:
     @dg.asset(
         description=(
             "TAU profile sets (a folder of profile.N.C.T files, MULTI__<metric> folders, or a "
@@ -324,10 +352,10 @@ def powerapi_trials(context: dg.AssetExecutionContext, powerapi_source: Powerapi
     power = stored_frame(tables, "power_reports", keys)[0]
     window = powerapi_source.window
     source = str(tables.table_dir(POWERAPI_WINDOW_TABLE).resolve())
+    days = list(sensor_days(table, power))  # slices of the tables read
     with taudb.open() as db:
-        loads = TrialLoads.into(db)
-        for name, rows, reports in sensor_days(
-                table, power):
+        loads = TrialLoads.into(db, (f"{source}#{name}" for name, _, _ in days))
+        for name, rows, reports in days:
             fingerprint = digest_pairs({"window": window, "windows": _digest(rows),
                                         "power": "" if reports is None else _digest(reports)})
             loads.load(name, partial(_day_trial, rows, reports, window=window, source=source,

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from joulehouse.clustercockpit.blocks import parse_block_key
 from joulehouse.clustercockpit.scan import INCOMPLETE_AFTER_S
+from joulehouse.errors import InputError
 from resources.gpu import SETTINGS_ENV, settings_from_env
 from resources.landing import folders_from_env
 
@@ -77,11 +78,13 @@ class ClusterCockpitArchive(dg.ConfigurableResource):
 
     def resolve(self, partition_key: str) -> Path:
         """The archive root holding block ``partition_key`` (``<cluster>/<block>``): the one
-        root with that cluster folder. KeyError when none or two have it."""
+        root with that cluster folder. InputError naming the key when it is malformed or when
+        none or two roots have the cluster (e.g. its folder was removed), so only that
+        partition fails."""
         cluster, _ = parse_block_key(partition_key)
         roots = [root for root in self.roots() if (root / cluster).is_dir()]
         if len(roots) != 1:
             found = ", ".join(map(str, roots)) or "none of " + ", ".join(self.archive_roots)
-            raise KeyError(f"partition {partition_key!r}: cluster {cluster!r} must be in "
-                           f"exactly one archive root, found in {found}")
+            raise InputError(partition_key, f"cluster {cluster!r} must be in exactly one "
+                                            f"archive root, found in {found}")
         return roots[0]

@@ -11,8 +11,9 @@ deletes them from the instance itself and its result adds them back; should
 the tick fail in between, its cursor is not kept and the next tick of a
 landing sensor finds them ready again, unregistered, and adds them as new
 (a GPU repetition found by the failed-partition recheck waits for the rolling
-rescan: a known gap). Keys are moved only while no run is queued or in
-progress, since such a run resolves its range to keys only when it executes. One run
+rescan: a known gap). Keys are moved only while no run of the sensor's job is
+queued or in progress, since such a run resolves its range to keys only when it
+executes (runs of other jobs, e.g. another source's stream, do not hold them). One run
 then covers exactly the ready keys, however scattered they were, and the
 tables are rebuilt once. The run key is ``<prefix>:<digest of the ready
 (key, fingerprint) pairs>``, so changed content asks again.
@@ -58,9 +59,11 @@ IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
              dg.DagsterRunStatus.CANCELING]
 
 
-def run_in_flight(instance: dg.DagsterInstance) -> str | None:
-    """The id of a run of the instance that is queued or in progress, or None."""
-    runs = instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT), limit=1)
+def run_in_flight(instance: dg.DagsterInstance, job_name: str) -> str | None:
+    """The id of a run of job ``job_name`` that is queued or in progress, or None. Runs of
+    other jobs (another source's, over other partitions) do not hold a sensor's keys."""
+    runs = instance.get_runs(filters=dg.RunsFilter(job_name=job_name, statuses=IN_FLIGHT),
+                             limit=1)
     return runs[0].run_id if runs else None
 
 
@@ -79,8 +82,8 @@ def ready_run_request(
     order; those not at its end yet are deleted from ``instance`` now), and how many keys
     are new.
 
-    None when registered keys would have to move while a run is queued or in progress
-    (:func:`run_in_flight`): such a run resolves its range start and end to keys only
+    None when registered keys would have to move while a run of ``job_name`` is queued or
+    in progress (:func:`run_in_flight`): such a run resolves its range start and end to keys only
     when it executes, so moving a key it starts or ends with would change what it
     covers. The caller keeps its cursor and asks again at a later tick."""
     known = set(existing)
@@ -89,7 +92,7 @@ def ready_run_request(
     keys = [*moved, *new_keys]
     added = new_keys
     if moved and list(existing[len(existing) - len(moved):]) != moved:  # not at the end yet
-        if run_in_flight(instance) is not None:
+        if run_in_flight(instance, job_name) is not None:
             return None
         for key in moved:
             instance.delete_dynamic_partition(partitions_def.name, key)

@@ -42,16 +42,12 @@ from joulehouse.errors import InputError
 FRAMES = ("jobs", "host_energy", "job_energy", "metric_stats")
 
 
-def block_key(cluster: str, block: int) -> str:
-    """``<cluster>/<block>``, block = jobId // 1000."""
-    return f"{cluster}/{block}"
-
-
 def parse_block_key(key: str) -> tuple[str, int]:
-    """(cluster, block) of a block key; ValueError naming the key when it is none."""
+    """(cluster, block) of a block key (:attr:`~.layout.JobRef.block` formats it); InputError naming the key when it is none (so only
+    that partition fails)."""
     cluster, _, block = key.rpartition("/")
     if not cluster or "/" in cluster or not block.isdigit():
-        raise ValueError(f"not a job-id block key <cluster>/<jobId // 1000>: {key!r}")
+        raise InputError(key, "not a job-id block key <cluster>/<jobId // 1000>")
     return cluster, int(block)
 
 

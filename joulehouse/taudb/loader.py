@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeAlias
 
 import numpy as np
@@ -169,6 +169,36 @@ def list_trials(db: TaudbDatabase) -> list[dict]:
         (SOURCE_KEY, FINGERPRINT))
     keys = COLUMNS["trial"] + ["source_key", "fingerprint"]
     return [dict(zip(keys, row)) for row in rows]
+
+
+#: Source keys looked up per statement by :func:`trials_by_source_key` (well under SQLite's
+#: 32,766 and PostgreSQL's 65,535 parameters of one statement).
+LOOKUP_BATCH = 5000
+
+
+def trials_by_source_key(db: TaudbDatabase, source_keys: Iterable[str],
+                         batch: int = LOOKUP_BATCH) -> dict[str, dict]:
+    """Source key -> ``{"id", "fingerprint"}`` of its stored trial (the newest, should there
+    be several), for those of ``source_keys`` that have one, read from primary metadata
+    ``batch`` keys per statement; so a step asks for the trials it may load, not for every
+    trial. Nothing where ``db`` has no TAUdb schema (nothing is created)."""
+    wanted = sorted(set(source_keys))
+    if not wanted:
+        return {}
+    with db.transaction() as cursor:
+        if not schema_present(db, cursor):
+            return {}
+    found: dict[str, dict] = {}
+    for start in range(0, len(wanted), batch):
+        keys = tuple(wanted[start:start + batch])
+        rows = db.query(
+            "SELECT k.trial, k.value, f.value FROM primary_metadata k "
+            "LEFT JOIN primary_metadata f ON f.trial = k.trial AND f.name = ? "
+            f"WHERE k.name = ? AND k.value IN ({', '.join('?' * len(keys))}) ORDER BY k.trial",
+            (FINGERPRINT, SOURCE_KEY, *keys))
+        found |= {key: {"id": trial, "fingerprint": fingerprint}
+                  for trial, key, fingerprint in rows}
+    return found
 
 
 def delete_trial(db: TaudbDatabase, trial_id: int) -> bool:

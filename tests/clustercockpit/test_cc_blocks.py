@@ -64,6 +64,8 @@ def test_a_block_is_read_whole_and_a_failed_job_keeps_its_stored_rows(archive):
 
 def test_block_keys(archive):
     assert parse_block_key("testcluster/1234") == ("testcluster", 1234)
+    ref = next(iter(find_jobs(archive, "testcluster")))  # JobRef.block formats the key
+    assert parse_block_key(ref.block) == ("testcluster", ref.job_id // 1000)
     for bad in ("testcluster", "testcluster/12a", "a/b/1"):
         with pytest.raises(ValueError, match="not a job-id block key"):
             parse_block_key(bad)

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from assets.clustercockpit import (
+    BLOCK_JOURNAL,
     BLOCK_TABLE,
     CONFORMANCE_CHECK,
     JOB_ENERGY_TABLE,
@@ -31,6 +32,8 @@ from joulehouse.clustercockpit.generator import (
     write_job,
 )
 from joulehouse.clustercockpit.layout import find_jobs
+from joulehouse.errors import InputError
+from joulehouse.partition_group import stage
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials
 from joulehouse.warehouse import Warehouse as Tables
@@ -60,10 +63,11 @@ def archive(tmp_path: Path) -> Path:
 class Pipeline:
     """The definitions over one archive: register blocks, run the ClusterCockpit job."""
 
-    def __init__(self, instance, archive: Path, tmp_path: Path):
+    def __init__(self, instance, archive: Path, tmp_path: Path, **settings):
         self.instance = instance
         self.source = ClusterCockpitArchive(archive_roots=[str(archive)],
-                                            quiet_period_s=QUIET_S, full_rescan_s=None)
+                                            quiet_period_s=QUIET_S, full_rescan_s=None,
+                                            **settings)
         self.warehouse = tmp_path / "warehouse"
         self.defs = build_definitions(
             GpuBenchmarkSource(data_roots=[DataRoot(path=str(archive))]),
@@ -191,6 +195,29 @@ def test_a_rerun_reloads_only_the_trials_of_changed_jobs(pipeline, archive):
     assert {job for job in first if again[job] != first[job]} == {FRITZ[0]}
 
 
+def test_a_changed_setting_or_cluster_json_reloads_the_trials(pipeline, instance, archive,
+                                                              tmp_path):
+    """The trials' energies depend on ``max_missing`` and cluster.json too: changing either
+    reloads the trials it concerns; an unchanged rerun loads none."""
+    assert pipeline.run(BLOCKS).success
+    first = pipeline.trials()
+    assert pipeline.run(BLOCKS).success
+    assert pipeline.trials() == first
+
+    wider = Pipeline(instance, archive, tmp_path, max_missing=3)
+    assert wider.run(BLOCKS).success
+    second = wider.trials()
+    assert set(second) == set(first) and not set(second.values()) & set(first.values())
+    assert wider.run(BLOCKS).success
+    assert wider.trials() == second  # the same setting again: nothing reloaded
+
+    config = archive / "fritz" / "cluster.json"
+    config.write_text(config.read_text())  # rewritten: new mtime, new fingerprint
+    assert wider.run(BLOCKS).success
+    third = wider.trials()
+    assert {job for job in second if third[job] != second[job]} == set(FRITZ)
+
+
 def test_schema_violations_are_warnings_naming_job_and_path(pipeline):
     result = pipeline.run(BLOCKS)
     assert result.success  # the real jobs all violate the schemas, and are all read
@@ -267,6 +294,26 @@ def test_a_stored_block_survives_a_failed_re_read(pipeline, archive):
     assert len(pipeline.tables.read_table(JOBS_TABLE)) == 5
 
 
+def test_a_block_write_interrupted_after_its_commit_is_completed_by_the_next_run(pipeline):
+    """A crash after a block's frames were staged and committed, before they were moved
+    into place: the next run (of another block) completes the write before reading."""
+    assert pipeline.run(BLOCKS).success
+    tables = pipeline.tables
+    frames = {f"{BLOCK_TABLE}/{name}": tables.read_partitions(f"{BLOCK_TABLE}/{name}",
+                                                              ["fritz/398"])
+              for name in ("jobs", "host_energy", "job_energy", "metric_stats")}
+    energy = frames[f"{BLOCK_TABLE}/job_energy"]
+    frames[f"{BLOCK_TABLE}/job_energy"] = energy.assign(energy_j=energy["energy_j"] * 2)
+    stage(tables, BLOCK_JOURNAL, "fritz/398", frames)  # then the crash
+    assert pipeline.run(["taurus/20639"]).success
+    assert tables.partition_keys(BLOCK_JOURNAL) == []
+    stored = tables.read_table(JOB_ENERGY_TABLE).set_index(["job", "metric"])["energy_j"]
+    assert stored[("fritz/398764/1675954353", "cpu_power")] == pytest.approx(
+        2 * ENERGY_J[("fritz/398764/1675954353", "cpu_power")], abs=1.0)
+    assert stored[("taurus/20639587/1635856524", "cpu_power")] == pytest.approx(
+        ENERGY_J[("taurus/20639587/1635856524", "cpu_power")], abs=0.5)
+
+
 def test_a_missing_meta_json_and_a_renamed_folder_are_named(pipeline, archive):
     write_job(archive, JobSpec(cluster="fritz", job_id=398_002, start_time=1_675_900_000))
     (archive / "fritz/398/002/1675900000/meta.json").unlink()
@@ -300,10 +347,36 @@ def test_the_archive_settings_come_from_the_environment(tmp_path, monkeypatch):
             source.max_jobs_per_tick, source.max_missing, source.check_schema) == (
         [str(first), str(second)], 120.0, None, 100, 3, False)
     assert source.resolve("emmy/1403") == second.resolve()
-    with pytest.raises(KeyError, match="cluster 'fritz' must be in exactly one archive root"):
+    with pytest.raises(InputError, match="fritz/398: cluster 'fritz' must be in exactly one "
+                                         "archive root"):
         source.resolve("fritz/398")
-    with pytest.raises(ValueError, match="not a job-id block key"):
+    with pytest.raises(InputError, match="fritz/398/1: not a job-id block key"):
         source.resolve("fritz/398/1")
+
+
+def test_a_bad_block_key_fails_only_its_block(pipeline, archive):
+    """A key whose cluster folder is gone, and a malformed one, each fail their own block
+    visibly; the blocks before and after them in the run are stored and reported."""
+    shutil.rmtree(archive / "emmy")
+    keys = ["emmy/1403", "fritz/398", "bad-key", "taurus/20639"]
+    result = pipeline.run(keys)
+
+    assert not result.success
+    assert _failure(result).startswith("2 of 4 partition(s) failed:\nemmy/1403: emmy/1403: "
+                                       "cluster 'emmy' must be in exactly one archive root")
+    checks = _checks(result, READ_CHECK)
+    assert {key: check.passed for key, check in checks.items()} == {
+        "emmy/1403": False, "fritz/398": True, "bad-key": False, "taurus/20639": True}
+    assert checks["bad-key"].metadata["file"].value == "bad-key"
+    assert "not a job-id block key" in checks["bad-key"].metadata["error"].value
+    assert pipeline.status(cc_block_tables.key) == {
+        "emmy/1403": dg.AssetPartitionStatus.FAILED,
+        "fritz/398": dg.AssetPartitionStatus.MATERIALIZED,
+        "bad-key": dg.AssetPartitionStatus.FAILED,
+        "taurus/20639": dg.AssetPartitionStatus.MATERIALIZED}
+    assert sorted(pipeline.tables.read_table(JOBS_TABLE)["job"]) == [
+        *FRITZ, "taurus/20639587/1635856524"]
+    assert sorted(pipeline.trials()) == [*FRITZ, "taurus/20639587/1635856524"]
 
 
 

@@ -3,11 +3,13 @@
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from assets.reporting import backfills
 from definitions import build_definitions, defs
 from resources import DataRoot, GpuBenchmarkSource, TaudbResource, Warehouse
 from resources.taudb import URL_ENV
@@ -55,6 +57,15 @@ CC_JOB = {name for name in GRAPH if name.startswith("cc_") or name == "energy_fa
 
 def test_definitions_are_loadable():
     dg.Definitions.validate_loadable(defs)
+
+
+def test_backfills_gives_one_run_or_bounded_runs_without_the_beta_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with backfills() as one_run:
+            assert one_run == dg.BackfillPolicy.single_run()
+        with backfills(partitions_per_run=12) as bounded:
+            assert bounded == dg.BackfillPolicy.multi_run(12)
 
 
 def test_asset_graph_snapshot():

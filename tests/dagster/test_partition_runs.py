@@ -37,3 +37,17 @@ def test_keys_are_not_moved_under_a_run_in_flight():
         instance.report_run_failed(instance.get_run_by_id("in-flight"))
         assert _request(instance, {"a": "1"}) is not None
         assert instance.get_dynamic_partitions(PARTS.name) == ["b", "c"]
+
+
+def test_a_run_of_another_job_does_not_hold_the_keys():
+    """A run of another source's job (a PowerAPI stream, a GPU run) in flight: the keys of
+    this job still move."""
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(PARTS.name, ["a", "b", "c"])
+        instance.add_run(dg.DagsterRun(job_name="other_job", run_id="other",
+                                       status=dg.DagsterRunStatus.STARTED))
+        request, additions, new = _request(instance, {"a": "1"})
+        assert new == 0 and instance.get_dynamic_partitions(PARTS.name) == ["b", "c"]
+        [add] = additions
+        assert list(add.partition_keys) == ["a"]
+        assert (request.tags[RANGE_START], request.tags[RANGE_END]) == ("a", "a")

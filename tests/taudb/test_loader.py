@@ -28,6 +28,7 @@ from joulehouse.taudb.loader import (
     derive_rows,
     list_trials,
     load_trial,
+    trials_by_source_key,
 )
 from joulehouse.taudb.schema import ensure_schema
 
@@ -165,6 +166,20 @@ def test_loading_the_same_source_again_replaces_its_trial(database):
     assert delete_trial(database, other) is True
     assert delete_trial(database, other) is False
     assert _counts(database) == once
+
+
+def test_trials_are_looked_up_by_source_key_in_batches(database):
+    """Only the source keys asked for, with their fingerprints, however many statements
+    the batches take; a key with no trial is absent; nothing before the schema exists."""
+    assert trials_by_source_key(database, ["a"]) == {}  # no schema yet: nothing created
+    ids = {key: load_trial(database, small_trial(source_key=key, fingerprint=f"fp-{key}"))
+           for key in ("a", "b", "c", "d")}
+    ids["b"] = load_trial(database, small_trial(source_key="b", fingerprint="fp-b2"))
+    found = trials_by_source_key(database, ["d", "b", "a", "missing", "a"], batch=2)
+    assert found == {"a": {"id": ids["a"], "fingerprint": "fp-a"},
+                     "b": {"id": ids["b"], "fingerprint": "fp-b2"},
+                     "d": {"id": ids["d"], "fingerprint": "fp-d"}}
+    assert trials_by_source_key(database, []) == {}
 
 
 def test_concurrent_loads_of_one_source_leave_one_trial(database):
