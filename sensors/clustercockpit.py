@@ -86,7 +86,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     failed = failed_blocks(context.instance)
     recheck = failed_jobs(context.instance, failed)
     cancelled = cancelled_hand_outs(context.instance, cc_job_files.key, cc_block_tables.key,
-                                    failed)
+                                    failed, JOB_NAME)
     states: dict[str, str] = {}
     ready: dict[str, dict[str, str]] = {  # block -> job key -> fingerprint
         block: dict(event.metadata[JOBS_METADATA].value) for block, event in cancelled.items()}

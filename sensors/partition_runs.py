@@ -108,15 +108,15 @@ def ready_run_request(
 
 
 def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built: dg.AssetKey,
-                        failed: set[str]) -> dict[str, dg.AssetMaterialization]:
+                        failed: set[str], job_name: str) -> dict[str, dg.AssetMaterialization]:
     """The partitions handed out (their latest ``files`` materialization, whose metadata
     :data:`RUN_KEY_METADATA` names the run key asked for) whose run was CANCELED before
     ``built`` was materialized again, by key, with that materialization; none while a run
-    is in flight. Dagster marks a partition FAILED only for runs that FAILED, so the
+    of ``job_name`` is in flight. Dagster marks a partition FAILED only for runs that FAILED, so the
     partitions of a cancelled run must be asked for again by their sensor (``failed``:
     keys left out, rechecked instead). A run never launched (a test's tick) is no reason.
     """
-    if run_in_flight(instance) is not None:
+    if run_in_flight(instance, job_name) is not None:
         return {}
     kind = dg.DagsterEventType.ASSET_MATERIALIZATION
     built_at = instance.get_latest_storage_id_by_partition(built, kind)
