@@ -1,0 +1,95 @@
+"""Energy per day and per month, across every source of ``energy_facts``.
+
+A fact is split at the midnights of each calendar (UTC, and the site's time zone)
+by time (``split.py``): energy prorated by the overlap, which assumes a constant
+power inside the fact; a fact across midnight is never given whole to one day.
+The pieces of a fact sum to its energy. A rollup row sums, per period and key
+(ROLLUP_KEYS: source, group, partition, user, project, component, method):
+
+- ``energy_j`` (and ``energy_kwh``), ``duration_h`` (entity-hours of the pieces),
+  ``facts`` and distinct ``entities``;
+- ``mean_power_w`` = total energy / total time, never a mean of powers;
+- ``co2_g`` when the pieces carry carbon (``carbon.integrate`` on the pieces: each
+  day's carbon at the intensity's own resolution), NaN for a row where some energy has
+  none (its energy is ``energy_without_intensity_j``): a partial sum is never shown
+  as the total.
+
+``method`` is a key: several methods of one measurement (a GPU's counter and its
+integrated power, cc-backend's figure beside ours) are rows of their own, and summing
+across methods counts the same energy twice. Both calendars are rows of one table
+(``calendar``): sum within one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from joulehouse.accounting.carbon import J_PER_KWH
+from joulehouse.accounting.schemas import DAILY_SCHEMA, MONTHLY_SCHEMA, ROLLUP_KEYS
+from joulehouse.accounting.split import split_windows
+from joulehouse.validation import validate
+
+UTC = "UTC"
+_NS_PER_S = 1e9
+
+
+def day_pieces(facts: pd.DataFrame, time_zone: str) -> pd.DataFrame:
+    """The facts (energy_facts rows with the attributes of ``entities.attribute``) cut at
+    the midnights of ``time_zone``: one row per fact and day it touches, with
+    ``calendar``, ``day`` (naive local midnight), the piece's ``window_start``,
+    ``window_end``, ``duration_s`` and prorated ``energy_j``."""
+    columns = ["source", "entity", *ROLLUP_KEYS[1:]]
+    if facts.empty:
+        return facts[columns].assign(calendar=time_zone, day=pd.Series(dtype="datetime64[ns]"),
+                                     window_start=facts["window_start"],
+                                     window_end=facts["window_end"],
+                                     duration_s=facts["duration_s"], energy_j=facts["energy_j"])
+    local_start = facts["window_start"].min().tz_convert(time_zone).normalize().tz_localize(None)
+    local_end = facts["window_end"].max().tz_convert(time_zone).normalize().tz_localize(None)
+    days = pd.date_range(local_start - pd.Timedelta(days=1), local_end + pd.Timedelta(days=2),
+                         freq="D")
+    edges = (days.tz_localize(time_zone, ambiguous=False, nonexistent="shift_forward")
+             .tz_convert(UTC).as_unit("ns").asi8)
+    start = facts["window_start"].to_numpy("datetime64[ns]").view(np.int64)
+    end = facts["window_end"].to_numpy("datetime64[ns]").view(np.int64)
+    pieces = split_windows(start, end, edges)
+    rows = facts[columns].iloc[pieces.window].reset_index(drop=True)
+    return rows.assign(
+        calendar=time_zone,
+        day=days[pieces.segment].to_numpy(),
+        window_start=pd.to_datetime(pieces.start_ns, utc=True),
+        window_end=pd.to_datetime(pieces.end_ns, utc=True),
+        duration_s=(pieces.end_ns - pieces.start_ns) / _NS_PER_S,
+        energy_j=facts["energy_j"].to_numpy(float)[pieces.window] * pieces.fraction,
+    )
+
+
+def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
+    """Sum ``pieces`` (of :func:`day_pieces`, maybe with ``co2_g`` from ``carbon.integrate``)
+    per ``period`` (``"day"`` or ``"month"``), calendar and ROLLUP_KEYS: the rows of
+    DAILY_SCHEMA or MONTHLY_SCHEMA, sorted by their keys."""
+    if period not in ("day", "month"):
+        raise ValueError(f"period is day or month, not {period!r}")
+    schema = DAILY_SCHEMA if period == "day" else MONTHLY_SCHEMA
+    keys = ["calendar", period, *ROLLUP_KEYS]
+    frame = pieces.assign(month=pieces["day"].dt.to_period("M").dt.start_time) \
+        if period == "month" else pieces
+    has_carbon = "co2_g" in frame.columns
+    co2 = frame["co2_g"] if has_carbon else pd.Series(np.nan, index=frame.index)
+    frame = frame.assign(_co2=co2.fillna(0.0),
+                         _without=frame["energy_j"].where(co2.isna(), 0.0))
+    grouped = frame.groupby(keys, sort=True, observed=True)
+    table = grouped.agg(facts=("energy_j", "size"), entities=("entity", "nunique"),
+                        energy_j=("energy_j", "sum"), duration_s=("duration_s", "sum"),
+                        co2_g=("_co2", "sum"),
+                        energy_without_intensity_j=("_without", "sum")).reset_index()
+    table["energy_kwh"] = table["energy_j"] / J_PER_KWH
+    table["duration_h"] = table["duration_s"] / 3600.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table["mean_power_w"] = np.where(table["duration_s"] > 0,
+                                         table["energy_j"] / table["duration_s"], np.nan)
+    table["co2_g"] = table["co2_g"].where(table["energy_without_intensity_j"] == 0)
+    table[["facts", "entities"]] = table[["facts", "entities"]].astype("int64")
+    table = table[list(schema.columns)]
+    return validate(schema, table, schema.name)
