@@ -80,7 +80,7 @@ def read_folder(folder: str | Path) -> pd.DataFrame:
     folder = Path(folder)
     frames = [read_file(p) for p in sorted(folder.rglob("*.csv")) if p.is_file()]
     if not frames:
-        return INTENSITY_SCHEMA.coerce_dtype(pd.DataFrame(columns=list(INTENSITY_SCHEMA.columns)))
+        return empty_intensity()
     table = pd.concat(frames, ignore_index=True)
     table = table.sort_values(["zone", "basis", "kind", "interval_start"], ignore_index=True)
     same = ((table[["zone", "basis", "kind"]] == table[["zone", "basis", "kind"]].shift()).all(axis=1)
@@ -91,6 +91,11 @@ def read_folder(folder: str | Path) -> pd.DataFrame:
         raise InputError(folder / b["file"], f"zone {b['zone']} ({b['basis']}): interval from "
                          f"{b['interval_start']} overlaps {a['file']}'s from {a['interval_start']}")
     return table
+
+
+def empty_intensity() -> pd.DataFrame:
+    """An intensity table without rows."""
+    return INTENSITY_SCHEMA.coerce_dtype(pd.DataFrame(columns=list(INTENSITY_SCHEMA.columns)))
 
 
 def _number(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:

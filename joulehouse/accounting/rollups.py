@@ -93,3 +93,19 @@ def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
     table[["facts", "entities"]] = table[["facts", "entities"]].astype("int64")
     table = table[list(schema.columns)]
     return validate(schema, table, schema.name)
+
+
+#: Per source, the method its plots and the demo show (tables keep every method):
+#: GPU benchmarks the GPU's own energy counter (the reference the other methods are
+#: checked against), GEOPM its RAPL counters, PowerAPI the RAPL measurement (not the
+#: per-cgroup estimates, which share it out), ClusterCockpit our integration of the
+#: job's power series (not cc-backend's rounded average x duration).
+PRIMARY_METHOD = {"gpu-benchmark": "counter", "geopm": "rapl", "powerapi": "measured",
+                  "clustercockpit": "power"}
+
+
+def primary(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a rollup (or facts) in their source's PRIMARY_METHOD; a source not listed
+    keeps all its rows."""
+    chosen = table["source"].map(PRIMARY_METHOD)
+    return table[chosen.isna() | (table["method"] == chosen)]
