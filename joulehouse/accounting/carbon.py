@@ -34,6 +34,8 @@ from joulehouse.validation import validate
 
 J_PER_KWH = 3.6e6
 ANY = "*"
+#: ``intensity_kind`` values: none, the series only, the yearly fallback only, both.
+KINDS = ["", SERIES, YEARLY, f"{SERIES}+{YEARLY}"]
 
 
 @dataclass(frozen=True)
@@ -59,13 +61,17 @@ class CarbonSettings:
             raise ValueError(f"basis must be lca or direct, not {self.basis!r}")
 
 
-def zones_of(frame: pd.DataFrame, zones: Mapping[str, str]) -> pd.Series:
-    """The zone of each row of ``frame`` (columns ``source`` and ``group``), '' if none."""
-    specific = (frame["source"] + "/" + frame["group"]).map(zones)
-    by_source = frame["source"].map(zones)
-    zone = np.where(specific.notna(), specific, np.where(by_source.notna(), by_source,
-                                                         zones.get(ANY, "")))
-    return pd.Series(zone, index=frame.index, dtype=object).astype(str)
+def zone_codes(frame: pd.DataFrame, zones: Mapping[str, str]) -> tuple[np.ndarray, list[str]]:
+    """The zone of each row of ``frame`` (columns ``source`` and ``group``) as a code into the
+    returned list of zone names ('' where none is configured); computed once per distinct
+    (source, group), not per row."""
+    grouped = frame.groupby(["source", "group"], observed=True, sort=False)
+    keys = grouped.size().index
+    names = [zones.get(f"{source}/{group}", zones.get(str(source), zones.get(ANY, "")))
+             for source, group in keys]
+    distinct = sorted(set(names))
+    per_key = np.array([distinct.index(name) for name in names], dtype=np.int64)
+    return per_key[grouped.ngroup().to_numpy()], distinct
 
 
 @dataclass(frozen=True)
@@ -113,19 +119,32 @@ def _segments(intensity: pd.DataFrame, zone: str, settings: CarbonSettings,
     return _Segments(edges, value, series, yearly)
 
 
-def _empty_tuples(n: int) -> np.ndarray:
-    out = np.empty(n, dtype=object)
-    out[:] = [()] * n
+def _used_labels(window: np.ndarray, series: np.ndarray, n: int,
+                 labels: list[tuple[int, ...]]) -> np.ndarray:
+    """Per window (0..n-1), the index in ``labels`` of the sorted tuple of series ids its
+    covered pieces used (-1: none). A window uses one series but where it crosses from
+    one file into another; those few tuples are appended to ``labels``."""
+    lo = np.full(n, np.iinfo(np.int64).max)
+    np.minimum.at(lo, window, series)
+    hi = np.full(n, -1)
+    np.maximum.at(hi, window, series)
+    out = np.where((lo == hi) & (hi >= 0), lo, -1)
+    several = np.flatnonzero((lo < hi) & (hi >= 0))
+    if len(several):
+        keep = np.isin(window, several)
+        pairs = np.unique(np.stack([window[keep], series[keep]]), axis=1)
+        for w, ids in pd.Series(pairs[1]).groupby(pairs[0]):
+            combo = tuple(int(i) for i in ids)
+            if combo not in labels:
+                labels.append(combo)
+            out[w] = labels.index(combo)
     return out
 
 
-def _used_series(window: np.ndarray, series: np.ndarray, n: int) -> np.ndarray:
-    """Per window (0..n-1), the sorted tuple of series ids its covered pieces used."""
-    pairs = np.unique(np.stack([window, series]), axis=1)
-    out = _empty_tuples(n)
-    for w, ids in pd.Series(pairs[1]).groupby(pairs[0]):
-        out[w] = tuple(ids)
-    return out
+def _labelled(codes: np.ndarray, labels: list[str]) -> pd.Categorical:
+    """``labels[code]`` per entry (``""`` for -1), as a categorical."""
+    names, inverse = np.unique(np.asarray([*labels, ""], dtype=object), return_inverse=True)
+    return pd.Categorical.from_codes(inverse[codes], names)
 
 
 def integrate(windows: pd.DataFrame, intensity: pd.DataFrame,
@@ -134,7 +153,7 @@ def integrate(windows: pd.DataFrame, intensity: pd.DataFrame,
     ``window_end``, ``energy_j``), on its index: ``zone``, ``pue``, ``basis``,
     ``intensity_g_per_kwh``, ``co2_g``, ``intensity_kind``, ``intensity_files``,
     ``intensity_digests``, ``missing`` (see the module and CARBON_SCHEMA)."""
-    zone = zones_of(windows, settings.zones)
+    codes_of_zone, zone_names = zone_codes(windows, settings.zones)
     codes, _ = pd.factorize(intensity["file"] + "\n" + intensity["digest"])
     versions = intensity[["file", "digest"]].to_numpy()[np.unique(codes, return_index=True)[1]]
     file_ids = pd.Series(codes, index=intensity.index)
@@ -142,16 +161,21 @@ def integrate(windows: pd.DataFrame, intensity: pd.DataFrame,
     co2 = np.full(n, np.nan)
     covered_j = np.zeros(n)
     missing = np.full(n, "", dtype=object)
-    kind = np.full(n, "", dtype=object)
-    used = _empty_tuples(n)
+    kind = np.zeros(n, dtype=np.int8)  # code into KINDS
+    used = np.full(n, -1)
+    labels = [(i,) for i in range(len(versions))]
     energy = windows["energy_j"].to_numpy(float)
     start = windows["window_start"].to_numpy("datetime64[ns]").view(np.int64)
     end = windows["window_end"].to_numpy("datetime64[ns]").view(np.int64)
-    zone_array = zone.to_numpy()
-    missing[zone_array == ""] = "no zone configured for " + (
-        windows["source"] + "/" + windows["group"]).to_numpy()[zone_array == ""]
-    for z in pd.unique(zone_array[zone_array != ""]):
-        rows = np.flatnonzero(zone_array == z)
+    zone_array = pd.Categorical.from_codes(codes_of_zone, zone_names) if n else np.array([], object)
+    for code, z in enumerate(zone_names):
+        rows = np.flatnonzero(codes_of_zone == code)
+        if not len(rows):
+            continue
+        if z == "":
+            missing[rows] = ("no zone configured for " + windows["source"].iloc[rows].astype(str)
+                             + "/" + windows["group"].iloc[rows].astype(str)).to_numpy()
+            continue
         seg = _segments(intensity, z, settings, file_ids)
         pieces = split_windows(start[rows], end[rows], seg.edges)
         inside = (pieces.segment >= 0) & (pieces.segment < len(seg.value))
@@ -174,17 +198,17 @@ def integrate(windows: pd.DataFrame, intensity: pd.DataFrame,
                                 f"{pd.Timestamp(pieces.end_ns[p], tz='UTC').isoformat()}")
         has_series = np.bincount(pieces.window, weights=ok & ~yearly, minlength=len(rows)) > 0
         has_yearly = np.bincount(pieces.window, weights=ok & yearly, minlength=len(rows)) > 0
-        kind[rows] = np.select([has_series & has_yearly, has_series, has_yearly],
-                               ["series+yearly", SERIES, YEARLY], "")
-        used[rows] = _used_series(pieces.window[ok], series[ok], len(rows))
-    files = np.array([";".join(versions[i][0] for i in ids) for ids in used], object)
-    digests = np.array([";".join(versions[i][1] for i in ids) for ids in used], object)
+        kind[rows] = np.select([has_series & has_yearly, has_series, has_yearly], [3, 1, 2], 0)
+        used[rows] = _used_labels(pieces.window[ok], series[ok], len(rows), labels)
+    files = _labelled(used, [";".join(versions[i][0] for i in ids) for ids in labels])
+    digests = _labelled(used, [";".join(versions[i][1] for i in ids) for ids in labels])
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(covered_j > 0, co2 / settings.pue * J_PER_KWH / covered_j, np.nan)
     return pd.DataFrame({
         "zone": zone_array, "pue": settings.pue, "basis": settings.basis,
         "intensity_g_per_kwh": np.where(np.isnan(co2), np.nan, mean), "co2_g": co2,
-        "intensity_kind": kind, "intensity_files": files, "intensity_digests": digests,
+        "intensity_kind": pd.Categorical.from_codes(kind, KINDS),
+        "intensity_files": files, "intensity_digests": digests,
         "missing": missing,
     }, index=windows.index)
 
@@ -196,6 +220,9 @@ def carbon_per_fact(facts: pd.DataFrame, intensity: pd.DataFrame,
     carbon = integrate(facts, intensity, settings)
     table = pd.concat([facts[["source", "entity", "component", "window_start", "window_end",
                               "method", "energy_j"]], carbon], axis=1).reset_index(drop=True)
+    for column in ("source", "entity", "component", "method", "zone", "intensity_kind",
+                   "intensity_files", "intensity_digests"):  # categoricals back to str
+        table[column] = np.asarray(table[column], dtype=object)
     return validate(CARBON_SCHEMA, table, "carbon_per_fact")
 
 

@@ -21,9 +21,9 @@ here. A field that is unknown is ``""``, never a guess.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from joulehouse.clustercockpit.energy import FACTS_SOURCE as CC_SOURCE
 from joulehouse.geopm.energy import FACTS_SOURCE as GEOPM_SOURCE
@@ -36,49 +36,48 @@ ATTRIBUTES = ["group", "partition", "user", "project"]
 #: The cc_jobs columns that name a job's user, project and batch partition.
 CC_JOB_COLUMNS = {"hpc_user": "user", "project": "project", "cluster_partition": "partition"}
 
+#: Sources whose entity's first '/'-separated field is the group, and those whose second
+#: is the project (see the module's table).
+GROUP_FIRST = [GPU_SOURCE, GEOPM_SOURCE, POWERAPI_SOURCE, CC_SOURCE]
+PROJECT_SECOND = [GPU_SOURCE, GEOPM_SOURCE]
+_FIELDS = r"^(?P<first>[^/]*)(?:/(?P<second>[^/]*))?"
 
-def _parts(entities: pd.Series, group: int | None, project: int | None) -> pd.DataFrame:
-    """Attributes from '/'-separated positions of the entity (negative: from the end)."""
-    parts = entities.str.split("/")
-
-    def at(i: int | None) -> pd.Series:
-        if i is None:
-            return pd.Series("", index=entities.index)
-        return parts.map(lambda p: p[i] if len(p) > max(i, -i - 1) else "")
-
-    return pd.DataFrame({"group": at(group), "partition": "", "user": "", "project": at(project)},
-                        index=entities.index)
+#: Columns made categorical by :func:`attribute`: the rollups' keys and the entity, so that
+#: grouping and copying millions of facts works on integer codes.
+CATEGORICAL = ["source", "entity", "component", "method", *ATTRIBUTES]
 
 
-#: Per source: its unique entities -> their attributes (index: the entities).
-_PARSERS: dict[str, Callable[[pd.Series], pd.DataFrame]] = {
-    GPU_SOURCE: lambda e: _parts(e, 0, 1),
-    GEOPM_SOURCE: lambda e: _parts(e, 0, 1),
-    POWERAPI_SOURCE: lambda e: _parts(e, 0, None),
-    CC_SOURCE: lambda e: _parts(e, 0, None),
-}
+def _categorical(values: pa.Array | pa.ChunkedArray, index: pd.Index) -> pd.Series:
+    return pd.Series(pc.dictionary_encode(values).to_pandas(), index=index)
 
 
 def attribute(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The facts with the columns ATTRIBUTES added (strings, ``""`` when unknown).
+    """The facts with the columns ATTRIBUTES added (``""`` when unknown), and the columns
+    CATEGORICAL as pandas categoricals (their values unchanged).
 
-    ``cc_jobs``: the ClusterCockpit jobs table (``job`` and CC_JOB_COLUMNS) for the
-    users, projects and partitions of its jobs. Entities are parsed once each, not per fact.
+    ``cc_jobs``: the ClusterCockpit jobs table (``job`` and CC_JOB_COLUMNS) for the users,
+    projects and partitions of its jobs. Vectorised (Arrow) over every fact.
     """
-    keys = facts[["source", "entity"]].drop_duplicates()
-    found = []
-    for source, rows in keys.groupby("source", sort=False):
-        parse = _PARSERS.get(source, lambda e: _parts(e, None, None))
-        entities = rows["entity"].reset_index(drop=True)
-        found.append(parse(entities).assign(source=source, entity=entities))
-    known = (pd.concat(found, ignore_index=True) if found
-             else pd.DataFrame(columns=["source", "entity", *ATTRIBUTES]))
+    source = pa.array(facts["source"].astype(str).to_numpy(), pa.string())
+    entity = pa.array(facts["entity"].astype(str).to_numpy(), pa.string())
+    fields = pc.extract_regex(entity, _FIELDS)
+    group = pc.if_else(pc.is_in(source, pa.array(GROUP_FIRST)), fields.field("first"), "")
+    project = pc.if_else(pc.is_in(source, pa.array(PROJECT_SECOND)), fields.field("second"), "")
+    found = {"group": group, "partition": pa.nulls(len(facts), pa.string()),
+             "user": pa.nulls(len(facts), pa.string()), "project": project}
     if cc_jobs is not None and len(cc_jobs):
-        jobs = (cc_jobs[["job", *CC_JOB_COLUMNS]].rename(columns={"job": "entity", **CC_JOB_COLUMNS})
-                .drop_duplicates("entity").set_index("entity"))
-        is_cc = known["source"] == CC_SOURCE
-        for column in CC_JOB_COLUMNS.values():
-            value = known.loc[is_cc, "entity"].map(jobs[column]).fillna("").astype(str)
-            known.loc[is_cc, column] = value
-    return facts.merge(known[["source", "entity", *ATTRIBUTES]], on=["source", "entity"],
-                       how="left", validate="many_to_one")
+        jobs = cc_jobs.drop_duplicates("job")
+        at = pc.index_in(entity, pa.array(jobs["job"].astype(str).to_numpy(), pa.string()))
+        at = pc.if_else(pc.equal(source, CC_SOURCE), at, pa.scalar(None, pa.int32()))
+        for column, attribute_name in CC_JOB_COLUMNS.items():
+            values = pa.array(jobs[column].astype(str).to_numpy(), pa.string())
+            taken = pc.take(values, at)
+            found[attribute_name] = pc.if_else(pc.is_valid(taken), taken,
+                                               found[attribute_name])
+    index = facts.index
+    columns = {name: _categorical(pc.fill_null(values, ""), index)
+               for name, values in found.items()}
+    columns |= {name: _categorical(pa.array(facts[name].astype(str).to_numpy(), pa.string()),
+                                   index)
+                for name in ("source", "entity", "component", "method")}
+    return facts.assign(**columns)

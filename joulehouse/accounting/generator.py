@@ -60,7 +60,7 @@ def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
 
 
 def facts(n: int, start: str, span: str, *, seed: int = 0,
-          sources: tuple[str, ...] = ("gpu-benchmark", "clustercockpit")) -> pd.DataFrame:
+          sources: tuple[str, ...] = ("clustercockpit", "powerapi")) -> pd.DataFrame:
     """``n`` energy_facts rows starting uniformly in ``[start, start + span)``, lasting 1 s
     to 6 h, at 50-500 W (energy = power x duration), from ``sources``; entities
     ``<group>/<job i>`` with groups ``g0`` .. ``g3``."""

@@ -39,7 +39,7 @@ def day_pieces(facts: pd.DataFrame, time_zone: str) -> pd.DataFrame:
     the midnights of ``time_zone``: one row per fact and day it touches, with
     ``calendar``, ``day`` (naive local midnight), the piece's ``window_start``,
     ``window_end``, ``duration_s`` and prorated ``energy_j``."""
-    columns = ["source", "entity", *ROLLUP_KEYS[1:]]
+    columns = ["source", "entity", *ROLLUP_KEYS[1:]]  # categoricals: cheap to repeat
     if facts.empty:
         return facts[columns].assign(calendar=time_zone, day=pd.Series(dtype="datetime64[ns]"),
                                      window_start=facts["window_start"],
@@ -58,11 +58,16 @@ def day_pieces(facts: pd.DataFrame, time_zone: str) -> pd.DataFrame:
     return rows.assign(
         calendar=time_zone,
         day=days[pieces.segment].to_numpy(),
-        window_start=pd.to_datetime(pieces.start_ns, utc=True),
-        window_end=pd.to_datetime(pieces.end_ns, utc=True),
+        window_start=_utc(pieces.start_ns),
+        window_end=_utc(pieces.end_ns),
         duration_s=(pieces.end_ns - pieces.start_ns) / _NS_PER_S,
         energy_j=facts["energy_j"].to_numpy(float)[pieces.window] * pieces.fraction,
     )
+
+
+def _utc(ns: np.ndarray) -> pd.DatetimeIndex:
+    """int64 ns since the epoch as tz-aware UTC timestamps (no parsing)."""
+    return pd.DatetimeIndex(ns.view("datetime64[ns]")).tz_localize(UTC)
 
 
 def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
@@ -73,8 +78,8 @@ def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
         raise ValueError(f"period is day or month, not {period!r}")
     schema = DAILY_SCHEMA if period == "day" else MONTHLY_SCHEMA
     keys = ["calendar", period, *ROLLUP_KEYS]
-    frame = pieces.assign(month=pieces["day"].dt.to_period("M").dt.start_time) \
-        if period == "month" else pieces
+    frame = pieces.assign(month=pieces["day"].to_numpy().astype("datetime64[M]")
+                          .astype("datetime64[ns]")) if period == "month" else pieces
     has_carbon = "co2_g" in frame.columns
     co2 = frame["co2_g"] if has_carbon else pd.Series(np.nan, index=frame.index)
     frame = frame.assign(_co2=co2.fillna(0.0),
@@ -91,6 +96,9 @@ def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
                                          table["energy_j"] / table["duration_s"], np.nan)
     table["co2_g"] = table["co2_g"].where(table["energy_without_intensity_j"] == 0)
     table[["facts", "entities"]] = table[["facts", "entities"]].astype("int64")
+    for key in keys:  # categoricals (entities.attribute) back to str
+        if isinstance(table[key].dtype, pd.CategoricalDtype):
+            table[key] = np.asarray(table[key], dtype=object)
     table = table[list(schema.columns)]
     return validate(schema, table, schema.name)
 
