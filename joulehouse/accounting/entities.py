@@ -70,7 +70,7 @@ def attribute(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None = None) -> pd.Da
         at = pc.index_in(entity, pa.array(jobs["job"].astype(str).to_numpy(), pa.string()))
         at = pc.if_else(pc.equal(source, CC_SOURCE), at, pa.scalar(None, pa.int32()))
         for column, attribute_name in CC_JOB_COLUMNS.items():
-            values = pa.array(jobs[column].astype(str).to_numpy(), pa.string())
+            values = pa.array(jobs[column].fillna("").astype(str).to_numpy(), pa.string())
             taken = pc.take(values, at)
             found[attribute_name] = pc.if_else(pc.is_valid(taken), taken,
                                                found[attribute_name])

@@ -77,11 +77,14 @@ def test_attribution_of_each_source_and_cc_jobs():
              source="clustercockpit"),
         fact("x/y", "2021-01-01", "2021-01-01 00:01", 1.0, source="unknown"),
     ], columns=ENERGY_FACTS_COLUMNS)
-    jobs = pd.DataFrame({"job": ["fritz/1/1675954353"], "hpc_user": ["alice"],
-                         "project": ["p1"], "cluster_partition": ["main"]})
-    table = entities.attribute(facts, jobs).set_index("source")[entities.ATTRIBUTES]
-    assert table.loc["gpu-benchmark"].tolist() == ["gpu-data", "", "", "clock-limit"]
-    assert table.loc["geopm"].tolist() == ["geopm", "", "", "a.report"]
-    assert table.loc["powerapi"].tolist() == ["sensor1", "", "", ""]
-    assert table.loc["clustercockpit"].tolist() == ["fritz", "main", "alice", "p1"]
-    assert table.loc["unknown"].tolist() == ["", "", "", ""]
+    jobs = pd.DataFrame({"job": ["fritz/1/1675954353", "fritz/2/1"], "hpc_user": ["alice", "b"],
+                         "project": ["p1", "p2"], "cluster_partition": ["main", None]})
+    facts.loc[len(facts)] = {**facts.iloc[3].to_dict(), "entity": "fritz/2/1"}
+    table = entities.attribute(facts, jobs).set_index("entity")[entities.ATTRIBUTES]
+    assert table.loc["fritz/2/1"].tolist() == ["fritz", "", "b", "p2"]  # no partition: ""
+    assert table.loc["gpu-data/clock-limit/bert/877MHz/0"].tolist() == [
+        "gpu-data", "", "", "clock-limit"]
+    assert table.loc["geopm/a.report/host1"].tolist() == ["geopm", "", "", "a.report"]
+    assert table.loc["sensor1/mongo"].tolist() == ["sensor1", "", "", ""]
+    assert table.loc["fritz/1/1675954353"].tolist() == ["fritz", "main", "alice", "p1"]
+    assert table.loc["x/y"].tolist() == ["", "", "", ""]  # a source not known
