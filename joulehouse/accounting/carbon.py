@@ -1,13 +1,14 @@
 """Carbon per energy fact: energy integrated against a time-varying grid intensity.
 
 A window (a fact, or a fact's piece of a day) of ``energy_j`` over
-``[window_start, window_end)`` is split at the intensity's own interval
-boundaries (``joulehouse/accounting/split.py``: energy prorated by time, i.e. a
-constant power inside the window), and
+``[window_start, window_end)`` is integrated against the intensity at the
+intensity's own resolution, assuming a constant power inside the window:
 
-    co2_g = sum over pieces of energy_j x fraction x PUE x intensity / 3.6e6
+    co2_g = energy_j / duration x integral of intensity over the window x PUE / 3.6e6
 
-(intensity in gCO2e/kWh, 3.6e6 J per kWh). The zone of a window comes from the
+(intensity in gCO2e/kWh, 3.6e6 J per kWh): the same as splitting the window at every
+intensity boundary and prorating its energy by time, computed as a difference of
+running integrals at the window's two ends. The zone of a window comes from the
 settings' ``zones``: the most specific of ``"<source>/<group>"`` (a data root, a
 cluster: see ``entities.py``), ``"<source>"``, then ``"*"``.
 
@@ -29,7 +30,6 @@ import pandas as pd
 
 from joulehouse.accounting.intensity import SERIES, YEARLY
 from joulehouse.accounting.schemas import CARBON_SCHEMA
-from joulehouse.accounting.split import split_windows
 from joulehouse.validation import validate
 
 J_PER_KWH = 3.6e6
@@ -119,26 +119,105 @@ def _segments(intensity: pd.DataFrame, zone: str, settings: CarbonSettings,
     return _Segments(edges, value, series, yearly)
 
 
-def _used_labels(window: np.ndarray, series: np.ndarray, n: int,
-                 labels: list[tuple[int, ...]]) -> np.ndarray:
-    """Per window (0..n-1), the index in ``labels`` of the sorted tuple of series ids its
-    covered pieces used (-1: none). A window uses one series but where it crosses from
-    one file into another; those few tuples are appended to ``labels``."""
-    lo = np.full(n, np.iinfo(np.int64).max)
-    np.minimum.at(lo, window, series)
-    hi = np.full(n, -1)
-    np.maximum.at(hi, window, series)
-    out = np.where((lo == hi) & (hi >= 0), lo, -1)
-    several = np.flatnonzero((lo < hi) & (hi >= 0))
-    if len(several):
-        keep = np.isin(window, several)
-        pairs = np.unique(np.stack([window[keep], series[keep]]), axis=1)
-        for w, ids in pd.Series(pairs[1]).groupby(pairs[0]):
-            combo = tuple(int(i) for i in ids)
-            if combo not in labels:
-                labels.append(combo)
-            out[w] = labels.index(combo)
+def _used_labels(part: _ZoneCarbon, seg: _Segments, labels: list[tuple[int, ...]]
+                 ) -> np.ndarray:
+    """Per window, the index in ``labels`` of the sorted tuple of series ids (files) its
+    covered segments used (-1: not covered). Most windows lie in one file's series (no
+    Python loop); the few across files get their tuple appended to ``labels``."""
+    out = np.full(len(part.co2_g), -1)
+    covered = ~np.isnan(part.co2_g)
+    out[covered & part.single] = seg.series[part.first[covered & part.single]]
+    for w in np.flatnonzero(covered & ~part.single):
+        ids = seg.series[part.first[w]:part.last[w] + 1]
+        combo = tuple(sorted({int(i) for i in ids if i >= 0}))
+        if combo not in labels:
+            labels.append(combo)
+        out[w] = labels.index(combo)
     return out
+
+
+@dataclass(frozen=True)
+class _ZoneCarbon:
+    """The carbon of windows of one zone (see :func:`_zone_carbon`)."""
+
+    co2_g: np.ndarray  # NaN where not covered
+    covered_j: np.ndarray  # energy over covered time (all of it, or 0)
+    kind: np.ndarray  # code into KINDS
+    first: np.ndarray  # segment of each window's start (clipped into range)
+    last: np.ndarray  # segment of each window's last instant (clipped)
+    single: np.ndarray  # bool: one series id over the window's segments
+    uncovered: dict[int, tuple[int, int]]  # window -> first uncovered span (ns)
+
+
+def _locate(edges: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each ``t``: the edge at or before it (clipped into range), its segment (clipped)
+    and whether it lies inside the edges."""
+    k = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, len(edges) - 1)
+    return k, np.minimum(k, len(edges) - 2), (t >= edges[0]) & (t < edges[-1])
+
+
+def _running(edges: np.ndarray, rate: np.ndarray, t: np.ndarray,
+             where: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    """The integral from ``edges[0]`` to ``t`` of a piecewise-constant ``rate`` (per ns,
+    one value per segment; 0 outside the edges), at each ``t`` (``where``: its
+    :func:`_locate`)."""
+    k, segment, inside = where
+    at_edges = np.concatenate([[0], np.cumsum(rate * np.diff(edges))])
+    return at_edges[k] + np.where(inside, rate[segment] * (t - edges[segment]), 0)
+
+
+def _zone_carbon(seg: _Segments, start: np.ndarray, end: np.ndarray, energy: np.ndarray,
+                 pue: float) -> _ZoneCarbon:
+    """Carbon of windows ``[start, end)`` (ns) of ``energy`` J against one zone's segments.
+
+    Under a constant power inside a window, its carbon is energy / duration x the
+    integral of the intensity over the window: a difference of running integrals at its
+    two ends (no splitting). The window is covered when the time without intensity
+    inside it (also a difference of running integrals, in integer ns) is zero. A window
+    of no length takes the intensity at its start.
+    """
+    n = len(start)
+    if len(seg.edges) < 2:
+        return _ZoneCarbon(np.full(n, np.nan), np.zeros(n), np.zeros(n, np.int8),
+                           np.zeros(n, int), np.zeros(n, int), np.ones(n, bool),
+                           {w: (int(start[w]), int(end[w])) for w in range(n)})
+    edges = seg.edges
+    ok = ~np.isnan(seg.value)
+    ends = [(t, _locate(edges, t)) for t in (start, end)]
+    grams = [_running(edges, np.where(ok, seg.value, 0.0) / 1e9, t, at) for t, at in ends]
+    uncovered = [_running(edges, (~ok).astype(np.int64), t, at) for t, at in ends]
+    gap = (uncovered[1] - uncovered[0]
+           + np.clip(edges[0] - start, 0, None) - np.clip(edges[0] - end, 0, None)
+           + np.clip(end - edges[-1], 0, None) - np.clip(start - edges[-1], 0, None))
+    first = ends[0][1][1]
+    last = np.clip(np.searchsorted(edges, end, side="left") - 1, 0, len(ok) - 1)
+    last = np.maximum(last, first)
+    point = end == start
+    at_start_ok = (start >= edges[0]) & (start < edges[-1]) & ok[first]
+    covered = np.where(point, at_start_ok, gap == 0)
+    length_s = (end - start) / 1e9
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(point, seg.value[first], (grams[1] - grams[0]) / length_s)
+    co2 = np.where(covered, energy * mean * pue / J_PER_KWH, np.nan)
+    yearly_ns = [_running(edges, (ok & seg.yearly).astype(np.int64), t, at) for t, at in ends]
+    series_ns = [_running(edges, (ok & ~seg.yearly).astype(np.int64), t, at) for t, at in ends]
+    has_yearly = np.where(point, seg.yearly[first], yearly_ns[1] > yearly_ns[0])
+    has_series = np.where(point, ~seg.yearly[first], series_ns[1] > series_ns[0])
+    kind = np.where(covered, has_series.astype(np.int8) + 2 * has_yearly.astype(np.int8), 0)
+    changes = np.concatenate([[0], np.cumsum(seg.series[1:] != seg.series[:-1])])
+    spans = {}
+    for w in np.flatnonzero(~covered):
+        s, e = int(start[w]), int(end[w])
+        if s < edges[0]:
+            spans[w] = (s, min(e, int(edges[0])))
+            continue
+        bad = [j for j in range(first[w], last[w] + 1) if not ok[j]]
+        if bad and s < edges[-1]:
+            spans[w] = (max(s, int(edges[bad[0]])), min(e, int(edges[bad[0] + 1])))
+        else:
+            spans[w] = (max(s, int(edges[-1])), e)
+    return _ZoneCarbon(co2, np.where(covered, energy, 0.0), kind.astype(np.int8), first,
+                       last, changes[last] == changes[first], spans)
 
 
 def _labelled(codes: np.ndarray, labels: list[str]) -> pd.Categorical:
@@ -177,29 +256,13 @@ def integrate(windows: pd.DataFrame, intensity: pd.DataFrame,
                              + "/" + windows["group"].iloc[rows].astype(str)).to_numpy()
             continue
         seg = _segments(intensity, z, settings, file_ids)
-        pieces = split_windows(start[rows], end[rows], seg.edges)
-        inside = (pieces.segment >= 0) & (pieces.segment < len(seg.value))
-        k = np.where(inside, pieces.segment, 0)
-        value = np.where(inside, seg.value[k] if len(seg.value) else np.nan, np.nan)
-        series = np.where(inside, seg.series[k] if len(seg.series) else -1, -1)
-        yearly = inside & (seg.yearly[k] if len(seg.yearly) else False)
-        piece_j = energy[rows][pieces.window] * pieces.fraction
-        ok = ~np.isnan(value)
-        sums = np.bincount(pieces.window, weights=np.where(ok, piece_j * value, 0.0),
-                           minlength=len(rows))
-        bad = np.bincount(pieces.window, weights=~ok, minlength=len(rows)) > 0
-        co2[rows] = np.where(bad, np.nan, sums * settings.pue / J_PER_KWH)
-        covered_j[rows] = np.bincount(pieces.window, weights=np.where(ok, piece_j, 0.0),
-                                      minlength=len(rows))
-        first_bad = pd.Series(np.flatnonzero(~ok)).groupby(pieces.window[~ok]).first()
-        for w, p in first_bad.items():
+        part = _zone_carbon(seg, start[rows], end[rows], energy[rows], settings.pue)
+        co2[rows], covered_j[rows], kind[rows] = part.co2_g, part.covered_j, part.kind
+        for w, (lo, hi) in part.uncovered.items():
             missing[rows[w]] = (f"{z} ({settings.basis}) intensity does not cover "
-                                f"{pd.Timestamp(pieces.start_ns[p], tz='UTC').isoformat()}.."
-                                f"{pd.Timestamp(pieces.end_ns[p], tz='UTC').isoformat()}")
-        has_series = np.bincount(pieces.window, weights=ok & ~yearly, minlength=len(rows)) > 0
-        has_yearly = np.bincount(pieces.window, weights=ok & yearly, minlength=len(rows)) > 0
-        kind[rows] = np.select([has_series & has_yearly, has_series, has_yearly], [3, 1, 2], 0)
-        used[rows] = _used_labels(pieces.window[ok], series[ok], len(rows), labels)
+                                f"{pd.Timestamp(lo, tz='UTC').isoformat()}.."
+                                f"{pd.Timestamp(hi, tz='UTC').isoformat()}")
+        used[rows] = _used_labels(part, seg, labels)
     files = _labelled(used, [";".join(versions[i][0] for i in ids) for ids in labels])
     digests = _labelled(used, [";".join(versions[i][1] for i in ids) for ids in labels])
     with np.errstate(invalid="ignore", divide="ignore"):

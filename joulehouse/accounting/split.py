@@ -1,4 +1,4 @@
-"""Splitting time windows at boundaries: the one operation behind days and intensity intervals.
+"""Splitting time windows at boundaries: facts cut at the midnights of a calendar.
 
 A window ``[start, end)`` (int64 ns since the epoch, UTC) is cut at every
 boundary inside it into pieces, each lying in one segment of the boundaries
