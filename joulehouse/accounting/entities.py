@@ -47,6 +47,13 @@ _FIELDS = r"^(?P<first>[^/]*)(?:/(?P<second>[^/]*))?"
 CATEGORICAL = ["source", "entity", "component", "method", *ATTRIBUTES]
 
 
+def _strings(column: pd.Series) -> pa.Array:
+    """A column of strings (object or categorical) as an Arrow string array."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return pc.cast(pa.DictionaryArray.from_pandas(column.array), pa.string())
+    return pa.array(column.to_numpy(), pa.string())
+
+
 def _categorical(values: pa.Array | pa.ChunkedArray, index: pd.Index) -> pd.Series:
     return pd.Series(pc.dictionary_encode(values).to_pandas(), index=index)
 
@@ -58,8 +65,7 @@ def attribute(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None = None) -> pd.Da
     ``cc_jobs``: the ClusterCockpit jobs table (``job`` and CC_JOB_COLUMNS) for the users,
     projects and partitions of its jobs. Vectorised (Arrow) over every fact.
     """
-    source = pa.array(facts["source"].astype(str).to_numpy(), pa.string())
-    entity = pa.array(facts["entity"].astype(str).to_numpy(), pa.string())
+    source, entity = (_strings(facts[name]) for name in ("source", "entity"))
     fields = pc.extract_regex(entity, _FIELDS)
     group = pc.if_else(pc.is_in(source, pa.array(GROUP_FIRST)), fields.field("first"), "")
     project = pc.if_else(pc.is_in(source, pa.array(PROJECT_SECOND)), fields.field("second"), "")
@@ -77,7 +83,7 @@ def attribute(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None = None) -> pd.Da
     index = facts.index
     columns = {name: _categorical(pc.fill_null(values, ""), index)
                for name, values in found.items()}
-    columns |= {name: _categorical(pa.array(facts[name].astype(str).to_numpy(), pa.string()),
-                                   index)
-                for name in ("source", "entity", "component", "method")}
+    columns |= {name: _categorical(values, index) for name, values in
+                (("source", source), ("entity", entity), ("component", _strings(facts["component"])),
+                 ("method", _strings(facts["method"])))}
     return facts.assign(**columns)

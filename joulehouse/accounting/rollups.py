@@ -78,12 +78,17 @@ def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
         raise ValueError(f"period is day or month, not {period!r}")
     schema = DAILY_SCHEMA if period == "day" else MONTHLY_SCHEMA
     keys = ["calendar", period, *ROLLUP_KEYS]
-    frame = pieces.assign(month=pieces["day"].to_numpy().astype("datetime64[M]")
-                          .astype("datetime64[ns]")) if period == "month" else pieces
-    has_carbon = "co2_g" in frame.columns
-    co2 = frame["co2_g"] if has_carbon else pd.Series(np.nan, index=frame.index)
-    frame = frame.assign(_co2=co2.fillna(0.0),
-                         _without=frame["energy_j"].where(co2.isna(), 0.0))
+    energy = pieces["energy_j"].to_numpy(float)
+    co2 = (pieces["co2_g"].to_numpy(float) if "co2_g" in pieces.columns
+           else np.full(len(pieces), np.nan))
+    columns = {key: pieces[key] for key in keys if key != period}
+    columns[period] = (pieces["day"] if period == "day" else
+                       pieces["day"].to_numpy().astype("datetime64[M]").astype("datetime64[ns]"))
+    # only the columns grouped and summed, without copying the pieces
+    frame = pd.DataFrame({**columns, "entity": pieces["entity"], "energy_j": energy,
+                          "duration_s": pieces["duration_s"].to_numpy(float),
+                          "_co2": np.where(np.isnan(co2), 0.0, co2),
+                          "_without": np.where(np.isnan(co2), energy, 0.0)}, copy=False)
     grouped = frame.groupby(keys, sort=True, observed=True)
     table = grouped.agg(facts=("energy_j", "size"), entities=("entity", "nunique"),
                         energy_j=("energy_j", "sum"), duration_s=("duration_s", "sum"),
