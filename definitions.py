@@ -16,6 +16,10 @@ Configuration (defaults are for a fresh clone):
 - ``JOULEHOUSE_CC_ARCHIVE`` (and ``JOULEHOUSE_CC_MAX_JOBS_PER_TICK``, ``_MAX_MISSING``,
   ``_CHECK_SCHEMA``): ClusterCockpit job archive roots (separated by ``os.pathsep``),
   default ``examples/clustercockpit/archive``.
+- ``JOULEHOUSE_INTENSITY_LANDING`` (and ``JOULEHOUSE_SITE_TIMEZONE``, ``_CARBON_ZONES``,
+  ``_PUE``, ``_INTENSITY_BASIS``, ``_INTENSITY_FALLBACK``): the grid carbon-intensity
+  folder and how facts become carbon (``resources/accounting.py``), default
+  ``examples/intensity``.
 - ``JOULEHOUSE_QUIET_PERIOD_S`` and ``JOULEHOUSE_FULL_RESCAN_S``: the sensors' quiet period
   and rolling-rescan period, shared by the sources.
 """
@@ -27,14 +31,17 @@ from pathlib import Path
 import dagster as dg
 
 from assets import (
+    ACCOUNTING_ASSETS,
     CC_ASSETS,
     GEOPM_ASSETS,
     GPU_ASSETS,
     POWERAPI_ASSETS,
     TAUDB_ASSETS,
+    accounting_refresh,
     gpu_pipeline,
 )
 from resources import (
+    AccountingSettings,
     ClusterCockpitArchive,
     GeopmReportSource,
     GpuBenchmarkSource,
@@ -63,6 +70,7 @@ EXAMPLE_TAU_PROFILES = PROJECT_ROOT / "examples" / "tau-profiles"
 EXAMPLE_GEOPM_REPORTS = PROJECT_ROOT / "examples" / "geopm"
 EXAMPLE_POWERAPI = PROJECT_ROOT / "examples" / "powerapi"
 EXAMPLE_CC_ARCHIVE = PROJECT_ROOT / "examples" / "clustercockpit" / "archive"
+EXAMPLE_INTENSITY = PROJECT_ROOT / "examples" / "intensity"
 DEFAULT_WAREHOUSE = PROJECT_ROOT / "warehouse"
 
 gpu_energy_job = dg.define_asset_job(
@@ -87,16 +95,20 @@ def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
                       tau_profiles: TauProfileSource | None = None,
                       powerapi_source: PowerapiSource | None = None,
                       geopm_source: GeopmReportSource | None = None,
-                      cc_archive: ClusterCockpitArchive | None = None) -> dg.Definitions:
+                      cc_archive: ClusterCockpitArchive | None = None,
+                      accounting: AccountingSettings | None = None) -> dg.Definitions:
     """The definitions over the given data roots, warehouse, TAUdb (default: the embedded
     SQLite file beside the warehouse tables), TAU profile, PowerAPI and GEOPM landing
-    folders and ClusterCockpit archive (default: the bundled examples)."""
+    folders, ClusterCockpit archive and accounting settings (default: the bundled
+    examples)."""
     return dg.Definitions(
-        assets=[*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS, *GEOPM_ASSETS, *CC_ASSETS],
+        assets=[*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS, *GEOPM_ASSETS, *CC_ASSETS,
+                *ACCOUNTING_ASSETS],
         jobs=[gpu_energy_job, tau_profiles_job, powerapi_job, geopm_job, cc_job],
         sensors=[*gpu_repetition_sensors(gpu_source), tau_profile_sensor, powerapi_sensor,
                  geopm_report_sensor, cc_archive_sensor,
                  automation],
+        schedules=[accounting_refresh],
         resources={
             "gpu_source": gpu_source, "warehouse": warehouse,
             "taudb": taudb or TaudbResource(url=embedded_taudb_url(warehouse.root)),
@@ -108,6 +120,8 @@ def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
                 landing_folders=[str(EXAMPLE_GEOPM_REPORTS)]),
             "cc_archive": cc_archive or ClusterCockpitArchive(
                 archive_roots=[str(EXAMPLE_CC_ARCHIVE)]),
+            "accounting": accounting or AccountingSettings(
+                intensity_landing=str(EXAMPLE_INTENSITY)),
         },
     )
 
@@ -120,4 +134,5 @@ defs = build_definitions(
     PowerapiSource.from_env(EXAMPLE_POWERAPI),
     GeopmReportSource.from_env(EXAMPLE_GEOPM_REPORTS),
     ClusterCockpitArchive.from_env(EXAMPLE_CC_ARCHIVE),
+    AccountingSettings.from_env(EXAMPLE_INTENSITY),
 )

@@ -13,7 +13,9 @@ archive (``examples/clustercockpit/archive``) go the same way (their sensors
 ticked once, one run each); the PowerAPI energy per report and target is
 printed with the estimates' error against the measurement, and the
 ClusterCockpit energy per job and metric with cc-backend's figure beside it
-and the number of its jobs' TAUdb trials.
+and the number of its jobs' TAUdb trials. Last, the accounting tables are built from
+every source's energy_facts and the bundled grid intensity (``examples/intensity``), and
+the daily rollup with carbon is printed (UTC days, each source in its primary method).
 Exits non-zero if any run failed.
 """
 
@@ -28,6 +30,7 @@ import pandas as pd
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
+from assets.accounting import CARBON_TABLE, DAILY_TABLE, accounting, carbon_intensity
 from assets.clustercockpit import JOB_ENERGY_TABLE
 from assets.geopm import REPORT_TABLE
 from assets.gpu import SETTING_TABLE
@@ -37,12 +40,15 @@ from definitions import (
     EXAMPLE_CC_ARCHIVE,
     EXAMPLE_GEOPM_REPORTS,
     EXAMPLE_GPU_DATA,
+    EXAMPLE_INTENSITY,
     EXAMPLE_POWERAPI,
     EXAMPLE_TAU_PROFILES,
     build_definitions,
 )
+from joulehouse.accounting.rollups import UTC, primary
 from joulehouse.taudb.loader import list_trials
 from resources import (
+    AccountingSettings,
     ClusterCockpitArchive,
     DataRoot,
     GeopmReportSource,
@@ -94,6 +100,15 @@ CC_SHOWN = [
     ("job", "job", None), ("metric", "metric", None), ("hosts", "hosts", None),
     ("duration_s", "duration s", 1.0), ("energy_j", "energy kWh", 1 / 3.6e6),
     ("covered_fraction", "covered", 1.0), ("energy_cc_kwh", "cc-backend kWh", 1.0),
+]
+
+# The accounting columns printed, per UTC day and key (primary methods only).
+ACCOUNTING_SHOWN = [
+    ("day", "day", None), ("source", "source", None), ("group", "group", None),
+    ("partition", "partition", None), ("user", "user", None), ("project", "project", None), ("component", "component", None),
+    ("method", "method", None), ("entities", "entities", None),
+    ("duration_h", "hours", 1.0), ("energy_kwh", "kWh", 1.0), ("mean_power_w", "W", 1.0),
+    ("co2_g", "gCO2e", 1.0),
 ]
 
 
@@ -209,6 +224,29 @@ def run_clustercockpit(warehouse: Path, instance: dg.DagsterInstance
     return table, trials
 
 
+def run_accounting(warehouse: Path, instance: dg.DagsterInstance
+                   ) -> tuple[pd.DataFrame, int]:
+    """Materialize the bundled grid intensity and the accounting tables over every source's
+    energy_facts (one run); returns the daily rollup (UTC days, primary methods) and the
+    number of facts without carbon.
+
+    Raises RuntimeError if the run failed.
+    """
+    settings = AccountingSettings(intensity_landing=str(EXAMPLE_INTENSITY))
+    store = Warehouse(root=str(warehouse))
+    result = dg.materialize([carbon_intensity, accounting], instance=instance,
+                            resources={"accounting": settings, "warehouse": store},
+                            raise_on_error=False)
+    if not result.success:
+        raise RuntimeError(f"the accounting run failed: {result.run_id}")
+    print(f"1 accounting run over {EXAMPLE_INTENSITY} (zones {dict(settings.zones)}, "
+          f"PUE {settings.pue})")
+    tables = store.tables()
+    daily = tables.read_table(DAILY_TABLE)
+    missing = int(tables.read_table(CARBON_TABLE)["co2_g"].isna().sum())
+    return primary(daily[daily["calendar"] == UTC]), missing
+
+
 def readable(table: pd.DataFrame, shown: list = SHOWN) -> pd.DataFrame:
     """The printed subset ``shown`` of a table, in readable units."""
     return pd.DataFrame({
@@ -231,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                                      instance)
             geopm = run_geopm(args.warehouse.resolve(), instance)
             cc_energy, cc_trials = run_clustercockpit(args.warehouse.resolve(), instance)
+            daily, without_carbon = run_accounting(args.warehouse.resolve(), instance)
         except RuntimeError as err:
             print(f"demo failed: {err}", file=sys.stderr)
             return 1
@@ -249,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
               "cc-backend's own figure beside it):")
         print(readable(cc_energy, CC_SHOWN).to_string(index=False))
         print(f"\nTAUdb: {cc_trials} ClusterCockpit job trials")
+        print("\nEnergy and carbon per UTC day (accounting_daily; each source in its primary "
+              "method, facts across midnight split by time):")
+        print(readable(daily.assign(day=daily["day"].dt.strftime("%Y-%m-%d")),
+                       ACCOUNTING_SHOWN).to_string(index=False))
+        print(f"\nFacts without carbon (no intensity or zone): {without_carbon}")
     return 0
 
 

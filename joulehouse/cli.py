@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from joulehouse import __version__
-from joulehouse.commands import clustercockpit, collect, energy, geopm, powerapi, taudb
+from joulehouse.commands import clustercockpit, collect, energy, geopm, powerapi, sql, taudb
 from joulehouse.commands.conventions import PROG, run
 
 EPILOG = f"""examples:
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     clustercockpit.register(groups)
     powerapi.register(groups)
     collect.register(groups)
+    sql.register(groups)
     return parser
 
 

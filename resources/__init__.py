@@ -4,6 +4,7 @@ Secrets never appear here as literals: a resource that needs one (e.g. the
 TAUdb URL in ``resources/taudb.py``) takes it as ``dagster.EnvVar``.
 """
 
+from resources.accounting import AccountingSettings
 from resources.clustercockpit import ClusterCockpitArchive
 from resources.geopm import GeopmReportSource
 from resources.gpu import DataRoot, GpuBenchmarkSource
@@ -12,5 +13,5 @@ from resources.taudb import TaudbResource, TauProfileSource
 from resources.taudb import embedded_url as embedded_taudb_url
 from resources.warehouse import Warehouse
 
-__all__ = ["ClusterCockpitArchive", "DataRoot", "GeopmReportSource", "GpuBenchmarkSource", "PowerapiSource",
+__all__ = ["AccountingSettings", "ClusterCockpitArchive", "DataRoot", "GeopmReportSource", "GpuBenchmarkSource", "PowerapiSource",
            "TauProfileSource", "TaudbResource", "Warehouse", "embedded_taudb_url"]

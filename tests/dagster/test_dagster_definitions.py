@@ -17,6 +17,9 @@ from sensors import gpu_repetition_sensors
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
+ACCOUNTING_INPUTS = {"energy_facts/gpu", "energy_facts/geopm", "energy_facts/powerapi",
+                     "energy_facts/clustercockpit", "cc_jobs", "carbon_intensity"}
+ACCOUNTING = {"carbon_intensity", "accounting_daily", "accounting_monthly", "carbon_per_fact"}
 # asset -> (deps, partitioned, checks)
 GRAPH = {
     "gpu_repetition_files": (set(), True, set()),
@@ -48,6 +51,10 @@ GRAPH = {
     "cc_job_energy": ({"cc_block_tables"}, False, set()),
     "cc_rollup": ({"cc_block_tables"}, False, set()),
     "energy_facts/clustercockpit": ({"cc_block_tables"}, False, set()),
+    "carbon_intensity": (set(), False, set()),
+    **{name: (ACCOUNTING_INPUTS, False, checks) for name, checks in (
+        ("accounting_daily", set()), ("accounting_monthly", set()),
+        ("carbon_per_fact", {"carbon_covered"}))},
 }
 POWERAPI_JOB = {"powerapi_validated_frames", "powerapi_report_energy", "powerapi_window_energy",
                 "energy_facts/powerapi"}
@@ -91,7 +98,8 @@ def test_asset_graph_snapshot():
                  "geopm_region_energy", "geopm_report_energy", "energy_facts/geopm",
                  "geopm_trials", "powerapi_trials",
                  "cc_job_trials", "cc_jobs", "cc_job_energy", "cc_rollup",
-                 "energy_facts/clustercockpit"):
+                 "energy_facts/clustercockpit", "carbon_intensity", "accounting_daily",
+                 "accounting_monthly", "carbon_per_fact"):
         assert graph.get(dg.AssetKey.from_user_string(name)).automation_condition is not None, name
     for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials",
                  "powerapi_validated_frames", "powerapi_report_energy",
@@ -106,7 +114,8 @@ def test_job_sensors_and_resources():
     job = defs.resolve_job_def("gpu_energy_job")
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == (
         set(GRAPH) - {"gpu_repetition_files", "tau_profile_files", "tau_profile_trials",
-                      "powerapi_report_files", "powerapi_trials"} - POWERAPI_JOB - GEOPM_JOB - CC_JOB)
+                      "powerapi_report_files", "powerapi_trials"} - POWERAPI_JOB - GEOPM_JOB - CC_JOB
+        - ACCOUNTING)
     job = defs.resolve_job_def("powerapi_job")
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == POWERAPI_JOB
     job = defs.resolve_job_def("geopm_job")
@@ -123,7 +132,12 @@ def test_job_sensors_and_resources():
                  "geopm_report_landing", "cc_job_archive"):
         assert sensors[name].default_status == dg.DefaultSensorStatus.STOPPED, name
     assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles",
-                                   "powerapi_source", "geopm_source", "cc_archive"}
+                                   "powerapi_source", "geopm_source", "cc_archive", "accounting"}
+    schedule = defs.resolve_schedule_def("accounting_refresh")
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    assert schedule.cron_schedule == "0 3 * * *"
+    job = defs.resolve_job_def(schedule.job_name)
+    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == ACCOUNTING
 
 
 def test_dagster_cli_validates_the_workspace(tmp_path):

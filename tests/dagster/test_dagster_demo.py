@@ -10,6 +10,7 @@ import pytest
 from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 
 from definitions import build_definitions
+from joulehouse.accounting.rollups import primary
 from joulehouse.gpu.layout import find_repetitions, is_complete
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials
@@ -71,8 +72,8 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
         assert float(row[7]) == round(stored["gpu_energy_j_mean"] / 1000, 3)  # GPU kJ
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        # the GPU pipeline, TAU profiles, PowerAPI, GEOPM, ClusterCockpit
-        assert instance.get_runs_count() == 5
+        # the GPU pipeline, TAU profiles, PowerAPI, GEOPM, ClusterCockpit, accounting
+        assert instance.get_runs_count() == 6
         assert {r.status for r in instance.get_runs()} == {dg.DagsterRunStatus.SUCCESS}
         assert len(instance.get_dynamic_partitions("gpu_repetitions")) == len(complete)
         assert instance.get_dynamic_partitions("geopm_reports") == [r[0] for r in GEOPM_ROWS]
@@ -101,6 +102,7 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
     cc = [line.split() for line in lines[start:lines.index("", start)]]
     assert [(r[0], r[1], int(r[2]), float(r[4]), float(r[6])) for r in cc] == CC_ROWS
     assert_the_powerapi_table_is_printed(lines)
+    assert_the_daily_accounting_is_printed(lines, warehouse)
 
 
 def assert_the_powerapi_table_is_printed(lines: list[str]) -> None:
@@ -117,6 +119,25 @@ def assert_the_powerapi_table_is_printed(lines: list[str]) -> None:
     assert rows[("power.jsonl", "rapl")][4:6] == ["estimated", "12.197"]
     assert sum(float(rows[("power.jsonl", t)][5]) for t in (
         "influxdb", "mongo", "powerapi-sensor")) == pytest.approx(0.9 * 12.197, abs=2e-3)
+
+
+def assert_the_daily_accounting_is_printed(lines: list[str], warehouse) -> None:
+    """Every source has printed daily rows with carbon; a source's days (primary method)
+    sum to its facts' energy (a fact across midnight split, not lost)."""
+    start = next(i for i, line in enumerate(lines) if line.startswith("Energy and carbon per UTC"))
+    printed = lines[start + 2:lines.index("", start)]
+    for source in ("gpu-benchmark", "powerapi", "geopm", "clustercockpit"):
+        assert any(f" {source} " in line for line in printed), source
+    assert "Facts without carbon (no intensity or zone): 0" in lines
+    tables = Tables(warehouse)
+    facts, daily = tables.read_table("energy_facts"), tables.read_table("accounting_daily")
+    emmy = daily[(daily["calendar"] == "UTC") & (daily["group"] == "emmy")
+                 & (daily["method"] == "power")]
+    assert emmy["day"].dt.strftime("%Y-%m-%d").tolist() == ["2020-12-25", "2020-12-26"]
+    assert emmy["energy_j"].sum() == pytest.approx(facts.loc[
+        facts["entity"].str.startswith("emmy/") & (facts["method"] == "power"), "energy_j"].sum())
+    assert (emmy["co2_g"] > 0).all()
+    assert len(printed) == len(primary(daily[daily["calendar"] == "UTC"]))
 
 
 def assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse) -> None:

@@ -1,0 +1,161 @@
+"""Grid carbon intensity, a source of its own: CSV files landed in a folder, read to one table.
+
+Formats (recognised by their header, whatever the file name):
+
+- **Electricity Maps** data-portal export: ``Datetime (UTC)``, ``Zone Id`` (or
+  ``Country``), ``Carbon Intensity gCO₂eq/kWh (direct)`` and
+  ``Carbon Intensity gCO₂eq/kWh (LCA)`` (also spelt ``(life cycle assessment)``), further
+  columns ignored. Each timestamp starts an interval that ends at the zone's next
+  timestamp, but never later than the file's resolution (its shortest step per zone):
+  a hole in the series stays a hole, and the last row lasts one step. Both bases are
+  kept, as rows with ``basis`` ``direct`` and ``lca``. Hourly and finer exports only
+  (monthly steps are not constant).
+- **Our World in Data** yearly figures: ``Entity``, ``Code``, ``Year``,
+  ``Carbon intensity of electricity - gCO2/kWh``: one interval per calendar year
+  (UTC), zone = ``Code`` (ISO 3166 alpha-3, e.g. ``FRA``; ``Entity`` where it has none),
+  basis ``lca`` (OWID's figures are life-cycle emissions). ``kind`` ``yearly``: the
+  coarsest fallback, used only where configured (``joulehouse/accounting/carbon.py``).
+
+Every row records its ``file`` and the file's ``digest`` (SHA-256 of its bytes: the
+version of the series), so a carbon figure names exactly what it was computed from.
+Values are gCO2e/kWh; timestamps tz-aware UTC. A bad file raises InputError naming the
+file and line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from joulehouse.accounting.schemas import INTENSITY_SCHEMA
+from joulehouse.errors import InputError
+from joulehouse.validation import validate
+
+EM_TIME = "Datetime (UTC)"
+EM_ZONES = ("Zone Id", "Country")
+EM_BASES = {
+    "direct": ("Carbon Intensity gCO₂eq/kWh (direct)",),
+    "lca": ("Carbon Intensity gCO₂eq/kWh (LCA)",
+            "Carbon Intensity gCO₂eq/kWh (life cycle assessment)"),
+}
+OWID_COLUMNS = ("Entity", "Code", "Year")
+OWID_VALUE = "Carbon intensity of electricity - gCO2/kWh"
+#: ``kind`` of a time series at its own resolution, and of OWID's yearly figures.
+SERIES, YEARLY = "series", "yearly"
+
+
+def read_file(path: str | Path) -> pd.DataFrame:
+    """One intensity file as INTENSITY_SCHEMA rows (format from its header, see module)."""
+    path = Path(path)
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        frame = pd.read_csv(io.BytesIO(data), encoding="utf-8-sig", dtype=str,
+                            keep_default_na=False)
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as err:
+        raise InputError(path, f"not a readable CSV: {err}") from None
+    if EM_TIME in frame.columns:
+        table = _electricity_maps(path, frame)
+    elif set(OWID_COLUMNS) <= set(frame.columns) and OWID_VALUE in frame.columns:
+        table = _owid(path, frame)
+    else:
+        raise InputError(path, f"neither an Electricity Maps export (no {EM_TIME!r} column) "
+                               f"nor OWID yearly figures (no {OWID_VALUE!r}); columns: "
+                               f"{list(frame.columns)}", line=1)
+    table = table.assign(file=path.name, digest=digest)
+    table = table.sort_values(["zone", "basis", "interval_start"], ignore_index=True)
+    return validate(INTENSITY_SCHEMA, table, path)
+
+
+def read_folder(folder: str | Path) -> pd.DataFrame:
+    """Every ``*.csv`` under ``folder`` (recursively, sorted by path) as one table.
+
+    Raises InputError if two files give the same zone, basis and kind overlapping
+    intervals (which series would hold is then unknown), naming both files.
+    """
+    folder = Path(folder)
+    frames = [read_file(p) for p in sorted(folder.rglob("*.csv")) if p.is_file()]
+    if not frames:
+        return empty_intensity()
+    table = pd.concat(frames, ignore_index=True)
+    table = table.sort_values(["zone", "basis", "kind", "interval_start"], ignore_index=True)
+    same = ((table[["zone", "basis", "kind"]] == table[["zone", "basis", "kind"]].shift()).all(axis=1)
+            & (table["interval_start"] < table["interval_end"].shift()))
+    if same.any():
+        i = int(np.flatnonzero(same.to_numpy())[0])
+        a, b = table.iloc[i - 1], table.iloc[i]
+        raise InputError(folder / b["file"], f"zone {b['zone']} ({b['basis']}): interval from "
+                         f"{b['interval_start']} overlaps {a['file']}'s from {a['interval_start']}")
+    return table
+
+
+def empty_intensity() -> pd.DataFrame:
+    """An intensity table without rows."""
+    return INTENSITY_SCHEMA.coerce_dtype(pd.DataFrame(columns=list(INTENSITY_SCHEMA.columns)))
+
+
+def _number(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
+    """``column`` as floats; an empty cell is NaN (no value for that interval)."""
+    values = pd.to_numeric(frame[column].str.strip().replace("", np.nan), errors="coerce")
+    bad = values.isna() & (frame[column].str.strip() != "")
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(path, f"not a number: {frame[column].iloc[row]!r}", line=row + 2,
+                         field=column)
+    return values
+
+
+def _electricity_maps(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
+    zone_column = next((c for c in EM_ZONES if c in frame.columns), None)
+    if zone_column is None:
+        raise InputError(path, f"no zone column (one of {list(EM_ZONES)})", line=1)
+    starts = pd.to_datetime(frame[EM_TIME], utc=True, errors="coerce", format="ISO8601")
+    if starts.isna().any():
+        row = int(np.flatnonzero(starts.isna().to_numpy())[0])
+        raise InputError(path, f"not a timestamp: {frame[EM_TIME].iloc[row]!r}", line=row + 2,
+                         field=EM_TIME)
+    zones = frame[zone_column].str.strip()
+    end = pd.Series(pd.NaT, index=frame.index, dtype=starts.dtype)
+    for zone, rows in starts.groupby(zones, sort=False):
+        ordered = rows.sort_values()
+        steps = ordered.diff().dropna()
+        if (steps <= pd.Timedelta(0)).any():
+            raise InputError(path, f"zone {zone}: timestamps repeat or go back near "
+                                   f"{ordered[steps.index[(steps <= pd.Timedelta(0)).to_numpy()][0]]}",
+                             field=EM_TIME)
+        if steps.empty:
+            raise InputError(path, f"zone {zone}: one row gives no resolution", field=EM_TIME)
+        resolution = steps.min()
+        end[ordered.index] = ordered.shift(-1).where(ordered.shift(-1) - ordered <= resolution,
+                                                     ordered + resolution)
+        end[ordered.index[-1]] = ordered.iloc[-1] + resolution
+    parts = []
+    for basis, names in EM_BASES.items():
+        column = next((c for c in names if c in frame.columns), None)
+        if column is None:
+            continue
+        parts.append(pd.DataFrame({"zone": zones, "interval_start": starts, "interval_end": end,
+                                   "intensity_g_per_kwh": _number(path, frame, column),
+                                   "basis": basis, "kind": SERIES}))
+    if not parts:
+        raise InputError(path, f"no intensity column (one of "
+                               f"{[n for names in EM_BASES.values() for n in names]})", line=1)
+    return pd.concat(parts, ignore_index=True).dropna(subset=["intensity_g_per_kwh"])
+
+
+def _owid(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
+    years = pd.to_numeric(frame["Year"], errors="coerce")
+    if years.isna().any():
+        row = int(np.flatnonzero(years.isna().to_numpy())[0])
+        raise InputError(path, f"not a year: {frame['Year'].iloc[row]!r}", line=row + 2,
+                         field="Year")
+    start = pd.to_datetime(years.astype(int).astype(str) + "-01-01", utc=True)
+    end = pd.to_datetime((years.astype(int) + 1).astype(str) + "-01-01", utc=True)
+    zone = frame["Code"].str.strip().where(frame["Code"].str.strip() != "", frame["Entity"])
+    return pd.DataFrame({"zone": zone, "interval_start": start, "interval_end": end,
+                         "intensity_g_per_kwh": _number(path, frame, OWID_VALUE),
+                         "basis": "lca", "kind": YEARLY}).dropna(subset=["intensity_g_per_kwh"])

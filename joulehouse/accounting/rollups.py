@@ -1,0 +1,124 @@
+"""Energy per day and per month, across every source of ``energy_facts``.
+
+A fact is split at the midnights of each calendar (UTC, and the site's time zone)
+by time (``split.py``): energy prorated by the overlap, which assumes a constant
+power inside the fact; a fact across midnight is never given whole to one day.
+The pieces of a fact sum to its energy. A rollup row sums, per period and key
+(ROLLUP_KEYS: source, group, partition, user, project, component, method):
+
+- ``energy_j`` (and ``energy_kwh``), ``duration_h`` (entity-hours of the pieces),
+  ``facts`` and distinct ``entities``;
+- ``mean_power_w`` = total energy / total time, never a mean of powers;
+- ``co2_g`` when the pieces carry carbon (``carbon.integrate`` on the pieces: each
+  day's carbon at the intensity's own resolution), NaN for a row where some energy has
+  none (its energy is ``energy_without_intensity_j``): a partial sum is never shown
+  as the total.
+
+``method`` is a key: several methods of one measurement (a GPU's counter and its
+integrated power, cc-backend's figure beside ours) are rows of their own, and summing
+across methods counts the same energy twice. Both calendars are rows of one table
+(``calendar``): sum within one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from joulehouse.accounting.carbon import J_PER_KWH
+from joulehouse.accounting.schemas import DAILY_SCHEMA, MONTHLY_SCHEMA, ROLLUP_KEYS
+from joulehouse.accounting.split import split_windows
+from joulehouse.validation import validate
+
+UTC = "UTC"
+_NS_PER_S = 1e9
+
+
+def day_pieces(facts: pd.DataFrame, time_zone: str) -> pd.DataFrame:
+    """The facts (energy_facts rows with the attributes of ``entities.attribute``) cut at
+    the midnights of ``time_zone``: one row per fact and day it touches, with
+    ``calendar``, ``day`` (naive local midnight), the piece's ``window_start``,
+    ``window_end``, ``duration_s`` and prorated ``energy_j``."""
+    columns = ["source", "entity", *ROLLUP_KEYS[1:]]  # categoricals: cheap to repeat
+    if facts.empty:
+        return facts[columns].assign(calendar=time_zone, day=pd.Series(dtype="datetime64[ns]"),
+                                     window_start=facts["window_start"],
+                                     window_end=facts["window_end"],
+                                     duration_s=facts["duration_s"], energy_j=facts["energy_j"])
+    local_start = facts["window_start"].min().tz_convert(time_zone).normalize().tz_localize(None)
+    local_end = facts["window_end"].max().tz_convert(time_zone).normalize().tz_localize(None)
+    days = pd.date_range(local_start - pd.Timedelta(days=1), local_end + pd.Timedelta(days=2),
+                         freq="D")
+    edges = (days.tz_localize(time_zone, ambiguous=False, nonexistent="shift_forward")
+             .tz_convert(UTC).as_unit("ns").asi8)
+    start = facts["window_start"].to_numpy("datetime64[ns]").view(np.int64)
+    end = facts["window_end"].to_numpy("datetime64[ns]").view(np.int64)
+    pieces = split_windows(start, end, edges)
+    rows = facts[columns].iloc[pieces.window].reset_index(drop=True)
+    return rows.assign(
+        calendar=time_zone,
+        day=days[pieces.segment].to_numpy(),
+        window_start=_utc(pieces.start_ns),
+        window_end=_utc(pieces.end_ns),
+        duration_s=(pieces.end_ns - pieces.start_ns) / _NS_PER_S,
+        energy_j=facts["energy_j"].to_numpy(float)[pieces.window] * pieces.fraction,
+    )
+
+
+def _utc(ns: np.ndarray) -> pd.DatetimeIndex:
+    """int64 ns since the epoch as tz-aware UTC timestamps (no parsing)."""
+    return pd.DatetimeIndex(ns.view("datetime64[ns]")).tz_localize(UTC)
+
+
+def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
+    """Sum ``pieces`` (of :func:`day_pieces`, maybe with ``co2_g`` from ``carbon.integrate``)
+    per ``period`` (``"day"`` or ``"month"``), calendar and ROLLUP_KEYS: the rows of
+    DAILY_SCHEMA or MONTHLY_SCHEMA, sorted by their keys."""
+    if period not in ("day", "month"):
+        raise ValueError(f"period is day or month, not {period!r}")
+    schema = DAILY_SCHEMA if period == "day" else MONTHLY_SCHEMA
+    keys = ["calendar", period, *ROLLUP_KEYS]
+    energy = pieces["energy_j"].to_numpy(float)
+    co2 = (pieces["co2_g"].to_numpy(float) if "co2_g" in pieces.columns
+           else np.full(len(pieces), np.nan))
+    columns = {key: pieces[key] for key in keys if key != period}
+    columns[period] = (pieces["day"] if period == "day" else
+                       pieces["day"].to_numpy().astype("datetime64[M]").astype("datetime64[ns]"))
+    # only the columns grouped and summed, without copying the pieces
+    frame = pd.DataFrame({**columns, "entity": pieces["entity"], "energy_j": energy,
+                          "duration_s": pieces["duration_s"].to_numpy(float),
+                          "_co2": np.where(np.isnan(co2), 0.0, co2),
+                          "_without": np.where(np.isnan(co2), energy, 0.0)}, copy=False)
+    grouped = frame.groupby(keys, sort=True, observed=True)
+    table = grouped.agg(facts=("energy_j", "size"), entities=("entity", "nunique"),
+                        energy_j=("energy_j", "sum"), duration_s=("duration_s", "sum"),
+                        co2_g=("_co2", "sum"),
+                        energy_without_intensity_j=("_without", "sum")).reset_index()
+    table["energy_kwh"] = table["energy_j"] / J_PER_KWH
+    table["duration_h"] = table["duration_s"] / 3600.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table["mean_power_w"] = np.where(table["duration_s"] > 0,
+                                         table["energy_j"] / table["duration_s"], np.nan)
+    table["co2_g"] = table["co2_g"].where(table["energy_without_intensity_j"] == 0)
+    table[["facts", "entities"]] = table[["facts", "entities"]].astype("int64")
+    for key in keys:  # categoricals (entities.attribute) back to str
+        if isinstance(table[key].dtype, pd.CategoricalDtype):
+            table[key] = np.asarray(table[key], dtype=object)
+    table = table[list(schema.columns)]
+    return validate(schema, table, schema.name)
+
+
+#: Per source, the method its plots and the demo show (tables keep every method):
+#: GPU benchmarks the GPU's own energy counter (the reference the other methods are
+#: checked against), GEOPM its RAPL counters, PowerAPI the RAPL measurement (not the
+#: per-cgroup estimates, which share it out), ClusterCockpit our integration of the
+#: job's power series (not cc-backend's rounded average x duration).
+PRIMARY_METHOD = {"gpu-benchmark": "counter", "geopm": "rapl", "powerapi": "measured",
+                  "clustercockpit": "power"}
+
+
+def primary(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a rollup (or facts) in their source's PRIMARY_METHOD; a source not listed
+    keeps all its rows."""
+    chosen = table["source"].map(PRIMARY_METHOD)
+    return table[chosen.isna() | (table["method"] == chosen)]

@@ -1,0 +1,111 @@
+"""pandera schemas of the accounting tables: intensity, daily and monthly rollups, carbon per fact.
+
+Units are in the column names: J, kWh, h (hours), W, gCO2e (``co2_g``), gCO2e/kWh.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pandera.pandas as pa
+
+_UTC = pd.DatetimeTZDtype("ns", "UTC")
+_NONNEG = pa.Check.ge(0)
+
+INTENSITY_SCHEMA = pa.DataFrameSchema(
+    {
+        "zone": pa.Column(str, description="Grid zone: an Electricity Maps zone id (FR, DE, "
+                                           "US-CAL-CISO) or an OWID code (FRA)."),
+        "interval_start": pa.Column(_UTC, description="Start of the interval (UTC)."),
+        "interval_end": pa.Column(_UTC, description="End of the interval (UTC), exclusive."),
+        "intensity_g_per_kwh": pa.Column(float, _NONNEG,
+                                         description="Carbon intensity (gCO2e/kWh)."),
+        "basis": pa.Column(str, pa.Check.isin(["direct", "lca"]),
+                           description="direct (combustion) or lca (life cycle) emissions."),
+        "kind": pa.Column(str, pa.Check.isin(["series", "yearly"]),
+                          description="series: a time series at its own resolution; yearly: "
+                                      "OWID's yearly figures (the coarsest fallback)."),
+        "file": pa.Column(str, description="The file the row was read from."),
+        "digest": pa.Column(str, description="SHA-256 of that file's bytes: the series' version."),
+    },
+    checks=pa.Check(lambda df: df["interval_end"] > df["interval_start"],
+                    name="interval_ordered"),
+    strict=True,
+    ordered=True,
+    name="carbon_intensity",
+)
+
+_KEYS = {
+    "calendar": pa.Column(str, description="UTC, or the site's time zone whose local days "
+                                           "(months) the row counts; a table holds both: sum "
+                                           "within one calendar only."),
+    "source": pa.Column(str, description="energy_facts source."),
+    "group": pa.Column(str, description="Data root, landing folder, sensor or cluster "
+                                        "(joulehouse/accounting/entities.py)."),
+    "partition": pa.Column(str, description="Batch partition (ClusterCockpit), else ''."),
+    "user": pa.Column(str, description="User (ClusterCockpit), else ''."),
+    "project": pa.Column(str, description="Project (ClusterCockpit), experiment (GPU) or "
+                                          "report (GEOPM), else ''."),
+    "component": pa.Column(str, description="gpu, cpu, dram, node, external ..."),
+    "method": pa.Column(str, description="How it was measured; methods of one measurement "
+                                         "are rows of their own, never summed together."),
+}
+_VALUES = {
+    "facts": pa.Column("int64", _NONNEG, description="Facts with time in the period."),
+    "entities": pa.Column("int64", _NONNEG, description="Distinct entities (repetitions, "
+                                                         "hosts, targets, jobs)."),
+    "energy_j": pa.Column(float, _NONNEG, description="Energy in the period (J), facts split "
+                                                      "at period boundaries by time."),
+    "energy_kwh": pa.Column(float, _NONNEG, description="The same in kWh."),
+    "duration_h": pa.Column(float, _NONNEG, description="Entity-hours: GPU-, host-, node-job- "
+                                                        "or target-hours in the period."),
+    "mean_power_w": pa.Column(float, nullable=True,
+                              description="energy_j / duration (W); NaN for no time."),
+    "co2_g": pa.Column(float, nullable=True,
+                       description="gCO2e (times the PUE); NaN if any energy of the row has "
+                                   "no intensity (see energy_without_intensity_j)."),
+    "energy_without_intensity_j": pa.Column(float, _NONNEG,
+                                            description="Energy with no intensity or zone (J)."),
+}
+
+
+def _rollup_schema(period: str, description: str, name: str) -> pa.DataFrameSchema:
+    return pa.DataFrameSchema(
+        {"calendar": _KEYS["calendar"],
+         period: pa.Column("datetime64[ns]", description=description),
+         **{k: v for k, v in _KEYS.items() if k != "calendar"}, **_VALUES},
+        unique=["calendar", period, *[k for k in _KEYS if k != "calendar"]],
+        strict=True, ordered=True, name=name)
+
+
+DAILY_SCHEMA = _rollup_schema("day", "The day (midnight, in the row's calendar; naive).",
+                              "accounting_daily")
+MONTHLY_SCHEMA = _rollup_schema("month", "The month (its first day, in the row's calendar; "
+                                         "naive).", "accounting_monthly")
+#: Key columns of the rollups, after the period.
+ROLLUP_KEYS = [k for k in _KEYS if k != "calendar"]
+
+CARBON_SCHEMA = pa.DataFrameSchema(
+    {
+        "source": pa.Column(str), "entity": pa.Column(str), "component": pa.Column(str),
+        "window_start": pa.Column(_UTC), "window_end": pa.Column(_UTC),
+        "method": pa.Column(str),
+        "energy_j": pa.Column(float, _NONNEG, description="The fact's energy (J)."),
+        "zone": pa.Column(str, description="Grid zone used ('' when none is configured)."),
+        "pue": pa.Column(float, pa.Check.ge(1), description="Site PUE the energy was scaled by."),
+        "basis": pa.Column(str, description="Intensity basis used: lca or direct."),
+        "intensity_g_per_kwh": pa.Column(float, nullable=True,
+                                         description="Energy-weighted intensity over the "
+                                                     "window (gCO2e/kWh)."),
+        "co2_g": pa.Column(float, nullable=True,
+                           description="gCO2e = energy x PUE x intensity, integrated at the "
+                                       "intensity's resolution; NaN if not covered."),
+        "intensity_kind": pa.Column(str, description="series, yearly (OWID fallback), "
+                                                     "series+yearly, or '' (none)."),
+        "intensity_files": pa.Column(str, description="The intensity files used, ';'-separated."),
+        "intensity_digests": pa.Column(str, description="Their SHA-256 digests (versions)."),
+        "missing": pa.Column(str, description="Why co2_g is NaN ('' when it is not)."),
+    },
+    strict=True,
+    ordered=True,
+    name="carbon_per_fact",
+)

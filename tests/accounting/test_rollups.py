@@ -1,0 +1,90 @@
+"""Daily and monthly rollups: split at midnight, local days, methods apart, sums then divide."""
+
+import pandas as pd
+import pytest
+
+from joulehouse.accounting import entities, rollups
+from joulehouse.facts import ENERGY_FACTS_COLUMNS
+
+
+def fact(entity, start, end, energy_j, source="gpu-benchmark", method="counter",
+         component="gpu"):
+    start, end = pd.Timestamp(start, tz="UTC"), pd.Timestamp(end, tz="UTC")
+    return {"source": source, "entity": entity, "component": component, "window_start": start,
+            "window_end": end, "duration_s": (end - start).total_seconds(),
+            "energy_j": float(energy_j), "method": method}
+
+
+def frame(*rows):
+    return entities.attribute(pd.DataFrame(list(rows), columns=ENERGY_FACTS_COLUMNS))
+
+
+def daily(facts, zone="UTC"):
+    return rollups.rollup(rollups.day_pieces(facts, zone), "day")
+
+
+def test_fact_across_midnight_is_split_by_time_between_two_days():
+    facts = frame(fact("root/exp/b/r/0", "2021-03-01 23:00", "2021-03-02 02:00", 3000.0))
+    table = daily(facts)
+    assert table["day"].dt.strftime("%Y-%m-%d").tolist() == ["2021-03-01", "2021-03-02"]
+    assert table["energy_j"].tolist() == pytest.approx([1000.0, 2000.0])
+    assert table["duration_h"].tolist() == pytest.approx([1.0, 2.0])
+    assert table["entities"].tolist() == [1, 1]
+    assert table["energy_j"].sum() == pytest.approx(3000.0)
+
+
+def test_local_day_splits_at_local_midnight():
+    # 22:30-23:30 UTC on 1 July is 00:30-01:30 on 2 July in Paris (UTC+2).
+    facts = frame(fact("root/exp/b/r/0", "2021-07-01 21:30", "2021-07-01 22:30", 3600.0))
+    utc, paris = daily(facts), daily(facts, "Europe/Paris")
+    assert utc["day"].dt.strftime("%Y-%m-%d").tolist() == ["2021-07-01"]
+    assert paris["day"].dt.strftime("%Y-%m-%d").tolist() == ["2021-07-01", "2021-07-02"]
+    assert paris["energy_j"].tolist() == pytest.approx([1800.0, 1800.0])
+    assert set(paris["calendar"]) == {"Europe/Paris"}
+
+
+def test_methods_are_not_summed_and_mean_power_is_energy_over_time():
+    facts = frame(
+        fact("root/exp/b/r/0", "2021-03-01 10:00", "2021-03-01 11:00", 360_000.0),  # 100 W
+        fact("root/exp/b/r/1", "2021-03-01 12:00", "2021-03-01 15:00", 3_240_000.0),  # 300 W
+        fact("root/exp/b/r/0", "2021-03-01 10:00", "2021-03-01 11:00", 370_000.0, method="power"),
+    )
+    table = daily(facts).set_index("method")
+    assert table.loc["counter", "energy_j"] == pytest.approx(3_600_000.0)
+    assert table.loc["counter", "energy_kwh"] == pytest.approx(1.0)
+    assert table.loc["counter", "mean_power_w"] == pytest.approx(3_600_000.0 / (4 * 3600))
+    assert table.loc["counter", "entities"] == 2
+    assert table.loc["power", "energy_j"] == pytest.approx(370_000.0)
+    assert table.loc["counter", "project"] == "exp" and table.loc["counter", "group"] == "root"
+
+
+def test_monthly_splits_at_month_end_and_counts_distinct_entities():
+    facts = frame(fact("root/exp/b/r/0", "2021-01-31 18:00", "2021-02-01 06:00", 1200.0),
+                  fact("root/exp/b/r/0", "2021-02-10 00:00", "2021-02-10 01:00", 100.0))
+    table = rollups.rollup(rollups.day_pieces(facts, "UTC"), "month")
+    assert table["month"].dt.strftime("%Y-%m").tolist() == ["2021-01", "2021-02"]
+    assert table["energy_j"].tolist() == pytest.approx([600.0, 700.0])
+    assert table["entities"].tolist() == [1, 1]
+    assert table["facts"].tolist() == [1, 2]
+
+
+def test_attribution_of_each_source_and_cc_jobs():
+    facts = pd.DataFrame([
+        fact("gpu-data/clock-limit/bert/877MHz/0", "2021-01-01", "2021-01-01 00:01", 1.0),
+        fact("geopm/a.report/host1", "2021-01-01", "2021-01-01 00:01", 1.0, source="geopm"),
+        fact("sensor1/mongo", "2021-01-01", "2021-01-01 00:01", 1.0, source="powerapi"),
+        fact("fritz/1/1675954353", "2021-01-01", "2021-01-01 00:01", 1.0,
+             source="clustercockpit"),
+        fact("x/y", "2021-01-01", "2021-01-01 00:01", 1.0, source="unknown"),
+    ], columns=ENERGY_FACTS_COLUMNS)
+    jobs = pd.DataFrame({"job": ["fritz/1/1675954353", "fritz/2/1"], "hpc_user": ["alice", "b"],
+                         "project": ["p1", "p2"], "cluster_partition": ["main", None]})
+    facts.loc[len(facts)] = {**facts.iloc[3].to_dict(), "entity": "fritz/2/1"}
+    table = entities.attribute(facts, jobs).set_index("entity")[entities.ATTRIBUTES]
+    assert table.loc["fritz/2/1"].tolist() == ["fritz", "", "b", "p2"]  # no partition: ""
+    assert table.loc["gpu-data/clock-limit/bert/877MHz/0"].tolist() == [
+        "gpu-data", "", "", "clock-limit"]
+    assert table.loc["geopm/a.report/host1"].tolist() == ["geopm", "", "", "a.report"]
+    assert table.loc["sensor1/mongo"].tolist() == ["sensor1", "", "", ""]
+    assert table.loc["fritz/1/1675954353"].tolist() == ["fritz", "main", "alice", "p1"]
+    assert table.loc["x/y"].tolist() == ["", "", "", ""]  # a source not known

@@ -1,0 +1,53 @@
+"""``joulehouse sql`` and the query entry point: views over the warehouse's Parquet files."""
+
+import io
+
+import pandas as pd
+import pytest
+
+from joulehouse.accounting import generator
+from joulehouse.accounting.query import query, tables
+from joulehouse.cli import main
+from joulehouse.warehouse import Warehouse
+
+
+@pytest.fixture
+def warehouse(tmp_path):
+    store = Warehouse(tmp_path / "warehouse")
+    facts = generator.facts(40, "2022-03-01", "3D", seed=1)
+    for source, rows in facts.groupby("source"):
+        store.write_partition("energy_facts", source, rows)
+    store.write_partition("frames/power", "a", pd.DataFrame({"power_w": [1.0, 2.0]}))
+    store.write_partition("frames/power", "b", pd.DataFrame({"power_w": [3.0], "x": ["y"]}))
+    (store.root / "energy_facts" / ".tmp-half-written.parquet").write_bytes(b"not parquet")
+    return store.root, facts
+
+
+def test_every_table_is_a_view_read_in_place(warehouse):
+    root, facts = warehouse
+    assert set(tables(root)) == {"energy_facts", "frames/power"}
+    result = query(root, "SELECT source, count(*) AS n, sum(energy_j) AS e FROM energy_facts "
+                         "GROUP BY source ORDER BY source")
+    expected = facts.groupby("source")["energy_j"].agg(["size", "sum"])
+    assert result["n"].tolist() == expected["size"].tolist()
+    assert result["e"].tolist() == pytest.approx(expected["sum"].tolist())
+    nested = query(root, "SELECT sum(power_w) AS p, count(x) AS x FROM frames.power")
+    assert (nested["p"].iloc[0], nested["x"].iloc[0]) == (6.0, 1)
+    first = query(root, "SELECT min(window_start) AS t FROM energy_facts")["t"].iloc[0]
+    assert first == facts["window_start"].min()  # tz-aware UTC kept
+
+
+def test_cli_writes_csv_and_reports_a_bad_query_in_one_line(warehouse, capsys):
+    root, facts = warehouse
+    code = main(["sql", "--warehouse", str(root),
+                 "SELECT entity, energy_j FROM energy_facts ORDER BY entity LIMIT 3"])
+    out = capsys.readouterr().out
+    assert code == 0
+    table = pd.read_csv(io.StringIO(out))
+    assert table["entity"].tolist() == sorted(facts["entity"])[:3]
+    assert main(["sql", "--warehouse", str(root), "SELECT * FROM nope"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("joulehouse: query failed: Catalog Error")
+    assert main(["sql", "--warehouse", str(root / "missing"), "SELECT 1"]) == 2
+    assert main(["sql", "--warehouse", str(root), "--tables"]) == 0
+    assert capsys.readouterr().out.splitlines()[-2:] == ["energy_facts", "frames.power"]

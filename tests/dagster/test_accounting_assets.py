@@ -1,0 +1,80 @@
+"""The accounting assets over a warehouse of facts: tables, carbon, the coverage check."""
+
+import dagster as dg
+import pandas as pd
+import pytest
+
+from assets.accounting import accounting as accounting_asset
+from assets.accounting import carbon_intensity
+from joulehouse.accounting import generator
+from joulehouse.accounting.carbon import CarbonSettings
+from joulehouse.facts import ENERGY_FACTS_COLUMNS
+from resources import AccountingSettings, Warehouse
+
+
+@pytest.fixture
+def facts() -> pd.DataFrame:
+    """100 generated ClusterCockpit-like facts in March 2022, and one in 2019 (uncovered)."""
+    facts = generator.facts(100, "2022-03-01", "5D", seed=7, sources=("clustercockpit",))
+    old = facts.iloc[[0]].assign(entity="g0/old",
+                                 window_start=pd.Timestamp("2019-01-01", tz="UTC"),
+                                 window_end=pd.Timestamp("2019-01-01 01:00", tz="UTC"),
+                                 duration_s=3600.0)
+    return pd.concat([facts, old], ignore_index=True)[ENERGY_FACTS_COLUMNS]
+
+
+def test_accounting_tables_and_the_coverage_check(tmp_path, facts):
+    landing = tmp_path / "intensity"
+    generator.write_csv(generator.electricity_maps_frame("DE", "Germany", "2022-02-28",
+                                                         "2022-03-08"), landing / "de.csv")
+    store = Warehouse(root=str(tmp_path / "warehouse"))
+    store.tables().write_partition("energy_facts", "clustercockpit", facts)
+    settings = AccountingSettings(intensity_landing=str(landing), time_zone="Europe/Berlin",
+                                  zones={"clustercockpit": "DE"}, pue=1.2)
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([carbon_intensity, accounting_asset], instance=instance,
+                                resources={"accounting": settings, "warehouse": store})
+        assert result.success
+        tables = store.tables()
+        daily = tables.read_table("accounting_daily")
+        for calendar in ("UTC", "Europe/Berlin"):
+            rows = daily[daily["calendar"] == calendar]
+            assert rows["energy_j"].sum() == pytest.approx(facts["energy_j"].sum(), rel=1e-12)
+        carbon = tables.read_table("carbon_per_fact")
+        assert len(carbon) == len(facts)
+        assert carbon["co2_g"].isna().sum() == 1 and carbon["pue"].eq(1.2).all()
+        assert carbon.loc[carbon["co2_g"].isna(), "entity"].tolist() == ["g0/old"]
+        # Day pieces carry the same carbon as the whole facts.
+        utc = daily[daily["calendar"] == "UTC"]
+        assert utc["co2_g"].sum() == pytest.approx(carbon["co2_g"].sum(), rel=1e-9)
+        assert utc.loc[utc["day"] == "2019-01-01", "co2_g"].isna().all()
+        monthly = tables.read_table("accounting_monthly")
+        assert sorted(monthly["month"].dt.strftime("%Y-%m").unique()) == ["2019-01", "2022-03"]
+        check = result.get_asset_check_evaluations()[0]
+        assert check.check_name == "carbon_covered" and not check.passed
+        assert check.severity == dg.AssetCheckSeverity.WARN
+        assert check.metadata["facts_without_carbon"].value == 1
+        by_key = {m.asset_key.to_user_string(): m.metadata
+                  for m in result.get_asset_materialization_events()
+                  for m in [m.event_specific_data.materialization]}
+        assert by_key["carbon_per_fact"]["dagster/row_count"].value == len(facts)
+        assert by_key["accounting_daily"]["dagster/row_count"].value == len(daily)
+        assert "data:image/png;base64," in by_key["accounting_daily"][
+            "energy_and_co2_per_day"].value
+        assert by_key["carbon_intensity"]["dagster/row_count"].value == 2 * 8 * 24
+
+
+def test_the_settings_come_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("JOULEHOUSE_INTENSITY_LANDING", str(tmp_path))
+    monkeypatch.setenv("JOULEHOUSE_SITE_TIMEZONE", "Europe/Paris")
+    monkeypatch.setenv("JOULEHOUSE_CARBON_ZONES", "*=DE, clustercockpit/fritz=FR")
+    monkeypatch.setenv("JOULEHOUSE_PUE", "1.4")
+    monkeypatch.setenv("JOULEHOUSE_INTENSITY_FALLBACK", "DE=DEU")
+    settings = AccountingSettings.from_env("examples/intensity")
+    assert settings.carbon_settings() == CarbonSettings(
+        zones={"*": "DE", "clustercockpit/fritz": "FR"}, pue=1.4, basis="lca",
+        yearly_fallback={"DE": "DEU"})
+    assert (settings.intensity_landing, settings.time_zone) == (str(tmp_path), "Europe/Paris")
+    monkeypatch.setenv("JOULEHOUSE_CARBON_ZONES", "DE")
+    with pytest.raises(ValueError, match="JOULEHOUSE_CARBON_ZONES: 'DE' is not key=value"):
+        AccountingSettings.from_env("examples/intensity")
