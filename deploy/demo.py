@@ -11,11 +11,13 @@ partitions for a fresh data root. The bundled TAU profiles, PowerAPI
 reports, GEOPM reports (``examples/geopm``) and the ClusterCockpit job
 archive (``examples/clustercockpit/archive``) go the same way (their sensors
 ticked once, one run each); the PowerAPI energy per report and target is
-printed with the estimates' error against the measurement, and the
+printed with the estimates' error against the measurement (its TAUdb trials, one per sensor
+and day, built in a run of their own), and the
 ClusterCockpit energy per job and metric with cc-backend's figure beside it
 and the number of its jobs' TAUdb trials. Last, the accounting tables are built from
 every source's energy_facts and the bundled grid intensity (``examples/intensity``), and
-the daily rollup with carbon is printed (UTC days, each source in its primary method).
+the daily rollup with carbon is printed (UTC days, each source in its primary method),
+then every TAUdb trial of the demo.
 Exits non-zero if any run failed.
 """
 
@@ -35,6 +37,7 @@ from assets.clustercockpit import JOB_ENERGY_TABLE
 from assets.geopm import REPORT_TABLE
 from assets.gpu import SETTING_TABLE
 from assets.powerapi import REPORT_ENERGY_TABLE, WINDOW_TABLE
+from assets.taudb import powerapi_trials
 from definitions import (
     DEFAULT_WAREHOUSE,
     EXAMPLE_CC_ARCHIVE,
@@ -127,10 +130,11 @@ def _launch(job: dg.JobDefinition, instance: dg.DagsterInstance, requests: list,
 
 
 def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance
-             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+             ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Materialize the pipeline on ``data_root`` (its runs also become TAUdb trials), load
-    the bundled TAU profiles and materialize the bundled PowerAPI reports; returns the
-    per-setting table, the TAUdb trials and the PowerAPI energy per report and target.
+    the bundled TAU profiles and materialize the bundled PowerAPI reports and their TAUdb
+    trials (one per sensor and day); returns the per-setting table and the PowerAPI energy
+    per report and target.
 
     Raises RuntimeError naming the failed runs.
     """
@@ -156,14 +160,22 @@ def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance
                    {"powerapi_source": powerapi})
     _launch(defs.resolve_job_def(POWERAPI_JOB), instance, reports.run_requests,
             POWERAPI_SENSOR)
-    runs = len(data.run_requests) + len(profiles.run_requests) + len(reports.run_requests)
+    days = dg.materialize([powerapi_trials], instance=instance, raise_on_error=False,
+                          resources={"powerapi_source": powerapi, "warehouse": store,
+                                     "taudb": taudb})
+    if not days.success:
+        raise RuntimeError(f"the PowerAPI trials run failed: {days.run_id}")
+    runs = len(data.run_requests) + len(profiles.run_requests) + len(reports.run_requests) + 1
     print(f"{runs} run(s) in "
           f"{instance.root_directory}; tables in {warehouse}; TAUdb {taudb.url}")
-    with taudb.open() as db:
+    return store.tables().read_table(SETTING_TABLE), powerapi_summary(store)
+
+
+def taudb_trials(warehouse: Path) -> pd.DataFrame:
+    """Every trial of the demo's TAUdb (the embedded SQLite file beside the tables)."""
+    with TaudbResource(url=embedded_taudb_url(warehouse)).open() as db:
         trials = pd.DataFrame(list_trials(db))
-    return (store.tables().read_table(SETTING_TABLE),
-            trials[["id", "name", "data_source", "total_threads", "source_key"]],
-            powerapi_summary(store))
+    return trials[["id", "name", "data_source", "total_threads", "source_key"]]
 
 
 def powerapi_summary(store: Warehouse) -> pd.DataFrame:
@@ -265,8 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
     with dg.DagsterInstance.get() as instance:
         try:
-            table, trials, powerapi = run_demo(args.data_root.resolve(), args.warehouse.resolve(),
-                                     instance)
+            table, powerapi = run_demo(args.data_root.resolve(), args.warehouse.resolve(),
+                                       instance)
             geopm = run_geopm(args.warehouse.resolve(), instance)
             cc_energy, cc_trials = run_clustercockpit(args.warehouse.resolve(), instance)
             daily, without_carbon = run_accounting(args.warehouse.resolve(), instance)
@@ -276,8 +288,6 @@ def main(argv: list[str] | None = None) -> int:
     with pd.option_context("display.width", 200, "display.max_columns", None,
                            "display.float_format", "{:.3f}".format):
         print(readable(table).to_string(index=False))
-        print("\nTAUdb trials (data_source 1: TAU profiles, 999: GPU benchmark runs):")
-        print(trials.to_string(index=False))
         print(f"\nPowerAPI energy per report and target ({POWERAPI_WINDOW} windows; "
               "estimates_error: the sum of the cgroup estimates of all reports against the "
               "measured RAPL energy):")
@@ -288,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
               "cc-backend's own figure beside it):")
         print(readable(cc_energy, CC_SHOWN).to_string(index=False))
         print(f"\nTAUdb: {cc_trials} ClusterCockpit job trials")
+        print("\nTAUdb trials (data_source 1: TAU profiles; 999: Joulehouse's mappings: GPU "
+              "benchmark runs, GEOPM reports, ClusterCockpit jobs, PowerAPI sensor days):")
+        print(taudb_trials(args.warehouse.resolve()).to_string(index=False))
         print("\nEnergy and carbon per UTC day (accounting_daily; each source in its primary "
               "method, facts across midnight split by time):")
         print(readable(daily.assign(day=daily["day"].dt.strftime("%Y-%m-%d")),

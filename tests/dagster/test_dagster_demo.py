@@ -73,7 +73,7 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
         # the GPU pipeline, TAU profiles, PowerAPI, GEOPM, ClusterCockpit, accounting
-        assert instance.get_runs_count() == 6
+        assert instance.get_runs_count() == 7  # GPU, TAU, PowerAPI + its trials, GEOPM, CC, accounting
         assert {r.status for r in instance.get_runs()} == {dg.DagsterRunStatus.SUCCESS}
         assert len(instance.get_dynamic_partitions("gpu_repetitions")) == len(complete)
         assert instance.get_dynamic_partitions("geopm_reports") == [r[0] for r in GEOPM_ROWS]
@@ -91,7 +91,8 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
     jobs = {row[0] for row in CC_ROWS}
     assert trials == {**{"/".join(s): 999 for s in settings}, "tau2_wrap_mpi2": 1,
                       **{row[0]: 999 for row in GEOPM_ROWS},  # a trial per GEOPM report
-                      **dict.fromkeys(jobs, 999)}
+                      **dict.fromkeys(jobs, 999),
+                      "sensor_test/2021-01-13": 999}  # the PowerAPI sensor's day
     assert all(name in done.stdout for name in trials)
     assert "TAUdb: 4 ClusterCockpit job trials" in lines
     start = lines.index("GEOPM reports (Application Totals summed over hosts):") + 2
