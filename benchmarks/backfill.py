@@ -167,6 +167,12 @@ def run_report(instance: dg.DagsterInstance, record, submitted: float) -> tuple[
             f"in steps {steps:.1f} s, the rest {overhead:.1f} s"), overhead
 
 
+def load_summary(loads: list[str]) -> str:
+    """The load average seen while a backfill ran (``loads``: ``/proc/loadavg`` readings)."""
+    return (f"load average (1, 5, 15 min) during the backfill: first {loads[0]}, "
+            f"highest 1-min {max(float(x.split()[0]) for x in loads):.2f}, last {loads[-1]}")
+
+
 def launch_backfill(instance: dg.DagsterInstance, port: int, selection: list[dg.AssetKey],
                     keys: list[str], timeout_s: float, loads: list[str]
                     ) -> tuple[BulkActionStatus, float, list, float]:
@@ -245,8 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if process is not None:
             stop(process)
-    print(f"load average (1, 5, 15 min) during the backfill: first {loads[0]}, "
-          f"highest 1-min {max(float(x.split()[0]) for x in loads):.2f}, last {loads[-1]}")
+    print(load_summary(loads))
     print(f"machine: {describe(dg)}")
     if (status != BulkActionStatus.COMPLETED_SUCCESS or len(records) > MAX_RUNS
             or set(keys) - materialized):

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from backfill import launch_backfill, run_report, start_dagster, stop
+from backfill import launch_backfill, load_summary, run_report, start_dagster, stop
 from machine import describe
 from postgres_server import free_port
 
@@ -110,8 +110,7 @@ def backfill(root: Path, keys: list[str], jobs: int, args) -> tuple[float, Path]
     finally:
         if process is not None:
             stop(process)
-    print(f"load average (1, 5, 15 min) during the backfill: first {loads[0]}, "
-          f"highest 1-min {max(float(x.split()[0]) for x in loads):.2f}, last {loads[-1]}")
+    print(load_summary(loads))
     if (status != BulkActionStatus.COMPLETED_SUCCESS or len(records) > limit
             or set(keys) - materialized):
         raise SystemExit(f"backfill benchmark failed; instance kept in {home}")
