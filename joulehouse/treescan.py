@@ -60,7 +60,12 @@ the size of the tree, and its work grows with what changed:
 Nothing is reported for removed folders, and their records are forgotten
 only once they stayed absent for :data:`FORGET_AFTER_S` (``gone``): a folder
 that comes back within that time (a subtree moved away and back, a file
-server that was briefly unreachable) is not reported again. A root that is
+server that was briefly unreachable) is not reported again. Only a folder
+that is not there (FileNotFoundError, and no entry of that name) is absent: one
+that exists but cannot be stat'ed or listed (EIO, EACCES, ESTALE) keeps its
+records and its name however long it stays so; it is *stuck* (``stuck``),
+tried again every tick, and once readable it is listed, with the folders
+below it down to the listed level, whatever their ctimes. A root that is
 missing, lacks the tree's ``marker`` file, or lists no folder where the
 state knew some (an unmounted file system's empty mount point) skips the
 tick: the state is kept as it was and an InputError naming the root says
@@ -190,7 +195,9 @@ class TreeState:
     scan, s); ``watched`` the keys of leaves watched -> until when (s);
     ``incomplete`` the pending (or rechecked) leaves found quiet but incomplete
     -> the fingerprint they had then (not asked again while it stays);
-    ``gone`` the folders absent but still remembered -> when first missed (s).
+    ``gone`` the folders absent but still remembered -> when first missed (s);
+    ``stuck`` the folders that exist but could not be stat'ed or listed -> when
+    first so (s): their records are kept and they are tried again every tick.
 
     A subclass per tree names its ``version`` and ``records``.
     """
@@ -209,6 +216,7 @@ class TreeState:
     watched: dict[str, int] = field(default_factory=dict)
     incomplete: dict[str, str] = field(default_factory=dict)
     gone: dict[str, float] = field(default_factory=dict)
+    stuck: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """A compact string (zlib-compressed JSON, base64) for a sensor cursor."""
@@ -222,6 +230,8 @@ class TreeState:
             payload["incomplete"] = self.incomplete
         if self.gone:
             payload["gone"] = self.gone
+        if self.stuck:
+            payload["stuck"] = self.stuck
         raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
         return base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
 
@@ -236,7 +246,8 @@ class TreeState:
         return cls(payload["tree"], cls.records.decode(payload), payload["recent"],
                    payload["since"], set(payload["pending"]), payload["position"],
                    payload["credit"], payload["last_tick"], payload.get("watched", {}),
-                   payload.get("incomplete", {}), payload.get("gone", {}))
+                   payload.get("incomplete", {}), payload.get("gone", {}),
+                   payload.get("stuck", {}))
 
 
 @dataclass(frozen=True)
@@ -342,7 +353,7 @@ class _Tick:
             listing = self._list(rel)
             if listing is None:
                 if not rescanning:
-                    self.unread.append(ctime)
+                    self._stuck(rel, ctime)
                 continue
             candidates, size = listing
             listed += size
@@ -365,7 +376,10 @@ class _Tick:
         self.new.incomplete.update((k, self.old.incomplete[k]) for k in self.kept
                                    if k in self.old.incomplete)
         incomplete = sum(k in self.new.incomplete for k in self.new.pending)
-        self._advance_watermark([c for c, rel in waiting if rel in self.old.folders] + self.unread)
+        self.new.stuck.update((rel, self.old.stuck[rel]) for _, rel in waiting
+                              if rel in self.old.stuck)  # not tried this tick: still stuck
+        self._advance_watermark([max(c, self.old.since) for c, rel in waiting
+                                 if rel in self.old.folders] + self.unread)
         self._prune_watched(max_watched)
         return TreeResult(ready, self.new, len(self.new.pending), len(deferred), len(waiting),
                           rescanned, self.errors, incomplete)
@@ -448,19 +462,23 @@ class _Tick:
             kept = sorted(self.new.watched.items(), key=lambda item: (-item[1], item[0]))
             self.new.watched = dict(kept[:max_watched])
 
-    def _walk(self, rel: str, level: int) -> bool:
+    def _walk(self, rel: str, level: int, forced: bool = False) -> bool:
         """Stat ``rel`` and the folders below it down to the listed folders; False if it
-        is absent and forgotten."""
+        is absent and forgotten. ``forced``: list ``rel`` whatever its ctime (below a
+        folder that was stuck, changes may predate the watermark)."""
         path = self.root / rel if rel else self.root
         try:
             ctime = path.stat().st_ctime_ns
-        except FileNotFoundError:
-            return self._vanished(rel)
         except OSError as err:
-            self._unreadable(path, err)
-            return self._vanished(rel)
+            if isinstance(err, FileNotFoundError) and not os.path.lexists(path):
+                return self._vanished(rel)
+            self._unreadable(path, err)  # there but unreadable (EIO, EACCES, ESTALE): kept
+            self._stuck(rel, self.old.since)
+            self._keep(rel)
+            return True
         self.newest = max(self.newest, ctime)
-        changed = ctime >= self.old.since and self.old.recent.get(rel) != ctime
+        forced = forced or rel in self.old.stuck
+        changed = forced or ctime >= self.old.since and self.old.recent.get(rel) != ctime
         if level == self.spec.listed_level:
             if rel in self.old.folders:
                 self.new.folders[rel] = self.old.folders[rel]
@@ -475,14 +493,15 @@ class _Tick:
                 children = self.spec.children(path, level, self.errors)
             except OSError as err:  # unreadable now: the children seen last, if any
                 self._unreadable(path, err)
-                self.unread.append(ctime)  # still changed next tick
+                self._stuck(rel, ctime)  # still changed next tick
                 listed = False
         if listed:
             self.new.recent[rel] = ctime
         absent = [name for name in self.old.tree.get(rel, [])
                   if name not in children and not os.path.lexists(path / name)]
+        below = forced and level + 1 < self.spec.listed_level  # listed ones: rolling rescan
         self.new.tree[rel] = [name for name in sorted({*children, *absent})
-                              if self._walk(f"{rel}/{name}" if rel else name, level + 1)]
+                              if self._walk(f"{rel}/{name}" if rel else name, level + 1, below)]
         return True
 
     def _vanished(self, rel: str) -> bool:
@@ -494,11 +513,22 @@ class _Tick:
         if self.now - first >= FORGET_AFTER_S:
             return False
         self.new.gone[rel] = first
+        self._keep(rel)
+        return True
+
+    def _keep(self, rel: str) -> None:
+        """Keep the old records of ``rel`` and below, and the pending leaves below it."""
         prefix = f"{rel}/"
         for old, new in ((self.old.tree, self.new.tree), (self.old.folders, self.new.folders)):
             new.update((k, v) for k, v in old.items() if k == rel or k.startswith(prefix))
         self.kept.update(k for k in self.old.pending if k.startswith(prefix))
-        return True
+
+    def _stuck(self, rel: str, ctime: int) -> None:
+        """``rel`` exists but could not be stat'ed or listed: try it again every tick
+        (``stuck``), and keep ``since`` at or before ``ctime`` (or the old watermark)
+        so that what changed below it meanwhile still counts as changed."""
+        self.new.stuck[rel] = self.old.stuck.get(rel, self.now)
+        self.unread.append(max(ctime, self.old.since))
 
     def _rescan_slice(self, full_rescan_s: float | None, skip: set[str]) -> list[str]:
         """The next listed folders after ``position`` (wrapping).

@@ -311,3 +311,30 @@ def test_an_unmounted_archive_or_a_vanished_folder_keeps_the_state(archive, tmp_
     assert "c1/1" not in forgotten.state.blocks and forgotten.state.gone == {}
     away.rename(archive / "c1")
     assert keys(tick(archive, forgotten.state)) == sorted(jobs)
+
+
+def test_a_folder_unreadable_for_over_an_hour_keeps_its_records(archive, monkeypatch):
+    jobs = [add(archive, 1000 + i * 50, cluster=c) for i in range(5) for c in ("c1", "c2")]
+    first = tick(archive, ScanState())
+    assert keys(first) == sorted(jobs)
+    bad, real = archive / "c2", Path.stat
+
+    def stat(self, *args, **kw):  # what a failing disk or a stale NFS handle gives
+        if self == bad or bad in self.parents:
+            raise OSError(5, "Input/output error", str(self))
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(Path, "stat", stat)
+    state = first.state
+    for later in (60, 1800, 3700):  # more than FORGET_AFTER_S
+        result = tick(archive, state, now=LATER + later)
+        assert result.ready == [] and str(bad) in [e.path for e in result.errors]
+        state = result.state
+    assert "c2/1" in state.blocks and state.gone == {} and "c2" in state.stuck
+    monkeypatch.setattr(Path, "stat", real)
+    new = add(archive, 1400, cluster="c2")  # written while it could not be read
+    back = tick(archive, state, now=LATER + 3800)
+    assert keys(back) == [new] and back.errors == [] and back.state.stuck == {}
+    assert tick(archive, back.state, now=LATER + 3900).ready == []
+    later = add(archive, 9000, cluster="c2")
+    assert keys(tick(archive, back.state, now=LATER + 4000)) == [later]
