@@ -65,7 +65,11 @@ that is not there (FileNotFoundError, and no entry of that name) is absent: one
 that exists but cannot be stat'ed or listed (EIO, EACCES, ESTALE) keeps its
 records and its name however long it stays so; it is *stuck* (``stuck``),
 tried again every tick, and once readable it is listed, with the folders
-below it down to the listed level, whatever their ctimes. A root that is
+below it down to the listed level, whatever their ctimes. It holds the
+watermark back (so that what changed below it meanwhile still counts as
+changed) for at most :data:`FORGET_AFTER_S`; past that, the watermark moves
+on and the rolling rescan finds what changed in the listed folders below it
+(new ones are listed anyway). A root that is
 missing, lacks the tree's ``marker`` file, or lists no folder where the
 state knew some (an unmounted file system's empty mount point) skips the
 tick: the state is kept as it was and an InputError naming the root says
@@ -526,9 +530,11 @@ class _Tick:
     def _stuck(self, rel: str, ctime: int) -> None:
         """``rel`` exists but could not be stat'ed or listed: try it again every tick
         (``stuck``), and keep ``since`` at or before ``ctime`` (or the old watermark)
-        so that what changed below it meanwhile still counts as changed."""
-        self.new.stuck[rel] = self.old.stuck.get(rel, self.now)
-        self.unread.append(max(ctime, self.old.since))
+        so that what changed below it meanwhile still counts as changed, for at most
+        :data:`FORGET_AFTER_S` (else ``recent`` would grow with every later change)."""
+        first = self.new.stuck[rel] = self.old.stuck.get(rel, self.now)
+        if self.now - first < FORGET_AFTER_S:
+            self.unread.append(max(ctime, self.old.since))
 
     def _rescan_slice(self, full_rescan_s: float | None, skip: set[str]) -> list[str]:
         """The next listed folders after ``position`` (wrapping).

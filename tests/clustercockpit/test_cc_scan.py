@@ -338,3 +338,32 @@ def test_a_folder_unreadable_for_over_an_hour_keeps_its_records(archive, monkeyp
     assert tick(archive, back.state, now=LATER + 3900).ready == []
     later = add(archive, 9000, cluster="c2")
     assert keys(tick(archive, back.state, now=LATER + 4000)) == [later]
+
+
+def test_a_block_that_cannot_be_listed_holds_the_watermark_for_an_hour_at_most(
+        archive, monkeypatch):
+    monkeypatch.setattr(treescan, "CLOCK_MARGIN_NS", 0)
+    first = tick(archive, ScanState(), now=LATER)
+    job = add(archive, 1000)  # the block c1/1 changes, then cannot be listed
+    block, real = archive / "c1" / "1", os.scandir
+
+    def scandir(path="."):  # what a 0700 folder of another user gives
+        if Path(path) == block:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    held = block.stat().st_ctime_ns
+    state, hour = first.state, treescan.FORGET_AFTER_S
+    for i, later in enumerate((60, 600, hour - 1, hour + 60, hour + 600), start=2):
+        new = add(archive, i * 1000)  # a new block elsewhere every tick
+        result = tick(archive, state, now=LATER + later)
+        assert keys(result) == [new] and [e.path for e in result.errors] == [str(block)]
+        state = result.state
+        newest = (archive / "c1" / str(i)).stat().st_ctime_ns
+        if later < hour:
+            assert state.since <= held
+    assert state.since >= newest > held and state.stuck == {"c1/1": LATER + 60}
+    assert len(state.recent) <= 2
+    monkeypatch.setattr(os, "scandir", real)
+    assert keys(tick(archive, state, now=LATER + hour + 660)) == [job]
