@@ -38,6 +38,13 @@ the size of the tree, and its work grows with what changed:
   never starve the scan. With ``incomplete_after_s``, a leaf quiet for that
   long is ready whether complete or not (the tree's reader then names what
   is wrong with it); without it (None), an incomplete leaf waits for ever.
+  With ``max_incomplete``, at most that many are remembered (those changed
+  last): the older ones leave ``pending`` and ``incomplete`` and are probed
+  again only when their folder is next listed (a change or the rolling
+  rescan), so abandoned leaves do not grow the cursor without bound. This
+  needs records that offer every unreported leaf again at each listing
+  (:class:`NameDigest`), not :class:`Watermark`, whose folders forget a leaf
+  that is not pending.
   A tick stops listing once it has that many candidates (known-incomplete
   ones left out), or has listed :data:`LIST_FACTOR` times as many leaves, so
   the first walk of a large tree spreads over many ticks (changed folders
@@ -279,7 +286,8 @@ class TreeResult:
 def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
          full_rescan_s: float | None, recheck: Mapping[str, str], now: float | None = None,
          watch_s: float = 0.0, max_watched: int = 0,
-         incomplete_after_s: float | None = None) -> TreeResult:
+         incomplete_after_s: float | None = None,
+         max_incomplete: int | None = None) -> TreeResult:
     """Scan ``root`` from ``state``; returns ready leaves and the new state.
 
     ``state`` is not modified. ``full_rescan_s=None`` disables the rolling
@@ -287,8 +295,9 @@ def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
     ``recheck``: leaf key -> the fingerprint it was reported with, to
     fingerprint again this tick. ``watch_s``/``max_watched``: how long and how
     many reported leaves to watch (0: none). ``incomplete_after_s``: a leaf
-    quiet for this long is ready even if incomplete (None: never). See the
-    module docstring.
+    quiet for this long is ready even if incomplete (None: never).
+    ``max_incomplete``: how many leaves found incomplete to remember (None: all;
+    only for :class:`NameDigest` records). See the module docstring.
     """
     unusable = _unusable(tree, root, state)
     if unusable is not None:
@@ -296,7 +305,7 @@ def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
                           len(state.incomplete))
     tick = _Tick(tree, root, state, quiet_s, cap, time.time() if now is None else now,
                  recheck, incomplete_after_s)
-    return tick.run(full_rescan_s, watch_s, max_watched)
+    return tick.run(full_rescan_s, watch_s, max_watched, max_incomplete)
 
 
 def _unusable(tree: Tree, root: Path, state: TreeState) -> InputError | None:
@@ -335,9 +344,10 @@ class _Tick:
         self.errors: list[InputError] = []
         self.unread: list[int] = []  # ctimes of changed folders that could not be listed
         self.kept: set[str] = set()  # pending leaves of absent folders still remembered
+        self.changes: dict[str, int] = {}  # leaf key -> last change (ns), probed this tick
 
-    def run(self, full_rescan_s: float | None, watch_s: float, max_watched: int
-            ) -> TreeResult:
+    def run(self, full_rescan_s: float | None, watch_s: float, max_watched: int,
+            max_incomplete: int | None) -> TreeResult:
         self._walk("", 0)
         checked: dict[str, Found | None] = {}
         self._check_all([k for k in sorted(self.old.pending) if self._folder(k) in
@@ -379,6 +389,7 @@ class _Tick:
         self.new.pending.update(self.kept)
         self.new.incomplete.update((k, self.old.incomplete[k]) for k in self.kept
                                    if k in self.old.incomplete)
+        self._prune_incomplete(max_incomplete)
         incomplete = sum(k in self.new.incomplete for k in self.new.pending)
         self.new.stuck.update((rel, self.old.stuck[rel]) for _, rel in waiting
                               if rel in self.old.stuck)  # not tried this tick: still stuck
@@ -459,6 +470,16 @@ class _Tick:
                                                           fingerprint_, change_ns):
                 changed.append(key)
         self._check_all(sorted(changed), checked)
+
+    def _prune_incomplete(self, max_incomplete: int | None) -> None:
+        """Keep the ``max_incomplete`` incomplete leaves changed last; the others (those
+        not probed this tick first) are forgotten until their folder is listed again."""
+        if max_incomplete is None or len(self.new.incomplete) <= max_incomplete:
+            return
+        by_age = sorted(self.new.incomplete, key=lambda k: (self.changes.get(k, 0), k))
+        for key in by_age[:len(by_age) - max_incomplete]:
+            del self.new.incomplete[key]
+            self.new.pending.discard(key)
 
     def _prune_watched(self, max_watched: int) -> None:
         """Keep the ``max_watched`` watched leaves reported last (the latest ends)."""
@@ -581,6 +602,7 @@ class _Tick:
                 self._unreadable(self.root / key, err)
                 checked[key] = None
                 continue
+            self.changes[key] = change_ns
             last_change = change_ns / 1e9
             quiet_for = self.now - last_change
             overdue = (self.incomplete_after_s is not None
