@@ -38,6 +38,13 @@ the size of the tree, and its work grows with what changed:
   never starve the scan. With ``incomplete_after_s``, a leaf quiet for that
   long is ready whether complete or not (the tree's reader then names what
   is wrong with it); without it (None), an incomplete leaf waits for ever.
+  With ``max_incomplete``, at most that many are remembered (those changed
+  last): the older ones leave ``pending`` and ``incomplete`` and are probed
+  again only when their folder is next listed (a change or the rolling
+  rescan), so abandoned leaves do not grow the cursor without bound. This
+  needs records that offer every unreported leaf again at each listing
+  (:class:`NameDigest`), not :class:`Watermark`, whose folders forget a leaf
+  that is not pending.
   A tick stops listing once it has that many candidates (known-incomplete
   ones left out), or has listed :data:`LIST_FACTOR` times as many leaves, so
   the first walk of a large tree spreads over many ticks (changed folders
@@ -60,7 +67,16 @@ the size of the tree, and its work grows with what changed:
 Nothing is reported for removed folders, and their records are forgotten
 only once they stayed absent for :data:`FORGET_AFTER_S` (``gone``): a folder
 that comes back within that time (a subtree moved away and back, a file
-server that was briefly unreachable) is not reported again. A root that is
+server that was briefly unreachable) is not reported again. Only a folder
+that is not there (FileNotFoundError, and no entry of that name) is absent: one
+that exists but cannot be stat'ed or listed (EIO, EACCES, ESTALE) keeps its
+records and its name however long it stays so; it is *stuck* (``stuck``),
+tried again every tick, and once readable it is listed, with the folders
+below it down to the listed level, whatever their ctimes. It holds the
+watermark back (so that what changed below it meanwhile still counts as
+changed) for at most :data:`FORGET_AFTER_S`; past that, the watermark moves
+on and the rolling rescan finds what changed in the listed folders below it
+(new ones are listed anyway). A root that is
 missing, lacks the tree's ``marker`` file, or lists no folder where the
 state knew some (an unmounted file system's empty mount point) skips the
 tick: the state is kept as it was and an InputError naming the root says
@@ -190,7 +206,9 @@ class TreeState:
     scan, s); ``watched`` the keys of leaves watched -> until when (s);
     ``incomplete`` the pending (or rechecked) leaves found quiet but incomplete
     -> the fingerprint they had then (not asked again while it stays);
-    ``gone`` the folders absent but still remembered -> when first missed (s).
+    ``gone`` the folders absent but still remembered -> when first missed (s);
+    ``stuck`` the folders that exist but could not be stat'ed or listed -> when
+    first so (s): their records are kept and they are tried again every tick.
 
     A subclass per tree names its ``version`` and ``records``.
     """
@@ -209,6 +227,7 @@ class TreeState:
     watched: dict[str, int] = field(default_factory=dict)
     incomplete: dict[str, str] = field(default_factory=dict)
     gone: dict[str, float] = field(default_factory=dict)
+    stuck: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """A compact string (zlib-compressed JSON, base64) for a sensor cursor."""
@@ -222,6 +241,8 @@ class TreeState:
             payload["incomplete"] = self.incomplete
         if self.gone:
             payload["gone"] = self.gone
+        if self.stuck:
+            payload["stuck"] = self.stuck
         raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
         return base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
 
@@ -236,7 +257,8 @@ class TreeState:
         return cls(payload["tree"], cls.records.decode(payload), payload["recent"],
                    payload["since"], set(payload["pending"]), payload["position"],
                    payload["credit"], payload["last_tick"], payload.get("watched", {}),
-                   payload.get("incomplete", {}), payload.get("gone", {}))
+                   payload.get("incomplete", {}), payload.get("gone", {}),
+                   payload.get("stuck", {}))
 
 
 @dataclass(frozen=True)
@@ -264,7 +286,8 @@ class TreeResult:
 def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
          full_rescan_s: float | None, recheck: Mapping[str, str], now: float | None = None,
          watch_s: float = 0.0, max_watched: int = 0,
-         incomplete_after_s: float | None = None) -> TreeResult:
+         incomplete_after_s: float | None = None,
+         max_incomplete: int | None = None) -> TreeResult:
     """Scan ``root`` from ``state``; returns ready leaves and the new state.
 
     ``state`` is not modified. ``full_rescan_s=None`` disables the rolling
@@ -272,8 +295,9 @@ def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
     ``recheck``: leaf key -> the fingerprint it was reported with, to
     fingerprint again this tick. ``watch_s``/``max_watched``: how long and how
     many reported leaves to watch (0: none). ``incomplete_after_s``: a leaf
-    quiet for this long is ready even if incomplete (None: never). See the
-    module docstring.
+    quiet for this long is ready even if incomplete (None: never).
+    ``max_incomplete``: how many leaves found incomplete to remember (None: all;
+    only for :class:`NameDigest` records). See the module docstring.
     """
     unusable = _unusable(tree, root, state)
     if unusable is not None:
@@ -281,7 +305,7 @@ def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
                           len(state.incomplete))
     tick = _Tick(tree, root, state, quiet_s, cap, time.time() if now is None else now,
                  recheck, incomplete_after_s)
-    return tick.run(full_rescan_s, watch_s, max_watched)
+    return tick.run(full_rescan_s, watch_s, max_watched, max_incomplete)
 
 
 def _unusable(tree: Tree, root: Path, state: TreeState) -> InputError | None:
@@ -320,9 +344,10 @@ class _Tick:
         self.errors: list[InputError] = []
         self.unread: list[int] = []  # ctimes of changed folders that could not be listed
         self.kept: set[str] = set()  # pending leaves of absent folders still remembered
+        self.changes: dict[str, int] = {}  # leaf key -> last change (ns), probed this tick
 
-    def run(self, full_rescan_s: float | None, watch_s: float, max_watched: int
-            ) -> TreeResult:
+    def run(self, full_rescan_s: float | None, watch_s: float, max_watched: int,
+            max_incomplete: int | None) -> TreeResult:
         self._walk("", 0)
         checked: dict[str, Found | None] = {}
         self._check_all([k for k in sorted(self.old.pending) if self._folder(k) in
@@ -342,7 +367,7 @@ class _Tick:
             listing = self._list(rel)
             if listing is None:
                 if not rescanning:
-                    self.unread.append(ctime)
+                    self._stuck(rel, ctime)
                 continue
             candidates, size = listing
             listed += size
@@ -364,8 +389,12 @@ class _Tick:
         self.new.pending.update(self.kept)
         self.new.incomplete.update((k, self.old.incomplete[k]) for k in self.kept
                                    if k in self.old.incomplete)
+        self._prune_incomplete(max_incomplete)
         incomplete = sum(k in self.new.incomplete for k in self.new.pending)
-        self._advance_watermark([c for c, rel in waiting if rel in self.old.folders] + self.unread)
+        self.new.stuck.update((rel, self.old.stuck[rel]) for _, rel in waiting
+                              if rel in self.old.stuck)  # not tried this tick: still stuck
+        self._advance_watermark([max(c, self.old.since) for c, rel in waiting
+                                 if rel in self.old.folders] + self.unread)
         self._prune_watched(max_watched)
         return TreeResult(ready, self.new, len(self.new.pending), len(deferred), len(waiting),
                           rescanned, self.errors, incomplete)
@@ -442,25 +471,39 @@ class _Tick:
                 changed.append(key)
         self._check_all(sorted(changed), checked)
 
+    def _prune_incomplete(self, max_incomplete: int | None) -> None:
+        """Keep the ``max_incomplete`` incomplete leaves changed last; the others (those
+        not probed this tick first) are forgotten until their folder is listed again."""
+        if max_incomplete is None or len(self.new.incomplete) <= max_incomplete:
+            return
+        by_age = sorted(self.new.incomplete, key=lambda k: (self.changes.get(k, 0), k))
+        for key in by_age[:len(by_age) - max_incomplete]:
+            del self.new.incomplete[key]
+            self.new.pending.discard(key)
+
     def _prune_watched(self, max_watched: int) -> None:
         """Keep the ``max_watched`` watched leaves reported last (the latest ends)."""
         if len(self.new.watched) > max_watched:
             kept = sorted(self.new.watched.items(), key=lambda item: (-item[1], item[0]))
             self.new.watched = dict(kept[:max_watched])
 
-    def _walk(self, rel: str, level: int) -> bool:
+    def _walk(self, rel: str, level: int, forced: bool = False) -> bool:
         """Stat ``rel`` and the folders below it down to the listed folders; False if it
-        is absent and forgotten."""
+        is absent and forgotten. ``forced``: list ``rel`` whatever its ctime (below a
+        folder that was stuck, changes may predate the watermark)."""
         path = self.root / rel if rel else self.root
         try:
             ctime = path.stat().st_ctime_ns
-        except FileNotFoundError:
-            return self._vanished(rel)
         except OSError as err:
-            self._unreadable(path, err)
-            return self._vanished(rel)
+            if isinstance(err, FileNotFoundError) and not os.path.lexists(path):
+                return self._vanished(rel)
+            self._unreadable(path, err)  # there but unreadable (EIO, EACCES, ESTALE): kept
+            self._stuck(rel, self.old.since)
+            self._keep(rel)
+            return True
         self.newest = max(self.newest, ctime)
-        changed = ctime >= self.old.since and self.old.recent.get(rel) != ctime
+        forced = forced or rel in self.old.stuck
+        changed = forced or ctime >= self.old.since and self.old.recent.get(rel) != ctime
         if level == self.spec.listed_level:
             if rel in self.old.folders:
                 self.new.folders[rel] = self.old.folders[rel]
@@ -475,14 +518,15 @@ class _Tick:
                 children = self.spec.children(path, level, self.errors)
             except OSError as err:  # unreadable now: the children seen last, if any
                 self._unreadable(path, err)
-                self.unread.append(ctime)  # still changed next tick
+                self._stuck(rel, ctime)  # still changed next tick
                 listed = False
         if listed:
             self.new.recent[rel] = ctime
         absent = [name for name in self.old.tree.get(rel, [])
                   if name not in children and not os.path.lexists(path / name)]
+        below = forced and level + 1 < self.spec.listed_level  # listed ones: rolling rescan
         self.new.tree[rel] = [name for name in sorted({*children, *absent})
-                              if self._walk(f"{rel}/{name}" if rel else name, level + 1)]
+                              if self._walk(f"{rel}/{name}" if rel else name, level + 1, below)]
         return True
 
     def _vanished(self, rel: str) -> bool:
@@ -494,11 +538,24 @@ class _Tick:
         if self.now - first >= FORGET_AFTER_S:
             return False
         self.new.gone[rel] = first
+        self._keep(rel)
+        return True
+
+    def _keep(self, rel: str) -> None:
+        """Keep the old records of ``rel`` and below, and the pending leaves below it."""
         prefix = f"{rel}/"
         for old, new in ((self.old.tree, self.new.tree), (self.old.folders, self.new.folders)):
             new.update((k, v) for k, v in old.items() if k == rel or k.startswith(prefix))
         self.kept.update(k for k in self.old.pending if k.startswith(prefix))
-        return True
+
+    def _stuck(self, rel: str, ctime: int) -> None:
+        """``rel`` exists but could not be stat'ed or listed: try it again every tick
+        (``stuck``), and keep ``since`` at or before ``ctime`` (or the old watermark)
+        so that what changed below it meanwhile still counts as changed, for at most
+        :data:`FORGET_AFTER_S` (else ``recent`` would grow with every later change)."""
+        first = self.new.stuck[rel] = self.old.stuck.get(rel, self.now)
+        if self.now - first < FORGET_AFTER_S:
+            self.unread.append(max(ctime, self.old.since))
 
     def _rescan_slice(self, full_rescan_s: float | None, skip: set[str]) -> list[str]:
         """The next listed folders after ``position`` (wrapping).
@@ -545,6 +602,7 @@ class _Tick:
                 self._unreadable(self.root / key, err)
                 checked[key] = None
                 continue
+            self.changes[key] = change_ns
             last_change = change_ns / 1e9
             quiet_for = self.now - last_change
             overdue = (self.incomplete_after_s is not None

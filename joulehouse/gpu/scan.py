@@ -13,6 +13,13 @@ the cursor): if the digest differs at a listing (a repetition rewritten,
 replaced or removed) every repetition of that run folder (typically 5-20) is
 reported again. Files rewritten in place are found by the rolling rescan
 (``full_rescan_s``); no repetition is watched after its report.
+
+A repetition quiet but without ``experiment_end`` (a killed collector) stays
+pending and is not asked again while unchanged; at most ``max_incomplete``
+(:data:`MAX_INCOMPLETE`) are remembered, the most recently changed: an older
+one is forgotten and probed again when its run folder is next listed (the
+rolling rescan, once per ``full_rescan_s``), so abandoned repetitions cost a
+bounded cursor.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from joulehouse.errors import InputError
 from joulehouse.gpu.layout import RepetitionRef, is_complete, subdirs
 
 RUN_LEVEL = 3  # root "" = 0, experiment = 1, benchmark = 2, run = 3, repetition = 4
+MAX_INCOMPLETE = 500  # repetitions without experiment_end remembered (about 25 B each)
 
 
 class ScanState(treescan.TreeState):
@@ -80,17 +88,21 @@ def scan(
     max_repetitions: int = 500,
     now: float | None = None,
     recheck: Mapping[str, str] | None = None,
+    max_incomplete: int = MAX_INCOMPLETE,
 ) -> ScanResult:
     """Scan ``data_root`` from ``state``; returns ready repetitions and the new state.
 
     ``state`` is not modified. ``full_rescan_s=None`` disables the rolling
     rescan; ``0`` re-lists every run folder each tick (within the bound).
     ``recheck``: repetition key -> the fingerprint it was reported with, to
-    fingerprint again this tick.
+    fingerprint again this tick. ``max_incomplete``: how many quiet repetitions
+    without ``experiment_end`` to remember (those changed last); the others are
+    probed again when their run folder is next listed (module docstring).
     """
     root = Path(data_root)
     result = treescan.scan(TREE, root, state, quiet_s=quiet_s, cap=max_repetitions,
-                           full_rescan_s=full_rescan_s, recheck=recheck or {}, now=now)
+                           full_rescan_s=full_rescan_s, recheck=recheck or {}, now=now,
+                           max_incomplete=max_incomplete)
     ready = [ReadyRepetition(RepetitionRef.from_key(root, found.key), found.fingerprint,
                              found.last_change) for found in result.ready]
     return ScanResult(ready, result.state, result.pending, result.deferred, result.unlisted,

@@ -311,3 +311,59 @@ def test_an_unmounted_archive_or_a_vanished_folder_keeps_the_state(archive, tmp_
     assert "c1/1" not in forgotten.state.blocks and forgotten.state.gone == {}
     away.rename(archive / "c1")
     assert keys(tick(archive, forgotten.state)) == sorted(jobs)
+
+
+def test_a_folder_unreadable_for_over_an_hour_keeps_its_records(archive, monkeypatch):
+    jobs = [add(archive, 1000 + i * 50, cluster=c) for i in range(5) for c in ("c1", "c2")]
+    first = tick(archive, ScanState())
+    assert keys(first) == sorted(jobs)
+    bad, real = archive / "c2", Path.stat
+
+    def stat(self, *args, **kw):  # what a failing disk or a stale NFS handle gives
+        if self == bad or bad in self.parents:
+            raise OSError(5, "Input/output error", str(self))
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(Path, "stat", stat)
+    state = first.state
+    for later in (60, 1800, 3700):  # more than FORGET_AFTER_S
+        result = tick(archive, state, now=LATER + later)
+        assert result.ready == [] and str(bad) in [e.path for e in result.errors]
+        state = result.state
+    assert "c2/1" in state.blocks and state.gone == {} and "c2" in state.stuck
+    monkeypatch.setattr(Path, "stat", real)
+    new = add(archive, 1400, cluster="c2")  # written while it could not be read
+    back = tick(archive, state, now=LATER + 3800)
+    assert keys(back) == [new] and back.errors == [] and back.state.stuck == {}
+    assert tick(archive, back.state, now=LATER + 3900).ready == []
+    later = add(archive, 9000, cluster="c2")
+    assert keys(tick(archive, back.state, now=LATER + 4000)) == [later]
+
+
+def test_a_block_that_cannot_be_listed_holds_the_watermark_for_an_hour_at_most(
+        archive, monkeypatch):
+    monkeypatch.setattr(treescan, "CLOCK_MARGIN_NS", 0)
+    first = tick(archive, ScanState(), now=LATER)
+    job = add(archive, 1000)  # the block c1/1 changes, then cannot be listed
+    block, real = archive / "c1" / "1", os.scandir
+
+    def scandir(path="."):  # what a 0700 folder of another user gives
+        if Path(path) == block:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    held = block.stat().st_ctime_ns
+    state, hour = first.state, treescan.FORGET_AFTER_S
+    for i, later in enumerate((60, 600, hour - 1, hour + 60, hour + 600), start=2):
+        new = add(archive, i * 1000)  # a new block elsewhere every tick
+        result = tick(archive, state, now=LATER + later)
+        assert keys(result) == [new] and [e.path for e in result.errors] == [str(block)]
+        state = result.state
+        newest = (archive / "c1" / str(i)).stat().st_ctime_ns
+        if later < hour:
+            assert state.since <= held
+    assert state.since >= newest > held and state.stuck == {"c1/1": LATER + 60}
+    assert len(state.recent) <= 2
+    monkeypatch.setattr(os, "scandir", real)
+    assert keys(tick(archive, state, now=LATER + hour + 660)) == [job]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import joulehouse.gpu.scan as scan_module
 from joulehouse.gpu.scan import ScanState, scan
+from joulehouse.treescan import probe
 
 TIMESTAMPS = ("timestamp,event,data\n2020-11-16 13:49:17,experiment_begin,0\n"
               "2020-11-16 13:59:17,experiment_end,0\n")
@@ -174,3 +175,24 @@ def test_an_emptied_data_root_keeps_the_state_and_nothing_comes_back(tmp_path):
     assert [e.path for e in unmounted.errors] == [str(root)]
     (tmp_path / "away").rename(root / "e")
     assert scan(root, unmounted.state, quiet_s=1, now=LATER).ready == []
+
+
+def test_abandoned_repetitions_remembered_are_bounded(tmp_path):
+    abandoned = write_tree(tmp_path, benchmarks=1, runs=4, repetitions=5)  # 20
+    for key in abandoned:
+        (tmp_path / key / "timestamps.csv").write_text(TIMESTAMPS.rsplit("2020", 1)[0])
+    state = ScanState()
+    for tick in range(3):
+        result = scan(tmp_path, ScanState.from_json(state.to_json()), quiet_s=1,
+                      full_rescan_s=None, max_repetitions=50, now=LATER + tick,
+                      max_incomplete=6)
+        state = result.state
+        assert result.ready == [] and result.pending == result.incomplete == 6
+    newest = sorted(abandoned, key=lambda k: (probe(tmp_path / k)[0], k))[-6:]
+    assert sorted(state.incomplete) == sorted(state.pending) == sorted(newest)
+    # a forgotten one completed later is found when its run folder is listed again
+    (tmp_path / abandoned[0] / "timestamps.csv").write_text(TIMESTAMPS)
+    rescan = scan(tmp_path, state, quiet_s=1, full_rescan_s=0, max_repetitions=50,
+                  now=LATER + 3, max_incomplete=6)
+    assert [r.ref.key for r in rescan.ready] == [abandoned[0]]
+    assert rescan.pending == rescan.incomplete == 6
