@@ -85,8 +85,9 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     cursor = json.loads(context.cursor or "{}")
     failed = failed_blocks(context.instance)
     recheck = failed_jobs(context.instance, failed)
-    cancelled = cancelled_hand_outs(context.instance, cc_job_files.key, cc_block_tables.key,
-                                    failed, JOB_NAME)
+    cancelled = cancelled_hand_outs(
+        context.instance, cc_job_files.key, cc_block_tables.key, failed,
+        context.instance.get_dynamic_partitions(cc_job_blocks.name))
     states: dict[str, str] = {}
     ready: dict[str, dict[str, str]] = {  # block -> job key -> fingerprint
         block: dict(event.metadata[JOBS_METADATA].value) for block, event in cancelled.items()}

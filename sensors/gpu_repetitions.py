@@ -91,7 +91,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
     prefix = f"{root.key_prefix}/"
     cancelled = {key: event for key, event in cancelled_hand_outs(
         context.instance, gpu_repetition_files.key, gpu_validated_frames.key,
-        {prefix + key for key in failed}, JOB_NAME).items() if key.startswith(prefix)}
+        {prefix + key for key in failed}, existing).items() if key.startswith(prefix)}
     result = scan(root.path, ScanState.from_json(context.cursor),
                   quiet_s=source.quiet_period_s, full_rescan_s=source.full_rescan_s,
                   max_repetitions=source.max_repetitions_per_tick, recheck=failed)
