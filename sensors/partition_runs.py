@@ -19,6 +19,13 @@ its keys (runs over other sets, e.g. another source's stream, do not hold them).
 then covers exactly the ready keys, however scattered they were, and the
 tables are rebuilt once. The run key is ``<prefix>:<digest of the ready
 (key, fingerprint) pairs>``, so changed content asks again.
+
+The partitions of a CANCELED run are asked for again at most once
+(:func:`cancelled_hand_outs`): the retry run carries the tag :data:`RETRY_OF_TAG`
+(the cancelled run keys), and a cancelled retry is not asked for again, nor is a
+cancelled run tagged :data:`NO_RETRY_TAG` ``=true`` (add it to the run to stop it for
+good, e.g. ``instance.add_run_tags(run_id, {"joulehouse/no_retry": "true"})`` before or
+after cancelling). Such partitions wait for their files to change (a new fingerprint).
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ RANGE_END = "dagster/asset_partition_range_end"
 DATA_VERSION_TAG = "dagster/data_version"
 RUN_KEY_TAG = "dagster/run_key"
 RUN_KEY_METADATA = "run_key"  # of a files materialization: the run key its partition was asked with
+RETRY_OF_TAG = "joulehouse/retry_of"  # of a run asking again for cancelled hand-outs: their run keys
+NO_RETRY_TAG = "joulehouse/no_retry"  # "true" on a cancelled run: its hand-outs are not asked again
 
 
 def files_landed(files: dg.AssetKey, fingerprints: dict[str, str],
@@ -124,9 +133,12 @@ def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built:
     """The partitions handed out (their latest ``files`` materialization, whose metadata
     :data:`RUN_KEY_METADATA` names the run key asked for) whose run was CANCELED before
     ``built`` was materialized again, by key, with that materialization; none while a run
-    over the registered keys ``existing`` is in flight (:func:`run_in_flight`). Dagster marks a partition FAILED only for runs that FAILED, so the
-    partitions of a cancelled run must be asked for again by their sensor (``failed``:
-    keys left out, rechecked instead). A run never launched (a test's tick) is no reason.
+    over the registered keys ``existing`` is in flight (:func:`run_in_flight`). Dagster
+    marks a partition FAILED only for runs that FAILED, so the partitions of a cancelled
+    run must be asked for again by their sensor (``failed``: keys left out, rechecked
+    instead). A run never launched (a test's tick) is no reason. Each cancel is undone
+    once at most: a cancelled retry (tagged :data:`RETRY_OF_TAG`, :func:`retry_request`)
+    and a run tagged :data:`NO_RETRY_TAG` ``=true`` are left be.
     """
     if run_in_flight(instance, existing) is not None:
         return {}
@@ -144,19 +156,29 @@ def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built:
     cancelled = {}
     for run_key, events in by_run.items():
         runs = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: run_key}), limit=1)
-        if runs and runs[0].status == dg.DagsterRunStatus.CANCELED:
+        if runs and _to_retry(runs[0]):
             cancelled |= events
     return cancelled
 
 
-def retry_prefix(prefix: str, cancelled: Mapping[str, dg.AssetMaterialization]) -> str:
-    """The run key prefix of a run asking again for the ``cancelled`` hand-outs
-    (:func:`cancelled_hand_outs`): the daemon never runs a run key twice, so it names the
-    cancelled runs' keys."""
+def _to_retry(run: dg.DagsterRun) -> bool:
+    """Whether the hand-outs of ``run`` are asked for again: it was cancelled, is no retry
+    itself and was not tagged not to be."""
+    return (run.status == dg.DagsterRunStatus.CANCELED and RETRY_OF_TAG not in run.tags
+            and run.tags.get(NO_RETRY_TAG, "").lower() != "true")
+
+
+def retry_request(prefix: str, cancelled: Mapping[str, dg.AssetMaterialization]
+                  ) -> tuple[str, dict[str, str]]:
+    """The run key prefix and tags of a run asking again for the ``cancelled`` hand-outs
+    (:func:`cancelled_hand_outs`; ``prefix`` and no tag when there are none): the daemon
+    never runs a run key twice, so the prefix names the cancelled runs' keys, and the tag
+    :data:`RETRY_OF_TAG` lists them, so that the retry is not retried again."""
     if not cancelled:
-        return prefix
+        return prefix, {}
     keys = {key: str(event.metadata[RUN_KEY_METADATA].value) for key, event in cancelled.items()}
-    return f"{prefix}-retry-{digest_pairs(keys)}"
+    return (f"{prefix}-retry-{digest_pairs(keys)}",
+            {RETRY_OF_TAG: " ".join(sorted(set(keys.values())))})
 
 
 @dataclass(frozen=True)
