@@ -19,9 +19,10 @@ jobs of a block whose ``cc_block_tables`` partition FAILED are fingerprinted
 again every tick (the scan's ``recheck``), so a job fixed in place is asked
 for one tick after its quiet period, in the same one run as the rest. The
 blocks of a run that was CANCELED (Dagster marks no partition of it FAILED)
-are asked for again, with the jobs their materialization lists, once no run
-is in flight (``partition_runs.cancelled_hand_outs``: each materialization
-names the run key asked for). The cursor holds the scan states only.
+are asked for again, once, with the jobs their materialization lists, when no
+run over them is in flight (``partition_runs.cancelled_hand_outs``: each
+materialization names the run key asked for; a cancelled retry, or a run tagged
+``joulehouse/no_retry=true``, is not asked for again). The cursor holds the scan states only.
 
 The sensor starts STOPPED: turn it on in the UI once the archive is configured.
 """
@@ -41,7 +42,7 @@ from sensors.partition_runs import (
     cancelled_hand_outs,
     files_landed,
     ready_run_request,
-    retry_prefix,
+    retry_request,
 )
 from sensors.settings import sensor_interval_s
 
@@ -85,8 +86,9 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     cursor = json.loads(context.cursor or "{}")
     failed = failed_blocks(context.instance)
     recheck = failed_jobs(context.instance, failed)
-    cancelled = cancelled_hand_outs(context.instance, cc_job_files.key, cc_block_tables.key,
-                                    failed, JOB_NAME)
+    cancelled = cancelled_hand_outs(
+        context.instance, cc_job_files.key, cc_block_tables.key, failed,
+        context.instance.get_dynamic_partitions(cc_job_blocks.name))
     states: dict[str, str] = {}
     ready: dict[str, dict[str, str]] = {  # block -> job key -> fingerprint
         block: dict(event.metadata[JOBS_METADATA].value) for block, event in cancelled.items()}
@@ -121,10 +123,11 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
         return dg.SensorResult(cursor=json.dumps(states), skip_reason=dg.SkipReason(
             f"no new or changed job ready; {remaining}"))
     fingerprints = {block: digest_pairs(jobs) for block, jobs in sorted(ready.items())}
+    run_key_prefix, retry_tags = retry_request("cc", cancelled)
     request = ready_run_request(
         context.instance, context.instance.get_dynamic_partitions(cc_job_blocks.name),
-        cc_job_blocks, fingerprints, job_name=JOB_NAME,
-        run_key_prefix=retry_prefix("cc", cancelled), tags={})
+        cc_job_blocks, fingerprints, job_name=JOB_NAME, run_key_prefix=run_key_prefix,
+        tags=retry_tags)
     count = sum(map(len, ready.values()))
     if request is None:
         return dg.SensorResult(cursor=context.cursor, skip_reason=dg.SkipReason(

@@ -23,9 +23,10 @@ did not fail are found rewritten in place by the rolling rescan
 (``full_rescan_s``).
 
 The repetitions of a run that was CANCELED (Dagster marks none of them
-FAILED) are asked for again once no run is in flight
+FAILED) are asked for again, once, when no run over them is in flight
 (``partition_runs.cancelled_hand_outs``: each materialization of the files
-names the run key asked for).
+names the run key asked for; a cancelled retry, or a run tagged
+``joulehouse/no_retry=true``, is not asked for again).
 
 Run keys carry a digest of the keys and fingerprints of the run, so a
 fixed repetition (new fingerprint) is asked for again. Dagster remembers a
@@ -50,7 +51,7 @@ from sensors.partition_runs import (
     cancelled_hand_outs,
     files_landed,
     ready_run_request,
-    retry_prefix,
+    retry_request,
 )
 from sensors.settings import sensor_interval_s
 
@@ -91,7 +92,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
     prefix = f"{root.key_prefix}/"
     cancelled = {key: event for key, event in cancelled_hand_outs(
         context.instance, gpu_repetition_files.key, gpu_validated_frames.key,
-        {prefix + key for key in failed}, JOB_NAME).items() if key.startswith(prefix)}
+        {prefix + key for key in failed}, existing).items() if key.startswith(prefix)}
     result = scan(root.path, ScanState.from_json(context.cursor),
                   quiet_s=source.quiet_period_s, full_rescan_s=source.full_rescan_s,
                   max_repetitions=source.max_repetitions_per_tick, recheck=failed)
@@ -110,11 +111,11 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
             f"nothing new or changed and ready; {remaining}"))
     fingerprints = {key: event.tags[DATA_VERSION_TAG] for key, event in cancelled.items()}
     fingerprints |= {source.partition_key(root, r.ref): r.fingerprint for r in result.ready}
+    run_key_prefix, retry_tags = retry_request(root.key_prefix, cancelled)
     ready = ready_run_request(
         context.instance, context.instance.get_dynamic_partitions(gpu_repetitions.name),
-        gpu_repetitions, fingerprints, job_name=JOB_NAME,
-        run_key_prefix=retry_prefix(root.key_prefix, cancelled),
-        tags={"joulehouse/data_root": root.key_prefix})
+        gpu_repetitions, fingerprints, job_name=JOB_NAME, run_key_prefix=run_key_prefix,
+        tags={"joulehouse/data_root": root.key_prefix, **retry_tags})
     if ready is None:
         return dg.SensorResult(cursor=context.cursor, skip_reason=dg.SkipReason(
             f"{len(fingerprints)} ready, asked for once the runs in flight end (registered "

@@ -11,19 +11,28 @@ deletes them from the instance itself and its result adds them back; should
 the tick fail in between, its cursor is not kept and the next tick of a
 landing sensor finds them ready again, unregistered, and adds them as new
 (a GPU repetition found by the failed-partition recheck waits for the rolling
-rescan: a known gap). Keys are moved only while no run of the sensor's job is
-queued or in progress, since such a run resolves its range to keys only when it
-executes (runs of other jobs, e.g. another source's stream, do not hold them). One run
+rescan: a known gap). Keys are moved only while no run over the partition set is
+queued or in progress, whatever its job (the sensor's, a backfill's, a UI
+materialization's ``__ASSET_JOB``), since such a run resolves its range to keys
+only when it executes; a run is over the set when its partition tags name one of
+its keys (runs over other sets, e.g. another source's stream, do not hold them). One run
 then covers exactly the ready keys, however scattered they were, and the
 tables are rebuilt once. The run key is ``<prefix>:<digest of the ready
 (key, fingerprint) pairs>``, so changed content asks again.
+
+The partitions of a CANCELED run are asked for again at most once
+(:func:`cancelled_hand_outs`): the retry run carries the tag :data:`RETRY_OF_TAG`
+(the cancelled run keys), and a cancelled retry is not asked for again, nor is a
+cancelled run tagged :data:`NO_RETRY_TAG` ``=true`` (add it to the run to stop it for
+good, e.g. ``instance.add_run_tags(run_id, {"joulehouse/no_retry": "true"})`` before or
+after cancelling). Such partitions wait for their files to change (a new fingerprint).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +48,8 @@ RANGE_END = "dagster/asset_partition_range_end"
 DATA_VERSION_TAG = "dagster/data_version"
 RUN_KEY_TAG = "dagster/run_key"
 RUN_KEY_METADATA = "run_key"  # of a files materialization: the run key its partition was asked with
+RETRY_OF_TAG = "joulehouse/retry_of"  # of a run asking again for cancelled hand-outs: their run keys
+NO_RETRY_TAG = "joulehouse/no_retry"  # "true" on a cancelled run: its hand-outs are not asked again
 
 
 def files_landed(files: dg.AssetKey, fingerprints: dict[str, str],
@@ -59,12 +70,21 @@ IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
              dg.DagsterRunStatus.CANCELING]
 
 
-def run_in_flight(instance: dg.DagsterInstance, job_name: str) -> str | None:
-    """The id of a run of job ``job_name`` that is queued or in progress, or None. Runs of
-    other jobs (another source's, over other partitions) do not hold a sensor's keys."""
-    runs = instance.get_runs(filters=dg.RunsFilter(job_name=job_name, statuses=IN_FLIGHT),
-                             limit=1)
-    return runs[0].run_id if runs else None
+#: The tags by which a run names the partition(s) it covers: a range, or one key.
+PARTITION_TAGS = (RANGE_START, RANGE_END, "dagster/partition")
+
+
+def run_in_flight(instance: dg.DagsterInstance, keys: Collection[str]) -> str | None:
+    """The id of a run over the partition set whose registered keys are ``keys`` that is
+    queued or in progress, or None. A run is over the set when one of its partition tags
+    (:data:`PARTITION_TAGS`) names one of ``keys``, whatever its job: the sensor's, a
+    backfill's or a UI materialization's (``__ASSET_JOB``). Runs over other sets (another
+    source's stream) do not hold the keys."""
+    registered = set(keys)
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT)):
+        if any(run.tags.get(tag) in registered for tag in PARTITION_TAGS):
+            return run.run_id
+    return None
 
 
 def ready_run_request(
@@ -82,8 +102,8 @@ def ready_run_request(
     order; those not at its end yet are deleted from ``instance`` now), and how many keys
     are new.
 
-    None when registered keys would have to move while a run of ``job_name`` is queued or
-    in progress (:func:`run_in_flight`): such a run resolves its range start and end to keys only
+    None when registered keys would have to move while a run over ``existing`` is queued
+    or in progress (:func:`run_in_flight`): such a run resolves its range start and end to keys only
     when it executes, so moving a key it starts or ends with would change what it
     covers. The caller keeps its cursor and asks again at a later tick."""
     known = set(existing)
@@ -92,7 +112,7 @@ def ready_run_request(
     keys = [*moved, *new_keys]
     added = new_keys
     if moved and list(existing[len(existing) - len(moved):]) != moved:  # not at the end yet
-        if run_in_flight(instance, job_name) is not None:
+        if run_in_flight(instance, existing) is not None:
             return None
         for key in moved:
             instance.delete_dynamic_partition(partitions_def.name, key)
@@ -108,15 +128,19 @@ def ready_run_request(
 
 
 def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built: dg.AssetKey,
-                        failed: set[str], job_name: str) -> dict[str, dg.AssetMaterialization]:
+                        failed: set[str], existing: Collection[str]
+                        ) -> dict[str, dg.AssetMaterialization]:
     """The partitions handed out (their latest ``files`` materialization, whose metadata
     :data:`RUN_KEY_METADATA` names the run key asked for) whose run was CANCELED before
     ``built`` was materialized again, by key, with that materialization; none while a run
-    of ``job_name`` is in flight. Dagster marks a partition FAILED only for runs that FAILED, so the
-    partitions of a cancelled run must be asked for again by their sensor (``failed``:
-    keys left out, rechecked instead). A run never launched (a test's tick) is no reason.
+    over the registered keys ``existing`` is in flight (:func:`run_in_flight`). Dagster
+    marks a partition FAILED only for runs that FAILED, so the partitions of a cancelled
+    run must be asked for again by their sensor (``failed``: keys left out, rechecked
+    instead). A run never launched (a test's tick) is no reason. Each cancel is undone
+    once at most: a cancelled retry (tagged :data:`RETRY_OF_TAG`, :func:`retry_request`)
+    and a run tagged :data:`NO_RETRY_TAG` ``=true`` are left be.
     """
-    if run_in_flight(instance, job_name) is not None:
+    if run_in_flight(instance, existing) is not None:
         return {}
     kind = dg.DagsterEventType.ASSET_MATERIALIZATION
     built_at = instance.get_latest_storage_id_by_partition(built, kind)
@@ -132,19 +156,29 @@ def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built:
     cancelled = {}
     for run_key, events in by_run.items():
         runs = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: run_key}), limit=1)
-        if runs and runs[0].status == dg.DagsterRunStatus.CANCELED:
+        if runs and _to_retry(runs[0]):
             cancelled |= events
     return cancelled
 
 
-def retry_prefix(prefix: str, cancelled: Mapping[str, dg.AssetMaterialization]) -> str:
-    """The run key prefix of a run asking again for the ``cancelled`` hand-outs
-    (:func:`cancelled_hand_outs`): the daemon never runs a run key twice, so it names the
-    cancelled runs' keys."""
+def _to_retry(run: dg.DagsterRun) -> bool:
+    """Whether the hand-outs of ``run`` are asked for again: it was cancelled, is no retry
+    itself and was not tagged not to be."""
+    return (run.status == dg.DagsterRunStatus.CANCELED and RETRY_OF_TAG not in run.tags
+            and run.tags.get(NO_RETRY_TAG, "").lower() != "true")
+
+
+def retry_request(prefix: str, cancelled: Mapping[str, dg.AssetMaterialization]
+                  ) -> tuple[str, dict[str, str]]:
+    """The run key prefix and tags of a run asking again for the ``cancelled`` hand-outs
+    (:func:`cancelled_hand_outs`; ``prefix`` and no tag when there are none): the daemon
+    never runs a run key twice, so the prefix names the cancelled runs' keys, and the tag
+    :data:`RETRY_OF_TAG` lists them, so that the retry is not retried again."""
     if not cancelled:
-        return prefix
+        return prefix, {}
     keys = {key: str(event.metadata[RUN_KEY_METADATA].value) for key, event in cancelled.items()}
-    return f"{prefix}-retry-{digest_pairs(keys)}"
+    return (f"{prefix}-retry-{digest_pairs(keys)}",
+            {RETRY_OF_TAG: " ".join(sorted(set(keys.values())))})
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,13 @@ from joulehouse.warehouse import Warehouse as Tables
 from resources import ClusterCockpitArchive, DataRoot, GpuBenchmarkSource, Warehouse
 from sensors.clustercockpit import JOB_NAME, JOBS_METADATA, SENSOR_NAME
 from sensors.local import launch_in_process, tick
-from sensors.partition_runs import RANGE_END, RANGE_START, RUN_KEY_TAG
+from sensors.partition_runs import (
+    NO_RETRY_TAG,
+    RANGE_END,
+    RANGE_START,
+    RETRY_OF_TAG,
+    RUN_KEY_TAG,
+)
 from tests.dagster.conftest import QUIET_S, settle
 
 BLOCKS = ["emmy/1403", "fritz/398", "taurus/20639"]
@@ -440,6 +446,26 @@ def test_the_blocks_of_a_cancelled_run_are_asked_for_again(pipeline):
     assert (again.tags[RANGE_START], again.tags[RANGE_END]) == (BLOCKS[0], BLOCKS[-1])
     assert pipeline.launch(again).success
     assert len(pipeline.tables.read_table(JOBS_TABLE)) == 4
+    assert pipeline.tick().run_requests == []
+
+
+@pytest.mark.parametrize("retried", [True, False], ids=["retry cancelled", "no_retry"])
+def test_a_cancel_is_undone_once_at_most(pipeline, retried):
+    """A cancelled retry, or a run cancelled with the tag ``joulehouse/no_retry=true``, is
+    not asked for again: its blocks wait for their jobs to change."""
+    settle()
+    [request] = pipeline.tick().run_requests
+    no_retry = {} if retried else {NO_RETRY_TAG: "true"}
+    pipeline.instance.report_run_canceled(pipeline.instance.create_run_for_job(
+        pipeline.defs.resolve_job_def(JOB_NAME),
+        tags={**request.tags, RUN_KEY_TAG: request.run_key, **no_retry}))
+    if retried:
+        [again] = pipeline.tick().run_requests
+        assert again.tags[RETRY_OF_TAG] == request.run_key
+        pipeline.instance.report_run_canceled(pipeline.instance.create_run_for_job(
+            pipeline.defs.resolve_job_def(JOB_NAME),
+            tags={**again.tags, RUN_KEY_TAG: again.run_key}))
+    assert pipeline.tick().run_requests == []
     assert pipeline.tick().run_requests == []
 
 

@@ -11,7 +11,13 @@ from definitions import build_definitions
 from resources import GpuBenchmarkSource
 from sensors.gpu_repetitions import sensor_name
 from sensors.local import tick
-from sensors.partition_runs import RANGE_END, RANGE_START, RUN_KEY_TAG
+from sensors.partition_runs import (
+    NO_RETRY_TAG,
+    RANGE_END,
+    RANGE_START,
+    RETRY_OF_TAG,
+    RUN_KEY_TAG,
+)
 from tests.dagster.conftest import REPETITIONS, RUNS, settle
 
 ALL_KEYS = sorted(f"lab/{e}/{b}/{r}/{i}" for e, bs in RUNS.items() for b, rs in bs.items()
@@ -188,17 +194,34 @@ def test_a_tree_larger_than_the_cap_registers_over_several_ticks(instance, sourc
     assert sorted(reported) == sorted(ticker.partitions()) == ALL_KEYS  # nothing twice
 
 
-def test_the_repetitions_of_a_cancelled_run_are_asked_for_again(sensor, instance, source,
-                                                                defs):
+def _cancel(instance: dg.DagsterInstance, defs: dg.Definitions, request: dg.RunRequest,
+            **tags: str) -> None:
+    """A run of ``request`` (with ``tags`` added) cancelled in the UI before it read
+    anything: Dagster fails no partition of it."""
+    run = instance.create_run_for_job(defs.resolve_job_def(request.job_name), tags={
+        **request.tags, RUN_KEY_TAG: request.run_key, **tags})
+    instance.report_run_canceled(run)
+
+
+def test_the_repetitions_of_a_cancelled_run_are_asked_for_again_once(sensor, instance, source,
+                                                                     defs):
     ticker = Ticker(sensor, instance, source)
     first = ticker().run_requests[0]
-    run = instance.create_run_for_job(defs.resolve_job_def(first.job_name),
-                                      tags={**first.tags, RUN_KEY_TAG: first.run_key})
-    instance.report_run_canceled(run)  # cancelled in the UI: Dagster fails no partition
+    _cancel(instance, defs, first)
     data = ticker()
     [again] = data.run_requests
     assert again.run_key != first.run_key  # the daemon never runs a run key twice
+    assert again.tags[RETRY_OF_TAG] == first.run_key
     assert sorted(covered(ticker, again)) == ALL_KEYS
     assert sorted(e.partition for e in data.asset_events) == ALL_KEYS
     # asked for again once: the new hand-out names the new run key, not a cancelled one
+    assert ticker().run_requests == []
+    _cancel(instance, defs, again)  # the retry cancelled too: the user means it
+    assert ticker().run_requests == []
+
+
+def test_a_run_cancelled_with_no_retry_is_not_asked_for_again(sensor, instance, source, defs):
+    ticker = Ticker(sensor, instance, source)
+    first = ticker().run_requests[0]
+    _cancel(instance, defs, first, **{NO_RETRY_TAG: "true"})
     assert ticker().run_requests == []

@@ -1,8 +1,12 @@
-"""ready_run_request: ready keys made contiguous at the end, never under a queued run."""
+"""ready_run_request: ready keys made contiguous at the end, never under a queued run over
+them, whatever its job."""
 
 import dagster as dg
+import pytest
 
-from sensors.partition_runs import RANGE_END, RANGE_START, ready_run_request
+from sensors.partition_runs import RANGE_END, RANGE_START, ready_run_request, run_in_flight
+
+PARTITION = "dagster/partition"
 
 PARTS = dg.DynamicPartitionsDefinition(name="parts")
 
@@ -39,15 +43,37 @@ def test_keys_are_not_moved_under_a_run_in_flight():
         assert instance.get_dynamic_partitions(PARTS.name) == ["b", "c"]
 
 
-def test_a_run_of_another_job_does_not_hold_the_keys():
-    """A run of another source's job (a PowerAPI stream, a GPU run) in flight: the keys of
-    this job still move."""
+def test_a_run_over_another_partition_set_does_not_hold_the_keys():
+    """A run of another source's job over its own partitions (a PowerAPI stream) in flight,
+    and one over no partition: the keys of this set still move."""
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(PARTS.name, ["a", "b", "c"])
+        instance.add_dynamic_partitions("streams", ["s1", "s2"])
         instance.add_run(dg.DagsterRun(job_name="other_job", run_id="other",
-                                       status=dg.DagsterRunStatus.STARTED))
+                                       status=dg.DagsterRunStatus.STARTED,
+                                       tags={RANGE_START: "s1", RANGE_END: "s2"}))
+        instance.add_run(dg.DagsterRun(job_name="unpartitioned", run_id="plain",
+                                       status=dg.DagsterRunStatus.NOT_STARTED))
         request, additions, new = _request(instance, {"a": "1"})
         assert new == 0 and instance.get_dynamic_partitions(PARTS.name) == ["b", "c"]
         [add] = additions
         assert list(add.partition_keys) == ["a"]
         assert (request.tags[RANGE_START], request.tags[RANGE_END]) == ("a", "a")
+
+
+@pytest.mark.parametrize("tags", [{RANGE_START: "c", RANGE_END: "c"}, {PARTITION: "b"}],
+                         ids=["range", "one key"])
+def test_a_run_of_any_job_over_these_keys_holds_them(tags):
+    """A backfill or UI materialization (``__ASSET_JOB``) over keys of this set is starting:
+    moving a key would change the keys its range resolves to, so nothing moves."""
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(PARTS.name, ["a", "b", "c"])
+        instance.add_run(dg.DagsterRun(job_name="__ASSET_JOB", run_id="backfill",
+                                       status=dg.DagsterRunStatus.STARTING, tags=tags))
+        assert run_in_flight(instance, ["a", "b", "c"]) == "backfill"
+        assert _request(instance, {"a": "1"}) is None
+        assert instance.get_dynamic_partitions(PARTS.name) == ["a", "b", "c"]
+        instance.report_run_canceled(instance.get_run_by_id("backfill"))
+        assert run_in_flight(instance, ["a", "b", "c"]) is None
+        assert _request(instance, {"a": "1"}) is not None
+        assert instance.get_dynamic_partitions(PARTS.name) == ["b", "c"]
