@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -43,22 +44,15 @@ STAGED = "_staged"
 KEY_LOCKS = "_keys"
 
 
-def _lock_path(tables: Warehouse, journal: str, name: str) -> Path:
-    return tables.table_dir(journal) / f"_{name}.lock"
+def _lock_path(tables: Warehouse, journal: str, write_id: str) -> Path:
+    return tables.table_dir(journal) / f"_{quote(write_id, safe='')}.lock"
 
 
 @contextmanager
-def _locked(path: Path, *, create: bool = True, wait: bool = True) -> Iterator[bool]:
-    """Hold an exclusive ``flock`` on ``path`` while inside; yields False (holding nothing)
-    when ``wait`` is off and another process holds it, or ``create`` is off and the file
-    is gone."""
-    try:
-        fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
-    except FileNotFoundError:
-        if create:
-            raise
-        yield False
-        return
+def _locked(path: Path, *, wait: bool = True) -> Iterator[bool]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing) while inside; yields
+    False, holding nothing, when ``wait`` is off and another holder has it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
@@ -95,19 +89,21 @@ def _finish(tables: Warehouse, journal: str, write_id: str) -> str | None:
     if not journal_file.is_file():
         return None
     entries = tables.read_partitions(journal, [write_id])
-    key = entries["key"].iloc[0]
+    # A journal written before writes had ids is named by its key, its files in _staged.
+    key, folder = ((entries["key"].iloc[0], f"{STAGED}/{write_id}") if "key" in entries
+                   else (write_id, STAGED))
     name = partition_file_name(key)
     key_lock = tables.table_dir(journal) / KEY_LOCKS / (name + ".lock")
     key_lock.parent.mkdir(exist_ok=True)
     with _locked(key_lock):  # kept: one small file per key
         for table in entries["table"]:
-            staged = tables.table_dir(f"{table}/{STAGED}/{write_id}")
+            staged = tables.table_dir(f"{table}/{folder}")
             if (staged / name).is_file():
                 os.replace(staged / name, tables.table_dir(table) / name)
         journal_file.unlink(missing_ok=True)
-    for table in entries["table"]:
+    for table in entries["table"] if folder != STAGED else ():
         with suppress(FileNotFoundError):
-            tables.table_dir(f"{table}/{STAGED}/{write_id}").rmdir()
+            tables.table_dir(f"{table}/{folder}").rmdir()
     _lock_path(tables, journal, write_id).unlink(missing_ok=True)
     return key
 
@@ -135,8 +131,11 @@ def finish_pending(tables: Warehouse, journal: str) -> list[str]:
     writer gone: its lock free); writes in progress are left alone. The keys completed."""
     keys = []
     for write_id in tables.partition_keys(journal):
-        with _locked(_lock_path(tables, journal, write_id), create=False, wait=False) as mine:
+        lock = _lock_path(tables, journal, write_id)
+        with _locked(lock, wait=False) as mine:
             key = _finish(tables, journal, write_id) if mine else None
+            if mine:  # made by this call where the write had finished meanwhile
+                lock.unlink(missing_ok=True)
         if key is not None:
             keys.append(key)
     return keys

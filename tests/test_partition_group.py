@@ -105,3 +105,15 @@ def test_writers_at_once_leave_every_table_from_one_write(tmp_path):
     assert stored == {"block/jobs": [version, version], "block/job_energy": [10.0 * version]}
     assert tables.partition_keys(JOURNAL) == []
     assert not list((tmp_path / "block" / "jobs" / STAGED).iterdir())
+
+
+def test_a_journal_written_before_writes_had_ids_is_completed(tmp_path):
+    tables = Warehouse(tmp_path)
+    write_together(tables, JOURNAL, KEY, _frames(1))
+    for table, frame in _frames(2).items():  # the former layout: one _staged folder, and
+        tables.write_partition(f"{table}/{STAGED}", KEY, frame)  # a journal named by the key
+    tables.write_partition(JOURNAL, KEY, pd.DataFrame({"table": list(_frames(2))}))
+    assert finish_pending(tables, JOURNAL) == [KEY]
+    assert _stored(tables) == {"block/jobs": [2, 2], "block/job_energy": [20.0]}
+    assert tables.partition_keys(JOURNAL) == []
+    assert not list((tmp_path / JOURNAL).glob("*.lock"))
