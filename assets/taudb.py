@@ -33,6 +33,7 @@ of a run, each in its own transaction; a bad one fails alone, for its
 """
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -175,21 +176,27 @@ class TrialLoads:
 def load_partition_trials(
     context: dg.AssetExecutionContext, db: TaudbDatabase, build: Callable[[str], TrialData],
     known: Callable[[str], tuple[str, str]] | None = None, skip: Mapping[str, str] | None = None,
+    source_key: Callable[[str], str] | None = None,
 ) -> PartitionBatch:
     """Load the trial ``build(key)`` of every partition of the run but those in ``skip``,
     each in its own transaction (``TrialLoads``; ``known(key)``: its source key and
-    fingerprint before it is built). An ``InputError`` of one partition loads nothing for it
-    and the others go on (``PartitionBatch``). Every stored partition's metadata has
-    ``taudb/trial_id``; an unchanged one ``taudb/unchanged`` instead of a row count."""
+    fingerprint before it is built; else ``source_key(key)``: its source key alone, so the
+    stored trials are looked up in one batch rather than one per partition). An
+    ``InputError`` of one partition loads nothing for it and the others go on
+    (``PartitionBatch``). Every stored partition's metadata has ``taudb/trial_id``; an
+    unchanged one ``taudb/unchanged`` instead of a row count."""
+    keys = [key for key in context.partition_keys if key not in (skip or {})]
     knowns: dict[str, tuple[str, str] | InputError] = {}
-    for key in context.partition_keys if known else ():
-        if key not in (skip or {}):
-            try:
-                knowns[key] = known(key)
-            except InputError as err:  # raised again for its partition alone
-                knowns[key] = err
-    loads = TrialLoads.into(db, [given[0] for given in knowns.values()
-                                 if not isinstance(given, InputError)])
+    for key in keys if known else ():
+        try:
+            knowns[key] = known(key)
+        except InputError as err:  # raised again for its partition alone
+            knowns[key] = err
+    wanted = [given[0] for given in knowns.values() if not isinstance(given, InputError)]
+    for key in keys if source_key else ():
+        with suppress(InputError, KeyError, OSError):  # build(key) raises it for its partition
+            wanted.append(source_key(key))
+    loads = TrialLoads.into(db, wanted)
     shown: dict[str, dict[str, pd.DataFrame]] = {}
 
     def load(key: str) -> dict[str, pd.DataFrame]:
@@ -291,7 +298,8 @@ with backfills() as single_run:
                            taudb: TaudbResource) -> Iterator:
         with taudb.open() as db:
             batch = load_partition_trials(
-                context, db, lambda key: read_trial_source(tau_profiles.resolve(key)))
+                context, db, lambda key: read_trial_source(tau_profiles.resolve(key)),
+                source_key=lambda key: str(tau_profiles.resolve(key).resolve()))
         yield from batch.results(context, LOADS_SPEC)
         if batch.failed:
             raise failure(len(context.partition_keys), batch.errors())

@@ -29,7 +29,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Self
 
-from joulehouse.collect.interrupt import Interrupted
+from joulehouse.collect.interrupt import Interrupted, signals_held
 from joulehouse.collect.limits import NO_LIMITS, Limits, applied
 from joulehouse.collect.measurement import Measurement, new_repetition
 from joulehouse.collect.nvml import Nvml
@@ -69,10 +69,11 @@ class Recorder:
                  traceback: object) -> None:
         with self._stack:  # then limits restored, NVML shut down
             stopped = isinstance(error, KeyboardInterrupt)
-            if stopped and self.measurement is not None:
-                self.measurement.interrupt(error.signum if isinstance(error, Interrupted)
-                                           else signal.SIGINT)
-            self._end(error is None or stopped)
+            with signals_held():  # a second signal cannot come between the two
+                if stopped and self.measurement is not None:
+                    self.measurement.interrupt(error.signum if isinstance(error, Interrupted)
+                                               else signal.SIGINT)
+                self._end(error is None or stopped)
 
     def _end(self, complete: bool) -> None:
         """End the measurement once (the first call decides whether it is complete)."""

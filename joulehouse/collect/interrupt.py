@@ -34,6 +34,13 @@ def _raise(signum: int, frame: object) -> None:
     raise Interrupted(signum)
 
 
+def _restore(previous: dict[int, object]) -> None:
+    """Put back the handlers ``signal.signal`` returned: None (one installed from C,
+    which Python cannot reinstall) becomes ``SIG_DFL``, so that ours never stays."""
+    for signum, handler in previous.items():
+        signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+
 @contextmanager
 def signals_held() -> Iterator[None]:
     """SIGINT and SIGTERM held back inside, in the main thread: one that arrives is
@@ -59,8 +66,7 @@ def signals_held() -> Iterator[None]:
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        _restore(previous)
         for signum in arrived:
             signal.raise_signal(signum)
 
@@ -77,5 +83,4 @@ def signals_raise() -> Iterator[None]:
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        _restore(previous)

@@ -63,7 +63,7 @@ from joulehouse.errors import InputError
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.model import CALLPATH_SEPARATOR, THREAD_COLUMNS, TrialData
 from joulehouse.taudb.rules import check_trial, timer_groups, with_flat_entries
-from joulehouse.taudb.schema import ensure_schema, schema_present
+from joulehouse.taudb.schema import ensure_lookup_index, ensure_schema, schema_present
 
 #: Primary-metadata names under which a trial records where it came from.
 SOURCE_KEY = "joulehouse.source_key"
@@ -176,6 +176,15 @@ def list_trials(db: TaudbDatabase) -> list[dict]:
 LOOKUP_BATCH = 5000
 
 
+def source_key_lookup(count: int) -> str:
+    """The statement reading (trial, source key, fingerprint) of ``count`` source keys;
+    parameters: the fingerprint's name, the source key's name, then the keys. Answered
+    through :data:`~joulehouse.taudb.schema.LOOKUP_INDEX` where it exists."""
+    return ("SELECT k.trial, k.value, f.value FROM primary_metadata k "
+            "LEFT JOIN primary_metadata f ON f.trial = k.trial AND f.name = ? "
+            f"WHERE k.name = ? AND k.value IN ({', '.join('?' * count)}) ORDER BY k.trial")
+
+
 def trials_by_source_key(db: TaudbDatabase, source_keys: Iterable[str],
                          batch: int = LOOKUP_BATCH) -> dict[str, dict]:
     """Source key -> ``{"id", "fingerprint"}`` of its stored trial (the newest, should there
@@ -188,14 +197,11 @@ def trials_by_source_key(db: TaudbDatabase, source_keys: Iterable[str],
     with db.transaction() as cursor:
         if not schema_present(db, cursor):
             return {}
+    ensure_lookup_index(db)  # on a TAUdb made before Joulehouse had it
     found: dict[str, dict] = {}
     for start in range(0, len(wanted), batch):
         keys = tuple(wanted[start:start + batch])
-        rows = db.query(
-            "SELECT k.trial, k.value, f.value FROM primary_metadata k "
-            "LEFT JOIN primary_metadata f ON f.trial = k.trial AND f.name = ? "
-            f"WHERE k.name = ? AND k.value IN ({', '.join('?' * len(keys))}) ORDER BY k.trial",
-            (FINGERPRINT, SOURCE_KEY, *keys))
+        rows = db.query(source_key_lookup(len(keys)), (FINGERPRINT, SOURCE_KEY, *keys))
         found |= {key: {"id": trial, "fingerprint": fingerprint}
                   for trial, key, fingerprint in rows}
     return found

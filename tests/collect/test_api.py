@@ -3,6 +3,7 @@ exception or an interruption inside the block leaves."""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 
@@ -10,7 +11,7 @@ import pytest
 from fake_nvml import true_energy_j
 
 from joulehouse.collect.api import Recorder
-from joulehouse.collect.interrupt import Interrupted
+from joulehouse.collect.interrupt import Interrupted, signals_raise
 from joulehouse.collect.limits import Limits
 from joulehouse.gpu.energy import repetition_energy
 from joulehouse.gpu.layout import RepetitionRef, is_complete
@@ -81,3 +82,23 @@ def test_a_sigterm_while_the_block_ends_waits_until_the_repetition_is_complete(
                                              "experiment_end"]
     assert fake.calls == [("power_limit", 0, 250_000), ("power_limit", 0, 700_000)]
     assert fake.initialised == 0
+
+
+def test_a_second_signal_while_an_interrupted_block_ends_waits_until_it_is_complete(
+        tmp_path, fake_nvml):
+    fake_nvml()
+    with signals_raise(), pytest.raises(Interrupted) as stop, \
+            Recorder(tmp_path, "e", "b", "r") as recorder:
+        writer = recorder.measurement.writer
+        write_event = writer.event
+
+        def then_sigterm(name, *args):  # SIGTERM right after the interrupted event
+            write_event(name, *args)
+            if name == "interrupted":
+                os.kill(os.getpid(), signal.SIGTERM)
+        writer.event = then_sigterm
+        raise KeyboardInterrupt
+    assert stop.value.signum == signal.SIGTERM  # raised once the repetition was ended
+    rep = read_repetition(RepetitionRef.from_key(tmp_path, "e/b/r/0"))  # complete and valid
+    assert list(rep.timestamps["event"]) == ["experiment_begin", "interrupted",
+                                             "experiment_end"]

@@ -43,3 +43,30 @@ def test_signals_held_back_are_raised_again_in_order_once_each():
         assert arrived == [signal.SIGINT]  # the handler in force before the hold
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_handler_installed_from_c_is_restored_as_the_default(monkeypatch):
+    # signal.signal returns None for a handler Python did not install (set from C);
+    # passing None back raises TypeError, which left our handler in place
+    real = signal.signal
+    first = set()
+
+    def from_c(signum, handler):
+        previous = real(signum, handler)
+        if signum not in first:  # the handler before ours: "installed from C"
+            first.add(signum)
+            return None
+        return previous
+
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(signal, "signal", from_c)
+    try:
+        for hold in (signals_held, signals_raise):
+            first.clear()
+            with hold():
+                pass
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        for signum, handler in previous.items():
+            real(signum, handler)

@@ -28,9 +28,10 @@ from joulehouse.taudb.loader import (
     derive_rows,
     list_trials,
     load_trial,
+    source_key_lookup,
     trials_by_source_key,
 )
-from joulehouse.taudb.schema import ensure_schema
+from joulehouse.taudb.schema import LOOKUP_INDEX, ddl, ddl_statements, ensure_schema
 
 #: Tables holding a trial's rows (not the seed tables).
 TRIAL_TABLES = ["trial", "thread", "metric", "timer", "timer_group", "timer_parameter",
@@ -180,6 +181,69 @@ def test_trials_are_looked_up_by_source_key_in_batches(database):
                      "b": {"id": ids["b"], "fingerprint": "fp-b2"},
                      "d": {"id": ids["d"], "fingerprint": "fp-d"}}
     assert trials_by_source_key(database, []) == {}
+
+
+def _has_lookup_index(db: TaudbDatabase) -> bool:
+    if db.backend == "postgresql":
+        return db.query("SELECT to_regclass(%s) IS NOT NULL", (LOOKUP_INDEX,))[0][0]
+    return bool(db.query("SELECT count(*) FROM sqlite_master WHERE type = 'index' "
+                         "AND name = ?", (LOOKUP_INDEX,))[0][0])
+
+
+def test_source_keys_are_looked_up_through_joulehouses_index(database):
+    """A new schema has the index on primary_metadata (name, value); a TAUdb made without
+    it (by TAU's DDL alone) gets it when first opened for loading; on SQLite the lookup
+    then searches the index rather than scanning the table."""
+    with database.transaction() as cursor:  # TAU's own DDL, as TAU or an older Joulehouse
+        if database.schema is not None:
+            cursor.execute(f'CREATE SCHEMA "{database.schema}"')
+        for statement in ddl_statements(ddl(database.backend)):
+            cursor.execute(statement)
+    assert not _has_lookup_index(database)
+    ids = {key: load_trial(database, small_trial(source_key=key, fingerprint=f"fp-{key}"))
+           for key in ("a", "b")}
+    assert _has_lookup_index(database)
+    assert trials_by_source_key(database, ["b", "a"]) == {
+        "a": {"id": ids["a"], "fingerprint": "fp-a"},
+        "b": {"id": ids["b"], "fingerprint": "fp-b"}}
+    if database.backend == "sqlite":
+        plan = " | ".join(row[-1] for row in database.query(
+            "EXPLAIN QUERY PLAN " + source_key_lookup(2), (FINGERPRINT, SOURCE_KEY, "a", "b")))
+        assert f"SEARCH k USING INDEX {LOOKUP_INDEX} (name=? AND value=?)" in plan
+        assert "SCAN k" not in plan
+
+
+def test_a_role_that_may_not_create_the_index_loads_without_it(postgres_url, caplog):
+    """A TAUdb another role owns (TAU's DDL alone): loading still works, and the missing
+    right to create the index is logged once."""
+    with TaudbDatabase(postgres_url, "owned_by_admin") as admin, \
+            admin.transaction() as cursor:
+        cursor.execute('CREATE SCHEMA "owned_by_admin"')
+        for statement in ddl_statements(ddl("postgresql")):
+            cursor.execute(statement)
+        cursor.execute("DROP ROLE IF EXISTS tau_loader; CREATE ROLE tau_loader LOGIN; "
+                       "GRANT USAGE ON SCHEMA owned_by_admin TO tau_loader; "
+                       "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
+                       "owned_by_admin TO tau_loader; GRANT USAGE, SELECT, UPDATE ON ALL "
+                       "SEQUENCES IN SCHEMA owned_by_admin TO tau_loader")
+    role_url = postgres_url.replace("postgres@", "tau_loader@")
+    with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
+            TaudbDatabase(role_url, "owned_by_admin") as db:
+        assert trials_by_source_key(db, ["small"]) == {}
+        first = load_trial(db, small_trial())
+        second = load_trial(db, small_trial(source_key="other", fingerprint="fp-2"))
+        assert trials_by_source_key(db, ["small", "other"]) == {
+            "small": {"id": first, "fingerprint": small_trial().fingerprint},
+            "other": {"id": second, "fingerprint": "fp-2"}}
+        assert not _has_lookup_index(db)
+    warnings = [r.getMessage() for r in caplog.records if LOOKUP_INDEX in r.getMessage()]
+    assert len(warnings) == 1 and "must be owner of table primary_metadata" in warnings[0]
+
+
+def test_a_new_schema_has_the_lookup_index(database):
+    assert ensure_schema(database) is True
+    assert _has_lookup_index(database)
+    assert ensure_schema(database) is False
 
 
 def test_concurrent_loads_of_one_source_leave_one_trial(database):
