@@ -129,6 +129,10 @@ def _launch(job: dg.JobDefinition, instance: dg.DagsterInstance, requests: list,
                            f"{', '.join(failed)} (see them in the UI: `make dev`)")
 
 
+#: Run config of the demo's own runs: console logs from WARNING (the event log keeps all).
+QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
 def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance
              ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Materialize the pipeline on ``data_root`` (its runs also become TAUdb trials), load
@@ -161,6 +165,7 @@ def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance
     _launch(defs.resolve_job_def(POWERAPI_JOB), instance, reports.run_requests,
             POWERAPI_SENSOR)
     days = dg.materialize([powerapi_trials], instance=instance, raise_on_error=False,
+                          run_config=QUIET_RUN,
                           resources={"powerapi_source": powerapi, "warehouse": store,
                                      "taudb": taudb})
     if not days.success:
@@ -248,7 +253,7 @@ def run_accounting(warehouse: Path, instance: dg.DagsterInstance
     store = Warehouse(root=str(warehouse))
     result = dg.materialize([carbon_intensity, accounting], instance=instance,
                             resources={"accounting": settings, "warehouse": store},
-                            raise_on_error=False)
+                            run_config=QUIET_RUN, raise_on_error=False)
     if not result.success:
         raise RuntimeError(f"the accounting run failed: {result.run_id}")
     print(f"1 accounting run over {EXAMPLE_INTENSITY} (zones {dict(settings.zones)}, "
