@@ -29,8 +29,12 @@ ROLLUP_KEYS = ["day", "cluster", "cluster_partition", "project", "hpc_user"]
 
 
 def metric_stats(meta: dict[str, Any], samples: pd.DataFrame, *,
-                 max_missing: int = 1) -> pd.DataFrame:
-    """One row per host and metric of one job (METRIC_STATS_SCHEMA columns)."""
+                 max_missing: int = 1, check: bool = True) -> pd.DataFrame:
+    """One row per host and metric of one job (METRIC_STATS_SCHEMA columns).
+
+    ``check=False`` leaves the schema check to the caller
+    (:func:`~.measure.check_measurements` checks many jobs' frames at once).
+    """
     job = job_series(meta, samples)
     start, duration = job.start, job.duration_s
     units = samples["unit"].to_numpy()
@@ -77,7 +81,8 @@ def metric_stats(meta: dict[str, Any], samples: pd.DataFrame, *,
         frame[name] = frame[name].astype("float64")
     frame = frame.sort_values(["metric", "host"], ignore_index=True)
     frame = frame[list(METRIC_STATS_SCHEMA.columns)]
-    return validate(METRIC_STATS_SCHEMA, frame, "cc_metric_stats") if len(frame) else frame
+    return validate(METRIC_STATS_SCHEMA, frame, "cc_metric_stats") if check and len(frame) \
+        else frame
 
 
 def rollup(jobs: pd.DataFrame, job_energy: pd.DataFrame) -> pd.DataFrame:
