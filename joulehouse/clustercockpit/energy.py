@@ -222,12 +222,11 @@ def job_energy(meta: dict[str, Any], per_host: pd.DataFrame, *,
         return empty_table(JOB_ENERGY_SCHEMA)
     key = ["job", "cluster", "job_id", "start_time", "metric", "kind", "scope", "duration_s"]
     groups = per_host.groupby(key, sort=True, observed=True)
-    frame = groups.agg(hosts=("energy_j", "count"), series=("series", "sum"),
-                       energy_j=("energy_j", lambda s: s.sum(min_count=1)),
-                       gap_count=("gap_count", "sum"),
-                       gap_s=("gap_s", "sum"),
-                       mean_x_duration_j=("mean_x_duration_j", lambda s: s.sum(min_count=1)),
-                       ).reset_index()
+    frame = groups[["series", "gap_count", "gap_s"]].sum().reset_index()
+    frame["hosts"] = groups["energy_j"].count().to_numpy()
+    group_of_row = groups.ngroup().to_numpy()
+    for name in ("energy_j", "mean_x_duration_j"):
+        frame[name] = _sums_or_nan(per_host[name].to_numpy(), group_of_row, groups.ngroups)
     frame["covered_fraction"] = _covered(frame["gap_s"], frame["duration_s"] * frame["series"])
     stats = meta.get("statistics") or {}
     frame["energy_cc_kwh"] = [
@@ -246,6 +245,17 @@ def job_energy(meta: dict[str, Any], per_host: pd.DataFrame, *,
         frame[name] = frame[name].astype("int64")
     frame = frame[JOB_ENERGY_COLUMNS]
     return validate(JOB_ENERGY_SCHEMA, frame, "cc_job_energy") if check else frame
+
+
+def _sums_or_nan(values: np.ndarray, group_of_row: np.ndarray, groups: int) -> list[float]:
+    """Each group's sum of ``values``, NaN skipped; NaN where the group has none (pandas'
+    ``Series.sum(min_count=1)``: the same numpy sum, without a Series per group)."""
+    sums = []
+    for group in range(groups):
+        part = values[group_of_row == group]
+        present = ~np.isnan(part)
+        sums.append(float(np.sum(np.where(present, part, 0.0))) if present.any() else np.nan)
+    return sums
 
 
 def energy_facts_rows(job_energy_rows: pd.DataFrame) -> pd.DataFrame:
