@@ -22,7 +22,17 @@ baseline: ``json.load`` of the whole gunzipped file + numpy's trapezoid per
 host (nulls dropped, no edges, no gaps, no checks). Peak Python memory of
 one call of each (tracemalloc) shows the streaming. Target: at most 0.5 s.
 
-Run: ``.venv/bin/python benchmarks/clustercockpit_core.py [--jobs N] [--rounds N]``.
+(3) ``--tiny-jobs N`` instead: the per-job fixed cost. N generated tiny
+jobs (:mod:`joulehouse.clustercockpit.generator`: 1 host, 11 samples of
+cpu_power and 2 sockets of mem_bw) under ``benchmarks/.data/``; times
+``measure_jobs`` (tables schema-checked per batch) against the same jobs
+measured one by one with ``measure_job`` (each job's three tables checked
+alone, as ``measure_jobs`` did before), jobs/s, interleaved; both without
+the JSON-schema pass, as ``joulehouse energy cc``. Run from another checkout
+(its ``joulehouse`` on the path) it times that checkout's code.
+
+Run: ``.venv/bin/python benchmarks/clustercockpit_core.py [--jobs N] [--rounds N]
+[--tiny-jobs N]``.
 """
 
 from __future__ import annotations
@@ -44,9 +54,17 @@ import pandas as pd
 from machine import describe, load_average
 
 from joulehouse.clustercockpit.energy import host_energy, job_energy
+from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
 from joulehouse.clustercockpit.jobs import read_jobs
 from joulehouse.clustercockpit.layout import JobRef, job_folder
-from joulehouse.clustercockpit.readers import read_cluster, read_meta, read_samples
+from joulehouse.clustercockpit.measure import measure_job, measure_jobs
+from joulehouse.clustercockpit.readers import (
+    each_job,
+    read_cluster,
+    read_meta,
+    read_samples,
+    read_version,
+)
 
 HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parent / "examples" / "clustercockpit" / "archive"
@@ -83,6 +101,39 @@ def build_archive(jobs: int) -> Path:
         (folder / "data.json").write_bytes(TINY_DATA)
     marker.touch()
     return DATA
+
+
+def build_tiny_archive(jobs: int) -> Path:
+    """``jobs`` generated tiny jobs of one cluster (kept when already built)."""
+    root = HERE / ".data" / f"cc-tiny-{jobs}"
+    if (root / ".built").exists():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    write_archive_files(root, ["bench"])
+    for index in range(jobs):
+        write_job(root, JobSpec(cluster="bench", job_id=1_000_000 + index, hosts=1, samples=11,
+                                start_time=1_700_000_000 + 600 * index, null_every=4))
+    (root / ".built").touch()
+    return root
+
+
+def one_by_one(root: Path) -> int:
+    """Every job measured alone by measure_job (its tables checked alone)."""
+    version, errors = read_version(root), []
+    return sum(1 for ref, cluster in each_job(root, None, errors)
+               if measure_job(ref, cluster, version, check_schema=False))
+
+
+def tiny_jobs(jobs: int, rounds: int) -> None:
+    root = build_tiny_archive(jobs)
+    measured, errors = measure_jobs(root, check_schema=False)
+    assert len(measured) == jobs and not errors and one_by_one(root) == jobs
+    result = timed({"measure_jobs": lambda: measure_jobs(root, check_schema=False),
+                    "one_by_one": lambda: one_by_one(root)}, rounds)
+    print(f"(3) {jobs} tiny jobs (1 host, 11 samples, 2 metrics), best / median of {rounds}:")
+    for name, (best, median) in result.items():
+        print(f"    {name}: {best:.2f} / {median:.2f} s = {jobs / best:,.1f} / "
+              f"{jobs / median:,.1f} jobs/s")
 
 
 def baseline_jobs(root: Path) -> pd.DataFrame:
@@ -141,8 +192,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tiny-jobs", type=int, help="time only (3) over this many jobs")
     args = parser.parse_args()
     print(describe(pd, np, ijson, jsonschema, extra=f"load average {load_average()}"))
+    if args.tiny_jobs:
+        tiny_jobs(args.tiny_jobs, args.rounds)
+        print(f"load average at end {load_average()}")
+        return
 
     root = build_archive(args.jobs)
     result = timed({"joulehouse": lambda: read_jobs(root),

@@ -29,8 +29,12 @@ ROLLUP_KEYS = ["day", "cluster", "cluster_partition", "project", "hpc_user"]
 
 
 def metric_stats(meta: dict[str, Any], samples: pd.DataFrame, *,
-                 max_missing: int = 1) -> pd.DataFrame:
-    """One row per host and metric of one job (METRIC_STATS_SCHEMA columns)."""
+                 max_missing: int = 1, check: bool = True) -> pd.DataFrame:
+    """One row per host and metric of one job (METRIC_STATS_SCHEMA columns).
+
+    ``check=False`` leaves the schema check to the caller
+    (:func:`~.measure.check_measurements` checks many jobs' frames at once).
+    """
     job = job_series(meta, samples)
     start, duration = job.start, job.duration_s
     units = samples["unit"].to_numpy()
@@ -57,27 +61,32 @@ def metric_stats(meta: dict[str, Any], samples: pd.DataFrame, *,
             if not np.isnan(result.energy_j[0]):
                 row["integral"] += float(result.energy_j[0])
                 row["covered_s"] += duration - float(result.gap_s[0])
-    frame = pd.DataFrame(list(rows.values()), columns=[
-        "host", "metric", "scope", "unit", "series", "samples", "missing", "min", "max", "sum",
-        "sum_squares", "integral", "covered_s"])
-    has = frame["samples"] > 0
-    frame["min"] = frame["min"].where(has)
-    frame["max"] = frame["max"].where(has)
+    ordered = sorted(rows.values(), key=lambda row: (row["metric"], row["host"]))
+
+    def column(name: str, dtype: str) -> np.ndarray:
+        return np.array([row[name] for row in ordered], dtype=dtype)
+
+    samples_n = column("samples", "int64")
+    has = samples_n > 0
+    integral, covered = column("integral", "float64"), column("covered_s", "float64")
     with np.errstate(invalid="ignore", divide="ignore"):
-        frame["mean"] = np.where(has, frame["sum"] / frame["samples"], np.nan)
-        frame["time_weighted_mean"] = np.where(frame["covered_s"] > 0,
-                                               frame["integral"] / frame["covered_s"], np.nan)
-    frame.insert(0, "job", f"{meta['cluster']}/{meta['jobId']}/{meta['startTime']}")
-    frame.insert(1, "cluster", meta["cluster"])
-    frame.insert(2, "job_id", int(meta["jobId"]))
-    frame.insert(3, "start_time", pd.Series([start] * len(frame), dtype="datetime64[ns, UTC]"))
-    for name in ("series", "samples", "missing"):
-        frame[name] = frame[name].astype("int64")
-    for name in ("min", "max", "mean", "sum_squares", "time_weighted_mean"):
-        frame[name] = frame[name].astype("float64")
-    frame = frame.sort_values(["metric", "host"], ignore_index=True)
+        mean = np.where(has, column("sum", "float64") / samples_n, np.nan)
+        time_weighted = np.where(covered > 0, integral / covered, np.nan)
+    frame = pd.DataFrame({
+        "job": pd.Series([f"{meta['cluster']}/{meta['jobId']}/{meta['startTime']}"] * len(ordered),
+                         dtype=object),
+        "cluster": pd.Series([meta["cluster"]] * len(ordered), dtype=object),
+        "job_id": np.full(len(ordered), int(meta["jobId"]), dtype="int64"),
+        "start_time": pd.Series([start] * len(ordered), dtype="datetime64[ns, UTC]"),
+        **{name: column(name, object) for name in ("host", "metric", "scope", "unit")},
+        **{name: column(name, "int64") for name in ("series", "samples", "missing")},
+        "min": np.where(has, column("min", "float64"), np.nan),
+        "max": np.where(has, column("max", "float64"), np.nan),
+        "mean": mean, "sum_squares": column("sum_squares", "float64"),
+        "time_weighted_mean": time_weighted})
     frame = frame[list(METRIC_STATS_SCHEMA.columns)]
-    return validate(METRIC_STATS_SCHEMA, frame, "cc_metric_stats") if len(frame) else frame
+    return validate(METRIC_STATS_SCHEMA, frame, "cc_metric_stats") if check and len(frame) \
+        else frame
 
 
 def rollup(jobs: pd.DataFrame, job_energy: pd.DataFrame) -> pd.DataFrame:

@@ -11,8 +11,10 @@ order need nothing special.
 
 :func:`read_block` reads every job of a block once (meta.json and the
 streamed data file): its ``cc_jobs`` rows, energy per host and per job and
-metric, per-metric statistics and schema warnings. A job that cannot be
-read is left out with its InputError; :func:`keep_stored` then takes that
+metric, per-metric statistics and schema warnings; the tables of all the
+block's jobs are schema-checked at once
+(:func:`~.measure.check_measurements`). A job that cannot be read, or whose
+tables fail their schemas, is left out with its InputError; :func:`keep_stored` then takes that
 job's rows from what was stored for the block before, so a failed re-read
 loses nothing.
 """
@@ -28,7 +30,7 @@ import pandas as pd
 from joulehouse.clustercockpit.conformance import SchemaWarning
 from joulehouse.clustercockpit.jobs import job_row, jobs_frame
 from joulehouse.clustercockpit.layout import find_jobs
-from joulehouse.clustercockpit.measure import JobMeasurement, measure_job
+from joulehouse.clustercockpit.measure import JobMeasurement, check_measurements, measure_job
 from joulehouse.clustercockpit.readers import each_job, read_version
 from joulehouse.clustercockpit.schemas import (
     HOST_ENERGY_SCHEMA,
@@ -83,20 +85,22 @@ def read_block(root: str | os.PathLike[str], key: str, *, check_schema: bool = T
         raise InputError(folder, "no such job-id block folder in the archive")
     listing: list[InputError] = []
     refs = list(find_jobs(root, cluster, block=block, errors=listing))
-    rows, measured, warnings = [], [], []
     failed = {err.path: err for err in listing}
     errors: list[InputError] = []
+    read, configs = [], {}
     for ref, config in each_job(root, refs, errors):
         try:
-            m = measure_job(ref, config, version, check_schema=check_schema,
-                            max_missing=max_missing)
+            read.append(measure_job(ref, config, version, check_schema=check_schema,
+                                    max_missing=max_missing, check=False))
         except InputError as err:
             failed[ref.key] = err
             continue
-        measured.append(m)
-        warnings += m.warnings
-        rows.append(job_row(ref, m.meta, config, version))
+        configs[ref.key] = config
+    measured, bad = check_measurements(read)  # the block's tables checked at once
+    failed |= {m.ref.key: err for m, err in bad}
     failed |= {err.path: err for err in errors}
+    warnings = [warning for m in measured for warning in m.warnings]
+    rows = [job_row(m.ref, m.meta, configs[m.ref.key], version) for m in measured]
     frames = {"jobs": jobs_frame(rows, version),
               "host_energy": _concat([m.host_energy for m in measured], HOST_ENERGY_SCHEMA),
               "job_energy": _concat([m.job_energy for m in measured], JOB_ENERGY_SCHEMA),

@@ -138,11 +138,13 @@ def job_series(meta: dict[str, Any], samples: pd.DataFrame) -> JobSeries:
 
 
 def host_energy(meta: dict[str, Any], samples: pd.DataFrame, cluster: ClusterConfig,
-                *, max_missing: int = 1) -> pd.DataFrame:
+                *, max_missing: int = 1, check: bool = True) -> pd.DataFrame:
     """One row per host and energy metric of one job (HOST_ENERGY_SCHEMA columns).
 
     ``samples`` is :func:`~joulehouse.clustercockpit.readers.read_samples`'
-    frame of the job (other metrics in it are ignored).
+    frame of the job (other metrics in it are ignored). ``check=False`` leaves
+    the schema check to the caller (:func:`~.measure.check_measurements`
+    checks many jobs' frames at once).
     """
     job = job_series(meta, samples)
     start, duration = job.start, job.duration_s
@@ -179,7 +181,7 @@ def host_energy(meta: dict[str, Any], samples: pd.DataFrame, cluster: ClusterCon
     frame["series"] = frame["series"].astype("int64")
     frame["gap_count"] = frame["gap_count"].astype("int64")
     frame = frame.sort_values(["metric", "host"], ignore_index=True)[HOST_ENERGY_COLUMNS]
-    return validate(HOST_ENERGY_SCHEMA, frame, "cc_host_energy")
+    return validate(HOST_ENERGY_SCHEMA, frame, "cc_host_energy") if check else frame
 
 
 def _add_missing_hosts(totals: dict[tuple[str, str], dict[str, Any]], meta: dict[str, Any],
@@ -204,7 +206,8 @@ def _covered(gap_s, window_s) -> np.ndarray:
         return np.clip(np.where(window_s > 0, 1.0 - gap_s / window_s, 1.0), 0.0, 1.0)
 
 
-def job_energy(meta: dict[str, Any], per_host: pd.DataFrame) -> pd.DataFrame:
+def job_energy(meta: dict[str, Any], per_host: pd.DataFrame, *,
+               check: bool = True) -> pd.DataFrame:
     """One row per energy metric of one job: hosts summed, beside cc-backend's figure.
 
     Columns JOB_ENERGY_SCHEMA: ``energy_j`` and ``mean_x_duration_j`` are sums
@@ -213,17 +216,17 @@ def job_energy(meta: dict[str, Any], per_host: pd.DataFrame) -> pd.DataFrame:
     series counts as one series, all gap);
     ``energy_cc_kwh`` is cc-backend's formula from meta.json's statistics
     (0 when meta.json has no average for the metric, and for counters).
+    ``check=False``: the schema check is the caller's (as :func:`host_energy`).
     """
     if per_host.empty:
         return empty_table(JOB_ENERGY_SCHEMA)
     key = ["job", "cluster", "job_id", "start_time", "metric", "kind", "scope", "duration_s"]
     groups = per_host.groupby(key, sort=True, observed=True)
-    frame = groups.agg(hosts=("energy_j", "count"), series=("series", "sum"),
-                       energy_j=("energy_j", lambda s: s.sum(min_count=1)),
-                       gap_count=("gap_count", "sum"),
-                       gap_s=("gap_s", "sum"),
-                       mean_x_duration_j=("mean_x_duration_j", lambda s: s.sum(min_count=1)),
-                       ).reset_index()
+    frame = groups[["series", "gap_count", "gap_s"]].sum().reset_index()
+    frame["hosts"] = groups["energy_j"].count().to_numpy()
+    group_of_row = groups.ngroup().to_numpy()
+    for name in ("energy_j", "mean_x_duration_j"):
+        frame[name] = _sums_or_nan(per_host[name].to_numpy(), group_of_row, groups.ngroups)
     frame["covered_fraction"] = _covered(frame["gap_s"], frame["duration_s"] * frame["series"])
     stats = meta.get("statistics") or {}
     frame["energy_cc_kwh"] = [
@@ -241,7 +244,18 @@ def job_energy(meta: dict[str, Any], per_host: pd.DataFrame) -> pd.DataFrame:
     for name in ("hosts", "series", "gap_count"):
         frame[name] = frame[name].astype("int64")
     frame = frame[JOB_ENERGY_COLUMNS]
-    return validate(JOB_ENERGY_SCHEMA, frame, "cc_job_energy")
+    return validate(JOB_ENERGY_SCHEMA, frame, "cc_job_energy") if check else frame
+
+
+def _sums_or_nan(values: np.ndarray, group_of_row: np.ndarray, groups: int) -> list[float]:
+    """Each group's sum of ``values``, NaN skipped; NaN where the group has none (pandas'
+    ``Series.sum(min_count=1)``: the same numpy sum, without a Series per group)."""
+    sums = []
+    for group in range(groups):
+        part = values[group_of_row == group]
+        present = ~np.isnan(part)
+        sums.append(float(np.sum(np.where(present, part, 0.0))) if present.any() else np.nan)
+    return sums
 
 
 def energy_facts_rows(job_energy_rows: pd.DataFrame) -> pd.DataFrame:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from joulehouse.clustercockpit.aggregate import rollup
 from joulehouse.clustercockpit.energy import energy_facts_rows
 from joulehouse.clustercockpit.jobs import read_jobs
-from joulehouse.clustercockpit.measure import energy_table, measure_jobs
+from joulehouse.clustercockpit.measure import check_measurements, energy_table, measure_jobs
 
 
 def test_measure_every_job(assembled_archive):
@@ -33,6 +35,19 @@ def test_bad_job_left_out(writable_archive):
     assert [m.ref.job_id for m in measured] == [398764, 20639587]
     (error,) = errors
     assert error.path == str(path) and "truncated or invalid" in str(error)
+
+
+def test_tables_checked_together_a_bad_job_fails_alone(assembled_archive):
+    measured, _ = measure_jobs(assembled_archive, check_schema=False)
+    good, bad = check_measurements(measured)
+    assert bad == [] and [m.ref.key for m in good] == [m.ref.key for m in measured]
+    assert all(g.host_energy is m.host_energy for g, m in zip(good, measured, strict=True))
+    broken = replace(measured[1], host_energy=measured[1].host_energy.assign(gap_s=-1.0))
+    good, bad = check_measurements([measured[0], broken, measured[2]])
+    assert [m.ref.key for m in good] == [measured[0].ref.key, measured[2].ref.key]
+    ((job, error),) = bad
+    assert job is broken
+    assert error.path == "cc_host_energy" and error.field == "gap_s" and "line 2" in str(error)
 
 
 def test_empty_archive_gives_typed_empty_tables(tmp_path):
