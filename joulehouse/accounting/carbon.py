@@ -166,6 +166,17 @@ def _running(edges: np.ndarray, rate: np.ndarray, t: np.ndarray,
     return at_edges[k] + np.where(inside, rate[segment] * (t - edges[segment]), 0)
 
 
+def _time_in(edges: np.ndarray, where: np.ndarray, ends: list) -> np.ndarray:
+    """Per window, its time (int64 ns) in the segments where ``where`` (bool per segment):
+    a difference of running integrals at its two ends (``ends``: each end's times and their
+    :func:`_locate`); zeros without integrating when ``where`` holds nowhere (the usual
+    case of a fully covered series without fallback)."""
+    if not where.any():
+        return np.zeros(len(ends[0][0]), np.int64)
+    rate = where.astype(np.int64)
+    return _running(edges, rate, *ends[1]) - _running(edges, rate, *ends[0])
+
+
 def _zone_carbon(seg: _Segments, start: np.ndarray, end: np.ndarray, energy: np.ndarray,
                  pue: float) -> _ZoneCarbon:
     """Carbon of windows ``[start, end)`` (ns) of ``energy`` J against one zone's segments.
@@ -185,8 +196,7 @@ def _zone_carbon(seg: _Segments, start: np.ndarray, end: np.ndarray, energy: np.
     ok = ~np.isnan(seg.value)
     ends = [(t, _locate(edges, t)) for t in (start, end)]
     grams = [_running(edges, np.where(ok, seg.value, 0.0) / 1e9, t, at) for t, at in ends]
-    uncovered = [_running(edges, (~ok).astype(np.int64), t, at) for t, at in ends]
-    gap = (uncovered[1] - uncovered[0]
+    gap = (_time_in(edges, ~ok, ends)
            + np.clip(edges[0] - start, 0, None) - np.clip(edges[0] - end, 0, None)
            + np.clip(end - edges[-1], 0, None) - np.clip(start - edges[-1], 0, None))
     first = ends[0][1][1]
@@ -199,10 +209,9 @@ def _zone_carbon(seg: _Segments, start: np.ndarray, end: np.ndarray, energy: np.
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(point, seg.value[first], (grams[1] - grams[0]) / length_s)
     co2 = np.where(covered, energy * mean * pue / J_PER_KWH, np.nan)
-    yearly_ns = [_running(edges, (ok & seg.yearly).astype(np.int64), t, at) for t, at in ends]
-    series_ns = [_running(edges, (ok & ~seg.yearly).astype(np.int64), t, at) for t, at in ends]
-    has_yearly = np.where(point, seg.yearly[first], yearly_ns[1] > yearly_ns[0])
-    has_series = np.where(point, ~seg.yearly[first], series_ns[1] > series_ns[0])
+    has_yearly = np.where(point, seg.yearly[first], _time_in(edges, ok & seg.yearly, ends) > 0)
+    has_series = np.where(point, ~seg.yearly[first],
+                          _time_in(edges, ok & ~seg.yearly, ends) > 0)
     kind = np.where(covered, has_series.astype(np.int8) + 2 * has_yearly.astype(np.int8), 0)
     changes = np.concatenate([[0], np.cumsum(seg.series[1:] != seg.series[:-1])])
     spans = {}
