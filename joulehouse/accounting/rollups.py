@@ -38,7 +38,8 @@ _NS_PER_S = 1e9
 def day_pieces(facts: pd.DataFrame, time_zone: str) -> pd.DataFrame:
     """The facts (energy_facts rows with the attributes and ENTITY_ID of
     ``entities.attribute``) cut at the midnights of ``time_zone``: one row per fact and day
-    it touches, with its ROLLUP_KEYS, ENTITY_ID, ``calendar``, ``day`` (naive local midnight), the piece's ``window_start``,
+    it touches, with its ROLLUP_KEYS, ENTITY_ID, ``calendar`` (categorical), ``day`` (naive
+    local midnight), the piece's ``window_start``,
     ``window_end``, ``duration_s`` and prorated ``energy_j``."""
     columns = [*ROLLUP_KEYS, ENTITY_ID]  # categoricals and int64: cheap to repeat
     if facts.empty:
@@ -57,7 +58,7 @@ def day_pieces(facts: pd.DataFrame, time_zone: str) -> pd.DataFrame:
     pieces = split_windows(start, end, edges)
     rows = facts[columns].iloc[pieces.window].reset_index(drop=True)
     return rows.assign(
-        calendar=time_zone,
+        calendar=pd.Categorical.from_codes(np.zeros(len(rows), np.int8), [time_zone]),
         day=days[pieces.segment].to_numpy(),
         window_start=_utc(pieces.start_ns),
         window_end=_utc(pieces.end_ns),
@@ -67,33 +68,34 @@ def day_pieces(facts: pd.DataFrame, time_zone: str) -> pd.DataFrame:
 
 
 def _combined(keys: pd.DataFrame):
-    """The rows of ``keys`` (categorical or str columns) as one int64 each, ordered as the
-    rows' codes are (categories in their order, str sorted), and the function that turns
-    such ints back into the key columns (str). Grouping on one int64 instead of seven
-    columns is what makes the rollups of millions of pieces cheap."""
-    codes, categories = [], []
+    """The rows of ``keys`` as one int64 each, ordered as the rows' codes are (categories in
+    their order, other columns sorted), and the function that turns such ints back into
+    the key columns (categories as str). Grouping on one int64 instead of nine columns is
+    what makes the rollups of millions of pieces cheap."""
+    codes, values = [], []
     for name in keys.columns:
         column = keys[name]
-        if not isinstance(column.dtype, pd.CategoricalDtype):
-            column = column.astype("category")  # categories sorted: the order of str
-        code = column.cat.codes.to_numpy().astype(np.int64)
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            code, uniques = column.cat.codes.to_numpy(), column.cat.categories.astype(object)
+        else:
+            code, uniques = pd.factorize(column, sort=True)
         if len(code) and code.min() < 0:
             raise ValueError(f"rollup key {name!r} is missing in some pieces")
-        codes.append(code)
-        categories.append(np.asarray(column.cat.categories, dtype=object))
-    sizes = [max(len(c), 1) for c in categories]
+        codes.append(code.astype(np.int64))
+        values.append(pd.Index(uniques))
+    sizes = [max(len(v), 1) for v in values]
     if np.prod(np.array(sizes, dtype=float)) >= 2.0 ** 62:
         raise ValueError(f"too many distinct rollup keys to combine: {sizes}")
     combined = np.zeros(len(keys), dtype=np.int64)
     for code, size in zip(codes, sizes, strict=True):
         combined = combined * size + code
 
-    def decode(values: np.ndarray) -> pd.DataFrame:
+    def decode(numbers: np.ndarray) -> pd.DataFrame:
         columns = {}
         for name, size, names in zip(reversed(keys.columns), reversed(sizes),
-                                     reversed(categories), strict=True):
-            values, code = np.divmod(values, size)
-            columns[name] = names[code]
+                                     reversed(values), strict=True):
+            numbers, code = np.divmod(numbers, size)
+            columns[name] = np.asarray(names.take(code))
         return pd.DataFrame({name: columns[name] for name in keys.columns})
 
     return combined, decode
@@ -116,14 +118,14 @@ def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
            else np.full(len(pieces), np.nan))
     when = (pieces["day"] if period == "day" else
             pieces["day"].to_numpy().astype("datetime64[M]").astype("datetime64[ns]"))
-    combined, decode = _combined(pieces[ROLLUP_KEYS])
+    keys = pd.DataFrame({"calendar": pieces["calendar"], period: when}, copy=False)
+    combined, decode = _combined(pd.concat([keys, pieces[ROLLUP_KEYS]], axis=1, copy=False))
     # only the columns grouped and summed, without copying the pieces
-    frame = pd.DataFrame({"calendar": pieces["calendar"], period: when, "_keys": combined,
-                          "entity": pieces[ENTITY_ID].to_numpy(), "energy_j": energy,
-                          "duration_s": pieces["duration_s"].to_numpy(float),
+    frame = pd.DataFrame({"_keys": combined, "entity": pieces[ENTITY_ID].to_numpy(),
+                          "energy_j": energy, "duration_s": pieces["duration_s"].to_numpy(float),
                           "_co2": np.where(np.isnan(co2), 0.0, co2),
                           "_without": np.where(np.isnan(co2), energy, 0.0)}, copy=False)
-    grouped = frame.groupby(["calendar", period, "_keys"], sort=True)
+    grouped = frame.groupby("_keys", sort=True)
     table = grouped.agg(facts=("energy_j", "size"), entities=("entity", "nunique"),
                         energy_j=("energy_j", "sum"), duration_s=("duration_s", "sum"),
                         co2_g=("_co2", "sum"),
