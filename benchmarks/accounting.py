@@ -56,8 +56,7 @@ def main() -> int:
     daily, monthly, pieces_count = [], [], 0
     for zone in sorted({rollups.UTC, TIME_ZONE}):  # as accounts.calendar_pieces
         pieces = stage("day pieces (UTC, Europe/Berlin)", rollups.day_pieces, attributed, zone)
-        pieces["co2_g"] = stage("carbon of the pieces", carbon.integrate, pieces, table,
-                                settings)["co2_g"]
+        pieces["co2_g"] = stage("carbon of the pieces", carbon.co2_g, pieces, table, settings)
         daily.append(stage("daily rollup", rollups.rollup, pieces, "day"))
         monthly.append(stage("monthly rollup", rollups.rollup, pieces, "month"))
         pieces_count += len(pieces)

@@ -2,7 +2,7 @@
 
 What the Dagster assets (``assets/accounting.py``), the demo and the benchmark call, so
 that they agree. Daily carbon is computed on each day's piece of a fact at the
-intensity's own resolution (``carbon.integrate`` on the pieces), so a day's ``co2_g``
+intensity's own resolution (``carbon.co2_g`` on the pieces), so a day's ``co2_g``
 is the carbon of its own hours, and the days of a fact sum to the fact's carbon.
 """
 
@@ -16,7 +16,7 @@ import pandas as pd
 from joulehouse.accounting.carbon import (
     CarbonSettings,
     carbon_per_fact,
-    integrate,
+    co2_g,
     missing_carbon,
 )
 from joulehouse.accounting.entities import attribute
@@ -61,5 +61,5 @@ def calendar_pieces(attributed: pd.DataFrame, intensity: pd.DataFrame, settings:
     calendars' pieces (22.5 million rows for 10 million facts) together."""
     for zone in sorted({UTC, time_zone}):
         pieces = day_pieces(attributed, zone)
-        pieces["co2_g"] = integrate(pieces, intensity, settings)["co2_g"]
+        pieces["co2_g"] = co2_g(pieces, intensity, settings)
         yield pieces

@@ -22,7 +22,7 @@ digests of the intensity it used.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -235,43 +235,75 @@ def _labelled(codes: np.ndarray, labels: list[str]) -> pd.Categorical:
     return pd.Categorical.from_codes(inverse[codes], names)
 
 
+def _file_ids(intensity: pd.DataFrame) -> tuple[np.ndarray, pd.Series]:
+    """The distinct (file, digest) pairs of ``intensity`` and, per row, its pair's index."""
+    codes, _ = pd.factorize(intensity["file"] + "\n" + intensity["digest"])
+    versions = intensity[["file", "digest"]].to_numpy()[np.unique(codes, return_index=True)[1]]
+    return versions, pd.Series(codes, index=intensity.index)
+
+
+def _by_zone(windows: pd.DataFrame, intensity: pd.DataFrame, settings: CarbonSettings,
+             file_ids: pd.Series) -> Iterator[tuple[str, np.ndarray, _Segments | None,
+                                                    _ZoneCarbon | None]]:
+    """Per zone of the ``windows``: its name, the rows (positions) in it, and, unless no
+    zone is configured for them (name ``""``), the zone's segments and the rows' carbon."""
+    codes_of_zone, zone_names = zone_codes(windows, settings.zones)
+    energy = windows["energy_j"].to_numpy(float)
+    start = windows["window_start"].to_numpy("datetime64[ns]").view(np.int64)
+    end = windows["window_end"].to_numpy("datetime64[ns]").view(np.int64)
+    for code, z in enumerate(zone_names):
+        rows = np.flatnonzero(codes_of_zone == code)
+        if not len(rows):
+            continue
+        if z == "":
+            yield z, rows, None, None
+            continue
+        seg = _segments(intensity, z, settings, file_ids)
+        yield z, rows, seg, _zone_carbon(seg, start[rows], end[rows], energy[rows],
+                                         settings.pue)
+
+
+def co2_g(windows: pd.DataFrame, intensity: pd.DataFrame,
+          settings: CarbonSettings) -> np.ndarray:
+    """The ``co2_g`` column of :func:`integrate` (the same values), without the zone, kind,
+    files and reasons of each window: what the rollups need of millions of day pieces."""
+    co2 = np.full(len(windows), np.nan)
+    for _, rows, _, part in _by_zone(windows, intensity, settings, _file_ids(intensity)[1]):
+        if part is not None:
+            co2[rows] = part.co2_g
+    return co2
+
+
 def integrate(windows: pd.DataFrame, intensity: pd.DataFrame,
               settings: CarbonSettings) -> pd.DataFrame:
     """Carbon of each window of ``windows`` (columns ``source``, ``group``, ``window_start``,
     ``window_end``, ``energy_j``), on its index: ``zone``, ``pue``, ``basis``,
     ``intensity_g_per_kwh``, ``co2_g``, ``intensity_kind``, ``intensity_files``,
     ``intensity_digests``, ``missing`` (see the module and CARBON_SCHEMA)."""
-    codes_of_zone, zone_names = zone_codes(windows, settings.zones)
-    codes, _ = pd.factorize(intensity["file"] + "\n" + intensity["digest"])
-    versions = intensity[["file", "digest"]].to_numpy()[np.unique(codes, return_index=True)[1]]
-    file_ids = pd.Series(codes, index=intensity.index)
+    versions, file_ids = _file_ids(intensity)
     n = len(windows)
     co2 = np.full(n, np.nan)
     covered_j = np.zeros(n)
     missing = np.full(n, "", dtype=object)
     kind = np.zeros(n, dtype=np.int8)  # code into KINDS
     used = np.full(n, -1)
+    zone = np.zeros(n, dtype=np.int64)
+    zone_names = []
     labels = [(i,) for i in range(len(versions))]
-    energy = windows["energy_j"].to_numpy(float)
-    start = windows["window_start"].to_numpy("datetime64[ns]").view(np.int64)
-    end = windows["window_end"].to_numpy("datetime64[ns]").view(np.int64)
-    zone_array = pd.Categorical.from_codes(codes_of_zone, zone_names) if n else np.array([], object)
-    for code, z in enumerate(zone_names):
-        rows = np.flatnonzero(codes_of_zone == code)
-        if not len(rows):
-            continue
-        if z == "":
+    for z, rows, seg, part in _by_zone(windows, intensity, settings, file_ids):
+        zone[rows] = len(zone_names)
+        zone_names.append(z)
+        if part is None:
             missing[rows] = ("no zone configured for " + windows["source"].iloc[rows].astype(str)
                              + "/" + windows["group"].iloc[rows].astype(str)).to_numpy()
             continue
-        seg = _segments(intensity, z, settings, file_ids)
-        part = _zone_carbon(seg, start[rows], end[rows], energy[rows], settings.pue)
         co2[rows], covered_j[rows], kind[rows] = part.co2_g, part.covered_j, part.kind
         for w, (lo, hi) in part.uncovered.items():
             missing[rows[w]] = (f"{z} ({settings.basis}) intensity does not cover "
                                 f"{pd.Timestamp(lo, tz='UTC').isoformat()}.."
                                 f"{pd.Timestamp(hi, tz='UTC').isoformat()}")
         used[rows] = _used_labels(part, seg, labels)
+    zone_array = pd.Categorical.from_codes(zone, zone_names) if n else np.array([], object)
     files = _labelled(used, [";".join(versions[i][0] for i in ids) for ids in labels])
     digests = _labelled(used, [";".join(versions[i][1] for i in ids) for ids in labels])
     with np.errstate(invalid="ignore", divide="ignore"):
