@@ -4,12 +4,14 @@ Generates N energy_facts rows (``joulehouse.accounting.generator.facts``: two so
 four groups, windows of 1 s to 6 h over 90 days) and an hourly intensity series covering
 them, then times ``joulehouse.accounting.accounts.account`` (attribution, day pieces in
 the UTC and Europe/Berlin calendars, carbon per piece and per fact, daily and monthly
-rollups), split into its stages. Prints the figures and the machine.
+rollups), split into its stages, one calendar's pieces at a time as ``account`` does.
+Prints the figures, the machine and the peak memory.
 
 Run: ``.venv/bin/python benchmarks/accounting.py [--facts N]``.
 """
 
 import argparse
+import resource
 import sys
 import tempfile
 import time
@@ -26,6 +28,7 @@ from joulehouse.accounting import carbon, entities, generator, intensity, rollup
 
 START = "2022-01-01"
 DAYS = 90
+TIME_ZONE = "Europe/Berlin"
 
 
 def main() -> int:
@@ -43,28 +46,32 @@ def main() -> int:
     stages = {}
     begin = time.perf_counter()
 
-    def stage(name, call):
+    def stage(name, call, *args, **kwargs):
         start = time.perf_counter()
-        result = call()
-        stages[name] = time.perf_counter() - start
+        result = call(*args, **kwargs)
+        stages[name] = stages.get(name, 0.0) + time.perf_counter() - start
         return result
 
-    attributed = stage("attribute", lambda: entities.attribute(facts))
-    pieces = stage("day pieces (UTC, Europe/Berlin)", lambda: pd.concat(
-        [rollups.day_pieces(attributed, zone) for zone in ("UTC", "Europe/Berlin")],
-        ignore_index=True))
-    pieces["co2_g"] = stage("carbon of the pieces",
-                            lambda: carbon.integrate(pieces, table, settings)["co2_g"])
-    daily = stage("daily rollup", lambda: rollups.rollup(pieces, "day"))
-    monthly = stage("monthly rollup", lambda: rollups.rollup(pieces, "month"))
-    per_fact = stage("carbon per fact", lambda: carbon.carbon_per_fact(attributed, table,
-                                                                       settings))
+    attributed = stage("attribute", entities.attribute, facts)
+    daily, monthly, pieces_count = [], [], 0
+    for zone in sorted({rollups.UTC, TIME_ZONE}):  # as accounts.calendar_pieces
+        pieces = stage("day pieces (UTC, Europe/Berlin)", rollups.day_pieces, attributed, zone)
+        pieces["co2_g"] = stage("carbon of the pieces", carbon.co2_g, pieces, table, settings)
+        daily.append(stage("daily rollup", rollups.rollup, pieces, "day"))
+        monthly.append(stage("monthly rollup", rollups.rollup, pieces, "month"))
+        pieces_count += len(pieces)
+        del pieces
+    daily, monthly = (stage("daily rollup", pd.concat, daily, ignore_index=True),
+                      stage("monthly rollup", pd.concat, monthly, ignore_index=True))
+    per_fact = stage("carbon per fact", carbon.carbon_per_fact, attributed, table, settings)
     total = time.perf_counter() - begin
     for name, seconds in stages.items():
         print(f"{name:32s} {seconds:7.2f} s")
-    print(f"{'total':32s} {total:7.2f} s for {len(facts):,} facts ({len(pieces):,} day pieces; "
+    print(f"{'total':32s} {total:7.2f} s for {len(facts):,} facts ({pieces_count:,} day pieces; "
           f"{len(daily):,} daily, {len(monthly):,} monthly rows; "
           f"{per_fact['co2_g'].isna().sum()} facts without carbon); target 30 s")
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    print(f"peak memory (max RSS): {peak_gb:.1f} GiB")
     return 0
 
 

@@ -2,12 +2,13 @@
 
 What the Dagster assets (``assets/accounting.py``), the demo and the benchmark call, so
 that they agree. Daily carbon is computed on each day's piece of a fact at the
-intensity's own resolution (``carbon.integrate`` on the pieces), so a day's ``co2_g``
+intensity's own resolution (``carbon.co2_g`` on the pieces), so a day's ``co2_g``
 is the carbon of its own hours, and the days of a fact sum to the fact's carbon.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pandas as pd
@@ -15,7 +16,7 @@ import pandas as pd
 from joulehouse.accounting.carbon import (
     CarbonSettings,
     carbon_per_fact,
-    integrate,
+    co2_g,
     missing_carbon,
 )
 from joulehouse.accounting.entities import attribute
@@ -43,8 +44,22 @@ def account(facts: pd.DataFrame, intensity: pd.DataFrame, settings: CarbonSettin
     ``time_zone`` (the site's; one calendar when it is UTC); ``cc_jobs`` gives
     ClusterCockpit jobs their users, projects and partitions."""
     attributed = attribute(facts, cc_jobs)
-    calendars = [UTC] if time_zone == UTC else [UTC, time_zone]
-    pieces = pd.concat([day_pieces(attributed, zone) for zone in calendars], ignore_index=True)
-    pieces["co2_g"] = integrate(pieces, intensity, settings)["co2_g"]
-    return Accounts(daily=rollup(pieces, "day"), monthly=rollup(pieces, "month"),
+    daily, monthly = [], []
+    for pieces in calendar_pieces(attributed, intensity, settings, time_zone):
+        daily.append(rollup(pieces, "day"))
+        monthly.append(rollup(pieces, "month"))
+    return Accounts(daily=pd.concat(daily, ignore_index=True),
+                    monthly=pd.concat(monthly, ignore_index=True),
                     carbon=carbon_per_fact(attributed, intensity, settings))
+
+
+def calendar_pieces(attributed: pd.DataFrame, intensity: pd.DataFrame, settings: CarbonSettings,
+                    time_zone: str) -> Iterator[pd.DataFrame]:
+    """The day pieces of ``attributed`` facts with their ``co2_g``, one calendar at a time
+    (UTC and ``time_zone``) in the order of their names, the rollups' first key: the
+    rollups of each, concatenated, are those of all pieces at once, without holding both
+    calendars' pieces (22.5 million rows for 10 million facts) together."""
+    for zone in sorted({UTC, time_zone}):
+        pieces = day_pieces(attributed, zone)
+        pieces["co2_g"] = co2_g(pieces, intensity, settings)
+        yield pieces

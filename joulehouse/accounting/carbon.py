@@ -22,7 +22,7 @@ digests of the intensity it used.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -166,6 +166,17 @@ def _running(edges: np.ndarray, rate: np.ndarray, t: np.ndarray,
     return at_edges[k] + np.where(inside, rate[segment] * (t - edges[segment]), 0)
 
 
+def _time_in(edges: np.ndarray, where: np.ndarray, ends: list) -> np.ndarray:
+    """Per window, its time (int64 ns) in the segments where ``where`` (bool per segment):
+    a difference of running integrals at its two ends (``ends``: each end's times and their
+    :func:`_locate`); zeros without integrating when ``where`` holds nowhere (the usual
+    case of a fully covered series without fallback)."""
+    if not where.any():
+        return np.zeros(len(ends[0][0]), np.int64)
+    rate = where.astype(np.int64)
+    return _running(edges, rate, *ends[1]) - _running(edges, rate, *ends[0])
+
+
 def _zone_carbon(seg: _Segments, start: np.ndarray, end: np.ndarray, energy: np.ndarray,
                  pue: float) -> _ZoneCarbon:
     """Carbon of windows ``[start, end)`` (ns) of ``energy`` J against one zone's segments.
@@ -185,8 +196,7 @@ def _zone_carbon(seg: _Segments, start: np.ndarray, end: np.ndarray, energy: np.
     ok = ~np.isnan(seg.value)
     ends = [(t, _locate(edges, t)) for t in (start, end)]
     grams = [_running(edges, np.where(ok, seg.value, 0.0) / 1e9, t, at) for t, at in ends]
-    uncovered = [_running(edges, (~ok).astype(np.int64), t, at) for t, at in ends]
-    gap = (uncovered[1] - uncovered[0]
+    gap = (_time_in(edges, ~ok, ends)
            + np.clip(edges[0] - start, 0, None) - np.clip(edges[0] - end, 0, None)
            + np.clip(end - edges[-1], 0, None) - np.clip(start - edges[-1], 0, None))
     first = ends[0][1][1]
@@ -199,10 +209,9 @@ def _zone_carbon(seg: _Segments, start: np.ndarray, end: np.ndarray, energy: np.
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(point, seg.value[first], (grams[1] - grams[0]) / length_s)
     co2 = np.where(covered, energy * mean * pue / J_PER_KWH, np.nan)
-    yearly_ns = [_running(edges, (ok & seg.yearly).astype(np.int64), t, at) for t, at in ends]
-    series_ns = [_running(edges, (ok & ~seg.yearly).astype(np.int64), t, at) for t, at in ends]
-    has_yearly = np.where(point, seg.yearly[first], yearly_ns[1] > yearly_ns[0])
-    has_series = np.where(point, ~seg.yearly[first], series_ns[1] > series_ns[0])
+    has_yearly = np.where(point, seg.yearly[first], _time_in(edges, ok & seg.yearly, ends) > 0)
+    has_series = np.where(point, ~seg.yearly[first],
+                          _time_in(edges, ok & ~seg.yearly, ends) > 0)
     kind = np.where(covered, has_series.astype(np.int8) + 2 * has_yearly.astype(np.int8), 0)
     changes = np.concatenate([[0], np.cumsum(seg.series[1:] != seg.series[:-1])])
     spans = {}
@@ -226,43 +235,75 @@ def _labelled(codes: np.ndarray, labels: list[str]) -> pd.Categorical:
     return pd.Categorical.from_codes(inverse[codes], names)
 
 
+def _file_ids(intensity: pd.DataFrame) -> tuple[np.ndarray, pd.Series]:
+    """The distinct (file, digest) pairs of ``intensity`` and, per row, its pair's index."""
+    codes, _ = pd.factorize(intensity["file"] + "\n" + intensity["digest"])
+    versions = intensity[["file", "digest"]].to_numpy()[np.unique(codes, return_index=True)[1]]
+    return versions, pd.Series(codes, index=intensity.index)
+
+
+def _by_zone(windows: pd.DataFrame, intensity: pd.DataFrame, settings: CarbonSettings,
+             file_ids: pd.Series) -> Iterator[tuple[str, np.ndarray, _Segments | None,
+                                                    _ZoneCarbon | None]]:
+    """Per zone of the ``windows``: its name, the rows (positions) in it, and, unless no
+    zone is configured for them (name ``""``), the zone's segments and the rows' carbon."""
+    codes_of_zone, zone_names = zone_codes(windows, settings.zones)
+    energy = windows["energy_j"].to_numpy(float)
+    start = windows["window_start"].to_numpy("datetime64[ns]").view(np.int64)
+    end = windows["window_end"].to_numpy("datetime64[ns]").view(np.int64)
+    for code, z in enumerate(zone_names):
+        rows = np.flatnonzero(codes_of_zone == code)
+        if not len(rows):
+            continue
+        if z == "":
+            yield z, rows, None, None
+            continue
+        seg = _segments(intensity, z, settings, file_ids)
+        yield z, rows, seg, _zone_carbon(seg, start[rows], end[rows], energy[rows],
+                                         settings.pue)
+
+
+def co2_g(windows: pd.DataFrame, intensity: pd.DataFrame,
+          settings: CarbonSettings) -> np.ndarray:
+    """The ``co2_g`` column of :func:`integrate` (the same values), without the zone, kind,
+    files and reasons of each window: what the rollups need of millions of day pieces."""
+    co2 = np.full(len(windows), np.nan)
+    for _, rows, _, part in _by_zone(windows, intensity, settings, _file_ids(intensity)[1]):
+        if part is not None:
+            co2[rows] = part.co2_g
+    return co2
+
+
 def integrate(windows: pd.DataFrame, intensity: pd.DataFrame,
               settings: CarbonSettings) -> pd.DataFrame:
     """Carbon of each window of ``windows`` (columns ``source``, ``group``, ``window_start``,
     ``window_end``, ``energy_j``), on its index: ``zone``, ``pue``, ``basis``,
     ``intensity_g_per_kwh``, ``co2_g``, ``intensity_kind``, ``intensity_files``,
     ``intensity_digests``, ``missing`` (see the module and CARBON_SCHEMA)."""
-    codes_of_zone, zone_names = zone_codes(windows, settings.zones)
-    codes, _ = pd.factorize(intensity["file"] + "\n" + intensity["digest"])
-    versions = intensity[["file", "digest"]].to_numpy()[np.unique(codes, return_index=True)[1]]
-    file_ids = pd.Series(codes, index=intensity.index)
+    versions, file_ids = _file_ids(intensity)
     n = len(windows)
     co2 = np.full(n, np.nan)
     covered_j = np.zeros(n)
     missing = np.full(n, "", dtype=object)
     kind = np.zeros(n, dtype=np.int8)  # code into KINDS
     used = np.full(n, -1)
+    zone = np.zeros(n, dtype=np.int64)
+    zone_names = []
     labels = [(i,) for i in range(len(versions))]
-    energy = windows["energy_j"].to_numpy(float)
-    start = windows["window_start"].to_numpy("datetime64[ns]").view(np.int64)
-    end = windows["window_end"].to_numpy("datetime64[ns]").view(np.int64)
-    zone_array = pd.Categorical.from_codes(codes_of_zone, zone_names) if n else np.array([], object)
-    for code, z in enumerate(zone_names):
-        rows = np.flatnonzero(codes_of_zone == code)
-        if not len(rows):
-            continue
-        if z == "":
+    for z, rows, seg, part in _by_zone(windows, intensity, settings, file_ids):
+        zone[rows] = len(zone_names)
+        zone_names.append(z)
+        if part is None:
             missing[rows] = ("no zone configured for " + windows["source"].iloc[rows].astype(str)
                              + "/" + windows["group"].iloc[rows].astype(str)).to_numpy()
             continue
-        seg = _segments(intensity, z, settings, file_ids)
-        part = _zone_carbon(seg, start[rows], end[rows], energy[rows], settings.pue)
         co2[rows], covered_j[rows], kind[rows] = part.co2_g, part.covered_j, part.kind
         for w, (lo, hi) in part.uncovered.items():
             missing[rows[w]] = (f"{z} ({settings.basis}) intensity does not cover "
                                 f"{pd.Timestamp(lo, tz='UTC').isoformat()}.."
                                 f"{pd.Timestamp(hi, tz='UTC').isoformat()}")
         used[rows] = _used_labels(part, seg, labels)
+    zone_array = pd.Categorical.from_codes(zone, zone_names) if n else np.array([], object)
     files = _labelled(used, [";".join(versions[i][0] for i in ids) for ids in labels])
     digests = _labelled(used, [";".join(versions[i][1] for i in ids) for ids in labels])
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -21,6 +21,7 @@ here. A field that is unknown is ``""``, never a guess.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,9 +43,14 @@ GROUP_FIRST = [GPU_SOURCE, GEOPM_SOURCE, POWERAPI_SOURCE, CC_SOURCE]
 PROJECT_SECOND = [GPU_SOURCE, GEOPM_SOURCE]
 _FIELDS = r"^(?P<first>[^/]*)(?:/(?P<second>[^/]*))?"
 
-#: Columns made categorical by :func:`attribute`: the rollups' keys and the entity, so that
-#: grouping and copying millions of facts works on integer codes.
-CATEGORICAL = ["source", "entity", "component", "method", *ATTRIBUTES]
+#: Columns made categorical by :func:`attribute`: the rollups' keys, so that grouping and
+#: copying millions of facts works on integer codes. The entity stays as it is (a categorical
+#: of millions of distinct entities costs more than it saves): :data:`ENTITY_ID` numbers it.
+CATEGORICAL = ["source", "component", "method", *ATTRIBUTES]
+
+#: Column added by :func:`attribute`: int64, equal for facts of the same entity and only
+#: for them (what the rollups' distinct ``entities`` count).
+ENTITY_ID = "entity_id"
 
 
 def _strings(column: pd.Series) -> pa.Array:
@@ -59,8 +65,8 @@ def _categorical(values: pa.Array | pa.ChunkedArray, index: pd.Index) -> pd.Seri
 
 
 def attribute(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The facts with the columns ATTRIBUTES added (``""`` when unknown), and the columns
-    CATEGORICAL as pandas categoricals (their values unchanged).
+    """The facts with the columns ATTRIBUTES and ENTITY_ID added (``""`` when unknown), and
+    the columns CATEGORICAL as pandas categoricals (their values unchanged).
 
     ``cc_jobs``: the ClusterCockpit jobs table (``job`` and CC_JOB_COLUMNS) for the users,
     projects and partitions of its jobs. Vectorised (Arrow) over every fact.
@@ -84,6 +90,7 @@ def attribute(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None = None) -> pd.Da
     columns = {name: _categorical(pc.fill_null(values, ""), index)
                for name, values in found.items()}
     columns |= {name: _categorical(values, index) for name, values in
-                (("source", source), ("entity", entity), ("component", _strings(facts["component"])),
+                (("source", source), ("component", _strings(facts["component"])),
                  ("method", _strings(facts["method"])))}
-    return facts.assign(**columns)
+    entity_id = pc.dictionary_encode(entity).indices.to_numpy(zero_copy_only=False)
+    return facts.assign(**columns, **{ENTITY_ID: entity_id.astype(np.int64)})

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from joulehouse.accounting.carbon import J_PER_KWH
+from joulehouse.accounting.entities import ENTITY_ID
 from joulehouse.accounting.schemas import DAILY_SCHEMA, MONTHLY_SCHEMA, ROLLUP_KEYS
 from joulehouse.accounting.split import split_windows
 from joulehouse.validation import validate
@@ -35,11 +36,12 @@ _NS_PER_S = 1e9
 
 
 def day_pieces(facts: pd.DataFrame, time_zone: str) -> pd.DataFrame:
-    """The facts (energy_facts rows with the attributes of ``entities.attribute``) cut at
-    the midnights of ``time_zone``: one row per fact and day it touches, with
-    ``calendar``, ``day`` (naive local midnight), the piece's ``window_start``,
+    """The facts (energy_facts rows with the attributes and ENTITY_ID of
+    ``entities.attribute``) cut at the midnights of ``time_zone``: one row per fact and day
+    it touches, with its ROLLUP_KEYS, ENTITY_ID, ``calendar`` (categorical), ``day`` (naive
+    local midnight), the piece's ``window_start``,
     ``window_end``, ``duration_s`` and prorated ``energy_j``."""
-    columns = ["source", "entity", *ROLLUP_KEYS[1:]]  # categoricals: cheap to repeat
+    columns = [*ROLLUP_KEYS, ENTITY_ID]  # categoricals and int64: cheap to repeat
     if facts.empty:
         return facts[columns].assign(calendar=time_zone, day=pd.Series(dtype="datetime64[ns]"),
                                      window_start=facts["window_start"],
@@ -56,13 +58,47 @@ def day_pieces(facts: pd.DataFrame, time_zone: str) -> pd.DataFrame:
     pieces = split_windows(start, end, edges)
     rows = facts[columns].iloc[pieces.window].reset_index(drop=True)
     return rows.assign(
-        calendar=time_zone,
+        calendar=pd.Categorical.from_codes(np.zeros(len(rows), np.int8), [time_zone]),
         day=days[pieces.segment].to_numpy(),
         window_start=_utc(pieces.start_ns),
         window_end=_utc(pieces.end_ns),
         duration_s=(pieces.end_ns - pieces.start_ns) / _NS_PER_S,
         energy_j=facts["energy_j"].to_numpy(float)[pieces.window] * pieces.fraction,
     )
+
+
+def _combined(keys: pd.DataFrame):
+    """The rows of ``keys`` as one int64 each, ordered as the rows' codes are (categories in
+    their order, other columns sorted), and the function that turns such ints back into
+    the key columns (categories as str). Grouping on one int64 instead of nine columns is
+    what makes the rollups of millions of pieces cheap."""
+    codes, values = [], []
+    for name in keys.columns:
+        column = keys[name]
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            code, uniques = column.cat.codes.to_numpy(), column.cat.categories.astype(object)
+        else:
+            code, uniques = pd.factorize(column, sort=True)
+        if len(code) and code.min() < 0:
+            raise ValueError(f"rollup key {name!r} is missing in some pieces")
+        codes.append(code.astype(np.int64))
+        values.append(pd.Index(uniques))
+    sizes = [max(len(v), 1) for v in values]
+    if np.prod(np.array(sizes, dtype=float)) >= 2.0 ** 62:
+        raise ValueError(f"too many distinct rollup keys to combine: {sizes}")
+    combined = np.zeros(len(keys), dtype=np.int64)
+    for code, size in zip(codes, sizes, strict=True):
+        combined = combined * size + code
+
+    def decode(numbers: np.ndarray) -> pd.DataFrame:
+        columns = {}
+        for name, size, names in zip(reversed(keys.columns), reversed(sizes),
+                                     reversed(values), strict=True):
+            numbers, code = np.divmod(numbers, size)
+            columns[name] = np.asarray(names.take(code))
+        return pd.DataFrame({name: columns[name] for name in keys.columns})
+
+    return combined, decode
 
 
 def _utc(ns: np.ndarray) -> pd.DatetimeIndex:
@@ -77,23 +113,24 @@ def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
     if period not in ("day", "month"):
         raise ValueError(f"period is day or month, not {period!r}")
     schema = DAILY_SCHEMA if period == "day" else MONTHLY_SCHEMA
-    keys = ["calendar", period, *ROLLUP_KEYS]
     energy = pieces["energy_j"].to_numpy(float)
     co2 = (pieces["co2_g"].to_numpy(float) if "co2_g" in pieces.columns
            else np.full(len(pieces), np.nan))
-    columns = {key: pieces[key] for key in keys if key != period}
-    columns[period] = (pieces["day"] if period == "day" else
-                       pieces["day"].to_numpy().astype("datetime64[M]").astype("datetime64[ns]"))
+    when = (pieces["day"] if period == "day" else
+            pieces["day"].to_numpy().astype("datetime64[M]").astype("datetime64[ns]"))
+    keys = pd.DataFrame({"calendar": pieces["calendar"], period: when}, copy=False)
+    combined, decode = _combined(pd.concat([keys, pieces[ROLLUP_KEYS]], axis=1, copy=False))
     # only the columns grouped and summed, without copying the pieces
-    frame = pd.DataFrame({**columns, "entity": pieces["entity"], "energy_j": energy,
-                          "duration_s": pieces["duration_s"].to_numpy(float),
+    frame = pd.DataFrame({"_keys": combined, "entity": pieces[ENTITY_ID].to_numpy(),
+                          "energy_j": energy, "duration_s": pieces["duration_s"].to_numpy(float),
                           "_co2": np.where(np.isnan(co2), 0.0, co2),
                           "_without": np.where(np.isnan(co2), energy, 0.0)}, copy=False)
-    grouped = frame.groupby(keys, sort=True, observed=True)
+    grouped = frame.groupby("_keys", sort=True)
     table = grouped.agg(facts=("energy_j", "size"), entities=("entity", "nunique"),
                         energy_j=("energy_j", "sum"), duration_s=("duration_s", "sum"),
                         co2_g=("_co2", "sum"),
                         energy_without_intensity_j=("_without", "sum")).reset_index()
+    table = pd.concat([table, decode(table.pop("_keys").to_numpy())], axis=1)
     table["energy_kwh"] = table["energy_j"] / J_PER_KWH
     table["duration_h"] = table["duration_s"] / 3600.0
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -101,9 +138,6 @@ def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
                                          table["energy_j"] / table["duration_s"], np.nan)
     table["co2_g"] = table["co2_g"].where(table["energy_without_intensity_j"] == 0)
     table[["facts", "entities"]] = table[["facts", "entities"]].astype("int64")
-    for key in keys:  # categoricals (entities.attribute) back to str
-        if isinstance(table[key].dtype, pd.CategoricalDtype):
-            table[key] = np.asarray(table[key], dtype=object)
     table = table[list(schema.columns)]
     return validate(schema, table, schema.name)
 
