@@ -39,7 +39,6 @@ from joulehouse.taudb.loader import list_trials
 from joulehouse.warehouse import Warehouse as Tables
 from resources import ClusterCockpitArchive, DataRoot, GpuBenchmarkSource, Warehouse
 from sensors.clustercockpit import JOB_NAME, JOBS_METADATA, SENSOR_NAME
-from sensors.local import launch_in_process, tick
 from sensors.partition_runs import (
     NO_RETRY_TAG,
     RANGE_END,
@@ -48,6 +47,7 @@ from sensors.partition_runs import (
     RUN_KEY_TAG,
 )
 from tests.dagster.conftest import QUIET_S, settle
+from tests.dagster.source_runs import SourceRuns
 
 BLOCKS = ["emmy/1403", "fritz/398", "taurus/20639"]
 # energy_j per job and metric, as `joulehouse energy cc` gives them (tests/clustercockpit)
@@ -66,30 +66,20 @@ def archive(tmp_path: Path) -> Path:
     return root
 
 
-class Pipeline:
+class Pipeline(SourceRuns):
     """The definitions over one archive: register blocks, run the ClusterCockpit job."""
 
     def __init__(self, instance, archive: Path, tmp_path: Path, **settings):
-        self.instance = instance
         self.source = ClusterCockpitArchive(archive_roots=[str(archive)],
                                             quiet_period_s=QUIET_S, full_rescan_s=None,
                                             **settings)
         self.warehouse = tmp_path / "warehouse"
-        self.defs = build_definitions(
+        defs = build_definitions(
             GpuBenchmarkSource(data_roots=[DataRoot(path=str(archive))]),
             Warehouse(root=str(self.warehouse)), cc_archive=self.source)
+        super().__init__(instance, defs, SENSOR_NAME, JOB_NAME, "cc_archive", self.source,
+                         cc_job_blocks)
         self.tables = Tables(self.warehouse)
-        self.cursor = None
-
-    def tick(self):
-        data = tick(self.defs.resolve_sensor_def(SENSOR_NAME), self.instance,
-                    {"cc_archive": self.source}, self.cursor)
-        self.cursor = data.cursor
-        return data
-
-    def launch(self, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
-        return launch_in_process(self.defs.resolve_job_def(JOB_NAME), self.instance, request,
-                                 SENSOR_NAME, log_level="WARNING")
 
     def run(self, keys: list[str]) -> dg.ExecuteInProcessResult:
         """Register ``keys`` (in order, after those registered) and run them in one run."""
@@ -97,12 +87,6 @@ class Pipeline:
         self.instance.add_dynamic_partitions(cc_job_blocks.name,
                                              [key for key in keys if key not in known])
         return self.launch(dg.RunRequest(tags={RANGE_START: keys[0], RANGE_END: keys[-1]}))
-
-    def partitions(self) -> list[str]:
-        return list(self.instance.get_dynamic_partitions(cc_job_blocks.name))
-
-    def status(self, asset: dg.AssetKey) -> dict[str, dg.AssetPartitionStatus]:
-        return self.instance.get_status_by_partition(asset, self.partitions(), cc_job_blocks)
 
     def trials(self) -> dict[str, int]:
         with TaudbDatabase(f"sqlite:///{self.warehouse}/taudb.sqlite") as db:

@@ -23,9 +23,9 @@ from definitions import build_definitions
 from joulehouse.warehouse import Warehouse as Tables
 from resources import DataRoot, GeopmReportSource, GpuBenchmarkSource, Warehouse
 from sensors.geopm import JOB_NAME, SENSOR_NAME
-from sensors.local import launch_in_process, tick
 from sensors.partition_runs import RANGE_END, RANGE_START
 from tests.dagster.conftest import QUIET_S, settle
+from tests.dagster.source_runs import SourceRuns
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "geopm"
 LEGACY = "geopmbench_1host.legacy.report"
@@ -46,33 +46,17 @@ def landing(tmp_path: Path) -> Path:
     return folder
 
 
-class Pipeline:
+class Pipeline(SourceRuns):
     """The definitions over one landing folder: tick the GEOPM sensor, run what it asks."""
 
     def __init__(self, instance, landing: Path, warehouse: Path):
-        self.instance = instance
         self.source = GeopmReportSource(landing_folders=[str(landing)], quiet_period_s=QUIET_S)
-        self.defs = build_definitions(
+        defs = build_definitions(
             GpuBenchmarkSource(data_roots=[DataRoot(path=str(landing))]),
             Warehouse(root=str(warehouse)), geopm_source=self.source)
+        super().__init__(instance, defs, SENSOR_NAME, JOB_NAME, "geopm_source", self.source,
+                         geopm_reports)
         self.tables = Tables(warehouse)
-        self.cursor = None
-
-    def tick(self):
-        data = tick(self.defs.resolve_sensor_def(SENSOR_NAME), self.instance,
-                    {"geopm_source": self.source}, self.cursor)
-        self.cursor = data.cursor
-        return data
-
-    def run(self, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
-        return launch_in_process(self.defs.resolve_job_def(JOB_NAME), self.instance, request,
-                                 SENSOR_NAME, log_level="WARNING")
-
-    def partitions(self) -> list[str]:
-        return list(self.instance.get_dynamic_partitions(geopm_reports.name))
-
-    def status(self, asset: dg.AssetKey) -> dict[str, dg.AssetPartitionStatus]:
-        return self.instance.get_status_by_partition(asset, self.partitions(), geopm_reports)
 
 
 @pytest.fixture
@@ -86,7 +70,7 @@ def test_the_bundled_reports_materialize_in_one_run(pipeline):
     keys = [f"landing/{YAML}", f"landing/{LEGACY}"]  # sorted by file name
     assert pipeline.partitions() == keys
     assert (request.tags[RANGE_START], request.tags[RANGE_END]) == tuple(keys)
-    result = pipeline.run(request)
+    result = pipeline.launch(request)
     assert result.success
 
     tables = pipeline.tables
@@ -151,7 +135,7 @@ def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing)
     bad.write_text("".join(lines[:111]))  # the host's last line (memory HWM) missing
     settle()
     [request] = pipeline.tick().run_requests
-    result = pipeline.run(request)
+    result = pipeline.launch(request)
 
     assert not result.success
     good = [f"landing/{YAML}", f"landing/{LEGACY}"]
@@ -183,7 +167,7 @@ def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing)
     [fixed] = pipeline.tick().run_requests
     assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == "landing/cut.report"
     assert fixed.run_key != request.run_key
-    assert pipeline.run(fixed).success
+    assert pipeline.launch(fixed).success
     assert set(pipeline.status(geopm_host_energy.key).values()) == {
         dg.AssetPartitionStatus.MATERIALIZED}
     # fixed as a copy of the legacy report: the same report given twice, counted once
@@ -198,7 +182,7 @@ def test_a_first_run_of_only_bad_reports_names_them(pipeline, landing):
         (landing / name).unlink()
     (landing / "bad.report").write_text("##### geopm 1.1.0 #####\nHost: a\nRegion r (0x1):\n")
     settle()
-    result = pipeline.run(pipeline.tick().run_requests[0])
+    result = pipeline.launch(pipeline.tick().run_requests[0])
     assert not result.success
     [failure] = [e for e in result.all_events if e.is_step_failure]
     assert failure.step_failure_data.user_failure_data.description.startswith(

@@ -22,10 +22,10 @@ from joulehouse.powerapi.stream import ReportStore
 from joulehouse.warehouse import Warehouse as Tables
 from resources import DataRoot, GpuBenchmarkSource, PowerapiSource, Warehouse
 from resources.powerapi import LANDING_ENV, READER_ENV
-from sensors.local import launch_in_process, tick
 from sensors.partition_runs import RANGE_END, RANGE_START
 from sensors.powerapi import JOB_NAME, SENSOR_NAME
 from tests.dagster.conftest import QUIET_S, settle
+from tests.dagster.source_runs import SourceRuns
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = PROJECT_ROOT / "examples" / "powerapi"
@@ -35,32 +35,19 @@ ENERGY = dg.AssetKey("powerapi_report_energy")
 FACTS = dg.AssetKey(["energy_facts", "powerapi"])
 
 
-class Landing:
+class Landing(SourceRuns):
     """The PowerAPI sensor and job over one landing folder, in one instance."""
 
     def __init__(self, instance, folder: Path, tmp_path: Path, quiet_s: float = QUIET_S,
                  **settings):
-        self.instance = instance
         self.source = PowerapiSource(landing_folders=[str(folder)], quiet_period_s=quiet_s,
                                      **settings)
         self.warehouse = Warehouse(root=str(tmp_path / "warehouse"))
-        self.defs = build_definitions(
+        defs = build_definitions(
             GpuBenchmarkSource(data_roots=[DataRoot(path=str(tmp_path))]), self.warehouse,
             powerapi_source=self.source)
-        self.cursor = None
-
-    def tick(self):
-        data = tick(self.defs.resolve_sensor_def(SENSOR_NAME), self.instance,
-                    {"powerapi_source": self.source}, self.cursor)
-        self.cursor = data.cursor
-        return data
-
-    def run(self, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
-        return launch_in_process(self.defs.resolve_job_def(JOB_NAME), self.instance, request,
-                                 SENSOR_NAME, log_level="WARNING")
-
-    def partitions(self) -> list[str]:
-        return list(self.instance.get_dynamic_partitions(powerapi_reports.name))
+        super().__init__(instance, defs, SENSOR_NAME, JOB_NAME,
+                         "powerapi_source", self.source, powerapi_reports)
 
     def tables(self) -> Tables:
         return self.warehouse.tables()
@@ -76,7 +63,7 @@ def test_the_bundled_examples_reach_the_tables_in_one_run(instance, tmp_path):
     keys = ["powerapi/hwpc-csv", "powerapi/power.jsonl", "powerapi/smartwatts_timeline.jsonl"]
     assert landing.partitions() == keys  # PROVENANCE.md is not a report file
     assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (keys[0], keys[-1])
-    result = landing.run(request)
+    result = landing.launch(request)
     assert result.success
 
     checks = {(c.check_name, c.partition): c.passed for c in result.get_asset_check_evaluations()}
@@ -143,7 +130,7 @@ def test_a_bad_file_fails_alone_and_the_others_reach_the_tables(instance, tmp_pa
     assert keys == ["landing/broken.jsonl", "landing/power.jsonl",
                     "landing/smartwatts_timeline.jsonl"]
 
-    result = landing.run(request)
+    result = landing.launch(request)
     assert not result.success and len(instance.get_runs()) == 1
     [failure] = [e for e in result.all_events if e.is_step_failure]
     assert failure.step_failure_data.user_failure_data.description.startswith(
@@ -173,7 +160,7 @@ def test_a_bad_file_fails_alone_and_the_others_reach_the_tables(instance, tmp_pa
     data = landing.tick()
     [fixed] = data.run_requests
     assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == "landing/broken.jsonl"
-    assert landing.run(fixed).success
+    assert landing.launch(fixed).success
     assert instance.get_status_by_partition(VALID, keys, powerapi_reports)[
         "landing/broken.jsonl"] == dg.AssetPartitionStatus.MATERIALIZED
     # the same power reports in two files count once
@@ -241,7 +228,7 @@ def test_a_powerapi_2_10_output_folder_is_one_partition_read_in_its_epoch_zone(
     landing = Landing(instance, folder, tmp_path, quiet_s=0, epoch_zone="Europe/Paris")
     [request] = landing.tick().run_requests
     assert landing.partitions() == ["landing/csv_output"]
-    result = landing.run(request)
+    result = landing.launch(request)
     assert result.success
     [frames] = [m for m in result.asset_materializations_for_node("powerapi_pipeline")
                 if m.asset_key == VALID]
@@ -288,7 +275,7 @@ def test_a_growing_file_is_read_on_at_each_run_never_twice(instance, tmp_path):
         with path.open("a") as file:
             file.write(step)
         [request] = landing.tick().run_requests  # not quiet, but grown
-        result = landing.run(request)
+        result = landing.launch(request)
         assert result.success
         [frames] = [m for m in result.asset_materializations_for_node("powerapi_pipeline")
                     if m.asset_key == VALID]

@@ -1,0 +1,37 @@
+"""One source's sensor and job in one test instance, driven the way the daemon would."""
+
+import dagster as dg
+
+from sensors.local import launch_in_process, tick
+
+
+class SourceRuns:
+    """Tick the sensor ``sensor_name`` of ``defs`` (keeping its cursor between ticks), launch
+    the runs it asks for in-process as job ``job_name``, and read the partitions of
+    ``partitions_def`` it registered and their status. The sensor gets ``source`` (as it
+    is at each tick) as its resource ``resource_key`` (e.g. ``"geopm_source"``)."""
+
+    def __init__(self, instance: dg.DagsterInstance, defs: dg.Definitions, sensor_name: str,
+                 job_name: str, resource_key: str, source: dg.ConfigurableResource,
+                 partitions_def: dg.DynamicPartitionsDefinition):
+        self.instance, self.defs = instance, defs
+        self.sensor_name, self.job_name = sensor_name, job_name
+        self.resource_key, self.source, self.partitions_def = resource_key, source, partitions_def
+        self.cursor = None
+
+    def tick(self) -> dg.SensorResult:
+        data = tick(self.defs.resolve_sensor_def(self.sensor_name), self.instance,
+                    {self.resource_key: self.source}, self.cursor)
+        self.cursor = data.cursor
+        return data
+
+    def launch(self, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+        return launch_in_process(self.defs.resolve_job_def(self.job_name), self.instance,
+                                 request, self.sensor_name, log_level="WARNING")
+
+    def partitions(self) -> list[str]:
+        return list(self.instance.get_dynamic_partitions(self.partitions_def.name))
+
+    def status(self, asset: dg.AssetKey) -> dict[str, dg.AssetPartitionStatus]:
+        return self.instance.get_status_by_partition(asset, self.partitions(),
+                                                     self.partitions_def)
