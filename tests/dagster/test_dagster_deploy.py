@@ -5,11 +5,18 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import dagster as dg
+import yaml
+from dagster._core.instance.config import PoolGranularity
+from dagster._core.scheduler.instigation import InstigatorType, TickStatus
+from dagster._core.storage.tags import BACKFILL_ID_TAG
+from dagster._utils.tags import TagConcurrencyLimitsCounter
 
 from assets import GPU_ASSETS, TAUDB_ASSETS
 from assets.gpu import TABLES_POOL
+from definitions import defs
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+PIPELINE_TAG = "joulehouse/pipeline"
 
 
 def test_local_instance_stores_everything_in_dagster_home(tmp_path, monkeypatch):
@@ -21,7 +28,7 @@ def test_local_instance_stores_everything_in_dagster_home(tmp_path, monkeypatch)
     with dg.DagsterInstance.get() as instance:
         instance.add_dynamic_partitions("gpu_repetitions", ["lab/e/b/150W/0"])
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
-        assert_one_gpu_run_and_one_table_rebuild_at_a_time(instance)
+        assert_one_run_per_source_and_one_table_rebuild_at_a_time(instance)
     assert (home / "history" / "runs.db").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]  # nothing in the cwd
 
@@ -33,19 +40,79 @@ def test_production_instance_uses_postgres(tmp_path, monkeypatch, postgres_url):
         monkeypatch.setenv(f"DAGSTER_PG_{name}", value)
     shutil.copy(DEPLOY / "production" / "dagster.yaml", tmp_path / "dagster.yaml")
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
-        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        assert {type(storage).__name__ for storage in (
+            instance.run_storage, instance.event_log_storage, instance.schedule_storage)} == {
+            "PostgresRunStorage", "PostgresEventLogStorage", "PostgresScheduleStorage"}
         instance.add_dynamic_partitions("gpu_repetitions", ["lab/e/b/150W/0"])
         assert instance.get_dynamic_partitions("gpu_repetitions") == ["lab/e/b/150W/0"]
         assert instance.get_runs_count() == 0
-        assert_one_gpu_run_and_one_table_rebuild_at_a_time(instance)
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        assert type(instance.run_launcher).__name__ == "DefaultRunLauncher"
+        assert_one_run_per_source_and_one_table_rebuild_at_a_time(instance)
+        concurrency = instance.get_concurrency_config()
+        assert concurrency.run_queue_config.max_concurrent_runs == 8
+        assert concurrency.pool_config.pool_granularity == PoolGranularity.RUN
+        assert (instance.run_retries_enabled, instance.run_retries_max_retries,
+                instance.run_retries_retry_on_asset_or_op_failure) == (True, 2, False)
+        assert instance.run_monitoring_enabled
+        assert (instance.run_monitoring_start_timeout_seconds,
+                instance.run_monitoring_cancel_timeout_seconds,
+                instance.run_monitoring_max_resume_run_attempts,
+                instance.run_monitoring_poll_interval_seconds) == (300, 300, 0, 60)
+        assert instance.get_settings("sensors") == {
+            "use_threads": True, "num_workers": 8, "num_submit_workers": 4}
+        assert instance.get_settings("schedules") == {"use_threads": True, "num_workers": 4}
+        assert instance.get_settings("backfills") == {
+            "use_threads": True, "num_workers": 4, "num_submit_workers": 4}
+        # the asset daemon's, which evaluates the automation sensor (asset_daemon.py)
+        assert {key: instance.get_settings("auto_materialize")[key]
+                for key in ("use_threads", "num_workers")} == {"use_threads": True,
+                                                               "num_workers": 4}
+        assert instance.get_tick_retention_settings(InstigatorType.SENSOR) == {
+            TickStatus.SKIPPED: 7, TickStatus.FAILURE: 30, TickStatus.SUCCESS: -1,
+            TickStatus.STARTED: -1}
+        assert set(instance.get_tick_retention_settings(
+            InstigatorType.SCHEDULE).values()) == {90}
+        assert not instance.telemetry_enabled
 
 
+def test_production_instance_takes_every_credential_from_the_environment():
+    config = yaml.safe_load((DEPLOY / "production" / "dagster.yaml").read_text())
+    database = config["storage"]["postgres"]["postgres_db"]
+    assert {key: value for key, value in database.items() if key != "scheme"} == {
+        name: {"env": f"DAGSTER_PG_{variable}"} for name, variable in (
+            ("hostname", "HOST"), ("port", "PORT"), ("db_name", "DB"), ("username", "USER"),
+            ("password", "PASSWORD"))}
 
-def assert_one_gpu_run_and_one_table_rebuild_at_a_time(instance: dg.DagsterInstance) -> None:
+
+def assert_one_run_per_source_and_one_table_rebuild_at_a_time(
+        instance: dg.DagsterInstance) -> None:
+    """One run per value of ``joulehouse/pipeline`` (per source), decided by Dagster's own
+    counter over runs tagged as each source's job tags them, and the pool of limit 1."""
     concurrency = instance.get_concurrency_config()
     assert concurrency.pool_config.default_pool_limit == 1
-    assert concurrency.run_queue_config.tag_concurrency_limits == [
-        {"key": "joulehouse/pipeline", "value": "gpu", "limit": 1}]
+    limits = concurrency.run_queue_config.tag_concurrency_limits
+    assert limits[0] == {"key": PIPELINE_TAG, "value": {"applyLimitPerUniqueValue": True},
+                         "limit": 1}
+    sources = {job.name: job.tags[PIPELINE_TAG] for job in defs.jobs}
+    assert sorted(sources.values()) == ["clustercockpit", "geopm", "gpu", "powerapi",
+                                        "tau-profiles"]
+    in_progress = [dg.DagsterRun(job_name="gpu_energy_job", tags={PIPELINE_TAG: "gpu"})]
+    counter = TagConcurrencyLimitsCounter(limits, in_progress)
+    blocked = {source for source in sources.values()
+               if counter.is_blocked(dg.DagsterRun(job_name="j", tags={PIPELINE_TAG: source}))}
+    assert blocked == {"gpu"}
+
+
+def test_backfill_runs_without_a_source_tag_are_limited_together():
+    config = yaml.safe_load((DEPLOY / "production" / "dagster.yaml").read_text())
+    limits = config["concurrency"]["runs"]["tag_concurrency_limits"]
+    running = [dg.DagsterRun(job_name="__ASSET_JOB", tags={BACKFILL_ID_TAG: backfill})
+               for backfill in ("a", "a", "b", "c")]
+    counter = TagConcurrencyLimitsCounter(limits, running)
+    assert counter.is_blocked(dg.DagsterRun(job_name="__ASSET_JOB", tags={BACKFILL_ID_TAG: "d"}))
+    assert not TagConcurrencyLimitsCounter(limits, running[:3]).is_blocked(
+        dg.DagsterRun(job_name="__ASSET_JOB", tags={BACKFILL_ID_TAG: "d"}))
 
 
 def test_the_step_rebuilding_whole_tables_is_in_one_pool():
