@@ -1,22 +1,38 @@
 """The instance configurations in deploy/ load, and keep their storage where they say."""
 
 import shutil
+import sys
+import time
 from pathlib import Path
 from urllib.parse import urlparse
 
 import dagster as dg
 import yaml
+from dagster._core.errors import DagsterUserCodeUnreachableError
 from dagster._core.instance.config import PoolGranularity
 from dagster._core.scheduler.instigation import InstigatorType, TickStatus
 from dagster._core.storage.tags import BACKFILL_ID_TAG
+from dagster._grpc.client import DagsterGrpcClient
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 
 from assets import GPU_ASSETS, TAUDB_ASSETS
 from assets.gpu import TABLES_POOL
 from definitions import defs
+from tests.dagster.webserver import (
+    HOST,
+    START_TIMEOUT_S,
+    STOP_TIMEOUT_S,
+    dagster_home,
+    free_port,
+    graphql,
+    group_alive,
+    started,
+    wait_until_serving,
+)
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 PIPELINE_TAG = "joulehouse/pipeline"
+BIN = Path(sys.executable).parent
 
 
 def test_local_instance_stores_everything_in_dagster_home(tmp_path, monkeypatch):
@@ -121,3 +137,75 @@ def test_the_step_rebuilding_whole_tables_is_in_one_pool():
               for key in asset.keys if asset.get_op_def_for_asset_key(key).pool == TABLES_POOL}
     assert pooled == {"gpu_validated_frames", "gpu_repetition_energy", "gpu_setting_energy",
                       "gpu_benchmark_energy", "energy_facts/gpu", "taudb_trials"}
+
+
+WORKSPACE = """
+{
+  workspaceOrError {
+    ... on Workspace {
+      locationEntries {
+        name
+        displayMetadata { key value }
+        locationOrLoadError {
+          __typename
+          ... on PythonError { message }
+          ... on RepositoryLocation {
+            repositories {
+              assetNodes { id }
+              sensors { name }
+              schedules { name scheduleState { status } }
+            }
+          }
+        }
+      }
+    }
+  }
+}"""
+
+
+def wait_for_code_server(process, port: int, log: Path) -> None:
+    """Returns once the gRPC code server on ``port`` answers a ping; fails if it ends first
+    or ``START_TIMEOUT_S`` passes."""
+    client = DagsterGrpcClient(host=HOST, port=port)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"ended with {process.returncode}:\n{log.read_text()}")
+        try:
+            assert client.ping("joulehouse")["echo"] == "joulehouse"
+            return
+        except DagsterUserCodeUnreachableError:
+            time.sleep(0.5)
+    raise AssertionError(f"not serving after {START_TIMEOUT_S} s:\n{log.read_text()}")
+
+
+def test_the_production_workspace_loads_from_a_code_server(tmp_path, monkeypatch):
+    """The command deploy/README.md gives starts a code server; the webserver over
+    deploy/production/workspace.yaml reaches it and loads every asset, sensor and schedule."""
+    dagster_home(tmp_path, monkeypatch)
+    port = free_port()
+    env = {"JOULEHOUSE_CODE_SERVER_HOST": HOST, "JOULEHOUSE_CODE_SERVER_PORT": str(port)}
+    code_server = [str(BIN / "dagster"), "code-server", "start", "-h", HOST, "-p", str(port),
+                   "-f", "definitions.py", "--location-name", "joulehouse"]
+    with started(code_server, env, tmp_path / "code-server.log") as server:
+        wait_for_code_server(server, port, tmp_path / "code-server.log")
+        web_port, log = free_port(), tmp_path / "webserver.log"
+        command = [str(BIN / "dagster-webserver"), "-w", "deploy/production/workspace.yaml",
+                   "-h", HOST, "-p", str(web_port)]
+        with started(command, env, log) as web:
+            wait_until_serving(web, web_port, log)
+            [entry] = graphql(web_port, WORKSPACE)["workspaceOrError"]["locationEntries"]
+    assert entry["name"] == "joulehouse"
+    assert {item["key"]: item["value"] for item in entry["displayMetadata"]}["port"] == str(port)
+    location = entry["locationOrLoadError"]
+    assert location["__typename"] == "RepositoryLocation", location
+    [repository] = location["repositories"]
+    assert len(repository["assetNodes"]) == len(defs.resolve_asset_graph().get_all_asset_keys())
+    assert {sensor["name"] for sensor in repository["sensors"]} == {s.name for s in defs.sensors}
+    assert {(schedule["name"], schedule["scheduleState"]["status"])
+            for schedule in repository["schedules"]} == {
+        (schedule.name, "STOPPED") for schedule in defs.schedules}
+    deadline = time.monotonic() + STOP_TIMEOUT_S  # killed by their group ids on the way out
+    while (group_alive(server.pid) or group_alive(web.pid)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not group_alive(server.pid) and not group_alive(web.pid)
