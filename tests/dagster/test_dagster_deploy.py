@@ -9,9 +9,12 @@ from urllib.parse import urlparse
 import dagster as dg
 import yaml
 from dagster._core.errors import DagsterUserCodeUnreachableError
+from dagster._core.events import RunFailureReason
+from dagster._core.execution.retries import auto_reexecution_should_retry_run
 from dagster._core.instance.config import PoolGranularity
 from dagster._core.scheduler.instigation import InstigatorType, TickStatus
 from dagster._core.storage.tags import BACKFILL_ID_TAG
+from dagster._core.utils import make_new_run_id
 from dagster._grpc.client import DagsterGrpcClient
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 
@@ -90,6 +93,23 @@ def test_production_instance_uses_postgres(tmp_path, monkeypatch, postgres_url):
         assert set(instance.get_tick_retention_settings(
             InstigatorType.SCHEDULE).values()) == {90}
         assert not instance.telemetry_enabled
+        assert_transient_failures_are_retried(instance)
+
+
+def assert_transient_failures_are_retried(instance: dg.DagsterInstance) -> None:
+    """Which failed runs Dagster's retry daemon re-executes under this instance: all but a
+    step's failure (bad input), unless the run's tag asks for it."""
+    retried = set()
+    for reason in RunFailureReason:
+        run = instance.add_run(dg.DagsterRun(job_name="gpu_energy_job", run_id=make_new_run_id(),
+                                             status=dg.DagsterRunStatus.FAILURE))
+        if auto_reexecution_should_retry_run(instance, run, reason):
+            retried.add(reason)
+    assert retried == set(RunFailureReason) - {RunFailureReason.STEP_FAILURE}
+    asked = instance.add_run(dg.DagsterRun(
+        job_name="gpu_energy_job", run_id=make_new_run_id(), status=dg.DagsterRunStatus.FAILURE,
+        tags={"dagster/retry_on_asset_or_op_failure": "true"}))
+    assert auto_reexecution_should_retry_run(instance, asked, RunFailureReason.STEP_FAILURE)
 
 
 def test_production_instance_takes_every_credential_from_the_environment():
