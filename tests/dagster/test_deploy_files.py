@@ -14,6 +14,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
+from dagster._grpc.utils import default_schedule_grpc_timeout, default_sensor_grpc_timeout
 
 PROJECT = Path(__file__).resolve().parents[2]
 DEPLOY = PROJECT / "deploy"
@@ -103,6 +104,20 @@ def test_the_units_bind_loopback_and_read_the_data_read_only():
                       name.endswith(("_DATA_ROOTS", "_LANDING", "_ARCHIVE"))]
     assert len(data_variables) == 6
     assert all(env[name].startswith(DATA + "/") for name in data_variables)
+
+
+def test_the_tick_timeout_is_the_variable_dagster_reads(monkeypatch):
+    """Sensor and schedule ticks may take 180 s in every deployment: the variables the
+    daemon's gRPC client reads (Dagster's default 60 s)."""
+    env = dict(line.split("=", 1) for line in (SYSTEMD / "joulehouse.env").read_text()
+               .splitlines() if line and not line.startswith("#"))
+    compose = yaml.safe_load((DEPLOY / "container" / "compose.yaml").read_text())
+    helm = yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())["dagsterDaemon"]["env"]
+    for settings in (env, compose["services"]["daemon"]["environment"], helm):
+        for name in ("DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS",
+                     "DAGSTER_SCHEDULE_GRPC_TIMEOUT_SECONDS"):
+            monkeypatch.setenv(name, settings[name])
+        assert (default_sensor_grpc_timeout(), default_schedule_grpc_timeout()) == (180, 180)
 
 
 def test_dev_binds_loopback_unless_told():
