@@ -39,6 +39,9 @@ from typing import Literal
 
 #: The kinds of cluster ``dask_executor`` starts.
 KINDS = ("local", "slurm")
+#: The scheduler's HTTP server (dashboard, health) on a free port: Dask's fixed
+#: default (8787) would clash between two steps on one host.
+FREE_PORT = ":0"
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,7 @@ def _local_cluster(settings: LocalSettings):
     return LocalCluster(n_workers=settings.workers,
                         threads_per_worker=settings.threads_per_worker,
                         memory_limit=settings.memory_per_worker, processes=True,
-                        dashboard_address=None)
+                        dashboard_address=FREE_PORT)
 
 
 def _slurm_cluster(settings: SlurmSettings):
@@ -154,9 +157,7 @@ def _slurm_cluster(settings: SlurmSettings):
         local_directory=settings.local_directory, log_directory=settings.log_directory,
         interface=settings.interface, death_timeout=settings.death_timeout_s,
         job_name=settings.job_name,
-        # No web dashboard: nothing here serves it, and its fixed port would
-        # clash between two steps on one host.
-        scheduler_options={"dashboard_address": None},
+        scheduler_options={"dashboard_address": FREE_PORT},
     )
     cluster.scale(jobs=settings.jobs)
     return cluster
