@@ -189,16 +189,16 @@ def dask_executor(kind: Literal["local", "slurm"], **settings) -> Iterator[Execu
     """
     if kind not in KINDS:
         raise ValueError(f"unknown cluster kind {kind!r}: one of {', '.join(KINDS)}")
+    # Imported here: the cluster extra is optional, and this module is imported
+    # wherever the step's pool is configured, local processes included.
     from distributed import Client
 
     with ExitStack() as stack:
-        if kind == "local":
-            cluster = stack.enter_context(_local_cluster(LocalSettings(**settings)))
-            client = stack.enter_context(Client(cluster))
-        else:
-            slurm = SlurmSettings(**settings)
-            cluster = stack.enter_context(_slurm_cluster(slurm))
-            client = stack.enter_context(Client(cluster))
+        slurm = SlurmSettings(**settings) if kind == "slurm" else None
+        cluster = stack.enter_context(
+            _slurm_cluster(slurm) if slurm else _local_cluster(LocalSettings(**settings)))
+        client = stack.enter_context(Client(cluster))
+        if slurm:
             _wait_for_slurm_worker(client, cluster, slurm)
         executor = client.get_executor(pure=False)
         stack.callback(executor.shutdown, wait=False)
