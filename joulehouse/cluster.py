@@ -97,6 +97,9 @@ class SlurmSettings:
       (``"ib0"``); ``None``: the host's default address;
     - ``start_timeout_s``: seconds to wait, after submitting, for the first
       worker to connect (queue wait included) before failing the step;
+    - ``no_workers_timeout_s``: once started, seconds the tasks wait while no
+      worker is left (every job ended: walltime, crash, ``scancel``) before
+      they fail (``distributed.scheduler.NoWorkerError``) instead of waiting forever;
     - ``death_timeout_s``: seconds a worker goes on without its scheduler
       before it exits (and its job ends);
     - ``job_name``: the jobs' name in ``squeue`` (``-J``).
@@ -116,12 +119,15 @@ class SlurmSettings:
     log_directory: str | None = None
     interface: str | None = None
     start_timeout_s: float = 600.0
+    no_workers_timeout_s: float = 600.0
     death_timeout_s: float = 60.0
     job_name: str = "joulehouse-worker"
 
     def __post_init__(self) -> None:
         _positive(cores=self.cores, processes=self.processes, jobs=self.jobs,
-                  start_timeout_s=self.start_timeout_s, death_timeout_s=self.death_timeout_s)
+                  start_timeout_s=self.start_timeout_s,
+                  no_workers_timeout_s=self.no_workers_timeout_s,
+                  death_timeout_s=self.death_timeout_s)
         if self.cores % self.processes:
             raise ValueError(f"cores ({self.cores}) must be a multiple of processes "
                              f"({self.processes})")
@@ -147,18 +153,22 @@ def _local_cluster(settings: LocalSettings):
 
 
 def _slurm_cluster(settings: SlurmSettings):
+    import dask
     from dask_jobqueue import SLURMCluster
 
-    cluster = SLURMCluster(
-        queue=settings.queue, account=settings.account, cores=settings.cores,
-        processes=settings.processes, memory=settings.memory, walltime=settings.walltime,
-        job_extra_directives=list(settings.sbatch_directives), python=settings.python,
-        job_script_prologue=list(settings.prologue),
-        local_directory=settings.local_directory, log_directory=settings.log_directory,
-        interface=settings.interface, death_timeout=settings.death_timeout_s,
-        job_name=settings.job_name,
-        scheduler_options={"dashboard_address": FREE_PORT},
-    )
+    # The scheduler reads the timeout from Dask's configuration when it starts.
+    timeout = {"distributed.scheduler.no-workers-timeout": f"{settings.no_workers_timeout_s}s"}
+    with dask.config.set(timeout):
+        cluster = SLURMCluster(
+            queue=settings.queue, account=settings.account, cores=settings.cores,
+            processes=settings.processes, memory=settings.memory, walltime=settings.walltime,
+            job_extra_directives=list(settings.sbatch_directives), python=settings.python,
+            job_script_prologue=list(settings.prologue),
+            local_directory=settings.local_directory, log_directory=settings.log_directory,
+            interface=settings.interface, death_timeout=settings.death_timeout_s,
+            job_name=settings.job_name,
+            scheduler_options={"dashboard_address": FREE_PORT},
+        )
     cluster.scale(jobs=settings.jobs)
     return cluster
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from distributed.scheduler import NoWorkerError
 from slurm_cluster import missing_requirement, one_node_slurm
 
 from joulehouse.cluster import dask_executor
@@ -121,6 +123,17 @@ def test_slurm_jobs_that_never_start_fail_the_step_naming_them_and_are_cancelled
                                            r"submitting Slurm job\(s\) \d+"):
         start_and_leave("slurm", memory="1GiB", start_timeout_s=3, sbatch_directives=["--hold"])
     slurm.wait_until(lambda: not slurm.job_ids(), "rid of the held job", 30)
+
+
+def test_tasks_fail_once_no_worker_is_left_instead_of_waiting_forever(slurm):
+    with dask_executor("slurm", memory="1GiB", start_timeout_s=120, no_workers_timeout_s=3,
+                       prologue=[f"export PYTHONPATH={IMPORT_PATH}"]) as pool:
+        assert pool.submit(where).result()[0] == slurm.job_ids()[0]
+        # The job ends under the step (as at its walltime): no worker is left.
+        subprocess.run(["scancel", *slurm.job_ids()], check=True)
+        slurm.wait_until(lambda: not slurm.job_ids(), "rid of the cancelled job", 30)
+        with pytest.raises(NoWorkerError, match="timed out after 3.00 s waiting without any running workers"):
+            pool.submit(where).result(timeout=60)
 
 
 def test_local_workers_are_other_processes_with_the_same_results(bad_root):
