@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from distributed.scheduler import NoWorkerError
-from slurm_cluster import missing_requirement, one_node_slurm
+from slurm_cluster import missing_requirement, one_node_slurm, tool
 
 from joulehouse.cluster import dask_executor
 from joulehouse.errors import InputError
@@ -94,20 +94,25 @@ def assert_same_results(pool, bad_root: Path) -> None:
     assert error.path == str(bad_root / BAD_KEY / "gpu-power.csv") and error.line == 3
 
 
-def test_slurm_workers_run_in_slurm_jobs_and_leave_with_the_context(slurm, bad_root, tmp_path):
+@pytest.fixture
+def on_slurm(tmp_path) -> dict:
+    """What every Slurm test sets: small jobs, their logs in ``tmp_path``, this code."""
     logs = tmp_path / "slurm-logs"
     logs.mkdir()
-    with dask_executor("slurm", jobs=2, cores=1, memory="1GiB", walltime="00:10:00",
-                       queue="debug", log_directory=str(logs), start_timeout_s=120,
-                       prologue=[f"export PYTHONPATH={IMPORT_PATH}"]) as pool:
+    return {"memory": "1GiB", "walltime": "00:10:00", "log_directory": str(logs),
+            "start_timeout_s": 120, "prologue": [f"export PYTHONPATH={IMPORT_PATH}"]}
+
+
+def test_slurm_workers_run_in_slurm_jobs_and_leave_with_the_context(slurm, on_slurm, bad_root):
+    with dask_executor("slurm", jobs=2, cores=1, queue="debug", **on_slurm) as pool:
         jobs = slurm.job_ids()
         assert len(jobs) == 2
         places = {pool.submit(where).result() for _ in range(8)}
         assert {host for _, host in places} == {socket.gethostname()}
         assert {job for job, _ in places} <= set(jobs)
         assert_same_results(pool, bad_root)
-        scripts = sorted(path.name for path in logs.iterdir())
-        assert all(name.startswith("joulehouse-worker-") for name in scripts)
+        logs = sorted(path.name for path in Path(on_slurm["log_directory"]).iterdir())
+        assert logs and all(name.startswith("joulehouse-worker-") for name in logs)
     slurm.wait_until(lambda: not slurm.job_ids(), "rid of the jobs after the context", 30)
 
 
@@ -117,22 +122,24 @@ def start_and_leave(kind: str, **settings) -> None:
         pass
 
 
-def test_slurm_jobs_that_never_start_fail_the_step_naming_them_and_are_cancelled(slurm):
+def test_slurm_jobs_that_never_start_fail_the_step_naming_them_and_are_cancelled(slurm,
+                                                                                 on_slurm):
     # A held job stays pending: no worker comes (as in a full queue).
     with pytest.raises(TimeoutError, match=r"no Dask worker connected within 3 s of "
                                            r"submitting Slurm job\(s\) \d+"):
-        start_and_leave("slurm", memory="1GiB", start_timeout_s=3, sbatch_directives=["--hold"])
+        start_and_leave("slurm", **on_slurm | {"start_timeout_s": 3},
+                        sbatch_directives=["--hold"])
     slurm.wait_until(lambda: not slurm.job_ids(), "rid of the held job", 30)
 
 
-def test_tasks_fail_once_no_worker_is_left_instead_of_waiting_forever(slurm):
-    with dask_executor("slurm", memory="1GiB", start_timeout_s=120, no_workers_timeout_s=3,
-                       prologue=[f"export PYTHONPATH={IMPORT_PATH}"]) as pool:
+def test_tasks_fail_once_no_worker_is_left_instead_of_waiting_forever(slurm, on_slurm):
+    with dask_executor("slurm", no_workers_timeout_s=3, **on_slurm) as pool:
         assert pool.submit(where).result()[0] == slurm.job_ids()[0]
         # The job ends under the step (as at its walltime): no worker is left.
-        subprocess.run(["scancel", *slurm.job_ids()], check=True)
+        subprocess.run([tool("scancel"), *slurm.job_ids()], check=True)
         slurm.wait_until(lambda: not slurm.job_ids(), "rid of the cancelled job", 30)
-        with pytest.raises(NoWorkerError, match="timed out after 3.00 s waiting without any running workers"):
+        with pytest.raises(NoWorkerError, match="timed out after 3.00 s waiting without any "
+                                                "running workers"):
             pool.submit(where).result(timeout=60)
 
 
