@@ -59,7 +59,7 @@ def _timed(label: str, work) -> tuple[float, object]:
 
 
 def _run(tables: Warehouse, reps: list, facts: pd.DataFrame) -> dict[str, float]:
-    keys = [f"lab/{ref.key}" for ref in reps]
+    keys = [f"lab/{rep.ref.key}" for rep in reps]
     figures = {}
     figures["frames write"], _ = _timed(
         f"write {len(reps)} repetitions' frames",

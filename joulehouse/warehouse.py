@@ -96,7 +96,8 @@ class ObjectStore:
     def filesystem(self) -> pafs.S3FileSystem:
         """A pyarrow filesystem over the store (buckets are never created or deleted)."""
         return pafs.S3FileSystem(access_key=self.access_key, secret_key=self.secret_key,
-                                 endpoint_override=self.endpoint, region=self.region)
+                                 endpoint_override=self.endpoint, region=self.region,
+                                 allow_delayed_open=True)  # a small file: one PutObject
 
 
 class Warehouse:
@@ -161,7 +162,7 @@ class Warehouse:
 
     def partition_keys(self, table: str) -> list[str]:
         """The keys of the stored partitions of ``table``, sorted."""
-        return sorted(partition_key(PurePosixPath(p).name) for p in self._files(table))
+        return sorted(partition_key(info.base_name) for info in self._files(table))
 
     def has_partition(self, table: str, key: str) -> bool:
         """Whether partition ``key`` of ``table`` is stored."""
@@ -186,12 +187,11 @@ class Warehouse:
 
     def read_partitions(self, table: str, keys: Iterable[str]) -> pd.DataFrame:
         """The rows of the given partitions of ``table`` (every key must be stored)."""
-        paths = [self.partition_path(table, k) for k in keys]
-        infos = self.filesystem.get_file_info(paths)
+        infos = self.filesystem.get_file_info([self.partition_path(table, k) for k in keys])
         missing = [i.path for i in infos if i.type != pafs.FileType.File]
         if missing:
             raise FileNotFoundError(f"partitions not stored: {', '.join(missing)}")
-        return _read(paths, self.filesystem)
+        return _read(infos, self.filesystem)
 
     def partitions_without(self, table: str, keys: Iterable[str], column: str) -> list[str]:
         """The given partitions of ``table`` whose stored file has no ``column`` (footers only)."""
@@ -202,9 +202,9 @@ class Warehouse:
         """All rows of ``table``: every partition, or the unpartitioned file."""
         return _read(self._files(table), self.filesystem)
 
-    def table_files(self) -> dict[str, list[str]]:
-        """Every table under the root (its name, '/'-separated) and the paths of its visible
-        Parquet files, sorted (hidden files and folders, ``.``, are left out)."""
+    def table_files(self) -> dict[str, list[pafs.FileInfo]]:
+        """Every table under the root (its name, '/'-separated) and its visible Parquet
+        files, sorted by path (hidden files and folders, ``.``, are left out)."""
         found: dict[str, list[str]] = {}
         selector = pafs.FileSelector(self._base, allow_not_found=True, recursive=True)
         for info in self.filesystem.get_file_info(selector):
@@ -212,13 +212,14 @@ class Warehouse:
             if (info.type == pafs.FileType.File and info.path.endswith(SUFFIX)
                     and not any(part.startswith(".") for part in relative.parts)
                     and len(relative.parts) > 1):
-                found.setdefault(relative.parent.as_posix(), []).append(info.path)
-        return {name: sorted(files) for name, files in sorted(found.items())}
+                found.setdefault(relative.parent.as_posix(), []).append(info)
+        return {name: sorted(files, key=lambda info: info.path)
+                for name, files in sorted(found.items())}
 
-    def dataset(self, paths: list[str]) -> ds.Dataset:
-        """The files ``paths`` (of :meth:`table_files`) as one lazily scanned pyarrow
-        dataset, their columns united by name."""
-        return _dataset(paths, self.filesystem)[0]
+    def dataset(self, files: list[pafs.FileInfo]) -> ds.Dataset:
+        """``files`` (of :meth:`table_files`) as one lazily scanned pyarrow dataset, their
+        columns united by name."""
+        return _dataset(files, self.filesystem)[0]
 
     def move_partition(self, source: str, table: str, key: str) -> bool:
         """Move partition ``key`` of table ``source`` over that of ``table`` (a rename on a
@@ -247,11 +248,12 @@ class Warehouse:
             except (FileNotFoundError, OSError):
                 pass
 
-    def _files(self, table: str) -> list[str]:
+    def _files(self, table: str) -> list[pafs.FileInfo]:
         selector = pafs.FileSelector(self.table_path(table), allow_not_found=True)
-        return sorted(info.path for info in self.filesystem.get_file_info(selector)
-                      if info.type == pafs.FileType.File and info.path.endswith(SUFFIX)
-                      and not info.base_name.startswith((".", "_")))
+        return sorted((info for info in self.filesystem.get_file_info(selector)
+                       if info.type == pafs.FileType.File and info.path.endswith(SUFFIX)
+                       and not info.base_name.startswith((".", "_"))),
+                      key=lambda info: info.path)
 
     def _write(self, path: str, frame: pd.DataFrame, metadata: dict[bytes, bytes]) -> None:
         table = pa.Table.from_pandas(frame, preserve_index=False)
@@ -290,24 +292,29 @@ def _upload_once(filesystem: pafs.FileSystem, path: str, table: pa.Table) -> Non
         sink.write(data)
 
 
-def _dataset(paths: list[str], filesystem: pafs.FileSystem) -> tuple[ds.Dataset, list[pa.Schema]]:
-    """The Parquet files ``paths`` as one dataset whose schema unites theirs by column name
-    (a column missing from a file reads as null), and the files' own schemas."""
-    schemas = [f.physical_schema for f in ds.dataset(
-        paths, format="parquet", filesystem=filesystem).get_fragments()]
+def _dataset(files: list[pafs.FileInfo], filesystem: pafs.FileSystem
+             ) -> tuple[ds.Dataset, list[pa.Schema]]:
+    """The Parquet ``files`` as one dataset whose schema unites theirs by column name (a
+    column missing from a file reads as null), and the files' own schemas.
+
+    Each footer is read once (the fragments keep it for the scan) and the sizes come from
+    the listing, so an object store is asked for nothing else before the data."""
+    parquet = ds.ParquetFileFormat()
+    fragments = [parquet.make_fragment(f.path, filesystem, file_size=f.size) for f in files]
+    schemas = [fragment.physical_schema for fragment in fragments]
     schema = pa.unify_schemas(schemas, promote_options="permissive").remove_metadata()
-    return ds.dataset(paths, format="parquet", schema=schema, filesystem=filesystem), schemas
+    return ds.FileSystemDataset(fragments, schema, parquet, filesystem), schemas
 
 
-def _read(paths: list[str], filesystem: pafs.FileSystem) -> pd.DataFrame:
+def _read(files: list[pafs.FileInfo], filesystem: pafs.FileSystem) -> pd.DataFrame:
     """Concatenate Parquet files whose column sets may differ (missing columns read as null).
 
     Nullable pandas columns (``Int64``, ``boolean``, ``Float64``) come back with
     their dtype when every file that has the column stored it with that dtype.
     """
-    if not paths:
+    if not files:
         return pd.DataFrame()
-    dataset, schemas = _dataset(paths, filesystem)
+    dataset, schemas = _dataset(files, filesystem)
     table = dataset.to_table()
     frame = table.to_pandas()
     for name, dtype in _nullable_dtypes(schemas).items():

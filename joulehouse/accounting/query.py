@@ -36,8 +36,9 @@ def _warehouse(root: Root) -> Warehouse:
 
 def tables(root: Root) -> dict[str, list[str]]:
     """Each table under ``root`` (a path, URL or :class:`Warehouse`; its name relative to the
-    root, '/'-separated) and its visible Parquet files, sorted."""
-    return _warehouse(root).table_files()
+    root, '/'-separated) and the paths of its visible Parquet files, sorted."""
+    return {table: [f.path for f in files]
+            for table, files in _warehouse(root).table_files().items()}
 
 
 def view_name(table: str) -> tuple[str | None, str]:
@@ -61,7 +62,7 @@ def connect(root: Root) -> duckdb.DuckDBPyConnection:
             connection.execute(f"CREATE SCHEMA IF NOT EXISTS {_quoted(schema)}")
         name = f"{_quoted(schema)}.{_quoted(view)}" if schema else _quoted(view)
         if warehouse.is_local:
-            listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+            listed = ", ".join("'" + f.path.replace("'", "''") + "'" for f in files)
             source = f"read_parquet([{listed}], union_by_name = true)"
         else:
             source = f"__joulehouse_dataset_{number}"

@@ -125,9 +125,9 @@ def test_the_object_store_holds_the_bytes_of_the_path_layout(object_store, s3_wa
                                  local.table_files()["settings"],
                                  remote.table_files()["frames/gpu_power"] +
                                  remote.table_files()["settings"], strict=True):
-        assert remote_path.endswith(path.removeprefix(str(tmp_path)))
-        with remote.filesystem.open_input_stream(remote_path) as stored:
-            assert stored.read() == Path(path).read_bytes()
+        assert remote_path.path.endswith(path.path.removeprefix(str(tmp_path)))
+        with remote.filesystem.open_input_stream(remote_path.path) as stored:
+            assert stored.read() == Path(path.path).read_bytes()
     assert remote.location("settings") == f"{s3_warehouse}/settings"
     with pytest.raises(ValueError, match="object store"):
         remote.table_dir("settings")
