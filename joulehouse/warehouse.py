@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote, unquote, urlsplit
@@ -240,13 +241,15 @@ class Warehouse:
             self.filesystem.delete_file(path)
 
     def remove_empty_folder(self, table: str) -> None:
-        """Remove ``table``'s folder on a path root if it is empty (an object store has
-        no folders to remove)."""
+        """Remove ``table``'s folder if it is empty (on an object store: the empty marker
+        object pyarrow leaves where the folder's last object was deleted)."""
+        path = self.table_path(table)
         if self.is_local:
-            try:
-                os.rmdir(self.table_path(table))
-            except (FileNotFoundError, OSError):
-                pass
+            with suppress(OSError):  # gone, or not empty
+                os.rmdir(path)
+        elif (self.filesystem.get_file_info(path).type == pafs.FileType.Directory
+              and not self.filesystem.get_file_info(pafs.FileSelector(path))):
+            self.filesystem.delete_dir(path)
 
     def _files(self, table: str) -> list[pafs.FileInfo]:
         selector = pafs.FileSelector(self.table_path(table), allow_not_found=True)

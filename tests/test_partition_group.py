@@ -4,6 +4,7 @@ import os
 import threading
 
 import pandas as pd
+import pyarrow.fs as pafs
 
 from joulehouse.partition_group import (
     STAGED,
@@ -135,5 +136,7 @@ def test_on_an_object_store_a_committed_write_is_finished_and_a_crash_before_it_
     assert finish_pending(tables, JOURNAL) == [KEY]  # the first move done: skipped
     assert _stored(tables) == {"block/jobs": [3, 3], "block/job_energy": [30.0]}
     assert tables.partition_keys(JOURNAL) == []
-    assert tables.partition_keys(f"block/jobs/{STAGED}/{write_id}") == []
     assert _finish(tables, JOURNAL, write_id) is None
+    objects = tables.filesystem.get_file_info(pafs.FileSelector(
+        tables.table_path("block"), recursive=True))
+    assert not [o.path for o in objects if write_id in o.path]  # no staged object nor folder
