@@ -172,19 +172,17 @@ class Warehouse:
 
     def partition_version(self, table: str, key: str) -> str:
         """When and how partition ``key`` of ``table`` was last stored, without reading it:
-        ``"size:mtime_ns"`` on a path, ``"size:ETag"`` on an object store (its
-        modification time has whole seconds only). Raises FileNotFoundError when it is
-        not stored."""
+        ``"size:mtime_ns"`` on a path, ``"size:ETag"`` on an object store (whose
+        modification times have whole seconds only; the ETag of a single upload is a digest
+        of its bytes, so a rewrite with the same bytes keeps the version, as it keeps the
+        data). Raises FileNotFoundError when it is not stored."""
         path = self.partition_path(table, key)
         if self.is_local:
             stat = os.stat(path)
             return f"{stat.st_size}:{stat.st_mtime_ns}"
-        info = self.filesystem.get_file_info(path)
-        if info.type != pafs.FileType.File:
-            raise FileNotFoundError(f"partition not stored: {self.url}/{table}/{key}")
-        with self.filesystem.open_input_file(path) as stored:
+        with self.filesystem.open_input_file(path) as stored:  # one HEAD request
             etag = stored.metadata().get("ETag", b"").decode().strip('"')
-        return f"{info.size}:{etag}"
+            return f"{stored.size()}:{etag}"
 
     def read_partitions(self, table: str, keys: Iterable[str]) -> pd.DataFrame:
         """The rows of the given partitions of ``table`` (every key must be stored)."""

@@ -109,6 +109,8 @@ def test_a_failed_upload_keeps_the_stored_object(tables, monkeypatch):
     tables.write_partition("energy", KEY, pd.DataFrame({"energy_j": [3.0, 4.0, 5.0]}))
     assert tables.partition_version("energy", KEY) != before
     assert tables.has_partition("energy", KEY) and not tables.has_partition("energy", "x")
+    with pytest.raises(FileNotFoundError):
+        tables.partition_version("energy", "x")
 
 
 def test_the_object_store_holds_the_bytes_of_the_path_layout(object_store, s3_warehouse,
