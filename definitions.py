@@ -4,7 +4,8 @@ Configuration (defaults are for a fresh clone):
 
 - ``JOULEHOUSE_GPU_DATA_ROOTS``: GPU data roots (see ``resources/gpu.py``),
   default ``examples/gpu-data``;
-- ``JOULEHOUSE_WAREHOUSE``: the warehouse folder, default ``warehouse/``;
+- ``JOULEHOUSE_WAREHOUSE``: the warehouse folder, or ``s3://bucket/prefix`` on an
+  S3-compatible object store (``resources/warehouse.py``), default ``warehouse/``;
 - ``JOULEHOUSE_TAUDB_URL`` (and ``JOULEHOUSE_TAUDB_SCHEMA``): TAUdb, default the SQLite
   file ``taudb.sqlite`` beside the warehouse tables; the URL is read at run time (``dg.EnvVar``);
 - ``JOULEHOUSE_TAU_LANDING``: folders where TAU profile sets land, default
