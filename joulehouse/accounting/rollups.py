@@ -25,10 +25,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from joulehouse.accounting.carbon import J_PER_KWH
 from joulehouse.accounting.entities import ENTITY_ID
 from joulehouse.accounting.schemas import DAILY_SCHEMA, MONTHLY_SCHEMA, ROLLUP_KEYS
 from joulehouse.accounting.split import split_windows
+from joulehouse.accounting.stepseries import J_PER_KWH
 from joulehouse.validation import validate
 
 UTC = "UTC"
