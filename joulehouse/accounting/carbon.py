@@ -27,7 +27,7 @@ import pandas as pd
 
 from joulehouse.accounting import stepseries
 from joulehouse.accounting.intensity import SERIES, YEARLY
-from joulehouse.accounting.schemas import CARBON_SCHEMA
+from joulehouse.accounting.schemas import CARBON_SCHEMA, FACT_COLUMNS
 from joulehouse.validation import validate
 
 #: The intensity table's value column (gCO2e/kWh).
@@ -107,8 +107,7 @@ def carbon_per_fact(facts: pd.DataFrame, intensity: pd.DataFrame,
     """The CARBON_SCHEMA table: each fact of ``facts`` (energy_facts rows with the
     ``group`` of ``entities.attribute``) with its carbon, in the facts' order."""
     carbon = integrate(facts, intensity, settings)
-    table = pd.concat([facts[["source", "entity", "component", "window_start", "window_end",
-                              "method", "energy_j"]], carbon], axis=1).reset_index(drop=True)
+    table = pd.concat([facts[FACT_COLUMNS], carbon], axis=1).reset_index(drop=True)
     for column in ("source", "entity", "component", "method", "zone", "intensity_kind",
                    "intensity_files", "intensity_digests"):  # categoricals back to str
         table[column] = np.asarray(table[column], dtype=object)

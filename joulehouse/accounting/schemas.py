@@ -1,6 +1,8 @@
-"""pandera schemas of the accounting tables: intensity, daily and monthly rollups, carbon per fact.
+"""pandera schemas of the accounting tables: intensity, tariffs, daily and monthly rollups,
+carbon and cost per fact.
 
-Units are in the column names: J, kWh, h (hours), W, gCO2e (``co2_g``), gCO2e/kWh.
+Units are in the column names: J, kWh, h (hours), W, gCO2e (``co2_g``), gCO2e/kWh; a cost
+is in the ``currency`` of its row (per kWh for a price).
 """
 
 from __future__ import annotations
@@ -43,6 +45,24 @@ INTENSITY_SCHEMA = pa.DataFrameSchema(
     name="carbon_intensity",
 )
 
+TARIFF_SCHEMA = pa.DataFrameSchema(
+    {
+        "site": pa.Column(str, description="The tariff's site (what facts are mapped to)."),
+        "interval_start": pa.Column(_UTC, description="Start of the band's interval (UTC)."),
+        "interval_end": pa.Column(_UTC, description="End of the interval (UTC), exclusive."),
+        "price_per_kwh": pa.Column(float, _NONNEG, description="Energy price (currency/kWh)."),
+        "currency": pa.Column(str, description="ISO 4217 code of the price."),
+        "file": pa.Column(str, description="The file the band was read from."),
+        "digest": pa.Column(str, description="SHA-256 of that file's bytes: the tariff's "
+                                             "version."),
+    },
+    checks=pa.Check(lambda df: df["interval_end"] > df["interval_start"],
+                    name="interval_ordered"),
+    strict=True,
+    ordered=True,
+    name="tariffs",
+)
+
 _KEYS = {
     "calendar": pa.Column(str, description="UTC, or the site's time zone whose local days "
                                            "(months) the row counts; a table holds both: sum "
@@ -74,6 +94,13 @@ _VALUES = {
                                    "no intensity (see energy_without_intensity_j)."),
     "energy_without_intensity_j": pa.Column(float, _NONNEG,
                                             description="Energy with no intensity or zone (J)."),
+    "cost": pa.Column(float, nullable=True,
+                      description="Energy cost in currency (times the PUE), at the tariff's "
+                                  "time-of-use prices; NaN if any energy of the row has no "
+                                  "price (see energy_without_tariff_j)."),
+    "currency": pa.Column(str, description="Currency of cost ('' when no tariff applies)."),
+    "energy_without_tariff_j": pa.Column(float, _NONNEG,
+                                         description="Energy with no tariff price (J)."),
 }
 
 
@@ -93,12 +120,18 @@ MONTHLY_SCHEMA = _rollup_schema("month", "The month (its first day, in the row's
 #: Key columns of the rollups, after the period.
 ROLLUP_KEYS = [k for k in _KEYS if k != "calendar"]
 
+#: The columns of a fact that carbon_per_fact and cost_per_fact repeat.
+_FACT = {
+    "source": _text(), "entity": _text(), "component": _text(),
+    "window_start": pa.Column(_UTC), "window_end": pa.Column(_UTC),
+    "method": _text(),
+    "energy_j": pa.Column(float, _NONNEG, description="The fact's energy (J)."),
+}
+FACT_COLUMNS = list(_FACT)
+
 CARBON_SCHEMA = pa.DataFrameSchema(
     {
-        "source": _text(), "entity": _text(), "component": _text(),
-        "window_start": pa.Column(_UTC), "window_end": pa.Column(_UTC),
-        "method": _text(),
-        "energy_j": pa.Column(float, _NONNEG, description="The fact's energy (J)."),
+        **_FACT,
         "zone": _text("Grid zone used ('' when none is configured)."),
         "pue": pa.Column(float, pa.Check.ge(1), description="Site PUE the energy was scaled by."),
         "basis": _text("Intensity basis used: lca or direct."),
@@ -116,4 +149,25 @@ CARBON_SCHEMA = pa.DataFrameSchema(
     strict=True,
     ordered=True,
     name="carbon_per_fact",
+)
+
+COST_SCHEMA = pa.DataFrameSchema(
+    {
+        **_FACT,
+        "site": _text("Tariff site used ('' when none is configured)."),
+        "pue": pa.Column(float, pa.Check.ge(1), description="Site PUE the energy was scaled by."),
+        "price_per_kwh": pa.Column(float, nullable=True,
+                                   description="Energy-weighted price over the window "
+                                               "(currency/kWh)."),
+        "cost": pa.Column(float, nullable=True,
+                          description="energy x PUE x price, integrated at the tariff's "
+                                      "bands; NaN if not covered."),
+        "currency": _text("Currency of cost and price ('' when no site is configured)."),
+        "tariff_files": _text("The tariff files used, ';'-separated."),
+        "tariff_digests": _text("Their SHA-256 digests (versions)."),
+        "missing": _text("Why cost is NaN ('' when it is not)."),
+    },
+    strict=True,
+    ordered=True,
+    name="cost_per_fact",
 )
