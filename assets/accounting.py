@@ -1,16 +1,17 @@
-"""Accounting assets: grid intensity as a source, rollups per day and month, carbon per fact.
+"""Accounting assets: grid intensity and tariffs as sources, rollups per day and month,
+carbon and cost per fact.
 
-1. ``carbon_intensity``: every file of the intensity landing folder read to one table
-   (``carbon_intensity/table.parquet``), when missing and by the daily schedule
-   ``daily_rollups``; its
-   data version is the digest of the files'
-   digests, so what changed upstream of a carbon figure is visible as lineage.
+1. ``carbon_intensity`` and ``tariffs``: every file of the intensity (tariff) landing
+   folder read to one table, when missing and by the daily schedule ``daily_rollups``;
+   the data version is the digest of the files' digests, so what changed upstream of a
+   carbon or cost figure is visible as lineage.
 2. ``accounting`` (one step, ``joulehouse.accounting.accounts.account``): from every
-   source's ``energy_facts/<source>``, ``cc_jobs`` (users, projects) and the intensity,
-   ``accounting_daily``, ``accounting_monthly`` and ``carbon_per_fact``; rebuilt when any
-   input changes (``TABLE_AUTOMATION``) and by the daily schedule ``daily_rollups``
-   (``sensors/schedules.py``, stopped by default). Facts without carbon are counted and listed in the metadata, and
-   fail the WARN check ``carbon_covered`` of ``carbon_per_fact``.
+   source's ``energy_facts/<source>``, ``cc_jobs`` (users, projects), the intensity and
+   the tariffs, ``accounting_daily``, ``accounting_monthly``, ``carbon_per_fact`` and
+   ``cost_per_fact``; rebuilt when any input changes (``TABLE_AUTOMATION``) and by the
+   daily schedule ``daily_rollups`` (``sensors/schedules.py``, stopped by default). Facts
+   without carbon (cost) are counted and listed in the metadata, and fail the WARN check
+   ``carbon_covered`` of ``carbon_per_fact`` (``cost_covered`` of ``cost_per_fact``).
 """
 
 from __future__ import annotations
@@ -32,16 +33,22 @@ from joulehouse.accounting.intensity import empty_intensity
 from joulehouse.accounting.rollups import UTC, primary
 from joulehouse.accounting.schemas import (
     CARBON_SCHEMA,
+    COST_SCHEMA,
     DAILY_SCHEMA,
     INTENSITY_SCHEMA,
     MONTHLY_SCHEMA,
+    TARIFF_SCHEMA,
 )
+from joulehouse.accounting.tariff import empty_tariffs
 from joulehouse.plots import Series, bars_png, markdown_image
 from joulehouse.warehouse import Warehouse as Tables
 from resources import AccountingSettings, Warehouse
 
 GROUP = "accounting"
 INTENSITY_TABLE = "carbon_intensity"
+TARIFF_TABLE = "tariffs"
+COST_TABLE = "cost_per_fact"
+COST_CHECK = "cost_covered"
 DAILY_TABLE = "accounting_daily"
 MONTHLY_TABLE = "accounting_monthly"
 CARBON_TABLE = "carbon_per_fact"
@@ -60,6 +67,24 @@ def _table(frame: pd.DataFrame) -> dg.TableMetadataValue:
         schema=dg.TableSchema(columns=[dg.TableColumn(str(c), "string") for c in frame.columns]))
 
 
+def landed_series(table: pd.DataFrame, schema, folder: str, keys: list[str],
+                  tables: Tables, name: str) -> dg.MaterializeResult:
+    """Write a step-series source's ``table`` (rows naming their ``file`` and ``digest``)
+    as ``name`` and describe it: its data version is the digest of its files' digests;
+    ``coverage`` gives rows, first start and last end per ``keys``."""
+    tables.write_table(name, table)
+    files = table.drop_duplicates("file")[["file", "digest"]]
+    version = hashlib.sha256("".join(files["digest"]).encode()).hexdigest()
+    coverage = table.groupby(keys).agg(
+        rows=("file", "size"), start=("interval_start", "min"), end=("interval_end", "max"))
+    return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
+        **table_metadata(table, schema),
+        "landing_folder": dg.MetadataValue.path(folder),
+        "files": dg.MetadataValue.json(dict(zip(files["file"], files["digest"], strict=True))),
+        "coverage": _table(coverage.reset_index()),
+    })
+
+
 @dg.asset(
     name=INTENSITY_TABLE,
     group_name=GROUP,
@@ -71,23 +96,28 @@ def _table(frame: pd.DataFrame) -> dg.TableMetadataValue:
 )
 def carbon_intensity(accounting: AccountingSettings,
                      warehouse: Warehouse) -> dg.MaterializeResult:
-    table = accounting.read_intensity()
-    warehouse.tables().write_table(INTENSITY_TABLE, table)
-    files = table.drop_duplicates("file")[["file", "digest"]]
-    version = hashlib.sha256("".join(files["digest"]).encode()).hexdigest()
-    coverage = table.groupby(["zone", "basis", "kind"]).agg(
-        rows=("file", "size"), start=("interval_start", "min"), end=("interval_end", "max"))
-    return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
-        **table_metadata(table, INTENSITY_SCHEMA),
-        "landing_folder": dg.MetadataValue.path(accounting.intensity_landing),
-        "files": dg.MetadataValue.json(dict(zip(files["file"], files["digest"], strict=True))),
-        "coverage": _table(coverage.reset_index()),
-    })
+    return landed_series(accounting.read_intensity(), INTENSITY_SCHEMA,
+                         accounting.intensity_landing, ["zone", "basis", "kind"],
+                         warehouse.tables(), INTENSITY_TABLE)
+
+
+@dg.asset(
+    name=TARIFF_TABLE,
+    group_name=GROUP,
+    kinds={"csv", "parquet"},
+    automation_condition=dg.AutomationCondition.on_missing(),
+    description=("Time-of-use electricity prices (currency/kWh) per site and UTC interval, "
+                 "from the tariff files of the tariff landing folder (local weekday and "
+                 "time-of-day bands), each row naming its file and the file's SHA-256."),
+)
+def tariffs(accounting: AccountingSettings, warehouse: Warehouse) -> dg.MaterializeResult:
+    return landed_series(accounting.read_tariffs(), TARIFF_SCHEMA, accounting.tariff_landing,
+                         ["site", "currency"], warehouse.tables(), TARIFF_TABLE)
 
 
 _TABLE = {"group_name": GROUP, "automation_condition": TABLE_AUTOMATION, "skippable": True,
           "kinds": {"pandas", "parquet"}}
-_INPUTS = [*FACT_ASSETS, cc_jobs, carbon_intensity]
+_INPUTS = [*FACT_ASSETS, cc_jobs, carbon_intensity, tariffs]
 
 accounting_daily = dg.AssetSpec(
     DAILY_TABLE, deps=_INPUTS, **_TABLE,
@@ -103,9 +133,19 @@ carbon_per_fact = dg.AssetSpec(
     description=("gCO2e of each energy fact, integrated at the intensity's own resolution, "
                  "times the site PUE; zone, basis, intensity files and digests per row; "
                  "NaN and the reason where no intensity covers the fact."))
+cost_per_fact = dg.AssetSpec(
+    COST_TABLE, deps=_INPUTS, **_TABLE,
+    description=("Energy cost of each energy fact at its site's time-of-use tariff, "
+                 "integrated at the tariff's bands, times the site PUE; site, currency, "
+                 "tariff files and digests per row; NaN and the reason where no band "
+                 "covers the fact."))
 COVERED_SPEC = dg.AssetCheckSpec(
     COVERED_CHECK, asset=carbon_per_fact.key,
     description="Every fact has carbon: the intensity covers its window and its zone is "
+                "configured. Fails (WARN) listing the facts without.")
+COST_SPEC = dg.AssetCheckSpec(
+    COST_CHECK, asset=cost_per_fact.key,
+    description="Every fact has a cost: its site's tariff covers its window and a site is "
                 "configured. Fails (WARN) listing the facts without.")
 
 
@@ -114,26 +154,40 @@ def _stored(tables: Tables, table: str) -> pd.DataFrame | None:
 
 
 def daily_plots(daily: pd.DataFrame) -> str:
-    """Markdown: energy (kWh) and CO2 (kg) per UTC day, stacked by source, each source in
-    its primary method (``rollups.PRIMARY_METHOD``)."""
+    """Markdown: energy (kWh), CO2 (kg) and cost (per currency) per UTC day, stacked by
+    source, each source in its primary method (``rollups.PRIMARY_METHOD``)."""
     shown = primary(daily[daily["calendar"] == UTC])
-    per_day = shown.groupby(["day", "source"])[["energy_kwh", "co2_g"]].sum(min_count=1)
-    per_day = per_day.unstack("source")
-    days = [day.strftime("%Y-%m-%d") for day in per_day.index]
+    plotted = [("energy_kwh", "energy (kWh)", 1.0, shown), ("co2_g", "CO2e (kg)", 1e-3, shown)]
+    plotted += [("cost", f"cost ({currency})", 1.0, rows)
+                for currency, rows in shown.groupby("currency") if currency]
     images = []
-    for column, label, factor in (("energy_kwh", "energy (kWh)", 1.0),
-                                  ("co2_g", "CO2e (kg)", 1e-3)):
-        values = per_day[column].fillna(0.0) * factor
+    for column, label, factor, rows in plotted:
+        per_day = rows.groupby(["day", "source"])[column].sum(min_count=1).unstack("source")
+        days = [day.strftime("%Y-%m-%d") for day in per_day.index]
+        values = per_day.fillna(0.0) * factor
         series = [Series(str(source), days, values[source].tolist()) for source in values]
         png = bars_png(days, series, title=f"{label} per UTC day", y_label=label)
         images.append(markdown_image(png, f"{label} per day"))
     return "\n\n".join(images)
 
 
+def coverage_check(check: str, asset: dg.AssetKey, without: pd.DataFrame, of: int,
+                   what: str) -> dg.AssetCheckResult:
+    """The WARN check that every fact has a ``what`` (carbon, cost): ``without`` lists the
+    facts that have none (the first MISSING_SHOWN in the metadata), of ``of`` facts."""
+    name = f"facts_without_{what}"
+    return dg.AssetCheckResult(
+        check_name=check, asset_key=asset, passed=without.empty,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=None if without.empty else f"{len(without)} of {of} facts without {what}",
+        metadata={name: dg.MetadataValue.int(len(without)),
+                  **({"missing": _table(without.head(MISSING_SHOWN))} if len(without) else {})})
+
+
 @dg.multi_asset(
     name="accounting",
-    specs=[accounting_daily, accounting_monthly, carbon_per_fact],
-    check_specs=[COVERED_SPEC],
+    specs=[accounting_daily, accounting_monthly, carbon_per_fact, cost_per_fact],
+    check_specs=[COVERED_SPEC, COST_SPEC],
     pool=TABLES_POOL,
     description="The accounting tables in one step; see assets/accounting.py.",
 )
@@ -142,19 +196,20 @@ def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator
     facts = _stored(tables, FACTS_TABLE)
     if facts is None:
         raise dg.Failure("no energy_facts stored yet: materialize a source first")
+    # not read yet: every fact is reported without carbon (cost)
     intensity = _stored(tables, INTENSITY_TABLE)
-    if intensity is None:  # not read yet: every fact is reported without carbon
-        intensity = empty_intensity()
-    accounts = account(facts, intensity,
+    prices = _stored(tables, TARIFF_TABLE)
+    accounts = account(facts, empty_intensity() if intensity is None else intensity,
                        accounting.carbon_settings(), accounting.time_zone,
-                       _stored(tables, JOBS_TABLE))
-    missing = accounts.missing
-    shown = _table(missing.head(MISSING_SHOWN))
+                       _stored(tables, JOBS_TABLE),
+                       tariffs=empty_tariffs() if prices is None else prices,
+                       cost_settings=accounting.cost_settings())
+    missing, unpriced = accounts.missing, accounts.unpriced
     tables.write_table(DAILY_TABLE, accounts.daily)
     yield dg.MaterializeResult(asset_key=accounting_daily.key, metadata={
         **table_metadata(accounts.daily, DAILY_SCHEMA),
         "time_zone": accounting.time_zone,
-        "energy_and_co2_per_day": dg.MetadataValue.md(daily_plots(accounts.daily)),
+        "energy_co2_and_cost_per_day": dg.MetadataValue.md(daily_plots(accounts.daily)),
     })
     tables.write_table(MONTHLY_TABLE, accounts.monthly)
     yield dg.MaterializeResult(asset_key=accounting_monthly.key,
@@ -167,13 +222,19 @@ def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator
         "pue": dg.MetadataValue.float(accounting.pue),
         "total_co2_kg": dg.MetadataValue.float(float(accounts.carbon["co2_g"].sum() / 1e3)),
     })
-    yield dg.AssetCheckResult(
-        check_name=COVERED_CHECK, asset_key=carbon_per_fact.key, passed=missing.empty,
-        severity=dg.AssetCheckSeverity.WARN,
-        description=(None if missing.empty else
-                     f"{len(missing)} of {len(accounts.carbon)} facts without carbon"),
-        metadata={"facts_without_carbon": dg.MetadataValue.int(len(missing)),
-                  **({"missing": shown} if len(missing) else {})})
+    yield coverage_check(COVERED_CHECK, carbon_per_fact.key, missing, len(accounts.carbon),
+                         "carbon")
+    tables.write_table(COST_TABLE, accounts.cost)
+    totals = accounts.cost.groupby("currency")["cost"].sum()
+    yield dg.MaterializeResult(asset_key=cost_per_fact.key, metadata={
+        **table_metadata(accounts.cost, COST_SCHEMA),
+        "facts_without_cost": dg.MetadataValue.int(len(unpriced)),
+        "sites": dg.MetadataValue.json(dict(accounting.tariff_sites)),
+        "pue": dg.MetadataValue.float(accounting.pue),
+        "total_cost": dg.MetadataValue.json({c: round(float(v), 2)
+                                             for c, v in totals.items() if c}),
+    })
+    yield coverage_check(COST_CHECK, cost_per_fact.key, unpriced, len(accounts.cost), "cost")
 
 
-ACCOUNTING_ASSETS = [carbon_intensity, accounting]
+ACCOUNTING_ASSETS = [carbon_intensity, tariffs, accounting]

@@ -5,9 +5,10 @@ import pandas as pd
 import pytest
 
 from assets.accounting import accounting as accounting_asset
-from assets.accounting import carbon_intensity
+from assets.accounting import carbon_intensity, tariffs
 from joulehouse.accounting import generator
 from joulehouse.accounting.carbon import CarbonSettings
+from joulehouse.accounting.cost import CostSettings
 from joulehouse.facts import ENERGY_FACTS_COLUMNS
 from resources import AccountingSettings, Warehouse
 
@@ -29,10 +30,17 @@ def test_accounting_tables_and_the_coverage_check(tmp_path, facts):
                                                          "2022-03-08"), landing / "de.csv")
     store = Warehouse(root=str(tmp_path / "warehouse"))
     store.tables().write_partition("energy_facts", "clustercockpit", facts)
+    prices = tmp_path / "tariffs"
+    prices.mkdir()
+    (prices / "flat.csv").write_text(
+        "site,timezone,valid_from,valid_to,weekdays,start,end,price_per_kwh,currency\n"
+        "lab,UTC,2022-02-01,2022-04-01,*,00:00,24:00,0.25,EUR\n")
     settings = AccountingSettings(intensity_landing=str(landing), time_zone="Europe/Berlin",
-                                  zones={"clustercockpit": "DE"}, pue=1.2)
+                                  zones={"clustercockpit": "DE"}, pue=1.2,
+                                  tariff_landing=str(prices), tariff_sites={"*": "lab"})
     with dg.instance_for_test() as instance:
-        result = dg.materialize([carbon_intensity, accounting_asset], instance=instance,
+        result = dg.materialize([carbon_intensity, tariffs, accounting_asset],
+                                instance=instance,
                                 resources={"accounting": settings, "warehouse": store})
         assert result.success
         tables = store.tables()
@@ -50,17 +58,32 @@ def test_accounting_tables_and_the_coverage_check(tmp_path, facts):
         assert utc.loc[utc["day"] == "2019-01-01", "co2_g"].isna().all()
         monthly = tables.read_table("accounting_monthly")
         assert sorted(monthly["month"].dt.strftime("%Y-%m").unique()) == ["2019-01", "2022-03"]
-        check = result.get_asset_check_evaluations()[0]
-        assert check.check_name == "carbon_covered" and not check.passed
+        # A flat 0.25 EUR/kWh: cost = energy x PUE x 0.25 for all but the 2019 fact.
+        cost = tables.read_table("cost_per_fact")
+        priced = facts["entity"] != "g0/old"
+        assert cost["cost"].sum() == pytest.approx(
+            facts.loc[priced, "energy_j"].sum() / 3.6e6 * 1.2 * 0.25, rel=1e-9)
+        assert cost.loc[cost["cost"].isna(), "entity"].tolist() == ["g0/old"]
+        assert cost["tariff_files"][priced].eq("flat.csv").all()
+        assert utc["cost"].sum() == pytest.approx(cost["cost"].sum(), rel=1e-9)
+        assert set(utc["currency"]) == {"EUR"}
+        checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+        check = checks["carbon_covered"]
+        assert not check.passed
         assert check.severity == dg.AssetCheckSeverity.WARN
         assert check.metadata["facts_without_carbon"].value == 1
+        assert not checks["cost_covered"].passed
+        assert checks["cost_covered"].metadata["facts_without_cost"].value == 1
         by_key = {m.asset_key.to_user_string(): m.metadata
                   for m in result.get_asset_materialization_events()
                   for m in [m.event_specific_data.materialization]}
         assert by_key["carbon_per_fact"]["dagster/row_count"].value == len(facts)
         assert by_key["accounting_daily"]["dagster/row_count"].value == len(daily)
         assert "data:image/png;base64," in by_key["accounting_daily"][
-            "energy_and_co2_per_day"].value
+            "energy_co2_and_cost_per_day"].value
+        assert by_key["cost_per_fact"]["total_cost"].value == {
+            "EUR": round(float(cost["cost"].sum()), 2)}
+        assert by_key["tariffs"]["dagster/row_count"].value == 59
         assert by_key["carbon_intensity"]["dagster/row_count"].value == 2 * 8 * 24
 
 
@@ -70,7 +93,12 @@ def test_the_settings_come_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("JOULEHOUSE_CARBON_ZONES", "*=DE, clustercockpit/fritz=FR")
     monkeypatch.setenv("JOULEHOUSE_PUE", "1.4")
     monkeypatch.setenv("JOULEHOUSE_INTENSITY_FALLBACK", "DE=DEU")
+    monkeypatch.setenv("JOULEHOUSE_TARIFF_LANDING", str(tmp_path / "tariffs"))
+    monkeypatch.setenv("JOULEHOUSE_TARIFF_SITES", "*=main, geopm=lab")
     settings = AccountingSettings.from_env("examples/intensity")
+    assert settings.cost_settings() == CostSettings(sites={"*": "main", "geopm": "lab"},
+                                                    pue=1.4)
+    assert settings.tariff_landing == str(tmp_path / "tariffs")
     assert settings.carbon_settings() == CarbonSettings(
         zones={"*": "DE", "clustercockpit/fritz": "FR"}, pue=1.4, basis="lca",
         yearly_fallback={"DE": "DEU"})
