@@ -28,6 +28,7 @@ from assets.gpu import TABLE_AUTOMATION, TABLES_POOL
 from assets.gpu import energy_facts as gpu_energy_facts
 from assets.powerapi import powerapi_energy_facts
 from assets.reporting import table_metadata
+from joulehouse.accounting import trust
 from joulehouse.accounting.accounts import account
 from joulehouse.accounting.intensity import empty_intensity
 from joulehouse.accounting.rollups import UTC, primary
@@ -38,6 +39,7 @@ from joulehouse.accounting.schemas import (
     INTENSITY_SCHEMA,
     MONTHLY_SCHEMA,
     TARIFF_SCHEMA,
+    TRUST_SCHEMA,
 )
 from joulehouse.accounting.tariff import empty_tariffs
 from joulehouse.plots import Series, bars_png, markdown_image
@@ -237,4 +239,47 @@ def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator
     yield coverage_check(COST_CHECK, cost_per_fact.key, unpriced, len(accounts.cost), "cost")
 
 
-ACCOUNTING_ASSETS = [carbon_intensity, tariffs, accounting]
+TRUST_TABLE = "trust_checks"
+
+
+@dg.asset(
+    name=TRUST_TABLE,
+    deps=[*FACT_ASSETS, cc_jobs],
+    check_specs=[dg.AssetCheckSpec(rule.id, asset=TRUST_TABLE, description=(
+        f"v{rule.version}: {rule.compared} / {rule.reference} in [{rule.low}, {rule.high}] "
+        "wherever both exist (joulehouse/accounting/trust.py)")) for rule in trust.RULES],
+    pool=TABLES_POOL,
+    group_name=GROUP,
+    automation_condition=TABLE_AUTOMATION,
+    kinds={"pandas", "parquet"},
+    description=("Energy facts checked across methods and sources where they overlap (GPU "
+                 "counter vs integrated power, external meter vs GPU, SmartWatts vs RAPL, "
+                 "GEOPM vs ClusterCockpit): rule, version, entity, window, both figures, "
+                 "their ratio and the verdict; one WARN check per rule."),
+)
+def trust_checks(warehouse: Warehouse) -> Iterator:
+    tables = warehouse.tables()
+    facts = _stored(tables, FACTS_TABLE)
+    if facts is None:
+        raise dg.Failure("no energy_facts stored yet: materialize a source first")
+    table = trust.trust_checks(facts, _stored(tables, JOBS_TABLE))
+    tables.write_table(TRUST_TABLE, table)
+    summary = trust.summary(table)
+    yield dg.MaterializeResult(metadata={**table_metadata(table, TRUST_SCHEMA),
+                                         "rules": _table(summary)})
+    for rule in summary.itertuples():
+        failed = table[(table["rule"] == rule.rule) & ~table["passed"]]
+        yield dg.AssetCheckResult(
+            check_name=rule.rule, passed=failed.empty, severity=dg.AssetCheckSeverity.WARN,
+            description=(f"{rule.failed} of {rule.pairs} pairs outside the bounds"
+                         if rule.failed else f"{rule.pairs} pairs within the bounds"
+                         if rule.pairs else "no overlapping figures to compare"),
+            metadata={"version": dg.MetadataValue.int(int(rule.version)),
+                      "pairs": dg.MetadataValue.int(int(rule.pairs)),
+                      "failed": dg.MetadataValue.int(int(rule.failed)),
+                      **({"failing": _table(failed[["entity", "window_start", "reference_j",
+                                                    "compared_j", "ratio"]]
+                                            .head(MISSING_SHOWN))} if len(failed) else {})})
+
+
+ACCOUNTING_ASSETS = [carbon_intensity, tariffs, accounting, trust_checks]

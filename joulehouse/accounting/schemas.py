@@ -171,3 +171,28 @@ COST_SCHEMA = pa.DataFrameSchema(
     ordered=True,
     name="cost_per_fact",
 )
+
+TRUST_SCHEMA = pa.DataFrameSchema(
+    {
+        "rule": pa.Column(str, description="Trust rule id (joulehouse/accounting/trust.py)."),
+        "version": pa.Column("int64", description="The rule's version."),
+        "source": pa.Column(str, description="energy_facts source of the pair's entity."),
+        "entity": pa.Column(str, description="What was checked: a repetition, a PowerAPI "
+                                             "sensor, a ClusterCockpit job."),
+        "component": pa.Column(str, description="Component of the reference figure."),
+        "window_start": pa.Column(_UTC, description="Start of the compared window (UTC)."),
+        "window_end": pa.Column(_UTC, description="End of the compared window (UTC)."),
+        "reference": pa.Column(str, description="What the reference figure is."),
+        "reference_j": pa.Column(float, description="The reference energy (J)."),
+        "compared": pa.Column(str, description="What the compared figure is."),
+        "compared_j": pa.Column(float, description="The compared energy (J)."),
+        "ratio": pa.Column(float, nullable=True,
+                           description="compared_j / reference_j (NaN for no reference)."),
+        "low": pa.Column(float, description="Lowest ratio that passes."),
+        "high": pa.Column(float, description="Highest ratio that passes (inf: none)."),
+        "passed": pa.Column(bool, description="low <= ratio <= high."),
+    },
+    strict=True,
+    ordered=True,
+    name="trust_checks",
+)

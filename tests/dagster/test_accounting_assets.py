@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from assets.accounting import accounting as accounting_asset
-from assets.accounting import carbon_intensity, tariffs
+from assets.accounting import carbon_intensity, tariffs, trust_checks
 from joulehouse.accounting import generator
 from joulehouse.accounting.carbon import CarbonSettings
 from joulehouse.accounting.cost import CostSettings
@@ -106,3 +106,31 @@ def test_the_settings_come_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("JOULEHOUSE_CARBON_ZONES", "DE")
     with pytest.raises(ValueError, match="JOULEHOUSE_CARBON_ZONES: 'DE' is not key=value"):
         AccountingSettings.from_env("examples/intensity")
+
+
+def test_trust_checks_table_and_one_check_per_rule(tmp_path):
+    begin = pd.Timestamp("2024-01-15 10:00", tz="UTC")
+    facts = pd.DataFrame([
+        {"source": "gpu-benchmark", "entity": "r/e/b/run/0", "component": component,
+         "window_start": begin, "window_end": begin + pd.Timedelta("1h"), "duration_s": 3600.0,
+         "energy_j": energy, "method": method}
+        for component, method, energy in (("gpu", "counter", 1000.0), ("gpu", "power", 1200.0),
+                                          ("external", "external", 1500.0))],
+        columns=ENERGY_FACTS_COLUMNS)
+    store = Warehouse(root=str(tmp_path / "warehouse"))
+    store.tables().write_partition("energy_facts", "gpu", facts)
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([trust_checks], instance=instance,
+                                resources={"warehouse": store})
+        assert result.success
+        table = store.tables().read_table("trust_checks")
+        assert table[["rule", "passed"]].values.tolist() == [
+            ["gpu_counter_vs_power", False], ["external_at_least_gpu", True]]
+        checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+        assert set(checks) == {"gpu_counter_vs_power", "external_at_least_gpu",
+                               "smartwatts_vs_rapl", "geopm_vs_clustercockpit"}
+        assert not checks["gpu_counter_vs_power"].passed
+        assert checks["gpu_counter_vs_power"].metadata["failed"].value == 1
+        assert checks["external_at_least_gpu"].passed
+        assert checks["smartwatts_vs_rapl"].passed
+        assert checks["smartwatts_vs_rapl"].description == "no overlapping figures to compare"

@@ -21,7 +21,7 @@ ACCOUNTING_INPUTS = {"energy_facts/gpu", "energy_facts/geopm", "energy_facts/pow
                      "energy_facts/clustercockpit", "cc_jobs", "carbon_intensity",
                      "tariffs"}
 ACCOUNTING = {"carbon_intensity", "tariffs", "accounting_daily", "accounting_monthly",
-              "carbon_per_fact", "cost_per_fact"}
+              "carbon_per_fact", "cost_per_fact", "trust_checks"}
 # asset -> (deps, partitioned, checks)
 GRAPH = {
     "gpu_repetition_files": (set(), True, set()),
@@ -58,6 +58,9 @@ GRAPH = {
     **{name: (ACCOUNTING_INPUTS, False, checks) for name, checks in (
         ("accounting_daily", set()), ("accounting_monthly", set()),
         ("carbon_per_fact", {"carbon_covered"}), ("cost_per_fact", {"cost_covered"}))},
+    "trust_checks": (ACCOUNTING_INPUTS - {"carbon_intensity", "tariffs"}, False,
+                     {"gpu_counter_vs_power", "external_at_least_gpu", "smartwatts_vs_rapl",
+                      "geopm_vs_clustercockpit"}),
 }
 POWERAPI_JOB = {"powerapi_validated_frames", "powerapi_report_energy", "powerapi_window_energy",
                 "energy_facts/powerapi"}
@@ -102,7 +105,8 @@ def test_asset_graph_snapshot():
                  "geopm_trials", "powerapi_trials",
                  "cc_job_trials", "cc_jobs", "cc_job_energy", "cc_rollup",
                  "energy_facts/clustercockpit", "carbon_intensity", "tariffs",
-                 "accounting_daily", "accounting_monthly", "carbon_per_fact", "cost_per_fact"):
+                 "accounting_daily", "accounting_monthly", "carbon_per_fact", "cost_per_fact",
+                 "trust_checks"):
         assert graph.get(dg.AssetKey.from_user_string(name)).automation_condition is not None, name
     for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials",
                  "powerapi_validated_frames", "powerapi_report_energy",
