@@ -22,13 +22,13 @@ from collections.abc import Iterator
 import dagster as dg
 import pandas as pd
 
-from assets.clustercockpit import JOBS_TABLE, cc_energy_facts, cc_jobs
+from assets.clustercockpit import JOBS_TABLE, cc_block_tables, cc_energy_facts, cc_jobs
 from assets.geopm import geopm_energy_facts
-from assets.gpu import TABLE_AUTOMATION, TABLES_POOL
+from assets.gpu import TABLE_AUTOMATION, TABLES_POOL, gpu_validated_frames
 from assets.gpu import energy_facts as gpu_energy_facts
 from assets.powerapi import powerapi_energy_facts
 from assets.reporting import table_metadata
-from joulehouse.accounting import trust
+from joulehouse.accounting import trust, waste
 from joulehouse.accounting.accounts import account
 from joulehouse.accounting.intensity import empty_intensity
 from joulehouse.accounting.rollups import UTC, primary
@@ -40,7 +40,10 @@ from joulehouse.accounting.schemas import (
     MONTHLY_SCHEMA,
     TARIFF_SCHEMA,
     TRUST_SCHEMA,
+    WASTE_SCHEMA,
+    WASTE_WEEKLY_SCHEMA,
 )
+from joulehouse.accounting.stepseries import J_PER_KWH
 from joulehouse.accounting.tariff import empty_tariffs
 from joulehouse.plots import Series, bars_png, markdown_image
 from joulehouse.warehouse import Warehouse as Tables
@@ -282,4 +285,70 @@ def trust_checks(warehouse: Warehouse) -> Iterator:
                                             .head(MISSING_SHOWN))} if len(failed) else {})})
 
 
-ACCOUNTING_ASSETS = [carbon_intensity, tariffs, accounting, trust_checks]
+WASTE_TABLE = "waste"
+WASTE_WEEKLY_TABLE = "waste_weekly"
+GPU_POWER_TABLE = "gpu_validated_frames/gpu_power"
+CC_STATS_TABLE = "cc_block_tables/metric_stats"
+#: Users (and weeks) shown in the waste plot: the most idle energy first.
+WASTE_SHOWN = 8
+_WASTE_INPUTS = [*FACT_ASSETS, cc_jobs, gpu_validated_frames, cc_block_tables]
+waste_table = dg.AssetSpec(
+    WASTE_TABLE, deps=_WASTE_INPUTS, **_TABLE,
+    description=("Energy spent idle per GPU repetition (utilisation below the threshold, "
+                 "default 10 %) and per ClusterCockpit job (CPU use below the threshold): "
+                 "each row names its rule, version and threshold "
+                 "(joulehouse/accounting/waste.py)."))
+waste_weekly = dg.AssetSpec(
+    WASTE_WEEKLY_TABLE, deps=[waste_table], **_TABLE,
+    description="Per UTC week and user: energy, GPU-hours, energy spent idle and its share, "
+                "ranked by idle energy (1 = most).")
+
+
+def waste_plot(weekly: pd.DataFrame) -> str:
+    """Markdown: idle energy (kWh) per week, stacked by user (the WASTE_SHOWN users with the
+    most idle energy; '' shown as '(no user)')."""
+    top = (weekly.groupby("user")["idle_energy_j"].sum().nlargest(WASTE_SHOWN).index)
+    shown = weekly[weekly["user"].isin(top)]
+    per_week = (shown.pivot_table(index="week", columns="user", values="idle_energy_j",
+                                  aggfunc="sum").fillna(0.0) / J_PER_KWH)
+    weeks = [week.strftime("%Y-%m-%d") for week in per_week.index]
+    series = [Series(user or "(no user)", weeks, per_week[user].tolist()) for user in per_week]
+    png = bars_png(weeks, series, title="energy spent idle per week", y_label="kWh")
+    return markdown_image(png, "idle energy per week")
+
+
+@dg.multi_asset(
+    name="waste_step",
+    specs=[waste_table, waste_weekly],
+    pool=TABLES_POOL,
+    description="The waste tables in one step; see joulehouse/accounting/waste.py.",
+)
+def waste_step(warehouse: Warehouse) -> Iterator:
+    tables = warehouse.tables()
+    facts = _stored(tables, FACTS_TABLE)
+    if facts is None:
+        raise dg.Failure("no energy_facts stored yet: materialize a source first")
+    frames = {key: tables.read_partitions(GPU_POWER_TABLE, [key])
+              for key in tables.partition_keys(GPU_POWER_TABLE)}
+    table = waste.waste(facts, frames, _stored(tables, CC_STATS_TABLE),
+                        _stored(tables, JOBS_TABLE))
+    weekly = waste.weekly(table)
+    tables.write_table(WASTE_TABLE, table)
+    flagged = table[table["flagged"]]
+    yield dg.MaterializeResult(asset_key=waste_table.key, metadata={
+        **table_metadata(table, WASTE_SCHEMA),
+        "flagged": dg.MetadataValue.int(len(flagged)),
+        "idle_energy_kwh": dg.MetadataValue.float(float(table["idle_energy_j"].sum()) / J_PER_KWH),
+        "rules": dg.MetadataValue.json({r.id: {"version": r.version, "threshold": r.threshold}
+                                        for r in (waste.GPU_IDLE, waste.CPU_LOW_LOAD)}),
+    })
+    tables.write_table(WASTE_WEEKLY_TABLE, weekly)
+    yield dg.MaterializeResult(asset_key=waste_weekly.key, metadata={
+        **table_metadata(weekly, WASTE_WEEKLY_SCHEMA),
+        **({"idle_energy_per_week": dg.MetadataValue.md(waste_plot(weekly)),
+            "ranking": _table(weekly.sort_values(["week", "rank"], ascending=[False, True])
+                              .head(MISSING_SHOWN))} if len(weekly) else {}),
+    })
+
+
+ACCOUNTING_ASSETS = [carbon_intensity, tariffs, accounting, trust_checks, waste_step]

@@ -196,3 +196,41 @@ TRUST_SCHEMA = pa.DataFrameSchema(
     ordered=True,
     name="trust_checks",
 )
+
+WASTE_SCHEMA = pa.DataFrameSchema(
+    {
+        "rule": pa.Column(str, description="Waste rule id (joulehouse/accounting/waste.py)."),
+        "version": pa.Column("int64", description="The rule's version."),
+        "threshold": pa.Column(float, description="Utilisation (fraction) below which is idle."),
+        "source": pa.Column(str, description="energy_facts source."),
+        "entity": pa.Column(str, description="The repetition or job."),
+        "user": pa.Column(str, description="User (ClusterCockpit), else ''."),
+        "window_start": pa.Column(_UTC, description="Start of the judged window (UTC)."),
+        "window_end": pa.Column(_UTC, description="End of the judged window (UTC)."),
+        "gpu_hours": pa.Column(float, _NONNEG, description="GPU-hours of the window."),
+        "energy_j": pa.Column(float, _NONNEG, description="Energy judged (J)."),
+        "idle_energy_j": pa.Column(float, _NONNEG, description="Of it, spent idle (J)."),
+        "idle_s": pa.Column(float, _NONNEG, description="Time judged idle (s)."),
+        "flagged": pa.Column(bool, description="Some energy was spent idle."),
+    },
+    strict=True,
+    ordered=True,
+    name="waste",
+)
+
+WASTE_WEEKLY_SCHEMA = pa.DataFrameSchema(
+    {
+        "week": pa.Column("datetime64[ns]", description="The UTC week (its Monday; naive)."),
+        "user": pa.Column(str, description="User (ClusterCockpit), else ''."),
+        "energy_j": pa.Column(float, _NONNEG, description="Energy judged in the week (J)."),
+        "gpu_hours": pa.Column(float, _NONNEG, description="GPU-hours in the week."),
+        "idle_energy_j": pa.Column(float, _NONNEG, description="Energy spent idle (J)."),
+        "idle_share": pa.Column(float, nullable=True, description="idle_energy_j / energy_j."),
+        "rank": pa.Column("int64", pa.Check.ge(1),
+                          description="1 = most idle energy in the week."),
+    },
+    unique=["week", "user"],
+    strict=True,
+    ordered=True,
+    name="waste_weekly",
+)

@@ -1,11 +1,12 @@
 """The accounting assets over a warehouse of facts: tables, carbon, the coverage check."""
 
 import dagster as dg
+import numpy as np
 import pandas as pd
 import pytest
 
 from assets.accounting import accounting as accounting_asset
-from assets.accounting import carbon_intensity, tariffs, trust_checks
+from assets.accounting import carbon_intensity, tariffs, trust_checks, waste_step
 from joulehouse.accounting import generator
 from joulehouse.accounting.carbon import CarbonSettings
 from joulehouse.accounting.cost import CostSettings
@@ -134,3 +135,34 @@ def test_trust_checks_table_and_one_check_per_rule(tmp_path):
         assert checks["external_at_least_gpu"].passed
         assert checks["smartwatts_vs_rapl"].passed
         assert checks["smartwatts_vs_rapl"].description == "no overlapping figures to compare"
+
+
+def test_waste_tables_with_rule_versions_ranking_and_plot(tmp_path):
+    begin = pd.Timestamp("2024-01-15 10:00", tz="UTC")
+    seconds = np.arange(31)
+    power = pd.DataFrame({"time": begin + pd.to_timedelta(seconds, unit="s"),
+                          "power_w": np.where(seconds <= 10, 100.0, 300.0),
+                          "util_gpu_pct": np.where(seconds <= 10, 0.0, 80.0)})
+    key = "gpu-data/e/b/run/0"
+    facts = pd.DataFrame([{"source": "gpu-benchmark", "entity": key, "component": "gpu",
+                           "window_start": begin, "window_end": begin + pd.Timedelta("30s"),
+                           "duration_s": 30.0, "energy_j": 6900.0, "method": "counter"}],
+                         columns=ENERGY_FACTS_COLUMNS)
+    store = Warehouse(root=str(tmp_path / "warehouse"))
+    store.tables().write_partition("energy_facts", "gpu", facts)
+    store.tables().write_partition("gpu_validated_frames/gpu_power", key, power)
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([waste_step], instance=instance, resources={"warehouse": store})
+        assert result.success
+        table = store.tables().read_table("waste")
+        assert table[["rule", "version", "entity", "flagged"]].values.tolist() == [
+            ["gpu_idle", 1, key, True]]
+        assert table["idle_energy_j"].iloc[0] == pytest.approx(1000.0)
+        weekly = store.tables().read_table("waste_weekly")
+        assert weekly[["user", "rank"]].values.tolist() == [["", 1]]
+        assert weekly["gpu_hours"].iloc[0] == pytest.approx(30 / 3600)
+        by_key = {m.asset_key.to_user_string(): m.metadata
+                  for m in result.get_asset_materialization_events()
+                  for m in [m.event_specific_data.materialization]}
+        assert by_key["waste"]["flagged"].value == 1
+        assert "data:image/png;base64," in by_key["waste_weekly"]["idle_energy_per_week"].value

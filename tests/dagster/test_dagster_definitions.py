@@ -21,7 +21,7 @@ ACCOUNTING_INPUTS = {"energy_facts/gpu", "energy_facts/geopm", "energy_facts/pow
                      "energy_facts/clustercockpit", "cc_jobs", "carbon_intensity",
                      "tariffs"}
 ACCOUNTING = {"carbon_intensity", "tariffs", "accounting_daily", "accounting_monthly",
-              "carbon_per_fact", "cost_per_fact", "trust_checks"}
+              "carbon_per_fact", "cost_per_fact", "trust_checks", "waste", "waste_weekly"}
 # asset -> (deps, partitioned, checks)
 GRAPH = {
     "gpu_repetition_files": (set(), True, set()),
@@ -61,6 +61,9 @@ GRAPH = {
     "trust_checks": (ACCOUNTING_INPUTS - {"carbon_intensity", "tariffs"}, False,
                      {"gpu_counter_vs_power", "external_at_least_gpu", "smartwatts_vs_rapl",
                       "geopm_vs_clustercockpit"}),
+    "waste": (ACCOUNTING_INPUTS - {"carbon_intensity", "tariffs"}
+              | {"gpu_validated_frames", "cc_block_tables"}, False, set()),
+    "waste_weekly": ({"waste"}, False, set()),
 }
 POWERAPI_JOB = {"powerapi_validated_frames", "powerapi_report_energy", "powerapi_window_energy",
                 "energy_facts/powerapi"}
@@ -106,7 +109,7 @@ def test_asset_graph_snapshot():
                  "cc_job_trials", "cc_jobs", "cc_job_energy", "cc_rollup",
                  "energy_facts/clustercockpit", "carbon_intensity", "tariffs",
                  "accounting_daily", "accounting_monthly", "carbon_per_fact", "cost_per_fact",
-                 "trust_checks"):
+                 "trust_checks", "waste", "waste_weekly"):
         assert graph.get(dg.AssetKey.from_user_string(name)).automation_condition is not None, name
     for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials",
                  "powerapi_validated_frames", "powerapi_report_energy",
