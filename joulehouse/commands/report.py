@@ -10,7 +10,6 @@ import argparse
 import os
 from pathlib import Path
 
-from joulehouse.accounting.report import ReportError, Scope, render
 from joulehouse.commands.conventions import OK, CommandError, add_command, input_path
 from joulehouse.commands.sql import EXPECTED, WAREHOUSE_ENV
 
@@ -40,6 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def report(args: argparse.Namespace) -> int:
+    # imported here: matplotlib and pandera are not part of every command's start-up
+    from joulehouse.accounting.report import ReportError, Scope, render
+
     root = args.warehouse or Path(os.environ.get(WAREHOUSE_ENV) or "warehouse")
     input_path(root, EXPECTED, folder=True)
     if args.job is not None and args.month is not None:
