@@ -165,13 +165,13 @@ def time_query(facts: pd.DataFrame) -> None:
         begin = time.perf_counter()
         result = accounts.account(facts, table, SETTINGS, TIME_ZONE, jobs, tariffs=prices,
                                   cost_settings=COST_SETTINGS)
-        store = Warehouse(Path(folder) / "warehouse")
+        root = str(Path(folder) / "warehouse")
+        store = Warehouse(root)
         store.write_partition("energy_facts", "clustercockpit", facts)
         store.write_table("cc_jobs", jobs)
         store.write_table("accounting_daily", result.daily)
         print(f"warehouse of {len(facts):,} facts, {len(jobs):,} jobs, {len(result.daily):,} "
               f"daily rows written in {time.perf_counter() - begin:.1f} s")
-        root = str(store.root)
         for name, sql in QUERIES.items():
             sql = sql.format(start=START)
             inside, command, rows = [], [], 0
