@@ -131,10 +131,11 @@ def _whole_sum(values: pd.Series) -> float:
 
 
 def _totals(daily: pd.DataFrame) -> pd.DataFrame:
-    """Per source (its primary method) and currency: the sums, mean power = energy / time."""
+    """Per source (its primary method) and currency: the sums, mean power = energy / time
+    (no count of facts: a fact across midnight is a row of each of its days)."""
     grouped = daily.groupby(["source", "method", "currency"], as_index=False).agg(
         energy_kwh=("energy_kwh", "sum"), duration_h=("duration_h", "sum"),
-        facts=("facts", "sum"), co2_g=("co2_g", _whole_sum), cost=("cost", _whole_sum),
+        co2_g=("co2_g", _whole_sum), cost=("cost", _whole_sum),
         energy_without_intensity_j=("energy_without_intensity_j", "sum"),
         energy_without_tariff_j=("energy_without_tariff_j", "sum"))
     grouped["mean_power_w"] = grouped["energy_kwh"] * J_PER_KWH / (grouped["duration_h"] * 3600)

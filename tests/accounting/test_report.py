@@ -102,7 +102,7 @@ def test_user_month_report_holds_the_known_totals_and_embeds_its_plots(warehouse
     text = out.read_text()
     page = Sections(text)
     totals = page.table("Totals")
-    assert totals[["source", "method", "currency", "energy_kwh", "facts", "cost", "co2_kg"]
+    assert totals[["source", "method", "currency", "energy_kwh", "duration_h", "cost", "co2_kg"]
                   ].values.tolist() == [["clustercockpit", "power", "EUR", "3", "2", "0.75",
                                          "0.3"]]
     days = page.table("Per UTC day")
