@@ -22,13 +22,26 @@ from collections.abc import Iterator
 import dagster as dg
 import pandas as pd
 
-from assets.clustercockpit import JOBS_TABLE, cc_block_tables, cc_energy_facts, cc_jobs
+from assets.clustercockpit import JOB_ENERGY_TABLE as CC_ENERGY_TABLE
+from assets.clustercockpit import (
+    JOBS_TABLE,
+    cc_block_tables,
+    cc_energy_facts,
+    cc_job_energy,
+    cc_jobs,
+)
 from assets.geopm import geopm_energy_facts
-from assets.gpu import TABLE_AUTOMATION, TABLES_POOL, gpu_validated_frames
+from assets.gpu import ENERGY_TABLE as GPU_ENERGY_TABLE
+from assets.gpu import (
+    TABLE_AUTOMATION,
+    TABLES_POOL,
+    gpu_repetition_energy,
+    gpu_validated_frames,
+)
 from assets.gpu import energy_facts as gpu_energy_facts
-from assets.powerapi import powerapi_energy_facts
+from assets.powerapi import WINDOW_TABLE, powerapi_energy_facts, powerapi_window_energy
 from assets.reporting import table_metadata
-from joulehouse.accounting import trust, waste
+from joulehouse.accounting import quality, trust, waste
 from joulehouse.accounting.accounts import account
 from joulehouse.accounting.intensity import empty_intensity
 from joulehouse.accounting.rollups import UTC, primary
@@ -38,6 +51,7 @@ from joulehouse.accounting.schemas import (
     DAILY_SCHEMA,
     INTENSITY_SCHEMA,
     MONTHLY_SCHEMA,
+    QUALITY_SCHEMA,
     TARIFF_SCHEMA,
     TRUST_SCHEMA,
     WASTE_SCHEMA,
@@ -351,4 +365,47 @@ def waste_step(warehouse: Warehouse) -> Iterator:
     })
 
 
-ACCOUNTING_ASSETS = [carbon_intensity, tariffs, accounting, trust_checks, waste_step]
+QUALITY_TABLE = "fact_quality"
+GPU_FRAME_TABLE = "gpu_validated_frames/{}"
+
+
+@dg.asset(
+    name=QUALITY_TABLE,
+    deps=[*FACT_ASSETS, gpu_repetition_energy, gpu_validated_frames, cc_job_energy,
+          cc_block_tables, powerapi_window_energy],
+    pool=TABLES_POOL,
+    group_name=GROUP,
+    automation_condition=TABLE_AUTOMATION,
+    kinds={"pandas", "parquet"},
+    description=("How each energy fact was measured: method, component, the median step "
+                 "between its readings and the share of its window they cover, from its "
+                 "source's tables (NaN where the source does not say; "
+                 "joulehouse/accounting/quality.py)."),
+)
+def fact_quality(warehouse: Warehouse) -> dg.MaterializeResult:
+    tables = warehouse.tables()
+    facts = _stored(tables, FACTS_TABLE)
+    if facts is None:
+        raise dg.Failure("no energy_facts stored yet: materialize a source first")
+    steps = {}
+    for frame in set(quality.GPU_FRAMES.values()):
+        name = GPU_FRAME_TABLE.format(frame)
+        for key in tables.partition_keys(name):
+            steps[(key, frame)] = quality.median_step_s(tables.read_partitions(name, [key]))
+    table = quality.fact_quality(
+        facts, gpu_energy=_stored(tables, GPU_ENERGY_TABLE), gpu_steps=steps,
+        cc_energy=_stored(tables, CC_ENERGY_TABLE), cc_stats=_stored(tables, CC_STATS_TABLE),
+        powerapi_windows=_stored(tables, WINDOW_TABLE))
+    tables.write_table(QUALITY_TABLE, table)
+    known = table.groupby("source")[["sampling_interval_s", "covered_fraction"]].count()
+    return dg.MaterializeResult(metadata={
+        **table_metadata(table, QUALITY_SCHEMA),
+        "known_per_source": _table(known.reset_index()),
+        "least_covered": dg.MetadataValue.float(float(table["covered_fraction"].min())
+                                                if table["covered_fraction"].notna().any()
+                                                else float("nan")),
+    })
+
+
+ACCOUNTING_ASSETS = [carbon_intensity, tariffs, accounting, trust_checks, waste_step,
+                     fact_quality]

@@ -234,3 +234,20 @@ WASTE_WEEKLY_SCHEMA = pa.DataFrameSchema(
     ordered=True,
     name="waste_weekly",
 )
+
+QUALITY_SCHEMA = pa.DataFrameSchema(
+    {
+        **{k: v for k, v in _FACT.items() if k != "energy_j"},
+        "sampling_interval_s": pa.Column(float, pa.Check.gt(0), nullable=True,
+                                         description="Median step between the readings the "
+                                                     "fact was computed from (s); NaN where "
+                                                     "the source does not say."),
+        "covered_fraction": pa.Column(float, pa.Check.in_range(0, 1), nullable=True,
+                                      description="Share of the window covered by readings "
+                                                  "(gaps bridged by interpolation are not); "
+                                                  "NaN where the source does not say."),
+    },
+    strict=True,
+    ordered=True,
+    name="fact_quality",
+)

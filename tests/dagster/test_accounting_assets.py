@@ -6,7 +6,13 @@ import pandas as pd
 import pytest
 
 from assets.accounting import accounting as accounting_asset
-from assets.accounting import carbon_intensity, tariffs, trust_checks, waste_step
+from assets.accounting import (
+    carbon_intensity,
+    fact_quality,
+    tariffs,
+    trust_checks,
+    waste_step,
+)
 from joulehouse.accounting import generator
 from joulehouse.accounting.carbon import CarbonSettings
 from joulehouse.accounting.cost import CostSettings
@@ -166,3 +172,23 @@ def test_waste_tables_with_rule_versions_ranking_and_plot(tmp_path):
                   for m in [m.event_specific_data.materialization]}
         assert by_key["waste"]["flagged"].value == 1
         assert "data:image/png;base64," in by_key["waste_weekly"]["idle_energy_per_week"].value
+
+
+def test_fact_quality_table_from_the_sources_tables(tmp_path):
+    begin = pd.Timestamp("2024-01-15 10:00", tz="UTC")
+    key = "gpu-data/e/b/run/0"
+    facts = pd.DataFrame([{"source": "gpu-benchmark", "entity": key, "component": "gpu",
+                           "window_start": begin, "window_end": begin + pd.Timedelta("30s"),
+                           "duration_s": 30.0, "energy_j": 6900.0, "method": "counter"}],
+                         columns=ENERGY_FACTS_COLUMNS)
+    store = Warehouse(root=str(tmp_path / "warehouse"))
+    store.tables().write_partition("energy_facts", "gpu", facts)
+    store.tables().write_partition("gpu_validated_frames/gpu_power", key, pd.DataFrame(
+        {"time": begin + pd.to_timedelta(np.arange(0, 30.5, 0.25), unit="s")}))
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([fact_quality], instance=instance,
+                                resources={"warehouse": store})
+        assert result.success
+        table = store.tables().read_table("fact_quality")
+        assert table["sampling_interval_s"].tolist() == [0.25]
+        assert table["covered_fraction"].isna().all()  # no gpu_repetition_energy stored

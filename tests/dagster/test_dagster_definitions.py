@@ -21,7 +21,8 @@ ACCOUNTING_INPUTS = {"energy_facts/gpu", "energy_facts/geopm", "energy_facts/pow
                      "energy_facts/clustercockpit", "cc_jobs", "carbon_intensity",
                      "tariffs"}
 ACCOUNTING = {"carbon_intensity", "tariffs", "accounting_daily", "accounting_monthly",
-              "carbon_per_fact", "cost_per_fact", "trust_checks", "waste", "waste_weekly"}
+              "carbon_per_fact", "cost_per_fact", "trust_checks", "waste", "waste_weekly",
+              "fact_quality"}
 # asset -> (deps, partitioned, checks)
 GRAPH = {
     "gpu_repetition_files": (set(), True, set()),
@@ -64,6 +65,9 @@ GRAPH = {
     "waste": (ACCOUNTING_INPUTS - {"carbon_intensity", "tariffs"}
               | {"gpu_validated_frames", "cc_block_tables"}, False, set()),
     "waste_weekly": ({"waste"}, False, set()),
+    "fact_quality": (ACCOUNTING_INPUTS - {"carbon_intensity", "tariffs", "cc_jobs"}
+                     | {"gpu_repetition_energy", "gpu_validated_frames", "cc_job_energy",
+                        "cc_block_tables", "powerapi_window_energy"}, False, set()),
 }
 POWERAPI_JOB = {"powerapi_validated_frames", "powerapi_report_energy", "powerapi_window_energy",
                 "energy_facts/powerapi"}
@@ -109,7 +113,7 @@ def test_asset_graph_snapshot():
                  "cc_job_trials", "cc_jobs", "cc_job_energy", "cc_rollup",
                  "energy_facts/clustercockpit", "carbon_intensity", "tariffs",
                  "accounting_daily", "accounting_monthly", "carbon_per_fact", "cost_per_fact",
-                 "trust_checks", "waste", "waste_weekly"):
+                 "trust_checks", "waste", "waste_weekly", "fact_quality"):
         assert graph.get(dg.AssetKey.from_user_string(name)).automation_condition is not None, name
     for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials",
                  "powerapi_validated_frames", "powerapi_report_energy",

@@ -30,7 +30,7 @@ ROLLUPS = {"gpu_setting_energy", "gpu_benchmark_energy", "energy_facts/gpu",
            "geopm_region_energy", "energy_facts/geopm", "cc_jobs", "cc_job_energy", "cc_rollup",
            "energy_facts/clustercockpit", "carbon_intensity", "tariffs", "accounting_daily",
            "accounting_monthly", "carbon_per_fact", "cost_per_fact", "trust_checks",
-           "waste", "waste_weekly"}
+           "waste", "waste_weekly", "fact_quality"}
 
 
 def tick(name: str, instance: dg.DagsterInstance, when: datetime):
