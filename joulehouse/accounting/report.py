@@ -245,7 +245,8 @@ def _job_report(connection: duckdb.DuckDBPyConnection, scope: Scope) -> list[str
                    title="energy per component and method", y_label="kJ")
     sections = [_section("Energy facts", _image(png, "energy per component and method"),
                          _table(facts, "Every method is a row of its own: never sum them."))]
-    for table, title in (("carbon_per_fact", "Carbon"), ("cost_per_fact", "Cost")):
+    for table, title in (("fact_quality", "How it was measured"), ("carbon_per_fact", "Carbon"),
+                         ("cost_per_fact", "Cost")):
         if _has(connection, table):
             rows = _read(connection, f"SELECT * FROM {table} WHERE entity = ? "
                                      "ORDER BY component, method, window_start", [scope.job])
