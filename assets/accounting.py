@@ -1,16 +1,17 @@
-"""Accounting assets: grid intensity as a source, rollups per day and month, carbon per fact.
+"""Accounting assets: grid intensity and tariffs as sources, rollups per day and month,
+carbon and cost per fact.
 
-1. ``carbon_intensity``: every file of the intensity landing folder read to one table
-   (``carbon_intensity/table.parquet``), when missing and by the daily schedule
-   ``daily_rollups``; its
-   data version is the digest of the files'
-   digests, so what changed upstream of a carbon figure is visible as lineage.
+1. ``carbon_intensity`` and ``tariffs``: every file of the intensity (tariff) landing
+   folder read to one table, when missing and by the daily schedule ``daily_rollups``;
+   the data version is the digest of the files' digests, so what changed upstream of a
+   carbon or cost figure is visible as lineage.
 2. ``accounting`` (one step, ``joulehouse.accounting.accounts.account``): from every
-   source's ``energy_facts/<source>``, ``cc_jobs`` (users, projects) and the intensity,
-   ``accounting_daily``, ``accounting_monthly`` and ``carbon_per_fact``; rebuilt when any
-   input changes (``TABLE_AUTOMATION``) and by the daily schedule ``daily_rollups``
-   (``sensors/schedules.py``, stopped by default). Facts without carbon are counted and listed in the metadata, and
-   fail the WARN check ``carbon_covered`` of ``carbon_per_fact``.
+   source's ``energy_facts/<source>``, ``cc_jobs`` (users, projects), the intensity and
+   the tariffs, ``accounting_daily``, ``accounting_monthly``, ``carbon_per_fact`` and
+   ``cost_per_fact``; rebuilt when any input changes (``TABLE_AUTOMATION``) and by the
+   daily schedule ``daily_rollups`` (``sensors/schedules.py``, stopped by default). Facts
+   without carbon (cost) are counted and listed in the metadata, and fail the WARN check
+   ``carbon_covered`` of ``carbon_per_fact`` (``cost_covered`` of ``cost_per_fact``).
 """
 
 from __future__ import annotations
@@ -21,27 +22,52 @@ from collections.abc import Iterator
 import dagster as dg
 import pandas as pd
 
-from assets.clustercockpit import JOBS_TABLE, cc_energy_facts, cc_jobs
+from assets.clustercockpit import JOB_ENERGY_TABLE as CC_ENERGY_TABLE
+from assets.clustercockpit import (
+    JOBS_TABLE,
+    cc_block_tables,
+    cc_energy_facts,
+    cc_job_energy,
+    cc_jobs,
+)
 from assets.geopm import geopm_energy_facts
-from assets.gpu import TABLE_AUTOMATION, TABLES_POOL
+from assets.gpu import ENERGY_TABLE as GPU_ENERGY_TABLE
+from assets.gpu import (
+    TABLE_AUTOMATION,
+    TABLES_POOL,
+    gpu_repetition_energy,
+    gpu_validated_frames,
+)
 from assets.gpu import energy_facts as gpu_energy_facts
-from assets.powerapi import powerapi_energy_facts
+from assets.powerapi import WINDOW_TABLE, powerapi_energy_facts, powerapi_window_energy
 from assets.reporting import table_metadata
+from joulehouse.accounting import quality, trust, waste
 from joulehouse.accounting.accounts import account
 from joulehouse.accounting.intensity import empty_intensity
 from joulehouse.accounting.rollups import UTC, primary
 from joulehouse.accounting.schemas import (
     CARBON_SCHEMA,
+    COST_SCHEMA,
     DAILY_SCHEMA,
     INTENSITY_SCHEMA,
     MONTHLY_SCHEMA,
+    QUALITY_SCHEMA,
+    TARIFF_SCHEMA,
+    TRUST_SCHEMA,
+    WASTE_SCHEMA,
+    WASTE_WEEKLY_SCHEMA,
 )
+from joulehouse.accounting.stepseries import J_PER_KWH
+from joulehouse.accounting.tariff import empty_tariffs
 from joulehouse.plots import Series, bars_png, markdown_image
 from joulehouse.warehouse import Warehouse as Tables
 from resources import AccountingSettings, Warehouse
 
 GROUP = "accounting"
 INTENSITY_TABLE = "carbon_intensity"
+TARIFF_TABLE = "tariffs"
+COST_TABLE = "cost_per_fact"
+COST_CHECK = "cost_covered"
 DAILY_TABLE = "accounting_daily"
 MONTHLY_TABLE = "accounting_monthly"
 CARBON_TABLE = "carbon_per_fact"
@@ -60,6 +86,24 @@ def _table(frame: pd.DataFrame) -> dg.TableMetadataValue:
         schema=dg.TableSchema(columns=[dg.TableColumn(str(c), "string") for c in frame.columns]))
 
 
+def landed_series(table: pd.DataFrame, schema, folder: str, keys: list[str],
+                  tables: Tables, name: str) -> dg.MaterializeResult:
+    """Write a step-series source's ``table`` (rows naming their ``file`` and ``digest``)
+    as ``name`` and describe it: its data version is the digest of its files' digests;
+    ``coverage`` gives rows, first start and last end per ``keys``."""
+    tables.write_table(name, table)
+    files = table.drop_duplicates("file")[["file", "digest"]]
+    version = hashlib.sha256("".join(files["digest"]).encode()).hexdigest()
+    coverage = table.groupby(keys).agg(
+        rows=("file", "size"), start=("interval_start", "min"), end=("interval_end", "max"))
+    return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
+        **table_metadata(table, schema),
+        "landing_folder": dg.MetadataValue.path(folder),
+        "files": dg.MetadataValue.json(dict(zip(files["file"], files["digest"], strict=True))),
+        "coverage": _table(coverage.reset_index()),
+    })
+
+
 @dg.asset(
     name=INTENSITY_TABLE,
     group_name=GROUP,
@@ -71,23 +115,28 @@ def _table(frame: pd.DataFrame) -> dg.TableMetadataValue:
 )
 def carbon_intensity(accounting: AccountingSettings,
                      warehouse: Warehouse) -> dg.MaterializeResult:
-    table = accounting.read_intensity()
-    warehouse.tables().write_table(INTENSITY_TABLE, table)
-    files = table.drop_duplicates("file")[["file", "digest"]]
-    version = hashlib.sha256("".join(files["digest"]).encode()).hexdigest()
-    coverage = table.groupby(["zone", "basis", "kind"]).agg(
-        rows=("file", "size"), start=("interval_start", "min"), end=("interval_end", "max"))
-    return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata={
-        **table_metadata(table, INTENSITY_SCHEMA),
-        "landing_folder": dg.MetadataValue.path(accounting.intensity_landing),
-        "files": dg.MetadataValue.json(dict(zip(files["file"], files["digest"], strict=True))),
-        "coverage": _table(coverage.reset_index()),
-    })
+    return landed_series(accounting.read_intensity(), INTENSITY_SCHEMA,
+                         accounting.intensity_landing, ["zone", "basis", "kind"],
+                         warehouse.tables(), INTENSITY_TABLE)
+
+
+@dg.asset(
+    name=TARIFF_TABLE,
+    group_name=GROUP,
+    kinds={"csv", "parquet"},
+    automation_condition=dg.AutomationCondition.on_missing(),
+    description=("Time-of-use electricity prices (currency/kWh) per site and UTC interval, "
+                 "from the tariff files of the tariff landing folder (local weekday and "
+                 "time-of-day bands), each row naming its file and the file's SHA-256."),
+)
+def tariffs(accounting: AccountingSettings, warehouse: Warehouse) -> dg.MaterializeResult:
+    return landed_series(accounting.read_tariffs(), TARIFF_SCHEMA, accounting.tariff_landing,
+                         ["site", "currency"], warehouse.tables(), TARIFF_TABLE)
 
 
 _TABLE = {"group_name": GROUP, "automation_condition": TABLE_AUTOMATION, "skippable": True,
           "kinds": {"pandas", "parquet"}}
-_INPUTS = [*FACT_ASSETS, cc_jobs, carbon_intensity]
+_INPUTS = [*FACT_ASSETS, cc_jobs, carbon_intensity, tariffs]
 
 accounting_daily = dg.AssetSpec(
     DAILY_TABLE, deps=_INPUTS, **_TABLE,
@@ -103,9 +152,19 @@ carbon_per_fact = dg.AssetSpec(
     description=("gCO2e of each energy fact, integrated at the intensity's own resolution, "
                  "times the site PUE; zone, basis, intensity files and digests per row; "
                  "NaN and the reason where no intensity covers the fact."))
+cost_per_fact = dg.AssetSpec(
+    COST_TABLE, deps=_INPUTS, **_TABLE,
+    description=("Energy cost of each energy fact at its site's time-of-use tariff, "
+                 "integrated at the tariff's bands, times the site PUE; site, currency, "
+                 "tariff files and digests per row; NaN and the reason where no band "
+                 "covers the fact."))
 COVERED_SPEC = dg.AssetCheckSpec(
     COVERED_CHECK, asset=carbon_per_fact.key,
     description="Every fact has carbon: the intensity covers its window and its zone is "
+                "configured. Fails (WARN) listing the facts without.")
+COST_SPEC = dg.AssetCheckSpec(
+    COST_CHECK, asset=cost_per_fact.key,
+    description="Every fact has a cost: its site's tariff covers its window and a site is "
                 "configured. Fails (WARN) listing the facts without.")
 
 
@@ -114,26 +173,40 @@ def _stored(tables: Tables, table: str) -> pd.DataFrame | None:
 
 
 def daily_plots(daily: pd.DataFrame) -> str:
-    """Markdown: energy (kWh) and CO2 (kg) per UTC day, stacked by source, each source in
-    its primary method (``rollups.PRIMARY_METHOD``)."""
+    """Markdown: energy (kWh), CO2 (kg) and cost (per currency) per UTC day, stacked by
+    source, each source in its primary method (``rollups.PRIMARY_METHOD``)."""
     shown = primary(daily[daily["calendar"] == UTC])
-    per_day = shown.groupby(["day", "source"])[["energy_kwh", "co2_g"]].sum(min_count=1)
-    per_day = per_day.unstack("source")
-    days = [day.strftime("%Y-%m-%d") for day in per_day.index]
+    plotted = [("energy_kwh", "energy (kWh)", 1.0, shown), ("co2_g", "CO2e (kg)", 1e-3, shown)]
+    plotted += [("cost", f"cost ({currency})", 1.0, rows)
+                for currency, rows in shown.groupby("currency") if currency]
     images = []
-    for column, label, factor in (("energy_kwh", "energy (kWh)", 1.0),
-                                  ("co2_g", "CO2e (kg)", 1e-3)):
-        values = per_day[column].fillna(0.0) * factor
+    for column, label, factor, rows in plotted:
+        per_day = rows.groupby(["day", "source"])[column].sum(min_count=1).unstack("source")
+        days = [day.strftime("%Y-%m-%d") for day in per_day.index]
+        values = per_day.fillna(0.0) * factor
         series = [Series(str(source), days, values[source].tolist()) for source in values]
         png = bars_png(days, series, title=f"{label} per UTC day", y_label=label)
         images.append(markdown_image(png, f"{label} per day"))
     return "\n\n".join(images)
 
 
+def coverage_check(check: str, asset: dg.AssetKey, without: pd.DataFrame, of: int,
+                   what: str) -> dg.AssetCheckResult:
+    """The WARN check that every fact has a ``what`` (carbon, cost): ``without`` lists the
+    facts that have none (the first MISSING_SHOWN in the metadata), of ``of`` facts."""
+    name = f"facts_without_{what}"
+    return dg.AssetCheckResult(
+        check_name=check, asset_key=asset, passed=without.empty,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=None if without.empty else f"{len(without)} of {of} facts without {what}",
+        metadata={name: dg.MetadataValue.int(len(without)),
+                  **({"missing": _table(without.head(MISSING_SHOWN))} if len(without) else {})})
+
+
 @dg.multi_asset(
     name="accounting",
-    specs=[accounting_daily, accounting_monthly, carbon_per_fact],
-    check_specs=[COVERED_SPEC],
+    specs=[accounting_daily, accounting_monthly, carbon_per_fact, cost_per_fact],
+    check_specs=[COVERED_SPEC, COST_SPEC],
     pool=TABLES_POOL,
     description="The accounting tables in one step; see assets/accounting.py.",
 )
@@ -142,19 +215,20 @@ def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator
     facts = _stored(tables, FACTS_TABLE)
     if facts is None:
         raise dg.Failure("no energy_facts stored yet: materialize a source first")
+    # not read yet: every fact is reported without carbon (cost)
     intensity = _stored(tables, INTENSITY_TABLE)
-    if intensity is None:  # not read yet: every fact is reported without carbon
-        intensity = empty_intensity()
-    accounts = account(facts, intensity,
+    prices = _stored(tables, TARIFF_TABLE)
+    accounts = account(facts, empty_intensity() if intensity is None else intensity,
                        accounting.carbon_settings(), accounting.time_zone,
-                       _stored(tables, JOBS_TABLE))
-    missing = accounts.missing
-    shown = _table(missing.head(MISSING_SHOWN))
+                       _stored(tables, JOBS_TABLE),
+                       tariffs=empty_tariffs() if prices is None else prices,
+                       cost_settings=accounting.cost_settings())
+    missing, unpriced = accounts.missing, accounts.unpriced
     tables.write_table(DAILY_TABLE, accounts.daily)
     yield dg.MaterializeResult(asset_key=accounting_daily.key, metadata={
         **table_metadata(accounts.daily, DAILY_SCHEMA),
         "time_zone": accounting.time_zone,
-        "energy_and_co2_per_day": dg.MetadataValue.md(daily_plots(accounts.daily)),
+        "energy_co2_and_cost_per_day": dg.MetadataValue.md(daily_plots(accounts.daily)),
     })
     tables.write_table(MONTHLY_TABLE, accounts.monthly)
     yield dg.MaterializeResult(asset_key=accounting_monthly.key,
@@ -167,13 +241,171 @@ def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator
         "pue": dg.MetadataValue.float(accounting.pue),
         "total_co2_kg": dg.MetadataValue.float(float(accounts.carbon["co2_g"].sum() / 1e3)),
     })
-    yield dg.AssetCheckResult(
-        check_name=COVERED_CHECK, asset_key=carbon_per_fact.key, passed=missing.empty,
-        severity=dg.AssetCheckSeverity.WARN,
-        description=(None if missing.empty else
-                     f"{len(missing)} of {len(accounts.carbon)} facts without carbon"),
-        metadata={"facts_without_carbon": dg.MetadataValue.int(len(missing)),
-                  **({"missing": shown} if len(missing) else {})})
+    yield coverage_check(COVERED_CHECK, carbon_per_fact.key, missing, len(accounts.carbon),
+                         "carbon")
+    tables.write_table(COST_TABLE, accounts.cost)
+    totals = accounts.cost.groupby("currency")["cost"].sum()
+    yield dg.MaterializeResult(asset_key=cost_per_fact.key, metadata={
+        **table_metadata(accounts.cost, COST_SCHEMA),
+        "facts_without_cost": dg.MetadataValue.int(len(unpriced)),
+        "sites": dg.MetadataValue.json(dict(accounting.tariff_sites)),
+        "pue": dg.MetadataValue.float(accounting.pue),
+        "total_cost": dg.MetadataValue.json({c: round(float(v), 2)
+                                             for c, v in totals.items() if c}),
+    })
+    yield coverage_check(COST_CHECK, cost_per_fact.key, unpriced, len(accounts.cost), "cost")
 
 
-ACCOUNTING_ASSETS = [carbon_intensity, accounting]
+TRUST_TABLE = "trust_checks"
+
+
+@dg.asset(
+    name=TRUST_TABLE,
+    deps=[*FACT_ASSETS, cc_jobs],
+    check_specs=[dg.AssetCheckSpec(rule.id, asset=TRUST_TABLE, description=(
+        f"v{rule.version}: {rule.compared} / {rule.reference} in [{rule.low}, {rule.high}] "
+        "wherever both exist (joulehouse/accounting/trust.py)")) for rule in trust.RULES],
+    pool=TABLES_POOL,
+    group_name=GROUP,
+    automation_condition=TABLE_AUTOMATION,
+    kinds={"pandas", "parquet"},
+    description=("Energy facts checked across methods and sources where they overlap (GPU "
+                 "counter vs integrated power, external meter vs GPU, SmartWatts vs RAPL, "
+                 "GEOPM vs ClusterCockpit): rule, version, entity, window, both figures, "
+                 "their ratio and the verdict; one WARN check per rule."),
+)
+def trust_checks(warehouse: Warehouse) -> Iterator:
+    tables = warehouse.tables()
+    facts = _stored(tables, FACTS_TABLE)
+    if facts is None:
+        raise dg.Failure("no energy_facts stored yet: materialize a source first")
+    table = trust.trust_checks(facts, _stored(tables, JOBS_TABLE))
+    tables.write_table(TRUST_TABLE, table)
+    summary = trust.summary(table)
+    yield dg.MaterializeResult(metadata={**table_metadata(table, TRUST_SCHEMA),
+                                         "rules": _table(summary)})
+    for rule in summary.itertuples():
+        failed = table[(table["rule"] == rule.rule) & ~table["passed"]]
+        yield dg.AssetCheckResult(
+            check_name=rule.rule, passed=failed.empty, severity=dg.AssetCheckSeverity.WARN,
+            description=(f"{rule.failed} of {rule.pairs} pairs outside the bounds"
+                         if rule.failed else f"{rule.pairs} pairs within the bounds"
+                         if rule.pairs else "no overlapping figures to compare"),
+            metadata={"version": dg.MetadataValue.int(int(rule.version)),
+                      "pairs": dg.MetadataValue.int(int(rule.pairs)),
+                      "failed": dg.MetadataValue.int(int(rule.failed)),
+                      **({"failing": _table(failed[["entity", "window_start", "reference_j",
+                                                    "compared_j", "ratio"]]
+                                            .head(MISSING_SHOWN))} if len(failed) else {})})
+
+
+WASTE_TABLE = "waste"
+WASTE_WEEKLY_TABLE = "waste_weekly"
+GPU_POWER_TABLE = "gpu_validated_frames/gpu_power"
+CC_STATS_TABLE = "cc_block_tables/metric_stats"
+#: Users (and weeks) shown in the waste plot: the most idle energy first.
+WASTE_SHOWN = 8
+_WASTE_INPUTS = [*FACT_ASSETS, cc_jobs, gpu_validated_frames, cc_block_tables]
+waste_table = dg.AssetSpec(
+    WASTE_TABLE, deps=_WASTE_INPUTS, **_TABLE,
+    description=("Energy spent idle per GPU repetition (utilisation below the threshold, "
+                 "default 10 %) and per ClusterCockpit job (CPU use below the threshold): "
+                 "each row names its rule, version and threshold "
+                 "(joulehouse/accounting/waste.py)."))
+waste_weekly = dg.AssetSpec(
+    WASTE_WEEKLY_TABLE, deps=[waste_table], **_TABLE,
+    description="Per UTC week and user: energy, GPU-hours, energy spent idle and its share, "
+                "ranked by idle energy (1 = most).")
+
+
+def waste_plot(weekly: pd.DataFrame) -> str:
+    """Markdown: idle energy (kWh) per week, stacked by user (the WASTE_SHOWN users with the
+    most idle energy; '' shown as '(no user)')."""
+    top = (weekly.groupby("user")["idle_energy_j"].sum().nlargest(WASTE_SHOWN).index)
+    shown = weekly[weekly["user"].isin(top)]
+    per_week = (shown.pivot_table(index="week", columns="user", values="idle_energy_j",
+                                  aggfunc="sum").fillna(0.0) / J_PER_KWH)
+    weeks = [week.strftime("%Y-%m-%d") for week in per_week.index]
+    series = [Series(user or "(no user)", weeks, per_week[user].tolist()) for user in per_week]
+    png = bars_png(weeks, series, title="energy spent idle per week", y_label="kWh")
+    return markdown_image(png, "idle energy per week")
+
+
+@dg.multi_asset(
+    name="waste_step",
+    specs=[waste_table, waste_weekly],
+    pool=TABLES_POOL,
+    description="The waste tables in one step; see joulehouse/accounting/waste.py.",
+)
+def waste_step(warehouse: Warehouse) -> Iterator:
+    tables = warehouse.tables()
+    facts = _stored(tables, FACTS_TABLE)
+    if facts is None:
+        raise dg.Failure("no energy_facts stored yet: materialize a source first")
+    frames = {key: tables.read_partitions(GPU_POWER_TABLE, [key])
+              for key in tables.partition_keys(GPU_POWER_TABLE)}
+    table = waste.waste(facts, frames, _stored(tables, CC_STATS_TABLE),
+                        _stored(tables, JOBS_TABLE))
+    weekly = waste.weekly(table)
+    tables.write_table(WASTE_TABLE, table)
+    flagged = table[table["flagged"]]
+    yield dg.MaterializeResult(asset_key=waste_table.key, metadata={
+        **table_metadata(table, WASTE_SCHEMA),
+        "flagged": dg.MetadataValue.int(len(flagged)),
+        "idle_energy_kwh": dg.MetadataValue.float(float(table["idle_energy_j"].sum()) / J_PER_KWH),
+        "rules": dg.MetadataValue.json({r.id: {"version": r.version, "threshold": r.threshold}
+                                        for r in (waste.GPU_IDLE, waste.CPU_LOW_LOAD)}),
+    })
+    tables.write_table(WASTE_WEEKLY_TABLE, weekly)
+    yield dg.MaterializeResult(asset_key=waste_weekly.key, metadata={
+        **table_metadata(weekly, WASTE_WEEKLY_SCHEMA),
+        **({"idle_energy_per_week": dg.MetadataValue.md(waste_plot(weekly)),
+            "ranking": _table(weekly.sort_values(["week", "rank"], ascending=[False, True])
+                              .head(MISSING_SHOWN))} if len(weekly) else {}),
+    })
+
+
+QUALITY_TABLE = "fact_quality"
+GPU_FRAME_TABLE = "gpu_validated_frames/{}"
+
+
+@dg.asset(
+    name=QUALITY_TABLE,
+    deps=[*FACT_ASSETS, gpu_repetition_energy, gpu_validated_frames, cc_job_energy,
+          cc_block_tables, powerapi_window_energy],
+    pool=TABLES_POOL,
+    group_name=GROUP,
+    automation_condition=TABLE_AUTOMATION,
+    kinds={"pandas", "parquet"},
+    description=("How each energy fact was measured: method, component, the median step "
+                 "between its readings and the share of its window they cover, from its "
+                 "source's tables (NaN where the source does not say; "
+                 "joulehouse/accounting/quality.py)."),
+)
+def fact_quality(warehouse: Warehouse) -> dg.MaterializeResult:
+    tables = warehouse.tables()
+    facts = _stored(tables, FACTS_TABLE)
+    if facts is None:
+        raise dg.Failure("no energy_facts stored yet: materialize a source first")
+    steps = {}
+    for frame in set(quality.GPU_FRAMES.values()):
+        name = GPU_FRAME_TABLE.format(frame)
+        for key in tables.partition_keys(name):
+            steps[(key, frame)] = quality.median_step_s(tables.read_partitions(name, [key]))
+    table = quality.fact_quality(
+        facts, gpu_energy=_stored(tables, GPU_ENERGY_TABLE), gpu_steps=steps,
+        cc_energy=_stored(tables, CC_ENERGY_TABLE), cc_stats=_stored(tables, CC_STATS_TABLE),
+        powerapi_windows=_stored(tables, WINDOW_TABLE))
+    tables.write_table(QUALITY_TABLE, table)
+    known = table.groupby("source")[["sampling_interval_s", "covered_fraction"]].count()
+    return dg.MaterializeResult(metadata={
+        **table_metadata(table, QUALITY_SCHEMA),
+        "known_per_source": _table(known.reset_index()),
+        "least_covered": dg.MetadataValue.float(float(table["covered_fraction"].min())
+                                                if table["covered_fraction"].notna().any()
+                                                else float("nan")),
+    })
+
+
+ACCOUNTING_ASSETS = [carbon_intensity, tariffs, accounting, trust_checks, waste_step,
+                     fact_quality]

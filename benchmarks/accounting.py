@@ -1,17 +1,28 @@
-"""Benchmark: rollups and carbon over N generated facts (default 10,000,000) in at most 30 s.
+"""Benchmark: rollups, carbon and cost over N generated facts (default 10,000,000) in at most
+30 s, and a user's 90-day query through ``joulehouse sql`` in at most 1 s.
 
-Generates N energy_facts rows (``joulehouse.accounting.generator.facts``: two sources,
-four groups, windows of 1 s to 6 h over 90 days) and an hourly intensity series covering
-them, then times ``joulehouse.accounting.accounts.account`` (attribution, day pieces in
-the UTC and Europe/Berlin calendars, carbon per piece and per fact, daily and monthly
+``--part rollups``: generates N energy_facts rows (``joulehouse.accounting.generator.facts``:
+two sources, four groups, windows of 1 s to 6 h over 90 days), an hourly intensity series
+and the bundled time-of-use tariff's form covering them, then times
+``joulehouse.accounting.accounts.account`` (attribution, day pieces in the UTC and
+Europe/Berlin calendars, carbon and cost per piece and per fact, daily and monthly
 rollups), split into its stages, one calendar's pieces at a time as ``account`` does.
+
+``--part query``: the same facts, the ClusterCockpit half of them jobs of USERS users
+(``cc_jobs``), their accounting tables written to a warehouse in a temporary folder, then
+one user's 90 days queried through ``joulehouse sql`` (the installed command, a process per
+query as a user runs it: start-up included) and through ``query.query`` in-process: per
+day from ``accounting_daily``, and per job from ``energy_facts`` joined with ``cc_jobs``.
+Each query is run REPEAT times; the best and the worst are printed.
+
 Prints the figures, the machine and the peak memory.
 
-Run: ``.venv/bin/python benchmarks/accounting.py [--facts N]``.
+Run: ``.venv/bin/python benchmarks/accounting.py [--facts N] [--part rollups|query|all]``.
 """
 
 import argparse
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,25 +35,70 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from machine import describe, load_average
 
-from joulehouse.accounting import carbon, entities, generator, intensity, rollups
+from joulehouse.accounting import (
+    accounts,
+    carbon,
+    cost,
+    entities,
+    generator,
+    intensity,
+    rollups,
+    tariff,
+)
+from joulehouse.accounting.query import query
+from joulehouse.warehouse import Warehouse
 
 START = "2022-01-01"
 DAYS = 90
 TIME_ZONE = "Europe/Berlin"
+USERS = 1000
+PROJECTS = 200
+REPEAT = 5
+JOULEHOUSE = Path(sys.executable).parent / "joulehouse"
+#: The bundled tariff's bands (examples/tariffs), over the benchmark's days.
+TARIFF = ("site,timezone,valid_from,valid_to,weekdays,start,end,price_per_kwh,currency\n"
+          + "".join(f"site,Europe/Berlin,2021-12-01,2022-05-01,{days},{a},{b},{p},EUR\n"
+                    for days, a, b, p in (("Mon-Fri", "00:00", "07:00", 0.21),
+                                          ("Mon-Fri", "07:00", "20:00", 0.34),
+                                          ("Mon-Fri", "20:00", "24:00", 0.21),
+                                          ('"Sat,Sun"', "00:00", "24:00", 0.17))))
+
+
+def inputs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The intensity and tariff tables covering the benchmark's days, and their settings."""
+    end = (pd.Timestamp(START) + pd.Timedelta(days=DAYS + 1)).strftime("%Y-%m-%d")
+    generator.write_csv(generator.electricity_maps_frame("DE", "Germany", START, end),
+                        folder / "intensity" / "de.csv")
+    (folder / "tariffs").mkdir()
+    (folder / "tariffs" / "site.csv").write_text(TARIFF)
+    return intensity.read_folder(folder / "intensity"), tariff.read_folder(folder / "tariffs")
+
+
+SETTINGS = carbon.CarbonSettings(zones={"*": "DE"}, pue=1.2)
+COST_SETTINGS = cost.CostSettings(sites={"*": "site"}, pue=1.2)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--facts", type=int, default=10_000_000)
+    parser.add_argument("--part", choices=("rollups", "query", "all"), default="all")
     args = parser.parse_args()
     print(describe(pd, np), f"load average before: {load_average()}", sep="\n")
     facts = generator.facts(args.facts, START, f"{DAYS}D", seed=0)
+    if args.part in ("rollups", "all"):
+        time_rollups(facts)
+    if args.part in ("query", "all"):
+        time_query(facts)
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    print(f"peak memory (max RSS): {peak_gb:.1f} GiB")
+    return 0
+
+
+def time_rollups(facts: pd.DataFrame) -> None:
+    """``account``'s stages over ``facts``, timed (see the module)."""
     with tempfile.TemporaryDirectory() as folder:
-        end = (pd.Timestamp(START) + pd.Timedelta(days=DAYS + 1)).strftime("%Y-%m-%d")
-        generator.write_csv(generator.electricity_maps_frame("DE", "Germany", START, end),
-                            Path(folder) / "de.csv")
-        table = intensity.read_folder(folder)
-    settings = carbon.CarbonSettings(zones={"*": "DE"}, pue=1.2)
+        table, prices = inputs(Path(folder))
+    settings = SETTINGS
     stages = {}
     begin = time.perf_counter()
 
@@ -57,6 +113,8 @@ def main() -> int:
     for zone in sorted({rollups.UTC, TIME_ZONE}):  # as accounts.calendar_pieces
         pieces = stage("day pieces (UTC, Europe/Berlin)", rollups.day_pieces, attributed, zone)
         pieces["co2_g"] = stage("carbon of the pieces", carbon.co2_g, pieces, table, settings)
+        pieces["cost"], pieces["currency"] = stage("cost of the pieces", cost.cost, pieces,
+                                                   prices, COST_SETTINGS)
         daily.append(stage("daily rollup", rollups.rollup, pieces, "day"))
         monthly.append(stage("monthly rollup", rollups.rollup, pieces, "month"))
         pieces_count += len(pieces)
@@ -64,15 +122,71 @@ def main() -> int:
     daily, monthly = (stage("daily rollup", pd.concat, daily, ignore_index=True),
                       stage("monthly rollup", pd.concat, monthly, ignore_index=True))
     per_fact = stage("carbon per fact", carbon.carbon_per_fact, attributed, table, settings)
+    priced = stage("cost per fact", cost.cost_per_fact, attributed, prices, COST_SETTINGS)
     total = time.perf_counter() - begin
     for name, seconds in stages.items():
         print(f"{name:32s} {seconds:7.2f} s")
     print(f"{'total':32s} {total:7.2f} s for {len(facts):,} facts ({pieces_count:,} day pieces; "
           f"{len(daily):,} daily, {len(monthly):,} monthly rows; "
-          f"{per_fact['co2_g'].isna().sum()} facts without carbon); target 30 s")
-    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
-    print(f"peak memory (max RSS): {peak_gb:.1f} GiB")
-    return 0
+          f"{per_fact['co2_g'].isna().sum()} facts without carbon, "
+          f"{priced['cost'].isna().sum()} without cost); target 30 s")
+
+
+def jobs_of(facts: pd.DataFrame) -> pd.DataFrame:
+    """``cc_jobs`` rows for the ClusterCockpit facts: user ``u<k>`` of USERS, project
+    ``p<k>`` of PROJECTS, drawn with a fixed seed."""
+    rng = np.random.default_rng(1)
+    jobs = facts.loc[facts["source"] == "clustercockpit", "entity"].to_numpy()
+    return pd.DataFrame({"job": jobs,
+                         "hpc_user": pd.Series(rng.integers(0, USERS, len(jobs))).map("u{}".format),
+                         "project": pd.Series(rng.integers(0, PROJECTS, len(jobs))).map("p{}".format),
+                         "cluster_partition": "main"})
+
+
+QUERIES = {
+    "per day (accounting_daily)":
+        "SELECT day, sum(energy_kwh) AS kwh, sum(duration_h) AS hours, sum(co2_g) AS co2_g, "
+        "sum(cost) AS cost FROM accounting_daily WHERE calendar = 'UTC' AND \"user\" = 'u17' "
+        "AND method = 'power' AND day >= DATE '{start}' AND day < DATE '{start}' + "
+        "INTERVAL 90 DAY GROUP BY day ORDER BY day",
+    "per job (energy_facts x cc_jobs)":
+        "SELECT f.entity AS job, sum(f.energy_j) / 3.6e6 AS kwh FROM energy_facts f JOIN "
+        "cc_jobs j ON f.entity = j.job WHERE j.hpc_user = 'u17' AND f.method = 'power' AND "
+        "f.window_start >= TIMESTAMPTZ '{start}' AND f.window_start < TIMESTAMPTZ '{start}' + "
+        "INTERVAL 90 DAY GROUP BY 1 ORDER BY 2 DESC",
+}
+
+
+def time_query(facts: pd.DataFrame) -> None:
+    """A user's 90 days through ``joulehouse sql`` and ``query.query`` (see the module)."""
+    jobs = jobs_of(facts)
+    with tempfile.TemporaryDirectory() as folder:
+        table, prices = inputs(Path(folder))
+        begin = time.perf_counter()
+        result = accounts.account(facts, table, SETTINGS, TIME_ZONE, jobs, tariffs=prices,
+                                  cost_settings=COST_SETTINGS)
+        root = str(Path(folder) / "warehouse")
+        store = Warehouse(root)
+        store.write_partition("energy_facts", "clustercockpit", facts)
+        store.write_table("cc_jobs", jobs)
+        store.write_table("accounting_daily", result.daily)
+        print(f"warehouse of {len(facts):,} facts, {len(jobs):,} jobs, {len(result.daily):,} "
+              f"daily rows written in {time.perf_counter() - begin:.1f} s")
+        for name, sql in QUERIES.items():
+            sql = sql.format(start=START)
+            inside, command, rows = [], [], 0
+            for _ in range(REPEAT):
+                start = time.perf_counter()
+                rows = len(query(root, sql))
+                inside.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                done = subprocess.run([str(JOULEHOUSE), "sql", "--warehouse", root, sql],
+                                      check=True, capture_output=True, text=True)
+                command.append(time.perf_counter() - start)
+                assert len(done.stdout.splitlines()) == rows + 1
+            print(f"{name}: {rows} rows; query.query {min(inside):.3f}-{max(inside):.3f} s, "
+                  f"joulehouse sql (process) {min(command):.3f}-{max(command):.3f} s; "
+                  f"target 1 s")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,16 @@ import argparse
 import sys
 
 from joulehouse import __version__
-from joulehouse.commands import clustercockpit, collect, energy, geopm, powerapi, sql, taudb
+from joulehouse.commands import (
+    clustercockpit,
+    collect,
+    energy,
+    geopm,
+    powerapi,
+    report,
+    sql,
+    taudb,
+)
 from joulehouse.commands.conventions import PROG, run
 
 EPILOG = f"""examples:
@@ -38,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     powerapi.register(groups)
     collect.register(groups)
     sql.register(groups)
+    report.register(groups)
     return parser
 
 

@@ -85,6 +85,11 @@ def bars_png(categories: Sequence[str], series: Sequence[Series], *, title: str,
     return _png(figure)
 
 
+def data_uri(png: bytes) -> str:
+    """``png`` as a base64 ``data:`` URI, for Markdown or an HTML ``<img>``."""
+    return f"data:image/png;base64,{base64.b64encode(png).decode()}"
+
+
 def markdown_image(png: bytes, alt: str) -> str:
     """Markdown that shows ``png`` inline, as a base64 data URI."""
-    return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})"
+    return f"![{alt}]({data_uri(png)})"

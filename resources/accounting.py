@@ -12,7 +12,11 @@ From the environment (``AccountingSettings.from_env``):
 - ``JOULEHOUSE_PUE`` (default 1.0), ``JOULEHOUSE_INTENSITY_BASIS`` (``lca`` or ``direct``,
   default ``lca``);
 - ``JOULEHOUSE_INTENSITY_FALLBACK``: ``zone=OWID code`` pairs (e.g. ``DE=DEU``) whose yearly
-  figure fills what a zone's series does not cover; default none.
+  figure fills what a zone's series does not cover; default none;
+- ``JOULEHOUSE_TARIFF_LANDING``: the folder of time-of-use tariff CSV files
+  (``joulehouse/accounting/tariff.py``), default the bundled ``examples/tariffs``;
+- ``JOULEHOUSE_TARIFF_SITES``: ``key=site`` pairs like the zones, naming each fact's tariff
+  site; default ``*=hpc-centre`` (the bundled tariff's site).
 """
 
 from __future__ import annotations
@@ -24,15 +28,21 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field, field_validator
 
+from joulehouse.accounting import tariff
 from joulehouse.accounting.carbon import CarbonSettings
+from joulehouse.accounting.cost import CostSettings
 from joulehouse.accounting.intensity import read_folder
 from joulehouse.timeutil import check_timezone
 from resources.gpu import settings_from_env
 
 LANDING_ENV = "JOULEHOUSE_INTENSITY_LANDING"
 ENV = {"time_zone": "JOULEHOUSE_SITE_TIMEZONE", "pue": "JOULEHOUSE_PUE",
-       "basis": "JOULEHOUSE_INTENSITY_BASIS"}
-MAPPING_ENV = {"zones": "JOULEHOUSE_CARBON_ZONES", "yearly_fallback": "JOULEHOUSE_INTENSITY_FALLBACK"}
+       "basis": "JOULEHOUSE_INTENSITY_BASIS", "tariff_landing": "JOULEHOUSE_TARIFF_LANDING"}
+MAPPING_ENV = {"zones": "JOULEHOUSE_CARBON_ZONES", "yearly_fallback": "JOULEHOUSE_INTENSITY_FALLBACK",
+               "tariff_sites": "JOULEHOUSE_TARIFF_SITES"}
+#: The bundled example tariff (``examples/tariffs``) and its site.
+EXAMPLE_TARIFFS = Path(__file__).resolve().parent.parent / "examples" / "tariffs"
+EXAMPLE_TARIFF_SITE = "hpc-centre"
 
 
 def parse_pairs(text: str, variable: str) -> dict[str, str]:
@@ -59,6 +69,11 @@ class AccountingSettings(dg.ConfigurableResource):
     yearly_fallback: dict[str, str] = Field(default_factory=dict,
                                             description="Zone -> OWID code of its yearly "
                                                         "fallback; none by default.")
+    tariff_landing: str = Field(default=str(EXAMPLE_TARIFFS),
+                                description="Folder of time-of-use tariff CSV files.")
+    tariff_sites: dict[str, str] = Field(default_factory=lambda: {"*": EXAMPLE_TARIFF_SITE},
+                                         description="<source>/<group>, <source> or * -> "
+                                                     "tariff site.")
 
     @field_validator("time_zone")
     @classmethod
@@ -84,6 +99,14 @@ class AccountingSettings(dg.ConfigurableResource):
         """The core's carbon settings."""
         return CarbonSettings(zones=dict(self.zones), pue=self.pue, basis=self.basis,
                               yearly_fallback=dict(self.yearly_fallback))
+
+    def cost_settings(self) -> CostSettings:
+        """The core's cost settings (the same PUE as carbon)."""
+        return CostSettings(sites=dict(self.tariff_sites), pue=self.pue)
+
+    def read_tariffs(self) -> pd.DataFrame:
+        """Every tariff file of the tariff landing folder, as one table."""
+        return tariff.read_folder(Path(self.tariff_landing))
 
     def read_intensity(self) -> pd.DataFrame:
         """Every intensity file of the landing folder, as one table."""

@@ -84,7 +84,7 @@ def test_version():
 
 def test_every_help_shows_an_example():
     every = commands(build_parser())
-    assert ("energy", "gpu") in every and ("taudb", "list") in every and len(every) == 16
+    assert ("energy", "gpu") in every and ("taudb", "list") in every and len(every) == 17
     for words in [(), *every]:
         result = joulehouse(*words, "--help")
         assert result.returncode == 0, words

@@ -13,6 +13,9 @@ The pieces of a fact sum to its energy. A rollup row sums, per period and key
   day's carbon at the intensity's own resolution), NaN for a row where some energy has
   none (its energy is ``energy_without_intensity_j``): a partial sum is never shown
   as the total.
+- ``cost`` (in ``currency``) the same way from the pieces' ``cost`` (``cost.cost``), NaN
+  where some energy has no price (``energy_without_tariff_j``). A row's pieces share a
+  source and group, so one tariff site and one currency.
 
 ``method`` is a key: several methods of one measurement (a GPU's counter and its
 integrated power, cc-backend's figure beside ours) are rows of their own, and summing
@@ -25,10 +28,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from joulehouse.accounting.carbon import J_PER_KWH
 from joulehouse.accounting.entities import ENTITY_ID
 from joulehouse.accounting.schemas import DAILY_SCHEMA, MONTHLY_SCHEMA, ROLLUP_KEYS
 from joulehouse.accounting.split import split_windows
+from joulehouse.accounting.stepseries import J_PER_KWH
 from joulehouse.validation import validate
 
 UTC = "UTC"
@@ -107,29 +110,38 @@ def _utc(ns: np.ndarray) -> pd.DatetimeIndex:
 
 
 def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
-    """Sum ``pieces`` (of :func:`day_pieces`, maybe with ``co2_g`` from ``carbon.integrate``)
+    """Sum ``pieces`` (of :func:`day_pieces`, maybe with ``co2_g`` from ``carbon.co2_g`` and
+    ``cost`` and ``currency`` from ``cost.cost``)
     per ``period`` (``"day"`` or ``"month"``), calendar and ROLLUP_KEYS: the rows of
     DAILY_SCHEMA or MONTHLY_SCHEMA, sorted by their keys."""
     if period not in ("day", "month"):
         raise ValueError(f"period is day or month, not {period!r}")
     schema = DAILY_SCHEMA if period == "day" else MONTHLY_SCHEMA
     energy = pieces["energy_j"].to_numpy(float)
-    co2 = (pieces["co2_g"].to_numpy(float) if "co2_g" in pieces.columns
-           else np.full(len(pieces), np.nan))
+    co2, cost = (pieces[name].to_numpy(float) if name in pieces.columns
+                 else np.full(len(pieces), np.nan) for name in ("co2_g", "cost"))
+    currency = (pieces["currency"] if "currency" in pieces.columns else
+                pd.Categorical.from_codes(np.zeros(len(pieces), np.int8), [""]))
     when = (pieces["day"] if period == "day" else
             pieces["day"].to_numpy().astype("datetime64[M]").astype("datetime64[ns]"))
     keys = pd.DataFrame({"calendar": pieces["calendar"], period: when}, copy=False)
-    combined, decode = _combined(pd.concat([keys, pieces[ROLLUP_KEYS]], axis=1, copy=False))
+    keys = pd.concat([keys, pieces[ROLLUP_KEYS]], axis=1, copy=False)
+    keys["currency"] = currency  # a function of the keys (source, group): no extra rows
+    combined, decode = _combined(keys)
     # only the columns grouped and summed, without copying the pieces
     frame = pd.DataFrame({"_keys": combined, "entity": pieces[ENTITY_ID].to_numpy(),
                           "energy_j": energy, "duration_s": pieces["duration_s"].to_numpy(float),
                           "_co2": np.where(np.isnan(co2), 0.0, co2),
-                          "_without": np.where(np.isnan(co2), energy, 0.0)}, copy=False)
+                          "_without": np.where(np.isnan(co2), energy, 0.0),
+                          "_cost": np.where(np.isnan(cost), 0.0, cost),
+                          "_unpriced": np.where(np.isnan(cost), energy, 0.0)}, copy=False)
     grouped = frame.groupby("_keys", sort=True)
     table = grouped.agg(facts=("energy_j", "size"), entities=("entity", "nunique"),
                         energy_j=("energy_j", "sum"), duration_s=("duration_s", "sum"),
                         co2_g=("_co2", "sum"),
-                        energy_without_intensity_j=("_without", "sum")).reset_index()
+                        energy_without_intensity_j=("_without", "sum"),
+                        cost=("_cost", "sum"),
+                        energy_without_tariff_j=("_unpriced", "sum")).reset_index()
     table = pd.concat([table, decode(table.pop("_keys").to_numpy())], axis=1)
     table["energy_kwh"] = table["energy_j"] / J_PER_KWH
     table["duration_h"] = table["duration_s"] / 3600.0
@@ -137,6 +149,7 @@ def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
         table["mean_power_w"] = np.where(table["duration_s"] > 0,
                                          table["energy_j"] / table["duration_s"], np.nan)
     table["co2_g"] = table["co2_g"].where(table["energy_without_intensity_j"] == 0)
+    table["cost"] = table["cost"].where(table["energy_without_tariff_j"] == 0)
     table[["facts", "entities"]] = table[["facts", "entities"]].astype("int64")
     table = table[list(schema.columns)]
     return validate(schema, table, schema.name)

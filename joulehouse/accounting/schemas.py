@@ -1,6 +1,8 @@
-"""pandera schemas of the accounting tables: intensity, daily and monthly rollups, carbon per fact.
+"""pandera schemas of the accounting tables: intensity, tariffs, daily and monthly rollups,
+carbon and cost per fact.
 
-Units are in the column names: J, kWh, h (hours), W, gCO2e (``co2_g``), gCO2e/kWh.
+Units are in the column names: J, kWh, h (hours), W, gCO2e (``co2_g``), gCO2e/kWh; a cost
+is in the ``currency`` of its row (per kWh for a price).
 """
 
 from __future__ import annotations
@@ -43,6 +45,24 @@ INTENSITY_SCHEMA = pa.DataFrameSchema(
     name="carbon_intensity",
 )
 
+TARIFF_SCHEMA = pa.DataFrameSchema(
+    {
+        "site": pa.Column(str, description="The tariff's site (what facts are mapped to)."),
+        "interval_start": pa.Column(_UTC, description="Start of the band's interval (UTC)."),
+        "interval_end": pa.Column(_UTC, description="End of the interval (UTC), exclusive."),
+        "price_per_kwh": pa.Column(float, _NONNEG, description="Energy price (currency/kWh)."),
+        "currency": pa.Column(str, description="ISO 4217 code of the price."),
+        "file": pa.Column(str, description="The file the band was read from."),
+        "digest": pa.Column(str, description="SHA-256 of that file's bytes: the tariff's "
+                                             "version."),
+    },
+    checks=pa.Check(lambda df: df["interval_end"] > df["interval_start"],
+                    name="interval_ordered"),
+    strict=True,
+    ordered=True,
+    name="tariffs",
+)
+
 _KEYS = {
     "calendar": pa.Column(str, description="UTC, or the site's time zone whose local days "
                                            "(months) the row counts; a table holds both: sum "
@@ -74,6 +94,13 @@ _VALUES = {
                                    "no intensity (see energy_without_intensity_j)."),
     "energy_without_intensity_j": pa.Column(float, _NONNEG,
                                             description="Energy with no intensity or zone (J)."),
+    "cost": pa.Column(float, nullable=True,
+                      description="Energy cost in currency (times the PUE), at the tariff's "
+                                  "time-of-use prices; NaN if any energy of the row has no "
+                                  "price (see energy_without_tariff_j)."),
+    "currency": pa.Column(str, description="Currency of cost ('' when no tariff applies)."),
+    "energy_without_tariff_j": pa.Column(float, _NONNEG,
+                                         description="Energy with no tariff price (J)."),
 }
 
 
@@ -93,12 +120,18 @@ MONTHLY_SCHEMA = _rollup_schema("month", "The month (its first day, in the row's
 #: Key columns of the rollups, after the period.
 ROLLUP_KEYS = [k for k in _KEYS if k != "calendar"]
 
+#: The columns of a fact that carbon_per_fact and cost_per_fact repeat.
+_FACT = {
+    "source": _text(), "entity": _text(), "component": _text(),
+    "window_start": pa.Column(_UTC), "window_end": pa.Column(_UTC),
+    "method": _text(),
+    "energy_j": pa.Column(float, _NONNEG, description="The fact's energy (J)."),
+}
+FACT_COLUMNS = list(_FACT)
+
 CARBON_SCHEMA = pa.DataFrameSchema(
     {
-        "source": _text(), "entity": _text(), "component": _text(),
-        "window_start": pa.Column(_UTC), "window_end": pa.Column(_UTC),
-        "method": _text(),
-        "energy_j": pa.Column(float, _NONNEG, description="The fact's energy (J)."),
+        **_FACT,
         "zone": _text("Grid zone used ('' when none is configured)."),
         "pue": pa.Column(float, pa.Check.ge(1), description="Site PUE the energy was scaled by."),
         "basis": _text("Intensity basis used: lca or direct."),
@@ -116,4 +149,105 @@ CARBON_SCHEMA = pa.DataFrameSchema(
     strict=True,
     ordered=True,
     name="carbon_per_fact",
+)
+
+COST_SCHEMA = pa.DataFrameSchema(
+    {
+        **_FACT,
+        "site": _text("Tariff site used ('' when none is configured)."),
+        "pue": pa.Column(float, pa.Check.ge(1), description="Site PUE the energy was scaled by."),
+        "price_per_kwh": pa.Column(float, nullable=True,
+                                   description="Energy-weighted price over the window "
+                                               "(currency/kWh)."),
+        "cost": pa.Column(float, nullable=True,
+                          description="energy x PUE x price, integrated at the tariff's "
+                                      "bands; NaN if not covered."),
+        "currency": _text("Currency of cost and price ('' when no site is configured)."),
+        "tariff_files": _text("The tariff files used, ';'-separated."),
+        "tariff_digests": _text("Their SHA-256 digests (versions)."),
+        "missing": _text("Why cost is NaN ('' when it is not)."),
+    },
+    strict=True,
+    ordered=True,
+    name="cost_per_fact",
+)
+
+TRUST_SCHEMA = pa.DataFrameSchema(
+    {
+        "rule": pa.Column(str, description="Trust rule id (joulehouse/accounting/trust.py)."),
+        "version": pa.Column("int64", description="The rule's version."),
+        "source": pa.Column(str, description="energy_facts source of the pair's entity."),
+        "entity": pa.Column(str, description="What was checked: a repetition, a PowerAPI "
+                                             "sensor, a ClusterCockpit job."),
+        "component": pa.Column(str, description="Component of the reference figure."),
+        "window_start": pa.Column(_UTC, description="Start of the compared window (UTC)."),
+        "window_end": pa.Column(_UTC, description="End of the compared window (UTC)."),
+        "reference": pa.Column(str, description="What the reference figure is."),
+        "reference_j": pa.Column(float, description="The reference energy (J)."),
+        "compared": pa.Column(str, description="What the compared figure is."),
+        "compared_j": pa.Column(float, description="The compared energy (J)."),
+        "ratio": pa.Column(float, nullable=True,
+                           description="compared_j / reference_j (NaN for no reference)."),
+        "low": pa.Column(float, description="Lowest ratio that passes."),
+        "high": pa.Column(float, description="Highest ratio that passes (inf: none)."),
+        "passed": pa.Column(bool, description="low <= ratio <= high."),
+    },
+    strict=True,
+    ordered=True,
+    name="trust_checks",
+)
+
+WASTE_SCHEMA = pa.DataFrameSchema(
+    {
+        "rule": pa.Column(str, description="Waste rule id (joulehouse/accounting/waste.py)."),
+        "version": pa.Column("int64", description="The rule's version."),
+        "threshold": pa.Column(float, description="Utilisation (fraction) below which is idle."),
+        "source": pa.Column(str, description="energy_facts source."),
+        "entity": pa.Column(str, description="The repetition or job."),
+        "user": pa.Column(str, description="User (ClusterCockpit), else ''."),
+        "window_start": pa.Column(_UTC, description="Start of the judged window (UTC)."),
+        "window_end": pa.Column(_UTC, description="End of the judged window (UTC)."),
+        "gpu_hours": pa.Column(float, _NONNEG, description="GPU-hours of the window."),
+        "energy_j": pa.Column(float, _NONNEG, description="Energy judged (J)."),
+        "idle_energy_j": pa.Column(float, _NONNEG, description="Of it, spent idle (J)."),
+        "idle_s": pa.Column(float, _NONNEG, description="Time judged idle (s)."),
+        "flagged": pa.Column(bool, description="Some energy was spent idle."),
+    },
+    strict=True,
+    ordered=True,
+    name="waste",
+)
+
+WASTE_WEEKLY_SCHEMA = pa.DataFrameSchema(
+    {
+        "week": pa.Column("datetime64[ns]", description="The UTC week (its Monday; naive)."),
+        "user": pa.Column(str, description="User (ClusterCockpit), else ''."),
+        "energy_j": pa.Column(float, _NONNEG, description="Energy judged in the week (J)."),
+        "gpu_hours": pa.Column(float, _NONNEG, description="GPU-hours in the week."),
+        "idle_energy_j": pa.Column(float, _NONNEG, description="Energy spent idle (J)."),
+        "idle_share": pa.Column(float, nullable=True, description="idle_energy_j / energy_j."),
+        "rank": pa.Column("int64", pa.Check.ge(1),
+                          description="1 = most idle energy in the week."),
+    },
+    unique=["week", "user"],
+    strict=True,
+    ordered=True,
+    name="waste_weekly",
+)
+
+QUALITY_SCHEMA = pa.DataFrameSchema(
+    {
+        **{k: v for k, v in _FACT.items() if k != "energy_j"},
+        "sampling_interval_s": pa.Column(float, pa.Check.gt(0), nullable=True,
+                                         description="Median step between the readings the "
+                                                     "fact was computed from (s); NaN where "
+                                                     "the source does not say."),
+        "covered_fraction": pa.Column(float, pa.Check.in_range(0, 1), nullable=True,
+                                      description="Share of the window covered by readings "
+                                                  "(gaps bridged by interpolation are not); "
+                                                  "NaN where the source does not say."),
+    },
+    strict=True,
+    ordered=True,
+    name="fact_quality",
 )

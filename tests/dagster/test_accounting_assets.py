@@ -1,13 +1,21 @@
 """The accounting assets over a warehouse of facts: tables, carbon, the coverage check."""
 
 import dagster as dg
+import numpy as np
 import pandas as pd
 import pytest
 
 from assets.accounting import accounting as accounting_asset
-from assets.accounting import carbon_intensity
+from assets.accounting import (
+    carbon_intensity,
+    fact_quality,
+    tariffs,
+    trust_checks,
+    waste_step,
+)
 from joulehouse.accounting import generator
 from joulehouse.accounting.carbon import CarbonSettings
+from joulehouse.accounting.cost import CostSettings
 from joulehouse.facts import ENERGY_FACTS_COLUMNS
 from resources import AccountingSettings, Warehouse
 
@@ -29,10 +37,17 @@ def test_accounting_tables_and_the_coverage_check(tmp_path, facts):
                                                          "2022-03-08"), landing / "de.csv")
     store = Warehouse(root=str(tmp_path / "warehouse"))
     store.tables().write_partition("energy_facts", "clustercockpit", facts)
+    prices = tmp_path / "tariffs"
+    prices.mkdir()
+    (prices / "flat.csv").write_text(
+        "site,timezone,valid_from,valid_to,weekdays,start,end,price_per_kwh,currency\n"
+        "lab,UTC,2022-02-01,2022-04-01,*,00:00,24:00,0.25,EUR\n")
     settings = AccountingSettings(intensity_landing=str(landing), time_zone="Europe/Berlin",
-                                  zones={"clustercockpit": "DE"}, pue=1.2)
+                                  zones={"clustercockpit": "DE"}, pue=1.2,
+                                  tariff_landing=str(prices), tariff_sites={"*": "lab"})
     with dg.instance_for_test() as instance:
-        result = dg.materialize([carbon_intensity, accounting_asset], instance=instance,
+        result = dg.materialize([carbon_intensity, tariffs, accounting_asset],
+                                instance=instance,
                                 resources={"accounting": settings, "warehouse": store})
         assert result.success
         tables = store.tables()
@@ -50,17 +65,32 @@ def test_accounting_tables_and_the_coverage_check(tmp_path, facts):
         assert utc.loc[utc["day"] == "2019-01-01", "co2_g"].isna().all()
         monthly = tables.read_table("accounting_monthly")
         assert sorted(monthly["month"].dt.strftime("%Y-%m").unique()) == ["2019-01", "2022-03"]
-        check = result.get_asset_check_evaluations()[0]
-        assert check.check_name == "carbon_covered" and not check.passed
+        # A flat 0.25 EUR/kWh: cost = energy x PUE x 0.25 for all but the 2019 fact.
+        cost = tables.read_table("cost_per_fact")
+        priced = facts["entity"] != "g0/old"
+        assert cost["cost"].sum() == pytest.approx(
+            facts.loc[priced, "energy_j"].sum() / 3.6e6 * 1.2 * 0.25, rel=1e-9)
+        assert cost.loc[cost["cost"].isna(), "entity"].tolist() == ["g0/old"]
+        assert cost["tariff_files"][priced].eq("flat.csv").all()
+        assert utc["cost"].sum() == pytest.approx(cost["cost"].sum(), rel=1e-9)
+        assert set(utc["currency"]) == {"EUR"}
+        checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+        check = checks["carbon_covered"]
+        assert not check.passed
         assert check.severity == dg.AssetCheckSeverity.WARN
         assert check.metadata["facts_without_carbon"].value == 1
+        assert not checks["cost_covered"].passed
+        assert checks["cost_covered"].metadata["facts_without_cost"].value == 1
         by_key = {m.asset_key.to_user_string(): m.metadata
                   for m in result.get_asset_materialization_events()
                   for m in [m.event_specific_data.materialization]}
         assert by_key["carbon_per_fact"]["dagster/row_count"].value == len(facts)
         assert by_key["accounting_daily"]["dagster/row_count"].value == len(daily)
         assert "data:image/png;base64," in by_key["accounting_daily"][
-            "energy_and_co2_per_day"].value
+            "energy_co2_and_cost_per_day"].value
+        assert by_key["cost_per_fact"]["total_cost"].value == {
+            "EUR": round(float(cost["cost"].sum()), 2)}
+        assert by_key["tariffs"]["dagster/row_count"].value == 59
         assert by_key["carbon_intensity"]["dagster/row_count"].value == 2 * 8 * 24
 
 
@@ -70,7 +100,12 @@ def test_the_settings_come_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("JOULEHOUSE_CARBON_ZONES", "*=DE, clustercockpit/fritz=FR")
     monkeypatch.setenv("JOULEHOUSE_PUE", "1.4")
     monkeypatch.setenv("JOULEHOUSE_INTENSITY_FALLBACK", "DE=DEU")
+    monkeypatch.setenv("JOULEHOUSE_TARIFF_LANDING", str(tmp_path / "tariffs"))
+    monkeypatch.setenv("JOULEHOUSE_TARIFF_SITES", "*=main, geopm=lab")
     settings = AccountingSettings.from_env("examples/intensity")
+    assert settings.cost_settings() == CostSettings(sites={"*": "main", "geopm": "lab"},
+                                                    pue=1.4)
+    assert settings.tariff_landing == str(tmp_path / "tariffs")
     assert settings.carbon_settings() == CarbonSettings(
         zones={"*": "DE", "clustercockpit/fritz": "FR"}, pue=1.4, basis="lca",
         yearly_fallback={"DE": "DEU"})
@@ -78,3 +113,82 @@ def test_the_settings_come_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("JOULEHOUSE_CARBON_ZONES", "DE")
     with pytest.raises(ValueError, match="JOULEHOUSE_CARBON_ZONES: 'DE' is not key=value"):
         AccountingSettings.from_env("examples/intensity")
+
+
+def test_trust_checks_table_and_one_check_per_rule(tmp_path):
+    begin = pd.Timestamp("2024-01-15 10:00", tz="UTC")
+    facts = pd.DataFrame([
+        {"source": "gpu-benchmark", "entity": "r/e/b/run/0", "component": component,
+         "window_start": begin, "window_end": begin + pd.Timedelta("1h"), "duration_s": 3600.0,
+         "energy_j": energy, "method": method}
+        for component, method, energy in (("gpu", "counter", 1000.0), ("gpu", "power", 1200.0),
+                                          ("external", "external", 1500.0))],
+        columns=ENERGY_FACTS_COLUMNS)
+    store = Warehouse(root=str(tmp_path / "warehouse"))
+    store.tables().write_partition("energy_facts", "gpu", facts)
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([trust_checks], instance=instance,
+                                resources={"warehouse": store})
+        assert result.success
+        table = store.tables().read_table("trust_checks")
+        assert table[["rule", "passed"]].values.tolist() == [
+            ["gpu_counter_vs_power", False], ["external_at_least_gpu", True]]
+        checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+        assert set(checks) == {"gpu_counter_vs_power", "external_at_least_gpu",
+                               "smartwatts_vs_rapl", "geopm_vs_clustercockpit"}
+        assert not checks["gpu_counter_vs_power"].passed
+        assert checks["gpu_counter_vs_power"].metadata["failed"].value == 1
+        assert checks["external_at_least_gpu"].passed
+        assert checks["smartwatts_vs_rapl"].passed
+        assert checks["smartwatts_vs_rapl"].description == "no overlapping figures to compare"
+
+
+def test_waste_tables_with_rule_versions_ranking_and_plot(tmp_path):
+    begin = pd.Timestamp("2024-01-15 10:00", tz="UTC")
+    seconds = np.arange(31)
+    power = pd.DataFrame({"time": begin + pd.to_timedelta(seconds, unit="s"),
+                          "power_w": np.where(seconds <= 10, 100.0, 300.0),
+                          "util_gpu_pct": np.where(seconds <= 10, 0.0, 80.0)})
+    key = "gpu-data/e/b/run/0"
+    facts = pd.DataFrame([{"source": "gpu-benchmark", "entity": key, "component": "gpu",
+                           "window_start": begin, "window_end": begin + pd.Timedelta("30s"),
+                           "duration_s": 30.0, "energy_j": 6900.0, "method": "counter"}],
+                         columns=ENERGY_FACTS_COLUMNS)
+    store = Warehouse(root=str(tmp_path / "warehouse"))
+    store.tables().write_partition("energy_facts", "gpu", facts)
+    store.tables().write_partition("gpu_validated_frames/gpu_power", key, power)
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([waste_step], instance=instance, resources={"warehouse": store})
+        assert result.success
+        table = store.tables().read_table("waste")
+        assert table[["rule", "version", "entity", "flagged"]].values.tolist() == [
+            ["gpu_idle", 1, key, True]]
+        assert table["idle_energy_j"].iloc[0] == pytest.approx(1000.0)
+        weekly = store.tables().read_table("waste_weekly")
+        assert weekly[["user", "rank"]].values.tolist() == [["", 1]]
+        assert weekly["gpu_hours"].iloc[0] == pytest.approx(30 / 3600)
+        by_key = {m.asset_key.to_user_string(): m.metadata
+                  for m in result.get_asset_materialization_events()
+                  for m in [m.event_specific_data.materialization]}
+        assert by_key["waste"]["flagged"].value == 1
+        assert "data:image/png;base64," in by_key["waste_weekly"]["idle_energy_per_week"].value
+
+
+def test_fact_quality_table_from_the_sources_tables(tmp_path):
+    begin = pd.Timestamp("2024-01-15 10:00", tz="UTC")
+    key = "gpu-data/e/b/run/0"
+    facts = pd.DataFrame([{"source": "gpu-benchmark", "entity": key, "component": "gpu",
+                           "window_start": begin, "window_end": begin + pd.Timedelta("30s"),
+                           "duration_s": 30.0, "energy_j": 6900.0, "method": "counter"}],
+                         columns=ENERGY_FACTS_COLUMNS)
+    store = Warehouse(root=str(tmp_path / "warehouse"))
+    store.tables().write_partition("energy_facts", "gpu", facts)
+    store.tables().write_partition("gpu_validated_frames/gpu_power", key, pd.DataFrame(
+        {"time": begin + pd.to_timedelta(np.arange(0, 30.5, 0.25), unit="s")}))
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([fact_quality], instance=instance,
+                                resources={"warehouse": store})
+        assert result.success
+        table = store.tables().read_table("fact_quality")
+        assert table["sampling_interval_s"].tolist() == [0.25]
+        assert table["covered_fraction"].isna().all()  # no gpu_repetition_energy stored

@@ -18,8 +18,11 @@ from sensors import gpu_repetition_sensors
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 ACCOUNTING_INPUTS = {"energy_facts/gpu", "energy_facts/geopm", "energy_facts/powerapi",
-                     "energy_facts/clustercockpit", "cc_jobs", "carbon_intensity"}
-ACCOUNTING = {"carbon_intensity", "accounting_daily", "accounting_monthly", "carbon_per_fact"}
+                     "energy_facts/clustercockpit", "cc_jobs", "carbon_intensity",
+                     "tariffs"}
+ACCOUNTING = {"carbon_intensity", "tariffs", "accounting_daily", "accounting_monthly",
+              "carbon_per_fact", "cost_per_fact", "trust_checks", "waste", "waste_weekly",
+              "fact_quality"}
 # asset -> (deps, partitioned, checks)
 GRAPH = {
     "gpu_repetition_files": (set(), True, set()),
@@ -52,9 +55,19 @@ GRAPH = {
     "cc_rollup": ({"cc_block_tables"}, False, set()),
     "energy_facts/clustercockpit": ({"cc_block_tables"}, False, set()),
     "carbon_intensity": (set(), False, set()),
+    "tariffs": (set(), False, set()),
     **{name: (ACCOUNTING_INPUTS, False, checks) for name, checks in (
         ("accounting_daily", set()), ("accounting_monthly", set()),
-        ("carbon_per_fact", {"carbon_covered"}))},
+        ("carbon_per_fact", {"carbon_covered"}), ("cost_per_fact", {"cost_covered"}))},
+    "trust_checks": (ACCOUNTING_INPUTS - {"carbon_intensity", "tariffs"}, False,
+                     {"gpu_counter_vs_power", "external_at_least_gpu", "smartwatts_vs_rapl",
+                      "geopm_vs_clustercockpit"}),
+    "waste": (ACCOUNTING_INPUTS - {"carbon_intensity", "tariffs"}
+              | {"gpu_validated_frames", "cc_block_tables"}, False, set()),
+    "waste_weekly": ({"waste"}, False, set()),
+    "fact_quality": (ACCOUNTING_INPUTS - {"carbon_intensity", "tariffs", "cc_jobs"}
+                     | {"gpu_repetition_energy", "gpu_validated_frames", "cc_job_energy",
+                        "cc_block_tables", "powerapi_window_energy"}, False, set()),
 }
 POWERAPI_JOB = {"powerapi_validated_frames", "powerapi_report_energy", "powerapi_window_energy",
                 "energy_facts/powerapi"}
@@ -98,8 +111,9 @@ def test_asset_graph_snapshot():
                  "geopm_region_energy", "geopm_report_energy", "energy_facts/geopm",
                  "geopm_trials", "powerapi_trials",
                  "cc_job_trials", "cc_jobs", "cc_job_energy", "cc_rollup",
-                 "energy_facts/clustercockpit", "carbon_intensity", "accounting_daily",
-                 "accounting_monthly", "carbon_per_fact"):
+                 "energy_facts/clustercockpit", "carbon_intensity", "tariffs",
+                 "accounting_daily", "accounting_monthly", "carbon_per_fact", "cost_per_fact",
+                 "trust_checks", "waste", "waste_weekly", "fact_quality"):
         assert graph.get(dg.AssetKey.from_user_string(name)).automation_condition is not None, name
     for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials",
                  "powerapi_validated_frames", "powerapi_report_energy",

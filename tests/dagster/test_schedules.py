@@ -28,8 +28,9 @@ WEEKLY = {"weekly_revalidation_gpu_repetitions": ("gpu_energy_job", "gpu_repetit
 ROLLUPS = {"gpu_setting_energy", "gpu_benchmark_energy", "energy_facts/gpu",
            "powerapi_window_energy", "energy_facts/powerapi", "geopm_report_energy",
            "geopm_region_energy", "energy_facts/geopm", "cc_jobs", "cc_job_energy", "cc_rollup",
-           "energy_facts/clustercockpit", "carbon_intensity", "accounting_daily",
-           "accounting_monthly", "carbon_per_fact"}
+           "energy_facts/clustercockpit", "carbon_intensity", "tariffs", "accounting_daily",
+           "accounting_monthly", "carbon_per_fact", "cost_per_fact", "trust_checks",
+           "waste", "waste_weekly", "fact_quality"}
 
 
 def tick(name: str, instance: dg.DagsterInstance, when: datetime):

@@ -1,0 +1,292 @@
+"""Energy windows integrated against a step series: a value per kWh, constant per interval.
+
+What carbon (grid intensity, gCO2e/kWh: ``carbon.py``) and cost (a tariff's price per
+kWh: ``cost.py``) share. A window (a fact, or a fact's piece of a day) of ``energy_j``
+over ``[window_start, window_end)`` is integrated against the series at its own
+resolution, assuming a constant power inside the window:
+
+    amount = energy_j / duration x integral of the value over the window x scale / 3.6e6
+
+(``scale``: the site PUE; 3.6e6 J per kWh): the same as splitting the window at every
+boundary of the series and prorating its energy by time, computed as a difference of
+running integrals at the window's two ends. The series of a window is chosen by a key
+(a grid zone, a tariff site) from the settings' mapping: the most specific of
+``"<source>/<group>"`` (a data root, a cluster: see ``entities.py``), ``"<source>"``,
+then ``"*"``.
+
+A key's series is one or more parts (:func:`segments`): the first part's intervals
+hold, a later part (a fallback, e.g. OWID's yearly figure) fills only what earlier
+ones leave uncovered. A window not wholly covered gets the amount NaN and the first
+uncovered span is reported: never a default. Each window records which versions
+(files and their digests) it used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+J_PER_KWH = 3.6e6
+ANY = "*"
+#: ``kind`` codes of a window: none, the first part only, a fallback only, both.
+PRIMARY, FALLBACK = 1, 2
+
+
+def key_codes(frame: pd.DataFrame, keys: Mapping[str, str]) -> tuple[np.ndarray, list[str]]:
+    """The key (zone, site) of each row of ``frame`` (columns ``source`` and ``group``) as a
+    code into the returned list of names ('' where none is configured); computed once per
+    distinct (source, group), not per row."""
+    grouped = frame.groupby(["source", "group"], observed=True, sort=False)
+    pairs = grouped.size().index
+    names = [keys.get(f"{source}/{group}", keys.get(str(source), keys.get(ANY, "")))
+             for source, group in pairs]
+    distinct = sorted(set(names))
+    per_key = np.array([distinct.index(name) for name in names], dtype=np.int64)
+    return per_key[grouped.ngroup().to_numpy()], distinct
+
+
+@dataclass(frozen=True)
+class Segments:
+    """A key's series cut at every boundary: value, version and part per segment."""
+
+    edges: np.ndarray  # int64 ns, strictly increasing
+    value: np.ndarray  # value per kWh per segment, NaN where none
+    series: np.ndarray  # index of the version (file) per segment, -1 where none
+    fallback: np.ndarray  # bool: the value comes from a part after the first
+
+
+#: One part of a series: interval starts and ends (int64 ns, sorted, not overlapping),
+#: values per kWh, and each interval's version index.
+Part = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def part_of(rows: pd.DataFrame, value: str, versions: pd.Series) -> Part:
+    """The :data:`Part` of table rows with ``interval_start``, ``interval_end`` and ``value``
+    columns; ``versions``: the version index of every row of their table."""
+    rows = rows.sort_values("interval_start")
+    return (rows["interval_start"].to_numpy("datetime64[ns]").view(np.int64),
+            rows["interval_end"].to_numpy("datetime64[ns]").view(np.int64),
+            rows[value].to_numpy(float), versions.loc[rows.index].to_numpy())
+
+
+def _covering(starts: np.ndarray, ends: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Index of the interval (sorted, non-overlapping) holding each ``at``; -1 if none."""
+    if not len(starts):
+        return np.full(len(at), -1)
+    i = np.searchsorted(starts, at, side="right") - 1
+    ok = (i >= 0) & (ends[np.maximum(i, 0)] > at)
+    return np.where(ok, i, -1)
+
+
+def segments(parts: Sequence[Part]) -> Segments:
+    """The segments of a series from its parts, the first winning (see module)."""
+    edges = np.unique(np.concatenate([p[0] for p in parts] + [p[1] for p in parts]))
+    at = edges[:-1]
+    value = np.full(len(at), np.nan)
+    series = np.full(len(at), -1)
+    fallback = np.zeros(len(at), bool)
+    for k, (starts, ends, values, ids) in enumerate(parts):
+        i = _covering(starts, ends, at)
+        fill = (i >= 0) & np.isnan(value)
+        value[fill], series[fill], fallback[fill] = values[i[fill]], ids[i[fill]], k > 0
+    return Segments(edges, value, series, fallback)
+
+
+@dataclass(frozen=True)
+class Integral:
+    """Windows of one key integrated against its segments (see :func:`integrate_segments`)."""
+
+    amount: np.ndarray  # NaN where not covered
+    covered_j: np.ndarray  # energy over covered time (all of it, or 0)
+    kind: np.ndarray  # PRIMARY + FALLBACK flags (0: not covered)
+    first: np.ndarray  # segment of each window's start (clipped into range)
+    last: np.ndarray  # segment of each window's last instant (clipped)
+    single: np.ndarray  # bool: one version over the window's segments
+    uncovered: dict[int, tuple[int, int]]  # window -> first uncovered span (ns)
+
+
+def _locate(edges: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each ``t``: the edge at or before it (clipped into range), its segment (clipped)
+    and whether it lies inside the edges."""
+    k = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, len(edges) - 1)
+    return k, np.minimum(k, len(edges) - 2), (t >= edges[0]) & (t < edges[-1])
+
+
+def _running(edges: np.ndarray, rate: np.ndarray, t: np.ndarray,
+             where: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    """The integral from ``edges[0]`` to ``t`` of a piecewise-constant ``rate`` (per ns,
+    one value per segment; 0 outside the edges), at each ``t`` (``where``: its
+    :func:`_locate`)."""
+    k, segment, inside = where
+    at_edges = np.concatenate([[0], np.cumsum(rate * np.diff(edges))])
+    return at_edges[k] + np.where(inside, rate[segment] * (t - edges[segment]), 0)
+
+
+def _time_in(edges: np.ndarray, where: np.ndarray, ends: list) -> np.ndarray:
+    """Per window, its time (int64 ns) in the segments where ``where`` (bool per segment):
+    a difference of running integrals at its two ends (``ends``: each end's times and their
+    :func:`_locate`); zeros without integrating when ``where`` holds nowhere (the usual
+    case of a fully covered series without fallback)."""
+    if not where.any():
+        return np.zeros(len(ends[0][0]), np.int64)
+    rate = where.astype(np.int64)
+    return _running(edges, rate, *ends[1]) - _running(edges, rate, *ends[0])
+
+
+def integrate_segments(seg: Segments, start: np.ndarray, end: np.ndarray, energy: np.ndarray,
+                       scale: float) -> Integral:
+    """Windows ``[start, end)`` (ns) of ``energy`` J against one key's segments.
+
+    Under a constant power inside a window, its amount is energy / duration x the
+    integral of the value over the window x ``scale`` / 3.6e6: a difference of running
+    integrals at its two ends (no splitting). The window is covered when the time
+    without a value inside it (also a difference of running integrals, in integer ns) is
+    zero. A window of no length takes the value at its start.
+    """
+    n = len(start)
+    if len(seg.edges) < 2:
+        return Integral(np.full(n, np.nan), np.zeros(n), np.zeros(n, np.int8),
+                        np.zeros(n, int), np.zeros(n, int), np.ones(n, bool),
+                        {w: (int(start[w]), int(end[w])) for w in range(n)})
+    edges = seg.edges
+    ok = ~np.isnan(seg.value)
+    ends = [(t, _locate(edges, t)) for t in (start, end)]
+    totals = [_running(edges, np.where(ok, seg.value, 0.0) / 1e9, t, at) for t, at in ends]
+    gap = (_time_in(edges, ~ok, ends)
+           + np.clip(edges[0] - start, 0, None) - np.clip(edges[0] - end, 0, None)
+           + np.clip(end - edges[-1], 0, None) - np.clip(start - edges[-1], 0, None))
+    first = ends[0][1][1]
+    last = np.clip(np.searchsorted(edges, end, side="left") - 1, 0, len(ok) - 1)
+    last = np.maximum(last, first)
+    point = end == start
+    at_start_ok = (start >= edges[0]) & (start < edges[-1]) & ok[first]
+    covered = np.where(point, at_start_ok, gap == 0)
+    length_s = (end - start) / 1e9
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(point, seg.value[first], (totals[1] - totals[0]) / length_s)
+    amount = np.where(covered, energy * mean * scale / J_PER_KWH, np.nan)
+    has_fallback = np.where(point, seg.fallback[first],
+                            _time_in(edges, ok & seg.fallback, ends) > 0)
+    has_primary = np.where(point, ~seg.fallback[first],
+                           _time_in(edges, ok & ~seg.fallback, ends) > 0)
+    kind = np.where(covered, PRIMARY * has_primary.astype(np.int8)
+                    + FALLBACK * has_fallback.astype(np.int8), 0)
+    changes = np.concatenate([[0], np.cumsum(seg.series[1:] != seg.series[:-1])])
+    spans = {}
+    for w in np.flatnonzero(~covered):
+        s, e = int(start[w]), int(end[w])
+        if s < edges[0]:
+            spans[w] = (s, min(e, int(edges[0])))
+            continue
+        bad = [j for j in range(first[w], last[w] + 1) if not ok[j]]
+        if bad and s < edges[-1]:
+            spans[w] = (max(s, int(edges[bad[0]])), min(e, int(edges[bad[0] + 1])))
+        else:
+            spans[w] = (max(s, int(edges[-1])), e)
+    return Integral(amount, np.where(covered, energy, 0.0), kind.astype(np.int8), first,
+                    last, changes[last] == changes[first], spans)
+
+
+def _used_labels(part: Integral, seg: Segments, labels: list[tuple[int, ...]]) -> np.ndarray:
+    """Per window, the index in ``labels`` of the sorted tuple of versions (files) its
+    covered segments used (-1: not covered). Most windows lie in one file's series (no
+    Python loop); the few across files get their tuple appended to ``labels``."""
+    out = np.full(len(part.amount), -1)
+    covered = ~np.isnan(part.amount)
+    out[covered & part.single] = seg.series[part.first[covered & part.single]]
+    for w in np.flatnonzero(covered & ~part.single):
+        ids = seg.series[part.first[w]:part.last[w] + 1]
+        combo = tuple(sorted({int(i) for i in ids if i >= 0}))
+        if combo not in labels:
+            labels.append(combo)
+        out[w] = labels.index(combo)
+    return out
+
+
+def _labelled(codes: np.ndarray, labels: list[str]) -> pd.Categorical:
+    """``labels[code]`` per entry (``""`` for -1), as a categorical."""
+    names, inverse = np.unique(np.asarray([*labels, ""], dtype=object), return_inverse=True)
+    return pd.Categorical.from_codes(inverse[codes], names)
+
+
+def versions_of(table: pd.DataFrame) -> tuple[np.ndarray, pd.Series]:
+    """The distinct (file, digest) pairs of a series table (columns ``file`` and
+    ``digest``) and, per row, its pair's index."""
+    codes, _ = pd.factorize(table["file"] + "\n" + table["digest"])
+    versions = table[["file", "digest"]].to_numpy()[np.unique(codes, return_index=True)[1]]
+    return versions, pd.Series(codes, index=table.index)
+
+
+def _windows(windows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Energy (J), start and end (int64 ns) of each window."""
+    return (windows["energy_j"].to_numpy(float),
+            windows["window_start"].to_numpy("datetime64[ns]").view(np.int64),
+            windows["window_end"].to_numpy("datetime64[ns]").view(np.int64))
+
+
+def amounts(windows: pd.DataFrame, keys: Mapping[str, str],
+            segments_of: Callable[[str], Segments], scale: float) -> np.ndarray:
+    """The amount of each window (columns ``source``, ``group``, ``window_start``,
+    ``window_end``, ``energy_j``), NaN where not covered: the ``amount`` column of
+    :func:`integrate` without its lineage, what the rollups need of millions of pieces."""
+    out = np.full(len(windows), np.nan)
+    codes, names = key_codes(windows, keys)
+    energy, start, end = _windows(windows)
+    for code, name in enumerate(names):
+        rows = np.flatnonzero(codes == code)
+        if len(rows) and name:
+            out[rows] = integrate_segments(segments_of(name), start[rows], end[rows],
+                                           energy[rows], scale).amount
+    return out
+
+
+def integrate(windows: pd.DataFrame, keys: Mapping[str, str],
+              segments_of: Callable[[str], Segments], scale: float, versions: np.ndarray,
+              *, key_name: str, series_name: Callable[[str], str]) -> pd.DataFrame:
+    """Each window of ``windows`` (see :func:`amounts`) integrated, on its index: ``key``
+    (its zone or site, '' when none is configured), ``value_per_kwh`` (the energy-weighted
+    mean value over the window), ``amount``, ``kind`` (PRIMARY/FALLBACK flags), ``files``
+    and ``digests`` (';'-separated, of the ``versions`` used) and ``missing`` (why the
+    amount is NaN: ``"no <key_name> configured for <source>/<group>"`` or
+    ``"<series_name(key)> does not cover <start>..<end>"``, '' when it is not)."""
+    n = len(windows)
+    amount = np.full(n, np.nan)
+    covered_j = np.zeros(n)
+    missing = np.full(n, "", dtype=object)
+    kind = np.zeros(n, dtype=np.int8)
+    used = np.full(n, -1)
+    key = np.zeros(n, dtype=np.int64)
+    labels = [(i,) for i in range(len(versions))]
+    codes, names = key_codes(windows, keys)
+    energy, start, end = _windows(windows)
+    for code, name in enumerate(names):
+        rows = np.flatnonzero(codes == code)
+        key[rows] = code
+        if not len(rows):
+            continue
+        if not name:
+            missing[rows] = (f"no {key_name} configured for "
+                             + windows["source"].iloc[rows].astype(str) + "/"
+                             + windows["group"].iloc[rows].astype(str)).to_numpy()
+            continue
+        seg = segments_of(name)
+        part = integrate_segments(seg, start[rows], end[rows], energy[rows], scale)
+        amount[rows], covered_j[rows], kind[rows] = part.amount, part.covered_j, part.kind
+        for w, (lo, hi) in part.uncovered.items():
+            missing[rows[w]] = (f"{series_name(name)} does not cover "
+                                f"{pd.Timestamp(lo, tz='UTC').isoformat()}.."
+                                f"{pd.Timestamp(hi, tz='UTC').isoformat()}")
+        used[rows] = _used_labels(part, seg, labels)
+    key_array = pd.Categorical.from_codes(key, names) if n else np.array([], object)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(covered_j > 0, amount / scale * J_PER_KWH / covered_j, np.nan)
+    return pd.DataFrame({
+        "key": key_array, "value_per_kwh": np.where(np.isnan(amount), np.nan, mean),
+        "amount": amount, "kind": kind,
+        "files": _labelled(used, [";".join(versions[i][0] for i in ids) for ids in labels]),
+        "digests": _labelled(used, [";".join(versions[i][1] for i in ids) for ids in labels]),
+        "missing": missing,
+    }, index=windows.index)
