@@ -32,7 +32,14 @@ import pandas as pd
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from assets.accounting import CARBON_TABLE, DAILY_TABLE, accounting, carbon_intensity
+from assets.accounting import (
+    CARBON_TABLE,
+    COST_TABLE,
+    DAILY_TABLE,
+    accounting,
+    carbon_intensity,
+    tariffs,
+)
 from assets.clustercockpit import JOB_ENERGY_TABLE
 from assets.geopm import REPORT_TABLE
 from assets.gpu import SETTING_TABLE
@@ -111,7 +118,7 @@ ACCOUNTING_SHOWN = [
     ("partition", "partition", None), ("user", "user", None), ("project", "project", None), ("component", "component", None),
     ("method", "method", None), ("entities", "entities", None),
     ("duration_h", "hours", 1.0), ("energy_kwh", "kWh", 1.0), ("mean_power_w", "W", 1.0),
-    ("co2_g", "gCO2e", 1.0),
+    ("co2_g", "gCO2e", 1.0), ("cost", "cost", 1.0), ("currency", "currency", None),
 ]
 
 
@@ -242,26 +249,27 @@ def run_clustercockpit(warehouse: Path, instance: dg.DagsterInstance
 
 
 def run_accounting(warehouse: Path, instance: dg.DagsterInstance
-                   ) -> tuple[pd.DataFrame, int]:
-    """Materialize the bundled grid intensity and the accounting tables over every source's
-    energy_facts (one run); returns the daily rollup (UTC days, primary methods) and the
-    number of facts without carbon.
+                   ) -> tuple[pd.DataFrame, int, int]:
+    """Materialize the bundled grid intensity and tariff and the accounting tables over every
+    source's energy_facts (one run); returns the daily rollup (UTC days, primary methods) and
+    the numbers of facts without carbon and without cost.
 
     Raises RuntimeError if the run failed.
     """
     settings = AccountingSettings(intensity_landing=str(EXAMPLE_INTENSITY))
     store = Warehouse(root=str(warehouse))
-    result = dg.materialize([carbon_intensity, accounting], instance=instance,
+    result = dg.materialize([carbon_intensity, tariffs, accounting], instance=instance,
                             resources={"accounting": settings, "warehouse": store},
                             run_config=QUIET_RUN, raise_on_error=False)
     if not result.success:
         raise RuntimeError(f"the accounting run failed: {result.run_id}")
     print(f"1 accounting run over {EXAMPLE_INTENSITY} (zones {dict(settings.zones)}, "
-          f"PUE {settings.pue})")
+          f"PUE {settings.pue}) and the tariff {settings.tariff_landing}")
     tables = store.tables()
     daily = tables.read_table(DAILY_TABLE)
-    missing = int(tables.read_table(CARBON_TABLE)["co2_g"].isna().sum())
-    return primary(daily[daily["calendar"] == UTC]), missing
+    without_carbon = int(tables.read_table(CARBON_TABLE)["co2_g"].isna().sum())
+    without_cost = int(tables.read_table(COST_TABLE)["cost"].isna().sum())
+    return primary(daily[daily["calendar"] == UTC]), without_carbon, without_cost
 
 
 def readable(table: pd.DataFrame, shown: list = SHOWN) -> pd.DataFrame:
@@ -286,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
                                        instance)
             geopm = run_geopm(args.warehouse.resolve(), instance)
             cc_energy, cc_trials = run_clustercockpit(args.warehouse.resolve(), instance)
-            daily, without_carbon = run_accounting(args.warehouse.resolve(), instance)
+            daily, without_carbon, without_cost = run_accounting(args.warehouse.resolve(),
+                                                                 instance)
         except RuntimeError as err:
             print(f"demo failed: {err}", file=sys.stderr)
             return 1
@@ -310,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
               "method, facts across midnight split by time):")
         print(readable(daily.assign(day=daily["day"].dt.strftime("%Y-%m-%d")),
                        ACCOUNTING_SHOWN).to_string(index=False))
-        print(f"\nFacts without carbon (no intensity or zone): {without_carbon}")
+        print(f"\nFacts without carbon (no intensity or zone): {without_carbon}; "
+              f"without cost (no tariff band): {without_cost}")
     return 0
 
 
