@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg2
 from postgres_server import free_port
 
-from joulehouse.cli import build_parser
+from joulehouse.cli import COMMAND_MODULES, build_parser
 from joulehouse.commands.conventions import INTERNAL_ERROR, run
 from joulehouse.taudb.connect import masked_url, unavailable
 
@@ -90,6 +90,14 @@ def test_every_help_shows_an_example():
         assert result.returncode == 0, words
         example = re.search(r"^examples:\n  \$ (.*)$", result.stdout, re.MULTILINE)
         assert example and example.group(1).startswith(" ".join(("joulehouse", *words))), words
+
+
+def test_a_command_line_builds_the_same_command_from_its_own_modules_alone():
+    every = commands(build_parser())
+    assert {words[0] for words in every if len(words) == 1} == set(COMMAND_MODULES)
+    for command in COMMAND_MODULES:
+        alone = [words for words in commands(build_parser(command)) if words[0] == command]
+        assert alone == [words for words in every if words[0] == command], command
 
 
 # --- paths that must exist and hold something ---------------------------------------------------
