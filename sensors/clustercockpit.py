@@ -30,7 +30,6 @@ The sensor starts STOPPED: turn it on in the UI once the archive is configured.
 """
 
 import json
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -48,7 +47,7 @@ from sensors.partition_runs import (
     retry_request,
 )
 from sensors.settings import sensor_interval_s, sensor_tick_budget_s
-from sensors.tick_budget import hand_out, paced, unpaced
+from sensors.tick_budget import begin, hand_out, paced
 
 SENSOR_NAME = "cc_job_archive"
 JOB_NAME = "cc_job"
@@ -87,8 +86,7 @@ def failed_jobs(instance: dg.DagsterInstance, blocks: set[str]) -> dict[str, str
 def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
              ) -> dg.SensorResult:
     """One tick over every archive root of ``source``."""
-    started = time.perf_counter()
-    own_cursor, pace = unpaced(context.cursor)
+    own_cursor, pace, started = begin(context.cursor)
     cursor = json.loads(own_cursor or "{}")
     cap = pace.cap(sensor_tick_budget_s(), source.max_jobs_per_tick)
     failed = failed_blocks(context.instance)

@@ -42,7 +42,6 @@ root is configured, so that loading the code never starts work on its own.
 """
 
 
-import time
 from collections.abc import Sequence
 
 import dagster as dg
@@ -59,7 +58,7 @@ from sensors.partition_runs import (
     retry_request,
 )
 from sensors.settings import sensor_interval_s, sensor_tick_budget_s
-from sensors.tick_budget import hand_out, paced, unpaced
+from sensors.tick_budget import begin, hand_out, paced
 
 JOB_NAME = "gpu_energy_job"
 
@@ -93,8 +92,7 @@ def sensor_name(root_name: str) -> str:
 def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, root: DataRoot
              ) -> dg.SensorResult:
     """One tick for ``root``."""
-    started = time.perf_counter()
-    own_cursor, pace = unpaced(context.cursor)
+    own_cursor, pace, started = begin(context.cursor)
     cap = pace.cap(sensor_tick_budget_s(), source.max_repetitions_per_tick)
     existing = context.instance.get_dynamic_partitions(gpu_repetitions.name)
     failed = failed_repetitions(context.instance, existing, root)

@@ -43,7 +43,7 @@ from joulehouse.digest import digest_pairs
 from joulehouse.landing import LandedItem, scan_landings
 from resources.landing import LandingFolders
 from sensors.settings import sensor_tick_budget_s
-from sensors.tick_budget import hand_out, paced, unpaced
+from sensors.tick_budget import begin, hand_out, paced
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
@@ -211,8 +211,7 @@ class LandingSensor:
         fingerprinted at every tick, so one whose partition failed and that is
         fixed in place is asked for again one tick after its quiet period.
         """
-        started = time.perf_counter()
-        own_cursor, pace = unpaced(context.cursor)
+        own_cursor, pace, started = begin(context.cursor)
         found = [item for name, folder in source.landings().items()
                  for item in self.find(folder, name)]
         seen, sizes = _landing_cursor(own_cursor)

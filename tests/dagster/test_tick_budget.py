@@ -19,17 +19,34 @@ from tests.dagster.test_dagster_sensor import ALL_KEYS, Ticker, _cancel, covered
 def test_the_cap_fills_the_budget_at_the_measured_pace():
     assert Pace().cap(20, 50_000) == FIRST_CAP and Pace().cap(20, 10) == 10
     assert Pace(0.004).cap(20, 50_000) == 5000
+    assert Pace(0.001, after_s=0.003).cap(20, 50_000) == 5000  # the run's creation counts
     assert Pace(0.004).cap(20, 3000) == 3000
     assert Pace(30.0).cap(20, 50_000) == 1  # one at least, however slow
-    started = time.perf_counter() - 2.0
+    started = time.time() - 2.0
     assert Pace(0.004).after(started, 1000, cut=False) == Pace(0.004)  # not full: kept
     assert Pace(0.004).after(started, 0, cut=True) == Pace(0.004)
-    assert 0.002 <= Pace(0.004).after(started, 1000, cut=True).seconds < 0.003
+    measured = Pace(0.004, after_s=0.01).after(started, 1000, cut=True)
+    assert 0.002 <= measured.tick_s < 0.003 and 2.0 <= measured.seconds < 3.0
+    assert (measured.after_s, measured.started, measured.handed_out) == (0.01, started, 1000)
+
+
+def test_the_next_tick_sees_the_daemons_work_after_the_last():
+    last = Pace(0.002, after_s=0.01, started=1000.0, seconds=2.0, handed_out=1000)
+    # the next tick began 62 s later, past the 30 s interval: the daemon worked 60 s
+    assert last.seen_at(1062.0, 30) == Pace(0.002, after_s=0.06, seconds=2.0,
+                                            handed_out=1000)
+    # it began on time: the work fitted in the interval (35 s at most)
+    assert last.seen_at(1030.0, 30).after_s == 0.01
+    assert Pace(0.002, 0.06, 1000.0, 2.0, 1000).seen_at(1030.0, 30).after_s == 0.035
+    # a day later: the sensor was stopped, nothing learnt
+    assert last.seen_at(1000.0 + 86_400, 30) == Pace(0.002, 0.01, None, 2.0, 1000)
+    assert Pace(0.002).seen_at(5000.0, 30) == Pace(0.002)
 
 
 def test_the_pace_travels_in_the_cursor_around_the_sensors_own():
     state = ScanState().to_json()  # base64, the GPU sensor's own cursor
-    assert unpaced(paced(state, Pace(0.01))) == (state, Pace(0.01))
+    pace = Pace(0.01, 0.02, 1000.0, 2.0, 200)
+    assert unpaced(paced(state, pace)) == (state, pace)
     assert unpaced(paced('{"seen": {}}', Pace())) == ('{"seen": {}}', Pace())
     # cursors written before the pace was kept are the sensor's own, unmeasured
     assert unpaced(state) == (state, Pace())
@@ -109,10 +126,10 @@ def test_a_tick_the_cap_cut_measures_the_pace_and_the_next_fills_the_budget(
     first = ticker()
     assert len(covered(ticker, first.run_requests[0])) == 4  # unmeasured: FIRST_CAP
     pace = unpaced(first.cursor)[1]
-    assert pace.seconds is not None and pace.seconds > 0
+    assert pace.tick_s > 0 and pace.handed_out == 4
     second = ticker()  # the budget (20 s) at that pace: every one left
     assert len(covered(ticker, second.run_requests[0])) == 2
-    assert unpaced(second.cursor)[1] == pace  # not cut: the pace is kept
+    assert unpaced(second.cursor)[1].tick_s == pace.tick_s  # not cut: the pace is kept
     assert sorted(ticker.partitions()) == ALL_KEYS
 
 
