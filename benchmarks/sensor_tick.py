@@ -12,11 +12,12 @@ it (``create_run_for_job``, its planned events included):
 1. the storage's costs, measured alone: one event as the daemon stores it,
    one in a batch (``store_event_batch``), one ``has_dynamic_partition`` (the
    daemon's check per key), one key in ``add_dynamic_partitions``, one run
-   created over a range of 10,000 keys;
+   created over a range of 200 keys (per key: its planned events);
 2. first registration: ticks until every repetition is registered and its
-   run requested: ticks, the slowest, the total of the ticks, the wall time at
-   one tick per ``--interval`` s (a tick longer than that delays the next),
-   the largest cursor;
+   run requested (``--ticks N``: the first N, the rest projected at their
+   rate): each tick's partitions, its own seconds and those of creating its
+   run, the slowest tick, the wall time at one tick per ``--interval`` s (a
+   tick and its run creation longer than that delay the next), the cursor;
 3. (GPU only) the steady-state tick that picks up 10 new repetitions in 10
    run folders; ticks of the rolling rescan: one 30 s after the last tick and
    one after a long pause (a whole pass due; bounded); the cursor size.
@@ -29,7 +30,7 @@ one bundled example each).
 
 Reference: a naive full walk (``find_repetitions`` + ``is_complete`` on every
 repetition). Run: ``.venv/bin/python benchmarks/sensor_tick.py [--source S]
-[--storage sqlite|postgres] [--entries N] [--cap N]``.
+[--storage sqlite|postgres] [--entries N] [--ticks N] [--cap N]``.
 """
 
 import argparse
@@ -125,57 +126,67 @@ def storage_costs(instance: dg.DagsterInstance, defs: dg.Definitions, n: int = 2
     alone = per_item(each(instance.report_runless_asset_event), [event(k) for k in keys[:n]])
     batch = per_item(lambda es: instance.event_log_storage.store_event_batch(
         [_runless(e, time.time()) for e in es]), [event(k) for k in keys[n:2 * n]])
-    range_keys = [f"costs/r/{i}" for i in range(10_000)]
+    range_keys = [f"costs/r/{i}" for i in range(n)]
     instance.add_dynamic_partitions(gpu_repetitions.name, range_keys)
     job = defs.resolve_job_def("gpu_energy_job")
     started = time.perf_counter()
     run = instance.create_run_for_job(job, tags={
         "dagster/asset_partition_range_start": range_keys[0],
         "dagster/asset_partition_range_end": range_keys[-1]})
-    run_ms = 1000 * (time.perf_counter() - started)
+    run_ms = 1000 * (time.perf_counter() - started) / n
+    planned = len(instance.get_records_for_run(
+        run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, limit=10 * n).records)
     assert run.tags["dagster/asset_partition_range_end"] == range_keys[-1]
     return (f"one event as the daemon stores it {alone:.2f} ms, in a batch {batch:.2f} ms; "
             f"has_dynamic_partition {check:.2f} ms a key; add_dynamic_partitions {add:.3f} ms "
-            f"a key; one run request over 10,000 keys created in {run_ms:.0f} ms")
+            f"a key; a run over {n} keys created in {run_ms:.1f} ms a key ({planned} planned "
+            "events stored one by one)")
 
 
 def timed_tick(sensor, instance, resources, cursor, defs=None):
-    """One tick applied as the daemon would; with ``defs``, its run requests created too."""
+    """One tick applied as the daemon would: (its data, the seconds of the tick, of creating
+    its runs). Runs are created only with ``defs``."""
     started = time.perf_counter()
     data = tick(sensor, instance, resources, cursor)
+    ticked = time.perf_counter()
     if defs is not None:
         for request in data.run_requests:
             instance.create_run_for_job(defs.resolve_job_def(request.job_name),
                                         tags={**request.tags, RUN_KEY_TAG: request.run_key})
-    return data, time.perf_counter() - started
+    return data, ticked - started, time.perf_counter() - ticked
 
 
 def first_registration(sensor, instance, resources, defs, partitions: str, expected: int,
-                       interval_s: float) -> tuple[str, str]:
-    """Tick from an empty cursor until nothing is left; (what it took, the last cursor)."""
-    times, sizes, cursor = [], [], None
+                       interval_s: float, max_ticks: int | None) -> tuple[str, str]:
+    """Tick from an empty cursor until nothing is left (or ``max_ticks``: the rest
+    projected at the rate so far); (what it took, the last cursor)."""
+    ticks, runs, sizes, counts, cursor = [], [], [], [], None
     started = time.perf_counter()
-    while True:
-        data, seconds = timed_tick(sensor, instance, resources, cursor, defs)
+    while max_ticks is None or len(ticks) < max_ticks:
+        data, tick_s, run_s = timed_tick(sensor, instance, resources, cursor, defs)
         cursor = data.cursor
         sizes.append(len(cursor))
         if not data.run_requests:
             break
         assert len(data.run_requests) == 1, data.run_requests
-        times.append(seconds)
-        if len(times) % 10 == 0:
-            print(f"  {len(times)} ticks, {sum(times):.0f} s, "
-                  f"{len(instance.get_dynamic_partitions(partitions)):,} registered, "
-                  f"load {load_average()}", flush=True)
+        ticks.append(tick_s)
+        runs.append(run_s)
+        counts.append(int(data.run_requests[0].tags["joulehouse/partitions"]))
+        print(f"  tick {len(ticks)}: {counts[-1]:,} partitions, tick {tick_s:.1f} s, run "
+              f"created in {run_s:.1f} s; load {load_average()}", flush=True)
     wall = time.perf_counter() - started
     registered = len(instance.get_dynamic_partitions(partitions))
-    assert registered == expected, (registered, expected)
-    text = (f"{registered:,} partitions registered in {len(times)} ticks "
-            f"({instance.get_runs_count()} runs requested): slowest tick {max(times):.2f} s, "
-            f"median {statistics.median(times):.2f} s, ticks {sum(times):.0f} s in all "
-            f"({wall:.0f} s with the last, empty, tick); at one tick per {interval_s:g} s: "
-            f"{sum(max(interval_s, t) for t in times):.0f} s of wall time; cursor at most "
-            f"{max(sizes):,} bytes, {sizes[-1]:,} at the end")
+    assert registered == sum(counts), (registered, sum(counts))
+    cycles = sum(max(interval_s, t + r) for t, r in zip(ticks, runs, strict=True))
+    text = (f"{registered:,} of {expected:,} partitions registered in {len(ticks)} ticks, "
+            f"one run each: slowest tick {max(ticks):.2f} s (median "
+            f"{statistics.median(ticks):.2f} s), ticks {sum(ticks):.0f} s and run creation "
+            f"{sum(runs):.0f} s ({1000 * sum(runs) / registered:.1f} ms a partition) in all, "
+            f"{wall:.0f} s of wall time back to back; at one tick per {interval_s:g} s: "
+            f"{cycles:.0f} s; cursor at most {max(sizes):,} bytes, {sizes[-1]:,} at the end")
+    if registered < expected:
+        text += (f"; the whole {expected:,} at that rate: "
+                 f"{cycles * expected / registered / 60:.0f} min")
     return text, cursor
 
 
@@ -246,6 +257,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="jobs or report files of the other sources")
     parser.add_argument("--interval", type=float, default=30.0,
                         help="the sensors' minimum interval, s")
+    parser.add_argument("--ticks", type=int,
+                        help="stop the first registration after this many ticks (projected)")
     parser.add_argument("--cap", type=int, default=GpuBenchmarkSource.model_fields[
         "max_repetitions_per_tick"].default, help="max_repetitions_per_tick")
     args = parser.parse_args(argv)
@@ -261,7 +274,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{args.source} first registration ({args.storage}): " + first_registration(
                 defs.resolve_sensor_def(sensor_of), instance, {key: resource}, defs,
                 partitions, -(-args.entries // 990) if args.source == "cc" else args.entries,
-                args.interval) + f"; load {load_average()}")
+                args.interval, args.ticks)[0] + f"; load {load_average()}")
         return
 
     started = time.perf_counter()
@@ -279,24 +292,27 @@ def main(argv: list[str] | None = None) -> None:
         sensor = defs.resolve_sensor_def(sensor_name("tree"))
         resources = {"gpu_source": source}
         text, cursor = first_registration(sensor, instance, resources, defs,
-                                          gpu_repetitions.name, total, args.interval)
+                                          gpu_repetitions.name, total, args.interval,
+                                          args.ticks)
         print(f"gpu first registration ({args.storage}): {text}; load {load_average()}",
               flush=True)
+        if args.ticks is not None:
+            return
 
-        idle, idle_s = timed_tick(sensor, instance, resources, cursor)
+        idle, idle_s, _ = timed_tick(sensor, instance, resources, cursor)
         stamp = time.strftime("%H%M%S")
         for n in range(NEW):
             write_repetition(TREE / f"exp{n % 4}" / f"bench{n}" / f"{100 + 7 * n}W" / f"new-{stamp}")
         time.sleep(QUIET_S + 0.1)
-        data, tick_s = timed_tick(sensor, instance, resources, idle.cursor)
+        data, tick_s, _ = timed_tick(sensor, instance, resources, idle.cursor)
         assert len(data.run_requests) == 1, data.run_requests
         new_keys = [k for r in data.dynamic_partitions_requests for k in r.partition_keys]
         assert len(new_keys) == NEW, new_keys
         cursor_bytes = len(data.cursor)
 
-        rescan, rescan_s = timed_tick(sensor, instance, resources, rewind(data.cursor, 30))
+        rescan, rescan_s, _ = timed_tick(sensor, instance, resources, rewind(data.cursor, 30))
         assert rescan.run_requests == []
-        _, pause_s = timed_tick(sensor, instance, resources, rewind(rescan.cursor, 86400))
+        _, pause_s, _ = timed_tick(sensor, instance, resources, rewind(rescan.cursor, 86400))
 
     started = time.perf_counter()
     complete = sum(is_complete(ref.path) for ref in find_repetitions(TREE))
