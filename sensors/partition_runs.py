@@ -219,6 +219,7 @@ class LandingSensor:
                              grown_bytes=source.grown_bytes, sizes=sizes,
                              cap=pace.cap(sensor_tick_budget_s(), source.max_entries_per_tick))
         cursor = json.dumps({"seen": scan.seen, "sizes": scan.sizes}, sort_keys=True)
+        listed_s = time.time() - started  # every entry listed and fingerprinted, each tick
         if not scan.ready:
             return dg.SensorResult(cursor=paced(cursor, pace), skip_reason=dg.SkipReason(
                 f"no new or changed {self.entries} ready ({scan.waiting} waiting for the "
@@ -242,7 +243,8 @@ class LandingSensor:
             run_requests=[run_request],
             dynamic_partitions_requests=additions,
             asset_events=events,
-            cursor=paced(cursor, pace.after(started, len(scan.ready), scan.deferred > 0)),
+            cursor=paced(cursor, pace.after(started, len(scan.ready), scan.deferred > 0,
+                                                   listed_s)),
         )
 
 

@@ -17,8 +17,11 @@ in one statement (0.1 ms a key) and PostgreSQL a whole list of events in one
   run stores one planned event per partition and asset, one by one (about
   14 ms each on SQLite, 20 ms on PostgreSQL), which a tick cannot time but
   the next one sees (the time since the last began, past the interval). The
-  first registration of a large tree so takes as few ticks as the storage
-  allows, each bounded; a steady tick (nothing cut) keeps the pace it had.
+  whole cycle, the tick and the daemon's work after it, fills three budgets
+  (60 s), longer than the interval, so that a registration never waits
+  between ticks. The first registration of a large tree so goes as fast as
+  the storage allows, each tick bounded; a steady tick (nothing cut) keeps
+  the pace it had.
   The pace is kept in the cursor (:func:`paced`, :func:`unpaced`), around
   the sensor's own.
 * :func:`hand_out`: a tick handing out more than :data:`BULK_AT` partitions
@@ -42,7 +45,8 @@ from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
 from sensors.settings import sensor_interval_s
 
 BULK_AT = 100  # a tick handing out more partitions than this writes them itself
-FIRST_CAP = 1000  # the cap of a tick when no pace was measured yet
+FIRST_CAP = 500  # the cap of a tick when no pace was measured yet (the old fixed cap)
+CYCLE_BUDGETS = 3  # the tick and the daemon's work after it: at most 3 budgets (60 s)
 PAUSE_S = 600.0  # a gap between two ticks longer than this is a pause, not the daemon's work
 
 
@@ -51,20 +55,28 @@ class Pace:
     """What one hand-out cost, in seconds: ``tick_s`` in the tick (scan, registration,
     event, share of the tick's fixed work; None: not measured yet) and ``after_s`` in
     the daemon after it (the run created); ``started`` (``time.time()``), ``seconds``
-    and ``handed_out`` of the last tick the cap cut (None: the last was not cut)."""
+    and ``handed_out`` of the last tick the cap cut (None: the last was not cut);
+    ``fixed_s``: what its tick spent whatever it handed out (a landing sensor's listing
+    of every entry), left out of ``tick_s`` and off the budget."""
 
     tick_s: float | None = None
     after_s: float = 0.0
     started: float | None = None
     seconds: float = 0.0
     handed_out: int = 0
+    fixed_s: float = 0.0
 
     def cap(self, budget_s: float, maximum: int) -> int:
-        """How many to hand out this tick: as many as fill ``budget_s`` at this pace (at
-        least 1), at most ``maximum``; :data:`FIRST_CAP` while unmeasured."""
+        """How many to hand out this tick: as many as fill ``budget_s`` of the tick itself
+        (less its fixed work, but a quarter of it at least) and :data:`CYCLE_BUDGETS` times
+        it of the tick with the daemon's work after it, at this pace (at least 1), at most
+        ``maximum``; :data:`FIRST_CAP` while unmeasured."""
         if self.tick_s is None:
             return min(FIRST_CAP, maximum)
-        return max(1, min(maximum, int(budget_s / (self.tick_s + self.after_s))))
+        left = max(budget_s - self.fixed_s, budget_s / 4)  # a quarter at least
+        fill = min(left / self.tick_s,
+                   (CYCLE_BUDGETS * budget_s - self.fixed_s) / (self.tick_s + self.after_s))
+        return max(1, min(maximum, int(fill)))
 
     def seen_at(self, now: float, interval_s: float) -> Pace:
         """The pace once the next tick began at ``now``: when the time since the last cut
@@ -82,14 +94,17 @@ class Pace:
         return replace(seen, after_s=max(0.0, now - self.started - self.seconds)
                        / self.handed_out)
 
-    def after(self, started: float, handed_out: int, cut: bool) -> Pace:
-        """The pace after a tick that began at ``started`` (``time.time()``) and handed out
-        ``handed_out``: measured anew when the cap ``cut`` it (more was ready or left
-        unlisted), else kept (a small tick's fixed work would overstate the pace)."""
+    def after(self, started: float, handed_out: int, cut: bool, fixed_s: float = 0.0
+              ) -> Pace:
+        """The pace after a tick that began at ``started`` (``time.time()``), spent
+        ``fixed_s`` whatever it handed out, and handed out ``handed_out``: measured anew
+        when the cap ``cut`` it (more was ready or left unlisted), else kept (a small
+        tick's fixed work would overstate the pace)."""
         if not cut or not handed_out:
             return self
         seconds = time.time() - started
-        return Pace(seconds / handed_out, self.after_s, started, seconds, handed_out)
+        return Pace(max((seconds - fixed_s) / handed_out, 1e-6), self.after_s, started,
+                    seconds, handed_out, fixed_s)
 
 
 def begin(cursor: str | None) -> tuple[str | None, Pace, float]:

@@ -19,8 +19,13 @@ from tests.dagster.test_dagster_sensor import ALL_KEYS, Ticker, _cancel, covered
 def test_the_cap_fills_the_budget_at_the_measured_pace():
     assert Pace().cap(20, 50_000) == FIRST_CAP and Pace().cap(20, 10) == 10
     assert Pace(0.004).cap(20, 50_000) == 5000
-    assert Pace(0.001, after_s=0.003).cap(20, 50_000) == 5000  # the run's creation counts
+    # the run's creation counts: the tick and the daemon's work after it fill 60 s
+    assert Pace(0.001, after_s=0.011).cap(20, 50_000) == 5000
+    assert Pace(0.002, after_s=0.001).cap(20, 50_000) == 10_000  # the tick fills 20 s
     assert Pace(0.004).cap(20, 3000) == 3000
+    # a landing sensor lists every entry each tick: that time is off the budget
+    assert Pace(0.001, fixed_s=15.0).cap(20, 50_000) == 5000
+    assert Pace(0.001, fixed_s=40.0).cap(20, 50_000) == 5000  # a quarter of it at least
     assert Pace(30.0).cap(20, 50_000) == 1  # one at least, however slow
     started = time.time() - 2.0
     assert Pace(0.004).after(started, 1000, cut=False) == Pace(0.004)  # not full: kept
@@ -28,6 +33,8 @@ def test_the_cap_fills_the_budget_at_the_measured_pace():
     measured = Pace(0.004, after_s=0.01).after(started, 1000, cut=True)
     assert 0.002 <= measured.tick_s < 0.003 and 2.0 <= measured.seconds < 3.0
     assert (measured.after_s, measured.started, measured.handed_out) == (0.01, started, 1000)
+    listed = Pace().after(started, 1000, cut=True, fixed_s=1.5)
+    assert 0.0005 <= listed.tick_s < 0.0015 and listed.fixed_s == 1.5
 
 
 def test_the_next_tick_sees_the_daemons_work_after_the_last():
