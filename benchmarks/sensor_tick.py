@@ -176,10 +176,10 @@ def first_registration(sensor, instance, resources, defs, partitions: str, expec
               f"created in {run_s:.1f} s; load {load_average()}", flush=True)
     wall = time.perf_counter() - started
     registered = len(instance.get_dynamic_partitions(partitions))
-    assert registered == sum(counts), (registered, sum(counts))
+    assert registered <= sum(counts), (registered, sum(counts))  # a CC block: more ticks
     cycles = sum(max(interval_s, t + r) for t, r in zip(ticks, runs, strict=True))
-    text = (f"{registered:,} of {expected:,} partitions registered in {len(ticks)} ticks, "
-            f"one run each: slowest tick {max(ticks):.2f} s (median "
+    text = (f"{registered:,} of {expected:,} partitions registered in {len(ticks)} ticks "
+            f"({sum(counts):,} handed out), one run each: slowest tick {max(ticks):.2f} s (median "
             f"{statistics.median(ticks):.2f} s), ticks {sum(ticks):.0f} s and run creation "
             f"{sum(runs):.0f} s ({1000 * sum(runs) / registered:.1f} ms a partition) in all, "
             f"{wall:.0f} s of wall time back to back; at one tick per {interval_s:g} s: "
