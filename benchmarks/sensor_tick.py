@@ -135,7 +135,8 @@ def storage_costs(instance: dg.DagsterInstance, defs: dg.Definitions, n: int = 2
         "dagster/asset_partition_range_end": range_keys[-1]})
     run_ms = 1000 * (time.perf_counter() - started) / n
     planned = len(instance.get_records_for_run(
-        run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, limit=10 * n).records)
+        run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
+        limit=10 * n).records)
     assert run.tags["dagster/asset_partition_range_end"] == range_keys[-1]
     return (f"one event as the daemon stores it {alone:.2f} ms, in a batch {batch:.2f} ms; "
             f"has_dynamic_partition {check:.2f} ms a key; add_dynamic_partitions {add:.3f} ms "
@@ -302,7 +303,8 @@ def main(argv: list[str] | None = None) -> None:
         idle, idle_s, _ = timed_tick(sensor, instance, resources, cursor)
         stamp = time.strftime("%H%M%S")
         for n in range(NEW):
-            write_repetition(TREE / f"exp{n % 4}" / f"bench{n}" / f"{100 + 7 * n}W" / f"new-{stamp}")
+            write_repetition(
+                TREE / f"exp{n % 4}" / f"bench{n}" / f"{100 + 7 * n}W" / f"new-{stamp}")
         time.sleep(QUIET_S + 0.1)
         data, tick_s, _ = timed_tick(sensor, instance, resources, idle.cursor)
         assert len(data.run_requests) == 1, data.run_requests

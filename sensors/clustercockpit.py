@@ -5,14 +5,15 @@ Each tick scans every archive root incrementally
 where something changed or the rolling rescan is due; its state is in the
 cursor), takes the jobs that are new or changed, complete (their files parse
 to the end) and quiet for ``quiet_period_s``, as many over all roots as fill
-the tick's time budget at the pace the last full tick measured, at most
+the tick's time budget at the pace the last full ticks measured, at most
 ``max_jobs_per_tick`` (``sensors/tick_budget.py``; a large hand-out's blocks
-are registered and their events stored by the tick itself), and turns them into their blocks ``<cluster>/<jobId // 1000>``
-(``cc_job_blocks``): it registers the new blocks, reports each block with ready
-jobs as a materialization of ``cc_job_files`` (data version: a digest of its
-ready jobs' keys and fingerprints) and asks for ONE run of ``cc_job`` covering
-exactly those blocks (``sensors/partition_runs.py``). A block is read whole in
-the run, so a job landing in an old block re-reads its up to 1000 job ids.
+are registered and their events stored by the tick itself), and turns them
+into their blocks ``<cluster>/<jobId // 1000>`` (``cc_job_blocks``): it
+registers the new blocks, reports each block with ready jobs as a
+materialization of ``cc_job_files`` (data version: a digest of its ready jobs'
+keys and fingerprints) and asks for ONE run of ``cc_job`` covering exactly
+those blocks (``sensors/partition_runs.py``). A block is read whole in the
+run, so a job landing in an old block re-reads its up to 1000 job ids.
 
 Jobs that failed are rechecked: each ``cc_job_files`` materialization lists
 the block's jobs handed out, with their fingerprints (metadata ``jobs``; the
@@ -24,7 +25,8 @@ blocks of a run that was CANCELED (Dagster marks no partition of it FAILED)
 are asked for again, once, with the jobs their materialization lists, when no
 run over them is in flight (``partition_runs.cancelled_hand_outs``: each
 materialization names the run key asked for; a cancelled retry, or a run tagged
-``joulehouse/no_retry=true``, is not asked for again). The cursor holds the scan states only.
+``joulehouse/no_retry=true``, is not asked for again). The cursor holds the scan states
+and the pace (``sensors/tick_budget.py``).
 
 The sensor starts STOPPED: turn it on in the UI once the archive is configured.
 """
@@ -125,8 +127,9 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
                  f"{unlisted} block folder(s) still to list"
                  + "".join(f"; skipped: {error}" for error in errors[:3]))
     if not ready:
-        return dg.SensorResult(cursor=paced(json.dumps(states), pace), skip_reason=dg.SkipReason(
-            f"no new or changed job ready; {remaining}"))
+        return dg.SensorResult(
+            cursor=paced(json.dumps(states), pace),
+            skip_reason=dg.SkipReason(f"no new or changed job ready; {remaining}"))
     fingerprints = {block: digest_pairs(jobs) for block, jobs in sorted(ready.items())}
     run_key_prefix, retry_tags = retry_request("cc", cancelled)
     request = ready_run_request(
@@ -150,7 +153,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
         run_requests=[run_request],
         dynamic_partitions_requests=additions,
         asset_events=events,
-        cursor=paced(json.dumps(states), pace.after(started, count, bool(deferred or unlisted))),
+        cursor=paced(json.dumps(states),
+                     pace.after(started, count, bool(deferred or unlisted))),
     )
 
 

@@ -8,13 +8,13 @@ files' fingerprint) and asks for ONE run of ``gpu_energy_job`` over the ready
 repetitions. A materialization, not an observation: Dagster's UI counts only
 materializations as a partition's data, so observed files read "0% filled"
 (see docs/ARCHITECTURE.md). A tick reports as many repetitions as fill its
-time budget at the pace the last full tick measured, at most
-``max_repetitions_per_tick`` (``sensors/tick_budget.py``: each costs 0.5 ms
-on PostgreSQL, 12-22 ms on SQLite, in the instance's storage); the rest are
+time budget at the pace the last full ticks measured (the tick and the
+daemon's creation of its run, 2 planned events a repetition), at most
+``max_repetitions_per_tick`` (``sensors/tick_budget.py``); the rest are
 reported by the next ticks, oldest first, so the first ticks over a large
-tree register it in as few ticks as the storage allows. A large hand-out is
-registered and its events stored by the tick itself, in one call and one
-batch (``tick_budget.hand_out``). The run
+tree register it as fast as the instance's storage allows, each bounded. A
+large hand-out is registered and its events stored by the tick itself, in
+one call and one batch (``tick_budget.hand_out``). The run
 covers exactly the ready repetitions: new ones are appended to the
 partition set and changed ones moved to its end (``sensors/partition_runs.py``).
 
@@ -114,8 +114,9 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
                  f"{result.unlisted} run folder(s) still to list"
                  + "".join(f"; skipped: {error}" for error in result.errors[:3]))
     if not result.ready and not cancelled:
-        return dg.SensorResult(cursor=paced(result.state.to_json(), pace), skip_reason=dg.SkipReason(
-            f"nothing new or changed and ready; {remaining}"))
+        return dg.SensorResult(
+            cursor=paced(result.state.to_json(), pace),
+            skip_reason=dg.SkipReason(f"nothing new or changed and ready; {remaining}"))
     fingerprints = {key: event.tags[DATA_VERSION_TAG] for key, event in cancelled.items()}
     fingerprints |= {source.partition_key(root, r.ref): r.fingerprint for r in result.ready}
     run_key_prefix, retry_tags = retry_request(root.key_prefix, cancelled)
