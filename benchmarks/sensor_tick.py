@@ -1,40 +1,76 @@
-"""Benchmark (b): sensor ticks over 100,000 repetitions.
+"""Benchmark (b): sensor ticks over 100,000 repetitions, and every source's first registration.
 
 Builds (once, reused) a tree of 100,000 repetitions with tiny files in
 ``benchmarks/.data/sensor-tree/`` (4 experiments x 25 benchmarks x 100 runs x
 10 repetitions) and runs the data-root sensor against a temporary Dagster
-instance, its ticks applied as the daemon would (``sensors/local.py``):
+instance (``--storage sqlite``, the embedded default, or ``postgres``: a
+throwaway PostgreSQL 15 server, as the tests start), its ticks applied as the
+daemon would (``sensors/local.py``: events stored one by one, each key asked
+for before it is added) and each run request created as the daemon creates
+it (``create_run_for_job``, its planned events included):
 
-1. first registration: ticks until every repetition is registered (each
-   reports at most ``max_repetitions_per_tick``); number of ticks, the
-   slowest, the total, and the cost of one stored observation;
-2. the steady-state tick that picks up 10 new repetitions in 10 run folders;
-3. ticks of the rolling rescan: one 30 s after the last tick (its usual
-   slice) and one after a long pause (a whole pass due; bounded);
-4. the cursor size.
+1. the storage's costs, measured alone: one event as the daemon stores it,
+   one in a batch (``store_event_batch``), one ``has_dynamic_partition`` (the
+   daemon's check per key), one key in ``add_dynamic_partitions``, one run
+   created over a range of 200 keys (per key: its planned events);
+2. first registration: ticks until every repetition is registered and its
+   run requested (``--ticks N``: the first N, the rest projected at their
+   rate): each tick's partitions, its own seconds and those of creating its
+   run, the slowest tick, the wall time at one tick per ``--interval`` s (a
+   tick and its run creation longer than that delay the next), the cursor;
+3. (GPU only) the steady-state tick that picks up 10 new repetitions in 10
+   run folders; ticks of the rolling rescan: one 30 s after the last tick and
+   one after a long pause (a whole pass due; bounded); the cursor size.
+
+``--source cc|geopm|powerapi`` measures the first registration of the other
+sources the same way: a ClusterCockpit archive of ``--entries`` jobs
+(``clustercockpit_sensor.build``: 990 jobs per job-id block, tiny files), a
+GEOPM or PowerAPI landing folder of ``--entries`` report files (hard links to
+one bundled example each).
 
 Reference: a naive full walk (``find_repetitions`` + ``is_complete`` on every
-repetition). Run: ``.venv/bin/python benchmarks/sensor_tick.py [--cap N]``.
+repetition). Run: ``.venv/bin/python benchmarks/sensor_tick.py [--source S]
+[--storage sqlite|postgres] [--entries N] [--ticks N] [--cap N]``.
 """
 
 import argparse
+import contextlib
+import os
 import shutil
+import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from machine import describe, load_average
+from postgres_server import throwaway_postgres
 
-from definitions import build_definitions
+from assets.gpu import gpu_repetition_files, gpu_repetitions
+from definitions import EXAMPLE_GEOPM_REPORTS, EXAMPLE_POWERAPI, build_definitions
 from joulehouse.gpu.layout import find_repetitions, is_complete
 from joulehouse.gpu.scan import ScanState
-from resources import DataRoot, GpuBenchmarkSource, Warehouse
+from resources import (
+    ClusterCockpitArchive,
+    DataRoot,
+    GeopmReportSource,
+    GpuBenchmarkSource,
+    PowerapiSource,
+    Warehouse,
+)
+from sensors.clustercockpit import SENSOR_NAME as CC_SENSOR
+from sensors.geopm import SENSOR_NAME as GEOPM_SENSOR
 from sensors.gpu_repetitions import sensor_name
 from sensors.local import tick
+from sensors.partition_runs import RUN_KEY_TAG
+from sensors.powerapi import SENSOR_NAME as POWERAPI_SENSOR
+from sensors.tick_budget import _runless, paced, unpaced
 
 DATA = Path(__file__).resolve().parent / ".data"
 TREE = DATA / "sensor-tree"
@@ -67,88 +103,218 @@ def build_tree() -> int:
     return experiments * benchmarks * runs * reps
 
 
-class Timed:
-    """Counts the calls of ``instance.report_runless_asset_event`` and their seconds."""
+def storage_costs(instance: dg.DagsterInstance, defs: dg.Definitions, n: int = 200) -> str:
+    """The storage's cost of each thing a tick hands out, in ms, measured alone (on an
+    instance of its own: what it stores stays)."""
+    keys = [f"costs/e/b/{100 + i % 100}W/{i}" for i in range(3 * n)]
 
-    def __init__(self, instance: dg.DagsterInstance) -> None:
-        self.calls, self.seconds = 0, 0.0
-        self.report = instance.report_runless_asset_event
-        instance.report_runless_asset_event = self
+    def event(key: str) -> dg.AssetMaterialization:
+        return dg.AssetMaterialization(gpu_repetition_files.key, partition=key,
+                                       tags={"dagster/data_version": "0123456789abcdef"},
+                                       metadata={"run_key": "costs:0123456789abcdef0123"})
 
-    def __call__(self, event):
+    def per_item(action, items) -> float:
         started = time.perf_counter()
-        self.report(event)
-        self.seconds += time.perf_counter() - started
-        self.calls += 1
+        action(items)
+        return 1000 * (time.perf_counter() - started) / len(items)
+
+    def each(function):
+        return lambda items: [function(item) for item in items]
+
+    add = per_item(lambda ks: instance.add_dynamic_partitions("costs", ks), keys[:n])
+    check = per_item(each(lambda k: instance.has_dynamic_partition("costs", k)), keys[:n])
+    alone = per_item(each(instance.report_runless_asset_event), [event(k) for k in keys[:n]])
+    batch = per_item(lambda es: instance.event_log_storage.store_event_batch(
+        [_runless(e, time.time()) for e in es]), [event(k) for k in keys[n:2 * n]])
+    range_keys = [f"costs/r/{i}" for i in range(n)]
+    instance.add_dynamic_partitions(gpu_repetitions.name, range_keys)
+    job = defs.resolve_job_def("gpu_energy_job")
+    started = time.perf_counter()
+    run = instance.create_run_for_job(job, tags={
+        "dagster/asset_partition_range_start": range_keys[0],
+        "dagster/asset_partition_range_end": range_keys[-1]})
+    run_ms = 1000 * (time.perf_counter() - started) / n
+    planned = len(instance.get_records_for_run(
+        run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
+        limit=10 * n).records)
+    assert run.tags["dagster/asset_partition_range_end"] == range_keys[-1]
+    return (f"one event as the daemon stores it {alone:.2f} ms, in a batch {batch:.2f} ms; "
+            f"has_dynamic_partition {check:.2f} ms a key; add_dynamic_partitions {add:.3f} ms "
+            f"a key; a run over {n} keys created in {run_ms:.1f} ms a key ({planned} planned "
+            "events stored one by one)")
 
 
-def timed_tick(sensor, instance, resources, cursor):
+def timed_tick(sensor, instance, resources, cursor, defs=None):
+    """One tick applied as the daemon would: (its data, the seconds of the tick, of creating
+    its runs). Runs are created only with ``defs``."""
     started = time.perf_counter()
     data = tick(sensor, instance, resources, cursor)
-    return data, time.perf_counter() - started
+    ticked = time.perf_counter()
+    if defs is not None:
+        for request in data.run_requests:
+            instance.create_run_for_job(defs.resolve_job_def(request.job_name),
+                                        tags={**request.tags, RUN_KEY_TAG: request.run_key})
+    return data, ticked - started, time.perf_counter() - ticked
+
+
+def first_registration(sensor, instance, resources, defs, partitions: str, expected: int,
+                       interval_s: float, max_ticks: int | None) -> tuple[str, str]:
+    """Tick from an empty cursor until nothing is left (or ``max_ticks``: the rest
+    projected at the rate so far); (what it took, the last cursor)."""
+    ticks, runs, sizes, counts, cursor = [], [], [], [], None
+    started = time.perf_counter()
+    while max_ticks is None or len(ticks) < max_ticks:
+        data, tick_s, run_s = timed_tick(sensor, instance, resources, cursor, defs)
+        cursor = data.cursor
+        sizes.append(len(cursor))
+        if not data.run_requests:
+            break
+        assert len(data.run_requests) == 1, data.run_requests
+        ticks.append(tick_s)
+        runs.append(run_s)
+        counts.append(int(data.run_requests[0].tags["joulehouse/partitions"]))
+        print(f"  tick {len(ticks)}: {counts[-1]:,} partitions, tick {tick_s:.1f} s, run "
+              f"created in {run_s:.1f} s; load {load_average()}", flush=True)
+    wall = time.perf_counter() - started
+    registered = len(instance.get_dynamic_partitions(partitions))
+    assert registered <= sum(counts), (registered, sum(counts))  # a CC block: more ticks
+    cycles = sum(max(interval_s, t + r) for t, r in zip(ticks, runs, strict=True))
+    text = (f"{registered:,} of {expected:,} partitions registered in {len(ticks)} ticks "
+            f"({sum(counts):,} handed out), one run each: slowest tick {max(ticks):.2f} s (median "
+            f"{statistics.median(ticks):.2f} s), ticks {sum(ticks):.0f} s and run creation "
+            f"{sum(runs):.0f} s ({1000 * sum(runs) / registered:.1f} ms a partition) in all, "
+            f"{wall:.0f} s of wall time back to back; at one tick per {interval_s:g} s: "
+            f"{cycles:.0f} s; cursor at most {max(sizes):,} bytes, {sizes[-1]:,} at the end")
+    if registered < expected:
+        text += (f"; the whole {expected:,} at that rate: "
+                 f"{cycles * expected / registered / 60:.0f} min")
+    return text, cursor
 
 
 def rewind(cursor: str, seconds: float) -> str:
     """The cursor as if its tick had been ``seconds`` earlier (the rescan credit grows)."""
-    state = ScanState.from_json(cursor)
+    own, pace = unpaced(cursor)
+    state = ScanState.from_json(own)
     state.last_tick -= seconds
-    return state.to_json()
+    return paced(state.to_json(), pace)
+
+
+def landing(folder: Path, example: Path, entries: int) -> Path:
+    """A landing folder of ``entries`` report files, hard links to one copy of ``example``."""
+    marker = folder / ".complete"
+    if not marker.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        first = folder / f"r{0:07d}{example.suffix}"
+        shutil.copyfile(example, first)
+        for index in range(1, entries):
+            os.link(first, folder / f"r{index:07d}{example.suffix}")
+        marker.touch()
+    return folder
+
+
+def other_source(name: str, entries: int) -> tuple[str, str, str, dg.ConfigurableResource]:
+    """(sensor name, partitions, resource key, resource) of the ``name`` source over a
+    generated archive or landing folder of ``entries`` (built once, reused)."""
+    if name == "cc":
+        import clustercockpit_sensor
+
+        archive = DATA / f"cc-archive-{entries}"
+        if not (archive.parent / f".{archive.name}.aged").exists():
+            clustercockpit_sensor.build(archive, entries)
+            clustercockpit_sensor.age_root(archive)
+            (archive.parent / f".{archive.name}.aged").touch()
+        return CC_SENSOR, "cc_job_blocks", "cc_archive", ClusterCockpitArchive(
+            archive_roots=[str(archive)], quiet_period_s=QUIET_S, full_rescan_s=86_400.0)
+    if name == "geopm":
+        folder = landing(DATA / f"geopm-landing-{entries}",
+                         EXAMPLE_GEOPM_REPORTS / "geopmbench_1host.legacy.report", entries)
+        return GEOPM_SENSOR, "geopm_reports", "geopm_source", GeopmReportSource(
+            landing_folders=[str(folder)], quiet_period_s=QUIET_S)
+    folder = landing(DATA / f"powerapi-landing-{entries}", EXAMPLE_POWERAPI / "power.jsonl",
+                     entries)
+    return POWERAPI_SENSOR, "powerapi_reports", "powerapi_source", PowerapiSource(
+        landing_folders=[str(folder)], quiet_period_s=QUIET_S)
+
+
+@contextlib.contextmanager
+def instance_on(storage: str) -> Iterator[dg.DagsterInstance]:
+    """A temporary instance on SQLite (the embedded default) or a throwaway PostgreSQL."""
+    if storage == "sqlite":
+        with dg.instance_for_test() as instance:
+            yield instance
+        return
+    with throwaway_postgres("dagster") as url, dg.instance_for_test(overrides={
+            "storage": {"postgres": {"postgres_url": url.replace(
+                "postgresql://", "postgresql+psycopg2://")}}}) as instance:
+        yield instance
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", choices=["gpu", "cc", "geopm", "powerapi"], default="gpu")
+    parser.add_argument("--storage", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--entries", type=int, default=100_000,
+                        help="jobs or report files of the other sources")
+    parser.add_argument("--interval", type=float, default=30.0,
+                        help="the sensors' minimum interval, s")
+    parser.add_argument("--ticks", type=int,
+                        help="stop the first registration after this many ticks (projected)")
     parser.add_argument("--cap", type=int, default=GpuBenchmarkSource.model_fields[
         "max_repetitions_per_tick"].default, help="max_repetitions_per_tick")
-    cap = parser.parse_args(argv).cap
+    args = parser.parse_args(argv)
+    print(f"machine: {describe(dg)}; storage {args.storage}; load {load_average()}", flush=True)
+    warehouse = Warehouse(root=str(DATA / "sensor-warehouse"))
+    if args.source != "gpu":
+        sensor_of, partitions, key, resource = other_source(args.source, args.entries)
+        defs = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(
+            path=str(DATA), name="unused")]), warehouse, **{key: resource})
+        with instance_on(args.storage) as scratch:
+            print(f"costs: {storage_costs(scratch, defs)}", flush=True)
+        with instance_on(args.storage) as instance:
+            print(f"{args.source} first registration ({args.storage}): " + first_registration(
+                defs.resolve_sensor_def(sensor_of), instance, {key: resource}, defs,
+                partitions, -(-args.entries // 990) if args.source == "cc" else args.entries,
+                args.interval, args.ticks)[0] + f"; load {load_average()}")
+        return
+
     started = time.perf_counter()
     total = build_tree()
-    print(f"tree: {total} repetitions in {TREE} ({time.perf_counter() - started:.1f} s); "
-          f"load {load_average()}")
+    print(f"tree: {total} repetitions in {TREE} ({time.perf_counter() - started:.1f} s)")
     for stale in TREE.glob("exp*/bench*/*W/new-*"):
         shutil.rmtree(stale)
-
     source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(TREE), name="tree")],
                                 quiet_period_s=QUIET_S, full_rescan_s=3600.0,
-                                max_repetitions_per_tick=cap)
-    with dg.instance_for_test() as instance:
-        defs = build_definitions(source, Warehouse(root=str(DATA / "sensor-warehouse")))
+                                max_repetitions_per_tick=args.cap)
+    defs = build_definitions(source, warehouse)
+    with instance_on(args.storage) as scratch:
+        print(f"costs: {storage_costs(scratch, defs)}", flush=True)
+    with instance_on(args.storage) as instance:
         sensor = defs.resolve_sensor_def(sensor_name("tree"))
         resources = {"gpu_source": source}
-        observations = Timed(instance)
+        text, cursor = first_registration(sensor, instance, resources, defs,
+                                          gpu_repetitions.name, total, args.interval,
+                                          args.ticks)
+        print(f"gpu first registration ({args.storage}): {text}; load {load_average()}",
+              flush=True)
+        if args.ticks is not None:
+            return
 
-        times, cursor = [], None
-        while True:
-            data, seconds = timed_tick(sensor, instance, resources, cursor)
-            cursor = data.cursor
-            if not data.run_requests:
-                break
-            assert len(data.run_requests) == 1, data.run_requests
-            assert len(data.asset_events) <= cap
-            times.append(seconds)
-            if len(times) % 20 == 0:
-                print(f"  {len(times)} ticks, {sum(times):.0f} s, load {load_average()}", flush=True)
-        registered = len(instance.get_dynamic_partitions("gpu_repetitions"))
-        assert registered == total, registered
-        per_observation_ms = 1000 * observations.seconds / observations.calls
-        print(f"first registration (cap {cap}): {len(times)} ticks, slowest {max(times):.2f} s, "
-              f"median {sorted(times)[len(times) // 2]:.2f} s, total {sum(times):.0f} s; "
-              f"{observations.calls} observations at {per_observation_ms:.1f} ms each; "
-              f"load {load_average()}")
-
-        idle, idle_s = timed_tick(sensor, instance, resources, cursor)
+        idle, idle_s, _ = timed_tick(sensor, instance, resources, cursor)
         stamp = time.strftime("%H%M%S")
         for n in range(NEW):
-            write_repetition(TREE / f"exp{n % 4}" / f"bench{n}" / f"{100 + 7 * n}W" / f"new-{stamp}")
+            write_repetition(
+                TREE / f"exp{n % 4}" / f"bench{n}" / f"{100 + 7 * n}W" / f"new-{stamp}")
         time.sleep(QUIET_S + 0.1)
-        data, tick_s = timed_tick(sensor, instance, resources, idle.cursor)
+        data, tick_s, _ = timed_tick(sensor, instance, resources, idle.cursor)
         assert len(data.run_requests) == 1, data.run_requests
         new_keys = [k for r in data.dynamic_partitions_requests for k in r.partition_keys]
         assert len(new_keys) == NEW, new_keys
         cursor_bytes = len(data.cursor)
 
-        rescan, rescan_s = timed_tick(sensor, instance, resources, rewind(data.cursor, 30))
+        rescan, rescan_s, _ = timed_tick(sensor, instance, resources, rewind(data.cursor, 30))
         assert rescan.run_requests == []
-        _, pause_s = timed_tick(sensor, instance, resources, rewind(rescan.cursor, 86400))
+        _, pause_s, _ = timed_tick(sensor, instance, resources, rewind(rescan.cursor, 86400))
 
     started = time.perf_counter()
     complete = sum(is_complete(ref.path) for ref in find_repetitions(TREE))

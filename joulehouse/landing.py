@@ -77,7 +77,8 @@ def find_landed(landing: str | os.PathLike[str], name: str,
 
 @dataclass(frozen=True)
 class LandingScan:
-    """Entries to process now (new or changed since ``seen``, and quiet), and how many wait."""
+    """Entries to process now (new or changed since ``seen``, and quiet), and how many wait
+    (``deferred`` of them ready but over the cap)."""
 
     ready: list[LandedItem]
     waiting: int
@@ -85,34 +86,44 @@ class LandingScan:
     """key -> fingerprint of every present entry handed out so far (the next ``seen``)."""
     sizes: dict[str, int] = field(default_factory=dict)
     """key -> size when last handed out, of the same entries (the next ``sizes``)."""
+    deferred: int = 0
 
 
 def scan_landings(items: Iterable[LandedItem], seen: Mapping[str, str], quiet_s: float,
                   now: float, *, grown_bytes: int | None = None,
-                  sizes: Mapping[str, int] | None = None) -> LandingScan:
+                  sizes: Mapping[str, int] | None = None,
+                  cap: int | None = None) -> LandingScan:
     """Compare the present ``items`` with ``seen`` (key -> fingerprint handed out before).
 
     An entry whose fingerprint differs from the one seen (or that is new) is
     ready once quiet, or, with ``grown_bytes``, once its size is that many bytes
     above its size when last handed out (``sizes``; 0 for a new entry): a stream
-    that is never quiet is handed out as it grows. Until then it waits. Entries
-    no longer present are forgotten.
+    that is never quiet is handed out as it grows. Until then it waits. With
+    ``cap``, at most that many are ready (those changed least recently; in the
+    order given), the others wait (``deferred``) as if not ready yet. Entries no longer
+    present are forgotten.
     """
     sizes = sizes or {}
-    ready, waiting, next_seen, next_sizes = [], 0, {}, {}
-    for found in items:
-        grown = grown_bytes is not None and found.size - sizes.get(found.key, 0) >= grown_bytes
-        if seen.get(found.key) == found.fingerprint:
-            next_seen[found.key] = found.fingerprint
-        elif found.is_quiet(quiet_s, now) or grown:
-            ready.append(found)
+    present = list(items)
+    eligible = sorted(
+        (found for found in present if seen.get(found.key) != found.fingerprint and (
+            found.is_quiet(quiet_s, now) or grown_bytes is not None
+            and found.size - sizes.get(found.key, 0) >= grown_bytes)),
+        key=lambda found: (found.last_change, found.key))
+    chosen = {found.key for found in eligible[:cap]}
+    ready = [found for found in present if found.key in chosen]  # in the order given
+    waiting, next_seen, next_sizes = 0, {}, {}
+    for found in present:
+        if found.key in chosen:
             next_seen[found.key] = found.fingerprint
             next_sizes[found.key] = found.size
             continue
+        if seen.get(found.key) == found.fingerprint:
+            next_seen[found.key] = found.fingerprint
         else:
             waiting += 1
             if found.key in seen:
                 next_seen[found.key] = seen[found.key]
         if found.key in sizes:
             next_sizes[found.key] = sizes[found.key]
-    return LandingScan(ready, waiting, next_seen, next_sizes)
+    return LandingScan(ready, waiting, next_seen, next_sizes, len(eligible) - len(ready))

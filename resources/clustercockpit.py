@@ -45,9 +45,10 @@ class ClusterCockpitArchive(dg.ConfigurableResource):
         description="Seconds in which the rolling rescan re-lists every block folder once, to "
                     "find meta.json rewritten in place (tags) (None: never; 0: every tick).")
     max_jobs_per_tick: int = Field(
-        default=5000, ge=1,
-        description="Most ready jobs one sensor tick hands out; the rest wait for the next "
-                    "ticks.")
+        default=20_000, ge=1,
+        description="Most ready jobs one sensor tick hands out; below it, a tick hands out as "
+                    "many as fill its time budget (sensors/tick_budget.py); the rest wait for "
+                    "the next ticks.")
     incomplete_after_s: float = Field(
         default=INCOMPLETE_AFTER_S, gt=0,
         description="A job whose files stay unchanged this long is handed out even if one "

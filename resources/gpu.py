@@ -65,9 +65,10 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
     max_gap_s: float = Field(
         default=5.0, description="Gaps between power samples longer than this are not bridged.")
     max_repetitions_per_tick: int = Field(
-        default=500, ge=1,
-        description="Most repetitions one sensor tick reports (one observation each, about "
-                    "12 ms on SQLite); the rest wait for the next ticks, oldest first.")
+        default=10_000, ge=1,
+        description="Most repetitions one sensor tick reports (and one run covers); below it, "
+                    "a tick reports as many as fill its time budget "
+                    "(sensors/tick_budget.py); the rest wait for the next ticks, oldest first.")
 
     @classmethod
     def from_env(cls, default_root: str | os.PathLike[str], **settings) -> GpuBenchmarkSource:

@@ -34,6 +34,11 @@ class LandingFolders(dg.ConfigurableResource):
         description="An entry still changing is handed out anyway once its files grew by this "
                     "many bytes since it was last handed out (a stream that is never quiet); "
                     "None: only once quiet.")
+    max_entries_per_tick: int = Field(
+        default=10_000, ge=1,
+        description="Most entries one sensor tick hands out; below it, a tick hands out as "
+                    "many as fill its time budget (sensors/tick_budget.py); the rest wait for "
+                    "the next ticks, those changed least recently first.")
 
     @staticmethod
     def landing_settings_from_env(variable: str, default_folder: str | os.PathLike[str]

@@ -4,13 +4,16 @@ Each tick scans every archive root incrementally
 (``joulehouse.clustercockpit.scan``: one stat per block folder, a listing only
 where something changed or the rolling rescan is due; its state is in the
 cursor), takes the jobs that are new or changed, complete (their files parse
-to the end) and quiet for ``quiet_period_s``, at most ``max_jobs_per_tick``
-over all roots, and turns them into their blocks ``<cluster>/<jobId // 1000>``
-(``cc_job_blocks``): it registers the new blocks, reports each block with ready
-jobs as a materialization of ``cc_job_files`` (data version: a digest of its
-ready jobs' keys and fingerprints) and asks for ONE run of ``cc_job`` covering
-exactly those blocks (``sensors/partition_runs.py``). A block is read whole in
-the run, so a job landing in an old block re-reads its up to 1000 job ids.
+to the end) and quiet for ``quiet_period_s``, as many over all roots as fill
+the tick's time budget at the pace the last full ticks measured, at most
+``max_jobs_per_tick`` (``sensors/tick_budget.py``; a large hand-out's blocks
+are registered and their events stored by the tick itself), and turns them
+into their blocks ``<cluster>/<jobId // 1000>`` (``cc_job_blocks``): it
+registers the new blocks, reports each block with ready jobs as a
+materialization of ``cc_job_files`` (data version: a digest of its ready jobs'
+keys and fingerprints) and asks for ONE run of ``cc_job`` covering exactly
+those blocks (``sensors/partition_runs.py``). A block is read whole in the
+run, so a job landing in an old block re-reads its up to 1000 job ids.
 
 Jobs that failed are rechecked: each ``cc_job_files`` materialization lists
 the block's jobs handed out, with their fingerprints (metadata ``jobs``; the
@@ -22,7 +25,8 @@ blocks of a run that was CANCELED (Dagster marks no partition of it FAILED)
 are asked for again, once, with the jobs their materialization lists, when no
 run over them is in flight (``partition_runs.cancelled_hand_outs``: each
 materialization names the run key asked for; a cancelled retry, or a run tagged
-``joulehouse/no_retry=true``, is not asked for again). The cursor holds the scan states only.
+``joulehouse/no_retry=true``, is not asked for again). The cursor holds the scan states
+and the pace (``sensors/tick_budget.py``).
 
 The sensor starts STOPPED: turn it on in the UI once the archive is configured.
 """
@@ -44,7 +48,8 @@ from sensors.partition_runs import (
     ready_run_request,
     retry_request,
 )
-from sensors.settings import sensor_interval_s
+from sensors.settings import sensor_interval_s, sensor_tick_budget_s
+from sensors.tick_budget import begin, hand_out, paced
 
 SENSOR_NAME = "cc_job_archive"
 JOB_NAME = "cc_job"
@@ -83,7 +88,9 @@ def failed_jobs(instance: dg.DagsterInstance, blocks: set[str]) -> dict[str, str
 def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
              ) -> dg.SensorResult:
     """One tick over every archive root of ``source``."""
-    cursor = json.loads(context.cursor or "{}")
+    own_cursor, pace, started = begin(context.cursor)
+    cursor = json.loads(own_cursor or "{}")
+    cap = pace.cap(sensor_tick_budget_s(), source.max_jobs_per_tick)
     failed = failed_blocks(context.instance)
     recheck = failed_jobs(context.instance, failed)
     cancelled = cancelled_hand_outs(
@@ -94,7 +101,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
         block: dict(event.metadata[JOBS_METADATA].value) for block, event in cancelled.items()}
     pending = deferred = unlisted = incomplete = 0
     errors: list[str] = []
-    budget = source.max_jobs_per_tick
+    budget = cap
     for root in source.roots():
         if budget == 0:  # the cap is reached: this root's scan waits for the next tick
             states[str(root)] = cursor.get(str(root))
@@ -116,12 +123,13 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     remaining = (f"{pending - deferred} job(s) waiting to be complete and quiet for "
                  f"{source.quiet_period_s:g} s ({incomplete} quiet but incomplete: handed out "
                  f"once unchanged for {source.incomplete_after_s:g} s), {deferred} ready but "
-                 f"left for the next ticks by the cap of {source.max_jobs_per_tick}, "
+                 f"left for the next ticks by this tick's cap of {cap}, "
                  f"{unlisted} block folder(s) still to list"
                  + "".join(f"; skipped: {error}" for error in errors[:3]))
     if not ready:
-        return dg.SensorResult(cursor=json.dumps(states), skip_reason=dg.SkipReason(
-            f"no new or changed job ready; {remaining}"))
+        return dg.SensorResult(
+            cursor=paced(json.dumps(states), pace),
+            skip_reason=dg.SkipReason(f"no new or changed job ready; {remaining}"))
     fingerprints = {block: digest_pairs(jobs) for block, jobs in sorted(ready.items())}
     run_key_prefix, retry_tags = retry_request("cc", cancelled)
     request = ready_run_request(
@@ -134,16 +142,19 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
             f"{count} job(s) in {len(ready)} block(s) ready, asked for once the runs in flight "
             "end (registered partitions are not reordered under a queued run)"))
     run_request, additions, new = request
+    additions, events = hand_out(context.instance, additions, files_landed(
+        cc_job_files.key, fingerprints, {
+            block: {JOBS_METADATA: dg.MetadataValue.json(_still_failing(recheck, block) | jobs),
+                    RUN_KEY_METADATA: run_request.run_key}
+            for block, jobs in ready.items()}))
     context.log.info(f"{count} job(s) ready in {len(ready)} block(s) ({new} new), one run; "
                      f"{remaining}")
     return dg.SensorResult(
         run_requests=[run_request],
         dynamic_partitions_requests=additions,
-        asset_events=files_landed(cc_job_files.key, fingerprints, {
-            block: {JOBS_METADATA: dg.MetadataValue.json(_still_failing(recheck, block) | jobs),
-                    RUN_KEY_METADATA: run_request.run_key}
-            for block, jobs in ready.items()}),
-        cursor=json.dumps(states),
+        asset_events=events,
+        cursor=paced(json.dumps(states),
+                     pace.after(started, count, bool(deferred or unlisted))),
     )
 
 

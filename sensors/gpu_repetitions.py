@@ -7,10 +7,14 @@ of ``gpu_repetition_files`` (written outside Dagster; the data version is the
 files' fingerprint) and asks for ONE run of ``gpu_energy_job`` over the ready
 repetitions. A materialization, not an observation: Dagster's UI counts only
 materializations as a partition's data, so observed files read "0% filled"
-(see docs/ARCHITECTURE.md). A tick reports at most
-``max_repetitions_per_tick`` repetitions (each event costs about 12 ms to
-store on SQLite); the rest are reported by the next ticks, oldest first,
-so the first tick over a large tree registers it over many ticks. The run
+(see docs/ARCHITECTURE.md). A tick reports as many repetitions as fill its
+time budget at the pace the last full ticks measured (the tick and the
+daemon's creation of its run, 2 planned events a repetition), at most
+``max_repetitions_per_tick`` (``sensors/tick_budget.py``); the rest are
+reported by the next ticks, oldest first, so the first ticks over a large
+tree register it as fast as the instance's storage allows, each bounded. A
+large hand-out is registered and its events stored by the tick itself, in
+one call and one batch (``tick_budget.hand_out``). The run
 covers exactly the ready repetitions: new ones are appended to the
 partition set and changed ones moved to its end (``sensors/partition_runs.py``).
 
@@ -53,7 +57,8 @@ from sensors.partition_runs import (
     ready_run_request,
     retry_request,
 )
-from sensors.settings import sensor_interval_s
+from sensors.settings import sensor_interval_s, sensor_tick_budget_s
+from sensors.tick_budget import begin, hand_out, paced
 
 JOB_NAME = "gpu_energy_job"
 
@@ -87,28 +92,31 @@ def sensor_name(root_name: str) -> str:
 def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, root: DataRoot
              ) -> dg.SensorResult:
     """One tick for ``root``."""
+    own_cursor, pace, started = begin(context.cursor)
+    cap = pace.cap(sensor_tick_budget_s(), source.max_repetitions_per_tick)
     existing = context.instance.get_dynamic_partitions(gpu_repetitions.name)
     failed = failed_repetitions(context.instance, existing, root)
     prefix = f"{root.key_prefix}/"
     cancelled = {key: event for key, event in cancelled_hand_outs(
         context.instance, gpu_repetition_files.key, gpu_validated_frames.key,
         {prefix + key for key in failed}, existing).items() if key.startswith(prefix)}
-    result = scan(root.path, ScanState.from_json(context.cursor),
+    result = scan(root.path, ScanState.from_json(own_cursor),
                   quiet_s=source.quiet_period_s, full_rescan_s=source.full_rescan_s,
-                  max_repetitions=source.max_repetitions_per_tick, recheck=failed)
+                  max_repetitions=cap, recheck=failed)
     for error in result.errors:
         context.log.warning(str(error))
-    cursor = result.state.to_json()
+    cut = bool(result.deferred or result.unlisted)
     remaining = (f"{result.pending - result.deferred} waiting for experiment_end or the "
                  f"{source.quiet_period_s:g} s quiet period ({result.incomplete} quiet without "
                  "experiment_end, never ingested until it has one: a killed collector?), "
                  f"{result.deferred} ready but left "
-                 f"for the next ticks by the cap of {source.max_repetitions_per_tick}, "
+                 f"for the next ticks by this tick's cap of {cap}, "
                  f"{result.unlisted} run folder(s) still to list"
                  + "".join(f"; skipped: {error}" for error in result.errors[:3]))
     if not result.ready and not cancelled:
-        return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
-            f"nothing new or changed and ready; {remaining}"))
+        return dg.SensorResult(
+            cursor=paced(result.state.to_json(), pace),
+            skip_reason=dg.SkipReason(f"nothing new or changed and ready; {remaining}"))
     fingerprints = {key: event.tags[DATA_VERSION_TAG] for key, event in cancelled.items()}
     fingerprints |= {source.partition_key(root, r.ref): r.fingerprint for r in result.ready}
     run_key_prefix, retry_tags = retry_request(root.key_prefix, cancelled)
@@ -121,13 +129,15 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
             f"{len(fingerprints)} ready, asked for once the runs in flight end (registered "
             "partitions are not reordered under a queued run)"))
     run_request, additions, new = ready
+    additions, events = hand_out(context.instance, additions, files_landed(
+        gpu_repetition_files.key, fingerprints,
+        {key: {RUN_KEY_METADATA: run_request.run_key} for key in fingerprints}))
     context.log.info(f"{len(fingerprints)} ready ({new} new), one run; {remaining}")
     return dg.SensorResult(
         run_requests=[run_request],
         dynamic_partitions_requests=additions,
-        asset_events=files_landed(gpu_repetition_files.key, fingerprints, {
-            key: {RUN_KEY_METADATA: run_request.run_key} for key in fingerprints}),
-        cursor=cursor,
+        asset_events=events,
+        cursor=paced(result.state.to_json(), pace.after(started, len(fingerprints), cut)),
     )
 
 

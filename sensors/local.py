@@ -11,7 +11,8 @@ from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 
 def tick(sensor: dg.SensorDefinition, instance: dg.DagsterInstance, resources: dict,
          cursor: str | None = None):
-    """Evaluate one tick of ``sensor``, register its partitions and report its events.
+    """Evaluate one tick of ``sensor``, register its partitions and report its events, one
+    by one as the daemon does (``dagster/_daemon/sensor.py``: the events first).
 
     Returns the tick's data (``run_requests``, ``cursor`` ...); the run requests
     are not launched.
@@ -19,15 +20,17 @@ def tick(sensor: dg.SensorDefinition, instance: dg.DagsterInstance, resources: d
     with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources,
                                  sensor_name=sensor.name) as context:
         data = sensor.evaluate_tick(context)
+    for event in data.asset_events:
+        instance.report_runless_asset_event(event)
     for request in data.dynamic_partitions_requests:
         if isinstance(request, dg.AddDynamicPartitionsRequest):
-            instance.add_dynamic_partitions(request.partitions_def_name,
-                                            list(request.partition_keys))
+            # the daemon asks for each key whether it exists, then adds the others at once
+            instance.add_dynamic_partitions(request.partitions_def_name, [
+                key for key in request.partition_keys
+                if not instance.has_dynamic_partition(request.partitions_def_name, key)])
         else:
             for key in request.partition_keys:
                 instance.delete_dynamic_partition(request.partitions_def_name, key)
-    for event in data.asset_events:
-        instance.report_runless_asset_event(event)
     return data
 
 

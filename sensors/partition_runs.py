@@ -42,6 +42,8 @@ import dagster as dg
 from joulehouse.digest import digest_pairs
 from joulehouse.landing import LandedItem, scan_landings
 from resources.landing import LandingFolders
+from sensors.settings import sensor_tick_budget_s
+from sensors.tick_budget import begin, hand_out, paced
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
@@ -201,20 +203,25 @@ class LandingSensor:
         Lists the entries, takes those new or changed since they were last handed
         out (cursor: key -> fingerprint, and size) and quiet for ``source.quiet_period_s``
         (or grown by ``source.grown_bytes`` since: :func:`joulehouse.landing.scan_landings`),
-        registers the new ones as partitions, asks for ONE run covering exactly
-        them (:func:`ready_run_request`) and reports each as a materialization of
-        the files (:func:`files_landed`). Every entry is fingerprinted at every
-        tick, so one whose partition failed and that is fixed in place is asked
-        for again one tick after its quiet period.
+        as many as fill the tick's time budget, at most ``source.max_entries_per_tick``
+        (``sensors/tick_budget.py``), registers the new ones as partitions, asks for ONE
+        run covering exactly them (:func:`ready_run_request`) and reports each as a
+        materialization of the files (:func:`files_landed`; a large hand-out is
+        written by the tick itself: ``tick_budget.hand_out``). Every entry is
+        fingerprinted at every tick, so one whose partition failed and that is
+        fixed in place is asked for again one tick after its quiet period.
         """
+        own_cursor, pace, started = begin(context.cursor)
         found = [item for name, folder in source.landings().items()
                  for item in self.find(folder, name)]
-        seen, sizes = _landing_cursor(context.cursor)
+        seen, sizes = _landing_cursor(own_cursor)
         scan = scan_landings(found, seen, source.quiet_period_s, time.time(),
-                             grown_bytes=source.grown_bytes, sizes=sizes)
+                             grown_bytes=source.grown_bytes, sizes=sizes,
+                             cap=pace.cap(sensor_tick_budget_s(), source.max_entries_per_tick))
         cursor = json.dumps({"seen": scan.seen, "sizes": scan.sizes}, sort_keys=True)
+        listed_s = time.time() - started  # every entry listed and fingerprinted, each tick
         if not scan.ready:
-            return dg.SensorResult(cursor=cursor, skip_reason=dg.SkipReason(
+            return dg.SensorResult(cursor=paced(cursor, pace), skip_reason=dg.SkipReason(
                 f"no new or changed {self.entries} ready ({scan.waiting} waiting for the "
                 f"{source.quiet_period_s:g} s quiet period)"))
         fingerprints = {item.key: item.fingerprint for item in scan.ready}
@@ -227,13 +234,17 @@ class LandingSensor:
                 f"{len(scan.ready)} {self.entries} ready, asked for once the runs in flight "
                 "end (registered partitions are not reordered under a queued run)"))
         run_request, additions, new = ready
+        additions, events = hand_out(context.instance, additions,
+                                     files_landed(self.files, fingerprints))
         context.log.info(f"{len(scan.ready)} {self.entries} ready ({new} new), "
-                         f"{scan.waiting} waiting")
+                         f"{scan.waiting} waiting ({scan.deferred} of them left for the next "
+                         "ticks by this tick's cap)")
         return dg.SensorResult(
             run_requests=[run_request],
             dynamic_partitions_requests=additions,
-            asset_events=files_landed(self.files, fingerprints),
-            cursor=cursor,
+            asset_events=events,
+            cursor=paced(cursor, pace.after(started, len(scan.ready), scan.deferred > 0,
+                                                   listed_s)),
         )
 
 

@@ -1,7 +1,11 @@
-"""How often the landing sensors tick: ``$JOULEHOUSE_SENSOR_INTERVAL_S`` (seconds, default 30).
+"""How often the sensors tick, and how long a tick may work.
 
-Read when the definitions load (Dagster fixes a sensor's minimum interval in
-its definition); the sources' other settings are resource fields
+``$JOULEHOUSE_SENSOR_INTERVAL_S`` (seconds, default 30): the minimum interval
+between two ticks of a sensor. ``$JOULEHOUSE_SENSOR_TICK_BUDGET_S`` (seconds,
+default 20): the time a tick that has more to hand out than it can fills
+(``sensors/tick_budget.py``), well under the daemon's 60 s sensor evaluation
+timeout. Read when the definitions load (Dagster fixes a sensor's minimum
+interval in its definition); the sources' other settings are resource fields
 (``resources/``), also set from the environment.
 """
 
@@ -9,14 +13,26 @@ import os
 
 INTERVAL_ENV = "JOULEHOUSE_SENSOR_INTERVAL_S"
 DEFAULT_INTERVAL_S = 30
+BUDGET_ENV = "JOULEHOUSE_SENSOR_TICK_BUDGET_S"
+DEFAULT_BUDGET_S = 20
+
+
+def _seconds(variable: str, default: int) -> int:
+    """The whole number of seconds >= 1 in ``$variable``, else ``default``; raises
+    ValueError naming the variable when it holds something else."""
+    value = os.environ.get(variable, "").strip()
+    if not value:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{variable} must be a whole number of seconds >= 1, not {value!r}")
+    return int(value)
 
 
 def sensor_interval_s() -> int:
-    """The minimum seconds between two ticks of a landing sensor; raises ValueError naming
-    the variable when it is not a positive whole number."""
-    value = os.environ.get(INTERVAL_ENV, "").strip()
-    if not value:
-        return DEFAULT_INTERVAL_S
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"{INTERVAL_ENV} must be a whole number of seconds >= 1, not {value!r}")
-    return int(value)
+    """The minimum seconds between two ticks of a sensor."""
+    return _seconds(INTERVAL_ENV, DEFAULT_INTERVAL_S)
+
+
+def sensor_tick_budget_s() -> int:
+    """The seconds a tick with more to hand out than it can works for."""
+    return _seconds(BUDGET_ENV, DEFAULT_BUDGET_S)

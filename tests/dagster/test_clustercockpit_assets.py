@@ -322,7 +322,7 @@ def test_a_missing_meta_json_and_a_renamed_folder_are_named(pipeline, archive):
 def test_the_archive_settings_come_from_the_environment(tmp_path, monkeypatch):
     default = ClusterCockpitArchive.from_env(tmp_path)
     assert (default.archive_roots, default.quiet_period_s, default.max_jobs_per_tick,
-            default.full_rescan_s, default.max_missing) == ([str(tmp_path)], 60.0, 5000,
+            default.full_rescan_s, default.max_missing) == ([str(tmp_path)], 60.0, 20_000,
                                                             3600.0, 1)
     first, second = tmp_path / "a", tmp_path / "b"
     (second / "emmy").mkdir(parents=True)

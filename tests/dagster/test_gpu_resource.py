@@ -70,18 +70,19 @@ def test_a_copy_with_other_roots_maps_its_own_roots(tmp_path):
 
 def test_sensor_settings_come_from_the_environment(tmp_path, monkeypatch):
     from resources import TauProfileSource
-    from sensors.settings import sensor_interval_s
+    from sensors.settings import sensor_interval_s, sensor_tick_budget_s
 
     default = GpuBenchmarkSource.from_env(tmp_path)
     assert (default.quiet_period_s, default.full_rescan_s, default.max_repetitions_per_tick,
-            sensor_interval_s()) == (60.0, 3600.0, 500, 30)
+            sensor_interval_s(), sensor_tick_budget_s()) == (60.0, 3600.0, 10_000, 30, 20)
     monkeypatch.setenv("JOULEHOUSE_QUIET_PERIOD_S", "120")
     monkeypatch.setenv("JOULEHOUSE_FULL_RESCAN_S", "none")
     monkeypatch.setenv("JOULEHOUSE_MAX_REPETITIONS_PER_TICK", "50")
     monkeypatch.setenv("JOULEHOUSE_SENSOR_INTERVAL_S", "10")
+    monkeypatch.setenv("JOULEHOUSE_SENSOR_TICK_BUDGET_S", "5")
     source = GpuBenchmarkSource.from_env(tmp_path)
     assert (source.quiet_period_s, source.full_rescan_s, source.max_repetitions_per_tick,
-            sensor_interval_s()) == (120.0, None, 50, 10)
+            sensor_interval_s(), sensor_tick_budget_s()) == (120.0, None, 50, 10, 5)
     assert TauProfileSource.from_env(tmp_path).quiet_period_s == 120.0
     monkeypatch.setenv("JOULEHOUSE_MAX_REPETITIONS_PER_TICK", "0")
     with pytest.raises(ValueError, match="max_repetitions_per_tick"):
@@ -89,3 +90,6 @@ def test_sensor_settings_come_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("JOULEHOUSE_SENSOR_INTERVAL_S", "ten")
     with pytest.raises(ValueError, match="JOULEHOUSE_SENSOR_INTERVAL_S"):
         sensor_interval_s()
+    monkeypatch.setenv("JOULEHOUSE_SENSOR_TICK_BUDGET_S", "0")
+    with pytest.raises(ValueError, match="JOULEHOUSE_SENSOR_TICK_BUDGET_S"):
+        sensor_tick_budget_s()

@@ -1,0 +1,163 @@
+"""How much one sensor tick hands out, and how a large hand-out reaches the instance.
+
+Measured (``benchmarks/README.md``, "First registration of every source"):
+what a tick hands out costs mostly in the Dagster instance's storage, per
+partition, and the daemon applies a ``SensorResult`` one piece at a time: it
+asks ``has_dynamic_partition`` for every key to add (about 3 ms a key on
+SQLite, 13 ms on PostgreSQL) and stores every asset event alone (12-22 ms on
+SQLite, 27-30 ms on PostgreSQL), while the storages take a whole list of keys
+in one statement (0.1 ms a key) and PostgreSQL a whole list of events in one
+(``store_event_batch``, 0.4 ms an event; SQLite's stores them one by one).
+
+* :class:`Pace`: a tick's cap follows the seconds one hand-out cost at the
+  last ticks that the cap cut, so that a tick fills its time budget
+  (:func:`sensors.settings.sensor_tick_budget_s`, default 20 s, far from the
+  daemon's 60 s evaluation timeout) whatever the storage and the load. The
+  cost counts the tick's own work and the daemon's after it: creating the
+  run stores one planned event per partition and asset, one by one (about
+  14 ms each on SQLite, 20 ms on PostgreSQL), which a tick cannot time but
+  the next one sees (the time since the last began, past the interval). The
+  whole cycle, the tick and the daemon's work after it, fills three budgets
+  (60 s), longer than the interval, so that a registration never waits
+  between ticks. The first registration of a large tree so goes as fast as
+  the storage allows, each tick bounded; a steady tick (nothing cut) keeps
+  the pace it had.
+  The pace is kept in the cursor (:func:`paced`, :func:`unpaced`), around
+  the sensor's own.
+* :func:`hand_out`: a tick handing out more than :data:`BULK_AT` partitions
+  registers them and stores their events itself, in one call and one batch,
+  and returns neither to the daemon; a smaller one returns both in its
+  result, so that the tick's history in the UI lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+
+import dagster as dg
+from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
+from dagster._core.events.log import EventLogEntry
+from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
+
+from sensors.settings import sensor_interval_s
+
+BULK_AT = 100  # a tick handing out more partitions than this writes them itself
+FIRST_CAP = 500  # the cap of a tick when no pace was measured yet (the old fixed cap)
+CYCLE_BUDGETS = 3  # the tick and the daemon's work after it: at most 3 budgets (60 s)
+PAUSE_S = 600.0  # a gap between two ticks longer than this is a pause, not the daemon's work
+
+
+@dataclass(frozen=True)
+class Pace:
+    """What one hand-out cost, in seconds: ``tick_s`` in the tick (scan, registration,
+    event, share of the tick's fixed work; None: not measured yet) and ``after_s`` in
+    the daemon after it (the run created); ``started`` (``time.time()``), ``seconds``
+    and ``handed_out`` of the last tick the cap cut (None: the last was not cut);
+    ``fixed_s``: what its tick spent whatever it handed out (a landing sensor's listing
+    of every entry), left out of ``tick_s`` and off the budget."""
+
+    tick_s: float | None = None
+    after_s: float = 0.0
+    started: float | None = None
+    seconds: float = 0.0
+    handed_out: int = 0
+    fixed_s: float = 0.0
+
+    def cap(self, budget_s: float, maximum: int) -> int:
+        """How many to hand out this tick: as many as fill ``budget_s`` of the tick itself
+        (less its fixed work, but a quarter of it at least) and :data:`CYCLE_BUDGETS` times
+        it of the tick with the daemon's work after it, at this pace (at least 1), at most
+        ``maximum``; :data:`FIRST_CAP` while unmeasured."""
+        if self.tick_s is None:
+            return min(FIRST_CAP, maximum)
+        left = max(budget_s - self.fixed_s, budget_s / 4)  # a quarter at least
+        fill = min(left / self.tick_s,
+                   (CYCLE_BUDGETS * budget_s - self.fixed_s) / (self.tick_s + self.after_s))
+        return max(1, min(maximum, int(fill)))
+
+    def seen_at(self, now: float, interval_s: float) -> Pace:
+        """The pace once the next tick began at ``now``: when the time since the last cut
+        tick began passed the interval (plus the daemon's 5 s loop), the daemon worked
+        after that tick until now, and ``after_s`` is that time per hand-out; otherwise
+        it waited out the interval, and ``after_s`` is kept, at most what fits in the
+        interval. A gap over :data:`PAUSE_S` is a pause (the sensor stopped, the daemon
+        down), not work: ``after_s`` is kept. Either way the last tick is seen
+        (``started`` None)."""
+        seen = replace(self, started=None)
+        if self.started is None or now - self.started > PAUSE_S:
+            return seen
+        if now - self.started <= interval_s + 5:
+            return replace(seen, after_s=min(self.after_s, (interval_s + 5) / self.handed_out))
+        return replace(seen, after_s=max(0.0, now - self.started - self.seconds)
+                       / self.handed_out)
+
+    def after(self, started: float, handed_out: int, cut: bool, fixed_s: float = 0.0
+              ) -> Pace:
+        """The pace after a tick that began at ``started`` (``time.time()``), spent
+        ``fixed_s`` whatever it handed out, and handed out ``handed_out``: measured anew
+        when the cap ``cut`` it (more was ready or left unlisted), else kept (a small
+        tick's fixed work would overstate the pace)."""
+        if not cut or not handed_out:
+            return self
+        seconds = time.time() - started
+        return Pace(max((seconds - fixed_s) / handed_out, 1e-6), self.after_s, started,
+                    seconds, handed_out, fixed_s)
+
+
+def begin(cursor: str | None) -> tuple[str | None, Pace, float]:
+    """At a tick's start: the sensor's own cursor, the pace as of now
+    (:meth:`Pace.seen_at`, the sensors' interval) and now (``time.time()``)."""
+    now = time.time()
+    own, pace = unpaced(cursor)
+    return own, pace.seen_at(now, sensor_interval_s()), now
+
+
+def paced(cursor: str, pace: Pace) -> str:
+    """The sensor cursor holding the sensor's own ``cursor`` and the ``pace``."""
+    return json.dumps({"pace": asdict(pace), "state": cursor}, separators=(",", ":"))
+
+
+def unpaced(cursor: str | None) -> tuple[str | None, Pace]:
+    """The sensor's own cursor and the pace in a cursor :func:`paced` wrote; a cursor
+    written before paces were kept is the sensor's own, unmeasured."""
+    try:
+        payload = json.loads(cursor or "")
+    except ValueError:
+        return cursor, Pace()
+    if isinstance(payload, dict) and set(payload) == {"pace", "state"}:
+        return payload["state"], Pace(**payload["pace"])
+    return cursor, Pace()
+
+
+def hand_out(instance: dg.DagsterInstance,
+             additions: Sequence[dg.AddDynamicPartitionsRequest],
+             events: Sequence[dg.AssetMaterialization],
+             ) -> tuple[list[dg.AddDynamicPartitionsRequest], list[dg.AssetMaterialization]]:
+    """The additions and events a tick's result carries: as given when at most
+    :data:`BULK_AT` events, else none, once the keys are registered here (one statement
+    per 10,000 keys; the storage skips those registered already) and the events stored
+    in one batch (``store_event_batch``: one insert on PostgreSQL). Either way the
+    events are stored before the run is asked for, as the daemon does."""
+    if len(events) <= BULK_AT:
+        return list(additions), list(events)
+    for request in additions:
+        keys = list(request.partition_keys)
+        for start in range(0, len(keys), 10_000):
+            instance.add_dynamic_partitions(request.partitions_def_name,
+                                            keys[start:start + 10_000])
+    now = time.time()
+    instance.event_log_storage.store_event_batch([_runless(event, now) for event in events])
+    return [], []
+
+
+def _runless(event: dg.AssetMaterialization, timestamp: float) -> EventLogEntry:
+    """The event log entry ``instance.report_runless_asset_event`` stores for ``event``."""
+    return EventLogEntry(
+        user_message="", level=20, job_name=RUNLESS_JOB_NAME, run_id=RUNLESS_RUN_ID,
+        error_info=None, timestamp=timestamp, step_key=None,
+        dagster_event=DagsterEvent(
+            event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value,
+            event_specific_data=StepMaterializationData(event), job_name=RUNLESS_JOB_NAME))
