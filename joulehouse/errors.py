@@ -29,6 +29,15 @@ class InputError(ValueError):
         what = f"{field}: {message}" if field else message
         super().__init__(f"{where}: {what}")
 
+    def __reduce__(self):
+        """Pickled with its parts, so that it comes back whole from a worker process."""
+        return _rebuild, (type(self), self.path, self.reason, self.line, self.field)
+
+
+def _rebuild(cls: type[InputError], path: str, reason: str, line: int | None,
+             field: str | None) -> InputError:
+    return cls(path, reason, line=line, field=field)
+
 
 class IncompleteInputError(InputError):
     """Input that is still being written (e.g. no ``experiment_end`` yet).
