@@ -132,7 +132,8 @@ def test_job_sensors_and_resources():
                  "geopm_report_landing", "cc_job_archive"):
         assert sensors[name].default_status == dg.DefaultSensorStatus.STOPPED, name
     assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles",
-                                   "powerapi_source", "geopm_source", "cc_archive", "accounting"}
+                                   "powerapi_source", "geopm_source", "cc_archive", "accounting",
+                                   "workers"}
     schedule = defs.resolve_schedule_def("accounting_refresh")
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
     assert schedule.cron_schedule == "0 3 * * *"
