@@ -23,6 +23,8 @@ Configuration (defaults are for a fresh clone):
   ``examples/intensity``.
 - Schedules (``sensors/schedules.py``, stopped by default): ``daily_rollups`` and one
   ``weekly_revalidation_<partitions>`` per source.
+- ``JOULEHOUSE_STEP_WORKERS``: processes for the per-partition work of a step, default
+  one per CPU (``resources/workers.py``); 1: in the step's own process.
 - ``JOULEHOUSE_QUIET_PERIOD_S`` and ``JOULEHOUSE_FULL_RESCAN_S``: the sensors' quiet period
   and rolling-rescan period, shared by the sources.
 """
@@ -54,6 +56,7 @@ from resources import (
     GeopmReportSource,
     GpuBenchmarkSource,
     PowerapiSource,
+    StepWorkers,
     TaudbResource,
     TauProfileSource,
     Warehouse,
@@ -118,11 +121,12 @@ def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
                       powerapi_source: PowerapiSource | None = None,
                       geopm_source: GeopmReportSource | None = None,
                       cc_archive: ClusterCockpitArchive | None = None,
-                      accounting: AccountingSettings | None = None) -> dg.Definitions:
+                      accounting: AccountingSettings | None = None,
+                      workers: StepWorkers | None = None) -> dg.Definitions:
     """The definitions over the given data roots, warehouse, TAUdb (default: the embedded
     SQLite file beside the warehouse tables), TAU profile, PowerAPI and GEOPM landing
     folders, ClusterCockpit archive and accounting settings (default: the bundled
-    examples)."""
+    examples), and the worker processes of the steps (default: one per CPU)."""
     return dg.Definitions(
         assets=ASSETS,
         jobs=[job for job, _, _ in SOURCE_JOBS],
@@ -143,6 +147,7 @@ def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
                 archive_roots=[str(EXAMPLE_CC_ARCHIVE)]),
             "accounting": accounting or AccountingSettings(
                 intensity_landing=str(EXAMPLE_INTENSITY)),
+            "workers": workers or StepWorkers(),
         },
     )
 
@@ -156,4 +161,5 @@ defs = build_definitions(
     GeopmReportSource.from_env(EXAMPLE_GEOPM_REPORTS),
     ClusterCockpitArchive.from_env(EXAMPLE_CC_ARCHIVE),
     AccountingSettings.from_env(EXAMPLE_INTENSITY),
+    StepWorkers.from_env(),
 )

@@ -21,9 +21,14 @@ subsettable step over every partition of a run, for the reason
    report given twice (the same content landed under two names) counts once
    (``reports_given_twice`` in their metadata);
 5. then, if any partition failed, the step fails (``assets/reporting.py``).
+
+The per-report work of 1. and 2. runs in the ``workers`` resource's processes
+(``resources/workers.py``).
 """
 
 from collections.abc import Iterator
+from concurrent.futures import Executor
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -33,6 +38,7 @@ import pandas as pd
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
 from assets.reporting import (
     PartitionBatch,
+    Stored,
     backfills,
     failure,
     partition_check_spec,
@@ -60,7 +66,7 @@ from joulehouse.plots import markdown_image
 from joulehouse.taudb.mapping.geopm import report_trial
 from joulehouse.taudb.model import TrialData
 from joulehouse.warehouse import Warehouse as Tables
-from resources import GeopmReportSource, TaudbResource, Warehouse
+from resources import GeopmReportSource, StepWorkers, TaudbResource, Warehouse
 
 GROUP = "geopm"
 HOST_TABLE = "geopm_host_energy"
@@ -224,35 +230,36 @@ def _report_metadata(report: Report) -> dict[str, Any]:
     }
 
 
+def store_report(tables: Tables, key: str, path: Path, timezone: str) -> Stored:
+    """Read, validate and store one report's frames (a worker's task: picklable arguments,
+    no Dagster)."""
+    return Stored.of(save_report(tables, key, read_report(path, report=key, timezone=timezone)))
+
+
+def store_host_energy(tables: Tables, key: str, path: Path) -> Stored:
+    """Compute and store one report's host energy from its stored frames, with what its
+    partition shows (a worker's task)."""
+    report = load_report(tables, key, path, names=["totals", "regions"])
+    table = energy.host_energy(report)
+    tables.write_partition(HOST_TABLE, key, table)
+    return Stored.of({HOST_TABLE: table}, **_report_metadata(report))
+
+
 def validate_frames(context: dg.AssetExecutionContext, source: GeopmReportSource,
-                    tables: Tables) -> PartitionBatch:
-    """Read, validate and store every report of the run."""
-
-    def validate_one(key: str) -> dict[str, pd.DataFrame]:
-        report = read_report(source.resolve(key), report=key, timezone=source.timezone)
-        return save_report(tables, key, report)
-
-    return PartitionBatch.run(context, validate_one, FRAME_SCHEMAS.get)
+                    tables: Tables, executor: Executor) -> PartitionBatch:
+    """Read, validate and store every report of the run, in ``executor``."""
+    return PartitionBatch.run(
+        context, store_report, FRAME_SCHEMAS.get, executor=executor,
+        arguments=lambda key: (tables, key, source.resolve(key), source.timezone))
 
 
 def compute_energy(context: dg.AssetExecutionContext, source: GeopmReportSource,
-                   tables: Tables, skip: dict[str, str]) -> PartitionBatch:
+                   tables: Tables, skip: dict[str, str], executor: Executor) -> PartitionBatch:
     """Compute and store the host energy of every report of the run but those in ``skip``,
-    from its stored frames (no report of the run is held in memory meanwhile)."""
-    metadata: dict[str, dict[str, Any]] = {}
-
-    def compute_one(key: str) -> dict[str, pd.DataFrame]:
-        report = load_report(tables, key, source.resolve(key), names=["totals", "regions"])
-        table = energy.host_energy(report)
-        tables.write_partition(HOST_TABLE, key, table)
-        metadata[key] = _report_metadata(report)
-        return {HOST_TABLE: table}
-
-    batch = PartitionBatch.run(context, compute_one, lambda name: schemas.HOST_ENERGY_SCHEMA,
-                               skip=skip)
-    for key, shown in metadata.items():
-        batch.stored[key] |= shown
-    return batch
+    from its stored frames, in ``executor``."""
+    return PartitionBatch.run(
+        context, store_host_energy, lambda name: schemas.HOST_ENERGY_SCHEMA, skip=skip,
+        executor=executor, arguments=lambda key: (tables, key, source.resolve(key)))
 
 
 def load_trials(context: dg.AssetExecutionContext, source: GeopmReportSource, tables: Tables,
@@ -330,19 +337,21 @@ with backfills() as single_run:
         description="The GEOPM pipeline in one step; see assets/geopm.py.",
     )
     def geopm_pipeline(context: dg.AssetExecutionContext, geopm_source: GeopmReportSource,
-                       warehouse: Warehouse, taudb: TaudbResource) -> Iterator:
+                       warehouse: Warehouse, taudb: TaudbResource,
+                       workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
         failed: dict[str, str] = {}
-        if geopm_validated_frames.key in selected:
-            frames = validate_frames(context, geopm_source, tables)
-            yield from frames.results(context, VALID_SPEC)
-            failed |= frames.errors()
-        if geopm_host_energy.key in selected:
-            skip = {key: "its validated frames failed in this run" for key in failed}
-            host = compute_energy(context, geopm_source, tables, skip)
-            yield from host.results(context, COMPUTED_SPEC)
-            failed |= host.errors()
+        with workers.pool() as executor:
+            if geopm_validated_frames.key in selected:
+                frames = validate_frames(context, geopm_source, tables, executor)
+                yield from frames.results(context, VALID_SPEC)
+                failed |= frames.errors()
+            if geopm_host_energy.key in selected:
+                skip = {key: "its validated frames failed in this run" for key in failed}
+                host = compute_energy(context, geopm_source, tables, skip, executor)
+                yield from host.results(context, COMPUTED_SPEC)
+                failed |= host.errors()
         if geopm_trials.key in selected:
             skip = {key: "an earlier asset of its report failed in this run" for key in failed}
             trials = load_trials(context, geopm_source, tables, taudb, skip)

@@ -10,13 +10,22 @@ the warehouse when their inputs change (``AutomationCondition``).
 A bad repetition fails only itself: see ``assets/pipeline.py``.
 """
 
+from concurrent.futures import Executor
+
 import dagster as dg
 import pandas as pd
 import pandera.pandas as pa
 
-from assets.reporting import PartitionBatch, column_schema, partition_check_spec, table_metadata
+from assets.reporting import (
+    PartitionBatch,
+    Stored,
+    column_schema,
+    partition_check_spec,
+    table_metadata,
+)
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_energy
+from joulehouse.gpu.layout import RepetitionRef
 from joulehouse.gpu.readers import POWER_SAMPLES, read_repetition
 from joulehouse.gpu.schemas import (
     BENCHMARK_SCHEMA,
@@ -144,33 +153,46 @@ def frame_schema(name: str) -> pa.DataFrameSchema:
     return _FRAME_SCHEMAS[name]
 
 
+def store_repetition(tables: Tables, key: str, ref: RepetitionRef, timezone: str,
+                     external_power_unit: str) -> Stored:
+    """Read, validate and store one repetition's frames (a worker's task: picklable
+    arguments, no Dagster)."""
+    rep = read_repetition(ref, timezone=timezone, external_power_unit=external_power_unit)
+    return Stored.of(save_repetition(tables, key, rep))
+
+
+def store_energy(tables: Tables, key: str, ref: RepetitionRef, data_root: str,
+                 max_gap_s: float) -> Stored:
+    """Compute and store one repetition's energy from its stored frames (a worker's task)."""
+    frame = validate(REPETITION_ENERGY_SCHEMA, repetition_energy(
+        load_repetition(tables, key, ref), data_root=data_root, max_gap_s=max_gap_s), key)
+    tables.write_partition(ENERGY_TABLE, key, frame)
+    return Stored.of({ENERGY_TABLE: frame})
+
+
 def validate_frames(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
-                    tables: Tables) -> PartitionBatch:
-    """Read, validate and store every repetition of the run."""
+                    tables: Tables, executor: Executor) -> PartitionBatch:
+    """Read, validate and store every repetition of the run, in ``executor``."""
 
-    def validate_one(key: str) -> dict[str, pd.DataFrame]:
+    def arguments(key: str) -> tuple:
         root, ref = gpu_source.resolve(key)
-        rep = read_repetition(ref, timezone=root.timezone,
-                              external_power_unit=root.external_power_unit)
-        return save_repetition(tables, key, rep)
+        return tables, key, ref, root.timezone, root.external_power_unit
 
-    return PartitionBatch.run(context, validate_one, frame_schema)
+    return PartitionBatch.run(context, store_repetition, frame_schema, arguments=arguments,
+                              executor=executor)
 
 
 def compute_energy(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
-                   tables: Tables, skip: dict[str, str]) -> PartitionBatch:
-    """Compute and store the energy of every repetition of the run but those in ``skip``."""
+                   tables: Tables, skip: dict[str, str], executor: Executor) -> PartitionBatch:
+    """Compute and store the energy of every repetition of the run but those in ``skip``,
+    in ``executor``."""
 
-    def compute_one(key: str) -> dict[str, pd.DataFrame]:
+    def arguments(key: str) -> tuple:
         root, ref = gpu_source.resolve(key)
-        frame = validate(REPETITION_ENERGY_SCHEMA, repetition_energy(
-            load_repetition(tables, key, ref), data_root=root.key_prefix,
-            max_gap_s=gpu_source.max_gap_s), key)
-        tables.write_partition(ENERGY_TABLE, key, frame)
-        return {ENERGY_TABLE: frame}
+        return tables, key, ref, root.key_prefix, gpu_source.max_gap_s
 
-    return PartitionBatch.run(context, compute_one, lambda name: REPETITION_ENERGY_SCHEMA,
-                              skip=skip)
+    return PartitionBatch.run(context, store_energy, lambda name: REPETITION_ENERGY_SCHEMA,
+                              skip=skip, arguments=arguments, executor=executor)
 
 
 def stored_energy_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:

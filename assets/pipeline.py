@@ -19,8 +19,11 @@ selected assets of the run:
    failed: ...`` so the run fails and Dagster marks exactly the partitions
    it did not materialize as failed; the good ones are materialized.
 
-Each per-repetition asset reports a materialization per stored partition
-only (``assets/reporting.py``). The whole step is in the ``joulehouse_tables``
+The per-repetition work of 1. and 2., and the building of the trials, runs in the
+``workers`` resource's processes
+(``resources/workers.py``); every event is written here. Each per-repetition
+asset reports a materialization per stored partition only
+(``assets/reporting.py``). The whole step is in the ``joulehouse_tables``
 pool, so two runs never rebuild the tables at once.
 """
 
@@ -46,7 +49,7 @@ from assets.gpu import (
 )
 from assets.reporting import backfills, failure
 from assets.taudb import load_gpu_trials, taudb_trials
-from resources import GpuBenchmarkSource, TaudbResource, Warehouse
+from resources import GpuBenchmarkSource, StepWorkers, TaudbResource, Warehouse
 
 with backfills() as single_run:
     @dg.multi_asset(
@@ -59,26 +62,28 @@ with backfills() as single_run:
         description="The GPU pipeline in one step; see assets/pipeline.py.",
     )
     def gpu_pipeline(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
-                     warehouse: Warehouse, taudb: TaudbResource) -> Iterator:
+                     warehouse: Warehouse, taudb: TaudbResource,
+                     workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
         failed: dict[str, str] = {}
-        if gpu_validated_frames.key in selected:
-            frames = validate_frames(context, gpu_source, tables)
-            yield from frames.results(context, VALID_SPEC)
-            failed |= frames.errors()
-        if gpu_repetition_energy.key in selected:
-            skip = {key: "its validated frames failed in this run" for key in failed}
-            energy = compute_energy(context, gpu_source, tables, skip)
-            yield from energy.results(context, COMPUTED_SPEC)
-            failed |= energy.errors()
-        if gpu_setting_energy.key in selected:
-            yield setting_energy(context, tables)
-        if gpu_benchmark_energy.key in selected:
-            yield benchmark_energy(tables)
-        if energy_facts.key in selected:
-            yield facts(context, tables)
-        if taudb_trials.key in selected:
-            yield load_gpu_trials(context, gpu_source, tables, taudb)
+        with workers.pool() as executor:
+            if gpu_validated_frames.key in selected:
+                frames = validate_frames(context, gpu_source, tables, executor)
+                yield from frames.results(context, VALID_SPEC)
+                failed |= frames.errors()
+            if gpu_repetition_energy.key in selected:
+                skip = {key: "its validated frames failed in this run" for key in failed}
+                energy = compute_energy(context, gpu_source, tables, skip, executor)
+                yield from energy.results(context, COMPUTED_SPEC)
+                failed |= energy.errors()
+            if gpu_setting_energy.key in selected:
+                yield setting_energy(context, tables)
+            if gpu_benchmark_energy.key in selected:
+                yield benchmark_energy(tables)
+            if energy_facts.key in selected:
+                yield facts(context, tables)
+            if taudb_trials.key in selected:
+                yield load_gpu_trials(context, gpu_source, tables, taudb, executor)
         if failed:
             raise failure(len(context.partition_keys), failed)

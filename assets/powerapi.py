@@ -24,6 +24,8 @@ name>/<entry name>``: one report file, or one folder of report files, see
 4. ``energy_facts/powerapi``: that table's rows in ``energy_facts``;
 
 then, if any partition failed, the step fails last (``assets/reporting.py``).
+The reading of 1. runs in the ``workers`` resource's processes
+(``resources/workers.py``).
 With no partition stored at all (and none failed in the run) the tables are
 not rebuilt: the step raises a ``Failure`` saying so, rather than writing
 empty tables over the last good ones.
@@ -31,6 +33,8 @@ empty tables over the last good ones.
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import Executor
+from pathlib import Path
 
 import dagster as dg
 import pandas as pd
@@ -38,6 +42,7 @@ import pandas as pd
 from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION, TABLES_POOL
 from assets.reporting import (
     PartitionBatch,
+    Stored,
     backfills,
     failure,
     partition_check_spec,
@@ -47,10 +52,10 @@ from joulehouse.facts import ENERGY_FACTS_SCHEMA
 from joulehouse.plots import Series, lines_png, markdown_image
 from joulehouse.powerapi import schemas
 from joulehouse.powerapi.energy import FACTS_SOURCE, energy_facts_rows, window_energy
-from joulehouse.powerapi.stream import FRAME_SCHEMAS, FRAMES_TABLE, Piece, ReportStore
+from joulehouse.powerapi.stream import FRAME_SCHEMAS, FRAMES_TABLE, ReportStore
 from joulehouse.validation import validate
 from joulehouse.warehouse import Warehouse as Tables
-from resources import PowerapiSource, Warehouse
+from resources import PowerapiSource, StepWorkers, Warehouse
 
 GROUP = "powerapi"
 REPORT_ENERGY_TABLE = "powerapi_report_energy"
@@ -136,30 +141,31 @@ COMPUTED_SPEC = partition_check_spec(
     "not computed when its frames failed in the same run).")
 
 
+def store_piece(tables: Tables, key: str, path: Path, now: float, quiet_s: float,
+                timezone: str, epoch_zone: str | None) -> Stored:
+    """Read what is new in one partition's files, validate it and store it as a piece
+    (a worker's task: picklable arguments, no Dagster); its metadata says how it was read
+    and its rows are those of the piece."""
+    piece = ReportStore(tables).ingest(key, path, now=now, quiet_s=quiet_s, timezone=timezone,
+                                       epoch_zone=epoch_zone)
+    return Stored.of(
+        piece.frames,
+        read=dg.MetadataValue.text("whole" if piece.whole else "new reports only"),
+        generation=dg.MetadataValue.int(piece.progress.generation),
+        pieces=dg.MetadataValue.int(piece.progress.pieces),
+        read_to_byte=dg.MetadataValue.json(
+            {name: read.read_to_byte for name, read in piece.progress.files.items()}))
+
+
 def validate_frames(context: dg.AssetExecutionContext, source: PowerapiSource,
-                    tables: Tables) -> PartitionBatch:
+                    tables: Tables, executor: Executor) -> PartitionBatch:
     """Read what is new in every partition of the run, validate it and store it as a piece
-    (``joulehouse.powerapi.stream``); the rows in each partition's metadata are those of
-    this run's piece."""
-    store = ReportStore(tables)
-    pieces: dict[str, Piece] = {}
-
-    def validate_one(key: str) -> dict[str, pd.DataFrame]:
-        pieces[key] = store.ingest(key, source.resolve(key), now=time.time(),
-                                   quiet_s=source.quiet_period_s, timezone=source.timezone,
-                                   epoch_zone=source.epoch_zone)
-        return pieces[key].frames
-
-    batch = PartitionBatch.run(context, validate_one, FRAME_SCHEMAS.get)
-    for key, piece in pieces.items():
-        batch.stored[key] |= {
-            "read": dg.MetadataValue.text("whole" if piece.whole else "new reports only"),
-            "generation": dg.MetadataValue.int(piece.progress.generation),
-            "pieces": dg.MetadataValue.int(piece.progress.pieces),
-            "read_to_byte": dg.MetadataValue.json(
-                {name: read.read_to_byte for name, read in piece.progress.files.items()}),
-        }
-    return batch
+    (``joulehouse.powerapi.stream``), in ``executor``."""
+    now = time.time()
+    return PartitionBatch.run(
+        context, store_piece, FRAME_SCHEMAS.get, executor=executor,
+        arguments=lambda key: (tables, key, source.resolve(key), now, source.quiet_period_s,
+                               source.timezone, source.epoch_zone))
 
 
 def stored_frame(tables: Tables, name: str, keys: list[str]) -> tuple[pd.DataFrame | None, int]:
@@ -265,12 +271,13 @@ with backfills() as single_run:
         description="The PowerAPI pipeline in one step; see assets/powerapi.py.",
     )
     def powerapi_pipeline(context: dg.AssetExecutionContext, powerapi_source: PowerapiSource,
-                          warehouse: Warehouse) -> Iterator:
+                          warehouse: Warehouse, workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
         failed: dict[str, str] = {}
         if powerapi_validated_frames.key in selected:
-            frames = validate_frames(context, powerapi_source, tables)
+            with workers.pool() as executor:
+                frames = validate_frames(context, powerapi_source, tables, executor)
             yield from frames.results(context, VALID_SPEC)
             failed |= frames.errors()
         if powerapi_report_energy.key in selected:

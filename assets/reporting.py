@@ -6,11 +6,24 @@ A step that processes many partitions calls :meth:`PartitionBatch.run`; an
 
 * an ``AssetMaterialization`` for each stored partition only (the assets are
   ``skippable``); when every partition was stored, one ``MaterializeResult``
-  instead, which also records data and code versions;
+  instead, which also records data and code versions (and which Dagster writes
+  as one batch where ``DAGSTER_EVENT_BATCH_SIZE`` is set and the storage has
+  batch writes: PostgreSQL). Each carries its partition's own metadata and the
+  column schema (the UI shows the latest materialization's; its bytes cost
+  little beside the event itself, ``benchmarks/run_costs.py``);
 * one evaluation of the asset's per-partition check for EVERY partition
   (``AssetCheckEvaluation`` with its ``partition``): passed, or failed with
   the partition, file, line and field of its error in the description and
   metadata.
+
+The per-partition work runs in an executor (``resources/workers.py``: worker
+processes, or in-process); only what each partition stored comes back
+(:class:`Stored`), and every event is written by the step's own process.
+
+A passed check evaluation per partition stays: a planned partition with no
+evaluation reads *execution failed* in a failed run and *skipped* in a
+successful one (``AssetCheckExecutionRecord.resolve_status``), so one result
+per run for the passed ones would show them wrong.
 
 Once every asset of the step is reported, the step raises :func:`failure`
 (``N of M partition(s) failed``) if any partition failed: on Dagster's
@@ -23,6 +36,7 @@ those storages do not keep one), so the run must fail, and must fail last.
 import re
 import warnings
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +46,7 @@ import pandas as pd
 import pandera.pandas as pa
 
 from joulehouse.errors import InputError
+from resources.workers import InProcessExecutor
 
 MAX_ERRORS_SHOWN = 20
 
@@ -96,6 +111,32 @@ def partition_check_spec(asset: dg.AssetKey, name: str, partitions_def: dg.Parti
                                  description=description)
 
 
+@dataclass(frozen=True)
+class Stored:
+    """What one partition's work stored, as small as the step needs to report it: rows
+    per frame, the frames' columns (empty frames: names and dtypes) and metadata of its
+    own (picklable values), so that it comes back cheaply from a worker process."""
+
+    rows: dict[str, int]
+    columns: dict[str, pd.DataFrame]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, frames: Mapping[str, pd.DataFrame], **metadata: Any) -> "Stored":
+        return cls({name: len(frame) for name, frame in frames.items()},
+                   {name: frame.iloc[:0] for name, frame in frames.items()}, metadata)
+
+
+#: One partition's work: returns what it stored, by frame name (or as :class:`Stored`).
+Work = Callable[..., Mapping[str, pd.DataFrame] | Stored]
+
+
+def stored(work: Work, *arguments: Any) -> Stored:
+    """``work(*arguments)`` as :class:`Stored` (what a worker sends back)."""
+    outcome = work(*arguments)
+    return outcome if isinstance(outcome, Stored) else Stored.of(outcome)
+
+
 @dataclass
 class PartitionBatch:
     """What happened to each partition of one multi-partition step."""
@@ -109,30 +150,45 @@ class PartitionBatch:
     def run(
         cls,
         context: dg.AssetExecutionContext,
-        work: Callable[[str], Mapping[str, pd.DataFrame]],
+        work: Work,
         schema_of: SchemaOf,
         skip: Mapping[str, str] | None = None,
+        arguments: Callable[[str], tuple] = lambda key: (key,),
+        executor: Executor | None = None,
     ) -> "PartitionBatch":
-        """Call ``work(key)`` for every partition of the run but those in ``skip`` (key ->
-        why: an upstream partition failed in this run); ``work`` returns the frames it stored,
-        by name, whose columns ``schema_of`` describes."""
+        """Call ``work(*arguments(key))`` for every partition of the run but those in
+        ``skip`` (key -> why: an upstream partition failed in this run), submitted to
+        ``executor`` (default: in this process, one after the other): with worker
+        processes, ``work`` is a module-level function and its arguments are picklable.
+        ``work`` returns the frames it stored, by name, whose columns ``schema_of``
+        describes; an ``InputError`` fails its partition only."""
         batch = cls()
+        executor = executor or InProcessExecutor()
+        futures: dict[str, Future] = {}
         for key in context.partition_keys:
             if skip and key in skip:
                 batch.skipped[key] = skip[key]
                 continue
             try:
-                frames = work(key)
+                futures[key] = executor.submit(stored, work, *arguments(key))
             except InputError as err:
-                context.log.error(f"{key}: {err}")
-                batch.failed[key] = err
+                batch._fail(context, key, err)
+        for key, future in futures.items():
+            try:
+                outcome = future.result()
+            except InputError as err:
+                batch._fail(context, key, err)
                 continue
-            rows = {name: len(frame) for name, frame in frames.items()}
-            batch.stored[key] = {"dagster/row_count": dg.MetadataValue.int(sum(rows.values()))}
-            if len(rows) > 1:
-                batch.stored[key]["rows"] = dg.MetadataValue.json(rows)
-            batch.schema = batch.schema or column_schema(frames, schema_of)
+            batch.stored[key] = {"dagster/row_count": dg.MetadataValue.int(
+                sum(outcome.rows.values())), **outcome.metadata}
+            if len(outcome.rows) > 1:
+                batch.stored[key]["rows"] = dg.MetadataValue.json(outcome.rows)
+            batch.schema = batch.schema or column_schema(outcome.columns, schema_of)
         return batch
+
+    def _fail(self, context: dg.AssetExecutionContext, key: str, err: InputError) -> None:
+        context.log.error(f"{key}: {err}")
+        self.failed[key] = err
 
     def results(self, context: dg.AssetExecutionContext, check: dg.AssetCheckSpec
                 ) -> Iterator[Any]:

@@ -33,6 +33,7 @@ of a run, each in its own transaction; a bad one fails alone, for its
 """
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Executor
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
@@ -76,8 +77,11 @@ from joulehouse.taudb.read import read_trial_source
 from joulehouse.warehouse import Warehouse as Tables
 from resources import GpuBenchmarkSource, PowerapiSource, Warehouse
 from resources.taudb import TaudbResource, TauProfileSource
+from resources.workers import in_order
 
 GROUP = "taudb"
+#: GPU run trials built in the worker processes ahead of their loads (each held whole).
+TRIALS_AHEAD = 4
 LOADS_CHECK = "loads"
 
 tau_profile_sets = dg.DynamicPartitionsDefinition(name="tau_profile_sets")
@@ -140,10 +144,10 @@ class TrialLoads:
         ``known``: the (source key, fingerprint) it will have, when cheaper than building
         it, so an unchanged trial is not even built. Returns the trial loaded, or None when
         unchanged. An error of ``build`` or of the load leaves TAUdb as it was."""
-        if known is not None and self._unchanged(name, *known):
+        if known is not None and self.unchanged(name, *known):
             return None
         trial = build()
-        if self._unchanged(name, trial.source_key, trial.fingerprint):
+        if self.unchanged(name, trial.source_key, trial.fingerprint):
             return None
         self.ids[name] = load_trial(self.db, trial)
         self.stored[trial.source_key] = {"id": self.ids[name], "fingerprint": trial.fingerprint}
@@ -152,7 +156,9 @@ class TrialLoads:
                            "counters": len(trial.counters), "metadata": len(trial.metadata)}
         return trial
 
-    def _unchanged(self, name: str, source_key: str, fingerprint: str) -> bool:
+    def unchanged(self, name: str, source_key: str, fingerprint: str) -> bool:
+        """Whether the stored trial of ``source_key`` has ``fingerprint``: then it is
+        ``name``'s trial (in ``ids``) and nothing is loaded."""
         self.look_up([source_key])
         previous = self.stored[source_key]
         if previous is None or previous["fingerprint"] != fingerprint:
@@ -247,25 +253,30 @@ def _run_trial(tables: Tables, run_dir: Path, members: dict[str, RepetitionRef],
 
 
 def load_gpu_trials(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
-                    tables: Tables, taudb: TaudbResource) -> dg.MaterializeResult:
-    """(Re)load the trial of every GPU run whose stored repetitions changed."""
+                    tables: Tables, taudb: TaudbResource, executor: Executor
+                    ) -> dg.MaterializeResult:
+    """(Re)load the trial of every GPU run whose stored repetitions changed: the trials are
+    built from the stored frames in ``executor`` (a few ahead of the loads) and loaded here,
+    one transaction each, in run order."""
     runs: dict[str, dict[str, RepetitionRef]] = {}  # run key -> partition key -> repetition
     for key in stored_energy_keys(context, tables):
         root, ref = gpu_source.resolve(key)
         runs.setdefault(gpu_source.run_key(root, ref), {})[key] = ref
-    run_dirs = {run: next(iter(members.values())).run_dir.resolve()
-                for run, members in runs.items()}
     with taudb.open() as db:
-        loads = TrialLoads.into(db, map(str, run_dirs.values()))
+        loads = TrialLoads.into(db, (str(next(iter(members.values())).run_dir.resolve())
+                                     for members in runs.values()))
+        known, builds = {}, {}
         for run, members in sorted(runs.items()):
-            run_dir = run_dirs[run]
             versions = {key: stored_version(tables, key, ENERGY_TABLE) for key in members}
-            known = (str(run_dir), run_fingerprint(
+            run_dir = next(iter(members.values())).run_dir.resolve()
+            known[run] = (str(run_dir), run_fingerprint(
                 {ref.key: versions[key] for key, ref in members.items()}))
-            trial = loads.load(run, partial(_run_trial, tables, run_dir, members, versions),
-                               known)
-            if trial is not None:
-                context.log.info(f"{run}: trial {loads.ids[run]} ({len(members)} repetitions)")
+            if not loads.unchanged(run, *known[run]):
+                builds[run] = (tables, run_dir, members, versions)
+        for run, built in zip(builds, in_order(executor, _run_trial, builds.values(),
+                                               ahead=TRIALS_AHEAD)):
+            if loads.load(run, built.result, known[run]) is not None:
+                context.log.info(f"{run}: trial {loads.ids[run]} ({len(runs[run])} repetitions)")
     return dg.MaterializeResult(asset_key=taudb_trials.key, metadata=loads.metadata("runs"))
 
 

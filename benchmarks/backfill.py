@@ -1,16 +1,20 @@
-"""Benchmark (c): a backfill of 1,000 repetitions in at most 5 runs.
+"""Benchmark (c): a backfill of N GPU repetitions through Dagster against the CLI (issue 11).
 
-Generates (once, reused) 1,000 short repetitions into
-``benchmarks/.data/backfill/`` (2 experiments x 5 benchmarks x 10 settings x
-10 repetitions), registers them as ``gpu_repetitions`` partitions in a fresh
-DAGSTER_HOME (a temporary folder under ``benchmarks/.data/`` holding
-``deploy/dagster.yaml``: SQLite, queued runs) and starts ``dagster dev`` on
-it. Then launches, as the UI does, an asset backfill of every asset of
-``gpu_energy_job`` over the 1,000 partitions through the webserver's GraphQL
-API (``launchPartitionBackfill``), waits for Dagster's daemon to finish it,
-and reports the runs it created, the wall time and where each run's time went.
+Generates (once, reused) N short repetitions (a multiple of 500, default
+1,000) under ``benchmarks/.data/`` (experiments of 5 benchmarks x 10 settings
+x 10 repetitions), times ``joulehouse energy gpu`` over them, then registers
+them as ``gpu_repetitions`` partitions in a fresh DAGSTER_HOME (a temporary
+folder under ``benchmarks/.data/`` holding ``deploy/dagster.yaml``: SQLite, or
+with ``--storage postgres`` ``deploy/production/dagster.yaml`` on a throwaway
+PostgreSQL server) and starts ``dagster dev`` on it, with
+``DAGSTER_EVENT_BATCH_SIZE`` set (``--event-batch-size``). Then launches, as
+the UI does, an asset backfill of every asset of ``gpu_energy_job`` over the N
+partitions through the webserver's GraphQL API (``launchPartitionBackfill``),
+waits for Dagster's daemon to finish it, and reports the runs it created, the
+wall time against the CLI's and where each run's time went.
 
-Run: ``.venv/bin/python benchmarks/backfill.py [--timeout S]``.
+Run: ``.venv/bin/python benchmarks/backfill.py [--repetitions N] [--storage postgres]
+[--timeout S]``.
 """
 
 import argparse
@@ -23,7 +27,10 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlparse
 
 import dagster as dg
 from dagster._core.execution.backfill import BulkActionStatus
@@ -32,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from machine import describe, load_average
-from postgres_server import free_port
+from postgres_server import free_port, throwaway_postgres
 
 from definitions import defs
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
@@ -43,12 +50,11 @@ from sensors.partition_runs import RANGE_END, RANGE_START
 
 PROJECT = Path(__file__).resolve().parent.parent
 DATA = PROJECT / "benchmarks" / ".data"
-ROOT = DATA / "backfill"
-RUNS = {experiment: {f"bench{b}": [f"{100 + 20 * s}W" for s in range(10)] for b in range(5)}
-        for experiment in ("power-limit", "power-limit-2")}
+#: Repetitions per experiment: 5 benchmarks x 10 power limits x 10 repetitions.
+PER_EXPERIMENT = 500
 REPETITIONS = 10
 SPEC = RepetitionSpec(duration_s=5.0, epochs=1)
-MAX_RUNS = 5
+MAX_RUNS = 10
 PARTITIONS = "gpu_repetitions"
 ENERGY = dg.AssetKey("gpu_repetition_energy")
 EVENTS = dg.DagsterEventType
@@ -67,18 +73,31 @@ mutation($params: LaunchBackfillParams!) {
 LOCATIONS = "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus } } } }"
 
 
-def build_root() -> None:
-    marker = ROOT / ".complete"
+def tree(repetitions: int) -> Path:
+    """The generated data root of ``repetitions`` (a multiple of 500) short repetitions,
+    built once under ``benchmarks/.data/`` (``backfill/`` for 1,000, else
+    ``backfill-<N>/``): experiments ``power-limit``, ``power-limit-2``, ... of 5
+    benchmarks x 10 power limits x 10 repetitions each."""
+    if repetitions % PER_EXPERIMENT:
+        raise SystemExit(f"--repetitions: a multiple of {PER_EXPERIMENT}")
+    root = DATA / ("backfill" if repetitions == 1000 else f"backfill-{repetitions}")
+    marker = root / ".complete"
     if not marker.exists():
-        shutil.rmtree(ROOT, ignore_errors=True)
-        write_data_root(ROOT, RUNS, repetitions=REPETITIONS, base=SPEC)
+        shutil.rmtree(root, ignore_errors=True)
+        experiments = ["power-limit", *(f"power-limit-{n}" for n in
+                                        range(2, repetitions // PER_EXPERIMENT + 1))]
+        runs = {experiment: {f"bench{b}": [f"{100 + 20 * s}W" for s in range(10)]
+                             for b in range(5)} for experiment in experiments}
+        write_data_root(root, runs, repetitions=REPETITIONS, base=SPEC)
         marker.touch()
+    return root
 
 
-def partition_keys() -> list[str]:
-    root = DataRoot(path=str(ROOT))
-    source = GpuBenchmarkSource(data_roots=[root])
-    return [source.partition_key(root, ref) for ref in find_repetitions(ROOT)]
+def partition_keys(root: Path) -> list[str]:
+    """The ``gpu_repetitions`` partition keys of the repetitions under ``root``."""
+    data_root = DataRoot(path=str(root))
+    source = GpuBenchmarkSource(data_roots=[data_root])
+    return [source.partition_key(data_root, ref) for ref in find_repetitions(root)]
 
 
 def graphql(port: int, query: str, variables: dict | None = None) -> dict:
@@ -209,41 +228,79 @@ def launch_backfill(instance: dg.DagsterInstance, port: int, selection: list[dg.
     return status, elapsed, records, submitted
 
 
+def cli_seconds(root: Path, out: Path) -> float:
+    """Wall time of ``joulehouse energy gpu`` over ``root`` (Parquet to ``out``)."""
+    started = time.perf_counter()
+    subprocess.run([str(Path(sys.executable).parent / "joulehouse"), "energy", "gpu", str(root),
+                    "--format", "parquet", "--out", str(out), "--quiet"], check=True)
+    return time.perf_counter() - started
+
+
+@contextmanager
+def instance_config(storage: str, home: Path) -> Iterator[dict[str, str]]:
+    """Write ``home/dagster.yaml`` for ``storage`` (``deploy/dagster.yaml``: SQLite;
+    ``deploy/production/dagster.yaml`` on a throwaway PostgreSQL server) and yield the
+    environment the instance needs."""
+    if storage == "sqlite":
+        shutil.copy(PROJECT / "deploy" / "dagster.yaml", home / "dagster.yaml")
+        yield {}
+        return
+    shutil.copy(PROJECT / "deploy" / "production" / "dagster.yaml", home / "dagster.yaml")
+    with throwaway_postgres("backfill") as url:
+        parts = urlparse(url)
+        yield {"DAGSTER_PG_HOST": parts.hostname, "DAGSTER_PG_PORT": str(parts.port),
+               "DAGSTER_PG_DB": parts.path[1:], "DAGSTER_PG_USER": parts.username,
+               "DAGSTER_PG_PASSWORD": ""}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--timeout", type=float, default=1800,
-                        help="seconds to wait for the backfill (default 1800)")
+    parser.add_argument("--repetitions", type=int, default=1000,
+                        help="repetitions in the tree and the backfill (default 1000)")
+    parser.add_argument("--storage", choices=["sqlite", "postgres"], default="sqlite",
+                        help="the instance's storage (default sqlite)")
+    parser.add_argument("--event-batch-size", type=int, default=1000,
+                        help="DAGSTER_EVENT_BATCH_SIZE of the webserver, daemon and runs "
+                        "(default 1000; 0: off)")
+    parser.add_argument("--timeout", type=float, default=3600,
+                        help="seconds to wait for the backfill (default 3600)")
     args = parser.parse_args(argv)
-    build_root()
-    keys = partition_keys()
+    root = tree(args.repetitions)
+    keys = partition_keys(root)
     selection = sorted(defs.resolve_job_def(JOB_NAME).asset_layer.selected_asset_keys)
-    DATA.mkdir(exist_ok=True)
     home = Path(tempfile.mkdtemp(prefix="backfill-home-", dir=DATA))
-    shutil.copy(PROJECT / "deploy" / "dagster.yaml", home / "dagster.yaml")
-    os.environ["DAGSTER_HOME"] = str(home)
+    cli = cli_seconds(root, home / "cli-energy.parquet")
+    print(f"joulehouse energy gpu over {len(keys)} repetitions: {cli:.1f} s")
     port, log = free_port(), home / "dagster-dev.log"
     process, loads = None, []
     try:
-        with dg.DagsterInstance.get() as instance:
-            instance.add_dynamic_partitions(PARTITIONS, keys)
-            process = start_dagster(home, port, log, {
-                "JOULEHOUSE_GPU_DATA_ROOTS": str(ROOT),
-                "JOULEHOUSE_WAREHOUSE": str(home / "warehouse")})
-            status, elapsed, records, submitted = launch_backfill(
-                instance, port, selection, keys, args.timeout, loads)
-            others = instance.get_runs_count() - len(records)
-            materialized = instance.get_materialized_partitions(ENERGY)
-            print(f"status {status.value}: {len(records)} run(s) (limit {MAX_RUNS}) in "
-                  f"{elapsed:.1f} s from submission to completion; {others} other run(s)")
-            overheads = []
-            for record in records:
-                report, overhead = run_report(instance, record, submitted)
-                overheads.append(overhead)
-                print(report)
-            print(f"overhead per run (created to ended, minus time in steps): "
-                  f"{sum(overheads) / len(overheads):.1f} s on average; the backfill daemon "
-                  f"evaluates every 30 s")
-            print(f"gpu_repetition_energy materialized for {len(materialized)} of {len(keys)}")
+        with instance_config(args.storage, home) as environment:
+            os.environ.update({"DAGSTER_HOME": str(home), **environment})
+            with dg.DagsterInstance.get() as instance:
+                instance.add_dynamic_partitions(PARTITIONS, keys)
+                process = start_dagster(home, port, log, {
+                    "JOULEHOUSE_GPU_DATA_ROOTS": str(root),
+                    "JOULEHOUSE_WAREHOUSE": str(home / "warehouse"),
+                    "DAGSTER_EVENT_BATCH_SIZE": str(args.event_batch_size)})
+                status, elapsed, records, submitted = launch_backfill(
+                    instance, port, selection, keys, args.timeout, loads)
+                others = instance.get_runs_count() - len(records)
+                materialized = instance.get_materialized_partitions(ENERGY)
+                print(f"{args.storage}: status {status.value}: {len(records)} run(s) (limit "
+                      f"{MAX_RUNS}) in {elapsed:.1f} s from submission to completion: "
+                      f"{elapsed / cli:.1f} x the CLI's {cli:.1f} s; {others} other run(s)")
+                overheads = []
+                for record in records:
+                    report, overhead = run_report(instance, record, submitted)
+                    overheads.append(overhead)
+                    print(report)
+                print(f"overhead per run (created to ended, minus time in steps): "
+                      f"{sum(overheads) / len(overheads):.1f} s on average; the backfill "
+                      f"daemon evaluates every 30 s")
+                print(f"gpu_repetition_energy materialized for {len(materialized)} of "
+                      f"{len(keys)}")
+                stop(process)
+                process = None
     except BaseException:
         if log.exists():
             print(log.read_text()[-4000:], file=sys.stderr)

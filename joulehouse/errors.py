@@ -30,9 +30,13 @@ class InputError(ValueError):
         super().__init__(f"{where}: {what}")
 
     def __reduce__(self):
-        # Pickled with its own arguments, so that an error raised in a worker
-        # process or on a Dask worker comes back whole (file, line, field).
+        """Pickled with its parts, so that it comes back whole from a worker process."""
         return _rebuild, (type(self), self.path, self.reason, self.line, self.field)
+
+
+def _rebuild(cls: type[InputError], path: str, reason: str, line: int | None,
+             field: str | None) -> InputError:
+    return cls(path, reason, line=line, field=field)
 
 
 class IncompleteInputError(InputError):

@@ -12,6 +12,7 @@ from resources.powerapi import PowerapiSource
 from resources.taudb import TaudbResource, TauProfileSource
 from resources.taudb import embedded_url as embedded_taudb_url
 from resources.warehouse import Warehouse
+from resources.workers import StepWorkers
 
 __all__ = ["AccountingSettings", "ClusterCockpitArchive", "DataRoot", "GeopmReportSource", "GpuBenchmarkSource", "PowerapiSource",
-           "TauProfileSource", "TaudbResource", "Warehouse", "embedded_taudb_url"]
+           "StepWorkers", "TauProfileSource", "TaudbResource", "Warehouse", "embedded_taudb_url"]

@@ -146,7 +146,8 @@ def test_job_sensors_and_resources():
                  "geopm_report_landing", "cc_job_archive"):
         assert sensors[name].default_status == dg.DefaultSensorStatus.STOPPED, name
     assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles",
-                                   "powerapi_source", "geopm_source", "cc_archive", "accounting"}
+                                   "powerapi_source", "geopm_source", "cc_archive", "accounting",
+                                   "workers"}
     schedule = defs.resolve_schedule_def("daily_rollups")  # the others: test_schedules.py
     job = defs.resolve_job_def(schedule.job_name)
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {

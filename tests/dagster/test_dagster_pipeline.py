@@ -15,7 +15,7 @@ from joulehouse.gpu.store import TABLE as FRAMES_TABLE
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials
 from joulehouse.warehouse import partition_file_name
-from resources import DataRoot, GpuBenchmarkSource, Warehouse
+from resources import DataRoot, GpuBenchmarkSource, StepWorkers, Warehouse
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
 from sensors.partition_runs import RANGE_END, RANGE_START
@@ -247,7 +247,8 @@ def test_energy_stored_before_data_root_names_the_partitions_to_materialize_agai
         result = dg.materialize(
             [gpu_pipeline], selection=[asset.key], instance=instance, raise_on_error=False,
             resources={"gpu_source": source, "warehouse": warehouse,
-                       "taudb": TaudbResource(url=f"sqlite:///{tmp_path}/taudb.sqlite")})
+                       "taudb": TaudbResource(url=f"sqlite:///{tmp_path}/taudb.sqlite"),
+                       "workers": StepWorkers(max_workers=1)})
         assert not result.success
         [failure] = [e for e in result.all_events if e.is_step_failure]
         error = failure.step_failure_data.user_failure_data

@@ -18,7 +18,7 @@ from assets.taudb import (
 from definitions import build_definitions
 from joulehouse.gpu.layout import find_repetitions
 from joulehouse.taudb.loader import list_trials
-from resources import DataRoot, GpuBenchmarkSource, PowerapiSource, Warehouse
+from resources import DataRoot, GpuBenchmarkSource, PowerapiSource, StepWorkers, Warehouse
 from resources.taudb import TaudbResource, TauProfileSource
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
@@ -58,7 +58,8 @@ def test_the_taudb_assets_join_the_gpu_definitions(taudb, landing, tmp_path):
         resources={"gpu_source": GpuBenchmarkSource(data_roots=[DataRoot(path=str(tmp_path))]),
                    "warehouse": Warehouse(root=str(tmp_path / "warehouse")), "taudb": taudb,
                    "tau_profiles": TauProfileSource(landing_folders=[str(landing)]),
-                   "powerapi_source": PowerapiSource(landing_folders=[str(tmp_path)])})
+                   "powerapi_source": PowerapiSource(landing_folders=[str(tmp_path)]),
+                   "workers": StepWorkers(max_workers=1)})
     dg.Definitions.validate_loadable(defs)
     assert defs.resolve_assets_def(TRIALS).automation_conditions_by_key[TRIALS] is not None
 
@@ -122,7 +123,8 @@ def example_gpu(instance, tmp_path, taudb):
                 {"gpu_source": source})
     [request] = data.run_requests
     assert launch_in_process(defs.resolve_job_def(JOB_NAME), instance, request).success
-    return {"gpu_source": source, "warehouse": warehouse, "taudb": taudb}
+    return {"gpu_source": source, "warehouse": warehouse, "taudb": taudb,
+            "workers": StepWorkers(max_workers=1)}
 
 
 def _load_gpu_trials(instance, resources) -> dg.AssetMaterialization:

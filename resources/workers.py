@@ -1,0 +1,91 @@
+"""Worker processes inside one step: the per-partition work of a run on every core.
+
+A step over many partitions (``assets/reporting.py``'s ``PartitionBatch``)
+submits each partition's work (read, validate, store; energy) to the
+``concurrent.futures.Executor`` that :meth:`StepWorkers.pool` yields:
+
+    with workers.pool() as executor:
+        future = executor.submit(function, *arguments)
+
+``function`` is a module-level function and its arguments are picklable (no
+Dagster context, no resource: they stay in the step's process, which writes
+every event). Other kinds of pool (e.g. a Dask cluster) plug in here behind
+the same interface.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+import dagster as dg
+
+ENV = "JOULEHOUSE_STEP_WORKERS"
+#: Modules every worker process imports once, in the fork server, before it forks the
+#: workers: the asset modules whose functions are submitted (and pandas, pyarrow, pandera).
+PRELOAD = ["assets"]
+
+
+class InProcessExecutor(Executor):
+    """Runs each submitted call at once, in this process: ``max_workers`` 1, for tests and
+    debugging (a breakpoint in the work stops here)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as err:  # noqa: BLE001 - handed to whoever asks the future
+            future.set_exception(err)
+        return future
+
+
+def in_order(executor: Executor, function: Callable[..., Any], calls: Iterable[tuple],
+             ahead: int) -> Iterator[Future]:
+    """Submit ``function(*arguments)`` for each of ``calls`` to ``executor`` and yield the
+    futures in that order, with at most ``ahead`` submitted and not yet yielded: the
+    results held at once stay bounded (e.g. whole TAUdb trials)."""
+    pending: deque[Future] = deque()
+    for arguments in calls:
+        pending.append(executor.submit(function, *arguments))
+        if len(pending) > ahead:
+            yield pending.popleft()
+    yield from pending
+
+
+class StepWorkers(dg.ConfigurableResource):
+    """Processes for the per-partition work of a step.
+
+    ``max_workers``: processes (default: the CPUs this process may use); 1 runs the
+    work in the step's own process. Processes start from a fork server that has
+    imported the asset modules once, so a worker starts in milliseconds, not seconds.
+    """
+
+    max_workers: int | None = None
+
+    @classmethod
+    def from_env(cls) -> StepWorkers:
+        """``$JOULEHOUSE_STEP_WORKERS`` processes if set, else one per CPU."""
+        value = os.environ.get(ENV)
+        return cls(max_workers=int(value) if value else None)
+
+    def workers(self) -> int:
+        """How many processes :meth:`pool` uses (1: none, the step's own)."""
+        return self.max_workers or len(os.sched_getaffinity(0))
+
+    @contextmanager
+    def pool(self) -> Iterator[Executor]:
+        """An executor for the step's per-partition work, shut down (its work waited for)
+        when the block ends."""
+        workers = self.workers()
+        if workers == 1:
+            yield InProcessExecutor()
+            return
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(PRELOAD)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as executor:
+            yield executor

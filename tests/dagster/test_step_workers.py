@@ -1,0 +1,55 @@
+"""StepWorkers: the executor of a step's per-partition work, in-process or in processes."""
+
+import os
+
+import pytest
+
+from joulehouse.errors import InputError
+from resources import StepWorkers
+from resources.workers import InProcessExecutor, in_order
+
+
+def where(value: int) -> tuple[int, int]:
+    """The square of ``value`` and the process that computed it."""
+    if value < 0:
+        raise InputError("/data/rep/gpu-power.csv", "negative", line=value, field="power_w")
+    return value * value, os.getpid()
+
+
+def test_one_worker_runs_the_work_in_the_step_s_own_process():
+    with StepWorkers(max_workers=1).pool() as executor:
+        assert isinstance(executor, InProcessExecutor)
+        assert executor.submit(where, 3).result() == (9, os.getpid())
+        with pytest.raises(InputError, match="gpu-power.csv:-1: power_w: negative"):
+            executor.submit(where, -1).result()
+
+
+def test_worker_processes_run_the_work_and_send_an_input_error_back_whole():
+    with StepWorkers(max_workers=2).pool() as executor:
+        squares = [executor.submit(where, value) for value in range(6)]
+        assert [future.result()[0] for future in squares] == [0, 1, 4, 9, 16, 25]
+        assert os.getpid() not in {future.result()[1] for future in squares}
+        with pytest.raises(InputError) as raised:
+            executor.submit(where, -7).result()
+    err = raised.value
+    assert (err.path, err.line, err.field, err.reason) == (
+        "/data/rep/gpu-power.csv", -7, "power_w", "negative")
+
+
+def test_in_order_keeps_the_order_and_bounds_what_is_submitted_ahead():
+    submitted = []
+
+    class Counting(InProcessExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            submitted.append(args[0])
+            return super().submit(fn, *args, **kwargs)
+
+    futures = in_order(Counting(), where, [(value,) for value in range(10)], ahead=2)
+    first = next(futures)
+    assert first.result()[0] == 0 and submitted == [0, 1, 2]
+    assert [future.result()[0] for future in futures] == [value * value for value in range(1, 10)]
+
+
+def test_the_default_is_one_process_per_cpu():
+    assert StepWorkers().workers() == len(os.sched_getaffinity(0))
+    assert StepWorkers(max_workers=3).workers() == 3
