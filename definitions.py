@@ -24,7 +24,9 @@ Configuration (defaults are for a fresh clone):
 - Schedules (``sensors/schedules.py``, stopped by default): ``daily_rollups`` and one
   ``weekly_revalidation_<partitions>`` per source.
 - ``JOULEHOUSE_STEP_WORKERS``: processes for the per-partition work of a step, default
-  one per CPU (``resources/workers.py``); 1: in the step's own process.
+  one per CPU (``resources/workers.py``); 1: in the step's own process. Or Dask workers:
+  ``JOULEHOUSE_STEP_CLUSTER`` (``local``, ``slurm``) with ``_SETTINGS`` (a JSON object;
+  ``docs/scale-out.md``).
 - ``JOULEHOUSE_QUIET_PERIOD_S`` and ``JOULEHOUSE_FULL_RESCAN_S``: the sensors' quiet period
   and rolling-rescan period, shared by the sources.
 """

@@ -9,12 +9,15 @@ submits each partition's work (read, validate, store; energy) to the
 
 ``function`` is a module-level function and its arguments are picklable (no
 Dagster context, no resource: they stay in the step's process, which writes
-every event). Other kinds of pool (e.g. a Dask cluster) plug in here behind
-the same interface.
+every event). The pool is local processes by default, or Dask workers
+(``cluster``: ``local`` for a ``LocalCluster``, ``slurm`` for Slurm jobs through
+dask-jobqueue, ``joulehouse/cluster.py``, ``docs/scale-out.md``) behind the same
+interface.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 from collections import deque
@@ -24,8 +27,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
+from pydantic import Field, field_validator
+
+from joulehouse.cluster import KINDS, dask_executor
 
 ENV = "JOULEHOUSE_STEP_WORKERS"
+CLUSTER_ENV = "JOULEHOUSE_STEP_CLUSTER"
+CLUSTER_SETTINGS_ENV = "JOULEHOUSE_STEP_CLUSTER_SETTINGS"
 #: Modules every worker process imports once, in the fork server, before it forks the
 #: workers: the asset modules whose functions are submitted (and pandas, pyarrow, pandera).
 PRELOAD = ["assets"]
@@ -63,15 +71,40 @@ class StepWorkers(dg.ConfigurableResource):
     ``max_workers``: processes (default: the CPUs this process may use); 1 runs the
     work in the step's own process. Processes start from a fork server that has
     imported the asset modules once, so a worker starts in milliseconds, not seconds.
+    ``cluster`` set, the work goes to Dask workers instead (``max_workers`` unused).
     """
 
     max_workers: int | None = None
+    cluster: str = Field(default="", description=(
+        "'' for local processes; 'local' (a Dask LocalCluster) or 'slurm' (Dask workers in "
+        "Slurm jobs, dask-jobqueue): joulehouse/cluster.py"))
+    cluster_settings: str = Field(default="{}", description=(
+        "JSON object of the cluster's settings, by name (joulehouse/cluster.py: "
+        "LocalSettings, SlurmSettings), e.g. {\"queue\": \"gpu\", \"jobs\": 8}"))
+
+    @field_validator("cluster")
+    @classmethod
+    def _known_cluster(cls, value: str) -> str:
+        if value and value not in KINDS:
+            raise ValueError(f"unknown cluster {value!r}: '' or one of {', '.join(KINDS)}")
+        return value
+
+    @field_validator("cluster_settings")
+    @classmethod
+    def _settings_object(cls, value: str) -> str:
+        if not isinstance(json.loads(value), dict):
+            # pydantic reports a ValueError as the field's validation error
+            raise ValueError(f"cluster_settings must be a JSON object, not {value!r}")  # noqa: TRY004
+        return value
 
     @classmethod
     def from_env(cls) -> StepWorkers:
-        """``$JOULEHOUSE_STEP_WORKERS`` processes if set, else one per CPU."""
+        """``$JOULEHOUSE_STEP_WORKERS`` processes if set, else one per CPU; or the Dask
+        cluster ``$JOULEHOUSE_STEP_CLUSTER`` with ``$JOULEHOUSE_STEP_CLUSTER_SETTINGS``."""
         value = os.environ.get(ENV)
-        return cls(max_workers=int(value) if value else None)
+        return cls(max_workers=int(value) if value else None,
+                   cluster=os.environ.get(CLUSTER_ENV, ""),
+                   cluster_settings=os.environ.get(CLUSTER_SETTINGS_ENV) or "{}")
 
     def workers(self) -> int:
         """How many processes :meth:`pool` uses (1: none, the step's own)."""
@@ -81,6 +114,10 @@ class StepWorkers(dg.ConfigurableResource):
     def pool(self) -> Iterator[Executor]:
         """An executor for the step's per-partition work, shut down (its work waited for)
         when the block ends."""
+        if self.cluster:
+            with dask_executor(self.cluster, **json.loads(self.cluster_settings)) as executor:
+                yield executor
+            return
         workers = self.workers()
         if workers == 1:
             yield InProcessExecutor()

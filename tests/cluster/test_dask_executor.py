@@ -9,6 +9,7 @@ read and validated, then its energy per window.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -25,6 +26,7 @@ from joulehouse.errors import InputError
 from joulehouse.gpu.energy import repetition_energy
 from joulehouse.gpu.layout import RepetitionRef, find_repetitions
 from joulehouse.gpu.readers import read_repetition
+from resources import StepWorkers
 from tests.conftest import PROJECT_ROOT, skip_or_fail
 
 EXAMPLES = PROJECT_ROOT / "examples" / "gpu-data"
@@ -114,6 +116,16 @@ def test_slurm_workers_run_in_slurm_jobs_and_leave_with_the_context(slurm, on_sl
         logs = sorted(path.name for path in Path(on_slurm["log_directory"]).iterdir())
         assert logs and all(name.startswith("joulehouse-worker-") for name in logs)
     slurm.wait_until(lambda: not slurm.job_ids(), "rid of the jobs after the context", 30)
+
+
+def test_the_step_s_workers_resource_sends_the_work_to_slurm_jobs(slurm, on_slurm, bad_root):
+    workers = StepWorkers(cluster="slurm", cluster_settings=json.dumps(
+        on_slurm | {"jobs": 1, "cores": 1, "queue": "debug"}))
+    with workers.pool() as pool:
+        job, _ = pool.submit(where).result()
+        assert job in slurm.job_ids()
+        assert_same_results(pool, bad_root)
+    slurm.wait_until(lambda: not slurm.job_ids(), "rid of the jobs after the step", 30)
 
 
 def start_and_leave(kind: str, **settings) -> None:

@@ -53,3 +53,14 @@ def test_in_order_keeps_the_order_and_bounds_what_is_submitted_ahead():
 def test_the_default_is_one_process_per_cpu():
     assert StepWorkers().workers() == len(os.sched_getaffinity(0))
     assert StepWorkers(max_workers=3).workers() == 3
+
+
+def test_a_dask_cluster_is_configured_by_kind_and_json_settings(monkeypatch):
+    monkeypatch.setenv("JOULEHOUSE_STEP_CLUSTER", "slurm")
+    monkeypatch.setenv("JOULEHOUSE_STEP_CLUSTER_SETTINGS", '{"queue": "gpu", "jobs": 8}')
+    workers = StepWorkers.from_env()
+    assert (workers.cluster, workers.cluster_settings) == ("slurm", '{"queue": "gpu", "jobs": 8}')
+    with pytest.raises(Exception, match="unknown cluster 'pbs'"):
+        StepWorkers(cluster="pbs")
+    with pytest.raises(Exception, match="cluster_settings must be a JSON object"):
+        StepWorkers(cluster="local", cluster_settings="[2]")
