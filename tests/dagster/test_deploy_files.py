@@ -120,6 +120,19 @@ def test_the_tick_timeout_is_the_variable_dagster_reads(monkeypatch):
         assert (default_sensor_grpc_timeout(), default_schedule_grpc_timeout()) == (180, 180)
 
 
+def test_every_deployment_batches_the_runs_events():
+    """The runs' materializations are stored in batches: the variable Dagster reads where
+    the runs get their environment (the daemon's for systemd and compose, the run pods'
+    through the user deployment on Kubernetes)."""
+    env = dict(line.split("=", 1) for line in (SYSTEMD / "joulehouse.env").read_text()
+               .splitlines() if line and not line.startswith("#"))
+    compose = yaml.safe_load((DEPLOY / "container" / "compose.yaml").read_text())
+    helm = yaml.safe_load((DEPLOY / "helm" / "values.yaml").read_text())
+    deployment, = helm["dagster-user-deployments"]["deployments"]
+    for settings in (env, compose["services"]["daemon"]["environment"], deployment["env"]):
+        assert int(settings["DAGSTER_EVENT_BATCH_SIZE"]) == 1000
+
+
 def test_dev_binds_loopback_unless_told():
     assert 'JOULEHOUSE_DEV_HOST:-127.0.0.1' in (DEPLOY / "dev.sh").read_text()
 
@@ -281,13 +294,16 @@ SECRET_ASSIGNMENT = re.compile(
     rf"(?i)(?<![\w{{]){SECRET_NAME}\b['\"]?\s*[:=]\s*"
     r"(?:(['\"])(?P<quoted>[^'\"]+)\1|(?P<bare>[^\s'\"#,)}\]]+))")
 URL_CREDENTIALS = re.compile(r"\w+://[^/\s:@'\"]+:(?P<password>[^/\s@'\"{]+)@")
-#: Not secrets: how a value names where the secret comes from, or a placeholder.
-REFERENCE = re.compile(r"^(\$\{?|\.\.\.|\*\*\*|<|env\b|os\.|dg\.|url\[|parsed\.|re\.|"
+#: Not secrets: how a value names where the secret comes from (an attribute, a type
+#: annotation), or a placeholder.
+REFERENCE = re.compile(r"^(\$\{?|\.\.\.|\*\*\*|<|env\b|os\.|dg\.|url\[|parsed\.|re\.|self\.|str$|"
                        r"true$|false$|none$|null$|~$|[A-Z_]+$)")
 #: Made-up credentials: the tests that check a password is masked in messages, and this
 #: file's check of the check.
 MADE_UP = {"tests/test_cli_conventions.py": {"s3cret", "pw", "hunter2", "p%40s", "p"},
-           "tests/dagster/test_deploy_files.py": {"hunter2", "abc123"}}
+           "tests/dagster/test_deploy_files.py": {"hunter2", "abc123"},
+           # the throwaway S3 server's credentials (moto accepts any)
+           "tests/object_store.py": {"joulehouse-test"}}
 
 
 def test_no_file_of_the_repository_holds_a_secret():
@@ -318,5 +334,7 @@ def test_the_secret_check_finds_secrets():
     assert SECRET_ASSIGNMENT.search("api_key = 'abc123'")
     assert URL_CREDENTIALS.search("postgresql://me:hunter2@db/x")
     assert REFERENCE.match(SECRET_ASSIGNMENT.search("password: ${PG_PASSWORD}").group("bare"))
+    assert SECRET_ASSIGNMENT.search('access_key = "AKIAEXAMPLE"')
+    assert REFERENCE.match(SECRET_ASSIGNMENT.search("access_key: str | None = None")["bare"])
     [match] = SECRET_ASSIGNMENT.finditer("POSTGRES_PASSWORD: ${DAGSTER_PG_PASSWORD:?set it}")
     assert REFERENCE.match(match.group("bare"))
