@@ -26,15 +26,16 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import pandas as pd
 from tqdm import tqdm
 
 from joulehouse.errors import InputError
-from joulehouse.taudb.connect import DRIVER_ERRORS, TaudbDatabase, TaudbUnavailable, unavailable
-from joulehouse.taudb.schema import require_schema
 from joulehouse.timeutil import check_timezone
+
+if TYPE_CHECKING:
+    from joulehouse.taudb.connect import TaudbDatabase
 
 OK = 0
 BAD_INPUT = 1
@@ -189,6 +190,16 @@ def open_taudb(url: str, schema: str | None, *, create: bool) -> Iterator[TaudbD
     command's business). Every database error, at opening or later, is a
     :class:`CommandError` of one line naming the URL, its password masked.
     """
+    # Imported here: SQLAlchemy and the drivers are for the TAUdb commands only, and a
+    # command line imports only its own command's modules (joulehouse/cli.py).
+    from joulehouse.taudb.connect import (
+        DRIVER_ERRORS,
+        TaudbDatabase,
+        TaudbUnavailable,
+        unavailable,
+    )
+    from joulehouse.taudb.schema import require_schema
+
     try:
         try:
             db = TaudbDatabase(url, schema, read_only=not create)
