@@ -34,11 +34,6 @@ class InputError(ValueError):
         return _rebuild, (type(self), self.path, self.reason, self.line, self.field)
 
 
-def _rebuild(cls: type[InputError], path: str, reason: str, line: int | None,
-             field: str | None) -> InputError:
-    return cls(path, reason, line=line, field=field)
-
-
 class IncompleteInputError(InputError):
     """Input that is still being written (e.g. no ``experiment_end`` yet).
 

@@ -7,7 +7,8 @@ report says what the tables say:
   benchmark's experiment, a GEOPM report), optionally in one UTC **month**: the totals per
   source in its primary method (``rollups.PRIMARY_METHOD``) from ``accounting_daily``
   (energy, entity-hours, mean power = energy / time, CO2e, cost), energy, CO2e and cost per
-  UTC day (tables and plots), each fact with its carbon and cost (``carbon_per_fact``,
+  UTC day (tables and plots), every table with cost split by currency (two currencies are
+  never added), each fact with its carbon and cost (``carbon_per_fact``,
   ``cost_per_fact``), its waste rows (``waste``) and trust checks (``trust_checks``);
 - a **job** (an ``energy_facts`` entity, e.g. ``fritz/398764/1675954353``): every fact of
   it in every method, its carbon and cost with their lineage (intensity and tariff files
@@ -191,12 +192,13 @@ def _group_report(connection: duckdb.DuckDBPyConnection, scope: Scope) -> list[s
     if daily.empty:
         raise ReportError(f"no accounting rows for {key} {name!r}"
                           + (f" in {scope.month}" if scope.month else ""))
-    days = daily.groupby("day", as_index=False).agg(
+    # per currency: costs in two currencies are never added (a site has one)
+    days = daily.groupby(["day", "currency"], as_index=False).agg(
         energy_kwh=("energy_kwh", "sum"), duration_h=("duration_h", "sum"),
         co2_g=("co2_g", _whole_sum), cost=("cost", _whole_sum))
     days["day"] = days["day"].dt.strftime("%Y-%m-%d")
     other = "project" if key == "user" else "user"
-    breakdown = daily.groupby(["source", other], as_index=False).agg(
+    breakdown = daily.groupby(["source", other, "currency"], as_index=False).agg(
         energy_kwh=("energy_kwh", "sum"), duration_h=("duration_h", "sum"),
         co2_g=("co2_g", _whole_sum), cost=("cost", _whole_sum))
     facts = _facts_of(connection, scope)

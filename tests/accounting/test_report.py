@@ -55,22 +55,32 @@ class Sections(HTMLParser):
         return pd.DataFrame(rows, columns=header)
 
 
+def cc_facts(*rows: tuple) -> pd.DataFrame:
+    """ClusterCockpit cpu facts of one hour each: (job, start, kWh, method) per row."""
+    return pd.DataFrame([
+        {"source": "clustercockpit", "entity": job, "component": "cpu", "window_start": start,
+         "window_end": start + pd.Timedelta("1h"), "duration_s": 3600.0, "energy_j": kwh * 3.6e6,
+         "method": method}
+        for job, start, kwh, method in rows], columns=ENERGY_FACTS_COLUMNS)
+
+
+def cc_jobs(users: dict[str, str], projects: dict[str, str]) -> pd.DataFrame:
+    """cc_jobs rows: job -> user, job -> project."""
+    return pd.DataFrame({"job": list(users), "hpc_user": list(users.values()),
+                         "project": [projects[job] for job in users],
+                         "cluster_partition": "main", "num_nodes": 1, "num_hwthreads": 72,
+                         "num_acc": 0, "resources": '[{"hostname": "n1"}]'})
+
+
 @pytest.fixture
 def warehouse(tmp_path):
     """Two jobs of ann in January 2024 (1 and 2 kWh) and one of bob, at 100 gCO2e/kWh and
     0.25 EUR/kWh flat, with trust and waste tables."""
-    facts = pd.DataFrame([
-        {"source": "clustercockpit", "entity": job, "component": "cpu", "window_start": start,
-         "window_end": start + pd.Timedelta("1h"), "duration_s": 3600.0, "energy_j": kwh * 3.6e6,
-         "method": method}
-        for job, start, kwh, method in (
-            ("c/1/1", T0, 1.0, "power"), ("c/1/1", T0, 1.1, "cc-backend"),
-            ("c/2/1", T0 + pd.Timedelta("1D"), 2.0, "power"),
-            ("c/3/1", T0, 5.0, "power"))], columns=ENERGY_FACTS_COLUMNS)
-    jobs = pd.DataFrame({"job": ["c/1/1", "c/2/1", "c/3/1"], "hpc_user": ["ann", "ann", "bob"],
-                         "project": ["p1", "p2", "p1"], "cluster_partition": "main",
-                         "num_nodes": 1, "num_hwthreads": 72, "num_acc": 0,
-                         "resources": '[{"hostname": "n1"}]'})
+    facts = cc_facts(("c/1/1", T0, 1.0, "power"), ("c/1/1", T0, 1.1, "cc-backend"),
+                     ("c/2/1", T0 + pd.Timedelta("1D"), 2.0, "power"),
+                     ("c/3/1", T0, 5.0, "power"))
+    jobs = cc_jobs({"c/1/1": "ann", "c/2/1": "ann", "c/3/1": "bob"},
+                   {"c/1/1": "p1", "c/2/1": "p2", "c/3/1": "p1"})
     (tmp_path / "i").mkdir()
     pd.DataFrame({"Datetime (UTC)": pd.date_range("2024-01-01", "2024-02-01", freq="1h",
                                                   inclusive="left").strftime("%Y-%m-%d %H:%M"),
@@ -143,3 +153,33 @@ def test_nothing_to_report_or_a_bad_month_is_a_usage_error_and_writes_nothing(wa
     assert "not a month YYYY-MM: 'January'" in capsys.readouterr().err
     assert not out.exists()
 
+
+
+def test_costs_in_two_currencies_are_never_added(tmp_path):
+    """ann's jobs on a cluster priced in EUR and one priced in USD, the same day and
+    project: each table that shows cost shows it per currency."""
+    facts = cc_facts(("c/1/1", T0, 1.0, "power"), ("d/2/1", T0, 2.0, "power"))
+    jobs = cc_jobs({"c/1/1": "ann", "d/2/1": "ann"}, {"c/1/1": "p1", "d/2/1": "p1"})
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "two.csv").write_text(
+        "site,timezone,valid_from,valid_to,weekdays,start,end,price_per_kwh,currency\n"
+        "eu,UTC,2024-01-01,2024-02-01,*,00:00,24:00,0.25,EUR\n"
+        "us,UTC,2024-01-01,2024-02-01,*,00:00,24:00,0.10,USD\n")
+    result = accounts.account(
+        facts, intensity.empty_intensity(), carbon.CarbonSettings(), "UTC", jobs,
+        tariffs=tariff.read_folder(tmp_path / "t"),
+        cost_settings=cost.CostSettings(sites={"clustercockpit/c": "eu",
+                                               "clustercockpit/d": "us"}))
+    store = Warehouse(tmp_path / "warehouse")
+    store.write_table("cc_jobs", jobs)
+    store.write_table("accounting_daily", result.daily)
+    out = tmp_path / "ann.html"
+    assert main(["report", "--user", "ann", "--out", str(out), "--warehouse",
+                 str(tmp_path / "warehouse")]) == 0
+    page = Sections(out.read_text())
+    assert page.table("Totals")[["currency", "energy_kwh", "cost"]].values.tolist() == [
+        ["EUR", "1", "0.25"], ["USD", "2", "0.2"]]
+    for title in ("Per UTC day", "Per source and project"):
+        table = page.table(title)
+        assert table[["currency", "energy_kwh", "cost"]].values.tolist() == [
+            ["EUR", "1", "0.25"], ["USD", "2", "0.2"]], title

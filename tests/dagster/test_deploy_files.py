@@ -12,9 +12,10 @@ import tomllib
 from pathlib import Path
 
 import dagster as dg
-import pytest
 import yaml
 from dagster._grpc.utils import default_schedule_grpc_timeout, default_sensor_grpc_timeout
+
+from tests.conftest import skip_or_fail
 
 PROJECT = Path(__file__).resolve().parents[2]
 DEPLOY = PROJECT / "deploy"
@@ -55,7 +56,7 @@ def test_systemd_verifies_the_units(tmp_path):
     """`systemd-analyze verify` reads the units with their shared drop-in and reports
     nothing (the venv path pointed at this machine's, which it checks exists)."""
     if shutil.which("systemd-analyze") is None:
-        pytest.skip("systemd-analyze not found (Debian's systemd package)")
+        skip_or_fail("systemd-analyze not found (Debian's systemd package)")
     shutil.copytree(SYSTEMD, tmp_path / "systemd")
     for unit in UNITS:
         path = tmp_path / "systemd" / unit
