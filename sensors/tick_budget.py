@@ -94,15 +94,15 @@ class Pace:
         return replace(seen, after_s=max(0.0, now - self.started - self.seconds)
                        / self.handed_out)
 
-    def after(self, started: float, handed_out: int, cut: bool, fixed_s: float = 0.0
-              ) -> Pace:
-        """The pace after a tick that began at ``started`` (``time.time()``), spent
-        ``fixed_s`` whatever it handed out, and handed out ``handed_out``: measured anew
-        when the cap ``cut`` it (more was ready or left unlisted), else kept (a small
-        tick's fixed work would overstate the pace)."""
+    def after(self, started: float, handed_out: int, cut: bool, fixed_s: float = 0.0,
+              now: float | None = None) -> Pace:
+        """The pace after a tick that began at ``started`` and ends ``now`` (both
+        ``time.time()``; default: now), spent ``fixed_s`` whatever it handed out, and
+        handed out ``handed_out``: measured anew when the cap ``cut`` it (more was ready or
+        left unlisted), else kept (a small tick's fixed work would overstate the pace)."""
         if not cut or not handed_out:
             return self
-        seconds = time.time() - started
+        seconds = (time.time() if now is None else now) - started
         return Pace(max((seconds - fixed_s) / handed_out, 1e-6), self.after_s, started,
                     seconds, handed_out, fixed_s)
 
@@ -122,13 +122,16 @@ def paced(cursor: str, pace: Pace) -> str:
 
 def unpaced(cursor: str | None) -> tuple[str | None, Pace]:
     """The sensor's own cursor and the pace in a cursor :func:`paced` wrote; a cursor
-    written before paces were kept is the sensor's own, unmeasured."""
+    written before paces were kept is the sensor's own, unmeasured; fields a pace no
+    longer has are dropped (the pace is only a measurement: the next cut tick renews it)."""
     try:
         payload = json.loads(cursor or "")
     except ValueError:
         return cursor, Pace()
     if isinstance(payload, dict) and set(payload) == {"pace", "state"}:
-        return payload["state"], Pace(**payload["pace"])
+        known = {name: value for name, value in payload["pace"].items()
+                 if name in Pace.__dataclass_fields__}
+        return payload["state"], Pace(**known)
     return cursor, Pace()
 
 
