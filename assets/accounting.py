@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import dagster as dg
 import pandas as pd
@@ -90,7 +91,15 @@ def landed_series(table: pd.DataFrame, schema, folder: str, keys: list[str],
                   tables: Tables, name: str) -> dg.MaterializeResult:
     """Write a step-series source's ``table`` (rows naming their ``file`` and ``digest``)
     as ``name`` and describe it: its data version is the digest of its files' digests;
-    ``coverage`` gives rows, first start and last end per ``keys``."""
+    ``coverage`` gives rows, first start and last end per ``keys``.
+
+    Raises ``dg.Failure`` if ``folder`` is not a folder (unmounted, mistyped): the stored
+    table is kept rather than replaced by an empty one, which would leave every fact
+    without a value.
+    """
+    if not Path(folder).is_dir():
+        raise dg.Failure(f"{folder}: no such landing folder (unmounted or mistyped?); the "
+                         f"stored {name} table is kept")
     tables.write_table(name, table)
     files = table.drop_duplicates("file")[["file", "digest"]]
     version = hashlib.sha256("".join(files["digest"]).encode()).hexdigest()

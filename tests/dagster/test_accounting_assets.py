@@ -192,3 +192,24 @@ def test_fact_quality_table_from_the_sources_tables(tmp_path):
         table = store.tables().read_table("fact_quality")
         assert table["sampling_interval_s"].tolist() == [0.25]
         assert table["covered_fraction"].isna().all()  # no gpu_repetition_energy stored
+
+
+def test_a_missing_landing_folder_fails_and_keeps_the_stored_series(tmp_path):
+    landing = tmp_path / "intensity"
+    generator.write_csv(generator.electricity_maps_frame("DE", "Germany", "2022-02-28",
+                                                         "2022-03-08"), landing / "de.csv")
+    store = Warehouse(root=str(tmp_path / "warehouse"))
+    with dg.instance_for_test() as instance:
+        stored = dg.materialize([carbon_intensity], instance=instance, resources={
+            "accounting": AccountingSettings(intensity_landing=str(landing)), "warehouse": store})
+        assert stored.success
+        before = store.tables().read_table("carbon_intensity")
+        assert len(before) == 2 * 8 * 24  # 8 days hourly, direct and life-cycle bases
+        unmounted = dg.materialize([carbon_intensity], instance=instance, raise_on_error=False,
+                                   resources={"accounting": AccountingSettings(
+                                       intensity_landing=str(tmp_path / "gone")),
+                                              "warehouse": store})
+    assert not unmounted.success
+    [failure] = [event for event in unmounted.all_events if event.is_step_failure]
+    assert "gone: no such landing folder" in failure.step_failure_data.error.message
+    pd.testing.assert_frame_equal(store.tables().read_table("carbon_intensity"), before)
