@@ -151,7 +151,8 @@ accounting_daily = dg.AssetSpec(
     DAILY_TABLE, deps=_INPUTS, **_TABLE,
     description=("Energy per day (UTC and the site's local days: column calendar), source, "
                  "group, partition, user, project, component and method: J, kWh, "
-                 "entity-hours, facts, entities, mean power (energy / time) and gCO2e. Facts "
+                 "entity-hours, facts, entities, mean power (energy / time), gCO2e, and cost "
+                 "with its currency (energy_without_tariff_j: what had no price). Facts "
                  "across midnight are split by time."))
 accounting_monthly = dg.AssetSpec(
     MONTHLY_TABLE, deps=_INPUTS, **_TABLE,
