@@ -59,7 +59,7 @@ GPU_COUNTER_VS_POWER = Rule("gpu_counter_vs_power", 1, "gpu counter", "gpu power
 EXTERNAL_AT_LEAST_GPU = Rule("external_at_least_gpu", 1, "gpu counter", "external meter", 1.0)
 SMARTWATTS_VS_RAPL = Rule("smartwatts_vs_rapl", 1, "rapl measured", "smartwatts estimates sum",
                           0.8, 1.05)
-GEOPM_VS_CLUSTERCOCKPIT = Rule("geopm_vs_clustercockpit", 1, "clustercockpit cpu power",
+GEOPM_VS_CLUSTERCOCKPIT = Rule("geopm_vs_clustercockpit", 2, "clustercockpit cpu power",
                                "geopm cpu rapl", 0.9, 1.1)
 RULES = [GPU_COUNTER_VS_POWER, EXTERNAL_AT_LEAST_GPU, SMARTWATTS_VS_RAPL,
          GEOPM_VS_CLUSTERCOCKPIT]
@@ -125,8 +125,10 @@ def job_hosts(cc_jobs: pd.DataFrame) -> pd.DataFrame:
 
 def _geopm_in_jobs(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None) -> pd.DataFrame:
     """Per ClusterCockpit job and GEOPM report on its hosts inside its time: the job's CPU
-    energy prorated to the report's window (constant power) and the report's package
-    energy over those hosts."""
+    energy prorated to the report's window (constant power) and to the share of the job's
+    hosts the report covers (the same power on every host; version 2: version 1 compared
+    the whole job with a report on some of its hosts), and the report's package energy
+    over those hosts."""
     empty = pd.DataFrame(columns=["source", "entity", "component", *_WINDOW,
                                   "reference_j", "compared_j"])
     if cc_jobs is None or cc_jobs.empty:
@@ -139,8 +141,10 @@ def _geopm_in_jobs(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None) -> pd.Data
         return empty
     fields = geopm["entity"].str.rsplit("/", n=1)
     geopm = geopm.assign(report=fields.str[0], host=fields.str[1])
+    hosts = job_hosts(cc_jobs)
+    job_host_count = hosts.groupby("job")["host"].nunique().rename("job_hosts")
     on_hosts = (jobs.rename(columns={"entity": "job"})
-                .merge(job_hosts(cc_jobs), on="job")
+                .merge(hosts, on="job")
                 .merge(geopm, on="host", suffixes=("", "_g")))
     inside = ((on_hosts["window_start_g"] >= on_hosts["window_start"])
               & (on_hosts["window_end_g"] <= on_hosts["window_end"]))
@@ -150,9 +154,11 @@ def _geopm_in_jobs(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None) -> pd.Data
     grouped = on_hosts.groupby(["job", "report"], observed=True).agg(
         window_start=("window_start_g", "min"), window_end=("window_end_g", "max"),
         job_energy_j=("energy_j", "first"), job_duration_s=("duration_s", "first"),
-        compared_j=("energy_j_g", "sum")).reset_index()
+        compared_j=("energy_j_g", "sum"), hosts=("host", "nunique")).reset_index()
+    grouped = grouped.join(job_host_count, on="job")
     seconds = (grouped["window_end"] - grouped["window_start"]).dt.total_seconds()
-    grouped["reference_j"] = grouped["job_energy_j"] * seconds / grouped["job_duration_s"]
+    grouped["reference_j"] = (grouped["job_energy_j"] * seconds / grouped["job_duration_s"]
+                              * grouped["hosts"] / grouped["job_hosts"])
     return grouped.rename(columns={"job": "entity"}).assign(source=CC_SOURCE, component="cpu")
 
 

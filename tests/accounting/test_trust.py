@@ -78,6 +78,11 @@ def test_geopm_on_a_jobs_host_is_compared_with_the_job_prorated_to_the_report():
     assert row["compared_j"] == pytest.approx(700e3)
     assert row["ratio"] == pytest.approx(700 / 720) and row["passed"]
     assert trust.trust_checks(facts)["rule"].tolist() == []  # no jobs table: no pairs
+    # a report on one of the job's two hosts is compared with that host's half of the job
+    one_host = facts[facts["entity"] != "g/run.report/n2"]
+    row = trust.trust_checks(one_host, jobs).iloc[0]
+    assert (row["version"], row["reference_j"], row["compared_j"]) == (2, 360e3, 380e3)
+    assert row["passed"]
 
 
 def test_summary_lists_every_rule_judged_or_not():
