@@ -27,8 +27,7 @@ import pandas as pd
 
 from joulehouse.accounting import stepseries
 from joulehouse.accounting.intensity import SERIES, YEARLY
-from joulehouse.accounting.schemas import CARBON_SCHEMA, FACT_COLUMNS
-from joulehouse.validation import validate
+from joulehouse.accounting.schemas import CARBON_SCHEMA
 
 #: The intensity table's value column (gCO2e/kWh).
 VALUE = "intensity_g_per_kwh"
@@ -106,16 +105,12 @@ def carbon_per_fact(facts: pd.DataFrame, intensity: pd.DataFrame,
                     settings: CarbonSettings) -> pd.DataFrame:
     """The CARBON_SCHEMA table: each fact of ``facts`` (energy_facts rows with the
     ``group`` of ``entities.attribute``) with its carbon, in the facts' order."""
-    carbon = integrate(facts, intensity, settings)
-    table = pd.concat([facts[FACT_COLUMNS], carbon], axis=1).reset_index(drop=True)
-    for column in ("source", "entity", "component", "method", "zone", "intensity_kind",
-                   "intensity_files", "intensity_digests"):  # categoricals back to str
-        table[column] = np.asarray(table[column], dtype=object)
-    return validate(CARBON_SCHEMA, table, "carbon_per_fact")
+    return stepseries.per_fact_table(
+        facts, integrate(facts, intensity, settings),
+        ("zone", "intensity_kind", "intensity_files", "intensity_digests"), CARBON_SCHEMA,
+        "carbon_per_fact")
 
 
 def missing_carbon(table: pd.DataFrame) -> pd.DataFrame:
     """The rows of a carbon table (carbon_per_fact) without a value, and why."""
-    return table.loc[table["co2_g"].isna(),
-                     ["source", "entity", "component", "method", "window_start",
-                      "window_end", "zone", "missing"]]
+    return stepseries.missing_rows(table, "co2_g", "zone")

@@ -21,9 +21,8 @@ import numpy as np
 import pandas as pd
 
 from joulehouse.accounting import stepseries
-from joulehouse.accounting.schemas import COST_SCHEMA, FACT_COLUMNS
+from joulehouse.accounting.schemas import COST_SCHEMA
 from joulehouse.accounting.tariff import VALUE
-from joulehouse.validation import validate
 
 
 @dataclass(frozen=True)
@@ -86,16 +85,11 @@ def cost_per_fact(facts: pd.DataFrame, tariffs: pd.DataFrame,
                   settings: CostSettings) -> pd.DataFrame:
     """The COST_SCHEMA table: each fact of ``facts`` (energy_facts rows with the ``group``
     of ``entities.attribute``) with its cost, in the facts' order."""
-    table = pd.concat([facts[FACT_COLUMNS], integrate(facts, tariffs, settings)],
-                      axis=1).reset_index(drop=True)
-    for column in ("source", "entity", "component", "method", "site", "currency",
-                   "tariff_files", "tariff_digests"):  # categoricals back to str
-        table[column] = np.asarray(table[column], dtype=object)
-    return validate(COST_SCHEMA, table, "cost_per_fact")
+    return stepseries.per_fact_table(
+        facts, integrate(facts, tariffs, settings),
+        ("site", "currency", "tariff_files", "tariff_digests"), COST_SCHEMA, "cost_per_fact")
 
 
 def missing_cost(table: pd.DataFrame) -> pd.DataFrame:
     """The rows of a cost table (cost_per_fact) without a value, and why."""
-    return table.loc[table["cost"].isna(),
-                     ["source", "entity", "component", "method", "window_start",
-                      "window_end", "site", "missing"]]
+    return stepseries.missing_rows(table, "cost", "site")

@@ -28,6 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pandera.pandas as pa
+
+from joulehouse.accounting.schemas import FACT_COLUMNS
+from joulehouse.validation import validate
 
 J_PER_KWH = 3.6e6
 ANY = "*"
@@ -290,3 +294,21 @@ def integrate(windows: pd.DataFrame, keys: Mapping[str, str],
         "digests": _labelled(used, [";".join(versions[i][1] for i in ids) for ids in labels]),
         "missing": missing,
     }, index=windows.index)
+
+
+def per_fact_table(facts: pd.DataFrame, integrated: pd.DataFrame, text: Sequence[str],
+                   schema: pa.DataFrameSchema, name: str) -> pd.DataFrame:
+    """``facts``' own columns beside what :func:`integrate` gave them (same index), in the
+    facts' order, the categorical ``text`` columns back to str, validated as ``name``."""
+    table = pd.concat([facts[FACT_COLUMNS], integrated], axis=1).reset_index(drop=True)
+    for column in ("source", "entity", "component", "method", *text):
+        table[column] = np.asarray(table[column], dtype=object)
+    return validate(schema, table, name)
+
+
+def missing_rows(table: pd.DataFrame, value: str, key: str) -> pd.DataFrame:
+    """The rows of a per-fact table without a ``value``: the fact, its series ``key``
+    (zone, site) and why."""
+    return table.loc[table[value].isna(),
+                     ["source", "entity", "component", "method", "window_start",
+                      "window_end", key, "missing"]]
