@@ -4,7 +4,8 @@ Configuration (defaults are for a fresh clone):
 
 - ``JOULEHOUSE_GPU_DATA_ROOTS``: GPU data roots (see ``resources/gpu.py``),
   default ``examples/gpu-data``;
-- ``JOULEHOUSE_WAREHOUSE``: the warehouse folder, default ``warehouse/``;
+- ``JOULEHOUSE_WAREHOUSE``: the warehouse folder, or ``s3://bucket/prefix`` on an
+  S3-compatible object store (``resources/warehouse.py``), default ``warehouse/``;
 - ``JOULEHOUSE_TAUDB_URL`` (and ``JOULEHOUSE_TAUDB_SCHEMA``): TAUdb, default the SQLite
   file ``taudb.sqlite`` beside the warehouse tables; the URL is read at run time (``dg.EnvVar``);
 - ``JOULEHOUSE_TAU_LANDING``: folders where TAU profile sets land, default
@@ -20,6 +21,8 @@ Configuration (defaults are for a fresh clone):
   ``_PUE``, ``_INTENSITY_BASIS``, ``_INTENSITY_FALLBACK``): the grid carbon-intensity
   folder and how facts become carbon (``resources/accounting.py``), default
   ``examples/intensity``.
+- Schedules (``sensors/schedules.py``, stopped by default): ``daily_rollups`` and one
+  ``weekly_revalidation_<partitions>`` per source.
 - ``JOULEHOUSE_QUIET_PERIOD_S`` and ``JOULEHOUSE_FULL_RESCAN_S``: the sensors' quiet period
   and rolling-rescan period, shared by the sources.
 """
@@ -37,9 +40,14 @@ from assets import (
     GPU_ASSETS,
     POWERAPI_ASSETS,
     TAUDB_ASSETS,
-    accounting_refresh,
+    cc_job_blocks,
+    geopm_reports,
     gpu_pipeline,
+    gpu_repetitions,
+    powerapi_reports,
+    tau_profile_sets,
 )
+from assets.clustercockpit import BLOCKS_PER_RUN
 from resources import (
     AccountingSettings,
     ClusterCockpitArchive,
@@ -63,6 +71,7 @@ from sensors import (
     tau_profiles_job,
 )
 from sensors.gpu_repetitions import JOB_NAME as GPU_JOB
+from sensors.schedules import NEWEST_PARTITIONS, daily_rollups, weekly_revalidation
 
 PROJECT_ROOT = Path(__file__).resolve().parent
 EXAMPLE_GPU_DATA = PROJECT_ROOT / "examples" / "gpu-data"
@@ -90,6 +99,19 @@ automation = dg.AutomationConditionSensorDefinition(
 )
 
 
+ASSETS = [*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS, *GEOPM_ASSETS, *CC_ASSETS,
+          *ACCOUNTING_ASSETS]
+#: Each source's job, the partitions it runs over, and how many of the newest of them the
+#: weekly re-validation runs it over (ClusterCockpit: one backfill run's blocks).
+SOURCE_JOBS = [(gpu_energy_job, gpu_repetitions, NEWEST_PARTITIONS),
+               (tau_profiles_job, tau_profile_sets, NEWEST_PARTITIONS),
+               (powerapi_job, powerapi_reports, NEWEST_PARTITIONS),
+               (geopm_job, geopm_reports, NEWEST_PARTITIONS),
+               (cc_job, cc_job_blocks, BLOCKS_PER_RUN)]
+SCHEDULES = [daily_rollups(ASSETS), *(weekly_revalidation(job, partitions, newest)
+                                      for job, partitions, newest in SOURCE_JOBS)]
+
+
 def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
                       taudb: TaudbResource | None = None,
                       tau_profiles: TauProfileSource | None = None,
@@ -102,13 +124,12 @@ def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
     folders, ClusterCockpit archive and accounting settings (default: the bundled
     examples)."""
     return dg.Definitions(
-        assets=[*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS, *GEOPM_ASSETS, *CC_ASSETS,
-                *ACCOUNTING_ASSETS],
-        jobs=[gpu_energy_job, tau_profiles_job, powerapi_job, geopm_job, cc_job],
+        assets=ASSETS,
+        jobs=[job for job, _, _ in SOURCE_JOBS],
         sensors=[*gpu_repetition_sensors(gpu_source), tau_profile_sensor, powerapi_sensor,
                  geopm_report_sensor, cc_archive_sensor,
                  automation],
-        schedules=[accounting_refresh],
+        schedules=SCHEDULES,
         resources={
             "gpu_source": gpu_source, "warehouse": warehouse,
             "taudb": taudb or TaudbResource(url=embedded_taudb_url(warehouse.root)),

@@ -1,14 +1,15 @@
 """Accounting assets: grid intensity as a source, rollups per day and month, carbon per fact.
 
 1. ``carbon_intensity``: every file of the intensity landing folder read to one table
-   (``carbon_intensity/table.parquet``), when missing and by the daily schedule; its
+   (``carbon_intensity/table.parquet``), when missing and by the daily schedule
+   ``daily_rollups``; its
    data version is the digest of the files'
    digests, so what changed upstream of a carbon figure is visible as lineage.
 2. ``accounting`` (one step, ``joulehouse.accounting.accounts.account``): from every
    source's ``energy_facts/<source>``, ``cc_jobs`` (users, projects) and the intensity,
    ``accounting_daily``, ``accounting_monthly`` and ``carbon_per_fact``; rebuilt when any
-   input changes (``TABLE_AUTOMATION``) and by the daily schedule ``accounting_refresh``
-   (stopped by default). Facts without carbon are counted and listed in the metadata, and
+   input changes (``TABLE_AUTOMATION``) and by the daily schedule ``daily_rollups``
+   (``sensors/schedules.py``, stopped by default). Facts without carbon are counted and listed in the metadata, and
    fail the WARN check ``carbon_covered`` of ``carbon_per_fact``.
 """
 
@@ -176,13 +177,3 @@ def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator
 
 
 ACCOUNTING_ASSETS = [carbon_intensity, accounting]
-
-accounting_refresh = dg.ScheduleDefinition(
-    name="accounting_refresh",
-    cron_schedule="0 3 * * *",
-    target=dg.AssetSelection.assets(carbon_intensity, accounting),
-    default_status=dg.DefaultScheduleStatus.STOPPED,
-    description=("Daily: re-read the intensity landing folder and rebuild the accounting "
-                 "tables (intensity files arrive on their own; the tables also follow every "
-                 "source's energy_facts through automation)."),
-)

@@ -68,7 +68,6 @@ from joulehouse.plots import Series, bars_png, markdown_image
 from joulehouse.taudb.mapping.clustercockpit import job_trial
 from joulehouse.taudb.model import TrialData
 from joulehouse.warehouse import Warehouse as Tables
-from joulehouse.warehouse import partition_file_name
 from resources import ClusterCockpitArchive, Warehouse
 from resources.taudb import TaudbResource
 
@@ -193,7 +192,7 @@ def _frame_table(name: str) -> str:
 
 def stored_block(tables: Tables, key: str) -> dict[str, pd.DataFrame] | None:
     """The frames stored for block ``key``, or None when none are stored."""
-    if not (tables.table_dir(_frame_table("jobs")) / partition_file_name(key)).is_file():
+    if not tables.has_partition(_frame_table("jobs"), key):
         return None
     return {name: tables.read_partitions(_frame_table(name), [key]) for name in FRAMES}
 

@@ -359,7 +359,7 @@ def powerapi_trials(context: dg.AssetExecutionContext, powerapi_source: Powerapi
     keys = stored_keys(context, tables)
     power = stored_frame(tables, "power_reports", keys)[0]
     window = powerapi_source.window
-    source = str(tables.table_dir(POWERAPI_WINDOW_TABLE).resolve())
+    source = tables.location(POWERAPI_WINDOW_TABLE)
     days = list(sensor_days(table, power))  # slices of the tables read
     with taudb.open() as db:
         loads = TrialLoads.into(db, (f"{source}#{name}" for name, _, _ in days))

@@ -29,9 +29,20 @@ class InputError(ValueError):
         what = f"{field}: {message}" if field else message
         super().__init__(f"{where}: {what}")
 
+    def __reduce__(self):
+        # Pickled with its own arguments, so that an error raised in a worker
+        # process or on a Dask worker comes back whole (file, line, field).
+        return _rebuild, (type(self), self.path, self.reason, self.line, self.field)
+
 
 class IncompleteInputError(InputError):
     """Input that is still being written (e.g. no ``experiment_end`` yet).
 
     Callers wait for it rather than fail it.
     """
+
+
+def _rebuild(cls: type[InputError], path: str, message: str, line: int | None,
+             field: str | None) -> InputError:
+    """An InputError (or subclass) from what ``InputError.__reduce__`` pickled."""
+    return cls(path, message, line=line, field=field)

@@ -24,6 +24,14 @@ releases it when the process ends, however it ends). So:
 
 Staged files of a write that crashed before its commit point are never read;
 they stay in their hidden folder.
+
+On an object store (:attr:`Warehouse.is_local` false) there is no rename and
+no ``flock``: each staged object is copied over its partition (a copy is
+atomic per object) and then deleted, and no lock is taken. Finishing a
+committed write is idempotent (a staged object moved already is skipped), so
+:func:`finish_pending` may finish any journal it finds; writes of one key at
+once must then be kept apart by the caller, as the Dagster steps that write
+partition groups do (they hold the pool ``joulehouse_tables``, limit 1).
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import fcntl
 import os
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -44,14 +52,27 @@ STAGED = "_staged"
 KEY_LOCKS = "_keys"
 
 
-def _lock_path(tables: Warehouse, journal: str, write_id: str) -> Path:
-    return tables.table_dir(journal) / f"_{quote(write_id, safe='')}.lock"
+def _lock_path(tables: Warehouse, journal: str, name: str) -> Path | None:
+    """The lock file ``<journal>/<name>``, its folder made; None on an object store."""
+    if not tables.is_local:
+        return None
+    path = tables.table_dir(journal) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _write_lock(tables: Warehouse, journal: str, write_id: str) -> Path | None:
+    return _lock_path(tables, journal, f"_{quote(write_id, safe='')}.lock")
 
 
 @contextmanager
-def _locked(path: Path, *, wait: bool = True) -> Iterator[bool]:
+def _locked(path: Path | None, *, wait: bool = True) -> Iterator[bool]:
     """Hold an exclusive ``flock`` on ``path`` (created if missing) while inside; yields
-    False, holding nothing, when ``wait`` is off and another holder has it."""
+    False, holding nothing, when ``wait`` is off and another holder has it. ``path`` None
+    (an object store) locks nothing: yields True."""
+    if path is None:
+        yield True
+        return
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
@@ -68,8 +89,7 @@ def _locked(path: Path, *, wait: bool = True) -> Iterator[bool]:
 def _write(tables: Warehouse, journal: str) -> Iterator[str]:
     """A new write's id, its lock held while inside."""
     write_id = f"{os.getpid()}-{uuid.uuid4().hex}"
-    tables.table_dir(journal).mkdir(parents=True, exist_ok=True)
-    with _locked(_lock_path(tables, journal, write_id)):
+    with _locked(_write_lock(tables, journal, write_id)):
         yield write_id
 
 
@@ -85,26 +105,21 @@ def _finish(tables: Warehouse, journal: str, write_id: str) -> str | None:
     """Move write ``write_id``'s staged files into place, then remove its journal, staging
     folders and lock file (a staged file an interrupted finish moved already is skipped);
     its key, or None when its journal is gone (another process finished it)."""
-    journal_file = tables.table_dir(journal) / partition_file_name(write_id)
-    if not journal_file.is_file():
+    if not tables.has_partition(journal, write_id):
         return None
     entries = tables.read_partitions(journal, [write_id])
     # A journal written before writes had ids is named by its key, its files in _staged.
     key, folder = ((entries["key"].iloc[0], f"{STAGED}/{write_id}") if "key" in entries
                    else (write_id, STAGED))
-    name = partition_file_name(key)
-    key_lock = tables.table_dir(journal) / KEY_LOCKS / (name + ".lock")
-    key_lock.parent.mkdir(exist_ok=True)
+    key_lock = _lock_path(tables, journal, f"{KEY_LOCKS}/{partition_file_name(key)}.lock")
     with _locked(key_lock):  # kept: one small file per key
         for table in entries["table"]:
-            staged = tables.table_dir(f"{table}/{folder}")
-            if (staged / name).is_file():
-                os.replace(staged / name, tables.table_dir(table) / name)
-        journal_file.unlink(missing_ok=True)
+            tables.move_partition(f"{table}/{folder}", table, key)
+        tables.remove_partition(journal, write_id)
     for table in entries["table"] if folder != STAGED else ():
-        with suppress(FileNotFoundError):
-            tables.table_dir(f"{table}/{folder}").rmdir()
-    _lock_path(tables, journal, write_id).unlink(missing_ok=True)
+        tables.remove_empty_folder(f"{table}/{folder}")
+    if (lock := _write_lock(tables, journal, write_id)) is not None:
+        lock.unlink(missing_ok=True)
     return key
 
 
@@ -131,10 +146,10 @@ def finish_pending(tables: Warehouse, journal: str) -> list[str]:
     writer gone: its lock free); writes in progress are left alone. The keys completed."""
     keys = []
     for write_id in tables.partition_keys(journal):
-        lock = _lock_path(tables, journal, write_id)
+        lock = _write_lock(tables, journal, write_id)
         with _locked(lock, wait=False) as mine:
             key = _finish(tables, journal, write_id) if mine else None
-            if mine:  # made by this call where the write had finished meanwhile
+            if mine and lock is not None:  # made by this call where the write had finished
                 lock.unlink(missing_ok=True)
         if key is not None:
             keys.append(key)

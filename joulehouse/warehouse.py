@@ -1,11 +1,27 @@
-"""Parquet tables on disk, written atomically.
+"""Parquet tables under one root, on a filesystem path or an S3-compatible object store.
 
 A table is a folder under the warehouse root. A partitioned table holds one
 Parquet file per partition key; an unpartitioned table holds one file,
-``table.parquet``. Every write goes to a hidden temporary file in the same
-folder and is renamed into place with ``os.replace``, so a reader sees the old
-file or the new one, never half of one, and a failed write leaves what was
-stored untouched. Nothing here deletes a stored file.
+``table.parquet``. Nothing here deletes a stored file, and a reader sees the
+old file or the new one, never half of one; a failed write leaves what was
+stored untouched. How a write is published depends on where the root is:
+
+- a path (the default; a local or a shared, mounted filesystem): the file is
+  written to a hidden temporary file in the same folder, fsynced, and renamed
+  into place with ``os.replace``;
+- a URL ``s3://bucket/prefix`` (through ``pyarrow.fs.S3FileSystem``; a non-AWS
+  server's endpoint from :class:`ObjectStore`): a rename is a copy there, so
+  the file is serialized in memory first (a failure while it is built sends
+  nothing) and then uploaded once under its final key. An upload is published
+  whole or not at all (a PUT, or a multipart upload's completion, is atomic
+  per object), so no temporary object and no pointer are needed, and the
+  layout of keys is the layout of files on a path. The bytes a write sends are
+  the bytes a write to a path stores.
+
+Every reader and writer of the warehouse (the sources' stores, the partition
+groups, the PowerAPI pieces and progress, DuckDB's views) goes through this
+class, so both kinds of root behave alike. Reads stream through pyarrow's
+datasets on either.
 
 Partition keys (e.g. ``gpu-data/clock-limit/bert/877MHz,1065MHz/0``) become
 file names by percent-encoding every character that is not ``[A-Za-z0-9_.-]``;
@@ -17,18 +33,28 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterable
-from pathlib import Path
-from urllib.parse import quote, unquote
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from urllib.parse import quote, unquote, urlsplit
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 SUFFIX = ".parquet"
 UNPARTITIONED = "table"
 KEY_METADATA = b"joulehouse.partition_key"
 MAX_FILE_NAME = 240  # bytes; most file systems allow 255
+#: The warehouse root: a path, or ``s3://bucket/prefix``.
+WAREHOUSE_ENV = "JOULEHOUSE_WAREHOUSE"
+#: An S3-compatible server's endpoint (``http://host:port``) when it is not AWS.
+S3_ENDPOINT_ENV = "JOULEHOUSE_S3_ENDPOINT"
+#: The region of the bucket (AWS's variable; optional for a non-AWS server).
+S3_REGION_ENV = "AWS_DEFAULT_REGION"
+URL_SCHEMES = ("s3",)
 
 
 def partition_file_name(key: str) -> str:
@@ -44,64 +70,203 @@ def partition_key(file_name: str) -> str:
     return unquote(file_name.removesuffix(SUFFIX))
 
 
-class Warehouse:
-    """Parquet tables under one root folder (created on first write)."""
+def is_url(root: str | os.PathLike[str]) -> bool:
+    """Whether ``root`` names an object store (``s3://...``) rather than a path."""
+    return isinstance(root, str) and "://" in root
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root)
+
+@dataclass(frozen=True)
+class ObjectStore:
+    """How to reach an S3-compatible object store: ``endpoint`` (``http://host:port``;
+    None: AWS), ``region``, and the credentials (None: pyarrow's own lookup, i.e. the
+    ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` environment variables). Credentials
+    are passed in from the environment, never stored in a file."""
+
+    endpoint: str | None = None
+    region: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
+
+    @classmethod
+    def from_env(cls) -> ObjectStore:
+        """``$JOULEHOUSE_S3_ENDPOINT`` and ``$AWS_DEFAULT_REGION`` where set; credentials
+        from AWS's variables at connection time."""
+        return cls(endpoint=os.environ.get(S3_ENDPOINT_ENV) or None,
+                   region=os.environ.get(S3_REGION_ENV) or None)
+
+    def filesystem(self) -> pafs.S3FileSystem:
+        """A pyarrow filesystem over the store (buckets are never created or deleted)."""
+        return pafs.S3FileSystem(access_key=self.access_key, secret_key=self.secret_key,
+                                 endpoint_override=self.endpoint, region=self.region,
+                                 allow_delayed_open=True)  # a small file: one PutObject
+
+
+class Warehouse:
+    """Parquet tables under ``root``: a folder (created on first write), or a URL
+    ``s3://bucket/prefix`` on an object store reached through ``store`` (default
+    :meth:`ObjectStore.from_env`; the bucket must exist)."""
+
+    def __init__(self, root: str | os.PathLike[str], store: ObjectStore | None = None) -> None:
+        if is_url(root):
+            url = urlsplit(root)
+            if url.scheme not in URL_SCHEMES or not url.netloc:
+                raise ValueError(f"warehouse URL {root!r}: expected s3://bucket/prefix")
+            self.url = root.rstrip("/")
+            self.filesystem: pafs.FileSystem = (store or ObjectStore.from_env()).filesystem()
+            self._base = (url.netloc + url.path).rstrip("/")
+        else:
+            self.url = str(root)
+            self.filesystem = pafs.LocalFileSystem()
+            self._base = str(Path(root).absolute())
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the root is a path (local or mounted), where files are renamed and locked."""
+        return isinstance(self.filesystem, pafs.LocalFileSystem)
+
+    def table_path(self, table: str) -> str:
+        """The path of ``table``'s folder in :attr:`filesystem`; ``table`` may be nested
+        (``gpu/validated/gpu_power``)."""
+        parts = PurePosixPath(table).parts
+        if not parts or any(p in ("", ".", "..") for p in parts) or table.startswith("/"):
+            raise ValueError(f"bad table name: {table!r}")
+        return "/".join((self._base, *parts))
 
     def table_dir(self, table: str) -> Path:
-        """The folder of ``table``; ``table`` may be nested (``gpu/validated/gpu_power``)."""
-        parts = Path(table).parts
-        if not parts or any(p in ("", ".", "..") for p in parts) or Path(table).is_absolute():
-            raise ValueError(f"bad table name: {table!r}")
-        return self.root.joinpath(*parts)
+        """The folder of ``table`` on a path root (for tools that read files directly)."""
+        if not self.is_local:
+            raise ValueError(f"{self.url} is an object store: {table} has no local folder")
+        return Path(self.table_path(table))
 
-    def write_partition(self, table: str, key: str, frame: pd.DataFrame) -> Path:
+    def location(self, table: str) -> str:
+        """Where ``table`` is, for people and for the source names of what is derived from
+        it: its absolute folder on a path root, its URL on an object store."""
+        if self.is_local:
+            return str(Path(self.table_path(table)).resolve())
+        return f"{self.url}/{table}"
+
+    def partition_path(self, table: str, key: str) -> str:
+        """The path in :attr:`filesystem` of partition ``key`` of ``table``."""
+        return f"{self.table_path(table)}/{partition_file_name(key)}"
+
+    def write_partition(self, table: str, key: str, frame: pd.DataFrame) -> str:
         """Store ``frame`` as partition ``key`` of ``table``, replacing it atomically."""
-        path = self.table_dir(table) / partition_file_name(key)
-        _write_atomically(path, frame, {KEY_METADATA: key.encode()})
+        path = self.partition_path(table, key)
+        self._write(path, frame, {KEY_METADATA: key.encode()})
         return path
 
-    def write_table(self, table: str, frame: pd.DataFrame) -> Path:
+    def write_table(self, table: str, frame: pd.DataFrame) -> str:
         """Store ``frame`` as the whole unpartitioned ``table``, replacing it atomically."""
-        path = self.table_dir(table) / (UNPARTITIONED + SUFFIX)
-        _write_atomically(path, frame, {})
+        path = f"{self.table_path(table)}/{UNPARTITIONED}{SUFFIX}"
+        self._write(path, frame, {})
         return path
 
     def partition_keys(self, table: str) -> list[str]:
         """The keys of the stored partitions of ``table``, sorted."""
-        return sorted(partition_key(p.name) for p in self._files(table))
+        return sorted(partition_key(info.base_name) for info in self._files(table))
+
+    def has_partition(self, table: str, key: str) -> bool:
+        """Whether partition ``key`` of ``table`` is stored."""
+        info = self.filesystem.get_file_info(self.partition_path(table, key))
+        return info.type == pafs.FileType.File
+
+    def partition_version(self, table: str, key: str) -> str:
+        """When and how partition ``key`` of ``table`` was last stored, without reading it:
+        ``"size:mtime_ns"`` on a path, ``"size:ETag"`` on an object store (whose
+        modification times have whole seconds only; the ETag of a single upload is a digest
+        of its bytes, so a rewrite with the same bytes keeps the version, as it keeps the
+        data). Raises FileNotFoundError when it is not stored."""
+        path = self.partition_path(table, key)
+        if self.is_local:
+            stat = os.stat(path)
+            return f"{stat.st_size}:{stat.st_mtime_ns}"
+        with self.filesystem.open_input_file(path) as stored:  # one HEAD request
+            etag = stored.metadata().get("ETag", b"").decode().strip('"')
+            return f"{stored.size()}:{etag}"
 
     def read_partitions(self, table: str, keys: Iterable[str]) -> pd.DataFrame:
         """The rows of the given partitions of ``table`` (every key must be stored)."""
-        paths = [self.table_dir(table) / partition_file_name(k) for k in keys]
-        missing = [str(p) for p in paths if not p.is_file()]
+        infos = self.filesystem.get_file_info([self.partition_path(table, k) for k in keys])
+        missing = [i.path for i in infos if i.type != pafs.FileType.File]
         if missing:
             raise FileNotFoundError(f"partitions not stored: {', '.join(missing)}")
-        return _read(paths)
+        return _read(infos, self.filesystem)
 
     def partitions_without(self, table: str, keys: Iterable[str], column: str) -> list[str]:
         """The given partitions of ``table`` whose stored file has no ``column`` (footers only)."""
-        folder = self.table_dir(table)
-        return [key for key in keys
-                if column not in pq.read_schema(folder / partition_file_name(key)).names]
+        return [key for key in keys if column not in pq.read_schema(
+            self.partition_path(table, key), filesystem=self.filesystem).names]
 
     def read_table(self, table: str) -> pd.DataFrame:
         """All rows of ``table``: every partition, or the unpartitioned file."""
-        return _read(self._files(table))
+        return _read(self._files(table), self.filesystem)
 
-    def _files(self, table: str) -> list[Path]:
-        folder = self.table_dir(table)
-        if not folder.is_dir():
-            return []
-        return sorted(p for p in folder.iterdir()
-                      if p.suffix == SUFFIX and not p.name.startswith((".", "_")))
+    def table_files(self) -> dict[str, list[pafs.FileInfo]]:
+        """Every table under the root (its name, '/'-separated) and its visible Parquet
+        files, sorted by path (hidden files and folders, ``.``, are left out)."""
+        found: dict[str, list[str]] = {}
+        selector = pafs.FileSelector(self._base, allow_not_found=True, recursive=True)
+        for info in self.filesystem.get_file_info(selector):
+            relative = PurePosixPath(info.path).relative_to(self._base)
+            if (info.type == pafs.FileType.File and info.path.endswith(SUFFIX)
+                    and not any(part.startswith(".") for part in relative.parts)
+                    and len(relative.parts) > 1):
+                found.setdefault(relative.parent.as_posix(), []).append(info)
+        return {name: sorted(files, key=lambda info: info.path)
+                for name, files in sorted(found.items())}
+
+    def dataset(self, files: list[pafs.FileInfo]) -> ds.Dataset:
+        """``files`` (of :meth:`table_files`) as one lazily scanned pyarrow dataset, their
+        columns united by name."""
+        return _dataset(files, self.filesystem)[0]
+
+    def move_partition(self, source: str, table: str, key: str) -> bool:
+        """Move partition ``key`` of table ``source`` over that of ``table`` (a rename on a
+        path; a server-side copy, atomic per object, then a delete on an object store).
+        False when ``source`` does not hold it (moved already). For staged writes only:
+        see ``joulehouse.partition_group``."""
+        staged = self.partition_path(source, key)
+        if self.filesystem.get_file_info(staged).type != pafs.FileType.File:
+            return False
+        self.filesystem.move(staged, self.partition_path(table, key))
+        return True
+
+    def remove_partition(self, table: str, key: str) -> None:
+        """Remove partition ``key`` of ``table`` if stored. For bookkeeping tables only
+        (a partition group's journal): no table of data loses a partition."""
+        path = self.partition_path(table, key)
+        if self.filesystem.get_file_info(path).type == pafs.FileType.File:
+            self.filesystem.delete_file(path)
+
+    def remove_empty_folder(self, table: str) -> None:
+        """Remove ``table``'s folder if it is empty (on an object store: the empty marker
+        object pyarrow leaves where the folder's last object was deleted)."""
+        path = self.table_path(table)
+        if self.is_local:
+            with suppress(OSError):  # gone, or not empty
+                os.rmdir(path)
+        elif (self.filesystem.get_file_info(path).type == pafs.FileType.Directory
+              and not self.filesystem.get_file_info(pafs.FileSelector(path))):
+            self.filesystem.delete_dir(path)
+
+    def _files(self, table: str) -> list[pafs.FileInfo]:
+        selector = pafs.FileSelector(self.table_path(table), allow_not_found=True)
+        return sorted((info for info in self.filesystem.get_file_info(selector)
+                       if info.type == pafs.FileType.File and info.path.endswith(SUFFIX)
+                       and not info.base_name.startswith((".", "_"))),
+                      key=lambda info: info.path)
+
+    def _write(self, path: str, frame: pd.DataFrame, metadata: dict[bytes, bytes]) -> None:
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
+        if self.is_local:
+            _write_atomically(Path(path), table)
+        else:
+            _upload_once(self.filesystem, path, table)
 
 
-def _write_atomically(path: Path, frame: pd.DataFrame, metadata: dict[bytes, bytes]) -> None:
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
+def _write_atomically(path: Path, table: pa.Table) -> None:
+    """Write ``table`` to a temporary file beside ``path``, fsync it, rename it over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -115,18 +280,43 @@ def _write_atomically(path: Path, frame: pd.DataFrame, metadata: dict[bytes, byt
         raise
 
 
-def _read(paths: list[Path]) -> pd.DataFrame:
+def _upload_once(filesystem: pafs.FileSystem, path: str, table: pa.Table) -> None:
+    """Serialize ``table`` in memory, then upload it in one piece under ``path``.
+
+    pyarrow's S3 output stream has no abort: closed after a half write it would publish
+    the half. So nothing is opened until the whole file is built; an upload that fails is
+    never completed, and the object stays as it was."""
+    buffer = pa.BufferOutputStream()
+    pq.write_table(table, buffer)
+    data = buffer.getvalue()
+    with filesystem.open_output_stream(path) as sink:
+        sink.write(data)
+
+
+def _dataset(files: list[pafs.FileInfo], filesystem: pafs.FileSystem
+             ) -> tuple[ds.Dataset, list[pa.Schema]]:
+    """The Parquet ``files`` as one dataset whose schema unites theirs by column name (a
+    column missing from a file reads as null), and the files' own schemas.
+
+    Each footer is read once (the fragments keep it for the scan) and the sizes come from
+    the listing, so an object store is asked for nothing else before the data."""
+    parquet = ds.ParquetFileFormat()
+    fragments = [parquet.make_fragment(f.path, filesystem, file_size=f.size) for f in files]
+    schemas = [fragment.physical_schema for fragment in fragments]
+    schema = pa.unify_schemas(schemas, promote_options="permissive").remove_metadata()
+    return ds.FileSystemDataset(fragments, schema, parquet, filesystem), schemas
+
+
+def _read(files: list[pafs.FileInfo], filesystem: pafs.FileSystem) -> pd.DataFrame:
     """Concatenate Parquet files whose column sets may differ (missing columns read as null).
 
     Nullable pandas columns (``Int64``, ``boolean``, ``Float64``) come back with
     their dtype when every file that has the column stored it with that dtype.
     """
-    if not paths:
+    if not files:
         return pd.DataFrame()
-    dataset = ds.dataset([str(p) for p in paths], format="parquet")
-    schemas = [f.physical_schema for f in dataset.get_fragments()]
-    schema = pa.unify_schemas(schemas, promote_options="permissive").remove_metadata()
-    table = ds.dataset([str(p) for p in paths], format="parquet", schema=schema).to_table()
+    dataset, schemas = _dataset(files, filesystem)
+    table = dataset.to_table()
     frame = table.to_pandas()
     for name, dtype in _nullable_dtypes(schemas).items():
         if name in frame.columns and frame[name].dtype != dtype:

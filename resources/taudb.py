@@ -16,6 +16,7 @@ import dagster as dg
 from pydantic import Field
 
 from joulehouse.taudb.connect import TaudbDatabase
+from joulehouse.warehouse import is_url
 from resources.landing import LandingFolders
 
 EMBEDDED_FILE = "taudb.sqlite"
@@ -25,7 +26,11 @@ LANDING_ENV = "JOULEHOUSE_TAU_LANDING"
 
 
 def embedded_url(folder: str | os.PathLike[str]) -> str:
-    """The URL of the embedded SQLite TAUdb in ``folder`` (``taudb.sqlite``)."""
+    """The URL of the embedded SQLite TAUdb in ``folder`` (``taudb.sqlite``); a warehouse on
+    an object store has no folder for it: ValueError, asking for ``$JOULEHOUSE_TAUDB_URL``."""
+    if is_url(folder):
+        raise ValueError(f"the warehouse {folder} is on an object store, where the embedded "
+                         f"SQLite TAUdb cannot live: set ${URL_ENV} (e.g. postgresql://...)")
     return f"sqlite:///{Path(folder).resolve() / EMBEDDED_FILE}"
 
 

@@ -1,7 +1,7 @@
-"""Shared fixtures: peer data and a throwaway PostgreSQL server.
+"""Shared fixtures: peer data, a throwaway PostgreSQL server and object store.
 
-Tests that need ``../shared/peer-data`` or the PostgreSQL binaries skip with
-a reason on a user's machine without them; under CI (``CI=true``) such a skip
+Tests that need ``../shared/peer-data``, the PostgreSQL binaries or moto's
+server skip with a reason on a user's machine without them; under CI (``CI=true``) such a skip
 is an error instead, so CI cannot pass by skipping.
 """
 
@@ -12,6 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from object_store import ObjectStoreServer, throwaway_object_store
+from object_store import missing_requirement as object_store_missing
 from postgres_server import missing_requirement, throwaway_postgres
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -41,6 +43,22 @@ def postgres_url() -> str:
         skip_or_fail(reason)
     with throwaway_postgres() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def object_store() -> ObjectStoreServer:
+    """A throwaway S3-compatible object store (moto's server) on loopback."""
+    reason = object_store_missing()
+    if reason:
+        skip_or_fail(reason)
+    with throwaway_object_store() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_warehouse(object_store: ObjectStoreServer) -> str:
+    """The URL of a warehouse in a new, empty bucket of :func:`object_store`."""
+    return f"s3://{object_store.new_bucket()}/warehouse"
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ import os
 import threading
 
 import pandas as pd
+import pyarrow.fs as pafs
 
 from joulehouse.partition_group import (
     STAGED,
@@ -117,3 +118,25 @@ def test_a_journal_written_before_writes_had_ids_is_completed(tmp_path):
     assert _stored(tables) == {"block/jobs": [2, 2], "block/job_energy": [20.0]}
     assert tables.partition_keys(JOURNAL) == []
     assert not list((tmp_path / JOURNAL).glob("*.lock"))
+
+
+def test_on_an_object_store_a_committed_write_is_finished_and_a_crash_before_it_is_not(
+        object_store, s3_warehouse):
+    tables = Warehouse(s3_warehouse, object_store.store)
+    write_together(tables, JOURNAL, KEY, _frames(1))
+    assert _stored(tables) == {"block/jobs": [1, 1], "block/job_energy": [10.0]}
+    assert tables.partition_keys(JOURNAL) == []
+    for table, frame in _frames(2).items():  # staged, then a crash before the journal
+        tables.write_partition(f"{table}/{STAGED}/0-crashed", KEY, frame)
+    assert finish_pending(tables, JOURNAL) == []
+    assert _stored(tables) == {"block/jobs": [1, 1], "block/job_energy": [10.0]}
+    write_id = stage(tables, JOURNAL, KEY, _frames(3))  # committed, then the crash after
+    assert tables.move_partition(f"block/jobs/{STAGED}/{write_id}", "block/jobs", KEY)
+    assert _stored(tables) == {"block/jobs": [3, 3], "block/job_energy": [10.0]}  # mixed
+    assert finish_pending(tables, JOURNAL) == [KEY]  # the first move done: skipped
+    assert _stored(tables) == {"block/jobs": [3, 3], "block/job_energy": [30.0]}
+    assert tables.partition_keys(JOURNAL) == []
+    assert _finish(tables, JOURNAL, write_id) is None
+    objects = tables.filesystem.get_file_info(pafs.FileSelector(
+        tables.table_path("block"), recursive=True))
+    assert not [o.path for o in objects if write_id in o.path]  # no staged object nor folder

@@ -9,6 +9,11 @@ files of a view are those present when the connection was opened (hidden files,
 writes in progress, are left out); partitions whose columns differ are united by
 name. Timestamps are shown in UTC.
 
+On a path, DuckDB reads the files itself (``read_parquet``). On an object store
+(``s3://...``: DuckDB's own S3 reader is an extension it would download) each
+view is a pyarrow dataset over the objects, registered with DuckDB and scanned
+when a query runs, with the columns and filters pushed down.
+
     >>> from joulehouse.accounting.query import query
     >>> query("warehouse", "SELECT source, sum(energy_j) FROM energy_facts GROUP BY 1")
 """
@@ -16,24 +21,24 @@ name. Timestamps are shown in UTC.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import duckdb
 import pandas as pd
 
-from joulehouse.warehouse import SUFFIX
+from joulehouse.warehouse import Warehouse
+
+Root = str | os.PathLike[str] | Warehouse
 
 
-def tables(root: str | os.PathLike[str]) -> dict[str, list[Path]]:
-    """Each table under ``root`` (its path relative to ``root``, '/'-separated) and its
-    visible Parquet files, sorted."""
-    root = Path(root)
-    found: dict[str, list[Path]] = {}
-    for path in sorted(root.rglob("*" + SUFFIX)):
-        relative = path.relative_to(root)
-        if path.is_file() and not any(part.startswith(".") for part in relative.parts):
-            found.setdefault(relative.parent.as_posix(), []).append(path)
-    return {name: files for name, files in found.items() if name != "."}
+def _warehouse(root: Root) -> Warehouse:
+    return root if isinstance(root, Warehouse) else Warehouse(root)
+
+
+def tables(root: Root) -> dict[str, list[str]]:
+    """Each table under ``root`` (a path, URL or :class:`Warehouse`; its name relative to the
+    root, '/'-separated) and the paths of its visible Parquet files, sorted."""
+    return {table: [f.path for f in files]
+            for table, files in _warehouse(root).table_files().items()}
 
 
 def view_name(table: str) -> tuple[str | None, str]:
@@ -46,22 +51,27 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def connect(root: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
+def connect(root: Root) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with a view per warehouse table under ``root``."""
+    warehouse = _warehouse(root)
     connection = duckdb.connect(":memory:")
     connection.execute("SET TimeZone = 'UTC'")
-    for table, files in tables(root).items():
+    for number, (table, files) in enumerate(warehouse.table_files().items()):
         schema, view = view_name(table)
         if schema is not None:
             connection.execute(f"CREATE SCHEMA IF NOT EXISTS {_quoted(schema)}")
         name = f"{_quoted(schema)}.{_quoted(view)}" if schema else _quoted(view)
-        listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-        connection.execute(f"CREATE VIEW {name} AS SELECT * FROM "
-                           f"read_parquet([{listed}], union_by_name = true)")
+        if warehouse.is_local:
+            listed = ", ".join("'" + f.path.replace("'", "''") + "'" for f in files)
+            source = f"read_parquet([{listed}], union_by_name = true)"
+        else:
+            source = f"__joulehouse_dataset_{number}"
+            connection.register(source, warehouse.dataset(files))
+        connection.execute(f"CREATE VIEW {name} AS SELECT * FROM {source}")
     return connection
 
 
-def query(root: str | os.PathLike[str], sql: str) -> pd.DataFrame:
+def query(root: Root, sql: str) -> pd.DataFrame:
     """The result of ``sql`` over the warehouse at ``root``, through Arrow (timestamps keep
     their UTC zone); raises duckdb.Error on a bad query, ValueError on a statement that
     returns no rows (a query is a SELECT)."""

@@ -15,8 +15,8 @@ import duckdb
 
 from joulehouse.accounting.query import query, tables, view_name
 from joulehouse.commands.conventions import OK, CommandError, add_command, input_path, write_table
+from joulehouse.warehouse import S3_ENDPOINT_ENV, WAREHOUSE_ENV, is_url
 
-WAREHOUSE_ENV = "JOULEHOUSE_WAREHOUSE"
 EXPECTED = "a Joulehouse warehouse: a folder of table folders of Parquet files"
 
 
@@ -34,8 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                   "joulehouse sql --tables --warehouse warehouse"],
         handler=sql)
     parser.add_argument("query", nargs="?", metavar="QUERY", help="a SELECT (DuckDB's SQL)")
-    parser.add_argument("--warehouse", type=Path, default=None, metavar="DIR",
-                        help=f"the warehouse folder (default: ${WAREHOUSE_ENV}, else ./warehouse)")
+    parser.add_argument("--warehouse", default=None, metavar="DIR|s3://BUCKET/PREFIX",
+                        help=f"the warehouse folder, or its object-store URL (endpoint: "
+                        f"${S3_ENDPOINT_ENV}, credentials: AWS_ACCESS_KEY_ID and "
+                        f"AWS_SECRET_ACCESS_KEY) (default: ${WAREHOUSE_ENV}, else ./warehouse)")
     parser.add_argument("--tables", action="store_true", help="list the views and exit")
     parser.add_argument("--format", choices=("csv", "parquet"), default="csv",
                         help="output format (default: csv)")
@@ -43,8 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def sql(args: argparse.Namespace) -> int:
-    root = args.warehouse or Path(os.environ.get(WAREHOUSE_ENV) or "warehouse")
-    input_path(root, EXPECTED, folder=True)
+    root = args.warehouse or os.environ.get(WAREHOUSE_ENV) or "warehouse"
+    if not is_url(root):
+        input_path(Path(root), EXPECTED, folder=True)
     if args.tables:
         for table in tables(root):
             schema, view = view_name(table)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from joulehouse.gpu.layout import RepetitionRef, parse_settings
 from joulehouse.gpu.readers import Repetition
-from joulehouse.warehouse import Warehouse, partition_file_name
+from joulehouse.warehouse import Warehouse
 
 TABLE = "gpu_validated_frames"
 MANIFEST = "manifest"
@@ -63,11 +63,11 @@ def load_repetition(warehouse: Warehouse, key: str, ref: RepetitionRef) -> Repet
 
 
 def stored_version(warehouse: Warehouse, key: str, *tables: str) -> str:
-    """When partition ``key`` was last stored: ``"size:mtime_ns"`` of its manifest, then of
-    its partition of each of ``tables``, space-separated (each save rewrites the manifest).
+    """When partition ``key`` was last stored: the :meth:`Warehouse.partition_version` of
+    its manifest, then of its partition of each of ``tables``, space-separated (each save
+    rewrites the manifest).
 
     Reads no content; raises FileNotFoundError when one of them is not stored.
     """
-    stats = [(warehouse.table_dir(table) / partition_file_name(key)).stat()
-             for table in (f"{TABLE}/{MANIFEST}", *tables)]
-    return " ".join(f"{s.st_size}:{s.st_mtime_ns}" for s in stats)
+    return " ".join(warehouse.partition_version(table, key)
+                    for table in (f"{TABLE}/{MANIFEST}", *tables))

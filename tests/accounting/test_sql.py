@@ -19,8 +19,8 @@ def warehouse(tmp_path):
         store.write_partition("energy_facts", source, rows)
     store.write_partition("frames/power", "a", pd.DataFrame({"power_w": [1.0, 2.0]}))
     store.write_partition("frames/power", "b", pd.DataFrame({"power_w": [3.0], "x": ["y"]}))
-    (store.root / "energy_facts" / ".tmp-half-written.parquet").write_bytes(b"not parquet")
-    return store.root, facts
+    (store.table_dir("energy_facts") / ".tmp-half-written.parquet").write_bytes(b"not parquet")
+    return tmp_path / "warehouse", facts
 
 
 def test_every_table_is_a_view_read_in_place(warehouse):
@@ -51,3 +51,24 @@ def test_cli_writes_csv_and_reports_a_bad_query_in_one_line(warehouse, capsys):
     assert main(["sql", "--warehouse", str(root / "missing"), "SELECT 1"]) == 2
     assert main(["sql", "--warehouse", str(root), "--tables"]) == 0
     assert capsys.readouterr().out.splitlines()[-2:] == ["energy_facts", "frames.power"]
+
+
+def test_cli_queries_a_warehouse_on_an_object_store(warehouse, object_store, s3_warehouse,
+                                                    monkeypatch, capsys):
+    root, _ = warehouse
+    local = Warehouse(root)
+    remote = Warehouse(s3_warehouse, object_store.store)
+    for table in ("energy_facts", "frames/power"):
+        for key in local.partition_keys(table):
+            remote.write_partition(table, key, local.read_partitions(table, [key]))
+    sql = ("SELECT source, count(*) AS n, sum(energy_j) AS e, min(window_start) AS t "
+           "FROM energy_facts GROUP BY source ORDER BY source")
+    pd.testing.assert_frame_equal(query(remote, sql), query(root, sql))
+    for variable, value in object_store.environment.items():
+        monkeypatch.setenv(variable, value)
+    assert set(tables(s3_warehouse)) == {"energy_facts", "frames/power"}
+    assert main(["sql", "--warehouse", s3_warehouse,
+                 "SELECT sum(power_w) AS p, count(x) AS x FROM frames.power"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["p,x", "6.0,1"]
+    assert main(["sql", "--warehouse", s3_warehouse, "--tables"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["energy_facts", "frames.power"]

@@ -133,11 +133,12 @@ def test_job_sensors_and_resources():
         assert sensors[name].default_status == dg.DefaultSensorStatus.STOPPED, name
     assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles",
                                    "powerapi_source", "geopm_source", "cc_archive", "accounting"}
-    schedule = defs.resolve_schedule_def("accounting_refresh")
-    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
-    assert schedule.cron_schedule == "0 3 * * *"
+    schedule = defs.resolve_schedule_def("daily_rollups")  # the others: test_schedules.py
     job = defs.resolve_job_def(schedule.job_name)
-    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == ACCOUNTING
+    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {
+        name for name, (_, partitioned, _) in GRAPH.items() if not partitioned} - {
+        "taudb_trials", "powerapi_trials"}
+    assert ACCOUNTING < {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
 
 
 def test_dagster_cli_validates_the_workspace(tmp_path):

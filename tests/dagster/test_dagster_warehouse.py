@@ -1,4 +1,7 @@
-"""The warehouse: atomic writes, partition keys as file names, reads across column sets."""
+"""The warehouse: atomic writes, partition keys as file names, reads across column sets; on a
+path and on an object store (moto's S3-compatible server)."""
+
+from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -7,6 +10,15 @@ import pytest
 from joulehouse.warehouse import Warehouse, partition_file_name, partition_key
 
 KEY = "lab/clock-limit/bert/877MHz,1065MHz/0"
+
+
+@pytest.fixture(params=["path", "object store"])
+def tables(request, tmp_path) -> Warehouse:
+    """An empty warehouse in a folder, or in a bucket of the test object store."""
+    if request.param == "path":
+        return Warehouse(tmp_path / "warehouse")
+    server = request.getfixturevalue("object_store")
+    return Warehouse(request.getfixturevalue("s3_warehouse"), server.store)
 
 
 def test_partition_keys_round_trip_through_file_names():
@@ -19,7 +31,7 @@ def test_partition_keys_round_trip_through_file_names():
 
 def test_failed_write_keeps_the_stored_partition(tmp_path, monkeypatch):
     tables = Warehouse(tmp_path)
-    path = tables.write_partition("energy", KEY, pd.DataFrame({"energy_j": [1.0, 2.0]}))
+    path = Path(tables.write_partition("energy", KEY, pd.DataFrame({"energy_j": [1.0, 2.0]})))
     before = path.read_bytes()
 
     def broken(table, sink, **kwargs):
@@ -34,8 +46,7 @@ def test_failed_write_keeps_the_stored_partition(tmp_path, monkeypatch):
     assert tables.read_partitions("energy", [KEY])["energy_j"].tolist() == [1.0, 2.0]
 
 
-def test_replace_and_read_partitions_with_different_columns(tmp_path):
-    tables = Warehouse(tmp_path)
+def test_replace_and_read_partitions_with_different_columns(tables):
     tables.write_partition("frames", "a", pd.DataFrame({"power_w": [1.0], "util_gpu": [50.0]}))
     tables.write_partition("frames", "b", pd.DataFrame({"power_w": [2.0]}))
     tables.write_partition("frames", "b", pd.DataFrame({"power_w": [3.0], "extra": ["x"]}))
@@ -50,18 +61,17 @@ def test_replace_and_read_partitions_with_different_columns(tmp_path):
     assert tables.partitions_without("frames", ["a", "b"], "power_w") == []
 
 
-def test_unpartitioned_table_and_bad_names(tmp_path):
-    tables = Warehouse(tmp_path)
+def test_unpartitioned_table_and_bad_names(tables):
     tables.write_table("settings", pd.DataFrame({"run": ["150W"]}))
     tables.write_table("settings", pd.DataFrame({"run": ["150W", "250W"]}))
     assert tables.read_table("settings")["run"].tolist() == ["150W", "250W"]
     assert tables.read_table("never_written").empty
     for bad in ("../outside", "/abs", ""):
         with pytest.raises(ValueError):
-            tables.table_dir(bad)
+            tables.table_path(bad)
 
 
-def test_repetition_energy_round_trips_with_its_dtypes(tmp_path):
+def test_repetition_energy_round_trips_with_its_dtypes(tables, tmp_path):
     from joulehouse.gpu.energy import repetition_energy
     from joulehouse.gpu.generator import RepetitionSpec, write_repetition
     from joulehouse.gpu.layout import RepetitionRef
@@ -72,7 +82,6 @@ def test_repetition_energy_round_trips_with_its_dtypes(tmp_path):
     write_repetition(ref.path, RepetitionSpec(with_external=False), seed=0)
     energy = repetition_energy(read_repetition(ref))
     assert energy["epoch"].isna().any() and energy["external_gap_count"].isna().all()
-    tables = Warehouse(tmp_path / "warehouse")
     tables.write_partition("gpu_repetition_energy", ref.key, energy)
     back = tables.read_partitions("gpu_repetition_energy", [ref.key])
     pd.testing.assert_frame_equal(back, energy)
@@ -80,3 +89,47 @@ def test_repetition_energy_round_trips_with_its_dtypes(tmp_path):
     # Int64 stays Int64 when a partition without the column is read alongside
     tables.write_partition("gpu_repetition_energy", "other", energy[["repetition"]].iloc[:1])
     assert tables.read_table("gpu_repetition_energy")["epoch"].dtype == "Int64"
+
+
+def test_a_failed_upload_keeps_the_stored_object(tables, monkeypatch):
+    tables.write_partition("energy", KEY, pd.DataFrame({"energy_j": [1.0, 2.0]}))
+    before = tables.partition_version("energy", KEY)
+
+    def broken(table, sink, **kwargs):
+        sink.write(b"PAR1 half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pq, "write_table", broken)
+    with pytest.raises(OSError, match="disk full"):
+        tables.write_partition("energy", KEY, pd.DataFrame({"energy_j": [9.0]}))
+    monkeypatch.undo()
+    assert tables.partition_version("energy", KEY) == before
+    assert tables.partition_keys("energy") == [KEY]
+    assert tables.read_partitions("energy", [KEY])["energy_j"].tolist() == [1.0, 2.0]
+    tables.write_partition("energy", KEY, pd.DataFrame({"energy_j": [3.0, 4.0, 5.0]}))
+    assert tables.partition_version("energy", KEY) != before
+    assert tables.has_partition("energy", KEY) and not tables.has_partition("energy", "x")
+    with pytest.raises(FileNotFoundError):
+        tables.partition_version("energy", "x")
+
+
+def test_the_object_store_holds_the_bytes_of_the_path_layout(object_store, s3_warehouse,
+                                                             tmp_path):
+    local = Warehouse(tmp_path / "warehouse")
+    remote = Warehouse(s3_warehouse, object_store.store)
+    frame = pd.DataFrame({"power_w": [1.5, 2.5], "host": ["a", "b"]})
+    for tables in (local, remote):
+        tables.write_partition("frames/gpu_power", KEY, frame)
+        tables.write_table("settings", frame)
+    assert list(remote.table_files()) == list(local.table_files()) == [
+        "frames/gpu_power", "settings"]
+    for path, remote_path in zip(local.table_files()["frames/gpu_power"] +
+                                 local.table_files()["settings"],
+                                 remote.table_files()["frames/gpu_power"] +
+                                 remote.table_files()["settings"], strict=True):
+        assert remote_path.path.endswith(path.path.removeprefix(str(tmp_path)))
+        with remote.filesystem.open_input_stream(remote_path.path) as stored:
+            assert stored.read() == Path(path.path).read_bytes()
+    assert remote.location("settings") == f"{s3_warehouse}/settings"
+    with pytest.raises(ValueError, match="object store"):
+        remote.table_dir("settings")

@@ -1,0 +1,128 @@
+"""The schedules (sensors/schedules.py): what each asks for at a given time, and one run of
+each, launched in-process, succeeds on the example data."""
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._core.storage.tags import SCHEDULE_NAME_TAG
+
+from definitions import EXAMPLE_GPU_DATA, SOURCE_JOBS, build_definitions, defs
+from joulehouse.warehouse import Warehouse as Tables
+from resources import DataRoot, GpuBenchmarkSource, TaudbResource, Warehouse, embedded_taudb_url
+from sensors.local import launch_in_process
+from sensors.partition_runs import RANGE_END, RANGE_START
+from sensors.schedules import ROLLUP_DAY_TAG
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+WEEKLY = {"weekly_revalidation_gpu_repetitions": ("gpu_energy_job", "gpu_repetitions", 500),
+          "weekly_revalidation_tau_profile_sets": ("tau_profiles_job", "tau_profile_sets", 500),
+          "weekly_revalidation_powerapi_reports": ("powerapi_job", "powerapi_reports", 500),
+          "weekly_revalidation_geopm_reports": ("geopm_job", "geopm_reports", 500),
+          "weekly_revalidation_cc_job_blocks": ("cc_job", "cc_job_blocks", 12)}
+#: The rollups: every table over all partitions (each source's, energy_facts, accounting).
+ROLLUPS = {"gpu_setting_energy", "gpu_benchmark_energy", "energy_facts/gpu",
+           "powerapi_window_energy", "energy_facts/powerapi", "geopm_report_energy",
+           "geopm_region_energy", "energy_facts/geopm", "cc_jobs", "cc_job_energy", "cc_rollup",
+           "energy_facts/clustercockpit", "carbon_intensity", "accounting_daily",
+           "accounting_monthly", "carbon_per_fact"}
+
+
+def tick(name: str, instance: dg.DagsterInstance, when: datetime):
+    """The schedule ``name`` evaluated at ``when`` as the daemon would."""
+    schedule = defs.resolve_schedule_def(name)
+    with dg.build_schedule_context(instance=instance, scheduled_execution_time=when) as context:
+        return schedule.evaluate_tick(context)
+
+
+def test_every_schedule_is_in_the_ui_stopped_until_switched_on():
+    schedules = {s.name: defs.resolve_schedule_def(s.name) for s in defs.schedules}
+    assert set(schedules) == {"daily_rollups", *WEEKLY}
+    assert {s.default_status for s in schedules.values()} == {dg.DefaultScheduleStatus.STOPPED}
+    assert {s.execution_timezone for s in schedules.values()} == {"UTC"}
+    assert schedules["daily_rollups"].cron_schedule == "0 2 * * *"
+    for name, (job, _, _) in WEEKLY.items():
+        assert (schedules[name].cron_schedule, schedules[name].job_name) == ("0 4 * * 0", job)
+    assert {job.name: (partitions.name, newest) for job, partitions, newest in SOURCE_JOBS} == {
+        job: (partitions, newest) for job, partitions, newest in WEEKLY.values()}
+
+
+def test_the_daily_schedule_rebuilds_every_rollup_after_the_previous_day(instance):
+    schedule = defs.resolve_schedule_def("daily_rollups")
+    job = defs.resolve_job_def(schedule.job_name)
+    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == ROLLUPS
+    [request] = tick("daily_rollups", instance,
+                     datetime(2026, 11, 25, 2, tzinfo=UTC)).run_requests
+    # one rollup run at a time: the run queue's limit per value of joulehouse/pipeline
+    assert request.tags == {ROLLUP_DAY_TAG: "2026-11-24", "joulehouse/pipeline": "rollups",
+                            SCHEDULE_NAME_TAG: "daily_rollups"}
+    [request] = tick("daily_rollups", instance,
+                     datetime(2027, 1, 1, 2, tzinfo=UTC)).run_requests
+    assert request.tags[ROLLUP_DAY_TAG] == "2026-12-31"
+
+
+def test_the_weekly_schedules_revalidate_the_newest_partitions_of_each_source(instance):
+    sunday = datetime(2026, 11, 29, 4, tzinfo=UTC)
+    for name, (_, partitions, newest) in WEEKLY.items():
+        data = tick(name, instance, sunday)
+        assert data.run_requests == [], name
+        assert data.skip_message == f"no partition of {partitions} registered yet"
+        keys = [f"{partitions}/{index:04d}" for index in range(newest + 7)]
+        instance.add_dynamic_partitions(partitions, keys)
+        [request] = tick(name, instance, sunday).run_requests
+        assert request.tags == {RANGE_START: keys[7], RANGE_END: keys[-1],
+                                "joulehouse/partitions": str(newest),
+                                SCHEDULE_NAME_TAG: name}, name
+        instance.delete_dynamic_partition(partitions, keys[-1])  # fewer than newest left
+        instance.delete_dynamic_partition(partitions, keys[-2])
+        for key in keys[:7]:
+            instance.delete_dynamic_partition(partitions, key)
+        [request] = tick(name, instance, sunday).run_requests
+        assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (keys[7], keys[-3])
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """A Dagster home and warehouse where deploy/demo.py materialized every source's example
+    data (its sensors ticked once, one run each)."""
+    tmp = tmp_path_factory.mktemp("demo")
+    home, warehouse = tmp / "home", tmp / "warehouse"
+    home.mkdir()
+    done = subprocess.run([sys.executable, "deploy/demo.py", "--warehouse", str(warehouse)],
+                          check=False, cwd=PROJECT_ROOT, env={**os.environ, "DAGSTER_HOME": str(home)},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return home, warehouse
+
+
+def test_one_run_of_each_schedule_succeeds_on_the_example_data(demo):
+    home, warehouse = demo
+    store = Warehouse(root=str(warehouse))
+    built = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(path=str(EXAMPLE_GPU_DATA))]),
+                              store, TaudbResource(url=embedded_taudb_url(warehouse)))
+    tables = Tables(warehouse)
+    before = {name: len(tables.read_table(name)) for name in ("cc_rollup", "accounting_daily")}
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        [request] = tick("daily_rollups", instance, datetime(2026, 11, 25, 2, tzinfo=UTC)).run_requests
+        schedule = built.resolve_schedule_def("daily_rollups")
+        result = launch_in_process(built.resolve_job_def(schedule.job_name), instance, request)
+        assert result.success
+        assert {event.asset_key.to_user_string()
+                for event in result.get_asset_materialization_events()} == ROLLUPS
+        assert {name: len(tables.read_table(name)) for name in before} == before
+        for name, (job, partitions, _) in WEEKLY.items():
+            registered = instance.get_dynamic_partitions(partitions)
+            [request] = tick(name, instance, datetime(2026, 11, 29, 4, tzinfo=UTC)).run_requests
+            assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (
+                registered[0], registered[-1]), name  # the examples: fewer than the newest
+            result = launch_in_process(built.resolve_job_def(job), instance, request)
+            assert result.success, name
+            assert sorted(result.dagster_run.tags[tag] for tag in (RANGE_START, RANGE_END)) == (
+                sorted([registered[0], registered[-1]]))
+            stored = {event.partition for event in result.get_asset_materialization_events()
+                      if event.partition is not None}
+            assert stored == set(registered), name
