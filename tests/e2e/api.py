@@ -117,9 +117,9 @@ def backfill(port: int, backfill_id: str) -> dict:
 
 
 def group_assets(port: int, group: str) -> list[str]:
-    """The names of the assets of the asset group ``group`` as the UI shows them (the parts
-    of a key joined by " / "), sorted."""
+    """The names of the assets of the asset group ``group`` as its graph shows them (the
+    last part of each key: ``energy_facts/gpu`` shows as ``gpu``), sorted."""
     nodes = graphql(port, GROUP_ASSETS, {"group": {
         "groupName": group, "repositoryName": REPOSITORY,
         "repositoryLocationName": LOCATION}})["assetNodes"]
-    return sorted(" / ".join(node["assetKey"]["path"]) for node in nodes)
+    return sorted(node["assetKey"]["path"][-1] for node in nodes)

@@ -2,7 +2,8 @@
 
 A throwaway PostgreSQL server (``tests/postgres_server.py``) holds two databases:
 Dagster's storage (``dagster``: runs, event log, schedules and sensors) and TAUdb
-(``taudb``). Three Dagster processes run beside it, each in a process group of its own
+(``taudb``); the warehouse is a bucket of a throwaway S3-compatible object store
+(moto's server, ``tests/object_store.py``), reached by every run worker. Three Dagster processes run beside it, each in a process group of its own
 and each stopped by its id on the way out, however the test ends
 (``tests/dagster/webserver.started``):
 
@@ -14,7 +15,8 @@ and each stopped by its id on the way out, however the test ends
 the latter two reading a workspace that names the code server, and all three the
 production ``dagster.yaml`` copied into a fresh DAGSTER_HOME. The example data of every
 source is copied into fresh data roots and landing folders; the resources read them,
-the warehouse and the TAUdb URL from the environment, as in production.
+the warehouse's URL, endpoint and credentials and the TAUdb URL from the environment, as in
+production.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import TypeVar
 
 import psycopg2
 import yaml
+from object_store import ObjectStoreServer, throwaway_object_store
 from postgres_server import PostgresServer, postgres_server
 
 from definitions import (
@@ -41,6 +44,7 @@ from definitions import (
     EXAMPLE_POWERAPI,
     EXAMPLE_TAU_PROFILES,
 )
+from joulehouse import warehouse
 from tests.dagster.webserver import (
     HOST,
     PROJECT,
@@ -126,13 +130,15 @@ def instance_config(production: Path) -> dict:
 @dataclass
 class Stack:
     """The running stack: the PostgreSQL server and its two databases, the data folders,
-    the warehouse, the webserver's port, the processes and their logs."""
+    the warehouse (its URL and the core's view of it), the webserver's port, the processes
+    and their logs."""
 
     postgres: PostgresServer
     dagster_db: str
     taudb_url: str
     data: DataFolders
-    warehouse: Path
+    warehouse_url: str
+    tables: warehouse.Warehouse
     home: Path
     env: dict[str, str]
     logs: Path
@@ -162,10 +168,11 @@ class Stack:
 
 
 def _env(home: Path, postgres: PostgresServer, dagster_db: str, taudb_url: str,
-         data: DataFolders, warehouse: Path) -> dict[str, str]:
+         data: DataFolders, store: ObjectStoreServer, warehouse_url: str) -> dict[str, str]:
     """The environment of every Dagster process: the instance's PostgreSQL credentials,
-    and every resource's folders and URL as production sets them."""
-    return {
+    and every resource's folders and URLs (and the object store's credentials) as
+    production sets them."""
+    return {**store.environment,
         "DAGSTER_HOME": str(home),
         "DAGSTER_PG_HOST": "127.0.0.1", "DAGSTER_PG_PORT": str(postgres.port),
         "DAGSTER_PG_DB": dagster_db, "DAGSTER_PG_USER": "postgres",
@@ -175,7 +182,7 @@ def _env(home: Path, postgres: PostgresServer, dagster_db: str, taudb_url: str,
         "JOULEHOUSE_GEOPM_LANDING": str(data.geopm),
         "JOULEHOUSE_POWERAPI_LANDING": str(data.powerapi),
         "JOULEHOUSE_CC_ARCHIVE": str(data.archive),
-        "JOULEHOUSE_WAREHOUSE": str(warehouse),
+        "JOULEHOUSE_WAREHOUSE": warehouse_url,
         "JOULEHOUSE_TAUDB_URL": taudb_url,
         "JOULEHOUSE_QUIET_PERIOD_S": str(QUIET_S),
         "JOULEHOUSE_FULL_RESCAN_S": "none",
@@ -209,13 +216,15 @@ def running_stack(base: Path, prepare: Callable[[DataFolders], None] = lambda _:
     logs.mkdir()
     (home / "dagster.yaml").write_text(yaml.safe_dump(
         instance_config(PROJECT / "deploy" / "production" / "dagster.yaml")))
-    with postgres_server() as postgres, ExitStack() as stack:
+    with (postgres_server() as postgres, throwaway_object_store() as store,
+          ExitStack() as stack):
         dagster_db, taudb = "dagster", "taudb"
         postgres.create_database(dagster_db)
         taudb_url = postgres.create_database(taudb)
-        warehouse = base / "warehouse"
-        env = _env(home, postgres, dagster_db, taudb_url, data, warehouse)
-        the_stack = Stack(postgres, dagster_db, taudb_url, data, warehouse, home, env, logs)
+        warehouse_url = f"s3://{store.new_bucket()}/warehouse"
+        env = _env(home, postgres, dagster_db, taudb_url, data, store, warehouse_url)
+        the_stack = Stack(postgres, dagster_db, taudb_url, data, warehouse_url,
+                          warehouse.Warehouse(warehouse_url, store.store), home, env, logs)
 
         grpc_port = free_port()
         code_server = stack.enter_context(started(

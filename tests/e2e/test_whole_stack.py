@@ -3,13 +3,14 @@
 Started by the suite itself with nothing running beforehand (``tests/e2e/stack.py``): a
 throwaway PostgreSQL server holding Dagster's storage and TAUdb; the code server,
 ``dagster-daemon`` and ``dagster-webserver`` as separate processes with the production
-``dagster.yaml``; the examples of every source copied into fresh data roots, one PowerAPI
-report file broken on purpose. The tests below run in order over that one stack (each
+``dagster.yaml``; the warehouse on a local S3-compatible object store; the examples of
+every source copied into fresh data roots, one PowerAPI report file broken on purpose. The tests below run in order over that one stack (each
 starts where the one before left it):
 
 1. the sensors, turned on through GraphQL, pick up every source; the runs succeed but the
    broken file's, which fails its partition alone; runs, events and partitions are in
-   PostgreSQL, the tables in the warehouse, the trials in the PostgreSQL TAUdb;
+   PostgreSQL, the tables in the warehouse on the object store, the trials in the
+   PostgreSQL TAUdb;
 2. headless Chromium opens the UI: each source's assets in the asset graph, an asset's
    materialization metadata and plot, the failed partition with its error (screenshots
    kept: ``tests/e2e/browser.py`` says where);
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from object_store import missing_requirement as missing_object_store
 from postgres_server import missing_requirement as missing_postgres
 
 from assets.gpu import VALID_CHECK
@@ -58,7 +60,8 @@ PARTITIONS = {"gpu_repetitions": 8, "tau_profile_sets": 1, "geopm_reports": 2,
 #: The asset groups of the sources and the assets the graph shows in each.
 SOURCE_GROUPS = ("gpu_benchmarks", "taudb", "geopm", "powerapi", "clustercockpit",
                  "energy_facts", "accounting")
-#: A table over all partitions of each source, and energy_facts' file of each source.
+#: A table over all partitions of each source, and energy_facts' file of each source
+#: (``<table>/<file>``).
 TABLES = ("gpu_setting_energy/table.parquet", "gpu_benchmark_energy/table.parquet",
           "geopm_region_energy/table.parquet", "powerapi_window_energy/table.parquet",
           "cc_jobs/table.parquet", "energy_facts/gpu-benchmark.parquet",
@@ -81,7 +84,7 @@ def break_power_reports(data: DataFolders) -> None:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory) -> Stack:
-    for reason in (missing_postgres(), missing_browser()):
+    for reason in (missing_postgres(), missing_object_store(), missing_browser()):
         if reason:
             skip_or_fail(reason)
     started = time.monotonic()
@@ -120,7 +123,7 @@ def _example_trials(stack: Stack) -> list[str]:
                    *(str(report) for report in data.geopm.glob("*.report")),
                    *{str(repetition.parent) for repetition in data.gpu.glob("*/*/*/*")},
                    *(str(profiles) for profiles in data.tau.iterdir() if profiles.is_dir()),
-                   f"{stack.warehouse}/powerapi_window_energy#{POWERAPI_DAY}"])
+                   f"{stack.tables.location('powerapi_window_energy')}#{POWERAPI_DAY}"])
 
 
 def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_stored(stack):
@@ -164,9 +167,12 @@ def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_sto
     assert dict(stack.sql("SELECT partitions_def_name, count(*) FROM dynamic_partitions "
                           "GROUP BY partitions_def_name")) == PARTITIONS
 
-    # the tables over every partition of each source, in the warehouse
+    # the tables over every partition of each source, in the warehouse's bucket
+    tables = stack.tables
     for table in TABLES:
-        assert pq.read_metadata(stack.warehouse / table).num_rows > 0, table
+        folder, file = table.split("/")
+        path = f"{tables.table_path(folder)}/{file}"
+        assert pq.read_metadata(path, filesystem=tables.filesystem).num_rows > 0, table
 
     # the trials of every source in the PostgreSQL TAUdb, each once
     expected = _example_trials(stack)
