@@ -25,7 +25,9 @@ and on the way out every process is stopped by its process group id.
 from __future__ import annotations
 
 import os
+import re
 import time
+import urllib.error
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -195,7 +197,7 @@ def test_the_ui_in_chromium_shows_every_source_metadata_a_plot_and_the_failed_pa
         # an asset page: its latest materialization's metadata (4 settings), and its plot
         browser.open("/assets/gpu_benchmark_energy?view=events", "dagster/row_count")
         shown = browser.text()
-        assert "dagster/row_count\n4\n" in shown
+        assert re.search(r"dagster/row_count\s+4\s", shown)
         for label in ("dagster/column_schema", "energy_vs_time", "877MHz,1065MHz", "150W"):
             assert label in shown, label
         browser.shot("asset-gpu_benchmark_energy")
@@ -287,13 +289,16 @@ def test_postgres_restarted_in_the_middle_of_a_run_the_run_is_retried_and_comple
     stack.postgres.start()
 
     def retried() -> list[dict] | None:
-        runs = [r for r in api.runs(stack.port, pipelineName="gpu_energy_job")
-                if r["runId"] == run["runId"]
+        try:  # the webserver answers 500 while its storage reconnects
+            runs = api.runs(stack.port, pipelineName="gpu_energy_job")
+        except urllib.error.HTTPError:
+            return None
+        runs = [r for r in runs if r["runId"] == run["runId"]
                 or r["tags"].get("dagster/root_run_id") == run["runId"]]
         return runs if runs[0]["status"] not in api.IN_FLIGHT and len(runs) > 1 else None
 
     attempts = wait_for("the run's retry to end", retried, PHASE_TIMEOUT_S,
-                        lambda: stack.log_tail("daemon"))
+                        lambda: stack.log_tail("daemon") + stack.log_tail("webserver"))
     assert [r["status"] for r in attempts] == ["SUCCESS", "FAILURE"], attempts
     assert attempts[0]["tags"]["dagster/parent_run_id"] == run["runId"]
     # nothing lost: every earlier run and event still there; the new run's trial once
