@@ -4,8 +4,14 @@ followed. (Partition statuses and check results: ``tests/dagster/webserver.py``.
 
 from __future__ import annotations
 
+import urllib.error
+from collections.abc import Callable
+from typing import TypeVar
+
 from tests.dagster.webserver import graphql
 from tests.e2e.stack import LOCATION, REPOSITORY
+
+T = TypeVar("T")
 
 #: Run statuses of a run not yet ended.
 IN_FLIGHT = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
@@ -123,3 +129,14 @@ def group_assets(port: int, group: str) -> list[str]:
         "groupName": group, "repositoryName": REPOSITORY,
         "repositoryLocationName": LOCATION}})["assetNodes"]
     return sorted(node["assetKey"]["path"][-1] for node in nodes)
+
+
+def unless_unavailable(ask: Callable[[], T]) -> T | None:
+    """``ask()``, or None while the webserver answers 5xx (its storage reconnecting after a
+    restart of PostgreSQL): for polling with ``stack.wait_for``."""
+    try:
+        return ask()
+    except urllib.error.HTTPError as error:
+        if error.code < 500:
+            raise
+        return None

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import time
-import urllib.error
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -85,21 +85,26 @@ def break_power_reports(data: DataFolders) -> None:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory) -> Stack:
+def artefacts(tmp_path_factory) -> Path:
+    """Where the screenshots, and the processes' logs once the stack stopped, are kept."""
+    folder = Path(os.environ.get(ARTEFACTS_ENV) or tmp_path_factory.mktemp("screenshots"))
+    print(f"\nscreenshots and logs in {folder}")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, artefacts) -> Stack:
     for reason in (missing_postgres(), missing_object_store(), missing_browser()):
         if reason:
             skip_or_fail(reason)
     started = time.monotonic()
-    with running_stack(tmp_path_factory.mktemp("stack"), break_power_reports) as the_stack:
-        yield the_stack
+    base = tmp_path_factory.mktemp("stack")
+    try:
+        with running_stack(base, break_power_reports) as the_stack:
+            yield the_stack
+    finally:
+        shutil.copytree(base / "logs", artefacts / "logs", dirs_exist_ok=True)
     print(f"\nend-to-end stack: {time.monotonic() - started:.0f} s from start to stop")
-
-
-@pytest.fixture(scope="module")
-def artefacts(tmp_path_factory) -> Path:
-    folder = Path(os.environ.get(ARTEFACTS_ENV) or tmp_path_factory.mktemp("screenshots"))
-    print(f"\nscreenshots in {folder}")
-    return folder
 
 
 def _ended(stack: Stack, job: str) -> list[dict]:
@@ -289,22 +294,26 @@ def test_postgres_restarted_in_the_middle_of_a_run_the_run_is_retried_and_comple
     stack.postgres.start()
 
     def retried() -> list[dict] | None:
-        try:  # the webserver answers 500 while its storage reconnects
-            runs = api.runs(stack.port, pipelineName="gpu_energy_job")
-        except urllib.error.HTTPError:
-            return None
+        runs = api.unless_unavailable(
+            lambda: api.runs(stack.port, pipelineName="gpu_energy_job")) or []
         runs = [r for r in runs if r["runId"] == run["runId"]
                 or r["tags"].get("dagster/root_run_id") == run["runId"]]
-        return runs if runs[0]["status"] not in api.IN_FLIGHT and len(runs) > 1 else None
+        return runs if len(runs) > 1 and runs[0]["status"] not in api.IN_FLIGHT else None
 
-    attempts = wait_for("the run's retry to end", retried, PHASE_TIMEOUT_S,
-                        lambda: stack.log_tail("daemon") + stack.log_tail("webserver"))
+    def logs() -> str:
+        return stack.log_tail("daemon") + stack.log_tail("webserver")
+
+    attempts = wait_for("the run's retry to end", retried, PHASE_TIMEOUT_S, logs)
     assert [r["status"] for r in attempts] == ["SUCCESS", "FAILURE"], attempts
     assert attempts[0]["tags"]["dagster/parent_run_id"] == run["runId"]
     # nothing lost: every earlier run and event still there; the new run's trial once
-    assert before_runs <= {r["runId"] for r in api.runs(stack.port)}
+    runs = wait_for("the runs", lambda: api.unless_unavailable(lambda: api.runs(stack.port)),
+                    PHASE_TIMEOUT_S, logs)
+    assert before_runs <= {r["runId"] for r in runs}
     assert stack.sql("SELECT count(*) FROM event_logs")[0][0] > events_before
     new_run = str(stack.data.gpu / "power-limit" / "bert" / "300W")
     assert _trials(stack) == sorted([*trials_before, new_run])
-    assert statuses(stack.port, "gpu_repetition_energy")["partitionStats"] == {
-        "numMaterialized": 10, "numPartitions": 10, "numFailed": 0}
+    energy = wait_for("the webserver to answer", lambda: api.unless_unavailable(
+        lambda: statuses(stack.port, "gpu_repetition_energy")), PHASE_TIMEOUT_S, logs)
+    assert energy["partitionStats"] == {"numMaterialized": 10, "numPartitions": 10,
+                                        "numFailed": 0}
