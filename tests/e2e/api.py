@@ -1,0 +1,142 @@
+"""What the end-to-end test asks the webserver's GraphQL API, as the UI does: the code
+location loaded, sensors turned on, runs and their statuses, a backfill launched and
+followed. (Partition statuses and check results: ``tests/dagster/webserver.py``.)"""
+
+from __future__ import annotations
+
+import urllib.error
+from collections.abc import Callable
+from typing import TypeVar
+
+from tests.dagster.webserver import graphql
+from tests.e2e.stack import LOCATION, REPOSITORY
+
+T = TypeVar("T")
+
+#: Run statuses of a run not yet ended.
+IN_FLIGHT = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
+
+LOCATION_STATUS = """
+query Location {
+  workspaceOrError {
+    ... on Workspace {
+      locationEntries {
+        name
+        loadStatus
+        locationOrLoadError {
+          __typename
+          ... on PythonError { message }
+          ... on RepositoryLocation { repositories { name sensors { name } } }
+        }
+      }
+    }
+  }
+}"""
+
+START_SENSOR = """
+mutation Start($selector: SensorSelector!) {
+  startSensor(sensorSelector: $selector) {
+    __typename
+    ... on Sensor { name sensorState { status } }
+    ... on PythonError { message }
+  }
+}"""
+
+RUNS = """
+query Runs($filter: RunsFilter) {
+  runsOrError(filter: $filter) {
+    ... on Runs {
+      results { runId status jobName tags { key value } }
+    }
+  }
+}"""
+
+LAUNCH_BACKFILL = """
+mutation Backfill($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+    ... on InvalidSubsetError { message }
+  }
+}"""
+
+GROUP_ASSETS = """
+query Group($group: AssetGroupSelector!) {
+  assetNodes(group: $group) { assetKey { path } }
+}"""
+
+BACKFILL = """
+query Backfill($id: String!) {
+  partitionBackfillOrError(backfillId: $id) {
+    ... on PartitionBackfill {
+      status
+      numPartitions
+      runs { runId status }
+    }
+  }
+}"""
+
+
+def sensors_loaded(port: int) -> list[str] | None:
+    """The sensor names of the code location once it is loaded, else None (fails if it
+    failed to load)."""
+    [entry] = graphql(port, LOCATION_STATUS)["workspaceOrError"]["locationEntries"]
+    location = entry["locationOrLoadError"]
+    if location is None or entry["loadStatus"] != "LOADED":
+        return None
+    assert location["__typename"] == "RepositoryLocation", location
+    [repository] = location["repositories"]
+    return [sensor["name"] for sensor in repository["sensors"]]
+
+
+def start_sensor(port: int, name: str) -> None:
+    """Turn the sensor ``name`` on, as its toggle in the UI does."""
+    answer = graphql(port, START_SENSOR, {"selector": {
+        "repositoryLocationName": LOCATION, "repositoryName": REPOSITORY,
+        "sensorName": name}})["startSensor"]
+    assert answer.get("sensorState", {}).get("status") == "RUNNING", answer
+
+
+def runs(port: int, **run_filter) -> list[dict]:
+    """The runs matching ``run_filter`` (a GraphQL ``RunsFilter``), newest first; each with
+    its tags as a dict."""
+    results = graphql(port, RUNS, {"filter": run_filter})["runsOrError"]["results"]
+    for run in results:
+        run["tags"] = {tag["key"]: tag["value"] for tag in run["tags"]}
+    return results
+
+
+def launch_backfill(port: int, assets: list[str]) -> str:
+    """A backfill of every partition of ``assets``, as the UI's "Materialize all" launches
+    it; returns its id."""
+    answer = graphql(port, LAUNCH_BACKFILL, {"params": {
+        "assetSelection": [{"path": [asset]} for asset in assets],
+        "allPartitions": True, "title": "end-to-end backfill"}})["launchPartitionBackfill"]
+    assert answer["__typename"] == "LaunchBackfillSuccess", answer
+    return answer["backfillId"]
+
+
+def backfill(port: int, backfill_id: str) -> dict:
+    """The backfill's ``status``, ``numPartitions`` and ``runs``."""
+    return graphql(port, BACKFILL, {"id": backfill_id})["partitionBackfillOrError"]
+
+
+def group_assets(port: int, group: str) -> list[str]:
+    """The names of the assets of the asset group ``group`` as its graph shows them (the
+    last part of each key: ``energy_facts/gpu`` shows as ``gpu``), sorted."""
+    nodes = graphql(port, GROUP_ASSETS, {"group": {
+        "groupName": group, "repositoryName": REPOSITORY,
+        "repositoryLocationName": LOCATION}})["assetNodes"]
+    return sorted(node["assetKey"]["path"][-1] for node in nodes)
+
+
+def unless_unavailable(ask: Callable[[], T]) -> T | None:
+    """``ask()``, or None while the webserver answers 5xx (its storage reconnecting after a
+    restart of PostgreSQL): for polling with ``stack.wait_for``."""
+    try:
+        return ask()
+    except urllib.error.HTTPError as error:
+        if error.code < 500:
+            raise
+        return None

@@ -1,0 +1,251 @@
+"""The whole production stack for the end-to-end test, started from nothing.
+
+A throwaway PostgreSQL server (``tests/postgres_server.py``) holds two databases:
+Dagster's storage (``dagster``: runs, event log, schedules and sensors) and TAUdb
+(``taudb``); the warehouse is a bucket of a throwaway S3-compatible object store
+(moto's server, ``tests/object_store.py``), reached by every run worker. Three Dagster processes run beside it, each in a process group of its own
+and each stopped by its id on the way out, however the test ends
+(``tests/dagster/webserver.started``):
+
+- ``dagster code-server start`` serving ``definitions.py`` over gRPC on loopback (the
+  run workers are its children, so they are in its group);
+- ``dagster-daemon run`` (sensors, automation, the run queue, backfills, run retries);
+- ``dagster-webserver`` (the UI and its GraphQL API),
+
+the latter two reading a workspace that names the code server, and all three the
+production ``dagster.yaml`` copied into a fresh DAGSTER_HOME. The example data of every
+source is copied into fresh data roots and landing folders; the resources read them,
+the warehouse's URL, endpoint and credentials and the TAUdb URL from the environment, as in
+production.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import psycopg2
+import yaml
+from object_store import ObjectStoreServer, throwaway_object_store
+from postgres_server import PostgresServer, postgres_server
+
+from definitions import (
+    EXAMPLE_CC_ARCHIVE,
+    EXAMPLE_GEOPM_REPORTS,
+    EXAMPLE_GPU_DATA,
+    EXAMPLE_POWERAPI,
+    EXAMPLE_TAU_PROFILES,
+)
+from joulehouse import warehouse
+from tests.dagster.webserver import (
+    HOST,
+    PROJECT,
+    free_port,
+    graphql,
+    group_alive,
+    started,
+    wait_until_serving,
+)
+
+BIN = Path(sys.executable).parent
+LOCATION = "joulehouse"
+REPOSITORY = "__repository__"
+#: The sources' quiet period and the landing sensors' interval: short, so ticks come fast.
+QUIET_S = 1
+SENSOR_INTERVAL_S = 2
+#: Bounds, not timings (the machine may be shared): loading the code, waiting for runs.
+CODE_SERVER_TIMEOUT_S = 180.0
+POLL_S = 1.0
+#: What the test adds to its copy of the production instance where that file has none of
+#: it (the restart of PostgreSQL in the middle of a run needs both): a run that failed for
+#: a reason outside its data is retried (a failure of its data is not: it would fail
+#: again); the pool slot that a run which ended without freeing it still holds is freed
+#: (else every later run of the pool stays queued).
+INSTANCE_DEFAULTS = {
+    "run_retries": {"enabled": True, "max_retries": 2, "retry_on_asset_or_op_failure": False},
+    "run_monitoring": {"enabled": True, "free_slots_after_run_end_seconds": 10},
+}
+#: A bound: how long the killed processes of a group may take to be gone.
+STOP_TIMEOUT_S = 30.0
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DataFolders:
+    """The fresh copies of the examples the resources read: one GPU data root ``lab``, and
+    one landing folder or archive per other source."""
+
+    gpu: Path
+    tau: Path
+    geopm: Path
+    powerapi: Path
+    archive: Path
+
+    @classmethod
+    def copied(cls, base: Path) -> DataFolders:
+        folders = cls(gpu=base / "lab", tau=base / "tau", geopm=base / "geopm",
+                      powerapi=base / "powerapi", archive=base / "archive")
+        for example, folder in ((EXAMPLE_GPU_DATA, folders.gpu),
+                                (EXAMPLE_TAU_PROFILES, folders.tau),
+                                (EXAMPLE_GEOPM_REPORTS, folders.geopm),
+                                (EXAMPLE_POWERAPI, folders.powerapi),
+                                (EXAMPLE_CC_ARCHIVE, folders.archive)):
+            shutil.copytree(example, folder)
+        return folders
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float,
+             on_timeout: Callable[[], str] = lambda: "") -> T:
+    """``probe()`` once it returns something truthy, polled every ``POLL_S``; fails naming
+    ``what`` (and ``on_timeout()``: what was seen) after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}"
+                                 f"\n{on_timeout()}")
+        time.sleep(POLL_S)
+
+
+def instance_config(production: Path) -> dict:
+    """The production instance configuration, with each of ``INSTANCE_DEFAULTS`` where it
+    has none of it."""
+    config = yaml.safe_load(production.read_text())
+    for key, value in INSTANCE_DEFAULTS.items():
+        config.setdefault(key, value)
+    return config
+
+
+@dataclass
+class Stack:
+    """The running stack: the PostgreSQL server and its two databases, the data folders,
+    the warehouse (its URL and the core's view of it), the webserver's port, the processes
+    and their logs."""
+
+    postgres: PostgresServer
+    dagster_db: str
+    taudb_url: str
+    data: DataFolders
+    warehouse_url: str
+    tables: warehouse.Warehouse
+    home: Path
+    env: dict[str, str]
+    logs: Path
+    port: int = 0
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def graphql(self, query: str, variables: dict | None = None) -> dict:
+        return graphql(self.port, query, variables)
+
+    def sql(self, query: str, database: str | None = None) -> list[tuple]:
+        """The rows of ``query`` on the Dagster database (or ``database``)."""
+        connection = psycopg2.connect(self.postgres.url(database or self.dagster_db))
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(query)
+                return cursor.fetchall()
+        finally:
+            connection.close()
+
+    def log_tail(self, name: str, lines: int = 60) -> str:
+        text = (self.logs / f"{name}.log").read_text(errors="replace").splitlines()
+        return f"--- {name}.log (last {lines} lines) ---\n" + "\n".join(text[-lines:])
+
+
+def _env(home: Path, postgres: PostgresServer, dagster_db: str, taudb_url: str,
+         data: DataFolders, store: ObjectStoreServer, warehouse_url: str) -> dict[str, str]:
+    """The environment of every Dagster process: the instance's PostgreSQL credentials,
+    and every resource's folders and URLs (and the object store's credentials) as
+    production sets them."""
+    return {**store.environment,
+        "DAGSTER_HOME": str(home),
+        "DAGSTER_PG_HOST": "127.0.0.1", "DAGSTER_PG_PORT": str(postgres.port),
+        "DAGSTER_PG_DB": dagster_db, "DAGSTER_PG_USER": "postgres",
+        "DAGSTER_PG_PASSWORD": "trust-auth-needs-none",
+        "JOULEHOUSE_GPU_DATA_ROOTS": str(data.gpu),
+        "JOULEHOUSE_TAU_LANDING": str(data.tau),
+        "JOULEHOUSE_GEOPM_LANDING": str(data.geopm),
+        "JOULEHOUSE_POWERAPI_LANDING": str(data.powerapi),
+        "JOULEHOUSE_CC_ARCHIVE": str(data.archive),
+        "JOULEHOUSE_WAREHOUSE": warehouse_url,
+        "JOULEHOUSE_TAUDB_URL": taudb_url,
+        "JOULEHOUSE_QUIET_PERIOD_S": str(QUIET_S),
+        "JOULEHOUSE_FULL_RESCAN_S": "none",
+        "JOULEHOUSE_SENSOR_INTERVAL_S": str(SENSOR_INTERVAL_S),
+    }
+
+
+def _wait_for_code_server(process: subprocess.Popen, port: int, env: dict[str, str],
+                          log: Path) -> None:
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"code server ended with {process.returncode}:\n"
+                                 f"{log.read_text()}")
+        return subprocess.run([str(BIN / "dagster"), "api", "grpc-health-check", "-p",
+                               str(port), "-h", HOST], check=False, env={**os.environ, **env},
+                              capture_output=True, timeout=60).returncode == 0
+
+    wait_for("the code server to serve", healthy, CODE_SERVER_TIMEOUT_S,
+             lambda: log.read_text())
+
+
+@contextmanager
+def running_stack(base: Path, prepare: Callable[[DataFolders], None] = lambda _: None
+                  ) -> Iterator[Stack]:
+    """The stack over fresh copies of the examples under ``base`` (``prepare`` may change
+    them before anything starts); every process and the server stopped on the way out."""
+    data = DataFolders.copied(base / "data")
+    prepare(data)
+    home, logs = base / "dagster_home", base / "logs"
+    home.mkdir()
+    logs.mkdir()
+    (home / "dagster.yaml").write_text(yaml.safe_dump(
+        instance_config(PROJECT / "deploy" / "production" / "dagster.yaml")))
+    with (postgres_server() as postgres, throwaway_object_store() as store,
+          ExitStack() as stack):
+        dagster_db, taudb = "dagster", "taudb"
+        postgres.create_database(dagster_db)
+        taudb_url = postgres.create_database(taudb)
+        warehouse_url = f"s3://{store.new_bucket()}/warehouse"
+        env = _env(home, postgres, dagster_db, taudb_url, data, store, warehouse_url)
+        the_stack = Stack(postgres, dagster_db, taudb_url, data, warehouse_url,
+                          warehouse.Warehouse(warehouse_url, store.store), home, env, logs)
+
+        grpc_port = free_port()
+        code_server = stack.enter_context(started(
+            [str(BIN / "dagster"), "code-server", "start", "-h", HOST, "-p", str(grpc_port),
+             "-m", "definitions", "--location-name", LOCATION], env, logs / "code-server.log"))
+        the_stack.processes["code-server"] = code_server
+        _wait_for_code_server(code_server, grpc_port, env, logs / "code-server.log")
+        workspace = home / "workspace.yaml"
+        workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": {
+            "host": HOST, "port": grpc_port, "location_name": LOCATION}}]}))
+
+        the_stack.processes["daemon"] = stack.enter_context(started(
+            [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)], env,
+            logs / "daemon.log"))
+        the_stack.port = free_port()
+        webserver = stack.enter_context(started(
+            [str(BIN / "dagster-webserver"), "-w", str(workspace), "-h", HOST, "-p",
+             str(the_stack.port)], env, logs / "webserver.log"))
+        the_stack.processes["webserver"] = webserver
+        wait_until_serving(webserver, the_stack.port, logs / "webserver.log")
+        yield the_stack
+    for name, process in the_stack.processes.items():
+        wait_for(f"{name}'s process group {process.pid} to be gone",
+                 lambda pid=process.pid: not group_alive(pid), STOP_TIMEOUT_S)
