@@ -3,7 +3,8 @@
 A throwaway PostgreSQL server (``tests/postgres_server.py``) holds two databases:
 Dagster's storage (``dagster``: runs, event log, schedules and sensors) and TAUdb
 (``taudb``); the warehouse is a bucket of a throwaway S3-compatible object store
-(moto's server, ``tests/object_store.py``), reached by every run worker. Three Dagster processes run beside it, each in a process group of its own
+(moto's server, ``tests/object_store.py``), reached by every run worker. Three Dagster
+processes run beside it, each in a process group of its own
 and each stopped by its id on the way out, however the test ends
 (``tests/dagster/webserver.started``):
 
@@ -12,8 +13,9 @@ and each stopped by its id on the way out, however the test ends
 - ``dagster-daemon run`` (sensors, automation, the run queue, backfills, run retries);
 - ``dagster-webserver`` (the UI and its GraphQL API),
 
-the latter two reading a workspace that names the code server, and all three the
-production ``dagster.yaml`` copied into a fresh DAGSTER_HOME. The example data of every
+the latter two reading the production workspace (``deploy/production/workspace.yaml``:
+the code server's host and port from the environment), and all three the production
+``dagster.yaml`` copied unchanged into a fresh DAGSTER_HOME. The example data of every
 source is copied into fresh data roots and landing folders; the resources read them,
 the warehouse's URL, endpoint and credentials and the TAUdb URL from the environment, as in
 production.
@@ -33,7 +35,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import psycopg2
-import yaml
 from object_store import ObjectStoreServer, throwaway_object_store
 from postgres_server import PostgresServer, postgres_server
 
@@ -56,6 +57,8 @@ from tests.dagster.webserver import (
 )
 
 BIN = Path(sys.executable).parent
+#: The production instance and workspace, used as they are.
+PRODUCTION = PROJECT / "deploy" / "production"
 LOCATION = "joulehouse"
 REPOSITORY = "__repository__"
 #: The sources' quiet period and the landing sensors' interval: short, so ticks come fast.
@@ -64,15 +67,6 @@ SENSOR_INTERVAL_S = 2
 #: Bounds, not timings (the machine may be shared): loading the code, waiting for runs.
 CODE_SERVER_TIMEOUT_S = 180.0
 POLL_S = 1.0
-#: What the test adds to its copy of the production instance where that file has none of
-#: it (the restart of PostgreSQL in the middle of a run needs both): a run that failed for
-#: a reason outside its data is retried (a failure of its data is not: it would fail
-#: again); the pool slot that a run which ended without freeing it still holds is freed
-#: (else every later run of the pool stays queued).
-INSTANCE_DEFAULTS = {
-    "run_retries": {"enabled": True, "max_retries": 2, "retry_on_asset_or_op_failure": False},
-    "run_monitoring": {"enabled": True, "free_slots_after_run_end_seconds": 10},
-}
 #: A bound: how long the killed processes of a group may take to be gone.
 STOP_TIMEOUT_S = 30.0
 
@@ -116,15 +110,6 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float,
             raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}"
                                  f"\n{on_timeout()}")
         time.sleep(POLL_S)
-
-
-def instance_config(production: Path) -> dict:
-    """The production instance configuration, with each of ``INSTANCE_DEFAULTS`` where it
-    has none of it."""
-    config = yaml.safe_load(production.read_text())
-    for key, value in INSTANCE_DEFAULTS.items():
-        config.setdefault(key, value)
-    return config
 
 
 @dataclass
@@ -214,8 +199,7 @@ def running_stack(base: Path, prepare: Callable[[DataFolders], None] = lambda _:
     home, logs = base / "dagster_home", base / "logs"
     home.mkdir()
     logs.mkdir()
-    (home / "dagster.yaml").write_text(yaml.safe_dump(
-        instance_config(PROJECT / "deploy" / "production" / "dagster.yaml")))
+    shutil.copy(PRODUCTION / "dagster.yaml", home / "dagster.yaml")
     with (postgres_server() as postgres, throwaway_object_store() as store,
           ExitStack() as stack):
         dagster_db, taudb = "dagster", "taudb"
@@ -232,9 +216,8 @@ def running_stack(base: Path, prepare: Callable[[DataFolders], None] = lambda _:
              "-m", "definitions", "--location-name", LOCATION], env, logs / "code-server.log"))
         the_stack.processes["code-server"] = code_server
         _wait_for_code_server(code_server, grpc_port, env, logs / "code-server.log")
-        workspace = home / "workspace.yaml"
-        workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": {
-            "host": HOST, "port": grpc_port, "location_name": LOCATION}}]}))
+        env |= {"JOULEHOUSE_CODE_SERVER_HOST": HOST, "JOULEHOUSE_CODE_SERVER_PORT": str(grpc_port)}
+        workspace = PRODUCTION / "workspace.yaml"
 
         the_stack.processes["daemon"] = stack.enter_context(started(
             [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)], env,
