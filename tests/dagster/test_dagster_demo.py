@@ -123,13 +123,16 @@ def assert_the_powerapi_table_is_printed(lines: list[str]) -> None:
 
 
 def assert_the_daily_accounting_is_printed(lines: list[str], warehouse) -> None:
-    """Every source has printed daily rows with carbon; a source's days (primary method)
-    sum to its facts' energy (a fact across midnight split, not lost)."""
+    """Every source has printed daily rows with carbon and cost; a source's days (primary
+    method) sum to its facts' energy (a fact across midnight split, not lost)."""
     start = next(i for i, line in enumerate(lines) if line.startswith("Energy and carbon per UTC"))
     printed = lines[start + 2:lines.index("", start)]
     for source in ("gpu-benchmark", "powerapi", "geopm", "clustercockpit"):
         assert any(f" {source} " in line for line in printed), source
-    assert "Facts without carbon (no intensity or zone): 0" in lines
+    assert ("Facts without carbon (no intensity or zone): 0; without cost (no tariff band): 0"
+            in lines)
+    assert lines[start + 1].split()[-2:] == ["cost", "currency"]
+    assert all(line.split()[-1] == "EUR" for line in printed)
     tables = Tables(warehouse)
     facts, daily = tables.read_table("energy_facts"), tables.read_table("accounting_daily")
     emmy = daily[(daily["calendar"] == "UTC") & (daily["group"] == "emmy")
