@@ -22,6 +22,8 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
 #: Bounds, not timings: the UI loads its JavaScript, then asks GraphQL.
 PAGE_TIMEOUT_MS = 90_000
 VIEWPORT = {"width": 1600, "height": 1000}
+#: How long the graph takes to draw the nodes a pan brought on screen (a bound).
+PAN_SETTLE_MS = 700
 
 
 def missing_requirement() -> str | None:
@@ -49,6 +51,26 @@ class Browser:
         self.page.goto(self.base_url + path, timeout=PAGE_TIMEOUT_MS)
         self.page.get_by_text(wait_for_text, exact=False).first.wait_for(
             timeout=PAGE_TIMEOUT_MS)
+
+    def graph_names(self, names: list[str], steps: int = 8) -> set[str]:
+        """The ``names`` the asset graph on the page draws while it is panned (it draws only
+        the nodes on screen, and a tall graph does not fit even zoomed out): from where it
+        opened, up to ``steps`` half screens up, then as many down, as the mouse wheel
+        pans it."""
+        self.page.mouse.move(VIEWPORT["width"] // 2, VIEWPORT["height"] // 2)
+        half = VIEWPORT["height"] // 2
+        seen: set[str] = set()
+        for direction in (-1, 1):
+            for step in range(steps + 1):
+                self.page.wait_for_timeout(PAN_SETTLE_MS)
+                shown = self.text()
+                seen |= {name for name in names if name in shown}
+                if seen == set(names):
+                    return seen
+                self.page.mouse.wheel(0, direction * half)
+            if direction == -1:  # back to where it opened
+                self.page.mouse.wheel(0, (steps + 1) * half)
+        return seen
 
     def text(self) -> str:
         """The text of the page as shown (``innerText`` of the body)."""
