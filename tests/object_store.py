@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
+from postgres_server import free_port
+from processes import stop
 
 from joulehouse.warehouse import ObjectStore
 
@@ -63,12 +65,6 @@ class ObjectStoreServer:
         return name
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _answers(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):
@@ -80,7 +76,7 @@ def _answers(port: int) -> bool:
 @contextmanager
 def throwaway_object_store() -> Iterator[ObjectStoreServer]:
     """moto's S3-compatible server on a free loopback port while inside."""
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryFile() as log:  # its request log: an unread pipe would fill up
         process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
@@ -98,9 +94,4 @@ def throwaway_object_store() -> Iterator[ObjectStoreServer]:
                 time.sleep(0.1)
             yield ObjectStoreServer(endpoint=f"http://127.0.0.1:{port}")
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from postgres_server import free_port
+from processes import stop
 
 #: The daemons live in /usr/sbin, which a user's PATH may lack.
 SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
@@ -125,19 +126,9 @@ def _start(stack: ExitStack, folder: Path, name: str, cmd: list[str],
     with open(folder / f"{name}.log", "wb") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, env=env)
-    stack.callback(_stop, proc)
+    stack.callback(stop, proc)
     return proc
 
-
-def _stop(proc: subprocess.Popen) -> None:
-    """Terminate one daemon by its pid; kill it if it has not exited within 10 s."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _cancel_jobs(cluster: SlurmCluster) -> None:
