@@ -143,20 +143,31 @@ def test_trust_checks_table_and_one_check_per_rule(tmp_path):
         assert checks["smartwatts_vs_rapl"].description == "no overlapping figures to compare"
 
 
-def test_waste_tables_with_rule_versions_ranking_and_plot(tmp_path):
-    begin = pd.Timestamp("2024-01-15 10:00", tz="UTC")
-    seconds = np.arange(31)
-    power = pd.DataFrame({"time": begin + pd.to_timedelta(seconds, unit="s"),
-                          "power_w": np.where(seconds <= 10, 100.0, 300.0),
-                          "util_gpu_pct": np.where(seconds <= 10, 0.0, 80.0)})
-    key = "gpu-data/e/b/run/0"
-    facts = pd.DataFrame([{"source": "gpu-benchmark", "entity": key, "component": "gpu",
-                           "window_start": begin, "window_end": begin + pd.Timedelta("30s"),
-                           "duration_s": 30.0, "energy_j": 6900.0, "method": "counter"}],
+GPU_BEGIN = pd.Timestamp("2024-01-15 10:00", tz="UTC")
+GPU_KEY = "gpu-data/e/b/run/0"
+
+
+def warehouse_with_one_gpu_fact(tmp_path, gpu_power: pd.DataFrame) -> Warehouse:
+    """A warehouse holding one GPU repetition's counter fact (30 s from GPU_BEGIN, 6.9 kJ)
+    and its stored ``gpu_power`` frame."""
+    facts = pd.DataFrame([{"source": "gpu-benchmark", "entity": GPU_KEY, "component": "gpu",
+                           "window_start": GPU_BEGIN,
+                           "window_end": GPU_BEGIN + pd.Timedelta("30s"), "duration_s": 30.0,
+                           "energy_j": 6900.0, "method": "counter"}],
                          columns=ENERGY_FACTS_COLUMNS)
     store = Warehouse(root=str(tmp_path / "warehouse"))
     store.tables().write_partition("energy_facts", "gpu", facts)
-    store.tables().write_partition("gpu_validated_frames/gpu_power", key, power)
+    store.tables().write_partition("gpu_validated_frames/gpu_power", GPU_KEY, gpu_power)
+    return store
+
+
+def test_waste_tables_with_rule_versions_ranking_and_plot(tmp_path):
+    begin, key = GPU_BEGIN, GPU_KEY
+    seconds = np.arange(31)
+    store = warehouse_with_one_gpu_fact(tmp_path, pd.DataFrame(
+        {"time": begin + pd.to_timedelta(seconds, unit="s"),
+         "power_w": np.where(seconds <= 10, 100.0, 300.0),
+         "util_gpu_pct": np.where(seconds <= 10, 0.0, 80.0)}))
     with dg.instance_for_test() as instance:
         result = dg.materialize([waste_step], instance=instance, resources={"warehouse": store})
         assert result.success
@@ -175,16 +186,8 @@ def test_waste_tables_with_rule_versions_ranking_and_plot(tmp_path):
 
 
 def test_fact_quality_table_from_the_sources_tables(tmp_path):
-    begin = pd.Timestamp("2024-01-15 10:00", tz="UTC")
-    key = "gpu-data/e/b/run/0"
-    facts = pd.DataFrame([{"source": "gpu-benchmark", "entity": key, "component": "gpu",
-                           "window_start": begin, "window_end": begin + pd.Timedelta("30s"),
-                           "duration_s": 30.0, "energy_j": 6900.0, "method": "counter"}],
-                         columns=ENERGY_FACTS_COLUMNS)
-    store = Warehouse(root=str(tmp_path / "warehouse"))
-    store.tables().write_partition("energy_facts", "gpu", facts)
-    store.tables().write_partition("gpu_validated_frames/gpu_power", key, pd.DataFrame(
-        {"time": begin + pd.to_timedelta(np.arange(0, 30.5, 0.25), unit="s")}))
+    store = warehouse_with_one_gpu_fact(tmp_path, pd.DataFrame(
+        {"time": GPU_BEGIN + pd.to_timedelta(np.arange(0, 30.5, 0.25), unit="s")}))
     with dg.instance_for_test() as instance:
         result = dg.materialize([fact_quality], instance=instance,
                                 resources={"warehouse": store})
