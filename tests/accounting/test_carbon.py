@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from joulehouse.accounting import carbon, entities, generator, intensity, rollups
-from joulehouse.facts import ENERGY_FACTS_COLUMNS
+from tests.accounting.facts import facts_of
 
 LCA = intensity.EM_BASES["lca"][0]
 
@@ -13,16 +13,6 @@ LCA = intensity.EM_BASES["lca"][0]
 def series(tmp_path, zone, start, end, step="1h", **cycle):
     frame = generator.electricity_maps_frame(zone, zone, start, end, step=step, **cycle)
     return frame, generator.write_csv(frame, tmp_path / f"{zone}_{step}.csv")
-
-
-def facts_of(*rows):
-    frame = pd.DataFrame([
-        {"source": "clustercockpit", "entity": entity, "component": "node",
-         "window_start": pd.Timestamp(a, tz="UTC"), "window_end": pd.Timestamp(b, tz="UTC"),
-         "duration_s": (pd.Timestamp(b) - pd.Timestamp(a)).total_seconds(),
-         "energy_j": float(e), "method": "power"} for entity, a, b, e in rows],
-        columns=ENERGY_FACTS_COLUMNS)
-    return entities.attribute(frame)
 
 
 def test_generated_facts_exact_to_a_thousandth(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from joulehouse.accounting import accounts, carbon, cost, entities, generator, intensity, tariff
 from joulehouse.errors import InputError
-from joulehouse.facts import ENERGY_FACTS_COLUMNS
+from tests.accounting.facts import facts_of
 
 HEADER = "site,timezone,valid_from,valid_to,weekdays,start,end,price_per_kwh,currency\n"
 #: Weekdays 07:00-20:00 local 0.30, the rest of a weekday 0.10, weekends 0.05 (EUR/kWh).
@@ -30,16 +30,6 @@ def price_at(local: pd.Timestamp) -> float:
     if local.weekday() >= 5:
         return 0.05
     return 0.30 if 7 <= local.hour < 20 else 0.10
-
-
-def facts_of(*rows, source="clustercockpit"):
-    frame = pd.DataFrame([
-        {"source": source, "entity": entity, "component": "node",
-         "window_start": pd.Timestamp(a, tz="UTC"), "window_end": pd.Timestamp(b, tz="UTC"),
-         "duration_s": (pd.Timestamp(b) - pd.Timestamp(a)).total_seconds(),
-         "energy_j": float(e), "method": "power"} for entity, a, b, e in rows],
-        columns=ENERGY_FACTS_COLUMNS)
-    return entities.attribute(frame)
 
 
 def test_fact_across_a_band_change_is_split_at_it_in_local_time(tmp_path):
