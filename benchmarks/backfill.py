@@ -18,7 +18,6 @@ Run: ``.venv/bin/python benchmarks/backfill.py [--repetitions N] [--storage post
 """
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -26,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,6 +45,7 @@ from joulehouse.gpu.layout import find_repetitions
 from resources import DataRoot, GpuBenchmarkSource
 from sensors.gpu_repetitions import JOB_NAME
 from sensors.partition_runs import RANGE_END, RANGE_START
+from tests.dagster import webserver
 
 PROJECT = Path(__file__).resolve().parent.parent
 DATA = PROJECT / "benchmarks" / ".data"
@@ -61,15 +60,6 @@ EVENTS = dg.DagsterEventType
 STEP_END = {EVENTS.STEP_SUCCESS, EVENTS.STEP_FAILURE}
 MILESTONES = {EVENTS.RUN_STARTING: "launched", EVENTS.RUN_START: "started",
               EVENTS.RUN_SUCCESS: "ended", EVENTS.RUN_FAILURE: "ended"}
-LAUNCH = """
-mutation($params: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $params) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on PythonError { message }
-    ... on PartitionKeysNotFoundError { message }
-  }
-}"""
 LOCATIONS = "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus } } } }"
 
 
@@ -98,14 +88,6 @@ def partition_keys(root: Path) -> list[str]:
     data_root = DataRoot(path=str(root))
     source = GpuBenchmarkSource(data_roots=[data_root])
     return [source.partition_key(data_root, ref) for ref in find_repetitions(root)]
-
-
-def graphql(port: int, query: str, variables: dict | None = None) -> dict:
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql", headers={"Content-Type": "application/json"},
-        data=json.dumps({"query": query, "variables": variables or {}}).encode())
-    with urllib.request.urlopen(request, timeout=120) as response:
-        return json.load(response)["data"]
 
 
 def wait_until(what: str, ready, timeout_s: float, every_s: float = 2.0):
@@ -202,15 +184,11 @@ def launch_backfill(instance: dg.DagsterInstance, port: int, selection: list[dg.
     the submission time (epoch s)."""
     wait_until("code location", lambda: any(
         entry["loadStatus"] == "LOADED"
-        for entry in graphql(port, LOCATIONS)["workspaceOrError"]["locationEntries"]),
+        for entry in webserver.graphql(port, LOCATIONS)["workspaceOrError"]["locationEntries"]),
         timeout_s=300)
     started, submitted = time.perf_counter(), time.time()
-    result = graphql(port, LAUNCH, {"params": {
-        "assetSelection": [{"path": key.path} for key in selection],
-        "partitionNames": keys}})["launchPartitionBackfill"]
-    if result["__typename"] != "LaunchBackfillSuccess":
-        raise SystemExit(f"backfill not launched: {result}")
-    backfill_id = result["backfillId"]
+    backfill_id = webserver.launch_backfill(port, {
+        "assetSelection": [{"path": key.path} for key in selection], "partitionNames": keys})
     print(f"backfill {backfill_id}: {len(selection)} assets x {len(keys)} partitions, "
           f"submitted in {time.perf_counter() - started:.1f} s")
 

@@ -22,6 +22,7 @@ from tests.dagster.webserver import (
     dagster_home,
     free_port,
     graphql,
+    launch_backfill,
     started,
     statuses,
     wait_until_serving,
@@ -99,14 +100,6 @@ def test_the_ui_reads_the_bad_partition_failed_with_its_file_and_line_then_fixed
             assert execution["evaluation"]["description"] == f"{BAD}: passed"
 
 
-LAUNCH_BACKFILL = """
-mutation($params: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $params) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on PythonError { message }
-  }
-}"""
 BACKFILL_STATUS = """
 query($id: String!) { partitionBackfillOrError(backfillId: $id) {
   ... on PartitionBackfill { status } } }"""
@@ -147,13 +140,11 @@ def test_a_backfill_from_the_ui_shows_each_bad_partition_failed_with_its_file_an
     port = int(env["JOULEHOUSE_DEV_PORT"])
     with started(["bash", "deploy/dev.sh"], env, tmp_path / "dev.log") as dev:
         wait_until_serving(dev, port, tmp_path / "dev.log")
-        launched = graphql(port, LAUNCH_BACKFILL, {"params": {
-            "assetSelection": [{"path": key.path} for key in selection],
-            "partitionNames": keys}})["launchPartitionBackfill"]
-        assert launched["__typename"] == "LaunchBackfillSuccess", launched
+        backfill_id = launch_backfill(port, {
+            "assetSelection": [{"path": key.path} for key in selection], "partitionNames": keys})
         deadline = time.monotonic() + BACKFILL_TIMEOUT_S
         while time.monotonic() < deadline and graphql(port, BACKFILL_STATUS, {
-                "id": launched["backfillId"]})["partitionBackfillOrError"]["status"] in (
+                "id": backfill_id})["partitionBackfillOrError"]["status"] in (
                     "REQUESTED", "CANCELING"):
             time.sleep(2)
         for asset in ("gpu_validated_frames", "gpu_repetition_energy"):

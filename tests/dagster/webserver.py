@@ -83,6 +83,27 @@ def graphql(port: int, query: str, variables: dict | None = None) -> dict:
     return answer["data"]
 
 
+LAUNCH_BACKFILL = """
+mutation Backfill($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+    ... on PartitionKeysNotFoundError { message }
+    ... on InvalidSubsetError { message }
+  }
+}"""
+
+
+def launch_backfill(port: int, params: dict) -> str:
+    """Launch a partition backfill as the UI does (``params``: GraphQL's
+    ``LaunchBackfillParams``, e.g. ``assetSelection`` and ``partitionNames`` or
+    ``allPartitions``); returns its id, fails naming the answer if it was not launched."""
+    answer = graphql(port, LAUNCH_BACKFILL, {"params": params})["launchPartitionBackfill"]
+    assert answer["__typename"] == "LaunchBackfillSuccess", answer
+    return answer["backfillId"]
+
+
 def dagster_home(tmp_path: Path, monkeypatch) -> Path:
     """A DAGSTER_HOME under ``tmp_path`` with the project's local instance configuration,
     set in the environment (``DagsterInstance.get()`` and the webserver read it)."""

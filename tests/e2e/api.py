@@ -8,6 +8,7 @@ import urllib.error
 from collections.abc import Callable
 from typing import TypeVar
 
+from tests.dagster import webserver
 from tests.dagster.webserver import graphql
 from tests.e2e.stack import LOCATION, REPOSITORY
 
@@ -48,16 +49,6 @@ query Runs($filter: RunsFilter) {
     ... on Runs {
       results { runId status jobName tags { key value } }
     }
-  }
-}"""
-
-LAUNCH_BACKFILL = """
-mutation Backfill($params: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $params) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on PythonError { message }
-    ... on InvalidSubsetError { message }
   }
 }"""
 
@@ -110,11 +101,9 @@ def runs(port: int, **run_filter) -> list[dict]:
 def launch_backfill(port: int, assets: list[str]) -> str:
     """A backfill of every partition of ``assets``, as the UI's "Materialize all" launches
     it; returns its id."""
-    answer = graphql(port, LAUNCH_BACKFILL, {"params": {
+    return webserver.launch_backfill(port, {
         "assetSelection": [{"path": [asset]} for asset in assets],
-        "allPartitions": True, "title": "end-to-end backfill"}})["launchPartitionBackfill"]
-    assert answer["__typename"] == "LaunchBackfillSuccess", answer
-    return answer["backfillId"]
+        "allPartitions": True, "title": "end-to-end backfill"})
 
 
 def backfill(port: int, backfill_id: str) -> dict:
