@@ -29,16 +29,21 @@ def test_partition_keys_round_trip_through_file_names():
         partition_file_name("x" * 300)
 
 
-def test_failed_write_keeps_the_stored_partition(tmp_path, monkeypatch):
-    tables = Warehouse(tmp_path)
-    path = Path(tables.write_partition("energy", KEY, pd.DataFrame({"energy_j": [1.0, 2.0]})))
-    before = path.read_bytes()
+def parquet_writes_fail_half_way(monkeypatch) -> None:
+    """Every Parquet write sends half a file, then fails as a full disk would."""
 
     def broken(table, sink, **kwargs):
         sink.write(b"PAR1 half a file")
         raise OSError("disk full")
 
     monkeypatch.setattr(pq, "write_table", broken)
+
+
+def test_failed_write_keeps_the_stored_partition(tmp_path, monkeypatch):
+    tables = Warehouse(tmp_path)
+    path = Path(tables.write_partition("energy", KEY, pd.DataFrame({"energy_j": [1.0, 2.0]})))
+    before = path.read_bytes()
+    parquet_writes_fail_half_way(monkeypatch)
     with pytest.raises(OSError, match="disk full"):
         tables.write_partition("energy", KEY, pd.DataFrame({"energy_j": [9.0]}))
     assert path.read_bytes() == before
@@ -94,12 +99,7 @@ def test_repetition_energy_round_trips_with_its_dtypes(tables, tmp_path):
 def test_a_failed_upload_keeps_the_stored_object(tables, monkeypatch):
     tables.write_partition("energy", KEY, pd.DataFrame({"energy_j": [1.0, 2.0]}))
     before = tables.partition_version("energy", KEY)
-
-    def broken(table, sink, **kwargs):
-        sink.write(b"PAR1 half a file")
-        raise OSError("disk full")
-
-    monkeypatch.setattr(pq, "write_table", broken)
+    parquet_writes_fail_half_way(monkeypatch)
     with pytest.raises(OSError, match="disk full"):
         tables.write_partition("energy", KEY, pd.DataFrame({"energy_j": [9.0]}))
     monkeypatch.undo()
