@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from joulehouse.accounting import stepseries
 from joulehouse.accounting.schemas import INTENSITY_SCHEMA
 from joulehouse.errors import InputError
 from joulehouse.validation import validate
@@ -77,20 +78,9 @@ def read_folder(folder: str | Path) -> pd.DataFrame:
     Raises InputError if two files give the same zone, basis and kind overlapping
     intervals (which series would hold is then unknown), naming both files.
     """
-    folder = Path(folder)
-    frames = [read_file(p) for p in sorted(folder.rglob("*.csv")) if p.is_file()]
-    if not frames:
-        return empty_intensity()
-    table = pd.concat(frames, ignore_index=True)
-    table = table.sort_values(["zone", "basis", "kind", "interval_start"], ignore_index=True)
-    same = ((table[["zone", "basis", "kind"]] == table[["zone", "basis", "kind"]].shift()).all(axis=1)
-            & (table["interval_start"] < table["interval_end"].shift()))
-    if same.any():
-        i = int(np.flatnonzero(same.to_numpy())[0])
-        a, b = table.iloc[i - 1], table.iloc[i]
-        raise InputError(folder / b["file"], f"zone {b['zone']} ({b['basis']}): interval from "
-                         f"{b['interval_start']} overlaps {a['file']}'s from {a['interval_start']}")
-    return table
+    return stepseries.read_landing(folder, read_file, ["zone", "basis", "kind"],
+                                   empty_intensity,
+                                   lambda row: f"zone {row['zone']} ({row['basis']})")
 
 
 def empty_intensity() -> pd.DataFrame:

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 
 from joulehouse.accounting.schemas import FACT_COLUMNS
+from joulehouse.errors import InputError
 from joulehouse.validation import validate
 
 J_PER_KWH = 3.6e6
@@ -312,3 +314,38 @@ def missing_rows(table: pd.DataFrame, value: str, key: str) -> pd.DataFrame:
     return table.loc[table[value].isna(),
                      ["source", "entity", "component", "method", "window_start",
                       "window_end", key, "missing"]]
+
+
+def first_overlap(table: pd.DataFrame, keys: Sequence[str]
+                  ) -> tuple[pd.Series, pd.Series] | None:
+    """The first two rows of one series (same ``keys``; ``table`` sorted by them and
+    ``interval_start``) whose intervals overlap, or None."""
+    same = ((table[list(keys)] == table[list(keys)].shift()).all(axis=1)
+            & (table["interval_start"] < table["interval_end"].shift()))
+    if not same.any():
+        return None
+    i = int(np.flatnonzero(same.to_numpy())[0])
+    return table.iloc[i - 1], table.iloc[i]
+
+
+def read_landing(folder: str | Path, read_file: Callable[[Path], pd.DataFrame],
+                 keys: Sequence[str], empty: Callable[[], pd.DataFrame],
+                 series: Callable[[pd.Series], str]) -> pd.DataFrame:
+    """Every ``*.csv`` under ``folder`` (recursively, sorted by path) read by ``read_file``,
+    as one table sorted by ``keys`` and ``interval_start`` (``empty()`` when there is none).
+
+    Raises InputError if two files give one series (same ``keys``, named by ``series`` of
+    a row) overlapping intervals (which would hold is then unknown), naming both files.
+    """
+    folder = Path(folder)
+    frames = [read_file(p) for p in sorted(folder.rglob("*.csv")) if p.is_file()]
+    if not frames:
+        return empty()
+    table = pd.concat(frames, ignore_index=True).sort_values(
+        [*keys, "interval_start"], ignore_index=True)
+    overlap = first_overlap(table, keys)
+    if overlap is not None:
+        a, b = overlap
+        raise InputError(folder / b["file"], f"{series(b)}: interval from "
+                         f"{b['interval_start']} overlaps {a['file']}'s from {a['interval_start']}")
+    return table

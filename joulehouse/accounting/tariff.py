@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from joulehouse.accounting import stepseries
 from joulehouse.accounting.schemas import TARIFF_SCHEMA
 from joulehouse.errors import InputError
 from joulehouse.timeutil import check_timezone
@@ -129,7 +130,7 @@ def read_file(path: str | Path) -> pd.DataFrame:
              pd.DataFrame(columns=["site", "interval_start", "interval_end", VALUE,
                                    "currency", "line"]))
     table = table.sort_values(["site", "interval_start"], ignore_index=True)
-    overlap = _overlap(table)
+    overlap = stepseries.first_overlap(table, ["site"])
     if overlap is not None:
         a, b = overlap
         raise InputError(path, f"site {b['site']}: the band of line {b['line']} overlaps that "
@@ -139,17 +140,6 @@ def read_file(path: str | Path) -> pd.DataFrame:
     return validate(TARIFF_SCHEMA, table, path)
 
 
-def _overlap(table: pd.DataFrame) -> tuple[pd.Series, pd.Series] | None:
-    """The first two rows of one site (``table`` sorted by site and start) whose intervals
-    overlap, or None."""
-    same = ((table["site"] == table["site"].shift())
-            & (table["interval_start"] < table["interval_end"].shift()))
-    if not same.any():
-        return None
-    i = int(np.flatnonzero(same.to_numpy())[0])
-    return table.iloc[i - 1], table.iloc[i]
-
-
 def read_folder(folder: str | Path) -> pd.DataFrame:
     """Every ``*.csv`` under ``folder`` (recursively, sorted by path) as one table.
 
@@ -157,16 +147,8 @@ def read_folder(folder: str | Path) -> pd.DataFrame:
     naming both files.
     """
     folder = Path(folder)
-    frames = [read_file(p) for p in sorted(folder.rglob("*.csv")) if p.is_file()]
-    if not frames:
-        return empty_tariffs()
-    table = pd.concat(frames, ignore_index=True).sort_values(["site", "interval_start"],
-                                                              ignore_index=True)
-    overlap = _overlap(table)
-    if overlap is not None:
-        a, b = overlap
-        raise InputError(folder / b["file"], f"site {b['site']}: interval from "
-                         f"{b['interval_start']} overlaps {a['file']}'s from {a['interval_start']}")
+    table = stepseries.read_landing(folder, read_file, ["site"], empty_tariffs,
+                                    lambda row: f"site {row['site']}")
     currencies = table.drop_duplicates(["site", "currency"])
     twice = currencies["site"].duplicated(keep=False)
     if twice.any():
