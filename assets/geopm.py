@@ -41,6 +41,7 @@ from assets.reporting import (
     Stored,
     backfills,
     failure,
+    frames_then_energy,
     partition_check_spec,
     table_metadata,
 )
@@ -341,17 +342,12 @@ with backfills() as single_run:
                        workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        failed: dict[str, str] = {}
         with workers.pool() as executor:
-            if geopm_validated_frames.key in selected:
-                frames = validate_frames(context, geopm_source, tables, executor)
-                yield from frames.results(context, VALID_SPEC)
-                failed |= frames.errors()
-            if geopm_host_energy.key in selected:
-                skip = {key: "its validated frames failed in this run" for key in failed}
-                host = compute_energy(context, geopm_source, tables, skip, executor)
-                yield from host.results(context, COMPUTED_SPEC)
-                failed |= host.errors()
+            failed = yield from frames_then_energy(
+                context, lambda: validate_frames(context, geopm_source, tables, executor),
+                VALID_SPEC,
+                lambda skip: compute_energy(context, geopm_source, tables, skip, executor),
+                COMPUTED_SPEC)
         if geopm_trials.key in selected:
             skip = {key: "an earlier asset of its report failed in this run" for key in failed}
             trials = load_trials(context, geopm_source, tables, taudb, skip)

@@ -47,7 +47,7 @@ from assets.gpu import (
     setting_energy,
     validate_frames,
 )
-from assets.reporting import backfills, failure
+from assets.reporting import backfills, failure, frames_then_energy
 from assets.taudb import load_gpu_trials, taudb_trials
 from resources import GpuBenchmarkSource, StepWorkers, TaudbResource, Warehouse
 
@@ -66,17 +66,12 @@ with backfills() as single_run:
                      workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        failed: dict[str, str] = {}
         with workers.pool() as executor:
-            if gpu_validated_frames.key in selected:
-                frames = validate_frames(context, gpu_source, tables, executor)
-                yield from frames.results(context, VALID_SPEC)
-                failed |= frames.errors()
-            if gpu_repetition_energy.key in selected:
-                skip = {key: "its validated frames failed in this run" for key in failed}
-                energy = compute_energy(context, gpu_source, tables, skip, executor)
-                yield from energy.results(context, COMPUTED_SPEC)
-                failed |= energy.errors()
+            failed = yield from frames_then_energy(
+                context, lambda: validate_frames(context, gpu_source, tables, executor),
+                VALID_SPEC,
+                lambda skip: compute_energy(context, gpu_source, tables, skip, executor),
+                COMPUTED_SPEC)
             if gpu_setting_energy.key in selected:
                 yield setting_energy(context, tables)
             if gpu_benchmark_energy.key in selected:

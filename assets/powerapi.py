@@ -45,6 +45,7 @@ from assets.reporting import (
     Stored,
     backfills,
     failure,
+    frames_then_energy,
     partition_check_spec,
     table_metadata,
 )
@@ -274,17 +275,11 @@ with backfills() as single_run:
                           warehouse: Warehouse, workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        failed: dict[str, str] = {}
-        if powerapi_validated_frames.key in selected:
-            with workers.pool() as executor:
-                frames = validate_frames(context, powerapi_source, tables, executor)
-            yield from frames.results(context, VALID_SPEC)
-            failed |= frames.errors()
-        if powerapi_report_energy.key in selected:
-            skip = {key: "its validated frames failed in this run" for key in failed}
-            energy = compute_energy(context, powerapi_source, tables, skip)
-            yield from energy.results(context, COMPUTED_SPEC)
-            failed |= energy.errors()
+        with workers.pool() as executor:
+            failed = yield from frames_then_energy(
+                context, lambda: validate_frames(context, powerapi_source, tables, executor),
+                VALID_SPEC, lambda skip: compute_energy(context, powerapi_source, tables, skip),
+                COMPUTED_SPEC)
         if selected & {powerapi_window_energy.key, powerapi_energy_facts.key}:
             keys = stored_keys(context, tables)
             if keys:
