@@ -159,3 +159,10 @@ def test_bundled_tariff_covers_the_bundled_examples_years():
     # Contiguous: every interval ends where the next begins.
     assert (table["interval_start"].iloc[1:].to_numpy()
             == table["interval_end"].iloc[:-1].to_numpy()).all()
+
+
+def test_a_file_that_is_not_a_tariff_is_an_error_naming_it(tmp_path):
+    (tmp_path / "prices.csv").write_text("site,price\nsite-a,0.3\n")
+    with pytest.raises(InputError, match=r"prices.csv:1: not a tariff: no column\(s\)") as caught:
+        tariff.read_folder(tmp_path)
+    assert caught.value.line == 1
