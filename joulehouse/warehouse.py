@@ -203,13 +203,15 @@ class Warehouse:
 
     def table_files(self) -> dict[str, list[pafs.FileInfo]]:
         """Every table under the root (its name, '/'-separated) and its visible Parquet
-        files, sorted by path (hidden files and folders, ``.``, are left out)."""
+        files, sorted by path. Hidden files and folders (``.``: writes in progress) and
+        internal folders and files (``_``: staged writes, locks) are left out, as
+        :meth:`partition_keys` leaves them out of a table."""
         found: dict[str, list[str]] = {}
         selector = pafs.FileSelector(self._base, allow_not_found=True, recursive=True)
         for info in self.filesystem.get_file_info(selector):
             relative = PurePosixPath(info.path).relative_to(self._base)
             if (info.type == pafs.FileType.File and info.path.endswith(SUFFIX)
-                    and not any(part.startswith(".") for part in relative.parts)
+                    and not any(part.startswith((".", "_")) for part in relative.parts)
                     and len(relative.parts) > 1):
                 found.setdefault(relative.parent.as_posix(), []).append(info)
         return {name: sorted(files, key=lambda info: info.path)
