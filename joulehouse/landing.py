@@ -19,13 +19,15 @@ business: see ``joulehouse/powerapi/stream.py``).
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
 
 from joulehouse.digest import file_stats_digest
+from joulehouse.treescan import CLOCK_MARGIN_NS
 
 Identify = Callable[[Path], "list[Path] | None"]
 """Entry path -> the files and folders that make up the entry (itself included), or None."""
@@ -61,69 +63,122 @@ def read_landed_item(path: Path, key: str, identify: Identify) -> LandedItem | N
     return LandedItem(key, path, digest, last_change, size)
 
 
-def find_landed(landing: str | os.PathLike[str], name: str,
-                identify: Identify) -> list[LandedItem]:
+def find_landed(landing: str | os.PathLike[str], name: str, identify: Identify,
+                since: float | None = None) -> list[LandedItem]:
     """Every entry directly in the folder ``landing`` (named ``name``) that ``identify``
-    accepts, by key. Hidden entries (``.name``) are skipped."""
+    accepts, by key. Hidden entries (``.name``) are skipped, and with ``since`` (seconds
+    since the epoch: :attr:`LandingState.since`) so are plain files last changed before it,
+    on one ``stat`` and without ``identify`` (a file entry is made of itself alone, and
+    handed out already). A folder is always looked into: its own times do not change
+    when a file below it is rewritten."""
     items = []
     with os.scandir(landing) as entries:
         for entry in sorted(entries, key=lambda e: e.name):
-            if not entry.name.startswith("."):
-                found = read_landed_item(Path(entry.path), f"{name}/{entry.name}", identify)
-                if found is not None:
-                    items.append(found)
+            if entry.name.startswith(".") or since is not None and _file_before(entry, since):
+                continue
+            found = read_landed_item(Path(entry.path), f"{name}/{entry.name}", identify)
+            if found is not None:
+                items.append(found)
     return items
+
+
+def _file_before(entry: os.DirEntry, since: float) -> bool:
+    """Whether ``entry`` is a regular file (links followed) last changed before ``since``."""
+    try:
+        stat = entry.stat()
+    except OSError:  # gone, or a dangling link: identify decides
+        return False
+    return S_ISREG(stat.st_mode) and max(stat.st_mtime, stat.st_ctime) < since
+
+
+@dataclass(frozen=True)
+class LandingState:
+    """What a landing sensor remembers between ticks (its cursor), small whatever the size
+    of its folders: every entry last changed before ``since`` (seconds since the epoch;
+    None: nothing yet) was handed out; ``seen``: key -> fingerprint of the entries handed
+    out that changed at or after ``since``; ``sizes``: key -> size (bytes) when handed out,
+    of the entries handed out while still changing (growing streams), kept until one is
+    handed out quiet or falls behind ``since``.
+
+    ``since`` follows the oldest entry still waiting and stays :data:`CLOCK_MARGIN_S`
+    behind the newest change seen. It relies on the ctime, which every write, copy,
+    rename or link of a file sets to the file server's clock and no tool sets back (as
+    :mod:`joulehouse.treescan` does): an entry that lands or changes later has a change
+    time after ``since``, as long as that clock does not step back by more than the
+    margin."""
+
+    since: float | None = None
+    seen: dict[str, str] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+
+    def handed_out(self, item: LandedItem) -> bool:
+        """Whether ``item``, as it is now, was handed out already."""
+        return ((self.since is not None and item.last_change < self.since)
+                or self.seen.get(item.key) == item.fingerprint)
+
+    def to_json(self) -> str:
+        return json.dumps({"since": self.since, "seen": self.seen, "sizes": self.sizes},
+                          sort_keys=True)
+
+    @classmethod
+    def from_json(cls, cursor: str | None) -> LandingState:
+        """The state in ``cursor`` (:meth:`to_json`). A cursor written before ``since`` was
+        kept holds every entry handed out (``seen``, and ``sizes``; or key -> fingerprint
+        alone, before sizes were kept): still right, it shrinks at the next hand-out."""
+        state = json.loads(cursor or "{}")
+        if not isinstance(state.get("seen"), dict):
+            return cls(seen=state)
+        return cls(state.get("since"), state["seen"], state.get("sizes", {}))
+
+
+#: ``since`` stays this far behind the newest change seen (s): entries changed within
+#: the margin are remembered by fingerprint (see :class:`LandingState`).
+CLOCK_MARGIN_S = CLOCK_MARGIN_NS / 1e9
 
 
 @dataclass(frozen=True)
 class LandingScan:
-    """Entries to process now (new or changed since ``seen``, and quiet), and how many wait
-    (``deferred`` of them ready but over the cap)."""
+    """Entries to process now (new or changed since they were handed out, and quiet), how
+    many wait (``deferred`` of them ready but over the cap), and the next state."""
 
     ready: list[LandedItem]
     waiting: int
-    seen: dict[str, str]
-    """key -> fingerprint of every present entry handed out so far (the next ``seen``)."""
-    sizes: dict[str, int] = field(default_factory=dict)
-    """key -> size when last handed out, of the same entries (the next ``sizes``)."""
+    state: LandingState
     deferred: int = 0
 
 
-def scan_landings(items: Iterable[LandedItem], seen: Mapping[str, str], quiet_s: float,
+def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: float,
                   now: float, *, grown_bytes: int | None = None,
-                  sizes: Mapping[str, int] | None = None,
                   cap: int | None = None) -> LandingScan:
-    """Compare the present ``items`` with ``seen`` (key -> fingerprint handed out before).
+    """Compare the present ``items`` with what ``state`` says was handed out before.
 
-    An entry whose fingerprint differs from the one seen (or that is new) is
-    ready once quiet, or, with ``grown_bytes``, once its size is that many bytes
-    above its size when last handed out (``sizes``; 0 for a new entry): a stream
-    that is never quiet is handed out as it grows. Until then it waits. With
-    ``cap``, at most that many are ready (those changed least recently; in the
-    order given), the others wait (``deferred``) as if not ready yet. Entries no longer
-    present are forgotten.
+    An entry not handed out as it is now (new or changed) is ready once quiet, or, with
+    ``grown_bytes``, once its size is that many bytes above its size when last handed out
+    (``state.sizes``; 0 when not known): a stream that is never quiet is handed out as it
+    grows. Until then it waits. With ``cap``, at most that many are ready (those changed
+    least recently; in the order given), the others wait (``deferred``) as if not ready
+    yet. ``items`` may leave out entries changed before ``state.since`` (see
+    :func:`find_landed`).
     """
-    sizes = sizes or {}
     present = list(items)
+    changed = [found for found in present if not state.handed_out(found)]
     eligible = sorted(
-        (found for found in present if seen.get(found.key) != found.fingerprint and (
-            found.is_quiet(quiet_s, now) or grown_bytes is not None
-            and found.size - sizes.get(found.key, 0) >= grown_bytes)),
+        (found for found in changed if found.is_quiet(quiet_s, now) or grown_bytes is not None
+         and found.size - state.sizes.get(found.key, 0) >= grown_bytes),
         key=lambda found: (found.last_change, found.key))
     chosen = {found.key for found in eligible[:cap]}
     ready = [found for found in present if found.key in chosen]  # in the order given
-    waiting, next_seen, next_sizes = 0, {}, {}
-    for found in present:
-        if found.key in chosen:
-            next_seen[found.key] = found.fingerprint
-            next_sizes[found.key] = found.size
-            continue
-        if seen.get(found.key) == found.fingerprint:
-            next_seen[found.key] = found.fingerprint
-        else:
-            waiting += 1
-            if found.key in seen:
-                next_seen[found.key] = seen[found.key]
-        if found.key in sizes:
-            next_sizes[found.key] = sizes[found.key]
-    return LandingScan(ready, waiting, next_seen, next_sizes, len(eligible) - len(ready))
+    waiting = [found for found in changed if found.key not in chosen]
+    since = state.since
+    if present:
+        newest = max(found.last_change for found in present)
+        since = min([newest - CLOCK_MARGIN_S, *(found.last_change for found in waiting)])
+        since = since if state.since is None else max(since, state.since)
+    seen = {found.key: found.fingerprint for found in present
+            if found.last_change >= since and (found.key in chosen or state.handed_out(found))}
+    sizes = {found.key: (found.size if found.key in chosen else state.sizes[found.key])
+             for found in present if found.last_change >= since and (
+                 found.key in chosen and not found.is_quiet(quiet_s, now)
+                 or found.key not in chosen and found.key in state.sizes)}
+    return LandingScan(ready, len(waiting), LandingState(since, seen, sizes),
+                       len(eligible) - len(ready))

@@ -3,14 +3,16 @@
 Each tick lists the landing folders (``joulehouse.geopm.layout.find_reports``:
 per file one ``stat`` and a read of its first 4 KiB, which tells a report
 from other files), takes the reports that are new or
-changed since they were last handed out (cursor: key -> fingerprint) and
+changed since they were last handed out (cursor: a watermark and the few
+reports changed after it, ``joulehouse.landing.LandingState``) and
 quiet for ``quiet_period_s`` (GEOPM writes a report when the job ends: a
 file still being written, or copied in, waits), registers the new ones as
 ``geopm_reports`` partitions and asks for ONE run of ``geopm_job`` covering
 exactly them (``sensors/partition_runs.py``).
 
-Every report is fingerprinted at every tick, so a report whose partition
-failed is looked at again each tick: fixed in place (new fingerprint), it is
+A report changed after the watermark is fingerprinted at every tick (one
+unchanged behind it costs a ``stat``), so a report whose partition failed
+and that is fixed in place (a new change time and fingerprint) is
 asked for one tick after its quiet period, in the same one run as the rest;
 the run key digests the reports' keys and fingerprints.
 """

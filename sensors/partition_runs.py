@@ -30,7 +30,6 @@ after cancelling). Such partitions wait for their files to change (a new fingerp
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from typing import Any
 import dagster as dg
 
 from joulehouse.digest import digest_pairs
-from joulehouse.landing import LandedItem, scan_landings
+from joulehouse.landing import LandedItem, LandingState, scan_landings
 from resources.landing import LandingFolders
 from sensors.settings import sensor_tick_budget_s
 from sensors.tick_budget import begin, hand_out, paced
@@ -186,10 +185,11 @@ def retry_request(prefix: str, cancelled: Mapping[str, dg.AssetMaterialization]
 @dataclass(frozen=True)
 class LandingSensor:
     """What a sensor over landing folders is about: how to find its entries in one folder
-    (``find(folder, landing name)``), the partitions they become, the source asset of their
-    files, the job it asks for, and how an entry is called in the tick's messages."""
+    (``find(folder, landing name, since)``: :func:`joulehouse.landing.find_landed`), the
+    partitions they become, the source asset of their files, the job it asks for, and how
+    an entry is called in the tick's messages."""
 
-    find: Callable[[Path, str], Iterable[LandedItem]]
+    find: Callable[[Path, str, float | None], Iterable[LandedItem]]
     partitions_def: dg.DynamicPartitionsDefinition
     files: dg.AssetKey
     job_name: str
@@ -201,25 +201,28 @@ class LandingSensor:
         """One tick over every landing folder of ``source``.
 
         Lists the entries, takes those new or changed since they were last handed
-        out (cursor: key -> fingerprint, and size) and quiet for ``source.quiet_period_s``
+        out (cursor: a watermark, and key -> fingerprint and size of the entries changed
+        after it) and quiet for ``source.quiet_period_s``
         (or grown by ``source.grown_bytes`` since: :func:`joulehouse.landing.scan_landings`),
         as many as fill the tick's time budget, at most ``source.max_entries_per_tick``
         (``sensors/tick_budget.py``), registers the new ones as partitions, asks for ONE
         run covering exactly them (:func:`ready_run_request`) and reports each as a
         materialization of the files (:func:`files_landed`; a large hand-out is
         written by the tick itself: ``tick_budget.hand_out``). Every entry is
-        fingerprinted at every tick, so one whose partition failed and that is
-        fixed in place is asked for again one tick after its quiet period.
+        listed at every tick, and fingerprinted unless it is a file unchanged since the
+        cursor's watermark (:class:`joulehouse.landing.LandingState`: the cursor stays
+        small), so one whose partition failed and that is fixed in place is asked for
+        again one tick after its quiet period.
         """
         own_cursor, pace, started = begin(context.cursor)
+        state = LandingState.from_json(own_cursor)
         found = [item for name, folder in source.landings().items()
-                 for item in self.find(folder, name)]
-        seen, sizes = _landing_cursor(own_cursor)
-        scan = scan_landings(found, seen, source.quiet_period_s, time.time(),
-                             grown_bytes=source.grown_bytes, sizes=sizes,
+                 for item in self.find(folder, name, state.since)]
+        scan = scan_landings(found, state, source.quiet_period_s, time.time(),
+                             grown_bytes=source.grown_bytes,
                              cap=pace.cap(sensor_tick_budget_s(), source.max_entries_per_tick))
-        cursor = json.dumps({"seen": scan.seen, "sizes": scan.sizes}, sort_keys=True)
-        listed_s = time.time() - started  # every entry listed and fingerprinted, each tick
+        cursor = scan.state.to_json()
+        listed_s = time.time() - started  # every entry listed, each tick
         if not scan.ready:
             return dg.SensorResult(cursor=paced(cursor, pace), skip_reason=dg.SkipReason(
                 f"no new or changed {self.entries} ready ({scan.waiting} waiting for the "
@@ -246,12 +249,3 @@ class LandingSensor:
             cursor=paced(cursor, pace.after(started, len(scan.ready), scan.deferred > 0,
                                                    listed_s)),
         )
-
-
-def _landing_cursor(cursor: str | None) -> tuple[dict[str, str], dict[str, int]]:
-    """A landing sensor's cursor: key -> fingerprint and key -> size of the entries handed
-    out (a cursor written before sizes were kept is key -> fingerprint alone)."""
-    state = json.loads(cursor or "{}")
-    if isinstance(state.get("seen"), dict):
-        return state["seen"], state.get("sizes", {})
-    return state, {}

@@ -3,7 +3,8 @@
 Each tick lists the landing folders (one ``stat`` per file, and the first
 64 KiB of each file to tell report files from others:
 ``joulehouse.powerapi.landing``), takes the entries that are new or changed
-since they were last handed out (cursor: key -> fingerprint and size) and
+since they were last handed out (cursor: a watermark, and fingerprint and
+size of the few entries changed after it: ``joulehouse.landing.LandingState``) and
 quiet for ``quiet_period_s``, registers the new ones as ``powerapi_reports``
 partitions and asks for ONE run of ``powerapi_job`` covering exactly them
 (``sensors/partition_runs.py``).
@@ -20,7 +21,8 @@ a file cut or rewritten is read whole again). Between two hand-outs a file
 that grew by less than ``grown_bytes`` waits, so a stream costs at most one
 run per ``grown_bytes`` written (and per tick).
 
-Every entry is fingerprinted at every tick, so an entry whose partition
+Every entry but a file unchanged behind the watermark is fingerprinted at
+every tick, so an entry whose partition
 failed and that is fixed in place is asked for again one tick after its
 quiet period. Run keys digest the entries' keys and fingerprints.
 """

@@ -2,15 +2,16 @@
 
 Each tick lists the landing folders (profile sets are few and flat: one
 ``stat`` per profile file, see ``joulehouse.taudb.landing``), takes the sets
-that are new or changed since they were last handed out (cursor: key ->
-fingerprint) and quiet for ``quiet_period_s``, registers the new ones as
+that are new or changed since they were last handed out (cursor: a
+watermark and the sets changed after it, ``joulehouse.landing.LandingState``)
+and quiet for ``quiet_period_s``, registers the new ones as
 ``tau_profile_sets`` partitions (the existing set is fetched once per tick)
 and asks for ONE run of ``tau_profile_trials`` covering exactly them
 (``sensors/partition_runs.py``: changed older sets are moved to the end of
 the partition set with the new ones). Each set handed out is reported as a
 materialization of ``tau_profile_files`` (its data version the fingerprint).
 
-Every set is fingerprinted at every tick, so a set whose load failed and
+Every set folder is fingerprinted at every tick, so a set whose load failed and
 that is fixed in place (new fingerprint) is asked for again one tick after
 its quiet period; the run key digests the sets' keys and fingerprints. A set
 still being written waits for a later tick.
