@@ -25,8 +25,8 @@ it (``create_run_for_job``, its planned events included):
 ``--source cc|geopm|powerapi`` measures the first registration of the other
 sources the same way: a ClusterCockpit archive of ``--entries`` jobs
 (``clustercockpit_sensor.build``: 990 jobs per job-id block, tiny files), a
-GEOPM or PowerAPI landing folder of ``--entries`` report files (hard links to
-one bundled example each).
+GEOPM or PowerAPI landing folder of ``--entries`` report files (copies of one
+bundled example each).
 
 Reference: a naive full walk (``find_repetitions`` + ``is_complete`` on every
 repetition). Run: ``.venv/bin/python benchmarks/sensor_tick.py [--source S]
@@ -35,7 +35,6 @@ repetition). Run: ``.venv/bin/python benchmarks/sensor_tick.py [--source S]
 
 import argparse
 import contextlib
-import os
 import shutil
 import statistics
 import sys
@@ -200,15 +199,14 @@ def rewind(cursor: str, seconds: float) -> str:
 
 
 def landing(folder: Path, example: Path, entries: int) -> Path:
-    """A landing folder of ``entries`` report files, hard links to one copy of ``example``."""
+    """A landing folder of ``entries`` report files, each a copy of ``example`` (its own
+    change time, as files landing one after the other have)."""
     marker = folder / ".complete"
     if not marker.exists():
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
-        first = folder / f"r{0:07d}{example.suffix}"
-        shutil.copyfile(example, first)
-        for index in range(1, entries):
-            os.link(first, folder / f"r{index:07d}{example.suffix}")
+        for index in range(entries):
+            shutil.copyfile(example, folder / f"r{index:07d}{example.suffix}")
         marker.touch()
     return folder
 
@@ -227,11 +225,11 @@ def other_source(name: str, entries: int) -> tuple[str, str, str, dg.Configurabl
         return CC_SENSOR, "cc_job_blocks", "cc_archive", ClusterCockpitArchive(
             archive_roots=[str(archive)], quiet_period_s=QUIET_S, full_rescan_s=86_400.0)
     if name == "geopm":
-        folder = landing(DATA / f"geopm-landing-{entries}",
+        folder = landing(DATA / f"geopm-landing-copies-{entries}",
                          EXAMPLE_GEOPM_REPORTS / "geopmbench_1host.legacy.report", entries)
         return GEOPM_SENSOR, "geopm_reports", "geopm_source", GeopmReportSource(
             landing_folders=[str(folder)], quiet_period_s=QUIET_S)
-    folder = landing(DATA / f"powerapi-landing-{entries}", EXAMPLE_POWERAPI / "power.jsonl",
+    folder = landing(DATA / f"powerapi-landing-copies-{entries}", EXAMPLE_POWERAPI / "power.jsonl",
                      entries)
     return POWERAPI_SENSOR, "powerapi_reports", "powerapi_source", PowerapiSource(
         landing_folders=[str(folder)], quiet_period_s=QUIET_S)

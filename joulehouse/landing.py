@@ -27,7 +27,6 @@ from pathlib import Path
 from stat import S_ISREG
 
 from joulehouse.digest import file_stats_digest
-from joulehouse.treescan import CLOCK_MARGIN_NS
 
 Identify = Callable[[Path], "list[Path] | None"]
 """Entry path -> the files and folders that make up the entry (itself included), or None."""
@@ -98,18 +97,22 @@ class LandingState:
     None: nothing yet) was handed out; ``seen``: key -> fingerprint of the entries handed
     out that changed at or after ``since``; ``sizes``: key -> size (bytes) when handed out,
     of the entries handed out while still changing (growing streams), kept until one is
-    handed out quiet or falls behind ``since``.
+    handed out quiet or falls behind ``since``; ``newest``: the latest change time of an
+    entry seen at the last tick.
 
-    ``since`` follows the oldest entry still waiting and stays :data:`CLOCK_MARGIN_S`
-    behind the newest change seen. It relies on the ctime, which every write, copy,
-    rename or link of a file sets to the file server's clock and no tool sets back (as
-    :mod:`joulehouse.treescan` does): an entry that lands or changes later has a change
-    time after ``since``, as long as that clock does not step back by more than the
-    margin."""
+    Change times are ctimes, which every write, copy, rename or link of a file sets to
+    the file server's clock and no tool sets back (as :mod:`joulehouse.treescan` uses
+    them). An entry changed at or before ``newest`` existed when the next tick listed
+    its folder, so that tick compared it; ``since`` therefore follows the last tick's
+    ``newest`` less :data:`CLOCK_STEP_S`, held back by the oldest entry still waiting.
+    After a burst of landings the cursor keeps the entries changed in the burst's last
+    :data:`CLOCK_STEP_S` only. An entry whose change time is more than that behind an
+    earlier one (the server's clock stepped back) would be missed."""
 
     since: float | None = None
     seen: dict[str, str] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
+    newest: float | None = None
 
     def handed_out(self, item: LandedItem) -> bool:
         """Whether ``item``, as it is now, was handed out already."""
@@ -117,23 +120,24 @@ class LandingState:
                 or self.seen.get(item.key) == item.fingerprint)
 
     def to_json(self) -> str:
-        return json.dumps({"since": self.since, "seen": self.seen, "sizes": self.sizes},
-                          sort_keys=True)
+        return json.dumps({"since": self.since, "seen": self.seen, "sizes": self.sizes,
+                           "newest": self.newest}, sort_keys=True)
 
     @classmethod
     def from_json(cls, cursor: str | None) -> LandingState:
         """The state in ``cursor`` (:meth:`to_json`). A cursor written before ``since`` was
         kept holds every entry handed out (``seen``, and ``sizes``; or key -> fingerprint
-        alone, before sizes were kept): still right, it shrinks at the next hand-out."""
+        alone, before sizes were kept): still right, it shrinks after the next ticks."""
         state = json.loads(cursor or "{}")
         if not isinstance(state.get("seen"), dict):
             return cls(seen=state)
-        return cls(state.get("since"), state["seen"], state.get("sizes", {}))
+        return cls(state.get("since"), state["seen"], state.get("sizes", {}),
+                   state.get("newest"))
 
 
-#: ``since`` stays this far behind the newest change seen (s): entries changed within
-#: the margin are remembered by fingerprint (see :class:`LandingState`).
-CLOCK_MARGIN_S = CLOCK_MARGIN_NS / 1e9
+#: How far the file server's clock may step back between two changes (s): ``since``
+#: stays this far behind the last tick's newest change (see :class:`LandingState`).
+CLOCK_STEP_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -170,15 +174,17 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     ready = [found for found in present if found.key in chosen]  # in the order given
     waiting = [found for found in changed if found.key not in chosen]
     since = state.since
-    if present:
-        newest = max(found.last_change for found in present)
-        since = min([newest - CLOCK_MARGIN_S, *(found.last_change for found in waiting)])
+    if state.newest is not None:
+        since = min([state.newest - CLOCK_STEP_S, *(found.last_change for found in waiting)])
         since = since if state.since is None else max(since, state.since)
-    seen = {found.key: found.fingerprint for found in present
-            if found.last_change >= since and (found.key in chosen or state.handed_out(found))}
+    newest = max([found.last_change for found in present]
+                 + ([] if state.newest is None else [state.newest]), default=None)
+    kept = [found for found in present if since is None or found.last_change >= since]
+    seen = {found.key: found.fingerprint for found in kept
+            if found.key in chosen or state.handed_out(found)}
     sizes = {found.key: (found.size if found.key in chosen else state.sizes[found.key])
-             for found in present if found.last_change >= since and (
+             for found in kept if (
                  found.key in chosen and not found.is_quiet(quiet_s, now)
                  or found.key not in chosen and found.key in state.sizes)}
-    return LandingScan(ready, len(waiting), LandingState(since, seen, sizes),
+    return LandingScan(ready, len(waiting), LandingState(since, seen, sizes, newest),
                        len(eligible) - len(ready))

@@ -10,9 +10,9 @@ import dagster as dg
 import pytest
 
 from assets.gpu import gpu_repetition_files, gpu_repetitions
+from joulehouse import landing
 from joulehouse.gpu.scan import ScanState
 from joulehouse.landing import (
-    CLOCK_MARGIN_S,
     LandedItem,
     LandingState,
     find_landed,
@@ -178,10 +178,12 @@ def _changed(path) -> float:
     return max(stat.st_mtime, stat.st_ctime)
 
 
-def test_a_landing_cursor_stays_small_and_sees_every_later_change(tmp_path):
-    """100 report files handed out over ticks of 30: the cursor ends holding the entries
-    within the margin only; a file rewritten in place (its mtime set back) or landing later
-    is handed out, a file unchanged behind the watermark is not even identified again."""
+def test_a_landing_cursor_stays_small_and_sees_every_later_change(tmp_path, monkeypatch):
+    """100 report files handed out over ticks of 30: the cursor ends holding the newest
+    entries only (no clock step allowed here); a file rewritten in place (its mtime set
+    back) or landing later is handed out, one unchanged behind the watermark is not even
+    identified again."""
+    monkeypatch.setattr(landing, "CLOCK_STEP_S", 0.0)
     identified = []
 
     def identify(path):
@@ -197,28 +199,24 @@ def test_a_landing_cursor_stays_small_and_sees_every_later_change(tmp_path):
         handed += [item.key for item in scan.ready]
         state = scan.state
     assert sorted(handed) == [f"in/r{n:03}.report" for n in range(100)]  # each once
-    newest = max(_changed(path) for path in tmp_path.iterdir())
-    assert state.since == newest - CLOCK_MARGIN_S  # nothing waits: the margin's only
+    changes = {f"in/{path.name}": _changed(path) for path in tmp_path.iterdir()}
+    assert state.since == state.newest == max(changes.values())  # nothing waits
+    assert set(state.seen) == {key for key, at in changes.items() if at == state.since}
     assert LandingState.from_json(state.to_json()) == state
-    # Once the watermark passed them (the next changes came), they leave the cursor, and
-    # a tick only stats them.
-    aged = LandingState(newest + 1e-6, {}, {})
     identified.clear()
-    assert scan_landings(find_landed(tmp_path, "in", identify, aged.since), aged,
-                         quiet_s=0.0, now=time.time()).ready == []
-    assert identified == []
     time.sleep(0.05)
     (tmp_path / "r007.report").write_text("rewritten")
     os.utime(tmp_path / "r007.report", (0, 0))  # its mtime set back: the ctime still moved
     (tmp_path / "new.report").write_text("late")
-    later = scan_landings(find_landed(tmp_path, "in", identify, aged.since), aged,
+    later = scan_landings(find_landed(tmp_path, "in", identify, state.since), state,
                           quiet_s=0.0, now=time.time())
     assert sorted(item.key for item in later.ready) == ["in/new.report", "in/r007.report"]
-    assert sorted(identified) == ["new.report", "r007.report"]
-    assert set(later.state.seen) == {"in/new.report", "in/r007.report"}
+    assert set(identified) - {"new.report", "r007.report"} <= {  # the newest, re-identified
+        key.removeprefix("in/") for key in state.seen}
     after = scan_landings(find_landed(tmp_path, "in", identify, later.state.since),
                           later.state, quiet_s=0.0, now=time.time())
     assert after.ready == [] and after.waiting == 0
+    assert set(after.state.seen) <= {"in/new.report", "in/r007.report"}
 
 
 def test_a_landing_cursor_of_earlier_code_is_read_and_a_stream_keeps_its_size():
