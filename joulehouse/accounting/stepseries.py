@@ -23,7 +23,7 @@ uncovered span is reported: never a default. Each window records which versions
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +32,7 @@ import pandas as pd
 import pandera.pandas as pa
 
 from joulehouse.accounting.schemas import FACT_COLUMNS
+from joulehouse.accounting.split import searchsorted
 from joulehouse.errors import InputError
 from joulehouse.validation import validate
 
@@ -41,17 +42,34 @@ ANY = "*"
 PRIMARY, FALLBACK = 1, 2
 
 
+def _codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """A column's codes (int64) and the values they stand for: a categorical's own."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy().astype(np.int64), column.cat.categories
+    codes, values = pd.factorize(column)
+    return codes.astype(np.int64), pd.Index(values)
+
+
 def key_codes(frame: pd.DataFrame, keys: Mapping[str, str]) -> tuple[np.ndarray, list[str]]:
-    """The key (zone, site) of each row of ``frame`` (columns ``source`` and ``group``) as a
-    code into the returned list of names ('' where none is configured); computed once per
-    distinct (source, group), not per row."""
-    grouped = frame.groupby(["source", "group"], observed=True, sort=False)
-    pairs = grouped.size().index
-    names = [keys.get(f"{source}/{group}", keys.get(str(source), keys.get(ANY, "")))
-             for source, group in pairs]
+    """The key (zone, site) of each row of ``frame`` (columns ``source`` and ``group``,
+    categoricals or not) as a code into the returned list of names ('' where none is
+    configured); looked up once per (source, group) pair of their values, not per row."""
+    (source, sources), (group, groups) = _codes(frame["source"]), _codes(frame["group"])
+    names = [keys.get(f"{s}/{g}", keys.get(str(s), keys.get(ANY, "")))
+             for s in sources for g in groups]
     distinct = sorted(set(names))
-    per_key = np.array([distinct.index(name) for name in names], dtype=np.int64)
-    return per_key[grouped.ngroup().to_numpy()], distinct
+    per_pair = np.array([distinct.index(name) for name in names], dtype=np.int64)
+    return per_pair[source * len(groups) + group] if len(per_pair) else source, distinct
+
+
+def _rows(codes: np.ndarray, names: list[str]) -> Iterator[tuple[int, str, np.ndarray | slice]]:
+    """Each key with rows: its code, name and rows, all of them as a slice (no copies) when
+    it is the only key."""
+    counts = np.bincount(codes, minlength=len(names))
+    for code, name in enumerate(names):
+        if counts[code]:
+            yield code, name, (slice(None) if counts[code] == len(codes)
+                               else np.flatnonzero(codes == code))
 
 
 @dataclass(frozen=True)
@@ -117,7 +135,7 @@ class Integral:
 def _locate(edges: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each ``t``: the edge at or before it (clipped into range), its segment (clipped)
     and whether it lies inside the edges."""
-    k = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, len(edges) - 1)
+    k = np.clip(searchsorted(edges, t) - 1, 0, len(edges) - 1)
     return k, np.minimum(k, len(edges) - 2), (t >= edges[0]) & (t < edges[-1])
 
 
@@ -142,6 +160,39 @@ def _time_in(edges: np.ndarray, where: np.ndarray, ends: list) -> np.ndarray:
     return _running(edges, rate, *ends[1]) - _running(edges, rate, *ends[0])
 
 
+@dataclass(frozen=True)
+class _Amount:
+    """What :func:`_amount` gives a window; ``ends``: each end's times and :func:`_locate`."""
+
+    amount: np.ndarray
+    covered: np.ndarray
+    point: np.ndarray
+    first: np.ndarray
+    ends: list
+
+
+def _amount(seg: Segments, start: np.ndarray, end: np.ndarray, energy: np.ndarray,
+            scale: float) -> _Amount:
+    """The amount of each window and whether it is covered (see :func:`integrate_segments`);
+    ``seg`` has at least two edges."""
+    edges = seg.edges
+    ok = ~np.isnan(seg.value)
+    ends = [(t, _locate(edges, t)) for t in (start, end)]
+    totals = [_running(edges, np.where(ok, seg.value, 0.0) / 1e9, t, at) for t, at in ends]
+    gap = (_time_in(edges, ~ok, ends)
+           + np.clip(edges[0] - start, 0, None) - np.clip(edges[0] - end, 0, None)
+           + np.clip(end - edges[-1], 0, None) - np.clip(start - edges[-1], 0, None))
+    first = ends[0][1][1]
+    point = end == start
+    at_start_ok = (start >= edges[0]) & (start < edges[-1]) & ok[first]
+    covered = np.where(point, at_start_ok, gap == 0)
+    length_s = (end - start) / 1e9
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(point, seg.value[first], (totals[1] - totals[0]) / length_s)
+    amount = np.where(covered, energy * mean * scale / J_PER_KWH, np.nan)
+    return _Amount(amount, covered, point, first, ends)
+
+
 def integrate_segments(seg: Segments, start: np.ndarray, end: np.ndarray, energy: np.ndarray,
                        scale: float) -> Integral:
     """Windows ``[start, end)`` (ns) of ``energy`` J against one key's segments.
@@ -159,21 +210,10 @@ def integrate_segments(seg: Segments, start: np.ndarray, end: np.ndarray, energy
                         {w: (int(start[w]), int(end[w])) for w in range(n)})
     edges = seg.edges
     ok = ~np.isnan(seg.value)
-    ends = [(t, _locate(edges, t)) for t in (start, end)]
-    totals = [_running(edges, np.where(ok, seg.value, 0.0) / 1e9, t, at) for t, at in ends]
-    gap = (_time_in(edges, ~ok, ends)
-           + np.clip(edges[0] - start, 0, None) - np.clip(edges[0] - end, 0, None)
-           + np.clip(end - edges[-1], 0, None) - np.clip(start - edges[-1], 0, None))
-    first = ends[0][1][1]
-    last = np.clip(np.searchsorted(edges, end, side="left") - 1, 0, len(ok) - 1)
+    done = _amount(seg, start, end, energy, scale)
+    covered, point, first, ends = done.covered, done.point, done.first, done.ends
+    last = np.clip(searchsorted(edges, end, side="left") - 1, 0, len(ok) - 1)
     last = np.maximum(last, first)
-    point = end == start
-    at_start_ok = (start >= edges[0]) & (start < edges[-1]) & ok[first]
-    covered = np.where(point, at_start_ok, gap == 0)
-    length_s = (end - start) / 1e9
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(point, seg.value[first], (totals[1] - totals[0]) / length_s)
-    amount = np.where(covered, energy * mean * scale / J_PER_KWH, np.nan)
     has_fallback = np.where(point, seg.fallback[first],
                             _time_in(edges, ok & seg.fallback, ends) > 0)
     has_primary = np.where(point, ~seg.fallback[first],
@@ -192,7 +232,7 @@ def integrate_segments(seg: Segments, start: np.ndarray, end: np.ndarray, energy
             spans[w] = (max(s, int(edges[bad[0]])), min(e, int(edges[bad[0] + 1])))
         else:
             spans[w] = (max(s, int(edges[-1])), e)
-    return Integral(amount, np.where(covered, energy, 0.0), kind.astype(np.int8), first,
+    return Integral(done.amount, np.where(covered, energy, 0.0), kind.astype(np.int8), first,
                     last, changes[last] == changes[first], spans)
 
 
@@ -241,11 +281,10 @@ def amounts(windows: pd.DataFrame, keys: Mapping[str, str],
     out = np.full(len(windows), np.nan)
     codes, names = key_codes(windows, keys)
     energy, start, end = _windows(windows)
-    for code, name in enumerate(names):
-        rows = np.flatnonzero(codes == code)
-        if len(rows) and name:
-            out[rows] = integrate_segments(segments_of(name), start[rows], end[rows],
-                                           energy[rows], scale).amount
+    for _, name, rows in _rows(codes, names):
+        seg = segments_of(name) if name else None
+        if seg is not None and len(seg.edges) >= 2:
+            out[rows] = _amount(seg, start[rows], end[rows], energy[rows], scale).amount
     return out
 
 
@@ -268,11 +307,8 @@ def integrate(windows: pd.DataFrame, keys: Mapping[str, str],
     labels = [(i,) for i in range(len(versions))]
     codes, names = key_codes(windows, keys)
     energy, start, end = _windows(windows)
-    for code, name in enumerate(names):
-        rows = np.flatnonzero(codes == code)
+    for code, name, rows in _rows(codes, names):
         key[rows] = code
-        if not len(rows):
-            continue
         if not name:
             missing[rows] = (f"no {key_name} configured for "
                              + windows["source"].iloc[rows].astype(str) + "/"
@@ -281,10 +317,11 @@ def integrate(windows: pd.DataFrame, keys: Mapping[str, str],
         seg = segments_of(name)
         part = integrate_segments(seg, start[rows], end[rows], energy[rows], scale)
         amount[rows], covered_j[rows], kind[rows] = part.amount, part.covered_j, part.kind
+        at = np.arange(n)[rows]
         for w, (lo, hi) in part.uncovered.items():
-            missing[rows[w]] = (f"{series_name(name)} does not cover "
-                                f"{pd.Timestamp(lo, tz='UTC').isoformat()}.."
-                                f"{pd.Timestamp(hi, tz='UTC').isoformat()}")
+            missing[at[w]] = (f"{series_name(name)} does not cover "
+                              f"{pd.Timestamp(lo, tz='UTC').isoformat()}.."
+                              f"{pd.Timestamp(hi, tz='UTC').isoformat()}")
         used[rows] = _used_labels(part, seg, labels)
     key_array = pd.Categorical.from_codes(key, names) if n else np.array([], object)
     with np.errstate(invalid="ignore", divide="ignore"):
