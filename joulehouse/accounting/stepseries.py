@@ -50,16 +50,22 @@ def _codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
     return codes.astype(np.int64), pd.Index(values)
 
 
-def key_codes(frame: pd.DataFrame, keys: Mapping[str, str]) -> tuple[np.ndarray, list[str]]:
-    """The key (zone, site) of each row of ``frame`` (columns ``source`` and ``group``,
-    categoricals or not) as a code into the returned list of names ('' where none is
-    configured); looked up once per (source, group) pair of their values, not per row."""
+def _pairs(frame: pd.DataFrame) -> tuple[np.ndarray, list[tuple[str, str]]]:
+    """Each row's (source, group) pair (columns ``source`` and ``group``, categoricals or
+    not) as a code into the returned list of every pair of their values."""
     (source, sources), (group, groups) = _codes(frame["source"]), _codes(frame["group"])
-    names = [keys.get(f"{s}/{g}", keys.get(str(s), keys.get(ANY, "")))
-             for s in sources for g in groups]
+    return source * len(groups) + group, [(str(s), str(g)) for s in sources for g in groups]
+
+
+def key_codes(frame: pd.DataFrame, keys: Mapping[str, str]) -> tuple[np.ndarray, list[str]]:
+    """The key (zone, site) of each row of ``frame`` (columns ``source`` and ``group``) as a
+    code into the returned list of names ('' where none is configured); looked up once per
+    (source, group) pair of their values, not per row."""
+    pair, pairs = _pairs(frame)
+    names = [keys.get(f"{s}/{g}", keys.get(s, keys.get(ANY, ""))) for s, g in pairs]
     distinct = sorted(set(names))
     per_pair = np.array([distinct.index(name) for name in names], dtype=np.int64)
-    return per_pair[source * len(groups) + group] if len(per_pair) else source, distinct
+    return per_pair[pair] if len(per_pair) else pair, distinct
 
 
 def _rows(codes: np.ndarray, names: list[str]) -> Iterator[tuple[int, str, np.ndarray | slice]]:
@@ -300,7 +306,8 @@ def integrate(windows: pd.DataFrame, keys: Mapping[str, str],
     n = len(windows)
     amount = np.full(n, np.nan)
     covered_j = np.zeros(n)
-    missing = np.full(n, "", dtype=object)
+    reasons = {"": 0}  # why a window has no amount -> its code in ``missing``
+    missing = np.zeros(n, dtype=np.int64)
     kind = np.zeros(n, dtype=np.int8)
     used = np.full(n, -1)
     key = np.zeros(n, dtype=np.int64)
@@ -310,20 +317,21 @@ def integrate(windows: pd.DataFrame, keys: Mapping[str, str],
     for code, name, rows in _rows(codes, names):
         key[rows] = code
         if not name:
-            missing[rows] = (f"no {key_name} configured for "
-                             + windows["source"].iloc[rows].astype(str) + "/"
-                             + windows["group"].iloc[rows].astype(str)).to_numpy()
+            pair, pairs = _pairs(windows)
+            missing[rows] = np.array([reasons.setdefault(f"no {key_name} configured for "
+                                                         f"{source}/{group}", len(reasons))
+                                      for source, group in pairs], dtype=np.int64)[pair[rows]]
             continue
         seg = segments_of(name)
         part = integrate_segments(seg, start[rows], end[rows], energy[rows], scale)
         amount[rows], covered_j[rows], kind[rows] = part.amount, part.covered_j, part.kind
         at = np.arange(n)[rows]
         for w, (lo, hi) in part.uncovered.items():
-            missing[at[w]] = (f"{series_name(name)} does not cover "
-                              f"{pd.Timestamp(lo, tz='UTC').isoformat()}.."
-                              f"{pd.Timestamp(hi, tz='UTC').isoformat()}")
+            missing[at[w]] = reasons.setdefault(
+                f"{series_name(name)} does not cover {pd.Timestamp(lo, tz='UTC').isoformat()}"
+                f"..{pd.Timestamp(hi, tz='UTC').isoformat()}", len(reasons))
         used[rows] = _used_labels(part, seg, labels)
-    key_array = pd.Categorical.from_codes(key, names) if n else np.array([], object)
+    key_array = pd.Categorical.from_codes(key, names or [""])
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(covered_j > 0, amount / scale * J_PER_KWH / covered_j, np.nan)
     return pd.DataFrame({
@@ -331,18 +339,26 @@ def integrate(windows: pd.DataFrame, keys: Mapping[str, str],
         "amount": amount, "kind": kind,
         "files": _labelled(used, [";".join(versions[i][0] for i in ids) for ids in labels]),
         "digests": _labelled(used, [";".join(versions[i][1] for i in ids) for ids in labels]),
-        "missing": missing,
+        "missing": pd.Categorical.from_codes(missing, list(reasons)).remove_unused_categories(),
     }, index=windows.index)
 
 
-def per_fact_table(facts: pd.DataFrame, integrated: pd.DataFrame, text: Sequence[str],
+def per_fact_table(facts: pd.DataFrame, integrated: pd.DataFrame,
                    schema: pa.DataFrameSchema, name: str) -> pd.DataFrame:
     """``facts``' own columns beside what :func:`integrate` gave them (same index), in the
-    facts' order, the categorical ``text`` columns back to str, validated as ``name``."""
-    table = pd.concat([facts[FACT_COLUMNS], integrated], axis=1).reset_index(drop=True)
-    for column in ("source", "entity", "component", "method", *text):
-        table[column] = np.asarray(table[column], dtype=object)
+    facts' order, with source, component and method as categoricals (as
+    ``entities.attribute`` gives them), validated as ``name``."""
+    table = pd.DataFrame({column: frame[column].array for frame, names in
+                          ((facts, FACT_COLUMNS), (integrated, integrated.columns))
+                          for column in names})
+    for column in ("source", "component", "method"):
+        table[column] = table[column].astype("category")
     return validate(schema, table, name)
+
+
+def constant(value: str, n: int) -> pd.Categorical:
+    """``value`` n times, as a categorical."""
+    return pd.Categorical.from_codes(np.zeros(n, np.int8), [value])
 
 
 def missing_rows(table: pd.DataFrame, value: str, key: str) -> pd.DataFrame:
