@@ -113,3 +113,17 @@ def test_distinct_per_group_equals_a_hashed_count(order):
     expected = pd.Series(ids).groupby(group).nunique().reindex(range(52), fill_value=0)
     assert counts.tolist() == expected.tolist()
     assert rollups.distinct_per_group(np.array([], int), np.array([], int), 3).tolist() == [0] * 3
+
+
+def test_groups_and_projects_of_several_lengths_and_non_ascii_names():
+    facts = pd.DataFrame([
+        fact("grüne-daten/exp1/b/r/0", "2021-01-01", "2021-01-01 00:01", 1.0),
+        fact("g/e/b/r/0", "2021-01-01", "2021-01-01 00:01", 1.0),
+        fact("nofield", "2021-01-01", "2021-01-01 00:01", 1.0),
+        fact("/lead/x", "2021-01-01", "2021-01-01 00:01", 1.0),
+        fact("cluster-ä/7/1", "2021-01-01", "2021-01-01 00:01", 1.0, source="clustercockpit"),
+    ], columns=ENERGY_FACTS_COLUMNS)
+    table = entities.attribute(facts)
+    assert table["group"].tolist() == ["grüne-daten", "g", "nofield", "", "cluster-ä"]
+    assert table["project"].tolist() == ["exp1", "e", "", "lead", ""]
+    assert table[entities.ENTITY_ID].tolist() == [0, 1, 2, 3, 4]
