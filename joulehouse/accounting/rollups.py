@@ -62,16 +62,18 @@ def day_pieces(facts: pd.DataFrame, time_zone: str) -> pd.DataFrame:
     start = facts["window_start"].to_numpy("datetime64[ns]").view(np.int64)
     end = facts["window_end"].to_numpy("datetime64[ns]").view(np.int64)
     pieces = split_windows(start, end, edges)
-    rows = facts[columns].iloc[pieces.window].reset_index(drop=True)
-    return rows.assign(
-        **{FACT: pieces.window.astype(np.int64)},
-        calendar=pd.Categorical.from_codes(np.zeros(len(rows), np.int8), [time_zone]),
-        day=days[pieces.segment].to_numpy(),
-        window_start=_utc(pieces.start_ns),
-        window_end=_utc(pieces.end_ns),
-        duration_s=(pieces.end_ns - pieces.start_ns) / _NS_PER_S,
-        energy_j=facts["energy_j"].to_numpy(float)[pieces.window] * pieces.fraction,
-    )
+    # each column taken once (no frame copied whole, as assign or iloc would)
+    return pd.DataFrame({
+        **{name: facts[name].array.take(pieces.window) for name in columns},
+        FACT: pieces.window.astype(np.int64),
+        "calendar": pd.Categorical.from_codes(np.zeros(len(pieces.window), np.int8),
+                                              [time_zone]),
+        "day": days[pieces.segment].to_numpy(),
+        "window_start": _utc(pieces.start_ns),
+        "window_end": _utc(pieces.end_ns),
+        "duration_s": (pieces.end_ns - pieces.start_ns) / _NS_PER_S,
+        "energy_j": facts["energy_j"].to_numpy(float)[pieces.window] * pieces.fraction,
+    }, copy=False)
 
 
 def _combined(keys: pd.DataFrame):
@@ -83,19 +85,21 @@ def _combined(keys: pd.DataFrame):
     for name in keys.columns:
         column = keys[name]
         if isinstance(column.dtype, pd.CategoricalDtype):
-            code, uniques = column.cat.codes.to_numpy(), column.cat.categories.astype(object)
+            code, uniques = column.cat.codes.to_numpy(), column.cat.categories
         else:
             code, uniques = pd.factorize(column, sort=True)
         if len(code) and code.min() < 0:
             raise ValueError(f"rollup key {name!r} is missing in some pieces")
-        codes.append(code.astype(np.int64))
+        codes.append(code)
         values.append(pd.Index(uniques))
     sizes = [max(len(v), 1) for v in values]
     if np.prod(np.array(sizes, dtype=float)) >= 2.0 ** 62:
         raise ValueError(f"too many distinct rollup keys to combine: {sizes}")
     combined = np.zeros(len(keys), dtype=np.int64)
     for code, size in zip(codes, sizes, strict=True):
-        combined = combined * size + code
+        if size > 1:  # in place: no temporary of millions of int64 per key
+            combined *= size
+            combined += code
 
     def decode(numbers: np.ndarray) -> pd.DataFrame:
         columns = {}
@@ -141,6 +145,21 @@ def distinct_per_group(group: np.ndarray, ids: np.ndarray, groups: int) -> np.nd
     return counts
 
 
+def _periods(days: pd.Series, period: str) -> pd.Categorical:
+    """The pieces' days, or their months (first days), as a categorical of the periods in
+    ascending order: the distinct days hashed once, a month computed per distinct day."""
+    codes, values = pd.factorize(days.to_numpy())
+    values = np.asarray(values, dtype="datetime64[ns]")
+    if period == "month":
+        of_day, values = pd.factorize(values.astype("datetime64[M]").astype("datetime64[ns]"))
+        codes, values = of_day[codes], np.asarray(values, dtype="datetime64[ns]")
+    order = np.argsort(values)
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return pd.Categorical.from_codes(rank[codes] if len(codes) else codes,
+                                     pd.DatetimeIndex(values[order]))
+
+
 def _utc(ns: np.ndarray) -> pd.DatetimeIndex:
     """int64 ns since the epoch as tz-aware UTC timestamps (no parsing)."""
     return pd.DatetimeIndex(ns.view("datetime64[ns]")).tz_localize(UTC)
@@ -159,9 +178,8 @@ def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
                  else np.full(len(pieces), np.nan) for name in ("co2_g", "cost"))
     currency = (pieces["currency"] if "currency" in pieces.columns else
                 pd.Categorical.from_codes(np.zeros(len(pieces), np.int8), [""]))
-    when = (pieces["day"] if period == "day" else
-            pieces["day"].to_numpy().astype("datetime64[M]").astype("datetime64[ns]"))
-    keys = pd.DataFrame({"calendar": pieces["calendar"], period: when}, copy=False)
+    keys = pd.DataFrame({"calendar": pieces["calendar"], period: _periods(pieces["day"], period)},
+                        copy=False)
     keys = pd.concat([keys, pieces[ROLLUP_KEYS]], axis=1, copy=False)
     keys["currency"] = currency  # a function of the keys (source, group): no extra rows
     combined, decode = _combined(keys)
