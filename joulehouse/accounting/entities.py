@@ -86,12 +86,17 @@ def _encoded(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
             np.asarray(encoded.dictionary.to_pylist(), dtype=object))
 
 
+def _take(strings: pa.Array, rows: np.ndarray) -> pa.Array:
+    """``strings[rows]`` (``rows`` ascending): the array itself when they are all of it."""
+    return strings if len(rows) == len(strings) else strings.take(pa.array(rows))
+
+
 def _first_fields(entity: pa.Array, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """The text before the first '/' (all of it without one) of ``entity[rows]``, as codes
     into the returned list of its distinct values. The strings are cut by byte positions,
     once per distinct length of the field (a cluster's or data root's name), not with a
     regular expression per row."""
-    strings = entity.take(pa.array(rows))
+    strings = _take(entity, rows)
     slash = pc.find_substring(strings, "/").to_numpy(zero_copy_only=False)
     end = np.where(slash < 0, pc.binary_length(strings).to_numpy(zero_copy_only=False), slash)
     order = np.argsort(end, kind="stable")
@@ -131,7 +136,7 @@ def attribute(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None = None) -> pd.Da
     source = _labels(facts["source"])
 
     def second(rows):
-        return _encoded(pc.extract_regex(entity.take(pa.array(rows)), _FIELDS).field("second"))
+        return _encoded(pc.extract_regex(_take(entity, rows), _FIELDS).field("second"))
 
     found = {"group": _field(source, GROUP_FIRST, lambda rows: _first_fields(entity, rows), n),
              "partition": None, "user": None,

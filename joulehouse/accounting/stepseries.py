@@ -180,22 +180,29 @@ class _Amount:
 def _amount(seg: Segments, start: np.ndarray, end: np.ndarray, energy: np.ndarray,
             scale: float) -> _Amount:
     """The amount of each window and whether it is covered (see :func:`integrate_segments`);
-    ``seg`` has at least two edges."""
+    ``seg`` has at least two edges. The time outside the edges and the value of a window of
+    no length are computed for the windows they concern only."""
     edges = seg.edges
     ok = ~np.isnan(seg.value)
     ends = [(t, _locate(edges, t)) for t in (start, end)]
     totals = [_running(edges, np.where(ok, seg.value, 0.0) / 1e9, t, at) for t, at in ends]
-    gap = (_time_in(edges, ~ok, ends)
-           + np.clip(edges[0] - start, 0, None) - np.clip(edges[0] - end, 0, None)
-           + np.clip(end - edges[-1], 0, None) - np.clip(start - edges[-1], 0, None))
+    gap = _time_in(edges, ~ok, ends)  # int64 ns without a value, then outside the edges
+    out = np.flatnonzero((start < edges[0]) | (end > edges[-1]))
+    if len(out):
+        s, e = start[out], end[out]
+        gap[out] += (np.clip(edges[0] - s, 0, None) - np.clip(edges[0] - e, 0, None)
+                     + np.clip(e - edges[-1], 0, None) - np.clip(s - edges[-1], 0, None))
     first = ends[0][1][1]
     point = end == start
-    at_start_ok = (start >= edges[0]) & (start < edges[-1]) & ok[first]
-    covered = np.where(point, at_start_ok, gap == 0)
-    length_s = (end - start) / 1e9
+    covered = gap == 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(point, seg.value[first], (totals[1] - totals[0]) / length_s)
-    amount = np.where(covered, energy * mean * scale / J_PER_KWH, np.nan)
+        mean = (totals[1] - totals[0]) / ((end - start) / 1e9)
+    at = np.flatnonzero(point)
+    if len(at):  # a window of no length: the value at its start
+        covered[at] = (start[at] >= edges[0]) & (start[at] < edges[-1]) & ok[first[at]]
+        mean[at] = seg.value[first[at]]
+    amount = energy * mean * scale / J_PER_KWH
+    amount[~covered] = np.nan
     return _Amount(amount, covered, point, first, ends)
 
 
