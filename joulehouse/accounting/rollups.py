@@ -184,16 +184,20 @@ def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
     keys["currency"] = currency  # a function of the keys (source, group): no extra rows
     combined, decode = _combined(keys)
     group, uniques = pd.factorize(combined, sort=True)
-    # only the columns summed, without copying the pieces
-    frame = pd.DataFrame({"energy_j": energy, "duration_s": pieces["duration_s"].to_numpy(float),
-                          "_co2": np.where(np.isnan(co2), 0.0, co2),
-                          "_without": np.where(np.isnan(co2), energy, 0.0),
-                          "_cost": np.where(np.isnan(cost), 0.0, cost),
-                          "_unpriced": np.where(np.isnan(cost), energy, 0.0)}, copy=False)
-    table = frame.groupby(group, sort=True).agg(
-        energy_j=("energy_j", "sum"), duration_s=("duration_s", "sum"), co2_g=("_co2", "sum"),
-        energy_without_intensity_j=("_without", "sum"), cost=("_cost", "sum"),
-        energy_without_tariff_j=("_unpriced", "sum")).reset_index(drop=True)
+    # only the columns summed, without copying the pieces; grouped on the codes as they are
+    # (a categorical of them: no second hashing of millions of pieces)
+    summed = {"energy_j": energy, "duration_s": pieces["duration_s"].to_numpy(float)}
+    for name, values, without in (("co2_g", co2, "energy_without_intensity_j"),
+                                  ("cost", cost, "energy_without_tariff_j")):
+        none = np.isnan(values)
+        summed[name] = np.where(none, 0.0, values) if none.any() else values
+        summed[without] = np.where(none, energy, 0.0) if none.any() else None
+    frame = pd.DataFrame({k: v for k, v in summed.items() if v is not None}, copy=False)
+    by = pd.Categorical.from_codes(group, categories=np.arange(len(uniques)))
+    table = frame.groupby(by, observed=True, sort=True).sum().reset_index(drop=True)
+    for name, values in summed.items():
+        if values is None:  # no piece without a value: nothing to sum
+            table[name] = 0.0
     table["facts"] = distinct_per_group(group, pieces[FACT].to_numpy(), len(uniques))
     table["entities"] = distinct_per_group(group, pieces[ENTITY_ID].to_numpy(), len(uniques))
     table = pd.concat([table, decode(uniques)], axis=1)
