@@ -99,10 +99,14 @@ def _first_fields(entity: pa.Array, rows: np.ndarray) -> tuple[np.ndarray, list[
     strings = _take(entity, rows)
     slash = pc.find_substring(strings, "/").to_numpy(zero_copy_only=False)
     end = np.where(slash < 0, pc.binary_length(strings).to_numpy(zero_copy_only=False), slash)
-    order = np.argsort(end, kind="stable")
-    lengths, starts = np.unique(end[order], return_index=True)
+    lengths = np.flatnonzero(np.bincount(end))
+    if len(lengths) == 1:
+        groups = [np.arange(len(rows))]
+    else:
+        order = np.argsort(end, kind="stable")
+        groups = np.split(order, np.cumsum(np.bincount(end)[lengths])[:-1])
     codes, names = np.empty(len(rows), np.int64), {}
-    for length, at in zip(lengths, np.split(order, starts[1:]), strict=True):
+    for length, at in zip(lengths, groups, strict=True):
         part = strings if len(lengths) == 1 else strings.take(pa.array(at))
         first = pc.binary_slice(part.cast(pa.binary()), 0, int(length)).cast(pa.string())
         local, values = _encoded(first)
@@ -115,9 +119,9 @@ def _field(source: pd.Categorical, sources: list[str], rows_field, n: int) -> pd
     """One attribute over every fact: ``rows_field(rows)`` (codes, names) for the rows of
     ``sources``, '' for the others."""
     rows = np.flatnonzero(np.isin(source.codes, np.flatnonzero(source.categories.isin(sources))))
-    codes = np.zeros(n, np.int64)  # '' is name 0
     if not len(rows):
-        return _in_order(codes, np.array([""], dtype=object))
+        return pd.Categorical.from_codes(np.zeros(n, np.int8), [""])
+    codes = np.zeros(n, np.int64)  # '' is name 0
     local, names = rows_field(rows)
     codes[rows] = np.asarray(local) + 1
     return _in_order(codes, np.array(["", *names], dtype=object))
@@ -163,5 +167,9 @@ def attribute(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None = None) -> pd.Da
     columns |= {name: pd.Series(values, index=index) for name, values in
                 (("source", source), ("component", _labels(facts["component"])),
                  ("method", _labels(facts["method"])))}
-    entity_id = pc.dictionary_encode(entity).indices.to_numpy(zero_copy_only=False)
-    return facts.assign(**columns, **{ENTITY_ID: entity_id.astype(np.int64)})
+    columns[ENTITY_ID] = pd.Series(pc.dictionary_encode(entity).indices.to_numpy(
+        zero_copy_only=False).astype(np.int64), index=index)
+    # the facts' columns, these in place of theirs, then the new ones (no column copied, as
+    # assign would)
+    merged = {name: columns.get(name, facts[name]) for name in facts.columns}
+    return pd.DataFrame(merged | columns, copy=False)

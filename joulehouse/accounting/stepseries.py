@@ -227,12 +227,15 @@ def integrate_segments(seg: Segments, start: np.ndarray, end: np.ndarray, energy
     covered, point, first, ends = done.covered, done.point, done.first, done.ends
     last = np.clip(searchsorted(edges, end, side="left") - 1, 0, len(ok) - 1)
     last = np.maximum(last, first)
-    has_fallback = np.where(point, seg.fallback[first],
-                            _time_in(edges, ok & seg.fallback, ends) > 0)
-    has_primary = np.where(point, ~seg.fallback[first],
-                           _time_in(edges, ok & ~seg.fallback, ends) > 0)
-    kind = np.where(covered, PRIMARY * has_primary.astype(np.int8)
-                    + FALLBACK * has_fallback.astype(np.int8), 0)
+    if seg.fallback.any():
+        has_fallback = np.where(point, seg.fallback[first],
+                                _time_in(edges, ok & seg.fallback, ends) > 0)
+        has_primary = np.where(point, ~seg.fallback[first],
+                               _time_in(edges, ok & ~seg.fallback, ends) > 0)
+        kind = np.where(covered, PRIMARY * has_primary.astype(np.int8)
+                        + FALLBACK * has_fallback.astype(np.int8), 0)
+    else:  # a covered window's time (or start) is all in the first part's segments
+        kind = np.where(covered, PRIMARY, 0)
     changes = np.concatenate([[0], np.cumsum(seg.series[1:] != seg.series[:-1])])
     spans = {}
     for w in np.flatnonzero(~covered):
