@@ -115,12 +115,17 @@ def _first_fields(entity: pa.Array, rows: np.ndarray) -> tuple[np.ndarray, list[
     return codes, list(names)
 
 
+def _blank(n: int) -> pd.Categorical:
+    """'' n times, as a categorical."""
+    return pd.Categorical.from_codes(np.zeros(n, np.int8), [""])
+
+
 def _field(source: pd.Categorical, sources: list[str], rows_field, n: int) -> pd.Categorical:
     """One attribute over every fact: ``rows_field(rows)`` (codes, names) for the rows of
     ``sources``, '' for the others."""
     rows = np.flatnonzero(np.isin(source.codes, np.flatnonzero(source.categories.isin(sources))))
     if not len(rows):
-        return pd.Categorical.from_codes(np.zeros(n, np.int8), [""])
+        return _blank(n)
     codes = np.zeros(n, np.int64)  # '' is name 0
     local, names = rows_field(rows)
     codes[rows] = np.asarray(local) + 1
@@ -143,25 +148,18 @@ def attribute(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None = None) -> pd.Da
         return _encoded(pc.extract_regex(_take(entity, rows), _FIELDS).field("second"))
 
     found = {"group": _field(source, GROUP_FIRST, lambda rows: _first_fields(entity, rows), n),
-             "partition": None, "user": None,
+             "partition": _blank(n), "user": _blank(n),
              "project": _field(source, PROJECT_SECOND, second, n)}
     if cc_jobs is not None and len(cc_jobs):
         jobs = cc_jobs.drop_duplicates("job")
         at = pc.index_in(entity, pa.array(jobs["job"].astype(str).to_numpy(), pa.string()))
-        at = at.to_numpy(zero_copy_only=False)  # float, NaN where not a job
-        at = np.where(source.to_numpy() == CC_SOURCE, at, np.nan)
-        job = np.flatnonzero(~np.isnan(at))
+        at = pc.fill_null(at, -1).to_numpy()  # -1: not a job
+        job = np.flatnonzero((at >= 0) & (source.to_numpy() == CC_SOURCE))
         for column, name in CC_JOB_COLUMNS.items():
             local, names = pd.factorize(jobs[column].fillna("").astype(str).to_numpy())
-            base = found[name]
-            codes = (base.codes.astype(np.int64) if base is not None
-                     else np.zeros(n, np.int64))
-            before = list(base.categories) if base is not None else [""]
-            codes[job] = local[at[job].astype(np.int64)] + len(before)
+            codes, before = found[name].codes.astype(np.int64), list(found[name].categories)
+            codes[job] = local[at[job]] + len(before)
             found[name] = _in_order(codes, np.array([*before, *names], dtype=object))
-    for name in ("partition", "user"):
-        if found[name] is None:
-            found[name] = pd.Categorical.from_codes(np.zeros(n, np.int8), [""])
     index = facts.index
     columns = {name: pd.Series(values, index=index) for name, values in found.items()}
     columns |= {name: pd.Series(values, index=index) for name, values in
