@@ -99,7 +99,7 @@ def integrate(windows: pd.DataFrame, intensity: pd.DataFrame,
         "intensity_kind": pd.Categorical.from_codes(done["kind"].to_numpy(), KINDS),
         "intensity_files": done["files"], "intensity_digests": done["digests"],
         "missing": done["missing"],
-    }, index=windows.index)
+    }, index=windows.index, copy=False)  # copy=False: no consolidation into 2-D blocks
 
 
 def carbon_per_fact(facts: pd.DataFrame, intensity: pd.DataFrame,

@@ -79,7 +79,7 @@ def integrate(windows: pd.DataFrame, tariffs: pd.DataFrame,
         "currency": _currencies(windows, tariffs, settings),
         "tariff_files": done["files"], "tariff_digests": done["digests"],
         "missing": done["missing"],
-    }, index=windows.index)
+    }, index=windows.index, copy=False)  # copy=False: no consolidation into 2-D blocks
 
 
 def cost_per_fact(facts: pd.DataFrame, tariffs: pd.DataFrame,

@@ -350,7 +350,7 @@ def integrate(windows: pd.DataFrame, keys: Mapping[str, str],
         "files": _labelled(used, [";".join(versions[i][0] for i in ids) for ids in labels]),
         "digests": _labelled(used, [";".join(versions[i][1] for i in ids) for ids in labels]),
         "missing": pd.Categorical.from_codes(missing, list(reasons)).remove_unused_categories(),
-    }, index=windows.index)
+    }, index=windows.index, copy=False)  # copy=False: no consolidation into 2-D blocks
 
 
 def per_fact_table(facts: pd.DataFrame, integrated: pd.DataFrame,
@@ -360,7 +360,7 @@ def per_fact_table(facts: pd.DataFrame, integrated: pd.DataFrame,
     ``entities.attribute`` gives them), validated as ``name``."""
     table = pd.DataFrame({column: frame[column].array for frame, names in
                           ((facts, FACT_COLUMNS), (integrated, integrated.columns))
-                          for column in names})
+                          for column in names}, copy=False)
     for column in ("source", "component", "method"):
         table[column] = table[column].astype("category")
     return validate(schema, table, name)
