@@ -138,21 +138,29 @@ class Integral:
     uncovered: dict[int, tuple[int, int]]  # window -> first uncovered span (ns)
 
 
-def _locate(edges: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each ``t``: the edge at or before it (clipped into range), its segment (clipped)
-    and whether it lies inside the edges."""
-    k = np.clip(searchsorted(edges, t) - 1, 0, len(edges) - 1)
-    return k, np.minimum(k, len(edges) - 2), (t >= edges[0]) & (t < edges[-1])
+def _locate(edges: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each ``t``: how many edges lie at or before it (0: before the first edge;
+    ``len(edges)``: at or after the last), its slot in :func:`_running`'s tables."""
+    return searchsorted(edges, t)
+
+
+def _segment(edges: np.ndarray, slot: np.ndarray) -> np.ndarray:
+    """The segment of each time of that :func:`_locate` ``slot`` (clipped into range)."""
+    return np.clip(slot - 1, 0, len(edges) - 2)
 
 
 def _running(edges: np.ndarray, rate: np.ndarray, t: np.ndarray,
-             where: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+             slot: np.ndarray) -> np.ndarray:
     """The integral from ``edges[0]`` to ``t`` of a piecewise-constant ``rate`` (per ns,
-    one value per segment; 0 outside the edges), at each ``t`` (``where``: its
-    :func:`_locate`)."""
-    k, segment, inside = where
+    one value per segment; 0 outside the edges), at each ``t`` (``slot``: its
+    :func:`_locate`): the integral up to the edge at or before ``t`` plus the rate after
+    it times the time since, from tables by slot (nothing before the first edge, no rate
+    after the last), with no test of where ``t`` lies."""
     at_edges = np.concatenate([[0], np.cumsum(rate * np.diff(edges))])
-    return at_edges[k] + np.where(inside, rate[segment] * (t - edges[segment]), 0)
+    done = np.concatenate([[0], at_edges])
+    after = np.concatenate([[0], rate, [0]])
+    since = np.concatenate([edges[:1], edges])
+    return done[slot] + after[slot] * (t - since[slot])
 
 
 def _time_in(edges: np.ndarray, where: np.ndarray, ends: list) -> np.ndarray:
@@ -173,7 +181,6 @@ class _Amount:
     amount: np.ndarray
     covered: np.ndarray
     point: np.ndarray
-    first: np.ndarray
     ends: list
 
 
@@ -192,18 +199,18 @@ def _amount(seg: Segments, start: np.ndarray, end: np.ndarray, energy: np.ndarra
         s, e = start[out], end[out]
         gap[out] += (np.clip(edges[0] - s, 0, None) - np.clip(edges[0] - e, 0, None)
                      + np.clip(e - edges[-1], 0, None) - np.clip(s - edges[-1], 0, None))
-    first = ends[0][1][1]
     point = end == start
     covered = gap == 0
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = (totals[1] - totals[0]) / ((end - start) / 1e9)
     at = np.flatnonzero(point)
     if len(at):  # a window of no length: the value at its start
-        covered[at] = (start[at] >= edges[0]) & (start[at] < edges[-1]) & ok[first[at]]
-        mean[at] = seg.value[first[at]]
+        first = _segment(edges, ends[0][1][at])
+        covered[at] = (start[at] >= edges[0]) & (start[at] < edges[-1]) & ok[first]
+        mean[at] = seg.value[first]
     amount = energy * mean * scale / J_PER_KWH
     amount[~covered] = np.nan
-    return _Amount(amount, covered, point, first, ends)
+    return _Amount(amount, covered, point, ends)
 
 
 def integrate_segments(seg: Segments, start: np.ndarray, end: np.ndarray, energy: np.ndarray,
@@ -224,7 +231,8 @@ def integrate_segments(seg: Segments, start: np.ndarray, end: np.ndarray, energy
     edges = seg.edges
     ok = ~np.isnan(seg.value)
     done = _amount(seg, start, end, energy, scale)
-    covered, point, first, ends = done.covered, done.point, done.first, done.ends
+    covered, point, ends = done.covered, done.point, done.ends
+    first = _segment(edges, ends[0][1])
     last = np.clip(searchsorted(edges, end, side="left") - 1, 0, len(ok) - 1)
     last = np.maximum(last, first)
     if seg.fallback.any():
