@@ -90,13 +90,18 @@ def split_windows(start_ns: np.ndarray, end_ns: np.ndarray, edges: np.ndarray) -
     first = searchsorted(edges, start_ns, side="right") - 1
     last = searchsorted(edges, end_ns, side="left") - 1
     count = np.maximum(last - first + 1, 1)
+    offsets = np.cumsum(count) - count  # each window's first piece
     window = np.repeat(np.arange(len(start_ns)), count)
-    offsets = np.cumsum(count) - count
-    segment = first[window] + (np.arange(len(window)) - offsets[window])
+    segment = np.repeat(first - offsets, count)
+    segment += np.arange(len(window))
+    # a piece runs from its segment's edges, but a window's first piece from its start and
+    # its last piece to its end (the edges around them lie outside the window)
     bounds = np.concatenate([[_BEFORE], edges, [_AFTER]])
-    piece_start = np.maximum(start_ns[window], bounds[segment + 1])
-    piece_end = np.minimum(end_ns[window], bounds[segment + 2])
-    length = (end_ns - start_ns)[window].astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        fraction = np.where(length > 0, (piece_end - piece_start) / length, 1.0)
+    piece_start, piece_end = bounds[segment + 1], bounds[segment + 2]
+    piece_start[offsets] = start_ns
+    piece_end[offsets + count - 1] = end_ns
+    fraction = np.ones(len(window))  # all of a window of one piece (or of no length)
+    split = np.flatnonzero(np.repeat(count > 1, count))
+    fraction[split] = ((piece_end[split] - piece_start[split])
+                       / (end_ns - start_ns)[window[split]].astype(np.float64))
     return Pieces(window, segment, piece_start, piece_end, fraction)
