@@ -128,11 +128,15 @@ def distinct_per_group(group: np.ndarray, ids: np.ndarray, groups: int) -> np.nd
         return counts
     run = np.ones(len(ids), bool)  # the first row of a run of equal ids
     np.not_equal(ids[1:], ids[:-1], out=run[1:])
-    step = np.ones(len(ids), bool)  # the first row of a run of equal groups
-    np.not_equal(group[1:], group[:-1], out=step[1:])
-    hashed = np.bincount(ids[run]) > 1
-    hashed[ids[1:][~run[1:] & (group[1:] < group[:-1])]] = True
-    new = run | step
+    new = run.copy()  # ... or of a run of equal groups
+    new[1:] |= group[1:] != group[:-1]
+    back = ids[1:][~run[1:] & (group[1:] < group[:-1])]  # ids whose group goes back
+    sorted_ids = bool(np.all(ids[1:] >= ids[:-1]))  # then no id has two runs
+    if sorted_ids and not len(back):
+        return counts + np.bincount(group[new], minlength=groups)
+    hashed = (np.zeros(int(ids.max()) + 1, bool) if sorted_ids
+              else np.bincount(ids[run]) > 1)
+    hashed[back] = True
     group, ids = group[new], ids[new]
     hard = hashed[ids]
     counts += np.bincount(group[~hard], minlength=groups)

@@ -101,11 +101,13 @@ def test_monthly_counts_a_fact_across_days_of_one_month_once():
     assert days["facts"].tolist() == [1, 2, 1]
 
 
-@pytest.mark.parametrize("order", ["runs", "shuffled"])
+@pytest.mark.parametrize("order", ["runs", "sorted", "shuffled"])
 def test_distinct_per_group_equals_a_hashed_count(order):
     rng = np.random.default_rng(4)
     ids = np.repeat(rng.integers(0, 300, 2000), rng.integers(1, 4, 2000))  # runs, ids repeat
     group = np.sort(rng.integers(0, 50, len(ids)))
+    if order == "sorted":  # each id one run, its groups going back and forth
+        ids, group = np.sort(ids), rng.integers(0, 50, len(ids))
     if order == "shuffled":
         at = rng.permutation(len(ids))
         ids, group = ids[at], group[at]
