@@ -6,7 +6,9 @@ two sources, four groups, windows of 1 s to 6 h over 90 days), an hourly intensi
 and the bundled time-of-use tariff's form covering them, then times
 ``joulehouse.accounting.accounts.account`` (attribution, day pieces in the UTC and
 Europe/Berlin calendars, carbon and cost per piece and per fact, daily and monthly
-rollups), split into its stages, one calendar's pieces at a time as ``account`` does.
+rollups), split into its stages one after the other (wall and CPU time of each), then
+``account`` itself, whose calendars and per-fact tables run side by side on its threads:
+the figure the target is about.
 
 ``--part query``: the same facts, the ClusterCockpit half of them jobs of USERS users
 (``cc_jobs``), their accounting tables written to a warehouse in a temporary folder, then
@@ -115,7 +117,7 @@ def time_rollups(facts: pd.DataFrame) -> None:
 
     attributed = stage("attribute", entities.attribute, facts)
     daily, monthly, pieces_count = [], [], 0
-    for zone in sorted({rollups.UTC, TIME_ZONE}):  # as accounts.calendar_pieces
+    for zone in sorted({rollups.UTC, TIME_ZONE}):  # as accounts.calendar_rollups
         pieces = stage("day pieces (UTC, Europe/Berlin)", rollups.day_pieces, attributed, zone)
         pieces["co2_g"] = stage("carbon of the pieces", carbon.co2_g, pieces, table, settings)
         pieces["cost"], pieces["currency"] = stage("cost of the pieces", cost.cost, pieces,
@@ -136,7 +138,14 @@ def time_rollups(facts: pd.DataFrame) -> None:
           f"({pieces_count:,} day pieces; "
           f"{len(daily):,} daily, {len(monthly):,} monthly rows; "
           f"{per_fact['co2_g'].isna().sum()} facts without carbon, "
-          f"{priced['cost'].isna().sum()} without cost); target 30 s")
+          f"{priced['cost'].isna().sum()} without cost)")
+    del daily, monthly, per_fact, priced
+    start, cpu = time.perf_counter(), time.process_time()
+    result = accounts.account(facts, table, settings, TIME_ZONE, tariffs=prices,
+                              cost_settings=COST_SETTINGS)
+    print(f"{'accounts.account, whole':32s} {time.perf_counter() - start:7.2f} s "
+          f"{time.process_time() - cpu:7.2f} s ({accounts.WORKERS} threads: the calendars and "
+          f"the per-fact tables side by side; {len(result.daily):,} daily rows); target 30 s")
 
 
 def jobs_of(facts: pd.DataFrame) -> pd.DataFrame:
