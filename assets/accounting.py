@@ -254,7 +254,7 @@ def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator
     yield coverage_check(COVERED_CHECK, carbon_per_fact.key, missing, len(accounts.carbon),
                          "carbon")
     tables.write_table(COST_TABLE, accounts.cost)
-    totals = accounts.cost.groupby("currency")["cost"].sum()
+    totals = accounts.cost.groupby("currency", observed=True)["cost"].sum()
     yield dg.MaterializeResult(asset_key=cost_per_fact.key, metadata={
         **table_metadata(accounts.cost, COST_SCHEMA),
         "facts_without_cost": dg.MetadataValue.int(len(unpriced)),

@@ -2,7 +2,9 @@
 and cost per fact.
 
 What the Dagster assets (``assets/accounting.py``), the demo and the benchmark call, so
-that they agree. Daily carbon is computed on each day's piece of a fact at the
+that they agree. The two calendars' rollups and the two per-fact tables are independent:
+they run on WORKERS threads (numpy, pandas' group sums and Arrow release the GIL in
+their loops), both cores of a two-core machine instead of one. Daily carbon is computed on each day's piece of a fact at the
 intensity's own resolution (``carbon.co2_g`` on the pieces), so a day's ``co2_g``
 is the carbon of its own hours, and the days of a fact sum to the fact's carbon; the
 same for cost against the tariff (``cost.cost`` on the pieces).
@@ -10,7 +12,7 @@ same for cost against the tariff (``cost.cost`` on the pieces).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pandas as pd
@@ -25,6 +27,10 @@ from joulehouse.accounting.cost import CostSettings, cost, cost_per_fact, missin
 from joulehouse.accounting.entities import attribute
 from joulehouse.accounting.rollups import UTC, day_pieces, rollup
 from joulehouse.accounting.tariff import empty_tariffs
+
+#: Threads computing the calendars' rollups and the per-fact tables side by side. Each
+#: calendar holds its day pieces while it runs (about 1.5 GiB per 10 million facts).
+WORKERS = 2
 
 
 @dataclass(frozen=True)
@@ -60,27 +66,26 @@ def account(facts: pd.DataFrame, intensity: pd.DataFrame, settings: CarbonSettin
     tariffs = empty_tariffs() if tariffs is None else tariffs
     cost_settings = cost_settings or CostSettings(pue=settings.pue)
     attributed = attribute(facts, cc_jobs)
-    daily, monthly = [], []
-    for pieces in calendar_pieces(attributed, intensity, settings, time_zone, tariffs,
-                                  cost_settings):
-        daily.append(rollup(pieces, "day"))
-        monthly.append(rollup(pieces, "month"))
-    return Accounts(daily=pd.concat(daily, ignore_index=True),
-                    monthly=pd.concat(monthly, ignore_index=True),
-                    carbon=carbon_per_fact(attributed, intensity, settings),
-                    cost=cost_per_fact(attributed, tariffs, cost_settings))
+    with ThreadPoolExecutor(WORKERS) as pool:
+        calendars = [pool.submit(calendar_rollups, attributed, zone, intensity, settings,
+                                 tariffs, cost_settings) for zone in sorted({UTC, time_zone})]
+        carbon = pool.submit(carbon_per_fact, attributed, intensity, settings)
+        priced = pool.submit(cost_per_fact, attributed, tariffs, cost_settings)
+        daily, monthly = zip(*(calendar.result() for calendar in calendars), strict=True)
+        return Accounts(daily=pd.concat(daily, ignore_index=True),
+                        monthly=pd.concat(monthly, ignore_index=True),
+                        carbon=carbon.result(), cost=priced.result())
 
 
-def calendar_pieces(attributed: pd.DataFrame, intensity: pd.DataFrame, settings: CarbonSettings,
-                    time_zone: str, tariffs: pd.DataFrame,
-                    cost_settings: CostSettings) -> Iterator[pd.DataFrame]:
-    """The day pieces of ``attributed`` facts with their ``co2_g``, ``cost`` and
-    ``currency``, one calendar at a time (UTC and ``time_zone``) in the order of their
-    names, the rollups' first key: the rollups of each, concatenated, are those of all
+def calendar_rollups(attributed: pd.DataFrame, zone: str, intensity: pd.DataFrame,
+                     settings: CarbonSettings, tariffs: pd.DataFrame,
+                     cost_settings: CostSettings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The daily and monthly rollups of ``attributed`` facts in the calendar of ``zone``,
+    with carbon and cost computed on their day pieces. The calendars' rollups,
+    concatenated in the order of their names (the rollups' first key), are those of all
     pieces at once, without holding both calendars' pieces (22.5 million rows for 10
-    million facts) together."""
-    for zone in sorted({UTC, time_zone}):
-        pieces = day_pieces(attributed, zone)
-        pieces["co2_g"] = co2_g(pieces, intensity, settings)
-        pieces["cost"], pieces["currency"] = cost(pieces, tariffs, cost_settings)
-        yield pieces
+    million facts) in one frame."""
+    pieces = day_pieces(attributed, zone)
+    pieces["co2_g"] = co2_g(pieces, intensity, settings)
+    pieces["cost"], pieces["currency"] = cost(pieces, tariffs, cost_settings)
+    return rollup(pieces, "day"), rollup(pieces, "month")

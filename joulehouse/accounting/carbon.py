@@ -93,12 +93,13 @@ def integrate(windows: pd.DataFrame, intensity: pd.DataFrame,
         versions, key_name="zone",
         series_name=lambda zone: f"{zone} ({settings.basis}) intensity")
     return pd.DataFrame({
-        "zone": done["key"], "pue": settings.pue, "basis": settings.basis,
+        "zone": done["key"], "pue": settings.pue,
+        "basis": stepseries.constant(settings.basis, len(windows)),
         "intensity_g_per_kwh": done["value_per_kwh"], "co2_g": done["amount"],
         "intensity_kind": pd.Categorical.from_codes(done["kind"].to_numpy(), KINDS),
         "intensity_files": done["files"], "intensity_digests": done["digests"],
         "missing": done["missing"],
-    }, index=windows.index)
+    }, index=windows.index, copy=False)  # copy=False: no consolidation into 2-D blocks
 
 
 def carbon_per_fact(facts: pd.DataFrame, intensity: pd.DataFrame,
@@ -106,9 +107,7 @@ def carbon_per_fact(facts: pd.DataFrame, intensity: pd.DataFrame,
     """The CARBON_SCHEMA table: each fact of ``facts`` (energy_facts rows with the
     ``group`` of ``entities.attribute``) with its carbon, in the facts' order."""
     return stepseries.per_fact_table(
-        facts, integrate(facts, intensity, settings),
-        ("zone", "intensity_kind", "intensity_files", "intensity_digests"), CARBON_SCHEMA,
-        "carbon_per_fact")
+        facts, integrate(facts, intensity, settings), CARBON_SCHEMA, "carbon_per_fact")
 
 
 def missing_carbon(table: pd.DataFrame) -> pd.DataFrame:

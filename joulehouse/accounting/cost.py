@@ -51,8 +51,9 @@ def _currencies(windows: pd.DataFrame, tariffs: pd.DataFrame,
     """The currency of each window's site ('' where none is configured or priced)."""
     codes, sites = stepseries.key_codes(windows, settings.sites)
     of_site = tariffs.drop_duplicates("site").set_index("site")["currency"]
-    names = [str(of_site.get(site, "")) for site in sites]
-    return pd.Categorical.from_codes(codes, names) if names else pd.Categorical([])
+    names, of_code = np.unique([str(of_site.get(site, "")) for site in sites] or [""],
+                               return_inverse=True)  # two sites may share a currency
+    return pd.Categorical.from_codes(of_code[codes], names)
 
 
 def cost(windows: pd.DataFrame, tariffs: pd.DataFrame,
@@ -75,10 +76,10 @@ def integrate(windows: pd.DataFrame, tariffs: pd.DataFrame,
     return pd.DataFrame({
         "site": done["key"], "pue": settings.pue, "price_per_kwh": done["value_per_kwh"],
         "cost": done["amount"],
-        "currency": np.asarray(_currencies(windows, tariffs, settings)),
+        "currency": _currencies(windows, tariffs, settings),
         "tariff_files": done["files"], "tariff_digests": done["digests"],
         "missing": done["missing"],
-    }, index=windows.index)
+    }, index=windows.index, copy=False)  # copy=False: no consolidation into 2-D blocks
 
 
 def cost_per_fact(facts: pd.DataFrame, tariffs: pd.DataFrame,
@@ -86,8 +87,7 @@ def cost_per_fact(facts: pd.DataFrame, tariffs: pd.DataFrame,
     """The COST_SCHEMA table: each fact of ``facts`` (energy_facts rows with the ``group``
     of ``entities.attribute``) with its cost, in the facts' order."""
     return stepseries.per_fact_table(
-        facts, integrate(facts, tariffs, settings),
-        ("site", "currency", "tariff_files", "tariff_digests"), COST_SCHEMA, "cost_per_fact")
+        facts, integrate(facts, tariffs, settings), COST_SCHEMA, "cost_per_fact")
 
 
 def missing_cost(table: pd.DataFrame) -> pd.DataFrame:

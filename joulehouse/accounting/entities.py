@@ -60,8 +60,76 @@ def _strings(column: pd.Series) -> pa.Array:
     return pa.array(column.to_numpy(), pa.string())
 
 
-def _categorical(values: pa.Array | pa.ChunkedArray, index: pd.Index) -> pd.Series:
-    return pd.Series(pc.dictionary_encode(values).to_pandas(), index=index)
+def _in_order(codes: np.ndarray, names: np.ndarray) -> pd.Categorical:
+    """``names[codes]`` (names may repeat) as a categorical of the names used, in the order
+    of their first appearance (as Arrow's ``dictionary_encode`` orders them, and so the
+    rollups' rows)."""
+    of_name, distinct = pd.factorize(np.asarray(names, dtype=object))
+    order, used = pd.factorize(of_name[codes])
+    return pd.Categorical.from_codes(order, pd.Index(np.asarray(distinct, dtype=object)[used],
+                                                     dtype=object))
+
+
+def _labels(column: pd.Series) -> pd.Categorical:
+    """A column of few distinct strings (object or categorical) as a categorical of them in
+    the order of their first appearance; hashed once per value, not per row."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return _in_order(column.cat.codes.to_numpy(), column.cat.categories.to_numpy())
+    codes, names = pd.factorize(column.to_numpy())
+    return pd.Categorical.from_codes(codes, pd.Index(np.asarray(names, dtype=object)))
+
+
+def _encoded(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Strings (nulls as '') as codes into their distinct values."""
+    encoded = pc.dictionary_encode(pc.fill_null(values, ""))
+    return (encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+            np.asarray(encoded.dictionary.to_pylist(), dtype=object))
+
+
+def _take(strings: pa.Array, rows: np.ndarray) -> pa.Array:
+    """``strings[rows]`` (``rows`` ascending): the array itself when they are all of it."""
+    return strings if len(rows) == len(strings) else strings.take(pa.array(rows))
+
+
+def _first_fields(entity: pa.Array, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The text before the first '/' (all of it without one) of ``entity[rows]``, as codes
+    into the returned list of its distinct values. The strings are cut by byte positions,
+    once per distinct length of the field (a cluster's or data root's name), not with a
+    regular expression per row."""
+    strings = _take(entity, rows)
+    slash = pc.find_substring(strings, "/").to_numpy(zero_copy_only=False)
+    end = np.where(slash < 0, pc.binary_length(strings).to_numpy(zero_copy_only=False), slash)
+    lengths = np.flatnonzero(np.bincount(end))
+    if len(lengths) == 1:
+        groups = [np.arange(len(rows))]
+    else:
+        order = np.argsort(end, kind="stable")
+        groups = np.split(order, np.cumsum(np.bincount(end)[lengths])[:-1])
+    codes, names = np.empty(len(rows), np.int64), {}
+    for length, at in zip(lengths, groups, strict=True):
+        part = strings if len(lengths) == 1 else strings.take(pa.array(at))
+        first = pc.binary_slice(part.cast(pa.binary()), 0, int(length)).cast(pa.string())
+        local, values = _encoded(first)
+        codes[at] = np.array([names.setdefault(v, len(names)) for v in values],
+                             dtype=np.int64)[local]
+    return codes, list(names)
+
+
+def _blank(n: int) -> pd.Categorical:
+    """'' n times, as a categorical."""
+    return pd.Categorical.from_codes(np.zeros(n, np.int8), [""])
+
+
+def _field(source: pd.Categorical, sources: list[str], rows_field, n: int) -> pd.Categorical:
+    """One attribute over every fact: ``rows_field(rows)`` (codes, names) for the rows of
+    ``sources``, '' for the others."""
+    rows = np.flatnonzero(np.isin(source.codes, np.flatnonzero(source.categories.isin(sources))))
+    if not len(rows):
+        return _blank(n)
+    codes = np.zeros(n, np.int64)  # '' is name 0
+    local, names = rows_field(rows)
+    codes[rows] = np.asarray(local) + 1
+    return _in_order(codes, np.array(["", *names], dtype=object))
 
 
 def attribute(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -69,28 +137,37 @@ def attribute(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None = None) -> pd.Da
     the columns CATEGORICAL as pandas categoricals (their values unchanged).
 
     ``cc_jobs``: the ClusterCockpit jobs table (``job`` and CC_JOB_COLUMNS) for the users,
-    projects and partitions of its jobs. Vectorised (Arrow) over every fact.
+    projects and partitions of its jobs. Vectorised over every fact; a group is cut from
+    the rows of its sources only, a project (``_FIELDS``) from the rows of PROJECT_SECOND.
     """
-    source, entity = (_strings(facts[name]) for name in ("source", "entity"))
-    fields = pc.extract_regex(entity, _FIELDS)
-    group = pc.if_else(pc.is_in(source, pa.array(GROUP_FIRST)), fields.field("first"), "")
-    project = pc.if_else(pc.is_in(source, pa.array(PROJECT_SECOND)), fields.field("second"), "")
-    found = {"group": group, "partition": pa.nulls(len(facts), pa.string()),
-             "user": pa.nulls(len(facts), pa.string()), "project": project}
+    n = len(facts)
+    entity = _strings(facts["entity"])
+    source = _labels(facts["source"])
+
+    def second(rows):
+        return _encoded(pc.extract_regex(_take(entity, rows), _FIELDS).field("second"))
+
+    found = {"group": _field(source, GROUP_FIRST, lambda rows: _first_fields(entity, rows), n),
+             "partition": _blank(n), "user": _blank(n),
+             "project": _field(source, PROJECT_SECOND, second, n)}
     if cc_jobs is not None and len(cc_jobs):
         jobs = cc_jobs.drop_duplicates("job")
         at = pc.index_in(entity, pa.array(jobs["job"].astype(str).to_numpy(), pa.string()))
-        at = pc.if_else(pc.equal(source, CC_SOURCE), at, pa.scalar(None, pa.int32()))
-        for column, attribute_name in CC_JOB_COLUMNS.items():
-            values = pa.array(jobs[column].fillna("").astype(str).to_numpy(), pa.string())
-            taken = pc.take(values, at)
-            found[attribute_name] = pc.if_else(pc.is_valid(taken), taken,
-                                               found[attribute_name])
+        at = pc.fill_null(at, -1).to_numpy()  # -1: not a job
+        job = np.flatnonzero((at >= 0) & (source.to_numpy() == CC_SOURCE))
+        for column, name in CC_JOB_COLUMNS.items():
+            local, names = pd.factorize(jobs[column].fillna("").astype(str).to_numpy())
+            codes, before = found[name].codes.astype(np.int64), list(found[name].categories)
+            codes[job] = local[at[job]] + len(before)
+            found[name] = _in_order(codes, np.array([*before, *names], dtype=object))
     index = facts.index
-    columns = {name: _categorical(pc.fill_null(values, ""), index)
-               for name, values in found.items()}
-    columns |= {name: _categorical(values, index) for name, values in
-                (("source", source), ("component", _strings(facts["component"])),
-                 ("method", _strings(facts["method"])))}
-    entity_id = pc.dictionary_encode(entity).indices.to_numpy(zero_copy_only=False)
-    return facts.assign(**columns, **{ENTITY_ID: entity_id.astype(np.int64)})
+    columns = {name: pd.Series(values, index=index) for name, values in found.items()}
+    columns |= {name: pd.Series(values, index=index) for name, values in
+                (("source", source), ("component", _labels(facts["component"])),
+                 ("method", _labels(facts["method"])))}
+    columns[ENTITY_ID] = pd.Series(pc.dictionary_encode(entity).indices.to_numpy(
+        zero_copy_only=False).astype(np.int64), index=index)
+    # the facts' columns, these in place of theirs, then the new ones (no column copied, as
+    # assign would)
+    merged = {name: columns.get(name, facts[name]) for name in facts.columns}
+    return pd.DataFrame(merged | columns, copy=False)

@@ -35,18 +35,21 @@ from joulehouse.accounting.stepseries import J_PER_KWH
 from joulehouse.validation import validate
 
 UTC = "UTC"
+#: Column of :func:`day_pieces`: the index of each piece's fact in the facts given (int64).
+FACT = "fact"
 _NS_PER_S = 1e9
 
 
 def day_pieces(facts: pd.DataFrame, time_zone: str) -> pd.DataFrame:
     """The facts (energy_facts rows with the attributes and ENTITY_ID of
     ``entities.attribute``) cut at the midnights of ``time_zone``: one row per fact and day
-    it touches, with its ROLLUP_KEYS, ENTITY_ID, ``calendar`` (categorical), ``day`` (naive
-    local midnight), the piece's ``window_start``,
-    ``window_end``, ``duration_s`` and prorated ``energy_j``."""
+    it touches, with its ROLLUP_KEYS, ENTITY_ID, FACT, ``calendar`` (categorical), ``day``
+    (naive local midnight), the piece's ``window_start``, ``window_end``, ``duration_s`` and
+    prorated ``energy_j``. The pieces of a fact are consecutive, in time order."""
     columns = [*ROLLUP_KEYS, ENTITY_ID]  # categoricals and int64: cheap to repeat
     if facts.empty:
-        return facts[columns].assign(calendar=time_zone, day=pd.Series(dtype="datetime64[ns]"),
+        return facts[columns].assign(**{FACT: np.arange(0, dtype=np.int64)},
+                                     calendar=time_zone, day=pd.Series(dtype="datetime64[ns]"),
                                      window_start=facts["window_start"],
                                      window_end=facts["window_end"],
                                      duration_s=facts["duration_s"], energy_j=facts["energy_j"])
@@ -59,15 +62,18 @@ def day_pieces(facts: pd.DataFrame, time_zone: str) -> pd.DataFrame:
     start = facts["window_start"].to_numpy("datetime64[ns]").view(np.int64)
     end = facts["window_end"].to_numpy("datetime64[ns]").view(np.int64)
     pieces = split_windows(start, end, edges)
-    rows = facts[columns].iloc[pieces.window].reset_index(drop=True)
-    return rows.assign(
-        calendar=pd.Categorical.from_codes(np.zeros(len(rows), np.int8), [time_zone]),
-        day=days[pieces.segment].to_numpy(),
-        window_start=_utc(pieces.start_ns),
-        window_end=_utc(pieces.end_ns),
-        duration_s=(pieces.end_ns - pieces.start_ns) / _NS_PER_S,
-        energy_j=facts["energy_j"].to_numpy(float)[pieces.window] * pieces.fraction,
-    )
+    # each column taken once (no frame copied whole, as assign or iloc would)
+    return pd.DataFrame({
+        **{name: facts[name].array.take(pieces.window) for name in columns},
+        FACT: pieces.window.astype(np.int64),
+        "calendar": pd.Categorical.from_codes(np.zeros(len(pieces.window), np.int8),
+                                              [time_zone]),
+        "day": days[pieces.segment].to_numpy(),
+        "window_start": _utc(pieces.start_ns),
+        "window_end": _utc(pieces.end_ns),
+        "duration_s": (pieces.end_ns - pieces.start_ns) / _NS_PER_S,
+        "energy_j": facts["energy_j"].to_numpy(float)[pieces.window] * pieces.fraction,
+    }, copy=False)
 
 
 def _combined(keys: pd.DataFrame):
@@ -79,19 +85,21 @@ def _combined(keys: pd.DataFrame):
     for name in keys.columns:
         column = keys[name]
         if isinstance(column.dtype, pd.CategoricalDtype):
-            code, uniques = column.cat.codes.to_numpy(), column.cat.categories.astype(object)
+            code, uniques = column.cat.codes.to_numpy(), column.cat.categories
         else:
             code, uniques = pd.factorize(column, sort=True)
         if len(code) and code.min() < 0:
             raise ValueError(f"rollup key {name!r} is missing in some pieces")
-        codes.append(code.astype(np.int64))
+        codes.append(code)
         values.append(pd.Index(uniques))
     sizes = [max(len(v), 1) for v in values]
     if np.prod(np.array(sizes, dtype=float)) >= 2.0 ** 62:
         raise ValueError(f"too many distinct rollup keys to combine: {sizes}")
     combined = np.zeros(len(keys), dtype=np.int64)
     for code, size in zip(codes, sizes, strict=True):
-        combined = combined * size + code
+        if size > 1:  # in place: no temporary of millions of int64 per key
+            combined *= size
+            combined += code
 
     def decode(numbers: np.ndarray) -> pd.DataFrame:
         columns = {}
@@ -102,6 +110,58 @@ def _combined(keys: pd.DataFrame):
         return pd.DataFrame({name: columns[name] for name in keys.columns})
 
     return combined, decode
+
+
+def distinct_per_group(group: np.ndarray, ids: np.ndarray, groups: int) -> np.ndarray:
+    """Per group ``0 .. groups - 1``, the number of distinct ``ids`` among its rows
+    (``group`` and ``ids``: non-negative ints, one per row), exact for rows in any order.
+
+    Counted without hashing where it can be: an id whose rows form one consecutive run in
+    which the group never decreases (a fact's day pieces; an entity of one fact) meets each
+    of its groups in one stretch, so its rows that differ from the row before count its
+    (group, id) pairs. Only the pairs of other ids (found in several runs, or going back to
+    an earlier group) are hashed: hashing all of 10 million ids (pandas' ``nunique``) was
+    most of a rollup's time.
+    """
+    counts = np.zeros(groups, np.int64)
+    if not len(ids):
+        return counts
+    run = np.ones(len(ids), bool)  # the first row of a run of equal ids
+    np.not_equal(ids[1:], ids[:-1], out=run[1:])
+    new = run.copy()  # ... or of a run of equal groups
+    new[1:] |= group[1:] != group[:-1]
+    back = ids[1:][~run[1:] & (group[1:] < group[:-1])]  # ids whose group goes back
+    sorted_ids = bool(np.all(ids[1:] >= ids[:-1]))  # then no id has two runs
+    if sorted_ids and not len(back):
+        return counts + np.bincount(group[new], minlength=groups)
+    hashed = (np.zeros(int(ids.max()) + 1, bool) if sorted_ids
+              else np.bincount(ids[run]) > 1)
+    hashed[back] = True
+    group, ids = group[new], ids[new]
+    hard = hashed[ids]
+    counts += np.bincount(group[~hard], minlength=groups)
+    if hard.any():
+        width = int(ids.max()) + 1
+        if float(groups) * width >= 2.0 ** 62:
+            raise ValueError(f"too many groups ({groups}) and ids ({width}) to pair")
+        pairs = pd.unique(group[hard].astype(np.int64) * width + ids[hard])
+        counts += np.bincount(pairs // width, minlength=groups)
+    return counts
+
+
+def _periods(days: pd.Series, period: str) -> pd.Categorical:
+    """The pieces' days, or their months (first days), as a categorical of the periods in
+    ascending order: the distinct days hashed once, a month computed per distinct day."""
+    codes, values = pd.factorize(days.to_numpy())
+    values = np.asarray(values, dtype="datetime64[ns]")
+    if period == "month":
+        of_day, values = pd.factorize(values.astype("datetime64[M]").astype("datetime64[ns]"))
+        codes, values = of_day[codes], np.asarray(values, dtype="datetime64[ns]")
+    order = np.argsort(values)
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return pd.Categorical.from_codes(rank[codes] if len(codes) else codes,
+                                     pd.DatetimeIndex(values[order]))
 
 
 def _utc(ns: np.ndarray) -> pd.DatetimeIndex:
@@ -122,27 +182,29 @@ def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
                  else np.full(len(pieces), np.nan) for name in ("co2_g", "cost"))
     currency = (pieces["currency"] if "currency" in pieces.columns else
                 pd.Categorical.from_codes(np.zeros(len(pieces), np.int8), [""]))
-    when = (pieces["day"] if period == "day" else
-            pieces["day"].to_numpy().astype("datetime64[M]").astype("datetime64[ns]"))
-    keys = pd.DataFrame({"calendar": pieces["calendar"], period: when}, copy=False)
+    keys = pd.DataFrame({"calendar": pieces["calendar"], period: _periods(pieces["day"], period)},
+                        copy=False)
     keys = pd.concat([keys, pieces[ROLLUP_KEYS]], axis=1, copy=False)
     keys["currency"] = currency  # a function of the keys (source, group): no extra rows
     combined, decode = _combined(keys)
-    # only the columns grouped and summed, without copying the pieces
-    frame = pd.DataFrame({"_keys": combined, "entity": pieces[ENTITY_ID].to_numpy(),
-                          "energy_j": energy, "duration_s": pieces["duration_s"].to_numpy(float),
-                          "_co2": np.where(np.isnan(co2), 0.0, co2),
-                          "_without": np.where(np.isnan(co2), energy, 0.0),
-                          "_cost": np.where(np.isnan(cost), 0.0, cost),
-                          "_unpriced": np.where(np.isnan(cost), energy, 0.0)}, copy=False)
-    grouped = frame.groupby("_keys", sort=True)
-    table = grouped.agg(facts=("energy_j", "size"), entities=("entity", "nunique"),
-                        energy_j=("energy_j", "sum"), duration_s=("duration_s", "sum"),
-                        co2_g=("_co2", "sum"),
-                        energy_without_intensity_j=("_without", "sum"),
-                        cost=("_cost", "sum"),
-                        energy_without_tariff_j=("_unpriced", "sum")).reset_index()
-    table = pd.concat([table, decode(table.pop("_keys").to_numpy())], axis=1)
+    group, uniques = pd.factorize(combined, sort=True)
+    # only the columns summed, without copying the pieces; grouped on the codes as they are
+    # (a categorical of them: no second hashing of millions of pieces)
+    summed = {"energy_j": energy, "duration_s": pieces["duration_s"].to_numpy(float)}
+    for name, values, without in (("co2_g", co2, "energy_without_intensity_j"),
+                                  ("cost", cost, "energy_without_tariff_j")):
+        none = np.isnan(values)
+        summed[name] = np.where(none, 0.0, values) if none.any() else values
+        summed[without] = np.where(none, energy, 0.0) if none.any() else None
+    frame = pd.DataFrame({k: v for k, v in summed.items() if v is not None}, copy=False)
+    by = pd.Categorical.from_codes(group, categories=np.arange(len(uniques)))
+    table = frame.groupby(by, observed=True, sort=True).sum().reset_index(drop=True)
+    for name, values in summed.items():
+        if values is None:  # no piece without a value: nothing to sum
+            table[name] = 0.0
+    table["facts"] = distinct_per_group(group, pieces[FACT].to_numpy(), len(uniques))
+    table["entities"] = distinct_per_group(group, pieces[ENTITY_ID].to_numpy(), len(uniques))
+    table = pd.concat([table, decode(uniques)], axis=1)
     table["energy_kwh"] = table["energy_j"] / J_PER_KWH
     table["duration_h"] = table["duration_s"] / 3600.0
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -150,7 +212,6 @@ def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
                                          table["energy_j"] / table["duration_s"], np.nan)
     table["co2_g"] = table["co2_g"].where(table["energy_without_intensity_j"] == 0)
     table["cost"] = table["cost"].where(table["energy_without_tariff_j"] == 0)
-    table[["facts", "entities"]] = table[["facts", "entities"]].astype("int64")
     table = table[list(schema.columns)]
     return validate(schema, table, schema.name)
 

@@ -23,7 +23,7 @@ uncovered span is reported: never a default. Each window records which versions
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +32,7 @@ import pandas as pd
 import pandera.pandas as pa
 
 from joulehouse.accounting.schemas import FACT_COLUMNS
+from joulehouse.accounting.split import searchsorted
 from joulehouse.errors import InputError
 from joulehouse.validation import validate
 
@@ -41,17 +42,40 @@ ANY = "*"
 PRIMARY, FALLBACK = 1, 2
 
 
+def _codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """A column's codes (int64) and the values they stand for: a categorical's own."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy().astype(np.int64), column.cat.categories
+    codes, values = pd.factorize(column)
+    return codes.astype(np.int64), pd.Index(values)
+
+
+def _pairs(frame: pd.DataFrame) -> tuple[np.ndarray, list[tuple[str, str]]]:
+    """Each row's (source, group) pair (columns ``source`` and ``group``, categoricals or
+    not) as a code into the returned list of every pair of their values."""
+    (source, sources), (group, groups) = _codes(frame["source"]), _codes(frame["group"])
+    return source * len(groups) + group, [(str(s), str(g)) for s in sources for g in groups]
+
+
 def key_codes(frame: pd.DataFrame, keys: Mapping[str, str]) -> tuple[np.ndarray, list[str]]:
     """The key (zone, site) of each row of ``frame`` (columns ``source`` and ``group``) as a
-    code into the returned list of names ('' where none is configured); computed once per
-    distinct (source, group), not per row."""
-    grouped = frame.groupby(["source", "group"], observed=True, sort=False)
-    pairs = grouped.size().index
-    names = [keys.get(f"{source}/{group}", keys.get(str(source), keys.get(ANY, "")))
-             for source, group in pairs]
+    code into the returned list of names ('' where none is configured); looked up once per
+    (source, group) pair of their values, not per row."""
+    pair, pairs = _pairs(frame)
+    names = [keys.get(f"{s}/{g}", keys.get(s, keys.get(ANY, ""))) for s, g in pairs]
     distinct = sorted(set(names))
-    per_key = np.array([distinct.index(name) for name in names], dtype=np.int64)
-    return per_key[grouped.ngroup().to_numpy()], distinct
+    per_pair = np.array([distinct.index(name) for name in names], dtype=np.int64)
+    return per_pair[pair] if len(per_pair) else pair, distinct
+
+
+def _rows(codes: np.ndarray, names: list[str]) -> Iterator[tuple[int, str, np.ndarray | slice]]:
+    """Each key with rows: its code, name and rows, all of them as a slice (no copies) when
+    it is the only key."""
+    counts = np.bincount(codes, minlength=len(names))
+    for code, name in enumerate(names):
+        if counts[code]:
+            yield code, name, (slice(None) if counts[code] == len(codes)
+                               else np.flatnonzero(codes == code))
 
 
 @dataclass(frozen=True)
@@ -114,21 +138,29 @@ class Integral:
     uncovered: dict[int, tuple[int, int]]  # window -> first uncovered span (ns)
 
 
-def _locate(edges: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each ``t``: the edge at or before it (clipped into range), its segment (clipped)
-    and whether it lies inside the edges."""
-    k = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, len(edges) - 1)
-    return k, np.minimum(k, len(edges) - 2), (t >= edges[0]) & (t < edges[-1])
+def _locate(edges: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each ``t``: how many edges lie at or before it (0: before the first edge;
+    ``len(edges)``: at or after the last), its slot in :func:`_running`'s tables."""
+    return searchsorted(edges, t)
+
+
+def _segment(edges: np.ndarray, slot: np.ndarray) -> np.ndarray:
+    """The segment of each time of that :func:`_locate` ``slot`` (clipped into range)."""
+    return np.clip(slot - 1, 0, len(edges) - 2)
 
 
 def _running(edges: np.ndarray, rate: np.ndarray, t: np.ndarray,
-             where: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+             slot: np.ndarray) -> np.ndarray:
     """The integral from ``edges[0]`` to ``t`` of a piecewise-constant ``rate`` (per ns,
-    one value per segment; 0 outside the edges), at each ``t`` (``where``: its
-    :func:`_locate`)."""
-    k, segment, inside = where
+    one value per segment; 0 outside the edges), at each ``t`` (``slot``: its
+    :func:`_locate`): the integral up to the edge at or before ``t`` plus the rate after
+    it times the time since, from tables by slot (nothing before the first edge, no rate
+    after the last), with no test of where ``t`` lies."""
     at_edges = np.concatenate([[0], np.cumsum(rate * np.diff(edges))])
-    return at_edges[k] + np.where(inside, rate[segment] * (t - edges[segment]), 0)
+    done = np.concatenate([[0], at_edges])
+    after = np.concatenate([[0], rate, [0]])
+    since = np.concatenate([edges[:1], edges])
+    return done[slot] + after[slot] * (t - since[slot])
 
 
 def _time_in(edges: np.ndarray, where: np.ndarray, ends: list) -> np.ndarray:
@@ -140,6 +172,45 @@ def _time_in(edges: np.ndarray, where: np.ndarray, ends: list) -> np.ndarray:
         return np.zeros(len(ends[0][0]), np.int64)
     rate = where.astype(np.int64)
     return _running(edges, rate, *ends[1]) - _running(edges, rate, *ends[0])
+
+
+@dataclass(frozen=True)
+class _Amount:
+    """What :func:`_amount` gives a window; ``ends``: each end's times and :func:`_locate`."""
+
+    amount: np.ndarray
+    covered: np.ndarray
+    point: np.ndarray
+    ends: list
+
+
+def _amount(seg: Segments, start: np.ndarray, end: np.ndarray, energy: np.ndarray,
+            scale: float) -> _Amount:
+    """The amount of each window and whether it is covered (see :func:`integrate_segments`);
+    ``seg`` has at least two edges. The time outside the edges and the value of a window of
+    no length are computed for the windows they concern only."""
+    edges = seg.edges
+    ok = ~np.isnan(seg.value)
+    ends = [(t, _locate(edges, t)) for t in (start, end)]
+    totals = [_running(edges, np.where(ok, seg.value, 0.0) / 1e9, t, at) for t, at in ends]
+    gap = _time_in(edges, ~ok, ends)  # int64 ns without a value, then outside the edges
+    out = np.flatnonzero((start < edges[0]) | (end > edges[-1]))
+    if len(out):
+        s, e = start[out], end[out]
+        gap[out] += (np.clip(edges[0] - s, 0, None) - np.clip(edges[0] - e, 0, None)
+                     + np.clip(e - edges[-1], 0, None) - np.clip(s - edges[-1], 0, None))
+    point = end == start
+    covered = gap == 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (totals[1] - totals[0]) / ((end - start) / 1e9)
+    at = np.flatnonzero(point)
+    if len(at):  # a window of no length: the value at its start
+        first = _segment(edges, ends[0][1][at])
+        covered[at] = (start[at] >= edges[0]) & (start[at] < edges[-1]) & ok[first]
+        mean[at] = seg.value[first]
+    amount = energy * mean * scale / J_PER_KWH
+    amount[~covered] = np.nan
+    return _Amount(amount, covered, point, ends)
 
 
 def integrate_segments(seg: Segments, start: np.ndarray, end: np.ndarray, energy: np.ndarray,
@@ -159,27 +230,20 @@ def integrate_segments(seg: Segments, start: np.ndarray, end: np.ndarray, energy
                         {w: (int(start[w]), int(end[w])) for w in range(n)})
     edges = seg.edges
     ok = ~np.isnan(seg.value)
-    ends = [(t, _locate(edges, t)) for t in (start, end)]
-    totals = [_running(edges, np.where(ok, seg.value, 0.0) / 1e9, t, at) for t, at in ends]
-    gap = (_time_in(edges, ~ok, ends)
-           + np.clip(edges[0] - start, 0, None) - np.clip(edges[0] - end, 0, None)
-           + np.clip(end - edges[-1], 0, None) - np.clip(start - edges[-1], 0, None))
-    first = ends[0][1][1]
-    last = np.clip(np.searchsorted(edges, end, side="left") - 1, 0, len(ok) - 1)
+    done = _amount(seg, start, end, energy, scale)
+    covered, point, ends = done.covered, done.point, done.ends
+    first = _segment(edges, ends[0][1])
+    last = np.clip(searchsorted(edges, end, side="left") - 1, 0, len(ok) - 1)
     last = np.maximum(last, first)
-    point = end == start
-    at_start_ok = (start >= edges[0]) & (start < edges[-1]) & ok[first]
-    covered = np.where(point, at_start_ok, gap == 0)
-    length_s = (end - start) / 1e9
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(point, seg.value[first], (totals[1] - totals[0]) / length_s)
-    amount = np.where(covered, energy * mean * scale / J_PER_KWH, np.nan)
-    has_fallback = np.where(point, seg.fallback[first],
-                            _time_in(edges, ok & seg.fallback, ends) > 0)
-    has_primary = np.where(point, ~seg.fallback[first],
-                           _time_in(edges, ok & ~seg.fallback, ends) > 0)
-    kind = np.where(covered, PRIMARY * has_primary.astype(np.int8)
-                    + FALLBACK * has_fallback.astype(np.int8), 0)
+    if seg.fallback.any():
+        has_fallback = np.where(point, seg.fallback[first],
+                                _time_in(edges, ok & seg.fallback, ends) > 0)
+        has_primary = np.where(point, ~seg.fallback[first],
+                               _time_in(edges, ok & ~seg.fallback, ends) > 0)
+        kind = np.where(covered, PRIMARY * has_primary.astype(np.int8)
+                        + FALLBACK * has_fallback.astype(np.int8), 0)
+    else:  # a covered window's time (or start) is all in the first part's segments
+        kind = np.where(covered, PRIMARY, 0)
     changes = np.concatenate([[0], np.cumsum(seg.series[1:] != seg.series[:-1])])
     spans = {}
     for w in np.flatnonzero(~covered):
@@ -192,7 +256,7 @@ def integrate_segments(seg: Segments, start: np.ndarray, end: np.ndarray, energy
             spans[w] = (max(s, int(edges[bad[0]])), min(e, int(edges[bad[0] + 1])))
         else:
             spans[w] = (max(s, int(edges[-1])), e)
-    return Integral(amount, np.where(covered, energy, 0.0), kind.astype(np.int8), first,
+    return Integral(done.amount, np.where(covered, energy, 0.0), kind.astype(np.int8), first,
                     last, changes[last] == changes[first], spans)
 
 
@@ -241,11 +305,10 @@ def amounts(windows: pd.DataFrame, keys: Mapping[str, str],
     out = np.full(len(windows), np.nan)
     codes, names = key_codes(windows, keys)
     energy, start, end = _windows(windows)
-    for code, name in enumerate(names):
-        rows = np.flatnonzero(codes == code)
-        if len(rows) and name:
-            out[rows] = integrate_segments(segments_of(name), start[rows], end[rows],
-                                           energy[rows], scale).amount
+    for _, name, rows in _rows(codes, names):
+        seg = segments_of(name) if name else None
+        if seg is not None and len(seg.edges) >= 2:
+            out[rows] = _amount(seg, start[rows], end[rows], energy[rows], scale).amount
     return out
 
 
@@ -261,32 +324,32 @@ def integrate(windows: pd.DataFrame, keys: Mapping[str, str],
     n = len(windows)
     amount = np.full(n, np.nan)
     covered_j = np.zeros(n)
-    missing = np.full(n, "", dtype=object)
+    reasons = {"": 0}  # why a window has no amount -> its code in ``missing``
+    missing = np.zeros(n, dtype=np.int64)
     kind = np.zeros(n, dtype=np.int8)
     used = np.full(n, -1)
     key = np.zeros(n, dtype=np.int64)
     labels = [(i,) for i in range(len(versions))]
     codes, names = key_codes(windows, keys)
     energy, start, end = _windows(windows)
-    for code, name in enumerate(names):
-        rows = np.flatnonzero(codes == code)
+    for code, name, rows in _rows(codes, names):
         key[rows] = code
-        if not len(rows):
-            continue
         if not name:
-            missing[rows] = (f"no {key_name} configured for "
-                             + windows["source"].iloc[rows].astype(str) + "/"
-                             + windows["group"].iloc[rows].astype(str)).to_numpy()
+            pair, pairs = _pairs(windows)
+            missing[rows] = np.array([reasons.setdefault(f"no {key_name} configured for "
+                                                         f"{source}/{group}", len(reasons))
+                                      for source, group in pairs], dtype=np.int64)[pair[rows]]
             continue
         seg = segments_of(name)
         part = integrate_segments(seg, start[rows], end[rows], energy[rows], scale)
         amount[rows], covered_j[rows], kind[rows] = part.amount, part.covered_j, part.kind
+        at = np.arange(n)[rows]
         for w, (lo, hi) in part.uncovered.items():
-            missing[rows[w]] = (f"{series_name(name)} does not cover "
-                                f"{pd.Timestamp(lo, tz='UTC').isoformat()}.."
-                                f"{pd.Timestamp(hi, tz='UTC').isoformat()}")
+            missing[at[w]] = reasons.setdefault(
+                f"{series_name(name)} does not cover {pd.Timestamp(lo, tz='UTC').isoformat()}"
+                f"..{pd.Timestamp(hi, tz='UTC').isoformat()}", len(reasons))
         used[rows] = _used_labels(part, seg, labels)
-    key_array = pd.Categorical.from_codes(key, names) if n else np.array([], object)
+    key_array = pd.Categorical.from_codes(key, names or [""])
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(covered_j > 0, amount / scale * J_PER_KWH / covered_j, np.nan)
     return pd.DataFrame({
@@ -294,18 +357,26 @@ def integrate(windows: pd.DataFrame, keys: Mapping[str, str],
         "amount": amount, "kind": kind,
         "files": _labelled(used, [";".join(versions[i][0] for i in ids) for ids in labels]),
         "digests": _labelled(used, [";".join(versions[i][1] for i in ids) for ids in labels]),
-        "missing": missing,
-    }, index=windows.index)
+        "missing": pd.Categorical.from_codes(missing, list(reasons)).remove_unused_categories(),
+    }, index=windows.index, copy=False)  # copy=False: no consolidation into 2-D blocks
 
 
-def per_fact_table(facts: pd.DataFrame, integrated: pd.DataFrame, text: Sequence[str],
+def per_fact_table(facts: pd.DataFrame, integrated: pd.DataFrame,
                    schema: pa.DataFrameSchema, name: str) -> pd.DataFrame:
     """``facts``' own columns beside what :func:`integrate` gave them (same index), in the
-    facts' order, the categorical ``text`` columns back to str, validated as ``name``."""
-    table = pd.concat([facts[FACT_COLUMNS], integrated], axis=1).reset_index(drop=True)
-    for column in ("source", "entity", "component", "method", *text):
-        table[column] = np.asarray(table[column], dtype=object)
+    facts' order, with source, component and method as categoricals (as
+    ``entities.attribute`` gives them), validated as ``name``."""
+    table = pd.DataFrame({column: frame[column].array for frame, names in
+                          ((facts, FACT_COLUMNS), (integrated, integrated.columns))
+                          for column in names}, copy=False)
+    for column in ("source", "component", "method"):
+        table[column] = table[column].astype("category")
     return validate(schema, table, name)
+
+
+def constant(value: str, n: int) -> pd.Categorical:
+    """``value`` n times, as a categorical."""
+    return pd.Categorical.from_codes(np.zeros(n, np.int8), [value])
 
 
 def missing_rows(table: pd.DataFrame, value: str, key: str) -> pd.DataFrame:

@@ -166,3 +166,15 @@ def test_a_file_that_is_not_a_tariff_is_an_error_naming_it(tmp_path):
     with pytest.raises(InputError, match=r"prices.csv:1: not a tariff: no column\(s\)") as caught:
         tariff.read_folder(tmp_path)
     assert caught.value.line == 1
+
+
+def test_two_sites_of_one_currency(tmp_path):
+    write_tariff(tmp_path)
+    write_tariff(tmp_path, name="site-b.csv", site="site-b", bands=[("*", "00:00", "24:00", 0.2)])
+    facts = facts_of(("c/1/1", "2024-01-15 05:30", "2024-01-15 06:30", 3.6e6),
+                     ("d/1/1", "2024-01-15 05:30", "2024-01-15 06:30", 3.6e6))
+    table = cost.cost_per_fact(facts, tariff.read_folder(tmp_path), cost.CostSettings(
+        sites={"clustercockpit/c": "site-a", "clustercockpit/d": "site-b"}))
+    assert table["site"].tolist() == ["site-a", "site-b"]
+    assert table["currency"].tolist() == ["EUR", "EUR"]
+    assert table["cost"].tolist() == pytest.approx([0.05 + 0.15, 0.2])

@@ -1,5 +1,6 @@
 """Daily and monthly rollups: split at midnight, local days, methods apart, sums then divide."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -88,3 +89,43 @@ def test_attribution_of_each_source_and_cc_jobs():
     assert table.loc["sensor1/mongo"].tolist() == ["sensor1", "", "", ""]
     assert table.loc["fritz/1/1675954353"].tolist() == ["fritz", "main", "alice", "p1"]
     assert table.loc["x/y"].tolist() == ["", "", "", ""]  # a source not known
+
+
+def test_monthly_counts_a_fact_across_days_of_one_month_once():
+    facts = frame(fact("root/exp/b/r/0", "2021-03-01 18:00", "2021-03-03 06:00", 3600.0),
+                  fact("root/exp/b/r/1", "2021-03-02 00:00", "2021-03-02 01:00", 100.0))
+    table = rollups.rollup(rollups.day_pieces(facts, "UTC"), "month")
+    assert table[["facts", "entities"]].values.tolist() == [[2, 2]]
+    assert table["energy_j"].tolist() == pytest.approx([3700.0])
+    days = rollups.rollup(rollups.day_pieces(facts, "UTC"), "day")
+    assert days["facts"].tolist() == [1, 2, 1]
+
+
+@pytest.mark.parametrize("order", ["runs", "sorted", "shuffled"])
+def test_distinct_per_group_equals_a_hashed_count(order):
+    rng = np.random.default_rng(4)
+    ids = np.repeat(rng.integers(0, 300, 2000), rng.integers(1, 4, 2000))  # runs, ids repeat
+    group = np.sort(rng.integers(0, 50, len(ids)))
+    if order == "sorted":  # each id one run, its groups going back and forth
+        ids, group = np.sort(ids), rng.integers(0, 50, len(ids))
+    if order == "shuffled":
+        at = rng.permutation(len(ids))
+        ids, group = ids[at], group[at]
+    counts = rollups.distinct_per_group(group, ids, 52)
+    expected = pd.Series(ids).groupby(group).nunique().reindex(range(52), fill_value=0)
+    assert counts.tolist() == expected.tolist()
+    assert rollups.distinct_per_group(np.array([], int), np.array([], int), 3).tolist() == [0] * 3
+
+
+def test_groups_and_projects_of_several_lengths_and_non_ascii_names():
+    facts = pd.DataFrame([
+        fact("grüne-daten/exp1/b/r/0", "2021-01-01", "2021-01-01 00:01", 1.0),
+        fact("g/e/b/r/0", "2021-01-01", "2021-01-01 00:01", 1.0),
+        fact("nofield", "2021-01-01", "2021-01-01 00:01", 1.0),
+        fact("/lead/x", "2021-01-01", "2021-01-01 00:01", 1.0),
+        fact("cluster-ä/7/1", "2021-01-01", "2021-01-01 00:01", 1.0, source="clustercockpit"),
+    ], columns=ENERGY_FACTS_COLUMNS)
+    table = entities.attribute(facts)
+    assert table["group"].tolist() == ["grüne-daten", "g", "nofield", "", "cluster-ä"]
+    assert table["project"].tolist() == ["exp1", "e", "", "lead", ""]
+    assert table[entities.ENTITY_ID].tolist() == [0, 1, 2, 3, 4]

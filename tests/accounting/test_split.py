@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from joulehouse.accounting import split
 from joulehouse.accounting.split import split_windows
 
 S = 1_000_000_000  # ns per s
@@ -32,3 +33,15 @@ def test_fractions_of_each_window_sum_to_one():
     pieces = split_windows(start, end, edges)
     np.testing.assert_allclose(np.bincount(pieces.window, pieces.fraction), 1.0, rtol=1e-12)
     assert np.all(pieces.end_ns >= pieces.start_ns)
+
+
+def test_searchsorted_equals_numpys_on_edges_ties_and_outside():
+    rng = np.random.default_rng(2)
+    for edges in (np.arange(0, 2000 * 3600 * S, 3600 * S),  # an hourly series
+                  np.unique(rng.integers(0, 10**6 * S, 3000)),  # uneven
+                  np.unique(np.concatenate([np.arange(0, 100 * S, S),  # crowded, then sparse
+                                            [10**7 * S, 10**8 * S]]))):
+        t = np.concatenate([rng.integers(edges[0] - 10**6 * S, edges[-1] + 10**6 * S, 200_000),
+                            edges, edges - 1, edges + 1, [np.iinfo(np.int64).max - 1]])
+        for side in ("left", "right"):
+            assert (split.searchsorted(edges, t, side) == np.searchsorted(edges, t, side)).all()
