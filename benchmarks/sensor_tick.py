@@ -26,7 +26,7 @@ it (``create_run_for_job``, its planned events included):
 sources the same way: a ClusterCockpit archive of ``--entries`` jobs
 (``clustercockpit_sensor.build``: 990 jobs per job-id block, tiny files), a
 GEOPM or PowerAPI landing folder of ``--entries`` report files (copies of one
-bundled example each).
+bundled example each, landing at 100 a second).
 
 Reference: a naive full walk (``find_repetitions`` + ``is_complete`` on every
 repetition). Run: ``.venv/bin/python benchmarks/sensor_tick.py [--source S]
@@ -198,14 +198,20 @@ def rewind(cursor: str, seconds: float) -> str:
     return paced(state.to_json(), pace)
 
 
+LANDING_RATE = 100  # report files landing per second in a generated landing folder
+
+
 def landing(folder: Path, example: Path, entries: int) -> Path:
-    """A landing folder of ``entries`` report files, each a copy of ``example`` (its own
-    change time, as files landing one after the other have)."""
+    """A landing folder of ``entries`` report files, each a copy of ``example`` landing at
+    :data:`LANDING_RATE` a second (each its own change time, as reports landing one after
+    the other have: the landing cursor keeps those of the last second)."""
     marker = folder / ".complete"
     if not marker.exists():
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
+        started = time.monotonic()
         for index in range(entries):
+            time.sleep(max(0.0, started + index / LANDING_RATE - time.monotonic()))
             shutil.copyfile(example, folder / f"r{index:07d}{example.suffix}")
         marker.touch()
     return folder
@@ -225,11 +231,11 @@ def other_source(name: str, entries: int) -> tuple[str, str, str, dg.Configurabl
         return CC_SENSOR, "cc_job_blocks", "cc_archive", ClusterCockpitArchive(
             archive_roots=[str(archive)], quiet_period_s=QUIET_S, full_rescan_s=86_400.0)
     if name == "geopm":
-        folder = landing(DATA / f"geopm-landing-copies-{entries}",
+        folder = landing(DATA / f"geopm-landing-{LANDING_RATE}-a-s-{entries}",
                          EXAMPLE_GEOPM_REPORTS / "geopmbench_1host.legacy.report", entries)
         return GEOPM_SENSOR, "geopm_reports", "geopm_source", GeopmReportSource(
             landing_folders=[str(folder)], quiet_period_s=QUIET_S)
-    folder = landing(DATA / f"powerapi-landing-copies-{entries}", EXAMPLE_POWERAPI / "power.jsonl",
+    folder = landing(DATA / f"powerapi-landing-{LANDING_RATE}-a-s-{entries}", EXAMPLE_POWERAPI / "power.jsonl",
                      entries)
     return POWERAPI_SENSOR, "powerapi_reports", "powerapi_source", PowerapiSource(
         landing_folders=[str(folder)], quiet_period_s=QUIET_S)
