@@ -57,6 +57,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TypeAlias
 
 import numpy as np
@@ -138,23 +139,70 @@ def load_trial(db: TaudbDatabase, trial: TrialData) -> int:
     timer_value rows are computed while the other tables are being written
     (:meth:`TaudbDatabase.bulk_writer`); every input error is raised before.
     """
-    tables, timer_values = _derive(trial)
+    return load_prepared(db, [prepare_trial(trial)])[0]
+
+
+@dataclass(frozen=True)
+class PreparedTrial:
+    """A trial whose rows are derived and checked (:func:`prepare_trial`): what is left
+    to do is writing them (:func:`load_prepared`), which raises no input error."""
+
+    trial: TrialData
+    tables: dict[str, pd.DataFrame]
+    timer_values: Callable[[], pd.DataFrame]
+
+
+def prepare_trial(trial: TrialData) -> PreparedTrial:
+    """``trial``'s rows, derived and checked; InputError naming its source key when it
+    breaks a rule."""
+    return PreparedTrial(trial, *_derive(trial))
+
+
+def load_prepared(db: TaudbDatabase, prepared: list[PreparedTrial]) -> list[int]:
+    """Write the ``prepared`` trials in ONE transaction, each replacing the trials of its
+    source key (given once each); their ids, in order. All or nothing: an error leaves the
+    database as it was. Ids are allocated in order, so they are those that loading the
+    trials one by one would give; each table is written once for all of them, so many
+    small trials cost one transaction and one bulk write per table."""
+    keys = [one.trial.source_key for one in prepared]
+    if len(set(keys)) < len(keys):
+        raise ValueError("one source key twice in one load: its trials would both stay")
+    if not prepared:
+        return []
     ensure_schema(db)
     with db.transaction() as cursor:
-        db.lock_source(cursor, trial.source_key)
-        cursor.execute(db.sql("SELECT count(*) FROM data_source WHERE id = ?"), (trial.data_source,))
-        if cursor.fetchone()[0] == 0:
-            raise ValueError(f"data_source {trial.data_source} is not in TAUdb's data_source table")
-        for old in _trials_with_source_key(db, cursor, trial.source_key):
-            _delete(db, cursor, old)
+        for key in keys:
+            db.lock_source(cursor, key)
+        for source in sorted({one.trial.data_source for one in prepared}):
+            cursor.execute(db.sql("SELECT count(*) FROM data_source WHERE id = ?"), (source,))
+            if cursor.fetchone()[0] == 0:
+                raise ValueError(f"data_source {source} is not in TAUdb's data_source table")
+        for key in keys:
+            for old in _trials_with_source_key(db, cursor, key):
+                _delete(db, cursor, old)
         # every reference below points at a row of this transaction (or data_source, checked)
         db.skip_reference_checks(cursor)
-        ids = db.allocate_ids(cursor, {table: len(tables[table]) for table in ALLOCATED})
+        counts = [{table: len(one.tables[table]) for table in ALLOCATED} for one in prepared]
+        allocated = db.allocate_ids(cursor, {table: sum(c[table] for c in counts)
+                                             for table in ALLOCATED})
+        ids = [{} for _ in prepared]
+        for table in ALLOCATED:
+            bounds = np.cumsum([0] + [c[table] for c in counts])
+            for position, own in enumerate(ids):
+                own[table] = allocated[table][bounds[position]:bounds[position + 1]]
         with db.bulk_writer(cursor) as write:
-            for table, frame in tables.items():
-                write(table, _with_ids(table, frame, ids))
-            write("timer_value", _with_ids("timer_value", timer_values(), ids))
-        return int(ids["trial"][0])
+            for table in prepared[0].tables:
+                write(table, _concat([_with_ids(table, one.tables[table], own)
+                                      for one, own in zip(prepared, ids, strict=True)]))
+            write("timer_value", _concat([_with_ids("timer_value", one.timer_values(), own)
+                                          for one, own in zip(prepared, ids, strict=True)]))
+        return [int(own["trial"][0]) for own in ids]
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """One frame of the trials' rows of a table (those without rows left out)."""
+    frames = [frame for frame in frames if len(frame)] or frames[:1]
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
 def list_trials(db: TaudbDatabase) -> list[dict]:
