@@ -22,7 +22,7 @@ every block of a run, for the reason ``assets/pipeline.py`` gives. In order:
    job's trial by its source key, the job folder; a job whose files, cluster.json
    and ``max_missing`` are unchanged since its trial was loaded is not loaded
    again); a job that cannot be mapped loads nothing and fails its block's check
-   ``loads``.
+   ``loads``; the block's other trials are written in one transaction (all or none).
 3. the tables over every stored block: ``cc_jobs``, ``cc_job_energy``,
    ``cc_rollup`` (per UTC start day, cluster, partition, project, user) and
    ``energy_facts/clustercockpit``;
@@ -254,19 +254,17 @@ def load_block_trials(loads: TrialLoads, key: str, read: BlockRead, max_missing:
     """Load one trial per job of the block read (replacing each job's trial); a job whose
     trial fingerprint (:func:`trial_fingerprint`: its files, cluster.json, ``max_missing``)
     equals its stored trial's (primary metadata) is not loaded again, and a job that cannot
-    be mapped loads nothing and is named in the returned error."""
-    loaded, failed = [], []
+    be mapped loads nothing and is named in the returned error. The block's other trials
+    are written in one transaction (:meth:`TrialLoads.load_many`: all or none of them)."""
     loads.look_up(str(measured.ref.path.resolve()) for measured in read.measured)
-    for measured in read.measured:
-        name, folder = measured.ref.key, measured.ref.path
-        known = trial_fingerprint(measured.ref, max_missing)
-        try:
-            loads.load(name, partial(_job_trial, measured, known),
-                       (str(folder.resolve()), known))
-        except InputError as err:
-            failed.append(err)
-            continue
-        loaded.append((name, loads.ids[name]))
+    outcomes = loads.load_many(
+        (measured.ref.key, partial(_job_trial, measured, known),
+         (str(measured.ref.path.resolve()), known))
+        for measured in read.measured
+        for known in [trial_fingerprint(measured.ref, max_missing)])
+    failed = [err for err in outcomes.values() if isinstance(err, InputError)]
+    loaded = [(name, loads.ids[name]) for name, outcome in outcomes.items()
+              if not isinstance(outcome, InputError)]
     if failed:
         return block_failure(key, failed, len(read.measured), len(loaded))
     return {"trials": pd.DataFrame(loaded, columns=["job", "trial_id"])}

@@ -69,7 +69,7 @@ from joulehouse.errors import InputError
 from joulehouse.gpu.layout import RepetitionRef
 from joulehouse.gpu.store import load_repetition, stored_version
 from joulehouse.taudb.connect import TaudbDatabase
-from joulehouse.taudb.loader import load_trial, trials_by_source_key
+from joulehouse.taudb.loader import load_prepared, prepare_trial, trials_by_source_key
 from joulehouse.taudb.mapping.gpu import MeasuredRepetition, run_fingerprint, run_trial
 from joulehouse.taudb.mapping.powerapi import session_trials
 from joulehouse.taudb.model import TrialData
@@ -144,17 +144,43 @@ class TrialLoads:
         ``known``: the (source key, fingerprint) it will have, when cheaper than building
         it, so an unchanged trial is not even built. Returns the trial loaded, or None when
         unchanged. An error of ``build`` or of the load leaves TAUdb as it was."""
-        if known is not None and self.unchanged(name, *known):
-            return None
-        trial = build()
-        if self.unchanged(name, trial.source_key, trial.fingerprint):
-            return None
-        self.ids[name] = load_trial(self.db, trial)
-        self.stored[trial.source_key] = {"id": self.ids[name], "fingerprint": trial.fingerprint}
-        self.rows[name] = {"threads": len(trial.threads), "timers": len(trial.timers),
-                           "timer_values": len(trial.timer_values),
-                           "counters": len(trial.counters), "metadata": len(trial.metadata)}
-        return trial
+        outcome = self.load_many([(name, build, known)])[name]
+        if isinstance(outcome, InputError):
+            raise outcome
+        return outcome
+
+    def load_many(self, items: Iterable[tuple[str, Callable[[], TrialData],
+                                              tuple[str, str] | None]]
+                  ) -> dict[str, TrialData | None | InputError]:
+        """:meth:`load` of each ``(name, build, known)``, the trials that changed written in
+        ONE transaction (``joulehouse.taudb.loader.load_prepared``: many small trials cost
+        one transaction and one bulk write per table). Name -> the trial loaded, None when
+        unchanged, or the InputError of its build or rows: that trial loads nothing, the
+        others load. Any other error (the database's) loads none of them."""
+        outcomes: dict[str, TrialData | None | InputError] = {}
+        prepared = []
+        for name, build, known in items:
+            try:
+                if known is not None and self.unchanged(name, *known):
+                    outcomes[name] = None
+                    continue
+                trial = build()
+                if self.unchanged(name, trial.source_key, trial.fingerprint):
+                    outcomes[name] = None
+                    continue
+                prepared.append((name, prepare_trial(trial)))
+                outcomes[name] = trial  # in the order of ``items``
+            except InputError as err:
+                outcomes[name] = err
+        ids = load_prepared(self.db, [one for _, one in prepared])
+        for (name, one), trial_id in zip(prepared, ids, strict=True):
+            trial = one.trial
+            self.ids[name] = trial_id
+            self.stored[trial.source_key] = {"id": trial_id, "fingerprint": trial.fingerprint}
+            self.rows[name] = {"threads": len(trial.threads), "timers": len(trial.timers),
+                               "timer_values": len(trial.timer_values),
+                               "counters": len(trial.counters), "metadata": len(trial.metadata)}
+        return outcomes
 
     def unchanged(self, name: str, source_key: str, fingerprint: str) -> bool:
         """Whether the stored trial of ``source_key`` has ``fingerprint``: then it is

@@ -25,6 +25,7 @@ size: ``.venv/bin/python benchmarks/clustercockpit_backfill.py --jobs-per-block 
 import argparse
 import math
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -41,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from backfill import launch_backfill, load_summary, run_report, start_dagster, stop
-from machine import describe
+from machine import describe, load_average
 from postgres_server import free_port
 
 from assets.clustercockpit import BLOCKS_PER_RUN, JOB_ENERGY_TABLE, cc_block_tables
@@ -93,12 +94,13 @@ def backfill(root: Path, keys: list[str], jobs: int, args) -> tuple[float, Path]
             process = start_dagster(home, port, log, {
                 "JOULEHOUSE_CC_ARCHIVE": str(root), "JOULEHOUSE_WAREHOUSE": str(warehouse),
                 "JOULEHOUSE_CC_CHECK_SCHEMA": str(args.check_schema).lower()})
-            print(f"{len(keys)} blocks, {jobs} jobs")
+            print(f"{len(keys)} blocks, {jobs} jobs; load {load_average()}")
             status, elapsed, records, submitted = launch_backfill(
                 instance, port, selection, keys, args.timeout, loads)
             limit = math.ceil(len(keys) / BLOCKS_PER_RUN) + 1
             print(f"status {status.value}: {len(records)} run(s) (limit {limit}) in "
-                  f"{elapsed:.1f} s from submission to completion: {jobs / elapsed:.1f} jobs/s")
+                  f"{elapsed:.1f} s from submission to completion: {jobs / elapsed:.1f} jobs/s; "
+                  f"load {load_average()}")
             for record in records:
                 print(run_report(instance, record, submitted)[0])
             materialized = instance.get_materialized_partitions(cc_block_tables.key)
@@ -119,12 +121,15 @@ def backfill(root: Path, keys: list[str], jobs: int, args) -> tuple[float, Path]
 
 def cli(root: Path, jobs: int, out: Path) -> float:
     """``joulehouse energy cc`` on the archive into ``out``; returns its wall time."""
-    started = time.perf_counter()
+    started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([sys.executable, "-m", "joulehouse.cli", "energy", "cc", "--quiet",
                     str(root), "--format", "parquet", "--out", str(out)],
                    check=True, cwd=PROJECT)
     elapsed = time.perf_counter() - started
-    print(f"joulehouse energy cc: {jobs} jobs in {elapsed:.1f} s: {jobs / elapsed:.1f} jobs/s")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    print(f"joulehouse energy cc: {jobs} jobs in {elapsed:.1f} s: {jobs / elapsed:.1f} jobs/s "
+          f"({cpu:.1f} s of CPU: {cpu / jobs * 1000:.1f} ms a job); load {load_average()}")
     return elapsed
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulehouse.clustercockpit.energy import job_series
+from joulehouse.clustercockpit.energy import job_key_columns, job_series
 from joulehouse.clustercockpit.schemas import METRIC_STATS_SCHEMA, ROLLUP_SCHEMA
 from joulehouse.integrate import trapezoid_energy
 from joulehouse.validation import validate
@@ -73,11 +73,7 @@ def metric_stats(meta: dict[str, Any], samples: pd.DataFrame, *,
         mean = np.where(has, column("sum", "float64") / samples_n, np.nan)
         time_weighted = np.where(covered > 0, integral / covered, np.nan)
     frame = pd.DataFrame({
-        "job": pd.Series([f"{meta['cluster']}/{meta['jobId']}/{meta['startTime']}"] * len(ordered),
-                         dtype=object),
-        "cluster": pd.Series([meta["cluster"]] * len(ordered), dtype=object),
-        "job_id": np.full(len(ordered), int(meta["jobId"]), dtype="int64"),
-        "start_time": pd.Series([start] * len(ordered), dtype="datetime64[ns, UTC]"),
+        **job_key_columns(meta, start, len(ordered)),
         **{name: column(name, object) for name in ("host", "metric", "scope", "unit")},
         **{name: column(name, "int64") for name in ("series", "samples", "missing")},
         "min": np.where(has, column("min", "float64"), np.nan),

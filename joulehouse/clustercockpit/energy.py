@@ -29,6 +29,7 @@ instead of it. Energies and durations are summed; no power is averaged.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +44,7 @@ from joulehouse.clustercockpit.schemas import (
 )
 from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
 from joulehouse.integrate import counter_energy, trapezoid_energy
-from joulehouse.timeutil import seconds_since
+from joulehouse.timeutil import epoch_ns_to_utc, seconds_since
 from joulehouse.validation import validate
 
 FACTS_SOURCE = "clustercockpit"
@@ -169,19 +170,36 @@ def host_energy(meta: dict[str, Any], samples: pd.DataFrame, cluster: ClusterCon
         row["mean_x_duration_j"] += (float(v.mean()) * duration if kind == "power" and len(v)
                                      else np.nan)
     _add_missing_hosts(totals, meta, duration)
-    frame = pd.DataFrame(list(totals.values()))
-    if frame.empty:
+    if not totals:
         return empty_table(HOST_ENERGY_SCHEMA)
-    frame.insert(0, "job", f"{meta['cluster']}/{meta['jobId']}/{meta['startTime']}")
-    frame.insert(1, "cluster", meta["cluster"])
-    frame.insert(2, "job_id", int(meta["jobId"]))
-    frame.insert(3, "start_time", start)
-    frame["duration_s"] = duration
-    frame["covered_fraction"] = _covered(frame["gap_s"], duration * frame["series"])
-    frame["series"] = frame["series"].astype("int64")
-    frame["gap_count"] = frame["gap_count"].astype("int64")
-    frame = frame.sort_values(["metric", "host"], ignore_index=True)[HOST_ENERGY_COLUMNS]
+    rows = sorted(totals.values(), key=lambda row: (row["metric"], row["host"]))
+    series = _column(rows, "series", "int64")
+    gap_s = _column(rows, "gap_s", "float64")
+    frame = pd.DataFrame({
+        **job_key_columns(meta, start, len(rows)),
+        **{name: _column(rows, name, object) for name in ("host", "metric", "kind", "scope")},
+        "series": series, "duration_s": np.full(len(rows), duration, "float64"),
+        "energy_j": _column(rows, "energy_j", "float64"),
+        "gap_count": _column(rows, "gap_count", "int64"), "gap_s": gap_s,
+        "covered_fraction": _covered(gap_s, duration * series),
+        "mean_x_duration_j": _column(rows, "mean_x_duration_j", "float64"),
+    }, columns=HOST_ENERGY_COLUMNS)
     return validate(HOST_ENERGY_SCHEMA, frame, "cc_host_energy") if check else frame
+
+
+def _column(rows: list[dict[str, Any]], name: str, dtype) -> np.ndarray:
+    """The values of ``name`` in ``rows`` as one array."""
+    return np.array([row[name] for row in rows], dtype=dtype)
+
+
+def job_key_columns(meta: dict[str, Any], start: pd.Timestamp, rows: int) -> dict[str, Any]:
+    """The key columns of ``rows`` rows of one job's tables: job, cluster, job_id and
+    start_time (UTC), built at once rather than inserted one by one."""
+    return {"job": np.full(rows, f"{meta['cluster']}/{meta['jobId']}/{meta['startTime']}",
+                           dtype=object),
+            "cluster": np.full(rows, meta["cluster"], dtype=object),
+            "job_id": np.full(rows, int(meta["jobId"]), dtype="int64"),
+            "start_time": epoch_ns_to_utc(np.full(rows, start.value, dtype="int64"))}
 
 
 def _add_missing_hosts(totals: dict[tuple[str, str], dict[str, Any]], meta: dict[str, Any],
@@ -220,42 +238,69 @@ def job_energy(meta: dict[str, Any], per_host: pd.DataFrame, *,
     """
     if per_host.empty:
         return empty_table(JOB_ENERGY_SCHEMA)
-    key = ["job", "cluster", "job_id", "start_time", "metric", "kind", "scope", "duration_s"]
-    groups = per_host.groupby(key, sort=True, observed=True)
-    frame = groups[["series", "gap_count", "gap_s"]].sum().reset_index()
-    frame["hosts"] = groups["energy_j"].count().to_numpy()
-    group_of_row = groups.ngroup().to_numpy()
-    for name in ("energy_j", "mean_x_duration_j"):
-        frame[name] = _sums_or_nan(per_host[name].to_numpy(), group_of_row, groups.ngroups)
-    frame["covered_fraction"] = _covered(frame["gap_s"], frame["duration_s"] * frame["series"])
+    # one job: its key columns, and a metric's kind and scope, are the same on every row
+    metric = per_host["metric"].to_numpy()
+    order = np.argsort(metric, kind="stable")  # metric order, hosts in row order
+    metrics, first = np.unique(metric[order], return_index=True)
+    groups = np.split(order, first[1:])
+    head = order[first]
+
+    def per_metric(name: str, total) -> np.ndarray:
+        values = per_host[name].to_numpy()
+        return np.array([total(values[rows]) for rows in groups], dtype="float64")
+
+    energy, series = per_metric("energy_j", _sum_or_nan), per_metric("series", np.sum)
+    gap_s, duration = per_metric("gap_s", _kahan_sum), per_host["duration_s"].to_numpy()[head]
+    kind = per_host["kind"].to_numpy()[head]
     stats = meta.get("statistics") or {}
-    frame["energy_cc_kwh"] = [
-        cc_energy_kwh(float(stats.get(metric, {}).get("avg", 0.0)), meta["numNodes"],
-                      meta["duration"]) if kind == "power" else 0.0
-        for metric, kind in zip(frame["metric"], frame["kind"], strict=True)]
-    cc_j = frame["energy_cc_kwh"] * J_PER_KWH
+    energy_cc = np.array([
+        cc_energy_kwh(float(stats.get(name, {}).get("avg", 0.0)), meta["numNodes"],
+                      meta["duration"]) if how == "power" else 0.0
+        for name, how in zip(metrics, kind, strict=True)], dtype="float64")
+    cc_j = energy_cc * J_PER_KWH
     with np.errstate(invalid="ignore", divide="ignore"):
-        frame["energy_vs_cc_pct"] = np.where(cc_j > 0, (frame["energy_j"] - cc_j) / cc_j * 100,
-                                             np.nan)
-    frame["user"] = meta.get("user") or ""
-    frame["project"] = meta.get("project") or ""
-    frame["partition"] = meta.get("partition")
-    frame["num_nodes"] = int(meta["numNodes"])
-    for name in ("hosts", "series", "gap_count"):
-        frame[name] = frame[name].astype("int64")
-    frame = frame[JOB_ENERGY_COLUMNS]
+        versus_cc = np.where(cc_j > 0, (energy - cc_j) / cc_j * 100, np.nan)
+    rows = len(metrics)
+    frame = pd.DataFrame({
+        **{name: per_host[name].array[head] for name in ("job", "cluster", "job_id",
+                                                          "start_time")},
+        "user": np.full(rows, meta.get("user") or "", dtype=object),
+        "project": np.full(rows, meta.get("project") or "", dtype=object),
+        "partition": np.full(rows, meta.get("partition"), dtype=object),
+        "num_nodes": np.full(rows, int(meta["numNodes"]), dtype="int64"),
+        "hosts": per_metric("energy_j", lambda part: np.count_nonzero(~np.isnan(part))
+                            ).astype("int64"),
+        "metric": metrics.astype(object), "kind": kind.astype(object),
+        "scope": per_host["scope"].to_numpy()[head].astype(object),
+        "series": series.astype("int64"), "duration_s": duration.astype("float64"),
+        "energy_j": energy, "gap_count": per_metric("gap_count", np.sum).astype("int64"),
+        "gap_s": gap_s, "covered_fraction": _covered(gap_s, duration * series),
+        "mean_x_duration_j": per_metric("mean_x_duration_j", _sum_or_nan),
+        "energy_cc_kwh": energy_cc, "energy_vs_cc_pct": versus_cc,
+    }, columns=JOB_ENERGY_COLUMNS)
     return validate(JOB_ENERGY_SCHEMA, frame, "cc_job_energy") if check else frame
 
 
-def _sums_or_nan(values: np.ndarray, group_of_row: np.ndarray, groups: int) -> list[float]:
-    """Each group's sum of ``values``, NaN skipped; NaN where the group has none (pandas'
-    ``Series.sum(min_count=1)``: the same numpy sum, without a Series per group)."""
-    sums = []
-    for group in range(groups):
-        part = values[group_of_row == group]
-        present = ~np.isnan(part)
-        sums.append(float(np.sum(np.where(present, part, 0.0))) if present.any() else np.nan)
-    return sums
+def _sum_or_nan(values: np.ndarray) -> float:
+    """The sum of ``values``, NaN skipped; NaN where all are (pandas' ``sum(min_count=1)``)."""
+    present = ~np.isnan(values)
+    return float(np.sum(np.where(present, values, 0.0))) if present.any() else np.nan
+
+
+def _kahan_sum(values: np.ndarray) -> float:
+    """The compensated sum of ``values``, NaN skipped, in row order: pandas' grouped
+    ``sum`` (Kahan summation, a NaN compensation reset), to the last bit."""
+    total = compensation = 0.0
+    for value in values.tolist():
+        if math.isnan(value):
+            continue
+        y = value - compensation
+        t = total + y
+        compensation = t - total - y
+        if math.isnan(compensation):
+            compensation = 0.0
+        total = t
+    return total
 
 
 def energy_facts_rows(job_energy_rows: pd.DataFrame) -> pd.DataFrame:

@@ -157,8 +157,7 @@ def timer_groups(entries: pd.DataFrame, timers: pd.Index) -> pd.DataFrame:
 
 
 def _check_names(what: str, names: pd.Series) -> None:
-    text = names.astype("object")
-    bad = text.isna() | (text.fillna("").str.strip() != text.fillna("")) | (text.fillna("") == "")
-    if bad.any():
-        raise ValueError(f"TrialData.{what}: name {text[bad].iloc[0]!r} is empty or has "
-                         "leading or trailing blanks")
+    for name in names.tolist():
+        if not isinstance(name, str) or not name or name.strip() != name:
+            raise ValueError(f"TrialData.{what}: name {name!r} is empty or has "
+                             "leading or trailing blanks")

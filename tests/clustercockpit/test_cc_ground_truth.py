@@ -177,3 +177,25 @@ def test_completeness_and_fingerprint(tmp_path):
     assert not is_complete(ref.path)
     ref.meta_path.unlink()
     assert not is_complete(ref.path)
+
+
+def test_hosts_are_summed_per_metric_as_pandas_sums(tmp_path):
+    """A job's energy, gaps and series are the sums over its hosts per metric, to the last
+    bit of pandas' grouped sums (compensated for the gaps): ten hosts' 0.1 s of gap make
+    1.0 s, where a plain running sum gives 0.9999999999999999."""
+    write_archive_files(tmp_path, ["testcluster"])
+    spec = JobSpec(hosts=10, samples=31)
+    write_job(tmp_path, spec)
+    ref = JobRef(tmp_path, spec.cluster, spec.job_id, spec.start_time)
+    meta, cluster = read_meta(ref), read_cluster(tmp_path, spec.cluster)
+    per_host = host_energy(meta, read_samples(ref, meta, cluster), cluster)
+    per_host["gap_s"] = 0.1
+    per_host.loc[3, "energy_j"] = float("nan")  # a host without energy: counted out
+    (row,) = job_energy(meta, per_host).itertuples()
+    assert sum([0.1] * 10) != 1.0 and row.gap_s == 1.0
+    expected = per_host.groupby("metric").agg(
+        gap_s=("gap_s", "sum"), series=("series", "sum"), energy_j=("energy_j", "sum"),
+        hosts=("energy_j", "count")).loc["cpu_power"]
+    assert (row.gap_s, row.series, row.hosts) == (expected.gap_s, 10, 9)
+    assert row.energy_j == pytest.approx(expected.energy_j, rel=1e-15)
+    assert row.covered_fraction == 1 - 1.0 / (10 * meta["duration"])

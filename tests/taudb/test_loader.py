@@ -27,7 +27,9 @@ from joulehouse.taudb.loader import (
     delete_trial,
     derive_rows,
     list_trials,
+    load_prepared,
     load_trial,
+    prepare_trial,
     source_key_lookup,
     trials_by_source_key,
 )
@@ -167,6 +169,47 @@ def test_loading_the_same_source_again_replaces_its_trial(database):
     assert delete_trial(database, other) is True
     assert delete_trial(database, other) is False
     assert _counts(database) == once
+
+
+def test_trials_loaded_together_get_the_rows_and_ids_of_loads_one_by_one(database, tmp_path):
+    """load_prepared writes many trials in one transaction: each replaces its source key's
+    trial, and TAUdb holds what loading them one after the other gives, ids included."""
+    load_trial(database, small_trial("b"))  # replaced by the batch's "b"
+    ids = load_prepared(database, [prepare_trial(small_trial(key)) for key in "abc"])
+    assert [t["source_key"] for t in list_trials(database)] == ["a", "b", "c"]
+    assert [t["id"] for t in list_trials(database)] == ids
+    with TaudbDatabase(f"sqlite:///{tmp_path}/one_by_one.sqlite") as alone:
+        load_trial(alone, small_trial("b"))
+        one_by_one = [load_trial(alone, small_trial(key)) for key in "abc"]
+        assert _counts(alone) == _counts(database)
+        if database.backend == "sqlite":  # the same ids, so the same rows
+            assert one_by_one == ids
+            for table in TRIAL_TABLES:
+                columns = "*" if table != "secondary_metadata" else "trial, thread, name, value"
+                query = f"SELECT {columns} FROM {table}"
+                assert (sorted(database.query(query), key=repr)
+                        == sorted(alone.query(query), key=repr)), table
+    for trial_id in ids:
+        assert _values(database, trial_id).equals(_values(database, ids[0]))
+
+
+def test_a_batch_that_fails_loads_none_of_its_trials(database, monkeypatch):
+    old = load_trial(database, small_trial("a"))
+    before = _counts(database)
+    with pytest.raises(ValueError, match="one source key twice"):
+        load_prepared(database, [prepare_trial(small_trial(key)) for key in "bab"])
+    real_write = database.write_rows
+
+    def fail_at_timer_values(cursor, table, frame):
+        if table == "timer_value":
+            raise RuntimeError("disk full")
+        real_write(cursor, table, frame)
+
+    monkeypatch.setattr(database, "write_rows", fail_at_timer_values)
+    with pytest.raises(RuntimeError, match="disk full"):
+        load_prepared(database, [prepare_trial(small_trial(key)) for key in "abc"])
+    assert _counts(database) == before
+    assert [t["id"] for t in list_trials(database)] == [old]
 
 
 def test_trials_are_looked_up_by_source_key_in_batches(database):

@@ -17,9 +17,11 @@ nothing is parsed or integrated here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -98,66 +100,78 @@ def job_trial(m: JobMeasurement) -> TrialData:
     (``covered_fraction`` 0: no bridged samples) is missing, not 0. ``source_key`` is the job folder (a reload
     replaces the trial); ``fingerprint`` its files' names, sizes and mtimes.
     """
-    covering = m.host_energy[m.host_energy["covered_fraction"] > 0]
+    per_host = m.host_energy
+    covering = per_host[per_host["covered_fraction"].to_numpy() > 0]
     hosts = sorted(set(m.stats["host"]) | set(covering["host"]))
     if not hosts:
         raise InputError(m.ref.path, "no samples of any metric: a trial needs a host")
     node = {host: rank for rank, host in enumerate(hosts)}
-    energy = covering.pivot(index="host", columns="metric", values="energy_j")
-    kept = [metric for metric in energy.columns
-            if energy[metric].reindex(hosts).notna().all()]
+    energy: dict[str, dict[str, float]] = {}  # metric -> host -> J
+    for host, metric, joules in zip(covering["host"], covering["metric"], covering["energy_j"],
+                                    strict=True):
+        energy.setdefault(metric, {})[host] = float(joules)
+    kept = [metric for metric in sorted(energy)
+            if not any(math.isnan(energy[metric].get(host, math.nan)) for host in hosts)]
     metrics = [TIME_METRIC, *(energy_metric(metric) for metric in kept)]
     threads = pd.DataFrame({"node_rank": np.arange(len(hosts)), "context_rank": 0,
                             "thread_rank": 0})
     duration_us = float(m.meta["duration"]) * 1e6
-    rows = []
-    for host in hosts:
-        rows.append((host, TIME_METRIC, duration_us))
-        rows += [(host, energy_metric(metric), float(energy.at[host, metric])) for metric in kept]
-    timer_values = pd.DataFrame(rows, columns=["host", "metric", "inclusive"])
-    timer_values["exclusive"] = timer_values["inclusive"]
-    timer_values["name"] = TIMER
-    timers = pd.DataFrame({"host": hosts, "name": TIMER, "group_names": TIMER_GROUP,
-                           "calls": 1.0, "subroutines": 0.0})
-    stats = m.stats[m.stats["samples"] > 0]
-    counters = pd.DataFrame({
-        "host": stats["host"], "name": [user_event(metric, unit) for metric, unit in
-                                        zip(stats["metric"], stats["unit"], strict=True)],
-        "sample_count": stats["samples"], "maximum": stats["max"], "minimum": stats["min"],
-        "mean": stats["mean"], "sum_squares": stats["sum_squares"]})
-    metadata = pd.DataFrame(
-        [(host, name, value) for host in hosts for name, value in _attributes(m, host).items()],
-        columns=["host", "name", "value"])
+    values = [row for host in hosts for row in [
+        (host, TIME_METRIC, duration_us),
+        *((host, energy_metric(metric), energy[metric][host]) for metric in kept)]]
+    stats = m.stats[m.stats["samples"].to_numpy() > 0]
+    events = [user_event(metric, unit) for metric, unit in
+              zip(stats["metric"], stats["unit"], strict=True)]
+    attributes = _attributes(m, hosts)
+    metadata = [(host, name, value) for host in hosts for name, value in attributes[host].items()]
     return TrialData(
         name=m.ref.key,
         data_source=DATA_SOURCE_OTHER,
         metrics=metrics,
         threads=threads,
-        timers=_by_thread(timers, node, ["name", "group_names", "calls", "subroutines"]),
-        timer_values=_by_thread(timer_values, node, ["name", "metric", "inclusive",
-                                                     "exclusive"]),
-        counters=_by_thread(counters, node, ["name", "sample_count", "maximum", "minimum",
-                                             "mean", "sum_squares"]),
-        metadata=_by_thread(metadata, node, ["name", "value"]),
+        timers=_by_thread(node, [(host, TIMER, TIMER_GROUP, 1.0, 0.0) for host in hosts],
+                          {"name": object, "group_names": object, "calls": "float64",
+                           "subroutines": "float64"}),
+        timer_values=_by_thread(node, [(host, TIMER, metric, joules, joules)
+                                       for host, metric, joules in values],
+                                {"name": object, "metric": object, "inclusive": "float64",
+                                 "exclusive": "float64"}),
+        counters=_by_thread(node, list(zip(
+            stats["host"], events, stats["samples"], stats["max"], stats["min"], stats["mean"],
+            stats["sum_squares"], strict=True)),
+            {"name": object, "sample_count": "int64", "maximum": "float64",
+             "minimum": "float64", "mean": "float64", "sum_squares": "float64"}),
+        metadata=_by_thread(node, metadata, {"name": object, "value": object}),
         source_key=str(m.ref.path.resolve()),
         fingerprint=fingerprint(m.ref.path),
         trial_metadata={"joulehouse.source": "clustercockpit job"},
     )
 
 
-def _by_thread(frame: pd.DataFrame, node: dict[str, int], columns: list[str]) -> pd.DataFrame:
-    """``frame`` with its ``host`` column as thread ranks, sorted by thread."""
-    ranked = frame.assign(node_rank=frame["host"].map(node).astype("int64"), context_rank=0,
-                          thread_rank=0)
-    return ranked.sort_values("node_rank", kind="stable", ignore_index=True)[
-        THREAD_COLUMNS + columns]
+def _by_thread(node: dict[str, int], rows: list[tuple], columns: dict[str, Any]
+               ) -> pd.DataFrame:
+    """A frame of ``rows`` (host, then ``columns`` with their dtypes) with the host as
+    thread ranks, sorted by thread (rows of one thread in their given order)."""
+    ranks = [node[row[0]] for row in rows]
+    order = sorted(range(len(rows)), key=ranks.__getitem__)
+    frame = {"node_rank": np.array([ranks[i] for i in order], dtype="int64"),
+             "context_rank": np.zeros(len(rows), "int64"),
+             "thread_rank": np.zeros(len(rows), "int64")}
+    for position, (name, dtype) in enumerate(columns.items(), start=1):
+        frame[name] = np.array([rows[i][position] for i in order], dtype=dtype)
+    return pd.DataFrame(frame, columns=THREAD_COLUMNS + list(columns))
 
 
-def _attributes(m: JobMeasurement, host: str) -> dict[str, str]:
-    """The metadata of one host (thread), as strings."""
-    energy = m.host_energy[m.host_energy["host"] == host]
-    coverage = {}
-    for row in energy.itertuples(index=False):
-        coverage[f"energy.{row.metric}.covered_fraction"] = repr(float(row.covered_fraction))
-        coverage[f"energy.{row.metric}.gap_s"] = repr(float(row.gap_s))
-    return {"host": host, **coverage, **flatten_system_info(m.meta, prefix="meta")}
+def _attributes(m: JobMeasurement, hosts: list[str]) -> dict[str, dict[str, str]]:
+    """The metadata of each host (thread), as strings: the host, its energy's coverage per
+    metric, meta.json flattened."""
+    coverage: dict[str, dict[str, str]] = {host: {} for host in hosts}
+    per_host = m.host_energy
+    for host, metric, covered, gap_s in zip(per_host["host"], per_host["metric"],
+                                            per_host["covered_fraction"], per_host["gap_s"],
+                                            strict=True):
+        if host in coverage:
+            coverage[host][f"energy.{metric}.covered_fraction"] = repr(float(covered))
+            coverage[host][f"energy.{metric}.gap_s"] = repr(float(gap_s))
+    meta = flatten_system_info(m.meta, prefix="meta")
+    return {host: {"host": host, **coverage[host], **meta} for host in hosts}
