@@ -5,11 +5,15 @@ GEOPM reports, PowerAPI report files) uses this module; what counts as an
 entry is the source's ``identify`` function (entry path -> the files that
 make it up, or None when it is not one of the source's entries).
 
-An entry is *complete* once none of its files (nor its folders) changed for
-a quiet period: mtime and ctime both count, so an entry copied with its old
-mtimes still waits. Its *fingerprint* is a digest of its files' names, sizes
-and mtimes (ns); it changes when a file is added, removed or rewritten, and
-reads no content. Listing a landing folder costs one ``stat`` per file.
+An entry is *complete* once none of its files (nor its folders, nor links
+among them) changed for a quiet period, by their ctimes: every write, copy,
+rename or link sets a ctime, so an entry copied with its old mtimes still
+waits, and one given an mtime in the future does not wait for it. Its
+*fingerprint* is a digest of its files' names, sizes and mtimes (ns); it
+changes when a file is added, removed or rewritten, and reads no content.
+Listing a landing folder costs one ``stat`` per file; a sensor's cursor
+(:class:`LandingState`) keeps a ctime watermark per folder, so a file
+unchanged behind it is not looked into again.
 
 An entry that keeps growing (a report stream) is never quiet; a source may
 hand it out anyway once its files grew by ``grown_bytes`` since it was last
@@ -20,11 +24,12 @@ business: see ``joulehouse/powerapi/stream.py``).
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from stat import S_ISREG
+from stat import S_ISLNK, S_ISREG
 
 from joulehouse.digest import file_stats_digest
 
@@ -35,8 +40,10 @@ Identify = Callable[[Path], "list[Path] | None"]
 @dataclass(frozen=True)
 class LandedItem:
     """One entry of a landing folder; ``key`` is ``<landing name>/<entry name>``;
-    ``last_change`` in seconds since the epoch (the latest mtime or ctime of its files
-    and folders); ``size``: bytes of its files together."""
+    ``last_change`` in seconds since the epoch: the latest ctime of its files and
+    folders and of the links among them (every write, copy, rename or link sets it to the
+    file server's clock; an mtime can be set to any time: ``cp -p``, ``touch -d``, a
+    writer's clock ahead); ``size``: bytes of its files together."""
 
     key: str
     path: Path
@@ -44,9 +51,24 @@ class LandedItem:
     last_change: float
     size: int = 0
 
+    @property
+    def landing(self) -> str:
+        """The name of the landing folder the entry is in."""
+        return self.key.rpartition("/")[0]
+
     def is_quiet(self, quiet_s: float, now: float) -> bool:
         """True when nothing in the entry changed for ``quiet_s`` seconds before ``now``."""
         return now - self.last_change >= quiet_s
+
+
+def _stat(path: Path) -> tuple[os.stat_result, float]:
+    """``path``'s stat (links followed) and its ctime, that of the link itself included (a
+    new link to an old file changed the entry)."""
+    own = path.lstat()
+    if not S_ISLNK(own.st_mode):
+        return own, own.st_ctime
+    target = path.stat()
+    return target, max(own.st_ctime, target.st_ctime)
 
 
 def read_landed_item(path: Path, key: str, identify: Identify) -> LandedItem | None:
@@ -54,69 +76,76 @@ def read_landed_item(path: Path, key: str, identify: Identify) -> LandedItem | N
     files = identify(path)
     if files is None:
         return None
-    stats = [(file, file.stat()) for file in sorted(set(files))]
-    last_change = max((max(stat.st_mtime, stat.st_ctime) for _, stat in stats), default=0.0)
+    stats = [(file, *_stat(file)) for file in sorted(set(files))]
+    last_change = max((changed for _, _, changed in stats), default=0.0)
     digest = file_stats_digest((file.relative_to(path.parent).as_posix(), stat)
-                               for file, stat in stats if S_ISREG(stat.st_mode))
-    size = sum(stat.st_size for _, stat in stats if S_ISREG(stat.st_mode))
+                               for file, stat, _ in stats if S_ISREG(stat.st_mode))
+    size = sum(stat.st_size for _, stat, _ in stats if S_ISREG(stat.st_mode))
     return LandedItem(key, path, digest, last_change, size)
 
 
 def find_landed(landing: str | os.PathLike[str], name: str, identify: Identify,
-                since: float | None = None) -> list[LandedItem]:
+                since: float | None = None, watch: Container[str] = ()) -> list[LandedItem]:
     """Every entry directly in the folder ``landing`` (named ``name``) that ``identify``
     accepts, by key. Hidden entries (``.name``) are skipped, and with ``since`` (seconds
-    since the epoch: :attr:`LandingState.since`) so are plain files last changed before it,
-    on one ``stat`` and without ``identify`` (a file entry is made of itself alone, and
-    handed out already). A folder is always looked into: its own times do not change
-    when a file below it is rewritten."""
+    since the epoch: the folder's watermark in :class:`LandingState`) so are plain files
+    whose ctime is before it, on one ``stat`` and without ``identify`` (a file entry is
+    made of itself alone, and handed out already), unless their key is in ``watch``. A
+    folder is always looked into: its own times do not change when a file below it is
+    rewritten."""
     items = []
     with os.scandir(landing) as entries:
         for entry in sorted(entries, key=lambda e: e.name):
-            if entry.name.startswith(".") or since is not None and _file_before(entry, since):
+            key = f"{name}/{entry.name}"
+            if entry.name.startswith(".") or (
+                    since is not None and key not in watch and _file_before(entry, since)):
                 continue
-            found = read_landed_item(Path(entry.path), f"{name}/{entry.name}", identify)
+            found = read_landed_item(Path(entry.path), key, identify)
             if found is not None:
                 items.append(found)
     return items
 
 
 def _file_before(entry: os.DirEntry, since: float) -> bool:
-    """Whether ``entry`` is a regular file (links followed) last changed before ``since``."""
+    """Whether ``entry`` is a regular file (links followed) whose ctime, and that of the
+    link if it is one, are before ``since``."""
     try:
-        stat = entry.stat()
+        stat, ctime = _stat(Path(entry.path))
     except OSError:  # gone, or a dangling link: identify decides
         return False
-    return S_ISREG(stat.st_mode) and max(stat.st_mtime, stat.st_ctime) < since
+    return S_ISREG(stat.st_mode) and ctime < since
 
 
 @dataclass(frozen=True)
 class LandingState:
     """What a landing sensor remembers between ticks (its cursor), small whatever the size
-    of its folders: every entry last changed before ``since`` (seconds since the epoch;
-    None: nothing yet) was handed out; ``seen``: key -> fingerprint of the entries handed
-    out that changed at or after ``since``; ``sizes``: key -> size (bytes) when handed out,
-    of the entries handed out while still changing (growing streams), kept until one is
-    handed out quiet or falls behind ``since``; ``newest``: the latest change time of an
-    entry seen at the last tick.
+    of its folders. Per landing folder (by name): every entry whose ctime is before
+    ``since[name]`` (seconds since the epoch) was handed out, and ``newest[name]`` is the
+    latest ctime of an entry seen there at the last tick. ``seen``: key -> fingerprint
+    of the entries handed out whose ctime is at or after their folder's ``since``;
+    ``sizes``: key -> size (bytes) when handed out, of the entries handed out while still
+    changing (growing streams), kept while the entry is present until it is handed out
+    quiet.
 
-    Change times are ctimes, which every write, copy, rename or link of a file sets to
-    the file server's clock and no tool sets back (as :mod:`joulehouse.treescan` uses
-    them). An entry changed at or before ``newest`` existed when the next tick listed
-    its folder, so that tick compared it; ``since`` therefore follows the last tick's
-    ``newest`` less :data:`CLOCK_STEP_S`, held back by the oldest entry still waiting.
-    After a burst of landings the cursor keeps the entries changed in the burst's last
-    :data:`CLOCK_STEP_S` only. An entry whose change time is more than that behind an
-    earlier one (the server's clock stepped back) would be missed."""
+    The watermark compares ctimes, which every write, copy, rename or link sets to the
+    file server's clock and no tool sets back (as :mod:`joulehouse.treescan` uses them).
+    An entry whose ctime is at or before ``newest[name]`` existed when the next tick
+    listed the folder, so that tick compared it; ``since[name]`` therefore follows the
+    last tick's ``newest[name]`` less :data:`CLOCK_STEP_S`, held back by the folder's
+    oldest entry still waiting. Each folder has its own, as it may be on a server with its
+    own clock. After a burst of landings the cursor keeps the entries of the burst's last
+    :data:`CLOCK_STEP_S`. An entry whose ctime is more than that behind an earlier one in
+    its folder (that server's clock stepped back) would be missed."""
 
-    since: float | None = None
+    since: dict[str, float] = field(default_factory=dict)
     seen: dict[str, str] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
-    newest: float | None = None
+    newest: dict[str, float] = field(default_factory=dict)
 
     def handed_out(self, item: LandedItem) -> bool:
         """Whether ``item``, as it is now, was handed out already."""
-        return ((self.since is not None and item.last_change < self.since)
+        since = self.since.get(item.landing)
+        return ((since is not None and item.last_change < since)
                 or self.seen.get(item.key) == item.fingerprint)
 
     def to_json(self) -> str:
@@ -125,18 +154,19 @@ class LandingState:
 
     @classmethod
     def from_json(cls, cursor: str | None) -> LandingState:
-        """The state in ``cursor`` (:meth:`to_json`). A cursor written before ``since`` was
-        kept holds every entry handed out (``seen``, and ``sizes``; or key -> fingerprint
-        alone, before sizes were kept): still right, it shrinks after the next ticks."""
+        """The state in ``cursor`` (:meth:`to_json`). A cursor written before watermarks
+        were kept holds every entry handed out (``seen``, and ``sizes``; or key ->
+        fingerprint alone, before sizes were kept): still right, it shrinks after the
+        next ticks."""
         state = json.loads(cursor or "{}")
         if not isinstance(state.get("seen"), dict):
             return cls(seen=state)
-        return cls(state.get("since"), state["seen"], state.get("sizes", {}),
-                   state.get("newest"))
+        return cls(state.get("since", {}), state["seen"], state.get("sizes", {}),
+                   state.get("newest", {}))
 
 
-#: How far the file server's clock may step back between two changes (s): ``since``
-#: stays this far behind the last tick's newest change (see :class:`LandingState`).
+#: How far a file server's clock may step back between two changes (s): a folder's
+#: ``since`` stays this far behind the last tick's newest change (see :class:`LandingState`).
 CLOCK_STEP_S = 1.0
 
 
@@ -161,8 +191,8 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     (``state.sizes``; 0 when not known): a stream that is never quiet is handed out as it
     grows. Until then it waits. With ``cap``, at most that many are ready (those changed
     least recently; in the order given), the others wait (``deferred``) as if not ready
-    yet. ``items`` may leave out entries changed before ``state.since`` (see
-    :func:`find_landed`).
+    yet. ``items`` may leave out entries changed before their folder's ``state.since``
+    but not those in ``state.sizes`` (see :func:`find_landed`).
     """
     present = list(items)
     changed = [found for found in present if not state.handed_out(found)]
@@ -173,18 +203,18 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     chosen = {found.key for found in eligible[:cap]}
     ready = [found for found in present if found.key in chosen]  # in the order given
     waiting = [found for found in changed if found.key not in chosen]
-    since = state.since
-    if state.newest is not None:
-        since = min([state.newest - CLOCK_STEP_S, *(found.last_change for found in waiting)])
-        since = since if state.since is None else max(since, state.since)
-    newest = max([found.last_change for found in present]
-                 + ([] if state.newest is None else [state.newest]), default=None)
-    kept = [found for found in present if since is None or found.last_change >= since]
-    seen = {found.key: found.fingerprint for found in kept
-            if found.key in chosen or state.handed_out(found)}
+    since, newest = dict(state.since), dict(state.newest)
+    for name, last in state.newest.items():
+        held = [found.last_change for found in waiting if found.landing == name]
+        since[name] = max(min([last - CLOCK_STEP_S, *held]), state.since.get(name, -math.inf))
+    for found in present:
+        newest[found.landing] = max(found.last_change, newest.get(found.landing, -math.inf))
+    seen = {found.key: found.fingerprint for found in present
+            if (found.key in chosen or state.handed_out(found))
+            and found.last_change >= since.get(found.landing, -math.inf)}
     sizes = {found.key: (found.size if found.key in chosen else state.sizes[found.key])
-             for found in kept if (
-                 found.key in chosen and not found.is_quiet(quiet_s, now)
-                 or found.key not in chosen and found.key in state.sizes)}
+             for found in present
+             if found.key in chosen and not found.is_quiet(quiet_s, now)
+             or found.key not in chosen and found.key in state.sizes}
     return LandingScan(ready, len(waiting), LandingState(since, seen, sizes, newest),
                        len(eligible) - len(ready))

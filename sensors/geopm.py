@@ -1,10 +1,11 @@
 """A sensor on the GEOPM report landing folders: complete new or changed reports -> one run.
 
-Each tick lists the landing folders (``joulehouse.geopm.layout.find_reports``:
-per file one ``stat`` and a read of its first 4 KiB, which tells a report
-from other files), takes the reports that are new or
-changed since they were last handed out (cursor: a watermark and the few
-reports changed after it, ``joulehouse.landing.LandingState``) and
+Each tick lists the landing folders (``joulehouse.landing.find_landed`` with
+``joulehouse.geopm.layout.identify_report``): one ``stat`` per file, and for
+a file changed after the folder's watermark a read of its first 4 KiB, which
+tells a report from other files. It takes the reports that are new or
+changed since they were last handed out (cursor: a watermark per folder and
+the few reports changed after it, ``joulehouse.landing.LandingState``) and
 quiet for ``quiet_period_s`` (GEOPM writes a report when the job ends: a
 file still being written, or copied in, waits), registers the new ones as
 ``geopm_reports`` partitions and asks for ONE run of ``geopm_job`` covering
@@ -12,15 +13,14 @@ exactly them (``sensors/partition_runs.py``).
 
 A report changed after the watermark is fingerprinted at every tick (one
 unchanged behind it costs a ``stat``), so a report whose partition failed
-and that is fixed in place (a new change time and fingerprint) is
-asked for one tick after its quiet period, in the same one run as the rest;
+and that is fixed in place (a new ctime and fingerprint) is asked for one tick after its quiet period, in the same one run as the rest;
 the run key digests the reports' keys and fingerprints.
 """
 
 import dagster as dg
 
 from assets.geopm import geopm_pipeline, geopm_report_files, geopm_reports
-from joulehouse.geopm.layout import find_reports
+from joulehouse.geopm.layout import identify_report
 from resources import GeopmReportSource
 from sensors.partition_runs import LandingSensor
 from sensors.settings import sensor_interval_s
@@ -36,7 +36,7 @@ geopm_job = dg.define_asset_job(
 )
 
 
-LANDING = LandingSensor(find_reports, geopm_reports, geopm_report_files.key,
+LANDING = LandingSensor(identify_report, geopm_reports, geopm_report_files.key,
                         job_name=JOB_NAME, run_key_prefix="geopm", entries="GEOPM report(s)")
 
 

@@ -31,15 +31,14 @@ after cancelling). Such partitions wait for their files to change (a new fingerp
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
 from joulehouse.digest import digest_pairs
-from joulehouse.landing import LandedItem, LandingState, scan_landings
+from joulehouse.landing import Identify, LandingState, find_landed, scan_landings
 from resources.landing import LandingFolders
 from sensors.settings import sensor_tick_budget_s
 from sensors.tick_budget import begin, hand_out, paced
@@ -184,12 +183,12 @@ def retry_request(prefix: str, cancelled: Mapping[str, dg.AssetMaterialization]
 
 @dataclass(frozen=True)
 class LandingSensor:
-    """What a sensor over landing folders is about: how to find its entries in one folder
-    (``find(folder, landing name, since)``: :func:`joulehouse.landing.find_landed`), the
-    partitions they become, the source asset of their files, the job it asks for, and how
-    an entry is called in the tick's messages."""
+    """What a sensor over landing folders is about: which entries of a folder are its own
+    (``identify``: :func:`joulehouse.landing.find_landed`), the partitions they become, the
+    source asset of their files, the job it asks for, and how an entry is called in the
+    tick's messages."""
 
-    find: Callable[[Path, str, float | None], Iterable[LandedItem]]
+    identify: Identify
     partitions_def: dg.DynamicPartitionsDefinition
     files: dg.AssetKey
     job_name: str
@@ -217,7 +216,8 @@ class LandingSensor:
         own_cursor, pace, started = begin(context.cursor)
         state = LandingState.from_json(own_cursor)
         found = [item for name, folder in source.landings().items()
-                 for item in self.find(folder, name, state.since)]
+                 for item in find_landed(folder, name, self.identify, state.since.get(name),
+                                         state.sizes)]
         scan = scan_landings(found, state, source.quiet_period_s, time.time(),
                              grown_bytes=source.grown_bytes,
                              cap=pace.cap(sensor_tick_budget_s(), source.max_entries_per_tick))

@@ -1,11 +1,12 @@
 """A sensor on the PowerAPI landing folders: complete new or changed report files -> one run.
 
-Each tick lists the landing folders (one ``stat`` per file, and the first
-64 KiB of each file to tell report files from others:
-``joulehouse.powerapi.landing``), takes the entries that are new or changed
-since they were last handed out (cursor: a watermark, and fingerprint and
-size of the few entries changed after it: ``joulehouse.landing.LandingState``) and
-quiet for ``quiet_period_s``, registers the new ones as ``powerapi_reports``
+Each tick lists the landing folders (one ``stat`` per file, and for an entry
+changed after the folder's watermark, or a growing one, the first 64 KiB of
+each file to tell report files from others: ``joulehouse.powerapi.landing``),
+takes the entries that are new or changed since they were last handed out
+(cursor: a watermark per folder, the fingerprints of the few entries changed
+after it and the sizes of growing ones: ``joulehouse.landing.LandingState``)
+and quiet for ``quiet_period_s``, registers the new ones as ``powerapi_reports``
 partitions and asks for ONE run of ``powerapi_job`` covering exactly them
 (``sensors/partition_runs.py``).
 
@@ -22,15 +23,14 @@ that grew by less than ``grown_bytes`` waits, so a stream costs at most one
 run per ``grown_bytes`` written (and per tick).
 
 Every entry but a file unchanged behind the watermark is fingerprinted at
-every tick, so an entry whose partition
-failed and that is fixed in place is asked for again one tick after its
-quiet period. Run keys digest the entries' keys and fingerprints.
+every tick, so an entry whose partition failed and that is fixed in place
+is asked for again one tick after its quiet period. Run keys digest the entries' keys and fingerprints.
 """
 
 import dagster as dg
 
 from assets.powerapi import powerapi_pipeline, powerapi_report_files, powerapi_reports
-from joulehouse.powerapi.landing import find_report_entries
+from joulehouse.powerapi.landing import report_entry_files
 from resources import PowerapiSource
 from sensors.partition_runs import LandingSensor
 from sensors.settings import sensor_interval_s
@@ -46,7 +46,7 @@ powerapi_job = dg.define_asset_job(
 )
 
 
-LANDING = LandingSensor(find_report_entries, powerapi_reports, powerapi_report_files.key,
+LANDING = LandingSensor(report_entry_files, powerapi_reports, powerapi_report_files.key,
                         job_name=JOB_NAME, run_key_prefix="powerapi",
                         entries="PowerAPI report file(s)")
 

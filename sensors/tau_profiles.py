@@ -20,7 +20,7 @@ still being written waits for a later tick.
 import dagster as dg
 
 from assets.taudb import tau_profile_files, tau_profile_sets, tau_profile_trials
-from joulehouse.taudb.landing import find_profile_sets
+from joulehouse.taudb.landing import profile_set_files
 from resources.taudb import TauProfileSource
 from sensors.partition_runs import LandingSensor
 from sensors.settings import sensor_interval_s
@@ -35,7 +35,7 @@ tau_profiles_job = dg.define_asset_job(
 )
 
 
-LANDING = LandingSensor(find_profile_sets, tau_profile_sets, tau_profile_files.key,
+LANDING = LandingSensor(profile_set_files, tau_profile_sets, tau_profile_files.key,
                         job_name=JOB_NAME, run_key_prefix="tau-profiles",
                         entries="profile set(s)")
 

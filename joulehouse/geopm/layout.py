@@ -73,11 +73,9 @@ def identify_report(path: Path) -> list[Path] | None:
         return None
 
 
-def find_reports(landing: str | os.PathLike[str], name: str | None = None,
-                 since: float | None = None) -> list[LandedItem]:
-    """Every report directly in the folder ``landing``, keyed ``<name>/<file name>``, but
-    those unchanged since ``since`` (:func:`joulehouse.landing.find_landed`).
+def find_reports(landing: str | os.PathLike[str], name: str | None = None) -> list[LandedItem]:
+    """Every report directly in the folder ``landing``, keyed ``<name>/<file name>``.
 
     ``name`` defaults to the folder's name.
     """
-    return find_landed(landing, name or Path(landing).resolve().name, identify_report, since)
+    return find_landed(landing, name or Path(landing).resolve().name, identify_report)

@@ -34,8 +34,6 @@ def report_entry_files(entry: Path) -> list[Path] | None:
     return [*folders, *layout.report_paths(entry)]
 
 
-def find_report_entries(landing: str | os.PathLike[str], name: str,
-                        since: float | None = None) -> list[LandedItem]:
-    """Every report entry directly in the folder ``landing`` (named ``name``), by key, but
-    files unchanged since ``since`` (:func:`joulehouse.landing.find_landed`)."""
-    return find_landed(landing, name, report_entry_files, since)
+def find_report_entries(landing: str | os.PathLike[str], name: str) -> list[LandedItem]:
+    """Every report entry directly in the folder ``landing`` (named ``name``), by key."""
+    return find_landed(landing, name, report_entry_files)

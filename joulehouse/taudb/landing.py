@@ -29,8 +29,6 @@ def read_profile_set(path: Path, key: str) -> LandedItem | None:
     return read_landed_item(path, key, profile_set_files)
 
 
-def find_profile_sets(landing: str | os.PathLike[str], name: str,
-                      since: float | None = None) -> list[LandedItem]:
-    """Every profile set directly in the folder ``landing`` (named ``name``), by key, but
-    ``.ppk`` files unchanged since ``since`` (:func:`joulehouse.landing.find_landed`)."""
-    return find_landed(landing, name, profile_set_files, since)
+def find_profile_sets(landing: str | os.PathLike[str], name: str) -> list[LandedItem]:
+    """Every profile set directly in the folder ``landing`` (named ``name``), by key."""
+    return find_landed(landing, name, profile_set_files)

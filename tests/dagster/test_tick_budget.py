@@ -1,23 +1,13 @@
 """A tick's cap from its time budget, the paced cursor, and large hand-outs written by the
 tick itself (sensors/tick_budget.py), on SQLite and PostgreSQL, through the sensors."""
 
-import json
-import os
 import time
-from dataclasses import replace
 
 import dagster as dg
 import pytest
 
 from assets.gpu import gpu_repetition_files, gpu_repetitions
-from joulehouse import landing
 from joulehouse.gpu.scan import ScanState
-from joulehouse.landing import (
-    LandedItem,
-    LandingState,
-    find_landed,
-    scan_landings,
-)
 from sensors import tick_budget
 from sensors.gpu_repetitions import sensor_name
 from sensors.partition_runs import DATA_VERSION_TAG, RETRY_OF_TAG, RUN_KEY_METADATA
@@ -150,86 +140,3 @@ def test_a_tick_the_cap_cut_measures_the_pace_and_the_next_fills_the_budget(
     assert len(covered(ticker, second.run_requests[0])) == 2
     assert unpaced(second.cursor)[1].tick_s == pace.tick_s  # not cut: the pace is kept
     assert sorted(ticker.partitions()) == ALL_KEYS
-
-
-def _item(key: str, last_change: float, fingerprint: str = "f") -> LandedItem:
-    return LandedItem(key, None, fingerprint, last_change)
-
-
-def test_a_landing_scan_hands_out_at_most_the_cap_oldest_first():
-    items = [_item("in/a", 30.0), _item("in/b", 10.0), _item("in/c", 20.0), _item("in/d", 5.0)]
-    first = scan_landings(items, LandingState(), quiet_s=1.0, now=100.0, cap=2)
-    assert [i.key for i in first.ready] == ["in/b", "in/d"]  # the oldest, in the order given
-    assert (first.waiting, first.deferred) == (2, 2)
-    assert first.state.seen == {"in/b": "f", "in/d": "f"}  # the others are not handed out yet
-    second = scan_landings(items, first.state, quiet_s=1.0, now=100.0, cap=2)
-    assert [i.key for i in second.ready] == ["in/a", "in/c"] and second.deferred == 0
-    third = scan_landings(items, second.state, quiet_s=1.0, now=100.0, cap=2)
-    assert third.ready == [] and third.waiting == 0
-    changed = [_item("in/a", 50.0, "g"), _item("in/b", 40.0, "g")]
-    deferred = scan_landings(changed, third.state, quiet_s=1.0, now=100.0, cap=1)
-    assert [i.key for i in deferred.ready] == ["in/b"] and deferred.waiting == 1
-    again = scan_landings(changed, deferred.state, quiet_s=1.0, now=100.0, cap=1)
-    assert [i.key for i in again.ready] == ["in/a"]
-
-
-def _changed(path) -> float:
-    stat = path.stat()
-    return max(stat.st_mtime, stat.st_ctime)
-
-
-def test_a_landing_cursor_stays_small_and_sees_every_later_change(tmp_path, monkeypatch):
-    """100 report files handed out over ticks of 30: the cursor ends holding the newest
-    entries only (no clock step allowed here); a file rewritten in place (its mtime set
-    back) or landing later is handed out, one unchanged behind the watermark is not even
-    identified again."""
-    monkeypatch.setattr(landing, "CLOCK_STEP_S", 0.0)
-    identified = []
-
-    def identify(path):
-        identified.append(path.name)
-        return [path]
-
-    for number in range(100):
-        (tmp_path / f"r{number:03}.report").write_text(str(number))
-    state, handed = LandingState(), []
-    for _ in range(4):
-        scan = scan_landings(find_landed(tmp_path, "in", identify, state.since), state,
-                             quiet_s=0.0, now=time.time(), cap=30)
-        handed += [item.key for item in scan.ready]
-        state = scan.state
-    assert sorted(handed) == [f"in/r{n:03}.report" for n in range(100)]  # each once
-    changes = {f"in/{path.name}": _changed(path) for path in tmp_path.iterdir()}
-    assert state.since == state.newest == max(changes.values())  # nothing waits
-    assert set(state.seen) == {key for key, at in changes.items() if at == state.since}
-    assert LandingState.from_json(state.to_json()) == state
-    identified.clear()
-    time.sleep(0.05)
-    (tmp_path / "r007.report").write_text("rewritten")
-    os.utime(tmp_path / "r007.report", (0, 0))  # its mtime set back: the ctime still moved
-    (tmp_path / "new.report").write_text("late")
-    later = scan_landings(find_landed(tmp_path, "in", identify, state.since), state,
-                          quiet_s=0.0, now=time.time())
-    assert sorted(item.key for item in later.ready) == ["in/new.report", "in/r007.report"]
-    assert set(identified) - {"new.report", "r007.report"} <= {  # the newest, re-identified
-        key.removeprefix("in/") for key in state.seen}
-    after = scan_landings(find_landed(tmp_path, "in", identify, later.state.since),
-                          later.state, quiet_s=0.0, now=time.time())
-    assert after.ready == [] and after.waiting == 0
-    assert set(after.state.seen) <= {"in/new.report", "in/r007.report"}
-
-
-def test_a_landing_cursor_of_earlier_code_is_read_and_a_stream_keeps_its_size():
-    fingerprints = {"in/a": "f", "in/b": "f"}
-    assert LandingState.from_json(json.dumps(fingerprints)) == LandingState(seen=fingerprints)
-    earlier = json.dumps({"seen": fingerprints, "sizes": {"in/a": 5}})
-    assert LandingState.from_json(earlier) == LandingState(None, fingerprints, {"in/a": 5})
-    stream = LandedItem("in/s", None, "f1", 99.0, size=2000)
-    grown = scan_landings([stream], LandingState(), quiet_s=10.0, now=100.0, grown_bytes=1000)
-    assert grown.ready == [stream] and grown.state.sizes == {"in/s": 2000}
-    small = replace(stream, fingerprint="f2", last_change=109.0, size=2500)
-    waits = scan_landings([small], grown.state, quiet_s=10.0, now=110.0, grown_bytes=1000)
-    assert waits.ready == [] and waits.waiting == 1 and waits.state.sizes == {"in/s": 2000}
-    quiet = scan_landings([small], waits.state, quiet_s=10.0, now=130.0, grown_bytes=1000)
-    assert quiet.ready == [small] and quiet.state.sizes == {}  # handed out whole, quiet
-

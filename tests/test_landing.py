@@ -1,0 +1,150 @@
+"""Landing folders (joulehouse.landing): which entries a tick hands out, and a cursor that
+stays small: a ctime watermark per folder with the few entries changed after it."""
+
+import json
+import os
+import time
+from dataclasses import replace
+
+from joulehouse import landing
+from joulehouse.landing import LandedItem, LandingState, find_landed, scan_landings
+
+
+def _item(key: str, last_change: float, fingerprint: str = "f", size: int = 0) -> LandedItem:
+    return LandedItem(key, None, fingerprint, last_change, size)
+
+
+def _tick(folder, state, identify=lambda path: [path], **scan):
+    """One tick over ``folder`` (named 'in'), as the landing sensors do."""
+    found = find_landed(folder, "in", identify, state.since.get("in"), state.sizes)
+    return scan_landings(found, state, now=time.time(), **{"quiet_s": 0.0, **scan})
+
+
+def _ctime(path) -> float:
+    return os.lstat(path).st_ctime
+
+
+def test_a_scan_hands_out_at_most_the_cap_oldest_first():
+    items = [_item("in/a", 30.0), _item("in/b", 10.0), _item("in/c", 20.0), _item("in/d", 5.0)]
+    first = scan_landings(items, LandingState(), quiet_s=1.0, now=100.0, cap=2)
+    assert [i.key for i in first.ready] == ["in/b", "in/d"]  # the oldest, in the order given
+    assert (first.waiting, first.deferred) == (2, 2)
+    assert first.state.seen == {"in/b": "f", "in/d": "f"}  # the others are not handed out yet
+    second = scan_landings(items, first.state, quiet_s=1.0, now=100.0, cap=2)
+    assert [i.key for i in second.ready] == ["in/a", "in/c"] and second.deferred == 0
+    third = scan_landings(items, second.state, quiet_s=1.0, now=100.0, cap=2)
+    assert third.ready == [] and third.waiting == 0
+    changed = [_item("in/a", 50.0, "g"), _item("in/b", 40.0, "g")]
+    deferred = scan_landings(changed, third.state, quiet_s=1.0, now=100.0, cap=1)
+    assert [i.key for i in deferred.ready] == ["in/b"] and deferred.waiting == 1
+    again = scan_landings(changed, deferred.state, quiet_s=1.0, now=100.0, cap=1)
+    assert [i.key for i in again.ready] == ["in/a"]
+
+
+def test_the_cursor_stays_small_and_sees_every_later_change(tmp_path, monkeypatch):
+    """100 files handed out over ticks of 30: the cursor ends holding the newest only (no
+    clock step allowed here); a file rewritten in place (its mtime set back) or landing
+    later is handed out, one unchanged behind the watermark is not even identified."""
+    monkeypatch.setattr(landing, "CLOCK_STEP_S", 0.0)
+    identified = []
+
+    def identify(path):
+        identified.append(path.name)
+        return [path]
+
+    for number in range(100):
+        (tmp_path / f"r{number:03}.report").write_text(str(number))
+    state, handed = LandingState(), []
+    for _ in range(4):
+        scan = _tick(tmp_path, state, identify, cap=30)
+        handed += [item.key for item in scan.ready]
+        state = scan.state
+    assert sorted(handed) == [f"in/r{n:03}.report" for n in range(100)]  # each once
+    changes = {f"in/{path.name}": _ctime(path) for path in tmp_path.iterdir()}
+    assert state.since == state.newest == {"in": max(changes.values())}  # nothing waits
+    assert set(state.seen) == {key for key, at in changes.items() if at == state.since["in"]}
+    assert LandingState.from_json(state.to_json()) == state
+    identified.clear()
+    time.sleep(0.05)
+    (tmp_path / "r007.report").write_text("rewritten")
+    os.utime(tmp_path / "r007.report", (0, 0))  # its mtime set back: the ctime still moved
+    (tmp_path / "new.report").write_text("late")
+    later = _tick(tmp_path, state, identify)
+    assert sorted(item.key for item in later.ready) == ["in/new.report", "in/r007.report"]
+    assert set(identified) - {"new.report", "r007.report"} <= {  # the newest, looked at again
+        key.removeprefix("in/") for key in state.seen}
+    after = _tick(tmp_path, later.state, identify)
+    assert after.ready == [] and after.waiting == 0
+    assert set(after.state.seen) <= {"in/new.report", "in/r007.report"}
+
+
+def test_an_mtime_in_the_future_does_not_move_the_watermark(tmp_path):
+    """A report copied with its writer's mtime an hour ahead (cp -p, a clock ahead): the
+    watermark follows ctimes, so the reports landing after it are still handed out."""
+    ahead = tmp_path / "ahead.report"
+    ahead.write_text("x")
+    os.utime(ahead, (time.time() + 3600, time.time() + 3600))
+    first = _tick(tmp_path, LandingState())
+    assert [item.key for item in first.ready] == ["in/ahead.report"]
+    second = _tick(tmp_path, first.state)
+    assert second.state.since["in"] <= time.time()
+    time.sleep(0.05)
+    (tmp_path / "later.report").write_text("y")
+    assert [item.key for item in _tick(tmp_path, second.state).ready] == ["in/later.report"]
+
+
+def test_a_new_link_to_an_old_report_is_handed_out(tmp_path, monkeypatch):
+    monkeypatch.setattr(landing, "CLOCK_STEP_S", 0.0)
+    outside = tmp_path / "archive"
+    outside.mkdir()
+    (outside / "old.report").write_text("x")
+    (outside / "old_set").mkdir()
+    (outside / "old_set" / "profile.0.0.0").write_text("y")
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "first.report").write_text("z")
+    time.sleep(0.05)
+    state = _tick(folder, _tick(folder, LandingState()).state).state  # the watermark set
+    assert state.since["in"] > _ctime(outside / "old.report")
+    time.sleep(0.05)
+    (folder / "link.report").symlink_to(outside / "old.report")
+    (folder / "link_set").symlink_to(outside / "old_set", target_is_directory=True)
+    linked = _tick(folder, state, lambda path: [path, *path.glob("*")])
+    assert sorted(item.key for item in linked.ready) == ["in/link.report", "in/link_set"]
+
+
+def test_each_landing_folder_has_its_own_watermark():
+    """Folder 'a' is on a server whose clock runs 120 s ahead of folder 'b''s: b's reports
+    landing after a's are still handed out."""
+    first = scan_landings([_item("a/x", 1120.0), _item("b/y", 1000.0)], LandingState(),
+                          quiet_s=0.0, now=2000.0)
+    second = scan_landings([_item("a/x", 1120.0), _item("b/y", 1000.0)], first.state,
+                           quiet_s=0.0, now=2000.0)
+    assert second.state.since == {"a": 1119.0, "b": 999.0}
+    later = [_item("a/x", 1120.0), _item("b/y", 1000.0), _item("b/z", 1030.0)]
+    assert [i.key for i in scan_landings(later, second.state, quiet_s=0.0,
+                                         now=2000.0).ready] == ["b/z"]
+
+
+def test_an_earlier_cursor_is_read_and_a_stream_keeps_its_size():
+    fingerprints = {"in/a": "f", "in/b": "f"}
+    assert LandingState.from_json(json.dumps(fingerprints)) == LandingState(seen=fingerprints)
+    earlier = json.dumps({"seen": fingerprints, "sizes": {"in/a": 5}})
+    assert LandingState.from_json(earlier) == LandingState({}, fingerprints, {"in/a": 5})
+    stream = _item("in/s", 99.0, "f1", size=2000)
+    grown = scan_landings([stream], LandingState(), quiet_s=10.0, now=100.0, grown_bytes=1000)
+    assert grown.ready == [stream] and grown.state.sizes == {"in/s": 2000}
+    # It pauses while other reports land: the watermark passes it, its size is kept.
+    other = _item("in/o", 200.0)
+    state = grown.state
+    for now in (210.0, 220.0):
+        state = scan_landings([stream, other], state, quiet_s=10.0, now=now,
+                              grown_bytes=1000).state
+    assert state.since["in"] > stream.last_change and state.sizes == {"in/s": 2000}
+    small = replace(stream, fingerprint="f2", last_change=229.0, size=2010)
+    waits = scan_landings([small, other], state, quiet_s=10.0, now=230.0, grown_bytes=1000)
+    assert waits.ready == [] and waits.waiting == 1  # 10 bytes more: it waits
+    assert waits.state.sizes == {"in/s": 2000}
+    quiet = scan_landings([small, other], waits.state, quiet_s=10.0, now=240.0,
+                          grown_bytes=1000)
+    assert quiet.ready == [small] and quiet.state.sizes == {}  # handed out whole, quiet
