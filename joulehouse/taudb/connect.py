@@ -28,7 +28,7 @@ import queue
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
@@ -42,6 +42,8 @@ from sqlalchemy.exc import ArgumentError
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
+SOURCE_LOCK_CLASS = 0x7461  # the first key of the loads' two-key advisory locks ("ta")
+SOURCE_LOCK_BUCKETS = 1024  # a load holds at most this many advisory locks
 # Lower case only: PostgreSQL folds the unquoted ``-c search_path=`` name to
 # lower case, while schema.py creates and looks up the exact spelling.
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -192,20 +194,25 @@ class TaudbDatabase:
             cursor.execute(self.sql(statement), params)
             return cursor.fetchall()
 
-    def lock_source(self, cursor, source_key: str) -> None:
-        """Hold, until the transaction ends, the lock of loads from ``source_key``.
+    def lock_sources(self, cursor, source_keys: Iterable[str]) -> None:
+        """Hold, until the transaction ends, the locks of loads from ``source_keys``.
 
         Two loads that replace the same source's trial must not interleave:
         both would delete the old trial and both insert, leaving two. SQLite's
         write lock (:meth:`transaction`) already serialises every load; on
-        PostgreSQL a transaction-scoped advisory lock keyed by a 64-bit digest
-        of the key serialises the loads of one source only.
+        PostgreSQL transaction-scoped advisory locks serialise the loads of one
+        source only. A key's lock is one of :data:`SOURCE_LOCK_BUCKETS` (a digest
+        of the key), so a load of many trials holds at most that many locks
+        (PostgreSQL's lock table is shared and bounded), taken in ascending order,
+        so that two loads of overlapping keys cannot deadlock. Two-key advisory
+        locks, apart from the schema's one-key lock.
         """
         if self.backend != POSTGRESQL:
             return
-        digest = hashlib.blake2b(source_key.encode(), digest_size=8).digest()
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)",
-                       (int.from_bytes(digest, "big", signed=True),))
+        buckets = {int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
+                   % SOURCE_LOCK_BUCKETS for key in source_keys}
+        for bucket in sorted(buckets):
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", (SOURCE_LOCK_CLASS, bucket))
 
     def skip_reference_checks(self, cursor) -> bool:
         """For the rest of the transaction, skip the per-row foreign-key checks if allowed.

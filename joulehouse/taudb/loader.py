@@ -171,8 +171,7 @@ def load_prepared(db: TaudbDatabase, prepared: list[PreparedTrial]) -> list[int]
         return []
     ensure_schema(db)
     with db.transaction() as cursor:
-        for key in keys:
-            db.lock_source(cursor, key)
+        db.lock_sources(cursor, keys)
         for source in sorted({one.trial.data_source for one in prepared}):
             cursor.execute(db.sql("SELECT count(*) FROM data_source WHERE id = ?"), (source,))
             if cursor.fetchone()[0] == 0:
@@ -281,8 +280,9 @@ def _derive(trial: TrialData) -> tuple[dict[str, pd.DataFrame], Callable[[], pd.
     try:
         check_trial(trial)
         tables, timer_values = _derive_unchecked(with_flat_entries(trial))
-        for frame in tables.values():
+        for name, frame in tables.items():
             _check_int32(frame)
+            _check_text(name, frame)
     except InputError:
         raise
     except ValueError as err:
@@ -700,6 +700,31 @@ def _check_int32(frame: pd.DataFrame) -> None:
                       else values.dropna().to_numpy(dtype="int64"))
             if len(values) and np.abs(values).max() > INT32_MAX:
                 raise ValueError(f"{column}: {np.abs(values).max()} does not fit an INT column")
+
+
+def _check_text(table: str, frame: pd.DataFrame) -> None:
+    """Raise on text a database cannot store: a NUL character (PostgreSQL's text has none)
+    or a lone surrogate (no UTF-8), so that the trial fails alone, by its source key,
+    rather than the whole load at the database."""
+    for column, dtype in frame.dtypes.items():
+        if dtype == object or isinstance(dtype, pd.StringDtype):
+            values = [value for value in frame[column].dropna() if isinstance(value, str)]
+            if _storable("".join(values)):
+                continue
+            bad = next(value for value in values if not _storable(value))
+            raise ValueError(f"{table}.{column}: {bad!r} holds a NUL character or a lone "
+                             "surrogate, which TAUdb's text columns cannot store")
+
+
+def _storable(text: str) -> bool:
+    """Whether ``text`` has no NUL character and encodes as UTF-8."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _trials_with_source_key(db: TaudbDatabase, cursor, source_key: str) -> list[int]:

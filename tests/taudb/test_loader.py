@@ -212,6 +212,16 @@ def test_a_batch_that_fails_loads_none_of_its_trials(database, monkeypatch):
     assert [t["id"] for t in list_trials(database)] == [old]
 
 
+@pytest.mark.parametrize("text", ["a\x00b", "lone \ud800 surrogate"])
+def test_text_a_database_cannot_store_fails_its_trial_alone(database, text):
+    """A NUL character (legal in JSON as \\u0000) or a lone surrogate in one job's metadata:
+    that trial is refused by its source key before the load, the others of its block load."""
+    with pytest.raises(InputError, match=r"^bad: primary_metadata.value: .* cannot store"):
+        prepare_trial(small_trial("bad", trial_metadata={"Application": text}))
+    ids = load_prepared(database, [prepare_trial(small_trial(key)) for key in "ab"])
+    assert [t["source_key"] for t in list_trials(database)] == ["a", "b"] and len(ids) == 2
+
+
 def test_trials_are_looked_up_by_source_key_in_batches(database):
     """Only the source keys asked for, with their fingerprints, however many statements
     the batches take; a key with no trial is absent; nothing before the schema exists."""
