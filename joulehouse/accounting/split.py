@@ -30,7 +30,8 @@ _BUCKETS_PER_EDGE, _MOST_PER_BUCKET = 4, 4
 
 def searchsorted(edges: np.ndarray, t: np.ndarray, side: str = "right") -> np.ndarray:
     """``np.searchsorted(edges, t, side)`` (the same indices) for int64 ``edges``, sorted and
-    strictly increasing, and int64 times ``t``: faster for many unsorted times.
+    strictly increasing, and int64 times ``t`` above int64's minimum (NaT's value: a
+    validated time is never NaT): faster for many unsorted times.
 
     numpy's binary search of 10 million times in random order mispredicts a branch at
     every step (0.6-0.9 s here). Instead each time's bucket (its offset from ``edges[0]``
