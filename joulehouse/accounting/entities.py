@@ -26,6 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from joulehouse.accounting.stepseries import constant
 from joulehouse.clustercockpit.energy import FACTS_SOURCE as CC_SOURCE
 from joulehouse.geopm.energy import FACTS_SOURCE as GEOPM_SOURCE
 from joulehouse.gpu.energy import FACTS_SOURCE as GPU_SOURCE
@@ -115,17 +116,12 @@ def _first_fields(entity: pa.Array, rows: np.ndarray) -> tuple[np.ndarray, list[
     return codes, list(names)
 
 
-def _blank(n: int) -> pd.Categorical:
-    """'' n times, as a categorical."""
-    return pd.Categorical.from_codes(np.zeros(n, np.int8), [""])
-
-
 def _field(source: pd.Categorical, sources: list[str], rows_field, n: int) -> pd.Categorical:
     """One attribute over every fact: ``rows_field(rows)`` (codes, names) for the rows of
     ``sources``, '' for the others."""
     rows = np.flatnonzero(np.isin(source.codes, np.flatnonzero(source.categories.isin(sources))))
     if not len(rows):
-        return _blank(n)
+        return constant("", n)
     codes = np.zeros(n, np.int64)  # '' is name 0
     local, names = rows_field(rows)
     codes[rows] = np.asarray(local) + 1
@@ -148,7 +144,7 @@ def attribute(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None = None) -> pd.Da
         return _encoded(pc.extract_regex(_take(entity, rows), _FIELDS).field("second"))
 
     found = {"group": _field(source, GROUP_FIRST, lambda rows: _first_fields(entity, rows), n),
-             "partition": _blank(n), "user": _blank(n),
+             "partition": constant("", n), "user": constant("", n),
              "project": _field(source, PROJECT_SECOND, second, n)}
     if cc_jobs is not None and len(cc_jobs):
         jobs = cc_jobs.drop_duplicates("job")

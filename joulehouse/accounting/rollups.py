@@ -31,7 +31,7 @@ import pandas as pd
 from joulehouse.accounting.entities import ENTITY_ID
 from joulehouse.accounting.schemas import DAILY_SCHEMA, MONTHLY_SCHEMA, ROLLUP_KEYS
 from joulehouse.accounting.split import split_windows
-from joulehouse.accounting.stepseries import J_PER_KWH
+from joulehouse.accounting.stepseries import J_PER_KWH, constant
 from joulehouse.validation import validate
 
 UTC = "UTC"
@@ -66,8 +66,7 @@ def day_pieces(facts: pd.DataFrame, time_zone: str) -> pd.DataFrame:
     return pd.DataFrame({
         **{name: facts[name].array.take(pieces.window) for name in columns},
         FACT: pieces.window.astype(np.int64),
-        "calendar": pd.Categorical.from_codes(np.zeros(len(pieces.window), np.int8),
-                                              [time_zone]),
+        "calendar": constant(time_zone, len(pieces.window)),
         "day": days[pieces.segment].to_numpy(),
         "window_start": _utc(pieces.start_ns),
         "window_end": _utc(pieces.end_ns),
@@ -181,7 +180,7 @@ def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
     co2, cost = (pieces[name].to_numpy(float) if name in pieces.columns
                  else np.full(len(pieces), np.nan) for name in ("co2_g", "cost"))
     currency = (pieces["currency"] if "currency" in pieces.columns else
-                pd.Categorical.from_codes(np.zeros(len(pieces), np.int8), [""]))
+                constant("", len(pieces)))
     keys = pd.DataFrame({"calendar": pieces["calendar"], period: _periods(pieces["day"], period)},
                         copy=False)
     keys = pd.concat([keys, pieces[ROLLUP_KEYS]], axis=1, copy=False)
