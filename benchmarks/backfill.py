@@ -27,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -144,20 +145,25 @@ def busy_seconds(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def step_seconds(instance: dg.DagsterInstance, run_id: str) -> float:
+    """Seconds inside the run's steps (the union of their intervals)."""
+    starts, intervals = {}, []
+    for entry in instance.all_logs(run_id, of_type={EVENTS.STEP_START, *STEP_END}):
+        if entry.dagster_event_type == EVENTS.STEP_START:
+            starts[entry.step_key] = entry.timestamp
+        else:
+            intervals.append((starts[entry.step_key], entry.timestamp))
+    return busy_seconds(intervals)
+
+
 def run_report(instance: dg.DagsterInstance, record, submitted: float) -> tuple[str, float]:
     """One backfill run: what it did, its timeline from the backfill's submission, the time
     in its steps and the rest (its overhead: queue, process start, code loading, events)."""
     run = record.dagster_run
-    times, starts, intervals = {"created": record.create_timestamp.timestamp()}, {}, []
-    for entry in instance.all_logs(run.run_id, of_type={*MILESTONES, EVENTS.STEP_START,
-                                                        *STEP_END}):
-        if entry.dagster_event_type == EVENTS.STEP_START:
-            starts[entry.step_key] = entry.timestamp
-        elif entry.dagster_event_type in STEP_END:
-            intervals.append((starts[entry.step_key], entry.timestamp))
-        else:
-            times[MILESTONES[entry.dagster_event_type]] = entry.timestamp
-    steps = busy_seconds(intervals)
+    times = {"created": record.create_timestamp.timestamp()}
+    for entry in instance.all_logs(run.run_id, of_type=set(MILESTONES)):
+        times[MILESTONES[entry.dagster_event_type]] = entry.timestamp
+    steps = step_seconds(instance, run.run_id)
     overhead = times["ended"] - times["created"] - steps
     tags = run.tags
     span = (f"{tags[RANGE_START]} .. {tags[RANGE_END]}"
@@ -206,11 +212,12 @@ def launch_backfill(instance: dg.DagsterInstance, port: int, selection: list[dg.
     return status, elapsed, records, submitted
 
 
-def cli_seconds(root: Path, out: Path) -> float:
-    """Wall time of ``joulehouse energy gpu`` over ``root`` (Parquet to ``out``)."""
+def cli_seconds(*arguments: str) -> float:
+    """Wall time of ``joulehouse <arguments>`` (``python -m joulehouse.cli`` in the project
+    root, so a worktree's own code runs; process start and imports included)."""
     started = time.perf_counter()
-    subprocess.run([str(Path(sys.executable).parent / "joulehouse"), "energy", "gpu", str(root),
-                    "--format", "parquet", "--out", str(out), "--quiet"], check=True)
+    subprocess.run([sys.executable, "-m", "joulehouse.cli", *arguments], check=True,
+                   cwd=PROJECT)
     return time.perf_counter() - started
 
 
@@ -231,6 +238,55 @@ def instance_config(storage: str, home: Path) -> Iterator[dict[str, str]]:
                "DAGSTER_PG_PASSWORD": ""}
 
 
+@dataclass
+class Backfill:
+    """A finished backfill: the instance it ran on (still open), its status, the seconds
+    from submission to its end, its run records (oldest first), the submission time
+    (epoch s) and the load averages seen while it ran."""
+
+    instance: dg.DagsterInstance
+    status: BulkActionStatus
+    elapsed_s: float
+    records: list
+    submitted: float
+    loads: list[str]
+
+    def other_runs(self) -> int:
+        """Runs on the instance that the backfill did not create (automation, sensors)."""
+        return self.instance.get_runs_count() - len(self.records)
+
+
+@contextmanager
+def backfilled(storage: str, home: Path, partitions: str, keys: list[str],
+               selection: list[dg.AssetKey], env: dict[str, str], timeout_s: float
+               ) -> Iterator[Backfill]:
+    """On a fresh instance in ``home`` (``instance_config(storage, home)``), register
+    ``keys`` as dynamic partitions of ``partitions``, start ``dagster dev`` with the
+    variables ``env`` and launch the backfill of ``selection`` over ``keys`` as the UI
+    does; yield it once ended, ``dagster dev`` stopped, the instance still open (and its
+    PostgreSQL server up). ``dagster dev``'s log tail goes to stderr on any error."""
+    port, log = free_port(), home / "dagster-dev.log"
+    process, loads = None, []
+    try:
+        with instance_config(storage, home) as environment:
+            os.environ.update({"DAGSTER_HOME": str(home), **environment})
+            with dg.DagsterInstance.get() as instance:
+                instance.add_dynamic_partitions(partitions, keys)
+                process = start_dagster(home, port, log, env)
+                status, elapsed, records, submitted = launch_backfill(
+                    instance, port, selection, keys, timeout_s, loads)
+                stop(process)
+                process = None
+                yield Backfill(instance, status, elapsed, records, submitted, loads)
+    except BaseException:
+        if log.exists():
+            print(log.read_text()[-4000:], file=sys.stderr)
+        raise
+    finally:
+        if process is not None:
+            stop(process)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repetitions", type=int, default=1000,
@@ -247,46 +303,29 @@ def main(argv: list[str] | None = None) -> None:
     keys = partition_keys(root)
     selection = sorted(defs.resolve_job_def(JOB_NAME).asset_layer.selected_asset_keys)
     home = Path(tempfile.mkdtemp(prefix="backfill-home-", dir=DATA))
-    cli = cli_seconds(root, home / "cli-energy.parquet")
+    cli = cli_seconds("energy", "gpu", str(root), "--format", "parquet",
+                      "--out", str(home / "cli-energy.parquet"), "--quiet")
     print(f"joulehouse energy gpu over {len(keys)} repetitions: {cli:.1f} s")
-    port, log = free_port(), home / "dagster-dev.log"
-    process, loads = None, []
-    try:
-        with instance_config(args.storage, home) as environment:
-            os.environ.update({"DAGSTER_HOME": str(home), **environment})
-            with dg.DagsterInstance.get() as instance:
-                instance.add_dynamic_partitions(PARTITIONS, keys)
-                process = start_dagster(home, port, log, {
-                    "JOULEHOUSE_GPU_DATA_ROOTS": str(root),
-                    "JOULEHOUSE_WAREHOUSE": str(home / "warehouse"),
-                    "DAGSTER_EVENT_BATCH_SIZE": str(args.event_batch_size)})
-                status, elapsed, records, submitted = launch_backfill(
-                    instance, port, selection, keys, args.timeout, loads)
-                others = instance.get_runs_count() - len(records)
-                materialized = instance.get_materialized_partitions(ENERGY)
-                print(f"{args.storage}: status {status.value}: {len(records)} run(s) (limit "
-                      f"{MAX_RUNS}) in {elapsed:.1f} s from submission to completion: "
-                      f"{elapsed / cli:.1f} x the CLI's {cli:.1f} s; {others} other run(s)")
-                overheads = []
-                for record in records:
-                    report, overhead = run_report(instance, record, submitted)
-                    overheads.append(overhead)
-                    print(report)
-                print(f"overhead per run (created to ended, minus time in steps): "
-                      f"{sum(overheads) / len(overheads):.1f} s on average; the backfill "
-                      f"daemon evaluates every 30 s")
-                print(f"gpu_repetition_energy materialized for {len(materialized)} of "
-                      f"{len(keys)}")
-                stop(process)
-                process = None
-    except BaseException:
-        if log.exists():
-            print(log.read_text()[-4000:], file=sys.stderr)
-        raise
-    finally:
-        if process is not None:
-            stop(process)
-    print(load_summary(loads))
+    with backfilled(args.storage, home, PARTITIONS, keys, selection, {
+            "JOULEHOUSE_GPU_DATA_ROOTS": str(root),
+            "JOULEHOUSE_WAREHOUSE": str(home / "warehouse"),
+            "DAGSTER_EVENT_BATCH_SIZE": str(args.event_batch_size)}, args.timeout) as done:
+        status, elapsed, records = done.status, done.elapsed_s, done.records
+        materialized = done.instance.get_materialized_partitions(ENERGY)
+        print(f"{args.storage}: status {status.value}: {len(records)} run(s) (limit "
+              f"{MAX_RUNS}) in {elapsed:.1f} s from submission to completion: "
+              f"{elapsed / cli:.1f} x the CLI's {cli:.1f} s; {done.other_runs()} other run(s)")
+        overheads = []
+        for record in records:
+            report, overhead = run_report(done.instance, record, done.submitted)
+            overheads.append(overhead)
+            print(report)
+        print(f"overhead per run (created to ended, minus time in steps): "
+              f"{sum(overheads) / len(overheads):.1f} s on average; the backfill "
+              f"daemon evaluates every 30 s")
+        print(f"gpu_repetition_energy materialized for {len(materialized)} of "
+              f"{len(keys)}")
+    print(load_summary(done.loads))
     print(f"machine: {describe(dg)}")
     if (status != BulkActionStatus.COMPLETED_SUCCESS or len(records) > MAX_RUNS
             or set(keys) - materialized):

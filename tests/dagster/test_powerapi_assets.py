@@ -10,9 +10,11 @@ import pytest
 
 from assets.powerapi import (
     COMPUTED_CHECK,
+    PLOTS_SHOWN,
     REPORT_ENERGY_TABLE,
     VALID_CHECK,
     WINDOW_TABLE,
+    power_plots,
     powerapi_reports,
 )
 from definitions import build_definitions
@@ -299,3 +301,21 @@ def test_a_growing_file_is_read_on_at_each_run_never_twice(instance, tmp_path):
 def _lines_file(path: Path, lines: list[str]) -> Path:
     path.write_text("".join(lines))
     return path
+
+
+def test_window_plots_are_drawn_for_the_first_sensors_and_the_rest_counted():
+    """A landing of many sensors draws PLOTS_SHOWN of them (sensor order), then says how many
+    more the table has, rather than one plot per sensor in one metadata entry."""
+    start = pd.Timestamp("2021-01-13 09:51", tz="UTC")
+    sensors = [f"s{index:02d}" for index in range(PLOTS_SHOWN + 3)]
+    table = pd.DataFrame({
+        "sensor": sensors, "component": "cpu", "method": "measured", "window_start": start,
+        "window_end": start + pd.Timedelta("1min"), "duration_s": 60.0, "energy_j": 600.0,
+        "estimated_total_j": 540.0})
+    markdown = power_plots(table.sample(frac=1.0, random_state=0))
+    titles = [line for line in markdown.splitlines() if line.startswith("### ")]
+    assert titles == [f"### {sensor} / cpu" for sensor in sensors[:PLOTS_SHOWN]]
+    assert markdown.count("data:image/png;base64,") == PLOTS_SHOWN
+    assert markdown.endswith("... and 3 more sensor and component pairs, not drawn: every "
+                             "window is in the table")
+    assert power_plots(table.head(2)).count("data:image/png;base64,") == 2
