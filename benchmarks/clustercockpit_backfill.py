@@ -24,7 +24,6 @@ size: ``.venv/bin/python benchmarks/clustercockpit_backfill.py --jobs-per-block 
 
 import argparse
 import math
-import os
 import resource
 import shutil
 import subprocess
@@ -41,9 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from backfill import launch_backfill, load_summary, run_report, start_dagster, stop
+from backfill import backfilled, load_summary, run_report
 from machine import describe, load_average
-from postgres_server import free_port
 
 from assets.clustercockpit import BLOCKS_PER_RUN, JOB_ENERGY_TABLE, cc_block_tables
 from definitions import defs
@@ -79,44 +77,29 @@ def build_archive(root: Path, blocks: int, per_block: int) -> list[str]:
 
 
 def backfill(root: Path, keys: list[str], jobs: int, args) -> tuple[float, Path]:
-    """Backfill the blocks through ``dagster dev``; returns the wall time from submission to
-    completion and the warehouse folder."""
+    """Backfill the blocks through ``dagster dev`` (``backfill.backfilled``, SQLite); returns
+    the wall time from submission to completion and the warehouse folder."""
     selection = sorted(defs.resolve_job_def(JOB_NAME).asset_layer.selected_asset_keys)
     home = Path(tempfile.mkdtemp(prefix="cc-backfill-home-", dir=DATA))
-    shutil.copy(PROJECT / "deploy" / "dagster.yaml", home / "dagster.yaml")
-    os.environ["DAGSTER_HOME"] = str(home)
     warehouse = home / "warehouse"
-    port, log = free_port(), home / "dagster-dev.log"
-    process, loads = None, []
-    try:
-        with dg.DagsterInstance.get() as instance:
-            instance.add_dynamic_partitions(PARTITIONS, keys)
-            process = start_dagster(home, port, log, {
-                "JOULEHOUSE_CC_ARCHIVE": str(root), "JOULEHOUSE_WAREHOUSE": str(warehouse),
-                "JOULEHOUSE_CC_CHECK_SCHEMA": str(args.check_schema).lower()})
-            print(f"{len(keys)} blocks, {jobs} jobs; load {load_average()}")
-            status, elapsed, records, submitted = launch_backfill(
-                instance, port, selection, keys, args.timeout, loads)
-            limit = math.ceil(len(keys) / BLOCKS_PER_RUN) + 1
-            print(f"status {status.value}: {len(records)} run(s) (limit {limit}) in "
-                  f"{elapsed:.1f} s from submission to completion: {jobs / elapsed:.1f} jobs/s; "
-                  f"load {load_average()}")
-            for record in records:
-                print(run_report(instance, record, submitted)[0])
-            materialized = instance.get_materialized_partitions(cc_block_tables.key)
-            print(f"cc_block_tables materialized for {len(materialized)} of {len(keys)}")
-    except BaseException:
-        if log.exists():
-            print(log.read_text()[-4000:], file=sys.stderr)
-        raise
-    finally:
-        if process is not None:
-            stop(process)
-    print(load_summary(loads))
-    if (status != BulkActionStatus.COMPLETED_SUCCESS or len(records) > limit
+    limit = math.ceil(len(keys) / BLOCKS_PER_RUN) + 1
+    print(f"{len(keys)} blocks, {jobs} jobs; load {load_average()}")
+    with backfilled("sqlite", home, PARTITIONS, keys, selection, {
+            "JOULEHOUSE_CC_ARCHIVE": str(root), "JOULEHOUSE_WAREHOUSE": str(warehouse),
+            "JOULEHOUSE_CC_CHECK_SCHEMA": str(args.check_schema).lower()},
+            args.timeout) as done:
+        print(f"status {done.status.value}: {len(done.records)} run(s) (limit {limit}) in "
+              f"{done.elapsed_s:.1f} s from submission to completion: "
+              f"{jobs / done.elapsed_s:.1f} jobs/s; load {load_average()}")
+        for record in done.records:
+            print(run_report(done.instance, record, done.submitted)[0])
+        materialized = done.instance.get_materialized_partitions(cc_block_tables.key)
+        print(f"cc_block_tables materialized for {len(materialized)} of {len(keys)}")
+    print(load_summary(done.loads))
+    if (done.status != BulkActionStatus.COMPLETED_SUCCESS or len(done.records) > limit
             or set(keys) - materialized):
         raise SystemExit(f"backfill benchmark failed; instance kept in {home}")
-    return elapsed, warehouse
+    return done.elapsed_s, warehouse
 
 
 def cli(root: Path, jobs: int, out: Path) -> float:
