@@ -140,7 +140,8 @@ def step_breakdown(instance: dg.DagsterInstance, run_id: str) -> list[str]:
                  None)
     if start is None:
         return ["    no step started"]
-    end = next(e.timestamp for e in entries if e.dagster_event_type in STEP_END)
+    end = next((e.timestamp for e in entries if e.dagster_event_type in STEP_END),
+               entries[-1].timestamp)
     stretches: list[tuple[str, float, float, Counter]] = []
     for entry in entries:
         kind = EVENT_KINDS.get(entry.dagster_event_type)

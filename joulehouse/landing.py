@@ -13,7 +13,8 @@ waits, and one given an mtime in the future does not wait for it. Its
 changes when a file is added, removed or rewritten, and reads no content.
 Listing a landing folder costs one ``stat`` per file; a sensor's cursor
 (:class:`LandingState`) keeps a ctime watermark per folder, so a file
-unchanged behind it is not looked into again.
+unchanged behind it (not growing, on the folder's device) is not looked into
+again.
 
 An entry that keeps growing (a report stream) is never quiet; a source may
 hand it out anyway once its files grew by ``grown_bytes`` since it was last
@@ -26,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISLNK, S_ISREG
@@ -43,13 +44,17 @@ class LandedItem:
     ``last_change`` in seconds since the epoch: the latest ctime of its files and
     folders and of the links among them (every write, copy, rename or link sets it to the
     file server's clock; an mtime can be set to any time: ``cp -p``, ``touch -d``, a
-    writer's clock ahead); ``size``: bytes of its files together."""
+    writer's clock ahead); ``size``: bytes of its files together; ``foreign``: some of
+    its files (links followed) are on another device than the landing folder, whose
+    times come from another server's clock (compared by fingerprint only, see
+    :class:`LandingState`)."""
 
     key: str
     path: Path
     fingerprint: str
     last_change: float
     size: int = 0
+    foreign: bool = False
 
     @property
     def landing(self) -> str:
@@ -71,17 +76,21 @@ def _stat(path: Path) -> tuple[os.stat_result, float]:
     return target, max(own.st_ctime, target.st_ctime)
 
 
-def read_landed_item(path: Path, key: str, identify: Identify) -> LandedItem | None:
-    """The entry at ``path`` with its fingerprint, or None when ``identify`` rejects it."""
+def read_landed_item(path: Path, key: str, identify: Identify,
+                     device: int | None = None) -> LandedItem | None:
+    """The entry at ``path`` with its fingerprint, or None when ``identify`` rejects it;
+    ``device``: the landing folder's ``st_dev`` (default: that of ``path``'s folder)."""
     files = identify(path)
     if files is None:
         return None
+    device = os.stat(path.parent).st_dev if device is None else device
     stats = [(file, *_stat(file)) for file in sorted(set(files))]
     last_change = max((changed for _, _, changed in stats), default=0.0)
     digest = file_stats_digest((file.relative_to(path.parent).as_posix(), stat)
                                for file, stat, _ in stats if S_ISREG(stat.st_mode))
     size = sum(stat.st_size for _, stat, _ in stats if S_ISREG(stat.st_mode))
-    return LandedItem(key, path, digest, last_change, size)
+    foreign = any(stat.st_dev != device for _, stat, _ in stats)
+    return LandedItem(key, path, digest, last_change, size, foreign)
 
 
 def find_landed(landing: str | os.PathLike[str], name: str, identify: Identify,
@@ -90,84 +99,105 @@ def find_landed(landing: str | os.PathLike[str], name: str, identify: Identify,
     accepts, by key. Hidden entries (``.name``) are skipped, and with ``since`` (seconds
     since the epoch: the folder's watermark in :class:`LandingState`) so are plain files
     whose ctime is before it, on one ``stat`` and without ``identify`` (a file entry is
-    made of itself alone, and handed out already), unless their key is in ``watch``. A
-    folder is always looked into: its own times do not change when a file below it is
-    rewritten."""
+    made of itself alone, and handed out already), unless their key is in ``watch`` or
+    they are on another device. A folder is always looked into: its own times do not
+    change when a file below it is rewritten."""
     items = []
+    device = os.stat(landing).st_dev
     with os.scandir(landing) as entries:
         for entry in sorted(entries, key=lambda e: e.name):
             key = f"{name}/{entry.name}"
             if entry.name.startswith(".") or (
-                    since is not None and key not in watch and _file_before(entry, since)):
+                    since is not None and key not in watch
+                    and _file_before(entry, since, device)):
                 continue
-            found = read_landed_item(Path(entry.path), key, identify)
+            found = read_landed_item(Path(entry.path), key, identify, device)
             if found is not None:
                 items.append(found)
     return items
 
 
-def _file_before(entry: os.DirEntry, since: float) -> bool:
-    """Whether ``entry`` is a regular file (links followed) whose ctime, and that of the
-    link if it is one, are before ``since``."""
+def _file_before(entry: os.DirEntry, since: float, device: int) -> bool:
+    """Whether ``entry`` is a regular file on ``device`` (links followed) whose ctime, and
+    that of the link if it is one, are before ``since``."""
     try:
         stat, ctime = _stat(Path(entry.path))
     except OSError:  # gone, or a dangling link: identify decides
         return False
-    return S_ISREG(stat.st_mode) and ctime < since
+    return S_ISREG(stat.st_mode) and stat.st_dev == device and ctime < since
 
 
 @dataclass(frozen=True)
 class LandingState:
     """What a landing sensor remembers between ticks (its cursor), small whatever the size
-    of its folders. Per landing folder (by name): every entry whose ctime is before
+    of its folders. Per landing folder (by name; ``folders``: its path, the watermark
+    starting afresh when the name points elsewhere): every entry whose ctime is before
     ``since[name]`` (seconds since the epoch) was handed out, and ``newest[name]`` is the
-    latest ctime of an entry seen there at the last tick. ``seen``: key -> fingerprint
-    of the entries handed out whose ctime is at or after their folder's ``since``;
-    ``sizes``: key -> size (bytes) when handed out, of the entries handed out while still
-    changing (growing streams), kept while the entry is present until it is handed out
-    quiet.
+    latest ctime of an entry seen there, at most the time of the tick that saw it.
+    ``seen``: key -> fingerprint of the entries handed out whose ctime is at or after
+    their folder's ``since``, and of every foreign one (on another device: its times
+    come from another clock); ``sizes``: key -> size (bytes) when handed out, of the
+    entries handed out while still changing (growing streams), until they are quiet.
 
-    The watermark compares ctimes, which every write, copy, rename or link sets to the
-    file server's clock and no tool sets back (as :mod:`joulehouse.treescan` uses them).
-    An entry whose ctime is at or before ``newest[name]`` existed when the next tick
-    listed the folder, so that tick compared it; ``since[name]`` therefore follows the
-    last tick's ``newest[name]`` less :data:`CLOCK_STEP_S`, held back by the folder's
-    oldest entry still waiting. Each folder has its own, as it may be on a server with its
-    own clock. After a burst of landings the cursor keeps the entries of the burst's last
-    :data:`CLOCK_STEP_S`. An entry whose ctime is more than that behind an earlier one in
-    its folder (that server's clock stepped back) would be missed."""
+    The watermark compares ctimes, which every write, copy or link sets to the file
+    server's clock and no tool sets back (as :mod:`joulehouse.treescan` uses them). An
+    entry whose ctime is at or before ``newest[name]`` existed when the next tick listed
+    the folder, so that tick compared it; ``since[name]`` therefore follows the last
+    tick's ``newest[name]`` less :data:`CLOCK_MARGIN_S`, held back by the folder's oldest
+    entry still waiting. The margin covers what a stat may show late (an NFS client
+    caches attributes up to 60 s: ``acregmax``) and a server's clock stepping back; each
+    folder has its own, as it may be on a server with its own clock. The cursor so holds
+    the entries that changed in the last :data:`CLOCK_MARGIN_S` before the newest change
+    of each folder: a few at the rates reports land, more right after a burst."""
 
     since: dict[str, float] = field(default_factory=dict)
     seen: dict[str, str] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     newest: dict[str, float] = field(default_factory=dict)
+    folders: dict[str, str] = field(default_factory=dict)
 
     def handed_out(self, item: LandedItem) -> bool:
         """Whether ``item``, as it is now, was handed out already."""
         since = self.since.get(item.landing)
-        return ((since is not None and item.last_change < since)
+        return ((since is not None and not item.foreign and item.last_change < since)
                 or self.seen.get(item.key) == item.fingerprint)
+
+    def over(self, folders: Mapping[str, os.PathLike[str] | str]) -> LandingState:
+        """This state for the landing ``folders`` (name -> path) configured now: a folder's
+        watermark, fingerprints and sizes are forgotten when its name is no longer
+        configured or points at another path (what was handed out there says nothing of
+        the folder there now)."""
+        paths = {name: str(path) for name, path in folders.items()}
+        kept = {name for name, path in paths.items() if self.folders.get(name) == path}
+        ours = {name for name in paths if name not in self.folders} | kept  # new ones too
+        return LandingState(
+            {name: at for name, at in self.since.items() if name in kept},
+            {key: f for key, f in self.seen.items() if key.rpartition("/")[0] in ours},
+            {key: n for key, n in self.sizes.items() if key.rpartition("/")[0] in ours},
+            {name: at for name, at in self.newest.items() if name in kept}, paths)
 
     def to_json(self) -> str:
         return json.dumps({"since": self.since, "seen": self.seen, "sizes": self.sizes,
-                           "newest": self.newest}, sort_keys=True)
+                           "newest": self.newest, "folders": self.folders}, sort_keys=True)
 
     @classmethod
     def from_json(cls, cursor: str | None) -> LandingState:
         """The state in ``cursor`` (:meth:`to_json`). A cursor written before watermarks
-        were kept holds every entry handed out (``seen``, and ``sizes``; or key ->
-        fingerprint alone, before sizes were kept): still right, it shrinks after the
-        next ticks."""
+        were kept holds every entry handed out (``seen``; or key -> fingerprint alone):
+        still right, it shrinks after the next ticks. Its ``sizes`` (of every entry ever
+        handed out) are left: a growing stream is handed out once more."""
         state = json.loads(cursor or "{}")
         if not isinstance(state.get("seen"), dict):
             return cls(seen=state)
-        return cls(state.get("since", {}), state["seen"], state.get("sizes", {}),
-                   state.get("newest", {}))
+        if "since" not in state:
+            return cls(seen=state["seen"])
+        return cls(state["since"], state["seen"], state["sizes"], state["newest"],
+                   state["folders"])
 
 
-#: How far a file server's clock may step back between two changes (s): a folder's
-#: ``since`` stays this far behind the last tick's newest change (see :class:`LandingState`).
-CLOCK_STEP_S = 1.0
+#: How far behind a folder's newest change its watermark stays (s): stats shown late
+#: (NFS attribute caches, 60 s by default) and a server's clock stepping back.
+CLOCK_MARGIN_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -206,15 +236,17 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     since, newest = dict(state.since), dict(state.newest)
     for name, last in state.newest.items():
         held = [found.last_change for found in waiting if found.landing == name]
-        since[name] = max(min([last - CLOCK_STEP_S, *held]), state.since.get(name, -math.inf))
+        since[name] = max(min([last - CLOCK_MARGIN_S, *held]), state.since.get(name, -math.inf))
     for found in present:
-        newest[found.landing] = max(found.last_change, newest.get(found.landing, -math.inf))
+        if not found.foreign:  # at most now: a clock ahead does not carry the watermark
+            newest[found.landing] = max(min(found.last_change, now),
+                                        newest.get(found.landing, -math.inf))
     seen = {found.key: found.fingerprint for found in present
-            if (found.key in chosen or state.handed_out(found))
-            and found.last_change >= since.get(found.landing, -math.inf)}
+            if (found.key in chosen or state.handed_out(found)) and (
+                found.foreign or found.last_change >= since.get(found.landing, -math.inf))}
     sizes = {found.key: (found.size if found.key in chosen else state.sizes[found.key])
-             for found in present
-             if found.key in chosen and not found.is_quiet(quiet_s, now)
-             or found.key not in chosen and found.key in state.sizes}
-    return LandingScan(ready, len(waiting), LandingState(since, seen, sizes, newest),
+             for found in present if not found.is_quiet(quiet_s, now) and (
+                 found.key in chosen or found.key in state.sizes)}
+    return LandingScan(ready, len(waiting),
+                       LandingState(since, seen, sizes, newest, dict(state.folders)),
                        len(eligible) - len(ready))

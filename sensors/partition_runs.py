@@ -214,8 +214,9 @@ class LandingSensor:
         again one tick after its quiet period.
         """
         own_cursor, pace, started = begin(context.cursor)
-        state = LandingState.from_json(own_cursor)
-        found = [item for name, folder in source.landings().items()
+        folders = source.landings()
+        state = LandingState.from_json(own_cursor).over(folders)
+        found = [item for name, folder in folders.items()
                  for item in find_landed(folder, name, self.identify, state.since.get(name),
                                          state.sizes)]
         scan = scan_landings(found, state, source.quiet_period_s, time.time(),

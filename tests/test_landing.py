@@ -45,7 +45,7 @@ def test_the_cursor_stays_small_and_sees_every_later_change(tmp_path, monkeypatc
     """100 files handed out over ticks of 30: the cursor ends holding the newest only (no
     clock step allowed here); a file rewritten in place (its mtime set back) or landing
     later is handed out, one unchanged behind the watermark is not even identified."""
-    monkeypatch.setattr(landing, "CLOCK_STEP_S", 0.0)
+    monkeypatch.setattr(landing, "CLOCK_MARGIN_S", 0.0)
     identified = []
 
     def identify(path):
@@ -94,7 +94,7 @@ def test_an_mtime_in_the_future_does_not_move_the_watermark(tmp_path):
 
 
 def test_a_new_link_to_an_old_report_is_handed_out(tmp_path, monkeypatch):
-    monkeypatch.setattr(landing, "CLOCK_STEP_S", 0.0)
+    monkeypatch.setattr(landing, "CLOCK_MARGIN_S", 0.0)
     outside = tmp_path / "archive"
     outside.mkdir()
     (outside / "old.report").write_text("x")
@@ -114,37 +114,64 @@ def test_a_new_link_to_an_old_report_is_handed_out(tmp_path, monkeypatch):
 
 
 def test_each_landing_folder_has_its_own_watermark():
-    """Folder 'a' is on a server whose clock runs 120 s ahead of folder 'b''s: b's reports
-    landing after a's are still handed out."""
-    first = scan_landings([_item("a/x", 1120.0), _item("b/y", 1000.0)], LandingState(),
-                          quiet_s=0.0, now=2000.0)
-    second = scan_landings([_item("a/x", 1120.0), _item("b/y", 1000.0)], first.state,
-                           quiet_s=0.0, now=2000.0)
-    assert second.state.since == {"a": 1119.0, "b": 999.0}
-    later = [_item("a/x", 1120.0), _item("b/y", 1000.0), _item("b/z", 1030.0)]
+    """Folder 'a' is on a server whose clock runs 600 s ahead of folder 'b''s: b's reports
+    landing after a's are still handed out; a name pointed at another folder starts
+    afresh, and one no longer configured is forgotten."""
+    items = [_item("a/x", 1600.0), _item("b/y", 1000.0)]
+    first = scan_landings(items, LandingState(), quiet_s=0.0, now=2000.0)
+    second = scan_landings(items, first.state, quiet_s=0.0, now=2000.0)
+    assert second.state.since == {"a": 1480.0, "b": 880.0}
+    later = [*items, _item("b/z", 1030.0)]
     assert [i.key for i in scan_landings(later, second.state, quiet_s=0.0,
                                          now=2000.0).ready] == ["b/z"]
+    state = replace(second.state, folders={"a": "/mnt/a", "b": "/mnt/b"})
+    moved = state.over({"a": "/mnt/a", "b": "/mnt/elsewhere/b"})
+    assert (moved.since, moved.seen.keys()) == ({"a": 1480.0}, {"a/x"})
+    assert moved.over({"a": "/mnt/a"}).folders == {"a": "/mnt/a"}
+    assert [i.key for i in scan_landings(items, moved, quiet_s=0.0,
+                                         now=2000.0).ready] == ["b/y"]  # the new b's
 
 
-def test_an_earlier_cursor_is_read_and_a_stream_keeps_its_size():
+def test_a_clock_ahead_or_a_link_to_another_device_does_not_carry_the_watermark():
+    """A report whose ctime is an hour ahead (a server clock ahead, then set back) moves
+    the watermark no further than the tick's time; an entry on another device is compared
+    by fingerprint, whatever the watermark."""
+    first = scan_landings([_item("in/ahead", 5600.0)], LandingState(), quiet_s=0.0,
+                          now=2000.0)
+    second = scan_landings([_item("in/ahead", 5600.0)], first.state, quiet_s=0.0, now=2010.0)
+    assert second.state.newest == {"in": 2010.0} and second.state.since == {"in": 1880.0}
+    landed = [_item("in/ahead", 5600.0), _item("in/next", 2020.0)]
+    assert [i.key for i in scan_landings(landed, second.state, quiet_s=0.0,
+                                         now=2030.0).ready] == ["in/next"]
+    linked = replace(_item("in/linked", 10.0), foreign=True)
+    handed = scan_landings([linked], second.state, quiet_s=0.0, now=2030.0)
+    assert handed.ready == [linked] and "in/linked" in handed.state.seen
+    assert scan_landings([linked], handed.state, quiet_s=0.0, now=2040.0).ready == []
+    rewritten = replace(linked, fingerprint="g")
+    assert scan_landings([rewritten], handed.state, quiet_s=0.0,
+                         now=2040.0).ready == [rewritten]
+
+
+def test_an_earlier_cursor_is_read_and_a_stream_keeps_its_size_until_quiet():
     fingerprints = {"in/a": "f", "in/b": "f"}
     assert LandingState.from_json(json.dumps(fingerprints)) == LandingState(seen=fingerprints)
     earlier = json.dumps({"seen": fingerprints, "sizes": {"in/a": 5}})
-    assert LandingState.from_json(earlier) == LandingState({}, fingerprints, {"in/a": 5})
+    assert LandingState.from_json(earlier) == LandingState(seen=fingerprints)
     stream = _item("in/s", 99.0, "f1", size=2000)
-    grown = scan_landings([stream], LandingState(), quiet_s=10.0, now=100.0, grown_bytes=1000)
+    grown = scan_landings([stream], LandingState(), quiet_s=1000.0, now=100.0,
+                          grown_bytes=1000)
     assert grown.ready == [stream] and grown.state.sizes == {"in/s": 2000}
-    # It pauses while other reports land: the watermark passes it, its size is kept.
-    other = _item("in/o", 200.0)
+    # Other reports land while it is not quiet: the watermark passes it, its size is kept.
+    other = _item("in/o", 300.0)
     state = grown.state
-    for now in (210.0, 220.0):
-        state = scan_landings([stream, other], state, quiet_s=10.0, now=now,
+    for now in (310.0, 320.0):
+        state = scan_landings([stream, other], state, quiet_s=1000.0, now=now,
                               grown_bytes=1000).state
     assert state.since["in"] > stream.last_change and state.sizes == {"in/s": 2000}
-    small = replace(stream, fingerprint="f2", last_change=229.0, size=2010)
-    waits = scan_landings([small, other], state, quiet_s=10.0, now=230.0, grown_bytes=1000)
-    assert waits.ready == [] and waits.waiting == 1  # 10 bytes more: it waits
+    small = replace(stream, fingerprint="f2", last_change=329.0, size=2010)
+    waits = scan_landings([small, other], state, quiet_s=1000.0, now=330.0, grown_bytes=1000)
+    assert waits.ready == []  # 10 bytes more: it waits (the other report is not quiet yet)
     assert waits.state.sizes == {"in/s": 2000}
-    quiet = scan_landings([small, other], waits.state, quiet_s=10.0, now=240.0,
+    quiet = scan_landings([small, other], waits.state, quiet_s=1000.0, now=1400.0,
                           grown_bytes=1000)
-    assert quiet.ready == [small] and quiet.state.sizes == {}  # handed out whole, quiet
+    assert quiet.ready == [small, other] and quiet.state.sizes == {}  # whole, quiet
