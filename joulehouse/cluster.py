@@ -44,11 +44,17 @@ KINDS = ("local", "slurm")
 FREE_PORT = ":0"
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: a Slurm or cgroup limit counts),
+    not the machine's."""
+    return len(os.sched_getaffinity(0))
+
+
 @dataclass(frozen=True)
 class LocalSettings:
     """A ``distributed.LocalCluster`` on the step's machine.
 
-    ``workers``: worker processes (default: the machine's CPU count);
+    ``workers``: worker processes (default: the CPUs this process may use);
     ``threads_per_worker``: tasks one worker runs at once (1: the core's
     readers already use threads for the files of one partition);
     ``memory_per_worker``: the limit above which Dask pauses and then restarts
@@ -56,7 +62,7 @@ class LocalSettings:
     memory split between the workers.
     """
 
-    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    workers: int = field(default_factory=usable_cpus)
     threads_per_worker: int = 1
     memory_per_worker: str = "auto"
 
@@ -186,6 +192,15 @@ def _wait_for_slurm_worker(client, cluster, settings: SlurmSettings) -> None:
         ) from err
 
 
+def cluster_settings(kind: str, settings: dict) -> LocalSettings | SlurmSettings:
+    """The settings of a cluster of ``kind`` (one of :data:`KINDS`: ValueError otherwise)
+    from ``settings`` by field name (an unknown name is a TypeError, a bad value a
+    ValueError), so that a configuration can be checked before any cluster starts."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown cluster kind {kind!r}: one of {', '.join(KINDS)}")
+    return SlurmSettings(**settings) if kind == "slurm" else LocalSettings(**settings)
+
+
 @contextmanager
 def dask_executor(kind: Literal["local", "slurm"], **settings) -> Iterator[Executor]:
     """A ``concurrent.futures.Executor`` whose tasks run on Dask workers of ``kind``.
@@ -197,16 +212,15 @@ def dask_executor(kind: Literal["local", "slurm"], **settings) -> Iterator[Execu
     jobs' workers join as the queue starts them, and take tasks from then on).
     Leaving the context releases every worker and cancels the Slurm jobs.
     """
-    if kind not in KINDS:
-        raise ValueError(f"unknown cluster kind {kind!r}: one of {', '.join(KINDS)}")
+    chosen = cluster_settings(kind, settings)
     # Imported here: the cluster extra is optional, and this module is imported
     # wherever the step's pool is configured, local processes included.
     from distributed import Client
 
     with ExitStack() as stack:
-        slurm = SlurmSettings(**settings) if kind == "slurm" else None
+        slurm = chosen if isinstance(chosen, SlurmSettings) else None
         cluster = stack.enter_context(
-            _slurm_cluster(slurm) if slurm else _local_cluster(LocalSettings(**settings)))
+            _slurm_cluster(slurm) if slurm else _local_cluster(chosen))
         client = stack.enter_context(Client(cluster))
         if slurm:
             _wait_for_slurm_worker(client, cluster, slurm)

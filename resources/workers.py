@@ -27,9 +27,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from joulehouse.cluster import KINDS, dask_executor
+from joulehouse.cluster import KINDS, cluster_settings, dask_executor, usable_cpus
 
 ENV = "JOULEHOUSE_STEP_WORKERS"
 CLUSTER_ENV = "JOULEHOUSE_STEP_CLUSTER"
@@ -97,6 +97,17 @@ class StepWorkers(dg.ConfigurableResource):
             raise ValueError(f"cluster_settings must be a JSON object, not {value!r}")  # noqa: TRY004
         return value
 
+    @model_validator(mode="after")
+    def _settings_of_the_cluster(self) -> StepWorkers:
+        """A misspelt or bad cluster setting fails when the definitions load, not when a
+        step opens its pool."""
+        if self.cluster:
+            try:
+                cluster_settings(self.cluster, json.loads(self.cluster_settings))
+            except TypeError as err:  # an unknown name: pydantic reports ValueErrors
+                raise ValueError(f"cluster_settings: {err}") from err
+        return self
+
     @classmethod
     def from_env(cls) -> StepWorkers:
         """``$JOULEHOUSE_STEP_WORKERS`` processes if set, else one per CPU; or the Dask
@@ -108,7 +119,7 @@ class StepWorkers(dg.ConfigurableResource):
 
     def workers(self) -> int:
         """How many processes :meth:`pool` uses (1: none, the step's own)."""
-        return self.max_workers or len(os.sched_getaffinity(0))
+        return self.max_workers or usable_cpus()
 
     @contextmanager
     def pool(self) -> Iterator[Executor]:

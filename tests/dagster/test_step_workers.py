@@ -64,3 +64,8 @@ def test_a_dask_cluster_is_configured_by_kind_and_json_settings(monkeypatch):
         StepWorkers(cluster="pbs")
     with pytest.raises(Exception, match="cluster_settings must be a JSON object"):
         StepWorkers(cluster="local", cluster_settings="[2]")
+    # a misspelt or bad setting fails when the resource is built, before any cluster starts
+    with pytest.raises(Exception, match="cluster_settings: .*unexpected keyword argument 'qeue'"):
+        StepWorkers(cluster="slurm", cluster_settings='{"qeue": "gpu"}')
+    with pytest.raises(Exception, match="settings must be positive: workers=0"):
+        StepWorkers(cluster="local", cluster_settings='{"workers": 0}')
