@@ -16,7 +16,6 @@ import os
 from pathlib import Path
 
 from joulehouse.errors import InputError
-from joulehouse.landing import LandedItem, find_landed
 from joulehouse.powerapi import layout
 
 
@@ -32,8 +31,3 @@ def report_entry_files(entry: Path) -> list[Path] | None:
         return None
     folders = [Path(folder) for folder, _, _ in os.walk(entry)]
     return [*folders, *layout.report_paths(entry)]
-
-
-def find_report_entries(landing: str | os.PathLike[str], name: str) -> list[LandedItem]:
-    """Every report entry directly in the folder ``landing`` (named ``name``), by key."""
-    return find_landed(landing, name, report_entry_files)

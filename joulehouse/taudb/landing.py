@@ -8,10 +8,9 @@ shared rules of :mod:`joulehouse.landing`.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from joulehouse.landing import LandedItem, find_landed, read_landed_item
+from joulehouse.landing import LandedItem, read_landed_item
 from joulehouse.taudb.profiles import identify_profile_set
 
 
@@ -27,8 +26,3 @@ def profile_set_files(entry: Path) -> list[Path] | None:
 def read_profile_set(path: Path, key: str) -> LandedItem | None:
     """The profile set at ``path`` with its fingerprint, or None when it is not one."""
     return read_landed_item(path, key, profile_set_files)
-
-
-def find_profile_sets(landing: str | os.PathLike[str], name: str) -> list[LandedItem]:
-    """Every profile set directly in the folder ``landing`` (named ``name``), by key."""
-    return find_landed(landing, name, profile_set_files)
