@@ -59,11 +59,16 @@ class LandedItem:
     @property
     def landing(self) -> str:
         """The name of the landing folder the entry is in."""
-        return self.key.rpartition("/")[0]
+        return landing_of(self.key)
 
     def is_quiet(self, quiet_s: float, now: float) -> bool:
         """True when nothing in the entry changed for ``quiet_s`` seconds before ``now``."""
         return now - self.last_change >= quiet_s
+
+
+def landing_of(key: str) -> str:
+    """The landing folder's name in an entry's ``key`` (``<landing name>/<entry name>``)."""
+    return key.rpartition("/")[0]
 
 
 def _stat(path: Path) -> tuple[os.stat_result, float]:
@@ -172,8 +177,8 @@ class LandingState:
         ours = {name for name in paths if name not in self.folders} | kept  # new ones too
         return LandingState(
             {name: at for name, at in self.since.items() if name in kept},
-            {key: f for key, f in self.seen.items() if key.rpartition("/")[0] in ours},
-            {key: n for key, n in self.sizes.items() if key.rpartition("/")[0] in ours},
+            {key: f for key, f in self.seen.items() if landing_of(key) in ours},
+            {key: n for key, n in self.sizes.items() if landing_of(key) in ours},
             {name: at for name, at in self.newest.items() if name in kept}, paths)
 
     def to_json(self) -> str:
