@@ -70,7 +70,7 @@ class StepWorkers(dg.ConfigurableResource):
 
     ``max_workers``: processes (default: the CPUs this process may use); 1 runs the
     work in the step's own process. Processes start from a fork server that has
-    imported the asset modules once, so a worker starts in milliseconds, not seconds.
+    imported the asset modules once, not each worker again.
     ``cluster`` set, the work goes to Dask workers instead (``max_workers`` unused).
     """
 

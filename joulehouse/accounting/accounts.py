@@ -29,7 +29,8 @@ from joulehouse.accounting.rollups import UTC, day_pieces, rollup
 from joulehouse.accounting.tariff import empty_tariffs
 
 #: Threads computing the calendars' rollups and the per-fact tables side by side. Each
-#: calendar holds its day pieces while it runs (about 1.5 GiB per 10 million facts).
+#: calendar holds its day pieces while it runs (2.25 per fact, UTC and a site's zone:
+#: benchmarks/accounting.py prints the whole run's peak memory).
 WORKERS = 2
 
 

@@ -30,8 +30,8 @@ def _str_categories(series: pd.Series) -> bool:
 
 def _label(description: str | None = None) -> pa.Column:
     """Text of few distinct values in a table of a row per fact: a categorical of str, no
-    nulls. Its nulls are its codes of -1 (an object column's null test alone took 0.35 s
-    per 10 million values) and it is stored dictionary-encoded; its values are those of
+    nulls. Its nulls are its codes of -1 (an object column's null test looks at every
+    value) and it is stored dictionary-encoded; its values are those of
     the str they stand for."""
     return pa.Column("category", pa.Check(_str_categories, name="str"),
                      description=description)

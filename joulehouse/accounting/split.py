@@ -33,8 +33,8 @@ def searchsorted(edges: np.ndarray, t: np.ndarray, side: str = "right") -> np.nd
     strictly increasing, and int64 times ``t`` above int64's minimum (NaT's value: a
     validated time is never NaT): faster for many unsorted times.
 
-    numpy's binary search of 10 million times in random order mispredicts a branch at
-    every step (0.6-0.9 s here). Instead each time's bucket (its offset from ``edges[0]``
+    numpy's binary search of many times in random order mispredicts a branch at every
+    step (the stage times in benchmarks/accounting.py). Instead each time's bucket (its offset from ``edges[0]``
     shifted right, about four buckets per edge) gives the count of edges at or before the
     bucket's start from a small table; the next few edges are then compared, as many steps
     as the fullest bucket holds edges. Edges crowded into one bucket leave it to numpy.
