@@ -86,7 +86,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--facts", type=int, default=10_000_000)
     parser.add_argument("--part", choices=("rollups", "query", "all"), default="all")
+    parser.add_argument("--workers", type=int, default=accounts.WORKERS,
+                        help="threads of account (accounts.WORKERS; 1: one after the other)")
     args = parser.parse_args()
+    accounts.WORKERS = args.workers
     print(describe(pd, np), f"load average before: {load_average()}", sep="\n")
     facts = generator.facts(args.facts, START, f"{DAYS}D", seed=0)
     if args.part in ("rollups", "all"):
