@@ -19,6 +19,7 @@ Run: ``.venv/bin/python benchmarks/backfill.py [--repetitions N] [--storage post
 
 import argparse
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -212,13 +213,15 @@ def launch_backfill(instance: dg.DagsterInstance, port: int, selection: list[dg.
     return status, elapsed, records, submitted
 
 
-def cli_seconds(*arguments: str) -> float:
-    """Wall time of ``joulehouse <arguments>`` (``python -m joulehouse.cli`` in the project
-    root, so a worktree's own code runs; process start and imports included)."""
-    started = time.perf_counter()
+def cli_seconds(*arguments: str) -> tuple[float, float]:
+    """Wall and CPU time (s) of ``joulehouse <arguments>`` (``python -m joulehouse.cli`` in
+    the project root, so a worktree's own code runs; process start and imports included)."""
+    started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([sys.executable, "-m", "joulehouse.cli", *arguments], check=True,
                    cwd=PROJECT)
-    return time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (time.perf_counter() - started,
+            after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
 
 
 @contextmanager
@@ -303,7 +306,7 @@ def main(argv: list[str] | None = None) -> None:
     keys = partition_keys(root)
     selection = sorted(defs.resolve_job_def(JOB_NAME).asset_layer.selected_asset_keys)
     home = Path(tempfile.mkdtemp(prefix="backfill-home-", dir=DATA))
-    cli = cli_seconds("energy", "gpu", str(root), "--format", "parquet",
+    cli, _ = cli_seconds("energy", "gpu", str(root), "--format", "parquet",
                       "--out", str(home / "cli-energy.parquet"), "--quiet")
     print(f"joulehouse energy gpu over {len(keys)} repetitions: {cli:.1f} s")
     with backfilled(args.storage, home, PARTITIONS, keys, selection, {

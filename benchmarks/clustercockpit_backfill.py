@@ -24,12 +24,9 @@ size: ``.venv/bin/python benchmarks/clustercockpit_backfill.py --jobs-per-block 
 
 import argparse
 import math
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -40,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from backfill import backfilled, load_summary, run_report
+from backfill import backfilled, cli_seconds, load_summary, run_report
 from machine import describe, load_average
 
 from assets.clustercockpit import BLOCKS_PER_RUN, JOB_ENERGY_TABLE, cc_block_tables
@@ -104,13 +101,8 @@ def backfill(root: Path, keys: list[str], jobs: int, args) -> tuple[float, Path]
 
 def cli(root: Path, jobs: int, out: Path) -> float:
     """``joulehouse energy cc`` on the archive into ``out``; returns its wall time."""
-    started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-m", "joulehouse.cli", "energy", "cc", "--quiet",
-                    str(root), "--format", "parquet", "--out", str(out)],
-                   check=True, cwd=PROJECT)
-    elapsed = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    elapsed, cpu = cli_seconds("energy", "cc", "--quiet", str(root), "--format", "parquet",
+                               "--out", str(out))
     print(f"joulehouse energy cc: {jobs} jobs in {elapsed:.1f} s: {jobs / elapsed:.1f} jobs/s "
           f"({cpu:.1f} s of CPU: {cpu / jobs * 1000:.1f} ms a job); load {load_average()}")
     return elapsed

@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     selection = sorted(defs.resolve_job_def(source.job).asset_layer.selected_asset_keys)
     home = Path(tempfile.mkdtemp(prefix=f"{source.name}-backfill-home-", dir=DATA))
     cli_out = home / "cli-energy.parquet"
-    cli = cli_seconds("energy", source.name, str(folder), "--format", "parquet",
+    cli, _ = cli_seconds("energy", source.name, str(folder), "--format", "parquet",
                       "--out", str(cli_out), "--quiet")
     print(f"joulehouse energy {source.name} over {len(keys)} entries: {cli:.1f} s "
           f"({1000 * cli / len(keys):.0f} ms an entry)")
