@@ -8,14 +8,12 @@ from urllib.parse import urlparse
 
 import dagster as dg
 import yaml
-from dagster._core.errors import DagsterUserCodeUnreachableError
 from dagster._core.events import RunFailureReason
 from dagster._core.execution.retries import auto_reexecution_should_retry_run
 from dagster._core.instance.config import PoolGranularity
 from dagster._core.scheduler.instigation import InstigatorType, TickStatus
 from dagster._core.storage.tags import BACKFILL_ID_TAG
 from dagster._core.utils import make_new_run_id
-from dagster._grpc.client import DagsterGrpcClient
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 
 from assets import GPU_ASSETS, TAUDB_ASSETS
@@ -23,13 +21,13 @@ from assets.gpu import TABLES_POOL
 from definitions import defs
 from tests.dagster.webserver import (
     HOST,
-    START_TIMEOUT_S,
     STOP_TIMEOUT_S,
     dagster_home,
     free_port,
     graphql,
     group_alive,
     started,
+    wait_for_code_server,
     wait_until_serving,
 )
 
@@ -181,22 +179,6 @@ WORKSPACE = """
     }
   }
 }"""
-
-
-def wait_for_code_server(process, port: int, log: Path) -> None:
-    """Returns once the gRPC code server on ``port`` answers a ping; fails if it ends first
-    or ``START_TIMEOUT_S`` passes."""
-    client = DagsterGrpcClient(host=HOST, port=port)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"ended with {process.returncode}:\n{log.read_text()}")
-        try:
-            assert client.ping("joulehouse")["echo"] == "joulehouse"
-            return
-        except DagsterUserCodeUnreachableError:
-            time.sleep(0.5)
-    raise AssertionError(f"not serving after {START_TIMEOUT_S} s:\n{log.read_text()}")
 
 
 def test_the_production_workspace_loads_from_a_code_server(tmp_path, monkeypatch):

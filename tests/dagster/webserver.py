@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.postgres_server import free_port
+
 PROJECT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
 WEBSERVER = Path(sys.executable).parent / "dagster-webserver"
@@ -24,10 +25,24 @@ START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
+def wait_for_code_server(process: subprocess.Popen, port: int, log: Path,
+                         timeout_s: float = START_TIMEOUT_S) -> None:
+    """Returns once the gRPC code server on ``port`` answers a ping (in this process); fails
+    if it ends first or ``timeout_s`` passes."""
+    from dagster._core.errors import DagsterUserCodeUnreachableError
+    from dagster._grpc.client import DagsterGrpcClient
+
+    client = DagsterGrpcClient(host=HOST, port=port)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"ended with {process.returncode}:\n{log.read_text()}")
+        try:
+            assert client.ping("joulehouse")["echo"] == "joulehouse"
+            return
+        except DagsterUserCodeUnreachableError:
+            time.sleep(0.5)
+    raise AssertionError(f"not serving after {timeout_s} s:\n{log.read_text()}")
 
 
 @contextmanager

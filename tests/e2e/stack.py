@@ -23,7 +23,6 @@ production.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -53,6 +52,7 @@ from tests.dagster.webserver import (
     graphql,
     group_alive,
     started,
+    wait_for_code_server,
     wait_until_serving,
 )
 
@@ -175,20 +175,6 @@ def _env(home: Path, postgres: PostgresServer, dagster_db: str, taudb_url: str,
     }
 
 
-def _wait_for_code_server(process: subprocess.Popen, port: int, env: dict[str, str],
-                          log: Path) -> None:
-    def healthy() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"code server ended with {process.returncode}:\n"
-                                 f"{log.read_text()}")
-        return subprocess.run([str(BIN / "dagster"), "api", "grpc-health-check", "-p",
-                               str(port), "-h", HOST], check=False, env={**os.environ, **env},
-                              capture_output=True, timeout=60).returncode == 0
-
-    wait_for("the code server to serve", healthy, CODE_SERVER_TIMEOUT_S,
-             lambda: log.read_text())
-
-
 @contextmanager
 def running_stack(base: Path, prepare: Callable[[DataFolders], None] = lambda _: None
                   ) -> Iterator[Stack]:
@@ -215,7 +201,8 @@ def running_stack(base: Path, prepare: Callable[[DataFolders], None] = lambda _:
             [str(BIN / "dagster"), "code-server", "start", "-h", HOST, "-p", str(grpc_port),
              "-m", "definitions", "--location-name", LOCATION], env, logs / "code-server.log"))
         the_stack.processes["code-server"] = code_server
-        _wait_for_code_server(code_server, grpc_port, env, logs / "code-server.log")
+        wait_for_code_server(code_server, grpc_port, logs / "code-server.log",
+                             CODE_SERVER_TIMEOUT_S)
         env |= {"JOULEHOUSE_CODE_SERVER_HOST": HOST, "JOULEHOUSE_CODE_SERVER_PORT": str(grpc_port)}
         workspace = PRODUCTION / "workspace.yaml"
 
