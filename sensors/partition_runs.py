@@ -38,7 +38,7 @@ from typing import Any
 import dagster as dg
 
 from joulehouse.digest import digest_pairs
-from joulehouse.landing import Identify, LandingState, find_landed, scan_landings
+from joulehouse.landing import Identify, LandingState, list_landings, scan_landings
 from resources.landing import LandingFolders
 from sensors.settings import sensor_tick_budget_s
 from sensors.tick_budget import begin, hand_out, paced
@@ -211,23 +211,28 @@ class LandingSensor:
         listed at every tick, and fingerprinted unless it is a file unchanged since the
         cursor's watermark (:class:`joulehouse.landing.LandingState`: the cursor stays
         small), so one whose partition failed and that is fixed in place is asked for
-        again one tick after its quiet period.
+        again one tick after its quiet period. A landing folder that cannot be listed
+        (missing, unreadable, an empty mount point: :func:`joulehouse.landing.list_landings`)
+        is named in a warning and the tick's message, the others are scanned, and its
+        cursor is kept for when it is back.
         """
         own_cursor, pace, started = begin(context.cursor)
         folders = source.landings()
         state = LandingState.from_json(own_cursor).over(folders)
-        found = [item for name, folder in folders.items()
-                 for item in find_landed(folder, name, self.identify, state.since.get(name),
-                                         state.sizes)]
-        scan = scan_landings(found, state, source.quiet_period_s, time.time(),
+        listing = list_landings(folders, state, self.identify)
+        for why in listing.unlisted.values():
+            context.log.warning(why)
+        skipped = "".join(f"; skipped: {why}" for why in listing.unlisted.values())
+        scan = scan_landings(listing.items, state, source.quiet_period_s, time.time(),
                              grown_bytes=source.grown_bytes,
-                             cap=pace.cap(sensor_tick_budget_s(), source.max_entries_per_tick))
+                             cap=pace.cap(sensor_tick_budget_s(), source.max_entries_per_tick),
+                             unlisted=listing.unlisted)
         cursor = scan.state.to_json()
         listed_s = time.time() - started  # every entry listed, each tick
         if not scan.ready:
             return dg.SensorResult(cursor=paced(cursor, pace), skip_reason=dg.SkipReason(
                 f"no new or changed {self.entries} ready ({scan.waiting} waiting for the "
-                f"{source.quiet_period_s:g} s quiet period)"))
+                f"{source.quiet_period_s:g} s quiet period){skipped}"))
         fingerprints = {item.key: item.fingerprint for item in scan.ready}
         ready = ready_run_request(
             context.instance, context.instance.get_dynamic_partitions(self.partitions_def.name),
@@ -242,7 +247,7 @@ class LandingSensor:
                                      files_landed(self.files, fingerprints))
         context.log.info(f"{len(scan.ready)} {self.entries} ready ({new} new), "
                          f"{scan.waiting} waiting ({scan.deferred} of them left for the next "
-                         "ticks by this tick's cap)")
+                         f"ticks by this tick's cap){skipped}")
         return dg.SensorResult(
             run_requests=[run_request],
             dynamic_partitions_requests=additions,
