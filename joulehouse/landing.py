@@ -10,7 +10,10 @@ among them) changed for a quiet period, by their ctimes: every write, copy,
 rename or link sets a ctime, so an entry copied with its old mtimes still
 waits, and one given an mtime in the future does not wait for it. Its
 *fingerprint* is a digest of its files' names, sizes and mtimes (ns); it
-changes when a file is added, removed or rewritten, and reads no content.
+changes when a file is added, removed or rewritten, and reads no content. An
+entry whose ctime alone moved (``chmod``, ``chown``) keeps its fingerprint and
+is not handed out again (:func:`scan_landings`' ``handed_before``), as the GPU
+tree scanner (:mod:`joulehouse.treescan`) compares fingerprints.
 Listing a landing folder costs one ``stat`` per file; a sensor's cursor
 (:class:`LandingState`) keeps a ctime watermark per folder, so a file
 unchanged behind it (not growing, on the folder's device) is not looked into
@@ -38,6 +41,8 @@ from joulehouse.digest import file_stats_digest
 
 Identify = Callable[[Path], "list[Path] | None"]
 """Entry path -> the files and folders that make up the entry (itself included), or None."""
+HandedBefore = Callable[[list[str]], Mapping[str, str]]
+"""Entry keys -> the fingerprint each was last handed out with, for those handed out before."""
 
 
 @dataclass(frozen=True)
@@ -268,7 +273,8 @@ class LandingScan:
 
 def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: float,
                   now: float, *, grown_bytes: int | None = None,
-                  cap: int | None = None, unlisted: Collection[str] = ()) -> LandingScan:
+                  cap: int | None = None, unlisted: Collection[str] = (),
+                  handed_before: HandedBefore | None = None) -> LandingScan:
     """Compare the present ``items`` with what ``state`` says was handed out before.
 
     An entry not handed out as it is now (new or changed) is ready once quiet, or, with
@@ -280,13 +286,26 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     but not those in ``state.sizes`` (see :func:`find_landed`). The folders named in
     ``unlisted`` were not listed this tick (:func:`list_landings`): their watermark,
     fingerprints and sizes are kept as they were.
+
+    ``handed_before`` (keys -> the fingerprint each was last handed out with, where known:
+    a sensor asks its instance) is asked once, with the keys of the entries that would be
+    ready but for the cap: one whose fingerprint is the one handed out is taken as handed
+    out, not ready again. Only its ctime moved (``chmod``, ``chown``, a hard link added),
+    after its folder's watermark had passed it (the cursor forgot its fingerprint); size
+    and mtimes did not, so neither did the data, as :mod:`joulehouse.treescan` compares
+    fingerprints too.
     """
     present = list(items)
     changed = [found for found in present if not state.handed_out(found)]
-    eligible = sorted(
-        (found for found in changed if found.is_quiet(quiet_s, now) or grown_bytes is not None
-         and found.size - state.sizes.get(found.key, 0) >= grown_bytes),
-        key=lambda found: (found.last_change, found.key))
+    eligible = [found for found in changed if found.is_quiet(quiet_s, now)
+                or grown_bytes is not None
+                and found.size - state.sizes.get(found.key, 0) >= grown_bytes]
+    before = handed_before([found.key for found in eligible]) if (
+        handed_before is not None and eligible) else {}
+    unchanged = {found.key for found in eligible if before.get(found.key) == found.fingerprint}
+    changed = [found for found in changed if found.key not in unchanged]
+    eligible = sorted((found for found in eligible if found.key not in unchanged),
+                      key=lambda found: (found.last_change, found.key))
     chosen = {found.key for found in eligible[:cap]}
     ready = [found for found in present if found.key in chosen]  # in the order given
     waiting = [found for found in changed if found.key not in chosen]
@@ -301,7 +320,7 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
             newest[found.landing] = max(min(found.last_change, now),
                                         newest.get(found.landing, -math.inf))
     seen = {found.key: found.fingerprint for found in present
-            if (found.key in chosen or state.handed_out(found)) and (
+            if (found.key in chosen or found.key in unchanged or state.handed_out(found)) and (
                 found.foreign or found.last_change >= since.get(found.landing, -math.inf))}
     sizes = {found.key: (found.size if found.key in chosen else state.sizes[found.key])
              for found in present if not found.is_quiet(quiet_s, now) and (

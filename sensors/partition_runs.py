@@ -30,6 +30,7 @@ after cancelling). Such partitions wait for their files to change (a new fingerp
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,6 +63,24 @@ def files_landed(files: dg.AssetKey, fingerprints: dict[str, str],
     return [dg.AssetMaterialization(files, partition=key, tags={DATA_VERSION_TAG: fingerprint},
                                     metadata=(metadata or {}).get(key))
             for key, fingerprint in fingerprints.items()]
+
+
+def handed_fingerprints(instance: dg.DagsterInstance, files: dg.AssetKey,
+                        registered: Collection[str], keys: Sequence[str]) -> dict[str, str]:
+    """The fingerprint each of ``keys`` was last handed out with (the data version of its
+    latest ``files`` materialization, :func:`files_landed`), for those among the
+    ``registered`` partition keys: one indexed query per 10,000 of them, none for keys
+    not registered yet (a first registration asks nothing)."""
+    known = set(registered)
+    asked = [key for key in keys if key in known]
+    handed: dict[str, str] = {}
+    for start in range(0, len(asked), 10_000):
+        tags = instance.event_log_storage.get_latest_tags_by_partition(
+            files, dg.DagsterEventType.ASSET_MATERIALIZATION, [DATA_VERSION_TAG],
+            asked[start:start + 10_000])
+        handed |= {key: by_tag[DATA_VERSION_TAG] for key, by_tag in tags.items()
+                   if DATA_VERSION_TAG in by_tag}
+    return handed
 
 
 #: A run in one of these states may still resolve its partition range to keys.
@@ -211,7 +230,9 @@ class LandingSensor:
         listed at every tick, and fingerprinted unless it is a file unchanged since the
         cursor's watermark (:class:`joulehouse.landing.LandingState`: the cursor stays
         small), so one whose partition failed and that is fixed in place is asked for
-        again one tick after its quiet period. A landing folder that cannot be listed
+        again one tick after its quiet period; one whose ctime alone moved (a ``chmod``)
+        is compared with the fingerprint it was handed out with
+        (:func:`handed_fingerprints`) and not asked for again. A landing folder that cannot be listed
         (missing, unreadable, an empty mount point: :func:`joulehouse.landing.list_landings`)
         is named in a warning and the tick's message, the others are scanned, and its
         cursor is kept for when it is back.
@@ -219,6 +240,8 @@ class LandingSensor:
         own_cursor, pace, started = begin(context.cursor)
         folders = source.landings()
         state = LandingState.from_json(own_cursor).over(folders)
+        registered = functools.cache(
+            lambda: context.instance.get_dynamic_partitions(self.partitions_def.name))
         listing = list_landings(folders, state, self.identify)
         for why in listing.unlisted.values():
             context.log.warning(why)
@@ -226,7 +249,9 @@ class LandingSensor:
         scan = scan_landings(listing.items, state, source.quiet_period_s, time.time(),
                              grown_bytes=source.grown_bytes,
                              cap=pace.cap(sensor_tick_budget_s(), source.max_entries_per_tick),
-                             unlisted=listing.unlisted)
+                             unlisted=listing.unlisted,
+                             handed_before=lambda keys: handed_fingerprints(
+                                 context.instance, self.files, registered(), keys))
         cursor = scan.state.to_json()
         listed_s = time.time() - started  # every entry listed, each tick
         if not scan.ready:
@@ -235,8 +260,7 @@ class LandingSensor:
                 f"{source.quiet_period_s:g} s quiet period){skipped}"))
         fingerprints = {item.key: item.fingerprint for item in scan.ready}
         ready = ready_run_request(
-            context.instance, context.instance.get_dynamic_partitions(self.partitions_def.name),
-            self.partitions_def, fingerprints,
+            context.instance, registered(), self.partitions_def, fingerprints,
             job_name=self.job_name, run_key_prefix=self.run_key_prefix, tags={})
         if ready is None:
             return dg.SensorResult(cursor=context.cursor, skip_reason=dg.SkipReason(

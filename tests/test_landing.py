@@ -231,3 +231,28 @@ def test_a_folder_that_cannot_be_listed_keeps_its_cursor_and_the_others_are_scan
     (tmp_path / "b.away").rename(tmp_path / "b")  # back: nothing handed out again
     listing, back = tick(empty.state)
     assert listing.unlisted == {} and back.ready == [] and back.waiting == 0
+
+
+def test_an_entry_whose_ctime_alone_moved_is_not_handed_out_again():
+    """'in/a' was handed out and the watermark passed it; a chmod moves its ctime, not its
+    fingerprint: asked what it was handed out with, the scan takes it as handed out (and
+    keeps it until the watermark passes it again); 'in/b', rewritten, is ready."""
+    landed = [_item("in/a", 10.0), _item("in/b", 10.0, "g"), _item("in/c", 500.0)]
+    first = scan_landings(landed, LandingState(), quiet_s=1.0, now=1000.0)
+    state = scan_landings(landed, first.state, quiet_s=1.0, now=1000.0).state
+    assert state.seen == {"in/c": "f"} and state.since == {"in": 380.0}
+    asked = []
+
+    def handed_before(keys):
+        asked.append(keys)
+        return {"in/a": "f", "in/b": "g"}
+
+    moved = [_item("in/a", 900.0), _item("in/b", 950.0, "h"), landed[2],
+             _item("in/young", 999.5)]
+    scan = scan_landings(moved, state, quiet_s=1.0, now=1000.0, handed_before=handed_before)
+    assert asked == [["in/a", "in/b"]]  # the young one waits: not asked
+    assert [i.key for i in scan.ready] == ["in/b"] and scan.waiting == 1
+    assert scan.state.seen == {"in/a": "f", "in/b": "h", "in/c": "f"}
+    again = scan_landings(moved, scan.state, quiet_s=1.0, now=1000.0,
+                          handed_before=handed_before)
+    assert again.ready == [] and asked[1:] == []  # in/young still waits: nothing asked
