@@ -41,8 +41,7 @@ import dagster as dg
 from joulehouse.digest import digest_pairs
 from joulehouse.landing import Identify, LandingState, list_landings, scan_landings
 from resources.landing import LandingFolders
-from sensors.settings import sensor_tick_budget_s
-from sensors.tick_budget import begin, hand_out, paced
+from sensors.tick_budget import Tick
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
@@ -237,9 +236,9 @@ class LandingSensor:
         is named in a warning and the tick's message, the others are scanned, and its
         cursor is kept for when it is back.
         """
-        own_cursor, pace, started = begin(context.cursor)
+        tick = Tick.begin(context.cursor, source.max_entries_per_tick)
         folders = source.landings()
-        state = LandingState.from_json(own_cursor).over(folders)
+        state = LandingState.from_json(tick.own).over(folders)
         registered = functools.cache(
             lambda: context.instance.get_dynamic_partitions(self.partitions_def.name))
         listing = list_landings(folders, state, self.identify)
@@ -247,35 +246,28 @@ class LandingSensor:
             context.log.warning(why)
         skipped = "".join(f"; skipped: {why}" for why in listing.unlisted.values())
         scan = scan_landings(listing.items, state, source.quiet_period_s, time.time(),
-                             grown_bytes=source.grown_bytes,
-                             cap=pace.cap(sensor_tick_budget_s(), source.max_entries_per_tick),
+                             grown_bytes=source.grown_bytes, cap=tick.cap,
                              unlisted=listing.unlisted,
                              handed_before=lambda keys: handed_fingerprints(
                                  context.instance, self.files, registered(), keys))
         cursor = scan.state.to_json()
-        listed_s = time.time() - started  # every entry listed, each tick
+        listed_s = time.time() - tick.started  # every entry listed, each tick
         if not scan.ready:
-            return dg.SensorResult(cursor=paced(cursor, pace), skip_reason=dg.SkipReason(
-                f"no new or changed {self.entries} ready ({scan.waiting} waiting for the "
-                f"{source.quiet_period_s:g} s quiet period){skipped}"))
+            return tick.skip(cursor, f"no new or changed {self.entries} ready ({scan.waiting} "
+                                     f"waiting for the {source.quiet_period_s:g} s quiet "
+                                     f"period){skipped}")
         fingerprints = {item.key: item.fingerprint for item in scan.ready}
         ready = ready_run_request(
             context.instance, registered(), self.partitions_def, fingerprints,
             job_name=self.job_name, run_key_prefix=self.run_key_prefix, tags={})
         if ready is None:
-            return dg.SensorResult(cursor=context.cursor, skip_reason=dg.SkipReason(
-                f"{len(scan.ready)} {self.entries} ready, asked for once the runs in flight "
-                "end (registered partitions are not reordered under a queued run)"))
+            return tick.wait(f"{len(scan.ready)} {self.entries} ready, asked for once the runs "
+                             "in flight end (registered partitions are not reordered under a "
+                             "queued run)")
         run_request, additions, new = ready
-        additions, events = hand_out(context.instance, additions,
-                                     files_landed(self.files, fingerprints))
         context.log.info(f"{len(scan.ready)} {self.entries} ready ({new} new), "
                          f"{scan.waiting} waiting ({scan.deferred} of them left for the next "
                          f"ticks by this tick's cap){skipped}")
-        return dg.SensorResult(
-            run_requests=[run_request],
-            dynamic_partitions_requests=additions,
-            asset_events=events,
-            cursor=paced(cursor, pace.after(started, len(scan.ready), scan.deferred > 0,
-                                                   listed_s)),
-        )
+        return tick.ask(context.instance, run_request, additions,
+                        files_landed(self.files, fingerprints), cursor,
+                        handed_out=len(scan.ready), cut=scan.deferred > 0, fixed_s=listed_s)
