@@ -231,10 +231,10 @@ class LandingSensor:
         small), so one whose partition failed and that is fixed in place is asked for
         again one tick after its quiet period; one whose ctime alone moved (a ``chmod``)
         is compared with the fingerprint it was handed out with
-        (:func:`handed_fingerprints`) and not asked for again. A landing folder that cannot be listed
-        (missing, unreadable, an empty mount point: :func:`joulehouse.landing.list_landings`)
-        is named in a warning and the tick's message, the others are scanned, and its
-        cursor is kept for when it is back.
+        (:func:`handed_fingerprints`) and not asked for again. A landing folder that
+        cannot be listed (missing, unreadable, an empty mount point:
+        :func:`joulehouse.landing.list_landings`) is named in a warning and the tick's
+        message, the others are scanned, and its cursor is kept for when it is back.
         """
         tick = Tick.begin(context.cursor, source.max_entries_per_tick)
         folders = source.landings()
