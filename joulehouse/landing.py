@@ -10,11 +10,16 @@ among them) changed for a quiet period, by their ctimes: every write, copy,
 rename or link sets a ctime, so an entry copied with its old mtimes still
 waits, and one given an mtime in the future does not wait for it. Its
 *fingerprint* is a digest of its files' names, sizes and mtimes (ns); it
-changes when a file is added, removed or rewritten, and reads no content.
+changes when a file is added, removed or rewritten, and reads no content. An
+entry whose ctime alone moved (``chmod``, ``chown``) keeps its fingerprint and
+is not handed out again (:func:`scan_landings`' ``handed_before``), as the GPU
+tree scanner (:mod:`joulehouse.treescan`) compares fingerprints.
 Listing a landing folder costs one ``stat`` per file; a sensor's cursor
 (:class:`LandingState`) keeps a ctime watermark per folder, so a file
 unchanged behind it (not growing, on the folder's device) is not looked into
-again.
+again. A folder that cannot be listed (missing, unreadable, an empty mount point)
+is left out of the tick, named, with its part of the cursor kept
+(:func:`list_landings`).
 
 An entry that keeps growing (a report stream) is never quiet; a source may
 hand it out anyway once its files grew by ``grown_bytes`` since it was last
@@ -27,7 +32,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISLNK, S_ISREG
@@ -36,6 +41,8 @@ from joulehouse.digest import file_stats_digest
 
 Identify = Callable[[Path], "list[Path] | None"]
 """Entry path -> the files and folders that make up the entry (itself included), or None."""
+HandedBefore = Callable[[list[str]], Mapping[str, str]]
+"""Entry keys -> the fingerprint each was last handed out with, for those handed out before."""
 
 
 @dataclass(frozen=True)
@@ -116,10 +123,58 @@ def find_landed(landing: str | os.PathLike[str], name: str, identify: Identify,
                     since is not None and key not in watch
                     and _file_before(entry, since, device)):
                 continue
-            found = read_landed_item(Path(entry.path), key, identify, device)
+            try:
+                found = read_landed_item(Path(entry.path), key, identify, device)
+            except FileNotFoundError:  # gone since listed (moved away), or a dangling link
+                continue
             if found is not None:
                 items.append(found)
     return items
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The entries of the landing folders listed this tick, and the folders not listed,
+    by name, with why (``unlisted``: their cursor is kept as it was, see
+    :func:`scan_landings`)."""
+
+    items: list[LandedItem]
+    unlisted: dict[str, str]
+
+
+def list_landings(folders: Mapping[str, os.PathLike[str] | str], state: LandingState,
+                  identify: Identify) -> Listing:
+    """Every entry of the landing ``folders`` (name -> path) as :func:`find_landed` finds it
+    with ``state``'s watermark of each. A folder that cannot be listed (missing, not a
+    folder, unreadable, or one of its entries unreadable) or that lists no entry where
+    ``state`` saw some (an empty mount point: the file system not mounted) is left out,
+    named with why, and the others are listed: an NFS mount briefly absent must not fail
+    the tick, nor, once back, hand out again what was handed out before. A folder whose
+    entries were all moved away legitimately stays so named until one lands again."""
+    items: list[LandedItem] = []
+    unlisted: dict[str, str] = {}
+    for name, folder in folders.items():
+        try:
+            found = find_landed(folder, name, identify, state.since.get(name), state.sizes)
+            empty = not found and name in state.newest and not _has_entry(folder)
+        except OSError as err:
+            where = ("" if err.filename is None or os.fspath(err.filename) == os.fspath(folder)
+                     else f" at {os.fspath(err.filename)}")
+            unlisted[name] = (f"landing folder {name!r} ({folder}) cannot be listed "
+                              f"({err.strerror or err}{where}); its cursor is kept")
+            continue
+        if empty:
+            unlisted[name] = (f"landing folder {name!r} ({folder}) lists no entry where "
+                              "entries were seen before (a file system not mounted?)")
+            continue
+        items += found
+    return Listing(items, unlisted)
+
+
+def _has_entry(folder: os.PathLike[str] | str) -> bool:
+    """Whether ``folder`` holds an entry that is not hidden."""
+    with os.scandir(folder) as entries:
+        return any(not entry.name.startswith(".") for entry in entries)
 
 
 def _file_before(entry: os.DirEntry, since: float, device: int) -> bool:
@@ -218,7 +273,8 @@ class LandingScan:
 
 def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: float,
                   now: float, *, grown_bytes: int | None = None,
-                  cap: int | None = None) -> LandingScan:
+                  cap: int | None = None, unlisted: Collection[str] = (),
+                  handed_before: HandedBefore | None = None) -> LandingScan:
     """Compare the present ``items`` with what ``state`` says was handed out before.
 
     An entry not handed out as it is now (new or changed) is ready once quiet, or, with
@@ -227,19 +283,36 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     grows. Until then it waits. With ``cap``, at most that many are ready (those changed
     least recently; in the order given), the others wait (``deferred``) as if not ready
     yet. ``items`` may leave out entries changed before their folder's ``state.since``
-    but not those in ``state.sizes`` (see :func:`find_landed`).
+    but not those in ``state.sizes`` (see :func:`find_landed`). The folders named in
+    ``unlisted`` were not listed this tick (:func:`list_landings`): their watermark,
+    fingerprints and sizes are kept as they were.
+
+    ``handed_before`` (keys -> the fingerprint each was last handed out with, where known:
+    a sensor asks its instance) is asked once, with the keys of the entries that would be
+    ready but for the cap: one whose fingerprint is the one handed out is taken as handed
+    out, not ready again. Only its ctime moved (``chmod``, ``chown``, a hard link added),
+    after its folder's watermark had passed it (the cursor forgot its fingerprint); size
+    and mtimes did not, so neither did the data, as :mod:`joulehouse.treescan` compares
+    fingerprints too.
     """
     present = list(items)
     changed = [found for found in present if not state.handed_out(found)]
-    eligible = sorted(
-        (found for found in changed if found.is_quiet(quiet_s, now) or grown_bytes is not None
-         and found.size - state.sizes.get(found.key, 0) >= grown_bytes),
-        key=lambda found: (found.last_change, found.key))
+    eligible = [found for found in changed if found.is_quiet(quiet_s, now)
+                or grown_bytes is not None
+                and found.size - state.sizes.get(found.key, 0) >= grown_bytes]
+    before = handed_before([found.key for found in eligible]) if (
+        handed_before is not None and eligible) else {}
+    unchanged = {found.key for found in eligible if before.get(found.key) == found.fingerprint}
+    changed = [found for found in changed if found.key not in unchanged]
+    eligible = sorted((found for found in eligible if found.key not in unchanged),
+                      key=lambda found: (found.last_change, found.key))
     chosen = {found.key for found in eligible[:cap]}
     ready = [found for found in present if found.key in chosen]  # in the order given
     waiting = [found for found in changed if found.key not in chosen]
     since, newest = dict(state.since), dict(state.newest)
     for name, last in state.newest.items():
+        if name in unlisted:
+            continue
         held = [found.last_change for found in waiting if found.landing == name]
         since[name] = max(min([last - CLOCK_MARGIN_S, *held]), state.since.get(name, -math.inf))
     for found in present:
@@ -247,11 +320,13 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
             newest[found.landing] = max(min(found.last_change, now),
                                         newest.get(found.landing, -math.inf))
     seen = {found.key: found.fingerprint for found in present
-            if (found.key in chosen or state.handed_out(found)) and (
+            if (found.key in chosen or found.key in unchanged or state.handed_out(found)) and (
                 found.foreign or found.last_change >= since.get(found.landing, -math.inf))}
     sizes = {found.key: (found.size if found.key in chosen else state.sizes[found.key])
              for found in present if not found.is_quiet(quiet_s, now) and (
                  found.key in chosen or found.key in state.sizes)}
+    seen |= {key: f for key, f in state.seen.items() if landing_of(key) in unlisted}
+    sizes |= {key: n for key, n in state.sizes.items() if landing_of(key) in unlisted}
     return LandingScan(ready, len(waiting),
                        LandingState(since, seen, sizes, newest, dict(state.folders)),
                        len(eligible) - len(ready))

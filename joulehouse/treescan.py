@@ -19,14 +19,14 @@ the size of the tree, and its work grows with what changed:
   when it is new or its ctime changed. Adding, removing or renaming an entry
   changes its parent's ctime, which no copy tool can set back. Exact ctimes
   are kept only for folders changed at or after a watermark (``since``: the
-  newest ctime seen minus :data:`CLOCK_MARGIN_NS`); older folders count as
-  changed when their ctime reaches the watermark. This assumes the
-  filesystem's clock does not step back by more than the margin; the rolling
-  rescan below catches whatever that misses.
+  newest ctime seen, at most the tick's time, minus :data:`CLOCK_MARGIN_NS`);
+  older folders count as changed when their ctime reaches the watermark.
+  This assumes the filesystem's clock does not step back by more than the
+  margin; the rolling rescan below catches whatever that misses.
 * Listing a listed folder finds its leaves and asks its record
   (:class:`Records`) which are new or changed: the *candidates*.
 * A candidate is *ready* when no file in it changed for ``quiet_s`` seconds
-  (mtime or ctime) and the tree says it is complete; until then it is
+  (by ctime: :func:`probe`) and the tree says it is complete; until then it is
   *pending* and checked again every tick.
 * At most ``cap`` ready leaves are reported per tick, oldest (least recently
   changed) first; the rest stay pending. Completeness, which may read the
@@ -113,20 +113,22 @@ DIGEST_HEX = 8
 def probe(path: Path) -> tuple[int, str]:
     """``(last change in ns, fingerprint)`` of a leaf folder, from one listing of it.
 
-    The last change is the latest mtime or ctime of the folder and the files
-    directly in it: ctime counts too, as a copy that keeps the original mtimes
-    (``cp -p``, ``rsync -a``) still sets ctime to the time of copying. The
+    The last change is the latest ctime of the folder and the files directly in
+    it, as :mod:`joulehouse.landing` takes it: every write, copy, rename or link
+    sets a ctime to the file server's clock, so a copy that keeps the original
+    mtimes (``cp -p``, ``rsync -a``) still waits, and one whose mtimes are ahead
+    (copied from a node whose clock runs ahead, ``touch -d``) does not wait for
+    them (an mtime counted too kept it pending until then). The
     fingerprint digests the files' names, sizes and mtimes (ns) in name order,
     the same digest as the layouts' ``fingerprint``. Reads no content;
     FileNotFoundError if the folder vanished, another OSError (PermissionError)
     if it cannot be read.
     """
-    stat = path.stat()
-    latest = max(stat.st_mtime_ns, stat.st_ctime_ns)
+    latest = path.stat().st_ctime_ns
     with os.scandir(path) as entries:
         files = sorted((e.name, e.stat()) for e in entries if e.is_file())
     for _, stat in files:
-        latest = max(latest, stat.st_mtime_ns, stat.st_ctime_ns)
+        latest = max(latest, stat.st_ctime_ns)
     return latest, file_stats_digest(files)
 
 
@@ -501,7 +503,7 @@ class _Tick:
             self._stuck(rel, self.old.since)
             self._keep(rel)
             return True
-        self.newest = max(self.newest, ctime)
+        self._saw(ctime)
         forced = forced or rel in self.old.stuck
         changed = forced or ctime >= self.old.since and self.old.recent.get(rel) != ctime
         if level == self.spec.listed_level:
@@ -584,7 +586,7 @@ class _Tick:
         record, candidates, newest = self.records.list(
             path, leaves, self.new.folders.get(rel, self.records.empty()),
             self.newest - CLOCK_MARGIN_NS)
-        self.newest = max(self.newest, newest)
+        self._saw(newest)
         self.new.folders[rel] = record
         return [f"{rel}/{leaf}" for leaf in candidates], len(leaves)
 
@@ -620,6 +622,12 @@ class _Tick:
     def _unreadable(self, path: Path, err: OSError) -> None:
         self.errors.append(InputError(path, f"cannot be read ({err.strerror or err}); "
                                             "skipped this tick"))
+
+    def _saw(self, ctime_ns: int) -> None:
+        """Count ``ctime_ns`` into the newest ctime seen, at most the tick's time: a ctime
+        ahead (a file server's clock ahead, then set back) must not carry the watermark
+        past the changes that follow (as :class:`joulehouse.landing.LandingState`)."""
+        self.newest = max(self.newest, min(ctime_ns, int(self.now * 1e9)))
 
     def _advance_watermark(self, deferred_ctimes: list[int]) -> None:
         """Move ``since`` up to the newest ctime minus the margin, but not past a deferred

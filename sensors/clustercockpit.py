@@ -48,8 +48,8 @@ from sensors.partition_runs import (
     ready_run_request,
     retry_request,
 )
-from sensors.settings import sensor_interval_s, sensor_tick_budget_s
-from sensors.tick_budget import begin, hand_out, paced
+from sensors.settings import sensor_interval_s
+from sensors.tick_budget import Tick
 
 SENSOR_NAME = "cc_job_archive"
 JOB_NAME = "cc_job"
@@ -88,9 +88,8 @@ def failed_jobs(instance: dg.DagsterInstance, blocks: set[str]) -> dict[str, str
 def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
              ) -> dg.SensorResult:
     """One tick over every archive root of ``source``."""
-    own_cursor, pace, started = begin(context.cursor)
-    cursor = json.loads(own_cursor or "{}")
-    cap = pace.cap(sensor_tick_budget_s(), source.max_jobs_per_tick)
+    tick = Tick.begin(context.cursor, source.max_jobs_per_tick)
+    cursor = json.loads(tick.own or "{}")
     failed = failed_blocks(context.instance)
     recheck = failed_jobs(context.instance, failed)
     cancelled = cancelled_hand_outs(
@@ -101,7 +100,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
         block: dict(event.metadata[JOBS_METADATA].value) for block, event in cancelled.items()}
     pending = deferred = unlisted = incomplete = 0
     errors: list[str] = []
-    budget = cap
+    budget = tick.cap
     for root in source.roots():
         if budget == 0:  # the cap is reached: this root's scan waits for the next tick
             states[str(root)] = cursor.get(str(root))
@@ -123,13 +122,11 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     remaining = (f"{pending - deferred} job(s) waiting to be complete and quiet for "
                  f"{source.quiet_period_s:g} s ({incomplete} quiet but incomplete: handed out "
                  f"once unchanged for {source.incomplete_after_s:g} s), {deferred} ready but "
-                 f"left for the next ticks by this tick's cap of {cap}, "
+                 f"left for the next ticks by this tick's cap of {tick.cap}, "
                  f"{unlisted} block folder(s) still to list"
                  + "".join(f"; skipped: {error}" for error in errors[:3]))
     if not ready:
-        return dg.SensorResult(
-            cursor=paced(json.dumps(states), pace),
-            skip_reason=dg.SkipReason(f"no new or changed job ready; {remaining}"))
+        return tick.skip(json.dumps(states), f"no new or changed job ready; {remaining}")
     fingerprints = {block: digest_pairs(jobs) for block, jobs in sorted(ready.items())}
     run_key_prefix, retry_tags = retry_request("cc", cancelled)
     request = ready_run_request(
@@ -138,24 +135,18 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
         tags=retry_tags)
     count = sum(map(len, ready.values()))
     if request is None:
-        return dg.SensorResult(cursor=context.cursor, skip_reason=dg.SkipReason(
-            f"{count} job(s) in {len(ready)} block(s) ready, asked for once the runs in flight "
-            "end (registered partitions are not reordered under a queued run)"))
+        return tick.wait(f"{count} job(s) in {len(ready)} block(s) ready, asked for once the "
+                         "runs in flight end (registered partitions are not reordered under a "
+                         "queued run)")
     run_request, additions, new = request
-    additions, events = hand_out(context.instance, additions, files_landed(
+    context.log.info(f"{count} job(s) ready in {len(ready)} block(s) ({new} new), one run; "
+                     f"{remaining}")
+    return tick.ask(context.instance, run_request, additions, files_landed(
         cc_job_files.key, fingerprints, {
             block: {JOBS_METADATA: dg.MetadataValue.json(_still_failing(recheck, block) | jobs),
                     RUN_KEY_METADATA: run_request.run_key}
-            for block, jobs in ready.items()}))
-    context.log.info(f"{count} job(s) ready in {len(ready)} block(s) ({new} new), one run; "
-                     f"{remaining}")
-    return dg.SensorResult(
-        run_requests=[run_request],
-        dynamic_partitions_requests=additions,
-        asset_events=events,
-        cursor=paced(json.dumps(states),
-                     pace.after(started, count, bool(deferred or unlisted))),
-    )
+            for block, jobs in ready.items()}),
+        json.dumps(states), handed_out=count, cut=bool(deferred or unlisted))
 
 
 def _still_failing(recheck: Mapping[str, str], block: str) -> dict[str, str]:

@@ -57,8 +57,8 @@ from sensors.partition_runs import (
     ready_run_request,
     retry_request,
 )
-from sensors.settings import sensor_interval_s, sensor_tick_budget_s
-from sensors.tick_budget import begin, hand_out, paced
+from sensors.settings import sensor_interval_s
+from sensors.tick_budget import Tick
 
 JOB_NAME = "gpu_energy_job"
 
@@ -92,17 +92,16 @@ def sensor_name(root_name: str) -> str:
 def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, root: DataRoot
              ) -> dg.SensorResult:
     """One tick for ``root``."""
-    own_cursor, pace, started = begin(context.cursor)
-    cap = pace.cap(sensor_tick_budget_s(), source.max_repetitions_per_tick)
+    tick = Tick.begin(context.cursor, source.max_repetitions_per_tick)
     existing = context.instance.get_dynamic_partitions(gpu_repetitions.name)
     failed = failed_repetitions(context.instance, existing, root)
     prefix = f"{root.key_prefix}/"
     cancelled = {key: event for key, event in cancelled_hand_outs(
         context.instance, gpu_repetition_files.key, gpu_validated_frames.key,
         {prefix + key for key in failed}, existing).items() if key.startswith(prefix)}
-    result = scan(root.path, ScanState.from_json(own_cursor),
+    result = scan(root.path, ScanState.from_json(tick.own),
                   quiet_s=source.quiet_period_s, full_rescan_s=source.full_rescan_s,
-                  max_repetitions=cap, recheck=failed)
+                  max_repetitions=tick.cap, recheck=failed)
     for error in result.errors:
         context.log.warning(str(error))
     cut = bool(result.deferred or result.unlisted)
@@ -110,13 +109,12 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
                  f"{source.quiet_period_s:g} s quiet period ({result.incomplete} quiet without "
                  "experiment_end, never ingested until it has one: a killed collector?), "
                  f"{result.deferred} ready but left "
-                 f"for the next ticks by this tick's cap of {cap}, "
+                 f"for the next ticks by this tick's cap of {tick.cap}, "
                  f"{result.unlisted} run folder(s) still to list"
                  + "".join(f"; skipped: {error}" for error in result.errors[:3]))
     if not result.ready and not cancelled:
-        return dg.SensorResult(
-            cursor=paced(result.state.to_json(), pace),
-            skip_reason=dg.SkipReason(f"nothing new or changed and ready; {remaining}"))
+        return tick.skip(result.state.to_json(),
+                         f"nothing new or changed and ready; {remaining}")
     fingerprints = {key: event.tags[DATA_VERSION_TAG] for key, event in cancelled.items()}
     fingerprints |= {source.partition_key(root, r.ref): r.fingerprint for r in result.ready}
     run_key_prefix, retry_tags = retry_request(root.key_prefix, cancelled)
@@ -125,20 +123,14 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
         gpu_repetitions, fingerprints, job_name=JOB_NAME, run_key_prefix=run_key_prefix,
         tags={"joulehouse/data_root": root.key_prefix, **retry_tags})
     if ready is None:
-        return dg.SensorResult(cursor=context.cursor, skip_reason=dg.SkipReason(
-            f"{len(fingerprints)} ready, asked for once the runs in flight end (registered "
-            "partitions are not reordered under a queued run)"))
+        return tick.wait(f"{len(fingerprints)} ready, asked for once the runs in flight end "
+                         "(registered partitions are not reordered under a queued run)")
     run_request, additions, new = ready
-    additions, events = hand_out(context.instance, additions, files_landed(
-        gpu_repetition_files.key, fingerprints,
-        {key: {RUN_KEY_METADATA: run_request.run_key} for key in fingerprints}))
     context.log.info(f"{len(fingerprints)} ready ({new} new), one run; {remaining}")
-    return dg.SensorResult(
-        run_requests=[run_request],
-        dynamic_partitions_requests=additions,
-        asset_events=events,
-        cursor=paced(result.state.to_json(), pace.after(started, len(fingerprints), cut)),
-    )
+    return tick.ask(context.instance, run_request, additions, files_landed(
+        gpu_repetition_files.key, fingerprints,
+        {key: {RUN_KEY_METADATA: run_request.run_key} for key in fingerprints}),
+        result.state.to_json(), handed_out=len(fingerprints), cut=cut)
 
 
 def gpu_repetition_sensor(root_name: str) -> dg.SensorDefinition:

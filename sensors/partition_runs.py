@@ -30,6 +30,7 @@ after cancelling). Such partitions wait for their files to change (a new fingerp
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,10 +39,9 @@ from typing import Any
 import dagster as dg
 
 from joulehouse.digest import digest_pairs
-from joulehouse.landing import Identify, LandingState, find_landed, scan_landings
+from joulehouse.landing import Identify, LandingState, list_landings, scan_landings
 from resources.landing import LandingFolders
-from sensors.settings import sensor_tick_budget_s
-from sensors.tick_budget import begin, hand_out, paced
+from sensors.tick_budget import Tick
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
@@ -62,6 +62,24 @@ def files_landed(files: dg.AssetKey, fingerprints: dict[str, str],
     return [dg.AssetMaterialization(files, partition=key, tags={DATA_VERSION_TAG: fingerprint},
                                     metadata=(metadata or {}).get(key))
             for key, fingerprint in fingerprints.items()]
+
+
+def handed_fingerprints(instance: dg.DagsterInstance, files: dg.AssetKey,
+                        registered: Collection[str], keys: Sequence[str]) -> dict[str, str]:
+    """The fingerprint each of ``keys`` was last handed out with (the data version of its
+    latest ``files`` materialization, :func:`files_landed`), for those among the
+    ``registered`` partition keys: one indexed query per 10,000 of them, none for keys
+    not registered yet (a first registration asks nothing)."""
+    known = set(registered)
+    asked = [key for key in keys if key in known]
+    handed: dict[str, str] = {}
+    for start in range(0, len(asked), 10_000):
+        tags = instance.event_log_storage.get_latest_tags_by_partition(
+            files, dg.DagsterEventType.ASSET_MATERIALIZATION, [DATA_VERSION_TAG],
+            asked[start:start + 10_000])
+        handed |= {key: by_tag[DATA_VERSION_TAG] for key, by_tag in tags.items()
+                   if DATA_VERSION_TAG in by_tag}
+    return handed
 
 
 #: A run in one of these states may still resolve its partition range to keys.
@@ -211,42 +229,45 @@ class LandingSensor:
         listed at every tick, and fingerprinted unless it is a file unchanged since the
         cursor's watermark (:class:`joulehouse.landing.LandingState`: the cursor stays
         small), so one whose partition failed and that is fixed in place is asked for
-        again one tick after its quiet period.
+        again one tick after its quiet period; one whose ctime alone moved (a ``chmod``)
+        is compared with the fingerprint it was handed out with
+        (:func:`handed_fingerprints`) and not asked for again. A landing folder that
+        cannot be listed (missing, unreadable, an empty mount point:
+        :func:`joulehouse.landing.list_landings`) is named in a warning and the tick's
+        message, the others are scanned, and its cursor is kept for when it is back.
         """
-        own_cursor, pace, started = begin(context.cursor)
+        tick = Tick.begin(context.cursor, source.max_entries_per_tick)
         folders = source.landings()
-        state = LandingState.from_json(own_cursor).over(folders)
-        found = [item for name, folder in folders.items()
-                 for item in find_landed(folder, name, self.identify, state.since.get(name),
-                                         state.sizes)]
-        scan = scan_landings(found, state, source.quiet_period_s, time.time(),
-                             grown_bytes=source.grown_bytes,
-                             cap=pace.cap(sensor_tick_budget_s(), source.max_entries_per_tick))
+        state = LandingState.from_json(tick.own).over(folders)
+        registered = functools.cache(
+            lambda: context.instance.get_dynamic_partitions(self.partitions_def.name))
+        listing = list_landings(folders, state, self.identify)
+        for why in listing.unlisted.values():
+            context.log.warning(why)
+        skipped = "".join(f"; skipped: {why}" for why in listing.unlisted.values())
+        scan = scan_landings(listing.items, state, source.quiet_period_s, time.time(),
+                             grown_bytes=source.grown_bytes, cap=tick.cap,
+                             unlisted=listing.unlisted,
+                             handed_before=lambda keys: handed_fingerprints(
+                                 context.instance, self.files, registered(), keys))
         cursor = scan.state.to_json()
-        listed_s = time.time() - started  # every entry listed, each tick
+        listed_s = time.time() - tick.started  # every entry listed, each tick
         if not scan.ready:
-            return dg.SensorResult(cursor=paced(cursor, pace), skip_reason=dg.SkipReason(
-                f"no new or changed {self.entries} ready ({scan.waiting} waiting for the "
-                f"{source.quiet_period_s:g} s quiet period)"))
+            return tick.skip(cursor, f"no new or changed {self.entries} ready ({scan.waiting} "
+                                     f"waiting for the {source.quiet_period_s:g} s quiet "
+                                     f"period){skipped}")
         fingerprints = {item.key: item.fingerprint for item in scan.ready}
         ready = ready_run_request(
-            context.instance, context.instance.get_dynamic_partitions(self.partitions_def.name),
-            self.partitions_def, fingerprints,
+            context.instance, registered(), self.partitions_def, fingerprints,
             job_name=self.job_name, run_key_prefix=self.run_key_prefix, tags={})
         if ready is None:
-            return dg.SensorResult(cursor=context.cursor, skip_reason=dg.SkipReason(
-                f"{len(scan.ready)} {self.entries} ready, asked for once the runs in flight "
-                "end (registered partitions are not reordered under a queued run)"))
+            return tick.wait(f"{len(scan.ready)} {self.entries} ready, asked for once the runs "
+                             "in flight end (registered partitions are not reordered under a "
+                             "queued run)")
         run_request, additions, new = ready
-        additions, events = hand_out(context.instance, additions,
-                                     files_landed(self.files, fingerprints))
         context.log.info(f"{len(scan.ready)} {self.entries} ready ({new} new), "
                          f"{scan.waiting} waiting ({scan.deferred} of them left for the next "
-                         "ticks by this tick's cap)")
-        return dg.SensorResult(
-            run_requests=[run_request],
-            dynamic_partitions_requests=additions,
-            asset_events=events,
-            cursor=paced(cursor, pace.after(started, len(scan.ready), scan.deferred > 0,
-                                                   listed_s)),
-        )
+                         f"ticks by this tick's cap){skipped}")
+        return tick.ask(context.instance, run_request, additions,
+                        files_landed(self.files, fingerprints), cursor,
+                        handed_out=len(scan.ready), cut=scan.deferred > 0, fixed_s=listed_s)

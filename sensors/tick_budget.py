@@ -23,7 +23,8 @@ in one statement (0.1 ms a key) and PostgreSQL a whole list of events in one
   the storage allows, each tick bounded; a steady tick (nothing cut) keeps
   the pace it had.
   The pace is kept in the cursor (:func:`paced`, :func:`unpaced`), around
-  the sensor's own.
+  the sensor's own; :class:`Tick` is the sequence of a tick (begin, cap,
+  hand out, pace, cursor) the pacing sensors share.
 * :func:`hand_out`: a tick handing out more than :data:`BULK_AT` partitions
   registers them and stores their events itself, in one call and one batch,
   and returns neither to the daemon; a smaller one returns both in its
@@ -42,7 +43,7 @@ from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializa
 from dagster._core.events.log import EventLogEntry
 from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
 
-from sensors.settings import sensor_interval_s
+from sensors.settings import sensor_interval_s, sensor_tick_budget_s
 
 BULK_AT = 100  # a tick handing out more partitions than this writes them itself
 FIRST_CAP = 500  # the cap of a tick when no pace was measured yet (the old fixed cap)
@@ -107,12 +108,58 @@ class Pace:
                     seconds, handed_out, fixed_s)
 
 
-def begin(cursor: str | None) -> tuple[str | None, Pace, float]:
-    """At a tick's start: the sensor's own cursor, the pace as of now
-    (:meth:`Pace.seen_at`, the sensors' interval) and now (``time.time()``)."""
-    now = time.time()
-    own, pace = unpaced(cursor)
-    return own, pace.seen_at(now, sensor_interval_s()), now
+@dataclass(frozen=True)
+class Tick:
+    """One tick of a sensor that paces its hand-outs, the sequence every such sensor
+    follows: :meth:`begin` (the pace as of now and the tick's ``cap``), the sensor's own
+    scan of at most ``cap``, then one of :meth:`skip` (nothing to hand out), :meth:`wait`
+    (a hand-out put off to a later tick) or :meth:`ask` (the run asked for, the hand-out
+    written, the pace measured).
+
+    ``cursor``: the whole sensor cursor as the tick got it; ``own``: the sensor's own part
+    of it (:func:`unpaced`); ``pace``: as of ``started`` (``time.time()`` at the start,
+    :meth:`Pace.seen_at`); ``cap``: how many to hand out (:meth:`Pace.cap` with the
+    sensors' time budget, :func:`sensors.settings.sensor_tick_budget_s`)."""
+
+    cursor: str | None
+    own: str | None
+    pace: Pace
+    started: float
+    cap: int
+
+    @classmethod
+    def begin(cls, cursor: str | None, maximum: int) -> Tick:
+        """The tick starting now with the sensor ``cursor``, handing out at most
+        ``maximum`` (the source's setting)."""
+        started = time.time()
+        own, pace = unpaced(cursor)
+        pace = pace.seen_at(started, sensor_interval_s())
+        return cls(cursor, own, pace, started, pace.cap(sensor_tick_budget_s(), maximum))
+
+    def skip(self, own: str, reason: str) -> dg.SensorResult:
+        """Nothing to hand out: the sensor's own cursor ``own`` is kept with the pace as
+        it was (a tick handing out nothing measures nothing)."""
+        return dg.SensorResult(cursor=paced(own, self.pace), skip_reason=dg.SkipReason(reason))
+
+    def wait(self, reason: str) -> dg.SensorResult:
+        """A hand-out put off (e.g. registered partitions not reordered under a queued
+        run): the cursor as the tick got it, so that the next tick finds it ready again."""
+        return dg.SensorResult(cursor=self.cursor, skip_reason=dg.SkipReason(reason))
+
+    def ask(self, instance: dg.DagsterInstance, run_request: dg.RunRequest,
+            additions: Sequence[dg.AddDynamicPartitionsRequest],
+            events: Sequence[dg.AssetMaterialization], own: str, *, handed_out: int,
+            cut: bool, fixed_s: float = 0.0) -> dg.SensorResult:
+        """ONE ``run_request`` with the partitions to register (``additions``) and the
+        ``events`` reporting them, written by the tick itself when large
+        (:func:`hand_out`), and the sensor's own cursor ``own`` with the pace after this
+        tick (:meth:`Pace.after`: ``handed_out`` counted, measured anew when the cap
+        ``cut`` it, ``fixed_s`` spent whatever was handed out)."""
+        additions, events = hand_out(instance, additions, events)
+        return dg.SensorResult(
+            run_requests=[run_request], dynamic_partitions_requests=additions,
+            asset_events=events,
+            cursor=paced(own, self.pace.after(self.started, handed_out, cut, fixed_s)))
 
 
 def paced(cursor: str, pace: Pace) -> str:

@@ -7,7 +7,13 @@ import time
 from dataclasses import replace
 
 from joulehouse import landing
-from joulehouse.landing import LandedItem, LandingState, find_landed, scan_landings
+from joulehouse.landing import (
+    LandedItem,
+    LandingState,
+    find_landed,
+    list_landings,
+    scan_landings,
+)
 
 
 def _item(key: str, last_change: float, fingerprint: str = "f", size: int = 0) -> LandedItem:
@@ -175,3 +181,78 @@ def test_an_earlier_cursor_is_read_and_a_stream_keeps_its_size_until_quiet():
     quiet = scan_landings([small, other], waits.state, quiet_s=1000.0, now=1400.0,
                           grown_bytes=1000)
     assert quiet.ready == [small, other] and quiet.state.sizes == {}  # whole, quiet
+
+
+def test_a_folder_that_cannot_be_listed_keeps_its_cursor_and_the_others_are_scanned(
+        tmp_path, monkeypatch):
+    """Landing folder 'b' goes missing (an NFS mount briefly absent), then is an empty mount
+    point, then is not a folder: each time it is named with why, 'a' is still scanned, and
+    b's cursor is kept, so that nothing of b is handed out again once it is back."""
+    monkeypatch.setattr(landing, "CLOCK_MARGIN_S", 0.0)
+    folders = {"a": tmp_path / "a", "b": tmp_path / "b"}
+    for name, folder in folders.items():
+        folder.mkdir()
+        for number in range(3):
+            (folder / f"{name}{number}.report").write_text(str(number))
+
+    def tick(state):
+        listing = list_landings(folders, state, lambda path: [path])
+        return listing, scan_landings(listing.items, state, quiet_s=0.0, now=time.time(),
+                                      unlisted=listing.unlisted)
+
+    state = LandingState()
+    for _ in range(2):  # the second moves the watermarks past every report
+        state = tick(state)[1].state
+    assert set(state.since) == {"a", "b"}
+    (tmp_path / "b").rename(tmp_path / "b.away")
+    time.sleep(0.05)
+    (folders["a"] / "late.report").write_text("late")
+    listing, missing = tick(state)
+    assert list(listing.unlisted) == ["b"]
+    assert listing.unlisted["b"].startswith(f"landing folder 'b' ({folders['b']}) cannot be "
+                                            "listed (No such file or directory)")
+    assert [item.key for item in missing.ready] == ["a/late.report"]
+    for field_ in ("since", "newest"):
+        assert getattr(missing.state, field_)["b"] == getattr(state, field_)["b"]
+    assert {k: f for k, f in missing.state.seen.items() if k.startswith("b/")} == {
+        k: f for k, f in state.seen.items() if k.startswith("b/")}
+
+    folders["b"].mkdir()  # the empty mount point
+    listing, empty = tick(missing.state)
+    assert listing.unlisted["b"] == (f"landing folder 'b' ({folders['b']}) lists no entry where "
+                                     "entries were seen before (a file system not mounted?)")
+    assert empty.ready == [] and empty.state.since["b"] == state.since["b"]
+    folders["b"].rmdir()
+    (tmp_path / "b").write_text("not a folder")
+    listing, _ = tick(empty.state)
+    assert "cannot be listed (Not a directory)" in listing.unlisted["b"]
+    (tmp_path / "b").unlink()
+
+    (tmp_path / "b.away").rename(tmp_path / "b")  # back: nothing handed out again
+    listing, back = tick(empty.state)
+    assert listing.unlisted == {} and back.ready == [] and back.waiting == 0
+
+
+def test_an_entry_whose_ctime_alone_moved_is_not_handed_out_again():
+    """'in/a' was handed out and the watermark passed it; a chmod moves its ctime, not its
+    fingerprint: asked what it was handed out with, the scan takes it as handed out (and
+    keeps it until the watermark passes it again); 'in/b', rewritten, is ready."""
+    landed = [_item("in/a", 10.0), _item("in/b", 10.0, "g"), _item("in/c", 500.0)]
+    first = scan_landings(landed, LandingState(), quiet_s=1.0, now=1000.0)
+    state = scan_landings(landed, first.state, quiet_s=1.0, now=1000.0).state
+    assert state.seen == {"in/c": "f"} and state.since == {"in": 380.0}
+    asked = []
+
+    def handed_before(keys):
+        asked.append(keys)
+        return {"in/a": "f", "in/b": "g"}
+
+    moved = [_item("in/a", 900.0), _item("in/b", 950.0, "h"), landed[2],
+             _item("in/young", 999.5)]
+    scan = scan_landings(moved, state, quiet_s=1.0, now=1000.0, handed_before=handed_before)
+    assert asked == [["in/a", "in/b"]]  # the young one waits: not asked
+    assert [i.key for i in scan.ready] == ["in/b"] and scan.waiting == 1
+    assert scan.state.seen == {"in/a": "f", "in/b": "h", "in/c": "f"}
+    again = scan_landings(moved, scan.state, quiet_s=1.0, now=1000.0,
+                          handed_before=handed_before)
+    assert again.ready == [] and asked[1:] == []  # in/young still waits: nothing asked

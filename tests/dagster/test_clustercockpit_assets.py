@@ -1,7 +1,9 @@
 """The ClusterCockpit Dagster layer: job-id blocks, one run over many, a bad job alone."""
 
 import json
+import os
 import shutil
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -491,3 +493,25 @@ def test_the_cap_spreads_ready_jobs_over_ticks_and_roots(instance, archive, tmp_
         ["emmy/1403244/1608923076", *FRITZ, "taurus/20639587/1635856524",
          "testcluster/1234001/1700000000", "testcluster/1234002/1700000000"])
     assert pipeline.partitions()[-1] == "testcluster/1234"
+
+
+def test_a_job_copied_with_its_mtimes_ahead_does_not_hide_the_jobs_after_it(pipeline,
+                                                                            archive):
+    """A job copied in with its mtimes an hour ahead (``cp -p`` from a node whose clock runs
+    ahead) is quiet by its ctimes, and does not carry the scan's watermark an hour ahead:
+    a job landing next in another existing block is still found at the next tick."""
+    settle()
+    [_] = pipeline.tick().run_requests
+    assert pipeline.tick().run_requests == []
+    ahead = archive / "emmy/1403/998/1608923076"
+    shutil.copytree(archive / "emmy/1403/244/1608923076", ahead)
+    later = time.time() + 3600
+    for path in [*ahead.rglob("*"), ahead]:
+        os.utime(path, (later, later))
+    settle()
+    [first] = pipeline.tick().run_requests
+    assert first.tags[RANGE_START] == first.tags[RANGE_END] == "emmy/1403"
+    write_job(archive, JobSpec(cluster="taurus", job_id=20_639_001, start_time=1_635_856_000))
+    settle()
+    [second] = pipeline.tick().run_requests
+    assert second.tags[RANGE_START] == second.tags[RANGE_END] == "taurus/20639"

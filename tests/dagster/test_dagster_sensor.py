@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -225,3 +226,19 @@ def test_a_run_cancelled_with_no_retry_is_not_asked_for_again(sensor, instance, 
     first = ticker().run_requests[0]
     _cancel(instance, defs, first, **{NO_RETRY_TAG: "true"})
     assert ticker().run_requests == []
+
+
+def test_a_repetition_copied_with_its_mtimes_ahead_waits_the_quiet_period_only(
+        sensor, instance, source, data_root):
+    """A repetition copied in with its writer's mtimes an hour ahead (``cp -p`` from a node
+    whose clock runs ahead): quiet by its ctimes, as a landed entry is (joulehouse/landing.py),
+    so it is handed out after the quiet period, not an hour later."""
+    ticker = Ticker(sensor, instance, source)
+    ticker()
+    target = copy_repetition(data_root, "power-limit/bert/150W/0", "power-limit/bert/150W/7")
+    ahead = time.time() + 3600
+    for path in [*target.iterdir(), target]:
+        os.utime(path, (ahead, ahead))
+    settle()
+    [request] = ticker().run_requests
+    assert covered(ticker, request) == ["lab/power-limit/bert/150W/7"]

@@ -20,6 +20,7 @@ from assets.geopm import (
 )
 from assets.gpu import VALID_CHECK
 from definitions import build_definitions
+from joulehouse import landing as landing_module
 from joulehouse.warehouse import Warehouse as Tables
 from resources import DataRoot, GeopmReportSource, GpuBenchmarkSource, Warehouse
 from sensors.geopm import JOB_NAME, SENSOR_NAME
@@ -221,3 +222,60 @@ def test_the_source_settings_come_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("JOULEHOUSE_GEOPM_TIMEZONE", "+01:00")
     with pytest.raises(ValueError, match="unknown time zone '\\+01:00'"):
         GeopmReportSource.from_env(tmp_path)
+
+
+def test_a_missing_landing_folder_is_named_and_the_others_are_still_scanned(
+        instance, landing, tmp_path):
+    """Landing folder 'nfs' vanishes (a mount briefly absent): the tick names it and still
+    hands out what lands in 'landing'; once 'nfs' is back, nothing of it is asked again."""
+    nfs = tmp_path / "nfs"
+    nfs.mkdir()
+    shutil.copy(EXAMPLES / LEGACY, nfs / "remote.report")
+    pipeline = Pipeline(instance, landing, tmp_path / "warehouse")
+    pipeline.source = GeopmReportSource(landing_folders=[str(landing), str(nfs)],
+                                        quiet_period_s=QUIET_S)
+    settle()
+    [first] = pipeline.tick().run_requests
+    assert first.tags["joulehouse/partitions"] == "3"
+    nfs.rename(tmp_path / "nfs.away")
+    data = pipeline.tick()
+    assert data.run_requests == []
+    assert data.skip_message == (
+        "no new or changed GEOPM report(s) ready (0 waiting for the 1 s quiet period); "
+        f"skipped: landing folder 'nfs' ({nfs}) cannot be listed (No such file or "
+        "directory); its cursor is kept")
+    shutil.copy(EXAMPLES / YAML, landing / "late.report")
+    settle()
+    [late] = pipeline.tick().run_requests
+    assert late.tags[RANGE_START] == late.tags[RANGE_END] == "landing/late.report"
+    (tmp_path / "nfs.away").rename(nfs)
+    back = pipeline.tick()
+    assert back.run_requests == [] and back.skip_message.startswith(
+        "no new or changed GEOPM report(s) ready (0 waiting")
+    assert pipeline.partitions() == [f"landing/{YAML}", f"landing/{LEGACY}", "nfs/remote.report",
+                                     "landing/late.report"]
+
+
+def test_a_report_whose_mode_alone_changed_is_not_asked_again(pipeline, landing,
+                                                               monkeypatch):
+    """chmod moves a report's ctime past the watermark, but not its size nor mtime: its
+    fingerprint is the one handed out (the data version of its files), so no run is asked
+    for again (as the GPU tree scanner does); a rewrite is still asked for."""
+    monkeypatch.setattr(landing_module, "CLOCK_MARGIN_S", 0.0)
+    settle()
+    [first] = pipeline.tick().run_requests
+    for _ in range(2):  # the watermark passes the reports
+        assert pipeline.tick().run_requests == []
+    for name in (LEGACY, YAML):
+        os.chmod(landing / name, 0o600)
+    settle()
+    data = pipeline.tick()
+    assert data.run_requests == [] and data.skip_message.startswith(
+        "no new or changed GEOPM report(s) ready (0 waiting")
+    assert pipeline.tick().run_requests == []
+    with open(landing / LEGACY, "a") as report:
+        report.write("\n")  # rewritten: a new fingerprint
+    settle()
+    [again] = pipeline.tick().run_requests
+    assert again.tags[RANGE_START] == again.tags[RANGE_END] == f"landing/{LEGACY}"
+    assert again.run_key != first.run_key

@@ -11,7 +11,7 @@ from joulehouse.gpu.scan import ScanState
 from sensors import tick_budget
 from sensors.gpu_repetitions import sensor_name
 from sensors.partition_runs import DATA_VERSION_TAG, RETRY_OF_TAG, RUN_KEY_METADATA
-from sensors.tick_budget import FIRST_CAP, Pace, hand_out, paced, unpaced
+from sensors.tick_budget import FIRST_CAP, Pace, Tick, hand_out, paced, unpaced
 from tests.dagster.test_dagster_sensor import ALL_KEYS, Ticker, _cancel, covered
 
 
@@ -62,6 +62,18 @@ def test_the_pace_travels_in_the_cursor_around_the_sensors_own():
     # a field this code's Pace does not have (written by other code) is dropped
     renamed = '{"pace": {"tick_s": 0.01, "budget_s": 20}, "state": "s"}'
     assert unpaced(renamed) == ("s", Pace(0.01))
+
+
+def test_a_tick_keeps_the_pace_when_it_skips_and_the_whole_cursor_when_it_waits():
+    cursor = paced("own", Pace(0.004))
+    tick = Tick.begin(cursor, 50_000)
+    assert (tick.cursor, tick.own, tick.pace, tick.cap) == (cursor, "own", Pace(0.004), 5000)
+    assert Tick.begin(None, 10).cap == 10 and Tick.begin(None, 10).own is None
+    skipped = tick.skip("new", "nothing ready")
+    assert unpaced(skipped.cursor) == ("new", Pace(0.004))
+    assert skipped.skip_reason.skip_message == "nothing ready"
+    waited = tick.wait("runs in flight")
+    assert (waited.cursor, waited.skip_reason.skip_message) == (cursor, "runs in flight")
 
 
 def _events(keys: list[str]) -> list[dg.AssetMaterialization]:
