@@ -67,7 +67,13 @@ import pandas as pd
 from joulehouse.errors import InputError
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.model import CALLPATH_SEPARATOR, THREAD_COLUMNS, TrialData
-from joulehouse.taudb.rules import check_trial, group_pairs, thread_ranks, with_flat_entries
+from joulehouse.taudb.rules import (
+    check_trial,
+    group_pairs,
+    row_keys,
+    thread_ranks,
+    with_flat_entries,
+)
 from joulehouse.taudb.schema import ensure_lookup_index, ensure_schema, schema_present
 
 #: Primary-metadata names under which a trial records where it came from.
@@ -367,18 +373,9 @@ def _thread_numbers(ranks: np.ndarray, real: np.ndarray, what: str) -> np.ndarra
 
 def _row_positions(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The position in ``table`` (distinct integer rows) of each row of ``rows``, -1 where
-    absent: the rows as one integer key each (mixed radix over the values' ranges) and a
-    sorted search, or a MultiIndex lookup where the ranges are too wide for one int64."""
-    both = np.concatenate([table, rows])
-    if not len(both):
-        return np.zeros(0, dtype="int64")
-    low = both.min(axis=0)
-    span = both.max(axis=0) - low + 1
-    if float(np.prod(span.astype("float64"))) >= 2.0**62:
-        index = pd.MultiIndex.from_arrays(list(table.T))
-        return index.get_indexer(pd.MultiIndex.from_arrays(list(rows.T)))
-    weights = np.cumprod(np.concatenate([span[1:], [1]])[::-1])[::-1]
-    keys, wanted = (table - low) @ weights, (rows - low) @ weights
+    absent: the rows as one key each (:func:`rules.row_keys` over both) and a sorted search."""
+    keys = row_keys(np.concatenate([table, rows]))
+    keys, wanted = keys[:len(table)], keys[len(table):]
     order = np.argsort(keys, kind="stable")
     at = np.minimum(np.searchsorted(keys[order], wanted), max(len(keys) - 1, 0))
     hit = keys[order][at] == wanted if len(keys) else np.zeros(len(wanted), bool)

@@ -84,8 +84,7 @@ def check_trial(trial: TrialData) -> None:
     # a value's (thread, name) and an entry's as one key number each, over both frames
     rank_rows = np.concatenate([thread_ranks(values), thread_ranks(trial.timers)])
     name_codes = pd.factorize(np.array(names + timer_names, dtype=object))[0]
-    keys = np.unique(np.column_stack([rank_rows, name_codes]), axis=0,
-                     return_inverse=True)[1].reshape(-1)
+    keys = row_keys(np.column_stack([rank_rows, name_codes]))
     value_keys, entry_keys = keys[:len(names)], keys[len(names):]
     n_metrics = max(len(trial.metrics), 1)
     distinct, first = np.unique(value_keys * n_metrics
@@ -111,6 +110,20 @@ def thread_ranks(frame: pd.DataFrame) -> np.ndarray:
     """The thread ranks (:data:`THREAD_COLUMNS`) of ``frame``'s rows: (rows, 3) int64."""
     return np.column_stack([frame[column].to_numpy(dtype="int64") for column in THREAD_COLUMNS]
                            ) if len(frame) else np.zeros((0, 3), dtype="int64")
+
+
+def row_keys(rows: np.ndarray) -> np.ndarray:
+    """One key per row of ``rows`` (rows, columns) of integers: equal rows, equal keys,
+    numbered 0.. in the rows' lexicographic order (dense). Each row as one integer (mixed radix over the
+    columns' ranges) where that fits int64, else rows compared whole (slower)."""
+    if not len(rows):
+        return np.zeros(0, dtype="int64")
+    low = rows.min(axis=0)
+    span = rows.max(axis=0) - low + 1
+    if float(np.prod(span.astype("float64"))) >= 2.0**62:
+        return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
+    weights = np.cumprod(np.concatenate([span[1:], [1]])[::-1])[::-1]
+    return np.unique((rows - low) @ weights, return_inverse=True)[1].reshape(-1)
 
 
 def _rank(frame: pd.DataFrame, row: int) -> tuple[int, ...]:
