@@ -1,12 +1,12 @@
 """Load a :class:`TrialData` into TAUdb with exactly the rows TAU's loader writes.
 
-:func:`derive_rows` computes every row from the frames (vectorised, no
-database); :func:`load_trial` allocates the ids and writes them in one
-transaction, through the database's bulk-write primitive (COPY on
-PostgreSQL, ``executemany`` on SQLite). Many small trials load faster
+:func:`derive_rows` computes every row from the frames (numpy arrays and
+plain Python, no database); :func:`load_trial` allocates the ids and writes
+them in one transaction, through the database's bulk-write primitive (COPY
+on PostgreSQL, ``executemany`` on SQLite). Many small trials load faster
 together: :func:`prepare_trial` derives and checks each (its input errors
-its own), :func:`load_prepared` writes them all in one transaction, one bulk
-write per table.
+its own) into columns, :func:`load_prepared` stacks their columns and writes
+them all in one transaction, one frame and one bulk write per table.
 
 TAU's rules (checked against the rows its loader wrote, see
 ``tests/taudb/test_golden.py``):
@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeAlias
@@ -66,7 +67,13 @@ import pandas as pd
 from joulehouse.errors import InputError
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.model import CALLPATH_SEPARATOR, THREAD_COLUMNS, TrialData
-from joulehouse.taudb.rules import check_trial, timer_groups, with_flat_entries
+from joulehouse.taudb.rules import (
+    check_trial,
+    group_pairs,
+    row_keys,
+    thread_ranks,
+    with_flat_entries,
+)
 from joulehouse.taudb.schema import ensure_lookup_index, ensure_schema, schema_present
 
 #: Primary-metadata names under which a trial records where it came from.
@@ -121,6 +128,10 @@ REFERENCES = {
 }
 
 
+#: One table's rows as columns (name -> one numpy array each, all of one length), in
+#: :data:`COLUMNS` order: how the rows are derived and written, with no frame per trial.
+Columns: TypeAlias = dict[str, np.ndarray]
+
 #: Every row of one trial, by table; ``id`` and foreign-key columns hold local row
 #: numbers (0-based positions in the referenced table, -1 for NULL) until
 #: :func:`load_trial` maps them to allocated ids.
@@ -130,7 +141,8 @@ TrialRows: TypeAlias = dict[str, pd.DataFrame]
 def derive_rows(trial: TrialData) -> TrialRows:
     """All TAUdb rows of ``trial``, as TAU's loader would write them."""
     tables, timer_values = _derive(trial)
-    return {**tables, "timer_value": timer_values()}
+    return {name: pd.DataFrame(columns) for name, columns in
+            {**tables, "timer_value": timer_values()}.items()}
 
 
 def load_trial(db: TaudbDatabase, trial: TrialData) -> int:
@@ -148,8 +160,8 @@ class PreparedTrial:
     to do is writing them (:func:`load_prepared`), which raises no input error."""
 
     trial: TrialData
-    tables: dict[str, pd.DataFrame]
-    timer_values: Callable[[], pd.DataFrame]
+    tables: dict[str, Columns]
+    timer_values: Callable[[], Columns]
 
 
 def prepare_trial(trial: TrialData) -> PreparedTrial:
@@ -162,8 +174,9 @@ def load_prepared(db: TaudbDatabase, prepared: list[PreparedTrial]) -> list[int]
     """Write the ``prepared`` trials in ONE transaction, each replacing the trials of its
     source key (given once each); their ids, in order. All or nothing: an error leaves the
     database as it was. Ids are allocated in order, so they are those that loading the
-    trials one by one would give; each table is written once for all of them, so many
-    small trials cost one transaction and one bulk write per table."""
+    trials one by one would give; each table's rows of all the trials are stacked into one
+    frame and written at once, so many small trials cost one transaction, one frame and
+    one bulk write per table."""
     keys = [one.trial.source_key for one in prepared]
     if len(set(keys)) < len(keys):
         raise ValueError("one source key twice in one load: its trials would both stay")
@@ -181,27 +194,25 @@ def load_prepared(db: TaudbDatabase, prepared: list[PreparedTrial]) -> list[int]
                 _delete(db, cursor, old)
         # every reference below points at a row of this transaction (or data_source, checked)
         db.skip_reference_checks(cursor)
-        counts = [{table: len(one.tables[table]) for table in ALLOCATED} for one in prepared]
-        allocated = db.allocate_ids(cursor, {table: sum(c[table] for c in counts)
-                                             for table in ALLOCATED})
-        ids = [{} for _ in prepared]
-        for table in ALLOCATED:
-            bounds = np.cumsum([0] + [c[table] for c in counts])
-            for position, own in enumerate(ids):
-                own[table] = allocated[table][bounds[position]:bounds[position + 1]]
+        counts = {table: np.array([_length(one.tables[table]) for one in prepared])
+                  for table in ALLOCATED}
+        allocated = db.allocate_ids(cursor, {table: int(count.sum())
+                                             for table, count in counts.items()})
+        # trial i's rows of a table start at first[table][i] of its allocated ids
+        first = {table: np.concatenate([[0], np.cumsum(count)[:-1]])
+                 for table, count in counts.items()}
         with db.bulk_writer(cursor) as write:
             for table in prepared[0].tables:
-                write(table, _concat([_with_ids(table, one.tables[table], own)
-                                      for one, own in zip(prepared, ids, strict=True)]))
-            write("timer_value", _concat([_with_ids("timer_value", one.timer_values(), own)
-                                          for one, own in zip(prepared, ids, strict=True)]))
-        return [int(own["trial"][0]) for own in ids]
+                write(table, _with_ids(table, [one.tables[table] for one in prepared],
+                                       allocated, first))
+            write("timer_value", _with_ids("timer_value",
+                                           [one.timer_values() for one in prepared],
+                                           allocated, first))
+        return [int(allocated["trial"][start]) for start in first["trial"]]
 
 
-def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """One frame of the trials' rows of a table (those without rows left out)."""
-    frames = [frame for frame in frames if len(frame)] or frames[:1]
-    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+def _length(columns: Columns) -> int:
+    return len(next(iter(columns.values())))
 
 
 def list_trials(db: TaudbDatabase) -> list[dict]:
@@ -269,8 +280,12 @@ def delete_trial(db: TaudbDatabase, trial_id: int) -> bool:
 
 
 # --- deriving the rows -------------------------------------------------------------------------
+#
+# Arrays and plain Python over the trial's columns, no frame operation per step: a small
+# trial (a ClusterCockpit job: one thread, one timer) costs what its rows cost, not a
+# fixed pandas overhead per table; a large one is vectorised as before.
 
-def _derive(trial: TrialData) -> tuple[dict[str, pd.DataFrame], Callable[[], pd.DataFrame]]:
+def _derive(trial: TrialData) -> tuple[dict[str, Columns], Callable[[], Columns]]:
     """Every table but timer_value (in :data:`COLUMNS` order), and the function that computes
     timer_value: only arithmetic is left to it, every check of the input is done here.
 
@@ -280,9 +295,9 @@ def _derive(trial: TrialData) -> tuple[dict[str, pd.DataFrame], Callable[[], pd.
     try:
         check_trial(trial)
         tables, timer_values = _derive_unchecked(with_flat_entries(trial))
-        for name, frame in tables.items():
-            _check_int32(frame)
-            _check_text(name, frame)
+        for name, columns in tables.items():
+            _check_int32(columns)
+            _check_text(name, columns)
     except InputError:
         raise
     except ValueError as err:
@@ -290,93 +305,105 @@ def _derive(trial: TrialData) -> tuple[dict[str, pd.DataFrame], Callable[[], pd.
     return tables, timer_values
 
 
-def _derive_unchecked(
-    trial: TrialData,
-) -> tuple[dict[str, pd.DataFrame], Callable[[], pd.DataFrame]]:
-    threads = _threads(trial.threads)
-    entries, callpaths, timers = _callgraph(trial.timers)
-    call_data, values = _timer_statistics(trial, threads, entries)
-    counters, counter_values = _counters(trial, threads)
-    primary, secondary = _metadata(trial, threads)
+def _derive_unchecked(trial: TrialData) -> tuple[dict[str, Columns], Callable[[], Columns]]:
+    threads, real = _threads(trial.threads)
+    entries, callpaths, timers = _callgraph(trial.timers["name"].tolist())
+    call_data, values = _timer_statistics(trial, real, entries)
+    counters, counter_values = _counters(trial, real)
+    primary, secondary = _metadata(trial, real)
+    names = timers["name"].tolist()
     tables = {
-        "trial": _trial_row(trial, threads),
-        "metric": pd.DataFrame({"id": np.arange(len(trial.metrics)), "trial": 0,
-                                "name": trial.metrics, "derived": False}),
-        "thread": threads.assign(trial=0),
-        "timer": timers.assign(trial=0),
-        "timer_group": _groups(trial.timers, timers),
-        "timer_parameter": _parameters(timers),
+        "trial": _trial_row(trial, real),
+        "metric": {"id": np.arange(len(trial.metrics)), "trial": _zeros(len(trial.metrics)),
+                   "name": np.array(trial.metrics, dtype=object),
+                   "derived": np.zeros(len(trial.metrics), dtype=bool)},
+        "thread": threads,
+        "timer": timers,
+        "timer_group": _groups(trial.timers, names),
+        "timer_parameter": _parameters(names),
         "timer_callpath": callpaths,
-        "counter": counters.assign(trial=0),
+        "counter": counters,
         "counter_value": counter_values,
-        "primary_metadata": primary.assign(trial=0),
-        "secondary_metadata": secondary.assign(trial=0),
+        "primary_metadata": primary,
+        "secondary_metadata": secondary,
         "timer_call_data": call_data,
     }
-    return ({name: _columns(tables[name], cols) for name, cols in COLUMNS.items()
-             if name in tables}, lambda: _columns(values(), COLUMNS["timer_value"]))
+    return ({name: _in_order(name, tables[name]) for name in COLUMNS if name in tables},
+            lambda: _in_order("timer_value", values()))
 
 
-def _columns(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """``frame[columns]``; ``frame`` itself when it has them in that order."""
-    return frame if list(frame.columns) == columns else frame[columns]
+def _in_order(table: str, columns: dict[str, np.ndarray]) -> Columns:
+    """``columns`` with the table's :data:`COLUMNS`, in that order; ``trial`` (the trial's
+    local row number) added where the table has it."""
+    if "trial" in COLUMNS[table] and "trial" not in columns and table != "trial":
+        columns = {**columns, "trial": _zeros(_length(columns))}
+    return {column: columns[column] for column in COLUMNS[table]}
 
 
-def _threads(frame: pd.DataFrame) -> pd.DataFrame:
-    """Real threads (sorted) then the derived ones; ``id`` = row number."""
-    real = frame[THREAD_COLUMNS].astype("int64").sort_values(THREAD_COLUMNS, ignore_index=True)
-    if real.duplicated().any():
+def _zeros(length: int) -> np.ndarray:
+    return np.zeros(length, dtype="int64")
+
+
+def _threads(frame: pd.DataFrame) -> tuple[Columns, np.ndarray]:
+    """thread rows: real threads (sorted) then the derived ones, ``id`` = row number; and
+    the real threads' ranks, (threads, 3) in that order."""
+    real = thread_ranks(frame)
+    real = real[np.lexsort(real.T[::-1])]
+    if (real[1:] == real[:-1]).all(axis=1).any():
         raise ValueError("TrialData.threads lists a thread twice")
-    contexts = int(real["context_rank"].max()) + 1 if len(real) else 1
-    per_context = int(real["thread_rank"].max()) + 1 if len(real) else 1
-    real["thread_index"] = ((real["node_rank"] * contexts + real["context_rank"]) * per_context
-                            + real["thread_rank"])
-    derived = pd.DataFrame({col: DERIVED for col in THREAD_COLUMNS + ["thread_index"]})
-    threads = pd.concat([real, derived], ignore_index=True)
-    threads["id"] = np.arange(len(threads))
-    return threads
+    contexts = int(real[:, 1].max()) + 1 if len(real) else 1
+    per_context = int(real[:, 2].max()) + 1 if len(real) else 1
+    index = (real[:, 0] * contexts + real[:, 1]) * per_context + real[:, 2]
+    columns = {column: np.concatenate([real[:, position], DERIVED])
+               for position, column in enumerate(THREAD_COLUMNS)}
+    columns["thread_index"] = np.concatenate([index, DERIVED])
+    columns["id"] = np.arange(len(real) + len(DERIVED))
+    return columns, real
 
 
-def _thread_numbers(frame: pd.DataFrame, threads: pd.DataFrame, what: str) -> np.ndarray:
-    """Local thread numbers of the rows of ``frame`` (real threads only)."""
-    real = threads.loc[threads["node_rank"] >= 0, THREAD_COLUMNS].to_numpy(dtype="int64")
-    found = _row_positions(real, frame[THREAD_COLUMNS].astype("int64").to_numpy())
+def _thread_numbers(ranks: np.ndarray, real: np.ndarray, what: str) -> np.ndarray:
+    """Local thread numbers of the thread ranks ``ranks`` of TrialData's frame ``what``
+    (``real``: the real threads' ranks)."""
+    found = _row_positions(real, ranks)
     if (found < 0).any():
-        row = frame.iloc[int(np.argmax(found < 0))]
-        raise ValueError(f"TrialData.{what}: thread {tuple(int(r) for r in row[THREAD_COLUMNS])} "
-                         "is not in TrialData.threads")
+        rank = tuple(int(r) for r in ranks[int(np.argmax(found < 0))])
+        raise ValueError(f"TrialData.{what}: thread {rank} is not in TrialData.threads")
     return found
 
 
 def _row_positions(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The position in ``table`` (distinct integer rows) of each row of ``rows``, -1 where
-    absent: the rows as one integer key each (mixed radix over the values' ranges) and a
-    sorted search, or a MultiIndex lookup where the ranges are too wide for one int64."""
-    both = np.concatenate([table, rows])
-    if not len(both):
-        return np.zeros(0, dtype="int64")
-    low = both.min(axis=0)
-    span = both.max(axis=0) - low + 1
-    if float(np.prod(span.astype("float64"))) >= 2.0**62:
-        index = pd.MultiIndex.from_arrays(list(table.T))
-        return index.get_indexer(pd.MultiIndex.from_arrays(list(rows.T)))
-    weights = np.cumprod(np.concatenate([span[1:], [1]])[::-1])[::-1]
-    keys, wanted = (table - low) @ weights, (rows - low) @ weights
+    absent: the rows as one key each (:func:`rules.row_keys` over both) and a sorted search."""
+    keys = row_keys(np.concatenate([table, rows]))
+    keys, wanted = keys[:len(table)], keys[len(table):]
     order = np.argsort(keys, kind="stable")
     at = np.minimum(np.searchsorted(keys[order], wanted), max(len(keys) - 1, 0))
     hit = keys[order][at] == wanted if len(keys) else np.zeros(len(wanted), bool)
     return np.where(hit, order[at] if len(keys) else 0, -1)
 
 
-def _callgraph(timers: pd.DataFrame) -> tuple[pd.Index, pd.DataFrame, pd.DataFrame]:
+@dataclass(frozen=True)
+class _Entries:
+    """The trial's timer entries (flat or callpath names, sorted): ``position`` name ->
+    entry number, ``names`` by entry number, ``path`` entry number -> callpath row."""
+
+    position: dict[str, int]
+    names: list[str]
+    path: np.ndarray
+
+    def numbers(self, names: list[str]) -> np.ndarray:
+        """Entry numbers of ``names``, -1 for a name that is no entry."""
+        return np.array([self.position.get(name, -1) for name in names], dtype="int64")
+
+
+def _callgraph(names: list[str]) -> tuple[_Entries, Columns, dict[str, np.ndarray]]:
     """Entries (sorted names), the callpath rows, and the flat timer rows.
 
-    Every prefix of a callpath is a callpath node (created when missing);
-    ``entries`` maps an entry name to its callpath row number.
+    Every prefix of a callpath is a callpath node (created when missing).
     """
-    names = pd.Index(timers["name"].unique()).sort_values()
+    entry_names = sorted(set(names))
     nodes: dict[str, tuple[str, str | None]] = {}  # path -> (leaf, parent path)
-    for name in names:
+    for name in entry_names:
         frames = name.split(CALLPATH_SEPARATOR)
         for depth in range(len(frames)):
             path = CALLPATH_SEPARATOR.join(frames[: depth + 1])
@@ -386,17 +413,20 @@ def _callgraph(timers: pd.DataFrame) -> tuple[pd.Index, pd.DataFrame, pd.DataFra
     # parents before children: SQLite checks each row's parent when it is inserted
     paths = sorted(nodes, key=lambda p: (p.count(CALLPATH_SEPARATOR), p))
     path_number = {path: i for i, path in enumerate(paths)}
-    flat = pd.Index(sorted({leaf for leaf, _ in nodes.values()}))
-    callpaths = pd.DataFrame({
+    flat = sorted({leaf for leaf, _ in nodes.values()})
+    timer_number = {name: i for i, name in enumerate(flat)}
+    callpaths = {
         "id": np.arange(len(paths)),
-        "timer": flat.get_indexer([nodes[p][0] for p in paths]),
-        "parent": [path_number[nodes[p][1]] if nodes[p][1] is not None else -1 for p in paths],
-    })
-    entries = pd.Series([path_number[n] for n in names], index=names, dtype="int64")
+        "timer": np.array([timer_number[nodes[p][0]] for p in paths], dtype="int64"),
+        "parent": np.array([path_number[nodes[p][1]] if nodes[p][1] is not None else -1
+                            for p in paths], dtype="int64"),
+    }
+    entries = _Entries({name: i for i, name in enumerate(entry_names)}, entry_names,
+                       np.array([path_number[n] for n in entry_names], dtype="int64"))
     return entries, callpaths, _timer_rows(flat)
 
 
-def _timer_rows(flat: pd.Index) -> pd.DataFrame:
+def _timer_rows(flat: list[str]) -> Columns:
     """Timer rows with TAU's short name and source location (lines 0 when unknown)."""
     rows = []
     for name in flat:
@@ -410,106 +440,116 @@ def _timer_rows(flat: pd.Index) -> pd.DataFrame:
         rows.append((found["short"], found["file"].rsplit("/", 1)[-1], line or 0,
                      line_end if line_end is not None else line or 0, col or 0, col_end or 0))
     columns = list(zip(*rows, strict=True)) if rows else [()] * 6
-    return pd.DataFrame({
+    return {
         "id": np.arange(len(flat)),
-        "name": np.array(list(flat), dtype=object),
-        "short_name": np.array(columns[0], dtype=object),
-        "source_file": np.array(columns[1], dtype=object),
+        "name": _objects(flat),
+        "short_name": _objects(columns[0]),
+        "source_file": _objects(columns[1]),
         **{name: np.array(values, dtype="int64") for name, values in zip(
             ("line_number", "line_number_end", "column_number", "column_number_end"),
-            columns[2:], strict=True)}})
+            columns[2:], strict=True)}}
 
 
-def _groups(entries: pd.DataFrame, timers: pd.DataFrame) -> pd.DataFrame:
-    """timer_group rows: at least one group per timer (:func:`rules.timer_groups`)."""
-    groups = timer_groups(entries, pd.Index(timers["name"]))
-    timer = pd.Index(timers["name"]).get_indexer(groups["name"])
-    return pd.DataFrame({"timer": timer, "group_name": groups["group_name"].to_numpy()})
+def _objects(values) -> np.ndarray:
+    """A 1-d object array of ``values`` (strings, None)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = list(values)
+    return out
 
 
-def _parameters(timers: pd.DataFrame) -> pd.DataFrame:
-    """timer_parameter rows of parameter-profile names (``[ <x> = <4> ]``)."""
-    names = timers["name"]
-    found = names[names.str.contains("[ <", regex=False)].str.extractall(_PARAMETER)
-    timer = found.index.get_level_values(0).to_numpy()
-    return pd.DataFrame({"timer": timers["id"].to_numpy()[timer] if len(timer) else timer,
-                         "parameter_name": found[0].str.strip().to_numpy(),
-                         "parameter_value": found[1].str.strip().to_numpy()})
+def _groups(entries: pd.DataFrame, names: list[str]) -> Columns:
+    """timer_group rows: at least one group per timer (:func:`rules.group_pairs`); ``names``:
+    the timers' names, by timer row number."""
+    number = {name: i for i, name in enumerate(names)}
+    pairs = group_pairs(entries["name"].tolist(), entries["group_names"].tolist(), names)
+    return {"timer": np.array([number[name] for name, _ in pairs], dtype="int64"),
+            "group_name": _objects([group for _, group in pairs])}
 
 
-def _timer_statistics(trial: TrialData, threads: pd.DataFrame, entries: pd.Series
-                      ) -> tuple[pd.DataFrame, Callable[[], pd.DataFrame]]:
+def _parameters(names: list[str]) -> Columns:
+    """timer_parameter rows of parameter-profile names (``[ <x> = <4> ]``); ``names``: the
+    timers' names, by timer row number."""
+    rows = [(timer, parameter.strip(), value.strip())
+            for timer, name in enumerate(names) if "[ <" in name
+            for parameter, value in _PARAMETER.findall(name)]
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 3
+    return {"timer": np.array(columns[0], dtype="int64"),
+            "parameter_name": _objects(columns[1]), "parameter_value": _objects(columns[2])}
+
+
+def _timer_statistics(trial: TrialData, real: np.ndarray, entries: _Entries
+                      ) -> tuple[Columns, Callable[[], Columns]]:
     """timer_call_data rows of the real and the derived threads, and the function that
     computes their timer_value rows (one per call data row and metric)."""
-    n_threads = int((threads["node_rank"] >= 0).sum())
+    n_threads = len(real)
     n_metrics = len(trial.metrics)
     # one row per (entry, thread) that has the entry, in entry then thread order
-    present = pd.DataFrame({
-        "entry": entries.index.get_indexer(trial.timers["name"]),
-        "thread": _thread_numbers(trial.timers, threads, "timers"),
-        "calls": trial.timers["calls"].to_numpy(dtype="float64"),
-        "subroutines": trial.timers["subroutines"].to_numpy(dtype="float64"),
-    })
-    if present.duplicated(["entry", "thread"]).any():
+    entry = entries.numbers(trial.timers["name"].tolist())
+    thread = _thread_numbers(thread_ranks(trial.timers), real, "timers")
+    order = np.lexsort((thread, entry))
+    entry, thread = entry[order], thread[order]
+    if ((entry[1:] == entry[:-1]) & (thread[1:] == thread[:-1])).any():
         raise ValueError("TrialData.timers lists a timer twice for one thread")
-    present = present.sort_values(["entry", "thread"], ignore_index=True)
-    incl, excl = _values_of(trial, threads, entries, present)  # (rows, metrics)
-    stats = _Statistics(present["entry"].to_numpy(), len(entries), n_threads)
-    real_calls = present[["entry", "thread", "calls", "subroutines"]]
-    calls = pd.concat([real_calls, stats.derive_calls(present[["calls", "subroutines"]].to_numpy())],
-                      ignore_index=True)
-    _check_real_calls(present, entries, threads)
-    keep = (calls["calls"] > 0).to_numpy()
-    call_data = pd.DataFrame({
+    real_calls = np.column_stack([trial.timers[column].to_numpy(dtype="float64")[order]
+                                  for column in ("calls", "subroutines")])
+    incl, excl = _values_of(trial, real, entries, entry * n_threads + thread)
+    _check_real_calls(real_calls, entry, thread, entries, real)
+    stats = _Statistics(entry, len(entries.names), n_threads)
+    derived_entry, derived_thread, derived_calls = stats.derive_calls(real_calls)
+    calls = np.concatenate([real_calls, derived_calls])
+    keep = calls[:, 0] > 0
+    call_data = {
         "id": np.arange(int(keep.sum())),
-        "timer_callpath": entries.to_numpy()[calls["entry"].to_numpy()[keep]],
-        "thread": calls["thread"].to_numpy()[keep],
+        "timer_callpath": entries.path[np.concatenate([entry, derived_entry])[keep]],
+        "thread": np.concatenate([thread, derived_thread])[keep],
         # a derived thread's calls (TOTAL of many threads) are clamped to INT, as TAU's
         # (int) cast of a double does when it loads them
-        "calls": _as_int(calls["calls"].to_numpy()[keep]),
-        "subroutines": _as_int(calls["subroutines"].to_numpy()[keep]),
-    })
+        "calls": _as_int(calls[keep, 0]),
+        "subroutines": _as_int(calls[keep, 1]),
+    }
 
-    def values() -> pd.DataFrame:
+    def values() -> Columns:
         # per-thread largest inclusive value M, and S = sum of M in thread order (per metric)
-        thread = present["thread"].to_numpy()
         largest = np.zeros((n_threads, n_metrics))
         np.maximum.at(largest, thread, incl)
         total_largest = np.zeros(n_metrics)
         for row in largest:  # sequential, as TAU sums
             total_largest += row
         thread_divider = largest[thread] / 100.0
-        real = (incl, excl, _percent(incl, thread_divider), _percent(excl, thread_divider))
+        real_values = (incl, excl, _percent(incl, thread_divider),
+                       _percent(excl, thread_divider))
         derived = stats.derive_values(incl, excl, total_largest / 100.0)
         inclusive, exclusive, incl_pct, excl_pct = (
-            np.concatenate([r, d])[keep].ravel() for r, d in zip(real, derived))
-        return pd.DataFrame({
-            "timer_call_data": np.repeat(call_data["id"].to_numpy(), n_metrics),
-            "metric": np.tile(np.arange(n_metrics), len(call_data)),
+            np.concatenate([r, d])[keep].ravel() for r, d in zip(real_values, derived))
+        return {
+            "timer_call_data": np.repeat(call_data["id"], n_metrics),
+            "metric": np.tile(np.arange(n_metrics), len(call_data["id"])),
             "inclusive_value": inclusive, "exclusive_value": exclusive,
             "inclusive_percent": incl_pct, "exclusive_percent": excl_pct,
-        })
+        }
 
     return call_data, values
 
 
-def _values_of(trial: TrialData, threads: pd.DataFrame, entries: pd.Series,
-               present: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Inclusive and exclusive values aligned with ``present`` rows: (rows, metrics); every
-    one is given (:func:`rules.check_trial`), derived flat entries' included."""
+def _values_of(trial: TrialData, real: np.ndarray, entries: _Entries, keys: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Inclusive and exclusive values aligned with the (entry, thread) rows of ``keys``
+    (``entry * threads + thread``, sorted): (rows, metrics); every one is given
+    (:func:`rules.check_trial`), derived flat entries' included."""
     frame = trial.timer_values
-    metric = pd.Index(trial.metrics).get_indexer(frame["metric"])  # all known: rules.check_trial
-    entry = entries.index.get_indexer(frame["name"])
-    thread = _thread_numbers(frame, threads, "timer_values")
-    n_threads = int((threads["node_rank"] >= 0).sum())
-    keys = present["entry"].to_numpy() * n_threads + present["thread"].to_numpy()
-    wanted = entry * n_threads + thread
+    metric_number = {name: i for i, name in enumerate(trial.metrics)}
+    metric = np.array([metric_number[name] for name in frame["metric"].tolist()],
+                      dtype="int64")  # all known: rules.check_trial
+    names = frame["name"].tolist()
+    entry = entries.numbers(names)
+    thread = _thread_numbers(thread_ranks(frame), real, "timer_values")
+    wanted = entry * len(real) + thread
     row = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
     missing = (entry < 0) | (keys[row] != wanted) if len(keys) else np.ones(len(entry), bool)
     if missing.any():
         raise ValueError("TrialData.timer_values: a value for a (thread, timer) that "
-                         f"TrialData.timers lacks: {frame['name'].iloc[int(np.argmax(missing))]!r}")
-    incl = np.zeros((len(present), len(trial.metrics)))
+                         f"TrialData.timers lacks: {names[int(np.argmax(missing))]!r}")
+    incl = np.zeros((len(keys), len(trial.metrics)))
     excl = np.zeros_like(incl)
     incl[row, metric] = frame["inclusive"].to_numpy(dtype="float64")
     excl[row, metric] = frame["exclusive"].to_numpy(dtype="float64")
@@ -559,14 +599,14 @@ class _Statistics:
         return {-1: mean_some, -2: total, -3: std_some, -4: self._extreme(x, np.minimum),
                 -5: self._extreme(x, np.maximum), -6: mean_every, -7: std_every}
 
-    def derive_calls(self, calls: np.ndarray) -> pd.DataFrame:
-        """Call rows (entry, thread, calls, subroutines) of the derived threads, numbered
-        after the real ones: n_threads + 0 for -1, ... + 6 for -7."""
+    def derive_calls(self, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Entry, thread and (calls, subroutines) of the derived threads' call rows, every
+        entry per derived thread, numbered after the real ones: n_threads + 0 for -1, ...
+        + 6 for -7."""
         c = self._moments(calls)
-        return pd.concat([pd.DataFrame({
-            "entry": np.arange(self.n_entries), "thread": self.n_threads + offset,
-            "calls": c[int(code)][:, 0], "subroutines": c[int(code)][:, 1]})
-            for offset, code in enumerate(DERIVED)], ignore_index=True)
+        return (np.tile(np.arange(self.n_entries), len(DERIVED)),
+                np.repeat(self.n_threads + np.arange(len(DERIVED)), self.n_entries),
+                np.concatenate([c[int(code)] for code in DERIVED]))
 
     def derive_values(self, incl: np.ndarray, excl: np.ndarray,
                       divider: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -590,20 +630,22 @@ class _Statistics:
         return tuple(np.concatenate(parts) for parts in zip(*values))
 
 
-def _counters(trial: TrialData, threads: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _counters(trial: TrialData, real: np.ndarray) -> tuple[Columns, Columns]:
     """counter rows (one per user event name) and counter_value rows (real threads)."""
     frame = trial.counters
-    names = pd.Index(frame["name"].unique()).sort_values()
-    counters = pd.DataFrame({"id": np.arange(len(names)), "name": names})
-    values = pd.DataFrame({
-        "counter": names.get_indexer(frame["name"]),
-        "thread": _thread_numbers(frame, threads, "counters"),
+    names = frame["name"].tolist()
+    distinct = sorted(set(names))
+    number = {name: i for i, name in enumerate(distinct)}
+    counters = {"id": np.arange(len(distinct)), "name": _objects(distinct)}
+    values = {
+        "counter": np.array([number[name] for name in names], dtype="int64"),
+        "thread": _thread_numbers(thread_ranks(frame), real, "counters"),
         "sample_count": frame["sample_count"].to_numpy(dtype="int64"),
         "maximum_value": frame["maximum"].to_numpy(dtype="float64"),
         "minimum_value": frame["minimum"].to_numpy(dtype="float64"),
         "mean_value": frame["mean"].to_numpy(dtype="float64"),
         "standard_deviation": frame["sum_squares"].to_numpy(dtype="float64"),  # raw SumSqr
-    })
+    }
     return counters, values
 
 
@@ -619,58 +661,65 @@ def trial_attributes(trial: TrialData) -> dict[str, str]:
     }
 
 
-def _metadata(trial: TrialData, threads: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _metadata(trial: TrialData, real: np.ndarray) -> tuple[Columns, Columns]:
     """Primary (name, value) and secondary (id, thread, name, value, is_array) rows."""
     extra = trial_attributes(trial)
-    frame = trial.metadata[~trial.metadata["name"].isin(list(extra))]
-    thread = _thread_numbers(frame, threads, "metadata")
-    frame = pd.DataFrame({"thread": thread, "name": frame["name"].to_numpy(),
-                          "value": frame["value"].to_numpy()})
-    first = frame.loc[frame["thread"] == 0].drop_duplicates("name").set_index("name")["value"]
-    same = frame["value"].to_numpy() == first.reindex(frame["name"]).to_numpy()
-    differs = pd.Series(~same).groupby(frame["name"].to_numpy()).any()
-    primary_names = first.index[~differs.reindex(first.index).to_numpy()]
-    primary = pd.concat([
-        pd.DataFrame({"name": primary_names, "value": first[primary_names].to_numpy()}),
-        pd.DataFrame({"name": list(extra), "value": list(extra.values())}),
-    ], ignore_index=True)
-    secondary = frame[~frame["name"].isin(primary_names)].sort_values(["name", "thread"])
-    secondary = secondary.assign(id=[str(uuid.uuid4()) for _ in range(len(secondary))],
-                                 is_array=False)
-    return primary, secondary
+    frame = trial.metadata
+    kept = np.array([name not in extra for name in frame["name"].tolist()], dtype=bool)
+    thread = _thread_numbers(thread_ranks(frame)[kept], real, "metadata")
+    rows = list(zip(thread.tolist(), frame["name"].to_numpy()[kept].tolist(),
+                    frame["value"].to_numpy()[kept].tolist()))
+    first: dict = {}  # name -> its value on the first thread (its first row there)
+    for number, name, value in rows:
+        if number == 0 and name not in first:
+            first[name] = value
+    differs = {name for _, name, value in rows if name not in first or value != first[name]}
+    primary = [name for name in first if name not in differs]
+    secondary = sorted((row for row in rows if row[1] in differs), key=lambda row: (row[1], row[0]))
+    return ({"name": _objects(primary + list(extra)),
+             "value": _objects([first[name] for name in primary] + list(extra.values()))},
+            {"id": _objects([str(uuid.uuid4()) for _ in secondary]),
+             "thread": np.array([row[0] for row in secondary], dtype="int64"),
+             "name": _objects([row[1] for row in secondary]),
+             "value": _objects([row[2] for row in secondary]),
+             "is_array": np.zeros(len(secondary), dtype=bool)})
 
 
-def _trial_row(trial: TrialData, threads: pd.DataFrame) -> pd.DataFrame:
+def _trial_row(trial: TrialData, real: np.ndarray) -> Columns:
     """The trial row: counts as TAU computes them (distinct nodes, largest per-parent counts)."""
-    real = threads[threads["node_rank"] >= 0]
-    contexts = real.groupby("node_rank")["context_rank"].nunique()
-    per_context = real.groupby(["node_rank", "context_rank"]).size()
-    return pd.DataFrame([{
-        "id": 0, "name": trial.name, "data_source": trial.data_source,
-        "node_count": real["node_rank"].nunique(),
-        "contexts_per_node": int(contexts.max()) if len(real) else 0,
-        "threads_per_context": int(per_context.max()) if len(real) else 0,
-        "total_threads": len(real),
-    }])
+    per_context = Counter(map(tuple, real[:, :2].tolist()))
+    contexts = Counter(node for node, _ in per_context)
+    return {"id": np.zeros(1, dtype="int64"), "name": _objects([trial.name]),
+            "data_source": np.array([trial.data_source], dtype="int64"),
+            "node_count": np.array([len(contexts)], dtype="int64"),
+            "contexts_per_node": np.array([max(contexts.values(), default=0)], dtype="int64"),
+            "threads_per_context": np.array([max(per_context.values(), default=0)],
+                                            dtype="int64"),
+            "total_threads": np.array([len(real)], dtype="int64")}
 
 
 # --- writing -----------------------------------------------------------------------------------
 
-def _with_ids(table: str, frame: pd.DataFrame, ids: dict[str, np.ndarray]) -> pd.DataFrame:
-    """``frame`` with local row numbers replaced by allocated ids (-1 -> NULL)."""
-    out = frame.copy(deep=False)  # columns are replaced, never written in place
-    for column in out.columns:
+def _with_ids(table: str, parts: list[Columns], allocated: dict[str, np.ndarray],
+              first: dict[str, np.ndarray]) -> pd.DataFrame:
+    """One frame of the trials' rows of ``table`` (``parts``, one per trial), local row
+    numbers replaced by allocated ids (-1 -> NULL): trial i's local row r of table T has id
+    ``allocated[T][first[T][i] + r]``."""
+    lengths = [_length(part) for part in parts]
+    trial = np.repeat(np.arange(len(parts)), lengths)
+    out = {}
+    for column in COLUMNS[table]:
+        values = parts[0][column] if len(parts) == 1 else np.concatenate(
+            [part[column] for part in parts])
         target = table if column == "id" else REFERENCES.get(column)
-        if target not in ids:
-            continue
-        local = out[column].to_numpy(dtype="int64")
-        mapped = ids[target][np.maximum(local, 0)]
-        if (local < 0).any():
-            out[column] = pd.array(mapped, dtype="Int64")
-            out.loc[local < 0, column] = pd.NA
-        else:
-            out[column] = mapped
-    return out
+        if target in allocated:
+            local = values.astype("int64")
+            values = allocated[target][first[target][trial] + np.maximum(local, 0)]
+            if (local < 0).any():
+                values = pd.array(values, dtype="Int64")
+                values[local < 0] = pd.NA
+        out[column] = values
+    return pd.DataFrame(out)
 
 
 def _as_int(counts: np.ndarray) -> np.ndarray:
@@ -678,40 +727,38 @@ def _as_int(counts: np.ndarray) -> np.ndarray:
     return np.minimum(np.trunc(counts), INT32_MAX).astype("int64")
 
 
-def _check_real_calls(present: pd.DataFrame, entries: pd.Series, threads: pd.DataFrame) -> None:
-    """Raise, naming the timer and the thread, on a real thread's calls or subroutines that
-    do not fit TAUdb's INT columns (only the derived threads' are clamped)."""
-    for column in ("calls", "subroutines"):
-        over = present[column].to_numpy() > INT32_MAX
+def _check_real_calls(calls: np.ndarray, entry: np.ndarray, thread: np.ndarray,
+                      entries: _Entries, real: np.ndarray) -> None:
+    """Raise, naming the timer and the thread, on a real thread's calls or subroutines
+    (``calls``: rows of (calls, subroutines)) that do not fit TAUdb's INT columns (only the
+    derived threads' are clamped)."""
+    for position, column in enumerate(("calls", "subroutines")):
+        over = calls[:, position] > INT32_MAX
         if over.any():
-            row = present.iloc[int(np.argmax(over))]
-            rank = tuple(int(r) for r in threads.loc[int(row["thread"]), THREAD_COLUMNS])
-            raise ValueError(f"timer {entries.index[int(row['entry'])]!r}, thread {rank} "
-                             f"(node, context, thread): {column} {row[column]:.0f} does not "
-                             "fit an INT column")
+            row = int(np.argmax(over))
+            rank = tuple(int(r) for r in real[thread[row]])
+            raise ValueError(f"timer {entries.names[entry[row]]!r}, thread {rank} "
+                             f"(node, context, thread): {column} {calls[row, position]:.0f} "
+                             "does not fit an INT column")
 
 
-def _check_int32(frame: pd.DataFrame) -> None:
+def _check_int32(columns: Columns) -> None:
     """Raise on integers that do not fit TAUdb's INT columns."""
-    for column, dtype in frame.dtypes.items():
-        if dtype.kind in "iu":  # numpy's integers, and pandas' nullable Int64 (NA dropped)
-            values = frame[column]
-            values = (values.to_numpy() if isinstance(dtype, np.dtype)
-                      else values.dropna().to_numpy(dtype="int64"))
-            if len(values) and np.abs(values).max() > INT32_MAX:
-                raise ValueError(f"{column}: {np.abs(values).max()} does not fit an INT column")
+    for column, values in columns.items():
+        if values.dtype.kind in "iu" and len(values) and np.abs(values).max() > INT32_MAX:
+            raise ValueError(f"{column}: {np.abs(values).max()} does not fit an INT column")
 
 
-def _check_text(table: str, frame: pd.DataFrame) -> None:
+def _check_text(table: str, columns: Columns) -> None:
     """Raise on text a database cannot store: a NUL character (PostgreSQL's text has none)
     or a lone surrogate (no UTF-8), so that the trial fails alone, by its source key,
     rather than the whole load at the database."""
-    for column, dtype in frame.dtypes.items():
-        if dtype == object or isinstance(dtype, pd.StringDtype):
-            values = [value for value in frame[column].dropna() if isinstance(value, str)]
-            if _storable("".join(values)):
+    for column, values in columns.items():
+        if values.dtype == object:
+            texts = [value for value in values.tolist() if isinstance(value, str)]
+            if _storable("".join(texts)):
                 continue
-            bad = next(value for value in values if not _storable(value))
+            bad = next(value for value in texts if not _storable(value))
             raise ValueError(f"{table}.{column}: {bad!r} holds a NUL character or a lone "
                              "surrogate, which TAUdb's text columns cannot store")
 

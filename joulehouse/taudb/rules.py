@@ -43,52 +43,91 @@ CALLPATH_GROUP = "TAU_CALLPATH"
 
 
 def check_trial(trial: TrialData) -> None:
-    """Raise ValueError naming the first broken rule (see the module docstring)."""
-    metrics = pd.Index(trial.metrics)
-    if metrics.has_duplicates:
+    """Raise ValueError naming the first broken rule (see the module docstring).
+
+    Plain Python over distinct names and numpy over the values, so that a small trial
+    costs little (no frame operation per rule)."""
+    if len(set(trial.metrics)) < len(trial.metrics):
         raise ValueError(f"TrialData.metrics names a metric twice: {trial.metrics}")
-    _check_names("metrics", metrics.to_series())
-    frames = trial.timers["name"].str.split(CALLPATH_SEPARATOR, regex=False).explode()
-    _check_names("timers (a callpath frame)", frames)
-    _check_names("counters", trial.counters["name"])
+    _check_names("metrics", trial.metrics)
+    timer_names = trial.timers["name"].tolist()
+    _check_names("timers (a callpath frame)", [
+        frame for name in dict.fromkeys(timer_names)
+        for frame in (name.split(CALLPATH_SEPARATOR) if isinstance(name, str) else [name])])
+    _check_names("counters", dict.fromkeys(trial.counters["name"].tolist()))
     for column in ("calls", "subroutines"):
         value = trial.timers[column].to_numpy(dtype="float64")
         bad = ~np.isfinite(value) | (value < 0)
         if bad.any():
             where = int(np.argmax(bad))
             raise ValueError(f"TrialData.timers: {column} {value[where]} of "
-                             f"{trial.timers['name'].iloc[where]!r} "
-                             "is not a finite number >= 0")
-    events = trial.counters[_EVENT_VALUES].to_numpy(dtype="float64")
+                             f"{timer_names[where]!r} is not a finite number >= 0")
+    events = np.column_stack([trial.counters[column].to_numpy(dtype="float64")
+                              for column in _EVENT_VALUES])
     if np.isnan(events).any():
         row, column = np.argwhere(np.isnan(events))[0]
         raise ValueError(f"TrialData.counters: NaN {_EVENT_VALUES[column]} of "
                          f"{trial.counters['name'].iloc[row]!r} (TAUdb has no missing values)")
-    values = trial.timer_values[["inclusive", "exclusive"]].to_numpy(dtype="float64")
-    if np.isnan(values).any():
-        row = trial.timer_values.iloc[int(np.argmax(np.isnan(values).any(axis=1)))]
-        raise ValueError(f"TrialData.timer_values: NaN for {row['name']!r}, metric "
-                         f"{row['metric']!r} (TAUdb has no missing values)")
-    unknown = trial.timer_values.loc[~trial.timer_values["metric"].isin(metrics), "metric"]
-    if len(unknown):
-        raise ValueError(f"TrialData.timer_values: metric {unknown.iloc[0]!r} "
+    values = trial.timer_values
+    names, metrics = values["name"].tolist(), values["metric"].tolist()
+    nan = (np.isnan(values["inclusive"].to_numpy(dtype="float64"))
+           | np.isnan(values["exclusive"].to_numpy(dtype="float64")))
+    if nan.any():
+        row = int(np.argmax(nan))
+        raise ValueError(f"TrialData.timer_values: NaN for {names[row]!r}, metric "
+                         f"{metrics[row]!r} (TAUdb has no missing values)")
+    number = {metric: i for i, metric in enumerate(trial.metrics)}
+    unknown = [metric for metric in metrics if metric not in number]
+    if unknown:
+        raise ValueError(f"TrialData.timer_values: metric {unknown[0]!r} "
                          f"is not in TrialData.metrics {trial.metrics}")
-    keys = THREAD_COLUMNS + ["name"]
-    twice = trial.timer_values.duplicated(keys + ["metric"])
-    if twice.any():
-        row = trial.timer_values[twice].iloc[0]
-        thread = tuple(int(row[c]) for c in THREAD_COLUMNS)
-        raise ValueError(f"TrialData.timer_values: two values for {row['name']!r}, metric "
-                         f"{row['metric']!r} on thread {thread}")
+    # a value's (thread, name) and an entry's as one key number each, over both frames
+    rank_rows = np.concatenate([thread_ranks(values), thread_ranks(trial.timers)])
+    name_codes = pd.factorize(np.array(names + timer_names, dtype=object))[0]
+    keys = row_keys(np.column_stack([rank_rows, name_codes]))
+    value_keys, entry_keys = keys[:len(names)], keys[len(names):]
+    n_metrics = max(len(trial.metrics), 1)
+    distinct, first = np.unique(value_keys * n_metrics
+                                + np.array([number[m] for m in metrics], dtype="int64"),
+                                return_index=True)
+    if len(distinct) < len(names):
+        twice = np.ones(len(names), dtype=bool)
+        twice[first] = False
+        row = int(np.argmax(twice))
+        raise ValueError(f"TrialData.timer_values: two values for {names[row]!r}, metric "
+                         f"{metrics[row]!r} on thread {_rank(values, row)}")
     # each (entry, metric) at most once and every metric known: a count of one per metric
-    count = trial.timer_values.groupby(keys).size().reindex(
-        pd.MultiIndex.from_frame(trial.timers[keys]), fill_value=0)
-    short = count[count != len(trial.metrics)]
-    if len(short):
-        entry, found = short.index[0], int(short.iloc[0])
-        raise ValueError(f"TrialData.timer_values: {found} values for {entry[-1]!r} on "
-                         f"thread {tuple(int(r) for r in entry[:3])}, one per metric "
-                         f"({len(trial.metrics)}) needed")
+    count = np.bincount(value_keys, minlength=len(rank_rows))[entry_keys]
+    short = count != len(trial.metrics)
+    if short.any():
+        row = int(np.argmax(short))
+        raise ValueError(f"TrialData.timer_values: {int(count[row])} values for "
+                         f"{timer_names[row]!r} on thread {_rank(trial.timers, row)}, one per "
+                         f"metric ({len(trial.metrics)}) needed")
+
+
+def thread_ranks(frame: pd.DataFrame) -> np.ndarray:
+    """The thread ranks (:data:`THREAD_COLUMNS`) of ``frame``'s rows: (rows, 3) int64."""
+    return np.column_stack([frame[column].to_numpy(dtype="int64") for column in THREAD_COLUMNS]
+                           ) if len(frame) else np.zeros((0, 3), dtype="int64")
+
+
+def row_keys(rows: np.ndarray) -> np.ndarray:
+    """One key per row of ``rows`` (rows, columns) of integers: equal rows, equal keys,
+    numbered 0.. in the rows' lexicographic order (dense). Each row as one integer (mixed radix over the
+    columns' ranges) where that fits int64, else rows compared whole (slower)."""
+    if not len(rows):
+        return np.zeros(0, dtype="int64")
+    low = rows.min(axis=0)
+    span = rows.max(axis=0) - low + 1
+    if float(np.prod(span.astype("float64"))) >= 2.0**62:
+        return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
+    weights = np.cumprod(np.concatenate([span[1:], [1]])[::-1])[::-1]
+    return np.unique((rows - low) @ weights, return_inverse=True)[1].reshape(-1)
+
+
+def _rank(frame: pd.DataFrame, row: int) -> tuple[int, ...]:
+    return tuple(int(frame[column].iloc[row]) for column in THREAD_COLUMNS)
 
 
 def with_flat_entries(trial: TrialData) -> TrialData:
@@ -103,6 +142,9 @@ def with_flat_entries(trial: TrialData) -> TrialData:
     (``TAU_CALLPATH`` dropped). Entries the trial states are kept as they are.
     """
     timers = trial.timers
+    if not any(isinstance(name, str) and CALLPATH_SEPARATOR in name
+               for name in timers["name"].tolist()):
+        return trial
     frames = timers["name"].str.split(CALLPATH_SEPARATOR, regex=False)
     is_path = frames.str.len() > 1
     if not is_path.any():
@@ -139,25 +181,34 @@ def _as_entries(frame: pd.DataFrame, columns: pd.Index) -> pd.DataFrame:
 
 
 def timer_groups(entries: pd.DataFrame, timers: pd.Index) -> pd.DataFrame:
-    """``(name, group_name)`` rows, at least one for every name in ``timers`` (flat names).
+    """``(name, group_name)`` rows, at least one for every name in ``timers`` (flat names):
+    :func:`group_pairs` of the entries."""
+    pairs = group_pairs(entries["name"].tolist(), entries["group_names"].tolist(), timers)
+    return pd.DataFrame(pairs if pairs else None, columns=["name", "group_name"], dtype=object)
+
+
+def group_pairs(names: list[str], group_names: list, timers) -> list[tuple[str, str]]:
+    """``(name, group)`` pairs, at least one for every name in ``timers`` (flat names), from
+    the entries' ``names`` and their ``group_names`` (TAU's ``A|B``, None or empty).
 
     A timer's groups are the ``A|B`` groups of its flat entries (TAU's loader;
-    :func:`with_flat_entries` gives every callpath leaf one); a timer without
-    any gets :data:`DEFAULT_GROUP`, as in TAU.
+    :func:`with_flat_entries` gives every callpath leaf one), each once, in the order
+    they first appear; a timer without any gets :data:`DEFAULT_GROUP`, as in TAU (these
+    last, by name).
     """
-    flat = entries.loc[~entries["name"].str.contains(CALLPATH_SEPARATOR, regex=False),
-                       ["name", "group_names"]].drop_duplicates()
-    groups = flat.assign(group_name=flat["group_names"].fillna("").str.split("|")).explode(
-        "group_name")
-    groups["group_name"] = groups["group_name"].str.strip()
-    stated = groups.loc[groups["group_name"] != "", ["name", "group_name"]].drop_duplicates()
-    default = pd.DataFrame({"name": timers.difference(stated["name"]),
-                            "group_name": DEFAULT_GROUP})
-    return pd.concat([stated, default], ignore_index=True)
+    stated: dict[tuple[str, str], None] = {}  # an ordered set
+    for name, groups in dict.fromkeys(zip(names, group_names)):
+        if CALLPATH_SEPARATOR in name:
+            continue
+        for group in (groups if isinstance(groups, str) else "").split("|"):
+            if group.strip():
+                stated[name, group.strip()] = None
+    named = {name for name, _ in stated}
+    return [*stated, *((name, DEFAULT_GROUP) for name in sorted(set(timers) - named))]
 
 
-def _check_names(what: str, names: pd.Series) -> None:
-    for name in names.tolist():
+def _check_names(what: str, names) -> None:
+    for name in names:
         if not isinstance(name, str) or not name or name.strip() != name:
             raise ValueError(f"TrialData.{what}: name {name!r} is empty or has "
                              "leading or trailing blanks")

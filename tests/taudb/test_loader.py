@@ -33,6 +33,7 @@ from joulehouse.taudb.loader import (
     source_key_lookup,
     trials_by_source_key,
 )
+from joulehouse.taudb.model import DATA_SOURCE_OTHER, THREAD_COLUMNS, TrialData
 from joulehouse.taudb.schema import LOOKUP_INDEX, ddl, ddl_statements, ensure_schema
 
 #: Tables holding a trial's rows (not the seed tables).
@@ -191,6 +192,56 @@ def test_trials_loaded_together_get_the_rows_and_ids_of_loads_one_by_one(databas
                         == sorted(alone.query(query), key=repr)), table
     for trial_id in ids:
         assert _values(database, trial_id).equals(_values(database, ids[0]))
+
+
+def _one_timer(key: str) -> TrialData:
+    """One rank, TIME only, one timer of a parameter profile, no user event, no metadata."""
+    rank = {"node_rank": [0], "context_rank": [0], "thread_rank": [0]}
+    name = "solve [ <n> = <4>, <mode> = <fast> ]"
+    return TrialData(
+        name=key, data_source=DATA_SOURCE_OTHER, metrics=["TIME"], threads=pd.DataFrame(rank),
+        timers=pd.DataFrame({**rank, "name": [name], "group_names": ["SOLVER"], "calls": [3.0],
+                             "subroutines": [0.0]}),
+        timer_values=pd.DataFrame({**rank, "name": [name], "metric": ["TIME"],
+                                   "inclusive": [9.0], "exclusive": [9.0]}),
+        counters=pd.DataFrame(columns=[*THREAD_COLUMNS, "name", "sample_count", "maximum",
+                                       "minimum", "mean", "sum_squares"]),
+        metadata=pd.DataFrame(columns=[*THREAD_COLUMNS, "name", "value"]),
+        source_key=key, fingerprint="f")
+
+
+def test_a_mixed_batch_gives_the_rows_of_loads_one_by_one_and_a_bad_trial_fails_alone(tmp_path):
+    """Trials of different shapes (two ranks with a callpath and user events; one rank, one
+    timer with parameters, nothing else) prepared and written by one load_prepared: TAUdb
+    holds, ids included, what loading them one by one gives. A trial that breaks a rule in
+    the middle of the batch fails alone, at prepare, by its source key."""
+    broken = small_trial("bad").timer_values.copy()
+    broken.loc[3, "inclusive"] = float("nan")
+    batch = [small_trial("a"), _one_timer("t1"), small_trial("bad", timer_values=broken),
+             small_trial("b"), _one_timer("t2")]
+    prepared, failed = [], []
+    for trial in batch:
+        try:
+            prepared.append(prepare_trial(trial))
+        except InputError as err:
+            failed.append(str(err))
+    assert len(failed) == 1 and failed[0].startswith("bad: TrialData.timer_values: NaN for")
+    with TaudbDatabase(f"sqlite:///{tmp_path}/batch.sqlite") as together, \
+            TaudbDatabase(f"sqlite:///{tmp_path}/one_by_one.sqlite") as alone:
+        ids = load_prepared(together, prepared)
+        assert ids == [load_trial(alone, one.trial) for one in prepared] == [1, 2, 3, 4]
+        for table in TRIAL_TABLES:
+            columns = "*" if table != "secondary_metadata" else "trial, thread, name, value"
+            query = f"SELECT {columns} FROM {table}"
+            assert (sorted(together.query(query), key=repr)
+                    == sorted(alone.query(query), key=repr)), table
+        assert together.query("SELECT t.trial, p.parameter_name, p.parameter_value FROM "
+                              "timer_parameter p JOIN timer t ON p.timer = t.id ORDER BY p.timer"
+                              ) == [(2, "n", "4"), (2, "mode", "fast"),
+                                    (4, "n", "4"), (4, "mode", "fast")]
+        assert together.query("SELECT id, total_threads FROM trial ORDER BY id") == [
+            (1, 2), (2, 1), (3, 2), (4, 1)]
+        assert _values(together, ids[2]).equals(_values(together, ids[0]))
 
 
 def test_a_batch_that_fails_loads_none_of_its_trials(database, monkeypatch):

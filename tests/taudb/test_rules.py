@@ -9,7 +9,13 @@ from small_trial import BAR, FOO, MAIN, PATH, small_trial
 
 from joulehouse.errors import InputError
 from joulehouse.taudb.loader import derive_rows
-from joulehouse.taudb.rules import DEFAULT_GROUP, check_trial, timer_groups, with_flat_entries
+from joulehouse.taudb.rules import (
+    DEFAULT_GROUP,
+    check_trial,
+    row_keys,
+    timer_groups,
+    with_flat_entries,
+)
 
 
 def _groups(entries: list[tuple[str, str]], timers: list[str]) -> set[tuple[str, str]]:
@@ -133,3 +139,12 @@ def test_a_trial_tau_could_not_read_as_written_is_refused(change, message):
 
 def test_the_small_trial_follows_every_rule():
     check_trial(small_trial())
+
+
+@pytest.mark.parametrize("scale", [1, 2**40])
+def test_row_keys_number_equal_rows_alike_whether_they_fit_one_integer_or_not(scale):
+    """Narrow ranges: each row as one int64; ranges too wide for that (2**40 x ...):
+    rows compared whole. The same keys, dense, in the rows' lexicographic order."""
+    rows = np.array([[0, 5, 1], [3, 0, 0], [0, 5, 1], [3, 0, 2], [-1, 7, 0]]) * scale
+    assert row_keys(rows).tolist() == [1, 2, 1, 3, 0]
+    assert row_keys(np.zeros((0, 3), dtype="int64")).tolist() == []

@@ -154,12 +154,13 @@ def _by_thread(node: dict[str, int], rows: list[tuple], columns: dict[str, Any]
     thread ranks, sorted by thread (rows of one thread in their given order)."""
     ranks = [node[row[0]] for row in rows]
     order = sorted(range(len(rows)), key=ranks.__getitem__)
-    frame = {"node_rank": np.array([ranks[i] for i in order], dtype="int64"),
-             "context_rank": np.zeros(len(rows), "int64"),
-             "thread_rank": np.zeros(len(rows), "int64")}
+    node_rank, context_rank, thread_rank = THREAD_COLUMNS
+    frame = {node_rank: np.array([ranks[i] for i in order], dtype="int64"),
+             context_rank: np.zeros(len(rows), "int64"),
+             thread_rank: np.zeros(len(rows), "int64")}
     for position, (name, dtype) in enumerate(columns.items(), start=1):
         frame[name] = np.array([rows[i][position] for i in order], dtype=dtype)
-    return pd.DataFrame(frame, columns=THREAD_COLUMNS + list(columns))
+    return pd.DataFrame(frame)  # no ``columns=``: four times the cost of the dict's own order
 
 
 def _attributes(m: JobMeasurement, hosts: list[str]) -> dict[str, dict[str, str]]:
