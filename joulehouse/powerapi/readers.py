@@ -559,19 +559,25 @@ def rapl_energy(counters: pd.DataFrame) -> pd.DataFrame:
     ``dram``, ``psys``, ...).
     """
     events = counters["event"]
-    is_rapl = np.asarray(events.cat.categories.str.startswith(RAPL_EVENT_PREFIX))
-    rapl = counters[is_rapl[events.cat.codes.to_numpy()]] if len(is_rapl) else counters.iloc[:0]
+    is_rapl = np.asarray(events.cat.categories.str.startswith(RAPL_EVENT_PREFIX), dtype=bool)
+    rapl = counters.take(np.flatnonzero(is_rapl[events.cat.codes.to_numpy()]) if len(is_rapl)
+                         else [])
     rapl = rapl.sort_values(["timestamp", "sensor", "target", "socket", "event", "cpu"],
                             kind="stable")
     rapl = rapl.drop_duplicates(["timestamp", "sensor", "target", "socket", "event"])
-    domain = rapl["event"].astype(str).str.removeprefix(RAPL_EVENT_PREFIX).str.lower()
+
+    def text(column: pd.Series, label=str) -> np.ndarray:
+        """A categorical column as an object array of str, each category converted once."""
+        labels = np.array([label(value) for value in column.cat.categories] + [None], object)
+        return labels[column.cat.codes.to_numpy()]
+
     frame = pd.DataFrame({
         "timestamp": epoch_ns_to_utc(rapl["timestamp"].values.view("int64")),
-        "sensor": rapl["sensor"].astype(str).to_numpy(object),
-        "target": rapl["target"].astype(str).to_numpy(object),
+        "sensor": text(rapl["sensor"]),
+        "target": text(rapl["target"]),
         "socket": rapl["socket"].to_numpy(),
         "cpu": rapl["cpu"].to_numpy(),
-        "domain": domain.to_numpy(object),
+        "domain": text(rapl["event"], lambda event: event.removeprefix(RAPL_EVENT_PREFIX).lower()),
         "energy_j": rapl["value"].to_numpy() * RAPL_UNIT_J,
     })
     return validate(schemas.RAPL_SCHEMA, frame, "rapl_energy")
