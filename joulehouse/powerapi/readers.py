@@ -160,7 +160,7 @@ def concat_counters(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def _frame(parts: list[_Columns], source: str | Path = "counters") -> pd.DataFrame:
-    """One validated counters frame; the arrays of a single part become its columns uncopied."""
+    """One validated counters frame; a single part's arrays are its columns (not copied again)."""
     parts = [part for part in parts if len(part.value)]
 
     def joined(name: str, dtype: str) -> np.ndarray:
