@@ -10,7 +10,10 @@ round (best and median of ``--rounds`` after a warm-up call of each):
   ``readers.rapl_energy`` (RAPL J per tick and socket), for the JSON-lines
   file and for the three CSV files;
 - for JSON, also Arrow's parse of the same blocks alone (``iter_json_blocks``),
-  the floor under Joulehouse's time; with ``--decoders``, the parse alone by
+  the floor under Joulehouse's time, and DuckDB's ``read_json`` of the file
+  alone (types from a 200-report sample, objects as STRUCTs: the same shape),
+  the floor had DuckDB been the parser (it is not: see benchmarks/README.md);
+  with ``--decoders``, the parse alone by
   other maintained decoders where importable (not project dependencies:
   ``pip install --target DIR polars msgspec`` and ``PYTHONPATH=DIR``):
   polars' ``read_ndjson`` (to columns, as Arrow) and msgspec's
@@ -21,10 +24,18 @@ round (best and median of ``--rounds`` after a warm-up call of each):
   /tmp/powerapi-ref-venv/bin/pip install powerapi==2.10.0``): ``json.loads``
   + ``HWPCReport.from_json`` per line, and ``CsvDB(...).iter()`` over the
   three CSV files. It times itself and prints the seconds, so the start of
-  its interpreter is not counted.
+  its interpreter is not counted;
+- with ``--baseline FILE``, also ``read_hwpc`` + ``rapl_energy`` of an earlier
+  ``joulehouse/powerapi/readers.py`` (e.g. ``git show REV:joulehouse/powerapi/readers.py
+  > /tmp/readers_before.py``), loaded as a module beside the current one: before
+  and after in the same rounds;
+- with ``--stages``, where Joulehouse's JSON time goes, stage by stage (best of
+  the rounds, run after the comparison): Arrow's parse of the blocks, the blocks'
+  counters as columns (timestamps, leaves, checks), the frame (concatenation and
+  pandera validation), ``rapl_energy``.
 
 Run: ``.venv/bin/python benchmarks/powerapi_read.py --reference-python
-/tmp/powerapi-ref-venv/bin/python [--rounds N] [--decoders]``.
+/tmp/powerapi-ref-venv/bin/python [--rounds N] [--decoders] [--baseline FILE] [--stages]``.
 """
 
 from __future__ import annotations
@@ -32,13 +43,16 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
+import importlib.util
 import json
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 import pandera
 import pyarrow
@@ -107,6 +121,14 @@ def arrow_parse_only(paths: list[Path]) -> int:
     return sum(block.table.num_rows for path in paths for block in iter_json_blocks(path))
 
 
+def duckdb_parse_only(paths: list[Path]) -> int:
+    """DuckDB's JSON reader on the file, to Arrow: what the parse would cost with it."""
+    connection = duckdb.connect()
+    return sum(connection.sql(
+        f"SELECT * FROM read_json('{path}', format='newline_delimited', sample_size=200, "
+        "map_inference_threshold=-1)").to_arrow_table().num_rows for path in paths)
+
+
 def other_decoders() -> dict[str, Callable[[list[Path]], int]]:
     """The parse alone of the JSON-lines file by other decoders that are importable."""
     found: dict[str, Callable[[list[Path]], int]] = {}
@@ -134,10 +156,43 @@ def other_decoders() -> dict[str, Callable[[list[Path]], int]]:
     return found
 
 
-def ours(paths: list[Path]) -> int:
-    counters = readers.concat_counters([readers.read_hwpc(path) for path in paths])
-    readers.rapl_energy(counters)
+def ours(paths: list[Path], module=readers) -> int:
+    counters = module.concat_counters([module.read_hwpc(path) for path in paths])
+    module.rapl_energy(counters)
     return len(counters)
+
+
+def baseline(path: str) -> Callable[[list[Path]], int]:
+    """``ours`` with the readers module of another revision, loaded from ``path``."""
+    spec = importlib.util.spec_from_file_location("readers_baseline", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return lambda paths: ours(paths, module)
+
+
+def stages(path: Path, rounds: int) -> dict[str, float]:
+    """Best seconds of each stage of ``read_hwpc`` + ``rapl_energy`` on a JSON file (the
+    blocks are held at once here, where ``read_hwpc`` streams them)."""
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        clock = time.perf_counter()
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            best[name] = min(best.get(name, float("inf")), now - clock)
+            clock = now
+        blocks = list(iter_json_blocks(path))
+        lap("parse (Arrow)")
+        parts = [readers._counters_from_json(path, block, "UTC", None) for block in blocks]
+        lap("columns")
+        del blocks
+        counters = readers._frame(parts, path)
+        lap("frame + validation")
+        readers.rapl_energy(counters)
+        lap("rapl_energy")
+    return best
 
 
 def reference(python: str, kind: str, paths: list[Path]) -> tuple[float, int]:
@@ -152,7 +207,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--decoders", action="store_true",
                         help="also time other JSON decoders' parse alone (where importable)")
+    parser.add_argument("--stages", action="store_true",
+                        help="also time the stages of the JSON read one by one")
+    parser.add_argument("--baseline", metavar="FILE",
+                        help="an earlier joulehouse/powerapi/readers.py to time beside ours")
     args = parser.parse_args(argv)
+    before = {"joulehouse before": baseline(args.baseline)} if args.baseline else {}
     decoders = other_decoders() if args.decoders else {}
     lines_path, csv_paths = generate()
     print(describe(pd, pyarrow, pandera, extra=f"load {load_average()}"))
@@ -161,7 +221,12 @@ def main(argv: list[str] | None = None) -> None:
         ours(paths)  # warm-up
         reference(args.reference_python, kind, paths)
         times: dict[str, list[float]] = {"joulehouse": [], "powerapi": []}
-        extra = {"arrow parse only": arrow_parse_only, **decoders} if kind == "json" else {}
+        extra = dict(before)
+        if kind == "json":
+            extra |= {"arrow parse only": arrow_parse_only,
+                      "duckdb parse only": duckdb_parse_only, **decoders}
+        for name, parse in extra.items():
+            parse(paths)  # warm-up
         for name in extra:
             times[name] = []
         rows = reports = 0
@@ -180,10 +245,14 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{kind}: {TICKS * 4} reports, {mb:.0f} MB; joulehouse {rows} counter rows, "
               f"powerapi {reports} reports")
         for name in times:
-            print(f"  {name:16s} best {best[name]:.3f} s ({TICKS * 4 / best[name]:,.0f} "
+            print(f"  {name:18s} best {best[name]:.3f} s ({TICKS * 4 / best[name]:,.0f} "
                   f"reports/s), median {median[name]:.3f} s")
         print(f"  ratio (powerapi / joulehouse): best {best['powerapi'] / best['joulehouse']:.1f}x,"
               f" median {median['powerapi'] / median['joulehouse']:.1f}x")
+    if args.stages:
+        print("json stages (best of rounds):")
+        for name, seconds in stages(lines_path, args.rounds).items():
+            print(f"  {name:18s} {seconds:.3f} s")
     print(f"load after: {load_average()}")
 
 

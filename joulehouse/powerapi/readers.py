@@ -70,6 +70,35 @@ class _Columns:
     value: np.ndarray
 
 
+@dataclass
+class _Cells:
+    """The present (not NaN) cells of a reports x columns matrix, report by report.
+
+    ``values[i]`` is in column ``columns[i]``; report ``r`` has ``counts[r]``
+    cells, in column order. The order is that of the reports in the file, so
+    the counters of a file do not depend on where its blocks are cut.
+    """
+
+    values: np.ndarray
+    columns: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, matrix: np.ndarray) -> _Cells:
+        present = ~np.isnan(matrix)
+        flat = np.flatnonzero(present)
+        return cls(matrix.reshape(-1)[flat], flat % max(matrix.shape[1], 1),
+                   np.count_nonzero(present, axis=1))
+
+    def per_report(self, array: np.ndarray) -> np.ndarray:
+        """A value per report, repeated for each of its cells."""
+        return np.repeat(array, self.counts)
+
+    def report(self, cell: int) -> int:
+        """The report of the cell-th value (0-based; error paths only)."""
+        return int(np.searchsorted(np.cumsum(self.counts), cell, side="right"))
+
+
 def read_hwpc(path: str | os.PathLike[str], *, timezone: str = "UTC",
               groups: Collection[str] | None = None) -> pd.DataFrame:
     """All counters of one HWPC file (JSON or CSV); a last report cut short is left out."""
@@ -121,35 +150,39 @@ def _iter_columns(path: Path, timezone: str, groups: Collection[str] | None, sta
 
 
 def concat_counters(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Counters frames one after the other, categories merged (not turned to object)."""
+    """Counters frames one after the other, categories merged (not turned to object); one
+    frame is returned as it is (already validated, not copied)."""
+    if len(frames) == 1:
+        return frames[0]
     return _frame([_Columns(frame["timestamp"].values.view("int64"), *(
         frame[name].array if name in _CATEGORIES else frame[name].to_numpy()
         for name in schemas.COUNTERS_COLUMNS[1:])) for frame in frames])
 
 
 def _frame(parts: list[_Columns], source: str | Path = "counters") -> pd.DataFrame:
-    """One validated counters frame; socket and cpu are written straight into one block."""
+    """One validated counters frame; a single part's arrays are its columns (not copied again)."""
     parts = [part for part in parts if len(part.value)]
-    count = sum(len(part.value) for part in parts)
-    ids = np.empty((2, count), dtype="int64")  # pandas' own layout of two int64 columns
-    if parts:
-        np.concatenate([part.socket for part in parts], out=ids[0])
-        np.concatenate([part.cpu for part in parts], out=ids[1])
-    frame = pd.DataFrame(ids.T, columns=["socket", "cpu"], copy=False)
-    times = np.concatenate([part.timestamp_ns for part in parts]) if parts else np.empty(
-        0, "int64")
+
+    def joined(name: str, dtype: str) -> np.ndarray:
+        arrays = [getattr(part, name) for part in parts]
+        if len(arrays) < 2:
+            return arrays[0] if arrays else np.empty(0, dtype)
+        return np.concatenate(arrays)
 
     def category(name: str) -> pd.Categorical:
-        if not parts:
-            return pd.Categorical([])
         values = [getattr(part, name) for part in parts]
-        return values[0] if len(values) == 1 else union_categoricals(values)
+        if len(values) < 2:
+            return values[0] if values else pd.Categorical([])
+        return union_categoricals(values)
 
-    frame.insert(0, "timestamp", epoch_ns_to_utc(times))
-    for position, name in enumerate(("sensor", "target", "group"), start=1):
-        frame.insert(position, name, category(name))
-    frame["event"] = category("event")
-    frame["value"] = np.concatenate([part.value for part in parts]) if parts else np.empty(0)
+    frame = pd.DataFrame({
+        "timestamp": epoch_ns_to_utc(joined("timestamp_ns", "int64")),
+        **{name: category(name) for name in ("sensor", "target", "group")},
+        "socket": joined("socket", "int64"),
+        "cpu": joined("cpu", "int64"),
+        "event": category("event"),
+        "value": joined("value", "float64"),
+    }, copy=False)
     return validate(schemas.COUNTERS_SCHEMA, frame, source)
 
 
@@ -244,7 +277,7 @@ class _Leaf:
     socket: int
     cpu: int
     event: str
-    values: np.ndarray  # float64, NaN where a report lacks it
+    values: pa.Array  # integers or floats, null where a report lacks it
 
     @property
     def field(self) -> str:
@@ -265,14 +298,14 @@ def _counters_from_json(path: Path, block, timezone: str,
     count = table.num_rows
     if not leaves:
         return None
-    matrix = np.empty((count, len(leaves)))
+    matrix = np.empty((count, len(leaves)))  # one row per report, NaN where a leaf is absent
     for column, leaf in enumerate(leaves):
-        matrix[:, column] = leaf.values
-    rows, columns = np.nonzero(~np.isnan(matrix))
-    values = matrix[rows, columns]
-    _check_values(path, values, rows, _is_rapl([leaf.event for leaf in leaves])[columns],
+        matrix[:, column] = leaf.values.to_numpy(zero_copy_only=False)
+    cells = _Cells.of(matrix)
+    columns = cells.columns
+    _check_values(path, cells, _is_rapl([leaf.event for leaf in leaves]),
                   lambda i: leaves[columns[i]].field, block.line)
-    return _counters_frame(path, times, table, rows, values, block.line, {
+    return _counters_frame(path, times, table, cells, block.line, {
         "group": _leaf_codes(leaves, "group", columns),
         "socket": np.array([leaf.socket for leaf in leaves])[columns],
         "cpu": np.array([leaf.cpu for leaf in leaves])[columns],
@@ -303,7 +336,7 @@ def _leaves(path: Path, groups_array: pa.StructArray, locate,
                                          line=locate(_first(pc.is_valid(values))), field=field)
                     leaves.append(_Leaf(group, _id(path, socket, field, locate),
                                         _id(path, cpu, field, locate), event,
-                                        values.to_numpy(zero_copy_only=False).astype("float64")))
+                                        values))
     return leaves
 
 
@@ -327,26 +360,30 @@ def _leaf_codes(leaves: list[_Leaf], name: str, columns: np.ndarray) -> pd.Categ
     labels = [getattr(leaf, name) for leaf in leaves]
     categories = sorted(set(labels))
     codes = np.array([categories.index(label) for label in labels], dtype="int32")
-    return pd.Categorical.from_codes(codes[columns], categories)
+    return pd.Categorical.from_codes(codes[columns], categories, validate=False)
 
 
-def _check_values(path: Path, values: np.ndarray, rows: np.ndarray, is_rapl: np.ndarray,
-                  field_of, locate) -> None:
-    """Counters are finite, not negative and fit a 64-bit counter; a RAPL value (``is_rapl``,
-    per value) is at most ``schemas.MAX_RAPL_TICK_J`` in one tick."""
-    bad = ~((values >= 0) & (values < MAX_COUNTER))
-    if bad.any():
-        first = int(np.flatnonzero(bad)[0])
+def _check_values(path: Path, cells: _Cells, is_rapl: np.ndarray, field_of, locate) -> None:
+    """Counters are finite, not negative and fit a 64-bit counter; a value in a RAPL column
+    (``is_rapl``, per column) is at most ``schemas.MAX_RAPL_TICK_J`` in one tick.
+
+    ``field_of(i)``: the field of the i-th value, for the error only.
+    """
+    values = cells.values
+    if len(values) and not (values.min() >= 0 and values.max() < MAX_COUNTER):
+        first = int(np.flatnonzero(~((values >= 0) & (values < MAX_COUNTER)))[0])
         what = "negative" if values[first] < 0 else "absurd (not a 64-bit counter)"
         raise InputError(path, f"{what} counter value {float(values[first])!r}",
-                         line=locate(int(rows[first])), field=field_of(first))
-    absurd = is_rapl & (values * RAPL_UNIT_J > schemas.MAX_RAPL_TICK_J)
-    if absurd.any():
-        first = int(np.flatnonzero(absurd)[0])
+                         line=locate(cells.report(first)), field=field_of(first))
+    # x * 2^-32 > limit exactly when x > limit * 2^-32 (a power of two scales exactly)
+    large = np.flatnonzero(values > schemas.MAX_RAPL_TICK_J / RAPL_UNIT_J)
+    absurd = large[is_rapl[cells.columns[large]]]
+    if len(absurd):
+        first = int(absurd[0])
         raise InputError(path, f"absurd RAPL value {values[first]:.17g} "
                          f"({values[first] * RAPL_UNIT_J:.6g} J in one tick, more than "
                          f"{schemas.MAX_RAPL_TICK_J:g} J)",
-                         line=locate(int(rows[first])), field=field_of(first))
+                         line=locate(cells.report(first)), field=field_of(first))
 
 
 def _is_rapl(events: list[str]) -> np.ndarray:
@@ -354,9 +391,10 @@ def _is_rapl(events: list[str]) -> np.ndarray:
     return np.array([event.startswith(RAPL_EVENT_PREFIX) for event in events], dtype=bool)
 
 
-def _categorical(path: Path, column: pa.ChunkedArray | pa.Array, rows: np.ndarray, locate,
+def _categorical(path: Path, column: pa.ChunkedArray | pa.Array, cells: _Cells, locate,
                  is_target: bool = False) -> pd.Categorical:
-    """A string column, taken at ``rows``, as a pandas Categorical (one pass in Arrow)."""
+    """A string column (one value per report), repeated for each of the report's cells, as a
+    pandas Categorical (one pass in Arrow)."""
     column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if not pa.types.is_string(column.type):
         raise InputError(path, f"{column.type}, not text", line=locate(0),
@@ -368,18 +406,19 @@ def _categorical(path: Path, column: pa.ChunkedArray | pa.Array, rows: np.ndarra
             if not layout.is_inside(target):
                 layout.check_target(path, target, locate(_first(
                     encoded.indices.to_numpy(zero_copy_only=False) == code)))
-    codes = encoded.indices.to_numpy(zero_copy_only=False)[rows]
-    return pd.Categorical.from_codes(codes, categories)
+    codes = cells.per_report(encoded.indices.to_numpy(zero_copy_only=False))
+    return pd.Categorical.from_codes(codes, categories, validate=False)
 
 
-def _counters_frame(path: Path, times: pd.DatetimeIndex, table: pa.Table, rows: np.ndarray,
-                    values: np.ndarray, locate, parts: dict) -> _Columns:
+def _counters_frame(path: Path, times: pd.DatetimeIndex, table: pa.Table, cells: _Cells,
+                    locate, parts: dict) -> _Columns:
+    """The block's columns: time, sensor and target per report, ``parts`` per cell."""
     return _Columns(
-        timestamp_ns=times.asi8[rows],
-        sensor=_categorical(path, table["sensor"], rows, locate),
-        target=_categorical(path, table["target"], rows, locate, is_target=True),
+        timestamp_ns=cells.per_report(times.asi8),
+        sensor=_categorical(path, table["sensor"], cells, locate),
+        target=_categorical(path, table["target"], cells, locate, is_target=True),
         group=parts["group"], socket=parts["socket"], cpu=parts["cpu"], event=parts["event"],
-        value=values,
+        value=cells.values,
     )
 
 
@@ -456,15 +495,15 @@ def _csv_counters(path: Path, chunk: pa.Buffer, header: list[str], types: dict, 
     times = utc_timestamps(path, table["timestamp"], timezone, locate)
     matrix = np.column_stack([table[name].to_numpy() for name in events]) if events else (
         np.empty((table.num_rows, 0)))
-    rows, columns = np.nonzero(~np.isnan(matrix))
-    values = matrix[rows, columns]
-    _check_values(path, values, rows, _is_rapl(events)[columns], lambda i: events[columns[i]],
-                  locate)
-    return _counters_frame(path, times, table, rows, values, locate, {
-        "group": pd.Categorical.from_codes(np.zeros(len(rows), "int8"), [group]),
-        "socket": table["socket"].to_numpy()[rows],
-        "cpu": table["cpu"].to_numpy()[rows],
-        "event": pd.Categorical.from_codes(columns.astype("int32"), events),
+    cells = _Cells.of(matrix)
+    columns = cells.columns
+    _check_values(path, cells, _is_rapl(events), lambda i: events[columns[i]], locate)
+    return _counters_frame(path, times, table, cells, locate, {
+        "group": pd.Categorical.from_codes(np.zeros(len(columns), "int8"), [group],
+                                           validate=False),
+        "socket": cells.per_report(table["socket"].to_numpy()),
+        "cpu": cells.per_report(table["cpu"].to_numpy()),
+        "event": pd.Categorical.from_codes(columns, events, validate=False),
     })
 
 
@@ -520,19 +559,25 @@ def rapl_energy(counters: pd.DataFrame) -> pd.DataFrame:
     ``dram``, ``psys``, ...).
     """
     events = counters["event"]
-    is_rapl = np.asarray(events.cat.categories.str.startswith(RAPL_EVENT_PREFIX))
-    rapl = counters[is_rapl[events.cat.codes.to_numpy()]] if len(is_rapl) else counters.iloc[:0]
+    is_rapl = np.asarray(events.cat.categories.str.startswith(RAPL_EVENT_PREFIX), dtype=bool)
+    rapl = counters.take(np.flatnonzero(is_rapl[events.cat.codes.to_numpy()]) if len(is_rapl)
+                         else [])
     rapl = rapl.sort_values(["timestamp", "sensor", "target", "socket", "event", "cpu"],
                             kind="stable")
     rapl = rapl.drop_duplicates(["timestamp", "sensor", "target", "socket", "event"])
-    domain = rapl["event"].astype(str).str.removeprefix(RAPL_EVENT_PREFIX).str.lower()
+
+    def text(column: pd.Series, label=str) -> np.ndarray:
+        """A categorical column as an object array of str, each category converted once."""
+        labels = np.array([label(value) for value in column.cat.categories] + [None], object)
+        return labels[column.cat.codes.to_numpy()]
+
     frame = pd.DataFrame({
         "timestamp": epoch_ns_to_utc(rapl["timestamp"].values.view("int64")),
-        "sensor": rapl["sensor"].astype(str).to_numpy(object),
-        "target": rapl["target"].astype(str).to_numpy(object),
+        "sensor": text(rapl["sensor"]),
+        "target": text(rapl["target"]),
         "socket": rapl["socket"].to_numpy(),
         "cpu": rapl["cpu"].to_numpy(),
-        "domain": domain.to_numpy(object),
+        "domain": text(rapl["event"], lambda event: event.removeprefix(RAPL_EVENT_PREFIX).lower()),
         "energy_j": rapl["value"].to_numpy() * RAPL_UNIT_J,
     })
     return validate(schemas.RAPL_SCHEMA, frame, "rapl_energy")
