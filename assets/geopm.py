@@ -22,12 +22,14 @@ subsettable step over every partition of a run, for the reason
    (``reports_given_twice`` in their metadata);
 5. then, if any partition failed, the step fails (``assets/reporting.py``).
 
-The per-report work of 1. and 2. runs in the ``workers`` resource's processes
-(``resources/workers.py``).
+The per-report work of 1. and 2., and the building of 3.'s trials (a few ahead
+of their loads, which stay in the step's process), runs in the ``workers``
+resource's processes (``resources/workers.py``).
 """
 
 from collections.abc import Iterator
 from concurrent.futures import Executor
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -263,16 +265,24 @@ def compute_energy(context: dg.AssetExecutionContext, source: GeopmReportSource,
         executor=executor, arguments=lambda key: (tables, key, source.resolve(key)))
 
 
+def build_trial(tables: Tables, key: str, path: Path, fingerprint: str) -> TrialData:
+    """The TAUdb trial of one report from its stored frames (a worker's task: picklable
+    arguments, no Dagster)."""
+    return report_trial(load_report(tables, key, path), fingerprint)
+
+
 def load_trials(context: dg.AssetExecutionContext, source: GeopmReportSource, tables: Tables,
-                taudb: TaudbResource, skip: dict[str, str]) -> PartitionBatch:
+                taudb: TaudbResource, skip: dict[str, str], executor: Executor) -> PartitionBatch:
     """Load the trial of every report of the run but those in ``skip`` (and those with no
-    stored frames), from its stored frames; fingerprint: a digest of the report file's
-    landing fingerprint (name, size, mtime, as the sensor sees it) and of the ``timezone``
-    its naive timestamps were read in, so changing either reloads the trial."""
+    stored frames), built from its stored frames in ``executor``; fingerprint: a digest of
+    the report file's landing fingerprint (name, size, mtime, as the sensor sees it) and of
+    the ``timezone`` its naive timestamps were read in, so changing either reloads the
+    trial."""
     stored = set(stored_frame_keys(tables))
     skip = skip | {key: "no validated frames stored" for key in context.partition_keys
                    if key not in stored and key not in skip}
 
+    @cache  # asked again for the arguments of the report's build
     def known(key: str) -> tuple[str, str]:
         path = source.resolve(key)
         item = read_landed_item(path, key, identify_report)
@@ -281,11 +291,11 @@ def load_trials(context: dg.AssetExecutionContext, source: GeopmReportSource, ta
         return str(path.resolve()), digest_pairs({"report": item.fingerprint,
                                                    "timezone": source.timezone})
 
-    def build(key: str) -> TrialData:
-        return report_trial(load_report(tables, key, source.resolve(key)), known(key)[1])
-
     with taudb.open() as db:
-        return load_partition_trials(context, db, build, known, skip)
+        return load_partition_trials(
+            context, db, build_trial,
+            lambda key: (tables, key, source.resolve(key), known(key)[1]), executor,
+            known=known, skip=skip)
 
 
 def stored_report_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
@@ -348,11 +358,12 @@ with backfills() as single_run:
                 VALID_SPEC,
                 lambda skip: compute_energy(context, geopm_source, tables, skip, executor),
                 COMPUTED_SPEC)
-        if geopm_trials.key in selected:
-            skip = {key: "an earlier asset of its report failed in this run" for key in failed}
-            trials = load_trials(context, geopm_source, tables, taudb, skip)
-            yield from trials.results(context, LOADS_SPEC)
-            failed = trials.errors() | failed  # a report's first error stays the one shown
+            if geopm_trials.key in selected:
+                skip = {key: "an earlier asset of its report failed in this run"
+                        for key in failed}
+                trials = load_trials(context, geopm_source, tables, taudb, skip, executor)
+                yield from trials.results(context, LOADS_SPEC)
+                failed = trials.errors() | failed  # a report's first error stays the one shown
         if selected & {spec.key for spec in GEOPM_TABLES}:
             keys = stored_report_keys(context, tables)
             if keys:

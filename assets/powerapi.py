@@ -24,8 +24,9 @@ name>/<entry name>``: one report file, or one folder of report files, see
 4. ``energy_facts/powerapi``: that table's rows in ``energy_facts``;
 
 then, if any partition failed, the step fails last (``assets/reporting.py``).
-The reading of 1. runs in the ``workers`` resource's processes
-(``resources/workers.py``).
+The per-partition work of 1. and 2. runs in the ``workers`` resource's
+processes (``resources/workers.py``); only what each partition stored comes
+back to the step.
 With no partition stored at all (and none failed in the run) the tables are
 not rebuilt: the step raises a ``Failure`` saying so, rather than writing
 empty tables over the last good ones.
@@ -185,18 +186,22 @@ def stored_frame(tables: Tables, name: str, keys: list[str]) -> tuple[pd.DataFra
     return validate(FRAME_SCHEMAS[name], once, f"{FRAMES_TABLE}/{name}"), len(frame) - len(once)
 
 
+def store_report_energy(tables: Tables, key: str, window: str) -> dict[str, pd.DataFrame]:
+    """Compute and store one partition's own windowed energy from its stored pieces (a
+    worker's task: picklable arguments, no Dagster)."""
+    table = window_energy(stored_frame(tables, "rapl_energy", [key])[0],
+                          stored_frame(tables, "power_reports", [key])[0], window)
+    tables.write_partition(REPORT_ENERGY_TABLE, key, table)
+    return {REPORT_ENERGY_TABLE: table}
+
+
 def compute_energy(context: dg.AssetExecutionContext, source: PowerapiSource, tables: Tables,
-                   skip: dict[str, str]) -> PartitionBatch:
-    """Compute and store each partition's own windowed energy (but those in ``skip``)."""
-
-    def compute_one(key: str) -> dict[str, pd.DataFrame]:
-        table = window_energy(stored_frame(tables, "rapl_energy", [key])[0],
-                              stored_frame(tables, "power_reports", [key])[0], source.window)
-        tables.write_partition(REPORT_ENERGY_TABLE, key, table)
-        return {REPORT_ENERGY_TABLE: table}
-
-    return PartitionBatch.run(context, compute_one, lambda name: schemas.WINDOW_ENERGY_SCHEMA,
-                              skip=skip)
+                   skip: dict[str, str], executor: Executor) -> PartitionBatch:
+    """Compute and store each partition's own windowed energy (but those in ``skip``), in
+    ``executor``."""
+    return PartitionBatch.run(
+        context, store_report_energy, lambda name: schemas.WINDOW_ENERGY_SCHEMA, skip=skip,
+        executor=executor, arguments=lambda key: (tables, key, source.window))
 
 
 def stored_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
@@ -287,7 +292,8 @@ with backfills() as single_run:
         with workers.pool() as executor:
             failed = yield from frames_then_energy(
                 context, lambda: validate_frames(context, powerapi_source, tables, executor),
-                VALID_SPEC, lambda skip: compute_energy(context, powerapi_source, tables, skip),
+                VALID_SPEC,
+                lambda skip: compute_energy(context, powerapi_source, tables, skip, executor),
                 COMPUTED_SPEC)
         if selected & {powerapi_window_energy.key, powerapi_energy_facts.key}:
             keys = stored_keys(context, tables)

@@ -28,8 +28,10 @@ What every trial asset shares: :class:`TrialLoads` (a trial replaces those of
 its source key; one whose fingerprint equals the stored trial's, primary
 metadata, is not loaded again, and not even built when its fingerprint is
 known beforehand) and :func:`load_partition_trials` (one trial per partition
-of a run, each in its own transaction; a bad one fails alone, for its
-``loads`` check). GEOPM reports use them too (``assets/geopm.py``).
+of a run, built in the ``workers`` resource's processes a few ahead of its
+load, each loaded in its own transaction in the step's process; a bad one
+fails alone, for its ``loads`` check). GEOPM reports use them too
+(``assets/geopm.py``).
 """
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -75,12 +77,13 @@ from joulehouse.taudb.mapping.powerapi import session_trials
 from joulehouse.taudb.model import TrialData
 from joulehouse.taudb.read import read_trial_source
 from joulehouse.warehouse import Warehouse as Tables
-from resources import GpuBenchmarkSource, PowerapiSource, Warehouse
+from resources import GpuBenchmarkSource, PowerapiSource, StepWorkers, Warehouse
 from resources.taudb import TaudbResource, TauProfileSource
 from resources.workers import in_order
 
 GROUP = "taudb"
-#: GPU run trials built in the worker processes ahead of their loads (each held whole).
+#: Trials (GPU runs, partitions) built in the worker processes ahead of their loads (each
+#: held whole).
 TRIALS_AHEAD = 4
 LOADS_CHECK = "loads"
 
@@ -206,38 +209,54 @@ class TrialLoads:
 
 
 def load_partition_trials(
-    context: dg.AssetExecutionContext, db: TaudbDatabase, build: Callable[[str], TrialData],
+    context: dg.AssetExecutionContext, db: TaudbDatabase, build: Callable[..., TrialData],
+    arguments: Callable[[str], tuple], executor: Executor,
     known: Callable[[str], tuple[str, str]] | None = None, skip: Mapping[str, str] | None = None,
     source_key: Callable[[str], str] | None = None,
 ) -> PartitionBatch:
-    """Load the trial ``build(key)`` of every partition of the run but those in ``skip``,
-    each in its own transaction (``TrialLoads``; ``known(key)``: its source key and
-    fingerprint before it is built; else ``source_key(key)``: its source key alone, so the
-    stored trials are looked up in one batch rather than one per partition). An
-    ``InputError`` of one partition loads nothing for it and the others go on
-    (``PartitionBatch``). Every stored partition's metadata has ``taudb/trial_id``; an
-    unchanged one ``taudb/unchanged`` instead of a row count."""
+    """Load the trial ``build(*arguments(key))`` of every partition of the run but those in
+    ``skip``, each in its own transaction (``TrialLoads``; ``known(key)``: its source key and
+    fingerprint before it is built, so an unchanged one is not built; else
+    ``source_key(key)``: its source key alone, so the stored trials are looked up in one
+    batch rather than one per partition). The trials are built in ``executor`` (a
+    module-level ``build``, picklable arguments: worker processes), ``TRIALS_AHEAD`` ahead
+    of the loads, which run here in partition order (``in_order``). An ``InputError`` of
+    one partition (from ``known``, ``arguments``, ``build`` or the load) loads nothing for
+    it and the others go on (``PartitionBatch``). Every stored partition's metadata has
+    ``taudb/trial_id``; an unchanged one ``taudb/unchanged`` instead of a row count."""
     keys = [key for key in context.partition_keys if key not in (skip or {})]
-    knowns: dict[str, tuple[str, str] | InputError] = {}
+    knowns: dict[str, tuple[str, str]] = {}
+    failed: dict[str, InputError] = {}  # raised again for its partition alone
     for key in keys if known else ():
         try:
             knowns[key] = known(key)
-        except InputError as err:  # raised again for its partition alone
-            knowns[key] = err
-    wanted = [given[0] for given in knowns.values() if not isinstance(given, InputError)]
+        except InputError as err:
+            failed[key] = err
+    wanted = [given[0] for given in knowns.values()]
     for key in keys if source_key else ():
-        with suppress(InputError, KeyError, OSError):  # build(key) raises it for its partition
+        with suppress(InputError, KeyError, OSError):  # arguments(key) or build raises it
             wanted.append(source_key(key))
     loads = TrialLoads.into(db, wanted)
+    calls: dict[str, tuple] = {}  # key -> arguments of its build, in partition order
+    for key in keys:
+        if key in failed or (key in knowns and loads.unchanged(key, *knowns[key])):
+            continue
+        try:
+            calls[key] = arguments(key)
+        except InputError as err:
+            failed[key] = err
+    # One future per call, in the order of ``calls``: the order in which ``load`` asks.
+    built = zip(calls, in_order(executor, build, calls.values(), ahead=TRIALS_AHEAD))
     shown: dict[str, dict[str, pd.DataFrame]] = {}
 
     def load(key: str) -> dict[str, pd.DataFrame]:
-        given = knowns.get(key)
-        if isinstance(given, InputError):
-            raise given
-        trial = loads.load(key, lambda: build(key), given)
-        if trial is not None:
-            shown[key] = trial_frames(trial)
+        if key in failed:
+            raise failed[key]
+        if key in calls:  # else unchanged, known before building (in ``loads.ids``)
+            _, future = next(built)
+            trial = loads.load(key, future.result, knowns.get(key))
+            if trial is not None:
+                shown[key] = trial_frames(trial)
         return shown.get(key, {})
 
     batch = PartitionBatch.run(context, load, lambda name: None, skip=skip)
@@ -332,11 +351,11 @@ with backfills() as single_run:
         tags={"source": "tau-profiles"},
     )
     def tau_profile_trials(context: dg.AssetExecutionContext, tau_profiles: TauProfileSource,
-                           taudb: TaudbResource) -> Iterator:
-        with taudb.open() as db:
+                           taudb: TaudbResource, workers: StepWorkers) -> Iterator:
+        with taudb.open() as db, workers.pool() as executor:
             batch = load_partition_trials(
-                context, db, lambda key: read_trial_source(tau_profiles.resolve(key)),
-                source_key=lambda key: str(tau_profiles.resolve(key).resolve()))
+                context, db, read_trial_source, lambda key: (tau_profiles.resolve(key),),
+                executor, source_key=lambda key: str(tau_profiles.resolve(key).resolve()))
         yield from batch.results(context, LOADS_SPEC)
         if batch.failed:
             raise failure(len(context.partition_keys), batch.errors())

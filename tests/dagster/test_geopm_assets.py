@@ -22,7 +22,15 @@ from assets.gpu import VALID_CHECK
 from definitions import build_definitions
 from joulehouse import landing as landing_module
 from joulehouse.warehouse import Warehouse as Tables
-from resources import DataRoot, GeopmReportSource, GpuBenchmarkSource, Warehouse
+from resources import (
+    DataRoot,
+    GeopmReportSource,
+    GpuBenchmarkSource,
+    StepWorkers,
+    TaudbResource,
+    Warehouse,
+    embedded_taudb_url,
+)
 from sensors.geopm import JOB_NAME, SENSOR_NAME
 from sensors.partition_runs import RANGE_END, RANGE_START
 from tests.dagster.conftest import QUIET_S, settle
@@ -50,11 +58,13 @@ def landing(tmp_path: Path) -> Path:
 class Pipeline(SourceRuns):
     """The definitions over one landing folder: tick the GEOPM sensor, run what it asks."""
 
-    def __init__(self, instance, landing: Path, warehouse: Path):
+    def __init__(self, instance, landing: Path, warehouse: Path,
+                 workers: StepWorkers | None = None):
         self.source = GeopmReportSource(landing_folders=[str(landing)], quiet_period_s=QUIET_S)
+        self.warehouse = Warehouse(root=str(warehouse))
         defs = build_definitions(
-            GpuBenchmarkSource(data_roots=[DataRoot(path=str(landing))]),
-            Warehouse(root=str(warehouse)), geopm_source=self.source)
+            GpuBenchmarkSource(data_roots=[DataRoot(path=str(landing))]), self.warehouse,
+            geopm_source=self.source, workers=workers)
         super().__init__(instance, defs, SENSOR_NAME, JOB_NAME, "geopm_source", self.source,
                          geopm_reports)
         self.tables = Tables(warehouse)
@@ -120,6 +130,35 @@ def test_the_bundled_reports_materialize_in_one_run(pipeline):
     assert facts_event.metadata["dagster/row_count"].value == 6
     assert {c.partition: c.passed for c in result.get_asset_check_evaluations()
             if c.check_name == VALID_CHECK} == {key: True for key in keys}
+
+
+#: The TAUdb tables of a trial compared row by row (secondary_metadata's ids are UUIDs).
+TAUDB_TABLES = ["trial", "metric", "thread", "timer", "timer_group", "timer_parameter",
+                "timer_callpath", "timer_call_data", "timer_value", "counter", "counter_value",
+                "primary_metadata"]
+
+
+def test_one_process_and_two_store_the_same_rows_and_trials(landing, tmp_path):
+    """The per-report work (frames, host energy, the trials' building) in the step's own
+    process (JOULEHOUSE_STEP_WORKERS=1) or in two worker processes: the same rows."""
+    stored = {}
+    settle()
+    for workers in (1, 2):
+        with dg.instance_for_test() as instance:
+            pipeline = Pipeline(instance, landing, tmp_path / f"warehouse-{workers}",
+                                StepWorkers(max_workers=workers))
+            [request] = pipeline.tick().run_requests
+            assert pipeline.launch(request).success
+            keys = pipeline.partitions()
+            with TaudbResource(url=embedded_taudb_url(pipeline.warehouse.root)).open() as db:
+                stored[workers] = {
+                    HOST_TABLE: pipeline.tables.read_partitions(HOST_TABLE, keys),
+                    **{table: sorted(db.query(f"SELECT * FROM {table}"), key=repr)
+                       for table in TAUDB_TABLES}}
+    one, two = stored[1], stored[2]
+    pd.testing.assert_frame_equal(one.pop(HOST_TABLE), two.pop(HOST_TABLE))
+    assert len(one["trial"]) == 2 and len(one["timer_value"]) > 100
+    assert one == two
 
 
 def _latest(instance, asset: dg.AssetKey, partition: str | None = None):

@@ -22,7 +22,7 @@ from joulehouse.powerapi import layout
 from joulehouse.powerapi.reports import read_reports
 from joulehouse.powerapi.stream import ReportStore
 from joulehouse.warehouse import Warehouse as Tables
-from resources import DataRoot, GpuBenchmarkSource, PowerapiSource, Warehouse
+from resources import DataRoot, GpuBenchmarkSource, PowerapiSource, StepWorkers, Warehouse
 from resources.powerapi import LANDING_ENV, READER_ENV
 from sensors.partition_runs import RANGE_END, RANGE_START
 from sensors.powerapi import JOB_NAME, SENSOR_NAME
@@ -41,13 +41,13 @@ class Landing(SourceRuns):
     """The PowerAPI sensor and job over one landing folder, in one instance."""
 
     def __init__(self, instance, folder: Path, tmp_path: Path, quiet_s: float = QUIET_S,
-                 **settings):
+                 workers: StepWorkers | None = None, **settings):
         self.source = PowerapiSource(landing_folders=[str(folder)], quiet_period_s=quiet_s,
                                      **settings)
         self.warehouse = Warehouse(root=str(tmp_path / "warehouse"))
         defs = build_definitions(
             GpuBenchmarkSource(data_roots=[DataRoot(path=str(tmp_path))]), self.warehouse,
-            powerapi_source=self.source)
+            powerapi_source=self.source, workers=workers)
         super().__init__(instance, defs, SENSOR_NAME, JOB_NAME,
                          "powerapi_source", self.source, powerapi_reports)
 
@@ -115,6 +115,25 @@ def test_the_bundled_examples_reach_the_tables_in_one_run(instance, tmp_path):
     [facts_event] = [m for m in result.asset_materializations_for_node("powerapi_pipeline")
                      if m.asset_key == FACTS]
     assert facts_event.metadata["dagster/row_count"].value == 4
+
+
+def test_one_process_and_two_store_the_same_energy(tmp_path):
+    """Each entry's frames and energy in the step's own process (JOULEHOUSE_STEP_WORKERS=1)
+    or in two worker processes: the same rows."""
+    stored = {}
+    for workers in (1, 2):
+        with dg.instance_for_test() as instance:
+            landing = Landing(instance, EXAMPLES, tmp_path / str(workers), quiet_s=0,
+                              workers=StepWorkers(max_workers=workers))
+            assert landing.launch(landing.tick().run_requests[0]).success
+            tables = landing.tables()
+            stored[workers] = (tables.read_partitions(REPORT_ENERGY_TABLE, landing.partitions()),
+                               tables.read_table(WINDOW_TABLE))
+    for one, two in zip(*stored.values(), strict=True):
+        pd.testing.assert_frame_equal(one, two)
+    energy, table = stored[1]
+    assert _measured(energy) == pytest.approx(2 * FIXTURE_J, rel=1e-12)  # two RAPL entries
+    assert len(table) == 5
 
 
 def test_a_bad_file_fails_alone_and_the_others_reach_the_tables(instance, tmp_path):

@@ -77,7 +77,8 @@ def test_profile_sets_load_in_one_run_and_a_bad_set_fails_alone(instance, taudb,
 
     result = dg.materialize(
         [tau_profile_trials], instance=instance, raise_on_error=False,
-        resources={"taudb": taudb, "tau_profiles": TauProfileSource(landing_folders=[str(landing)])},
+        resources={"taudb": taudb, "tau_profiles": TauProfileSource(landing_folders=[str(landing)]),
+                   "workers": StepWorkers(max_workers=2)},  # the bad set's error from a worker
         tags={RANGE_START: keys[0], RANGE_END: keys[1]})
 
     assert not result.success and len(instance.get_runs()) == 1
