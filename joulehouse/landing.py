@@ -12,8 +12,9 @@ waits, and one given an mtime in the future does not wait for it. Its
 *fingerprint* is a digest of its files' names, sizes and mtimes (ns); it
 changes when a file is added, removed or rewritten, and reads no content. An
 entry whose ctime alone moved (``chmod``, ``chown``) keeps its fingerprint and
-is not handed out again (:func:`scan_landings`' ``handed_before``), as the GPU
-tree scanner (:mod:`joulehouse.treescan`) compares fingerprints.
+is not handed out again once it was processed (:func:`scan_landings`'
+``handed_before``), as the GPU tree scanner (:mod:`joulehouse.treescan`)
+compares fingerprints.
 Listing a landing folder costs one ``stat`` per file; a sensor's cursor
 (:class:`LandingState`) keeps a ctime watermark per folder, so a file
 unchanged behind it (not growing, on the folder's device) is not looked into
@@ -287,13 +288,17 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     ``unlisted`` were not listed this tick (:func:`list_landings`): their watermark,
     fingerprints and sizes are kept as they were.
 
-    ``handed_before`` (keys -> the fingerprint each was last handed out with, where known:
-    a sensor asks its instance) is asked once, with the keys of the entries that would be
-    ready but for the cap: one whose fingerprint is the one handed out is taken as handed
-    out, not ready again. Only its ctime moved (``chmod``, ``chown``, a hard link added),
-    after its folder's watermark had passed it (the cursor forgot its fingerprint); size
-    and mtimes did not, so neither did the data, as :mod:`joulehouse.treescan` compares
-    fingerprints too.
+    ``handed_before`` (keys -> the fingerprint each was last handed out with and then
+    processed, where known: a sensor asks its instance,
+    ``sensors/partition_runs.handed_fingerprints``) is asked once, with the keys of the
+    entries that would be ready but for the cap: one whose fingerprint is the one handed
+    out is taken as handed out, not ready again. Only its ctime moved (``chmod``,
+    ``chown``, a hard link added), after its folder's watermark had passed it (the cursor
+    forgot its fingerprint); size and mtimes did not, so neither did the data, as
+    :mod:`joulehouse.treescan` compares fingerprints too. An entry missing from it (its
+    hand-out never ran, or failed) is ready again: a fix in place keeping size and mtimes
+    (``cp -p``, a ``chmod`` making it readable) is asked for one tick after its quiet
+    period.
     """
     present = list(items)
     changed = [found for found in present if not state.handed_out(found)]
