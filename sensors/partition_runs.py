@@ -282,9 +282,9 @@ class LandingSensor:
                              "in flight end (registered partitions are not reordered under a "
                              "queued run)")
         run_request, additions, new = ready
-        context.log.info(f"{len(scan.ready)} {self.entries} ready ({new} new), "
-                         f"{scan.waiting} waiting ({scan.deferred} of them left for the next "
-                         f"ticks by this tick's cap){skipped}")
-        return tick.ask(context.instance, run_request, additions,
+        return tick.ask(context, run_request, additions,
                         files_landed(self.files, fingerprints), cursor,
-                        handed_out=len(scan.ready), cut=scan.deferred > 0, fixed_s=listed_s)
+                        handed_out=len(scan.ready), cut=scan.deferred > 0, fixed_s=listed_s,
+                        told=f"{len(scan.ready)} {self.entries} ready ({new} new), "
+                             f"{scan.waiting} waiting ({scan.deferred} of them left for the "
+                             f"next ticks by this tick's cap){skipped}")
