@@ -250,7 +250,9 @@ class LandingSensor:
         again. A landing folder that
         cannot be listed (missing, unreadable, an empty mount point:
         :func:`joulehouse.landing.list_landings`) is named in a warning and the tick's
-        message, the others are scanned, and its cursor is kept for when it is back.
+        message, the others are scanned, and its cursor is kept for when it is back; so is
+        an entry that cannot be read (the first three in the message), its folder's other
+        entries flowing, and its folder's watermark waiting for it.
         """
         tick = Tick.begin(context.cursor, source.max_entries_per_tick)
         folders = source.landings()
@@ -258,12 +260,14 @@ class LandingSensor:
         registered = functools.cache(
             lambda: context.instance.get_dynamic_partitions(self.partitions_def.name))
         listing = list_landings(folders, state, self.identify)
-        for why in listing.unlisted.values():
+        unread = [entry.why for entry in listing.unread.values()]
+        for why in [*listing.unlisted.values(), *unread]:
             context.log.warning(why)
-        skipped = "".join(f"; skipped: {why}" for why in listing.unlisted.values())
+        skipped = "".join(f"; skipped: {why}" for why in listing.unlisted.values()) + "".join(
+            f"; {why}" for why in unread[:3])
         scan = scan_landings(listing.items, state, source.quiet_period_s, time.time(),
                              grown_bytes=source.grown_bytes, cap=tick.cap,
-                             unlisted=listing.unlisted,
+                             unlisted=listing.unlisted, unread=listing.unread,
                              handed_before=lambda keys: handed_fingerprints(
                                  context.instance, self.files, self.built, registered(),
                                  keys))

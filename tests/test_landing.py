@@ -6,6 +6,8 @@ import os
 import time
 from dataclasses import replace
 
+import pytest
+
 from joulehouse import landing
 from joulehouse.landing import (
     LandedItem,
@@ -256,3 +258,55 @@ def test_an_entry_whose_ctime_alone_moved_is_not_handed_out_again():
     again = scan_landings(moved, scan.state, quiet_s=1.0, now=1000.0,
                           handed_before=handed_before)
     assert again.ready == [] and asked[1:] == []  # in/young still waits: nothing asked
+
+
+def test_an_unreadable_entry_is_skipped_alone_and_holds_its_folders_watermark(
+        tmp_path, monkeypatch):
+    """'in/locked' cannot be read (identify's PermissionError: a folder of another user's,
+    mode 0700) and 'in/set' holds a dangling link: each is named and left out, the
+    folder's other entries are still handed out, and the watermark stays before
+    'locked', which is handed out once readable though none of its times moved (access
+    granted by a group)."""
+    monkeypatch.setattr(landing, "CLOCK_MARGIN_S", 0.0)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("a.report", "locked"):
+        (folder / name).write_text(name)
+    (folder / "set").mkdir()
+    (folder / "set" / "profile.0").symlink_to(tmp_path / "nowhere")
+    locked = [True]
+
+    def identify(path):
+        if path.name == "locked" and locked[0]:
+            raise PermissionError(13, "Permission denied", str(path))
+        return [path, *path.iterdir()] if path.is_dir() else [path]
+
+    def tick(state):
+        listing = list_landings({"in": folder}, state, identify)
+        return listing, scan_landings(listing.items, state, quiet_s=0.0, now=time.time(),
+                                      unread=listing.unread)
+
+    with pytest.raises(PermissionError):  # without unread: raised, as before
+        find_landed(folder, "in", identify)
+    listing, first = tick(LandingState())
+    assert listing.unlisted == {} and sorted(listing.unread) == ["in/locked", "in/set"]
+    assert listing.unread["in/locked"].why == (
+        f"entry 'in/locked' ({folder / 'locked'}) skipped: it cannot be read (Permission "
+        "denied); its folder's watermark waits for it")
+    assert listing.unread["in/locked"].changed == _ctime(folder / "locked")
+    assert listing.unread["in/set"].why == (
+        f"entry 'in/set' ({folder / 'set'}) skipped: dangling link "
+        f"{folder / 'set' / 'profile.0'}")
+    assert [item.key for item in first.ready] == ["in/a.report"]
+    time.sleep(0.05)
+    (folder / "late.report").write_text("late")
+    state = first.state
+    for _ in range(2):  # without 'locked', the watermark would pass it now
+        listing, scan = tick(state)
+        state = scan.state
+    assert state.since["in"] <= _ctime(folder / "locked") < _ctime(folder / "late.report")
+    assert [item.key for item in scan.ready] == []
+    locked[0] = False
+    listing, readable = tick(state)
+    assert sorted(listing.unread) == ["in/set"]
+    assert [item.key for item in readable.ready] == ["in/locked"]

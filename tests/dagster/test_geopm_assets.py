@@ -2,12 +2,14 @@
 
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 import pytest
 
+import sensors.geopm
 from assets.geopm import (
     FACTS_TABLE,
     HOST_TABLE,
@@ -22,6 +24,7 @@ from assets.geopm import (
 from assets.gpu import VALID_CHECK
 from definitions import build_definitions
 from joulehouse import landing as landing_module
+from joulehouse.geopm.layout import identify_report
 from joulehouse.warehouse import Warehouse as Tables
 from resources import DataRoot, GeopmReportSource, GpuBenchmarkSource, Warehouse
 from sensors.geopm import JOB_NAME, SENSOR_NAME
@@ -331,3 +334,32 @@ def test_a_failed_report_fixed_keeping_size_and_mtime_is_asked_again(pipeline, l
     assert pipeline.launch(fixed).success
     assert pipeline.status(geopm_validated_frames.key)[f"landing/{LEGACY}"] == (
         dg.AssetPartitionStatus.MATERIALIZED)
+
+
+
+def test_an_unreadable_report_is_named_and_the_others_still_flow(pipeline, landing,
+                                                                  monkeypatch):
+    """A report the sensor cannot read (its identify raises PermissionError: another user's
+    file) is named in the tick's message and left out; the folder's other reports are
+    handed out, and it is asked for once readable."""
+    locked = [True]
+
+    def identify(path):
+        if path.name == "locked.report" and locked[0]:
+            raise PermissionError(13, "Permission denied", str(path))
+        return identify_report(path)
+
+    monkeypatch.setattr(sensors.geopm, "LANDING", replace(sensors.geopm.LANDING,
+                                                          identify=identify))
+    shutil.copy(EXAMPLES / LEGACY, landing / "locked.report")
+    settle()
+    [first] = pipeline.tick().run_requests
+    assert first.tags["joulehouse/partitions"] == "2"
+    data = pipeline.tick()
+    assert data.run_requests == [] and data.skip_message == (
+        "no new or changed GEOPM report(s) ready (0 waiting for the 1 s quiet period); "
+        f"entry 'landing/locked.report' ({landing / 'locked.report'}) skipped: it cannot be "
+        "read (Permission denied); its folder's watermark waits for it")
+    locked[0] = False
+    [readable] = pipeline.tick().run_requests
+    assert readable.tags[RANGE_START] == readable.tags[RANGE_END] == "landing/locked.report"
