@@ -190,6 +190,7 @@ class Listing:
     items: list[LandedItem]
     unlisted: dict[str, str]
     unread: dict[str, Unread] = field(default_factory=dict)
+    devices: dict[str, int] = field(default_factory=dict)  # of the folders listed: st_dev
 
 
 def list_landings(folders: Mapping[str, os.PathLike[str] | str], state: LandingState,
@@ -198,31 +199,43 @@ def list_landings(folders: Mapping[str, os.PathLike[str] | str], state: LandingS
     with ``state``'s watermark of each. An entry that cannot be read is left out of the
     listing, named with why (``Listing.unread``), and its folder's other entries are
     listed. A folder that cannot be listed (missing, not a folder, unreadable) or that
-    lists no entry where ``state`` saw some (an empty mount point: the file system not
-    mounted) is left out, named with why, and the others are listed: an NFS mount briefly
-    absent must not fail the tick, nor, once back, hand out again what was handed out
-    before. A folder whose entries were all moved away legitimately stays so named until
-    one lands again."""
+    is an empty mount point (the file system not mounted: it lists no entry where
+    ``state`` saw some, and its device is not the one ``state.devices`` saw it on; one
+    a cursor written before devices were kept does not name is taken as empty) is left
+    out, named with why, and the others are listed: an NFS mount
+    briefly absent must not fail the tick, nor, once back, hand out again what was
+    handed out before. A folder emptied on its own device (reports archived away) is
+    just empty (``Listing.devices``: each listed folder's device, for the cursor)."""
     items: list[LandedItem] = []
     unlisted: dict[str, str] = {}
     unread: dict[str, Unread] = {}
+    devices: dict[str, int] = {}
     for name, folder in folders.items():
         skipped: dict[str, Unread] = {}
         try:
             found = find_landed(folder, name, identify, state.since.get(name), state.sizes,
                                 skipped)
-            empty = not found and name in state.newest and not _has_entry(folder)
+            device = _device(folder)
+            empty = (not found and name in state.newest and not _has_entry(folder)
+                     and device != state.devices.get(name, device))
         except OSError as err:
             unlisted[name] = (f"landing folder {name!r} ({folder}) cannot be listed "
                               f"({err.strerror or err}{_at(err, folder)}); its cursor is kept")
             continue
         if empty:
             unlisted[name] = (f"landing folder {name!r} ({folder}) lists no entry where "
-                              "entries were seen before (a file system not mounted?)")
+                              "entries were seen before, on another device (a file system "
+                              "not mounted?)")
             continue
         items += found
         unread |= skipped
-    return Listing(items, unlisted, unread)
+        devices[name] = device
+    return Listing(items, unlisted, unread, devices)
+
+
+def _device(folder: os.PathLike[str] | str) -> int:
+    """The ``st_dev`` of ``folder``: a mount point's changes when it is unmounted."""
+    return os.stat(folder).st_dev
 
 
 def _has_entry(folder: os.PathLike[str] | str) -> bool:
@@ -252,6 +265,8 @@ class LandingState:
     their folder's ``since``, and of every foreign one (on another device: its times
     come from another clock); ``sizes``: key -> size (bytes) when handed out, of the
     entries handed out while still changing (growing streams), until they are quiet.
+    ``devices``: name -> the folder's ``st_dev`` when last listed (a mount point's
+    changes when its file system is not mounted: :func:`list_landings`).
 
     The watermark compares ctimes, which every write, copy or link sets to the file
     server's clock and no tool sets back (as :mod:`joulehouse.treescan` uses them). An
@@ -269,6 +284,7 @@ class LandingState:
     sizes: dict[str, int] = field(default_factory=dict)
     newest: dict[str, float] = field(default_factory=dict)
     folders: dict[str, str] = field(default_factory=dict)
+    devices: dict[str, int] = field(default_factory=dict)
 
     def handed_out(self, item: LandedItem) -> bool:
         """Whether ``item``, as it is now, was handed out already."""
@@ -288,25 +304,28 @@ class LandingState:
             {name: at for name, at in self.since.items() if name in kept},
             {key: f for key, f in self.seen.items() if landing_of(key) in ours},
             {key: n for key, n in self.sizes.items() if landing_of(key) in ours},
-            {name: at for name, at in self.newest.items() if name in kept}, paths)
+            {name: at for name, at in self.newest.items() if name in kept}, paths,
+            {name: dev for name, dev in self.devices.items() if name in kept})
 
     def to_json(self) -> str:
         return json.dumps({"since": self.since, "seen": self.seen, "sizes": self.sizes,
-                           "newest": self.newest, "folders": self.folders}, sort_keys=True)
+                           "newest": self.newest, "folders": self.folders,
+                           "devices": self.devices}, sort_keys=True)
 
     @classmethod
     def from_json(cls, cursor: str | None) -> LandingState:
         """The state in ``cursor`` (:meth:`to_json`). A cursor written before watermarks
         were kept holds every entry handed out (``seen``; or key -> fingerprint alone):
         still right, it shrinks after the next ticks. Its ``sizes`` (of every entry ever
-        handed out) are left: a growing stream is handed out once more."""
+        handed out) are left: a growing stream is handed out once more. One written before
+        devices were kept has none (see :func:`list_landings`)."""
         state = json.loads(cursor or "{}")
         if not isinstance(state.get("seen"), dict):
             return cls(seen=state)
         if "since" not in state:
             return cls(seen=state["seen"])
         return cls(state["since"], state["seen"], state["sizes"], state["newest"],
-                   state["folders"])
+                   state["folders"], state.get("devices", {}))
 
 
 #: How far behind a folder's newest change its watermark stays (s): stats shown late
@@ -329,6 +348,7 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
                   now: float, *, grown_bytes: int | None = None,
                   cap: int | None = None, unlisted: Collection[str] = (),
                   unread: Mapping[str, Unread] | None = None,
+                  devices: Mapping[str, int] | None = None,
                   handed_before: HandedBefore | None = None) -> LandingScan:
     """Compare the present ``items`` with what ``state`` says was handed out before.
 
@@ -343,7 +363,8 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     fingerprints and sizes are kept as they were. An entry in ``unread`` (key -> why, not
     listed as it cannot be read now) holds its folder's watermark at or before its
     ``changed`` time, as an entry waiting does, so that it is looked at again once
-    readable.
+    readable. ``devices`` (name -> ``st_dev`` of the folders listed: ``Listing.devices``)
+    update the state's.
 
     ``handed_before`` (keys -> the fingerprint each was last handed out with and then
     processed, where known: a sensor asks its instance,
@@ -393,5 +414,6 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     seen |= {key: f for key, f in state.seen.items() if landing_of(key) in unlisted}
     sizes |= {key: n for key, n in state.sizes.items() if landing_of(key) in unlisted}
     return LandingScan(ready, len(waiting),
-                       LandingState(since, seen, sizes, newest, dict(state.folders)),
+                       LandingState(since, seen, sizes, newest, dict(state.folders),
+                                    {**state.devices, **(devices or {})}),
                        len(eligible) - len(ready))

@@ -268,6 +268,7 @@ class LandingSensor:
         scan = scan_landings(listing.items, state, source.quiet_period_s, time.time(),
                              grown_bytes=source.grown_bytes, cap=tick.cap,
                              unlisted=listing.unlisted, unread=listing.unread,
+                             devices=listing.devices,
                              handed_before=lambda keys: handed_fingerprints(
                                  context.instance, self.files, self.built, registered(),
                                  keys))
