@@ -360,8 +360,8 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     yet. ``items`` may leave out entries changed before their folder's ``state.since``
     but not those in ``state.sizes`` (see :func:`find_landed`). The folders named in
     ``unlisted`` were not listed this tick (:func:`list_landings`): their watermark,
-    fingerprints and sizes are kept as they were. An entry in ``unread`` (key -> why, not
-    listed as it cannot be read now) holds its folder's watermark at or before its
+    fingerprints and sizes are kept as they were. An entry in ``unread`` (key -> :class:`Unread`:
+    not listed as it cannot be read now) holds its folder's watermark at or before its
     ``changed`` time, as an entry waiting does, so that it is looked at again once
     readable. ``devices`` (name -> ``st_dev`` of the folders listed: ``Listing.devices``)
     update the state's.
@@ -399,7 +399,7 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
         held = [found.last_change for found in waiting if found.landing == name] + [
             entry.changed for key, entry in (unread or {}).items() if landing_of(key) == name]
         at = max(min([last - CLOCK_MARGIN_S, *held]), state.since.get(name, -math.inf))
-        if at > -math.inf:  # an unreadable entry whose own ctime is not known holds it
+        if at > -math.inf:  # none yet, held by an unreadable entry of unknown ctime
             since[name] = at
     for found in present:
         if not found.foreign:  # at most now: a clock ahead does not carry the watermark
