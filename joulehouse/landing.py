@@ -12,14 +12,16 @@ waits, and one given an mtime in the future does not wait for it. Its
 *fingerprint* is a digest of its files' names, sizes and mtimes (ns); it
 changes when a file is added, removed or rewritten, and reads no content. An
 entry whose ctime alone moved (``chmod``, ``chown``) keeps its fingerprint and
-is not handed out again (:func:`scan_landings`' ``handed_before``), as the GPU
-tree scanner (:mod:`joulehouse.treescan`) compares fingerprints.
+is not handed out again once it was processed (:func:`scan_landings`'
+``handed_before``), as the GPU tree scanner (:mod:`joulehouse.treescan`)
+compares fingerprints.
 Listing a landing folder costs one ``stat`` per file; a sensor's cursor
 (:class:`LandingState`) keeps a ctime watermark per folder, so a file
 unchanged behind it (not growing, on the folder's device) is not looked into
 again. A folder that cannot be listed (missing, unreadable, an empty mount point)
-is left out of the tick, named, with its part of the cursor kept
-(:func:`list_landings`).
+is left out of the tick, named, with its part of the cursor kept; an entry
+that cannot be read (permissions, a dangling link) is left out alone, named,
+and its folder's watermark waits for it (:func:`list_landings`).
 
 An entry that keeps growing (a report stream) is never quiet; a source may
 hand it out anyway once its files grew by ``grown_bytes`` since it was last
@@ -105,15 +107,34 @@ def read_landed_item(path: Path, key: str, identify: Identify,
     return LandedItem(key, path, digest, last_change, size, foreign)
 
 
+@dataclass(frozen=True)
+class Unread:
+    """An entry of a landing folder left out of a listing because it cannot be read now:
+    ``why`` (for a warning), and ``changed``: its own ctime (s since the epoch; -inf when
+    not even that can be read), before which its folder's watermark stays, so that it is
+    looked at again once readable (:func:`scan_landings`); +inf for an entry the watermark
+    need not wait for (a dangling link: the target's arrival sets a new ctime anyway)."""
+
+    why: str
+    changed: float
+
+
 def find_landed(landing: str | os.PathLike[str], name: str, identify: Identify,
-                since: float | None = None, watch: Container[str] = ()) -> list[LandedItem]:
+                since: float | None = None, watch: Container[str] = (),
+                unread: dict[str, Unread] | None = None) -> list[LandedItem]:
     """Every entry directly in the folder ``landing`` (named ``name``) that ``identify``
     accepts, by key. Hidden entries (``.name``) are skipped, and with ``since`` (seconds
     since the epoch: the folder's watermark in :class:`LandingState`) so are plain files
     whose ctime is before it, on one ``stat`` and without ``identify`` (a file entry is
     made of itself alone, and handed out already), unless their key is in ``watch`` or
     they are on another device. A folder is always looked into: its own times do not
-    change when a file below it is rewritten."""
+    change when a file below it is rewritten.
+
+    An entry gone since the folder was listed is left out. One that cannot be read (an
+    ``OSError`` from ``identify`` or a ``stat``: a folder of another user's, mode 0700)
+    raises, or, with ``unread``, is left out and put there by key (:class:`Unread`), as is
+    one with a dangling link inside (left out silently without ``unread``); the folder's
+    other entries are listed."""
     items = []
     device = os.stat(landing).st_dev
     with os.scandir(landing) as entries:
@@ -125,50 +146,96 @@ def find_landed(landing: str | os.PathLike[str], name: str, identify: Identify,
                 continue
             try:
                 found = read_landed_item(Path(entry.path), key, identify, device)
-            except FileNotFoundError:  # gone since listed (moved away), or a dangling link
+            except FileNotFoundError as err:  # gone since listed (moved away): left out
+                if unread is not None and err.filename is not None and os.path.islink(
+                        err.filename):
+                    unread[key] = Unread(f"entry {key!r} ({entry.path}) skipped: dangling "
+                                         f"link {os.fspath(err.filename)}", math.inf)
+                continue
+            except OSError as err:
+                if unread is None:
+                    raise
+                unread[key] = Unread(
+                    f"entry {key!r} ({entry.path}) skipped: it cannot be read "
+                    f"({err.strerror or err}{_at(err, entry.path)}); its folder's watermark "
+                    "waits for it", _own_ctime(entry))
                 continue
             if found is not None:
                 items.append(found)
     return items
 
 
+def _own_ctime(entry: os.DirEntry) -> float:
+    """The ctime of ``entry`` itself (a link not followed), -inf when it cannot be read."""
+    try:
+        return entry.stat(follow_symlinks=False).st_ctime
+    except OSError:
+        return -math.inf
+
+
+def _at(err: OSError, path: os.PathLike[str] | str) -> str:
+    """`` at <file>`` naming the file of ``err`` where it is not ``path``, else ''."""
+    if err.filename is None or os.fspath(err.filename) == os.fspath(path):
+        return ""
+    return f" at {os.fspath(err.filename)}"
+
+
 @dataclass(frozen=True)
 class Listing:
-    """The entries of the landing folders listed this tick, and the folders not listed,
-    by name, with why (``unlisted``: their cursor is kept as it was, see
-    :func:`scan_landings`)."""
+    """The entries of the landing folders listed this tick, the folders not listed, by
+    name, with why (``unlisted``: their cursor is kept as it was), and the entries of the
+    listed folders left out as they cannot be read now, by key (``unread``; see
+    :func:`scan_landings` for both)."""
 
     items: list[LandedItem]
     unlisted: dict[str, str]
+    unread: dict[str, Unread] = field(default_factory=dict)
+    devices: dict[str, int] = field(default_factory=dict)  # of the folders listed: st_dev
 
 
 def list_landings(folders: Mapping[str, os.PathLike[str] | str], state: LandingState,
                   identify: Identify) -> Listing:
     """Every entry of the landing ``folders`` (name -> path) as :func:`find_landed` finds it
-    with ``state``'s watermark of each. A folder that cannot be listed (missing, not a
-    folder, unreadable, or one of its entries unreadable) or that lists no entry where
-    ``state`` saw some (an empty mount point: the file system not mounted) is left out,
-    named with why, and the others are listed: an NFS mount briefly absent must not fail
-    the tick, nor, once back, hand out again what was handed out before. A folder whose
-    entries were all moved away legitimately stays so named until one lands again."""
+    with ``state``'s watermark of each. An entry that cannot be read is left out of the
+    listing, named with why (``Listing.unread``), and its folder's other entries are
+    listed. A folder that cannot be listed (missing, not a folder, unreadable) or that
+    is an empty mount point (the file system not mounted: it lists no entry where
+    ``state`` saw some, and its device is not the one ``state.devices`` saw it on; one
+    a cursor written before devices were kept does not name is taken as empty) is left
+    out, named with why, and the others are listed: an NFS mount
+    briefly absent must not fail the tick, nor, once back, hand out again what was
+    handed out before. A folder emptied on its own device (reports archived away) is
+    just empty (``Listing.devices``: each listed folder's device, for the cursor)."""
     items: list[LandedItem] = []
     unlisted: dict[str, str] = {}
+    unread: dict[str, Unread] = {}
+    devices: dict[str, int] = {}
     for name, folder in folders.items():
+        skipped: dict[str, Unread] = {}
         try:
-            found = find_landed(folder, name, identify, state.since.get(name), state.sizes)
-            empty = not found and name in state.newest and not _has_entry(folder)
+            found = find_landed(folder, name, identify, state.since.get(name), state.sizes,
+                                skipped)
+            device = _device(folder)
+            empty = (not found and name in state.newest and not _has_entry(folder)
+                     and device != state.devices.get(name, device))
         except OSError as err:
-            where = ("" if err.filename is None or os.fspath(err.filename) == os.fspath(folder)
-                     else f" at {os.fspath(err.filename)}")
             unlisted[name] = (f"landing folder {name!r} ({folder}) cannot be listed "
-                              f"({err.strerror or err}{where}); its cursor is kept")
+                              f"({err.strerror or err}{_at(err, folder)}); its cursor is kept")
             continue
         if empty:
             unlisted[name] = (f"landing folder {name!r} ({folder}) lists no entry where "
-                              "entries were seen before (a file system not mounted?)")
+                              "entries were seen before, on another device (a file system "
+                              "not mounted?)")
             continue
         items += found
-    return Listing(items, unlisted)
+        unread |= skipped
+        devices[name] = device
+    return Listing(items, unlisted, unread, devices)
+
+
+def _device(folder: os.PathLike[str] | str) -> int:
+    """The ``st_dev`` of ``folder``: a mount point's changes when it is unmounted."""
+    return os.stat(folder).st_dev
 
 
 def _has_entry(folder: os.PathLike[str] | str) -> bool:
@@ -198,6 +265,8 @@ class LandingState:
     their folder's ``since``, and of every foreign one (on another device: its times
     come from another clock); ``sizes``: key -> size (bytes) when handed out, of the
     entries handed out while still changing (growing streams), until they are quiet.
+    ``devices``: name -> the folder's ``st_dev`` when last listed (a mount point's
+    changes when its file system is not mounted: :func:`list_landings`).
 
     The watermark compares ctimes, which every write, copy or link sets to the file
     server's clock and no tool sets back (as :mod:`joulehouse.treescan` uses them). An
@@ -215,6 +284,7 @@ class LandingState:
     sizes: dict[str, int] = field(default_factory=dict)
     newest: dict[str, float] = field(default_factory=dict)
     folders: dict[str, str] = field(default_factory=dict)
+    devices: dict[str, int] = field(default_factory=dict)
 
     def handed_out(self, item: LandedItem) -> bool:
         """Whether ``item``, as it is now, was handed out already."""
@@ -234,25 +304,28 @@ class LandingState:
             {name: at for name, at in self.since.items() if name in kept},
             {key: f for key, f in self.seen.items() if landing_of(key) in ours},
             {key: n for key, n in self.sizes.items() if landing_of(key) in ours},
-            {name: at for name, at in self.newest.items() if name in kept}, paths)
+            {name: at for name, at in self.newest.items() if name in kept}, paths,
+            {name: dev for name, dev in self.devices.items() if name in kept})
 
     def to_json(self) -> str:
         return json.dumps({"since": self.since, "seen": self.seen, "sizes": self.sizes,
-                           "newest": self.newest, "folders": self.folders}, sort_keys=True)
+                           "newest": self.newest, "folders": self.folders,
+                           "devices": self.devices}, sort_keys=True)
 
     @classmethod
     def from_json(cls, cursor: str | None) -> LandingState:
         """The state in ``cursor`` (:meth:`to_json`). A cursor written before watermarks
         were kept holds every entry handed out (``seen``; or key -> fingerprint alone):
         still right, it shrinks after the next ticks. Its ``sizes`` (of every entry ever
-        handed out) are left: a growing stream is handed out once more."""
+        handed out) are left: a growing stream is handed out once more. One written before
+        devices were kept has none (see :func:`list_landings`)."""
         state = json.loads(cursor or "{}")
         if not isinstance(state.get("seen"), dict):
             return cls(seen=state)
         if "since" not in state:
             return cls(seen=state["seen"])
         return cls(state["since"], state["seen"], state["sizes"], state["newest"],
-                   state["folders"])
+                   state["folders"], state.get("devices", {}))
 
 
 #: How far behind a folder's newest change its watermark stays (s): stats shown late
@@ -274,6 +347,8 @@ class LandingScan:
 def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: float,
                   now: float, *, grown_bytes: int | None = None,
                   cap: int | None = None, unlisted: Collection[str] = (),
+                  unread: Mapping[str, Unread] | None = None,
+                  devices: Mapping[str, int] | None = None,
                   handed_before: HandedBefore | None = None) -> LandingScan:
     """Compare the present ``items`` with what ``state`` says was handed out before.
 
@@ -285,15 +360,23 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     yet. ``items`` may leave out entries changed before their folder's ``state.since``
     but not those in ``state.sizes`` (see :func:`find_landed`). The folders named in
     ``unlisted`` were not listed this tick (:func:`list_landings`): their watermark,
-    fingerprints and sizes are kept as they were.
+    fingerprints and sizes are kept as they were. An entry in ``unread`` (key -> :class:`Unread`:
+    not listed as it cannot be read now) holds its folder's watermark at or before its
+    ``changed`` time, as an entry waiting does, so that it is looked at again once
+    readable. ``devices`` (name -> ``st_dev`` of the folders listed: ``Listing.devices``)
+    update the state's.
 
-    ``handed_before`` (keys -> the fingerprint each was last handed out with, where known:
-    a sensor asks its instance) is asked once, with the keys of the entries that would be
-    ready but for the cap: one whose fingerprint is the one handed out is taken as handed
-    out, not ready again. Only its ctime moved (``chmod``, ``chown``, a hard link added),
-    after its folder's watermark had passed it (the cursor forgot its fingerprint); size
-    and mtimes did not, so neither did the data, as :mod:`joulehouse.treescan` compares
-    fingerprints too.
+    ``handed_before`` (keys -> the fingerprint each was last handed out with and then
+    processed, where known: a sensor asks its instance,
+    ``sensors/partition_runs.handed_fingerprints``) is asked once, with the keys of the
+    entries that would be ready but for the cap: one whose fingerprint is the one handed
+    out is taken as handed out, not ready again. Only its ctime moved (``chmod``,
+    ``chown``, a hard link added), after its folder's watermark had passed it (the cursor
+    forgot its fingerprint); size and mtimes did not, so neither did the data, as
+    :mod:`joulehouse.treescan` compares fingerprints too. An entry missing from it (its
+    hand-out never ran, or failed) is ready again: a fix in place keeping size and mtimes
+    (``cp -p``, a ``chmod`` making it readable) is asked for one tick after its quiet
+    period.
     """
     present = list(items)
     changed = [found for found in present if not state.handed_out(found)]
@@ -313,8 +396,11 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     for name, last in state.newest.items():
         if name in unlisted:
             continue
-        held = [found.last_change for found in waiting if found.landing == name]
-        since[name] = max(min([last - CLOCK_MARGIN_S, *held]), state.since.get(name, -math.inf))
+        held = [found.last_change for found in waiting if found.landing == name] + [
+            entry.changed for key, entry in (unread or {}).items() if landing_of(key) == name]
+        at = max(min([last - CLOCK_MARGIN_S, *held]), state.since.get(name, -math.inf))
+        if at > -math.inf:  # none yet, held by an unreadable entry of unknown ctime
+            since[name] = at
     for found in present:
         if not found.foreign:  # at most now: a clock ahead does not carry the watermark
             newest[found.landing] = max(min(found.last_change, now),
@@ -328,5 +414,6 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     seen |= {key: f for key, f in state.seen.items() if landing_of(key) in unlisted}
     sizes |= {key: n for key, n in state.sizes.items() if landing_of(key) in unlisted}
     return LandingScan(ready, len(waiting),
-                       LandingState(since, seen, sizes, newest, dict(state.folders)),
+                       LandingState(since, seen, sizes, newest, dict(state.folders),
+                                    {**state.devices, **(devices or {})}),
                        len(eligible) - len(ready))

@@ -139,14 +139,13 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
                          "runs in flight end (registered partitions are not reordered under a "
                          "queued run)")
     run_request, additions, new = request
-    context.log.info(f"{count} job(s) ready in {len(ready)} block(s) ({new} new), one run; "
-                     f"{remaining}")
-    return tick.ask(context.instance, run_request, additions, files_landed(
+    return tick.ask(context, run_request, additions, files_landed(
         cc_job_files.key, fingerprints, {
             block: {JOBS_METADATA: dg.MetadataValue.json(_still_failing(recheck, block) | jobs),
                     RUN_KEY_METADATA: run_request.run_key}
             for block, jobs in ready.items()}),
-        json.dumps(states), handed_out=count, cut=bool(deferred or unlisted))
+        json.dumps(states), handed_out=count, cut=bool(deferred or unlisted),
+        told=f"{count} job(s) ready in {len(ready)} block(s) ({new} new), one run; {remaining}")
 
 
 def _still_failing(recheck: Mapping[str, str], block: str) -> dict[str, str]:

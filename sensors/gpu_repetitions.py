@@ -126,11 +126,11 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
         return tick.wait(f"{len(fingerprints)} ready, asked for once the runs in flight end "
                          "(registered partitions are not reordered under a queued run)")
     run_request, additions, new = ready
-    context.log.info(f"{len(fingerprints)} ready ({new} new), one run; {remaining}")
-    return tick.ask(context.instance, run_request, additions, files_landed(
+    return tick.ask(context, run_request, additions, files_landed(
         gpu_repetition_files.key, fingerprints,
         {key: {RUN_KEY_METADATA: run_request.run_key} for key in fingerprints}),
-        result.state.to_json(), handed_out=len(fingerprints), cut=cut)
+        result.state.to_json(), handed_out=len(fingerprints), cut=cut,
+        told=f"{len(fingerprints)} ready ({new} new), one run; {remaining}")
 
 
 def gpu_repetition_sensor(root_name: str) -> dg.SensorDefinition:

@@ -64,19 +64,32 @@ def files_landed(files: dg.AssetKey, fingerprints: dict[str, str],
             for key, fingerprint in fingerprints.items()]
 
 
-def handed_fingerprints(instance: dg.DagsterInstance, files: dg.AssetKey,
+def handed_fingerprints(instance: dg.DagsterInstance, files: dg.AssetKey, built: dg.AssetKey,
                         registered: Collection[str], keys: Sequence[str]) -> dict[str, str]:
     """The fingerprint each of ``keys`` was last handed out with (the data version of its
     latest ``files`` materialization, :func:`files_landed`), for those among the
-    ``registered`` partition keys: one indexed query per 10,000 of them, none for keys
-    not registered yet (a first registration asks nothing)."""
+    ``registered`` partition keys whose per-entry asset ``built`` materialized after that
+    hand-out: three indexed queries per 10,000 of them, none for keys not registered yet
+    (a first registration asks nothing).
+
+    A ``files`` materialization says only that a run was asked for, not that it ran: it is
+    written before the daemon reserves the run (a daemon restart or a gRPC timeout in
+    between loses the request with the tick's cursor), and it stays when the run fails.
+    Such a hand-out is no proof that the entry as it is now was processed, so it is left
+    out, and the entry is asked for again (its ctime past the watermark)."""
     known = set(registered)
     asked = [key for key in keys if key in known]
+    kind = dg.DagsterEventType.ASSET_MATERIALIZATION
+    storage = instance.event_log_storage
     handed: dict[str, str] = {}
     for start in range(0, len(asked), 10_000):
-        tags = instance.event_log_storage.get_latest_tags_by_partition(
-            files, dg.DagsterEventType.ASSET_MATERIALIZATION, [DATA_VERSION_TAG],
-            asked[start:start + 10_000])
+        chunk = asked[start:start + 10_000]
+        handed_at = storage.get_latest_storage_id_by_partition(files, kind, set(chunk))
+        built_at = storage.get_latest_storage_id_by_partition(built, kind, set(chunk))
+        done = [key for key, at in handed_at.items() if built_at.get(key, -1) > at]
+        if not done:
+            continue
+        tags = storage.get_latest_tags_by_partition(files, kind, [DATA_VERSION_TAG], done)
         handed |= {key: by_tag[DATA_VERSION_TAG] for key, by_tag in tags.items()
                    if DATA_VERSION_TAG in by_tag}
     return handed
@@ -203,12 +216,14 @@ def retry_request(prefix: str, cancelled: Mapping[str, dg.AssetMaterialization]
 class LandingSensor:
     """What a sensor over landing folders is about: which entries of a folder are its own
     (``identify``: :func:`joulehouse.landing.find_landed`), the partitions they become, the
-    source asset of their files, the job it asks for, and how an entry is called in the
-    tick's messages."""
+    source asset of their files, the per-entry asset built from them (a hand-out counts
+    once it materialized: :func:`handed_fingerprints`), the job it asks for, and how an
+    entry is called in the tick's messages."""
 
     identify: Identify
     partitions_def: dg.DynamicPartitionsDefinition
     files: dg.AssetKey
+    built: dg.AssetKey  # the per-entry asset a run materializes from the files
     job_name: str
     run_key_prefix: str
     entries: str  # e.g. "GEOPM report(s)"
@@ -230,11 +245,14 @@ class LandingSensor:
         cursor's watermark (:class:`joulehouse.landing.LandingState`: the cursor stays
         small), so one whose partition failed and that is fixed in place is asked for
         again one tick after its quiet period; one whose ctime alone moved (a ``chmod``)
-        is compared with the fingerprint it was handed out with
-        (:func:`handed_fingerprints`) and not asked for again. A landing folder that
+        is compared with the fingerprint it was handed out with, where ``built``
+        materialized after that (:func:`handed_fingerprints`), and then not asked for
+        again. A landing folder that
         cannot be listed (missing, unreadable, an empty mount point:
         :func:`joulehouse.landing.list_landings`) is named in a warning and the tick's
-        message, the others are scanned, and its cursor is kept for when it is back.
+        message, the others are scanned, and its cursor is kept for when it is back; so is
+        an entry that cannot be read (the first three in the message), its folder's other
+        entries flowing, and its folder's watermark waiting for it.
         """
         tick = Tick.begin(context.cursor, source.max_entries_per_tick)
         folders = source.landings()
@@ -242,14 +260,18 @@ class LandingSensor:
         registered = functools.cache(
             lambda: context.instance.get_dynamic_partitions(self.partitions_def.name))
         listing = list_landings(folders, state, self.identify)
-        for why in listing.unlisted.values():
+        unread = [entry.why for entry in listing.unread.values()]
+        for why in [*listing.unlisted.values(), *unread]:
             context.log.warning(why)
-        skipped = "".join(f"; skipped: {why}" for why in listing.unlisted.values())
+        skipped = "".join(f"; skipped: {why}" for why in listing.unlisted.values()) + "".join(
+            f"; {why}" for why in unread[:3])
         scan = scan_landings(listing.items, state, source.quiet_period_s, time.time(),
                              grown_bytes=source.grown_bytes, cap=tick.cap,
-                             unlisted=listing.unlisted,
+                             unlisted=listing.unlisted, unread=listing.unread,
+                             devices=listing.devices,
                              handed_before=lambda keys: handed_fingerprints(
-                                 context.instance, self.files, registered(), keys))
+                                 context.instance, self.files, self.built, registered(),
+                                 keys))
         cursor = scan.state.to_json()
         listed_s = time.time() - tick.started  # every entry listed, each tick
         if not scan.ready:
@@ -265,9 +287,9 @@ class LandingSensor:
                              "in flight end (registered partitions are not reordered under a "
                              "queued run)")
         run_request, additions, new = ready
-        context.log.info(f"{len(scan.ready)} {self.entries} ready ({new} new), "
-                         f"{scan.waiting} waiting ({scan.deferred} of them left for the next "
-                         f"ticks by this tick's cap){skipped}")
-        return tick.ask(context.instance, run_request, additions,
+        return tick.ask(context, run_request, additions,
                         files_landed(self.files, fingerprints), cursor,
-                        handed_out=len(scan.ready), cut=scan.deferred > 0, fixed_s=listed_s)
+                        handed_out=len(scan.ready), cut=scan.deferred > 0, fixed_s=listed_s,
+                        told=f"{len(scan.ready)} {self.entries} ready ({new} new), "
+                             f"{scan.waiting} waiting ({scan.deferred} of them left for the "
+                             f"next ticks by this tick's cap){skipped}")

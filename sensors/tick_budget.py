@@ -146,16 +146,18 @@ class Tick:
         run): the cursor as the tick got it, so that the next tick finds it ready again."""
         return dg.SensorResult(cursor=self.cursor, skip_reason=dg.SkipReason(reason))
 
-    def ask(self, instance: dg.DagsterInstance, run_request: dg.RunRequest,
+    def ask(self, context: dg.SensorEvaluationContext, run_request: dg.RunRequest,
             additions: Sequence[dg.AddDynamicPartitionsRequest],
             events: Sequence[dg.AssetMaterialization], own: str, *, handed_out: int,
-            cut: bool, fixed_s: float = 0.0) -> dg.SensorResult:
+            cut: bool, told: str, fixed_s: float = 0.0) -> dg.SensorResult:
         """ONE ``run_request`` with the partitions to register (``additions``) and the
         ``events`` reporting them, written by the tick itself when large
         (:func:`hand_out`), and the sensor's own cursor ``own`` with the pace after this
         tick (:meth:`Pace.after`: ``handed_out`` counted, measured anew when the cap
-        ``cut`` it, ``fixed_s`` spent whatever was handed out)."""
-        additions, events = hand_out(instance, additions, events)
+        ``cut`` it, ``fixed_s`` spent whatever was handed out); ``told`` (what is asked
+        for) is logged once the hand-out is written."""
+        additions, events = hand_out(context.instance, additions, events)
+        context.log.info(told)
         return dg.SensorResult(
             run_requests=[run_request], dynamic_partitions_requests=additions,
             asset_events=events,

@@ -6,6 +6,8 @@ import os
 import time
 from dataclasses import replace
 
+import pytest
+
 from joulehouse import landing
 from joulehouse.landing import (
     LandedItem,
@@ -198,7 +200,7 @@ def test_a_folder_that_cannot_be_listed_keeps_its_cursor_and_the_others_are_scan
     def tick(state):
         listing = list_landings(folders, state, lambda path: [path])
         return listing, scan_landings(listing.items, state, quiet_s=0.0, now=time.time(),
-                                      unlisted=listing.unlisted)
+                                      unlisted=listing.unlisted, devices=listing.devices)
 
     state = LandingState()
     for _ in range(2):  # the second moves the watermarks past every report
@@ -217,11 +219,17 @@ def test_a_folder_that_cannot_be_listed_keeps_its_cursor_and_the_others_are_scan
     assert {k: f for k, f in missing.state.seen.items() if k.startswith("b/")} == {
         k: f for k, f in state.seen.items() if k.startswith("b/")}
 
-    folders["b"].mkdir()  # the empty mount point
-    listing, empty = tick(missing.state)
+    folders["b"].mkdir()  # the empty mount point: the device of the folder below it
+    device = landing._device
+    with monkeypatch.context() as patch:
+        patch.setattr(landing, "_device", lambda path: device(path) + (path == folders["b"]))
+        listing, empty = tick(missing.state)
     assert listing.unlisted["b"] == (f"landing folder 'b' ({folders['b']}) lists no entry where "
-                                     "entries were seen before (a file system not mounted?)")
+                                     "entries were seen before, on another device (a file "
+                                     "system not mounted?)")
     assert empty.ready == [] and empty.state.since["b"] == state.since["b"]
+    assert empty.state.devices == state.devices == {"a": device(folders["a"]),
+                                                    "b": device(tmp_path / "b.away")}
     folders["b"].rmdir()
     (tmp_path / "b").write_text("not a folder")
     listing, _ = tick(empty.state)
@@ -256,3 +264,82 @@ def test_an_entry_whose_ctime_alone_moved_is_not_handed_out_again():
     again = scan_landings(moved, scan.state, quiet_s=1.0, now=1000.0,
                           handed_before=handed_before)
     assert again.ready == [] and asked[1:] == []  # in/young still waits: nothing asked
+
+
+def test_an_unreadable_entry_is_skipped_alone_and_holds_its_folders_watermark(
+        tmp_path, monkeypatch):
+    """'in/locked' cannot be read (identify's PermissionError: a folder of another user's,
+    mode 0700) and 'in/set' holds a dangling link: each is named and left out, the
+    folder's other entries are still handed out, and the watermark stays before
+    'locked', which is handed out once readable though none of its times moved (access
+    granted by a group)."""
+    monkeypatch.setattr(landing, "CLOCK_MARGIN_S", 0.0)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("a.report", "locked"):
+        (folder / name).write_text(name)
+    (folder / "set").mkdir()
+    (folder / "set" / "profile.0").symlink_to(tmp_path / "nowhere")
+    locked = [True]
+
+    def identify(path):
+        if path.name == "locked" and locked[0]:
+            raise PermissionError(13, "Permission denied", str(path))
+        return [path, *path.iterdir()] if path.is_dir() else [path]
+
+    def tick(state):
+        listing = list_landings({"in": folder}, state, identify)
+        return listing, scan_landings(listing.items, state, quiet_s=0.0, now=time.time(),
+                                      unread=listing.unread)
+
+    with pytest.raises(PermissionError):  # without unread: raised, as before
+        find_landed(folder, "in", identify)
+    listing, first = tick(LandingState())
+    assert listing.unlisted == {} and sorted(listing.unread) == ["in/locked", "in/set"]
+    assert listing.unread["in/locked"].why == (
+        f"entry 'in/locked' ({folder / 'locked'}) skipped: it cannot be read (Permission "
+        "denied); its folder's watermark waits for it")
+    assert listing.unread["in/locked"].changed == _ctime(folder / "locked")
+    assert listing.unread["in/set"].why == (
+        f"entry 'in/set' ({folder / 'set'}) skipped: dangling link "
+        f"{folder / 'set' / 'profile.0'}")
+    assert [item.key for item in first.ready] == ["in/a.report"]
+    time.sleep(0.05)
+    (folder / "late.report").write_text("late")
+    state = first.state
+    for _ in range(2):  # without 'locked', the watermark would pass it now
+        listing, scan = tick(state)
+        state = scan.state
+    assert state.since["in"] <= _ctime(folder / "locked") < _ctime(folder / "late.report")
+    assert [item.key for item in scan.ready] == []
+    locked[0] = False
+    listing, readable = tick(state)
+    assert sorted(listing.unread) == ["in/set"]
+    assert [item.key for item in readable.ready] == ["in/locked"]
+
+
+def test_a_folder_emptied_on_its_own_device_is_just_empty(tmp_path, monkeypatch):
+    """Every report of 'in' archived away: the folder is on the device it was on, so it is
+    empty, not unmounted (listed, nothing named), and what lands next is handed out."""
+    monkeypatch.setattr(landing, "CLOCK_MARGIN_S", 0.0)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "old.report").write_text("old")
+
+    def tick(state):
+        listing = list_landings({"in": folder}, state, lambda path: [path])
+        return listing, scan_landings(listing.items, state, quiet_s=0.0, now=time.time(),
+                                      unlisted=listing.unlisted, devices=listing.devices)
+
+    listing, first = tick(LandingState())
+    assert [item.key for item in first.ready] == ["in/old.report"]
+    assert first.state.devices == {"in": os.stat(folder).st_dev}
+    assert LandingState.from_json(first.state.to_json()) == first.state
+    (folder / "old.report").unlink()
+    for _ in range(2):
+        listing, empty = tick(first.state)
+        assert listing.unlisted == {} and empty.ready == [] and empty.waiting == 0
+    time.sleep(0.05)
+    (folder / "new.report").write_text("new")
+    listing, new = tick(empty.state)
+    assert [item.key for item in new.ready] == ["in/new.report"]

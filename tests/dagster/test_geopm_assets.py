@@ -2,12 +2,14 @@
 
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 import pytest
 
+import sensors.geopm
 from assets.geopm import (
     FACTS_TABLE,
     HOST_TABLE,
@@ -15,12 +17,14 @@ from assets.geopm import (
     REPORT_TABLE,
     geopm_energy_facts,
     geopm_host_energy,
+    geopm_report_files,
     geopm_reports,
     geopm_validated_frames,
 )
 from assets.gpu import VALID_CHECK
 from definitions import build_definitions
 from joulehouse import landing as landing_module
+from joulehouse.geopm.layout import identify_report
 from joulehouse.warehouse import Warehouse as Tables
 from resources import (
     DataRoot,
@@ -298,11 +302,13 @@ def test_a_missing_landing_folder_is_named_and_the_others_are_still_scanned(
 def test_a_report_whose_mode_alone_changed_is_not_asked_again(pipeline, landing,
                                                                monkeypatch):
     """chmod moves a report's ctime past the watermark, but not its size nor mtime: its
-    fingerprint is the one handed out (the data version of its files), so no run is asked
-    for again (as the GPU tree scanner does); a rewrite is still asked for."""
+    fingerprint is the one handed out (the data version of its files) and its frames were
+    materialized after, so no run is asked for again (as the GPU tree scanner does); a
+    rewrite is still asked for."""
     monkeypatch.setattr(landing_module, "CLOCK_MARGIN_S", 0.0)
     settle()
     [first] = pipeline.tick().run_requests
+    assert pipeline.launch(first).success
     for _ in range(2):  # the watermark passes the reports
         assert pipeline.tick().run_requests == []
     for name in (LEGACY, YAML):
@@ -318,3 +324,81 @@ def test_a_report_whose_mode_alone_changed_is_not_asked_again(pipeline, landing,
     [again] = pipeline.tick().run_requests
     assert again.tags[RANGE_START] == again.tags[RANGE_END] == f"landing/{LEGACY}"
     assert again.run_key != first.run_key
+
+
+def test_a_hand_out_whose_run_was_never_reserved_is_asked_again(pipeline):
+    """The tick's files events are stored, then the daemon dies (or its gRPC call times
+    out) before the run is reserved: the cursor is not kept, and the next tick asks again
+    for the same reports, with the same run key (their frames were never materialized)."""
+    settle()
+    before = pipeline.cursor
+    [first] = pipeline.tick().run_requests
+    assert _latest(pipeline.instance, geopm_report_files.key, f"landing/{LEGACY}") is not None
+    pipeline.cursor = before  # the tick's result lost
+    [again] = pipeline.tick().run_requests
+    assert again.run_key == first.run_key
+    assert again.tags["joulehouse/partitions"] == "2"
+    assert pipeline.launch(again).success
+    assert pipeline.tick().run_requests == []
+
+
+def test_a_failed_report_fixed_keeping_size_and_mtime_is_asked_again(pipeline, landing,
+                                                                     monkeypatch):
+    """A report corrupted in place keeping its size and mtime fails its partition; fixed by
+    ``cp -p`` (size and mtime as before, so its fingerprint too) after the watermark passed
+    it, it is asked for again: its failed hand-out is no proof it was processed."""
+    monkeypatch.setattr(landing_module, "CLOCK_MARGIN_S", 0.0)
+    path = landing / LEGACY
+    good = path.read_bytes()
+    times = os.stat(path)
+    path.write_bytes(good[:400] + b"x" * (len(good) - 800) + good[-400:])
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+    settle()
+    [first] = pipeline.tick().run_requests
+    assert not pipeline.launch(first).success
+    assert pipeline.status(geopm_validated_frames.key) == {
+        f"landing/{LEGACY}": dg.AssetPartitionStatus.FAILED,
+        f"landing/{YAML}": dg.AssetPartitionStatus.MATERIALIZED}
+    shutil.copy(EXAMPLES / YAML, landing / "later.report")  # the watermark passes LEGACY
+    settle()
+    [later] = pipeline.tick().run_requests
+    assert later.tags[RANGE_START] == later.tags[RANGE_END] == "landing/later.report"
+    for _ in range(2):
+        assert pipeline.tick().run_requests == []
+    path.write_bytes(good)  # cp -p of the good report over the bad one
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+    settle()
+    [fixed] = pipeline.tick().run_requests
+    assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == f"landing/{LEGACY}"
+    assert pipeline.launch(fixed).success
+    assert pipeline.status(geopm_validated_frames.key)[f"landing/{LEGACY}"] == (
+        dg.AssetPartitionStatus.MATERIALIZED)
+
+
+
+def test_an_unreadable_report_is_named_and_the_others_still_flow(pipeline, landing,
+                                                                  monkeypatch):
+    """A report the sensor cannot read (its identify raises PermissionError: another user's
+    file) is named in the tick's message and left out; the folder's other reports are
+    handed out, and it is asked for once readable."""
+    locked = [True]
+
+    def identify(path):
+        if path.name == "locked.report" and locked[0]:
+            raise PermissionError(13, "Permission denied", str(path))
+        return identify_report(path)
+
+    monkeypatch.setattr(sensors.geopm, "LANDING", replace(sensors.geopm.LANDING,
+                                                          identify=identify))
+    shutil.copy(EXAMPLES / LEGACY, landing / "locked.report")
+    settle()
+    [first] = pipeline.tick().run_requests
+    assert first.tags["joulehouse/partitions"] == "2"
+    data = pipeline.tick()
+    assert data.run_requests == [] and data.skip_message == (
+        "no new or changed GEOPM report(s) ready (0 waiting for the 1 s quiet period); "
+        f"entry 'landing/locked.report' ({landing / 'locked.report'}) skipped: it cannot be "
+        "read (Permission denied); its folder's watermark waits for it")
+    locked[0] = False
+    [readable] = pipeline.tick().run_requests
+    assert readable.tags[RANGE_START] == readable.tags[RANGE_END] == "landing/locked.report"
