@@ -348,6 +348,8 @@ def _threads(frame: pd.DataFrame) -> tuple[Columns, np.ndarray]:
     """thread rows: real threads (sorted) then the derived ones, ``id`` = row number; and
     the real threads' ranks, (threads, 3) in that order."""
     real = thread_ranks(frame)
+    if not len(real):
+        raise ValueError("TrialData.threads lists no thread")
     real = real[np.lexsort(real.T[::-1])]
     if (real[1:] == real[:-1]).all(axis=1).any():
         raise ValueError("TrialData.threads lists a thread twice")
@@ -623,7 +625,8 @@ class _Statistics:
                     excl_pct = (_percent(e[-2], divider) if code == -2
                                 else _percent(e[-1], per_thread))
                 elif code in (-4, -5):
-                    incl_pct, excl_pct = _percent(i[code], per_thread), _percent(e[code], per_thread)
+                    incl_pct = _percent(i[code], per_thread)
+                    excl_pct = _percent(e[code], per_thread)
                 else:  # STDDEV: relative to the MEAN(-1) values, exclusive without * 100
                     incl_pct, excl_pct = i[code] / i[-1] * 100.0, e[code] / e[-1]
                 values.append((i[code], e[code], incl_pct, excl_pct))
@@ -745,8 +748,11 @@ def _check_real_calls(calls: np.ndarray, entry: np.ndarray, thread: np.ndarray,
 def _check_int32(columns: Columns) -> None:
     """Raise on integers that do not fit TAUdb's INT columns."""
     for column, values in columns.items():
-        if values.dtype.kind in "iu" and len(values) and np.abs(values).max() > INT32_MAX:
-            raise ValueError(f"{column}: {np.abs(values).max()} does not fit an INT column")
+        if values.dtype.kind in "iu" and len(values):
+            low, high = int(values.min()), int(values.max())
+            if low < -INT32_MAX - 1 or high > INT32_MAX:
+                wide = low if low < -INT32_MAX - 1 else high
+                raise ValueError(f"{column}: {wide} does not fit an INT column")
 
 
 def _check_text(table: str, columns: Columns) -> None:

@@ -107,15 +107,33 @@ def check_trial(trial: TrialData) -> None:
 
 
 def thread_ranks(frame: pd.DataFrame) -> np.ndarray:
-    """The thread ranks (:data:`THREAD_COLUMNS`) of ``frame``'s rows: (rows, 3) int64."""
-    return np.column_stack([frame[column].to_numpy(dtype="int64") for column in THREAD_COLUMNS]
-                           ) if len(frame) else np.zeros((0, 3), dtype="int64")
+    """The thread ranks (:data:`THREAD_COLUMNS`) of ``frame``'s rows: (rows, 3) int64.
+
+    Raises ValueError on a rank that is not a whole number >= 0 (a NaN, a fraction, a
+    negative rank: TAUdb's negative thread indexes are the derived threads')."""
+    if not len(frame):
+        return np.zeros((0, 3), dtype="int64")
+    return np.column_stack([_rank_column(frame, column) for column in THREAD_COLUMNS])
+
+
+def _rank_column(frame: pd.DataFrame, column: str) -> np.ndarray:
+    values = frame[column].to_numpy()
+    if values.dtype.kind not in "iu":
+        values = values.astype("float64")
+        whole = np.isfinite(values) & (values == np.floor(values))
+        if not whole.all():
+            bad = float(values[np.argmin(whole)])
+            raise ValueError(f"thread {column} {bad} is not a whole number")
+    values = values.astype("int64")
+    if (values < 0).any():
+        raise ValueError(f"thread {column} {int(values.min())} is negative")
+    return values
 
 
 def row_keys(rows: np.ndarray) -> np.ndarray:
     """One key per row of ``rows`` (rows, columns) of integers: equal rows, equal keys,
-    numbered 0.. in the rows' lexicographic order (dense). Each row as one integer (mixed radix over the
-    columns' ranges) where that fits int64, else rows compared whole (slower)."""
+    numbered 0.. in the rows' lexicographic order (dense). Each row as one integer (mixed
+    radix over the columns' ranges) where that fits int64, else rows compared whole."""
     if not len(rows):
         return np.zeros(0, dtype="int64")
     low = rows.min(axis=0)
@@ -147,8 +165,6 @@ def with_flat_entries(trial: TrialData) -> TrialData:
         return trial
     frames = timers["name"].str.split(CALLPATH_SEPARATOR, regex=False)
     is_path = frames.str.len() > 1
-    if not is_path.any():
-        return trial
     keys = THREAD_COLUMNS + ["name"]
     leaf = frames[is_path].str[-1].str.strip()
     paths = timers[is_path].assign(leaf=leaf, outermost=[

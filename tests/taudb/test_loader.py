@@ -8,6 +8,7 @@ worked out by hand from TAU's rules (see the docstring of
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -417,6 +418,10 @@ def test_a_load_killed_half_way_leaves_nothing(database, monkeypatch):
     ({"metrics": ["TIME"]}, "metric 'PAPI_TOT_CYC'"),
     ({"threads": pd.DataFrame({"node_rank": [0], "context_rank": 0, "thread_rank": 0})},
      r"thread \(1, 0, 0\)"),
+    ({"threads": pd.DataFrame({"node_rank": [0.0, 1.0, float("nan")], "context_rank": 0,
+                               "thread_rank": 0})}, "thread node_rank nan is not a whole number"),
+    ({"threads": pd.DataFrame({"node_rank": [0, 1, -1], "context_rank": 0, "thread_rank": 0})},
+     "thread node_rank -1 is negative"),
 ])
 def test_inconsistent_trials_are_refused_with_the_reason(database, change, message):
     ensure_schema(database)
@@ -482,3 +487,18 @@ def test_cli_on_postgres_with_a_schema(postgres_url, peer_data, capsys):
     assert out[-1].split("\t")[1:4] == ["tau2_taudbc_openmp_2threads", "1", "2"]
     with TaudbDatabase(postgres_url, "cli") as db:
         assert db.query("SELECT count(*) FROM thread") == [(9,)]
+
+
+def test_a_trial_without_threads_fails_alone_by_its_source_key():
+    trial = small_trial("empty")
+    empty = dataclasses.replace(trial, **{name: getattr(trial, name).iloc[:0] for name in (
+        "threads", "timers", "timer_values", "counters", "metadata")})
+    with pytest.raises(InputError, match="^empty: TrialData.threads lists no thread$"):
+        prepare_trial(empty)
+
+
+def test_an_integer_below_int_range_is_refused_not_wrapped():
+    trial = small_trial("low")
+    counters = trial.counters.assign(sample_count=[4, 2, -3_000_000_000])
+    with pytest.raises(InputError, match="sample_count: -3000000000 does not fit an INT column"):
+        prepare_trial(dataclasses.replace(trial, counters=counters))
