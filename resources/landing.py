@@ -14,6 +14,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from joulehouse.errors import InputError
 from resources.gpu import SETTINGS_ENV, settings_from_env
 
 
@@ -63,5 +64,6 @@ class LandingFolders(dg.ConfigurableResource):
         name, _, entry = partition_key.partition("/")
         landing = self.landings().get(name)
         if landing is None or not entry or "/" in entry:
-            raise KeyError(f"partition {partition_key!r}: no landing folder named {name!r}")
+            raise InputError(partition_key, f"no landing folder named {name!r} is configured "
+                             "(or the key names no entry in it)")
         return landing / entry

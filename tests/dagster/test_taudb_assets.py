@@ -111,6 +111,27 @@ def test_profile_sets_load_in_one_run_and_a_bad_set_fails_alone(instance, taudb,
         assert db.query("SELECT count(*) FROM thread")[0][0] == len(golden) == 9
 
 
+def test_a_partition_of_a_landing_folder_no_longer_configured_fails_alone(instance, taudb,
+                                                                         landing):
+    keys = ["gone/x", "landing/tau2_wrap_mpi2"]
+    instance.add_dynamic_partitions(tau_profile_sets.name, keys)
+
+    result = dg.materialize(
+        [tau_profile_trials], instance=instance, raise_on_error=False,
+        resources={"taudb": taudb, "tau_profiles": TauProfileSource(landing_folders=[str(landing)]),
+                   "workers": StepWorkers(max_workers=1)},
+        tags={RANGE_START: keys[0], RANGE_END: keys[1]})
+
+    assert not result.success
+    checks = {c.partition: c for c in result.get_asset_check_evaluations()}
+    assert {key: c.passed for key, c in checks.items()} == {
+        "gone/x": False, "landing/tau2_wrap_mpi2": True}
+    assert checks["gone/x"].metadata["error"].value.startswith(
+        "no landing folder named 'gone' is configured")
+    [trial] = _trials(taudb)
+    assert trial["source_key"] == str(landing / EXAMPLE_SET.name)
+
+
 # --- GPU benchmark runs ----------------------------------------------------------------------
 
 @pytest.fixture
