@@ -70,8 +70,7 @@ def combine(parts: Sequence[Reports]) -> Reports:
     power = [part.power for part in parts if part.power is not None]
     combined = Reports()
     if counters:
-        frame = readers.concat_counters(counters) if len(counters) > 1 else counters[0]
-        combined.counters = frame.drop_duplicates(ignore_index=True)
+        combined.counters = readers.concat_counters(counters).drop_duplicates(ignore_index=True)
     if power:
         frame = pd.concat(power, ignore_index=True) if len(power) > 1 else power[0]
         combined.power = frame.drop_duplicates(ignore_index=True)
