@@ -11,17 +11,16 @@ rename or link sets a ctime, so an entry copied with its old mtimes still
 waits, and one given an mtime in the future does not wait for it. Its
 *fingerprint* is a digest of its files' names, sizes and mtimes (ns); it
 changes when a file is added, removed or rewritten, and reads no content. An
-entry whose ctime alone moved (``chmod``, ``chown``) keeps its fingerprint and
-is not handed out again once it was processed (:func:`scan_landings`'
-``handed_before``), as the GPU tree scanner (:mod:`joulehouse.treescan`)
-compares fingerprints.
+entry whose ctime moves past its folder's watermark is handed out again, even
+when only its ctime moved (``chmod``, ``chown``: one idempotent re-run, the
+known cost of a cursor that stays small; :func:`scan_landings`).
 Listing a landing folder costs one ``stat`` per file; a sensor's cursor
 (:class:`LandingState`) keeps a ctime watermark per folder, so a file
 unchanged behind it (not growing, on the folder's device) is not looked into
 again. A folder that cannot be listed (missing, unreadable, an empty mount point)
-is left out of the tick, named, with its part of the cursor kept; an entry
-that cannot be read (permissions, a dangling link) is left out alone, named,
-and its folder's watermark waits for it (:func:`list_landings`).
+is left out of the tick, named, with its part of the cursor kept; so is a
+folder one of whose entries cannot be read (permissions, a dangling link), the
+entry named (:func:`list_landings`).
 
 An entry that keeps growing (a report stream) is never quiet; a source may
 hand it out anyway once its files grew by ``grown_bytes`` since it was last
@@ -43,8 +42,6 @@ from joulehouse.digest import file_stats_digest
 
 Identify = Callable[[Path], "list[Path] | None"]
 """Entry path -> the files and folders that make up the entry (itself included), or None."""
-HandedBefore = Callable[[list[str]], Mapping[str, str]]
-"""Entry keys -> the fingerprint each was last handed out with, for those handed out before."""
 
 
 @dataclass(frozen=True)
@@ -107,21 +104,8 @@ def read_landed_item(path: Path, key: str, identify: Identify,
     return LandedItem(key, path, digest, last_change, size, foreign)
 
 
-@dataclass(frozen=True)
-class Unread:
-    """An entry of a landing folder left out of a listing because it cannot be read now:
-    ``why`` (for a warning), and ``changed``: its own ctime (s since the epoch; -inf when
-    not even that can be read), before which its folder's watermark stays, so that it is
-    looked at again once readable (:func:`scan_landings`); +inf for an entry the watermark
-    need not wait for (a dangling link: the target's arrival sets a new ctime anyway)."""
-
-    why: str
-    changed: float
-
-
 def find_landed(landing: str | os.PathLike[str], name: str, identify: Identify,
-                since: float | None = None, watch: Container[str] = (),
-                unread: dict[str, Unread] | None = None) -> list[LandedItem]:
+                since: float | None = None, watch: Container[str] = ()) -> list[LandedItem]:
     """Every entry directly in the folder ``landing`` (named ``name``) that ``identify``
     accepts, by key. Hidden entries (``.name``) are skipped, and with ``since`` (seconds
     since the epoch: the folder's watermark in :class:`LandingState`) so are plain files
@@ -131,10 +115,8 @@ def find_landed(landing: str | os.PathLike[str], name: str, identify: Identify,
     change when a file below it is rewritten.
 
     An entry gone since the folder was listed is left out. One that cannot be read (an
-    ``OSError`` from ``identify`` or a ``stat``: a folder of another user's, mode 0700)
-    raises, or, with ``unread``, is left out and put there by key (:class:`Unread`), as is
-    one with a dangling link inside (left out silently without ``unread``); the folder's
-    other entries are listed."""
+    ``OSError`` from ``identify`` or a ``stat``: a folder of another user's, mode 0700),
+    or that holds a dangling link, raises :class:`UnreadableEntry` naming it and why."""
     items = []
     device = os.stat(landing).st_dev
     with os.scandir(landing) as entries:
@@ -146,31 +128,17 @@ def find_landed(landing: str | os.PathLike[str], name: str, identify: Identify,
                 continue
             try:
                 found = read_landed_item(Path(entry.path), key, identify, device)
-            except FileNotFoundError as err:  # gone since listed (moved away): left out
-                if unread is not None and err.filename is not None and os.path.islink(
-                        err.filename):
-                    unread[key] = Unread(f"entry {key!r} ({entry.path}) skipped: dangling "
-                                         f"link {os.fspath(err.filename)}", math.inf)
-                continue
+            except FileNotFoundError as err:
+                if err.filename is None or not os.path.islink(err.filename):
+                    continue  # gone since listed (moved away): left out
+                raise UnreadableEntry(f"entry {key!r} ({entry.path}) holds a dangling link "
+                                      f"{os.fspath(err.filename)}") from err
             except OSError as err:
-                if unread is None:
-                    raise
-                unread[key] = Unread(
-                    f"entry {key!r} ({entry.path}) skipped: it cannot be read "
-                    f"({err.strerror or err}{_at(err, entry.path)}); its folder's watermark "
-                    "waits for it", _own_ctime(entry))
-                continue
+                raise UnreadableEntry(f"entry {key!r} ({entry.path}) cannot be read "
+                                      f"({err.strerror or err}{_at(err, entry.path)})") from err
             if found is not None:
                 items.append(found)
     return items
-
-
-def _own_ctime(entry: os.DirEntry) -> float:
-    """The ctime of ``entry`` itself (a link not followed), -inf when it cannot be read."""
-    try:
-        return entry.stat(follow_symlinks=False).st_ctime
-    except OSError:
-        return -math.inf
 
 
 def _at(err: OSError, path: os.PathLike[str] | str) -> str:
@@ -180,44 +148,48 @@ def _at(err: OSError, path: os.PathLike[str] | str) -> str:
     return f" at {os.fspath(err.filename)}"
 
 
+class UnreadableEntry(OSError):
+    """An entry of a landing folder cannot be read now (the message names it and why): its
+    whole folder is left out of the tick (:func:`list_landings`)."""
+
+
 @dataclass(frozen=True)
 class Listing:
-    """The entries of the landing folders listed this tick, the folders not listed, by
-    name, with why (``unlisted``: their cursor is kept as it was), and the entries of the
-    listed folders left out as they cannot be read now, by key (``unread``; see
-    :func:`scan_landings` for both)."""
+    """The entries of the landing folders listed this tick, and the folders not listed, by
+    name, with why (``unlisted``: their cursor is kept as it was, see
+    :func:`scan_landings`)."""
 
     items: list[LandedItem]
     unlisted: dict[str, str]
-    unread: dict[str, Unread] = field(default_factory=dict)
     devices: dict[str, int] = field(default_factory=dict)  # of the folders listed: st_dev
 
 
 def list_landings(folders: Mapping[str, os.PathLike[str] | str], state: LandingState,
                   identify: Identify) -> Listing:
     """Every entry of the landing ``folders`` (name -> path) as :func:`find_landed` finds it
-    with ``state``'s watermark of each. An entry that cannot be read is left out of the
-    listing, named with why (``Listing.unread``), and its folder's other entries are
-    listed. A folder that cannot be listed (missing, not a folder, unreadable) or that
-    is an empty mount point (the file system not mounted: it lists no entry where
-    ``state`` saw some, and its device is not the one ``state.devices`` saw it on; one
-    a cursor written before devices were kept does not name is taken as empty) is left
-    out, named with why, and the others are listed: an NFS mount
-    briefly absent must not fail the tick, nor, once back, hand out again what was
-    handed out before. A folder emptied on its own device (reports archived away) is
+    with ``state``'s watermark of each. A folder that cannot be listed (missing, not a
+    folder, unreadable, or one of its entries unreadable or holding a dangling link, the
+    entry named: a partial listing would forget that entry's fingerprint, or move the
+    watermark past it) or that is an empty mount point (the file system not mounted: it
+    lists no entry where ``state`` saw some, and its device is not the one
+    ``state.devices`` saw it on; one a cursor written before devices were kept does not
+    name is taken as empty) is left out, named with why, and the others are listed: an
+    NFS mount briefly absent, or an entry unreadable for a while, must not fail the tick,
+    nor, once back, hand out again what was handed out before nor lose what was not. A folder emptied on its own device (reports archived away) is
     just empty (``Listing.devices``: each listed folder's device, for the cursor)."""
     items: list[LandedItem] = []
     unlisted: dict[str, str] = {}
-    unread: dict[str, Unread] = {}
     devices: dict[str, int] = {}
     for name, folder in folders.items():
-        skipped: dict[str, Unread] = {}
         try:
-            found = find_landed(folder, name, identify, state.since.get(name), state.sizes,
-                                skipped)
+            found = find_landed(folder, name, identify, state.since.get(name), state.sizes)
             device = _device(folder)
             empty = (not found and name in state.newest and not _has_entry(folder)
                      and device != state.devices.get(name, device))
+        except UnreadableEntry as err:
+            unlisted[name] = (f"landing folder {name!r} ({folder}) not listed: {err}; its "
+                              "cursor is kept")
+            continue
         except OSError as err:
             unlisted[name] = (f"landing folder {name!r} ({folder}) cannot be listed "
                               f"({err.strerror or err}{_at(err, folder)}); its cursor is kept")
@@ -228,9 +200,8 @@ def list_landings(folders: Mapping[str, os.PathLike[str] | str], state: LandingS
                               "not mounted?)")
             continue
         items += found
-        unread |= skipped
         devices[name] = device
-    return Listing(items, unlisted, unread, devices)
+    return Listing(items, unlisted, devices)
 
 
 def _device(folder: os.PathLike[str] | str) -> int:
@@ -347,9 +318,7 @@ class LandingScan:
 def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: float,
                   now: float, *, grown_bytes: int | None = None,
                   cap: int | None = None, unlisted: Collection[str] = (),
-                  unread: Mapping[str, Unread] | None = None,
-                  devices: Mapping[str, int] | None = None,
-                  handed_before: HandedBefore | None = None) -> LandingScan:
+                  devices: Mapping[str, int] | None = None) -> LandingScan:
     """Compare the present ``items`` with what ``state`` says was handed out before.
 
     An entry not handed out as it is now (new or changed) is ready once quiet, or, with
@@ -360,35 +329,23 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     yet. ``items`` may leave out entries changed before their folder's ``state.since``
     but not those in ``state.sizes`` (see :func:`find_landed`). The folders named in
     ``unlisted`` were not listed this tick (:func:`list_landings`): their watermark,
-    fingerprints and sizes are kept as they were. An entry in ``unread`` (key -> :class:`Unread`:
-    not listed as it cannot be read now) holds its folder's watermark at or before its
-    ``changed`` time, as an entry waiting does, so that it is looked at again once
-    readable. ``devices`` (name -> ``st_dev`` of the folders listed: ``Listing.devices``)
-    update the state's.
+    fingerprints and sizes are kept as they were. ``devices`` (name -> ``st_dev`` of the
+    folders listed: ``Listing.devices``) update the state's.
 
-    ``handed_before`` (keys -> the fingerprint each was last handed out with and then
-    processed, where known: a sensor asks its instance,
-    ``sensors/partition_runs.handed_fingerprints``) is asked once, with the keys of the
-    entries that would be ready but for the cap: one whose fingerprint is the one handed
-    out is taken as handed out, not ready again. Only its ctime moved (``chmod``,
-    ``chown``, a hard link added), after its folder's watermark had passed it (the cursor
-    forgot its fingerprint); size and mtimes did not, so neither did the data, as
-    :mod:`joulehouse.treescan` compares fingerprints too. An entry missing from it (its
-    hand-out never ran, or failed) is ready again: a fix in place keeping size and mtimes
-    (``cp -p``, a ``chmod`` making it readable) is asked for one tick after its quiet
-    period.
+    An entry is compared with the cursor alone: once its folder's watermark passed it, its
+    fingerprint is forgotten, and an entry whose ctime moves past the watermark again is
+    handed out again, even when only its ctime moved (``chmod``, ``chown``, a hard link
+    added): one idempotent re-run of its partition, the known cost. So a failed entry fixed
+    in place keeping size and mtimes (``cp -p``) is handed out again too, with its
+    fingerprint unchanged (for the run key that follows, see
+    ``sensors/partition_runs.retry_request``).
     """
     present = list(items)
     changed = [found for found in present if not state.handed_out(found)]
-    eligible = [found for found in changed if found.is_quiet(quiet_s, now)
-                or grown_bytes is not None
-                and found.size - state.sizes.get(found.key, 0) >= grown_bytes]
-    before = handed_before([found.key for found in eligible]) if (
-        handed_before is not None and eligible) else {}
-    unchanged = {found.key for found in eligible if before.get(found.key) == found.fingerprint}
-    changed = [found for found in changed if found.key not in unchanged]
-    eligible = sorted((found for found in eligible if found.key not in unchanged),
-                      key=lambda found: (found.last_change, found.key))
+    eligible = sorted(
+        (found for found in changed if found.is_quiet(quiet_s, now) or grown_bytes is not None
+         and found.size - state.sizes.get(found.key, 0) >= grown_bytes),
+        key=lambda found: (found.last_change, found.key))
     chosen = {found.key for found in eligible[:cap]}
     ready = [found for found in present if found.key in chosen]  # in the order given
     waiting = [found for found in changed if found.key not in chosen]
@@ -396,17 +353,14 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     for name, last in state.newest.items():
         if name in unlisted:
             continue
-        held = [found.last_change for found in waiting if found.landing == name] + [
-            entry.changed for key, entry in (unread or {}).items() if landing_of(key) == name]
-        at = max(min([last - CLOCK_MARGIN_S, *held]), state.since.get(name, -math.inf))
-        if at > -math.inf:  # none yet, held by an unreadable entry of unknown ctime
-            since[name] = at
+        held = [found.last_change for found in waiting if found.landing == name]
+        since[name] = max(min([last - CLOCK_MARGIN_S, *held]), state.since.get(name, -math.inf))
     for found in present:
         if not found.foreign:  # at most now: a clock ahead does not carry the watermark
             newest[found.landing] = max(min(found.last_change, now),
                                         newest.get(found.landing, -math.inf))
     seen = {found.key: found.fingerprint for found in present
-            if (found.key in chosen or found.key in unchanged or state.handed_out(found)) and (
+            if (found.key in chosen or state.handed_out(found)) and (
                 found.foreign or found.last_change >= since.get(found.landing, -math.inf))}
     sizes = {found.key: (found.size if found.key in chosen else state.sizes[found.key])
              for found in present if not found.is_quiet(quiet_s, now) and (

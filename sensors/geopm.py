@@ -15,17 +15,16 @@ A report changed after the watermark is fingerprinted at every tick (one
 unchanged behind it costs a ``stat``), so a report whose partition failed
 and that is fixed in place (a new ctime; its fingerprint too, or not: ``cp -p``)
 is asked for one tick after its quiet period, in the same one run as the
-rest; the run key digests the reports' keys and fingerprints.
+rest, and so is one whose mode alone changed (``chmod``: one idempotent
+re-run). The run key digests the reports' keys and fingerprints, so a report
+fixed by ``cp -p`` that failed alone in its run is asked for with that run's
+key, which the daemon does not run twice: a known limitation
+(``sensors/partition_runs.retry_request``).
 """
 
 import dagster as dg
 
-from assets.geopm import (
-    geopm_pipeline,
-    geopm_report_files,
-    geopm_reports,
-    geopm_validated_frames,
-)
+from assets.geopm import geopm_pipeline, geopm_report_files, geopm_reports
 from joulehouse.geopm.layout import identify_report
 from resources import GeopmReportSource
 from sensors.partition_runs import LandingSensor
@@ -43,7 +42,6 @@ geopm_job = dg.define_asset_job(
 
 
 LANDING = LandingSensor(identify_report, geopm_reports, geopm_report_files.key,
-                        geopm_validated_frames.key,
                         job_name=JOB_NAME, run_key_prefix="geopm", entries="GEOPM report(s)")
 
 

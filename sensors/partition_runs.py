@@ -30,7 +30,6 @@ after cancelling). Such partitions wait for their files to change (a new fingerp
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,37 +61,6 @@ def files_landed(files: dg.AssetKey, fingerprints: dict[str, str],
     return [dg.AssetMaterialization(files, partition=key, tags={DATA_VERSION_TAG: fingerprint},
                                     metadata=(metadata or {}).get(key))
             for key, fingerprint in fingerprints.items()]
-
-
-def handed_fingerprints(instance: dg.DagsterInstance, files: dg.AssetKey, built: dg.AssetKey,
-                        registered: Collection[str], keys: Sequence[str]) -> dict[str, str]:
-    """The fingerprint each of ``keys`` was last handed out with (the data version of its
-    latest ``files`` materialization, :func:`files_landed`), for those among the
-    ``registered`` partition keys whose per-entry asset ``built`` materialized after that
-    hand-out: three indexed queries per 10,000 of them, none for keys not registered yet
-    (a first registration asks nothing).
-
-    A ``files`` materialization says only that a run was asked for, not that it ran: it is
-    written before the daemon reserves the run (a daemon restart or a gRPC timeout in
-    between loses the request with the tick's cursor), and it stays when the run fails.
-    Such a hand-out is no proof that the entry as it is now was processed, so it is left
-    out, and the entry is asked for again (its ctime past the watermark)."""
-    known = set(registered)
-    asked = [key for key in keys if key in known]
-    kind = dg.DagsterEventType.ASSET_MATERIALIZATION
-    storage = instance.event_log_storage
-    handed: dict[str, str] = {}
-    for start in range(0, len(asked), 10_000):
-        chunk = asked[start:start + 10_000]
-        handed_at = storage.get_latest_storage_id_by_partition(files, kind, set(chunk))
-        built_at = storage.get_latest_storage_id_by_partition(built, kind, set(chunk))
-        done = [key for key, at in handed_at.items() if built_at.get(key, -1) > at]
-        if not done:
-            continue
-        tags = storage.get_latest_tags_by_partition(files, kind, [DATA_VERSION_TAG], done)
-        handed |= {key: by_tag[DATA_VERSION_TAG] for key, by_tag in tags.items()
-                   if DATA_VERSION_TAG in by_tag}
-    return handed
 
 
 #: A run in one of these states may still resolve its partition range to keys.
@@ -216,14 +184,12 @@ def retry_request(prefix: str, cancelled: Mapping[str, dg.AssetMaterialization]
 class LandingSensor:
     """What a sensor over landing folders is about: which entries of a folder are its own
     (``identify``: :func:`joulehouse.landing.find_landed`), the partitions they become, the
-    source asset of their files, the per-entry asset built from them (a hand-out counts
-    once it materialized: :func:`handed_fingerprints`), the job it asks for, and how an
-    entry is called in the tick's messages."""
+    source asset of their files, the job it asks for, and how an entry is called in the
+    tick's messages."""
 
     identify: Identify
     partitions_def: dg.DynamicPartitionsDefinition
     files: dg.AssetKey
-    built: dg.AssetKey  # the per-entry asset a run materializes from the files
     job_name: str
     run_key_prefix: str
     entries: str  # e.g. "GEOPM report(s)"
@@ -244,34 +210,23 @@ class LandingSensor:
         listed at every tick, and fingerprinted unless it is a file unchanged since the
         cursor's watermark (:class:`joulehouse.landing.LandingState`: the cursor stays
         small), so one whose partition failed and that is fixed in place is asked for
-        again one tick after its quiet period; one whose ctime alone moved (a ``chmod``)
-        is compared with the fingerprint it was handed out with, where ``built``
-        materialized after that (:func:`handed_fingerprints`), and then not asked for
-        again. A landing folder that
-        cannot be listed (missing, unreadable, an empty mount point:
-        :func:`joulehouse.landing.list_landings`) is named in a warning and the tick's
-        message, the others are scanned, and its cursor is kept for when it is back; so is
-        an entry that cannot be read (the first three in the message), its folder's other
-        entries flowing, and its folder's watermark waiting for it.
+        again one tick after its quiet period, and so is one whose ctime alone moved (a
+        ``chmod``: one idempotent re-run, the known cost). A landing folder that cannot be
+        listed (missing, unreadable, one of its entries unreadable or holding a dangling
+        link, an empty mount point: :func:`joulehouse.landing.list_landings`) is named in
+        a warning and the tick's message (with the entry and why), the others are
+        scanned, and its cursor is kept as it was for when it is back.
         """
         tick = Tick.begin(context.cursor, source.max_entries_per_tick)
         folders = source.landings()
         state = LandingState.from_json(tick.own).over(folders)
-        registered = functools.cache(
-            lambda: context.instance.get_dynamic_partitions(self.partitions_def.name))
         listing = list_landings(folders, state, self.identify)
-        unread = [entry.why for entry in listing.unread.values()]
-        for why in [*listing.unlisted.values(), *unread]:
+        for why in listing.unlisted.values():
             context.log.warning(why)
-        skipped = "".join(f"; skipped: {why}" for why in listing.unlisted.values()) + "".join(
-            f"; {why}" for why in unread[:3])
+        skipped = "".join(f"; skipped: {why}" for why in listing.unlisted.values())
         scan = scan_landings(listing.items, state, source.quiet_period_s, time.time(),
                              grown_bytes=source.grown_bytes, cap=tick.cap,
-                             unlisted=listing.unlisted, unread=listing.unread,
-                             devices=listing.devices,
-                             handed_before=lambda keys: handed_fingerprints(
-                                 context.instance, self.files, self.built, registered(),
-                                 keys))
+                             unlisted=listing.unlisted, devices=listing.devices)
         cursor = scan.state.to_json()
         listed_s = time.time() - tick.started  # every entry listed, each tick
         if not scan.ready:
@@ -280,7 +235,8 @@ class LandingSensor:
                                      f"period){skipped}")
         fingerprints = {item.key: item.fingerprint for item in scan.ready}
         ready = ready_run_request(
-            context.instance, registered(), self.partitions_def, fingerprints,
+            context.instance, context.instance.get_dynamic_partitions(self.partitions_def.name),
+            self.partitions_def, fingerprints,
             job_name=self.job_name, run_key_prefix=self.run_key_prefix, tags={})
         if ready is None:
             return tick.wait(f"{len(scan.ready)} {self.entries} ready, asked for once the runs "

@@ -29,12 +29,7 @@ is asked for again one tick after its quiet period. Run keys digest the entries'
 
 import dagster as dg
 
-from assets.powerapi import (
-    powerapi_pipeline,
-    powerapi_report_files,
-    powerapi_reports,
-    powerapi_validated_frames,
-)
+from assets.powerapi import powerapi_pipeline, powerapi_report_files, powerapi_reports
 from joulehouse.powerapi.landing import report_entry_files
 from resources import PowerapiSource
 from sensors.partition_runs import LandingSensor
@@ -52,7 +47,6 @@ powerapi_job = dg.define_asset_job(
 
 
 LANDING = LandingSensor(report_entry_files, powerapi_reports, powerapi_report_files.key,
-                        powerapi_validated_frames.key,
                         job_name=JOB_NAME, run_key_prefix="powerapi",
                         entries="PowerAPI report file(s)")
 

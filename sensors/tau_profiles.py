@@ -36,7 +36,6 @@ tau_profiles_job = dg.define_asset_job(
 
 
 LANDING = LandingSensor(profile_set_files, tau_profile_sets, tau_profile_files.key,
-                        tau_profile_trials.key,
                         job_name=JOB_NAME, run_key_prefix="tau-profiles",
                         entries="profile set(s)")
 

@@ -241,81 +241,90 @@ def test_a_folder_that_cannot_be_listed_keeps_its_cursor_and_the_others_are_scan
     assert listing.unlisted == {} and back.ready == [] and back.waiting == 0
 
 
-def test_an_entry_whose_ctime_alone_moved_is_not_handed_out_again():
-    """'in/a' was handed out and the watermark passed it; a chmod moves its ctime, not its
-    fingerprint: asked what it was handed out with, the scan takes it as handed out (and
-    keeps it until the watermark passes it again); 'in/b', rewritten, is ready."""
-    landed = [_item("in/a", 10.0), _item("in/b", 10.0, "g"), _item("in/c", 500.0)]
-    first = scan_landings(landed, LandingState(), quiet_s=1.0, now=1000.0)
-    state = scan_landings(landed, first.state, quiet_s=1.0, now=1000.0).state
-    assert state.seen == {"in/c": "f"} and state.since == {"in": 380.0}
-    asked = []
-
-    def handed_before(keys):
-        asked.append(keys)
-        return {"in/a": "f", "in/b": "g"}
-
-    moved = [_item("in/a", 900.0), _item("in/b", 950.0, "h"), landed[2],
-             _item("in/young", 999.5)]
-    scan = scan_landings(moved, state, quiet_s=1.0, now=1000.0, handed_before=handed_before)
-    assert asked == [["in/a", "in/b"]]  # the young one waits: not asked
-    assert [i.key for i in scan.ready] == ["in/b"] and scan.waiting == 1
-    assert scan.state.seen == {"in/a": "f", "in/b": "h", "in/c": "f"}
-    again = scan_landings(moved, scan.state, quiet_s=1.0, now=1000.0,
-                          handed_before=handed_before)
-    assert again.ready == [] and asked[1:] == []  # in/young still waits: nothing asked
-
-
-def test_an_unreadable_entry_is_skipped_alone_and_holds_its_folders_watermark(
-        tmp_path, monkeypatch):
-    """'in/locked' cannot be read (identify's PermissionError: a folder of another user's,
-    mode 0700) and 'in/set' holds a dangling link: each is named and left out, the
-    folder's other entries are still handed out, and the watermark stays before
-    'locked', which is handed out once readable though none of its times moved (access
-    granted by a group)."""
+def test_an_entry_whose_ctime_alone_moved_is_handed_out_again_once(tmp_path, monkeypatch):
+    """'a.report' was handed out and the watermark passed it: a chmod moves its ctime, not
+    its fingerprint, and it is handed out again once (one idempotent re-run, the known
+    cost); 'b.report', untouched, is not."""
     monkeypatch.setattr(landing, "CLOCK_MARGIN_S", 0.0)
+    (tmp_path / "a.report").write_text("a")
+    time.sleep(0.05)
+    (tmp_path / "b.report").write_text("b")
+    first = _tick(tmp_path, LandingState())
+    assert sorted(item.key for item in first.ready) == ["in/a.report", "in/b.report"]
+    state = _tick(tmp_path, first.state).state  # the watermark passes a.report
+    assert list(state.seen) == ["in/b.report"]
+    assert state.since["in"] == _ctime(tmp_path / "b.report") > _ctime(tmp_path / "a.report")
+    time.sleep(0.05)
+    fingerprint = next(i.fingerprint for i in first.ready if i.key == "in/a.report")
+    os.chmod(tmp_path / "a.report", 0o600)
+    again = _tick(tmp_path, state)
+    assert [(item.key, item.fingerprint) for item in again.ready] == [
+        ("in/a.report", fingerprint)]
+    assert _tick(tmp_path, again.state).ready == []
+
+
+def test_an_unreadable_entry_leaves_its_folder_unlisted_with_its_cursor_kept(tmp_path):
+    """'in/locked' cannot be read (identify's PermissionError: a folder of another user's,
+    mode 0700): the whole folder is left out, named with the entry and why, and its cursor
+    is kept byte for byte, so 'late.report' landing meanwhile waits; once readable,
+    'locked' and 'late.report' are handed out once, nothing else again. A handed-out
+    entry unreadable for one tick (a stale handle) is not handed out again, and an entry
+    holding a dangling link is named the same way."""
     folder = tmp_path / "in"
     folder.mkdir()
-    for name in ("a.report", "locked"):
+    for name in ("a.report", "b.report"):
         (folder / name).write_text(name)
-    (folder / "set").mkdir()
-    (folder / "set" / "profile.0").symlink_to(tmp_path / "nowhere")
-    locked = [True]
+    unreadable = {}
 
     def identify(path):
-        if path.name == "locked" and locked[0]:
-            raise PermissionError(13, "Permission denied", str(path))
+        if path.name in unreadable:
+            raise unreadable[path.name](path)
         return [path, *path.iterdir()] if path.is_dir() else [path]
 
     def tick(state):
         listing = list_landings({"in": folder}, state, identify)
         return listing, scan_landings(listing.items, state, quiet_s=0.0, now=time.time(),
-                                      unread=listing.unread)
+                                      unlisted=listing.unlisted, devices=listing.devices)
 
-    with pytest.raises(PermissionError):  # without unread: raised, as before
-        find_landed(folder, "in", identify)
     listing, first = tick(LandingState())
-    assert listing.unlisted == {} and sorted(listing.unread) == ["in/locked", "in/set"]
-    assert listing.unread["in/locked"].why == (
-        f"entry 'in/locked' ({folder / 'locked'}) skipped: it cannot be read (Permission "
-        "denied); its folder's watermark waits for it")
-    assert listing.unread["in/locked"].changed == _ctime(folder / "locked")
-    assert listing.unread["in/set"].why == (
-        f"entry 'in/set' ({folder / 'set'}) skipped: dangling link "
-        f"{folder / 'set' / 'profile.0'}")
-    assert [item.key for item in first.ready] == ["in/a.report"]
+    assert [item.key for item in first.ready] == ["in/a.report", "in/b.report"]
+    state = tick(first.state)[1].state
     time.sleep(0.05)
+    (folder / "locked").write_text("locked")
     (folder / "late.report").write_text("late")
-    state = first.state
-    for _ in range(2):  # without 'locked', the watermark would pass it now
+    unreadable["locked"] = lambda path: PermissionError(13, "Permission denied", str(path))
+    with pytest.raises(landing.UnreadableEntry):
+        find_landed(folder, "in", identify)
+    for _ in range(2):
         listing, scan = tick(state)
-        state = scan.state
-    assert state.since["in"] <= _ctime(folder / "locked") < _ctime(folder / "late.report")
-    assert [item.key for item in scan.ready] == []
-    locked[0] = False
+        assert listing.items == [] and listing.unlisted == {"in": (
+            f"landing folder 'in' ({folder}) not listed: entry 'in/locked' "
+            f"({folder / 'locked'}) cannot be read (Permission denied); its cursor is kept")}
+        assert scan.ready == [] and scan.state.to_json() == state.to_json()
+    del unreadable["locked"]
     listing, readable = tick(state)
-    assert sorted(listing.unread) == ["in/set"]
-    assert [item.key for item in readable.ready] == ["in/locked"]
+    assert listing.unlisted == {}
+    assert [item.key for item in readable.ready] == ["in/late.report", "in/locked"]
+    state = readable.state
+    assert tick(state)[1].ready == []
+
+    unreadable["a.report"] = lambda path: OSError(116, "Stale file handle", str(path))
+    listing, blip = tick(state)
+    assert "entry 'in/a.report'" in listing.unlisted["in"]
+    assert blip.state.to_json() == state.to_json()
+    del unreadable["a.report"]
+    assert tick(blip.state)[1].ready == []
+
+    (folder / "set").mkdir()
+    (folder / "set" / "profile.0").symlink_to(tmp_path / "nowhere")
+    listing, dangling = tick(state)
+    assert listing.unlisted == {"in": (
+        f"landing folder 'in' ({folder}) not listed: entry 'in/set' ({folder / 'set'}) "
+        f"holds a dangling link {folder / 'set' / 'profile.0'}; its cursor is kept")}
+    assert dangling.state.to_json() == state.to_json()
+    (tmp_path / "nowhere").write_text("0")
+    time.sleep(0.05)
+    assert [item.key for item in tick(state)[1].ready] == ["in/set"]
 
 
 def test_a_folder_emptied_on_its_own_device_is_just_empty(tmp_path, monkeypatch):
