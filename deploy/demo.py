@@ -287,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
                         default=Path(os.environ.get("JOULEHOUSE_WAREHOUSE") or DEFAULT_WAREHOUSE))
     args = parser.parse_args(argv)
     os.environ.setdefault("DAGSTER_HOME", str(PROJECT_ROOT / ".dagster_home"))
+    # Batches of asset events stored as one write (deploy/dagster.yaml's storage).
+    os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", "1000")
     Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
     with dg.DagsterInstance.get() as instance:
         try:

@@ -9,6 +9,9 @@
 set -u
 : "${DAGSTER_HOME:?DAGSTER_HOME must be set (make dev sets it)}"
 bin=${DAGSTER_BIN:-.venv/bin}
+# Batches of asset events (a run's planned events, its materializations) stored as one
+# write by the instance's storage (deploy/dagster.yaml); the runs inherit it.
+export DAGSTER_EVENT_BATCH_SIZE=${DAGSTER_EVENT_BATCH_SIZE:-1000}
 
 # Background jobs of a non-interactive shell ignore SIGINT, so the traps below stop them.
 "$bin/dagster-daemon" run -w workspace.yaml &

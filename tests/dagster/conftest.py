@@ -31,9 +31,24 @@ def data_root(tmp_path: Path) -> Path:
     return root
 
 
+#: The instance storage of deploy/dagster.yaml (resources/instance_storage.py), by name.
+BATCHING = "batching"
+
+
 @pytest.fixture
-def instance():
-    with dg.instance_for_test() as test_instance:
+def instance(request, tmp_path, monkeypatch):
+    """A test instance on Dagster's SQLite storage; parametrized indirectly with
+    ``BATCHING``, on deploy/dagster.yaml's batching storage with batches enabled."""
+    if getattr(request, "param", None) != BATCHING:
+        with dg.instance_for_test() as test_instance:
+            yield test_instance
+        return
+    monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", "1000")
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    storage = {"custom": {"module": "resources.instance_storage",
+                          "class": "BatchingSqliteStorage", "config": {"base_dir": str(home)}}}
+    with dg.instance_for_test(temp_dir=str(home), overrides={"storage": storage}) as test_instance:
         yield test_instance
 
 

@@ -45,8 +45,10 @@ def test_local_instance_stores_everything_in_dagster_home(tmp_path, monkeypatch)
     with dg.DagsterInstance.get() as instance:
         instance.add_dynamic_partitions("gpu_repetitions", ["lab/e/b/150W/0"])
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        assert type(instance.event_log_storage).__name__ == "BatchedSqliteEventLogStorage"
         assert_one_run_per_source_and_one_table_rebuild_at_a_time(instance)
     assert (home / "history" / "runs.db").is_file()
+    assert (home / "history" / "runs" / "index.db").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]  # nothing in the cwd
 
 
@@ -59,7 +61,7 @@ def test_production_instance_uses_postgres(tmp_path, monkeypatch, postgres_url):
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
         assert {type(storage).__name__ for storage in (
             instance.run_storage, instance.event_log_storage, instance.schedule_storage)} == {
-            "PostgresRunStorage", "PostgresEventLogStorage", "PostgresScheduleStorage"}
+            "PostgresRunStorage", "BatchedPostgresEventLogStorage", "PostgresScheduleStorage"}
         instance.add_dynamic_partitions("gpu_repetitions", ["lab/e/b/150W/0"])
         assert instance.get_dynamic_partitions("gpu_repetitions") == ["lab/e/b/150W/0"]
         assert instance.get_runs_count() == 0
@@ -112,7 +114,7 @@ def assert_transient_failures_are_retried(instance: dg.DagsterInstance) -> None:
 
 def test_production_instance_takes_every_credential_from_the_environment():
     config = yaml.safe_load((DEPLOY / "production" / "dagster.yaml").read_text())
-    database = config["storage"]["postgres"]["postgres_db"]
+    database = config["storage"]["custom"]["config"]["postgres_db"]
     assert {key: value for key, value in database.items() if key != "scheme"} == {
         name: {"env": f"DAGSTER_PG_{variable}"} for name, variable in (
             ("hostname", "HOST"), ("port", "PORT"), ("db_name", "DB"), ("username", "USER"),

@@ -283,8 +283,8 @@ def test_the_helm_values_configure_the_instance_as_production_does(tmp_path):
     assert {m["name"]: m.get("readOnly", False) for m in deployment["volumeMounts"]} == {
         "data": True, "warehouse": False}
     assert deployment["includeConfigInLaunchedRuns"] == {"enabled": True}  # runs mount them
-    assert values["postgresql"]["postgresqlScheme"] == production["storage"]["postgres"][
-        "postgres_db"]["scheme"]
+    assert values["postgresql"]["postgresqlScheme"] == production["storage"]["custom"][
+        "config"]["postgres_db"]["scheme"]
     assert "postgresqlPassword" not in values["postgresql"]
     assert values["generatePostgresqlPasswordSecret"] is False
 

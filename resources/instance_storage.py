@@ -1,0 +1,157 @@
+"""The Dagster instance's storage, writing a batch of asset events as ONE write.
+
+Dagster hands its event log storage whole batches (``store_event_batch``) where
+``DAGSTER_EVENT_BATCH_SIZE`` is set: the planned events of a new run (one per
+partition and asset: 20,000 for a backfill of 10,000 GPU repetitions), a step's
+materializations of a partition range, and the sensors' hand-outs
+(``sensors/tick_budget.py``). Dagster 1.13's storages write most of them one by one
+all the same: SQLite every event (two transactions on two new connections each,
+12-22 ms here), dagster-postgres every event but a batch of one kind of
+materializations or observations (a new connection each, 27-30 ms). Those planned
+events are what bounds the first registration of a large tree and the launch of a
+large backfill (benchmarks/README.md, issue 11).
+
+The two storages here write such a batch as a batch: every event inserted in one
+transaction (SQLite: per run shard, then mirrored into the index shard; PostgreSQL:
+one ``INSERT ... RETURNING``), their tags, and each asset's row updated once per
+kind of event, from the batch's last event of that kind, which is the row the events
+written one by one would leave. Every event keeps its own row with its partition,
+so a failed run still marks exactly the partitions it planned and did not
+materialize as failed. Any other batch (a run's status, a failure) takes Dagster's
+own path. Configured in ``dagster.yaml`` as ``storage: custom`` (deploy/).
+"""
+
+from collections.abc import Sequence
+
+from dagster._core.event_api import EventLogEntry
+from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, DagsterEventType
+from dagster._core.storage.event_log import SqlEventLogStorageTable
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+from dagster._core.storage.sqlite_storage import DagsterSqliteStorage, _event_logs_directory
+from dagster_postgres import DagsterPostgresStorage, PostgresEventLogStorage
+from dagster_postgres.utils import get_token_provider_from_config, pg_url_from_config
+
+#: The events written here as one batch; any other kind in a batch sends it to Dagster.
+BATCHED = frozenset({
+    DagsterEventType.ASSET_MATERIALIZATION,
+    DagsterEventType.ASSET_OBSERVATION,
+    DagsterEventType.ASSET_MATERIALIZATION_PLANNED,
+    DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED,
+})
+
+
+def batched(events: Sequence[EventLogEntry]) -> bool:
+    """Whether ``events`` are all of the kinds written here as one batch."""
+    return bool(events) and all(
+        event.is_dagster_event and event.dagster_event_type in BATCHED for event in events)
+
+
+def is_asset_event(event: EventLogEntry) -> bool:
+    """Whether the storage indexes ``event`` by its asset (tags, the asset's row)."""
+    return event.dagster_event_type in ASSET_EVENTS and event.get_dagster_event().asset_key is not None
+
+
+def asset_row_updates(events: Sequence[EventLogEntry], ids: Sequence[int]
+                      ) -> list[tuple[EventLogEntry, int]]:
+    """The (event, storage id) pairs whose asset-row updates leave the row as writing
+    ``events`` one by one would: the last event of each asset and kind, in their order
+    (an event of a kind overwrites what the earlier ones of its kind wrote there)."""
+    last: dict[tuple[str, DagsterEventType], int] = {}
+    for position, event in enumerate(events):
+        last[(event.get_dagster_event().asset_key.to_string(), event.dagster_event_type)] = position
+    return [(events[position], ids[position]) for position in sorted(last.values())]
+
+
+class _AssetEventIndex:
+    """What both storages do once a batch's events have their storage ids: the asset
+    events' tags and rows in one index transaction, then each check event's row."""
+
+    def _index_batch(self, events: Sequence[EventLogEntry], ids: Sequence[int]) -> None:
+        assets = [(event, event_id) for event, event_id in zip(events, ids, strict=True)
+                  if is_asset_event(event)]
+        if assets:
+            asset_events, asset_ids = zip(*assets, strict=True)
+            with self.index_transaction() as conn:
+                self._store_asset_event_tags(conn, list(asset_events), list(asset_ids))
+                for event, event_id in asset_row_updates(asset_events, asset_ids):
+                    self._store_asset_event(conn, event, event_id)
+        for event, event_id in zip(events, ids, strict=True):
+            if event.dagster_event_type in ASSET_CHECK_EVENTS:
+                self.store_asset_check_event(event, event_id)
+
+
+#: Most events in one SQLite transaction (about 0.5 s of writing), so that another
+#: process waiting for the shard's lock is never near SQLite's 30 s busy timeout.
+SQLITE_CHUNK = 1000
+
+
+class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
+    """SQLite's event log with batches written in one transaction per shard (and per
+    :data:`SQLITE_CHUNK` events)."""
+
+    def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
+        if not batched(events):
+            super().store_event_batch(events)
+            return
+        for start in range(0, len(events), SQLITE_CHUNK):
+            self._store_chunk(events[start:start + SQLITE_CHUNK])
+
+    def _store_chunk(self, events: Sequence[EventLogEntry]) -> None:
+        inserts = [self.prepare_insert_event(event) for event in events]
+        for run_id in dict.fromkeys(event.run_id for event in events):
+            with self.run_connection(run_id) as conn:
+                for event, insert in zip(events, inserts, strict=True):
+                    if event.run_id == run_id:
+                        conn.execute(insert)
+        # The index shard mirrors the asset and check events; their ids are its own.
+        mirrored = [(event, insert) for event, insert in zip(events, inserts, strict=True)
+                    if is_asset_event(event) or event.dagster_event_type in ASSET_CHECK_EVENTS]
+        with self.index_transaction() as conn:
+            ids = [conn.execute(insert).inserted_primary_key[0] for _, insert in mirrored]
+        self._index_batch([event for event, _ in mirrored], ids)
+
+
+class BatchedPostgresEventLogStorage(_AssetEventIndex, PostgresEventLogStorage):
+    """dagster-postgres's event log with every batch of asset events written in one
+    insert, planned events and mixed kinds included."""
+
+    def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
+        if not batched(events):
+            super().store_event_batch(events)
+            return
+        insert = self.prepare_insert_event_batch(events)
+        with self._connect() as conn:
+            ids = [int(row[0]) for row in
+                   conn.execute(insert.returning(SqlEventLogStorageTable.c.id)).fetchall()]
+        self._index_batch(events, ids)
+
+
+class BatchingSqliteStorage(DagsterSqliteStorage):
+    """``storage: sqlite`` with :class:`BatchedSqliteEventLogStorage` (same files)."""
+
+    def __init__(self, base_dir: str, inst_data=None):
+        super().__init__(base_dir, inst_data=inst_data)
+        self._event_log_storage.dispose()
+        self._event_log_storage = BatchedSqliteEventLogStorage(_event_logs_directory(base_dir))
+
+    @classmethod
+    def from_config_value(cls, inst_data, config_value) -> "BatchingSqliteStorage":
+        return cls.from_local(inst_data=inst_data, **config_value)
+
+
+class BatchingPostgresStorage(DagsterPostgresStorage):
+    """``storage: postgres`` with :class:`BatchedPostgresEventLogStorage` (same tables)."""
+
+    def __init__(self, postgres_url: str, should_autocreate_tables: bool = True,
+                 inst_data=None, token_provider=None):
+        super().__init__(postgres_url, should_autocreate_tables, inst_data=inst_data,
+                         token_provider=token_provider)
+        self._event_log_storage.dispose()
+        self._event_log_storage = BatchedPostgresEventLogStorage(
+            postgres_url, should_autocreate_tables, token_provider=token_provider)
+
+    @classmethod
+    def from_config_value(cls, inst_data, config_value) -> "BatchingPostgresStorage":
+        return cls(pg_url_from_config(config_value),
+                   config_value.get("should_autocreate_tables", True), inst_data=inst_data,
+                   token_provider=get_token_provider_from_config(config_value))

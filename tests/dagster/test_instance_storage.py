@@ -1,0 +1,194 @@
+"""The instance storages of deploy/ (resources/instance_storage.py) leave, from one batch
+of asset events, what Dagster's own storages leave from the same events stored one by
+one: the same event rows, asset rows, tags, partition statuses and check executions."""
+
+import time
+from urllib.parse import urlparse
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationPlanned,
+)
+from dagster._core.definitions.partitions.subset.default import DefaultPartitionsSubset
+from dagster._core.event_api import EventLogEntry
+from dagster._core.events import (
+    AssetMaterializationPlannedData,
+    AssetObservationData,
+    DagsterEvent,
+    DagsterEventType,
+    StepMaterializationData,
+)
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
+from dagster_postgres import DagsterPostgresStorage
+
+from resources.instance_storage import (
+    SQLITE_CHUNK,
+    BatchingPostgresStorage,
+    BatchingSqliteStorage,
+)
+
+RUN = "f5b1c0de-0000-4000-8000-000000000001"
+PARTITIONS = [f"lab/power-limit/bert/150W/{i}" for i in range(5)]
+FRAMES = dg.AssetKey("gpu_validated_frames")
+ENERGY = dg.AssetKey("gpu_repetition_energy")
+TABLE = dg.AssetKey("gpu_setting_energy")
+CHECK = dg.AssetCheckKey(FRAMES, "pandera_valid")
+VERSION = "dagster/data_version"
+
+
+def entry(event: DagsterEvent, run_id: str = RUN) -> EventLogEntry:
+    return EventLogEntry(user_message="", level=10, job_name="gpu_energy_job", run_id=run_id,
+                         error_info=None, timestamp=time.time(), step_key="gpu_pipeline",
+                         dagster_event=event)
+
+
+def planned(asset: dg.AssetKey, partition: str | None) -> EventLogEntry:
+    return entry(DagsterEvent.build_asset_materialization_planned_event(
+        "gpu_energy_job", "gpu_pipeline", AssetMaterializationPlannedData(asset, partition)))
+
+
+def materialized(asset: dg.AssetKey, partition: str | None, version: str) -> EventLogEntry:
+    return entry(DagsterEvent(
+        DagsterEventType.ASSET_MATERIALIZATION.value, "gpu_energy_job", step_key="gpu_pipeline",
+        event_specific_data=StepMaterializationData(dg.AssetMaterialization(
+            asset, partition=partition, tags={VERSION: version}))))
+
+
+def observed(asset: dg.AssetKey) -> EventLogEntry:
+    return entry(DagsterEvent(
+        DagsterEventType.ASSET_OBSERVATION.value, "gpu_energy_job", step_key="gpu_pipeline",
+        event_specific_data=AssetObservationData(dg.AssetObservation(asset))))
+
+
+def check_planned() -> EventLogEntry:
+    return entry(DagsterEvent(
+        DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED.value, "gpu_energy_job",
+        step_key="gpu_pipeline", event_specific_data=AssetCheckEvaluationPlanned(
+            asset_key=FRAMES, check_name=CHECK.name,
+            partitions_subset=DefaultPartitionsSubset(set(PARTITIONS)))))
+
+
+def run_events() -> list[EventLogEntry]:
+    """A run's planned events as Dagster writes them (both per-repetition assets per
+    partition, the table, the check over the range), then what its step stores: the
+    frames of all but the last partition (twice for the first), and an observation."""
+    return [*(planned(asset, key) for asset in (ENERGY, FRAMES) for key in PARTITIONS),
+            planned(TABLE, None), check_planned(),
+            materialized(FRAMES, PARTITIONS[0], "a"),
+            *(materialized(FRAMES, key, "b") for key in PARTITIONS[:4]),
+            observed(TABLE)]
+
+
+def summary(storage) -> dict:
+    """What the UI and the sensors read back from the event log."""
+    events = storage.event_log_storage
+    records = events.get_records_for_run(RUN, limit=1000).records
+    entries = {record.asset_entry.asset_key: record.asset_entry
+               for record in events.get_asset_records([FRAMES, ENERGY, TABLE])}
+    return {
+        "rows": [(r.event_log_entry.dagster_event_type, r.event_log_entry.dagster_event.asset_key,
+                  r.event_log_entry.dagster_event.partition) for r in records],
+        "materialized": {asset: events.get_materialized_partitions(asset)
+                         for asset in (FRAMES, ENERGY)},
+        "planned, not materialized": {
+            asset: sorted(events.get_latest_asset_partition_materialization_attempts_without_materializations(asset))
+            for asset in (FRAMES, ENERGY)},
+        "versions": events.get_latest_tags_by_partition(
+            FRAMES, DagsterEventType.ASSET_MATERIALIZATION, [VERSION]),
+        "last materialization": {
+            asset: (entry.last_materialization.asset_materialization.partition
+                    if entry.last_materialization else None, entry.last_run_id)
+            for asset, entry in entries.items()},
+        "observations": [record.partition_key for record in
+                         events.fetch_observations(TABLE, limit=10).records],
+        "check executions": sorted(
+            (record.partition, record.status) for record in
+            events.get_asset_check_execution_history(CHECK, limit=100)),
+    }
+
+
+def expected() -> dict:
+    """The summary of :func:`run_events`, stored by either storage."""
+    return {
+        "materialized": {FRAMES: set(PARTITIONS[:4]), ENERGY: set()},
+        "planned, not materialized": {FRAMES: [PARTITIONS[4]], ENERGY: sorted(PARTITIONS)},
+        "versions": {key: {VERSION: "b"} for key in PARTITIONS[:4]},
+        "last materialization": {FRAMES: (PARTITIONS[3], RUN), ENERGY: (None, RUN),
+                                 TABLE: (None, RUN)},
+        "observations": [None],
+        "check executions": sorted((key, AssetCheckExecutionRecordStatus.PLANNED)
+                                   for key in PARTITIONS),
+    }
+
+
+def assert_same_as_one_by_one(dagster_storage, batching_storage, events) -> None:
+    for event in events:
+        dagster_storage.event_log_storage.store_event(event)
+    batching_storage.event_log_storage.store_event_batch(events)
+    one_by_one, batched = summary(dagster_storage), summary(batching_storage)
+    assert batched == one_by_one
+    assert [row[0] for row in batched.pop("rows")] == [e.dagster_event_type for e in events]
+    assert batched == expected()
+
+
+def test_sqlite_batch_leaves_what_single_events_leave(tmp_path):
+    dagster_storage = DagsterSqliteStorage.from_local(str(tmp_path / "dagster"))
+    batching_storage = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    assert type(batching_storage.event_log_storage).__name__ == "BatchedSqliteEventLogStorage"
+    assert_same_as_one_by_one(dagster_storage, batching_storage, run_events())
+
+
+def test_sqlite_batch_over_several_chunks(tmp_path, monkeypatch):
+    """A batch longer than a transaction's share: cut into chunks, same outcome."""
+    monkeypatch.setattr("resources.instance_storage.SQLITE_CHUNK", 4)
+    events = run_events()
+    assert len(events) > 4 * 3 and SQLITE_CHUNK == 1000
+    assert_same_as_one_by_one(DagsterSqliteStorage.from_local(str(tmp_path / "dagster")),
+                              BatchingSqliteStorage.from_local(str(tmp_path / "batching")),
+                              events)
+
+
+def database(url: str, name: str) -> str:
+    """A new database beside ``url``'s, as a psycopg2 URL."""
+    server = urlparse(url)._replace(scheme="postgresql+psycopg2")
+    engine = sa.create_engine(server.geturl(), isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return server._replace(path=f"/{name}").geturl()
+
+
+def test_postgres_batch_leaves_what_single_events_leave(postgres_url):
+    dagster_storage = DagsterPostgresStorage(database(postgres_url, "storage_dagster"))
+    batching_storage = BatchingPostgresStorage(database(postgres_url, "storage_batching"))
+    try:
+        assert type(batching_storage.event_log_storage).__name__ == (
+            "BatchedPostgresEventLogStorage")
+        assert_same_as_one_by_one(dagster_storage, batching_storage, run_events())
+    finally:
+        dagster_storage.event_log_storage.dispose()
+        batching_storage.event_log_storage.dispose()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_instances_load_the_batching_storages(kind, tmp_path, request):
+    """``storage: custom`` as deploy/'s dagster.yaml files write it."""
+    if kind == "sqlite":
+        config = {"module": "resources.instance_storage", "class": "BatchingSqliteStorage",
+                  "config": {"base_dir": str(tmp_path)}}
+    else:
+        url = urlparse(database(request.getfixturevalue("postgres_url"), "storage_config"))
+        config = {"module": "resources.instance_storage", "class": "BatchingPostgresStorage",
+                  "config": {"postgres_db": {
+                      "hostname": url.hostname, "port": url.port, "db_name": url.path[1:],
+                      "username": url.username, "password": "",
+                      "scheme": "postgresql+psycopg2"}}}
+    with dg.instance_for_test(temp_dir=str(tmp_path),
+                              overrides={"storage": {"custom": config}}) as instance:
+        assert type(instance.event_log_storage).__name__.startswith("Batched")
+        instance.event_log_storage.store_event_batch(run_events())
+        assert instance.get_materialized_partitions(FRAMES) == set(PARTITIONS[:4])
