@@ -18,18 +18,38 @@ kind of event, from the batch's last event of that kind, which is the row the ev
 written one by one would leave. Every event keeps its own row with its partition,
 so a failed run still marks exactly the partitions it planned and did not
 materialize as failed. Any other batch (a run's status, a failure) takes Dagster's
-own path. Configured in ``dagster.yaml`` as ``storage: custom`` (deploy/).
+own path.
+
+They also keep a connection open where Dagster opens one per event: SQLite's index
+shard (every asset and check event is mirrored there; opening it, then closing it,
+which checkpoints its WAL, was half of an event's cost), and PostgreSQL's event log (a
+small pool, each connection checked before use). That is what a step's per-partition
+check evaluations, which Dagster writes one by one, cost. The run shards of SQLite
+still open and close per event: the UI's live run logs watch their files, which
+change only when the last connection closes. Configured in ``dagster.yaml`` as
+``storage: custom`` (deploy/).
 """
 
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
+import sqlalchemy as sa
 from dagster._core.event_api import EventLogEntry
 from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, DagsterEventType
 from dagster._core.storage.event_log import SqlEventLogStorageTable
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
+    INDEX_SHARD_NAME,
+    SqliteEventLogStorage,
+)
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._core.storage.sqlite_storage import DagsterSqliteStorage, _event_logs_directory
 from dagster_postgres import DagsterPostgresStorage, PostgresEventLogStorage
-from dagster_postgres.utils import get_token_provider_from_config, pg_url_from_config
+from dagster_postgres.utils import (
+    create_pg_engine,
+    get_token_provider_from_config,
+    pg_url_from_config,
+)
 
 #: The events written here as one batch; any other kind in a batch sends it to Dagster.
 BATCHED = frozenset({
@@ -110,10 +130,68 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
             ids = [conn.execute(insert).inserted_primary_key[0] for _, insert in mirrored]
         self._index_batch([event for event, _ in mirrored], ids)
 
+    @contextmanager
+    def index_connection(self) -> Iterator[sa.Connection]:
+        """The index shard in a transaction, over an engine kept for this process."""
+        with self._db_lock:
+            engine = self._index_engine()
+            with engine.connect() as conn, conn.begin():
+                yield conn
+
+    def _index_engine(self) -> sa.Engine:
+        """This process's engine of the index shard (a forked child makes its own, leaving
+        its parent's connections alone)."""
+        kept = getattr(self, "_kept_index", None)
+        if kept is not None and kept[0] == os.getpid():
+            return kept[1]
+        if kept is not None:
+            kept[1].dispose(close=False)
+        engine = sa.create_engine(self.conn_string_for_shard(INDEX_SHARD_NAME),
+                                  connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS})
+        if INDEX_SHARD_NAME not in self._initialized_dbs:
+            self._initdb(engine)
+            self._initialized_dbs.add(INDEX_SHARD_NAME)
+        self._kept_index = (os.getpid(), engine)
+        return engine
+
+    def dispose(self) -> None:
+        kept = getattr(self, "_kept_index", None)
+        if kept is not None and kept[0] == os.getpid():
+            kept[1].dispose()
+        self._kept_index = None
+        super().dispose()
+
+
+#: Connections of the PostgreSQL event log kept open per process; more are opened (and
+#: closed after use) while that many are in use at once.
+POSTGRES_KEPT_CONNECTIONS = 2
+
 
 class BatchedPostgresEventLogStorage(_AssetEventIndex, PostgresEventLogStorage):
     """dagster-postgres's event log with every batch of asset events written in one
-    insert, planned events and mixed kinds included."""
+    insert, planned events and mixed kinds included, over a small pool of connections
+    (dagster-postgres opens one per call)."""
+
+    def __init__(self, postgres_url: str, should_autocreate_tables: bool = True,
+                 inst_data=None, token_provider=None):
+        super().__init__(postgres_url, should_autocreate_tables, inst_data=inst_data,
+                         token_provider=token_provider)
+        self._engine.dispose()
+        self._engine = create_pg_engine(
+            postgres_url, token_provider, isolation_level="AUTOCOMMIT",
+            poolclass=sa.pool.QueuePool, pool_size=POSTGRES_KEPT_CONNECTIONS,
+            pool_pre_ping=True, pool_recycle=3600)
+        self._engine_pid = os.getpid()
+
+    def _connect(self):
+        if self._engine_pid != os.getpid():  # a forked child: its own connections
+            self._engine.dispose(close=False)
+            self._engine_pid = os.getpid()
+        return super()._connect()
+
+    def dispose(self) -> None:
+        self._engine.dispose()
+        super().dispose()
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
         if not batched(events):

@@ -2,6 +2,7 @@
 of asset events, what Dagster's own storages leave from the same events stored one by
 one: the same event rows, asset rows, tags, partition statuses and check executions."""
 
+import os
 import time
 from urllib.parse import urlparse
 
@@ -29,6 +30,8 @@ from resources.instance_storage import (
     BatchingPostgresStorage,
     BatchingSqliteStorage,
 )
+from tests.conftest import skip_or_fail
+from tests.postgres_server import missing_requirement, postgres_server
 
 RUN = "f5b1c0de-0000-4000-8000-000000000001"
 PARTITIONS = [f"lab/power-limit/bert/150W/{i}" for i in range(5)]
@@ -192,3 +195,50 @@ def test_instances_load_the_batching_storages(kind, tmp_path, request):
         assert type(instance.event_log_storage).__name__.startswith("Batched")
         instance.event_log_storage.store_event_batch(run_events())
         assert instance.get_materialized_partitions(FRAMES) == set(PARTITIONS[:4])
+
+
+def test_sqlite_index_connection_is_kept_and_other_processes_see_each_commit(tmp_path):
+    """One engine of the index shard per process, across events; what it commits is seen
+    at once by another process's storage (Dagster's own, on the same files), and a forked
+    child stores through its own connection."""
+    base = str(tmp_path / "home")
+    writer = BatchingSqliteStorage.from_local(base).event_log_storage
+    reader = DagsterSqliteStorage.from_local(base).event_log_storage
+    events = run_events()
+    writer.store_event(events[0])
+    engine = writer._index_engine()
+    for event in events[1:10]:
+        writer.store_event(event)
+    assert writer._index_engine() is engine
+    assert sorted(reader.get_latest_asset_partition_materialization_attempts_without_materializations(
+        ENERGY)) == sorted(PARTITIONS)
+    child = os.fork()
+    if child == 0:  # the child writes the frames' materializations, then leaves at once
+        try:
+            writer.store_event_batch(events[10:])
+        finally:
+            os._exit(0)
+    assert os.waitpid(child, 0)[1] == 0
+    writer.store_event(planned(TABLE, None))
+    assert writer._index_engine() is engine
+    assert reader.get_materialized_partitions(FRAMES) == set(PARTITIONS[:4])
+    assert len(reader.get_records_for_run(RUN, limit=1000).records) == len(events) + 1
+
+
+def test_postgres_pool_outlives_a_server_restart():
+    """The kept connections are checked before use: after PostgreSQL restarts, the next
+    events are stored on new ones, not lost on dead ones."""
+    if reason := missing_requirement():
+        skip_or_fail(reason)
+    with postgres_server() as server:
+        url = server.create_database("restart").replace("postgresql://", "postgresql+psycopg2://")
+        storage = BatchingPostgresStorage(url)
+        events = run_events()
+        try:
+            storage.event_log_storage.store_event_batch(events[:10])
+            server.stop("immediate")
+            server.start()
+            storage.event_log_storage.store_event_batch(events[10:])
+            assert summary(storage)["materialized"][FRAMES] == set(PARTITIONS[:4])
+        finally:
+            storage.event_log_storage.dispose()
