@@ -33,6 +33,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import dagster as dg
+import yaml
 from dagster._core.execution.backfill import BulkActionStatus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -224,16 +225,47 @@ def cli_seconds(*arguments: str) -> tuple[float, float]:
             after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
 
 
+def storage_setting(home: Path, postgres_url: str | None, stock_storage: bool) -> dict:
+    """The ``storage`` setting of an instance in ``home``: SQLite files there, or the
+    PostgreSQL database at ``postgres_url``; deploy/'s batching storage
+    (``resources/instance_storage.py``) or, with ``stock_storage``, Dagster's own."""
+    if postgres_url is None:
+        kind, cls, config = "sqlite", "BatchingSqliteStorage", {"base_dir": str(home)}
+    else:
+        kind, cls = "postgres", "BatchingPostgresStorage"
+        config = {"postgres_url": postgres_url.replace("postgresql://",
+                                                       "postgresql+psycopg2://")}
+    if stock_storage:
+        return {kind: config}
+    return {"custom": {"module": "resources.instance_storage", "class": cls,
+                       "config": config}}
+
+
+def write_instance_yaml(source: Path, home: Path, stock_storage: bool) -> None:
+    """Copy the instance file ``source`` into ``home``; with ``stock_storage``, its storage
+    is Dagster's own (``sqlite`` / ``postgres``, same settings) instead of Joulehouse's
+    batching storage (``resources/instance_storage.py``): the "before" of that storage."""
+    config = yaml.safe_load(source.read_text())
+    if stock_storage:
+        custom = config["storage"]["custom"]
+        kind = "sqlite" if custom["class"] == "BatchingSqliteStorage" else "postgres"
+        config["storage"] = {kind: custom["config"]}
+    (home / "dagster.yaml").write_text(yaml.safe_dump(config))
+
+
 @contextmanager
-def instance_config(storage: str, home: Path) -> Iterator[dict[str, str]]:
+def instance_config(storage: str, home: Path, stock_storage: bool = False
+                    ) -> Iterator[dict[str, str]]:
     """Write ``home/dagster.yaml`` for ``storage`` (``deploy/dagster.yaml``: SQLite;
-    ``deploy/production/dagster.yaml`` on a throwaway PostgreSQL server) and yield the
-    environment the instance needs."""
+    ``deploy/production/dagster.yaml`` on a throwaway PostgreSQL server; see
+    :func:`write_instance_yaml` for ``stock_storage``) and yield the environment the
+    instance needs."""
     if storage == "sqlite":
-        shutil.copy(PROJECT / "deploy" / "dagster.yaml", home / "dagster.yaml")
+        write_instance_yaml(PROJECT / "deploy" / "dagster.yaml", home, stock_storage)
         yield {}
         return
-    shutil.copy(PROJECT / "deploy" / "production" / "dagster.yaml", home / "dagster.yaml")
+    write_instance_yaml(PROJECT / "deploy" / "production" / "dagster.yaml", home,
+                        stock_storage)
     with throwaway_postgres("backfill") as url:
         parts = urlparse(url)
         yield {"DAGSTER_PG_HOST": parts.hostname, "DAGSTER_PG_PORT": str(parts.port),
@@ -261,9 +293,9 @@ class Backfill:
 
 @contextmanager
 def backfilled(storage: str, home: Path, partitions: str, keys: list[str],
-               selection: list[dg.AssetKey], env: dict[str, str], timeout_s: float
-               ) -> Iterator[Backfill]:
-    """On a fresh instance in ``home`` (``instance_config(storage, home)``), register
+               selection: list[dg.AssetKey], env: dict[str, str], timeout_s: float,
+               stock_storage: bool = False) -> Iterator[Backfill]:
+    """On a fresh instance in ``home`` (``instance_config(storage, home, stock_storage)``), register
     ``keys`` as dynamic partitions of ``partitions``, start ``dagster dev`` with the
     variables ``env`` and launch the backfill of ``selection`` over ``keys`` as the UI
     does; yield it once ended, ``dagster dev`` stopped, the instance still open (and its
@@ -271,7 +303,7 @@ def backfilled(storage: str, home: Path, partitions: str, keys: list[str],
     port, log = free_port(), home / "dagster-dev.log"
     process, loads = None, []
     try:
-        with instance_config(storage, home) as environment:
+        with instance_config(storage, home, stock_storage) as environment:
             os.environ.update({"DAGSTER_HOME": str(home), **environment})
             with dg.DagsterInstance.get() as instance:
                 instance.add_dynamic_partitions(partitions, keys)
@@ -301,6 +333,9 @@ def main(argv: list[str] | None = None) -> None:
                         "(default 1000; 0: off)")
     parser.add_argument("--timeout", type=float, default=3600,
                         help="seconds to wait for the backfill (default 3600)")
+    parser.add_argument("--stock-storage", action="store_true",
+                        help="Dagster's own sqlite/postgres storage instead of deploy/'s "
+                        "batching storage (resources/instance_storage.py)")
     args = parser.parse_args(argv)
     root = tree(args.repetitions)
     keys = partition_keys(root)
@@ -312,10 +347,12 @@ def main(argv: list[str] | None = None) -> None:
     with backfilled(args.storage, home, PARTITIONS, keys, selection, {
             "JOULEHOUSE_GPU_DATA_ROOTS": str(root),
             "JOULEHOUSE_WAREHOUSE": str(home / "warehouse"),
-            "DAGSTER_EVENT_BATCH_SIZE": str(args.event_batch_size)}, args.timeout) as done:
+            "DAGSTER_EVENT_BATCH_SIZE": str(args.event_batch_size)}, args.timeout,
+            args.stock_storage) as done:
         status, elapsed, records = done.status, done.elapsed_s, done.records
         materialized = done.instance.get_materialized_partitions(ENERGY)
-        print(f"{args.storage}: status {status.value}: {len(records)} run(s) (limit "
+        kind = "Dagster's own storage" if args.stock_storage else "batching storage"
+        print(f"{args.storage} ({kind}): status {status.value}: {len(records)} run(s) (limit "
               f"{MAX_RUNS}) in {elapsed:.1f} s from submission to completion: "
               f"{elapsed / cli:.1f} x the CLI's {cli:.1f} s; {done.other_runs()} other run(s)")
         overheads = []

@@ -18,8 +18,11 @@ With ``--workers N`` the per-partition work runs in N processes
 (``resources.workers.StepWorkers``): the file writes then happen in the
 workers and are not counted here.
 
+The instance's storage is deploy/'s (``resources/instance_storage.py``: batches written
+as one, connections kept); ``--stock-storage`` takes Dagster's own instead.
+
 Run: ``.venv/bin/python benchmarks/run_costs.py [--repetitions 500] [--storage sqlite
-postgres] [--workers 1] [--batch-size 0]``.
+postgres] [--workers 1] [--batch-size 0] [--stock-storage]``.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import urlparse
 
 import dagster as dg
 from dagster._serdes import serialize_value
@@ -41,7 +43,7 @@ from dagster._serdes import serialize_value
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from backfill import DATA, partition_keys, tree
+from backfill import DATA, partition_keys, storage_setting, tree
 from machine import describe, load_average
 from postgres_server import missing_requirement, throwaway_postgres
 
@@ -154,14 +156,6 @@ def timed(clock: Clock, instance: dg.DagsterInstance):
             setattr(assets.pipeline, name, function)
 
 
-def postgres_storage(url: str) -> dict:
-    """The instance's ``storage`` config for the server at ``url`` (psycopg2)."""
-    parts = urlparse(url)
-    return {"postgres": {"postgres_db": {
-        "hostname": parts.hostname, "port": parts.port, "db_name": parts.path[1:],
-        "username": parts.username, "password": "", "scheme": "postgresql+psycopg2"}}}
-
-
 def one_run(instance: dg.DagsterInstance, root: Path, keys: list[str], workers: int,
             home: Path) -> tuple[Clock, float, float, bool]:
     """Run the GPU job over ``keys`` once, timed; returns the clock, the run's and the
@@ -210,12 +204,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="processes for the per-partition work (default 1: in-process)")
     parser.add_argument("--batch-size", type=int, default=0,
                         help="DAGSTER_EVENT_BATCH_SIZE for the run (default 0: off)")
+    parser.add_argument("--stock-storage", action="store_true",
+                        help="Dagster's own storage instead of deploy/'s batching storage "
+                        "(resources/instance_storage.py)")
     args = parser.parse_args(argv)
     root = tree(args.tree)
     keys = partition_keys(root)[:args.repetitions]
     os.environ["DAGSTER_EVENT_BATCH_SIZE"] = str(args.batch_size)
+    kind = "Dagster's own" if args.stock_storage else "batching"
     print(f"{len(keys)} partitions in one run, workers {args.workers}, "
-          f"DAGSTER_EVENT_BATCH_SIZE={args.batch_size}; load {load_average()}")
+          f"DAGSTER_EVENT_BATCH_SIZE={args.batch_size}, {kind} storage; load {load_average()}")
     for storage in args.storage:
         home = Path(tempfile.mkdtemp(prefix="run-costs-", dir=DATA))
         try:
@@ -224,11 +222,12 @@ def main(argv: list[str] | None = None) -> None:
                     print(f"postgres: skipped, {why}")
                     continue
                 with throwaway_postgres("run_costs") as url, dg.instance_for_test(
-                        temp_dir=str(home), overrides={"storage": postgres_storage(url)}
-                ) as instance:
+                        temp_dir=str(home), overrides={"storage": storage_setting(
+                            home, url, args.stock_storage)}) as instance:
                     outcome = one_run(instance, root, keys, args.workers, home)
             else:
-                with dg.instance_for_test(temp_dir=str(home)) as instance:
+                with dg.instance_for_test(temp_dir=str(home), overrides={
+                        "storage": storage_setting(home, None, args.stock_storage)}) as instance:
                     outcome = one_run(instance, root, keys, args.workers, home)
         finally:
             shutil.rmtree(home, ignore_errors=True)

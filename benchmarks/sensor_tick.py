@@ -35,9 +35,11 @@ repetition). Run: ``.venv/bin/python benchmarks/sensor_tick.py [--source S]
 
 import argparse
 import contextlib
+import os
 import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from backfill import storage_setting
 from machine import describe, load_average
 from postgres_server import throwaway_postgres
 
@@ -242,16 +245,19 @@ def other_source(name: str, entries: int) -> tuple[str, str, str, dg.Configurabl
 
 
 @contextlib.contextmanager
-def instance_on(storage: str) -> Iterator[dg.DagsterInstance]:
-    """A temporary instance on SQLite (the embedded default) or a throwaway PostgreSQL."""
-    if storage == "sqlite":
-        with dg.instance_for_test() as instance:
+def instance_on(storage: str, stock_storage: bool) -> Iterator[dg.DagsterInstance]:
+    """A temporary instance on SQLite (the embedded default) or a throwaway PostgreSQL,
+    with deploy/'s storage or Dagster's own (``backfill.storage_setting``)."""
+    with tempfile.TemporaryDirectory(dir=DATA) as home:
+        if storage == "sqlite":
+            with dg.instance_for_test(temp_dir=home, overrides={
+                    "storage": storage_setting(Path(home), None, stock_storage)}) as instance:
+                yield instance
+            return
+        with throwaway_postgres("dagster") as url, dg.instance_for_test(
+                temp_dir=home, overrides={
+                    "storage": storage_setting(Path(home), url, stock_storage)}) as instance:
             yield instance
-        return
-    with throwaway_postgres("dagster") as url, dg.instance_for_test(overrides={
-            "storage": {"postgres": {"postgres_url": url.replace(
-                "postgresql://", "postgresql+psycopg2://")}}}) as instance:
-        yield instance
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -266,16 +272,23 @@ def main(argv: list[str] | None = None) -> None:
                         help="stop the first registration after this many ticks (projected)")
     parser.add_argument("--cap", type=int, default=GpuBenchmarkSource.model_fields[
         "max_repetitions_per_tick"].default, help="max_repetitions_per_tick")
+    parser.add_argument("--stock-storage", action="store_true",
+                        help="Dagster's own storage instead of deploy/'s batching storage")
+    parser.add_argument("--event-batch-size", type=int, default=1000,
+                        help="DAGSTER_EVENT_BATCH_SIZE, as the daemon's (default 1000)")
     args = parser.parse_args(argv)
-    print(f"machine: {describe(dg)}; storage {args.storage}; load {load_average()}", flush=True)
+    os.environ["DAGSTER_EVENT_BATCH_SIZE"] = str(args.event_batch_size)
+    kind = "Dagster's own" if args.stock_storage else "batching"
+    print(f"machine: {describe(dg)}; storage {args.storage} ({kind}); "
+          f"DAGSTER_EVENT_BATCH_SIZE={args.event_batch_size}; load {load_average()}", flush=True)
     warehouse = Warehouse(root=str(DATA / "sensor-warehouse"))
     if args.source != "gpu":
         sensor_of, partitions, key, resource = other_source(args.source, args.entries)
         defs = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(
             path=str(DATA), name="unused")]), warehouse, **{key: resource})
-        with instance_on(args.storage) as scratch:
+        with instance_on(args.storage, args.stock_storage) as scratch:
             print(f"costs: {storage_costs(scratch, defs)}", flush=True)
-        with instance_on(args.storage) as instance:
+        with instance_on(args.storage, args.stock_storage) as instance:
             print(f"{args.source} first registration ({args.storage}): " + first_registration(
                 defs.resolve_sensor_def(sensor_of), instance, {key: resource}, defs,
                 partitions, -(-args.entries // 990) if args.source == "cc" else args.entries,
@@ -291,9 +304,9 @@ def main(argv: list[str] | None = None) -> None:
                                 quiet_period_s=QUIET_S, full_rescan_s=3600.0,
                                 max_repetitions_per_tick=args.cap)
     defs = build_definitions(source, warehouse)
-    with instance_on(args.storage) as scratch:
+    with instance_on(args.storage, args.stock_storage) as scratch:
         print(f"costs: {storage_costs(scratch, defs)}", flush=True)
-    with instance_on(args.storage) as instance:
+    with instance_on(args.storage, args.stock_storage) as instance:
         sensor = defs.resolve_sensor_def(sensor_name("tree"))
         resources = {"gpu_source": source}
         text, cursor = first_registration(sensor, instance, resources, defs,
