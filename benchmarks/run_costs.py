@@ -127,9 +127,9 @@ def timed(clock: Clock, instance: dg.DagsterInstance):
         handle(entry, **kwargs)
         clock.add("handle_new_event (all events)", time.perf_counter() - started)
 
-    def written(path, frame, metadata):
+    def written(path, table):
         started = time.perf_counter()
-        write(path, frame, metadata)
+        write(path, table)
         clock.add("Parquet file written", time.perf_counter() - started)
 
     def timing(name):
