@@ -23,10 +23,11 @@ from assets.reporting import (
     partition_check_spec,
     table_metadata,
 )
+from joulehouse.errors import InputError
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_energy
 from joulehouse.gpu.layout import RepetitionRef
-from joulehouse.gpu.readers import POWER_SAMPLES, read_repetition
+from joulehouse.gpu.readers import POWER_SAMPLES, Repetition, read_repetition
 from joulehouse.gpu.schemas import (
     BENCHMARK_SCHEMA,
     ENERGY_FACTS_SCHEMA,
@@ -164,8 +165,28 @@ def store_repetition(tables: Tables, key: str, ref: RepetitionRef, timezone: str
 def store_energy(tables: Tables, key: str, ref: RepetitionRef, data_root: str,
                  max_gap_s: float) -> Stored:
     """Compute and store one repetition's energy from its stored frames (a worker's task)."""
+    return _store_energy_of(tables, key, load_repetition(tables, key, ref), data_root,
+                            max_gap_s)
+
+
+def store_repetition_and_energy(tables: Tables, key: str, ref: RepetitionRef, timezone: str,
+                                external_power_unit: str, data_root: str, max_gap_s: float
+                                ) -> tuple[Stored, Stored | InputError]:
+    """:func:`store_repetition`, then the energy of the frames just read (not read back),
+    stored as :func:`store_energy` stores it; an ``InputError`` of the energy is returned,
+    failing the energy alone (a worker's task, :meth:`PartitionBatch.run_both`)."""
+    rep = read_repetition(ref, timezone=timezone, external_power_unit=external_power_unit)
+    frames = Stored.of(save_repetition(tables, key, rep))
+    try:
+        return frames, _store_energy_of(tables, key, rep, data_root, max_gap_s)
+    except InputError as err:
+        return frames, err
+
+
+def _store_energy_of(tables: Tables, key: str, rep: Repetition, data_root: str,
+                     max_gap_s: float) -> Stored:
     frame = validate(REPETITION_ENERGY_SCHEMA, repetition_energy(
-        load_repetition(tables, key, ref), data_root=data_root, max_gap_s=max_gap_s), key)
+        rep, data_root=data_root, max_gap_s=max_gap_s), key)
     tables.write_partition(ENERGY_TABLE, key, frame)
     return Stored.of({ENERGY_TABLE: frame})
 
@@ -193,6 +214,21 @@ def compute_energy(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSo
 
     return PartitionBatch.run(context, store_energy, lambda name: REPETITION_ENERGY_SCHEMA,
                               skip=skip, arguments=arguments, executor=executor)
+
+
+def frames_and_energy(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
+                      tables: Tables, executor: Executor) -> tuple[PartitionBatch, PartitionBatch]:
+    """Read, validate and store every repetition of the run and compute its energy from
+    the frames in memory, one task per repetition in ``executor``."""
+
+    def arguments(key: str) -> tuple:
+        root, ref = gpu_source.resolve(key)
+        return (tables, key, ref, root.timezone, root.external_power_unit, root.key_prefix,
+                gpu_source.max_gap_s)
+
+    return PartitionBatch.run_both(context, store_repetition_and_energy, frame_schema,
+                                   lambda name: REPETITION_ENERGY_SCHEMA, arguments=arguments,
+                                   executor=executor)
 
 
 def stored_energy_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:

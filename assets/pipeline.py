@@ -12,7 +12,10 @@ selected assets of the run:
    files fail is not stored (what was stored before stays) and its
    ``pandera_valid`` result, scoped to its partition, names file and line;
 2. ``gpu_repetition_energy`` for the partitions that passed (the others'
-   ``energy_computed`` result says why they were not computed);
+   ``energy_computed`` result says why they were not computed); with both
+   selected, each repetition's energy is computed in the same task as its
+   frames, from the frames in memory, as ``joulehouse energy gpu`` does (alone,
+   from the stored frames);
 3. the tables over all repetitions and TAUdb's GPU trials, from what is
    stored (a bad repetition keeps its last good energy there, if any);
 4. then, if any partition failed, the step raises ``N of M partition(s)
@@ -40,6 +43,7 @@ from assets.gpu import (
     compute_energy,
     energy_facts,
     facts,
+    frames_and_energy,
     gpu_benchmark_energy,
     gpu_repetition_energy,
     gpu_setting_energy,
@@ -71,7 +75,8 @@ with backfills() as single_run:
                 context, lambda: validate_frames(context, gpu_source, tables, executor),
                 VALID_SPEC,
                 lambda skip: compute_energy(context, gpu_source, tables, skip, executor),
-                COMPUTED_SPEC)
+                COMPUTED_SPEC,
+                together=lambda: frames_and_energy(context, gpu_source, tables, executor))
             if gpu_setting_energy.key in selected:
                 yield setting_energy(context, tables)
             if gpu_benchmark_energy.key in selected:

@@ -175,16 +175,56 @@ class PartitionBatch:
                 batch._fail(context, key, err)
         for key, future in futures.items():
             try:
-                outcome = future.result()
+                batch._store(key, future.result(), schema_of)
             except InputError as err:
                 batch._fail(context, key, err)
-                continue
-            batch.stored[key] = {"dagster/row_count": dg.MetadataValue.int(
-                sum(outcome.rows.values())), **outcome.metadata}
-            if len(outcome.rows) > 1:
-                batch.stored[key]["rows"] = dg.MetadataValue.json(outcome.rows)
-            batch.schema = batch.schema or column_schema(outcome.columns, schema_of)
         return batch
+
+    @classmethod
+    def run_both(
+        cls,
+        context: dg.AssetExecutionContext,
+        work: Callable[..., tuple[Stored, "Stored | InputError"]],
+        schema_of: SchemaOf,
+        then_schema_of: SchemaOf,
+        arguments: Callable[[str], tuple],
+        executor: Executor | None = None,
+    ) -> tuple["PartitionBatch", "PartitionBatch"]:
+        """:meth:`run` for two assets of each partition built in ONE task (the second
+        from the first's frames in memory, not read back): ``work(*arguments(key))``
+        returns what it stored of the first asset and of the second, or the
+        ``InputError`` that failed the second alone; an ``InputError`` raised fails the
+        first, and the second is skipped (:data:`FRAMES_FAILED`). Returns the two
+        batches, each as :meth:`run` would have."""
+        first, second = cls(), cls()
+        executor = executor or InProcessExecutor()
+        futures: dict[str, Future] = {}
+        for key in context.partition_keys:
+            try:
+                futures[key] = executor.submit(work, *arguments(key))
+            except InputError as err:
+                first._fail(context, key, err)
+                second.skipped[key] = FRAMES_FAILED
+        for key, future in futures.items():
+            try:
+                outcome, then = future.result()
+            except InputError as err:
+                first._fail(context, key, err)
+                second.skipped[key] = FRAMES_FAILED
+                continue
+            first._store(key, outcome, schema_of)
+            if isinstance(then, InputError):
+                second._fail(context, key, then)
+            else:
+                second._store(key, then, then_schema_of)
+        return first, second
+
+    def _store(self, key: str, outcome: Stored, schema_of: SchemaOf) -> None:
+        self.stored[key] = {"dagster/row_count": dg.MetadataValue.int(
+            sum(outcome.rows.values())), **outcome.metadata}
+        if len(outcome.rows) > 1:
+            self.stored[key]["rows"] = dg.MetadataValue.json(outcome.rows)
+        self.schema = self.schema or column_schema(outcome.columns, schema_of)
 
     def _fail(self, context: dg.AssetExecutionContext, key: str, err: InputError) -> None:
         context.log.error(f"{key}: {err}")
@@ -241,13 +281,21 @@ def frames_then_energy(
     context: dg.AssetExecutionContext,
     validate: Callable[[], PartitionBatch], valid: dg.AssetCheckSpec,
     compute: Callable[[Mapping[str, str]], PartitionBatch], computed: dg.AssetCheckSpec,
+    together: Callable[[], tuple[PartitionBatch, PartitionBatch]] | None = None,
 ) -> Generator[Any, None, dict[str, str]]:
     """A source step's per-partition assets, in order, each if selected: the validated
     frames (``validate()``, reported with the check ``valid``), then the energy of every
-    partition whose frames did not fail here (``compute(skip)``, check ``computed``).
+    partition whose frames did not fail here (``compute(skip)``, check ``computed``);
+    with both selected and ``together`` given, both from ``together()``, one task per
+    partition (:meth:`PartitionBatch.run_both`), reported the same way.
     Yields their events; returns partition -> why, for each that failed or was skipped."""
     selected = context.selected_asset_keys
     failed: dict[str, str] = {}
+    if together is not None and {valid.asset_key, computed.asset_key} <= selected:
+        frames, energy = together()
+        yield from frames.results(context, valid)
+        yield from energy.results(context, computed)
+        return frames.errors() | energy.errors()
     if valid.asset_key in selected:
         frames = validate()
         yield from frames.results(context, valid)
