@@ -194,12 +194,16 @@ def _experiment_window(energy: pd.DataFrame) -> tuple[pd.Timestamp, pd.Timestamp
 def _counters(rep: Repetition, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
     """One row per user event with samples in ``[start, end]``: count, max, min, mean, SumSqr."""
     rows = []
+    inside_of: dict[str, np.ndarray] = {}  # frame -> its samples' mask, made once
     for counter in COUNTERS:
         frame = getattr(rep, counter.frame)
         if frame is None or counter.column not in frame.columns:
             continue
-        inside = frame["time"].between(start, end)
-        samples = frame.loc[inside, counter.column].dropna().to_numpy(dtype="float64")
+        if counter.frame not in inside_of:
+            inside_of[counter.frame] = frame["time"].between(start, end).to_numpy()
+        samples = frame[counter.column].to_numpy(dtype="float64", na_value=np.nan)[
+            inside_of[counter.frame]]
+        samples = samples[~np.isnan(samples)]
         if len(samples):
             rows.append({"name": counter.name, "sample_count": len(samples),
                          "maximum": samples.max(), "minimum": samples.min(),
