@@ -72,7 +72,12 @@ from joulehouse.gpu.layout import RepetitionRef
 from joulehouse.gpu.store import load_repetition, stored_version
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import load_prepared, prepare_trial, trials_by_source_key
-from joulehouse.taudb.mapping.gpu import MeasuredRepetition, run_fingerprint, run_trial
+from joulehouse.taudb.mapping.gpu import (
+    TRIAL_FRAMES,
+    MeasuredRepetition,
+    run_fingerprint,
+    run_trial,
+)
 from joulehouse.taudb.mapping.powerapi import session_trials
 from joulehouse.taudb.model import TrialData
 from joulehouse.taudb.read import read_trial_source
@@ -292,7 +297,7 @@ def _run_trial(tables: Tables, run_dir: Path, members: dict[str, RepetitionRef],
                versions: dict[str, str]) -> TrialData:
     """The trial of one GPU run from its repetitions' stored frames and energy."""
     return run_trial(run_dir, [
-        MeasuredRepetition(load_repetition(tables, key, ref),
+        MeasuredRepetition(load_repetition(tables, key, ref, frames=TRIAL_FRAMES),
                            tables.read_partitions(ENERGY_TABLE, [key]), versions[key])
         for key, ref in members.items()])
 

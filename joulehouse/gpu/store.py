@@ -12,6 +12,7 @@ a file that was since removed) is never read back with newer ones.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 
 import pandas as pd
 
@@ -20,6 +21,10 @@ from joulehouse.gpu.readers import Repetition
 from joulehouse.warehouse import Warehouse
 
 TABLE = "gpu_validated_frames"
+#: The timestamps of a repetition loaded without them (:func:`load_repetition`'s frames).
+_NO_TIMESTAMPS = pd.DataFrame({"time": pd.Series([], dtype="datetime64[ns, UTC]"),
+                               "event": pd.Series([], dtype=object),
+                               "data": pd.Series([], dtype="int64")})
 MANIFEST = "manifest"
 SAMPLES_PREFIX = "samples_"
 
@@ -45,18 +50,23 @@ def save_repetition(warehouse: Warehouse, key: str, rep: Repetition) -> dict[str
     return frames
 
 
-def load_repetition(warehouse: Warehouse, key: str, ref: RepetitionRef) -> Repetition:
-    """The validated repetition stored as partition ``key`` (see :func:`save_repetition`)."""
+def load_repetition(warehouse: Warehouse, key: str, ref: RepetitionRef,
+                    frames: Collection[str] | None = None) -> Repetition:
+    """The validated repetition stored as partition ``key`` (see :func:`save_repetition`).
+
+    ``frames``: read only these (table names, e.g. ``gpu_power``) for a reader that needs
+    no others; a frame not read comes back absent, and ``timestamps`` without rows."""
     names = warehouse.read_partitions(f"{TABLE}/{MANIFEST}", [key])["frame"].tolist()
-    frames = {name: warehouse.read_partitions(f"{TABLE}/{name}", [key]) for name in names}
-    info = frames.get("system_info")
+    wanted = [name for name in names if frames is None or name in frames]
+    stored = {name: warehouse.read_partitions(f"{TABLE}/{name}", [key]) for name in wanted}
+    info = stored.get("system_info")
     return Repetition(
         ref=ref,
         settings=parse_settings(ref.run, ref.experiment),
-        timestamps=frames["timestamps"],
-        gpu_power=frames["gpu_power"],
-        external_power=frames.get("external_power"),
-        samples={name.removeprefix(SAMPLES_PREFIX): frame for name, frame in frames.items()
+        timestamps=stored.get("timestamps", _NO_TIMESTAMPS),
+        gpu_power=stored["gpu_power"],
+        external_power=stored.get("external_power"),
+        samples={name.removeprefix(SAMPLES_PREFIX): frame for name, frame in stored.items()
                  if name.startswith(SAMPLES_PREFIX)},
         system_info=json.loads(info["json"].iloc[0]) if info is not None else None,
     )

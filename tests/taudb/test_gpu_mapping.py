@@ -14,16 +14,21 @@ from joulehouse.gpu.energy import repetition_energy
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from joulehouse.gpu.layout import find_repetitions
 from joulehouse.gpu.readers import read_repetition
+from joulehouse.gpu.store import load_repetition, save_repetition
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials, load_trial
 from joulehouse.taudb.mapping.gpu import (
     ENERGY_METRICS,
     TIME_METRIC,
+    TRIAL_FRAMES,
+    MeasuredRepetition,
     flatten_system_info,
     read_run,
+    run_trial,
 )
 from joulehouse.taudb.model import DATA_SOURCE_OTHER
 from joulehouse.taudb.read import read_trial_source
+from joulehouse.warehouse import Warehouse
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_GPU_DATA = PROJECT_ROOT / "examples" / "gpu-data"
@@ -221,3 +226,22 @@ def test_example_gpu_data_one_trial_per_run():
         trial = read_trial_source(run)
         assert len(trial.threads) == repetitions
         assert trial.name == run.relative_to(EXAMPLE_GPU_DATA).as_posix()
+
+
+@pytest.mark.parametrize("run", ["150W", "250W"])
+def test_trial_from_the_frames_it_reads_is_the_trial_from_every_frame(data_root, tmp_path, run):
+    """A trial built from the stored repetitions reads only TRIAL_FRAMES (not the
+    timestamps or the utilisation samples) and is the trial built from all of them."""
+    warehouse = Warehouse(str(tmp_path / "warehouse"))
+    refs = [r for r in find_repetitions(data_root) if r.run == run]
+    for ref in refs:
+        save_repetition(warehouse, ref.key, read_repetition(ref))
+    trials = [run_trial(refs[0].run_dir.resolve(), [
+        MeasuredRepetition(load_repetition(warehouse, ref.key, ref, frames=frames),
+                           repetition_energy(read_repetition(ref)), ref.key)
+        for ref in refs]) for frames in (None, TRIAL_FRAMES)]
+    for name in ("threads", "timers", "timer_values", "counters", "metadata"):
+        pd.testing.assert_frame_equal(getattr(trials[0], name), getattr(trials[1], name),
+                                      check_exact=True)
+    assert trials[0].fingerprint == trials[1].fingerprint
+    assert len(trials[0].counters) == REPETITIONS * (8 if run == "150W" else 6)

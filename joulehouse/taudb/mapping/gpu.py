@@ -33,7 +33,8 @@ from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
 from joulehouse.gpu.energy import repetition_energy
 from joulehouse.gpu.layout import fingerprint, run_repetitions
-from joulehouse.gpu.readers import Repetition, read_repetition
+from joulehouse.gpu.readers import POWER_SAMPLES, Repetition, read_repetition
+from joulehouse.gpu.store import SAMPLES_PREFIX
 from joulehouse.taudb.model import CALLPATH_SEPARATOR, DATA_SOURCE_OTHER, THREAD_COLUMNS, TrialData
 
 TIME_METRIC = "TIME"
@@ -71,6 +72,11 @@ COUNTERS = (
     Counter("GPU_UTILIZATION (%)", "gpu_power", "util_gpu_pct"),
     Counter("MEMORY_UTILIZATION (%)", "gpu_power", "util_mem_pct"),
 )
+
+#: The stored frames (``joulehouse.gpu.store``) a trial reads: the counters' and the
+#: system information (the windows come from the energy rows).
+TRIAL_FRAMES = ("gpu_power", f"{SAMPLES_PREFIX}{POWER_SAMPLES}", "external_power",
+                "system_info")
 
 
 @dataclass(frozen=True)
@@ -187,8 +193,8 @@ def _timers(energy: pd.DataFrame, metrics: list[str]) -> tuple[pd.DataFrame, pd.
 
 
 def _experiment_window(energy: pd.DataFrame) -> tuple[pd.Timestamp, pd.Timestamp]:
-    row = energy.loc[energy["phase"] == "experiment"].iloc[0]
-    return row["window_start"], row["window_end"]
+    first = int(np.flatnonzero(energy["phase"].to_numpy() == "experiment")[0])
+    return energy["window_start"].iloc[first], energy["window_end"].iloc[first]
 
 
 def _counters(rep: Repetition, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
