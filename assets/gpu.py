@@ -23,7 +23,6 @@ from assets.reporting import (
     partition_check_spec,
     table_metadata,
 )
-from joulehouse.errors import InputError
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_energy
 from joulehouse.gpu.layout import RepetitionRef
@@ -171,15 +170,16 @@ def store_energy(tables: Tables, key: str, ref: RepetitionRef, data_root: str,
 
 def store_repetition_and_energy(tables: Tables, key: str, ref: RepetitionRef, timezone: str,
                                 external_power_unit: str, data_root: str, max_gap_s: float
-                                ) -> tuple[Stored, Stored | InputError]:
+                                ) -> tuple[Stored, Stored | Exception]:
     """:func:`store_repetition`, then the energy of the frames just read (not read back),
-    stored as :func:`store_energy` stores it; an ``InputError`` of the energy is returned,
-    failing the energy alone (a worker's task, :meth:`PartitionBatch.run_both`)."""
+    stored as :func:`store_energy` stores it; an error of the energy is returned, not
+    raised, so that the frames are reported (a worker's task,
+    :meth:`PartitionBatch.run_both`)."""
     rep = read_repetition(ref, timezone=timezone, external_power_unit=external_power_unit)
     frames = Stored.of(save_repetition(tables, key, rep))
     try:
         return frames, _store_energy_of(tables, key, rep, data_root, max_gap_s)
-    except InputError as err:
+    except Exception as err:  # noqa: BLE001 - returned: run_both fails or raises it
         return frames, err
 
 

@@ -6,9 +6,9 @@ A step that processes many partitions calls :meth:`PartitionBatch.run`; an
 
 * an ``AssetMaterialization`` for each stored partition only (the assets are
   ``skippable``); when every partition was stored, one ``MaterializeResult``
-  instead, which also records data and code versions (and which Dagster writes
-  as one batch where ``DAGSTER_EVENT_BATCH_SIZE`` is set and the storage has
-  batch writes: PostgreSQL). Each carries its partition's own metadata and the
+  instead, which also records data and code versions (and which Dagster hands
+  the storage as one batch where ``DAGSTER_EVENT_BATCH_SIZE`` is set: one write
+  with the instance's storage, ``resources/instance_storage.py``). Each carries its partition's own metadata and the
   column schema (the UI shows the latest materialization's; its bytes cost
   little beside the event itself, ``benchmarks/run_costs.py``);
 * one evaluation of the asset's per-partition check for EVERY partition
@@ -33,6 +33,7 @@ there (an ``AssetMaterializationFailure`` cannot be yielded by a step, and
 those storages do not keep one), so the run must fail, and must fail last.
 """
 
+import functools
 import re
 import warnings
 from collections.abc import Callable, Generator, Iterator, Mapping
@@ -111,6 +112,21 @@ def partition_check_spec(asset: dg.AssetKey, name: str, partitions_def: dg.Parti
                                  description=description)
 
 
+@contextmanager
+def dynamic_partitions_read_once(instance: dg.DagsterInstance) -> Iterator[None]:
+    """Within the block, ``instance`` answers ``get_dynamic_partitions`` from one read per
+    partitions definition. ``context.add_asset_metadata`` with a partition key reads every
+    key of a dynamic partitions definition at each call (Dagster 1.13: the run's range,
+    to check the key is in it), 10-15 ms at 10,000 keys, which made reporting a run's
+    partitions one by one quadratic (minutes at 10,000). The step adds or removes no
+    partition meanwhile."""
+    instance.get_dynamic_partitions = functools.cache(instance.get_dynamic_partitions)
+    try:
+        yield
+    finally:
+        del instance.get_dynamic_partitions
+
+
 @dataclass(frozen=True)
 class Stored:
     """What one partition's work stored, as small as the step needs to report it: rows
@@ -145,6 +161,9 @@ class PartitionBatch:
     failed: dict[str, InputError] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # key -> why (upstream failed)
     schema: dg.TableSchema | None = None
+    #: An error of the work that is no bad input (a bug): :meth:`run_both` keeps the
+    #: second asset's, raised once the first asset's results are reported.
+    error: Exception | None = None
 
     @classmethod
     def run(
@@ -184,7 +203,7 @@ class PartitionBatch:
     def run_both(
         cls,
         context: dg.AssetExecutionContext,
-        work: Callable[..., tuple[Stored, "Stored | InputError"]],
+        work: Callable[..., tuple[Stored, "Stored | Exception"]],
         schema_of: SchemaOf,
         then_schema_of: SchemaOf,
         arguments: Callable[[str], tuple],
@@ -192,10 +211,11 @@ class PartitionBatch:
     ) -> tuple["PartitionBatch", "PartitionBatch"]:
         """:meth:`run` for two assets of each partition built in ONE task (the second
         from the first's frames in memory, not read back): ``work(*arguments(key))``
-        returns what it stored of the first asset and of the second, or the
-        ``InputError`` that failed the second alone; an ``InputError`` raised fails the
-        first, and the second is skipped (:data:`FRAMES_FAILED`). Returns the two
-        batches, each as :meth:`run` would have."""
+        returns what it stored of the first asset and of the second, or the error that
+        failed the second alone (an ``InputError``; any other is kept as the second
+        batch's ``error``); an ``InputError`` raised fails the first, and the second is
+        skipped (:data:`FRAMES_FAILED`). Returns the two batches, each as :meth:`run`
+        would have."""
         first, second = cls(), cls()
         executor = executor or InProcessExecutor()
         futures: dict[str, Future] = {}
@@ -215,6 +235,8 @@ class PartitionBatch:
             first._store(key, outcome, schema_of)
             if isinstance(then, InputError):
                 second._fail(context, key, then)
+            elif isinstance(then, Exception):
+                second.error = second.error or then
             else:
                 second._store(key, then, then_schema_of)
         return first, second
@@ -237,8 +259,9 @@ class PartitionBatch:
         common = {} if self.schema is None else {"dagster/column_schema": self.schema}
         asset_key = check.asset_key
         if not self.failed and not self.skipped:
-            for key, metadata in self.stored.items():
-                context.add_asset_metadata(metadata, asset_key=asset_key, partition_key=key)
+            with dynamic_partitions_read_once(context.instance):
+                for key, metadata in self.stored.items():
+                    context.add_asset_metadata(metadata, asset_key=asset_key, partition_key=key)
             yield dg.MaterializeResult(asset_key=asset_key, metadata=common)
         else:
             for key, metadata in self.stored.items():
@@ -294,6 +317,8 @@ def frames_then_energy(
     if together is not None and {valid.asset_key, computed.asset_key} <= selected:
         frames, energy = together()
         yield from frames.results(context, valid)
+        if energy.error is not None:  # as compute() raising after the frames' results
+            raise energy.error
         yield from energy.results(context, computed)
         return frames.errors() | energy.errors()
     if valid.asset_key in selected:

@@ -31,6 +31,7 @@ change only when the last connection closes. Configured in ``dagster.yaml`` as
 """
 
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -83,18 +84,44 @@ def asset_row_updates(events: Sequence[EventLogEntry], ids: Sequence[int]
 
 
 class _AssetEventIndex:
-    """What both storages do once a batch's events have their storage ids: the asset
-    events' tags and rows in one index transaction, then each check event's row."""
+    """What both storages share: a batch's index writes (the asset events' tags and rows,
+    the check events' rows) in ONE transaction of the index, so nobody sees an event
+    whose asset row is not updated yet and a failure leaves none of them. Inside that
+    transaction ``index_connection()`` gives its connection again (the storage's
+    check-row writes open one themselves)."""
 
-    def _index_batch(self, events: Sequence[EventLogEntry], ids: Sequence[int]) -> None:
+    @contextmanager
+    def index_connection(self) -> Iterator[sa.Connection]:
+        held = self._held_index.__dict__.get("connection")
+        if held is not None:
+            yield held
+            return
+        with self._open_index_connection() as conn:
+            self._held_index.connection = conn
+            try:
+                yield conn
+            finally:
+                self._held_index.connection = None
+
+    @property
+    def _held_index(self) -> threading.local:
+        """This thread's index connection while one is open (see the class docstring)."""
+        return self.__dict__.setdefault("_held_index_local", threading.local())
+
+    def _open_index_connection(self):
+        return super().index_connection()
+
+    def _index_rows(self, conn: sa.Connection, events: Sequence[EventLogEntry],
+                    ids: Sequence[int]) -> None:
+        """The tags, asset rows and check rows of ``events`` (stored with ``ids``), on
+        ``conn``, the index transaction they were inserted in."""
         assets = [(event, event_id) for event, event_id in zip(events, ids, strict=True)
                   if is_asset_event(event)]
         if assets:
             asset_events, asset_ids = zip(*assets, strict=True)
-            with self.index_transaction() as conn:
-                self._store_asset_event_tags(conn, list(asset_events), list(asset_ids))
-                for event, event_id in asset_row_updates(asset_events, asset_ids):
-                    self._store_asset_event(conn, event, event_id)
+            self._store_asset_event_tags(conn, list(asset_events), list(asset_ids))
+            for event, event_id in asset_row_updates(asset_events, asset_ids):
+                self._store_asset_event(conn, event, event_id)
         for event, event_id in zip(events, ids, strict=True):
             if event.dagster_event_type in ASSET_CHECK_EVENTS:
                 self.store_asset_check_event(event, event_id)
@@ -107,31 +134,52 @@ SQLITE_CHUNK = 1000
 
 class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
     """SQLite's event log with batches written in one transaction per shard (and per
-    :data:`SQLITE_CHUNK` events)."""
+    :data:`SQLITE_CHUNK` events).
+
+    A failure stores nothing twice: Dagster stores a batch whose write raised again one
+    event at a time, so a chunk that fails before anything of the batch is stored
+    raises; once a chunk is in its run shard, the rest is finished here (its index
+    writes event by event, the later chunks by Dagster's own ``store_event``)."""
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
         if not batched(events):
             super().store_event_batch(events)
             return
         for start in range(0, len(events), SQLITE_CHUNK):
-            self._store_chunk(events[start:start + SQLITE_CHUNK])
+            chunk = events[start:start + SQLITE_CHUNK]
+            inserts = [self.prepare_insert_event(event) for event in chunk]
+            try:
+                self._insert_into_run_shards(chunk, inserts)
+            except Exception:
+                if start == 0:
+                    raise
+                for event in events[start:]:
+                    SqliteEventLogStorage.store_event(self, event)
+                return
+            try:
+                self._index(chunk, inserts)
+            except Exception:  # noqa: BLE001 - in the run shard already: never stored twice
+                for event, insert in zip(chunk, inserts, strict=True):
+                    self._index([event], [insert])
 
-    def _store_chunk(self, events: Sequence[EventLogEntry]) -> None:
-        inserts = [self.prepare_insert_event(event) for event in events]
+    def _insert_into_run_shards(self, events: Sequence[EventLogEntry], inserts: list) -> None:
         for run_id in dict.fromkeys(event.run_id for event in events):
             with self.run_connection(run_id) as conn:
                 for event, insert in zip(events, inserts, strict=True):
                     if event.run_id == run_id:
                         conn.execute(insert)
-        # The index shard mirrors the asset and check events; their ids are its own.
+
+    def _index(self, events: Sequence[EventLogEntry], inserts: list) -> None:
+        """The index shard's copy of the asset and check events (ids of its own), their
+        tags and rows, in one transaction."""
         mirrored = [(event, insert) for event, insert in zip(events, inserts, strict=True)
                     if is_asset_event(event) or event.dagster_event_type in ASSET_CHECK_EVENTS]
         with self.index_transaction() as conn:
             ids = [conn.execute(insert).inserted_primary_key[0] for _, insert in mirrored]
-        self._index_batch([event for event, _ in mirrored], ids)
+            self._index_rows(conn, [event for event, _ in mirrored], ids)
 
     @contextmanager
-    def index_connection(self) -> Iterator[sa.Connection]:
+    def _open_index_connection(self) -> Iterator[sa.Connection]:
         """The index shard in a transaction, over an engine kept for this process."""
         with self._db_lock:
             engine = self._index_engine()
@@ -163,7 +211,7 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
 
 
 #: Connections of the PostgreSQL event log kept open per process; more are opened (and
-#: closed after use) while that many are in use at once.
+#: closed after use) while that many are in use at once, without limit.
 POSTGRES_KEPT_CONNECTIONS = 2
 
 
@@ -174,14 +222,16 @@ class BatchedPostgresEventLogStorage(_AssetEventIndex, PostgresEventLogStorage):
 
     def __init__(self, postgres_url: str, should_autocreate_tables: bool = True,
                  inst_data=None, token_provider=None):
+        self._engine_pid = os.getpid()
         super().__init__(postgres_url, should_autocreate_tables, inst_data=inst_data,
                          token_provider=token_provider)
         self._engine.dispose()
+        # More than the kept connections are opened, and closed after use, whenever
+        # needed (max_overflow -1): the daemon's threads never wait for one.
         self._engine = create_pg_engine(
             postgres_url, token_provider, isolation_level="AUTOCOMMIT",
             poolclass=sa.pool.QueuePool, pool_size=POSTGRES_KEPT_CONNECTIONS,
-            pool_pre_ping=True, pool_recycle=3600)
-        self._engine_pid = os.getpid()
+            max_overflow=-1, pool_pre_ping=True, pool_recycle=3600)
 
     def _connect(self):
         if self._engine_pid != os.getpid():  # a forked child: its own connections
@@ -189,19 +239,25 @@ class BatchedPostgresEventLogStorage(_AssetEventIndex, PostgresEventLogStorage):
             self._engine_pid = os.getpid()
         return super()._connect()
 
+    def optimize_for_webserver(self, *args, **kwargs) -> None:
+        """Dagster's own pool for the webserver replaces the kept one."""
+        self._engine.dispose()
+        super().optimize_for_webserver(*args, **kwargs)
+
     def dispose(self) -> None:
         self._engine.dispose()
         super().dispose()
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
+        """The events, their tags and rows in one transaction: a failure leaves none."""
         if not batched(events):
             super().store_event_batch(events)
             return
         insert = self.prepare_insert_event_batch(events)
-        with self._connect() as conn:
+        with self.index_transaction() as conn:
             ids = [int(row[0]) for row in
                    conn.execute(insert.returning(SqlEventLogStorageTable.c.id)).fetchall()]
-        self._index_batch(events, ids)
+            self._index_rows(conn, events, ids)
 
 
 class BatchingSqliteStorage(DagsterSqliteStorage):

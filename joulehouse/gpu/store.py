@@ -63,7 +63,8 @@ def load_repetition(warehouse: Warehouse, key: str, ref: RepetitionRef,
     return Repetition(
         ref=ref,
         settings=parse_settings(ref.run, ref.experiment),
-        timestamps=stored.get("timestamps", _NO_TIMESTAMPS),
+        timestamps=(stored["timestamps"] if frames is None or "timestamps" in frames
+                    else _NO_TIMESTAMPS.copy()),
         gpu_power=stored["gpu_power"],
         external_power=stored.get("external_power"),
         samples={name.removeprefix(SAMPLES_PREFIX): frame for name, frame in stored.items()

@@ -112,7 +112,7 @@ def test_every_column_of_every_table_is_described(first_run, instance):
 @pytest.mark.parametrize("instance", [None, BATCHING], indirect=True,
                          ids=["dagster-storage", "batching-storage"])
 def test_bad_repetition_fails_alone_and_keeps_what_was_stored(
-        first_run, defs, instance, source, sensor, warehouse, data_root):
+        first_run, defs, instance, source, sensor, warehouse, data_root, capfd):
     tables = warehouse.tables()
     stored = tables.table_dir(f"{FRAMES_TABLE}/gpu_power") / partition_file_name(BAD)
     before = stored.read_bytes()
@@ -162,6 +162,8 @@ def test_bad_repetition_fails_alone_and_keeps_what_was_stored(
     assert stored.read_bytes() == before  # the bad one's stored frames are untouched
     # The tables keep the bad repetition's last good energy.
     assert BAD in set(tables.partition_keys(ENERGY_TABLE))
+    # Every batch of events was stored as a batch (Dagster says so when it falls back).
+    assert "Exception while storing event batch" not in capfd.readouterr().err
 
 
 def test_stored_energy_matches_the_core(first_run, warehouse, data_root):

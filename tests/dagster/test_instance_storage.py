@@ -27,6 +27,8 @@ from dagster_postgres import DagsterPostgresStorage
 
 from resources.instance_storage import (
     SQLITE_CHUNK,
+    BatchedPostgresEventLogStorage,
+    BatchedSqliteEventLogStorage,
     BatchingPostgresStorage,
     BatchingSqliteStorage,
 )
@@ -107,6 +109,7 @@ def summary(storage) -> dict:
             for asset, entry in entries.items()},
         "observations": [record.partition_key for record in
                          events.fetch_observations(TABLE, limit=10).records],
+        "materialization records": len(events.fetch_materializations(FRAMES, limit=100).records),
         "check executions": sorted(
             (record.partition, record.status) for record in
             events.get_asset_check_execution_history(CHECK, limit=100)),
@@ -122,6 +125,7 @@ def expected() -> dict:
         "last materialization": {FRAMES: (PARTITIONS[3], RUN), ENERGY: (None, RUN),
                                  TABLE: (None, RUN)},
         "observations": [None],
+        "materialization records": 5,
         "check executions": sorted((key, AssetCheckExecutionRecordStatus.PLANNED)
                                    for key in PARTITIONS),
     }
@@ -199,8 +203,8 @@ def test_instances_load_the_batching_storages(kind, tmp_path, request):
 
 def test_sqlite_index_connection_is_kept_and_other_processes_see_each_commit(tmp_path):
     """One engine of the index shard per process, across events; what it commits is seen
-    at once by another process's storage (Dagster's own, on the same files), and a forked
-    child stores through its own connection."""
+    at once by another storage on the same files (Dagster's own, as another process's
+    webserver or daemon has), and a forked child stores through its own connection."""
     base = str(tmp_path / "home")
     writer = BatchingSqliteStorage.from_local(base).event_log_storage
     reader = DagsterSqliteStorage.from_local(base).event_log_storage
@@ -214,10 +218,12 @@ def test_sqlite_index_connection_is_kept_and_other_processes_see_each_commit(tmp
         ENERGY)) == sorted(PARTITIONS)
     child = os.fork()
     if child == 0:  # the child writes the frames' materializations, then leaves at once
+        status = 1
         try:
             writer.store_event_batch(events[10:])
+            status = 0
         finally:
-            os._exit(0)
+            os._exit(status)
     assert os.waitpid(child, 0)[1] == 0
     writer.store_event(planned(TABLE, None))
     assert writer._index_engine() is engine
@@ -242,3 +248,73 @@ def test_postgres_pool_outlives_a_server_restart():
             assert summary(storage)["materialized"][FRAMES] == set(PARTITIONS[:4])
         finally:
             storage.event_log_storage.dispose()
+
+
+def fail_once(monkeypatch, storage_class, method: str) -> list:
+    """Make ``storage_class.method`` raise the first time it is called; the calls made."""
+    original, calls = getattr(storage_class, method), []
+
+    def flaky(self, *args, **kwargs):
+        calls.append(method)
+        if len(calls) == 1:
+            raise OSError("disk I/O error")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(storage_class, method, flaky)
+    return calls
+
+
+def test_sqlite_index_failure_after_the_run_shard_stores_nothing_twice(tmp_path, monkeypatch):
+    """The run shard holds the batch when its index write fails: the index writes are made
+    event by event, nothing is raised (Dagster would store the whole batch again)."""
+    calls = fail_once(monkeypatch, BatchedSqliteEventLogStorage, "_store_asset_event_tags")
+    dagster_storage = DagsterSqliteStorage.from_local(str(tmp_path / "dagster"))
+    batching_storage = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    assert_same_as_one_by_one(dagster_storage, batching_storage, run_events())
+    assert len(calls) > 1
+
+
+@pytest.mark.parametrize("failing_chunk", [0, 2])
+def test_sqlite_run_shard_failure_stores_each_event_once(tmp_path, monkeypatch, failing_chunk):
+    """A chunk whose run-shard write fails: the first raises with nothing stored (Dagster
+    then stores the batch one by one); a later one leaves the rest to Dagster's own
+    store_event, the chunks before it stored once."""
+    monkeypatch.setattr("resources.instance_storage.SQLITE_CHUNK", 4)
+    original, calls = BatchedSqliteEventLogStorage._insert_into_run_shards, []
+
+    def flaky(self, *args):
+        calls.append(len(calls))
+        if len(calls) - 1 == failing_chunk:
+            raise OSError("database is locked")
+        return original(self, *args)
+
+    monkeypatch.setattr(BatchedSqliteEventLogStorage, "_insert_into_run_shards", flaky)
+    events = run_events()
+    batching_storage = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    if failing_chunk == 0:
+        with pytest.raises(OSError, match="database is locked"):
+            batching_storage.event_log_storage.store_event_batch(events)
+        assert batching_storage.event_log_storage.get_records_for_run(RUN).records == []
+        return
+    batching_storage.event_log_storage.store_event_batch(events)
+    assert len(calls) == failing_chunk + 1
+    one_by_one = DagsterSqliteStorage.from_local(str(tmp_path / "dagster"))
+    for event in events:
+        one_by_one.event_log_storage.store_event(event)
+    assert summary(batching_storage) == summary(one_by_one)
+
+
+def test_postgres_batch_is_one_transaction(postgres_url, monkeypatch):
+    """A failure in the middle of a PostgreSQL batch leaves nothing stored, so that
+    Dagster's fallback (the events one by one) stores each once."""
+    fail_once(monkeypatch, BatchedPostgresEventLogStorage, "_store_asset_event_tags")
+    storage = BatchingPostgresStorage(database(postgres_url, "storage_failure"))
+    try:
+        with pytest.raises(OSError, match="disk I/O error"):
+            storage.event_log_storage.store_event_batch(run_events())
+        assert storage.event_log_storage.get_records_for_run(RUN).records == []
+        assert storage.event_log_storage.get_materialized_partitions(FRAMES) == set()
+        storage.event_log_storage.store_event_batch(run_events())
+        assert summary(storage)["materialized"][FRAMES] == set(PARTITIONS[:4])
+    finally:
+        storage.event_log_storage.dispose()

@@ -4,11 +4,17 @@ energy computed from the frames in memory is the one computed from the stored fr
 
 from types import SimpleNamespace
 
+import dagster as dg
 import pandas as pd
 import pandas.testing as pdt
 
 from assets.gpu import ENERGY_TABLE, store_energy, store_repetition, store_repetition_and_energy
-from assets.reporting import FRAMES_FAILED, PartitionBatch, Stored
+from assets.reporting import (
+    FRAMES_FAILED,
+    PartitionBatch,
+    Stored,
+    dynamic_partitions_read_once,
+)
 from joulehouse.errors import InputError
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from joulehouse.gpu.layout import find_repetitions, root_name
@@ -82,3 +88,34 @@ def test_energy_from_frames_in_memory_is_the_energy_from_stored_frames(tmp_path)
         pdt.assert_frame_equal(stored, apart.read_partitions(ENERGY_TABLE, [key]),
                                check_exact=True)
         assert stored["gpu_energy_counter_j"].gt(0).all()
+
+
+def test_a_bug_in_the_second_asset_is_raised_after_the_first_is_reported():
+    """An error of the energy that is no bad input fails the step as it did with two
+    passes: after the frames' results, with every partition's frames reported."""
+    def buggy(key: str) -> tuple[Stored, Stored | Exception]:
+        frames, energy = both(key)
+        return frames, ZeroDivisionError("a bug") if key == "also-good" else energy
+
+    first, second = PartitionBatch.run_both(context(), buggy, lambda name: None,
+                                            lambda name: None, arguments=lambda key: (key,))
+    assert set(first.stored) == {"good", "bad-energy", "also-good"}
+    assert isinstance(second.error, ZeroDivisionError)
+
+
+def test_dynamic_partitions_are_read_once_while_a_run_reports(monkeypatch):
+    """``context.add_asset_metadata`` reads the dynamic partitions at each call: while a
+    run's partitions are reported, one read serves them all; after it, new keys show."""
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("gpu_repetitions", ["a", "b"])
+        reads = []
+        storage = instance.event_log_storage
+        original = type(storage).get_dynamic_partitions
+        monkeypatch.setattr(type(storage), "get_dynamic_partitions",
+                            lambda self, name: reads.append(name) or original(self, name))
+        with dynamic_partitions_read_once(instance):
+            for _ in range(100):
+                assert instance.get_dynamic_partitions("gpu_repetitions") == ["a", "b"]
+        assert reads == ["gpu_repetitions"]
+        instance.add_dynamic_partitions("gpu_repetitions", ["c"])
+        assert instance.get_dynamic_partitions("gpu_repetitions") == ["a", "b", "c"]
