@@ -111,7 +111,8 @@ def summary(storage) -> dict:
                          events.fetch_observations(TABLE, limit=10).records],
         "materialization records": len(events.fetch_materializations(FRAMES, limit=100).records),
         "check executions": sorted(
-            (record.partition, record.status) for record in
+            (record.partition, record.status, record.event.dagster_event_type,
+             record.event.run_id) for record in
             events.get_asset_check_execution_history(CHECK, limit=100)),
     }
 
@@ -126,8 +127,9 @@ def expected() -> dict:
                                  TABLE: (None, RUN)},
         "observations": [None],
         "materialization records": 5,
-        "check executions": sorted((key, AssetCheckExecutionRecordStatus.PLANNED)
-                                   for key in PARTITIONS),
+        "check executions": sorted(
+            (key, AssetCheckExecutionRecordStatus.PLANNED,
+             DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED, RUN) for key in PARTITIONS),
     }
 
 
