@@ -13,12 +13,13 @@ large backfill (benchmarks/README.md, issue 11).
 
 The two storages here write such a batch as a batch: every event inserted in one
 transaction (SQLite: per run shard, then mirrored into the index shard; PostgreSQL:
-one ``INSERT ... RETURNING``), their tags, and each asset's row updated once per
-kind of event, from the batch's last event of that kind, which is the row the events
-written one by one would leave. Every event keeps its own row with its partition,
-so a failed run still marks exactly the partitions it planned and did not
-materialize as failed. Any other batch (a run's status, a failure) takes Dagster's
-own path.
+one ``INSERT ... RETURNING``), and in the same index transaction their tags, the check
+rows, and each asset's row updated once per kind of event, from the batch's last event
+of that kind, which is the row the events written one by one would leave. Every event
+keeps its own row with its partition, so a failed run still marks exactly the
+partitions it planned and did not materialize as failed. Any other batch (a run's
+status, a failure) takes Dagster's own path. A planned check's rows, one per partition,
+carry its event serialized once (Dagster serializes it for each row: quadratic).
 
 They also keep a connection open where Dagster opens one per event: SQLite's index
 shard (every asset and check event is mirrored there; opening it, then closing it,
