@@ -120,11 +120,14 @@ def dynamic_partitions_read_once(instance: dg.DagsterInstance) -> Iterator[None]
     to check the key is in it), 10-15 ms at 10,000 keys, which made reporting a run's
     partitions one by one quadratic (minutes at 10,000). The step adds or removes no
     partition meanwhile."""
-    instance.get_dynamic_partitions = functools.cache(instance.get_dynamic_partitions)
+    outer = vars(instance).get("get_dynamic_partitions")  # a block around this one
+    if outer is None:
+        instance.get_dynamic_partitions = functools.cache(instance.get_dynamic_partitions)
     try:
         yield
     finally:
-        del instance.get_dynamic_partitions
+        if outer is None:
+            del instance.get_dynamic_partitions
 
 
 @dataclass(frozen=True)

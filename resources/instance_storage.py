@@ -31,9 +31,10 @@ change only when the last connection closes. Configured in ``dagster.yaml`` as
 ``storage: custom`` (deploy/).
 """
 
+import logging
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import sqlalchemy as sa
@@ -152,9 +153,23 @@ class _AssetEventIndex:
                 self.store_asset_check_event(event, event_id)
 
 
+LOGGER = logging.getLogger(__name__)
+
 #: Most events in one SQLite transaction (about 0.5 s of writing), so that another
 #: process waiting for the shard's lock is never near SQLite's 30 s busy timeout.
 SQLITE_CHUNK = 1000
+
+
+def _chunks(events: Sequence[EventLogEntry]) -> list[slice]:
+    """``events`` cut into runs of one run's events, at most :data:`SQLITE_CHUNK` each (a
+    chunk is one transaction of its run shard: all of it stored, or none)."""
+    chunks, start = [], 0
+    for position in range(1, len(events) + 1):
+        if (position == len(events) or position - start == SQLITE_CHUNK
+                or events[position].run_id != events[start].run_id):
+            chunks.append(slice(start, position))
+            start = position
+    return chunks
 
 
 class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
@@ -162,37 +177,45 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
     :data:`SQLITE_CHUNK` events).
 
     A failure stores nothing twice: Dagster stores a batch whose write raised again one
-    event at a time, so a chunk that fails before anything of the batch is stored
-    raises; once a chunk is in its run shard, the rest is finished here (its index
-    writes event by event, the later chunks by Dagster's own ``store_event``)."""
+    event at a time, so a write that fails before anything of the batch is stored
+    raises; once some of it is in a run shard, nothing is raised any more: the rest is
+    finished here (the index writes event by event, the events not stored by
+    Dagster's own ``store_event``), and what still fails is logged, never stored twice
+    (a planned check's rows twice would fail its run's evaluations)."""
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
         if not batched(events):
             super().store_event_batch(events)
             return
-        for start in range(0, len(events), SQLITE_CHUNK):
-            chunk = events[start:start + SQLITE_CHUNK]
-            inserts = [self.prepare_insert_event(event) for event in chunk]
+        inserts = [self.prepare_insert_event(event) for event in events]
+        for position, chunk in enumerate(_chunks(events)):
             try:
-                self._insert_into_run_shards(chunk, inserts)
+                with self.run_connection(events[chunk.start].run_id) as conn:
+                    for insert in inserts[chunk]:
+                        conn.execute(insert)
             except Exception:
-                if start == 0:
-                    raise
-                for event in events[start:]:
-                    SqliteEventLogStorage.store_event(self, event)
+                if position == 0:
+                    raise  # nothing stored: Dagster stores the batch one by one
+                self._each(lambda event, _: SqliteEventLogStorage.store_event(self, event),
+                           events[chunk.start:], inserts[chunk.start:])
                 return
             try:
-                self._index(chunk, inserts)
+                self._index(events[chunk], inserts[chunk])
             except Exception:  # noqa: BLE001 - in the run shard already: never stored twice
-                for event, insert in zip(chunk, inserts, strict=True):
-                    self._index([event], [insert])
+                self._each(lambda event, insert: self._index([event], [insert]),
+                           events[chunk], inserts[chunk])
 
-    def _insert_into_run_shards(self, events: Sequence[EventLogEntry], inserts: list) -> None:
-        for run_id in dict.fromkeys(event.run_id for event in events):
-            with self.run_connection(run_id) as conn:
-                for event, insert in zip(events, inserts, strict=True):
-                    if event.run_id == run_id:
-                        conn.execute(insert)
+    @staticmethod
+    def _each(store: Callable[[EventLogEntry, object], None],
+              events: Sequence[EventLogEntry], inserts: Sequence) -> None:
+        """``store(event, insert)`` for each event; an error is logged, not raised (raised,
+        Dagster would store the whole batch again)."""
+        for event, insert in zip(events, inserts, strict=True):
+            try:
+                store(event, insert)
+            except Exception:
+                LOGGER.exception("event of run %s not stored: %s", event.run_id,
+                                 event.dagster_event_type)
 
     def _index(self, events: Sequence[EventLogEntry], inserts: list) -> None:
         """The index shard's copy of the asset and check events (ids of its own), their

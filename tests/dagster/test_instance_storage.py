@@ -22,6 +22,7 @@ from dagster._core.events import (
     StepMaterializationData,
 )
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
 from dagster_postgres import DagsterPostgresStorage
 
@@ -276,34 +277,100 @@ def test_sqlite_index_failure_after_the_run_shard_stores_nothing_twice(tmp_path,
     assert len(calls) > 1
 
 
+def flaky_run_connection(monkeypatch, failing_call: int) -> list:
+    """Make the run-shard connection of the SQLite storage fail at its ``failing_call``-th
+    opening (0-based), and only then; the openings made."""
+    original, calls = BatchedSqliteEventLogStorage.run_connection, []
+
+    def flaky(self, run_id=None):
+        calls.append(run_id)
+        if len(calls) - 1 == failing_call:
+            raise OSError("database is locked")
+        return original(self, run_id)
+
+    monkeypatch.setattr(BatchedSqliteEventLogStorage, "run_connection", flaky)
+    return calls
+
+
 @pytest.mark.parametrize("failing_chunk", [0, 2])
 def test_sqlite_run_shard_failure_stores_each_event_once(tmp_path, monkeypatch, failing_chunk):
     """A chunk whose run-shard write fails: the first raises with nothing stored (Dagster
     then stores the batch one by one); a later one leaves the rest to Dagster's own
     store_event, the chunks before it stored once."""
     monkeypatch.setattr("resources.instance_storage.SQLITE_CHUNK", 4)
-    original, calls = BatchedSqliteEventLogStorage._insert_into_run_shards, []
-
-    def flaky(self, *args):
-        calls.append(len(calls))
-        if len(calls) - 1 == failing_chunk:
-            raise OSError("database is locked")
-        return original(self, *args)
-
-    monkeypatch.setattr(BatchedSqliteEventLogStorage, "_insert_into_run_shards", flaky)
     events = run_events()
     batching_storage = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    flaky_run_connection(monkeypatch, failing_chunk)
     if failing_chunk == 0:
         with pytest.raises(OSError, match="database is locked"):
             batching_storage.event_log_storage.store_event_batch(events)
         assert batching_storage.event_log_storage.get_records_for_run(RUN).records == []
         return
     batching_storage.event_log_storage.store_event_batch(events)
-    assert len(calls) == failing_chunk + 1
     one_by_one = DagsterSqliteStorage.from_local(str(tmp_path / "dagster"))
     for event in events:
         one_by_one.event_log_storage.store_event(event)
     assert summary(batching_storage) == summary(one_by_one)
+
+
+def test_sqlite_failing_fallback_is_logged_never_raised(tmp_path, monkeypatch, caplog):
+    """Once part of a batch is stored, a fallback that fails too is logged, not raised:
+    raised, Dagster would store the whole batch again (a planned check's rows twice fail
+    every evaluation of its run)."""
+    monkeypatch.setattr("resources.instance_storage.SQLITE_CHUNK", 4)
+    events = run_events()
+    batching_storage = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    flaky_run_connection(monkeypatch, 2)
+
+    def broken(self, event):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(SqliteEventLogStorage, "store_event", broken)
+    batching_storage.event_log_storage.store_event_batch(events)
+    stored = batching_storage.event_log_storage.get_records_for_run(RUN, limit=100).records
+    assert [r.event_log_entry.dagster_event_type for r in stored] == [
+        e.dagster_event_type for e in events[:8]]
+    assert caplog.text.count("not stored") == len(events) - 8
+
+
+def raise_after_first_call(monkeypatch, storage_class, method: str) -> None:
+    """Make ``storage_class.method`` do its work, then raise, the first time only."""
+    original, calls = getattr(storage_class, method), []
+
+    def flaky(self, *args, **kwargs):
+        calls.append(method)
+        result = original(self, *args, **kwargs)
+        if len(calls) == 1:
+            raise OSError("disk I/O error")
+        return result
+
+    monkeypatch.setattr(storage_class, method, flaky)
+
+
+def test_sqlite_check_rows_are_in_the_batch_transaction(tmp_path, monkeypatch):
+    """A failure after the planned check's rows were written rolls them back with the rest
+    of the index transaction: after the event-by-event retry, one row per partition."""
+    raise_after_first_call(monkeypatch, BatchedSqliteEventLogStorage,
+                           "_store_asset_check_evaluation_planned")
+    assert_same_as_one_by_one(DagsterSqliteStorage.from_local(str(tmp_path / "dagster")),
+                              BatchingSqliteStorage.from_local(str(tmp_path / "batching")),
+                              run_events())
+
+
+def test_postgres_check_rows_are_in_the_batch_transaction(postgres_url, monkeypatch):
+    """The planned check's rows are written in the batch's one transaction: a failure after
+    them leaves none."""
+    raise_after_first_call(monkeypatch, BatchedPostgresEventLogStorage,
+                           "_store_asset_check_evaluation_planned")
+    storage = BatchingPostgresStorage(database(postgres_url, "storage_check_rows"))
+    try:
+        with pytest.raises(OSError, match="disk I/O error"):
+            storage.event_log_storage.store_event_batch(run_events())
+        assert storage.event_log_storage.get_asset_check_execution_history(
+            CHECK, limit=100) == []
+        assert storage.event_log_storage.get_records_for_run(RUN).records == []
+    finally:
+        storage.event_log_storage.dispose()
 
 
 def test_postgres_batch_is_one_transaction(postgres_url, monkeypatch):

@@ -116,6 +116,9 @@ def test_dynamic_partitions_are_read_once_while_a_run_reports(monkeypatch):
         with dynamic_partitions_read_once(instance):
             for _ in range(100):
                 assert instance.get_dynamic_partitions("gpu_repetitions") == ["a", "b"]
+            with dynamic_partitions_read_once(instance):  # nested: the outer read serves
+                assert instance.get_dynamic_partitions("gpu_repetitions") == ["a", "b"]
+            assert instance.get_dynamic_partitions("gpu_repetitions") == ["a", "b"]
         assert reads == ["gpu_repetitions"]
         instance.add_dynamic_partitions("gpu_repetitions", ["c"])
         assert instance.get_dynamic_partitions("gpu_repetitions") == ["a", "b", "c"]
