@@ -117,8 +117,8 @@ def dynamic_partitions_read_once(instance: dg.DagsterInstance) -> Iterator[None]
     """Within the block, ``instance`` answers ``get_dynamic_partitions`` from one read per
     partitions definition. ``context.add_asset_metadata`` with a partition key reads every
     key of a dynamic partitions definition at each call (Dagster 1.13: the run's range,
-    to check the key is in it), 10-15 ms at 10,000 keys, which made reporting a run's
-    partitions one by one quadratic (minutes at 10,000). The step adds or removes no
+    to check the key is in it), which made reporting a run's partitions one by one
+    quadratic (benchmarks/README.md, "The instance's storage"). The step adds or removes no
     partition meanwhile."""
     outer = vars(instance).get("get_dynamic_partitions")  # a block around this one
     if outer is None:

@@ -59,6 +59,8 @@ from dagster_postgres.utils import (
     pg_url_from_config,
 )
 
+LOGGER = logging.getLogger(__name__)
+
 #: The events written here as one batch; any other kind in a batch sends it to Dagster.
 BATCHED = frozenset({
     DagsterEventType.ASSET_MATERIALIZATION,
@@ -122,8 +124,8 @@ class _AssetEventIndex:
                                               event_id: int | None) -> None:
         """Dagster's rows of a planned check, one per partition, with the event serialized
         once for all of them: Dagster 1.13 serializes it, its partitions subset included,
-        for each row, quadratic in the run's partitions (4 minutes to create a run of
-        10,000, whatever the storage)."""
+        for each row, quadratic in the run's partitions (261 s before a run of 10,000
+        could launch: benchmarks/README.md, "The instance's storage")."""
         planned = event.get_dagster_event().event_specific_data
         keys = (planned.partitions_subset.get_partition_keys() if planned.partitions_subset
                 else [None])
@@ -152,8 +154,6 @@ class _AssetEventIndex:
             if event.dagster_event_type in ASSET_CHECK_EVENTS:
                 self.store_asset_check_event(event, event_id)
 
-
-LOGGER = logging.getLogger(__name__)
 
 #: Most events in one SQLite transaction (about 0.5 s of writing), so that another
 #: process waiting for the shard's lock is never near SQLite's 30 s busy timeout.
