@@ -13,6 +13,11 @@ bin=${DAGSTER_BIN:-.venv/bin}
 # write by the instance's storage (deploy/dagster.yaml); the runs inherit it.
 export DAGSTER_EVENT_BATCH_SIZE=${DAGSTER_EVENT_BATCH_SIZE:-1000}
 
+# The instance's databases created once, before the daemon and the webserver start
+# together: both creating a fresh SQLite home at once race on its schema (an
+# IntegrityError on alembic_version in one of them, which then does not start).
+"$bin/dagster" instance info >/dev/null
+
 # Background jobs of a non-interactive shell ignore SIGINT, so the traps below stop them.
 "$bin/dagster-daemon" run -w workspace.yaml &
 daemon=$!
