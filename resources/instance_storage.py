@@ -21,14 +21,14 @@ partitions it planned and did not materialize as failed. Any other batch (a run'
 status, a failure) takes Dagster's own path. A planned check's rows, one per partition,
 carry its event serialized once (Dagster serializes it for each row: quadratic).
 
-They also keep a connection open where Dagster opens one per event: SQLite's index
+They also keep connections open where Dagster opens one per event: SQLite's index
 shard (every asset and check event is mirrored there; opening it, then closing it,
-which checkpoints its WAL, was half of an event's cost), and PostgreSQL's event log (a
-small pool, each connection checked before use). That is what a step's per-partition
-check evaluations, which Dagster writes one by one, cost. The run shards of SQLite
-still open and close per event: the UI's live run logs watch their files, which
-change only when the last connection closes. Configured in ``dagster.yaml`` as
-``storage: custom`` (deploy/).
+which checkpoints its WAL, was half of an event's cost), each thread's run shard of the
+run it writes (checkpointed after each write, as closing it did: the UI's live run
+logs watch the shard's file), and PostgreSQL's event log (a small pool, each connection
+checked before use). That is what the events Dagster writes one by one cost: a step's
+per-partition check evaluations, and its materializations when some partitions failed.
+Configured in ``dagster.yaml`` as ``storage: custom`` (deploy/).
 """
 
 import logging
@@ -39,7 +39,12 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 from dagster._core.event_api import EventLogEntry
-from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, DagsterEventType
+from dagster._core.events import (
+    ASSET_CHECK_EVENTS,
+    ASSET_EVENTS,
+    EVENT_TYPE_TO_PIPELINE_RUN_STATUS,
+    DagsterEventType,
+)
 from dagster._core.storage.asset_check_execution_record import (
     AssetCheckExecutionRecordStatus,
 )
@@ -120,6 +125,15 @@ class _AssetEventIndex:
     def _open_index_connection(self):
         return super().index_connection()
 
+    @property
+    def supports_asset_checks(self) -> bool:
+        """Whether the check table exists: Dagster asks at every check event (SQLite: over a
+        new engine of the index shard; PostgreSQL: a query). The table is never dropped
+        once it exists, so a True answer is kept."""
+        if not self.__dict__.get("_asset_checks_table"):
+            self._asset_checks_table = super().supports_asset_checks
+        return self._asset_checks_table
+
     def _store_asset_check_evaluation_planned(self, event: EventLogEntry,
                                               event_id: int | None) -> None:
         """Dagster's rows of a planned check, one per partition, with the event serialized
@@ -183,6 +197,19 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
     Dagster's own ``store_event``), and what still fails is logged, never stored twice
     (a planned check's rows twice would fail its run's evaluations)."""
 
+    def store_event(self, event: EventLogEntry) -> None:
+        """Dagster's, over this thread's kept connection of the run shard
+        (:meth:`_run_shard`), an asset or check event's copy in the index with its rows in
+        ONE index transaction (Dagster: two for a check event)."""
+        insert = self.prepare_insert_event(event)
+        with self._run_shard(event.run_id) as conn:
+            conn.execute(insert)
+        if event.is_dagster_event and event.dagster_event_type in EVENT_TYPE_TO_PIPELINE_RUN_STATUS:
+            with self.index_connection() as conn:  # the runs' status changes, as Dagster
+                conn.execute(insert)
+        else:
+            self._index([event], [insert])
+
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
         if not batched(events):
             super().store_event_batch(events)
@@ -190,7 +217,7 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
         inserts = [self.prepare_insert_event(event) for event in events]
         for position, chunk in enumerate(_chunks(events)):
             try:
-                with self.run_connection(events[chunk.start].run_id) as conn:
+                with self._run_shard(events[chunk.start].run_id) as conn:
                     for insert in inserts[chunk]:
                         conn.execute(insert)
             except Exception:
@@ -221,7 +248,10 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
         """The index shard's copy of the asset and check events (ids of its own), their
         tags and rows, in one transaction."""
         mirrored = [(event, insert) for event, insert in zip(events, inserts, strict=True)
-                    if is_asset_event(event) or event.dagster_event_type in ASSET_CHECK_EVENTS]
+                    if event.is_dagster_event and (
+                        is_asset_event(event) or event.dagster_event_type in ASSET_CHECK_EVENTS)]
+        if not mirrored:
+            return
         with self.index_transaction() as conn:
             ids = [conn.execute(insert).inserted_primary_key[0] for _, insert in mirrored]
             self._index_rows(conn, [event for event, _ in mirrored], ids)
@@ -250,7 +280,60 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
         self._kept_index = (os.getpid(), engine)
         return engine
 
+    @contextmanager
+    def _run_shard(self, run_id: str) -> Iterator[sa.Connection]:
+        """A transaction on this thread's connection to ``run_id``'s shard, kept between
+        writes (Dagster opens and closes one per event, 6 ms of a check evaluation's 8 ms
+        here); a thread writing another run's events closes it first, and a broken one is
+        dropped. After each write a passive checkpoint copies the write into the shard's
+        file: the UI's live run logs watch that file, which a write left in the WAL until
+        the last connection closes would not change."""
+        key = (os.getpid(), threading.get_ident())
+        with self._db_lock:
+            kept = self._run_shards.get(key)
+            if kept is not None and kept[0] != run_id:
+                del self._run_shards[key]
+                kept[1].close()
+                kept = None
+            if kept is None:
+                engine = sa.create_engine(
+                    self.conn_string_for_shard(run_id), poolclass=sa.pool.NullPool,
+                    connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS,
+                                  "check_same_thread": False})
+                if run_id not in self._initialized_dbs:
+                    self._initdb(engine)
+                    self._initialized_dbs.add(run_id)
+                kept = self._run_shards[key] = (run_id, engine.connect())
+        conn = kept[1]
+        try:
+            with conn.begin():
+                yield conn
+        except BaseException:
+            self._close_run_shards(key)
+            raise
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+        conn.commit()  # ends the transaction SQLAlchemy began for the pragma
+
+    @property
+    def _run_shards(self) -> dict[tuple[int, int], tuple[str, sa.Connection]]:
+        """(pid, thread) -> the run and connection :meth:`_run_shard` keeps; a forked
+        child finds its parent's under another pid and leaves them alone."""
+        return self.__dict__.setdefault("_kept_run_shards", {})
+
+    def _close_run_shards(self, *keys: tuple[int, int]) -> None:
+        """Close the kept run-shard connections of ``keys`` (default: all of this process)."""
+        with self._db_lock:
+            for key in keys or [key for key in self._run_shards if key[0] == os.getpid()]:
+                kept = self._run_shards.pop(key, None)
+                if kept is not None:
+                    kept[1].close()
+
+    def wipe(self) -> None:
+        self._close_run_shards()
+        super().wipe()
+
     def dispose(self) -> None:
+        self._close_run_shards()
         kept = getattr(self, "_kept_index", None)
         if kept is not None and kept[0] == os.getpid():
             kept[1].dispose()

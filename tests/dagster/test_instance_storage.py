@@ -3,6 +3,7 @@ of asset events, what Dagster's own storages leave from the same events stored o
 one: the same event rows, asset rows, tags, partition statuses and check executions."""
 
 import os
+import threading
 import time
 from urllib.parse import urlparse
 
@@ -10,6 +11,7 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluation,
     AssetCheckEvaluationPlanned,
 )
 from dagster._core.definitions.partitions.subset.default import DefaultPartitionsSubset
@@ -75,6 +77,14 @@ def check_planned() -> EventLogEntry:
         step_key="gpu_pipeline", event_specific_data=AssetCheckEvaluationPlanned(
             asset_key=FRAMES, check_name=CHECK.name,
             partitions_subset=DefaultPartitionsSubset(set(PARTITIONS)))))
+
+
+def check_evaluated(partition: str, passed: bool) -> EventLogEntry:
+    return entry(DagsterEvent(
+        DagsterEventType.ASSET_CHECK_EVALUATION.value, "gpu_energy_job",
+        step_key="gpu_pipeline", event_specific_data=AssetCheckEvaluation(
+            asset_key=FRAMES, check_name=CHECK.name, passed=passed, partition=partition,
+            metadata={})))
 
 
 def run_events() -> list[EventLogEntry]:
@@ -280,15 +290,15 @@ def test_sqlite_index_failure_after_the_run_shard_stores_nothing_twice(tmp_path,
 def flaky_run_connection(monkeypatch, failing_call: int) -> list:
     """Make the run-shard connection of the SQLite storage fail at its ``failing_call``-th
     opening (0-based), and only then; the openings made."""
-    original, calls = BatchedSqliteEventLogStorage.run_connection, []
+    original, calls = BatchedSqliteEventLogStorage._run_shard, []
 
-    def flaky(self, run_id=None):
+    def flaky(self, run_id):
         calls.append(run_id)
         if len(calls) - 1 == failing_call:
             raise OSError("database is locked")
         return original(self, run_id)
 
-    monkeypatch.setattr(BatchedSqliteEventLogStorage, "run_connection", flaky)
+    monkeypatch.setattr(BatchedSqliteEventLogStorage, "_run_shard", flaky)
     return calls
 
 
@@ -387,3 +397,97 @@ def test_postgres_batch_is_one_transaction(postgres_url, monkeypatch):
         assert summary(storage)["materialized"][FRAMES] == set(PARTITIONS[:4])
     finally:
         storage.event_log_storage.dispose()
+
+
+def evaluations() -> list[EventLogEntry]:
+    """The step's check evaluations, one per partition, the third failed."""
+    return [check_evaluated(key, key != PARTITIONS[2]) for key in PARTITIONS]
+
+
+def test_sqlite_check_evaluations_leave_what_dagster_leaves(tmp_path):
+    """Check evaluations stored one by one (a step's, after the run's planned batch): each
+    partition's check row as Dagster's own storage leaves it."""
+    dagster_storage = DagsterSqliteStorage.from_local(str(tmp_path / "dagster"))
+    batching = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    for event in run_events() + evaluations():
+        dagster_storage.event_log_storage.store_event(event)
+    batching.event_log_storage.store_event_batch(run_events())
+    for event in evaluations():
+        batching.event_log_storage.store_event(event)
+    stored = summary(batching)
+    assert stored == summary(dagster_storage)
+    status = AssetCheckExecutionRecordStatus
+    assert stored["check executions"] == sorted(
+        (key, status.FAILED if key == PARTITIONS[2] else status.SUCCEEDED,
+         DagsterEventType.ASSET_CHECK_EVALUATION, RUN) for key in PARTITIONS)
+
+
+def test_sqlite_check_evaluation_is_one_index_transaction(tmp_path, monkeypatch):
+    """A check evaluation's copy in the index shard and its check row are written
+    together: when the row's update fails, the index keeps no copy of the event."""
+    batching = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    events = batching.event_log_storage
+    events.store_event_batch(run_events())
+
+    def failing(self, event, event_id):
+        raise OSError("disk I/O error")
+
+    monkeypatch.setattr(BatchedSqliteEventLogStorage, "_update_asset_check_evaluation", failing)
+    with pytest.raises(OSError, match="disk I/O error"):
+        events.store_event(evaluations()[0])
+    with events.index_connection() as conn:
+        copies = conn.execute(sa.select(sa.func.count()).select_from(sa.table("event_logs")).where(
+            sa.column("dagster_event_type") == DagsterEventType.ASSET_CHECK_EVALUATION.value)
+        ).scalar()
+    assert copies == 0
+    assert {record.status for record in events.get_asset_check_execution_history(
+        CHECK, limit=100)} == {AssetCheckExecutionRecordStatus.PLANNED}
+
+
+def test_sqlite_run_shard_connection_is_kept_per_thread_and_run(tmp_path):
+    """A thread's events of one run go over one kept connection of its shard; events of
+    another run close it and keep that run's; another thread keeps its own."""
+    events = BatchingSqliteStorage.from_local(str(tmp_path / "home")).event_log_storage
+    first, other_run = "f5b1c0de-0000-4000-8000-000000000002", RUN
+    events.store_event(entry(planned(TABLE, None).dagster_event, run_id=first))
+    kept = dict(events._run_shards)
+    events.store_event(entry(planned(FRAMES, PARTITIONS[0]).dagster_event, run_id=first))
+    assert events._run_shards == kept and [run for run, _ in kept.values()] == [first]
+    events.store_event(planned(FRAMES, PARTITIONS[1]))
+    assert [run for run, _ in events._run_shards.values()] == [other_run]
+    assert next(iter(kept.values()))[1].closed
+    thread = threading.Thread(target=events.store_event, args=(planned(ENERGY, PARTITIONS[1]),))
+    thread.start()
+    thread.join()
+    assert len(events._run_shards) == 2
+    assert len(events.get_records_for_run(first).records) == 2
+    assert len(events.get_records_for_run(RUN).records) == 2
+    events.dispose()
+    assert events._run_shards == {}
+
+
+def test_sqlite_run_logs_watched_by_another_process_see_each_event(tmp_path):
+    """The UI's live run logs (Dagster's own SQLite storage watching the run's shard file,
+    as the webserver does) receive each event as the kept connection stores it."""
+    base = str(tmp_path / "home")
+    writer = BatchingSqliteStorage.from_local(base).event_log_storage
+    watcher = DagsterSqliteStorage.from_local(base).event_log_storage
+    writer.store_event(planned(TABLE, None))  # the run's shard exists before it is watched
+    received = []
+
+    def callback(event, cursor):
+        received.append(event.dagster_event.partition)
+
+    watcher.watch(RUN, None, callback)
+    try:
+        for number, event in enumerate(run_events()[:5], start=2):
+            writer.store_event(event)
+            deadline = time.monotonic() + 10
+            while len(received) < number and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert received == [None, *(e.dagster_event.partition
+                                        for e in run_events()[:number - 1])]
+    finally:
+        watcher.end_watch(RUN, callback)
+        watcher.dispose()
+        writer.dispose()
