@@ -24,7 +24,7 @@ import functools
 import os
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,32 @@ def validate(
             return schema.validate(frame, lazy=True, inplace=True)
     except SchemaErrors as err:
         raise schema_errors_to_input_error(err, path) from None
+
+
+def validate_each(schema: pa.DataFrameSchema, frames: Mapping[str, pd.DataFrame]
+                  ) -> dict[str, pd.DataFrame | InputError]:
+    """:func:`validate` of each frame, its key as the path of its error: by key, the frame
+    (no copy) or the ``InputError`` that rejects it.
+
+    Only for a schema whose checks judge each row alone (element-wise checks, nulls, a
+    frame check giving one boolean per row, uniqueness), as the energy schemas' do: frames
+    of the same columns and dtypes then each pass when their concatenation does, and
+    they are proved valid in ONE pass (the cost is per column and check, not per row:
+    about 14 ms for the 36 columns of a repetition's energy, whatever its rows). When the
+    concatenation does not pass, each is validated alone, so each error is its own."""
+    if len(frames) > 1:
+        first = next(iter(frames.values()))
+        if (all(frame.columns.equals(first.columns) and frame.dtypes.equals(first.dtypes)
+                for frame in frames.values())
+                and passes(schema, pd.concat(frames.values(), ignore_index=True))):
+            return dict(frames)
+    checked: dict[str, pd.DataFrame | InputError] = {}
+    for key, frame in frames.items():
+        try:
+            checked[key] = validate(schema, frame, key)
+        except InputError as err:
+            checked[key] = err
+    return checked
 
 
 def passes(schema: pa.DataFrameSchema, frame: pd.DataFrame) -> bool:

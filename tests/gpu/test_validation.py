@@ -28,7 +28,7 @@ from joulehouse.gpu.energy import energy_facts_rows, repetition_energy
 from joulehouse.gpu.generator import RepetitionSpec, write_repetition
 from joulehouse.gpu.layout import RepetitionRef
 from joulehouse.gpu.readers import read_repetition
-from joulehouse.validation import passes, validate
+from joulehouse.validation import passes, validate, validate_each
 
 
 @pytest.fixture(scope="module")
@@ -170,3 +170,36 @@ def test_a_rejected_frame_is_reported_by_pandera_with_its_line(frames):
     assert error.value.line == 9  # frame row 7 + header + 1-based
     assert error.value.field == "util_gpu_pct"
     assert "in_range" in str(error.value)
+
+
+def _alone(schema: pa.DataFrameSchema, frame: pd.DataFrame, key: str):
+    """What :func:`validate` gives ``frame`` alone: the frame, or its error's text."""
+    try:
+        return validate(schema, frame, key)
+    except InputError as err:
+        return str(err)
+
+
+def test_each_frame_validated_together_is_judged_as_alone(frames):
+    """The energy of three repetitions, one of them broken every way: validated together,
+    each gets what it gets alone (the intact ones unchanged, the broken one its own error
+    naming its key); all intact, they are returned as they are."""
+    schema, energy = frames["repetition_energy"]
+    parts = {key: part.reset_index(drop=True)
+             for key, (_, part) in zip("abc", energy.groupby("run", sort=False), strict=True)}
+    intact = validate_each(schema, parts)
+    assert all(intact[key] is parts[key] for key in parts)
+    judged = 0
+    for how, broken in _broken(parts["b"]):
+        given = {**parts, "b": broken}
+        together = validate_each(schema, given)
+        assert list(together) == ["a", "b", "c"], how
+        for key, frame in given.items():
+            got, alone = together[key], _alone(schema, frame, key)
+            if isinstance(alone, str):
+                assert isinstance(got, InputError) and str(got) == alone, how
+                assert str(got).startswith("b"), how
+                judged += 1
+            else:
+                assert got is frame, how
+    assert judged > 50
