@@ -17,12 +17,14 @@ import pandas as pd
 import pandera.pandas as pa
 
 from assets.reporting import (
+    BothOutcome,
     PartitionBatch,
     Stored,
     column_schema,
     partition_check_spec,
     table_metadata,
 )
+from joulehouse.errors import InputError
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_energy
 from joulehouse.gpu.layout import RepetitionRef
@@ -41,7 +43,7 @@ from joulehouse.gpu.schemas import (
 )
 from joulehouse.gpu.store import SAMPLES_PREFIX, load_repetition, save_repetition
 from joulehouse.plots import Series, markdown_image, scatter_png
-from joulehouse.validation import validate
+from joulehouse.validation import validate, validate_each
 from joulehouse.warehouse import Warehouse as Tables
 from resources import GpuBenchmarkSource
 
@@ -168,19 +170,38 @@ def store_energy(tables: Tables, key: str, ref: RepetitionRef, data_root: str,
                             max_gap_s)
 
 
-def store_repetition_and_energy(tables: Tables, key: str, ref: RepetitionRef, timezone: str,
-                                external_power_unit: str, data_root: str, max_gap_s: float
-                                ) -> tuple[Stored, Stored | Exception]:
-    """:func:`store_repetition`, then the energy of the frames just read (not read back),
-    stored as :func:`store_energy` stores it; an error of the energy is returned, not
-    raised, so that the frames are reported (a worker's task,
-    :meth:`PartitionBatch.run_both`)."""
-    rep = read_repetition(ref, timezone=timezone, external_power_unit=external_power_unit)
-    frames = Stored.of(save_repetition(tables, key, rep))
-    try:
-        return frames, _store_energy_of(tables, key, rep, data_root, max_gap_s)
-    except Exception as err:  # noqa: BLE001 - returned: run_both fails or raises it
-        return frames, err
+def store_repetitions_and_energy(tasks: list[tuple]) -> list[BothOutcome]:
+    """For each ``(tables, key, ref, timezone, external_power_unit, data_root, max_gap_s)``:
+    :func:`store_repetition`, then the energy of the frames just read (not read back),
+    stored as :func:`store_energy` stores it, the task's energies validated together
+    (:func:`validate_each`: one pass for all of them where the CLI makes one for the
+    whole tree). A worker's task of :meth:`PartitionBatch.run_both`: the ``InputError``
+    of a repetition's frames or energy, or any error of its energy, is returned in its
+    place, not raised, so that the task's other repetitions are reported."""
+    outcomes: dict[str, BothOutcome] = {}
+    energies: dict[str, pd.DataFrame] = {}
+    for tables, key, ref, timezone, external_power_unit, data_root, max_gap_s in tasks:
+        try:
+            rep = read_repetition(ref, timezone=timezone, external_power_unit=external_power_unit)
+            frames = Stored.of(save_repetition(tables, key, rep))
+        except InputError as err:
+            outcomes[key] = (err, None)
+            continue
+        outcomes[key] = (frames, None)
+        try:
+            energies[key] = repetition_energy(rep, data_root=data_root, max_gap_s=max_gap_s)
+        except Exception as err:  # noqa: BLE001 - returned: run_both fails or raises it
+            outcomes[key] = (frames, err)
+    for key, energy in validate_each(REPETITION_ENERGY_SCHEMA, energies).items():
+        frames = outcomes[key][0]
+        try:
+            if isinstance(energy, InputError):
+                raise energy
+            tables.write_partition(ENERGY_TABLE, key, energy)
+            outcomes[key] = (frames, Stored.of({ENERGY_TABLE: energy}))
+        except Exception as err:  # noqa: BLE001 - returned, as above
+            outcomes[key] = (frames, err)
+    return [outcomes[task[1]] for task in tasks]
 
 
 def _store_energy_of(tables: Tables, key: str, rep: Repetition, data_root: str,
@@ -219,14 +240,14 @@ def compute_energy(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSo
 def frames_and_energy(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
                       tables: Tables, executor: Executor) -> tuple[PartitionBatch, PartitionBatch]:
     """Read, validate and store every repetition of the run and compute its energy from
-    the frames in memory, one task per repetition in ``executor``."""
+    the frames in memory, :data:`PARTITIONS_PER_TASK` repetitions a task in ``executor``."""
 
     def arguments(key: str) -> tuple:
         root, ref = gpu_source.resolve(key)
         return (tables, key, ref, root.timezone, root.external_power_unit, root.key_prefix,
                 gpu_source.max_gap_s)
 
-    return PartitionBatch.run_both(context, store_repetition_and_energy, frame_schema,
+    return PartitionBatch.run_both(context, store_repetitions_and_energy, frame_schema,
                                    lambda name: REPETITION_ENERGY_SCHEMA, arguments=arguments,
                                    executor=executor)
 

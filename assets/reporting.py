@@ -33,7 +33,6 @@ there (an ``AssetMaterializationFailure`` cannot be yielded by a step, and
 those storages do not keep one), so the run must fail, and must fail last.
 """
 
-import functools
 import re
 import warnings
 from collections.abc import Callable, Generator, Iterator, Mapping
@@ -45,6 +44,10 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 import pandera.pandas as pa
+from dagster._core.execution.context.metadata_logging import (
+    AssetMetadataHandle,
+    OutputMetadataAccumulator,
+)
 
 from joulehouse.errors import InputError
 from resources.workers import InProcessExecutor
@@ -112,22 +115,34 @@ def partition_check_spec(asset: dg.AssetKey, name: str, partitions_def: dg.Parti
                                  description=description)
 
 
-@contextmanager
-def dynamic_partitions_read_once(instance: dg.DagsterInstance) -> Iterator[None]:
-    """Within the block, ``instance`` answers ``get_dynamic_partitions`` from one read per
-    partitions definition. ``context.add_asset_metadata`` with a partition key reads every
-    key of a dynamic partitions definition at each call (Dagster 1.13: the run's range,
-    to check the key is in it), which made reporting a run's partitions one by one
-    quadratic (benchmarks/README.md, "The instance's storage"). The step adds or removes no
-    partition meanwhile."""
-    outer = vars(instance).get("get_dynamic_partitions")  # a block around this one
-    if outer is None:
-        instance.get_dynamic_partitions = functools.cache(instance.get_dynamic_partitions)
-    try:
-        yield
-    finally:
-        if outer is None:
-            del instance.get_dynamic_partitions
+def add_partitions_metadata(context: dg.AssetExecutionContext, asset_key: dg.AssetKey,
+                            metadata: Mapping[str, Mapping[str, Any]]) -> None:
+    """``context.add_asset_metadata(metadata[key], asset_key=asset_key, partition_key=key)``
+    for every key of ``metadata`` at once: each partition's materialization of the run
+    carries its own.
+
+    Dagster 1.13's call, once per partition, asks the instance for both ends of the run's
+    range (two queries) and copies its whole accumulator of the run's metadata: over a run
+    of 2,000 partitions, 28 s of the step, quadratic beyond (benchmarks/README.md, "Inside
+    a run, per partition"). Here the keys are checked against the run's once and added in
+    one copy, into the same accumulator of the step (``StepExecutionContext``'s, from
+    which Dagster's materializations take their metadata); tested against Dagster's own
+    call (``tests/dagster/test_partition_batch.py``)."""
+    if asset_key not in context.assets_def.keys:
+        raise dg.DagsterInvariantViolationError(
+            f"metadata for asset {asset_key.to_user_string()}, not materialized by this step")
+    outside = metadata.keys() - set(context.partition_keys)
+    if outside:
+        raise dg.DagsterInvariantViolationError(
+            f"metadata for partition(s) not targeted by this run: {sorted(outside)[:5]}")
+    step = context._step_execution_context
+    current = step._metadata_accumulator.per_output_metadata
+    added = {}
+    for key, values in metadata.items():
+        handle = AssetMetadataHandle(asset_key=asset_key, partition_key=key)
+        added[handle] = {**current.get(handle, {}), **values}
+    step._metadata_accumulator = OutputMetadataAccumulator(
+        per_output_metadata={**current, **added})
 
 
 @dataclass(frozen=True)
@@ -154,6 +169,17 @@ def stored(work: Work, *arguments: Any) -> Stored:
     """``work(*arguments)`` as :class:`Stored` (what a worker sends back)."""
     outcome = work(*arguments)
     return outcome if isinstance(outcome, Stored) else Stored.of(outcome)
+
+
+#: Partitions per task of :meth:`PartitionBatch.run_both`: enough that a task's fixed costs
+#: (one energy validation for all of them, the round trip to the worker) are spread, few
+#: enough that both workers stay busy to the end of a run.
+PARTITIONS_PER_TASK = 16
+
+#: One partition's outcome in a task of :meth:`PartitionBatch.run_both`: what the first
+#: asset stored or the ``InputError`` that failed it, then what the second stored or the
+#: error that failed it alone (None when the first failed).
+BothOutcome = tuple[Stored | InputError, Stored | Exception | None]
 
 
 @dataclass
@@ -206,42 +232,49 @@ class PartitionBatch:
     def run_both(
         cls,
         context: dg.AssetExecutionContext,
-        work: Callable[..., tuple[Stored, "Stored | Exception"]],
+        work: Callable[[list[tuple]], list[BothOutcome]],
         schema_of: SchemaOf,
         then_schema_of: SchemaOf,
         arguments: Callable[[str], tuple],
         executor: Executor | None = None,
+        per_task: int = PARTITIONS_PER_TASK,
     ) -> tuple["PartitionBatch", "PartitionBatch"]:
-        """:meth:`run` for two assets of each partition built in ONE task (the second
-        from the first's frames in memory, not read back): ``work(*arguments(key))``
-        returns what it stored of the first asset and of the second, or the error that
-        failed the second alone (an ``InputError``; any other is kept as the second
-        batch's ``error``); an ``InputError`` raised fails the first, and the second is
-        skipped (:data:`FRAMES_FAILED`). Returns the two batches, each as :meth:`run`
+        """:meth:`run` for two assets of each partition built in the same task (the second
+        from the first's frames in memory, not read back), ``per_task`` partitions a task:
+        ``work([arguments(key), ...])`` returns each partition's :data:`BothOutcome`. An
+        ``InputError`` of the first fails it and skips the second (:data:`FRAMES_FAILED`);
+        one of the second fails the second alone; any other error of the second is kept
+        as the second batch's ``error``. Returns the two batches, each as :meth:`run`
         would have."""
         first, second = cls(), cls()
         executor = executor or InProcessExecutor()
-        futures: dict[str, Future] = {}
-        for key in context.partition_keys:
+        tasks: list[tuple[list[str], Future]] = []
+        keys: list[str] = []
+        given: list[tuple] = []
+        run_keys = context.partition_keys
+        for position, key in enumerate(run_keys, start=1):
             try:
-                futures[key] = executor.submit(work, *arguments(key))
+                given.append(arguments(key))
+                keys.append(key)
             except InputError as err:
                 first._fail(context, key, err)
                 second.skipped[key] = FRAMES_FAILED
-        for key, future in futures.items():
-            try:
-                outcome, then = future.result()
-            except InputError as err:
-                first._fail(context, key, err)
-                second.skipped[key] = FRAMES_FAILED
-                continue
-            first._store(key, outcome, schema_of)
-            if isinstance(then, InputError):
-                second._fail(context, key, then)
-            elif isinstance(then, Exception):
-                second.error = second.error or then
-            else:
-                second._store(key, then, then_schema_of)
+            if keys and (len(keys) == per_task or position == len(run_keys)):
+                tasks.append((keys, executor.submit(work, given)))
+                keys, given = [], []
+        for task_keys, future in tasks:
+            for key, (outcome, then) in zip(task_keys, future.result(), strict=True):
+                if isinstance(outcome, InputError):
+                    first._fail(context, key, outcome)
+                    second.skipped[key] = FRAMES_FAILED
+                    continue
+                first._store(key, outcome, schema_of)
+                if isinstance(then, InputError):
+                    second._fail(context, key, then)
+                elif isinstance(then, Exception):
+                    second.error = second.error or then
+                else:
+                    second._store(key, then, then_schema_of)
         return first, second
 
     def _store(self, key: str, outcome: Stored, schema_of: SchemaOf) -> None:
@@ -262,9 +295,7 @@ class PartitionBatch:
         common = {} if self.schema is None else {"dagster/column_schema": self.schema}
         asset_key = check.asset_key
         if not self.failed and not self.skipped:
-            with dynamic_partitions_read_once(context.instance):
-                for key, metadata in self.stored.items():
-                    context.add_asset_metadata(metadata, asset_key=asset_key, partition_key=key)
+            add_partitions_metadata(context, asset_key, self.stored)
             yield dg.MaterializeResult(asset_key=asset_key, metadata=common)
         else:
             for key, metadata in self.stored.items():

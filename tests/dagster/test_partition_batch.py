@@ -7,13 +7,15 @@ from types import SimpleNamespace
 import dagster as dg
 import pandas as pd
 import pandas.testing as pdt
+import pytest
 
-from assets.gpu import ENERGY_TABLE, store_energy, store_repetition, store_repetition_and_energy
+from assets.gpu import ENERGY_TABLE, store_energy, store_repetition, store_repetitions_and_energy
 from assets.reporting import (
     FRAMES_FAILED,
+    BothOutcome,
     PartitionBatch,
     Stored,
-    dynamic_partitions_read_once,
+    add_partitions_metadata,
 )
 from joulehouse.errors import InputError
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
@@ -41,12 +43,20 @@ def energy_of(key: str) -> Stored:
     return Stored.of({"energy": pd.DataFrame({"energy_j": [1.5, 2.5]})})
 
 
-def both(key: str) -> tuple[Stored, Stored | InputError]:
-    frames = frames_of(key)
+def both(key: str) -> BothOutcome:
+    try:
+        frames = frames_of(key)
+    except InputError as err:
+        return err, None
     try:
         return frames, energy_of(key)
     except InputError as err:
         return frames, err
+
+
+def each(outcome_of):
+    """A task of ``run_both`` from a per-partition function (its arguments: the key)."""
+    return lambda tasks: [outcome_of(*arguments) for arguments in tasks]
 
 
 def outcome(batch: PartitionBatch) -> tuple:
@@ -54,9 +64,11 @@ def outcome(batch: PartitionBatch) -> tuple:
             batch.failed, batch.skipped)
 
 
-def test_one_task_per_partition_reports_what_two_passes_report():
-    first, second = PartitionBatch.run_both(context(), both, lambda name: None,
-                                            lambda name: None, arguments=lambda key: (key,))
+@pytest.mark.parametrize("per_task", [1, 3, 16])
+def test_one_task_per_partition_reports_what_two_passes_report(per_task):
+    first, second = PartitionBatch.run_both(context(), each(both), lambda name: None,
+                                            lambda name: None, arguments=lambda key: (key,),
+                                            per_task=per_task)
     frames = PartitionBatch.run(context(), frames_of, lambda name: None)
     energy = PartitionBatch.run(context(), energy_of, lambda name: None,
                                 skip={key: FRAMES_FAILED for key in frames.failed})
@@ -75,10 +87,10 @@ def test_energy_from_frames_in_memory_is_the_energy_from_stored_frames(tmp_path)
     together, apart = Warehouse(str(tmp_path / "together")), Warehouse(str(tmp_path / "apart"))
     refs = find_repetitions(root)
     assert len(refs) == 4
-    for ref in refs:
-        key = f"lab/{ref.key}"
-        frames, energy = store_repetition_and_energy(together, key, ref, "UTC", "mW",
-                                                     root_name(root), 5.0)
+    keys = [f"lab/{ref.key}" for ref in refs]
+    outcomes = store_repetitions_and_energy([(together, key, ref, "UTC", "mW", root_name(root),
+                                              5.0) for key, ref in zip(keys, refs, strict=True)])
+    for key, ref, (frames, energy) in zip(keys, refs, outcomes, strict=True):
         for got, expected in ((frames, store_repetition(apart, key, ref, "UTC", "mW")),
                               (energy, store_energy(apart, key, ref, root_name(root), 5.0))):
             assert got.rows == expected.rows and got.metadata == expected.metadata
@@ -93,32 +105,73 @@ def test_energy_from_frames_in_memory_is_the_energy_from_stored_frames(tmp_path)
 def test_a_bug_in_the_second_asset_is_raised_after_the_first_is_reported():
     """An error of the energy that is no bad input fails the step as it did with two
     passes: after the frames' results, with every partition's frames reported."""
-    def buggy(key: str) -> tuple[Stored, Stored | Exception]:
+    def buggy(key: str) -> BothOutcome:
         frames, energy = both(key)
         return frames, ZeroDivisionError("a bug") if key == "also-good" else energy
 
-    first, second = PartitionBatch.run_both(context(), buggy, lambda name: None,
+    first, second = PartitionBatch.run_both(context(), each(buggy), lambda name: None,
                                             lambda name: None, arguments=lambda key: (key,))
     assert set(first.stored) == {"good", "bad-energy", "also-good"}
     assert isinstance(second.error, ZeroDivisionError)
 
 
-def test_dynamic_partitions_are_read_once_while_a_run_reports(monkeypatch):
-    """``context.add_asset_metadata`` reads the dynamic partitions at each call: while a
-    run's partitions are reported, one read serves them all; after it, new keys show."""
+def _materialized_metadata(add: str) -> dict[str, dict]:
+    """Each partition's materialization metadata of a run over three of four dynamic
+    partitions of a two-asset step, reported by ``add``: Dagster's call per partition, or
+    :func:`add_partitions_metadata` once."""
+    parts = dg.DynamicPartitionsDefinition(name="reps")
+
+    @dg.multi_asset(specs=[dg.AssetSpec("frames", partitions_def=parts),
+                           dg.AssetSpec("energy", partitions_def=parts)])
+    def both(context: dg.AssetExecutionContext):
+        for asset in ("frames", "energy"):
+            metadata = {key: {"rows": len(key), "asset": asset} for key in context.partition_keys}
+            if add == "dagster":
+                for key, values in metadata.items():
+                    context.add_asset_metadata(values, asset_key=asset, partition_key=key)
+                context.add_asset_metadata({"rows": 0}, asset_key=asset, partition_key="b")
+            else:
+                add_partitions_metadata(context, dg.AssetKey(asset), metadata)
+                add_partitions_metadata(context, dg.AssetKey(asset), {"b": {"rows": 0}})
+            yield dg.MaterializeResult(asset_key=asset, metadata={"common": 1})
+
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions("gpu_repetitions", ["a", "b"])
-        reads = []
-        storage = instance.event_log_storage
-        original = type(storage).get_dynamic_partitions
-        monkeypatch.setattr(type(storage), "get_dynamic_partitions",
-                            lambda self, name: reads.append(name) or original(self, name))
-        with dynamic_partitions_read_once(instance):
-            for _ in range(100):
-                assert instance.get_dynamic_partitions("gpu_repetitions") == ["a", "b"]
-            with dynamic_partitions_read_once(instance):  # nested: the outer read serves
-                assert instance.get_dynamic_partitions("gpu_repetitions") == ["a", "b"]
-            assert instance.get_dynamic_partitions("gpu_repetitions") == ["a", "b"]
-        assert reads == ["gpu_repetitions"]
-        instance.add_dynamic_partitions("gpu_repetitions", ["c"])
-        assert instance.get_dynamic_partitions("gpu_repetitions") == ["a", "b", "c"]
+        instance.add_dynamic_partitions("reps", ["a", "b", "cc", "ddd"])
+        assert dg.materialize([both], instance=instance, tags={
+            "dagster/asset_partition_range_start": "a",
+            "dagster/asset_partition_range_end": "cc"}).success
+        return {f"{record.asset_key.to_user_string()}/{record.partition_key}":
+                {name: value.value for name, value in
+                 record.asset_materialization.metadata.items()}
+                for asset in ("frames", "energy")
+                for record in instance.fetch_materializations(
+                    dg.AssetKey(asset), limit=10).records}
+
+
+def test_partitions_metadata_at_once_is_what_dagster_adds_one_by_one():
+    """Each partition's materialization carries its own metadata (a later addition for a
+    partition merged over the earlier), the run's common metadata beside it, exactly as
+    with ``context.add_asset_metadata`` per partition."""
+    at_once = _materialized_metadata("joulehouse")
+    assert at_once == _materialized_metadata("dagster")
+    assert at_once["frames/a"] == {"rows": 1, "asset": "frames", "common": 1}
+    assert at_once["energy/b"] == {"rows": 0, "asset": "energy", "common": 1}
+    assert at_once["energy/cc"] == {"rows": 2, "asset": "energy", "common": 1}
+    assert set(at_once) == {f"{asset}/{key}" for asset in ("frames", "energy")
+                            for key in ("a", "b", "cc")}
+
+
+def test_partitions_metadata_outside_the_run_is_refused():
+    parts = dg.DynamicPartitionsDefinition(name="reps")
+
+    @dg.asset(partitions_def=parts)
+    def frames(context: dg.AssetExecutionContext):
+        add_partitions_metadata(context, context.asset_key, {"ddd": {"rows": 3}})
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("reps", ["a", "ddd"])
+        result = dg.materialize([frames], instance=instance, partition_key="a",
+                                raise_on_error=False)
+        assert not result.success
+        assert "not targeted by this run: ['ddd']" in str(
+            result.failure_data_for_node("frames").error)
