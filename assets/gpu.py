@@ -22,6 +22,7 @@ from assets.reporting import (
     Stored,
     column_schema,
     partition_check_spec,
+    partitions_per_task,
     table_metadata,
 )
 from joulehouse.errors import InputError
@@ -192,10 +193,14 @@ def store_repetitions_and_energy(tasks: list[tuple]) -> list[BothOutcome]:
             energies[key] = repetition_energy(rep, data_root=data_root, max_gap_s=max_gap_s)
         except Exception as err:  # noqa: BLE001 - returned: run_both fails or raises it
             outcomes[key] = (frames, err)
-    for key, energy in validate_each(REPETITION_ENERGY_SCHEMA, energies).items():
+    try:
+        checked = validate_each(REPETITION_ENERGY_SCHEMA, energies)
+    except Exception as err:  # noqa: BLE001 - a bug: returned for each, as below
+        checked = dict.fromkeys(energies, err)
+    for key, energy in checked.items():
         frames = outcomes[key][0]
         try:
-            if isinstance(energy, InputError):
+            if isinstance(energy, Exception):
                 raise energy
             tables.write_partition(ENERGY_TABLE, key, energy)
             outcomes[key] = (frames, Stored.of({ENERGY_TABLE: energy}))
@@ -238,18 +243,21 @@ def compute_energy(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSo
 
 
 def frames_and_energy(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
-                      tables: Tables, executor: Executor) -> tuple[PartitionBatch, PartitionBatch]:
+                      tables: Tables, executor: Executor, workers: int
+                      ) -> tuple[PartitionBatch, PartitionBatch]:
     """Read, validate and store every repetition of the run and compute its energy from
-    the frames in memory, :data:`PARTITIONS_PER_TASK` repetitions a task in ``executor``."""
+    the frames in memory, in tasks of several repetitions (:func:`partitions_per_task`)
+    in ``executor`` of ``workers`` processes."""
 
     def arguments(key: str) -> tuple:
         root, ref = gpu_source.resolve(key)
         return (tables, key, ref, root.timezone, root.external_power_unit, root.key_prefix,
                 gpu_source.max_gap_s)
 
-    return PartitionBatch.run_both(context, store_repetitions_and_energy, frame_schema,
-                                   lambda name: REPETITION_ENERGY_SCHEMA, arguments=arguments,
-                                   executor=executor)
+    return PartitionBatch.run_both(
+        context, store_repetitions_and_energy, frame_schema,
+        lambda name: REPETITION_ENERGY_SCHEMA, arguments=arguments, executor=executor,
+        per_task=partitions_per_task(len(context.partition_keys), workers))
 
 
 def stored_energy_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:

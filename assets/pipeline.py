@@ -76,7 +76,8 @@ with backfills() as single_run:
                 VALID_SPEC,
                 lambda skip: compute_energy(context, gpu_source, tables, skip, executor),
                 COMPUTED_SPEC,
-                together=lambda: frames_and_energy(context, gpu_source, tables, executor))
+                together=lambda: frames_and_energy(context, gpu_source, tables, executor,
+                                                  workers.workers()))
             if gpu_setting_energy.key in selected:
                 yield setting_energy(context, tables)
             if gpu_benchmark_energy.key in selected:

@@ -33,6 +33,7 @@ there (an ``AssetMaterializationFailure`` cannot be yielded by a step, and
 those storages do not keep one), so the run must fail, and must fail last.
 """
 
+import math
 import re
 import warnings
 from collections.abc import Callable, Generator, Iterator, Mapping
@@ -171,10 +172,15 @@ def stored(work: Work, *arguments: Any) -> Stored:
     return outcome if isinstance(outcome, Stored) else Stored.of(outcome)
 
 
-#: Partitions per task of :meth:`PartitionBatch.run_both`: enough that a task's fixed costs
-#: (one energy validation for all of them, the round trip to the worker) are spread, few
-#: enough that both workers stay busy to the end of a run.
+#: Most partitions in a task of :meth:`PartitionBatch.run_both`: enough that a task's fixed
+#: costs (one energy validation for all of them, the round trip to the worker) are spread.
 PARTITIONS_PER_TASK = 16
+
+
+def partitions_per_task(partitions: int, workers: int) -> int:
+    """Partitions per task for a run of ``partitions`` over ``workers`` processes: at most
+    :data:`PARTITIONS_PER_TASK`, and few enough that each worker gets two tasks or more."""
+    return max(1, min(PARTITIONS_PER_TASK, math.ceil(partitions / (2 * max(workers, 1)))))
 
 #: One partition's outcome in a task of :meth:`PartitionBatch.run_both`: what the first
 #: asset stored or the ``InputError`` that failed it, then what the second stored or the

@@ -56,7 +56,7 @@ from sensors.partition_runs import RANGE_END, RANGE_START
 
 #: The asset work of the step, by the name ``assets.pipeline`` calls it -> the asset.
 WORK = {"validate_frames": "gpu_validated_frames", "compute_energy": "gpu_repetition_energy",
-        "frames_and_energy": "gpu_validated_frames and gpu_repetition_energy (tasks of 16)",
+        "frames_and_energy": "gpu_validated_frames and gpu_repetition_energy (tasks of up to 16)",
         "setting_energy": "gpu_setting_energy", "benchmark_energy": "gpu_benchmark_energy",
         "facts": "energy_facts/gpu", "load_gpu_trials": "taudb_trials"}
 EVENTS = dg.DagsterEventType

@@ -63,17 +63,21 @@ def validate_each(schema: pa.DataFrameSchema, frames: Mapping[str, pd.DataFrame]
     """:func:`validate` of each frame, its key as the path of its error: by key, the frame
     (no copy) or the ``InputError`` that rejects it.
 
-    Only for a schema whose checks judge each row alone (element-wise checks, nulls, a
-    frame check giving one boolean per row, uniqueness), as the energy schemas' do: frames
-    of the same columns and dtypes then each pass when their concatenation does, and
-    they are proved valid in ONE pass (the cost is per column and check, not per row:
-    about 14 ms for the 36 columns of a repetition's energy, whatever its rows). When the
-    concatenation does not pass, each is validated alone, so each error is its own."""
+    For a schema whose checks judge each row alone (element-wise checks, nulls, a check
+    giving one boolean per row, uniqueness), as the energy schemas' do: frames of the same
+    columns and dtypes then each pass when their concatenation does, and they are proved
+    valid in ONE pass (the cost is per column and check, not per row: about 14 ms for the
+    36 columns of a repetition's energy, whatever its rows). A check giving one boolean
+    for the whole frame is not taken as proof for the parts (``rows_only``); a check
+    giving a boolean per row that is computed from other rows is beyond what this can
+    tell: do not pass such a schema. When the concatenation is not proved valid, each
+    frame is validated alone, so each error is its own."""
     if len(frames) > 1:
         first = next(iter(frames.values()))
         if (all(frame.columns.equals(first.columns) and frame.dtypes.equals(first.dtypes)
                 for frame in frames.values())
-                and passes(schema, pd.concat(frames.values(), ignore_index=True))):
+                and passes(schema, pd.concat(frames.values(), ignore_index=True),
+                           rows_only=True)):
             return dict(frames)
     checked: dict[str, pd.DataFrame | InputError] = {}
     for key, frame in frames.items():
@@ -84,8 +88,9 @@ def validate_each(schema: pa.DataFrameSchema, frames: Mapping[str, pd.DataFrame]
     return checked
 
 
-def passes(schema: pa.DataFrameSchema, frame: pd.DataFrame) -> bool:
-    """True only if pandera would accept ``frame`` unchanged; False when unsure."""
+def passes(schema: pa.DataFrameSchema, frame: pd.DataFrame, rows_only: bool = False) -> bool:
+    """True only if pandera would accept ``frame`` unchanged; False when unsure, and with
+    ``rows_only`` when a check gives one boolean for a whole column or frame."""
     if (not _plain_schema(schema) or isinstance(frame.columns, pd.MultiIndex)
             or not frame.columns.is_unique):
         return False
@@ -98,14 +103,14 @@ def passes(schema: pa.DataFrameSchema, frame: pd.DataFrame) -> bool:
             names = _matching(spec, frame.columns)
             if spec.required and not names:
                 return False
-            if not all(_column_passes(spec, frame[name]) for name in names):
+            if not all(_column_passes(spec, frame[name], rows_only) for name in names):
                 return False
             described.update(names)
         if schema.strict and len(described) < len(frame.columns):
             return False
         if schema.unique and frame.duplicated(list(schema.unique)).any():
             return False
-        return all(_check_passes(check, frame) for check in schema.checks)
+        return all(_check_passes(check, frame, rows_only) for check in schema.checks)
     except Exception:  # noqa: BLE001 - any doubt is pandera's to decide and report
         return False
 
@@ -128,7 +133,7 @@ def _matching(spec: pa.Column, columns: pd.Index) -> list[Any]:
     return [label for label in columns if re.match(spec.name, str(label))]
 
 
-def _column_passes(spec: pa.Column, series: pd.Series) -> bool:
+def _column_passes(spec: pa.Column, series: pd.Series, rows_only: bool) -> bool:
     if spec.dtype is not None and not _all_true(
             spec.dtype.check(_pandera_dtype(series.dtype), series), series):
         return False
@@ -138,7 +143,7 @@ def _column_passes(spec: pa.Column, series: pd.Series) -> bool:
     if spec.unique and series.duplicated().any():
         return False
     values = series.dropna() if has_nulls else series
-    return all(_check_passes(check, values if check.ignore_na else series)
+    return all(_check_passes(check, values if check.ignore_na else series, rows_only)
                for check in spec.checks)
 
 
@@ -148,7 +153,7 @@ def _pandera_dtype(dtype: Any) -> Any:
     return pandas_engine.Engine.dtype(dtype)
 
 
-def _check_passes(check: pa.Check, data: pd.Series | pd.DataFrame) -> bool:
+def _check_passes(check: pa.Check, data: pd.Series | pd.DataFrame, rows_only: bool) -> bool:
     """Run the check's own function as pandera does; True if every value passes.
 
     A column's nulls are already dropped when the check ignores them (pandera's
@@ -160,7 +165,10 @@ def _check_passes(check: pa.Check, data: pd.Series | pd.DataFrame) -> bool:
     builtin = getattr(function, "__name__", None)
     if builtin is not None and check.is_builtin_check(builtin):
         function = check.get_builtin_check_fn(builtin)  # as Check.__call__: the live dispatcher
-    return _all_true(function(data, **check._check_kwargs), data)
+    result = function(data, **check._check_kwargs)
+    if rows_only and isinstance(result, bool | np.bool_):
+        return False
+    return _all_true(result, data)
 
 
 def _all_true(result: Any, data: pd.Series | pd.DataFrame) -> bool:

@@ -24,8 +24,8 @@ carry its event serialized once (Dagster serializes it for each row: quadratic).
 They also keep connections open where Dagster opens one per event: SQLite's index
 shard (every asset and check event is mirrored there; opening it, then closing it,
 which checkpoints its WAL, was half of an event's cost), each thread's run shard of the
-run it writes (checkpointed after each write, as closing it did: the UI's live run
-logs watch the shard's file), and PostgreSQL's event log (a small pool, each connection
+run it writes (its file touched after each write: the UI's live run logs watch it), and
+PostgreSQL's event log (a small pool, each connection
 checked before use). That is what the events Dagster writes one by one cost: a step's
 per-partition check evaluations, and its materializations when some partitions failed.
 Configured in ``dagster.yaml`` as ``storage: custom`` (deploy/).
@@ -284,10 +284,13 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
     def _run_shard(self, run_id: str) -> Iterator[sa.Connection]:
         """A transaction on this thread's connection to ``run_id``'s shard, kept between
         writes (Dagster opens and closes one per event, 6 ms of a check evaluation's 8 ms
-        here); a thread writing another run's events closes it first, and a broken one is
-        dropped. After each write a passive checkpoint copies the write into the shard's
-        file: the UI's live run logs watch that file, which a write left in the WAL until
-        the last connection closes would not change."""
+        here); a thread writing another run's events closes it first, a broken one is
+        dropped, and those of threads that ended are closed when a new one opens.
+
+        After each write the shard's file is touched: the UI's live run logs (Dagster's
+        watchdog on that file) read the run's new events when it changes, and a write
+        stays in the WAL, leaving the file as it was, until a checkpoint copies it (with
+        Dagster's connection per event, when the last connection to the shard closed)."""
         key = (os.getpid(), threading.get_ident())
         with self._db_lock:
             kept = self._run_shards.get(key)
@@ -296,6 +299,7 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
                 kept[1].close()
                 kept = None
             if kept is None:
+                self._close_ended_threads_run_shards()
                 engine = sa.create_engine(
                     self.conn_string_for_shard(run_id), poolclass=sa.pool.NullPool,
                     connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS,
@@ -311,8 +315,18 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
         except BaseException:
             self._close_run_shards(key)
             raise
-        conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
-        conn.commit()  # ends the transaction SQLAlchemy began for the pragma
+        try:
+            os.utime(self.path_for_shard(run_id))
+        except OSError:  # stored all the same: the watchers see it at the next write
+            LOGGER.warning("run shard of %s not touched", run_id, exc_info=True)
+
+    def _close_ended_threads_run_shards(self) -> None:
+        """Close the kept connections of this process's threads that ended (called with
+        ``_db_lock`` held)."""
+        alive = {thread.ident for thread in threading.enumerate()}
+        for key in [key for key in self._run_shards
+                    if key[0] == os.getpid() and key[1] not in alive]:
+            self._run_shards.pop(key)[1].close()
 
     @property
     def _run_shards(self) -> dict[tuple[int, int], tuple[str, sa.Connection]]:

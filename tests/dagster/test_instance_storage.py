@@ -3,6 +3,7 @@ of asset events, what Dagster's own storages leave from the same events stored o
 one: the same event rows, asset rows, tags, partition statuses and check executions."""
 
 import os
+import sqlite3
 import threading
 import time
 from urllib.parse import urlparse
@@ -462,13 +463,17 @@ def test_sqlite_run_shard_connection_is_kept_per_thread_and_run(tmp_path):
     assert len(events._run_shards) == 2
     assert len(events.get_records_for_run(first).records) == 2
     assert len(events.get_records_for_run(RUN).records) == 2
+    events.store_event(entry(planned(ENERGY, PARTITIONS[2]).dagster_event, run_id=first))
+    assert [run for run, _ in events._run_shards.values()] == [first]  # the ended thread's closed
     events.dispose()
     assert events._run_shards == {}
 
 
-def test_sqlite_run_logs_watched_by_another_process_see_each_event(tmp_path):
+def test_sqlite_run_logs_watched_see_every_event_while_a_reader_holds_the_shard(tmp_path):
     """The UI's live run logs (Dagster's own SQLite storage watching the run's shard file,
-    as the webserver does) receive each event as the kept connection stores it."""
+    as the webserver does) receive every event the kept connection stores, written in a
+    burst while another connection holds a read snapshot of the shard (which keeps a
+    checkpoint from changing the file)."""
     base = str(tmp_path / "home")
     writer = BatchingSqliteStorage.from_local(base).event_log_storage
     watcher = DagsterSqliteStorage.from_local(base).event_log_storage
@@ -478,16 +483,19 @@ def test_sqlite_run_logs_watched_by_another_process_see_each_event(tmp_path):
     def callback(event, cursor):
         received.append(event.dagster_event.partition)
 
+    reader = sqlite3.connect(writer.path_for_shard(RUN))
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM event_logs").fetchall()  # a snapshot, held
     watcher.watch(RUN, None, callback)
     try:
-        for number, event in enumerate(run_events()[:5], start=2):
+        for event in run_events()[:5]:
             writer.store_event(event)
-            deadline = time.monotonic() + 10
-            while len(received) < number and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert received == [None, *(e.dagster_event.partition
-                                        for e in run_events()[:number - 1])]
+        deadline = time.monotonic() + 10
+        while len(received) < 6 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert received == [None, *(e.dagster_event.partition for e in run_events()[:5])]
     finally:
+        reader.close()
         watcher.end_watch(RUN, callback)
         watcher.dispose()
         writer.dispose()

@@ -16,6 +16,7 @@ from assets.reporting import (
     PartitionBatch,
     Stored,
     add_partitions_metadata,
+    partitions_per_task,
 )
 from joulehouse.errors import InputError
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
@@ -78,6 +79,31 @@ def test_one_task_per_partition_reports_what_two_passes_report(per_task):
         {"good": 2, "also-good": 2}, {"bad-energy": ENERGY_ERROR},
         {"bad-frames": FRAMES_FAILED})
     assert first.errors() == frames.errors() and second.errors() == energy.errors()
+
+
+@pytest.mark.parametrize("unresolved", ["good", "bad-energy", "also-good"])
+def test_a_partition_whose_arguments_fail_fails_and_the_others_are_reported(unresolved):
+    """A key that cannot even be resolved (first, completing a task, last) fails alone,
+    its energy skipped; every other partition is reported as without it."""
+    def arguments(key: str) -> tuple:
+        if key == unresolved:
+            raise FRAMES_ERROR
+        return (key,)
+
+    first, second = PartitionBatch.run_both(context(), each(both), lambda name: None,
+                                            lambda name: None, arguments=arguments,
+                                            per_task=2)
+    assert set(first.failed) == {"bad-frames", unresolved}
+    assert set(first.stored) == {"good", "bad-energy", "also-good"} - {unresolved}
+    assert second.skipped == {"bad-frames": FRAMES_FAILED, unresolved: FRAMES_FAILED}
+    assert set(second.stored) | set(second.failed) == {"good", "bad-energy", "also-good"} - {
+        unresolved}
+
+
+def test_partitions_per_task_leave_each_worker_two_tasks():
+    assert [partitions_per_task(n, 2) for n in (0, 1, 3, 4, 20, 64, 65, 10_000)] == [
+        1, 1, 1, 1, 5, 16, 16, 16]
+    assert partitions_per_task(100, 1) == 16 and partitions_per_task(100, 0) == 16
 
 
 def test_energy_from_frames_in_memory_is_the_energy_from_stored_frames(tmp_path):

@@ -20,6 +20,7 @@ import pandera.pandas as pa
 import pytest
 from pandera.errors import SchemaError
 
+from joulehouse import validation
 from joulehouse.errors import InputError
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
 from joulehouse.gpu import schemas
@@ -180,15 +181,19 @@ def _alone(schema: pa.DataFrameSchema, frame: pd.DataFrame, key: str):
         return str(err)
 
 
-def test_each_frame_validated_together_is_judged_as_alone(frames):
+def test_each_frame_validated_together_is_judged_as_alone(frames, monkeypatch):
     """The energy of three repetitions, one of them broken every way: validated together,
     each gets what it gets alone (the intact ones unchanged, the broken one its own error
     naming its key); all intact, they are returned as they are."""
     schema, energy = frames["repetition_energy"]
     parts = {key: part.reset_index(drop=True)
              for key, (_, part) in zip("abc", energy.groupby("run", sort=False), strict=True)}
+    proofs = []
+    monkeypatch.setattr(validation, "passes", lambda *args, **kwargs: proofs.append(
+        len(args[1])) or passes(*args, **kwargs))
     intact = validate_each(schema, parts)
     assert all(intact[key] is parts[key] for key in parts)
+    assert proofs == [len(energy)]  # one pass over the three together
     judged = 0
     for how, broken in _broken(parts["b"]):
         given = {**parts, "b": broken}
@@ -203,3 +208,15 @@ def test_each_frame_validated_together_is_judged_as_alone(frames):
             else:
                 assert got is frame, how
     assert judged > 50
+
+
+def test_a_check_of_the_whole_frame_is_no_proof_for_its_parts(frames):
+    """The timestamps' check that the file has an experiment_begin event gives one boolean
+    for the whole frame: two files together have one, the file without it still fails."""
+    schema, timestamps = frames["timestamps"]
+    without = timestamps[timestamps["event"] != "experiment_begin"].reset_index(drop=True)
+    assert passes(schema, pd.concat([timestamps, without], ignore_index=True))
+    checked = validate_each(schema, {"with": timestamps, "without": without})
+    assert checked["with"] is timestamps
+    assert isinstance(checked["without"], InputError)
+    assert str(checked["without"]).startswith("without")
