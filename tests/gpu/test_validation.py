@@ -215,7 +215,9 @@ def test_a_check_of_the_whole_frame_is_no_proof_for_its_parts(frames):
     for the whole frame: two files together have one, the file without it still fails."""
     schema, timestamps = frames["timestamps"]
     without = timestamps[timestamps["event"] != "experiment_begin"].reset_index(drop=True)
-    assert passes(schema, pd.concat([timestamps, without], ignore_index=True))
+    without["time"] += pd.Timedelta(days=1)  # after the first file's: in order together
+    together = pd.concat([timestamps, without], ignore_index=True)
+    assert passes(schema, together) and not passes(schema, together, rows_only=True)
     checked = validate_each(schema, {"with": timestamps, "without": without})
     assert checked["with"] is timestamps
     assert isinstance(checked["without"], InputError)
