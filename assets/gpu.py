@@ -199,9 +199,10 @@ def store_repetitions_and_energy(tasks: list[tuple]) -> list[BothOutcome]:
         checked = dict.fromkeys(energies, err)
     for key, energy in checked.items():
         frames = outcomes[key][0]
+        if isinstance(energy, Exception):
+            outcomes[key] = (frames, energy)
+            continue
         try:
-            if isinstance(energy, Exception):
-                raise energy
             tables.write_partition(ENERGY_TABLE, key, energy)
             outcomes[key] = (frames, Stored.of({ENERGY_TABLE: energy}))
         except Exception as err:  # noqa: BLE001 - returned, as above

@@ -123,9 +123,9 @@ def add_partitions_metadata(context: dg.AssetExecutionContext, asset_key: dg.Ass
     carries its own.
 
     Dagster 1.13's call, once per partition, asks the instance for both ends of the run's
-    range (two queries) and copies its whole accumulator of the run's metadata: over a run
-    of 2,000 partitions, 28 s of the step, quadratic beyond (benchmarks/README.md, "Inside
-    a run, per partition"). Here the keys are checked against the run's once and added in
+    range (two queries) and copies its whole accumulator of the run's metadata: linear in
+    the run's partitions per call, so quadratic in all (benchmarks/README.md, "Second
+    cut"). Here the keys are checked against the run's once and added in
     one copy, into the same accumulator of the step (``StepExecutionContext``'s, from
     which Dagster's materializations take their metadata); tested against Dagster's own
     call (``tests/dagster/test_partition_batch.py``)."""
@@ -181,6 +181,7 @@ def partitions_per_task(partitions: int, workers: int) -> int:
     """Partitions per task for a run of ``partitions`` over ``workers`` processes: at most
     :data:`PARTITIONS_PER_TASK`, and few enough that each worker gets two tasks or more."""
     return max(1, min(PARTITIONS_PER_TASK, math.ceil(partitions / (2 * max(workers, 1)))))
+
 
 #: One partition's outcome in a task of :meth:`PartitionBatch.run_both`: what the first
 #: asset stored or the ``InputError`` that failed it, then what the second stored or the

@@ -66,8 +66,8 @@ def validate_each(schema: pa.DataFrameSchema, frames: Mapping[str, pd.DataFrame]
     For a schema whose checks judge each row alone (element-wise checks, nulls, a check
     giving one boolean per row, uniqueness), as the energy schemas' do: frames of the same
     columns and dtypes then each pass when their concatenation does, and they are proved
-    valid in ONE pass (the cost is per column and check, not per row: about 14 ms for the
-    36 columns of a repetition's energy, whatever its rows). A check giving one boolean
+    valid in ONE pass (the cost is per column and check, not per row: see the module
+    docstring). A check giving one boolean
     for the whole frame is not taken as proof for the parts (``rows_only``); a check
     giving a boolean per row that is computed from other rows is beyond what this can
     tell: do not pass such a schema. When the concatenation is not proved valid, each

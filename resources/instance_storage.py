@@ -25,10 +25,10 @@ They also keep connections open where Dagster opens one per event: SQLite's inde
 shard (every asset and check event is mirrored there; opening it, then closing it,
 which checkpoints its WAL, was half of an event's cost), each thread's run shard of the
 run it writes (its file touched after each write: the UI's live run logs watch it), and
-PostgreSQL's event log (a small pool, each connection
-checked before use). That is what the events Dagster writes one by one cost: a step's
-per-partition check evaluations, and its materializations when some partitions failed.
-Configured in ``dagster.yaml`` as ``storage: custom`` (deploy/).
+PostgreSQL's event log (a small pool, each connection checked before use). That is what
+the events Dagster writes one by one cost: a step's per-partition check evaluations, and
+its materializations when some partitions failed. Configured in ``dagster.yaml`` as
+``storage: custom`` (deploy/).
 """
 
 import logging
@@ -272,20 +272,28 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
             return kept[1]
         if kept is not None:
             kept[1].dispose(close=False)
-        engine = sa.create_engine(self.conn_string_for_shard(INDEX_SHARD_NAME),
-                                  connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS})
-        if INDEX_SHARD_NAME not in self._initialized_dbs:
-            self._initdb(engine)
-            self._initialized_dbs.add(INDEX_SHARD_NAME)
+        engine = self._shard_engine(INDEX_SHARD_NAME)
         self._kept_index = (os.getpid(), engine)
+        return engine
+
+    def _shard_engine(self, shard: str, **options) -> sa.Engine:
+        """An engine of ``shard``'s database file as Dagster's ``_connect`` makes one (its
+        busy timeout), its tables created at the first use in this storage."""
+        connect_args = {"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, **options.pop("connect_args", {})}
+        engine = sa.create_engine(self.conn_string_for_shard(shard), connect_args=connect_args,
+                                  **options)
+        if shard not in self._initialized_dbs:
+            self._initdb(engine)
+            self._initialized_dbs.add(shard)
         return engine
 
     @contextmanager
     def _run_shard(self, run_id: str) -> Iterator[sa.Connection]:
         """A transaction on this thread's connection to ``run_id``'s shard, kept between
-        writes (Dagster opens and closes one per event, 6 ms of a check evaluation's 8 ms
-        here); a thread writing another run's events closes it first, a broken one is
-        dropped, and those of threads that ended are closed when a new one opens.
+        writes (Dagster opens and closes one per event, most of a check evaluation's cost:
+        benchmarks/README.md, "Second cut"); a thread writing another run's events closes
+        it first, a broken one is dropped, and those of threads that ended are closed when
+        a new one opens.
 
         After each write the shard's file is touched: the UI's live run logs (Dagster's
         watchdog on that file) read the run's new events when it changes, and a write
@@ -300,13 +308,8 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
                 kept = None
             if kept is None:
                 self._close_ended_threads_run_shards()
-                engine = sa.create_engine(
-                    self.conn_string_for_shard(run_id), poolclass=sa.pool.NullPool,
-                    connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS,
-                                  "check_same_thread": False})
-                if run_id not in self._initialized_dbs:
-                    self._initdb(engine)
-                    self._initialized_dbs.add(run_id)
+                engine = self._shard_engine(run_id, poolclass=sa.pool.NullPool,
+                                            connect_args={"check_same_thread": False})
                 kept = self._run_shards[key] = (run_id, engine.connect())
         conn = kept[1]
         try:

@@ -288,9 +288,9 @@ def test_sqlite_index_failure_after_the_run_shard_stores_nothing_twice(tmp_path,
     assert len(calls) > 1
 
 
-def flaky_run_connection(monkeypatch, failing_call: int) -> list:
-    """Make the run-shard connection of the SQLite storage fail at its ``failing_call``-th
-    opening (0-based), and only then; the openings made."""
+def flaky_run_shard(monkeypatch, failing_call: int) -> list:
+    """Make the SQLite storage's run-shard transaction fail at its ``failing_call``-th
+    beginning (0-based), and only then; the runs of the transactions begun."""
     original, calls = BatchedSqliteEventLogStorage._run_shard, []
 
     def flaky(self, run_id):
@@ -311,7 +311,7 @@ def test_sqlite_run_shard_failure_stores_each_event_once(tmp_path, monkeypatch, 
     monkeypatch.setattr("resources.instance_storage.SQLITE_CHUNK", 4)
     events = run_events()
     batching_storage = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
-    flaky_run_connection(monkeypatch, failing_chunk)
+    flaky_run_shard(monkeypatch, failing_chunk)
     if failing_chunk == 0:
         with pytest.raises(OSError, match="database is locked"):
             batching_storage.event_log_storage.store_event_batch(events)
@@ -331,7 +331,7 @@ def test_sqlite_failing_fallback_is_logged_never_raised(tmp_path, monkeypatch, c
     monkeypatch.setattr("resources.instance_storage.SQLITE_CHUNK", 4)
     events = run_events()
     batching_storage = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
-    flaky_run_connection(monkeypatch, 2)
+    flaky_run_shard(monkeypatch, 2)
 
     def broken(self, event):
         raise OSError("disk full")
