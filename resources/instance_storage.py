@@ -19,7 +19,8 @@ of that kind, which is the row the events written one by one would leave. Every 
 keeps its own row with its partition, so a failed run still marks exactly the
 partitions it planned and did not materialize as failed. Any other batch (a run's
 status, a failure) takes Dagster's own path. A planned check's rows, one per partition,
-carry its event serialized once (Dagster serializes it for each row: quadratic).
+each carry the event narrowed to their partition (Dagster stores the whole event, all
+the run's partitions, in each row: quadratic).
 
 They also keep connections open where Dagster opens one per event: SQLite's index
 shard (every asset and check event is mirrored there; opening it, then closing it,
@@ -56,6 +57,7 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
 )
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._core.storage.sqlite_storage import DagsterSqliteStorage, _event_logs_directory
+from dagster._record import copy
 from dagster._serdes import serialize_value
 from dagster_postgres import DagsterPostgresStorage, PostgresEventLogStorage
 from dagster_postgres.utils import (
@@ -97,6 +99,28 @@ def asset_row_updates(events: Sequence[EventLogEntry], ids: Sequence[int]
     return [(events[position], ids[position]) for position in sorted(last.values())]
 
 
+def planned_per_partition(event: EventLogEntry) -> Iterator[tuple[str | None, str]]:
+    """(partition, serialized event) of each row of a planned check event: the event with
+    its partitions subset narrowed to the row's partition (``None`` and the event as it is
+    when it has no subset).
+
+    Dagster 1.13 stores the whole event, its subset of all the run's partitions included,
+    in every row: a run over 10,000 partitions wrote 10,000 rows of 315 KB per check (22 GB
+    of index after 57,000 partitions registered; its creation quadratic in the run's
+    partitions: benchmarks/README.md, "Third cut"). Nothing reads a planned row's subset
+    (the run's own planned event, in its log, keeps the whole subset); its partition is
+    the row's."""
+    planned = event.get_dagster_event().event_specific_data
+    if planned.partitions_subset is None:
+        yield None, serialize_value(event)
+        return
+    empty = planned.partitions_subset.empty_subset()
+    for key in planned.partitions_subset.get_partition_keys():
+        own = copy(planned, partitions_subset=empty.with_partition_keys([key]))
+        yield key, serialize_value(event._replace(
+            dagster_event=event.dagster_event._replace(event_specific_data=own)))
+
+
 class _AssetEventIndex:
     """What both storages share: a batch's index writes (the asset events' tags and rows,
     the check events' rows) in ONE transaction of the index, so nobody sees an event
@@ -136,22 +160,18 @@ class _AssetEventIndex:
 
     def _store_asset_check_evaluation_planned(self, event: EventLogEntry,
                                               event_id: int | None) -> None:
-        """Dagster's rows of a planned check, one per partition, with the event serialized
-        once for all of them: Dagster 1.13 serializes it, its partitions subset included,
-        for each row, quadratic in the run's partitions (261 s before a run of 10,000
-        could launch: benchmarks/README.md, "The instance's storage")."""
+        """Dagster's rows of a planned check, one per partition, each row's event the
+        planned event narrowed to that row's partition (:func:`planned_per_partition`)."""
         planned = event.get_dagster_event().event_specific_data
-        keys = (planned.partitions_subset.get_partition_keys() if planned.partitions_subset
-                else [None])
         row = {"asset_key": planned.asset_key.to_string(), "check_name": planned.check_name,
                "run_id": event.run_id,
                "execution_status": AssetCheckExecutionRecordStatus.PLANNED.value,
-               "evaluation_event": serialize_value(event),
                "evaluation_event_timestamp": self._event_insert_timestamp(event),
                "evaluation_event_storage_id": event_id}
         with self.index_connection() as conn:
-            conn.execute(AssetCheckExecutionsTable.insert(),
-                         [{**row, "partition": key} for key in keys])
+            conn.execute(AssetCheckExecutionsTable.insert(), [
+                {**row, "partition": key, "evaluation_event": serialized}
+                for key, serialized in planned_per_partition(event)])
 
     def _index_rows(self, conn: sa.Connection, events: Sequence[EventLogEntry],
                     ids: Sequence[int]) -> None:
@@ -201,59 +221,61 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
         """Dagster's, over this thread's kept connection of the run shard
         (:meth:`_run_shard`), an asset or check event's copy in the index with its rows in
         ONE index transaction (Dagster: two for a check event)."""
-        insert = self.prepare_insert_event(event)
+        row = self._event_to_row(event)
         with self._run_shard(event.run_id) as conn:
-            conn.execute(insert)
+            conn.execute(SqlEventLogStorageTable.insert(), row)
         if event.is_dagster_event and event.dagster_event_type in EVENT_TYPE_TO_PIPELINE_RUN_STATUS:
             with self.index_connection() as conn:  # the runs' status changes, as Dagster
-                conn.execute(insert)
+                conn.execute(SqlEventLogStorageTable.insert(), row)
         else:
-            self._index([event], [insert])
+            self._index([event], [row])
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
         if not batched(events):
             super().store_event_batch(events)
             return
-        inserts = [self.prepare_insert_event(event) for event in events]
+        rows = [self._event_to_row(event) for event in events]
         for position, chunk in enumerate(_chunks(events)):
             try:
                 with self._run_shard(events[chunk.start].run_id) as conn:
-                    for insert in inserts[chunk]:
-                        conn.execute(insert)
+                    conn.execute(SqlEventLogStorageTable.insert(), rows[chunk])
             except Exception:
                 if position == 0:
                     raise  # nothing stored: Dagster stores the batch one by one
                 self._each(lambda event, _: SqliteEventLogStorage.store_event(self, event),
-                           events[chunk.start:], inserts[chunk.start:])
+                           events[chunk.start:], rows[chunk.start:])
                 return
             try:
-                self._index(events[chunk], inserts[chunk])
+                self._index(events[chunk], rows[chunk])
             except Exception:  # noqa: BLE001 - in the run shard already: never stored twice
-                self._each(lambda event, insert: self._index([event], [insert]),
-                           events[chunk], inserts[chunk])
+                self._each(lambda event, row: self._index([event], [row]),
+                           events[chunk], rows[chunk])
 
     @staticmethod
     def _each(store: Callable[[EventLogEntry, object], None],
-              events: Sequence[EventLogEntry], inserts: Sequence) -> None:
-        """``store(event, insert)`` for each event; an error is logged, not raised (raised,
+              events: Sequence[EventLogEntry], rows: Sequence[dict]) -> None:
+        """``store(event, row)`` for each event; an error is logged, not raised (raised,
         Dagster would store the whole batch again)."""
-        for event, insert in zip(events, inserts, strict=True):
+        for event, row in zip(events, rows, strict=True):
             try:
-                store(event, insert)
+                store(event, row)
             except Exception:
                 LOGGER.exception("event of run %s not stored: %s", event.run_id,
                                  event.dagster_event_type)
 
-    def _index(self, events: Sequence[EventLogEntry], inserts: list) -> None:
+    def _index(self, events: Sequence[EventLogEntry], rows: Sequence[dict]) -> None:
         """The index shard's copy of the asset and check events (ids of its own), their
         tags and rows, in one transaction."""
-        mirrored = [(event, insert) for event, insert in zip(events, inserts, strict=True)
+        mirrored = [(event, row) for event, row in zip(events, rows, strict=True)
                     if event.is_dagster_event and (
                         is_asset_event(event) or event.dagster_event_type in ASSET_CHECK_EVENTS)]
         if not mirrored:
             return
         with self.index_transaction() as conn:
-            ids = [conn.execute(insert).inserted_primary_key[0] for _, insert in mirrored]
+            ids = conn.execute(
+                SqlEventLogStorageTable.insert().returning(
+                    SqlEventLogStorageTable.c.id, sort_by_parameter_order=True),
+                [row for _, row in mirrored]).scalars().all()
             self._index_rows(conn, [event for event, _ in mirrored], ids)
 
     @contextmanager

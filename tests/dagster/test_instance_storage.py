@@ -17,6 +17,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 )
 from dagster._core.definitions.partitions.subset.default import DefaultPartitionsSubset
 from dagster._core.event_api import EventLogEntry
+from dagster._record import copy
 from dagster._core.events import (
     AssetMaterializationPlannedData,
     AssetObservationData,
@@ -170,6 +171,46 @@ def test_sqlite_batch_over_several_chunks(tmp_path, monkeypatch):
     assert_same_as_one_by_one(DagsterSqliteStorage.from_local(str(tmp_path / "dagster")),
                               BatchingSqliteStorage.from_local(str(tmp_path / "batching")),
                               events)
+
+
+def planned_check_rows(storage) -> dict[str, EventLogEntry]:
+    """Each partition's planned check row, read back as the UI reads it: its event."""
+    return {record.partition: record.event for record in
+            storage.event_log_storage.get_asset_check_execution_history(CHECK, limit=100)}
+
+
+def test_planned_check_rows_carry_their_own_partition(tmp_path):
+    """Each row of a planned check keeps the event narrowed to its own partition (Dagster
+    stores the run's whole subset in every row: quadratic in a run's partitions); the
+    event is otherwise Dagster's, and the run's log keeps the whole subset."""
+    dagster_storage = DagsterSqliteStorage.from_local(str(tmp_path / "dagster"))
+    batching = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    events = run_events()
+    for event in events:
+        dagster_storage.event_log_storage.store_event(event)
+    batching.event_log_storage.store_event_batch(events)
+    theirs, ours = planned_check_rows(dagster_storage), planned_check_rows(batching)
+    assert sorted(ours) == sorted(theirs) == PARTITIONS
+    whole = check_planned().dagster_event.event_specific_data.partitions_subset
+    for key in PARTITIONS:
+        planned = ours[key].dagster_event.event_specific_data
+        assert set(planned.partitions_subset.get_partition_keys()) == {key}
+        assert theirs[key].dagster_event.event_specific_data.partitions_subset == whole
+        assert ours[key]._replace(dagster_event=ours[key].dagster_event._replace(
+            event_specific_data=copy(planned, partitions_subset=whole))) == theirs[key]
+    logged = [record.event_log_entry for record in
+              batching.event_log_storage.get_records_for_run(RUN, limit=1000).records
+              if record.event_log_entry.dagster_event_type
+              == DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED]
+    assert [e.dagster_event.event_specific_data.partitions_subset for e in logged] == [whole]
+
+
+def test_unpartitioned_planned_check_row_keeps_its_event(tmp_path):
+    batching = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    event = entry(check_planned().dagster_event._replace(event_specific_data=copy(
+        check_planned().dagster_event.event_specific_data, partitions_subset=None)))
+    batching.event_log_storage.store_event_batch([event])
+    assert planned_check_rows(batching) == {None: event}
 
 
 def database(url: str, name: str) -> str:
