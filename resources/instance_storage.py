@@ -102,7 +102,7 @@ def asset_row_updates(events: Sequence[EventLogEntry], ids: Sequence[int]
 def planned_per_partition(event: EventLogEntry) -> Iterator[tuple[str | None, str]]:
     """(partition, serialized event) of each row of a planned check event: the event with
     its partitions subset narrowed to the row's partition (``None`` and the event as it is
-    when it has no subset).
+    when its subset is missing or empty, as Dagster writes that row).
 
     Dagster 1.13 stores the whole event, its subset of all the run's partitions included,
     in every row: a run over 10,000 partitions wrote 10,000 rows of 315 KB per check (22 GB
@@ -111,7 +111,7 @@ def planned_per_partition(event: EventLogEntry) -> Iterator[tuple[str | None, st
     (the run's own planned event, in its log, keeps the whole subset); its partition is
     the row's."""
     planned = event.get_dagster_event().event_specific_data
-    if planned.partitions_subset is None:
+    if not planned.partitions_subset:
         yield None, serialize_value(event)
         return
     empty = planned.partitions_subset.empty_subset()

@@ -17,7 +17,6 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 )
 from dagster._core.definitions.partitions.subset.default import DefaultPartitionsSubset
 from dagster._core.event_api import EventLogEntry
-from dagster._record import copy
 from dagster._core.events import (
     AssetMaterializationPlannedData,
     AssetObservationData,
@@ -26,8 +25,10 @@ from dagster._core.events import (
     StepMaterializationData,
 )
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
+from dagster._record import copy
 from dagster_postgres import DagsterPostgresStorage
 
 from resources.instance_storage import (
@@ -174,17 +175,27 @@ def test_sqlite_batch_over_several_chunks(tmp_path, monkeypatch):
 
 
 def planned_check_rows(storage) -> dict[str, EventLogEntry]:
-    """Each partition's planned check row, read back as the UI reads it: its event."""
-    return {record.partition: record.event for record in
-            storage.event_log_storage.get_asset_check_execution_history(CHECK, limit=100)}
+    """Each partition's planned check row, read back as the UI reads it: its event. The
+    table holds those rows and no other."""
+    records = storage.event_log_storage.get_asset_check_execution_history(CHECK, limit=100)
+    with storage.event_log_storage.index_connection() as conn:
+        stored = conn.execute(sa.select(sa.func.count()).select_from(
+            AssetCheckExecutionsTable)).scalar_one()
+    assert stored == len(records)
+    rows = {record.partition: record.event for record in records}
+    assert len(rows) == len(records)
+    return rows
 
 
 def test_planned_check_rows_carry_their_own_partition(tmp_path):
+    assert_planned_rows_narrowed(DagsterSqliteStorage.from_local(str(tmp_path / "dagster")),
+                                 BatchingSqliteStorage.from_local(str(tmp_path / "batching")))
+
+
+def assert_planned_rows_narrowed(dagster_storage, batching) -> None:
     """Each row of a planned check keeps the event narrowed to its own partition (Dagster
     stores the run's whole subset in every row: quadratic in a run's partitions); the
     event is otherwise Dagster's, and the run's log keeps the whole subset."""
-    dagster_storage = DagsterSqliteStorage.from_local(str(tmp_path / "dagster"))
-    batching = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
     events = run_events()
     for event in events:
         dagster_storage.event_log_storage.store_event(event)
@@ -205,12 +216,17 @@ def test_planned_check_rows_carry_their_own_partition(tmp_path):
     assert [e.dagster_event.event_specific_data.partitions_subset for e in logged] == [whole]
 
 
-def test_unpartitioned_planned_check_row_keeps_its_event(tmp_path):
-    batching = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+@pytest.mark.parametrize("subset", [None, DefaultPartitionsSubset(set())],
+                         ids=["unpartitioned", "empty subset"])
+def test_planned_check_without_partitions_keeps_its_event(tmp_path, subset):
+    """One row, no partition, the event as it is: what Dagster's own storage leaves."""
     event = entry(check_planned().dagster_event._replace(event_specific_data=copy(
-        check_planned().dagster_event.event_specific_data, partitions_subset=None)))
+        check_planned().dagster_event.event_specific_data, partitions_subset=subset)))
+    dagster_storage = DagsterSqliteStorage.from_local(str(tmp_path / "dagster"))
+    batching = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    dagster_storage.event_log_storage.store_event(event)
     batching.event_log_storage.store_event_batch([event])
-    assert planned_check_rows(batching) == {None: event}
+    assert planned_check_rows(batching) == planned_check_rows(dagster_storage) == {None: event}
 
 
 def database(url: str, name: str) -> str:
@@ -222,6 +238,16 @@ def database(url: str, name: str) -> str:
         conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
     engine.dispose()
     return server._replace(path=f"/{name}").geturl()
+
+
+def test_postgres_planned_check_rows_carry_their_own_partition(postgres_url):
+    dagster_storage = DagsterPostgresStorage(database(postgres_url, "planned_dagster"))
+    batching_storage = BatchingPostgresStorage(database(postgres_url, "planned_batching"))
+    try:
+        assert_planned_rows_narrowed(dagster_storage, batching_storage)
+    finally:
+        dagster_storage.event_log_storage.dispose()
+        batching_storage.event_log_storage.dispose()
 
 
 def test_postgres_batch_leaves_what_single_events_leave(postgres_url):
