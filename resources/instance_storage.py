@@ -106,7 +106,7 @@ def planned_per_partition(event: EventLogEntry) -> Iterator[tuple[str | None, st
 
     Dagster 1.13 stores the whole event, its subset of all the run's partitions included,
     in every row: a run over 10,000 partitions wrote 10,000 rows of 315 KB per check (22 GB
-    of index after 57,000 partitions registered; its creation quadratic in the run's
+    of index after about 56,000 partitions registered; its creation quadratic in the run's
     partitions: benchmarks/README.md, "Third cut"). Nothing reads a planned row's subset
     (the run's own planned event, in its log, keeps the whole subset); its partition is
     the row's."""
