@@ -252,7 +252,7 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
                            events[chunk], rows[chunk])
 
     @staticmethod
-    def _each(store: Callable[[EventLogEntry, object], None],
+    def _each(store: Callable[[EventLogEntry, dict], None],
               events: Sequence[EventLogEntry], rows: Sequence[dict]) -> None:
         """``store(event, row)`` for each event; an error is logged, not raised (raised,
         Dagster would store the whole batch again)."""
