@@ -45,6 +45,7 @@ from assets.reporting import table_metadata
 from joulehouse.accounting import quality, trust, waste
 from joulehouse.accounting.accounts import account
 from joulehouse.accounting.intensity import empty_intensity
+from joulehouse.accounting.repetition import stored_figures
 from joulehouse.accounting.rollups import UTC, primary
 from joulehouse.accounting.schemas import (
     CARBON_SCHEMA,
@@ -60,6 +61,7 @@ from joulehouse.accounting.schemas import (
 )
 from joulehouse.accounting.stepseries import J_PER_KWH
 from joulehouse.accounting.tariff import empty_tariffs
+from joulehouse.gpu.energy import FACTS_SOURCE as GPU_SOURCE
 from joulehouse.plots import Series, bars_png, markdown_image
 from joulehouse.warehouse import Warehouse as Tables
 from resources import AccountingSettings, Warehouse
@@ -180,6 +182,20 @@ COST_SPEC = dg.AssetCheckSpec(
 
 def _stored(tables: Tables, table: str) -> pd.DataFrame | None:
     return tables.read_table(table) if tables.partition_keys(table) else None
+
+
+def _stored_gpu_energy(tables: Tables) -> pd.DataFrame:
+    """Every stored GPU repetition's energy, with the readings' figures that fact_quality
+    and waste take from it (``joulehouse.accounting.repetition``); empty if none."""
+    stored = _stored(tables, GPU_ENERGY_TABLE)
+    return pd.DataFrame() if stored is None else stored
+
+
+def _stored_frames(tables: Tables, table: str, keys: set[str]) -> dict[str, pd.DataFrame]:
+    """The stored partitions of GPU frame ``table`` among repetitions ``keys``, by key: only
+    for repetitions stored without the readings' figures (by older code)."""
+    return {key: tables.read_partitions(table, [key])
+            for key in sorted(keys) if tables.has_partition(table, key)}
 
 
 def daily_plots(daily: pd.DataFrame) -> str:
@@ -352,10 +368,14 @@ def waste_step(warehouse: Warehouse) -> Iterator:
     facts = _stored(tables, FACTS_TABLE)
     if facts is None:
         raise dg.Failure("no energy_facts stored yet: materialize a source first")
-    frames = {key: tables.read_partitions(GPU_POWER_TABLE, [key])
-              for key in tables.partition_keys(GPU_POWER_TABLE)}
-    table = waste.waste(facts, frames, _stored(tables, CC_STATS_TABLE),
-                        _stored(tables, JOBS_TABLE))
+    _, judged = stored_figures(_stored_gpu_energy(tables))
+    counter = facts[(facts["source"] == GPU_SOURCE) & (facts["component"] == "gpu")
+                    & (facts["method"] == "counter")]
+    unjudged = {entity for entity, start, end in zip(
+        counter["entity"], counter["window_start"], counter["window_end"], strict=True)
+        if (entity, start, end) not in judged}
+    gpu = waste.gpu_waste(facts, _stored_frames(tables, GPU_POWER_TABLE, unjudged), judged)
+    table = waste.waste(facts, gpu, _stored(tables, CC_STATS_TABLE), _stored(tables, JOBS_TABLE))
     weekly = waste.weekly(table)
     tables.write_table(WASTE_TABLE, table)
     flagged = table[table["flagged"]]
@@ -397,13 +417,14 @@ def fact_quality(warehouse: Warehouse) -> dg.MaterializeResult:
     facts = _stored(tables, FACTS_TABLE)
     if facts is None:
         raise dg.Failure("no energy_facts stored yet: materialize a source first")
-    steps = {}
+    gpu_energy = _stored_gpu_energy(tables)
+    steps, _ = stored_figures(gpu_energy)
+    unread = set(facts.loc[facts["source"] == GPU_SOURCE, "entity"]) - {e for e, _ in steps}
     for frame in set(quality.GPU_FRAMES.values()):
-        name = GPU_FRAME_TABLE.format(frame)
-        for key in tables.partition_keys(name):
-            steps[(key, frame)] = quality.median_step_s(tables.read_partitions(name, [key]))
+        for key, stored in _stored_frames(tables, GPU_FRAME_TABLE.format(frame), unread).items():
+            steps[(key, frame)] = quality.median_step_s(stored)
     table = quality.fact_quality(
-        facts, gpu_energy=_stored(tables, GPU_ENERGY_TABLE), gpu_steps=steps,
+        facts, gpu_energy=gpu_energy, gpu_steps=steps,
         cc_energy=_stored(tables, CC_ENERGY_TABLE), cc_stats=_stored(tables, CC_STATS_TABLE),
         powerapi_windows=_stored(tables, WINDOW_TABLE))
     tables.write_table(QUALITY_TABLE, table)

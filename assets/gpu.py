@@ -25,6 +25,7 @@ from assets.reporting import (
     partitions_per_task,
     table_metadata,
 )
+from joulehouse.accounting.repetition import with_reading_figures
 from joulehouse.errors import InputError
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_energy
@@ -42,7 +43,12 @@ from joulehouse.gpu.schemas import (
     SYSTEM_INFO_SCHEMA,
     TIMESTAMPS_SCHEMA,
 )
-from joulehouse.gpu.store import SAMPLES_PREFIX, load_repetition, save_repetition
+from joulehouse.gpu.store import (
+    SAMPLES_PREFIX,
+    load_repetition,
+    repetition_frames,
+    save_repetition,
+)
 from joulehouse.plots import Series, markdown_image, scatter_png
 from joulehouse.validation import validate, validate_each
 from joulehouse.warehouse import Warehouse as Tables
@@ -57,8 +63,9 @@ VALID_CHECK = "pandera_valid"
 COMPUTED_CHECK = "energy_computed"
 
 #: Code version of ``gpu_repetition_energy``: raise it when what a partition stores changes
-#: ("2": the ``data_root`` column), so the UI marks partitions stored by older code stale.
-ENERGY_CODE_VERSION = "2"
+#: ("2": the ``data_root`` column; "3": the readings' figures of
+#: ``joulehouse.accounting.repetition``), so the UI marks partitions stored by older code stale.
+ENERGY_CODE_VERSION = "3"
 #: Partition keys a failure names in its description (then "and N more").
 KEYS_SHOWN = 5
 #: Rows of gpu_benchmark_energy shown inline in its metadata (``settings``).
@@ -184,13 +191,15 @@ def store_repetitions_and_energy(tasks: list[tuple]) -> list[BothOutcome]:
     for tables, key, ref, timezone, external_power_unit, data_root, max_gap_s in tasks:
         try:
             rep = read_repetition(ref, timezone=timezone, external_power_unit=external_power_unit)
-            frames = Stored.of(save_repetition(tables, key, rep))
+            saved = save_repetition(tables, key, rep)
         except InputError as err:
             outcomes[key] = (err, None)
             continue
+        frames = Stored.of(saved)
         outcomes[key] = (frames, None)
         try:
-            energies[key] = repetition_energy(rep, data_root=data_root, max_gap_s=max_gap_s)
+            energies[key] = with_reading_figures(
+                repetition_energy(rep, data_root=data_root, max_gap_s=max_gap_s), saved)
         except Exception as err:  # noqa: BLE001 - returned: run_both fails or raises it
             outcomes[key] = (frames, err)
     try:
@@ -212,8 +221,9 @@ def store_repetitions_and_energy(tasks: list[tuple]) -> list[BothOutcome]:
 
 def _store_energy_of(tables: Tables, key: str, rep: Repetition, data_root: str,
                      max_gap_s: float) -> Stored:
-    frame = validate(REPETITION_ENERGY_SCHEMA, repetition_energy(
-        rep, data_root=data_root, max_gap_s=max_gap_s), key)
+    energy = repetition_energy(rep, data_root=data_root, max_gap_s=max_gap_s)
+    frame = validate(REPETITION_ENERGY_SCHEMA,
+                     with_reading_figures(energy, repetition_frames(rep)), key)
     tables.write_partition(ENERGY_TABLE, key, frame)
     return Stored.of({ENERGY_TABLE: frame})
 

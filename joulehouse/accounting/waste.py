@@ -26,6 +26,7 @@ is split by time (constant power, ``split.py``), as the rollups split facts at m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +49,8 @@ class WasteRule:
 
 
 GPU_IDLE = WasteRule("gpu_idle", 1)
+#: A judged window: (entity, window start, window end).
+Window = tuple[str, pd.Timestamp, pd.Timestamp]
 CPU_LOW_LOAD = WasteRule("cpu_low_load", 1)
 #: Utilisation metrics of ClusterCockpit, in the order preferred, and the factor to a fraction
 #: (None: divide by the hardware threads per node).
@@ -73,15 +76,26 @@ def gpu_idle(power: pd.DataFrame, window_start: pd.Timestamp, window_end: pd.Tim
             "idle_s": float((dt * share)[idle].sum())}
 
 
-def gpu_waste(facts: pd.DataFrame, frames: dict[str, pd.DataFrame],
+def gpu_waste(facts: pd.DataFrame, frames: Mapping[str, pd.DataFrame],
+              judged: Mapping[Window, dict[str, float]] | None = None,
               rule: WasteRule = GPU_IDLE) -> pd.DataFrame:
-    """WASTE_SCHEMA rows of the GPU repetitions with a ``gpu-power`` frame in ``frames``
-    (repetition key -> frame), over their ``energy_facts`` window (``gpu`` ``counter``)."""
+    """WASTE_SCHEMA rows of the GPU repetitions over their ``energy_facts`` window (``gpu``
+    ``counter``): the window's :func:`gpu_idle` figures from ``judged`` ((entity, window
+    start, window end) -> figures, judged by ``rule`` already) where there, else from the
+    ``gpu-power`` frame in ``frames`` (repetition key -> frame); a repetition with
+    neither has no row."""
+    judged = judged or {}
     windows = facts[(facts["source"] == GPU_SOURCE) & (facts["component"] == "gpu")
-                    & (facts["method"] == "counter") & facts["entity"].isin(list(frames))]
+                    & (facts["method"] == "counter")]
     rows = []
     for fact in windows.itertuples():
-        found = gpu_idle(frames[fact.entity], fact.window_start, fact.window_end, rule)
+        window = (fact.entity, fact.window_start, fact.window_end)
+        if window in judged:
+            found = judged[window]
+        elif fact.entity in frames:
+            found = gpu_idle(frames[fact.entity], fact.window_start, fact.window_end, rule)
+        else:
+            continue
         rows.append({"rule": rule.id, "version": rule.version, "threshold": rule.threshold,
                      "source": GPU_SOURCE, "entity": fact.entity, "user": "",
                      "window_start": fact.window_start, "window_end": fact.window_end,
@@ -144,14 +158,18 @@ def _table(rows: list[dict]) -> pd.DataFrame:
     return table[_COLUMNS]
 
 
-def waste(facts: pd.DataFrame, gpu_frames: dict[str, pd.DataFrame],
+def waste(facts: pd.DataFrame, gpu: pd.DataFrame | None,
           cc_stats: pd.DataFrame | None, cc_jobs: pd.DataFrame | None) -> pd.DataFrame:
-    """The ``waste`` table (WASTE_SCHEMA): every rule over what it needs."""
-    parts = [gpu_waste(facts, gpu_frames)]
+    """The ``waste`` table (WASTE_SCHEMA), sorted by rule, entity and window: every rule
+    over what it needs; ``gpu``: the GPU repetitions' rows (:func:`gpu_waste`, or as
+    ``joulehouse.accounting.repetition`` stored them; None: none)."""
+    parts = [_table([]) if gpu is None else gpu]
     if cc_stats is not None and cc_jobs is not None:
         parts.append(cpu_waste(facts, cc_stats, cc_jobs))
     parts = [part for part in parts if len(part)] or parts[:1]
-    return validate(WASTE_SCHEMA, pd.concat(parts, ignore_index=True), "waste")
+    table = pd.concat(parts, ignore_index=True).sort_values(
+        ["rule", "entity", "window_start"], ignore_index=True)
+    return validate(WASTE_SCHEMA, table, "waste")
 
 
 def weekly(table: pd.DataFrame) -> pd.DataFrame:

@@ -148,8 +148,10 @@ def _mean_power(how: str) -> pa.Column:
                      description=f"Mean power by a method: {how} (W).")
 
 
-def _energy(nullable: bool = True, description: str | None = None) -> pa.Column:
-    return pa.Column(float, pa.Check.ge(0), nullable=nullable, description=description)
+def _energy(nullable: bool = True, description: str | None = None,
+            required: bool = True) -> pa.Column:
+    return pa.Column(float, pa.Check.ge(0), nullable=nullable, description=description,
+                     required=required)
 
 
 REPETITION_ENERGY_SCHEMA = pa.DataFrameSchema(
@@ -184,6 +186,22 @@ REPETITION_ENERGY_SCHEMA = pa.DataFrameSchema(
         r"^\w+_gap_s$": pa.Column(
             float, pa.Check.ge(0), nullable=True, regex=True,
             description="Time in gaps not bridged in a method's series (s)."),
+        # Stored by the GPU step for fact_quality and waste (joulehouse/accounting/repetition.py)
+        r"^\w+_step_s$": pa.Column(
+            float, pa.Check.gt(0), nullable=True, regex=True, required=False,
+            description="Median step between the readings of a method's frame (s)."),
+        "gpu_idle_version": pa.Column(
+            "int64", required=False, description="Version of the waste rule gpu_idle."),
+        "gpu_idle_threshold": pa.Column(
+            float, required=False, description="Its utilisation threshold (fraction)."),
+        "gpu_idle_judged_j": _energy(
+            nullable=False, required=False,
+            description="gpu-power energy the rule judged in the window (J)."),
+        "gpu_idle_energy_j": _energy(
+            nullable=False, required=False,
+            description="Of it, spent below the utilisation threshold (J)."),
+        "gpu_idle_s": pa.Column(float, pa.Check.ge(0), required=False,
+                                description="Time spent below the threshold (s)."),
     },
     checks=pa.Check(lambda df: df["window_end"] >= df["window_start"], name="window_ordered"),
     unique=["data_root", "repetition", "phase", "epoch"],

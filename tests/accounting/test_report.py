@@ -100,7 +100,7 @@ def warehouse(tmp_path):
     for name, table in (("accounting_daily", result.daily), ("carbon_per_fact", result.carbon),
                         ("cost_per_fact", result.cost),
                         ("trust_checks", trust.trust_checks(facts, jobs)),
-                        ("waste", waste.waste(facts, {}, None, None))):
+                        ("waste", waste.waste(facts, None, None, None))):
         store.write_table(name, table)
     return tmp_path / "warehouse"
 

@@ -51,7 +51,8 @@ def test_waste_table_names_rule_and_version_and_flags_low_load_jobs():
     stats = pd.DataFrame({"job": ["c/1/1", "c/1/1", "c/2/1"],
                           "metric": ["cpu_load", "cpu_load", "cpu_user"],
                           "time_weighted_mean": [2.0, 3.0, 50.0]})  # 2.5/72 = 3.5 %; 50 %
-    table = waste.waste(facts, {"r/e/b/run/0": gpu_power()}, stats, jobs)
+    table = waste.waste(facts, waste.gpu_waste(facts, {"r/e/b/run/0": gpu_power()}), stats,
+                        jobs)
     rows = table.set_index("entity")
     assert rows["rule"].to_dict() == {"r/e/b/run/0": "gpu_idle", "c/1/1": "cpu_low_load",
                                       "c/2/1": "cpu_low_load"}

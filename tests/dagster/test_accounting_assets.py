@@ -197,6 +197,41 @@ def test_fact_quality_table_from_the_sources_tables(tmp_path):
         assert table["covered_fraction"].isna().all()  # no gpu_repetition_energy stored
 
 
+def test_waste_and_quality_take_stored_figures_and_read_frames_only_without(tmp_path):
+    """Repetition ``lab/...`` has its readings' figures stored with its energy and no frame;
+    GPU_KEY, stored by older code, only its gpu-power frame: both are judged."""
+    seconds = np.arange(31)
+    store = warehouse_with_one_gpu_fact(tmp_path, pd.DataFrame(
+        {"time": GPU_BEGIN + pd.to_timedelta(seconds, unit="s"),
+         "power_w": np.where(seconds <= 10, 100.0, 300.0),
+         "util_gpu_pct": np.where(seconds <= 10, 0.0, 80.0)}))
+    tables = store.tables()
+    facts = tables.read_table("energy_facts")
+    figured = facts.assign(entity="lab/e/b/run/1")
+    tables.write_partition("energy_facts", "gpu", pd.concat([facts, figured]))
+    end = GPU_BEGIN + pd.Timedelta("30s")
+    tables.write_partition("gpu_repetition_energy", "lab/e/b/run/1", pd.DataFrame({
+        "data_root": ["lab"], "repetition": ["e/b/run/1"], "phase": ["experiment"],
+        "window_start": [GPU_BEGIN], "window_end": [end], "duration_s": [30.0],
+        **{f"{m}_gap_s": [0.0] for m in ("counter", "power", "samples", "external")},
+        "counter_step_s": [0.5], "power_step_s": [0.5], "samples_step_s": [0.02],
+        "external_step_s": [float("nan")], "gpu_idle_version": [1],
+        "gpu_idle_threshold": [0.1], "gpu_idle_judged_j": [6000.0],
+        "gpu_idle_energy_j": [500.0], "gpu_idle_s": [5.0]}))
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([waste_step, fact_quality], instance=instance,
+                                resources={"warehouse": store})
+    assert result.success
+    judged = tables.read_table("waste").set_index("entity")
+    assert judged[["energy_j", "idle_energy_j", "idle_s"]].to_dict("index") == {
+        GPU_KEY: pytest.approx({"energy_j": 6900.0, "idle_energy_j": 1000.0, "idle_s": 10.0}),
+        "lab/e/b/run/1": {"energy_j": 6000.0, "idle_energy_j": 500.0, "idle_s": 5.0}}
+    steps = tables.read_table("fact_quality").set_index("entity")
+    assert steps["sampling_interval_s"].to_dict() == {GPU_KEY: 1.0, "lab/e/b/run/1": 0.5}
+    assert steps["covered_fraction"].to_dict() == pytest.approx(
+        {GPU_KEY: float("nan"), "lab/e/b/run/1": 1.0}, nan_ok=True)
+
+
 def test_a_missing_landing_folder_fails_and_keeps_the_stored_series(tmp_path):
     landing = tmp_path / "intensity"
     generator.write_csv(generator.electricity_maps_frame("DE", "Germany", "2022-02-28",

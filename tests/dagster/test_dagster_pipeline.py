@@ -167,13 +167,16 @@ def test_bad_repetition_fails_alone_and_keeps_what_was_stored(
 
 
 def test_stored_energy_matches_the_core(first_run, warehouse, data_root):
+    from joulehouse.accounting.repetition import with_reading_figures
     from joulehouse.gpu.energy import repetition_energy
     from joulehouse.gpu.layout import RepetitionRef
     from joulehouse.gpu.readers import read_repetition
+    from joulehouse.gpu.store import repetition_frames
 
     key = "power-limit/resnet/200W/1"
     stored = warehouse.tables().read_partitions(ENERGY_TABLE, [f"lab/{key}"])
-    direct = repetition_energy(read_repetition(RepetitionRef.from_key(data_root, key)))
+    rep = read_repetition(RepetitionRef.from_key(data_root, key))
+    direct = with_reading_figures(repetition_energy(rep), repetition_frames(rep))
     pd.testing.assert_frame_equal(stored, direct, check_dtype=False)
 
 
@@ -225,14 +228,22 @@ def test_two_data_roots_with_the_same_run_names_stay_apart(data_root, tmp_path, 
         for benchmark, names in benchmarks.items() for run in names)
 
 
-def test_energy_is_stored_with_its_code_version(first_run, instance):
+def test_energy_is_stored_with_its_code_version_and_its_readings_figures(
+        first_run, instance, warehouse):
     from assets.gpu import ENERGY_CODE_VERSION
+    from joulehouse.accounting.repetition import stored_figures
 
     records = instance.fetch_materializations(ENERGY, limit=100).records
     assert {r.partition_key for r in records} == set(
         instance.get_dynamic_partitions("gpu_repetitions"))
     assert {r.asset_materialization.tags["dagster/code_version"] for r in records} == {
         ENERGY_CODE_VERSION}
+    # what waste and fact_quality take instead of the frames: every repetition's
+    energy = warehouse.tables().read_table(ENERGY_TABLE)
+    steps, judged = stored_figures(energy)
+    keys = set(energy["data_root"] + "/" + energy["repetition"])
+    assert {key for key, _ in steps} == keys and len(keys) == 6
+    assert {key for key, _, _ in judged} == keys and len(judged) == len(energy)
 
 
 @pytest.mark.parametrize("outdated", [1, 6])

@@ -1,0 +1,70 @@
+"""A GPU repetition's readings' figures, stored with its energy, give fact_quality and
+waste exactly what its frames give (joulehouse/accounting/repetition.py)."""
+
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from joulehouse.accounting import quality, waste
+from joulehouse.accounting.repetition import stored_figures, with_reading_figures
+from joulehouse.gpu.energy import energy_facts_rows, repetition_energy
+from joulehouse.gpu.generator import RepetitionSpec, write_repetition
+from joulehouse.gpu.layout import RepetitionRef
+from joulehouse.gpu.readers import read_repetition
+from joulehouse.gpu.store import repetition_frames
+from joulehouse.warehouse import Warehouse
+
+KEY = "power-limit/bert/250W/0"
+
+
+@pytest.fixture(scope="module")
+def repetition(tmp_path_factory):
+    """A generated 60 s repetition with every file, its frames and energy with the
+    figures, read back from a warehouse as the accounting assets read it."""
+    root = tmp_path_factory.mktemp("gpu")
+    ref = RepetitionRef.from_key(root / "lab", KEY)
+    write_repetition(ref.path, RepetitionSpec(), seed=3)
+    rep = read_repetition(ref)
+    frames = repetition_frames(rep)
+    energy = with_reading_figures(repetition_energy(rep, data_root="lab"), frames)
+    store = Warehouse(root / "warehouse")
+    store.write_partition("gpu_repetition_energy", f"lab/{KEY}", energy)
+    return frames, energy, store.read_table("gpu_repetition_energy")
+
+
+def test_the_figures_give_the_frames_fact_quality(repetition):
+    frames, energy, stored = repetition
+    facts = energy_facts_rows(energy)
+    assert set(facts["method"]) == {"counter", "power", "samples", "external"}
+    steps_of_frames = {(f"lab/{KEY}", name): quality.median_step_s(frames[name])
+                       for name in set(quality.GPU_FRAMES.values())}
+    steps, _ = stored_figures(stored)
+    assert steps == pytest.approx(steps_of_frames)
+    assert steps[(f"lab/{KEY}", "gpu_power")] == pytest.approx(0.15, abs=0.02)  # the poll
+    assert steps[(f"lab/{KEY}", "samples_total_power")] == pytest.approx(0.02, abs=0.002)
+    pd.testing.assert_frame_equal(
+        quality.fact_quality(facts, gpu_energy=stored, gpu_steps=steps),
+        quality.fact_quality(facts, gpu_energy=stored, gpu_steps=steps_of_frames))
+
+
+def test_the_figures_give_the_frames_waste_and_only_for_their_rule(repetition):
+    frames, energy, stored = repetition
+    facts = energy_facts_rows(energy)
+    _, judged = stored_figures(stored)
+    assert len(judged) == len(energy)  # every window: experiment, train, epochs
+    of_frames = waste.gpu_waste(facts, {f"lab/{KEY}": frames["gpu_power"]})
+    assert len(of_frames) == 1 and of_frames["energy_j"].iloc[0] > 0
+    pd.testing.assert_frame_equal(waste.gpu_waste(facts, {}, judged), of_frames)
+    # figures judged by another version or threshold of the rule are not taken
+    for rule in (replace(waste.GPU_IDLE, version=2), replace(waste.GPU_IDLE, threshold=0.5)):
+        assert stored_figures(stored, rule)[1] == {}
+        assert waste.gpu_waste(facts, {}, stored_figures(stored, rule)[1], rule).empty
+
+
+def test_energy_stored_without_the_figures_gives_none(repetition):
+    _, energy, _ = repetition
+    without = energy.drop(columns=[c for c in energy.columns if c.endswith("_step_s")
+                                   or c.startswith("gpu_idle_")])
+    assert stored_figures(without) == ({}, {})
+    assert stored_figures(pd.DataFrame()) == ({}, {})
