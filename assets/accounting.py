@@ -16,8 +16,9 @@ carbon and cost per fact.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -191,11 +192,12 @@ def _stored_gpu_energy(tables: Tables) -> pd.DataFrame:
     return pd.DataFrame() if stored is None else stored
 
 
-def _stored_frames(tables: Tables, table: str, keys: set[str]) -> dict[str, pd.DataFrame]:
-    """The stored partitions of GPU frame ``table`` among repetitions ``keys``, by key: only
-    for repetitions stored without the readings' figures (by older code)."""
-    return {key: tables.read_partitions(table, [key])
-            for key in sorted(keys) if tables.has_partition(table, key)}
+def _stored_frame_of(tables: Tables, table: str) -> Callable[[str], pd.DataFrame | None]:
+    """A reader of GPU frame ``table``'s stored partition by repetition key (None: not
+    stored), for the repetitions stored without the readings' figures (by older code):
+    the table is listed once, at the first key asked for."""
+    listed = functools.cache(lambda: set(tables.partition_keys(table)))
+    return lambda key: tables.read_partitions(table, [key]) if key in listed() else None
 
 
 def daily_plots(daily: pd.DataFrame) -> str:
@@ -331,7 +333,8 @@ GPU_POWER_TABLE = "gpu_validated_frames/gpu_power"
 CC_STATS_TABLE = "cc_block_tables/metric_stats"
 #: Users (and weeks) shown in the waste plot: the most idle energy first.
 WASTE_SHOWN = 8
-_WASTE_INPUTS = [*FACT_ASSETS, cc_jobs, gpu_validated_frames, cc_block_tables]
+_WASTE_INPUTS = [*FACT_ASSETS, cc_jobs, gpu_repetition_energy, gpu_validated_frames,
+                 cc_block_tables]
 waste_table = dg.AssetSpec(
     WASTE_TABLE, deps=_WASTE_INPUTS, **_TABLE,
     description=("Energy spent idle per GPU repetition (utilisation below the threshold, "
@@ -369,12 +372,7 @@ def waste_step(warehouse: Warehouse) -> Iterator:
     if facts is None:
         raise dg.Failure("no energy_facts stored yet: materialize a source first")
     _, judged = stored_figures(_stored_gpu_energy(tables))
-    counter = facts[(facts["source"] == GPU_SOURCE) & (facts["component"] == "gpu")
-                    & (facts["method"] == "counter")]
-    unjudged = {entity for entity, start, end in zip(
-        counter["entity"], counter["window_start"], counter["window_end"], strict=True)
-        if (entity, start, end) not in judged}
-    gpu = waste.gpu_waste(facts, _stored_frames(tables, GPU_POWER_TABLE, unjudged), judged)
+    gpu = waste.gpu_waste(facts, _stored_frame_of(tables, GPU_POWER_TABLE), judged)
     table = waste.waste(facts, gpu, _stored(tables, CC_STATS_TABLE), _stored(tables, JOBS_TABLE))
     weekly = waste.weekly(table)
     tables.write_table(WASTE_TABLE, table)
@@ -420,9 +418,11 @@ def fact_quality(warehouse: Warehouse) -> dg.MaterializeResult:
     gpu_energy = _stored_gpu_energy(tables)
     steps, _ = stored_figures(gpu_energy)
     unread = set(facts.loc[facts["source"] == GPU_SOURCE, "entity"]) - {e for e, _ in steps}
-    for frame in set(quality.GPU_FRAMES.values()):
-        for key, stored in _stored_frames(tables, GPU_FRAME_TABLE.format(frame), unread).items():
-            steps[(key, frame)] = quality.median_step_s(stored)
+    for frame in set(quality.GPU_FRAMES.values()) if unread else ():
+        frame_of = _stored_frame_of(tables, GPU_FRAME_TABLE.format(frame))
+        for key in sorted(unread):
+            if (stored := frame_of(key)) is not None:
+                steps[(key, frame)] = quality.median_step_s(stored)
     table = quality.fact_quality(
         facts, gpu_energy=gpu_energy, gpu_steps=steps,
         cc_energy=_stored(tables, CC_ENERGY_TABLE), cc_stats=_stored(tables, CC_STATS_TABLE),

@@ -26,6 +26,7 @@ from assets.reporting import (
     table_metadata,
 )
 from joulehouse.accounting.repetition import with_reading_figures
+from joulehouse.accounting.waste import GPU_IDLE
 from joulehouse.errors import InputError
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_energy
@@ -64,8 +65,9 @@ COMPUTED_CHECK = "energy_computed"
 
 #: Code version of ``gpu_repetition_energy``: raise it when what a partition stores changes
 #: ("2": the ``data_root`` column; "3": the readings' figures of
-#: ``joulehouse.accounting.repetition``), so the UI marks partitions stored by older code stale.
-ENERGY_CODE_VERSION = "3"
+#: ``joulehouse.accounting.repetition``, with the waste rule that judged them), so the UI
+#: marks partitions stored by older code stale.
+ENERGY_CODE_VERSION = f"3-{GPU_IDLE.id}-v{GPU_IDLE.version}-{GPU_IDLE.threshold}"
 #: Partition keys a failure names in its description (then "and N more").
 KEYS_SHOWN = 5
 #: Rows of gpu_benchmark_energy shown inline in its metadata (``settings``).

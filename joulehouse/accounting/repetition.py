@@ -9,17 +9,22 @@ computes a repetition's energy, holding its frames in memory, adds these figures
 energy's rows (:func:`with_reading_figures`), stored in the same file, atomically with
 the energy; the tables take them from there (:func:`stored_figures`).
 
-Columns added to ``gpu_repetition_energy`` (every window of the repetition):
+Columns added to ``gpu_repetition_energy`` (names in ``joulehouse.gpu.schemas``):
 
-- ``<method>_step_s``: the median step between the readings of the method's frame, over
-  the whole frame (s; NaN without two readings or without the frame), as
-  ``quality.median_step_s`` takes it;
-- ``gpu_idle_version``, ``gpu_idle_threshold``: the waste rule that judged the window;
+- ``<method>_step_s`` (every window): the median step between the readings of the
+  method's frame, over the whole frame (s; NaN without two readings or without the
+  frame), as ``quality.median_step_s`` takes it;
+- ``gpu_idle_version``, ``gpu_idle_threshold`` (every window): the waste rule that
+  judged the repetition;
 - ``gpu_idle_judged_j``, ``gpu_idle_energy_j``, ``gpu_idle_s``: ``waste.gpu_idle``'s
-  ``energy_j``, ``idle_energy_j`` and ``idle_s`` over the window.
+  ``energy_j``, ``idle_energy_j`` and ``idle_s`` over the experiment window, the window of
+  the facts it judges (NaN in the other windows, and where ``gpu-power`` has no
+  utilisation: not judged, no row of ``waste``).
 
 A repetition stored without them (by older code), or judged by another version or
 threshold of the rule, gives no figures: the tables compute its from the stored frames.
+The command line's energy table (``joulehouse energy gpu``) has no such columns: they
+serve the accounting only.
 """
 
 from __future__ import annotations
@@ -31,13 +36,13 @@ import pandas as pd
 
 from joulehouse.accounting import quality, waste
 from joulehouse.gpu.energy import METHODS
+from joulehouse.gpu.schemas import IDLE_FIGURES, IDLE_THRESHOLD, IDLE_VERSION, STEP_SUFFIX
 
-#: The column holding each method's median step between readings.
-STEP_COLUMN = "{}_step_s"
-#: waste.gpu_idle's figures -> the column holding each.
-IDLE_COLUMNS = {"energy_j": "gpu_idle_judged_j", "idle_energy_j": "gpu_idle_energy_j",
-                "idle_s": "gpu_idle_s"}
-VERSION_COLUMN, THRESHOLD_COLUMN = "gpu_idle_version", "gpu_idle_threshold"
+#: Every column :func:`with_reading_figures` adds.
+FIGURE_COLUMNS = [*(method.name + STEP_SUFFIX for method in METHODS), IDLE_VERSION,
+                  IDLE_THRESHOLD, *IDLE_FIGURES.values()]
+#: The window gpu_idle judges (that of the GPU counter fact).
+JUDGED_PHASE = "experiment"
 
 
 def with_reading_figures(energy: pd.DataFrame, frames: Mapping[str, pd.DataFrame],
@@ -48,40 +53,42 @@ def with_reading_figures(energy: pd.DataFrame, frames: Mapping[str, pd.DataFrame
     steps = {}
     for method in METHODS:
         frame = frames.get(quality.GPU_FRAMES[method.name])
-        steps[STEP_COLUMN.format(method.name)] = (
-            np.nan if frame is None else quality.median_step_s(frame))
-    judged = [waste.gpu_idle(frames["gpu_power"], start, end, rule)
-              for start, end in zip(energy["window_start"], energy["window_end"], strict=True)]
-    return energy.assign(
-        **steps,
-        **{VERSION_COLUMN: np.int64(rule.version), THRESHOLD_COLUMN: float(rule.threshold)},
-        **{column: np.array([figures[name] for figures in judged], dtype=float)
-           for name, column in IDLE_COLUMNS.items()})
+        steps[method.name + STEP_SUFFIX] = np.nan if frame is None else quality.median_step_s(
+            frame)
+    figures = {column: np.full(len(energy), np.nan) for column in IDLE_FIGURES.values()}
+    for row in np.flatnonzero((energy["phase"] == JUDGED_PHASE).to_numpy()):
+        judged = waste.gpu_idle(frames["gpu_power"], energy["window_start"].iloc[row],
+                                energy["window_end"].iloc[row], rule)
+        for name, column in IDLE_FIGURES.items():
+            figures[column][row] = np.nan if judged is None else judged[name]
+    return energy.assign(**steps, **{IDLE_VERSION: np.int64(rule.version),
+                                     IDLE_THRESHOLD: float(rule.threshold)}, **figures)
 
 
 def stored_figures(energy: pd.DataFrame, rule: waste.WasteRule = waste.GPU_IDLE
-                   ) -> tuple[dict[tuple[str, str], float], dict[waste.Window, dict[str, float]]]:
+                   ) -> tuple[dict[tuple[str, str], float], dict[waste.Window, waste.Judged]]:
     """From stored ``gpu_repetition_energy`` rows: the median steps of the repetitions that
     have them ((entity, frame table) -> s, as ``quality.fact_quality`` takes them) and the
-    windows ``rule`` judged ((entity, start, end) -> ``waste.gpu_idle``'s figures, as
-    ``waste.gpu_waste`` takes them). The entity is ``<data_root>/<repetition>``, as in
-    ``energy_facts``."""
-    if VERSION_COLUMN not in energy.columns or energy.empty:
+    experiment windows ``rule`` judged ((entity, start, end) -> ``waste.gpu_idle``'s figures,
+    None where it could not judge; as ``waste.gpu_waste`` takes them). The entity is
+    ``<data_root>/<repetition>``, as in ``energy_facts``."""
+    if IDLE_VERSION not in energy.columns or energy.empty:
         return {}, {}
-    rows = energy[energy[VERSION_COLUMN].notna()]
+    rows = energy[energy[IDLE_VERSION].notna()]
     entity = (rows["data_root"] + "/" + rows["repetition"]).to_numpy()
     steps = {}
     for method in METHODS:
         frame = quality.GPU_FRAMES[method.name]
-        column = rows[STEP_COLUMN.format(method.name)].to_numpy(float)
+        column = rows[method.name + STEP_SUFFIX].to_numpy(float)
         steps.update(zip(((key, frame) for key in entity), column, strict=True))
-    same_rule = ((rows[VERSION_COLUMN] == rule.version)
-                 & (rows[THRESHOLD_COLUMN] == rule.threshold)).to_numpy(bool)
-    figures = {name: rows[column].to_numpy(float) for name, column in IDLE_COLUMNS.items()}
-    judged = {
-        (key, start, end): {name: float(values[i]) for name, values in figures.items()}
-        for i, (key, start, end) in enumerate(zip(entity, rows["window_start"],
-                                                  rows["window_end"], strict=True))
-        if same_rule[i]}
+    chosen = ((rows["phase"] == JUDGED_PHASE) & (rows[IDLE_VERSION] == rule.version)
+              & (rows[IDLE_THRESHOLD] == rule.threshold)).to_numpy(bool)
+    figures = {name: rows[column].to_numpy(float)[chosen]
+               for name, column in IDLE_FIGURES.items()}
+    windows = zip(entity[chosen], rows["window_start"][chosen], rows["window_end"][chosen],
+                  strict=True)
+    judged = {}
+    for i, window in enumerate(windows):
+        values = {name: float(column[i]) for name, column in figures.items()}
+        judged[window] = None if np.isnan(values["energy_j"]) else values
     return steps, judged
-

@@ -26,7 +26,7 @@ is split by time (constant power, ``split.py``), as the rollups split facts at m
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +51,8 @@ class WasteRule:
 GPU_IDLE = WasteRule("gpu_idle", 1)
 #: A judged window: (entity, window start, window end).
 Window = tuple[str, pd.Timestamp, pd.Timestamp]
+#: gpu_idle's figures of a window (energy_j, idle_energy_j, idle_s); None: not judged.
+Judged = dict[str, float] | None
 CPU_LOW_LOAD = WasteRule("cpu_low_load", 1)
 #: Utilisation metrics of ClusterCockpit, in the order preferred, and the factor to a fraction
 #: (None: divide by the hardware threads per node).
@@ -59,9 +61,13 @@ _COLUMNS = list(WASTE_SCHEMA.columns)
 
 
 def gpu_idle(power: pd.DataFrame, window_start: pd.Timestamp, window_end: pd.Timestamp,
-             rule: WasteRule = GPU_IDLE, max_gap_s: float = 5.0) -> dict[str, float]:
+             rule: WasteRule = GPU_IDLE, max_gap_s: float = 5.0) -> Judged:
     """``energy_j``, ``idle_energy_j`` and ``idle_s`` of one repetition's ``gpu-power`` frame
-    (``time``, ``power_w``, ``util_gpu_pct``) over the window (see the module)."""
+    (``time``, ``power_w``, ``util_gpu_pct``) over the window (see the module); None where
+    the frame has no utilisation (NVML gives none on some GPUs, e.g. MIG instances): the
+    rule cannot judge it."""
+    if "util_gpu_pct" not in power.columns:
+        return None
     frame = power.dropna(subset=["power_w", "util_gpu_pct"]).sort_values("time")
     t = frame["time"].to_numpy("datetime64[ns]").view(np.int64) / 1e9
     p = frame["power_w"].to_numpy(float)
@@ -76,25 +82,32 @@ def gpu_idle(power: pd.DataFrame, window_start: pd.Timestamp, window_end: pd.Tim
             "idle_s": float((dt * share)[idle].sum())}
 
 
-def gpu_waste(facts: pd.DataFrame, frames: Mapping[str, pd.DataFrame],
-              judged: Mapping[Window, dict[str, float]] | None = None,
+def gpu_windows(facts: pd.DataFrame) -> pd.DataFrame:
+    """The facts ``gpu_idle`` judges: each GPU repetition's ``gpu`` ``counter`` fact (its
+    experiment window)."""
+    return facts[(facts["source"] == GPU_SOURCE) & (facts["component"] == "gpu")
+                 & (facts["method"] == "counter")]
+
+
+def gpu_waste(facts: pd.DataFrame, frame_of: Callable[[str], pd.DataFrame | None],
+              judged: Mapping[Window, Judged] | None = None,
               rule: WasteRule = GPU_IDLE) -> pd.DataFrame:
-    """WASTE_SCHEMA rows of the GPU repetitions over their ``energy_facts`` window (``gpu``
-    ``counter``): the window's :func:`gpu_idle` figures from ``judged`` ((entity, window
-    start, window end) -> figures, judged by ``rule`` already) where there, else from the
-    ``gpu-power`` frame in ``frames`` (repetition key -> frame); a repetition with
-    neither has no row."""
+    """WASTE_SCHEMA rows of the GPU repetitions over their :func:`gpu_windows`: each
+    window's :func:`gpu_idle` figures from ``judged`` ((entity, window start, window end)
+    -> figures, judged by ``rule`` already) where there, else from the ``gpu-power`` frame
+    ``frame_of(entity)`` gives (None: not stored). A window with neither, or without
+    utilisation, has no row."""
     judged = judged or {}
-    windows = facts[(facts["source"] == GPU_SOURCE) & (facts["component"] == "gpu")
-                    & (facts["method"] == "counter")]
     rows = []
-    for fact in windows.itertuples():
+    for fact in gpu_windows(facts).itertuples():
         window = (fact.entity, fact.window_start, fact.window_end)
         if window in judged:
             found = judged[window]
-        elif fact.entity in frames:
-            found = gpu_idle(frames[fact.entity], fact.window_start, fact.window_end, rule)
         else:
+            frame = frame_of(fact.entity)
+            found = (None if frame is None
+                     else gpu_idle(frame, fact.window_start, fact.window_end, rule))
+        if found is None:
             continue
         rows.append({"rule": rule.id, "version": rule.version, "threshold": rule.threshold,
                      "source": GPU_SOURCE, "entity": fact.entity, "user": "",
@@ -160,16 +173,13 @@ def _table(rows: list[dict]) -> pd.DataFrame:
 
 def waste(facts: pd.DataFrame, gpu: pd.DataFrame | None,
           cc_stats: pd.DataFrame | None, cc_jobs: pd.DataFrame | None) -> pd.DataFrame:
-    """The ``waste`` table (WASTE_SCHEMA), sorted by rule, entity and window: every rule
-    over what it needs; ``gpu``: the GPU repetitions' rows (:func:`gpu_waste`, or as
-    ``joulehouse.accounting.repetition`` stored them; None: none)."""
+    """The ``waste`` table (WASTE_SCHEMA): every rule over what it needs; ``gpu``: the GPU
+    repetitions' rows (:func:`gpu_waste`; None: none)."""
     parts = [_table([]) if gpu is None else gpu]
     if cc_stats is not None and cc_jobs is not None:
         parts.append(cpu_waste(facts, cc_stats, cc_jobs))
     parts = [part for part in parts if len(part)] or parts[:1]
-    table = pd.concat(parts, ignore_index=True).sort_values(
-        ["rule", "entity", "window_start"], ignore_index=True)
-    return validate(WASTE_SCHEMA, table, "waste")
+    return validate(WASTE_SCHEMA, pd.concat(parts, ignore_index=True), "waste")
 
 
 def weekly(table: pd.DataFrame) -> pd.DataFrame:

@@ -154,6 +154,15 @@ def _energy(nullable: bool = True, description: str | None = None,
                      required=required)
 
 
+#: What the GPU step adds to a repetition's energy for fact_quality and waste
+#: (``joulehouse/accounting/repetition.py``): each method's median step
+#: (``<method>_step_s``), the waste rule gpu_idle's version and threshold, and its
+#: figures of the experiment window (waste.gpu_idle's keys -> column).
+STEP_SUFFIX = "_step_s"
+IDLE_VERSION, IDLE_THRESHOLD = "gpu_idle_version", "gpu_idle_threshold"
+IDLE_FIGURES = {"energy_j": "gpu_idle_judged_j", "idle_energy_j": "gpu_idle_energy_j",
+                "idle_s": "gpu_idle_s"}
+
 REPETITION_ENERGY_SCHEMA = pa.DataFrameSchema(
     {
         **_SETTINGS,
@@ -187,21 +196,24 @@ REPETITION_ENERGY_SCHEMA = pa.DataFrameSchema(
             float, pa.Check.ge(0), nullable=True, regex=True,
             description="Time in gaps not bridged in a method's series (s)."),
         # Stored by the GPU step for fact_quality and waste (joulehouse/accounting/repetition.py)
-        r"^\w+_step_s$": pa.Column(
+        r"^\w+" + STEP_SUFFIX + "$": pa.Column(
             float, pa.Check.gt(0), nullable=True, regex=True, required=False,
             description="Median step between the readings of a method's frame (s)."),
-        "gpu_idle_version": pa.Column(
-            "int64", required=False, description="Version of the waste rule gpu_idle."),
-        "gpu_idle_threshold": pa.Column(
-            float, required=False, description="Its utilisation threshold (fraction)."),
-        "gpu_idle_judged_j": _energy(
-            nullable=False, required=False,
-            description="gpu-power energy the rule judged in the window (J)."),
-        "gpu_idle_energy_j": _energy(
-            nullable=False, required=False,
-            description="Of it, spent below the utilisation threshold (J)."),
-        "gpu_idle_s": pa.Column(float, pa.Check.ge(0), required=False,
-                                description="Time spent below the threshold (s)."),
+        IDLE_VERSION: pa.Column(
+            "int64", required=False,
+            description="Version of the waste rule gpu_idle that judged the repetition."),
+        IDLE_THRESHOLD: pa.Column(
+            float, required=False,
+            description="Utilisation (fraction) below which gpu_idle judged it idle."),
+        IDLE_FIGURES["energy_j"]: _energy(
+            required=False, description="gpu-power energy gpu_idle judged in the experiment "
+                                        "window (J; NaN in other windows, or without "
+                                        "utilisation readings)."),
+        IDLE_FIGURES["idle_energy_j"]: _energy(
+            required=False, description="Of it, spent below gpu_idle's threshold (J)."),
+        IDLE_FIGURES["idle_s"]: pa.Column(
+            float, pa.Check.ge(0), nullable=True, required=False,
+            description="Time gpu_idle judged idle in the experiment window (s)."),
     },
     checks=pa.Check(lambda df: df["window_end"] >= df["window_start"], name="window_ordered"),
     unique=["data_root", "repetition", "phase", "epoch"],

@@ -7,7 +7,11 @@ import pandas as pd
 import pytest
 
 from joulehouse.accounting import quality, waste
-from joulehouse.accounting.repetition import stored_figures, with_reading_figures
+from joulehouse.accounting.repetition import (
+    FIGURE_COLUMNS,
+    stored_figures,
+    with_reading_figures,
+)
 from joulehouse.gpu.energy import energy_facts_rows, repetition_energy
 from joulehouse.gpu.generator import RepetitionSpec, write_repetition
 from joulehouse.gpu.layout import RepetitionRef
@@ -52,19 +56,33 @@ def test_the_figures_give_the_frames_waste_and_only_for_their_rule(repetition):
     frames, energy, stored = repetition
     facts = energy_facts_rows(energy)
     _, judged = stored_figures(stored)
-    assert len(judged) == len(energy)  # every window: experiment, train, epochs
-    of_frames = waste.gpu_waste(facts, {f"lab/{KEY}": frames["gpu_power"]})
+    assert list(judged) == [(f"lab/{KEY}", facts["window_start"].iloc[0],
+                             facts["window_end"].iloc[0])]  # the experiment window only
+    of_frames = waste.gpu_waste(facts, {f"lab/{KEY}": frames["gpu_power"]}.get)
     assert len(of_frames) == 1 and of_frames["energy_j"].iloc[0] > 0
-    pd.testing.assert_frame_equal(waste.gpu_waste(facts, {}, judged), of_frames)
+    pd.testing.assert_frame_equal(waste.gpu_waste(facts, {}.get, judged), of_frames)
     # figures judged by another version or threshold of the rule are not taken
     for rule in (replace(waste.GPU_IDLE, version=2), replace(waste.GPU_IDLE, threshold=0.5)):
         assert stored_figures(stored, rule)[1] == {}
-        assert waste.gpu_waste(facts, {}, stored_figures(stored, rule)[1], rule).empty
+        assert waste.gpu_waste(facts, {}.get, stored_figures(stored, rule)[1], rule).empty
+
+
+def test_a_repetition_without_utilisation_or_external_meter_keeps_its_energy(repetition):
+    frames, energy, _ = repetition
+    without = {name: frame for name, frame in frames.items() if name != "external_power"}
+    without["gpu_power"] = frames["gpu_power"].drop(columns="util_gpu_pct")
+    figured = with_reading_figures(energy[[c for c in energy if c not in FIGURE_COLUMNS]],
+                                   without)
+    steps, judged = stored_figures(figured)
+    assert pd.isna(steps[(f"lab/{KEY}", "external_power")])
+    assert steps[(f"lab/{KEY}", "gpu_power")] == pytest.approx(0.15, abs=0.02)
+    assert list(judged.values()) == [None]  # not judged: no row of waste
+    facts = energy_facts_rows(energy)
+    assert waste.gpu_waste(facts, without.get, judged).empty
 
 
 def test_energy_stored_without_the_figures_gives_none(repetition):
     _, energy, _ = repetition
-    without = energy.drop(columns=[c for c in energy.columns if c.endswith("_step_s")
-                                   or c.startswith("gpu_idle_")])
+    without = energy.drop(columns=FIGURE_COLUMNS)
     assert stored_figures(without) == ({}, {})
     assert stored_figures(pd.DataFrame()) == ({}, {})

@@ -38,6 +38,15 @@ def test_gpu_idle_energy_of_known_readings():
         "idle_energy_j"] == pytest.approx(6900)
 
 
+def test_a_gpu_without_utilisation_readings_is_not_judged():
+    facts = pd.DataFrame([fact("gpu-benchmark", "r/e/b/run/0", "gpu", "counter", T0, 30, 6900.0)],
+                         columns=ENERGY_FACTS_COLUMNS)
+    power = gpu_power().drop(columns="util_gpu_pct")  # e.g. a MIG instance
+    assert waste.gpu_idle(power, T0, T0 + pd.Timedelta("30s")) is None
+    assert waste.gpu_waste(facts, {"r/e/b/run/0": power}.get).empty
+    assert len(waste.gpu_waste(facts, {"r/e/b/run/0": gpu_power()}.get)) == 1
+
+
 def test_waste_table_names_rule_and_version_and_flags_low_load_jobs():
     facts = pd.DataFrame([
         fact("gpu-benchmark", "r/e/b/run/0", "gpu", "counter", T0, 30, 6900.0),
@@ -51,7 +60,7 @@ def test_waste_table_names_rule_and_version_and_flags_low_load_jobs():
     stats = pd.DataFrame({"job": ["c/1/1", "c/1/1", "c/2/1"],
                           "metric": ["cpu_load", "cpu_load", "cpu_user"],
                           "time_weighted_mean": [2.0, 3.0, 50.0]})  # 2.5/72 = 3.5 %; 50 %
-    table = waste.waste(facts, waste.gpu_waste(facts, {"r/e/b/run/0": gpu_power()}), stats,
+    table = waste.waste(facts, waste.gpu_waste(facts, {"r/e/b/run/0": gpu_power()}.get), stats,
                         jobs)
     rows = table.set_index("entity")
     assert rows["rule"].to_dict() == {"r/e/b/run/0": "gpu_idle", "c/1/1": "cpu_low_load",

@@ -198,8 +198,9 @@ def test_fact_quality_table_from_the_sources_tables(tmp_path):
 
 
 def test_waste_and_quality_take_stored_figures_and_read_frames_only_without(tmp_path):
-    """Repetition ``lab/...`` has its readings' figures stored with its energy and no frame;
-    GPU_KEY, stored by older code, only its gpu-power frame: both are judged."""
+    """Repetition ``lab/...`` has its readings' figures stored with its energy, and a frame
+    that would give other figures (not read); GPU_KEY has no energy stored, only its
+    gpu-power frame (judged from it): both are judged."""
     seconds = np.arange(31)
     store = warehouse_with_one_gpu_fact(tmp_path, pd.DataFrame(
         {"time": GPU_BEGIN + pd.to_timedelta(seconds, unit="s"),
@@ -210,6 +211,8 @@ def test_waste_and_quality_take_stored_figures_and_read_frames_only_without(tmp_
     figured = facts.assign(entity="lab/e/b/run/1")
     tables.write_partition("energy_facts", "gpu", pd.concat([facts, figured]))
     end = GPU_BEGIN + pd.Timedelta("30s")
+    tables.write_partition("gpu_validated_frames/gpu_power", "lab/e/b/run/1",
+                           tables.read_partitions("gpu_validated_frames/gpu_power", [GPU_KEY]))
     tables.write_partition("gpu_repetition_energy", "lab/e/b/run/1", pd.DataFrame({
         "data_root": ["lab"], "repetition": ["e/b/run/1"], "phase": ["experiment"],
         "window_start": [GPU_BEGIN], "window_end": [end], "duration_s": [30.0],

@@ -63,7 +63,8 @@ GRAPH = {
                      {"gpu_counter_vs_power", "external_at_least_gpu", "smartwatts_vs_rapl",
                       "geopm_vs_clustercockpit"}),
     "waste": (ACCOUNTING_INPUTS - {"carbon_intensity", "tariffs"}
-              | {"gpu_validated_frames", "cc_block_tables"}, False, set()),
+              | {"gpu_repetition_energy", "gpu_validated_frames", "cc_block_tables"}, False,
+              set()),
     "waste_weekly": ({"waste"}, False, set()),
     "fact_quality": (ACCOUNTING_INPUTS - {"carbon_intensity", "tariffs", "cc_jobs"}
                      | {"gpu_repetition_energy", "gpu_validated_frames", "cc_job_energy",

@@ -243,7 +243,7 @@ def test_energy_is_stored_with_its_code_version_and_its_readings_figures(
     steps, judged = stored_figures(energy)
     keys = set(energy["data_root"] + "/" + energy["repetition"])
     assert {key for key, _ in steps} == keys and len(keys) == 6
-    assert {key for key, _, _ in judged} == keys and len(judged) == len(energy)
+    assert {key for key, _, _ in judged} == keys and len(judged) == 6  # experiment windows
 
 
 @pytest.mark.parametrize("outdated", [1, 6])
