@@ -11,9 +11,9 @@ The table is a Delta Lake table (``deltalake``) in the warehouse table's folder:
 files ``part-*.parquet`` and the log ``_delta_log/``. A write is an overwrite by the
 predicate ``<scope> AND <entry column> IN (<entries>)`` with the entries' new rows
 (none: a removal): readers see the version before or the version after, never a part
-(the commit is the log entry's put-if-absent, on a path and on S3, where deltalake
-commits by conditional PUT); a write that fails before its commit leaves data files
-that no version lists, which :func:`compact` removes. ``DeltaTable.delete`` is not
+(the commit is the log entry, written only where absent); a write that fails before its
+commit leaves data files that no version lists, which :func:`compact` removes. Writers
+of one table are kept one at a time (docs/ARCHITECTURE.md says why on S3). ``DeltaTable.delete`` is not
 used: it rewrites a file's other rows with ``string_view`` strings, which a pyarrow
 dataset's filter (DuckDB's pushdown on an object store) cannot compare.
 
