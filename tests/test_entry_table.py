@@ -8,8 +8,6 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-pytest.importorskip("deltalake", reason="deltalake is the layout of tables kept per entry")
-
 from joulehouse import entry_table
 from joulehouse.accounting.query import query
 from joulehouse.facts import ENERGY_FACTS_COLUMNS
