@@ -95,7 +95,9 @@ def entries(kind: str, first: int, count: int, per_day: int, scale: float = 1.0)
     multiplies the values (a fix)."""
     index = np.arange(first, first + count)
     keys = np.array([entity(i, per_day) for i in index], dtype=object)
-    start = START + pd.to_timedelta((index + per_day // 2) * (86_400.0 / per_day), unit="s")
+    # in whole microseconds, as the sources' clocks give them (Delta Lake keeps no more)
+    start = START + pd.to_timedelta((index + per_day // 2) * (86_400.0 / per_day),
+                                    unit="s").round("us")
     if kind == "facts":
         n = len(FACT_ROWS)
         duration = 30.0 + (index % 50)
@@ -112,7 +114,7 @@ def entries(kind: str, first: int, count: int, per_day: int, scale: float = 1.0)
             "method": np.tile([m for _, m in FACT_ROWS], count),
         }, columns=ENERGY_FACTS_COLUMNS)
         return ENERGY_FACTS_SCHEMA.validate(frame)
-    step = pd.to_timedelta(np.tile(np.arange(FRAME_ROWS) * 0.1, count), unit="s")
+    step = pd.to_timedelta(np.tile(np.arange(FRAME_ROWS) * 100_000, count), unit="us")
     phase = np.tile(np.sin(np.arange(FRAME_ROWS) / 7.0), count)
     return pd.DataFrame({
         "entity": np.repeat(keys, FRAME_ROWS),

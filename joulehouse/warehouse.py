@@ -23,6 +23,13 @@ groups, the PowerAPI pieces and progress, DuckDB's views) goes through this
 class, so both kinds of root behave alike. Reads stream through pyarrow's
 datasets on either.
 
+A table *kept per entry* (``joulehouse/entry_table.py``: a Delta Lake table, for the
+derived tables that hold a decade) is written by :meth:`Warehouse.write_entries` and
+:meth:`Warehouse.remove_entries`, one commit each; :meth:`Warehouse.read_table` and
+:meth:`Warehouse.table_files` give the rows and files of its current version, so its
+readers are those of every other table. Its compaction is the one place where stored
+files are deleted: those no version has listed for an hour.
+
 Partition keys (e.g. ``gpu-data/clock-limit/bert/877MHz,1065MHz/0``) become
 file names by percent-encoding every character that is not ``[A-Za-z0-9_.-]``;
 the key is also kept in the file's Parquet metadata.
