@@ -118,3 +118,35 @@ def test_rows_outside_the_scope_are_refused(tmp_path):
     with pytest.raises(ValueError, match="outside the scope"):
         tables.write_entries(FACTS, facts(CC, [1]), GPU)
     assert not entry_table.is_entry_table(tables, FACTS)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path, seed):
+    """20 random steps over two sources (land new entries, fix, remove, re-land): the
+    table equals the facts of the entries alive at the end, built from scratch."""
+    tables, rng = Warehouse(tmp_path / "warehouse"), np.random.default_rng(seed)
+    alive: dict[tuple[str, int], float] = {}  # (source, entity) -> energy_j base
+    steps = set()
+    for _ in range(20):
+        scope = (GPU, CC)[rng.integers(2)]
+        source = scope["source"]
+        mine = sorted(entity for src, entity in alive if src == source)
+        step = rng.choice(["land", "fix", "remove"]) if mine else "land"
+        steps.add(str(step))
+        if step == "remove":
+            gone = rng.choice(mine, size=min(len(mine), 2), replace=False).tolist()
+            tables.remove_entries(FACTS, scope, [f"e{entity}" for entity in gone])
+            for entity in gone:
+                del alive[(source, entity)]
+            continue
+        entities = (rng.choice(mine, size=1).tolist() if step == "fix"
+                    else rng.integers(0, 30, size=3).tolist())
+        energy = float(rng.integers(1, 100) * 100)
+        entities = sorted(set(entities))
+        tables.write_entries(FACTS, facts(scope, entities, energy_j=energy), scope)
+        alive.update({(source, entity): energy for entity in entities})
+    expected = ordered(pd.concat([facts({"source": source}, [entity], energy_j=energy)
+                                  for (source, entity), energy in alive.items()],
+                                 ignore_index=True))
+    assert steps == {"land", "fix", "remove"} and len(expected) == 2 * len(alive)
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), expected)
