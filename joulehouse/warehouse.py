@@ -23,6 +23,13 @@ groups, the PowerAPI pieces and progress, DuckDB's views) goes through this
 class, so both kinds of root behave alike. Reads stream through pyarrow's
 datasets on either.
 
+A table *kept per entry* (``joulehouse/entry_table.py``: a Delta Lake table, for the
+derived tables that hold a decade) is written by :meth:`Warehouse.write_entries` and
+:meth:`Warehouse.remove_entries`, one commit each; :meth:`Warehouse.read_table` and
+:meth:`Warehouse.table_files` give the rows and files of its current version, so its
+readers are those of every other table. Its compaction is the one place where stored
+files are deleted: those no version has listed for an hour.
+
 Partition keys (e.g. ``gpu-data/clock-limit/bert/877MHz,1065MHz/0``) become
 file names by percent-encoding every character that is not ``[A-Za-z0-9_.-]``;
 the key is also kept in the file's Parquet metadata.
@@ -32,7 +39,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -43,6 +50,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+
+from joulehouse import entry_table
 
 SUFFIX = ".parquet"
 UNPARTITIONED = "table"
@@ -94,6 +103,16 @@ class ObjectStore:
         return cls(endpoint=os.environ.get(S3_ENDPOINT_ENV) or None,
                    region=os.environ.get(S3_REGION_ENV) or None)
 
+    def delta_options(self) -> dict[str, str]:
+        """The same store as deltalake's storage options (credentials left to its own
+        lookup of AWS's variables where None)."""
+        options = {"AWS_ENDPOINT_URL": self.endpoint, "AWS_REGION": self.region,
+                   "AWS_ACCESS_KEY_ID": self.access_key,
+                   "AWS_SECRET_ACCESS_KEY": self.secret_key}
+        if self.endpoint and self.endpoint.startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+        return {name: value for name, value in options.items() if value}
+
     def filesystem(self) -> pafs.S3FileSystem:
         """A pyarrow filesystem over the store (buckets are never created or deleted)."""
         return pafs.S3FileSystem(access_key=self.access_key, secret_key=self.secret_key,
@@ -112,10 +131,12 @@ class Warehouse:
             if url.scheme not in URL_SCHEMES or not url.netloc:
                 raise ValueError(f"warehouse URL {root!r}: expected s3://bucket/prefix")
             self.url = root.rstrip("/")
-            self.filesystem: pafs.FileSystem = (store or ObjectStore.from_env()).filesystem()
+            self.store: ObjectStore | None = store or ObjectStore.from_env()
+            self.filesystem: pafs.FileSystem = self.store.filesystem()
             self._base = (url.netloc + url.path).rstrip("/")
         else:
             self.url = str(root)
+            self.store = None
             self.filesystem = pafs.LocalFileSystem()
             self._base = str(Path(root).absolute())
 
@@ -198,22 +219,50 @@ class Warehouse:
             self.partition_path(table, key), filesystem=self.filesystem).names]
 
     def read_table(self, table: str) -> pd.DataFrame:
-        """All rows of ``table``: every partition, or the unpartitioned file."""
+        """All rows of ``table``: every partition, the unpartitioned file, or the current
+        version of a table kept per entry."""
+        if entry_table.is_entry_table(self, table):
+            return entry_table.read(self, table)
         return _read(self._files(table), self.filesystem)
+
+    def delta_options(self) -> dict[str, str]:
+        """deltalake's storage options for this root (none on a path)."""
+        return self.store.delta_options() if self.store is not None else {}
+
+    def write_entries(self, table: str, rows: pd.DataFrame, scope: Mapping[str, str],
+                      column: str = "entity", removed: Iterable[str] = ()) -> None:
+        """Replace the rows of the entries of ``rows`` of ``table`` (kept per entry; made on
+        first write), and remove those of ``removed``, in one commit: see
+        ``joulehouse.entry_table.write_entries``."""
+        entry_table.write_entries(self, table, rows, scope, column, removed)
+
+    def remove_entries(self, table: str, scope: Mapping[str, str], entries: Iterable[str],
+                       column: str = "entity") -> None:
+        """Remove the rows of ``entries`` of ``table`` (kept per entry) in one commit."""
+        entry_table.remove_entries(self, table, scope, entries, column)
 
     def table_files(self) -> dict[str, list[pafs.FileInfo]]:
         """Every table under the root (its name, '/'-separated) and its visible Parquet
         files, sorted by path. Hidden files and folders (``.``: writes in progress) and
         internal folders and files (``_``: staged writes, locks) are left out, as
-        :meth:`partition_keys` leaves them out of a table."""
+        :meth:`partition_keys` leaves them out of a table. A table kept per entry (see
+        ``joulehouse.entry_table``) has the files of its current version."""
         found: dict[str, list[str]] = {}
+        kept_per_entry = set()
         selector = pafs.FileSelector(self._base, allow_not_found=True, recursive=True)
         for info in self.filesystem.get_file_info(selector):
             relative = PurePosixPath(info.path).relative_to(self._base)
+            if entry_table.LOG in relative.parts[1:]:
+                kept_per_entry.add(PurePosixPath(
+                    *relative.parts[:relative.parts.index(entry_table.LOG)]).as_posix())
             if (info.type == pafs.FileType.File and info.path.endswith(SUFFIX)
                     and not any(part.startswith((".", "_")) for part in relative.parts)
                     and len(relative.parts) > 1):
                 found.setdefault(relative.parent.as_posix(), []).append(info)
+        for table in kept_per_entry:  # the current version's files, not every one stored
+            found[table] = entry_table.files(self, table)
+            if not found[table]:
+                del found[table]
         return {name: sorted(files, key=lambda info: info.path)
                 for name, files in sorted(found.items())}
 

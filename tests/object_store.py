@@ -74,10 +74,12 @@ def _answers(port: int) -> bool:
 
 
 @contextmanager
-def throwaway_object_store() -> Iterator[ObjectStoreServer]:
-    """moto's S3-compatible server on a free loopback port while inside."""
+def throwaway_object_store(log_path: str | None = None) -> Iterator[ObjectStoreServer]:
+    """moto's S3-compatible server on a free loopback port while inside; its request log
+    (a line per request) goes to ``log_path`` where given (a benchmark counts requests)."""
     port = free_port()
-    with tempfile.TemporaryFile() as log:  # its request log: an unread pipe would fill up
+    with (open(log_path, "w+b") if log_path else tempfile.TemporaryFile()) as log:
+        # its request log: an unread pipe would fill up
         process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
             stdout=log, stderr=subprocess.STDOUT)

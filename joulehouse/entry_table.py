@@ -1,0 +1,145 @@
+"""Tables kept per entry: a Delta Lake table whose entries are replaced or removed by one commit.
+
+An *entry* is what one landing writes into a derived table: a GPU repetition's
+``energy_facts`` rows, a GEOPM report's, a ClusterCockpit job's. It is named by a
+*scope* (fixed column values, e.g. ``{"source": "gpu-benchmark"}``) and its value in
+the *entry column* (``entity``). Landing, fixing or removing k entries costs one commit
+over k entries, whatever the table already holds (issue 28; the measurements and the
+choice: ``benchmarks/table_format.py``, docs/ARCHITECTURE.md "Tables that hold a decade").
+
+The table is a Delta Lake table (``deltalake``) in the warehouse table's folder: data
+files ``part-*.parquet`` and the log ``_delta_log/``. A write is an overwrite by the
+predicate ``<scope> AND <entry column> IN (<entries>)`` with the entries' new rows
+(none: a removal): readers see the version before or the version after, never a part
+(the commit is the log entry, written only where absent); a write that fails before its
+commit leaves data files that no version lists, which :func:`compact` removes. Writers
+of one table are kept one at a time (docs/ARCHITECTURE.md says why on S3). ``DeltaTable.delete`` is not
+used: it rewrites a file's other rows with ``string_view`` strings, which a pyarrow
+dataset's filter (DuckDB's pushdown on an object store) cannot compare.
+
+Readers need no Delta reader: :func:`files` are the Parquet files of the current
+version (the log's add actions), read by pandas, pyarrow or DuckDB's ``read_parquet``
+like any warehouse table's (``Warehouse.table_files`` lists them). Delta stores
+timestamps in microseconds; :func:`read` gives them back as the warehouse's ``ns``.
+
+deltalake is imported when a table is opened, not with this module (0.26 s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+    from joulehouse.warehouse import Warehouse
+
+LOG = "_delta_log"
+#: Data files are removed by :func:`compact` this long after a version stops listing
+#: them, so that a reader that listed them before still finds them (hours).
+RETENTION_HOURS = 1
+
+
+def is_entry_table(warehouse: Warehouse, table: str) -> bool:
+    """Whether ``table`` is kept per entry (its folder holds a Delta log)."""
+    info = warehouse.filesystem.get_file_info(f"{warehouse.table_path(table)}/{LOG}")
+    return info.type == pafs.FileType.Directory
+
+
+def _uri(warehouse: Warehouse, table: str) -> str:
+    return warehouse.table_path(table) if warehouse.is_local else f"{warehouse.url}/{table}"
+
+
+def _open(warehouse: Warehouse, table: str) -> DeltaTable:
+    from deltalake import DeltaTable
+
+    return DeltaTable(_uri(warehouse, table), storage_options=warehouse.delta_options())
+
+
+def _literal(value: str) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _arrow(rows: pd.DataFrame) -> pa.Table | pa.RecordBatchReader:
+    return pa.Table.from_pandas(rows, preserve_index=False)
+
+
+def predicate(scope: Mapping[str, str], column: str, entries: Iterable[str]) -> str:
+    """The SQL predicate that selects ``entries`` (values of ``column``) within ``scope``."""
+    listed = ", ".join(_literal(entry) for entry in entries)
+    return " AND ".join([*(f"{name} = {_literal(value)}" for name, value in scope.items()),
+                         f"{column} IN ({listed})"])
+
+
+def write_entries(warehouse: Warehouse, table: str, rows: pd.DataFrame,
+                  scope: Mapping[str, str], column: str = "entity",
+                  removed: Iterable[str] = ()) -> None:
+    """Replace, in one commit, the rows of the entries of ``rows`` (its values of
+    ``column``, its scope columns equal to ``scope``) with ``rows``, and remove those of
+    the entries ``removed``; the table is made on its first write, with ``rows``'s
+    schema. Nothing is written when there is no row and nothing stored to remove."""
+    from deltalake import write_deltalake
+
+    entries = sorted({*rows[column].unique().tolist(), *removed})
+    if len(rows):
+        if any((rows[name] != value).any() for name, value in scope.items()):
+            raise ValueError(f"{table}: rows outside the scope {dict(scope)}")
+        data = _arrow(rows)
+    elif entries and is_entry_table(warehouse, table):
+        data = pa.schema(_open(warehouse, table).schema().to_arrow()).empty_table()
+    else:
+        return
+    write_deltalake(_uri(warehouse, table), data, mode="overwrite",
+                    predicate=predicate(scope, column, entries),
+                    storage_options=warehouse.delta_options())
+
+
+def remove_entries(warehouse: Warehouse, table: str, scope: Mapping[str, str],
+                   entries: Iterable[str], column: str = "entity") -> None:
+    """Remove the rows of ``entries`` (values of ``column``) within ``scope``, in one
+    commit; nothing to do for a table not made yet."""
+    write_entries(warehouse, table, pd.DataFrame({column: pd.Series([], dtype=object)}),
+                  scope, column, removed=entries)
+
+
+def files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo]:
+    """The Parquet files of the table's current version, with their sizes, sorted."""
+    actions = _open(warehouse, table).get_add_actions(flatten=True)
+    base = warehouse.table_path(table)
+    return sorted((pafs.FileInfo(f"{base}/{path}", pafs.FileType.File, size=size)
+                   for path, size in zip(actions.column("path").to_pylist(),
+                                         actions.column("size_bytes").to_pylist())),
+                  key=lambda info: info.path)
+
+
+def read(warehouse: Warehouse, table: str) -> pd.DataFrame:
+    """Every row of the current version; timestamps in ``ns`` as the warehouse stores them."""
+    delta = _open(warehouse, table)
+    schema = pa.schema(delta.schema().to_arrow())
+    parquet = ds.ParquetFileFormat()
+    fragments = [parquet.make_fragment(info.path, warehouse.filesystem, file_size=info.size)
+                 for info in files(warehouse, table)]
+    frame = ds.FileSystemDataset(fragments, schema, parquet, warehouse.filesystem
+                                 ).to_table().to_pandas()
+    for name in frame.columns:
+        if isinstance(frame[name].dtype, pd.DatetimeTZDtype):
+            frame[name] = frame[name].dt.as_unit("ns")
+    return frame
+
+
+def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
+    """Merge small files (``optimize.compact``), then remove the files no version has
+    listed for ``RETENTION_HOURS`` and those of failed writes (``vacuum``); the files
+    added, merged and removed."""
+    delta = _open(warehouse, table)
+    merged = delta.optimize.compact()
+    removed = _open(warehouse, table).vacuum(retention_hours=RETENTION_HOURS, dry_run=False,
+                                             enforce_retention_duration=False, full=True)
+    return {"added": merged["numFilesAdded"], "merged": merged["numFilesRemoved"],
+            "removed": len(removed)}

@@ -1,0 +1,152 @@
+"""energy_facts kept per entry (joulehouse/entry_table.py): replace, remove, a failed
+write, and the readers (read_table, DuckDB's views), on a path and on S3 (moto)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from joulehouse import entry_table
+from joulehouse.accounting.query import query
+from joulehouse.facts import ENERGY_FACTS_COLUMNS
+from joulehouse.warehouse import Warehouse
+
+FACTS = "energy_facts"
+GPU = {"source": "gpu-benchmark"}
+CC = {"source": "clustercockpit"}
+START = pd.Timestamp("2025-03-01 10:00", tz="UTC")
+
+
+def facts(scope: dict[str, str], entities: list[int], energy_j: float = 1000.0
+          ) -> pd.DataFrame:
+    """Two facts (gpu by counter and by power) an entity, energy ``energy_j`` + entity."""
+    rows = [{"source": scope["source"], "entity": f"e{entity}", "component": "gpu",
+             "window_start": START + pd.Timedelta(minutes=entity),
+             "window_end": START + pd.Timedelta(minutes=entity, seconds=30),
+             "duration_s": 30.0, "energy_j": energy_j + entity, "method": method}
+            for entity in entities for method in ("counter", "power")]
+    return pd.DataFrame(rows, columns=ENERGY_FACTS_COLUMNS)
+
+
+def ordered(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values(["source", "entity", "method"], ignore_index=True)
+
+
+def landings(tables: Warehouse) -> pd.DataFrame:
+    """Two sources land, one entry is fixed, one removed, one re-landed after removal;
+    the rows a rebuild from scratch of the final entries holds."""
+    tables.write_entries(FACTS, facts(GPU, [1, 2, 3]), GPU)
+    tables.write_entries(FACTS, facts(CC, [1, 2]), CC)
+    tables.write_entries(FACTS, facts(GPU, [2], energy_j=5000.0), GPU)  # a fix
+    tables.remove_entries(FACTS, GPU, ["e3"])
+    tables.remove_entries(FACTS, CC, ["e1"])
+    tables.write_entries(FACTS, facts(CC, [1, 4]), CC)  # e1 re-landed, e4 new
+    return ordered(pd.concat([facts(GPU, [1]), facts(GPU, [2], energy_j=5000.0),
+                              facts(CC, [1, 2, 4])], ignore_index=True))
+
+
+@pytest.fixture(params=["path", "s3"])
+def store(request, tmp_path) -> Warehouse:
+    """A warehouse on a path, then one on moto's S3 server."""
+    if request.param == "path":
+        return Warehouse(tmp_path / "warehouse")
+    server = request.getfixturevalue("object_store")
+    return Warehouse(request.getfixturevalue("s3_warehouse"), server.store)
+
+
+def test_entries_replaced_and_removed_equal_a_rebuild(store):
+    tables = store
+    expected = landings(tables)
+    stored = tables.read_table(FACTS)
+    assert len(stored) == 10
+    pd.testing.assert_frame_equal(ordered(stored), expected)
+    assert str(stored["window_start"].dtype) == "datetime64[ns, UTC]"
+    # the other source's rows were never touched by a write of one source
+    assert sorted(stored.loc[stored["source"] == "gpu-benchmark", "entity"].unique()) == [
+        "e1", "e2"]
+
+
+def test_duckdb_views_read_the_current_version_only(store):
+    tables = store
+    landings(tables)
+    # six commits wrote seven data files; the current version lists fewer
+    listed = tables.table_files()[FACTS]
+    assert len(listed) == len(entry_table.files(tables, FACTS)) < 7
+    totals = query(tables, "SELECT source, count(*) AS n, sum(energy_j) AS energy_j "
+                           "FROM energy_facts GROUP BY source ORDER BY source")
+    assert totals["n"].tolist() == [6, 4]
+    assert np.allclose(totals["energy_j"], [3 * 2000.0 + 2 * (1 + 2 + 4),
+                                            2 * 1001.0 + 2 * 5002.0])
+    one = query(tables, "SELECT energy_j FROM energy_facts WHERE entity = 'e2' AND "
+                        "source = 'gpu-benchmark'")
+    assert one["energy_j"].tolist() == [5002.0, 5002.0]
+
+
+def test_a_write_failing_half_way_leaves_the_table_as_it_was(store, monkeypatch):
+    tables = store
+    tables.write_entries(FACTS, facts(GPU, [1, 2]), GPU)
+    before = ordered(tables.read_table(FACTS))
+
+    def failing(rows: pd.DataFrame) -> pa.RecordBatchReader:
+        table = pa.Table.from_pandas(rows, preserve_index=False)
+
+        def batches():
+            yield table.slice(0, 1).to_batches()[0]
+            raise RuntimeError("the landing fails half-way")
+        return pa.RecordBatchReader.from_batches(table.schema, batches())
+
+    monkeypatch.setattr(entry_table, "_arrow", failing)
+    with pytest.raises(Exception, match="half-way"):
+        tables.write_entries(FACTS, facts(GPU, [1, 2, 3], energy_j=9000.0), GPU)
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), before)
+    assert query(tables, "SELECT count(*) AS n FROM energy_facts")["n"].item() == 4
+
+
+def test_compact_merges_files_and_keeps_the_rows(tmp_path):
+    tables = Warehouse(tmp_path / "warehouse")
+    expected = landings(tables)
+    figures = entry_table.compact(tables, FACTS)
+    assert figures["added"] == 1 and figures["merged"] >= 2
+    assert len(entry_table.files(tables, FACTS)) == 1
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), expected)
+
+
+def test_rows_outside_the_scope_are_refused(tmp_path):
+    tables = Warehouse(tmp_path / "warehouse")
+    with pytest.raises(ValueError, match="outside the scope"):
+        tables.write_entries(FACTS, facts(CC, [1]), GPU)
+    assert not entry_table.is_entry_table(tables, FACTS)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path, seed):
+    """20 random steps over two sources (land new entries, fix, remove, re-land): the
+    table equals the facts of the entries alive at the end, built from scratch."""
+    tables, rng = Warehouse(tmp_path / "warehouse"), np.random.default_rng(seed)
+    alive: dict[tuple[str, int], float] = {}  # (source, entity) -> energy_j base
+    steps = set()
+    for _ in range(20):
+        scope = (GPU, CC)[rng.integers(2)]
+        source = scope["source"]
+        mine = sorted(entity for src, entity in alive if src == source)
+        step = rng.choice(["land", "fix", "remove"]) if mine else "land"
+        steps.add(str(step))
+        if step == "remove":
+            gone = rng.choice(mine, size=min(len(mine), 2), replace=False).tolist()
+            tables.remove_entries(FACTS, scope, [f"e{entity}" for entity in gone])
+            for entity in gone:
+                del alive[(source, entity)]
+            continue
+        entities = (rng.choice(mine, size=1).tolist() if step == "fix"
+                    else rng.integers(0, 30, size=3).tolist())
+        energy = float(rng.integers(1, 100) * 100)
+        entities = sorted(set(entities))
+        tables.write_entries(FACTS, facts(scope, entities, energy_j=energy), scope)
+        alive.update({(source, entity): energy for entity in entities})
+    expected = ordered(pd.concat([facts({"source": source}, [entity], energy_j=energy)
+                                  for (source, entity), energy in alive.items()],
+                                 ignore_index=True))
+    assert steps == {"land", "fix", "remove"} and len(expected) == 2 * len(alive)
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), expected)
