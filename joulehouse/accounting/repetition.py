@@ -61,8 +61,12 @@ def with_reading_figures(energy: pd.DataFrame, frames: Mapping[str, pd.DataFrame
                                 energy["window_end"].iloc[row], rule)
         for name, column in IDLE_FIGURES.items():
             figures[column][row] = np.nan if judged is None else judged[name]
-    return energy.assign(**steps, **{IDLE_VERSION: np.int64(rule.version),
-                                     IDLE_THRESHOLD: float(rule.threshold)}, **figures)
+    count = len(energy)
+    added = pd.DataFrame({**{name: np.full(count, step) for name, step in steps.items()},
+                          IDLE_VERSION: np.full(count, rule.version, dtype=np.int64),
+                          IDLE_THRESHOLD: np.full(count, float(rule.threshold)), **figures},
+                         index=energy.index)
+    return pd.concat([energy, added], axis=1)
 
 
 def stored_figures(energy: pd.DataFrame, rule: waste.WasteRule = waste.GPU_IDLE

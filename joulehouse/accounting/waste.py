@@ -68,10 +68,13 @@ def gpu_idle(power: pd.DataFrame, window_start: pd.Timestamp, window_end: pd.Tim
     rule cannot judge it."""
     if "util_gpu_pct" not in power.columns:
         return None
-    frame = power.dropna(subset=["power_w", "util_gpu_pct"]).sort_values("time")
-    t = frame["time"].to_numpy("datetime64[ns]").view(np.int64) / 1e9
-    p = frame["power_w"].to_numpy(float)
-    idle = frame["util_gpu_pct"].to_numpy(float)[1:] < rule.threshold * 100
+    t = power["time"].to_numpy("datetime64[ns]").view(np.int64)
+    p = power["power_w"].to_numpy(float, na_value=np.nan)
+    util = power["util_gpu_pct"].to_numpy(float, na_value=np.nan)
+    read = ~(np.isnan(p) | np.isnan(util))  # readings with both
+    order = np.argsort(t[read], kind="stable")
+    t, p, util = t[read][order] / 1e9, p[read][order], util[read][order]
+    idle = util[1:] < rule.threshold * 100
     lo, hi = window_start.value / 1e9, window_end.value / 1e9
     dt = np.diff(t)
     inside = np.clip(np.minimum(t[1:], hi) - np.maximum(t[:-1], lo), 0, None)
