@@ -5,22 +5,23 @@ HWPC and power report file with the core (``joulehouse.powerapi``) and skip,
 saying why, the files that are not reports. The files are read together: a
 sensor's HWPC reports and its formula's power reports may be in different
 files, and a report given in two files (one data set in two forms) counts once.
+What the files or the energy left out is said on stderr (docs/cli.md, "Left out").
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import pandas as pd
 
 from joulehouse.commands.conventions import (
-    BAD_INPUT,
-    OK,
     CommandError,
     Progress,
     add_command,
     input_path,
+    report_left_out,
     something_read,
     source_commands,
     timezone_name,
@@ -28,6 +29,7 @@ from joulehouse.commands.conventions import (
 )
 from joulehouse.errors import InputError
 from joulehouse.powerapi import layout
+from joulehouse.powerapi.energy import MACHINE_TARGETS, MACHINE_TARGETS_ENV, target_names
 from joulehouse.powerapi.reports import Reports, combine, read_file
 
 EXAMPLES = "examples/powerapi"
@@ -73,13 +75,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and relative_error = (estimated_total_j - measured_j) / measured_j. Windows\n"
         "are aligned to multiples of --window and clipped to the time reports cover.\n"
         "A file that cannot be read is reported on stderr and the rows of the others\n"
-        "still go out (exit code 1).",
+        "still go out (exit code 1). What gives no row (a report cut short, RAPL energy\n"
+        "of a target that is not machine-level, power reports of one timestamp) is said\n"
+        "on stderr; exit code 1 when no row comes out at all.",
         examples=[f"joulehouse energy powerapi {HWPC_EXAMPLE} {POWER_EXAMPLE} > energy.csv",
                   f"joulehouse energy powerapi {EXAMPLES} --window 2s",
                   ("joulehouse energy powerapi /var/log/powerapi --format parquet "
                    "--out energy.parquet")],
         handler=energy_powerapi)
     _inputs(windows)
+    windows.add_argument("--machine-targets", type=_targets, metavar="NAMES",
+                         help="names of the machine-level target whose RAPL energy is "
+                         f"measured, separated by commas (default: ${MACHINE_TARGETS_ENV}"
+                         f" if set, else {','.join(MACHINE_TARGETS)})")
     windows.add_argument("--window", type=_window, default="1min",
                          help="window length, e.g. 1min, 10s, 1h (default 1min)")
     windows.add_argument("--out", type=Path, metavar="FILE", help="output file (default: stdout)")
@@ -109,6 +117,27 @@ def _window(text: str) -> str:
     return text
 
 
+def _targets(text: str) -> tuple[str, ...]:
+    try:
+        return target_names(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def machine_targets(given: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The machine-level target names: ``given`` (the option), else the setting's, else
+    :data:`~joulehouse.powerapi.MACHINE_TARGETS`."""
+    if given is not None:
+        return given
+    setting = os.environ.get(MACHINE_TARGETS_ENV, "").strip()
+    if not setting:
+        return MACHINE_TARGETS
+    try:
+        return target_names(setting)
+    except ValueError as err:
+        raise CommandError(f"${MACHINE_TARGETS_ENV}: {err}") from None
+
+
 def read_powerapi(args: argparse.Namespace) -> int:
     """Handler of ``joulehouse read powerapi``; returns the exit code."""
     if args.out.exists() and not args.out.is_dir():
@@ -121,19 +150,23 @@ def read_powerapi(args: argparse.Namespace) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise CommandError(f"{args.out}: cannot make the folder: {err.strerror or err}") from err
+    rows = 0
     for name, frame in frames.items():
         if frame is not None:
             out = args.out / f"{name}.{args.format}"
             write_table(frame, args.format, out)
             print(f"{out}: {len(frame)} rows")
-    return BAD_INPUT if failed else OK
+            rows += len(frame)
+    return report_left_out(found.left_out, rows, failed)
 
 
 def energy_powerapi(args: argparse.Namespace) -> int:
     """Handler of ``joulehouse energy powerapi``; returns the exit code."""
     found, failed = _read(args)
-    write_table(found.window_energy(args.window), args.format, args.out)
-    return BAD_INPUT if failed else OK
+    targets = machine_targets(args.machine_targets)
+    table = found.window_energy(args.window, targets)
+    write_table(table, args.format, args.out)
+    return report_left_out(found.energy_left_out(targets), len(table), failed)
 
 
 def _read(args: argparse.Namespace) -> tuple[Reports, int]:
