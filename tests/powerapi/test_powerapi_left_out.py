@@ -198,6 +198,16 @@ def test_a_geopm_report_without_start_time_loses_nothing_the_cli_writes(tmp_path
     assert len(csv_rows(result.stdout)) == 9  # its facts are the UI's case below
 
 
+def test_the_machine_targets_setting_of_the_dagster_source(monkeypatch):
+    assert PowerapiSource(landing_folders=[]).targets == ("all", "system")
+    monkeypatch.setenv("JOULEHOUSE_POWERAPI_MACHINE_TARGETS", " node , all ")
+    source = PowerapiSource.from_env(EXAMPLE_POWERAPI)
+    assert (source.machine_targets, source.targets) == ("node,all", ("node", "all"))
+    monkeypatch.setenv("JOULEHOUSE_POWERAPI_MACHINE_TARGETS", ",")
+    with pytest.raises(ValueError, match="no machine-level target name in ','"):
+        PowerapiSource.from_env(EXAMPLE_POWERAPI)
+
+
 # --- the UI ---------------------------------------------------------------------------------
 
 
