@@ -37,7 +37,6 @@ not rebuilt: the step raises a ``Failure`` saying so, rather than writing
 empty tables over the last good ones.
 """
 
-import dataclasses
 import time
 from collections.abc import Iterator
 from concurrent.futures import Executor
@@ -60,7 +59,13 @@ from joulehouse.facts import ENERGY_FACTS_SCHEMA
 from joulehouse.leftout import store_left_out
 from joulehouse.plots import Series, lines_png, markdown_image
 from joulehouse.powerapi import schemas
-from joulehouse.powerapi.energy import FACTS_SOURCE, energy_facts_rows, left_out, window_energy
+from joulehouse.powerapi.energy import (
+    FACTS_SOURCE,
+    energy_facts_rows,
+    left_out,
+    sensor_input,
+    window_energy,
+)
 from joulehouse.powerapi.stream import FRAME_SCHEMAS, FRAMES_TABLE, ReportStore
 from joulehouse.validation import validate
 from joulehouse.warehouse import Warehouse as Tables
@@ -202,8 +207,7 @@ def store_report_energy(tables: Tables, key: str, entry: Path, window: str,
     power = stored_frame(tables, "power_reports", [key])[0]
     table = window_energy(rapl, power, window, targets)
     tables.write_partition(REPORT_ENERGY_TABLE, key, table)
-    records = [dataclasses.replace(record, input=f"{entry} ({record.input})")
-               for record in left_out(rapl, power, targets)]
+    records = left_out(rapl, power, targets, lambda sensor: f"{entry} ({sensor_input(sensor)})")
     store_left_out(tables, f"{FACTS_SOURCE}/energy/{key}", records,
                    now=pd.Timestamp.now(tz="UTC"), keep_earlier=False)
     return Stored.of({REPORT_ENERGY_TABLE: table}, records)

@@ -29,7 +29,12 @@ from joulehouse.commands.conventions import (
 )
 from joulehouse.errors import InputError
 from joulehouse.powerapi import layout
-from joulehouse.powerapi.energy import MACHINE_TARGETS, MACHINE_TARGETS_ENV, target_names
+from joulehouse.powerapi.energy import (
+    MACHINE_TARGETS,
+    MACHINE_TARGETS_ENV,
+    sensor_input,
+    target_names,
+)
 from joulehouse.powerapi.reports import Reports, combine, read_file
 
 EXAMPLES = "examples/powerapi"
@@ -143,7 +148,7 @@ def read_powerapi(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise CommandError(f"{args.out}: not a folder; expected the folder to write the "
                            "frames to")
-    found, failed = _read(args)
+    found, failed, _ = _read(args)
     frames = {"counters": found.counters, "rapl_energy": found.rapl(),
               "power_reports": found.power}
     try:
@@ -162,20 +167,22 @@ def read_powerapi(args: argparse.Namespace) -> int:
 
 def energy_powerapi(args: argparse.Namespace) -> int:
     """Handler of ``joulehouse energy powerapi``; returns the exit code."""
-    found, failed = _read(args)
+    found, failed, sensor_files = _read(args)
     targets = machine_targets(args.machine_targets)
     table = found.window_energy(args.window, targets)
     write_table(table, args.format, args.out)
-    return report_left_out(found.energy_left_out(targets), len(table), failed)
+    return report_left_out(found.energy_left_out(targets, lambda sensor: ", ".join(
+        map(str, sensor_files[sensor])) + f" ({sensor_input(sensor)})"), len(table), failed)
 
 
-def _read(args: argparse.Namespace) -> tuple[Reports, int]:
-    """The reports of every file under ``args.paths`` read together, and how many files were
-    bad (each reported). Files that are not reports are reported as skipped; when no file
-    under the paths is one, a CommandError saying what was expected."""
+def _read(args: argparse.Namespace) -> tuple[Reports, int, dict[str, list[Path]]]:
+    """The reports of every file under ``args.paths`` read together, how many files were
+    bad (each reported), and each sensor's files. Files that are not reports are reported
+    as skipped; when no file under the paths is one, a CommandError saying what was
+    expected."""
     paths = [input_path(path, EXPECTED) for path in args.paths]
     files = layout.report_paths(*paths)
-    parts, failed = [], 0
+    parts, failed, sensor_files = [], 0, {}
     with Progress(files, unit="file", quiet=args.quiet) as shown:
         for path in shown:
             try:
@@ -183,7 +190,11 @@ def _read(args: argparse.Namespace) -> tuple[Reports, int]:
                 if item.kind == layout.OTHER:
                     shown.report(f"skipped {path}: {item.reason}")
                     continue
-                parts.append(read_file(item, timezone=args.timezone, epoch_zone=args.epoch_zone))
+                part = read_file(item, timezone=args.timezone, epoch_zone=args.epoch_zone)
+                parts.append(part)
+                for frame in (part.counters, part.power):
+                    for sensor in () if frame is None else frame["sensor"].unique():
+                        sensor_files.setdefault(str(sensor), []).append(path)
             except InputError as err:
                 failed += 1
                 shown.report(str(err))
@@ -194,4 +205,4 @@ def _read(args: argparse.Namespace) -> tuple[Reports, int]:
         where = ", ".join(map(str, paths))
         raise CommandError(f"{where}: no HWPC or power report files; expected {EXPECTED}")
     something_read(len(parts), failed, "report file")
-    return combine(parts), failed
+    return combine(parts), failed, sensor_files

@@ -41,6 +41,8 @@ so no duration and no energy).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -264,12 +266,19 @@ def window_energy(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
                     "powerapi_window_energy")
 
 
+def sensor_input(sensor: str) -> str:
+    """The input a left-out record of ``sensor``'s reports names when nothing better is known."""
+    return f"sensor {sensor!r}"
+
+
 def left_out(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
-             targets: tuple[str, ...] = MACHINE_TARGETS) -> list[LeftOut]:
-    """What :func:`window_energy` of the same frames leaves out, by sensor (the frames do not
-    say which file a report came from): RAPL energy of a target not in ``targets`` (not
-    the machine's), a machine-level RAPL series of one tick, and a sensor's power reports
-    that all carry one timestamp without a tick from its machine-level HWPC reports."""
+             targets: tuple[str, ...] = MACHINE_TARGETS,
+             input_of: Callable[[str], str] = sensor_input) -> list[LeftOut]:
+    """What :func:`window_energy` of the same frames leaves out, by sensor: RAPL energy of a
+    target not in ``targets`` (not the machine's), a machine-level RAPL series of one tick,
+    and a sensor's power reports that all carry one timestamp without a tick from its
+    machine-level HWPC reports. The frames do not say which file a report came from:
+    ``input_of(sensor)`` names the input (the files or entry the caller read)."""
     records = []
     names = ", ".join(targets)
     if rapl is not None:
@@ -277,12 +286,12 @@ def left_out(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
         for (sensor, target), ticks in counts.items():
             if target not in targets:
                 records.append(LeftOut(
-                    FACTS_SOURCE, f"sensor {sensor!r}", f"RAPL energy of target {target!r} "
+                    FACTS_SOURCE, input_of(sensor), f"RAPL energy of target {target!r} "
                     f"({ticks} report(s))", f"not a machine-level target ({names}; the "
                     f"setting {MACHINE_TARGETS_ENV})"))
             elif ticks < 2:
                 records.append(LeftOut(
-                    FACTS_SOURCE, f"sensor {sensor!r}", f"RAPL energy of target {target!r} "
+                    FACTS_SOURCE, input_of(sensor), f"RAPL energy of target {target!r} "
                     "(1 report)", "one report: no tick length to measure over"))
     ticks_ns = hwpc_ticks_ns(rapl, targets) if rapl is not None else {}
     if power is not None:
@@ -290,7 +299,7 @@ def left_out(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
             if reports["timestamp"].nunique() < 2 and not np.isfinite(
                     ticks_ns.get(sensor, np.nan)):
                 records.append(LeftOut(
-                    FACTS_SOURCE, f"sensor {sensor!r}", f"power reports ({len(reports)}, "
+                    FACTS_SOURCE, input_of(sensor), f"power reports ({len(reports)}, "
                     f"targets {', '.join(sorted(map(str, reports['target'].unique())))})",
                     "all carry one timestamp, and no HWPC reports of a machine-level target "
                     "of the sensor give its tick: no tick length, no energy"))

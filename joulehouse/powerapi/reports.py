@@ -14,7 +14,7 @@ that ends inside a report leaves that report out, and says so.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,10 +47,12 @@ class Reports:
         ``targets``: the machine-level target names."""
         return energy.window_energy(self.rapl(), self.power, window, targets)
 
-    def energy_left_out(self, targets: tuple[str, ...] = energy.MACHINE_TARGETS
+    def energy_left_out(self, targets: tuple[str, ...] = energy.MACHINE_TARGETS,
+                        input_of: Callable[[str], str] = energy.sensor_input
                         ) -> list[LeftOut]:
-        """What the files left out, then what :meth:`window_energy` leaves out."""
-        return self.left_out + energy.left_out(self.rapl(), self.power, targets)
+        """What the files left out, then what :meth:`window_energy` leaves out (its records
+        name ``input_of(sensor)``)."""
+        return self.left_out + energy.left_out(self.rapl(), self.power, targets, input_of)
 
 
 def read_file(item: layout.ReportFile, *, timezone: str = "UTC",

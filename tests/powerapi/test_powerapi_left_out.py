@@ -121,7 +121,8 @@ def test_a_target_that_is_not_machine_level_is_left_out_and_nothing_usable_is_ex
     folder = rapl_of_target(tmp_path / "node", "node")
     result = joulehouse("energy", "powerapi", folder)
     assert result.returncode == 1 and result.stdout == HEADER
-    assert result.stderr == f"joulehouse: sensor 'sensor_test': left out {NOT_MACHINE}\n"
+    assert result.stderr == (f"joulehouse: {folder / 'rapl.csv'} (sensor 'sensor_test'): "
+                             f"left out {NOT_MACHINE}\n")
     # the setting names it machine-level: its energy comes out
     monkeypatch.setenv("JOULEHOUSE_POWERAPI_MACHINE_TARGETS", "node")
     result = joulehouse("energy", "powerapi", folder)
@@ -152,7 +153,7 @@ def test_power_reports_of_one_timestamp_say_they_give_no_energy(tmp_path):
     one = one_timestamp(tmp_path / "one.jsonl")
     result = joulehouse("energy", "powerapi", one)
     assert result.returncode == 1 and result.stdout == HEADER
-    assert result.stderr == f"joulehouse: sensor 'sensor_test': left out {ONE_TIMESTAMP}\n"
+    assert result.stderr == f"joulehouse: {one} (sensor 'sensor_test'): left out {ONE_TIMESTAMP}\n"
     # with the sensor's HWPC reports, their tick gives the reports a duration
     result = joulehouse("energy", "powerapi", one, EXAMPLE_POWERAPI / "smartwatts_timeline.jsonl")
     assert result.returncode == 0 and result.stderr == ""
