@@ -18,6 +18,8 @@ from test_cli_conventions import joulehouse, one_error_line
 from assets.powerapi import COMPUTED_CHECK, VALID_CHECK
 from definitions import EXAMPLE_GEOPM_REPORTS, EXAMPLE_POWERAPI, build_definitions
 from joulehouse.accounting.query import query
+from joulehouse.leftout import LeftOut
+from joulehouse.powerapi import energy, readers
 from resources import DataRoot, GeopmReportSource, GpuBenchmarkSource, PowerapiSource, Warehouse
 from sensors import geopm, powerapi
 from sensors.local import launch_in_process, tick
@@ -197,6 +199,17 @@ def test_a_geopm_report_without_start_time_loses_nothing_the_cli_writes(tmp_path
     result = joulehouse("energy", "geopm", report)
     assert result.returncode == 0 and result.stderr == ""  # host energies need no start
     assert len(csv_rows(result.stdout)) == 9  # its facts are the UI's case below
+
+
+def test_a_machine_level_series_of_one_report_gives_no_row_and_says_why(tmp_path):
+    one = tmp_path / "rapl.csv"  # the header and the first tick
+    one.write_text("".join(RAPL_CSV.read_text().splitlines(keepends=True)[:2]))
+    rapl = readers.rapl_energy(readers.read_hwpc(one))
+    assert len(rapl) == 1
+    assert energy.window_energy(rapl, None).empty  # was int(NaN): an internal error
+    assert energy.left_out(rapl, None) == [LeftOut(
+        "powerapi", "sensor 'sensor_test'", "RAPL energy of target 'all' (1 report)",
+        "one report: no tick length to measure over")]
 
 
 def test_the_machine_targets_setting_of_the_dagster_source(monkeypatch):
