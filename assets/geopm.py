@@ -65,6 +65,7 @@ from joulehouse.geopm.store import (
     stored_frame_keys,
 )
 from joulehouse.landing import read_landed_item
+from joulehouse.leftout import store_left_out
 from joulehouse.plots import markdown_image
 from joulehouse.taudb.mapping.geopm import report_trial
 from joulehouse.taudb.model import TrialData
@@ -234,9 +235,15 @@ def _report_metadata(report: Report) -> dict[str, Any]:
 
 
 def store_report(tables: Tables, key: str, path: Path, timezone: str) -> Stored:
-    """Read, validate and store one report's frames (a worker's task: picklable arguments,
-    no Dagster)."""
-    return Stored.of(save_report(tables, key, read_report(path, report=key, timezone=timezone)))
+    """Read, validate and store one report's frames, and what the report leaves out of the
+    facts (``energy.left_out``: table ``left_out``, partition ``geopm/read/<key>``, in place
+    of the earlier; the check warns; a worker's task: picklable arguments, no Dagster)."""
+    report = read_report(path, report=key, timezone=timezone)
+    records = energy.left_out(report, path)
+    frames = save_report(tables, key, report)
+    store_left_out(tables, f"{energy.FACTS_SOURCE}/read/{key}", records,
+                   now=pd.Timestamp.now(tz="UTC"), keep_earlier=False)
+    return Stored.of(frames, records)
 
 
 def store_host_energy(tables: Tables, key: str, path: Path) -> Stored:

@@ -24,6 +24,11 @@ name>/<entry name>``: one report file, or one folder of report files, see
 4. ``energy_facts/powerapi``: that table's rows in ``energy_facts``;
 
 then, if any partition failed, the step fails last (``assets/reporting.py``).
+What an input of a partition left out (a report cut short in a quiet file, RAPL
+energy of a target that is not machine-level, power reports of one timestamp:
+``joulehouse/leftout.py``) makes that partition's check of 1. or 2. a WARN, and
+is stored in the warehouse table ``left_out`` (partitions
+``powerapi/read/<key>`` and ``powerapi/energy/<key>``).
 The per-partition work of 1. and 2. runs in the ``workers`` resource's
 processes (``resources/workers.py``); only what each partition stored comes
 back to the step.
@@ -51,9 +56,16 @@ from assets.reporting import (
     table_metadata,
 )
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
+from joulehouse.leftout import store_left_out
 from joulehouse.plots import Series, lines_png, markdown_image
 from joulehouse.powerapi import schemas
-from joulehouse.powerapi.energy import FACTS_SOURCE, energy_facts_rows, window_energy
+from joulehouse.powerapi.energy import (
+    FACTS_SOURCE,
+    energy_facts_rows,
+    left_out,
+    sensor_input,
+    window_energy,
+)
 from joulehouse.powerapi.stream import FRAME_SCHEMAS, FRAMES_TABLE, ReportStore
 from joulehouse.validation import validate
 from joulehouse.warehouse import Warehouse as Tables
@@ -155,7 +167,7 @@ def store_piece(tables: Tables, key: str, path: Path, now: float, quiet_s: float
     piece = ReportStore(tables).ingest(key, path, now=now, quiet_s=quiet_s, timezone=timezone,
                                        epoch_zone=epoch_zone)
     return Stored.of(
-        piece.frames,
+        piece.frames, piece.reports.left_out,
         read=dg.MetadataValue.text("whole" if piece.whole else "new reports only"),
         generation=dg.MetadataValue.int(piece.progress.generation),
         pieces=dg.MetadataValue.int(piece.progress.pieces),
@@ -186,13 +198,19 @@ def stored_frame(tables: Tables, name: str, keys: list[str]) -> tuple[pd.DataFra
     return validate(FRAME_SCHEMAS[name], once, f"{FRAMES_TABLE}/{name}"), len(frame) - len(once)
 
 
-def store_report_energy(tables: Tables, key: str, window: str) -> dict[str, pd.DataFrame]:
-    """Compute and store one partition's own windowed energy from its stored pieces (a
-    worker's task: picklable arguments, no Dagster)."""
-    table = window_energy(stored_frame(tables, "rapl_energy", [key])[0],
-                          stored_frame(tables, "power_reports", [key])[0], window)
+def store_report_energy(tables: Tables, key: str, entry: Path, window: str,
+                        targets: tuple[str, ...]) -> Stored:
+    """Compute and store one partition's own windowed energy from its stored pieces, and
+    what it left out (each record's input: the entry, and the sensor), in place of the
+    earlier (a worker's task: picklable arguments, no Dagster)."""
+    rapl = stored_frame(tables, "rapl_energy", [key])[0]
+    power = stored_frame(tables, "power_reports", [key])[0]
+    table = window_energy(rapl, power, window, targets)
     tables.write_partition(REPORT_ENERGY_TABLE, key, table)
-    return {REPORT_ENERGY_TABLE: table}
+    records = left_out(rapl, power, targets, lambda sensor: f"{entry} ({sensor_input(sensor)})")
+    store_left_out(tables, f"{FACTS_SOURCE}/energy/{key}", records,
+                   now=pd.Timestamp.now(tz="UTC"), keep_earlier=False)
+    return Stored.of({REPORT_ENERGY_TABLE: table}, records)
 
 
 def compute_energy(context: dg.AssetExecutionContext, source: PowerapiSource, tables: Tables,
@@ -201,7 +219,8 @@ def compute_energy(context: dg.AssetExecutionContext, source: PowerapiSource, ta
     ``executor``."""
     return PartitionBatch.run(
         context, store_report_energy, lambda name: schemas.WINDOW_ENERGY_SCHEMA, skip=skip,
-        executor=executor, arguments=lambda key: (tables, key, source.window))
+        executor=executor, arguments=lambda key: (tables, key, source.resolve(key), source.window,
+                                                  source.targets))
 
 
 def stored_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
@@ -225,7 +244,7 @@ def window_table(tables: Tables, keys: list[str], source: PowerapiSource
     """Rebuild the whole-source window table from the stored partitions ``keys``."""
     rapl, rapl_twice = stored_frame(tables, "rapl_energy", keys)
     power, power_twice = stored_frame(tables, "power_reports", keys)
-    table = window_energy(rapl, power, source.window)
+    table = window_energy(rapl, power, source.window, source.targets)
     tables.write_table(WINDOW_TABLE, table)
     return dg.MaterializeResult(asset_key=powerapi_window_energy.key, metadata={
         **table_metadata(table, schemas.WINDOW_ENERGY_SCHEMA),

@@ -14,7 +14,9 @@ A step that processes many partitions calls :meth:`PartitionBatch.run`; an
 * one evaluation of the asset's per-partition check for EVERY partition
   (``AssetCheckEvaluation`` with its ``partition``): passed, or failed with
   the partition, file, line and field of its error in the description and
-  metadata.
+  metadata; a partition stored although an input left something out
+  (:class:`Stored`'s ``left_out``, ``joulehouse/leftout.py``) is a WARN
+  failure of the check, with the counts and the first records.
 
 The per-partition work runs in an executor (``resources/workers.py``: worker
 processes, or in-process); only what each partition stored comes back
@@ -51,9 +53,12 @@ from dagster._core.execution.context.metadata_logging import (
 )
 
 from joulehouse.errors import InputError
+from joulehouse.leftout import LeftOut, summary
 from resources.workers import InProcessExecutor
 
 MAX_ERRORS_SHOWN = 20
+#: Left-out records of a partition quoted in its check's description.
+LEFT_OUT_SHOWN = 3
 
 
 def column_description(schema: pa.DataFrameSchema | None, column: str) -> str | None:
@@ -150,16 +155,20 @@ def add_partitions_metadata(context: dg.AssetExecutionContext, asset_key: dg.Ass
 class Stored:
     """What one partition's work stored, as small as the step needs to report it: rows
     per frame, the frames' columns (empty frames: names and dtypes) and metadata of its
-    own (picklable values), so that it comes back cheaply from a worker process."""
+    own (picklable values), so that it comes back cheaply from a worker process;
+    ``left_out``: what its inputs left out (its check warns)."""
 
     rows: dict[str, int]
     columns: dict[str, pd.DataFrame]
     metadata: dict[str, Any] = field(default_factory=dict)
+    left_out: list[LeftOut] = field(default_factory=list)
 
     @classmethod
-    def of(cls, frames: Mapping[str, pd.DataFrame], **metadata: Any) -> "Stored":
+    def of(cls, frames: Mapping[str, pd.DataFrame], left_out: list[LeftOut] | None = None,
+           **metadata: Any) -> "Stored":
         return cls({name: len(frame) for name, frame in frames.items()},
-                   {name: frame.iloc[:0] for name, frame in frames.items()}, metadata)
+                   {name: frame.iloc[:0] for name, frame in frames.items()}, metadata,
+                   list(left_out or []))
 
 
 #: One partition's work: returns what it stored, by frame name (or as :class:`Stored`).
@@ -196,6 +205,7 @@ class PartitionBatch:
     stored: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> metadata
     failed: dict[str, InputError] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # key -> why (upstream failed)
+    left_out: dict[str, list[LeftOut]] = field(default_factory=dict)  # stored, yet left out
     schema: dg.TableSchema | None = None
     #: An error of the work that is no bad input (a bug): :meth:`run_both` keeps the
     #: second asset's, raised once the first asset's results are reported.
@@ -289,6 +299,9 @@ class PartitionBatch:
             sum(outcome.rows.values())), **outcome.metadata}
         if len(outcome.rows) > 1:
             self.stored[key]["rows"] = dg.MetadataValue.json(outcome.rows)
+        if outcome.left_out:
+            self.left_out[key] = outcome.left_out
+            self.stored[key]["left_out"] = dg.MetadataValue.int(len(outcome.left_out))
         self.schema = self.schema or column_schema(outcome.columns, schema_of)
 
     def _fail(self, context: dg.AssetExecutionContext, key: str, err: InputError) -> None:
@@ -322,7 +335,16 @@ class PartitionBatch:
     def _evaluation(self, check_key: dg.AssetCheckKey, key: str) -> dg.AssetCheckEvaluation:
         err = self.failed.get(key)
         metadata: dict[str, Any] = {"partition": key}
-        if err is not None:
+        left_out = self.left_out.get(key, [])
+        severity = dg.AssetCheckSeverity.ERROR
+        if left_out:
+            severity = dg.AssetCheckSeverity.WARN
+            description = f"{key}: {summary(left_out, LEFT_OUT_SHOWN)}"
+            metadata |= {"left_out": len(left_out),
+                         "inputs_left_out": len({record.input for record in left_out}),
+                         "first_left_out": dg.MetadataValue.json(
+                             [str(record) for record in left_out[:MAX_ERRORS_SHOWN]])}
+        elif err is not None:
             description = f"{key}: {err}"
             metadata |= {"file": err.path, "line": err.line, "field": err.field,
                          "error": err.reason}
@@ -332,7 +354,8 @@ class PartitionBatch:
             description = f"{key}: passed"
         return dg.AssetCheckEvaluation(
             asset_key=check_key.asset_key, check_name=check_key.name,
-            passed=key in self.stored, partition=key, description=description,
+            passed=key in self.stored and not left_out, severity=severity, partition=key,
+            description=description,
             metadata={name: value for name, value in metadata.items() if value is not None},
         )
 

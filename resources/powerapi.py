@@ -13,6 +13,7 @@ import os
 import pandas as pd
 from pydantic import Field, field_validator
 
+from joulehouse.powerapi.energy import MACHINE_TARGETS, MACHINE_TARGETS_ENV, target_names
 from joulehouse.timeutil import check_timezone
 from resources.gpu import settings_from_env
 from resources.landing import LandingFolders
@@ -23,6 +24,7 @@ READER_ENV = {
     "timezone": "JOULEHOUSE_POWERAPI_TIMEZONE",
     "epoch_zone": "JOULEHOUSE_POWERAPI_EPOCH_ZONE",
     "window": "JOULEHOUSE_POWERAPI_WINDOW",
+    "machine_targets": MACHINE_TARGETS_ENV,
     "grown_bytes": "JOULEHOUSE_POWERAPI_GROWN_BYTES",
 }
 #: A growing report file is read on once it grew by this much (1 MiB: about 10 s of a busy
@@ -41,6 +43,10 @@ class PowerapiSource(LandingFolders):
                     "reports are shifted by the writing machine's offset); None: true UTC.")
     window: str = Field(
         default="1min", description="Length of the energy windows (a pandas Timedelta string).")
+    machine_targets: str = Field(
+        default=",".join(MACHINE_TARGETS),
+        description="Names of the machine-level target, whose RAPL energy is the "
+                    "measurement, separated by commas (hwpc-sensor: all; older: system).")
     grown_bytes: int | None = Field(
         default=GROWN_BYTES, gt=0,
         description="A report entry still being written (a live sensor or formula, never "
@@ -52,6 +58,16 @@ class PowerapiSource(LandingFolders):
     @classmethod
     def _known_zone(cls, zone: str | None) -> str | None:
         return zone if zone is None else check_timezone(zone)
+
+    @field_validator("machine_targets")
+    @classmethod
+    def _some_target(cls, names: str) -> str:
+        return ",".join(target_names(names))
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The machine-level target names, as a tuple."""
+        return target_names(self.machine_targets)
 
     @field_validator("window")
     @classmethod

@@ -8,6 +8,8 @@
 - :class:`Progress`: items done of total, rate and time left on standard error
   when it is a terminal (tqdm); silent otherwise and under ``--quiet``.
 - :func:`write_table`: a table to standard output or a file.
+- :func:`report_left_out`: what the inputs left out, on stderr, and the exit code
+  (1 when nothing usable came out of them, 0 with the warnings otherwise).
 - :func:`open_taudb`: a TAUdb database, read-only unless the command creates;
   every database error becomes one line naming the URL, password masked.
 - :func:`run`: the exit code: 0 all good, 1 some inputs bad (reported, the
@@ -32,6 +34,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from joulehouse.errors import InputError
+from joulehouse.leftout import LeftOut
 from joulehouse.timeutil import check_timezone
 
 if TYPE_CHECKING:
@@ -155,6 +158,17 @@ def something_read(read: int, failed: int, unit: str) -> None:
     none was ``read``: nothing is written (an output file given is left untouched)."""
     if failed and not read:
         raise CommandError(f"no {unit} could be read ({failed} reported above); nothing written")
+
+
+def report_left_out(left_out: Sequence[LeftOut], rows: int, failed: int) -> int:
+    """Print each record of ``left_out`` on stderr (``joulehouse: <input>: left out <part>:
+    <reason>``) and return the exit code of a command that wrote ``rows`` rows and found
+    ``failed`` bad inputs (each reported already): ``BAD_INPUT`` when an input was bad, or
+    when something was left out and no row came out ("nothing usable": an empty table with
+    exit 0 would pass for a result); ``OK`` otherwise, the records being warnings."""
+    for record in left_out:
+        print(f"{PROG}: {record}", file=sys.stderr)
+    return BAD_INPUT if failed or (left_out and not rows) else OK
 
 
 def write_table(table: pd.DataFrame, fmt: str, out: Path | None) -> None:

@@ -36,6 +36,7 @@ import pandas as pd
 from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
 from joulehouse.geopm import schemas
 from joulehouse.geopm.readers import Report
+from joulehouse.leftout import LeftOut
 from joulehouse.validation import validate
 
 FACTS_SOURCE = "geopm"
@@ -169,6 +170,17 @@ def facts_rows(header: pd.DataFrame, totals: pd.DataFrame) -> pd.DataFrame:
         facts[column] = facts[column].astype(ENERGY_FACTS_SCHEMA.columns[column].dtype.type)
     facts = facts.sort_values(["entity", "component", "method"], ignore_index=True)
     return validate(ENERGY_FACTS_SCHEMA, facts, "energy_facts") if len(facts) else facts
+
+
+def left_out(report: Report, path: str | os.PathLike[str]) -> list[LeftOut]:
+    """What :func:`energy_facts_rows` leaves out of ``report`` (read from ``path``) that the
+    user would miss: every fact of a report without ``Start Time`` (a fact needs its window;
+    the host energies are still read)."""
+    if report.header["start_time"].notna().all():
+        return []
+    hosts = report.totals.loc[report.totals["section"] == "application", "host"].nunique()
+    return [LeftOut(FACTS_SOURCE, str(path), f"its energy_facts rows ({hosts} host(s))",
+                    "the report has no Start Time: a fact needs its window")]
 
 
 def total_energy_j(report: Report) -> float:

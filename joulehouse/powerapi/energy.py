@@ -1,7 +1,8 @@
 """Measured and estimated energy per sensor, target, component and time window.
 
-- measured: RAPL energy of the ``all`` target, summed over sockets, per
-  domain (``pkg`` -> component ``cpu``, ``dram`` -> ``dram``, others by name);
+- measured: RAPL energy of the machine-level target (``all``, or ``system``
+  in older hwpc-sensor files: :data:`MACHINE_TARGETS`, a setting), summed over
+  sockets, per domain (``pkg`` -> component ``cpu``, ``dram`` -> ``dram``, others by name);
 - estimated: each power report's power (W) x its tick (s), per target,
   scope (component) and socket, summed over sockets per window (the summed
   window spans the union of the sockets' covered times, its ``covered_s`` is
@@ -31,29 +32,49 @@ sum(duration_s) over facts is right. A window with a gap inside is left
 out of the facts rather than given a shorter duration than its interval or
 the interval of a time no report measured; it stays in the window table
 with its ``covered_s``, so its energy is not lost, only not claimed as a fact.
+
+What gives no row is said by :func:`left_out` (``joulehouse/leftout.py``): RAPL
+energy of a target that is not machine-level, and a series whose reports all
+carry one timestamp when no tick can be taken from elsewhere (no tick length,
+so no duration and no energy).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
 from joulehouse.integrate import counter_energy
+from joulehouse.leftout import LeftOut
 from joulehouse.powerapi import schemas
 from joulehouse.timeutil import epoch_ns_to_utc
 from joulehouse.validation import validate
 
 FACTS_SOURCE = "powerapi"
-MEASURED_TARGET = "all"
+#: Names of the machine-level target, whose RAPL energy is the measurement: ``all``
+#: (hwpc-sensor) and ``system`` (older hwpc-sensor, PowerAPI's own CSV test files).
+MACHINE_TARGETS = ("all", "system")
+#: The setting that replaces MACHINE_TARGETS: names separated by commas.
+MACHINE_TARGETS_ENV = "JOULEHOUSE_POWERAPI_MACHINE_TARGETS"
 #: SmartWatts targets that are not cgroups: left out of the sum of estimates.
-NOT_CGROUPS = frozenset({"rapl", "global", "all"})
+NOT_CGROUPS = frozenset({"rapl", "global", *MACHINE_TARGETS})
 #: A report more than this many median ticks after the previous one follows a gap.
 GAP_TICKS = 2.0
 #: A row is fully covered when covered_s is within this of duration_s (float sums), s.
 FULL_COVER_TOLERANCE_S = 1e-6
 #: RAPL domain -> energy_facts component.
 COMPONENTS = {"pkg": "cpu", "dram": "dram"}
+
+
+def target_names(text: str) -> tuple[str, ...]:
+    """The machine-level target names of a setting (``all,system``); ValueError if none."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        raise ValueError(f"no machine-level target name in {text!r} (e.g. all,system)")
+    return names
 
 
 def _ns(times: pd.Series) -> np.ndarray:
@@ -127,16 +148,22 @@ def _covered_extent(lows: np.ndarray, highs: np.ndarray, segment_starts: np.ndar
     return clipped_lows, np.where(empty, clipped_lows, clipped_highs)
 
 
-def measured_energy(rapl: pd.DataFrame, window: str = "1min") -> pd.DataFrame:
-    """RAPL energy of the ``all`` target per sensor, component and window (J)."""
+def measured_energy(rapl: pd.DataFrame, window: str = "1min",
+                    targets: tuple[str, ...] = MACHINE_TARGETS) -> pd.DataFrame:
+    """RAPL energy of the machine-level ``targets`` per sensor, component and window (J);
+    a series of one tick (no tick length) gives no row (see :func:`left_out`)."""
     window_ns = pd.Timedelta(window).value
-    machine = rapl[rapl["target"] == MEASURED_TARGET]
+    machine = rapl[rapl["target"].isin(targets)]
     parts = []
-    for (sensor, domain), series in machine.groupby(["sensor", "domain"], sort=True):
+    for (sensor, target, domain), series in machine.groupby(["sensor", "target", "domain"],
+                                                            sort=True):
         per_tick = series.groupby("timestamp", sort=True)["energy_j"].sum()  # over sockets
         times = _ns(per_tick.index.to_series())
-        energy = _windows(times, per_tick.to_numpy(), _median_tick_ns(times), window_ns)
-        parts.append(energy.assign(sensor=sensor, target=MEASURED_TARGET,
+        tick = _median_tick_ns(times)
+        if not np.isfinite(tick):
+            continue  # one tick: its length is unknown
+        energy = _windows(times, per_tick.to_numpy(), tick, window_ns)
+        parts.append(energy.assign(sensor=sensor, target=target,
                                    component=COMPONENTS.get(domain, domain)))
     return _table(parts, "measured")
 
@@ -191,15 +218,17 @@ def _table(parts: list[pd.DataFrame], method: str) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)[columns].assign(method=method)
 
 
-def hwpc_ticks_ns(rapl: pd.DataFrame) -> dict[str, float]:
-    """Each sensor's median tick (ns) from its ``all`` target's report times."""
-    machine = rapl[rapl["target"] == MEASURED_TARGET]
+def hwpc_ticks_ns(rapl: pd.DataFrame, targets: tuple[str, ...] = MACHINE_TARGETS
+                  ) -> dict[str, float]:
+    """Each sensor's median tick (ns) from its machine-level target's report times."""
+    machine = rapl[rapl["target"].isin(targets)]
     return {sensor: _median_tick_ns(_ns(series["timestamp"]))
             for sensor, series in machine.groupby("sensor", sort=True)}
 
 
 def window_energy(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
-                  window: str = "1min") -> pd.DataFrame:
+                  window: str = "1min", targets: tuple[str, ...] = MACHINE_TARGETS
+                  ) -> pd.DataFrame:
     """One row per sensor, target, component, window and method, with the estimation error.
 
     Columns: schemas.WINDOW_ENERGY_COLUMNS. Windows are aligned to multiples
@@ -207,10 +236,12 @@ def window_energy(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
     share ``measured_j`` (RAPL), ``estimated_total_j`` (sum of the cgroup
     estimates) and ``relative_error``; ``covered_s``: the time of the row's
     interval its ticks cover (an estimate summed over sockets: its least covered
-    socket's).
+    socket's). ``targets``: the machine-level target names (:data:`MACHINE_TARGETS`).
+    What gives no row: :func:`left_out`.
     """
-    measured = measured_energy(rapl, window) if rapl is not None else _table([], "measured")
-    ticks = hwpc_ticks_ns(rapl) if rapl is not None else {}
+    measured = measured_energy(rapl, window, targets) if rapl is not None else _table(
+        [], "measured")
+    ticks = hwpc_ticks_ns(rapl, targets) if rapl is not None else {}
     estimated = estimated_energy(power, window, ticks) if power is not None else _table(
         [], "estimated")
     table = pd.concat([measured, estimated], ignore_index=True)
@@ -233,6 +264,46 @@ def window_energy(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
         table[name] = table[name].astype(str).astype(object)
     return validate(schemas.WINDOW_ENERGY_SCHEMA, table[schemas.WINDOW_ENERGY_COLUMNS],
                     "powerapi_window_energy")
+
+
+def sensor_input(sensor: str) -> str:
+    """The input a left-out record of ``sensor``'s reports names when nothing better is known."""
+    return f"sensor {sensor!r}"
+
+
+def left_out(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
+             targets: tuple[str, ...] = MACHINE_TARGETS,
+             input_of: Callable[[str], str] = sensor_input) -> list[LeftOut]:
+    """What :func:`window_energy` of the same frames leaves out, by sensor: RAPL energy of a
+    target not in ``targets`` (not the machine's), a machine-level RAPL series of one tick,
+    and a sensor's power reports that all carry one timestamp without a tick from its
+    machine-level HWPC reports. The frames do not say which file a report came from:
+    ``input_of(sensor)`` names the input (the files or entry the caller read)."""
+    records = []
+    names = ", ".join(targets)
+    if rapl is not None:
+        counts = rapl.groupby(["sensor", "target"], sort=True)["timestamp"].nunique()
+        for (sensor, target), ticks in counts.items():
+            if target not in targets:
+                records.append(LeftOut(
+                    FACTS_SOURCE, input_of(sensor), f"RAPL energy of target {target!r} "
+                    f"({ticks} report(s))", f"not a machine-level target ({names}; the "
+                    f"setting {MACHINE_TARGETS_ENV})"))
+            elif ticks < 2:
+                records.append(LeftOut(
+                    FACTS_SOURCE, input_of(sensor), f"RAPL energy of target {target!r} "
+                    "(1 report)", "one report: no tick length to measure over"))
+    ticks_ns = hwpc_ticks_ns(rapl, targets) if rapl is not None else {}
+    if power is not None:
+        for sensor, reports in power.groupby("sensor", sort=True):
+            if reports["timestamp"].nunique() < 2 and not np.isfinite(
+                    ticks_ns.get(sensor, np.nan)):
+                records.append(LeftOut(
+                    FACTS_SOURCE, input_of(sensor), f"power reports ({len(reports)}, "
+                    f"targets {', '.join(sorted(map(str, reports['target'].unique())))})",
+                    "all carry one timestamp, and no HWPC reports of a machine-level target "
+                    "of the sensor give its tick: no tick length, no energy"))
+    return records
 
 
 def energy_facts_rows(table: pd.DataFrame) -> pd.DataFrame:

@@ -32,6 +32,8 @@ from joulehouse.errors import InputError
 DEFAULT_BLOCK_BYTES = 32 << 20
 _SAMPLE_BYTES = 1 << 18
 _ROW = re.compile(r"in row (\d+)")
+#: Arrow's type inference failing on valid JSON: a field of two JSON types in one block.
+_TYPE_CHANGE = re.compile(r"Column\((/[^)]*)\) changed from (\w+) to (\w+) in row (\d+)")
 _WRAPPER = re.compile(rb'^\s*\{\s*"[^"]*"\s*:\s*\[')
 _OPEN, _CLOSE, _QUOTE, _BACKSLASH = (ord("{"), ord("[")), (ord("}"), ord("]")), 34, 92
 _NEWLINE, _SPACE = 10, 32
@@ -108,7 +110,11 @@ def _read(path: Path, buffer: pa.Buffer, locate: Callable[[int], int]) -> pa.Tab
 
     Fields the sample lacks are still inferred; a value whose type differs
     from the sample's (an integer field holding a float later) makes Arrow
-    infer the whole block again.
+    infer the whole block again. Arrow infers one JSON type per field: a
+    ``timestamp`` given as epoch milliseconds in some reports and as text in
+    others (each form is read) is read with every one as text
+    (:func:`_timestamps_as_text`); another field of two types is an InputError
+    that says so, rather than "not valid JSON".
     """
     options = pj.ReadOptions(block_size=max(1 << 20, min(buffer.size + 1, 16 << 20)))
     try:
@@ -126,9 +132,34 @@ def _read(path: Path, buffer: pa.Buffer, locate: Callable[[int], int]) -> pa.Tab
                     pass  # another type than the sample's, or bad JSON: infer everything
         return pj.read_json(pa.BufferReader(buffer), read_options=options)
     except pa.ArrowInvalid as err:
+        changed = _TYPE_CHANGE.search(str(err))
+        if changed and changed[1] == "/timestamp" and {changed[2], changed[3]} == {
+                "number", "string"}:
+            return _read(path, _timestamps_as_text(buffer), locate)
+        if changed:
+            field = changed[1].strip("/").replace("/", ".")
+            raise InputError(path, f"a {changed[3]} here where an earlier report has a "
+                             f"{changed[2]}: valid JSON, but a field must keep one type in a "
+                             "file (Arrow's type inference)", line=locate(int(changed[4])),
+                             field=field) from None
         match = _ROW.search(str(err))
         line = locate(int(match[1])) if match else None
         raise InputError(path, f"not valid JSON: {str(err).splitlines()[0]}", line=line) from None
+
+
+def _timestamps_as_text(buffer: pa.Buffer) -> pa.Buffer:
+    """JSON lines with every numeric ``timestamp`` written as its digits in a string (the
+    other fields as they were); one report a line, blank lines kept. Python-speed: only
+    for a block whose timestamps mix epoch milliseconds and text."""
+    lines = []
+    for text in bytes(buffer).split(b"\n"):
+        report = json.loads(text) if text.strip() else None
+        if isinstance(report, dict) and isinstance(report.get("timestamp"), int | float):
+            value = report["timestamp"]
+            report["timestamp"] = str(int(value)) if value == int(value) else repr(value)
+            text = json.dumps(report).encode()
+        lines.append(text)
+    return pa.py_buffer(b"\n".join(lines))
 
 
 def _lines(path: Path, buffer: pa.Buffer, data: np.ndarray, start: int, block_bytes: int):

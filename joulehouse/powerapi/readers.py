@@ -230,8 +230,20 @@ def utc_timestamps(path: Path, column: pa.ChunkedArray | pa.Array, timezone: str
 
 def _iso(path: Path, strings: pa.Array, timezone: str, locate,
          epoch_zone: str | None) -> pd.DatetimeIndex:
-    if pc.all(pc.match_substring_regex(strings, r"^\d+$")).as_py():
+    """Text timestamps: ISO strings, or digits (epoch ms), or both in one column (a file
+    whose reports mix the forms: each part read as it would be alone)."""
+    digits = pc.match_substring_regex(strings, r"^\d+$")
+    if pc.all(digits).as_py():
         return utc_timestamps(path, pc.cast(strings, pa.int64()), timezone, locate, epoch_zone)
+    if pc.any(digits).as_py():
+        rows = np.flatnonzero(digits.to_numpy(zero_copy_only=False))
+        others = np.flatnonzero(~digits.to_numpy(zero_copy_only=False))
+        times = np.empty(len(strings), dtype="int64")
+        times[rows] = _iso(path, strings.take(rows), timezone,
+                           lambda row: locate(int(rows[row])), epoch_zone).asi8
+        times[others] = _iso(path, strings.take(others), timezone,
+                             lambda row: locate(int(others[row])), epoch_zone).asi8
+        return epoch_ns_to_utc(times)
     zoned = pc.match_substring_regex(strings, r"(Z|[+-]\d\d:?\d\d)$")
     if pc.any(zoned).as_py() and not pc.all(zoned).as_py():
         raise InputError(path, "timestamps with and without a time zone in one file",

@@ -39,6 +39,11 @@ anything else, the line was cut (``...,6028271`` of ``...,6028271234`` reads
 as whole) and the entry is read whole again as a new generation, so no
 value read from a cut line survives and no report is stored twice.
 
+What a read left out (a last report cut short in a quiet file,
+``joulehouse/leftout.py``) is stored with it in the table ``left_out``, partition
+``powerapi/read/<key>``: after the records of earlier reads of the same
+generation, or in their place for a new generation.
+
 Reads of one partition must not run at once (two would store the same
 reports twice): the Dagster step that calls this holds the pool
 ``joulehouse_tables`` (limit 1), and reads at most what is new.
@@ -55,7 +60,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from joulehouse.leftout import store_left_out
 from joulehouse.powerapi import layout, readers, schemas
+from joulehouse.powerapi.energy import FACTS_SOURCE
 from joulehouse.powerapi.jsonblocks import find_line_end, one_report_per_line
 from joulehouse.powerapi.reports import Reports, combine, read_part
 from joulehouse.validation import empty_frame, validate
@@ -231,6 +238,8 @@ def read_new(entry: Path, previous: Progress | None, *, now: float, quiet_s: flo
         if stop is None or stop > start:
             reports, end = read_part(item, timezone=timezone, epoch_zone=epoch_zone,
                                      start=start, stop=stop)
+            if not quiet:  # still being written: a last report cut short is read later
+                reports.left_out = []
             parts.append(reports)
         if not line_based[name]:  # read whole; changed at all, it is read whole again
             reads[name] = FileRead(stat.st_size, prefix_digest(item.path, stat.st_size),
@@ -308,9 +317,10 @@ class ReportStore:
         return self.tables.read_partitions(f"{self.table}/{name}", pieces) if pieces else (
             pd.DataFrame())
 
-    def append(self, key: str, piece: Piece) -> dict[str, pd.DataFrame]:
-        """Store ``piece`` (its frames as a new piece when :meth:`Piece.is_new`), then the
-        progress: a failure before that leaves what was stored as it was. Returns the
+    def append(self, key: str, piece: Piece, now: float) -> dict[str, pd.DataFrame]:
+        """Store ``piece`` (its frames as a new piece when :meth:`Piece.is_new`) and what it
+        left out (recorded at ``now``, epoch s), then the progress: a failure before that
+        leaves the frames stored as they were. Returns the
         frames stored (empty ones when the piece held nothing new). An entry with no file
         read (all still empty) stores nothing: what was stored before stays."""
         frames = piece.frames
@@ -320,6 +330,8 @@ class ReportStore:
             stored = piece_key(key, piece.progress.generation, piece.progress.pieces - 1)
             for name, frame in frames.items():
                 self.tables.write_partition(f"{self.table}/{name}", stored, frame)
+        store_left_out(self.tables, f"{FACTS_SOURCE}/read/{key}", piece.reports.left_out,
+                       now=pd.Timestamp(now, unit="s", tz="UTC"), keep_earlier=not piece.whole)
         self.tables.write_partition(self._progress_table(), key, piece.progress.frame())
         return frames
 
@@ -328,5 +340,5 @@ class ReportStore:
         """Read what is new in ``entry`` (:func:`read_new`) and store it as partition ``key``."""
         piece = read_new(entry, self.progress(key), now=now, quiet_s=quiet_s,
                          timezone=timezone, epoch_zone=epoch_zone)
-        self.append(key, piece)
+        self.append(key, piece, now)
         return piece
