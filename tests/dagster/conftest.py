@@ -10,6 +10,7 @@ from definitions import build_definitions
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from resources import DataRoot, GpuBenchmarkSource, Warehouse
 from sensors.gpu_repetitions import sensor_name
+from tests.dagster_sqlite import empty_instance, empty_storage
 
 QUIET_S = 1.0  # the quiet period: ctime counts, which only waiting can age
 RUNS = {"power-limit": {"bert": ["150W", "250W"], "resnet": ["200W"]}}
@@ -40,12 +41,12 @@ def instance(request, tmp_path, monkeypatch):
     """A test instance on Dagster's SQLite storage; parametrized indirectly with
     ``BATCHING``, on deploy/dagster.yaml's batching storage with batches enabled."""
     if getattr(request, "param", None) != BATCHING:
-        with dg.instance_for_test() as test_instance:
+        with empty_instance() as test_instance:
             yield test_instance
         return
     monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", "1000")
     home = tmp_path / "dagster_home"
-    home.mkdir()
+    empty_storage(home)  # the batching storage's files are the SQLite storage's
     storage = {"custom": {"module": "resources.instance_storage",
                           "class": "BatchingSqliteStorage", "config": {"base_dir": str(home)}}}
     with dg.instance_for_test(temp_dir=str(home), overrides={"storage": storage}) as test_instance:
