@@ -1,6 +1,12 @@
-"""Fixtures of the Dagster-layer tests: a generated data root, an instance, definitions."""
+"""Fixtures of the Dagster-layer tests: a generated data root, an instance, definitions, and
+the README's demo run once."""
 
+import os
+import shutil
+import subprocess
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -72,3 +78,43 @@ def defs(source: GpuBenchmarkSource, warehouse: Warehouse) -> dg.Definitions:
 @pytest.fixture
 def sensor(defs: dg.Definitions) -> dg.SensorDefinition:
     return defs.resolve_sensor_def(sensor_name("lab"))
+
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: A bound, not a timing: the demo runs every source's job, each a run in its process (on
+#: this 2-CPU machine shared with other test suites, it has taken over 600 s).
+DEMO_TIMEOUT_S = 1200
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """Where ``deploy/demo.py`` ran: its Dagster home and warehouse, and what it printed."""
+
+    home: Path
+    warehouse: Path
+    stdout: str
+
+
+@pytest.fixture(scope="session")
+def demo_once(tmp_path_factory) -> DemoRun:
+    """``deploy/demo.py`` run once (per test worker) on the bundled examples, in a fresh
+    Dagster home and warehouse; tests take copies (:func:`demo`), so each starts from what
+    the demo left, whatever ran before."""
+    tmp = tmp_path_factory.mktemp("demo")
+    home, warehouse = tmp / "home", tmp / "warehouse"
+    home.mkdir()
+    done = subprocess.run([sys.executable, "deploy/demo.py", "--warehouse", str(warehouse)],
+                          check=False, cwd=PROJECT_ROOT,
+                          env={**os.environ, "DAGSTER_HOME": str(home)}, capture_output=True,
+                          text=True, timeout=DEMO_TIMEOUT_S)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return DemoRun(home, warehouse, done.stdout)
+
+
+@pytest.fixture
+def demo(demo_once: DemoRun, tmp_path: Path) -> DemoRun:
+    """A copy of the demo's Dagster home and warehouse, for this test alone."""
+    copy = DemoRun(tmp_path / "demo" / "home", tmp_path / "demo" / "warehouse", demo_once.stdout)
+    shutil.copytree(demo_once.home, copy.home)
+    shutil.copytree(demo_once.warehouse, copy.warehouse)
+    return copy

@@ -1,11 +1,7 @@
 """The schedules (sensors/schedules.py): what each asks for at a given time, and one run of
 each, launched in-process, succeeds on the example data."""
 
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -18,7 +14,6 @@ from sensors.local import launch_in_process
 from sensors.partition_runs import RANGE_END, RANGE_START
 from sensors.schedules import ROLLUP_DAY_TAG
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 WEEKLY = {"weekly_revalidation_gpu_repetitions": ("gpu_energy_job", "gpu_repetitions", 500),
           "weekly_revalidation_tau_profile_sets": ("tau_profiles_job", "tau_profile_sets", 500),
           "weekly_revalidation_powerapi_reports": ("powerapi_job", "powerapi_reports", 500),
@@ -38,6 +33,11 @@ def tick(name: str, instance: dg.DagsterInstance, when: datetime):
     schedule = defs.resolve_schedule_def(name)
     with dg.build_schedule_context(instance=instance, scheduled_execution_time=when) as context:
         return schedule.evaluate_tick(context)
+
+
+#: The demo's run (tests/dagster/conftest.py) is shared with the other module that takes it:
+#: under pytest-xdist, both on one worker.
+pytestmark = pytest.mark.xdist_group("demo")
 
 
 def test_every_schedule_is_in_the_ui_stopped_until_switched_on():
@@ -86,22 +86,8 @@ def test_the_weekly_schedules_revalidate_the_newest_partitions_of_each_source(in
         assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (keys[7], keys[-3])
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    """A Dagster home and warehouse where deploy/demo.py materialized every source's example
-    data (its sensors ticked once, one run each)."""
-    tmp = tmp_path_factory.mktemp("demo")
-    home, warehouse = tmp / "home", tmp / "warehouse"
-    home.mkdir()
-    done = subprocess.run([sys.executable, "deploy/demo.py", "--warehouse", str(warehouse)],
-                          check=False, cwd=PROJECT_ROOT, env={**os.environ, "DAGSTER_HOME": str(home)},
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return home, warehouse
-
-
 def test_one_run_of_each_schedule_succeeds_on_the_example_data(demo):
-    home, warehouse = demo
+    home, warehouse = demo.home, demo.warehouse
     store = Warehouse(root=str(warehouse))
     built = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(path=str(EXAMPLE_GPU_DATA))]),
                               store, TaudbResource(url=embedded_taudb_url(warehouse)))
