@@ -47,11 +47,6 @@ CC_ROWS = [("emmy/1403244/1608923076", "rapl_power", 4, 5.276, 5.27),
            ("taurus/20639587/1635856524", "cpu_power", 2, 0.014, 0.01)]
 
 
-#: The demo's run (tests/dagster/conftest.py) is shared with the other module that takes it:
-#: under pytest-xdist, both on one worker.
-pytestmark = pytest.mark.xdist_group("demo")
-
-
 def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(demo):
     home, warehouse = demo.home, demo.warehouse
 

@@ -4,7 +4,6 @@ each, launched in-process, succeeds on the example data."""
 from datetime import UTC, datetime
 
 import dagster as dg
-import pytest
 from dagster._core.storage.tags import SCHEDULE_NAME_TAG
 
 from definitions import EXAMPLE_GPU_DATA, SOURCE_JOBS, build_definitions, defs
@@ -33,11 +32,6 @@ def tick(name: str, instance: dg.DagsterInstance, when: datetime):
     schedule = defs.resolve_schedule_def(name)
     with dg.build_schedule_context(instance=instance, scheduled_execution_time=when) as context:
         return schedule.evaluate_tick(context)
-
-
-#: The demo's run (tests/dagster/conftest.py) is shared with the other module that takes it:
-#: under pytest-xdist, both on one worker.
-pytestmark = pytest.mark.xdist_group("demo")
 
 
 def test_every_schedule_is_in_the_ui_stopped_until_switched_on():
