@@ -3,6 +3,9 @@
 
 VENV := .venv
 PYTHON ?= python3
+# Test workers: pytest-xdist's `auto` is one per CPU core; `make test TEST_WORKERS=0` runs
+# the tests in this process
+TEST_WORKERS ?= auto
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
 .PHONY: demo test dev
@@ -13,7 +16,7 @@ demo: $(VENV)/installed
 	$(VENV)/bin/python deploy/demo.py
 
 test: $(VENV)/installed
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --durations=15
 
 dev: $(VENV)/installed
 	@mkdir -p $(DAGSTER_HOME)

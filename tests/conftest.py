@@ -20,11 +20,29 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PEER_DATA = PROJECT_ROOT.parent / "shared" / "peer-data"
 
 
+def in_ci() -> bool:
+    """Whether this is a CI run (``CI=true``, as ``.ci/run`` sets)."""
+    return os.environ.get("CI", "").lower() == "true"
+
+
 def skip_or_fail(reason: str) -> None:
     """Skip the test, or fail it when running in CI (CI=true)."""
-    if os.environ.get("CI", "").lower() == "true":
+    if in_ci():
         pytest.fail(f"required in CI: {reason}")
     pytest.skip(reason)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """In CI a run that skipped any test fails (a skip not through :func:`skip_or_fail`
+    too), as does one that ran none (pytest's own exit code 5)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if not in_ci() or hasattr(session.config, "workerinput") or reporter is None:
+        return  # an xdist worker: its reports go to the controller, which decides
+    skipped = reporter.stats.get("skipped", [])
+    if skipped and exitstatus == pytest.ExitCode.OK:
+        reporter.line("")
+        reporter.write_sep("=", f"CI=true: {len(skipped)} skipped, so the run fails", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,9 @@ stderr, and nothing created by a command that only reads (docs/cli.md)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
+import io
 import os
 import pty
 import re
@@ -21,7 +23,7 @@ from pathlib import Path
 import psycopg2
 from postgres_server import free_port
 
-from joulehouse.cli import COMMAND_MODULES, build_parser
+from joulehouse.cli import COMMAND_MODULES, build_parser, main
 from joulehouse.commands.conventions import INTERNAL_ERROR, run
 from joulehouse.taudb.connect import masked_url, unavailable
 
@@ -39,6 +41,21 @@ def joulehouse(*args, **kwargs) -> subprocess.CompletedProcess:
     assert JOULEHOUSE.is_file(), f"{JOULEHOUSE} is not installed: run make .venv/installed"
     return subprocess.run([str(JOULEHOUSE), *map(str, args)], check=False, capture_output=True,
                           text=True, timeout=120, **kwargs)
+
+
+def in_this_process(*args) -> subprocess.CompletedProcess:
+    """What the installed command's script does (``sys.exit(main(argv))``), run in this
+    process, its output as text: for ``--help``, where a process of its own would only add
+    the start-up (pandas' import, seconds) that :func:`joulehouse` and ``test_version``
+    already pay."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(map(str, args)))
+        except SystemExit as exit_:
+            code = 0 if exit_.code is None else exit_.code
+    return subprocess.CompletedProcess(["joulehouse", *args], code, out.getvalue(),
+                                       err.getvalue())
 
 
 def one_error_line(result: subprocess.CompletedProcess, code: int = 2) -> str:
@@ -86,7 +103,7 @@ def test_every_help_shows_an_example():
     every = commands(build_parser())
     assert ("energy", "gpu") in every and ("taudb", "list") in every and len(every) == 17
     for words in [(), *every]:
-        result = joulehouse(*words, "--help")
+        result = in_this_process(*words, "--help")
         assert result.returncode == 0, words
         example = re.search(r"^examples:\n  \$ (.*)$", result.stdout, re.MULTILINE)
         assert example and example.group(1).startswith(" ".join(("joulehouse", *words))), words

@@ -18,7 +18,8 @@ It behaves as NVML does on an A100/H100, with a ground truth known exactly:
   ``log``, appended to that file as a JSON line, for a collector in a
   subprocess);
 - ``absent``: nvmlInit raises NVMLError_LibraryNotFound, as with no driver;
-  ``lost_after_s``: readings raise NVMLError_GpuIsLost that long after creation;
+  ``lost_after_s``: power readings raise NVMLError_GpuIsLost that long after the first
+  one (the collector's probe of what the GPU reads: however long the start took);
 - :meth:`FakeNvml.interrupt`: a signal sent to this process from inside an
   NVML call (SIGTERM arriving while the driver sets a limit ...).
 
@@ -87,7 +88,8 @@ class FakeNvml:
         self.calls: list[tuple] = []
         self.lost = 0
         self.initialised = 0
-        self.lost_at = None if lost_after_s is None else time.time() + lost_after_s
+        self.lost_after_s = lost_after_s
+        self.lost_at: float | None = None  # set by the first power reading
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str):
@@ -158,8 +160,11 @@ class FakeNvml:
         return int(true_energy_j(T_LOAD, updated) * 1e3)
 
     def nvmlDeviceGetPowerUsage(self, gpu: FakeGpu) -> int:
-        if self.lost_at is not None and time.time() > self.lost_at:
-            raise self._error(pynvml.NVML_ERROR_GPU_IS_LOST)
+        if self.lost_after_s is not None:
+            if self.lost_at is None:
+                self.lost_at = time.time() + self.lost_after_s
+            elif time.time() > self.lost_at:
+                raise self._error(pynvml.NVML_ERROR_GPU_IS_LOST)
         window = math.floor(time.time() / WINDOW_S) * WINDOW_S - WINDOW_S
         return int(true_energy_j(window, window + AVERAGED_S) / AVERAGED_S * 1e3)
 

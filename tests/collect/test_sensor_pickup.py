@@ -7,7 +7,6 @@ import os
 import signal
 import time
 
-import dagster as dg
 import pytest
 from conftest import sleep_command
 from fake_nvml import true_energy_j
@@ -18,6 +17,7 @@ from joulehouse.cli import main
 from resources import DataRoot, GpuBenchmarkSource, Warehouse
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
+from tests.dagster_sqlite import empty_instance
 
 QUIET_S = 1.0
 
@@ -42,7 +42,7 @@ def test_the_sensor_materializes_a_collected_repetition_not_a_killed_one(
                                 full_rescan_s=None)
     warehouse = Warehouse(root=str(tmp_path / "warehouse"))
     defs = build_definitions(source, warehouse)
-    with dg.instance_for_test() as instance:
+    with empty_instance() as instance:
         data = tick(defs.resolve_sensor_def(sensor_name("lab")), instance,
                     {"gpu_source": source})
         key = "lab/power-limit/bert/250W/0"

@@ -1,6 +1,12 @@
-"""Fixtures of the Dagster-layer tests: a generated data root, an instance, definitions."""
+"""Fixtures of the Dagster-layer tests: a generated data root, an instance, definitions, and
+the README's demo run once."""
 
+import os
+import shutil
+import subprocess
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -10,6 +16,7 @@ from definitions import build_definitions
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from resources import DataRoot, GpuBenchmarkSource, Warehouse
 from sensors.gpu_repetitions import sensor_name
+from tests.dagster_sqlite import empty_instance, empty_storage
 
 QUIET_S = 1.0  # the quiet period: ctime counts, which only waiting can age
 RUNS = {"power-limit": {"bert": ["150W", "250W"], "resnet": ["200W"]}}
@@ -40,12 +47,12 @@ def instance(request, tmp_path, monkeypatch):
     """A test instance on Dagster's SQLite storage; parametrized indirectly with
     ``BATCHING``, on deploy/dagster.yaml's batching storage with batches enabled."""
     if getattr(request, "param", None) != BATCHING:
-        with dg.instance_for_test() as test_instance:
+        with empty_instance() as test_instance:
             yield test_instance
         return
     monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", "1000")
     home = tmp_path / "dagster_home"
-    home.mkdir()
+    empty_storage(home)  # the batching storage's files are the SQLite storage's
     storage = {"custom": {"module": "resources.instance_storage",
                           "class": "BatchingSqliteStorage", "config": {"base_dir": str(home)}}}
     with dg.instance_for_test(temp_dir=str(home), overrides={"storage": storage}) as test_instance:
@@ -71,3 +78,43 @@ def defs(source: GpuBenchmarkSource, warehouse: Warehouse) -> dg.Definitions:
 @pytest.fixture
 def sensor(defs: dg.Definitions) -> dg.SensorDefinition:
     return defs.resolve_sensor_def(sensor_name("lab"))
+
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: A bound, not a timing: the demo runs every source's job, each a run in its process (on
+#: this 2-CPU machine shared with other test suites, it has taken over 600 s).
+DEMO_TIMEOUT_S = 1200
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """Where ``deploy/demo.py`` ran: its Dagster home and warehouse, and what it printed."""
+
+    home: Path
+    warehouse: Path
+    stdout: str
+
+
+@pytest.fixture(scope="session")
+def demo_once(tmp_path_factory) -> DemoRun:
+    """``deploy/demo.py`` run once (per test worker) on the bundled examples, in a fresh
+    Dagster home and warehouse; tests take copies (:func:`demo`), so each starts from what
+    the demo left, whatever ran before."""
+    tmp = tmp_path_factory.mktemp("demo")
+    home, warehouse = tmp / "home", tmp / "warehouse"
+    home.mkdir()
+    done = subprocess.run([sys.executable, "deploy/demo.py", "--warehouse", str(warehouse)],
+                          check=False, cwd=PROJECT_ROOT,
+                          env={**os.environ, "DAGSTER_HOME": str(home)}, capture_output=True,
+                          text=True, timeout=DEMO_TIMEOUT_S)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return DemoRun(home, warehouse, done.stdout)
+
+
+@pytest.fixture
+def demo(demo_once: DemoRun, tmp_path: Path) -> DemoRun:
+    """A copy of the demo's Dagster home and warehouse, for this test alone."""
+    copy = DemoRun(tmp_path / "demo" / "home", tmp_path / "demo" / "warehouse", demo_once.stdout)
+    shutil.copytree(demo_once.home, copy.home)
+    shutil.copytree(demo_once.warehouse, copy.warehouse)
+    return copy

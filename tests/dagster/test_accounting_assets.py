@@ -18,6 +18,7 @@ from joulehouse.accounting.carbon import CarbonSettings
 from joulehouse.accounting.cost import CostSettings
 from joulehouse.facts import ENERGY_FACTS_COLUMNS
 from resources import AccountingSettings, Warehouse
+from tests.dagster_sqlite import empty_instance
 
 
 @pytest.fixture
@@ -45,7 +46,7 @@ def test_accounting_tables_and_the_coverage_check(tmp_path, facts):
     settings = AccountingSettings(intensity_landing=str(landing), time_zone="Europe/Berlin",
                                   zones={"clustercockpit": "DE"}, pue=1.2,
                                   tariff_landing=str(prices), tariff_sites={"*": "lab"})
-    with dg.instance_for_test() as instance:
+    with empty_instance() as instance:
         result = dg.materialize([carbon_intensity, tariffs, accounting_asset],
                                 instance=instance,
                                 resources={"accounting": settings, "warehouse": store})
@@ -126,7 +127,7 @@ def test_trust_checks_table_and_one_check_per_rule(tmp_path):
         columns=ENERGY_FACTS_COLUMNS)
     store = Warehouse(root=str(tmp_path / "warehouse"))
     store.tables().write_partition("energy_facts", "gpu", facts)
-    with dg.instance_for_test() as instance:
+    with empty_instance() as instance:
         result = dg.materialize([trust_checks], instance=instance,
                                 resources={"warehouse": store})
         assert result.success
@@ -168,7 +169,7 @@ def test_waste_tables_with_rule_versions_ranking_and_plot(tmp_path):
         {"time": begin + pd.to_timedelta(seconds, unit="s"),
          "power_w": np.where(seconds <= 10, 100.0, 300.0),
          "util_gpu_pct": np.where(seconds <= 10, 0.0, 80.0)}))
-    with dg.instance_for_test() as instance:
+    with empty_instance() as instance:
         result = dg.materialize([waste_step], instance=instance, resources={"warehouse": store})
         assert result.success
         table = store.tables().read_table("waste")
@@ -188,7 +189,7 @@ def test_waste_tables_with_rule_versions_ranking_and_plot(tmp_path):
 def test_fact_quality_table_from_the_sources_tables(tmp_path):
     store = warehouse_with_one_gpu_fact(tmp_path, pd.DataFrame(
         {"time": GPU_BEGIN + pd.to_timedelta(np.arange(0, 30.5, 0.25), unit="s")}))
-    with dg.instance_for_test() as instance:
+    with empty_instance() as instance:
         result = dg.materialize([fact_quality], instance=instance,
                                 resources={"warehouse": store})
         assert result.success
@@ -240,7 +241,7 @@ def test_a_missing_landing_folder_fails_and_keeps_the_stored_series(tmp_path):
     generator.write_csv(generator.electricity_maps_frame("DE", "Germany", "2022-02-28",
                                                          "2022-03-08"), landing / "de.csv")
     store = Warehouse(root=str(tmp_path / "warehouse"))
-    with dg.instance_for_test() as instance:
+    with empty_instance() as instance:
         stored = dg.materialize([carbon_intensity], instance=instance, resources={
             "accounting": AccountingSettings(intensity_landing=str(landing)), "warehouse": store})
         assert stored.success

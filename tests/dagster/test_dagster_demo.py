@@ -47,17 +47,12 @@ CC_ROWS = [("emmy/1403244/1608923076", "rapl_power", 4, 5.276, 5.27),
            ("taurus/20639587/1635856524", "cpu_power", 2, 0.014, 0.01)]
 
 
-def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tmp_path):
-    home, warehouse = tmp_path / "home", tmp_path / "warehouse"
-    env = {**os.environ, "DAGSTER_HOME": str(home)}
-    done = subprocess.run([sys.executable, "deploy/demo.py", "--warehouse", str(warehouse)],
-                          check=False, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(demo):
+    home, warehouse = demo.home, demo.warehouse
 
     complete = [r for r in find_repetitions(EXAMPLE) if is_complete(r.path)]
     settings = sorted({(r.experiment, r.benchmark, r.run) for r in complete})
-    lines = done.stdout.splitlines()
+    lines = demo.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:4] == [
         "data_root", "experiment", "benchmark", "setting"])
     end = lines.index("", header)
@@ -93,7 +88,7 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(tm
                       **{row[0]: 999 for row in GEOPM_ROWS},  # a trial per GEOPM report
                       **dict.fromkeys(jobs, 999),
                       "sensor_test/2021-01-13": 999}  # the PowerAPI sensor's day
-    assert all(name in done.stdout for name in trials)
+    assert all(name in demo.stdout for name in trials)
     assert "TAUdb: 4 ClusterCockpit job trials" in lines
     start = lines.index("GEOPM reports (Application Totals summed over hosts):") + 2
     geopm = lines[start:lines.index("", start)]

@@ -39,6 +39,7 @@ from sensors.geopm import JOB_NAME, SENSOR_NAME
 from sensors.partition_runs import RANGE_END, RANGE_START
 from tests.dagster.conftest import QUIET_S, settle
 from tests.dagster.source_runs import SourceRuns
+from tests.dagster_sqlite import empty_instance
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "geopm"
 LEGACY = "geopmbench_1host.legacy.report"
@@ -148,7 +149,7 @@ def test_one_process_and_two_store_the_same_rows_and_trials(landing, tmp_path):
     stored = {}
     settle()
     for workers in (1, 2):
-        with dg.instance_for_test() as instance:
+        with empty_instance() as instance:
             pipeline = Pipeline(instance, landing, tmp_path / f"warehouse-{workers}",
                                 StepWorkers(max_workers=workers))
             [request] = pipeline.tick().run_requests

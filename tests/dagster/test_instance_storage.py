@@ -39,6 +39,7 @@ from resources.instance_storage import (
     BatchingSqliteStorage,
 )
 from tests.conftest import skip_or_fail
+from tests.dagster_sqlite import empty_storage
 from tests.postgres_server import missing_requirement, postgres_server
 
 RUN = "f5b1c0de-0000-4000-8000-000000000001"
@@ -158,8 +159,8 @@ def assert_same_as_one_by_one(dagster_storage, batching_storage, events) -> None
 
 
 def test_sqlite_batch_leaves_what_single_events_leave(tmp_path):
-    dagster_storage = DagsterSqliteStorage.from_local(str(tmp_path / "dagster"))
-    batching_storage = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    dagster_storage = DagsterSqliteStorage.from_local(empty_storage(tmp_path / "dagster"))
+    batching_storage = BatchingSqliteStorage.from_local(empty_storage(tmp_path / "batching"))
     assert type(batching_storage.event_log_storage).__name__ == "BatchedSqliteEventLogStorage"
     assert_same_as_one_by_one(dagster_storage, batching_storage, run_events())
 
@@ -169,9 +170,9 @@ def test_sqlite_batch_over_several_chunks(tmp_path, monkeypatch):
     monkeypatch.setattr("resources.instance_storage.SQLITE_CHUNK", 4)
     events = run_events()
     assert len(events) > 4 * 3 and SQLITE_CHUNK == 1000
-    assert_same_as_one_by_one(DagsterSqliteStorage.from_local(str(tmp_path / "dagster")),
-                              BatchingSqliteStorage.from_local(str(tmp_path / "batching")),
-                              events)
+    dagster_storage = DagsterSqliteStorage.from_local(empty_storage(tmp_path / "dagster"))
+    batching_storage = BatchingSqliteStorage.from_local(empty_storage(tmp_path / "batching"))
+    assert_same_as_one_by_one(dagster_storage, batching_storage, events)
 
 
 def planned_check_rows(storage) -> dict[str, EventLogEntry]:
@@ -188,8 +189,9 @@ def planned_check_rows(storage) -> dict[str, EventLogEntry]:
 
 
 def test_planned_check_rows_carry_their_own_partition(tmp_path):
-    assert_planned_rows_narrowed(DagsterSqliteStorage.from_local(str(tmp_path / "dagster")),
-                                 BatchingSqliteStorage.from_local(str(tmp_path / "batching")))
+    dagster_storage = DagsterSqliteStorage.from_local(empty_storage(tmp_path / "dagster"))
+    batching_storage = BatchingSqliteStorage.from_local(empty_storage(tmp_path / "batching"))
+    assert_planned_rows_narrowed(dagster_storage, batching_storage)
 
 
 def assert_planned_rows_narrowed(dagster_storage, batching) -> None:
@@ -222,8 +224,8 @@ def test_planned_check_without_partitions_keeps_its_event(tmp_path, subset):
     """One row, no partition, the event as it is: what Dagster's own storage leaves."""
     event = entry(check_planned().dagster_event._replace(event_specific_data=copy(
         check_planned().dagster_event.event_specific_data, partitions_subset=subset)))
-    dagster_storage = DagsterSqliteStorage.from_local(str(tmp_path / "dagster"))
-    batching = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    dagster_storage = DagsterSqliteStorage.from_local(empty_storage(tmp_path / "dagster"))
+    batching = BatchingSqliteStorage.from_local(empty_storage(tmp_path / "batching"))
     dagster_storage.event_log_storage.store_event(event)
     batching.event_log_storage.store_event_batch([event])
     assert planned_check_rows(batching) == planned_check_rows(dagster_storage) == {None: event}
@@ -286,7 +288,7 @@ def test_sqlite_index_connection_is_kept_and_other_processes_see_each_commit(tmp
     """One engine of the index shard per process, across events; what it commits is seen
     at once by another storage on the same files (Dagster's own, as another process's
     webserver or daemon has), and a forked child stores through its own connection."""
-    base = str(tmp_path / "home")
+    base = empty_storage(tmp_path / "home")
     writer = BatchingSqliteStorage.from_local(base).event_log_storage
     reader = DagsterSqliteStorage.from_local(base).event_log_storage
     events = run_events()
@@ -349,8 +351,8 @@ def test_sqlite_index_failure_after_the_run_shard_stores_nothing_twice(tmp_path,
     """The run shard holds the batch when its index write fails: the index writes are made
     event by event, nothing is raised (Dagster would store the whole batch again)."""
     calls = fail_once(monkeypatch, BatchedSqliteEventLogStorage, "_store_asset_event_tags")
-    dagster_storage = DagsterSqliteStorage.from_local(str(tmp_path / "dagster"))
-    batching_storage = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    dagster_storage = DagsterSqliteStorage.from_local(empty_storage(tmp_path / "dagster"))
+    batching_storage = BatchingSqliteStorage.from_local(empty_storage(tmp_path / "batching"))
     assert_same_as_one_by_one(dagster_storage, batching_storage, run_events())
     assert len(calls) > 1
 
@@ -377,7 +379,7 @@ def test_sqlite_run_shard_failure_stores_each_event_once(tmp_path, monkeypatch, 
     store_event, the chunks before it stored once."""
     monkeypatch.setattr("resources.instance_storage.SQLITE_CHUNK", 4)
     events = run_events()
-    batching_storage = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    batching_storage = BatchingSqliteStorage.from_local(empty_storage(tmp_path / "batching"))
     flaky_run_shard(monkeypatch, failing_chunk)
     if failing_chunk == 0:
         with pytest.raises(OSError, match="database is locked"):
@@ -385,7 +387,7 @@ def test_sqlite_run_shard_failure_stores_each_event_once(tmp_path, monkeypatch, 
         assert batching_storage.event_log_storage.get_records_for_run(RUN).records == []
         return
     batching_storage.event_log_storage.store_event_batch(events)
-    one_by_one = DagsterSqliteStorage.from_local(str(tmp_path / "dagster"))
+    one_by_one = DagsterSqliteStorage.from_local(empty_storage(tmp_path / "dagster"))
     for event in events:
         one_by_one.event_log_storage.store_event(event)
     assert summary(batching_storage) == summary(one_by_one)
@@ -397,7 +399,7 @@ def test_sqlite_failing_fallback_is_logged_never_raised(tmp_path, monkeypatch, c
     every evaluation of its run)."""
     monkeypatch.setattr("resources.instance_storage.SQLITE_CHUNK", 4)
     events = run_events()
-    batching_storage = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    batching_storage = BatchingSqliteStorage.from_local(empty_storage(tmp_path / "batching"))
     flaky_run_shard(monkeypatch, 2)
 
     def broken(self, event):
@@ -430,9 +432,9 @@ def test_sqlite_check_rows_are_in_the_batch_transaction(tmp_path, monkeypatch):
     of the index transaction: after the event-by-event retry, one row per partition."""
     raise_after_first_call(monkeypatch, BatchedSqliteEventLogStorage,
                            "_store_asset_check_evaluation_planned")
-    assert_same_as_one_by_one(DagsterSqliteStorage.from_local(str(tmp_path / "dagster")),
-                              BatchingSqliteStorage.from_local(str(tmp_path / "batching")),
-                              run_events())
+    dagster_storage = DagsterSqliteStorage.from_local(empty_storage(tmp_path / "dagster"))
+    batching_storage = BatchingSqliteStorage.from_local(empty_storage(tmp_path / "batching"))
+    assert_same_as_one_by_one(dagster_storage, batching_storage, run_events())
 
 
 def test_postgres_check_rows_are_in_the_batch_transaction(postgres_url, monkeypatch):
@@ -475,8 +477,8 @@ def evaluations() -> list[EventLogEntry]:
 def test_sqlite_check_evaluations_leave_what_dagster_leaves(tmp_path):
     """Check evaluations stored one by one (a step's, after the run's planned batch): each
     partition's check row as Dagster's own storage leaves it."""
-    dagster_storage = DagsterSqliteStorage.from_local(str(tmp_path / "dagster"))
-    batching = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    dagster_storage = DagsterSqliteStorage.from_local(empty_storage(tmp_path / "dagster"))
+    batching = BatchingSqliteStorage.from_local(empty_storage(tmp_path / "batching"))
     for event in run_events() + evaluations():
         dagster_storage.event_log_storage.store_event(event)
     batching.event_log_storage.store_event_batch(run_events())
@@ -493,7 +495,7 @@ def test_sqlite_check_evaluations_leave_what_dagster_leaves(tmp_path):
 def test_sqlite_check_evaluation_is_one_index_transaction(tmp_path, monkeypatch):
     """A check evaluation's copy in the index shard and its check row are written
     together: when the row's update fails, the index keeps no copy of the event."""
-    batching = BatchingSqliteStorage.from_local(str(tmp_path / "batching"))
+    batching = BatchingSqliteStorage.from_local(empty_storage(tmp_path / "batching"))
     events = batching.event_log_storage
     events.store_event_batch(run_events())
 
@@ -515,7 +517,7 @@ def test_sqlite_check_evaluation_is_one_index_transaction(tmp_path, monkeypatch)
 def test_sqlite_run_shard_connection_is_kept_per_thread_and_run(tmp_path):
     """A thread's events of one run go over one kept connection of its shard; events of
     another run close it and keep that run's; another thread keeps its own."""
-    events = BatchingSqliteStorage.from_local(str(tmp_path / "home")).event_log_storage
+    events = BatchingSqliteStorage.from_local(empty_storage(tmp_path / "home")).event_log_storage
     first, other_run = "f5b1c0de-0000-4000-8000-000000000002", RUN
     events.store_event(entry(planned(TABLE, None).dagster_event, run_id=first))
     kept = dict(events._run_shards)
@@ -541,7 +543,7 @@ def test_sqlite_run_logs_watched_see_every_event_while_a_reader_holds_the_shard(
     as the webserver does) receive every event the kept connection stores, written in a
     burst while another connection holds a read snapshot of the shard (which keeps a
     checkpoint from changing the file)."""
-    base = str(tmp_path / "home")
+    base = empty_storage(tmp_path / "home")
     writer = BatchingSqliteStorage.from_local(base).event_log_storage
     watcher = DagsterSqliteStorage.from_local(base).event_log_storage
     writer.store_event(planned(TABLE, None))  # the run's shard exists before it is watched

@@ -31,6 +31,7 @@ from sensors import clustercockpit, geopm, powerapi
 from sensors import gpu_repetitions as gpu_sensors
 from tests.dagster.conftest import QUIET_S, REPETITIONS, RUNS, SMALL, settle
 from tests.dagster.source_runs import SourceRuns
+from tests.dagster_sqlite import empty_instance
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -77,7 +78,7 @@ def _materialize(setup: tuple, data: Path, warehouse: Warehouse, taudb: Path) ->
                  resource_key: source}
     defs = build_definitions(warehouse=warehouse, taudb=TaudbResource(url=f"sqlite:///{taudb}"),
                              **resources)
-    with dg.instance_for_test() as instance:
+    with empty_instance() as instance:
         runs = SourceRuns(instance, defs, sensor, job, resource_key, source, partitions)
         requests = runs.tick().run_requests
         assert requests

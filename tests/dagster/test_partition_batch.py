@@ -22,6 +22,7 @@ from joulehouse.errors import InputError
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from joulehouse.gpu.layout import find_repetitions, root_name
 from joulehouse.warehouse import Warehouse
+from tests.dagster_sqlite import empty_instance
 
 KEYS = ["good", "bad-frames", "bad-energy", "also-good"]
 FRAMES_ERROR = InputError("rep/gpu-power.csv", "power: not a number", line=3)
@@ -161,7 +162,7 @@ def _materialized_metadata(add: str) -> dict[str, dict]:
                 add_partitions_metadata(context, dg.AssetKey(asset), {"b": {"rows": 0}})
             yield dg.MaterializeResult(asset_key=asset, metadata={"common": 1})
 
-    with dg.instance_for_test() as instance:
+    with empty_instance() as instance:
         instance.add_dynamic_partitions("reps", ["a", "b", "cc", "ddd"])
         assert dg.materialize([both], instance=instance, tags={
             "dagster/asset_partition_range_start": "a",
@@ -194,7 +195,7 @@ def test_partitions_metadata_outside_the_run_is_refused():
     def frames(context: dg.AssetExecutionContext):
         add_partitions_metadata(context, context.asset_key, {"ddd": {"rows": 3}})
 
-    with dg.instance_for_test() as instance:
+    with empty_instance() as instance:
         instance.add_dynamic_partitions("reps", ["a", "ddd"])
         result = dg.materialize([frames], instance=instance, partition_key="a",
                                 raise_on_error=False)

@@ -5,6 +5,7 @@ import dagster as dg
 import pytest
 
 from sensors.partition_runs import RANGE_END, RANGE_START, ready_run_request, run_in_flight
+from tests.dagster_sqlite import empty_instance
 
 PARTITION = "dagster/partition"
 
@@ -17,7 +18,7 @@ def _request(instance: dg.DagsterInstance, ready: dict[str, str]):
 
 
 def test_scattered_ready_keys_move_to_the_end_when_no_run_is_in_flight():
-    with dg.instance_for_test() as instance:
+    with empty_instance() as instance:
         instance.add_dynamic_partitions(PARTS.name, ["a", "b", "c", "d"])
         request, additions, new = _request(instance, {"a": "1", "c": "2", "e": "3"})
         assert new == 1
@@ -28,7 +29,7 @@ def test_scattered_ready_keys_move_to_the_end_when_no_run_is_in_flight():
 
 
 def test_keys_are_not_moved_under_a_run_in_flight():
-    with dg.instance_for_test() as instance:
+    with empty_instance() as instance:
         instance.add_dynamic_partitions(PARTS.name, ["a", "b", "c"])
         instance.add_run(dg.DagsterRun(job_name="job", run_id="in-flight",
                                        status=dg.DagsterRunStatus.STARTED,
@@ -46,7 +47,7 @@ def test_keys_are_not_moved_under_a_run_in_flight():
 def test_a_run_over_another_partition_set_does_not_hold_the_keys():
     """A run of another source's job over its own partitions (a PowerAPI stream) in flight,
     and one over no partition: the keys of this set still move."""
-    with dg.instance_for_test() as instance:
+    with empty_instance() as instance:
         instance.add_dynamic_partitions(PARTS.name, ["a", "b", "c"])
         instance.add_dynamic_partitions("streams", ["s1", "s2"])
         instance.add_run(dg.DagsterRun(job_name="other_job", run_id="other",
@@ -66,7 +67,7 @@ def test_a_run_over_another_partition_set_does_not_hold_the_keys():
 def test_a_run_of_any_job_over_these_keys_holds_them(tags):
     """A backfill or UI materialization (``__ASSET_JOB``) over keys of this set is starting:
     moving a key would change the keys its range resolves to, so nothing moves."""
-    with dg.instance_for_test() as instance:
+    with empty_instance() as instance:
         instance.add_dynamic_partitions(PARTS.name, ["a", "b", "c"])
         instance.add_run(dg.DagsterRun(job_name="__ASSET_JOB", run_id="backfill",
                                        status=dg.DagsterRunStatus.STARTING, tags=tags))

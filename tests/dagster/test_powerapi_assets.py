@@ -28,6 +28,7 @@ from sensors.partition_runs import RANGE_END, RANGE_START
 from sensors.powerapi import JOB_NAME, SENSOR_NAME
 from tests.dagster.conftest import QUIET_S, settle
 from tests.dagster.source_runs import SourceRuns
+from tests.dagster_sqlite import empty_instance
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = PROJECT_ROOT / "examples" / "powerapi"
@@ -122,7 +123,7 @@ def test_one_process_and_two_store_the_same_energy(tmp_path):
     or in two worker processes: the same rows."""
     stored = {}
     for workers in (1, 2):
-        with dg.instance_for_test() as instance:
+        with empty_instance() as instance:
             landing = Landing(instance, EXAMPLES, tmp_path / str(workers), quiet_s=0,
                               workers=StepWorkers(max_workers=workers))
             assert landing.launch(landing.tick().run_requests[0]).success

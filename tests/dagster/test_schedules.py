@@ -1,14 +1,9 @@
 """The schedules (sensors/schedules.py): what each asks for at a given time, and one run of
 each, launched in-process, succeeds on the example data."""
 
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
 import dagster as dg
-import pytest
 from dagster._core.storage.tags import SCHEDULE_NAME_TAG
 
 from definitions import EXAMPLE_GPU_DATA, SOURCE_JOBS, build_definitions, defs
@@ -18,7 +13,6 @@ from sensors.local import launch_in_process
 from sensors.partition_runs import RANGE_END, RANGE_START
 from sensors.schedules import ROLLUP_DAY_TAG
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 WEEKLY = {"weekly_revalidation_gpu_repetitions": ("gpu_energy_job", "gpu_repetitions", 500),
           "weekly_revalidation_tau_profile_sets": ("tau_profiles_job", "tau_profile_sets", 500),
           "weekly_revalidation_powerapi_reports": ("powerapi_job", "powerapi_reports", 500),
@@ -86,22 +80,8 @@ def test_the_weekly_schedules_revalidate_the_newest_partitions_of_each_source(in
         assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (keys[7], keys[-3])
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    """A Dagster home and warehouse where deploy/demo.py materialized every source's example
-    data (its sensors ticked once, one run each)."""
-    tmp = tmp_path_factory.mktemp("demo")
-    home, warehouse = tmp / "home", tmp / "warehouse"
-    home.mkdir()
-    done = subprocess.run([sys.executable, "deploy/demo.py", "--warehouse", str(warehouse)],
-                          check=False, cwd=PROJECT_ROOT, env={**os.environ, "DAGSTER_HOME": str(home)},
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return home, warehouse
-
-
 def test_one_run_of_each_schedule_succeeds_on_the_example_data(demo):
-    home, warehouse = demo
+    home, warehouse = demo.home, demo.warehouse
     store = Warehouse(root=str(warehouse))
     built = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(path=str(EXAMPLE_GPU_DATA))]),
                               store, TaudbResource(url=embedded_taudb_url(warehouse)))
