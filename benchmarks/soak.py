@@ -344,7 +344,8 @@ def run(args: argparse.Namespace) -> dict:
             "memory_growth": record.memory_growth(sampler.rows, args.minutes),
             "faults": record.recovery(faults, landed),
             "errors": errors, "poll_errors": len(poll_errors),
-            "sampler_errors": len(sampler.errors),
+            "poll_errors_first": poll_errors[:5], "sampler_errors": len(sampler.errors),
+            "sampler_errors_first": sampler.errors[:5],
         }
         tick_rows = record.ticks(stack)
         tick_rows.to_csv(out / "ticks.csv", index=False)

@@ -125,7 +125,13 @@ def _reached(frame: pd.DataFrame, row: Landed) -> bool:
         return False
     if row.reaches is None:
         return True
-    return pd.Timestamp(found["reach"].iloc[0]) >= pd.Timestamp(row.reaches)
+    return _utc(found["reach"].iloc[0]) >= _utc(row.reaches)
+
+
+def _utc(moment) -> pd.Timestamp:
+    """``moment`` as a UTC timestamp (DuckDB's frames give naive UTC)."""
+    stamp = pd.Timestamp(moment)
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
 
 
 def stamp(landed: list[Landed], seen: Seen, now: datetime) -> None:
