@@ -46,10 +46,12 @@ def wait_for_code_server(process: subprocess.Popen, port: int, log: Path,
 
 
 @contextmanager
-def started(command: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen]:
+def started(command: list[str], env: dict[str, str], log: Path, append: bool = False
+            ) -> Iterator[subprocess.Popen]:
     """``command`` run in the project root, in a process group of its own, output to
-    ``log``; the group is killed on the way out if it is still there."""
-    with log.open("wb") as out:
+    ``log`` (appended to it with ``append``); the group is killed on the way out if it is
+    still there."""
+    with log.open("ab" if append else "wb") as out:
         process = subprocess.Popen(command, cwd=PROJECT, env={**os.environ, **env},
                                    stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)

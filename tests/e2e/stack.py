@@ -1,4 +1,5 @@
-"""The whole production stack for the end-to-end test, started from nothing.
+"""The whole production stack, started from nothing: for the end-to-end test and the soak
+(``benchmarks/soak.py``), one implementation.
 
 A throwaway PostgreSQL server (``tests/postgres_server.py``) holds two databases:
 Dagster's storage (``dagster``: runs, event log, schedules and sensors) and TAUdb
@@ -19,15 +20,23 @@ the code server's host and port from the environment), and all three the product
 source is copied into fresh data roots and landing folders; the resources read them,
 the warehouse's URL, endpoint and credentials and the TAUdb URL from the environment, as in
 production.
+
+What differs between the two users is a parameter of :func:`running_stack`: the data folders
+(the examples copied, or empty ones a harness lands into), the warehouse (the object store,
+or a path kept after the stack stops) and the environment's settings (quiet period, sensor
+interval ...). A process may be stopped and started again while the stack runs
+(:meth:`Stack.restart`, as systemd's ``Restart=always`` would after a crash).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,25 +84,44 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class DataFolders:
-    """The fresh copies of the examples the resources read: one GPU data root ``lab``, and
-    one landing folder or archive per other source."""
+    """The folders the resources read: one GPU data root ``lab``, one landing folder or
+    archive per other source, and (when given) the intensity and tariff landing folders
+    (else the bundled examples are read)."""
 
     gpu: Path
     tau: Path
     geopm: Path
     powerapi: Path
     archive: Path
+    intensity: Path | None = None
+    tariffs: Path | None = None
+
+    @classmethod
+    def under(cls, base: Path) -> DataFolders:
+        """The folders' places under ``base`` (nothing created)."""
+        return cls(gpu=base / "lab", tau=base / "tau", geopm=base / "geopm",
+                   powerapi=base / "powerapi", archive=base / "archive")
 
     @classmethod
     def copied(cls, base: Path) -> DataFolders:
-        folders = cls(gpu=base / "lab", tau=base / "tau", geopm=base / "geopm",
-                      powerapi=base / "powerapi", archive=base / "archive")
+        """Fresh copies of the examples under ``base``."""
+        folders = cls.under(base)
         for example, folder in ((EXAMPLE_GPU_DATA, folders.gpu),
                                 (EXAMPLE_TAU_PROFILES, folders.tau),
                                 (EXAMPLE_GEOPM_REPORTS, folders.geopm),
                                 (EXAMPLE_POWERAPI, folders.powerapi),
                                 (EXAMPLE_CC_ARCHIVE, folders.archive)):
             shutil.copytree(example, folder)
+        return folders
+
+    @classmethod
+    def empty(cls, base: Path) -> DataFolders:
+        """Empty folders under ``base``, intensity and tariffs included (a harness lands
+        into them)."""
+        folders = cls(**{**vars(cls.under(base)), "intensity": base / "intensity",
+                         "tariffs": base / "tariffs"})
+        for folder in vars(folders).values():
+            folder.mkdir(parents=True)
         return folders
 
 
@@ -129,6 +157,9 @@ class Stack:
     logs: Path
     port: int = 0
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    #: Each process's command line, and what keeps it stopped on the way out.
+    commands: dict[str, list[str]] = field(default_factory=dict)
+    exits: ExitStack = field(default_factory=ExitStack)
 
     @property
     def url(self) -> str:
@@ -147,17 +178,48 @@ class Stack:
         finally:
             connection.close()
 
+    def start(self, name: str, command: list[str]) -> subprocess.Popen:
+        """Start the process ``name`` (its output appended to ``logs/<name>.log``)."""
+        self.commands[name] = command
+        self.processes[name] = self.exits.enter_context(
+            started(command, self.env, self.logs / f"{name}.log", append=True))
+        return self.processes[name]
+
+    def kill(self, name: str) -> None:
+        """``kill -9`` of the process ``name`` and of its process group (its children,
+        as a unit manager stopping a crashed service would); waits until it is gone."""
+        process = self.processes[name]
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait()
+        wait_for(f"{name}'s process group {process.pid} to be gone",
+                 lambda: not group_alive(process.pid), STOP_TIMEOUT_S)
+
+    def restart(self, name: str) -> subprocess.Popen:
+        """The process ``name`` started again with its command (after :meth:`kill`, or it
+        ended); the webserver waited for until it serves."""
+        process = self.start(name, self.commands[name])
+        if name == "webserver":
+            wait_until_serving(process, self.port, self.logs / "webserver.log")
+        return process
+
     def log_tail(self, name: str, lines: int = 60) -> str:
         text = (self.logs / f"{name}.log").read_text(errors="replace").splitlines()
         return f"--- {name}.log (last {lines} lines) ---\n" + "\n".join(text[-lines:])
 
 
 def _env(home: Path, postgres: PostgresServer, dagster_db: str, taudb_url: str,
-         data: DataFolders, store: ObjectStoreServer, warehouse_url: str) -> dict[str, str]:
+         data: DataFolders, store: ObjectStoreServer | None, warehouse_url: str
+         ) -> dict[str, str]:
     """The environment of every Dagster process: the instance's PostgreSQL credentials,
     and every resource's folders and URLs (and the object store's credentials) as
     production sets them."""
-    return {**store.environment,
+    accounting = {variable: str(folder) for variable, folder in (
+        ("JOULEHOUSE_INTENSITY_LANDING", data.intensity),
+        ("JOULEHOUSE_TARIFF_LANDING", data.tariffs)) if folder is not None}
+    return {**(store.environment if store else {}), **accounting,
         "DAGSTER_HOME": str(home),
         "DAGSTER_PG_HOST": "127.0.0.1", "DAGSTER_PG_PORT": str(postgres.port),
         "DAGSTER_PG_DB": dagster_db, "DAGSTER_PG_USER": "postgres",
@@ -176,46 +238,52 @@ def _env(home: Path, postgres: PostgresServer, dagster_db: str, taudb_url: str,
 
 
 @contextmanager
-def running_stack(base: Path, prepare: Callable[[DataFolders], None] = lambda _: None
-                  ) -> Iterator[Stack]:
-    """The stack over fresh copies of the examples under ``base`` (``prepare`` may change
-    them before anything starts); every process and the server stopped on the way out."""
-    data = DataFolders.copied(base / "data")
+def running_stack(base: Path, prepare: Callable[[DataFolders], None] = lambda _: None, *,
+                  folders: Callable[[Path], DataFolders] = DataFolders.copied,
+                  warehouse_path: Path | None = None,
+                  settings: Mapping[str, str] = {}) -> Iterator[Stack]:
+    """The stack over the data folders ``folders(base / "data")`` (default: fresh copies of
+    the examples; ``prepare`` may change them before anything starts), its warehouse a
+    bucket of a throwaway object store, or ``warehouse_path`` (kept on the way out), the
+    environment's defaults overridden by ``settings``; every process and the server
+    stopped on the way out."""
+    data = folders(base / "data")
     prepare(data)
     home, logs = base / "dagster_home", base / "logs"
     home.mkdir()
     logs.mkdir()
     shutil.copy(PRODUCTION / "dagster.yaml", home / "dagster.yaml")
-    with (postgres_server() as postgres, throwaway_object_store() as store,
-          ExitStack() as stack):
+    with postgres_server() as postgres, ExitStack() as servers:
+        store = None if warehouse_path else servers.enter_context(throwaway_object_store())
         dagster_db, taudb = "dagster", "taudb"
         postgres.create_database(dagster_db)
         taudb_url = postgres.create_database(taudb)
-        warehouse_url = f"s3://{store.new_bucket()}/warehouse"
-        env = _env(home, postgres, dagster_db, taudb_url, data, store, warehouse_url)
+        warehouse_url = (str(warehouse_path) if store is None
+                         else f"s3://{store.new_bucket()}/warehouse")
+        env = {**_env(home, postgres, dagster_db, taudb_url, data, store, warehouse_url),
+               **settings}
         the_stack = Stack(postgres, dagster_db, taudb_url, data, warehouse_url,
-                          warehouse.Warehouse(warehouse_url, store.store), home, env, logs)
-
-        grpc_port = free_port()
-        code_server = stack.enter_context(started(
-            [str(BIN / "dagster"), "code-server", "start", "-h", HOST, "-p", str(grpc_port),
-             "-m", "definitions", "--location-name", LOCATION], env, logs / "code-server.log"))
-        the_stack.processes["code-server"] = code_server
-        wait_for_code_server(code_server, grpc_port, logs / "code-server.log",
-                             CODE_SERVER_TIMEOUT_S)
-        env |= {"JOULEHOUSE_CODE_SERVER_HOST": HOST, "JOULEHOUSE_CODE_SERVER_PORT": str(grpc_port)}
-        workspace = PRODUCTION / "workspace.yaml"
-
-        the_stack.processes["daemon"] = stack.enter_context(started(
-            [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)], env,
-            logs / "daemon.log"))
-        the_stack.port = free_port()
-        webserver = stack.enter_context(started(
-            [str(BIN / "dagster-webserver"), "-w", str(workspace), "-h", HOST, "-p",
-             str(the_stack.port)], env, logs / "webserver.log"))
-        the_stack.processes["webserver"] = webserver
-        wait_until_serving(webserver, the_stack.port, logs / "webserver.log")
-        yield the_stack
+                          warehouse.Warehouse(warehouse_url, store.store if store else None),
+                          home, env, logs)
+        with the_stack.exits:
+            grpc_port = free_port()
+            code_server = the_stack.start("code-server", [
+                str(BIN / "dagster"), "code-server", "start", "-h", HOST, "-p",
+                str(grpc_port), "-m", "definitions", "--location-name", LOCATION])
+            wait_for_code_server(code_server, grpc_port, logs / "code-server.log",
+                                 CODE_SERVER_TIMEOUT_S)
+            env |= {"JOULEHOUSE_CODE_SERVER_HOST": HOST,
+                    "JOULEHOUSE_CODE_SERVER_PORT": str(grpc_port)}
+            workspace = PRODUCTION / "workspace.yaml"
+            the_stack.start("daemon", [str(BIN / "dagster-daemon"), "run", "-w",
+                                       str(workspace)])
+            the_stack.port = free_port()
+            the_stack.start("webserver", [str(BIN / "dagster-webserver"), "-w",
+                                          str(workspace), "-h", HOST, "-p",
+                                          str(the_stack.port)])
+            wait_until_serving(the_stack.processes["webserver"], the_stack.port,
+                               logs / "webserver.log")
+            yield the_stack
     for name, process in the_stack.processes.items():
         wait_for(f"{name}'s process group {process.pid} to be gone",
                  lambda pid=process.pid: not group_alive(pid), STOP_TIMEOUT_S)

@@ -1,0 +1,305 @@
+"""The soak's landers: each source's entries written the way its real tool writes them, at a
+rate, a few of them bad on purpose (``benchmarks/soak.py``).
+
+Every lander writes into the stack's data folders (``tests/e2e/stack.py``,
+``DataFolders.empty``) and returns, per entry, a :class:`Landed`: where it is, the
+``energy_facts`` entity it must become (or ``""`` where it becomes none), whether it is
+expected to load (``ok``) or fail alone (``bad``), when its last byte landed, and its exact
+energy (J) where the generator knows it. Which entries are bad is fixed by their index:
+entry ``i`` of a source is bad when ``i % period == 1`` (``period`` = round(1 / the bad
+fraction)), so even a short run has one of each source's bad kinds.
+
+- ClusterCockpit (``clustercockpit``): a job folder of the cluster ``soak``, meta.json then
+  data.json.gz (``joulehouse.clustercockpit.generator.write_job``), started a job's length
+  before now; bad: a job whose power is negative.
+- GEOPM (``geopm``): the bundled one-host legacy report, its start time now and its host
+  renamed per report, written at once as geopm does when the job ends; bad: a package
+  energy ``1802,26``.
+- GPU (``gpu-benchmark``): one repetition by ``joulehouse collect`` with the tests' fake
+  NVML (``tests/collect/run_collector.py``) measuring ``sleep``; bad: the collected
+  ``gpu-power.csv`` with a power that is no number.
+- PowerAPI (``powerapi``): streams that keep growing, one report a second each, flushed
+  every ``flush_s``: even streams PowerReport JSON lines (``power-<i>.jsonl``, a constant
+  power), odd ones hwpc-sensor CSV (``hwpc-<i>/rapl.csv``, a constant RAPL energy per
+  tick); one landed row per flush. Bad: a separate small JSON-lines file with a negative
+  power on line 3.
+- TAU (``tau``): a copy of the bundled profile set (no energy: its entity is ``""``);
+  bad: a profile file cut in its header.
+- Intensity and tariffs (``intensity``, ``tariffs``): a new Electricity Maps file of zone
+  DE covering the run's days, and a new tariff file of the site ``hpc-centre`` covering
+  them; never bad.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pandas as pd
+
+from definitions import EXAMPLE_GEOPM_REPORTS, EXAMPLE_TAU_PROFILES
+from joulehouse.accounting.generator import electricity_maps_frame, write_csv
+from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
+
+PROJECT = Path(__file__).resolve().parent.parent
+COLLECTOR = PROJECT / "tests" / "collect" / "run_collector.py"
+CLUSTER = "soak"
+#: The first job id: far from the examples' and the seeded history's.
+FIRST_JOB_ID = 7_000_000
+GEOPM_EXAMPLE = EXAMPLE_GEOPM_REPORTS / "geopmbench_1host.legacy.report"
+GEOPM_HOST = "mcfly13"
+GEOPM_START = "Start Time: Wed Apr 01 09:00:15 2020"
+GEOPM_BAD = ("package-energy (joules): 1802.26", "package-energy (joules): 1802,26")
+#: The PowerAPI streams' constant power (W) and RAPL energy per one-second tick (J).
+STREAM_POWER_W = 100.0
+STREAM_RAPL_J = 50.0
+RAPL_UNIT = 2.0 ** -32  # J per count of RAPL_ENERGY_PKG in hwpc-sensor's reports
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Landed:
+    """One landed entry and what became of it (a row of ``landed.csv``)."""
+
+    source: str
+    entry: str
+    entity: str
+    expected: str  # "ok" or "bad"
+    landed_at: datetime
+    truth_j: float | None = None
+    #: PowerAPI: the flush's last report (UTC) the entity's facts must reach.
+    reaches: datetime | None = None
+    in_facts_at: datetime | None = None
+    in_accounting_at: datetime | None = None
+
+
+def is_bad(index: int, bad_fraction: float) -> bool:
+    """Whether entry ``index`` of a source is a bad one (see the module)."""
+    return bad_fraction > 0 and index % max(2, round(1 / bad_fraction)) == 1
+
+
+class Lander:
+    """A source's lander: ``land()`` writes its next entry (or flush) at ``rate_per_s``."""
+
+    source = ""
+
+    def __init__(self, folder: Path, rate_per_s: float, bad_fraction: float) -> None:
+        self.folder, self.rate_per_s, self.bad_fraction = folder, rate_per_s, bad_fraction
+        self.count = 0
+
+    def land(self) -> list[Landed]:
+        bad = is_bad(self.count, self.bad_fraction)
+        landed = self.write(self.count, bad)
+        self.count += 1
+        return landed
+
+    def write(self, index: int, bad: bool) -> list[Landed]:
+        raise NotImplementedError
+
+
+class ClusterCockpitLander(Lander):
+    source = "clustercockpit"
+    SAMPLES, STEP_S = 11, 60  # ten-minute jobs, one sample a minute
+
+    def __init__(self, folder: Path, rate_per_s: float, bad_fraction: float) -> None:
+        super().__init__(folder, rate_per_s, bad_fraction)
+        write_archive_files(folder, [CLUSTER])
+
+    def write(self, index: int, bad: bool) -> list[Landed]:
+        start = int(time.time()) - (self.SAMPLES - 1) * self.STEP_S
+        spec = JobSpec(cluster=CLUSTER, job_id=FIRST_JOB_ID + index, start_time=start,
+                       samples=self.SAMPLES, timestep_s=self.STEP_S, gzip=True,
+                       base_power_w=-500.0 if bad else 200.0 + index % 50,
+                       user=f"user{index % 7}", project=f"project{index % 3}")
+        truth = write_job(self.folder, spec)
+        folder = self.folder / CLUSTER / str(spec.job_id // 1000) / f"{spec.job_id % 1000:03d}"
+        return [Landed(self.source, str(folder / str(start)), truth.key,
+                       "bad" if bad else "ok", utc_now(), None if bad else truth.energy_j)]
+
+
+class GeopmLander(Lander):
+    source = "geopm"
+
+    def __init__(self, folder: Path, rate_per_s: float, bad_fraction: float) -> None:
+        super().__init__(folder, rate_per_s, bad_fraction)
+        self.example = GEOPM_EXAMPLE.read_text()
+        assert GEOPM_START in self.example and GEOPM_BAD[0] in self.example
+
+    def write(self, index: int, bad: bool) -> list[Landed]:
+        name, host = f"soak{index:06d}.report", f"soak{index:06d}-{GEOPM_HOST}"
+        text = self.example.replace(GEOPM_HOST, host).replace(
+            GEOPM_START, f"Start Time: {utc_now() - timedelta(minutes=1):%a %b %d %H:%M:%S %Y}")
+        if bad:
+            text = text.replace(*GEOPM_BAD)
+        path = self.folder / name
+        partial = path.with_name(f".{name}.part")  # geopm writes the report once, at the end
+        partial.write_text(text)
+        partial.rename(path)
+        return [Landed(self.source, str(path), f"{self.folder.name}/{name}/{host}",
+                       "bad" if bad else "ok", utc_now())]
+
+
+#: The power (mW) in a row of the collector's gpu-power.csv (index, timestamp, energy, power).
+POWER_COLUMN = 3
+
+
+class GpuLander(Lander):
+    """Each repetition a run ``r<i>`` of benchmark ``bench`` of experiment ``soak`` of the
+    data root, written by ``joulehouse collect`` with the fake NVML."""
+
+    source = "gpu-benchmark"
+    COMMAND_S = 2.0
+
+    def write(self, index: int, bad: bool) -> list[Landed]:
+        run = f"r{index:06d}"
+        folder = self.folder / "soak" / "bench" / run / "0"
+        staging = self.folder.parent / ".gpu-staging"  # bad ones are broken before landing
+        root = staging if bad else self.folder
+        subprocess.run(
+            [sys.executable, str(COLLECTOR), "collect", "--data-root", str(root),
+             "--experiment", "soak", "--benchmark", "bench", "--run", run,
+             "--interval", "0.1", "--", "sleep", str(self.COMMAND_S)],
+            cwd=COLLECTOR.parent, env={**os.environ, "FAKE_NVML": "{}",
+                                       "PYTHONPATH": str(PROJECT)},
+            check=True, capture_output=True)
+        if bad:
+            staged = staging / "soak" / "bench" / run / "0"
+            power = staged / "gpu-power.csv"
+            lines = power.read_text().splitlines(keepends=True)
+            cells = lines[2].split(",")
+            cells[POWER_COLUMN] = "not-a-number"
+            lines[2] = ",".join(cells)
+            power.write_text("".join(lines))
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(staged.parent, folder.parent)
+        return [Landed(self.source, str(folder), f"{self.folder.name}/soak/bench/{run}/0",
+                       "bad" if bad else "ok", utc_now())]
+
+
+class PowerapiLander(Lander):
+    """``streams`` growing files; each ``land()`` appends ``flush_s`` one-second reports
+    to every stream (its rate is one flush per ``flush_s``), and a bad file at the bad
+    fraction of flushes."""
+
+    source = "powerapi"
+
+    def __init__(self, folder: Path, streams: int, flush_s: float, bad_fraction: float
+                 ) -> None:
+        super().__init__(folder, 1.0 / flush_s, bad_fraction)
+        self.streams, self.flush_s = streams, flush_s
+        self.next_tick = [int(time.time()) for _ in range(streams)]
+        self.first_tick = list(self.next_tick)
+        self.bad_count = 0
+
+    def path(self, stream: int) -> Path:
+        return (self.folder / f"power-{stream}.jsonl" if stream % 2 == 0
+                else self.folder / f"hwpc-{stream}" / "rapl.csv")
+
+    def truth_j(self, stream: int) -> float:
+        """The stream's exact energy so far (J): every tick's, from its first to its last."""
+        ticks = self.next_tick[stream] - self.first_tick[stream]
+        if stream % 2 == 0:
+            return STREAM_POWER_W * (ticks - 1)
+        return STREAM_RAPL_J * (ticks - 1)
+
+    def _lines(self, stream: int, ticks: list[int]) -> str:
+        sensor = f"soak{stream}"
+        if stream % 2 == 0:
+            return "".join(json.dumps({
+                "timestamp": datetime.fromtimestamp(t, UTC).isoformat(), "sensor": sensor,
+                "target": "all", "metadata": {"scope": "cpu", "socket": 0},
+                "power": STREAM_POWER_W}) + "\n" for t in ticks)
+        counts = round(STREAM_RAPL_J / RAPL_UNIT)
+        return "".join(f"{t * 1000},{sensor},all,0,0,{counts},{(t - self.first_tick[stream] + 1) * 10**9},"
+                       f"{(t - self.first_tick[stream] + 1) * 10**9}\n" for t in ticks)
+
+    def write(self, index: int, bad: bool) -> list[Landed]:
+        landed = []
+        now = int(time.time())
+        for stream in range(self.streams):
+            ticks = list(range(self.next_tick[stream], now + 1))
+            if not ticks:
+                continue
+            path = self.path(stream)
+            path.parent.mkdir(exist_ok=True)
+            new = not path.exists()
+            with path.open("a") as file:
+                if new and stream % 2:
+                    file.write("timestamp,sensor,target,socket,cpu,RAPL_ENERGY_PKG,"
+                               "time_enabled,time_running\n")
+                file.write(self._lines(stream, ticks))
+            self.next_tick[stream] = now + 1
+            landed.append(Landed(self.source, f"{path}@{path.stat().st_size}",
+                                 f"soak{stream}/all", "ok", utc_now(), self.truth_j(stream),
+                                 reaches=datetime.fromtimestamp(now, UTC)))
+        if bad:
+            landed.append(self._bad())
+        return landed
+
+    def _bad(self) -> Landed:
+        path = self.folder / f"bad-{self.bad_count}.jsonl"
+        self.bad_count += 1
+        start = int(time.time()) - 10
+        lines = [json.dumps({"timestamp": datetime.fromtimestamp(start + i, UTC).isoformat(),
+                             "sensor": f"soakbad{self.bad_count}", "target": "all",
+                             "metadata": {"scope": "cpu", "socket": 0},
+                             "power": -1.0 if i == 2 else STREAM_POWER_W}) for i in range(5)]
+        path.write_text("\n".join(lines) + "\n")
+        return Landed(self.source, str(path), f"soakbad{self.bad_count}/all", "bad", utc_now())
+
+
+class TauLander(Lander):
+    source = "tau"
+
+    def write(self, index: int, bad: bool) -> list[Landed]:
+        folder = self.folder / f"soak{index:06d}"
+        staging = self.folder.parent / f".tau-{index:06d}"
+        shutil.copytree(EXAMPLE_TAU_PROFILES / "tau2_wrap_mpi2", staging)
+        if bad:
+            profile = staging / "profile.0.0.0"
+            profile.write_text(profile.read_text()[:40])
+        staging.rename(folder)
+        return [Landed(self.source, str(folder), "", "bad" if bad else "ok", utc_now())]
+
+
+class AccountingLander(Lander):
+    """Updates of grid intensity and tariffs, as their feeds deliver them: the first
+    ``land()`` writes an intensity file (zone DE, hourly) and a tariff file
+    (``hpc-centre``) from two days before today to tomorrow; each later one the next hour
+    of intensity and the next day of tariff in new files (a zone's or site's files must not
+    overlap: ``joulehouse.accounting.intensity``, ``tariff``)."""
+
+    source = "intensity"
+
+    def __init__(self, intensity: Path, tariffs: Path, rate_per_s: float) -> None:
+        super().__init__(intensity, rate_per_s, 0.0)
+        self.tariffs = tariffs
+        self.tomorrow = pd.Timestamp.now(tz="UTC").normalize() + pd.Timedelta(days=1)
+
+    def write(self, index: int, bad: bool) -> list[Landed]:
+        hour, day = pd.Timedelta(hours=1), pd.Timedelta(days=1)
+        if index == 0:
+            (start, end), (valid_from, valid_to) = [(self.tomorrow - 3 * day, self.tomorrow)] * 2
+        else:
+            start = self.tomorrow + (index - 1) * hour
+            end, valid_from = start + hour, self.tomorrow + (index - 1) * day
+            valid_to = valid_from + day
+        frame = electricity_maps_frame("DE", "Germany", str(start), str(end))
+        intensity = write_csv(frame, self.folder / f"DE_soak-{index:04d}.csv")
+        tariff = self.tariffs / f"hpc-centre-soak-{index:04d}.csv"
+        tariff.write_text(
+            "site,timezone,valid_from,valid_to,weekdays,start,end,price_per_kwh,currency\n"
+            f"hpc-centre,Europe/Berlin,{valid_from:%Y-%m-%d},{valid_to:%Y-%m-%d},"
+            f"\"Mon,Tue,Wed,Thu,Fri,Sat,Sun\",00:00,24:00,{0.15 + index / 1000:.3f},EUR\n")
+        return [Landed("intensity", str(intensity), "", "ok", utc_now()),
+                Landed("tariffs", str(tariff), "", "ok", utc_now())]

@@ -1,0 +1,448 @@
+"""What the soak records (``benchmarks/soak.py``): when each landed entry reached the
+warehouse, the stack's processes and stores over time, the sensors' ticks, and the checks of
+``summary.json``.
+
+- :func:`poll`: one look at the warehouse through the project's DuckDB views
+  (``joulehouse.accounting.query.connect``) and at TAUdb; stamps each entry's
+  ``in_facts_at`` (its entity's rows in ``energy_facts``; a PowerAPI flush once its
+  stream's facts reach the flush's last report; a TAU profile set: its trial in TAUdb, TAU
+  having no energy) and ``in_accounting_at`` (its entity in both ``carbon_per_fact`` and
+  ``cost_per_fact``, which the accounting step writes with ``accounting_daily``; an intensity
+  or tariff file: listed by the ``carbon_intensity`` or ``tariffs`` table).
+- :class:`Sampler`: every few seconds, CPU seconds and resident memory of the daemon, the
+  webserver and the code server (each with its descendants but the run workers), and of
+  the run workers (:func:`run_workers`, with their step processes); the run queue
+  (runs by status), the instance database's size and the warehouse's.
+- :func:`ticks`: every sensor tick from the instance database (start, duration, status).
+- :func:`summary`: freshness percentiles, exactly once, bad entries failed alone and
+  shown failed through GraphQL, memory growth, ticks past their timeout, faults' recovery.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Self
+from urllib.parse import urlsplit
+
+import numpy as np
+import pandas as pd
+import psutil
+import pyarrow.fs as pafs
+from soak_landers import STREAM_POWER_W, STREAM_RAPL_J, Landed, utc_now
+
+from joulehouse.accounting.query import connect
+from joulehouse.taudb.loader import SOURCE_KEY
+from tests.dagster.webserver import statuses
+from tests.e2e.stack import Stack
+
+COLUMNS = ["source", "entry", "entity", "expected", "landed_at", "in_facts_at",
+           "in_accounting_at"]
+#: Sources whose entries become energy facts (and so accounting rows).
+FACT_SOURCES = ("clustercockpit", "geopm", "gpu-benchmark", "powerapi")
+#: The processes sampled, by the stack's names.
+SERVICES = ("daemon", "webserver", "code-server")
+GRPC_SERVER = "api grpc"
+RUN_WORKER = "multiprocessing.spawn"
+#: Each source's asset whose failed partitions the UI shows for a bad entry.
+FAILED_ASSET = {"clustercockpit": "cc_block_tables", "geopm": "geopm_validated_frames",
+                "gpu-benchmark": "gpu_validated_frames",
+                "powerapi": "powerapi_validated_frames", "tau": "tau_profile_trials"}
+#: The PowerAPI streams' mean power (W) by the stream's kind: JSON lines even, CSV odd.
+STREAM_W = (STREAM_POWER_W, STREAM_RAPL_J)
+#: Relative tolerance of an energy against its truth.
+ENERGY_RTOL = 1e-6
+
+
+def _iso(moment: datetime | None) -> str:
+    return "" if moment is None else moment.isoformat()
+
+
+def write_landed(path: Path, landed: list[Landed]) -> None:
+    """``landed.csv``: one row per landed entry (UTC ISO times, empty if never)."""
+    with path.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(COLUMNS)
+        for row in landed:
+            writer.writerow([row.source, row.entry, row.entity, row.expected,
+                             _iso(row.landed_at), _iso(row.in_facts_at),
+                             _iso(row.in_accounting_at)])
+
+
+@dataclass
+class Seen:
+    """What one look at the stores found."""
+
+    facts: pd.DataFrame  # entity, rows, reach (max window_end)
+    accounted: pd.DataFrame  # entity, reach: in carbon_per_fact and cost_per_fact
+    trials: set[str]
+    files: set[str]  # the intensity and tariff files the accounting tables list
+
+
+def _frame(connection, sql: str, table: str, columns: list[str]) -> pd.DataFrame:
+    names = {row[0] for row in connection.execute(
+        "SELECT table_name FROM information_schema.tables").fetchall()}
+    if table not in names:
+        return pd.DataFrame(columns=columns)
+    return connection.execute(sql).df()
+
+
+def look(stack: Stack) -> Seen:
+    """The entities in the warehouse's fact and accounting tables, TAUdb's trials."""
+    with connect(stack.tables) as connection:
+        facts = _frame(connection, "SELECT entity, count(*) AS rows, max(window_end) AS reach "
+                       "FROM energy_facts GROUP BY entity", "energy_facts",
+                       ["entity", "rows", "reach"])
+        carbon = _frame(connection, "SELECT entity, max(window_end) AS reach FROM "
+                        "carbon_per_fact GROUP BY entity", "carbon_per_fact",
+                        ["entity", "reach"])
+        cost = _frame(connection, "SELECT DISTINCT entity FROM cost_per_fact",
+                      "cost_per_fact", ["entity"])
+        files = set()
+        for table in ("carbon_intensity", "tariffs"):
+            files |= set(_frame(connection, f"SELECT DISTINCT file FROM {table}", table,
+                                ["file"])["file"])
+    trials = {key for (key,) in stack.sql(
+        f"SELECT value FROM primary_metadata WHERE name = '{SOURCE_KEY}'", "taudb")} \
+        if _has_taudb(stack) else set()
+    return Seen(facts, carbon[carbon["entity"].isin(set(cost["entity"]))], trials, files)
+
+
+def _has_taudb(stack: Stack) -> bool:
+    return bool(stack.sql("SELECT 1 FROM information_schema.tables WHERE table_name = "
+                          "'primary_metadata'", "taudb"))
+
+
+def _reached(frame: pd.DataFrame, row: Landed) -> bool:
+    found = frame[frame["entity"] == row.entity]
+    if found.empty:
+        return False
+    if row.reaches is None:
+        return True
+    return _utc(found["reach"].iloc[0]) >= _utc(row.reaches)
+
+
+def _utc(moment) -> pd.Timestamp:
+    """``moment`` as a UTC timestamp (DuckDB's frames give naive UTC)."""
+    stamp = pd.Timestamp(moment)
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+
+
+def stamp(landed: list[Landed], seen: Seen, now: datetime) -> None:
+    """Stamp ``now`` on each entry newly seen in facts (or TAUdb) and in accounting."""
+    for row in landed:
+        if row.in_facts_at is None:
+            if row.source == "tau":
+                if row.entry in seen.trials:
+                    row.in_facts_at = now
+            elif row.entity and _reached(seen.facts, row):
+                row.in_facts_at = now
+        if row.in_accounting_at is None:
+            if row.source in ("intensity", "tariffs"):
+                if row.entry in seen.files:
+                    row.in_accounting_at = now
+            elif row.entity and _reached(seen.accounted, row):
+                row.in_accounting_at = now
+
+
+def poll(stack: Stack, landed: list[Landed]) -> None:
+    """One look, stamped (errors of a store that is down are the caller's to count)."""
+    stamp(list(landed), look(stack), utc_now())
+
+
+def settled(landed: list[Landed]) -> bool:
+    """Whether every good entry that should reach accounting (or TAUdb) has."""
+    return all((row.in_facts_at if row.source == "tau" else row.in_accounting_at)
+               is not None for row in landed if row.expected == "ok")
+
+
+@dataclass
+class Sampler:
+    """Samples the processes and stores every ``every_s`` in a thread (see the module);
+    ``rows`` are ``timeseries.csv``'s."""
+
+    stack: Stack
+    every_s: float
+    started: float = field(default_factory=time.monotonic)
+    rows: list[dict] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                self.rows.append(self.sample())
+            except Exception as error:  # noqa: BLE001 - a store down in a fault: counted
+                self.errors.append(f"{time.monotonic() - self.started:.0f} s: {error!r}")
+
+    def sample(self) -> dict:
+        row: dict = {"t_s": round(time.monotonic() - self.started, 1)}
+        workers = [tree for root in run_workers(self.stack) for tree in _tree(root)]
+        worker_pids = {p.pid for p in workers}
+        for name in SERVICES:
+            own = [p for p in _tree(psutil.Process(self.stack.processes[name].pid))
+                   if p.pid not in worker_pids]
+            row[f"{name}_rss_mb"], row[f"{name}_cpu_s"] = _usage(own)
+        row["run_workers"] = len(run_workers(self.stack))
+        row["run_workers_rss_mb"], row["run_workers_cpu_s"] = _usage(workers)
+        queue = dict(self.stack.sql("SELECT status, count(*) FROM runs GROUP BY status"))
+        for status in ("QUEUED", "STARTING", "STARTED", "SUCCESS", "FAILURE", "CANCELED"):
+            row[f"runs_{status.lower()}"] = queue.get(status, 0)
+        [(size,)] = self.stack.sql(f"SELECT pg_database_size('{self.stack.dagster_db}')")
+        row["instance_db_mb"] = round(size / 2**20, 1)
+        row["warehouse_mb"] = round(_warehouse_bytes(self.stack) / 2**20, 1)
+        return row
+
+    def write(self, path: Path) -> None:
+        pd.DataFrame(self.rows).to_csv(path, index=False)
+
+
+def _tree(root: psutil.Process) -> list[psutil.Process]:
+    """``root`` and its descendants (none if it is gone)."""
+    try:
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def cmdline(process: psutil.Process) -> str:
+    """Its command line, or "" once it is gone."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def run_workers(stack: Stack) -> list[psutil.Process]:
+    """The run workers: the processes the code server's gRPC server (``dagster api grpc``)
+    starts per run (DefaultRunLauncher: ``multiprocessing`` spawned children); each run's
+    step processes are their descendants."""
+    servers = [p for p in _tree(psutil.Process(stack.processes["code-server"].pid))
+               if GRPC_SERVER in cmdline(p)]
+    return [child for server in servers for child in server.children()
+            if RUN_WORKER in cmdline(child)]
+
+
+def _usage(processes: list[psutil.Process]) -> tuple[float, float]:
+    """Resident memory (MiB) and CPU seconds (user + system) of ``processes`` together."""
+    rss = cpu = 0.0
+    for process in processes:
+        try:
+            rss += process.memory_info().rss
+            times = process.cpu_times()
+            cpu += times.user + times.system
+        except psutil.Error:
+            pass
+    return round(rss / 2**20, 1), round(cpu, 2)
+
+
+def warehouse_root(tables) -> str:
+    """The warehouse's root in its filesystem (a path, or ``bucket/prefix``)."""
+    return tables.url if tables.is_local else urlsplit(tables.url)._replace(scheme="").geturl()[2:]
+
+
+def _warehouse_bytes(stack: Stack) -> int:
+    tables = stack.tables
+    selector = pafs.FileSelector(warehouse_root(tables), recursive=True, allow_not_found=True)
+    return sum(info.size or 0 for info in tables.filesystem.get_file_info(selector))
+
+
+def ticks(stack: Stack) -> pd.DataFrame:
+    """Every sensor tick stored: sensor, start (UTC), duration (s), status, error."""
+    rows = []
+    for (body,) in stack.sql("SELECT tick_body FROM job_ticks"):
+        tick = json.loads(body)
+        end = tick.get("end_timestamp")
+        rows.append({"sensor": tick.get("instigator_name") or tick.get("job_name"),
+                     "start": datetime.fromtimestamp(tick["timestamp"], UTC),
+                     "duration_s": None if end is None else end - tick["timestamp"],
+                     "status": _enum(tick["status"]),
+                     "error": (tick.get("error") or {}).get("message", "")})
+    return pd.DataFrame(rows, columns=["sensor", "start", "duration_s", "status", "error"])
+
+
+def _enum(value) -> str:
+    """A serialized enum's member name (``{"__enum__": "TickStatus.SKIPPED"}`` -> SKIPPED)."""
+    return (value.get("__enum__", "") if isinstance(value, dict) else str(value)).split(".")[-1]
+
+
+def tick_figures(frame: pd.DataFrame, interval_s: float, timeout_s: float) -> dict:
+    """Per sensor: ticks, duration p50/max (s), lag (s: the gap between ticks beyond the
+    interval, p50/max), and ticks past ``timeout_s`` (or failed on a deadline)."""
+    figures = {}
+    for sensor, rows in frame.sort_values("start").groupby("sensor"):
+        gaps = rows["start"].diff().dt.total_seconds().dropna() - interval_s
+        durations = rows["duration_s"].dropna()
+        late = (durations > timeout_s).sum() + rows["error"].str.contains(
+            "DEADLINE_EXCEEDED|timed out", case=False).sum()
+        figures[sensor] = {
+            "ticks": len(rows), "duration_p50_s": _round(durations.median()),
+            "duration_max_s": _round(durations.max()),
+            "lag_p50_s": _round(gaps.clip(lower=0).median()),
+            "lag_max_s": _round(gaps.clip(lower=0).max()),
+            "failed": int((rows["status"] == "FAILURE").sum()), "past_timeout": int(late)}
+    return figures
+
+
+def _round(value) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) \
+        else round(float(value), 2)
+
+
+def percentiles(delays: list[float]) -> dict:
+    """p50/p95/p99/max (s) of ``delays``, and how many."""
+    if not delays:
+        return {"n": 0}
+    values = np.array(delays)
+    return {"n": len(values), **{f"p{q}_s": round(float(np.percentile(values, q)), 1)
+                                 for q in (50, 95, 99)}, "max_s": round(float(values.max()), 1)}
+
+
+def freshness(landed: list[Landed]) -> dict:
+    """Landing -> facts and landing -> accounting, per source and over the fact sources;
+    ``never``: good entries not seen there by the end."""
+    figures = {}
+    for source in sorted({row.source for row in landed}):
+        good = [row for row in landed if row.source == source and row.expected == "ok"]
+        figures[source] = {
+            "to_facts": percentiles([(r.in_facts_at - r.landed_at).total_seconds()
+                                     for r in good if r.in_facts_at]),
+            "to_accounting": percentiles([(r.in_accounting_at - r.landed_at).total_seconds()
+                                          for r in good if r.in_accounting_at]),
+            "never_in_facts": sum(r.in_facts_at is None for r in good if r.entity
+                                  or source == "tau"),
+            "never_in_accounting": sum(r.in_accounting_at is None for r in good
+                                       if source != "tau")}
+    facts = [r for r in landed if r.source in FACT_SOURCES and r.expected == "ok"]
+    figures["all_fact_sources"] = {
+        "to_facts": percentiles([(r.in_facts_at - r.landed_at).total_seconds()
+                                 for r in facts if r.in_facts_at]),
+        "to_accounting": percentiles([(r.in_accounting_at - r.landed_at).total_seconds()
+                                      for r in facts if r.in_accounting_at])}
+    return figures
+
+
+def exactly_once(stack: Stack, landed: list[Landed]) -> dict:
+    """Every good entry's energy in ``energy_facts`` exactly once: its entity's rows have
+    no two of one (component, method, window); a ClusterCockpit job's integrated energy
+    is its exact energy; a PowerAPI stream's energy over its facts' time is its constant
+    power (a report counted twice would raise it), over no more time than it ran."""
+    with connect(stack.tables) as connection:
+        facts = connection.execute("SELECT * FROM energy_facts").df()
+    keys = ["entity", "component", "method", "window_start", "window_end"]
+    duplicated = facts[facts.duplicated(keys, keep=False)]
+    by_entity = facts.groupby("entity")
+    problems = []
+    good = [r for r in landed if r.expected == "ok" and r.source in FACT_SOURCES]
+    for row in good:
+        if row.in_facts_at is None:
+            continue  # counted as never in facts
+        rows = by_entity.get_group(row.entity) if row.entity in by_entity.groups else None
+        if rows is None:
+            problems.append(f"{row.entry}: seen in facts, now gone")
+        elif row.source == "clustercockpit":
+            power = rows[rows["method"] == "power"]
+            if len(power) != 1 or not math.isclose(power["energy_j"].iloc[0], row.truth_j,
+                                                   rel_tol=ENERGY_RTOL):
+                problems.append(f"{row.entry}: power rows {power['energy_j'].tolist()} != "
+                                f"[{row.truth_j}]")
+    for stream, rows in facts[facts["source"] == "powerapi"].groupby("entity"):
+        if not stream.startswith("soak") or stream.startswith("soakbad"):
+            continue
+        expected = STREAM_W[int(stream[4:].split("/")[0]) % 2]
+        for method, part in rows.groupby("method"):
+            mean = part["energy_j"].sum() / part["duration_s"].sum()
+            if not math.isclose(mean, expected, rel_tol=1e-3):
+                problems.append(f"powerapi {stream} {method}: {mean:.4f} W != {expected} W")
+    return {"good_entries": len(good), "duplicated_fact_rows": len(duplicated),
+            "problems": problems[:50], "problem_count": len(problems),
+            "ok": not problems and duplicated.empty}
+
+
+def bad_partition(row: Landed, stack: Stack) -> str:
+    """The partition key a bad entry fails (as the UI names it)."""
+    path = Path(row.entry)
+    if row.source == "clustercockpit":
+        job_id = int(row.entity.split("/")[1])
+        return f"{row.entity.split('/')[0]}/{job_id // 1000}"
+    if row.source == "gpu-benchmark":
+        return row.entity
+    return f"{path.parent.name}/{path.name}"
+
+
+def bad_entries(stack: Stack, landed: list[Landed]) -> dict:
+    """Every bad entry failed alone: none of its energy in the facts, its partition failed
+    as GraphQL shows it (the UI's partition statuses)."""
+    bad = [r for r in landed if r.expected == "bad"]
+    with connect(stack.tables) as connection:
+        entities = set(connection.execute("SELECT DISTINCT entity FROM energy_facts")
+                       .df()["entity"])
+    failed = {}
+    for source, asset in FAILED_ASSET.items():
+        if any(r.source == source for r in bad):
+            shown = statuses(stack.port, asset)["assetPartitionStatuses"]
+            failed[source] = set(shown["failedPartitions"])
+    problems = []
+    for row in bad:
+        if row.entity and row.entity in entities:
+            problems.append(f"{row.entry}: its energy is in energy_facts")
+        partition = bad_partition(row, stack)
+        if partition not in failed.get(row.source, set()):
+            problems.append(f"{row.entry}: partition {partition} not shown failed")
+    return {"bad_entries": len(bad), "problems": problems, "ok": not problems}
+
+
+def memory_growth(rows: list[dict], minutes: float) -> dict:
+    """Resident memory of each service at minute 10 and at the end (in a run shorter than
+    an hour, at the same fraction of it: minutes / 6), and the growth in percent."""
+    if not rows:
+        return {}
+    frame = pd.DataFrame(rows)
+    mark = 60 * minutes / 6
+    early = frame[frame["t_s"] >= mark].head(1)
+    late = frame.tail(1)
+    growth = {"from_s": float(early["t_s"].iloc[0]) if len(early) else None,
+              "to_s": float(late["t_s"].iloc[0])}
+    for name in SERVICES:
+        if len(early):
+            before, after = early[f"{name}_rss_mb"].iloc[0], late[f"{name}_rss_mb"].iloc[0]
+            growth[name] = {"rss_mb_from": before, "rss_mb_to": after,
+                            "growth_pct": round(100 * (after - before) / before, 1)
+                            if before else None}
+    return growth
+
+
+def recovery(faults: list[dict], landed: list[Landed]) -> list[dict]:
+    """Each fault's recovery: when every good entry landed before it was in facts again and
+    the first one landed after it had reached the facts; seconds from the fault, or None."""
+    good = [r for r in landed if r.expected == "ok" and r.source in FACT_SOURCES]
+    out = []
+    for fault in faults:
+        at, ended = fault["at"], fault.get("ended") or fault["at"]
+        before = [r.in_facts_at for r in good if r.landed_at < at]
+        after = sorted(r.in_facts_at for r in good if r.landed_at >= ended and r.in_facts_at)
+        recovered = None
+        if after and all(before):
+            recovered = max([*before, after[0]]) if before else after[0]
+        out.append({**{k: _iso(v) if isinstance(v, datetime) else v
+                       for k, v in fault.items()},
+                    "recovery_s": None if recovered is None
+                    else round((recovered - at).total_seconds(), 1)})
+    return out
