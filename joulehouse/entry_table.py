@@ -12,7 +12,9 @@ files ``part-*.parquet`` and the log ``_delta_log/``. A write is an overwrite by
 predicate ``<scope> AND <entry column> IN (<entries>)`` with the entries' new rows
 (none: a removal): readers see the version before or the version after, never a part
 (the commit is the log entry, written only where absent); a write that fails before its
-commit leaves data files that no version lists, which :func:`compact` removes. Writers
+commit leaves data files that no version lists, which :func:`compact` removes. The
+table is made, empty (version 0), before its first write, so a first write is such a
+write too; a log without a version (a making stopped before its commit) reads as empty. Writers
 of one table are kept one at a time (docs/ARCHITECTURE.md says why on S3). ``DeltaTable.delete`` is not
 used: it rewrites a file's other rows with ``string_view`` strings, which a pyarrow
 dataset's filter (DuckDB's pushdown on an object store) cannot compare.
@@ -56,10 +58,27 @@ def _uri(warehouse: Warehouse, table: str) -> str:
     return warehouse.table_path(table) if warehouse.is_local else f"{warehouse.url}/{table}"
 
 
-def _open(warehouse: Warehouse, table: str) -> DeltaTable:
+def _open(warehouse: Warehouse, table: str) -> DeltaTable | None:
+    """The table's current version; None where its log holds no version (the table is
+    made first, alone, so that is only a making stopped before its commit: no rows)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(_uri(warehouse, table), storage_options=warehouse.delta_options())
+    except TableNotFoundError:
+        return None
+
+
+def _create(warehouse: Warehouse, table: str, schema: pa.Schema) -> None:
+    """Make the table, version 0, with ``schema`` and no data, unless a version exists.
+
+    A first write is thus an overwrite like any other: data files written before a
+    failure are listed by no version (delta-rs writes them before the commit)."""
     from deltalake import DeltaTable
 
-    return DeltaTable(_uri(warehouse, table), storage_options=warehouse.delta_options())
+    DeltaTable.create(_uri(warehouse, table), schema, mode="ignore",
+                      storage_options=warehouse.delta_options())
 
 
 def _literal(value: str) -> str:
@@ -87,12 +106,15 @@ def write_entries(warehouse: Warehouse, table: str, rows: pd.DataFrame,
     from deltalake import write_deltalake
 
     entries = sorted({*rows[column].unique().tolist(), *removed})
+    delta = _open(warehouse, table) if is_entry_table(warehouse, table) else None
     if len(rows):
         if any((rows[name] != value).any() for name, value in scope.items()):
             raise ValueError(f"{table}: rows outside the scope {dict(scope)}")
         data = _arrow(rows)
-    elif entries and is_entry_table(warehouse, table):
-        data = pa.schema(_open(warehouse, table).schema().to_arrow()).empty_table()
+        if delta is None:
+            _create(warehouse, table, data.schema)
+    elif entries and delta is not None:
+        data = pa.schema(delta.schema().to_arrow()).empty_table()
     else:
         return
     write_deltalake(_uri(warehouse, table), data, mode="overwrite",
@@ -110,7 +132,10 @@ def remove_entries(warehouse: Warehouse, table: str, scope: Mapping[str, str],
 
 def files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo]:
     """The Parquet files of the table's current version, with their sizes, sorted."""
-    actions = _open(warehouse, table).get_add_actions(flatten=True)
+    delta = _open(warehouse, table)
+    if delta is None:
+        return []
+    actions = delta.get_add_actions(flatten=True)
     base = warehouse.table_path(table)
     return sorted((pafs.FileInfo(f"{base}/{path}", pafs.FileType.File, size=size)
                    for path, size in zip(actions.column("path").to_pylist(),
@@ -121,6 +146,8 @@ def files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo]:
 def read(warehouse: Warehouse, table: str) -> pd.DataFrame:
     """Every row of the current version; timestamps in ``ns`` as the warehouse stores them."""
     delta = _open(warehouse, table)
+    if delta is None:
+        return pd.DataFrame()
     schema = pa.schema(delta.schema().to_arrow())
     parquet = ds.ParquetFileFormat()
     fragments = [parquet.make_fragment(info.path, warehouse.filesystem, file_size=info.size)
@@ -138,6 +165,8 @@ def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
     listed for ``RETENTION_HOURS`` and those of failed writes (``vacuum``); the files
     added, merged and removed."""
     delta = _open(warehouse, table)
+    if delta is None:
+        return {"added": 0, "merged": 0, "removed": 0}
     merged = delta.optimize.compact()
     removed = _open(warehouse, table).vacuum(retention_hours=RETENTION_HOURS, dry_run=False,
                                              enforce_retention_duration=False, full=True)

@@ -3,6 +3,9 @@ write, and the readers (read_table, DuckDB's views), on a path and on S3 (moto).
 
 from __future__ import annotations
 
+import functools
+
+import deltalake
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -84,24 +87,58 @@ def test_duckdb_views_read_the_current_version_only(store):
     assert one["energy_j"].tolist() == [5002.0, 5002.0]
 
 
+def failing_half_way(copies: int):
+    """An ``entry_table._arrow`` whose reader yields the rows ``copies`` times, then fails."""
+    def arrow(rows: pd.DataFrame) -> pa.RecordBatchReader:
+        table = pa.Table.from_pandas(rows, preserve_index=False)
+
+        def batches():
+            for _ in range(copies):
+                yield from table.to_batches()
+            raise RuntimeError("the landing fails half-way")
+        return pa.RecordBatchReader.from_batches(table.schema, batches())
+    return arrow
+
+
 def test_a_write_failing_half_way_leaves_the_table_as_it_was(store, monkeypatch):
     tables = store
     tables.write_entries(FACTS, facts(GPU, [1, 2]), GPU)
     before = ordered(tables.read_table(FACTS))
-
-    def failing(rows: pd.DataFrame) -> pa.RecordBatchReader:
-        table = pa.Table.from_pandas(rows, preserve_index=False)
-
-        def batches():
-            yield table.slice(0, 1).to_batches()[0]
-            raise RuntimeError("the landing fails half-way")
-        return pa.RecordBatchReader.from_batches(table.schema, batches())
-
-    monkeypatch.setattr(entry_table, "_arrow", failing)
+    monkeypatch.setattr(entry_table, "_arrow", failing_half_way(1))
     with pytest.raises(Exception, match="half-way"):
         tables.write_entries(FACTS, facts(GPU, [1, 2, 3], energy_j=9000.0), GPU)
     pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), before)
     assert query(tables, "SELECT count(*) AS n FROM energy_facts")["n"].item() == 4
+
+
+def test_a_first_write_failing_half_way_leaves_an_empty_table(tmp_path, monkeypatch):
+    """delta-rs writes data files before the commit: those of a failed first write (ten
+    batches of 4,000 rows, 1-byte target files) are listed by no version."""
+    tables = Warehouse(tmp_path / "warehouse")
+    monkeypatch.setattr(deltalake, "write_deltalake",
+                        functools.partial(deltalake.write_deltalake, target_file_size=1))
+    monkeypatch.setattr(entry_table, "_arrow", failing_half_way(10))
+    with pytest.raises(Exception, match="half-way"):
+        tables.write_entries(FACTS, facts(GPU, list(range(2000))), GPU)
+    assert list((tmp_path / "warehouse" / FACTS).glob("part-*.parquet"))  # written, unlisted
+    assert entry_table.is_entry_table(tables, FACTS)
+    assert tables.read_table(FACTS).empty and tables.table_files() == {}
+    monkeypatch.undo()
+    tables.write_entries(FACTS, facts(GPU, [1]), GPU)
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), facts(GPU, [1]))
+
+
+def test_a_log_without_a_version_reads_as_an_empty_table(tmp_path):
+    """A first write stopped while committing: ``_delta_log`` holds a staged commit only."""
+    tables = Warehouse(tmp_path / "warehouse")
+    log = tmp_path / "warehouse" / FACTS / entry_table.LOG
+    log.mkdir(parents=True)
+    (log / "_commit_0a1b.json.tmp").write_text("{}")
+    assert tables.read_table(FACTS).empty and tables.table_files() == {}
+    assert entry_table.compact(tables, FACTS) == {"added": 0, "merged": 0, "removed": 0}
+    tables.remove_entries(FACTS, GPU, ["e1"])  # nothing stored: nothing to do
+    tables.write_entries(FACTS, facts(GPU, [1, 2]), GPU)
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), facts(GPU, [1, 2]))
 
 
 def test_compact_merges_files_and_keeps_the_rows(tmp_path):
