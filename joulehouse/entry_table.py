@@ -30,6 +30,7 @@ deltalake is imported when a table is opened, not with this module (0.26 s).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -74,9 +75,19 @@ def _create(warehouse: Warehouse, table: str, schema: pa.Schema) -> None:
     """Make the table, version 0, with ``schema`` and no data, unless a version exists.
 
     A first write is thus an overwrite like any other: data files written before a
-    failure are listed by no version (delta-rs writes them before the commit)."""
+    failure are listed by no version (delta-rs writes them before the commit). Refused
+    in a folder that holds anything but the log: readers of the table would not see
+    its files (plain Parquet partitions, a nested table)."""
     from deltalake import DeltaTable
 
+    path = warehouse.table_path(table)
+    held = sorted(PurePosixPath(info.path).name for info in warehouse.filesystem.get_file_info(
+        pafs.FileSelector(path, allow_not_found=True)))
+    if [name for name in held if name != LOG]:
+        raise FileExistsError(
+            f"{table}: {path} already holds {', '.join(held[:5])}"
+            f"{' …' if len(held) > 5 else ''}; a table kept per entry is made in an empty "
+            "folder: migrate the stored rows into a table of a new name")
     DeltaTable.create(_uri(warehouse, table), schema, mode="ignore",
                       storage_options=warehouse.delta_options())
 
@@ -162,13 +173,20 @@ def read(warehouse: Warehouse, table: str) -> pd.DataFrame:
 
 def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
     """Merge small files (``optimize.compact``), then remove the files no version has
-    listed for ``RETENTION_HOURS`` and those of failed writes (``vacuum``); the files
-    added, merged and removed."""
+    listed for ``RETENTION_HOURS`` (``vacuum``) and the data files of failed writes
+    (``part-*.parquet`` in the table's folder that no version ever listed, as old); the
+    files added, merged and removed. Nothing else in the folder is touched."""
     delta = _open(warehouse, table)
     if delta is None:
         return {"added": 0, "merged": 0, "removed": 0}
     merged = delta.optimize.compact()
-    removed = _open(warehouse, table).vacuum(retention_hours=RETENTION_HOURS, dry_run=False,
-                                             enforce_retention_duration=False, full=True)
+    delta = _open(warehouse, table)
+    removed = delta.vacuum(retention_hours=RETENTION_HOURS, dry_run=False,
+                           enforce_retention_duration=False)
+    unlisted = [path for path in delta.vacuum(retention_hours=RETENTION_HOURS,
+                                              enforce_retention_duration=False, full=True)
+                if "/" not in path and path.startswith("part-") and path.endswith(".parquet")]
+    for path in unlisted:
+        warehouse.filesystem.delete_file(f"{warehouse.table_path(table)}/{path}")
     return {"added": merged["numFilesAdded"], "merged": merged["numFilesRemoved"],
-            "removed": len(removed)}
+            "removed": len(removed) + len(unlisted)}

@@ -4,6 +4,7 @@ write, and the readers (read_table, DuckDB's views), on a path and on S3 (moto).
 from __future__ import annotations
 
 import functools
+import os
 
 import deltalake
 import numpy as np
@@ -147,6 +148,40 @@ def test_compact_merges_files_and_keeps_the_rows(tmp_path):
     figures = entry_table.compact(tables, FACTS)
     assert figures["added"] == 1 and figures["merged"] >= 2
     assert len(entry_table.files(tables, FACTS)) == 1
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), expected)
+
+
+@pytest.mark.parametrize("held", ["a plain partition", "a nested table"])
+def test_a_folder_holding_files_is_not_made_a_table(tmp_path, held):
+    """Readers of the Delta table would not see them: the write is refused, nothing written."""
+    tables = Warehouse(tmp_path / "warehouse")
+    if held == "a plain partition":
+        tables.write_partition(FACTS, "2025-03-01", facts(GPU, [1]))
+    else:
+        tables.write_table(f"{FACTS}/by_job", facts(GPU, [1]))
+    stored = sorted((tmp_path / "warehouse" / FACTS).rglob("*"))
+    with pytest.raises(FileExistsError, match=f"{FACTS}: .* already holds .*new name"):
+        tables.write_entries(FACTS, facts(GPU, [2]), GPU)
+    assert sorted((tmp_path / "warehouse" / FACTS).rglob("*")) == stored
+    assert not entry_table.is_entry_table(tables, FACTS)
+
+
+def test_compact_removes_only_the_unlisted_data_files_of_failed_writes(tmp_path):
+    """Files no version ever listed, 30 days old: a ``part-*.parquet`` of a failed write
+    goes; a foreign file and a nested folder's stay."""
+    tables = Warehouse(tmp_path / "warehouse")
+    expected = landings(tables)
+    folder = tmp_path / "warehouse" / FACTS
+    (folder / "nested").mkdir()
+    kept = [folder / "legacy.parquet", folder / "nested" / "part-00000-x.parquet"]
+    failed = folder / "part-00000-failed-c000.snappy.parquet"
+    month_ago = (pd.Timestamp.now() - pd.Timedelta(days=30)).timestamp()
+    for path in [*kept, failed]:
+        path.write_bytes(b"PAR1")
+        os.utime(path, (month_ago, month_ago))
+    figures = entry_table.compact(tables, FACTS)
+    assert not failed.exists() and all(path.exists() for path in kept)
+    assert figures["removed"] == 1
     pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), expected)
 
 
