@@ -45,8 +45,10 @@ if TYPE_CHECKING:
 
 LOG = "_delta_log"
 #: Data files are removed by :func:`compact` this long after a version stops listing
-#: them, so that a reader that listed them before still finds them (hours).
-RETENTION_HOURS = 1
+#: them, so that a reader that listed them before (a ``joulehouse sql`` session, a long
+#: run) still finds them, and a version of that age can be read back (hours; Delta's
+#: default, ``delta.deletedFileRetentionDuration``, enforced as its minimum).
+RETENTION_HOURS = 7 * 24
 
 
 def is_entry_table(warehouse: Warehouse, table: str) -> bool:
@@ -181,11 +183,11 @@ def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
         return {"added": 0, "merged": 0, "removed": 0}
     merged = delta.optimize.compact()
     delta = _open(warehouse, table)
-    removed = delta.vacuum(retention_hours=RETENTION_HOURS, dry_run=False,
-                           enforce_retention_duration=False)
-    unlisted = [path for path in delta.vacuum(retention_hours=RETENTION_HOURS,
-                                              enforce_retention_duration=False, full=True)
-                if "/" not in path and path.startswith("part-") and path.endswith(".parquet")]
+    removed = delta.vacuum(retention_hours=RETENTION_HOURS, dry_run=False)
+    # full=True lists every file no version lists (the ones just removed included)
+    unlisted = [path for path in delta.vacuum(retention_hours=RETENTION_HOURS, full=True)
+                if path not in removed and "/" not in path
+                and path.startswith("part-") and path.endswith(".parquet")]
     for path in unlisted:
         warehouse.filesystem.delete_file(f"{warehouse.table_path(table)}/{path}")
     return {"added": merged["numFilesAdded"], "merged": merged["numFilesRemoved"],

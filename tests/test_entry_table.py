@@ -4,6 +4,7 @@ write, and the readers (read_table, DuckDB's views), on a path and on S3 (moto).
 from __future__ import annotations
 
 import functools
+import json
 import os
 
 import deltalake
@@ -149,6 +150,30 @@ def test_compact_merges_files_and_keeps_the_rows(tmp_path):
     assert figures["added"] == 1 and figures["merged"] >= 2
     assert len(entry_table.files(tables, FACTS)) == 1
     pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), expected)
+
+
+def age_the_log(folder, hours: float) -> None:
+    """Move the log's removals ``hours`` back in time (the versions stay as they are)."""
+    for commit in (folder / entry_table.LOG).glob("*.json"):
+        actions = [json.loads(line) for line in commit.read_text().splitlines()]
+        for action in actions:
+            if "remove" in action:
+                action["remove"]["deletionTimestamp"] -= int(hours * 3600 * 1000)
+        commit.write_text("".join(json.dumps(action) + "\n" for action in actions))
+
+
+def test_files_a_reader_listed_hours_ago_outlive_compact(tmp_path):
+    """A reader listed the files before a fix that replaced them two hours ago: they are
+    within the retention (7 days), so ``compact`` removes nothing and they still read."""
+    tables = Warehouse(tmp_path / "warehouse")
+    tables.write_entries(FACTS, facts(GPU, [1, 2, 3]), GPU)
+    listed = tables.table_files()[FACTS]
+    tables.write_entries(FACTS, facts(GPU, [2], energy_j=5000.0), GPU)
+    age_the_log(tmp_path / "warehouse" / FACTS, hours=2)
+    figures = entry_table.compact(tables, FACTS)
+    assert figures["removed"] == 0
+    pd.testing.assert_frame_equal(ordered(tables.dataset(listed).to_table().to_pandas()),
+                                  facts(GPU, [1, 2, 3]))
 
 
 @pytest.mark.parametrize("held", ["a plain partition", "a nested table"])
