@@ -164,7 +164,8 @@ def age_the_log(folder, hours: float) -> None:
 
 def test_files_a_reader_listed_hours_ago_outlive_compact(tmp_path):
     """A reader listed the files before a fix that replaced them two hours ago: they are
-    within the retention (7 days), so ``compact`` removes nothing and they still read."""
+    within the retention (7 days), so ``compact`` removes nothing and they still read;
+    8 days later they are removed."""
     tables = Warehouse(tmp_path / "warehouse")
     tables.write_entries(FACTS, facts(GPU, [1, 2, 3]), GPU)
     listed = tables.table_files()[FACTS]
@@ -174,6 +175,9 @@ def test_files_a_reader_listed_hours_ago_outlive_compact(tmp_path):
     assert figures["removed"] == 0
     pd.testing.assert_frame_equal(ordered(tables.dataset(listed).to_table().to_pandas()),
                                   facts(GPU, [1, 2, 3]))
+    age_the_log(tmp_path / "warehouse" / FACTS, hours=8 * 24)  # past the retention
+    assert entry_table.compact(tables, FACTS)["removed"] == len(listed) == 1
+    assert not os.path.exists(listed[0].path)
 
 
 @pytest.mark.parametrize("held", ["a plain partition", "a nested table"])
