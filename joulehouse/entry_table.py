@@ -95,7 +95,13 @@ def _create(warehouse: Warehouse, table: str, schema: pa.Schema) -> None:
 
 
 def _literal(value: str) -> str:
+    """A SQL string literal: ``'`` doubled, nothing else escaped (a backslash is itself)."""
     return "'" + str(value).replace("'", "''") + "'"
+
+
+def _name(column: str) -> str:
+    """A quoted SQL identifier: DataFusion lower-cases unquoted names."""
+    return '"' + column.replace('"', '""') + '"'
 
 
 def _arrow(rows: pd.DataFrame) -> pa.Table | pa.RecordBatchReader:
@@ -103,10 +109,18 @@ def _arrow(rows: pd.DataFrame) -> pa.Table | pa.RecordBatchReader:
 
 
 def predicate(scope: Mapping[str, str], column: str, entries: Iterable[str]) -> str:
-    """The SQL predicate that selects ``entries`` (values of ``column``) within ``scope``."""
-    listed = ", ".join(_literal(entry) for entry in entries)
-    return " AND ".join([*(f"{name} = {_literal(value)}" for name, value in scope.items()),
-                         f"{column} IN ({listed})"])
+    """The SQL predicate that selects ``entries`` (values of ``column``, sorted, at least
+    one) within ``scope`` (at least one column: a write never spans every source).
+    A null or NaN entry is refused: ``IN`` would never select its rows."""
+    listed = list(entries)
+    if not scope:
+        raise ValueError(f"entries of {column} without a scope: name the columns that "
+                         "bound a write (e.g. source)")
+    if not listed or any(pd.isna(entry) for entry in listed):
+        raise ValueError(f"entries of {column} must be at least one and not null: {listed}")
+    return " AND ".join([*(f"{_name(name)} = {_literal(value)}"
+                           for name, value in scope.items()),
+                         f"{_name(column)} IN ({', '.join(map(_literal, sorted(set(listed))))})"])
 
 
 def write_entries(warehouse: Warehouse, table: str, rows: pd.DataFrame,
@@ -118,7 +132,13 @@ def write_entries(warehouse: Warehouse, table: str, rows: pd.DataFrame,
     schema. Nothing is written when there is no row and nothing stored to remove."""
     from deltalake import write_deltalake
 
-    entries = sorted({*rows[column].unique().tolist(), *removed})
+    entries = [*rows[column].unique().tolist(), *removed]
+    if not entries:
+        return
+    try:
+        where = predicate(scope, column, entries)
+    except ValueError as error:
+        raise ValueError(f"{table}: {error}") from None
     delta = _open(warehouse, table) if is_entry_table(warehouse, table) else None
     if len(rows):
         if any((rows[name] != value).any() for name, value in scope.items()):
@@ -126,12 +146,11 @@ def write_entries(warehouse: Warehouse, table: str, rows: pd.DataFrame,
         data = _arrow(rows)
         if delta is None:
             _create(warehouse, table, data.schema)
-    elif entries and delta is not None:
+    elif delta is not None:
         data = pa.schema(delta.schema().to_arrow()).empty_table()
     else:
         return
-    write_deltalake(_uri(warehouse, table), data, mode="overwrite",
-                    predicate=predicate(scope, column, entries),
+    write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
                     storage_options=warehouse.delta_options())
 
 

@@ -214,6 +214,41 @@ def test_compact_removes_only_the_unlisted_data_files_of_failed_writes(tmp_path)
     pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), expected)
 
 
+def test_the_predicate_quotes_names_and_values():
+    assert entry_table.predicate({"Source": "o'brien"}, "entity", ["b\\c", "a'b", "a'b"]) == (
+        """"Source" = 'o''brien' AND "entity" IN ('a''b', 'b\\c')""")
+
+
+def test_entries_with_quotes_backslashes_and_odd_names_are_replaced_and_removed(tmp_path):
+    """Column names with a capital and a space (unquoted, DataFusion reads ``job id``
+    as ``job``), entries with a quote and a backslash: fixed and removed like any other."""
+    tables, scope = Warehouse(tmp_path / "warehouse"), {"Source": "o'brien"}
+
+    def rows(entities: list[str], value: float) -> pd.DataFrame:
+        return pd.DataFrame({"Source": "o'brien", "job id": entities,
+                             "value": [value] * len(entities)})
+
+    names = ["o'brien", "back\\slash", "e1"]
+    tables.write_entries("by_name", rows(names, 1.0), scope, column="job id")
+    tables.write_entries("by_name", rows(["o'brien"], 2.0), scope, column="job id")
+    tables.remove_entries("by_name", scope, ["back\\slash"], column="job id")
+    stored = tables.read_table("by_name").sort_values("job id", ignore_index=True)
+    pd.testing.assert_frame_equal(stored, pd.DataFrame(
+        {"Source": "o'brien", "job id": ["e1", "o'brien"], "value": [1.0, 2.0]}))
+
+
+@pytest.mark.parametrize("entity", [None, np.nan])
+def test_null_entries_and_an_empty_scope_are_refused(tmp_path, entity):
+    tables = Warehouse(tmp_path / "warehouse")
+    with pytest.raises(ValueError, match=f"{FACTS}: .*not null"):
+        tables.write_entries(FACTS, facts(GPU, [1]).assign(entity=["e1", entity]), GPU)
+    with pytest.raises(ValueError, match=f"{FACTS}: .*not null"):
+        tables.remove_entries(FACTS, GPU, [entity])
+    with pytest.raises(ValueError, match=f"{FACTS}: .*without a scope"):
+        tables.write_entries(FACTS, facts(GPU, [1]), {})
+    assert not entry_table.is_entry_table(tables, FACTS)
+
+
 def test_rows_outside_the_scope_are_refused(tmp_path):
     tables = Warehouse(tmp_path / "warehouse")
     with pytest.raises(ValueError, match="outside the scope"):
