@@ -279,8 +279,9 @@ def _equals(key: str) -> str:
 
 def delta_options(server: ObjectStoreServer | None, commit: str) -> dict[str, str]:
     """deltalake's storage options for moto: its endpoint and credentials, and how commits
-    are made safe (``commit``: "conditional" = conditional PUT, If-None-Match, deltalake's
-    default on S3; "unsafe" = ``AWS_S3_ALLOW_UNSAFE_RENAME``, a single writer only)."""
+    are made safe (``commit``: "conditional" = conditional PUT, If-None-Match, set as
+    ``ObjectStore.delta_options`` sets it; "unsafe" = ``AWS_S3_ALLOW_UNSAFE_RENAME``, a
+    single writer only)."""
     if server is None:
         return {}
     env = server.environment
@@ -290,6 +291,8 @@ def delta_options(server: ObjectStoreServer | None, commit: str) -> dict[str, st
                "AWS_REGION": env["AWS_DEFAULT_REGION"]}
     if commit == "unsafe":
         options["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
+    else:
+        options["AWS_CONDITIONAL_PUT"] = "etag"
     return options
 
 

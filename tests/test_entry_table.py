@@ -249,6 +249,20 @@ def test_null_entries_and_an_empty_scope_are_refused(tmp_path, entity):
     assert not entry_table.is_entry_table(tables, FACTS)
 
 
+def test_s3_versions_are_published_by_conditional_puts(object_store, s3_warehouse):
+    """Every commit is a put-if-absent (``If-None-Match: *``): refused outright where the
+    store's conditional put is disabled, made with the warehouse's own options."""
+    tables = Warehouse(s3_warehouse, object_store.store)
+    assert tables.delta_options()["AWS_CONDITIONAL_PUT"] == "etag"
+    tables.write_entries(FACTS, facts(GPU, [1]), GPU)
+    disabled = {**tables.delta_options(), "AWS_CONDITIONAL_PUT": "disabled"}
+    with pytest.raises(Exception, match="PutMode::Create. when conditional put is disabled"):
+        deltalake.write_deltalake(entry_table._uri(tables, FACTS), pa.Table.from_pandas(
+            facts(GPU, [2])), mode="append", storage_options=disabled)
+    tables.write_entries(FACTS, facts(GPU, [2]), GPU)
+    assert sorted(tables.read_table(FACTS)["entity"].unique()) == ["e1", "e2"]
+
+
 def test_rows_outside_the_scope_are_refused(tmp_path):
     tables = Warehouse(tmp_path / "warehouse")
     with pytest.raises(ValueError, match="outside the scope"):
