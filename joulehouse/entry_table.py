@@ -90,8 +90,17 @@ def _create(warehouse: Warehouse, table: str, schema: pa.Schema) -> None:
             f"{table}: {path} already holds {', '.join(held[:5])}"
             f"{' …' if len(held) > 5 else ''}; a table kept per entry is made in an empty "
             "folder: migrate the stored rows into a table of a new name")
-    DeltaTable.create(_uri(warehouse, table), schema, mode="ignore",
+    DeltaTable.create(_uri(warehouse, table), _in_microseconds(schema), mode="ignore",
                       storage_options=warehouse.delta_options())
+
+
+def _in_microseconds(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with its timestamps in microseconds, Delta's unit: made from ``ns``, the
+    table would need the preview feature ``timestampNanos`` (which other Delta readers
+    refuse) and still keep microseconds only."""
+    return pa.schema([field.with_type(pa.timestamp("us", field.type.tz))
+                      if pa.types.is_timestamp(field.type) else field for field in schema],
+                     metadata=schema.metadata)
 
 
 def _literal(value: str) -> str:
