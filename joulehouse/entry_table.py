@@ -22,7 +22,9 @@ dataset's filter (DuckDB's pushdown on an object store) cannot compare.
 Readers need no Delta reader: :func:`files` are the Parquet files of the current
 version (the log's add actions), read by pandas, pyarrow or DuckDB's ``read_parquet``
 like any warehouse table's (``Warehouse.table_files`` lists them). Delta stores
-timestamps in microseconds; :func:`read` gives them back as the warehouse's ``ns``.
+timestamps in microseconds: a finer time is refused on write, and :func:`read` gives
+them back as the warehouse's ``ns``, with the nullable pandas dtypes of the first rows
+written (kept in the table's schema).
 
 deltalake is imported when a table is opened, not with this module (0.26 s).
 """
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
     from joulehouse.warehouse import Warehouse
 
 LOG = "_delta_log"
+#: The key of a column's nullable pandas dtype in its Delta field's metadata.
+PANDAS_DTYPE = "joulehouse.pandas_dtype"
 #: Data files are removed by :func:`compact` this long after a version stops listing
 #: them, so that a reader that listed them before (a ``joulehouse sql`` session, a long
 #: run) still finds them, and a version of that age can be read back (hours; Delta's
@@ -90,17 +94,40 @@ def _create(warehouse: Warehouse, table: str, schema: pa.Schema) -> None:
             f"{table}: {path} already holds {', '.join(held[:5])}"
             f"{' …' if len(held) > 5 else ''}; a table kept per entry is made in an empty "
             "folder: migrate the stored rows into a table of a new name")
-    DeltaTable.create(_uri(warehouse, table), _in_microseconds(schema), mode="ignore",
+    DeltaTable.create(_uri(warehouse, table), _delta_schema(schema), mode="ignore",
                       storage_options=warehouse.delta_options())
 
 
-def _in_microseconds(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with its timestamps in microseconds, Delta's unit: made from ``ns``, the
-    table would need the preview feature ``timestampNanos`` (which other Delta readers
-    refuse) and still keep microseconds only."""
-    return pa.schema([field.with_type(pa.timestamp("us", field.type.tz))
-                      if pa.types.is_timestamp(field.type) else field for field in schema],
-                     metadata=schema.metadata)
+def _delta_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` (of rows from pandas) as the table keeps it: timestamps in microseconds,
+    Delta's unit (made from ``ns``, the table would need the preview feature
+    ``timestampNanos``, which other Delta readers refuse, and keep microseconds only),
+    and a nullable pandas dtype (``Int64``, ``boolean``, ``Float64``) in its field's
+    metadata (``PANDAS_DTYPE``), which Delta's schema keeps and pandas' metadata not."""
+    from joulehouse.warehouse import _nullable_dtypes
+
+    nullable = _nullable_dtypes([schema])
+    fields = []
+    for field in schema:
+        if pa.types.is_timestamp(field.type):
+            field = field.with_type(pa.timestamp("us", field.type.tz))
+        if field.name in nullable:
+            field = field.with_metadata({PANDAS_DTYPE: str(nullable[field.name])})
+        fields.append(field)
+    return pa.schema(fields)
+
+
+def _refuse_sub_microseconds(table: str, rows: pd.DataFrame) -> None:
+    """Delta keeps microseconds: a timestamp with a finer part is refused, not cut."""
+    for name in rows.columns:
+        if pd.api.types.is_datetime64_any_dtype(rows[name].dtype):
+            finer = rows[name].notna() & (rows[name].dt.nanosecond != 0)
+            if finer.any():
+                row = finer.to_numpy().argmax()
+                raise ValueError(
+                    f"{table}: {name} of row {row} ({rows[name].iloc[row]}) has a part "
+                    "finer than a microsecond, which the table cannot keep: round the "
+                    "times to microseconds (Series.dt.round('us')) before writing")
 
 
 def _literal(value: str) -> str:
@@ -152,6 +179,7 @@ def write_entries(warehouse: Warehouse, table: str, rows: pd.DataFrame,
     if len(rows):
         if any((rows[name] != value).any() for name, value in scope.items()):
             raise ValueError(f"{table}: rows outside the scope {dict(scope)}")
+        _refuse_sub_microseconds(table, rows)
         data = _arrow(rows)
         if delta is None:
             _create(warehouse, table, data.schema)
@@ -185,7 +213,9 @@ def files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo]:
 
 
 def read(warehouse: Warehouse, table: str) -> pd.DataFrame:
-    """Every row of the current version; timestamps in ``ns`` as the warehouse stores them."""
+    """Every row of the current version, with the dtypes of the rows written: timestamps
+    (naive or not) in ``ns`` as the warehouse stores them, nullable pandas dtypes as
+    the table's fields name them (``PANDAS_DTYPE``)."""
     delta = _open(warehouse, table)
     if delta is None:
         return pd.DataFrame()
@@ -193,10 +223,15 @@ def read(warehouse: Warehouse, table: str) -> pd.DataFrame:
     parquet = ds.ParquetFileFormat()
     fragments = [parquet.make_fragment(info.path, warehouse.filesystem, file_size=info.size)
                  for info in files(warehouse, table)]
-    frame = ds.FileSystemDataset(fragments, schema, parquet, warehouse.filesystem
-                                 ).to_table().to_pandas()
+    rows = ds.FileSystemDataset(fragments, schema, parquet, warehouse.filesystem).to_table()
+    frame = rows.to_pandas()
+    for field in delta.schema().fields:
+        if PANDAS_DTYPE in (field.metadata or {}):
+            dtype = pd.api.types.pandas_dtype(field.metadata[PANDAS_DTYPE])
+            frame[field.name] = rows.column(field.name).to_pandas(
+                types_mapper=lambda _type, dtype=dtype: dtype)
     for name in frame.columns:
-        if isinstance(frame[name].dtype, pd.DatetimeTZDtype):
+        if pd.api.types.is_datetime64_any_dtype(frame[name].dtype):
             frame[name] = frame[name].dt.as_unit("ns")
     return frame
 

@@ -267,6 +267,33 @@ def test_s3_versions_are_published_by_conditional_puts(object_store, s3_warehous
     assert sorted(tables.read_table(FACTS)["entity"].unique()) == ["e1", "e2"]
 
 
+def test_nullable_dtypes_and_timestamps_come_back_as_written(store):
+    """Int64 and boolean with nulls, naive and UTC timestamps (microseconds): read back
+    equal, dtypes included, after a fix; a time finer than a microsecond is refused."""
+    tables = store
+
+    def rows(entities: list[str], count: int) -> pd.DataFrame:
+        return pd.DataFrame({
+            "source": "gpu-benchmark", "entity": entities,
+            "count": pd.array([count, None][:len(entities)], dtype="Int64"),
+            "valid": pd.array([True, None][:len(entities)], dtype="boolean"),
+            "local_start": pd.to_datetime(["2025-03-01 10:00:00.000001"] * len(entities)),
+            "window_start": [START + pd.Timedelta(microseconds=7)] * len(entities)})
+
+    tables.write_entries("figures", rows(["e1", "e2"], 1), GPU)
+    tables.write_entries("figures", rows(["e2", "e4"], 2), GPU)  # a fix, e4's nulls
+    stored = tables.read_table("figures").sort_values("entity", ignore_index=True)
+    expected = pd.concat([rows(["e1", "e2"], 1).iloc[:1], rows(["e2", "e4"], 2)],
+                         ignore_index=True)
+    assert expected["count"].isna().sum() == expected["valid"].isna().sum() == 1
+    pd.testing.assert_frame_equal(stored, expected)
+    finer = rows(["e3"], 3).assign(window_start=START + pd.Timedelta(nanoseconds=500))
+    with pytest.raises(ValueError, match="figures: window_start of row 0 .* finer than a "
+                                         "microsecond"):
+        tables.write_entries("figures", finer, GPU)
+    assert sorted(tables.read_table("figures")["entity"]) == ["e1", "e2", "e4"]
+
+
 def test_rows_outside_the_scope_are_refused(tmp_path):
     tables = Warehouse(tmp_path / "warehouse")
     with pytest.raises(ValueError, match="outside the scope"):
