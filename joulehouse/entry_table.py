@@ -12,12 +12,13 @@ files ``part-*.parquet`` and the log ``_delta_log/``. A write is an overwrite by
 predicate ``<scope> AND <entry column> IN (<entries>)`` with the entries' new rows
 (none: a removal): readers see the version before or the version after, never a part
 (the commit is the log entry, written only where absent); a write that fails before its
-commit leaves data files that no version lists, which :func:`compact` removes. The
-table is made, empty (version 0), before its first write, so a first write is such a
-write too; a log without a version (a making stopped before its commit) reads as empty. Writers
-of one table are kept one at a time (docs/ARCHITECTURE.md says why on S3). ``DeltaTable.delete`` is not
-used: it rewrites a file's other rows with ``string_view`` strings, which a pyarrow
-dataset's filter (DuckDB's pushdown on an object store) cannot compare.
+commit leaves data files that no version lists, which :func:`compact` removes once
+older than ``RETENTION_HOURS``. The table is made, empty (version 0), before its first
+write, so a first write is such a write too; a log without a version (a making stopped
+before its commit) reads as empty. Writers of one table are kept one at a time
+(docs/ARCHITECTURE.md says why on S3). ``DeltaTable.delete`` is not used: it rewrites a
+file's other rows with ``string_view`` strings, which a pyarrow dataset's filter
+(DuckDB's pushdown on an object store) cannot compare.
 
 Readers need no Delta reader: :func:`files` are the Parquet files of the current
 version (the log's add actions), read by pandas, pyarrow or DuckDB's ``read_parquet``
