@@ -15,11 +15,14 @@ hold the same rows, each built from ``--entries`` stored entries (not timed):
 - ``segments``: hand-compacted Parquet segments, one per UTC day (a ``Warehouse``
   partition per day, replaced atomically; an entry's day is read from its key), a
   segment rewritten whole when an entry of it changes;
-- ``delta``: a Delta Lake table (``deltalake``), unpartitioned, the history landed one
-  append per day; an entry is replaced by an overwrite with the predicate
-  ``entity = '<key>'`` and removed by a delete with it.
+- ``delta``: a table kept per entry (a Delta Lake table) through the shipped code,
+  ``Warehouse.write_entries``/``remove_entries``/``read_table``: the history landed one
+  write per day; landing, fixing and removing entries are overwrites by the predicate
+  ``"source" = '...' AND "entity" IN (...)`` (figures before this change: the benchmark
+  appended new entries and replaced by ``entity = '<key>'``).
 
-Then, timed on each: landing 10 new entries (today's day), replacing 1 old entry (a fix),
+Then, timed on each: landing 10 new entries (today's day), landing 100 more, replacing 1
+old entry (a fix),
 removing 1 old entry, reading the whole table into pandas, and two DuckDB queries as
 ``joulehouse sql`` runs them, without network extensions (``read_parquet`` over the files
 on a path, a pyarrow dataset registered with DuckDB on S3; for Delta, over the files
@@ -66,12 +69,17 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from machine import describe, load_average
 from object_store import ObjectStoreServer, throwaway_object_store
 
+from joulehouse import entry_table
 from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
 from joulehouse.warehouse import SUFFIX, Warehouse, partition_file_name
 
 START = pd.Timestamp("2025-01-01", tz="UTC")
 FRAME_ROWS = 300
 NEW_ENTRIES = 10
+#: Entries landed at once in a second landing step (a large sensor tick).
+MANY_NEW_ENTRIES = 100
+#: Every entry's scope (its source).
+SCOPE = {"source": "gpu-benchmark"}
 #: (component, method) of a GPU repetition's facts.
 FACT_ROWS = [("gpu", "counter"), ("gpu", "power"), ("gpu", "samples"), ("external", "external")]
 VALUE = {"facts": "energy_j", "frames": "power_w"}
@@ -103,7 +111,7 @@ def entries(kind: str, first: int, count: int, per_day: int, scale: float = 1.0)
         duration = 30.0 + (index % 50)
         power = 150.0 + (index % 97)
         frame = pd.DataFrame({
-            "source": "gpu-benchmark",
+            "source": SCOPE["source"],
             "entity": np.repeat(keys, n),
             "component": np.tile([c for c, _ in FACT_ROWS], count),
             "window_start": np.repeat(start, n),
@@ -117,6 +125,7 @@ def entries(kind: str, first: int, count: int, per_day: int, scale: float = 1.0)
     step = pd.to_timedelta(np.tile(np.arange(FRAME_ROWS) * 100_000, count), unit="us")
     phase = np.tile(np.sin(np.arange(FRAME_ROWS) / 7.0), count)
     return pd.DataFrame({
+        "source": SCOPE["source"],
         "entity": np.repeat(keys, FRAME_ROWS),
         "time": np.repeat(start, FRAME_ROWS) + step,
         "power_w": (200.0 + 50.0 * phase) * scale,
@@ -204,7 +213,11 @@ class Segments(Files):
 
 
 class Delta:
-    """A Delta Lake table: appends, overwrite and delete by predicate, each one commit."""
+    """A table kept per entry (a Delta Lake table) through the shipped code:
+    ``Warehouse.write_entries`` (an overwrite by the predicate ``<scope> AND entity IN
+    (...)``, landings included), ``remove_entries``, ``read_table``, ``entry_table.files``
+    and ``entry_table.compact``, each write one commit. ``open`` and ``options`` serve the
+    failed-write and racing parts, which drive deltalake directly."""
 
     name = "delta"
 
@@ -221,29 +234,17 @@ class Delta:
             self.land(rows)
 
     def land(self, frame: pd.DataFrame) -> None:
-        deltalake.write_deltalake(self.uri, _arrow(frame), mode="append",
-                                  storage_options=self.options)
+        self.warehouse.write_entries(self.table, frame, SCOPE)
 
     def replace(self, key: str, rows: pd.DataFrame) -> None:
-        deltalake.write_deltalake(self.uri, _arrow(rows), mode="overwrite", predicate=_equals(key),
-                                  storage_options=self.options)
+        self.warehouse.write_entries(self.table, rows, SCOPE)
 
     def remove(self, key: str) -> None:
-        """An overwrite of the entry's rows by none (``DeltaTable.delete`` would rewrite
-        the file's other rows with ``string_view`` strings, which a pyarrow dataset's
-        filter cannot compare with the table's ``string``)."""
-        empty = pa.schema(self.open().schema().to_arrow()).empty_table()
-        deltalake.write_deltalake(self.uri, empty, mode="overwrite", predicate=_equals(key),
-                                  storage_options=self.options)
+        self.warehouse.remove_entries(self.table, SCOPE, [key])
 
     def files(self) -> list[pafs.FileInfo]:
         """The data files the current version holds (its log's add actions), with sizes."""
-        table = self.open()
-        base = self.warehouse.table_path(self.table)
-        actions = table.get_add_actions(flatten=True)
-        paths = [f"{base}/{p}" for p in actions.column("path").to_pylist()]
-        sizes = actions.column("size_bytes").to_pylist()
-        return [pafs.FileInfo(p, pafs.FileType.File, size=s) for p, s in zip(paths, sizes)]
+        return entry_table.files(self.warehouse, self.table)
 
     def dataset(self) -> ds.Dataset:
         """The current version's files as a pyarrow dataset, in the table's schema (files
@@ -255,7 +256,7 @@ class Delta:
         return ds.FileSystemDataset(fragments, schema, parquet, filesystem)
 
     def read(self) -> pd.DataFrame:
-        return self.dataset().to_table().to_pandas()
+        return self.warehouse.read_table(self.table)
 
     def objects(self) -> int:
         """Every object under the table: data files (current or not) and the log."""
@@ -263,24 +264,19 @@ class Delta:
         return sum(i.type == pafs.FileType.File
                    for i in self.warehouse.filesystem.get_file_info(selector))
 
-    def compact(self) -> None:
-        table = self.open()
-        table.optimize.compact()
-        table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    def compact(self) -> dict[str, int]:
+        return entry_table.compact(self.warehouse, self.table)
 
 
 def _arrow(frame: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(frame, preserve_index=False)
 
 
-def _equals(key: str) -> str:
-    return "entity = '" + key.replace("'", "''") + "'"
-
-
 def delta_options(server: ObjectStoreServer | None, commit: str) -> dict[str, str]:
     """deltalake's storage options for moto: its endpoint and credentials, and how commits
-    are made safe (``commit``: "conditional" = conditional PUT, If-None-Match, deltalake's
-    default on S3; "unsafe" = ``AWS_S3_ALLOW_UNSAFE_RENAME``, a single writer only)."""
+    are made safe (``commit``: "conditional" = conditional PUT, If-None-Match, set as
+    ``ObjectStore.delta_options`` sets it; "unsafe" = ``AWS_S3_ALLOW_UNSAFE_RENAME``, a
+    single writer only)."""
     if server is None:
         return {}
     env = server.environment
@@ -290,6 +286,8 @@ def delta_options(server: ObjectStoreServer | None, commit: str) -> dict[str, st
                "AWS_REGION": env["AWS_DEFAULT_REGION"]}
     if commit == "unsafe":
         options["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
+    else:
+        options["AWS_CONDITIONAL_PUT"] = "etag"
     return options
 
 
@@ -338,6 +336,7 @@ def steps(layout, kind: str, stored: int, per_day: int) -> list[tuple[str, Calla
     fixed, removed = entity(stored // 2, per_day), entity(stored // 3, per_day)
     value = VALUE[kind]
     new = entries(kind, stored, NEW_ENTRIES, per_day)
+    many = entries(kind, stored + NEW_ENTRIES, MANY_NEW_ENTRIES, per_day)
     fix = entries(kind, stored // 2, 1, per_day, scale=1.01)
 
     def query(sql: str):
@@ -350,6 +349,7 @@ def steps(layout, kind: str, stored: int, per_day: int) -> list[tuple[str, Calla
 
     return [
         (f"land {NEW_ENTRIES} new entries", lambda: layout.land(new)),
+        (f"land {MANY_NEW_ENTRIES} new entries", lambda: layout.land(many)),
         ("replace 1 entry (a fix)", lambda: layout.replace(fixed, fix)),
         ("remove 1 entry", lambda: layout.remove(removed)),
         ("read the whole table (pandas)", lambda: len(layout.read())),
@@ -395,10 +395,10 @@ def measure(layouts: list, kind: str, stored: int, per_day: int, requests: Reque
         if isinstance(layout, Delta):
             requests.take()
             start = time.perf_counter()
-            layout.compact()
-            print(f"  delta: optimize.compact + vacuum {time.perf_counter() - start:.2f} s "
-                  f"{_requests(requests.take())}; then {len(layout.files()):,} files, "
-                  f"{layout.objects():,} objects")
+            figures = layout.compact()
+            print(f"  delta: entry_table.compact {time.perf_counter() - start:.2f} s "
+                  f"{_requests(requests.take())} {figures}; then {len(layout.files()):,} "
+                  f"files, {layout.objects():,} objects")
 
 
 def _ns(frame: pd.DataFrame) -> pd.DataFrame:

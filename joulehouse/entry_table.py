@@ -12,15 +12,20 @@ files ``part-*.parquet`` and the log ``_delta_log/``. A write is an overwrite by
 predicate ``<scope> AND <entry column> IN (<entries>)`` with the entries' new rows
 (none: a removal): readers see the version before or the version after, never a part
 (the commit is the log entry, written only where absent); a write that fails before its
-commit leaves data files that no version lists, which :func:`compact` removes. Writers
-of one table are kept one at a time (docs/ARCHITECTURE.md says why on S3). ``DeltaTable.delete`` is not
-used: it rewrites a file's other rows with ``string_view`` strings, which a pyarrow
-dataset's filter (DuckDB's pushdown on an object store) cannot compare.
+commit leaves data files that no version lists, which :func:`compact` removes once
+older than ``RETENTION_HOURS``. The table is made, empty (version 0), before its first
+write, so a first write is such a write too; a log without a version (a making stopped
+before its commit) reads as empty. Writers of one table are kept one at a time
+(docs/ARCHITECTURE.md says why on S3). ``DeltaTable.delete`` is not used: it rewrites a
+file's other rows with ``string_view`` strings, which a pyarrow dataset's filter
+(DuckDB's pushdown on an object store) cannot compare.
 
 Readers need no Delta reader: :func:`files` are the Parquet files of the current
 version (the log's add actions), read by pandas, pyarrow or DuckDB's ``read_parquet``
 like any warehouse table's (``Warehouse.table_files`` lists them). Delta stores
-timestamps in microseconds; :func:`read` gives them back as the warehouse's ``ns``.
+timestamps in microseconds: a finer time is refused on write, and :func:`read` gives
+them back as the warehouse's ``ns``, with the nullable pandas dtypes of the first rows
+written (kept in the table's schema).
 
 deltalake is imported when a table is opened, not with this module (0.26 s).
 """
@@ -28,6 +33,7 @@ deltalake is imported when a table is opened, not with this module (0.26 s).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -41,9 +47,13 @@ if TYPE_CHECKING:
     from joulehouse.warehouse import Warehouse
 
 LOG = "_delta_log"
+#: The key of a column's nullable pandas dtype in its Delta field's metadata.
+PANDAS_DTYPE = "joulehouse.pandas_dtype"
 #: Data files are removed by :func:`compact` this long after a version stops listing
-#: them, so that a reader that listed them before still finds them (hours).
-RETENTION_HOURS = 1
+#: them, so that a reader that listed them before (a ``joulehouse sql`` session, a long
+#: run) still finds them, and a version of that age can be read back (hours; Delta's
+#: default, ``delta.deletedFileRetentionDuration``, enforced as its minimum).
+RETENTION_HOURS = 7 * 24
 
 
 def is_entry_table(warehouse: Warehouse, table: str) -> bool:
@@ -56,14 +66,79 @@ def _uri(warehouse: Warehouse, table: str) -> str:
     return warehouse.table_path(table) if warehouse.is_local else f"{warehouse.url}/{table}"
 
 
-def _open(warehouse: Warehouse, table: str) -> DeltaTable:
+def _open(warehouse: Warehouse, table: str) -> DeltaTable | None:
+    """The table's current version; None where its log holds no version (the table is
+    made first, alone, so that is only a making stopped before its commit: no rows)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(_uri(warehouse, table), storage_options=warehouse.delta_options())
+    except TableNotFoundError:
+        return None
+
+
+def _create(warehouse: Warehouse, table: str, schema: pa.Schema) -> None:
+    """Make the table, version 0, with ``schema`` and no data, unless a version exists.
+
+    A first write is thus an overwrite like any other: data files written before a
+    failure are listed by no version (delta-rs writes them before the commit). Refused
+    in a folder that holds anything but the log: readers of the table would not see
+    its files (plain Parquet partitions, a nested table)."""
     from deltalake import DeltaTable
 
-    return DeltaTable(_uri(warehouse, table), storage_options=warehouse.delta_options())
+    path = warehouse.table_path(table)
+    held = sorted(PurePosixPath(info.path).name for info in warehouse.filesystem.get_file_info(
+        pafs.FileSelector(path, allow_not_found=True)))
+    if [name for name in held if name != LOG]:
+        raise FileExistsError(
+            f"{table}: {path} already holds {', '.join(held[:5])}"
+            f"{' …' if len(held) > 5 else ''}; a table kept per entry is made in an empty "
+            "folder: migrate the stored rows into a table of a new name")
+    DeltaTable.create(_uri(warehouse, table), _delta_schema(schema), mode="ignore",
+                      storage_options=warehouse.delta_options())
+
+
+def _delta_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` (of rows from pandas) as the table keeps it: timestamps in microseconds,
+    Delta's unit (made from ``ns``, the table would need the preview feature
+    ``timestampNanos``, which other Delta readers refuse, and keep microseconds only),
+    and a nullable pandas dtype (``Int64``, ``boolean``, ``Float64``) in its field's
+    metadata (``PANDAS_DTYPE``), which Delta's schema keeps and pandas' metadata not."""
+    from joulehouse.warehouse import _nullable_dtypes
+
+    nullable = _nullable_dtypes([schema])
+    fields = []
+    for field in schema:
+        if pa.types.is_timestamp(field.type):
+            field = field.with_type(pa.timestamp("us", field.type.tz))
+        if field.name in nullable:
+            field = field.with_metadata({PANDAS_DTYPE: str(nullable[field.name])})
+        fields.append(field)
+    return pa.schema(fields)
+
+
+def _refuse_sub_microseconds(table: str, rows: pd.DataFrame) -> None:
+    """Delta keeps microseconds: a timestamp with a finer part is refused, not cut."""
+    for name in rows.columns:
+        if pd.api.types.is_datetime64_any_dtype(rows[name].dtype):
+            finer = rows[name].notna() & (rows[name].dt.nanosecond != 0)
+            if finer.any():
+                row = finer.to_numpy().argmax()
+                raise ValueError(
+                    f"{table}: {name} of row {row} ({rows[name].iloc[row]}) has a part "
+                    "finer than a microsecond, which the table cannot keep: round the "
+                    "times to microseconds (Series.dt.round('us')) before writing")
 
 
 def _literal(value: str) -> str:
+    """A SQL string literal: ``'`` doubled, nothing else escaped (a backslash is itself)."""
     return "'" + str(value).replace("'", "''") + "'"
+
+
+def _name(column: str) -> str:
+    """A quoted SQL identifier: DataFusion lower-cases unquoted names."""
+    return '"' + column.replace('"', '""') + '"'
 
 
 def _arrow(rows: pd.DataFrame) -> pa.Table | pa.RecordBatchReader:
@@ -71,10 +146,18 @@ def _arrow(rows: pd.DataFrame) -> pa.Table | pa.RecordBatchReader:
 
 
 def predicate(scope: Mapping[str, str], column: str, entries: Iterable[str]) -> str:
-    """The SQL predicate that selects ``entries`` (values of ``column``) within ``scope``."""
-    listed = ", ".join(_literal(entry) for entry in entries)
-    return " AND ".join([*(f"{name} = {_literal(value)}" for name, value in scope.items()),
-                         f"{column} IN ({listed})"])
+    """The SQL predicate that selects ``entries`` (values of ``column``, sorted, at least
+    one) within ``scope`` (at least one column: a write never spans every source).
+    A null or NaN entry is refused: ``IN`` would never select its rows."""
+    listed = list(entries)
+    if not scope:
+        raise ValueError(f"entries of {column} without a scope: name the columns that "
+                         "bound a write (e.g. source)")
+    if not listed or any(pd.isna(entry) for entry in listed):
+        raise ValueError(f"entries of {column} must be at least one and not null: {listed}")
+    return " AND ".join([*(f"{_name(name)} = {_literal(value)}"
+                           for name, value in scope.items()),
+                         f"{_name(column)} IN ({', '.join(map(_literal, sorted(set(listed))))})"])
 
 
 def write_entries(warehouse: Warehouse, table: str, rows: pd.DataFrame,
@@ -86,17 +169,26 @@ def write_entries(warehouse: Warehouse, table: str, rows: pd.DataFrame,
     schema. Nothing is written when there is no row and nothing stored to remove."""
     from deltalake import write_deltalake
 
-    entries = sorted({*rows[column].unique().tolist(), *removed})
+    entries = [*rows[column].unique().tolist(), *removed]
+    if not entries:
+        return
+    try:
+        where = predicate(scope, column, entries)
+    except ValueError as error:
+        raise ValueError(f"{table}: {error}") from None
+    delta = _open(warehouse, table) if is_entry_table(warehouse, table) else None
     if len(rows):
         if any((rows[name] != value).any() for name, value in scope.items()):
             raise ValueError(f"{table}: rows outside the scope {dict(scope)}")
+        _refuse_sub_microseconds(table, rows)
         data = _arrow(rows)
-    elif entries and is_entry_table(warehouse, table):
-        data = pa.schema(_open(warehouse, table).schema().to_arrow()).empty_table()
+        if delta is None:
+            _create(warehouse, table, data.schema)
+    elif delta is not None:
+        data = pa.schema(delta.schema().to_arrow()).empty_table()
     else:
         return
-    write_deltalake(_uri(warehouse, table), data, mode="overwrite",
-                    predicate=predicate(scope, column, entries),
+    write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
                     storage_options=warehouse.delta_options())
 
 
@@ -110,7 +202,10 @@ def remove_entries(warehouse: Warehouse, table: str, scope: Mapping[str, str],
 
 def files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo]:
     """The Parquet files of the table's current version, with their sizes, sorted."""
-    actions = _open(warehouse, table).get_add_actions(flatten=True)
+    delta = _open(warehouse, table)
+    if delta is None:
+        return []
+    actions = delta.get_add_actions(flatten=True)
     base = warehouse.table_path(table)
     return sorted((pafs.FileInfo(f"{base}/{path}", pafs.FileType.File, size=size)
                    for path, size in zip(actions.column("path").to_pylist(),
@@ -119,27 +214,45 @@ def files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo]:
 
 
 def read(warehouse: Warehouse, table: str) -> pd.DataFrame:
-    """Every row of the current version; timestamps in ``ns`` as the warehouse stores them."""
+    """Every row of the current version, with the dtypes of the rows written: timestamps
+    (naive or not) in ``ns`` as the warehouse stores them, nullable pandas dtypes as
+    the table's fields name them (``PANDAS_DTYPE``)."""
     delta = _open(warehouse, table)
+    if delta is None:
+        return pd.DataFrame()
     schema = pa.schema(delta.schema().to_arrow())
     parquet = ds.ParquetFileFormat()
     fragments = [parquet.make_fragment(info.path, warehouse.filesystem, file_size=info.size)
                  for info in files(warehouse, table)]
-    frame = ds.FileSystemDataset(fragments, schema, parquet, warehouse.filesystem
-                                 ).to_table().to_pandas()
+    rows = ds.FileSystemDataset(fragments, schema, parquet, warehouse.filesystem).to_table()
+    frame = rows.to_pandas()
+    for field in delta.schema().fields:
+        if PANDAS_DTYPE in (field.metadata or {}):
+            dtype = pd.api.types.pandas_dtype(field.metadata[PANDAS_DTYPE])
+            frame[field.name] = rows.column(field.name).to_pandas(
+                types_mapper=lambda _type, dtype=dtype: dtype)
     for name in frame.columns:
-        if isinstance(frame[name].dtype, pd.DatetimeTZDtype):
+        if pd.api.types.is_datetime64_any_dtype(frame[name].dtype):
             frame[name] = frame[name].dt.as_unit("ns")
     return frame
 
 
 def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
     """Merge small files (``optimize.compact``), then remove the files no version has
-    listed for ``RETENTION_HOURS`` and those of failed writes (``vacuum``); the files
-    added, merged and removed."""
+    listed for ``RETENTION_HOURS`` (``vacuum``) and the data files of failed writes
+    (``part-*.parquet`` in the table's folder that no version ever listed, as old); the
+    files added, merged and removed. Nothing else in the folder is touched."""
     delta = _open(warehouse, table)
+    if delta is None:
+        return {"added": 0, "merged": 0, "removed": 0}
     merged = delta.optimize.compact()
-    removed = _open(warehouse, table).vacuum(retention_hours=RETENTION_HOURS, dry_run=False,
-                                             enforce_retention_duration=False, full=True)
+    delta = _open(warehouse, table)
+    removed = delta.vacuum(retention_hours=RETENTION_HOURS, dry_run=False)
+    # full=True lists every file no version lists (the ones just removed included)
+    unlisted = [path for path in delta.vacuum(retention_hours=RETENTION_HOURS, full=True)
+                if path not in removed and "/" not in path
+                and path.startswith("part-") and path.endswith(".parquet")]
+    for path in unlisted:
+        warehouse.filesystem.delete_file(f"{warehouse.table_path(table)}/{path}")
     return {"added": merged["numFilesAdded"], "merged": merged["numFilesRemoved"],
-            "removed": len(removed)}
+            "removed": len(removed) + len(unlisted)}

@@ -105,10 +105,13 @@ class ObjectStore:
 
     def delta_options(self) -> dict[str, str]:
         """The same store as deltalake's storage options (credentials left to its own
-        lookup of AWS's variables where None)."""
+        lookup of AWS's variables where None). A version is published by a PUT with
+        ``If-None-Match: *`` (object_store's conditional put, ``etag``), which the store
+        refuses where the version exists: set here, not left to a default."""
         options = {"AWS_ENDPOINT_URL": self.endpoint, "AWS_REGION": self.region,
                    "AWS_ACCESS_KEY_ID": self.access_key,
-                   "AWS_SECRET_ACCESS_KEY": self.secret_key}
+                   "AWS_SECRET_ACCESS_KEY": self.secret_key,
+                   "AWS_CONDITIONAL_PUT": "etag"}
         if self.endpoint and self.endpoint.startswith("http://"):
             options["AWS_ALLOW_HTTP"] = "true"
         return {name: value for name, value in options.items() if value}

@@ -3,9 +3,15 @@ write, and the readers (read_table, DuckDB's views), on a path and on S3 (moto).
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+
+import deltalake
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 
 from joulehouse import entry_table
@@ -63,6 +69,10 @@ def test_entries_replaced_and_removed_equal_a_rebuild(store):
     assert len(stored) == 10
     pd.testing.assert_frame_equal(ordered(stored), expected)
     assert str(stored["window_start"].dtype) == "datetime64[ns, UTC]"
+    delta = entry_table._open(tables, FACTS)  # Delta's own microseconds, no preview feature
+    assert {field.name: str(field.type) for field in delta.schema().fields}[
+        "window_start"] == 'PrimitiveType("timestamp")'
+    assert "timestampNanos" not in (delta.protocol().reader_features or [])
     # the other source's rows were never touched by a write of one source
     assert sorted(stored.loc[stored["source"] == "gpu-benchmark", "entity"].unique()) == [
         "e1", "e2"]
@@ -71,9 +81,14 @@ def test_entries_replaced_and_removed_equal_a_rebuild(store):
 def test_duckdb_views_read_the_current_version_only(store):
     tables = store
     landings(tables)
-    # six commits wrote seven data files; the current version lists fewer
-    listed = tables.table_files()[FACTS]
-    assert len(listed) == len(entry_table.files(tables, FACTS)) < 7
+    # six writes left six data files: the two landings, the fix's and the two removals'
+    # rewrites of a file, the re-landing's (its file of CC's e2 holds neither e1 nor
+    # e4: not rewritten); the current version lists the last three
+    stored = {info.path for info in tables.filesystem.get_file_info(
+        pafs.FileSelector(tables.table_path(FACTS)))
+        if info.path.rsplit("/", 1)[-1].startswith("part-")}
+    listed = {info.path for info in tables.table_files()[FACTS]}
+    assert len(stored) == 6 and len(listed) == 3 and listed < stored
     totals = query(tables, "SELECT source, count(*) AS n, sum(energy_j) AS energy_j "
                            "FROM energy_facts GROUP BY source ORDER BY source")
     assert totals["n"].tolist() == [6, 4]
@@ -84,24 +99,58 @@ def test_duckdb_views_read_the_current_version_only(store):
     assert one["energy_j"].tolist() == [5002.0, 5002.0]
 
 
+def failing_half_way(copies: int):
+    """An ``entry_table._arrow`` whose reader yields the rows ``copies`` times, then fails."""
+    def arrow(rows: pd.DataFrame) -> pa.RecordBatchReader:
+        table = pa.Table.from_pandas(rows, preserve_index=False)
+
+        def batches():
+            for _ in range(copies):
+                yield from table.to_batches()
+            raise RuntimeError("the landing fails half-way")
+        return pa.RecordBatchReader.from_batches(table.schema, batches())
+    return arrow
+
+
 def test_a_write_failing_half_way_leaves_the_table_as_it_was(store, monkeypatch):
     tables = store
     tables.write_entries(FACTS, facts(GPU, [1, 2]), GPU)
     before = ordered(tables.read_table(FACTS))
-
-    def failing(rows: pd.DataFrame) -> pa.RecordBatchReader:
-        table = pa.Table.from_pandas(rows, preserve_index=False)
-
-        def batches():
-            yield table.slice(0, 1).to_batches()[0]
-            raise RuntimeError("the landing fails half-way")
-        return pa.RecordBatchReader.from_batches(table.schema, batches())
-
-    monkeypatch.setattr(entry_table, "_arrow", failing)
+    monkeypatch.setattr(entry_table, "_arrow", failing_half_way(1))
     with pytest.raises(Exception, match="half-way"):
         tables.write_entries(FACTS, facts(GPU, [1, 2, 3], energy_j=9000.0), GPU)
     pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), before)
     assert query(tables, "SELECT count(*) AS n FROM energy_facts")["n"].item() == 4
+
+
+def test_a_first_write_failing_half_way_leaves_an_empty_table(tmp_path, monkeypatch):
+    """delta-rs writes data files before the commit: those of a failed first write (ten
+    batches of 4,000 rows, 1-byte target files) are listed by no version."""
+    tables = Warehouse(tmp_path / "warehouse")
+    monkeypatch.setattr(deltalake, "write_deltalake",
+                        functools.partial(deltalake.write_deltalake, target_file_size=1))
+    monkeypatch.setattr(entry_table, "_arrow", failing_half_way(10))
+    with pytest.raises(Exception, match="half-way"):
+        tables.write_entries(FACTS, facts(GPU, list(range(2000))), GPU)
+    assert list((tmp_path / "warehouse" / FACTS).glob("part-*.parquet"))  # written, unlisted
+    assert entry_table.is_entry_table(tables, FACTS)
+    assert tables.read_table(FACTS).empty and tables.table_files() == {}
+    monkeypatch.undo()
+    tables.write_entries(FACTS, facts(GPU, [1]), GPU)
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), facts(GPU, [1]))
+
+
+def test_a_log_without_a_version_reads_as_an_empty_table(tmp_path):
+    """A first write stopped while committing: ``_delta_log`` holds a staged commit only."""
+    tables = Warehouse(tmp_path / "warehouse")
+    log = tmp_path / "warehouse" / FACTS / entry_table.LOG
+    log.mkdir(parents=True)
+    (log / "_commit_0a1b.json.tmp").write_text("{}")
+    assert tables.read_table(FACTS).empty and tables.table_files() == {}
+    assert entry_table.compact(tables, FACTS) == {"added": 0, "merged": 0, "removed": 0}
+    tables.remove_entries(FACTS, GPU, ["e1"])  # nothing stored: nothing to do
+    tables.write_entries(FACTS, facts(GPU, [1, 2]), GPU)
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), facts(GPU, [1, 2]))
 
 
 def test_compact_merges_files_and_keeps_the_rows(tmp_path):
@@ -111,6 +160,144 @@ def test_compact_merges_files_and_keeps_the_rows(tmp_path):
     assert figures["added"] == 1 and figures["merged"] >= 2
     assert len(entry_table.files(tables, FACTS)) == 1
     pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), expected)
+
+
+def age_the_log(folder, hours: float) -> None:
+    """Move the log's removals ``hours`` back in time (the versions stay as they are)."""
+    for commit in (folder / entry_table.LOG).glob("*.json"):
+        actions = [json.loads(line) for line in commit.read_text().splitlines()]
+        for action in actions:
+            if "remove" in action:
+                action["remove"]["deletionTimestamp"] -= int(hours * 3600 * 1000)
+        commit.write_text("".join(json.dumps(action) + "\n" for action in actions))
+
+
+def test_files_a_reader_listed_hours_ago_outlive_compact(tmp_path):
+    """A reader listed the files before a fix that replaced them two hours ago: they are
+    within the retention (7 days), so ``compact`` removes nothing and they still read;
+    8 days later they are removed."""
+    tables = Warehouse(tmp_path / "warehouse")
+    tables.write_entries(FACTS, facts(GPU, [1, 2, 3]), GPU)
+    listed = tables.table_files()[FACTS]
+    tables.write_entries(FACTS, facts(GPU, [2], energy_j=5000.0), GPU)
+    age_the_log(tmp_path / "warehouse" / FACTS, hours=2)
+    figures = entry_table.compact(tables, FACTS)
+    assert figures["removed"] == 0
+    read = tables.dataset(listed).to_table().to_pandas()  # Delta's microseconds
+    pd.testing.assert_frame_equal(ordered(read), facts(GPU, [1, 2, 3]), check_dtype=False)
+    age_the_log(tmp_path / "warehouse" / FACTS, hours=8 * 24)  # past the retention
+    assert entry_table.compact(tables, FACTS)["removed"] == len(listed) == 1
+    assert not os.path.exists(listed[0].path)
+
+
+@pytest.mark.parametrize("held", ["a plain partition", "a nested table"])
+def test_a_folder_holding_files_is_not_made_a_table(tmp_path, held):
+    """Readers of the Delta table would not see them: the write is refused, nothing written."""
+    tables = Warehouse(tmp_path / "warehouse")
+    if held == "a plain partition":
+        tables.write_partition(FACTS, "2025-03-01", facts(GPU, [1]))
+    else:
+        tables.write_table(f"{FACTS}/by_job", facts(GPU, [1]))
+    stored = sorted((tmp_path / "warehouse" / FACTS).rglob("*"))
+    with pytest.raises(FileExistsError, match=f"{FACTS}: .* already holds .*new name"):
+        tables.write_entries(FACTS, facts(GPU, [2]), GPU)
+    assert sorted((tmp_path / "warehouse" / FACTS).rglob("*")) == stored
+    assert not entry_table.is_entry_table(tables, FACTS)
+
+
+def test_compact_removes_only_the_unlisted_data_files_of_failed_writes(tmp_path):
+    """Files no version ever listed, 30 days old: a ``part-*.parquet`` of a failed write
+    goes; a foreign file and a nested folder's stay."""
+    tables = Warehouse(tmp_path / "warehouse")
+    expected = landings(tables)
+    folder = tmp_path / "warehouse" / FACTS
+    (folder / "nested").mkdir()
+    kept = [folder / "legacy.parquet", folder / "nested" / "part-00000-x.parquet"]
+    failed = folder / "part-00000-failed-c000.snappy.parquet"
+    month_ago = (pd.Timestamp.now() - pd.Timedelta(days=30)).timestamp()
+    for path in [*kept, failed]:
+        path.write_bytes(b"PAR1")
+        os.utime(path, (month_ago, month_ago))
+    figures = entry_table.compact(tables, FACTS)
+    assert not failed.exists() and all(path.exists() for path in kept)
+    assert figures["removed"] == 1
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), expected)
+
+
+def test_the_predicate_quotes_names_and_values():
+    assert entry_table.predicate({"Source": "o'brien"}, "entity", ["b\\c", "a'b", "a'b"]) == (
+        """"Source" = 'o''brien' AND "entity" IN ('a''b', 'b\\c')""")
+
+
+def test_entries_with_quotes_backslashes_and_odd_names_are_replaced_and_removed(tmp_path):
+    """Column names with a capital and a space (unquoted, DataFusion reads ``job id``
+    as ``job``), entries with a quote and a backslash: fixed and removed like any other."""
+    tables, scope = Warehouse(tmp_path / "warehouse"), {"Source": "o'brien"}
+
+    def rows(entities: list[str], value: float) -> pd.DataFrame:
+        return pd.DataFrame({"Source": "o'brien", "job id": entities,
+                             "value": [value] * len(entities)})
+
+    names = ["o'brien", "back\\slash", "e1"]
+    tables.write_entries("by_name", rows(names, 1.0), scope, column="job id")
+    tables.write_entries("by_name", rows(["o'brien"], 2.0), scope, column="job id")
+    tables.remove_entries("by_name", scope, ["back\\slash"], column="job id")
+    stored = tables.read_table("by_name").sort_values("job id", ignore_index=True)
+    pd.testing.assert_frame_equal(stored, pd.DataFrame(
+        {"Source": "o'brien", "job id": ["e1", "o'brien"], "value": [1.0, 2.0]}))
+
+
+@pytest.mark.parametrize("entity", [None, np.nan])
+def test_null_entries_and_an_empty_scope_are_refused(tmp_path, entity):
+    tables = Warehouse(tmp_path / "warehouse")
+    with pytest.raises(ValueError, match=f"{FACTS}: .*not null"):
+        tables.write_entries(FACTS, facts(GPU, [1]).assign(entity=["e1", entity]), GPU)
+    with pytest.raises(ValueError, match=f"{FACTS}: .*not null"):
+        tables.remove_entries(FACTS, GPU, [entity])
+    with pytest.raises(ValueError, match=f"{FACTS}: .*without a scope"):
+        tables.write_entries(FACTS, facts(GPU, [1]), {})
+    assert not entry_table.is_entry_table(tables, FACTS)
+
+
+def test_s3_versions_are_published_by_conditional_puts(object_store, s3_warehouse):
+    """Every commit is a put-if-absent (``If-None-Match: *``): refused outright where the
+    store's conditional put is disabled, made with the warehouse's own options."""
+    tables = Warehouse(s3_warehouse, object_store.store)
+    assert tables.delta_options()["AWS_CONDITIONAL_PUT"] == "etag"
+    tables.write_entries(FACTS, facts(GPU, [1]), GPU)
+    disabled = {**tables.delta_options(), "AWS_CONDITIONAL_PUT": "disabled"}
+    with pytest.raises(Exception, match="PutMode::Create. when conditional put is disabled"):
+        deltalake.write_deltalake(entry_table._uri(tables, FACTS), pa.Table.from_pandas(
+            facts(GPU, [2])), mode="append", storage_options=disabled)
+    tables.write_entries(FACTS, facts(GPU, [2]), GPU)
+    assert sorted(tables.read_table(FACTS)["entity"].unique()) == ["e1", "e2"]
+
+
+def test_nullable_dtypes_and_timestamps_come_back_as_written(store):
+    """Int64 and boolean with nulls, naive and UTC timestamps (microseconds): read back
+    equal, dtypes included, after a fix; a time finer than a microsecond is refused."""
+    tables = store
+
+    def rows(entities: list[str], count: int) -> pd.DataFrame:
+        return pd.DataFrame({
+            "source": "gpu-benchmark", "entity": entities,
+            "count": pd.array([count, None][:len(entities)], dtype="Int64"),
+            "valid": pd.array([True, None][:len(entities)], dtype="boolean"),
+            "local_start": pd.to_datetime(["2025-03-01 10:00:00.000001"] * len(entities)),
+            "window_start": [START + pd.Timedelta(microseconds=7)] * len(entities)})
+
+    tables.write_entries("figures", rows(["e1", "e2"], 1), GPU)
+    tables.write_entries("figures", rows(["e2", "e4"], 2), GPU)  # a fix, e4's nulls
+    stored = tables.read_table("figures").sort_values("entity", ignore_index=True)
+    expected = pd.concat([rows(["e1", "e2"], 1).iloc[:1], rows(["e2", "e4"], 2)],
+                         ignore_index=True)
+    assert expected["count"].isna().sum() == expected["valid"].isna().sum() == 1
+    pd.testing.assert_frame_equal(stored, expected)
+    finer = rows(["e3"], 3).assign(window_start=START + pd.Timedelta(nanoseconds=500))
+    with pytest.raises(ValueError, match="figures: window_start of row 0 .* finer than a "
+                                         "microsecond"):
+        tables.write_entries("figures", finer, GPU)
+    assert sorted(tables.read_table("figures")["entity"]) == ["e1", "e2", "e4"]
 
 
 def test_rows_outside_the_scope_are_refused(tmp_path):
