@@ -36,9 +36,6 @@ BAD_KEY = "power-limit/bert/250W/0"
 IMPORT_PATH = os.pathsep.join(map(str, (PROJECT_ROOT, PROJECT_ROOT / "tests",
                                         Path(__file__).parent)))
 
-#: One Slurm cluster for the module's tests: under pytest-xdist, all on one worker.
-pytestmark = pytest.mark.xdist_group("slurm")
-
 
 def where() -> tuple[str | None, str]:
     """Run on a worker: the Slurm job it runs in (None outside Slurm) and its host."""

@@ -70,9 +70,6 @@ TABLES = ("gpu_setting_energy/table.parquet", "gpu_benchmark_energy/table.parque
           "energy_facts/geopm.parquet", "energy_facts/powerapi.parquet",
           "energy_facts/clustercockpit.parquet")
 
-#: The tests run in order over one stack: under pytest-xdist, all on one worker.
-pytestmark = pytest.mark.xdist_group("e2e-stack")
-
 #: The one sensor and day of the PowerAPI examples (one trial).
 POWERAPI_DAY = "sensor_test/2021-01-13"
 #: The broken input: a negative power on line 3 of the JSON-lines power reports.
