@@ -18,8 +18,9 @@ from test_cli_conventions import joulehouse, one_error_line
 from assets.powerapi import COMPUTED_CHECK, VALID_CHECK
 from definitions import EXAMPLE_GEOPM_REPORTS, EXAMPLE_POWERAPI, build_definitions
 from joulehouse.accounting.query import query
+from joulehouse.errors import InputError
 from joulehouse.leftout import LeftOut
-from joulehouse.powerapi import energy, readers
+from joulehouse.powerapi import energy, layout, readers, reports
 from resources import DataRoot, GeopmReportSource, GpuBenchmarkSource, PowerapiSource, Warehouse
 from sensors import geopm, powerapi
 from sensors.local import launch_in_process, tick
@@ -170,6 +171,17 @@ def test_timestamps_mixing_epoch_ms_and_iso_strings_are_read(tmp_path):
     assert result.returncode == 0 and result.stderr == ""
     assert result.stdout == joulehouse("energy", "powerapi", iso).stdout
     assert len(csv_rows(result.stdout)) == 4
+
+
+def test_a_broken_line_among_mixed_timestamp_forms_is_an_input_error_naming_it(tmp_path):
+    mixed = mixed_forms(tmp_path / "mixed.jsonl")
+    lines = mixed.read_text().splitlines(keepends=True)
+    lines[7] = lines[7][:40] + "\n"  # a report cut in the middle, then more reports
+    mixed.write_text("".join(lines))
+    with pytest.raises(InputError) as raised:  # was JSONDecodeError: an internal error
+        reports.read_file(layout.classify(mixed))
+    assert (raised.value.path, raised.value.line) == (str(mixed), 8)
+    assert raised.value.reason.startswith("not valid JSON: ")
 
 
 def test_a_field_of_two_json_types_names_the_real_problem(tmp_path):
