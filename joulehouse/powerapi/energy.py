@@ -1,8 +1,9 @@
 """Measured and estimated energy per sensor, target, component and time window.
 
 - measured: RAPL energy of the machine-level target (``all``, or ``system``
-  in older hwpc-sensor files: :data:`MACHINE_TARGETS`, a setting), summed over
-  sockets, per domain (``pkg`` -> component ``cpu``, ``dram`` -> ``dram``, others by name);
+  in older hwpc-sensor files: :data:`MACHINE_TARGETS`, a setting; a sensor with
+  several counts the first, in setting order), summed over sockets, per domain
+  (``pkg`` -> component ``cpu``, ``dram`` -> ``dram``, others by name);
 - estimated: each power report's power (W) x its tick (s), per target,
   scope (component) and socket, summed over sockets per window (the summed
   window spans the union of the sockets' covered times, its ``covered_s`` is
@@ -34,7 +35,8 @@ the interval of a time no report measured; it stays in the window table
 with its ``covered_s``, so its energy is not lost, only not claimed as a fact.
 
 What gives no row is said by :func:`left_out` (``joulehouse/leftout.py``): RAPL
-energy of a target that is not machine-level, and a series whose reports all
+energy of a target that is not machine-level or of a sensor's second machine-level
+target, and a series whose reports all
 carry one timestamp when no tick can be taken from elsewhere (no tick length,
 so no duration and no energy).
 """
@@ -148,12 +150,24 @@ def _covered_extent(lows: np.ndarray, highs: np.ndarray, segment_starts: np.ndar
     return clipped_lows, np.where(empty, clipped_lows, clipped_highs)
 
 
+def machine_level(rapl: pd.DataFrame, targets: tuple[str, ...] = MACHINE_TARGETS
+                  ) -> pd.DataFrame:
+    """The RAPL rows of each sensor's machine-level target: the first of ``targets``
+    (setting order) the sensor has. Another of them is the same machine counted again
+    (:func:`left_out` records it)."""
+    machine = rapl[rapl["target"].isin(targets)]
+    rank = machine["target"].astype(str).map({name: i for i, name in enumerate(targets)})
+    first = rank.groupby(machine["sensor"].astype(str)).transform("min")
+    return machine[rank == first]
+
+
 def measured_energy(rapl: pd.DataFrame, window: str = "1min",
                     targets: tuple[str, ...] = MACHINE_TARGETS) -> pd.DataFrame:
-    """RAPL energy of the machine-level ``targets`` per sensor, component and window (J);
-    a series of one tick (no tick length) gives no row (see :func:`left_out`)."""
+    """RAPL energy of each sensor's machine-level target (:func:`machine_level`) per sensor,
+    component and window (J); a series of one tick (no tick length) gives no row (see
+    :func:`left_out`)."""
     window_ns = pd.Timedelta(window).value
-    machine = rapl[rapl["target"].isin(targets)]
+    machine = machine_level(rapl, targets)
     parts = []
     for (sensor, target, domain), series in machine.groupby(["sensor", "target", "domain"],
                                                             sort=True):
@@ -221,7 +235,7 @@ def _table(parts: list[pd.DataFrame], method: str) -> pd.DataFrame:
 def hwpc_ticks_ns(rapl: pd.DataFrame, targets: tuple[str, ...] = MACHINE_TARGETS
                   ) -> dict[str, float]:
     """Each sensor's median tick (ns) from its machine-level target's report times."""
-    machine = rapl[rapl["target"].isin(targets)]
+    machine = machine_level(rapl, targets)
     return {sensor: _median_tick_ns(_ns(series["timestamp"]))
             for sensor, series in machine.groupby("sensor", sort=True)}
 
@@ -275,20 +289,29 @@ def left_out(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
              targets: tuple[str, ...] = MACHINE_TARGETS,
              input_of: Callable[[str], str] = sensor_input) -> list[LeftOut]:
     """What :func:`window_energy` of the same frames leaves out, by sensor: RAPL energy of a
-    target not in ``targets`` (not the machine's), a machine-level RAPL series of one tick,
+    target not in ``targets`` (not the machine's), of a machine-level target after the
+    sensor's first (:func:`machine_level`), a machine-level RAPL series of one tick,
     and a sensor's power reports that all carry one timestamp without a tick from its
     machine-level HWPC reports. The frames do not say which file a report came from:
     ``input_of(sensor)`` names the input (the files or entry the caller read)."""
     records = []
     names = ", ".join(targets)
     if rapl is not None:
-        counts = rapl.groupby(["sensor", "target"], sort=True)["timestamp"].nunique()
+        counts = rapl.groupby(["sensor", "target"], sort=True, observed=True)[
+            "timestamp"].nunique()
+        counted = dict(machine_level(rapl, targets)[["sensor", "target"]].drop_duplicates()
+                       .astype(str).itertuples(index=False))
         for (sensor, target), ticks in counts.items():
             if target not in targets:
                 records.append(LeftOut(
                     FACTS_SOURCE, input_of(sensor), f"RAPL energy of target {target!r} "
                     f"({ticks} report(s))", f"not a machine-level target ({names}; the "
                     f"setting {MACHINE_TARGETS_ENV})"))
+            elif target != counted[sensor]:
+                records.append(LeftOut(
+                    FACTS_SOURCE, input_of(sensor), f"RAPL energy of target {target!r} "
+                    f"({ticks} report(s))", f"also present: counted once, under "
+                    f"{counted[sensor]!r}"))
             elif ticks < 2:
                 records.append(LeftOut(
                     FACTS_SOURCE, input_of(sensor), f"RAPL energy of target {target!r} "

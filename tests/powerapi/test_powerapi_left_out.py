@@ -224,6 +224,27 @@ def test_a_machine_level_series_of_one_report_gives_no_row_and_says_why(tmp_path
         "one report: no tick length to measure over")]
 
 
+def test_a_sensor_with_all_and_system_targets_is_measured_once(tmp_path):
+    both = tmp_path / "rapl.csv"  # the example's rows, then the same again as 'system'
+    rows = RAPL_CSV.read_text().splitlines(keepends=True)
+    both.write_text("".join(rows + [row.replace(",all,", ",system,") for row in rows[1:]]))
+    rapl = readers.rapl_energy(readers.read_hwpc(both))
+    alone = energy.window_energy(readers.rapl_energy(readers.read_hwpc(RAPL_CSV)), None)
+    table = energy.window_energy(rapl, None)
+    assert table["target"].tolist() == ["all"]
+    assert table["energy_j"].tolist() == pytest.approx(alone["energy_j"].tolist())
+    assert table["energy_j"].tolist() == pytest.approx([12.19696044921875])
+    assert energy.energy_facts_rows(table)["energy_j"].tolist() == pytest.approx(
+        [12.19696044921875])
+    assert energy.left_out(rapl, None) == [LeftOut(
+        "powerapi", "sensor 'sensor_test'", "RAPL energy of target 'system' (10 report(s))",
+        "also present: counted once, under 'all'")]
+    # the setting's order chooses which
+    table = energy.window_energy(rapl, None, targets=("system", "all"))
+    assert table["target"].tolist() == ["system"]
+    assert table["energy_j"].tolist() == pytest.approx([12.19696044921875])
+
+
 def test_the_machine_targets_setting_of_the_dagster_source(monkeypatch):
     assert PowerapiSource(landing_folders=[]).targets == ("all", "system")
     monkeypatch.setenv("JOULEHOUSE_POWERAPI_MACHINE_TARGETS", " node , all ")
