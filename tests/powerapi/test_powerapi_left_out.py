@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -19,8 +20,10 @@ from assets.powerapi import COMPUTED_CHECK, VALID_CHECK
 from definitions import EXAMPLE_GEOPM_REPORTS, EXAMPLE_POWERAPI, build_definitions
 from joulehouse.accounting.query import query
 from joulehouse.errors import InputError
-from joulehouse.leftout import LeftOut
+from joulehouse.leftout import LEFT_OUT_TABLE, LeftOut
 from joulehouse.powerapi import energy, layout, readers, reports
+from joulehouse.powerapi.stream import ReportStore
+from joulehouse.warehouse import Warehouse as Tables
 from resources import DataRoot, GeopmReportSource, GpuBenchmarkSource, PowerapiSource, Warehouse
 from sensors import geopm, powerapi
 from sensors.local import launch_in_process, tick
@@ -150,6 +153,27 @@ def test_a_json_array_cut_inside_its_last_report_says_it_lost_that_report(tmp_pa
     result = joulehouse("read", "powerapi", cut, "--out", tmp_path / "frames")
     assert result.returncode == 0 and result.stderr == f"joulehouse: {cut}: left out {CUT}\n"
     assert result.stdout.splitlines()[-1].endswith("power_reports.csv: 7 rows")
+
+
+def test_a_quiet_file_cut_short_has_one_record_while_cut_and_none_once_completed(tmp_path):
+    lines = POWER.read_text().splitlines(keepends=True)[:9]
+    path = tmp_path / "landing" / "power.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(lines[:8]) + lines[8][:50])  # quiet, its 9th report cut
+    tables = Tables(tmp_path / "warehouse")
+    store = ReportStore(tables)
+
+    def read() -> tuple[int, list[str]]:
+        piece = store.ingest("landing/power.jsonl", path, now=time.time(), quiet_s=0.0)
+        stored = tables.read_partitions(LEFT_OUT_TABLE, ["powerapi/read/landing/power.jsonl"])
+        return len(piece.frames["power_reports"]), stored["part"].tolist()
+
+    cut = f"its last report (bytes {len(''.join(lines[:8]))}-{path.stat().st_size})"
+    assert read() == (8, [cut])
+    assert read() == (0, [cut])  # unchanged: the same record, not a second one
+    path.write_text("".join(lines))  # the writer completed it
+    assert read() == (1, [])
+    assert len(store.read("power_reports", ["landing/power.jsonl"])) == 9
 
 
 def test_power_reports_of_one_timestamp_say_they_give_no_energy(tmp_path):
