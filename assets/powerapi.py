@@ -285,9 +285,10 @@ def _across_windows(label: str, rows: pd.DataFrame, energy_j: pd.Series) -> Seri
     return Series(label, xs, ys)
 
 
-def facts(tables: Tables) -> dg.MaterializeResult:
-    """Rewrite the PowerAPI rows of energy_facts from the window table."""
-    rows = energy_facts_rows(tables.read_table(WINDOW_TABLE))
+def facts(tables: Tables, targets: tuple[str, ...]) -> dg.MaterializeResult:
+    """Rewrite the PowerAPI rows of energy_facts from the window table (made with the
+    machine-level ``targets``)."""
+    rows = energy_facts_rows(tables.read_table(WINDOW_TABLE), targets)
     tables.write_partition(FACTS_TABLE, FACTS_SOURCE, rows)
     return dg.MaterializeResult(asset_key=powerapi_energy_facts.key,
                                 metadata=table_metadata(rows, ENERGY_FACTS_SCHEMA))

@@ -61,14 +61,18 @@ FACTS_SOURCE = "powerapi"
 MACHINE_TARGETS = ("all", "system")
 #: The setting that replaces MACHINE_TARGETS: names separated by commas.
 MACHINE_TARGETS_ENV = "JOULEHOUSE_POWERAPI_MACHINE_TARGETS"
-#: SmartWatts targets that are not cgroups: left out of the sum of estimates.
-NOT_CGROUPS = frozenset({"rapl", "global", *MACHINE_TARGETS})
 #: A report more than this many median ticks after the previous one follows a gap.
 GAP_TICKS = 2.0
 #: A row is fully covered when covered_s is within this of duration_s (float sums), s.
 FULL_COVER_TOLERANCE_S = 1e-6
 #: RAPL domain -> energy_facts component.
 COMPONENTS = {"pkg": "cpu", "dram": "dram"}
+
+
+def not_cgroups(targets: tuple[str, ...] = MACHINE_TARGETS) -> frozenset[str]:
+    """SmartWatts targets that are not cgroups, left out of the sum of estimates: ``rapl``,
+    ``global`` and the machine-level ``targets``."""
+    return frozenset({"rapl", "global", *targets})
 
 
 def target_names(text: str) -> tuple[str, ...]:
@@ -264,7 +268,7 @@ def window_energy(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
     key = ["sensor", "component", "window"]
     totals = (measured.assign(window=_ns(measured["window_start"]) // window_ns)
               .groupby(key)["energy_j"].sum().rename("measured_j"))
-    cgroups = estimated[~estimated["target"].isin(NOT_CGROUPS)]
+    cgroups = estimated[~estimated["target"].isin(not_cgroups(targets))]
     estimates = (cgroups.assign(window=_ns(cgroups["window_start"]) // window_ns)
                  .groupby(key)["energy_j"].sum().rename("estimated_total_j"))
     table = table.join(totals, on=key).join(estimates, on=key)
@@ -329,18 +333,21 @@ def left_out(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
     return records
 
 
-def energy_facts_rows(table: pd.DataFrame) -> pd.DataFrame:
+def energy_facts_rows(table: pd.DataFrame, targets: tuple[str, ...] = MACHINE_TARGETS
+                      ) -> pd.DataFrame:
     """``energy_facts`` rows of a window_energy table: one per target, component, window, method.
 
     ``entity`` is ``<sensor>/<target>``; methods ``measured`` (RAPL) and
     ``estimated`` (power x tick) are separate rows. A formula's estimates of the
-    whole machine (targets :data:`NOT_CGROUPS`) are left out: the measurement is
+    whole machine (:func:`not_cgroups` of the machine-level ``targets``, those the
+    table was made with) are left out: the measurement is
     the machine's fact, and with them a source's estimated rows would count the
     machine twice. Only fully covered rows are facts (``covered_s`` =
     ``duration_s``; the interval is already the covered one): a window with a gap
     inside is left out, see the module's docstring. Checked against ENERGY_FACTS_SCHEMA.
     """
-    table = table[(table["method"] != "estimated") | ~table["target"].isin(NOT_CGROUPS)]
+    table = table[(table["method"] != "estimated")
+                  | ~table["target"].isin(not_cgroups(targets))]
     table = table[table["covered_s"] >= table["duration_s"] - FULL_COVER_TOLERANCE_S]
     facts = pd.DataFrame({
         "source": FACTS_SOURCE,

@@ -23,6 +23,7 @@ from joulehouse.errors import InputError
 from joulehouse.leftout import LEFT_OUT_TABLE, LeftOut
 from joulehouse.powerapi import energy, layout, readers, reports
 from joulehouse.powerapi.stream import ReportStore
+from joulehouse.taudb.mapping.powerapi import read_trials
 from joulehouse.warehouse import Warehouse as Tables
 from resources import DataRoot, GeopmReportSource, GpuBenchmarkSource, PowerapiSource, Warehouse
 from sensors import geopm, powerapi
@@ -267,6 +268,28 @@ def test_a_sensor_with_all_and_system_targets_is_measured_once(tmp_path):
     table = energy.window_energy(rapl, None, targets=("system", "all"))
     assert table["target"].tolist() == ["system"]
     assert table["energy_j"].tolist() == pytest.approx([12.19696044921875])
+
+
+def test_a_machine_level_target_of_the_setting_is_no_cgroup_in_estimates_and_facts(tmp_path):
+    folder = rapl_of_target(tmp_path / "node", "node")
+    rapl = readers.rapl_energy(readers.read_hwpc(folder / "rapl.csv"))
+    renamed = tmp_path / "power.jsonl"  # mongo's estimates become the machine's, 'node'
+    renamed.write_text(POWER.read_text().replace('"target":"mongo"', '"target":"node"'))
+    power = readers.read_power(renamed)
+    table = energy.window_energy(rapl, power, "1min", ("node",))
+    cgroups = table[(table["method"] == "estimated")
+                    & table["target"].isin(["influxdb", "powerapi-sensor"])]
+    assert set(table["target"]) == {"node", "influxdb", "powerapi-sensor", "rapl"}
+    assert table["estimated_total_j"].iloc[0] == pytest.approx(cgroups["energy_j"].sum())
+    facts = energy.energy_facts_rows(table, ("node",))
+    assert sorted(facts["entity"] + " " + facts["method"]) == [
+        "sensor_test/influxdb estimated", "sensor_test/node measured",
+        "sensor_test/powerapi-sensor estimated"]
+    # the TAUdb mapping takes the setting too
+    with pytest.raises(InputError, match=r"no RAPL energy of a machine-level target \(all, sy"):
+        read_trials(folder)
+    [trial] = read_trials(folder, targets=("node",))
+    assert trial.name == "sensor_test/2021-01-13"
 
 
 def test_the_machine_targets_setting_of_the_dagster_source(monkeypatch):
