@@ -238,10 +238,12 @@ def _table(parts: list[pd.DataFrame], method: str) -> pd.DataFrame:
 
 def hwpc_ticks_ns(rapl: pd.DataFrame, targets: tuple[str, ...] = MACHINE_TARGETS
                   ) -> dict[str, float]:
-    """Each sensor's median tick (ns) from its machine-level target's report times."""
+    """Each sensor's median tick (ns) from its machine-level target's report times; a
+    sensor with one report time has none (its power reports then give their own)."""
     machine = machine_level(rapl, targets)
-    return {sensor: _median_tick_ns(_ns(series["timestamp"]))
-            for sensor, series in machine.groupby("sensor", sort=True)}
+    ticks = {sensor: _median_tick_ns(_ns(series["timestamp"]))
+             for sensor, series in machine.groupby("sensor", sort=True, observed=True)}
+    return {sensor: tick for sensor, tick in ticks.items() if np.isfinite(tick)}
 
 
 def window_energy(rapl: pd.DataFrame | None, power: pd.DataFrame | None,

@@ -292,6 +292,21 @@ def test_a_machine_level_target_of_the_setting_is_no_cgroup_in_estimates_and_fac
     assert trial.name == "sensor_test/2021-01-13"
 
 
+def test_power_reports_beside_a_one_tick_hwpc_series_use_their_own_tick(tmp_path):
+    one = tmp_path / "rapl.csv"  # the header and the first tick
+    one.write_text("".join(RAPL_CSV.read_text().splitlines(keepends=True)[:2]))
+    rapl = readers.rapl_energy(readers.read_hwpc(one))
+    power = readers.read_power(POWER)
+    with_one = energy.window_energy(rapl, power)
+    alone = energy.window_energy(None, power)  # the power reports' own median tick
+    assert len(alone) == 4 and (alone["method"] == "estimated").all()
+    pd.testing.assert_frame_equal(
+        with_one[["target", "energy_j"]], alone[["target", "energy_j"]])
+    assert energy.left_out(rapl, power) == [LeftOut(
+        "powerapi", "sensor 'sensor_test'", "RAPL energy of target 'all' (1 report)",
+        "one report: no tick length to measure over")]
+
+
 def test_the_machine_targets_setting_of_the_dagster_source(monkeypatch):
     assert PowerapiSource(landing_folders=[]).targets == ("all", "system")
     monkeypatch.setenv("JOULEHOUSE_POWERAPI_MACHINE_TARGETS", " node , all ")
