@@ -79,12 +79,6 @@ def left_out_frame(records: Iterable[LeftOut], recorded_at: pd.Timestamp) -> pd.
     return validate(LEFT_OUT_SCHEMA, frame, LEFT_OUT_TABLE)
 
 
-def records_of(frame: pd.DataFrame) -> list[LeftOut]:
-    """The records of a :func:`left_out_frame` (as stored), in order."""
-    return [LeftOut(row.source, row.input, row.part, row.reason)
-            for row in frame[LEFT_OUT_COLUMNS[:4]].itertuples(index=False)]
-
-
 def summary(records: list[LeftOut], shown: int) -> str:
     """``N input(s) left something out: `` then the first ``shown`` records, ``; ``-separated,
     and how many more."""
