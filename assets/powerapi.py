@@ -116,8 +116,8 @@ powerapi_validated_frames = dg.AssetSpec(
 powerapi_report_energy = dg.AssetSpec(
     "powerapi_report_energy",
     description=(
-        "The windowed energy of one partition's reports alone: measured (RAPL of target "
-        "'all') and estimated (power x tick) J per sensor, target, component and window."
+        "The windowed energy of one partition's reports alone: measured (RAPL of the "
+        "machine-level target: 'all', 'system' or the setting) and estimated (power x tick) J per sensor, target, component and window."
     ),
     **PER_PARTITION, deps=[powerapi_validated_frames],
     automation_condition=dg.AutomationCondition.eager(), kinds={"pandas", "parquet"},
@@ -129,7 +129,7 @@ powerapi_window_energy = dg.AssetSpec(
     "powerapi_window_energy",
     description=(
         "Energy per sensor, target, component and window over every stored partition: the "
-        "measured RAPL energy (target 'all') and each cgroup's estimated energy as separate "
+        "measured RAPL energy (the machine-level target) and each cgroup's estimated energy as separate "
         "rows, with the sum of the estimates and its relative error against the measurement "
         "per window. A report landed in two partitions counts once. Metadata: measured "
         "against estimated power over time."
@@ -236,7 +236,7 @@ def whole_tables(tables: Tables, keys: list[str], source: PowerapiSource,
     if powerapi_window_energy.key in selected:
         yield window_table(tables, keys, source)
     if powerapi_energy_facts.key in selected:
-        yield facts(tables)
+        yield facts(tables, source.targets)
 
 
 def window_table(tables: Tables, keys: list[str], source: PowerapiSource
