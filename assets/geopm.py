@@ -242,7 +242,7 @@ def store_report(tables: Tables, key: str, path: Path, timezone: str) -> Stored:
     records = energy.left_out(report, path)
     frames = save_report(tables, key, report)
     store_left_out(tables, f"{energy.FACTS_SOURCE}/read/{key}", records,
-                   now=pd.Timestamp.now(tz="UTC"), keep_earlier=False)
+                   now=pd.Timestamp.now(tz="UTC"))
     return Stored.of(frames, records)
 
 

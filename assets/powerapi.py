@@ -116,8 +116,8 @@ powerapi_validated_frames = dg.AssetSpec(
 powerapi_report_energy = dg.AssetSpec(
     "powerapi_report_energy",
     description=(
-        "The windowed energy of one partition's reports alone: measured (RAPL of target "
-        "'all') and estimated (power x tick) J per sensor, target, component and window."
+        "The windowed energy of one partition's reports alone: measured (RAPL of the "
+        "machine-level target: 'all', 'system' or the setting) and estimated (power x tick) J per sensor, target, component and window."
     ),
     **PER_PARTITION, deps=[powerapi_validated_frames],
     automation_condition=dg.AutomationCondition.eager(), kinds={"pandas", "parquet"},
@@ -129,7 +129,7 @@ powerapi_window_energy = dg.AssetSpec(
     "powerapi_window_energy",
     description=(
         "Energy per sensor, target, component and window over every stored partition: the "
-        "measured RAPL energy (target 'all') and each cgroup's estimated energy as separate "
+        "measured RAPL energy (the machine-level target) and each cgroup's estimated energy as separate "
         "rows, with the sum of the estimates and its relative error against the measurement "
         "per window. A report landed in two partitions counts once. Metadata: measured "
         "against estimated power over time."
@@ -209,7 +209,7 @@ def store_report_energy(tables: Tables, key: str, entry: Path, window: str,
     tables.write_partition(REPORT_ENERGY_TABLE, key, table)
     records = left_out(rapl, power, targets, lambda sensor: f"{entry} ({sensor_input(sensor)})")
     store_left_out(tables, f"{FACTS_SOURCE}/energy/{key}", records,
-                   now=pd.Timestamp.now(tz="UTC"), keep_earlier=False)
+                   now=pd.Timestamp.now(tz="UTC"))
     return Stored.of({REPORT_ENERGY_TABLE: table}, records)
 
 
@@ -236,7 +236,7 @@ def whole_tables(tables: Tables, keys: list[str], source: PowerapiSource,
     if powerapi_window_energy.key in selected:
         yield window_table(tables, keys, source)
     if powerapi_energy_facts.key in selected:
-        yield facts(tables)
+        yield facts(tables, source.targets)
 
 
 def window_table(tables: Tables, keys: list[str], source: PowerapiSource
@@ -285,9 +285,10 @@ def _across_windows(label: str, rows: pd.DataFrame, energy_j: pd.Series) -> Seri
     return Series(label, xs, ys)
 
 
-def facts(tables: Tables) -> dg.MaterializeResult:
-    """Rewrite the PowerAPI rows of energy_facts from the window table."""
-    rows = energy_facts_rows(tables.read_table(WINDOW_TABLE))
+def facts(tables: Tables, targets: tuple[str, ...]) -> dg.MaterializeResult:
+    """Rewrite the PowerAPI rows of energy_facts from the window table (made with the
+    machine-level ``targets``)."""
+    rows = energy_facts_rows(tables.read_table(WINDOW_TABLE), targets)
     tables.write_partition(FACTS_TABLE, FACTS_SOURCE, rows)
     return dg.MaterializeResult(asset_key=powerapi_energy_facts.key,
                                 metadata=table_metadata(rows, ENERGY_FACTS_SCHEMA))

@@ -337,17 +337,17 @@ class PartitionBatch:
         metadata: dict[str, Any] = {"partition": key}
         left_out = self.left_out.get(key, [])
         severity = dg.AssetCheckSeverity.ERROR
-        if left_out:
+        if err is not None:  # a failure is an ERROR whatever else was left out
+            description = f"{key}: {err}"
+            metadata |= {"file": err.path, "line": err.line, "field": err.field,
+                         "error": err.reason}
+        elif left_out:
             severity = dg.AssetCheckSeverity.WARN
             description = f"{key}: {summary(left_out, LEFT_OUT_SHOWN)}"
             metadata |= {"left_out": len(left_out),
                          "inputs_left_out": len({record.input for record in left_out}),
                          "first_left_out": dg.MetadataValue.json(
                              [str(record) for record in left_out[:MAX_ERRORS_SHOWN]])}
-        elif err is not None:
-            description = f"{key}: {err}"
-            metadata |= {"file": err.path, "line": err.line, "field": err.field,
-                         "error": err.reason}
         elif key in self.skipped:
             description = f"{key}: not computed, {self.skipped[key]}"
         else:

@@ -16,8 +16,8 @@ machine-level one. Being left out is said as loudly as failing:
   :data:`LEFT_OUT_TABLE` (columns :data:`LEFT_OUT_SCHEMA`) beside
   ``energy_facts``, so ``joulehouse sql`` lists them: one partition per source
   partition and stage (``<source>/read/<partition>``, ``<source>/energy/<partition>``),
-  written with what it is about (:func:`store_left_out`), so a landing costs
-  what is new.
+  written with what it is about (:func:`store_left_out`): the records of the
+  inputs' current state, rewritten at each read.
 """
 
 from __future__ import annotations
@@ -79,12 +79,6 @@ def left_out_frame(records: Iterable[LeftOut], recorded_at: pd.Timestamp) -> pd.
     return validate(LEFT_OUT_SCHEMA, frame, LEFT_OUT_TABLE)
 
 
-def records_of(frame: pd.DataFrame) -> list[LeftOut]:
-    """The records of a :func:`left_out_frame` (as stored), in order."""
-    return [LeftOut(row.source, row.input, row.part, row.reason)
-            for row in frame[LEFT_OUT_COLUMNS[:4]].itertuples(index=False)]
-
-
 def summary(records: list[LeftOut], shown: int) -> str:
     """``N input(s) left something out: `` then the first ``shown`` records, ``; ``-separated,
     and how many more."""
@@ -94,18 +88,12 @@ def summary(records: list[LeftOut], shown: int) -> str:
     return f"{inputs} input(s) left something out ({len(records)} record(s)): {first}{more}"
 
 
-def store_left_out(tables: Warehouse, key: str, records: list[LeftOut], *, now: pd.Timestamp,
-                   keep_earlier: bool) -> None:
-    """Partition ``key`` of :data:`LEFT_OUT_TABLE`: ``records`` recorded at ``now``, after the
-    ones stored there before when ``keep_earlier`` (a read of what is new), else in their
-    place (a read of everything again). Nothing is written when nothing changes: no
-    records, and either earlier ones are kept or none are stored."""
-    stored = tables.has_partition(LEFT_OUT_TABLE, key)
-    if not records and (keep_earlier or not stored):
-        return
-    frame = left_out_frame(records, now)
-    if keep_earlier and stored:
-        frame = validate(LEFT_OUT_SCHEMA, pd.concat(
-            [tables.read_partitions(LEFT_OUT_TABLE, [key])[LEFT_OUT_COLUMNS], frame],
-            ignore_index=True), LEFT_OUT_TABLE)
-    tables.write_partition(LEFT_OUT_TABLE, key, frame)
+def store_left_out(tables: Warehouse, key: str, records: list[LeftOut], *,
+                   now: pd.Timestamp) -> None:
+    """Partition ``key`` of :data:`LEFT_OUT_TABLE`: ``records``, recorded at ``now``, in place
+    of the ones stored there before. The caller gives what the current state of its inputs
+    leaves out (no appends: a read again of the same state gives the same records, a state
+    that leaves nothing out none). Nothing is written when there are none and none are
+    stored."""
+    if records or tables.has_partition(LEFT_OUT_TABLE, key):
+        tables.write_partition(LEFT_OUT_TABLE, key, left_out_frame(records, now))

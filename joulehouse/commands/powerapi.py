@@ -74,10 +74,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         energy, "powerapi",
         help="measured and estimated energy per PowerAPI target and time window",
         description="Write one row per sensor, target, component (cpu, dram) and window:\n"
-        "energy_j by method 'measured' (RAPL energy of the target 'all', from the HWPC\n"
-        "reports) or 'estimated' (power reports x their tick), and per window the\n"
-        "measurement (measured_j), the sum of the cgroup estimates (estimated_total_j)\n"
-        "and relative_error = (estimated_total_j - measured_j) / measured_j. Windows\n"
+        "energy_j by method 'measured' (RAPL energy of the machine-level target: 'all',\n"
+        "'system' or --machine-targets, from the HWPC reports) or 'estimated' (power\n"
+        "reports x their tick), and per window the measurement (measured_j), the sum of\n"
+        "the cgroup estimates (estimated_total_j) and relative_error =\n"
+        "(estimated_total_j - measured_j) / measured_j. Windows\n"
         "are aligned to multiples of --window and clipped to the time reports cover.\n"
         "A file that cannot be read is reported on stderr and the rows of the others\n"
         "still go out (exit code 1). What gives no row (a report cut short, RAPL energy\n"

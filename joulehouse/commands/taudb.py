@@ -20,6 +20,7 @@ from joulehouse.commands.conventions import (
     input_path,
     open_taudb,
 )
+from joulehouse.commands.powerapi import machine_targets
 from joulehouse.errors import InputError
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials, load_trial
@@ -88,22 +89,24 @@ def _load(args: argparse.Namespace) -> int:
     if args.name is not None and len(args.paths) > 1:
         args.command_parser.error("--name needs exactly one PATH")
     paths = [input_path(path, EXPECTED.removeprefix("expected ")) for path in args.paths]
+    targets = machine_targets(None)  # PowerAPI's, from the setting
     failed = 0
     with open_taudb(args.url, args.schema, create=True) as db, \
             Progress(paths, unit="trial", quiet=args.quiet) as shown:
         for path in shown:
             try:
-                _load_path(db, path, args.name, shown)
+                _load_path(db, path, args.name, shown, targets)
             except InputError as err:
                 failed += 1
                 shown.report(str(err))
     return BAD_INPUT if failed else OK
 
 
-def _load_path(db: TaudbDatabase, path: Path, name: str | None, shown: Progress) -> None:
+def _load_path(db: TaudbDatabase, path: Path, name: str | None, shown: Progress,
+               powerapi_targets: tuple[str, ...]) -> None:
     """Load the trials of one PATH, each printed as loaded; a trial the loader refuses
     raises :class:`InputError` (the trials before it stay loaded)."""
-    trials = read_trials(path)
+    trials = read_trials(path, powerapi_targets=powerapi_targets)
     if name is not None and len(trials) > 1:
         raise InputError(path, f"--name names one trial; this holds {len(trials)}")
     for trial in trials:

@@ -1,8 +1,9 @@
 """Measured and estimated energy per sensor, target, component and time window.
 
 - measured: RAPL energy of the machine-level target (``all``, or ``system``
-  in older hwpc-sensor files: :data:`MACHINE_TARGETS`, a setting), summed over
-  sockets, per domain (``pkg`` -> component ``cpu``, ``dram`` -> ``dram``, others by name);
+  in older hwpc-sensor files: :data:`MACHINE_TARGETS`, a setting; a sensor with
+  several counts the first, in setting order), summed over sockets, per domain
+  (``pkg`` -> component ``cpu``, ``dram`` -> ``dram``, others by name);
 - estimated: each power report's power (W) x its tick (s), per target,
   scope (component) and socket, summed over sockets per window (the summed
   window spans the union of the sockets' covered times, its ``covered_s`` is
@@ -34,7 +35,8 @@ the interval of a time no report measured; it stays in the window table
 with its ``covered_s``, so its energy is not lost, only not claimed as a fact.
 
 What gives no row is said by :func:`left_out` (``joulehouse/leftout.py``): RAPL
-energy of a target that is not machine-level, and a series whose reports all
+energy of a target that is not machine-level or of a sensor's second machine-level
+target, and a series whose reports all
 carry one timestamp when no tick can be taken from elsewhere (no tick length,
 so no duration and no energy).
 """
@@ -59,14 +61,18 @@ FACTS_SOURCE = "powerapi"
 MACHINE_TARGETS = ("all", "system")
 #: The setting that replaces MACHINE_TARGETS: names separated by commas.
 MACHINE_TARGETS_ENV = "JOULEHOUSE_POWERAPI_MACHINE_TARGETS"
-#: SmartWatts targets that are not cgroups: left out of the sum of estimates.
-NOT_CGROUPS = frozenset({"rapl", "global", *MACHINE_TARGETS})
 #: A report more than this many median ticks after the previous one follows a gap.
 GAP_TICKS = 2.0
 #: A row is fully covered when covered_s is within this of duration_s (float sums), s.
 FULL_COVER_TOLERANCE_S = 1e-6
 #: RAPL domain -> energy_facts component.
 COMPONENTS = {"pkg": "cpu", "dram": "dram"}
+
+
+def not_cgroups(targets: tuple[str, ...] = MACHINE_TARGETS) -> frozenset[str]:
+    """SmartWatts targets that are not cgroups, left out of the sum of estimates: ``rapl``,
+    ``global`` and the machine-level ``targets``."""
+    return frozenset({"rapl", "global", *targets})
 
 
 def target_names(text: str) -> tuple[str, ...]:
@@ -148,12 +154,24 @@ def _covered_extent(lows: np.ndarray, highs: np.ndarray, segment_starts: np.ndar
     return clipped_lows, np.where(empty, clipped_lows, clipped_highs)
 
 
+def machine_level(rapl: pd.DataFrame, targets: tuple[str, ...] = MACHINE_TARGETS
+                  ) -> pd.DataFrame:
+    """The RAPL rows of each sensor's machine-level target: the first of ``targets``
+    (setting order) the sensor has. Another of them is the same machine counted again
+    (:func:`left_out` records it)."""
+    machine = rapl[rapl["target"].isin(targets)]
+    rank = machine["target"].astype(str).map({name: i for i, name in enumerate(targets)})
+    first = rank.groupby(machine["sensor"].astype(str)).transform("min")
+    return machine[rank == first]
+
+
 def measured_energy(rapl: pd.DataFrame, window: str = "1min",
                     targets: tuple[str, ...] = MACHINE_TARGETS) -> pd.DataFrame:
-    """RAPL energy of the machine-level ``targets`` per sensor, component and window (J);
-    a series of one tick (no tick length) gives no row (see :func:`left_out`)."""
+    """RAPL energy of each sensor's machine-level target (:func:`machine_level`) per sensor,
+    component and window (J); a series of one tick (no tick length) gives no row (see
+    :func:`left_out`)."""
     window_ns = pd.Timedelta(window).value
-    machine = rapl[rapl["target"].isin(targets)]
+    machine = machine_level(rapl, targets)
     parts = []
     for (sensor, target, domain), series in machine.groupby(["sensor", "target", "domain"],
                                                             sort=True):
@@ -220,10 +238,12 @@ def _table(parts: list[pd.DataFrame], method: str) -> pd.DataFrame:
 
 def hwpc_ticks_ns(rapl: pd.DataFrame, targets: tuple[str, ...] = MACHINE_TARGETS
                   ) -> dict[str, float]:
-    """Each sensor's median tick (ns) from its machine-level target's report times."""
-    machine = rapl[rapl["target"].isin(targets)]
-    return {sensor: _median_tick_ns(_ns(series["timestamp"]))
-            for sensor, series in machine.groupby("sensor", sort=True)}
+    """Each sensor's median tick (ns) from its machine-level target's report times; a
+    sensor with one report time has none (its power reports then give their own)."""
+    machine = machine_level(rapl, targets)
+    ticks = {sensor: _median_tick_ns(_ns(series["timestamp"]))
+             for sensor, series in machine.groupby("sensor", sort=True, observed=True)}
+    return {sensor: tick for sensor, tick in ticks.items() if np.isfinite(tick)}
 
 
 def window_energy(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
@@ -250,7 +270,7 @@ def window_energy(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
     key = ["sensor", "component", "window"]
     totals = (measured.assign(window=_ns(measured["window_start"]) // window_ns)
               .groupby(key)["energy_j"].sum().rename("measured_j"))
-    cgroups = estimated[~estimated["target"].isin(NOT_CGROUPS)]
+    cgroups = estimated[~estimated["target"].isin(not_cgroups(targets))]
     estimates = (cgroups.assign(window=_ns(cgroups["window_start"]) // window_ns)
                  .groupby(key)["energy_j"].sum().rename("estimated_total_j"))
     table = table.join(totals, on=key).join(estimates, on=key)
@@ -275,20 +295,29 @@ def left_out(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
              targets: tuple[str, ...] = MACHINE_TARGETS,
              input_of: Callable[[str], str] = sensor_input) -> list[LeftOut]:
     """What :func:`window_energy` of the same frames leaves out, by sensor: RAPL energy of a
-    target not in ``targets`` (not the machine's), a machine-level RAPL series of one tick,
+    target not in ``targets`` (not the machine's), of a machine-level target after the
+    sensor's first (:func:`machine_level`), a machine-level RAPL series of one tick,
     and a sensor's power reports that all carry one timestamp without a tick from its
     machine-level HWPC reports. The frames do not say which file a report came from:
     ``input_of(sensor)`` names the input (the files or entry the caller read)."""
     records = []
     names = ", ".join(targets)
     if rapl is not None:
-        counts = rapl.groupby(["sensor", "target"], sort=True)["timestamp"].nunique()
+        counts = rapl.groupby(["sensor", "target"], sort=True, observed=True)[
+            "timestamp"].nunique()
+        counted = dict(machine_level(rapl, targets)[["sensor", "target"]].drop_duplicates()
+                       .astype(str).itertuples(index=False))
         for (sensor, target), ticks in counts.items():
             if target not in targets:
                 records.append(LeftOut(
                     FACTS_SOURCE, input_of(sensor), f"RAPL energy of target {target!r} "
                     f"({ticks} report(s))", f"not a machine-level target ({names}; the "
                     f"setting {MACHINE_TARGETS_ENV})"))
+            elif target != counted[sensor]:
+                records.append(LeftOut(
+                    FACTS_SOURCE, input_of(sensor), f"RAPL energy of target {target!r} "
+                    f"({ticks} report(s))", f"also present: counted once, under "
+                    f"{counted[sensor]!r}"))
             elif ticks < 2:
                 records.append(LeftOut(
                     FACTS_SOURCE, input_of(sensor), f"RAPL energy of target {target!r} "
@@ -306,18 +335,21 @@ def left_out(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
     return records
 
 
-def energy_facts_rows(table: pd.DataFrame) -> pd.DataFrame:
+def energy_facts_rows(table: pd.DataFrame, targets: tuple[str, ...] = MACHINE_TARGETS
+                      ) -> pd.DataFrame:
     """``energy_facts`` rows of a window_energy table: one per target, component, window, method.
 
     ``entity`` is ``<sensor>/<target>``; methods ``measured`` (RAPL) and
     ``estimated`` (power x tick) are separate rows. A formula's estimates of the
-    whole machine (targets :data:`NOT_CGROUPS`) are left out: the measurement is
+    whole machine (:func:`not_cgroups` of the machine-level ``targets``, those the
+    table was made with) are left out: the measurement is
     the machine's fact, and with them a source's estimated rows would count the
     machine twice. Only fully covered rows are facts (``covered_s`` =
     ``duration_s``; the interval is already the covered one): a window with a gap
     inside is left out, see the module's docstring. Checked against ENERGY_FACTS_SCHEMA.
     """
-    table = table[(table["method"] != "estimated") | ~table["target"].isin(NOT_CGROUPS)]
+    table = table[(table["method"] != "estimated")
+                  | ~table["target"].isin(not_cgroups(targets))]
     table = table[table["covered_s"] >= table["duration_s"] - FULL_COVER_TOLERANCE_S]
     facts = pd.DataFrame({
         "source": FACTS_SOURCE,

@@ -135,7 +135,7 @@ def _read(path: Path, buffer: pa.Buffer, locate: Callable[[int], int]) -> pa.Tab
         changed = _TYPE_CHANGE.search(str(err))
         if changed and changed[1] == "/timestamp" and {changed[2], changed[3]} == {
                 "number", "string"}:
-            return _read(path, _timestamps_as_text(buffer), locate)
+            return _read(path, _timestamps_as_text(path, buffer, locate), locate)
         if changed:
             field = changed[1].strip("/").replace("/", ".")
             raise InputError(path, f"a {changed[3]} here where an earlier report has a "
@@ -147,13 +147,19 @@ def _read(path: Path, buffer: pa.Buffer, locate: Callable[[int], int]) -> pa.Tab
         raise InputError(path, f"not valid JSON: {str(err).splitlines()[0]}", line=line) from None
 
 
-def _timestamps_as_text(buffer: pa.Buffer) -> pa.Buffer:
+def _timestamps_as_text(path: Path, buffer: pa.Buffer, locate: Callable[[int], int]
+                        ) -> pa.Buffer:
     """JSON lines with every numeric ``timestamp`` written as its digits in a string (the
-    other fields as they were); one report a line, blank lines kept. Python-speed: only
-    for a block whose timestamps mix epoch milliseconds and text."""
-    lines = []
+    other fields as they were); one report a line, blank lines kept. A line that is not
+    JSON is an InputError naming it (``locate``: the line of the row-th non-blank line).
+    Python-speed: only for a block whose timestamps mix epoch milliseconds and text."""
+    lines, row = [], 0
     for text in bytes(buffer).split(b"\n"):
-        report = json.loads(text) if text.strip() else None
+        try:
+            report = json.loads(text) if text.strip() else None
+        except ValueError as err:
+            raise InputError(path, f"not valid JSON: {err}", line=locate(row)) from None
+        row += bool(text.strip())
         if isinstance(report, dict) and isinstance(report.get("timestamp"), int | float):
             value = report["timestamp"]
             report["timestamp"] = str(int(value)) if value == int(value) else repr(value)

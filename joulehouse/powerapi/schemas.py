@@ -36,7 +36,8 @@ COUNTERS_SCHEMA = pa.DataFrameSchema(
     {
         "timestamp": _time("end of the sensor's tick, UTC"),
         "sensor": _label("sensor name of the report", category=True),
-        "target": _label("cgroup (or 'all' for the machine) the counters belong to",
+        "target": _label("cgroup (or the machine-level target, 'all' or 'system', for the "
+                         "machine) the counters belong to",
                          category=True),
         "group": _label("events group as the sensor is configured (rapl, msr, core, ...)",
                         category=True),
@@ -56,7 +57,8 @@ RAPL_SCHEMA = pa.DataFrameSchema(
     {
         "timestamp": _time("end of the tick, UTC"),
         "sensor": _label("sensor name"),
-        "target": _label("target of the report (RAPL is machine-wide: 'all')"),
+        "target": _label("target of the report (RAPL is machine-wide: the machine-level "
+                         "target, 'all' or 'system')"),
         "socket": pa.Column("int64", pa.Check.ge(0), description="CPU socket id"),
         "cpu": pa.Column("int64", pa.Check.ge(0), description="the one cpu read for the socket"),
         "domain": _label("RAPL domain: pkg, dram, psys, pp0, pp1"),
@@ -98,7 +100,8 @@ WINDOW_ENERGY_COLUMNS = [
 WINDOW_ENERGY_SCHEMA = pa.DataFrameSchema(
     {
         "sensor": _label("sensor name"),
-        "target": _label("'all' for the measurement, else the estimated cgroup"),
+        "target": _label("the machine-level target ('all', 'system') for the "
+                         "measurement, else the estimated cgroup"),
         "component": _label("cpu (RAPL package), dram, or another RAPL domain"),
         "window_start": pa.Column(UTC_TIME, description="start of the window, or the first "
                                                         "tick start inside it if later, UTC"),

@@ -39,10 +39,12 @@ anything else, the line was cut (``...,6028271`` of ``...,6028271234`` reads
 as whole) and the entry is read whole again as a new generation, so no
 value read from a cut line survives and no report is stored twice.
 
-What a read left out (a last report cut short in a quiet file,
-``joulehouse/leftout.py``) is stored with it in the table ``left_out``, partition
-``powerapi/read/<key>``: after the records of earlier reads of the same
-generation, or in their place for a new generation.
+What the entry's files leave out as they are now (a last report cut short in a
+quiet file, ``joulehouse/leftout.py``) is stored at each read in the table
+``left_out``, partition ``powerapi/read/<key>``, in place of earlier records: a
+file with a cut last report is never unchanged (it goes on after ``end``), so
+each read reads its tail again and says it again, and once the report is
+completed (or the file is still being written) it says nothing.
 
 Reads of one partition must not run at once (two would store the same
 reports twice): the Dagster step that calls this holds the pool
@@ -331,7 +333,7 @@ class ReportStore:
             for name, frame in frames.items():
                 self.tables.write_partition(f"{self.table}/{name}", stored, frame)
         store_left_out(self.tables, f"{FACTS_SOURCE}/read/{key}", piece.reports.left_out,
-                       now=pd.Timestamp(now, unit="s", tz="UTC"), keep_earlier=not piece.whole)
+                       now=pd.Timestamp(now, unit="s", tz="UTC"))
         self.tables.write_partition(self._progress_table(), key, piece.progress.frame())
         return frames
 

@@ -8,6 +8,7 @@ from joulehouse.clustercockpit.layout import archive_level
 from joulehouse.errors import InputError
 from joulehouse.geopm.layout import identify_report
 from joulehouse.gpu.layout import folder_level
+from joulehouse.powerapi.energy import MACHINE_TARGETS
 from joulehouse.powerapi.layout import holds_reports
 from joulehouse.taudb.mapping import clustercockpit, geopm, gpu, powerapi
 from joulehouse.taudb.model import TrialData
@@ -35,7 +36,8 @@ def read_trial_source(path: str | Path) -> TrialData:
     return trials[0]
 
 
-def read_trials(path: str | Path) -> list[TrialData]:
+def read_trials(path: str | Path, *, powerapi_targets: tuple[str, ...] = MACHINE_TARGETS
+                ) -> list[TrialData]:
     """Read the trials at ``path``: a ``.ppk`` file, a folder of TAU profiles
     (``profile.N.C.T`` files or ``MULTI__<metric>`` folders of them), or a GPU
     benchmark run folder (mapped by :mod:`joulehouse.taudb.mapping.gpu`, with
@@ -46,7 +48,7 @@ def read_trials(path: str | Path) -> list[TrialData]:
     archive, the nearest one up holding version.txt, is its business) give one trial each;
     PowerAPI report files or a folder of them one trial per sensor and day
     (:mod:`joulehouse.taudb.mapping.powerapi`, 1 min windows, timestamps
-    without a zone read as UTC).
+    without a zone read as UTC, ``powerapi_targets`` the machine-level target names).
 
     Raises InputError naming the path when it is none of these, and saying
     which folder to give instead for a GPU repetition or benchmark folder and
@@ -72,6 +74,6 @@ def read_trials(path: str | Path) -> list[TrialData]:
     if archive_level(source) is not None:
         return [clustercockpit.read_job(source)]
     if holds_reports(source):
-        return powerapi.read_trials(source)
+        return powerapi.read_trials(source, targets=powerapi_targets)
     what = "no such file or folder" if not source.exists() else "not a trial source"
     raise InputError(source, f"{what}: {EXPECTED}")

@@ -21,6 +21,7 @@ from assets.reporting import (
 from joulehouse.errors import InputError
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from joulehouse.gpu.layout import find_repetitions, root_name
+from joulehouse.leftout import LeftOut
 from joulehouse.warehouse import Warehouse
 from tests.dagster_sqlite import empty_instance
 
@@ -202,3 +203,16 @@ def test_partitions_metadata_outside_the_run_is_refused():
         assert not result.success
         assert "not targeted by this run: ['ddd']" in str(
             result.failure_data_for_node("frames").error)
+
+
+def test_a_failed_partition_checks_as_an_error_even_with_something_left_out():
+    left = LeftOut("powerapi", "rep/power.jsonl", "its last report (bytes 10-20)", "cut short")
+    batch = PartitionBatch(stored={"left": {}}, failed={"bad": FRAMES_ERROR},
+                           left_out={"bad": [left], "left": [left]})
+    check = dg.AssetCheckKey(dg.AssetKey("frames"), "valid")
+    failed = batch._evaluation(check, "bad")
+    assert (failed.passed, failed.severity) == (False, dg.AssetCheckSeverity.ERROR)
+    assert failed.description == f"bad: {FRAMES_ERROR}"
+    warned = batch._evaluation(check, "left")
+    assert (warned.passed, warned.severity) == (False, dg.AssetCheckSeverity.WARN)
+    assert warned.description == f"left: 1 input(s) left something out (1 record(s)): {left}"

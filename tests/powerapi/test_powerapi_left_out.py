@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -18,8 +19,12 @@ from test_cli_conventions import joulehouse, one_error_line
 from assets.powerapi import COMPUTED_CHECK, VALID_CHECK
 from definitions import EXAMPLE_GEOPM_REPORTS, EXAMPLE_POWERAPI, build_definitions
 from joulehouse.accounting.query import query
-from joulehouse.leftout import LeftOut
-from joulehouse.powerapi import energy, readers
+from joulehouse.errors import InputError
+from joulehouse.leftout import LEFT_OUT_TABLE, LeftOut
+from joulehouse.powerapi import energy, layout, readers, reports
+from joulehouse.powerapi.stream import ReportStore
+from joulehouse.taudb.mapping.powerapi import read_trials
+from joulehouse.warehouse import Warehouse as Tables
 from resources import DataRoot, GeopmReportSource, GpuBenchmarkSource, PowerapiSource, Warehouse
 from sensors import geopm, powerapi
 from sensors.local import launch_in_process, tick
@@ -151,6 +156,27 @@ def test_a_json_array_cut_inside_its_last_report_says_it_lost_that_report(tmp_pa
     assert result.stdout.splitlines()[-1].endswith("power_reports.csv: 7 rows")
 
 
+def test_a_quiet_file_cut_short_has_one_record_while_cut_and_none_once_completed(tmp_path):
+    lines = POWER.read_text().splitlines(keepends=True)[:9]
+    path = tmp_path / "landing" / "power.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(lines[:8]) + lines[8][:50])  # quiet, its 9th report cut
+    tables = Tables(tmp_path / "warehouse")
+    store = ReportStore(tables)
+
+    def read() -> tuple[int, list[str]]:
+        piece = store.ingest("landing/power.jsonl", path, now=time.time(), quiet_s=0.0)
+        stored = tables.read_partitions(LEFT_OUT_TABLE, ["powerapi/read/landing/power.jsonl"])
+        return len(piece.frames["power_reports"]), stored["part"].tolist()
+
+    cut = f"its last report (bytes {len(''.join(lines[:8]))}-{path.stat().st_size})"
+    assert read() == (8, [cut])
+    assert read() == (0, [cut])  # unchanged: the same record, not a second one
+    path.write_text("".join(lines))  # the writer completed it
+    assert read() == (1, [])
+    assert len(store.read("power_reports", ["landing/power.jsonl"])) == 9
+
+
 def test_power_reports_of_one_timestamp_say_they_give_no_energy(tmp_path):
     one = one_timestamp(tmp_path / "one.jsonl")
     result = joulehouse("energy", "powerapi", one)
@@ -170,6 +196,17 @@ def test_timestamps_mixing_epoch_ms_and_iso_strings_are_read(tmp_path):
     assert result.returncode == 0 and result.stderr == ""
     assert result.stdout == joulehouse("energy", "powerapi", iso).stdout
     assert len(csv_rows(result.stdout)) == 4
+
+
+def test_a_broken_line_among_mixed_timestamp_forms_is_an_input_error_naming_it(tmp_path):
+    mixed = mixed_forms(tmp_path / "mixed.jsonl")
+    lines = mixed.read_text().splitlines(keepends=True)
+    lines[7] = lines[7][:40] + "\n"  # a report cut in the middle, then more reports
+    mixed.write_text("".join(lines))
+    with pytest.raises(InputError) as raised:  # was JSONDecodeError: an internal error
+        reports.read_file(layout.classify(mixed))
+    assert (raised.value.path, raised.value.line) == (str(mixed), 8)
+    assert raised.value.reason.startswith("not valid JSON: ")
 
 
 def test_a_field_of_two_json_types_names_the_real_problem(tmp_path):
@@ -208,6 +245,64 @@ def test_a_machine_level_series_of_one_report_gives_no_row_and_says_why(tmp_path
     assert len(rapl) == 1
     assert energy.window_energy(rapl, None).empty  # was int(NaN): an internal error
     assert energy.left_out(rapl, None) == [LeftOut(
+        "powerapi", "sensor 'sensor_test'", "RAPL energy of target 'all' (1 report)",
+        "one report: no tick length to measure over")]
+
+
+def test_a_sensor_with_all_and_system_targets_is_measured_once(tmp_path):
+    both = tmp_path / "rapl.csv"  # the example's rows, then the same again as 'system'
+    rows = RAPL_CSV.read_text().splitlines(keepends=True)
+    both.write_text("".join(rows + [row.replace(",all,", ",system,") for row in rows[1:]]))
+    rapl = readers.rapl_energy(readers.read_hwpc(both))
+    alone = energy.window_energy(readers.rapl_energy(readers.read_hwpc(RAPL_CSV)), None)
+    table = energy.window_energy(rapl, None)
+    assert table["target"].tolist() == ["all"]
+    assert table["energy_j"].tolist() == pytest.approx(alone["energy_j"].tolist())
+    assert table["energy_j"].tolist() == pytest.approx([12.19696044921875])
+    assert energy.energy_facts_rows(table)["energy_j"].tolist() == pytest.approx(
+        [12.19696044921875])
+    assert energy.left_out(rapl, None) == [LeftOut(
+        "powerapi", "sensor 'sensor_test'", "RAPL energy of target 'system' (10 report(s))",
+        "also present: counted once, under 'all'")]
+    # the setting's order chooses which
+    table = energy.window_energy(rapl, None, targets=("system", "all"))
+    assert table["target"].tolist() == ["system"]
+    assert table["energy_j"].tolist() == pytest.approx([12.19696044921875])
+
+
+def test_a_machine_level_target_of_the_setting_is_no_cgroup_in_estimates_and_facts(tmp_path):
+    folder = rapl_of_target(tmp_path / "node", "node")
+    rapl = readers.rapl_energy(readers.read_hwpc(folder / "rapl.csv"))
+    renamed = tmp_path / "power.jsonl"  # mongo's estimates become the machine's, 'node'
+    renamed.write_text(POWER.read_text().replace('"target":"mongo"', '"target":"node"'))
+    power = readers.read_power(renamed)
+    table = energy.window_energy(rapl, power, "1min", ("node",))
+    cgroups = table[(table["method"] == "estimated")
+                    & table["target"].isin(["influxdb", "powerapi-sensor"])]
+    assert set(table["target"]) == {"node", "influxdb", "powerapi-sensor", "rapl"}
+    assert table["estimated_total_j"].iloc[0] == pytest.approx(cgroups["energy_j"].sum())
+    facts = energy.energy_facts_rows(table, ("node",))
+    assert sorted(facts["entity"] + " " + facts["method"]) == [
+        "sensor_test/influxdb estimated", "sensor_test/node measured",
+        "sensor_test/powerapi-sensor estimated"]
+    # the TAUdb mapping takes the setting too
+    with pytest.raises(InputError, match=r"no RAPL energy of a machine-level target \(all, sy"):
+        read_trials(folder)
+    [trial] = read_trials(folder, targets=("node",))
+    assert trial.name == "sensor_test/2021-01-13"
+
+
+def test_power_reports_beside_a_one_tick_hwpc_series_use_their_own_tick(tmp_path):
+    one = tmp_path / "rapl.csv"  # the header and the first tick
+    one.write_text("".join(RAPL_CSV.read_text().splitlines(keepends=True)[:2]))
+    rapl = readers.rapl_energy(readers.read_hwpc(one))
+    power = readers.read_power(POWER)
+    with_one = energy.window_energy(rapl, power)
+    alone = energy.window_energy(None, power)  # the power reports' own median tick
+    assert len(alone) == 4 and (alone["method"] == "estimated").all()
+    pd.testing.assert_frame_equal(
+        with_one[["target", "energy_j"]], alone[["target", "energy_j"]])
+    assert energy.left_out(rapl, power) == [LeftOut(
         "powerapi", "sensor 'sensor_test'", "RAPL energy of target 'all' (1 report)",
         "one report: no tick length to measure over")]
 

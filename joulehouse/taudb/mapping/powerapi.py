@@ -29,6 +29,7 @@ import pandas as pd
 from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
 from joulehouse.powerapi import layout
+from joulehouse.powerapi.energy import MACHINE_TARGETS
 from joulehouse.powerapi.reports import read_reports
 from joulehouse.taudb.model import DATA_SOURCE_OTHER, THREAD_COLUMNS, TrialData
 
@@ -46,8 +47,10 @@ def energy_metric(method: str, component: str) -> str:
 
 
 def read_trials(path: str | os.PathLike[str], *, window: str = DEFAULT_WINDOW,
-                timezone: str = "UTC", epoch_zone: str | None = None) -> list[TrialData]:
-    """The trials of every report file under ``path`` (a file or a folder), read together.
+                timezone: str = "UTC", epoch_zone: str | None = None,
+                targets: tuple[str, ...] = MACHINE_TARGETS) -> list[TrialData]:
+    """The trials of every report file under ``path`` (a file or a folder), read together;
+    ``targets``: the machine-level target names (the setting ``MACHINE_TARGETS_ENV``).
 
     Raises the readers' InputError for a bad file (a path is loaded whole or
     not at all) and an InputError when ``path`` holds no HWPC or power report,
@@ -60,12 +63,13 @@ def read_trials(path: str | os.PathLike[str], *, window: str = DEFAULT_WINDOW,
     found = read_reports(files, timezone=timezone, epoch_zone=epoch_zone)
     stats = {str(item.path): f"{(s := item.path.stat()).st_size}:{s.st_mtime_ns}"
              for item in files}
-    trials = session_trials(found.window_energy(window), found.power, window=window,
+    trials = session_trials(found.window_energy(window, targets), found.power, window=window,
                             source=str(source), fingerprint=digest_pairs(
                                 stats | {"#window": window}))
     if not trials:
-        raise InputError(source, "no energy in its reports: no RAPL energy of the target "
-                         "'all' and no power report of known duration")
+        raise InputError(source, "no energy in its reports: no RAPL energy of a "
+                         f"machine-level target ({', '.join(targets)}) and no power report "
+                         "of known duration")
     return trials
 
 
