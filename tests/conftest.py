@@ -16,6 +16,8 @@ from object_store import ObjectStoreServer, throwaway_object_store
 from object_store import missing_requirement as object_store_missing
 from postgres_server import missing_requirement, throwaway_postgres
 
+from joulehouse.warehouse import Warehouse
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PEER_DATA = PROJECT_ROOT.parent / "shared" / "peer-data"
 
@@ -77,6 +79,15 @@ def object_store() -> ObjectStoreServer:
 def s3_warehouse(object_store: ObjectStoreServer) -> str:
     """The URL of a warehouse in a new, empty bucket of :func:`object_store`."""
     return f"s3://{object_store.new_bucket()}/warehouse"
+
+
+@pytest.fixture(params=["path", "object store"])
+def empty_warehouse(request, tmp_path) -> Warehouse:
+    """An empty warehouse in a folder, then one in a bucket of :func:`object_store`."""
+    if request.param == "path":
+        return Warehouse(tmp_path / "warehouse")
+    server = request.getfixturevalue("object_store")
+    return Warehouse(request.getfixturevalue("s3_warehouse"), server.store)
 
 
 @pytest.fixture(scope="session")

@@ -53,13 +53,10 @@ def landings(tables: Warehouse) -> pd.DataFrame:
                               facts(CC, [1, 2, 4])], ignore_index=True))
 
 
-@pytest.fixture(params=["path", "s3"])
-def store(request, tmp_path) -> Warehouse:
+@pytest.fixture
+def store(empty_warehouse: Warehouse) -> Warehouse:
     """A warehouse on a path, then one on moto's S3 server."""
-    if request.param == "path":
-        return Warehouse(tmp_path / "warehouse")
-    server = request.getfixturevalue("object_store")
-    return Warehouse(request.getfixturevalue("s3_warehouse"), server.store)
+    return empty_warehouse
 
 
 def test_entries_replaced_and_removed_equal_a_rebuild(store):

@@ -12,13 +12,10 @@ from joulehouse.warehouse import Warehouse, partition_file_name, partition_key
 KEY = "lab/clock-limit/bert/877MHz,1065MHz/0"
 
 
-@pytest.fixture(params=["path", "object store"])
-def tables(request, tmp_path) -> Warehouse:
-    """An empty warehouse in a folder, or in a bucket of the test object store."""
-    if request.param == "path":
-        return Warehouse(tmp_path / "warehouse")
-    server = request.getfixturevalue("object_store")
-    return Warehouse(request.getfixturevalue("s3_warehouse"), server.store)
+@pytest.fixture
+def tables(empty_warehouse: Warehouse) -> Warehouse:
+    """The tests' name for an empty warehouse, on a path and on the object store."""
+    return empty_warehouse
 
 
 def test_partition_keys_round_trip_through_file_names():
