@@ -43,6 +43,7 @@ its figures are the protocol's cost (requests, their count) on a slow server.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import subprocess
 import sys
@@ -535,9 +536,7 @@ def stores(names: list[str], log: Path, commit: str
             if "s3" in names:
                 with throwaway_object_store(str(log)) as server:
                     bucket = server.new_bucket()
-                    store = {"endpoint": server.endpoint, "region": "us-east-1",
-                             "access_key": server.store.access_key,
-                             "secret_key": server.store.secret_key}
+                    store = {**dataclasses.asdict(server.store), "region": "us-east-1"}
                     warehouse = Warehouse(f"s3://{bucket}/warehouse", server.store)
                     # moto on a loaded machine may take longer than pyarrow's 3 s
                     warehouse.filesystem = pafs.S3FileSystem(
