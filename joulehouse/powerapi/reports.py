@@ -35,10 +35,18 @@ class Reports:
     counters: pd.DataFrame | None = None
     power: pd.DataFrame | None = None
     left_out: list[LeftOut] = field(default_factory=list)
+    #: (counters, their RAPL frame): :meth:`rapl` computed once per counters frame
+    _rapl: tuple[pd.DataFrame, pd.DataFrame] | None = field(default=None, repr=False,
+                                                           compare=False)
 
     def rapl(self) -> pd.DataFrame | None:
-        """RAPL energy per tick and socket (J), ``RAPL_SCHEMA``; None without counters."""
-        return None if self.counters is None else readers.rapl_energy(self.counters)
+        """RAPL energy per tick and socket (J), ``RAPL_SCHEMA``; None without counters;
+        computed once for the same counters (the energy and what it leaves out both use it)."""
+        if self.counters is None:
+            return None
+        if self._rapl is None or self._rapl[0] is not self.counters:
+            self._rapl = (self.counters, readers.rapl_energy(self.counters))
+        return self._rapl[1]
 
     def window_energy(self, window: str = "1min",
                       targets: tuple[str, ...] = energy.MACHINE_TARGETS) -> pd.DataFrame:
