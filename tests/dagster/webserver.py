@@ -59,11 +59,17 @@ def started(command: list[str], env: dict[str, str], log: Path, append: bool = F
         yield process
     finally:
         if process.poll() is None or group_alive(process.pid):
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.wait()
+            kill_group(process)
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    """``kill -9`` of ``process``'s process group (one started by :func:`started`), then
+    its exit waited for."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
 
 
 def group_alive(pgid: int) -> bool:

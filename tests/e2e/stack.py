@@ -30,9 +30,7 @@ interval ...). A process may be stopped and started again while the stack runs
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -60,6 +58,7 @@ from tests.dagster.webserver import (
     free_port,
     graphql,
     group_alive,
+    kill_group,
     started,
     wait_for_code_server,
     wait_until_serving,
@@ -188,14 +187,8 @@ class Stack:
     def kill(self, name: str) -> None:
         """``kill -9`` of the process ``name`` and of its process group (its children,
         as a unit manager stopping a crashed service would); waits until it is gone."""
-        process = self.processes[name]
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
-        wait_for(f"{name}'s process group {process.pid} to be gone",
-                 lambda: not group_alive(process.pid), STOP_TIMEOUT_S)
+        kill_group(self.processes[name])
+        _wait_gone(name, self.processes[name])
 
     def restart(self, name: str) -> subprocess.Popen:
         """The process ``name`` started again with its command (after :meth:`kill`, or it
@@ -285,5 +278,10 @@ def running_stack(base: Path, prepare: Callable[[DataFolders], None] = lambda _:
                                logs / "webserver.log")
             yield the_stack
     for name, process in the_stack.processes.items():
-        wait_for(f"{name}'s process group {process.pid} to be gone",
-                 lambda pid=process.pid: not group_alive(pid), STOP_TIMEOUT_S)
+        _wait_gone(name, process)
+
+
+def _wait_gone(name: str, process: subprocess.Popen) -> None:
+    """Wait until the process group of ``name`` is gone (at most STOP_TIMEOUT_S)."""
+    wait_for(f"{name}'s process group {process.pid} to be gone",
+             lambda: not group_alive(process.pid), STOP_TIMEOUT_S)
