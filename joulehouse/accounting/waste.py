@@ -36,7 +36,7 @@ from joulehouse.accounting.schemas import WASTE_SCHEMA, WASTE_WEEKLY_SCHEMA
 from joulehouse.accounting.split import split_windows
 from joulehouse.clustercockpit.energy import FACTS_SOURCE as CC_SOURCE
 from joulehouse.gpu.energy import FACTS_SOURCE as GPU_SOURCE
-from joulehouse.validation import validate
+from joulehouse.validation import empty_frame, validate
 
 
 @dataclass(frozen=True)
@@ -188,8 +188,7 @@ def waste(facts: pd.DataFrame, gpu: pd.DataFrame | None,
 def weekly(table: pd.DataFrame) -> pd.DataFrame:
     """``waste_weekly`` (WASTE_WEEKLY_SCHEMA) of a ``waste`` table (see the module)."""
     if table.empty:
-        return validate(WASTE_WEEKLY_SCHEMA, WASTE_WEEKLY_SCHEMA.coerce_dtype(
-            pd.DataFrame(columns=list(WASTE_WEEKLY_SCHEMA.columns))), "waste_weekly")
+        return validate(WASTE_WEEKLY_SCHEMA, empty_frame(WASTE_WEEKLY_SCHEMA), "waste_weekly")
     start = table["window_start"].to_numpy("datetime64[ns]").view(np.int64)
     end = table["window_end"].to_numpy("datetime64[ns]").view(np.int64)
     first = table["window_start"].min().tz_localize(None).normalize()
