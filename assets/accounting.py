@@ -377,9 +377,15 @@ def waste_step(warehouse: Warehouse) -> Iterator:
     weekly = waste.weekly(table)
     tables.write_table(WASTE_TABLE, table)
     flagged = table[table["flagged"]]
+    # GPU repetitions gpu_idle could not judge: no utilisation readings, or no frame stored
+    unjudged = sorted(set(waste.gpu_windows(facts)["entity"]) - set(gpu["entity"]))
     yield dg.MaterializeResult(asset_key=waste_table.key, metadata={
         **table_metadata(table, WASTE_SCHEMA),
         "flagged": dg.MetadataValue.int(len(flagged)),
+        "gpu_repetitions_not_judged": dg.MetadataValue.int(len(unjudged)),
+        **({"not_judged": dg.MetadataValue.json(
+            {"reason": "gpu-power has no utilisation readings (or no frame is stored)",
+             "repetitions": unjudged[:MISSING_SHOWN]})} if unjudged else {}),
         "idle_energy_kwh": dg.MetadataValue.float(float(table["idle_energy_j"].sum()) / J_PER_KWH),
         "rules": dg.MetadataValue.json({r.id: {"version": r.version, "threshold": r.threshold}
                                         for r in (waste.GPU_IDLE, waste.CPU_LOW_LOAD)}),

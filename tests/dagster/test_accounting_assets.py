@@ -186,6 +186,20 @@ def test_waste_tables_with_rule_versions_ranking_and_plot(tmp_path):
         assert "data:image/png;base64," in by_key["waste_weekly"]["idle_energy_per_week"].value
 
 
+def test_a_repetition_without_utilisation_is_named_not_judged_in_the_waste_metadata(tmp_path):
+    store = warehouse_with_one_gpu_fact(tmp_path, pd.DataFrame(  # no util_gpu_pct (MIG)
+        {"time": GPU_BEGIN + pd.to_timedelta(np.arange(31), unit="s"), "power_w": 100.0}))
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([waste_step], instance=instance, resources={"warehouse": store})
+    assert result.success
+    assert store.tables().read_table("waste").empty
+    [metadata] = [m.event_specific_data.materialization.metadata
+                  for m in result.get_asset_materialization_events()
+                  if m.asset_key == dg.AssetKey("waste")]
+    assert metadata["gpu_repetitions_not_judged"].value == 1
+    assert metadata["not_judged"].value["repetitions"] == [GPU_KEY]
+
+
 def test_fact_quality_table_from_the_sources_tables(tmp_path):
     store = warehouse_with_one_gpu_fact(tmp_path, pd.DataFrame(
         {"time": GPU_BEGIN + pd.to_timedelta(np.arange(0, 30.5, 0.25), unit="s")}))
