@@ -3,13 +3,14 @@
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
 import pytest
 from dagster._core.storage.tags import RUN_KEY_TAG, SENSOR_NAME_TAG
 
-from definitions import build_definitions
+from definitions import EXAMPLE_GPU_DATA, build_definitions
 from joulehouse.accounting.rollups import primary
 from joulehouse.gpu.layout import find_repetitions, is_complete
 from joulehouse.taudb.connect import TaudbDatabase
@@ -21,15 +22,20 @@ from resources import (
     GeopmReportSource,
     GpuBenchmarkSource,
     PowerapiSource,
+    TaudbResource,
     TauProfileSource,
     Warehouse,
+    embedded_taudb_url,
 )
 from sensors.clustercockpit import SENSOR_NAME as CC_SENSOR
 from sensors.geopm import SENSOR_NAME as GEOPM_SENSOR
 from sensors.gpu_repetitions import sensor_name
-from sensors.local import tick
+from sensors.local import launch_in_process, tick
+from sensors.partition_runs import RANGE_END, RANGE_START
 from sensors.powerapi import SENSOR_NAME as POWERAPI_SENSOR
 from sensors.tau_profiles import SENSOR_NAME as TAU_SENSOR
+from tests.dagster.test_schedules import ROLLUPS, WEEKLY
+from tests.dagster.test_schedules import tick as schedule_tick
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = PROJECT_ROOT / "examples" / "gpu-data"
@@ -176,3 +182,34 @@ def test_demo_exits_non_zero_when_a_run_fails(tmp_path):
                           timeout=300)
     assert done.returncode == 1
     assert "run(s) failed" in done.stderr
+
+
+# Here, not in test_schedules.py, so that the demo runs once in the suite: pytest-xdist's
+# --dist loadfile keeps a module on one worker, and the demo is made once per worker.
+def test_one_run_of_each_schedule_succeeds_on_the_example_data(demo):
+    home, warehouse = demo.home, demo.warehouse
+    store = Warehouse(root=str(warehouse))
+    built = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(path=str(EXAMPLE_GPU_DATA))]),
+                              store, TaudbResource(url=embedded_taudb_url(warehouse)))
+    tables = Tables(warehouse)
+    before = {name: len(tables.read_table(name)) for name in ("cc_rollup", "accounting_daily")}
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        [request] = schedule_tick("daily_rollups", instance, datetime(2026, 11, 25, 2, tzinfo=UTC)).run_requests
+        schedule = built.resolve_schedule_def("daily_rollups")
+        result = launch_in_process(built.resolve_job_def(schedule.job_name), instance, request)
+        assert result.success
+        assert {event.asset_key.to_user_string()
+                for event in result.get_asset_materialization_events()} == ROLLUPS
+        assert {name: len(tables.read_table(name)) for name in before} == before
+        for name, (job, partitions, _) in WEEKLY.items():
+            registered = instance.get_dynamic_partitions(partitions)
+            [request] = schedule_tick(name, instance, datetime(2026, 11, 29, 4, tzinfo=UTC)).run_requests
+            assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (
+                registered[0], registered[-1]), name  # the examples: fewer than the newest
+            result = launch_in_process(built.resolve_job_def(job), instance, request)
+            assert result.success, name
+            assert sorted(result.dagster_run.tags[tag] for tag in (RANGE_START, RANGE_END)) == (
+                sorted([registered[0], registered[-1]]))
+            stored = {event.partition for event in result.get_asset_materialization_events()
+                      if event.partition is not None}
+            assert stored == set(registered), name

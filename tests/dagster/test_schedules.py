@@ -1,15 +1,12 @@
-"""The schedules (sensors/schedules.py): what each asks for at a given time, and one run of
-each, launched in-process, succeeds on the example data."""
+"""The schedules (sensors/schedules.py): what each asks for at a given time. One run of each
+on the example data is in test_dagster_demo.py, beside the demo it starts from."""
 
 from datetime import UTC, datetime
 
 import dagster as dg
 from dagster._core.storage.tags import SCHEDULE_NAME_TAG
 
-from definitions import EXAMPLE_GPU_DATA, SOURCE_JOBS, build_definitions, defs
-from joulehouse.warehouse import Warehouse as Tables
-from resources import DataRoot, GpuBenchmarkSource, TaudbResource, Warehouse, embedded_taudb_url
-from sensors.local import launch_in_process
+from definitions import SOURCE_JOBS, defs
 from sensors.partition_runs import RANGE_END, RANGE_START
 from sensors.schedules import ROLLUP_DAY_TAG
 
@@ -78,32 +75,3 @@ def test_the_weekly_schedules_revalidate_the_newest_partitions_of_each_source(in
             instance.delete_dynamic_partition(partitions, key)
         [request] = tick(name, instance, sunday).run_requests
         assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (keys[7], keys[-3])
-
-
-def test_one_run_of_each_schedule_succeeds_on_the_example_data(demo):
-    home, warehouse = demo.home, demo.warehouse
-    store = Warehouse(root=str(warehouse))
-    built = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(path=str(EXAMPLE_GPU_DATA))]),
-                              store, TaudbResource(url=embedded_taudb_url(warehouse)))
-    tables = Tables(warehouse)
-    before = {name: len(tables.read_table(name)) for name in ("cc_rollup", "accounting_daily")}
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        [request] = tick("daily_rollups", instance, datetime(2026, 11, 25, 2, tzinfo=UTC)).run_requests
-        schedule = built.resolve_schedule_def("daily_rollups")
-        result = launch_in_process(built.resolve_job_def(schedule.job_name), instance, request)
-        assert result.success
-        assert {event.asset_key.to_user_string()
-                for event in result.get_asset_materialization_events()} == ROLLUPS
-        assert {name: len(tables.read_table(name)) for name in before} == before
-        for name, (job, partitions, _) in WEEKLY.items():
-            registered = instance.get_dynamic_partitions(partitions)
-            [request] = tick(name, instance, datetime(2026, 11, 29, 4, tzinfo=UTC)).run_requests
-            assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (
-                registered[0], registered[-1]), name  # the examples: fewer than the newest
-            result = launch_in_process(built.resolve_job_def(job), instance, request)
-            assert result.success, name
-            assert sorted(result.dagster_run.tags[tag] for tag in (RANGE_START, RANGE_END)) == (
-                sorted([registered[0], registered[-1]]))
-            stored = {event.partition for event in result.get_asset_materialization_events()
-                      if event.partition is not None}
-            assert stored == set(registered), name
