@@ -30,6 +30,9 @@ import pyarrow.json as pj
 from joulehouse.errors import InputError
 
 DEFAULT_BLOCK_BYTES = 32 << 20
+#: Bytes that may follow the last report of a complete file: blanks, separators and the
+#: closing brackets of an array or a wrapping object.
+CLOSING = b" \t\r\n,]}"
 _SAMPLE_BYTES = 1 << 18
 _ROW = re.compile(r"in row (\d+)")
 #: Arrow's type inference failing on valid JSON: a field of two JSON types in one block.
@@ -214,7 +217,7 @@ def _scanned(path: Path, buffer: pa.Buffer, data: np.ndarray, start: int, depth:
             block_bytes *= 2
             continue
         cut = start + (int(ends[-1]) + 1 if len(ends) else 0)
-        rest = bytes(data[cut:size]).strip(b" \t\r\n,]}") if stop == size else b""
+        rest = bytes(data[cut:size]).strip(CLOSING) if stop == size else b""
         complete = not rest
         newlines = np.cumsum(chunk == _NEWLINE, dtype=np.int64)
         lines = line + newlines[starts] - (chunk[starts] == _NEWLINE)

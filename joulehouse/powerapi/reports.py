@@ -22,9 +22,7 @@ import pandas as pd
 
 from joulehouse.leftout import LeftOut
 from joulehouse.powerapi import energy, layout, readers
-
-#: Bytes that may follow the last report of a complete file: blanks and closing brackets.
-_CLOSING = b" \t\r\n,]}"
+from joulehouse.powerapi.jsonblocks import CLOSING
 
 
 @dataclass
@@ -103,7 +101,7 @@ def cut_short(path: Path, end: int) -> list[LeftOut]:
     with path.open("rb") as file:
         file.seek(end)
         rest = file.read()
-    if not rest.strip(_CLOSING):
+    if not rest.strip(CLOSING):
         return []
     return [LeftOut(energy.FACTS_SOURCE, str(path), f"its last report (bytes {end}-"
                     f"{end + len(rest)})", "the file ends inside it: cut short (a file still "
