@@ -71,6 +71,7 @@ from machine import describe, load_average
 from object_store import ObjectStoreServer, throwaway_object_store
 
 from joulehouse import entry_table
+from joulehouse.accounting.query import create_view
 from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
 from joulehouse.warehouse import SUFFIX, Warehouse, partition_file_name
 
@@ -320,18 +321,6 @@ def _requests(counts: Counter) -> str:
     return f"{sum(counts.values()):,} ({' '.join(f'{m} {n:,}' for m, n in sorted(counts.items()))})"
 
 
-def register(connection: duckdb.DuckDBPyConnection, name: str, warehouse: Warehouse,
-             files: list[pafs.FileInfo]) -> None:
-    """A view ``name`` over ``files`` as ``joulehouse sql`` makes one (no extensions)."""
-    if warehouse.is_local:
-        listed = ", ".join(f"'{f.path}'" for f in files)
-        connection.execute(f"CREATE VIEW {name} AS SELECT * FROM "
-                           f"read_parquet([{listed}], union_by_name = true)")
-    else:
-        connection.register(f"{name}_dataset", warehouse.dataset(files))
-        connection.execute(f"CREATE VIEW {name} AS SELECT * FROM {name}_dataset")
-
-
 def steps(layout, kind: str, stored: int, per_day: int) -> list[tuple[str, Callable]]:
     """The timed steps, each (label, work); work returns a figure to check or None."""
     fixed, removed = entity(stored // 2, per_day), entity(stored // 3, per_day)
@@ -345,7 +334,7 @@ def steps(layout, kind: str, stored: int, per_day: int) -> list[tuple[str, Calla
         if isinstance(layout, Delta) and not layout.warehouse.is_local:
             connection.register("t", layout.dataset())
         else:
-            register(connection, "t", layout.warehouse, layout.files())
+            create_view(connection, layout.warehouse, "t", layout.files(), "t_dataset")
         return connection.sql(sql).fetchall()
 
     return [

@@ -24,6 +24,7 @@ import os
 
 import duckdb
 import pandas as pd
+import pyarrow.fs as pafs
 
 from joulehouse.warehouse import Warehouse
 
@@ -61,14 +62,22 @@ def connect(root: Root) -> duckdb.DuckDBPyConnection:
         if schema is not None:
             connection.execute(f"CREATE SCHEMA IF NOT EXISTS {_quoted(schema)}")
         name = f"{_quoted(schema)}.{_quoted(view)}" if schema else _quoted(view)
-        if warehouse.is_local:
-            listed = ", ".join("'" + f.path.replace("'", "''") + "'" for f in files)
-            source = f"read_parquet([{listed}], union_by_name = true)"
-        else:
-            source = f"__joulehouse_dataset_{number}"
-            connection.register(source, warehouse.dataset(files))
-        connection.execute(f"CREATE VIEW {name} AS SELECT * FROM {source}")
+        create_view(connection, warehouse, name, files, f"__joulehouse_dataset_{number}")
     return connection
+
+
+def create_view(connection: duckdb.DuckDBPyConnection, warehouse: Warehouse, name: str,
+                files: list[pafs.FileInfo], dataset_name: str) -> None:
+    """The view ``name`` (quoted as SQL needs it) over the Parquet ``files`` of
+    ``warehouse``, their columns united by name: DuckDB's ``read_parquet`` on a path, a
+    pyarrow dataset registered as ``dataset_name`` on an object store (no extension)."""
+    if warehouse.is_local:
+        listed = ", ".join("'" + f.path.replace("'", "''") + "'" for f in files)
+        source = f"read_parquet([{listed}], union_by_name = true)"
+    else:
+        source = dataset_name
+        connection.register(source, warehouse.dataset(files))
+    connection.execute(f"CREATE VIEW {name} AS SELECT * FROM {source}")
 
 
 def query(root: Root, sql: str) -> pd.DataFrame:
