@@ -281,15 +281,10 @@ def delta_options(server: ObjectStoreServer | None, commit: str) -> dict[str, st
     single writer only)."""
     if server is None:
         return {}
-    env = server.environment
-    options = {"AWS_ENDPOINT_URL": server.endpoint, "AWS_ALLOW_HTTP": "true",
-               "AWS_ACCESS_KEY_ID": env["AWS_ACCESS_KEY_ID"],
-               "AWS_SECRET_ACCESS_KEY": env["AWS_SECRET_ACCESS_KEY"],
-               "AWS_REGION": env["AWS_DEFAULT_REGION"]}
+    options = server.store.delta_options()
     if commit == "unsafe":
+        del options["AWS_CONDITIONAL_PUT"]
         options["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
-    else:
-        options["AWS_CONDITIONAL_PUT"] = "etag"
     return options
 
 
