@@ -180,7 +180,9 @@ class GpuLander(Lander):
             cells[POWER_COLUMN] = "not-a-number"
             lines[2] = ",".join(cells)
             power.write_text("".join(lines))
-            folder.parent.mkdir(parents=True, exist_ok=True)
+            # the run's folder moved to where it lands (an existing destination would take
+            # it inside, one level too deep for the scan)
+            folder.parent.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(staged.parent, folder.parent)
         return [Landed(self.source, str(folder), f"{self.folder.name}/soak/bench/{run}/0",
                        "bad" if bad else "ok", utc_now())]
