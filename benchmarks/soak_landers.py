@@ -203,6 +203,15 @@ class PowerapiLander(Lander):
         self.first_tick = list(self.next_tick)
         self.bad_count = 0
 
+    #: The power reports' target: a job's cgroup. Estimates of a machine-level target
+    #: (``all``) are no facts (the machine's are measured), so a stream of power reports
+    #: under ``all`` never reached energy_facts.
+    JOB_TARGET = "soakjob"
+
+    def target(self, stream: int) -> str:
+        """The stream's target: a job's for power reports, the machine's for RAPL counters."""
+        return self.JOB_TARGET if stream % 2 == 0 else "all"
+
     def path(self, stream: int) -> Path:
         return (self.folder / f"power-{stream}.jsonl" if stream % 2 == 0
                 else self.folder / f"hwpc-{stream}" / "rapl.csv")
@@ -219,7 +228,7 @@ class PowerapiLander(Lander):
         if stream % 2 == 0:
             return "".join(json.dumps({
                 "timestamp": datetime.fromtimestamp(t, UTC).isoformat(), "sensor": sensor,
-                "target": "all", "metadata": {"scope": "cpu", "socket": 0},
+                "target": self.JOB_TARGET, "metadata": {"scope": "cpu", "socket": 0},
                 "power": STREAM_POWER_W}) + "\n" for t in ticks)
         counts = round(STREAM_RAPL_J / RAPL_UNIT)
         return "".join(f"{t * 1000},{sensor},all,0,0,{counts},{(t - self.first_tick[stream] + 1) * 10**9},"
@@ -242,7 +251,8 @@ class PowerapiLander(Lander):
                 file.write(self._lines(stream, ticks))
             self.next_tick[stream] = now + 1
             landed.append(Landed(self.source, f"{path}@{path.stat().st_size}",
-                                 f"soak{stream}/all", "ok", utc_now(), self.truth_j(stream),
+                                 f"soak{stream}/{self.target(stream)}", "ok", utc_now(),
+                                 self.truth_j(stream),
                                  reaches=datetime.fromtimestamp(now, UTC)))
         if bad:
             landed.append(self._bad())
@@ -253,11 +263,12 @@ class PowerapiLander(Lander):
         self.bad_count += 1
         start = int(time.time()) - 10
         lines = [json.dumps({"timestamp": datetime.fromtimestamp(start + i, UTC).isoformat(),
-                             "sensor": f"soakbad{self.bad_count}", "target": "all",
+                             "sensor": f"soakbad{self.bad_count}", "target": self.JOB_TARGET,
                              "metadata": {"scope": "cpu", "socket": 0},
                              "power": -1.0 if i == 2 else STREAM_POWER_W}) for i in range(5)]
         path.write_text("\n".join(lines) + "\n")
-        return Landed(self.source, str(path), f"soakbad{self.bad_count}/all", "bad", utc_now())
+        return Landed(self.source, str(path), f"soakbad{self.bad_count}/{self.JOB_TARGET}",
+                      "bad", utc_now())
 
 
 class TauLander(Lander):
