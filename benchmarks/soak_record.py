@@ -156,10 +156,19 @@ def poll(stack: Stack, landed: list[Landed]) -> None:
     stamp(list(landed), look(stack), utc_now())
 
 
+#: Sources nothing in the deployment reads on its own: ``carbon_intensity`` and
+#: ``tariffs`` are materialized when missing and by the daily schedule (stopped by
+#: default), so an update's ``in_accounting_at`` says when (if) it was read, and the
+#: drain does not wait for it.
+READ_ON_SCHEDULE = ("intensity", "tariffs")
+
+
 def settled(landed: list[Landed]) -> bool:
-    """Whether every good entry that should reach accounting (or TAUdb) has."""
+    """Whether every good entry that should reach accounting (or TAUdb) has, but those of
+    READ_ON_SCHEDULE."""
     return all((row.in_facts_at if row.source == "tau" else row.in_accounting_at)
-               is not None for row in landed if row.expected == "ok")
+               is not None for row in landed
+               if row.expected == "ok" and row.source not in READ_ON_SCHEDULE)
 
 
 @dataclass
