@@ -216,13 +216,6 @@ class PowerapiLander(Lander):
         return (self.folder / f"power-{stream}.jsonl" if stream % 2 == 0
                 else self.folder / f"hwpc-{stream}" / "rapl.csv")
 
-    def truth_j(self, stream: int) -> float:
-        """The stream's exact energy so far (J): every tick's, from its first to its last."""
-        ticks = self.next_tick[stream] - self.first_tick[stream]
-        if stream % 2 == 0:
-            return STREAM_POWER_W * (ticks - 1)
-        return STREAM_RAPL_J * (ticks - 1)
-
     def _lines(self, stream: int, ticks: list[int]) -> str:
         sensor = f"soak{stream}"
         if stream % 2 == 0:
@@ -252,7 +245,6 @@ class PowerapiLander(Lander):
             self.next_tick[stream] = now + 1
             landed.append(Landed(self.source, f"{path}@{path.stat().st_size}",
                                  f"soak{stream}/{self.target(stream)}", "ok", utc_now(),
-                                 self.truth_j(stream),
                                  reaches=datetime.fromtimestamp(now, UTC)))
         if bad:
             landed.append(self._bad())

@@ -79,7 +79,7 @@ def write_landed(path: Path, landed: list[Landed]) -> None:
 class Seen:
     """What one look at the stores found."""
 
-    facts: pd.DataFrame  # entity, rows, reach (max window_end)
+    facts: pd.DataFrame  # entity, reach (max window_end)
     accounted: pd.DataFrame  # entity, reach: in carbon_per_fact and cost_per_fact
     trials: set[str]
     files: set[str]  # the intensity and tariff files the accounting tables list
@@ -90,15 +90,21 @@ def _frame(connection, sql: str, table: str, columns: list[str]) -> pd.DataFrame
         "SELECT table_name FROM information_schema.tables").fetchall()}
     if table not in names:
         return pd.DataFrame(columns=columns)
-    return connection.execute(sql).df()
+    return _pandas(connection, sql)
+
+
+def _pandas(connection, sql: str) -> pd.DataFrame:
+    """``sql``'s result through Arrow, as ``joulehouse sql`` gives it: timestamps stay
+    tz-aware UTC (DuckDB's own ``.df()`` gives them naive)."""
+    return connection.sql(sql).to_arrow_table().to_pandas()
 
 
 def look(stack: Stack) -> Seen:
     """The entities in the warehouse's fact and accounting tables, TAUdb's trials."""
     with connect(stack.tables) as connection:
-        facts = _frame(connection, "SELECT entity, count(*) AS rows, max(window_end) AS reach "
+        facts = _frame(connection, "SELECT entity, max(window_end) AS reach "
                        "FROM energy_facts GROUP BY entity", "energy_facts",
-                       ["entity", "rows", "reach"])
+                       ["entity", "reach"])
         carbon = _frame(connection, "SELECT entity, max(window_end) AS reach FROM "
                         "carbon_per_fact GROUP BY entity", "carbon_per_fact",
                         ["entity", "reach"])
@@ -125,13 +131,7 @@ def _reached(frame: pd.DataFrame, row: Landed) -> bool:
         return False
     if row.reaches is None:
         return True
-    return _utc(found["reach"].iloc[0]) >= _utc(row.reaches)
-
-
-def _utc(moment) -> pd.Timestamp:
-    """``moment`` as a UTC timestamp (DuckDB's frames give naive UTC)."""
-    stamp = pd.Timestamp(moment)
-    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    return found["reach"].iloc[0] >= row.reaches
 
 
 def stamp(landed: list[Landed], seen: Seen, now: datetime) -> None:
@@ -352,9 +352,9 @@ def exactly_once(stack: Stack, landed: list[Landed]) -> dict:
     """Every good entry's energy in ``energy_facts`` exactly once: its entity's rows have
     no two of one (component, method, window); a ClusterCockpit job's integrated energy
     is its exact energy; a PowerAPI stream's energy over its facts' time is its constant
-    power (a report counted twice would raise it), over no more time than it ran."""
+    power (a report counted twice would raise it)."""
     with connect(stack.tables) as connection:
-        facts = connection.execute("SELECT * FROM energy_facts").df()
+        facts = _pandas(connection, "SELECT * FROM energy_facts")
     keys = ["entity", "component", "method", "window_start", "window_end"]
     duplicated = facts[facts.duplicated(keys, keep=False)]
     by_entity = facts.groupby("entity")
@@ -401,8 +401,7 @@ def bad_entries(stack: Stack, landed: list[Landed]) -> dict:
     as GraphQL shows it (the UI's partition statuses)."""
     bad = [r for r in landed if r.expected == "bad"]
     with connect(stack.tables) as connection:
-        entities = set(connection.execute("SELECT DISTINCT entity FROM energy_facts")
-                       .df()["entity"])
+        entities = set(_pandas(connection, "SELECT DISTINCT entity FROM energy_facts")["entity"])
     failed = {}
     for source, asset in FAILED_ASSET.items():
         if any(r.source == source for r in bad):
