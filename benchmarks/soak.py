@@ -22,7 +22,7 @@ writes into ``--out DIR``:
   sizes, every ``--sample-s``; ``ticks.csv``: every sensor tick;
 - ``summary.json``: freshness p50/p95/p99 (landing -> facts, -> accounting) per source,
   exactly once, bad entries failed alone and shown failed through GraphQL, memory growth
-  from minute 10 to the end (``minutes / 6`` in a shorter run), ticks past their timeout,
+  from a sixth of the run (minute 10 of an hour) to the end, ticks past their timeout,
   each fault's recovery, the issue's targets met or not;
 - ``warehouse/``: ``joulehouse sql --warehouse DIR/warehouse`` queries it; ``stack/logs/``.
 

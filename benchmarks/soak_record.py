@@ -203,13 +203,17 @@ class Sampler:
 
     def sample(self) -> dict:
         row: dict = {"t_s": round(time.monotonic() - self.started, 1)}
-        workers = [tree for root in run_workers(self.stack) for tree in _tree(root)]
+        roots = run_workers(self.stack)
+        workers = [tree for root in roots for tree in _tree(root)]
         worker_pids = {p.pid for p in workers}
         for name in SERVICES:
-            own = [p for p in _tree(psutil.Process(self.stack.processes[name].pid))
-                   if p.pid not in worker_pids]
+            try:  # a service killed by a fault: its columns stay empty, the row is kept
+                service = psutil.Process(self.stack.processes[name].pid)
+            except psutil.NoSuchProcess:
+                continue
+            own = [p for p in _tree(service) if p.pid not in worker_pids]
             row[f"{name}_rss_mb"], row[f"{name}_cpu_s"] = _usage(own)
-        row["run_workers"] = len(run_workers(self.stack))
+        row["run_workers"] = len(roots)
         row["run_workers_rss_mb"], row["run_workers_cpu_s"] = _usage(workers)
         queue = dict(self.stack.sql("SELECT status, count(*) FROM runs GROUP BY status"))
         for status in ("QUEUED", "STARTING", "STARTED", "SUCCESS", "FAILURE", "CANCELED"):
@@ -418,8 +422,8 @@ def bad_entries(stack: Stack, landed: list[Landed]) -> dict:
 
 
 def memory_growth(rows: list[dict], minutes: float) -> dict:
-    """Resident memory of each service at minute 10 and at the end (in a run shorter than
-    an hour, at the same fraction of it: minutes / 6), and the growth in percent."""
+    """Resident memory of each service at a sixth of the run (minute 10 of an hour) and at
+    the end, and the growth in percent."""
     if not rows:
         return {}
     frame = pd.DataFrame(rows)
