@@ -47,6 +47,7 @@ import pandas as pd
 from definitions import EXAMPLE_GEOPM_REPORTS, EXAMPLE_TAU_PROFILES
 from joulehouse.accounting.generator import electricity_maps_frame, write_csv
 from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
+from joulehouse.clustercockpit.layout import job_folder
 
 PROJECT = Path(__file__).resolve().parent.parent
 COLLECTOR = PROJECT / "tests" / "collect" / "run_collector.py"
@@ -122,8 +123,8 @@ class ClusterCockpitLander(Lander):
                        base_power_w=-500.0 if bad else 200.0 + index % 50,
                        user=f"user{index % 7}", project=f"project{index % 3}")
         truth = write_job(self.folder, spec)
-        folder = self.folder / CLUSTER / str(spec.job_id // 1000) / f"{spec.job_id % 1000:03d}"
-        return [Landed(self.source, str(folder / str(start)), truth.key,
+        folder = job_folder(self.folder, CLUSTER, spec.job_id, start)
+        return [Landed(self.source, str(folder), truth.key,
                        "bad" if bad else "ok", utc_now(), None if bad else truth.energy_j)]
 
 

@@ -38,6 +38,7 @@ import pyarrow.fs as pafs
 from soak_landers import STREAM_POWER_W, STREAM_RAPL_J, Landed, utc_now
 
 from joulehouse.accounting.query import connect
+from joulehouse.clustercockpit.layout import JobRef
 from joulehouse.taudb.loader import SOURCE_KEY
 from tests.dagster.webserver import statuses
 from tests.e2e.stack import Stack
@@ -389,12 +390,11 @@ def exactly_once(stack: Stack, landed: list[Landed]) -> dict:
             "ok": not problems and duplicated.empty}
 
 
-def bad_partition(row: Landed, stack: Stack) -> str:
+def bad_partition(row: Landed) -> str:
     """The partition key a bad entry fails (as the UI names it)."""
     path = Path(row.entry)
-    if row.source == "clustercockpit":
-        job_id = int(row.entity.split("/")[1])
-        return f"{row.entity.split('/')[0]}/{job_id // 1000}"
+    if row.source == "clustercockpit":  # the job-id block of its folder
+        return JobRef.from_path(path.parents[3], path).block
     if row.source == "gpu-benchmark":
         return row.entity
     return f"{path.parent.name}/{path.name}"
@@ -415,7 +415,7 @@ def bad_entries(stack: Stack, landed: list[Landed]) -> dict:
     for row in bad:
         if row.entity and row.entity in entities:
             problems.append(f"{row.entry}: its energy is in energy_facts")
-        partition = bad_partition(row, stack)
+        partition = bad_partition(row)
         if partition not in failed.get(row.source, set()):
             problems.append(f"{row.entry}: partition {partition} not shown failed")
     return {"bad_entries": len(bad), "problems": problems, "ok": not problems}
