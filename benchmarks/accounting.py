@@ -60,12 +60,8 @@ PROJECTS = 200
 REPEAT = 5
 JOULEHOUSE = Path(sys.executable).parent / "joulehouse"
 #: The bundled tariff's bands (examples/tariffs), over the benchmark's days.
-TARIFF = ("site,timezone,valid_from,valid_to,weekdays,start,end,price_per_kwh,currency\n"
-          + "".join(f"site,Europe/Berlin,2021-12-01,2022-05-01,{days},{a},{b},{p},EUR\n"
-                    for days, a, b, p in (("Mon-Fri", "00:00", "07:00", 0.21),
-                                          ("Mon-Fri", "07:00", "20:00", 0.34),
-                                          ("Mon-Fri", "20:00", "24:00", 0.21),
-                                          ('"Sat,Sun"', "00:00", "24:00", 0.17))))
+TARIFF_BANDS = [("Mon-Fri", "00:00", "07:00", 0.21), ("Mon-Fri", "07:00", "20:00", 0.34),
+                ("Mon-Fri", "20:00", "24:00", 0.21), ('"Sat,Sun"', "00:00", "24:00", 0.17)]
 
 
 def inputs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -74,7 +70,8 @@ def inputs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     generator.write_csv(generator.electricity_maps_frame("DE", "Germany", START, end),
                         folder / "intensity" / "de.csv")
     (folder / "tariffs").mkdir()
-    (folder / "tariffs" / "site.csv").write_text(TARIFF)
+    generator.write_tariff(folder / "tariffs" / "site.csv", "site",
+                           ("2021-12-01", "2022-05-01"), TARIFF_BANDS)
     return intensity.read_folder(folder / "intensity"), tariff.read_folder(folder / "tariffs")
 
 

@@ -45,7 +45,7 @@ from pathlib import Path
 import pandas as pd
 
 from definitions import EXAMPLE_GEOPM_REPORTS, EXAMPLE_TAU_PROFILES
-from joulehouse.accounting.generator import electricity_maps_frame, write_csv
+from joulehouse.accounting.generator import electricity_maps_frame, write_csv, write_tariff
 from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
 from joulehouse.clustercockpit.layout import job_folder
 
@@ -302,10 +302,9 @@ class AccountingLander(Lander):
             valid_to = valid_from + day
         frame = electricity_maps_frame("DE", "Germany", str(start), str(end))
         intensity = write_csv(frame, self.folder / f"DE_soak-{index:04d}.csv")
-        tariff = self.tariffs / f"hpc-centre-soak-{index:04d}.csv"
-        tariff.write_text(
-            "site,timezone,valid_from,valid_to,weekdays,start,end,price_per_kwh,currency\n"
-            f"hpc-centre,Europe/Berlin,{valid_from:%Y-%m-%d},{valid_to:%Y-%m-%d},"
-            f"\"Mon,Tue,Wed,Thu,Fri,Sat,Sun\",00:00,24:00,{0.15 + index / 1000:.3f},EUR\n")
+        tariff = write_tariff(
+            self.tariffs / f"hpc-centre-soak-{index:04d}.csv", "hpc-centre",
+            (f"{valid_from:%Y-%m-%d}", f"{valid_to:%Y-%m-%d}"),
+            [('"Mon,Tue,Wed,Thu,Fri,Sat,Sun"', "00:00", "24:00", round(0.15 + index / 1000, 3))])
         return [Landed("intensity", str(intensity), "", "ok", utc_now()),
                 Landed("tariffs", str(tariff), "", "ok", utc_now())]

@@ -1,4 +1,5 @@
-"""Synthetic grid intensity in the real export formats, and facts with a known carbon.
+"""Synthetic grid intensity in the real export formats, tariff files, and facts with a known
+carbon.
 
 For the bundled example (``examples/intensity``), the tests and the benchmark. The
 intensity of a zone follows a daily cycle, ``base + amplitude x sin(2 pi hour / 24)``
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from joulehouse.accounting.intensity import EM_BASES, EM_TIME, OWID_VALUE
+from joulehouse.accounting.tariff import COLUMNS
 from joulehouse.facts import ENERGY_FACTS_COLUMNS
 
 #: Direct (combustion) over life-cycle intensity in the synthetic series.
@@ -56,6 +58,23 @@ def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False, encoding="utf-8")
+    return path
+
+
+#: A tariff band: (weekdays as the tariff CSV writes them, start, end, price per kWh).
+Band = tuple[str, str, str, float]
+
+
+def write_tariff(path: str | Path, site: str, valid: tuple[str, str], bands: list[Band], *,
+                 zone: str = "Europe/Berlin", currency: str = "EUR") -> Path:
+    """A tariff file in Joulehouse's tariff CSV (``tariff.COLUMNS``) at ``path`` (folders
+    created): ``site``'s ``bands`` in local time of ``zone``, valid on the local dates
+    ``valid`` (first included, last excluded)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = "".join(f"{site},{zone},{valid[0]},{valid[1]},{days},{start},{end},{price},"
+                   f"{currency}\n" for days, start, end, price in bands)
+    path.write_text(",".join(COLUMNS) + "\n" + rows)
     return path
 
 

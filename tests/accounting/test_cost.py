@@ -10,7 +10,6 @@ from joulehouse.accounting import accounts, carbon, cost, entities, generator, i
 from joulehouse.errors import InputError
 from tests.accounting.facts import facts_of
 
-HEADER = "site,timezone,valid_from,valid_to,weekdays,start,end,price_per_kwh,currency\n"
 #: Weekdays 07:00-20:00 local 0.30, the rest of a weekday 0.10, weekends 0.05 (EUR/kWh).
 BANDS = [("Mon-Fri", "00:00", "07:00", 0.10), ("Mon-Fri", "07:00", "20:00", 0.30),
          ("Mon-Fri", "20:00", "24:00", 0.10), ('"Sat,Sun"', "00:00", "24:00", 0.05)]
@@ -18,11 +17,8 @@ BANDS = [("Mon-Fri", "00:00", "07:00", 0.10), ("Mon-Fri", "07:00", "20:00", 0.30
 
 def write_tariff(folder, name="site-a.csv", site="site-a", valid=("2024-01-01", "2024-05-01"),
                  bands=BANDS, zone="Europe/Berlin", currency="EUR"):
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text(HEADER + "".join(f"{site},{zone},{valid[0]},{valid[1]},{d},{a},{b},{p},"
-                                     f"{currency}\n" for d, a, b, p in bands))
-    return path
+    return generator.write_tariff(folder / name, site, valid, bands, zone=zone,
+                                  currency=currency)
 
 
 def price_at(local: pd.Timestamp) -> float:
