@@ -39,7 +39,6 @@ from soak_landers import STREAM_POWER_W, STREAM_RAPL_J, Landed, utc_now
 
 from joulehouse.accounting.query import connect
 from joulehouse.clustercockpit.layout import JobRef
-from joulehouse.taudb.loader import SOURCE_KEY
 from tests.dagster.webserver import statuses
 from tests.e2e.stack import Stack
 
@@ -115,15 +114,8 @@ def look(stack: Stack) -> Seen:
         for table in ("carbon_intensity", "tariffs"):
             files |= set(_frame(connection, f"SELECT DISTINCT file FROM {table}", table,
                                 ["file"])["file"])
-    trials = {key for (key,) in stack.sql(
-        f"SELECT value FROM primary_metadata WHERE name = '{SOURCE_KEY}'", "taudb")} \
-        if _has_taudb(stack) else set()
+    trials = set(stack.trial_keys())
     return Seen(facts, carbon[carbon["entity"].isin(set(cost["entity"]))], trials, files)
-
-
-def _has_taudb(stack: Stack) -> bool:
-    return bool(stack.sql("SELECT 1 FROM information_schema.tables WHERE table_name = "
-                          "'primary_metadata'", "taudb"))
 
 
 def _reached(frame: pd.DataFrame, row: Landed) -> bool:

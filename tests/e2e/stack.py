@@ -52,6 +52,7 @@ from definitions import (
     EXAMPLE_TAU_PROFILES,
 )
 from joulehouse import warehouse
+from joulehouse.taudb.loader import SOURCE_KEY
 from tests.dagster.webserver import (
     HOST,
     PROJECT,
@@ -176,6 +177,16 @@ class Stack:
                 return cursor.fetchall()
         finally:
             connection.close()
+
+    def trial_keys(self) -> list[str]:
+        """The source key of every TAUdb trial, sorted (one per trial; none before TAU's
+        tables exist)."""
+        if not self.sql("SELECT 1 FROM information_schema.tables WHERE table_name = "
+                        "'primary_metadata'", "taudb"):
+            return []
+        return [key for (key,) in self.sql(
+            f"SELECT value FROM primary_metadata WHERE name = '{SOURCE_KEY}' ORDER BY value",
+            "taudb")]
 
     def start(self, name: str, command: list[str]) -> subprocess.Popen:
         """Start the process ``name`` (its output appended to ``logs/<name>.log``)."""

@@ -37,7 +37,6 @@ from postgres_server import missing_requirement as missing_postgres
 
 from assets.gpu import VALID_CHECK
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
-from joulehouse.taudb.loader import SOURCE_KEY
 from tests.conftest import skip_or_fail
 from tests.dagster.webserver import check_execution, statuses
 from tests.e2e import api
@@ -115,13 +114,6 @@ def _ended(stack: Stack, job: str) -> list[dict]:
     return runs
 
 
-def _trials(stack: Stack) -> list[str]:
-    """The source key of every TAUdb trial (one per trial)."""
-    return [key for (key,) in stack.sql(
-        f"SELECT value FROM primary_metadata WHERE name = '{SOURCE_KEY}' ORDER BY value",
-        "taudb")]
-
-
 def _example_trials(stack: Stack) -> list[str]:
     """The source keys of the examples' trials, sorted: each ClusterCockpit job's folder,
     GEOPM report, GPU run folder and TAU profile set, and PowerAPI's sensor day."""
@@ -183,8 +175,8 @@ def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_sto
 
     # the trials of every source in the PostgreSQL TAUdb, each once
     expected = _example_trials(stack)
-    assert wait_for("the trials of every source", lambda: _trials(stack) == expected,
-                    PHASE_TIMEOUT_S, lambda: f"{_trials(stack)} != {expected}")
+    assert wait_for("the trials of every source", lambda: stack.trial_keys() == expected,
+                    PHASE_TIMEOUT_S, lambda: f"{stack.trial_keys()} != {expected}")
 
 
 def test_the_ui_in_chromium_shows_every_source_metadata_a_plot_and_the_failed_partition(
@@ -278,7 +270,7 @@ def test_a_backfill_launched_through_graphql_runs_its_partitions_in_a_handful_of
 def test_postgres_restarted_in_the_middle_of_a_run_the_run_is_retried_and_completes(stack):
     before_runs = {run["runId"] for run in api.runs(stack.port)}
     events_before = stack.sql("SELECT count(*) FROM event_logs")[0][0]
-    trials_before = _trials(stack)
+    trials_before = stack.trial_keys()
     # a new GPU run folder (two repetitions) lands: one run of the GPU pipeline
     write_data_root(stack.data.gpu, {"power-limit": {"bert": ["300W"]}},
                     base=RepetitionSpec(duration_s=60.0))
@@ -312,7 +304,7 @@ def test_postgres_restarted_in_the_middle_of_a_run_the_run_is_retried_and_comple
     assert before_runs <= {r["runId"] for r in runs}
     assert stack.sql("SELECT count(*) FROM event_logs")[0][0] > events_before
     new_run = str(stack.data.gpu / "power-limit" / "bert" / "300W")
-    assert _trials(stack) == sorted([*trials_before, new_run])
+    assert stack.trial_keys() == sorted([*trials_before, new_run])
     energy = wait_for("the webserver to answer", lambda: api.unless_unavailable(
         lambda: statuses(stack.port, "gpu_repetition_energy")), PHASE_TIMEOUT_S, logs)
     assert energy["partitionStats"] == {"numMaterialized": 10, "numPartitions": 10,
