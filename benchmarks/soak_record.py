@@ -14,8 +14,9 @@ warehouse, the stack's processes and stores over time, the sensors' ticks, and t
   the run workers (:func:`run_workers`, with their step processes); the run queue
   (runs by status), the instance database's size and the warehouse's.
 - :func:`ticks`: every sensor tick from the instance database (start, duration, status).
-- :func:`summary`: freshness percentiles, exactly once, bad entries failed alone and
-  shown failed through GraphQL, memory growth, ticks past their timeout, faults' recovery.
+- the summary's parts: :func:`freshness` (percentiles), :func:`exactly_once`,
+  :func:`bad_entries` (failed alone and shown failed through GraphQL),
+  :func:`memory_growth`, :func:`tick_figures` (ticks past their timeout), :func:`recovery`.
 """
 
 from __future__ import annotations
