@@ -100,9 +100,16 @@ def _pandas(connection, sql: str) -> pd.DataFrame:
     return connection.sql(sql).to_arrow_table().to_pandas()
 
 
+#: The tables a look reads: their folders are listed, not the whole warehouse (which
+#: holds every entry's validated frames: a listing that grows with what is stored, every
+#: poll, on the machine being measured).
+LOOKED_AT = ("energy_facts", "carbon_per_fact", "cost_per_fact", "carbon_intensity",
+             "tariffs")
+
+
 def look(stack: Stack) -> Seen:
     """The entities in the warehouse's fact and accounting tables, TAUdb's trials."""
-    with connect(stack.tables) as connection:
+    with connect(stack.tables, LOOKED_AT) as connection:
         facts = _frame(connection, "SELECT entity, max(window_end) AS reach "
                        "FROM energy_facts GROUP BY entity", "energy_facts",
                        ["entity", "reach"])
@@ -165,9 +172,14 @@ def settled(landed: list[Landed]) -> bool:
                if row.expected == "ok" and row.source not in READ_ON_SCHEDULE)
 
 
+#: Seconds between two measures of the warehouse's size (a recursive listing of it).
+SIZE_EVERY_S = 60.0
+
+
 @dataclass
 class Sampler:
-    """Samples the processes and stores every ``every_s`` in a thread (see the module);
+    """Samples the processes and stores every ``every_s`` (the warehouse's size at most once
+    every SIZE_EVERY_S) in a thread (see the module);
     ``rows`` are ``timeseries.csv``'s."""
 
     stack: Stack
@@ -176,6 +188,8 @@ class Sampler:
     rows: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _size_due: float = 0.0
+    _size_mb: float | None = None
 
     def __post_init__(self) -> None:
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -214,7 +228,10 @@ class Sampler:
             row[f"runs_{status.lower()}"] = queue.get(status, 0)
         [(size,)] = self.stack.sql(f"SELECT pg_database_size('{self.stack.dagster_db}')")
         row["instance_db_mb"] = round(size / 2**20, 1)
-        row["warehouse_mb"] = round(_warehouse_bytes(self.stack) / 2**20, 1)
+        if time.monotonic() >= self._size_due:  # a listing of everything: once a minute
+            self._size_mb = round(_warehouse_bytes(self.stack) / 2**20, 1)
+            self._size_due = time.monotonic() + SIZE_EVERY_S
+        row["warehouse_mb"] = self._size_mb
         return row
 
     def write(self, path: Path) -> None:
@@ -351,7 +368,7 @@ def exactly_once(stack: Stack, landed: list[Landed]) -> dict:
     no two of one (component, method, window); a ClusterCockpit job's integrated energy
     is its exact energy; a PowerAPI stream's energy over its facts' time is its constant
     power (a report counted twice would raise it)."""
-    with connect(stack.tables) as connection:
+    with connect(stack.tables, ["energy_facts"]) as connection:
         facts = _pandas(connection, "SELECT * FROM energy_facts")
     keys = ["entity", "component", "method", "window_start", "window_end"]
     duplicated = facts[facts.duplicated(keys, keep=False)]
@@ -397,7 +414,7 @@ def bad_entries(stack: Stack, landed: list[Landed]) -> dict:
     """Every bad entry failed alone: none of its energy in the facts, its partition failed
     as GraphQL shows it (the UI's partition statuses)."""
     bad = [r for r in landed if r.expected == "bad"]
-    with connect(stack.tables) as connection:
+    with connect(stack.tables, ["energy_facts"]) as connection:
         entities = set(_pandas(connection, "SELECT DISTINCT entity FROM energy_facts")["entity"])
     failed = {}
     for source, asset in FAILED_ASSET.items():

@@ -269,6 +269,14 @@ class Warehouse:
         return {name: sorted(files, key=lambda info: info.path)
                 for name, files in sorted(found.items())}
 
+    def files(self, table: str) -> list[pafs.FileInfo]:
+        """``table``'s visible Parquet files as :meth:`table_files` gives them (the current
+        version's of a table kept per entry), sorted by path, from one listing of its own
+        folder rather than of the whole warehouse."""
+        if entry_table.is_entry_table(self, table):
+            return sorted(entry_table.files(self, table), key=lambda info: info.path)
+        return self._files(table)
+
     def dataset(self, files: list[pafs.FileInfo]) -> ds.Dataset:
         """``files`` (of :meth:`table_files`) as one lazily scanned pyarrow dataset, their
         columns united by name."""

@@ -21,6 +21,7 @@ when a query runs, with the columns and filters pushed down.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 import duckdb
 import pandas as pd
@@ -52,12 +53,15 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def connect(root: Root) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with a view per warehouse table under ``root``."""
+def connect(root: Root, tables: Iterable[str] | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with a view per warehouse table under ``root``, or per
+    table of ``tables`` that is stored (each table's folder listed, not the warehouse)."""
     warehouse = _warehouse(root)
     connection = duckdb.connect(":memory:")
     connection.execute("SET TimeZone = 'UTC'")
-    for number, (table, files) in enumerate(warehouse.table_files().items()):
+    found = (warehouse.table_files() if tables is None else
+             {table: files for table in tables if (files := warehouse.files(table))})
+    for number, (table, files) in enumerate(found.items()):
         schema, view = view_name(table)
         if schema is not None:
             connection.execute(f"CREATE SCHEMA IF NOT EXISTS {_quoted(schema)}")

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from joulehouse.accounting import generator
-from joulehouse.accounting.query import query, tables
+from joulehouse.accounting.query import connect, query, tables
 from joulehouse.cli import main
 from joulehouse.warehouse import Warehouse
 
@@ -35,6 +35,19 @@ def test_every_table_is_a_view_read_in_place(warehouse):
     assert (nested["p"].iloc[0], nested["x"].iloc[0]) == (6.0, 1)
     first = query(root, "SELECT min(window_start) AS t FROM energy_facts")["t"].iloc[0]
     assert first == facts["window_start"].min()  # tz-aware UTC kept
+
+
+def test_views_of_named_tables_only_list_those_tables(warehouse):
+    root, facts = warehouse
+    store = Warehouse(root)
+    assert ([f.path for f in store.files("energy_facts")]
+            == [f.path for f in store.table_files()["energy_facts"]])
+    assert store.files("not_stored") == []
+    with connect(root, tables=["energy_facts", "not_stored"]) as connection:
+        views = {name for (name,) in connection.execute(
+            "SELECT table_name FROM information_schema.tables").fetchall()}
+        [(rows,)] = connection.execute("SELECT count(*) FROM energy_facts").fetchall()
+    assert views == {"energy_facts"} and rows == len(facts)
 
 
 def test_cli_writes_csv_and_reports_a_bad_query_in_one_line(warehouse, capsys):
