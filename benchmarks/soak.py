@@ -19,7 +19,8 @@ writes into ``--out DIR``:
   ``in_facts_at`` is when its TAUdb trial appeared);
 - ``timeseries.csv``: CPU seconds and resident memory of the daemon, webserver, code
   server and run workers, the runs by status, the instance database's and warehouse's
-  sizes, every ``--sample-s``; ``ticks.csv``: every sensor tick;
+  sizes, every ``--sample-s``; ``ticks.csv``: every sensor tick; ``runs.csv``: every run
+  (job, status, created, started, ended);
 - ``summary.json``: freshness p50/p95/p99 (landing -> facts, -> accounting) per source,
   exactly once, bad entries failed alone and shown failed through GraphQL, memory growth
   from a sixth of the run (minute 10 of an hour) to the end, ticks past their timeout,
@@ -346,6 +347,7 @@ def run(args: argparse.Namespace) -> dict:
         }
         tick_rows = record.ticks(stack)
         tick_rows.to_csv(out / "ticks.csv", index=False)
+        record.runs(stack).to_csv(out / "runs.csv", index=False)
         summary["ticks"] = record.tick_figures(tick_rows, args.interval_s, TICK_TIMEOUT_S)
         summary["ticks_past_timeout"] = sum(t["past_timeout"] for t in
                                             summary["ticks"].values())

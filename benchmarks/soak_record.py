@@ -288,6 +288,23 @@ def _warehouse_bytes(stack: Stack) -> int:
     return sum(info.size or 0 for info in tables.filesystem.get_file_info(selector))
 
 
+def runs(stack: Stack) -> pd.DataFrame:
+    """Every run of the instance: id, job, status, and when it was created, started and
+    ended (UTC; empty where it did not)."""
+    rows = stack.sql(
+        "SELECT run_id, pipeline_name, status, create_timestamp AT TIME ZONE "
+        "current_setting('TimeZone'), start_time, end_time FROM runs ORDER BY id")
+    return pd.DataFrame([{"run_id": run_id, "job": job, "status": status,
+                          "created": created.astimezone(UTC), "started": _from_epoch(start),
+                          "ended": _from_epoch(end)}
+                         for run_id, job, status, created, start, end in rows],
+                        columns=["run_id", "job", "status", "created", "started", "ended"])
+
+
+def _from_epoch(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+
+
 def ticks(stack: Stack) -> pd.DataFrame:
     """Every sensor tick stored: sensor, start (UTC), duration (s), status, error."""
     rows = []
