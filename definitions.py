@@ -104,6 +104,15 @@ automation = dg.AutomationConditionSensorDefinition(
 )
 
 
+#: Every run's steps in the run worker's own process. A source's run is one step over all
+#: its partitions, spread over the step workers (``resources/workers.py``); the multiprocess
+#: executor would start a second process per step only to import the code again (8-30 s
+#: of a 2-CPU machine's time under load, per run). The accounting run's four small steps
+#: run one after the other. A run worker killed in a step is then a dead run worker, which
+#: run monitoring fails and ``run_retries`` re-executes, where a killed step process was a
+#: step failure, not retried (deploy/production/dagster.yaml).
+RUN_EXECUTOR = dg.in_process_executor
+
 ASSETS = [*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS, *GEOPM_ASSETS, *CC_ASSETS,
           *ACCOUNTING_ASSETS]
 #: Each source's job, the partitions it runs over, and how many of the newest of them the
@@ -131,6 +140,7 @@ def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
     examples), and the worker processes of the steps (default: one per CPU)."""
     return dg.Definitions(
         assets=ASSETS,
+        executor=RUN_EXECUTOR,
         jobs=[job for job, _, _ in SOURCE_JOBS],
         sensors=[*gpu_repetition_sensors(gpu_source), tau_profile_sensor, powerapi_sensor,
                  geopm_report_sensor, cc_archive_sensor,

@@ -201,8 +201,9 @@ class Landing:
 
 
 def _run_worker(stack: Stack) -> psutil.Process | None:
-    """A run worker with a step process running (a child but Dagster's orphan watcher),
-    if any."""
+    """A run worker in the middle of a step's per-partition work: with a child other than
+    Dagster's orphan watcher (the step's worker processes; the step itself runs in the run
+    worker, ``definitions.RUN_EXECUTOR``), if any."""
     for worker in record.run_workers(stack):
         try:
             steps = [c for c in worker.children() if "watch_orphans" not in record.cmdline(c)]

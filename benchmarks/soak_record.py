@@ -11,7 +11,7 @@ warehouse, the stack's processes and stores over time, the sensors' ticks, and t
   or tariff file: listed by the ``carbon_intensity`` or ``tariffs`` table).
 - :class:`Sampler`: every few seconds, CPU seconds and resident memory of the daemon, the
   webserver and the code server (each with its descendants but the run workers), and of
-  the run workers (:func:`run_workers`, with their step processes); the run queue
+  the run workers (:func:`run_workers`, with the steps' worker processes); the run queue
   (runs by status), the instance database's size and the warehouse's.
 - :func:`ticks`: every sensor tick from the instance database (start, duration, status).
 - the summary's parts: :func:`freshness` (percentiles), :func:`exactly_once`,
@@ -256,8 +256,9 @@ def cmdline(process: psutil.Process) -> str:
 
 def run_workers(stack: Stack) -> list[psutil.Process]:
     """The run workers: the processes the code server's gRPC server (``dagster api grpc``)
-    starts per run (DefaultRunLauncher: ``multiprocessing`` spawned children); each run's
-    step processes are their descendants."""
+    starts per run (DefaultRunLauncher: ``multiprocessing`` spawned children), which run the
+    steps themselves (``definitions.RUN_EXECUTOR``); the steps' worker processes are their
+    descendants."""
     servers = [p for p in _tree(psutil.Process(stack.processes["code-server"].pid))
                if GRPC_SERVER in cmdline(p)]
     return [child for server in servers for child in server.children()

@@ -155,6 +155,8 @@ def test_job_sensors_and_resources():
         name for name, (_, partitioned, _) in GRAPH.items() if not partitioned} - {
         "taudb_trials", "powerapi_trials"}
     assert ACCOUNTING < {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
+    # every run executes its steps in the run worker itself, the automation's asset runs too
+    assert {job.executor_def.name for job in defs.resolve_all_job_defs()} == {"in_process"}
 
 
 def test_dagster_cli_validates_the_workspace(tmp_path):
