@@ -55,6 +55,7 @@ from assets import (
 )
 from assets.clustercockpit import BLOCKS_PER_RUN
 from components.centre import centre_definitions
+from joulehouse.errors import InputError
 from resources import (
     AccountingSettings,
     ClusterCockpitArchive,
@@ -168,9 +169,15 @@ def load_centre(project_root: Path = PROJECT_ROOT) -> dg.Definitions:
     ``project_root`` (``pyproject.toml``'s ``[tool.dg.project]``): the component instances'
     definitions (the resources and the GPU sensors, from ``components.Site``) merged with
     the Pythonic ones, as Dagster's guide "Combining Components with Pythonic definitions"
-    does. A bad configuration raises InputError naming the file, the line and the key."""
-    return dg.Definitions.merge(pythonic_definitions(), dg.load_from_defs_folder(
-        path_within_project=project_root))
+    does. A bad configuration raises InputError naming the file, the line and the key (not
+    Dagster's error around it, which names only the component whose build refused it)."""
+    try:
+        declared = dg.load_from_defs_folder(path_within_project=project_root)
+    except Exception as err:
+        if isinstance(err.__cause__, InputError):
+            raise err.__cause__ from None
+        raise
+    return dg.Definitions.merge(pythonic_definitions(), declared)
 
 
 defs = load_centre()

@@ -142,8 +142,10 @@ def zones_covered(site: Site, settings: AccountingSettings) -> None:
 def readable_folder(declaration: Any, key: str) -> None:
     """Refuses a folder field ``key`` that is not a folder this process can list."""
     folder = declaration.folder(getattr(declaration, key))
-    if not folder.is_dir():
+    if not folder.exists():
         raise declaration.refusal(f"folder {folder} does not exist", key)
+    if not folder.is_dir():
+        raise declaration.refusal(f"{folder} is not a folder", key)
     if not os.access(folder, os.R_OK | os.X_OK):
         raise declaration.refusal(f"folder {folder} is not readable", key)
 

@@ -32,7 +32,7 @@ class Site(model_of(
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         """The resources and the GPU sensors from every instance the project declares."""
         tree = context.component_tree
-        sites = tree.get_all_components(Site)
+        sites = sorted(tree.get_all_components(Site), key=lambda site: site.file)
         if len(sites) > 1:
             raise sites[1].refusal(f"a second site: one is declared at {sites[0].where()}")
         return centre_definitions(resources(
