@@ -247,3 +247,21 @@ def test_dg_check_yaml_refuses_an_unknown_key_and_a_wrong_type(tmp_path):
         assert done.stdout.startswith(
             f"{defs}/{instance_folder}/defs.yaml:4 - components.GpuDataRoot {error}\n"), (
             done.stdout)
+
+
+def test_environment_variables_override_the_yaml(tmp_path, monkeypatch):
+    data = folders(tmp_path, "declared", "elsewhere/lab")
+    write_centre(tmp_path / "project", {
+        "site": site(pue=1.1), "intensity": intensity(),
+        "gpu/gone": instance("GpuDataRoot", path=tmp_path / "gone", quiet_period_s=30),
+        "tau/a": instance("TauLanding", path=data["declared"], quiet_period_s=30)})
+    monkeypatch.setenv("JOULEHOUSE_GPU_DATA_ROOTS", str(data["elsewhere/lab"]))
+    monkeypatch.setenv("JOULEHOUSE_QUIET_PERIOD_S", "5")
+    monkeypatch.setenv("JOULEHOUSE_PUE", "1.3")
+    resources = load(tmp_path / "project").resources
+    # the variable replaces the declared data roots, whose missing folder is then not refused
+    assert resources["gpu_source"].data_roots == [DataRoot(path=str(data["elsewhere/lab"]))]
+    assert resources["gpu_source"].quiet_period_s == 5.0
+    assert resources["tau_profiles"].landing_folders == [str(data["declared"])]
+    assert resources["tau_profiles"].quiet_period_s == 5.0
+    assert resources["accounting"].pue == 1.3
