@@ -124,6 +124,14 @@ def _launch(job: dg.JobDefinition, instance: dg.DagsterInstance, requests: list,
 QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
+def updated(resource: dg.ConfigurableResource, fields: dict[str, Any]
+            ) -> dg.ConfigurableResource:
+    """A new ``resource`` of the same type with ``fields`` changed (built anew: a copy would
+    keep the configuration Dagster took from the original)."""
+    return type(resource)(**{**{name: getattr(resource, name)
+                                for name in type(resource).model_fields}, **fields})
+
+
 def demo_resources(declared: dict[str, Any], data_root: Path | None, warehouse: Path
                    ) -> dict[str, Any]:
     """The ``declared`` resources of the centre under ``defs/`` (environment overrides
@@ -135,12 +143,12 @@ def demo_resources(declared: dict[str, Any], data_root: Path | None, warehouse: 
     if data_root is not None:
         gpu["data_roots"] = [DataRoot(path=str(data_root))]
     return {**declared,
-            "gpu_source": declared["gpu_source"].model_copy(update=gpu),
-            "tau_profiles": declared["tau_profiles"].model_copy(update=quiet),
-            "powerapi_source": declared["powerapi_source"].model_copy(
-                update={**quiet, "window": POWERAPI_WINDOW}),
-            "geopm_source": declared["geopm_source"].model_copy(update=quiet),
-            "cc_archive": declared["cc_archive"].model_copy(update=quiet),
+            "gpu_source": updated(declared["gpu_source"], gpu),
+            "tau_profiles": updated(declared["tau_profiles"], quiet),
+            "powerapi_source": updated(declared["powerapi_source"],
+                                       {**quiet, "window": POWERAPI_WINDOW}),
+            "geopm_source": updated(declared["geopm_source"], quiet),
+            "cc_archive": updated(declared["cc_archive"], quiet),
             "warehouse": Warehouse(root=str(warehouse)),
             "taudb": TaudbResource(url=embedded_taudb_url(warehouse))}
 
