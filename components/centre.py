@@ -36,9 +36,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 #: The warehouse of a site that declares none, under the project root.
 DEFAULT_WAREHOUSE = "warehouse"
-#: The folder variable of each grid-intensity folder.
-INTENSITY_ENV = {"intensity_landing": accounting_env.LANDING_ENV,
-                 "tariff_landing": accounting_env.ENV["tariff_landing"]}
 
 
 def centre_definitions(resources: dict[str, Any]) -> dg.Definitions:
@@ -112,7 +109,7 @@ def accounting(site: Site, intensity: GridIntensity | None) -> AccountingSetting
                      if name in site.model_fields_set}
     declared = intensity.settings() if intensity else {}
     for name in INTENSITY_FOLDERS:
-        if name in declared and not os.environ.get(INTENSITY_ENV[name], "").strip():
+        if name in declared and not os.environ.get(GridIntensity.variables()[name], "").strip():
             readable_folder(intensity, name)
     landing = declared.pop("intensity_landing", None)
     if landing is None and not os.environ.get(accounting_env.LANDING_ENV, "").strip():

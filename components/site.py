@@ -12,8 +12,9 @@ import dagster as dg
 
 from components.centre import centre_definitions, resources
 from components.fields import fields_of, model_of
-from components.sources import SOURCE_TYPES, GridIntensity
-from resources import AccountingSettings, TaudbResource, Warehouse
+from components.sources import ACCOUNTING_ENV, SOURCE_TYPES, GridIntensity
+from joulehouse import warehouse
+from resources import AccountingSettings, TaudbResource, Warehouse, taudb
 
 
 class Site(model_of(
@@ -28,6 +29,13 @@ class Site(model_of(
     """The site: local days, carbon zones per source, PUE, warehouse (default ``warehouse/``
     in the project) and TAUdb (default: the SQLite file beside the warehouse tables; a
     secret in the URL belongs in ``$JOULEHOUSE_TAUDB_URL``, never in the YAML)."""
+
+    @classmethod
+    def variables(cls) -> dict[str, str]:
+        """The variable overriding each YAML key."""
+        return {**{key: ACCOUNTING_ENV[key] for key in ("time_zone", "zones", "pue")},
+                "warehouse": warehouse.WAREHOUSE_ENV, "taudb_url": taudb.URL_ENV,
+                "taudb_schema": taudb.SCHEMA_ENV}
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         """The resources and the GPU sensors from every instance the project declares."""

@@ -28,6 +28,7 @@ from resources import (
     GpuBenchmarkSource,
     PowerapiSource,
     TauProfileSource,
+    accounting,
     clustercockpit,
     geopm,
     gpu,
@@ -48,6 +49,14 @@ class Source(dg.Component, dg.Resolvable):
     FOLDERS_ENV: ClassVar[str]
     #: The YAML key an instance's partition-key prefix comes from.
     PREFIX_KEY: ClassVar[str] = "path"
+    #: The kind's settings' variables (setting -> variable), which override the YAML.
+    SETTINGS_ENV: ClassVar[Mapping[str, str]]
+
+    @classmethod
+    def variables(cls) -> dict[str, str]:
+        """The variable overriding each YAML key that has one (``path``: all the kind's
+        folders)."""
+        return {"path": cls.FOLDERS_ENV, **cls.SETTINGS_ENV}
 
     @classmethod
     def settings_fields(cls) -> list[str]:
@@ -92,6 +101,13 @@ class GpuDataRoot(model_of(
     FOLDERS_FIELD: ClassVar[str] = "data_roots"
     FOLDERS_ENV: ClassVar[str] = gpu.ENV
     PREFIX_KEY: ClassVar[str] = "name"
+    SETTINGS_ENV: ClassVar[Mapping[str, str]] = gpu.SETTINGS_ENV
+
+    @classmethod
+    def variables(cls) -> dict[str, str]:
+        """The data root's keys are replaced with the roots of ``$JOULEHOUSE_GPU_DATA_ROOTS``
+        (a JSON list of them, or folders)."""
+        return {**dict.fromkeys(DataRoot.model_fields, cls.FOLDERS_ENV), **cls.SETTINGS_ENV}
 
     def entry(self) -> DataRoot:
         return DataRoot(**{**{name: getattr(self, name) for name in DataRoot.model_fields},
@@ -99,6 +115,10 @@ class GpuDataRoot(model_of(
 
     def prefixes(self) -> set[str]:
         return {self.entry().key_prefix}
+
+
+#: The landing folders' one setting read from the environment (shared by every source).
+QUIET_ENV = {"quiet_period_s": gpu.SETTINGS_ENV["quiet_period_s"]}
 
 
 def _landing_fields(resource: type[LandingFolders], what: str) -> type[Declaration]:
@@ -116,6 +136,7 @@ class TauLanding(_landing_fields(TauProfileSource, "TAU profile sets"), Source):
     RESOURCE: ClassVar[type[dg.ConfigurableResource]] = TauProfileSource
     FOLDERS_FIELD: ClassVar[str] = "landing_folders"
     FOLDERS_ENV: ClassVar[str] = taudb.LANDING_ENV
+    SETTINGS_ENV: ClassVar[Mapping[str, str]] = QUIET_ENV
 
 
 class GeopmLanding(_landing_fields(GeopmReportSource, "GEOPM reports"), Source):
@@ -125,6 +146,7 @@ class GeopmLanding(_landing_fields(GeopmReportSource, "GEOPM reports"), Source):
     RESOURCE: ClassVar[type[dg.ConfigurableResource]] = GeopmReportSource
     FOLDERS_FIELD: ClassVar[str] = "landing_folders"
     FOLDERS_ENV: ClassVar[str] = geopm.LANDING_ENV
+    SETTINGS_ENV: ClassVar[Mapping[str, str]] = {**QUIET_ENV, "timezone": geopm.TIMEZONE_ENV}
 
 
 class PowerapiLanding(_landing_fields(PowerapiSource, "PowerAPI report files"), Source):
@@ -134,6 +156,7 @@ class PowerapiLanding(_landing_fields(PowerapiSource, "PowerAPI report files"), 
     RESOURCE: ClassVar[type[dg.ConfigurableResource]] = PowerapiSource
     FOLDERS_FIELD: ClassVar[str] = "landing_folders"
     FOLDERS_ENV: ClassVar[str] = powerapi.LANDING_ENV
+    SETTINGS_ENV: ClassVar[Mapping[str, str]] = {**QUIET_ENV, **powerapi.READER_ENV}
 
 
 class ClusterCockpitArchiveRoot(model_of(
@@ -147,12 +170,16 @@ class ClusterCockpitArchiveRoot(model_of(
     RESOURCE: ClassVar[type[dg.ConfigurableResource]] = ClusterCockpitArchive
     FOLDERS_FIELD: ClassVar[str] = "archive_roots"
     FOLDERS_ENV: ClassVar[str] = clustercockpit.ARCHIVE_ENV
+    SETTINGS_ENV: ClassVar[Mapping[str, str]] = clustercockpit.CC_SETTINGS_ENV
 
     def prefixes(self) -> set[str]:
         """The archive's clusters (its sub-folders)."""
         return {child.name for child in Path(self.entry()).iterdir() if child.is_dir()}
 
 
+#: The variable overriding each field of AccountingSettings (``resources/accounting.py``).
+ACCOUNTING_ENV = {"intensity_landing": accounting.LANDING_ENV, **accounting.ENV,
+                  **accounting.MAPPING_ENV}
 #: The fields of AccountingSettings a grid-intensity instance declares (the site the rest).
 INTENSITY_FIELDS = ["intensity_landing", "basis", "yearly_fallback", "tariff_landing",
                     "tariff_sites"]
@@ -166,6 +193,12 @@ class GridIntensity(model_of(
                   optional=[f for f in INTENSITY_FIELDS if f != "intensity_landing"])),
         dg.Component, dg.Resolvable):
     """Where grid carbon intensity and time-of-use tariffs land (one per centre)."""
+
+    @classmethod
+    def variables(cls) -> dict[str, str]:
+        """The variable overriding each YAML key."""
+        return {key: variable for key, variable in ACCOUNTING_ENV.items()
+                if key in INTENSITY_FIELDS}
 
     def settings(self) -> Mapping[str, Any]:
         """The declared AccountingSettings fields, folders resolved."""
