@@ -191,8 +191,8 @@ def test_a_value_the_resource_refuses_is_refused_at_its_key(tmp_path):
     data = folders(tmp_path, "a")
     defs, message = refusal(tmp_path, {"geopm/a": instance(
         "GeopmLanding", path=data["a"], timezone="Mars/Olympus")})
-    assert message.startswith(f"{defs}/geopm/a/defs.yaml:4: attributes.timezone: ")
-    assert "Mars/Olympus" in message
+    assert message == (f"{defs}/geopm/a/defs.yaml:4: attributes.timezone: Value error, unknown "
+                       "time zone 'Mars/Olympus'")
 
 
 def test_a_carbon_zone_without_intensity_data_is_refused(tmp_path):
