@@ -123,8 +123,14 @@ def accounting(site: Site, intensity: GridIntensity | None) -> AccountingSetting
 
 def zones_covered(site: Site, settings: AccountingSettings) -> None:
     """Refuses a carbon zone that the intensity folder has no figures for, neither its own
-    nor those of its yearly fallback."""
-    present = set(read_folder(settings.intensity_landing)["zone"])
+    nor those of its yearly fallback. A folder holding a bad file checks nothing: the file
+    is data, which the carbon_intensity asset refuses naming it (the configuration, and so
+    every other asset, stays loadable). The folder is read whole at each load: small
+    (hourly figures, a few zones) beside what a run reads."""
+    try:
+        present = set(read_folder(settings.intensity_landing)["zone"])
+    except InputError:
+        return
     for key, zone in settings.zones.items():
         if zone in present or settings.yearly_fallback.get(zone) in present:
             continue

@@ -203,6 +203,15 @@ def test_a_carbon_zone_without_intensity_data_is_refused(tmp_path):
                        "FRA)")
 
 
+def test_a_bad_intensity_file_is_the_assets_to_refuse_not_the_configurations(tmp_path):
+    landing = folders(tmp_path, "intensity")["intensity"]
+    (landing / "DE.csv").write_text("Datetime (UTC),Zone Id\nyesterday,DE\n")
+    write_centre(tmp_path / "project", {
+        "site": site(zones={"*": "PL"}),
+        "intensity": instance("GridIntensity", intensity_landing=landing)})
+    assert load(tmp_path / "project").resources["accounting"].zones == {"*": "PL"}
+
+
 def test_a_second_site_is_refused(tmp_path):
     defs, message = refusal(tmp_path, {"site-b": site(pue=1.3)})
     assert message == (f"{defs}/site/defs.yaml:2: attributes: a second site: one is declared "
