@@ -121,6 +121,13 @@ class GpuDataRoot(model_of(
 QUIET_ENV = {"quiet_period_s": gpu.SETTINGS_ENV["quiet_period_s"]}
 
 
+class Landing(Source):
+    """An instance of a landing-folder kind (``resources/landing.py``)."""
+
+    FOLDERS_FIELD: ClassVar[str] = "landing_folders"
+    SETTINGS_ENV: ClassVar[Mapping[str, str]] = QUIET_ENV
+
+
 def _landing_fields(resource: type[LandingFolders], what: str) -> type[Declaration]:
     """The fields of one landing folder of ``resource``: the folder, the kind's settings."""
     return model_of(f"{resource.__name__}LandingFields", f"A {what} landing folder's fields.",
@@ -129,32 +136,28 @@ def _landing_fields(resource: type[LandingFolders], what: str) -> type[Declarati
                     _settings_of(resource, "landing_folders"))
 
 
-class TauLanding(_landing_fields(TauProfileSource, "TAU profile sets"), Source):
+class TauLanding(_landing_fields(TauProfileSource, "TAU profile sets"), Landing):
     """A folder where TAU profile sets land (a sub-folder or .ppk file each)."""
 
     RESOURCE_KEY: ClassVar[str] = "tau_profiles"
     RESOURCE: ClassVar[type[dg.ConfigurableResource]] = TauProfileSource
-    FOLDERS_FIELD: ClassVar[str] = "landing_folders"
     FOLDERS_ENV: ClassVar[str] = taudb.LANDING_ENV
-    SETTINGS_ENV: ClassVar[Mapping[str, str]] = QUIET_ENV
 
 
-class GeopmLanding(_landing_fields(GeopmReportSource, "GEOPM reports"), Source):
+class GeopmLanding(_landing_fields(GeopmReportSource, "GEOPM reports"), Landing):
     """A folder where GEOPM reports land (one file per job)."""
 
     RESOURCE_KEY: ClassVar[str] = "geopm_source"
     RESOURCE: ClassVar[type[dg.ConfigurableResource]] = GeopmReportSource
-    FOLDERS_FIELD: ClassVar[str] = "landing_folders"
     FOLDERS_ENV: ClassVar[str] = geopm.LANDING_ENV
     SETTINGS_ENV: ClassVar[Mapping[str, str]] = {**QUIET_ENV, "timezone": geopm.TIMEZONE_ENV}
 
 
-class PowerapiLanding(_landing_fields(PowerapiSource, "PowerAPI report files"), Source):
+class PowerapiLanding(_landing_fields(PowerapiSource, "PowerAPI report files"), Landing):
     """A folder where PowerAPI report files (or folders of them) land."""
 
     RESOURCE_KEY: ClassVar[str] = "powerapi_source"
     RESOURCE: ClassVar[type[dg.ConfigurableResource]] = PowerapiSource
-    FOLDERS_FIELD: ClassVar[str] = "landing_folders"
     FOLDERS_ENV: ClassVar[str] = powerapi.LANDING_ENV
     SETTINGS_ENV: ClassVar[Mapping[str, str]] = {**QUIET_ENV, **powerapi.READER_ENV}
 
