@@ -1,34 +1,36 @@
-"""The Dagster definitions of Joulehouse; ``workspace.yaml`` loads ``defs``.
+"""The Dagster definitions of Joulehouse; ``workspace.yaml`` (and ``dg``) load ``defs``.
 
-Configuration (defaults are for a fresh clone):
+A centre declares its sources and its site as component instances under ``defs/``, one
+``defs.yaml`` each (types in ``components/``; ``docs/configuration.md``); the bundled
+examples are declared there. ``defs`` merges their definitions (the resources and one
+sensor per GPU data root, built by the ``components.Site`` instance from every instance)
+with the Pythonic ones (assets, jobs, schedules, the other sensors), as Dagster's guide
+"Combining Components with Pythonic definitions" does. A bad configuration is refused when
+the definitions load, naming the file, the line and the key.
 
-- ``JOULEHOUSE_GPU_DATA_ROOTS``: GPU data roots (see ``resources/gpu.py``),
-  default ``examples/gpu-data``;
+Environment variables override the YAML (``docs/configuration.md`` lists them all):
+
+- a source kind's folder variable replaces its instances' folders: ``JOULEHOUSE_GPU_DATA_ROOTS``
+  (see ``resources/gpu.py``), ``JOULEHOUSE_TAU_LANDING``, ``JOULEHOUSE_GEOPM_LANDING``,
+  ``JOULEHOUSE_POWERAPI_LANDING``, ``JOULEHOUSE_CC_ARCHIVE`` (folders separated by
+  ``os.pathsep``), ``JOULEHOUSE_INTENSITY_LANDING``, ``JOULEHOUSE_TARIFF_LANDING``;
+- each setting's variable its value: ``JOULEHOUSE_QUIET_PERIOD_S`` and
+  ``JOULEHOUSE_FULL_RESCAN_S`` (shared by the sources), ``JOULEHOUSE_GEOPM_TIMEZONE``,
+  ``JOULEHOUSE_POWERAPI_TIMEZONE`` (``_EPOCH_ZONE``, ``_WINDOW``...), ``JOULEHOUSE_CC_*``,
+  ``JOULEHOUSE_SITE_TIMEZONE``, ``_CARBON_ZONES``, ``_PUE``, ``_INTENSITY_BASIS``,
+  ``_INTENSITY_FALLBACK``, ``_TARIFF_SITES`` (``resources/accounting.py``);
 - ``JOULEHOUSE_WAREHOUSE``: the warehouse folder, or ``s3://bucket/prefix`` on an
   S3-compatible object store (``resources/warehouse.py``), default ``warehouse/``;
-- ``JOULEHOUSE_TAUDB_URL`` (and ``JOULEHOUSE_TAUDB_SCHEMA``): TAUdb, default the SQLite
-  file ``taudb.sqlite`` beside the warehouse tables; the URL is read at run time (``dg.EnvVar``);
-- ``JOULEHOUSE_TAU_LANDING``: folders where TAU profile sets land, default
-  ``examples/tau-profiles``;
-- ``JOULEHOUSE_GEOPM_LANDING`` (and ``JOULEHOUSE_GEOPM_TIMEZONE``): folders where GEOPM
-  reports land, default ``examples/geopm``;
-- ``JOULEHOUSE_POWERAPI_LANDING`` (and ``JOULEHOUSE_POWERAPI_TIMEZONE``, ``_EPOCH_ZONE``,
-  ``_WINDOW``): folders where PowerAPI report files land, default ``examples/powerapi``.
-- ``JOULEHOUSE_CC_ARCHIVE`` (and ``JOULEHOUSE_CC_MAX_JOBS_PER_TICK``, ``_MAX_MISSING``,
-  ``_CHECK_SCHEMA``): ClusterCockpit job archive roots (separated by ``os.pathsep``),
-  default ``examples/clustercockpit/archive``.
-- ``JOULEHOUSE_INTENSITY_LANDING`` (and ``JOULEHOUSE_SITE_TIMEZONE``, ``_CARBON_ZONES``,
-  ``_PUE``, ``_INTENSITY_BASIS``, ``_INTENSITY_FALLBACK``): the grid carbon-intensity
-  folder and how facts become carbon (``resources/accounting.py``), default
-  ``examples/intensity``.
-- Schedules (``sensors/schedules.py``, stopped by default): ``daily_rollups`` and one
-  ``weekly_revalidation_<partitions>`` per source.
+- ``JOULEHOUSE_TAUDB_URL`` (and ``JOULEHOUSE_TAUDB_SCHEMA``): TAUdb, a secret read at run
+  time (``dg.EnvVar``); default the site's ``taudb_url``, else the SQLite file
+  ``taudb.sqlite`` beside the warehouse tables;
 - ``JOULEHOUSE_STEP_WORKERS``: processes for the per-partition work of a step, default
   one per CPU (``resources/workers.py``); 1: in the step's own process. Or Dask workers:
   ``JOULEHOUSE_STEP_CLUSTER`` (``local``, ``slurm``) with ``_SETTINGS`` (a JSON object;
   ``docs/scale-out.md``).
-- ``JOULEHOUSE_QUIET_PERIOD_S`` and ``JOULEHOUSE_FULL_RESCAN_S``: the sensors' quiet period
-  and rolling-rescan period, shared by the sources.
+
+Schedules (``sensors/schedules.py``, stopped by default): ``daily_rollups`` and one
+``weekly_revalidation_<partitions>`` per source.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ from assets import (
     tau_profile_sets,
 )
 from assets.clustercockpit import BLOCKS_PER_RUN
+from components.centre import centre_definitions
+from joulehouse.errors import InputError
 from resources import (
     AccountingSettings,
     ClusterCockpitArchive,
@@ -69,7 +73,6 @@ from sensors import (
     cc_job,
     geopm_job,
     geopm_report_sensor,
-    gpu_repetition_sensors,
     powerapi_job,
     powerapi_sensor,
     tau_profile_sensor,
@@ -126,6 +129,21 @@ SCHEDULES = [daily_rollups(ASSETS), *(weekly_revalidation(job, partitions, newes
                                       for job, partitions, newest in SOURCE_JOBS)]
 
 
+
+def pythonic_definitions() -> dg.Definitions:
+    """The definitions that do not follow the configuration: every asset, job and schedule,
+    the sensors of the sources with one sensor each, and the automation sensor (a function:
+    a module holds one Definitions object, ``defs``)."""
+    return dg.Definitions(
+        assets=ASSETS,
+        executor=RUN_EXECUTOR,
+        jobs=[job for job, _, _ in SOURCE_JOBS],
+        sensors=[tau_profile_sensor, powerapi_sensor, geopm_report_sensor, cc_archive_sensor,
+                 automation],
+        schedules=SCHEDULES,
+    )
+
+
 def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
                       taudb: TaudbResource | None = None,
                       tau_profiles: TauProfileSource | None = None,
@@ -137,41 +155,39 @@ def build_definitions(gpu_source: GpuBenchmarkSource, warehouse: Warehouse,
     """The definitions over the given data roots, warehouse, TAUdb (default: the embedded
     SQLite file beside the warehouse tables), TAU profile, PowerAPI and GEOPM landing
     folders, ClusterCockpit archive and accounting settings (default: the bundled
-    examples), and the worker processes of the steps (default: one per CPU)."""
-    return dg.Definitions(
-        assets=ASSETS,
-        executor=RUN_EXECUTOR,
-        jobs=[job for job, _, _ in SOURCE_JOBS],
-        sensors=[*gpu_repetition_sensors(gpu_source), tau_profile_sensor, powerapi_sensor,
-                 geopm_report_sensor, cc_archive_sensor,
-                 automation],
-        schedules=SCHEDULES,
-        resources={
-            "gpu_source": gpu_source, "warehouse": warehouse,
-            "taudb": taudb or TaudbResource(url=embedded_taudb_url(warehouse.root)),
-            "tau_profiles": tau_profiles or TauProfileSource(
-                landing_folders=[str(EXAMPLE_TAU_PROFILES)]),
-            "powerapi_source": powerapi_source or PowerapiSource(
-                landing_folders=[str(EXAMPLE_POWERAPI)]),
-            "geopm_source": geopm_source or GeopmReportSource(
-                landing_folders=[str(EXAMPLE_GEOPM_REPORTS)]),
-            "cc_archive": cc_archive or ClusterCockpitArchive(
-                archive_roots=[str(EXAMPLE_CC_ARCHIVE)]),
-            "accounting": accounting or AccountingSettings(
-                intensity_landing=str(EXAMPLE_INTENSITY)),
-            "workers": workers or StepWorkers(),
-        },
-    )
+    examples), and the worker processes of the steps (default: one per CPU); for the tests
+    and tools that configure Joulehouse in Python rather than under ``defs/``."""
+    return dg.Definitions.merge(pythonic_definitions(), centre_definitions({
+        "gpu_source": gpu_source, "warehouse": warehouse,
+        "taudb": taudb or TaudbResource(url=embedded_taudb_url(warehouse.root)),
+        "tau_profiles": tau_profiles or TauProfileSource(
+            landing_folders=[str(EXAMPLE_TAU_PROFILES)]),
+        "powerapi_source": powerapi_source or PowerapiSource(
+            landing_folders=[str(EXAMPLE_POWERAPI)]),
+        "geopm_source": geopm_source or GeopmReportSource(
+            landing_folders=[str(EXAMPLE_GEOPM_REPORTS)]),
+        "cc_archive": cc_archive or ClusterCockpitArchive(
+            archive_roots=[str(EXAMPLE_CC_ARCHIVE)]),
+        "accounting": accounting or AccountingSettings(
+            intensity_landing=str(EXAMPLE_INTENSITY)),
+        "workers": workers or StepWorkers(),
+    }))
 
 
-defs = build_definitions(
-    GpuBenchmarkSource.from_env(EXAMPLE_GPU_DATA),
-    Warehouse.from_env(DEFAULT_WAREHOUSE),
-    TaudbResource.from_env(),
-    TauProfileSource.from_env(EXAMPLE_TAU_PROFILES),
-    PowerapiSource.from_env(EXAMPLE_POWERAPI),
-    GeopmReportSource.from_env(EXAMPLE_GEOPM_REPORTS),
-    ClusterCockpitArchive.from_env(EXAMPLE_CC_ARCHIVE),
-    AccountingSettings.from_env(EXAMPLE_INTENSITY),
-    StepWorkers.from_env(),
-)
+def load_centre(project_root: Path = PROJECT_ROOT) -> dg.Definitions:
+    """The definitions of the centre declared under ``defs/`` of the dg project at
+    ``project_root`` (``pyproject.toml``'s ``[tool.dg.project]``): the component instances'
+    definitions (the resources and the GPU sensors, from ``components.Site``) merged with
+    the Pythonic ones, as Dagster's guide "Combining Components with Pythonic definitions"
+    does. A bad configuration raises InputError naming the file, the line and the key (not
+    Dagster's error around it, which names only the component whose build refused it)."""
+    try:
+        declared = dg.load_from_defs_folder(path_within_project=project_root)
+    except Exception as err:
+        if isinstance(err.__cause__, InputError):
+            raise err.__cause__ from None
+        raise
+    return dg.Definitions.merge(pythonic_definitions(), declared)
+
+
+defs = load_centre()

@@ -2,6 +2,9 @@
 
     python deploy/demo.py [DATA_ROOT] [--warehouse DIR]
 
+The sources are those the centre under ``defs/`` declares (the bundled examples;
+``docs/configuration.md``), read with the definitions' own loader; the demo only waits for
+no quiet period and keeps its tables and TAUdb beside each other under ``--warehouse``.
 Uses the Dagster instance in ``$DAGSTER_HOME`` (the Makefile sets it to
 ``.dagster_home/``; without it, ``.dagster_home/`` is used too). The same
 sensor that watches a data root in production registers every complete
@@ -25,6 +28,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -45,30 +49,10 @@ from assets.geopm import REPORT_TABLE
 from assets.gpu import SETTING_TABLE
 from assets.powerapi import REPORT_ENERGY_TABLE, WINDOW_TABLE
 from assets.taudb import powerapi_trials
-from definitions import (
-    DEFAULT_WAREHOUSE,
-    EXAMPLE_CC_ARCHIVE,
-    EXAMPLE_GEOPM_REPORTS,
-    EXAMPLE_GPU_DATA,
-    EXAMPLE_INTENSITY,
-    EXAMPLE_POWERAPI,
-    EXAMPLE_TAU_PROFILES,
-    build_definitions,
-)
+from definitions import build_definitions, load_centre
 from joulehouse.accounting.rollups import UTC, primary
 from joulehouse.taudb.loader import list_trials
-from resources import (
-    AccountingSettings,
-    ClusterCockpitArchive,
-    DataRoot,
-    GeopmReportSource,
-    GpuBenchmarkSource,
-    PowerapiSource,
-    TaudbResource,
-    TauProfileSource,
-    Warehouse,
-    embedded_taudb_url,
-)
+from resources import DataRoot, TaudbResource, Warehouse, embedded_taudb_url
 from sensors.clustercockpit import JOB_NAME as CC_JOB
 from sensors.clustercockpit import SENSOR_NAME as CC_SENSOR
 from sensors.geopm import JOB_NAME as GEOPM_JOB
@@ -140,30 +124,55 @@ def _launch(job: dg.JobDefinition, instance: dg.DagsterInstance, requests: list,
 QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
-def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance
+def updated(resource: dg.ConfigurableResource, fields: dict[str, Any]
+            ) -> dg.ConfigurableResource:
+    """A new ``resource`` of the same type with ``fields`` changed (built anew: a copy would
+    keep the configuration Dagster took from the original)."""
+    return type(resource)(**{**{name: getattr(resource, name)
+                                for name in type(resource).model_fields}, **fields})
+
+
+def demo_resources(declared: dict[str, Any], data_root: Path | None, warehouse: Path
+                   ) -> dict[str, Any]:
+    """The ``declared`` resources of the centre under ``defs/`` (environment overrides
+    applied), for the demo: no quiet period and no rolling rescan, short PowerAPI windows,
+    the tables and the embedded TAUdb under ``warehouse``, and ``data_root`` in place of the
+    declared GPU data roots where given."""
+    quiet = {"quiet_period_s": 0}
+    gpu = {**quiet, "full_rescan_s": None}
+    if data_root is not None:
+        gpu["data_roots"] = [DataRoot(path=str(data_root))]
+    return {**declared,
+            "gpu_source": updated(declared["gpu_source"], gpu),
+            "tau_profiles": updated(declared["tau_profiles"], quiet),
+            "powerapi_source": updated(declared["powerapi_source"],
+                                       {**quiet, "window": POWERAPI_WINDOW}),
+            "geopm_source": updated(declared["geopm_source"], quiet),
+            "cc_archive": updated(declared["cc_archive"], quiet),
+            "warehouse": Warehouse(root=str(warehouse)),
+            "taudb": TaudbResource(url=embedded_taudb_url(warehouse))}
+
+
+def run_demo(resources: dict[str, Any], instance: dg.DagsterInstance
              ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Materialize the pipeline on ``data_root`` (its runs also become TAUdb trials), load
-    the bundled TAU profiles and materialize the bundled PowerAPI reports and their TAUdb
-    trials (one per sensor and day); returns the per-setting table and the PowerAPI energy
-    per report and target.
+    """Materialize the pipeline on the GPU data roots (its runs also become TAUdb trials),
+    load the TAU profiles and materialize the PowerAPI reports and their TAUdb trials (one
+    per sensor and day); returns the per-setting table and the PowerAPI energy per report
+    and target.
 
     Raises RuntimeError naming the failed runs.
     """
-    source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(data_root))],
-                                quiet_period_s=0, full_rescan_s=None)
-    store = Warehouse(root=str(warehouse))
-    taudb = TaudbResource(url=embedded_taudb_url(warehouse))
-    tau_profiles = TauProfileSource(landing_folders=[str(EXAMPLE_TAU_PROFILES)],
-                                    quiet_period_s=0)
-    powerapi = PowerapiSource(landing_folders=[str(EXAMPLE_POWERAPI)], quiet_period_s=0,
-                              window=POWERAPI_WINDOW)
-    defs = build_definitions(source, store, taudb, tau_profiles, powerapi)
-    root_name = source.data_roots[0].key_prefix
-    gpu_sensor = sensor_name(root_name)
-    data = tick(defs.resolve_sensor_def(gpu_sensor), instance, {"gpu_source": source})
-    if not data.run_requests:
-        raise RuntimeError(f"no complete repetition under {data_root}")
-    _launch(defs.resolve_job_def(JOB_NAME), instance, data.run_requests, gpu_sensor)
+    source, store, taudb = (resources[key] for key in ("gpu_source", "warehouse", "taudb"))
+    tau_profiles, powerapi = resources["tau_profiles"], resources["powerapi_source"]
+    defs = build_definitions(**resources)
+    data = []
+    for root in source.data_roots:
+        gpu_sensor = sensor_name(root.key_prefix)
+        ticked = tick(defs.resolve_sensor_def(gpu_sensor), instance, {"gpu_source": source})
+        if not ticked.run_requests:
+            raise RuntimeError(f"no complete repetition under {root.path}")
+        _launch(defs.resolve_job_def(JOB_NAME), instance, ticked.run_requests, gpu_sensor)
+        data.extend(ticked.run_requests)
     profiles = tick(defs.resolve_sensor_def(TAU_SENSOR), instance,
                     {"tau_profiles": tau_profiles})
     _launch(defs.resolve_job_def(TAU_JOB), instance, profiles.run_requests, TAU_SENSOR)
@@ -177,9 +186,9 @@ def run_demo(data_root: Path, warehouse: Path, instance: dg.DagsterInstance
                                      "taudb": taudb})
     if not days.success:
         raise RuntimeError(f"the PowerAPI trials run failed: {days.run_id}")
-    runs = len(data.run_requests) + len(profiles.run_requests) + len(reports.run_requests) + 1
+    runs = len(data) + len(profiles.run_requests) + len(reports.run_requests) + 1
     print(f"{runs} run(s) in "
-          f"{instance.root_directory}; tables in {warehouse}; TAUdb {taudb.url}")
+          f"{instance.root_directory}; tables in {store.root}; TAUdb {taudb.url}")
     return store.tables().read_table(SETTING_TABLE), powerapi_summary(store)
 
 
@@ -209,61 +218,55 @@ def powerapi_summary(store: Warehouse) -> pd.DataFrame:
     return summary.drop(columns="duration_s")
 
 
-def run_geopm(warehouse: Path, instance: dg.DagsterInstance) -> pd.DataFrame:
-    """Materialize the GEOPM pipeline on the bundled example reports (one run, through the
-    landing sensor); returns the per-report table's Application Totals rows.
+def run_geopm(resources: dict[str, Any], instance: dg.DagsterInstance) -> pd.DataFrame:
+    """Materialize the GEOPM pipeline on the landed reports (one run, through the landing
+    sensor); returns the per-report table's Application Totals rows.
 
     Raises RuntimeError naming the failed run.
     """
-    source = GeopmReportSource(landing_folders=[str(EXAMPLE_GEOPM_REPORTS)], quiet_period_s=0)
-    store = Warehouse(root=str(warehouse))
-    defs = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(path=str(EXAMPLE_GPU_DATA))]),
-                             store, geopm_source=source)
+    source, store = resources["geopm_source"], resources["warehouse"]
+    defs = build_definitions(**resources)
     data = tick(defs.resolve_sensor_def(GEOPM_SENSOR), instance, {"geopm_source": source})
     _launch(defs.resolve_job_def(GEOPM_JOB), instance, data.run_requests, GEOPM_SENSOR)
-    print(f"{len(data.run_requests)} GEOPM run over {EXAMPLE_GEOPM_REPORTS}")
+    print(f"{len(data.run_requests)} GEOPM run over {', '.join(source.landing_folders)}")
     table = store.tables().read_table(REPORT_TABLE)
     return table[table["section"] == "application"]
 
 
-def run_clustercockpit(warehouse: Path, instance: dg.DagsterInstance
+def run_clustercockpit(resources: dict[str, Any], instance: dg.DagsterInstance
                        ) -> tuple[pd.DataFrame, int]:
-    """Materialize the ClusterCockpit pipeline on the bundled job archive (one run, through
-    the archive sensor); returns the per-job energy table and the number of its jobs'
-    TAUdb trials.
+    """Materialize the ClusterCockpit pipeline on the job archives (one run, through the
+    archive sensor); returns the per-job energy table and the number of its jobs' TAUdb
+    trials.
 
     Raises RuntimeError naming the failed run.
     """
-    source = ClusterCockpitArchive(archive_roots=[str(EXAMPLE_CC_ARCHIVE)], quiet_period_s=0)
-    store = Warehouse(root=str(warehouse))
-    taudb = TaudbResource(url=embedded_taudb_url(warehouse))
-    defs = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(path=str(EXAMPLE_GPU_DATA))]),
-                             store, taudb, cc_archive=source)
+    source, store, taudb = (resources[key] for key in ("cc_archive", "warehouse", "taudb"))
+    defs = build_definitions(**resources)
     data = tick(defs.resolve_sensor_def(CC_SENSOR), instance, {"cc_archive": source})
     _launch(defs.resolve_job_def(CC_JOB), instance, data.run_requests, CC_SENSOR)
-    print(f"{len(data.run_requests)} ClusterCockpit run over {EXAMPLE_CC_ARCHIVE}")
+    print(f"{len(data.run_requests)} ClusterCockpit run over {', '.join(source.archive_roots)}")
     table = store.tables().read_table(JOB_ENERGY_TABLE)
     with taudb.open() as db:
         trials = sum(trial["name"] in set(table["job"]) for trial in list_trials(db))
     return table, trials
 
 
-def run_accounting(warehouse: Path, instance: dg.DagsterInstance
+def run_accounting(resources: dict[str, Any], instance: dg.DagsterInstance
                    ) -> tuple[pd.DataFrame, int, int]:
-    """Materialize the bundled grid intensity and tariff and the accounting tables over every
+    """Materialize the grid intensity and tariff and the accounting tables over every
     source's energy_facts (one run); returns the daily rollup (UTC days, primary methods) and
     the numbers of facts without carbon and without cost.
 
     Raises RuntimeError if the run failed.
     """
-    settings = AccountingSettings(intensity_landing=str(EXAMPLE_INTENSITY))
-    store = Warehouse(root=str(warehouse))
+    settings, store = resources["accounting"], resources["warehouse"]
     result = dg.materialize([carbon_intensity, tariffs, accounting], instance=instance,
                             resources={"accounting": settings, "warehouse": store},
                             run_config=QUIET_RUN, raise_on_error=False)
     if not result.success:
         raise RuntimeError(f"the accounting run failed: {result.run_id}")
-    print(f"1 accounting run over {EXAMPLE_INTENSITY} (zones {dict(settings.zones)}, "
+    print(f"1 accounting run over {settings.intensity_landing} (zones {dict(settings.zones)}, "
           f"PUE {settings.pue}) and the tariff {settings.tariff_landing}")
     tables = store.tables()
     daily = tables.read_table(DAILY_TABLE)
@@ -282,22 +285,25 @@ def readable(table: pd.DataFrame, shown: list = SHOWN) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data_root", nargs="?", type=Path, default=EXAMPLE_GPU_DATA)
+    parser.add_argument("data_root", nargs="?", type=Path,
+                        help="a GPU data root in place of those defs/ declares")
     parser.add_argument("--warehouse", type=Path,
-                        default=Path(os.environ.get("JOULEHOUSE_WAREHOUSE") or DEFAULT_WAREHOUSE))
+                        help="the tables and TAUdb (default: the warehouse defs/ declares)")
     args = parser.parse_args(argv)
     os.environ.setdefault("DAGSTER_HOME", str(PROJECT_ROOT / ".dagster_home"))
     # Batches of asset events stored as one write (deploy/dagster.yaml's storage).
     os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", "1000")
     Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
+    declared = dict(load_centre().resources)
+    warehouse = (args.warehouse or Path(declared["warehouse"].root)).resolve()
     with dg.DagsterInstance.get() as instance:
         try:
-            table, powerapi = run_demo(args.data_root.resolve(), args.warehouse.resolve(),
-                                       instance)
-            geopm = run_geopm(args.warehouse.resolve(), instance)
-            cc_energy, cc_trials = run_clustercockpit(args.warehouse.resolve(), instance)
-            daily, without_carbon, without_cost = run_accounting(args.warehouse.resolve(),
-                                                                 instance)
+            resources = demo_resources(declared, args.data_root and args.data_root.resolve(),
+                                       warehouse)
+            table, powerapi = run_demo(resources, instance)
+            geopm = run_geopm(resources, instance)
+            cc_energy, cc_trials = run_clustercockpit(resources, instance)
+            daily, without_carbon, without_cost = run_accounting(resources, instance)
         except RuntimeError as err:
             print(f"demo failed: {err}", file=sys.stderr)
             return 1
@@ -316,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nTAUdb: {cc_trials} ClusterCockpit job trials")
         print("\nTAUdb trials (data_source 1: TAU profiles; 999: Joulehouse's mappings: GPU "
               "benchmark runs, GEOPM reports, ClusterCockpit jobs, PowerAPI sensor days):")
-        print(taudb_trials(args.warehouse.resolve()).to_string(index=False))
+        print(taudb_trials(warehouse).to_string(index=False))
         print("\nEnergy and carbon per UTC day (accounting_daily; each source in its primary "
               "method, facts across midnight split by time):")
         print(readable(daily.assign(day=daily["day"].dt.strftime("%Y-%m-%d")),

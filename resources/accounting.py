@@ -88,12 +88,13 @@ class AccountingSettings(dg.ConfigurableResource):
         return value
 
     @classmethod
-    def from_env(cls, default_landing: str | os.PathLike[str]) -> AccountingSettings:
-        """The settings from the environment (see the module), else the defaults."""
+    def from_env(cls, default_landing: str | os.PathLike[str], **settings) -> AccountingSettings:
+        """The settings from the environment (see the module), else ``settings`` (those the
+        YAML declares), else the defaults."""
         mappings = {field: parse_pairs(os.environ[name], name) for field, name in
                     MAPPING_ENV.items() if os.environ.get(name, "").strip()}
-        return cls(intensity_landing=os.environ.get(LANDING_ENV, "").strip()
-                   or str(default_landing), **settings_from_env(ENV), **mappings)
+        return cls(**{**settings, "intensity_landing": os.environ.get(LANDING_ENV, "").strip()
+                      or str(default_landing), **settings_from_env(ENV), **mappings})
 
     def carbon_settings(self) -> CarbonSettings:
         """The core's carbon settings."""

@@ -8,7 +8,6 @@ refuses a key whose cluster two archives hold.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -18,7 +17,7 @@ from joulehouse.clustercockpit.blocks import parse_block_key
 from joulehouse.clustercockpit.scan import INCOMPLETE_AFTER_S
 from joulehouse.errors import InputError
 from resources.gpu import SETTINGS_ENV, settings_from_env
-from resources.landing import folders_from_env
+from resources.landing import Folders, folders_from_env
 
 ARCHIVE_ENV = "JOULEHOUSE_CC_ARCHIVE"
 #: Environment variables of the settings: field -> variable (the quiet period and the
@@ -63,7 +62,7 @@ class ClusterCockpitArchive(dg.ConfigurableResource):
                                   "version's JSON schemas (warnings, never failures).")
 
     @classmethod
-    def from_env(cls, default_root: str | os.PathLike[str], **settings) -> ClusterCockpitArchive:
+    def from_env(cls, default_root: Folders, **settings) -> ClusterCockpitArchive:
         """Archive roots from ``$JOULEHOUSE_CC_ARCHIVE`` (separated by ``os.pathsep``), else
         ``default_root``; the settings from the variables of :data:`CC_SETTINGS_ENV` where
         set (``JOULEHOUSE_FULL_RESCAN_S`` may be ``none``), else ``settings``."""

@@ -6,13 +6,11 @@ one report file per partition, unique per landing folder.
 
 from __future__ import annotations
 
-import os
-
 from pydantic import Field, field_validator
 
 from joulehouse.timeutil import check_timezone
 from resources.gpu import settings_from_env
-from resources.landing import LandingFolders
+from resources.landing import Folders, LandingFolders
 
 LANDING_ENV = "JOULEHOUSE_GEOPM_LANDING"
 TIMEZONE_ENV = "JOULEHOUSE_GEOPM_TIMEZONE"
@@ -32,7 +30,7 @@ class GeopmReportSource(LandingFolders):
         return check_timezone(value)
 
     @classmethod
-    def from_env(cls, default_folder: str | os.PathLike[str], **settings) -> GeopmReportSource:
+    def from_env(cls, default_folder: Folders, **settings) -> GeopmReportSource:
         """Landing folders from ``$JOULEHOUSE_GEOPM_LANDING`` (separated by ``os.pathsep``),
         else ``default_folder``; the quiet period from ``$JOULEHOUSE_QUIET_PERIOD_S`` and the
         time zone from ``$JOULEHOUSE_GEOPM_TIMEZONE`` where set, else ``settings``."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from types import MappingProxyType
 
@@ -71,9 +71,11 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
                     "(sensors/tick_budget.py); the rest wait for the next ticks, oldest first.")
 
     @classmethod
-    def from_env(cls, default_root: str | os.PathLike[str], **settings) -> GpuBenchmarkSource:
-        """Data roots from ``$JOULEHOUSE_GPU_DATA_ROOTS``, else ``default_root``; the sensor
-        settings from the variables of :data:`SETTINGS_ENV` where set, else ``settings``.
+    def from_env(cls, default_roots: str | os.PathLike[str] | Sequence[DataRoot], **settings
+                 ) -> GpuBenchmarkSource:
+        """Data roots from ``$JOULEHOUSE_GPU_DATA_ROOTS``, else ``default_roots`` (a folder,
+        or the data roots the YAML declares); the sensor settings from the variables of
+        :data:`SETTINGS_ENV` where set, else ``settings``.
 
         The variable holds either a JSON list of data-root objects
         (``[{"path": "/data/gpu", "timezone": "Europe/Berlin"}]``) or paths
@@ -85,8 +87,10 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
             roots = [DataRoot(**item) for item in json.loads(value)]
         elif value:
             roots = [DataRoot(path=p) for p in value.split(os.pathsep) if p]
+        elif isinstance(default_roots, (str, os.PathLike)):
+            roots = [DataRoot(path=str(default_roots))]
         else:
-            roots = [DataRoot(path=str(default_root))]
+            roots = list(default_roots)
         from_env = settings_from_env(SETTINGS_ENV)
         if from_env.get("full_rescan_s", "").lower() == "none":
             from_env["full_rescan_s"] = None

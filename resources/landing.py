@@ -8,6 +8,7 @@ it), as ``joulehouse.landing`` keys its entries.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,17 @@ from pydantic import Field
 from joulehouse.errors import InputError
 from resources.gpu import SETTINGS_ENV, settings_from_env
 
+#: A default of the folders: one folder, or the folders the YAML declares.
+Folders = str | os.PathLike[str] | Sequence[str]
 
-def folders_from_env(variable: str, default_folder: str | os.PathLike[str]) -> list[str]:
-    """The folders in ``$variable`` (separated by ``os.pathsep``), else ``[default_folder]``."""
+
+def folders_from_env(variable: str, default: Folders) -> list[str]:
+    """The folders in ``$variable`` (separated by ``os.pathsep``), else ``default`` (a
+    folder, or the folders the YAML declares)."""
     folders = [p for p in os.environ.get(variable, "").split(os.pathsep) if p]
-    return folders or [str(default_folder)]
+    if folders:
+        return folders
+    return [str(default)] if isinstance(default, (str, os.PathLike)) else list(default)
 
 
 class LandingFolders(dg.ConfigurableResource):
@@ -42,8 +49,7 @@ class LandingFolders(dg.ConfigurableResource):
                     "the next ticks, those changed least recently first.")
 
     @staticmethod
-    def landing_settings_from_env(variable: str, default_folder: str | os.PathLike[str]
-                                  ) -> dict[str, Any]:
+    def landing_settings_from_env(variable: str, default_folder: Folders) -> dict[str, Any]:
         """The fields set from the environment: ``landing_folders`` from ``$variable``
         (separated by ``os.pathsep``), else ``default_folder``; ``quiet_period_s`` from
         ``$JOULEHOUSE_QUIET_PERIOD_S`` (shared by every source) where set."""

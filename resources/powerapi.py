@@ -8,15 +8,13 @@ keeps growing stays one partition, read on in pieces
 
 from __future__ import annotations
 
-import os
-
 import pandas as pd
 from pydantic import Field, field_validator
 
 from joulehouse.powerapi.energy import MACHINE_TARGETS, MACHINE_TARGETS_ENV, target_names
 from joulehouse.timeutil import check_timezone
 from resources.gpu import settings_from_env
-from resources.landing import LandingFolders
+from resources.landing import Folders, LandingFolders
 
 LANDING_ENV = "JOULEHOUSE_POWERAPI_LANDING"
 #: Environment variables of the reader, stream and energy settings: field -> variable.
@@ -81,7 +79,7 @@ class PowerapiSource(LandingFolders):
         return window
 
     @classmethod
-    def from_env(cls, default_folder: str | os.PathLike[str], **settings) -> PowerapiSource:
+    def from_env(cls, default_folder: Folders, **settings) -> PowerapiSource:
         """Landing folders from ``$JOULEHOUSE_POWERAPI_LANDING`` (separated by
         ``os.pathsep``), else ``default_folder``; the quiet period from
         ``$JOULEHOUSE_QUIET_PERIOD_S`` and the reader settings from the variables of

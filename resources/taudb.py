@@ -17,7 +17,7 @@ from pydantic import Field
 
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.warehouse import is_url
-from resources.landing import LandingFolders
+from resources.landing import Folders, LandingFolders
 
 EMBEDDED_FILE = "taudb.sqlite"
 URL_ENV = "JOULEHOUSE_TAUDB_URL"
@@ -60,7 +60,7 @@ class TauProfileSource(LandingFolders):
     """Folders where TAU profile sets land (one sub-folder or .ppk file per set)."""
 
     @classmethod
-    def from_env(cls, default_folder: str | os.PathLike[str], **settings) -> TauProfileSource:
+    def from_env(cls, default_folder: Folders, **settings) -> TauProfileSource:
         """Landing folders from ``$JOULEHOUSE_TAU_LANDING`` (separated by ``os.pathsep``),
         else ``default_folder``; the quiet period from ``$JOULEHOUSE_QUIET_PERIOD_S`` where
         set (shared with the GPU data roots), else ``settings``."""
