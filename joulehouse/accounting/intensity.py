@@ -94,8 +94,8 @@ def holes(path: Path, empty: pd.DataFrame) -> list[LeftOut]:
         if len(starts) > 1:
             span += f" to {starts.iloc[-1].strftime(shown)}"
         records.append(LeftOut(
-            LEFT_OUT_SOURCE, str(path), f"zone {zone} ({basis}): {len(rows)} row(s) with an "
-            f"empty intensity cell, {span}", "no value, so no interval: a hole in the "
+            LEFT_OUT_SOURCE, str(path), f"{len(rows)} row(s) of zone {zone} ({basis}) with "
+            f"an empty intensity cell, {span}", "no value, so no interval: a hole in the "
             "series (a fact in it gets co2_g NaN, 'missing')"))
     return records
 
@@ -119,8 +119,9 @@ def empty_intensity() -> pd.DataFrame:
 
 def _number(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
     """``column`` as floats; an empty cell is NaN (no value for that interval)."""
-    values = pd.to_numeric(frame[column].str.strip().replace("", np.nan), errors="coerce")
-    bad = values.isna() & (frame[column].str.strip() != "")
+    cells = frame[column].str.strip()
+    values = pd.to_numeric(cells.mask(cells == ""), errors="coerce")  # no downcast warning
+    bad = values.isna() & (cells != "")
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
         raise InputError(path, f"not a number: {frame[column].iloc[row]!r}", line=row + 2,
