@@ -101,7 +101,8 @@ def test_version():
 
 def test_every_help_shows_an_example():
     every = commands(build_parser())
-    assert ("energy", "gpu") in every and ("taudb", "list") in every and len(every) == 17
+    assert ("energy", "gpu") in every and ("taudb", "list") in every and len(every) == 18
+    assert ("read", "intensity") in every
     for words in [(), *every]:
         result = in_this_process(*words, "--help")
         assert result.returncode == 0, words
