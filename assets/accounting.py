@@ -4,7 +4,10 @@ carbon and cost per fact.
 1. ``carbon_intensity`` and ``tariffs``: every file of the intensity (tariff) landing
    folder read to one table, when missing and by the daily schedule ``daily_rollups``;
    the data version is the digest of the files' digests, so what changed upstream of a
-   carbon or cost figure is visible as lineage.
+   carbon or cost figure is visible as lineage. An intensity row (or OWID year) with an
+   empty intensity cell makes the check ``rows_read`` of ``carbon_intensity`` a WARN,
+   one record per file, zone and basis, stored in the warehouse table ``left_out``
+   (partition ``intensity/read``).
 2. ``accounting`` (one step, ``joulehouse.accounting.accounts.account``): from every
    source's ``energy_facts/<source>``, ``cc_jobs`` (users, projects), the intensity and
    the tariffs, ``accounting_daily``, ``accounting_monthly``, ``carbon_per_fact`` and
@@ -42,9 +45,10 @@ from assets.gpu import (
 )
 from assets.gpu import energy_facts as gpu_energy_facts
 from assets.powerapi import WINDOW_TABLE, powerapi_energy_facts, powerapi_window_energy
-from assets.reporting import table_metadata
+from assets.reporting import left_out_check, table_metadata
 from joulehouse.accounting import quality, trust, waste
 from joulehouse.accounting.accounts import account
+from joulehouse.accounting.intensity import LEFT_OUT_SOURCE as INTENSITY_SOURCE
 from joulehouse.accounting.intensity import empty_intensity
 from joulehouse.accounting.repetition import stored_figures
 from joulehouse.accounting.rollups import UTC, primary
@@ -63,12 +67,14 @@ from joulehouse.accounting.schemas import (
 from joulehouse.accounting.stepseries import J_PER_KWH
 from joulehouse.accounting.tariff import empty_tariffs
 from joulehouse.gpu.energy import FACTS_SOURCE as GPU_SOURCE
+from joulehouse.leftout import LeftOut, store_left_out
 from joulehouse.plots import Series, bars_png, markdown_image
 from joulehouse.warehouse import Warehouse as Tables
 from resources import AccountingSettings, Warehouse
 
 GROUP = "accounting"
 INTENSITY_TABLE = "carbon_intensity"
+ROWS_READ_CHECK = "rows_read"
 TARIFF_TABLE = "tariffs"
 COST_TABLE = "cost_per_fact"
 COST_CHECK = "cost_covered"
@@ -91,10 +97,12 @@ def _table(frame: pd.DataFrame) -> dg.TableMetadataValue:
 
 
 def landed_series(table: pd.DataFrame, schema, folder: str, keys: list[str],
-                  tables: Tables, name: str) -> dg.MaterializeResult:
+                  tables: Tables, name: str,
+                  checks: list[dg.AssetCheckResult] | None = None) -> dg.MaterializeResult:
     """Write a step-series source's ``table`` (rows naming their ``file`` and ``digest``)
     as ``name`` and describe it: its data version is the digest of its files' digests;
-    ``coverage`` gives rows, first start and last end per ``keys``.
+    ``coverage`` gives rows, first start and last end per ``keys``; ``checks``: the
+    asset's check results.
 
     Raises ``dg.Failure`` if ``folder`` is not a folder (unmounted, mistyped): the stored
     table is kept rather than replaced by an empty one, which would leave every fact
@@ -113,7 +121,13 @@ def landed_series(table: pd.DataFrame, schema, folder: str, keys: list[str],
         "landing_folder": dg.MetadataValue.path(folder),
         "files": dg.MetadataValue.json(dict(zip(files["file"], files["digest"], strict=True))),
         "coverage": _table(coverage.reset_index()),
-    })
+    }, check_results=checks)
+
+
+ROWS_READ_SPEC = dg.AssetCheckSpec(
+    ROWS_READ_CHECK, asset=INTENSITY_TABLE,
+    description="Every row of every intensity file gives an interval: a WARN names each "
+    "file, zone and basis with rows whose intensity cell is empty (holes), with counts.")
 
 
 @dg.asset(
@@ -121,15 +135,22 @@ def landed_series(table: pd.DataFrame, schema, folder: str, keys: list[str],
     group_name=GROUP,
     kinds={"csv", "parquet"},
     automation_condition=dg.AutomationCondition.on_missing(),
+    check_specs=[ROWS_READ_SPEC],
     description=("Grid carbon intensity (gCO2e/kWh) per zone and interval, from the files "
                  "of the intensity landing folder (Electricity Maps exports, OWID yearly "
                  "figures), each row naming its file and the file's SHA-256."),
 )
 def carbon_intensity(accounting: AccountingSettings,
                      warehouse: Warehouse) -> dg.MaterializeResult:
-    return landed_series(accounting.read_intensity(), INTENSITY_SCHEMA,
-                         accounting.intensity_landing, ["zone", "basis", "kind"],
-                         warehouse.tables(), INTENSITY_TABLE)
+    left_out: list[LeftOut] = []
+    table = accounting.read_intensity(left_out)
+    tables = warehouse.tables()
+    result = landed_series(table, INTENSITY_SCHEMA, accounting.intensity_landing,
+                           ["zone", "basis", "kind"], tables, INTENSITY_TABLE,
+                           [left_out_check(ROWS_READ_SPEC, left_out)])
+    store_left_out(tables, INTENSITY_SOURCE, "read", "", left_out,
+                   now=pd.Timestamp.now(tz="UTC"))
+    return result
 
 
 @dg.asset(

@@ -17,7 +17,10 @@ every block of a run, for the reason ``assets/pipeline.py`` gives. In order:
    (job folder and error); the block's other jobs are stored, the rows stored
    before for the failed job are kept, and the block's partition fails. JSON
    schema violations are the check ``schema_conformance`` (WARN), naming job,
-   file and path; the job is still read.
+   file and path; the job is still read. A job metric that gives no
+   ``energy_facts`` row (a host without a bridged sample, unbridged gaps:
+   ``JobMeasurement.left_out``) makes ``jobs_read`` a WARN and is stored in the
+   warehouse table ``left_out`` (partition ``clustercockpit/read/<block>``).
 2. ``cc_job_trials``: one TAUdb trial per job read in the run (replacing the
    job's trial by its source key, the job folder; a job whose files, cluster.json
    and ``max_missing`` are unchanged since its trial was loaded is not loaded
@@ -47,6 +50,7 @@ import pandas as pd
 from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION, TABLES_POOL
 from assets.reporting import (
     PartitionBatch,
+    Stored,
     backfills,
     failure,
     partition_check_spec,
@@ -63,6 +67,7 @@ from joulehouse.clustercockpit.measure import JobMeasurement
 from joulehouse.digest import digest_pairs, file_stats_digest
 from joulehouse.errors import InputError
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
+from joulehouse.leftout import store_left_out
 from joulehouse.partition_group import finish_pending, write_together
 from joulehouse.plots import Series, bars_png, markdown_image
 from joulehouse.taudb.mapping.clustercockpit import job_trial
@@ -288,12 +293,15 @@ def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive
     given."""
     shown: dict[str, dict[str, Any]] = {}
 
-    def read_one(key: str) -> dict[str, pd.DataFrame]:
+    def read_one(key: str) -> Stored:
         read = read_block(source.resolve(key), key, check_schema=source.check_schema,
                           max_missing=source.max_missing)
         frames = keep_stored(read, stored_block(tables, key) if read.failed else None)
         write_together(tables, BLOCK_JOURNAL, key,
                        {_frame_table(name): frame for name, frame in frames.items()})
+        records = [record for measured in read.measured for record in measured.left_out()]
+        store_left_out(tables, FACTS_SOURCE, "read", key, records,
+                       now=pd.Timestamp.now(tz="UTC"))
         outcomes.warnings[key], outcomes.jobs_read[key] = read.warnings, len(read.measured)
         if loads is not None:
             outcomes.trials[key] = load_block_trials(loads, key, read, source.max_missing)
@@ -301,7 +309,7 @@ def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive
             raise block_failure(key, list(read.failed.values()), read.listed,
                                 len(read.frames["jobs"]))
         shown[key] = block_metadata(frames)
-        return frames
+        return Stored.of(frames, records)
 
     batch = PartitionBatch.run(context, read_one, FRAME_SCHEMAS.get)
     for key, metadata in shown.items():

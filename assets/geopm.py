@@ -241,7 +241,7 @@ def store_report(tables: Tables, key: str, path: Path, timezone: str) -> Stored:
     report = read_report(path, report=key, timezone=timezone)
     records = energy.left_out(report, path)
     frames = save_report(tables, key, report)
-    store_left_out(tables, f"{energy.FACTS_SOURCE}/read/{key}", records,
+    store_left_out(tables, energy.FACTS_SOURCE, "read", key, records,
                    now=pd.Timestamp.now(tz="UTC"))
     return Stored.of(frames, records)
 

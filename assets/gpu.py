@@ -7,7 +7,10 @@ partition of a run (``BackfillPolicy.single_run``), writing Parquet through
 ``joulehouse.warehouse``; the tables over all repetitions are rebuilt from
 the warehouse when their inputs change (``AutomationCondition``).
 
-A bad repetition fails only itself: see ``assets/pipeline.py``.
+A bad repetition fails only itself: see ``assets/pipeline.py``. A method of a
+repetition that gives no ``energy_facts`` row (its source file missing, unbridged
+gaps: ``joulehouse.gpu.energy.left_out``) makes its ``energy_computed`` check a WARN
+and is stored in the warehouse table ``left_out`` (``gpu-benchmark/energy/<key>``).
 """
 
 from concurrent.futures import Executor
@@ -29,7 +32,7 @@ from joulehouse.accounting.repetition import with_reading_figures
 from joulehouse.accounting.waste import GPU_IDLE
 from joulehouse.errors import InputError
 from joulehouse.gpu import aggregate
-from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, repetition_energy
+from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, left_out, repetition_energy
 from joulehouse.gpu.layout import RepetitionRef
 from joulehouse.gpu.readers import POWER_SAMPLES, Repetition, read_repetition
 from joulehouse.gpu.schemas import (
@@ -50,6 +53,7 @@ from joulehouse.gpu.store import (
     repetition_frames,
     save_repetition,
 )
+from joulehouse.leftout import store_left_out
 from joulehouse.plots import Series, markdown_image, scatter_png
 from joulehouse.validation import validate, validate_each
 from joulehouse.warehouse import Warehouse as Tables
@@ -150,7 +154,8 @@ VALID_SPEC = partition_check_spec(
 COMPUTED_SPEC = partition_check_spec(
     gpu_repetition_energy.key, COMPUTED_CHECK, gpu_repetitions,
     "The repetition's energy was computed and stored (one result per partition; not "
-    "computed when its validated frames failed in the same run).")
+    "computed when its validated frames failed in the same run; a WARN names each method "
+    "that gives no energy_facts row: its file missing, or unbridged gaps).")
 
 
 _FRAME_SCHEMAS = {"timestamps": TIMESTAMPS_SCHEMA, "gpu_power": GPU_POWER_SCHEMA,
@@ -190,6 +195,7 @@ def store_repetitions_and_energy(tasks: list[tuple]) -> list[BothOutcome]:
     place, not raised, so that the task's other repetitions are reported."""
     outcomes: dict[str, BothOutcome] = {}
     energies: dict[str, pd.DataFrame] = {}
+    task_refs = {task[1]: task[2] for task in tasks}
     for tables, key, ref, timezone, external_power_unit, data_root, max_gap_s in tasks:
         try:
             rep = read_repetition(ref, timezone=timezone, external_power_unit=external_power_unit)
@@ -214,8 +220,7 @@ def store_repetitions_and_energy(tasks: list[tuple]) -> list[BothOutcome]:
             outcomes[key] = (frames, energy)
             continue
         try:
-            tables.write_partition(ENERGY_TABLE, key, energy)
-            outcomes[key] = (frames, Stored.of({ENERGY_TABLE: energy}))
+            outcomes[key] = (frames, _energy_stored(tables, key, energy, task_refs[key]))
         except Exception as err:  # noqa: BLE001 - returned, as above
             outcomes[key] = (frames, err)
     return [outcomes[task[1]] for task in tasks]
@@ -226,8 +231,18 @@ def _store_energy_of(tables: Tables, key: str, rep: Repetition, data_root: str,
     energy = repetition_energy(rep, data_root=data_root, max_gap_s=max_gap_s)
     frame = validate(REPETITION_ENERGY_SCHEMA,
                      with_reading_figures(energy, repetition_frames(rep)), key)
-    tables.write_partition(ENERGY_TABLE, key, frame)
-    return Stored.of({ENERGY_TABLE: frame})
+    return _energy_stored(tables, key, frame, rep.ref)
+
+
+def _energy_stored(tables: Tables, key: str, energy: pd.DataFrame, ref: RepetitionRef
+                   ) -> Stored:
+    """Store one repetition's validated ``energy`` and what it gives no ``energy_facts`` row
+    of (``energy.left_out``: table ``left_out``, partition ``gpu-benchmark/energy/<key>``,
+    in place of the earlier; the check ``energy_computed`` warns)."""
+    tables.write_partition(ENERGY_TABLE, key, energy)
+    records = left_out(energy, str(ref.path))
+    store_left_out(tables, FACTS_SOURCE, "energy", key, records, now=pd.Timestamp.now(tz="UTC"))
+    return Stored.of({ENERGY_TABLE: energy}, records)
 
 
 def validate_frames(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,

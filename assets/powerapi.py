@@ -208,7 +208,7 @@ def store_report_energy(tables: Tables, key: str, entry: Path, window: str,
     table = window_energy(rapl, power, window, targets)
     tables.write_partition(REPORT_ENERGY_TABLE, key, table)
     records = left_out(rapl, power, targets, lambda sensor: f"{entry} ({sensor_input(sensor)})")
-    store_left_out(tables, f"{FACTS_SOURCE}/energy/{key}", records,
+    store_left_out(tables, FACTS_SOURCE, "energy", key, records,
                    now=pd.Timestamp.now(tz="UTC"))
     return Stored.of({REPORT_ENERGY_TABLE: table}, records)
 

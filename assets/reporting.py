@@ -343,11 +343,9 @@ class PartitionBatch:
                          "error": err.reason}
         elif left_out:
             severity = dg.AssetCheckSeverity.WARN
-            description = f"{key}: {summary(left_out, LEFT_OUT_SHOWN)}"
-            metadata |= {"left_out": len(left_out),
-                         "inputs_left_out": len({record.input for record in left_out}),
-                         "first_left_out": dg.MetadataValue.json(
-                             [str(record) for record in left_out[:MAX_ERRORS_SHOWN]])}
+            said, shown = left_out_warning(left_out)
+            description = f"{key}: {said}"
+            metadata |= shown
         elif key in self.skipped:
             description = f"{key}: not computed, {self.skipped[key]}"
         else:
@@ -358,6 +356,27 @@ class PartitionBatch:
             description=description,
             metadata={name: value for name, value in metadata.items() if value is not None},
         )
+
+
+def left_out_warning(records: list[LeftOut]) -> tuple[str, dict[str, Any]]:
+    """The description and metadata of a check that warns of ``records`` (a partition's, or
+    an unpartitioned asset's): the counts and the first records."""
+    return summary(records, LEFT_OUT_SHOWN), {
+        "left_out": len(records), "inputs_left_out": len({record.input for record in records}),
+        "first_left_out": dg.MetadataValue.json(
+            [str(record) for record in records[:MAX_ERRORS_SHOWN]])}
+
+
+def left_out_check(spec: dg.AssetCheckSpec, records: list[LeftOut]) -> dg.AssetCheckResult:
+    """The result of an unpartitioned asset's check ``spec``: passed, or a WARN of what its
+    inputs left out (``records``), as a partition's is (:meth:`PartitionBatch.results`)."""
+    if not records:
+        return dg.AssetCheckResult(check_name=spec.name, asset_key=spec.asset_key, passed=True,
+                                   description="passed")
+    description, metadata = left_out_warning(records)
+    return dg.AssetCheckResult(check_name=spec.name, asset_key=spec.asset_key, passed=False,
+                               severity=dg.AssetCheckSeverity.WARN, description=description,
+                               metadata=metadata)
 
 
 #: Why a partition's energy is not computed in a run in which its frames failed.

@@ -14,7 +14,10 @@ transaction. A bad set fails the check ``loads`` of its own partition, naming
 file and line, and loads nothing, while the other sets of the run load; the
 step then fails, so the run does and the bad set's status is *failed*
 (``assets/reporting.py``). A set whose content digest equals its stored
-trial's is not loaded again.
+trial's is not loaded again. What TAU's rules skip in a set's text profiles
+(timer lines with 0 calls, user events with 0 samples) makes its check a WARN,
+one record each with the count, stored in the warehouse table ``left_out``
+(partition ``tau/read/<key>``).
 
 ``powerapi_trials`` keeps one trial per PowerAPI sensor and UTC day, from the
 PowerAPI pipeline's stored tables (the window table
@@ -61,6 +64,7 @@ from assets.powerapi import (
 )
 from assets.reporting import (
     PartitionBatch,
+    Stored,
     backfills,
     column_schema,
     failure,
@@ -70,6 +74,7 @@ from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
 from joulehouse.gpu.layout import RepetitionRef
 from joulehouse.gpu.store import load_repetition, stored_version
+from joulehouse.leftout import store_left_out, stored_left_out
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import load_prepared, prepare_trial, trials_by_source_key
 from joulehouse.taudb.mapping.gpu import (
@@ -80,6 +85,7 @@ from joulehouse.taudb.mapping.gpu import (
 )
 from joulehouse.taudb.mapping.powerapi import session_trials
 from joulehouse.taudb.model import TrialData
+from joulehouse.taudb.profiles import LEFT_OUT_SOURCE
 from joulehouse.taudb.read import read_trial_source
 from joulehouse.warehouse import Warehouse as Tables
 from resources import GpuBenchmarkSource, PowerapiSource, StepWorkers, Warehouse
@@ -228,7 +234,9 @@ def load_partition_trials(
     of the loads, which run here in partition order (``in_order``). An ``InputError`` of
     one partition (from ``known``, ``arguments``, ``build`` or the load) loads nothing for
     it and the others go on (``PartitionBatch``). Every stored partition's metadata has
-    ``taudb/trial_id``; an unchanged one ``taudb/unchanged`` instead of a row count."""
+    ``taudb/trial_id``; an unchanged one ``taudb/unchanged`` instead of a row count. What a
+    trial loaded left out of its source (``TrialData.left_out``) is the batch's
+    ``left_out``."""
     keys = [key for key in context.partition_keys if key not in (skip or {})]
     knowns: dict[str, tuple[str, str]] = {}
     failed: dict[str, InputError] = {}  # raised again for its partition alone
@@ -254,15 +262,16 @@ def load_partition_trials(
     built = zip(calls, in_order(executor, build, calls.values(), ahead=TRIALS_AHEAD))
     shown: dict[str, dict[str, pd.DataFrame]] = {}
 
-    def load(key: str) -> dict[str, pd.DataFrame]:
+    def load(key: str) -> Stored:
         if key in failed:
             raise failed[key]
+        left_out = []
         if key in calls:  # else unchanged, known before building (in ``loads.ids``)
             _, future = next(built)
             trial = loads.load(key, future.result, knowns.get(key))
             if trial is not None:
-                shown[key] = trial_frames(trial)
-        return shown.get(key, {})
+                shown[key], left_out = trial_frames(trial), trial.left_out
+        return Stored.of(shown.get(key, {}), left_out)
 
     batch = PartitionBatch.run(context, load, lambda name: None, skip=skip)
     # TrialData's frames have no pandera schema yet: their columns go undescribed.
@@ -344,7 +353,8 @@ with backfills() as single_run:
             "transaction (a reload replaces it). One dynamic partition per set; the trial id "
             "is in each partition's metadata. A bad set fails the check 'loads' of its "
             "partition, naming file and line, and leaves nothing in TAUdb; the others still "
-            "load, then the run fails."
+            "load, then the run fails. What TAU's rules skip (timer lines with 0 calls, user "
+            "events with 0 samples) makes the check a WARN, with the counts."
         ),
         group_name=GROUP,
         partitions_def=tau_profile_sets,
@@ -356,14 +366,32 @@ with backfills() as single_run:
         tags={"source": "tau-profiles"},
     )
     def tau_profile_trials(context: dg.AssetExecutionContext, tau_profiles: TauProfileSource,
-                           taudb: TaudbResource, workers: StepWorkers) -> Iterator:
+                           taudb: TaudbResource, warehouse: Warehouse,
+                           workers: StepWorkers) -> Iterator:
         with taudb.open() as db, workers.pool() as executor:
             batch = load_partition_trials(
                 context, db, read_trial_source, lambda key: (tau_profiles.resolve(key),),
                 executor, source_key=lambda key: str(tau_profiles.resolve(key).resolve()))
+        profile_sets_left_out(warehouse.tables(), batch)
         yield from batch.results(context, LOADS_SPEC)
         if batch.failed:
             raise failure(len(context.partition_keys), batch.errors())
+
+
+def profile_sets_left_out(tables: Tables, batch: PartitionBatch) -> None:
+    """What each profile set of ``batch`` left out (TAU's rules: timer lines with 0 calls,
+    user events with 0 samples), in the warehouse table ``left_out`` (partition
+    ``tau/read/<key>``, in place of the earlier); a set not read again, being unchanged,
+    leaves out what is stored, which its check says again."""
+    now = pd.Timestamp.now(tz="UTC")
+    for key, metadata in batch.stored.items():
+        if "taudb/unchanged" in metadata:
+            records = stored_left_out(tables, LEFT_OUT_SOURCE, "read", key)
+            if records:
+                batch.left_out[key] = records
+        else:
+            store_left_out(tables, LEFT_OUT_SOURCE, "read", key, batch.left_out.get(key, []),
+                           now=now)
 
 
 # --- PowerAPI: one trial per sensor and UTC day ---------------------------------------------

@@ -19,12 +19,13 @@ from joulehouse import __version__
 from joulehouse.commands.conventions import PROG, run
 
 #: The modules registering command groups, in the order the help lists them.
-MODULES = ("energy", "taudb", "geopm", "clustercockpit", "powerapi", "collect", "sql", "report")
+MODULES = ("energy", "taudb", "geopm", "clustercockpit", "powerapi", "intensity", "collect",
+           "sql", "report")
 #: The modules registering each top-level command (``read`` and ``energy`` are shared by the
 #: sources): only they are imported when a command line names it.
 COMMAND_MODULES = {
     "energy": ("energy", "geopm", "clustercockpit", "powerapi"),
-    "read": ("geopm", "powerapi"),
+    "read": ("geopm", "powerapi", "intensity"),
     "cc": ("clustercockpit",),
     "taudb": ("taudb",),
     "collect": ("collect",),

@@ -32,6 +32,7 @@ from joulehouse.accounting import tariff
 from joulehouse.accounting.carbon import CarbonSettings
 from joulehouse.accounting.cost import CostSettings
 from joulehouse.accounting.intensity import read_folder
+from joulehouse.leftout import LeftOut
 from joulehouse.timeutil import check_timezone
 from resources.gpu import settings_from_env
 
@@ -109,6 +110,7 @@ class AccountingSettings(dg.ConfigurableResource):
         """Every tariff file of the tariff landing folder, as one table."""
         return tariff.read_folder(Path(self.tariff_landing))
 
-    def read_intensity(self) -> pd.DataFrame:
-        """Every intensity file of the landing folder, as one table."""
-        return read_folder(Path(self.intensity_landing))
+    def read_intensity(self, left_out: list[LeftOut] | None = None) -> pd.DataFrame:
+        """Every intensity file of the landing folder, as one table; what the files leave
+        out (rows with an empty intensity cell) is added to ``left_out`` when given."""
+        return read_folder(Path(self.intensity_landing), left_out)

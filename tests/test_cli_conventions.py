@@ -101,7 +101,8 @@ def test_version():
 
 def test_every_help_shows_an_example():
     every = commands(build_parser())
-    assert ("energy", "gpu") in every and ("taudb", "list") in every and len(every) == 17
+    assert ("energy", "gpu") in every and ("taudb", "list") in every and len(every) == 18
+    assert ("read", "intensity") in every
     for words in [(), *every]:
         result = in_this_process(*words, "--help")
         assert result.returncode == 0, words
@@ -276,10 +277,13 @@ def test_progress_on_a_terminal_only_and_quiet_silences_it():
     assert code == 0 and len(stdout.splitlines()) == 9
     assert "0/8 [00:00<?, ?repetition/s]" in shown
     assert re.search(r"[1-8]/8 \[\d\d:\d\d<\d\d:\d\d, +\d+(\.\d+)?repetition/s\]", shown), shown
+    # --quiet and a pipe silence the progress, never what is left out (a warning)
+    left_out = (f"joulehouse: {EXAMPLE / 'clock-limit/bert/877MHz,1065MHz/1'}: left out its "
+                "external energy_facts row: no readings: power-external.csv missing or empty")
     code, shown, stdout = stderr_on_a_terminal("energy", "gpu", EXAMPLE, "--quiet")
-    assert code == 0 and shown == "" and len(stdout.splitlines()) == 9
-    result = joulehouse("energy", "gpu", EXAMPLE)  # stderr a pipe: silent
-    assert result.returncode == 0 and result.stderr == ""
+    assert code == 0 and shown.splitlines() == [left_out] and len(stdout.splitlines()) == 9
+    result = joulehouse("energy", "gpu", EXAMPLE)  # stderr a pipe: no progress
+    assert result.returncode == 0 and result.stderr == left_out + "\n"
 
 
 # --- TAUdb: read-only list, creating init and load ----------------------------------------------

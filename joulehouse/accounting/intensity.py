@@ -19,7 +19,9 @@ Formats (recognised by their header, whatever the file name):
 Every row records its ``file`` and the file's ``digest`` (SHA-256 of its bytes: the
 version of the series), so a carbon figure names exactly what it was computed from.
 Values are gCO2e/kWh; timestamps tz-aware UTC. A bad file raises InputError naming the
-file and line.
+file and line. A row (or OWID year) whose intensity cell is empty gives no interval (a
+hole in the series); it is said, one record per file, zone and basis with the count and
+the first and last start (``joulehouse/leftout.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import pandas as pd
 from joulehouse.accounting import stepseries
 from joulehouse.accounting.schemas import INTENSITY_SCHEMA
 from joulehouse.errors import InputError
+from joulehouse.leftout import LeftOut
 from joulehouse.validation import validate
 
 EM_TIME = "Datetime (UTC)"
@@ -47,10 +50,14 @@ OWID_COLUMNS = ("Entity", "Code", "Year")
 OWID_VALUE = "Carbon intensity of electricity - gCO2/kWh"
 #: ``kind`` of a time series at its own resolution, and of OWID's yearly figures.
 SERIES, YEARLY = "series", "yearly"
+#: The left-out records' source.
+LEFT_OUT_SOURCE = "intensity"
 
 
-def read_file(path: str | Path) -> pd.DataFrame:
-    """One intensity file as INTENSITY_SCHEMA rows (format from its header, see module)."""
+def read_file(path: str | Path, left_out: list[LeftOut] | None = None) -> pd.DataFrame:
+    """One intensity file as INTENSITY_SCHEMA rows (format from its header, see module);
+    the records of its rows with an empty intensity cell (:func:`holes`) are added to
+    ``left_out`` when given."""
     path = Path(path)
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
@@ -67,19 +74,41 @@ def read_file(path: str | Path) -> pd.DataFrame:
         raise InputError(path, f"neither an Electricity Maps export (no {EM_TIME!r} column) "
                                f"nor OWID yearly figures (no {OWID_VALUE!r}); columns: "
                                f"{list(frame.columns)}", line=1)
-    table = table.assign(file=path.name, digest=digest)
+    empty = table["intensity_g_per_kwh"].isna()
+    if left_out is not None:
+        left_out += holes(path, table[empty])
+    table = table[~empty].assign(file=path.name, digest=digest)
     table = table.sort_values(["zone", "basis", "interval_start"], ignore_index=True)
     return validate(INTENSITY_SCHEMA, table, path)
 
 
-def read_folder(folder: str | Path) -> pd.DataFrame:
-    """Every ``*.csv`` under ``folder`` (recursively, sorted by path) as one table.
+def holes(path: Path, empty: pd.DataFrame) -> list[LeftOut]:
+    """The records of a file's rows ``empty`` (zone, interval_start, basis, kind) whose
+    intensity cell is empty: one per zone and basis, with the count and the first and
+    last start (UTC; the year of OWID's figures)."""
+    records = []
+    for (zone, basis), rows in empty.groupby(["zone", "basis"], sort=True):
+        starts = rows["interval_start"].sort_values()
+        shown = "%Y" if rows["kind"].iloc[0] == YEARLY else "%Y-%m-%d %H:%M UTC"
+        span = starts.iloc[0].strftime(shown)
+        if len(starts) > 1:
+            span += f" to {starts.iloc[-1].strftime(shown)}"
+        records.append(LeftOut(
+            LEFT_OUT_SOURCE, str(path), f"{len(rows)} row(s) of zone {zone} ({basis}) with "
+            f"an empty intensity cell, {span}", "no value, so no interval: a hole in the "
+            "series (a fact in it gets co2_g NaN, 'missing')"))
+    return records
+
+
+def read_folder(folder: str | Path, left_out: list[LeftOut] | None = None) -> pd.DataFrame:
+    """Every ``*.csv`` under ``folder`` (recursively, sorted by path) as one table; what
+    each file leaves out is added to ``left_out`` when given (:func:`read_file`).
 
     Raises InputError if two files give the same zone, basis and kind overlapping
     intervals (which series would hold is then unknown), naming both files.
     """
-    return stepseries.read_landing(folder, read_file, ["zone", "basis", "kind"],
-                                   empty_intensity,
+    return stepseries.read_landing(folder, lambda path: read_file(path, left_out),
+                                   ["zone", "basis", "kind"], empty_intensity,
                                    lambda row: f"zone {row['zone']} ({row['basis']})")
 
 
@@ -90,8 +119,9 @@ def empty_intensity() -> pd.DataFrame:
 
 def _number(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
     """``column`` as floats; an empty cell is NaN (no value for that interval)."""
-    values = pd.to_numeric(frame[column].str.strip().replace("", np.nan), errors="coerce")
-    bad = values.isna() & (frame[column].str.strip() != "")
+    cells = frame[column].str.strip()
+    values = pd.to_numeric(cells.mask(cells == ""), errors="coerce")  # no downcast warning
+    bad = values.isna() & (cells != "")
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
         raise InputError(path, f"not a number: {frame[column].iloc[row]!r}", line=row + 2,
@@ -134,7 +164,7 @@ def _electricity_maps(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
     if not parts:
         raise InputError(path, f"no intensity column (one of "
                                f"{[n for names in EM_BASES.values() for n in names]})", line=1)
-    return pd.concat(parts, ignore_index=True).dropna(subset=["intensity_g_per_kwh"])
+    return pd.concat(parts, ignore_index=True)
 
 
 def _owid(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
@@ -148,4 +178,4 @@ def _owid(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
     zone = frame["Code"].str.strip().where(frame["Code"].str.strip() != "", frame["Entity"])
     return pd.DataFrame({"zone": zone, "interval_start": start, "interval_end": end,
                          "intensity_g_per_kwh": _number(path, frame, OWID_VALUE),
-                         "basis": "lca", "kind": YEARLY}).dropna(subset=["intensity_g_per_kwh"])
+                         "basis": "lca", "kind": YEARLY})

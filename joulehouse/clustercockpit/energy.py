@@ -44,11 +44,14 @@ from joulehouse.clustercockpit.schemas import (
 )
 from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
 from joulehouse.integrate import counter_energy, trapezoid_energy
+from joulehouse.leftout import LeftOut
 from joulehouse.timeutil import epoch_ns_to_utc, seconds_since
 from joulehouse.validation import validate
 
 FACTS_SOURCE = "clustercockpit"
 J_PER_KWH = 3.6e6
+#: Hosts named in a left-out record's reason; the others are counted.
+HOSTS_NAMED = 5
 #: energy_facts component of the known energy metrics; other metrics name themselves.
 COMPONENTS = {"rapl_power": "cpu", "cpu_power": "cpu", "core_power": "cpu-cores",
               "mem_power": "dram", "acc_power": "accelerator"}
@@ -337,3 +340,32 @@ def energy_facts_rows(job_energy_rows: pd.DataFrame) -> pd.DataFrame:
     result = pd.concat(parts, ignore_index=True)
     result = result.sort_values(["entity", "component", "method"], ignore_index=True)
     return validate(ENERGY_FACTS_SCHEMA, result, "energy_facts") if len(result) else result
+
+
+def left_out(per_host: pd.DataFrame, job_energy_rows: pd.DataFrame, job_folder: str
+             ) -> list[LeftOut]:
+    """What :func:`energy_facts_rows` leaves out of one job (its tables :func:`host_energy`
+    and :func:`job_energy`, read from ``job_folder``): one record per metric whose
+    integrated fact (``power`` or ``counter``) it does not give, since a fact covers its
+    whole window: hosts without a bridged sample (energy NaN: no series, as a host of
+    meta.json's ``resources`` missing from data.json, or all of it null or too sparse)
+    are named, else the unbridged gaps are counted. cc-backend's own figure is still a
+    fact."""
+    whole = (job_energy_rows["gap_count"] == 0) & job_energy_rows["energy_j"].notna()
+    records = []
+    for row in job_energy_rows[~whole].itertuples(index=False):
+        hosts = per_host[per_host["metric"] == row.metric]
+        empty = hosts.loc[hosts["energy_j"].isna(), "host"].tolist()
+        method = "power" if row.kind == "power" else "counter"
+        # rounded down: a window not whole is never said to be covered 1
+        covered = f"covered {math.floor(row.covered_fraction * 1000) / 1000:g} of the window"
+        if empty:
+            named = ", ".join(empty[:HOSTS_NAMED]) + (
+                f" and {len(empty) - HOSTS_NAMED} more" if len(empty) > HOSTS_NAMED else "")
+            why = f"no sample of it bridged on host(s) {named} (energy NaN)"
+        else:
+            why = f"{row.gap_count} unbridged gap(s), {row.gap_s:g} s in all"
+        records.append(LeftOut(
+            FACTS_SOURCE, job_folder, f"its {method} fact of {row.metric} "
+            f"({len(hosts)} host(s))", f"{why}: {covered}, and a fact covers its whole window"))
+    return records

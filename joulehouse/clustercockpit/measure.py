@@ -26,7 +26,7 @@ import pandas as pd
 
 from joulehouse.clustercockpit.aggregate import metric_stats
 from joulehouse.clustercockpit.conformance import DataConformance, SchemaWarning, meta_warnings
-from joulehouse.clustercockpit.energy import host_energy, job_energy
+from joulehouse.clustercockpit.energy import host_energy, job_energy, left_out
 from joulehouse.clustercockpit.layout import JobRef
 from joulehouse.clustercockpit.readers import (
     ClusterConfig,
@@ -43,6 +43,7 @@ from joulehouse.clustercockpit.schemas import (
     empty_table,
 )
 from joulehouse.errors import InputError
+from joulehouse.leftout import LeftOut
 from joulehouse.validation import passes, validate
 
 #: Jobs whose tables :func:`measure_jobs` checks at once (bounds a batch's extra memory).
@@ -63,6 +64,11 @@ class JobMeasurement:
     job_energy: pd.DataFrame
     stats: pd.DataFrame
     warnings: list[SchemaWarning]
+
+    def left_out(self) -> list[LeftOut]:
+        """What the job's tables give no ``energy_facts`` row of (:func:`.energy.left_out`),
+        each record's input the job folder."""
+        return left_out(self.host_energy, self.job_energy, str(self.ref.path))
 
 
 def measure_job(ref: JobRef, cluster: ClusterConfig, version: int, *,

@@ -19,6 +19,7 @@ from joulehouse.commands.conventions import (
     Progress,
     add_command,
     input_path,
+    report_left_out,
     something_read,
     source_commands,
     write_table,
@@ -43,7 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the integrated energy (energy_j, J) with its covered fraction, and cc-backend's\n"
         "own figure (energy_cc_kwh, average power x nodes x duration rounded to 0.01 kWh).\n"
         "A job that cannot be read is reported on stderr and the others still go out\n"
-        "(exit code 1); when no job can be read, nothing is written (exit code 2).",
+        "(exit code 1); when no job can be read, nothing is written (exit code 2). A job\n"
+        "metric that gives no energy_facts row (a host without samples, unbridged gaps)\n"
+        "is said on stderr ('left out').",
         examples=[f"joulehouse energy cc {EXAMPLE_ARCHIVE} > energy.csv",
                   "joulehouse energy cc /lustre/job-archive --format parquet --out energy.parquet"],
         handler=energy_cc)
@@ -112,8 +115,10 @@ def energy_cc(args: argparse.Namespace) -> int:
         errors = unlisted + errors
         _report(shown, errors)
     something_read(len(measured), len(errors), "job")
-    write_table(energy_table(measured), args.format, args.out)
-    return BAD_INPUT if errors else OK
+    table = energy_table(measured)
+    write_table(table, args.format, args.out)
+    return report_left_out([record for m in measured for record in m.left_out()], len(table),
+                           len(errors))
 
 
 def export_db_command(args: argparse.Namespace) -> int:

@@ -8,19 +8,18 @@ from pathlib import Path
 import pandas as pd
 
 from joulehouse.commands.conventions import (
-    BAD_INPUT,
-    OK,
     CommandError,
     Progress,
     add_command,
     input_path,
+    report_left_out,
     something_read,
     source_commands,
     timezone_name,
     write_table,
 )
 from joulehouse.errors import InputError
-from joulehouse.gpu.energy import REPETITION_ENERGY_COLUMNS, repetition_energy
+from joulehouse.gpu.energy import REPETITION_ENERGY_COLUMNS, left_out, repetition_energy
 from joulehouse.gpu.layout import (
     find_repetitions,
     folder_level,
@@ -51,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write the per-repetition energy table (experiment windows) of every\n"
         "complete repetition under DATA_ROOT. Incomplete repetitions are skipped; a bad\n"
         "one is reported on stderr and the others still go out (exit code 1); when every\n"
-        "one is bad, nothing is written (exit code 2).",
+        "one is bad, nothing is written (exit code 2). A method that gives no\n"
+        "energy_facts row (its file missing, unbridged gaps) is said on stderr ('left out').",
         examples=[f"joulehouse energy gpu {EXAMPLE_ROOT} > energy.csv",
                   ("joulehouse energy gpu /lustre/gpu-bench --timezone Europe/Berlin "
                    "--format parquet --out energy.parquet")],
@@ -97,7 +97,7 @@ def energy_gpu(args: argparse.Namespace) -> int:
     if not refs:
         raise CommandError(f"{data_root}: no repetition folders; expected {EXPECTED_ROOT}"
                            f"{_level_hint(data_root)}")
-    frames, failed = [], 0
+    frames, failed, records = [], 0, []
     name = root_name(data_root) if args.root_name is None else args.root_name
     with Progress(refs, unit="repetition", quiet=args.quiet) as shown:
         for ref in shown:
@@ -113,8 +113,9 @@ def energy_gpu(args: argparse.Namespace) -> int:
                 shown.report(f"{ref.key}: {err}")
                 continue
             frames.append(energy[energy["phase"] == "experiment"])
+            records += left_out(energy, str(ref.path))
     something_read(len(frames), failed, "repetition")
     table = (validate(REPETITION_ENERGY_SCHEMA, pd.concat(frames, ignore_index=True), data_root)
              if frames else pd.DataFrame(columns=REPETITION_ENERGY_COLUMNS))
     write_table(table, args.format, args.out)
-    return BAD_INPUT if failed else OK
+    return report_left_out(records, len(table), failed)

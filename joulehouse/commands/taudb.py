@@ -13,15 +13,16 @@ import argparse
 from pathlib import Path
 
 from joulehouse.commands.conventions import (
-    BAD_INPUT,
     OK,
     Progress,
     add_command,
     input_path,
     open_taudb,
+    report_left_out,
 )
 from joulehouse.commands.powerapi import machine_targets
 from joulehouse.errors import InputError
+from joulehouse.leftout import LeftOut
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials, load_trial
 from joulehouse.taudb.read import EXPECTED, read_trials
@@ -61,7 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "PowerAPI report files or folders: one trial per sensor and day),\n"
                    "creating the database and its schema when missing. Every PATH must exist\n"
                    "and hold something, or nothing is loaded (exit 2); a PATH that cannot\n"
-                   "be read is reported and the others are still loaded (exit 1).",
+                   "be read is reported and the others are still loaded (exit 1). What a\n"
+                   "trial leaves out of its source (TAU text profiles: timer lines with 0\n"
+                   "calls, user events with 0 samples, skipped by rule) is said on stderr.",
                    [f"joulehouse taudb load {DB} examples/tau-profiles/tau2_wrap_mpi2 app.ppk",
                     (f"joulehouse taudb load {DB} examples/gpu-data/power-limit/bert/250W "
                      "--name bert-250W"),
@@ -90,21 +93,22 @@ def _load(args: argparse.Namespace) -> int:
         args.command_parser.error("--name needs exactly one PATH")
     paths = [input_path(path, EXPECTED.removeprefix("expected ")) for path in args.paths]
     targets = machine_targets(None)  # PowerAPI's, from the setting
-    failed = 0
+    failed, loaded, left_out = 0, 0, []
     with open_taudb(args.url, args.schema, create=True) as db, \
             Progress(paths, unit="trial", quiet=args.quiet) as shown:
         for path in shown:
             try:
-                _load_path(db, path, args.name, shown, targets)
+                loaded += _load_path(db, path, args.name, shown, targets, left_out)
             except InputError as err:
                 failed += 1
                 shown.report(str(err))
-    return BAD_INPUT if failed else OK
+    return report_left_out(left_out, loaded, failed)
 
 
 def _load_path(db: TaudbDatabase, path: Path, name: str | None, shown: Progress,
-               powerapi_targets: tuple[str, ...]) -> None:
-    """Load the trials of one PATH, each printed as loaded; a trial the loader refuses
+               powerapi_targets: tuple[str, ...], left_out: list[LeftOut]) -> int:
+    """Load the trials of one PATH, each printed as loaded, and add what each left out of
+    its source to ``left_out``; returns how many were loaded. A trial the loader refuses
     raises :class:`InputError` (the trials before it stay loaded)."""
     trials = read_trials(path, powerapi_targets=powerapi_targets)
     if name is not None and len(trials) > 1:
@@ -113,8 +117,10 @@ def _load_path(db: TaudbDatabase, path: Path, name: str | None, shown: Progress,
         if name is not None:
             trial.name = name
         trial_id = load_trial(db, trial)
+        left_out += trial.left_out
         shown.print(f"trial {trial_id}: {trial.name} ({len(trial.threads)} threads) "
                     f"from {path}")
+    return len(trials)
 
 
 def _list(args: argparse.Namespace) -> int:

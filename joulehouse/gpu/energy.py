@@ -30,6 +30,7 @@ from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
 from joulehouse.gpu.layout import is_root_name, root_name
 from joulehouse.gpu.readers import Repetition
 from joulehouse.integrate import counter_energy, trapezoid_energy
+from joulehouse.leftout import LeftOut
 from joulehouse.timeutil import epoch_ns_to_utc, seconds_since
 from joulehouse.validation import validate
 
@@ -261,3 +262,31 @@ def energy_facts_rows(per_repetition: pd.DataFrame) -> pd.DataFrame:
     facts = pd.concat(parts, ignore_index=True)
     facts = facts.sort_values(["entity", "component", "method"], ignore_index=True)
     return validate(ENERGY_FACTS_SCHEMA, facts, "energy_facts") if len(facts) else facts
+
+
+#: Where each method's readings come from, as a left-out record names it.
+METHOD_SOURCES = {"counter": "total_energy_j of gpu-power.csv",
+                  "power": "power_w of gpu-power.csv",
+                  "samples": "total_power_samples.csv",
+                  "external": "power-external.csv"}
+
+
+def left_out(per_repetition: pd.DataFrame, repetition_folder: str) -> list[LeftOut]:
+    """What :func:`energy_facts_rows` leaves out of one repetition's energy
+    (:func:`repetition_energy`, read from ``repetition_folder``): one record per method of
+    its experiment window that gives no fact, either its source missing (no value) or
+    unbridged gaps in the window (a fact covers its whole window)."""
+    records = []
+    for row in per_repetition[per_repetition["phase"] == "experiment"].to_dict("records"):
+        for method in METHODS:
+            gaps = row[method.gap_count]
+            if pd.isna(row[method.energy]):
+                why = f"no readings: {METHOD_SOURCES[method.name]} missing or empty"
+            elif not pd.isna(gaps) and gaps > 0:
+                why = (f"{gaps} unbridged gap(s), {row[method.gap_s]:g} s of "
+                       f"{row['duration_s']:g} s: a fact covers its whole window")
+            else:
+                continue
+            records.append(LeftOut(FACTS_SOURCE, repetition_folder,
+                                   f"its {method.name} energy_facts row", why))
+    return records

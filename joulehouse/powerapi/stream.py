@@ -332,7 +332,7 @@ class ReportStore:
             stored = piece_key(key, piece.progress.generation, piece.progress.pieces - 1)
             for name, frame in frames.items():
                 self.tables.write_partition(f"{self.table}/{name}", stored, frame)
-        store_left_out(self.tables, f"{FACTS_SOURCE}/read/{key}", piece.reports.left_out,
+        store_left_out(self.tables, FACTS_SOURCE, "read", key, piece.reports.left_out,
                        now=pd.Timestamp(now, unit="s", tz="UTC"))
         self.tables.write_partition(self._progress_table(), key, piece.progress.frame())
         return frames

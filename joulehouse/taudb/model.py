@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from joulehouse.leftout import LeftOut
+
 THREAD_COLUMNS = ["node_rank", "context_rank", "thread_rank"]
 
 #: Joins the frames of a callpath name: ``"main => foo => bar"``.
@@ -60,3 +62,6 @@ class TrialData:
     fingerprint: str
     trial_metadata: dict[str, str] = field(default_factory=dict)
     """Extra trial-level attributes (primary metadata), e.g. the fingerprint."""
+    left_out: list[LeftOut] = field(default_factory=list)
+    """What the source held that the trial does not (``joulehouse/leftout.py``), e.g. a TAU
+    text profile's timer lines with 0 calls; the loader ignores it."""

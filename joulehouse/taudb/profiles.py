@@ -38,12 +38,16 @@ import numpy as np
 import pandas as pd
 
 from joulehouse.errors import InputError
+from joulehouse.leftout import LeftOut
 from joulehouse.taudb.model import DATA_SOURCE_TAU_PROFILES, THREAD_COLUMNS, TrialData
 
 PROFILE_NAME = re.compile(r"profile\.(\d+)\.(\d+)\.(\d+)")
 MULTI_PREFIX = "MULTI__"
 PPK_SUFFIX = ".ppk"
 DEFAULT_METRIC = "Time"  # TAU's name when neither the header nor the metadata names one
+#: The left-out records' source, and how many names a record quotes.
+LEFT_OUT_SOURCE = "tau"
+NAMES_QUOTED = 3
 
 #: A user event's statistics, in the text format's order (the .ppk has min before max).
 COUNTER_STATS = ["sample_count", "maximum", "minimum", "mean", "sum_squares"]
@@ -456,10 +460,33 @@ def read_profile_dir(path: str | Path, *, name: str | None = None) -> TrialData:
     stats = np.concatenate([p.counter_stats for _, p in counters])
     sampled = stats[:, 0] != 0  # TAU skips user events without samples
     counter_names = [n for _, p in counters for n in p.counter_names]
-    return make_trial(
+    trial = make_trial(
         name=name or root.name, data_source=DATA_SOURCE_TAU_PROFILES, metrics=metrics,
         threads=threads, timers=timers, timer_values=timer_values,
         counters=counter_frame(threads, counter_rows[sampled],
                                [n for n, s in zip(counter_names, sampled) if s], stats[sampled]),
         metadata=metadata_frame(threads, metadata), source_key=str(root),
         fingerprint=digest.hexdigest())
+    trial.left_out = skipped_by_rule(
+        str(root), normalise_names(n for n, k in zip(names, keep) if not k),
+        normalise_names(n for n, s in zip(counter_names, sampled) if not s))
+    return trial
+
+
+def skipped_by_rule(source: str, timers: list[str], events: list[str]) -> list[LeftOut]:
+    """The records of what TAU's rules skip in the text profiles of ``source``: ``timers``,
+    the (normalised) names of its timer lines with 0 calls, ``events``, of its user events
+    with 0 samples (one name per line, every thread and metric). One record each, with the
+    count and the first names, not one per line: nothing is lost that TAU would keep."""
+    why = "skipped by rule, as TAU's loader skips them (docs/tau-profiles.md)"
+    return [LeftOut(LEFT_OUT_SOURCE, source, f"{len(lines)} {what} ({_quoted(lines)})", why)
+            for lines, what in ((timers, "timer line(s) with 0 calls"),
+                                (events, "user event line(s) with 0 samples")) if lines]
+
+
+def _quoted(names: list[str]) -> str:
+    """The first :data:`NAMES_QUOTED` distinct ``names``, quoted, and how many more."""
+    distinct = list(dict.fromkeys(names))
+    shown = ", ".join(repr(name) for name in distinct[:NAMES_QUOTED])
+    more = len(distinct) - NAMES_QUOTED
+    return f"{shown} and {more} more" if more > 0 else shown

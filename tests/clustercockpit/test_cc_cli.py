@@ -62,7 +62,11 @@ def test_energy_rows_of_the_bundled_archive():
 
 def test_energy_of_the_real_emmy_jobs(emmy_archive):
     result = joulehouse("energy", "cc", emmy_archive)
-    assert result.returncode == 0 and result.stderr == ""
+    # 1404397's unbridged end gives no power fact, and says so: rows came out, exit 0
+    assert result.returncode == 0 and result.stderr == (
+        f"joulehouse: {emmy_archive / 'emmy/1404/397/1609300556'}: left out its power fact of "
+        "rapl_power (32 host(s)): 2 unbridged gap(s), 250 s in all: covered 0.999 of the "
+        "window, and a fact covers its whole window\n")
     rows = _csv(result.stdout).set_index("job")
     assert list(rows.index) == ["emmy/1403244/1608923076", "emmy/1404397/1609300556"]
     assert rows["hosts"].tolist() == [32, 32] and rows["metric"].unique().tolist() == [

@@ -54,7 +54,7 @@ GRAPH = {
     "cc_job_energy": ({"cc_block_tables"}, False, set()),
     "cc_rollup": ({"cc_block_tables"}, False, set()),
     "energy_facts/clustercockpit": ({"cc_block_tables"}, False, set()),
-    "carbon_intensity": (set(), False, set()),
+    "carbon_intensity": (set(), False, {"rows_read"}),
     "tariffs": (set(), False, set()),
     **{name: (ACCOUNTING_INPUTS, False, checks) for name, checks in (
         ("accounting_daily", set()), ("accounting_monthly", set()),

@@ -67,7 +67,7 @@ def test_the_taudb_assets_join_the_gpu_definitions(taudb, landing, tmp_path):
 # --- TAU profile sets ------------------------------------------------------------------------
 
 def test_profile_sets_load_in_one_run_and_a_bad_set_fails_alone(instance, taudb, landing,
-                                                                peer_data):
+                                                                peer_data, tmp_path):
     broken = landing / "broken"
     broken.mkdir()
     lines = (EXAMPLE_SET / "profile.0.0.0").read_text().splitlines(keepends=True)
@@ -78,6 +78,7 @@ def test_profile_sets_load_in_one_run_and_a_bad_set_fails_alone(instance, taudb,
     result = dg.materialize(
         [tau_profile_trials], instance=instance, raise_on_error=False,
         resources={"taudb": taudb, "tau_profiles": TauProfileSource(landing_folders=[str(landing)]),
+                   "warehouse": Warehouse(root=str(tmp_path / "warehouse")),  # left_out
                    "workers": StepWorkers(max_workers=2)},  # the bad set's error from a worker
         tags={RANGE_START: keys[0], RANGE_END: keys[1]})
 
@@ -112,13 +113,14 @@ def test_profile_sets_load_in_one_run_and_a_bad_set_fails_alone(instance, taudb,
 
 
 def test_a_partition_of_a_landing_folder_no_longer_configured_fails_alone(instance, taudb,
-                                                                         landing):
+                                                                         landing, tmp_path):
     keys = ["gone/x", "landing/tau2_wrap_mpi2"]
     instance.add_dynamic_partitions(tau_profile_sets.name, keys)
 
     result = dg.materialize(
         [tau_profile_trials], instance=instance, raise_on_error=False,
         resources={"taudb": taudb, "tau_profiles": TauProfileSource(landing_folders=[str(landing)]),
+                   "warehouse": Warehouse(root=str(tmp_path / "warehouse")),
                    "workers": StepWorkers(max_workers=1)},
         tags={RANGE_START: keys[0], RANGE_END: keys[1]})
 

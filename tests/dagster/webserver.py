@@ -188,9 +188,9 @@ def statuses(port: int, asset: str) -> dict:
 
 
 def check_execution(port: int, asset: str, check: str, partition: str) -> dict:
-    """The latest execution of the check ``check`` on ``asset`` for ``partition``: its
-    ``status`` and ``evaluation``, whose metadata is also given as ``entries`` (label ->
-    text, path, int or parsed JSON)."""
+    """The latest execution of the check ``check`` on ``asset`` for ``partition`` ('' for an
+    unpartitioned asset): its ``status`` and ``evaluation``, whose metadata is also given
+    as ``entries`` (label -> text, path, int or parsed JSON)."""
     [execution] = graphql(port, CHECK, {"path": [asset], "check": check,
                                         "partition": partition})["assetCheckExecutions"]
     evaluation = execution["evaluation"]
@@ -198,6 +198,16 @@ def check_execution(port: int, asset: str, check: str, partition: str) -> dict:
         evaluation["entries"] = {entry["label"]: _entry_value(entry)
                                  for entry in evaluation["metadataEntries"]}
     return execution
+
+
+def warning(port: int, asset: str, check: str, partition: str) -> dict:
+    """The evaluation of :func:`check_execution`, which must be a WARN: status FAILED,
+    severity WARN (what an input left out, ``joulehouse/leftout.py``); ``partition`` ''
+    for an unpartitioned asset's check."""
+    execution = check_execution(port, asset, check, partition)
+    assert execution["status"] == "FAILED", (asset, check, partition, execution)
+    assert execution["evaluation"]["severity"] == "WARN", (asset, check, partition, execution)
+    return execution["evaluation"]
 
 
 def _entry_value(entry: dict):
