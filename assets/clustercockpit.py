@@ -435,10 +435,11 @@ def facts(context: dg.AssetExecutionContext, tables: Tables, energy: pd.DataFram
     """Write the ClusterCockpit rows of energy_facts per entry (``assets/facts.py``): a
     run's blocks' from their stored job energy, or every stored block's (``energy``)."""
 
-    def rows_of(keys: list[str]) -> pd.DataFrame:
+    def rows_of(keys: list[str]) -> tuple[list[str], pd.DataFrame]:
         stored = [key for key in keys if tables.has_partition(_frame_table("job_energy"), key)]
-        return (energy_facts_rows(tables.read_partitions(_frame_table("job_energy"), stored))
-                if stored else pd.DataFrame())
+        return stored, (energy_facts_rows(tables.read_partitions(_frame_table("job_energy"),
+                                                                 stored))
+                        if stored else pd.DataFrame())
 
     return write_facts(context, tables, cc_energy_facts.key, FACTS_SOURCE,
                        lambda: energy_facts_rows(energy), owned=(FACTS_OWNERSHIP, rows_of),

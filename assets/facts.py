@@ -33,8 +33,9 @@ from joulehouse.facts import ENERGY_FACTS_SCHEMA
 from joulehouse.facts_entries import Ownership, Written, replace_owned, sync
 from joulehouse.warehouse import Warehouse
 
-#: A source's facts of some of its partitions, from what they stored.
-RowsOf = Callable[[list[str]], pd.DataFrame]
+#: Of some partitions of a source: those whose energy is stored (only they own facts: a
+#: partition never stored, or a malformed key, has none) and their facts.
+RowsOf = Callable[[list[str]], tuple[list[str], pd.DataFrame]]
 
 
 def run_partitions(context: dg.AssetExecutionContext) -> list[str] | None:
@@ -54,8 +55,8 @@ def write_facts(context: dg.AssetExecutionContext, tables: Warehouse, asset: dg.
     keys = run_partitions(context)
     if owned is not None and keys is not None:
         ownership, rows_of = owned
-        rows = rows_of(keys)
-        written = replace_owned(tables, source, rows, keys, ownership)
+        owners, rows = rows_of(keys)
+        written = replace_owned(tables, source, rows, owners, ownership)
         how = f"the facts of the run's {len(keys)} partition(s)"
     else:
         rows = every()

@@ -409,9 +409,10 @@ def facts(context: dg.AssetExecutionContext, tables: Tables) -> dg.MaterializeRe
     """Write the GPU rows of energy_facts per entry (``assets/facts.py``): a run's
     repetitions' from their stored energy, or every registered repetition's."""
 
-    def rows_of(keys: list[str]) -> pd.DataFrame:
+    def rows_of(keys: list[str]) -> tuple[list[str], pd.DataFrame]:
         stored = [key for key in keys if tables.has_partition(ENERGY_TABLE, key)]
-        return energy_facts_rows(_energy_of(tables, stored)) if stored else pd.DataFrame()
+        return stored, (energy_facts_rows(_energy_of(tables, stored)) if stored
+                        else pd.DataFrame())
 
     return write_facts(context, tables, energy_facts.key, FACTS_SOURCE,
                        lambda: energy_facts_rows(_stored_energy(context, tables)),

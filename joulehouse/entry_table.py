@@ -20,6 +20,11 @@ before its commit) reads as empty. Writers of one table are kept one at a time
 file's other rows with ``string_view`` strings, which a pyarrow dataset's filter
 (DuckDB's pushdown on an object store) cannot compare.
 
+A folder that holds plain Parquet files (the table as written before it was kept per
+entry, e.g. ``energy_facts/<source>.parquet``) is migrated by the first write: its
+version 0 holds their rows; until it is committed readers read those files (never the
+``part-*`` data files of a write in progress), and they stay in the folder, unread.
+
 Readers need no Delta reader: :func:`files` are the Parquet files of the current
 version (the log's add actions), read by pandas, pyarrow or DuckDB's ``read_parquet``
 like any warehouse table's (``Warehouse.table_files`` lists them). Delta stores
