@@ -15,6 +15,10 @@ its source's step, which writes it after the per-partition assets of the run:
   and only the changed entities written (``facts_entries.sync``): this also removes
   the facts of partitions deleted from Dagster.
 
+After the write the table is compacted once it has many files
+(``facts_entries.compact_if_due``; the step holds the ``joulehouse_tables`` pool, so no
+other writer of the table runs meanwhile).
+
 Why not partition the facts asset like its source's energy: one spec per source stays
 what the accounting assets, the schedules and the UI's graph depend on, a GEOPM or
 PowerAPI fact has no single partition, and a per-partition materialization of the
@@ -30,7 +34,7 @@ import pandas as pd
 
 from assets.reporting import column_schema
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
-from joulehouse.facts_entries import Ownership, Written, replace_owned, sync
+from joulehouse.facts_entries import Ownership, Written, compact_if_due, replace_owned, sync
 from joulehouse.warehouse import Warehouse
 
 #: Of some partitions of a source: those whose energy is stored (only they own facts: a
@@ -64,8 +68,12 @@ def write_facts(context: dg.AssetExecutionContext, tables: Warehouse, asset: dg.
         how = ("every fact, the source's rows replaced whole" if written.whole else
                "every fact compared with the stored ones, the changed entities written")
         metadata = {"dagster/row_count": dg.MetadataValue.int(len(rows)), **(metadata or {})}
+    compacted = compact_if_due(tables)
+    if compacted is not None:
+        context.log.info(f"energy_facts compacted: {compacted}")
     return dg.MaterializeResult(asset_key=asset, metadata={
         **_written(written, how),
+        "compacted": dg.MetadataValue.json(compacted),
         "dagster/column_schema": column_schema({"table": rows}, lambda name: ENERGY_FACTS_SCHEMA),
         **(metadata or {})})
 

@@ -19,6 +19,8 @@ entities (``entity``, within ``source``) in one commit, whatever the table holds
   reports given twice count once, PowerAPI's windows straddle files), and for a rebuild
   from scratch.
 
+After a write, :func:`compact_if_due` merges the table's files once they are many.
+
 Either way the table afterwards holds what a rebuild from scratch would write, with every
 time rounded to the microsecond (Delta's unit, :func:`entry_table.to_microseconds`: a window
 end computed from a duration in float seconds moves by less than a microsecond).
@@ -37,6 +39,10 @@ from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
 from joulehouse.warehouse import Warehouse
 
 TABLE = "energy_facts"
+#: Data files in the table's current version above which :func:`compact_if_due` merges
+#: them (each write adds one or two): the files a reader lists and a write's predicate
+#: scans stay few, at the cost of rewriting the small files every ~60 writes.
+COMPACT_ABOVE = 64
 #: Changed entities above which :func:`sync` replaces the source's rows whole (a predicate
 #: on ``source`` alone) rather than naming each in the write's ``IN`` list.
 WHOLE_ABOVE = 10_000
@@ -128,3 +134,12 @@ def sync(warehouse: Warehouse, source: str, rows: pd.DataFrame) -> Written:
     written = rows[rows["entity"].isin(changed)]
     warehouse.write_entries(TABLE, written, {"source": source}, removed=removed)
     return Written(entities=len(changed), removed=len(removed), rows=len(written))
+
+
+def compact_if_due(warehouse: Warehouse) -> dict[str, int] | None:
+    """Compact the table (``entry_table.compact``: small files merged, files no version has
+    listed for a week removed) when its current version has over ``COMPACT_ABOVE`` data
+    files; its figures, or None when not due."""
+    if len(entry_table.files(warehouse, TABLE)) <= COMPACT_ABOVE:
+        return None
+    return entry_table.compact(warehouse, TABLE)

@@ -131,3 +131,19 @@ def test_random_landings_fixes_relandings_and_removals_equal_a_rebuild(tmp_path,
         stored(tables, "gpu-benchmark"),
         entry_table.to_microseconds(job_facts(gpu, "gpu-benchmark")).sort_values(
             "entity", ignore_index=True))
+
+
+def test_the_table_is_compacted_once_it_has_many_files(tmp_path, monkeypatch):
+    tables = Warehouse(tmp_path)
+    monkeypatch.setattr(facts_entries, "COMPACT_ABOVE", 2)
+    jobs: dict[str, float] = {}
+    for block in range(3):  # a file each
+        landed = {f"c/{block * 1000 + n}/0": float(n + 1) for n in range(2)}
+        jobs |= landed
+        facts_entries.replace_owned(tables, "clustercockpit", job_facts(landed),
+                                    [f"c/{block}"], CC_OWNERSHIP)
+        due = facts_entries.compact_if_due(tables)
+        assert (due is None) == (block < 2)
+    assert due["merged"] == 3 and due["added"] == 1
+    assert len(entry_table.files(tables, TABLE)) == 1
+    pd.testing.assert_frame_equal(stored(tables), expected(jobs))
