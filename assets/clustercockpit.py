@@ -168,7 +168,7 @@ cc_rollup = dg.AssetSpec(
 cc_energy_facts = dg.AssetSpec(
     dg.AssetKey([FACTS_TABLE, FACTS_SOURCE]),
     description=("The ClusterCockpit rows of the cross-source energy table "
-                 "(energy_facts/clustercockpit.parquet): per job and component, the "
+                 "(energy_facts, kept per entry: a run writes its blocks' jobs): per job and component, the "
                  "integrated energy over the whole job (method power or counter; none with "
                  "unbridged gaps) and cc-backend's figure (method cc-backend)."),
     group_name=FACTS_TABLE, deps=[cc_block_tables], **WHOLE_TABLE,

@@ -350,8 +350,9 @@ energy_facts = dg.AssetSpec(
     ["energy_facts", "gpu"],  # each source's rows are its own asset: energy_facts/<source>
     description=(
         "The cross-source energy table (source, entity, component, window in UTC, "
-        "duration_s, energy_j, method). This asset writes the GPU-benchmark rows: the "
-        "experiment window of each repetition, one row per measuring method."
+        "duration_s, energy_j, method), kept per entry. This asset writes the GPU-benchmark "
+        "rows, a run its repetitions': the experiment window of each repetition, one row "
+        "per measuring method."
     ),
     deps=[gpu_repetition_energy],
     **{**WHOLE_TABLE, "group_name": "energy_facts", "tags": {}},
