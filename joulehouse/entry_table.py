@@ -14,8 +14,9 @@ predicate ``<scope> AND <entry column> IN (<entries>)`` with the entries' new ro
 (the commit is the log entry, written only where absent); a write that fails before its
 commit leaves data files that no version lists, which :func:`compact` removes once
 older than ``RETENTION_HOURS``. The table is made, empty (version 0), before its first
-write, so a first write is such a write too; a log without a version (a making stopped
-before its commit) reads as empty. Writers of one table are kept one at a time
+write, so a first write is such a write too; a log without a version (a making or a
+migration stopped before its commit) reads as the folder's plain files, if any (none:
+empty). Writers of one table are kept one at a time
 (docs/ARCHITECTURE.md says why on S3). ``DeltaTable.delete`` is not used: it rewrites a
 file's other rows with ``string_view`` strings, which a pyarrow dataset's filter
 (DuckDB's pushdown on an object store) cannot compare.
@@ -80,8 +81,8 @@ def _plain_files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo]:
 
 
 def _open(warehouse: Warehouse, table: str) -> DeltaTable | None:
-    """The table's current version; None where its log holds no version (the table is
-    made first, alone, so that is only a making stopped before its commit: no rows)."""
+    """The table's current version; None where its log holds no version (a making or a
+    migration stopped before its commit: readers read the folder's plain files)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
