@@ -47,6 +47,7 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
+from assets.facts import write_facts
 from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION, TABLES_POOL
 from assets.reporting import (
     PartitionBatch,
@@ -61,12 +62,16 @@ from joulehouse.clustercockpit import schemas
 from joulehouse.clustercockpit.aggregate import rollup
 from joulehouse.clustercockpit.blocks import FRAMES, BlockRead, keep_stored, read_block
 from joulehouse.clustercockpit.conformance import SchemaWarning
-from joulehouse.clustercockpit.energy import FACTS_SOURCE, J_PER_KWH, energy_facts_rows
+from joulehouse.clustercockpit.energy import (
+    FACTS_OWNERSHIP,
+    FACTS_SOURCE,
+    J_PER_KWH,
+    energy_facts_rows,
+)
 from joulehouse.clustercockpit.layout import JobRef, fingerprint
 from joulehouse.clustercockpit.measure import JobMeasurement
 from joulehouse.digest import digest_pairs, file_stats_digest
 from joulehouse.errors import InputError
-from joulehouse.facts import ENERGY_FACTS_SCHEMA
 from joulehouse.leftout import store_left_out
 from joulehouse.partition_group import finish_pending, write_together
 from joulehouse.plots import Series, bars_png, markdown_image
@@ -168,7 +173,7 @@ cc_rollup = dg.AssetSpec(
 cc_energy_facts = dg.AssetSpec(
     dg.AssetKey([FACTS_TABLE, FACTS_SOURCE]),
     description=("The ClusterCockpit rows of the cross-source energy table "
-                 "(energy_facts/clustercockpit.parquet): per job and component, the "
+                 "(energy_facts, kept per entry: a run writes its blocks' jobs): per job and component, the "
                  "integrated energy over the whole job (method power or counter; none with "
                  "unbridged gaps) and cc-backend's figure (method cc-backend)."),
     group_name=FACTS_TABLE, deps=[cc_block_tables], **WHOLE_TABLE,
@@ -401,9 +406,10 @@ def block_spans(jobs: pd.DataFrame) -> pd.DataFrame:
         last_start=lambda f: f["last_start"].dt.strftime("%Y-%m-%d %H:%M"))
 
 
-def whole_tables(tables: Tables, keys: list[str], selected: set[dg.AssetKey]
-                 ) -> Iterator[dg.MaterializeResult]:
-    """Rebuild the selected tables over the stored blocks ``keys``."""
+def whole_tables(context: dg.AssetExecutionContext, tables: Tables, keys: list[str],
+                 selected: set[dg.AssetKey]) -> Iterator[dg.MaterializeResult]:
+    """Rebuild the selected tables over the stored blocks ``keys``; write their facts per
+    entry."""
     jobs = tables.read_partitions(_frame_table("jobs"), keys)
     energy = tables.read_partitions(_frame_table("job_energy"), keys)
     summary = {"blocks": dg.MetadataValue.int(len(keys)),
@@ -429,11 +435,23 @@ def whole_tables(tables: Tables, keys: list[str], selected: set[dg.AssetKey]
             "energy_per_day": _records(per_day),
             "energy_per_day_plot": dg.MetadataValue.md(energy_plot(per_day))})
     if cc_energy_facts.key in selected:
-        rows = energy_facts_rows(energy)
-        tables.write_partition(FACTS_TABLE, FACTS_SOURCE, rows)
-        yield dg.MaterializeResult(asset_key=cc_energy_facts.key, metadata={
-            **table_metadata(rows, ENERGY_FACTS_SCHEMA), **summary,
-            "total_energy_j": dg.MetadataValue.float(float(rows["energy_j"].sum()))})
+        yield facts(context, tables, energy, summary)
+
+
+def facts(context: dg.AssetExecutionContext, tables: Tables, energy: pd.DataFrame,
+          summary: dict[str, Any]) -> dg.MaterializeResult:
+    """Write the ClusterCockpit rows of energy_facts per entry (``assets/facts.py``): a
+    run's blocks' from their stored job energy, or every stored block's (``energy``)."""
+
+    def rows_of(keys: list[str]) -> tuple[list[str], pd.DataFrame]:
+        stored = [key for key in keys if tables.has_partition(_frame_table("job_energy"), key)]
+        return stored, (energy_facts_rows(tables.read_partitions(_frame_table("job_energy"),
+                                                                 stored))
+                        if stored else pd.DataFrame())
+
+    return write_facts(context, tables, cc_energy_facts.key, FACTS_SOURCE,
+                       lambda: energy_facts_rows(energy), owned=(FACTS_OWNERSHIP, rows_of),
+                       metadata=summary)
 
 
 with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
@@ -472,7 +490,7 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
         if selected & {spec.key for spec in CC_TABLES}:
             keys = stored_block_keys(context, tables)
             if keys:
-                yield from whole_tables(tables, keys, selected)
+                yield from whole_tables(context, tables, keys, selected)
             elif not failed:
                 raise dg.Failure("no ClusterCockpit block stored yet: materialize "
                                  "cc_block_tables")

@@ -37,6 +37,7 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
+from assets.facts import write_facts
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
 from assets.reporting import (
     PartitionBatch,
@@ -51,7 +52,6 @@ from assets.taudb import GROUP as TAUDB_GROUP
 from assets.taudb import LOADS_CHECK, load_partition_trials
 from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
-from joulehouse.facts import ENERGY_FACTS_SCHEMA
 from joulehouse.geopm import energy, schemas
 from joulehouse.geopm.layout import identify_report
 from joulehouse.geopm.plots import COMPONENTS, kj_column, region_energy_kj, region_energy_png
@@ -174,8 +174,8 @@ geopm_report_energy = dg.AssetSpec(
 geopm_energy_facts = dg.AssetSpec(
     dg.AssetKey([FACTS_TABLE, energy.FACTS_SOURCE]),
     description=(
-        "This source's rows of the cross-source energy table (energy_facts/geopm.parquet): "
-        "per report and host, the Application Totals' package and DRAM energy (method "
+        "This source's rows of the cross-source energy table (energy_facts, kept per "
+        "entry: only the reports whose facts changed are written): per report and host, the Application Totals' package and DRAM energy (method "
         "rapl) and GPU energy (counter), the window from the report's Start Time over the "
         "application's runtime."
     ),
@@ -312,10 +312,11 @@ def stored_report_keys(context: dg.AssetExecutionContext, tables: Tables) -> lis
     return [key for key in tables.partition_keys(HOST_TABLE) if key in registered]
 
 
-def whole_tables(tables: Tables, keys: list[str], selected: set[dg.AssetKey]
-                 ) -> Iterator[dg.MaterializeResult]:
-    """Rebuild the selected tables over the stored reports ``keys`` from their frames; a
-    report given twice (same content under two keys) counts once, under its first key."""
+def whole_tables(context: dg.AssetExecutionContext, tables: Tables, keys: list[str],
+                 selected: set[dg.AssetKey]) -> Iterator[dg.MaterializeResult]:
+    """Rebuild the selected tables over the stored reports ``keys`` from their frames, and
+    write their facts per entry; a report given twice (same content under two keys)
+    counts once, under its first key."""
     keys, twice = distinct_reports(tables, keys)
     totals = load_frames(tables, "totals", keys)
     summary = {"reports": dg.MetadataValue.int(len(keys)),
@@ -337,11 +338,13 @@ def whole_tables(tables: Tables, keys: list[str], selected: set[dg.AssetKey]
             "total_energy_j": dg.MetadataValue.float(float(np.nansum(
                 application[[column for column, _, _ in energy.FACT_COMPONENTS]].to_numpy())))})
     if geopm_energy_facts.key in selected:
+        # every report's, synced (assets/facts.py): a report given twice counts once, so
+        # a report's facts depend on the others'
         rows = energy.facts_rows(load_frames(tables, "header", keys), totals)
-        tables.write_partition(FACTS_TABLE, energy.FACTS_SOURCE, rows)
-        yield dg.MaterializeResult(asset_key=geopm_energy_facts.key, metadata={
-            **table_metadata(rows, ENERGY_FACTS_SCHEMA), **summary,
-            "total_energy_j": dg.MetadataValue.float(float(rows["energy_j"].sum()))})
+        yield write_facts(context, tables, geopm_energy_facts.key, energy.FACTS_SOURCE,
+                          lambda: rows, metadata={
+                              **summary, "total_energy_j": dg.MetadataValue.float(
+                                  float(rows["energy_j"].sum()))})
 
 
 with backfills() as single_run:
@@ -374,7 +377,7 @@ with backfills() as single_run:
         if selected & {spec.key for spec in GEOPM_TABLES}:
             keys = stored_report_keys(context, tables)
             if keys:
-                yield from whole_tables(tables, keys, selected)
+                yield from whole_tables(context, tables, keys, selected)
             elif not failed:
                 raise dg.Failure("no GEOPM report stored yet: materialize geopm_host_energy")
         if failed:

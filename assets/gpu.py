@@ -19,6 +19,7 @@ import dagster as dg
 import pandas as pd
 import pandera.pandas as pa
 
+from assets.facts import write_facts
 from assets.reporting import (
     BothOutcome,
     PartitionBatch,
@@ -32,12 +33,17 @@ from joulehouse.accounting.repetition import with_reading_figures
 from joulehouse.accounting.waste import GPU_IDLE
 from joulehouse.errors import InputError
 from joulehouse.gpu import aggregate
-from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows, left_out, repetition_energy
+from joulehouse.gpu.energy import (
+    FACTS_OWNERSHIP,
+    FACTS_SOURCE,
+    energy_facts_rows,
+    left_out,
+    repetition_energy,
+)
 from joulehouse.gpu.layout import RepetitionRef
 from joulehouse.gpu.readers import POWER_SAMPLES, Repetition, read_repetition
 from joulehouse.gpu.schemas import (
     BENCHMARK_SCHEMA,
-    ENERGY_FACTS_SCHEMA,
     EXTERNAL_POWER_SCHEMA,
     GPU_POWER_SCHEMA,
     POWER_SAMPLES_SCHEMA,
@@ -299,14 +305,20 @@ def stored_energy_keys(context: dg.AssetExecutionContext, tables: Tables) -> lis
 
 
 def _stored_energy(context: dg.AssetExecutionContext, tables: Tables) -> pd.DataFrame:
-    """The stored per-repetition energy of every registered partition.
+    """The stored per-repetition energy of every registered partition (see
+    :func:`_energy_of`)."""
+    keys = stored_energy_keys(context, tables)
+    if not keys:
+        raise dg.Failure("no per-repetition energy stored yet: materialize gpu_repetition_energy")
+    return _energy_of(tables, keys)
+
+
+def _energy_of(tables: Tables, keys: list[str]) -> pd.DataFrame:
+    """The stored per-repetition energy of the partitions ``keys`` (stored, at least one).
 
     Raises ``dg.Failure`` naming the partitions stored before the ``data_root``
     column (code version 1), which must be materialized again.
     """
-    keys = stored_energy_keys(context, tables)
-    if not keys:
-        raise dg.Failure("no per-repetition energy stored yet: materialize gpu_repetition_energy")
     frame = tables.read_partitions(ENERGY_TABLE, keys)
     if "data_root" in frame.columns and frame["data_root"].notna().all():
         return frame
@@ -354,8 +366,9 @@ energy_facts = dg.AssetSpec(
     ["energy_facts", "gpu"],  # each source's rows are its own asset: energy_facts/<source>
     description=(
         "The cross-source energy table (source, entity, component, window in UTC, "
-        "duration_s, energy_j, method). This asset writes the GPU-benchmark rows: the "
-        "experiment window of each repetition, one row per measuring method."
+        "duration_s, energy_j, method), kept per entry. This asset writes the GPU-benchmark "
+        "rows, a run its repetitions': the experiment window of each repetition, one row "
+        "per measuring method."
     ),
     deps=[gpu_repetition_energy],
     **{**WHOLE_TABLE, "group_name": "energy_facts", "tags": {}},
@@ -410,13 +423,17 @@ def _plots(settings: pd.DataFrame) -> str:
 
 
 def facts(context: dg.AssetExecutionContext, tables: Tables) -> dg.MaterializeResult:
-    """Rewrite the GPU rows of energy_facts from the stored per-repetition energy."""
-    rows = energy_facts_rows(_stored_energy(context, tables))
-    tables.write_partition(FACTS_TABLE, FACTS_SOURCE, rows)
-    return dg.MaterializeResult(asset_key=energy_facts.key, metadata={
-        **table_metadata(rows, ENERGY_FACTS_SCHEMA),
-        "sources": dg.MetadataValue.json(sorted(rows["source"].unique().tolist())),
-    })
+    """Write the GPU rows of energy_facts per entry (``assets/facts.py``): a run's
+    repetitions' from their stored energy, or every registered repetition's."""
+
+    def rows_of(keys: list[str]) -> tuple[list[str], pd.DataFrame]:
+        stored = [key for key in keys if tables.has_partition(ENERGY_TABLE, key)]
+        return stored, (energy_facts_rows(_energy_of(tables, stored)) if stored
+                        else pd.DataFrame())
+
+    return write_facts(context, tables, energy_facts.key, FACTS_SOURCE,
+                       lambda: energy_facts_rows(_stored_energy(context, tables)),
+                       owned=(FACTS_OWNERSHIP, rows_of))
 
 
 GPU_TABLES = [gpu_setting_energy, gpu_benchmark_energy, energy_facts]

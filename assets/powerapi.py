@@ -45,7 +45,8 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION, TABLES_POOL
+from assets.facts import write_facts
+from assets.gpu import TABLE_AUTOMATION, TABLES_POOL
 from assets.reporting import (
     PartitionBatch,
     Stored,
@@ -55,7 +56,6 @@ from assets.reporting import (
     partition_check_spec,
     table_metadata,
 )
-from joulehouse.facts import ENERGY_FACTS_SCHEMA
 from joulehouse.leftout import store_left_out
 from joulehouse.plots import Series, lines_png, markdown_image
 from joulehouse.powerapi import schemas
@@ -141,8 +141,8 @@ powerapi_window_energy = dg.AssetSpec(
 powerapi_energy_facts = dg.AssetSpec(
     dg.AssetKey(["energy_facts", "powerapi"]),
     description=(
-        "The PowerAPI rows of the cross-source energy table (energy_facts/powerapi.parquet): "
-        "entity '<sensor>/<target>', one row per component, window and method (measured, "
+        "The PowerAPI rows of the cross-source energy table (energy_facts, kept per entry: "
+        "only the entities whose facts changed are written): entity '<sensor>/<target>', one row per component, window and method (measured, "
         "estimated)."
     ),
     group_name="energy_facts", deps=[powerapi_window_energy], **WHOLE_TABLE,
@@ -230,13 +230,15 @@ def stored_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
     return [key for key in ReportStore(tables).stored_keys() if key in registered]
 
 
-def whole_tables(tables: Tables, keys: list[str], source: PowerapiSource,
-                 selected: set[dg.AssetKey]) -> Iterator[dg.MaterializeResult]:
-    """Rebuild the selected whole-source tables over the stored partitions ``keys``."""
+def whole_tables(context: dg.AssetExecutionContext, tables: Tables, keys: list[str],
+                 source: PowerapiSource, selected: set[dg.AssetKey]
+                 ) -> Iterator[dg.MaterializeResult]:
+    """Rebuild the selected whole-source tables over the stored partitions ``keys``, and
+    write their facts per entry."""
     if powerapi_window_energy.key in selected:
         yield window_table(tables, keys, source)
     if powerapi_energy_facts.key in selected:
-        yield facts(tables, source.targets)
+        yield facts(context, tables, source.targets)
 
 
 def window_table(tables: Tables, keys: list[str], source: PowerapiSource
@@ -285,13 +287,13 @@ def _across_windows(label: str, rows: pd.DataFrame, energy_j: pd.Series) -> Seri
     return Series(label, xs, ys)
 
 
-def facts(tables: Tables, targets: tuple[str, ...]) -> dg.MaterializeResult:
-    """Rewrite the PowerAPI rows of energy_facts from the window table (made with the
-    machine-level ``targets``)."""
-    rows = energy_facts_rows(tables.read_table(WINDOW_TABLE), targets)
-    tables.write_partition(FACTS_TABLE, FACTS_SOURCE, rows)
-    return dg.MaterializeResult(asset_key=powerapi_energy_facts.key,
-                                metadata=table_metadata(rows, ENERGY_FACTS_SCHEMA))
+def facts(context: dg.AssetExecutionContext, tables: Tables, targets: tuple[str, ...]
+          ) -> dg.MaterializeResult:
+    """Write the PowerAPI rows of energy_facts per entry from the window table (made with
+    the machine-level ``targets``), synced (``assets/facts.py``): a window may straddle
+    files, so a sensor's facts depend on every partition's reports."""
+    return write_facts(context, tables, powerapi_energy_facts.key, FACTS_SOURCE,
+                       lambda: energy_facts_rows(tables.read_table(WINDOW_TABLE), targets))
 
 
 with backfills() as single_run:
@@ -318,7 +320,7 @@ with backfills() as single_run:
         if selected & {powerapi_window_energy.key, powerapi_energy_facts.key}:
             keys = stored_keys(context, tables)
             if keys:
-                yield from whole_tables(tables, keys, powerapi_source, selected)
+                yield from whole_tables(context, tables, keys, powerapi_source, selected)
             elif not failed:
                 raise dg.Failure("no PowerAPI report stored yet: materialize "
                                  "powerapi_validated_frames for a partition first")

@@ -14,11 +14,17 @@ predicate ``<scope> AND <entry column> IN (<entries>)`` with the entries' new ro
 (the commit is the log entry, written only where absent); a write that fails before its
 commit leaves data files that no version lists, which :func:`compact` removes once
 older than ``RETENTION_HOURS``. The table is made, empty (version 0), before its first
-write, so a first write is such a write too; a log without a version (a making stopped
-before its commit) reads as empty. Writers of one table are kept one at a time
+write, so a first write is such a write too; a log without a version (a making or a
+migration stopped before its commit) reads as the folder's plain files, if any (none:
+empty). Writers of one table are kept one at a time
 (docs/ARCHITECTURE.md says why on S3). ``DeltaTable.delete`` is not used: it rewrites a
 file's other rows with ``string_view`` strings, which a pyarrow dataset's filter
 (DuckDB's pushdown on an object store) cannot compare.
+
+A folder that holds plain Parquet files (the table as written before it was kept per
+entry, e.g. ``energy_facts/<source>.parquet``) is migrated by the first write: its
+version 0 holds their rows; until it is committed readers read those files (never the
+``part-*`` data files of a write in progress), and they stay in the folder, unread.
 
 Readers need no Delta reader: :func:`files` are the Parquet files of the current
 version (the log's add actions), read by pandas, pyarrow or DuckDB's ``read_parquet``
@@ -47,6 +53,8 @@ if TYPE_CHECKING:
     from joulehouse.warehouse import Warehouse
 
 LOG = "_delta_log"
+#: How delta-rs names its data files (``part-00001-<uuid>-c000.<codec>.parquet``).
+DATA_PREFIX = "part-"
 #: The key of a column's nullable pandas dtype in its Delta field's metadata.
 PANDAS_DTYPE = "joulehouse.pandas_dtype"
 #: Data files are removed by :func:`compact` this long after a version stops listing
@@ -66,9 +74,15 @@ def _uri(warehouse: Warehouse, table: str) -> str:
     return warehouse.table_path(table) if warehouse.is_local else f"{warehouse.url}/{table}"
 
 
+def _plain_files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo]:
+    """The plain Parquet files of ``table``'s folder that are no Delta data file: those of
+    a table written before it was kept per entry, which its first version migrates."""
+    return [info for info in warehouse._files(table) if not info.base_name.startswith(DATA_PREFIX)]
+
+
 def _open(warehouse: Warehouse, table: str) -> DeltaTable | None:
-    """The table's current version; None where its log holds no version (the table is
-    made first, alone, so that is only a making stopped before its commit: no rows)."""
+    """The table's current version; None where its log holds no version (a making or a
+    migration stopped before its commit: readers read the folder's plain files)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
@@ -82,21 +96,26 @@ def _create(warehouse: Warehouse, table: str, schema: pa.Schema) -> None:
     """Make the table, version 0, with ``schema`` and no data, unless a version exists.
 
     A first write is thus an overwrite like any other: data files written before a
-    failure are listed by no version (delta-rs writes them before the commit). Refused
-    in a folder that holds anything but the log: readers of the table would not see
-    its files (plain Parquet partitions, a nested table)."""
+    failure are listed by no version (delta-rs writes them before the commit)."""
     from deltalake import DeltaTable
 
+    _refuse_nested(warehouse, table)
+    DeltaTable.create(_uri(warehouse, table), _delta_schema(schema), mode="ignore",
+                      storage_options=warehouse.delta_options())
+
+
+def _refuse_nested(warehouse: Warehouse, table: str) -> None:
+    """Refuse a folder that holds anything but the log and Parquet files (a nested table,
+    another file): readers of the table would not see it, nor could it be migrated."""
     path = warehouse.table_path(table)
     held = sorted(PurePosixPath(info.path).name for info in warehouse.filesystem.get_file_info(
-        pafs.FileSelector(path, allow_not_found=True)))
+        pafs.FileSelector(path, allow_not_found=True))
+        if info.type != pafs.FileType.File or not info.path.endswith(".parquet"))
     if [name for name in held if name != LOG]:
         raise FileExistsError(
             f"{table}: {path} already holds {', '.join(held[:5])}"
-            f"{' …' if len(held) > 5 else ''}; a table kept per entry is made in an empty "
-            "folder: migrate the stored rows into a table of a new name")
-    DeltaTable.create(_uri(warehouse, table), _delta_schema(schema), mode="ignore",
-                      storage_options=warehouse.delta_options())
+            f"{' …' if len(held) > 5 else ''}; a table kept per entry is made in a folder "
+            "holding nothing but Parquet files (whose rows its first version takes)")
 
 
 def _delta_schema(schema: pa.Schema) -> pa.Schema:
@@ -160,6 +179,41 @@ def predicate(scope: Mapping[str, str], column: str, entries: Iterable[str]) -> 
                          f"{_name(column)} IN ({', '.join(map(_literal, sorted(set(listed))))})"])
 
 
+def to_microseconds(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with every timestamp rounded to the nearest microsecond (Delta's unit): for
+    times computed in floating point (an offset in seconds added to a start), which the
+    table refuses to cut silently."""
+    rounded = {name: rows[name].dt.round("us") for name in rows.columns
+               if pd.api.types.is_datetime64_any_dtype(rows[name].dtype)}
+    return rows.assign(**rounded) if rounded else rows
+
+
+def _migrate(warehouse: Warehouse, table: str) -> DeltaTable | None:
+    """Make ``table``'s first version hold the rows of the plain Parquet files its folder
+    held before it was kept per entry (their timestamps rounded to microseconds); None
+    where it holds none. Readers read those files until that version is committed
+    (:func:`files`); its log folder is made first, so that data files delta-rs writes
+    before the commit are never read as plain files (``DATA_PREFIX``). The plain files
+    stay in the folder, listed by no version: nothing is deleted (remove them by hand)."""
+    from deltalake import write_deltalake
+
+    plain = _plain_files(warehouse, table)
+    if not plain:
+        return None
+    _refuse_nested(warehouse, table)
+    data = _arrow(to_microseconds(_read_plain(warehouse, plain)))
+    warehouse.filesystem.create_dir(f"{warehouse.table_path(table)}/{LOG}")
+    write_deltalake(_uri(warehouse, table), data.cast(_delta_schema(data.schema)),
+                    mode="overwrite", storage_options=warehouse.delta_options())
+    return _open(warehouse, table)
+
+
+def _read_plain(warehouse: Warehouse, plain: list[pafs.FileInfo]) -> pd.DataFrame:
+    from joulehouse.warehouse import _read
+
+    return _read(plain, warehouse.filesystem)
+
+
 def write_entries(warehouse: Warehouse, table: str, rows: pd.DataFrame,
                   scope: Mapping[str, str], column: str = "entity",
                   removed: Iterable[str] = ()) -> None:
@@ -177,6 +231,8 @@ def write_entries(warehouse: Warehouse, table: str, rows: pd.DataFrame,
     except ValueError as error:
         raise ValueError(f"{table}: {error}") from None
     delta = _open(warehouse, table) if is_entry_table(warehouse, table) else None
+    if delta is None:
+        delta = _migrate(warehouse, table)
     if len(rows):
         if any((rows[name] != value).any() for name, value in scope.items()):
             raise ValueError(f"{table}: rows outside the scope {dict(scope)}")
@@ -200,11 +256,54 @@ def remove_entries(warehouse: Warehouse, table: str, scope: Mapping[str, str],
                   scope, column, removed=entries)
 
 
+def replace_scope(warehouse: Warehouse, table: str, rows: pd.DataFrame,
+                  scope: Mapping[str, str]) -> None:
+    """Replace every row within ``scope`` with ``rows`` in one commit (an overwrite by the
+    predicate ``<scope>`` alone): a rebuild of the scope from scratch, for a change of
+    more entries than an ``IN`` list should name. The table is made if it is not."""
+    from deltalake import write_deltalake
+
+    if not scope:
+        raise ValueError(f"{table}: a replacement without a scope would replace every row")
+    delta = _open(warehouse, table) if is_entry_table(warehouse, table) else None
+    if delta is None:
+        delta = _migrate(warehouse, table)
+    if any((rows[name] != value).any() for name, value in scope.items()):
+        raise ValueError(f"{table}: rows outside the scope {dict(scope)}")
+    _refuse_sub_microseconds(table, rows)
+    data = _arrow(rows)
+    if delta is None:
+        _create(warehouse, table, data.schema)
+    where = " AND ".join(f"{_name(name)} = {_literal(value)}" for name, value in scope.items())
+    write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
+                    storage_options=warehouse.delta_options())
+
+
+def stored_entries(warehouse: Warehouse, table: str, scope: Mapping[str, str],
+                   prefixes: Iterable[str], column: str = "entity") -> set[str]:
+    """The values of ``column`` within ``scope`` that start with one of ``prefixes``, in
+    the current version (none before the first): read by DataFusion (deltalake's
+    ``QueryBuilder``), which reads only the files whose statistics may hold them."""
+    from deltalake import QueryBuilder
+
+    listed = sorted(set(prefixes))
+    delta = _open(warehouse, table) if is_entry_table(warehouse, table) else None
+    if delta is None or not listed:
+        return set()
+    where = " AND ".join([*(f"{_name(name)} = {_literal(value)}" for name, value in scope.items()),
+                          "(" + " OR ".join(f"starts_with({_name(column)}, {_literal(prefix)})"
+                                            for prefix in listed) + ")"])
+    found = QueryBuilder().register("entries", delta).execute(
+        f"SELECT DISTINCT {_name(column)} AS value FROM entries WHERE {where}")
+    return {str(value) for batch in found for value in pa.array(batch.column(0)).to_pylist()}
+
+
 def files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo]:
-    """The Parquet files of the table's current version, with their sizes, sorted."""
+    """The Parquet files of the table's current version, with their sizes, sorted; before
+    its first version, the plain files it will migrate (:func:`_migrate`), if any."""
     delta = _open(warehouse, table)
     if delta is None:
-        return []
+        return _plain_files(warehouse, table)
     actions = delta.get_add_actions(flatten=True)
     base = warehouse.table_path(table)
     return sorted((pafs.FileInfo(f"{base}/{path}", pafs.FileType.File, size=size)
@@ -213,18 +312,28 @@ def files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo]:
                   key=lambda info: info.path)
 
 
-def read(warehouse: Warehouse, table: str) -> pd.DataFrame:
-    """Every row of the current version, with the dtypes of the rows written: timestamps
-    (naive or not) in ``ns`` as the warehouse stores them, nullable pandas dtypes as
-    the table's fields name them (``PANDAS_DTYPE``)."""
+def read(warehouse: Warehouse, table: str, scope: Mapping[str, str] | None = None
+         ) -> pd.DataFrame:
+    """Every row of the current version (within ``scope``, if given: column -> value),
+    with the dtypes of the rows written: timestamps (naive or not) in ``ns`` as the
+    warehouse stores them, nullable pandas dtypes as the table's fields name them
+    (``PANDAS_DTYPE``). Before the first version: the plain files it will migrate."""
     delta = _open(warehouse, table)
     if delta is None:
-        return pd.DataFrame()
+        rows = _read_plain(warehouse, _plain_files(warehouse, table))
+        for name, value in (scope or {}).items():
+            rows = rows[rows[name] == value].reset_index(drop=True) if len(rows) else rows
+        return rows
     schema = pa.schema(delta.schema().to_arrow())
     parquet = ds.ParquetFileFormat()
     fragments = [parquet.make_fragment(info.path, warehouse.filesystem, file_size=info.size)
                  for info in files(warehouse, table)]
-    rows = ds.FileSystemDataset(fragments, schema, parquet, warehouse.filesystem).to_table()
+    within = None
+    for name, value in (scope or {}).items():
+        equal = ds.field(name) == value
+        within = equal if within is None else within & equal
+    rows = ds.FileSystemDataset(fragments, schema, parquet, warehouse.filesystem).to_table(
+        filter=within)
     frame = rows.to_pandas()
     for field in delta.schema().fields:
         if PANDAS_DTYPE in (field.metadata or {}):

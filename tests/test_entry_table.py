@@ -187,19 +187,71 @@ def test_files_a_reader_listed_hours_ago_outlive_compact(tmp_path):
     assert not os.path.exists(listed[0].path)
 
 
-@pytest.mark.parametrize("held", ["a plain partition", "a nested table"])
-def test_a_folder_holding_files_is_not_made_a_table(tmp_path, held):
-    """Readers of the Delta table would not see them: the write is refused, nothing written."""
+def test_a_folder_holding_a_nested_table_is_not_made_a_table(tmp_path):
+    """Readers of the Delta table would not see it: the write is refused, nothing written."""
     tables = Warehouse(tmp_path / "warehouse")
-    if held == "a plain partition":
-        tables.write_partition(FACTS, "2025-03-01", facts(GPU, [1]))
-    else:
-        tables.write_table(f"{FACTS}/by_job", facts(GPU, [1]))
+    tables.write_table(f"{FACTS}/by_job", facts(GPU, [1]))
     stored = sorted((tmp_path / "warehouse" / FACTS).rglob("*"))
-    with pytest.raises(FileExistsError, match=f"{FACTS}: .* already holds .*new name"):
+    with pytest.raises(FileExistsError, match=f"{FACTS}: .* already holds by_job"):
         tables.write_entries(FACTS, facts(GPU, [2]), GPU)
     assert sorted((tmp_path / "warehouse" / FACTS).rglob("*")) == stored
     assert not entry_table.is_entry_table(tables, FACTS)
+
+
+def plain_facts(tables: Warehouse) -> pd.DataFrame:
+    """energy_facts as the code before issue 28 wrote it, a plain file per source (a GEOPM
+    window's end 0.4 µs past a microsecond, as a runtime in float seconds gives it); the
+    rows, with that end rounded to the microsecond."""
+    gpu, cc = facts(GPU, [1, 2]), facts(CC, [1])
+    cc.loc[0, "window_end"] += pd.Timedelta(nanoseconds=400)
+    tables.write_partition(FACTS, GPU["source"], gpu)
+    tables.write_partition(FACTS, CC["source"], cc)
+    assert (tables.read_table(FACTS)["window_end"].dt.nanosecond == 400).sum() == 1
+    return ordered(pd.concat([gpu, entry_table.to_microseconds(cc)], ignore_index=True))
+
+
+def test_plain_files_are_migrated_by_the_first_write(store):
+    """A warehouse written before issue 28 (energy_facts/<source>.parquet): the first write
+    of one source makes version 0 of every source's stored rows, then writes its entries;
+    the plain files stay, read by nobody."""
+    tables = store
+    before = plain_facts(tables)
+    tables.write_entries(FACTS, facts(GPU, [2, 3], energy_j=5000.0), GPU)
+    assert entry_table._open(tables, FACTS).version() == 1
+    expected = ordered(pd.concat([before[before["entity"] != "e2"].loc[
+        lambda f: (f["source"] != GPU["source"]) | (f["entity"] == "e1")],
+        facts(GPU, [2, 3], energy_j=5000.0)], ignore_index=True))
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), expected)
+    totals = query(tables, "SELECT count(*) AS n FROM energy_facts")
+    assert totals["n"].item() == len(expected) == 8
+    held = {info.base_name for info in tables.filesystem.get_file_info(
+        pafs.FileSelector(tables.table_path(FACTS)))}
+    assert {"gpu-benchmark.parquet", "clustercockpit.parquet"} <= held
+
+
+def test_a_migration_failing_half_way_leaves_the_plain_files_read(tmp_path, monkeypatch):
+    """Its data files are written before version 0, in a folder whose log exists: readers
+    read the plain files alone, as before, and the next write migrates again."""
+    tables = Warehouse(tmp_path / "warehouse")
+    many = facts({"source": "powerapi"}, list(range(2000)))  # batches delta-rs writes out
+    tables.write_partition(FACTS, "powerapi", many)
+    before = ordered(pd.concat([plain_facts(tables), many], ignore_index=True))
+    monkeypatch.setattr(deltalake, "write_deltalake",
+                        functools.partial(deltalake.write_deltalake, target_file_size=1))
+    monkeypatch.setattr(entry_table, "_arrow", failing_half_way(10))
+    with pytest.raises(Exception, match="half-way"):
+        tables.write_entries(FACTS, facts(GPU, [3]), GPU)
+    assert list((tmp_path / "warehouse" / FACTS).glob("part-*.parquet"))  # written, unlisted
+    assert entry_table.is_entry_table(tables, FACTS)
+    read = ordered(tables.read_table(FACTS))
+    pd.testing.assert_frame_equal(read.drop(columns="window_end"),
+                                  before.drop(columns="window_end"))
+    assert [info.base_name for info in tables.table_files()[FACTS]] == [
+        "clustercockpit.parquet", "gpu-benchmark.parquet", "powerapi.parquet"]
+    monkeypatch.undo()
+    tables.write_entries(FACTS, facts(GPU, [3]), GPU)
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), ordered(
+        pd.concat([before, facts(GPU, [3])], ignore_index=True)))
 
 
 def test_compact_removes_only_the_unlisted_data_files_of_failed_writes(tmp_path):

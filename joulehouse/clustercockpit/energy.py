@@ -43,12 +43,32 @@ from joulehouse.clustercockpit.schemas import (
     empty_table,
 )
 from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
+from joulehouse.facts_entries import Ownership
 from joulehouse.integrate import counter_energy, trapezoid_energy
 from joulehouse.leftout import LeftOut
 from joulehouse.timeutil import epoch_ns_to_utc, seconds_since
 from joulehouse.validation import validate
 
 FACTS_SOURCE = "clustercockpit"
+
+
+def _block_prefix(block: str) -> str:
+    """What every job key ``cluster/jobId/startTime`` of block ``cluster/<jobId // 1000>``
+    starts with: ``cluster/<block number>`` (jobs 12000-12999: ``cluster/12``), or
+    ``cluster/`` for block 0 (jobs 0-999)."""
+    cluster, number = block.rsplit("/", 1)
+    return f"{cluster}/{number}" if int(number) else f"{cluster}/"
+
+
+def _block_of(job: str) -> str:
+    """The block ``cluster/<jobId // 1000>`` of a job key ``cluster/jobId/startTime``."""
+    cluster, job_id, _start = job.rsplit("/", 2)
+    return f"{cluster}/{int(job_id) // 1000}"
+
+
+#: A job-id block (its partition key) owns its jobs' entities in energy_facts
+#: (:func:`energy_facts_rows`; ``joulehouse.facts_entries``).
+FACTS_OWNERSHIP = Ownership(prefix=_block_prefix, owner_of=_block_of)
 J_PER_KWH = 3.6e6
 #: Hosts named in a left-out record's reason; the others are counted.
 HOSTS_NAMED = 5

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
+from joulehouse.facts_entries import Ownership
 from joulehouse.gpu.layout import is_root_name, root_name
 from joulehouse.gpu.readers import Repetition
 from joulehouse.integrate import counter_energy, trapezoid_energy
@@ -35,6 +36,9 @@ from joulehouse.timeutil import epoch_ns_to_utc, seconds_since
 from joulehouse.validation import validate
 
 FACTS_SOURCE = "gpu-benchmark"
+#: A repetition (its partition key) owns one entity in energy_facts, its key
+#: (:func:`energy_facts_rows`; ``joulehouse.facts_entries``).
+FACTS_OWNERSHIP = Ownership(prefix=lambda key: key, owner_of=lambda entity: entity)
 
 
 @dataclass(frozen=True)

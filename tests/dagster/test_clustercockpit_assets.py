@@ -27,6 +27,8 @@ from assets.clustercockpit import (
     cc_rollup,
 )
 from definitions import EXAMPLE_CC_ARCHIVE, build_definitions
+from joulehouse import entry_table
+from joulehouse.clustercockpit.energy import energy_facts_rows
 from joulehouse.clustercockpit.generator import (
     JobSpec,
     cluster_config,
@@ -58,6 +60,7 @@ ENERGY_J = {("emmy/1403244/1608923076", "rapl_power"): 4817792.7 + 4817350.2 + 4
             ("fritz/398764/1675954353", "cpu_power"): 31222.23,
             ("taurus/20639587/1635856524", "cpu_power"): 50330.42}
 FRITZ = ["fritz/398764/1675954353", "fritz/398955/1675956725"]
+FACT_ORDER = ["entity", "component", "method"]
 
 
 @pytest.fixture
@@ -139,8 +142,12 @@ def test_the_bundled_archive_materializes_in_one_run(pipeline):
     assert rollup["energy_j"].sum() == pytest.approx(energy["energy_j"].sum())
     assert rollup["node_hours"].sum() == pytest.approx(jobs["node_hours"].sum())
 
-    facts = pd.read_parquet(tables.table_dir("energy_facts") / "clustercockpit.parquet")
+    facts = tables.read_table("energy_facts")
     assert set(facts["source"]) == {"clustercockpit"}
+    pd.testing.assert_frame_equal(  # a rebuild from scratch, at Delta's microseconds
+        facts.sort_values(FACT_ORDER, ignore_index=True),
+        entry_table.to_microseconds(energy_facts_rows(tables.read_table(JOB_ENERGY_TABLE))
+                                    ).sort_values(FACT_ORDER, ignore_index=True))
     power = facts[facts["method"] == "power"].set_index("entity")
     assert power.loc["taurus/20639587/1635856524", "energy_j"] == pytest.approx(50330.42,
                                                                                 abs=0.01)
@@ -154,11 +161,14 @@ def test_the_bundled_archive_materializes_in_one_run(pipeline):
     assert block["start_days"].value == ["2023-02-09"]
     assert block["energy_kwh"].value == pytest.approx(
         sum(energy.loc[job, "energy_j"].sum() for job in FRITZ) / 3.6e6)
-    for asset, rows in ((cc_jobs, 4), (cc_job_energy, 6), (cc_rollup, 4),
-                        (cc_energy_facts, len(facts))):
+    for asset, rows in ((cc_jobs, 4), (cc_job_energy, 6), (cc_rollup, 4)):
         metadata = _latest(pipeline.instance, asset.key).metadata
         assert metadata["dagster/row_count"].value == rows, asset.key
         assert all(c.description for c in metadata["dagster/column_schema"].value.columns)
+    written = _latest(pipeline.instance, cc_energy_facts.key).metadata  # the run's blocks
+    assert written["rows_written"].value == len(facts)
+    assert written["entities_written"].value == 4
+    assert all(c.description for c in written["dagster/column_schema"].value.columns)
     rollup_metadata = _latest(pipeline.instance, cc_rollup.key).metadata
     assert rollup_metadata["energy_per_day_plot"].value.startswith(
         "![energy per day and cluster](data:image/png;base64,")
@@ -170,6 +180,34 @@ def test_the_bundled_archive_materializes_in_one_run(pipeline):
         BLOCKS, True)
     assert {k: c.passed for k, c in _checks(result, LOADS_CHECK).items()} == dict.fromkeys(
         BLOCKS, True)
+
+
+def test_facts_are_written_per_block_and_a_deleted_job_loses_them(pipeline, archive):
+    """Each run writes its blocks' jobs' facts alone; a block read again without a job
+    whose folder was deleted removes that job's facts; the table equals a rebuild from
+    scratch after each run."""
+    def facts() -> pd.DataFrame:
+        return pipeline.tables.read_table("energy_facts").sort_values(
+            FACT_ORDER, ignore_index=True)
+
+    def rebuilt(blocks: list[str]) -> pd.DataFrame:
+        energy = pipeline.tables.read_partitions(f"{BLOCK_TABLE}/job_energy", blocks)
+        return entry_table.to_microseconds(energy_facts_rows(energy)).sort_values(
+            FACT_ORDER, ignore_index=True)
+
+    for done, block in enumerate(BLOCKS, start=1):
+        assert pipeline.run([block]).success
+        pd.testing.assert_frame_equal(facts(), rebuilt(BLOCKS[:done]))
+        written = _latest(pipeline.instance, cc_energy_facts.key).metadata
+        assert written["entities_written"].value == (2 if block == "fritz/398" else 1)
+    assert set(facts()["entity"]) >= set(FRITZ)
+
+    shutil.rmtree(archive / "fritz" / "398" / "955")  # FRITZ[1]'s job folder
+    assert pipeline.run(["fritz/398"]).success
+    written = _latest(pipeline.instance, cc_energy_facts.key).metadata
+    assert (written["entities_written"].value, written["entities_removed"].value) == (1, 1)
+    assert FRITZ[1] not in set(facts()["entity"])
+    pd.testing.assert_frame_equal(facts(), rebuilt(BLOCKS))
 
 
 def test_a_rerun_reloads_only_the_trials_of_changed_jobs(pipeline, archive):

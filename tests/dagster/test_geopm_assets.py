@@ -23,8 +23,11 @@ from assets.geopm import (
 )
 from assets.gpu import VALID_CHECK
 from definitions import build_definitions
+from joulehouse import entry_table
 from joulehouse import landing as landing_module
+from joulehouse.geopm import energy
 from joulehouse.geopm.layout import identify_report
+from joulehouse.geopm.store import load_frames
 from joulehouse.warehouse import Warehouse as Tables
 from resources import (
     DataRoot,
@@ -108,8 +111,14 @@ def test_the_bundled_reports_materialize_in_one_run(pipeline):
     assert (application["package_energy_j"] + application["dram_energy_j"]).to_dict() == {
         keys[0]: pytest.approx(ENERGY_J[YAML]), keys[1]: pytest.approx(ENERGY_J[LEGACY])}
 
-    facts = pd.read_parquet(tables.table_dir(FACTS_TABLE) / "geopm.parquet")
+    facts = tables.read_table(FACTS_TABLE)
     assert len(facts) == 6 and set(facts["source"]) == {"geopm"}  # cpu + dram per host
+    order = ["entity", "component", "method"]
+    pd.testing.assert_frame_equal(  # a rebuild from scratch, at Delta's microseconds
+        facts.sort_values(order, ignore_index=True),
+        entry_table.to_microseconds(energy.facts_rows(
+            load_frames(tables, "header", keys), load_frames(tables, "totals", keys))
+        ).sort_values(order, ignore_index=True))
     assert set(facts["entity"]) == {f"{keys[0]}/{h}" for h in ("mcfly11", "mcfly12")} | {
         f"{keys[1]}/mcfly13"}
     assert facts["energy_j"].sum() == pytest.approx(sum(ENERGY_J.values()))
@@ -200,7 +209,7 @@ def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing)
         "1 of 3 partition(s) failed:\nlanding/cut.report: ")
     # the good reports reached the tables in the same run
     assert set(pipeline.tables.read_table(REGION_TABLE)["report"]) == set(good)
-    facts = pd.read_parquet(pipeline.tables.table_dir(FACTS_TABLE) / "geopm.parquet")
+    facts = pipeline.tables.read_table(FACTS_TABLE)
     assert facts["energy_j"].sum() == pytest.approx(sum(ENERGY_J.values()))
 
     # nothing changed: nothing asked; fixed in place: asked again, alone, once quiet
@@ -216,10 +225,14 @@ def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing)
     assert set(pipeline.status(geopm_host_energy.key).values()) == {
         dg.AssetPartitionStatus.MATERIALIZED}
     # fixed as a copy of the legacy report: the same report given twice, counted once
-    facts = pd.read_parquet(pipeline.tables.table_dir(FACTS_TABLE) / "geopm.parquet")
+    facts = pipeline.tables.read_table(FACTS_TABLE)
     assert facts["energy_j"].sum() == pytest.approx(sum(ENERGY_J.values()))
-    assert _latest(pipeline.instance, geopm_energy_facts.key).metadata[
-        "given_twice"].value == {f"landing/{LEGACY}": "landing/cut.report"}
+    written = _latest(pipeline.instance, geopm_energy_facts.key).metadata
+    assert written["given_twice"].value == {f"landing/{LEGACY}": "landing/cut.report"}
+    # the report's facts moved to the key it is now counted under: one entity each way
+    assert (written["entities_written"].value, written["entities_removed"].value) == (1, 1)
+    assert {entity.rsplit("/", 1)[0] for entity in facts["entity"]} == {
+        "landing/cut.report", f"landing/{YAML}"}
 
 
 def test_a_first_run_of_only_bad_reports_names_them(pipeline, landing):

@@ -61,13 +61,12 @@ PARTITIONS = {"gpu_repetitions": 8, "tau_profile_sets": 1, "geopm_reports": 2,
 #: The asset groups of the sources and the assets the graph shows in each.
 SOURCE_GROUPS = ("gpu_benchmarks", "taudb", "geopm", "powerapi", "clustercockpit",
                  "energy_facts", "accounting")
-#: A table over all partitions of each source, and energy_facts' file of each source
-#: (``<table>/<file>``).
+#: A table over all partitions of each source (``<table>/<file>``).
 TABLES = ("gpu_setting_energy/table.parquet", "gpu_benchmark_energy/table.parquet",
           "geopm_region_energy/table.parquet", "powerapi_window_energy/table.parquet",
-          "cc_jobs/table.parquet", "energy_facts/gpu-benchmark.parquet",
-          "energy_facts/geopm.parquet", "energy_facts/powerapi.parquet",
-          "energy_facts/clustercockpit.parquet")
+          "cc_jobs/table.parquet")
+#: The sources with rows in energy_facts (a table kept per entry: read through read_table).
+FACT_SOURCES = {"gpu-benchmark", "geopm", "powerapi", "clustercockpit"}
 
 #: The one sensor and day of the PowerAPI examples (one trial).
 POWERAPI_DAY = "sensor_test/2021-01-13"
@@ -172,6 +171,7 @@ def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_sto
         folder, file = table.split("/")
         path = f"{tables.table_path(folder)}/{file}"
         assert pq.read_metadata(path, filesystem=tables.filesystem).num_rows > 0, table
+    assert set(tables.read_table("energy_facts")["source"]) == FACT_SOURCES
 
     # the trials of every source in the PostgreSQL TAUdb, each once
     expected = _example_trials(stack)

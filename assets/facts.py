@@ -1,0 +1,85 @@
+"""Each source's ``energy_facts/<source>`` asset, written per entry by one helper, :func:`write_facts`.
+
+The rows go to the table kept per entry (``joulehouse/facts_entries.py``): a run
+writes the entities it landed or fixed in one commit scoped to its source, not the
+source's rows whole (issue 28). The asset keeps its shape: unpartitioned, one spec of
+its source's step, which writes it after the per-partition assets of the run:
+
+- in a run over partitions (a sensor's run, a backfill, the weekly revalidation) of a
+  source whose facts each partition owns alone (GPU repetitions, ClusterCockpit job-id
+  blocks: ``owned``), the facts of the run's partitions only, from their stored energy
+  (``facts_entries.replace_owned``): the run costs what it landed;
+- otherwise (GEOPM, whose reports given twice count once; PowerAPI, whose windows
+  straddle files; and any run without partitions: the daily rollups, the asset
+  materialized alone), every fact the source gives now, compared with the stored ones,
+  and only the changed entities written (``facts_entries.sync``): this also removes
+  the facts of partitions deleted from Dagster.
+
+After the write the table is compacted once it has many files
+(``facts_entries.compact_if_due``; the step holds the ``joulehouse_tables`` pool, so no
+other writer of the table runs meanwhile).
+
+Why not partition the facts asset like its source's energy: one spec per source stays
+what the accounting assets, the schedules and the UI's graph depend on, a GEOPM or
+PowerAPI fact has no single partition, and a per-partition materialization of the
+facts would add an event per partition to every run, for what the energy asset's own
+partitions already show.
+"""
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+
+from assets.reporting import column_schema
+from joulehouse.facts import ENERGY_FACTS_SCHEMA
+from joulehouse.facts_entries import Ownership, Written, compact_if_due, replace_owned, sync
+from joulehouse.warehouse import Warehouse
+
+#: Of some partitions of a source: those whose energy is stored (only they own facts: a
+#: partition never stored, or a malformed key, has none) and their facts.
+RowsOf = Callable[[list[str]], tuple[list[str], pd.DataFrame]]
+
+
+def run_partitions(context: dg.AssetExecutionContext) -> list[str] | None:
+    """The partition keys of the run, or None in a run without partitions."""
+    if context.has_partition_key or context.has_partition_key_range:
+        return list(context.partition_keys)
+    return None
+
+
+def write_facts(context: dg.AssetExecutionContext, tables: Warehouse, asset: dg.AssetKey,
+                source: str, every: Callable[[], pd.DataFrame],
+                owned: tuple[Ownership, RowsOf] | None = None,
+                metadata: Mapping[str, Any] | None = None) -> dg.MaterializeResult:
+    """Write ``source``'s facts per entry (see the module) and report the materialization
+    of ``asset``: ``every()`` gives every fact of the source now; ``owned``, where each
+    partition owns its facts alone, their ownership and the facts of given partitions."""
+    keys = run_partitions(context)
+    if owned is not None and keys is not None:
+        ownership, rows_of = owned
+        owners, rows = rows_of(keys)
+        written = replace_owned(tables, source, rows, owners, ownership)
+        how = f"the facts of the run's {len(keys)} partition(s)"
+    else:
+        rows = every()
+        written = sync(tables, source, rows)
+        how = ("every fact, the source's rows replaced whole" if written.whole else
+               "every fact compared with the stored ones, the changed entities written")
+        metadata = {"dagster/row_count": dg.MetadataValue.int(len(rows)), **(metadata or {})}
+    compacted = compact_if_due(tables)
+    if compacted is not None:
+        context.log.info(f"energy_facts compacted: {compacted}")
+    return dg.MaterializeResult(asset_key=asset, metadata={
+        **_written(written, how),
+        "compacted": dg.MetadataValue.json(compacted),
+        "dagster/column_schema": column_schema({"table": rows}, lambda name: ENERGY_FACTS_SCHEMA),
+        **(metadata or {})})
+
+
+def _written(written: Written, how: str) -> dict[str, Any]:
+    return {"written": dg.MetadataValue.text(how),
+            "entities_written": dg.MetadataValue.int(written.entities),
+            "entities_removed": dg.MetadataValue.int(written.removed),
+            "rows_written": dg.MetadataValue.int(written.rows)}

@@ -1,0 +1,92 @@
+"""energy_facts written per entry by the GPU pipeline (assets/facts.py): a run over k
+repetitions writes their k entities in one commit, a partition deleted from Dagster loses
+its rows at the next rebuild, and the table equals a rebuild from scratch throughout,
+from a warehouse written before (plain energy_facts/<source>.parquet) on."""
+
+import dagster as dg
+import pandas as pd
+
+from assets.gpu import ENERGY_TABLE, energy_facts, gpu_repetitions
+from joulehouse import entry_table
+from joulehouse.facts_entries import TABLE
+from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows
+from sensors.gpu_repetitions import JOB_NAME
+from sensors.local import launch_in_process
+from sensors.partition_runs import RANGE_END, RANGE_START
+from tests.test_entry_table import facts as other_facts
+
+OTHER = {"source": "clustercockpit"}
+
+
+def ordered(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values(["source", "entity", "component", "method"], ignore_index=True)
+
+
+def rebuilt(tables, keys: list[str]) -> pd.DataFrame:
+    """What the code before issue 28 wrote for ``keys``: facts of their stored energy, at
+    Delta's microseconds."""
+    rows = energy_facts_rows(tables.read_partitions(ENERGY_TABLE, keys))
+    return ordered(entry_table.to_microseconds(rows))
+
+
+def stored(tables, source: str = FACTS_SOURCE) -> pd.DataFrame:
+    facts = tables.read_table(TABLE)
+    return ordered(facts[facts["source"] == source])
+
+
+def written(instance, run_id: str) -> dict:
+    [record] = [r for r in instance.get_records_for_run(
+        run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+        if r.event_log_entry.dagster_event.asset_key == energy_facts.key]
+    metadata = record.event_log_entry.dagster_event.materialization.metadata
+    return {name: metadata[name].value for name in
+            ("entities_written", "entities_removed", "rows_written")}
+
+
+def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
+        defs, instance, data_root, warehouse):
+    keys = sorted(f"lab/{path.relative_to(data_root).as_posix()}"
+                  for path in data_root.glob("*/*/*/*") if path.is_dir())
+    assert len(keys) == 6
+    tables = warehouse.tables()
+    # a warehouse written by the code before: plain files, another source's too
+    tables.write_partition(TABLE, OTHER["source"], other_facts(OTHER, [1, 2]))
+    instance.add_dynamic_partitions(gpu_repetitions.name, keys)
+    job = defs.resolve_job_def(JOB_NAME)
+
+    first = launch_in_process(job, instance, dg.RunRequest(
+        tags={RANGE_START: keys[0], RANGE_END: keys[2]}))
+    assert first.success
+    assert written(instance, first.run_id) == {
+        "entities_written": 3, "entities_removed": 0, "rows_written": len(rebuilt(tables, keys[:3]))}
+    pd.testing.assert_frame_equal(stored(tables), rebuilt(tables, keys[:3]))
+    pd.testing.assert_frame_equal(stored(tables, OTHER["source"]),
+                                  ordered(other_facts(OTHER, [1, 2])))  # migrated, untouched
+    version = entry_table._open(tables, TABLE).version()
+
+    second = launch_in_process(job, instance, dg.RunRequest(
+        tags={RANGE_START: keys[3], RANGE_END: keys[5]}))
+    assert second.success
+    assert written(instance, second.run_id)["entities_written"] == 3
+    assert entry_table._open(tables, TABLE).version() == version + 1  # one commit
+    facts = stored(tables)
+    pd.testing.assert_frame_equal(facts, rebuilt(tables, keys))
+    assert set(facts["entity"]) == set(keys)
+    assert facts["energy_j"].gt(0).all() and facts.groupby("entity").size().ge(2).all()
+
+    again = launch_in_process(job, instance, dg.RunRequest(  # the same repetitions again
+        tags={RANGE_START: keys[3], RANGE_END: keys[4]}))
+    assert again.success and written(instance, again.run_id)["entities_written"] == 2
+    pd.testing.assert_frame_equal(stored(tables), rebuilt(tables, keys))
+
+    instance.delete_dynamic_partition(gpu_repetitions.name, keys[1])
+    rebuild = dg.materialize(  # the facts alone, no partition: every fact compared
+        [defs.resolve_assets_def(energy_facts.key)], selection=[energy_facts.key],
+        instance=instance)
+    assert rebuild.success
+    assert written(instance, rebuild.run_id) == {
+        "entities_written": 0, "entities_removed": 1, "rows_written": 0}
+    left = [key for key in keys if key != keys[1]]
+    pd.testing.assert_frame_equal(stored(tables), rebuilt(tables, left))
+    pd.testing.assert_frame_equal(stored(tables, OTHER["source"]),
+                                  ordered(other_facts(OTHER, [1, 2])))

@@ -1,0 +1,149 @@
+"""energy_facts kept per entry (joulehouse/facts_entries.py): a run's owners' facts replaced,
+their stale entities removed, a sync writing only what differs, and random sequences of
+landings, fixes, re-landings and removals equal to a rebuild from scratch."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from joulehouse import entry_table, facts_entries
+from joulehouse.clustercockpit.energy import FACTS_OWNERSHIP as CC_OWNERSHIP
+from joulehouse.facts import ENERGY_FACTS_COLUMNS
+from joulehouse.gpu.energy import FACTS_OWNERSHIP as GPU_OWNERSHIP
+from joulehouse.warehouse import Warehouse
+
+TABLE = facts_entries.TABLE
+START = pd.Timestamp("2025-03-01 10:00", tz="UTC")
+
+
+def job_facts(jobs: dict[str, float], source: str = "clustercockpit") -> pd.DataFrame:
+    """A node fact (method power) per job key -> energy (J), its window a job's own; the
+    window end a start plus float seconds, 0.3 µs past a microsecond, as a source
+    computes it."""
+    rows = [{"source": source, "entity": job, "component": "node",
+             "window_start": START + pd.Timedelta(minutes=zlib.crc32(job.encode()) % 10_000),
+             "window_end": START + pd.Timedelta(minutes=zlib.crc32(job.encode()) % 10_000)
+             + pd.to_timedelta(60.0000003, "s"),
+             "duration_s": 60.0000003, "energy_j": energy, "method": "power"}
+            for job, energy in sorted(jobs.items())]
+    return pd.DataFrame(rows, columns=ENERGY_FACTS_COLUMNS)
+
+
+def stored(tables: Warehouse, source: str = "clustercockpit") -> pd.DataFrame:
+    facts = tables.read_table(TABLE)
+    return facts[facts["source"] == source].sort_values("entity", ignore_index=True)
+
+
+def expected(jobs: dict[str, float]) -> pd.DataFrame:
+    return entry_table.to_microseconds(job_facts(jobs)).sort_values("entity", ignore_index=True)
+
+
+def test_a_blocks_facts_are_replaced_and_its_stale_jobs_removed(tmp_path):
+    tables = Warehouse(tmp_path)
+    jobs = {"fritz/12000/1": 1.0, "fritz/12999/2": 2.0, "fritz/120/3": 3.0, "fritz/5/4": 4.0}
+    facts_entries.replace_owned(tables, "clustercockpit", job_facts(jobs),
+                                ["fritz/12", "fritz/0"], CC_OWNERSHIP)
+    pd.testing.assert_frame_equal(stored(tables), expected(jobs))
+    assert stored(tables)["window_end"].dt.nanosecond.eq(0).all()  # rounded, not refused
+
+    # block fritz/12 read again: job 12999 gone, 12000 fixed; fritz/120 (block 0) untouched
+    # although its key starts with the block's prefix
+    again = {"fritz/12000/1": 10.0}
+    written = facts_entries.replace_owned(tables, "clustercockpit", job_facts(again),
+                                          ["fritz/12"], CC_OWNERSHIP)
+    assert (written.entities, written.removed, written.rows) == (1, 1, 1)
+    pd.testing.assert_frame_equal(stored(tables), expected(
+        {"fritz/12000/1": 10.0, "fritz/120/3": 3.0, "fritz/5/4": 4.0}))
+
+    # block 0 gives nothing now: both its jobs removed, whatever their number of digits
+    written = facts_entries.replace_owned(tables, "clustercockpit", pd.DataFrame(),
+                                          ["fritz/0"], CC_OWNERSHIP)
+    assert (written.entities, written.removed) == (0, 2)
+    pd.testing.assert_frame_equal(stored(tables), expected({"fritz/12000/1": 10.0}))
+
+
+def test_rows_outside_the_owners_or_the_source_are_refused(tmp_path):
+    tables = Warehouse(tmp_path)
+    with pytest.raises(ValueError, match="no owner given owns: \\['fritz/13000/1'\\]"):
+        facts_entries.replace_owned(tables, "clustercockpit", job_facts({"fritz/13000/1": 1.0}),
+                                    ["fritz/12"], CC_OWNERSHIP)
+    with pytest.raises(ValueError, match="rows of \\['geopm'\\] given as clustercockpit's"):
+        facts_entries.sync(tables, "clustercockpit", job_facts({"a/1/1": 1.0}, "geopm"))
+    assert tables.read_table(TABLE).empty
+
+
+def test_a_sync_writes_only_the_entities_that_differ(tmp_path, monkeypatch):
+    tables = Warehouse(tmp_path)
+    jobs = {f"c/{n}/0": float(n) for n in range(1, 7)}
+    first = facts_entries.sync(tables, "clustercockpit", job_facts(jobs))
+    assert (first.entities, first.removed, first.rows) == (6, 0, 6)
+    version = entry_table._open(tables, TABLE).version()
+    same = facts_entries.sync(tables, "clustercockpit", job_facts(jobs))
+    assert (same.entities, same.removed) == (0, 0)
+    assert entry_table._open(tables, TABLE).version() == version  # nothing to commit
+
+    changed = {**{k: v for k, v in jobs.items() if k != "c/2/0"}, "c/3/0": 30.0, "c/9/0": 9.0}
+    written = facts_entries.sync(tables, "clustercockpit", job_facts(changed))
+    assert (written.entities, written.removed, written.rows) == (2, 1, 2)  # c/3, c/9; c/2
+    assert entry_table._open(tables, TABLE).version() == version + 1
+    pd.testing.assert_frame_equal(stored(tables), expected(changed))
+
+    monkeypatch.setattr(facts_entries, "WHOLE_ABOVE", 1)  # many changed: replaced whole
+    written = facts_entries.sync(tables, "clustercockpit", job_facts({"c/1/0": 5.0, "c/4/0": 4.5}))
+    assert written.whole and written.removed == 4  # c/3, c/5, c/6, c/9
+    pd.testing.assert_frame_equal(stored(tables), expected({"c/1/0": 5.0, "c/4/0": 4.5}))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_landings_fixes_relandings_and_removals_equal_a_rebuild(tmp_path, seed):
+    """Blocks of jobs landed, re-read with jobs fixed, added or gone, and blocks deleted
+    (a sync without them), through both writes; another source's rows beside them; after
+    each step the table equals the facts of what each block holds now."""
+    rng = np.random.default_rng(seed)
+    tables = Warehouse(tmp_path)
+    gpu = {f"lab/exp/bench/run/{n}": 100.0 + n for n in range(3)}
+    facts_entries.replace_owned(tables, "gpu-benchmark", job_facts(gpu, "gpu-benchmark"),
+                                list(gpu), GPU_OWNERSHIP)
+    blocks: dict[str, dict[str, float]] = {}
+    for _ in range(25):
+        step = rng.choice(["land", "land", "fix", "delete"])
+        if step == "delete" and blocks:
+            del blocks[rng.choice(sorted(blocks))]
+            facts_entries.sync(tables, "clustercockpit", job_facts(
+                {job: e for jobs in blocks.values() for job, e in jobs.items()}))
+        else:
+            block = f"c/{rng.integers(0, 4)}"
+            number = int(block.split("/")[1])
+            ids = rng.choice(1000, size=rng.integers(0, 4), replace=False) + number * 1000
+            blocks[block] = {f"c/{job}/7": float(rng.integers(1, 10**6)) for job in ids}
+            facts_entries.replace_owned(tables, "clustercockpit", job_facts(blocks[block]),
+                                        [block], CC_OWNERSHIP)
+        everything = {job: e for jobs in blocks.values() for job, e in jobs.items()}
+        if everything:
+            pd.testing.assert_frame_equal(stored(tables), expected(everything))
+        else:
+            assert stored(tables).empty
+    pd.testing.assert_frame_equal(
+        stored(tables, "gpu-benchmark"),
+        entry_table.to_microseconds(job_facts(gpu, "gpu-benchmark")).sort_values(
+            "entity", ignore_index=True))
+
+
+def test_the_table_is_compacted_once_it_has_many_files(tmp_path, monkeypatch):
+    tables = Warehouse(tmp_path)
+    monkeypatch.setattr(facts_entries, "COMPACT_ABOVE", 2)
+    jobs: dict[str, float] = {}
+    for block in range(3):  # a file each
+        landed = {f"c/{block * 1000 + n}/0": float(n + 1) for n in range(2)}
+        jobs |= landed
+        facts_entries.replace_owned(tables, "clustercockpit", job_facts(landed),
+                                    [f"c/{block}"], CC_OWNERSHIP)
+        due = facts_entries.compact_if_due(tables)
+        assert (due is None) == (block < 2)
+    assert due["merged"] == 3 and due["added"] == 1
+    assert len(entry_table.files(tables, TABLE)) == 1
+    pd.testing.assert_frame_equal(stored(tables), expected(jobs))
