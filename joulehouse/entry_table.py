@@ -214,6 +214,23 @@ def _read_plain(warehouse: Warehouse, plain: list[pafs.FileInfo]) -> pd.DataFram
     return _read(plain, warehouse.filesystem)
 
 
+def _opened(warehouse: Warehouse, table: str) -> DeltaTable | None:
+    """The table's Delta log, a folder of plain files migrated into it first; None for a
+    table not made yet."""
+    delta = _open(warehouse, table) if is_entry_table(warehouse, table) else None
+    return delta if delta is not None else _migrate(warehouse, table)
+
+
+def _checked(table: str, rows: pd.DataFrame,
+             scope: Mapping[str, str]) -> pa.Table | pa.RecordBatchReader:
+    """``rows`` as Arrow, once every row lies within ``scope`` and no time in it has a
+    sub-microsecond part (Delta keeps microseconds)."""
+    if any((rows[name] != value).any() for name, value in scope.items()):
+        raise ValueError(f"{table}: rows outside the scope {dict(scope)}")
+    _refuse_sub_microseconds(table, rows)
+    return _arrow(rows)
+
+
 def write_entries(warehouse: Warehouse, table: str, rows: pd.DataFrame,
                   scope: Mapping[str, str], column: str = "entity",
                   removed: Iterable[str] = ()) -> None:
@@ -230,14 +247,9 @@ def write_entries(warehouse: Warehouse, table: str, rows: pd.DataFrame,
         where = predicate(scope, column, entries)
     except ValueError as error:
         raise ValueError(f"{table}: {error}") from None
-    delta = _open(warehouse, table) if is_entry_table(warehouse, table) else None
-    if delta is None:
-        delta = _migrate(warehouse, table)
+    delta = _opened(warehouse, table)
     if len(rows):
-        if any((rows[name] != value).any() for name, value in scope.items()):
-            raise ValueError(f"{table}: rows outside the scope {dict(scope)}")
-        _refuse_sub_microseconds(table, rows)
-        data = _arrow(rows)
+        data = _checked(table, rows, scope)
         if delta is None:
             _create(warehouse, table, data.schema)
     elif delta is not None:
@@ -265,14 +277,8 @@ def replace_scope(warehouse: Warehouse, table: str, rows: pd.DataFrame,
 
     if not scope:
         raise ValueError(f"{table}: a replacement without a scope would replace every row")
-    delta = _open(warehouse, table) if is_entry_table(warehouse, table) else None
-    if delta is None:
-        delta = _migrate(warehouse, table)
-    if any((rows[name] != value).any() for name, value in scope.items()):
-        raise ValueError(f"{table}: rows outside the scope {dict(scope)}")
-    _refuse_sub_microseconds(table, rows)
-    data = _arrow(rows)
-    if delta is None:
+    data = _checked(table, rows, scope)
+    if _opened(warehouse, table) is None:
         _create(warehouse, table, data.schema)
     where = " AND ".join(f"{_name(name)} = {_literal(value)}" for name, value in scope.items())
     write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
