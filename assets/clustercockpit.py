@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -60,7 +61,13 @@ from assets.reporting import (
 from assets.taudb import TrialLoads
 from joulehouse.clustercockpit import schemas
 from joulehouse.clustercockpit.aggregate import rollup
-from joulehouse.clustercockpit.blocks import FRAMES, BlockRead, keep_stored, read_block
+from joulehouse.clustercockpit.blocks import (
+    FRAMES,
+    BlockRead,
+    keep_stored,
+    kept_jobs,
+    read_block,
+)
 from joulehouse.clustercockpit.conformance import SchemaWarning
 from joulehouse.clustercockpit.energy import (
     FACTS_OWNERSHIP,
@@ -72,7 +79,7 @@ from joulehouse.clustercockpit.layout import JobRef, fingerprint
 from joulehouse.clustercockpit.measure import JobMeasurement
 from joulehouse.digest import digest_pairs, file_stats_digest
 from joulehouse.errors import InputError
-from joulehouse.leftout import store_left_out
+from joulehouse.leftout import LeftOut, store_left_out, stored_left_out
 from joulehouse.partition_group import finish_pending, write_together
 from joulehouse.plots import Series, bars_png, markdown_image
 from joulehouse.taudb.mapping.clustercockpit import job_trial
@@ -291,6 +298,20 @@ class BlockOutcomes:
     trials: dict[str, TrialOutcome] = field(default_factory=dict)
 
 
+def kept_left_out(tables: Tables, key: str, root: Path, jobs: set[str]) -> list[LeftOut]:
+    """The stored left-out records of block ``key``'s ``jobs`` (keys), whose stored rows a
+    failed re-read keeps (:func:`~joulehouse.clustercockpit.blocks.kept_jobs`): what they
+    left out still holds, as their facts do."""
+    if not jobs:
+        return []
+    folders = set()
+    for job in jobs:
+        cluster, job_id, start = job.split("/")
+        folders.add(str(JobRef(root, cluster, int(job_id), int(start)).path))
+    return [record for record in stored_left_out(tables, FACTS_SOURCE, "read", key)
+            if record.input in folders]
+
+
 def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive,
                 tables: Tables, loads: TrialLoads | None, outcomes: BlockOutcomes
                 ) -> PartitionBatch:
@@ -299,12 +320,15 @@ def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive
     shown: dict[str, dict[str, Any]] = {}
 
     def read_one(key: str) -> Stored:
-        read = read_block(source.resolve(key), key, check_schema=source.check_schema,
+        root = source.resolve(key)
+        read = read_block(root, key, check_schema=source.check_schema,
                           max_missing=source.max_missing)
-        frames = keep_stored(read, stored_block(tables, key) if read.failed else None)
+        stored = stored_block(tables, key) if read.failed else None
+        frames = keep_stored(read, stored)
         write_together(tables, BLOCK_JOURNAL, key,
                        {_frame_table(name): frame for name, frame in frames.items()})
-        records = [record for measured in read.measured for record in measured.left_out()]
+        records = [*(record for measured in read.measured for record in measured.left_out()),
+                   *kept_left_out(tables, key, root, kept_jobs(read, stored))]
         store_left_out(tables, FACTS_SOURCE, "read", key, records,
                        now=pd.Timestamp.now(tz="UTC"))
         outcomes.warnings[key], outcomes.jobs_read[key] = read.warnings, len(read.measured)

@@ -113,16 +113,22 @@ def _concat(parts: list[pd.DataFrame], schema) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else empty_table(schema)
 
 
+def kept_jobs(read: BlockRead, stored: dict[str, pd.DataFrame] | None) -> set[str]:
+    """The keys of the stored jobs that :func:`keep_stored` keeps: not read this time, and
+    failed this time (or in a folder that could not be listed)."""
+    if not stored:
+        return set()
+    read_jobs = set(read.frames["jobs"]["job"])
+    return {job for job in set(stored["jobs"]["job"]) - read_jobs
+            if read.unlisted or job in read.failed}
+
+
 def keep_stored(read: BlockRead, stored: dict[str, pd.DataFrame] | None) -> dict[str, pd.DataFrame]:
     """The frames to store for the block: those read, plus the stored rows of every job
     that failed this time (a failed re-read loses nothing). When a folder of the block
     could not be listed, every stored job not read this time is kept (which jobs it holds
     is unknown)."""
-    if not stored:
-        return read.frames
-    read_jobs = set(read.frames["jobs"]["job"])
-    kept = {job for job in set(stored["jobs"]["job"]) - read_jobs
-            if read.unlisted or job in read.failed}
+    kept = kept_jobs(read, stored)
     if not kept:
         return read.frames
     merged = {}

@@ -37,6 +37,7 @@ from joulehouse.clustercockpit.generator import (
 )
 from joulehouse.clustercockpit.layout import find_jobs
 from joulehouse.errors import InputError
+from joulehouse.leftout import stored_left_out
 from joulehouse.partition_group import stage
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import list_trials
@@ -52,6 +53,7 @@ from sensors.partition_runs import (
 )
 from tests.dagster.conftest import QUIET_S, settle
 from tests.dagster.source_runs import SourceRuns
+from tests.test_left_out_sources import MISSING_HOST_PART, archive_with_a_missing_host
 
 BLOCKS = ["emmy/1403", "fritz/398", "taurus/20639"]
 # energy_j per job and metric, as `joulehouse energy cc` gives them (tests/clustercockpit)
@@ -322,6 +324,21 @@ def test_a_stored_block_survives_a_failed_re_read(pipeline, archive):
     energy = pipeline.tables.read_table(JOB_ENERGY_TABLE)
     assert energy[energy["job"] == "fritz/398001/1675900000"]["energy_j"].item() == before
     assert len(pipeline.tables.read_table(JOBS_TABLE)) == 5
+
+
+def test_a_failed_re_read_keeps_what_the_failed_job_left_out(instance, tmp_path):
+    """The stored rows of a job that fails its re-read are kept, and so are its left-out
+    records: its facts are still those of the earlier read, which left out what it said."""
+    job = archive_with_a_missing_host(tmp_path / "archive")
+    pipeline = Pipeline(instance, tmp_path / "archive", tmp_path)
+    assert pipeline.run(["emmy/1403"]).success
+    first = stored_left_out(pipeline.tables, "clustercockpit", "read", "emmy/1403")
+    assert [(record.input, record.part) for record in first] == [(str(job), MISSING_HOST_PART)]
+
+    data = job / "data.json.gz"
+    data.write_bytes(data.read_bytes()[:-20])  # the job's re-read fails
+    assert not pipeline.run(["emmy/1403"]).success
+    assert stored_left_out(pipeline.tables, "clustercockpit", "read", "emmy/1403") == first
 
 
 def test_a_block_write_interrupted_after_its_commit_is_completed_by_the_next_run(pipeline):
