@@ -55,7 +55,7 @@ def resources(site: Site, sources: Sequence[Source], intensities: Sequence[GridI
         raise intensities[1].refusal(
             f"a second grid intensity: one is declared at {intensities[0].where()}")
     built["accounting"] = accounting(site, intensities[0] if intensities else None)
-    warehouse = Warehouse.from_env(site.folder(site.warehouse or DEFAULT_WAREHOUSE))
+    warehouse = Warehouse.from_env(site.location(site.warehouse or DEFAULT_WAREHOUSE))
     built["warehouse"] = warehouse
     declared_taudb = site.taudb_url and TaudbResource(url=site.taudb_url,
                                                      schema=site.taudb_schema)

@@ -274,3 +274,17 @@ def test_environment_variables_override_the_yaml(tmp_path, monkeypatch):
     assert resources["tau_profiles"].landing_folders == [str(data["declared"])]
     assert resources["tau_profiles"].quiet_period_s == 5.0
     assert resources["accounting"].pue == 1.3
+
+
+def test_a_warehouse_on_an_object_store_is_kept_as_its_url(tmp_path, monkeypatch):
+    # the site of docs/configuration.md's example
+    for variable in ("JOULEHOUSE_WAREHOUSE", "JOULEHOUSE_TAUDB_URL", "JOULEHOUSE_TAUDB_SCHEMA"):
+        monkeypatch.delenv(variable, raising=False)
+    write_centre(tmp_path / "project", {"intensity": intensity(), "site": site(
+        time_zone="Europe/Berlin", zones={"*": "DE", "clustercockpit/fritz": "DE",
+                                          "gpu/cloud": "FR"},
+        pue=1.3, warehouse="s3://energy/joulehouse",
+        taudb_url="postgresql://joulehouse@taudb:5432/perf")})
+    resources = load(tmp_path / "project").resources
+    assert resources["warehouse"].root == "s3://energy/joulehouse"
+    assert resources["taudb"].url == "postgresql://joulehouse@taudb:5432/perf"
