@@ -57,9 +57,7 @@ def resources(site: Site, sources: Sequence[Source], intensities: Sequence[GridI
     built["accounting"] = accounting(site, intensities[0] if intensities else None)
     warehouse = Warehouse.from_env(site.location(site.warehouse or DEFAULT_WAREHOUSE))
     built["warehouse"] = warehouse
-    declared_taudb = site.taudb_url and TaudbResource(url=site.taudb_url,
-                                                     schema=site.taudb_schema)
-    built["taudb"] = (TaudbResource.from_env() or declared_taudb
+    built["taudb"] = (TaudbResource.from_env(site.taudb_url, site.taudb_schema)
                       or TaudbResource(url=embedded_url(warehouse.root)))
     built["workers"] = StepWorkers.from_env()
     return built

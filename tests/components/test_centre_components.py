@@ -288,3 +288,20 @@ def test_a_warehouse_on_an_object_store_is_kept_as_its_url(tmp_path, monkeypatch
     resources = load(tmp_path / "project").resources
     assert resources["warehouse"].root == "s3://energy/joulehouse"
     assert resources["taudb"].url == "postgresql://joulehouse@taudb:5432/perf"
+
+
+def test_each_taudb_variable_replaces_its_own_key(tmp_path, monkeypatch):
+    declared = site(pue=1.1, taudb_url="postgresql://joulehouse@taudb:5432/perf",
+                    taudb_schema="declared")
+    write_centre(tmp_path / "a", {"site": declared, "intensity": intensity()})
+    write_centre(tmp_path / "b", {"site": declared, "intensity": intensity()})
+    monkeypatch.delenv("JOULEHOUSE_TAUDB_URL", raising=False)
+    monkeypatch.setenv("JOULEHOUSE_TAUDB_SCHEMA", "from_env")
+    taudb = load(tmp_path / "a").resources["taudb"]
+    assert (taudb.url, taudb.schema_name) == ("postgresql://joulehouse@taudb:5432/perf",
+                                              "from_env")
+    monkeypatch.delenv("JOULEHOUSE_TAUDB_SCHEMA")
+    monkeypatch.setenv("JOULEHOUSE_TAUDB_URL", "postgresql://secret@db:5432/perf")
+    taudb = load(tmp_path / "b").resources["taudb"]
+    # the URL stays the variable, read at run time (a secret is never in the definitions)
+    assert (taudb.url, taudb.schema_name) == (dg.EnvVar("JOULEHOUSE_TAUDB_URL"), "declared")
