@@ -305,3 +305,19 @@ def test_each_taudb_variable_replaces_its_own_key(tmp_path, monkeypatch):
     taudb = load(tmp_path / "b").resources["taudb"]
     # the URL stays the variable, read at run time (a secret is never in the definitions)
     assert (taudb.url, taudb.schema_name) == (dg.EnvVar("JOULEHOUSE_TAUDB_URL"), "declared")
+
+
+def test_a_bad_value_of_a_variable_is_refused_naming_the_variable(tmp_path, monkeypatch):
+    # issue 29's case: the declared quiet period is fine, the variable replacing it is not
+    data = folders(tmp_path, "a")
+    monkeypatch.setenv("JOULEHOUSE_QUIET_PERIOD_S", "abc")
+    _, message = refusal(tmp_path / "quiet", {"tau/a": instance(
+        "TauLanding", path=data["a"], quiet_period_s=30)})
+    assert message == ("$JOULEHOUSE_QUIET_PERIOD_S: 'abc': Input should be a valid number, "
+                       "unable to parse string as a number")
+
+
+def test_a_bad_pue_variable_is_blamed_on_the_variable_not_the_yaml(tmp_path, monkeypatch):
+    monkeypatch.setenv("JOULEHOUSE_PUE", "0.5")
+    _, message = refusal(tmp_path, {})
+    assert message == ("$JOULEHOUSE_PUE: '0.5': Input should be greater than or equal to 1")
