@@ -30,7 +30,7 @@ from components.sources import (
     GridIntensity,
     Source,
 )
-from joulehouse.accounting.intensity import read_folder
+from joulehouse.accounting.intensity import zones_in_folder
 from joulehouse.errors import InputError
 from resources import AccountingSettings, StepWorkers, TaudbResource, Warehouse
 from resources import accounting as accounting_env
@@ -130,13 +130,15 @@ def accounting(site: Site, intensity: GridIntensity | None) -> AccountingSetting
 
 
 def zones_covered(site: Site, settings: AccountingSettings) -> None:
-    """Refuses a carbon zone that the intensity folder has no figures for, neither its own
-    nor those of its yearly fallback. A folder holding a bad file checks nothing: the file
-    is data, which the carbon_intensity asset refuses naming it (the configuration, and so
-    every other asset, stays loadable). The folder is read whole at each load: small
-    (hourly figures, a few zones) beside what a run reads."""
+    """Refuses a carbon zone that no intensity file names, neither it nor its yearly
+    fallback. Only the files' zone columns are read, at each load (every run worker's
+    too): the cost grows with the files' rows, not with their other columns, and the
+    figures are not checked (a zone whose cells are all empty counts). A folder holding a
+    file whose zones cannot be read (not a CSV, a header of neither format) checks nothing:
+    the file is data, which the carbon_intensity asset refuses naming it (the
+    configuration, and so every other asset, stays loadable)."""
     try:
-        present = set(read_folder(settings.intensity_landing)["zone"])
+        present = zones_in_folder(settings.intensity_landing)
     except InputError:
         return
     for key, zone in settings.zones.items():

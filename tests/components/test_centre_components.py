@@ -204,12 +204,26 @@ def test_a_carbon_zone_without_intensity_data_is_refused(tmp_path):
 
 
 def test_a_bad_intensity_file_is_the_assets_to_refuse_not_the_configurations(tmp_path):
+    # its zones cannot be read (no zone column): the folder checks nothing
     landing = folders(tmp_path, "intensity")["intensity"]
-    (landing / "DE.csv").write_text("Datetime (UTC),Zone Id\nyesterday,DE\n")
+    (landing / "DE.csv").write_text("Datetime (UTC),Region\nyesterday,DE\n")
     write_centre(tmp_path / "project", {
         "site": site(zones={"*": "PL"}),
         "intensity": instance("GridIntensity", intensity_landing=landing)})
     assert load(tmp_path / "project").resources["accounting"].zones == {"*": "PL"}
+
+
+def test_the_zones_are_read_from_the_zone_columns_alone(tmp_path):
+    # bad timestamps and figures are the asset's to refuse; the zones are those named
+    landing = folders(tmp_path, "intensity")["intensity"]
+    (landing / "em.csv").write_text("Datetime (UTC),Zone Id,Carbon Intensity gCO₂eq/kWh "
+                                    "(direct)\nyesterday,DE ,lots\n")
+    (landing / "owid.csv").write_text("Entity,Code,Year,Carbon intensity of electricity - "
+                                      "gCO2/kWh\nFrance,FRA,soon,much\nKosovo,,2023,1\n")
+    defs, message = refusal(tmp_path, {"site": site(zones={"*": "PL"}), "intensity": instance(
+        "GridIntensity", intensity_landing=landing)})
+    assert message == (f"{defs}/site/defs.yaml:4: attributes.zones.*: zone 'PL' has no "
+                       f"intensity data in {landing} (zones there: DE, FRA, Kosovo)")
 
 
 def test_a_second_site_is_refused(tmp_path):
