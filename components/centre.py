@@ -10,20 +10,27 @@ refused when the YAML is loaded, and by ``dg check yaml``.)
 Environment variables override what the YAML declares: a kind's folder variable
 (``$JOULEHOUSE_GPU_DATA_ROOTS``, ``$JOULEHOUSE_TAU_LANDING``...) replaces its instances'
 folders (which are then not checked), each setting's variable its value
-(``docs/configuration.md``).
+(``docs/configuration.md``). A value refused where a variable replaced the YAML is refused
+naming the variable and its value (``$JOULEHOUSE_PUE: '0.5': ...``), never the YAML key.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import dagster as dg
 import pydantic
 
-from components.sources import INTENSITY_FOLDERS, SOURCE_TYPES, GridIntensity, Source
-from joulehouse.accounting.intensity import read_folder
+from components.sources import (
+    ACCOUNTING_ENV,
+    INTENSITY_FOLDERS,
+    SOURCE_TYPES,
+    GridIntensity,
+    Source,
+)
+from joulehouse.accounting.intensity import zones_in_folder
 from joulehouse.errors import InputError
 from resources import AccountingSettings, StepWorkers, TaudbResource, Warehouse
 from resources import accounting as accounting_env
@@ -55,11 +62,9 @@ def resources(site: Site, sources: Sequence[Source], intensities: Sequence[GridI
         raise intensities[1].refusal(
             f"a second grid intensity: one is declared at {intensities[0].where()}")
     built["accounting"] = accounting(site, intensities[0] if intensities else None)
-    warehouse = Warehouse.from_env(site.folder(site.warehouse or DEFAULT_WAREHOUSE))
+    warehouse = Warehouse.from_env(site.location(site.warehouse or DEFAULT_WAREHOUSE))
     built["warehouse"] = warehouse
-    declared_taudb = site.taudb_url and TaudbResource(url=site.taudb_url,
-                                                     schema=site.taudb_schema)
-    built["taudb"] = (TaudbResource.from_env() or declared_taudb
+    built["taudb"] = (TaudbResource.from_env(site.taudb_url, site.taudb_schema)
                       or TaudbResource(url=embedded_url(warehouse.root)))
     built["workers"] = StepWorkers.from_env()
     return built
@@ -68,13 +73,15 @@ def resources(site: Site, sources: Sequence[Source], intensities: Sequence[GridI
 def kind_resource(kind: type[Source], instances: Sequence[Any]) -> dg.ConfigurableResource:
     """The resource of one source kind from its instances (checked unless the kind's folder
     variable replaces them), the environment's settings over the declared ones."""
-    if os.environ.get(kind.FOLDERS_ENV, "").strip():
-        return kind.RESOURCE.from_env([], **agreed_settings(kind, instances))
+    variables = {kind.FOLDERS_FIELD: kind.FOLDERS_ENV, **kind.variables()}
+    if overriding(kind.FOLDERS_ENV):
+        return validated(lambda: kind.RESOURCE.from_env([], **agreed_settings(kind, instances)),
+                         variables, *instances)
     owners: dict[str, Any] = {}
     for instance in instances:
         readable_folder(instance, "path")
         validated(lambda i=instance: kind.RESOURCE(
-            **{kind.FOLDERS_FIELD: [i.entry()]}, **i.declared_settings()), instance)
+            **{kind.FOLDERS_FIELD: [i.entry()]}, **i.declared_settings()), {}, instance)
         key = kind.PREFIX_KEY if kind.PREFIX_KEY in instance.model_fields_set else "path"
         for prefix in sorted(instance.prefixes()):
             if prefix in owners:
@@ -83,8 +90,9 @@ def kind_resource(kind: type[Source], instances: Sequence[Any]) -> dg.Configurab
                     f"partition-key prefix {prefix!r} is also that of {first.where(key)}: "
                     "each instance of a kind needs its own name", key)
             owners[prefix] = instance
-    return kind.RESOURCE.from_env([instance.entry() for instance in instances],
-                                  **agreed_settings(kind, instances))
+    return validated(lambda: kind.RESOURCE.from_env(
+        [instance.entry() for instance in instances], **agreed_settings(kind, instances)),
+        variables, *instances)
 
 
 def agreed_settings(kind: type[Source], instances: Sequence[Any]) -> dict[str, Any]:
@@ -109,26 +117,28 @@ def accounting(site: Site, intensity: GridIntensity | None) -> AccountingSetting
                      if name in site.model_fields_set}
     declared = intensity.settings() if intensity else {}
     for name in INTENSITY_FOLDERS:
-        if name in declared and not os.environ.get(GridIntensity.variables()[name], "").strip():
+        if name in declared and not overriding(GridIntensity.variables()[name]):
             readable_folder(intensity, name)
     landing = declared.pop("intensity_landing", None)
-    if landing is None and not os.environ.get(accounting_env.LANDING_ENV, "").strip():
+    if landing is None and not overriding(accounting_env.LANDING_ENV):
         raise site.refusal("no grid intensity is declared (a components.GridIntensity "
                            "instance): the carbon zones have no intensity data", "zones")
     settings = validated(lambda: AccountingSettings.from_env(
-        landing or "", **declared_site, **declared), site, intensity)
+        landing or "", **declared_site, **declared), ACCOUNTING_ENV, site, intensity)
     zones_covered(site, settings)
     return settings
 
 
 def zones_covered(site: Site, settings: AccountingSettings) -> None:
-    """Refuses a carbon zone that the intensity folder has no figures for, neither its own
-    nor those of its yearly fallback. A folder holding a bad file checks nothing: the file
-    is data, which the carbon_intensity asset refuses naming it (the configuration, and so
-    every other asset, stays loadable). The folder is read whole at each load: small
-    (hourly figures, a few zones) beside what a run reads."""
+    """Refuses a carbon zone that no intensity file names, neither it nor its yearly
+    fallback. Only the files' zone columns are read, at each load (every run worker's
+    too): the cost grows with the files' rows, not with their other columns, and the
+    figures are not checked (a zone whose cells are all empty counts). A folder holding a
+    file whose zones cannot be read (not a CSV, a header of neither format) checks nothing:
+    the file is data, which the carbon_intensity asset refuses naming it (the
+    configuration, and so every other asset, stays loadable)."""
     try:
-        present = set(read_folder(settings.intensity_landing)["zone"])
+        present = zones_in_folder(settings.intensity_landing)
     except InputError:
         return
     for key, zone in settings.zones.items():
@@ -137,7 +147,7 @@ def zones_covered(site: Site, settings: AccountingSettings) -> None:
         message = (f"zone {zone!r} has no intensity data in {settings.intensity_landing} "
                    f"(zones there: {', '.join(sorted(present)) or 'none'})")
         variable = accounting_env.MAPPING_ENV["zones"]
-        if os.environ.get(variable, "").strip():
+        if overriding(variable):
             raise InputError(f"${variable}", message, field=key)
         raise site.refusal(message, "zones", key)
 
@@ -153,16 +163,28 @@ def readable_folder(declaration: Any, key: str) -> None:
         raise declaration.refusal(f"folder {folder} is not readable", key)
 
 
-def validated(build: Callable[[], T], *declarations: Any) -> T:
-    """``build()``; a value its resource refuses is refused naming the key of the first of
-    ``declarations`` (None: not declared) that has it."""
+def validated(build: Callable[[], T], variables: Mapping[str, str], *declarations: Any) -> T:
+    """``build()``; a value its resource refuses is refused naming where it came from: the
+    variable that ``variables`` (the resource's field -> its variable) gives the refused
+    field, with its value, where that variable is set (it replaced the YAML); else the key
+    of the first of ``declarations`` (None: not declared) that has the field."""
     try:
         return build()
     except pydantic.ValidationError as err:
         first = err.errors()[0]
+        loc = [str(part) for part in first["loc"]]
+        for key in reversed(loc):
+            value = overriding(variables.get(key))
+            if value:
+                raise InputError(f"${variables[key]}", f"{value!r}: {first['msg']}") from err
         for declaration in filter(None, declarations):
-            keys = [str(part) for part in first["loc"]
-                    if str(part) in type(declaration).model_fields]
+            keys = [key for key in loc if key in type(declaration).model_fields]
             if keys:
                 raise declaration.refusal(first["msg"], keys[-1]) from err
         raise
+
+
+def overriding(variable: str | None) -> str:
+    """The value of ``variable`` where it overrides the YAML (set and not blank), else
+    ``""``."""
+    return os.environ.get(variable, "").strip() if variable else ""

@@ -17,6 +17,7 @@ from dagster_shared.yaml_utils import parse_yamls_with_source_position
 from pydantic import BaseModel, PrivateAttr
 
 from joulehouse.errors import InputError
+from joulehouse.warehouse import is_url
 
 #: The file of a component instance in its folder under ``defs/``.
 DEFS_FILE = "defs.yaml"
@@ -72,6 +73,11 @@ class Declaration(dg.Model):
         root (the working folder when built in Python)."""
         path = Path(value)
         return path if path.is_absolute() else (self._project_root or Path.cwd()) / path
+
+    def location(self, value: str) -> str:
+        """A place that may be on an object store: a URL (``s3://bucket/prefix``, as
+        ``joulehouse.warehouse.is_url`` tells) unchanged, else :meth:`folder`."""
+        return value if is_url(value) else str(self.folder(value))
 
 
 def shown(file: Path) -> str:

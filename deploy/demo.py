@@ -49,7 +49,8 @@ from assets.geopm import REPORT_TABLE
 from assets.gpu import SETTING_TABLE
 from assets.powerapi import REPORT_ENERGY_TABLE, WINDOW_TABLE
 from assets.taudb import powerapi_trials
-from definitions import build_definitions, load_centre
+from definitions import build_definitions
+from definitions import defs as centre
 from joulehouse.accounting.rollups import UTC, primary
 from joulehouse.taudb.loader import list_trials
 from resources import DataRoot, TaudbResource, Warehouse, embedded_taudb_url
@@ -294,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     # Batches of asset events stored as one write (deploy/dagster.yaml's storage).
     os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", "1000")
     Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
-    declared = dict(load_centre().resources)
+    declared = dict(centre.resources)  # loaded once, when definitions was imported
     warehouse = (args.warehouse or Path(declared["warehouse"].root)).resolve()
     with dg.DagsterInstance.get() as instance:
         try:

@@ -43,13 +43,17 @@ class TaudbResource(dg.ConfigurableResource):
         description="PostgreSQL schema holding the TAUdb tables (default: public).")
 
     @classmethod
-    def from_env(cls) -> TaudbResource | None:
-        """``$JOULEHOUSE_TAUDB_URL`` (read at run time, as ``dg.EnvVar``: the UI shows the
-        variable's name, never its value) and ``$JOULEHOUSE_TAUDB_SCHEMA`` when set; None
-        when unset, for the embedded SQLite file beside the warehouse (``embedded_url``)."""
-        if not os.environ.get(URL_ENV):
+    def from_env(cls, url: str | None = None, schema: str | None = None
+                 ) -> TaudbResource | None:
+        """Each setting from its variable where set, else the declared one, independently:
+        the URL from ``$JOULEHOUSE_TAUDB_URL`` (read at run time, as ``dg.EnvVar``: the UI
+        shows the variable's name, never its value) else ``url``; the schema from
+        ``$JOULEHOUSE_TAUDB_SCHEMA`` else ``schema``. None when there is no URL, for the
+        embedded SQLite file beside the warehouse (``embedded_url``; SQLite has no schemas)."""
+        url = dg.EnvVar(URL_ENV) if os.environ.get(URL_ENV) else url
+        if not url:
             return None
-        return cls(url=dg.EnvVar(URL_ENV), schema=os.environ.get(SCHEMA_ENV) or None)
+        return cls(url=url, schema=os.environ.get(SCHEMA_ENV) or schema)
 
     def open(self) -> TaudbDatabase:
         """A new connection; use it as a context manager so that it is closed."""

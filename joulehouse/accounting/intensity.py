@@ -61,25 +61,69 @@ def read_file(path: str | Path, left_out: list[LeftOut] | None = None) -> pd.Dat
     path = Path(path)
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
-    try:
-        frame = pd.read_csv(io.BytesIO(data), encoding="utf-8-sig", dtype=str,
-                            keep_default_na=False)
-    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as err:
-        raise InputError(path, f"not a readable CSV: {err}") from None
-    if EM_TIME in frame.columns:
-        table = _electricity_maps(path, frame)
-    elif set(OWID_COLUMNS) <= set(frame.columns) and OWID_VALUE in frame.columns:
-        table = _owid(path, frame)
-    else:
-        raise InputError(path, f"neither an Electricity Maps export (no {EM_TIME!r} column) "
-                               f"nor OWID yearly figures (no {OWID_VALUE!r}); columns: "
-                               f"{list(frame.columns)}", line=1)
+    frame = _csv(path, io.BytesIO(data))
+    table = (_electricity_maps if _is_electricity_maps(path, frame.columns) else _owid)(
+        path, frame)
     empty = table["intensity_g_per_kwh"].isna()
     if left_out is not None:
         left_out += holes(path, table[empty])
     table = table[~empty].assign(file=path.name, digest=digest)
     table = table.sort_values(["zone", "basis", "interval_start"], ignore_index=True)
     return validate(INTENSITY_SCHEMA, table, path)
+
+
+def zones_in_file(path: str | Path) -> set[str]:
+    """The zones of one intensity file, as :func:`read_file` names them, from its zone
+    columns alone (the other columns are not parsed); InputError for a file that is not a
+    CSV of either format. The figures are not checked (:func:`read_file` does): a zone
+    whose cells are all empty is named too."""
+    path = Path(path)
+    header = _csv(path, path, nrows=0).columns
+    if _is_electricity_maps(path, header):
+        column = _em_zone_column(path, header)
+        return set(_csv(path, path, usecols=[column])[column].str.strip())
+    return set(_owid_zone(_csv(path, path, usecols=["Code", "Entity"])))
+
+
+def zones_in_folder(folder: str | Path) -> set[str]:
+    """The zones of every file :func:`read_folder` reads (:func:`zones_in_file`): its cost
+    grows with the files' rows, not with their other columns."""
+    return set().union(*(zones_in_file(path) for path in stepseries.landed_csvs(folder)))
+
+
+def _csv(path: Path, source: Path | io.BytesIO, **options) -> pd.DataFrame:
+    """``source`` (the bytes of ``path``, or the file) read as strings, empty cells kept;
+    InputError naming ``path`` when it is not a readable CSV."""
+    try:
+        return pd.read_csv(source, encoding="utf-8-sig", dtype=str, keep_default_na=False,
+                           **options)
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as err:
+        raise InputError(path, f"not a readable CSV: {err}") from None
+
+
+def _is_electricity_maps(path: Path, columns: pd.Index) -> bool:
+    """Whether the header ``columns`` is an Electricity Maps export's (else OWID's yearly
+    figures'); InputError when it is neither."""
+    if EM_TIME in columns:
+        return True
+    if set(OWID_COLUMNS) <= set(columns) and OWID_VALUE in columns:
+        return False
+    raise InputError(path, f"neither an Electricity Maps export (no {EM_TIME!r} column) "
+                           f"nor OWID yearly figures (no {OWID_VALUE!r}); columns: "
+                           f"{list(columns)}", line=1)
+
+
+def _em_zone_column(path: Path, columns: pd.Index) -> str:
+    """The zone column of an Electricity Maps export (the first of :data:`EM_ZONES`)."""
+    column = next((c for c in EM_ZONES if c in columns), None)
+    if column is None:
+        raise InputError(path, f"no zone column (one of {list(EM_ZONES)})", line=1)
+    return column
+
+
+def _owid_zone(frame: pd.DataFrame) -> pd.Series:
+    """OWID's zone: ``Code``, ``Entity`` where it has none."""
+    return frame["Code"].str.strip().where(frame["Code"].str.strip() != "", frame["Entity"])
 
 
 def holes(path: Path, empty: pd.DataFrame) -> list[LeftOut]:
@@ -130,9 +174,7 @@ def _number(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
 
 
 def _electricity_maps(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
-    zone_column = next((c for c in EM_ZONES if c in frame.columns), None)
-    if zone_column is None:
-        raise InputError(path, f"no zone column (one of {list(EM_ZONES)})", line=1)
+    zone_column = _em_zone_column(path, frame.columns)
     starts = pd.to_datetime(frame[EM_TIME], utc=True, errors="coerce", format="ISO8601")
     if starts.isna().any():
         row = int(np.flatnonzero(starts.isna().to_numpy())[0])
@@ -175,7 +217,6 @@ def _owid(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
                          field="Year")
     start = pd.to_datetime(years.astype(int).astype(str) + "-01-01", utc=True)
     end = pd.to_datetime((years.astype(int) + 1).astype(str) + "-01-01", utc=True)
-    zone = frame["Code"].str.strip().where(frame["Code"].str.strip() != "", frame["Entity"])
-    return pd.DataFrame({"zone": zone, "interval_start": start, "interval_end": end,
+    return pd.DataFrame({"zone": _owid_zone(frame), "interval_start": start, "interval_end": end,
                          "intensity_g_per_kwh": _number(path, frame, OWID_VALUE),
                          "basis": "lca", "kind": YEARLY})

@@ -399,6 +399,12 @@ def first_overlap(table: pd.DataFrame, keys: Sequence[str]
     return table.iloc[i - 1], table.iloc[i]
 
 
+def landed_csvs(folder: str | Path) -> list[Path]:
+    """The files a landing folder holds: every ``*.csv`` under ``folder`` (recursively),
+    sorted by path."""
+    return [path for path in sorted(Path(folder).rglob("*.csv")) if path.is_file()]
+
+
 def read_landing(folder: str | Path, read_file: Callable[[Path], pd.DataFrame],
                  keys: Sequence[str], empty: Callable[[], pd.DataFrame],
                  series: Callable[[pd.Series], str]) -> pd.DataFrame:
@@ -409,7 +415,7 @@ def read_landing(folder: str | Path, read_file: Callable[[Path], pd.DataFrame],
     a row) overlapping intervals (which would hold is then unknown), naming both files.
     """
     folder = Path(folder)
-    frames = [read_file(p) for p in sorted(folder.rglob("*.csv")) if p.is_file()]
+    frames = [read_file(p) for p in landed_csvs(folder)]
     if not frames:
         return empty()
     table = pd.concat(frames, ignore_index=True).sort_values(

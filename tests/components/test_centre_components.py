@@ -204,12 +204,26 @@ def test_a_carbon_zone_without_intensity_data_is_refused(tmp_path):
 
 
 def test_a_bad_intensity_file_is_the_assets_to_refuse_not_the_configurations(tmp_path):
+    # its zones cannot be read (no zone column): the folder checks nothing
     landing = folders(tmp_path, "intensity")["intensity"]
-    (landing / "DE.csv").write_text("Datetime (UTC),Zone Id\nyesterday,DE\n")
+    (landing / "DE.csv").write_text("Datetime (UTC),Region\nyesterday,DE\n")
     write_centre(tmp_path / "project", {
         "site": site(zones={"*": "PL"}),
         "intensity": instance("GridIntensity", intensity_landing=landing)})
     assert load(tmp_path / "project").resources["accounting"].zones == {"*": "PL"}
+
+
+def test_the_zones_are_read_from_the_zone_columns_alone(tmp_path):
+    # bad timestamps and figures are the asset's to refuse; the zones are those named
+    landing = folders(tmp_path, "intensity")["intensity"]
+    (landing / "em.csv").write_text("Datetime (UTC),Zone Id,Carbon Intensity gCO₂eq/kWh "
+                                    "(direct)\nyesterday,DE ,lots\n")
+    (landing / "owid.csv").write_text("Entity,Code,Year,Carbon intensity of electricity - "
+                                      "gCO2/kWh\nFrance,FRA,soon,much\nKosovo,,2023,1\n")
+    defs, message = refusal(tmp_path, {"site": site(zones={"*": "PL"}), "intensity": instance(
+        "GridIntensity", intensity_landing=landing)})
+    assert message == (f"{defs}/site/defs.yaml:4: attributes.zones.*: zone 'PL' has no "
+                       f"intensity data in {landing} (zones there: DE, FRA, Kosovo)")
 
 
 def test_a_second_site_is_refused(tmp_path):
@@ -274,3 +288,50 @@ def test_environment_variables_override_the_yaml(tmp_path, monkeypatch):
     assert resources["tau_profiles"].landing_folders == [str(data["declared"])]
     assert resources["tau_profiles"].quiet_period_s == 5.0
     assert resources["accounting"].pue == 1.3
+
+
+def test_a_warehouse_on_an_object_store_is_kept_as_its_url(tmp_path, monkeypatch):
+    # the site of docs/configuration.md's example
+    for variable in ("JOULEHOUSE_WAREHOUSE", "JOULEHOUSE_TAUDB_URL", "JOULEHOUSE_TAUDB_SCHEMA"):
+        monkeypatch.delenv(variable, raising=False)
+    write_centre(tmp_path / "project", {"intensity": intensity(), "site": site(
+        time_zone="Europe/Berlin", zones={"*": "DE", "clustercockpit/fritz": "DE",
+                                          "gpu/cloud": "FR"},
+        pue=1.3, warehouse="s3://energy/joulehouse",
+        taudb_url="postgresql://joulehouse@taudb:5432/perf")})
+    resources = load(tmp_path / "project").resources
+    assert resources["warehouse"].root == "s3://energy/joulehouse"
+    assert resources["taudb"].url == "postgresql://joulehouse@taudb:5432/perf"
+
+
+def test_each_taudb_variable_replaces_its_own_key(tmp_path, monkeypatch):
+    declared = site(pue=1.1, taudb_url="postgresql://joulehouse@taudb:5432/perf",
+                    taudb_schema="declared")
+    write_centre(tmp_path / "a", {"site": declared, "intensity": intensity()})
+    write_centre(tmp_path / "b", {"site": declared, "intensity": intensity()})
+    monkeypatch.delenv("JOULEHOUSE_TAUDB_URL", raising=False)
+    monkeypatch.setenv("JOULEHOUSE_TAUDB_SCHEMA", "from_env")
+    taudb = load(tmp_path / "a").resources["taudb"]
+    assert (taudb.url, taudb.schema_name) == ("postgresql://joulehouse@taudb:5432/perf",
+                                              "from_env")
+    monkeypatch.delenv("JOULEHOUSE_TAUDB_SCHEMA")
+    monkeypatch.setenv("JOULEHOUSE_TAUDB_URL", "postgresql://secret@db:5432/perf")
+    taudb = load(tmp_path / "b").resources["taudb"]
+    # the URL stays the variable, read at run time (a secret is never in the definitions)
+    assert (taudb.url, taudb.schema_name) == (dg.EnvVar("JOULEHOUSE_TAUDB_URL"), "declared")
+
+
+def test_a_bad_value_of_a_variable_is_refused_naming_the_variable(tmp_path, monkeypatch):
+    # issue 29's case: the declared quiet period is fine, the variable replacing it is not
+    data = folders(tmp_path, "a")
+    monkeypatch.setenv("JOULEHOUSE_QUIET_PERIOD_S", "abc")
+    _, message = refusal(tmp_path / "quiet", {"tau/a": instance(
+        "TauLanding", path=data["a"], quiet_period_s=30)})
+    assert message == ("$JOULEHOUSE_QUIET_PERIOD_S: 'abc': Input should be a valid number, "
+                       "unable to parse string as a number")
+
+
+def test_a_bad_pue_variable_is_blamed_on_the_variable_not_the_yaml(tmp_path, monkeypatch):
+    monkeypatch.setenv("JOULEHOUSE_PUE", "0.5")
+    _, message = refusal(tmp_path, {})
+    assert message == ("$JOULEHOUSE_PUE: '0.5': Input should be greater than or equal to 1")
