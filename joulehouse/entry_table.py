@@ -288,13 +288,17 @@ def replace_scope(warehouse: Warehouse, table: str, rows: pd.DataFrame,
 def stored_entries(warehouse: Warehouse, table: str, scope: Mapping[str, str],
                    prefixes: Iterable[str], column: str = "entity") -> set[str]:
     """The values of ``column`` within ``scope`` that start with one of ``prefixes``, in
-    the current version (none before the first): read by DataFusion (deltalake's
-    ``QueryBuilder``), which reads only the files whose statistics may hold them."""
+    the current version (none for a table not made yet): read by DataFusion (deltalake's
+    ``QueryBuilder``), which reads only the files whose statistics may hold them. A folder
+    of plain files is migrated first (:func:`_opened`), so that the entries it holds are
+    found, as the write that follows a lookup (which would migrate it) sees them."""
     from deltalake import QueryBuilder
 
     listed = sorted(set(prefixes))
-    delta = _open(warehouse, table) if is_entry_table(warehouse, table) else None
-    if delta is None or not listed:
+    if not listed:
+        return set()
+    delta = _opened(warehouse, table)
+    if delta is None:
         return set()
     where = " AND ".join([*(f"{_name(name)} = {_literal(value)}" for name, value in scope.items()),
                           "(" + " OR ".join(f"starts_with({_name(column)}, {_literal(prefix)})"

@@ -147,3 +147,16 @@ def test_the_table_is_compacted_once_it_has_many_files(tmp_path, monkeypatch):
     assert due["merged"] == 3 and due["added"] == 1
     assert len(entry_table.files(tables, TABLE)) == 1
     pd.testing.assert_frame_equal(stored(tables), expected(jobs))
+
+
+def test_the_first_write_after_an_upgrade_removes_the_owners_stale_entities(tmp_path):
+    """energy_facts as written before it was kept per entry (a plain file per source):
+    block c/12 re-read without job 12001 removes that job's stored facts, migrated by
+    this very write."""
+    tables = Warehouse(tmp_path)
+    tables.write_partition(TABLE, "clustercockpit",
+                           expected({"c/12000/0": 1.0, "c/12001/0": 2.0, "c/13000/0": 3.0}))
+    written = facts_entries.replace_owned(tables, "clustercockpit",
+                                          job_facts({"c/12000/0": 4.0}), ["c/12"], CC_OWNERSHIP)
+    assert (written.entities, written.removed, written.rows) == (1, 1, 1)
+    pd.testing.assert_frame_equal(stored(tables), expected({"c/12000/0": 4.0, "c/13000/0": 3.0}))
