@@ -39,7 +39,6 @@ deltalake is imported when a table is opened, not with this module (0.26 s).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -105,13 +104,19 @@ def _create(warehouse: Warehouse, table: str, schema: pa.Schema) -> None:
 
 
 def _refuse_nested(warehouse: Warehouse, table: str) -> None:
-    """Refuse a folder that holds anything but the log and Parquet files (a nested table,
-    another file): readers of the table would not see it, nor could it be migrated."""
+    """Refuse a folder that holds anything but Parquet files and hidden ones (a nested
+    table, another file): readers of the table would not see it, nor could it be
+    migrated. Hidden files and folders (``warehouse.is_hidden``: the log, the temporary
+    file a killed plain write left) are no table's, as every reader of the warehouse
+    leaves them out."""
+    from joulehouse.warehouse import is_hidden
+
     path = warehouse.table_path(table)
-    held = sorted(PurePosixPath(info.path).name for info in warehouse.filesystem.get_file_info(
+    held = sorted(info.base_name for info in warehouse.filesystem.get_file_info(
         pafs.FileSelector(path, allow_not_found=True))
-        if info.type != pafs.FileType.File or not info.path.endswith(".parquet"))
-    if [name for name in held if name != LOG]:
+        if not is_hidden(info.base_name)
+        and (info.type != pafs.FileType.File or not info.base_name.endswith(".parquet")))
+    if held:
         raise FileExistsError(
             f"{table}: {path} already holds {', '.join(held[:5])}"
             f"{' …' if len(held) > 5 else ''}; a table kept per entry is made in a folder "

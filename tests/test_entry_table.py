@@ -229,6 +229,19 @@ def test_plain_files_are_migrated_by_the_first_write(store):
     assert {"gpu-benchmark.parquet", "clustercockpit.parquet"} <= held
 
 
+def test_the_hidden_file_of_a_killed_plain_write_is_no_nested_table(tmp_path):
+    """A plain write killed before its rename leaves ``.<name>.parquet.<random>.tmp``
+    beside the plain files: hidden, it is neither read nor refused, and stays."""
+    tables = Warehouse(tmp_path / "warehouse")
+    before = plain_facts(tables)
+    leftover = tmp_path / "warehouse" / FACTS / ".gpu-benchmark.parquet.k1ll3d.tmp"
+    leftover.write_bytes(b"PAR1")
+    tables.write_entries(FACTS, facts(GPU, [3]), GPU)
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), ordered(
+        pd.concat([before, facts(GPU, [3])], ignore_index=True)))
+    assert leftover.read_bytes() == b"PAR1"
+
+
 def test_a_migration_failing_half_way_leaves_the_plain_files_read(tmp_path, monkeypatch):
     """Its data files are written before version 0, in a folder whose log exists: readers
     read the plain files alone, as before, and the next write migrates again."""
