@@ -199,8 +199,13 @@ def _migrate(warehouse: Warehouse, table: str) -> DeltaTable | None:
     where it holds none. Readers read those files until that version is committed
     (:func:`files`); its log folder is made first, so that data files delta-rs writes
     before the commit are never read as plain files (``DATA_PREFIX``). The plain files
-    stay in the folder, listed by no version: nothing is deleted (remove them by hand)."""
+    stay in the folder, listed by no version: nothing is deleted (remove them by hand).
+
+    Version 0 is committed only where the table has no version (``mode="error"``): a
+    writer that committed it, and entries after it, since this one found none keeps
+    them; this one then opens that table instead."""
     from deltalake import write_deltalake
+    from deltalake.exceptions import DeltaError
 
     plain = _plain_files(warehouse, table)
     if not plain:
@@ -208,8 +213,14 @@ def _migrate(warehouse: Warehouse, table: str) -> DeltaTable | None:
     _refuse_nested(warehouse, table)
     data = _arrow(to_microseconds(_read_plain(warehouse, plain)))
     warehouse.filesystem.create_dir(f"{warehouse.table_path(table)}/{LOG}")
-    write_deltalake(_uri(warehouse, table), data.cast(_delta_schema(data.schema)),
-                    mode="overwrite", storage_options=warehouse.delta_options())
+    try:
+        write_deltalake(_uri(warehouse, table), data.cast(_delta_schema(data.schema)),
+                        mode="error", storage_options=warehouse.delta_options())
+    except DeltaError:
+        made = _open(warehouse, table)
+        if made is None:  # not a table made meanwhile: the write itself failed
+            raise
+        return made
     return _open(warehouse, table)
 
 

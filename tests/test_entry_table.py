@@ -242,6 +242,18 @@ def test_the_hidden_file_of_a_killed_plain_write_is_no_nested_table(tmp_path):
     assert leftover.read_bytes() == b"PAR1"
 
 
+def test_a_migration_racing_a_first_write_keeps_that_writes_entries(tmp_path):
+    """Writer B found no version, then writer A migrated and committed its entries:
+    B's migration commits nothing and opens A's table."""
+    tables = Warehouse(tmp_path / "warehouse")
+    before = plain_facts(tables)
+    tables.write_entries(FACTS, facts(GPU, [3]), GPU)  # writer A: versions 0 and 1
+    delta = entry_table._migrate(tables, FACTS)  # writer B, late
+    assert delta.version() == entry_table._open(tables, FACTS).version() == 1
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), ordered(
+        pd.concat([before, facts(GPU, [3])], ignore_index=True)))
+
+
 def test_a_migration_failing_half_way_leaves_the_plain_files_read(tmp_path, monkeypatch):
     """Its data files are written before version 0, in a folder whose log exists: readers
     read the plain files alone, as before, and the next write migrates again."""
