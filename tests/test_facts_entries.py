@@ -160,3 +160,34 @@ def test_the_first_write_after_an_upgrade_removes_the_owners_stale_entities(tmp_
                                           job_facts({"c/12000/0": 4.0}), ["c/12"], CC_OWNERSHIP)
     assert (written.entities, written.removed, written.rows) == (1, 1, 1)
     pd.testing.assert_frame_equal(stored(tables), expected({"c/12000/0": 4.0, "c/13000/0": 3.0}))
+
+
+def test_a_write_refused_by_a_racing_commit_is_retried_from_the_stored_state(tmp_path,
+                                                                             monkeypatch):
+    """Another writer lands job 12002 of block c/12 and its commit wins: delta-rs refuses
+    this write's (CommitFailedError); the retry looks the stored entities up again and
+    removes that job too, as the block read now does not give it."""
+    from deltalake.exceptions import CommitFailedError
+
+    tables = Warehouse(tmp_path)
+    facts_entries.replace_owned(tables, "clustercockpit", job_facts(
+        {"c/12000/0": 1.0, "c/13000/0": 3.0}), ["c/12", "c/13"], CC_OWNERSHIP)
+    write, raced = entry_table.write_entries, []
+
+    def racing(*args, **kwargs):
+        if not raced:
+            raced.append(write(tables, TABLE, expected({"c/12002/0": 5.0}),
+                               {"source": "clustercockpit"}))
+            raise CommitFailedError("Transaction failed: a concurrent transaction wrote")
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(entry_table, "write_entries", racing)
+    written = facts_entries.replace_owned(tables, "clustercockpit",
+                                          job_facts({"c/12000/0": 4.0}), ["c/12"], CC_OWNERSHIP)
+    assert raced and (written.entities, written.removed, written.rows) == (1, 1, 1)
+    pd.testing.assert_frame_equal(stored(tables), expected({"c/12000/0": 4.0, "c/13000/0": 3.0}))
+
+    monkeypatch.setattr(facts_entries, "COMMIT_TRIES", 1)  # no try left: the error stands
+    raced.clear()
+    with pytest.raises(CommitFailedError, match="concurrent"):
+        facts_entries.sync(tables, "clustercockpit", job_facts({"c/12000/0": 6.0}))
