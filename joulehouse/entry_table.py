@@ -61,6 +61,9 @@ PANDAS_DTYPE = "joulehouse.pandas_dtype"
 #: run) still finds them, and a version of that age can be read back (hours; Delta's
 #: default, ``delta.deletedFileRetentionDuration``, enforced as its minimum).
 RETENTION_HOURS = 7 * 24
+#: The size :func:`compact` merges small data files into (bytes; delta-rs's default for
+#: ``optimize.compact``): a file of this size or more is never merged.
+TARGET_FILE_BYTES = 100 * 2**20
 
 
 def is_entry_table(warehouse: Warehouse, table: str) -> bool:
@@ -373,14 +376,15 @@ def read(warehouse: Warehouse, table: str, scope: Mapping[str, str] | None = Non
 
 
 def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
-    """Merge small files (``optimize.compact``), then remove the files no version has
+    """Merge the files under ``TARGET_FILE_BYTES`` into files of about that size
+    (``optimize.compact``), then remove the files no version has
     listed for ``RETENTION_HOURS`` (``vacuum``) and the data files of failed writes
     (``part-*.parquet`` in the table's folder that no version ever listed, as old); the
     files added, merged and removed. Nothing else in the folder is touched."""
     delta = _open(warehouse, table)
     if delta is None:
         return {"added": 0, "merged": 0, "removed": 0}
-    merged = delta.optimize.compact()
+    merged = delta.optimize.compact(target_size=TARGET_FILE_BYTES)
     delta = _open(warehouse, table)
     removed = delta.vacuum(retention_hours=RETENTION_HOURS, dry_run=False)
     # full=True lists every file no version lists (the ones just removed included)

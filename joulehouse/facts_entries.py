@@ -44,9 +44,11 @@ from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
 from joulehouse.warehouse import Warehouse
 
 TABLE = "energy_facts"
-#: Data files in the table's current version above which :func:`compact_if_due` merges
-#: them (each write adds one or two): the files a reader lists and a write's predicate
-#: scans stay few, at the cost of rewriting the small files every ~60 writes.
+#: Small data files (under ``entry_table.TARGET_FILE_BYTES``, which a compaction merges)
+#: in the table's current version above which :func:`compact_if_due` merges them (each
+#: write adds one or two): the files a reader lists and a write's predicate scans stay
+#: few, at the cost of rewriting the small files every ~60 writes. Files at the target
+#: size are not counted, which a compaction would leave as they are.
 COMPACT_ABOVE = 64
 #: Changed entities above which :func:`sync` replaces the source's rows whole (a predicate
 #: on ``source`` alone) rather than naming each in the write's ``IN`` list.
@@ -174,7 +176,12 @@ def sync(warehouse: Warehouse, source: str, rows: pd.DataFrame) -> Written:
 def compact_if_due(warehouse: Warehouse) -> dict[str, int] | None:
     """Compact the table (``entry_table.compact``: small files merged, files no version has
     listed for a week removed) when its current version has over ``COMPACT_ABOVE`` data
-    files; its figures, or None when not due."""
-    if len(entry_table.files(warehouse, TABLE)) <= COMPACT_ABOVE:
+    files under the compaction's target size (``entry_table.TARGET_FILE_BYTES``); its
+    figures, or None when not due. A compaction's own files are under that size too
+    (it fills each up to the size): a table of over ``COMPACT_ABOVE`` of them, some
+    6 GiB, would be compacted by every write, each merging what little it can."""
+    small = [info for info in entry_table.files(warehouse, TABLE)
+             if info.size < entry_table.TARGET_FILE_BYTES]
+    if len(small) <= COMPACT_ABOVE:
         return None
     return entry_table.compact(warehouse, TABLE)
