@@ -38,6 +38,8 @@ deltalake is imported when a table is opened, not with this module (0.26 s).
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -327,6 +329,53 @@ def stored_entries(warehouse: Warehouse, table: str, scope: Mapping[str, str],
     return {str(value) for batch in found for value in pa.array(batch.column(0)).to_pylist()}
 
 
+def count(warehouse: Warehouse, table: str, scope: Mapping[str, str]) -> int:
+    """The rows within ``scope`` (column -> value) of the current version, without reading
+    a row of most files: a file whose log statistics put every row within the scope
+    counts its ``num_records``; a file that may hold some (a compacted file of many
+    scopes, one without statistics) has its rows within the scope counted by pyarrow,
+    which reads the scope's columns of the row groups whose statistics do not settle it;
+    a file whose statistics exclude the scope is not opened. Before the first version:
+    the rows within the scope of the plain files it will migrate (read whole)."""
+    delta = _open(warehouse, table)
+    if delta is None:
+        return len(read(warehouse, table, scope))
+    counted, scanned = 0, []
+    for file in pa.table(delta.get_add_actions(flatten=True)).to_pylist():  # a row a file
+        stats = [(file.get(f"min.{name}"), file.get(f"max.{name}"),
+                  file.get(f"null_count.{name}"), value) for name, value in scope.items()]
+        if all(least == value == most and nulls == 0 for least, most, nulls, value in stats):
+            counted += file["num_records"]
+        elif all(least is None or most is None or least <= value <= most
+                 for least, most, _, value in stats):
+            scanned.append(file)
+    if not scanned:
+        return counted
+    base = warehouse.table_path(table)
+    return counted + _dataset(warehouse, delta, [
+        pafs.FileInfo(f"{base}/{file['path']}", pafs.FileType.File, size=file["size_bytes"])
+        for file in scanned]).count_rows(filter=_within(scope))
+
+
+def _dataset(warehouse: Warehouse, delta: DeltaTable, listed: list[pafs.FileInfo]
+             ) -> ds.FileSystemDataset:
+    """The data files ``listed`` (of ``delta``'s current version) as one dataset of the
+    table's schema."""
+    parquet = ds.ParquetFileFormat()
+    fragments = [parquet.make_fragment(info.path, warehouse.filesystem, file_size=info.size)
+                 for info in listed]
+    return ds.FileSystemDataset(fragments, pa.schema(delta.schema().to_arrow()), parquet,
+                                warehouse.filesystem)
+
+
+def _within(scope: Mapping[str, str] | None) -> ds.Expression | None:
+    """The dataset filter of the rows within ``scope``; None (every row) without one."""
+    if not scope:
+        return None
+    return functools.reduce(operator.and_, (ds.field(name) == value
+                                            for name, value in scope.items()))
+
+
 def files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo]:
     """The Parquet files of the table's current version, with their sizes, sorted; before
     its first version, the plain files it will migrate (:func:`_migrate`), if any."""
@@ -353,16 +402,7 @@ def read(warehouse: Warehouse, table: str, scope: Mapping[str, str] | None = Non
         for name, value in (scope or {}).items():
             rows = rows[rows[name] == value].reset_index(drop=True) if len(rows) else rows
         return rows
-    schema = pa.schema(delta.schema().to_arrow())
-    parquet = ds.ParquetFileFormat()
-    fragments = [parquet.make_fragment(info.path, warehouse.filesystem, file_size=info.size)
-                 for info in files(warehouse, table)]
-    within = None
-    for name, value in (scope or {}).items():
-        equal = ds.field(name) == value
-        within = equal if within is None else within & equal
-    rows = ds.FileSystemDataset(fragments, schema, parquet, warehouse.filesystem).to_table(
-        filter=within)
+    rows = _dataset(warehouse, delta, files(warehouse, table)).to_table(filter=_within(scope))
     frame = rows.to_pandas()
     for field in delta.schema().fields:
         if PANDAS_DTYPE in (field.metadata or {}):

@@ -173,6 +173,13 @@ def sync(warehouse: Warehouse, source: str, rows: pd.DataFrame) -> Written:
     return Written(entities=len(changed), removed=len(removed), rows=len(written))
 
 
+def stored_rows(warehouse: Warehouse, source: str) -> int:
+    """``source``'s rows in the table now, counted from the log's statistics where its
+    files hold that source alone (``entry_table.count``): a figure for the source's
+    ``dagster/row_count``, which costs no read of its rows outside compacted files."""
+    return entry_table.count(warehouse, TABLE, {"source": source})
+
+
 def compact_if_due(warehouse: Warehouse) -> dict[str, int] | None:
     """Compact the table (``entry_table.compact``: small files merged, files no version has
     listed for a week removed) when its current version has over ``COMPACT_ABOVE`` data

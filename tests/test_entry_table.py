@@ -159,6 +159,26 @@ def test_compact_merges_files_and_keeps_the_rows(tmp_path):
     pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), expected)
 
 
+def test_a_scopes_rows_are_counted_from_the_logs_statistics(tmp_path, monkeypatch):
+    """Files of one source are counted by their statistics, none read; a compacted file
+    of both sources is read; plain files before the first version are counted too."""
+    plain = Warehouse(tmp_path / "plain")
+    plain_facts(plain)
+    assert [entry_table.count(plain, FACTS, scope) for scope in (GPU, CC)] == [4, 2]
+    tables = Warehouse(tmp_path / "warehouse")
+    counts = landings(tables)["source"].value_counts()
+    read = []
+    dataset = entry_table._dataset
+    monkeypatch.setattr(entry_table, "_dataset", lambda *args: read.append(args) or dataset(*args))
+    assert [entry_table.count(tables, FACTS, scope) for scope in (GPU, CC)] == [
+        counts["gpu-benchmark"], counts["clustercockpit"]] == [4, 6]
+    assert entry_table.count(tables, FACTS, {"source": "geopm"}) == 0
+    assert not read
+    entry_table.compact(tables, FACTS)
+    assert [entry_table.count(tables, FACTS, scope) for scope in (GPU, CC)] == [4, 6]
+    assert len(read) == 2
+
+
 def age_the_log(folder, hours: float) -> None:
     """Move the log's removals ``hours`` back in time (the versions stay as they are)."""
     for commit in (folder / entry_table.LOG).glob("*.json"):
