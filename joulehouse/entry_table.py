@@ -22,8 +22,9 @@ file's other rows with ``string_view`` strings, which a pyarrow dataset's filter
 (DuckDB's pushdown on an object store) cannot compare.
 
 A folder that holds plain Parquet files (the table as written before it was kept per
-entry, e.g. ``energy_facts/<source>.parquet``) is migrated by the first write: its
-version 0 holds their rows; until it is committed readers read those files (never the
+entry, e.g. ``energy_facts/<source>.parquet``) is migrated by the first write (or
+:func:`stored_entries`, the lookup before one): its version 0, committed only where no
+version exists, holds their rows; until it is committed readers read those files (never the
 ``part-*`` data files of a write in progress), and they stay in the folder, unread.
 
 Readers need no Delta reader: :func:`files` are the Parquet files of the current
