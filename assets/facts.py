@@ -15,6 +15,10 @@ its source's step, which writes it after the per-partition assets of the run:
   and only the changed entities written (``facts_entries.sync``): this also removes
   the facts of partitions deleted from Dagster.
 
+Either way the materialization reports the source's rows in the table after the write
+(``dagster/row_count``, ``facts_entries.stored_rows``: from the Delta log's statistics)
+beside what the write did (``entities_written``, ``entities_removed``, ``rows_written``).
+
 After the write the table is compacted once it has many files
 (``facts_entries.compact_if_due``; the step holds the ``joulehouse_tables`` pool, so no
 other writer of the table runs meanwhile).
@@ -34,7 +38,14 @@ import pandas as pd
 
 from assets.reporting import column_schema
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
-from joulehouse.facts_entries import Ownership, Written, compact_if_due, replace_owned, sync
+from joulehouse.facts_entries import (
+    Ownership,
+    Written,
+    compact_if_due,
+    replace_owned,
+    stored_rows,
+    sync,
+)
 from joulehouse.warehouse import Warehouse
 
 #: Of some partitions of a source: those whose energy is stored (only they own facts: a
@@ -67,12 +78,12 @@ def write_facts(context: dg.AssetExecutionContext, tables: Warehouse, asset: dg.
         written = sync(tables, source, rows)
         how = ("every fact, the source's rows replaced whole" if written.whole else
                "every fact compared with the stored ones, the changed entities written")
-        metadata = {"dagster/row_count": dg.MetadataValue.int(len(rows)), **(metadata or {})}
     compacted = compact_if_due(tables)
     if compacted is not None:
         context.log.info(f"energy_facts compacted: {compacted}")
     return dg.MaterializeResult(asset_key=asset, metadata={
         **_written(written, how),
+        "dagster/row_count": dg.MetadataValue.int(stored_rows(tables, source)),
         "compacted": dg.MetadataValue.json(compacted),
         "dagster/column_schema": column_schema({"table": rows}, lambda name: ENERGY_FACTS_SCHEMA),
         **(metadata or {})})

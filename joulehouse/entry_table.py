@@ -22,8 +22,9 @@ file's other rows with ``string_view`` strings, which a pyarrow dataset's filter
 (DuckDB's pushdown on an object store) cannot compare.
 
 A folder that holds plain Parquet files (the table as written before it was kept per
-entry, e.g. ``energy_facts/<source>.parquet``) is migrated by the first write: its
-version 0 holds their rows; until it is committed readers read those files (never the
+entry, e.g. ``energy_facts/<source>.parquet``) is migrated by the first write (or
+:func:`stored_entries`, the lookup before one): its version 0, committed only where no
+version exists, holds their rows; until it is committed readers read those files (never the
 ``part-*`` data files of a write in progress), and they stay in the folder, unread.
 
 Readers need no Delta reader: :func:`files` are the Parquet files of the current
@@ -38,8 +39,9 @@ deltalake is imported when a table is opened, not with this module (0.26 s).
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Iterable, Mapping
-from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -62,6 +64,9 @@ PANDAS_DTYPE = "joulehouse.pandas_dtype"
 #: run) still finds them, and a version of that age can be read back (hours; Delta's
 #: default, ``delta.deletedFileRetentionDuration``, enforced as its minimum).
 RETENTION_HOURS = 7 * 24
+#: The size :func:`compact` merges small data files into (bytes; delta-rs's default for
+#: ``optimize.compact``): a file of this size or more is never merged.
+TARGET_FILE_BYTES = 100 * 2**20
 
 
 def is_entry_table(warehouse: Warehouse, table: str) -> bool:
@@ -105,13 +110,19 @@ def _create(warehouse: Warehouse, table: str, schema: pa.Schema) -> None:
 
 
 def _refuse_nested(warehouse: Warehouse, table: str) -> None:
-    """Refuse a folder that holds anything but the log and Parquet files (a nested table,
-    another file): readers of the table would not see it, nor could it be migrated."""
+    """Refuse a folder that holds anything but Parquet files and hidden ones (a nested
+    table, another file): readers of the table would not see it, nor could it be
+    migrated. Hidden files and folders (``warehouse.is_hidden``: the log, the temporary
+    file a killed plain write left) are no table's, as every reader of the warehouse
+    leaves them out."""
+    from joulehouse.warehouse import is_hidden
+
     path = warehouse.table_path(table)
-    held = sorted(PurePosixPath(info.path).name for info in warehouse.filesystem.get_file_info(
+    held = sorted(info.base_name for info in warehouse.filesystem.get_file_info(
         pafs.FileSelector(path, allow_not_found=True))
-        if info.type != pafs.FileType.File or not info.path.endswith(".parquet"))
-    if [name for name in held if name != LOG]:
+        if not is_hidden(info.base_name)
+        and (info.type != pafs.FileType.File or not info.base_name.endswith(".parquet")))
+    if held:
         raise FileExistsError(
             f"{table}: {path} already holds {', '.join(held[:5])}"
             f"{' …' if len(held) > 5 else ''}; a table kept per entry is made in a folder "
@@ -194,8 +205,13 @@ def _migrate(warehouse: Warehouse, table: str) -> DeltaTable | None:
     where it holds none. Readers read those files until that version is committed
     (:func:`files`); its log folder is made first, so that data files delta-rs writes
     before the commit are never read as plain files (``DATA_PREFIX``). The plain files
-    stay in the folder, listed by no version: nothing is deleted (remove them by hand)."""
+    stay in the folder, listed by no version: nothing is deleted (remove them by hand).
+
+    Version 0 is committed only where the table has no version (``mode="error"``): a
+    writer that committed it, and entries after it, since this one found none keeps
+    them; this one then opens that table instead."""
     from deltalake import write_deltalake
+    from deltalake.exceptions import DeltaError
 
     plain = _plain_files(warehouse, table)
     if not plain:
@@ -203,8 +219,14 @@ def _migrate(warehouse: Warehouse, table: str) -> DeltaTable | None:
     _refuse_nested(warehouse, table)
     data = _arrow(to_microseconds(_read_plain(warehouse, plain)))
     warehouse.filesystem.create_dir(f"{warehouse.table_path(table)}/{LOG}")
-    write_deltalake(_uri(warehouse, table), data.cast(_delta_schema(data.schema)),
-                    mode="overwrite", storage_options=warehouse.delta_options())
+    try:
+        write_deltalake(_uri(warehouse, table), data.cast(_delta_schema(data.schema)),
+                        mode="error", storage_options=warehouse.delta_options())
+    except DeltaError:
+        made = _open(warehouse, table)
+        if made is None:  # not a table made meanwhile: the write itself failed
+            raise
+        return made
     return _open(warehouse, table)
 
 
@@ -288,13 +310,17 @@ def replace_scope(warehouse: Warehouse, table: str, rows: pd.DataFrame,
 def stored_entries(warehouse: Warehouse, table: str, scope: Mapping[str, str],
                    prefixes: Iterable[str], column: str = "entity") -> set[str]:
     """The values of ``column`` within ``scope`` that start with one of ``prefixes``, in
-    the current version (none before the first): read by DataFusion (deltalake's
-    ``QueryBuilder``), which reads only the files whose statistics may hold them."""
+    the current version (none for a table not made yet): read by DataFusion (deltalake's
+    ``QueryBuilder``), which reads only the files whose statistics may hold them. A folder
+    of plain files is migrated first (:func:`_opened`), so that the entries it holds are
+    found, as the write that follows a lookup (which would migrate it) sees them."""
     from deltalake import QueryBuilder
 
     listed = sorted(set(prefixes))
-    delta = _open(warehouse, table) if is_entry_table(warehouse, table) else None
-    if delta is None or not listed:
+    if not listed:
+        return set()
+    delta = _opened(warehouse, table)
+    if delta is None:
         return set()
     where = " AND ".join([*(f"{_name(name)} = {_literal(value)}" for name, value in scope.items()),
                           "(" + " OR ".join(f"starts_with({_name(column)}, {_literal(prefix)})"
@@ -302,6 +328,53 @@ def stored_entries(warehouse: Warehouse, table: str, scope: Mapping[str, str],
     found = QueryBuilder().register("entries", delta).execute(
         f"SELECT DISTINCT {_name(column)} AS value FROM entries WHERE {where}")
     return {str(value) for batch in found for value in pa.array(batch.column(0)).to_pylist()}
+
+
+def count(warehouse: Warehouse, table: str, scope: Mapping[str, str]) -> int:
+    """The rows within ``scope`` (column -> value) of the current version, without reading
+    a row of most files: a file whose log statistics put every row within the scope
+    counts its ``num_records``; a file that may hold some (a compacted file of many
+    scopes, one without statistics) has its rows within the scope counted by pyarrow,
+    which reads the scope's columns of the row groups whose statistics do not settle it;
+    a file whose statistics exclude the scope is not opened. Before the first version:
+    the rows within the scope of the plain files it will migrate (read whole)."""
+    delta = _open(warehouse, table)
+    if delta is None:
+        return len(read(warehouse, table, scope))
+    counted, scanned = 0, []
+    for file in pa.table(delta.get_add_actions(flatten=True)).to_pylist():  # a row a file
+        stats = [(file.get(f"min.{name}"), file.get(f"max.{name}"),
+                  file.get(f"null_count.{name}"), value) for name, value in scope.items()]
+        if all(least == value == most and nulls == 0 for least, most, nulls, value in stats):
+            counted += file["num_records"]
+        elif all(least is None or most is None or least <= value <= most
+                 for least, most, _, value in stats):
+            scanned.append(file)
+    if not scanned:
+        return counted
+    base = warehouse.table_path(table)
+    return counted + _dataset(warehouse, delta, [
+        pafs.FileInfo(f"{base}/{file['path']}", pafs.FileType.File, size=file["size_bytes"])
+        for file in scanned]).count_rows(filter=_within(scope))
+
+
+def _dataset(warehouse: Warehouse, delta: DeltaTable, listed: list[pafs.FileInfo]
+             ) -> ds.FileSystemDataset:
+    """The data files ``listed`` (of ``delta``'s current version) as one dataset of the
+    table's schema."""
+    parquet = ds.ParquetFileFormat()
+    fragments = [parquet.make_fragment(info.path, warehouse.filesystem, file_size=info.size)
+                 for info in listed]
+    return ds.FileSystemDataset(fragments, pa.schema(delta.schema().to_arrow()), parquet,
+                                warehouse.filesystem)
+
+
+def _within(scope: Mapping[str, str] | None) -> ds.Expression | None:
+    """The dataset filter of the rows within ``scope``; None (every row) without one."""
+    if not scope:
+        return None
+    return functools.reduce(operator.and_, (ds.field(name) == value
+                                            for name, value in scope.items()))
 
 
 def files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo]:
@@ -330,16 +403,7 @@ def read(warehouse: Warehouse, table: str, scope: Mapping[str, str] | None = Non
         for name, value in (scope or {}).items():
             rows = rows[rows[name] == value].reset_index(drop=True) if len(rows) else rows
         return rows
-    schema = pa.schema(delta.schema().to_arrow())
-    parquet = ds.ParquetFileFormat()
-    fragments = [parquet.make_fragment(info.path, warehouse.filesystem, file_size=info.size)
-                 for info in files(warehouse, table)]
-    within = None
-    for name, value in (scope or {}).items():
-        equal = ds.field(name) == value
-        within = equal if within is None else within & equal
-    rows = ds.FileSystemDataset(fragments, schema, parquet, warehouse.filesystem).to_table(
-        filter=within)
+    rows = _dataset(warehouse, delta, files(warehouse, table)).to_table(filter=_within(scope))
     frame = rows.to_pandas()
     for field in delta.schema().fields:
         if PANDAS_DTYPE in (field.metadata or {}):
@@ -353,14 +417,15 @@ def read(warehouse: Warehouse, table: str, scope: Mapping[str, str] | None = Non
 
 
 def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
-    """Merge small files (``optimize.compact``), then remove the files no version has
+    """Merge the files under ``TARGET_FILE_BYTES`` into files of about that size
+    (``optimize.compact``), then remove the files no version has
     listed for ``RETENTION_HOURS`` (``vacuum``) and the data files of failed writes
     (``part-*.parquet`` in the table's folder that no version ever listed, as old); the
     files added, merged and removed. Nothing else in the folder is touched."""
     delta = _open(warehouse, table)
     if delta is None:
         return {"added": 0, "merged": 0, "removed": 0}
-    merged = delta.optimize.compact()
+    merged = delta.optimize.compact(target_size=TARGET_FILE_BYTES)
     delta = _open(warehouse, table)
     removed = delta.vacuum(retention_hours=RETENTION_HOURS, dry_run=False)
     # full=True lists every file no version lists (the ones just removed included)

@@ -19,6 +19,9 @@ entities (``entity``, within ``source``) in one commit, whatever the table holds
   reports given twice count once, PowerAPI's windows straddle files), and for a rebuild
   from scratch.
 
+Either write is tried again, from the stored state, when a racing commit made delta-rs
+refuse its own (:data:`COMMIT_TRIES`).
+
 After a write, :func:`compact_if_due` merges the table's files once they are many.
 
 Either way the table afterwards holds what a rebuild from scratch would write, with every
@@ -28,8 +31,10 @@ end computed from a duration in float seconds moves by less than a microsecond).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import ParamSpec
 
 import numpy as np
 import pandas as pd
@@ -39,13 +44,22 @@ from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
 from joulehouse.warehouse import Warehouse
 
 TABLE = "energy_facts"
-#: Data files in the table's current version above which :func:`compact_if_due` merges
-#: them (each write adds one or two): the files a reader lists and a write's predicate
-#: scans stay few, at the cost of rewriting the small files every ~60 writes.
+#: Small data files (under ``entry_table.TARGET_FILE_BYTES``, which a compaction merges)
+#: in the table's current version above which :func:`compact_if_due` merges them (each
+#: write adds one or two): the files a reader lists and a write's predicate scans stay
+#: few, at the cost of rewriting the small files every ~60 writes. Files at the target
+#: size are not counted, which a compaction would leave as they are.
 COMPACT_ABOVE = 64
 #: Changed entities above which :func:`sync` replaces the source's rows whole (a predicate
 #: on ``source`` alone) rather than naming each in the write's ``IN`` list.
 WHOLE_ABOVE = 10_000
+#: Times a write is tried while delta-rs refuses its commit because another writer's
+#: committed first (``CommitFailedError``: a concurrent transaction): a Dagster step
+#: that fails so is not retried by ``run_retries``, and its entries' facts would stay
+#: missing until the next run.
+COMMIT_TRIES = 3
+
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True)
@@ -82,10 +96,31 @@ def _ready(source: str, rows: pd.DataFrame) -> pd.DataFrame:
     return entry_table.to_microseconds(rows)
 
 
+def _retried(write: Callable[P, Written]) -> Callable[P, Written]:
+    """``write`` tried up to ``COMMIT_TRIES`` times while a racing commit refuses its own;
+    each try reads the stored state anew (the racing commit's version included) and
+    computes its commit from it; the last try's refusal is raised."""
+
+    @functools.wraps(write)
+    def retried(*args: P.args, **kwargs: P.kwargs) -> Written:
+        from deltalake.exceptions import CommitFailedError
+
+        for _ in range(COMMIT_TRIES - 1):
+            try:
+                return write(*args, **kwargs)
+            except CommitFailedError:
+                continue
+        return write(*args, **kwargs)
+
+    return retried
+
+
+@_retried
 def replace_owned(warehouse: Warehouse, source: str, rows: pd.DataFrame,
                   owners: Collection[str], ownership: Ownership) -> Written:
     """Make ``source``'s rows of the entities of ``owners`` be ``rows`` (every fact those
-    owners give now; an owner with none loses its stored rows), in one commit."""
+    owners give now; an owner with none loses its stored rows), in one commit (tried
+    again from the stored state when a racing commit refuses it: :func:`_retried`)."""
     owners = set(owners)
     rows = _ready(source, rows)
     given = set(rows["entity"])
@@ -115,10 +150,12 @@ def _signatures(rows: pd.DataFrame) -> pd.DataFrame:
                         index=pd.Index(names, name="entity"))
 
 
+@_retried
 def sync(warehouse: Warehouse, source: str, rows: pd.DataFrame) -> Written:
     """Make ``source``'s rows be ``rows`` (every fact it gives now) in one commit that
     writes only the entities whose rows differ from the stored ones and removes those
-    no longer given; nothing when none differs."""
+    no longer given; nothing when none differs (tried again from the stored state when
+    a racing commit refuses it: :func:`_retried`)."""
     rows = _ready(source, rows)
     stored = entry_table.read(warehouse, TABLE, {"source": source})
     stored = _ready(source, stored) if len(stored) else _ready(source, pd.DataFrame())
@@ -136,10 +173,22 @@ def sync(warehouse: Warehouse, source: str, rows: pd.DataFrame) -> Written:
     return Written(entities=len(changed), removed=len(removed), rows=len(written))
 
 
+def stored_rows(warehouse: Warehouse, source: str) -> int:
+    """``source``'s rows in the table now, counted from the log's statistics where its
+    files hold that source alone (``entry_table.count``): a figure for the source's
+    ``dagster/row_count``, which costs no read of its rows outside compacted files."""
+    return entry_table.count(warehouse, TABLE, {"source": source})
+
+
 def compact_if_due(warehouse: Warehouse) -> dict[str, int] | None:
     """Compact the table (``entry_table.compact``: small files merged, files no version has
     listed for a week removed) when its current version has over ``COMPACT_ABOVE`` data
-    files; its figures, or None when not due."""
-    if len(entry_table.files(warehouse, TABLE)) <= COMPACT_ABOVE:
+    files under the compaction's target size (``entry_table.TARGET_FILE_BYTES``); its
+    figures, or None when not due. A compaction's own files are under that size too
+    (it fills each up to the size): a table of over ``COMPACT_ABOVE`` of them, some
+    6 GiB, would be compacted by every write, each merging what little it can."""
+    small = [info for info in entry_table.files(warehouse, TABLE)
+             if info.size < entry_table.TARGET_FILE_BYTES]
+    if len(small) <= COMPACT_ABOVE:
         return None
     return entry_table.compact(warehouse, TABLE)

@@ -57,6 +57,15 @@ SUFFIX = ".parquet"
 UNPARTITIONED = "table"
 KEY_METADATA = b"joulehouse.partition_key"
 MAX_FILE_NAME = 240  # bytes; most file systems allow 255
+#: How a hidden file or folder of a table's folder begins, which no reader reads and no
+#: table holds: ``.`` a write in progress (``.<name>.parquet.<random>.tmp``), ``_`` an
+#: internal one (staged writes, locks, a Delta log).
+HIDDEN = (".", "_")
+
+
+def is_hidden(name: str) -> bool:
+    """Whether the file or folder named ``name`` (a base name) is hidden (``HIDDEN``)."""
+    return name.startswith(HIDDEN)
 #: The warehouse root: a path, or ``s3://bucket/prefix``.
 WAREHOUSE_ENV = "JOULEHOUSE_WAREHOUSE"
 #: An S3-compatible server's endpoint (``http://host:port``) when it is not AWS.
@@ -259,7 +268,7 @@ class Warehouse:
                 kept_per_entry.add(PurePosixPath(
                     *relative.parts[:relative.parts.index(entry_table.LOG)]).as_posix())
             if (info.type == pafs.FileType.File and info.path.endswith(SUFFIX)
-                    and not any(part.startswith((".", "_")) for part in relative.parts)
+                    and not any(map(is_hidden, relative.parts))
                     and len(relative.parts) > 1):
                 found.setdefault(relative.parent.as_posix(), []).append(info)
         for table in kept_per_entry:  # the current version's files, not every one stored
@@ -315,7 +324,7 @@ class Warehouse:
         selector = pafs.FileSelector(self.table_path(table), allow_not_found=True)
         return sorted((info for info in self.filesystem.get_file_info(selector)
                        if info.type == pafs.FileType.File and info.path.endswith(SUFFIX)
-                       and not info.base_name.startswith((".", "_"))),
+                       and not is_hidden(info.base_name)),
                       key=lambda info: info.path)
 
     def _write(self, path: str, frame: pd.DataFrame, metadata: dict[bytes, bytes]) -> None:

@@ -159,6 +159,26 @@ def test_compact_merges_files_and_keeps_the_rows(tmp_path):
     pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), expected)
 
 
+def test_a_scopes_rows_are_counted_from_the_logs_statistics(tmp_path, monkeypatch):
+    """Files of one source are counted by their statistics, none read; a compacted file
+    of both sources is read; plain files before the first version are counted too."""
+    plain = Warehouse(tmp_path / "plain")
+    plain_facts(plain)
+    assert [entry_table.count(plain, FACTS, scope) for scope in (GPU, CC)] == [4, 2]
+    tables = Warehouse(tmp_path / "warehouse")
+    counts = landings(tables)["source"].value_counts()
+    read = []
+    dataset = entry_table._dataset
+    monkeypatch.setattr(entry_table, "_dataset", lambda *args: read.append(args) or dataset(*args))
+    assert [entry_table.count(tables, FACTS, scope) for scope in (GPU, CC)] == [
+        counts["gpu-benchmark"], counts["clustercockpit"]] == [4, 6]
+    assert entry_table.count(tables, FACTS, {"source": "geopm"}) == 0
+    assert not read
+    entry_table.compact(tables, FACTS)
+    assert [entry_table.count(tables, FACTS, scope) for scope in (GPU, CC)] == [4, 6]
+    assert len(read) == 2
+
+
 def age_the_log(folder, hours: float) -> None:
     """Move the log's removals ``hours`` back in time (the versions stay as they are)."""
     for commit in (folder / entry_table.LOG).glob("*.json"):
@@ -227,6 +247,31 @@ def test_plain_files_are_migrated_by_the_first_write(store):
     held = {info.base_name for info in tables.filesystem.get_file_info(
         pafs.FileSelector(tables.table_path(FACTS)))}
     assert {"gpu-benchmark.parquet", "clustercockpit.parquet"} <= held
+
+
+def test_the_hidden_file_of_a_killed_plain_write_is_no_nested_table(tmp_path):
+    """A plain write killed before its rename leaves ``.<name>.parquet.<random>.tmp``
+    beside the plain files: hidden, it is neither read nor refused, and stays."""
+    tables = Warehouse(tmp_path / "warehouse")
+    before = plain_facts(tables)
+    leftover = tmp_path / "warehouse" / FACTS / ".gpu-benchmark.parquet.k1ll3d.tmp"
+    leftover.write_bytes(b"PAR1")
+    tables.write_entries(FACTS, facts(GPU, [3]), GPU)
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), ordered(
+        pd.concat([before, facts(GPU, [3])], ignore_index=True)))
+    assert leftover.read_bytes() == b"PAR1"
+
+
+def test_a_migration_racing_a_first_write_keeps_that_writes_entries(tmp_path):
+    """Writer B found no version, then writer A migrated and committed its entries:
+    B's migration commits nothing and opens A's table."""
+    tables = Warehouse(tmp_path / "warehouse")
+    before = plain_facts(tables)
+    tables.write_entries(FACTS, facts(GPU, [3]), GPU)  # writer A: versions 0 and 1
+    delta = entry_table._migrate(tables, FACTS)  # writer B, late
+    assert delta.version() == entry_table._open(tables, FACTS).version() == 1
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), ordered(
+        pd.concat([before, facts(GPU, [3])], ignore_index=True)))
 
 
 def test_a_migration_failing_half_way_leaves_the_plain_files_read(tmp_path, monkeypatch):

@@ -147,3 +147,62 @@ def test_the_table_is_compacted_once_it_has_many_files(tmp_path, monkeypatch):
     assert due["merged"] == 3 and due["added"] == 1
     assert len(entry_table.files(tables, TABLE)) == 1
     pd.testing.assert_frame_equal(stored(tables), expected(jobs))
+
+
+def test_the_first_write_after_an_upgrade_removes_the_owners_stale_entities(tmp_path):
+    """energy_facts as written before it was kept per entry (a plain file per source):
+    block c/12 re-read without job 12001 removes that job's stored facts, migrated by
+    this very write."""
+    tables = Warehouse(tmp_path)
+    tables.write_partition(TABLE, "clustercockpit",
+                           expected({"c/12000/0": 1.0, "c/12001/0": 2.0, "c/13000/0": 3.0}))
+    written = facts_entries.replace_owned(tables, "clustercockpit",
+                                          job_facts({"c/12000/0": 4.0}), ["c/12"], CC_OWNERSHIP)
+    assert (written.entities, written.removed, written.rows) == (1, 1, 1)
+    pd.testing.assert_frame_equal(stored(tables), expected({"c/12000/0": 4.0, "c/13000/0": 3.0}))
+
+
+def test_a_write_refused_by_a_racing_commit_is_retried_from_the_stored_state(tmp_path,
+                                                                             monkeypatch):
+    """Another writer lands job 12002 of block c/12 and its commit wins: delta-rs refuses
+    this write's (CommitFailedError); the retry looks the stored entities up again and
+    removes that job too, as the block read now does not give it."""
+    from deltalake.exceptions import CommitFailedError
+
+    tables = Warehouse(tmp_path)
+    facts_entries.replace_owned(tables, "clustercockpit", job_facts(
+        {"c/12000/0": 1.0, "c/13000/0": 3.0}), ["c/12", "c/13"], CC_OWNERSHIP)
+    write, raced = entry_table.write_entries, []
+
+    def racing(*args, **kwargs):
+        if not raced:
+            raced.append(write(tables, TABLE, expected({"c/12002/0": 5.0}),
+                               {"source": "clustercockpit"}))
+            raise CommitFailedError("Transaction failed: a concurrent transaction wrote")
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(entry_table, "write_entries", racing)
+    written = facts_entries.replace_owned(tables, "clustercockpit",
+                                          job_facts({"c/12000/0": 4.0}), ["c/12"], CC_OWNERSHIP)
+    assert raced and (written.entities, written.removed, written.rows) == (1, 1, 1)
+    pd.testing.assert_frame_equal(stored(tables), expected({"c/12000/0": 4.0, "c/13000/0": 3.0}))
+
+    monkeypatch.setattr(facts_entries, "COMMIT_TRIES", 1)  # no try left: the error stands
+    raced.clear()
+    with pytest.raises(CommitFailedError, match="concurrent"):
+        facts_entries.sync(tables, "clustercockpit", job_facts({"c/12000/0": 6.0}))
+
+
+def test_files_at_the_target_size_make_no_compaction_due(tmp_path, monkeypatch):
+    """Files a compaction would not merge (at its target size, here 1 kB) do not count:
+    three of them, over COMPACT_ABOVE, leave the table as it is."""
+    tables = Warehouse(tmp_path)
+    monkeypatch.setattr(facts_entries, "COMPACT_ABOVE", 2)
+    monkeypatch.setattr(entry_table, "TARGET_FILE_BYTES", 1000)
+    for block in range(3):
+        facts_entries.replace_owned(tables, "clustercockpit", job_facts(
+            {f"c/{block * 1000 + n}/0": 1.0 for n in range(2)}), [f"c/{block}"], CC_OWNERSHIP)
+    sizes = [info.size for info in entry_table.files(tables, TABLE)]
+    assert len(sizes) == 3 and min(sizes) >= 1000
+    assert facts_entries.compact_if_due(tables) is None
+    assert len(entry_table.files(tables, TABLE)) == 3

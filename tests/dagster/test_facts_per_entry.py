@@ -40,7 +40,7 @@ def written(instance, run_id: str) -> dict:
         if r.event_log_entry.dagster_event.asset_key == energy_facts.key]
     metadata = record.event_log_entry.dagster_event.materialization.metadata
     return {name: metadata[name].value for name in
-            ("entities_written", "entities_removed", "rows_written")}
+            ("entities_written", "entities_removed", "rows_written", "dagster/row_count")}
 
 
 def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
@@ -58,7 +58,8 @@ def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
         tags={RANGE_START: keys[0], RANGE_END: keys[2]}))
     assert first.success
     assert written(instance, first.run_id) == {
-        "entities_written": 3, "entities_removed": 0, "rows_written": len(rebuilt(tables, keys[:3]))}
+        "entities_written": 3, "entities_removed": 0, "rows_written": len(rebuilt(tables, keys[:3])),
+        "dagster/row_count": len(rebuilt(tables, keys[:3]))}
     pd.testing.assert_frame_equal(stored(tables), rebuilt(tables, keys[:3]))
     pd.testing.assert_frame_equal(stored(tables, OTHER["source"]),
                                   ordered(other_facts(OTHER, [1, 2])))  # migrated, untouched
@@ -68,6 +69,8 @@ def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
         tags={RANGE_START: keys[3], RANGE_END: keys[5]}))
     assert second.success
     assert written(instance, second.run_id)["entities_written"] == 3
+    # the source's rows after the write, not the run's
+    assert written(instance, second.run_id)["dagster/row_count"] == len(rebuilt(tables, keys))
     assert entry_table._open(tables, TABLE).version() == version + 1  # one commit
     facts = stored(tables)
     pd.testing.assert_frame_equal(facts, rebuilt(tables, keys))
@@ -84,9 +87,10 @@ def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
         [defs.resolve_assets_def(energy_facts.key)], selection=[energy_facts.key],
         instance=instance)
     assert rebuild.success
-    assert written(instance, rebuild.run_id) == {
-        "entities_written": 0, "entities_removed": 1, "rows_written": 0}
     left = [key for key in keys if key != keys[1]]
+    assert written(instance, rebuild.run_id) == {
+        "entities_written": 0, "entities_removed": 1, "rows_written": 0,
+        "dagster/row_count": len(rebuilt(tables, left))}
     pd.testing.assert_frame_equal(stored(tables), rebuilt(tables, left))
     pd.testing.assert_frame_equal(stored(tables, OTHER["source"]),
                                   ordered(other_facts(OTHER, [1, 2])))
