@@ -82,7 +82,7 @@ def _uri(warehouse: Warehouse, table: str) -> str:
 def _plain_files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo]:
     """The plain Parquet files of ``table``'s folder that are no Delta data file: those of
     a table written before it was kept per entry, which its first version migrates."""
-    return [info for info in warehouse._files(table) if not info.base_name.startswith(DATA_PREFIX)]
+    return [info for info in warehouse.parquet_files(table) if not info.base_name.startswith(DATA_PREFIX)]
 
 
 def _open(warehouse: Warehouse, table: str) -> DeltaTable | None:
@@ -231,9 +231,9 @@ def _migrate(warehouse: Warehouse, table: str) -> DeltaTable | None:
 
 
 def _read_plain(warehouse: Warehouse, plain: list[pafs.FileInfo]) -> pd.DataFrame:
-    from joulehouse.warehouse import _read
+    from joulehouse.warehouse import read_parquet_files
 
-    return _read(plain, warehouse.filesystem)
+    return read_parquet_files(plain, warehouse.filesystem)
 
 
 def _opened(warehouse: Warehouse, table: str) -> DeltaTable | None:

@@ -196,7 +196,7 @@ class Warehouse:
 
     def partition_keys(self, table: str) -> list[str]:
         """The keys of the stored partitions of ``table``, sorted."""
-        return sorted(partition_key(info.base_name) for info in self._files(table))
+        return sorted(partition_key(info.base_name) for info in self.parquet_files(table))
 
     def has_partition(self, table: str, key: str) -> bool:
         """Whether partition ``key`` of ``table`` is stored."""
@@ -223,7 +223,7 @@ class Warehouse:
         missing = [i.path for i in infos if i.type != pafs.FileType.File]
         if missing:
             raise FileNotFoundError(f"partitions not stored: {', '.join(missing)}")
-        return _read(infos, self.filesystem)
+        return read_parquet_files(infos, self.filesystem)
 
     def partitions_without(self, table: str, keys: Iterable[str], column: str) -> list[str]:
         """The given partitions of ``table`` whose stored file has no ``column`` (footers only)."""
@@ -235,7 +235,7 @@ class Warehouse:
         version of a table kept per entry."""
         if entry_table.is_entry_table(self, table):
             return entry_table.read(self, table)
-        return _read(self._files(table), self.filesystem)
+        return read_parquet_files(self.parquet_files(table), self.filesystem)
 
     def delta_options(self) -> dict[str, str]:
         """deltalake's storage options for this root (none on a path)."""
@@ -284,7 +284,7 @@ class Warehouse:
         folder rather than of the whole warehouse."""
         if entry_table.is_entry_table(self, table):
             return sorted(entry_table.files(self, table), key=lambda info: info.path)
-        return self._files(table)
+        return self.parquet_files(table)
 
     def dataset(self, files: list[pafs.FileInfo]) -> ds.Dataset:
         """``files`` (of :meth:`table_files`) as one lazily scanned pyarrow dataset, their
@@ -320,7 +320,10 @@ class Warehouse:
               and not self.filesystem.get_file_info(pafs.FileSelector(path))):
             self.filesystem.delete_dir(path)
 
-    def _files(self, table: str) -> list[pafs.FileInfo]:
+    def parquet_files(self, table: str) -> list[pafs.FileInfo]:
+        """The visible Parquet files directly in ``table``'s folder, sorted by path, whatever
+        the table is (a Delta table's data files included: :meth:`files` gives those of its
+        current version)."""
         selector = pafs.FileSelector(self.table_path(table), allow_not_found=True)
         return sorted((info for info in self.filesystem.get_file_info(selector)
                        if info.type == pafs.FileType.File and info.path.endswith(SUFFIX)
@@ -378,7 +381,7 @@ def _dataset(files: list[pafs.FileInfo], filesystem: pafs.FileSystem
     return ds.FileSystemDataset(fragments, schema, parquet, filesystem), schemas
 
 
-def _read(files: list[pafs.FileInfo], filesystem: pafs.FileSystem) -> pd.DataFrame:
+def read_parquet_files(files: list[pafs.FileInfo], filesystem: pafs.FileSystem) -> pd.DataFrame:
     """Concatenate Parquet files whose column sets may differ (missing columns read as null).
 
     Nullable pandas columns (``Int64``, ``boolean``, ``Float64``) come back with
