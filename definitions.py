@@ -109,9 +109,9 @@ automation = dg.AutomationConditionSensorDefinition(
 
 #: Every run's steps in the run worker's own process. A source's run is one step over all
 #: its partitions, spread over the step workers (``resources/workers.py``); the multiprocess
-#: executor would start a second process per step only to import the code again (8-30 s
-#: of a 2-CPU machine's time under load, per run). The accounting run's four small steps
-#: run one after the other. A run worker killed in a step is then a dead run worker, which
+#: executor would start a second process per step only to import the code again (seen in
+#: the end-to-end test's logs as the time from a run's start to its step's). The
+#: accounting run's four small steps run one after the other. A run worker killed in a step is then a dead run worker, which
 #: run monitoring fails and ``run_retries`` re-executes, where a killed step process was a
 #: step failure, not retried (deploy/production/dagster.yaml).
 RUN_EXECUTOR = dg.in_process_executor
