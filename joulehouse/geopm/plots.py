@@ -6,17 +6,15 @@ and no display backend, so it can be drawn in any thread or process.
 
 from __future__ import annotations
 
-import io
-
 import pandas as pd
-from matplotlib.figure import Figure
+
+from joulehouse.plots import new_axes, png_bytes
 
 #: Regions drawn (the most energy first); the others are summed into one bar.
 MAX_REGIONS = 15
 #: Bars, stacked: (column of the region roll-up, label).
 COMPONENTS = [("package_energy_j", "package"), ("dram_energy_j", "DRAM"),
               ("gpu_energy_j", "GPU")]
-DPI = 100
 
 
 def kj_column(column: str) -> str:
@@ -44,8 +42,7 @@ def region_energy_png(regions: pd.DataFrame, title: str) -> bytes:
     """A PNG bar chart of the energy per region (kJ, package + DRAM + GPU stacked) of one
     report's region roll-up (``energy.region_rollup``), as :func:`region_energy_kj`."""
     energy = region_energy_kj(regions)
-    figure = Figure(figsize=(6.4, 1.2 + 0.3 * len(energy)), dpi=DPI, layout="constrained")
-    axes = figure.add_subplot()
+    figure, axes = new_axes((6.4, 1.2 + 0.3 * len(energy)))
     left = pd.Series(0.0, index=energy.index)
     for column, label in COMPONENTS:
         if energy[kj_column(column)].notna().any():
@@ -57,6 +54,4 @@ def region_energy_png(regions: pd.DataFrame, title: str) -> bytes:
     axes.grid(axis="x", alpha=0.3)
     if axes.get_legend_handles_labels()[0]:  # a session report has no region energy to key
         axes.legend(fontsize="small")
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
+    return png_bytes(figure)
