@@ -15,6 +15,9 @@ demo: $(VENV)/installed
 	@cp deploy/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 	$(VENV)/bin/python deploy/demo.py
 
+# The tests start hundreds of Python processes: each reuses the project's compiled modules
+# (a PYTHONDONTWRITEBYTECODE in the environment would have every one compile them again).
+test: export PYTHONDONTWRITEBYTECODE :=
 test: $(VENV)/installed
 	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --durations=15
 
