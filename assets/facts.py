@@ -36,7 +36,7 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from assets.reporting import column_schema
+from assets.reporting import column_schema, run_partitions
 from joulehouse.facts import ENERGY_FACTS_SCHEMA
 from joulehouse.facts_entries import (
     Ownership,
@@ -51,13 +51,6 @@ from joulehouse.warehouse import Warehouse
 #: Of some partitions of a source: those whose energy is stored (only they own facts: a
 #: partition never stored, or a malformed key, has none) and their facts.
 RowsOf = Callable[[list[str]], tuple[list[str], pd.DataFrame]]
-
-
-def run_partitions(context: dg.AssetExecutionContext) -> list[str] | None:
-    """The partition keys of the run, or None in a run without partitions."""
-    if context.has_partition_key or context.has_partition_key_range:
-        return list(context.partition_keys)
-    return None
 
 
 def write_facts(context: dg.AssetExecutionContext, tables: Warehouse, asset: dg.AssetKey,

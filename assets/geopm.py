@@ -46,6 +46,7 @@ from assets.reporting import (
     failure,
     frames_then_energy,
     partition_check_spec,
+    partition_count,
     table_metadata,
 )
 from assets.taudb import GROUP as TAUDB_GROUP
@@ -362,7 +363,7 @@ with backfills() as single_run:
                        workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        with workers.pool() as executor:
+        with workers.pool(partition_count(context)) as executor:
             failed = yield from frames_then_energy(
                 context, lambda: validate_frames(context, geopm_source, tables, executor),
                 VALID_SPEC,

@@ -51,7 +51,7 @@ from assets.gpu import (
     setting_energy,
     validate_frames,
 )
-from assets.reporting import backfills, failure, frames_then_energy
+from assets.reporting import backfills, failure, frames_then_energy, partition_count
 from assets.taudb import load_gpu_trials, taudb_trials
 from resources import GpuBenchmarkSource, StepWorkers, TaudbResource, Warehouse
 
@@ -70,14 +70,14 @@ with backfills() as single_run:
                      workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        with workers.pool() as executor:
+        with workers.pool(partition_count(context)) as executor:
             failed = yield from frames_then_energy(
                 context, lambda: validate_frames(context, gpu_source, tables, executor),
                 VALID_SPEC,
                 lambda skip: compute_energy(context, gpu_source, tables, skip, executor),
                 COMPUTED_SPEC,
                 together=lambda: frames_and_energy(context, gpu_source, tables, executor,
-                                                  workers.workers()))
+                                                  workers.workers(partition_count(context))))
             if gpu_setting_energy.key in selected:
                 yield setting_energy(context, tables)
             if gpu_benchmark_energy.key in selected:

@@ -54,6 +54,7 @@ from assets.reporting import (
     failure,
     frames_then_energy,
     partition_check_spec,
+    partition_count,
     table_metadata,
 )
 from joulehouse.leftout import store_left_out
@@ -311,7 +312,7 @@ with backfills() as single_run:
                           warehouse: Warehouse, workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        with workers.pool() as executor:
+        with workers.pool(partition_count(context)) as executor:
             failed = yield from frames_then_energy(
                 context, lambda: validate_frames(context, powerapi_source, tables, executor),
                 VALID_SPEC,

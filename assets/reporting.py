@@ -61,6 +61,20 @@ MAX_ERRORS_SHOWN = 20
 LEFT_OUT_SHOWN = 3
 
 
+def run_partitions(context: dg.AssetExecutionContext) -> list[str] | None:
+    """The partition keys of the run, or None in a run without partitions."""
+    if context.has_partition_key or context.has_partition_key_range:
+        return list(context.partition_keys)
+    return None
+
+
+def partition_count(context: dg.AssetExecutionContext) -> int | None:
+    """How many partitions the run covers, or None in a run without partitions (what
+    ``StepWorkers.pool`` sizes its processes by)."""
+    keys = run_partitions(context)
+    return None if keys is None else len(keys)
+
+
 def column_description(schema: pa.DataFrameSchema | None, column: str) -> str | None:
     """The description of ``column`` in ``schema`` (its own column or the regex column
     matching it, as pandera matches them), or None."""

@@ -69,6 +69,7 @@ from assets.reporting import (
     column_schema,
     failure,
     partition_check_spec,
+    partition_count,
 )
 from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
@@ -368,7 +369,8 @@ with backfills() as single_run:
     def tau_profile_trials(context: dg.AssetExecutionContext, tau_profiles: TauProfileSource,
                            taudb: TaudbResource, warehouse: Warehouse,
                            workers: StepWorkers) -> Iterator:
-        with taudb.open() as db, workers.pool() as executor:
+        with (taudb.open() as db,
+              workers.pool(partition_count(context)) as executor):
             batch = load_partition_trials(
                 context, db, read_trial_source, lambda key: (tau_profiles.resolve(key),),
                 executor, source_key=lambda key: str(tau_profiles.resolve(key).resolve()))

@@ -69,8 +69,9 @@ class StepWorkers(dg.ConfigurableResource):
     """Processes for the per-partition work of a step.
 
     ``max_workers``: processes (default: the CPUs this process may use); 1 runs the
-    work in the step's own process. Processes start from a fork server that has
-    imported the asset modules once, not each worker again.
+    work in the step's own process, as does a step with fewer than two
+    ``partitions_per_worker`` partitions (a landing of a few entries). Processes start
+    from a fork server that has imported the asset modules once, not each worker again.
     ``cluster`` set, the work goes to Dask workers instead (``max_workers`` unused).
     """
 
@@ -78,6 +79,9 @@ class StepWorkers(dg.ConfigurableResource):
     cluster: str = Field(default="", description=(
         "'' for local processes; 'local' (a Dask LocalCluster) or 'slurm' (Dask workers in "
         "Slurm jobs, dask-jobqueue): joulehouse/cluster.py"))
+    partitions_per_worker: int = Field(default=8, ge=1, description=(
+        "partitions a step must have per worker process it starts: a process costs its "
+        "fork server's imports (about 5 s of CPU), so a small step runs in its own process"))
     cluster_settings: str = Field(default="{}", description=(
         "JSON object of the cluster's settings, by name (joulehouse/cluster.py: "
         "LocalSettings, SlurmSettings), e.g. {\"queue\": \"gpu\", \"jobs\": 8}"))
@@ -117,19 +121,24 @@ class StepWorkers(dg.ConfigurableResource):
                    cluster=os.environ.get(CLUSTER_ENV, ""),
                    cluster_settings=os.environ.get(CLUSTER_SETTINGS_ENV) or "{}")
 
-    def workers(self) -> int:
-        """How many processes :meth:`pool` uses (1: none, the step's own)."""
-        return self.max_workers or usable_cpus()
+    def workers(self, partitions: int | None = None) -> int:
+        """How many processes :meth:`pool` uses for a step over ``partitions`` partitions
+        (1: none, the step's own): one per ``partitions_per_worker`` of them, at most
+        ``max_workers``; all ``max_workers`` when the count is not given."""
+        most = self.max_workers or usable_cpus()
+        if partitions is None:
+            return most
+        return max(1, min(most, partitions // self.partitions_per_worker))
 
     @contextmanager
-    def pool(self) -> Iterator[Executor]:
-        """An executor for the step's per-partition work, shut down (its work waited for)
-        when the block ends."""
+    def pool(self, partitions: int | None = None) -> Iterator[Executor]:
+        """An executor for the per-partition work of a step over ``partitions`` partitions
+        (:meth:`workers`), shut down (its work waited for) when the block ends."""
         if self.cluster:
             with dask_executor(self.cluster, **json.loads(self.cluster_settings)) as executor:
                 yield executor
             return
-        workers = self.workers()
+        workers = self.workers(partitions)
         if workers == 1:
             yield InProcessExecutor()
             return

@@ -160,7 +160,7 @@ def test_one_process_and_two_store_the_same_rows_and_trials(landing, tmp_path):
     for workers in (1, 2):
         with empty_instance() as instance:
             pipeline = Pipeline(instance, landing, tmp_path / f"warehouse-{workers}",
-                                StepWorkers(max_workers=workers))
+                                StepWorkers(max_workers=workers, partitions_per_worker=1))
             [request] = pipeline.tick().run_requests
             assert pipeline.launch(request).success
             keys = pipeline.partitions()

@@ -55,6 +55,16 @@ def test_the_default_is_one_process_per_cpu():
     assert StepWorkers(max_workers=3).workers() == 3
 
 
+def test_a_step_of_few_partitions_runs_in_its_own_process():
+    """A process per 8 partitions (``partitions_per_worker``), at most ``max_workers``: a
+    landing of a few entries starts no fork server."""
+    workers = StepWorkers(max_workers=3)
+    assert [workers.workers(n) for n in (1, 7, 8, 15, 16, 24, 1000)] == [1, 1, 1, 1, 2, 3, 3]
+    assert StepWorkers(max_workers=3, partitions_per_worker=1).workers(2) == 2
+    with workers.pool(15) as executor:
+        assert isinstance(executor, InProcessExecutor)
+
+
 def test_a_dask_cluster_is_configured_by_kind_and_json_settings(monkeypatch):
     monkeypatch.setenv("JOULEHOUSE_STEP_CLUSTER", "slurm")
     monkeypatch.setenv("JOULEHOUSE_STEP_CLUSTER_SETTINGS", '{"queue": "gpu", "jobs": 8}')

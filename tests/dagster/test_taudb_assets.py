@@ -79,7 +79,7 @@ def test_profile_sets_load_in_one_run_and_a_bad_set_fails_alone(instance, taudb,
         [tau_profile_trials], instance=instance, raise_on_error=False,
         resources={"taudb": taudb, "tau_profiles": TauProfileSource(landing_folders=[str(landing)]),
                    "warehouse": Warehouse(root=str(tmp_path / "warehouse")),  # left_out
-                   "workers": StepWorkers(max_workers=2)},  # the bad set's error from a worker
+                   "workers": StepWorkers(max_workers=2, partitions_per_worker=1)},  # from a worker
         tags={RANGE_START: keys[0], RANGE_END: keys[1]})
 
     assert not result.success and len(instance.get_runs()) == 1
