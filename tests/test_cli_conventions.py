@@ -1,5 +1,7 @@
-"""The installed ``joulehouse`` command, run as a user runs it: exit codes, the one line on
-stderr, and nothing created by a command that only reads (docs/cli.md)."""
+"""The ``joulehouse`` command line as a user meets it: exit codes, the one line on stderr,
+and nothing created by a command that only reads (docs/cli.md). Command lines run in this
+process (:func:`joulehouse`); the installed command's entry point, pipes and terminals in
+processes of their own."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import termios
+import warnings
 from importlib.metadata import version
 from pathlib import Path
 
@@ -36,26 +39,47 @@ ROOT_EXPECTED = ("expected a GPU benchmark data root: experiment/benchmark/run/r
                  "folders, each with timestamps.csv")
 
 
-def joulehouse(*args, **kwargs) -> subprocess.CompletedProcess:
-    """The installed command's result, its output as text."""
+def installed(*args) -> subprocess.CompletedProcess:
+    """The installed command's result in a process of its own, its output as text: for what
+    only a process shows (the script's entry point; pipes and terminals use ``JOULEHOUSE``
+    directly)."""
     assert JOULEHOUSE.is_file(), f"{JOULEHOUSE} is not installed: run make .venv/installed"
     return subprocess.run([str(JOULEHOUSE), *map(str, args)], check=False, capture_output=True,
-                          text=True, timeout=120, **kwargs)
+                          text=True, timeout=120)
 
 
-def in_this_process(*args) -> subprocess.CompletedProcess:
+def joulehouse(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """What the installed command's script does (``sys.exit(main(argv))``), run in this
-    process, its output as text: for ``--help``, where a process of its own would only add
-    the start-up (pandas' import, seconds) that :func:`joulehouse` and ``test_version``
-    already pay."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    process (in ``cwd``), its output as text, and the warnings a process of its own would
+    print on its stderr there too. A process per call would only add its start-up (pandas'
+    and pandera's imports, about 2 s of CPU) to each of the suite's hundred command lines;
+    the entry point, pipes and terminals are tested on the installed command."""
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+                for _ in range(2))
+    here = Path.cwd()
+    with (contextlib.redirect_stdout(out), contextlib.redirect_stderr(err),
+          warnings.catch_warnings()):
+        warnings.simplefilter("default")  # Python's default filters, as in a new process
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning,
+                         ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        warnings.showwarning = _print_warning
         try:
+            os.chdir(cwd or here)
             code = main(list(map(str, args)))
         except SystemExit as exit_:
             code = 0 if exit_.code is None else exit_.code
-    return subprocess.CompletedProcess(["joulehouse", *args], code, out.getvalue(),
-                                       err.getvalue())
+        finally:
+            os.chdir(here)
+    return subprocess.CompletedProcess(["joulehouse", *args], code, _text(out), _text(err))
+
+
+def _print_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    return stream.buffer.getvalue().decode("utf-8", errors="replace")
 
 
 def one_error_line(result: subprocess.CompletedProcess, code: int = 2) -> str:
@@ -95,7 +119,7 @@ def commands(parser: argparse.ArgumentParser, path=()) -> list[tuple[str, ...]]:
 # --- the command itself -------------------------------------------------------------------------
 
 def test_version():
-    result = joulehouse("--version")
+    result = installed("--version")
     assert result.returncode == 0 and result.stdout == f"joulehouse {version('joulehouse')}\n"
 
 
@@ -104,7 +128,7 @@ def test_every_help_shows_an_example():
     assert ("energy", "gpu") in every and ("taudb", "list") in every and len(every) == 18
     assert ("read", "intensity") in every
     for words in [(), *every]:
-        result = in_this_process(*words, "--help")
+        result = joulehouse(*words, "--help")
         assert result.returncode == 0, words
         example = re.search(r"^examples:\n  \$ (.*)$", result.stdout, re.MULTILINE)
         assert example and example.group(1).startswith(" ".join(("joulehouse", *words))), words

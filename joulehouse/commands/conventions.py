@@ -30,14 +30,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-import pandas as pd
 from tqdm import tqdm
 
 from joulehouse.errors import InputError
-from joulehouse.leftout import LeftOut
-from joulehouse.timeutil import check_timezone
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pandas and pandera come with the command that uses them
+    import pandas as pd
+
+    from joulehouse.leftout import LeftOut
     from joulehouse.taudb.connect import TaudbDatabase
 
 OK = 0
@@ -95,6 +95,8 @@ def source_commands(subparsers: argparse._SubParsersAction, name: str, *, help: 
 def timezone_name(name: str) -> str:
     """``name`` if it is an IANA time zone (an argparse ``type=``: otherwise a usage error)."""
     try:
+        from joulehouse.timeutil import check_timezone
+
         return check_timezone(name)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
