@@ -9,6 +9,7 @@ opened again: the same tables, no rows.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -36,10 +37,42 @@ def empty_storage(folder: Path) -> str:
     return str(folder)
 
 
+#: The storage the embedded instance is configured with (deploy/dagster.yaml), by name.
+BATCHING = "batching"
+#: Dagster's own SQLite storage, what ``dg.instance_for_test()`` makes.
+DAGSTER_SQLITE = "dagster-sqlite"
+#: What deploy/dev.sh, the demo and every deployment set (deploy/README.md): the event
+#: batches the batching storage writes as one.
+EVENT_BATCH_SIZE = "1000"
+
+
 @contextmanager
-def empty_instance() -> Iterator[dg.DagsterInstance]:
-    """``dg.instance_for_test()``, on a copy of the empty storage in a temporary folder
-    removed on exit."""
-    with (tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp,
-          dg.instance_for_test(temp_dir=empty_storage(Path(tmp) / "home")) as instance):
-        yield instance
+def empty_instance(storage: str = BATCHING) -> Iterator[dg.DagsterInstance]:
+    """``dg.instance_for_test()`` on a copy of the empty storage in a temporary folder
+    removed on exit: by default with the storage and event batches the project runs with
+    (``resources/instance_storage.py``), or Dagster's own (:data:`DAGSTER_SQLITE`)."""
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        home = empty_storage(Path(tmp) / "home")
+        if storage == DAGSTER_SQLITE:
+            with dg.instance_for_test(temp_dir=home) as instance:
+                yield instance
+            return
+        batching = {"custom": {"module": "resources.instance_storage",
+                               "class": "BatchingSqliteStorage", "config": {"base_dir": home}}}
+        with (dg.instance_for_test(temp_dir=home, overrides={"storage": batching}) as instance,
+              _environment("DAGSTER_EVENT_BATCH_SIZE", EVENT_BATCH_SIZE)):
+            yield instance
+
+
+@contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    """``$name`` set to ``value`` inside the block, as it was after."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before

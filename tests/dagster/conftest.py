@@ -16,7 +16,7 @@ from definitions import build_definitions
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from resources import DataRoot, GpuBenchmarkSource, Warehouse
 from sensors.gpu_repetitions import sensor_name
-from tests.dagster_sqlite import empty_instance, empty_storage
+from tests.dagster_sqlite import BATCHING, empty_instance
 
 QUIET_S = 1.0  # the quiet period: ctime counts, which only waiting can age
 RUNS = {"power-limit": {"bert": ["150W", "250W"], "resnet": ["200W"]}}
@@ -38,24 +38,12 @@ def data_root(tmp_path: Path) -> Path:
     return root
 
 
-#: The instance storage of deploy/dagster.yaml (resources/instance_storage.py), by name.
-BATCHING = "batching"
-
-
 @pytest.fixture
-def instance(request, tmp_path, monkeypatch):
-    """A test instance on Dagster's SQLite storage; parametrized indirectly with
-    ``BATCHING``, on deploy/dagster.yaml's batching storage with batches enabled."""
-    if getattr(request, "param", None) != BATCHING:
-        with empty_instance() as test_instance:
-            yield test_instance
-        return
-    monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", "1000")
-    home = tmp_path / "dagster_home"
-    empty_storage(home)  # the batching storage's files are the SQLite storage's
-    storage = {"custom": {"module": "resources.instance_storage",
-                          "class": "BatchingSqliteStorage", "config": {"base_dir": str(home)}}}
-    with dg.instance_for_test(temp_dir=str(home), overrides={"storage": storage}) as test_instance:
+def instance(request):
+    """A test instance on the storage the project runs with (deploy/dagster.yaml's batching
+    storage, with event batches); parametrized indirectly with ``DAGSTER_SQLITE``, on
+    Dagster's own SQLite storage."""
+    with empty_instance(getattr(request, "param", None) or BATCHING) as test_instance:
         yield test_instance
 
 

@@ -19,7 +19,8 @@ from resources import DataRoot, GpuBenchmarkSource, StepWorkers, Warehouse
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
 from sensors.partition_runs import RANGE_END, RANGE_START
-from tests.dagster.conftest import BATCHING, QUIET_S, REPETITIONS, RUNS, SMALL, settle
+from tests.dagster.conftest import QUIET_S, REPETITIONS, RUNS, SMALL, settle
+from tests.dagster_sqlite import BATCHING, DAGSTER_SQLITE
 
 BAD = "lab/power-limit/bert/250W/0"
 ENERGY = dg.AssetKey("gpu_repetition_energy")
@@ -109,7 +110,7 @@ def test_every_column_of_every_table_is_described(first_run, instance):
         assert len(schema.columns) > 5 and not undescribed, (asset, undescribed)
 
 
-@pytest.mark.parametrize("instance", [None, BATCHING], indirect=True,
+@pytest.mark.parametrize("instance", [DAGSTER_SQLITE, BATCHING], indirect=True,
                          ids=["dagster-storage", "batching-storage"])
 def test_bad_repetition_fails_alone_and_keeps_what_was_stored(
         first_run, defs, instance, source, sensor, warehouse, data_root, capfd):
