@@ -87,11 +87,12 @@ class DemoRun:
 @pytest.fixture(scope="session")
 def demo_once(tmp_path_factory) -> DemoRun:
     """``deploy/demo.py`` run once (per test worker) on the bundled examples, in a fresh
-    Dagster home and warehouse; tests take copies (:func:`demo`), so each starts from what
+    Dagster home with ``make demo``'s instance (deploy/dagster.yaml) and a fresh warehouse; tests take copies (:func:`demo`), so each starts from what
     the demo left, whatever ran before."""
     tmp = tmp_path_factory.mktemp("demo")
     home, warehouse = tmp / "home", tmp / "warehouse"
     home.mkdir()
+    shutil.copy(PROJECT_ROOT / "deploy" / "dagster.yaml", home)  # as make demo does
     done = subprocess.run([sys.executable, "deploy/demo.py", "--warehouse", str(warehouse)],
                           check=False, cwd=PROJECT_ROOT,
                           env={**os.environ, "DAGSTER_HOME": str(home)}, capture_output=True,
@@ -101,9 +102,11 @@ def demo_once(tmp_path_factory) -> DemoRun:
 
 
 @pytest.fixture
-def demo(demo_once: DemoRun, tmp_path: Path) -> DemoRun:
-    """A copy of the demo's Dagster home and warehouse, for this test alone."""
+def demo(demo_once: DemoRun, tmp_path: Path, monkeypatch) -> DemoRun:
+    """A copy of the demo's Dagster home and warehouse, for this test alone (its
+    ``DAGSTER_HOME``: the instance's storage is configured from it)."""
     copy = DemoRun(tmp_path / "demo" / "home", tmp_path / "demo" / "warehouse", demo_once.stdout)
     shutil.copytree(demo_once.home, copy.home)
     shutil.copytree(demo_once.warehouse, copy.warehouse)
+    monkeypatch.setenv("DAGSTER_HOME", str(copy.home))
     return copy

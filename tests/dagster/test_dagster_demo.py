@@ -1,6 +1,7 @@
 """The README's demo, end to end on the bundled example data, in a fresh instance."""
 
 import os
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -175,7 +176,10 @@ def test_demo_exits_non_zero_when_a_run_fails(tmp_path):
         "timestamp,event,data\n2020-11-16 13:49:17,experiment_begin,0\n"
         "2020-11-16 13:49:27,experiment_end,0\n")
     (root / "gpu-power.csv").write_text(",timestamp,power\n0,2020-11-16 13:49:17,-5\n")
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home")}
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(PROJECT_ROOT / "deploy" / "dagster.yaml", home)  # as make demo does
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
     done = subprocess.run([sys.executable, "deploy/demo.py", str(tmp_path / "data"),
                            "--warehouse", str(tmp_path / "warehouse")],
                           check=False, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
