@@ -6,6 +6,7 @@ there, in the same shape, to compare with.
 from __future__ import annotations
 
 import json
+import select
 import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -14,16 +15,24 @@ from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.stored import callpath_names
 
 HARNESS = Path(__file__).with_name("java") / "TauReadTrial.java"
+#: A bound, not a timing: the largest trials take TAU's reader about 12 s.
+READ_TIMEOUT_S = 300
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "joulehouse" / "taudb" / "sql" / "taudb.sql"
 
 
 class TauReader:
-    """The harness compiled once into ``build``; :meth:`read` opens one trial."""
+    """The harness compiled once into ``build`` and started once, serving each :meth:`read`
+    and :meth:`read_file` in the same JVM (a JVM per trial would load TAU's classes again
+    each time); :meth:`close` ends it."""
 
     def __init__(self, java_tools: dict[str, str], classpath: str, build: Path) -> None:
-        self.java, self.classpath, self.build = java_tools["java"], classpath, build
         subprocess.run([java_tools["javac"], "-d", str(build), "-cp", classpath, str(HARNESS)],
                        check=True, capture_output=True, text=True)
+        self.classpath, self.log = classpath, build / "tau-reader.log"
+        with self.log.open("wb") as log:
+            self.jvm = subprocess.Popen(
+                [java_tools["java"], "-cp", f"{classpath}:{build}", "TauReadTrial"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
 
     def read(self, url: str, trial_id: int, out: Path) -> tuple[dict, Path]:
         """What TAU's reader made of trial ``trial_id`` of the PostgreSQL TAUdb at ``url``
@@ -37,13 +46,20 @@ class TauReader:
         the packed profile ``ppk``."""
         return self._run([str(ppk), "-"], out)
 
+    def close(self) -> None:
+        """End the JVM (the end of its requests), waiting for it."""
+        self.jvm.stdin.close()
+        self.jvm.wait(timeout=READ_TIMEOUT_S)
+
     def _run(self, source: list[str], out: Path, export: Path | None = None) -> dict:
         result = out / "trial.json"
-        done = subprocess.run(
-            [self.java, "-cp", f"{self.classpath}:{self.build}", "TauReadTrial", *source,
-             str(result), *([str(export)] if export else [])],
-            check=False, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, f"TAU's reader failed on {source}:\n{done.stderr}"
+        request = [*source, str(result), *([str(export)] if export else [])]
+        self.jvm.stdin.write("\t".join(request) + "\n")
+        self.jvm.stdin.flush()
+        ready, _, _ = select.select([self.jvm.stdout], [], [], READ_TIMEOUT_S)
+        answer = self.jvm.stdout.readline().rstrip("\n") if ready else "no answer in time"
+        assert answer == "ok", (f"TAU's reader failed on {source}: {answer}\n"
+                                f"{self.log.read_text(errors='replace')[-4000:]}")
         return json.loads(result.read_text())
 
 

@@ -20,6 +20,7 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -95,8 +96,10 @@ def tau_reader_url(postgres_url):
 
 
 @pytest.fixture(scope="module")
-def tau_reader(java_tools, tau_java_classpath, tmp_path_factory) -> TauReader:
-    return TauReader(java_tools, tau_java_classpath, tmp_path_factory.mktemp("tau-java"))
+def tau_reader(java_tools, tau_java_classpath, tmp_path_factory) -> Iterator[TauReader]:
+    reader = TauReader(java_tools, tau_java_classpath, tmp_path_factory.mktemp("tau-java"))
+    yield reader
+    reader.close()
 
 
 def _source_path(peer_data: Path, source: str) -> Path:

@@ -12,8 +12,10 @@ import edu.uoregon.tau.perfdmf.Thread;
 import edu.uoregon.tau.perfdmf.UserEvent;
 import edu.uoregon.tau.perfdmf.UserEventProfile;
 import edu.uoregon.tau.perfdmf.taudb.TAUdbDatabaseAPI;
+import java.io.BufferedReader;
 import java.io.File;
 import java.io.FileWriter;
+import java.io.InputStreamReader;
 import java.io.Writer;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -30,7 +32,10 @@ import java.util.TreeMap;
  * Usage: javac -cp JARS -d BUILD TauReadTrial.java, then
  * java -cp JARS:BUILD TauReadTrial CONFIG TRIAL_ID OUT_JSON [OUT_PPK] (CONFIG: PerfDMF's
  * key:value configuration file; JARS: TAU's jars in ../shared/peer-data/tau/tau-java), or
- * java -cp JARS:BUILD TauReadTrial FILE.ppk - OUT_JSON.
+ * java -cp JARS:BUILD TauReadTrial FILE.ppk - OUT_JSON. Without arguments it serves such
+ * requests one after the other in the same JVM: one line of tab-separated arguments each on
+ * standard input, answered "ok" or "error<TAB>message" on standard output (the trace on
+ * standard error), until the end of its input.
  *
  * JSON: metrics (names in order); threads ([node, context, thread]); functions (name -> group
  * string); values ("mean" and "total", TAU's own, and one entry per thread "n,c,t": function ->
@@ -41,6 +46,26 @@ import java.util.TreeMap;
  */
 public class TauReadTrial {
     public static void main(String[] args) throws Exception {
+        if (args.length > 0) {
+            read(args);
+            System.exit(0);
+        }
+        BufferedReader requests = new BufferedReader(new InputStreamReader(System.in, "UTF-8"));
+        for (String line = requests.readLine(); line != null; line = requests.readLine()) {
+            try {
+                read(line.split("\t"));
+                System.out.println("ok");
+            } catch (Exception e) {
+                e.printStackTrace();
+                System.out.println("error\t" + String.valueOf(e).replace('\n', ' '));
+            }
+            System.out.flush();
+        }
+        System.exit(0);
+    }
+
+    private static void read(String[] args) throws Exception {
+        DatabaseAPI api = null;
         DataSource source;
         MetaDataMap trialMetadata;
         MetaDataMap uncommonMetadata;
@@ -50,7 +75,7 @@ public class TauReadTrial {
             trialMetadata = source.getMetaData();
             uncommonMetadata = source.getUncommonMetaData();
         } else {
-            DatabaseAPI api = new DatabaseAPI();
+            api = new DatabaseAPI();
             api.initialize(args[0], false);
             if (api.db().getSchemaVersion() > 0) {
                 api = new TAUdbDatabaseAPI(api);
@@ -110,7 +135,9 @@ public class TauReadTrial {
         if (args.length > 3) {
             DataSourceExport.writePacked(source, new File(args[3]));
         }
-        System.exit(0);
+        if (api != null) {
+            api.terminate();
+        }
     }
 
     private static Map<String, Object> profiles(DataSource source, Thread thread) {
