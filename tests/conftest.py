@@ -34,6 +34,22 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
+#: The modules that start whole stacks of processes (longest first), collected first so that
+#: pytest-xdist (``--dist loadfile --no-loadscope-reorder``, pyproject.toml) hands them out
+#: first and the short modules fill in beside them, not after them.
+LONGEST_MODULES = ("e2e/test_whole_stack.py", "dagster/test_dagster_webserver.py",
+                   "dagster/test_dagster_demo.py", "dagster/test_dagster_webserver_sources.py",
+                   "test_left_out_sources.py", "powerapi/test_powerapi_left_out.py",
+                   "cluster/test_dask_executor.py", "taudb/test_tau_reader.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """:data:`LONGEST_MODULES` first, in that order; the others as collected."""
+    tests = Path(__file__).parent
+    rank = {tests / module: place for place, module in enumerate(LONGEST_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path, len(rank)))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """In CI a run that skipped any test fails (a skip not through :func:`skip_or_fail`
     too), as does one that ran none (pytest's own exit code 5)."""
