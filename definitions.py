@@ -25,8 +25,8 @@ Environment variables override the YAML (``docs/configuration.md`` lists them al
   time (``dg.EnvVar``); default the site's ``taudb_url``, else the SQLite file
   ``taudb.sqlite`` beside the warehouse tables;
 - ``JOULEHOUSE_STEP_WORKERS``: processes for the per-partition work of a step, default
-  one per CPU and per 8 partitions of the step (``resources/workers.py``); 1: in the
-  step's own process. Or Dask workers:
+  one per CPU, at most one per ``JOULEHOUSE_STEP_PARTITIONS_PER_WORKER`` partitions of the
+  step (default 8; ``resources/workers.py``); 1: in the step's own process. Or Dask workers:
   ``JOULEHOUSE_STEP_CLUSTER`` (``local``, ``slurm``) with ``_SETTINGS`` (a JSON object;
   ``docs/scale-out.md``).
 

@@ -70,14 +70,15 @@ with backfills() as single_run:
                      workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        with workers.pool(partition_count(context)) as executor:
+        partitions = partition_count(context)
+        with workers.pool(partitions) as executor:
             failed = yield from frames_then_energy(
                 context, lambda: validate_frames(context, gpu_source, tables, executor),
                 VALID_SPEC,
                 lambda skip: compute_energy(context, gpu_source, tables, skip, executor),
                 COMPUTED_SPEC,
                 together=lambda: frames_and_energy(context, gpu_source, tables, executor,
-                                                  workers.workers(partition_count(context))))
+                                                  workers.workers(partitions)))
             if gpu_setting_energy.key in selected:
                 yield setting_energy(context, tables)
             if gpu_benchmark_energy.key in selected:

@@ -164,7 +164,8 @@ def one_run(instance: dg.DagsterInstance, root: Path, keys: list[str], workers: 
     instance.add_dynamic_partitions("gpu_repetitions", keys)
     defs = build_definitions(
         GpuBenchmarkSource(data_roots=[DataRoot(path=str(root))]),
-        Warehouse(root=str(home / "warehouse")), workers=StepWorkers(max_workers=workers))
+        Warehouse(root=str(home / "warehouse")),
+        workers=StepWorkers(max_workers=workers, partitions_per_worker=1))  # N, however few
     job = defs.resolve_job_def(JOB_NAME)
     clock = Clock()
     started = time.perf_counter()

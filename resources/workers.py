@@ -4,7 +4,7 @@ A step over many partitions (``assets/reporting.py``'s ``PartitionBatch``)
 submits each partition's work (read, validate, store; energy) to the
 ``concurrent.futures.Executor`` that :meth:`StepWorkers.pool` yields:
 
-    with workers.pool() as executor:
+    with workers.pool(partition_count) as executor:
         future = executor.submit(function, *arguments)
 
 ``function`` is a module-level function and its arguments are picklable (no
@@ -34,6 +34,7 @@ from joulehouse.cluster import KINDS, cluster_settings, dask_executor, usable_cp
 ENV = "JOULEHOUSE_STEP_WORKERS"
 CLUSTER_ENV = "JOULEHOUSE_STEP_CLUSTER"
 CLUSTER_SETTINGS_ENV = "JOULEHOUSE_STEP_CLUSTER_SETTINGS"
+PARTITIONS_PER_WORKER_ENV = "JOULEHOUSE_STEP_PARTITIONS_PER_WORKER"
 #: Modules every worker process imports once, in the fork server, before it forks the
 #: workers: the asset modules whose functions are submitted (and pandas, pyarrow, pandera).
 PRELOAD = ["assets"]
@@ -79,12 +80,12 @@ class StepWorkers(dg.ConfigurableResource):
     cluster: str = Field(default="", description=(
         "'' for local processes; 'local' (a Dask LocalCluster) or 'slurm' (Dask workers in "
         "Slurm jobs, dask-jobqueue): joulehouse/cluster.py"))
-    partitions_per_worker: int = Field(default=8, ge=1, description=(
-        "partitions a step must have per worker process it starts: a process costs its "
-        "fork server's imports (about 5 s of CPU), so a small step runs in its own process"))
     cluster_settings: str = Field(default="{}", description=(
         "JSON object of the cluster's settings, by name (joulehouse/cluster.py: "
         "LocalSettings, SlurmSettings), e.g. {\"queue\": \"gpu\", \"jobs\": 8}"))
+    partitions_per_worker: int = Field(default=8, ge=1, description=(
+        "partitions a step must have per worker process it starts: a process costs its "
+        "fork server's imports (about 5 s of CPU), so a small step runs in its own process"))
 
     @field_validator("cluster")
     @classmethod
@@ -114,12 +115,15 @@ class StepWorkers(dg.ConfigurableResource):
 
     @classmethod
     def from_env(cls) -> StepWorkers:
-        """``$JOULEHOUSE_STEP_WORKERS`` processes if set, else one per CPU; or the Dask
+        """``$JOULEHOUSE_STEP_WORKERS`` processes if set, else one per CPU, at most one per
+        ``$JOULEHOUSE_STEP_PARTITIONS_PER_WORKER`` partitions (default 8); or the Dask
         cluster ``$JOULEHOUSE_STEP_CLUSTER`` with ``$JOULEHOUSE_STEP_CLUSTER_SETTINGS``."""
         value = os.environ.get(ENV)
+        per_worker = os.environ.get(PARTITIONS_PER_WORKER_ENV)
         return cls(max_workers=int(value) if value else None,
                    cluster=os.environ.get(CLUSTER_ENV, ""),
-                   cluster_settings=os.environ.get(CLUSTER_SETTINGS_ENV) or "{}")
+                   cluster_settings=os.environ.get(CLUSTER_SETTINGS_ENV) or "{}",
+                   **({"partitions_per_worker": int(per_worker)} if per_worker else {}))
 
     def workers(self, partitions: int | None = None) -> int:
         """How many processes :meth:`pool` uses for a step over ``partitions`` partitions

@@ -47,6 +47,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """:data:`LONGEST_MODULES` first, in that order; the others as collected."""
     tests = Path(__file__).parent
     rank = {tests / module: place for place, module in enumerate(LONGEST_MODULES)}
+    missing = [str(path) for path in rank if not path.is_file()]
+    assert not missing, f"LONGEST_MODULES names modules that are gone: {missing}"
     items.sort(key=lambda item: rank.get(item.path, len(rank)))
 
 

@@ -50,7 +50,10 @@ EVENT_BATCH_SIZE = "1000"
 def empty_instance(storage: str = BATCHING) -> Iterator[dg.DagsterInstance]:
     """``dg.instance_for_test()`` on a copy of the empty storage in a temporary folder
     removed on exit: by default with the storage and event batches the project runs with
-    (``resources/instance_storage.py``), or Dagster's own (:data:`DAGSTER_SQLITE`)."""
+    (``resources/instance_storage.py``), or Dagster's own (:data:`DAGSTER_SQLITE`, events
+    written one by one: ``test_instance_storage.py`` compares the two, and one pipeline
+    test runs on each)."""
+    assert storage in (BATCHING, DAGSTER_SQLITE), storage
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         home = empty_storage(Path(tmp) / "home")
         if storage == DAGSTER_SQLITE:

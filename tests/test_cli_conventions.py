@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import fcntl
 import io
+import logging
 import os
 import pty
 import re
@@ -50,13 +51,18 @@ def installed(*args) -> subprocess.CompletedProcess:
 
 def joulehouse(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """What the installed command's script does (``sys.exit(main(argv))``), run in this
-    process (in ``cwd``), its output as text, and the warnings a process of its own would
-    print on its stderr there too. A process per call would only add its start-up (pandas'
-    and pandera's imports, about 2 s of CPU) to each of the suite's hundred command lines;
-    the entry point, pipes and terminals are tested on the installed command."""
+    process (in ``cwd``), its output as text; the warnings and the log records of level
+    WARNING and above that a process of its own would print on its stderr (Python's
+    default filters, logging's last resort) go there too. A process per call would only
+    add its start-up (pandas' and pandera's imports, about 2 s of CPU) to each of the
+    suite's hundred command lines; the entry point, pipes and terminals are tested on the
+    installed command. Warnings raised while a module is first imported are not seen here
+    (the module is imported once per test process)."""
     out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
                 for _ in range(2))
-    here = Path.cwd()
+    here, root = Path.cwd(), logging.getLogger()
+    last_resort = logging.StreamHandler(err)
+    last_resort.setLevel(logging.WARNING)
     with (contextlib.redirect_stdout(out), contextlib.redirect_stderr(err),
           warnings.catch_warnings()):
         warnings.simplefilter("default")  # Python's default filters, as in a new process
@@ -64,14 +70,24 @@ def joulehouse(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
                          ResourceWarning):
             warnings.simplefilter("ignore", category)
         warnings.showwarning = _print_warning
+        root.addHandler(last_resort)
         try:
             os.chdir(cwd or here)
             code = main(list(map(str, args)))
         except SystemExit as exit_:
-            code = 0 if exit_.code is None else exit_.code
+            code = _exit_code(exit_)
         finally:
+            root.removeHandler(last_resort)
             os.chdir(here)
     return subprocess.CompletedProcess(["joulehouse", *args], code, _text(out), _text(err))
+
+
+def _exit_code(exit_: SystemExit) -> int:
+    """The status a process ending with ``exit_`` has: a message is printed and is 1."""
+    if exit_.code is None or isinstance(exit_.code, int):
+        return exit_.code or 0
+    print(exit_.code, file=sys.stderr)
+    return 1
 
 
 def _print_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -87,8 +87,9 @@ class DemoRun:
 @pytest.fixture(scope="session")
 def demo_once(tmp_path_factory) -> DemoRun:
     """``deploy/demo.py`` run once (per test worker) on the bundled examples, in a fresh
-    Dagster home with ``make demo``'s instance (deploy/dagster.yaml) and a fresh warehouse; tests take copies (:func:`demo`), so each starts from what
-    the demo left, whatever ran before."""
+    Dagster home with ``make demo``'s instance (deploy/dagster.yaml) and a fresh warehouse;
+    tests take copies (:func:`demo`), so each starts from what the demo left, whatever ran
+    before."""
     tmp = tmp_path_factory.mktemp("demo")
     home, warehouse = tmp / "home", tmp / "warehouse"
     home.mkdir()

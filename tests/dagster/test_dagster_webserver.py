@@ -111,7 +111,8 @@ BACKFILL_TIMEOUT_S = 600.0
 def test_a_backfill_from_the_ui_shows_each_bad_partition_failed_with_its_file_and_line(
         home, data_root, tmp_path):
     """A backfill launched as the UI launches it (GraphQL, run by the daemon in run
-    processes): each bad repetition's partition reads failed with its file and line, every
+    processes, the per-repetition work in two worker processes however few the
+    partitions): each bad repetition's partition reads failed with its file and line, every
     good one materialized."""
     if not WEBSERVER.is_file():
         skip_or_fail(f"dagster-webserver not found beside {sys.executable}")
@@ -126,6 +127,7 @@ def test_a_backfill_from_the_ui_shows_each_bad_partition_failed_with_its_file_an
     env = {"JOULEHOUSE_GPU_DATA_ROOTS": str(data_root),
            "JOULEHOUSE_WAREHOUSE": str(tmp_path / "warehouse"),
            "JOULEHOUSE_QUIET_PERIOD_S": str(QUIET_S), "JOULEHOUSE_FULL_RESCAN_S": "none",
+           "JOULEHOUSE_STEP_WORKERS": "2", "JOULEHOUSE_STEP_PARTITIONS_PER_WORKER": "1",
            "DAGSTER_EVENT_BATCH_SIZE": "1000",
            "DAGSTER_BIN": str(WEBSERVER.parent), "JOULEHOUSE_DEV_PORT": str(free_port())}
     source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(data_root))],

@@ -131,8 +131,8 @@ def test_one_process_and_two_store_the_same_energy(tmp_path):
     for workers in (1, 2):
         with empty_instance() as instance:
             landing = Landing(instance, EXAMPLES, tmp_path / str(workers), quiet_s=0,
-                              workers=StepWorkers(max_workers=workers,
-                                                                partitions_per_worker=1))
+                              workers=StepWorkers(
+                                  max_workers=workers, partitions_per_worker=1))
             assert landing.launch(landing.tick().run_requests[0]).success
             tables = landing.tables()
             stored[workers] = (tables.read_partitions(REPORT_ENERGY_TABLE, landing.partitions()),

@@ -65,6 +65,14 @@ def test_a_step_of_few_partitions_runs_in_its_own_process():
         assert isinstance(executor, InProcessExecutor)
 
 
+def test_the_partitions_per_worker_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("JOULEHOUSE_STEP_WORKERS", "2")
+    monkeypatch.setenv("JOULEHOUSE_STEP_PARTITIONS_PER_WORKER", "1")
+    assert StepWorkers.from_env().workers(2) == 2
+    monkeypatch.delenv("JOULEHOUSE_STEP_PARTITIONS_PER_WORKER")
+    assert StepWorkers.from_env().workers(15) == 1
+
+
 def test_a_dask_cluster_is_configured_by_kind_and_json_settings(monkeypatch):
     monkeypatch.setenv("JOULEHOUSE_STEP_CLUSTER", "slurm")
     monkeypatch.setenv("JOULEHOUSE_STEP_CLUSTER_SETTINGS", '{"queue": "gpu", "jobs": 8}')

@@ -23,16 +23,19 @@ SCHEMA_FILE = Path(__file__).resolve().parents[2] / "joulehouse" / "taudb" / "sq
 class TauReader:
     """The harness compiled once into ``build`` and started once, serving each :meth:`read`
     and :meth:`read_file` in the same JVM (a JVM per trial would load TAU's classes again
-    each time); :meth:`close` ends it."""
+    each time); :meth:`close` ends it. A request that fails, or gets no answer in
+    ``READ_TIMEOUT_S``, ends the JVM too: the later requests fail at once, naming it."""
 
     def __init__(self, java_tools: dict[str, str], classpath: str, build: Path) -> None:
         subprocess.run([java_tools["javac"], "-d", str(build), "-cp", classpath, str(HARNESS)],
                        check=True, capture_output=True, text=True)
         self.classpath, self.log = classpath, build / "tau-reader.log"
+        self.broken = ""
         with self.log.open("wb") as log:
             self.jvm = subprocess.Popen(
                 [java_tools["java"], "-cp", f"{classpath}:{build}", "TauReadTrial"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                encoding="utf-8")
 
     def read(self, url: str, trial_id: int, out: Path) -> tuple[dict, Path]:
         """What TAU's reader made of trial ``trial_id`` of the PostgreSQL TAUdb at ``url``
@@ -47,19 +50,33 @@ class TauReader:
         return self._run([str(ppk), "-"], out)
 
     def close(self) -> None:
-        """End the JVM (the end of its requests), waiting for it."""
-        self.jvm.stdin.close()
-        self.jvm.wait(timeout=READ_TIMEOUT_S)
+        """End the JVM (the end of its requests; killed if it does not end in time)."""
+        try:
+            self.jvm.stdin.close()
+            self.jvm.wait(timeout=READ_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            self.jvm.kill()
+            self.jvm.wait()
+        finally:
+            self.jvm.stdout.close()
 
     def _run(self, source: list[str], out: Path, export: Path | None = None) -> dict:
+        assert not self.broken, f"TAU's reader ended after an earlier request: {self.broken}"
         result = out / "trial.json"
         request = [*source, str(result), *([str(export)] if export else [])]
-        self.jvm.stdin.write("\t".join(request) + "\n")
-        self.jvm.stdin.flush()
-        ready, _, _ = select.select([self.jvm.stdout], [], [], READ_TIMEOUT_S)
-        answer = self.jvm.stdout.readline().rstrip("\n") if ready else "no answer in time"
-        assert answer == "ok", (f"TAU's reader failed on {source}: {answer}\n"
-                                f"{self.log.read_text(errors='replace')[-4000:]}")
+        try:
+            self.jvm.stdin.write("\t".join(request) + "\n")
+            self.jvm.stdin.flush()
+            ready, _, _ = select.select([self.jvm.stdout], [], [], READ_TIMEOUT_S)
+            answer = (self.jvm.stdout.readline().rstrip("\n") or "its JVM ended" if ready
+                      else f"no answer in {READ_TIMEOUT_S} s")
+        except BrokenPipeError:
+            answer = "its JVM ended"
+        if answer != "ok":
+            self.broken = f"{source}: {answer}"
+            self.close()
+            raise AssertionError(f"TAU's reader failed on {self.broken}\n"
+                                 f"{self.log.read_text(errors='replace')[-4000:]}")
         return json.loads(result.read_text())
 
 

@@ -16,6 +16,7 @@ import java.io.BufferedReader;
 import java.io.File;
 import java.io.FileWriter;
 import java.io.InputStreamReader;
+import java.io.PrintStream;
 import java.io.Writer;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -50,22 +51,37 @@ public class TauReadTrial {
             read(args);
             System.exit(0);
         }
+        // the answers have standard output to themselves: what TAU's library prints goes to
+        // standard error
+        PrintStream answers = new PrintStream(System.out, true, "UTF-8");
+        System.setOut(System.err);
         BufferedReader requests = new BufferedReader(new InputStreamReader(System.in, "UTF-8"));
         for (String line = requests.readLine(); line != null; line = requests.readLine()) {
             try {
                 read(line.split("\t"));
-                System.out.println("ok");
-            } catch (Exception e) {
+                answers.println("ok");
+            } catch (Throwable e) {
                 e.printStackTrace();
-                System.out.println("error\t" + String.valueOf(e).replace('\n', ' '));
+                answers.println("error\t" + String.valueOf(e).replace('\n', ' '));
             }
-            System.out.flush();
         }
         System.exit(0);
     }
 
     private static void read(String[] args) throws Exception {
-        DatabaseAPI api = null;
+        DatabaseAPI[] opened = new DatabaseAPI[1];
+        try {
+            readInto(args, opened);
+        } finally {
+            if (opened[0] != null) {
+                opened[0].terminate();  // its connection, whether the read went through or not
+            }
+        }
+    }
+
+    /** Reads and writes as the usage says; the database API it opens is put in opened[0]. */
+    private static void readInto(String[] args, DatabaseAPI[] opened) throws Exception {
+        DatabaseAPI api;
         DataSource source;
         MetaDataMap trialMetadata;
         MetaDataMap uncommonMetadata;
@@ -76,9 +92,11 @@ public class TauReadTrial {
             uncommonMetadata = source.getUncommonMetaData();
         } else {
             api = new DatabaseAPI();
+            opened[0] = api;
             api.initialize(args[0], false);
             if (api.db().getSchemaVersion() > 0) {
                 api = new TAUdbDatabaseAPI(api);
+                opened[0] = api;
             }
             api.setTrial(Integer.parseInt(args[1]), true);
             source = new DBDataSource(api);
@@ -134,9 +152,6 @@ public class TauReadTrial {
         }
         if (args.length > 3) {
             DataSourceExport.writePacked(source, new File(args[3]));
-        }
-        if (api != null) {
-            api.terminate();
         }
     }
 
