@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
+from unittest import mock
 
 import dagster as dg
 
@@ -63,19 +64,5 @@ def empty_instance(storage: str = BATCHING) -> Iterator[dg.DagsterInstance]:
         batching = {"custom": {"module": "resources.instance_storage",
                                "class": "BatchingSqliteStorage", "config": {"base_dir": home}}}
         with (dg.instance_for_test(temp_dir=home, overrides={"storage": batching}) as instance,
-              _environment("DAGSTER_EVENT_BATCH_SIZE", EVENT_BATCH_SIZE)):
+              mock.patch.dict(os.environ, {"DAGSTER_EVENT_BATCH_SIZE": EVENT_BATCH_SIZE})):
             yield instance
-
-
-@contextmanager
-def _environment(name: str, value: str) -> Iterator[None]:
-    """``$name`` set to ``value`` inside the block, as it was after."""
-    before = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 from postgres_server import free_port
 from processes import stop
@@ -140,19 +141,6 @@ def _cancel_jobs(cluster: SlurmCluster) -> None:
 
 
 @contextmanager
-def _environ(name: str, value: str) -> Iterator[None]:
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = old
-
-
-@contextmanager
 def one_node_slurm() -> Iterator[SlurmCluster]:
     """Start munged, slurmctld and slurmd; yield the cluster once its node is idle."""
     reason = missing_requirement()
@@ -174,7 +162,7 @@ def one_node_slurm() -> Iterator[SlurmCluster]:
                                    text=True).stdout.splitlines()[0]
         node = node_line.split()[0].removeprefix("NodeName=")
         conf = _write_conf(folder, node_line, node, socket_path)
-        stack.enter_context(_environ("SLURM_CONF", str(conf)))
+        stack.enter_context(mock.patch.dict(os.environ, {"SLURM_CONF": str(conf)}))
         cluster = SlurmCluster(conf, node, folder)
         cluster.wait_until(socket_path.exists, "munged's socket", 10)
         env = dict(os.environ)
