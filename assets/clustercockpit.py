@@ -48,7 +48,7 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from assets.facts import write_facts
+from assets.facts import OwnedFacts, write_facts
 from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION, TABLES_POOL
 from assets.reporting import (
     PartitionBatch,
@@ -180,9 +180,10 @@ cc_rollup = dg.AssetSpec(
 cc_energy_facts = dg.AssetSpec(
     dg.AssetKey([FACTS_TABLE, FACTS_SOURCE]),
     description=("The ClusterCockpit rows of the cross-source energy table "
-                 "(energy_facts, kept per entry: a run writes its blocks' jobs): per job and component, the "
-                 "integrated energy over the whole job (method power or counter; none with "
-                 "unbridged gaps) and cc-backend's figure (method cc-backend)."),
+                 "(energy_facts, kept per entry: a run writes its blocks' jobs): per job and "
+                 "component, the integrated energy over the whole job (method power or "
+                 "counter; none with unbridged gaps) and cc-backend's figure (method "
+                 "cc-backend)."),
     group_name=FACTS_TABLE, deps=[cc_block_tables], **WHOLE_TABLE,
 )
 
@@ -466,16 +467,11 @@ def facts(context: dg.AssetExecutionContext, tables: Tables, energy: pd.DataFram
           summary: dict[str, Any]) -> dg.MaterializeResult:
     """Write the ClusterCockpit rows of energy_facts per entry (``assets/facts.py``): a
     run's blocks' from their stored job energy, or every stored block's (``energy``)."""
-
-    def rows_of(keys: list[str]) -> tuple[list[str], pd.DataFrame]:
-        stored = [key for key in keys if tables.has_partition(_frame_table("job_energy"), key)]
-        return stored, (energy_facts_rows(tables.read_partitions(_frame_table("job_energy"),
-                                                                 stored))
-                        if stored else pd.DataFrame())
-
+    job_energy = _frame_table("job_energy")
+    owned = OwnedFacts(FACTS_OWNERSHIP, job_energy, lambda keys: energy_facts_rows(
+        tables.read_partitions(job_energy, keys)))
     return write_facts(context, tables, cc_energy_facts.key, FACTS_SOURCE,
-                       lambda: energy_facts_rows(energy), owned=(FACTS_OWNERSHIP, rows_of),
-                       metadata=summary)
+                       lambda: energy_facts_rows(energy), owned=owned, metadata=summary)
 
 
 with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:

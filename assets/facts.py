@@ -1,4 +1,5 @@
-"""Each source's ``energy_facts/<source>`` asset, written per entry by one helper, :func:`write_facts`.
+"""Each source's ``energy_facts/<source>`` asset, written per entry by one helper,
+:func:`write_facts`.
 
 The rows go to the table kept per entry (``joulehouse/facts_entries.py``): a run
 writes the entities it landed or fixed in one commit scoped to its source, not the
@@ -31,6 +32,7 @@ partitions already show.
 """
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
@@ -48,23 +50,30 @@ from joulehouse.facts_entries import (
 )
 from joulehouse.warehouse import Warehouse
 
-#: Of some partitions of a source: those whose energy is stored (only they own facts: a
-#: partition never stored, or a malformed key, has none) and their facts.
-RowsOf = Callable[[list[str]], tuple[list[str], pd.DataFrame]]
+
+@dataclass(frozen=True)
+class OwnedFacts:
+    """Where each partition of a source owns its facts alone: how its entities belong to
+    it, the table of its stored energy (only a partition stored there owns facts: one never
+    stored, or a malformed key, has none), and the facts of given stored partitions."""
+
+    ownership: Ownership
+    energy_table: str
+    facts_of: Callable[[list[str]], pd.DataFrame]
 
 
 def write_facts(context: dg.AssetExecutionContext, tables: Warehouse, asset: dg.AssetKey,
                 source: str, every: Callable[[], pd.DataFrame],
-                owned: tuple[Ownership, RowsOf] | None = None,
+                owned: OwnedFacts | None = None,
                 metadata: Mapping[str, Any] | None = None) -> dg.MaterializeResult:
     """Write ``source``'s facts per entry (see the module) and report the materialization
     of ``asset``: ``every()`` gives every fact of the source now; ``owned``, where each
-    partition owns its facts alone, their ownership and the facts of given partitions."""
+    partition owns its facts alone."""
     keys = run_partitions(context)
     if owned is not None and keys is not None:
-        ownership, rows_of = owned
-        owners, rows = rows_of(keys)
-        written = replace_owned(tables, source, rows, owners, ownership)
+        owners = [key for key in keys if tables.has_partition(owned.energy_table, key)]
+        rows = owned.facts_of(owners) if owners else pd.DataFrame()
+        written = replace_owned(tables, source, rows, owners, owned.ownership)
         how = f"the facts of the run's {len(keys)} partition(s)"
     else:
         rows = every()

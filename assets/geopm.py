@@ -176,7 +176,8 @@ geopm_energy_facts = dg.AssetSpec(
     dg.AssetKey([FACTS_TABLE, energy.FACTS_SOURCE]),
     description=(
         "This source's rows of the cross-source energy table (energy_facts, kept per "
-        "entry: only the reports whose facts changed are written): per report and host, the Application Totals' package and DRAM energy (method "
+        "entry: only the reports whose facts changed are written): per report and host, the "
+        "Application Totals' package and DRAM energy (method "
         "rapl) and GPU energy (counter), the window from the report's Start Time over the "
         "application's runtime."
     ),

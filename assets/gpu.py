@@ -19,7 +19,7 @@ import dagster as dg
 import pandas as pd
 import pandera.pandas as pa
 
-from assets.facts import write_facts
+from assets.facts import OwnedFacts, write_facts
 from assets.reporting import (
     BothOutcome,
     PartitionBatch,
@@ -425,15 +425,10 @@ def _plots(settings: pd.DataFrame) -> str:
 def facts(context: dg.AssetExecutionContext, tables: Tables) -> dg.MaterializeResult:
     """Write the GPU rows of energy_facts per entry (``assets/facts.py``): a run's
     repetitions' from their stored energy, or every registered repetition's."""
-
-    def rows_of(keys: list[str]) -> tuple[list[str], pd.DataFrame]:
-        stored = [key for key in keys if tables.has_partition(ENERGY_TABLE, key)]
-        return stored, (energy_facts_rows(_energy_of(tables, stored)) if stored
-                        else pd.DataFrame())
-
     return write_facts(context, tables, energy_facts.key, FACTS_SOURCE,
                        lambda: energy_facts_rows(_stored_energy(context, tables)),
-                       owned=(FACTS_OWNERSHIP, rows_of))
+                       owned=OwnedFacts(FACTS_OWNERSHIP, ENERGY_TABLE, lambda keys:
+                                        energy_facts_rows(_energy_of(tables, keys))))
 
 
 GPU_TABLES = [gpu_setting_energy, gpu_benchmark_energy, energy_facts]

@@ -143,7 +143,8 @@ powerapi_energy_facts = dg.AssetSpec(
     dg.AssetKey(["energy_facts", "powerapi"]),
     description=(
         "The PowerAPI rows of the cross-source energy table (energy_facts, kept per entry: "
-        "only the entities whose facts changed are written): entity '<sensor>/<target>', one row per component, window and method (measured, "
+        "only the entities whose facts changed are written): entity '<sensor>/<target>', "
+        "one row per component, window and method (measured, "
         "estimated)."
     ),
     group_name="energy_facts", deps=[powerapi_window_energy], **WHOLE_TABLE,
