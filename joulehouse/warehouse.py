@@ -61,11 +61,6 @@ MAX_FILE_NAME = 240  # bytes; most file systems allow 255
 #: table holds: ``.`` a write in progress (``.<name>.parquet.<random>.tmp``), ``_`` an
 #: internal one (staged writes, locks, a Delta log).
 HIDDEN = (".", "_")
-
-
-def is_hidden(name: str) -> bool:
-    """Whether the file or folder named ``name`` (a base name) is hidden (``HIDDEN``)."""
-    return name.startswith(HIDDEN)
 #: The warehouse root: a path, or ``s3://bucket/prefix``.
 WAREHOUSE_ENV = "JOULEHOUSE_WAREHOUSE"
 #: An S3-compatible server's endpoint (``http://host:port``) when it is not AWS.
@@ -73,6 +68,11 @@ S3_ENDPOINT_ENV = "JOULEHOUSE_S3_ENDPOINT"
 #: The region of the bucket (AWS's variable; optional for a non-AWS server).
 S3_REGION_ENV = "AWS_DEFAULT_REGION"
 URL_SCHEMES = ("s3",)
+
+
+def is_hidden(name: str) -> bool:
+    """Whether the file or folder named ``name`` (a base name) is hidden (``HIDDEN``)."""
+    return name.startswith(HIDDEN)
 
 
 def partition_file_name(key: str) -> str:
