@@ -305,10 +305,7 @@ def kept_left_out(tables: Tables, key: str, root: Path, jobs: set[str]) -> list[
     left out still holds, as their facts do."""
     if not jobs:
         return []
-    folders = set()
-    for job in jobs:
-        cluster, job_id, start = job.split("/")
-        folders.add(str(JobRef(root, cluster, int(job_id), int(start)).path))
+    folders = {str(JobRef.from_key(root, job).path) for job in jobs}
     return [record for record in stored_left_out(tables, FACTS_SOURCE, "read", key)
             if record.input in folders]
 

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from joulehouse.clustercockpit.layout import block_of, split_job_key
 from joulehouse.clustercockpit.readers import SCOPES, ClusterConfig
 from joulehouse.clustercockpit.schemas import (
     HOST_ENERGY_SCHEMA,
@@ -62,8 +63,8 @@ def _block_prefix(block: str) -> str:
 
 def _block_of(job: str) -> str:
     """The block ``cluster/<jobId // 1000>`` of a job key ``cluster/jobId/startTime``."""
-    cluster, job_id, _start = job.rsplit("/", 2)
-    return f"{cluster}/{int(job_id) // 1000}"
+    cluster, job_id, _start = split_job_key(job)
+    return block_of(cluster, job_id)
 
 
 #: A job-id block (its partition key) owns its jobs' entities in energy_facts

@@ -75,7 +75,13 @@ class JobRef:
     def block(self) -> str:
         """``cluster/<jobId // 1000>``: the job-id block folder holding the job (at most
         1000 job ids, any start times)."""
-        return f"{self.cluster}/{self.job_id // 1000}"
+        return block_of(self.cluster, self.job_id)
+
+    @classmethod
+    def from_key(cls, root: str | os.PathLike[str], key: str) -> JobRef:
+        """The job of :attr:`key` ``cluster/jobId/startTime`` in the archive at ``root``."""
+        cluster, job_id, start_time = split_job_key(key)
+        return cls(Path(root), cluster, job_id, start_time)
 
     @property
     def meta_path(self) -> Path:
@@ -102,6 +108,18 @@ class JobRef:
             raise InputError(folder, "not a job folder <cluster>/<jobId/1000>/<jobId%1000 "
                              "(3 digits)>/<startTime>")
         return cls(root, parts[0], int(parts[1]) * 1000 + int(parts[2]), int(parts[3]))
+
+
+def split_job_key(key: str) -> tuple[str, int, int]:
+    """A job key ``cluster/jobId/startTime`` (:attr:`JobRef.key`) as its cluster, job id and
+    start time."""
+    cluster, job_id, start_time = key.rsplit("/", 2)
+    return cluster, int(job_id), int(start_time)
+
+
+def block_of(cluster: str, job_id: int) -> str:
+    """The job-id block ``cluster/<jobId // 1000>`` holding job ``job_id`` of ``cluster``."""
+    return f"{cluster}/{job_id // 1000}"
 
 
 def job_folder(root: str | os.PathLike[str], cluster: str, job_id: int,
