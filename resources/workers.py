@@ -85,7 +85,8 @@ class StepWorkers(dg.ConfigurableResource):
         "LocalSettings, SlurmSettings), e.g. {\"queue\": \"gpu\", \"jobs\": 8}"))
     partitions_per_worker: int = Field(default=8, ge=1, description=(
         "partitions a step must have per worker process it starts: a process costs its "
-        "fork server's imports (about 5 s of CPU), so a small step runs in its own process"))
+        "fork server's imports of the asset modules (seconds of CPU), so a small step runs "
+        "in its own process"))
 
     @field_validator("cluster")
     @classmethod

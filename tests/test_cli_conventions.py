@@ -54,7 +54,7 @@ def joulehouse(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
     process (in ``cwd``), its output as text; the warnings and the log records of level
     WARNING and above that a process of its own would print on its stderr (Python's
     default filters, logging's last resort) go there too. A process per call would only
-    add its start-up (pandas' and pandera's imports, about 2 s of CPU) to each of the
+    add its start-up (pandas' and pandera's imports) to each of the
     suite's hundred command lines; the entry point, pipes and terminals are tested on the
     installed command. Warnings raised while a module is first imported are not seen here
     (the module is imported once per test process)."""
