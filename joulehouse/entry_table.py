@@ -454,7 +454,7 @@ def write_keyed(warehouse: Warehouse, table: str, rows: pd.DataFrame, column: st
     where = f"{_name(column)} IN ({', '.join(map(_literal, sorted(set(entries))))})"
     delta = _opened(warehouse, table)
     if len(rows):
-        data = _checked(table, rows, {})
+        data = _typed_nulls(_checked(table, rows, {}), delta)
         if delta is None:
             _create(warehouse, table, data.schema)
     elif delta is not None:
@@ -463,6 +463,20 @@ def write_keyed(warehouse: Warehouse, table: str, rows: pd.DataFrame, column: st
         return
     write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
                     storage_options=warehouse.delta_options())
+
+
+def _typed_nulls(data: pa.Table, delta: DeltaTable | None) -> pa.Table:
+    """``data`` with each column that pandas gave no type (all values None: Arrow's null
+    type) typed as the table's field, or as a string in a table not made yet (an object
+    column of this warehouse holds text): a table made with a null field would refuse
+    every later value of it."""
+    stored = {field.name: field.type for field in pa.schema(delta.schema().to_arrow())} \
+        if delta is not None else {}
+    for index, field in enumerate(data.schema):
+        if pa.types.is_null(field.type):
+            kind = stored.get(field.name, pa.string())
+            data = data.set_column(index, field.with_type(kind), data.column(index).cast(kind))
+    return data
 
 
 def read_where(warehouse: Warehouse, table: str, where: ds.Expression) -> pd.DataFrame:
