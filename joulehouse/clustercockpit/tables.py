@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from joulehouse import entry_sync, entry_table
-from joulehouse.clustercockpit.aggregate import ROLLUP_KEYS, rollup
+from joulehouse.clustercockpit.aggregate import rollup
 from joulehouse.clustercockpit.energy import FACTS_OWNERSHIP
 from joulehouse.clustercockpit.schemas import CC_JOBS_SCHEMA, JOB_ENERGY_SCHEMA, ROLLUP_SCHEMA
 from joulehouse.warehouse import Warehouse
@@ -38,7 +38,6 @@ JOBS = entry_sync.Kept("cc_jobs", list(CC_JOBS_SCHEMA.columns), entry="job")
 JOB_ENERGY = entry_sync.Kept("cc_job_energy", list(JOB_ENERGY_SCHEMA.columns), entry="job")
 ROLLUP = entry_sync.Kept("cc_rollup", list(ROLLUP_SCHEMA.columns), entry="day")
 DAY = pd.Timedelta(days=1)
-__all__ = ["JOBS", "JOB_ENERGY", "ROLLUP", "ROLLUP_KEYS", "Landed", "land", "rebuild", "rollup_of"]
 
 #: The rows of given stored blocks: (cc_jobs rows, cc_job_energy rows).
 BlockRows = Callable[[list[str]], tuple[pd.DataFrame, pd.DataFrame]]

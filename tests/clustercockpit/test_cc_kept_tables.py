@@ -11,6 +11,7 @@ import pytest
 
 from joulehouse import entry_table
 from joulehouse.clustercockpit import tables as kept
+from joulehouse.clustercockpit.aggregate import ROLLUP_KEYS
 from joulehouse.clustercockpit.blocks import read_block
 from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
 from joulehouse.clustercockpit.layout import job_folder
@@ -45,7 +46,7 @@ def assert_rebuilt(tables: Warehouse) -> None:
     rollup = kept.rollup_of(jobs, energy) if keys else pd.DataFrame()
     for table, rows, by in (
             (kept.JOBS, jobs, ["job"]), (kept.JOB_ENERGY, energy, ["job", "metric"]),
-            (kept.ROLLUP, rollup, ["day", "cluster", "cluster_partition", "project", "hpc_user"])):
+            (kept.ROLLUP, rollup, ROLLUP_KEYS)):
         rows = table.ready(rows)
         stored = table.stored(tables)
         assert len(stored) == len(rows), table.table

@@ -29,6 +29,7 @@ from assets.clustercockpit import (
 from definitions import EXAMPLE_CC_ARCHIVE, build_definitions
 from joulehouse import entry_table
 from joulehouse.clustercockpit import tables as kept_tables
+from joulehouse.clustercockpit.aggregate import ROLLUP_KEYS
 from joulehouse.clustercockpit.energy import energy_facts_rows
 from joulehouse.clustercockpit.generator import (
     JobSpec,
@@ -205,7 +206,7 @@ def test_facts_are_written_per_block_and_a_deleted_job_loses_them(pipeline, arch
         for kept, rows, by in (
                 (kept_tables.JOBS, jobs, ["job"]),
                 (kept_tables.JOB_ENERGY, energy, ["job", "metric"]),
-                (kept_tables.ROLLUP, kept_tables.rollup_of(jobs, energy), kept_tables.ROLLUP_KEYS)):
+                (kept_tables.ROLLUP, kept_tables.rollup_of(jobs, energy), ROLLUP_KEYS)):
             pd.testing.assert_frame_equal(
                 kept.ready(pipeline.tables.read_table(kept.table)).sort_values(
                     by, ignore_index=True),
