@@ -231,6 +231,16 @@ def test_facts_are_written_per_block_and_a_deleted_job_loses_them(pipeline, arch
     assert (jobs["jobs_written"].value, jobs["jobs_removed"].value) == (1, 1)
     assert jobs["dagster/row_count"].value == len(pipeline.tables.read_table("cc_jobs"))
 
+    # a block deleted from Dagster: the tables materialized alone (no partition, as the
+    # daily rollups do) compare every stored block with the stored rows and drop its rows
+    pipeline.instance.delete_dynamic_partition(cc_job_blocks.name, BLOCKS[2])
+    alone = [cc_jobs.key, cc_job_energy.key, cc_rollup.key]
+    assert dg.materialize([pipeline.defs.resolve_assets_def(cc_jobs.key)], selection=alone,
+                          instance=pipeline.instance).success
+    assert_tables_rebuilt(BLOCKS[:2])
+    jobs = _latest(pipeline.instance, cc_jobs.key).metadata
+    assert (jobs["jobs_written"].value, jobs["jobs_removed"].value) == (0, 1)
+
 
 def test_a_rerun_reloads_only_the_trials_of_changed_jobs(pipeline, archive):
     assert pipeline.run(BLOCKS).success
