@@ -14,13 +14,14 @@ the column naming its entries and the scope the writer keeps (``{"source": ...}`
   given removed. Costs the stored rows in reading, the changed entries in writing.
 
 :func:`retried` tries a write again, from the stored state, when a racing commit made
-delta-rs refuse its own; :func:`compact_if_due` merges a table's files once they are many.
+delta-rs refuse its own; :func:`compact_if_due` (:func:`compact_each`) merges a table's
+files once they are many.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import ParamSpec
 
@@ -177,13 +178,21 @@ def sync(warehouse: Warehouse, kept: Kept, rows: pd.DataFrame, stored: pd.DataFr
     return Written(entities=len(changed), removed=len(removed), rows=len(written))
 
 
-def compact_if_due(warehouse: Warehouse, table: str, above: int = COMPACT_ABOVE
+def compact_if_due(warehouse: Warehouse, table: str, above: int | None = None
                    ) -> dict[str, int] | None:
     """Compact ``table`` (``entry_table.compact``) when its current version has over
-    ``above`` data files under the compaction's target size; its figures, or None when not
-    due. Files at the target size are not counted, which a compaction would leave."""
+    ``above`` (default :data:`COMPACT_ABOVE`) data files under the compaction's target size;
+    its figures, or None when not due. Files at the target size are not counted, which a
+    compaction would leave."""
     small = [info for info in entry_table.files(warehouse, table)
              if info.size < entry_table.TARGET_FILE_BYTES]
-    if len(small) <= above:
+    if len(small) <= (COMPACT_ABOVE if above is None else above):
         return None
     return entry_table.compact(warehouse, table)
+
+
+def compact_each(warehouse: Warehouse, kept: Iterable[Kept]) -> dict[str, dict[str, int]]:
+    """:func:`compact_if_due` of each table of ``kept``: what a read or a write's predicate
+    of it lists stays bounded; the figures of those compacted, by table."""
+    done = {one.table: compact_if_due(warehouse, one.table) for one in kept}
+    return {table: figures for table, figures in done.items() if figures is not None}

@@ -48,3 +48,14 @@ def test_sync_writes_only_the_entries_that_differ(tmp_path):
     changed = entry_sync.sync(tables, KEPT, rows({"a/1": 1.0, "c/1": 4.0}), KEPT.stored(tables))
     assert (changed.entities, changed.removed) == (1, 1)
     assert stored(tables) == {"a/1": 1.0, "c/1": 4.0}
+
+
+def test_each_table_is_compacted_once_it_has_many_small_files(tmp_path, monkeypatch):
+    tables = Warehouse(tmp_path)
+    monkeypatch.setattr(entry_sync, "COMPACT_ABOVE", 2)
+    for block in "abc":
+        entry_sync.replace_owned(tables, KEPT, rows({f"{block}/1": 1.0}), [block], BY_BLOCK)
+        done = entry_sync.compact_each(tables, [KEPT])
+    assert list(done) == ["jobs"] and done["jobs"]["merged"] == 3
+    assert len(entry_table.files(tables, "jobs")) == 1
+    assert stored(tables) == {"a/1": 1.0, "b/1": 1.0, "c/1": 1.0}

@@ -118,6 +118,7 @@ def land(warehouse: Warehouse, blocks: Collection[str], rows_of: BlockRows) -> L
     ROLLUP.write(warehouse, table, sorted(map(str, days - set(table["day"]))))
     written_rollup = entry_sync.Written(entities=table["day"].nunique(),
                                         removed=len(days - set(table["day"])), rows=len(table))
+    entry_sync.compact_each(warehouse, (JOBS, JOB_ENERGY, ROLLUP))
     return Landed(written_jobs, written_energy, written_rollup, table, jobs, energy)
 
 
@@ -131,4 +132,5 @@ def rebuild(warehouse: Warehouse, jobs: pd.DataFrame, energy: pd.DataFrame) -> L
     table = ROLLUP.ready(rollup_of(jobs, energy))
     written = [entry_sync.sync(warehouse, kept, rows, kept.stored(warehouse))
                for kept, rows in ((JOBS, jobs), (JOB_ENERGY, energy), (ROLLUP, table))]
+    entry_sync.compact_each(warehouse, (JOBS, JOB_ENERGY, ROLLUP))
     return Landed(*written, table, jobs, energy)

@@ -106,9 +106,11 @@ def land(warehouse: Warehouse, keys: Collection[str], stored: Collection[str]) -
     counted, twice = first_keys(members)
     owners = keys | set(members["report"])
     regions, sections = whole(warehouse, counted)
-    return Landed(_written(warehouse, REGIONS, regions, owners),
-                  _written(warehouse, REPORTS, sections, owners), counted, twice,
-                  regions, sections)
+    landed = Landed(_written(warehouse, REGIONS, regions, owners),
+                    _written(warehouse, REPORTS, sections, owners), counted, twice,
+                    regions, sections)
+    entry_sync.compact_each(warehouse, (IDENTITIES, REGIONS, REPORTS))
+    return landed
 
 
 @entry_sync.retried()
@@ -122,6 +124,7 @@ def rebuild(warehouse: Warehouse, keys: list[str]) -> Landed:
     written = [entry_sync.sync(warehouse, kept, kept.ready(rows), kept.stored(warehouse))
                for kept, rows in ((IDENTITIES, identities), (REGIONS, regions),
                                   (REPORTS, sections))]
+    entry_sync.compact_each(warehouse, (IDENTITIES, REGIONS, REPORTS))
     return Landed(written[1], written[2], counted, twice, regions, sections)
 
 
