@@ -34,8 +34,9 @@ from joulehouse.warehouse import Warehouse
 #: Times a write is tried while delta-rs refuses its commit because another writer's came
 #: first (``CommitFailedError``): a Dagster step that fails so is not retried.
 COMMIT_TRIES = 3
-#: Changed entries above which :func:`sync` replaces a scoped table's rows whole (a
-#: predicate on the scope alone) rather than naming each in the write's ``IN`` list.
+#: Changed entries above which :func:`sync` replaces the rows within the scope whole (a
+#: predicate on the scope alone; none for a table kept whole by one writer) rather than
+#: naming each in the write's ``IN`` list.
 WHOLE_ABOVE = 10_000
 #: Small data files (under ``entry_table.TARGET_FILE_BYTES``) above which
 #: :func:`compact_if_due` merges them (each write adds one or two).
@@ -157,12 +158,12 @@ def signatures(rows: pd.DataFrame, columns: list[str], entry: str) -> pd.DataFra
 
 
 def sync(warehouse: Warehouse, kept: Kept, rows: pd.DataFrame, stored: pd.DataFrame,
-         whole_above: int = WHOLE_ABOVE) -> Written:
+         whole_above: int | None = None) -> Written:
     """Make the rows within ``kept``'s scope be ``rows`` (every row the writer gives now),
     given the ``stored`` ones (both in :attr:`Kept.columns` and the table's dtypes): one
     commit writes only the entries whose rows differ and removes those no longer given;
-    nothing when none differs. Over ``whole_above`` changed entries a scoped table's rows
-    are replaced whole (an unscoped one's are always named)."""
+    nothing when none differs. Over ``whole_above`` (default :data:`WHOLE_ABOVE`) changed
+    entries the rows within the scope (an unscoped table's: all) are replaced whole."""
     new = signatures(rows, kept.columns, kept.entry)
     old = signatures(stored, kept.columns, kept.entry)
     common = new.index.intersection(old.index)
@@ -170,8 +171,11 @@ def sync(warehouse: Warehouse, kept: Kept, rows: pd.DataFrame, stored: pd.DataFr
               | (new.loc[common, "digest"].to_numpy() != old.loc[common, "digest"].to_numpy()))
     changed = {*new.index.difference(old.index), *common[differ]}
     removed = sorted(set(old.index) - set(new.index))
-    if kept.scope and len(changed) + len(removed) > whole_above:
-        entry_table.replace_scope(warehouse, kept.table, rows, kept.scope)
+    if len(changed) + len(removed) > (WHOLE_ABOVE if whole_above is None else whole_above):
+        if kept.scope:
+            entry_table.replace_scope(warehouse, kept.table, rows, kept.scope)
+        else:
+            entry_table.replace_whole(warehouse, kept.table, rows)
         return Written(entities=len(new), removed=len(removed), rows=len(rows), whole=True)
     written = rows[rows[kept.entry].isin(changed)]
     kept.write(warehouse, written, removed)

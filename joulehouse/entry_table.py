@@ -465,6 +465,21 @@ def write_keyed(warehouse: Warehouse, table: str, rows: pd.DataFrame, column: st
                     storage_options=warehouse.delta_options())
 
 
+def replace_whole(warehouse: Warehouse, table: str, rows: pd.DataFrame) -> None:
+    """Replace every row of a table kept whole by one writer (no scope) with ``rows`` in one
+    commit (an overwrite without predicate): :func:`replace_scope` for such a table, for a
+    change of more entries than an ``IN`` list should name. The table is made if it is
+    not (with ``rows``'s schema)."""
+    from deltalake import write_deltalake
+
+    delta = _opened(warehouse, table)
+    data = _typed_nulls(_checked(table, rows, {}), delta)
+    if delta is None:
+        _create(warehouse, table, data.schema)
+    write_deltalake(_uri(warehouse, table), data, mode="overwrite",
+                    storage_options=warehouse.delta_options())
+
+
 def _typed_nulls(data: pa.Table, delta: DeltaTable | None) -> pa.Table:
     """``data`` with each column that pandas gave no type (all values None: Arrow's null
     type) typed as the table's field, or as a string in a table not made yet (an object

@@ -59,3 +59,12 @@ def test_each_table_is_compacted_once_it_has_many_small_files(tmp_path, monkeypa
     assert list(done) == ["jobs"] and done["jobs"]["merged"] == 3
     assert len(entry_table.files(tables, "jobs")) == 1
     assert stored(tables) == {"a/1": 1.0, "b/1": 1.0, "c/1": 1.0}
+
+
+def test_many_changed_entries_replace_an_unscoped_table_whole(tmp_path, monkeypatch):
+    tables = Warehouse(tmp_path)
+    entry_sync.sync(tables, KEPT, rows({"a/1": 1.0, "a/2": 2.0}), KEPT.stored(tables))
+    monkeypatch.setattr(entry_sync, "WHOLE_ABOVE", 1)
+    written = entry_sync.sync(tables, KEPT, rows({"b/1": 3.0}), KEPT.stored(tables))
+    assert written.whole and (written.entities, written.removed) == (1, 2)
+    assert stored(tables) == {"b/1": 3.0}
