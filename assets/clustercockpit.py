@@ -453,12 +453,12 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
     cc_jobs, cc_job_energy and cc_rollup are written together whichever of them is
     selected (the rollup's days are recomputed from the other two); the facts per entry
     (``assets/facts.py``). ``every``: every stored block, in a run without partitions."""
-    keys = run_partitions(context)
     if every is not None:
         landed = kept_tables.rebuild(tables, *_block_rows(tables, every))
         blocks = every
     else:
-        blocks = [key for key in keys if tables.has_partition(_frame_table("jobs"), key)]
+        blocks = [key for key in context.partition_keys
+                  if tables.has_partition(_frame_table("jobs"), key)]
         landed = kept_tables.land(tables, blocks, partial(_block_rows, tables))
     jobs = landed.landed_jobs
     summary = {"blocks": dg.MetadataValue.int(len(blocks)),

@@ -57,6 +57,7 @@ from assets.taudb import LOADS_CHECK, load_partition_trials
 from joulehouse.digest import digest_pairs
 from joulehouse.entry_sync import Written
 from joulehouse.errors import InputError
+from joulehouse.facts import ENERGY_FACTS_COLUMNS
 from joulehouse.geopm import energy, schemas
 from joulehouse.geopm import tables as geopm_tables
 from joulehouse.geopm.layout import identify_report
@@ -64,7 +65,6 @@ from joulehouse.geopm.plots import COMPONENTS, kj_column, region_energy_kj, regi
 from joulehouse.geopm.readers import Report, read_report
 from joulehouse.geopm.store import (
     FRAME_SCHEMAS,
-    distinct_reports,
     load_frames,
     load_report,
     save_report,
@@ -354,14 +354,16 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
                 application[[column for column, _, _ in energy.FACT_COMPONENTS]].to_numpy())))})
     if geopm_energy_facts.key in selected:
         # every report's, synced (assets/facts.py): a report given twice counts once, so
-        # a report's facts depend on the others'
-        def every_fact() -> pd.DataFrame:
-            counted, _ = distinct_reports(tables, stored_report_keys(context, tables))
-            return energy.facts_rows(load_frames(tables, "header", counted),
-                                     load_frames(tables, "totals", counted))
-
+        # a report's facts depend on the others'; the first keys from the kept digests
+        counted = landed.counted if every is not None else geopm_tables.first_keys_of(
+            tables, stored_report_keys(context, tables))
+        rows = (energy.facts_rows(load_frames(tables, "header", counted),
+                                  load_frames(tables, "totals", counted)) if counted
+                else pd.DataFrame(columns=ENERGY_FACTS_COLUMNS))
         yield write_facts(context, tables, geopm_energy_facts.key, energy.FACTS_SOURCE,
-                          every_fact, metadata=summary)
+                          lambda: rows, metadata={
+                              **summary, "total_energy_j": dg.MetadataValue.float(
+                                  float(rows["energy_j"].sum()))})
 
 
 def _written(written: Written) -> dict[str, Any]:

@@ -73,6 +73,12 @@ def first_keys(members: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
     return sorted(first), dict(zip(twice["report"], kept[twice.index], strict=True))
 
 
+def first_keys_of(warehouse: Warehouse, keys: list[str]) -> list[str]:
+    """The first key of each report among the stored reports ``keys``, from their kept
+    digests (no frame read), sorted."""
+    return first_keys(_stored_where(warehouse, "report", keys))[0]
+
+
 def _identities(warehouse: Warehouse, keys: list[str]) -> pd.DataFrame:
     return pd.DataFrame(list(report_identities(warehouse, keys).items()),
                         columns=IDENTITIES.columns)
