@@ -446,18 +446,21 @@ def _written(written: Written, entries: str) -> dict[str, Any]:
 
 
 def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: set[dg.AssetKey],
-                 every: list[str] | None) -> Iterator[dg.MaterializeResult]:
+                 every: list[str] | None, completed: list[str]
+                 ) -> Iterator[dg.MaterializeResult]:
     """Keep the tables over every block per entry (``joulehouse.clustercockpit.tables``): a
     run over blocks writes its stored blocks' jobs and the days they touch; a run without
     partitions brings the tables in line with every stored block, writing what differs.
     cc_jobs, cc_job_energy and cc_rollup are written together whichever of them is
     selected (the rollup's days are recomputed from the other two); the facts per entry
-    (``assets/facts.py``). ``every``: every stored block, in a run without partitions."""
+    (``assets/facts.py``). ``every``: every stored block, in a run without partitions;
+    ``completed``: blocks whose write a crash interrupted and this step completed, landed
+    with the run's own."""
     if every is not None:
         landed = kept_tables.rebuild(tables, *_block_rows(tables, every))
         blocks = every
     else:
-        blocks = [key for key in context.partition_keys
+        blocks = [key for key in dict.fromkeys([*context.partition_keys, *completed])
                   if tables.has_partition(_frame_table("jobs"), key)]
         landed = kept_tables.land(tables, blocks, partial(_block_rows, tables))
     jobs = landed.landed_jobs
@@ -520,7 +523,8 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
                     warehouse: Warehouse, taudb: TaudbResource) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        for key in finish_pending(tables, BLOCK_JOURNAL):
+        completed = finish_pending(tables, BLOCK_JOURNAL)
+        for key in completed:
             context.log.warning(f"{key}: the block's interrupted write completed")
         failed: dict[str, str] = {}
         outcomes = BlockOutcomes()
@@ -546,7 +550,7 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
                 raise dg.Failure("no ClusterCockpit block stored yet: materialize "
                                  "cc_block_tables")
             if every != []:
-                yield from whole_tables(context, tables, selected, every)
+                yield from whole_tables(context, tables, selected, every, completed)
         if failed:
             raise failure(len(context.partition_keys), failed)
 
