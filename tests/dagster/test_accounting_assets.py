@@ -72,7 +72,7 @@ def test_accounting_tables_and_the_coverage_check(tmp_path, facts):
         assert cost["cost"].sum() == pytest.approx(
             facts.loc[priced, "energy_j"].sum() / 3.6e6 * 1.2 * 0.25, rel=1e-9)
         assert cost.loc[cost["cost"].isna(), "entity"].tolist() == ["g0/old"]
-        assert cost["tariff_files"][priced].eq("flat.csv").all()
+        assert cost.loc[cost["entity"] != "g0/old", "tariff_files"].eq("flat.csv").all()
         assert utc["cost"].sum() == pytest.approx(cost["cost"].sum(), rel=1e-9)
         assert set(utc["currency"]) == {"EUR"}
         checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
