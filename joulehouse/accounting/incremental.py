@@ -24,8 +24,9 @@ are Delta tables (``joulehouse/entry_table.py``) that :func:`update` brings to w
    same pieces in the same order, never added to a stored sum); the rows of the touched
    days (months) replace theirs, one commit per table; the changed entities' carbon and
    cost replace theirs (the removed ones' are removed), one commit per table. The
-   per-fact tables are written after the roll-ups, and the state last: a run that fails
-   before the end finds the same changes again.
+   per-fact tables are written after the roll-ups (``carbon_per_fact``, which the next
+   run compares with, last), and the state last: a run that fails before the end finds
+   the same changes again.
 
 Facts are accounted in one canonical order (:func:`canonical`), so that a row computed
 now and one computed from scratch sum the same pieces in the same order (equal to the
@@ -88,6 +89,7 @@ class Inputs:
     cost: CostSettings
     time_zone: str
 
+    @functools.cached_property
     def digest(self) -> str:
         """SHA-256 of the intensity's and tariffs' rows and of the settings: when it
         changes, every fact's figures may have."""
@@ -303,7 +305,7 @@ class _Run:
 
     def state(self, jobs: pd.Series) -> State:
         files = frozenset(_relative(self.warehouse, info) for info in self.files)
-        return State(self.inputs.digest(), files if self.per_entry else frozenset(),
+        return State(self.inputs.digest, files if self.per_entry else frozenset(),
                      self.jobs_version, jobs)
 
     def pieces(self, facts: pd.DataFrame, zone: str) -> pd.DataFrame:
@@ -361,9 +363,11 @@ def update(warehouse: Warehouse, inputs: Inputs) -> Updated:
                              after])
     read_facts = _recompute(run, touched)
     rows = attribute(after)
-    warehouse_rows = {CARBON_TABLE: carbon_per_fact(rows, inputs.intensity, inputs.carbon),
-                      COST_TABLE: cost_per_fact(rows, inputs.tariffs, inputs.cost)}
-    for table, table_rows in warehouse_rows.items():
+    # carbon last: its rows are what the next run compares with (a run stopped between the
+    # two finds the same entities changed)
+    per_fact = {COST_TABLE: cost_per_fact(rows, inputs.tariffs, inputs.cost),
+                CARBON_TABLE: carbon_per_fact(rows, inputs.intensity, inputs.carbon)}
+    for table, table_rows in per_fact.items():
         entry_table.replace_where(warehouse, table, _stored_form(table_rows),
                                   _where_keys(changed))
     run.state(jobs).write(warehouse)
@@ -378,7 +382,7 @@ def _whole_reason(run: _Run, state: State | None) -> str:
         return "no accounting state stored (first run)"
     if not run.per_entry:
         return "energy_facts is not kept per entry"
-    if state.digest != run.inputs.digest():
+    if state.digest != run.inputs.digest:
         return "the intensity, the tariffs or the settings changed"
     if not all(entry_table.is_entry_table(run.warehouse, table)
                for table in (DAILY_TABLE, MONTHLY_TABLE, CARBON_TABLE, COST_TABLE)):
@@ -403,7 +407,7 @@ def _recompute(run: _Run, touched: pd.DataFrame) -> int:
             for start, end in _month_spans(rows)])
         for source, rows in touched.groupby("source")])
     facts = run.facts(where)
-    attributed = attribute(facts, _jobs_of(run.jobs, facts))
+    attributed = attribute(facts, _jobs_of(run, facts))
     inputs = run.inputs
     daily, monthly = [], []
     for zone in inputs.zones:
@@ -427,11 +431,13 @@ def _recompute(run: _Run, touched: pd.DataFrame) -> int:
     return len(facts)
 
 
-def _jobs_of(jobs: pd.DataFrame | None, facts: pd.DataFrame) -> pd.DataFrame | None:
-    """The cc_jobs rows of the ClusterCockpit entities of ``facts``."""
-    if jobs is None:
+def _jobs_of(run: _Run, facts: pd.DataFrame) -> pd.DataFrame | None:
+    """The cc_jobs rows of the ClusterCockpit entities of ``facts`` (cc_jobs is read only
+    for facts that have some)."""
+    jobs = facts.loc[facts["source"] == CC_SOURCE, "entity"]
+    if jobs.empty or run.jobs is None:
         return None
-    return jobs[jobs["job"].isin(facts.loc[facts["source"] == CC_SOURCE, "entity"])]
+    return run.jobs[run.jobs["job"].isin(jobs)]
 
 
 def _whole(run: _Run, reason: str) -> Updated:
@@ -440,7 +446,7 @@ def _whole(run: _Run, reason: str) -> Updated:
     accounts = account(facts, run.inputs.intensity, run.inputs.carbon, run.inputs.time_zone,
                        run.jobs, tariffs=run.inputs.tariffs, cost_settings=run.inputs.cost)
     for table, rows in ((DAILY_TABLE, accounts.daily), (MONTHLY_TABLE, accounts.monthly),
-                        (CARBON_TABLE, accounts.carbon), (COST_TABLE, accounts.cost)):
+                        (COST_TABLE, accounts.cost), (CARBON_TABLE, accounts.carbon)):
         entry_table.replace_where(run.warehouse, table, _stored_form(rows), None)
     run.state(_job_digests(run.jobs)).write(run.warehouse)
     daily = accounts.daily
@@ -452,8 +458,8 @@ def _whole(run: _Run, reason: str) -> Updated:
 
 def stored_missing(warehouse: Warehouse, table: str, value: str,
                    columns: list[str]) -> pd.DataFrame:
-    """The rows of per-fact ``table`` whose ``value`` is null (NaN), ``columns`` of them,
-    without reading the others: row groups whose statistics count no null are skipped."""
+    """The rows of per-fact ``table`` whose ``value`` is null (NaN), ``columns`` of them:
+    the column ``value`` is read, the others only for the rows selected."""
     listed = entry_table.files(warehouse, table)
     return entry_table.read_files(warehouse, table, listed, ds.field(value).is_null(),
                                   columns=columns)

@@ -77,9 +77,9 @@ def assert_as_from_scratch(store: Warehouse, given: incremental.Inputs) -> None:
 def test_incremental_accounting_equals_a_rebuild_after_random_changes(tmp_path):
     rng = np.random.default_rng(28)
     store = Warehouse(tmp_path / "warehouse")
-    facts = pool(240, seed=3)
+    facts = pool(120, seed=3)
     entities = facts["entity"].unique()
-    landed = list(entities[:80])
+    landed = list(entities[:60])
     land(store, facts[facts["entity"].isin(landed)])
     cc = sorted(facts.loc[facts["source"] == "clustercockpit", "entity"].unique())
     store.write_table("cc_jobs", jobs_of(cc, rng))
@@ -88,8 +88,8 @@ def test_incremental_accounting_equals_a_rebuild_after_random_changes(tmp_path):
     assert first.whole == "no accounting state stored (first run)"
     assert_as_from_scratch(store, given)
 
-    for step in range(4):
-        fresh = entities[80 + 25 * step: 80 + 25 * (step + 1)]
+    for step in range(3):
+        fresh = entities[60 + 20 * step: 60 + 20 * (step + 1)]
         landed += list(fresh)
         stored = store.read_table("energy_facts")
         rewritten = rng.choice(sorted(stored["entity"].unique()), 4, replace=False)
@@ -101,7 +101,7 @@ def test_incremental_accounting_equals_a_rebuild_after_random_changes(tmp_path):
             3, random_state=step)
         land(store, pd.concat([facts[facts["entity"].isin(fresh)], moved]),
              gone.groupby("source")["entity"].apply(list).to_dict())
-        if step == 2:  # two jobs change users; one job's row disappears
+        if step == 1:  # two jobs change users; one job's row disappears
             jobs = store.read_table("cc_jobs")
             jobs.loc[jobs.index[:2], "hpc_user"] = "dave"
             store.write_table("cc_jobs", jobs.iloc[:-1])
