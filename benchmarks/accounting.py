@@ -19,7 +19,7 @@ Each query is run REPEAT times; the best and the worst are printed.
 
 ``--part landing``: the accounting step after a landing, kept incrementally
 (``incremental.update``) against today's whole rebuild. N facts (GPU repetitions' and
-ClusterCockpit jobs', over the 90 days) are stored in ``energy_facts`` (Delta, one commit per
+ClusterCockpit jobs', over the 90 days; the repetitions of 5 experiments) are stored in ``energy_facts`` (Delta, one commit per
 source) with their ``cc_jobs``, and accounted once; then, REPEAT times, the facts of 10 new
 GPU repetitions (counter and power, on the last day) land and ``update`` is timed; last,
 the step as it was before (``energy_facts`` read whole, ``account``, the four tables
@@ -263,6 +263,9 @@ def time_landing(count: int) -> None:
     against the step before (see the module)."""
     facts = entry_table.to_microseconds(generator.facts(
         count, START, f"{DAYS}D", seed=0, sources=("gpu-benchmark", "clustercockpit")))
+    gpu = facts["source"] == "gpu-benchmark"  # repetitions of 5 experiments per data root
+    facts.loc[gpu, "entity"] = [f"{root}/exp{int(i) % 5}/bench/run/{i}" for root, i in
+                                facts.loc[gpu, "entity"].str.split("/", n=1)]
     with tempfile.TemporaryDirectory() as folder:
         table, prices = inputs(Path(folder))
         given = incremental.Inputs(intensity=table, tariffs=prices, carbon=SETTINGS,

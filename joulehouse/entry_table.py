@@ -438,14 +438,16 @@ def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
             "removed": len(removed) + len(unlisted)}
 
 
-def replace_where(warehouse: Warehouse, table: str, rows: pd.DataFrame,
-                  where: str | None) -> None:
+def replace_where(warehouse: Warehouse, table: str, rows: pd.DataFrame, where: str | None,
+                  target_file_bytes: int | None = None) -> None:
     """Replace the rows that the SQL predicate ``where`` selects with ``rows``, in one commit
     (an overwrite by that predicate; ``None``: every row, and the table's schema becomes
-    ``rows``'s): for a table whose writes are not named by entries of one column (the
-    accounting roll-ups, replaced per calendar, source and day). Every row of ``rows`` must
-    satisfy ``where`` (delta-rs refuses the commit otherwise). The table is made, or a folder
-    of plain files migrated, first."""
+    ``rows``'s; ``""``: none, an append): for a table whose writes are not named by entries
+    of one column (the accounting roll-ups, replaced per calendar, source and day). Every
+    row of ``rows`` must satisfy ``where``. ``target_file_bytes``: the size of the data
+    files written (delta-rs's default otherwise), so that rows written in order make files
+    of ranges, which a later predicate's write rewrites alone. The table is made, or a
+    folder of plain files migrated, first."""
     from deltalake import write_deltalake
 
     _refuse_sub_microseconds(table, rows)
@@ -455,13 +457,16 @@ def replace_where(warehouse: Warehouse, table: str, rows: pd.DataFrame,
         _create(warehouse, table, data.schema)
     elif where is not None:  # an empty column has no type of its own: the table's
         data = data.cast(pa.schema(delta.schema().to_arrow()))
+    options = {"storage_options": warehouse.delta_options(),
+               "target_file_size": target_file_bytes}
     if where is None:
         write_deltalake(_uri(warehouse, table), data.cast(_delta_schema(data.schema)),
-                        mode="overwrite", schema_mode="overwrite",
-                        storage_options=warehouse.delta_options())
-        return
-    write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
-                    storage_options=warehouse.delta_options())
+                        mode="overwrite", schema_mode="overwrite", **options)
+    elif where == "":
+        write_deltalake(_uri(warehouse, table), data, mode="append", **options)
+    else:
+        write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
+                        **options)
 
 
 def read_files(warehouse: Warehouse, table: str, listed: list[pafs.FileInfo],

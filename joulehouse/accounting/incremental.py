@@ -73,6 +73,11 @@ STATE_TABLE = "_accounting_state"
 #: Changed entities above which everything is recomputed rather than named in the
 #: commits' predicates.
 WHOLE_ABOVE = 10_000
+#: The size of the tables' data files (bytes): roll-up rows written in the order of their
+#: period make files of day ranges, per-fact rows in canonical order files of entity
+#: ranges, so that replacing some days (entities) rewrites the files holding them, not
+#: the table.
+FILE_BYTES = 4 * 2**20
 #: The order of :func:`canonical`.
 ORDER = ["source", "entity", "window_start", "window_end", "component", "method", "energy_j"]
 _KEY = ["source", "entity"]
@@ -136,6 +141,13 @@ def _stored_form(table: pd.DataFrame) -> pd.DataFrame:
     labels = {name: table[name].astype(str).astype(object) for name in table.columns
               if isinstance(table[name].dtype, pd.CategoricalDtype)}
     return entry_table.to_microseconds(table.assign(**labels) if labels else table)
+
+
+def _in_period_order(rollup_rows: pd.DataFrame, period: str) -> pd.DataFrame:
+    """Roll-up rows as stored: in the order of their period, calendar and source (see
+    FILE_BYTES)."""
+    return _stored_form(rollup_rows).sort_values([period, "calendar", "source"],
+                                                 kind="stable", ignore_index=True)
 
 
 def _keys(rows: pd.DataFrame) -> pd.MultiIndex:
@@ -367,9 +379,10 @@ def update(warehouse: Warehouse, inputs: Inputs) -> Updated:
     # two finds the same entities changed)
     per_fact = {COST_TABLE: cost_per_fact(rows, inputs.tariffs, inputs.cost),
                 CARBON_TABLE: carbon_per_fact(rows, inputs.intensity, inputs.carbon)}
+    # entities new to the tables are appended: no stored file is scanned
+    where = _where_keys(changed) if old.index.isin(list(changed)).any() else ""
     for table, table_rows in per_fact.items():
-        entry_table.replace_where(warehouse, table, _stored_form(table_rows),
-                                  _where_keys(changed))
+        entry_table.replace_where(warehouse, table, _stored_form(table_rows), where)
     run.state(jobs).write(warehouse)
     return Updated("", len(changed - removed), len(removed),
                    len(touched[["calendar", "source", "day"]].drop_duplicates()),
@@ -426,8 +439,8 @@ def _recompute(run: _Run, touched: pd.DataFrame) -> int:
         monthly.append(rollup(pieces, "month"))
     for table, rows, period in ((DAILY_TABLE, daily, "day"), (MONTHLY_TABLE, monthly, "month")):
         entry_table.replace_where(run.warehouse, table,
-                                  _stored_form(pd.concat(rows, ignore_index=True)),
-                                  _where_periods(touched, period))
+                                  _in_period_order(pd.concat(rows, ignore_index=True), period),
+                                  _where_periods(touched, period), FILE_BYTES)
     return len(facts)
 
 
@@ -445,9 +458,11 @@ def _whole(run: _Run, reason: str) -> Updated:
     facts = run.facts()
     accounts = account(facts, run.inputs.intensity, run.inputs.carbon, run.inputs.time_zone,
                        run.jobs, tariffs=run.inputs.tariffs, cost_settings=run.inputs.cost)
-    for table, rows in ((DAILY_TABLE, accounts.daily), (MONTHLY_TABLE, accounts.monthly),
-                        (COST_TABLE, accounts.cost), (CARBON_TABLE, accounts.carbon)):
-        entry_table.replace_where(run.warehouse, table, _stored_form(rows), None)
+    for table, rows in ((DAILY_TABLE, _in_period_order(accounts.daily, "day")),
+                        (MONTHLY_TABLE, _in_period_order(accounts.monthly, "month")),
+                        (COST_TABLE, _stored_form(accounts.cost)),
+                        (CARBON_TABLE, _stored_form(accounts.carbon))):
+        entry_table.replace_where(run.warehouse, table, rows, None, FILE_BYTES)
     run.state(_job_digests(run.jobs)).write(run.warehouse)
     daily = accounts.daily
     return Updated(reason, len(accounts.carbon), 0,
