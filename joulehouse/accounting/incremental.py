@@ -336,24 +336,44 @@ def update(warehouse: Warehouse, inputs: Inputs) -> Updated:
     reason = _whole_reason(run, state)
     if reason:
         return _whole(run, reason)
-    jobs = state.jobs
-    forced: set[tuple[str, str]] = set()
+    jobs, forced = state.jobs, set()
     if run.jobs_version != state.jobs_version:
         jobs = _job_digests(run.jobs)
         forced = {(CC_SOURCE, job) for job in _changed_jobs(state.jobs, jobs)}
+    found = _changes(run, state, forced)
+    if isinstance(found, str):
+        return _whole(run, found)
+    before, after, changed, removed = found
+    touched, read_facts = None, 0
+    if changed:
+        touched = _touched(run, [before.assign(duration_s=np.nan), after])
+        read_facts = _recompute(run, touched)
+        _replace_per_fact(run, after, changed, appended=before.empty)
+    run.state(jobs).write(warehouse)
+    return Updated("", len(changed - removed), len(removed),
+                   0 if touched is None else
+                   len(touched[["calendar", "source", "day"]].drop_duplicates()),
+                   0 if touched is None else
+                   len(touched[["calendar", "source", "month"]].drop_duplicates()), read_facts)
+
+
+def _changes(run: _Run, state: State, forced: set[tuple[str, str]]
+             ) -> tuple[pd.DataFrame, pd.DataFrame, set, set] | str:
+    """The changed entities' stored rows (of carbon_per_fact) and rows now, the changed
+    (source, entity) pairs and the removed ones among them (see the module); or why
+    everything must be recomputed."""
+    warehouse = run.warehouse
     now = {_relative(warehouse, info): info for info in run.files}
-    gone = [f"{warehouse.table_path(FACTS_TABLE)}/{name}"
-            for name in sorted(state.files - set(now))]
-    gone_infos = warehouse.filesystem.get_file_info(gone)
-    if any(info.type != pafs.FileType.File for info in gone_infos):
-        return _whole(run, "a data file of energy_facts last accounted is no longer stored")
-    read = [now[name] for name in sorted(set(now) - state.files)] + gone_infos
-    landed = entry_table.read_files(warehouse, FACTS_TABLE, read, columns=_KEY)
-    candidates = set(_keys(landed)) | forced
-    if not candidates:
-        run.state(jobs).write(warehouse)
-        return Updated("", 0, 0, 0, 0, 0)
+    gone = warehouse.filesystem.get_file_info([f"{warehouse.table_path(FACTS_TABLE)}/{name}"
+                                               for name in sorted(state.files - set(now))])
+    if any(info.type != pafs.FileType.File for info in gone):
+        return "a data file of energy_facts last accounted is no longer stored"
+    read = [now[name] for name in sorted(set(now) - state.files)] + gone
+    candidates = set(_keys(entry_table.read_files(warehouse, FACTS_TABLE, read,
+                                                  columns=_KEY))) | forced
     where = _of(candidates)
+    if where is None:
+        return pd.DataFrame(), pd.DataFrame(), set(), set()
     after = run.facts(where)
     before = entry_table.read_files(warehouse, CARBON_TABLE,
                                     entry_table.files(warehouse, CARBON_TABLE), where,
@@ -366,27 +386,22 @@ def update(warehouse: Warehouse, inputs: Inputs) -> Updated:
     changed = ({*new.index.difference(old.index), *both[differ]} | removed
                | (forced & {*new.index, *old.index}))
     if len(changed) > WHOLE_ABOVE:
-        return _whole(run, f"{len(changed)} entities changed (over {WHOLE_ABOVE})")
-    if not changed:
-        run.state(jobs).write(warehouse)
-        return Updated("", 0, 0, 0, 0, 0)
-    after = after[_keys(after).isin(changed)]
-    touched = _touched(run, [before[_keys(before).isin(changed)].assign(duration_s=np.nan),
-                             after])
-    read_facts = _recompute(run, touched)
-    rows = attribute(after)
-    # carbon last: its rows are what the next run compares with (a run stopped between the
-    # two finds the same entities changed)
-    per_fact = {COST_TABLE: cost_per_fact(rows, inputs.tariffs, inputs.cost),
-                CARBON_TABLE: carbon_per_fact(rows, inputs.intensity, inputs.carbon)}
-    # entities new to the tables are appended: no stored file is scanned
-    where = _where_keys(changed) if old.index.isin(list(changed)).any() else ""
-    for table, table_rows in per_fact.items():
-        entry_table.replace_where(warehouse, table, _stored_form(table_rows), where)
-    run.state(jobs).write(warehouse)
-    return Updated("", len(changed - removed), len(removed),
-                   len(touched[["calendar", "source", "day"]].drop_duplicates()),
-                   len(touched[["calendar", "source", "month"]].drop_duplicates()), read_facts)
+        return f"{len(changed)} entities changed (over {WHOLE_ABOVE})"
+    return (before[_keys(before).isin(changed)], after[_keys(after).isin(changed)],
+            changed, removed)
+
+
+def _replace_per_fact(run: _Run, after: pd.DataFrame, changed: set[tuple[str, str]],
+                      appended: bool) -> None:
+    """The changed entities' carbon and cost rows in place of theirs (``appended``: none is
+    stored, so no stored file is scanned); carbon last, the rows the next run compares
+    with (a run stopped between the two finds the same entities changed)."""
+    rows, inputs = attribute(after), run.inputs
+    where = "" if appended else _where_keys(changed)
+    for table, table_rows in ((COST_TABLE, cost_per_fact(rows, inputs.tariffs, inputs.cost)),
+                              (CARBON_TABLE, carbon_per_fact(rows, inputs.intensity,
+                                                             inputs.carbon))):
+        entry_table.replace_where(run.warehouse, table, _stored_form(table_rows), where)
 
 
 def _whole_reason(run: _Run, state: State | None) -> str:
