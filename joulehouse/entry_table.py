@@ -451,7 +451,7 @@ def replace_where(warehouse: Warehouse, table: str, rows: pd.DataFrame, where: s
     from deltalake import write_deltalake
 
     _refuse_sub_microseconds(table, rows)
-    data = _arrow(rows)
+    data = _decoded(_arrow(rows))
     delta = _opened(warehouse, table)
     if delta is None:
         _create(warehouse, table, data.schema)
@@ -467,6 +467,16 @@ def replace_where(warehouse: Warehouse, table: str, rows: pd.DataFrame, where: s
     else:
         write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
                         **options)
+
+
+def _decoded(data: pa.Table) -> pa.Table:
+    """``data`` with its dictionary columns (pandas categoricals) as their values' type:
+    what a reader without pandas' metadata compares (decoded by Arrow, not per value)."""
+    for index, field in enumerate(data.schema):
+        if pa.types.is_dictionary(field.type):
+            data = data.set_column(index, field.name,
+                                   data.column(index).cast(field.type.value_type))
+    return data
 
 
 def read_files(warehouse: Warehouse, table: str, listed: list[pafs.FileInfo],

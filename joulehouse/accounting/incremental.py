@@ -48,6 +48,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
@@ -132,22 +134,18 @@ def _frame_digest(frame: pd.DataFrame) -> str:
 
 
 def canonical(facts: pd.DataFrame) -> pd.DataFrame:
-    """``facts`` in the order the accounting sums them (ORDER), index 0 .. n - 1."""
-    return facts.sort_values(ORDER, kind="stable", ignore_index=True)
-
-
-def _stored_form(table: pd.DataFrame) -> pd.DataFrame:
-    """A table as a Delta table keeps it: categoricals as str, times to the microsecond."""
-    labels = {name: table[name].astype(str).astype(object) for name in table.columns
-              if isinstance(table[name].dtype, pd.CategoricalDtype)}
-    return entry_table.to_microseconds(table.assign(**labels) if labels else table)
+    """``facts`` in the order the accounting sums them (ORDER, sorted by Arrow: strings by
+    code point), index 0 .. n - 1."""
+    keys = pa.Table.from_pandas(facts[ORDER], preserve_index=False)
+    order = pc.sort_indices(keys, sort_keys=[(name, "ascending") for name in ORDER])
+    return facts.take(order.to_numpy()).reset_index(drop=True)
 
 
 def _in_period_order(rollup_rows: pd.DataFrame, period: str) -> pd.DataFrame:
     """Roll-up rows as stored: in the order of their period, calendar and source (see
     FILE_BYTES)."""
-    return _stored_form(rollup_rows).sort_values([period, "calendar", "source"],
-                                                 kind="stable", ignore_index=True)
+    return rollup_rows.sort_values([period, "calendar", "source"], kind="stable",
+                                   ignore_index=True)
 
 
 def _keys(rows: pd.DataFrame) -> pd.MultiIndex:
@@ -162,7 +160,7 @@ def _signatures(rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({"rows": pd.Series(dtype="int64"),
                              "digest": pd.Series(dtype="uint64")},
                             index=pd.MultiIndex.from_arrays([[], []], names=_KEY))
-    rows = _stored_form(rows[FACT_COLUMNS]).astype(
+    rows = entry_table.to_microseconds(rows[FACT_COLUMNS]).astype(
         {name: object for name in ("source", "entity", "component", "method")})
     hashes = pd.util.hash_pandas_object(rows, index=False).to_numpy()
     keys = _keys(rows)
@@ -401,7 +399,8 @@ def _replace_per_fact(run: _Run, after: pd.DataFrame, changed: set[tuple[str, st
     for table, table_rows in ((COST_TABLE, cost_per_fact(rows, inputs.tariffs, inputs.cost)),
                               (CARBON_TABLE, carbon_per_fact(rows, inputs.intensity,
                                                              inputs.carbon))):
-        entry_table.replace_where(run.warehouse, table, _stored_form(table_rows), where)
+        entry_table.replace_where(run.warehouse, table, entry_table.to_microseconds(table_rows),
+                                  where)
 
 
 def _whole_reason(run: _Run, state: State | None) -> str:
@@ -475,8 +474,8 @@ def _whole(run: _Run, reason: str) -> Updated:
                        run.jobs, tariffs=run.inputs.tariffs, cost_settings=run.inputs.cost)
     for table, rows in ((DAILY_TABLE, _in_period_order(accounts.daily, "day")),
                         (MONTHLY_TABLE, _in_period_order(accounts.monthly, "month")),
-                        (COST_TABLE, _stored_form(accounts.cost)),
-                        (CARBON_TABLE, _stored_form(accounts.carbon))):
+                        (COST_TABLE, entry_table.to_microseconds(accounts.cost)),
+                        (CARBON_TABLE, entry_table.to_microseconds(accounts.carbon))):
         entry_table.replace_where(run.warehouse, table, rows, None, FILE_BYTES)
     run.state(_job_digests(run.jobs)).write(run.warehouse)
     daily = accounts.daily

@@ -56,7 +56,10 @@ def inputs(folder, base: float, price: float) -> incremental.Inputs:
 
 
 def sorted_rows(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    table = incremental._stored_form(table)
+    """``table`` as stored (labels as str, times to the microsecond), sorted by ``keys``."""
+    labels = {name: table[name].astype(str).astype(object) for name in table.columns
+              if isinstance(table[name].dtype, pd.CategoricalDtype)}
+    table = entry_table.to_microseconds(table.assign(**labels))
     return table.sort_values(keys, ignore_index=True)
 
 
