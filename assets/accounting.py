@@ -8,13 +8,16 @@ carbon and cost per fact.
    empty intensity cell makes the check ``rows_read`` of ``carbon_intensity`` a WARN,
    one record per file, zone and basis, stored in the warehouse table ``left_out``
    (partition ``intensity/read``).
-2. ``accounting`` (one step, ``joulehouse.accounting.accounts.account``): from every
+2. ``accounting`` (one step, ``joulehouse.accounting.incremental.update``): from every
    source's ``energy_facts/<source>``, ``cc_jobs`` (users, projects), the intensity and
    the tariffs, ``accounting_daily``, ``accounting_monthly``, ``carbon_per_fact`` and
-   ``cost_per_fact``; rebuilt when any input changes (``TABLE_AUTOMATION``) and by the
-   daily schedule ``daily_rollups`` (``sensors/schedules.py``, stopped by default). Facts
-   without carbon (cost) are counted and listed in the metadata, and fail the WARN check
-   ``carbon_covered`` of ``carbon_per_fact`` (``cost_covered`` of ``cost_per_fact``).
+   ``cost_per_fact``, kept equal to ``accounts.account`` from scratch by recomputing what
+   changed in energy_facts (the days and months it touches; everything when the intensity,
+   tariffs or settings changed: the metadata ``recomputed`` says which and why); run when
+   any input changes (``TABLE_AUTOMATION``) and by the daily schedule ``daily_rollups``
+   (``sensors/schedules.py``, stopped by default). Facts without carbon (cost) are counted
+   and listed in the metadata, and fail the WARN check ``carbon_covered`` of
+   ``carbon_per_fact`` (``cost_covered`` of ``cost_per_fact``).
 """
 
 from __future__ import annotations

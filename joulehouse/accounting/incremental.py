@@ -115,8 +115,9 @@ class Inputs:
 @dataclass(frozen=True)
 class Updated:
     """What :func:`update` did: ``whole``, why everything was recomputed ('' when only
-    what changed was); entities changed (new or rewritten) and removed; (calendar,
-    source) days and months recomputed; facts read to recompute them."""
+    what changed was); entities changed (new or rewritten; after a whole recompute, the
+    facts accounted) and removed; (calendar, source) days and months recomputed; facts
+    read to recompute them."""
 
     whole: str
     changed: int
