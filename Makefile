@@ -26,9 +26,13 @@ dev: $(VENV)/installed
 	@cp deploy/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 	DAGSTER_BIN=$(VENV)/bin deploy/dev.sh
 
+# uv installs the project's packages (downloads in parallel, no bytecode compiled ahead:
+# each module is compiled by its first import): on this project's 2-CPU VM, about a
+# quarter of pip's wall time for the same packages (benchmarks/README.md, "set-up").
+UV := $(VENV)/bin/uv
 $(VENV)/installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[dev]'
-	$(VENV)/bin/pip check
+	$(VENV)/bin/pip install --quiet uv==0.13.9
+	$(UV) pip install --quiet --python $(VENV)/bin/python -e '.[dev]'
+	$(UV) pip check --quiet --python $(VENV)/bin/python
 	@touch $@

@@ -8,13 +8,16 @@ carbon and cost per fact.
    empty intensity cell makes the check ``rows_read`` of ``carbon_intensity`` a WARN,
    one record per file, zone and basis, stored in the warehouse table ``left_out``
    (partition ``intensity/read``).
-2. ``accounting`` (one step, ``joulehouse.accounting.accounts.account``): from every
+2. ``accounting`` (one step, ``joulehouse.accounting.incremental.update``): from every
    source's ``energy_facts/<source>``, ``cc_jobs`` (users, projects), the intensity and
    the tariffs, ``accounting_daily``, ``accounting_monthly``, ``carbon_per_fact`` and
-   ``cost_per_fact``; rebuilt when any input changes (``TABLE_AUTOMATION``) and by the
-   daily schedule ``daily_rollups`` (``sensors/schedules.py``, stopped by default). Facts
-   without carbon (cost) are counted and listed in the metadata, and fail the WARN check
-   ``carbon_covered`` of ``carbon_per_fact`` (``cost_covered`` of ``cost_per_fact``).
+   ``cost_per_fact``, kept equal to ``accounts.account`` from scratch by recomputing what
+   changed in energy_facts (the days and months it touches; everything when the intensity,
+   tariffs or settings changed: the metadata ``recomputed`` says which and why); run when
+   any input changes (``TABLE_AUTOMATION``) and by the daily schedule ``daily_rollups``
+   (``sensors/schedules.py``, stopped by default). Facts without carbon (cost) are counted
+   and listed in the metadata, and fail the WARN check ``carbon_covered`` of
+   ``carbon_per_fact`` (``cost_covered`` of ``cost_per_fact``).
 """
 
 from __future__ import annotations
@@ -46,8 +49,15 @@ from assets.gpu import (
 from assets.gpu import energy_facts as gpu_energy_facts
 from assets.powerapi import WINDOW_TABLE, powerapi_energy_facts, powerapi_window_energy
 from assets.reporting import left_out_check, table_metadata
-from joulehouse.accounting import quality, trust, waste
-from joulehouse.accounting.accounts import account
+from joulehouse import entry_table
+from joulehouse.accounting import incremental, quality, trust, waste
+from joulehouse.accounting.incremental import (
+    CARBON_TABLE,
+    COST_TABLE,
+    DAILY_TABLE,
+    FACTS_TABLE,
+    MONTHLY_TABLE,
+)
 from joulehouse.accounting.intensity import LEFT_OUT_SOURCE as INTENSITY_SOURCE
 from joulehouse.accounting.intensity import empty_intensity
 from joulehouse.accounting.repetition import stored_figures
@@ -76,12 +86,10 @@ GROUP = "accounting"
 INTENSITY_TABLE = "carbon_intensity"
 ROWS_READ_CHECK = "rows_read"
 TARIFF_TABLE = "tariffs"
-COST_TABLE = "cost_per_fact"
 COST_CHECK = "cost_covered"
-DAILY_TABLE = "accounting_daily"
-MONTHLY_TABLE = "accounting_monthly"
-CARBON_TABLE = "carbon_per_fact"
-FACTS_TABLE = "energy_facts"
+#: The columns of a fact without carbon (cost) the coverage checks list, per key column.
+MISSING_COLUMNS = {key: ["source", "entity", "component", "method", "window_start",
+                         "window_end", key, "missing"] for key in ("zone", "site")}
 COVERED_CHECK = "carbon_covered"
 #: Facts without carbon listed in the check's metadata (all are counted).
 MISSING_SHOWN = 20
@@ -252,57 +260,78 @@ def coverage_check(check: str, asset: dg.AssetKey, without: pd.DataFrame, of: in
                   **({"missing": _table(without.head(MISSING_SHOWN))} if len(without) else {})})
 
 
+def _totals(monthly: pd.DataFrame, column: str, by: list[str]) -> pd.Series:
+    """``column`` summed over the UTC calendar's monthly rows that have it (a row with any
+    energy lacking it is NaN and left out), per ``by``: the tables' totals without a
+    read of the per-fact tables."""
+    rows = monthly[monthly["calendar"] == UTC]
+    return rows.groupby(by)[column].sum() if by else pd.Series({"": rows[column].sum()})
+
+
+def _per_fact_metadata(tables: Tables, table: str, schema) -> tuple[dict, int]:
+    """``table``'s row count (from the Delta log's statistics) and column schema, without
+    reading its rows; and that count."""
+    rows = entry_table.count(tables, table, {})
+    head = entry_table.read_files(tables, table, [])
+    return {**table_metadata(head, schema), "dagster/row_count": dg.MetadataValue.int(rows)}, rows
+
+
 @dg.multi_asset(
     name="accounting",
     specs=[accounting_daily, accounting_monthly, carbon_per_fact, cost_per_fact],
     check_specs=[COVERED_SPEC, COST_SPEC],
     pool=TABLES_POOL,
-    description="The accounting tables in one step; see assets/accounting.py.",
+    description="The accounting tables in one step, kept current from what changed in "
+                "energy_facts (joulehouse/accounting/incremental.py); see "
+                "assets/accounting.py.",
 )
 def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator:
     tables = warehouse.tables()
-    facts = _stored(tables, FACTS_TABLE)
-    if facts is None:
+    if not tables.files(FACTS_TABLE):
         raise dg.Failure("no energy_facts stored yet: materialize a source first")
     # not read yet: every fact is reported without carbon (cost)
     intensity = _stored(tables, INTENSITY_TABLE)
     prices = _stored(tables, TARIFF_TABLE)
-    accounts = account(facts, empty_intensity() if intensity is None else intensity,
-                       accounting.carbon_settings(), accounting.time_zone,
-                       _stored(tables, JOBS_TABLE),
-                       tariffs=empty_tariffs() if prices is None else prices,
-                       cost_settings=accounting.cost_settings())
-    missing, unpriced = accounts.missing, accounts.unpriced
-    tables.write_table(DAILY_TABLE, accounts.daily)
+    updated = incremental.update(tables, incremental.Inputs(
+        intensity=empty_intensity() if intensity is None else intensity,
+        tariffs=empty_tariffs() if prices is None else prices,
+        carbon=accounting.carbon_settings(), cost=accounting.cost_settings(),
+        time_zone=accounting.time_zone))
+    recomputed = {"recomputed": dg.MetadataValue.json({
+        "whole": updated.whole or None, "entities_changed": updated.changed,
+        "entities_removed": updated.removed, "days": updated.days, "months": updated.months,
+        "facts_read": updated.facts_read})}
+    daily = tables.read_table(DAILY_TABLE)
     yield dg.MaterializeResult(asset_key=accounting_daily.key, metadata={
-        **table_metadata(accounts.daily, DAILY_SCHEMA),
+        **table_metadata(daily, DAILY_SCHEMA), **recomputed,
         "time_zone": accounting.time_zone,
-        "energy_co2_and_cost_per_day": dg.MetadataValue.md(daily_plots(accounts.daily)),
+        "energy_co2_and_cost_per_day": dg.MetadataValue.md(daily_plots(daily)),
     })
-    tables.write_table(MONTHLY_TABLE, accounts.monthly)
+    monthly = tables.read_table(MONTHLY_TABLE)
     yield dg.MaterializeResult(asset_key=accounting_monthly.key,
-                               metadata=table_metadata(accounts.monthly, MONTHLY_SCHEMA))
-    tables.write_table(CARBON_TABLE, accounts.carbon)
+                               metadata={**table_metadata(monthly, MONTHLY_SCHEMA), **recomputed})
+    metadata, facts = _per_fact_metadata(tables, CARBON_TABLE, CARBON_SCHEMA)
+    missing = incremental.stored_missing(tables, CARBON_TABLE, "co2_g", MISSING_COLUMNS["zone"])
     yield dg.MaterializeResult(asset_key=carbon_per_fact.key, metadata={
-        **table_metadata(accounts.carbon, CARBON_SCHEMA),
+        **metadata, **recomputed,
         "facts_without_carbon": dg.MetadataValue.int(len(missing)),
         "zones": dg.MetadataValue.json(dict(accounting.zones)),
         "pue": dg.MetadataValue.float(accounting.pue),
-        "total_co2_kg": dg.MetadataValue.float(float(accounts.carbon["co2_g"].sum() / 1e3)),
+        "total_co2_kg": dg.MetadataValue.float(float(_totals(monthly, "co2_g", []).sum() / 1e3)),
     })
-    yield coverage_check(COVERED_CHECK, carbon_per_fact.key, missing, len(accounts.carbon),
-                         "carbon")
-    tables.write_table(COST_TABLE, accounts.cost)
-    totals = accounts.cost.groupby("currency", observed=True)["cost"].sum()
+    yield coverage_check(COVERED_CHECK, carbon_per_fact.key, missing, facts, "carbon")
+    metadata, facts = _per_fact_metadata(tables, COST_TABLE, COST_SCHEMA)
+    unpriced = incremental.stored_missing(tables, COST_TABLE, "cost", MISSING_COLUMNS["site"])
+    totals = _totals(monthly, "cost", ["currency"])
     yield dg.MaterializeResult(asset_key=cost_per_fact.key, metadata={
-        **table_metadata(accounts.cost, COST_SCHEMA),
+        **metadata, **recomputed,
         "facts_without_cost": dg.MetadataValue.int(len(unpriced)),
         "sites": dg.MetadataValue.json(dict(accounting.tariff_sites)),
         "pue": dg.MetadataValue.float(accounting.pue),
         "total_cost": dg.MetadataValue.json({c: round(float(v), 2)
                                              for c, v in totals.items() if c}),
     })
-    yield coverage_check(COST_CHECK, cost_per_fact.key, unpriced, len(accounts.cost), "cost")
+    yield coverage_check(COST_CHECK, cost_per_fact.key, unpriced, facts, "cost")
 
 
 TRUST_TABLE = "trust_checks"

@@ -17,11 +17,21 @@ query as a user runs it: start-up included) and through ``query.query`` in-proce
 day from ``accounting_daily``, and per job from ``energy_facts`` joined with ``cc_jobs``.
 Each query is run REPEAT times; the best and the worst are printed.
 
+``--part landing``: the accounting step after a landing, kept incrementally
+(``incremental.update``) against today's whole rebuild. N facts (GPU repetitions' and
+ClusterCockpit jobs', over the 90 days; the repetitions of 5 experiments) are stored in ``energy_facts`` (Delta, one commit per
+source) with their ``cc_jobs``, and accounted once; then, REPEAT times, the facts of 10 new
+GPU repetitions (counter and power, on the last day) land and ``update`` is timed; last,
+the step as it was before (``energy_facts`` read whole, ``account``, the four tables
+written whole) over the same store. Run it with two N (e.g. 100,000 and 1,000,000) to see
+what the history costs.
+
 Prints the figures (wall time, and the CPU time of the process: on a shared machine the
 CPU time shows what the code costs, the wall time what the load made of it), the machine,
 the load average before and after, and the peak memory.
 
-Run: ``.venv/bin/python benchmarks/accounting.py [--facts N] [--part rollups|query|all]``.
+Run: ``.venv/bin/python benchmarks/accounting.py [--facts N]
+[--part rollups|query|landing|all]``.
 """
 
 import argparse
@@ -39,12 +49,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from machine import describe, load_average
 
+from joulehouse import entry_table
 from joulehouse.accounting import (
     accounts,
     carbon,
     cost,
     entities,
     generator,
+    incremental,
     intensity,
     rollups,
     tariff,
@@ -82,17 +94,21 @@ COST_SETTINGS = cost.CostSettings(sites={"*": "site"}, pue=1.2)
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--facts", type=int, default=10_000_000)
-    parser.add_argument("--part", choices=("rollups", "query", "all"), default="all")
+    parser.add_argument("--part", choices=("rollups", "query", "landing", "all"),
+                        default="all")
     parser.add_argument("--workers", type=int, default=accounts.WORKERS,
                         help="threads of account (accounts.WORKERS; 1: one after the other)")
     args = parser.parse_args()
     accounts.WORKERS = args.workers
     print(describe(pd, np), f"load average before: {load_average()}", sep="\n")
-    facts = generator.facts(args.facts, START, f"{DAYS}D", seed=0)
+    facts = (generator.facts(args.facts, START, f"{DAYS}D", seed=0)
+             if args.part != "landing" else None)
     if args.part in ("rollups", "all"):
         time_rollups(facts)
     if args.part in ("query", "all"):
         time_query(facts)
+    if args.part in ("landing", "all"):
+        time_landing(args.facts)
     print(f"load average after: {load_average()}")
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
     print(f"peak memory (max RSS): {peak_gb:.1f} GiB")
@@ -203,6 +219,78 @@ def time_query(facts: pd.DataFrame) -> None:
             print(f"{name}: {rows} rows; query.query {min(inside):.3f}-{max(inside):.3f} s, "
                   f"joulehouse sql (process) {min(command):.3f}-{max(command):.3f} s; "
                   f"target 1 s")
+
+
+#: GPU repetitions landed per timed update, and their facts' methods.
+LANDED = 10
+LANDED_METHODS = ("counter", "power")
+
+
+def timed(call, *args):
+    """``call(*args)``, its wall and CPU seconds (this process, every thread)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = call(*args)
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def landed_repetitions(batch: int) -> pd.DataFrame:
+    """The facts of LANDED new GPU repetitions (batch ``batch``), on the span's last day."""
+    day = pd.Timestamp(START, tz="UTC") + pd.Timedelta(days=DAYS - 1)
+    rows = []
+    for i in range(LANDED):
+        start = day + pd.Timedelta(minutes=7 * (LANDED * batch + i))
+        for k, method in enumerate(LANDED_METHODS):
+            rows.append({"source": "gpu-benchmark", "entity": f"lab/exp/bench/run/{batch}-{i}",
+                         "component": "gpu", "window_start": start,
+                         "window_end": start + pd.Timedelta(minutes=5), "duration_s": 300.0,
+                         "energy_j": 300.0 * (250.0 + k), "method": method})
+    return pd.DataFrame(rows)
+
+
+def before_step(store: Warehouse, given: incremental.Inputs) -> None:
+    """The accounting step before issue 28: every fact read, ``account``, the four tables
+    written whole (under other names: the kept tables stay as they are)."""
+    result = accounts.account(store.read_table("energy_facts"), given.intensity, given.carbon,
+                              given.time_zone, store.read_table("cc_jobs"),
+                              tariffs=given.tariffs, cost_settings=given.cost)
+    for name, table in (("daily", result.daily), ("monthly", result.monthly),
+                        ("carbon", result.carbon), ("cost", result.cost)):
+        store.write_table(f"before_{name}", table)
+
+
+def time_landing(count: int) -> None:
+    """``incremental.update`` after LANDED GPU repetitions land on ``count`` stored facts,
+    against the step before (see the module)."""
+    facts = entry_table.to_microseconds(generator.facts(
+        count, START, f"{DAYS}D", seed=0, sources=("gpu-benchmark", "clustercockpit")))
+    gpu = facts["source"] == "gpu-benchmark"  # repetitions of 5 experiments per data root
+    facts.loc[gpu, "entity"] = [f"{root}/exp{int(i) % 5}/bench/run/{i}" for root, i in
+                                facts.loc[gpu, "entity"].str.split("/", n=1)]
+    with tempfile.TemporaryDirectory() as folder:
+        table, prices = inputs(Path(folder))
+        given = incremental.Inputs(intensity=table, tariffs=prices, carbon=SETTINGS,
+                                   cost=COST_SETTINGS, time_zone=TIME_ZONE)
+        store = Warehouse(str(Path(folder) / "warehouse"))
+        for source, rows in facts.groupby("source"):
+            entry_table.replace_scope(store, "energy_facts", rows, {"source": source})
+        store.write_table("cc_jobs", jobs_of(facts))
+        first, wall, cpu = timed(incremental.update, store, given)
+        print(f"{count:,} facts stored; first update (whole: {first.whole}): "
+              f"{wall:.2f} s wall, {cpu:.2f} s CPU")
+        walls, cpus = [], []
+        for batch in range(REPEAT):
+            store.write_entries("energy_facts", landed_repetitions(batch),
+                                {"source": "gpu-benchmark"})
+            updated, wall, cpu = timed(incremental.update, store, given)
+            assert not updated.whole and updated.changed == LANDED, updated
+            walls.append(wall)
+            cpus.append(cpu)
+        print(f"update after {LANDED} GPU repetitions landed, {REPEAT} times: wall "
+              f"{min(walls):.2f}-{max(walls):.2f} s, CPU {min(cpus):.2f}-{max(cpus):.2f} s "
+              f"({updated.days} calendar-days and {updated.months} calendar-months "
+              f"recomputed from {updated.facts_read:,} facts)")
+        _, wall, cpu = timed(before_step, store, given)
+        print(f"the step before (whole rebuild): {wall:.2f} s wall, {cpu:.2f} s CPU")
 
 
 if __name__ == "__main__":

@@ -520,3 +520,62 @@ def _as_written(delta: DeltaTable, rows: pa.Table) -> pd.DataFrame:
         if pd.api.types.is_datetime64_any_dtype(frame[name].dtype):
             frame[name] = frame[name].dt.as_unit("ns")
     return frame
+
+
+def replace_where(warehouse: Warehouse, table: str, rows: pd.DataFrame, where: str | None,
+                  target_file_bytes: int | None = None) -> None:
+    """Replace the rows that the SQL predicate ``where`` selects with ``rows``, in one commit
+    (an overwrite by that predicate; ``None``: every row, and the table's schema becomes
+    ``rows``'s; ``""``: none, an append): for a table whose writes are not named by entries
+    of one column (the accounting roll-ups, replaced per calendar, source and day). Every
+    row of ``rows`` must satisfy ``where``. ``target_file_bytes``: the size of the data
+    files written (delta-rs's default otherwise), so that rows written in order make files
+    of ranges, which a later predicate's write rewrites alone. The table is made, or a
+    folder of plain files migrated, first."""
+    from deltalake import write_deltalake
+
+    _refuse_sub_microseconds(table, rows)
+    data = _decoded(_arrow(rows))
+    delta = _opened(warehouse, table)
+    if delta is None:
+        _create(warehouse, table, data.schema)
+    elif where is not None:  # an empty column has no type of its own: the table's
+        data = data.cast(pa.schema(delta.schema().to_arrow()))
+    options = {"storage_options": warehouse.delta_options(),
+               "target_file_size": target_file_bytes}
+    if where is None:
+        write_deltalake(_uri(warehouse, table), data.cast(_delta_schema(data.schema)),
+                        mode="overwrite", schema_mode="overwrite", **options)
+    elif where == "":
+        write_deltalake(_uri(warehouse, table), data, mode="append", **options)
+    else:
+        write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
+                        **options)
+
+
+def _decoded(data: pa.Table) -> pa.Table:
+    """``data`` with its dictionary columns (pandas categoricals) as their values' type:
+    what a reader without pandas' metadata compares (decoded by Arrow, not per value)."""
+    for index, field in enumerate(data.schema):
+        if pa.types.is_dictionary(field.type):
+            data = data.set_column(index, field.name,
+                                   data.column(index).cast(field.type.value_type))
+    return data
+
+
+def read_files(warehouse: Warehouse, table: str, listed: list[pafs.FileInfo],
+               where: ds.Expression | None = None,
+               columns: list[str] | None = None) -> pd.DataFrame:
+    """The rows of ``table``'s data files ``listed`` (of :func:`files`: one version's, read
+    as that version even if a commit comes meanwhile) that ``where`` selects (a pyarrow
+    dataset filter, pruned by the files' and row groups' statistics), ``columns`` only if
+    given; timestamps in ``ns`` as the warehouse stores them. For tables without nullable
+    pandas dtypes (``energy_facts``, the accounting's): :func:`read` restores those."""
+    delta = _open(warehouse, table)
+    if delta is None:
+        return pd.DataFrame(columns=columns or [])
+    frame = _dataset(warehouse, delta, listed).to_table(filter=where, columns=columns).to_pandas()
+    for name in frame.columns:
+        if pd.api.types.is_datetime64_any_dtype(frame[name].dtype):
+            frame[name] = frame[name].dt.as_unit("ns")
+    return frame

@@ -13,6 +13,7 @@ from assets.accounting import (
     trust_checks,
     waste_step,
 )
+from joulehouse import entry_table
 from joulehouse.accounting import generator
 from joulehouse.accounting.carbon import CarbonSettings
 from joulehouse.accounting.cost import CostSettings
@@ -72,7 +73,7 @@ def test_accounting_tables_and_the_coverage_check(tmp_path, facts):
         assert cost["cost"].sum() == pytest.approx(
             facts.loc[priced, "energy_j"].sum() / 3.6e6 * 1.2 * 0.25, rel=1e-9)
         assert cost.loc[cost["cost"].isna(), "entity"].tolist() == ["g0/old"]
-        assert cost["tariff_files"][priced].eq("flat.csv").all()
+        assert cost.loc[cost["entity"] != "g0/old", "tariff_files"].eq("flat.csv").all()
         assert utc["cost"].sum() == pytest.approx(cost["cost"].sum(), rel=1e-9)
         assert set(utc["currency"]) == {"EUR"}
         checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
@@ -93,6 +94,20 @@ def test_accounting_tables_and_the_coverage_check(tmp_path, facts):
             "EUR": round(float(cost["cost"].sum()), 2)}
         assert by_key["tariffs"]["dagster/row_count"].value == 59
         assert by_key["carbon_intensity"]["dagster/row_count"].value == 2 * 8 * 24
+        # a fact landed per entry (the plain files migrated to Delta by that write): the
+        # next run accounts it alone, comparing the others with carbon_per_fact
+        landed = facts.iloc[[1]].assign(entity="g1/landed")
+        tables.write_entries("energy_facts", entry_table.to_microseconds(landed),
+                             {"source": "clustercockpit"})
+        again = dg.materialize([accounting_asset], instance=instance,
+                               resources={"accounting": settings, "warehouse": store})
+        [carbon_event] = [m.event_specific_data.materialization.metadata
+                          for m in again.get_asset_materialization_events()
+                          if m.asset_key == dg.AssetKey("carbon_per_fact")]
+        assert carbon_event["recomputed"].value == {
+            "whole": None, "entities_changed": 1, "entities_removed": 0, "days": 2,
+            "months": 2, "facts_read": 101}
+        assert carbon_event["dagster/row_count"].value == len(facts) + 1
 
 
 def test_the_settings_come_from_the_environment(tmp_path, monkeypatch):

@@ -113,7 +113,11 @@ def test_every_column_of_every_table_is_described(first_run, instance):
 @pytest.mark.parametrize("instance", [DAGSTER_SQLITE, BATCHING], indirect=True,
                          ids=["dagster-storage", "batching-storage"])
 def test_bad_repetition_fails_alone_and_keeps_what_was_stored(
-        first_run, defs, instance, source, sensor, warehouse, data_root, capfd):
+        first_run, instance, source, sensor, warehouse, data_root, capfd):
+    """The run again, its per-repetition work in two worker processes however few the
+    partitions: the bad repetition's input error crosses back whole (file and line)."""
+    defs = build_definitions(source, warehouse,
+                             workers=StepWorkers(max_workers=2, partitions_per_worker=1))
     tables = warehouse.tables()
     stored = tables.table_dir(f"{FRAMES_TABLE}/gpu_power") / partition_file_name(BAD)
     before = stored.read_bytes()

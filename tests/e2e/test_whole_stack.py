@@ -8,14 +8,16 @@ every source copied into fresh data roots, one PowerAPI report file broken on pu
 starts where the one before left it):
 
 1. the sensors, turned on through GraphQL, pick up every source; the runs succeed but the
-   broken file's, which fails its partition alone; runs, events and partitions are in
-   PostgreSQL, the tables in the warehouse on the object store, the trials in the
-   PostgreSQL TAUdb;
+   broken files', each failing its own partition alone, named with its file and line;
+   runs, events and partitions are in PostgreSQL, the tables in the warehouse on the
+   object store, the trials in the PostgreSQL TAUdb;
 2. headless Chromium opens the UI: each source's assets in the asset graph, an asset's
    materialization metadata and plot, the failed partition with its error (screenshots
    kept: ``tests/e2e/browser.py`` says where);
-3. the file fixed in place is materialized by the next ticks;
-4. a backfill launched through GraphQL covers its partitions in a handful of runs;
+3. the PowerAPI file fixed in place is materialized by the next ticks;
+4. a backfill launched through GraphQL, as the UI's "Materialize all" launches it, covers
+   its partitions in a handful of runs: the GPU repetition still broken fails again alone,
+   its check naming its file and line, every other partition materialized;
 5. PostgreSQL stopped in the middle of a run and started again: the run fails, is
    retried (``run_retries``) and completes; nothing lost, no trial duplicated;
 
@@ -70,16 +72,44 @@ FACT_SOURCES = {"gpu-benchmark", "geopm", "powerapi", "clustercockpit"}
 
 #: The one sensor and day of the PowerAPI examples (one trial).
 POWERAPI_DAY = "sensor_test/2021-01-13"
-#: The broken input: a negative power on line 3 of the JSON-lines power reports.
+#: The broken inputs: a negative power on line 3 of the JSON-lines power reports (fixed in
+#: place by the third test), and a row without its power on line 11 of a GPU repetition's
+#: gpu-power.csv (broken throughout: the other repetition of its run keeps the run's trial).
 BAD = "powerapi/power.jsonl"
 BAD_LINE = '"power":0.531164'
+BAD_GPU, BAD_GPU_LINE = "lab/power-limit/bert/250W/0", 11
 
 
-def break_power_reports(data: DataFolders) -> None:
+def break_inputs(data: DataFolders) -> None:
     power = data.powerapi / "power.jsonl"
     lines = power.read_text().splitlines(keepends=True)
     lines[2] = lines[2].replace(BAD_LINE, BAD_LINE.replace(":", ":-"))
     power.write_text("".join(lines))
+    gpu_power = _bad_gpu_file(data)
+    lines = gpu_power.read_text().splitlines(keepends=True)
+    lines[BAD_GPU_LINE - 1] = lines[BAD_GPU_LINE - 1].split(",")[0] + ",not-a-row\n"
+    gpu_power.write_text("".join(lines))
+
+
+def _bad_gpu_file(data: DataFolders) -> Path:
+    return data.gpu / BAD_GPU.removeprefix("lab/") / "gpu-power.csv"
+
+
+def assert_bad_gpu_repetition_failed(stack: Stack) -> None:
+    """The broken GPU repetition's partition failed alone, its check naming file and line."""
+    for asset in ("gpu_validated_frames", "gpu_repetition_energy"):
+        node = statuses(stack.port, asset)
+        assert node["assetPartitionStatuses"]["failedPartitions"] == [BAD_GPU], asset
+        assert node["partitionStats"] == {"numMaterialized": PARTITIONS["gpu_repetitions"] - 1,
+                                          "numPartitions": PARTITIONS["gpu_repetitions"],
+                                          "numFailed": 1}, asset
+    check = check_execution(stack.port, "gpu_validated_frames", VALID_CHECK, BAD_GPU)
+    assert check["status"] == "FAILED"
+    gpu_power = _bad_gpu_file(stack.data)
+    assert check["evaluation"]["description"].startswith(
+        f"{BAD_GPU}: {gpu_power}:{BAD_GPU_LINE}: ")
+    assert check["evaluation"]["entries"]["file"] == str(gpu_power)
+    assert check["evaluation"]["entries"]["line"] == BAD_GPU_LINE
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +128,7 @@ def stack(tmp_path_factory, artefacts) -> Stack:
     started = time.monotonic()
     base = tmp_path_factory.mktemp("stack")
     try:
-        with running_stack(base, break_power_reports) as the_stack:
+        with running_stack(base, break_inputs) as the_stack:
             yield the_stack
     finally:
         shutil.copytree(base / "logs", artefacts / "logs", dirs_exist_ok=True)
@@ -134,10 +164,11 @@ def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_sto
     ended = {job: wait_for(f"a run of {job}", lambda job=job: _ended(stack, job),
                            PHASE_TIMEOUT_S, lambda: stack.log_tail("daemon"))
              for job in SENSOR_JOBS.values()}
-    # one run per source; the broken file's run failed (a failure of its data is not
+    # one run per source; the broken files' runs failed (a failure of its data is not
     # retried), every other succeeded
     assert {job: [run["status"] for run in runs] for job, runs in ended.items()} == {
-        job: ["FAILURE" if job == "powerapi_job" else "SUCCESS"] for job in ended}
+        job: ["FAILURE" if job in ("powerapi_job", "gpu_energy_job") else "SUCCESS"]
+        for job in ended}
 
     # the broken file failed its own partition, the other two went through
     frames = statuses(stack.port, "powerapi_validated_frames")["assetPartitionStatuses"]
@@ -148,7 +179,8 @@ def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_sto
     assert check["status"] == "FAILED"
     assert check["evaluation"]["entries"]["file"] == str(stack.data.powerapi / "power.jsonl")
     assert check["evaluation"]["entries"]["line"] == 3
-    for asset in ("gpu_validated_frames", "geopm_validated_frames", "cc_block_tables"):
+    assert_bad_gpu_repetition_failed(stack)
+    for asset in ("geopm_validated_frames", "cc_block_tables"):
         node = statuses(stack.port, asset)["partitionStats"]
         assert node["numFailed"] == 0 and node["numMaterialized"] == node["numPartitions"], (
             asset, node)
@@ -256,14 +288,15 @@ def test_a_backfill_launched_through_graphql_runs_its_partitions_in_a_handful_of
 
     backfill = wait_for("the backfill to end", ended, PHASE_TIMEOUT_S,
                         lambda: stack.log_tail("daemon"))
-    assert backfill["status"] in ("COMPLETED", "COMPLETED_SUCCESS"), backfill
+    assert backfill["status"] == "COMPLETED_FAILED", backfill  # the GPU run failed
     runs = backfill["runs"]
     partitions = sum(PARTITIONS[name] for name in ("gpu_repetitions", "geopm_reports",
                                                    "powerapi_reports"))
     print(f"backfill: {len(runs)} run(s) for {partitions} partitions")
-    assert {run["status"] for run in runs} == {"SUCCESS"}
-    assert 1 <= len(runs) <= 3  # one per source's pipeline (each a single-run backfill)
-    for asset in BACKFILL_ASSETS:
+    # one run per source's pipeline (each a single-run backfill): the GPU one failed
+    assert sorted(run["status"] for run in runs) == ["FAILURE", "SUCCESS", "SUCCESS"]
+    assert_bad_gpu_repetition_failed(stack)
+    for asset in BACKFILL_ASSETS[2:]:
         assert statuses(stack.port, asset)["partitionStats"]["numFailed"] == 0, asset
 
 
@@ -307,5 +340,5 @@ def test_postgres_restarted_in_the_middle_of_a_run_the_run_is_retried_and_comple
     assert stack.trial_keys() == sorted([*trials_before, new_run])
     energy = wait_for("the webserver to answer", lambda: api.unless_unavailable(
         lambda: statuses(stack.port, "gpu_repetition_energy")), PHASE_TIMEOUT_S, logs)
-    assert energy["partitionStats"] == {"numMaterialized": 10, "numPartitions": 10,
-                                        "numFailed": 0}
+    assert energy["partitionStats"] == {"numMaterialized": 9, "numPartitions": 10,
+                                        "numFailed": 1}  # the broken one

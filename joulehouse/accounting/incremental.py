@@ -1,0 +1,496 @@
+"""The accounting tables kept current from what changed in ``energy_facts`` (issue 28).
+
+``accounting_daily``, ``accounting_monthly``, ``carbon_per_fact`` and ``cost_per_fact``
+are Delta tables (``joulehouse/entry_table.py``) that :func:`update` brings to what
+``accounts.account`` gives from scratch for the stored facts, at the cost of what changed
+(docs/ARCHITECTURE.md, "The accounting kept incrementally"):
+
+1. *Candidates.* The state (STATE_TABLE, hidden: no reader lists it) holds the
+   ``energy_facts`` data files the tables were computed from (the Delta version's
+   ``entry_table.files``), a digest of every other input (intensity, tariffs, settings)
+   and each ClusterCockpit job's attribution digest (user, project, partition). A
+   (source, entity) is a candidate if it has rows in a data file not consumed yet or in
+   one consumed and no longer listed (read back: a version stops listing a file long
+   before ``compact`` removes it), or if its job's attribution changed.
+2. *Changed.* A candidate's rows now (the current files, pruned by their statistics) are
+   compared with its rows in ``carbon_per_fact``, which repeat the facts' accounted
+   columns (``schemas.FACT_COLUMNS``): it changed if they differ (new: none stored;
+   removed: none now) or its attribution did. A compaction moves rows into new files
+   and changes none.
+3. *Touched.* The (calendar, source, day) and (calendar, source, month) of the changed
+   entities' day pieces, before (stored rows) and after (rows now).
+4. *Recomputed.* Every fact of a touched source that overlaps a touched month is read,
+   attributed, cut at midnights and rolled up as from scratch (the sums run over the
+   same pieces in the same order, never added to a stored sum); the rows of the touched
+   days (months) replace theirs, one commit per table; the changed entities' carbon and
+   cost replace theirs (the removed ones' are removed), one commit per table. The
+   per-fact tables are written after the roll-ups (``carbon_per_fact``, which the next
+   run compares with, last), and the state last: a run that fails before the end finds
+   the same changes again.
+
+Facts are accounted in one canonical order (:func:`canonical`), so that a row computed
+now and one computed from scratch sum the same pieces in the same order (equal to the
+last bit).
+
+Everything is recomputed (``account`` over every fact; the reason is returned) when there
+is no state, the intensity, tariffs or settings changed, ``energy_facts`` is not kept per
+entry, a consumed data file is gone from storage, or more than WHOLE_ABOVE entities
+changed.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from joulehouse import entry_table
+from joulehouse.accounting.accounts import account
+from joulehouse.accounting.carbon import CarbonSettings, carbon_per_fact, co2_g
+from joulehouse.accounting.cost import CostSettings, cost, cost_per_fact
+from joulehouse.accounting.entities import CC_JOB_COLUMNS, attribute
+from joulehouse.accounting.rollups import UTC, day_pieces, rollup
+from joulehouse.accounting.schemas import FACT_COLUMNS
+from joulehouse.clustercockpit.energy import FACTS_SOURCE as CC_SOURCE
+from joulehouse.warehouse import Warehouse
+
+FACTS_TABLE = "energy_facts"
+JOBS_TABLE = "cc_jobs"
+DAILY_TABLE = "accounting_daily"
+MONTHLY_TABLE = "accounting_monthly"
+CARBON_TABLE = "carbon_per_fact"
+COST_TABLE = "cost_per_fact"
+#: What the tables were computed from (hidden: ``warehouse.is_hidden``); partitions
+#: ``inputs`` (kind, name, value) and ``jobs`` (job, digest).
+STATE_TABLE = "_accounting_state"
+#: Changed entities above which everything is recomputed rather than named in the
+#: commits' predicates.
+WHOLE_ABOVE = 10_000
+#: The size of the tables' data files (bytes): roll-up rows written in the order of their
+#: period make files of day ranges, per-fact rows in canonical order files of entity
+#: ranges, so that replacing some days (entities) rewrites the files holding them, not
+#: the table.
+FILE_BYTES = 4 * 2**20
+#: The order of :func:`canonical`.
+ORDER = ["source", "entity", "window_start", "window_end", "component", "method", "energy_j"]
+_KEY = ["source", "entity"]
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the accounting tables depend on besides ``energy_facts`` and ``cc_jobs``: the
+    intensity and tariff tables, the carbon and cost settings and the site's time zone."""
+
+    intensity: pd.DataFrame
+    tariffs: pd.DataFrame
+    carbon: CarbonSettings
+    cost: CostSettings
+    time_zone: str
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """SHA-256 of the intensity's and tariffs' rows and of the settings: when it
+        changes, every fact's figures may have."""
+        settings = [{name: dict(value) if isinstance(value, Mapping) else value
+                     for name, value in vars(one).items()} for one in (self.carbon, self.cost)]
+        text = json.dumps([_frame_digest(self.intensity), _frame_digest(self.tariffs),
+                           settings, self.time_zone], sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    @property
+    def zones(self) -> list[str]:
+        """The calendars: UTC and the site's zone (once when it is UTC)."""
+        return sorted({UTC, self.time_zone})
+
+
+@dataclass(frozen=True)
+class Updated:
+    """What :func:`update` did: ``whole``, why everything was recomputed ('' when only
+    what changed was); entities changed (new or rewritten; after a whole recompute, the
+    facts accounted) and removed; (calendar, source) days and months recomputed; facts
+    read to recompute them."""
+
+    whole: str
+    changed: int
+    removed: int
+    days: int
+    months: int
+    facts_read: int
+
+
+def _frame_digest(frame: pd.DataFrame) -> str:
+    """A digest of a table's rows (in order) and column names."""
+    rows = pd.util.hash_pandas_object(frame, index=False).to_numpy() if len(frame) else []
+    return hashlib.sha256(np.asarray(rows, np.uint64).tobytes()
+                          + "\0".join(map(str, frame.columns)).encode()).hexdigest()
+
+
+def canonical(facts: pd.DataFrame) -> pd.DataFrame:
+    """``facts`` in the order the accounting sums them (ORDER, sorted by Arrow: strings by
+    code point), index 0 .. n - 1."""
+    keys = pa.Table.from_pandas(facts[ORDER], preserve_index=False)
+    order = pc.sort_indices(keys, sort_keys=[(name, "ascending") for name in ORDER])
+    return facts.take(order.to_numpy()).reset_index(drop=True)
+
+
+def _in_period_order(rollup_rows: pd.DataFrame, period: str) -> pd.DataFrame:
+    """Roll-up rows as stored: in the order of their period, calendar and source (see
+    FILE_BYTES)."""
+    return rollup_rows.sort_values([period, "calendar", "source"], kind="stable",
+                                   ignore_index=True)
+
+
+def _keys(rows: pd.DataFrame) -> pd.MultiIndex:
+    return pd.MultiIndex.from_arrays([rows[name].astype(str).to_numpy() for name in _KEY],
+                                     names=_KEY)
+
+
+def _signatures(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (source, entity): its rows' count and the XOR of their FACT_COLUMNS' hashes
+    (times to the microsecond, labels as str), equal for equal sets of rows."""
+    if rows.empty:
+        return pd.DataFrame({"rows": pd.Series(dtype="int64"),
+                             "digest": pd.Series(dtype="uint64")},
+                            index=pd.MultiIndex.from_arrays([[], []], names=_KEY))
+    rows = entry_table.to_microseconds(rows[FACT_COLUMNS]).astype(
+        {name: object for name in ("source", "entity", "component", "method")})
+    hashes = pd.util.hash_pandas_object(rows, index=False).to_numpy()
+    keys = _keys(rows)
+    codes, names = pd.factorize(keys)
+    order = np.argsort(codes, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0])
+    return pd.DataFrame({"rows": np.diff(np.append(starts, len(order))),
+                         "digest": np.bitwise_xor.reduceat(hashes[order], starts)},
+                        index=names[codes[order][starts]])
+
+
+def _of(keys: set[tuple[str, str]]) -> ds.Expression | None:
+    """The dataset filter of the rows of ``keys`` ((source, entity) pairs); None: no row."""
+    by_source: dict[str, list[str]] = {}
+    for source, entity in keys:
+        by_source.setdefault(source, []).append(entity)
+    clauses = [(ds.field("source") == source) & ds.field("entity").isin(sorted(entities))
+               for source, entities in sorted(by_source.items())]
+    return functools.reduce(lambda a, b: a | b, clauses) if clauses else None
+
+
+def _sql(value: object) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _where_keys(keys: set[tuple[str, str]]) -> str:
+    """The Delta predicate of the rows of ``keys`` ((source, entity) pairs)."""
+    by_source: dict[str, list[str]] = {}
+    for source, entity in keys:
+        by_source.setdefault(source, []).append(entity)
+    return " OR ".join(f'("source" = {_sql(source)} AND "entity" IN '
+                       f'({", ".join(map(_sql, sorted(entities)))}))'
+                       for source, entities in sorted(by_source.items()))
+
+
+def _where_periods(touched: pd.DataFrame, period: str) -> str:
+    """The Delta predicate of the roll-up rows of the (calendar, source, period) rows of
+    ``touched``."""
+    clauses = []
+    for (calendar, source), rows in touched.groupby(["calendar", "source"], sort=True):
+        stamps = ", ".join(_sql(p.isoformat(sep=" "))
+                           for p in sorted(rows[period].unique()))
+        clauses.append(f'("calendar" = {_sql(calendar)} AND "source" = {_sql(source)} '
+                       f'AND "{period}" IN ({stamps}))')
+    return " OR ".join(clauses)
+
+
+@dataclass(frozen=True)
+class State:
+    """What the tables were last computed from (see the module)."""
+
+    digest: str
+    files: frozenset[str]
+    jobs_version: str
+    jobs: pd.Series  # job -> uint64 digest of its attribution
+
+    def write(self, warehouse: Warehouse) -> None:
+        """Jobs first, then the inputs: either is written only once the tables are."""
+        warehouse.write_partition(STATE_TABLE, "jobs", pd.DataFrame(
+            {"job": self.jobs.index.astype(str).to_numpy(object),
+             "digest": self.jobs.to_numpy(np.uint64)}))
+        rows = [("digest", "", self.digest), ("jobs_version", "", self.jobs_version),
+                *(("file", name, "") for name in sorted(self.files))]
+        warehouse.write_partition(STATE_TABLE, "inputs",
+                                  pd.DataFrame(rows, columns=["kind", "name", "value"]))
+
+    @classmethod
+    def read(cls, warehouse: Warehouse) -> State | None:
+        """The stored state; None before the first :func:`update`."""
+        if not {"inputs", "jobs"} <= set(warehouse.partition_keys(STATE_TABLE)):
+            return None
+        inputs = warehouse.read_partitions(STATE_TABLE, ["inputs"])
+        jobs = warehouse.read_partitions(STATE_TABLE, ["jobs"])
+        value = dict(zip(inputs["kind"], inputs["value"], strict=True))  # files: ''
+        return cls(digest=value["digest"], jobs_version=value["jobs_version"],
+                   files=frozenset(inputs.loc[inputs["kind"] == "file", "name"]),
+                   jobs=pd.Series(jobs["digest"].to_numpy(np.uint64),
+                                  index=pd.Index(jobs["job"].astype(object), name="job")))
+
+
+def _jobs_version(warehouse: Warehouse) -> str:
+    """cc_jobs' files, sizes and modification times, without reading them."""
+    return ";".join(f"{info.path}:{info.size}:{info.mtime_ns}"
+                    for info in warehouse.files(JOBS_TABLE))
+
+
+def _read_jobs(warehouse: Warehouse) -> pd.DataFrame | None:
+    """cc_jobs' ``job`` and attribution columns (CC_JOB_COLUMNS); None if not stored."""
+    if not warehouse.files(JOBS_TABLE):
+        return None
+    return warehouse.read_table(JOBS_TABLE)[["job", *CC_JOB_COLUMNS]]
+
+
+def _job_digests(jobs: pd.DataFrame | None) -> pd.Series:
+    """Per job, a digest of its attribution (its first row's, as ``attribute`` takes)."""
+    if jobs is None or jobs.empty:
+        return pd.Series(np.zeros(0, np.uint64), index=pd.Index([], dtype=object, name="job"))
+    first = jobs.drop_duplicates("job")
+    values = first[list(CC_JOB_COLUMNS)].fillna("").astype(str)
+    return pd.Series(pd.util.hash_pandas_object(values, index=False).to_numpy(),
+                     index=pd.Index(first["job"].astype(str).to_numpy(object), name="job"))
+
+
+def _changed_jobs(before: pd.Series, after: pd.Series) -> set[str]:
+    """Jobs whose attribution differs (given, changed or no longer given)."""
+    both = before.index.intersection(after.index)
+    differ = both[before.loc[both].to_numpy() != after.loc[both].to_numpy()]
+    return {*before.index.symmetric_difference(after.index), *differ}
+
+
+def _relative(warehouse: Warehouse, info: pafs.FileInfo) -> str:
+    return info.path.removeprefix(warehouse.table_path(FACTS_TABLE) + "/")
+
+
+def _month_spans(touched: pd.DataFrame) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    """The UTC spans of the (calendar, month) of ``touched``, overlapping ones merged."""
+    spans = []
+    for calendar, month in touched[["calendar", "month"]].drop_duplicates().itertuples(
+            index=False):
+        start = pd.Timestamp(month).tz_localize(calendar, ambiguous=False,
+                                                nonexistent="shift_forward")
+        end = (pd.Timestamp(month) + pd.offsets.MonthBegin(1)).tz_localize(
+            calendar, ambiguous=False, nonexistent="shift_forward")
+        spans.append((start.tz_convert(UTC), end.tz_convert(UTC)))
+    merged: list[tuple[pd.Timestamp, pd.Timestamp]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+class _Run:
+    """One :func:`update`: the snapshot of energy_facts' files it reads, and its inputs."""
+
+    def __init__(self, warehouse: Warehouse, inputs: Inputs) -> None:
+        self.warehouse, self.inputs = warehouse, inputs
+        self.per_entry = entry_table.is_entry_table(warehouse, FACTS_TABLE)
+        self.files = warehouse.files(FACTS_TABLE)
+        self.jobs_version = _jobs_version(warehouse)
+
+    @functools.cached_property
+    def jobs(self) -> pd.DataFrame | None:
+        return _read_jobs(self.warehouse)
+
+    def facts(self, where: ds.Expression | None = None) -> pd.DataFrame:
+        """The facts of the snapshot that ``where`` selects, in canonical order."""
+        if not self.per_entry:  # plain files (written before kept per entry): read whole
+            return canonical(self.warehouse.read_table(FACTS_TABLE))
+        return canonical(entry_table.read_files(self.warehouse, FACTS_TABLE, self.files, where))
+
+    def state(self, jobs: pd.Series) -> State:
+        files = frozenset(_relative(self.warehouse, info) for info in self.files)
+        return State(self.inputs.digest, files if self.per_entry else frozenset(),
+                     self.jobs_version, jobs)
+
+    def pieces(self, facts: pd.DataFrame, zone: str) -> pd.DataFrame:
+        """The day pieces of attributed ``facts`` in ``zone``, with a ``month`` column."""
+        pieces = day_pieces(facts, zone)
+        pieces["month"] = pieces["day"].to_numpy().astype("datetime64[M]").astype(
+            "datetime64[ns]")
+        return pieces
+
+
+def update(warehouse: Warehouse, inputs: Inputs) -> Updated:
+    """Bring the four accounting tables to what ``account`` gives from scratch for the
+    stored facts (see the module), recomputing what changed only where it can."""
+    run = _Run(warehouse, inputs)
+    state = State.read(warehouse)
+    reason = _whole_reason(run, state)
+    if reason:
+        return _whole(run, reason)
+    jobs, forced = state.jobs, set()
+    if run.jobs_version != state.jobs_version:
+        jobs = _job_digests(run.jobs)
+        forced = {(CC_SOURCE, job) for job in _changed_jobs(state.jobs, jobs)}
+    found = _changes(run, state, forced)
+    if isinstance(found, str):
+        return _whole(run, found)
+    before, after, changed, removed = found
+    touched, read_facts = None, 0
+    if changed:
+        touched = _touched(run, [before.assign(duration_s=np.nan), after])
+        read_facts = _recompute(run, touched)
+        _replace_per_fact(run, after, changed, appended=before.empty)
+    run.state(jobs).write(warehouse)
+    return Updated("", len(changed - removed), len(removed),
+                   0 if touched is None else
+                   len(touched[["calendar", "source", "day"]].drop_duplicates()),
+                   0 if touched is None else
+                   len(touched[["calendar", "source", "month"]].drop_duplicates()), read_facts)
+
+
+def _changes(run: _Run, state: State, forced: set[tuple[str, str]]
+             ) -> tuple[pd.DataFrame, pd.DataFrame, set, set] | str:
+    """The changed entities' stored rows (of carbon_per_fact) and rows now, the changed
+    (source, entity) pairs and the removed ones among them (see the module); or why
+    everything must be recomputed."""
+    warehouse = run.warehouse
+    now = {_relative(warehouse, info): info for info in run.files}
+    gone = warehouse.filesystem.get_file_info([f"{warehouse.table_path(FACTS_TABLE)}/{name}"
+                                               for name in sorted(state.files - set(now))])
+    if any(info.type != pafs.FileType.File for info in gone):
+        return "a data file of energy_facts last accounted is no longer stored"
+    read = [now[name] for name in sorted(set(now) - state.files)] + gone
+    candidates = set(_keys(entry_table.read_files(warehouse, FACTS_TABLE, read,
+                                                  columns=_KEY))) | forced
+    where = _of(candidates)
+    if where is None:
+        return pd.DataFrame(), pd.DataFrame(), set(), set()
+    after = run.facts(where)
+    before = entry_table.read_files(warehouse, CARBON_TABLE,
+                                    entry_table.files(warehouse, CARBON_TABLE), where,
+                                    columns=FACT_COLUMNS)
+    new, old = _signatures(after), _signatures(before)
+    both = new.index.intersection(old.index)
+    differ = ((new.loc[both, "rows"].to_numpy() != old.loc[both, "rows"].to_numpy())
+              | (new.loc[both, "digest"].to_numpy() != old.loc[both, "digest"].to_numpy()))
+    removed = set(old.index) - set(new.index)
+    changed = ({*new.index.difference(old.index), *both[differ]} | removed
+               | (forced & {*new.index, *old.index}))
+    if len(changed) > WHOLE_ABOVE:
+        return f"{len(changed)} entities changed (over {WHOLE_ABOVE})"
+    return (before[_keys(before).isin(changed)], after[_keys(after).isin(changed)],
+            changed, removed)
+
+
+def _replace_per_fact(run: _Run, after: pd.DataFrame, changed: set[tuple[str, str]],
+                      appended: bool) -> None:
+    """The changed entities' carbon and cost rows in place of theirs (``appended``: none is
+    stored, so no stored file is scanned); carbon last, the rows the next run compares
+    with (a run stopped between the two finds the same entities changed)."""
+    rows, inputs = attribute(after), run.inputs
+    where = "" if appended else _where_keys(changed)
+    for table, table_rows in ((COST_TABLE, cost_per_fact(rows, inputs.tariffs, inputs.cost)),
+                              (CARBON_TABLE, carbon_per_fact(rows, inputs.intensity,
+                                                             inputs.carbon))):
+        entry_table.replace_where(run.warehouse, table, entry_table.to_microseconds(table_rows),
+                                  where)
+
+
+def _whole_reason(run: _Run, state: State | None) -> str:
+    """Why everything is recomputed ('' if it need not be)."""
+    if state is None:
+        return "no accounting state stored (first run)"
+    if not run.per_entry:
+        return "energy_facts is not kept per entry"
+    if state.digest != run.inputs.digest:
+        return "the intensity, the tariffs or the settings changed"
+    if not all(entry_table.is_entry_table(run.warehouse, table)
+               for table in (DAILY_TABLE, MONTHLY_TABLE, CARBON_TABLE, COST_TABLE)):
+        return "an accounting table is not kept per entry"
+    return ""
+
+
+def _touched(run: _Run, changed: list[pd.DataFrame]) -> pd.DataFrame:
+    """The (calendar, source, day, month) the day pieces of ``changed`` facts touch."""
+    facts = attribute(pd.concat(changed, ignore_index=True))
+    return pd.concat([run.pieces(facts, zone)[["calendar", "source", "day", "month"]]
+                      .astype({"calendar": str, "source": str}).drop_duplicates()
+                      for zone in run.inputs.zones], ignore_index=True)
+
+
+def _recompute(run: _Run, touched: pd.DataFrame) -> int:
+    """Replace the roll-up rows of the ``touched`` days and months by those recomputed
+    from every fact of their sources overlapping their months; the facts read."""
+    where = functools.reduce(lambda a, b: a | b, [
+        (ds.field("source") == source) & functools.reduce(lambda a, b: a | b, [
+            (ds.field("window_start") <= end) & (ds.field("window_end") >= start)
+            for start, end in _month_spans(rows)])
+        for source, rows in touched.groupby("source")])
+    facts = run.facts(where)
+    attributed = attribute(facts, _jobs_of(run, facts))
+    inputs = run.inputs
+    daily, monthly = [], []
+    for zone in inputs.zones:
+        pieces = run.pieces(attributed, zone)
+        mine = touched[touched["calendar"] == zone]
+        source = pieces["source"].astype(str).to_numpy()
+        in_month = pd.MultiIndex.from_arrays([source, pieces["month"]]).isin(
+            pd.MultiIndex.from_frame(mine[["source", "month"]]))
+        pieces = pieces[in_month].reset_index(drop=True)
+        pieces["co2_g"] = co2_g(pieces, inputs.intensity, inputs.carbon)
+        pieces["cost"], pieces["currency"] = cost(pieces, inputs.tariffs, inputs.cost)
+        in_day = pd.MultiIndex.from_arrays([pieces["source"].astype(str).to_numpy(),
+                                            pieces["day"]]).isin(
+            pd.MultiIndex.from_frame(mine[["source", "day"]]))
+        daily.append(rollup(pieces[in_day], "day"))
+        monthly.append(rollup(pieces, "month"))
+    for table, rows, period in ((DAILY_TABLE, daily, "day"), (MONTHLY_TABLE, monthly, "month")):
+        entry_table.replace_where(run.warehouse, table,
+                                  _in_period_order(pd.concat(rows, ignore_index=True), period),
+                                  _where_periods(touched, period), FILE_BYTES)
+    return len(facts)
+
+
+def _jobs_of(run: _Run, facts: pd.DataFrame) -> pd.DataFrame | None:
+    """The cc_jobs rows of the ClusterCockpit entities of ``facts`` (cc_jobs is read only
+    for facts that have some)."""
+    jobs = facts.loc[facts["source"] == CC_SOURCE, "entity"]
+    if jobs.empty or run.jobs is None:
+        return None
+    return run.jobs[run.jobs["job"].isin(jobs)]
+
+
+def _whole(run: _Run, reason: str) -> Updated:
+    """Recompute and replace all four tables (``account`` over every fact)."""
+    facts = run.facts()
+    accounts = account(facts, run.inputs.intensity, run.inputs.carbon, run.inputs.time_zone,
+                       run.jobs, tariffs=run.inputs.tariffs, cost_settings=run.inputs.cost)
+    for table, rows in ((DAILY_TABLE, _in_period_order(accounts.daily, "day")),
+                        (MONTHLY_TABLE, _in_period_order(accounts.monthly, "month")),
+                        (COST_TABLE, entry_table.to_microseconds(accounts.cost)),
+                        (CARBON_TABLE, entry_table.to_microseconds(accounts.carbon))):
+        entry_table.replace_where(run.warehouse, table, rows, None, FILE_BYTES)
+    run.state(_job_digests(run.jobs)).write(run.warehouse)
+    daily = accounts.daily
+    return Updated(reason, len(accounts.carbon), 0,
+                   len(daily[["calendar", "source", "day"]].drop_duplicates()),
+                   len(accounts.monthly[["calendar", "source", "month"]].drop_duplicates()),
+                   len(facts))
+
+
+def stored_missing(warehouse: Warehouse, table: str, value: str,
+                   columns: list[str]) -> pd.DataFrame:
+    """The rows of per-fact ``table`` whose ``value`` is null (NaN), ``columns`` of them:
+    the column ``value`` is read, the others only for the rows selected."""
+    listed = entry_table.files(warehouse, table)
+    return entry_table.read_files(warehouse, table, listed, ds.field(value).is_null(),
+                                  columns=columns)
+

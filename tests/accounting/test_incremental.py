@@ -1,0 +1,147 @@
+"""The accounting tables kept incrementally (``incremental.update``) equal ``account`` from
+scratch, row for row, after a seeded random sequence of landings, rewrites, removals, a
+compaction, users changed in cc_jobs, an intensity and a tariff change."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from joulehouse import entry_table
+from joulehouse.accounting import generator, incremental, intensity, tariff
+from joulehouse.accounting.accounts import account
+from joulehouse.accounting.carbon import CarbonSettings
+from joulehouse.accounting.cost import CostSettings
+from joulehouse.accounting.schemas import FACT_COLUMNS, ROLLUP_KEYS
+from joulehouse.warehouse import Warehouse
+
+SOURCES = ("clustercockpit", "powerapi", "gpu-benchmark", "geopm")
+BANDS = [("Mon-Fri", "00:00", "08:00", 0.10), ("Mon-Fri", "08:00", "24:00", 0.30),
+         ('"Sat,Sun"', "00:00", "24:00", 0.05)]
+
+
+def pool(n: int, seed: int) -> pd.DataFrame:
+    """``n`` entities' facts from 25 Jan to 14 Feb 2024 (across a month's end, local and
+    UTC), every fourth with a second method; times to the microsecond, as stored."""
+    facts = generator.facts(n, "2024-01-25", "20D", seed=seed, sources=SOURCES)
+    twice = facts.iloc[::4].assign(method="counter", energy_j=lambda f: f["energy_j"] * 0.9)
+    return entry_table.to_microseconds(pd.concat([facts, twice], ignore_index=True))
+
+
+def land(store: Warehouse, rows: pd.DataFrame, removed: dict[str, list[str]] | None = None):
+    """Write ``rows`` per source (their entities replaced) and remove ``removed``."""
+    removed = removed or {}
+    for source in sorted({*rows["source"], *removed}):
+        store.write_entries("energy_facts", rows[rows["source"] == source],
+                            {"source": source}, removed=removed.get(source, []))
+
+
+def jobs_of(entities: list[str], rng: np.random.Generator) -> pd.DataFrame:
+    return pd.DataFrame({"job": entities,
+                         "hpc_user": rng.choice(["alice", "bob", "carol"], len(entities)),
+                         "project": rng.choice(["p1", "p2"], len(entities)),
+                         "cluster_partition": rng.choice(["main", None], len(entities))})
+
+
+def inputs(folder, base: float, price: float) -> incremental.Inputs:
+    generator.write_csv(generator.electricity_maps_frame(
+        "DE", "Germany", "2024-01-20", "2024-02-10", base=base), folder / "intensity/de.csv")
+    generator.write_tariff(folder / "tariffs/a.csv", "site-a", ("2024-01-01", "2024-02-12"),
+                           [(*band[:3], band[3] * price) for band in BANDS])
+    return incremental.Inputs(
+        intensity=intensity.read_folder(folder / "intensity"),
+        tariffs=tariff.read_folder(folder / "tariffs"),
+        carbon=CarbonSettings(zones={"*": "DE"}, pue=1.2),
+        cost=CostSettings(sites={"*": "site-a", "geopm": "none"}, pue=1.2),
+        time_zone="Europe/Berlin")
+
+
+def sorted_rows(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """``table`` as stored (labels as str, times to the microsecond), sorted by ``keys``."""
+    labels = {name: table[name].astype(str).astype(object) for name in table.columns
+              if isinstance(table[name].dtype, pd.CategoricalDtype)}
+    table = entry_table.to_microseconds(table.assign(**labels))
+    return table.sort_values(keys, ignore_index=True)
+
+
+def assert_as_from_scratch(store: Warehouse, given: incremental.Inputs) -> None:
+    facts = store.read_table("energy_facts")
+    jobs = store.read_table("cc_jobs")
+    expected = account(incremental.canonical(facts), given.intensity, given.carbon,
+                       given.time_zone, jobs, tariffs=given.tariffs, cost_settings=given.cost)
+    for table, rows, keys in (
+            ("accounting_daily", expected.daily, ["calendar", "day", *ROLLUP_KEYS]),
+            ("accounting_monthly", expected.monthly, ["calendar", "month", *ROLLUP_KEYS]),
+            ("carbon_per_fact", expected.carbon, FACT_COLUMNS),
+            ("cost_per_fact", expected.cost, FACT_COLUMNS)):
+        pd.testing.assert_frame_equal(sorted_rows(store.read_table(table), keys),
+                                      sorted_rows(rows, keys), check_exact=True, obj=table)
+
+
+def test_incremental_accounting_equals_a_rebuild_after_random_changes(tmp_path):
+    rng = np.random.default_rng(28)
+    store = Warehouse(tmp_path / "warehouse")
+    facts = pool(120, seed=3)
+    entities = facts["entity"].unique()
+    landed = list(entities[:60])
+    land(store, facts[facts["entity"].isin(landed)])
+    cc = sorted(facts.loc[facts["source"] == "clustercockpit", "entity"].unique())
+    store.write_table("cc_jobs", jobs_of(cc, rng))
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    first = incremental.update(store, given)
+    assert first.whole == "no accounting state stored (first run)"
+    assert_as_from_scratch(store, given)
+
+    for step in range(3):
+        fresh = entities[60 + 20 * step: 60 + 20 * (step + 1)]
+        landed += list(fresh)
+        stored = store.read_table("energy_facts")
+        rewritten = rng.choice(sorted(stored["entity"].unique()), 4, replace=False)
+        moved = stored[stored["entity"].isin(rewritten)].assign(  # a fix: other days, energy
+            window_start=lambda f: f["window_start"] + pd.Timedelta(days=int(rng.integers(1, 9))),
+            window_end=lambda f: f["window_end"] + pd.Timedelta(days=int(rng.integers(9, 11))),
+            energy_j=lambda f: f["energy_j"] * 1.5)
+        gone = stored[~stored["entity"].isin(rewritten)].drop_duplicates("entity").sample(
+            3, random_state=step)
+        land(store, pd.concat([facts[facts["entity"].isin(fresh)], moved]),
+             gone.groupby("source")["entity"].apply(list).to_dict())
+        if step == 1:  # two jobs change users; one job's row disappears
+            jobs = store.read_table("cc_jobs")
+            jobs.loc[jobs.index[:2], "hpc_user"] = "dave"
+            store.write_table("cc_jobs", jobs.iloc[:-1])
+        updated = incremental.update(store, given)
+        assert updated.whole == "" and updated.changed >= len(fresh)
+        assert updated.removed == 3
+        assert_as_from_scratch(store, given)
+
+    assert entry_table.compact(store, "energy_facts")["merged"] > 1
+    unchanged = incremental.update(store, given)  # rows moved into new files: no change
+    assert (unchanged.whole, unchanged.changed, unchanged.removed) == ("", 0, 0)
+    assert_as_from_scratch(store, given)
+
+    for changed in (inputs(tmp_path, base=200.0, price=1.0),   # the intensity
+                    inputs(tmp_path, base=200.0, price=2.0)):  # the tariffs
+        updated = incremental.update(store, changed)
+        assert updated.whole == "the intensity, the tariffs or the settings changed"
+        assert_as_from_scratch(store, changed)
+
+
+def test_a_failed_update_leaves_the_tables_and_the_next_finds_the_same_changes(tmp_path,
+                                                                                monkeypatch):
+    store = Warehouse(tmp_path / "warehouse")
+    facts = pool(40, seed=5)
+    land(store, facts.iloc[:30])
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    before = store.read_table("accounting_daily")
+    land(store, facts.iloc[30:])
+
+    def refused(*args, **kwargs):
+        raise OSError("the store went away")
+
+    monkeypatch.setattr(incremental.entry_table, "replace_where", refused)
+    with pytest.raises(OSError, match="went away"):
+        incremental.update(store, given)
+    monkeypatch.undo()
+    pd.testing.assert_frame_equal(store.read_table("accounting_daily"), before)
+    assert incremental.update(store, given).changed == facts.iloc[30:]["entity"].nunique()
+    assert_as_from_scratch(store, given)
