@@ -4,8 +4,9 @@ One dynamic partition per repetition (key ``<root name>/<experiment>/<benchmark>
 see ``resources/gpu.py``). This module holds the assets' specs and what
 computes each; ``assets/pipeline.py`` runs them as ONE step over every
 partition of a run (``BackfillPolicy.single_run``), writing Parquet through
-``joulehouse.warehouse``; the tables over all repetitions are rebuilt from
-the warehouse when their inputs change (``AutomationCondition``).
+``joulehouse.warehouse``. The per-setting and per-benchmark tables are kept per
+setting (``joulehouse/gpu/tables.py``): a run recomputes the settings and benchmarks
+of its repetitions only; a run without partitions rebuilds them whole.
 
 A bad repetition fails only itself: see ``assets/pipeline.py``. A method of a
 repetition that gives no ``energy_facts`` row (its source file missing, unbridged
@@ -14,6 +15,7 @@ and is stored in the warehouse table ``left_out`` (``gpu-benchmark/energy/<key>`
 """
 
 from concurrent.futures import Executor
+from functools import partial
 
 import dagster as dg
 import pandas as pd
@@ -343,7 +345,8 @@ gpu_setting_energy = dg.AssetSpec(
     description=(
         "Per setting (benchmark run) of each data root: number of repetitions and mean, "
         "standard deviation, min and max of time and of energy by each method, over the "
-        "experiment window."
+        "experiment window. Kept per setting (Delta Lake): a run rewrites the settings of "
+        "its repetitions only."
     ),
     deps=[gpu_repetition_energy],
     **WHOLE_TABLE,
@@ -355,8 +358,9 @@ gpu_benchmark_energy = dg.AssetSpec(
     description=(
         "Per benchmark of each data root: the time-energy Pareto front over its settings "
         "and the setting with least energy, least energy-delay product, and least energy "
-        "within 10% of the fastest setting's time. Metadata: energy against time per "
-        "setting."
+        "within 10% of the fastest setting's time. Kept per setting: a run rewrites the "
+        "benchmarks of its repetitions only. Metadata: energy against time per setting, "
+        "for the benchmarks the run recomputed."
     ),
     deps=[gpu_setting_energy],
     **WHOLE_TABLE,
@@ -378,14 +382,24 @@ energy_facts = dg.AssetSpec(
 
 
 def setting_energy(context: dg.AssetExecutionContext, tables: Tables) -> dg.MaterializeResult:
-    """Recompute the settings of the run's repetitions (every setting in a run without
-    partitions) from their stored energy and write their rows (``joulehouse/gpu/tables.py``)."""
+    """Recompute the settings of the run's repetitions from the stored energy of those
+    settings' registered repetitions, or every setting in a run without partitions, and
+    write their rows (``joulehouse/gpu/tables.py``)."""
     keys = run_partitions(context)
-    stored = stored_energy_keys(context, tables)
-    if not stored and keys is None:
-        raise dg.Failure("no per-repetition energy stored yet: materialize gpu_repetition_energy")
-    written = gpu_tables.refresh_settings(tables, stored, lambda read: _energy_of(tables, read),
-                                          keys)
+    if keys is None:
+        candidates = stored_energy_keys(context, tables)
+        if not candidates:
+            raise dg.Failure("no per-repetition energy stored yet: materialize "
+                             "gpu_repetition_energy")
+        energy_of = partial(_energy_of, tables)
+    else:  # not the whole table's listing: a stat per repetition of the settings touched
+        candidates = context.instance.get_dynamic_partitions(gpu_repetitions.name)
+
+        def energy_of(among: list[str]) -> pd.DataFrame:
+            stored = [key for key in among if tables.has_partition(ENERGY_TABLE, key)]
+            return _energy_of(tables, stored) if stored else pd.DataFrame()
+
+    written = gpu_tables.refresh_settings(tables, candidates, energy_of, keys)
     return dg.MaterializeResult(asset_key=gpu_setting_energy.key, metadata={
         **_refreshed(tables, written, SETTING_SCHEMA, SETTING_TABLE),
         "settings_recomputed": dg.MetadataValue.int(written.recomputed),

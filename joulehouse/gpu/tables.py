@@ -54,23 +54,25 @@ class Refreshed:
     read: int
 
 
-def refresh_settings(warehouse: Warehouse, stored: Sequence[str],
+def refresh_settings(warehouse: Warehouse, keys: Sequence[str],
                      energy_of: Callable[[list[str]], pd.DataFrame],
                      touched: Iterable[str] | None) -> Refreshed:
     """Recompute the settings of the repetitions ``touched`` (partition keys; None: every
-    setting, the table replaced whole) and write their rows in one commit. ``stored``: the
-    keys of every registered repetition whose energy is stored; ``energy_of(keys)``:
-    their stored per-repetition energy."""
+    setting, the table replaced whole) and write their rows in one commit. ``keys``: the
+    registered repetitions (partition keys); ``energy_of(keys)``: the stored
+    per-repetition energy of those of ``keys`` that have one (an empty frame if none)."""
     if touched is None:
-        keys, settings = list(stored), None
+        settings = None
     else:
         wanted = {setting_of(key) for key in touched}
-        keys = [key for key in stored if setting_of(key) in wanted]
+        keys = [key for key in keys if setting_of(key) in wanted]
         settings = pd.DataFrame(sorted(wanted), columns=aggregate.SETTING_KEY)
-    rows = aggregate.setting_table(energy_of(keys)) if keys else pd.DataFrame()
+    energy = energy_of(list(keys)) if keys else pd.DataFrame()
+    rows = aggregate.setting_table(energy) if len(energy) else pd.DataFrame()
     entry_table.replace_keys(warehouse, SETTING_TABLE, rows, settings)
     _compact_if_due(warehouse, SETTING_TABLE)
-    return Refreshed(rows, len(rows) if settings is None else len(settings), len(keys))
+    read = len(energy[["data_root", "repetition"]].drop_duplicates()) if len(energy) else 0
+    return Refreshed(rows, len(rows) if settings is None else len(settings), read)
 
 
 def refresh_benchmarks(warehouse: Warehouse, settings: pd.DataFrame | None) -> Refreshed:

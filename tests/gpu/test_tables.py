@@ -3,6 +3,7 @@ a seeded random sequence of landings, fixes, re-landings and removals of repetit
 refreshed with only what it touched, both tables equal a rebuild from scratch, row for row."""
 
 import random
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -49,6 +50,12 @@ def energy(key: str, rng: np.random.Generator) -> pd.DataFrame:
     return frame.astype({"memory_clock_mhz": "Int64", "sm_clock_mhz": "Int64"})
 
 
+def energy_of(stored: dict[str, pd.DataFrame], keys: list[str]) -> pd.DataFrame:
+    """The stored energy of those of ``keys`` stored (the registered keys include others)."""
+    frames = [stored[key] for key in keys if key in stored]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def rebuilt(stored: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
     settings = aggregate.setting_table(pd.concat(stored.values(), ignore_index=True))
     return settings, aggregate.benchmark_table(settings)
@@ -60,8 +67,7 @@ def kept(tables: Warehouse, table: str) -> pd.DataFrame:
 
 def refresh(tables: Warehouse, stored: dict[str, pd.DataFrame], touched: list[str] | None
             ) -> None:
-    refresh_settings(tables, sorted(stored), lambda keys: pd.concat(
-        [stored[key] for key in keys], ignore_index=True), touched)
+    refresh_settings(tables, KEYS, partial(energy_of, stored), touched)
     settings = None if touched is None else pd.DataFrame(
         [setting_of(key) for key in touched], columns=aggregate.SETTING_KEY)
     refresh_benchmarks(tables, settings)
@@ -119,15 +125,15 @@ def test_a_refresh_reads_only_the_touched_settings_repetitions(tmp_path):
     stored = {key: energy(key, rng) for key in KEYS}
     read: list[str] = []
 
-    def energy_of(keys: list[str]) -> pd.DataFrame:
+    def reading(keys: list[str]) -> pd.DataFrame:
         read.extend(keys)
-        return pd.concat([stored[key] for key in keys], ignore_index=True)
+        return energy_of(stored, keys)
 
     refresh(tables, stored, None)
     read.clear()
     touched = "lab/power-limit/bert/200W/1"
     stored[touched] = energy(touched, rng)
-    written = refresh_settings(tables, sorted(stored), energy_of, [touched])
+    written = refresh_settings(tables, KEYS, reading, [touched])
     assert sorted(read) == [f"lab/power-limit/bert/200W/{rep}" for rep in range(3)]
     assert written.recomputed == 1 and written.read == 3 and len(written.rows) == 1
     benchmarks = refresh_benchmarks(tables, pd.DataFrame([setting_of(touched)],
