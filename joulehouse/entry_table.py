@@ -498,14 +498,19 @@ def read_files(warehouse: Warehouse, table: str, listed: list[pafs.FileInfo],
 
 
 def keys_predicate(keys: pd.DataFrame) -> str:
-    """The SQL predicate that selects the rows whose values of ``keys``'s columns (two at
-    least) equal one of its rows: per distinct value of every column but the last, the
-    last column's values ``IN`` a list (:func:`predicate`), those joined by ``OR``. A key
-    of several columns (a GPU setting: data root, experiment, benchmark, run) thus costs
-    one term per group, not one per key."""
-    if keys.empty or len(keys.columns) < 2:
-        raise ValueError(f"keys of {list(keys.columns)}: at least one row of two columns")
+    """The SQL predicate that selects the rows whose values of ``keys``'s columns equal one
+    of its rows: per distinct value of every column but the last, the last column's values
+    ``IN`` a list (:func:`predicate`), those joined by ``OR`` (one column: the ``IN``
+    alone). A key of several columns (a GPU setting: data root, experiment, benchmark,
+    run) thus costs one term per group, not one per key."""
+    if keys.empty or not len(keys.columns):
+        raise ValueError(f"keys of {list(keys.columns)}: at least one row and one column")
     *scope, last = keys.columns
+    if not scope:
+        values = sorted(set(keys[last]))
+        if any(pd.isna(value) for value in values):
+            raise ValueError(f"keys of {last} must not be null: {values}")
+        return f"{_name(last)} IN ({', '.join(map(_literal, values))})"
     terms = [predicate(dict(zip(scope, group if isinstance(group, tuple) else (group,))),
                        last, rows[last])
              for group, rows in keys.drop_duplicates().groupby(scope, sort=True)]
@@ -543,6 +548,9 @@ def read_keys(warehouse: Warehouse, table: str, keys: pd.DataFrame) -> pd.DataFr
     frame without columns where none is stored): one :func:`read` per group of the keys'
     leading columns, each reading the files whose statistics may hold it."""
     *scope, last = keys.columns
+    if not scope:
+        rows = read(warehouse, table)
+        return rows[rows[last].isin(set(keys[last]))].reset_index(drop=True) if len(rows) else rows
     parts = []
     for group, wanted in keys.drop_duplicates().groupby(scope, sort=True):
         within = dict(zip(scope, group if isinstance(group, tuple) else (group,)))
@@ -550,3 +558,11 @@ def read_keys(warehouse: Warehouse, table: str, keys: pd.DataFrame) -> pd.DataFr
         if len(rows):
             parts.append(rows[rows[last].isin(set(wanted[last]))])
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def compact_if_many(warehouse: Warehouse, table: str, above: int) -> dict[str, int] | None:
+    """:func:`compact` ``table`` once over ``above`` of its current version's files are
+    under ``TARGET_FILE_BYTES`` (each write adds one or two); its figures, or None when
+    not due."""
+    small = [info for info in files(warehouse, table) if info.size < TARGET_FILE_BYTES]
+    return compact(warehouse, table) if len(small) > above else None

@@ -70,7 +70,7 @@ def refresh_settings(warehouse: Warehouse, keys: Sequence[str],
     energy = energy_of(list(keys)) if keys else pd.DataFrame()
     rows = aggregate.setting_table(energy) if len(energy) else pd.DataFrame()
     entry_table.replace_keys(warehouse, SETTING_TABLE, rows, settings)
-    _compact_if_due(warehouse, SETTING_TABLE)
+    entry_table.compact_if_many(warehouse, SETTING_TABLE, COMPACT_ABOVE)
     read = len(energy[["data_root", "repetition"]].drop_duplicates()) if len(energy) else 0
     return Refreshed(rows, len(rows) if settings is None else len(settings), read)
 
@@ -89,7 +89,7 @@ def refresh_benchmarks(warehouse: Warehouse, settings: pd.DataFrame | None) -> R
         rows = entry_table.read_keys(warehouse, SETTING_TABLE, benchmarks)
     table = aggregate.benchmark_table(rows) if len(rows) else pd.DataFrame()
     entry_table.replace_keys(warehouse, BENCHMARK_TABLE, table, benchmarks)
-    _compact_if_due(warehouse, BENCHMARK_TABLE)
+    entry_table.compact_if_many(warehouse, BENCHMARK_TABLE, COMPACT_ABOVE)
     recomputed = table[aggregate.BENCHMARK_KEY].drop_duplicates() if len(table) else table
     return Refreshed(table, len(recomputed) if benchmarks is None else len(benchmarks),
                      len(rows))
@@ -98,12 +98,3 @@ def refresh_benchmarks(warehouse: Warehouse, settings: pd.DataFrame | None) -> R
 def stored_rows(warehouse: Warehouse, table: str) -> int:
     """The rows of ``table`` now, from the Delta log's statistics (``entry_table.count``)."""
     return entry_table.count(warehouse, table, {})
-
-
-def _compact_if_due(warehouse: Warehouse, table: str) -> None:
-    """Compact ``table`` once over ``COMPACT_ABOVE`` of its files are under the
-    compaction's target size, as ``energy_facts`` is (``facts_entries.compact_if_due``)."""
-    small = [info for info in entry_table.files(warehouse, table)
-             if info.size < entry_table.TARGET_FILE_BYTES]
-    if len(small) > COMPACT_ABOVE:
-        entry_table.compact(warehouse, table)
