@@ -68,7 +68,9 @@ def refresh(tables: Warehouse, registered: Collection[str], touched: Collection[
             window: str, targets: tuple[str, ...]) -> Refreshed:
     """Recompute the window rows of the sensors of the partitions ``touched`` (None: every
     sensor) from every stored ``registered`` partition holding them, write them and the
-    touched partitions' sensors, one commit each. A rebuild with no partition stored
+    touched partitions' sensors, one commit each (a touched partition no longer
+    registered, deleted from Dagster, holds none now: its sensors are recomputed without
+    it). A rebuild with no partition stored
     writes nothing (no sensor recomputed)."""
     store = ReportStore(tables)
     if touched is None or not entry_table.is_entry_table(tables, SENSORS_TABLE):
@@ -78,16 +80,17 @@ def refresh(tables: Warehouse, registered: Collection[str], touched: Collection[
         frames = {key: _frames(store, key) for key in keys}
         return _write(tables, frames, None, keys, window, targets)
     run = [key for key in touched if key in registered and store.progress(key) is not None]
+    owners = sorted({*run, *(key for key in touched if key not in registered)})
     frames = {key: _frames(store, key) for key in run}
-    held = entry_table.read_keys(tables, SENSORS_TABLE, pd.DataFrame({"partition": run})) if (
-        run) else pd.DataFrame()
+    held = entry_table.read_keys(tables, SENSORS_TABLE, pd.DataFrame({"partition": owners})) if (
+        owners) else pd.DataFrame()
     sensors = sorted({*_sensors(frames), *(held["sensor"] if len(held) else ())})
     if sensors:
         holders = entry_table.read_keys(tables, SENSORS_TABLE, pd.DataFrame({"sensor": sensors}))
         for key in sorted(set(holders["partition"]) - set(frames) if len(holders) else ()):
             if key in registered:
                 frames[key] = _frames(store, key)
-    return _write(tables, frames, sensors, run, window, targets)
+    return _write(tables, frames, sensors, owners, window, targets)
 
 
 def _frames(store: ReportStore, key: str) -> dict[str, pd.DataFrame]:
@@ -107,7 +110,9 @@ def _write(tables: Warehouse, frames: dict[str, dict[str, pd.DataFrame]],
     ``owners`` (None sensors: of every partition, the tables replaced whole)."""
     together, twice = {}, {}
     for name in FRAMES:
-        parts = [parts[name] for parts in frames.values()]
+        # in key order, as a rebuild reads them: where one report time is given twice with
+        # other values (both kept), their order decides the ticks
+        parts = [frames[key][name] for key in sorted(frames)]
         if sensors is not None:
             parts = [part[part["sensor"].astype(str).isin(sensors)] for part in parts if len(part)]
         together[name], twice[name] = combined(name, parts)
@@ -115,8 +120,9 @@ def _write(tables: Warehouse, frames: dict[str, dict[str, pd.DataFrame]],
     entry_table.replace_keys(tables, WINDOW_TABLE, rows,
                              None if sensors is None else pd.DataFrame({"sensor": sensors}))
     entry_table.compact_if_many(tables, WINDOW_TABLE, COMPACT_ABOVE)
-    held = pd.DataFrame([(key, sensor) for key in owners for sensor in sorted(
-        _sensors({key: frames[key]}))], columns=["partition", "sensor"], dtype=object)
+    held = pd.DataFrame([(key, sensor) for key in owners if key in frames
+                         for sensor in sorted(_sensors({key: frames[key]}))],
+                        columns=["partition", "sensor"], dtype=object)
     if owners:
         entry_table.replace_keys(tables, SENSORS_TABLE, held,
                                  None if sensors is None else pd.DataFrame({"partition": owners}))
