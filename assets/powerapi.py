@@ -16,12 +16,15 @@ name>/<entry name>``: one report file, or one folder of report files, see
    replaces the earlier ones. A bad file fails the check ``pandera_valid``
    of its partition, naming file and line, and stores nothing;
 2. ``powerapi_report_energy``: each partition's own windowed energy;
-3. ``powerapi_window_energy``: the whole-source table, from the stored RAPL
-   and power reports of every registered partition together (a window may
-   straddle two files, and the measurement and the estimates usually come
-   from different files); a report stored by two partitions (one data set
-   landed in two forms) counts once;
-4. ``energy_facts/powerapi``: that table's rows in ``energy_facts``;
+3. ``powerapi_window_energy``: the whole-source table, kept per sensor
+   (``joulehouse/powerapi/windows.py``): the sensors of the run's partitions are
+   recomputed from the stored RAPL and power reports of every registered
+   partition holding them (a window may straddle two files, and the
+   measurement and the estimates usually come from different files); a report
+   stored by two partitions (one data set landed in two forms) counts once; a
+   run without partitions rebuilds every sensor;
+4. ``energy_facts/powerapi``: the recomputed sensors' rows in ``energy_facts``
+   (every row, synced, after a rebuild);
 
 then, if any partition failed, the step fails last (``assets/reporting.py``).
 What an input of a partition left out (a report cut short in a quiet file, RAPL
@@ -32,9 +35,9 @@ is stored in the warehouse table ``left_out`` (partitions
 The per-partition work of 1. and 2. runs in the ``workers`` resource's
 processes (``resources/workers.py``); only what each partition stored comes
 back to the step.
-With no partition stored at all (and none failed in the run) the tables are
-not rebuilt: the step raises a ``Failure`` saying so, rather than writing
-empty tables over the last good ones.
+In a run without partitions with no partition stored at all (and none failed)
+the tables are not rebuilt: the step raises a ``Failure`` saying so, rather than
+writing empty tables over the last good ones.
 """
 
 import time
@@ -249,7 +252,9 @@ def window_table(tables: Tables, refreshed: windows.Refreshed) -> dg.Materialize
     return dg.MaterializeResult(asset_key=powerapi_window_energy.key, metadata={
         **table_metadata(rows, schemas.WINDOW_ENERGY_SCHEMA),
         "dagster/row_count": dg.MetadataValue.int(entry_table.count(tables, WINDOW_TABLE, {})),
-        "sensors_recomputed": dg.MetadataValue.json(refreshed.sensors),
+        "sensors_recomputed": dg.MetadataValue.int(
+            len(refreshed.sensors) if refreshed.sensors is not None
+            else rows["sensor"].nunique() if len(rows) else 0),
         "partitions": dg.MetadataValue.int(refreshed.partitions),
         "reports_given_twice": dg.MetadataValue.json(refreshed.given_twice),
         "power_over_time": dg.MetadataValue.md(power_plots(rows)),
