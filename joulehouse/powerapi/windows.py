@@ -70,27 +70,30 @@ def refresh(tables: Warehouse, registered: Collection[str], touched: Collection[
     sensor) from every stored ``registered`` partition holding them, write them and the
     touched partitions' sensors, one commit each (a touched partition no longer
     registered, deleted from Dagster, holds none now: its sensors are recomputed without
-    it). A rebuild with no partition stored
-    writes nothing (no sensor recomputed)."""
+    it). A rebuild with no partition stored writes nothing (no sensor recomputed)."""
     store = ReportStore(tables)
     if touched is None or not entry_table.is_entry_table(tables, SENSORS_TABLE):
         keys = [key for key in store.stored_keys() if key in registered]
         if not keys:  # nothing to rebuild from: what is stored stays
             return Refreshed(pd.DataFrame(), [], 0, dict.fromkeys(FRAMES, 0))
         frames = {key: _frames(store, key) for key in keys}
-        return _write(tables, frames, None, keys, window, targets)
+        parts = {name: [frames[key][name] for key in keys] for name in FRAMES}
+        return _write(tables, parts, None, _held(frames), keys, window, targets)
     run = [key for key in touched if key in registered and store.progress(key) is not None]
     owners = sorted({*run, *(key for key in touched if key not in registered)})
     frames = {key: _frames(store, key) for key in run}
     held = entry_table.read_keys(tables, SENSORS_TABLE, pd.DataFrame({"partition": owners})) if (
         owners) else pd.DataFrame()
     sensors = sorted({*_sensors(frames), *(held["sensor"] if len(held) else ())})
-    if sensors:
-        holders = entry_table.read_keys(tables, SENSORS_TABLE, pd.DataFrame({"sensor": sensors}))
-        for key in sorted(set(holders["partition"]) - set(frames) if len(holders) else ()):
-            if key in registered:
-                frames[key] = _frames(store, key)
-    return _write(tables, frames, sensors, owners, window, targets)
+    holders = entry_table.read_keys(tables, SENSORS_TABLE, pd.DataFrame({"sensor": sensors})) if (
+        sensors) else pd.DataFrame()
+    # every partition holding them, read together in key order, as a rebuild reads them:
+    # where one report time is given twice with other values (both kept), the order
+    # decides the ticks
+    keys = sorted({*run, *(key for key in (holders["partition"] if len(holders) else ())
+                           if key in registered)})
+    parts = {name: [store.read(name, keys)] if keys else [] for name in FRAMES}
+    return _write(tables, parts, sensors, _held(frames), owners, window, targets, len(keys))
 
 
 def _frames(store: ReportStore, key: str) -> dict[str, pd.DataFrame]:
@@ -102,29 +105,33 @@ def _sensors(frames: dict[str, dict[str, pd.DataFrame]]) -> set[str]:
             for sensor in frame["sensor"].unique()}
 
 
-def _write(tables: Warehouse, frames: dict[str, dict[str, pd.DataFrame]],
-           sensors: list[str] | None, owners: list[str], window: str,
-           targets: tuple[str, ...]) -> Refreshed:
-    """Compute the window rows of ``sensors`` (None: all) from ``frames`` (partition ->
-    frame name -> stored frame), replace them, then the sensors of the partitions
-    ``owners`` (None sensors: of every partition, the tables replaced whole)."""
+def _held(frames: dict[str, dict[str, pd.DataFrame]]) -> pd.DataFrame:
+    """The sensors each partition of ``frames`` (partition -> frame name -> frame) holds."""
+    return pd.DataFrame([(key, sensor) for key in sorted(frames)
+                         for sensor in sorted(_sensors({key: frames[key]}))],
+                        columns=["partition", "sensor"], dtype=object)
+
+
+def _write(tables: Warehouse, parts: dict[str, list[pd.DataFrame]], sensors: list[str] | None,
+           held: pd.DataFrame, owners: list[str], window: str, targets: tuple[str, ...],
+           read: int | None = None) -> Refreshed:
+    """Compute the window rows of ``sensors`` (None: all) from ``parts`` (frame name -> the
+    stored frames, in key order), replace them, then make ``held`` the sensors of the
+    partitions ``owners`` (None sensors: the tables replaced whole); ``read``: the
+    partitions read (default: ``owners``)."""
     together, twice = {}, {}
     for name in FRAMES:
-        # in key order, as a rebuild reads them: where one report time is given twice with
-        # other values (both kept), their order decides the ticks
-        parts = [frames[key][name] for key in sorted(frames)]
+        frames = parts[name]
         if sensors is not None:
-            parts = [part[part["sensor"].astype(str).isin(sensors)] for part in parts if len(part)]
-        together[name], twice[name] = combined(name, parts)
+            frames = [part[part["sensor"].astype(str).isin(sensors)] for part in frames
+                      if len(part)]
+        together[name], twice[name] = combined(name, frames)
     rows = window_energy(together["rapl_energy"], together["power_reports"], window, targets)
     entry_table.replace_keys(tables, WINDOW_TABLE, rows,
                              None if sensors is None else pd.DataFrame({"sensor": sensors}))
     entry_table.compact_if_many(tables, WINDOW_TABLE, COMPACT_ABOVE)
-    held = pd.DataFrame([(key, sensor) for key in owners if key in frames
-                         for sensor in sorted(_sensors({key: frames[key]}))],
-                        columns=["partition", "sensor"], dtype=object)
     if owners:
         entry_table.replace_keys(tables, SENSORS_TABLE, held,
                                  None if sensors is None else pd.DataFrame({"partition": owners}))
         entry_table.compact_if_many(tables, SENSORS_TABLE, COMPACT_ABOVE)
-    return Refreshed(rows, sensors, len(frames), twice)
+    return Refreshed(rows, sensors, len(owners) if read is None else read, twice)
