@@ -544,13 +544,14 @@ def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
 
 
 def read_keys(warehouse: Warehouse, table: str, keys: pd.DataFrame) -> pd.DataFrame:
-    """The rows of ``keys`` (:func:`keys_predicate`), as :func:`read` gives rows (an empty
-    frame without columns where none is stored): one :func:`read` per group of the keys'
-    leading columns, each reading the files whose statistics may hold it."""
+    """The rows of ``keys`` (:func:`keys_predicate`; an empty frame without columns where
+    none is stored): one :func:`read` per group of the keys' leading columns, each reading
+    the files whose statistics may hold it; keys of one column are read by
+    :func:`read_files` (a table without nullable pandas dtypes)."""
     *scope, last = keys.columns
-    if not scope:
-        rows = read(warehouse, table)
-        return rows[rows[last].isin(set(keys[last]))].reset_index(drop=True) if len(rows) else rows
+    if not scope:  # the files and row groups whose statistics may hold them (read_files)
+        return read_files(warehouse, table, files(warehouse, table),
+                          ds.field(last).isin(sorted(set(keys[last]))))
     parts = []
     for group, wanted in keys.drop_duplicates().groupby(scope, sort=True):
         within = dict(zip(scope, group if isinstance(group, tuple) else (group,)))
