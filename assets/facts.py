@@ -96,3 +96,23 @@ def _written(written: Written, how: str) -> dict[str, Any]:
             "entities_written": dg.MetadataValue.int(written.entities),
             "entities_removed": dg.MetadataValue.int(written.removed),
             "rows_written": dg.MetadataValue.int(written.rows)}
+
+
+def write_owned_facts(context: dg.AssetExecutionContext, tables: Warehouse,
+                      asset: dg.AssetKey, source: str, rows: pd.DataFrame,
+                      owners: list[str], ownership: Ownership, how: str,
+                      metadata: Mapping[str, Any] | None = None) -> dg.MaterializeResult:
+    """Write ``rows``, every fact of ``owners`` now (owners that are no Dagster partition:
+    PowerAPI's sensors, whose windows a run recomputed), in one commit
+    (``facts_entries.replace_owned``: an owner's stored entities it no longer gives are
+    removed), and report the materialization of ``asset`` as :func:`write_facts` does."""
+    written = replace_owned(tables, source, rows, owners, ownership)
+    compacted = compact_if_due(tables)
+    if compacted is not None:
+        context.log.info(f"energy_facts compacted: {compacted}")
+    return dg.MaterializeResult(asset_key=asset, metadata={
+        **_written(written, how),
+        "dagster/row_count": dg.MetadataValue.int(stored_rows(tables, source)),
+        "compacted": dg.MetadataValue.json(compacted),
+        "dagster/column_schema": column_schema({"table": rows}, lambda name: ENERGY_FACTS_SCHEMA),
+        **(metadata or {})})

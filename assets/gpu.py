@@ -4,8 +4,9 @@ One dynamic partition per repetition (key ``<root name>/<experiment>/<benchmark>
 see ``resources/gpu.py``). This module holds the assets' specs and what
 computes each; ``assets/pipeline.py`` runs them as ONE step over every
 partition of a run (``BackfillPolicy.single_run``), writing Parquet through
-``joulehouse.warehouse``; the tables over all repetitions are rebuilt from
-the warehouse when their inputs change (``AutomationCondition``).
+``joulehouse.warehouse``. The per-setting and per-benchmark tables are kept per
+setting (``joulehouse/gpu/tables.py``): a run recomputes the settings and benchmarks
+of its repetitions only; a run without partitions rebuilds them whole.
 
 A bad repetition fails only itself: see ``assets/pipeline.py``. A method of a
 repetition that gives no ``energy_facts`` row (its source file missing, unbridged
@@ -14,6 +15,7 @@ and is stored in the warehouse table ``left_out`` (``gpu-benchmark/energy/<key>`
 """
 
 from concurrent.futures import Executor
+from functools import partial
 
 import dagster as dg
 import pandas as pd
@@ -27,12 +29,14 @@ from assets.reporting import (
     column_schema,
     partition_check_spec,
     partitions_per_task,
+    run_partitions,
     table_metadata,
 )
 from joulehouse.accounting.repetition import with_reading_figures
 from joulehouse.accounting.waste import GPU_IDLE
 from joulehouse.errors import InputError
 from joulehouse.gpu import aggregate
+from joulehouse.gpu import tables as gpu_tables
 from joulehouse.gpu.energy import (
     FACTS_OWNERSHIP,
     FACTS_SOURCE,
@@ -59,6 +63,7 @@ from joulehouse.gpu.store import (
     repetition_frames,
     save_repetition,
 )
+from joulehouse.gpu.tables import BENCHMARK_TABLE, SETTING_TABLE
 from joulehouse.leftout import store_left_out
 from joulehouse.plots import Series, markdown_image, scatter_png
 from joulehouse.validation import validate, validate_each
@@ -67,8 +72,6 @@ from resources import GpuBenchmarkSource
 
 GROUP = "gpu_benchmarks"
 ENERGY_TABLE = "gpu_repetition_energy"
-SETTING_TABLE = "gpu_setting_energy"
-BENCHMARK_TABLE = "gpu_benchmark_energy"
 FACTS_TABLE = "energy_facts"
 VALID_CHECK = "pandera_valid"
 COMPUTED_CHECK = "energy_computed"
@@ -342,7 +345,8 @@ gpu_setting_energy = dg.AssetSpec(
     description=(
         "Per setting (benchmark run) of each data root: number of repetitions and mean, "
         "standard deviation, min and max of time and of energy by each method, over the "
-        "experiment window."
+        "experiment window. Kept per setting (Delta Lake): a run rewrites the settings of "
+        "its repetitions only."
     ),
     deps=[gpu_repetition_energy],
     **WHOLE_TABLE,
@@ -354,8 +358,9 @@ gpu_benchmark_energy = dg.AssetSpec(
     description=(
         "Per benchmark of each data root: the time-energy Pareto front over its settings "
         "and the setting with least energy, least energy-delay product, and least energy "
-        "within 10% of the fastest setting's time. Metadata: energy against time per "
-        "setting."
+        "within 10% of the fastest setting's time. Kept per setting: a run rewrites the "
+        "benchmarks of its repetitions only. Metadata: energy against time per setting, "
+        "for the benchmarks the run recomputed."
     ),
     deps=[gpu_setting_energy],
     **WHOLE_TABLE,
@@ -377,44 +382,74 @@ energy_facts = dg.AssetSpec(
 
 
 def setting_energy(context: dg.AssetExecutionContext, tables: Tables) -> dg.MaterializeResult:
-    """Rebuild the per-setting table from the stored per-repetition energy."""
-    per_repetition = _stored_energy(context, tables)
-    table = aggregate.setting_table(per_repetition)
-    tables.write_table(SETTING_TABLE, table)
+    """Recompute the settings of the run's repetitions from the stored energy of those
+    settings' registered repetitions, or every setting in a run without partitions, and
+    write their rows (``joulehouse/gpu/tables.py``)."""
+    keys = run_partitions(context)
+    if keys is None:
+        candidates = stored_energy_keys(context, tables)
+        if not candidates:
+            raise dg.Failure("no per-repetition energy stored yet: materialize "
+                             "gpu_repetition_energy")
+        energy_of = partial(_energy_of, tables)
+    else:  # not the whole table's listing: a stat per repetition of the settings touched
+        candidates = context.instance.get_dynamic_partitions(gpu_repetitions.name)
+
+        def energy_of(among: list[str]) -> pd.DataFrame:
+            stored = [key for key in among if tables.has_partition(ENERGY_TABLE, key)]
+            return _energy_of(tables, stored) if stored else pd.DataFrame()
+
+    written = gpu_tables.refresh_settings(tables, candidates, energy_of, keys)
     return dg.MaterializeResult(asset_key=gpu_setting_energy.key, metadata={
-        **table_metadata(table, SETTING_SCHEMA),
-        "repetitions": dg.MetadataValue.int(
-            len(per_repetition.drop_duplicates(["data_root", "repetition"]))),
+        **_refreshed(tables, written, SETTING_SCHEMA, SETTING_TABLE),
+        "settings_recomputed": dg.MetadataValue.int(written.recomputed),
+        "repetitions_read": dg.MetadataValue.int(written.read),
     })
 
 
-def benchmark_energy(tables: Tables) -> dg.MaterializeResult:
-    """Rebuild the per-benchmark table (and its plots) from the per-setting table."""
-    settings = tables.read_table(SETTING_TABLE)
-    table = aggregate.benchmark_table(settings)
-    tables.write_table(BENCHMARK_TABLE, table)
+def benchmark_energy(context: dg.AssetExecutionContext, tables: Tables
+                     ) -> dg.MaterializeResult:
+    """Recompute the benchmarks of the run's repetitions (every benchmark in a run without
+    partitions) from their rows of the per-setting table, write their rows, and draw
+    them."""
+    keys = run_partitions(context)
+    settings = None if keys is None else pd.DataFrame(
+        [gpu_tables.setting_of(key) for key in keys], columns=aggregate.SETTING_KEY)
+    written = gpu_tables.refresh_benchmarks(tables, settings)
     return dg.MaterializeResult(asset_key=gpu_benchmark_energy.key, metadata={
-        **table_metadata(table, BENCHMARK_SCHEMA),
-        "settings": _settings_shown(table),
-        "energy_vs_time": dg.MetadataValue.md(_plots(settings)),
+        **_refreshed(tables, written, BENCHMARK_SCHEMA, BENCHMARK_TABLE),
+        "benchmarks_recomputed": dg.MetadataValue.int(written.recomputed),
+        "settings": _settings_shown(written.rows),
+        "energy_vs_time": dg.MetadataValue.md(_plots(written.rows)),
     })
+
+
+def _refreshed(tables: Tables, written: gpu_tables.Refreshed, schema: pa.DataFrameSchema,
+               table: str) -> dict:
+    """The column schema of the rows written, and the table's rows after the write (from
+    the Delta log's statistics: no row is read)."""
+    return {**table_metadata(written.rows, schema),
+            "dagster/row_count": dg.MetadataValue.int(gpu_tables.stored_rows(tables, table))}
 
 
 def _settings_shown(table: pd.DataFrame) -> dg.TableMetadataValue:
     """The first ``SETTINGS_SHOWN`` rows of the benchmark table, the plots' points: the UI
     shows a table metadata value inline, where a plot is behind "[Show Markdown]"."""
-    shown = table[SETTINGS_COLUMNS].head(SETTINGS_SHOWN)
+    shown = table.reindex(columns=SETTINGS_COLUMNS).head(SETTINGS_SHOWN)
     return dg.MetadataValue.table(
         records=[dg.TableRecord(record) for record in shown.to_dict("records")],
         schema=column_schema({"settings": shown}, lambda name: BENCHMARK_SCHEMA))
 
 
-def _plots(settings: pd.DataFrame) -> str:
-    """Markdown with one PNG scatter per benchmark of each data root: mean energy against
-    mean time per setting."""
+def _plots(benchmarks: pd.DataFrame) -> str:
+    """Markdown with one PNG scatter per benchmark of ``benchmarks`` (rows of the
+    per-benchmark table: those a run recomputed): mean energy against mean time per
+    setting."""
+    if benchmarks.empty:
+        return "no benchmark recomputed"
     images = []
-    for (root, experiment, benchmark), group in settings.groupby(aggregate.BENCHMARK_KEY):
-        series = [Series(str(run), [row.duration_s_mean], [row.gpu_energy_j_mean])
+    for (root, experiment, benchmark), group in benchmarks.groupby(aggregate.BENCHMARK_KEY):
+        series = [Series(str(run), [row.duration_s], [row.energy_j])
                   for run, row in zip(group["run"], group.itertuples())]
         title = f"{root} / {experiment} / {benchmark}"
         png = scatter_png(series, title=title, x_label="time (s)", y_label="GPU energy (J)")

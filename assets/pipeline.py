@@ -82,7 +82,7 @@ with backfills() as single_run:
             if gpu_setting_energy.key in selected:
                 yield setting_energy(context, tables)
             if gpu_benchmark_energy.key in selected:
-                yield benchmark_energy(tables)
+                yield benchmark_energy(context, tables)
             if energy_facts.key in selected:
                 yield facts(context, tables)
             if taudb_trials.key in selected:

@@ -16,12 +16,15 @@ name>/<entry name>``: one report file, or one folder of report files, see
    replaces the earlier ones. A bad file fails the check ``pandera_valid``
    of its partition, naming file and line, and stores nothing;
 2. ``powerapi_report_energy``: each partition's own windowed energy;
-3. ``powerapi_window_energy``: the whole-source table, from the stored RAPL
-   and power reports of every registered partition together (a window may
-   straddle two files, and the measurement and the estimates usually come
-   from different files); a report stored by two partitions (one data set
-   landed in two forms) counts once;
-4. ``energy_facts/powerapi``: that table's rows in ``energy_facts``;
+3. ``powerapi_window_energy``: the whole-source table, kept per sensor
+   (``joulehouse/powerapi/windows.py``): the sensors of the run's partitions are
+   recomputed from the stored RAPL and power reports of every registered
+   partition holding them (a window may straddle two files, and the
+   measurement and the estimates usually come from different files); a report
+   stored by two partitions (one data set landed in two forms) counts once; a
+   run without partitions rebuilds every sensor;
+4. ``energy_facts/powerapi``: the recomputed sensors' rows in ``energy_facts``
+   (every row, synced, after a rebuild);
 
 then, if any partition failed, the step fails last (``assets/reporting.py``).
 What an input of a partition left out (a report cut short in a quiet file, RAPL
@@ -32,9 +35,9 @@ is stored in the warehouse table ``left_out`` (partitions
 The per-partition work of 1. and 2. runs in the ``workers`` resource's
 processes (``resources/workers.py``); only what each partition stored comes
 back to the step.
-With no partition stored at all (and none failed in the run) the tables are
-not rebuilt: the step raises a ``Failure`` saying so, rather than writing
-empty tables over the last good ones.
+In a run without partitions with no partition stored at all (and none failed)
+the tables are not rebuilt: the step raises a ``Failure`` saying so, rather than
+writing empty tables over the last good ones.
 """
 
 import time
@@ -45,7 +48,7 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from assets.facts import write_facts
+from assets.facts import write_facts, write_owned_facts
 from assets.gpu import TABLE_AUTOMATION, TABLES_POOL
 from assets.reporting import (
     PartitionBatch,
@@ -55,11 +58,14 @@ from assets.reporting import (
     frames_then_energy,
     partition_check_spec,
     partition_count,
+    run_partitions,
     table_metadata,
 )
+from joulehouse import entry_table
+from joulehouse.facts_entries import Ownership
 from joulehouse.leftout import store_left_out
 from joulehouse.plots import Series, lines_png, markdown_image
-from joulehouse.powerapi import schemas
+from joulehouse.powerapi import schemas, windows
 from joulehouse.powerapi.energy import (
     FACTS_SOURCE,
     energy_facts_rows,
@@ -67,14 +73,13 @@ from joulehouse.powerapi.energy import (
     sensor_input,
     window_energy,
 )
-from joulehouse.powerapi.stream import FRAME_SCHEMAS, FRAMES_TABLE, ReportStore
-from joulehouse.validation import validate
+from joulehouse.powerapi.stream import FRAME_SCHEMAS, ReportStore
+from joulehouse.powerapi.windows import WINDOW_TABLE, combined
 from joulehouse.warehouse import Warehouse as Tables
 from resources import PowerapiSource, StepWorkers, Warehouse
 
 GROUP = "powerapi"
 REPORT_ENERGY_TABLE = "powerapi_report_energy"
-WINDOW_TABLE = "powerapi_window_energy"
 VALID_CHECK = "pandera_valid"
 COMPUTED_CHECK = "energy_computed"
 #: Sensor and component pairs drawn in powerapi_window_energy's metadata: a plot costs
@@ -190,14 +195,8 @@ def validate_frames(context: dg.AssetExecutionContext, source: PowerapiSource,
 
 def stored_frame(tables: Tables, name: str, keys: list[str]) -> tuple[pd.DataFrame | None, int]:
     """The stored frame ``name`` of ``keys`` together, every piece (None when it has no
-    rows), validated, and how many rows were given twice: the same report stored by two
-    partitions (one data set landed in two forms) is kept once; a report given twice with
-    different values stays, and the schema's uniqueness check refuses it."""
-    frame = ReportStore(tables).read(name, keys) if keys else None
-    if frame is None or frame.empty:
-        return None, 0
-    once = frame.drop_duplicates(ignore_index=True)
-    return validate(FRAME_SCHEMAS[name], once, f"{FRAMES_TABLE}/{name}"), len(frame) - len(once)
+    rows), validated, and how many rows were given twice (``windows.combined``)."""
+    return combined(name, [ReportStore(tables).read(name, keys)] if keys else [])
 
 
 def store_report_energy(tables: Tables, key: str, entry: Path, window: str,
@@ -232,30 +231,33 @@ def stored_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
     return [key for key in ReportStore(tables).stored_keys() if key in registered]
 
 
-def whole_tables(context: dg.AssetExecutionContext, tables: Tables, keys: list[str],
-                 source: PowerapiSource, selected: set[dg.AssetKey]
-                 ) -> Iterator[dg.MaterializeResult]:
-    """Rebuild the selected whole-source tables over the stored partitions ``keys``, and
-    write their facts per entry."""
+def whole_tables(context: dg.AssetExecutionContext, tables: Tables, source: PowerapiSource,
+                 selected: set[dg.AssetKey]) -> Iterator[dg.MaterializeResult]:
+    """Recompute the window rows of the sensors of the run's partitions (every sensor in a
+    run without partitions) and write them and their facts (``joulehouse/powerapi/windows.py``)."""
+    refreshed = None
     if powerapi_window_energy.key in selected:
-        yield window_table(tables, keys, source)
+        refreshed = windows.refresh(
+            tables, set(context.instance.get_dynamic_partitions(powerapi_reports.name)),
+            run_partitions(context), source.window, source.targets)
+        yield window_table(tables, refreshed)
     if powerapi_energy_facts.key in selected:
-        yield facts(context, tables, source.targets)
+        yield facts(context, tables, source.targets, refreshed)
 
 
-def window_table(tables: Tables, keys: list[str], source: PowerapiSource
-                 ) -> dg.MaterializeResult:
-    """Rebuild the whole-source window table from the stored partitions ``keys``."""
-    rapl, rapl_twice = stored_frame(tables, "rapl_energy", keys)
-    power, power_twice = stored_frame(tables, "power_reports", keys)
-    table = window_energy(rapl, power, source.window, source.targets)
-    tables.write_table(WINDOW_TABLE, table)
+def window_table(tables: Tables, refreshed: windows.Refreshed) -> dg.MaterializeResult:
+    """The materialization of the window table after ``refreshed`` wrote it: the rows
+    written, their sensors drawn, the table's rows from the Delta log's statistics."""
+    rows = refreshed.rows
     return dg.MaterializeResult(asset_key=powerapi_window_energy.key, metadata={
-        **table_metadata(table, schemas.WINDOW_ENERGY_SCHEMA),
-        "partitions": dg.MetadataValue.int(len(keys)),
-        "reports_given_twice": dg.MetadataValue.json(
-            {"rapl_energy": rapl_twice, "power_reports": power_twice}),
-        "power_over_time": dg.MetadataValue.md(power_plots(table)),
+        **table_metadata(rows, schemas.WINDOW_ENERGY_SCHEMA),
+        "dagster/row_count": dg.MetadataValue.int(entry_table.count(tables, WINDOW_TABLE, {})),
+        "sensors_recomputed": dg.MetadataValue.int(
+            len(refreshed.sensors) if refreshed.sensors is not None
+            else rows["sensor"].nunique() if len(rows) else 0),
+        "partitions": dg.MetadataValue.int(refreshed.partitions),
+        "reports_given_twice": dg.MetadataValue.json(refreshed.given_twice),
+        "power_over_time": dg.MetadataValue.md(power_plots(rows)),
     })
 
 
@@ -264,6 +266,8 @@ def power_plots(table: pd.DataFrame) -> str:
     them in sensor order (then a line saying how many more the table has): measured power
     (RAPL) and the sum of the cgroup estimates over time, each window's energy over its
     duration (W) drawn across the window."""
+    if table.empty:
+        return "no measured window yet"
     measured = table[table["method"] == "measured"]
     pairs = list(measured.groupby(["sensor", "component"], sort=True))
     images = []
@@ -289,13 +293,26 @@ def _across_windows(label: str, rows: pd.DataFrame, energy_j: pd.Series) -> Seri
     return Series(label, xs, ys)
 
 
-def facts(context: dg.AssetExecutionContext, tables: Tables, targets: tuple[str, ...]
-          ) -> dg.MaterializeResult:
-    """Write the PowerAPI rows of energy_facts per entry from the window table (made with
-    the machine-level ``targets``), synced (``assets/facts.py``): a window may straddle
-    files, so a sensor's facts depend on every partition's reports."""
-    return write_facts(context, tables, powerapi_energy_facts.key, FACTS_SOURCE,
-                       lambda: energy_facts_rows(tables.read_table(WINDOW_TABLE), targets))
+#: A PowerAPI fact's entity is ``<sensor>/<target>``: the sensor owns it (a sensor name
+#: holds no '/'; a target, a cgroup path, may).
+SENSOR_OWNS = Ownership(prefix=lambda sensor: f"{sensor}/",
+                        owner_of=lambda entity: entity.split("/", 1)[0])
+
+
+def facts(context: dg.AssetExecutionContext, tables: Tables, targets: tuple[str, ...],
+          refreshed: windows.Refreshed | None) -> dg.MaterializeResult:
+    """Write the PowerAPI rows of energy_facts per entry (``assets/facts.py``), the window
+    table's made with the machine-level ``targets``: where this run ``refreshed`` some
+    sensors' windows, those sensors' facts (each sensor owns its ``<sensor>/<target>``
+    entities); otherwise every fact, synced with the stored ones."""
+    sensors = None if refreshed is None else refreshed.sensors
+    if sensors is None or any("/" in sensor for sensor in sensors):
+        return write_facts(context, tables, powerapi_energy_facts.key, FACTS_SOURCE,
+                           lambda: energy_facts_rows(tables.read_table(WINDOW_TABLE), targets))
+    return write_owned_facts(
+        context, tables, powerapi_energy_facts.key, FACTS_SOURCE,
+        energy_facts_rows(refreshed.rows, targets), sensors, SENSOR_OWNS,
+        f"the facts of the run's {len(sensors)} sensor(s)")
 
 
 with backfills() as single_run:
@@ -320,9 +337,8 @@ with backfills() as single_run:
                 lambda skip: compute_energy(context, powerapi_source, tables, skip, executor),
                 COMPUTED_SPEC)
         if selected & {powerapi_window_energy.key, powerapi_energy_facts.key}:
-            keys = stored_keys(context, tables)
-            if keys:
-                yield from whole_tables(context, tables, keys, powerapi_source, selected)
+            if run_partitions(context) is not None or stored_keys(context, tables):
+                yield from whole_tables(context, tables, powerapi_source, selected)
             elif not failed:
                 raise dg.Failure("no PowerAPI report stored yet: materialize "
                                  "powerapi_validated_frames for a partition first")

@@ -579,3 +579,75 @@ def read_files(warehouse: Warehouse, table: str, listed: list[pafs.FileInfo],
         if pd.api.types.is_datetime64_any_dtype(frame[name].dtype):
             frame[name] = frame[name].dt.as_unit("ns")
     return frame
+
+
+def keys_predicate(keys: pd.DataFrame) -> str:
+    """The SQL predicate that selects the rows whose values of ``keys``'s columns equal one
+    of its rows: per distinct value of every column but the last, the last column's values
+    ``IN`` a list (:func:`predicate`), those joined by ``OR`` (one column: the ``IN``
+    alone). A key of several columns (a GPU setting: data root, experiment, benchmark,
+    run) thus costs one term per group, not one per key."""
+    if keys.empty or not len(keys.columns):
+        raise ValueError(f"keys of {list(keys.columns)}: at least one row and one column")
+    *scope, last = keys.columns
+    if not scope:
+        values = sorted(set(keys[last]))
+        if any(pd.isna(value) for value in values):
+            raise ValueError(f"keys of {last} must not be null: {values}")
+        return f"{_name(last)} IN ({', '.join(map(_literal, values))})"
+    terms = [predicate(dict(zip(scope, group if isinstance(group, tuple) else (group,))),
+                       last, rows[last])
+             for group, rows in keys.drop_duplicates().groupby(scope, sort=True)]
+    return " OR ".join(f"({term})" for term in terms)
+
+
+def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
+                 keys: pd.DataFrame | None) -> None:
+    """Make the rows of ``keys`` (a frame of key columns, each row one key: see
+    :func:`keys_predicate`) be ``rows``, in one commit; a key without rows loses its
+    stored ones. ``keys`` None replaces every row of the table (a rebuild from scratch).
+    Each row of ``rows`` must have its key among ``keys`` (delta-rs refuses the write
+    otherwise). The table is made on its first write, with ``rows``'s schema; nothing is
+    written where there are no rows and no table."""
+    from deltalake import write_deltalake
+
+    if keys is not None and keys.empty:
+        return
+    where = None if keys is None else keys_predicate(keys)
+    delta = _opened(warehouse, table)
+    if len(rows):
+        data = _checked(table, rows, {})
+        if delta is None:
+            _create(warehouse, table, data.schema)
+    elif delta is not None:
+        data = pa.schema(delta.schema().to_arrow()).empty_table()
+    else:
+        return
+    write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
+                    storage_options=warehouse.delta_options())
+
+
+def read_keys(warehouse: Warehouse, table: str, keys: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``keys`` (:func:`keys_predicate`; an empty frame without columns where
+    none is stored): one :func:`read` per group of the keys' leading columns, each reading
+    the files whose statistics may hold it; keys of one column are read by
+    :func:`read_files` (a table without nullable pandas dtypes)."""
+    *scope, last = keys.columns
+    if not scope:  # the files and row groups whose statistics may hold them (read_files)
+        return read_files(warehouse, table, files(warehouse, table),
+                          ds.field(last).isin(sorted(set(keys[last]))))
+    parts = []
+    for group, wanted in keys.drop_duplicates().groupby(scope, sort=True):
+        within = dict(zip(scope, group if isinstance(group, tuple) else (group,)))
+        rows = read(warehouse, table, within)
+        if len(rows):
+            parts.append(rows[rows[last].isin(set(wanted[last]))])
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def compact_if_many(warehouse: Warehouse, table: str, above: int) -> dict[str, int] | None:
+    """:func:`compact` ``table`` once over ``above`` of its current version's files are
+    under ``TARGET_FILE_BYTES`` (each write adds one or two); its figures, or None when
+    not due."""
+    small = [info for info in files(warehouse, table) if info.size < TARGET_FILE_BYTES]
+    return compact(warehouse, table) if len(small) > above else None

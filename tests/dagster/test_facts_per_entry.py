@@ -1,15 +1,24 @@
 """energy_facts written per entry by the GPU pipeline (assets/facts.py): a run over k
 repetitions writes their k entities in one commit, a partition deleted from Dagster loses
 its rows at the next rebuild, and the table equals a rebuild from scratch throughout,
-from a warehouse written before (plain energy_facts/<source>.parquet) on."""
+from a warehouse written before (plain energy_facts/<source>.parquet) on; so do the
+per-setting and per-benchmark tables, kept per setting (joulehouse/gpu/tables.py)."""
 
 import dagster as dg
 import pandas as pd
 
-from assets.gpu import ENERGY_TABLE, energy_facts, gpu_repetitions
+from assets.gpu import (
+    ENERGY_TABLE,
+    energy_facts,
+    gpu_benchmark_energy,
+    gpu_repetitions,
+    gpu_setting_energy,
+)
 from joulehouse import entry_table
 from joulehouse.facts_entries import TABLE
+from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows
+from joulehouse.gpu.tables import BENCHMARK_TABLE, SETTING_TABLE
 from sensors.gpu_repetitions import JOB_NAME
 from sensors.local import launch_in_process
 from sensors.partition_runs import RANGE_END, RANGE_START
@@ -32,6 +41,17 @@ def rebuilt(tables, keys: list[str]) -> pd.DataFrame:
 def stored(tables, source: str = FACTS_SOURCE) -> pd.DataFrame:
     facts = tables.read_table(TABLE)
     return ordered(facts[facts["source"] == source])
+
+
+def assert_tables_rebuilt(tables, keys: list[str]) -> None:
+    """The per-setting and per-benchmark tables equal those computed from scratch from the
+    stored energy of ``keys``."""
+    settings = aggregate.setting_table(tables.read_partitions(ENERGY_TABLE, keys))
+    for table, rebuilt_rows in ((SETTING_TABLE, settings),
+                                (BENCHMARK_TABLE, aggregate.benchmark_table(settings))):
+        pd.testing.assert_frame_equal(
+            tables.read_table(table).sort_values(aggregate.SETTING_KEY, ignore_index=True),
+            rebuilt_rows)
 
 
 def written(instance, run_id: str) -> dict:
@@ -63,6 +83,7 @@ def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
     pd.testing.assert_frame_equal(stored(tables), rebuilt(tables, keys[:3]))
     pd.testing.assert_frame_equal(stored(tables, OTHER["source"]),
                                   ordered(other_facts(OTHER, [1, 2])))  # migrated, untouched
+    assert_tables_rebuilt(tables, keys[:3])
     version = entry_table._open(tables, TABLE).version()
 
     second = launch_in_process(job, instance, dg.RunRequest(
@@ -76,6 +97,7 @@ def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
     pd.testing.assert_frame_equal(facts, rebuilt(tables, keys))
     assert set(facts["entity"]) == set(keys)
     assert facts["energy_j"].gt(0).all() and facts.groupby("entity").size().ge(2).all()
+    assert_tables_rebuilt(tables, keys)
 
     again = launch_in_process(job, instance, dg.RunRequest(  # the same repetitions again
         tags={RANGE_START: keys[3], RANGE_END: keys[4]}))
@@ -83,8 +105,9 @@ def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
     pd.testing.assert_frame_equal(stored(tables), rebuilt(tables, keys))
 
     instance.delete_dynamic_partition(gpu_repetitions.name, keys[1])
-    rebuild = dg.materialize(  # the facts alone, no partition: every fact compared
-        [defs.resolve_assets_def(energy_facts.key)], selection=[energy_facts.key],
+    rebuild = dg.materialize(  # the tables alone, no partition: every fact compared
+        [defs.resolve_assets_def(energy_facts.key)],
+        selection=[energy_facts.key, gpu_setting_energy.key, gpu_benchmark_energy.key],
         instance=instance)
     assert rebuild.success
     left = [key for key in keys if key != keys[1]]
@@ -92,5 +115,6 @@ def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
         "entities_written": 0, "entities_removed": 1, "rows_written": 0,
         "dagster/row_count": len(rebuilt(tables, left))}
     pd.testing.assert_frame_equal(stored(tables), rebuilt(tables, left))
+    assert_tables_rebuilt(tables, left)
     pd.testing.assert_frame_equal(stored(tables, OTHER["source"]),
                                   ordered(other_facts(OTHER, [1, 2])))

@@ -1,0 +1,143 @@
+"""The window table kept per sensor (joulehouse/powerapi/windows.py) and its facts kept per
+sensor: after a seeded random sequence of landings, fixes in place, re-landings (the same
+reports under a second key: given twice, counted once) and removals, each refreshed with
+only the partitions it touched, both equal a rebuild from scratch, row for row."""
+
+import json
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from joulehouse import entry_table
+from joulehouse.facts_entries import TABLE as FACTS_TABLE
+from joulehouse.facts_entries import Ownership, replace_owned
+from joulehouse.powerapi.energy import (
+    FACTS_SOURCE,
+    MACHINE_TARGETS,
+    energy_facts_rows,
+    window_energy,
+)
+from joulehouse.powerapi.stream import ReportStore
+from joulehouse.powerapi.windows import (
+    FRAMES,
+    SENSORS_TABLE,
+    WINDOW_TABLE,
+    combined,
+    refresh,
+)
+from joulehouse.warehouse import Warehouse
+
+WINDOW = "10s"
+SENSORS = ["s0", "s1", "s2"]
+START = pd.Timestamp("2021-01-13 09:51:00", tz="UTC")
+#: The sequence; what each changes (which file, sensor, time) is drawn at random.
+ACTIONS = ["land", "land", "land", "again", "fix", "land", "remove", "fix", "again", "land"]
+#: The step refreshed as a run without partitions: every sensor.
+REBUILT = 7
+SENSOR_OWNS = Ownership(prefix=lambda sensor: f"{sensor}/",
+                        owner_of=lambda entity: entity.split("/", 1)[0])
+
+
+def write_reports(path: Path, sensor: str, first_s: int, rng: np.random.Generator) -> Path:
+    """A JSON-lines file of power reports of ``sensor`` for ~25 s from ``first_s``: ticks of
+    1 s, some 2 s and a gap, so that the sensor's median tick and its windows straddling
+    files depend on its other files; targets rapl, two cgroups."""
+    times, at = [], float(first_s)
+    while at < first_s + 25:
+        times.append(at)
+        at += rng.choice([1.0, 1.0, 1.0, 2.0, 7.0])
+    lines = [json.dumps({"timestamp": (START + pd.Timedelta(seconds=t)).isoformat(),
+                         "sensor": sensor, "target": target,
+                         "metadata": {"scope": "cpu", "socket": 0, "formula": "f", "ratio": 0.5},
+                         "power": round(float(rng.uniform(1, 20)), 3)})
+             for t in times for target in ("rapl", "web", "db")]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def ingest(store: ReportStore, key: str, path: Path) -> None:
+    store.ingest(key, path, now=time.time() + 3600, quiet_s=0.0)
+
+
+def rebuilt(store: ReportStore, registered: set[str]) -> pd.DataFrame:
+    keys = [key for key in store.stored_keys() if key in registered]
+    frames = {name: combined(name, [store.read(name, [key]) for key in keys])[0]
+              for name in FRAMES}
+    return window_energy(frames["rapl_energy"], frames["power_reports"], WINDOW, MACHINE_TARGETS)
+
+
+def kept(tables: Warehouse, table: str, order: list[str]) -> pd.DataFrame:
+    return tables.read_table(table).sort_values(order, ignore_index=True)
+
+
+def test_a_random_sequence_of_changes_keeps_windows_and_facts_equal_to_a_rebuild(tmp_path):
+    rng, pick = np.random.default_rng(3), random.Random(3)
+    tables = Warehouse(tmp_path / "warehouse")
+    store, landing = ReportStore(tables), tmp_path / "landing"
+    landing.mkdir()
+    registered: set[str] = set()
+    files: dict[str, Path] = {}
+    order = ["sensor", "component", "window_start", "method", "target"]
+    for step, action in enumerate(ACTIONS):
+        touched = []
+        if action == "land":  # a new file of a sensor, overlapping its other files' windows
+            key = f"landing/r{step}.jsonl"
+            files[key] = write_reports(landing / f"r{step}.jsonl", pick.choice(SENSORS),
+                                       pick.randrange(0, 60, 5), rng)
+        elif action == "fix":  # a file rewritten in place: read whole again
+            key = pick.choice(sorted(registered))
+            write_reports(files[key], pick.choice(SENSORS), pick.randrange(0, 60, 5), rng)
+        elif action == "again":  # the same reports landed a second time, under a new key
+            key = f"landing/again{step}.jsonl"
+            files[key] = landing / f"again{step}.jsonl"
+            files[key].write_bytes(files[pick.choice(sorted(registered))].read_bytes())
+        else:  # deleted from Dagster
+            key = pick.choice(sorted(registered))
+            registered.discard(key)
+        if action != "remove":
+            ingest(store, key, files[key])
+            registered.add(key)
+        touched.append(key)
+        written = refresh(tables, registered, None if step == REBUILT else touched, WINDOW,
+                          MACHINE_TARGETS)
+        facts = energy_facts_rows(written.rows, MACHINE_TARGETS)
+        if written.sensors is None:  # a rebuild: every sensor's facts
+            replace_owned(tables, FACTS_SOURCE, facts, SENSORS, SENSOR_OWNS)
+        else:
+            replace_owned(tables, FACTS_SOURCE, facts, written.sensors, SENSOR_OWNS)
+
+        whole = rebuilt(store, registered)
+        pd.testing.assert_frame_equal(kept(tables, WINDOW_TABLE, order), whole)
+        expected = entry_table.to_microseconds(energy_facts_rows(whole, MACHINE_TARGETS))
+        stored = kept(tables, FACTS_TABLE, ["entity", "component", "window_start", "method"])
+        pd.testing.assert_frame_equal(stored, expected, check_dtype=False)
+        held = kept(tables, SENSORS_TABLE, ["partition", "sensor"])
+        assert set(held["partition"]) <= registered
+
+
+def test_a_refresh_reads_only_the_partitions_holding_the_touched_sensors(tmp_path):
+    rng = np.random.default_rng(0)
+    tables = Warehouse(tmp_path / "warehouse")
+    store, landing = ReportStore(tables), tmp_path / "landing"
+    landing.mkdir()
+    keys = []
+    for index, sensor in enumerate(["s0", "s0", "s1", "s1", "s2"]):
+        key = f"landing/{sensor}-{index}.jsonl"
+        ingest(store, key, write_reports(landing / f"{index}.jsonl", sensor, 10 * index, rng))
+        keys.append(key)
+    assert refresh(tables, set(keys), None, WINDOW, MACHINE_TARGETS).partitions == 5
+    new = "landing/s1-new.jsonl"
+    ingest(store, new, write_reports(landing / "new.jsonl", "s1", 40, rng))
+    written = refresh(tables, {*keys, new}, [new], WINDOW, MACHINE_TARGETS)
+    assert written.sensors == ["s1"] and written.partitions == 3  # s1's two and the new one
+    assert set(written.rows["sensor"]) == {"s1"}
+    version = entry_table._open(tables, WINDOW_TABLE).version()
+    again = refresh(tables, {*keys, new}, [new], WINDOW, MACHINE_TARGETS)
+    assert entry_table._open(tables, WINDOW_TABLE).version() == version + 1  # one commit
+    pd.testing.assert_frame_equal(again.rows, written.rows)
+    pd.testing.assert_frame_equal(
+        kept(tables, WINDOW_TABLE, ["sensor", "component", "window_start", "method", "target"]),
+        rebuilt(store, {*keys, new}))
