@@ -18,8 +18,8 @@ subsettable step over every partition of a run, for the reason
 4. the tables over every registered report whose energy is stored
    (``geopm_region_energy``, ``geopm_report_energy``, kept per report:
    ``joulehouse.geopm.tables``; a run rewrites its reports and those sharing their
-   content) and this source's rows of ``energy_facts`` (``energy_facts/geopm``,
-   synced with every report's), from the stored frames; a report given twice (the
+   content) and this source's rows of ``energy_facts`` (``energy_facts/geopm``, of
+   the same reports), from the stored frames; a report given twice (the
    same content landed under two names) counts once, under its first key
    (``reports_given_twice`` in their metadata, among the reports the run looked at);
 5. then, if any partition failed, the step fails (``assets/reporting.py``).
@@ -39,7 +39,7 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from assets.facts import write_facts
+from assets.facts import write_facts, write_owned_facts
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
 from assets.reporting import (
     PartitionBatch,
@@ -353,17 +353,24 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
             "total_energy_j": dg.MetadataValue.float(float(np.nansum(
                 application[[column for column, _, _ in energy.FACT_COMPONENTS]].to_numpy())))})
     if geopm_energy_facts.key in selected:
-        # every report's, synced (assets/facts.py): a report given twice counts once, so
-        # a report's facts depend on the others'; the first keys from the kept digests
-        counted = landed.counted if every is not None else geopm_tables.first_keys_of(
-            tables, stored_report_keys(context, tables))
+        # a report given twice counts once, so the facts of every report whose rows the
+        # tables' write replaced (the run's and those sharing their content) are written
+        # with them; in a run without partitions every fact is compared (assets/facts.py)
+        counted = landed.counted
         rows = (energy.facts_rows(load_frames(tables, "header", counted),
                                   load_frames(tables, "totals", counted)) if counted
                 else pd.DataFrame(columns=ENERGY_FACTS_COLUMNS))
-        yield write_facts(context, tables, geopm_energy_facts.key, energy.FACTS_SOURCE,
-                          lambda: rows, metadata={
-                              **summary, "total_energy_j": dg.MetadataValue.float(
-                                  float(rows["energy_j"].sum()))})
+        metadata = {**summary, "total_energy_j": dg.MetadataValue.float(
+            float(rows["energy_j"].sum()))}
+        if every is not None:
+            yield write_facts(context, tables, geopm_energy_facts.key, energy.FACTS_SOURCE,
+                              lambda: rows, metadata=metadata)
+        else:
+            yield write_owned_facts(
+                context, tables, geopm_energy_facts.key, energy.FACTS_SOURCE, rows,
+                landed.owners, energy.FACTS_OWNERSHIP,
+                f"the facts of the run's {len(context.partition_keys)} report(s) and of "
+                "those sharing their content", metadata)
 
 
 def _written(written: Written) -> dict[str, Any]:

@@ -46,7 +46,8 @@ BY_REPORT = entry_sync.Ownership(prefix=str, owner_of=str)
 class Landed:
     """What :func:`land` or :func:`rebuild` did: each table's write; the reports counted
     (the first key of each report) and every key left out -> the key kept for its report,
-    among the reports the write looked at; the region and section rows of those counted."""
+    among the reports the write looked at; the region and section rows of those counted;
+    the reports whose rows the write replaced (every stored one, in a rebuild)."""
 
     regions: entry_sync.Written
     reports: entry_sync.Written
@@ -54,6 +55,7 @@ class Landed:
     twice: dict[str, str]
     regions_rows: pd.DataFrame
     sections_rows: pd.DataFrame
+    owners: list[str]
 
 
 def whole(warehouse: Warehouse, keys: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -71,12 +73,6 @@ def first_keys(members: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
     kept = members["identity"].map(first)
     twice = members.loc[kept != members["report"]]
     return sorted(first), dict(zip(twice["report"], kept[twice.index], strict=True))
-
-
-def first_keys_of(warehouse: Warehouse, keys: list[str]) -> list[str]:
-    """The first key of each report among the stored reports ``keys``, from their kept
-    digests (no frame read), sorted."""
-    return first_keys(_stored_where(warehouse, "report", keys))[0]
 
 
 def _identities(warehouse: Warehouse, keys: list[str]) -> pd.DataFrame:
@@ -114,7 +110,7 @@ def land(warehouse: Warehouse, keys: Collection[str], stored: Collection[str]) -
     regions, sections = whole(warehouse, counted)
     landed = Landed(_written(warehouse, REGIONS, regions, owners),
                     _written(warehouse, REPORTS, sections, owners), counted, twice,
-                    regions, sections)
+                    regions, sections, sorted(owners))
     entry_sync.compact_each(warehouse, (IDENTITIES, REGIONS, REPORTS))
     return landed
 
@@ -131,7 +127,7 @@ def rebuild(warehouse: Warehouse, keys: list[str]) -> Landed:
                for kept, rows in ((IDENTITIES, identities), (REGIONS, regions),
                                   (REPORTS, sections))]
     entry_sync.compact_each(warehouse, (IDENTITIES, REGIONS, REPORTS))
-    return Landed(written[1], written[2], counted, twice, regions, sections)
+    return Landed(written[1], written[2], counted, twice, regions, sections, sorted(keys))
 
 
 def is_kept(warehouse: Warehouse) -> bool:
