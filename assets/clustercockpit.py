@@ -26,16 +26,19 @@ every block of a run, for the reason ``assets/pipeline.py`` gives. In order:
    and ``max_missing`` are unchanged since its trial was loaded is not loaded
    again); a job that cannot be mapped loads nothing and fails its block's check
    ``loads``; the block's other trials are written in one transaction (all or none).
-3. the tables over every stored block: ``cc_jobs``, ``cc_job_energy``,
-   ``cc_rollup`` (per UTC start day, cluster, partition, project, user) and
-   ``energy_facts/clustercockpit``;
+3. the tables over every stored block, kept per entry
+   (``joulehouse.clustercockpit.tables``, ``assets/facts.py``): ``cc_jobs``,
+   ``cc_job_energy`` (per job), ``cc_rollup`` (per UTC start day, cluster,
+   partition, project, user; recomputed for the days the run's jobs touch) and
+   ``energy_facts/clustercockpit``: a run writes its blocks' jobs, a run without
+   partitions what differs from every stored block;
 4. then, if any block failed, the step fails (``assets/reporting.py``).
 
 Backfills run at most ``BLOCKS_PER_RUN`` blocks per run (``BackfillPolicy.multi_run``),
 so one run's work is bounded (12,000 jobs at most) and a failure or a restart
 costs one run, not the backfill. Dagster plans the tables over all blocks (not
-partitioned) as one more run after the block runs, so they are rebuilt once:
-100,000 jobs (100 blocks) take 9 block runs and 1 table run.
+partitioned) as one more run after the block runs, which brings them in line with
+every stored block: 100,000 jobs (100 blocks) take 9 block runs and 1 table run.
 """
 
 from collections.abc import Iterator
@@ -56,11 +59,12 @@ from assets.reporting import (
     backfills,
     failure,
     partition_check_spec,
+    run_partitions,
     table_metadata,
 )
 from assets.taudb import TrialLoads
 from joulehouse.clustercockpit import schemas
-from joulehouse.clustercockpit.aggregate import rollup
+from joulehouse.clustercockpit import tables as kept_tables
 from joulehouse.clustercockpit.blocks import (
     FRAMES,
     BlockRead,
@@ -78,6 +82,7 @@ from joulehouse.clustercockpit.energy import (
 from joulehouse.clustercockpit.layout import JobRef, fingerprint
 from joulehouse.clustercockpit.measure import JobMeasurement
 from joulehouse.digest import digest_pairs, file_stats_digest
+from joulehouse.entry_sync import Written
 from joulehouse.errors import InputError
 from joulehouse.leftout import LeftOut, store_left_out, stored_left_out
 from joulehouse.partition_group import finish_pending, write_together
@@ -428,47 +433,80 @@ def block_spans(jobs: pd.DataFrame) -> pd.DataFrame:
         last_start=lambda f: f["last_start"].dt.strftime("%Y-%m-%d %H:%M"))
 
 
-def whole_tables(context: dg.AssetExecutionContext, tables: Tables, keys: list[str],
-                 selected: set[dg.AssetKey]) -> Iterator[dg.MaterializeResult]:
-    """Rebuild the selected tables over the stored blocks ``keys``; write their facts per
-    entry."""
-    jobs = tables.read_partitions(_frame_table("jobs"), keys)
-    energy = tables.read_partitions(_frame_table("job_energy"), keys)
-    summary = {"blocks": dg.MetadataValue.int(len(keys)),
+def _block_rows(tables: Tables, keys: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The stored cc_jobs and job energy rows of blocks ``keys``."""
+    return (tables.read_partitions(_frame_table("jobs"), keys),
+            tables.read_partitions(_frame_table("job_energy"), keys))
+
+
+def _written(written: Written, entries: str) -> dict[str, Any]:
+    return {f"{entries}_written": dg.MetadataValue.int(written.entities),
+            f"{entries}_removed": dg.MetadataValue.int(written.removed),
+            "rows_written": dg.MetadataValue.int(written.rows)}
+
+
+def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: set[dg.AssetKey],
+                 every: list[str] | None, completed: list[str]
+                 ) -> Iterator[dg.MaterializeResult]:
+    """Keep the tables over every block per entry (``joulehouse.clustercockpit.tables``): a
+    run over blocks writes its stored blocks' jobs and the days they touch; a run without
+    partitions brings the tables in line with every stored block, writing what differs.
+    cc_jobs, cc_job_energy and cc_rollup are written together whichever of them is
+    selected (the rollup's days are recomputed from the other two); the facts per entry
+    (``assets/facts.py``). ``every``: every stored block, in a run without partitions;
+    ``completed``: blocks whose write a crash interrupted and this step completed, landed
+    with the run's own."""
+    if every is not None:
+        landed = kept_tables.rebuild(tables, *_block_rows(tables, every))
+        blocks = every
+    else:
+        blocks = [key for key in dict.fromkeys([*context.partition_keys, *completed])
+                  if tables.has_partition(_frame_table("jobs"), key)]
+        landed = kept_tables.land(tables, blocks, partial(_block_rows, tables))
+    jobs = landed.landed_jobs
+    summary = {"blocks": dg.MetadataValue.int(len(blocks)),
                "jobs": dg.MetadataValue.int(len(jobs)),
                "start_time_span": dg.MetadataValue.text(_span(jobs))}
     if cc_jobs.key in selected:
-        tables.write_table(JOBS_TABLE, jobs)
         yield dg.MaterializeResult(asset_key=cc_jobs.key, metadata={
             **table_metadata(jobs, schemas.CC_JOBS_SCHEMA), **summary,
+            **_written(landed.jobs, "jobs"),
+            "dagster/row_count": dg.MetadataValue.int(kept_tables.JOBS.count(tables)),
             "node_hours": dg.MetadataValue.float(float(jobs["node_hours"].sum())),
             "blocks_span": _records(block_spans(jobs))})
     if cc_job_energy.key in selected:
-        tables.write_table(JOB_ENERGY_TABLE, energy)
         yield dg.MaterializeResult(asset_key=cc_job_energy.key, metadata={
-            **table_metadata(energy, schemas.JOB_ENERGY_SCHEMA), **summary,
-            "energy_kwh": dg.MetadataValue.float(float(energy["energy_j"].sum()) / J_PER_KWH)})
+            **table_metadata(landed.landed_energy, schemas.JOB_ENERGY_SCHEMA), **summary,
+            **_written(landed.job_energy, "jobs"),
+            "energy_kwh": dg.MetadataValue.float(
+                float(landed.landed_energy["energy_j"].sum()) / J_PER_KWH),
+            "dagster/row_count": dg.MetadataValue.int(kept_tables.JOB_ENERGY.count(tables))})
     if cc_rollup.key in selected:
-        table = rollup(jobs, energy)
-        tables.write_table(ROLLUP_TABLE, table)
-        per_day = energy_per_day(table)
+        per_day = energy_per_day(landed.days)
         yield dg.MaterializeResult(asset_key=cc_rollup.key, metadata={
-            **table_metadata(table, schemas.ROLLUP_SCHEMA), **summary,
+            **table_metadata(landed.days, schemas.ROLLUP_SCHEMA), **summary,
+            **_written(landed.rollup, "days"),
+            "dagster/row_count": dg.MetadataValue.int(kept_tables.ROLLUP.count(tables)),
             "energy_per_day": _records(per_day),
-            "energy_per_day_plot": dg.MetadataValue.md(energy_plot(per_day))})
+            **({"energy_per_day_plot": dg.MetadataValue.md(energy_plot(per_day))}
+               if len(per_day) else {})})
     if cc_energy_facts.key in selected:
-        yield facts(context, tables, energy, summary)
+        yield facts(context, tables, summary)
 
 
-def facts(context: dg.AssetExecutionContext, tables: Tables, energy: pd.DataFrame,
-          summary: dict[str, Any]) -> dg.MaterializeResult:
+def facts(context: dg.AssetExecutionContext, tables: Tables, summary: dict[str, Any]
+          ) -> dg.MaterializeResult:
     """Write the ClusterCockpit rows of energy_facts per entry (``assets/facts.py``): a
-    run's blocks' from their stored job energy, or every stored block's (``energy``)."""
+    run's blocks' from their stored job energy, or every stored block's."""
     job_energy = _frame_table("job_energy")
-    owned = OwnedFacts(FACTS_OWNERSHIP, job_energy, lambda keys: energy_facts_rows(
-        tables.read_partitions(job_energy, keys)))
+
+    def facts_of(keys: list[str]) -> pd.DataFrame:
+        return energy_facts_rows(tables.read_partitions(job_energy, keys))
+
+    owned = OwnedFacts(FACTS_OWNERSHIP, job_energy, facts_of)
     return write_facts(context, tables, cc_energy_facts.key, FACTS_SOURCE,
-                       lambda: energy_facts_rows(energy), owned=owned, metadata=summary)
+                       lambda: facts_of(stored_block_keys(context, tables)), owned=owned,
+                       metadata=summary)
 
 
 with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
@@ -485,7 +523,8 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
                     warehouse: Warehouse, taudb: TaudbResource) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        for key in finish_pending(tables, BLOCK_JOURNAL):
+        completed = finish_pending(tables, BLOCK_JOURNAL)
+        for key in completed:
             context.log.warning(f"{key}: the block's interrupted write completed")
         failed: dict[str, str] = {}
         outcomes = BlockOutcomes()
@@ -505,12 +544,13 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
                 failed |= {key: why for key, why in trials.errors().items()
                            if key not in failed}
         if selected & {spec.key for spec in CC_TABLES}:
-            keys = stored_block_keys(context, tables)
-            if keys:
-                yield from whole_tables(context, tables, keys, selected)
-            elif not failed:
+            every = (stored_block_keys(context, tables) if run_partitions(context) is None
+                     else None)
+            if every == [] and not failed:
                 raise dg.Failure("no ClusterCockpit block stored yet: materialize "
                                  "cc_block_tables")
+            if every != []:
+                yield from whole_tables(context, tables, selected, every, completed)
         if failed:
             raise failure(len(context.partition_keys), failed)
 

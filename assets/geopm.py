@@ -16,10 +16,12 @@ subsettable step over every partition of a run, for the reason
    trial's (their digest) is not loaded again; a report the mapping refuses fails the check ``loads`` of its
    partition and leaves its earlier trial;
 4. the tables over every registered report whose energy is stored
-   (``geopm_region_energy``, ``geopm_report_energy``) and this source's rows
-   of ``energy_facts`` (``energy_facts/geopm``), from the stored frames; a
-   report given twice (the same content landed under two names) counts once
-   (``reports_given_twice`` in their metadata);
+   (``geopm_region_energy``, ``geopm_report_energy``, kept per report:
+   ``joulehouse.geopm.tables``; a run rewrites its reports and those sharing their
+   content) and this source's rows of ``energy_facts`` (``energy_facts/geopm``, of
+   the same reports), from the stored frames; a report given twice (the
+   same content landed under two names) counts once, under its first key
+   (``reports_given_twice`` in their metadata, among the reports the run looked at);
 5. then, if any partition failed, the step fails (``assets/reporting.py``).
 
 The per-report work of 1. and 2., and the building of 3.'s trials (a few ahead
@@ -37,7 +39,7 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from assets.facts import write_facts
+from assets.facts import write_facts, write_owned_facts
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
 from assets.reporting import (
     PartitionBatch,
@@ -47,19 +49,22 @@ from assets.reporting import (
     frames_then_energy,
     partition_check_spec,
     partition_count,
+    run_partitions,
     table_metadata,
 )
 from assets.taudb import GROUP as TAUDB_GROUP
 from assets.taudb import LOADS_CHECK, load_partition_trials
 from joulehouse.digest import digest_pairs
+from joulehouse.entry_sync import Written
 from joulehouse.errors import InputError
+from joulehouse.facts import ENERGY_FACTS_COLUMNS
 from joulehouse.geopm import energy, schemas
+from joulehouse.geopm import tables as geopm_tables
 from joulehouse.geopm.layout import identify_report
 from joulehouse.geopm.plots import COMPONENTS, kj_column, region_energy_kj, region_energy_png
 from joulehouse.geopm.readers import Report, read_report
 from joulehouse.geopm.store import (
     FRAME_SCHEMAS,
-    distinct_reports,
     load_frames,
     load_report,
     save_report,
@@ -314,39 +319,65 @@ def stored_report_keys(context: dg.AssetExecutionContext, tables: Tables) -> lis
     return [key for key in tables.partition_keys(HOST_TABLE) if key in registered]
 
 
-def whole_tables(context: dg.AssetExecutionContext, tables: Tables, keys: list[str],
-                 selected: set[dg.AssetKey]) -> Iterator[dg.MaterializeResult]:
-    """Rebuild the selected tables over the stored reports ``keys`` from their frames, and
-    write their facts per entry; a report given twice (same content under two keys)
-    counts once, under its first key."""
-    keys, twice = distinct_reports(tables, keys)
-    totals = load_frames(tables, "totals", keys)
-    summary = {"reports": dg.MetadataValue.int(len(keys)),
-               "hosts": dg.MetadataValue.int(len(totals[["report", "host"]].drop_duplicates())),
-               "reports_given_twice": dg.MetadataValue.int(len(twice)),
-               "given_twice": dg.MetadataValue.json(twice)}
+def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: set[dg.AssetKey],
+                 every: list[str] | None) -> Iterator[dg.MaterializeResult]:
+    """Keep the tables over every report per entry (``joulehouse.geopm.tables``): a run over
+    reports rewrites the rows of its reports and of those sharing their content; a run
+    without partitions (``every``: every stored report) brings the tables in line with
+    every stored report, writing what differs. A report given twice (same content under
+    two keys) counts once, under its first key. The region and report tables are written
+    together whichever is selected; the facts per entry (``assets/facts.py``)."""
+    if every is not None:
+        landed = geopm_tables.rebuild(tables, every)
+    else:
+        keys = context.partition_keys
+        landed = geopm_tables.land(tables, keys, [
+            key for key in keys if tables.has_partition(HOST_TABLE, key)])
+    summary = {"reports": dg.MetadataValue.int(len(landed.counted)),
+               "reports_given_twice": dg.MetadataValue.int(len(landed.twice)),
+               "given_twice": dg.MetadataValue.json(landed.twice)}
     if geopm_region_energy.key in selected:
-        table = energy.regions_across_hosts(load_frames(tables, "regions", keys), REGION_TABLE)
-        tables.write_table(REGION_TABLE, table)
+        table = landed.regions_rows
         yield dg.MaterializeResult(asset_key=geopm_region_energy.key, metadata={
             **table_metadata(table, schemas.REGION_ROLLUP_SCHEMA), **summary,
+            **_written(landed.regions),
+            "dagster/row_count": dg.MetadataValue.int(geopm_tables.REGIONS.count(tables)),
             "regions": dg.MetadataValue.int(table["region"].nunique())})
     if geopm_report_energy.key in selected:
-        table = energy.sections_across_hosts(totals, REPORT_TABLE)
-        tables.write_table(REPORT_TABLE, table)
+        table = landed.sections_rows
         application = table[table["section"] == "application"]
         yield dg.MaterializeResult(asset_key=geopm_report_energy.key, metadata={
             **table_metadata(table, schemas.REPORT_ROLLUP_SCHEMA), **summary,
+            **_written(landed.reports),
+            "dagster/row_count": dg.MetadataValue.int(geopm_tables.REPORTS.count(tables)),
             "total_energy_j": dg.MetadataValue.float(float(np.nansum(
                 application[[column for column, _, _ in energy.FACT_COMPONENTS]].to_numpy())))})
     if geopm_energy_facts.key in selected:
-        # every report's, synced (assets/facts.py): a report given twice counts once, so
-        # a report's facts depend on the others'
-        rows = energy.facts_rows(load_frames(tables, "header", keys), totals)
-        yield write_facts(context, tables, geopm_energy_facts.key, energy.FACTS_SOURCE,
-                          lambda: rows, metadata={
-                              **summary, "total_energy_j": dg.MetadataValue.float(
-                                  float(rows["energy_j"].sum()))})
+        # a report given twice counts once, so the facts of every report whose rows the
+        # tables' write replaced (the run's and those sharing their content) are written
+        # with them; in a run without partitions every fact is compared (assets/facts.py)
+        counted = landed.counted
+        rows = (energy.facts_rows(load_frames(tables, "header", counted),
+                                  load_frames(tables, "totals", counted)) if counted
+                else pd.DataFrame(columns=ENERGY_FACTS_COLUMNS))
+        metadata = {**summary, "total_energy_j": dg.MetadataValue.float(
+            float(rows["energy_j"].sum()))}
+        if every is not None:
+            yield write_facts(context, tables, geopm_energy_facts.key, energy.FACTS_SOURCE,
+                              lambda: rows, metadata=metadata)
+        else:
+            yield write_owned_facts(
+                context, tables, geopm_energy_facts.key, energy.FACTS_SOURCE, rows,
+                landed.owners, energy.FACTS_OWNERSHIP,
+                f"the facts of the run's {len(context.partition_keys)} report(s) and of "
+                "those sharing their content", metadata)
+
+
+def _written(written: Written) -> dict[str, Any]:
+    """What a table's write did: reports whose rows were written, removed, rows written."""
+    return {"reports_written": dg.MetadataValue.int(written.entities),
+            "reports_removed": dg.MetadataValue.int(written.removed),
+            "rows_written": dg.MetadataValue.int(written.rows)}
 
 
 with backfills() as single_run:
@@ -377,11 +408,12 @@ with backfills() as single_run:
                 yield from trials.results(context, LOADS_SPEC)
                 failed = trials.errors() | failed  # a report's first error stays the one shown
         if selected & {spec.key for spec in GEOPM_TABLES}:
-            keys = stored_report_keys(context, tables)
-            if keys:
-                yield from whole_tables(context, tables, keys, selected)
-            elif not failed:
+            every = (stored_report_keys(context, tables) if run_partitions(context) is None
+                     or not geopm_tables.is_kept(tables) else None)
+            if every == [] and not failed:
                 raise dg.Failure("no GEOPM report stored yet: materialize geopm_host_energy")
+            if every != []:
+                yield from whole_tables(context, tables, selected, every)
         if failed:
             raise failure(len(context.partition_keys), failed)
 

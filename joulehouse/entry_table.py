@@ -438,6 +438,90 @@ def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
             "removed": len(removed) + len(unlisted)}
 
 
+def write_keyed(warehouse: Warehouse, table: str, rows: pd.DataFrame, column: str,
+                removed: Iterable[str] = ()) -> None:
+    """:func:`write_entries` for a table with no scope column: one writer keeps the whole
+    table and ``column``'s values name its entries across it (a job key, a report key, a
+    day), so the predicate is ``<column> IN (<entries>)`` alone. Values are compared as
+    SQL string literals (a timestamp column's entries as ISO text)."""
+    from deltalake import write_deltalake
+
+    entries = [*map(str, rows[column].unique().tolist()), *map(str, removed)]
+    if not entries:
+        return
+    if any(pd.isna(entry) for entry in entries):
+        raise ValueError(f"{table}: entries of {column} must not be null")
+    where = f"{_name(column)} IN ({', '.join(map(_literal, sorted(set(entries))))})"
+    delta = _opened(warehouse, table)
+    if len(rows):
+        data = _typed_nulls(_checked(table, rows, {}), delta)
+        if delta is None:
+            _create(warehouse, table, data.schema)
+    elif delta is not None:
+        data = pa.schema(delta.schema().to_arrow()).empty_table()
+    else:
+        return
+    write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
+                    storage_options=warehouse.delta_options())
+
+
+def replace_whole(warehouse: Warehouse, table: str, rows: pd.DataFrame) -> None:
+    """Replace every row of a table kept whole by one writer (no scope) with ``rows`` in one
+    commit (an overwrite without predicate): :func:`replace_scope` for such a table, for a
+    change of more entries than an ``IN`` list should name. The table is made if it is
+    not (with ``rows``'s schema)."""
+    from deltalake import write_deltalake
+
+    delta = _opened(warehouse, table)
+    data = _typed_nulls(_checked(table, rows, {}), delta)
+    if delta is None:
+        _create(warehouse, table, data.schema)
+    write_deltalake(_uri(warehouse, table), data, mode="overwrite",
+                    storage_options=warehouse.delta_options())
+
+
+def _typed_nulls(data: pa.Table, delta: DeltaTable | None) -> pa.Table:
+    """``data`` with each column that pandas gave no type (all values None: Arrow's null
+    type) typed as the table's field, or as a string in a table not made yet (an object
+    column of this warehouse holds text): a table made with a null field would refuse
+    every later value of it."""
+    stored = {field.name: field.type for field in pa.schema(delta.schema().to_arrow())} \
+        if delta is not None else {}
+    for index, field in enumerate(data.schema):
+        if pa.types.is_null(field.type):
+            kind = stored.get(field.name, pa.string())
+            data = data.set_column(index, field.with_type(kind), data.column(index).cast(kind))
+    return data
+
+
+def read_where(warehouse: Warehouse, table: str, where: ds.Expression) -> pd.DataFrame:
+    """The rows of the current version that ``where`` (a pyarrow dataset filter) selects,
+    with :func:`read`'s dtypes; pyarrow skips the row groups whose statistics exclude them.
+    Before the first version: the plain files' rows, filtered."""
+    delta = _open(warehouse, table)
+    if delta is None:
+        rows = read(warehouse, table)
+        if rows.empty:
+            return rows
+        return pa.Table.from_pandas(rows, preserve_index=False).filter(where).to_pandas()
+    return _as_written(delta, _dataset(warehouse, delta, files(warehouse, table)).to_table(
+        filter=where))
+
+
+def _as_written(delta: DeltaTable, rows: pa.Table) -> pd.DataFrame:
+    """``rows`` of ``delta`` as pandas with the dtypes of the rows written (see :func:`read`)."""
+    frame = rows.to_pandas()
+    for field in delta.schema().fields:
+        if PANDAS_DTYPE in (field.metadata or {}):
+            dtype = pd.api.types.pandas_dtype(field.metadata[PANDAS_DTYPE])
+            frame[field.name] = rows.column(field.name).to_pandas(
+                types_mapper=lambda _type, dtype=dtype: dtype)
+    for name in frame.columns:
+        if pd.api.types.is_datetime64_any_dtype(frame[name].dtype):
+            frame[name] = frame[name].dt.as_unit("ns")
+    return frame
+
+
 def replace_where(warehouse: Warehouse, table: str, rows: pd.DataFrame, where: str | None,
                   target_file_bytes: int | None = None) -> None:
     """Replace the rows that the SQL predicate ``where`` selects with ``rows``, in one commit

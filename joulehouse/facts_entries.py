@@ -24,6 +24,9 @@ refuse its own (:data:`COMMIT_TRIES`).
 
 After a write, :func:`compact_if_due` merges the table's files once they are many.
 
+The work is :mod:`joulehouse.entry_sync`'s, which other tables kept per entry share;
+this module fixes its table, scope (the source) and columns, and keeps its own settings.
+
 Either way the table afterwards holds what a rebuild from scratch would write, with every
 time rounded to the microsecond (Delta's unit, :func:`entry_table.to_microseconds`: a window
 end computed from a duration in float seconds moves by less than a microsecond).
@@ -31,17 +34,16 @@ end computed from a duration in float seconds moves by less than a microsecond).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
-from typing import ParamSpec
+from collections.abc import Collection
 
-import numpy as np
 import pandas as pd
 
-from joulehouse import entry_table
+from joulehouse import entry_sync, entry_table
+from joulehouse.entry_sync import Ownership, Written
 from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
 from joulehouse.warehouse import Warehouse
+
+__all__ = ["Ownership", "Written", "compact_if_due", "replace_owned", "stored_rows", "sync"]
 
 TABLE = "energy_facts"
 #: Small data files (under ``entry_table.TARGET_FILE_BYTES``, which a compaction merges)
@@ -59,28 +61,12 @@ WHOLE_ABOVE = 10_000
 #: missing until the next run.
 COMMIT_TRIES = 3
 
-P = ParamSpec("P")
+_retried = entry_sync.retried(lambda: COMMIT_TRIES)
 
 
-@dataclass(frozen=True)
-class Ownership:
-    """How a source's entities belong to its owners (Dagster partition keys): every entity
-    of owner ``o`` starts with ``prefix(o)`` (so that stored ones are found by the files'
-    statistics), and ``owner_of(entity)`` is ``o``."""
-
-    prefix: Callable[[str], str]
-    owner_of: Callable[[str], str]
-
-
-@dataclass(frozen=True)
-class Written:
-    """What one write did: entities whose rows were written (replaced or new), entities
-    removed, rows written, and whether the source's rows were replaced whole."""
-
-    entities: int
-    removed: int
-    rows: int
-    whole: bool = False
+def _kept(source: str) -> entry_sync.Kept:
+    """``source``'s part of the table."""
+    return entry_sync.Kept(TABLE, ENERGY_FACTS_COLUMNS, "entity", {"source": source})
 
 
 def _ready(source: str, rows: pd.DataFrame) -> pd.DataFrame:
@@ -96,58 +82,14 @@ def _ready(source: str, rows: pd.DataFrame) -> pd.DataFrame:
     return entry_table.to_microseconds(rows)
 
 
-def _retried(write: Callable[P, Written]) -> Callable[P, Written]:
-    """``write`` tried up to ``COMMIT_TRIES`` times while a racing commit refuses its own;
-    each try reads the stored state anew (the racing commit's version included) and
-    computes its commit from it; the last try's refusal is raised."""
-
-    @functools.wraps(write)
-    def retried(*args: P.args, **kwargs: P.kwargs) -> Written:
-        from deltalake.exceptions import CommitFailedError
-
-        for _ in range(COMMIT_TRIES - 1):
-            try:
-                return write(*args, **kwargs)
-            except CommitFailedError:
-                continue
-        return write(*args, **kwargs)
-
-    return retried
-
-
 @_retried
 def replace_owned(warehouse: Warehouse, source: str, rows: pd.DataFrame,
                   owners: Collection[str], ownership: Ownership) -> Written:
     """Make ``source``'s rows of the entities of ``owners`` be ``rows`` (every fact those
     owners give now; an owner with none loses its stored rows), in one commit (tried
-    again from the stored state when a racing commit refuses it: :func:`_retried`)."""
-    owners = set(owners)
-    rows = _ready(source, rows)
-    given = set(rows["entity"])
-    strays = sorted(entity for entity in given if ownership.owner_of(entity) not in owners)
-    if strays:
-        raise ValueError(f"{TABLE}: {source} rows of entities no owner given owns: {strays[:5]}")
-    stored = entry_table.stored_entries(warehouse, TABLE, {"source": source},
-                                        map(ownership.prefix, owners))
-    removed = sorted(entity for entity in stored - given
-                     if ownership.owner_of(entity) in owners)
-    warehouse.write_entries(TABLE, rows, {"source": source}, removed=removed)
-    return Written(entities=len(given), removed=len(removed), rows=len(rows))
-
-
-def _signatures(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per entity of ``rows`` (unique rows, the table's dtypes): its row count and the XOR
-    of its rows' hashes, equal for equal sets of rows in any order."""
-    if rows.empty:
-        return pd.DataFrame({"rows": pd.Series(dtype="int64"),
-                             "digest": pd.Series(dtype="uint64")})
-    hashes = pd.util.hash_pandas_object(rows[ENERGY_FACTS_COLUMNS], index=False).to_numpy()
-    entities = rows["entity"].to_numpy()
-    order = np.argsort(entities, kind="stable")
-    names, starts = np.unique(entities[order], return_index=True)
-    counts = np.diff(np.append(starts, len(order)))
-    return pd.DataFrame({"rows": counts, "digest": np.bitwise_xor.reduceat(hashes[order], starts)},
-                        index=pd.Index(names, name="entity"))
+    again from the stored state when a racing commit refuses it: :data:`COMMIT_TRIES`)."""
+    return entry_sync.replace_owned(warehouse, _kept(source), _ready(source, rows), owners,
+                                    ownership)
 
 
 @_retried
@@ -155,29 +97,18 @@ def sync(warehouse: Warehouse, source: str, rows: pd.DataFrame) -> Written:
     """Make ``source``'s rows be ``rows`` (every fact it gives now) in one commit that
     writes only the entities whose rows differ from the stored ones and removes those
     no longer given; nothing when none differs (tried again from the stored state when
-    a racing commit refuses it: :func:`_retried`)."""
-    rows = _ready(source, rows)
-    stored = entry_table.read(warehouse, TABLE, {"source": source})
-    stored = _ready(source, stored) if len(stored) else _ready(source, pd.DataFrame())
-    new, old = _signatures(rows), _signatures(stored)
-    common = new.index.intersection(old.index)
-    differ = ((new.loc[common, "rows"].to_numpy() != old.loc[common, "rows"].to_numpy())
-              | (new.loc[common, "digest"].to_numpy() != old.loc[common, "digest"].to_numpy()))
-    changed = {*new.index.difference(old.index), *common[differ]}
-    removed = sorted(set(old.index) - set(new.index))
-    if len(changed) + len(removed) > WHOLE_ABOVE:
-        entry_table.replace_scope(warehouse, TABLE, rows, {"source": source})
-        return Written(entities=len(new), removed=len(removed), rows=len(rows), whole=True)
-    written = rows[rows["entity"].isin(changed)]
-    warehouse.write_entries(TABLE, written, {"source": source}, removed=removed)
-    return Written(entities=len(changed), removed=len(removed), rows=len(written))
+    a racing commit refuses it: :data:`COMMIT_TRIES`)."""
+    kept = _kept(source)
+    stored = kept.stored(warehouse)
+    return entry_sync.sync(warehouse, kept, _ready(source, rows), _ready(source, stored),
+                           WHOLE_ABOVE)
 
 
 def stored_rows(warehouse: Warehouse, source: str) -> int:
     """``source``'s rows in the table now, counted from the log's statistics where its
     files hold that source alone (``entry_table.count``): a figure for the source's
     ``dagster/row_count``, which costs no read of its rows outside compacted files."""
-    return entry_table.count(warehouse, TABLE, {"source": source})
+    return _kept(source).count(warehouse)
 
 
 def compact_if_due(warehouse: Warehouse) -> dict[str, int] | None:
@@ -187,8 +118,4 @@ def compact_if_due(warehouse: Warehouse) -> dict[str, int] | None:
     figures, or None when not due. A compaction's own files are under that size too
     (it fills each up to the size): a table of over ``COMPACT_ABOVE`` of them, some
     6 GiB, would be compacted by every write, each merging what little it can."""
-    small = [info for info in entry_table.files(warehouse, TABLE)
-             if info.size < entry_table.TARGET_FILE_BYTES]
-    if len(small) <= COMPACT_ABOVE:
-        return None
-    return entry_table.compact(warehouse, TABLE)
+    return entry_sync.compact_if_due(warehouse, TABLE, COMPACT_ABOVE)

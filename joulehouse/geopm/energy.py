@@ -34,12 +34,17 @@ import numpy as np
 import pandas as pd
 
 from joulehouse.facts import ENERGY_FACTS_COLUMNS, ENERGY_FACTS_SCHEMA
+from joulehouse.facts_entries import Ownership
 from joulehouse.geopm import schemas
 from joulehouse.geopm.readers import Report
 from joulehouse.leftout import LeftOut
 from joulehouse.validation import validate
 
 FACTS_SOURCE = "geopm"
+#: A report (its partition key) owns its hosts' entities ``<report>/<host>`` in energy_facts
+#: (a host name holds no ``/``).
+FACTS_OWNERSHIP = Ownership(prefix=lambda report: f"{report}/",
+                            owner_of=lambda entity: entity.rsplit("/", 1)[0])
 
 #: Summed over hosts (J, s, host-seconds).
 SUMMED = ["runtime_s", "sync_runtime_s", "package_energy_j", "dram_energy_j", "gpu_energy_j"]

@@ -28,6 +28,8 @@ from assets.clustercockpit import (
 )
 from definitions import EXAMPLE_CC_ARCHIVE, build_definitions
 from joulehouse import entry_table
+from joulehouse.clustercockpit import tables as kept_tables
+from joulehouse.clustercockpit.aggregate import ROLLUP_KEYS
 from joulehouse.clustercockpit.energy import energy_facts_rows
 from joulehouse.clustercockpit.generator import (
     JobSpec,
@@ -197,9 +199,23 @@ def test_facts_are_written_per_block_and_a_deleted_job_loses_them(pipeline, arch
         return entry_table.to_microseconds(energy_facts_rows(energy)).sort_values(
             FACT_ORDER, ignore_index=True)
 
+    def assert_tables_rebuilt(blocks: list[str]) -> None:
+        """cc_jobs, cc_job_energy and cc_rollup, kept per entry too, equal a rebuild."""
+        jobs, energy = (pipeline.tables.read_partitions(f"{BLOCK_TABLE}/{name}", blocks)
+                        for name in ("jobs", "job_energy"))
+        for kept, rows, by in (
+                (kept_tables.JOBS, jobs, ["job"]),
+                (kept_tables.JOB_ENERGY, energy, ["job", "metric"]),
+                (kept_tables.ROLLUP, kept_tables.rollup_of(jobs, energy), ROLLUP_KEYS)):
+            pd.testing.assert_frame_equal(
+                kept.ready(pipeline.tables.read_table(kept.table)).sort_values(
+                    by, ignore_index=True),
+                kept.ready(rows).sort_values(by, ignore_index=True), check_dtype=False)
+
     for done, block in enumerate(BLOCKS, start=1):
         assert pipeline.run([block]).success
         pd.testing.assert_frame_equal(facts(), rebuilt(BLOCKS[:done]))
+        assert_tables_rebuilt(BLOCKS[:done])
         written = _latest(pipeline.instance, cc_energy_facts.key).metadata
         assert written["entities_written"].value == (2 if block == "fritz/398" else 1)
     assert set(facts()["entity"]) >= set(FRITZ)
@@ -210,6 +226,20 @@ def test_facts_are_written_per_block_and_a_deleted_job_loses_them(pipeline, arch
     assert (written["entities_written"].value, written["entities_removed"].value) == (1, 1)
     assert FRITZ[1] not in set(facts()["entity"])
     pd.testing.assert_frame_equal(facts(), rebuilt(BLOCKS))
+    assert_tables_rebuilt(BLOCKS)
+    jobs = _latest(pipeline.instance, cc_jobs.key).metadata
+    assert (jobs["jobs_written"].value, jobs["jobs_removed"].value) == (1, 1)
+    assert jobs["dagster/row_count"].value == len(pipeline.tables.read_table("cc_jobs"))
+
+    # a block deleted from Dagster: the tables materialized alone (no partition, as the
+    # daily rollups do) compare every stored block with the stored rows and drop its rows
+    pipeline.instance.delete_dynamic_partition(cc_job_blocks.name, BLOCKS[2])
+    alone = [cc_jobs.key, cc_job_energy.key, cc_rollup.key]
+    assert dg.materialize([pipeline.defs.resolve_assets_def(cc_jobs.key)], selection=alone,
+                          instance=pipeline.instance).success
+    assert_tables_rebuilt(BLOCKS[:2])
+    jobs = _latest(pipeline.instance, cc_jobs.key).metadata
+    assert (jobs["jobs_written"].value, jobs["jobs_removed"].value) == (0, 1)
 
 
 def test_a_rerun_reloads_only_the_trials_of_changed_jobs(pipeline, archive):

@@ -233,6 +233,10 @@ def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing)
     assert (written["entities_written"].value, written["entities_removed"].value) == (1, 1)
     assert {entity.rsplit("/", 1)[0] for entity in facts["entity"]} == {
         "landing/cut.report", f"landing/{YAML}"}
+    # so did its rows of the tables kept per report, in a run over that report alone
+    for table in (REGION_TABLE, REPORT_TABLE):
+        assert set(pipeline.tables.read_table(table)["report"]) == {
+            "landing/cut.report", f"landing/{YAML}"}, table
 
 
 def test_a_first_run_of_only_bad_reports_names_them(pipeline, landing):

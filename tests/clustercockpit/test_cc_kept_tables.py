@@ -1,0 +1,147 @@
+"""cc_jobs, cc_job_energy and cc_rollup kept per entry (joulehouse/clustercockpit/tables.py):
+after a seeded random sequence of block landings, fixes, moved and deleted jobs and blocks
+removed, the tables equal a rebuild from scratch, row for row."""
+
+import random
+import shutil
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from joulehouse import entry_table
+from joulehouse.clustercockpit import tables as kept
+from joulehouse.clustercockpit.aggregate import ROLLUP_KEYS
+from joulehouse.clustercockpit.blocks import read_block
+from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
+from joulehouse.clustercockpit.layout import job_folder
+from joulehouse.warehouse import Warehouse
+
+CLUSTERS = ["alpha", "beta"]
+DAY_S = 86_400
+START = 1_700_000_000
+FRAMES = "frames"  # the blocks' stored frames, as cc_block_tables holds them
+
+
+def frames_of(tables: Warehouse, keys: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return (tables.read_partitions(f"{FRAMES}/jobs", keys),
+            tables.read_partitions(f"{FRAMES}/job_energy", keys))
+
+
+def store_block(tables: Warehouse, root, key: str) -> None:
+    read = read_block(root, key, check_schema=False)
+    assert not read.failed
+    for name in ("jobs", "job_energy"):
+        tables.write_partition(f"{FRAMES}/{name}", key, read.frames[name])
+
+
+def ordered(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    return frame.sort_values(by, ignore_index=True)
+
+
+def assert_rebuilt(tables: Warehouse) -> None:
+    """Each table equals what a rebuild from every stored block writes."""
+    keys = tables.partition_keys(f"{FRAMES}/jobs")
+    jobs, energy = frames_of(tables, keys) if keys else (pd.DataFrame(), pd.DataFrame())
+    rollup = kept.rollup_of(jobs, energy) if keys else pd.DataFrame()
+    for table, rows, by in (
+            (kept.JOBS, jobs, ["job"]), (kept.JOB_ENERGY, energy, ["job", "metric"]),
+            (kept.ROLLUP, rollup, ROLLUP_KEYS)):
+        rows = table.ready(rows)
+        stored = table.stored(tables)
+        assert len(stored) == len(rows), table.table
+        if len(rows):
+            pd.testing.assert_frame_equal(ordered(stored, by), ordered(rows, by),
+                                          check_dtype=False, obj=table.table)
+
+
+def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path):
+    rng = random.Random(28)
+    root, tables = tmp_path / "archive", Warehouse(tmp_path / "warehouse")
+    write_archive_files(root, CLUSTERS)
+    jobs: dict[tuple[str, int], JobSpec] = {}  # (cluster, job id) -> its spec on disk
+
+    def write(spec: JobSpec) -> str:
+        old = jobs.get((spec.cluster, spec.job_id))
+        if old is not None:
+            shutil.rmtree(job_folder(root, old.cluster, old.job_id, old.start_time))
+        jobs[(spec.cluster, spec.job_id)] = spec
+        write_job(root, spec)
+        return f"{spec.cluster}/{spec.job_id // 1000}"
+
+    def spec(cluster: str, job_id: int) -> JobSpec:
+        return JobSpec(cluster=cluster, job_id=job_id, hosts=1, samples=4,
+                       start_time=START + rng.randrange(4) * DAY_S + rng.randrange(600),
+                       base_power_w=rng.choice([100.0, 150.0, 200.0]),
+                       user=rng.choice(["u1", "u2"]), project=rng.choice(["p1", "p2"]),
+                       partition=rng.choice(["batch", "gpu"]))
+
+    actions = ["land", "fix", "move", "delete", "remove", "land", "fix", "delete"]
+    rng.shuffle(actions)
+    for action in ["land", "land", *actions]:
+        touched: set[str] = set()
+        if action == "land":  # new jobs in one or two blocks
+            for _ in range(rng.randrange(1, 4)):
+                cluster = rng.choice(CLUSTERS)
+                touched.add(write(spec(cluster, rng.choice([1, 2, 3]) * 1000 + rng.randrange(5))))
+        elif jobs and action in ("fix", "move"):  # same job, other energy (fix) or day (move)
+            (cluster, job_id), old = rng.choice(sorted(jobs.items()))
+            changed = spec(cluster, job_id)
+            if action == "fix":
+                changed = replace(old, base_power_w=old.base_power_w + 7.0)
+            touched.add(write(changed))
+        elif jobs and action == "delete":  # a job folder deleted from a re-read block
+            (cluster, job_id), old = rng.choice(sorted(jobs.items()))
+            shutil.rmtree(job_folder(root, cluster, job_id, old.start_time))
+            del jobs[(cluster, job_id)]
+            touched.add(f"{cluster}/{job_id // 1000}")
+        if action == "remove":  # a block removed (deleted from Dagster): the daily rebuild
+            stored = tables.partition_keys(f"{FRAMES}/jobs")
+            if stored:
+                gone = rng.choice(stored)
+                for name in ("jobs", "job_energy"):
+                    tables.remove_partition(f"{FRAMES}/{name}", gone)
+                for key in [k for k in jobs if f"{k[0]}/{k[1] // 1000}" == gone]:
+                    shutil.rmtree(job_folder(root, key[0], key[1], jobs.pop(key).start_time))
+            stored = tables.partition_keys(f"{FRAMES}/jobs")
+            kept.rebuild(tables, *frames_of(tables, stored)) if stored else None
+        else:
+            for key in touched:
+                store_block(tables, root, key)
+            kept.land(tables, sorted(touched), lambda keys: frames_of(tables, keys))
+        assert_rebuilt(tables)
+    assert len(kept.JOBS.stored(tables)) >= 3
+
+
+def test_a_rebuild_migrates_tables_stored_the_old_way_and_writes_only_what_differs(tmp_path):
+    root, tables = tmp_path / "archive", Warehouse(tmp_path / "warehouse")
+    write_archive_files(root, CLUSTERS)
+    for job_id in (1000, 1001, 2000):
+        write_job(root, JobSpec(cluster="alpha", job_id=job_id, hosts=1, samples=4,
+                                start_time=START + job_id))
+    for key in ("alpha/1", "alpha/2"):
+        store_block(tables, root, key)
+    jobs, energy = frames_of(tables, ["alpha/1", "alpha/2"])
+    # as the code before wrote them: one plain file per table, one job too many
+    tables.write_table("cc_jobs", pd.concat([jobs, jobs.assign(job="alpha/1999/1")]))
+    tables.write_table("cc_job_energy", energy)
+    tables.write_table("cc_rollup", kept.rollup_of(jobs, energy))
+    landed = kept.rebuild(tables, jobs, energy)
+    assert (landed.jobs.entities, landed.jobs.removed) == (0, 1)
+    assert (landed.job_energy.entities, landed.rollup.entities) == (0, 0)
+    assert entry_table.is_entry_table(tables, "cc_jobs")
+    assert_rebuilt(tables)
+    assert kept.JOBS.count(tables) == 3
+
+
+@pytest.mark.parametrize("read", ["read_table", "files"])
+def test_readers_read_the_kept_tables_as_before(tmp_path, read):
+    root, tables = tmp_path / "archive", Warehouse(tmp_path / "warehouse")
+    write_archive_files(root, CLUSTERS)
+    write_job(root, JobSpec(cluster="beta", job_id=5, hosts=1, samples=4))
+    store_block(tables, root, "beta/0")
+    kept.land(tables, ["beta/0"], lambda keys: frames_of(tables, keys))
+    if read == "read_table":
+        assert tables.read_table("cc_jobs")["job"].tolist() == ["beta/5/1700000000"]
+    else:
+        assert len(tables.files("cc_rollup")) == 1
