@@ -10,11 +10,16 @@ its source's step, which writes it after the per-partition assets of the run:
   source whose facts each partition owns alone (GPU repetitions, ClusterCockpit job-id
   blocks: ``owned``), the facts of the run's partitions only, from their stored energy
   (``facts_entries.replace_owned``): the run costs what it landed;
-- otherwise (GEOPM, whose reports given twice count once; PowerAPI, whose windows
-  straddle files; and any run without partitions: the daily rollups, the asset
-  materialized alone), every fact the source gives now, compared with the stored ones,
-  and only the changed entities written (``facts_entries.sync``): this also removes
-  the facts of partitions deleted from Dagster.
+- in such a run of a source whose facts belong to owners that are not partitions
+  (GEOPM: the reports of one content, counted once under the first key,
+  ``joulehouse/geopm/tables.py``; PowerAPI: a sensor, whose windows straddle files,
+  ``joulehouse/powerapi/windows.py``), the facts of the owners the run recomputed
+  (:func:`write_owned_facts`, ``replace_owned`` too);
+- otherwise (any run without partitions: the daily rollups, the asset materialized
+  alone; and the first run over a warehouse written before those owners were kept),
+  every fact the source gives now, compared with the stored ones, and only the changed
+  entities written (``facts_entries.sync``): this also removes the facts of partitions
+  deleted from Dagster.
 
 Either way the materialization reports the source's rows in the table after the write
 (``dagster/row_count``, ``facts_entries.stored_rows``: from the Delta log's statistics)
@@ -80,22 +85,26 @@ def write_facts(context: dg.AssetExecutionContext, tables: Warehouse, asset: dg.
         written = sync(tables, source, rows)
         how = ("every fact, the source's rows replaced whole" if written.whole else
                "every fact compared with the stored ones, the changed entities written")
+    return _reported(context, tables, asset, source, rows, written, how, metadata)
+
+
+def _reported(context: dg.AssetExecutionContext, tables: Warehouse, asset: dg.AssetKey,
+              source: str, rows: pd.DataFrame, written: Written, how: str,
+              metadata: Mapping[str, Any] | None) -> dg.MaterializeResult:
+    """After a write of ``source``'s facts (``rows``): the table compacted if due, and the
+    materialization of ``asset`` with what the write did and the source's rows now."""
     compacted = compact_if_due(tables)
     if compacted is not None:
         context.log.info(f"energy_facts compacted: {compacted}")
     return dg.MaterializeResult(asset_key=asset, metadata={
-        **_written(written, how),
+        "written": dg.MetadataValue.text(how),
+        "entities_written": dg.MetadataValue.int(written.entities),
+        "entities_removed": dg.MetadataValue.int(written.removed),
+        "rows_written": dg.MetadataValue.int(written.rows),
         "dagster/row_count": dg.MetadataValue.int(stored_rows(tables, source)),
         "compacted": dg.MetadataValue.json(compacted),
         "dagster/column_schema": column_schema({"table": rows}, lambda name: ENERGY_FACTS_SCHEMA),
         **(metadata or {})})
-
-
-def _written(written: Written, how: str) -> dict[str, Any]:
-    return {"written": dg.MetadataValue.text(how),
-            "entities_written": dg.MetadataValue.int(written.entities),
-            "entities_removed": dg.MetadataValue.int(written.removed),
-            "rows_written": dg.MetadataValue.int(written.rows)}
 
 
 def write_owned_facts(context: dg.AssetExecutionContext, tables: Warehouse,
@@ -103,16 +112,8 @@ def write_owned_facts(context: dg.AssetExecutionContext, tables: Warehouse,
                       owners: list[str], ownership: Ownership, how: str,
                       metadata: Mapping[str, Any] | None = None) -> dg.MaterializeResult:
     """Write ``rows``, every fact of ``owners`` now (owners that are no Dagster partition:
-    PowerAPI's sensors, whose windows a run recomputed), in one commit
+    the GEOPM reports a run recomputed, PowerAPI's sensors), in one commit
     (``facts_entries.replace_owned``: an owner's stored entities it no longer gives are
     removed), and report the materialization of ``asset`` as :func:`write_facts` does."""
     written = replace_owned(tables, source, rows, owners, ownership)
-    compacted = compact_if_due(tables)
-    if compacted is not None:
-        context.log.info(f"energy_facts compacted: {compacted}")
-    return dg.MaterializeResult(asset_key=asset, metadata={
-        **_written(written, how),
-        "dagster/row_count": dg.MetadataValue.int(stored_rows(tables, source)),
-        "compacted": dg.MetadataValue.json(compacted),
-        "dagster/column_schema": column_schema({"table": rows}, lambda name: ENERGY_FACTS_SCHEMA),
-        **(metadata or {})})
+    return _reported(context, tables, asset, source, rows, written, how, metadata)
