@@ -175,7 +175,7 @@ def sync(warehouse: Warehouse, kept: Kept, rows: pd.DataFrame, stored: pd.DataFr
         if kept.scope:
             entry_table.replace_scope(warehouse, kept.table, rows, kept.scope)
         else:
-            entry_table.replace_whole(warehouse, kept.table, rows)
+            entry_table.replace_keys(warehouse, kept.table, rows, None)
         return Written(entities=len(new), removed=len(removed), rows=len(rows), whole=True)
     written = rows[rows[kept.entry].isin(changed)]
     kept.write(warehouse, written, removed)

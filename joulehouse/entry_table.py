@@ -177,7 +177,9 @@ def _arrow(rows: pd.DataFrame) -> pa.Table | pa.RecordBatchReader:
 
 def predicate(scope: Mapping[str, str], column: str, entries: Iterable[str]) -> str:
     """The SQL predicate that selects ``entries`` (values of ``column``, sorted, at least
-    one) within ``scope`` (at least one column: a write never spans every source).
+    one) within ``scope`` (at least one column: a write of a table shared by sources, such
+    as ``energy_facts``, never spans every source; a table one writer keeps whole has its
+    keys' predicate, :func:`keys_predicate`).
     A null or NaN entry is refused: ``IN`` would never select its rows."""
     listed = list(entries)
     if not scope:
@@ -403,17 +405,8 @@ def read(warehouse: Warehouse, table: str, scope: Mapping[str, str] | None = Non
         for name, value in (scope or {}).items():
             rows = rows[rows[name] == value].reset_index(drop=True) if len(rows) else rows
         return rows
-    rows = _dataset(warehouse, delta, files(warehouse, table)).to_table(filter=_within(scope))
-    frame = rows.to_pandas()
-    for field in delta.schema().fields:
-        if PANDAS_DTYPE in (field.metadata or {}):
-            dtype = pd.api.types.pandas_dtype(field.metadata[PANDAS_DTYPE])
-            frame[field.name] = rows.column(field.name).to_pandas(
-                types_mapper=lambda _type, dtype=dtype: dtype)
-    for name in frame.columns:
-        if pd.api.types.is_datetime64_any_dtype(frame[name].dtype):
-            frame[name] = frame[name].dt.as_unit("ns")
-    return frame
+    return _as_written(delta, _dataset(warehouse, delta, files(warehouse, table)).to_table(
+        filter=_within(scope)))
 
 
 def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
@@ -440,44 +433,12 @@ def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
 
 def write_keyed(warehouse: Warehouse, table: str, rows: pd.DataFrame, column: str,
                 removed: Iterable[str] = ()) -> None:
-    """:func:`write_entries` for a table with no scope column: one writer keeps the whole
-    table and ``column``'s values name its entries across it (a job key, a report key, a
-    day), so the predicate is ``<column> IN (<entries>)`` alone. Values are compared as
-    SQL string literals (a timestamp column's entries as ISO text)."""
-    from deltalake import write_deltalake
-
+    """:func:`replace_keys` for a table with no scope column whose entries are the values
+    of ``column`` (a job key, a report key, a day): the entries of ``rows`` and ``removed``
+    get ``rows``'s rows (``removed``'s none). Values are compared as SQL string literals (a
+    timestamp column's entries as ISO text)."""
     entries = [*map(str, rows[column].unique().tolist()), *map(str, removed)]
-    if not entries:
-        return
-    if any(pd.isna(entry) for entry in entries):
-        raise ValueError(f"{table}: entries of {column} must not be null")
-    where = f"{_name(column)} IN ({', '.join(map(_literal, sorted(set(entries))))})"
-    delta = _opened(warehouse, table)
-    if len(rows):
-        data = _typed_nulls(_checked(table, rows, {}), delta)
-        if delta is None:
-            _create(warehouse, table, data.schema)
-    elif delta is not None:
-        data = pa.schema(delta.schema().to_arrow()).empty_table()
-    else:
-        return
-    write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
-                    storage_options=warehouse.delta_options())
-
-
-def replace_whole(warehouse: Warehouse, table: str, rows: pd.DataFrame) -> None:
-    """Replace every row of a table kept whole by one writer (no scope) with ``rows`` in one
-    commit (an overwrite without predicate): :func:`replace_scope` for such a table, for a
-    change of more entries than an ``IN`` list should name. The table is made if it is
-    not (with ``rows``'s schema)."""
-    from deltalake import write_deltalake
-
-    delta = _opened(warehouse, table)
-    data = _typed_nulls(_checked(table, rows, {}), delta)
-    if delta is None:
-        _create(warehouse, table, data.schema)
-    write_deltalake(_uri(warehouse, table), data, mode="overwrite",
-                    storage_options=warehouse.delta_options())
+    replace_keys(warehouse, table, rows, pd.DataFrame({column: entries}))
 
 
 def _typed_nulls(data: pa.Table, delta: DeltaTable | None) -> pa.Table:
@@ -616,7 +577,7 @@ def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
     where = None if keys is None else keys_predicate(keys)
     delta = _opened(warehouse, table)
     if len(rows):
-        data = _checked(table, rows, {})
+        data = _typed_nulls(_checked(table, rows, {}), delta)
         if delta is None:
             _create(warehouse, table, data.schema)
     elif delta is not None:
