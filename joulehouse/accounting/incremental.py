@@ -347,7 +347,7 @@ def update(warehouse: Warehouse, inputs: Inputs) -> Updated:
     if changed:
         touched = _touched(run, [before.assign(duration_s=np.nan), after])
         read_facts = _recompute(run, touched)
-        _replace_per_fact(run, after, changed, appended=before.empty)
+        _replace_per_fact(run, before, after, changed)
     run.state(jobs).write(warehouse)
     return Updated("", len(changed - removed), len(removed),
                    0 if touched is None else
@@ -390,18 +390,24 @@ def _changes(run: _Run, state: State, forced: set[tuple[str, str]]
             changed, removed)
 
 
-def _replace_per_fact(run: _Run, after: pd.DataFrame, changed: set[tuple[str, str]],
-                      appended: bool) -> None:
-    """The changed entities' carbon and cost rows in place of theirs (``appended``: none is
-    stored, so no stored file is scanned); carbon last, the rows the next run compares
-    with (a run stopped between the two finds the same entities changed)."""
+def _replace_per_fact(run: _Run, before: pd.DataFrame, after: pd.DataFrame,
+                      changed: set[tuple[str, str]]) -> None:
+    """The changed entities' cost and carbon rows in place of theirs, carbon last: the rows
+    the next run compares with (``before``: its stored ones), so a run stopped between the
+    two finds the same entities changed. Each table's rows are appended (no stored file
+    scanned) only where that table holds none of ``changed``: cost may hold rows that
+    carbon lacks, written by a run stopped before its carbon commit."""
     rows, inputs = attribute(after), run.inputs
-    where = "" if appended else _where_keys(changed)
-    for table, table_rows in ((COST_TABLE, cost_per_fact(rows, inputs.tariffs, inputs.cost)),
-                              (CARBON_TABLE, carbon_per_fact(rows, inputs.intensity,
-                                                             inputs.carbon))):
+    where = _where_keys(changed)
+    stored_cost = not entry_table.read_files(run.warehouse, COST_TABLE,
+                                             entry_table.files(run.warehouse, COST_TABLE),
+                                             _of(changed), columns=_KEY).empty
+    for table, table_rows, stored in (
+            (COST_TABLE, cost_per_fact(rows, inputs.tariffs, inputs.cost), stored_cost),
+            (CARBON_TABLE, carbon_per_fact(rows, inputs.intensity, inputs.carbon),
+             not before.empty)):
         entry_table.replace_where(run.warehouse, table, entry_table.to_microseconds(table_rows),
-                                  where)
+                                  where if stored else "")
 
 
 def _whole_reason(run: _Run, state: State | None) -> str:

@@ -145,3 +145,28 @@ def test_a_failed_update_leaves_the_tables_and_the_next_finds_the_same_changes(t
     pd.testing.assert_frame_equal(store.read_table("accounting_daily"), before)
     assert incremental.update(store, given).changed == facts.iloc[30:]["entity"].nunique()
     assert_as_from_scratch(store, given)
+
+
+def test_a_run_stopped_after_the_cost_commit_is_completed_by_the_next(tmp_path, monkeypatch):
+    """New entities' cost committed, their carbon not (the run died): the next run finds
+    them again and replaces their cost rather than appending it twice."""
+    store = Warehouse(tmp_path / "warehouse")
+    facts = pool(40, seed=7)
+    entities = facts["entity"].unique()
+    land(store, facts[facts["entity"].isin(entities[:30])])
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    land(store, facts[facts["entity"].isin(entities[30:])])
+    replace_where = entry_table.replace_where
+
+    def dies_at_carbon(warehouse, table, *args, **kwargs):
+        if table == incremental.CARBON_TABLE:
+            raise OSError("the run died")
+        replace_where(warehouse, table, *args, **kwargs)
+
+    monkeypatch.setattr(incremental.entry_table, "replace_where", dies_at_carbon)
+    with pytest.raises(OSError, match="died"):
+        incremental.update(store, given)
+    monkeypatch.undo()
+    assert incremental.update(store, given).changed == len(entities[30:])
+    assert_as_from_scratch(store, given)
