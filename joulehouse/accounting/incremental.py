@@ -469,3 +469,16 @@ def stored_missing(warehouse: Warehouse, table: str, value: str,
     return entry_table.read_files(warehouse, table, listed, ds.field(value).is_null(),
                                   columns=columns)
 
+
+
+def recent_days(warehouse: Warehouse, monthly: pd.DataFrame, months: int) -> pd.DataFrame:
+    """The UTC calendar's daily rows of the ``months`` UTC months up to the latest of
+    ``monthly`` (the stored monthly rows), not the whole table: only the files whose
+    statistics may hold them are read (written in day order, FILE_BYTES)."""
+    where = ds.field("calendar") == UTC
+    latest = monthly.loc[monthly["calendar"] == UTC, "month"].max()
+    if not pd.isna(latest):
+        since = latest - pd.DateOffset(months=months - 1)
+        where &= ds.field("day") >= pa.scalar(since.to_pydatetime(), pa.timestamp("us"))
+    return entry_table.read_files(warehouse, DAILY_TABLE, entry_table.files(warehouse, DAILY_TABLE),
+                                  where)

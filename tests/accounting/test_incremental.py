@@ -170,3 +170,18 @@ def test_a_run_stopped_after_the_cost_commit_is_completed_by_the_next(tmp_path, 
     monkeypatch.undo()
     assert incremental.update(store, given).changed == len(entities[30:])
     assert_as_from_scratch(store, given)
+
+
+def test_recent_days_are_the_utc_days_of_the_latest_months_only(tmp_path):
+    store = Warehouse(tmp_path / "warehouse")
+    land(store, pool(20, seed=9))
+    incremental.update(store, inputs(tmp_path, base=350.0, price=1.0))
+    daily = store.read_table("accounting_daily")
+    utc = daily[daily["calendar"] == "UTC"]
+    assert 0 < (utc["day"] >= "2024-02-01").sum() < len(utc)  # February: not every day
+    keys = ["day", *ROLLUP_KEYS]
+    for months, since in ((1, "2024-02-01"), (2, "2024-01-01")):
+        recent = incremental.recent_days(store, store.read_table("accounting_monthly"), months)
+        pd.testing.assert_frame_equal(sorted_rows(recent, keys),
+                                      sorted_rows(utc[utc["day"] >= since], keys),
+                                      check_exact=True)
