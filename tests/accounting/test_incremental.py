@@ -185,3 +185,22 @@ def test_recent_days_are_the_utc_days_of_the_latest_months_only(tmp_path):
         pd.testing.assert_frame_equal(sorted_rows(recent, keys),
                                       sorted_rows(utc[utc["day"] >= since], keys),
                                       check_exact=True)
+
+
+def test_jobs_kept_per_entry_are_read_and_their_attribution_changes_seen(tmp_path):
+    """cc_jobs as ClusterCockpit's step keeps it (a Delta table, entries jobs): a job's
+    user changed by a write of that job alone recomputes its entity."""
+    rng = np.random.default_rng(4)
+    store = Warehouse(tmp_path / "warehouse")
+    facts = pool(30, seed=11)
+    land(store, facts)
+    cc = sorted(facts.loc[facts["source"] == "clustercockpit", "entity"].unique())
+    jobs = jobs_of(cc, rng)
+    entry_table.write_keyed(store, "cc_jobs", jobs, "job")
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    assert_as_from_scratch(store, given)
+    entry_table.write_keyed(store, "cc_jobs", jobs.iloc[:2].assign(hpc_user="dave"), "job")
+    updated = incremental.update(store, given)
+    assert (updated.whole, updated.changed) == ("", 2)
+    assert_as_from_scratch(store, given)
