@@ -229,6 +229,10 @@ def _stored_frame_of(tables: Tables, table: str) -> Callable[[str], pd.DataFrame
     return lambda key: tables.read_partitions(table, [key]) if key in listed() else None
 
 
+#: UTC months whose days the daily plot shows: the latest month stored and those before.
+PLOTTED_MONTHS = 3
+
+
 def daily_plots(daily: pd.DataFrame) -> str:
     """Markdown: energy (kWh), CO2 (kg) and cost (per currency) per UTC day, stacked by
     source, each source in its primary method (``rollups.PRIMARY_METHOD``)."""
@@ -268,7 +272,7 @@ def _totals(monthly: pd.DataFrame, column: str, by: list[str]) -> pd.Series:
     return rows.groupby(by)[column].sum() if by else pd.Series({"": rows[column].sum()})
 
 
-def _per_fact_metadata(tables: Tables, table: str, schema) -> tuple[dict, int]:
+def _logged_metadata(tables: Tables, table: str, schema) -> tuple[dict, int]:
     """``table``'s row count (from the Delta log's statistics) and column schema, without
     reading its rows; and that count."""
     rows = entry_table.count(tables, table, {})
@@ -301,16 +305,16 @@ def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator
         "whole": updated.whole or None, "entities_changed": updated.changed,
         "entities_removed": updated.removed, "days": updated.days, "months": updated.months,
         "facts_read": updated.facts_read})}
-    daily = tables.read_table(DAILY_TABLE)
+    monthly = tables.read_table(MONTHLY_TABLE)  # read whole: small (docs/ARCHITECTURE.md)
+    daily = incremental.recent_days(tables, monthly, PLOTTED_MONTHS)
     yield dg.MaterializeResult(asset_key=accounting_daily.key, metadata={
-        **table_metadata(daily, DAILY_SCHEMA), **recomputed,
+        **_logged_metadata(tables, DAILY_TABLE, DAILY_SCHEMA)[0], **recomputed,
         "time_zone": accounting.time_zone,
         "energy_co2_and_cost_per_day": dg.MetadataValue.md(daily_plots(daily)),
     })
-    monthly = tables.read_table(MONTHLY_TABLE)
     yield dg.MaterializeResult(asset_key=accounting_monthly.key,
                                metadata={**table_metadata(monthly, MONTHLY_SCHEMA), **recomputed})
-    metadata, facts = _per_fact_metadata(tables, CARBON_TABLE, CARBON_SCHEMA)
+    metadata, facts = _logged_metadata(tables, CARBON_TABLE, CARBON_SCHEMA)
     missing = incremental.stored_missing(tables, CARBON_TABLE, "co2_g", MISSING_COLUMNS["zone"])
     yield dg.MaterializeResult(asset_key=carbon_per_fact.key, metadata={
         **metadata, **recomputed,
@@ -320,7 +324,7 @@ def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator
         "total_co2_kg": dg.MetadataValue.float(float(_totals(monthly, "co2_g", []).sum() / 1e3)),
     })
     yield coverage_check(COVERED_CHECK, carbon_per_fact.key, missing, facts, "carbon")
-    metadata, facts = _per_fact_metadata(tables, COST_TABLE, COST_SCHEMA)
+    metadata, facts = _logged_metadata(tables, COST_TABLE, COST_SCHEMA)
     unpriced = incremental.stored_missing(tables, COST_TABLE, "cost", MISSING_COLUMNS["site"])
     totals = _totals(monthly, "cost", ["currency"])
     yield dg.MaterializeResult(asset_key=cost_per_fact.key, metadata={

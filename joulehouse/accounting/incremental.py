@@ -53,7 +53,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from joulehouse import entry_table
+from joulehouse import entry_sync, entry_table
 from joulehouse.accounting.accounts import account
 from joulehouse.accounting.carbon import CarbonSettings, carbon_per_fact, co2_g
 from joulehouse.accounting.cost import CostSettings, cost, cost_per_fact
@@ -156,21 +156,15 @@ def _keys(rows: pd.DataFrame) -> pd.MultiIndex:
 
 def _signatures(rows: pd.DataFrame) -> pd.DataFrame:
     """Per (source, entity): its rows' count and the XOR of their FACT_COLUMNS' hashes
-    (times to the microsecond, labels as str), equal for equal sets of rows."""
-    if rows.empty:
-        return pd.DataFrame({"rows": pd.Series(dtype="int64"),
-                             "digest": pd.Series(dtype="uint64")},
-                            index=pd.MultiIndex.from_arrays([[], []], names=_KEY))
+    (times to the microsecond, labels as str; ``entry_sync.signatures`` per source), equal
+    for equal sets of rows."""
     rows = entry_table.to_microseconds(rows[FACT_COLUMNS]).astype(
         {name: object for name in ("source", "entity", "component", "method")})
-    hashes = pd.util.hash_pandas_object(rows, index=False).to_numpy()
-    keys = _keys(rows)
-    codes, names = pd.factorize(keys)
-    order = np.argsort(codes, kind="stable")
-    starts = np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0])
-    return pd.DataFrame({"rows": np.diff(np.append(starts, len(order))),
-                         "digest": np.bitwise_xor.reduceat(hashes[order], starts)},
-                        index=names[codes[order][starts]])
+    if rows.empty:
+        return entry_sync.signatures(rows, FACT_COLUMNS, "entity").set_axis(
+            pd.MultiIndex.from_arrays([[], []], names=_KEY))
+    return pd.concat({source: entry_sync.signatures(part, FACT_COLUMNS, "entity")
+                      for source, part in rows.groupby("source", sort=True)}, names=_KEY)
 
 
 def _of(keys: set[tuple[str, str]]) -> ds.Expression | None:
@@ -181,32 +175,6 @@ def _of(keys: set[tuple[str, str]]) -> ds.Expression | None:
     clauses = [(ds.field("source") == source) & ds.field("entity").isin(sorted(entities))
                for source, entities in sorted(by_source.items())]
     return functools.reduce(lambda a, b: a | b, clauses) if clauses else None
-
-
-def _sql(value: object) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def _where_keys(keys: set[tuple[str, str]]) -> str:
-    """The Delta predicate of the rows of ``keys`` ((source, entity) pairs)."""
-    by_source: dict[str, list[str]] = {}
-    for source, entity in keys:
-        by_source.setdefault(source, []).append(entity)
-    return " OR ".join(f'("source" = {_sql(source)} AND "entity" IN '
-                       f'({", ".join(map(_sql, sorted(entities)))}))'
-                       for source, entities in sorted(by_source.items()))
-
-
-def _where_periods(touched: pd.DataFrame, period: str) -> str:
-    """The Delta predicate of the roll-up rows of the (calendar, source, period) rows of
-    ``touched``."""
-    clauses = []
-    for (calendar, source), rows in touched.groupby(["calendar", "source"], sort=True):
-        stamps = ", ".join(_sql(p.isoformat(sep=" "))
-                           for p in sorted(rows[period].unique()))
-        clauses.append(f'("calendar" = {_sql(calendar)} AND "source" = {_sql(source)} '
-                       f'AND "{period}" IN ({stamps}))')
-    return " OR ".join(clauses)
 
 
 @dataclass(frozen=True)
@@ -347,7 +315,7 @@ def update(warehouse: Warehouse, inputs: Inputs) -> Updated:
     if changed:
         touched = _touched(run, [before.assign(duration_s=np.nan), after])
         read_facts = _recompute(run, touched)
-        _replace_per_fact(run, after, changed, appended=before.empty)
+        _replace_per_fact(run, before, after, changed)
     run.state(jobs).write(warehouse)
     return Updated("", len(changed - removed), len(removed),
                    0 if touched is None else
@@ -390,18 +358,24 @@ def _changes(run: _Run, state: State, forced: set[tuple[str, str]]
             changed, removed)
 
 
-def _replace_per_fact(run: _Run, after: pd.DataFrame, changed: set[tuple[str, str]],
-                      appended: bool) -> None:
-    """The changed entities' carbon and cost rows in place of theirs (``appended``: none is
-    stored, so no stored file is scanned); carbon last, the rows the next run compares
-    with (a run stopped between the two finds the same entities changed)."""
+def _replace_per_fact(run: _Run, before: pd.DataFrame, after: pd.DataFrame,
+                      changed: set[tuple[str, str]]) -> None:
+    """The changed entities' cost and carbon rows in place of theirs, carbon last: the rows
+    the next run compares with (``before``: its stored ones), so a run stopped between the
+    two finds the same entities changed. Each table's rows are appended (no stored file
+    scanned) only where that table holds none of ``changed``: cost may hold rows that
+    carbon lacks, written by a run stopped before its carbon commit."""
     rows, inputs = attribute(after), run.inputs
-    where = "" if appended else _where_keys(changed)
-    for table, table_rows in ((COST_TABLE, cost_per_fact(rows, inputs.tariffs, inputs.cost)),
-                              (CARBON_TABLE, carbon_per_fact(rows, inputs.intensity,
-                                                             inputs.carbon))):
+    where = entry_table.keys_predicate(pd.DataFrame(sorted(changed), columns=_KEY))
+    stored_cost = not entry_table.read_files(run.warehouse, COST_TABLE,
+                                             entry_table.files(run.warehouse, COST_TABLE),
+                                             _of(changed), columns=_KEY).empty
+    for table, table_rows, stored in (
+            (COST_TABLE, cost_per_fact(rows, inputs.tariffs, inputs.cost), stored_cost),
+            (CARBON_TABLE, carbon_per_fact(rows, inputs.intensity, inputs.carbon),
+             not before.empty)):
         entry_table.replace_where(run.warehouse, table, entry_table.to_microseconds(table_rows),
-                                  where)
+                                  where if stored else "")
 
 
 def _whole_reason(run: _Run, state: State | None) -> str:
@@ -455,7 +429,8 @@ def _recompute(run: _Run, touched: pd.DataFrame) -> int:
     for table, rows, period in ((DAILY_TABLE, daily, "day"), (MONTHLY_TABLE, monthly, "month")):
         entry_table.replace_where(run.warehouse, table,
                                   _in_period_order(pd.concat(rows, ignore_index=True), period),
-                                  _where_periods(touched, period), FILE_BYTES)
+                                  entry_table.keys_predicate(touched[["calendar", "source", period]]),
+                                  FILE_BYTES)
     return len(facts)
 
 
@@ -494,3 +469,16 @@ def stored_missing(warehouse: Warehouse, table: str, value: str,
     return entry_table.read_files(warehouse, table, listed, ds.field(value).is_null(),
                                   columns=columns)
 
+
+
+def recent_days(warehouse: Warehouse, monthly: pd.DataFrame, months: int) -> pd.DataFrame:
+    """The UTC calendar's daily rows of the ``months`` UTC months up to the latest of
+    ``monthly`` (the stored monthly rows), not the whole table: only the files whose
+    statistics may hold them are read (written in day order, FILE_BYTES)."""
+    where = ds.field("calendar") == UTC
+    latest = monthly.loc[monthly["calendar"] == UTC, "month"].max()
+    if not pd.isna(latest):
+        since = latest - pd.DateOffset(months=months - 1)
+        where &= ds.field("day") >= pa.scalar(since.to_pydatetime(), pa.timestamp("us"))
+    return entry_table.read_files(warehouse, DAILY_TABLE, entry_table.files(warehouse, DAILY_TABLE),
+                                  where)

@@ -145,3 +145,62 @@ def test_a_failed_update_leaves_the_tables_and_the_next_finds_the_same_changes(t
     pd.testing.assert_frame_equal(store.read_table("accounting_daily"), before)
     assert incremental.update(store, given).changed == facts.iloc[30:]["entity"].nunique()
     assert_as_from_scratch(store, given)
+
+
+def test_a_run_stopped_after_the_cost_commit_is_completed_by_the_next(tmp_path, monkeypatch):
+    """New entities' cost committed, their carbon not (the run died): the next run finds
+    them again and replaces their cost rather than appending it twice."""
+    store = Warehouse(tmp_path / "warehouse")
+    facts = pool(40, seed=7)
+    entities = facts["entity"].unique()
+    land(store, facts[facts["entity"].isin(entities[:30])])
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    land(store, facts[facts["entity"].isin(entities[30:])])
+    replace_where = entry_table.replace_where
+
+    def dies_at_carbon(warehouse, table, *args, **kwargs):
+        if table == incremental.CARBON_TABLE:
+            raise OSError("the run died")
+        replace_where(warehouse, table, *args, **kwargs)
+
+    monkeypatch.setattr(incremental.entry_table, "replace_where", dies_at_carbon)
+    with pytest.raises(OSError, match="died"):
+        incremental.update(store, given)
+    monkeypatch.undo()
+    assert incremental.update(store, given).changed == len(entities[30:])
+    assert_as_from_scratch(store, given)
+
+
+def test_recent_days_are_the_utc_days_of_the_latest_months_only(tmp_path):
+    store = Warehouse(tmp_path / "warehouse")
+    land(store, pool(20, seed=9))
+    incremental.update(store, inputs(tmp_path, base=350.0, price=1.0))
+    daily = store.read_table("accounting_daily")
+    utc = daily[daily["calendar"] == "UTC"]
+    assert 0 < (utc["day"] >= "2024-02-01").sum() < len(utc)  # February: not every day
+    keys = ["day", *ROLLUP_KEYS]
+    for months, since in ((1, "2024-02-01"), (2, "2024-01-01")):
+        recent = incremental.recent_days(store, store.read_table("accounting_monthly"), months)
+        pd.testing.assert_frame_equal(sorted_rows(recent, keys),
+                                      sorted_rows(utc[utc["day"] >= since], keys),
+                                      check_exact=True)
+
+
+def test_jobs_kept_per_entry_are_read_and_their_attribution_changes_seen(tmp_path):
+    """cc_jobs as ClusterCockpit's step keeps it (a Delta table, entries jobs): a job's
+    user changed by a write of that job alone recomputes its entity."""
+    rng = np.random.default_rng(4)
+    store = Warehouse(tmp_path / "warehouse")
+    facts = pool(30, seed=11)
+    land(store, facts)
+    cc = sorted(facts.loc[facts["source"] == "clustercockpit", "entity"].unique())
+    jobs = jobs_of(cc, rng)
+    entry_table.write_keyed(store, "cc_jobs", jobs, "job")
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    assert_as_from_scratch(store, given)
+    entry_table.write_keyed(store, "cc_jobs", jobs.iloc[:2].assign(hpc_user="dave"), "job")
+    updated = incremental.update(store, given)
+    assert (updated.whole, updated.changed) == ("", 2)
+    assert_as_from_scratch(store, given)
