@@ -318,4 +318,9 @@ def test_repetitions_fixed_in_place_are_picked_up_next_tick_in_one_run(
     status = instance.get_status_by_partition(FRAMES, keys, gpu_repetitions)
     assert set(status.values()) == {dg.AssetPartitionStatus.MATERIALIZED}
     assert materialized(instance, result.run_id, ENERGY) == set(bad)
+    # the trials of the two fixed repetitions' runs reloaded, no other run looked at
+    [trials] = [r.asset_materialization.metadata for r in instance.get_records_for_run(
+        result.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
+        if r.event_log_entry.dagster_event.asset_key == dg.AssetKey("taudb_trials")]
+    assert (trials["runs_loaded"].value, trials["runs_unchanged"].value) == (2, 0)
     assert tick(sensor, instance, {"gpu_source": source}, fixed.cursor).run_requests == []
