@@ -24,8 +24,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from joulehouse import entry_table
-from joulehouse.facts_entries import COMPACT_ABOVE
+from joulehouse import entry_sync, entry_table
 from joulehouse.gpu import aggregate
 from joulehouse.warehouse import Warehouse
 
@@ -70,7 +69,7 @@ def refresh_settings(warehouse: Warehouse, keys: Sequence[str],
     energy = energy_of(list(keys)) if keys else pd.DataFrame()
     rows = aggregate.setting_table(energy) if len(energy) else pd.DataFrame()
     entry_table.replace_keys(warehouse, SETTING_TABLE, rows, settings)
-    entry_table.compact_if_many(warehouse, SETTING_TABLE, COMPACT_ABOVE)
+    entry_sync.compact_if_due(warehouse, SETTING_TABLE)
     read = len(energy[["data_root", "repetition"]].drop_duplicates()) if len(energy) else 0
     return Refreshed(rows, len(rows) if settings is None else len(settings), read)
 
@@ -89,7 +88,7 @@ def refresh_benchmarks(warehouse: Warehouse, settings: pd.DataFrame | None) -> R
         rows = entry_table.read_keys(warehouse, SETTING_TABLE, benchmarks)
     table = aggregate.benchmark_table(rows) if len(rows) else pd.DataFrame()
     entry_table.replace_keys(warehouse, BENCHMARK_TABLE, table, benchmarks)
-    entry_table.compact_if_many(warehouse, BENCHMARK_TABLE, COMPACT_ABOVE)
+    entry_sync.compact_if_due(warehouse, BENCHMARK_TABLE)
     recomputed = table[aggregate.BENCHMARK_KEY].drop_duplicates() if len(table) else table
     return Refreshed(table, len(recomputed) if benchmarks is None else len(benchmarks),
                      len(rows))

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from joulehouse import entry_table
-from joulehouse.facts_entries import COMPACT_ABOVE
+from joulehouse import entry_sync, entry_table
 from joulehouse.powerapi.energy import window_energy
 from joulehouse.powerapi.stream import FRAME_SCHEMAS, FRAMES_TABLE, ReportStore
 from joulehouse.validation import validate
@@ -129,9 +128,9 @@ def _write(tables: Warehouse, parts: dict[str, list[pd.DataFrame]], sensors: lis
     rows = window_energy(together["rapl_energy"], together["power_reports"], window, targets)
     entry_table.replace_keys(tables, WINDOW_TABLE, rows,
                              None if sensors is None else pd.DataFrame({"sensor": sensors}))
-    entry_table.compact_if_many(tables, WINDOW_TABLE, COMPACT_ABOVE)
+    entry_sync.compact_if_due(tables, WINDOW_TABLE)
     if owners:
         entry_table.replace_keys(tables, SENSORS_TABLE, held,
                                  None if sensors is None else pd.DataFrame({"partition": owners}))
-        entry_table.compact_if_many(tables, SENSORS_TABLE, COMPACT_ABOVE)
+        entry_sync.compact_if_due(tables, SENSORS_TABLE)
     return Refreshed(rows, sensors, len(owners) if read is None else read, twice)

@@ -145,3 +145,14 @@ def test_a_refresh_reads_only_the_touched_settings_repetitions(tmp_path):
 def test_a_key_that_names_no_repetition_is_refused():
     with pytest.raises(ValueError, match="no repetition's key"):
         setting_of("lab/power-limit/bert/250W")
+
+
+def test_both_tables_are_compacted_through_entry_sync(tmp_path, monkeypatch):
+    from joulehouse import entry_sync
+
+    due: list[str] = []
+    monkeypatch.setattr(entry_sync, "compact_if_due",
+                        lambda warehouse, table, above=None: due.append(table))
+    rng = np.random.default_rng(0)
+    refresh(Warehouse(tmp_path / "warehouse"), {KEYS[0]: energy(KEYS[0], rng)}, [KEYS[0]])
+    assert due == [SETTING_TABLE, BENCHMARK_TABLE]

@@ -141,3 +141,17 @@ def test_a_refresh_reads_only_the_partitions_holding_the_touched_sensors(tmp_pat
     pd.testing.assert_frame_equal(
         kept(tables, WINDOW_TABLE, ["sensor", "component", "window_start", "method", "target"]),
         rebuilt(store, {*keys, new}))
+
+
+def test_both_tables_are_compacted_through_entry_sync(tmp_path, monkeypatch):
+    from joulehouse import entry_sync
+
+    due: list[str] = []
+    monkeypatch.setattr(entry_sync, "compact_if_due",
+                        lambda warehouse, table, above=None: due.append(table))
+    tables = Warehouse(tmp_path / "warehouse")
+    key = "landing/r.jsonl"
+    ingest(ReportStore(tables), key,
+           write_reports(tmp_path / "r.jsonl", "s0", 0, np.random.default_rng(0)))
+    refresh(tables, {key}, [key], WINDOW, MACHINE_TARGETS)
+    assert set(due) == {WINDOW_TABLE, SENSORS_TABLE}
