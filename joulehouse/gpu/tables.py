@@ -59,14 +59,18 @@ def refresh_settings(warehouse: Warehouse, keys: Sequence[str],
     """Recompute the settings of the repetitions ``touched`` (partition keys; None: every
     setting, the table replaced whole) and write their rows in one commit. ``keys``: the
     registered repetitions (partition keys); ``energy_of(keys)``: the stored
-    per-repetition energy of those of ``keys`` that have one (an empty frame if none)."""
+    per-repetition energy of those of ``keys`` that have one (an empty frame if none).
+    Repetitions are read in key order, as a rebuild reads them (``keys`` may come in
+    registration order): a setting's sums, means and firsts follow its rows' order, to
+    the last bit."""
+    keys = sorted(keys)
     if touched is None:
         settings = None
     else:
         wanted = {setting_of(key) for key in touched}
         keys = [key for key in keys if setting_of(key) in wanted]
         settings = pd.DataFrame(sorted(wanted), columns=aggregate.SETTING_KEY)
-    energy = energy_of(list(keys)) if keys else pd.DataFrame()
+    energy = energy_of(keys) if keys else pd.DataFrame()
     rows = aggregate.setting_table(energy) if len(energy) else pd.DataFrame()
     entry_table.replace_keys(warehouse, SETTING_TABLE, rows, settings)
     entry_sync.compact_if_due(warehouse, SETTING_TABLE)
