@@ -234,7 +234,8 @@ def stored_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
 def whole_tables(context: dg.AssetExecutionContext, tables: Tables, source: PowerapiSource,
                  selected: set[dg.AssetKey]) -> Iterator[dg.MaterializeResult]:
     """Recompute the window rows of the sensors of the run's partitions (every sensor in a
-    run without partitions) and write them and their facts (``joulehouse/powerapi/windows.py``)."""
+    run without partitions) and write them and their facts, then settle which partition
+    holds which sensor (``joulehouse/powerapi/windows.py``)."""
     refreshed = None
     if powerapi_window_energy.key in selected:
         refreshed = windows.refresh(
@@ -243,6 +244,8 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, source: Powe
         yield window_table(tables, refreshed)
     if powerapi_energy_facts.key in selected:
         yield facts(context, tables, source.targets, refreshed)
+    if refreshed is not None:
+        windows.settle(tables, refreshed)
 
 
 def window_table(tables: Tables, refreshed: windows.Refreshed) -> dg.MaterializeResult:
