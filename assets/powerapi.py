@@ -35,9 +35,10 @@ is stored in the warehouse table ``left_out`` (partitions
 The per-partition work of 1. and 2. runs in the ``workers`` resource's
 processes (``resources/workers.py``); only what each partition stored comes
 back to the step.
-In a run without partitions with no partition stored at all (and none failed)
-the tables are not rebuilt: the step raises a ``Failure`` saying so, rather than
-writing empty tables over the last good ones.
+In a run without partitions with no registered partition stored (and none failed)
+the tables are emptied where the window table exists (every partition was deleted from
+Dagster: no row stays that a rebuild would not write); where it does not, nothing was
+ever landed, and the step raises a ``Failure`` saying so.
 """
 
 import time
@@ -340,7 +341,8 @@ with backfills() as single_run:
                 lambda skip: compute_energy(context, powerapi_source, tables, skip, executor),
                 COMPUTED_SPEC)
         if selected & {powerapi_window_energy.key, powerapi_energy_facts.key}:
-            if run_partitions(context) is not None or stored_keys(context, tables):
+            if (run_partitions(context) is not None or stored_keys(context, tables)
+                    or entry_table.is_entry_table(tables, WINDOW_TABLE)):
                 yield from whole_tables(context, tables, powerapi_source, selected)
             elif not failed:
                 raise dg.Failure("no PowerAPI report stored yet: materialize "

@@ -87,12 +87,10 @@ def refresh(tables: Warehouse, registered: Collection[str], touched: Collection[
     written. So the table never lacks a holder of a sensor, whatever commit a stop
     prevents: a later run over a partition sharing it reads every partition holding it (a
     partition holding it no more gives no rows of it). A rebuild with no partition stored
-    writes nothing (no sensor recomputed)."""
+    (all deleted from Dagster) empties both tables, where they exist."""
     store = ReportStore(tables)
     if touched is None or not entry_table.is_entry_table(tables, SENSORS_TABLE):
         keys = [key for key in store.stored_keys() if key in registered]
-        if not keys:  # nothing to rebuild from: what is stored stays
-            return Refreshed(pd.DataFrame(), [], 0, dict.fromkeys(FRAMES, 0))
         frames = {key: _frames(store, key) for key in keys}
         parts = {name: [frames[key][name] for key in keys] for name in FRAMES}
         stored = entry_table.read(tables, SENSORS_TABLE) if entry_table.is_entry_table(

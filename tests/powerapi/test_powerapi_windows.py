@@ -200,3 +200,14 @@ def test_a_stop_between_commits_leaves_no_holder_of_a_sensor_unfound(tmp_path, m
     assert_rebuilt(tables, store, {"p", "q"})
     assert kept(tables, SENSORS_TABLE, ["partition"]).values.tolist() == [["p", "s2"],
                                                                           ["q", "s2"]]
+
+
+def test_a_rebuild_with_every_partition_deleted_empties_both_tables_and_the_facts(tmp_path):
+    tables = Warehouse(tmp_path / "warehouse")
+    store = ReportStore(tables)
+    ingest(store, "p", write_reports(tmp_path / "p.jsonl", "s0", 0, np.random.default_rng(0)))
+    run(tables, {"p"}, ["p"])
+    assert len(tables.read_table(WINDOW_TABLE)) and len(tables.read_table(FACTS_TABLE))
+    run(tables, set(), None)  # p deleted from Dagster: its frames stay stored
+    assert_rebuilt(tables, store, set())
+    assert tables.read_table(WINDOW_TABLE).empty and tables.read_table(SENSORS_TABLE).empty
