@@ -11,6 +11,10 @@ some repetitions costs what they touch, whatever else is stored (issue 28):
 2. :func:`refresh_benchmarks`: the benchmarks of those settings are recomputed from
    their rows of the setting table, and their rows replaced in one commit.
 
+A stop between the two commits heals at the next run, whatever it touches: 1. first marks
+the benchmarks of its settings pending (:data:`PENDING_TABLE`, one commit, none where
+they are already), 2. recomputes the pending ones with its own, then clears their marks.
+
 Without touched repetitions (a rebuild) both are computed from every stored repetition
 and replace their tables whole. Either way the tables equal a rebuild from scratch:
 :func:`aggregate.setting_table` computes each setting's row from its repetitions alone,
@@ -30,6 +34,10 @@ from joulehouse.warehouse import Warehouse
 
 SETTING_TABLE = "gpu_setting_energy"
 BENCHMARK_TABLE = "gpu_benchmark_energy"
+#: The benchmarks (``aggregate.BENCHMARK_KEY``) whose setting rows may have changed since
+#: their benchmark rows were written: marked before a setting table's commit, cleared
+#: after their benchmark rows' (normally empty).
+PENDING_TABLE = "gpu_benchmark_energy_pending"
 
 
 def setting_of(key: str) -> tuple[str, ...]:
@@ -72,6 +80,7 @@ def refresh_settings(warehouse: Warehouse, keys: Sequence[str],
         settings = pd.DataFrame(sorted(wanted), columns=aggregate.SETTING_KEY)
     energy = energy_of(keys) if keys else pd.DataFrame()
     rows = aggregate.setting_table(energy) if len(energy) else pd.DataFrame()
+    _mark(warehouse, _benchmarks(rows) if settings is None else settings, settings is None)
     entry_table.replace_keys(warehouse, SETTING_TABLE, rows, settings)
     entry_sync.compact_if_due(warehouse, SETTING_TABLE)
     read = len(energy[["data_root", "repetition"]].drop_duplicates()) if len(energy) else 0
@@ -80,22 +89,50 @@ def refresh_settings(warehouse: Warehouse, keys: Sequence[str],
 
 def refresh_benchmarks(warehouse: Warehouse, settings: pd.DataFrame | None) -> Refreshed:
     """Recompute the benchmarks of ``settings`` (rows with ``aggregate.BENCHMARK_KEY``'s
-    columns; None: every benchmark, the table replaced whole) from their rows of the
-    setting table, and write their rows in one commit."""
+    columns; None: every benchmark, the table replaced whole) and those pending (a stop
+    came between an earlier run's two commits) from their rows of the setting table, and
+    write their rows in one commit; then clear their marks."""
+    pending = _pending(warehouse)
     if settings is None:
         benchmarks = None
         rows = warehouse.read_table(SETTING_TABLE)
     else:
-        benchmarks = settings[aggregate.BENCHMARK_KEY].drop_duplicates(ignore_index=True)
+        benchmarks = _benchmarks(pd.concat([settings, pending], ignore_index=True))
         if benchmarks.empty:
             return Refreshed(pd.DataFrame(), 0, 0)
         rows = entry_table.read_keys(warehouse, SETTING_TABLE, benchmarks)
     table = aggregate.benchmark_table(rows) if len(rows) else pd.DataFrame()
     entry_table.replace_keys(warehouse, BENCHMARK_TABLE, table, benchmarks)
     entry_sync.compact_if_due(warehouse, BENCHMARK_TABLE)
+    if len(pending):
+        entry_table.replace_keys(warehouse, PENDING_TABLE, pending.iloc[:0], benchmarks)
     recomputed = table[aggregate.BENCHMARK_KEY].drop_duplicates() if len(table) else table
     return Refreshed(table, len(recomputed) if benchmarks is None else len(benchmarks),
                      len(rows))
+
+
+def _benchmarks(rows: pd.DataFrame) -> pd.DataFrame:
+    """The distinct benchmarks (``aggregate.BENCHMARK_KEY``) of ``rows``, in order."""
+    if rows.empty:
+        return pd.DataFrame(columns=aggregate.BENCHMARK_KEY, dtype=object)
+    return rows[aggregate.BENCHMARK_KEY].drop_duplicates().sort_values(
+        aggregate.BENCHMARK_KEY, ignore_index=True)
+
+
+def _pending(warehouse: Warehouse) -> pd.DataFrame:
+    """The benchmarks marked pending (:data:`PENDING_TABLE`)."""
+    return _benchmarks(entry_table.read(warehouse, PENDING_TABLE))
+
+
+def _mark(warehouse: Warehouse, settings: pd.DataFrame, whole: bool) -> None:
+    """Mark the benchmarks of ``settings`` pending (those of every stored benchmark row
+    too where ``whole``: a rebuild may drop any), one commit; none where all are."""
+    wanted = _benchmarks(pd.concat(
+        [settings, entry_table.read(warehouse, BENCHMARK_TABLE)] if whole else [settings],
+        ignore_index=True))
+    new = wanted.merge(_pending(warehouse), how="left", indicator=True)["_merge"] == "left_only"
+    if new.any():
+        entry_table.replace_keys(warehouse, PENDING_TABLE, wanted, wanted)
 
 
 def stored_rows(warehouse: Warehouse, table: str) -> int:

@@ -13,6 +13,7 @@ from joulehouse import entry_table
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.tables import (
     BENCHMARK_TABLE,
+    PENDING_TABLE,
     SETTING_TABLE,
     refresh_benchmarks,
     refresh_settings,
@@ -146,6 +147,27 @@ def test_a_refresh_reads_only_the_touched_settings_repetitions(tmp_path):
     assert benchmarks.read == 3 and set(benchmarks.rows["run"]) == {"150W", "200W", "250W"}
     assert_rebuilt(tables, stored)
 
+
+@pytest.mark.parametrize("rebuild", [False, True])
+def test_a_stop_between_the_two_commits_heals_at_the_next_run(tmp_path, rebuild):
+    """A run (over repetitions, or without partitions) stops after its settings' commit,
+    before its benchmarks': the next run, over a setting of another benchmark, recomputes
+    the benchmarks left pending too (one of them now without a setting)."""
+    rng = np.random.default_rng(2)
+    tables = Warehouse(tmp_path / "warehouse")
+    stored = {key: energy(key, rng) for key in KEYS}
+    refresh(tables, stored, None)
+    fixed, gone = "lab/power-limit/bert/200W/1", [key for key in KEYS if key.startswith("b/")]
+    stored[fixed] = energy(fixed, rng)
+    for key in gone:
+        del stored[key]
+    refresh_settings(tables, REGISTERED, partial(energy_of, stored),
+                     None if rebuild else [fixed, *gone])  # then the stop
+    other = "lab/power-limit/resnet/150W/0"
+    stored[other] = energy(other, rng)
+    refresh(tables, stored, [other])
+    assert_rebuilt(tables, stored)
+    assert entry_table.read(tables, PENDING_TABLE).empty
 
 def test_a_key_that_names_no_repetition_is_refused():
     with pytest.raises(ValueError, match="no repetition's key"):
