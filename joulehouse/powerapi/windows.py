@@ -9,10 +9,10 @@ stored frames of every registered partition holding them, and replaces those sen
 in one commit (a sensor no longer given loses its rows); cost: the touched sensors'
 reports, whatever other sensors are stored (issue 28). Which partition holds which sensor
 is the table ``SENSORS_TABLE`` (``partition``, ``sensor``), kept per partition; it never
-lacks a holder, whatever commit a stop prevents (it may hold a pair too many until the
-partition's next run or a rebuild, which costs a read and changes no row): :func:`refresh`
-adds a run's new pairs before it writes the rows, :func:`settle` drops its old ones after
-the rows and their facts.
+lacks a holder, whatever commit of a refresh a stop prevents (it may hold a pair too many
+until the partition's next run or a rebuild, which costs a read and changes no row):
+:func:`refresh` adds a run's new pairs before it writes the rows, :func:`settle` drops its
+old ones after the rows and their facts.
 
 Both tables are kept per entry (``joulehouse/entry_table.py``). A refresh without touched
 partitions, or before the sensors table exists (a warehouse written before), rebuilds
@@ -79,12 +79,12 @@ def combined(name: str, frames: list[pd.DataFrame]) -> tuple[pd.DataFrame | None
 def refresh(tables: Warehouse, registered: Collection[str], touched: Collection[str] | None,
             window: str, targets: tuple[str, ...]) -> Refreshed:
     """Recompute the window rows of the sensors of the partitions ``touched`` (None: every
-    sensor) from every stored ``registered`` partition holding them and write them, one
-    commit (a touched partition no longer registered, deleted from Dagster, holds none
-    now: its sensors are recomputed without it). Before it, where the touched partitions
-    hold a sensor the sensors table lacks, one commit makes it hold their pairs before and
-    after the run (their union); :func:`settle` makes it exact once the rows and facts are
-    written. So the table never lacks a holder of a sensor, whatever commit a stop
+    sensor) from every stored ``registered`` partition holding them and write them, one commit
+    (a touched partition no longer registered, deleted from Dagster, holds none now: its
+    sensors are recomputed without it). Before it, where the touched partitions hold a
+    sensor the sensors table lacks, one commit makes it hold their pairs before and after
+    the run (their union); :func:`settle` makes it exact once the rows and facts are
+    written. So the table never lacks a holder of a sensor, whatever commit of these a stop
     prevents: a later run over a partition sharing it reads every partition holding it (a
     partition holding it no more gives no rows of it). A rebuild with no partition stored
     (all deleted from Dagster) empties both tables, where they exist."""
