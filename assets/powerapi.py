@@ -35,9 +35,10 @@ is stored in the warehouse table ``left_out`` (partitions
 The per-partition work of 1. and 2. runs in the ``workers`` resource's
 processes (``resources/workers.py``); only what each partition stored comes
 back to the step.
-In a run without partitions with no partition stored at all (and none failed)
-the tables are not rebuilt: the step raises a ``Failure`` saying so, rather than
-writing empty tables over the last good ones.
+In a run without partitions with no registered partition stored (and none failed)
+the tables are emptied where the window table exists (every partition was deleted from
+Dagster: no row stays that a rebuild would not write); where it does not, nothing was
+ever landed, and the step raises a ``Failure`` saying so.
 """
 
 import time
@@ -234,7 +235,8 @@ def stored_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
 def whole_tables(context: dg.AssetExecutionContext, tables: Tables, source: PowerapiSource,
                  selected: set[dg.AssetKey]) -> Iterator[dg.MaterializeResult]:
     """Recompute the window rows of the sensors of the run's partitions (every sensor in a
-    run without partitions) and write them and their facts (``joulehouse/powerapi/windows.py``)."""
+    run without partitions) and write them and their facts, then settle which partition
+    holds which sensor (``joulehouse/powerapi/windows.py``)."""
     refreshed = None
     if powerapi_window_energy.key in selected:
         refreshed = windows.refresh(
@@ -243,6 +245,8 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, source: Powe
         yield window_table(tables, refreshed)
     if powerapi_energy_facts.key in selected:
         yield facts(context, tables, source.targets, refreshed)
+    if refreshed is not None:
+        windows.settle(tables, refreshed)
 
 
 def window_table(tables: Tables, refreshed: windows.Refreshed) -> dg.MaterializeResult:
@@ -337,7 +341,8 @@ with backfills() as single_run:
                 lambda skip: compute_energy(context, powerapi_source, tables, skip, executor),
                 COMPUTED_SPEC)
         if selected & {powerapi_window_energy.key, powerapi_energy_facts.key}:
-            if run_partitions(context) is not None or stored_keys(context, tables):
+            if (run_partitions(context) is not None or stored_keys(context, tables)
+                    or entry_table.is_entry_table(tables, WINDOW_TABLE)):
                 yield from whole_tables(context, tables, powerapi_source, selected)
             elif not failed:
                 raise dg.Failure("no PowerAPI report stored yet: materialize "

@@ -8,7 +8,11 @@ partitions recomputes the sensors their reports hold, now or before the run, fro
 stored frames of every registered partition holding them, and replaces those sensors' rows
 in one commit (a sensor no longer given loses its rows); cost: the touched sensors'
 reports, whatever other sensors are stored (issue 28). Which partition holds which sensor
-is the table ``SENSORS_TABLE`` (``partition``, ``sensor``), kept per partition.
+is the table ``SENSORS_TABLE`` (``partition``, ``sensor``), kept per partition; it never
+lacks a holder, whatever commit of a refresh a stop prevents (it may hold a pair too many
+until the partition's next run or a rebuild, which costs a read and changes no row):
+:func:`refresh` adds a run's new pairs before it writes the rows, :func:`settle` drops its
+old ones after the rows and their facts.
 
 Both tables are kept per entry (``joulehouse/entry_table.py``). A refresh without touched
 partitions, or before the sensors table exists (a warehouse written before), rebuilds
@@ -21,12 +25,11 @@ holding its sensor).
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
-from joulehouse import entry_table
-from joulehouse.facts_entries import COMPACT_ABOVE
+from joulehouse import entry_sync, entry_table
 from joulehouse.powerapi.energy import window_energy
 from joulehouse.powerapi.stream import FRAME_SCHEMAS, FRAMES_TABLE, ReportStore
 from joulehouse.validation import validate
@@ -39,16 +42,25 @@ SENSORS_TABLE = f"{FRAMES_TABLE}/sensors"
 FRAMES = ("rapl_energy", "power_reports")
 
 
+#: Pairs of the sensors table: (partition, sensor).
+Pairs = frozenset[tuple[str, str]]
+
+
 @dataclass(frozen=True)
 class Refreshed:
     """What a refresh wrote: the window rows of the ``sensors`` it recomputed (those without
     rows now lost theirs; None: every sensor, the table replaced whole), the partitions
-    it read, and the reports given twice (by two partitions) it kept once, per frame."""
+    it read, and the reports given twice (by two partitions) it kept once, per frame; and
+    for :func:`settle`, the sensors table's pairs of the partitions ``owners`` (those it
+    holds for them now, and the exact ones)."""
 
     rows: pd.DataFrame
     sensors: list[str] | None
     partitions: int
     given_twice: dict[str, int]
+    owners: list[str] = field(default_factory=list)
+    stored: Pairs = frozenset()
+    exact: Pairs = frozenset()
 
 
 def combined(name: str, frames: list[pd.DataFrame]) -> tuple[pd.DataFrame | None, int]:
@@ -67,18 +79,24 @@ def combined(name: str, frames: list[pd.DataFrame]) -> tuple[pd.DataFrame | None
 def refresh(tables: Warehouse, registered: Collection[str], touched: Collection[str] | None,
             window: str, targets: tuple[str, ...]) -> Refreshed:
     """Recompute the window rows of the sensors of the partitions ``touched`` (None: every
-    sensor) from every stored ``registered`` partition holding them, write them and the
-    touched partitions' sensors, one commit each (a touched partition no longer
-    registered, deleted from Dagster, holds none now: its sensors are recomputed without
-    it). A rebuild with no partition stored writes nothing (no sensor recomputed)."""
+    sensor) from every stored ``registered`` partition holding them and write them, one commit
+    (a touched partition no longer registered, deleted from Dagster, holds none now: its
+    sensors are recomputed without it). Before it, where the touched partitions hold a
+    sensor the sensors table lacks, one commit makes it hold their pairs before and after
+    the run (their union); :func:`settle` makes it exact once the rows and facts are
+    written. So the table never lacks a holder of a sensor, whatever commit of these a stop
+    prevents: a later run over a partition sharing it reads every partition holding it (a
+    partition holding it no more gives no rows of it). A rebuild with no partition stored
+    (all deleted from Dagster) empties both tables, where they exist."""
     store = ReportStore(tables)
     if touched is None or not entry_table.is_entry_table(tables, SENSORS_TABLE):
         keys = [key for key in store.stored_keys() if key in registered]
-        if not keys:  # nothing to rebuild from: what is stored stays
-            return Refreshed(pd.DataFrame(), [], 0, dict.fromkeys(FRAMES, 0))
         frames = {key: _frames(store, key) for key in keys}
         parts = {name: [frames[key][name] for key in keys] for name in FRAMES}
-        return _write(tables, parts, None, _held(frames), keys, window, targets)
+        stored = entry_table.read(tables, SENSORS_TABLE) if entry_table.is_entry_table(
+            tables, SENSORS_TABLE) else pd.DataFrame()
+        return _write(tables, parts, None, _pairs(stored), _held(frames), keys, window,
+                      targets)
     run = [key for key in touched if key in registered and store.progress(key) is not None]
     owners = sorted({*run, *(key for key in touched if key not in registered)})
     frames = {key: _frames(store, key) for key in run}
@@ -93,7 +111,8 @@ def refresh(tables: Warehouse, registered: Collection[str], touched: Collection[
     keys = sorted({*run, *(key for key in (holders["partition"] if len(holders) else ())
                            if key in registered)})
     parts = {name: [store.read(name, keys)] if keys else [] for name in FRAMES}
-    return _write(tables, parts, sensors, _held(frames), owners, window, targets, len(keys))
+    return _write(tables, parts, sensors, _pairs(held), _held(frames), owners, window, targets,
+                  len(keys))
 
 
 def _frames(store: ReportStore, key: str) -> dict[str, pd.DataFrame]:
@@ -105,20 +124,29 @@ def _sensors(frames: dict[str, dict[str, pd.DataFrame]]) -> set[str]:
             for sensor in frame["sensor"].unique()}
 
 
-def _held(frames: dict[str, dict[str, pd.DataFrame]]) -> pd.DataFrame:
+def _held(frames: dict[str, dict[str, pd.DataFrame]]) -> Pairs:
     """The sensors each partition of ``frames`` (partition -> frame name -> frame) holds."""
-    return pd.DataFrame([(key, sensor) for key in sorted(frames)
-                         for sensor in sorted(_sensors({key: frames[key]}))],
-                        columns=["partition", "sensor"], dtype=object)
+    return frozenset((key, sensor) for key in frames for sensor in _sensors({key: frames[key]}))
+
+
+def _pairs(rows: pd.DataFrame) -> Pairs:
+    """The pairs of rows of the sensors table."""
+    return frozenset(zip(rows["partition"], rows["sensor"])) if len(rows) else frozenset()
+
+
+def _rows(pairs: Pairs) -> pd.DataFrame:
+    """Rows of the sensors table, in order."""
+    return pd.DataFrame(sorted(pairs), columns=["partition", "sensor"], dtype=object)
 
 
 def _write(tables: Warehouse, parts: dict[str, list[pd.DataFrame]], sensors: list[str] | None,
-           held: pd.DataFrame, owners: list[str], window: str, targets: tuple[str, ...],
-           read: int | None = None) -> Refreshed:
+           stored: Pairs, exact: Pairs, owners: list[str], window: str,
+           targets: tuple[str, ...], read: int | None = None) -> Refreshed:
     """Compute the window rows of ``sensors`` (None: all) from ``parts`` (frame name -> the
-    stored frames, in key order), replace them, then make ``held`` the sensors of the
-    partitions ``owners`` (None sensors: the tables replaced whole); ``read``: the
-    partitions read (default: ``owners``)."""
+    stored frames, in key order); where ``exact`` (the pairs of the partitions ``owners``)
+    has one that ``stored`` (theirs in the sensors table; None sensors: every row) lacks,
+    make the table hold both; then replace the rows. ``read``: the partitions read
+    (default: ``owners``)."""
     together, twice = {}, {}
     for name in FRAMES:
         frames = parts[name]
@@ -127,11 +155,26 @@ def _write(tables: Warehouse, parts: dict[str, list[pd.DataFrame]], sensors: lis
                       if len(part)]
         together[name], twice[name] = combined(name, frames)
     rows = window_energy(together["rapl_energy"], together["power_reports"], window, targets)
+    refreshed = Refreshed(rows, sensors, len(owners) if read is None else read, twice,
+                          owners, stored | exact, exact)
+    if not exact <= stored:
+        _write_pairs(tables, refreshed, refreshed.stored)
     entry_table.replace_keys(tables, WINDOW_TABLE, rows,
                              None if sensors is None else pd.DataFrame({"sensor": sensors}))
-    entry_table.compact_if_many(tables, WINDOW_TABLE, COMPACT_ABOVE)
-    if owners:
-        entry_table.replace_keys(tables, SENSORS_TABLE, held,
-                                 None if sensors is None else pd.DataFrame({"partition": owners}))
-        entry_table.compact_if_many(tables, SENSORS_TABLE, COMPACT_ABOVE)
-    return Refreshed(rows, sensors, len(owners) if read is None else read, twice)
+    entry_sync.compact_if_due(tables, WINDOW_TABLE)
+    return refreshed
+
+
+def settle(tables: Warehouse, refreshed: Refreshed) -> None:
+    """Make the sensors table hold exactly the pairs of the partitions ``refreshed`` wrote
+    (every pair after a rebuild), once their window rows and facts are written: a
+    partition that holds a sensor no more drops it (nothing written where none does)."""
+    if refreshed.stored != refreshed.exact:
+        _write_pairs(tables, refreshed, refreshed.exact)
+
+
+def _write_pairs(tables: Warehouse, refreshed: Refreshed, pairs: Pairs) -> None:
+    """Make ``pairs`` the sensors table's rows of ``refreshed``'s partitions, one commit."""
+    entry_table.replace_keys(tables, SENSORS_TABLE, _rows(pairs), None if (
+        refreshed.sensors is None) else pd.DataFrame({"partition": refreshed.owners}))
+    entry_sync.compact_if_due(tables, SENSORS_TABLE)

@@ -287,6 +287,23 @@ def test_rebuilding_the_tables_with_nothing_stored_fails_and_writes_nothing(inst
     assert not (Path(landing.warehouse.root) / "energy_facts").exists()
 
 
+def test_rebuilding_the_tables_with_every_partition_deleted_empties_them(instance, tmp_path):
+    """Every partition deleted from Dagster (their frames stay stored): a run without
+    partitions empties the window table and the facts, as a rebuild from scratch would."""
+    folder = tmp_path / "landing"
+    shutil.copytree(EXAMPLES, folder)
+    landing = Landing(instance, folder, tmp_path, quiet_s=0)
+    [request] = landing.tick().run_requests
+    assert landing.launch(request).success
+    assert len(landing.tables().read_table(WINDOW_TABLE))
+    for key in landing.partitions():
+        instance.delete_dynamic_partition(powerapi_reports.name, key)
+    result = landing.defs.resolve_job_def(JOB_NAME).execute_in_process(
+        instance=instance, asset_selection=[dg.AssetKey(WINDOW_TABLE), FACTS])
+    assert result.success
+    assert landing.tables().read_table(WINDOW_TABLE).empty
+    assert landing.tables().read_table("energy_facts").empty
+
 def test_a_growing_file_is_read_on_at_each_run_never_twice(instance, tmp_path):
     """A live sensor's JSON lines, never quiet, written in three steps (the second ends inside
     a report): each tick that finds it grown by grown_bytes asks for a run, each run stores

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from joulehouse import entry_table
 from joulehouse.facts_entries import TABLE as FACTS_TABLE
@@ -27,6 +28,7 @@ from joulehouse.powerapi.windows import (
     WINDOW_TABLE,
     combined,
     refresh,
+    settle,
 )
 from joulehouse.warehouse import Warehouse
 
@@ -37,6 +39,7 @@ START = pd.Timestamp("2021-01-13 09:51:00", tz="UTC")
 ACTIONS = ["land", "land", "land", "again", "fix", "land", "remove", "fix", "again", "land"]
 #: The step refreshed as a run without partitions: every sensor.
 REBUILT = 7
+ORDER = ["sensor", "component", "window_start", "method", "target"]
 SENSOR_OWNS = Ownership(prefix=lambda sensor: f"{sensor}/",
                         owner_of=lambda entity: entity.split("/", 1)[0])
 
@@ -73,6 +76,25 @@ def kept(tables: Warehouse, table: str, order: list[str]) -> pd.DataFrame:
     return tables.read_table(table).sort_values(order, ignore_index=True)
 
 
+def run(tables: Warehouse, registered: set[str], touched: list[str] | None) -> None:
+    """What the step does: the window rows, their facts, then the sensors table settled."""
+    written = refresh(tables, registered, touched, WINDOW, MACHINE_TARGETS)
+    facts = energy_facts_rows(written.rows, MACHINE_TARGETS)
+    # a rebuild: every sensor's facts
+    replace_owned(tables, FACTS_SOURCE, facts,
+                  SENSORS if written.sensors is None else written.sensors, SENSOR_OWNS)
+    settle(tables, written)
+
+
+def assert_rebuilt(tables: Warehouse, store: ReportStore, registered: set[str]) -> None:
+    """The window table and the facts equal a rebuild's, row for row."""
+    whole = rebuilt(store, registered)
+    pd.testing.assert_frame_equal(kept(tables, WINDOW_TABLE, ORDER), whole)
+    expected = entry_table.to_microseconds(energy_facts_rows(whole, MACHINE_TARGETS))
+    stored = kept(tables, FACTS_TABLE, ["entity", "component", "window_start", "method"])
+    pd.testing.assert_frame_equal(stored, expected, check_dtype=False)
+
+
 def test_a_random_sequence_of_changes_keeps_windows_and_facts_equal_to_a_rebuild(tmp_path):
     rng, pick = np.random.default_rng(3), random.Random(3)
     tables = Warehouse(tmp_path / "warehouse")
@@ -80,7 +102,6 @@ def test_a_random_sequence_of_changes_keeps_windows_and_facts_equal_to_a_rebuild
     landing.mkdir()
     registered: set[str] = set()
     files: dict[str, Path] = {}
-    order = ["sensor", "component", "window_start", "method", "target"]
     for step, action in enumerate(ACTIONS):
         touched = []
         if action == "land":  # a new file of a sensor, overlapping its other files' windows
@@ -101,19 +122,8 @@ def test_a_random_sequence_of_changes_keeps_windows_and_facts_equal_to_a_rebuild
             ingest(store, key, files[key])
             registered.add(key)
         touched.append(key)
-        written = refresh(tables, registered, None if step == REBUILT else touched, WINDOW,
-                          MACHINE_TARGETS)
-        facts = energy_facts_rows(written.rows, MACHINE_TARGETS)
-        if written.sensors is None:  # a rebuild: every sensor's facts
-            replace_owned(tables, FACTS_SOURCE, facts, SENSORS, SENSOR_OWNS)
-        else:
-            replace_owned(tables, FACTS_SOURCE, facts, written.sensors, SENSOR_OWNS)
-
-        whole = rebuilt(store, registered)
-        pd.testing.assert_frame_equal(kept(tables, WINDOW_TABLE, order), whole)
-        expected = entry_table.to_microseconds(energy_facts_rows(whole, MACHINE_TARGETS))
-        stored = kept(tables, FACTS_TABLE, ["entity", "component", "window_start", "method"])
-        pd.testing.assert_frame_equal(stored, expected, check_dtype=False)
+        run(tables, registered, None if step == REBUILT else touched)
+        assert_rebuilt(tables, store, registered)
         held = kept(tables, SENSORS_TABLE, ["partition", "sensor"])
         assert set(held["partition"]) <= registered
 
@@ -138,6 +148,66 @@ def test_a_refresh_reads_only_the_partitions_holding_the_touched_sensors(tmp_pat
     again = refresh(tables, {*keys, new}, [new], WINDOW, MACHINE_TARGETS)
     assert entry_table._open(tables, WINDOW_TABLE).version() == version + 1  # one commit
     pd.testing.assert_frame_equal(again.rows, written.rows)
-    pd.testing.assert_frame_equal(
-        kept(tables, WINDOW_TABLE, ["sensor", "component", "window_start", "method", "target"]),
-        rebuilt(store, {*keys, new}))
+    pd.testing.assert_frame_equal(kept(tables, WINDOW_TABLE, ORDER), rebuilt(store, {*keys, new}))
+
+
+def test_both_tables_are_compacted_through_entry_sync(tmp_path, monkeypatch):
+    from joulehouse import entry_sync
+
+    due: list[str] = []
+    monkeypatch.setattr(entry_sync, "compact_if_due",
+                        lambda warehouse, table, above=None: due.append(table))
+    tables = Warehouse(tmp_path / "warehouse")
+    key = "landing/r.jsonl"
+    ingest(ReportStore(tables), key,
+           write_reports(tmp_path / "r.jsonl", "s0", 0, np.random.default_rng(0)))
+    refresh(tables, {key}, [key], WINDOW, MACHINE_TARGETS)
+    assert set(due) == {WINDOW_TABLE, SENSORS_TABLE}
+
+
+@pytest.mark.parametrize("stop", [2, 3])
+def test_a_stop_between_commits_leaves_no_holder_of_a_sensor_unfound(tmp_path, monkeypatch, stop):
+    """P, which held s1, is fixed to hold s2, which Q holds; the run over P stops before its
+    ``stop``-th commit to the window or sensors table. A later run over Q reads P for s2,
+    and a retry over P recomputes what P held before and after: both equal a rebuild."""
+    rng = np.random.default_rng(5)
+    tables = Warehouse(tmp_path / "warehouse")
+    store = ReportStore(tables)
+    paths = {key: tmp_path / f"{key}.jsonl" for key in ("p", "q")}
+    for key, sensor in (("p", "s1"), ("q", "s2")):
+        ingest(store, key, write_reports(paths[key], sensor, 0, rng))
+        run(tables, {"p", "q"}, [key])
+    ingest(store, "p", write_reports(paths["p"], "s2", 12, rng))
+    commits = []
+    replace_keys = entry_table.replace_keys
+
+    def stopping(*args, **kwargs):
+        commits.append(args[1])
+        if len(commits) == stop:
+            raise KeyboardInterrupt("stopped")
+        return replace_keys(*args, **kwargs)
+
+    monkeypatch.setattr(entry_table, "replace_keys", stopping)
+    with pytest.raises(KeyboardInterrupt):
+        run(tables, {"p", "q"}, ["p"])
+    monkeypatch.setattr(entry_table, "replace_keys", replace_keys)
+    ingest(store, "q", write_reports(paths["q"], "s2", 30, rng))
+    run(tables, {"p", "q"}, ["q"])
+    windows, whole = kept(tables, WINDOW_TABLE, ORDER), rebuilt(store, {"p", "q"})
+    pd.testing.assert_frame_equal(windows[windows["sensor"] == "s2"].reset_index(drop=True),
+                                  whole[whole["sensor"] == "s2"].reset_index(drop=True))
+    run(tables, {"p", "q"}, ["p"])
+    assert_rebuilt(tables, store, {"p", "q"})
+    assert kept(tables, SENSORS_TABLE, ["partition"]).values.tolist() == [["p", "s2"],
+                                                                          ["q", "s2"]]
+
+
+def test_a_rebuild_with_every_partition_deleted_empties_both_tables_and_the_facts(tmp_path):
+    tables = Warehouse(tmp_path / "warehouse")
+    store = ReportStore(tables)
+    ingest(store, "p", write_reports(tmp_path / "p.jsonl", "s0", 0, np.random.default_rng(0)))
+    run(tables, {"p"}, ["p"])
+    assert len(tables.read_table(WINDOW_TABLE)) and len(tables.read_table(FACTS_TABLE))
+    run(tables, set(), None)  # p deleted from Dagster: its frames stay stored
+    assert_rebuilt(tables, store, set())
+    assert tables.read_table(WINDOW_TABLE).empty and tables.read_table(SENSORS_TABLE).empty
