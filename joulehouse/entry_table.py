@@ -604,11 +604,3 @@ def read_keys(warehouse: Warehouse, table: str, keys: pd.DataFrame) -> pd.DataFr
         if len(rows):
             parts.append(rows[rows[last].isin(set(wanted[last]))])
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-
-
-def compact_if_many(warehouse: Warehouse, table: str, above: int) -> dict[str, int] | None:
-    """:func:`compact` ``table`` once over ``above`` of its current version's files are
-    under ``TARGET_FILE_BYTES`` (each write adds one or two); its figures, or None when
-    not due."""
-    small = [info for info in files(warehouse, table) if info.size < TARGET_FILE_BYTES]
-    return compact(warehouse, table) if len(small) > above else None
