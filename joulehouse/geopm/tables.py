@@ -5,8 +5,8 @@ Both are tables kept per entry (``joulehouse/entry_table.py``, written through
 a report's rows are its regions' (sections') sums across its hosts, from its own frames.
 
 A report given twice (the same content stored under two keys) counts once, under its
-first key in key order (:func:`~.store.distinct_reports`'s rule). To keep that rule
-without reading every report, each stored report's content digest
+least key (the first in sorted order, whatever order the keys are stored or given in:
+:func:`first_keys`). To keep that rule without reading every report, each stored report's content digest
 (:func:`~.store.report_identities`) is kept in :data:`IDENTITIES` (entries: reports). A run
 over some reports (:func:`land`) looks up the digests they had and have now, then every
 stored report sharing one of them (a group), and rewrites the rows of each group's
