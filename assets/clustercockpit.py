@@ -455,13 +455,14 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
     selected (the rollup's days are recomputed from the other two); the facts per entry
     (``assets/facts.py``). ``every``: every stored block, in a run without partitions;
     ``completed``: blocks whose write a crash interrupted and this step completed, landed
-    with the run's own."""
+    (tables and facts) with the run's own if still registered."""
     if every is not None:
         landed = kept_tables.rebuild(tables, *_block_rows(tables, every))
         blocks = every
     else:
+        registered = set(context.instance.get_dynamic_partitions(cc_job_blocks.name))
         blocks = [key for key in dict.fromkeys([*context.partition_keys, *completed])
-                  if tables.has_partition(_frame_table("jobs"), key)]
+                  if key in registered and tables.has_partition(_frame_table("jobs"), key)]
         landed = kept_tables.land(tables, blocks, partial(_block_rows, tables))
     jobs = landed.landed_jobs
     summary = {"blocks": dg.MetadataValue.int(len(blocks)),
@@ -491,13 +492,14 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
             **({"energy_per_day_plot": dg.MetadataValue.md(energy_plot(per_day))}
                if len(per_day) else {})})
     if cc_energy_facts.key in selected:
-        yield facts(context, tables, summary)
+        yield facts(context, tables, summary, None if every is not None else blocks)
 
 
-def facts(context: dg.AssetExecutionContext, tables: Tables, summary: dict[str, Any]
-          ) -> dg.MaterializeResult:
-    """Write the ClusterCockpit rows of energy_facts per entry (``assets/facts.py``): a
-    run's blocks' from their stored job energy, or every stored block's."""
+def facts(context: dg.AssetExecutionContext, tables: Tables, summary: dict[str, Any],
+          blocks: list[str] | None) -> dg.MaterializeResult:
+    """Write the ClusterCockpit rows of energy_facts per entry (``assets/facts.py``): the
+    landed ``blocks``' (the run's and those whose interrupted write it completed, still
+    registered) from their stored job energy, or (None) every stored block's."""
     job_energy = _frame_table("job_energy")
 
     def facts_of(keys: list[str]) -> pd.DataFrame:
@@ -506,7 +508,7 @@ def facts(context: dg.AssetExecutionContext, tables: Tables, summary: dict[str, 
     owned = OwnedFacts(FACTS_OWNERSHIP, job_energy, facts_of)
     return write_facts(context, tables, cc_energy_facts.key, FACTS_SOURCE,
                        lambda: facts_of(stored_block_keys(context, tables)), owned=owned,
-                       metadata=summary)
+                       metadata=summary, owners=blocks)
 
 
 with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:

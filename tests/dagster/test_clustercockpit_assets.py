@@ -389,6 +389,21 @@ def test_a_block_write_interrupted_after_its_commit_is_completed_by_the_next_run
         2 * ENERGY_J[("fritz/398764/1675954353", "cpu_power")], abs=1.0)
     assert stored[("taurus/20639587/1635856524", "cpu_power")] == pytest.approx(
         ENERGY_J[("taurus/20639587/1635856524", "cpu_power")], abs=0.5)
+    # the completed block's facts are written with its tables
+    facts = tables.read_table("energy_facts")
+    facts = facts[facts["entity"].str.startswith("fritz/")]
+    pd.testing.assert_frame_equal(
+        facts.sort_values(FACT_ORDER, ignore_index=True),
+        entry_table.to_microseconds(energy_facts_rows(frames[f"{BLOCK_TABLE}/job_energy"]))
+        .sort_values(FACT_ORDER, ignore_index=True), check_dtype=False)
+    # a completed block deleted from Dagster meanwhile is not landed
+    frames[f"{BLOCK_TABLE}/job_energy"] = energy
+    stage(tables, BLOCK_JOURNAL, "fritz/398", frames)
+    pipeline.instance.delete_dynamic_partition(cc_job_blocks.name, "fritz/398")
+    assert pipeline.run(["taurus/20639"]).success
+    assert kept_tables.JOB_ENERGY.stored(tables).set_index(["job", "metric"]).loc[
+        ("fritz/398764/1675954353", "cpu_power"), "energy_j"] == stored[
+        ("fritz/398764/1675954353", "cpu_power")]
 
 
 def test_a_missing_meta_json_and_a_renamed_folder_are_named(pipeline, archive):
