@@ -453,7 +453,8 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
     partitions brings the tables in line with every stored block, writing what differs.
     cc_jobs, cc_job_energy and cc_rollup are written together whichever of them is
     selected (the rollup's days are recomputed from the other two); the facts per entry
-    (``assets/facts.py``). ``every``: every stored block, in a run without partitions;
+    (``assets/facts.py``) Figures named ``run_*`` are of the blocks the run landed
+    (every stored block, in a run without partitions), not of the whole table. ``every``: every stored block, in a run without partitions;
     ``completed``: blocks whose write a crash interrupted and this step completed, landed
     (tables and facts) with the run's own if still registered."""
     if every is not None:
@@ -465,21 +466,21 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
                   if key in registered and tables.has_partition(_frame_table("jobs"), key)]
         landed = kept_tables.land(tables, blocks, partial(_block_rows, tables))
     jobs = landed.landed_jobs
-    summary = {"blocks": dg.MetadataValue.int(len(blocks)),
-               "jobs": dg.MetadataValue.int(len(jobs)),
-               "start_time_span": dg.MetadataValue.text(_span(jobs))}
+    summary = {"run_blocks": dg.MetadataValue.int(len(blocks)),
+               "run_jobs": dg.MetadataValue.int(len(jobs)),
+               "run_start_time_span": dg.MetadataValue.text(_span(jobs))}
     if cc_jobs.key in selected:
         yield dg.MaterializeResult(asset_key=cc_jobs.key, metadata={
             **table_metadata(jobs, schemas.CC_JOBS_SCHEMA), **summary,
             **_written(landed.jobs, "jobs"),
             "dagster/row_count": dg.MetadataValue.int(kept_tables.JOBS.count(tables)),
-            "node_hours": dg.MetadataValue.float(float(jobs["node_hours"].sum())),
-            "blocks_span": _records(block_spans(jobs))})
+            "run_node_hours": dg.MetadataValue.float(float(jobs["node_hours"].sum())),
+            "run_blocks_span": _records(block_spans(jobs))})
     if cc_job_energy.key in selected:
         yield dg.MaterializeResult(asset_key=cc_job_energy.key, metadata={
             **table_metadata(landed.landed_energy, schemas.JOB_ENERGY_SCHEMA), **summary,
             **_written(landed.job_energy, "jobs"),
-            "energy_kwh": dg.MetadataValue.float(
+            "run_energy_kwh": dg.MetadataValue.float(
                 float(landed.landed_energy["energy_j"].sum()) / J_PER_KWH),
             "dagster/row_count": dg.MetadataValue.int(kept_tables.JOB_ENERGY.count(tables))})
     if cc_rollup.key in selected:

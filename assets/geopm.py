@@ -326,7 +326,9 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
     without partitions (``every``: every stored report) brings the tables in line with
     every stored report, writing what differs. A report given twice (same content under
     two keys) counts once, under its first key. The region and report tables are written
-    together whichever is selected; the facts per entry (``assets/facts.py``)."""
+    together whichever is selected; the facts per entry (``assets/facts.py``). Figures
+    named ``run_*`` are of the reports the write looked at (every stored one, in a run
+    without partitions), not of the whole table."""
     facts: list[dg.MaterializeResult] = []  # the facts' write, in the tables' (the last try's)
 
     def write_facts_of(landed: geopm_tables.Landed) -> None:
@@ -346,7 +348,7 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
             **table_metadata(table, schemas.REGION_ROLLUP_SCHEMA), **summary,
             **_written(landed.regions),
             "dagster/row_count": dg.MetadataValue.int(geopm_tables.REGIONS.count(tables)),
-            "regions": dg.MetadataValue.int(table["region"].nunique())})
+            "run_regions": dg.MetadataValue.int(table["region"].nunique())})
     if geopm_report_energy.key in selected:
         table = landed.sections_rows
         application = table[table["section"] == "application"]
@@ -354,7 +356,7 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
             **table_metadata(table, schemas.REPORT_ROLLUP_SCHEMA), **summary,
             **_written(landed.reports),
             "dagster/row_count": dg.MetadataValue.int(geopm_tables.REPORTS.count(tables)),
-            "total_energy_j": dg.MetadataValue.float(float(np.nansum(
+            "run_total_energy_j": dg.MetadataValue.float(float(np.nansum(
                 application[[column for column, _, _ in energy.FACT_COMPONENTS]].to_numpy())))})
     yield from facts[-1:]
 
@@ -376,7 +378,7 @@ def facts_result(context: dg.AssetExecutionContext, tables: Tables,
     rows = (energy.facts_rows(load_frames(tables, "header", counted),
                               load_frames(tables, "totals", counted)) if counted
             else pd.DataFrame(columns=ENERGY_FACTS_COLUMNS))
-    metadata = {**_summary(landed), "total_energy_j": dg.MetadataValue.float(
+    metadata = {**_summary(landed), "run_total_energy_j": dg.MetadataValue.float(
         float(rows["energy_j"].sum()))}
     if every:
         return write_facts(context, tables, geopm_energy_facts.key, energy.FACTS_SOURCE,

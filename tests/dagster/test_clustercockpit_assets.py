@@ -178,7 +178,7 @@ def test_the_bundled_archive_materializes_in_one_run(pipeline):
         "![energy per day and cluster](data:image/png;base64,")
     assert len(rollup_metadata["energy_per_day"].value.records) == 3  # days x clusters
     assert [r.data["block"] for r in _latest(pipeline.instance, cc_jobs.key).metadata[
-        "blocks_span"].value.records] == BLOCKS
+        "run_blocks_span"].value.records] == BLOCKS
 
     assert {k: c.passed for k, c in _checks(result, READ_CHECK).items()} == dict.fromkeys(
         BLOCKS, True)
