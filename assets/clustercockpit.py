@@ -450,11 +450,13 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
                  ) -> Iterator[dg.MaterializeResult]:
     """Keep the tables over every block per entry (``joulehouse.clustercockpit.tables``): a
     run over blocks writes its stored blocks' jobs and the days they touch; a run without
-    partitions brings the tables in line with every stored block, writing what differs.
-    cc_jobs, cc_job_energy and cc_rollup are written together whichever of them is
-    selected (the rollup's days are recomputed from the other two); the facts per entry
-    (``assets/facts.py``) Figures named ``run_*`` are of the blocks the run landed
-    (every stored block, in a run without partitions), not of the whole table. ``every``: every stored block, in a run without partitions;
+    partitions, or the first run over a cc_rollup written before it was kept
+    (``kept_tables.is_kept``), brings the tables in line with every stored block, writing
+    what differs. cc_jobs, cc_job_energy and cc_rollup are written together whichever of
+    them is selected (the rollup's days are recomputed from the other two); the facts per
+    entry (``assets/facts.py``). Figures named ``run_*`` are of the blocks the run landed
+    (every stored block, in a rebuild), not of the whole table. ``every``: every stored
+    block, in a rebuild;
     ``completed``: blocks whose write a crash interrupted and this step completed, landed
     (tables and facts) with the run's own if still registered."""
     if every is not None:
@@ -493,14 +495,15 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
             **({"energy_per_day_plot": dg.MetadataValue.md(energy_plot(per_day))}
                if len(per_day) else {})})
     if cc_energy_facts.key in selected:
-        yield facts(context, tables, summary, None if every is not None else blocks)
+        yield facts(context, tables, summary, blocks)
 
 
 def facts(context: dg.AssetExecutionContext, tables: Tables, summary: dict[str, Any],
           blocks: list[str] | None) -> dg.MaterializeResult:
-    """Write the ClusterCockpit rows of energy_facts per entry (``assets/facts.py``): the
-    landed ``blocks``' (the run's and those whose interrupted write it completed, still
-    registered) from their stored job energy, or (None) every stored block's."""
+    """Write the ClusterCockpit rows of energy_facts per entry (``assets/facts.py``): in a
+    run over blocks, the landed ``blocks``' (the run's and those whose interrupted write it
+    completed, still registered; every stored block in a rebuild) from their stored job
+    energy; in a run without partitions, every stored block's."""
     job_energy = _frame_table("job_energy")
 
     def facts_of(keys: list[str]) -> pd.DataFrame:
@@ -548,7 +551,7 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
                            if key not in failed}
         if selected & {spec.key for spec in CC_TABLES}:
             every = (stored_block_keys(context, tables) if run_partitions(context) is None
-                     else None)
+                     or not kept_tables.is_kept(tables) else None)
             if every == [] and not failed:
                 raise dg.Failure("no ClusterCockpit block stored yet: materialize "
                                  "cc_block_tables")

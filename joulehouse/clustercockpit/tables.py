@@ -142,10 +142,20 @@ def rebuild(warehouse: Warehouse, jobs: pd.DataFrame, energy: pd.DataFrame) -> L
     """Make the tables hold ``jobs`` and ``energy`` (the rows of every stored block) and their
     rollup, writing only the entries (jobs, days) whose rows differ from the stored ones
     (a table stored the old way, one plain file, compares with its rows and is migrated
-    by its first write)."""
+    by its first write); a rollup not kept yet is replaced whole (:func:`is_kept`)."""
     jobs, energy = JOBS.ready(jobs), JOB_ENERGY.ready(energy)
     table = ROLLUP.ready(rollup_of(jobs, energy))
-    written = [entry_sync.sync(warehouse, kept, rows, kept.stored(warehouse))
-               for kept, rows in ((JOBS, jobs), (JOB_ENERGY, energy), (ROLLUP, table))]
+    whole = -1 if len(table) and not is_kept(warehouse) else None
+    written = [entry_sync.sync(warehouse, kept, rows, kept.stored(warehouse), above)
+               for kept, rows, above in ((JOBS, jobs, None), (JOB_ENERGY, energy, None),
+                                         (ROLLUP, table, whole))]
     entry_sync.compact_each(warehouse, (JOBS, JOB_ENERGY, ROLLUP))
     return Landed(*written, table, jobs, energy)
+
+
+def is_kept(warehouse: Warehouse) -> bool:
+    """Whether cc_rollup is kept per entry (holds a Delta log). One written before (a plain
+    file) summed its days' jobs in another order, so that a day no landing recomputes
+    might differ from a rebuild in the last bits: its first run is a :func:`rebuild`,
+    which replaces it whole."""
+    return entry_table.is_entry_table(warehouse, ROLLUP.table)

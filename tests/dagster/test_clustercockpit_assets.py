@@ -406,6 +406,23 @@ def test_a_block_write_interrupted_after_its_commit_is_completed_by_the_next_run
         ("fritz/398764/1675954353", "cpu_power")]
 
 
+def test_the_first_run_over_a_rollup_stored_the_old_way_rebuilds_it(pipeline):
+    """cc_rollup as written before it was kept (a plain file, here one day off): the first
+    run, over another block, rebuilds it, the days it does not touch too."""
+    assert pipeline.run(BLOCKS).success
+    tables = pipeline.tables
+    jobs, energy = (tables.read_partitions(f"{BLOCK_TABLE}/{name}", BLOCKS)
+                    for name in ("jobs", "job_energy"))
+    rollup = kept_tables.rollup_of(jobs, energy)
+    shutil.rmtree(tables.table_path("cc_rollup"))
+    tables.write_table("cc_rollup", rollup.assign(energy_j=rollup["energy_j"] + 1.0))
+    assert pipeline.run(["taurus/20639"]).success
+    stored = kept_tables.ROLLUP.stored(tables).sort_values(ROLLUP_KEYS, ignore_index=True)
+    pd.testing.assert_frame_equal(
+        stored, kept_tables.ROLLUP.ready(rollup).sort_values(ROLLUP_KEYS, ignore_index=True),
+        check_dtype=False)
+
+
 def test_a_missing_meta_json_and_a_renamed_folder_are_named(pipeline, archive):
     write_job(archive, JobSpec(cluster="fritz", job_id=398_002, start_time=1_675_900_000))
     (archive / "fritz/398/002/1675900000/meta.json").unlink()
