@@ -450,35 +450,39 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
                  ) -> Iterator[dg.MaterializeResult]:
     """Keep the tables over every block per entry (``joulehouse.clustercockpit.tables``): a
     run over blocks writes its stored blocks' jobs and the days they touch; a run without
-    partitions brings the tables in line with every stored block, writing what differs.
-    cc_jobs, cc_job_energy and cc_rollup are written together whichever of them is
-    selected (the rollup's days are recomputed from the other two); the facts per entry
-    (``assets/facts.py``). ``every``: every stored block, in a run without partitions;
+    partitions, or the first run over a cc_rollup written before it was kept
+    (``kept_tables.is_kept``), brings the tables in line with every stored block, writing
+    what differs. cc_jobs, cc_job_energy and cc_rollup are written together whichever of
+    them is selected (the rollup's days are recomputed from the other two); the facts per
+    entry (``assets/facts.py``). Figures named ``run_*`` are of the blocks the run landed
+    (every stored block, in a rebuild), not of the whole table. ``every``: every stored
+    block, in a rebuild;
     ``completed``: blocks whose write a crash interrupted and this step completed, landed
-    with the run's own."""
+    (tables and facts) with the run's own if still registered."""
     if every is not None:
         landed = kept_tables.rebuild(tables, *_block_rows(tables, every))
         blocks = every
     else:
+        registered = set(context.instance.get_dynamic_partitions(cc_job_blocks.name))
         blocks = [key for key in dict.fromkeys([*context.partition_keys, *completed])
-                  if tables.has_partition(_frame_table("jobs"), key)]
+                  if key in registered and tables.has_partition(_frame_table("jobs"), key)]
         landed = kept_tables.land(tables, blocks, partial(_block_rows, tables))
     jobs = landed.landed_jobs
-    summary = {"blocks": dg.MetadataValue.int(len(blocks)),
-               "jobs": dg.MetadataValue.int(len(jobs)),
-               "start_time_span": dg.MetadataValue.text(_span(jobs))}
+    summary = {"run_blocks": dg.MetadataValue.int(len(blocks)),
+               "run_jobs": dg.MetadataValue.int(len(jobs)),
+               "run_start_time_span": dg.MetadataValue.text(_span(jobs))}
     if cc_jobs.key in selected:
         yield dg.MaterializeResult(asset_key=cc_jobs.key, metadata={
             **table_metadata(jobs, schemas.CC_JOBS_SCHEMA), **summary,
             **_written(landed.jobs, "jobs"),
             "dagster/row_count": dg.MetadataValue.int(kept_tables.JOBS.count(tables)),
-            "node_hours": dg.MetadataValue.float(float(jobs["node_hours"].sum())),
-            "blocks_span": _records(block_spans(jobs))})
+            "run_node_hours": dg.MetadataValue.float(float(jobs["node_hours"].sum())),
+            "run_blocks_span": _records(block_spans(jobs))})
     if cc_job_energy.key in selected:
         yield dg.MaterializeResult(asset_key=cc_job_energy.key, metadata={
             **table_metadata(landed.landed_energy, schemas.JOB_ENERGY_SCHEMA), **summary,
             **_written(landed.job_energy, "jobs"),
-            "energy_kwh": dg.MetadataValue.float(
+            "run_energy_kwh": dg.MetadataValue.float(
                 float(landed.landed_energy["energy_j"].sum()) / J_PER_KWH),
             "dagster/row_count": dg.MetadataValue.int(kept_tables.JOB_ENERGY.count(tables))})
     if cc_rollup.key in selected:
@@ -491,13 +495,15 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
             **({"energy_per_day_plot": dg.MetadataValue.md(energy_plot(per_day))}
                if len(per_day) else {})})
     if cc_energy_facts.key in selected:
-        yield facts(context, tables, summary)
+        yield facts(context, tables, summary, blocks)
 
 
-def facts(context: dg.AssetExecutionContext, tables: Tables, summary: dict[str, Any]
-          ) -> dg.MaterializeResult:
-    """Write the ClusterCockpit rows of energy_facts per entry (``assets/facts.py``): a
-    run's blocks' from their stored job energy, or every stored block's."""
+def facts(context: dg.AssetExecutionContext, tables: Tables, summary: dict[str, Any],
+          blocks: list[str] | None) -> dg.MaterializeResult:
+    """Write the ClusterCockpit rows of energy_facts per entry (``assets/facts.py``): in a
+    run over blocks, the landed ``blocks``' (the run's and those whose interrupted write it
+    completed, still registered; every stored block in a rebuild) from their stored job
+    energy; in a run without partitions, every stored block's."""
     job_energy = _frame_table("job_energy")
 
     def facts_of(keys: list[str]) -> pd.DataFrame:
@@ -506,7 +512,7 @@ def facts(context: dg.AssetExecutionContext, tables: Tables, summary: dict[str, 
     owned = OwnedFacts(FACTS_OWNERSHIP, job_energy, facts_of)
     return write_facts(context, tables, cc_energy_facts.key, FACTS_SOURCE,
                        lambda: facts_of(stored_block_keys(context, tables)), owned=owned,
-                       metadata=summary)
+                       metadata=summary, owners=blocks)
 
 
 with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
@@ -545,7 +551,7 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
                            if key not in failed}
         if selected & {spec.key for spec in CC_TABLES}:
             every = (stored_block_keys(context, tables) if run_partitions(context) is None
-                     else None)
+                     or not kept_tables.is_kept(tables) else None)
             if every == [] and not failed:
                 raise dg.Failure("no ClusterCockpit block stored yet: materialize "
                                  "cc_block_tables")

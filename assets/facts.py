@@ -70,11 +70,15 @@ class OwnedFacts:
 def write_facts(context: dg.AssetExecutionContext, tables: Warehouse, asset: dg.AssetKey,
                 source: str, every: Callable[[], pd.DataFrame],
                 owned: OwnedFacts | None = None,
-                metadata: Mapping[str, Any] | None = None) -> dg.MaterializeResult:
+                metadata: Mapping[str, Any] | None = None,
+                owners: list[str] | None = None) -> dg.MaterializeResult:
     """Write ``source``'s facts per entry (see the module) and report the materialization
     of ``asset``: ``every()`` gives every fact of the source now; ``owned``, where each
-    partition owns its facts alone."""
+    partition owns its facts alone; ``owners``, the partitions whose facts the run writes
+    where ``owned`` (default: the run's; ignored in a run without partitions)."""
     keys = run_partitions(context)
+    if keys is not None and owners is not None:
+        keys = owners
     if owned is not None and keys is not None:
         owners = [key for key in keys if tables.has_partition(owned.energy_table, key)]
         rows = owned.facts_of(owners) if owners else pd.DataFrame()

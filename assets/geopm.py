@@ -326,23 +326,29 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
     without partitions (``every``: every stored report) brings the tables in line with
     every stored report, writing what differs. A report given twice (same content under
     two keys) counts once, under its first key. The region and report tables are written
-    together whichever is selected; the facts per entry (``assets/facts.py``)."""
+    together whichever is selected; the facts per entry (``assets/facts.py``). Figures
+    named ``run_*`` are of the reports the write looked at (every stored one, in a run
+    without partitions), not of the whole table."""
+    facts: list[dg.MaterializeResult] = []  # the facts' write, in the tables' (the last try's)
+
+    def write_facts_of(landed: geopm_tables.Landed) -> None:
+        if geopm_energy_facts.key in selected:
+            facts.append(facts_result(context, tables, landed, every is not None))
+
     if every is not None:
-        landed = geopm_tables.rebuild(tables, every)
+        landed = geopm_tables.rebuild(tables, every, then=write_facts_of)
     else:
         keys = context.partition_keys
         landed = geopm_tables.land(tables, keys, [
-            key for key in keys if tables.has_partition(HOST_TABLE, key)])
-    summary = {"reports": dg.MetadataValue.int(len(landed.counted)),
-               "reports_given_twice": dg.MetadataValue.int(len(landed.twice)),
-               "given_twice": dg.MetadataValue.json(landed.twice)}
+            key for key in keys if tables.has_partition(HOST_TABLE, key)], then=write_facts_of)
+    summary = _summary(landed)
     if geopm_region_energy.key in selected:
         table = landed.regions_rows
         yield dg.MaterializeResult(asset_key=geopm_region_energy.key, metadata={
             **table_metadata(table, schemas.REGION_ROLLUP_SCHEMA), **summary,
             **_written(landed.regions),
             "dagster/row_count": dg.MetadataValue.int(geopm_tables.REGIONS.count(tables)),
-            "regions": dg.MetadataValue.int(table["region"].nunique())})
+            "run_regions": dg.MetadataValue.int(table["region"].nunique())})
     if geopm_report_energy.key in selected:
         table = landed.sections_rows
         application = table[table["section"] == "application"]
@@ -350,27 +356,38 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
             **table_metadata(table, schemas.REPORT_ROLLUP_SCHEMA), **summary,
             **_written(landed.reports),
             "dagster/row_count": dg.MetadataValue.int(geopm_tables.REPORTS.count(tables)),
-            "total_energy_j": dg.MetadataValue.float(float(np.nansum(
+            "run_total_energy_j": dg.MetadataValue.float(float(np.nansum(
                 application[[column for column, _, _ in energy.FACT_COMPONENTS]].to_numpy())))})
-    if geopm_energy_facts.key in selected:
-        # a report given twice counts once, so the facts of every report whose rows the
-        # tables' write replaced (the run's and those sharing their content) are written
-        # with them; in a run without partitions every fact is compared (assets/facts.py)
-        counted = landed.counted
-        rows = (energy.facts_rows(load_frames(tables, "header", counted),
-                                  load_frames(tables, "totals", counted)) if counted
-                else pd.DataFrame(columns=ENERGY_FACTS_COLUMNS))
-        metadata = {**summary, "total_energy_j": dg.MetadataValue.float(
-            float(rows["energy_j"].sum()))}
-        if every is not None:
-            yield write_facts(context, tables, geopm_energy_facts.key, energy.FACTS_SOURCE,
-                              lambda: rows, metadata=metadata)
-        else:
-            yield write_owned_facts(
-                context, tables, geopm_energy_facts.key, energy.FACTS_SOURCE, rows,
-                landed.owners, energy.FACTS_OWNERSHIP,
-                f"the facts of the run's {len(context.partition_keys)} report(s) and of "
-                "those sharing their content", metadata)
+    yield from facts[-1:]
+
+
+def _summary(landed: geopm_tables.Landed) -> dict[str, Any]:
+    return {"reports": dg.MetadataValue.int(len(landed.counted)),
+            "reports_given_twice": dg.MetadataValue.int(len(landed.twice)),
+            "given_twice": dg.MetadataValue.json(landed.twice)}
+
+
+def facts_result(context: dg.AssetExecutionContext, tables: Tables,
+                 landed: geopm_tables.Landed, every: bool) -> dg.MaterializeResult:
+    """Write the facts of what the tables' write ``landed`` (before the digests, so that a
+    stop between them leaves the next run the same groups to write): a report given twice
+    counts once, so the facts of every report whose rows the write replaced (the run's
+    and those sharing their content); in a run without partitions (``every``) every fact
+    is compared (``assets/facts.py``)."""
+    counted = landed.counted
+    rows = (energy.facts_rows(load_frames(tables, "header", counted),
+                              load_frames(tables, "totals", counted)) if counted
+            else pd.DataFrame(columns=ENERGY_FACTS_COLUMNS))
+    metadata = {**_summary(landed), "run_total_energy_j": dg.MetadataValue.float(
+        float(rows["energy_j"].sum()))}
+    if every:
+        return write_facts(context, tables, geopm_energy_facts.key, energy.FACTS_SOURCE,
+                           lambda: rows, metadata=metadata)
+    return write_owned_facts(
+        context, tables, geopm_energy_facts.key, energy.FACTS_SOURCE, rows,
+        landed.owners, energy.FACTS_OWNERSHIP,
+        f"the facts of the run's {len(context.partition_keys)} report(s) and of "
+        "those sharing their content", metadata)
 
 
 def _written(written: Written) -> dict[str, Any]:

@@ -8,9 +8,11 @@ Each is a table kept per entry (``joulehouse/entry_table.py``, written through
 - ``cc_rollup``: entries are UTC start days (``day``): a day's rows are its groups (cluster,
   partition, project, user), recomputed whole from the stored jobs that started that day.
 
-:func:`land` writes the blocks of a run: their jobs' rows replace the blocks' stored ones (a
-job no longer given is removed), then the days whose jobs changed (before or after) are
-recomputed from the jobs stored for them. It reads the run's blocks and those days' jobs,
+:func:`land` writes the blocks of a run: the days whose jobs changed (before, as cc_jobs
+holds them, or after) are recomputed from the other jobs stored for them and the blocks'
+new ones, then the rollup, job energy and cc_jobs are written in that order (cc_jobs last,
+the record a retry reads "before" from); the blocks' jobs' rows replace their stored ones
+(a job no longer given is removed). It reads the run's blocks and those days' jobs,
 whatever else is stored. :func:`rebuild` brings every table in line with the given rows of
 every stored block, writing only the entries that differ (a block deleted from Dagster
 loses its rows there).
@@ -86,8 +88,11 @@ def _owned_rows(warehouse: Warehouse, kept: entry_sync.Kept, owners: Collection[
     return rows[rows[kept.entry].map(FACTS_OWNERSHIP.owner_of).isin(set(owners))]
 
 
-def _recomputed(warehouse: Warehouse, days: set[pd.Timestamp]) -> pd.DataFrame:
-    """The rollup rows of ``days`` from the jobs stored for them."""
+def _recomputed(warehouse: Warehouse, days: set[pd.Timestamp], blocks: Collection[str],
+                jobs: pd.DataFrame, energy: pd.DataFrame) -> pd.DataFrame:
+    """The rollup rows of ``days`` once ``blocks`` hold ``jobs`` and ``energy``: the jobs
+    stored for those days but the blocks' own, plus the blocks' given jobs. Read before
+    any write, so that it holds whichever of the tables' writes a stop let through."""
     if not days:
         return rollup_of(pd.DataFrame(columns=JOBS.columns), pd.DataFrame(columns=JOB_ENERGY.columns))
     start = pc.field("start_time_utc")
@@ -95,29 +100,39 @@ def _recomputed(warehouse: Warehouse, days: set[pd.Timestamp]) -> pd.DataFrame:
     where = spans[0]
     for one in spans[1:]:
         where = where | one
-    jobs = JOBS.ready(entry_table.read_where(warehouse, JOBS.table, where))
-    energy = JOB_ENERGY.ready(entry_table.read_where(
-        warehouse, JOB_ENERGY.table, pc.field("job").isin(pa.array(jobs["job"].tolist(), pa.string()))))
-    return rollup_of(jobs, energy)
+    stored = JOBS.ready(entry_table.read_where(warehouse, JOBS.table, where))
+    stored = stored[~stored["job"].map(FACTS_OWNERSHIP.owner_of).isin(set(blocks))]
+    stored_energy = JOB_ENERGY.ready(entry_table.read_where(
+        warehouse, JOB_ENERGY.table, pc.field("job").isin(pa.array(stored["job"].tolist(), pa.string()))))
+    return rollup_of(_joined(stored, jobs), _joined(stored_energy, energy))
+
+
+def _joined(stored: pd.DataFrame, given: pd.DataFrame) -> pd.DataFrame:
+    """``stored`` rows (as read: typed even when empty) then ``given`` ones, in the dtypes
+    of those with rows (a frame without rows may have columns of no dtype)."""
+    full = [frame for frame in (stored, given) if len(frame)]
+    return pd.concat(full, ignore_index=True) if full else stored
 
 
 @entry_sync.retried()
 def land(warehouse: Warehouse, blocks: Collection[str], rows_of: BlockRows) -> Landed:
     """Make the tables hold the rows ``rows_of(blocks)`` gives for ``blocks`` (stored blocks:
     their jobs' rows replaced, a job no longer given removed) and recompute the rollup of
-    the days their jobs started on before or after; one commit per table."""
+    the days their jobs started on before (as cc_jobs holds them) or after; one commit per
+    table, cc_jobs last: a stop between the commits leaves cc_jobs as before, so that the
+    next run over the blocks recomputes the same days and ends where a rebuild would."""
     blocks = sorted(blocks)
     jobs, energy = rows_of(blocks) if blocks else (pd.DataFrame(columns=JOBS.columns),
                                                    pd.DataFrame(columns=JOB_ENERGY.columns))
     jobs, energy = JOBS.ready(jobs), JOB_ENERGY.ready(energy)
     days = _days(_owned_rows(warehouse, JOBS, blocks)) | _days(jobs)
-    written_jobs = entry_sync.replace_owned(warehouse, JOBS, jobs, blocks, FACTS_OWNERSHIP)
-    written_energy = entry_sync.replace_owned(warehouse, JOB_ENERGY, energy, blocks,
-                                              FACTS_OWNERSHIP)
-    table = ROLLUP.ready(_recomputed(warehouse, days))
+    table = ROLLUP.ready(_recomputed(warehouse, days, blocks, jobs, energy))
     ROLLUP.write(warehouse, table, sorted(map(str, days - set(table["day"]))))
     written_rollup = entry_sync.Written(entities=table["day"].nunique(),
                                         removed=len(days - set(table["day"])), rows=len(table))
+    written_energy = entry_sync.replace_owned(warehouse, JOB_ENERGY, energy, blocks,
+                                              FACTS_OWNERSHIP)
+    written_jobs = entry_sync.replace_owned(warehouse, JOBS, jobs, blocks, FACTS_OWNERSHIP)
     entry_sync.compact_each(warehouse, (JOBS, JOB_ENERGY, ROLLUP))
     return Landed(written_jobs, written_energy, written_rollup, table, jobs, energy)
 
@@ -127,10 +142,20 @@ def rebuild(warehouse: Warehouse, jobs: pd.DataFrame, energy: pd.DataFrame) -> L
     """Make the tables hold ``jobs`` and ``energy`` (the rows of every stored block) and their
     rollup, writing only the entries (jobs, days) whose rows differ from the stored ones
     (a table stored the old way, one plain file, compares with its rows and is migrated
-    by its first write)."""
+    by its first write); a rollup not kept yet is replaced whole (:func:`is_kept`)."""
     jobs, energy = JOBS.ready(jobs), JOB_ENERGY.ready(energy)
     table = ROLLUP.ready(rollup_of(jobs, energy))
-    written = [entry_sync.sync(warehouse, kept, rows, kept.stored(warehouse))
-               for kept, rows in ((JOBS, jobs), (JOB_ENERGY, energy), (ROLLUP, table))]
+    whole = -1 if len(table) and not is_kept(warehouse) else None
+    written = [entry_sync.sync(warehouse, kept, rows, kept.stored(warehouse), above)
+               for kept, rows, above in ((JOBS, jobs, None), (JOB_ENERGY, energy, None),
+                                         (ROLLUP, table, whole))]
     entry_sync.compact_each(warehouse, (JOBS, JOB_ENERGY, ROLLUP))
     return Landed(*written, table, jobs, energy)
+
+
+def is_kept(warehouse: Warehouse) -> bool:
+    """Whether cc_rollup is kept per entry (holds a Delta log). One written before (a plain
+    file) summed its days' jobs in another order, so that a day no landing recomputes
+    might differ from a rebuild in the last bits: its first run is a :func:`rebuild`,
+    which replaces it whole."""
+    return entry_table.is_entry_table(warehouse, ROLLUP.table)

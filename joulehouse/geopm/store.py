@@ -7,8 +7,10 @@ keyed by the report's partition key, of its own table under
 back for a key always come from one version of the report.
 
 A report *given twice* is one whose content landed under two keys (the same
-file copied into two landing folders or names): :func:`distinct_reports`
-tells it from its frames, whatever its keys, so the tables count it once.
+file copied into two landing folders or names): :func:`report_identities` tells it from
+its frames, whatever its keys, so the tables count it once (``joulehouse/geopm/tables.py``
+keeps the digests). :func:`distinct_reports`, the same from the frames alone, is left to the
+tests and ``benchmarks/kept_tables_landing.py`` (the tables as written before).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ Both are tables kept per entry (``joulehouse/entry_table.py``, written through
 a report's rows are its regions' (sections') sums across its hosts, from its own frames.
 
 A report given twice (the same content stored under two keys) counts once, under its
-first key in key order (:func:`~.store.distinct_reports`'s rule). To keep that rule
-without reading every report, each stored report's content digest
+least key (the first in sorted order, whatever order the keys are stored or given in:
+:func:`first_keys`). To keep that rule without reading every report, each stored report's content digest
 (:func:`~.store.report_identities`) is kept in :data:`IDENTITIES` (entries: reports). A run
 over some reports (:func:`land`) looks up the digests they had and have now, then every
 stored report sharing one of them (a group), and rewrites the rows of each group's
@@ -21,7 +21,7 @@ registered is noticed.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import pandas as pd
@@ -94,40 +94,50 @@ def _written(warehouse: Warehouse, kept: entry_sync.Kept, rows: pd.DataFrame,
 
 
 @entry_sync.retried()
-def land(warehouse: Warehouse, keys: Collection[str], stored: Collection[str]) -> Landed:
+def land(warehouse: Warehouse, keys: Collection[str], stored: Collection[str],
+         then: Callable[[Landed], object] = lambda landed: None) -> Landed:
     """Bring the tables in line for the run's reports ``keys``, of which ``stored`` have
-    frames stored (the others lose their rows): their digests are written, then the rows
-    of every report sharing a digest they had or have are rewritten, one commit per table.
-    Reads the frames of ``stored`` and of the first keys of those digests."""
+    frames stored (the others lose their rows): the rows of every report sharing a digest
+    they had (as :data:`IDENTITIES` holds them) or have are rewritten, one commit per
+    table, then ``then(landed)`` (the facts), then the digests, last: a stop before them
+    leaves the digests as before, so that the next run over the reports rewrites the same
+    groups. Reads the frames of ``stored`` and of the first keys of those digests."""
     keys, stored = set(keys), sorted(set(stored))
     now = _identities(warehouse, stored)
     before = _stored_where(warehouse, "report", keys)
     digests = set(before["identity"]) | set(now["identity"])
-    IDENTITIES.write(warehouse, now, sorted(keys - set(stored)))
-    members = _stored_where(warehouse, "identity", digests)
+    others = _stored_where(warehouse, "identity", digests)
+    members = pd.concat([others[~others["report"].isin(keys)], now], ignore_index=True)
     counted, twice = first_keys(members)
     owners = keys | set(members["report"])
     regions, sections = whole(warehouse, counted)
     landed = Landed(_written(warehouse, REGIONS, regions, owners),
                     _written(warehouse, REPORTS, sections, owners), counted, twice,
                     regions, sections, sorted(owners))
+    then(landed)
+    IDENTITIES.write(warehouse, now, sorted(keys - set(stored)))
     entry_sync.compact_each(warehouse, (IDENTITIES, REGIONS, REPORTS))
     return landed
 
 
 @entry_sync.retried()
-def rebuild(warehouse: Warehouse, keys: list[str]) -> Landed:
+def rebuild(warehouse: Warehouse, keys: list[str],
+            then: Callable[[Landed], object] = lambda landed: None) -> Landed:
     """Make the tables (and the digests) hold what every stored report ``keys`` gives, writing
     only the reports whose rows differ (a table stored the old way, one plain file,
-    compares with its rows and is migrated by its first write)."""
+    compares with its rows and is migrated by its first write); ``then(landed)`` (the
+    facts) and the digests last, as in :func:`land`."""
     identities = _identities(warehouse, keys)
     counted, twice = first_keys(identities)
     regions, sections = whole(warehouse, counted)
     written = [entry_sync.sync(warehouse, kept, kept.ready(rows), kept.stored(warehouse))
-               for kept, rows in ((IDENTITIES, identities), (REGIONS, regions),
-                                  (REPORTS, sections))]
+               for kept, rows in ((REGIONS, regions), (REPORTS, sections))]
+    landed = Landed(*written, counted, twice, regions, sections, sorted(keys))
+    then(landed)
+    entry_sync.sync(warehouse, IDENTITIES, IDENTITIES.ready(identities),
+                    IDENTITIES.stored(warehouse))
     entry_sync.compact_each(warehouse, (IDENTITIES, REGIONS, REPORTS))
-    return Landed(written[1], written[2], counted, twice, regions, sections, sorted(keys))
+    return landed
 
 
 def is_kept(warehouse: Warehouse) -> bool:

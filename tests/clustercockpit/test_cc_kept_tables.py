@@ -9,7 +9,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from joulehouse import entry_table
+from joulehouse import entry_sync, entry_table
 from joulehouse.clustercockpit import tables as kept
 from joulehouse.clustercockpit.aggregate import ROLLUP_KEYS
 from joulehouse.clustercockpit.blocks import read_block
@@ -113,6 +113,40 @@ def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path):
     assert len(kept.JOBS.stored(tables)) >= 3
 
 
+@pytest.mark.parametrize("stop", [1, 2, 3])
+@pytest.mark.parametrize("change", ["move", "delete"])
+def test_a_landing_stopped_between_its_commits_ends_as_a_rebuild_once_run_again(
+        tmp_path, monkeypatch, stop, change):
+    """A block's only job on a day moved to another day or deleted, the landing stopped at
+    its ``stop``-th commit: the next run over the block still recomputes the old day."""
+    root, tables = tmp_path / "archive", Warehouse(tmp_path / "warehouse")
+    write_archive_files(root, CLUSTERS)
+    moved = JobSpec(cluster="alpha", job_id=1000, hosts=1, samples=4, start_time=START)
+    for spec in (moved, replace(moved, job_id=2000)):  # the same day, another block
+        write_job(root, spec)
+        store_block(tables, root, f"alpha/{spec.job_id // 1000}")
+    kept.land(tables, ["alpha/1", "alpha/2"], lambda keys: frames_of(tables, keys))
+    land = lambda: kept.land(tables, ["alpha/1"], lambda keys: frames_of(tables, keys))
+    shutil.rmtree(job_folder(root, "alpha", 1000, START))
+    if change == "move":
+        write_job(root, replace(moved, start_time=START + 2 * DAY_S))
+    store_block(tables, root, "alpha/1")
+    commits, write = [], entry_sync.Kept.write
+
+    def stopped(self, *args, **kwargs):
+        commits.append(self.table)
+        if len(commits) == stop:
+            raise RuntimeError("killed")
+        return write(self, *args, **kwargs)
+
+    monkeypatch.setattr(entry_sync.Kept, "write", stopped)
+    with pytest.raises(RuntimeError):
+        land()
+    monkeypatch.undo()
+    land()
+    assert_rebuilt(tables)
+
+
 def test_a_rebuild_migrates_tables_stored_the_old_way_and_writes_only_what_differs(tmp_path):
     root, tables = tmp_path / "archive", Warehouse(tmp_path / "warehouse")
     write_archive_files(root, CLUSTERS)
@@ -128,10 +162,25 @@ def test_a_rebuild_migrates_tables_stored_the_old_way_and_writes_only_what_diffe
     tables.write_table("cc_rollup", kept.rollup_of(jobs, energy))
     landed = kept.rebuild(tables, jobs, energy)
     assert (landed.jobs.entities, landed.jobs.removed) == (0, 1)
-    assert (landed.job_energy.entities, landed.rollup.entities) == (0, 0)
+    assert landed.job_energy.entities == 0 and landed.rollup.whole  # the rollup: see below
     assert entry_table.is_entry_table(tables, "cc_jobs")
     assert_rebuilt(tables)
     assert kept.JOBS.count(tables) == 3
+
+
+def test_a_rollup_stored_the_old_way_is_replaced_whole_by_its_first_rebuild(tmp_path):
+    """A plain cc_rollup (its days summed in another order) is not kept: the first run is a
+    rebuild, which replaces it whole even where it compares equal, so that the next is not."""
+    root, tables = tmp_path / "archive", Warehouse(tmp_path / "warehouse")
+    write_archive_files(root, CLUSTERS)
+    write_job(root, JobSpec(cluster="alpha", job_id=1000, hosts=1, samples=4, start_time=START))
+    store_block(tables, root, "alpha/1")
+    jobs, energy = frames_of(tables, ["alpha/1"])
+    tables.write_table("cc_rollup", kept.rollup_of(jobs, energy))
+    assert not kept.is_kept(tables)
+    assert kept.rebuild(tables, jobs, energy).rollup.whole
+    assert kept.is_kept(tables)
+    assert_rebuilt(tables)
 
 
 @pytest.mark.parametrize("read", ["read_table", "files"])

@@ -178,7 +178,7 @@ def test_the_bundled_archive_materializes_in_one_run(pipeline):
         "![energy per day and cluster](data:image/png;base64,")
     assert len(rollup_metadata["energy_per_day"].value.records) == 3  # days x clusters
     assert [r.data["block"] for r in _latest(pipeline.instance, cc_jobs.key).metadata[
-        "blocks_span"].value.records] == BLOCKS
+        "run_blocks_span"].value.records] == BLOCKS
 
     assert {k: c.passed for k, c in _checks(result, READ_CHECK).items()} == dict.fromkeys(
         BLOCKS, True)
@@ -389,6 +389,38 @@ def test_a_block_write_interrupted_after_its_commit_is_completed_by_the_next_run
         2 * ENERGY_J[("fritz/398764/1675954353", "cpu_power")], abs=1.0)
     assert stored[("taurus/20639587/1635856524", "cpu_power")] == pytest.approx(
         ENERGY_J[("taurus/20639587/1635856524", "cpu_power")], abs=0.5)
+    # the completed block's facts are written with its tables
+    facts = tables.read_table("energy_facts")
+    facts = facts[facts["entity"].str.startswith("fritz/")]
+    pd.testing.assert_frame_equal(
+        facts.sort_values(FACT_ORDER, ignore_index=True),
+        entry_table.to_microseconds(energy_facts_rows(frames[f"{BLOCK_TABLE}/job_energy"]))
+        .sort_values(FACT_ORDER, ignore_index=True), check_dtype=False)
+    # a completed block deleted from Dagster meanwhile is not landed
+    frames[f"{BLOCK_TABLE}/job_energy"] = energy
+    stage(tables, BLOCK_JOURNAL, "fritz/398", frames)
+    pipeline.instance.delete_dynamic_partition(cc_job_blocks.name, "fritz/398")
+    assert pipeline.run(["taurus/20639"]).success
+    assert kept_tables.JOB_ENERGY.stored(tables).set_index(["job", "metric"]).loc[
+        ("fritz/398764/1675954353", "cpu_power"), "energy_j"] == stored[
+        ("fritz/398764/1675954353", "cpu_power")]
+
+
+def test_the_first_run_over_a_rollup_stored_the_old_way_rebuilds_it(pipeline):
+    """cc_rollup as written before it was kept (a plain file, here one day off): the first
+    run, over another block, rebuilds it, the days it does not touch too."""
+    assert pipeline.run(BLOCKS).success
+    tables = pipeline.tables
+    jobs, energy = (tables.read_partitions(f"{BLOCK_TABLE}/{name}", BLOCKS)
+                    for name in ("jobs", "job_energy"))
+    rollup = kept_tables.rollup_of(jobs, energy)
+    shutil.rmtree(tables.table_path("cc_rollup"))
+    tables.write_table("cc_rollup", rollup.assign(energy_j=rollup["energy_j"] + 1.0))
+    assert pipeline.run(["taurus/20639"]).success
+    stored = kept_tables.ROLLUP.stored(tables).sort_values(ROLLUP_KEYS, ignore_index=True)
+    pd.testing.assert_frame_equal(
+        stored, kept_tables.ROLLUP.ready(rollup).sort_values(ROLLUP_KEYS, ignore_index=True),
+        check_dtype=False)
 
 
 def test_a_missing_meta_json_and_a_renamed_folder_are_named(pipeline, archive):

@@ -17,6 +17,8 @@ from assets.geopm import (
     REPORT_TABLE,
     geopm_energy_facts,
     geopm_host_energy,
+    geopm_region_energy,
+    geopm_report_energy,
     geopm_report_files,
     geopm_reports,
     geopm_validated_frames,
@@ -123,6 +125,11 @@ def test_the_bundled_reports_materialize_in_one_run(pipeline):
         f"{keys[1]}/mcfly13"}
     assert facts["energy_j"].sum() == pytest.approx(sum(ENERGY_J.values()))
     assert str(facts["window_start"].dtype) == "datetime64[ns, UTC]"
+    # the tables' figures are of the reports the run wrote, and say so
+    assert _latest(pipeline.instance, geopm_report_energy.key).metadata[
+        "run_total_energy_j"].value == pytest.approx(sum(ENERGY_J.values()))
+    assert _latest(pipeline.instance, geopm_region_energy.key).metadata[
+        "run_regions"].value == region["region"].nunique()
 
     for name, key in zip((YAML, LEGACY), keys):
         metadata = _latest(pipeline.instance, geopm_host_energy.key, key).metadata

@@ -6,7 +6,9 @@ landings, re-landings and removals the tables equal a rebuild from scratch, row 
 import random
 
 import pandas as pd
+import pytest
 
+from joulehouse import entry_sync
 from joulehouse.geopm import tables as kept
 from joulehouse.geopm.store import FRAME_SCHEMAS, TABLE, distinct_reports, stored_frame_keys
 from joulehouse.warehouse import Warehouse
@@ -54,6 +56,38 @@ def test_a_copy_counts_once_under_the_first_key_landing_before_or_after_it(tmp_p
     remove(tables, "a/yaml")  # the original removed: the first copy counts again
     land(tables, ["a/yaml"])
     assert assert_rebuilt(tables) == ["b/copy"]
+
+
+@pytest.mark.parametrize("stop", [1, 2, 3, "then"])
+def test_a_landing_stopped_before_its_last_commit_ends_as_a_rebuild_once_run_again(
+        tmp_path, monkeypatch, stop):
+    """The first key of a content fixed to other content, the landing stopped at its
+    ``stop``-th commit (or in ``then``, the facts' write): the next run over it still
+    rewrites the copy's rows and gives it to ``then``, as it now counts."""
+    tables = Warehouse(tmp_path / "warehouse")
+    for key in ("a/yaml", "b/copy"):
+        _store(tables, key, YAML)
+    land(tables, ["a/yaml", "b/copy"])
+    _store(tables, "a/yaml", LEGACY)
+    commits, write = [], entry_sync.Kept.write
+
+    def stopped(self, *args, **kwargs):
+        commits.append(self.table)
+        if len(commits) == stop:
+            raise RuntimeError("killed")
+        return write(self, *args, **kwargs)
+
+    def killed(landed: kept.Landed) -> None:
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(entry_sync.Kept, "write", stopped)
+    with pytest.raises(RuntimeError):
+        kept.land(tables, ["a/yaml"], ["a/yaml"], **({"then": killed} if stop == "then" else {}))
+    monkeypatch.undo()
+    owners = []
+    kept.land(tables, ["a/yaml"], ["a/yaml"], then=lambda landed: owners.extend(landed.owners))
+    assert assert_rebuilt(tables) == ["a/yaml", "b/copy"]
+    assert owners == ["a/yaml", "b/copy"]
 
 
 def test_random_landings_relandings_and_removals_equal_a_rebuild(tmp_path):
