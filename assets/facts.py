@@ -16,7 +16,9 @@ its source's step, which writes it after the per-partition assets of the run:
   ``joulehouse/powerapi/windows.py``), the facts of the owners the run recomputed
   (:func:`write_owned_facts`, ``replace_owned`` too);
 - otherwise (any run without partitions: the daily rollups, the asset materialized
-  alone; and the first run over a warehouse written before those owners were kept),
+  alone; and GEOPM's or PowerAPI's first run over a warehouse written before their
+  owners were kept; ClusterCockpit's first such run writes every stored block's facts
+  as their owner, ``replace_owned``),
   every fact the source gives now, compared with the stored ones, and only the changed
   entities written (``facts_entries.sync``): this also removes the facts of partitions
   deleted from Dagster.

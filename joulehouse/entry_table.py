@@ -437,8 +437,10 @@ def write_keyed(warehouse: Warehouse, table: str, rows: pd.DataFrame, column: st
     of ``column`` (a job key, a report key, a day): the entries of ``rows`` and ``removed``
     get ``rows``'s rows (``removed``'s none). Values are compared as SQL string literals (a
     timestamp column's entries as ISO text)."""
-    entries = [*map(str, rows[column].unique().tolist()), *map(str, removed)]
-    replace_keys(warehouse, table, rows, pd.DataFrame({column: entries}))
+    entries = [*rows[column].unique().tolist(), *removed]
+    if any(pd.isna(entry) for entry in entries):
+        raise ValueError(f"{table}: entries of {column} must not be null")
+    replace_keys(warehouse, table, rows, pd.DataFrame({column: list(map(str, entries))}))
 
 
 def _typed_nulls(data: pa.Table, delta: DeltaTable | None) -> pa.Table:

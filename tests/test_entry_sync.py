@@ -3,6 +3,7 @@ read_where): without a scope, a write replaces and removes entries by their colu
 
 import pandas as pd
 import pyarrow.compute as pc
+import pytest
 
 from joulehouse import entry_sync, entry_table
 from joulehouse.warehouse import Warehouse
@@ -68,3 +69,12 @@ def test_many_changed_entries_replace_an_unscoped_table_whole(tmp_path, monkeypa
     written = entry_sync.sync(tables, KEPT, rows({"b/1": 3.0}), KEPT.stored(tables))
     assert written.whole and (written.entities, written.removed) == (1, 2)
     assert stored(tables) == {"b/1": 3.0}
+
+
+def test_a_null_entry_is_refused_before_anything_is_written(tmp_path):
+    tables = Warehouse(tmp_path)
+    entry_table.write_keyed(tables, "jobs", rows({"a/1": 1.0}), "job")
+    for given, removed in ((rows({"a/2": 2.0}).assign(job=[None]), ()), (rows({}), [None])):
+        with pytest.raises(ValueError, match="jobs: entries of job must not be null"):
+            entry_table.write_keyed(tables, "jobs", given, "job", removed=removed)
+    assert stored(tables) == {"a/1": 1.0}

@@ -142,15 +142,18 @@ def rebuild(warehouse: Warehouse, jobs: pd.DataFrame, energy: pd.DataFrame) -> L
     """Make the tables hold ``jobs`` and ``energy`` (the rows of every stored block) and their
     rollup, writing only the entries (jobs, days) whose rows differ from the stored ones
     (a table stored the old way, one plain file, compares with its rows and is migrated
-    by its first write); a rollup not kept yet is replaced whole (:func:`is_kept`)."""
+    by its first write); a rollup not kept yet is replaced whole (:func:`is_kept`). As in
+    :func:`land`, cc_jobs is written last: a stop before it leaves the jobs a later landing
+    reads its days from as they were."""
     jobs, energy = JOBS.ready(jobs), JOB_ENERGY.ready(energy)
     table = ROLLUP.ready(rollup_of(jobs, energy))
     whole = -1 if len(table) and not is_kept(warehouse) else None
-    written = [entry_sync.sync(warehouse, kept, rows, kept.stored(warehouse), above)
-               for kept, rows, above in ((JOBS, jobs, None), (JOB_ENERGY, energy, None),
-                                         (ROLLUP, table, whole))]
+    rollup, job_energy, job_rows = (
+        entry_sync.sync(warehouse, kept, rows, kept.stored(warehouse), above)
+        for kept, rows, above in ((ROLLUP, table, whole), (JOB_ENERGY, energy, None),
+                                  (JOBS, jobs, None)))
     entry_sync.compact_each(warehouse, (JOBS, JOB_ENERGY, ROLLUP))
-    return Landed(*written, table, jobs, energy)
+    return Landed(job_rows, job_energy, rollup, table, jobs, energy)
 
 
 def is_kept(warehouse: Warehouse) -> bool:
