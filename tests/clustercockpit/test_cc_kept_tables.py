@@ -9,13 +9,14 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from joulehouse import entry_sync, entry_table
+from joulehouse import entry_table
 from joulehouse.clustercockpit import tables as kept
 from joulehouse.clustercockpit.aggregate import ROLLUP_KEYS
 from joulehouse.clustercockpit.blocks import read_block
 from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
 from joulehouse.clustercockpit.layout import job_folder
 from joulehouse.warehouse import Warehouse
+from tests.kept_stops import stop_at_commit
 
 CLUSTERS = ["alpha", "beta"]
 DAY_S = 86_400
@@ -131,15 +132,7 @@ def test_a_landing_stopped_between_its_commits_ends_as_a_rebuild_once_run_again(
     if change == "move":
         write_job(root, replace(moved, start_time=START + 2 * DAY_S))
     store_block(tables, root, "alpha/1")
-    commits, write = [], entry_sync.Kept.write
-
-    def stopped(self, *args, **kwargs):
-        commits.append(self.table)
-        if len(commits) == stop:
-            raise RuntimeError("killed")
-        return write(self, *args, **kwargs)
-
-    monkeypatch.setattr(entry_sync.Kept, "write", stopped)
+    stop_at_commit(monkeypatch, stop)
     with pytest.raises(RuntimeError):
         land()
     monkeypatch.undo()

@@ -8,11 +8,11 @@ import random
 import pandas as pd
 import pytest
 
-from joulehouse import entry_sync
 from joulehouse.geopm import tables as kept
 from joulehouse.geopm.store import FRAME_SCHEMAS, TABLE, distinct_reports, stored_frame_keys
 from joulehouse.warehouse import Warehouse
 from tests.geopm.test_geopm_given_twice import LEGACY, YAML, _store
+from tests.kept_stops import stop_at_commit
 
 
 def remove(tables: Warehouse, key: str) -> None:
@@ -69,18 +69,10 @@ def test_a_landing_stopped_before_its_last_commit_ends_as_a_rebuild_once_run_aga
         _store(tables, key, YAML)
     land(tables, ["a/yaml", "b/copy"])
     _store(tables, "a/yaml", LEGACY)
-    commits, write = [], entry_sync.Kept.write
-
-    def stopped(self, *args, **kwargs):
-        commits.append(self.table)
-        if len(commits) == stop:
-            raise RuntimeError("killed")
-        return write(self, *args, **kwargs)
-
     def killed(landed: kept.Landed) -> None:
         raise RuntimeError("killed")
 
-    monkeypatch.setattr(entry_sync.Kept, "write", stopped)
+    stop_at_commit(monkeypatch, stop)
     with pytest.raises(RuntimeError):
         kept.land(tables, ["a/yaml"], ["a/yaml"], **({"then": killed} if stop == "then" else {}))
     monkeypatch.undo()
