@@ -262,8 +262,6 @@ def write_entries(warehouse: Warehouse, table: str, rows: pd.DataFrame,
     ``column``, its scope columns equal to ``scope``) with ``rows``, and remove those of
     the entries ``removed``; the table is made on its first write, with ``rows``'s
     schema. Nothing is written when there is no row and nothing stored to remove."""
-    from deltalake import write_deltalake
-
     entries = [*rows[column].unique().tolist(), *removed]
     if not entries:
         return
@@ -271,9 +269,20 @@ def write_entries(warehouse: Warehouse, table: str, rows: pd.DataFrame,
         where = predicate(scope, column, entries)
     except ValueError as error:
         raise ValueError(f"{table}: {error}") from None
+    _overwrite(warehouse, table, rows, scope, where)
+
+
+def _overwrite(warehouse: Warehouse, table: str, rows: pd.DataFrame,
+               scope: Mapping[str, str], where: str | None) -> None:
+    """Replace the rows ``where`` selects (None: every row) with ``rows`` (checked within
+    ``scope``; a column pandas left untyped typed as the table's), in one commit; the table
+    is made on its first write, with ``rows``'s schema; nothing is written where there
+    are no rows and no table."""
+    from deltalake import write_deltalake
+
     delta = _opened(warehouse, table)
     if len(rows):
-        data = _checked(table, rows, scope)
+        data = _typed_nulls(_checked(table, rows, scope), delta)
         if delta is None:
             _create(warehouse, table, data.schema)
     elif delta is not None:
@@ -572,22 +581,10 @@ def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
     Each row of ``rows`` must have its key among ``keys`` (delta-rs refuses the write
     otherwise). The table is made on its first write, with ``rows``'s schema; nothing is
     written where there are no rows and no table."""
-    from deltalake import write_deltalake
 
     if keys is not None and keys.empty:
         return
-    where = None if keys is None else keys_predicate(keys)
-    delta = _opened(warehouse, table)
-    if len(rows):
-        data = _typed_nulls(_checked(table, rows, {}), delta)
-        if delta is None:
-            _create(warehouse, table, data.schema)
-    elif delta is not None:
-        data = pa.schema(delta.schema().to_arrow()).empty_table()
-    else:
-        return
-    write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
-                    storage_options=warehouse.delta_options())
+    _overwrite(warehouse, table, rows, {}, None if keys is None else keys_predicate(keys))
 
 
 def read_keys(warehouse: Warehouse, table: str, keys: pd.DataFrame) -> pd.DataFrame:
