@@ -154,8 +154,11 @@ def stack_settings(args: argparse.Namespace) -> dict[str, str]:
             "DAGSTER_EVENT_BATCH_SIZE": "1000"}
 
 
-def landers(args: argparse.Namespace, data: DataFolders) -> list[Lander]:
-    """Every source's lander at the run's rates (a rate of 0 leaves a source out)."""
+def landers(args: argparse.Namespace, data: DataFolders,
+            accounting: AccountingLander) -> list[Lander]:
+    """Every source's lander at the run's rates (a rate of 0 leaves a source out);
+    ``accounting``: the intensity and tariff lander, which landed its first files before
+    the stack started (:func:`prepare`)."""
     bad = args.bad_fraction
     chosen = [
         ClusterCockpitLander(data.archive, args.cc_per_s, bad),
@@ -163,7 +166,7 @@ def landers(args: argparse.Namespace, data: DataFolders) -> list[Lander]:
         GpuLander(data.gpu, 1 / args.gpu_every_s if args.gpu_every_s else 0, bad),
         PowerapiLander(data.powerapi, int(args.powerapi_streams), args.powerapi_flush_s, bad),
         TauLander(data.tau, 1 / args.tau_every_s if args.tau_every_s else 0, bad),
-        AccountingLander(data.intensity, data.tariffs, 1 / args.accounting_every_s),
+        accounting,
     ]
     return [lander for lander in chosen if lander.rate_per_s > 0
             and getattr(lander, "streams", 1) > 0]
@@ -293,6 +296,18 @@ def seed_history(archive: Path, jobs: int) -> None:
         lander.land()
 
 
+def prepare(args: argparse.Namespace, data: DataFolders, landed: list[Landed]
+            ) -> AccountingLander:
+    """Before the stack starts: the ClusterCockpit history, and the first intensity and
+    tariff files (their entries go to ``landed``): the site's zone must have intensity
+    data when the definitions load, which refuse it otherwise (docs/configuration.md).
+    Returns the intensity and tariff lander, to go on landing."""
+    seed_history(data.archive, args.seed_cc)
+    accounting = AccountingLander(data.intensity, data.tariffs, 1 / args.accounting_every_s)
+    landed.extend(accounting.land())
+    return accounting
+
+
 def run(args: argparse.Namespace) -> dict:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -302,7 +317,9 @@ def run(args: argparse.Namespace) -> dict:
     poll_errors: list[str] = []
     load_before = load_average()
     started, started_at = time.monotonic(), utc_now()
-    with running_stack(out / "stack", lambda data: seed_history(data.archive, args.seed_cc),
+    accounting: list[AccountingLander] = []
+    with running_stack(out / "stack",
+                       lambda data: accounting.append(prepare(args, data, landed)),
                        folders=DataFolders.empty,
                        warehouse_path=None if args.object_store else out / "warehouse",
                        settings=stack_settings(args)) as stack:
@@ -310,8 +327,8 @@ def run(args: argparse.Namespace) -> dict:
         sensors = start_sensors(stack)
         with record.Sampler(stack, args.sample_s) as sampler:
             begin = time.monotonic()
-            landing = Landing(landers(args, stack.data), landed, begin + 60 * args.minutes,
-                              errors)
+            landing = Landing(landers(args, stack.data, *accounting), landed,
+                              begin + 60 * args.minutes, errors)
             threads = landing.threads()
             timers = schedule_faults(stack, args, faults, errors)
             while any(thread.is_alive() for thread in threads):
