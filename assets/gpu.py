@@ -307,6 +307,20 @@ def stored_energy_keys(context: dg.AssetExecutionContext, tables: Tables) -> lis
     return [key for key in tables.partition_keys(ENERGY_TABLE) if key in registered]
 
 
+def stored_energy_keys_of_run(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
+    """The repetitions the run's tables and trials are made from, sorted: in a run over
+    partitions, the registered repetitions of the settings (run folders) its partitions
+    belong to whose energy is stored (a stat each, not the whole table's listing: issue
+    28); without partitions, every stored one (:func:`stored_energy_keys`)."""
+    keys = run_partitions(context)
+    if keys is None:
+        return stored_energy_keys(context, tables)
+    touched = {gpu_tables.setting_of(key) for key in keys}
+    registered = context.instance.get_dynamic_partitions(gpu_repetitions.name)
+    return sorted(key for key in registered if gpu_tables.setting_of(key) in touched
+                  and tables.has_partition(ENERGY_TABLE, key))
+
+
 def _stored_energy(context: dg.AssetExecutionContext, tables: Tables) -> pd.DataFrame:
     """The stored per-repetition energy of every registered partition (see
     :func:`_energy_of`)."""
@@ -386,20 +400,11 @@ def setting_energy(context: dg.AssetExecutionContext, tables: Tables) -> dg.Mate
     settings' registered repetitions, or every setting in a run without partitions, and
     write their rows (``joulehouse/gpu/tables.py``)."""
     keys = run_partitions(context)
-    if keys is None:
-        candidates = stored_energy_keys(context, tables)
-        if not candidates:
-            raise dg.Failure("no per-repetition energy stored yet: materialize "
-                             "gpu_repetition_energy")
-        energy_of = partial(_energy_of, tables)
-    else:  # not the whole table's listing: a stat per repetition of the settings touched
-        candidates = context.instance.get_dynamic_partitions(gpu_repetitions.name)
-
-        def energy_of(among: list[str]) -> pd.DataFrame:
-            stored = [key for key in among if tables.has_partition(ENERGY_TABLE, key)]
-            return _energy_of(tables, stored) if stored else pd.DataFrame()
-
-    written = gpu_tables.refresh_settings(tables, candidates, energy_of, keys)
+    candidates = stored_energy_keys_of_run(context, tables)
+    if keys is None and not candidates:
+        raise dg.Failure("no per-repetition energy stored yet: materialize "
+                         "gpu_repetition_energy")
+    written = gpu_tables.refresh_settings(tables, candidates, partial(_energy_of, tables), keys)
     return dg.MaterializeResult(asset_key=gpu_setting_energy.key, metadata={
         **_refreshed(tables, written, SETTING_SCHEMA, SETTING_TABLE),
         "settings_recomputed": dg.MetadataValue.int(written.recomputed),

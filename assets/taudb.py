@@ -52,9 +52,8 @@ from assets.gpu import (
     ENERGY_TABLE,
     TABLE_AUTOMATION,
     gpu_repetition_energy,
-    gpu_repetitions,
     gpu_validated_frames,
-    stored_energy_keys,
+    stored_energy_keys_of_run,
 )
 from assets.powerapi import WINDOW_TABLE as POWERAPI_WINDOW_TABLE
 from assets.powerapi import (
@@ -71,7 +70,6 @@ from assets.reporting import (
     failure,
     partition_check_spec,
     partition_count,
-    run_partitions,
 )
 from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
@@ -314,21 +312,6 @@ def _run_trial(tables: Tables, run_dir: Path, members: dict[str, RepetitionRef],
         for key, ref in members.items()])
 
 
-def _trial_members(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
-                   tables: Tables) -> list[str]:
-    """The repetitions whose runs' trials this step looks at, sorted: in a run over
-    partitions, the registered repetitions of the GPU runs (run folders) those partitions
-    belong to whose energy is stored (a stat each), so that a landing costs its runs,
-    whatever else is stored (issue 28); without partitions, every stored one."""
-    keys = run_partitions(context)
-    if keys is None:
-        return stored_energy_keys(context, tables)
-    touched = {gpu_source.run_key(*gpu_source.resolve(key)) for key in keys}
-    registered = context.instance.get_dynamic_partitions(gpu_repetitions.name)
-    return sorted(key for key in registered if key.rsplit("/", 1)[0] in touched
-                  and tables.has_partition(ENERGY_TABLE, key))
-
-
 def load_gpu_trials(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
                     tables: Tables, taudb: TaudbResource, executor: Executor
                     ) -> dg.MaterializeResult:
@@ -336,7 +319,7 @@ def load_gpu_trials(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkS
     built from the stored frames in ``executor`` (a few ahead of the loads) and loaded here,
     one transaction each, in run order."""
     runs: dict[str, dict[str, RepetitionRef]] = {}  # run key -> partition key -> repetition
-    for key in _trial_members(context, gpu_source, tables):
+    for key in stored_energy_keys_of_run(context, tables):
         root, ref = gpu_source.resolve(key)
         runs.setdefault(gpu_source.run_key(root, ref), {})[key] = ref
     with taudb.open() as db:
