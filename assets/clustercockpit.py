@@ -54,6 +54,7 @@ import pandas as pd
 from assets.facts import OwnedFacts, write_facts
 from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION, TABLES_POOL
 from assets.reporting import (
+    STEP_RETRY,
     PartitionBatch,
     Stored,
     backfills,
@@ -61,6 +62,7 @@ from assets.reporting import (
     partition_check_spec,
     run_partitions,
     table_metadata,
+    verdict,
 )
 from assets.taudb import TrialLoads
 from joulehouse.clustercockpit import schemas
@@ -517,6 +519,7 @@ def facts(context: dg.AssetExecutionContext, tables: Tables, summary: dict[str, 
 
 with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
     @dg.multi_asset(
+        retry_policy=STEP_RETRY,
         name="cc_pipeline",
         specs=[cc_block_tables, cc_job_trials, *CC_TABLES],
         check_specs=[READ_SPEC, CONFORMANCE_SPEC, LOADS_SPEC],
@@ -553,7 +556,7 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
             every = (stored_block_keys(context, tables) if run_partitions(context) is None
                      or not kept_tables.is_kept(tables) else None)
             if every == [] and not failed:
-                raise dg.Failure("no ClusterCockpit block stored yet: materialize "
+                raise verdict("no ClusterCockpit block stored yet: materialize "
                                  "cc_block_tables")
             if every != []:
                 yield from whole_tables(context, tables, selected, every, completed)

@@ -42,6 +42,7 @@ import pandas as pd
 from assets.facts import write_facts, write_owned_facts
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
 from assets.reporting import (
+    STEP_RETRY,
     PartitionBatch,
     Stored,
     backfills,
@@ -51,6 +52,7 @@ from assets.reporting import (
     partition_count,
     run_partitions,
     table_metadata,
+    verdict,
 )
 from assets.taudb import GROUP as TAUDB_GROUP
 from assets.taudb import LOADS_CHECK, load_partition_trials
@@ -399,6 +401,7 @@ def _written(written: Written) -> dict[str, Any]:
 
 with backfills() as single_run:
     @dg.multi_asset(
+        retry_policy=STEP_RETRY,
         name="geopm_pipeline",
         specs=[geopm_validated_frames, geopm_host_energy, geopm_trials, *GEOPM_TABLES],
         check_specs=[VALID_SPEC, COMPUTED_SPEC, LOADS_SPEC],
@@ -428,7 +431,7 @@ with backfills() as single_run:
             every = (stored_report_keys(context, tables) if run_partitions(context) is None
                      or not geopm_tables.is_kept(tables) else None)
             if every == [] and not failed:
-                raise dg.Failure("no GEOPM report stored yet: materialize geopm_host_energy")
+                raise verdict("no GEOPM report stored yet: materialize geopm_host_energy")
             if every != []:
                 yield from whole_tables(context, tables, selected, every)
         if failed:

@@ -31,6 +31,7 @@ from assets.reporting import (
     partitions_per_task,
     run_partitions,
     table_metadata,
+    verdict,
 )
 from joulehouse.accounting.repetition import with_reading_figures
 from joulehouse.accounting.waste import GPU_IDLE
@@ -326,7 +327,7 @@ def _stored_energy(context: dg.AssetExecutionContext, tables: Tables) -> pd.Data
     :func:`_energy_of`)."""
     keys = stored_energy_keys(context, tables)
     if not keys:
-        raise dg.Failure("no per-repetition energy stored yet: materialize gpu_repetition_energy")
+        raise verdict("no per-repetition energy stored yet: materialize gpu_repetition_energy")
     return _energy_of(tables, keys)
 
 
@@ -343,8 +344,8 @@ def _energy_of(tables: Tables, keys: list[str]) -> pd.DataFrame:
     if outdated:
         shown = ", ".join(outdated[:KEYS_SHOWN])
         more = f" and {len(outdated) - KEYS_SHOWN} more" if len(outdated) > KEYS_SHOWN else ""
-        raise dg.Failure(
-            description=(
+        raise verdict(
+            (
                 f"{len(outdated)} stored partition(s) of {ENERGY_TABLE} have no data_root "
                 f"(stored by code older than the column): {shown}{more}. Materialize "
                 f"{ENERGY_TABLE} again for them (a backfill of those partitions; the UI "
@@ -402,7 +403,7 @@ def setting_energy(context: dg.AssetExecutionContext, tables: Tables) -> dg.Mate
     keys = run_partitions(context)
     candidates = stored_energy_keys_of_run(context, tables)
     if keys is None and not candidates:
-        raise dg.Failure("no per-repetition energy stored yet: materialize "
+        raise verdict("no per-repetition energy stored yet: materialize "
                          "gpu_repetition_energy")
     written = gpu_tables.refresh_settings(tables, candidates, partial(_energy_of, tables), keys)
     return dg.MaterializeResult(asset_key=gpu_setting_energy.key, metadata={

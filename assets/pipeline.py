@@ -51,12 +51,19 @@ from assets.gpu import (
     setting_energy,
     validate_frames,
 )
-from assets.reporting import backfills, failure, frames_then_energy, partition_count
+from assets.reporting import (
+    STEP_RETRY,
+    backfills,
+    failure,
+    frames_then_energy,
+    partition_count,
+)
 from assets.taudb import load_gpu_trials, taudb_trials
 from resources import GpuBenchmarkSource, StepWorkers, TaudbResource, Warehouse
 
 with backfills() as single_run:
     @dg.multi_asset(
+        retry_policy=STEP_RETRY,
         name="gpu_pipeline",
         specs=[gpu_validated_frames, gpu_repetition_energy, *GPU_TABLES, taudb_trials],
         check_specs=[VALID_SPEC, COMPUTED_SPEC],

@@ -52,6 +52,7 @@ import pandas as pd
 from assets.facts import write_facts, write_owned_facts
 from assets.gpu import TABLE_AUTOMATION, TABLES_POOL
 from assets.reporting import (
+    STEP_RETRY,
     PartitionBatch,
     Stored,
     backfills,
@@ -61,6 +62,7 @@ from assets.reporting import (
     partition_count,
     run_partitions,
     table_metadata,
+    verdict,
 )
 from joulehouse import entry_table
 from joulehouse.facts_entries import Ownership
@@ -321,6 +323,7 @@ def facts(context: dg.AssetExecutionContext, tables: Tables, targets: tuple[str,
 
 with backfills() as single_run:
     @dg.multi_asset(
+        retry_policy=STEP_RETRY,
         name="powerapi_pipeline",
         specs=[powerapi_validated_frames, powerapi_report_energy, powerapi_window_energy,
                powerapi_energy_facts],
@@ -345,7 +348,7 @@ with backfills() as single_run:
                     or entry_table.is_entry_table(tables, WINDOW_TABLE)):
                 yield from whole_tables(context, tables, powerapi_source, selected)
             elif not failed:
-                raise dg.Failure("no PowerAPI report stored yet: materialize "
+                raise verdict("no PowerAPI report stored yet: materialize "
                                  "powerapi_validated_frames for a partition first")
         if failed:
             raise failure(len(context.partition_keys), failed)

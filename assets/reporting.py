@@ -105,6 +105,15 @@ def table_metadata(frame: pd.DataFrame, schema: pa.DataFrameSchema) -> dict[str,
             "dagster/column_schema": column_schema({"table": frame}, lambda name: schema)}
 
 
+#: The retry of every step for what is not a verdict on its input: a file system full or
+#: unreachable, the object store or TAUdb down, a worker process lost. The step runs again
+#: after 30, 60, then 120 s (about, jittered) in the same run; it is idempotent (every
+#: write replaces, atomically). A step's own ``dg.Failure`` (bad input: ``failure``;
+#: nothing stored yet) is a verdict, raised with ``allow_retries=False``, and fails at once.
+STEP_RETRY = dg.RetryPolicy(max_retries=3, delay=30, backoff=dg.Backoff.EXPONENTIAL,
+                            jitter=dg.Jitter.PLUS_MINUS)
+
+
 @contextmanager
 def backfills(partitions_per_run: int | None = None) -> Iterator[dg.BackfillPolicy]:
     """The backfill policy of the asset decorators inside the block: every partition of a
@@ -429,12 +438,19 @@ def frames_then_energy(
     return failed
 
 
+def verdict(description: str, metadata: Mapping[str, Any] | None = None) -> dg.Failure:
+    """A step's failure that running it again cannot mend (nothing stored yet to compute
+    from, a landing folder missing): not retried (STEP_RETRY)."""
+    return dg.Failure(description, metadata=metadata, allow_retries=False)
+
+
 def failure(planned: int, failed: Mapping[str, str]) -> dg.Failure:
     """The step's failure: ``N of M partition(s) failed``, then the first errors, one a
     line; the failed keys in its metadata."""
     shown = [f"{key}: {why}" for key, why in list(failed.items())[:MAX_ERRORS_SHOWN]]
     more = len(failed) - len(shown)
     return dg.Failure(
+        allow_retries=False,
         description="\n".join([f"{len(failed)} of {planned} partition(s) failed:", *shown,
                                *([f"... and {more} more"] if more > 0 else [])]),
         metadata={"partitions_failed": len(failed),

@@ -63,6 +63,7 @@ from assets.powerapi import (
     stored_keys,
 )
 from assets.reporting import (
+    STEP_RETRY,
     PartitionBatch,
     Stored,
     backfills,
@@ -70,6 +71,7 @@ from assets.reporting import (
     failure,
     partition_check_spec,
     partition_count,
+    verdict,
 )
 from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
@@ -348,6 +350,7 @@ LOADS_SPEC = partition_check_spec(
 
 with backfills() as single_run:
     @dg.asset(
+        retry_policy=STEP_RETRY,
         description=(
             "TAU profile sets (a folder of profile.N.C.T files, MULTI__<metric> folders, or a "
             ".ppk file) landed in the watched folders, each loaded as one TAUdb trial in one "
@@ -426,6 +429,7 @@ def _day_trial(rows: pd.DataFrame, reports: pd.DataFrame | None, **settings) -> 
 
 
 @dg.asset(
+    retry_policy=STEP_RETRY,
     description=(
         "One TAUdb trial per PowerAPI sensor and UTC day (threads = targets, one timer per "
         "window, metrics = time and measured and estimated energy, user events = power and "
@@ -445,7 +449,7 @@ def powerapi_trials(context: dg.AssetExecutionContext, powerapi_source: Powerapi
     tables = warehouse.tables()
     table = tables.read_table(POWERAPI_WINDOW_TABLE)
     if table.empty:
-        raise dg.Failure("no PowerAPI window energy stored yet: materialize "
+        raise verdict("no PowerAPI window energy stored yet: materialize "
                          "powerapi_window_energy")
     keys = stored_keys(context, tables)
     power = stored_frame(tables, "power_reports", keys)[0]
