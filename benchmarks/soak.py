@@ -35,7 +35,12 @@ repeatable; seconds after the landing starts): ``daemon-kill`` (``kill -9`` of t
 process group, started again ``--restart-after-s`` later as systemd's ``Restart=on-failure``
 / ``RestartSec=5`` of deploy/systemd does), ``worker-kill`` (``kill -9`` of a run worker
 while it runs a step), ``postgres-stop`` (stopped for ``--outage-s``, then started),
-``webserver-restart``.
+``webserver-restart``, ``landing-unmounted`` (GEOPM's landing folder covered by an empty
+file system for ``--outage-s``, as when a shared file system's mount drops on the
+daemon's host, while the reports go on landing in the folder underneath) and
+``warehouse-full`` (the warehouse, then on a file system of ``--warehouse-mb`` of its
+own, filled to the last byte for ``--outage-s``, then the space freed). Both mount file
+systems: they need root.
 
 Run: ``.venv/bin/python benchmarks/soak.py --minutes 3 --out /tmp/soak`` (short), or
 ``--minutes 60 --rates centre10x --out DIR [--fault daemon-kill@900 ...]``.
@@ -44,13 +49,17 @@ Run: ``.venv/bin/python benchmarks/soak.py --minutes 3 --out /tmp/soak`` (short)
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,6 +128,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="the warehouse in the throwaway S3-compatible store")
     parser.add_argument("--fault", action="append", default=[], metavar="NAME@SECONDS")
     parser.add_argument("--outage-s", type=float, default=60.0)
+    parser.add_argument("--warehouse-mb", type=int, default=2048,
+                        help="size of the warehouse's own file system (warehouse-full)")
     parser.add_argument("--restart-after-s", type=float, default=5.0)
     parser.add_argument("--drain-minutes", type=float, default=None,
                         help="longest wait for the landed entries after landing stops "
@@ -136,7 +147,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         name, _, seconds = fault.partition("@")
         if name not in FAULTS or not seconds.replace(".", "", 1).isdigit():
             parser.error(f"--fault {fault!r}: NAME@SECONDS, NAME one of {sorted(FAULTS)}")
+    if args.object_store and _faulted(args, "warehouse-full"):
+        parser.error("--fault warehouse-full fills a file system: not with --object-store")
     return args
+
+
+def _faulted(args: argparse.Namespace, name: str) -> bool:
+    return any(fault.partition("@")[0] == name for fault in args.fault)
 
 
 def stack_settings(args: argparse.Namespace) -> dict[str, str]:
@@ -217,53 +234,134 @@ def _run_worker(stack: Stack) -> psutil.Process | None:
     return None
 
 
-def kill_daemon(stack: Stack, args: argparse.Namespace, fault: dict) -> None:
-    stack.kill("daemon")
-    time.sleep(args.restart_after_s)
-    stack.restart("daemon")
+@dataclass
+class Target:
+    """What a fault acts on: the stack, the run's settings, the landers, the output folder."""
+
+    stack: Stack
+    args: argparse.Namespace
+    landers: list[Lander]
+    out: Path
 
 
-def kill_worker(stack: Stack, args: argparse.Namespace, fault: dict) -> None:
-    worker = wait_for("a run worker in a step", lambda: _run_worker(stack), WORKER_WAIT_S)
+def kill_daemon(on: Target, fault: dict) -> None:
+    on.stack.kill("daemon")
+    time.sleep(on.args.restart_after_s)
+    on.stack.restart("daemon")
+
+
+def kill_worker(on: Target, fault: dict) -> None:
+    worker = wait_for("a run worker in a step", lambda: _run_worker(on.stack), WORKER_WAIT_S)
     fault["at"] = utc_now()
     fault["pid"] = worker.pid
     os.kill(worker.pid, signal.SIGKILL)
 
 
-def stop_postgres(stack: Stack, args: argparse.Namespace, fault: dict) -> None:
-    stack.postgres.stop("fast")
-    time.sleep(args.outage_s)
-    stack.postgres.start()
+def stop_postgres(on: Target, fault: dict) -> None:
+    on.stack.postgres.stop("fast")
+    time.sleep(on.args.outage_s)
+    on.stack.postgres.start()
 
 
-def restart_webserver(stack: Stack, args: argparse.Namespace, fault: dict) -> None:
-    stack.kill("webserver")
-    stack.restart("webserver")
+def restart_webserver(on: Target, fault: dict) -> None:
+    on.stack.kill("webserver")
+    on.stack.restart("webserver")
 
 
-FAULTS: dict[str, Callable[[Stack, argparse.Namespace, dict], None]] = {
+def _mount(*arguments: str) -> None:
+    subprocess.run(["mount", *arguments], check=True, capture_output=True, text=True)
+
+
+def _umount(path: Path) -> None:
+    subprocess.run(["umount", str(path)], check=True, capture_output=True, text=True)
+
+
+def unmount_landing(on: Target, fault: dict) -> None:
+    """GEOPM's landing folder covered by an empty tmpfs (the stack sees an empty mount
+    point) for ``--outage-s``; its lander writes into the folder underneath meanwhile, by
+    a view of it bound before the cover (as the cluster's nodes go on writing)."""
+    lander = next(lander for lander in on.landers if lander.source == "geopm")
+    folder = lander.folder
+    underneath = on.out / "geopm-underneath" / folder.name
+    underneath.mkdir(parents=True, exist_ok=True)
+    _mount("--bind", str(folder), str(underneath))
+    lander.writes_to = underneath
+    _mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder))
+    fault["folder"] = str(folder)
+    try:
+        time.sleep(on.args.outage_s)
+    finally:
+        _umount(folder)
+        lander.writes_to = folder
+        _umount(underneath)
+
+
+#: The file that fills the warehouse's file system (hidden: no table).
+FILLER = ".soak-filler"
+
+
+def fill_warehouse(on: Target, fault: dict) -> None:
+    """The warehouse's file system filled to the last byte for ``--outage-s``, then freed."""
+    filler = on.out / "warehouse" / FILLER
+    chunk = b"\0" * 2**20
+    with filler.open("wb") as file:
+        try:
+            while True:
+                file.write(chunk)
+                file.flush()
+        except OSError as error:
+            if error.errno != errno.ENOSPC:
+                raise
+    fault["filled_bytes"] = filler.stat().st_size
+    try:
+        time.sleep(on.args.outage_s)
+    finally:
+        filler.unlink()
+
+
+@contextlib.contextmanager
+def warehouse_file_system(args: argparse.Namespace, out: Path) -> Iterator[None]:
+    """For ``warehouse-full``: ``out/warehouse`` on a tmpfs of ``--warehouse-mb`` during the
+    run, its files copied to a plain ``out/warehouse`` at the end."""
+    if not _faulted(args, "warehouse-full"):
+        yield
+        return
+    warehouse = out / "warehouse"
+    warehouse.mkdir(parents=True, exist_ok=True)
+    _mount("-t", "tmpfs", "-o", f"size={args.warehouse_mb}m", "tmpfs", str(warehouse))
+    try:
+        yield
+    finally:
+        kept = out / ".warehouse-kept"
+        shutil.copytree(warehouse, kept, ignore=shutil.ignore_patterns(FILLER))
+        _umount(warehouse)
+        warehouse.rmdir()
+        kept.rename(warehouse)
+
+
+FAULTS: dict[str, Callable[[Target, dict], None]] = {
     "daemon-kill": kill_daemon, "worker-kill": kill_worker,
-    "postgres-stop": stop_postgres, "webserver-restart": restart_webserver}
+    "postgres-stop": stop_postgres, "webserver-restart": restart_webserver,
+    "landing-unmounted": unmount_landing, "warehouse-full": fill_warehouse}
 
 
-def inject(stack: Stack, args: argparse.Namespace, name: str, faults: list[dict],
-           errors: list[str]) -> None:
+def inject(on: Target, name: str, faults: list[dict], errors: list[str]) -> None:
     """Inject the fault ``name`` now; its record (``at``, ``ended``) joins ``faults``."""
     fault = {"name": name, "at": utc_now()}
     faults.append(fault)
     try:
-        FAULTS[name](stack, args, fault)
+        FAULTS[name](on, fault)
     except Exception as error:  # noqa: BLE001 - reported, and the run fails
         errors.append(f"fault {name}: {error!r}")
     fault["ended"] = utc_now()
 
 
-def schedule_faults(stack: Stack, args: argparse.Namespace, faults: list[dict],
-                    errors: list[str]) -> list[threading.Timer]:
+def schedule_faults(on: Target, faults: list[dict], errors: list[str]
+                    ) -> list[threading.Timer]:
     timers = []
-    for spec in args.fault:
+    for spec in on.args.fault:
         name, _, seconds = spec.partition("@")
-        timer = threading.Timer(float(seconds), inject, (stack, args, name, faults, errors))
+        timer = threading.Timer(float(seconds), inject, (on, name, faults, errors))
         timer.daemon = True
         timer.start()
         timers.append(timer)
@@ -318,7 +416,7 @@ def run(args: argparse.Namespace) -> dict:
     load_before = load_average()
     started, started_at = time.monotonic(), utc_now()
     accounting: list[AccountingLander] = []
-    with running_stack(out / "stack",
+    with warehouse_file_system(args, out), running_stack(out / "stack",
                        lambda data: accounting.append(prepare(args, data, landed)),
                        folders=DataFolders.empty,
                        warehouse_path=None if args.object_store else out / "warehouse",
@@ -330,7 +428,7 @@ def run(args: argparse.Namespace) -> dict:
             landing = Landing(landers(args, stack.data, *accounting), landed,
                               begin + 60 * args.minutes, errors)
             threads = landing.threads()
-            timers = schedule_faults(stack, args, faults, errors)
+            timers = schedule_faults(Target(stack, args, landing.landers, out), faults, errors)
             while any(thread.is_alive() for thread in threads):
                 polled(stack, landed, poll_errors)
                 time.sleep(args.poll_s)

@@ -96,6 +96,9 @@ class Lander:
 
     def __init__(self, folder: Path, rate_per_s: float, bad_fraction: float) -> None:
         self.folder, self.rate_per_s, self.bad_fraction = folder, rate_per_s, bad_fraction
+        #: Where the files are written: ``folder``, or another view of the same folder
+        #: while the stack's view of it is covered (the soak's ``landing-unmounted``).
+        self.writes_to = folder
         self.count = 0
 
     def land(self) -> list[Landed]:
@@ -143,9 +146,9 @@ class GeopmLander(Lander):
         if bad:
             text = text.replace(*GEOPM_BAD)
         path = self.folder / name
-        partial = path.with_name(f".{name}.part")  # geopm writes the report once, at the end
+        partial = self.writes_to / f".{name}.part"  # geopm writes the report once, at the end
         partial.write_text(text)
-        partial.rename(path)
+        partial.rename(self.writes_to / name)
         return [Landed(self.source, str(path), f"{self.folder.name}/{name}/{host}",
                        "bad" if bad else "ok", utc_now())]
 
