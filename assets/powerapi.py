@@ -78,6 +78,7 @@ from joulehouse.powerapi.energy import (
 )
 from joulehouse.powerapi.stream import FRAME_SCHEMAS, ReportStore
 from joulehouse.powerapi.windows import WINDOW_TABLE, combined
+from joulehouse.validation import empty_frame
 from joulehouse.warehouse import Warehouse as Tables
 from resources import PowerapiSource, StepWorkers, Warehouse
 
@@ -305,6 +306,13 @@ SENSOR_OWNS = Ownership(prefix=lambda sensor: f"{sensor}/",
                         owner_of=lambda entity: entity.split("/", 1)[0])
 
 
+def _stored_windows(tables: Tables) -> pd.DataFrame:
+    """The window table, or no rows with its columns before its first write (a first run
+    whose every file failed)."""
+    stored = tables.read_table(WINDOW_TABLE)
+    return stored if len(stored.columns) else empty_frame(schemas.WINDOW_ENERGY_SCHEMA)
+
+
 def facts(context: dg.AssetExecutionContext, tables: Tables, targets: tuple[str, ...],
           refreshed: windows.Refreshed | None) -> dg.MaterializeResult:
     """Write the PowerAPI rows of energy_facts per entry (``assets/facts.py``), the window
@@ -314,7 +322,7 @@ def facts(context: dg.AssetExecutionContext, tables: Tables, targets: tuple[str,
     sensors = None if refreshed is None else refreshed.sensors
     if sensors is None or any("/" in sensor for sensor in sensors):
         return write_facts(context, tables, powerapi_energy_facts.key, FACTS_SOURCE,
-                           lambda: energy_facts_rows(tables.read_table(WINDOW_TABLE), targets))
+                           lambda: energy_facts_rows(_stored_windows(tables), targets))
     return write_owned_facts(
         context, tables, powerapi_energy_facts.key, FACTS_SOURCE,
         energy_facts_rows(refreshed.rows, targets), sensors, SENSOR_OWNS,

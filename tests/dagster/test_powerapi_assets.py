@@ -196,6 +196,27 @@ def test_a_bad_file_fails_alone_and_the_others_reach_the_tables(instance, tmp_pa
     assert landing.tables().read_table(WINDOW_TABLE).equals(table)
 
 
+def test_a_first_run_whose_only_file_is_bad_fails_at_once_with_its_verdict(instance, tmp_path):
+    """Nothing stored yet and the one file bad: the run fails with the file's error, once
+    (a verdict is not retried), and stores no fact (the soak's first PowerAPI run failed
+    instead on the missing window table, retried for minutes)."""
+    folder = tmp_path / "landing"
+    folder.mkdir()
+    lines = (EXAMPLES / "power.jsonl").read_text().splitlines(keepends=True)
+    lines[2] = lines[2].replace('"power":0.531164', '"power":-0.531164')
+    (folder / "broken.jsonl").write_text("".join(lines))
+    landing = Landing(instance, folder, tmp_path, quiet_s=0)
+    [request] = landing.tick().run_requests
+
+    result = landing.launch(request)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    assert failure.step_failure_data.user_failure_data.description.startswith(
+        "1 of 1 partition(s) failed:\nlanding/broken.jsonl: ")
+    assert not [e for e in result.all_events if e.is_step_up_for_retry]
+    assert not landing.tables().files("energy_facts")
+
+
 def test_a_file_still_being_written_waits_for_its_quiet_period(instance, tmp_path):
     folder = tmp_path / "landing"
     folder.mkdir()
