@@ -45,6 +45,8 @@ from sensors.partition_runs import (
     RUN_KEY_METADATA,
     cancelled_hand_outs,
     files_landed,
+    queued_reason,
+    queued_run,
     ready_run_request,
     retry_request,
 )
@@ -89,6 +91,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
              ) -> dg.SensorResult:
     """One tick over every archive root of ``source``."""
     tick = Tick.begin(context.cursor, source.max_jobs_per_tick)
+    if (waiting := queued_run(context.instance, JOB_NAME)) is not None:
+        return tick.wait(queued_reason(JOB_NAME, waiting))
     cursor = json.loads(tick.own or "{}")
     failed = failed_blocks(context.instance)
     recheck = failed_jobs(context.instance, failed)

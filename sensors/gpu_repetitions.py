@@ -54,6 +54,8 @@ from sensors.partition_runs import (
     RUN_KEY_METADATA,
     cancelled_hand_outs,
     files_landed,
+    queued_reason,
+    queued_run,
     ready_run_request,
     retry_request,
 )
@@ -93,6 +95,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
              ) -> dg.SensorResult:
     """One tick for ``root``."""
     tick = Tick.begin(context.cursor, source.max_repetitions_per_tick)
+    if (waiting := queued_run(context.instance, JOB_NAME)) is not None:
+        return tick.wait(queued_reason(JOB_NAME, waiting))
     existing = context.instance.get_dynamic_partitions(gpu_repetitions.name)
     failed = failed_repetitions(context.instance, existing, root)
     prefix = f"{root.key_prefix}/"

@@ -86,6 +86,31 @@ def run_in_flight(instance: dg.DagsterInstance, keys: Collection[str]) -> str | 
     return None
 
 
+#: A run asked for and not yet taken from the queue.
+WAITING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
+
+
+def queued_reason(job_name: str, run_id: str) -> str:
+    """The tick's message while ``job_name``'s run ``run_id`` waits (:func:`queued_run`)."""
+    return (f"a run of {job_name} is waiting in the queue ({run_id}): what is ready now is "
+            "handed out in one run once it starts")
+
+
+def queued_run(instance: dg.DagsterInstance, job_name: str) -> str | None:
+    """The id of a run of ``job_name`` still waiting in the run queue, or None.
+
+    A sensor asks for no run while its job has one waiting: it would only queue behind it
+    (a source's runs go one at a time: the tag ``joulehouse/pipeline``), each run costing
+    its start (a process, the code loaded: 10-20 s) whatever it covers. The tick keeps its
+    cursor, so what is ready then is handed out in one run at the first tick after the
+    waiting run starts: under a steady landing a source has at most one run running and
+    one waiting, each covering what landed meanwhile (the soak's queue grew without
+    bound when every tick asked for one)."""
+    runs = instance.get_runs(filters=dg.RunsFilter(job_name=job_name, statuses=WAITING),
+                             limit=1)
+    return runs[0].run_id if runs else None
+
+
 def ready_run_request(
     instance: dg.DagsterInstance,
     existing: Sequence[str],
@@ -218,6 +243,8 @@ class LandingSensor:
         scanned, and its cursor is kept as it was for when it is back.
         """
         tick = Tick.begin(context.cursor, source.max_entries_per_tick)
+        if (waiting := queued_run(context.instance, self.job_name)) is not None:
+            return tick.wait(queued_reason(self.job_name, waiting))
         folders = source.landings()
         state = LandingState.from_json(tick.own).over(folders)
         listing = list_landings(folders, state, self.identify)

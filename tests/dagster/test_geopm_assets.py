@@ -275,6 +275,30 @@ def test_a_report_inside_its_quiet_period_waits(pipeline, landing):
     assert pipeline.partitions()[-1] == "landing/young.report"
 
 
+def test_no_run_is_asked_for_while_one_waits_in_the_queue_then_one_covers_both(
+        pipeline, landing):
+    """The sensor's job has a run not yet taken from the queue (NOT_STARTED here, as
+    QUEUED would need the daemon's origin): the tick asks for none (it would wait behind
+    it) and keeps its cursor; once that run has left the queue, the next tick hands out,
+    in one run, the reports ready meanwhile."""
+    settle()
+    assert len(pipeline.tick().run_requests) == 1
+    pipeline.instance.add_run(dg.DagsterRun(job_name=JOB_NAME, run_id="waiting",
+                                            status=dg.DagsterRunStatus.NOT_STARTED))
+    shutil.copy(EXAMPLES / YAML, landing / "second.report")
+    shutil.copy(EXAMPLES / LEGACY, landing / "third.report")
+    settle()
+    before = pipeline.cursor
+    data = pipeline.tick()
+    assert data.run_requests == [] and data.dynamic_partitions_requests == []
+    assert data.skip_message.startswith(f"a run of {JOB_NAME} is waiting in the queue (waiting)")
+    assert pipeline.cursor == before
+    pipeline.instance.report_run_failed(pipeline.instance.get_run_by_id("waiting"))
+    [request] = pipeline.tick().run_requests
+    assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (
+        "landing/second.report", "landing/third.report")
+
+
 def test_the_source_settings_come_from_the_environment(tmp_path, monkeypatch):
     default = GeopmReportSource.from_env(tmp_path)
     assert (default.landing_folders, default.quiet_period_s, default.timezone) == (
