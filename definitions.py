@@ -70,6 +70,7 @@ from resources import (
     embedded_taudb_url,
 )
 from sensors import (
+    accounting_inputs_sensor,
     cc_archive_sensor,
     cc_job,
     geopm_job,
@@ -140,7 +141,7 @@ def pythonic_definitions() -> dg.Definitions:
         executor=RUN_EXECUTOR,
         jobs=[job for job, _, _ in SOURCE_JOBS],
         sensors=[tau_profile_sensor, powerapi_sensor, geopm_report_sensor, cc_archive_sensor,
-                 automation],
+                 accounting_inputs_sensor, automation],
         schedules=SCHEDULES,
     )
 

@@ -15,6 +15,10 @@ INTERVAL_ENV = "JOULEHOUSE_SENSOR_INTERVAL_S"
 DEFAULT_INTERVAL_S = 30
 BUDGET_ENV = "JOULEHOUSE_SENSOR_TICK_BUDGET_S"
 DEFAULT_BUDGET_S = 20
+#: The sources' quiet period (their resources' ``quiet_period_s``), which the intensity and
+#: tariff sensor, with no resource of its own for it, reads here.
+QUIET_ENV = "JOULEHOUSE_QUIET_PERIOD_S"
+DEFAULT_QUIET_S = 60
 
 
 def _seconds(variable: str, default: int) -> int:
@@ -36,3 +40,8 @@ def sensor_interval_s() -> int:
 def sensor_tick_budget_s() -> int:
     """The seconds a tick with more to hand out than it can works for."""
     return _seconds(BUDGET_ENV, DEFAULT_BUDGET_S)
+
+
+def quiet_period_s() -> int:
+    """The seconds a landing folder's newest change must be old before it is read."""
+    return _seconds(QUIET_ENV, DEFAULT_QUIET_S)

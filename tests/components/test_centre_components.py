@@ -67,7 +67,8 @@ def test_a_tree_with_several_instances_of_every_source_kind_loads_them_all(tmp_p
     sensors = {sensor.name: sensor for sensor in built.sensors}
     assert set(sensors) == {"gpu_repetitions_lab", "gpu_repetitions_hall",
                             "gpu_repetitions_cloud", "tau_profile_landing", "powerapi_landing",
-                            "geopm_report_landing", "cc_job_archive", "joulehouse_automation"}
+                            "geopm_report_landing", "cc_job_archive",
+                            "intensity_and_tariff_landing", "joulehouse_automation"}
     assert {sensors[f"gpu_repetitions_{name}"].job_name for name in ("lab", "hall", "cloud")} == {
         "gpu_energy_job"}
     partitions = {name: graph.get(dg.AssetKey(name)).partitions_def.name for name in (

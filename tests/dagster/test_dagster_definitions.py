@@ -142,9 +142,9 @@ def test_job_sensors_and_resources():
     sensors = {s.name: s for s in defs.sensors}
     assert set(sensors) == {"gpu_repetitions_gpu_data", "tau_profile_landing",
                             "powerapi_landing", "geopm_report_landing", "cc_job_archive",
-                            "joulehouse_automation"}
+                            "intensity_and_tariff_landing", "joulehouse_automation"}
     for name in ("tau_profile_landing", "gpu_repetitions_gpu_data", "powerapi_landing",
-                 "geopm_report_landing", "cc_job_archive"):
+                 "geopm_report_landing", "cc_job_archive", "intensity_and_tariff_landing"):
         assert sensors[name].default_status == dg.DefaultSensorStatus.STOPPED, name
     assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles",
                                    "powerapi_source", "geopm_source", "cc_archive", "accounting",

@@ -156,7 +156,8 @@ def _example_trials(stack: Stack) -> list[str]:
 def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_stored(stack):
     sensors = wait_for("the code location to load", lambda: api.sensors_loaded(stack.port),
                        PHASE_TIMEOUT_S, lambda: stack.log_tail("code-server"))
-    assert sorted(sensors) == sorted([*SENSOR_JOBS, "joulehouse_automation"])
+    assert sorted(sensors) == sorted([*SENSOR_JOBS, "intensity_and_tariff_landing",
+                                      "joulehouse_automation"])
     for sensor in SENSOR_JOBS:
         api.start_sensor(stack.port, sensor)
 
