@@ -7,7 +7,8 @@ warehouse, the stack's processes and stores over time, the sensors' ticks, and t
   ``in_facts_at`` (its entity's rows in ``energy_facts``; a PowerAPI flush once its
   stream's facts reach the flush's last report; a TAU profile set: its trial in TAUdb, TAU
   having no energy) and ``in_accounting_at`` (its entity in both ``carbon_per_fact`` and
-  ``cost_per_fact``, which the accounting step writes with ``accounting_daily``; an intensity
+  ``cost_per_fact`` with carbon and a cost, not NaN: which the accounting step writes
+  with ``accounting_daily``; an intensity
   or tariff file: listed by the ``carbon_intensity`` or ``tariffs`` table).
 - :class:`Sampler`: every few seconds, CPU seconds and resident memory of the daemon, the
   webserver and the code server (each with its descendants but the run workers), and of
@@ -114,10 +115,10 @@ def look(stack: Stack) -> Seen:
                        "FROM energy_facts GROUP BY entity", "energy_facts",
                        ["entity", "reach"])
         carbon = _frame(connection, "SELECT entity, max(window_end) AS reach FROM "
-                        "carbon_per_fact GROUP BY entity", "carbon_per_fact",
-                        ["entity", "reach"])
-        cost = _frame(connection, "SELECT DISTINCT entity FROM cost_per_fact",
-                      "cost_per_fact", ["entity"])
+                        "carbon_per_fact WHERE co2_g IS NOT NULL GROUP BY entity",
+                        "carbon_per_fact", ["entity", "reach"])
+        cost = _frame(connection, "SELECT DISTINCT entity FROM cost_per_fact "
+                      "WHERE cost IS NOT NULL", "cost_per_fact", ["entity"])
         files = set()
         for table in ("carbon_intensity", "tariffs"):
             files |= set(_frame(connection, f"SELECT DISTINCT file FROM {table}", table,
