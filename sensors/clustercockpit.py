@@ -91,8 +91,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
              ) -> dg.SensorResult:
     """One tick over every archive root of ``source``."""
     tick = Tick.begin(context.cursor, source.max_jobs_per_tick)
-    if (waiting := queued_run(context.instance, JOB_NAME)) is not None:
-        return tick.wait(queued_reason(JOB_NAME, waiting))
+    if (waiting := queued_run(context.instance, JOB_NAME, context.sensor_name)):
+        return tick.skip(tick.own, queued_reason(JOB_NAME, waiting))
     cursor = json.loads(tick.own or "{}")
     failed = failed_blocks(context.instance)
     recheck = failed_jobs(context.instance, failed)

@@ -95,8 +95,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
              ) -> dg.SensorResult:
     """One tick for ``root``."""
     tick = Tick.begin(context.cursor, source.max_repetitions_per_tick)
-    if (waiting := queued_run(context.instance, JOB_NAME)) is not None:
-        return tick.wait(queued_reason(JOB_NAME, waiting))
+    if (waiting := queued_run(context.instance, JOB_NAME, context.sensor_name)):
+        return tick.skip(tick.own, queued_reason(JOB_NAME, waiting))
     existing = context.instance.get_dynamic_partitions(gpu_repetitions.name)
     failed = failed_repetitions(context.instance, existing, root)
     prefix = f"{root.key_prefix}/"

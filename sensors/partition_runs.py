@@ -88,6 +88,10 @@ def run_in_flight(instance: dg.DagsterInstance, keys: Collection[str]) -> str | 
 
 #: A run asked for and not yet taken from the queue.
 WAITING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
+SENSOR_NAME_TAG = "dagster/sensor_name"
+#: A run the daemon made and has not queued after so long was never submitted (the
+#: daemon died in between): it holds nothing back.
+NOT_SUBMITTED_S = 300.0
 
 
 def queued_reason(job_name: str, run_id: str) -> str:
@@ -96,19 +100,27 @@ def queued_reason(job_name: str, run_id: str) -> str:
             "handed out in one run once it starts")
 
 
-def queued_run(instance: dg.DagsterInstance, job_name: str) -> str | None:
-    """The id of a run of ``job_name`` still waiting in the run queue, or None.
+def queued_run(instance: dg.DagsterInstance, job_name: str, sensor_name: str) -> str | None:
+    """The id of a run of ``job_name`` that sensor ``sensor_name`` asked for and that still
+    waits in the run queue (QUEUED, or NOT_STARTED for less than NOT_SUBMITTED_S), or None.
 
-    A sensor asks for no run while its job has one waiting: it would only queue behind it
-    (a source's runs go one at a time: the tag ``joulehouse/pipeline``), each run costing
-    its start (a process, the code loaded: 10-20 s) whatever it covers. The tick keeps its
+    A sensor asks for no run while one of its own waits: it would only queue behind it (a
+    source's runs go one at a time: the tag ``joulehouse/pipeline``), each run costing its
+    start (a process, the code loaded: 10-20 s) whatever it covers. The tick keeps its
     cursor, so what is ready then is handed out in one run at the first tick after the
-    waiting run starts: under a steady landing a source has at most one run running and
-    one waiting, each covering what landed meanwhile (the soak's queue grew without
-    bound when every tick asked for one)."""
-    runs = instance.get_runs(filters=dg.RunsFilter(job_name=job_name, statuses=WAITING),
-                             limit=1)
-    return runs[0].run_id if runs else None
+    waiting run starts: under a steady landing a sensor has at most one run running and
+    one waiting, each covering what landed meanwhile (the soak's queue grew without bound
+    when every tick asked for one). Only the sensor's own runs count: the sensors of
+    several GPU data roots share a job, and a backfill's runs do not hold a sensor back."""
+    records = instance.get_run_records(
+        filters=dg.RunsFilter(job_name=job_name, statuses=WAITING,
+                              tags={SENSOR_NAME_TAG: sensor_name}), limit=20)
+    now = time.time()
+    for record in records:
+        if (record.dagster_run.status == dg.DagsterRunStatus.QUEUED
+                or now - record.create_timestamp.timestamp() < NOT_SUBMITTED_S):
+            return record.dagster_run.run_id
+    return None
 
 
 def ready_run_request(
@@ -243,8 +255,8 @@ class LandingSensor:
         scanned, and its cursor is kept as it was for when it is back.
         """
         tick = Tick.begin(context.cursor, source.max_entries_per_tick)
-        if (waiting := queued_run(context.instance, self.job_name)) is not None:
-            return tick.wait(queued_reason(self.job_name, waiting))
+        if (waiting := queued_run(context.instance, self.job_name, context.sensor_name)):
+            return tick.skip(tick.own, queued_reason(self.job_name, waiting))
         folders = source.landings()
         state = LandingState.from_json(tick.own).over(folders)
         listing = list_landings(folders, state, self.identify)

@@ -277,14 +277,22 @@ def test_a_report_inside_its_quiet_period_waits(pipeline, landing):
 
 def test_no_run_is_asked_for_while_one_waits_in_the_queue_then_one_covers_both(
         pipeline, landing):
-    """The sensor's job has a run not yet taken from the queue (NOT_STARTED here, as
+    """The sensor has a run of its own not yet taken from the queue (NOT_STARTED here, as
     QUEUED would need the daemon's origin): the tick asks for none (it would wait behind
     it) and keeps its cursor; once that run has left the queue, the next tick hands out,
-    in one run, the reports ready meanwhile."""
+    in one run, the reports ready meanwhile. Another's run of the job (a backfill's) holds
+    nothing back."""
     settle()
     assert len(pipeline.tick().run_requests) == 1
-    pipeline.instance.add_run(dg.DagsterRun(job_name=JOB_NAME, run_id="waiting",
+    pipeline.instance.add_run(dg.DagsterRun(job_name=JOB_NAME, run_id="backfill",
                                             status=dg.DagsterRunStatus.NOT_STARTED))
+    shutil.copy(EXAMPLES / LEGACY, landing / "first.report")
+    settle()
+    [request] = pipeline.tick().run_requests
+    assert request.tags[RANGE_START] == request.tags[RANGE_END] == "landing/first.report"
+    pipeline.instance.add_run(dg.DagsterRun(job_name=JOB_NAME, run_id="waiting",
+                                            status=dg.DagsterRunStatus.NOT_STARTED,
+                                            tags={"dagster/sensor_name": SENSOR_NAME}))
     shutil.copy(EXAMPLES / YAML, landing / "second.report")
     shutil.copy(EXAMPLES / LEGACY, landing / "third.report")
     settle()
