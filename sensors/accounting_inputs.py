@@ -2,15 +2,16 @@
 
 ``carbon_intensity`` and ``tariffs`` read every file of their landing folder
 (``AccountingSettings.intensity_landing``, ``tariff_landing``); the accounting follows them
-(eager). Without this sensor they were read when missing and by the daily schedule only, so
-a fact landed after the last file read had no carbon or cost until the next day (the
-soak's facts had none). Each tick lists both folders (visible regular files: name, size,
-mtime in ns; a few files, read whole by the assets anyway) and asks for ONE run of the
-assets whose folder's listing changed since it last asked and has been quiet (no ctime
-newer) for the sources' quiet period (``$JOULEHOUSE_QUIET_PERIOD_S``, default 60 s). A folder that cannot be listed (missing, unreadable) is
-named in the tick's message and its listing kept, so nothing is asked for it until it is
-back. The cursor holds each folder's listing digest; the run key is the digests, so a
-listing asked for once is not asked again.
+(eager). Without this sensor they were read when missing and by the daily schedule only,
+so a fact landed after the last file read had no carbon or cost until the next day (the
+soak's facts had none). Each tick lists both folders (every ``*.csv`` under them, as the
+assets read them: path, size, mtime in ns; a few files) and asks for ONE run of the assets
+whose folder's listing changed since it last asked and has been quiet (no ctime newer)
+for the sources' quiet period (``$JOULEHOUSE_QUIET_PERIOD_S``, default 60 s). A folder
+that cannot be listed (missing, unreadable) is named in the tick's message and its
+listing kept, so nothing is asked for it until it is back. The cursor holds each folder's
+listing digest, so a listing is asked for once; the run key is the digests and the
+tick's time, so a listing seen before (a file moved away and back) is read again.
 
 A change of the intensity or the tariffs makes the accounting recompute every fact
 (``joulehouse/accounting/incremental.py``: its inputs' digest changed), the cost of a
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from joulehouse.accounting.stepseries import landed_csvs
 from resources import AccountingSettings
 from sensors.settings import quiet_period_s, sensor_interval_s
 
@@ -35,16 +37,14 @@ TARIFFS = dg.AssetKey("tariffs")
 
 
 def listing(folder: Path) -> tuple[str, float]:
-    """A digest of ``folder``'s visible regular files (names, sizes, mtimes in ns) and
-    the newest ctime among them and the folder (s). Raises OSError if it cannot be
-    listed."""
+    """A digest of the files ``folder`` lands (``stepseries.landed_csvs``: every ``*.csv``
+    under it, the files the assets read: relative paths, sizes, mtimes in ns) and the
+    newest ctime among them and the folder (s). Raises OSError if it cannot be listed."""
     rows, newest = [], folder.stat().st_ctime
-    for path in sorted(folder.iterdir()):
-        if path.name.startswith(".") or not path.is_file():
-            continue
+    for path in landed_csvs(folder):
         info = path.stat()
-        rows.append(f"{path.name}\0{info.st_size}\0{info.st_mtime_ns}")
-        newest = max(newest, info.st_ctime)
+        rows.append(f"{path.relative_to(folder)}\0{info.st_size}\0{info.st_mtime_ns}")
+        newest = max(newest, info.st_ctime, path.parent.stat().st_ctime)
     return hashlib.sha256("\n".join(rows).encode()).hexdigest(), newest
 
 
@@ -75,7 +75,8 @@ def evaluate(context: dg.SensorEvaluationContext, accounting: AccountingSettings
         return dg.SensorResult(cursor=json.dumps(cursor, sort_keys=True),
                                skip_reason=dg.SkipReason(
                                    "; ".join(told) or "no intensity or tariff file changed"))
-    run_key = ":".join(cursor.get(asset.to_user_string(), "") for asset in changed)
+    # the time as well: a listing seen before (a file moved away and back) is read again
+    run_key = ":".join([*(cursor[asset.to_user_string()] for asset in changed), f"{now:.3f}"])
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=run_key, asset_selection=changed)],
         cursor=json.dumps(cursor, sort_keys=True))

@@ -59,6 +59,19 @@ def test_a_changed_folder_is_read_once_after_its_quiet_period(tmp_path):
         [third] = tick().run_requests
         assert third.asset_selection == [INTENSITY, TARIFFS]
 
+        provider = Path(settings.intensity_landing) / "provider"  # read recursively
+        provider.mkdir()
+        (provider / "README.txt").write_text("not read\n")
+        assert tick().run_requests == []
+        shutil.copy(EXAMPLES / "intensity" / "FR_2023-02_30min.csv", provider)
+        [fourth] = tick().run_requests
+        assert fourth.asset_selection == [INTENSITY]
+        (provider / "FR_2023-02_30min.csv").unlink()  # back to the third's listing
+        [fifth] = tick().run_requests
+        assert fifth.asset_selection == [INTENSITY]
+        # the third's listing again, asked for again (a run key of its own)
+        assert fifth.run_key.split(":")[0] == third.run_key.split(":")[0]
+
 
 def test_a_folder_that_cannot_be_listed_is_named_and_kept_until_back(tmp_path):
     settings = _folders(tmp_path)
