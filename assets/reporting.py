@@ -109,8 +109,8 @@ def table_metadata(frame: pd.DataFrame, schema: pa.DataFrameSchema) -> dict[str,
 #: unreachable, the object store or TAUdb down. The step runs again after 10, 30, then 70 s
 #: in the same run; it is idempotent (every write replaces, atomically). A step's own
 #: ``dg.Failure`` (bad input: ``failure``; nothing stored yet: ``verdict``) is raised with
-#: ``allow_retries=False`` and fails at once. A bug is retried too: at most 110 s more, the
-#: step's pool slot held meanwhile.
+#: ``allow_retries=False`` and fails at once. A bug is retried too: the whole step three
+#: times more and 110 s of waits, the step's pool slot held meanwhile.
 STEP_RETRY = dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL)
 
 

@@ -273,7 +273,9 @@ def _mount(*arguments: str) -> None:
 
 
 def _umount(path: Path) -> None:
-    subprocess.run(["umount", str(path)], check=True, capture_output=True, text=True)
+    """Unmount ``path``; lazily if it is busy (a process reading it), so it is never left."""
+    if subprocess.run(["umount", str(path)], check=False, capture_output=True).returncode:
+        subprocess.run(["umount", "-l", str(path)], check=True, capture_output=True, text=True)
 
 
 def unmount_landing(on: Target, fault: dict) -> None:
@@ -291,9 +293,11 @@ def unmount_landing(on: Target, fault: dict) -> None:
     try:
         time.sleep(on.args.outage_s)
     finally:
-        _umount(folder)
-        lander.writes_to = folder
-        _umount(underneath)
+        try:
+            _umount(folder)
+        finally:
+            lander.writes_to = folder
+            _umount(underneath)
 
 
 #: The file that fills the warehouse's file system (hidden: no table).
@@ -304,19 +308,18 @@ def fill_warehouse(on: Target, fault: dict) -> None:
     """The warehouse's file system filled to the last byte for ``--outage-s``, then freed."""
     filler = on.out / "warehouse" / FILLER
     chunk = b"\0" * 2**20
-    with filler.open("wb") as file:
-        try:
-            while True:
-                file.write(chunk)
-                file.flush()
-        except OSError as error:
-            if error.errno != errno.ENOSPC:
-                raise
-    fault["filled_bytes"] = filler.stat().st_size
     try:
+        with filler.open("wb", buffering=0) as file:  # unbuffered: the error is the write's
+            try:
+                while file.write(chunk):
+                    pass
+            except OSError as error:
+                if error.errno != errno.ENOSPC:
+                    raise
+        fault["filled_bytes"] = filler.stat().st_size
         time.sleep(on.args.outage_s)
     finally:
-        filler.unlink()
+        filler.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

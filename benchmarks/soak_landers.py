@@ -145,10 +145,10 @@ class GeopmLander(Lander):
             GEOPM_START, f"Start Time: {utc_now() - timedelta(minutes=1):%a %b %d %H:%M:%S %Y}")
         if bad:
             text = text.replace(*GEOPM_BAD)
-        path = self.folder / name
-        partial = self.writes_to / f".{name}.part"  # geopm writes the report once, at the end
+        path, folder = self.folder / name, self.writes_to  # one view for both writes
+        partial = folder / f".{name}.part"  # geopm writes the report once, at the end
         partial.write_text(text)
-        partial.rename(self.writes_to / name)
+        partial.rename(folder / name)
         return [Landed(self.source, str(path), f"{self.folder.name}/{name}/{host}",
                        "bad" if bad else "ok", utc_now())]
 

@@ -147,7 +147,7 @@ def stamp(landed: list[Landed], seen: Seen, now: datetime) -> None:
                 row.in_facts_at = now
         if row.in_accounting_at is None:
             if row.source in ("intensity", "tariffs"):
-                if row.entry in seen.files:
+                if Path(row.entry).name in seen.files:  # the tables name files by base name
                     row.in_accounting_at = now
             elif row.entity and _reached(seen.accounted, row):
                 row.in_accounting_at = now
