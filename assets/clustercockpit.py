@@ -557,7 +557,7 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
                      or not kept_tables.is_kept(tables) else None)
             if every == [] and not failed:
                 raise verdict("no ClusterCockpit block stored yet: materialize "
-                                 "cc_block_tables")
+                              "cc_block_tables")
             if every != []:
                 yield from whole_tables(context, tables, selected, every, completed)
         if failed:

@@ -404,7 +404,7 @@ def setting_energy(context: dg.AssetExecutionContext, tables: Tables) -> dg.Mate
     candidates = stored_energy_keys_of_run(context, tables)
     if keys is None and not candidates:
         raise verdict("no per-repetition energy stored yet: materialize "
-                         "gpu_repetition_energy")
+                      "gpu_repetition_energy")
     written = gpu_tables.refresh_settings(tables, candidates, partial(_energy_of, tables), keys)
     return dg.MaterializeResult(asset_key=gpu_setting_energy.key, metadata={
         **_refreshed(tables, written, SETTING_SCHEMA, SETTING_TABLE),

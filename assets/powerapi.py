@@ -357,7 +357,7 @@ with backfills() as single_run:
                 yield from whole_tables(context, tables, powerapi_source, selected)
             elif not failed:
                 raise verdict("no PowerAPI report stored yet: materialize "
-                                 "powerapi_validated_frames for a partition first")
+                              "powerapi_validated_frames for a partition first")
         if failed:
             raise failure(len(context.partition_keys), failed)
 

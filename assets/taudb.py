@@ -450,7 +450,7 @@ def powerapi_trials(context: dg.AssetExecutionContext, powerapi_source: Powerapi
     table = tables.read_table(POWERAPI_WINDOW_TABLE)
     if table.empty:
         raise verdict("no PowerAPI window energy stored yet: materialize "
-                         "powerapi_window_energy")
+                      "powerapi_window_energy")
     keys = stored_keys(context, tables)
     power = stored_frame(tables, "power_reports", keys)[0]
     window = powerapi_source.window

@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.reporting import backfills
+from assets.reporting import STEP_RETRY, backfills, failure, verdict
 from definitions import build_definitions, defs
 from resources import DataRoot, GpuBenchmarkSource, TaudbResource, Warehouse
 from resources.taudb import URL_ENV
@@ -87,6 +87,17 @@ def test_backfills_gives_one_run_or_bounded_runs_without_the_beta_warning():
             assert one_run == dg.BackfillPolicy.single_run()
         with backfills(partitions_per_run=12) as bounded:
             assert bounded == dg.BackfillPolicy.multi_run(12)
+
+
+def test_every_step_is_retried_in_its_run_but_for_its_verdicts():
+    """Every step that computes something runs again after an error that is not about its
+    input (a file system full, a store down); its own verdicts are not retried."""
+    steps = {asset.node_def.name: asset.node_def.retry_policy for asset in defs.assets
+             if isinstance(asset, dg.AssetsDefinition) and asset.is_executable}
+    assert len(steps) >= 12
+    assert {name for name, policy in steps.items() if policy != STEP_RETRY} == set()
+    assert failure(2, {"a": "bad"}).allow_retries is False
+    assert verdict("nothing stored yet").allow_retries is False
 
 
 def test_asset_graph_snapshot():
