@@ -369,6 +369,18 @@ def count(warehouse: Warehouse, table: str, scope: Mapping[str, str]) -> int:
         for file in scanned]).count_rows(filter=_within(scope))
 
 
+def file_stats(warehouse: Warehouse, table: str) -> pd.DataFrame:
+    """One row per data file of the current version, from the Delta log alone: ``path``,
+    ``num_records`` and the statistics delta-rs keeps per column (``min.<column>``,
+    ``max.<column>``, ``null_count.<column>``; a NaN is a null). Empty for a table not made
+    yet (or not kept per entry)."""
+    delta = _open(warehouse, table)
+    if delta is None:
+        return pd.DataFrame({"path": pd.Series(dtype=object),
+                             "num_records": pd.Series(dtype="int64")})
+    return pa.table(delta.get_add_actions(flatten=True)).to_pandas()
+
+
 def _dataset(warehouse: Warehouse, delta: DeltaTable, listed: list[pafs.FileInfo]
              ) -> ds.FileSystemDataset:
     """The data files ``listed`` (of ``delta``'s current version) as one dataset of the

@@ -1,0 +1,181 @@
+"""What changed in the tables a derived table is computed from, since it was last computed.
+
+Shared by the tables kept incrementally (issue 28; docs/ARCHITECTURE.md, "The accounting
+kept incrementally"): ``incremental.py`` (the accounting), ``kept.py`` (``trust_checks``,
+``waste``/``waste_weekly``, ``fact_quality``). Nothing is asked of the writers: each
+derived table keeps, in a hidden state table written last, the files of every input it
+consumed, and compares them with the files there now.
+
+- *A table kept per entry* (Delta, ``entry_table``): its data files never change once
+  written; a commit lists new ones and stops listing others (those it rewrote), which stay
+  in storage ``entry_table.RETENTION_HOURS`` before ``compact`` may remove them. The rows
+  of a key (e.g. a (source, entity)) now are its rows in the files consumed and still
+  listed, plus those in the files *new* since; its rows then were the same first part plus
+  those in the files *gone* since. So a key changed exactly where its rows in the gone files
+  differ from its rows in the new ones (:func:`delta_changes`: both read, only those files,
+  and compared by a digest per key); a compaction, which moves rows, changes none. A gone
+  file no longer stored makes the caller recompute whole.
+- *A table of plain partitions* (one Parquet file per Dagster partition, rewritten whole:
+  ``gpu_repetition_energy``, the validated frames, ``cc_block_tables/*``): a partition
+  changed where its file is new, gone, or of another size or modification time
+  (:func:`partition_changes`; its rows are not read). Its folder is listed at every run.
+- *A plain table of one file* (as written before being kept per entry): any change makes
+  the caller recompute whole (the keys it no longer holds cannot be known).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow.fs as pafs
+
+from joulehouse import entry_sync, entry_table
+from joulehouse.warehouse import Warehouse, partition_key
+
+DELTA, PLAIN, ABSENT = "delta", "plain", "absent"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One input table's files now: ``mode`` (DELTA, PLAIN, ABSENT), and per file (its name
+    in the table's folder) its version: '' for a Delta data file (never rewritten), size and
+    modification time for a plain one."""
+
+    table: str
+    mode: str
+    files: dict[str, str]
+    infos: dict[str, pafs.FileInfo] = field(repr=False)
+
+    @classmethod
+    def of(cls, warehouse: Warehouse, table: str) -> Snapshot:
+        base = warehouse.table_path(table) + "/"
+        if entry_table.is_entry_table(warehouse, table):
+            infos = {info.path.removeprefix(base): info
+                     for info in entry_table.files(warehouse, table)}
+            return cls(table, DELTA, dict.fromkeys(infos, ""), infos)
+        listed = warehouse.parquet_files(table)
+        infos = {info.path.removeprefix(base): info for info in listed}
+        versions = {name: f"{info.size}:{info.mtime_ns}" for name, info in infos.items()}
+        return cls(table, PLAIN if infos else ABSENT, versions, infos)
+
+
+@dataclass(frozen=True)
+class State:
+    """What a derived table was last computed from: a ``digest`` of its rules and settings,
+    and per input table its mode and files (:class:`Snapshot`)."""
+
+    digest: str
+    modes: dict[str, str]
+    files: dict[str, dict[str, str]]
+
+    @classmethod
+    def of(cls, digest: str, snapshots: list[Snapshot]) -> State:
+        return cls(digest, {s.table: s.mode for s in snapshots},
+                   {s.table: s.files for s in snapshots})
+
+    def write(self, warehouse: Warehouse, table: str) -> None:
+        """One partition (``inputs``), replaced atomically: written last by its step."""
+        rows = [("digest", "", "", self.digest),
+                *(("mode", name, "", mode) for name, mode in sorted(self.modes.items())),
+                *(("file", name, file, version) for name, files in sorted(self.files.items())
+                  for file, version in sorted(files.items()))]
+        warehouse.write_partition(table, "inputs", pd.DataFrame(
+            rows, columns=["kind", "table", "name", "value"]))
+
+    @classmethod
+    def read(cls, warehouse: Warehouse, table: str) -> State | None:
+        if not warehouse.has_partition(table, "inputs"):
+            return None
+        rows = warehouse.read_partitions(table, ["inputs"])
+        kind = rows["kind"].to_numpy()
+        digest = rows.loc[kind == "digest", "value"]
+        modes = dict(zip(rows.loc[kind == "mode", "table"], rows.loc[kind == "mode", "value"],
+                         strict=True))
+        files: dict[str, dict[str, str]] = {name: {} for name in modes}
+        for name, file, version in rows.loc[kind == "file", ["table", "name", "value"]].itertuples(
+                index=False):
+            files.setdefault(name, {})[file] = version
+        return cls(str(digest.iloc[0]) if len(digest) else "", modes, files)
+
+
+def files_since(warehouse: Warehouse, snapshot: Snapshot, consumed: set[str] | frozenset[str]
+                ) -> tuple[list[pafs.FileInfo], list[pafs.FileInfo]] | str:
+    """A Delta table's data files new since ``consumed`` (files of a version read before)
+    and those consumed that it no longer lists (still stored); or why that cannot be told
+    (a gone file no longer stored)."""
+    base = warehouse.table_path(snapshot.table)
+    gone = warehouse.filesystem.get_file_info([f"{base}/{name}"
+                                               for name in sorted(consumed - set(snapshot.files))])
+    if any(info.type != pafs.FileType.File for info in gone):
+        return f"a data file of {snapshot.table} last consumed is no longer stored"
+    return [snapshot.infos[name] for name in sorted(set(snapshot.files) - consumed)], gone
+
+
+@dataclass(frozen=True)
+class Changed:
+    """The keys (a frame of the key columns) whose rows differ, and their rows in the gone
+    files (``before``) and in the new ones (``after``)."""
+
+    keys: pd.DataFrame
+    before: pd.DataFrame
+    after: pd.DataFrame
+
+
+def _digests(rows: pd.DataFrame, key: list[str], columns: list[str]) -> pd.DataFrame:
+    """Per key (joined as one string): row count and XOR of the rows' hashes."""
+    rows = entry_table.to_microseconds(rows)
+    labels = {name: rows[name].astype(str).astype(object) for name in columns
+              if rows[name].dtype == object or isinstance(rows[name].dtype, pd.CategoricalDtype)}
+    rows = rows.assign(**labels, _key=_joined(rows, key))
+    return entry_sync.signatures(rows, columns, "_key")
+
+
+def _joined(rows: pd.DataFrame, key: list[str]) -> np.ndarray:
+    if rows.empty:
+        return np.asarray([], dtype=object)
+    joined = rows[key[0]].astype(str)
+    for name in key[1:]:
+        joined = joined + "\0" + rows[name].astype(str)
+    return joined.to_numpy(object)
+
+
+def delta_changes(warehouse: Warehouse, snapshot: Snapshot, consumed: set[str] | frozenset[str],
+                  key: list[str], columns: list[str] | None = None) -> Changed | str:
+    """The keys of a Delta table whose rows (``key`` + ``columns``; None: every column)
+    changed since the files ``consumed`` (see the module): only the new and the gone files
+    are read; or why that cannot be told."""
+    found = files_since(warehouse, snapshot, consumed)
+    if isinstance(found, str):
+        return found
+    new, gone = found
+    read = None if columns is None else list(dict.fromkeys([*key, *columns]))
+    after = entry_table.read_files(warehouse, snapshot.table, new, columns=read) if new else None
+    before = entry_table.read_files(warehouse, snapshot.table, gone, columns=read) if gone else None
+    if after is None and before is None:
+        return Changed(pd.DataFrame(columns=key), pd.DataFrame(columns=read or key),
+                       pd.DataFrame(columns=read or key))
+    template = after if after is not None else before
+    after = template.iloc[:0] if after is None else after
+    before = template.iloc[:0] if before is None else before
+    compared = list(template.columns)
+    new_digests, old_digests = _digests(after, key, compared), _digests(before, key, compared)
+    both = new_digests.index.intersection(old_digests.index)
+    differ = ((new_digests.loc[both, "rows"].to_numpy() != old_digests.loc[both, "rows"].to_numpy())
+              | (new_digests.loc[both, "digest"].to_numpy()
+                 != old_digests.loc[both, "digest"].to_numpy()))
+    changed = set(new_digests.index.symmetric_difference(old_digests.index)) | set(both[differ])
+    after = after[pd.Index(_joined(after, key)).isin(changed)].reset_index(drop=True)
+    before = before[pd.Index(_joined(before, key)).isin(changed)].reset_index(drop=True)
+    keys = pd.concat([before[key], after[key]], ignore_index=True).astype(str).drop_duplicates(
+        ignore_index=True)
+    return Changed(keys, before, after)
+
+
+def partition_changes(snapshot: Snapshot, consumed: dict[str, str]) -> list[str]:
+    """The partition keys of a plain table whose file is new, gone or rewritten since the
+    ``consumed`` versions (the unpartitioned file's, if any, named like a partition)."""
+    names = {name for name in {*snapshot.files, *consumed}
+             if snapshot.files.get(name) != consumed.get(name)}
+    return sorted(partition_key(name.rsplit("/", 1)[-1]) for name in names)
