@@ -5,7 +5,7 @@ are Delta tables (``joulehouse/entry_table.py``) that :func:`update` brings to w
 ``accounts.account`` gives from scratch for the stored facts, at the cost of what changed
 (docs/ARCHITECTURE.md, "The accounting kept incrementally"):
 
-1. *Candidates.* The state (STATE_TABLE, hidden: no reader lists it) holds the
+1. *Candidates* (``changed.files_since``, shared with ``kept.py``). The state (STATE_TABLE, hidden: no reader lists it) holds the
    ``energy_facts`` data files the tables were computed from (the Delta version's
    ``entry_table.files``), a digest of every other input (intensity, tariffs, settings)
    and each ClusterCockpit job's attribution digest (user, project, partition). A
@@ -54,6 +54,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from joulehouse import entry_sync, entry_table
+from joulehouse.accounting import changed as changed_files
 from joulehouse.accounting.accounts import account
 from joulehouse.accounting.carbon import CarbonSettings, carbon_per_fact, co2_g
 from joulehouse.accounting.cost import CostSettings, cost, cost_per_fact
@@ -268,8 +269,9 @@ class _Run:
 
     def __init__(self, warehouse: Warehouse, inputs: Inputs) -> None:
         self.warehouse, self.inputs = warehouse, inputs
-        self.per_entry = entry_table.is_entry_table(warehouse, FACTS_TABLE)
-        self.files = warehouse.files(FACTS_TABLE)
+        self.snapshot = changed_files.Snapshot.of(warehouse, FACTS_TABLE)
+        self.per_entry = self.snapshot.mode == changed_files.DELTA
+        self.files = sorted(self.snapshot.infos.values(), key=lambda info: info.path)
         self.jobs_version = _jobs_version(warehouse)
 
     @functools.cached_property
@@ -330,12 +332,11 @@ def _changes(run: _Run, state: State, forced: set[tuple[str, str]]
     (source, entity) pairs and the removed ones among them (see the module); or why
     everything must be recomputed."""
     warehouse = run.warehouse
-    now = {_relative(warehouse, info): info for info in run.files}
-    gone = warehouse.filesystem.get_file_info([f"{warehouse.table_path(FACTS_TABLE)}/{name}"
-                                               for name in sorted(state.files - set(now))])
-    if any(info.type != pafs.FileType.File for info in gone):
-        return "a data file of energy_facts last accounted is no longer stored"
-    read = [now[name] for name in sorted(set(now) - state.files)] + gone
+    found = changed_files.files_since(warehouse, run.snapshot, state.files)
+    if isinstance(found, str):
+        return found
+    new, gone = found
+    read = new + gone
     candidates = set(_keys(entry_table.read_files(warehouse, FACTS_TABLE, read,
                                                   columns=_KEY))) | forced
     where = _of(candidates)
