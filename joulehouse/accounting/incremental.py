@@ -5,10 +5,11 @@ are Delta tables (``joulehouse/entry_table.py``) that :func:`update` brings to w
 ``accounts.account`` gives from scratch for the stored facts, at the cost of what changed
 (docs/ARCHITECTURE.md, "The accounting kept incrementally"):
 
-1. *Candidates* (``changed.files_since``, shared with ``kept.py``). The state (STATE_TABLE, hidden: no reader lists it) holds the
-   ``energy_facts`` data files the tables were computed from (the Delta version's
-   ``entry_table.files``), a digest of every other input (intensity, tariffs, settings)
-   and each ClusterCockpit job's attribution digest (user, project, partition). A
+1. *Candidates* (``changed.files_since``, shared with ``kept.py``). The state
+   (STATE_TABLE, hidden: no reader lists it) holds the ``energy_facts`` data files the
+   tables were computed from (the Delta version's ``entry_table.files``), a digest of
+   every other input (intensity, tariffs, settings) and each ClusterCockpit job's
+   attribution digest (user, project, partition). A
    (source, entity) is a candidate if it has rows in a data file not consumed yet or in
    one consumed and no longer listed (read back: a version stops listing a file long
    before ``compact`` removes it), or if its job's attribution changed.
