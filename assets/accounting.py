@@ -18,6 +18,11 @@ carbon and cost per fact.
    (``sensors/schedules.py``, stopped by default). Facts without carbon (cost) are counted
    and listed in the metadata, and fail the WARN check ``carbon_covered`` of
    ``carbon_per_fact`` (``cost_covered`` of ``cost_per_fact``).
+3. ``trust_checks``, ``waste_step`` (``waste``, ``waste_weekly``) and ``fact_quality``: kept
+   equal to the core's whole computation (``trust.py``, ``waste.py``, ``quality.py``) by
+   recomputing the repetitions, jobs, sensors and facts whose inputs changed
+   (``joulehouse.accounting.kept``; the metadata ``recomputed`` says what, and why when
+   whole); their metadata from the Delta log and small reads, never the whole table.
 """
 
 from __future__ import annotations
