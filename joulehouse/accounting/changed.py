@@ -124,12 +124,9 @@ class Changed:
 
 
 def _digests(rows: pd.DataFrame, key: list[str], columns: list[str]) -> pd.DataFrame:
-    """Per key (joined as one string): row count and XOR of the rows' hashes."""
-    rows = entry_table.to_microseconds(rows)
-    labels = {name: rows[name].astype(str).astype(object) for name in columns
-              if rows[name].dtype == object or isinstance(rows[name].dtype, pd.CategoricalDtype)}
-    rows = rows.assign(**labels, _key=_joined(rows, key))
-    return entry_sync.signatures(rows, columns, "_key")
+    """Per key (joined as one string): row count and XOR of the rows' hashes (both sides
+    read from the table's files, so of the same dtypes)."""
+    return entry_sync.signatures(rows.assign(_key=_joined(rows, key)), columns, "_key")
 
 
 def _joined(rows: pd.DataFrame, key: list[str]) -> np.ndarray:
