@@ -166,7 +166,8 @@ class World:
                                      removed=sorted(set(entities) - set(frame["entity"])))
         if jobs := keys("cc_jobs"):
             entry_table.write_keyed(self.store, "cc_jobs", pd.DataFrame(
-                [self.jobs[j] for j in jobs if ("clustercockpit", j) in self.facts]), "job",
+                [self.jobs[j] for j in jobs if ("clustercockpit", j) in self.facts],
+                columns=list(next(iter(self.jobs.values())))), "job",
                 removed=[j for j in jobs if ("clustercockpit", j) not in self.facts])
         if jobs := keys("cc_job_energy"):
             live = [j for j in jobs if ("clustercockpit", j) in self.facts]
