@@ -331,6 +331,20 @@ def test_kept_tables_equal_their_whole_computation_after_random_changes(tmp_path
     for name, (update, _) in UPDATES.items():  # rows moved into new files: no change
         assert (update(store).keys, name) == (0, name)
     assert {table: [f.path for f in entry_table.files(store, table)] for table in tables} == files
+    # the steps' metadata, from the Delta log and small reads, as from the tables read whole
+    table = store.read_table("trust_checks")
+    summary, failed = kept.trust_summary(store)
+    assert summary.set_index("rule")[["pairs", "failed"]].to_dict("index") == {
+        rule.id: {"pairs": int((table["rule"] == rule.id).sum()),
+                  "failed": int(((table["rule"] == rule.id) & ~table["passed"]).sum())}
+        for rule in trust.RULES}
+    assert len(failed) == int((~table["passed"]).sum())
+    table = store.read_table("fact_quality")
+    known, least = kept.quality_summary(store)
+    counted = table.groupby("source")[["sampling_interval_s", "covered_fraction"]].count()
+    pd.testing.assert_frame_equal(known.set_index("source").sort_index(), counted,
+                                  check_dtype=False)
+    assert least == table["covered_fraction"].min()
 
 
 def test_a_changed_geopm_report_recomputes_the_jobs_whose_window_holds_it(tmp_path):
@@ -420,3 +434,19 @@ def test_a_rule_change_recomputes_whole(tmp_path, monkeypatch):
         updated = update(store)
         assert updated.whole == "a rule's version, bounds or threshold changed", name
     assert kept.update_trust(store).whole == ""
+
+
+def test_quality_summary_reads_only_files_of_several_sources(tmp_path):
+    store = Warehouse(tmp_path / "warehouse")
+    rows = pd.DataFrame({"source": ["a", "b", "b"], "entity": ["x", "y", "z"],
+                         "sampling_interval_s": [1.0, np.nan, 2.0],
+                         "covered_fraction": [0.5, 0.25, np.nan]})
+    entry_table.replace_keys(store, "fact_quality", rows, None)  # a file of two sources
+    entry_table.replace_keys(store, "fact_quality", rows.assign(source="c", entity="w"),
+                             pd.DataFrame({"source": ["c"]}))  # a file of one
+    known, least = kept.quality_summary(store)
+    assert known.set_index("source").to_dict("index") == {
+        "a": {"sampling_interval_s": 1, "covered_fraction": 1},
+        "b": {"sampling_interval_s": 1, "covered_fraction": 1},
+        "c": {"sampling_interval_s": 2, "covered_fraction": 2}}
+    assert least == 0.25
