@@ -35,6 +35,8 @@ from joulehouse import entry_sync, entry_table
 from joulehouse.warehouse import Warehouse, partition_key
 
 DELTA, PLAIN, ABSENT = "delta", "plain", "absent"
+#: The state table's columns: kind (digest, mode, file), input table, file name, value.
+COLUMNS = ["kind", "table", "name", "value"]
 
 
 @dataclass(frozen=True)
@@ -77,12 +79,15 @@ class State:
 
     def write(self, warehouse: Warehouse, table: str) -> None:
         """One partition (``inputs``), replaced atomically: written last by its step."""
-        rows = [("digest", "", "", self.digest),
-                *(("mode", name, "", mode) for name, mode in sorted(self.modes.items())),
-                *(("file", name, file, version) for name, files in sorted(self.files.items())
-                  for file, version in sorted(files.items()))]
-        warehouse.write_partition(table, "inputs", pd.DataFrame(
-            rows, columns=["kind", "table", "name", "value"]))
+        head = [("digest", "", "", self.digest),
+                *(("mode", name, "", mode) for name, mode in sorted(self.modes.items()))]
+        parts = [pd.DataFrame(head, columns=COLUMNS)]
+        for name, files in sorted(self.files.items()):
+            parts.append(pd.DataFrame({"kind": "file", "table": name,
+                                       "name": np.asarray(list(files), dtype=object),
+                                       "value": np.asarray(list(files.values()), dtype=object)},
+                                      columns=COLUMNS))
+        warehouse.write_partition(table, "inputs", pd.concat(parts, ignore_index=True))
 
     @classmethod
     def read(cls, warehouse: Warehouse, table: str) -> State | None:
@@ -94,9 +99,8 @@ class State:
         modes = dict(zip(rows.loc[kind == "mode", "table"], rows.loc[kind == "mode", "value"],
                          strict=True))
         files: dict[str, dict[str, str]] = {name: {} for name in modes}
-        for name, file, version in rows.loc[kind == "file", ["table", "name", "value"]].itertuples(
-                index=False):
-            files.setdefault(name, {})[file] = version
+        for name, group in rows[kind == "file"].groupby("table", sort=False):
+            files[name] = dict(zip(group["name"].tolist(), group["value"].tolist(), strict=True))
         return cls(str(digest.iloc[0]) if len(digest) else "", modes, files)
 
 
