@@ -216,6 +216,7 @@ def step(world: World, jobs: list[str], n: int) -> None:
     world.gpu(10 + n)                                    # a new repetition
     world.figures(int(rng.integers(1, 5)))               # its readings' figures changed
     world.gpu(int(rng.integers(1, 5)))                   # a repetition re-landed
+    world.gpu(0, figures=False)                          # one judged from its frame
     jobs.append(world.job(3000 + n))                     # a new job
     world.geopm(f"new{n}", pick(jobs))                   # a report inside a job's window
     world.geopm(f"rep{int(rng.integers(0, 3))}", pick(jobs))  # one moved to another job
