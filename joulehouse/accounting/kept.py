@@ -64,7 +64,12 @@ from joulehouse.clustercockpit.energy import FACTS_SOURCE as CC_SOURCE
 from joulehouse.geopm.energy import FACTS_SOURCE as GEOPM_SOURCE
 from joulehouse.gpu.energy import FACTS_SOURCE as GPU_SOURCE
 from joulehouse.powerapi.energy import FACTS_SOURCE as POWERAPI_SOURCE
-from joulehouse.warehouse import Warehouse, partition_file_name, read_parquet_files
+from joulehouse.warehouse import (
+    Warehouse,
+    partition_file_name,
+    partition_key,
+    read_parquet_files,
+)
 
 FACTS_TABLE = "energy_facts"
 JOBS_TABLE = "cc_jobs"
@@ -473,13 +478,15 @@ def update_waste(warehouse: Warehouse,
 
 
 def _frame_reader(run: _Run, table: str) -> Callable[[str], pd.DataFrame | None]:
+    """A reader of a GPU frame table's stored partition by repetition key (None: not
+    stored in the run's snapshot); the stored keys found once, from the file names."""
     snapshot = run.snapshots.get(table) or Snapshot.of(run.warehouse, table)
+    stored = functools.cache(lambda: {partition_key(name): name for name in snapshot.files})
 
     def frame_of(key: str) -> pd.DataFrame | None:
-        name = partition_file_name(key)
-        if name not in snapshot.files:
+        if key not in stored():
             return None
-        return run.warehouse.read_partitions(table, [key])
+        return read_parquet_files([snapshot.infos[stored()[key]]], run.warehouse.filesystem)
     return frame_of
 
 
