@@ -358,8 +358,16 @@ def quality_before(store: Warehouse) -> None:
     written whole."""
     energy = store.read_table("gpu_repetition_energy")
     steps, _ = stored_figures(energy)
-    store.write_table("before_quality", quality.fact_quality(
-        store.read_table("energy_facts"), gpu_energy=energy, gpu_steps=steps))
+    facts = store.read_table("energy_facts")
+    unread = set(facts.loc[facts["source"] == "gpu-benchmark", "entity"]) - {e for e, _ in steps}
+    for frame in set(quality.GPU_FRAMES.values()) if unread else ():  # as the step looked
+        stored = set(store.partition_keys(f"gpu_validated_frames/{frame}"))  # frames up
+        for key in sorted(unread):
+            if key in stored:
+                steps[(key, frame)] = quality.median_step_s(store.read_partitions(
+                    f"gpu_validated_frames/{frame}", [key]))
+    store.write_table("before_quality", quality.fact_quality(facts, gpu_energy=energy,
+                                                             gpu_steps=steps))
 
 
 def time_derived(count: int) -> None:
