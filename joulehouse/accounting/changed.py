@@ -37,6 +37,8 @@ from joulehouse.warehouse import Warehouse, partition_key
 DELTA, PLAIN, ABSENT = "delta", "plain", "absent"
 #: The state table's columns: kind (digest, mode, file), input table, file name, value.
 COLUMNS = ["kind", "table", "name", "value"]
+#: The state table's partition of what a run stopped between commits left to rewrite.
+PENDING = "pending"
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,44 @@ class State:
         for name, group in rows[kind == "file"].groupby("table", sort=False):
             files[name] = dict(zip(group["name"].tolist(), group["value"].tolist(), strict=True))
         return cls(str(digest.iloc[0]) if len(digest) else "", modes, files)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What a run of a derived table's step is about to rewrite, written to its state
+    table (partition ``pending``) before its first commit and removed after its state:
+    ``whole`` (a whole recompute), or its ``keys`` (source, entity) and ``weeks`` (naive
+    Mondays, ``waste_weekly``'s). A run stopped between commits leaves it; the next run
+    recomputes those too (whole, or these keys and weeks with its own), since the inputs
+    may have gone back meanwhile to the rows the state consumed, which then show no
+    change though the table holds rows of the inputs in between."""
+
+    whole: bool = False
+    keys: frozenset = frozenset()
+    weeks: tuple = ()
+
+    def write(self, warehouse: Warehouse, table: str) -> None:
+        rows = [("whole", "", "", "")] if self.whole else []
+        rows += [("key", source, entity, "") for source, entity in sorted(self.keys)]
+        rows += [("week", "", "", str(week)) for week in self.weeks]
+        warehouse.write_partition(table, PENDING, pd.DataFrame(rows, columns=COLUMNS,
+                                                               dtype=object))
+
+    @classmethod
+    def read(cls, warehouse: Warehouse, table: str) -> Pending:
+        if not warehouse.has_partition(table, PENDING):
+            return cls()
+        rows = warehouse.read_partitions(table, [PENDING])
+        kind = rows["kind"].to_numpy()
+        return cls(bool((kind == "whole").any()),
+                   frozenset(zip(rows.loc[kind == "key", "table"].astype(str),
+                                 rows.loc[kind == "key", "name"].astype(str), strict=True)),
+                   tuple(np.asarray(rows.loc[kind == "week", "value"].tolist(),
+                                    dtype="datetime64[ns]")))
+
+    @staticmethod
+    def clear(warehouse: Warehouse, table: str) -> None:
+        warehouse.remove_partition(table, PENDING)
 
 
 def files_since(warehouse: Warehouse, snapshot: Snapshot, consumed: set[str] | frozenset[str]

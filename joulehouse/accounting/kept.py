@@ -51,6 +51,7 @@ from joulehouse.accounting.changed import (
     DELTA,
     PLAIN,
     Changed,
+    Pending,
     Snapshot,
     State,
     delta_changes,
@@ -176,6 +177,7 @@ class _Run:
         self.warehouse, self.state_table, self.digest = warehouse, state_table, digest
         self.snapshots = {table: Snapshot.of(warehouse, table) for table in inputs}
         self.state = State.read(warehouse, state_table)
+        self.pending = Pending.read(warehouse, state_table)
 
     def stored(self, table: str) -> bool:
         return self.snapshots[table].mode != "absent"
@@ -220,6 +222,8 @@ class _Run:
         state = self.state
         if state is None:
             return "no state stored (first run)"
+        if self.pending.whole:
+            return "a run stopped during a whole recompute"
         if state.digest != self.digest:
             return "a rule's version, bounds or threshold changed"
         if self.snapshots[FACTS_TABLE].mode != DELTA:
@@ -245,9 +249,27 @@ class _Run:
         """The partitions of a plain input new, gone or rewritten."""
         return partition_changes(self.snapshots[table], self.state.files.get(table, {}))
 
+    def with_pending(self, keys: pd.DataFrame | str) -> pd.DataFrame | str:
+        """``keys`` and those a run stopped between commits left to rewrite."""
+        if isinstance(keys, str) or not self.pending.keys:
+            return keys
+        pairs = set(map(tuple, keys[_KEY].to_numpy())) | self.pending.keys
+        if len(pairs) > WHOLE_ABOVE:
+            return f"{len(pairs)} keys changed (over {WHOLE_ABOVE})"
+        return _keys(pairs)
+
+    def mark(self, keys: pd.DataFrame | None, weeks=()) -> None:
+        """What this run is about to rewrite (None: the whole table), before its first
+        commit (:class:`changed.Pending`)."""
+        pending = (Pending(whole=True) if keys is None else
+                   Pending(keys=frozenset(map(tuple, keys[_KEY].to_numpy())),
+                           weeks=tuple(weeks)))
+        pending.write(self.warehouse, self.state_table)
+
     def write_state(self) -> None:
         State.of(self.digest, list(self.snapshots.values())).write(self.warehouse,
                                                                   self.state_table)
+        Pending.clear(self.warehouse, self.state_table)
 
 
 def _cc_jobs_of_blocks(run: _Run, blocks: list[str]) -> set | str:
@@ -290,16 +312,18 @@ def update_trust(warehouse: Warehouse) -> Updated:
     and jobs (see the module)."""
     run = _Run(warehouse, TRUST_STATE, TRUST_INPUTS, _trust_digest())
     reason = run.whole_reason()
-    found = None if reason else _trust_keys(run)
+    found = None if reason else run.with_pending(_trust_keys(run))
     if isinstance(found, str):
         reason = found
     if reason:
         table = trust_whole(run)
+        run.mark(None)
         _replace(run, TRUST_TABLE, table, None)
         run.write_state()
         return Updated(reason, len(table.drop_duplicates(_KEY)), len(table))
     rows = _trust_rows(run, found)
     if len(found):
+        run.mark(found)
         _replace(run, TRUST_TABLE, rows, found)
     run.write_state()
     return Updated("", len(found), len(rows))
@@ -446,13 +470,14 @@ def update_waste(warehouse: Warehouse,
     run = _Run(warehouse, WASTE_STATE, WASTE_INPUTS, _waste_digest())
     frame_of = frame_of or _frame_reader(run, GPU_POWER_TABLE)
     reason = run.whole_reason()
-    found = None if reason else _waste_keys(run)
+    found = None if reason else run.with_pending(_waste_keys(run))
     if isinstance(found, str):
         reason = found
     if reason:
         facts = run.facts()
         table, unjudged = _waste_rows(run, facts, None, frame_of)
         weekly = waste.weekly(table)
+        run.mark(None)
         _replace(run, WASTE_WEEKLY_TABLE, weekly, None)
         _replace(run, WASTE_TABLE, table, None)
         run.write_state()
@@ -467,7 +492,10 @@ def update_waste(warehouse: Warehouse,
     stored = entry_table.files(warehouse, WASTE_TABLE)
     before = (entry_table.read_files(warehouse, WASTE_TABLE, stored, _of(pairs))
               if pairs else rows.iloc[:0])
-    weeks = _weeks(pd.concat([before, rows], ignore_index=True))
+    weeks = np.union1d(_weeks(pd.concat([before, rows], ignore_index=True)),
+                       np.asarray(run.pending.weeks, "datetime64[ns]"))
+    if len(weeks) or pairs:
+        run.mark(found, weeks)
     if len(weeks):
         _replace(run, WASTE_WEEKLY_TABLE, _weekly_of(run, stored, weeks, rows, found),
                  pd.DataFrame({"week": weeks}))
@@ -587,11 +615,12 @@ def update_quality(warehouse: Warehouse) -> Updated:
     inputs (see the module)."""
     run = _Run(warehouse, QUALITY_STATE, QUALITY_INPUTS, _quality_digest())
     reason = run.whole_reason()
-    found = None if reason else _quality_keys(run)
+    found = None if reason else run.with_pending(_quality_keys(run))
     if isinstance(found, str):
         reason = found
     if reason:
         table = _quality_rows(run, run.facts(), None)
+        run.mark(None)
         _replace(run, QUALITY_TABLE, table[table["source"] == table["source"].min()]
                  if len(table) else table, None)
         for source in sorted(set(table["source"]))[1:]:  # a file holds one source
@@ -601,6 +630,8 @@ def update_quality(warehouse: Warehouse) -> Updated:
         return Updated(reason, len(table.drop_duplicates(_KEY)), len(table))
     pairs = set(map(tuple, found[_KEY].to_numpy()))
     rows = _quality_rows(run, run.facts(_of(pairs)), pairs) if pairs else None
+    if pairs:
+        run.mark(found)
     for source, keys in found.groupby("source", sort=True):  # a commit (file) per source
         _replace(run, QUALITY_TABLE, rows[rows["source"] == source], keys)
     run.write_state()

@@ -448,3 +448,53 @@ def test_quality_summary_reads_only_files_of_several_sources(tmp_path):
         "b": {"sampling_interval_s": 1, "covered_fraction": 1},
         "c": {"sampling_interval_s": 2, "covered_fraction": 2}}
     assert least == 0.25
+
+
+def test_a_stopped_run_then_inputs_gone_back_are_completed(tmp_path, monkeypatch):
+    """Each update stopped before its state (after its commits), over inputs then put back
+    to the rows its state consumed: the next run sees no change in them, and rewrites
+    what the stopped one left (its state's ``pending`` keys and weeks). The same for a
+    whole recompute (a rule changed, then put back)."""
+    store = Warehouse(tmp_path / "warehouse")
+    world, jobs = build(store, 3)
+    for update, _ in UPDATES.values():
+        update(store)
+    real_state = changed.State.write
+
+    def stopped() -> None:
+        monkeypatch.setattr(changed.State, "write",
+                            lambda *a, **k: (_ for _ in ()).throw(OSError("stopped")))
+        for update, _ in UPDATES.values():
+            with pytest.raises(OSError, match="stopped"):
+                update(store)
+        monkeypatch.setattr(changed.State, "write", real_state)
+
+    gpu, cc = ("gpu-benchmark", "lab/e/b/run/1"), ("clustercockpit", jobs[0])
+    old = {key: [dict(row) for row in world.facts[key]] for key in (gpu, cc)}
+    world.put(*gpu, [{**row, "window_start": row["window_start"] + pd.Timedelta(days=8),
+                      "window_end": row["window_end"] + pd.Timedelta(days=8)}
+                     for row in old[gpu]])  # into another week
+    world.put(*cc, [{**row, "energy_j": row["energy_j"] * 3} for row in old[cc]])
+    world.land()
+    stopped()
+    for key, rows in old.items():  # back to the rows the states consumed
+        world.put(*key, rows)
+    world.land()
+    for name, (update, check) in UPDATES.items():
+        assert update(store).whole == "", name
+        check(store)
+    for name in ("GPU_COUNTER_VS_POWER", "GEOPM_VS_CLUSTERCOCKPIT"):  # their pairs fail
+        rule = getattr(trust, name)
+        monkeypatch.setattr(trust, name, trust.Rule(rule.id, rule.version + 1,
+                                                    rule.reference, rule.compared, 1e6))
+    monkeypatch.setattr(trust, "RULES", [trust.GPU_COUNTER_VS_POWER, *trust.RULES[1:3],
+                                         trust.GEOPM_VS_CLUSTERCOCKPIT])
+    monkeypatch.setattr(waste, "GPU_IDLE", waste.WasteRule("gpu_idle", 2, 0.99))
+    monkeypatch.setattr(quality, "GPU_FRAMES", {**quality.GPU_FRAMES,
+                                                "counter": "samples_total_power"})
+    stopped()
+    monkeypatch.undo()  # the rules back
+    for name, (update, check) in UPDATES.items():
+        whole = update(store).whole
+        check(store)
+        assert whole == "a run stopped during a whole recompute", name
