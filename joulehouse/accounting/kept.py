@@ -392,6 +392,21 @@ def _jobs_around(run: _Run, changed: pd.DataFrame) -> set:
     return {(CC_SOURCE, job) for job in jobs.loc[inside, "entity"].astype(str)}
 
 
+def _sensor_entities(run: _Run, sensors: list[str]) -> list[str]:
+    """The PowerAPI entities of the snapshot of ``sensors`` (``<sensor>`` or
+    ``<sensor>/...``): the entity column of the PowerAPI facts between the least and the
+    greatest sensor read once (a clause per sensor took 92 s at 5,000 and crashed
+    pyarrow at 10,000)."""
+    where = ((ds.field("source") == POWERAPI_SOURCE) & (ds.field("entity") >= min(sensors))
+             & (ds.field("entity") < max(sensors) + chr(ord("/") + 1)))
+    found = run.read(FACTS_TABLE, where, ["entity"])
+    if found is None or found.empty:
+        return []
+    entities = pd.unique(found["entity"].astype(str))
+    wanted = set(sensors)
+    return [entity for entity in entities if _sensor(entity) in wanted]
+
+
 def _trust_rows(run: _Run, keys: pd.DataFrame) -> pd.DataFrame:
     """The trust rows of ``keys``, from their facts (and the GEOPM facts inside their jobs'
     windows) only."""
@@ -399,11 +414,9 @@ def _trust_rows(run: _Run, keys: pd.DataFrame) -> pd.DataFrame:
     direct = {(s, e) for s, e in pairs if s in (GPU_SOURCE, CC_SOURCE)}
     sensors = sorted(e for s, e in pairs if s == POWERAPI_SOURCE)
     clauses = [] if not direct else [_of(direct)]
-    for sensor in sensors:  # its entities: '<sensor>' and '<sensor>/...'
-        clauses.append((ds.field("source") == POWERAPI_SOURCE)
-                       & (((ds.field("entity") >= sensor + "/")
-                           & (ds.field("entity") < sensor + chr(ord("/") + 1)))
-                          | (ds.field("entity") == sensor)))
+    if sensors:  # their entities ('<sensor>', '<sensor>/...'): one IN, not a clause each
+        clauses.append(_isin("entity", _sensor_entities(run, sensors))
+                       & (ds.field("source") == POWERAPI_SOURCE))
     facts = run.facts(functools.reduce(lambda a, b: a | b, clauses)) if clauses else run.facts(
         ds.scalar(False))
     jobs = None
