@@ -403,9 +403,17 @@ def _within(scope: Mapping[str, str] | None) -> ds.Expression | None:
 def files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo]:
     """The Parquet files of the table's current version, with their sizes, sorted; before
     its first version, the plain files it will migrate (:func:`_migrate`), if any."""
+    found = version_files(warehouse, table)
+    return _plain_files(warehouse, table) if found is None else found
+
+
+def version_files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo] | None:
+    """The Parquet files of the table's current version, with their sizes, sorted; None
+    where its log holds no version yet (not made, or a making or migration stopped before
+    its first commit: its plain files are its rows)."""
     delta = _open(warehouse, table)
     if delta is None:
-        return _plain_files(warehouse, table)
+        return None
     actions = delta.get_add_actions(flatten=True)
     base = warehouse.table_path(table)
     return sorted((pafs.FileInfo(f"{base}/{path}", pafs.FileType.File, size=size)

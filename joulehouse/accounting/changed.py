@@ -55,11 +55,16 @@ class Snapshot:
     @classmethod
     def of(cls, warehouse: Warehouse, table: str) -> Snapshot:
         base = warehouse.table_path(table) + "/"
+        listed = None
         if entry_table.is_entry_table(warehouse, table):
-            infos = {info.path.removeprefix(base): info
-                     for info in entry_table.files(warehouse, table)}
-            return cls(table, DELTA, dict.fromkeys(infos, ""), infos)
-        listed = warehouse.parquet_files(table)
+            listed = entry_table.version_files(warehouse, table)
+            if listed is not None:
+                infos = {info.path.removeprefix(base): info for info in listed}
+                return cls(table, DELTA, dict.fromkeys(infos, ""), infos)
+            # a log without a version (a migration stopped before its commit): the plain
+            # files, read as such (a read of the table reads them)
+            listed = entry_table.files(warehouse, table)
+        listed = warehouse.parquet_files(table) if listed is None else listed
         infos = {info.path.removeprefix(base): info for info in listed}
         versions = {name: f"{info.size}:{info.mtime_ns}" for name, info in infos.items()}
         return cls(table, PLAIN if infos else ABSENT, versions, infos)

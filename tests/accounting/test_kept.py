@@ -521,3 +521,24 @@ def test_many_powerapi_sensors_are_read_by_one_filter(tmp_path, monkeypatch):
     assert len(expected) and set(expected["entity"]) != set(
         expected_trust(store)["entity"])  # s10 left out
     assert_equal(rows, expected, KEYS["trust_checks"], "trust_checks")
+
+
+def test_facts_caught_mid_migration_are_read_as_their_plain_files(tmp_path):
+    """energy_facts with a Delta log folder and no version yet (a migration stopped before
+    its commit): its plain files are its rows, as a read of the table gives them."""
+    store = Warehouse(tmp_path / "warehouse")
+    world = World(store, 5)
+    world.sensor("s0")
+    world.gpu(1)
+    world.land()
+    for update, _ in UPDATES.values():
+        update(store)
+    facts = store.read_table("energy_facts")
+    shutil.rmtree(store.table_dir("energy_facts"))
+    store.write_table("energy_facts", facts)
+    (store.table_dir("energy_facts") / entry_table.LOG).mkdir()
+    assert len(facts_of(store)) == len(facts)
+    for name, (update, check) in UPDATES.items():
+        assert update(store).whole == "energy_facts is not kept per entry", name
+        check(store)
+    assert len(store.read_table("trust_checks")) and len(store.read_table("fact_quality"))
