@@ -422,8 +422,8 @@ def waste_step(warehouse: Warehouse) -> Iterator:
         **_logged_metadata(tables, WASTE_TABLE, WASTE_SCHEMA)[0], **_recomputed(updated),
         "flagged": dg.MetadataValue.int(entry_table.count(tables, WASTE_TABLE,
                                                           {"flagged": True})),
-        "gpu_repetitions_not_judged": dg.MetadataValue.int(len(unjudged)),
-        **({"not_judged": dg.MetadataValue.json(
+        "gpu_repetitions_not_judged_in_this_run": dg.MetadataValue.int(len(unjudged)),
+        **({"not_judged_in_this_run": dg.MetadataValue.json(
             {"reason": "gpu-power has no utilisation readings (or no frame is stored)",
              "repetitions": unjudged[:MISSING_SHOWN]})} if unjudged else {}),
         "idle_energy_kwh": dg.MetadataValue.float(
