@@ -23,9 +23,14 @@ changed:
    touched by a changed row (before or after) are recomputed whole (the rank is per week)
    from the waste rows overlapping them, and written *before* the waste rows: a run stopped
    between the two finds the same rows changed and the same weeks.
-4. The state last: a run that fails before finds the same changes again.
+4. The state last: a run that fails before finds the same changes again. Before its
+   first commit a run writes what it is about to rewrite (its keys and weeks, or a whole
+   recompute) to the state table's ``pending`` partition (``changed.Pending``), removed
+   after the state; the next run rewrites those too (or recomputes whole), since an input
+   gone back meanwhile to the rows the state consumed shows no change.
 
-Everything is recomputed (the reason is returned) without a state, when a rule's version,
+Everything is recomputed (the reason is returned) without a state, after a whole recompute
+stopped before its state, when a rule's version,
 bounds or threshold changed, when ``energy_facts`` is not kept per entry, when an input
 changed between plain files and a table kept per entry, when a plain input of one file
 changed, when a gone data file is no longer stored, or over WHOLE_ABOVE changed keys.
