@@ -456,17 +456,34 @@ def test_a_stopped_run_then_inputs_gone_back_are_completed(tmp_path, monkeypatch
     what the stopped one left (its state's ``pending`` keys and weeks). The same for a
     whole recompute (a rule changed, then put back)."""
     store = Warehouse(tmp_path / "warehouse")
-    world, jobs = build(store, 3)
+    world = World(store, 3)  # small: a job with a GEOPM report, two repetitions
+    jobs = [world.job(5), world.job(17)]
+    world.geopm("rep", jobs[0])
+    world.gpu(1)
+    world.gpu(2)
+    world.land()
     for update, _ in UPDATES.values():
         update(store)
     real_state = changed.State.write
 
+    real_replace = entry_table.replace_keys
+
     def stopped() -> None:
+        """Each update stopped before its state; waste's after its first commit (weekly:
+        the weeks its rows left are then known from ``pending`` only)."""
         monkeypatch.setattr(changed.State, "write",
                             lambda *a, **k: (_ for _ in ()).throw(OSError("stopped")))
-        for update, _ in UPDATES.values():
+        for name, (update, _) in UPDATES.items():
+            def replace(*args, commits=[], once=name == "waste", **kwargs):  # noqa: B006
+                if once and commits:
+                    raise OSError("stopped")
+                commits.append(1)
+                return real_replace(*args, **kwargs)
+
+            monkeypatch.setattr(entry_table, "replace_keys", replace)
             with pytest.raises(OSError, match="stopped"):
                 update(store)
+        monkeypatch.setattr(entry_table, "replace_keys", real_replace)
         monkeypatch.setattr(changed.State, "write", real_state)
 
     gpu, cc = ("gpu-benchmark", "lab/e/b/run/1"), ("clustercockpit", jobs[0])
