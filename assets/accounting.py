@@ -18,28 +18,29 @@ carbon and cost per fact.
    (``sensors/schedules.py``, stopped by default). Facts without carbon (cost) are counted
    and listed in the metadata, and fail the WARN check ``carbon_covered`` of
    ``carbon_per_fact`` (``cost_covered`` of ``cost_per_fact``).
+3. ``trust_checks``, ``waste_step`` (``waste``, ``waste_weekly``) and ``fact_quality``: kept
+   equal to the core's whole computation (``trust.py``, ``waste.py``, ``quality.py``) by
+   recomputing the repetitions, jobs, sensors and facts whose inputs changed
+   (``joulehouse.accounting.kept``; the metadata ``recomputed`` says what, and why when
+   whole); their metadata from the Delta log and small reads, never the whole table.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 
-from assets.clustercockpit import JOB_ENERGY_TABLE as CC_ENERGY_TABLE
 from assets.clustercockpit import (
-    JOBS_TABLE,
     cc_block_tables,
     cc_energy_facts,
     cc_job_energy,
     cc_jobs,
 )
 from assets.geopm import geopm_energy_facts
-from assets.gpu import ENERGY_TABLE as GPU_ENERGY_TABLE
 from assets.gpu import (
     TABLE_AUTOMATION,
     TABLES_POOL,
@@ -47,10 +48,10 @@ from assets.gpu import (
     gpu_validated_frames,
 )
 from assets.gpu import energy_facts as gpu_energy_facts
-from assets.powerapi import WINDOW_TABLE, powerapi_energy_facts, powerapi_window_energy
+from assets.powerapi import powerapi_energy_facts, powerapi_window_energy
 from assets.reporting import left_out_check, table_metadata
 from joulehouse import entry_table
-from joulehouse.accounting import incremental, quality, trust, waste
+from joulehouse.accounting import incremental, kept, trust, waste
 from joulehouse.accounting.incremental import (
     CARBON_TABLE,
     COST_TABLE,
@@ -60,7 +61,6 @@ from joulehouse.accounting.incremental import (
 )
 from joulehouse.accounting.intensity import LEFT_OUT_SOURCE as INTENSITY_SOURCE
 from joulehouse.accounting.intensity import empty_intensity
-from joulehouse.accounting.repetition import stored_figures
 from joulehouse.accounting.rollups import UTC, primary
 from joulehouse.accounting.schemas import (
     CARBON_SCHEMA,
@@ -76,7 +76,6 @@ from joulehouse.accounting.schemas import (
 )
 from joulehouse.accounting.stepseries import J_PER_KWH
 from joulehouse.accounting.tariff import empty_tariffs
-from joulehouse.gpu.energy import FACTS_SOURCE as GPU_SOURCE
 from joulehouse.leftout import LeftOut, store_left_out
 from joulehouse.plots import Series, bars_png, markdown_image
 from joulehouse.warehouse import Warehouse as Tables
@@ -214,21 +213,6 @@ def _stored(tables: Tables, table: str) -> pd.DataFrame | None:
     return tables.read_table(table) if tables.partition_keys(table) else None
 
 
-def _stored_gpu_energy(tables: Tables) -> pd.DataFrame:
-    """Every stored GPU repetition's energy, with the readings' figures that fact_quality
-    and waste take from it (``joulehouse.accounting.repetition``); empty if none."""
-    stored = _stored(tables, GPU_ENERGY_TABLE)
-    return pd.DataFrame() if stored is None else stored
-
-
-def _stored_frame_of(tables: Tables, table: str) -> Callable[[str], pd.DataFrame | None]:
-    """A reader of GPU frame ``table``'s stored partition by repetition key (None: not
-    stored), for the repetitions stored without the readings' figures (by older code):
-    the table is listed once, at the first key asked for."""
-    listed = functools.cache(lambda: set(tables.partition_keys(table)))
-    return lambda key: tables.read_partitions(table, [key]) if key in listed() else None
-
-
 #: UTC months whose days the daily plot shows: the latest month stored and those before.
 PLOTTED_MONTHS = 3
 
@@ -358,33 +342,38 @@ TRUST_TABLE = "trust_checks"
 )
 def trust_checks(warehouse: Warehouse) -> Iterator:
     tables = warehouse.tables()
-    facts = _stored(tables, FACTS_TABLE)
-    if facts is None:
+    if not tables.files(FACTS_TABLE):
         raise dg.Failure("no energy_facts stored yet: materialize a source first")
-    table = trust.trust_checks(facts, _stored(tables, JOBS_TABLE))
-    tables.write_table(TRUST_TABLE, table)
-    summary = trust.summary(table)
-    yield dg.MaterializeResult(metadata={**table_metadata(table, TRUST_SCHEMA),
-                                         "rules": _table(summary)})
+    updated = kept.update_trust(tables)
+    summary, failed = kept.trust_summary(tables)
+    yield dg.MaterializeResult(metadata={
+        **_logged_metadata(tables, TRUST_TABLE, TRUST_SCHEMA)[0], **_recomputed(updated),
+        "rules": _table(summary)})
     for rule in summary.itertuples():
-        failed = table[(table["rule"] == rule.rule) & ~table["passed"]]
+        failing = failed[failed["rule"] == rule.rule] if len(failed) else failed
         yield dg.AssetCheckResult(
-            check_name=rule.rule, passed=failed.empty, severity=dg.AssetCheckSeverity.WARN,
+            check_name=rule.rule, passed=not rule.failed, severity=dg.AssetCheckSeverity.WARN,
             description=(f"{rule.failed} of {rule.pairs} pairs outside the bounds"
                          if rule.failed else f"{rule.pairs} pairs within the bounds"
                          if rule.pairs else "no overlapping figures to compare"),
             metadata={"version": dg.MetadataValue.int(int(rule.version)),
                       "pairs": dg.MetadataValue.int(int(rule.pairs)),
                       "failed": dg.MetadataValue.int(int(rule.failed)),
-                      **({"failing": _table(failed[["entity", "window_start", "reference_j",
-                                                    "compared_j", "ratio"]]
-                                            .head(MISSING_SHOWN))} if len(failed) else {})})
+                      **({"failing": _table(failing[["entity", "window_start", "reference_j",
+                                                     "compared_j", "ratio"]]
+                                            .head(MISSING_SHOWN))} if rule.failed else {})})
+
+
+def _recomputed(updated: kept.Updated) -> dict:
+    """The metadata ``recomputed``: why the table was recomputed whole (None: only the keys
+    that changed were), the keys (source, entity) recomputed and the rows written."""
+    return {"recomputed": dg.MetadataValue.json({
+        "whole": updated.whole or None, "keys": updated.keys, "rows_written": updated.rows,
+        **({"weeks": updated.weeks} if isinstance(updated, kept.WasteUpdated) else {})})}
 
 
 WASTE_TABLE = "waste"
 WASTE_WEEKLY_TABLE = "waste_weekly"
-GPU_POWER_TABLE = "gpu_validated_frames/gpu_power"
-CC_STATS_TABLE = "cc_block_tables/metric_stats"
 #: Users (and weeks) shown in the waste plot: the most idle energy first.
 WASTE_SHOWN = 8
 _WASTE_INPUTS = [*FACT_ASSETS, cc_jobs, gpu_repetition_energy, gpu_validated_frames,
@@ -422,31 +411,28 @@ def waste_plot(weekly: pd.DataFrame) -> str:
 )
 def waste_step(warehouse: Warehouse) -> Iterator:
     tables = warehouse.tables()
-    facts = _stored(tables, FACTS_TABLE)
-    if facts is None:
+    if not tables.files(FACTS_TABLE):
         raise dg.Failure("no energy_facts stored yet: materialize a source first")
-    _, judged = stored_figures(_stored_gpu_energy(tables))
-    gpu = waste.gpu_waste(facts, _stored_frame_of(tables, GPU_POWER_TABLE), judged)
-    table = waste.waste(facts, gpu, _stored(tables, CC_STATS_TABLE), _stored(tables, JOBS_TABLE))
-    weekly = waste.weekly(table)
-    tables.write_table(WASTE_TABLE, table)
-    flagged = table[table["flagged"]]
-    # GPU repetitions gpu_idle could not judge: no utilisation readings, or no frame stored
-    unjudged = sorted(set(waste.gpu_windows(facts)["entity"]) - set(gpu["entity"]))
+    updated = kept.update_waste(tables)
+    weekly = tables.read_table(WASTE_WEEKLY_TABLE)  # read whole: per week and user, small
+    # GPU repetitions gpu_idle could not judge (of those recomputed): no utilisation
+    # readings, or no frame stored
+    unjudged = list(updated.unjudged)
     yield dg.MaterializeResult(asset_key=waste_table.key, metadata={
-        **table_metadata(table, WASTE_SCHEMA),
-        "flagged": dg.MetadataValue.int(len(flagged)),
-        "gpu_repetitions_not_judged": dg.MetadataValue.int(len(unjudged)),
-        **({"not_judged": dg.MetadataValue.json(
+        **_logged_metadata(tables, WASTE_TABLE, WASTE_SCHEMA)[0], **_recomputed(updated),
+        "flagged": dg.MetadataValue.int(entry_table.count(tables, WASTE_TABLE,
+                                                          {"flagged": True})),
+        "gpu_repetitions_not_judged_in_this_run": dg.MetadataValue.int(len(unjudged)),
+        **({"not_judged_in_this_run": dg.MetadataValue.json(
             {"reason": "gpu-power has no utilisation readings (or no frame is stored)",
              "repetitions": unjudged[:MISSING_SHOWN]})} if unjudged else {}),
-        "idle_energy_kwh": dg.MetadataValue.float(float(table["idle_energy_j"].sum()) / J_PER_KWH),
+        "idle_energy_kwh": dg.MetadataValue.float(
+            float(weekly["idle_energy_j"].sum()) / J_PER_KWH if len(weekly) else 0.0),
         "rules": dg.MetadataValue.json({r.id: {"version": r.version, "threshold": r.threshold}
                                         for r in (waste.GPU_IDLE, waste.CPU_LOW_LOAD)}),
     })
-    tables.write_table(WASTE_WEEKLY_TABLE, weekly)
     yield dg.MaterializeResult(asset_key=waste_weekly.key, metadata={
-        **table_metadata(weekly, WASTE_WEEKLY_SCHEMA),
+        **table_metadata(weekly, WASTE_WEEKLY_SCHEMA), **_recomputed(updated),
         **({"idle_energy_per_week": dg.MetadataValue.md(waste_plot(weekly)),
             "ranking": _table(weekly.sort_values(["week", "rank"], ascending=[False, True])
                               .head(MISSING_SHOWN))} if len(weekly) else {}),
@@ -454,7 +440,6 @@ def waste_step(warehouse: Warehouse) -> Iterator:
 
 
 QUALITY_TABLE = "fact_quality"
-GPU_FRAME_TABLE = "gpu_validated_frames/{}"
 
 
 @dg.asset(
@@ -472,29 +457,14 @@ GPU_FRAME_TABLE = "gpu_validated_frames/{}"
 )
 def fact_quality(warehouse: Warehouse) -> dg.MaterializeResult:
     tables = warehouse.tables()
-    facts = _stored(tables, FACTS_TABLE)
-    if facts is None:
+    if not tables.files(FACTS_TABLE):
         raise dg.Failure("no energy_facts stored yet: materialize a source first")
-    gpu_energy = _stored_gpu_energy(tables)
-    steps, _ = stored_figures(gpu_energy)
-    unread = set(facts.loc[facts["source"] == GPU_SOURCE, "entity"]) - {e for e, _ in steps}
-    for frame in set(quality.GPU_FRAMES.values()) if unread else ():
-        frame_of = _stored_frame_of(tables, GPU_FRAME_TABLE.format(frame))
-        for key in sorted(unread):
-            if (stored := frame_of(key)) is not None:
-                steps[(key, frame)] = quality.median_step_s(stored)
-    table = quality.fact_quality(
-        facts, gpu_energy=gpu_energy, gpu_steps=steps,
-        cc_energy=_stored(tables, CC_ENERGY_TABLE), cc_stats=_stored(tables, CC_STATS_TABLE),
-        powerapi_windows=_stored(tables, WINDOW_TABLE))
-    tables.write_table(QUALITY_TABLE, table)
-    known = table.groupby("source")[["sampling_interval_s", "covered_fraction"]].count()
+    updated = kept.update_quality(tables)
+    known, least = kept.quality_summary(tables)
     return dg.MaterializeResult(metadata={
-        **table_metadata(table, QUALITY_SCHEMA),
-        "known_per_source": _table(known.reset_index()),
-        "least_covered": dg.MetadataValue.float(float(table["covered_fraction"].min())
-                                                if table["covered_fraction"].notna().any()
-                                                else float("nan")),
+        **_logged_metadata(tables, QUALITY_TABLE, QUALITY_SCHEMA)[0], **_recomputed(updated),
+        "known_per_source": _table(known),
+        "least_covered": dg.MetadataValue.float(least),
     })
 
 

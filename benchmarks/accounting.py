@@ -26,12 +26,20 @@ the step as it was before (``energy_facts`` read whole, ``account``, the four ta
 written whole) over the same store. Run it with two N (e.g. 100,000 and 1,000,000) to see
 what the history costs.
 
+``--part derived``: the same landing for ``trust_checks``, ``waste``/``waste_weekly`` and
+``fact_quality`` (``kept.update_trust``, ``update_waste``, ``update_quality``): N facts
+stored as above, ``cc_jobs`` kept per job, each table computed once (whole); then, REPEAT
+times, 10 new GPU repetitions land (facts: counter, power and an external meter; their
+``gpu_repetition_energy`` partitions with the readings' figures) and each update is timed;
+last, each step as it was before (``energy_facts`` and the inputs read whole, the core's
+whole computation, the table written whole).
+
 Prints the figures (wall time, and the CPU time of the process: on a shared machine the
 CPU time shows what the code costs, the wall time what the load made of it), the machine,
 the load average before and after, and the peak memory.
 
 Run: ``.venv/bin/python benchmarks/accounting.py [--facts N]
-[--part rollups|query|landing|all]``.
+[--part rollups|query|landing|derived|all]``.
 """
 
 import argparse
@@ -58,10 +66,15 @@ from joulehouse.accounting import (
     generator,
     incremental,
     intensity,
+    kept,
+    quality,
     rollups,
     tariff,
+    trust,
+    waste,
 )
 from joulehouse.accounting.query import query
+from joulehouse.accounting.repetition import stored_figures
 from joulehouse.warehouse import Warehouse
 
 START = "2022-01-01"
@@ -94,7 +107,7 @@ COST_SETTINGS = cost.CostSettings(sites={"*": "site"}, pue=1.2)
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--facts", type=int, default=10_000_000)
-    parser.add_argument("--part", choices=("rollups", "query", "landing", "all"),
+    parser.add_argument("--part", choices=("rollups", "query", "landing", "derived", "all"),
                         default="all")
     parser.add_argument("--workers", type=int, default=accounts.WORKERS,
                         help="threads of account (accounts.WORKERS; 1: one after the other)")
@@ -102,13 +115,15 @@ def main() -> int:
     accounts.WORKERS = args.workers
     print(describe(pd, np), f"load average before: {load_average()}", sep="\n")
     facts = (generator.facts(args.facts, START, f"{DAYS}D", seed=0)
-             if args.part != "landing" else None)
+             if args.part not in ("landing", "derived") else None)
     if args.part in ("rollups", "all"):
         time_rollups(facts)
     if args.part in ("query", "all"):
         time_query(facts)
     if args.part in ("landing", "all"):
         time_landing(args.facts)
+    if args.part in ("derived", "all"):
+        time_derived(args.facts)
     print(f"load average after: {load_average()}")
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
     print(f"peak memory (max RSS): {peak_gb:.1f} GiB")
@@ -258,14 +273,21 @@ def before_step(store: Warehouse, given: incremental.Inputs) -> None:
         store.write_table(f"before_{name}", table)
 
 
+def stored_facts(count: int) -> pd.DataFrame:
+    """``count`` facts of GPU repetitions (of 5 experiments per data root) and ClusterCockpit
+    jobs over the DAYS, times to the microsecond."""
+    facts = entry_table.to_microseconds(generator.facts(
+        count, START, f"{DAYS}D", seed=0, sources=("gpu-benchmark", "clustercockpit")))
+    gpu = facts["source"] == "gpu-benchmark"
+    facts.loc[gpu, "entity"] = [f"{root}/exp{int(i) % 5}/bench/run/{i}" for root, i in
+                                facts.loc[gpu, "entity"].str.split("/", n=1)]
+    return facts
+
+
 def time_landing(count: int) -> None:
     """``incremental.update`` after LANDED GPU repetitions land on ``count`` stored facts,
     against the step before (see the module)."""
-    facts = entry_table.to_microseconds(generator.facts(
-        count, START, f"{DAYS}D", seed=0, sources=("gpu-benchmark", "clustercockpit")))
-    gpu = facts["source"] == "gpu-benchmark"  # repetitions of 5 experiments per data root
-    facts.loc[gpu, "entity"] = [f"{root}/exp{int(i) % 5}/bench/run/{i}" for root, i in
-                                facts.loc[gpu, "entity"].str.split("/", n=1)]
+    facts = stored_facts(count)
     with tempfile.TemporaryDirectory() as folder:
         table, prices = inputs(Path(folder))
         given = incremental.Inputs(intensity=table, tariffs=prices, carbon=SETTINGS,
@@ -292,6 +314,96 @@ def time_landing(count: int) -> None:
         _, wall, cpu = timed(before_step, store, given)
         print(f"the step before (whole rebuild): {wall:.2f} s wall, {cpu:.2f} s CPU")
 
+
+def landed_derived(store: Warehouse, batch: int) -> None:
+    """LANDED new GPU repetitions: their facts (counter, power, external) and their energy
+    with the readings' figures (``gpu_repetition_energy``, a partition each)."""
+    facts = landed_repetitions(batch)
+    external = facts[facts["method"] == "counter"].assign(
+        component="external", method="external", energy_j=lambda f: f["energy_j"] * 1.2)
+    store.write_entries("energy_facts", pd.concat([facts, external], ignore_index=True),
+                        {"source": "gpu-benchmark"})
+    for row in facts[facts["method"] == "counter"].itertuples():
+        data_root, repetition = row.entity.split("/", 1)
+        store.write_partition("gpu_repetition_energy", row.entity, pd.DataFrame([{
+            "data_root": data_root, "repetition": repetition, "phase": "experiment",
+            "window_start": row.window_start, "window_end": row.window_end,
+            "duration_s": row.duration_s,
+            **{f"{m}_gap_s": 0.0 for m in quality.GPU_FRAMES},
+            **{f"{m}_step_s": 0.5 for m in quality.GPU_FRAMES}, "gpu_idle_version": 1,
+            "gpu_idle_threshold": 0.1, "gpu_idle_judged_j": row.energy_j,
+            "gpu_idle_energy_j": row.energy_j / 10, "gpu_idle_s": 30.0}]))
+
+
+def trust_before(store: Warehouse) -> None:
+    """``trust_checks`` as its step computed it before issue 28: every fact and job read,
+    the rules over all, the table written whole (under another name)."""
+    store.write_table("before_trust", trust.trust_checks(store.read_table("energy_facts"),
+                                                         store.read_table("cc_jobs")))
+
+
+def waste_before(store: Warehouse) -> None:
+    """``waste`` and ``waste_weekly`` as before: every fact, repetition energy and job
+    read, the rules over all, both tables written whole."""
+    facts = store.read_table("energy_facts")
+    _, judged = stored_figures(store.read_table("gpu_repetition_energy"))
+    table = waste.waste(facts, waste.gpu_waste(facts, lambda key: None, judged), None,
+                        store.read_table("cc_jobs"))
+    store.write_table("before_waste", table)
+    store.write_table("before_waste_weekly", waste.weekly(table))
+
+
+def quality_before(store: Warehouse) -> None:
+    """``fact_quality`` as before: every fact and repetition energy read, the table
+    written whole."""
+    energy = store.read_table("gpu_repetition_energy")
+    steps, _ = stored_figures(energy)
+    facts = store.read_table("energy_facts")
+    unread = set(facts.loc[facts["source"] == "gpu-benchmark", "entity"]) - {e for e, _ in steps}
+    for frame in set(quality.GPU_FRAMES.values()) if unread else ():  # as the step looked
+        stored = set(store.partition_keys(f"gpu_validated_frames/{frame}"))  # frames up
+        for key in sorted(unread):
+            if key in stored:
+                steps[(key, frame)] = quality.median_step_s(store.read_partitions(
+                    f"gpu_validated_frames/{frame}", [key]))
+    store.write_table("before_quality", quality.fact_quality(facts, gpu_energy=energy,
+                                                             gpu_steps=steps))
+
+
+def time_derived(count: int) -> None:
+    """``kept.update_trust``, ``update_waste`` and ``update_quality`` after LANDED GPU
+    repetitions land on ``count`` stored facts, against the steps before (see the
+    module)."""
+    updates = {"trust_checks": kept.update_trust, "waste": kept.update_waste,
+               "fact_quality": kept.update_quality}
+    facts = stored_facts(count)
+    with tempfile.TemporaryDirectory() as folder:
+        store = Warehouse(str(Path(folder) / "warehouse"))
+        for source, rows in facts.groupby("source"):
+            entry_table.replace_scope(store, "energy_facts", rows, {"source": source})
+        entry_table.replace_keys(store, "cc_jobs", jobs_of(facts), None)
+        landed_derived(store, REPEAT)  # the first repetitions with energy
+        for name, update in updates.items():
+            first, wall, cpu = timed(update, store)
+            print(f"{count:,} facts stored; {name}: first update (whole: {first.whole}): "
+                  f"{wall:.2f} s wall, {cpu:.2f} s CPU")
+        times = {name: ([], []) for name in updates}
+        for batch in range(REPEAT):
+            landed_derived(store, batch)
+            for name, update in updates.items():
+                updated, wall, cpu = timed(update, store)
+                assert not updated.whole and updated.keys == LANDED, (name, updated)
+                times[name][0].append(wall)
+                times[name][1].append(cpu)
+        for name, (walls, cpus) in times.items():
+            print(f"{name}: update after {LANDED} GPU repetitions landed, {REPEAT} times: "
+                  f"wall {min(walls):.2f}-{max(walls):.2f} s, CPU "
+                  f"{min(cpus):.2f}-{max(cpus):.2f} s")
+        for name, before in (("trust_checks", trust_before), ("waste", waste_before),
+                             ("fact_quality", quality_before)):
+            _, wall, cpu = timed(before, store)
+            print(f"{name}: the step before (whole rebuild): {wall:.2f} s wall, "
+                  f"{cpu:.2f} s CPU")
 
 if __name__ == "__main__":
     sys.exit(main())

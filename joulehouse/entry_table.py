@@ -369,6 +369,18 @@ def count(warehouse: Warehouse, table: str, scope: Mapping[str, str]) -> int:
         for file in scanned]).count_rows(filter=_within(scope))
 
 
+def file_stats(warehouse: Warehouse, table: str) -> pd.DataFrame:
+    """One row per data file of the current version, from the Delta log alone: ``path``,
+    ``num_records`` and the statistics delta-rs keeps per column (``min.<column>``,
+    ``max.<column>``, ``null_count.<column>``; a NaN is a null). Empty for a table not made
+    yet (or not kept per entry)."""
+    delta = _open(warehouse, table)
+    if delta is None:
+        return pd.DataFrame({"path": pd.Series(dtype=object),
+                             "num_records": pd.Series(dtype="int64")})
+    return pa.table(delta.get_add_actions(flatten=True)).to_pandas()
+
+
 def _dataset(warehouse: Warehouse, delta: DeltaTable, listed: list[pafs.FileInfo]
              ) -> ds.FileSystemDataset:
     """The data files ``listed`` (of ``delta``'s current version) as one dataset of the
@@ -391,9 +403,17 @@ def _within(scope: Mapping[str, str] | None) -> ds.Expression | None:
 def files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo]:
     """The Parquet files of the table's current version, with their sizes, sorted; before
     its first version, the plain files it will migrate (:func:`_migrate`), if any."""
+    found = version_files(warehouse, table)
+    return _plain_files(warehouse, table) if found is None else found
+
+
+def version_files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo] | None:
+    """The Parquet files of the table's current version, with their sizes, sorted; None
+    where its log holds no version yet (not made, or a making or migration stopped before
+    its first commit: its plain files are its rows)."""
     delta = _open(warehouse, table)
     if delta is None:
-        return _plain_files(warehouse, table)
+        return None
     actions = delta.get_add_actions(flatten=True)
     base = warehouse.table_path(table)
     return sorted((pafs.FileInfo(f"{base}/{path}", pafs.FileType.File, size=size)

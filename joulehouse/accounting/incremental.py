@@ -5,10 +5,11 @@ are Delta tables (``joulehouse/entry_table.py``) that :func:`update` brings to w
 ``accounts.account`` gives from scratch for the stored facts, at the cost of what changed
 (docs/ARCHITECTURE.md, "The accounting kept incrementally"):
 
-1. *Candidates.* The state (STATE_TABLE, hidden: no reader lists it) holds the
-   ``energy_facts`` data files the tables were computed from (the Delta version's
-   ``entry_table.files``), a digest of every other input (intensity, tariffs, settings)
-   and each ClusterCockpit job's attribution digest (user, project, partition). A
+1. *Candidates* (``changed.files_since``, shared with ``kept.py``). The state
+   (STATE_TABLE, hidden: no reader lists it) holds the ``energy_facts`` data files the
+   tables were computed from (the Delta version's ``entry_table.files``), a digest of
+   every other input (intensity, tariffs, settings) and each ClusterCockpit job's
+   attribution digest (user, project, partition). A
    (source, entity) is a candidate if it has rows in a data file not consumed yet or in
    one consumed and no longer listed (read back: a version stops listing a file long
    before ``compact`` removes it), or if its job's attribution changed.
@@ -54,6 +55,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from joulehouse import entry_sync, entry_table
+from joulehouse.accounting import changed as changed_files
 from joulehouse.accounting.accounts import account
 from joulehouse.accounting.carbon import CarbonSettings, carbon_per_fact, co2_g
 from joulehouse.accounting.cost import CostSettings, cost, cost_per_fact
@@ -70,8 +72,11 @@ MONTHLY_TABLE = "accounting_monthly"
 CARBON_TABLE = "carbon_per_fact"
 COST_TABLE = "cost_per_fact"
 #: What the tables were computed from (hidden: ``warehouse.is_hidden``); partitions
-#: ``inputs`` (kind, name, value) and ``jobs`` (job, digest).
+#: ``inputs`` (kind, name, value) and ``jobs`` (job, digest); and, from a run's first
+#: commit to its state, ``pending`` (kind, source, entity: the entities it rewrites, or
+#: ``whole``) and ``pending_touched`` (calendar, source, day, month): see :class:`Pending`.
 STATE_TABLE = "_accounting_state"
+PENDING, PENDING_TOUCHED = "pending", "pending_touched"
 #: Changed entities above which everything is recomputed rather than named in the
 #: commits' predicates.
 WHOLE_ABOVE = 10_000
@@ -210,6 +215,46 @@ class State:
                                   index=pd.Index(jobs["job"].astype(object), name="job")))
 
 
+@dataclass(frozen=True)
+class Pending:
+    """What a run is about to rewrite, written before its first commit and removed after
+    its state: ``whole``, or the changed ``entities`` and the ``touched`` days and months. A
+    run stopped between them leaves it, and the next run rewrites these too: the facts may
+    have gone back meanwhile to those the state consumed (and ``carbon_per_fact`` hold, if
+    the stopped run did not reach it), which then show no change though the roll-ups (and
+    cost) hold the rows of the facts in between."""
+
+    whole: bool = False
+    entities: frozenset = frozenset()
+    touched: pd.DataFrame | None = None
+
+    def write(self, warehouse: Warehouse) -> None:
+        if self.touched is not None:
+            warehouse.write_partition(STATE_TABLE, PENDING_TOUCHED, self.touched)
+        rows = [("whole", "", "")] if self.whole else []
+        rows += [("entity", source, entity) for source, entity in sorted(self.entities)]
+        warehouse.write_partition(STATE_TABLE, PENDING, pd.DataFrame(
+            rows, columns=["kind", "source", "entity"], dtype=object))
+
+    @classmethod
+    def read(cls, warehouse: Warehouse) -> Pending:
+        if not warehouse.has_partition(STATE_TABLE, PENDING):
+            return cls()
+        rows = warehouse.read_partitions(STATE_TABLE, [PENDING])
+        kind = rows["kind"].to_numpy()
+        touched = (warehouse.read_partitions(STATE_TABLE, [PENDING_TOUCHED])
+                   if warehouse.has_partition(STATE_TABLE, PENDING_TOUCHED) else None)
+        return cls(bool((kind == "whole").any()),
+                   frozenset(zip(rows.loc[kind == "entity", "source"].astype(str),
+                                 rows.loc[kind == "entity", "entity"].astype(str),
+                                 strict=True)), touched)
+
+    @staticmethod
+    def clear(warehouse: Warehouse) -> None:
+        warehouse.remove_partition(STATE_TABLE, PENDING)
+        warehouse.remove_partition(STATE_TABLE, PENDING_TOUCHED)
+
+
 def _jobs_version(warehouse: Warehouse) -> str:
     """cc_jobs' files, sizes and modification times, without reading them."""
     return ";".join(f"{info.path}:{info.size}:{info.mtime_ns}"
@@ -268,8 +313,9 @@ class _Run:
 
     def __init__(self, warehouse: Warehouse, inputs: Inputs) -> None:
         self.warehouse, self.inputs = warehouse, inputs
-        self.per_entry = entry_table.is_entry_table(warehouse, FACTS_TABLE)
-        self.files = warehouse.files(FACTS_TABLE)
+        self.snapshot = changed_files.Snapshot.of(warehouse, FACTS_TABLE)
+        self.per_entry = self.snapshot.mode == changed_files.DELTA
+        self.files = sorted(self.snapshot.infos.values(), key=lambda info: info.path)
         self.jobs_version = _jobs_version(warehouse)
 
     @functools.cached_property
@@ -300,23 +346,30 @@ def update(warehouse: Warehouse, inputs: Inputs) -> Updated:
     stored facts (see the module), recomputing what changed only where it can."""
     run = _Run(warehouse, inputs)
     state = State.read(warehouse)
-    reason = _whole_reason(run, state)
+    pending = Pending.read(warehouse)
+    reason = "a run stopped during a whole recompute" if pending.whole else ""
+    reason = reason or _whole_reason(run, state)
     if reason:
         return _whole(run, reason)
     jobs, forced = state.jobs, set()
     if run.jobs_version != state.jobs_version:
         jobs = _job_digests(run.jobs)
         forced = {(CC_SOURCE, job) for job in _changed_jobs(state.jobs, jobs)}
-    found = _changes(run, state, forced)
+    found = _changes(run, state, forced, pending.entities)
     if isinstance(found, str):
         return _whole(run, found)
     before, after, changed, removed = found
     touched, read_facts = None, 0
     if changed:
         touched = _touched(run, [before.assign(duration_s=np.nan), after])
+        if pending.touched is not None and len(pending.touched):
+            touched = pd.concat([touched, pending.touched[list(touched.columns)]],
+                                ignore_index=True).drop_duplicates(ignore_index=True)
+        Pending(entities=frozenset(changed), touched=touched).write(warehouse)
         read_facts = _recompute(run, touched)
         _replace_per_fact(run, before, after, changed)
     run.state(jobs).write(warehouse)
+    Pending.clear(warehouse)
     return Updated("", len(changed - removed), len(removed),
                    0 if touched is None else
                    len(touched[["calendar", "source", "day"]].drop_duplicates()),
@@ -324,20 +377,20 @@ def update(warehouse: Warehouse, inputs: Inputs) -> Updated:
                    len(touched[["calendar", "source", "month"]].drop_duplicates()), read_facts)
 
 
-def _changes(run: _Run, state: State, forced: set[tuple[str, str]]
+def _changes(run: _Run, state: State, forced: set[tuple[str, str]],
+             pending: frozenset = frozenset()
              ) -> tuple[pd.DataFrame, pd.DataFrame, set, set] | str:
     """The changed entities' stored rows (of carbon_per_fact) and rows now, the changed
     (source, entity) pairs and the removed ones among them (see the module); or why
-    everything must be recomputed."""
+    everything must be recomputed. ``pending``: those a stopped run left (changed)."""
     warehouse = run.warehouse
-    now = {_relative(warehouse, info): info for info in run.files}
-    gone = warehouse.filesystem.get_file_info([f"{warehouse.table_path(FACTS_TABLE)}/{name}"
-                                               for name in sorted(state.files - set(now))])
-    if any(info.type != pafs.FileType.File for info in gone):
-        return "a data file of energy_facts last accounted is no longer stored"
-    read = [now[name] for name in sorted(set(now) - state.files)] + gone
+    found = changed_files.files_since(warehouse, run.snapshot, state.files)
+    if isinstance(found, str):
+        return found
+    new, gone = found
+    read = new + gone
     candidates = set(_keys(entry_table.read_files(warehouse, FACTS_TABLE, read,
-                                                  columns=_KEY))) | forced
+                                                  columns=_KEY))) | forced | pending
     where = _of(candidates)
     if where is None:
         return pd.DataFrame(), pd.DataFrame(), set(), set()
@@ -351,7 +404,7 @@ def _changes(run: _Run, state: State, forced: set[tuple[str, str]]
               | (new.loc[both, "digest"].to_numpy() != old.loc[both, "digest"].to_numpy()))
     removed = set(old.index) - set(new.index)
     changed = ({*new.index.difference(old.index), *both[differ]} | removed
-               | (forced & {*new.index, *old.index}))
+               | (forced & {*new.index, *old.index}) | pending)
     if len(changed) > WHOLE_ABOVE:
         return f"{len(changed)} entities changed (over {WHOLE_ABOVE})"
     return (before[_keys(before).isin(changed)], after[_keys(after).isin(changed)],
@@ -452,8 +505,11 @@ def _whole(run: _Run, reason: str) -> Updated:
                         (MONTHLY_TABLE, _in_period_order(accounts.monthly, "month")),
                         (COST_TABLE, entry_table.to_microseconds(accounts.cost)),
                         (CARBON_TABLE, entry_table.to_microseconds(accounts.carbon))):
+        if table == DAILY_TABLE:
+            Pending(whole=True).write(run.warehouse)
         entry_table.replace_where(run.warehouse, table, rows, None, FILE_BYTES)
     run.state(_job_digests(run.jobs)).write(run.warehouse)
+    Pending.clear(run.warehouse)
     daily = accounts.daily
     return Updated(reason, len(accounts.carbon), 0,
                    len(daily[["calendar", "source", "day"]].drop_duplicates()),

@@ -58,6 +58,8 @@ CPU_LOW_LOAD = WasteRule("cpu_low_load", 1)
 #: (None: divide by the hardware threads per node).
 CPU_METRICS = {"cpu_user": 0.01, "cpu_used": 1.0, "cpu_load": None}
 _COLUMNS = list(WASTE_SCHEMA.columns)
+#: The order :func:`weekly` sums rows in.
+WEEKLY_ORDER = ["source", "entity", "window_start", "window_end", "rule"]
 
 
 def gpu_idle(power: pd.DataFrame, window_start: pd.Timestamp, window_end: pd.Timestamp,
@@ -189,6 +191,9 @@ def weekly(table: pd.DataFrame) -> pd.DataFrame:
     """``waste_weekly`` (WASTE_WEEKLY_SCHEMA) of a ``waste`` table (see the module)."""
     if table.empty:
         return validate(WASTE_WEEKLY_SCHEMA, empty_frame(WASTE_WEEKLY_SCHEMA), "waste_weekly")
+    # summed in one order whatever the rows' (a week recomputed from the rows stored sums
+    # as one computed from scratch: kept.py)
+    table = table.sort_values(WEEKLY_ORDER, kind="stable", ignore_index=True)
     start = table["window_start"].to_numpy("datetime64[ns]").view(np.int64)
     end = table["window_end"].to_numpy("datetime64[ns]").view(np.int64)
     first = table["window_start"].min().tz_localize(None).normalize()

@@ -172,6 +172,48 @@ def test_a_run_stopped_after_the_cost_commit_is_completed_by_the_next(tmp_path, 
     assert_as_from_scratch(store, given)
 
 
+def test_a_stopped_run_then_facts_gone_back_are_completed(tmp_path, monkeypatch):
+    """A fix (other days, other energy) and a new entity land, the run dies at its carbon
+    commit (roll-ups and cost written), and the facts go back to those the state consumed:
+    carbon_per_fact holds them, so only the state's ``pending`` entities and days say
+    what to rewrite. Then the same for a whole recompute (the intensity changed, then put
+    back)."""
+    store = Warehouse(tmp_path / "warehouse")
+    facts = pool(40, seed=9)
+    entities = facts["entity"].unique()
+    land(store, facts[facts["entity"].isin(entities[:30])])
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    old = store.read_table("energy_facts")
+    fixed = old[old["entity"] == entities[0]]
+    land(store, pd.concat([fixed.assign(window_start=fixed["window_start"] + pd.Timedelta(days=5),
+                                        window_end=fixed["window_end"] + pd.Timedelta(days=5),
+                                        energy_j=fixed["energy_j"] * 2),
+                           facts[facts["entity"] == entities[35]]]))
+    replace_where = entry_table.replace_where
+
+    def dies_at_carbon(warehouse, table, *args, **kwargs):
+        if table == incremental.CARBON_TABLE:
+            raise OSError("the run died")
+        replace_where(warehouse, table, *args, **kwargs)
+
+    monkeypatch.setattr(incremental.entry_table, "replace_where", dies_at_carbon)
+    with pytest.raises(OSError, match="died"):
+        incremental.update(store, given)
+    monkeypatch.undo()
+    new = facts[facts["entity"] == entities[35]]
+    land(store, fixed, {str(new["source"].iloc[0]): [str(entities[35])]})  # gone back
+    assert incremental.update(store, given).whole == ""
+    assert_as_from_scratch(store, given)
+    monkeypatch.setattr(incremental.entry_table, "replace_where", dies_at_carbon)
+    with pytest.raises(OSError, match="died"):
+        incremental.update(store, inputs(tmp_path / "other", base=200.0, price=1.0))
+    monkeypatch.undo()
+    whole = incremental.update(store, given).whole
+    assert_as_from_scratch(store, given)
+    assert whole == "a run stopped during a whole recompute"
+
+
 def test_recent_days_are_the_utc_days_of_the_latest_months_only(tmp_path):
     store = Warehouse(tmp_path / "warehouse")
     land(store, pool(20, seed=9))

@@ -211,8 +211,8 @@ def test_a_repetition_without_utilisation_is_named_not_judged_in_the_waste_metad
     [metadata] = [m.event_specific_data.materialization.metadata
                   for m in result.get_asset_materialization_events()
                   if m.asset_key == dg.AssetKey("waste")]
-    assert metadata["gpu_repetitions_not_judged"].value == 1
-    assert metadata["not_judged"].value["repetitions"] == [GPU_KEY]
+    assert metadata["gpu_repetitions_not_judged_in_this_run"].value == 1
+    assert metadata["not_judged_in_this_run"].value["repetitions"] == [GPU_KEY]
 
 
 def test_fact_quality_table_from_the_sources_tables(tmp_path):
