@@ -28,7 +28,7 @@ carbon and cost per fact.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -49,7 +49,7 @@ from assets.gpu import (
 )
 from assets.gpu import energy_facts as gpu_energy_facts
 from assets.powerapi import powerapi_energy_facts, powerapi_window_energy
-from assets.reporting import left_out_check, table_metadata
+from assets.reporting import STEP_RETRY, left_out_check, table_metadata, verdict
 from joulehouse import entry_table
 from joulehouse.accounting import incremental, kept, trust, waste
 from joulehouse.accounting.incremental import (
@@ -76,6 +76,7 @@ from joulehouse.accounting.schemas import (
 )
 from joulehouse.accounting.stepseries import J_PER_KWH
 from joulehouse.accounting.tariff import empty_tariffs
+from joulehouse.errors import InputError
 from joulehouse.leftout import LeftOut, store_left_out
 from joulehouse.plots import Series, bars_png, markdown_image
 from joulehouse.warehouse import Warehouse as Tables
@@ -103,6 +104,15 @@ def _table(frame: pd.DataFrame) -> dg.TableMetadataValue:
         schema=dg.TableSchema(columns=[dg.TableColumn(str(c), "string") for c in frame.columns]))
 
 
+def read_landed(read: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """``read()``, a step-series landing folder read; its ``InputError`` (a bad file, with
+    file and line) raised as a verdict: read again, it fails the same (not retried)."""
+    try:
+        return read()
+    except InputError as error:
+        raise verdict(str(error)) from error
+
+
 def landed_series(table: pd.DataFrame, schema, folder: str, keys: list[str],
                   tables: Tables, name: str,
                   checks: list[dg.AssetCheckResult] | None = None) -> dg.MaterializeResult:
@@ -111,13 +121,13 @@ def landed_series(table: pd.DataFrame, schema, folder: str, keys: list[str],
     ``coverage`` gives rows, first start and last end per ``keys``; ``checks``: the
     asset's check results.
 
-    Raises ``dg.Failure`` if ``folder`` is not a folder (unmounted, mistyped): the stored
-    table is kept rather than replaced by an empty one, which would leave every fact
+    Raises a verdict (not retried) if ``folder`` is not a folder (unmounted, mistyped): the
+    stored table is kept rather than replaced by an empty one, which would leave every fact
     without a value.
     """
     if not Path(folder).is_dir():
-        raise dg.Failure(f"{folder}: no such landing folder (unmounted or mistyped?); the "
-                         f"stored {name} table is kept")
+        raise verdict(f"{folder}: no such landing folder (unmounted or mistyped?); the "
+                      f"stored {name} table is kept")
     tables.write_table(name, table)
     files = table.drop_duplicates("file")[["file", "digest"]]
     version = hashlib.sha256("".join(files["digest"]).encode()).hexdigest()
@@ -138,6 +148,7 @@ ROWS_READ_SPEC = dg.AssetCheckSpec(
 
 
 @dg.asset(
+    retry_policy=STEP_RETRY,
     name=INTENSITY_TABLE,
     group_name=GROUP,
     kinds={"csv", "parquet"},
@@ -150,7 +161,7 @@ ROWS_READ_SPEC = dg.AssetCheckSpec(
 def carbon_intensity(accounting: AccountingSettings,
                      warehouse: Warehouse) -> dg.MaterializeResult:
     left_out: list[LeftOut] = []
-    table = accounting.read_intensity(left_out)
+    table = read_landed(lambda: accounting.read_intensity(left_out))
     tables = warehouse.tables()
     result = landed_series(table, INTENSITY_SCHEMA, accounting.intensity_landing,
                            ["zone", "basis", "kind"], tables, INTENSITY_TABLE,
@@ -161,6 +172,7 @@ def carbon_intensity(accounting: AccountingSettings,
 
 
 @dg.asset(
+    retry_policy=STEP_RETRY,
     name=TARIFF_TABLE,
     group_name=GROUP,
     kinds={"csv", "parquet"},
@@ -170,7 +182,8 @@ def carbon_intensity(accounting: AccountingSettings,
                  "time-of-day bands), each row naming its file and the file's SHA-256."),
 )
 def tariffs(accounting: AccountingSettings, warehouse: Warehouse) -> dg.MaterializeResult:
-    return landed_series(accounting.read_tariffs(), TARIFF_SCHEMA, accounting.tariff_landing,
+    return landed_series(read_landed(accounting.read_tariffs), TARIFF_SCHEMA,
+                         accounting.tariff_landing,
                          ["site", "currency"], warehouse.tables(), TARIFF_TABLE)
 
 
@@ -265,6 +278,7 @@ def _logged_metadata(tables: Tables, table: str, schema) -> tuple[dict, int]:
 
 
 @dg.multi_asset(
+    retry_policy=STEP_RETRY,
     name="accounting",
     specs=[accounting_daily, accounting_monthly, carbon_per_fact, cost_per_fact],
     check_specs=[COVERED_SPEC, COST_SPEC],
@@ -276,7 +290,7 @@ def _logged_metadata(tables: Tables, table: str, schema) -> tuple[dict, int]:
 def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator:
     tables = warehouse.tables()
     if not tables.files(FACTS_TABLE):
-        raise dg.Failure("no energy_facts stored yet: materialize a source first")
+        raise verdict("no energy_facts stored yet: materialize a source first")
     # not read yet: every fact is reported without carbon (cost)
     intensity = _stored(tables, INTENSITY_TABLE)
     prices = _stored(tables, TARIFF_TABLE)
@@ -326,6 +340,7 @@ TRUST_TABLE = "trust_checks"
 
 
 @dg.asset(
+    retry_policy=STEP_RETRY,
     name=TRUST_TABLE,
     deps=[*FACT_ASSETS, cc_jobs],
     check_specs=[dg.AssetCheckSpec(rule.id, asset=TRUST_TABLE, description=(
@@ -343,7 +358,7 @@ TRUST_TABLE = "trust_checks"
 def trust_checks(warehouse: Warehouse) -> Iterator:
     tables = warehouse.tables()
     if not tables.files(FACTS_TABLE):
-        raise dg.Failure("no energy_facts stored yet: materialize a source first")
+        raise verdict("no energy_facts stored yet: materialize a source first")
     updated = kept.update_trust(tables)
     summary, failed = kept.trust_summary(tables)
     yield dg.MaterializeResult(metadata={
@@ -404,6 +419,7 @@ def waste_plot(weekly: pd.DataFrame) -> str:
 
 
 @dg.multi_asset(
+    retry_policy=STEP_RETRY,
     name="waste_step",
     specs=[waste_table, waste_weekly],
     pool=TABLES_POOL,
@@ -412,7 +428,7 @@ def waste_plot(weekly: pd.DataFrame) -> str:
 def waste_step(warehouse: Warehouse) -> Iterator:
     tables = warehouse.tables()
     if not tables.files(FACTS_TABLE):
-        raise dg.Failure("no energy_facts stored yet: materialize a source first")
+        raise verdict("no energy_facts stored yet: materialize a source first")
     updated = kept.update_waste(tables)
     weekly = tables.read_table(WASTE_WEEKLY_TABLE)  # read whole: per week and user, small
     # GPU repetitions gpu_idle could not judge (of those recomputed): no utilisation
@@ -443,6 +459,7 @@ QUALITY_TABLE = "fact_quality"
 
 
 @dg.asset(
+    retry_policy=STEP_RETRY,
     name=QUALITY_TABLE,
     deps=[*FACT_ASSETS, gpu_repetition_energy, gpu_validated_frames, cc_job_energy,
           cc_block_tables, powerapi_window_energy],
@@ -458,7 +475,7 @@ QUALITY_TABLE = "fact_quality"
 def fact_quality(warehouse: Warehouse) -> dg.MaterializeResult:
     tables = warehouse.tables()
     if not tables.files(FACTS_TABLE):
-        raise dg.Failure("no energy_facts stored yet: materialize a source first")
+        raise verdict("no energy_facts stored yet: materialize a source first")
     updated = kept.update_quality(tables)
     known, least = kept.quality_summary(tables)
     return dg.MaterializeResult(metadata={

@@ -280,7 +280,16 @@ def test_a_missing_landing_folder_fails_and_keeps_the_stored_series(tmp_path):
                                    resources={"accounting": AccountingSettings(
                                        intensity_landing=str(tmp_path / "gone")),
                                               "warehouse": store})
-    assert not unmounted.success
-    [failure] = [event for event in unmounted.all_events if event.is_step_failure]
-    assert "gone: no such landing folder" in failure.step_failure_data.error.message
+        overlapping = landing / "de-again.csv"  # a second file giving the same hours
+        overlapping.write_text((landing / "de.csv").read_text())
+        bad = dg.materialize([carbon_intensity], instance=instance, raise_on_error=False,
+                             resources={"accounting": AccountingSettings(
+                                 intensity_landing=str(landing)), "warehouse": store})
+    for result, said in ((unmounted, "gone: no such landing folder"),
+                         (bad, "de-again.csv")):
+        assert not result.success
+        [failure] = [event for event in result.all_events if event.is_step_failure]
+        assert said in failure.step_failure_data.error.message
+        # a verdict, failed at once: a step retry (STEP_RETRY) would only fail the same
+        assert not [event for event in result.all_events if event.is_step_up_for_retry]
     pd.testing.assert_frame_equal(store.tables().read_table("carbon_intensity"), before)
