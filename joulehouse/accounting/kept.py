@@ -339,14 +339,23 @@ def trust_whole(run: _Run) -> pd.DataFrame:
     return trust.trust_checks(run.facts(), jobs)
 
 
-def _trust_keys(run: _Run) -> pd.DataFrame | str:
-    """The trust keys (source, entity) to recompute; or why all must be."""
+def _facts_and_jobs(run: _Run, job_columns: list[str]
+                    ) -> tuple[Changed | None, Changed | None] | str:
+    """What changed in ``energy_facts`` and in ``cc_jobs``' ``job_columns`` (None: not kept
+    per entry now or before); or why all must be recomputed."""
     facts = run.delta(FACTS_TABLE, _KEY, FACT_COLUMNS)
     if isinstance(facts, str):
         return facts
-    jobs = run.delta(JOBS_TABLE, ["job"], _TRUST_JOB_COLUMNS)
-    if isinstance(jobs, str):
-        return jobs
+    jobs = run.delta(JOBS_TABLE, ["job"], job_columns)
+    return jobs if isinstance(jobs, str) else (facts, jobs)
+
+
+def _trust_keys(run: _Run) -> pd.DataFrame | str:
+    """The trust keys (source, entity) to recompute; or why all must be."""
+    found = _facts_and_jobs(run, _TRUST_JOB_COLUMNS)
+    if isinstance(found, str):
+        return found
+    facts, jobs = found
     changed = set() if facts is None else set(map(tuple, facts.keys[_KEY].to_numpy()))
     keys = {(s, e) for s, e in changed if s in (GPU_SOURCE, CC_SOURCE)}
     keys |= {(POWERAPI_SOURCE, _sensor(e)) for s, e in changed if s == POWERAPI_SOURCE}
@@ -537,12 +546,10 @@ def _frame_reader(run: _Run, table: str) -> Callable[[str], pd.DataFrame | None]
 
 
 def _waste_keys(run: _Run) -> pd.DataFrame | str:
-    facts = run.delta(FACTS_TABLE, _KEY, FACT_COLUMNS)
-    if isinstance(facts, str):
-        return facts
-    jobs = run.delta(JOBS_TABLE, ["job"], _WASTE_JOB_COLUMNS)
-    if isinstance(jobs, str):
-        return jobs
+    found = _facts_and_jobs(run, _WASTE_JOB_COLUMNS)
+    if isinstance(found, str):
+        return found
+    facts, jobs = found
     keys = set() if facts is None else {
         (s, e) for s, e in map(tuple, facts.keys[_KEY].to_numpy()) if s in (GPU_SOURCE, CC_SOURCE)}
     if jobs is not None:

@@ -147,6 +147,18 @@ def test_a_failed_update_leaves_the_tables_and_the_next_finds_the_same_changes(t
     assert_as_from_scratch(store, given)
 
 
+def die_at(monkeypatch, table: str) -> None:
+    """``entry_table.replace_where`` raising at ``table``'s commit: the run dies there."""
+    replace_where = entry_table.replace_where
+
+    def dies(warehouse, name, *args, **kwargs):
+        if name == table:
+            raise OSError("the run died")
+        replace_where(warehouse, name, *args, **kwargs)
+
+    monkeypatch.setattr(incremental.entry_table, "replace_where", dies)
+
+
 def test_a_run_stopped_after_the_cost_commit_is_completed_by_the_next(tmp_path, monkeypatch):
     """New entities' cost committed, their carbon not (the run died): the next run finds
     them again and replaces their cost rather than appending it twice."""
@@ -157,14 +169,7 @@ def test_a_run_stopped_after_the_cost_commit_is_completed_by_the_next(tmp_path, 
     given = inputs(tmp_path, base=350.0, price=1.0)
     incremental.update(store, given)
     land(store, facts[facts["entity"].isin(entities[30:])])
-    replace_where = entry_table.replace_where
-
-    def dies_at_carbon(warehouse, table, *args, **kwargs):
-        if table == incremental.CARBON_TABLE:
-            raise OSError("the run died")
-        replace_where(warehouse, table, *args, **kwargs)
-
-    monkeypatch.setattr(incremental.entry_table, "replace_where", dies_at_carbon)
+    die_at(monkeypatch, incremental.CARBON_TABLE)
     with pytest.raises(OSError, match="died"):
         incremental.update(store, given)
     monkeypatch.undo()
@@ -190,14 +195,7 @@ def test_a_stopped_run_then_facts_gone_back_are_completed(tmp_path, monkeypatch)
                                         window_end=fixed["window_end"] + pd.Timedelta(days=5),
                                         energy_j=fixed["energy_j"] * 2),
                            facts[facts["entity"] == entities[35]]]))
-    replace_where = entry_table.replace_where
-
-    def dies_at_carbon(warehouse, table, *args, **kwargs):
-        if table == incremental.CARBON_TABLE:
-            raise OSError("the run died")
-        replace_where(warehouse, table, *args, **kwargs)
-
-    monkeypatch.setattr(incremental.entry_table, "replace_where", dies_at_carbon)
+    die_at(monkeypatch, incremental.CARBON_TABLE)
     with pytest.raises(OSError, match="died"):
         incremental.update(store, given)
     monkeypatch.undo()
@@ -205,7 +203,7 @@ def test_a_stopped_run_then_facts_gone_back_are_completed(tmp_path, monkeypatch)
     land(store, fixed, {str(new["source"].iloc[0]): [str(entities[35])]})  # gone back
     assert incremental.update(store, given).whole == ""
     assert_as_from_scratch(store, given)
-    monkeypatch.setattr(incremental.entry_table, "replace_where", dies_at_carbon)
+    die_at(monkeypatch, incremental.CARBON_TABLE)
     with pytest.raises(OSError, match="died"):
         incremental.update(store, inputs(tmp_path / "other", base=200.0, price=1.0))
     monkeypatch.undo()
