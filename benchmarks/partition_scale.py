@@ -242,10 +242,12 @@ def open_page(page, base_url: str, path: str) -> dict:
         page.goto(base_url + path, timeout=PAGE_LIMIT_S * 1000, wait_until="networkidle")
         expect(page.get_by_text("Loading...")).to_have_count(
             0, timeout=max(1000, int(1000 * (PAGE_LIMIT_S - (time.perf_counter() - started)))))
-        while time.perf_counter() - started < PAGE_LIMIT_S:  # no new GraphQL for QUIET_UI_S
+        # settled: GraphQL answered, then none asked or answered for QUIET_UI_S (a page still
+        # blank when the network first idles has asked nothing yet)
+        while time.perf_counter() - started < PAGE_LIMIT_S:
             page.wait_for_timeout(250)
             last = max([op["done_at_s"] for op in operations], default=0.0)
-            if not pending and time.perf_counter() - started - last >= QUIET_UI_S:
+            if operations and not pending and time.perf_counter() - started - last >= QUIET_UI_S:
                 break
         else:
             error = f"still asking GraphQL after {PAGE_LIMIT_S:g} s"
