@@ -545,6 +545,18 @@ def _frame_reader(run: _Run, table: str) -> Callable[[str], pd.DataFrame | None]
     return frame_of
 
 
+def _with_changed_blocks(run: _Run, keys: set[tuple[str, str]]) -> pd.DataFrame | str:
+    """``keys`` and the jobs of the ClusterCockpit blocks whose statistics changed, as a
+    frame; or why all must be recomputed."""
+    blocks = _cc_jobs_of_blocks(run, run.partition_keys(CC_STATS_TABLE))
+    if isinstance(blocks, str):
+        return blocks
+    keys |= blocks
+    if len(keys) > WHOLE_ABOVE:
+        return f"{len(keys)} keys changed (over {WHOLE_ABOVE})"
+    return _keys(keys)
+
+
 def _waste_keys(run: _Run) -> pd.DataFrame | str:
     found = _facts_and_jobs(run, _WASTE_JOB_COLUMNS)
     if isinstance(found, str):
@@ -556,13 +568,7 @@ def _waste_keys(run: _Run) -> pd.DataFrame | str:
         keys |= {(CC_SOURCE, job) for job in jobs.keys["job"]}
     for table in (GPU_ENERGY_TABLE, GPU_POWER_TABLE):
         keys |= {(GPU_SOURCE, key) for key in run.partition_keys(table)}
-    blocks = _cc_jobs_of_blocks(run, run.partition_keys(CC_STATS_TABLE))
-    if isinstance(blocks, str):
-        return blocks
-    keys |= blocks
-    if len(keys) > WHOLE_ABOVE:
-        return f"{len(keys)} keys changed (over {WHOLE_ABOVE})"
-    return _keys(keys)
+    return _with_changed_blocks(run, keys)
 
 
 def _waste_rows(run: _Run, facts: pd.DataFrame, pairs: set | None,
@@ -705,13 +711,7 @@ def _quality_keys(run: _Run) -> pd.DataFrame | str:
                  for sensor, target in windows.keys[["sensor", "target"]].to_numpy()}
     for table in (GPU_ENERGY_TABLE, *_GPU_FRAMES):
         keys |= {(GPU_SOURCE, key) for key in run.partition_keys(table)}
-    blocks = _cc_jobs_of_blocks(run, run.partition_keys(CC_STATS_TABLE))
-    if isinstance(blocks, str):
-        return blocks
-    keys |= blocks
-    if len(keys) > WHOLE_ABOVE:
-        return f"{len(keys)} keys changed (over {WHOLE_ABOVE})"
-    return _keys(keys)
+    return _with_changed_blocks(run, keys)
 
 
 def _quality_rows(run: _Run, facts: pd.DataFrame, pairs: set | None) -> pd.DataFrame:
