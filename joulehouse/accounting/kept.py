@@ -254,6 +254,14 @@ class _Run:
         """The partitions of a plain input new, gone or rewritten."""
         return partition_changes(self.snapshots[table], self.state.files.get(table, {}))
 
+    def to_recompute(self, keys_of: Callable[[_Run], pd.DataFrame | str]
+                     ) -> tuple[str, pd.DataFrame | None]:
+        """Why everything must be recomputed ('' if not) and, if not, the keys to recompute:
+        ``keys_of(self)`` and those a stopped run left pending."""
+        reason = self.whole_reason()
+        found = None if reason else self.with_pending(keys_of(self))
+        return (found, None) if isinstance(found, str) else (reason, found)
+
     def with_pending(self, keys: pd.DataFrame | str) -> pd.DataFrame | str:
         """``keys`` and those a run stopped between commits left to rewrite."""
         if isinstance(keys, str) or not self.pending.keys:
@@ -316,10 +324,7 @@ def update_trust(warehouse: Warehouse) -> Updated:
     """Bring ``trust_checks`` to ``trust.trust_checks`` from scratch over the stored facts
     and jobs (see the module)."""
     run = _Run(warehouse, TRUST_STATE, TRUST_INPUTS, _trust_digest())
-    reason = run.whole_reason()
-    found = None if reason else run.with_pending(_trust_keys(run))
-    if isinstance(found, str):
-        reason = found
+    reason, found = run.to_recompute(_trust_keys)
     if reason:
         table = trust_whole(run)
         run.mark(None)
@@ -496,10 +501,7 @@ def update_waste(warehouse: Warehouse,
     the stored partition)."""
     run = _Run(warehouse, WASTE_STATE, WASTE_INPUTS, _waste_digest())
     frame_of = frame_of or _frame_reader(run, GPU_POWER_TABLE)
-    reason = run.whole_reason()
-    found = None if reason else run.with_pending(_waste_keys(run))
-    if isinstance(found, str):
-        reason = found
+    reason, found = run.to_recompute(_waste_keys)
     if reason:
         facts = run.facts()
         table, unjudged = _waste_rows(run, facts, None, frame_of)
@@ -645,10 +647,7 @@ def update_quality(warehouse: Warehouse) -> Updated:
     """Bring ``fact_quality`` to ``quality.fact_quality`` from scratch over the stored
     inputs (see the module)."""
     run = _Run(warehouse, QUALITY_STATE, QUALITY_INPUTS, _quality_digest())
-    reason = run.whole_reason()
-    found = None if reason else run.with_pending(_quality_keys(run))
-    if isinstance(found, str):
-        reason = found
+    reason, found = run.to_recompute(_quality_keys)
     if reason:
         table = _quality_rows(run, run.facts(), None)
         run.mark(None)
