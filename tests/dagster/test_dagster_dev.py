@@ -16,6 +16,10 @@ from tests.dagster.webserver import (
 )
 
 DAEMON_STARTED = "Instance is configured with the following daemons"
+#: A bound, not a timing: on SIGTERM a code server stops "once all current RPC calls terminate
+#: or 60 seconds pass" (its log), so a stop during a sensor or automation tick on a loaded
+#: machine may take the whole 60 s and then the processes' exit (seen: 60 s passed in CI).
+DEV_STOP_TIMEOUT_S = 2 * STOP_TIMEOUT_S
 
 
 def test_make_dev_serves_without_warnings_and_stops_on_ctrl_c(tmp_path):
@@ -33,8 +37,8 @@ def test_make_dev_serves_without_warnings_and_stops_on_ctrl_c(tmp_path):
         while DAEMON_STARTED not in log.read_text() and time.monotonic() < deadline:
             time.sleep(0.5)
         dev.send_signal(signal.SIGINT)  # what Ctrl-C sends the script
-        assert dev.wait(STOP_TIMEOUT_S) == 130
-        deadline = time.monotonic() + STOP_TIMEOUT_S
+        assert dev.wait(DEV_STOP_TIMEOUT_S) == 130
+        deadline = time.monotonic() + DEV_STOP_TIMEOUT_S
         while group_alive(dev.pid) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert not group_alive(dev.pid)  # webserver, daemon and their code servers
