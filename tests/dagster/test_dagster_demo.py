@@ -200,7 +200,18 @@ def test_demo_exits_non_zero_when_a_run_fails(tmp_path, monkeypatch, capsys):
 
 # Here, not in test_schedules.py, so that the demo runs once in the suite: pytest-xdist's
 # --dist loadfile keeps a module on one worker, and the demo is made once per worker.
-def test_one_run_of_each_schedule_succeeds_on_the_example_data(demo):
+#: The weekly schedule whose run is launched: the GPU repetitions, the most partitions.
+WEEKLY_LAUNCHED = "weekly_revalidation_gpu_repetitions"
+
+
+def test_each_schedule_asks_for_its_run_on_the_example_data_and_one_of_each_kind_succeeds(demo):
+    """The daily rollups' run, and every weekly schedule's request over exactly the
+    partitions the demo registered; one weekly run (:data:`WEEKLY_LAUNCHED`) is launched.
+    The weekly schedules are one function (``sensors/schedules.py``: ``weekly_revalidation``)
+    whose request names a range of the source's partitions, as the source's sensor does:
+    the demo has run each of their jobs over that same range (every registered partition),
+    so one re-validation run proves a job runs again over partitions already stored; each
+    further one cost seconds of CPU and proved the same of another source."""
     home, warehouse = demo.home, demo.warehouse
     store = Warehouse(root=str(warehouse))
     built = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(path=str(EXAMPLE_GPU_DATA))]),
@@ -210,20 +221,25 @@ def test_one_run_of_each_schedule_succeeds_on_the_example_data(demo):
     with dg.DagsterInstance.from_config(str(home)) as instance:
         [request] = schedule_tick("daily_rollups", instance, datetime(2026, 11, 25, 2, tzinfo=UTC)).run_requests
         schedule = built.resolve_schedule_def("daily_rollups")
-        result = launch_in_process(built.resolve_job_def(schedule.job_name), instance, request)
+        result = launch_in_process(built.resolve_job_def(schedule.job_name), instance, request,
+                                   log_level="WARNING")
         assert result.success
         assert {event.asset_key.to_user_string()
                 for event in result.get_asset_materialization_events()} == ROLLUPS
         assert {name: len(tables.read_table(name)) for name in before} == before
-        for name, (job, partitions, _) in WEEKLY.items():
+        requests = {}
+        for name, (_, partitions, _) in WEEKLY.items():
             registered = instance.get_dynamic_partitions(partitions)
-            [request] = schedule_tick(name, instance, datetime(2026, 11, 29, 4, tzinfo=UTC)).run_requests
-            assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (
+            [requests[name]] = schedule_tick(name, instance, datetime(2026, 11, 29, 4, tzinfo=UTC)).run_requests
+            assert (requests[name].tags[RANGE_START], requests[name].tags[RANGE_END]) == (
                 registered[0], registered[-1]), name  # the examples: fewer than the newest
-            result = launch_in_process(built.resolve_job_def(job), instance, request)
-            assert result.success, name
-            assert sorted(result.dagster_run.tags[tag] for tag in (RANGE_START, RANGE_END)) == (
-                sorted([registered[0], registered[-1]]))
-            stored = {event.partition for event in result.get_asset_materialization_events()
-                      if event.partition is not None}
-            assert stored == set(registered), name
+        job, partitions, _ = WEEKLY[WEEKLY_LAUNCHED]
+        registered = instance.get_dynamic_partitions(partitions)
+        result = launch_in_process(built.resolve_job_def(job), instance,
+                                   requests[WEEKLY_LAUNCHED], log_level="WARNING")
+        assert result.success
+        assert sorted(result.dagster_run.tags[tag] for tag in (RANGE_START, RANGE_END)) == (
+            sorted([registered[0], registered[-1]]))
+        stored = {event.partition for event in result.get_asset_materialization_events()
+                  if event.partition is not None}
+        assert stored == set(registered)
