@@ -1,11 +1,10 @@
 """The README's demo, end to end on the bundled example data, in a fresh instance."""
 
-import os
+import importlib.util
 import shutil
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 
 import dagster as dg
 import pytest
@@ -39,6 +38,7 @@ from tests.dagster.test_schedules import ROLLUPS, WEEKLY
 from tests.dagster.test_schedules import tick as schedule_tick
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEMO = PROJECT_ROOT / "deploy" / "demo.py"
 EXAMPLE = PROJECT_ROOT / "examples" / "gpu-data"
 EXAMPLE_GEOPM = PROJECT_ROOT / "examples" / "geopm"
 # The GEOPM table's rows: report, hosts, package kJ, DRAM kJ (the reports' Application Totals)
@@ -169,7 +169,19 @@ def assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse) -> N
         assert len(runs) == 1, name
 
 
-def test_demo_exits_non_zero_when_a_run_fails(tmp_path):
+def load_demo() -> ModuleType:
+    """deploy/demo.py as a module (it is a script, not in a package), for its ``main``."""
+    spec = importlib.util.spec_from_file_location("joulehouse_demo", DEMO)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_demo_exits_non_zero_when_a_run_fails(tmp_path, monkeypatch, capsys):
+    """The demo's exit status on a GPU data root whose one repetition fails validation: its
+    ``main``, which ``python deploy/demo.py`` exits with, called in this process (the
+    command itself runs in :func:`demo_once`; another process would import everything
+    again). The demo stops at the first failed run: the GPU run, before any other source."""
     root = tmp_path / "data" / "e" / "b" / "150W" / "0"
     root.mkdir(parents=True)
     (root / "timestamps.csv").write_text(
@@ -179,18 +191,27 @@ def test_demo_exits_non_zero_when_a_run_fails(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     shutil.copy(PROJECT_ROOT / "deploy" / "dagster.yaml", home)  # as make demo does
-    env = {**os.environ, "DAGSTER_HOME": str(home)}
-    done = subprocess.run([sys.executable, "deploy/demo.py", str(tmp_path / "data"),
-                           "--warehouse", str(tmp_path / "warehouse")],
-                          check=False, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 1
-    assert "run(s) failed" in done.stderr
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", "1000")  # what main sets when unset
+    status = load_demo().main([str(tmp_path / "data"), "--warehouse", str(tmp_path / "warehouse")])
+    assert status == 1
+    assert "run(s) failed" in capsys.readouterr().err
 
 
 # Here, not in test_schedules.py, so that the demo runs once in the suite: pytest-xdist's
 # --dist loadfile keeps a module on one worker, and the demo is made once per worker.
-def test_one_run_of_each_schedule_succeeds_on_the_example_data(demo):
+#: The weekly schedule whose run is launched: the GPU repetitions, the most partitions.
+WEEKLY_LAUNCHED = "weekly_revalidation_gpu_repetitions"
+
+
+def test_each_schedule_asks_for_its_run_on_the_example_data_and_one_of_each_kind_succeeds(demo):
+    """The daily rollups' run, and every weekly schedule's request over exactly the
+    partitions the demo registered; one weekly run (:data:`WEEKLY_LAUNCHED`) is launched.
+    The weekly schedules are one function (``sensors/schedules.py``: ``weekly_revalidation``)
+    whose request names a range of the source's partitions, as the source's sensor does:
+    the demo has run each of their jobs over that same range (every registered partition),
+    so one re-validation run proves a job runs again over partitions already stored; each
+    further one cost seconds of CPU and proved the same of another source."""
     home, warehouse = demo.home, demo.warehouse
     store = Warehouse(root=str(warehouse))
     built = build_definitions(GpuBenchmarkSource(data_roots=[DataRoot(path=str(EXAMPLE_GPU_DATA))]),
@@ -200,20 +221,25 @@ def test_one_run_of_each_schedule_succeeds_on_the_example_data(demo):
     with dg.DagsterInstance.from_config(str(home)) as instance:
         [request] = schedule_tick("daily_rollups", instance, datetime(2026, 11, 25, 2, tzinfo=UTC)).run_requests
         schedule = built.resolve_schedule_def("daily_rollups")
-        result = launch_in_process(built.resolve_job_def(schedule.job_name), instance, request)
+        result = launch_in_process(built.resolve_job_def(schedule.job_name), instance, request,
+                                   log_level="WARNING")
         assert result.success
         assert {event.asset_key.to_user_string()
                 for event in result.get_asset_materialization_events()} == ROLLUPS
         assert {name: len(tables.read_table(name)) for name in before} == before
-        for name, (job, partitions, _) in WEEKLY.items():
+        requests = {}
+        for name, (_, partitions, _) in WEEKLY.items():
             registered = instance.get_dynamic_partitions(partitions)
-            [request] = schedule_tick(name, instance, datetime(2026, 11, 29, 4, tzinfo=UTC)).run_requests
-            assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (
+            [requests[name]] = schedule_tick(name, instance, datetime(2026, 11, 29, 4, tzinfo=UTC)).run_requests
+            assert (requests[name].tags[RANGE_START], requests[name].tags[RANGE_END]) == (
                 registered[0], registered[-1]), name  # the examples: fewer than the newest
-            result = launch_in_process(built.resolve_job_def(job), instance, request)
-            assert result.success, name
-            assert sorted(result.dagster_run.tags[tag] for tag in (RANGE_START, RANGE_END)) == (
-                sorted([registered[0], registered[-1]]))
-            stored = {event.partition for event in result.get_asset_materialization_events()
-                      if event.partition is not None}
-            assert stored == set(registered), name
+        job, partitions, _ = WEEKLY[WEEKLY_LAUNCHED]
+        registered = instance.get_dynamic_partitions(partitions)
+        result = launch_in_process(built.resolve_job_def(job), instance,
+                                   requests[WEEKLY_LAUNCHED], log_level="WARNING")
+        assert result.success
+        assert sorted(result.dagster_run.tags[tag] for tag in (RANGE_START, RANGE_END)) == (
+            sorted([registered[0], registered[-1]]))
+        stored = {event.partition for event in result.get_asset_materialization_events()
+                  if event.partition is not None}
+        assert stored == set(registered)

@@ -1,5 +1,6 @@
-"""The schedules (sensors/schedules.py): what each asks for at a given time. One run of each
-on the example data is in test_dagster_demo.py, beside the demo it starts from."""
+"""The schedules (sensors/schedules.py): what each asks for at a given time. What each asks
+for on the example data, the daily run and one weekly run, are in test_dagster_demo.py,
+beside the demo they start from."""
 
 from datetime import UTC, datetime
 
