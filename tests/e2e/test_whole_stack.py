@@ -5,10 +5,10 @@ throwaway PostgreSQL server holding Dagster's storage and TAUdb; the code server
 ``dagster-daemon`` and ``dagster-webserver`` as separate processes with the production
 ``dagster.yaml``; the warehouse on a local S3-compatible object store; the examples of
 every source copied into fresh data roots, one PowerAPI report file broken on purpose. The tests below run in order over that one stack (each
-starts where the one before left it; each turns off, through GraphQL, the sensors no
-later test needs: the sources' it does not land into and, after the first, the automation
-sensor, so that no later test waits in the queue behind runs it checks nothing of, and no
-idle tick burns CPU):
+starts where the one before left it). From the second on, each turns off through GraphQL
+the sensors that neither it nor a later test needs (the landing sensors of the sources no
+longer landed into and the automation sensor), so that no test waits in the queue behind
+runs it checks nothing of and no idle tick burns CPU:
 
 1. the sensors, turned on through GraphQL, pick up every source; the runs succeed but the
    broken files', each failing its own partition alone, named with its file and line;
@@ -53,7 +53,11 @@ from tests.e2e.stack import LOCATION, QUIET_S, DataFolders, Stack, running_stack
 #: code, and the production pool lets one run at a time rebuild the tables.
 PHASE_TIMEOUT_S = 600.0
 #: How long PostgreSQL is down in the middle of a run: longer than dagster-postgres's
-#: connection retries (about 6 s), so the run fails rather than waiting it out.
+#: connection retries (about 6 s), so the run fails rather than waiting it out. The run
+#: fails only where two event writes in a row give up (a step's event, then its
+#: STEP_RETRY's: the RetryPolicy would otherwise run the step again within the run, which
+#: then succeeds with no run retry to see), each after about 6 s, from the step's first
+#: write after the stop: hence the margin.
 OUTAGE_S = 30.0
 
 #: Each landing or data-root sensor and the job it asks for.
