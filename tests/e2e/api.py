@@ -1,5 +1,5 @@
 """What the end-to-end test asks the webserver's GraphQL API, as the UI does: the code
-location loaded, sensors turned on, runs and their statuses, a backfill launched and
+location loaded, sensors turned on and off, runs and their statuses, a backfill launched and
 followed. (Partition statuses and check results: ``tests/dagster/webserver.py``.)"""
 
 from __future__ import annotations
@@ -39,6 +39,24 @@ mutation Start($selector: SensorSelector!) {
   startSensor(sensorSelector: $selector) {
     __typename
     ... on Sensor { name sensorState { status } }
+    ... on PythonError { message }
+  }
+}"""
+
+SENSOR_ID = """
+query Sensor($selector: SensorSelector!) {
+  sensorOrError(sensorSelector: $selector) {
+    __typename
+    ... on Sensor { id }
+    ... on PythonError { message }
+  }
+}"""
+
+STOP_SENSOR = """
+mutation Stop($id: String!) {
+  stopSensor(id: $id) {
+    __typename
+    ... on StopSensorMutationResult { instigationState { status } }
     ... on PythonError { message }
   }
 }"""
@@ -87,6 +105,17 @@ def start_sensor(port: int, name: str) -> None:
         "repositoryLocationName": LOCATION, "repositoryName": REPOSITORY,
         "sensorName": name}})["startSensor"]
     assert answer.get("sensorState", {}).get("status") == "RUNNING", answer
+
+
+def stop_sensor(port: int, name: str) -> None:
+    """Turn the sensor ``name`` off, as its toggle in the UI does (a sensor running by
+    default, as the automation sensor, included)."""
+    sensor = graphql(port, SENSOR_ID, {"selector": {
+        "repositoryLocationName": LOCATION, "repositoryName": REPOSITORY,
+        "sensorName": name}})["sensorOrError"]
+    assert sensor["__typename"] == "Sensor", sensor
+    answer = graphql(port, STOP_SENSOR, {"id": sensor["id"]})["stopSensor"]
+    assert (answer.get("instigationState") or {}).get("status") == "STOPPED", answer
 
 
 def runs(port: int, **run_filter) -> list[dict]:

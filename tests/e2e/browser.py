@@ -22,8 +22,10 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
 #: Bounds, not timings: the UI loads its JavaScript, then asks GraphQL.
 PAGE_TIMEOUT_MS = 90_000
 VIEWPORT = {"width": 1600, "height": 1000}
-#: How long the graph takes to draw the nodes a pan brought on screen (a bound).
+#: How long the graph takes to draw the nodes a pan brought on screen (a bound), and how
+#: often the page's text is read meanwhile (the wait ends once every name is seen).
 PAN_SETTLE_MS = 700
+SETTLE_POLL_MS = 100
 
 
 def missing_requirement() -> str | None:
@@ -56,17 +58,19 @@ class Browser:
         """The ``names`` the asset graph on the page draws while it is panned (it draws only
         the nodes on screen, and a tall graph does not fit even zoomed out): from where it
         opened, up to ``steps`` half screens up, then as many down, as the mouse wheel
-        pans it."""
+        pans it; at each place the page's text is read until every name was seen or
+        ``PAN_SETTLE_MS`` passed."""
         self.page.mouse.move(VIEWPORT["width"] // 2, VIEWPORT["height"] // 2)
         half = VIEWPORT["height"] // 2
         seen: set[str] = set()
         for direction in (-1, 1):
             for step in range(steps + 1):
-                self.page.wait_for_timeout(PAN_SETTLE_MS)
-                shown = self.text()
-                seen |= {name for name in names if name in shown}
-                if seen == set(names):
-                    return seen
+                for _ in range(PAN_SETTLE_MS // SETTLE_POLL_MS):
+                    self.page.wait_for_timeout(SETTLE_POLL_MS)
+                    shown = self.text()
+                    seen |= {name for name in names if name in shown}
+                    if seen == set(names):
+                        return seen
                 self.page.mouse.wheel(0, direction * half)
             if direction == -1:  # back to where it opened
                 self.page.mouse.wheel(0, (steps + 1) * half)

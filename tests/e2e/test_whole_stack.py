@@ -5,7 +5,10 @@ throwaway PostgreSQL server holding Dagster's storage and TAUdb; the code server
 ``dagster-daemon`` and ``dagster-webserver`` as separate processes with the production
 ``dagster.yaml``; the warehouse on a local S3-compatible object store; the examples of
 every source copied into fresh data roots, one PowerAPI report file broken on purpose. The tests below run in order over that one stack (each
-starts where the one before left it):
+starts where the one before left it). From the second on, each turns off through GraphQL
+the sensors that neither it nor a later test needs (the landing sensors of the sources no
+longer landed into and the automation sensor), so that no test waits in the queue behind
+runs it checks nothing of and no idle tick burns CPU:
 
 1. the sensors, turned on through GraphQL, pick up every source; the runs succeed but the
    broken files', each failing its own partition alone, named with its file and line;
@@ -15,11 +18,12 @@ starts where the one before left it):
    materialization metadata and plot, the failed partition with its error (screenshots
    kept: ``tests/e2e/browser.py`` says where);
 3. the PowerAPI file fixed in place is materialized by the next ticks;
-4. a backfill launched through GraphQL, as the UI's "Materialize all" launches it, covers
+4. PostgreSQL stopped in the middle of the run of a new GPU run folder and started again:
+   the run fails, is retried (``run_retries``) and completes; nothing lost, no trial
+   duplicated;
+5. a backfill launched through GraphQL, as the UI's "Materialize all" launches it, covers
    its partitions in a handful of runs: the GPU repetition still broken fails again alone,
    its check naming its file and line, every other partition materialized;
-5. PostgreSQL stopped in the middle of a run and started again: the run fails, is
-   retried (``run_retries``) and completes; nothing lost, no trial duplicated;
 
 and on the way out every process is stopped by its process group id.
 """
@@ -49,16 +53,30 @@ from tests.e2e.stack import LOCATION, QUIET_S, DataFolders, Stack, running_stack
 #: code, and the production pool lets one run at a time rebuild the tables.
 PHASE_TIMEOUT_S = 600.0
 #: How long PostgreSQL is down in the middle of a run: longer than dagster-postgres's
-#: connection retries (about 6 s), so the run fails rather than waiting it out.
+#: connection retries (about 6 s), so the run fails rather than waiting it out. The run
+#: fails only where two event writes in a row give up (a step's event, then its
+#: STEP_RETRY's: the RetryPolicy would otherwise run the step again within the run, which
+#: then succeeds with no run retry to see), each after about 6 s, from the step's first
+#: write after the stop: hence the margin.
 OUTAGE_S = 30.0
 
 #: Each landing or data-root sensor and the job it asks for.
 SENSOR_JOBS = {"gpu_repetitions_lab": "gpu_energy_job", "tau_profile_landing": "tau_profiles_job",
                "geopm_report_landing": "geopm_job", "powerapi_landing": "powerapi_job",
                "cc_job_archive": "cc_job"}
+#: The sensors turned off at the start of each later test, no later test needing them.
+#: The automation sensor (on by default) is needed by the first alone (the PowerAPI trials
+#: are its runs'); afterwards it would only queue runs no test checks (accounting, tables)
+#: ahead of those the tests wait for.
+NOT_NEEDED_AFTER_THE_FIRST = ("tau_profile_landing", "geopm_report_landing", "cc_job_archive",
+                              "joulehouse_automation")
 #: The examples' partitions, by partitions definition.
 PARTITIONS = {"gpu_repetitions": 8, "tau_profile_sets": 1, "geopm_reports": 2,
               "powerapi_reports": 3, "cc_job_blocks": 3}
+#: The GPU run folder the PostgreSQL test lands (two repetitions), and the GPU partitions
+#: from then on (the backfill, after it, covers them too).
+NEW_GPU_RUN = {"power-limit": {"bert": ["300W"]}}
+GPU_PARTITIONS_WITH_NEW_RUN = PARTITIONS["gpu_repetitions"] + 2
 #: The asset groups of the sources and the assets the graph shows in each.
 SOURCE_GROUPS = ("gpu_benchmarks", "taudb", "geopm", "powerapi", "clustercockpit",
                  "energy_facts", "accounting")
@@ -94,13 +112,14 @@ def _bad_gpu_file(data: DataFolders) -> Path:
     return data.gpu / BAD_GPU.removeprefix("lab/") / "gpu-power.csv"
 
 
-def assert_bad_gpu_repetition_failed(stack: Stack) -> None:
-    """The broken GPU repetition's partition failed alone, its check naming file and line."""
+def assert_bad_gpu_repetition_failed(stack: Stack, partitions: int) -> None:
+    """The broken GPU repetition's partition failed alone (of ``partitions``), its check
+    naming file and line."""
     for asset in ("gpu_validated_frames", "gpu_repetition_energy"):
         node = statuses(stack.port, asset)
         assert node["assetPartitionStatuses"]["failedPartitions"] == [BAD_GPU], asset
-        assert node["partitionStats"] == {"numMaterialized": PARTITIONS["gpu_repetitions"] - 1,
-                                          "numPartitions": PARTITIONS["gpu_repetitions"],
+        assert node["partitionStats"] == {"numMaterialized": partitions - 1,
+                                          "numPartitions": partitions,
                                           "numFailed": 1}, asset
     check = check_execution(stack.port, "gpu_validated_frames", VALID_CHECK, BAD_GPU)
     assert check["status"] == "FAILED"
@@ -179,7 +198,7 @@ def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_sto
     assert check["status"] == "FAILED"
     assert check["evaluation"]["entries"]["file"] == str(stack.data.powerapi / "power.jsonl")
     assert check["evaluation"]["entries"]["line"] == 3
-    assert_bad_gpu_repetition_failed(stack)
+    assert_bad_gpu_repetition_failed(stack, PARTITIONS["gpu_repetitions"])
     for asset in ("geopm_validated_frames", "cc_block_tables"):
         node = statuses(stack.port, asset)["partitionStats"]
         assert node["numFailed"] == 0 and node["numMaterialized"] == node["numPartitions"], (
@@ -211,6 +230,8 @@ def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_sto
 
 def test_the_ui_in_chromium_shows_every_source_metadata_a_plot_and_the_failed_partition(
         stack, artefacts, tmp_path):
+    for sensor in NOT_NEEDED_AFTER_THE_FIRST:
+        api.stop_sensor(stack.port, sensor)
     assert stack.graphql("mutation { setNuxSeen }")["setNuxSeen"]  # the newsletter dialog
     with chromium(stack.url, artefacts, tmp_path / "profile") as browser:
         # the asset graph: each source's group shows every one of its assets
@@ -272,39 +293,13 @@ def test_the_broken_file_fixed_in_place_is_materialized_by_the_next_ticks(stack)
     assert check["status"] == "SUCCEEDED"
 
 
-#: The backfill: each source's per-partition assets, every partition.
-BACKFILL_ASSETS = ["gpu_validated_frames", "gpu_repetition_energy", "geopm_validated_frames",
-                   "geopm_host_energy", "powerapi_validated_frames", "powerapi_report_energy"]
-
-
-def test_a_backfill_launched_through_graphql_runs_its_partitions_in_a_handful_of_runs(stack):
-    backfill_id = api.launch_backfill(stack.port, BACKFILL_ASSETS)
-
-    def ended() -> dict | None:
-        backfill = api.backfill(stack.port, backfill_id)
-        return backfill if backfill["status"] not in ("REQUESTED", "CANCELING") else None
-
-    backfill = wait_for("the backfill to end", ended, PHASE_TIMEOUT_S,
-                        lambda: stack.log_tail("daemon"))
-    assert backfill["status"] == "COMPLETED_FAILED", backfill  # the GPU run failed
-    runs = backfill["runs"]
-    partitions = sum(PARTITIONS[name] for name in ("gpu_repetitions", "geopm_reports",
-                                                   "powerapi_reports"))
-    print(f"backfill: {len(runs)} run(s) for {partitions} partitions")
-    # one run per source's pipeline (each a single-run backfill): the GPU one failed
-    assert sorted(run["status"] for run in runs) == ["FAILURE", "SUCCESS", "SUCCESS"]
-    assert_bad_gpu_repetition_failed(stack)
-    for asset in BACKFILL_ASSETS[2:]:
-        assert statuses(stack.port, asset)["partitionStats"]["numFailed"] == 0, asset
-
-
 def test_postgres_restarted_in_the_middle_of_a_run_the_run_is_retried_and_completes(stack):
+    api.stop_sensor(stack.port, "powerapi_landing")  # only the GPU data root's from here
     before_runs = {run["runId"] for run in api.runs(stack.port)}
     events_before = stack.sql("SELECT count(*) FROM event_logs")[0][0]
     trials_before = stack.trial_keys()
     # a new GPU run folder (two repetitions) lands: one run of the GPU pipeline
-    write_data_root(stack.data.gpu, {"power-limit": {"bert": ["300W"]}},
-                    base=RepetitionSpec(duration_s=60.0))
+    write_data_root(stack.data.gpu, NEW_GPU_RUN, base=RepetitionSpec(duration_s=60.0))
 
     def started() -> dict | None:
         return next((run for run in api.runs(stack.port, pipelineName="gpu_energy_job")
@@ -338,5 +333,37 @@ def test_postgres_restarted_in_the_middle_of_a_run_the_run_is_retried_and_comple
     assert stack.trial_keys() == sorted([*trials_before, new_run])
     energy = wait_for("the webserver to answer", lambda: api.unless_unavailable(
         lambda: statuses(stack.port, "gpu_repetition_energy")), PHASE_TIMEOUT_S, logs)
-    assert energy["partitionStats"] == {"numMaterialized": 9, "numPartitions": 10,
+    assert energy["partitionStats"] == {"numMaterialized": GPU_PARTITIONS_WITH_NEW_RUN - 1,
+                                        "numPartitions": GPU_PARTITIONS_WITH_NEW_RUN,
                                         "numFailed": 1}  # the broken one
+
+
+#: The backfill: each source's per-partition assets, every partition.
+BACKFILL_ASSETS = ["gpu_validated_frames", "gpu_repetition_energy", "geopm_validated_frames",
+                   "geopm_host_energy", "powerapi_validated_frames", "powerapi_report_energy"]
+
+
+def test_a_backfill_launched_through_graphql_runs_its_partitions_in_a_handful_of_runs(stack):
+    # no sensor's run from here; the webserver's first answer after the PostgreSQL test
+    # may still be a 500 (a connection of its storage lost in the restart)
+    wait_for("the GPU sensor to be turned off", lambda: api.unless_unavailable(
+        lambda: api.stop_sensor(stack.port, "gpu_repetitions_lab") or True),
+        PHASE_TIMEOUT_S, lambda: stack.log_tail("webserver"))
+    backfill_id = api.launch_backfill(stack.port, BACKFILL_ASSETS)
+
+    def ended() -> dict | None:
+        backfill = api.backfill(stack.port, backfill_id)
+        return backfill if backfill["status"] not in ("REQUESTED", "CANCELING") else None
+
+    backfill = wait_for("the backfill to end", ended, PHASE_TIMEOUT_S,
+                        lambda: stack.log_tail("daemon"))
+    assert backfill["status"] == "COMPLETED_FAILED", backfill  # the GPU run failed
+    runs = backfill["runs"]
+    partitions = GPU_PARTITIONS_WITH_NEW_RUN + sum(
+        PARTITIONS[name] for name in ("geopm_reports", "powerapi_reports"))
+    print(f"backfill: {len(runs)} run(s) for {partitions} partitions")
+    # one run per source's pipeline (each a single-run backfill): the GPU one failed
+    assert sorted(run["status"] for run in runs) == ["FAILURE", "SUCCESS", "SUCCESS"]
+    assert_bad_gpu_repetition_failed(stack, GPU_PARTITIONS_WITH_NEW_RUN)
+    for asset in BACKFILL_ASSETS[2:]:
+        assert statuses(stack.port, asset)["partitionStats"]["numFailed"] == 0, asset
