@@ -3,11 +3,9 @@
 
 VENV := .venv
 PYTHON ?= python3
-# Test workers: one more than the CPU cores (`make test TEST_WORKERS=0` runs the tests in this
-# process). With one per core (pytest-xdist's `auto`) the cores stood idle 15 % of a
-# fresh-clone run on the 2-CPU VM (/proc/stat, 2026-11-29): tests wait on the stacks they
-# start, on quiet periods and on one another's last module; a third worker runs beside them.
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+# Test workers: pytest-xdist's `auto` is one per CPU core; `make test TEST_WORKERS=0` runs
+# the tests in this process
+TEST_WORKERS ?= auto
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
 .PHONY: demo test dev
