@@ -327,25 +327,29 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
         return engine
 
     def _initdb(self, engine: sa.Engine, for_index_shard: bool = False) -> None:
-        """Dagster's, but a run shard that does not exist yet is made a copy of an empty one
-        (:func:`_empty_run_shard`): Dagster creates its tables and stamps its alembic
+        """Dagster's, but a shard that does not exist yet is made a copy of an empty run
+        shard (:func:`_empty_run_shard`): Dagster creates its tables and stamps its alembic
         revision, building alembic's revision map from every migration script twice (about
-        0.1 s of CPU for each new run, most of it in that map). The copy is linked into
-        place, so a shard another process created meanwhile is never overwritten (then
-        Dagster's own path checks it)."""
-        path = Path(engine.url.database)
-        if for_index_shard or path.exists():
+        0.1 s of CPU for each new run, most of it in that map). The copy, written to a
+        hidden file with SQLite's own mode (0644 less the umask), is linked into place, so
+        a shard another process created meanwhile is never overwritten; then, or where the
+        file system has no hard links, Dagster's own path checks or creates it."""
+        database = engine.url.database
+        if for_index_shard or database in (None, "", ":memory:") or Path(database).exists():
             super()._initdb(engine, for_index_shard)
             return
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.",
-                                         delete=False) as new:
-            new.write(_empty_run_shard())
+        path = Path(database)
+        empty = _empty_run_shard()
+        new = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
         try:
-            os.link(new.name, path)
-        except FileExistsError:
+            with os.fdopen(os.open(new, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644),
+                           "wb") as file:
+                file.write(empty)
+            os.link(new, path)
+        except OSError:
             super()._initdb(engine, for_index_shard)
         finally:
-            os.unlink(new.name)
+            new.unlink(missing_ok=True)
 
     def _shard_engine(self, shard: str, **options) -> sa.Engine:
         """An engine of ``shard``'s database file as Dagster's ``_connect`` makes one (its

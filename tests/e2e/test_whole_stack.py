@@ -5,8 +5,8 @@ throwaway PostgreSQL server holding Dagster's storage and TAUdb; the code server
 ``dagster-daemon`` and ``dagster-webserver`` as separate processes with the production
 ``dagster.yaml``; the warehouse on a local S3-compatible object store; the examples of
 every source copied into fresh data roots, one PowerAPI report file broken on purpose. The tests below run in order over that one stack (each
-starts where the one before left it). From the second on, each turns off through GraphQL
-the sensors that neither it nor a later test needs (the landing sensors of the sources no
+starts where the one before left it). The second, fourth and fifth turn off through
+GraphQL the sensors that neither they nor a later test need (the landing sensors of the sources no
 longer landed into and the automation sensor), so that no test waits in the queue behind
 runs it checks nothing of and no idle tick burns CPU:
 
@@ -64,7 +64,7 @@ OUTAGE_S = 30.0
 SENSOR_JOBS = {"gpu_repetitions_lab": "gpu_energy_job", "tau_profile_landing": "tau_profiles_job",
                "geopm_report_landing": "geopm_job", "powerapi_landing": "powerapi_job",
                "cc_job_archive": "cc_job"}
-#: The sensors turned off at the start of each later test, no later test needing them.
+#: The sensors the second test turns off, no later test needing them.
 #: The automation sensor (on by default) is needed by the first alone (the PowerAPI trials
 #: are its runs'); afterwards it would only queue runs no test checks (accounting, tables)
 #: ahead of those the tests wait for.
