@@ -99,20 +99,22 @@ def sensors_loaded(port: int) -> list[str] | None:
     return [sensor["name"] for sensor in repository["sensors"]]
 
 
+def _sensor_selector(name: str) -> dict:
+    """The GraphQL ``SensorSelector`` of the sensor ``name`` of the code location."""
+    return {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY,
+            "sensorName": name}
+
+
 def start_sensor(port: int, name: str) -> None:
     """Turn the sensor ``name`` on, as its toggle in the UI does."""
-    answer = graphql(port, START_SENSOR, {"selector": {
-        "repositoryLocationName": LOCATION, "repositoryName": REPOSITORY,
-        "sensorName": name}})["startSensor"]
+    answer = graphql(port, START_SENSOR, {"selector": _sensor_selector(name)})["startSensor"]
     assert answer.get("sensorState", {}).get("status") == "RUNNING", answer
 
 
 def stop_sensor(port: int, name: str) -> None:
     """Turn the sensor ``name`` off, as its toggle in the UI does (a sensor running by
     default, as the automation sensor, included)."""
-    sensor = graphql(port, SENSOR_ID, {"selector": {
-        "repositoryLocationName": LOCATION, "repositoryName": REPOSITORY,
-        "sensorName": name}})["sensorOrError"]
+    sensor = graphql(port, SENSOR_ID, {"selector": _sensor_selector(name)})["sensorOrError"]
     assert sensor["__typename"] == "Sensor", sensor
     answer = graphql(port, STOP_SENSOR, {"id": sensor["id"]})["stopSensor"]
     assert (answer.get("instigationState") or {}).get("status") == "STOPPED", answer
