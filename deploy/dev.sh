@@ -25,15 +25,8 @@ daemon=$!
     -p "${JOULEHOUSE_DEV_PORT:-3000}" &
 webserver=$!
 
-# A process still running 30 s after its TERM is killed: under load the daemon was seen
-# ticking on for minutes after it (tests/dagster/test_dagster_dev.py).
 stop() {
     kill -TERM "$daemon" "$webserver" 2>/dev/null
-    for _ in $(seq 60); do
-        kill -0 "$daemon" 2>/dev/null || kill -0 "$webserver" 2>/dev/null || break
-        sleep 0.5
-    done
-    kill -KILL "$daemon" "$webserver" 2>/dev/null
     wait "$daemon" "$webserver"
 }
 trap 'stop; exit 130' INT
