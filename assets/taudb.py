@@ -428,6 +428,13 @@ def _day_trial(rows: pd.DataFrame, reports: pd.DataFrame | None, **settings) -> 
     return trial
 
 
+#: The tables' automation, once the window table has been stored: before that (the first run
+#: failed, e.g. on a landing's only file being bad) a new frames partition would start a run
+#: whose only outcome is the verdict "no PowerAPI window energy stored yet".
+POWERAPI_TRIALS_AUTOMATION = TABLE_AUTOMATION & ~dg.AutomationCondition.any_deps_match(
+    dg.AutomationCondition.missing()).allow(dg.AssetSelection.assets(powerapi_window_energy.key))
+
+
 @dg.asset(
     retry_policy=STEP_RETRY,
     description=(
@@ -440,7 +447,7 @@ def _day_trial(rows: pd.DataFrame, reports: pd.DataFrame | None, **settings) -> 
     ),
     group_name=GROUP,
     deps=[powerapi_validated_frames, powerapi_window_energy],
-    automation_condition=TABLE_AUTOMATION,
+    automation_condition=POWERAPI_TRIALS_AUTOMATION,
     kinds={"taudb"},
     tags={"source": "powerapi"},
 )

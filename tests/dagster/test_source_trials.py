@@ -22,6 +22,7 @@ from assets.geopm import (
     geopm_report_energy,
     geopm_trials,
 )
+from assets.powerapi import powerapi_reports, powerapi_validated_frames, powerapi_window_energy
 from assets.taudb import LOADS_CHECK, powerapi_trials
 from definitions import build_definitions
 from joulehouse.digest import digest_pairs
@@ -281,6 +282,31 @@ def sensor_days(instance, tmp_path) -> tuple[Source, Path]:
                     PowerapiSource(landing_folders=[str(folder)], quiet_period_s=0))
     assert source.tick_and_run().success
     return source, folder
+
+
+def test_the_automation_starts_powerapi_trials_only_once_windows_are_stored(instance, tmp_path):
+    """A frames partition stored while the window table never was (the landing's only file was
+    bad) starts no trials run, whose only outcome would be its verdict; the window table
+    stored, the next tick asks for one."""
+    defs = dg.Definitions(
+        assets=[powerapi_validated_frames, powerapi_window_energy, powerapi_trials],
+        resources={"powerapi_source": PowerapiSource(landing_folders=[str(tmp_path)]),
+                   "warehouse": Warehouse(root=str(tmp_path / "warehouse")),
+                   "taudb": TaudbResource(url=f"sqlite:///{tmp_path}/taudb.sqlite")})
+    trials = powerapi_trials.key
+
+    def landed(spec: dg.AssetSpec, partition: str | None = None) -> None:
+        instance.report_runless_asset_event(dg.AssetMaterialization(spec.key, partition=partition))
+
+    start = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+    instance.add_dynamic_partitions(powerapi_reports.name, ["landing/good.jsonl"])
+    landed(powerapi_validated_frames, "landing/good.jsonl")
+    frames = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=start.cursor)
+    assert frames.get_num_requested(trials) == 0
+    landed(powerapi_window_energy)
+    windows = dg.evaluate_automation_conditions(defs=defs, instance=instance,
+                                                cursor=frames.cursor)
+    assert windows.get_num_requested(trials) == 1
 
 
 def _load_days(source: Source) -> dict:
