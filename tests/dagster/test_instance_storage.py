@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 import dagster as dg
 import pytest
 import sqlalchemy as sa
+from alembic.script import ScriptDirectory
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluation,
     AssetCheckEvaluationPlanned,
@@ -31,6 +32,7 @@ from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
 from dagster._record import copy
 from dagster_postgres import DagsterPostgresStorage
 
+from resources import instance_storage
 from resources.instance_storage import (
     SQLITE_CHUNK,
     BatchedPostgresEventLogStorage,
@@ -282,6 +284,31 @@ def test_instances_load_the_batching_storages(kind, tmp_path, request):
         assert type(instance.event_log_storage).__name__.startswith("Batched")
         instance.event_log_storage.store_event_batch(run_events())
         assert instance.get_materialized_partitions(FRAMES) == set(PARTITIONS[:4])
+
+
+def test_sqlite_storage_opened_again_asks_alembic_nothing(tmp_path, monkeypatch):
+    """The SQLite storage opened again on its databases (by another instance of the process:
+    a sensor's tick, a run) opens those at Dagster's head revision without asking alembic for
+    that head (found once per process: alembic reads every migration script to tell), and
+    reads and writes what the first one left."""
+    first = BatchingSqliteStorage(str(tmp_path))
+    first.event_log_storage.store_event_batch(run_events())
+    first.dispose()
+    head = instance_storage._alembic_head()
+    lookups = []
+    looked_up = ScriptDirectory.as_revision_number
+    monkeypatch.setattr(ScriptDirectory, "as_revision_number",
+                        lambda self, *args: lookups.append(args) or looked_up(self, *args))
+    config = {"module": "resources.instance_storage", "class": "BatchingSqliteStorage",
+              "config": {"base_dir": str(tmp_path)}}
+    with dg.instance_for_test(temp_dir=str(tmp_path),
+                              overrides={"storage": {"custom": config}}) as instance:
+        assert instance.get_materialized_partitions(FRAMES) == set(PARTITIONS[:4])
+        assert instance.get_runs_count() == 0 and instance.all_instigator_state() == []
+        instance.event_log_storage.store_event_batch(run_events())
+        assert instance.run_storage.alembic_version() == (head, head)
+        assert instance.schedule_storage.alembic_version() == (head, head)
+    assert lookups == [("head",)] * 2  # the two alembic_version() above, Dagster's own
 
 
 def test_sqlite_index_connection_is_kept_and_other_processes_see_each_commit(tmp_path):

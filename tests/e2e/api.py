@@ -5,12 +5,12 @@ followed. (Partition statuses and check results: ``tests/dagster/webserver.py``.
 from __future__ import annotations
 
 import urllib.error
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from tests.dagster import webserver
 from tests.dagster.webserver import graphql
-from tests.e2e.stack import LOCATION, REPOSITORY
+from tests.e2e.stack import LOCATION, REPOSITORY, wait_for
 
 T = TypeVar("T")
 
@@ -49,6 +49,13 @@ query Sensor($selector: SensorSelector!) {
     __typename
     ... on Sensor { id }
     ... on PythonError { message }
+  }
+}"""
+
+SENSOR_STATE = """
+query SensorState($selector: SensorSelector!) {
+  sensorOrError(sensorSelector: $selector) {
+    ... on Sensor { sensorState { status ticks(limit: 1) { status } } }
   }
 }"""
 
@@ -118,6 +125,31 @@ def stop_sensor(port: int, name: str) -> None:
     assert sensor["__typename"] == "Sensor", sensor
     answer = graphql(port, STOP_SENSOR, {"id": sensor["id"]})["stopSensor"]
     assert (answer.get("instigationState") or {}).get("status") == "STOPPED", answer
+
+
+def stop_sensors(port: int, names: Iterable[str], timeout_s: float) -> None:
+    """Turn the sensors ``names`` off and wait until they stay off: each reads STOPPED with no
+    tick in flight at two polls in a row (one turned on again is turned off again). A tick
+    of the daemon that read a sensor's state just before it was turned off may write it back
+    as running at its end (seen under load: the automation sensor and a landing sensor
+    ticking, and asking for runs, until the last test, after the second had turned them
+    off); fails after ``timeout_s``."""
+    names = list(names)
+    for name in names:
+        stop_sensor(port, name)
+    settled: list[bool] = []
+
+    def stayed_off() -> bool:
+        states = {name: graphql(port, SENSOR_STATE, {"selector": _sensor_selector(name)})[
+            "sensorOrError"]["sensorState"] for name in names}
+        for name, state in states.items():
+            if state["status"] != "STOPPED":
+                stop_sensor(port, name)
+        settled.append(all(state["status"] == "STOPPED" and not any(
+            tick["status"] == "STARTED" for tick in state["ticks"]) for state in states.values()))
+        return settled[-2:] == [True, True]
+
+    wait_for(f"the sensors {names} to stay off", stayed_off, timeout_s)
 
 
 def runs(port: int, **run_filter) -> list[dict]:

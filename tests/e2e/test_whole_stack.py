@@ -7,8 +7,9 @@ throwaway PostgreSQL server holding Dagster's storage and TAUdb; the code server
 every source copied into fresh data roots, one PowerAPI report file broken on purpose. The tests below run in order over that one stack (each
 starts where the one before left it). The second, fourth and fifth turn off through
 GraphQL the sensors that neither they nor a later test need (the landing sensors of the sources no
-longer landed into and the automation sensor), so that no test waits in the queue behind
-runs it checks nothing of and no idle tick burns CPU:
+longer landed into and the automation sensor; the second and fourth wait until they stay
+off: ``api.stop_sensors``), so that no test waits in the queue behind runs it checks nothing
+of and no idle tick burns CPU:
 
 1. the sensors, turned on through GraphQL, pick up every source; the runs succeed but the
    broken files', each failing its own partition alone, named with its file and line;
@@ -230,8 +231,7 @@ def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_sto
 
 def test_the_ui_in_chromium_shows_every_source_metadata_a_plot_and_the_failed_partition(
         stack, artefacts, tmp_path):
-    for sensor in NOT_NEEDED_AFTER_THE_FIRST:
-        api.stop_sensor(stack.port, sensor)
+    api.stop_sensors(stack.port, NOT_NEEDED_AFTER_THE_FIRST, PHASE_TIMEOUT_S)
     assert stack.graphql("mutation { setNuxSeen }")["setNuxSeen"]  # the newsletter dialog
     with chromium(stack.url, artefacts, tmp_path / "profile") as browser:
         # the asset graph: each source's group shows every one of its assets
@@ -294,7 +294,8 @@ def test_the_broken_file_fixed_in_place_is_materialized_by_the_next_ticks(stack)
 
 
 def test_postgres_restarted_in_the_middle_of_a_run_the_run_is_retried_and_completes(stack):
-    api.stop_sensor(stack.port, "powerapi_landing")  # only the GPU data root's from here
+    # only the GPU data root's sensor from here
+    api.stop_sensors(stack.port, ["powerapi_landing"], PHASE_TIMEOUT_S)
     before_runs = {run["runId"] for run in api.runs(stack.port)}
     events_before = stack.sql("SELECT count(*) FROM event_logs")[0][0]
     trials_before = stack.trial_keys()
