@@ -1,0 +1,101 @@
+"""Entries handed out in blocks: one partition holding many entries, and what its sensor
+remembers of them between ticks.
+
+A block is a partition that holds many of a source's entries (ClusterCockpit: a job-id
+block ``<cluster>/<jobId // 1000>`` of jobs; GEOPM: a landing folder's UTC day of
+reports), so the partition count stays bounded while the entries grow without bound
+(docs/ARCHITECTURE.md, "Partitions over a decade"). A sensor hands out the entries ready
+in a block as one materialization of the source's files asset for that block
+(``partition_runs.files_landed``) whose metadata lists them, entry key -> fingerprint
+(:attr:`BlockHandOuts.entries_metadata`), with the run key asked for
+(``partition_runs.RUN_KEY_METADATA``). From those hand-outs alone, at every tick:
+
+* the blocks whose built asset FAILED (:meth:`BlockHandOuts.failed_blocks`) and the
+  entries their latest hand-out listed (:meth:`BlockHandOuts.handed_out`): rechecked, and
+  listed again with the block's next hand-out (:meth:`BlockHandOuts.metadata`), so that
+  they stay rechecked while the block fails, and a fixed entry is picked up by itself;
+* the blocks of a CANCELED run (:meth:`BlockHandOuts.cancelled`), asked for again once
+  with the entries their hand-out listed (``partition_runs.cancelled_hand_outs``).
+
+Nothing but the instance's events is kept: no side table, and the sensor's cursor stays
+the scan's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+
+from sensors.partition_runs import RUN_KEY_METADATA, cancelled_hand_outs
+
+#: Entry key -> fingerprint, as a hand-out lists them.
+Entries = dict[str, str]
+
+
+@dataclass(frozen=True)
+class BlockHandOuts:
+    """A source's blocks: their partitions, the files asset their hand-outs materialize,
+    the assets whose FAILED partitions are rechecked (``built``; the first is the one
+    whose materialization ends a hand-out), and the metadata name under which a
+    hand-out lists its entries."""
+
+    partitions_def: dg.DynamicPartitionsDefinition
+    files: dg.AssetKey
+    built: tuple[dg.AssetKey, ...]
+    entries_metadata: str
+
+    def registered(self, instance: dg.DagsterInstance) -> list[str]:
+        """The registered blocks, in order."""
+        return list(instance.get_dynamic_partitions(self.partitions_def.name))
+
+    def failed_blocks(self, instance: dg.DagsterInstance) -> set[str]:
+        """The blocks of which a ``built`` partition FAILED."""
+        registered = self.registered(instance)
+        return {block for asset in self.built
+                for block, state in (instance.get_status_by_partition(
+                    asset, registered, self.partitions_def) or {}).items()
+                if state == dg.AssetPartitionStatus.FAILED}
+
+    def handed_out(self, instance: dg.DagsterInstance, blocks: Collection[str]
+                   ) -> dict[str, Entries]:
+        """Block -> the entries its latest hand-out listed, with their fingerprints then,
+        for each of ``blocks``."""
+        entries: dict[str, Entries] = {}
+        for block in sorted(blocks):
+            record = instance.get_latest_data_version_record(
+                self.files, is_source=False, partition_key=block)
+            event = record and record.asset_materialization
+            if event is not None:
+                entries[block] = self.listed(event)
+        return entries
+
+    def listed(self, event: dg.AssetMaterialization) -> Entries:
+        """The entries a hand-out ``event`` lists (none when it lists none)."""
+        value = event.metadata.get(self.entries_metadata)
+        return dict(value.value) if value is not None else {}
+
+    def cancelled(self, instance: dg.DagsterInstance, failed: set[str]
+                  ) -> dict[str, dg.AssetMaterialization]:
+        """The blocks handed out to a run that was CANCELED, by key, with their hand-out
+        (``partition_runs.cancelled_hand_outs``; ``failed``: rechecked instead)."""
+        return cancelled_hand_outs(instance, self.files, self.built[0], failed,
+                                   self.registered(instance))
+
+    def listing(self, ready: Mapping[str, Entries], recheck: Mapping[str, Entries]
+                ) -> dict[str, Entries]:
+        """Each ready block's entries as its hand-out lists them: those ready now and those
+        ``recheck`` holds for it (the failed blocks' :meth:`handed_out`), so that they stay
+        rechecked should the block fail again."""
+        return {block: recheck.get(block, {}) | dict(entries) for block, entries in ready.items()}
+
+    def metadata(self, ready: Mapping[str, Entries], recheck: Mapping[str, Entries],
+                 run_key: str) -> dict[str, dict[str, Any]]:
+        """Each ready block's hand-out metadata: its :meth:`listing` and the run key asked
+        for."""
+        return {block: {self.entries_metadata: dg.MetadataValue.json(entries),
+                        RUN_KEY_METADATA: run_key}
+                for block, entries in self.listing(ready, recheck).items()}
+
