@@ -1,14 +1,29 @@
-"""A block partition's failure: the entries of one partition that failed, in one error.
+"""Block partitions in a step: each entry's work, each block's outcome and failure.
 
 A block (``sensors/blocks.py``: a ClusterCockpit job-id block, a GEOPM landing day) holds
-many entries; its partition fails when any of them fails, and its check names them, the
-first with its file, line and field, so the UI shows which entry to fix.
+many entries. A step over blocks does each entry's work on its own
+(:func:`run_entries`: one task per entry, in the step's executor), then reports each
+block as one partition (:func:`block_batch`): stored when all its entries were, failed
+when any failed, its check naming them, the first with its file, line and field
+(:func:`block_failure`), so the UI shows which entry to fix while the block's other
+entries are stored.
 """
 
+from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import Executor, Future
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+
+from assets.reporting import PartitionBatch, SchemaOf, Stored, Work, stored
 from joulehouse.errors import InputError
 
 #: Entries' errors listed in one block's error.
 MAX_LISTED = 50
+
+#: One entry's outcome: what it stored, or the error that failed it.
+Outcome = Stored | InputError
 
 
 def block_failure(key: str, errors: list[InputError], entries: int, done: int, *,
@@ -21,3 +36,76 @@ def block_failure(key: str, errors: list[InputError], entries: int, done: int, *
     reason = (f"{first.reason} ({len(errors)} of {entries} {entry}(s) of {block} {key} "
               f"failed, {done} done{others}{f'; and {more} more' if more > 0 else ''})")
     return InputError(first.path, reason, line=first.line, field=first.field)
+
+
+def run_entries(blocks: Mapping[str, Sequence[str]], work: Work,
+                arguments: Callable[[str], tuple], executor: Executor,
+                skip: Collection[str] = ()) -> dict[str, Outcome]:
+    """Entry -> ``work(*arguments(entry))`` as :class:`Stored`, or its InputError, for every
+    entry of ``blocks`` (block -> entry keys) but those in ``skip``, each a task of
+    ``executor`` (a module-level ``work``, picklable arguments: worker processes)."""
+    outcomes: dict[str, Outcome] = {}
+    futures: dict[str, Future] = {}
+    for entries in blocks.values():
+        for entry in entries:
+            if entry in skip:
+                continue
+            try:
+                futures[entry] = executor.submit(stored, work, *arguments(entry))
+            except InputError as err:
+                outcomes[entry] = err
+    for entry, future in futures.items():
+        try:
+            outcomes[entry] = future.result()
+        except InputError as err:
+            outcomes[entry] = err
+    return outcomes
+
+
+def block_batch(context: dg.AssetExecutionContext, blocks: Mapping[str, Sequence[str]],
+                outcomes: Mapping[str, Outcome], schema_of: SchemaOf,
+                metadata: Callable[[str, dict[str, Stored]], dict[str, Any]], *,
+                unlisted: Mapping[str, InputError], skipped: Mapping[str, str],
+                entry: str, block: str) -> PartitionBatch:
+    """Each block of the run as one partition (``PartitionBatch``): failed when its entries
+    could not be listed (``unlisted``: block -> why) or when any of its entries failed
+    (:func:`block_failure`); else not computed when any of its entries was ``skipped``
+    (entry -> why: e.g. an earlier asset failed in this run); else stored: its
+    entries' rows summed per frame, what they left out, and ``metadata(block, entry ->
+    what it stored)``."""
+
+    def outcome(key: str) -> Stored:
+        if key in unlisted:
+            raise unlisted[key]
+        entries = blocks.get(key, [])
+        done = {name: outcomes[name] for name in entries
+                if isinstance(outcomes.get(name), Stored)}
+        errors = [outcomes[name] for name in entries
+                  if isinstance(outcomes.get(name), InputError)]
+        if errors:
+            raise block_failure(key, errors, len(entries), len(done), entry=entry,
+                                block=block)
+        return merged(done.values(), metadata(key, done))
+
+    skip = {}
+    for key in context.partition_keys:
+        entries = blocks.get(key, [])
+        why = [skipped[name] for name in entries if name in skipped]
+        if why and key not in unlisted and not any(
+                isinstance(outcomes.get(name), InputError) for name in entries):
+            skip[key] = f"{why[0]} for {len(why)} of its {len(entries)} {entry}(s)"
+    return PartitionBatch.run(context, outcome, schema_of, skip=skip)
+
+
+def merged(parts: Collection[Stored], metadata: dict[str, Any]) -> Stored:
+    """What several entries stored, as one: rows summed per frame, the first non-empty
+    columns of each frame, what they left out, and ``metadata``."""
+    rows: dict[str, int] = {}
+    columns: dict[str, pd.DataFrame] = {}
+    for part in parts:
+        for name, count in part.rows.items():
+            rows[name] = rows.get(name, 0) + count
+            if name not in columns or (columns[name].columns.empty
+                                       and not part.columns[name].columns.empty):
+                columns[name] = part.columns[name]
+    return Stored(rows, columns, metadata, [record for part in parts for record in part.left_out])

@@ -23,13 +23,24 @@ the scan's own.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import json
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 
-from sensors.partition_runs import RUN_KEY_METADATA, cancelled_hand_outs
+from joulehouse.digest import digest_pairs
+from joulehouse.errors import InputError
+from joulehouse.landing import LandedItem, LandingState
+from resources.landing import LandingFolders
+from sensors.partition_runs import (
+    RUN_KEY_METADATA,
+    HandOut,
+    LandingSensor,
+    cancelled_hand_outs,
+    retry_request,
+)
 
 #: Entry key -> fingerprint, as a hand-out lists them.
 Entries = dict[str, str]
@@ -48,12 +59,12 @@ class BlockHandOuts:
     entries_metadata: str
 
     def registered(self, instance: dg.DagsterInstance) -> list[str]:
-        """The registered blocks, in order."""
+        """The registered blocks, in order (the whole key list: read once a tick)."""
         return list(instance.get_dynamic_partitions(self.partitions_def.name))
 
-    def failed_blocks(self, instance: dg.DagsterInstance) -> set[str]:
-        """The blocks of which a ``built`` partition FAILED."""
-        registered = self.registered(instance)
+    def failed_blocks(self, instance: dg.DagsterInstance, registered: Sequence[str]
+                      ) -> set[str]:
+        """The blocks, of the ``registered`` ones, of which a ``built`` partition FAILED."""
         return {block for asset in self.built
                 for block, state in (instance.get_status_by_partition(
                     asset, registered, self.partitions_def) or {}).items()
@@ -77,12 +88,11 @@ class BlockHandOuts:
         value = event.metadata.get(self.entries_metadata)
         return dict(value.value) if value is not None else {}
 
-    def cancelled(self, instance: dg.DagsterInstance, failed: set[str]
-                  ) -> dict[str, dg.AssetMaterialization]:
+    def cancelled(self, instance: dg.DagsterInstance, failed: set[str],
+                  registered: Sequence[str]) -> dict[str, dg.AssetMaterialization]:
         """The blocks handed out to a run that was CANCELED, by key, with their hand-out
         (``partition_runs.cancelled_hand_outs``; ``failed``: rechecked instead)."""
-        return cancelled_hand_outs(instance, self.files, self.built[0], failed,
-                                   self.registered(instance))
+        return cancelled_hand_outs(instance, self.files, self.built[0], failed, registered)
 
     def listing(self, ready: Mapping[str, Entries], recheck: Mapping[str, Entries]
                 ) -> dict[str, Entries]:
@@ -99,3 +109,63 @@ class BlockHandOuts:
                         RUN_KEY_METADATA: run_key}
                 for block, entries in self.listing(ready, recheck).items()}
 
+
+@dataclass(frozen=True)
+class BlockLandingSensor(LandingSensor):
+    """A :class:`~sensors.partition_runs.LandingSensor` whose entries are handed out in
+    blocks: ``block_of(entry, source)`` names the block of each ready entry; a block's
+    hand-out lists its entries ready now, those a CANCELED run of it was handed (asked
+    again once) and, while it FAILED, those its failed hand-out listed that are still
+    there (``blocks``: :class:`BlockHandOuts`); the run is asked with
+    ``run_config(block -> its entries' keys)``, so that it processes those entries alone,
+    and its key digests them with their fingerprints.
+
+    Its cursor names the blocks' partitions: a cursor written before the source had
+    blocks (one partition per entry) is not taken, so every entry present is handed out
+    again, once, into its block (the first ticks after an upgrade re-read what is
+    there, at the tick's pace)."""
+
+    blocks: BlockHandOuts
+    block_of: Callable[[LandedItem, LandingFolders], str]
+    run_config: Callable[[Mapping[str, list[str]]], dict[str, Any]]
+
+    def state(self, own: str | None) -> LandingState:
+        try:
+            payload = json.loads(own or "{}")
+        except ValueError:
+            payload = {}
+        if not isinstance(payload, dict) or payload.get("blocks") != self.partitions_def.name:
+            return LandingState()
+        return LandingState.from_json(payload["landing"])
+
+    def cursor(self, state: LandingState) -> str:
+        return json.dumps({"blocks": self.partitions_def.name, "landing": state.to_json()})
+
+    def hand_out(self, instance: dg.DagsterInstance, ready: Sequence[LandedItem],
+                 source: LandingFolders, registered: Callable[[], list[str]]) -> HandOut:
+        failed = self.blocks.failed_blocks(instance, registered())
+        cancelled = self.blocks.cancelled(instance, failed, registered())
+        fresh: dict[str, Entries] = {block: self.blocks.listed(event)
+                                     for block, event in cancelled.items()}
+        for item in ready:
+            fresh.setdefault(self.block_of(item, source), {})[item.key] = item.fingerprint
+        now = {key for entries in fresh.values() for key in entries}
+        recheck = {block: {key: value for key, value in entries.items()
+                           if key not in now and _present(source, key)}
+                   for block, entries in self.blocks.handed_out(
+                       instance, failed & fresh.keys()).items()}
+        listing = self.blocks.listing(fresh, recheck)
+        prefix, tags = retry_request(self.run_key_prefix, cancelled)
+        return HandOut(
+            {block: digest_pairs(entries) for block, entries in sorted(listing.items())},
+            sum(map(len, listing.values())), prefix,
+            self.run_config({block: sorted(entries) for block, entries in listing.items()}),
+            tags, lambda run_key: self.blocks.metadata(fresh, recheck, run_key))
+
+
+def _present(source: LandingFolders, key: str) -> bool:
+    """Whether entry ``key`` is still in its landing folder (one configured)."""
+    try:
+        return source.resolve(key).exists()
+    except InputError:
+        return False

@@ -77,9 +77,10 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     if (waiting := queued_run(context.instance, JOB_NAME, context.sensor_name)):
         return tick.skip(tick.own, queued_reason(JOB_NAME, waiting))
     cursor = json.loads(tick.own or "{}")
-    failed = BLOCKS.failed_blocks(context.instance)
+    registered = BLOCKS.registered(context.instance)
+    failed = BLOCKS.failed_blocks(context.instance, registered)
     recheck = BLOCKS.handed_out(context.instance, failed)  # block -> job key -> fingerprint
-    cancelled = BLOCKS.cancelled(context.instance, failed)
+    cancelled = BLOCKS.cancelled(context.instance, failed, registered)
     states: dict[str, str] = {}
     ready: dict[str, dict[str, str]] = {  # block -> job key -> fingerprint
         block: BLOCKS.listed(event) for block, event in cancelled.items()}
@@ -116,7 +117,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     fingerprints = {block: digest_pairs(jobs) for block, jobs in sorted(ready.items())}
     run_key_prefix, retry_tags = retry_request("cc", cancelled)
     request = ready_run_request(
-        context.instance, BLOCKS.registered(context.instance), cc_job_blocks, fingerprints,
+        context.instance, registered, cc_job_blocks, fingerprints,
         job_name=JOB_NAME, run_key_prefix=run_key_prefix, tags=retry_tags)
     count = sum(map(len, ready.values()))
     if request is None:
