@@ -16,11 +16,14 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from assets.reporting import PartitionBatch, SchemaOf, Stored, Work, stored
+from assets.reporting import PartitionBatch, SchemaOf, Stored, Work, failure, stored
 from joulehouse.errors import InputError
 
 #: Entries' errors listed in one block's error.
 MAX_LISTED = 50
+#: The metadata of a step's failure naming, per failed block, its entries that failed
+#: (what the block's sensor hands out again: ``sensors/blocks.BlockHandOuts.handed_out``).
+FAILED_ENTRIES = "failed_entries"
 
 #: One entry's outcome: what it stored, or the error that failed it.
 Outcome = Stored | InputError
@@ -109,3 +112,13 @@ def merged(parts: Collection[Stored], metadata: dict[str, Any]) -> Stored:
                                        and not part.columns[name].columns.empty):
                 columns[name] = part.columns[name]
     return Stored(rows, columns, metadata, [record for part in parts for record in part.left_out])
+
+
+def blocks_failure(planned: int, failed: Mapping[str, str],
+                   entries: Mapping[str, Sequence[str]]) -> dg.Failure:
+    """The step's failure (``reporting.failure``: ``N of M partition(s) failed`` and why)
+    with, in its metadata (:data:`FAILED_ENTRIES`), the entries that failed, by block."""
+    base = failure(planned, failed)
+    return dg.Failure(base.description, allow_retries=False, metadata={
+        **base.metadata, FAILED_ENTRIES: dg.MetadataValue.json(
+            {block: sorted(keys) for block, keys in entries.items() if keys})})

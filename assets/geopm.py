@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from assets.blocks import Outcome, block_batch, run_entries
+from assets.blocks import Outcome, block_batch, blocks_failure, run_entries
 from assets.facts import write_facts, write_owned_facts
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
 from assets.reporting import (
@@ -57,7 +57,6 @@ from assets.reporting import (
     SchemaOf,
     Stored,
     backfills,
-    failure,
     partition_check_spec,
     run_partitions,
     table_metadata,
@@ -540,14 +539,17 @@ def _written(written: Written) -> dict[str, Any]:
 
 def per_report_assets(context: dg.AssetExecutionContext, run: RunReports,
                       source: GeopmReportSource, tables: Tables, taudb: TaudbResource,
-                      executor: Executor) -> Generator[Any, None, dict[str, str]]:
+                      executor: Executor
+                      ) -> Generator[Any, None, tuple[dict[str, str], set[str]]]:
     """The per-report assets of the run's reports, each if selected: validated frames, then
     host energy of the reports whose frames did not fail here, then the trials of those
     whose energy did not fail either; each reported per day. Yields their events; returns
-    day -> why, for each day that failed or was not computed."""
+    day -> why, for each day that failed or was not computed, and the reports that
+    failed."""
     selected = context.selected_asset_keys
     failed_days: dict[str, str] = {}
     failed: dict[str, str] = {}  # report -> why its later assets are not computed
+    bad: set[str] = set()  # the reports that failed
 
     def report(outcomes: dict[str, Outcome], spec: dg.AssetCheckSpec,
                metadata: Callable[[str, dict[str, Stored]], dict], schema_of: SchemaOf
@@ -556,8 +558,9 @@ def per_report_assets(context: dg.AssetExecutionContext, run: RunReports,
         yield from batch.results(context, spec)
         failed_days.update({day: why for day, why in batch.errors().items()
                             if day not in failed_days})
-        failed.update({key: "an earlier asset failed in this run"
-                       for key, outcome in outcomes.items() if isinstance(outcome, InputError)})
+        errors = {key for key, outcome in outcomes.items() if isinstance(outcome, InputError)}
+        failed.update(dict.fromkeys(errors, "an earlier asset failed in this run"))
+        bad.update(errors)
 
     if geopm_validated_frames.key in selected:
         yield from report(run_entries(run.reports, store_report, lambda key: (
@@ -574,7 +577,7 @@ def per_report_assets(context: dg.AssetExecutionContext, run: RunReports,
         failed |= unstored
         yield from report(load_trials(run, source, tables, taudb, failed, executor),
                           LOADS_SPEC, day_trials_metadata, lambda name: None)
-    return failed_days
+    return failed_days, bad
 
 
 with backfills() as single_run:
@@ -596,8 +599,8 @@ with backfills() as single_run:
         run = RunReports.of(context, config, geopm_source)
         with workers.pool(len(run.keys) if run_partitions(context) is not None else None
                           ) as executor:
-            failed = yield from per_report_assets(context, run, geopm_source, tables, taudb,
-                                                  executor)
+            failed, bad = yield from per_report_assets(context, run, geopm_source, tables,
+                                                       taudb, executor)
         if selected & {spec.key for spec in GEOPM_TABLES}:
             every = (stored_report_keys(context, tables) if run_partitions(context) is None
                      or not geopm_tables.is_kept(tables) else None)
@@ -606,7 +609,8 @@ with backfills() as single_run:
             if every != []:
                 yield from whole_tables(context, tables, selected, every, run.keys)
         if failed:
-            raise failure(len(context.partition_keys), failed)
+            raise blocks_failure(len(context.partition_keys), failed, {
+                day: [key for key in keys if key in bad] for day, keys in run.reports.items()})
 
 
 GEOPM_ASSETS = [geopm_report_files, geopm_pipeline]

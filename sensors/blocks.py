@@ -11,9 +11,10 @@ in a block as one materialization of the source's files asset for that block
 (``partition_runs.RUN_KEY_METADATA``). From those hand-outs alone, at every tick:
 
 * the blocks whose built asset FAILED (:meth:`BlockHandOuts.failed_blocks`) and the
-  entries their latest hand-out listed (:meth:`BlockHandOuts.handed_out`): rechecked, and
-  listed again with the block's next hand-out (:meth:`BlockHandOuts.metadata`), so that
-  they stay rechecked while the block fails, and a fixed entry is picked up by itself;
+  entries of their latest hand-out that failed (those its failed run names, else all it
+  listed: :meth:`BlockHandOuts.handed_out`): rechecked, and listed again with the
+  block's next hand-out (:meth:`BlockHandOuts.metadata`), so that they stay rechecked
+  while the block fails, and a fixed entry is picked up by itself;
 * the blocks of a CANCELED run (:meth:`BlockHandOuts.cancelled`), asked for again once
   with the entries their hand-out listed (``partition_runs.cancelled_hand_outs``).
 
@@ -30,12 +31,14 @@ from typing import Any
 
 import dagster as dg
 
+from assets.blocks import FAILED_ENTRIES
 from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
 from joulehouse.landing import LandedItem, LandingState
 from resources.landing import LandingFolders
 from sensors.partition_runs import (
     RUN_KEY_METADATA,
+    RUN_KEY_TAG,
     HandOut,
     LandingSensor,
     cancelled_hand_outs,
@@ -73,14 +76,19 @@ class BlockHandOuts:
     def handed_out(self, instance: dg.DagsterInstance, blocks: Collection[str]
                    ) -> dict[str, Entries]:
         """Block -> the entries its latest hand-out listed, with their fingerprints then,
-        for each of ``blocks``."""
+        for each of ``blocks``; only those that failed, where the failed run that hand-out
+        was asked with names them (its step failure's :data:`~assets.blocks.FAILED_ENTRIES`),
+        so that a block's good entries are not handed out again with its bad ones."""
         entries: dict[str, Entries] = {}
         for block in sorted(blocks):
             record = instance.get_latest_data_version_record(
                 self.files, is_source=False, partition_key=block)
             event = record and record.asset_materialization
             if event is not None:
-                entries[block] = self.listed(event)
+                listed = self.listed(event)
+                failed = _failed_entries(instance, event, block)
+                entries[block] = listed if failed is None else {
+                    key: value for key, value in listed.items() if key in failed}
         return entries
 
     def listed(self, event: dg.AssetMaterialization) -> Entries:
@@ -115,8 +123,8 @@ class BlockLandingSensor(LandingSensor):
     """A :class:`~sensors.partition_runs.LandingSensor` whose entries are handed out in
     blocks: ``block_of(entry, source)`` names the block of each ready entry; a block's
     hand-out lists its entries ready now, those a CANCELED run of it was handed (asked
-    again once) and, while it FAILED, those its failed hand-out listed that are still
-    there (``blocks``: :class:`BlockHandOuts`); the run is asked with
+    again once) and, while it FAILED, those of its failed hand-out that failed and are
+    still there (``blocks``: :class:`BlockHandOuts`); the run is asked with
     ``run_config(block -> its entries' keys)``, so that it processes those entries alone,
     and its key digests them with their fingerprints.
 
@@ -169,3 +177,22 @@ def _present(source: LandingFolders, key: str) -> bool:
         return source.resolve(key).exists()
     except InputError:
         return False
+
+
+def _failed_entries(instance: dg.DagsterInstance, event: dg.AssetMaterialization,
+                    block: str) -> set[str] | None:
+    """The entries of ``block`` that failed in the run its hand-out ``event`` was asked
+    with, as that run's step failure names them; None when it names none (no such run, a
+    run that did not fail, a source whose failure does not name entries)."""
+    run_key = event.metadata.get(RUN_KEY_METADATA)
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: str(run_key.value)}),
+                             limit=1) if run_key is not None else []
+    if not runs or runs[0].status != dg.DagsterRunStatus.FAILURE:
+        return None
+    for entry in reversed(instance.all_logs(runs[0].run_id,
+                                            of_type=dg.DagsterEventType.STEP_FAILURE)):
+        failure = entry.dagster_event.step_failure_data.user_failure_data
+        named = failure.metadata.get(FAILED_ENTRIES) if failure is not None else None
+        if named is not None:
+            return set(named.value.get(block, []))
+    return None

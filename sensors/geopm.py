@@ -20,10 +20,10 @@ A report changed after the watermark is fingerprinted at every tick (one
 unchanged behind it costs a ``stat``), so a report that failed and is fixed in place
 (a new ctime; its fingerprint too, or not: ``cp -p``) is asked for one tick after its
 quiet period, in the same one run as the rest, and so is one whose mode alone changed
-(``chmod``: one idempotent re-run). While a day FAILED (any of its per-day assets), the
-reports of its failed hand-out that are still there are handed out again with the next
-reports of that day, so the day stays failed, and visible, until its bad reports are
-fixed. The reports of a CANCELED run are asked for again once
+(``chmod``: one idempotent re-run). While a day FAILED (any of its per-day assets), its
+reports that failed (the failed run names them) and are still there are handed out again
+with the next reports of that day, so the day stays failed, and visible, until its bad
+reports are fixed; its good reports are not read again. The reports of a CANCELED run are asked for again once
 (``partition_runs.cancelled_hand_outs``).
 
 On an upgrade from one partition per report (``geopm_reports``), the cursor written then

@@ -208,7 +208,7 @@ def handed_out(request: dg.RunRequest) -> dict[str, list[str]]:
 def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing):
     """A truncated report of the legacy report's day fails that day, named with its file and
     line; the day's good report and the other day are stored and reach the tables. Fixed
-    in place, it is picked up by itself at a later tick, with its day's failed hand-out."""
+    in place, it is picked up by itself at a later tick, alone."""
     bad = landing / "cut.report"
     lines = (EXAMPLES / LEGACY).read_text().splitlines(keepends=True)
     bad.write_text("".join(lines[:111]))  # the host's last line (memory HWM) missing
@@ -233,6 +233,8 @@ def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing)
     [failure] = [e for e in result.all_events if e.is_step_failure]
     assert failure.step_failure_data.user_failure_data.description.startswith(
         f"1 of 2 partition(s) failed:\n{DAY[LEGACY]}: ")
+    assert failure.step_failure_data.user_failure_data.metadata["failed_entries"].value == {
+        DAY[LEGACY]: ["landing/cut.report"]}
     # the good reports, the failed day's one too, reached the tables in the same run
     assert set(pipeline.tables.read_table(REGION_TABLE)["report"]) == set(good)
     facts = pipeline.tables.read_table(FACTS_TABLE)
@@ -247,8 +249,7 @@ def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing)
     settle()
     [fixed] = pipeline.tick().run_requests
     assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == DAY[LEGACY]
-    # with the reports of its day's failed hand-out, which keep the day failed until fixed
-    assert handed_out(fixed) == {DAY[LEGACY]: ["landing/cut.report", f"landing/{LEGACY}"]}
+    assert handed_out(fixed) == {DAY[LEGACY]: ["landing/cut.report"]}
     assert fixed.run_key != request.run_key
     assert pipeline.launch(fixed).success
     assert set(pipeline.status(geopm_host_energy.key).values()) == {
@@ -262,7 +263,7 @@ def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing)
     assert (written["entities_written"].value, written["entities_removed"].value) == (1, 1)
     assert {entity.rsplit("/", 1)[0] for entity in facts["entity"]} == {
         "landing/cut.report", f"landing/{YAML}"}
-    # so did its rows of the tables kept per report, in a run over that day alone
+    # so did its rows of the tables kept per report, in a run over that report alone
     for table in (REGION_TABLE, REPORT_TABLE):
         assert set(pipeline.tables.read_table(table)["report"]) == {
             "landing/cut.report", f"landing/{YAML}"}, table
@@ -691,3 +692,33 @@ def test_a_report_landed_again_broken_keeps_what_was_stored(pipeline, landing):
     pd.testing.assert_frame_equal(load_frames(pipeline.tables, "regions", [key]), frames)
     for table, rows in kept_tables(pipeline.tables).items():
         pd.testing.assert_frame_equal(rows, before[table], obj=table)
+
+
+def test_a_day_failing_on_a_bad_report_hands_out_that_report_again_alone(pipeline, landing):
+    """While a bad report is not fixed, its day stays failed: each later hand-out of the day
+    is its new reports and the bad one (what its failed run named), not the day's good
+    ones again; fixed, it is handed out alone and the day passes."""
+    bad = landing / "cut.report"
+    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
+    settle()
+    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
+    for name, second in (("a.report", 20), ("b.report", 25)):
+        legacy_variant(landing / name, second, scale=2.0)
+        settle()
+        [request] = pipeline.tick().run_requests
+        assert handed_out(request) == {DAY[LEGACY]: [f"landing/{name}", "landing/cut.report"]}
+        assert not pipeline.launch(request).success
+        assert pipeline.status(geopm_validated_frames.key)[DAY[LEGACY]] == (
+            dg.AssetPartitionStatus.FAILED)
+        assert f"landing/{name}" in set(pipeline.tables.read_table(REGION_TABLE)["report"])
+    legacy_variant(bad, 30, scale=3.0)  # fixed: a whole report of the same day
+    settle()
+    [fixed] = pipeline.tick().run_requests
+    assert handed_out(fixed) == {DAY[LEGACY]: ["landing/cut.report"]}
+    assert pipeline.launch(fixed).success
+    assert pipeline.status(geopm_validated_frames.key) == {
+        DAY[YAML]: dg.AssetPartitionStatus.MATERIALIZED,
+        DAY[LEGACY]: dg.AssetPartitionStatus.MATERIALIZED}
+    assert set(pipeline.tables.read_table(REGION_TABLE)["report"]) == {
+        "landing/a.report", "landing/b.report", "landing/cut.report", f"landing/{LEGACY}",
+        f"landing/{YAML}"}
