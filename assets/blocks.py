@@ -9,20 +9,20 @@ when any failed, its check naming them, the first with its file, line and field
 entries are stored.
 """
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from typing import Any
 
 import dagster as dg
 import pandas as pd
 
-from assets.reporting import PartitionBatch, SchemaOf, Stored, Work, failure, stored
+from assets.reporting import PartitionBatch, SchemaOf, Stored, Work, stored
 from joulehouse.errors import InputError
 
 #: Entries' errors listed in one block's error.
 MAX_LISTED = 50
-#: The metadata of a step's failure naming, per failed block, its entries that failed
-#: (what the block's sensor hands out again: ``sensors/blocks.BlockHandOuts.handed_out``).
+#: The metadata of a block's outcome (:func:`block_outcomes`) naming its entries that
+#: failed (what the block's sensor hands out again: ``sensors/blocks.BlockHandOuts.unsettled``).
 FAILED_ENTRIES = "failed_entries"
 
 #: One entry's outcome: what it stored, or the error that failed it.
@@ -114,11 +114,13 @@ def merged(parts: Collection[Stored], metadata: dict[str, Any]) -> Stored:
     return Stored(rows, columns, metadata, [record for part in parts for record in part.left_out])
 
 
-def blocks_failure(planned: int, failed: Mapping[str, str],
-                   entries: Mapping[str, Sequence[str]]) -> dg.Failure:
-    """The step's failure (``reporting.failure``: ``N of M partition(s) failed`` and why)
-    with, in its metadata (:data:`FAILED_ENTRIES`), the entries that failed, by block."""
-    base = failure(planned, failed)
-    return dg.Failure(base.description, allow_retries=False, metadata={
-        **base.metadata, FAILED_ENTRIES: dg.MetadataValue.json(
-            {block: sorted(keys) for block, keys in entries.items() if keys})})
+def block_outcomes(files: dg.AssetKey, entries: Mapping[str, Sequence[str]],
+                   failed: Collection[str]) -> Iterator[dg.AssetObservation]:
+    """Each block the step processed (``entries``: block -> its entry keys) observed as a
+    partition of its ``files`` asset, its metadata :data:`FAILED_ENTRIES` naming those of its
+    entries in ``failed`` (none: all passed), from every run that processes blocks (a
+    hand-out's, the UI's, a backfill, a re-validation), so the block's sensor rechecks them
+    with its next hand-out."""
+    for block, keys in sorted(entries.items()):
+        yield dg.AssetObservation(files, partition=block, metadata={
+            FAILED_ENTRIES: dg.MetadataValue.json(sorted(set(keys) & set(failed)))})

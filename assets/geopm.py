@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from assets.blocks import Outcome, block_batch, blocks_failure, run_entries
+from assets.blocks import Outcome, block_batch, block_outcomes, run_entries
 from assets.facts import write_facts, write_owned_facts
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
 from assets.reporting import (
@@ -57,6 +57,7 @@ from assets.reporting import (
     SchemaOf,
     Stored,
     backfills,
+    failure,
     partition_check_spec,
     run_partitions,
     table_metadata,
@@ -601,6 +602,8 @@ with backfills() as single_run:
                           ) as executor:
             failed, bad = yield from per_report_assets(context, run, geopm_source, tables,
                                                        taudb, executor)
+        if selected & {geopm_validated_frames.key, geopm_host_energy.key, geopm_trials.key}:
+            yield from block_outcomes(geopm_report_files.key, run.reports, bad)
         if selected & {spec.key for spec in GEOPM_TABLES}:
             every = (stored_report_keys(context, tables) if run_partitions(context) is None
                      or not geopm_tables.is_kept(tables) else None)
@@ -609,8 +612,7 @@ with backfills() as single_run:
             if every != []:
                 yield from whole_tables(context, tables, selected, every, run.keys)
         if failed:
-            raise blocks_failure(len(context.partition_keys), failed, {
-                day: [key for key in keys if key in bad] for day, keys in run.reports.items()})
+            raise failure(len(context.partition_keys), failed)
 
 
 GEOPM_ASSETS = [geopm_report_files, geopm_pipeline]

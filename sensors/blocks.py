@@ -10,11 +10,15 @@ in a block as one materialization of the source's files asset for that block
 (:attr:`BlockHandOuts.entries_metadata`), with the run key asked for
 (``partition_runs.RUN_KEY_METADATA``). From those hand-outs alone, at every tick:
 
-* the blocks whose built asset FAILED (:meth:`BlockHandOuts.failed_blocks`) and the
-  entries of their latest hand-out that failed (those its failed run names, else all it
-  listed: :meth:`BlockHandOuts.handed_out`): rechecked, and listed again with the
-  block's next hand-out (:meth:`BlockHandOuts.metadata`), so that they stay rechecked
-  while the block fails, and a fixed entry is picked up by itself;
+* ClusterCockpit, whose runs read a block whole: the blocks whose built asset FAILED
+  (:meth:`BlockHandOuts.failed_blocks`), their latest hand-out's entries listed again
+  with the block's next hand-out (:meth:`BlockHandOuts.handed_out`), so that they stay
+  rechecked while the block fails;
+* GEOPM (:class:`BlockLandingSensor`), whose runs process the entries named: each
+  block's entries not known good (:meth:`BlockHandOuts.unsettled`: those the step's
+  latest record of the block names as failed, from whichever run, and the whole
+  previous hand-out while its run is in flight), listed again, still there, with the
+  block's next hand-out, so that a fixed entry is picked up by itself;
 * the blocks of a CANCELED run (:meth:`BlockHandOuts.cancelled`), asked for again once
   with the entries their hand-out listed (``partition_runs.cancelled_hand_outs``).
 
@@ -34,7 +38,7 @@ import dagster as dg
 from assets.blocks import FAILED_ENTRIES
 from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
-from joulehouse.landing import LandedItem, LandingState
+from joulehouse.landing import LandedItem, LandingState, read_landed_item
 from resources.landing import LandingFolders
 from sensors.partition_runs import (
     RUN_KEY_METADATA,
@@ -76,20 +80,45 @@ class BlockHandOuts:
     def handed_out(self, instance: dg.DagsterInstance, blocks: Collection[str]
                    ) -> dict[str, Entries]:
         """Block -> the entries its latest hand-out listed, with their fingerprints then,
-        for each of ``blocks``; only those that failed, where the failed run that hand-out
-        was asked with names them (its step failure's :data:`~assets.blocks.FAILED_ENTRIES`),
-        so that a block's good entries are not handed out again with its bad ones."""
+        for each of ``blocks`` that has one."""
         entries: dict[str, Entries] = {}
         for block in sorted(blocks):
-            record = instance.get_latest_data_version_record(
-                self.files, is_source=False, partition_key=block)
-            event = record and record.asset_materialization
+            event = self._latest(instance, block)
             if event is not None:
-                listed = self.listed(event)
-                failed = _failed_entries(instance, event, block)
-                entries[block] = listed if failed is None else {
-                    key: value for key, value in listed.items() if key in failed}
+                entries[block] = self.listed(event.asset_materialization)
         return entries
+
+    def unsettled(self, instance: dg.DagsterInstance, blocks: Collection[str]
+                  ) -> dict[str, set[str]]:
+        """Block -> its entries whose outcome is not known good, for each of ``blocks``
+        (a source whose step records its blocks' :data:`~assets.blocks.FAILED_ENTRIES`,
+        ``assets/blocks.block_outcomes``): those the latest such record names, from
+        whichever run (a hand-out's, the UI's, a backfill, a re-validation); and, while the
+        run the block's latest hand-out was asked with is in flight, or ended without
+        success and without a record after that hand-out, every entry that hand-out
+        listed."""
+        entries: dict[str, set[str]] = {}
+        for block in sorted(blocks):
+            keys: set[str] = set()
+            outcome = next(iter(instance.fetch_observations(dg.AssetRecordsFilter(
+                asset_key=self.files, asset_partitions=[block]), limit=1).records), None)
+            if outcome is not None:
+                named = outcome.asset_observation.metadata.get(FAILED_ENTRIES)
+                keys |= set(named.value if named is not None else [])
+            handed = self._latest(instance, block)
+            run = handed and _run_of(instance, handed.asset_materialization)
+            if run is not None and (not run.is_finished or (
+                    run.status != dg.DagsterRunStatus.SUCCESS
+                    and (outcome is None or outcome.storage_id < handed.storage_id))):
+                keys |= set(self.listed(handed.asset_materialization))
+            if keys:
+                entries[block] = keys
+        return entries
+
+    def _latest(self, instance: dg.DagsterInstance, block: str) -> dg.EventLogRecord | None:
+        """The latest hand-out of ``block`` (a materialization of :attr:`files`)."""
+        return next(iter(instance.fetch_materializations(dg.AssetRecordsFilter(
+            asset_key=self.files, asset_partitions=[block]), limit=1).records), None)
 
     def listed(self, event: dg.AssetMaterialization) -> Entries:
         """The entries a hand-out ``event`` lists (none when it lists none)."""
@@ -123,8 +152,8 @@ class BlockLandingSensor(LandingSensor):
     """A :class:`~sensors.partition_runs.LandingSensor` whose entries are handed out in
     blocks: ``block_of(entry, source)`` names the block of each ready entry; a block's
     hand-out lists its entries ready now, those a CANCELED run of it was handed (asked
-    again once) and, while it FAILED, those of its failed hand-out that failed and are
-    still there (``blocks``: :class:`BlockHandOuts`); the run is asked with
+    again once) and those not known good (:meth:`BlockHandOuts.unsettled`) still there
+    (``blocks``: :class:`BlockHandOuts`); the run is asked with
     ``run_config(block -> its entries' keys)``, so that it processes those entries alone,
     and its key digests them with their fingerprints.
 
@@ -158,10 +187,8 @@ class BlockLandingSensor(LandingSensor):
         for item in ready:
             fresh.setdefault(self.block_of(item, source), {})[item.key] = item.fingerprint
         now = {key for entries in fresh.values() for key in entries}
-        recheck = {block: {key: value for key, value in entries.items()
-                           if key not in now and _present(source, key)}
-                   for block, entries in self.blocks.handed_out(
-                       instance, failed & fresh.keys()).items()}
+        recheck = {block: self._still_there(source, keys - now)
+                   for block, keys in self.blocks.unsettled(instance, fresh.keys()).items()}
         listing = self.blocks.listing(fresh, recheck)
         prefix, tags = retry_request(self.run_key_prefix, cancelled)
         return HandOut(
@@ -170,29 +197,22 @@ class BlockLandingSensor(LandingSensor):
             self.run_config({block: sorted(entries) for block, entries in listing.items()}),
             tags, lambda run_key: self.blocks.metadata(fresh, recheck, run_key))
 
+    def _still_there(self, source: LandingFolders, keys: Collection[str]) -> Entries:
+        """Each of entries ``keys`` still in its landing folder, with its fingerprint now."""
+        entries: Entries = {}
+        for key in sorted(keys):
+            try:
+                item = read_landed_item(source.resolve(key), key, self.identify)
+            except (OSError, InputError):
+                item = None
+            if item is not None:
+                entries[key] = item.fingerprint
+        return entries
 
-def _present(source: LandingFolders, key: str) -> bool:
-    """Whether entry ``key`` is still in its landing folder (one configured)."""
-    try:
-        return source.resolve(key).exists()
-    except InputError:
-        return False
 
-
-def _failed_entries(instance: dg.DagsterInstance, event: dg.AssetMaterialization,
-                    block: str) -> set[str] | None:
-    """The entries of ``block`` that failed in the run its hand-out ``event`` was asked
-    with, as that run's step failure names them; None when it names none (no such run, a
-    run that did not fail, a source whose failure does not name entries)."""
+def _run_of(instance: dg.DagsterInstance, event: dg.AssetMaterialization) -> dg.DagsterRun | None:
+    """The run a hand-out ``event`` was asked with (its run key), if one was created."""
     run_key = event.metadata.get(RUN_KEY_METADATA)
     runs = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: str(run_key.value)}),
                              limit=1) if run_key is not None else []
-    if not runs or runs[0].status != dg.DagsterRunStatus.FAILURE:
-        return None
-    for entry in reversed(instance.all_logs(runs[0].run_id,
-                                            of_type=dg.DagsterEventType.STEP_FAILURE)):
-        failure = entry.dagster_event.step_failure_data.user_failure_data
-        named = failure.metadata.get(FAILED_ENTRIES) if failure is not None else None
-        if named is not None:
-            return set(named.value.get(block, []))
-    return None
+    return runs[0] if runs else None

@@ -20,10 +20,12 @@ A report changed after the watermark is fingerprinted at every tick (one
 unchanged behind it costs a ``stat``), so a report that failed and is fixed in place
 (a new ctime; its fingerprint too, or not: ``cp -p``) is asked for one tick after its
 quiet period, in the same one run as the rest, and so is one whose mode alone changed
-(``chmod``: one idempotent re-run). While a day FAILED (any of its per-day assets), its
-reports that failed (the failed run names them) and are still there are handed out again
-with the next reports of that day, so the day stays failed, and visible, until its bad
-reports are fixed; its good reports are not read again. The reports of a CANCELED run are asked for again once
+(``chmod``: one idempotent re-run). Every run over days records which reports of each
+day failed (``assets/blocks.block_outcomes``); a day's next hand-out lists again those
+its latest record names and that are still there, and every report of its previous
+hand-out while that one's run is in flight (``sensors/blocks.BlockHandOuts.unsettled``),
+so the day stays failed, and visible, until its bad reports are fixed; its good reports
+are not read again. The reports of a CANCELED run are asked for again once
 (``partition_runs.cancelled_hand_outs``).
 
 On an upgrade from one partition per report (``geopm_reports``), the cursor written then

@@ -43,7 +43,7 @@ from resources import (
     embedded_taudb_url,
 )
 from sensors.geopm import JOB_NAME, SENSOR_NAME
-from sensors.partition_runs import RANGE_END, RANGE_START
+from sensors.partition_runs import RANGE_END, RANGE_START, RUN_KEY_TAG
 from tests.dagster.conftest import QUIET_S, settle
 from tests.dagster.source_runs import SourceRuns
 from tests.dagster_sqlite import empty_instance
@@ -200,6 +200,12 @@ def _latest(instance, asset: dg.AssetKey, partition: str | None = None):
     return records.records[0].asset_materialization
 
 
+def _observed(result) -> list[dg.AssetObservation]:
+    """The outcomes per day a run recorded (observations of ``geopm_report_files``)."""
+    return [e.asset_observation_data.asset_observation for e in result.all_events
+            if e.is_asset_observation and e.asset_key == geopm_report_files.key]
+
+
 def handed_out(request: dg.RunRequest) -> dict[str, list[str]]:
     """The reports a run request hands out, by day (its run config)."""
     return request.run_config["ops"]["geopm_pipeline"]["config"]["reports"]
@@ -233,8 +239,8 @@ def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing)
     [failure] = [e for e in result.all_events if e.is_step_failure]
     assert failure.step_failure_data.user_failure_data.description.startswith(
         f"1 of 2 partition(s) failed:\n{DAY[LEGACY]}: ")
-    assert failure.step_failure_data.user_failure_data.metadata["failed_entries"].value == {
-        DAY[LEGACY]: ["landing/cut.report"]}
+    assert {e.partition: e.metadata["failed_entries"].value for e in _observed(result)} == {
+        DAY[LEGACY]: ["landing/cut.report"], DAY[YAML]: []}
     # the good reports, the failed day's one too, reached the tables in the same run
     assert set(pipeline.tables.read_table(REGION_TABLE)["report"]) == set(good)
     facts = pipeline.tables.read_table(FACTS_TABLE)
@@ -722,3 +728,60 @@ def test_a_day_failing_on_a_bad_report_hands_out_that_report_again_alone(pipelin
     assert set(pipeline.tables.read_table(REGION_TABLE)["report"]) == {
         "landing/a.report", "landing/b.report", "landing/cut.report", f"landing/{LEGACY}",
         f"landing/{YAML}"}
+
+
+def test_a_bad_report_stays_rechecked_while_its_day_is_in_flight(pipeline, landing):
+    """A landing while the day's previous hand-out is still in flight (its day IN_PROGRESS,
+    not FAILED) hands that hand-out's reports out again with the new one: when the run in
+    flight passes the new report, the bad report is still rechecked, and the day stays
+    failed."""
+    bad = landing / "cut.report"
+    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
+    settle()
+    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
+    legacy_variant(landing / "a.report", 20, scale=2.0)
+    settle()
+    [second] = pipeline.tick().run_requests
+    in_flight = pipeline.instance.create_run_for_job(
+        pipeline.defs.resolve_job_def(JOB_NAME), run_config=second.run_config,
+        tags={**{key: value for key, value in second.tags.items()
+                 if key != "dagster/sensor_name"}, RUN_KEY_TAG: second.run_key})
+    assert pipeline.status(geopm_validated_frames.key)[DAY[LEGACY]] == (
+        dg.AssetPartitionStatus.IN_PROGRESS)
+    legacy_variant(landing / "e.report", 40, scale=3.0)
+    settle()
+    [third] = pipeline.tick().run_requests
+    assert handed_out(third) == {DAY[LEGACY]: [
+        "landing/a.report", "landing/cut.report", "landing/e.report"]}
+    pipeline.instance.delete_run(in_flight.run_id)
+    assert not pipeline.launch(third).success
+    legacy_variant(landing / "f.report", 45, scale=3.0)
+    settle()
+    [fourth] = pipeline.tick().run_requests
+    assert handed_out(fourth) == {DAY[LEGACY]: ["landing/cut.report", "landing/f.report"]}
+
+
+def test_a_failure_found_by_a_whole_day_run_is_rechecked(pipeline, landing):
+    """A whole-day run (the UI's, the weekly re-validation) records which reports failed
+    in each day, as every run does: the day's next hand-out rechecks them even though
+    the latest hand-out's run passed; a later whole-day run that passes clears them."""
+    settle()
+    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    bad = landing / "cut.report"
+    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
+    job = pipeline.defs.resolve_job_def(JOB_NAME)
+    whole = job.execute_in_process(instance=pipeline.instance, partition_key=DAY[LEGACY],
+                                   raise_on_error=False)
+    assert not whole.success
+    assert [e.metadata["failed_entries"].value for e in _observed(whole)] == [
+        ["landing/cut.report"]]
+    legacy_variant(landing / "a.report", 20, scale=2.0)
+    settle()
+    [request] = pipeline.tick().run_requests
+    assert handed_out(request) == {DAY[LEGACY]: ["landing/a.report", "landing/cut.report"]}
+    bad.unlink()
+    assert job.execute_in_process(instance=pipeline.instance, partition_key=DAY[LEGACY]).success
+    legacy_variant(landing / "b.report", 25, scale=2.0)
+    settle()
+    [later] = pipeline.tick().run_requests
+    assert handed_out(later) == {DAY[LEGACY]: ["landing/b.report"]}
