@@ -152,7 +152,8 @@ class BlockLandingSensor(LandingSensor):
     """A :class:`~sensors.partition_runs.LandingSensor` whose entries are handed out in
     blocks: ``block_of(entry, source)`` names the block of each ready entry; a block's
     hand-out lists its entries ready now, those a CANCELED run of it was handed (asked
-    again once) and those not known good (:meth:`BlockHandOuts.unsettled`) still there
+    again once, failed block or not) and those not known good
+    (:meth:`BlockHandOuts.unsettled`), each once in the run and only while still there
     (``blocks``: :class:`BlockHandOuts`); the run is asked with
     ``run_config(block -> its entries' keys)``, so that it processes those entries alone,
     and its key digests them with their fingerprints.
@@ -180,12 +181,14 @@ class BlockLandingSensor(LandingSensor):
 
     def hand_out(self, instance: dg.DagsterInstance, ready: Sequence[LandedItem],
                  source: LandingFolders, registered: Callable[[], list[str]]) -> HandOut:
-        failed = self.blocks.failed_blocks(instance, registered())
-        cancelled = self.blocks.cancelled(instance, failed, registered())
-        fresh: dict[str, Entries] = {block: self.blocks.listed(event)
-                                     for block, event in cancelled.items()}
+        cancelled = self.blocks.cancelled(instance, set(), registered())
+        fresh: dict[str, Entries] = {}
         for item in ready:
             fresh.setdefault(self.block_of(item, source), {})[item.key] = item.fingerprint
+        now = {key for entries in fresh.values() for key in entries}
+        for block, event in cancelled.items():
+            fresh.setdefault(block, {}).update(self._still_there(
+                source, set(self.blocks.listed(event)) - now))
         now = {key for entries in fresh.values() for key in entries}
         recheck = {block: self._still_there(source, keys - now)
                    for block, keys in self.blocks.unsettled(instance, fresh.keys()).items()}

@@ -25,8 +25,8 @@ day failed (``assets/blocks.block_outcomes``); a day's next hand-out lists again
 its latest record names and that are still there, and every report of its previous
 hand-out while that one's run is in flight (``sensors/blocks.BlockHandOuts.unsettled``),
 so the day stays failed, and visible, until its bad reports are fixed; its good reports
-are not read again. The reports of a CANCELED run are asked for again once
-(``partition_runs.cancelled_hand_outs``).
+are not read again. The reports of a CANCELED run still there are asked for again once,
+failed day or not (``partition_runs.cancelled_hand_outs``).
 
 On an upgrade from one partition per report (``geopm_reports``), the cursor written then
 is not taken: every report present is handed out again, at the tick's pace, into its day

@@ -43,7 +43,7 @@ from resources import (
     embedded_taudb_url,
 )
 from sensors.geopm import JOB_NAME, SENSOR_NAME
-from sensors.partition_runs import RANGE_END, RANGE_START, RUN_KEY_TAG
+from sensors.partition_runs import RANGE_END, RANGE_START, RETRY_OF_TAG, RUN_KEY_TAG
 from tests.dagster.conftest import QUIET_S, settle
 from tests.dagster.source_runs import SourceRuns
 from tests.dagster_sqlite import empty_instance
@@ -785,3 +785,32 @@ def test_a_failure_found_by_a_whole_day_run_is_rechecked(pipeline, landing):
     settle()
     [later] = pipeline.tick().run_requests
     assert handed_out(later) == {DAY[LEGACY]: ["landing/b.report"]}
+
+
+def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(pipeline, landing):
+    """The reports handed out to a CANCELED run are asked for again once though their day
+    FAILED, those still there, each in one day of the run: a report of the cancelled
+    hand-out that moved to another day since is processed there alone."""
+    bad = landing / "cut.report"
+    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
+    settle()
+    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
+    for name in ("a.report", "b.report"):
+        legacy_variant(landing / name, 20, scale=2.0)
+    settle()
+    [request] = pipeline.tick().run_requests
+    run = pipeline.instance.create_run_for_job(
+        pipeline.defs.resolve_job_def(JOB_NAME), run_config=request.run_config,
+        tags={**request.tags, RUN_KEY_TAG: request.run_key})
+    pipeline.instance.report_run_canceled(run)
+    (landing / "b.report").unlink()
+    legacy_variant(landing / "a.report", 20, scale=2.0, start="Thu Apr 02 09:00:20 2020")
+    settle()
+    [retry] = pipeline.tick().run_requests
+    assert handed_out(retry) == {DAY[LEGACY]: ["landing/cut.report"],
+                                 "landing/2020-04-02": ["landing/a.report"]}
+    assert retry.tags[RETRY_OF_TAG] == request.run_key
+    assert not pipeline.launch(retry).success
+    assert "landing/a.report" in set(pipeline.tables.read_table(REGION_TABLE)["report"])
+    settle()
+    assert pipeline.tick().run_requests == []
