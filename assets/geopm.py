@@ -281,15 +281,16 @@ def report_figures(report: Report) -> dict[str, Any]:
 def day_energy_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
     """What a day's host-energy partition shows besides its rows, of the reports the run
     computed in it: how many, their hosts, total energy (J), energy per report, and energy
-    per region across them (a table, and a plot)."""
+    per region across them (a table, and a plot; none for a day with no report left)."""
     figures = {key: stored.metadata for key, stored in done.items()}
-    rollup = pd.concat([one["rollup"] for one in figures.values()], ignore_index=True)
+    rollup = (pd.concat([one["rollup"] for one in figures.values()], ignore_index=True)
+              if figures else pd.DataFrame())
     metadata = {
         "reports": dg.MetadataValue.int(len(figures)),
         "hosts": dg.MetadataValue.json(sorted({host for one in figures.values()
                                                for host in one["hosts"]})),
         "total_energy_j": dg.MetadataValue.float(
-            sum(one["total_energy_j"] for one in figures.values())),
+            float(sum(one["total_energy_j"] for one in figures.values()))),
         "energy_per_report": _report_table(figures),
     }
     if len(rollup):

@@ -814,3 +814,16 @@ def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(pipeline, la
     assert "landing/a.report" in set(pipeline.tables.read_table(REGION_TABLE)["report"])
     settle()
     assert pipeline.tick().run_requests == []
+
+
+def test_a_whole_day_run_of_a_day_with_no_report_left_passes(pipeline, landing):
+    """A day read whole (the UI, the weekly re-validation) whose reports are all gone
+    stores nothing and passes, showing zero reports."""
+    settle()
+    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    (landing / YAML).unlink()
+    result = pipeline.defs.resolve_job_def(JOB_NAME).execute_in_process(
+        instance=pipeline.instance, partition_key=DAY[YAML])
+    assert result.success
+    energy_day = _latest(pipeline.instance, geopm_host_energy.key, DAY[YAML]).metadata
+    assert (energy_day["reports"].value, energy_day["total_energy_j"].value) == (0, 0.0)
