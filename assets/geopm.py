@@ -37,6 +37,7 @@ The per-report work of 1. and 2., and the building of 3.'s trials, runs in the
 ``workers`` resource's processes (``resources/workers.py``).
 """
 
+import os
 from collections.abc import Callable, Collection, Generator, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -450,13 +451,22 @@ def day_trials_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
             "reports_unchanged": dg.MetadataValue.int(len(done) - loaded)}
 
 
-def stored_report_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
-    """The reports whose host energy is stored, of the landing folders with a registered
-    day, in table order (a report whose latest version failed keeps its last good
-    tables): what a run without partitions brings the tables in line with."""
-    landings = {split_day_key(day)[0]
-                for day in context.instance.get_dynamic_partitions(geopm_days.name)}
-    return [key for key in tables.partition_keys(HOST_TABLE) if landing_of(key) in landings]
+def stored_report_keys(source: GeopmReportSource, tables: Tables) -> list[str]:
+    """The reports whose host energy is stored and whose file is still in its configured
+    landing folder, in table order (a report whose latest version failed keeps its last
+    good tables): what a run without partitions brings the tables in line with. A report
+    removed from its folder, or of a folder no longer configured, leaves them; a folder
+    that cannot be listed (unmounted) keeps every report of it."""
+    stored = tables.partition_keys(HOST_TABLE)
+    folders = source.landings()
+    names: dict[str, set[str] | None] = {}  # landing -> its entries; None: not listable
+    for landing in {landing_of(key) for key in stored}:
+        try:
+            names[landing] = set(os.listdir(folders[landing])) if landing in folders else set()
+        except OSError:
+            names[landing] = None
+    return [key for key in stored if (present := names[landing_of(key)]) is None
+            or key.rpartition("/")[2] in present]
 
 
 def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: set[dg.AssetKey],
@@ -606,7 +616,7 @@ with backfills() as single_run:
         if selected & {geopm_validated_frames.key, geopm_host_energy.key, geopm_trials.key}:
             yield from block_outcomes(geopm_report_files.key, run.reports, bad)
         if selected & {spec.key for spec in GEOPM_TABLES}:
-            every = (stored_report_keys(context, tables) if run_partitions(context) is None
+            every = (stored_report_keys(geopm_source, tables) if run_partitions(context) is None
                      or not geopm_tables.is_kept(tables) else None)
             if every == [] and not failed:
                 raise verdict("no GEOPM report stored yet: materialize geopm_host_energy")

@@ -827,3 +827,30 @@ def test_a_whole_day_run_of_a_day_with_no_report_left_passes(pipeline, landing):
     assert result.success
     energy_day = _latest(pipeline.instance, geopm_host_energy.key, DAY[YAML]).metadata
     assert (energy_day["reports"].value, energy_day["total_energy_j"].value) == (0, 0.0)
+
+
+def test_a_run_without_partitions_drops_a_removed_report_but_not_an_unmounted_folder(
+        pipeline, landing):
+    """The tables over all reports, materialized without partitions, keep the stored
+    reports still in their landing folder: a removed report's rows and facts go; a
+    landing folder that cannot be listed (unmounted) keeps all of its."""
+    settle()
+    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    job = pipeline.defs.resolve_job_def(JOB_NAME)
+    tables_only = [geopm_region_energy.key, geopm_report_energy.key, geopm_energy_facts.key]
+
+    def reports() -> dict[str, set[str]]:
+        assert job.execute_in_process(instance=pipeline.instance,
+                                      asset_selection=tables_only).success
+        return {table: {entity.rsplit("/", 1)[0] if table == FACTS_TABLE else entity
+                        for entity in pipeline.tables.read_table(table)[column]}
+                for table, column in ((REGION_TABLE, "report"), (REPORT_TABLE, "report"),
+                                      (FACTS_TABLE, "entity"))}
+
+    both = frozenset({f"landing/{LEGACY}", f"landing/{YAML}"})
+    unmounted = landing.rename(landing.with_name("unmounted"))
+    assert reports() == dict.fromkeys((REGION_TABLE, REPORT_TABLE, FACTS_TABLE), both)
+    unmounted.rename(landing)
+    (landing / YAML).unlink()
+    assert reports() == dict.fromkeys((REGION_TABLE, REPORT_TABLE, FACTS_TABLE),
+                                      frozenset({f"landing/{LEGACY}"}))
