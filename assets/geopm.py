@@ -310,8 +310,12 @@ def day_frames_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
 def store_report(tables: Tables, key: str, path: Path, timezone: str) -> Stored:
     """Read, validate and store one report's frames, and what the report leaves out of the
     facts (``energy.left_out``: table ``left_out``, partition ``geopm/read/<key>``, in place
-    of the earlier; the check warns; a worker's task: picklable arguments, no Dagster)."""
-    report = read_report(path, report=key, timezone=timezone)
+    of the earlier; the check warns; a worker's task: picklable arguments, no Dagster); a
+    report gone since it was handed out fails with its path."""
+    try:
+        report = read_report(path, report=key, timezone=timezone)
+    except OSError as err:
+        raise InputError(path, "no GEOPM report here any more") from err
     records = energy.left_out(report, path)
     frames = save_report(tables, key, report)
     store_left_out(tables, energy.FACTS_SOURCE, "read", key, records,
@@ -321,8 +325,12 @@ def store_report(tables: Tables, key: str, path: Path, timezone: str) -> Stored:
 
 def store_host_energy(tables: Tables, key: str, path: Path) -> Stored:
     """Compute and store one report's host energy from its stored frames, with what its
-    day shows of it (:func:`report_figures`; a worker's task)."""
-    report = load_report(tables, key, path, names=["totals", "regions"])
+    day shows of it (:func:`report_figures`; a worker's task); a report with no frames
+    stored fails with its path."""
+    try:
+        report = load_report(tables, key, path, names=["totals", "regions"])
+    except OSError as err:
+        raise InputError(path, "no validated frames stored") from err
     table = energy.host_energy(report)
     tables.write_partition(HOST_TABLE, key, table)
     return Stored.of({HOST_TABLE: table}, **report_figures(report))

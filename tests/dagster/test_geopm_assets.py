@@ -854,3 +854,21 @@ def test_a_run_without_partitions_drops_a_removed_report_but_not_an_unmounted_fo
     (landing / YAML).unlink()
     assert reports() == dict.fromkeys((REGION_TABLE, REPORT_TABLE, FACTS_TABLE),
                                       frozenset({f"landing/{LEGACY}"}))
+
+
+def test_a_report_gone_between_tick_and_run_fails_its_day_alone(pipeline, landing):
+    """A report removed after it was handed out fails its day, naming its file; the run's
+    other day is stored."""
+    settle()
+    [request] = pipeline.tick().run_requests
+    (landing / YAML).unlink()
+    result = pipeline.launch(request)
+    assert not result.success
+    [check] = [c for c in result.get_asset_check_evaluations()
+               if c.check_name == VALID_CHECK and not c.passed]
+    assert check.partition == DAY[YAML]
+    assert check.metadata["file"].value == str(landing / YAML)
+    assert "no GEOPM report here any more" in check.metadata["error"].value
+    assert pipeline.status(geopm_host_energy.key) == {
+        DAY[YAML]: dg.AssetPartitionStatus.FAILED,
+        DAY[LEGACY]: dg.AssetPartitionStatus.MATERIALIZED}
