@@ -55,10 +55,11 @@ Entries = dict[str, str]
 
 @dataclass(frozen=True)
 class BlockHandOuts:
-    """A source's blocks: their partitions, the files asset their hand-outs materialize,
-    the assets whose FAILED partitions are rechecked (``built``; the first is the one
-    whose materialization ends a hand-out), and the metadata name under which a
-    hand-out lists its entries."""
+    """A source's blocks: their partitions, the files asset their hand-outs materialize
+    (and, for a source whose step records its blocks' outcomes, that it observes), the
+    assets built from them (``built``: the first is the one whose materialization ends a
+    hand-out; their FAILED partitions are :meth:`failed_blocks`), and the metadata name
+    under which a hand-out lists its entries."""
 
     partitions_def: dg.DynamicPartitionsDefinition
     files: dg.AssetKey
