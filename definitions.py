@@ -48,13 +48,14 @@ from assets import (
     POWERAPI_ASSETS,
     TAUDB_ASSETS,
     cc_job_blocks,
-    geopm_reports,
+    geopm_days,
     gpu_pipeline,
     gpu_repetitions,
     powerapi_reports,
     tau_profile_sets,
 )
 from assets.clustercockpit import BLOCKS_PER_RUN
+from assets.geopm import DAYS_REVALIDATED as GEOPM_DAYS_REVALIDATED
 from components.centre import centre_definitions
 from joulehouse.errors import InputError
 from resources import (
@@ -121,11 +122,12 @@ RUN_EXECUTOR = dg.in_process_executor
 ASSETS = [*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS, *GEOPM_ASSETS, *CC_ASSETS,
           *ACCOUNTING_ASSETS]
 #: Each source's job, the partitions it runs over, and how many of the newest of them the
-#: weekly re-validation runs it over (ClusterCockpit: one backfill run's blocks).
+#: weekly re-validation runs it over (ClusterCockpit: one backfill run's blocks; GEOPM: a
+#: week of days).
 SOURCE_JOBS = [(gpu_energy_job, gpu_repetitions, NEWEST_PARTITIONS),
                (tau_profiles_job, tau_profile_sets, NEWEST_PARTITIONS),
                (powerapi_job, powerapi_reports, NEWEST_PARTITIONS),
-               (geopm_job, geopm_reports, NEWEST_PARTITIONS),
+               (geopm_job, geopm_days, GEOPM_DAYS_REVALIDATED),
                (cc_job, cc_job_blocks, BLOCKS_PER_RUN)]
 SCHEDULES = [daily_rollups(ASSETS), *(weekly_revalidation(job, partitions, newest)
                                       for job, partitions, newest in SOURCE_JOBS)]

@@ -2,7 +2,7 @@
 
 from assets.accounting import ACCOUNTING_ASSETS
 from assets.clustercockpit import CC_ASSETS, cc_job_blocks, cc_pipeline
-from assets.geopm import GEOPM_ASSETS, geopm_pipeline, geopm_reports
+from assets.geopm import GEOPM_ASSETS, geopm_days, geopm_pipeline
 from assets.gpu import gpu_repetition_files, gpu_repetitions
 from assets.pipeline import gpu_pipeline
 from assets.powerapi import POWERAPI_ASSETS, powerapi_pipeline, powerapi_reports
@@ -11,6 +11,6 @@ from assets.taudb import TAUDB_ASSETS, tau_profile_sets, tau_profile_trials
 GPU_ASSETS = [gpu_repetition_files, gpu_pipeline]
 
 __all__ = ["ACCOUNTING_ASSETS", "CC_ASSETS", "GEOPM_ASSETS", "GPU_ASSETS", "POWERAPI_ASSETS", "TAUDB_ASSETS",
-           "cc_job_blocks", "cc_pipeline", "geopm_pipeline", "geopm_reports", "gpu_pipeline",
+           "cc_job_blocks", "cc_pipeline", "geopm_days", "geopm_pipeline", "gpu_pipeline",
            "gpu_repetitions", "powerapi_pipeline", "powerapi_reports", "tau_profile_sets",
            "tau_profile_trials"]

@@ -51,6 +51,7 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
+from assets.blocks import MAX_LISTED, block_failure
 from assets.facts import OwnedFacts, write_facts
 from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION, TABLES_POOL
 from assets.reporting import (
@@ -109,8 +110,6 @@ CONFORMANCE_CHECK = "schema_conformance"
 LOADS_CHECK = "loads"
 #: Blocks per backfill run: 100 blocks (100,000 jobs) in 9 runs, and 1 for the tables.
 BLOCKS_PER_RUN = 12
-#: Errors and schema violations listed in one check result's metadata.
-MAX_LISTED = 50
 #: The pandera schema of each frame of a block.
 FRAME_SCHEMAS = {"jobs": schemas.CC_JOBS_SCHEMA, "host_energy": schemas.HOST_ENERGY_SCHEMA,
                  "job_energy": schemas.JOB_ENERGY_SCHEMA,
@@ -220,17 +219,6 @@ def stored_block(tables: Tables, key: str) -> dict[str, pd.DataFrame] | None:
     if not tables.has_partition(_frame_table("jobs"), key):
         return None
     return {name: tables.read_partitions(_frame_table(name), [key]) for name in FRAMES}
-
-
-def block_failure(key: str, errors: list[InputError], jobs: int, done: int) -> InputError:
-    """The block's error: the first job that failed (file, line, field), the others after
-    it, and how many of the block's ``jobs`` were ``done`` (stored, or loaded)."""
-    first = errors[0]
-    others = "".join(f"; and {err}" for err in errors[1:MAX_LISTED])
-    more = len(errors) - MAX_LISTED
-    reason = (f"{first.reason} ({len(errors)} of {jobs} job(s) of block {key} failed, "
-              f"{done} done{others}{f'; and {more} more' if more > 0 else ''})")
-    return InputError(first.path, reason, line=first.line, field=first.field)
 
 
 def _span(jobs: pd.DataFrame) -> str:

@@ -1,78 +1,84 @@
-"""GEOPM report assets: one dynamic partition per landed report, the tables over all reports.
+"""GEOPM report assets: one dynamic partition per landing folder and UTC day, the tables
+over all reports.
 
-Partition key ``<landing name>/<file name>`` (``resources/geopm.py``), registered
-by the landing sensor (``sensors/geopm.py``). ``geopm_pipeline`` is ONE
-subsettable step over every partition of a run, for the reason
-``assets/pipeline.py`` gives: a bad report fails only itself. In order:
+Partition key ``<landing name>/<YYYY-MM-DD>`` (``geopm_days``), the UTC day of each
+report's own start (``joulehouse.geopm.days``): 1,000 reports a day are 3,650 partitions
+in a decade, not 3.65 M (docs/ARCHITECTURE.md, "Partitions over a decade"). The landing
+sensor (``sensors/geopm.py``) registers the days holding new or changed reports and asks
+for ONE run over them whose run config names the reports handed out per day
+(:class:`GeopmHandOut`): the run processes those alone, so a landing of k reports costs
+work in proportion to k. A day of the run that names no report (a backfill, a
+materialization from the UI) is read whole: every report of its landing folder whose day
+it is. Everything stored stays keyed per report (``<landing name>/<file name>``): frames,
+host energy, trials, the tables' rows and the facts, so a day's run replaces only its
+reports'. ``geopm_pipeline`` is ONE subsettable step over every report of a run, for the
+reason ``assets/pipeline.py`` gives. In order:
 
-1. ``geopm_validated_frames``: each report read (any shape) and its five
-   frames stored per partition; a report that fails is not stored (what was
-   stored before stays) and its ``pandera_valid`` result names file and line;
-2. ``geopm_host_energy``: per report, host and region (and totals section)
-   energy, for the reports that passed;
-3. ``geopm_trials``: each report that passed as one TAUdb trial (its own
-   transaction, replacing the report's trial), from its stored frames; a
-   report whose landing fingerprint and ``timezone`` setting equal its stored
-   trial's (their digest) is not loaded again; a report the mapping refuses fails the check ``loads`` of its
-   partition and leaves its earlier trial;
-4. the tables over every registered report whose energy is stored
-   (``geopm_region_energy``, ``geopm_report_energy``, kept per report:
-   ``joulehouse.geopm.tables``; a run rewrites its reports and those sharing their
-   content) and this source's rows of ``energy_facts`` (``energy_facts/geopm``, of
-   the same reports), from the stored frames; a report given twice (the
-   same content landed under two names) counts once, under its first key
+1. ``geopm_validated_frames``: each report read (any shape) and its five frames stored;
+   a report that fails is not stored (what was stored for it before stays) and fails its
+   day, whose ``pandera_valid`` result names its file and line (``assets/blocks.py``);
+   the day's other reports go on;
+2. ``geopm_host_energy``: per report, host and region (and totals section) energy, for
+   the reports that passed;
+3. ``geopm_trials``: each report that passed as one TAUdb trial (replacing the report's
+   trial), built from its stored frames, a day's trials written in one transaction; a
+   report whose landing fingerprint and ``timezone`` setting equal its stored trial's
+   (their digest) is not loaded again; a report the mapping refuses fails the check
+   ``loads`` of its day and keeps its earlier trial;
+4. the tables over every stored report (``geopm_region_energy``, ``geopm_report_energy``,
+   kept per report: ``joulehouse.geopm.tables``; a run rewrites its reports and those
+   sharing their content) and this source's rows of ``energy_facts``
+   (``energy_facts/geopm``, of the same reports), from the stored frames; a report given
+   twice (the same content landed under two names) counts once, under its first key
    (``reports_given_twice`` in their metadata, among the reports the run looked at);
-5. then, if any partition failed, the step fails (``assets/reporting.py``).
+5. then, if any day failed, the step fails (``assets/reporting.py``).
 
-The per-report work of 1. and 2., and the building of 3.'s trials (a few ahead
-of their loads, which stay in the step's process), runs in the ``workers``
-resource's processes (``resources/workers.py``).
+The per-report work of 1. and 2., and the building of 3.'s trials, runs in the
+``workers`` resource's processes (``resources/workers.py``).
 """
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Collection, Generator, Iterator
 from concurrent.futures import Executor
-from functools import cache
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import numpy as np
 import pandas as pd
+from pydantic import Field
 
+from assets.blocks import Outcome, block_batch, block_outcomes, run_entries
 from assets.facts import write_facts, write_owned_facts
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
 from assets.reporting import (
     STEP_RETRY,
     PartitionBatch,
+    SchemaOf,
     Stored,
     backfills,
     failure,
-    frames_then_energy,
     partition_check_spec,
-    partition_count,
     run_partitions,
     table_metadata,
     verdict,
 )
 from assets.taudb import GROUP as TAUDB_GROUP
-from assets.taudb import LOADS_CHECK, load_partition_trials
+from assets.taudb import LOADS_CHECK, TrialLoads, trial_frames
 from joulehouse.digest import digest_pairs
 from joulehouse.entry_sync import Written
 from joulehouse.errors import InputError
 from joulehouse.facts import ENERGY_FACTS_COLUMNS
 from joulehouse.geopm import energy, schemas
 from joulehouse.geopm import tables as geopm_tables
+from joulehouse.geopm.days import day_key, reports_of_days, split_day_key
 from joulehouse.geopm.layout import identify_report
 from joulehouse.geopm.plots import COMPONENTS, kj_column, region_energy_kj, region_energy_png
 from joulehouse.geopm.readers import Report, read_report
-from joulehouse.geopm.store import (
-    FRAME_SCHEMAS,
-    load_frames,
-    load_report,
-    save_report,
-    stored_frame_keys,
-)
-from joulehouse.landing import read_landed_item
+from joulehouse.geopm.store import FRAME_SCHEMAS, load_frames, load_report, save_report
+from joulehouse.geopm.store import TABLE as FRAMES_TABLE
+from joulehouse.landing import landing_of, read_landed_item
 from joulehouse.leftout import store_left_out
 from joulehouse.plots import markdown_image
 from joulehouse.taudb.mapping.geopm import report_trial
@@ -87,24 +93,44 @@ REPORT_TABLE = "geopm_report_energy"
 FACTS_TABLE = "energy_facts"
 TAGS = {"source": "geopm"}
 
-geopm_reports = dg.DynamicPartitionsDefinition(name="geopm_reports")
+geopm_days = dg.DynamicPartitionsDefinition(name="geopm_days")
+#: Days the weekly re-validation runs the job over (``sensors/schedules.py``): a week's.
+DAYS_REVALIDATED = 7
+
+
+class GeopmHandOut(dg.Config):
+    """The reports the landing sensor handed out, by day partition: a run processes these
+    alone. A day of the run that is not named here (a backfill, a materialization from
+    the UI, the weekly re-validation) is read whole."""
+
+    reports: dict[str, list[str]] = Field(
+        default={}, description="Day partition key -> the keys (<landing name>/<file name>) "
+                                "of the reports handed out in it.")
+
+    def run_config(self) -> dict[str, Any]:
+        """The run config of ``geopm_job`` carrying this hand-out."""
+        return {"ops": {"geopm_pipeline": {"config": {"reports": self.reports}}}}
+
 
 geopm_report_files = dg.AssetSpec(
     "geopm_report_files",
     description=(
         "GEOPM report files as GEOPM wrote them at the end of each job (1.x text, 2.x/3.x "
-        "YAML, or geopmsession reports). Found by the GEOPM landing sensor once the file "
-        "did not change for the quiet period."
+        "YAML, or geopmsession reports), one partition per landing folder and UTC day of "
+        "the reports' start. Found by the GEOPM landing sensor once a file did not change "
+        "for the quiet period; one materialization per day per tick that handed out reports "
+        "of it (metadata 'reports': their keys and fingerprints; data version: a digest of "
+        "them)."
     ),
     group_name=GROUP,
-    partitions_def=geopm_reports,
+    partitions_def=geopm_days,
     kinds={"yaml"},
     tags=TAGS,
 )
 
-#: What the per-report assets share: no materialization for a partition that failed.
-PER_REPORT = {"group_name": GROUP, "partitions_def": geopm_reports, "skippable": True,
-              "tags": TAGS}
+#: What the per-day assets share: no materialization for a day that failed.
+PER_DAY = {"group_name": GROUP, "partitions_def": geopm_days, "skippable": True,
+           "tags": TAGS}
 #: What the tables over all reports share.
 WHOLE_TABLE = {"automation_condition": TABLE_AUTOMATION, "skippable": True, "tags": TAGS,
                "kinds": {"pandas", "parquet"}}
@@ -114,11 +140,11 @@ geopm_validated_frames = dg.AssetSpec(
     description=(
         "A report read into its frames (header, totals and regions per host, other fields "
         "as signals, geopmsession statistics), SI units and UTC, validated with pandera; "
-        "one Parquet partition per frame under geopm_validated_frames/. A report that "
-        "fails fails the check 'pandera_valid' of its partition, naming file and line; "
+        "one Parquet partition per report and frame under geopm_validated_frames/. A "
+        "report that fails fails its day's check 'pandera_valid', naming file and line; "
         "what was stored for it before stays, the other reports of the run go on."
     ),
-    **PER_REPORT,
+    **PER_DAY,
     deps=[geopm_report_files],
     kinds={"pandas", "parquet", "pandera"},
 )
@@ -128,10 +154,10 @@ geopm_host_energy = dg.AssetSpec(
     description=(
         "Energy per report, host and region, and per host and totals section (application, "
         "epoch, unmarked): times and energies as the report wrote them, power recomputed as "
-        "package energy / sync-runtime. One Parquet partition per report; its metadata has "
-        "the hosts, regions, total energy and a plot of energy per region."
+        "package energy / sync-runtime. One Parquet partition per report; a day's metadata "
+        "has its reports' hosts, regions and total energy, and a plot of energy per region."
     ),
-    **PER_REPORT,
+    **PER_DAY,
     deps=[geopm_validated_frames],
     automation_condition=dg.AutomationCondition.eager(),
     kinds={"pandas", "parquet"},
@@ -145,11 +171,11 @@ geopm_trials = dg.AssetSpec(
         "signals; a geopmsession report: one timer per host, its signals' statistics; "
         "docs/taudb-mapping.md), built from the stored frames and loaded in one transaction "
         "that replaces the report's trial. A report whose file did not change since its "
-        "trial was loaded is not loaded again. A report that fails fails the check 'loads' "
-        "of its partition and keeps its earlier trial."
+        "trial was loaded is not loaded again. A report that fails fails its day's check "
+        "'loads' and keeps its earlier trial."
     ),
     group_name=TAUDB_GROUP,
-    partitions_def=geopm_reports,
+    partitions_def=geopm_days,
     skippable=True,
     tags=TAGS,
     deps=[geopm_validated_frames],
@@ -194,26 +220,26 @@ geopm_energy_facts = dg.AssetSpec(
 )
 
 VALID_SPEC = partition_check_spec(
-    geopm_validated_frames.key, VALID_CHECK, geopm_reports,
-    "The report parses and its frames pass their pandera schemas (one result per "
-    "partition; a failed one names file and line, and the report's energy in the same run "
-    "is skipped).")
+    geopm_validated_frames.key, VALID_CHECK, geopm_days,
+    "Every report of the day processed in the run parses and its frames pass their "
+    "pandera schemas (one result per day; a failed one names each failed report, the "
+    "first with file and line; their energy in the same run is skipped).")
 COMPUTED_SPEC = partition_check_spec(
-    geopm_host_energy.key, COMPUTED_CHECK, geopm_reports,
-    "The report's host energy was computed and stored (one result per partition; not "
-    "computed when its validated frames failed in the same run).")
+    geopm_host_energy.key, COMPUTED_CHECK, geopm_days,
+    "The host energy of every report of the day processed in the run was computed and "
+    "stored (one result per day; not computed when a report's validated frames failed in "
+    "the same run).")
 LOADS_SPEC = partition_check_spec(
-    geopm_trials.key, LOADS_CHECK, geopm_reports,
-    "The report was loaded as a TAUdb trial, or its trial is current (one result per "
-    "partition; a failed one names file and line; not loaded when its frames failed in the "
-    "same run).")
+    geopm_trials.key, LOADS_CHECK, geopm_days,
+    "Every report of the day processed in the run was loaded as a TAUdb trial, or its "
+    "trial is current (one result per day; a failed one names the report, file and line; "
+    "not loaded when its frames failed in the same run).")
 
 GEOPM_TABLES = [geopm_region_energy, geopm_report_energy, geopm_energy_facts]
 
 
-def _region_plot(rollup: pd.DataFrame, key: str) -> str:
-    """Markdown showing the plot of energy per region of one report (a PNG data URI)."""
-    return markdown_image(region_energy_png(rollup, key), f"energy per region of {key}")
+#: Reports listed, with their energy, in a day's host-energy metadata.
+REPORTS_SHOWN = 200
 
 
 def _region_table(rollup: pd.DataFrame) -> dg.TableMetadataValue:
@@ -229,25 +255,67 @@ def _region_table(rollup: pd.DataFrame) -> dg.TableMetadataValue:
     return dg.MetadataValue.table(records, dg.TableSchema(columns=columns))
 
 
-def _report_metadata(report: Report) -> dict[str, Any]:
-    """What a report's host-energy partition shows besides its rows: hosts, regions, total
-    energy (J) and the energy per region (a table, and a plot)."""
-    rollup = energy.region_rollup(report)
-    return {
-        "hosts": dg.MetadataValue.json(report.totals["host"].drop_duplicates().tolist()),
-        "host_count": dg.MetadataValue.int(int(report.header["host_count"].iloc[0])),
-        "region_count": dg.MetadataValue.int(int(report.header["region_count"].iloc[0])),
-        "total_energy_j": dg.MetadataValue.float(energy.total_energy_j(report)),
-        "regions": _region_table(rollup),
-        "energy_per_region": dg.MetadataValue.md(_region_plot(rollup, report.report)),
+def _report_table(figures: dict[str, dict[str, Any]]) -> dg.TableMetadataValue:
+    """Per report of a day (the first :data:`REPORTS_SHOWN`): hosts, regions and the total
+    energy of its Application Totals (kJ)."""
+    columns = [dg.TableColumn("report", "string"), dg.TableColumn("hosts", "int"),
+               dg.TableColumn("regions", "int"),
+               dg.TableColumn("total_energy_kj", "float", description="package + DRAM + GPU "
+                              "energy of the Application Totals over all hosts (kJ)")]
+    records = [dg.TableRecord({"report": key, "hosts": one["host_count"],
+                               "regions": one["region_count"],
+                               "total_energy_kj": one["total_energy_j"] / 1e3})
+               for key, one in sorted(figures.items())[:REPORTS_SHOWN]]
+    return dg.MetadataValue.table(records, dg.TableSchema(columns=columns))
+
+
+def report_figures(report: Report) -> dict[str, Any]:
+    """What a day's host-energy partition shows of one report (picklable, from a worker):
+    hosts, regions, total energy (J) and its region roll-up."""
+    return {"hosts": report.totals["host"].drop_duplicates().tolist(),
+            "host_count": int(report.header["host_count"].iloc[0]),
+            "region_count": int(report.header["region_count"].iloc[0]),
+            "total_energy_j": energy.total_energy_j(report),
+            "rollup": energy.region_rollup(report)}
+
+
+def day_energy_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
+    """What a day's host-energy partition shows besides its rows, of the reports the run
+    computed in it: how many, their hosts, total energy (J), energy per report, and energy
+    per region across them (a table, and a plot; none for a day with no report left)."""
+    figures = {key: stored.metadata for key, stored in done.items()}
+    rollup = (pd.concat([one["rollup"] for one in figures.values()], ignore_index=True)
+              if figures else pd.DataFrame())
+    metadata = {
+        "reports": dg.MetadataValue.int(len(figures)),
+        "hosts": dg.MetadataValue.json(sorted({host for one in figures.values()
+                                               for host in one["hosts"]})),
+        "total_energy_j": dg.MetadataValue.float(
+            float(sum(one["total_energy_j"] for one in figures.values()))),
+        "energy_per_report": _report_table(figures),
     }
+    if len(rollup):
+        metadata |= {"regions": _region_table(rollup),
+                     "energy_per_region": dg.MetadataValue.md(markdown_image(
+                         region_energy_png(rollup, day), f"energy per region of {day}"))}
+    return metadata
+
+
+def day_frames_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
+    """What a day's validated-frames partition shows: the reports the run stored in it."""
+    return {"reports": dg.MetadataValue.int(len(done)),
+            "report_keys": dg.MetadataValue.json(sorted(done)[:REPORTS_SHOWN])}
 
 
 def store_report(tables: Tables, key: str, path: Path, timezone: str) -> Stored:
     """Read, validate and store one report's frames, and what the report leaves out of the
     facts (``energy.left_out``: table ``left_out``, partition ``geopm/read/<key>``, in place
-    of the earlier; the check warns; a worker's task: picklable arguments, no Dagster)."""
-    report = read_report(path, report=key, timezone=timezone)
+    of the earlier; the check warns; a worker's task: picklable arguments, no Dagster); a
+    report gone since it was handed out fails with its path."""
+    try:
+        report = read_report(path, report=key, timezone=timezone)
+    except OSError as err:
+        raise InputError(path, "no GEOPM report here any more") from err
     records = energy.left_out(report, path)
     frames = save_report(tables, key, report)
     store_left_out(tables, energy.FACTS_SOURCE, "read", key, records,
@@ -257,28 +325,71 @@ def store_report(tables: Tables, key: str, path: Path, timezone: str) -> Stored:
 
 def store_host_energy(tables: Tables, key: str, path: Path) -> Stored:
     """Compute and store one report's host energy from its stored frames, with what its
-    partition shows (a worker's task)."""
-    report = load_report(tables, key, path, names=["totals", "regions"])
+    day shows of it (:func:`report_figures`; a worker's task); a report with no frames
+    stored fails with its path."""
+    try:
+        report = load_report(tables, key, path, names=["totals", "regions"])
+    except OSError as err:
+        raise InputError(path, "no validated frames stored") from err
     table = energy.host_energy(report)
     tables.write_partition(HOST_TABLE, key, table)
-    return Stored.of({HOST_TABLE: table}, **_report_metadata(report))
+    return Stored.of({HOST_TABLE: table}, **report_figures(report))
 
 
-def validate_frames(context: dg.AssetExecutionContext, source: GeopmReportSource,
-                    tables: Tables, executor: Executor) -> PartitionBatch:
-    """Read, validate and store every report of the run, in ``executor``."""
-    return PartitionBatch.run(
-        context, store_report, FRAME_SCHEMAS.get, executor=executor,
-        arguments=lambda key: (tables, key, source.resolve(key), source.timezone))
+@dataclass(frozen=True)
+class RunReports:
+    """The reports a run processes, by day (``reports``: day -> report keys, in key
+    order), and the days whose reports could not be listed (``unlisted``: day -> why)."""
 
+    reports: dict[str, list[str]]
+    unlisted: dict[str, InputError]
 
-def compute_energy(context: dg.AssetExecutionContext, source: GeopmReportSource,
-                   tables: Tables, skip: dict[str, str], executor: Executor) -> PartitionBatch:
-    """Compute and store the host energy of every report of the run but those in ``skip``,
-    from its stored frames, in ``executor``."""
-    return PartitionBatch.run(
-        context, store_host_energy, lambda name: schemas.HOST_ENERGY_SCHEMA, skip=skip,
-        executor=executor, arguments=lambda key: (tables, key, source.resolve(key)))
+    @property
+    def keys(self) -> list[str]:
+        """Every report of the run, sorted."""
+        return sorted(key for keys in self.reports.values() for key in keys)
+
+    @classmethod
+    def of(cls, context: dg.AssetExecutionContext, config: GeopmHandOut,
+           source: GeopmReportSource) -> "RunReports":
+        """The reports the run's config hands out for each of its days; a day it does not
+        name is read whole (``days.reports_of_days``: one listing per landing folder)."""
+        reports: dict[str, list[str]] = {}
+        unlisted: dict[str, InputError] = {}
+        whole: dict[str, list[str]] = {}  # landing -> days read whole
+        for day in run_partitions(context) or []:
+            if day in config.reports:
+                reports[day] = sorted(config.reports[day])
+                continue
+            try:
+                landing, date = split_day_key(day)
+            except InputError as err:
+                unlisted[day] = err
+                continue
+            whole.setdefault(landing, []).append(date)
+        folders = source.landings()
+        for landing, dates in whole.items():
+            try:
+                if landing not in folders:
+                    raise InputError(landing, "no such GEOPM landing folder configured")
+                found = reports_of_days(folders[landing], landing, dates, source.timezone)
+            except OSError as err:
+                found, why = {}, InputError(folders[landing], f"cannot be listed ({err})")
+                unlisted |= {day_key(landing, date): why for date in dates}
+            except InputError as err:
+                found = {}
+                unlisted |= {day_key(landing, date): err for date in dates}
+            for date, items in found.items():
+                reports[day_key(landing, date)] = [item.key for item in items]
+        return cls(reports, unlisted)
+
+    def batch(self, context: dg.AssetExecutionContext, outcomes: dict[str, Outcome],
+              schema_of: SchemaOf, metadata: Callable[[str, dict[str, Stored]], dict],
+              skipped: dict[str, str]) -> PartitionBatch:
+        """Each day of the run as one partition (``assets/blocks.block_batch``)."""
+        return block_batch(context, self.reports, outcomes, schema_of, metadata,
+                           unlisted=self.unlisted, skipped=skipped, entry="report",
+                           block="day")
 
 
 def build_trial(tables: Tables, key: str, path: Path, fingerprint: str) -> TrialData:
@@ -287,44 +398,89 @@ def build_trial(tables: Tables, key: str, path: Path, fingerprint: str) -> Trial
     return report_trial(load_report(tables, key, path), fingerprint)
 
 
-def load_trials(context: dg.AssetExecutionContext, source: GeopmReportSource, tables: Tables,
-                taudb: TaudbResource, skip: dict[str, str], executor: Executor) -> PartitionBatch:
-    """Load the trial of every report of the run but those in ``skip`` (and those with no
-    stored frames), built from its stored frames in ``executor``; fingerprint: a digest of
-    the report file's landing fingerprint (name, size, mtime, as the sensor sees it) and of
-    the ``timezone`` its naive timestamps were read in, so changing either reloads the
-    trial."""
-    stored = set(stored_frame_keys(tables))
-    skip = skip | {key: "no validated frames stored" for key in context.partition_keys
-                   if key not in stored and key not in skip}
+def trial_known(source: GeopmReportSource, key: str) -> tuple[str, str]:
+    """The source key and fingerprint of report ``key``'s trial, before it is built: the
+    report file's path, and a digest of its landing fingerprint (name, size, mtime, as
+    the sensor sees it) and of the ``timezone`` its naive timestamps were read in, so
+    changing either reloads the trial."""
+    path = source.resolve(key)
+    item = read_landed_item(path, key, identify_report)
+    if item is None:
+        raise InputError(path, "no GEOPM report here any more")
+    return str(path.resolve()), digest_pairs({"report": item.fingerprint,
+                                              "timezone": source.timezone})
 
-    @cache  # asked again for the arguments of the report's build
-    def known(key: str) -> tuple[str, str]:
-        path = source.resolve(key)
-        item = read_landed_item(path, key, identify_report)
-        if item is None:
-            raise InputError(path, "no GEOPM report here any more")
-        return str(path.resolve()), digest_pairs({"report": item.fingerprint,
-                                                   "timezone": source.timezone})
 
+def load_trials(run: RunReports, source: GeopmReportSource, tables: Tables,
+                taudb: TaudbResource, skip: Collection[str], executor: Executor
+                ) -> dict[str, Outcome]:
+    """Report -> its trial load (the trial's frames, empty when unchanged, with
+    ``trial_id`` in its metadata), or its InputError, for every report of the run but
+    those in ``skip``. The trials that changed are built in ``executor``, a day at a
+    time, and each day's are written in one transaction (``TrialLoads.load_many``: a
+    report that cannot be built or mapped loads nothing, the day's others load)."""
+    outcomes: dict[str, Outcome] = {}
+    knowns: dict[str, tuple[str, str]] = {}
+    for key in run.keys:
+        if key in skip:
+            continue
+        try:
+            knowns[key] = trial_known(source, key)
+        except InputError as err:
+            outcomes[key] = err
     with taudb.open() as db:
-        return load_partition_trials(
-            context, db, build_trial,
-            lambda key: (tables, key, source.resolve(key), known(key)[1]), executor,
-            known=known, skip=skip)
+        loads = TrialLoads.into(db, (known[0] for known in knowns.values()))
+        for keys in run.reports.values():
+            changed = {key: executor.submit(build_trial, tables, key, source.resolve(key),
+                                            knowns[key][1])
+                       for key in keys if key in knowns and not loads.unchanged(key, *knowns[key])}
+            loaded = loads.load_many((key, future.result, knowns[key])
+                                     for key, future in changed.items())
+            for key in keys:
+                if key not in knowns:
+                    continue
+                trial = loaded.get(key)
+                if isinstance(trial, InputError):
+                    outcomes[key] = trial
+                    continue
+                shown = trial_frames(trial) if trial is not None else {}
+                outcomes[key] = Stored.of(shown, trial.left_out if trial is not None else [],
+                                          trial_id=loads.ids[key], loaded=trial is not None)
+    return outcomes
 
 
-def stored_report_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
-    """The registered ``geopm_reports`` partitions whose host energy is stored, in table
-    order (a report whose latest version failed keeps its last good tables)."""
-    registered = set(context.instance.get_dynamic_partitions(geopm_reports.name))
-    return [key for key in tables.partition_keys(HOST_TABLE) if key in registered]
+def day_trials_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
+    """What a day's trials partition shows: each report's trial id, how many were loaded
+    and how many were current already."""
+    loaded = sum(1 for stored in done.values() if stored.metadata["loaded"])
+    return {"trial_ids": dg.MetadataValue.json(
+                {key: stored.metadata["trial_id"] for key, stored in sorted(done.items())}),
+            "reports_loaded": dg.MetadataValue.int(loaded),
+            "reports_unchanged": dg.MetadataValue.int(len(done) - loaded)}
+
+
+def stored_report_keys(source: GeopmReportSource, tables: Tables) -> list[str]:
+    """The reports whose host energy is stored and whose file is still in its configured
+    landing folder, in table order (a report whose latest version failed keeps its last
+    good tables): what a run without partitions brings the tables in line with. A report
+    removed from its folder, or of a folder no longer configured, leaves them; a folder
+    that cannot be listed (unmounted) keeps every report of it."""
+    stored = tables.partition_keys(HOST_TABLE)
+    folders = source.landings()
+    names: dict[str, set[str] | None] = {}  # landing -> its entries; None: not listable
+    for landing in {landing_of(key) for key in stored}:
+        try:
+            names[landing] = set(os.listdir(folders[landing])) if landing in folders else set()
+        except OSError:
+            names[landing] = None
+    return [key for key in stored if (present := names[landing_of(key)]) is None
+            or key.rpartition("/")[2] in present]
 
 
 def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: set[dg.AssetKey],
-                 every: list[str] | None) -> Iterator[dg.MaterializeResult]:
+                 every: list[str] | None, reports: list[str]) -> Iterator[dg.MaterializeResult]:
     """Keep the tables over every report per entry (``joulehouse.geopm.tables``): a run over
-    reports rewrites the rows of its reports and of those sharing their content; a run
+    days rewrites the rows of its ``reports`` and of those sharing their content; a run
     without partitions (``every``: every stored report) brings the tables in line with
     every stored report, writing what differs. A report given twice (same content under
     two keys) counts once, under its first key. The region and report tables are written
@@ -335,14 +491,15 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
 
     def write_facts_of(landed: geopm_tables.Landed) -> None:
         if geopm_energy_facts.key in selected:
-            facts.append(facts_result(context, tables, landed, every is not None))
+            facts.append(facts_result(context, tables, landed, every is not None,
+                                      len(reports)))
 
     if every is not None:
         landed = geopm_tables.rebuild(tables, every, then=write_facts_of)
     else:
-        keys = context.partition_keys
-        landed = geopm_tables.land(tables, keys, [
-            key for key in keys if tables.has_partition(HOST_TABLE, key)], then=write_facts_of)
+        landed = geopm_tables.land(tables, reports, [
+            key for key in reports if tables.has_partition(HOST_TABLE, key)],
+            then=write_facts_of)
     summary = _summary(landed)
     if geopm_region_energy.key in selected:
         table = landed.regions_rows
@@ -370,12 +527,13 @@ def _summary(landed: geopm_tables.Landed) -> dict[str, Any]:
 
 
 def facts_result(context: dg.AssetExecutionContext, tables: Tables,
-                 landed: geopm_tables.Landed, every: bool) -> dg.MaterializeResult:
+                 landed: geopm_tables.Landed, every: bool, run_reports: int
+                 ) -> dg.MaterializeResult:
     """Write the facts of what the tables' write ``landed`` (before the digests, so that a
     stop between them leaves the next run the same groups to write): a report given twice
     counts once, so the facts of every report whose rows the write replaced (the run's
-    and those sharing their content); in a run without partitions (``every``) every fact
-    is compared (``assets/facts.py``)."""
+    ``run_reports`` and those sharing their content); in a run without partitions
+    (``every``) every fact is compared (``assets/facts.py``)."""
     counted = landed.counted
     rows = (energy.facts_rows(load_frames(tables, "header", counted),
                               load_frames(tables, "totals", counted)) if counted
@@ -388,8 +546,8 @@ def facts_result(context: dg.AssetExecutionContext, tables: Tables,
     return write_owned_facts(
         context, tables, geopm_energy_facts.key, energy.FACTS_SOURCE, rows,
         landed.owners, energy.FACTS_OWNERSHIP,
-        f"the facts of the run's {len(context.partition_keys)} report(s) and of "
-        "those sharing their content", metadata)
+        f"the facts of the run's {run_reports} report(s) and of those sharing their "
+        "content", metadata)
 
 
 def _written(written: Written) -> dict[str, Any]:
@@ -397,6 +555,49 @@ def _written(written: Written) -> dict[str, Any]:
     return {"reports_written": dg.MetadataValue.int(written.entities),
             "reports_removed": dg.MetadataValue.int(written.removed),
             "rows_written": dg.MetadataValue.int(written.rows)}
+
+
+def per_report_assets(context: dg.AssetExecutionContext, run: RunReports,
+                      source: GeopmReportSource, tables: Tables, taudb: TaudbResource,
+                      executor: Executor
+                      ) -> Generator[Any, None, tuple[dict[str, str], set[str]]]:
+    """The per-report assets of the run's reports, each if selected: validated frames, then
+    host energy of the reports whose frames did not fail here, then the trials of those
+    whose energy did not fail either; each reported per day. Yields their events; returns
+    day -> why, for each day that failed or was not computed, and the reports that
+    failed."""
+    selected = context.selected_asset_keys
+    failed_days: dict[str, str] = {}
+    failed: dict[str, str] = {}  # report -> why its later assets are not computed
+    bad: set[str] = set()  # the reports that failed
+
+    def report(outcomes: dict[str, Outcome], spec: dg.AssetCheckSpec,
+               metadata: Callable[[str, dict[str, Stored]], dict], schema_of: SchemaOf
+               ) -> Iterator[Any]:
+        batch = run.batch(context, outcomes, schema_of, metadata, failed)
+        yield from batch.results(context, spec)
+        failed_days.update({day: why for day, why in batch.errors().items()
+                            if day not in failed_days})
+        errors = {key for key, outcome in outcomes.items() if isinstance(outcome, InputError)}
+        failed.update(dict.fromkeys(errors, "an earlier asset failed in this run"))
+        bad.update(errors)
+
+    if geopm_validated_frames.key in selected:
+        yield from report(run_entries(run.reports, store_report, lambda key: (
+            tables, key, source.resolve(key), source.timezone), executor),
+            VALID_SPEC, day_frames_metadata, FRAME_SCHEMAS.get)
+    if geopm_host_energy.key in selected:
+        yield from report(run_entries(run.reports, store_host_energy, lambda key: (
+            tables, key, source.resolve(key)), executor, skip=failed),
+            COMPUTED_SPEC, day_energy_metadata, lambda name: schemas.HOST_ENERGY_SCHEMA)
+    if geopm_trials.key in selected:
+        unstored = {key: "no validated frames stored" for key in run.keys
+                    if key not in failed and not tables.has_partition(
+                        f"{FRAMES_TABLE}/header", key)}
+        failed |= unstored
+        yield from report(load_trials(run, source, tables, taudb, failed, executor),
+                          LOADS_SPEC, day_trials_metadata, lambda name: None)
+    return failed_days, bad
 
 
 with backfills() as single_run:
@@ -410,30 +611,25 @@ with backfills() as single_run:
         pool=TABLES_POOL,
         description="The GEOPM pipeline in one step; see assets/geopm.py.",
     )
-    def geopm_pipeline(context: dg.AssetExecutionContext, geopm_source: GeopmReportSource,
-                       warehouse: Warehouse, taudb: TaudbResource,
-                       workers: StepWorkers) -> Iterator:
+    def geopm_pipeline(context: dg.AssetExecutionContext, config: GeopmHandOut,
+                       geopm_source: GeopmReportSource, warehouse: Warehouse,
+                       taudb: TaudbResource, workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        with workers.pool(partition_count(context)) as executor:
-            failed = yield from frames_then_energy(
-                context, lambda: validate_frames(context, geopm_source, tables, executor),
-                VALID_SPEC,
-                lambda skip: compute_energy(context, geopm_source, tables, skip, executor),
-                COMPUTED_SPEC)
-            if geopm_trials.key in selected:
-                skip = {key: "an earlier asset of its report failed in this run"
-                        for key in failed}
-                trials = load_trials(context, geopm_source, tables, taudb, skip, executor)
-                yield from trials.results(context, LOADS_SPEC)
-                failed = trials.errors() | failed  # a report's first error stays the one shown
+        run = RunReports.of(context, config, geopm_source)
+        with workers.pool(len(run.keys) if run_partitions(context) is not None else None
+                          ) as executor:
+            failed, bad = yield from per_report_assets(context, run, geopm_source, tables,
+                                                       taudb, executor)
+        if selected & {geopm_validated_frames.key, geopm_host_energy.key, geopm_trials.key}:
+            yield from block_outcomes(geopm_report_files.key, run.reports, bad)
         if selected & {spec.key for spec in GEOPM_TABLES}:
-            every = (stored_report_keys(context, tables) if run_partitions(context) is None
+            every = (stored_report_keys(geopm_source, tables) if run_partitions(context) is None
                      or not geopm_tables.is_kept(tables) else None)
             if every == [] and not failed:
                 raise verdict("no GEOPM report stored yet: materialize geopm_host_energy")
             if every != []:
-                yield from whole_tables(context, tables, selected, every)
+                yield from whole_tables(context, tables, selected, every, run.keys)
         if failed:
             raise failure(len(context.partition_keys), failed)
 

@@ -166,7 +166,7 @@ def geopm(base: Path) -> Source:
 
     source = GeopmReportSource(landing_folders=[str(landing)], quiet_period_s=QUIET_S)
     return Source("geopm", landing, write, fix, geopm_sensor.SENSOR_NAME, geopm_sensor.JOB_NAME,
-                  "geopm_source", source, "geopm_reports")
+                  "geopm_source", source, "geopm_days")
 
 
 def powerapi(base: Path) -> Source:

@@ -1,26 +1,32 @@
-"""Issue 28: what Dagster 1.13 does with 10,000, 100,000 and 1,000,000 dynamic partitions.
+"""Issue 28: what Dagster 1.13 does with GEOPM's dynamic partitions, a decade of them.
 
 For each size N (``--sizes``), on a fresh DAGSTER_HOME holding the project's local
 instance file (``deploy/dagster.yaml``: SQLite through the project's batching storage)
 or, with ``--postgres``, ``deploy/production/dagster.yaml`` on a throwaway PostgreSQL
 server (``tests/postgres_server.py``, as the tests start it), with the project's real
 definitions (``definitions.build_definitions``) and GEOPM's partitions
-(``assets/geopm.py``, ``geopm_reports``, one partition per report):
+(``assets/geopm.py``, ``geopm_days``, one partition per landing folder and UTC day:
+3,650 are a decade of one landing folder, 36,500 a decade of ten; the figures of one
+partition per report, 10,000 to 1,000,000 of them, were measured by this script before
+the days, benchmarks/README.md "A decade of partitions"):
 
-1. register: N keys shaped as the GEOPM sensor makes them (``<landing>/<file>``) added
-   with ``instance.add_dynamic_partitions`` in batches of ``--batch``; then ``--materialized``
-   of them (spread evenly; all at small N) get a materialization of
+1. register: N keys shaped as the GEOPM sensor makes them (``<landing>/<YYYY-MM-DD>``:
+   the ten years of days up to 2020-04-01 of folder ``landing``, then of ``landing01``
+   ...) added with ``instance.add_dynamic_partitions`` in batches of ``--batch``; then
+   ``--materialized`` of them (spread evenly; all at small N) get a materialization of
    ``geopm_validated_frames`` (``report_runless_asset_event``, one by one), so that the
    partitions page has something to show;
-2. ``instance.get_dynamic_partitions("geopm_reports")``, which the sensors and assets
+2. ``instance.get_dynamic_partitions("geopm_days")``, which the sensors and assets
    call at every tick and run: wall time (best of 3) and memory (tracemalloc's peak
    during one call, and the keys' size);
 3. one tick of the real GEOPM sensor (``sensors/geopm.py``) that finds 10 new reports
-   in a landing folder, applied as the daemon applies it (``sensors/local.tick``: each
-   key checked with ``has_dynamic_partition``, then added; its asset events stored):
-   wall and CPU seconds, and the run request;
+   of one day (2020-04-01, the newest registered: the steady state, today's day
+   registered by an earlier tick) in a landing folder, applied as the daemon applies it
+   (``sensors/local.tick``: each key checked with ``has_dynamic_partition``, then added;
+   its asset events stored): wall and CPU seconds, and the run request;
 4. run creation: that request created as the daemon creates it
-   (``create_run_for_job`` with its tags; the planned events of its 10 partitions);
+   (``create_run_for_job`` with its tags and run config, the hand-out; the planned
+   events of its partition);
 5. the UI: ``dagster-webserver`` on that instance (``tests/dagster/webserver.py``);
    headless Chromium (``tests/e2e/browser.py``) opens the asset page, the partitions
    page (of ``geopm_validated_frames``) and the GEOPM group's asset graph, twice each
@@ -32,7 +38,7 @@ definitions (``definitions.build_definitions``) and GEOPM's partitions
    Without Chromium, or with ``--no-browser``, the operations captured at an earlier
    size (or none) are replayed.
 
-Run: ``.venv/bin/python benchmarks/partition_scale.py [--quick] [--sizes 10000,100000]
+Run: ``.venv/bin/python benchmarks/partition_scale.py [--quick] [--sizes 3650,36500]
 [--postgres] [--no-browser] [--json FILE]``. Each size's data lives in a temporary folder
 under ``benchmarks/.data/`` and is removed after it.
 """
@@ -50,6 +56,7 @@ import time
 import tracemalloc
 import urllib.request
 from contextlib import contextmanager, suppress
+from datetime import date, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -61,7 +68,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "tests")]
 from backfill import instance_config
 from machine import describe, load_average
 
-from assets.geopm import geopm_reports, geopm_validated_frames
+from assets.geopm import geopm_days, geopm_validated_frames
 from definitions import EXAMPLE_GEOPM_REPORTS, build_definitions
 from resources import DataRoot, GeopmReportSource, GpuBenchmarkSource, Warehouse
 from sensors.geopm import SENSOR_NAME
@@ -74,6 +81,8 @@ NEW = 10
 QUIET_S = 0.5
 LANDING = "landing"  # the landing folder's name: the first part of every key
 EXAMPLE = EXAMPLE_GEOPM_REPORTS / "geopmbench_1host.legacy.report"
+NEWEST_DAY = date(2020, 4, 1)  # the example report's Start Time: the day the tick hands out
+DECADE = 3650  # days of one landing folder
 ASSET = geopm_validated_frames.key.to_user_string()
 LOCATION, REPOSITORY = "joulehouse", "__repository__"
 PAGES = {"asset page": f"/assets/{ASSET}",
@@ -99,9 +108,13 @@ def cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def key(index: int) -> str:
-    """The ``index``-th registered key, shaped as the GEOPM sensor's (folder/file)."""
-    return f"{LANDING}/job{index:07d}.report"
+def key(index: int, n: int) -> str:
+    """The ``index``-th of ``n`` registered keys, shaped as the GEOPM sensor's
+    (folder/day): the last is ``landing/2020-04-01``, the decade before it precedes it,
+    and the decades of folders ``landing01``, ``landing02`` ... before those."""
+    back = n - 1 - index
+    folder, days = divmod(back, DECADE)
+    return f"{LANDING}{f'{folder:02d}' if folder else ''}/{NEWEST_DAY - timedelta(days=days)}"
 
 
 def register(instance: dg.DagsterInstance, n: int, batch: int) -> dict:
@@ -109,8 +122,8 @@ def register(instance: dg.DagsterInstance, n: int, batch: int) -> dict:
     started, slowest = time.perf_counter(), 0.0
     for first in range(0, n, batch):
         at = time.perf_counter()
-        instance.add_dynamic_partitions(geopm_reports.name,
-                                        [key(i) for i in range(first, min(n, first + batch))])
+        instance.add_dynamic_partitions(
+            geopm_days.name, [key(i, n) for i in range(first, min(n, first + batch))])
         slowest = max(slowest, time.perf_counter() - at)
     wall = time.perf_counter() - started
     return {"partitions": n, "wall_s": wall, "per_key_ms": 1000 * wall / n,
@@ -124,7 +137,7 @@ def materialize(instance: dg.DagsterInstance, n: int, count: int) -> dict:
     started = time.perf_counter()
     for i in range(count):
         instance.report_runless_asset_event(dg.AssetMaterialization(
-            geopm_validated_frames.key, partition=key(int(i * step))))
+            geopm_validated_frames.key, partition=key(int(i * step), n)))
     wall = time.perf_counter() - started
     return {"materialized": count, "wall_s": wall,
             "per_event_ms": 1000 * wall / count if count else 0.0, "load": load_average()}
@@ -135,14 +148,14 @@ def get_partitions(instance: dg.DagsterInstance, n: int) -> dict:
     walls, cpus = [], []
     for _ in range(3):
         at, cpu = time.perf_counter(), cpu_s()
-        keys = instance.get_dynamic_partitions(geopm_reports.name)
+        keys = instance.get_dynamic_partitions(geopm_days.name)
         walls.append(time.perf_counter() - at)
         cpus.append(cpu_s() - cpu)
     assert len(keys) == n, (len(keys), n)
     size = sys.getsizeof(keys) + sum(sys.getsizeof(k) for k in keys)
     del keys
     tracemalloc.start()
-    instance.get_dynamic_partitions(geopm_reports.name)
+    instance.get_dynamic_partitions(geopm_days.name)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return {"wall_s": min(walls), "cpu_s": min(cpus), "walls_s": walls,
@@ -179,7 +192,9 @@ def sensor_tick(instance: dg.DagsterInstance, defs: dg.Definitions, source) -> t
     wall, cpu = time.perf_counter() - at, cpu_s() - cpu
     assert len(data.run_requests) == 1, data.run_requests
     [run] = data.run_requests
-    assert run.tags["joulehouse/partitions"] == str(NEW), run.tags
+    assert run.tags["joulehouse/partitions"] == "1", run.tags  # the reports' one day
+    [handed] = run.run_config["ops"]["geopm_pipeline"]["config"]["reports"].values()
+    assert len(handed) == NEW, handed
     return {"wall_s": wall, "cpu_s": cpu, "evaluate_s": evaluated,
             "evaluate_cpu_s": evaluated_cpu, "apply_s": wall - evaluated,
             "run_request": {"job": run.job_name, "run_key": run.run_key,
@@ -193,6 +208,7 @@ def create_run(instance: dg.DagsterInstance, defs: dg.Definitions, request) -> d
     """The run request created as the daemon creates it (``create_run_for_job``)."""
     at, cpu = time.perf_counter(), cpu_s()
     run = instance.create_run_for_job(defs.resolve_job_def(request.job_name),
+                                      run_config=request.run_config,
                                       tags={**request.tags, RUN_KEY_TAG: request.run_key})
     wall, cpu = time.perf_counter() - at, cpu_s() - cpu
     planned = len(instance.get_records_for_run(
@@ -345,6 +361,7 @@ def ui(home: Path, env: dict[str, str], request, use_browser: bool, captured: di
         answer = webserver.graphql(port, LAUNCH_RUN, {"params": {
             "selector": {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY,
                          "jobName": request.job_name},
+            "runConfigData": request.run_config,
             "executionMetadata": {"tags": [
                 {"key": k, "value": v} for k, v in request.tags.items()]}}})["launchRun"]
         result["launch_run"] = {"seconds": time.perf_counter() - at,
@@ -470,9 +487,9 @@ def table(results: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10000,100000,1000000",
+    parser.add_argument("--sizes", default="3650,36500",
                         help="partition counts, comma-separated")
-    parser.add_argument("--quick", action="store_true", help="sizes 1000,10000")
+    parser.add_argument("--quick", action="store_true", help="sizes 365,3650")
     parser.add_argument("--postgres", action="store_true",
                         help="also on a throwaway PostgreSQL server")
     parser.add_argument("--only-postgres", action="store_true", help="PostgreSQL alone")
@@ -485,7 +502,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="GraphQL only (the operations captured at an earlier size)")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     args = parser.parse_args(argv)
-    sizes = [1000, 10_000] if args.quick else [int(s) for s in args.sizes.split(",")]
+    sizes = [365, DECADE] if args.quick else [int(s) for s in args.sizes.split(",")]
     storages = (["postgres"] if args.only_postgres
                 else ["sqlite", "postgres"] if args.postgres else ["sqlite"])
     print(f"machine: {describe(dg)}; load {load_average()}", flush=True)

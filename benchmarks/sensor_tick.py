@@ -236,7 +236,7 @@ def other_source(name: str, entries: int) -> tuple[str, str, str, dg.Configurabl
     if name == "geopm":
         folder = landing(DATA / f"geopm-landing-{LANDING_RATE}-a-s-{entries}",
                          EXAMPLE_GEOPM_REPORTS / "geopmbench_1host.legacy.report", entries)
-        return GEOPM_SENSOR, "geopm_reports", "geopm_source", GeopmReportSource(
+        return GEOPM_SENSOR, "geopm_days", "geopm_source", GeopmReportSource(
             landing_folders=[str(folder)], quiet_period_s=QUIET_S)
     folder = landing(DATA / f"powerapi-landing-{LANDING_RATE}-a-s-{entries}", EXAMPLE_POWERAPI / "power.jsonl",
                      entries)

@@ -13,11 +13,12 @@ each entry distinct (so no report counts twice):
 
 Times the source's CLI over the folder first (``joulehouse energy geopm`` /
 ``joulehouse energy powerapi``, Parquet out), then, as ``backfill.py`` does
-for the GPU (its ``backfilled``): registers the N entries as the source's
-dynamic partitions (``<landing name>/<entry>``, the keys its sensor gives) in a
+for the GPU (its ``backfilled``): registers the source's dynamic partitions of the N
+entries (the keys its sensor gives: PowerAPI ``<landing name>/<entry>``, GEOPM
+``<landing name>/<YYYY-MM-DD>``, the reports' days: two here) in a
 fresh DAGSTER_HOME on SQLite or, with ``--storage postgres``, a throwaway
 PostgreSQL server, starts ``dagster dev`` with ``DAGSTER_EVENT_BATCH_SIZE``
-set, and launches the backfill of every asset of the source's job over the N
+set, and launches the backfill of every asset of the source's job over those
 partitions through GraphQL (``launchPartitionBackfill``, as the UI does).
 Reports the runs created (issue 11's limit: 10), submission to completion
 against the CLI, each run's timeline and time in its step per partition, where
@@ -59,9 +60,11 @@ from backfill import (
 )
 from machine import describe
 
-from assets.geopm import HOST_TABLE, geopm_host_energy, geopm_reports
+from assets.geopm import HOST_TABLE, geopm_days, geopm_host_energy
 from assets.powerapi import WINDOW_TABLE, powerapi_report_energy, powerapi_reports
 from definitions import EXAMPLE_GEOPM_REPORTS, EXAMPLE_POWERAPI, defs
+from joulehouse.geopm.days import day_key, report_day
+from joulehouse.geopm.layout import identify_report
 from joulehouse.warehouse import Warehouse as Tables
 from sensors.geopm import JOB_NAME as GEOPM_JOB
 from sensors.powerapi import JOB_NAME as POWERAPI_JOB
@@ -106,6 +109,7 @@ class Source:
     checked: dg.AssetKey  # a per-partition asset every partition must have materialized
     table: str  # the warehouse table holding the rows the CLI writes
     order: list[str]  # columns that order both tables' rows the same way
+    keys: Callable[[Path], list[str]]  # the partition keys of a landing folder's entries
 
     def landing(self, reports: int) -> Path:
         """The landing folder of ``reports`` entries (written once; reused)."""
@@ -119,13 +123,25 @@ class Source:
         return folder
 
 
+def entry_keys(folder: Path) -> list[str]:
+    """One partition per entry: ``<landing name>/<entry>``."""
+    return [f"{folder.name}/{entry.name}" for entry in sorted(folder.iterdir())]
+
+
+def day_keys(folder: Path) -> list[str]:
+    """GEOPM's partitions: the days of the reports' starts (``joulehouse.geopm.days``)."""
+    return sorted({day_key(folder.name, report_day(entry, "UTC"))
+                   for entry in folder.iterdir() if identify_report(entry)})
+
+
 SOURCES = {
-    "geopm": Source("geopm", geopm_landing, geopm_reports.name, GEOPM_JOB,
+    "geopm": Source("geopm", geopm_landing, geopm_days.name, GEOPM_JOB,
                     "JOULEHOUSE_GEOPM_LANDING", geopm_host_energy.key, HOST_TABLE,
-                    ["report", "host", "section", "region"]),
+                    ["report", "host", "section", "region"], day_keys),
     "powerapi": Source("powerapi", powerapi_landing, powerapi_reports.name, POWERAPI_JOB,
                        "JOULEHOUSE_POWERAPI_LANDING", powerapi_report_energy.key, WINDOW_TABLE,
-                       ["sensor", "target", "component", "window_start", "method"]),
+                       ["sensor", "target", "component", "window_start", "method"],
+                       entry_keys),
 }
 
 
@@ -199,14 +215,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     source = SOURCES[args.source]
     folder = source.landing(args.reports)
-    keys = [f"{folder.name}/{entry.name}" for entry in sorted(folder.iterdir())]
+    keys = source.keys(folder)
+    entries = len(list(folder.iterdir()))
     selection = sorted(defs.resolve_job_def(source.job).asset_layer.selected_asset_keys)
     home = Path(tempfile.mkdtemp(prefix=f"{source.name}-backfill-home-", dir=DATA))
     cli_out = home / "cli-energy.parquet"
     cli, _ = cli_seconds("energy", source.name, str(folder), "--format", "parquet",
                       "--out", str(cli_out), "--quiet")
-    print(f"joulehouse energy {source.name} over {len(keys)} entries: {cli:.1f} s "
-          f"({1000 * cli / len(keys):.0f} ms an entry)")
+    print(f"joulehouse energy {source.name} over {entries} entries: {cli:.1f} s "
+          f"({1000 * cli / entries:.0f} ms an entry)")
     warehouse = home / "warehouse"
     with backfilled(args.storage, home, source.partitions, keys, selection, {
             source.landing_env: str(folder), "JOULEHOUSE_WAREHOUSE": str(warehouse),
@@ -224,9 +241,9 @@ def main(argv: list[str] | None = None) -> None:
                 covered = keys.index(run.tags["dagster/asset_partition_range_end"]) \
                     - keys.index(first) + 1
                 steps = step_seconds(instance, run.run_id)
-                print(f"    in its step per partition ({covered} partitions): "
-                      f"{1000 * steps / covered:.0f} ms (the CLI: "
-                      f"{1000 * cli / len(keys):.0f} ms an entry, process start included)")
+                print(f"    in its step per partition ({covered} partitions of {entries} "
+                      f"entries): {1000 * steps / covered:.0f} ms (the CLI: "
+                      f"{1000 * cli / entries:.0f} ms an entry, process start included)")
             print("\n".join(step_breakdown(instance, run.run_id)))
         materialized = instance.get_materialized_partitions(source.checked)
         print(f"{source.checked.to_user_string()} materialized for {len(materialized)} of "

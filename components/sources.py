@@ -128,11 +128,12 @@ class Landing(Source):
     SETTINGS_ENV: ClassVar[Mapping[str, str]] = QUIET_ENV
 
 
-def _landing_fields(resource: type[LandingFolders], what: str) -> type[Declaration]:
-    """The fields of one landing folder of ``resource``: the folder, the kind's settings."""
+def _landing_fields(resource: type[LandingFolders], what: str,
+                    keys: str = "<folder name>/<entry name>") -> type[Declaration]:
+    """The fields of one landing folder of ``resource``: the folder (its partition ``keys``),
+    the kind's settings."""
     return model_of(f"{resource.__name__}LandingFields", f"A {what} landing folder's fields.",
-                    folder(f"Folder where {what} land; partition keys "
-                           "<folder name>/<entry name>."),
+                    folder(f"Folder where {what} land; partition keys {keys}."),
                     _settings_of(resource, "landing_folders"))
 
 
@@ -144,7 +145,9 @@ class TauLanding(_landing_fields(TauProfileSource, "TAU profile sets"), Landing)
     FOLDERS_ENV: ClassVar[str] = taudb.LANDING_ENV
 
 
-class GeopmLanding(_landing_fields(GeopmReportSource, "GEOPM reports"), Landing):
+class GeopmLanding(_landing_fields(GeopmReportSource, "GEOPM reports",
+                                   "<folder name>/<YYYY-MM-DD>, the UTC day of each "
+                                   "report's start"), Landing):
     """A folder where GEOPM reports land (one file per job)."""
 
     RESOURCE_KEY: ClassVar[str] = "geopm_source"

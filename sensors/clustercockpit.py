@@ -15,7 +15,8 @@ keys and fingerprints) and asks for ONE run of ``cc_job`` covering exactly
 those blocks (``sensors/partition_runs.py``). A block is read whole in the
 run, so a job landing in an old block re-reads its up to 1000 job ids.
 
-Jobs that failed are rechecked: each ``cc_job_files`` materialization lists
+Jobs that failed are rechecked (the hand-outs' bookkeeping every block source shares:
+``sensors/blocks.py``): each ``cc_job_files`` materialization lists
 the block's jobs handed out, with their fingerprints (metadata ``jobs``; the
 jobs of a failed block rechecked at that tick stay listed); the
 jobs of a block whose ``cc_block_tables`` partition FAILED are fingerprinted
@@ -32,7 +33,7 @@ The sensor starts STOPPED: turn it on in the UI once the archive is configured.
 """
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import dagster as dg
@@ -41,9 +42,8 @@ from assets.clustercockpit import cc_block_tables, cc_job_blocks, cc_job_files, 
 from joulehouse.clustercockpit.scan import ScanState, scan
 from joulehouse.digest import digest_pairs
 from resources import ClusterCockpitArchive
+from sensors.blocks import BlockHandOuts
 from sensors.partition_runs import (
-    RUN_KEY_METADATA,
-    cancelled_hand_outs,
     files_landed,
     queued_reason,
     queued_run,
@@ -66,25 +66,8 @@ cc_job = dg.define_asset_job(
 
 JOBS_METADATA = "jobs"
 
-
-def failed_blocks(instance: dg.DagsterInstance) -> set[str]:
-    """The blocks whose ``cc_block_tables`` partition FAILED."""
-    blocks = instance.get_dynamic_partitions(cc_job_blocks.name)
-    status = instance.get_status_by_partition(cc_block_tables.key, blocks, cc_job_blocks) or {}
-    return {block for block, state in status.items() if state == dg.AssetPartitionStatus.FAILED}
-
-
-def failed_jobs(instance: dg.DagsterInstance, blocks: set[str]) -> dict[str, str]:
-    """The jobs of the FAILED ``blocks``, by job key, with the fingerprint they were handed
-    out with (the latest ``cc_job_files`` materialization of the block lists them)."""
-    jobs: dict[str, str] = {}
-    for block in sorted(blocks):
-        record = instance.get_latest_data_version_record(
-            cc_job_files.key, is_source=False, partition_key=block)
-        event = record and record.asset_materialization
-        if event and JOBS_METADATA in event.metadata:
-            jobs |= event.metadata[JOBS_METADATA].value
-    return jobs
+#: The job-id blocks: a hand-out lists its jobs (``cluster/jobId/startTime``) under "jobs".
+BLOCKS = BlockHandOuts(cc_job_blocks, cc_job_files.key, (cc_block_tables.key,), JOBS_METADATA)
 
 
 def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
@@ -94,14 +77,13 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     if (waiting := queued_run(context.instance, JOB_NAME, context.sensor_name)):
         return tick.skip(tick.own, queued_reason(JOB_NAME, waiting))
     cursor = json.loads(tick.own or "{}")
-    failed = failed_blocks(context.instance)
-    recheck = failed_jobs(context.instance, failed)
-    cancelled = cancelled_hand_outs(
-        context.instance, cc_job_files.key, cc_block_tables.key, failed,
-        context.instance.get_dynamic_partitions(cc_job_blocks.name))
+    registered = BLOCKS.registered(context.instance)
+    failed = BLOCKS.failed_blocks(context.instance, registered)
+    recheck = BLOCKS.handed_out(context.instance, failed)  # block -> job key -> fingerprint
+    cancelled = BLOCKS.cancelled(context.instance, failed, registered)
     states: dict[str, str] = {}
     ready: dict[str, dict[str, str]] = {  # block -> job key -> fingerprint
-        block: dict(event.metadata[JOBS_METADATA].value) for block, event in cancelled.items()}
+        block: BLOCKS.listed(event) for block, event in cancelled.items()}
     pending = deferred = unlisted = incomplete = 0
     errors: list[str] = []
     budget = tick.cap
@@ -111,7 +93,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
             continue
         result = scan(root, ScanState.from_json(cursor.get(str(root))),
                       quiet_s=source.quiet_period_s, max_jobs=budget,
-                      full_rescan_s=source.full_rescan_s, recheck=_of_root(recheck, root),
+                      full_rescan_s=source.full_rescan_s,
+                      recheck=_of_root(_flat(recheck.values()), root),
                       incomplete_after_s=source.incomplete_after_s)
         for error in result.errors:
             context.log.warning(str(error))
@@ -134,9 +117,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     fingerprints = {block: digest_pairs(jobs) for block, jobs in sorted(ready.items())}
     run_key_prefix, retry_tags = retry_request("cc", cancelled)
     request = ready_run_request(
-        context.instance, context.instance.get_dynamic_partitions(cc_job_blocks.name),
-        cc_job_blocks, fingerprints, job_name=JOB_NAME, run_key_prefix=run_key_prefix,
-        tags=retry_tags)
+        context.instance, registered, cc_job_blocks, fingerprints,
+        job_name=JOB_NAME, run_key_prefix=run_key_prefix, tags=retry_tags)
     count = sum(map(len, ready.values()))
     if request is None:
         return tick.wait(f"{count} job(s) in {len(ready)} block(s) ready, asked for once the "
@@ -144,20 +126,14 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
                          "queued run)")
     run_request, additions, new = request
     return tick.ask(context, run_request, additions, files_landed(
-        cc_job_files.key, fingerprints, {
-            block: {JOBS_METADATA: dg.MetadataValue.json(_still_failing(recheck, block) | jobs),
-                    RUN_KEY_METADATA: run_request.run_key}
-            for block, jobs in ready.items()}),
+        cc_job_files.key, fingerprints, BLOCKS.metadata(ready, recheck, run_request.run_key)),
         json.dumps(states), handed_out=count, cut=bool(deferred or unlisted),
         told=f"{count} job(s) ready in {len(ready)} block(s) ({new} new), one run; {remaining}")
 
 
-def _still_failing(recheck: Mapping[str, str], block: str) -> dict[str, str]:
-    """The jobs of ``block`` rechecked this tick: listed again with the block's new
-    materialization, so that they stay rechecked should the block fail again."""
-    cluster, _, number = block.partition("/")
-    return {key: value for key, value in recheck.items()
-            if key.startswith(f"{cluster}/") and int(key.split("/")[1]) // 1000 == int(number)}
+def _flat(blocks: Iterable[Mapping[str, str]]) -> dict[str, str]:
+    """The jobs of ``blocks`` (job key -> fingerprint) in one mapping."""
+    return {key: value for jobs in blocks for key, value in jobs.items()}
 
 
 def _of_root(jobs: Mapping[str, str], root: Path) -> dict[str, str]:

@@ -31,14 +31,15 @@ after cancelling). Such partitions wait for their files to change (a new fingerp
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import dagster as dg
 
 from joulehouse.digest import digest_pairs
-from joulehouse.landing import Identify, LandingState, list_landings, scan_landings
+from joulehouse.landing import Identify, LandedItem, LandingState, list_landings, scan_landings
 from resources.landing import LandingFolders
 from sensors.tick_budget import Tick
 
@@ -132,8 +133,10 @@ def ready_run_request(
     job_name: str,
     run_key_prefix: str,
     tags: dict[str, str],
+    run_config: Mapping[str, Any] | None = None,
 ) -> tuple[dg.RunRequest, list[dg.AddDynamicPartitionsRequest], int] | None:
-    """The run request covering the ready ``fingerprints`` (key -> fingerprint, not empty),
+    """The run request (with ``run_config``, if any) covering the ready ``fingerprints``
+    (key -> fingerprint, not empty),
     the request adding them at the end of the set ``existing`` (the registered keys in
     order; those not at its end yet are deleted from ``instance`` now), and how many keys
     are new.
@@ -157,6 +160,7 @@ def ready_run_request(
     request = dg.RunRequest(
         run_key=f"{run_key_prefix}:{digest_pairs(fingerprints)}",
         job_name=job_name,
+        run_config=run_config or {},
         tags={RANGE_START: keys[0], RANGE_END: keys[-1],
               "joulehouse/partitions": str(len(keys)), **tags},
     )
@@ -218,11 +222,27 @@ def retry_request(prefix: str, cancelled: Mapping[str, dg.AssetMaterialization]
 
 
 @dataclass(frozen=True)
+class HandOut:
+    """What one tick asks for: partition key -> fingerprint (ONE run covers exactly these
+    partitions; its run key digests them), how many entries they hold, the run key's
+    prefix, the run's config and tags, and each partition's files metadata
+    (``metadata(run_key)``: key -> its metadata, given the run key asked with)."""
+
+    fingerprints: dict[str, str]
+    entries: int
+    run_key_prefix: str
+    run_config: Mapping[str, Any] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    metadata: Callable[[str], Mapping[str, Mapping[str, Any]]] = lambda run_key: {}
+
+
+@dataclass(frozen=True)
 class LandingSensor:
     """What a sensor over landing folders is about: which entries of a folder are its own
     (``identify``: :func:`joulehouse.landing.find_landed`), the partitions they become, the
     source asset of their files, the job it asks for, and how an entry is called in the
-    tick's messages."""
+    tick's messages. Each entry is a partition of its own (:meth:`hand_out`; handed out in
+    blocks instead: ``sensors/blocks.BlockLandingSensor``)."""
 
     identify: Identify
     partitions_def: dg.DynamicPartitionsDefinition
@@ -230,6 +250,21 @@ class LandingSensor:
     job_name: str
     run_key_prefix: str
     entries: str  # e.g. "GEOPM report(s)"
+
+    def state(self, own: str | None) -> LandingState:
+        """The landing state in the sensor's own cursor ``own``."""
+        return LandingState.from_json(own)
+
+    def cursor(self, state: LandingState) -> str:
+        """The sensor's own cursor holding ``state``."""
+        return state.to_json()
+
+    def hand_out(self, instance: dg.DagsterInstance, ready: Sequence[LandedItem],
+                 source: LandingFolders, registered: Callable[[], list[str]]) -> HandOut:
+        """The ``ready`` entries, each its own partition, fingerprint its own
+        (``registered()``: the registered keys, read once a tick when asked for)."""
+        return HandOut({item.key: item.fingerprint for item in ready}, len(ready),
+                       self.run_key_prefix)
 
     def evaluate(self, context: dg.SensorEvaluationContext, source: LandingFolders
                  ) -> dg.SensorResult:
@@ -240,8 +275,8 @@ class LandingSensor:
         after it) and quiet for ``source.quiet_period_s``
         (or grown by ``source.grown_bytes`` since: :func:`joulehouse.landing.scan_landings`),
         as many as fill the tick's time budget, at most ``source.max_entries_per_tick``
-        (``sensors/tick_budget.py``), registers the new ones as partitions, asks for ONE
-        run covering exactly them (:func:`ready_run_request`) and reports each as a
+        (``sensors/tick_budget.py``), registers the new partitions (:meth:`hand_out`), asks
+        for ONE run covering exactly them (:func:`ready_run_request`) and reports each as a
         materialization of the files (:func:`files_landed`; a large hand-out is
         written by the tick itself: ``tick_budget.hand_out``). Every entry is
         listed at every tick, and fingerprinted unless it is a file unchanged since the
@@ -258,7 +293,7 @@ class LandingSensor:
         if (waiting := queued_run(context.instance, self.job_name, context.sensor_name)):
             return tick.skip(tick.own, queued_reason(self.job_name, waiting))
         folders = source.landings()
-        state = LandingState.from_json(tick.own).over(folders)
+        state = self.state(tick.own).over(folders)
         listing = list_landings(folders, state, self.identify)
         for why in listing.unlisted.values():
             context.log.warning(why)
@@ -266,25 +301,31 @@ class LandingSensor:
         scan = scan_landings(listing.items, state, source.quiet_period_s, time.time(),
                              grown_bytes=source.grown_bytes, cap=tick.cap,
                              unlisted=listing.unlisted, devices=listing.devices)
-        cursor = scan.state.to_json()
+        cursor = self.cursor(scan.state)
         listed_s = time.time() - tick.started  # every entry listed, each tick
-        if not scan.ready:
+        registered = cache(lambda: list(
+            context.instance.get_dynamic_partitions(self.partitions_def.name)))
+        hand_out = self.hand_out(context.instance, scan.ready, source, registered)
+        if not hand_out.fingerprints:
             return tick.skip(cursor, f"no new or changed {self.entries} ready ({scan.waiting} "
                                      f"waiting for the {source.quiet_period_s:g} s quiet "
                                      f"period){skipped}")
-        fingerprints = {item.key: item.fingerprint for item in scan.ready}
         ready = ready_run_request(
-            context.instance, context.instance.get_dynamic_partitions(self.partitions_def.name),
-            self.partitions_def, fingerprints,
-            job_name=self.job_name, run_key_prefix=self.run_key_prefix, tags={})
+            context.instance, registered(), self.partitions_def, hand_out.fingerprints,
+            job_name=self.job_name,
+            run_key_prefix=hand_out.run_key_prefix, tags=hand_out.tags,
+            run_config=hand_out.run_config)
         if ready is None:
-            return tick.wait(f"{len(scan.ready)} {self.entries} ready, asked for once the runs "
-                             "in flight end (registered partitions are not reordered under a "
-                             "queued run)")
+            return tick.wait(f"{hand_out.entries} {self.entries} ready, asked for once the "
+                             "runs in flight end (registered partitions are not reordered "
+                             "under a queued run)")
         run_request, additions, new = ready
+        blocks = ("" if hand_out.entries == len(scan.ready) == len(hand_out.fingerprints)
+                  else f" in {len(hand_out.fingerprints)} partition(s)")
         return tick.ask(context, run_request, additions,
-                        files_landed(self.files, fingerprints), cursor,
+                        files_landed(self.files, hand_out.fingerprints,
+                                     hand_out.metadata(run_request.run_key)), cursor,
                         handed_out=len(scan.ready), cut=scan.deferred > 0, fixed_s=listed_s,
-                        told=f"{len(scan.ready)} {self.entries} ready ({new} new), "
+                        told=f"{hand_out.entries} {self.entries} ready{blocks} ({new} new), "
                              f"{scan.waiting} waiting ({scan.deferred} of them left for the "
                              f"next ticks by this tick's cap){skipped}")

@@ -546,7 +546,7 @@ def _hash(path: Path, text: Any, line: Callable[[], int | None]) -> str:
                          field="hash") from None
 
 
-def _start_time(path: Path, text: Any, timezone: str) -> pd.Timestamp | None:
+def parse_start_time(path: Path, text: Any, timezone: str) -> pd.Timestamp | None:
     """``Start Time`` in UTC: C's asctime (no zone: in ``timezone``) or ISO 8601."""
     if text is None:
         return None
@@ -623,7 +623,7 @@ def _report(path: Path, key: str, shape: Shape, header: dict[str, Any], sections
         "report": [key],
         "shape": shape,
         "geopm_version": _text(header.get("GEOPM Version")),
-        "start_time": pd.Series([_start_time(path, header.get("Start Time"), timezone)],
+        "start_time": pd.Series([parse_start_time(path, header.get("Start Time"), timezone)],
                                 dtype=schemas.UTC_TIME),
         "profile": _text(header.get("Profile")),
         "agent": _text(header.get("Agent")),
@@ -663,7 +663,7 @@ def _session_report(path: Path, key: str, documents: list[Any], timezone: str) -
         if host is None:
             raise InputError(path, f"session document {number} has no 'host'", field="host")
         per_host = {"report": key, "host": host,
-                    "sample_time_first": _start_time(path, doc.get("sample-time-first"),
+                    "sample_time_first": parse_start_time(path, doc.get("sample-time-first"),
                                                      timezone)}
         for label, column in _SESSION_FIELDS.items():
             per_host[column] = (np.nan if doc.get(label) is None

@@ -14,9 +14,10 @@ members: the first key's from its frames, none for the others. So a duplicate la
 before or after its original, or the original removed, moves the rows to the right key.
 
 :func:`rebuild` brings the tables in line with every stored report (the rows of
-:func:`whole` over them), writing only the reports whose rows differ; a report deleted from
-Dagster loses its rows there, as a run without partitions is where a key no longer
-registered is noticed.
+:func:`whole` over them), writing only the reports whose rows differ: a run without
+partitions gives it the stored reports whose file is still in its configured landing
+folder (``assets/geopm.stored_report_keys``), so a report removed from its folder loses
+its rows there, while a folder that cannot be listed (unmounted) keeps all of its.
 """
 
 from __future__ import annotations

@@ -78,7 +78,8 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(de
         assert instance.get_runs_count() == 7  # GPU, TAU, PowerAPI + its trials, GEOPM, CC, accounting
         assert {r.status for r in instance.get_runs()} == {dg.DagsterRunStatus.SUCCESS}
         assert len(instance.get_dynamic_partitions("gpu_repetitions")) == len(complete)
-        assert instance.get_dynamic_partitions("geopm_reports") == [r[0] for r in GEOPM_ROWS]
+        assert instance.get_dynamic_partitions("geopm_days") == [  # their Start Times' days
+            "geopm/2019-05-30", "geopm/2020-04-01"]
         assert instance.get_dynamic_partitions("cc_job_blocks") == [
             "emmy/1403", "fritz/398", "taurus/20639"]
         assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse)

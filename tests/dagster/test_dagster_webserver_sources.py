@@ -43,7 +43,8 @@ from tests.dagster.webserver import (
 
 LEGACY = "geopmbench_1host.legacy.report"
 YAML = "fm_stream_dgemm_2host.yaml.report"
-GEOPM_KEYS = [f"geopm/{YAML}", f"geopm/{LEGACY}"]  # landing folder "geopm", by file name
+GEOPM_KEYS = ["geopm/2019-05-30", "geopm/2020-04-01"]  # landing folder "geopm", by day
+GEOPM_BAD = "geopm/2020-04-01"  # the legacy report's day
 POWERAPI_KEYS = ["powerapi/hwpc-csv", "powerapi/power.jsonl",
                  "powerapi/smartwatts_timeline.jsonl"]
 CC_BLOCKS = ["emmy/1403", "fritz/398", "taurus/20639"]
@@ -127,7 +128,7 @@ def test_the_ui_reads_each_landing_source_failed_alone_with_its_file_then_fixed(
         Source(geopm.SENSOR_NAME, geopm.JOB_NAME, "geopm_source",
                GeopmReportSource(landing_folders=[str(geopm_landing)], quiet_period_s=QUIET_S),
                ("geopm_validated_frames", "geopm_host_energy", "geopm_trials"), VALID_CHECK,
-               GEOPM_KEYS, f"geopm/{LEGACY}", report),
+               GEOPM_KEYS, GEOPM_BAD, report),
         Source(powerapi.SENSOR_NAME, powerapi.JOB_NAME, "powerapi_source",
                PowerapiSource(landing_folders=[str(powerapi_landing)], quiet_period_s=QUIET_S),
                ("powerapi_validated_frames", "powerapi_report_energy"), VALID_CHECK,
@@ -185,18 +186,18 @@ def test_the_ui_reads_each_landing_source_failed_alone_with_its_file_then_fixed(
                     "numMaterialized": count, "numPartitions": count, "numFailed": 0}, files
 
             geopm_check = check_execution(port, "geopm_validated_frames", VALID_CHECK,
-                                          f"geopm/{LEGACY}")["evaluation"]
-            assert geopm_check["description"].startswith(f"geopm/{LEGACY}: {report}:111: ")
+                                          GEOPM_BAD)["evaluation"]
+            assert geopm_check["description"].startswith(f"{GEOPM_BAD}: {report}:111: ")
             assert geopm_check["entries"]["line"] == 111
             assert geopm_check["entries"]["error"] == (
                 "truncated report: host 'mcfly13' has no 'geopmctl memory HWM' line "
-                "(GEOPM writes it last)")
-            for asset, check, why in (
-                    ("geopm_host_energy", COMPUTED_CHECK, "its validated frames failed"),
-                    ("geopm_trials", LOADS_CHECK, "an earlier asset of its report failed")):
-                assert check_execution(port, asset, check, f"geopm/{LEGACY}")[
+                f"(GEOPM writes it last) (1 of 1 report(s) of day {GEOPM_BAD} failed, 0 done)")
+            for asset, check in (("geopm_host_energy", COMPUTED_CHECK),
+                                 ("geopm_trials", LOADS_CHECK)):
+                assert check_execution(port, asset, check, GEOPM_BAD)[
                     "evaluation"]["description"] == (
-                    f"geopm/{LEGACY}: not computed, {why} in this run"), asset
+                    f"{GEOPM_BAD}: not computed, an earlier asset failed in this run for 1 "
+                    "of its 1 report(s)"), asset
 
             powerapi_check = check_execution(port, "powerapi_validated_frames", VALID_CHECK,
                                              "powerapi/power.jsonl")["evaluation"]

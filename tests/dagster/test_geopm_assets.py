@@ -1,8 +1,10 @@
-"""The GEOPM Dagster layer: landing sensor, one run over many reports, a bad report alone."""
+"""The GEOPM Dagster layer: landing sensor, reports grouped by landing folder and UTC day,
+one run over the reports handed out, a bad report failing its day alone."""
 
 import os
 import shutil
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -15,12 +17,12 @@ from assets.geopm import (
     HOST_TABLE,
     REGION_TABLE,
     REPORT_TABLE,
+    geopm_days,
     geopm_energy_facts,
     geopm_host_energy,
     geopm_region_energy,
     geopm_report_energy,
     geopm_report_files,
-    geopm_reports,
     geopm_validated_frames,
 )
 from assets.gpu import VALID_CHECK
@@ -41,7 +43,7 @@ from resources import (
     embedded_taudb_url,
 )
 from sensors.geopm import JOB_NAME, SENSOR_NAME
-from sensors.partition_runs import RANGE_END, RANGE_START
+from sensors.partition_runs import RANGE_END, RANGE_START, RETRY_OF_TAG, RUN_KEY_TAG
 from tests.dagster.conftest import QUIET_S, settle
 from tests.dagster.source_runs import SourceRuns
 from tests.dagster_sqlite import empty_instance
@@ -53,6 +55,9 @@ YAML = "fm_stream_dgemm_2host.yaml.report"
 ENERGY_J = {LEGACY: 4406.26 + 328.19, YAML: 83998.9 + 8218.69 + 85946.8 + 10142.6}
 # (hosts, distinct regions, host energy rows: regions + 3 totals sections per host)
 SHAPE = {LEGACY: (1, 6, 6 + 3), YAML: (2, 13, 26 + 6)}
+# The day partition of each bundled report: its Start Time's UTC day
+DAY = {LEGACY: "landing/2020-04-01", YAML: "landing/2019-05-30"}
+DAYS = sorted(DAY.values())
 
 
 @pytest.fixture
@@ -76,7 +81,7 @@ class Pipeline(SourceRuns):
             GpuBenchmarkSource(data_roots=[DataRoot(path=str(landing))]), self.warehouse,
             geopm_source=self.source, workers=workers)
         super().__init__(instance, defs, SENSOR_NAME, JOB_NAME, "geopm_source", self.source,
-                         geopm_reports)
+                         geopm_days)
         self.tables = Tables(warehouse)
 
 
@@ -89,8 +94,9 @@ def test_the_bundled_reports_materialize_in_one_run(pipeline):
     settle()
     [request] = pipeline.tick().run_requests
     keys = [f"landing/{YAML}", f"landing/{LEGACY}"]  # sorted by file name
-    assert pipeline.partitions() == keys
-    assert (request.tags[RANGE_START], request.tags[RANGE_END]) == tuple(keys)
+    assert pipeline.partitions() == DAYS
+    assert (request.tags[RANGE_START], request.tags[RANGE_END]) == tuple(DAYS)
+    assert handed_out(request) == {DAY[YAML]: [keys[0]], DAY[LEGACY]: [keys[1]]}
     result = pipeline.launch(request)
     assert result.success
 
@@ -132,13 +138,17 @@ def test_the_bundled_reports_materialize_in_one_run(pipeline):
         "run_regions"].value == region["region"].nunique()
 
     for name, key in zip((YAML, LEGACY), keys):
-        metadata = _latest(pipeline.instance, geopm_host_energy.key, key).metadata
+        metadata = _latest(pipeline.instance, geopm_host_energy.key, DAY[name]).metadata
         hosts, regions, rows = SHAPE[name]
         assert metadata["dagster/row_count"].value == rows
-        assert (metadata["host_count"].value, metadata["region_count"].value) == (hosts, regions)
+        assert metadata["reports"].value == 1
+        [shown] = metadata["energy_per_report"].value.records
+        assert shown.data == {"report": key, "hosts": hosts, "regions": regions,
+                              "total_energy_kj": pytest.approx(ENERGY_J[name] / 1e3)}
+        assert len(metadata["hosts"].value) == hosts
         assert metadata["total_energy_j"].value == pytest.approx(ENERGY_J[name])
         assert metadata["energy_per_region"].value.startswith(
-            f"![energy per region of {key}](data:image/png;base64,iVBORw0KGgo")
+            f"![energy per region of {DAY[name]}](data:image/png;base64,iVBORw0KGgo")
         regions_shown = metadata["regions"].value.records
         assert len(regions_shown) == regions
         if name == LEGACY:  # the most energy first, as the report writes it (kJ)
@@ -150,7 +160,7 @@ def test_the_bundled_reports_materialize_in_one_run(pipeline):
     facts_event = _latest(pipeline.instance, geopm_energy_facts.key)
     assert facts_event.metadata["dagster/row_count"].value == 6
     assert {c.partition: c.passed for c in result.get_asset_check_evaluations()
-            if c.check_name == VALID_CHECK} == {key: True for key in keys}
+            if c.check_name == VALID_CHECK} == {day: True for day in DAYS}
 
 
 #: The TAUdb tables of a trial compared row by row (secondary_metadata's ids are UUIDs).
@@ -170,7 +180,7 @@ def test_one_process_and_two_store_the_same_rows_and_trials(landing, tmp_path):
                                 StepWorkers(max_workers=workers, partitions_per_worker=1))
             [request] = pipeline.tick().run_requests
             assert pipeline.launch(request).success
-            keys = pipeline.partitions()
+            keys = [f"landing/{YAML}", f"landing/{LEGACY}"]
             with TaudbResource(url=embedded_taudb_url(pipeline.warehouse.root)).open() as db:
                 stored[workers] = {
                     HOST_TABLE: pipeline.tables.read_partitions(HOST_TABLE, keys),
@@ -190,34 +200,52 @@ def _latest(instance, asset: dg.AssetKey, partition: str | None = None):
     return records.records[0].asset_materialization
 
 
+def _observed(result) -> list[dg.AssetObservation]:
+    """The outcomes per day a run recorded (observations of ``geopm_report_files``)."""
+    return [e.asset_observation_data.asset_observation for e in result.all_events
+            if e.is_asset_observation and e.asset_key == geopm_report_files.key]
+
+
+def handed_out(request: dg.RunRequest) -> dict[str, list[str]]:
+    """The reports a run request hands out, by day (its run config)."""
+    return request.run_config["ops"]["geopm_pipeline"]["config"]["reports"]
+
+
 def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing):
+    """A truncated report of the legacy report's day fails that day, named with its file and
+    line; the day's good report and the other day are stored and reach the tables. Fixed
+    in place, it is picked up by itself at a later tick, alone."""
     bad = landing / "cut.report"
     lines = (EXAMPLES / LEGACY).read_text().splitlines(keepends=True)
     bad.write_text("".join(lines[:111]))  # the host's last line (memory HWM) missing
     settle()
     [request] = pipeline.tick().run_requests
+    assert handed_out(request)[DAY[LEGACY]] == ["landing/cut.report", f"landing/{LEGACY}"]
     result = pipeline.launch(request)
-
     assert not result.success
     good = [f"landing/{YAML}", f"landing/{LEGACY}"]
     for asset in (geopm_validated_frames.key, geopm_host_energy.key):
         assert pipeline.status(asset) == {
-            "landing/cut.report": dg.AssetPartitionStatus.FAILED,
-            **{key: dg.AssetPartitionStatus.MATERIALIZED for key in good}}, asset
+            DAY[LEGACY]: dg.AssetPartitionStatus.FAILED,
+            DAY[YAML]: dg.AssetPartitionStatus.MATERIALIZED}, asset
     checks = {c.partition: c for c in result.get_asset_check_evaluations()
               if c.check_name == VALID_CHECK}
-    check = checks["landing/cut.report"]
-    assert not check.passed and checks[good[0]].passed and checks[good[1]].passed
+    check = checks[DAY[LEGACY]]
+    assert not check.passed and checks[DAY[YAML]].passed
     assert check.metadata["file"].value == str(bad)
     assert check.metadata["line"].value == 111
     assert "truncated report" in check.metadata["error"].value
+    assert f"(1 of 2 report(s) of day {DAY[LEGACY]} failed, 1 done)" in check.description
     [failure] = [e for e in result.all_events if e.is_step_failure]
     assert failure.step_failure_data.user_failure_data.description.startswith(
-        "1 of 3 partition(s) failed:\nlanding/cut.report: ")
-    # the good reports reached the tables in the same run
+        f"1 of 2 partition(s) failed:\n{DAY[LEGACY]}: ")
+    assert {e.partition: e.metadata["failed_entries"].value for e in _observed(result)} == {
+        DAY[LEGACY]: ["landing/cut.report"], DAY[YAML]: []}
+    # the good reports, the failed day's one too, reached the tables in the same run
     assert set(pipeline.tables.read_table(REGION_TABLE)["report"]) == set(good)
     facts = pipeline.tables.read_table(FACTS_TABLE)
     assert facts["energy_j"].sum() == pytest.approx(sum(ENERGY_J.values()))
+    assert not pipeline.tables.has_partition(HOST_TABLE, "landing/cut.report")
 
     # nothing changed: nothing asked; fixed in place: asked again, alone, once quiet
     assert pipeline.tick().run_requests == []
@@ -226,7 +254,8 @@ def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing)
     assert pipeline.tick().run_requests == []  # inside its quiet period
     settle()
     [fixed] = pipeline.tick().run_requests
-    assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == "landing/cut.report"
+    assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == DAY[LEGACY]
+    assert handed_out(fixed) == {DAY[LEGACY]: ["landing/cut.report"]}
     assert fixed.run_key != request.run_key
     assert pipeline.launch(fixed).success
     assert set(pipeline.status(geopm_host_energy.key).values()) == {
@@ -244,25 +273,35 @@ def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing)
     for table in (REGION_TABLE, REPORT_TABLE):
         assert set(pipeline.tables.read_table(table)["report"]) == {
             "landing/cut.report", f"landing/{YAML}"}, table
+    # the day passed: its next hand-out is what is new alone
+    shutil.copy(EXAMPLES / YAML, landing / "later.report")
+    settle()
+    [later] = pipeline.tick().run_requests
+    assert handed_out(later) == {DAY[YAML]: ["landing/later.report"]}
 
 
 def test_a_first_run_of_only_bad_reports_names_them(pipeline, landing):
     for name in (LEGACY, YAML):
         (landing / name).unlink()
-    (landing / "bad.report").write_text("##### geopm 1.1.0 #####\nHost: a\nRegion r (0x1):\n")
+    bad = landing / "bad.report"
+    bad.write_text("##### geopm 1.1.0 #####\nHost: a\nRegion r (0x1):\n")
     settle()
-    result = pipeline.launch(pipeline.tick().run_requests[0])
+    [request] = pipeline.tick().run_requests
+    # no Start Time: the day of the file's mtime
+    day = f"landing/{datetime.fromtimestamp(bad.stat().st_mtime, UTC):%Y-%m-%d}"
+    assert handed_out(request) == {day: ["landing/bad.report"]}
+    result = pipeline.launch(request)
     assert not result.success
     [failure] = [e for e in result.all_events if e.is_step_failure]
     assert failure.step_failure_data.user_failure_data.description.startswith(
-        "1 of 1 partition(s) failed:\nlanding/bad.report: ")
+        f"1 of 1 partition(s) failed:\n{day}: ")
     assert not pipeline.tables.table_dir(REGION_TABLE).exists()
 
 
 def test_a_report_inside_its_quiet_period_waits(pipeline, landing):
     settle()
     first = pipeline.tick()
-    assert pipeline.partitions() == [f"landing/{YAML}", f"landing/{LEGACY}"]
+    assert pipeline.partitions() == DAYS
     assert len(first.run_requests) == 1
     (landing / "notes.txt").write_text("not a report\n")  # ignored
     shutil.copy(EXAMPLES / YAML, landing / "young.report")
@@ -271,8 +310,9 @@ def test_a_report_inside_its_quiet_period_waits(pipeline, landing):
     assert "(1 waiting for the 1 s quiet period)" in data.skip_message
     settle()
     [request] = pipeline.tick().run_requests
-    assert request.tags[RANGE_START] == request.tags[RANGE_END] == "landing/young.report"
-    assert pipeline.partitions()[-1] == "landing/young.report"
+    assert request.tags[RANGE_START] == request.tags[RANGE_END] == DAY[YAML]
+    assert handed_out(request) == {DAY[YAML]: ["landing/young.report"]}
+    assert pipeline.partitions() == [DAY[LEGACY], DAY[YAML]]  # its day moved to the end
 
 
 def test_no_run_is_asked_for_while_one_waits_in_the_queue_then_one_covers_both(
@@ -289,7 +329,8 @@ def test_no_run_is_asked_for_while_one_waits_in_the_queue_then_one_covers_both(
     shutil.copy(EXAMPLES / LEGACY, landing / "first.report")
     settle()
     [request] = pipeline.tick().run_requests
-    assert request.tags[RANGE_START] == request.tags[RANGE_END] == "landing/first.report"
+    assert request.tags[RANGE_START] == request.tags[RANGE_END] == DAY[LEGACY]
+    assert handed_out(request) == {DAY[LEGACY]: ["landing/first.report"]}
     pipeline.instance.add_run(dg.DagsterRun(job_name=JOB_NAME, run_id="waiting",
                                             status=dg.DagsterRunStatus.NOT_STARTED,
                                             tags={"dagster/sensor_name": SENSOR_NAME}))
@@ -303,8 +344,9 @@ def test_no_run_is_asked_for_while_one_waits_in_the_queue_then_one_covers_both(
     assert pipeline.cursor == before
     pipeline.instance.report_run_failed(pipeline.instance.get_run_by_id("waiting"))
     [request] = pipeline.tick().run_requests
-    assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (
-        "landing/second.report", "landing/third.report")
+    assert (request.tags[RANGE_START], request.tags[RANGE_END]) == tuple(DAYS)
+    assert handed_out(request) == {DAY[YAML]: ["landing/second.report"],
+                                   DAY[LEGACY]: ["landing/third.report"]}
 
 
 def test_the_source_settings_come_from_the_environment(tmp_path, monkeypatch):
@@ -347,13 +389,13 @@ def test_a_missing_landing_folder_is_named_and_the_others_are_still_scanned(
     shutil.copy(EXAMPLES / YAML, landing / "late.report")
     settle()
     [late] = pipeline.tick().run_requests
-    assert late.tags[RANGE_START] == late.tags[RANGE_END] == "landing/late.report"
+    assert late.tags[RANGE_START] == late.tags[RANGE_END] == DAY[YAML]
+    assert handed_out(late) == {DAY[YAML]: ["landing/late.report"]}
     (tmp_path / "nfs.away").rename(nfs)
     back = pipeline.tick()
     assert back.run_requests == [] and back.skip_message.startswith(
         "no new or changed GEOPM report(s) ready (0 waiting")
-    assert pipeline.partitions() == [f"landing/{YAML}", f"landing/{LEGACY}", "nfs/remote.report",
-                                     "landing/late.report"]
+    assert pipeline.partitions() == [DAY[LEGACY], "nfs/2020-04-01", DAY[YAML]]
 
 
 def test_a_report_whose_mode_alone_changed_is_asked_again_once(pipeline, landing,
@@ -373,7 +415,8 @@ def test_a_report_whose_mode_alone_changed_is_asked_again_once(pipeline, landing
         os.chmod(landing / name, 0o600)
     settle()
     [chmodded] = pipeline.tick().run_requests
-    assert chmodded.tags[RANGE_START] == chmodded.tags[RANGE_END] == f"landing/{older}"
+    assert chmodded.tags[RANGE_START] == chmodded.tags[RANGE_END] == DAY[older]
+    assert handed_out(chmodded) == {DAY[older]: [f"landing/{older}"]}
     assert chmodded.run_key != first.run_key
     assert pipeline.launch(chmodded).success
     data = pipeline.tick()
@@ -383,7 +426,7 @@ def test_a_report_whose_mode_alone_changed_is_asked_again_once(pipeline, landing
         report.write("\n")  # rewritten: a new fingerprint
     settle()
     [again] = pipeline.tick().run_requests
-    assert again.tags[RANGE_START] == again.tags[RANGE_END] == f"landing/{LEGACY}"
+    assert again.tags[RANGE_START] == again.tags[RANGE_END] == DAY[LEGACY]
     assert again.run_key != first.run_key
 
 
@@ -394,7 +437,10 @@ def test_a_hand_out_whose_run_was_never_reserved_is_asked_again(pipeline):
     settle()
     before = pipeline.cursor
     [first] = pipeline.tick().run_requests
-    assert _latest(pipeline.instance, geopm_report_files.key, f"landing/{LEGACY}") is not None
+    assert _latest(pipeline.instance, geopm_report_files.key, DAY[LEGACY]).metadata[
+        "reports"].value == {f"landing/{LEGACY}": landing_module.read_landed_item(
+            pipeline.source.resolve(f"landing/{LEGACY}"), f"landing/{LEGACY}",
+            identify_report).fingerprint}
     pipeline.cursor = before  # the tick's result lost
     [again] = pipeline.tick().run_requests
     assert again.run_key == first.run_key
@@ -423,27 +469,28 @@ def test_a_failed_report_fixed_keeping_size_and_mtime_is_asked_again(pipeline, l
     settle()
     [first] = pipeline.tick().run_requests
     assert not pipeline.launch(first).success
-    status = {f"landing/{LEGACY}": dg.AssetPartitionStatus.FAILED}
+    status = {DAY[LEGACY]: dg.AssetPartitionStatus.FAILED}
     if not alone:
-        status[f"landing/{YAML}"] = dg.AssetPartitionStatus.MATERIALIZED
+        status[DAY[YAML]] = dg.AssetPartitionStatus.MATERIALIZED
     assert pipeline.status(geopm_validated_frames.key) == status
     shutil.copy(EXAMPLES / YAML, landing / "later.report")  # the watermark passes LEGACY
     settle()
     [later] = pipeline.tick().run_requests
-    assert later.tags[RANGE_START] == later.tags[RANGE_END] == "landing/later.report"
+    assert later.tags[RANGE_START] == later.tags[RANGE_END] == DAY[YAML]
     for _ in range(2):
         assert pipeline.tick().run_requests == []
     path.write_bytes(good)  # cp -p of the good report over the bad one
     os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
     settle()
     [fixed] = pipeline.tick().run_requests
-    assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == f"landing/{LEGACY}"
+    assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == DAY[LEGACY]
+    assert handed_out(fixed) == {DAY[LEGACY]: [f"landing/{LEGACY}"]}
     if alone:
         assert fixed.run_key == first.run_key
         return
     assert fixed.run_key != first.run_key
     assert pipeline.launch(fixed).success
-    assert pipeline.status(geopm_validated_frames.key)[f"landing/{LEGACY}"] == (
+    assert pipeline.status(geopm_validated_frames.key)[DAY[LEGACY]] == (
         dg.AssetPartitionStatus.MATERIALIZED)
 
 
@@ -480,5 +527,348 @@ def test_an_unreadable_report_leaves_its_folder_unlisted_until_readable(
     locked[0] = False
     [readable] = pipeline.tick().run_requests
     assert readable.tags["joulehouse/partitions"] == "2"
-    assert pipeline.partitions()[-2:] == ["landing/late.report", "landing/locked.report"]
+    assert handed_out(readable) == {DAY[YAML]: ["landing/late.report"],
+                                    DAY[LEGACY]: ["landing/locked.report"]}
     assert pipeline.tick().run_requests == []
+
+
+def legacy_variant(path: Path, second: int, scale: float = 1.0,
+                   start: str = "Wed Apr 01 09:00:{second:02d} 2020") -> None:
+    """Write at ``path`` the legacy report started at ``second`` past 09:00 (its day:
+    DAY[LEGACY], unless ``start`` says another), its package energies times ``scale``: a
+    distinct report of that day."""
+    lines = []
+    for line in (EXAMPLES / LEGACY).read_text().splitlines(keepends=True):
+        if line.startswith("Start Time:"):
+            line = f"Start Time: {start.format(second=second)}\n"
+        elif line.lstrip().startswith("package-energy (joules):"):
+            label, _, value = line.partition(":")
+            line = f"{label}: {float(value) * scale:.6g}\n"
+        lines.append(line)
+    path.write_text("".join(lines))
+
+
+KEPT_TABLES = {REGION_TABLE: ["report", "region", "hash"],
+               REPORT_TABLE: ["report", "section"],
+               FACTS_TABLE: ["entity", "component", "method"]}
+
+
+def kept_tables(tables: Tables) -> dict[str, pd.DataFrame]:
+    """The tables kept per report, in one row order."""
+    return {table: tables.read_table(table).sort_values(order, ignore_index=True)
+            for table, order in KEPT_TABLES.items()}
+
+
+def assert_equal_to_a_rebuild(pipeline: Pipeline, landing: Path, tmp_path: Path) -> None:
+    """``pipeline``'s tables kept per report equal, row for row, those of a fresh instance
+    and warehouse landing every report of ``landing`` in one run."""
+    with empty_instance() as instance:
+        fresh = Pipeline(instance, landing, tmp_path / "rebuilt")
+        [request] = fresh.tick().run_requests
+        assert fresh.launch(request).success
+        rebuilt = kept_tables(fresh.tables)
+    for table, rows in kept_tables(pipeline.tables).items():
+        pd.testing.assert_frame_equal(rows, rebuilt[table], check_like=True, obj=table)
+
+
+def _frames_of(instance, day: str) -> list[str]:
+    """The reports the latest run stored in ``day`` (its validated frames' metadata)."""
+    return _latest(instance, geopm_validated_frames.key, day).metadata["report_keys"].value
+
+
+def test_reports_of_one_day_landing_in_two_ticks_are_processed_once_each(
+        pipeline, landing, tmp_path):
+    """Two reports of the legacy report's day land after the first run: the second run's
+    hand-out is those two alone (the day's earlier report is not read again), and the
+    tables kept per report equal a rebuild from scratch."""
+    settle()
+    [first] = pipeline.tick().run_requests
+    assert pipeline.launch(first).success
+    legacy_variant(landing / "a.report", 20, scale=2.0)
+    legacy_variant(landing / "b.report", 25, scale=3.0)
+    settle()
+    [second] = pipeline.tick().run_requests
+    assert second.tags[RANGE_START] == second.tags[RANGE_END] == DAY[LEGACY]
+    assert handed_out(second) == {DAY[LEGACY]: ["landing/a.report", "landing/b.report"]}
+    result = pipeline.launch(second)
+    assert result.success
+    assert _frames_of(pipeline.instance, DAY[LEGACY]) == ["landing/a.report",
+                                                          "landing/b.report"]
+    assert _latest(pipeline.instance, geopm_host_energy.key, DAY[LEGACY]).metadata[
+        "reports"].value == 2
+    written = _latest(pipeline.instance, geopm_report_energy.key).metadata
+    assert (written["reports_written"].value, written["reports_removed"].value) == (2, 0)
+    report = pipeline.tables.read_table(REPORT_TABLE).set_index(["report", "section"])
+    application = report.xs("application", level="section")
+    package = application["package_energy_j"]
+    legacy = package[f"landing/{LEGACY}"]  # the variants' energies: 6 significant digits
+    assert package["landing/a.report"] == pytest.approx(2 * legacy, rel=1e-5)
+    assert package["landing/b.report"] == pytest.approx(3 * legacy, rel=1e-5)
+    assert pipeline.partitions() == DAYS
+    assert_equal_to_a_rebuild(pipeline, landing, tmp_path)
+
+
+def test_a_day_with_nothing_handed_out_is_read_whole(pipeline, landing):
+    """A run over a day with no hand-out in its config (a backfill, a materialization from
+    the UI) processes every report of that day in its landing folder, and only those."""
+    legacy_variant(landing / "a.report", 20, scale=2.0)
+    settle()
+    [first] = pipeline.tick().run_requests
+    assert pipeline.launch(first).success
+    job = pipeline.defs.resolve_job_def(JOB_NAME)
+    result = job.execute_in_process(instance=pipeline.instance, partition_key=DAY[LEGACY],
+                                    raise_on_error=False)
+    assert result.success
+    assert _frames_of(pipeline.instance, DAY[LEGACY]) == ["landing/a.report",
+                                                          f"landing/{LEGACY}"]
+    assert set(pipeline.tables.read_table(REGION_TABLE)["report"]) == {
+        "landing/a.report", f"landing/{LEGACY}", f"landing/{YAML}"}
+
+
+def test_a_report_landed_again_in_place_replaces_its_rows(pipeline, landing, tmp_path):
+    """A report rewritten in place is handed out alone, in its day, and its rows are
+    replaced; rewritten with a start on another day, it moves to that day's partition and
+    its rows are replaced again: the tables equal a rebuild from scratch each time."""
+    path = landing / "a.report"
+    legacy_variant(path, 20, scale=2.0)
+    settle()
+    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+
+    def package_j() -> float:
+        report = pipeline.tables.read_table(REPORT_TABLE).set_index(["report", "section"])
+        return report.loc[("landing/a.report", "application"), "package_energy_j"]
+
+    before = package_j()
+    legacy_variant(path, 20, scale=4.0)
+    settle()
+    [again] = pipeline.tick().run_requests
+    assert handed_out(again) == {DAY[LEGACY]: ["landing/a.report"]}
+    assert pipeline.launch(again).success
+    assert package_j() == pytest.approx(2 * before, rel=1e-5)
+    assert_equal_to_a_rebuild(pipeline, landing, tmp_path / "first")
+
+    legacy_variant(path, 20, scale=4.0, start="Thu Apr 02 09:00:{second:02d} 2020")
+    settle()
+    [moved] = pipeline.tick().run_requests
+    assert handed_out(moved) == {"landing/2020-04-02": ["landing/a.report"]}
+    assert pipeline.launch(moved).success
+    assert pipeline.partitions() == [*DAYS, "landing/2020-04-02"]
+    frames = load_frames(pipeline.tables, "header", ["landing/a.report"])
+    assert f"{frames['start_time'].iloc[0]:%Y-%m-%d}" == "2020-04-02"
+    assert_equal_to_a_rebuild(pipeline, landing, tmp_path / "second")
+
+
+def test_a_cursor_of_one_partition_per_report_is_not_taken(pipeline, landing):
+    """Upgrading from one partition per report: the sensor's cursor then (a landing state
+    saying every report was handed out) is not taken, so every report present is handed
+    out again, into its day."""
+    settle()
+    state = landing_module.LandingState(seen={
+        f"landing/{name}": landing_module.read_landed_item(
+            landing / name, f"landing/{name}", identify_report).fingerprint
+        for name in (LEGACY, YAML)})
+    pipeline.cursor = state.to_json()
+    [request] = pipeline.tick().run_requests
+    assert handed_out(request) == {DAY[YAML]: [f"landing/{YAML}"],
+                                   DAY[LEGACY]: [f"landing/{LEGACY}"]}
+    assert pipeline.launch(request).success
+    assert pipeline.tick().run_requests == []
+
+
+def test_a_report_landed_again_broken_keeps_what_was_stored(pipeline, landing):
+    """The legacy report rewritten in place cut short: its day fails naming it, and its
+    frames, host energy, rows and facts stay those of its good version."""
+    settle()
+    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    key = f"landing/{LEGACY}"
+    before = kept_tables(pipeline.tables)
+    frames = load_frames(pipeline.tables, "regions", [key])
+    lines = (EXAMPLES / LEGACY).read_text().splitlines(keepends=True)
+    (landing / LEGACY).write_text("".join(lines[:111]))
+    settle()
+    [broken] = pipeline.tick().run_requests
+    assert handed_out(broken) == {DAY[LEGACY]: [key]}
+    result = pipeline.launch(broken)
+    assert not result.success
+    assert pipeline.status(geopm_validated_frames.key) == {
+        DAY[YAML]: dg.AssetPartitionStatus.MATERIALIZED,
+        DAY[LEGACY]: dg.AssetPartitionStatus.FAILED}
+    [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == VALID_CHECK]
+    assert (check.partition, check.metadata["line"].value) == (DAY[LEGACY], 111)
+    pd.testing.assert_frame_equal(load_frames(pipeline.tables, "regions", [key]), frames)
+    for table, rows in kept_tables(pipeline.tables).items():
+        pd.testing.assert_frame_equal(rows, before[table], obj=table)
+
+
+def test_a_day_failing_on_a_bad_report_hands_out_that_report_again_alone(pipeline, landing):
+    """While a bad report is not fixed, its day stays failed: each later hand-out of the day
+    is its new reports and the bad one (what its failed run named), not the day's good
+    ones again; fixed, it is handed out alone and the day passes."""
+    bad = landing / "cut.report"
+    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
+    settle()
+    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
+    for name, second in (("a.report", 20), ("b.report", 25)):
+        legacy_variant(landing / name, second, scale=2.0)
+        settle()
+        [request] = pipeline.tick().run_requests
+        assert handed_out(request) == {DAY[LEGACY]: [f"landing/{name}", "landing/cut.report"]}
+        assert not pipeline.launch(request).success
+        assert pipeline.status(geopm_validated_frames.key)[DAY[LEGACY]] == (
+            dg.AssetPartitionStatus.FAILED)
+        assert f"landing/{name}" in set(pipeline.tables.read_table(REGION_TABLE)["report"])
+    legacy_variant(bad, 30, scale=3.0)  # fixed: a whole report of the same day
+    settle()
+    [fixed] = pipeline.tick().run_requests
+    assert handed_out(fixed) == {DAY[LEGACY]: ["landing/cut.report"]}
+    assert pipeline.launch(fixed).success
+    assert pipeline.status(geopm_validated_frames.key) == {
+        DAY[YAML]: dg.AssetPartitionStatus.MATERIALIZED,
+        DAY[LEGACY]: dg.AssetPartitionStatus.MATERIALIZED}
+    assert set(pipeline.tables.read_table(REGION_TABLE)["report"]) == {
+        "landing/a.report", "landing/b.report", "landing/cut.report", f"landing/{LEGACY}",
+        f"landing/{YAML}"}
+
+
+def test_a_bad_report_stays_rechecked_while_its_day_is_in_flight(pipeline, landing):
+    """A landing while the day's previous hand-out is still in flight (its day IN_PROGRESS,
+    not FAILED) hands that hand-out's reports out again with the new one: when the run in
+    flight passes the new report, the bad report is still rechecked, and the day stays
+    failed."""
+    bad = landing / "cut.report"
+    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
+    settle()
+    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
+    legacy_variant(landing / "a.report", 20, scale=2.0)
+    settle()
+    [second] = pipeline.tick().run_requests
+    in_flight = pipeline.instance.create_run_for_job(
+        pipeline.defs.resolve_job_def(JOB_NAME), run_config=second.run_config,
+        tags={**{key: value for key, value in second.tags.items()
+                 if key != "dagster/sensor_name"}, RUN_KEY_TAG: second.run_key})
+    assert pipeline.status(geopm_validated_frames.key)[DAY[LEGACY]] == (
+        dg.AssetPartitionStatus.IN_PROGRESS)
+    legacy_variant(landing / "e.report", 40, scale=3.0)
+    settle()
+    [third] = pipeline.tick().run_requests
+    assert handed_out(third) == {DAY[LEGACY]: [
+        "landing/a.report", "landing/cut.report", "landing/e.report"]}
+    pipeline.instance.delete_run(in_flight.run_id)
+    assert not pipeline.launch(third).success
+    legacy_variant(landing / "f.report", 45, scale=3.0)
+    settle()
+    [fourth] = pipeline.tick().run_requests
+    assert handed_out(fourth) == {DAY[LEGACY]: ["landing/cut.report", "landing/f.report"]}
+
+
+def test_a_failure_found_by_a_whole_day_run_is_rechecked(pipeline, landing):
+    """A whole-day run (the UI's, the weekly re-validation) records which reports failed
+    in each day, as every run does: the day's next hand-out rechecks them even though
+    the latest hand-out's run passed; a later whole-day run that passes clears them."""
+    settle()
+    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    bad = landing / "cut.report"
+    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
+    job = pipeline.defs.resolve_job_def(JOB_NAME)
+    whole = job.execute_in_process(instance=pipeline.instance, partition_key=DAY[LEGACY],
+                                   raise_on_error=False)
+    assert not whole.success
+    assert [e.metadata["failed_entries"].value for e in _observed(whole)] == [
+        ["landing/cut.report"]]
+    legacy_variant(landing / "a.report", 20, scale=2.0)
+    settle()
+    [request] = pipeline.tick().run_requests
+    assert handed_out(request) == {DAY[LEGACY]: ["landing/a.report", "landing/cut.report"]}
+    bad.unlink()
+    assert job.execute_in_process(instance=pipeline.instance, partition_key=DAY[LEGACY]).success
+    legacy_variant(landing / "b.report", 25, scale=2.0)
+    settle()
+    [later] = pipeline.tick().run_requests
+    assert handed_out(later) == {DAY[LEGACY]: ["landing/b.report"]}
+
+
+def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(pipeline, landing):
+    """The reports handed out to a CANCELED run are asked for again once though their day
+    FAILED, those still there, each in one day of the run: a report of the cancelled
+    hand-out that moved to another day since is processed there alone."""
+    bad = landing / "cut.report"
+    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
+    settle()
+    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
+    for name in ("a.report", "b.report"):
+        legacy_variant(landing / name, 20, scale=2.0)
+    settle()
+    [request] = pipeline.tick().run_requests
+    run = pipeline.instance.create_run_for_job(
+        pipeline.defs.resolve_job_def(JOB_NAME), run_config=request.run_config,
+        tags={**request.tags, RUN_KEY_TAG: request.run_key})
+    pipeline.instance.report_run_canceled(run)
+    (landing / "b.report").unlink()
+    legacy_variant(landing / "a.report", 20, scale=2.0, start="Thu Apr 02 09:00:20 2020")
+    settle()
+    [retry] = pipeline.tick().run_requests
+    assert handed_out(retry) == {DAY[LEGACY]: ["landing/cut.report"],
+                                 "landing/2020-04-02": ["landing/a.report"]}
+    assert retry.tags[RETRY_OF_TAG] == request.run_key
+    assert not pipeline.launch(retry).success
+    assert "landing/a.report" in set(pipeline.tables.read_table(REGION_TABLE)["report"])
+    settle()
+    assert pipeline.tick().run_requests == []
+
+
+def test_a_whole_day_run_of_a_day_with_no_report_left_passes(pipeline, landing):
+    """A day read whole (the UI, the weekly re-validation) whose reports are all gone
+    stores nothing and passes, showing zero reports."""
+    settle()
+    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    (landing / YAML).unlink()
+    result = pipeline.defs.resolve_job_def(JOB_NAME).execute_in_process(
+        instance=pipeline.instance, partition_key=DAY[YAML])
+    assert result.success
+    energy_day = _latest(pipeline.instance, geopm_host_energy.key, DAY[YAML]).metadata
+    assert (energy_day["reports"].value, energy_day["total_energy_j"].value) == (0, 0.0)
+
+
+def test_a_run_without_partitions_drops_a_removed_report_but_not_an_unmounted_folder(
+        pipeline, landing):
+    """The tables over all reports, materialized without partitions, keep the stored
+    reports still in their landing folder: a removed report's rows and facts go; a
+    landing folder that cannot be listed (unmounted) keeps all of its."""
+    settle()
+    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    job = pipeline.defs.resolve_job_def(JOB_NAME)
+    tables_only = [geopm_region_energy.key, geopm_report_energy.key, geopm_energy_facts.key]
+
+    def reports() -> dict[str, set[str]]:
+        assert job.execute_in_process(instance=pipeline.instance,
+                                      asset_selection=tables_only).success
+        return {table: {entity.rsplit("/", 1)[0] if table == FACTS_TABLE else entity
+                        for entity in pipeline.tables.read_table(table)[column]}
+                for table, column in ((REGION_TABLE, "report"), (REPORT_TABLE, "report"),
+                                      (FACTS_TABLE, "entity"))}
+
+    both = frozenset({f"landing/{LEGACY}", f"landing/{YAML}"})
+    unmounted = landing.rename(landing.with_name("unmounted"))
+    assert reports() == dict.fromkeys((REGION_TABLE, REPORT_TABLE, FACTS_TABLE), both)
+    unmounted.rename(landing)
+    (landing / YAML).unlink()
+    assert reports() == dict.fromkeys((REGION_TABLE, REPORT_TABLE, FACTS_TABLE),
+                                      frozenset({f"landing/{LEGACY}"}))
+
+
+def test_a_report_gone_between_tick_and_run_fails_its_day_alone(pipeline, landing):
+    """A report removed after it was handed out fails its day, naming its file; the run's
+    other day is stored."""
+    settle()
+    [request] = pipeline.tick().run_requests
+    (landing / YAML).unlink()
+    result = pipeline.launch(request)
+    assert not result.success
+    [check] = [c for c in result.get_asset_check_evaluations()
+               if c.check_name == VALID_CHECK and not c.passed]
+    assert check.partition == DAY[YAML]
+    assert check.metadata["file"].value == str(landing / YAML)
+    assert "no GEOPM report here any more" in check.metadata["error"].value
+    assert pipeline.status(geopm_host_energy.key) == {
+        DAY[YAML]: dg.AssetPartitionStatus.FAILED,
+        DAY[LEGACY]: dg.AssetPartitionStatus.MATERIALIZED}

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from assets.clustercockpit import cc_job_blocks
-from assets.geopm import geopm_reports
+from assets.geopm import geopm_days
 from assets.gpu import gpu_repetitions
 from assets.powerapi import powerapi_reports
 from definitions import EXAMPLE_CC_ARCHIVE, build_definitions
@@ -50,7 +50,7 @@ def _geopm(data: Path) -> tuple:
         shutil.copy(EXAMPLES / "geopm" / report, data / "landing" / report)
     return ("geopm_source", GeopmReportSource(landing_folders=[str(data / "landing")],
                                               quiet_period_s=QUIET_S),
-            geopm.SENSOR_NAME, geopm.JOB_NAME, geopm_reports)
+            geopm.SENSOR_NAME, geopm.JOB_NAME, geopm_days)
 
 
 def _powerapi(data: Path) -> tuple:

@@ -1,7 +1,7 @@
 """GEOPM reports and PowerAPI sensor days as TAUdb trials, loaded from Dagster.
 
-GEOPM: ``geopm_trials`` in the GEOPM step, one trial per report partition
-(``assets/geopm.py``); PowerAPI: ``powerapi_trials``, one trial per sensor and
+GEOPM: ``geopm_trials`` in the GEOPM step, one trial per report, reported per day
+partition (``assets/geopm.py``); PowerAPI: ``powerapi_trials``, one trial per sensor and
 UTC day from the stored PowerAPI tables (``assets/taudb.py``). The trials have
 the rows the mapping tests expect (``tests/geopm/test_geopm_taudb.py``,
 ``tests/taudb/test_powerapi_mapping.py``).
@@ -18,6 +18,7 @@ from assets.geopm import (
     FACTS_TABLE,
     REGION_TABLE,
     REPORT_TABLE,
+    geopm_days,
     geopm_region_energy,
     geopm_report_energy,
     geopm_trials,
@@ -51,6 +52,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 POWERAPI_EXAMPLES = PROJECT_ROOT / "examples" / "powerapi"
 SESSION = "session.report"
 KEYS = [f"landing/{YAML}", f"landing/{LEGACY}", f"landing/{SESSION}"]
+#: The day partition of each report: its start's UTC day
+DAY = {f"landing/{YAML}": "landing/2019-05-30", f"landing/{LEGACY}": "landing/2020-04-01",
+       f"landing/{SESSION}": "landing/2024-08-15"}
 #: report -> (threads = hosts, timers = entries over all hosts: regions + 3 totals per host,
 #: or one geopmsession timer per host)
 TRIAL_SHAPE = {YAML: (2, SHAPE[YAML][2]), LEGACY: (1, SHAPE[LEGACY][2]), SESSION: (2, 2)}
@@ -116,7 +120,7 @@ def _loads(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluati
 
 
 def _trial_events(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
-    """Partition -> the metadata of its geopm_trials materialization in this run."""
+    """Day -> the metadata of its geopm_trials materialization in this run."""
     return {event.partition: event.materialization.metadata
             for event in result.get_asset_materialization_events()
             if event.asset_key == geopm_trials.key}
@@ -125,7 +129,8 @@ def _trial_events(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
 def test_every_report_is_one_trial_loaded_in_the_geopm_run(reports, landing):
     result = reports.tick_and_run()
     assert result.success
-    assert {key: c.passed for key, c in _loads(result).items()} == dict.fromkeys(KEYS, True)
+    assert {day: c.passed for day, c in _loads(result).items()} == dict.fromkeys(
+        DAY.values(), True)
     trials = reports.trials()
     assert set(trials) == set(KEYS)
     for key in KEYS:
@@ -147,8 +152,9 @@ def test_every_report_is_one_trial_loaded_in_the_geopm_run(reports, landing):
             "'DRAM_ENERGY (J)')", (trials[f"landing/{YAML}"]["id"],))[0][0]
     assert total == pytest.approx(ENERGY_J[YAML])
     events = _trial_events(result)
-    assert {key: events[key]["taudb/trial_id"].value for key in KEYS} == {
+    assert {key: events[DAY[key]]["trial_ids"].value[key] for key in KEYS} == {
         key: trials[key]["id"] for key in KEYS}
+    assert all(events[DAY[key]]["reports_loaded"].value == 1 for key in KEYS)
 
 
 def _rows(trial: TrialData) -> dict[str, list]:
@@ -189,10 +195,10 @@ def test_rerunning_unchanged_reports_loads_nothing_new(reports, instance):
                               log_level="WARNING")  # the same range, nothing changed
     assert again.success
     assert reports.trials() == before  # same ids, same fingerprints: nothing reloaded
-    events = _trial_events(again)
-    assert set(events) == set(KEYS)
-    assert all(meta["taudb/unchanged"].value and "dagster/row_count" not in meta
-               for meta in events.values())
+    events = _trial_events(again)  # every day read whole: no hand-out in its config
+    assert set(events) == set(DAY.values())
+    assert all((meta["reports_loaded"].value, meta["reports_unchanged"].value,
+                meta["dagster/row_count"].value) == (0, 1, 0) for meta in events.values())
     assert all(c.passed for c in _loads(again).values())
 
 
@@ -227,21 +233,20 @@ def test_a_bad_report_fails_only_itself_and_keeps_its_earlier_trial(reports, lan
     result = reports.tick_and_run()
 
     assert not result.success
-    checks = _loads(result)
-    assert {key: c.passed for key, c in checks.items()} == {
-        f"landing/{LEGACY}": False, "landing/twice.report": False}
-    assert "not computed" in checks[f"landing/{LEGACY}"].description
-    bad = checks["landing/twice.report"]
+    checks = _loads(result)  # twice.report: the session report's day
+    assert {day: c.passed for day, c in checks.items()} == {
+        DAY[f"landing/{LEGACY}"]: False, DAY[f"landing/{SESSION}"]: False}
+    assert "not computed" in checks[DAY[f"landing/{LEGACY}"]].description
+    bad = checks[DAY[f"landing/{SESSION}"]]
     assert bad.metadata["file"].value == str(landing / "twice.report")
     assert "host '0012' has two timers named 'Application Totals'" in (
         bad.metadata["error"].value)
     assert reports.trials() == before  # the bad legacy report keeps its trial; twice: none
     status = reports.instance.get_status_by_partition(
-        geopm_trials.key, [*KEYS, "landing/twice.report"],
-        dg.DynamicPartitionsDefinition(name="geopm_reports"))
-    assert status == {**dict.fromkeys(KEYS, dg.AssetPartitionStatus.MATERIALIZED),
-                      f"landing/{LEGACY}": dg.AssetPartitionStatus.FAILED,
-                      "landing/twice.report": dg.AssetPartitionStatus.FAILED}
+        geopm_trials.key, sorted(DAY.values()), geopm_days)
+    assert status == {DAY[f"landing/{YAML}"]: dg.AssetPartitionStatus.MATERIALIZED,
+                      DAY[f"landing/{LEGACY}"]: dg.AssetPartitionStatus.FAILED,
+                      DAY[f"landing/{SESSION}"]: dg.AssetPartitionStatus.FAILED}
     [failure] = [e for e in result.all_events if e.is_step_failure]
     assert failure.step_failure_data.user_failure_data.description.startswith(
         "2 of 2 partition(s) failed:\n")

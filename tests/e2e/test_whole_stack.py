@@ -72,7 +72,7 @@ SENSOR_JOBS = {"gpu_repetitions_lab": "gpu_energy_job", "tau_profile_landing": "
 NOT_NEEDED_AFTER_THE_FIRST = ("tau_profile_landing", "geopm_report_landing", "cc_job_archive",
                               "joulehouse_automation")
 #: The examples' partitions, by partitions definition.
-PARTITIONS = {"gpu_repetitions": 8, "tau_profile_sets": 1, "geopm_reports": 2,
+PARTITIONS = {"gpu_repetitions": 8, "tau_profile_sets": 1, "geopm_days": 2,
               "powerapi_reports": 3, "cc_job_blocks": 3}
 #: The GPU run folder the PostgreSQL test lands (two repetitions), and the GPU partitions
 #: from then on (the backfill, after it, covers them too).
@@ -361,7 +361,7 @@ def test_a_backfill_launched_through_graphql_runs_its_partitions_in_a_handful_of
     assert backfill["status"] == "COMPLETED_FAILED", backfill  # the GPU run failed
     runs = backfill["runs"]
     partitions = GPU_PARTITIONS_WITH_NEW_RUN + sum(
-        PARTITIONS[name] for name in ("geopm_reports", "powerapi_reports"))
+        PARTITIONS[name] for name in ("geopm_days", "powerapi_reports"))
     print(f"backfill: {len(runs)} run(s) for {partitions} partitions")
     # one run per source's pipeline (each a single-run backfill): the GPU one failed
     assert sorted(run["status"] for run in runs) == ["FAILURE", "SUCCESS", "SUCCESS"]

@@ -1,0 +1,126 @@
+"""Block partitions in a step: each entry's work, each block's outcome and failure.
+
+A block (``sensors/blocks.py``: a ClusterCockpit job-id block, a GEOPM landing day) holds
+many entries. A step over blocks does each entry's work on its own
+(:func:`run_entries`: one task per entry, in the step's executor), then reports each
+block as one partition (:func:`block_batch`): stored when all its entries were, failed
+when any failed, its check naming them, the first with its file, line and field
+(:func:`block_failure`), so the UI shows which entry to fix while the block's other
+entries are stored.
+"""
+
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from concurrent.futures import Executor, Future
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+
+from assets.reporting import PartitionBatch, SchemaOf, Stored, Work, stored
+from joulehouse.errors import InputError
+
+#: Entries' errors listed in one block's error.
+MAX_LISTED = 50
+#: The metadata of a block's outcome (:func:`block_outcomes`) naming its entries that
+#: failed (what the block's sensor hands out again: ``sensors/blocks.BlockHandOuts.unsettled``).
+FAILED_ENTRIES = "failed_entries"
+
+#: One entry's outcome: what it stored, or the error that failed it.
+Outcome = Stored | InputError
+
+
+def block_failure(key: str, errors: list[InputError], entries: int, done: int, *,
+                  entry: str = "job", block: str = "block") -> InputError:
+    """The error of ``block`` ``key``: its first failed ``entry`` (file, line, field), the
+    others after it, and how many of its ``entries`` were ``done`` (stored, or loaded)."""
+    first = errors[0]
+    others = "".join(f"; and {err}" for err in errors[1:MAX_LISTED])
+    more = len(errors) - MAX_LISTED
+    reason = (f"{first.reason} ({len(errors)} of {entries} {entry}(s) of {block} {key} "
+              f"failed, {done} done{others}{f'; and {more} more' if more > 0 else ''})")
+    return InputError(first.path, reason, line=first.line, field=first.field)
+
+
+def run_entries(blocks: Mapping[str, Sequence[str]], work: Work,
+                arguments: Callable[[str], tuple], executor: Executor,
+                skip: Collection[str] = ()) -> dict[str, Outcome]:
+    """Entry -> ``work(*arguments(entry))`` as :class:`Stored`, or its InputError, for every
+    entry of ``blocks`` (block -> entry keys) but those in ``skip``, each a task of
+    ``executor`` (a module-level ``work``, picklable arguments: worker processes)."""
+    outcomes: dict[str, Outcome] = {}
+    futures: dict[str, Future] = {}
+    for entries in blocks.values():
+        for entry in entries:
+            if entry in skip:
+                continue
+            try:
+                futures[entry] = executor.submit(stored, work, *arguments(entry))
+            except InputError as err:
+                outcomes[entry] = err
+    for entry, future in futures.items():
+        try:
+            outcomes[entry] = future.result()
+        except InputError as err:
+            outcomes[entry] = err
+    return outcomes
+
+
+def block_batch(context: dg.AssetExecutionContext, blocks: Mapping[str, Sequence[str]],
+                outcomes: Mapping[str, Outcome], schema_of: SchemaOf,
+                metadata: Callable[[str, dict[str, Stored]], dict[str, Any]], *,
+                unlisted: Mapping[str, InputError], skipped: Mapping[str, str],
+                entry: str, block: str) -> PartitionBatch:
+    """Each block of the run as one partition (``PartitionBatch``): failed when its entries
+    could not be listed (``unlisted``: block -> why) or when any of its entries failed
+    (:func:`block_failure`); else not computed when any of its entries was ``skipped``
+    (entry -> why: e.g. an earlier asset failed in this run); else stored: its
+    entries' rows summed per frame, what they left out, and ``metadata(block, entry ->
+    what it stored)``."""
+
+    def outcome(key: str) -> Stored:
+        if key in unlisted:
+            raise unlisted[key]
+        entries = blocks.get(key, [])
+        done = {name: outcomes[name] for name in entries
+                if isinstance(outcomes.get(name), Stored)}
+        errors = [outcomes[name] for name in entries
+                  if isinstance(outcomes.get(name), InputError)]
+        if errors:
+            raise block_failure(key, errors, len(entries), len(done), entry=entry,
+                                block=block)
+        return merged(done.values(), metadata(key, done))
+
+    skip = {}
+    for key in context.partition_keys:
+        entries = blocks.get(key, [])
+        why = [skipped[name] for name in entries if name in skipped]
+        if why and key not in unlisted and not any(
+                isinstance(outcomes.get(name), InputError) for name in entries):
+            skip[key] = f"{why[0]} for {len(why)} of its {len(entries)} {entry}(s)"
+    return PartitionBatch.run(context, outcome, schema_of, skip=skip)
+
+
+def merged(parts: Collection[Stored], metadata: dict[str, Any]) -> Stored:
+    """What several entries stored, as one: rows summed per frame, the first non-empty
+    columns of each frame, what they left out, and ``metadata``."""
+    rows: dict[str, int] = {}
+    columns: dict[str, pd.DataFrame] = {}
+    for part in parts:
+        for name, count in part.rows.items():
+            rows[name] = rows.get(name, 0) + count
+            if name not in columns or (columns[name].columns.empty
+                                       and not part.columns[name].columns.empty):
+                columns[name] = part.columns[name]
+    return Stored(rows, columns, metadata, [record for part in parts for record in part.left_out])
+
+
+def block_outcomes(files: dg.AssetKey, entries: Mapping[str, Sequence[str]],
+                   failed: Collection[str]) -> Iterator[dg.AssetObservation]:
+    """Each block the step processed (``entries``: block -> its entry keys) observed as a
+    partition of its ``files`` asset, its metadata :data:`FAILED_ENTRIES` naming those of its
+    entries in ``failed`` (none: all passed), from every run that processes blocks (a
+    hand-out's, the UI's, a backfill, a re-validation), so the block's sensor rechecks them
+    with its next hand-out."""
+    for block, keys in sorted(entries.items()):
+        yield dg.AssetObservation(files, partition=block, metadata={
+            FAILED_ENTRIES: dg.MetadataValue.json(sorted(set(keys) & set(failed)))})

@@ -1,0 +1,222 @@
+"""Entries handed out in blocks: one partition holding many entries, and what its sensor
+remembers of them between ticks.
+
+A block is a partition that holds many of a source's entries (ClusterCockpit: a job-id
+block ``<cluster>/<jobId // 1000>`` of jobs; GEOPM: a landing folder's UTC day of
+reports), so the partition count stays bounded while the entries grow without bound
+(docs/ARCHITECTURE.md, "Partitions over a decade"). A sensor hands out the entries ready
+in a block as one materialization of the source's files asset for that block
+(``partition_runs.files_landed``) whose metadata lists them, entry key -> fingerprint
+(:attr:`BlockHandOuts.entries_metadata`), with the run key asked for
+(``partition_runs.RUN_KEY_METADATA``). From those hand-outs alone, at every tick:
+
+* ClusterCockpit, whose runs read a block whole: the blocks whose built asset FAILED
+  (:meth:`BlockHandOuts.failed_blocks`), their latest hand-out's entries listed again
+  with the block's next hand-out (:meth:`BlockHandOuts.handed_out`), so that they stay
+  rechecked while the block fails;
+* GEOPM (:class:`BlockLandingSensor`), whose runs process the entries named: each
+  block's entries not known good (:meth:`BlockHandOuts.unsettled`: those the step's
+  latest record of the block names as failed, from whichever run, and the whole
+  previous hand-out while its run is in flight), listed again, still there, with the
+  block's next hand-out, so that a fixed entry is picked up by itself;
+* the blocks of a CANCELED run (:meth:`BlockHandOuts.cancelled`), asked for again once
+  with the entries their hand-out listed (``partition_runs.cancelled_hand_outs``).
+
+Nothing but the instance's events is kept: no side table, and the sensor's cursor stays
+the scan's own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+
+from assets.blocks import FAILED_ENTRIES
+from joulehouse.digest import digest_pairs
+from joulehouse.errors import InputError
+from joulehouse.landing import LandedItem, LandingState, read_landed_item
+from resources.landing import LandingFolders
+from sensors.partition_runs import (
+    RUN_KEY_METADATA,
+    RUN_KEY_TAG,
+    HandOut,
+    LandingSensor,
+    cancelled_hand_outs,
+    retry_request,
+)
+
+#: Entry key -> fingerprint, as a hand-out lists them.
+Entries = dict[str, str]
+
+
+@dataclass(frozen=True)
+class BlockHandOuts:
+    """A source's blocks: their partitions, the files asset their hand-outs materialize
+    (and, for a source whose step records its blocks' outcomes, that it observes), the
+    assets built from them (``built``: the first is the one whose materialization ends a
+    hand-out; their FAILED partitions are :meth:`failed_blocks`), and the metadata name
+    under which a hand-out lists its entries."""
+
+    partitions_def: dg.DynamicPartitionsDefinition
+    files: dg.AssetKey
+    built: tuple[dg.AssetKey, ...]
+    entries_metadata: str
+
+    def registered(self, instance: dg.DagsterInstance) -> list[str]:
+        """The registered blocks, in order (the whole key list: read once a tick)."""
+        return list(instance.get_dynamic_partitions(self.partitions_def.name))
+
+    def failed_blocks(self, instance: dg.DagsterInstance, registered: Sequence[str]
+                      ) -> set[str]:
+        """The blocks, of the ``registered`` ones, of which a ``built`` partition FAILED."""
+        return {block for asset in self.built
+                for block, state in (instance.get_status_by_partition(
+                    asset, registered, self.partitions_def) or {}).items()
+                if state == dg.AssetPartitionStatus.FAILED}
+
+    def handed_out(self, instance: dg.DagsterInstance, blocks: Collection[str]
+                   ) -> dict[str, Entries]:
+        """Block -> the entries its latest hand-out listed, with their fingerprints then,
+        for each of ``blocks`` that has one."""
+        entries: dict[str, Entries] = {}
+        for block in sorted(blocks):
+            event = self._latest(instance, block)
+            if event is not None:
+                entries[block] = self.listed(event.asset_materialization)
+        return entries
+
+    def unsettled(self, instance: dg.DagsterInstance, blocks: Collection[str]
+                  ) -> dict[str, set[str]]:
+        """Block -> its entries whose outcome is not known good, for each of ``blocks``
+        (a source whose step records its blocks' :data:`~assets.blocks.FAILED_ENTRIES`,
+        ``assets/blocks.block_outcomes``): those the latest such record names, from
+        whichever run (a hand-out's, the UI's, a backfill, a re-validation); and, while the
+        run the block's latest hand-out was asked with is in flight, or ended without
+        success and without a record after that hand-out, every entry that hand-out
+        listed."""
+        entries: dict[str, set[str]] = {}
+        for block in sorted(blocks):
+            keys: set[str] = set()
+            outcome = next(iter(instance.fetch_observations(dg.AssetRecordsFilter(
+                asset_key=self.files, asset_partitions=[block]), limit=1).records), None)
+            if outcome is not None:
+                named = outcome.asset_observation.metadata.get(FAILED_ENTRIES)
+                keys |= set(named.value if named is not None else [])
+            handed = self._latest(instance, block)
+            run = handed and _run_of(instance, handed.asset_materialization)
+            if run is not None and (not run.is_finished or (
+                    run.status != dg.DagsterRunStatus.SUCCESS
+                    and (outcome is None or outcome.storage_id < handed.storage_id))):
+                keys |= set(self.listed(handed.asset_materialization))
+            if keys:
+                entries[block] = keys
+        return entries
+
+    def _latest(self, instance: dg.DagsterInstance, block: str) -> dg.EventLogRecord | None:
+        """The latest hand-out of ``block`` (a materialization of :attr:`files`)."""
+        return next(iter(instance.fetch_materializations(dg.AssetRecordsFilter(
+            asset_key=self.files, asset_partitions=[block]), limit=1).records), None)
+
+    def listed(self, event: dg.AssetMaterialization) -> Entries:
+        """The entries a hand-out ``event`` lists (none when it lists none)."""
+        value = event.metadata.get(self.entries_metadata)
+        return dict(value.value) if value is not None else {}
+
+    def cancelled(self, instance: dg.DagsterInstance, failed: set[str],
+                  registered: Sequence[str]) -> dict[str, dg.AssetMaterialization]:
+        """The blocks handed out to a run that was CANCELED, by key, with their hand-out
+        (``partition_runs.cancelled_hand_outs``; ``failed``: rechecked instead)."""
+        return cancelled_hand_outs(instance, self.files, self.built[0], failed, registered)
+
+    def listing(self, ready: Mapping[str, Entries], recheck: Mapping[str, Entries]
+                ) -> dict[str, Entries]:
+        """Each ready block's entries as its hand-out lists them: those ready now and those
+        ``recheck`` holds for it (the failed blocks' :meth:`handed_out`), so that they stay
+        rechecked should the block fail again."""
+        return {block: recheck.get(block, {}) | dict(entries) for block, entries in ready.items()}
+
+    def metadata(self, ready: Mapping[str, Entries], recheck: Mapping[str, Entries],
+                 run_key: str) -> dict[str, dict[str, Any]]:
+        """Each ready block's hand-out metadata: its :meth:`listing` and the run key asked
+        for."""
+        return {block: {self.entries_metadata: dg.MetadataValue.json(entries),
+                        RUN_KEY_METADATA: run_key}
+                for block, entries in self.listing(ready, recheck).items()}
+
+
+@dataclass(frozen=True)
+class BlockLandingSensor(LandingSensor):
+    """A :class:`~sensors.partition_runs.LandingSensor` whose entries are handed out in
+    blocks: ``block_of(entry, source)`` names the block of each ready entry; a block's
+    hand-out lists its entries ready now, those a CANCELED run of it was handed (asked
+    again once, failed block or not) and those not known good
+    (:meth:`BlockHandOuts.unsettled`), each once in the run and only while still there
+    (``blocks``: :class:`BlockHandOuts`); the run is asked with
+    ``run_config(block -> its entries' keys)``, so that it processes those entries alone,
+    and its key digests them with their fingerprints.
+
+    Its cursor names the blocks' partitions: a cursor written before the source had
+    blocks (one partition per entry) is not taken, so every entry present is handed out
+    again, once, into its block (the first ticks after an upgrade re-read what is
+    there, at the tick's pace)."""
+
+    blocks: BlockHandOuts
+    block_of: Callable[[LandedItem, LandingFolders], str]
+    run_config: Callable[[Mapping[str, list[str]]], dict[str, Any]]
+
+    def state(self, own: str | None) -> LandingState:
+        try:
+            payload = json.loads(own or "{}")
+        except ValueError:
+            payload = {}
+        if not isinstance(payload, dict) or payload.get("blocks") != self.partitions_def.name:
+            return LandingState()
+        return LandingState.from_json(payload["landing"])
+
+    def cursor(self, state: LandingState) -> str:
+        return json.dumps({"blocks": self.partitions_def.name, "landing": state.to_json()})
+
+    def hand_out(self, instance: dg.DagsterInstance, ready: Sequence[LandedItem],
+                 source: LandingFolders, registered: Callable[[], list[str]]) -> HandOut:
+        cancelled = self.blocks.cancelled(instance, set(), registered())
+        fresh: dict[str, Entries] = {}
+        for item in ready:
+            fresh.setdefault(self.block_of(item, source), {})[item.key] = item.fingerprint
+        now = {key for entries in fresh.values() for key in entries}
+        for block, event in cancelled.items():
+            fresh.setdefault(block, {}).update(self._still_there(
+                source, set(self.blocks.listed(event)) - now))
+        now = {key for entries in fresh.values() for key in entries}
+        recheck = {block: self._still_there(source, keys - now)
+                   for block, keys in self.blocks.unsettled(instance, fresh.keys()).items()}
+        listing = self.blocks.listing(fresh, recheck)
+        prefix, tags = retry_request(self.run_key_prefix, cancelled)
+        return HandOut(
+            {block: digest_pairs(entries) for block, entries in sorted(listing.items())},
+            sum(map(len, listing.values())), prefix,
+            self.run_config({block: sorted(entries) for block, entries in listing.items()}),
+            tags, lambda run_key: self.blocks.metadata(fresh, recheck, run_key))
+
+    def _still_there(self, source: LandingFolders, keys: Collection[str]) -> Entries:
+        """Each of entries ``keys`` still in its landing folder, with its fingerprint now."""
+        entries: Entries = {}
+        for key in sorted(keys):
+            try:
+                item = read_landed_item(source.resolve(key), key, self.identify)
+            except (OSError, InputError):
+                item = None
+            if item is not None:
+                entries[key] = item.fingerprint
+        return entries
+
+
+def _run_of(instance: dg.DagsterInstance, event: dg.AssetMaterialization) -> dg.DagsterRun | None:
+    """The run a hand-out ``event`` was asked with (its run key), if one was created."""
+    run_key = event.metadata.get(RUN_KEY_METADATA)
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: str(run_key.value)}),
+                             limit=1) if run_key is not None else []
+    return runs[0] if runs else None
