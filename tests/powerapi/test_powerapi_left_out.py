@@ -20,6 +20,7 @@ from assets.powerapi import COMPUTED_CHECK, VALID_CHECK
 from definitions import EXAMPLE_GEOPM_REPORTS, EXAMPLE_POWERAPI, build_definitions
 from joulehouse.accounting.query import query
 from joulehouse.errors import InputError
+from joulehouse.geopm.days import day_key, report_day
 from joulehouse.leftout import LEFT_OUT_TABLE, LeftOut
 from joulehouse.powerapi import energy, layout, readers, reports
 from joulehouse.powerapi.stream import ReportStore
@@ -391,10 +392,11 @@ def test_the_ui_warns_of_each_partition_that_left_something_out(tmp_path, monkey
             assert failed["evaluation"]["severity"] == "ERROR"
             assert failed["evaluation"]["entries"]["file"] == str(dotdot)
             assert failed["evaluation"]["entries"]["line"] == 6
-            warned = warning(port, "geopm_validated_frames", VALID_CHECK,
-                             "geopm/nostart.report")
+            # without a Start Time, the report is in its file's day (joulehouse/geopm/days.py)
+            no_start_day = day_key("geopm", report_day(no_start, "UTC"))
+            warned = warning(port, "geopm_validated_frames", VALID_CHECK, no_start_day)
             assert warned["description"] == (
-                f"geopm/nostart.report: 1 input(s) left something out (1 record(s)): "
+                f"{no_start_day}: 1 input(s) left something out (1 record(s)): "
                 f"{no_start}: left out {NO_START}")
             for asset, name, passed in (
                     ("powerapi_validated_frames", VALID_CHECK,
