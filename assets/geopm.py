@@ -464,7 +464,8 @@ def stored_report_keys(source: GeopmReportSource, tables: Tables) -> list[str]:
     landing folder, in table order (a report whose latest version failed keeps its last
     good tables): what a run without partitions brings the tables in line with. A report
     removed from its folder, or of a folder no longer configured, leaves them; a folder
-    that cannot be listed (unmounted) keeps every report of it."""
+    that cannot be listed, or lists no entry at all while reports of it are stored (an NFS
+    mount point not mounted is such an empty folder), keeps every report of it."""
     stored = tables.partition_keys(HOST_TABLE)
     folders = source.landings()
     names: dict[str, set[str] | None] = {}  # landing -> its entries; None: not listable
@@ -472,6 +473,8 @@ def stored_report_keys(source: GeopmReportSource, tables: Tables) -> list[str]:
         try:
             names[landing] = set(os.listdir(folders[landing])) if landing in folders else set()
         except OSError:
+            names[landing] = None
+        if landing in folders and not names[landing]:
             names[landing] = None
     return [key for key in stored if (present := names[landing_of(key)]) is None
             or key.rpartition("/")[2] in present]
@@ -621,7 +624,7 @@ with backfills() as single_run:
                           ) as executor:
             failed, bad = yield from per_report_assets(context, run, geopm_source, tables,
                                                        taudb, executor)
-        if selected & {geopm_validated_frames.key, geopm_host_energy.key, geopm_trials.key}:
+        if geopm_validated_frames.key in selected:  # only a run that read the reports again
             yield from block_outcomes(geopm_report_files.key, run.reports, bad)
         if selected & {spec.key for spec in GEOPM_TABLES}:
             every = (stored_report_keys(geopm_source, tables) if run_partitions(context) is None

@@ -787,6 +787,27 @@ def test_a_failure_found_by_a_whole_day_run_is_rechecked(pipeline, landing):
     assert handed_out(later) == {DAY[LEGACY]: ["landing/b.report"]}
 
 
+def test_a_run_that_reads_no_report_again_keeps_the_days_failures(pipeline, landing):
+    """A run of a day's host energy alone (from the frames stored: the UI materializing it)
+    reads no report again, so it records nothing: the failure the day's last reading found
+    stays rechecked, though the older frames of the report broken since give it energy."""
+    settle()
+    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    legacy = landing / LEGACY
+    legacy.write_text("".join(legacy.read_text().splitlines(keepends=True)[:111]))
+    settle()
+    [broken] = pipeline.tick().run_requests
+    assert not pipeline.launch(broken).success
+    job = pipeline.defs.resolve_job_def(JOB_NAME)
+    energy_only = job.execute_in_process(instance=pipeline.instance, partition_key=DAY[LEGACY],
+                                         asset_selection=[geopm_host_energy.key])
+    assert energy_only.success and _observed(energy_only) == []
+    legacy_variant(landing / "a.report", 20, scale=2.0)
+    settle()
+    [request] = pipeline.tick().run_requests
+    assert sorted(handed_out(request)[DAY[LEGACY]]) == ["landing/a.report", f"landing/{LEGACY}"]
+
+
 def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(pipeline, landing):
     """The reports handed out to a CANCELED run are asked for again once though their day
     FAILED, those still there, each in one day of the run: a report of the cancelled
@@ -833,7 +854,7 @@ def test_a_run_without_partitions_drops_a_removed_report_but_not_an_unmounted_fo
         pipeline, landing):
     """The tables over all reports, materialized without partitions, keep the stored
     reports still in their landing folder: a removed report's rows and facts go; a
-    landing folder that cannot be listed (unmounted) keeps all of its."""
+    landing folder that cannot be listed, or lists nothing (unmounted), keeps all of its."""
     settle()
     assert pipeline.launch(pipeline.tick().run_requests[0]).success
     job = pipeline.defs.resolve_job_def(JOB_NAME)
@@ -850,6 +871,9 @@ def test_a_run_without_partitions_drops_a_removed_report_but_not_an_unmounted_fo
     both = frozenset({f"landing/{LEGACY}", f"landing/{YAML}"})
     unmounted = landing.rename(landing.with_name("unmounted"))
     assert reports() == dict.fromkeys((REGION_TABLE, REPORT_TABLE, FACTS_TABLE), both)
+    landing.mkdir()  # a mount point with nothing mounted on it: an empty folder
+    assert reports() == dict.fromkeys((REGION_TABLE, REPORT_TABLE, FACTS_TABLE), both)
+    landing.rmdir()
     unmounted.rename(landing)
     (landing / YAML).unlink()
     assert reports() == dict.fromkeys((REGION_TABLE, REPORT_TABLE, FACTS_TABLE),
