@@ -311,10 +311,11 @@ def store_report(tables: Tables, key: str, path: Path, timezone: str) -> Stored:
     """Read, validate and store one report's frames, and what the report leaves out of the
     facts (``energy.left_out``: table ``left_out``, partition ``geopm/read/<key>``, in place
     of the earlier; the check warns; a worker's task: picklable arguments, no Dagster); a
-    report gone since it was handed out fails with its path."""
+    report gone since it was handed out fails with its path (another OSError, e.g. EIO or
+    ESTALE on NFS, propagates: the step's retry may mend it, a data error would not)."""
     try:
         report = read_report(path, report=key, timezone=timezone)
-    except OSError as err:
+    except (FileNotFoundError, NotADirectoryError) as err:
         raise InputError(path, "no GEOPM report here any more") from err
     records = energy.left_out(report, path)
     frames = save_report(tables, key, report)
