@@ -186,13 +186,16 @@ class BlockLandingSensor(LandingSensor):
         fresh: dict[str, Entries] = {}
         for item in ready:
             fresh.setdefault(self.block_of(item, source), {})[item.key] = item.fingerprint
-        now = {key for entries in fresh.values() for key in entries}
+        now = {key for entries in fresh.values() for key in entries}  # each key in one block
         for block, event in cancelled.items():
-            fresh.setdefault(block, {}).update(self._still_there(
-                source, set(self.blocks.listed(event)) - now))
-        now = {key for entries in fresh.values() for key in entries}
-        recheck = {block: self._still_there(source, keys - now)
-                   for block, keys in self.blocks.unsettled(instance, fresh.keys()).items()}
+            there = self._still_there(source, set(self.blocks.listed(event)) - now)
+            if there:  # a block none of whose entries is left is not handed out empty
+                fresh.setdefault(block, {}).update(there)
+                now |= there.keys()
+        recheck: dict[str, Entries] = {}
+        for block, keys in self.blocks.unsettled(instance, fresh.keys()).items():
+            recheck[block] = self._still_there(source, keys - now)
+            now |= recheck[block].keys()
         listing = self.blocks.listing(fresh, recheck)
         prefix, tags = retry_request(self.run_key_prefix, cancelled)
         return HandOut(

@@ -837,6 +837,24 @@ def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(pipeline, la
     assert pipeline.tick().run_requests == []
 
 
+def test_a_cancelled_hand_out_whose_reports_are_all_gone_asks_for_nothing(pipeline, landing):
+    """A CANCELED run's day none of whose reports is left is not handed out empty (a run
+    storing "0 reports" would mark the day materialized): the next tick asks for nothing."""
+    settle()
+    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    legacy_variant(landing / "a.report", 20, scale=2.0)
+    settle()
+    [request] = pipeline.tick().run_requests
+    assert handed_out(request) == {DAY[LEGACY]: ["landing/a.report"]}
+    run = pipeline.instance.create_run_for_job(
+        pipeline.defs.resolve_job_def(JOB_NAME), run_config=request.run_config,
+        tags={**request.tags, RUN_KEY_TAG: request.run_key})
+    pipeline.instance.report_run_canceled(run)
+    (landing / "a.report").unlink()
+    settle()
+    assert pipeline.tick().run_requests == []
+
+
 def test_a_whole_day_run_of_a_day_with_no_report_left_passes(pipeline, landing):
     """A day read whole (the UI, the weekly re-validation) whose reports are all gone
     stores nothing and passes, showing zero reports."""
