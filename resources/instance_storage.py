@@ -38,6 +38,7 @@ in a code server, each run's, each test's. Configured in ``dagster.yaml`` as ``s
 custom`` (deploy/).
 """
 
+import inspect
 import logging
 import os
 import tempfile
@@ -66,7 +67,6 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     INDEX_SHARD_NAME,
     SqliteEventLogStorage,
 )
-from dagster._core.storage.runs.sqlite import sqlite_run_storage
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
 from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import (
     SqliteScheduleStorage,
@@ -245,7 +245,7 @@ def _alembic_head() -> str:
     event log and schedule storages), found once per process. Dagster asks alembic for it
     at every SQLite database it opens (a storage's runs, schedules and event index, each run
     shard), and alembic reads every migration script to tell (about 35 ms of CPU each)."""
-    config = get_alembic_config(sqlite_run_storage.__file__)
+    config = get_alembic_config(inspect.getfile(SqliteRunStorage))
     return ScriptDirectory.from_config(config).as_revision_number("head")
 
 
