@@ -45,16 +45,24 @@ def wait_for_code_server(process: subprocess.Popen, port: int, log: Path,
     raise AssertionError(f"not serving after {timeout_s} s:\n{log.read_text()}")
 
 
+#: ``command`` as a terminal's shell starts it: SIGHUP, SIGINT, SIGQUIT and SIGTERM at their
+#: default (coreutils' ``env``). A test runner started in the background (``cmd &``) or under
+#: ``nohup``, or a library in the worker, may have left them ignored; an ignored signal is
+#: inherited across ``exec``, and a non-interactive bash cannot trap a signal ignored when it
+#: started (``make dev``'s Ctrl-C then never reaches its trap).
+AS_FROM_A_TERMINAL = ["env", "--default-signal=HUP,INT,QUIT,TERM"]
+
+
 @contextmanager
 def started(command: list[str], env: dict[str, str], log: Path, append: bool = False
             ) -> Iterator[subprocess.Popen]:
-    """``command`` run in the project root, in a process group of its own, output to
-    ``log`` (appended to it with ``append``); the group is killed on the way out if it is
-    still there."""
+    """``command`` run in the project root as from a terminal (:data:`AS_FROM_A_TERMINAL`),
+    in a process group of its own, output to ``log`` (appended to it with ``append``);
+    the group is killed on the way out if it is still there."""
     with log.open("ab" if append else "wb") as out:
-        process = subprocess.Popen(command, cwd=PROJECT, env={**os.environ, **env},
-                                   stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen([*AS_FROM_A_TERMINAL, *command], cwd=PROJECT,
+                                   env={**os.environ, **env}, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
     try:
         yield process
     finally:
