@@ -73,6 +73,7 @@ from assets.reporting import (
     partition_count,
     verdict,
 )
+from joulehouse import entry_table
 from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
 from joulehouse.gpu.layout import RepetitionRef
@@ -443,7 +444,7 @@ POWERAPI_TRIALS_AUTOMATION = TABLE_AUTOMATION & ~dg.AutomationCondition.any_deps
         "the estimates' error; docs/taudb-mapping.md), from the stored window table and "
         "power reports of every registered partition (a report landed twice counts once). "
         "Only the days whose windows or power reports changed are rebuilt; a rebuild "
-        "replaces the day's trial."
+        "replaces the day's trial. A window table stored empty loads nothing and succeeds."
     ),
     group_name=GROUP,
     deps=[powerapi_validated_frames, powerapi_window_energy],
@@ -455,7 +456,7 @@ def powerapi_trials(context: dg.AssetExecutionContext, powerapi_source: Powerapi
                     warehouse: Warehouse, taudb: TaudbResource) -> dg.MaterializeResult:
     tables = warehouse.tables()
     table = tables.read_table(POWERAPI_WINDOW_TABLE)
-    if table.empty:
+    if table.empty and not entry_table.is_entry_table(tables, POWERAPI_WINDOW_TABLE):
         raise verdict("no PowerAPI window energy stored yet: materialize "
                       "powerapi_window_energy")
     keys = stored_keys(context, tables)

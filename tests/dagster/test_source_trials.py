@@ -314,6 +314,22 @@ def test_the_automation_starts_powerapi_trials_only_once_windows_are_stored(inst
     assert windows.get_num_requested(trials) == 1
 
 
+def test_an_empty_stored_window_table_loads_no_trial_and_is_no_failure(sensor_days):
+    """Every partition deleted from Dagster, the tables are rebuilt empty: powerapi_trials,
+    started by that materialization, succeeds with nothing to load (its verdict is for a
+    window table never stored), and the trial loaded before stays."""
+    source, _ = sensor_days
+    before = _load_days(source)["trial_ids"].value
+    for key in source.instance.get_dynamic_partitions(powerapi_reports.name):
+        source.instance.delete_dynamic_partition(powerapi_reports.name, key)
+    rebuilt = source.defs.resolve_job_def(powerapi.JOB_NAME).execute_in_process(
+        instance=source.instance, asset_selection=[powerapi_window_energy.key])
+    assert rebuilt.success and source.tables.read_table("powerapi_window_energy").empty
+    after = _load_days(source)
+    assert (after["days_loaded"].value, after["trial_ids"].value) == (0, {})
+    assert {trial["id"] for trial in source.trials().values()} == set(before.values())
+
+
 def _load_days(source: Source) -> dict:
     result = dg.materialize([powerapi_trials], instance=source.instance, resources={
         **source.resource, "warehouse": source.warehouse, "taudb": source.taudb})
