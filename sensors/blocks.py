@@ -46,6 +46,7 @@ from sensors.partition_runs import (
     HandOut,
     LandingSensor,
     cancelled_hand_outs,
+    left_be,
     retry_request,
 )
 
@@ -97,7 +98,8 @@ class BlockHandOuts:
         whichever run (a hand-out's, the UI's, a backfill, a re-validation); and, while the
         run the block's latest hand-out was asked with is in flight, or ended without
         success and without a record after that hand-out, every entry that hand-out
-        listed."""
+        listed, unless that run was cancelled and tagged not to be retried
+        (``partition_runs.left_be``)."""
         entries: dict[str, set[str]] = {}
         for block in sorted(blocks):
             keys: set[str] = set()
@@ -108,7 +110,7 @@ class BlockHandOuts:
                 keys |= set(named.value if named is not None else [])
             handed = self._latest(instance, block)
             run = handed and _run_of(instance, handed.asset_materialization)
-            if run is not None and (not run.is_finished or (
+            if run is not None and not left_be(run) and (not run.is_finished or (
                     run.status != dg.DagsterRunStatus.SUCCESS
                     and (outcome is None or outcome.storage_id < handed.storage_id))):
                 keys |= set(self.listed(handed.asset_materialization))

@@ -25,7 +25,9 @@ The partitions of a CANCELED run are asked for again at most once
 (the cancelled run keys), and a cancelled retry is not asked for again, nor is a
 cancelled run tagged :data:`NO_RETRY_TAG` ``=true`` (add it to the run to stop it for
 good, e.g. ``instance.add_run_tags(run_id, {"joulehouse/no_retry": "true"})`` before or
-after cancelling). Such partitions wait for their files to change (a new fingerprint).
+after cancelling; a block's entries handed to it are not rechecked with the block's
+next hand-out either: ``sensors/blocks.py``). Such partitions wait for their files to
+change (a new fingerprint).
 """
 
 from __future__ import annotations
@@ -201,11 +203,18 @@ def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built:
     return cancelled
 
 
+def left_be(run: dg.DagsterRun) -> bool:
+    """Whether ``run`` was cancelled and tagged :data:`NO_RETRY_TAG` ``=true``: what it was
+    handed is neither asked for again nor rechecked with a later hand-out."""
+    return (run.status == dg.DagsterRunStatus.CANCELED
+            and run.tags.get(NO_RETRY_TAG, "").lower() == "true")
+
+
 def _to_retry(run: dg.DagsterRun) -> bool:
     """Whether the hand-outs of ``run`` are asked for again: it was cancelled, is no retry
-    itself and was not tagged not to be."""
+    itself and was not tagged not to be (:func:`left_be`)."""
     return (run.status == dg.DagsterRunStatus.CANCELED and RETRY_OF_TAG not in run.tags
-            and run.tags.get(NO_RETRY_TAG, "").lower() != "true")
+            and not left_be(run))
 
 
 def retry_request(prefix: str, cancelled: Mapping[str, dg.AssetMaterialization]

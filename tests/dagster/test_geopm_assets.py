@@ -43,7 +43,13 @@ from resources import (
     embedded_taudb_url,
 )
 from sensors.geopm import JOB_NAME, SENSOR_NAME
-from sensors.partition_runs import RANGE_END, RANGE_START, RETRY_OF_TAG, RUN_KEY_TAG
+from sensors.partition_runs import (
+    NO_RETRY_TAG,
+    RANGE_END,
+    RANGE_START,
+    RETRY_OF_TAG,
+    RUN_KEY_TAG,
+)
 from tests.dagster.conftest import QUIET_S, settle
 from tests.dagster.source_runs import SourceRuns
 from tests.dagster_sqlite import empty_instance
@@ -853,6 +859,26 @@ def test_a_cancelled_hand_out_whose_reports_are_all_gone_asks_for_nothing(pipeli
     (landing / "a.report").unlink()
     settle()
     assert pipeline.tick().run_requests == []
+
+
+def test_a_cancelled_hand_out_tagged_not_to_retry_is_not_rechecked_with_its_day(pipeline,
+                                                                                 landing):
+    """The reports of a CANCELED run tagged ``joulehouse/no_retry=true`` (an operator's "leave
+    them be") are not listed again with the next hand-out of their day: that run asks for the
+    report landed since alone."""
+    settle()
+    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    legacy_variant(landing / "a.report", 20, scale=2.0)
+    settle()
+    [request] = pipeline.tick().run_requests
+    run = pipeline.instance.create_run_for_job(
+        pipeline.defs.resolve_job_def(JOB_NAME), run_config=request.run_config,
+        tags={**request.tags, RUN_KEY_TAG: request.run_key, NO_RETRY_TAG: "true"})
+    pipeline.instance.report_run_canceled(run)
+    legacy_variant(landing / "b.report", 25, scale=3.0)
+    settle()
+    [request] = pipeline.tick().run_requests
+    assert handed_out(request) == {DAY[LEGACY]: ["landing/b.report"]}
 
 
 def test_a_whole_day_run_of_a_day_with_no_report_left_passes(pipeline, landing):
