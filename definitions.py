@@ -55,7 +55,6 @@ from assets import (
     tau_profile_sets,
 )
 from assets.clustercockpit import BLOCKS_PER_RUN
-from assets.geopm import DAYS_REVALIDATED as GEOPM_DAYS_REVALIDATED
 from components.centre import centre_definitions
 from joulehouse.errors import InputError
 from resources import (
@@ -82,7 +81,12 @@ from sensors import (
     tau_profiles_job,
 )
 from sensors.gpu_repetitions import JOB_NAME as GPU_JOB
-from sensors.schedules import NEWEST_PARTITIONS, daily_rollups, weekly_revalidation
+from sensors.schedules import (
+    DAYS_REVALIDATED,
+    NEWEST_PARTITIONS,
+    daily_rollups,
+    weekly_revalidation,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parent
 EXAMPLE_GPU_DATA = PROJECT_ROOT / "examples" / "gpu-data"
@@ -127,7 +131,7 @@ ASSETS = [*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS, *GEOPM_ASSETS, *CC_ASSET
 SOURCE_JOBS = [(gpu_energy_job, gpu_repetitions, NEWEST_PARTITIONS),
                (tau_profiles_job, tau_profile_sets, NEWEST_PARTITIONS),
                (powerapi_job, powerapi_reports, NEWEST_PARTITIONS),
-               (geopm_job, geopm_days, GEOPM_DAYS_REVALIDATED),
+               (geopm_job, geopm_days, DAYS_REVALIDATED),
                (cc_job, cc_job_blocks, BLOCKS_PER_RUN)]
 SCHEDULES = [daily_rollups(ASSETS), *(weekly_revalidation(job, partitions, newest)
                                       for job, partitions, newest in SOURCE_JOBS)]

@@ -63,7 +63,7 @@ from assets.reporting import (
     verdict,
 )
 from assets.taudb import GROUP as TAUDB_GROUP
-from assets.taudb import LOADS_CHECK, TrialLoads, trial_frames
+from assets.taudb import LOADS_CHECK, TrialLoads, trials_metadata
 from joulehouse.digest import digest_pairs
 from joulehouse.entry_sync import Written
 from joulehouse.errors import InputError
@@ -92,8 +92,6 @@ FACTS_TABLE = "energy_facts"
 TAGS = {"source": "geopm"}
 
 geopm_days = dg.DynamicPartitionsDefinition(name="geopm_days")
-#: Days the weekly re-validation runs the job over (``sensors/schedules.py``): a week's.
-DAYS_REVALIDATED = 7
 
 
 class GeopmHandOut(dg.Config):
@@ -386,20 +384,8 @@ def load_trials(run: RunDays, source: GeopmReportSource, tables: Tables,
                 if isinstance(trial, InputError):
                     outcomes[key] = trial
                     continue
-                shown = trial_frames(trial) if trial is not None else {}
-                outcomes[key] = Stored.of(shown, trial.left_out if trial is not None else [],
-                                          trial_id=loads.ids[key], loaded=trial is not None)
+                outcomes[key] = loads.outcome(key, trial)
     return outcomes
-
-
-def day_trials_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
-    """What a day's trials partition shows: each report's trial id, how many were loaded
-    and how many were current already."""
-    loaded = sum(1 for stored in done.values() if stored.metadata["loaded"])
-    return {"trial_ids": dg.MetadataValue.json(
-                {key: stored.metadata["trial_id"] for key, stored in sorted(done.items())}),
-            "reports_loaded": dg.MetadataValue.int(loaded),
-            "reports_unchanged": dg.MetadataValue.int(len(done) - loaded)}
 
 
 def stored_report_keys(source: GeopmReportSource, tables: Tables) -> list[str]:
@@ -542,7 +528,7 @@ def per_report_assets(context: dg.AssetExecutionContext, run: RunDays,
                         f"{FRAMES_TABLE}/header", key)}
         failed |= unstored
         yield from report(load_trials(run, source, tables, taudb, failed, executor),
-                          LOADS_SPEC, day_trials_metadata, lambda name: None)
+                          LOADS_SPEC, trials_metadata("reports"), lambda name: None)
     return failed_days, bad
 
 

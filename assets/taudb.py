@@ -209,6 +209,14 @@ class TrialLoads:
         self.ids[name] = previous["id"]
         return True
 
+    def outcome(self, name: str, trial: TrialData | None) -> Stored:
+        """What loading ``name``'s ``trial`` (None: unchanged, nothing loaded) stored, as an
+        entry of a block reports it (``assets/blocks.py``): the trial's frames, what it left
+        out, metadata ``trial_id`` and ``loaded``."""
+        return Stored.of(trial_frames(trial) if trial is not None else {},
+                         trial.left_out if trial is not None else [],
+                         trial_id=self.ids[name], loaded=trial is not None)
+
     def metadata(self, what: str) -> dict[str, Any]:
         """The metadata of a step that loaded trials of ``what`` (runs, days): trial ids,
         how many were loaded and unchanged, the rows loaded, the backend."""
@@ -285,6 +293,21 @@ def load_partition_trials(
             del metadata["dagster/row_count"]
             metadata["taudb/unchanged"] = dg.MetadataValue.bool(True)
     return batch
+
+
+def trials_metadata(what: str) -> Callable[[str, Mapping[str, Stored]], dict[str, Any]]:
+    """What a block's trials partition shows of its ``what`` (e.g. ``"reports"``) loaded in
+    the run (:meth:`TrialLoads.outcome`): each one's trial id, how many were loaded and how
+    many were current already."""
+
+    def metadata(block: str, done: Mapping[str, Stored]) -> dict[str, Any]:
+        loaded = sum(1 for stored in done.values() if stored.metadata["loaded"])
+        return {"trial_ids": dg.MetadataValue.json(
+                    {key: stored.metadata["trial_id"] for key, stored in sorted(done.items())}),
+                f"{what}_loaded": dg.MetadataValue.int(loaded),
+                f"{what}_unchanged": dg.MetadataValue.int(len(done) - loaded)}
+
+    return metadata
 
 
 taudb_trials = dg.AssetSpec(
