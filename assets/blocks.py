@@ -14,10 +14,11 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import dagster as dg
 import pandas as pd
+from pydantic import Field
 
 from assets.reporting import PartitionBatch, SchemaOf, Stored, Work, run_partitions, stored
 from joulehouse.errors import InputError
@@ -119,6 +120,34 @@ def merged(parts: Collection[Stored], metadata: dict[str, Any]) -> Stored:
     return Stored(rows, columns, metadata, [record for part in parts for record in part.left_out])
 
 
+class DayHandOut(dg.Config):
+    """The entries a landing sensor handed out, by day partition, in the run config of the
+    step that processes them (``OP``): a run processes these alone. A day of the run that
+    is not named there (a backfill, a materialization from the UI, the weekly
+    re-validation) is read whole (:class:`RunDays`). A source's subclass declares its
+    ``OP`` and its one field, day partition key -> entry keys (:func:`hand_out_field`)."""
+
+    OP: ClassVar[str]
+
+    @classmethod
+    def run_config_of(cls, entries: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+        """The run config of the step's job handing out ``entries`` (day -> entry keys)."""
+        [name] = cls.model_fields
+        return {"ops": {cls.OP: {"config": {name: {
+            day: list(keys) for day, keys in entries.items()}}}}}
+
+    def named(self) -> dict[str, list[str]]:
+        """Day partition key -> the entry keys handed out in it."""
+        [name] = type(self).model_fields
+        return getattr(self, name)
+
+
+def hand_out_field(entries: str) -> Any:
+    """The field of a :class:`DayHandOut` naming ``entries`` (e.g. "the keys
+    (<landing name>/<file name>) of the reports") per day; none by default."""
+    return Field(default={}, description=f"Day partition key -> {entries} handed out in it.")
+
+
 @dataclass(frozen=True)
 class RunDays:
     """The entries a run over landing days (``joulehouse.landing_days``) processes, by day
@@ -134,13 +163,14 @@ class RunDays:
         return sorted(key for keys in self.entries.values() for key in keys)
 
     @classmethod
-    def of(cls, context: dg.AssetExecutionContext, named: Mapping[str, Sequence[str]],
+    def of(cls, context: dg.AssetExecutionContext, config: DayHandOut,
            folders: Mapping[str, Path], identify: Identify, start_day: StartDay,
            source: str) -> "RunDays":
-        """The entries ``named`` (the run config's hand-out: day -> entry keys) for each day
-        of the run; a day it does not name is read whole: every entry of its landing folder
-        (``folders``: name -> path) whose day it is (``landing_days.entries_of_days``: one
-        listing per landing folder). ``source`` names the source in errors."""
+        """The entries the run's ``config`` hands out for each day of the run; a day it does
+        not name is read whole: every entry of its landing folder (``folders``: name ->
+        path) whose day it is (``landing_days.entries_of_days``: one listing per landing
+        folder). ``source`` names the source in errors."""
+        named = config.named()
         entries: dict[str, list[str]] = {}
         unlisted: dict[str, InputError] = {}
         whole: dict[str, list[str]] = {}  # landing -> days read whole

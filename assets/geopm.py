@@ -41,14 +41,20 @@ import os
 from collections.abc import Callable, Collection, Generator, Iterator
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import dagster as dg
 import numpy as np
 import pandas as pd
-from pydantic import Field
 
-from assets.blocks import Outcome, RunDays, block_outcomes, run_entries
+from assets.blocks import (
+    DayHandOut,
+    Outcome,
+    RunDays,
+    block_outcomes,
+    hand_out_field,
+    run_entries,
+)
 from assets.facts import write_facts, write_owned_facts
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
 from assets.reporting import (
@@ -94,18 +100,12 @@ TAGS = {"source": "geopm"}
 geopm_days = dg.DynamicPartitionsDefinition(name="geopm_days")
 
 
-class GeopmHandOut(dg.Config):
-    """The reports the landing sensor handed out, by day partition: a run processes these
-    alone. A day of the run that is not named here (a backfill, a materialization from
-    the UI, the weekly re-validation) is read whole."""
+class GeopmHandOut(DayHandOut):
+    """The reports the landing sensor handed out, by day partition (``DayHandOut``)."""
 
-    reports: dict[str, list[str]] = Field(
-        default={}, description="Day partition key -> the keys (<landing name>/<file name>) "
-                                "of the reports handed out in it.")
-
-    def run_config(self) -> dict[str, Any]:
-        """The run config of ``geopm_job`` carrying this hand-out."""
-        return {"ops": {"geopm_pipeline": {"config": {"reports": self.reports}}}}
+    OP: ClassVar[str] = "geopm_pipeline"
+    reports: dict[str, list[str]] = hand_out_field(
+        "the keys (<landing name>/<file name>) of the reports")
 
 
 geopm_report_files = dg.AssetSpec(
@@ -548,7 +548,7 @@ with backfills() as single_run:
                        taudb: TaudbResource, workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        run = RunDays.of(context, config.reports, geopm_source.landings(), identify_report,
+        run = RunDays.of(context, config, geopm_source.landings(), identify_report,
                          start_day(geopm_source.timezone), "GEOPM")
         with workers.pool(len(run.keys) if run_partitions(context) is not None else None
                           ) as executor:

@@ -72,7 +72,7 @@ LANDING = BlockLandingSensor(
                          (geopm_validated_frames.key, geopm_host_energy.key,
                           geopm_trials.key), REPORTS_METADATA),
     block_of=lambda item, source: item_day_key(item, start_day(source.timezone)),
-    run_config=lambda reports: GeopmHandOut(reports=dict(reports)).run_config())
+    run_config=GeopmHandOut.run_config_of)
 
 
 @dg.sensor(
