@@ -52,7 +52,7 @@ from assets import (
     gpu_pipeline,
     gpu_repetitions,
     powerapi_reports,
-    tau_profile_sets,
+    tau_profile_days,
 )
 from assets.clustercockpit import BLOCKS_PER_RUN
 from components.centre import centre_definitions
@@ -126,10 +126,10 @@ RUN_EXECUTOR = dg.in_process_executor
 ASSETS = [*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS, *GEOPM_ASSETS, *CC_ASSETS,
           *ACCOUNTING_ASSETS]
 #: Each source's job, the partitions it runs over, and how many of the newest of them the
-#: weekly re-validation runs it over (ClusterCockpit: one backfill run's blocks; GEOPM: a
-#: week of days).
+#: weekly re-validation runs it over (ClusterCockpit: one backfill run's blocks; TAU and
+#: GEOPM: a week of days).
 SOURCE_JOBS = [(gpu_energy_job, gpu_repetitions, NEWEST_PARTITIONS),
-               (tau_profiles_job, tau_profile_sets, NEWEST_PARTITIONS),
+               (tau_profiles_job, tau_profile_days, DAYS_REVALIDATED),
                (powerapi_job, powerapi_reports, NEWEST_PARTITIONS),
                (geopm_job, geopm_days, DAYS_REVALIDATED),
                (cc_job, cc_job_blocks, BLOCKS_PER_RUN)]
