@@ -52,10 +52,9 @@ from assets import (
     gpu_pipeline,
     gpu_repetitions,
     powerapi_reports,
-    tau_profile_sets,
+    tau_profile_days,
 )
 from assets.clustercockpit import BLOCKS_PER_RUN
-from assets.geopm import DAYS_REVALIDATED as GEOPM_DAYS_REVALIDATED
 from components.centre import centre_definitions
 from joulehouse.errors import InputError
 from resources import (
@@ -82,7 +81,12 @@ from sensors import (
     tau_profiles_job,
 )
 from sensors.gpu_repetitions import JOB_NAME as GPU_JOB
-from sensors.schedules import NEWEST_PARTITIONS, daily_rollups, weekly_revalidation
+from sensors.schedules import (
+    DAYS_REVALIDATED,
+    NEWEST_PARTITIONS,
+    daily_rollups,
+    weekly_revalidation,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parent
 EXAMPLE_GPU_DATA = PROJECT_ROOT / "examples" / "gpu-data"
@@ -122,12 +126,12 @@ RUN_EXECUTOR = dg.in_process_executor
 ASSETS = [*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS, *GEOPM_ASSETS, *CC_ASSETS,
           *ACCOUNTING_ASSETS]
 #: Each source's job, the partitions it runs over, and how many of the newest of them the
-#: weekly re-validation runs it over (ClusterCockpit: one backfill run's blocks; GEOPM: a
-#: week of days).
+#: weekly re-validation runs it over (ClusterCockpit: one backfill run's blocks; TAU and
+#: GEOPM: a week of days).
 SOURCE_JOBS = [(gpu_energy_job, gpu_repetitions, NEWEST_PARTITIONS),
-               (tau_profiles_job, tau_profile_sets, NEWEST_PARTITIONS),
+               (tau_profiles_job, tau_profile_days, DAYS_REVALIDATED),
                (powerapi_job, powerapi_reports, NEWEST_PARTITIONS),
-               (geopm_job, geopm_days, GEOPM_DAYS_REVALIDATED),
+               (geopm_job, geopm_days, DAYS_REVALIDATED),
                (cc_job, cc_job_blocks, BLOCKS_PER_RUN)]
 SCHEDULES = [daily_rollups(ASSETS), *(weekly_revalidation(job, partitions, newest)
                                       for job, partitions, newest in SOURCE_JOBS)]

@@ -1,23 +1,29 @@
 """Block partitions in a step: each entry's work, each block's outcome and failure.
 
-A block (``sensors/blocks.py``: a ClusterCockpit job-id block, a GEOPM landing day) holds
-many entries. A step over blocks does each entry's work on its own
-(:func:`run_entries`: one task per entry, in the step's executor), then reports each
-block as one partition (:func:`block_batch`): stored when all its entries were, failed
-when any failed, its check naming them, the first with its file, line and field
-(:func:`block_failure`), so the UI shows which entry to fix while the block's other
-entries are stored.
+A block (``sensors/blocks.py``: a ClusterCockpit job-id block, a GEOPM or TAU landing
+day) holds many entries. A step over landing days takes the entries its run names
+per day, a day named by none read whole (:class:`RunDays`). A step over blocks does
+each entry's work on its own (:func:`run_entries`: one task per entry, in the step's
+executor), then reports each block as one partition (:func:`block_batch`): stored when
+all its entries were, failed when any failed, its check naming them, the first with its
+file, line and field (:func:`block_failure`), so the UI shows which entry to fix while
+the block's other entries are stored.
 """
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
 
 import dagster as dg
 import pandas as pd
+from pydantic import Field
 
-from assets.reporting import PartitionBatch, SchemaOf, Stored, Work, stored
+from assets.reporting import PartitionBatch, SchemaOf, Stored, Work, run_partitions, stored
 from joulehouse.errors import InputError
+from joulehouse.landing import Identify
+from joulehouse.landing_days import StartDay, day_key, entries_of_days, split_day_key
 
 #: Entries' errors listed in one block's error.
 MAX_LISTED = 50
@@ -112,6 +118,94 @@ def merged(parts: Collection[Stored], metadata: dict[str, Any]) -> Stored:
                                        and not part.columns[name].columns.empty):
                 columns[name] = part.columns[name]
     return Stored(rows, columns, metadata, [record for part in parts for record in part.left_out])
+
+
+class DayHandOut(dg.Config):
+    """The entries a landing sensor handed out, by day partition, in the run config of the
+    step that processes them (``OP``): a run processes these alone. A day of the run that
+    is not named there (a backfill, a materialization from the UI, the weekly
+    re-validation) is read whole (:class:`RunDays`). A source's subclass declares its
+    ``OP`` and its one field, day partition key -> entry keys (:func:`hand_out_field`)."""
+
+    OP: ClassVar[str]
+
+    @classmethod
+    def run_config_of(cls, entries: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+        """The run config of the step's job handing out ``entries`` (day -> entry keys)."""
+        [name] = cls.model_fields
+        return {"ops": {cls.OP: {"config": {name: {
+            day: list(keys) for day, keys in entries.items()}}}}}
+
+    def named(self) -> dict[str, list[str]]:
+        """Day partition key -> the entry keys handed out in it."""
+        [name] = type(self).model_fields
+        return getattr(self, name)
+
+
+def hand_out_field(entries: str) -> Any:
+    """The field of a :class:`DayHandOut` naming ``entries`` (e.g. "the keys
+    (<landing name>/<file name>) of the reports") per day; none by default."""
+    return Field(default={}, description=f"Day partition key -> {entries} handed out in it.")
+
+
+@dataclass(frozen=True)
+class RunDays:
+    """The entries a run over landing days (``joulehouse.landing_days``) processes, by day
+    (``entries``: day -> entry keys, in key order), and the days whose entries could not
+    be listed (``unlisted``: day -> why)."""
+
+    entries: dict[str, list[str]]
+    unlisted: dict[str, InputError]
+
+    @property
+    def keys(self) -> list[str]:
+        """Every entry of the run, sorted."""
+        return sorted(key for keys in self.entries.values() for key in keys)
+
+    @classmethod
+    def of(cls, context: dg.AssetExecutionContext, config: DayHandOut,
+           folders: Mapping[str, Path], identify: Identify, start_day: StartDay,
+           source: str) -> "RunDays":
+        """The entries the run's ``config`` hands out for each day of the run; a day it does
+        not name is read whole: every entry of its landing folder (``folders``: name ->
+        path) whose day it is (``landing_days.entries_of_days``: one listing per landing
+        folder). ``source`` names the source in errors."""
+        named = config.named()
+        entries: dict[str, list[str]] = {}
+        unlisted: dict[str, InputError] = {}
+        whole: dict[str, list[str]] = {}  # landing -> days read whole
+        for day in run_partitions(context) or []:
+            if day in named:
+                entries[day] = sorted(named[day])
+                continue
+            try:
+                landing, date = split_day_key(day)
+            except InputError as err:
+                unlisted[day] = err
+                continue
+            whole.setdefault(landing, []).append(date)
+        for landing, dates in whole.items():
+            try:
+                if landing not in folders:
+                    raise InputError(landing, f"no such {source} landing folder configured")
+                found = entries_of_days(folders[landing], landing, dates, identify, start_day)
+            except OSError as err:
+                found, why = {}, InputError(folders[landing], f"cannot be listed ({err})")
+                unlisted |= {day_key(landing, date): why for date in dates}
+            except InputError as err:
+                found = {}
+                unlisted |= {day_key(landing, date): err for date in dates}
+            for date, items in found.items():
+                entries[day_key(landing, date)] = [item.key for item in items]
+        return cls(entries, unlisted)
+
+    def batch(self, context: dg.AssetExecutionContext, outcomes: Mapping[str, Outcome],
+              schema_of: SchemaOf, metadata: Callable[[str, dict[str, Stored]], dict],
+              skipped: Mapping[str, str], *, entry: str) -> PartitionBatch:
+        """Each day of the run as one partition (:func:`block_batch`; ``entry``: what an
+        entry is called in its errors)."""
+        return block_batch(context, self.entries, outcomes, schema_of, metadata,
+                           unlisted=self.unlisted, skipped=skipped, entry=entry, block="day")
 
 
 def block_outcomes(files: dg.AssetKey, entries: Mapping[str, Sequence[str]],

@@ -40,21 +40,25 @@ The per-report work of 1. and 2., and the building of 3.'s trials, runs in the
 import os
 from collections.abc import Callable, Collection, Generator, Iterator
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import dagster as dg
 import numpy as np
 import pandas as pd
-from pydantic import Field
 
-from assets.blocks import Outcome, block_batch, block_outcomes, run_entries
+from assets.blocks import (
+    DayHandOut,
+    Outcome,
+    RunDays,
+    block_outcomes,
+    hand_out_field,
+    run_entries,
+)
 from assets.facts import write_facts, write_owned_facts
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
 from assets.reporting import (
     STEP_RETRY,
-    PartitionBatch,
     SchemaOf,
     Stored,
     backfills,
@@ -65,14 +69,14 @@ from assets.reporting import (
     verdict,
 )
 from assets.taudb import GROUP as TAUDB_GROUP
-from assets.taudb import LOADS_CHECK, TrialLoads, trial_frames
+from assets.taudb import LOADS_CHECK, TrialLoads, trials_metadata
 from joulehouse.digest import digest_pairs
 from joulehouse.entry_sync import Written
 from joulehouse.errors import InputError
 from joulehouse.facts import ENERGY_FACTS_COLUMNS
 from joulehouse.geopm import energy, schemas
 from joulehouse.geopm import tables as geopm_tables
-from joulehouse.geopm.days import day_key, reports_of_days, split_day_key
+from joulehouse.geopm.days import start_day
 from joulehouse.geopm.layout import identify_report
 from joulehouse.geopm.plots import COMPONENTS, kj_column, region_energy_kj, region_energy_png
 from joulehouse.geopm.readers import Report, read_report
@@ -94,22 +98,14 @@ FACTS_TABLE = "energy_facts"
 TAGS = {"source": "geopm"}
 
 geopm_days = dg.DynamicPartitionsDefinition(name="geopm_days")
-#: Days the weekly re-validation runs the job over (``sensors/schedules.py``): a week's.
-DAYS_REVALIDATED = 7
 
 
-class GeopmHandOut(dg.Config):
-    """The reports the landing sensor handed out, by day partition: a run processes these
-    alone. A day of the run that is not named here (a backfill, a materialization from
-    the UI, the weekly re-validation) is read whole."""
+class GeopmHandOut(DayHandOut):
+    """The reports the landing sensor handed out, by day partition (``DayHandOut``)."""
 
-    reports: dict[str, list[str]] = Field(
-        default={}, description="Day partition key -> the keys (<landing name>/<file name>) "
-                                "of the reports handed out in it.")
-
-    def run_config(self) -> dict[str, Any]:
-        """The run config of ``geopm_job`` carrying this hand-out."""
-        return {"ops": {"geopm_pipeline": {"config": {"reports": self.reports}}}}
+    OP: ClassVar[str] = "geopm_pipeline"
+    reports: dict[str, list[str]] = hand_out_field(
+        "the keys (<landing name>/<file name>) of the reports")
 
 
 geopm_report_files = dg.AssetSpec(
@@ -337,62 +333,6 @@ def store_host_energy(tables: Tables, key: str, path: Path) -> Stored:
     return Stored.of({HOST_TABLE: table}, **report_figures(report))
 
 
-@dataclass(frozen=True)
-class RunReports:
-    """The reports a run processes, by day (``reports``: day -> report keys, in key
-    order), and the days whose reports could not be listed (``unlisted``: day -> why)."""
-
-    reports: dict[str, list[str]]
-    unlisted: dict[str, InputError]
-
-    @property
-    def keys(self) -> list[str]:
-        """Every report of the run, sorted."""
-        return sorted(key for keys in self.reports.values() for key in keys)
-
-    @classmethod
-    def of(cls, context: dg.AssetExecutionContext, config: GeopmHandOut,
-           source: GeopmReportSource) -> "RunReports":
-        """The reports the run's config hands out for each of its days; a day it does not
-        name is read whole (``days.reports_of_days``: one listing per landing folder)."""
-        reports: dict[str, list[str]] = {}
-        unlisted: dict[str, InputError] = {}
-        whole: dict[str, list[str]] = {}  # landing -> days read whole
-        for day in run_partitions(context) or []:
-            if day in config.reports:
-                reports[day] = sorted(config.reports[day])
-                continue
-            try:
-                landing, date = split_day_key(day)
-            except InputError as err:
-                unlisted[day] = err
-                continue
-            whole.setdefault(landing, []).append(date)
-        folders = source.landings()
-        for landing, dates in whole.items():
-            try:
-                if landing not in folders:
-                    raise InputError(landing, "no such GEOPM landing folder configured")
-                found = reports_of_days(folders[landing], landing, dates, source.timezone)
-            except OSError as err:
-                found, why = {}, InputError(folders[landing], f"cannot be listed ({err})")
-                unlisted |= {day_key(landing, date): why for date in dates}
-            except InputError as err:
-                found = {}
-                unlisted |= {day_key(landing, date): err for date in dates}
-            for date, items in found.items():
-                reports[day_key(landing, date)] = [item.key for item in items]
-        return cls(reports, unlisted)
-
-    def batch(self, context: dg.AssetExecutionContext, outcomes: dict[str, Outcome],
-              schema_of: SchemaOf, metadata: Callable[[str, dict[str, Stored]], dict],
-              skipped: dict[str, str]) -> PartitionBatch:
-        """Each day of the run as one partition (``assets/blocks.block_batch``)."""
-        return block_batch(context, self.reports, outcomes, schema_of, metadata,
-                           unlisted=self.unlisted, skipped=skipped, entry="report",
-                           block="day")
-
-
 def build_trial(tables: Tables, key: str, path: Path, fingerprint: str) -> TrialData:
     """The TAUdb trial of one report from its stored frames (a worker's task: picklable
     arguments, no Dagster)."""
@@ -412,7 +352,7 @@ def trial_known(source: GeopmReportSource, key: str) -> tuple[str, str]:
                                               "timezone": source.timezone})
 
 
-def load_trials(run: RunReports, source: GeopmReportSource, tables: Tables,
+def load_trials(run: RunDays, source: GeopmReportSource, tables: Tables,
                 taudb: TaudbResource, skip: Collection[str], executor: Executor
                 ) -> dict[str, Outcome]:
     """Report -> its trial load (the trial's frames, empty when unchanged, with
@@ -431,7 +371,7 @@ def load_trials(run: RunReports, source: GeopmReportSource, tables: Tables,
             outcomes[key] = err
     with taudb.open() as db:
         loads = TrialLoads.into(db, (known[0] for known in knowns.values()))
-        for keys in run.reports.values():
+        for keys in run.entries.values():
             changed = {key: executor.submit(build_trial, tables, key, source.resolve(key),
                                             knowns[key][1])
                        for key in keys if key in knowns and not loads.unchanged(key, *knowns[key])}
@@ -444,20 +384,8 @@ def load_trials(run: RunReports, source: GeopmReportSource, tables: Tables,
                 if isinstance(trial, InputError):
                     outcomes[key] = trial
                     continue
-                shown = trial_frames(trial) if trial is not None else {}
-                outcomes[key] = Stored.of(shown, trial.left_out if trial is not None else [],
-                                          trial_id=loads.ids[key], loaded=trial is not None)
+                outcomes[key] = loads.outcome(key, trial)
     return outcomes
-
-
-def day_trials_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
-    """What a day's trials partition shows: each report's trial id, how many were loaded
-    and how many were current already."""
-    loaded = sum(1 for stored in done.values() if stored.metadata["loaded"])
-    return {"trial_ids": dg.MetadataValue.json(
-                {key: stored.metadata["trial_id"] for key, stored in sorted(done.items())}),
-            "reports_loaded": dg.MetadataValue.int(loaded),
-            "reports_unchanged": dg.MetadataValue.int(len(done) - loaded)}
 
 
 def stored_report_keys(source: GeopmReportSource, tables: Tables) -> list[str]:
@@ -561,7 +489,7 @@ def _written(written: Written) -> dict[str, Any]:
             "rows_written": dg.MetadataValue.int(written.rows)}
 
 
-def per_report_assets(context: dg.AssetExecutionContext, run: RunReports,
+def per_report_assets(context: dg.AssetExecutionContext, run: RunDays,
                       source: GeopmReportSource, tables: Tables, taudb: TaudbResource,
                       executor: Executor
                       ) -> Generator[Any, None, tuple[dict[str, str], set[str]]]:
@@ -578,7 +506,7 @@ def per_report_assets(context: dg.AssetExecutionContext, run: RunReports,
     def report(outcomes: dict[str, Outcome], spec: dg.AssetCheckSpec,
                metadata: Callable[[str, dict[str, Stored]], dict], schema_of: SchemaOf
                ) -> Iterator[Any]:
-        batch = run.batch(context, outcomes, schema_of, metadata, failed)
+        batch = run.batch(context, outcomes, schema_of, metadata, failed, entry="report")
         yield from batch.results(context, spec)
         failed_days.update({day: why for day, why in batch.errors().items()
                             if day not in failed_days})
@@ -587,11 +515,11 @@ def per_report_assets(context: dg.AssetExecutionContext, run: RunReports,
         bad.update(errors)
 
     if geopm_validated_frames.key in selected:
-        yield from report(run_entries(run.reports, store_report, lambda key: (
+        yield from report(run_entries(run.entries, store_report, lambda key: (
             tables, key, source.resolve(key), source.timezone), executor),
             VALID_SPEC, day_frames_metadata, FRAME_SCHEMAS.get)
     if geopm_host_energy.key in selected:
-        yield from report(run_entries(run.reports, store_host_energy, lambda key: (
+        yield from report(run_entries(run.entries, store_host_energy, lambda key: (
             tables, key, source.resolve(key)), executor, skip=failed),
             COMPUTED_SPEC, day_energy_metadata, lambda name: schemas.HOST_ENERGY_SCHEMA)
     if geopm_trials.key in selected:
@@ -600,7 +528,7 @@ def per_report_assets(context: dg.AssetExecutionContext, run: RunReports,
                         f"{FRAMES_TABLE}/header", key)}
         failed |= unstored
         yield from report(load_trials(run, source, tables, taudb, failed, executor),
-                          LOADS_SPEC, day_trials_metadata, lambda name: None)
+                          LOADS_SPEC, trials_metadata("reports"), lambda name: None)
     return failed_days, bad
 
 
@@ -620,13 +548,14 @@ with backfills() as single_run:
                        taudb: TaudbResource, workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        run = RunReports.of(context, config, geopm_source)
+        run = RunDays.of(context, config, geopm_source.landings(), identify_report,
+                         start_day(geopm_source.timezone), "GEOPM")
         with workers.pool(len(run.keys) if run_partitions(context) is not None else None
                           ) as executor:
             failed, bad = yield from per_report_assets(context, run, geopm_source, tables,
                                                        taudb, executor)
         if geopm_validated_frames.key in selected:  # only a run that read the reports again
-            yield from block_outcomes(geopm_report_files.key, run.reports, bad)
+            yield from block_outcomes(geopm_report_files.key, run.entries, bad)
         if selected & {spec.key for spec in GEOPM_TABLES}:
             every = (stored_report_keys(geopm_source, tables) if run_partitions(context) is None
                      or not geopm_tables.is_kept(tables) else None)

@@ -8,16 +8,23 @@ manifest and energy partition (rewritten on every successful store), and is
 compared with the fingerprint saved in the trial's primary metadata. A
 reload replaces the run's trial (same source_key: the run folder).
 
-``tau_profile_trials`` loads TAU profile sets (one dynamic partition each,
-registered by the landing sensor), many per run; each set is one trial in one
-transaction. A bad set fails the check ``loads`` of its own partition, naming
-file and line, and loads nothing, while the other sets of the run load; the
-step then fails, so the run does and the bad set's status is *failed*
-(``assets/reporting.py``). A set whose content digest equals its stored
-trial's is not loaded again. What TAU's rules skip in a set's text profiles
-(timer lines with 0 calls, user events with 0 samples) makes its check a WARN,
-one record each with the count, stored in the warehouse table ``left_out``
-(partition ``tau/read/<key>``).
+``tau_profile_trials`` loads TAU profile sets, one dynamic partition per landing folder
+and UTC day of the sets' start (``tau_profile_days``, ``<landing name>/<YYYY-MM-DD>``,
+``joulehouse/taudb/days.py``): a set a minute is 3,650 partitions in a decade, not 5.3 M
+(docs/ARCHITECTURE.md, "Partitions over a decade"). The landing sensor
+(``sensors/tau_profiles.py``) names the sets it hands out per day in the run config
+(:class:`TauHandOut`): the run loads those alone; a day it does not name (a backfill, a
+materialization from the UI, the weekly re-validation) is read whole. Each set is still
+one trial of its own, keyed by its set (source key: its resolved path), loaded in its own
+transaction (:func:`load_entry_trials`); a set whose content digest equals its stored
+trial's is not loaded again. A bad set fails the check ``loads`` of its day, naming file
+and line, and loads nothing, while the day's other sets load; the step then fails, so
+the run does and the day's status is *failed* (``assets/reporting.py``), and it records
+per day which sets failed (``assets/blocks.block_outcomes``), so the day's next hand-out
+rechecks them. What TAU's rules skip in a set's text profiles (timer lines with 0 calls,
+user events with 0 samples) makes its day's check a WARN, one record each with the
+count, stored per set in the warehouse table ``left_out`` (partition
+``tau/read/<set key>``).
 
 ``powerapi_trials`` keeps one trial per PowerAPI sensor and UTC day, from the
 PowerAPI pipeline's stored tables (the window table
@@ -30,24 +37,22 @@ rebuilt, each replacing its trial.
 What every trial asset shares: :class:`TrialLoads` (a trial replaces those of
 its source key; one whose fingerprint equals the stored trial's, primary
 metadata, is not loaded again, and not even built when its fingerprint is
-known beforehand) and :func:`load_partition_trials` (one trial per partition
-of a run, built in the ``workers`` resource's processes a few ahead of its
-load, each loaded in its own transaction in the step's process; a bad one
-fails alone, for its ``loads`` check). GEOPM reports use them too
-(``assets/geopm.py``).
+known beforehand; :meth:`TrialLoads.outcome` and :func:`trials_metadata`: what a block
+of them shows). GEOPM reports use them too (``assets/geopm.py``).
 """
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Executor
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import dagster as dg
 import pandas as pd
 
+from assets.blocks import DayHandOut, Outcome, RunDays, block_outcomes, hand_out_field
 from assets.gpu import (
     ENERGY_TABLE,
     TABLE_AUTOMATION,
@@ -64,13 +69,10 @@ from assets.powerapi import (
 )
 from assets.reporting import (
     STEP_RETRY,
-    PartitionBatch,
     Stored,
     backfills,
-    column_schema,
     failure,
     partition_check_spec,
-    partition_count,
     verdict,
 )
 from joulehouse import entry_table
@@ -80,6 +82,8 @@ from joulehouse.gpu.layout import RepetitionRef
 from joulehouse.gpu.store import load_repetition, stored_version
 from joulehouse.leftout import store_left_out, stored_left_out
 from joulehouse.taudb.connect import TaudbDatabase
+from joulehouse.taudb.days import profile_set_start_day
+from joulehouse.taudb.landing import profile_set_files
 from joulehouse.taudb.loader import load_prepared, prepare_trial, trials_by_source_key
 from joulehouse.taudb.mapping.gpu import (
     TRIAL_FRAMES,
@@ -102,18 +106,29 @@ GROUP = "taudb"
 TRIALS_AHEAD = 4
 LOADS_CHECK = "loads"
 
-tau_profile_sets = dg.DynamicPartitionsDefinition(name="tau_profile_sets")
+tau_profile_days = dg.DynamicPartitionsDefinition(name="tau_profile_days")
+
+
+class TauHandOut(DayHandOut):
+    """The profile sets the landing sensor handed out, by day partition (``DayHandOut``)."""
+
+    OP: ClassVar[str] = "tau_profile_trials"
+    sets: dict[str, list[str]] = hand_out_field(
+        "the keys (<landing name>/<set name>) of the profile sets")
+
 
 tau_profile_files = dg.AssetSpec(
     "tau_profile_files",
     description=(
-        "The files of one TAU profile set as TAU wrote them: profile.N.C.T text profiles "
-        "(also in MULTI__<metric> folders) or a packed .ppk file. Written outside Dagster: "
-        "the profile landing sensor reports a materialization once no file changed for the "
-        "quiet period; the data version is the set's fingerprint."
+        "TAU profile sets as TAU wrote them (folders of profile.N.C.T text profiles, also in "
+        "MULTI__<metric> folders, or packed .ppk files), one partition per landing folder "
+        "and UTC day of the sets' start (their first thread's Starting Timestamp). Found by "
+        "the profile landing sensor once no file of a set changed for the quiet period; one "
+        "materialization per day per tick that handed out sets of it (metadata 'sets': "
+        "their keys and fingerprints; data version: a digest of them)."
     ),
     group_name=GROUP,
-    partitions_def=tau_profile_sets,
+    partitions_def=tau_profile_days,
     kinds={"tau"},
     tags={"source": "tau-profiles"},
 )
@@ -210,6 +225,14 @@ class TrialLoads:
         self.ids[name] = previous["id"]
         return True
 
+    def outcome(self, name: str, trial: TrialData | None) -> Stored:
+        """What loading ``name``'s ``trial`` (None: unchanged, nothing loaded) stored, as an
+        entry of a block reports it (``assets/blocks.py``): the trial's frames, what it left
+        out, metadata ``trial_id`` and ``loaded``."""
+        return Stored.of(trial_frames(trial) if trial is not None else {},
+                         trial.left_out if trial is not None else [],
+                         trial_id=self.ids[name], loaded=trial is not None)
+
     def metadata(self, what: str) -> dict[str, Any]:
         """The metadata of a step that loaded trials of ``what`` (runs, days): trial ids,
         how many were loaded and unchanged, the rows loaded, the backend."""
@@ -223,69 +246,49 @@ class TrialLoads:
         }
 
 
-def load_partition_trials(
-    context: dg.AssetExecutionContext, db: TaudbDatabase, build: Callable[..., TrialData],
-    arguments: Callable[[str], tuple], executor: Executor,
-    known: Callable[[str], tuple[str, str]] | None = None, skip: Mapping[str, str] | None = None,
-    source_key: Callable[[str], str] | None = None,
-) -> PartitionBatch:
-    """Load the trial ``build(*arguments(key))`` of every partition of the run but those in
-    ``skip``, each in its own transaction (``TrialLoads``; ``known(key)``: its source key and
-    fingerprint before it is built, so an unchanged one is not built; else
-    ``source_key(key)``: its source key alone, so the stored trials are looked up in one
-    batch rather than one per partition). The trials are built in ``executor`` (a
-    module-level ``build``, picklable arguments: worker processes), ``TRIALS_AHEAD`` ahead
-    of the loads, which run here in partition order (``in_order``). An ``InputError`` of
-    one partition (from ``known``, ``arguments``, ``build`` or the load) loads nothing for
-    it and the others go on (``PartitionBatch``). Every stored partition's metadata has
-    ``taudb/trial_id``; an unchanged one ``taudb/unchanged`` instead of a row count. What a
-    trial loaded left out of its source (``TrialData.left_out``) is the batch's
-    ``left_out``."""
-    keys = [key for key in context.partition_keys if key not in (skip or {})]
-    knowns: dict[str, tuple[str, str]] = {}
-    failed: dict[str, InputError] = {}  # raised again for its partition alone
-    for key in keys if known else ():
-        try:
-            knowns[key] = known(key)
-        except InputError as err:
-            failed[key] = err
-    wanted = [given[0] for given in knowns.values()]
-    for key in keys if source_key else ():
-        with suppress(InputError, KeyError, OSError):  # arguments(key) or build raises it
-            wanted.append(source_key(key))
-    loads = TrialLoads.into(db, wanted)
-    calls: dict[str, tuple] = {}  # key -> arguments of its build, in partition order
-    for key in keys:
-        if key in failed or (key in knowns and loads.unchanged(key, *knowns[key])):
-            continue
+def load_entry_trials(db: TaudbDatabase, keys: Iterable[str], build: Callable[..., TrialData],
+                      arguments: Callable[[str], tuple], executor: Executor,
+                      source_key: Callable[[str], str]) -> dict[str, Outcome]:
+    """Entry -> the load of its trial ``build(*arguments(key))`` (:meth:`TrialLoads.outcome`),
+    or its InputError, for each of ``keys``, each loaded in its own transaction in key
+    order, the stored trials of their ``source_key`` looked up in one batch first. The
+    trials are built in ``executor`` (a module-level ``build``, picklable arguments:
+    worker processes), :data:`TRIALS_AHEAD` ahead of the loads (``in_order``: the trials
+    held at once stay bounded). An InputError of one entry (from ``arguments``, ``build``
+    or its load) loads nothing for it; the others go on."""
+    outcomes: dict[str, Outcome] = {}
+    calls: dict[str, tuple] = {}  # key -> arguments of its build, in key order
+    for key in sorted(keys):
         try:
             calls[key] = arguments(key)
         except InputError as err:
-            failed[key] = err
-    # One future per call, in the order of ``calls``: the order in which ``load`` asks.
-    built = zip(calls, in_order(executor, build, calls.values(), ahead=TRIALS_AHEAD))
-    shown: dict[str, dict[str, pd.DataFrame]] = {}
+            outcomes[key] = err
+    wanted = []
+    for key in calls:
+        with suppress(InputError, OSError):  # its build raises it
+            wanted.append(source_key(key))
+    loads = TrialLoads.into(db, wanted)
+    for key, future in zip(calls, in_order(executor, build, calls.values(), ahead=TRIALS_AHEAD)):
+        try:
+            outcomes[key] = loads.outcome(key, loads.load(key, future.result))
+        except InputError as err:
+            outcomes[key] = err
+    return outcomes
 
-    def load(key: str) -> Stored:
-        if key in failed:
-            raise failed[key]
-        left_out = []
-        if key in calls:  # else unchanged, known before building (in ``loads.ids``)
-            _, future = next(built)
-            trial = loads.load(key, future.result, knowns.get(key))
-            if trial is not None:
-                shown[key], left_out = trial_frames(trial), trial.left_out
-        return Stored.of(shown.get(key, {}), left_out)
 
-    batch = PartitionBatch.run(context, load, lambda name: None, skip=skip)
-    # TrialData's frames have no pandera schema yet: their columns go undescribed.
-    batch.schema = column_schema(next(iter(shown.values())), lambda name: None) if shown else None
-    for key, metadata in batch.stored.items():
-        metadata["taudb/trial_id"] = dg.MetadataValue.int(loads.ids[key])
-        if key not in shown:  # nothing written: no rows to count in this step
-            del metadata["dagster/row_count"]
-            metadata["taudb/unchanged"] = dg.MetadataValue.bool(True)
-    return batch
+def trials_metadata(what: str) -> Callable[[str, Mapping[str, Stored]], dict[str, Any]]:
+    """What a block's trials partition shows of its ``what`` (e.g. ``"reports"``) loaded in
+    the run (:meth:`TrialLoads.outcome`): each one's trial id, how many were loaded and how
+    many were current already."""
+
+    def metadata(block: str, done: Mapping[str, Stored]) -> dict[str, Any]:
+        loaded = sum(1 for stored in done.values() if stored.metadata["loaded"])
+        return {"trial_ids": dg.MetadataValue.json(
+                    {key: stored.metadata["trial_id"] for key, stored in sorted(done.items())}),
+                f"{what}_loaded": dg.MetadataValue.int(loaded),
+                f"{what}_unchanged": dg.MetadataValue.int(len(done) - loaded)}
+
+    return metadata
 
 
 taudb_trials = dg.AssetSpec(
@@ -344,9 +347,10 @@ def load_gpu_trials(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkS
 
 
 LOADS_SPEC = partition_check_spec(
-    dg.AssetKey("tau_profile_trials"), LOADS_CHECK, tau_profile_sets,
-    "The profile set was read and loaded as a trial (one result per partition; a "
-    "failed one names file and line).")
+    dg.AssetKey("tau_profile_trials"), LOADS_CHECK, tau_profile_days,
+    "Every profile set of the day processed in the run was read and loaded as a trial, or "
+    "its trial is current (one result per day; a failed one names each failed set, the "
+    "first with file and line).")
 
 
 with backfills() as single_run:
@@ -355,14 +359,16 @@ with backfills() as single_run:
         description=(
             "TAU profile sets (a folder of profile.N.C.T files, MULTI__<metric> folders, or a "
             ".ppk file) landed in the watched folders, each loaded as one TAUdb trial in one "
-            "transaction (a reload replaces it). One dynamic partition per set; the trial id "
-            "is in each partition's metadata. A bad set fails the check 'loads' of its "
-            "partition, naming file and line, and leaves nothing in TAUdb; the others still "
-            "load, then the run fails. What TAU's rules skip (timer lines with 0 calls, user "
-            "events with 0 samples) makes the check a WARN, with the counts."
+            "transaction (a reload replaces it). One dynamic partition per landing folder and "
+            "UTC day of the sets' start; a run loads the sets its config names per day, a day "
+            "named by none whole. Each day's metadata has its sets' trial ids. A bad set fails "
+            "the check 'loads' of its day, naming file and line, and leaves nothing in TAUdb; "
+            "the day's other sets still load, then the run fails. What TAU's rules skip "
+            "(timer lines with 0 calls, user events with 0 samples) makes the check a WARN, "
+            "with the counts."
         ),
         group_name=GROUP,
-        partitions_def=tau_profile_sets,
+        partitions_def=tau_profile_days,
         backfill_policy=single_run,
         deps=[tau_profile_files],
         check_specs=[LOADS_SPEC],
@@ -370,34 +376,41 @@ with backfills() as single_run:
         kinds={"taudb"},
         tags={"source": "tau-profiles"},
     )
-    def tau_profile_trials(context: dg.AssetExecutionContext, tau_profiles: TauProfileSource,
-                           taudb: TaudbResource, warehouse: Warehouse,
-                           workers: StepWorkers) -> Iterator:
-        with (taudb.open() as db,
-              workers.pool(partition_count(context)) as executor):
-            batch = load_partition_trials(
-                context, db, read_trial_source, lambda key: (tau_profiles.resolve(key),),
-                executor, source_key=lambda key: str(tau_profiles.resolve(key).resolve()))
-        profile_sets_left_out(warehouse.tables(), batch)
+    def tau_profile_trials(context: dg.AssetExecutionContext, config: TauHandOut,
+                           tau_profiles: TauProfileSource, taudb: TaudbResource,
+                           warehouse: Warehouse, workers: StepWorkers) -> Iterator:
+        run = RunDays.of(context, config, tau_profiles.landings(), profile_set_files,
+                         profile_set_start_day, "TAU profile")
+        with taudb.open() as db, workers.pool(len(run.keys)) as executor:
+            outcomes = load_entry_trials(
+                db, run.keys, read_trial_source, lambda key: (tau_profiles.resolve(key),),
+                executor, lambda key: str(tau_profiles.resolve(key).resolve()))
+        outcomes = profile_sets_left_out(warehouse.tables(), outcomes)
+        batch = run.batch(context, outcomes, lambda name: None, trials_metadata("sets"), {},
+                          entry="profile set")
         yield from batch.results(context, LOADS_SPEC)
+        yield from block_outcomes(tau_profile_files.key, run.entries, {
+            key for key, outcome in outcomes.items() if isinstance(outcome, InputError)})
         if batch.failed:
             raise failure(len(context.partition_keys), batch.errors())
 
 
-def profile_sets_left_out(tables: Tables, batch: PartitionBatch) -> None:
-    """What each profile set of ``batch`` left out (TAU's rules: timer lines with 0 calls,
-    user events with 0 samples), in the warehouse table ``left_out`` (partition
-    ``tau/read/<key>``, in place of the earlier); a set not read again, being unchanged,
-    leaves out what is stored, which its check says again."""
+def profile_sets_left_out(tables: Tables, outcomes: Mapping[str, Outcome]
+                          ) -> dict[str, Outcome]:
+    """``outcomes`` with what each profile set loaded left out (TAU's rules: timer lines
+    with 0 calls, user events with 0 samples) stored in the warehouse table ``left_out``
+    (partition ``tau/read/<set key>``, in place of the earlier); a set not read again,
+    being unchanged, leaves out what is stored, which its day's check says again."""
     now = pd.Timestamp.now(tz="UTC")
-    for key, metadata in batch.stored.items():
-        if "taudb/unchanged" in metadata:
-            records = stored_left_out(tables, LEFT_OUT_SOURCE, "read", key)
-            if records:
-                batch.left_out[key] = records
-        else:
-            store_left_out(tables, LEFT_OUT_SOURCE, "read", key, batch.left_out.get(key, []),
-                           now=now)
+    said: dict[str, Outcome] = {}
+    for key, outcome in outcomes.items():
+        if isinstance(outcome, Stored) and not outcome.metadata["loaded"]:
+            outcome = replace(outcome, left_out=stored_left_out(tables, LEFT_OUT_SOURCE,
+                                                                "read", key))
+        elif isinstance(outcome, Stored):
+            store_left_out(tables, LEFT_OUT_SOURCE, "read", key, outcome.left_out, now=now)
+        said[key] = outcome
+    return said
 
 
 # --- PowerAPI: one trial per sensor and UTC day ---------------------------------------------

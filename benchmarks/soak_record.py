@@ -41,6 +41,10 @@ from soak_landers import STREAM_POWER_W, STREAM_RAPL_J, Landed, utc_now
 
 from joulehouse.accounting.query import connect
 from joulehouse.clustercockpit.layout import JobRef
+from joulehouse.landing import read_landed_item
+from joulehouse.landing_days import item_day_key
+from joulehouse.taudb.days import profile_set_start_day
+from joulehouse.taudb.landing import profile_set_files
 from tests.dagster.webserver import statuses
 from tests.e2e.stack import Stack
 
@@ -420,13 +424,18 @@ def exactly_once(stack: Stack, landed: list[Landed]) -> dict:
 
 
 def bad_partition(row: Landed) -> str:
-    """The partition key a bad entry fails (as the UI names it)."""
+    """The partition key a bad entry fails (as the UI names it); a TAU profile set's is its
+    landing day, read from the set as the sensor reads it (a bad set, cut before its
+    Starting Timestamp: the UTC day its profile was cut)."""
     path = Path(row.entry)
+    key = f"{path.parent.name}/{path.name}"
     if row.source == "clustercockpit":  # the job-id block of its folder
         return JobRef.from_path(path.parents[3], path).block
     if row.source == "gpu-benchmark":
         return row.entity
-    return f"{path.parent.name}/{path.name}"
+    if row.source == "tau":
+        return item_day_key(read_landed_item(path, key, profile_set_files), profile_set_start_day)
+    return key
 
 
 def bad_entries(stack: Stack, landed: list[Landed]) -> dict:

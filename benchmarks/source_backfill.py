@@ -63,8 +63,9 @@ from machine import describe
 from assets.geopm import HOST_TABLE, geopm_days, geopm_host_energy
 from assets.powerapi import WINDOW_TABLE, powerapi_report_energy, powerapi_reports
 from definitions import EXAMPLE_GEOPM_REPORTS, EXAMPLE_POWERAPI, defs
-from joulehouse.geopm.days import day_key, report_day
+from joulehouse.geopm.days import report_day
 from joulehouse.geopm.layout import identify_report
+from joulehouse.landing_days import day_key
 from joulehouse.warehouse import Warehouse as Tables
 from sensors.geopm import JOB_NAME as GEOPM_JOB
 from sensors.powerapi import JOB_NAME as POWERAPI_JOB

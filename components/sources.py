@@ -137,7 +137,9 @@ def _landing_fields(resource: type[LandingFolders], what: str,
                     _settings_of(resource, "landing_folders"))
 
 
-class TauLanding(_landing_fields(TauProfileSource, "TAU profile sets"), Landing):
+class TauLanding(_landing_fields(TauProfileSource, "TAU profile sets",
+                                "<folder name>/<YYYY-MM-DD>, the UTC day of each set's "
+                                "start"), Landing):
     """A folder where TAU profile sets land (a sub-folder or .ppk file each)."""
 
     RESOURCE_KEY: ClassVar[str] = "tau_profiles"

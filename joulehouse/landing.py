@@ -53,7 +53,10 @@ class LandedItem:
     writer's clock ahead); ``size``: bytes of its files together; ``foreign``: some of
     its files (links followed) are on another device than the landing folder, whose
     times come from another server's clock (compared by fingerprint only, see
-    :class:`LandingState`)."""
+    :class:`LandingState`); ``mtime``: the latest mtime of its files (seconds since the
+    epoch, links followed; 0 when it has none): when its writer last wrote it, as far as
+    the writer's clock and ``cp -p`` say (``joulehouse.landing_days``; completeness
+    goes by ``last_change``)."""
 
     key: str
     path: Path
@@ -61,6 +64,7 @@ class LandedItem:
     last_change: float
     size: int = 0
     foreign: bool = False
+    mtime: float = 0.0
 
     @property
     def landing(self) -> str:
@@ -101,7 +105,8 @@ def read_landed_item(path: Path, key: str, identify: Identify,
                                for file, stat, _ in stats if S_ISREG(stat.st_mode))
     size = sum(stat.st_size for _, stat, _ in stats if S_ISREG(stat.st_mode))
     foreign = any(stat.st_dev != device for _, stat, _ in stats)
-    return LandedItem(key, path, digest, last_change, size, foreign)
+    mtime = max((stat.st_mtime for _, stat, _ in stats if S_ISREG(stat.st_mode)), default=0.0)
+    return LandedItem(key, path, digest, last_change, size, foreign, mtime)
 
 
 def find_landed(landing: str | os.PathLike[str], name: str, identify: Identify,

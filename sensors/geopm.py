@@ -33,8 +33,6 @@ is not taken: every report present is handed out again, at the tick's pace, into
 (docs/geopm.md, "Upgrading").
 """
 
-from datetime import UTC, datetime
-
 import dagster as dg
 
 from assets.geopm import (
@@ -46,9 +44,9 @@ from assets.geopm import (
     geopm_trials,
     geopm_validated_frames,
 )
-from joulehouse.geopm.days import day_key, report_day
+from joulehouse.geopm.days import start_day
 from joulehouse.geopm.layout import identify_report
-from joulehouse.landing import LandedItem
+from joulehouse.landing_days import item_day_key
 from resources import GeopmReportSource
 from sensors.blocks import BlockHandOuts, BlockLandingSensor
 from sensors.settings import sensor_interval_s
@@ -67,25 +65,14 @@ geopm_job = dg.define_asset_job(
 )
 
 
-def day_of(item: LandedItem, source: GeopmReportSource) -> str:
-    """The day partition of a landed report (``<landing name>/<YYYY-MM-DD>``); a report
-    that cannot be read since it was listed (moved away) is in the day of its last
-    change, where its run names it."""
-    try:
-        day = report_day(item.path, source.timezone)
-    except OSError:
-        day = f"{datetime.fromtimestamp(item.last_change, UTC):%Y-%m-%d}"
-    return day_key(item.landing, day)
-
-
 LANDING = BlockLandingSensor(
     identify_report, geopm_days, geopm_report_files.key, job_name=JOB_NAME,
     run_key_prefix="geopm", entries="GEOPM report(s)",
     blocks=BlockHandOuts(geopm_days, geopm_report_files.key,
                          (geopm_validated_frames.key, geopm_host_energy.key,
                           geopm_trials.key), REPORTS_METADATA),
-    block_of=day_of,
-    run_config=lambda reports: GeopmHandOut(reports=dict(reports)).run_config())
+    block_of=lambda item, source: item_day_key(item, start_day(source.timezone)),
+    run_config=GeopmHandOut.run_config_of)
 
 
 @dg.sensor(

@@ -36,6 +36,9 @@ WEEKLY_CRON = "0 4 * * 0"
 ROLLUP_DAY_TAG = "joulehouse/rollup_day"
 #: Partitions re-validated per source and week: what a GPU sensor tick hands out at most.
 NEWEST_PARTITIONS = 500
+#: Day partitions (``joulehouse/landing_days.py``: GEOPM, TAU) re-validated per week: a
+#: week's.
+DAYS_REVALIDATED = 7
 #: The tag by which the run queue allows one run per source at a time (each source's job
 #: carries it), and its value on the daily rollup runs.
 PIPELINE_TAG = "joulehouse/pipeline"

@@ -72,6 +72,7 @@ BY_RULE = "skipped by rule, as TAU's loader skips them (docs/tau-profiles.md)"
 ZERO_CALLS_PART = "2 timer line(s) with 0 calls ('MPI_Finalize()')"
 ZERO_SAMPLES_PART = "1 user event line(s) with 0 samples ('Message size sent')"
 ZERO_CALLS, ZERO_SAMPLES = f"{ZERO_CALLS_PART}: {BY_RULE}", f"{ZERO_SAMPLES_PART}: {BY_RULE}"
+TAU_DAY = "tau/2010-06-03"  # the day partition of the set: its Starting Timestamp's
 HOLE = "no value, so no interval: a hole in the series (a fact in it gets co2_g NaN, 'missing')"
 DIRECT_HOLE_PART = ("1 row(s) of zone DE (direct) with an empty intensity cell, "
                     "2019-05-27 03:00 UTC")
@@ -269,7 +270,7 @@ def test_the_ui_warns_of_what_each_source_left_out(tmp_path, monkeypatch):
             "accounting": accounting, "warehouse": warehouse}).success
         assert runs[0].partitions() == [f"lab/{CLOCK_RUN}/0", f"lab/{CLOCK_RUN}/1",
                                         f"lab/{GAP_REPETITION}"]
-        assert runs[2].partitions() == ["tau/wrap"]
+        assert runs[2].partitions() == [TAU_DAY]  # the set's day; its left_out rows: tau/wrap
 
         with webserver(env, tmp_path / "webserver.log") as port:
             def warned(asset: str, check: str, key: str) -> str:
@@ -284,9 +285,9 @@ def test_the_ui_warns_of_what_each_source_left_out(tmp_path, monkeypatch):
             assert warned("cc_block_tables", READ_CHECK, "emmy/1403") == (
                 f"emmy/1403: 1 input(s) left something out (1 record(s)): {job}: left out "
                 f"{MISSING_HOST}")
-            evaluation = warning(port, "tau_profile_trials", LOADS_CHECK, "tau/wrap")
+            evaluation = warning(port, "tau_profile_trials", LOADS_CHECK, TAU_DAY)
             assert evaluation["description"] == (
-                f"tau/wrap: 1 input(s) left something out (2 record(s)): {profiles}: left out "
+                f"{TAU_DAY}: 1 input(s) left something out (2 record(s)): {profiles}: left out "
                 f"{ZERO_CALLS}; {profiles}: left out {ZERO_SAMPLES}")
             assert evaluation["entries"]["left_out"] == 2
             evaluation = warning(port, "carbon_intensity", ROWS_READ_CHECK, "")

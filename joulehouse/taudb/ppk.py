@@ -125,25 +125,13 @@ def read_ppk(path: str | Path) -> TrialData:
     path = Path(path)
     raw = path.read_bytes()
     s = _Stream(path, _decompress(path, raw))
-    if s.data[:6] != MAGIC:
-        raise InputError(path, "not a ParaProf packed profile (no 'PPK' magic)")
-    s.skip(6, "magic")
-    version = s.i32("version")
-    compatible = s.i32("compatible version")
-    if compatible > SUPPORTED_VERSION:
-        raise InputError(path, f"packed profile format {compatible} is newer than this reader "
-                         f"({SUPPORTED_VERSION}); version {version}")
-
+    version = _version(s)
     trial_metadata: dict[str, str] = {}
     thread_metadata: dict[tuple[int, int, int], list[tuple[str, str]]] = {}
     if version >= 2:
         header_size = s.count("metadata header size")
         header_end = s.pos + header_size
-        s.skip(s.count("reserved header"), "reserved header")
-        trial_metadata = dict(s.pairs("trial metadata"))
-        for _ in range(s.count("metadata threads")):
-            key = (s.i32("node"), s.i32("context"), s.i32("thread"))
-            thread_metadata.setdefault(key, []).extend(s.pairs("thread metadata"))
+        trial_metadata, thread_metadata = _metadata(s)
         if s.pos > header_end:
             raise InputError(path, f"metadata header overruns its size {header_size}")
         s.pos = header_end
@@ -198,6 +186,53 @@ def read_ppk(path: str | Path) -> TrialData:
         metadata=metadata_frame(threads, [thread_metadata.get(k, []) for k in threads_sorted]),
         source_key=str(path.resolve()), fingerprint=hashlib.sha256(raw).hexdigest(),
         trial_metadata=trial_metadata)
+
+
+def _version(s: _Stream) -> int:
+    """The format version after the magic, checked readable (InputError else)."""
+    if s.data[:6] != MAGIC:
+        raise InputError(s.path, "not a ParaProf packed profile (no 'PPK' magic)")
+    s.skip(6, "magic")
+    version = s.i32("version")
+    compatible = s.i32("compatible version")
+    if compatible > SUPPORTED_VERSION:
+        raise InputError(s.path, f"packed profile format {compatible} is newer than this "
+                         f"reader ({SUPPORTED_VERSION}); version {version}")
+    return version
+
+
+def _metadata(s: _Stream, threads: int | None = None
+              ) -> tuple[dict[str, str], dict[tuple[int, int, int], list[tuple[str, str]]]]:
+    """The trial attributes and each thread's (name, value) pairs of a metadata header
+    (format 2, after its size), of its first ``threads`` threads (None: all)."""
+    s.skip(s.count("reserved header"), "reserved header")
+    trial = dict(s.pairs("trial metadata"))
+    count = s.count("metadata threads")
+    per_thread: dict[tuple[int, int, int], list[tuple[str, str]]] = {}
+    for _ in range(count if threads is None else min(count, threads)):
+        key = (s.i32("node"), s.i32("context"), s.i32("thread"))
+        per_thread.setdefault(key, []).extend(s.pairs("thread metadata"))
+    return trial, per_thread
+
+
+def read_ppk_attributes(path: str | Path, head_bytes: int) -> dict[str, str]:
+    """The attributes of a ``.ppk``'s trial and of its first thread (the trial's win), read
+    from its first ``head_bytes`` decompressed to at most ``head_bytes``, never the whole
+    file; none in format 1. InputError when the file is no readable ``.ppk`` or they lie
+    beyond that head."""
+    path = Path(path)
+    with open(path, "rb") as handle:
+        raw = handle.read(head_bytes)
+    try:
+        head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, head_bytes)
+    except zlib.error as err:
+        raise InputError(path, f"not a .ppk: not gzip-compressed ({err})") from None
+    s = _Stream(path, head)
+    if _version(s) < 2:
+        return {}
+    s.skip(4, "metadata header size")
+    trial, first = _metadata(s, threads=1)
+    return {name: value for pairs in first.values() for name, value in pairs} | trial
 
 
 def _thread_rows(position: dict, keys: list, counts: list[int]) -> np.ndarray:

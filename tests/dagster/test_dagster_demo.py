@@ -80,6 +80,8 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(de
         assert len(instance.get_dynamic_partitions("gpu_repetitions")) == len(complete)
         assert instance.get_dynamic_partitions("geopm_days") == [  # their Start Times' days
             "geopm/2019-05-30", "geopm/2020-04-01"]
+        assert instance.get_dynamic_partitions("tau_profile_days") == [  # Starting Timestamp's
+            "tau-profiles/2010-06-03"]
         assert instance.get_dynamic_partitions("cc_job_blocks") == [
             "emmy/1403", "fritz/398", "taurus/20639"]
         assert_turning_the_sensors_on_asks_for_nothing_new(instance, warehouse)

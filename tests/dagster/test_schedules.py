@@ -12,7 +12,7 @@ from sensors.partition_runs import RANGE_END, RANGE_START
 from sensors.schedules import ROLLUP_DAY_TAG
 
 WEEKLY = {"weekly_revalidation_gpu_repetitions": ("gpu_energy_job", "gpu_repetitions", 500),
-          "weekly_revalidation_tau_profile_sets": ("tau_profiles_job", "tau_profile_sets", 500),
+          "weekly_revalidation_tau_profile_days": ("tau_profiles_job", "tau_profile_days", 7),
           "weekly_revalidation_powerapi_reports": ("powerapi_job", "powerapi_reports", 500),
           "weekly_revalidation_geopm_days": ("geopm_job", "geopm_days", 7),
           "weekly_revalidation_cc_job_blocks": ("cc_job", "cc_job_blocks", 12)}

@@ -72,7 +72,7 @@ SENSOR_JOBS = {"gpu_repetitions_lab": "gpu_energy_job", "tau_profile_landing": "
 NOT_NEEDED_AFTER_THE_FIRST = ("tau_profile_landing", "geopm_report_landing", "cc_job_archive",
                               "joulehouse_automation")
 #: The examples' partitions, by partitions definition.
-PARTITIONS = {"gpu_repetitions": 8, "tau_profile_sets": 1, "geopm_days": 2,
+PARTITIONS = {"gpu_repetitions": 8, "tau_profile_days": 1, "geopm_days": 2,
               "powerapi_reports": 3, "cc_job_blocks": 3}
 #: The GPU run folder the PostgreSQL test lands (two repetitions), and the GPU partitions
 #: from then on (the backfill, after it, covers them too).

@@ -9,16 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from joulehouse.errors import InputError
-from joulehouse.geopm.days import (
-    day_key,
-    day_of_head,
-    report_day,
-    reports_of_days,
-    split_day_key,
-)
-from joulehouse.geopm.layout import HEAD_BYTES
+from joulehouse.geopm.days import day_of_head, report_day, start_day
+from joulehouse.geopm.layout import HEAD_BYTES, identify_report
 from joulehouse.geopm.readers import read_report
+from joulehouse.landing_days import entries_of_days
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "geopm"
 
@@ -78,14 +72,8 @@ def test_the_reports_of_days_are_listed_by_their_start_not_their_file_name(tmp_p
     old = folder / "old.report"  # last written a year before its day: not opened
     shutil.copy(EXAMPLES / "geopmbench_1host.legacy.report", old)
     os.utime(old, (0, datetime(2019, 4, 1, tzinfo=UTC).timestamp()))
-    found = reports_of_days(folder, "landing", ["2020-04-01", "2021-01-01"], "UTC")
+    found = entries_of_days(folder, "landing", ["2020-04-01", "2021-01-01"], identify_report,
+                            start_day("UTC"))
     assert {day: [item.key for item in items] for day, items in found.items()} == {
         "2020-04-01": ["landing/copy.txt", "landing/geopmbench_1host.legacy.report"],
         "2021-01-01": []}
-
-
-def test_a_day_key_names_its_landing_folder_and_day():
-    assert day_key("landing", "2020-04-01") == "landing/2020-04-01"
-    assert split_day_key("nfs/landing/2020-04-01") == ("nfs/landing", "2020-04-01")
-    with pytest.raises(InputError, match="not a GEOPM day key"):
-        split_day_key("landing/job.report")

@@ -20,7 +20,8 @@ from assets.powerapi import COMPUTED_CHECK, VALID_CHECK
 from definitions import EXAMPLE_GEOPM_REPORTS, EXAMPLE_POWERAPI, build_definitions
 from joulehouse.accounting.query import query
 from joulehouse.errors import InputError
-from joulehouse.geopm.days import day_key, report_day
+from joulehouse.geopm.days import report_day
+from joulehouse.landing_days import day_key
 from joulehouse.leftout import LEFT_OUT_TABLE, LeftOut
 from joulehouse.powerapi import energy, layout, readers, reports
 from joulehouse.powerapi.stream import ReportStore
