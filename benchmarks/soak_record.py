@@ -41,6 +41,8 @@ from soak_landers import STREAM_POWER_W, STREAM_RAPL_J, Landed, utc_now
 
 from joulehouse.accounting.query import connect
 from joulehouse.clustercockpit.layout import JobRef
+from joulehouse.geopm.days import start_day
+from joulehouse.geopm.layout import identify_report
 from joulehouse.landing import read_landed_item
 from joulehouse.landing_days import item_day_key
 from joulehouse.taudb.days import profile_set_start_day
@@ -424,8 +426,9 @@ def exactly_once(stack: Stack, landed: list[Landed]) -> dict:
 
 
 def bad_partition(row: Landed) -> str:
-    """The partition key a bad entry fails (as the UI names it); a TAU profile set's is its
-    landing day, read from the set as the sensor reads it (a bad set, cut before its
+    """The partition key a bad entry fails (as the UI names it); a GEOPM report's and a TAU
+    profile set's is its landing day, read from the entry as its sensor reads it (the
+    soak's GEOPM source keeps the default timezone, UTC; a bad set, cut before its
     Starting Timestamp: the UTC day its profile was cut)."""
     path = Path(row.entry)
     key = f"{path.parent.name}/{path.name}"
@@ -433,6 +436,8 @@ def bad_partition(row: Landed) -> str:
         return JobRef.from_path(path.parents[3], path).block
     if row.source == "gpu-benchmark":
         return row.entity
+    if row.source == "geopm":
+        return item_day_key(read_landed_item(path, key, identify_report), start_day("UTC"))
     if row.source == "tau":
         return item_day_key(read_landed_item(path, key, profile_set_files), profile_set_start_day)
     return key
