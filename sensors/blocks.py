@@ -118,6 +118,27 @@ class BlockHandOuts:
                 entries[block] = keys
         return entries
 
+    def moved_failures(self, instance: dg.DagsterInstance, registered: Sequence[str],
+                       listing: Mapping[str, Entries]) -> dict[str, list[str]]:
+        """FAILED block -> its failed entries (the latest record's
+        :data:`~assets.blocks.FAILED_ENTRIES`) that ``listing`` hands out in another block
+        now, for each of the ``registered`` blocks not in ``listing`` that has any: an entry
+        fixed so that it belongs to another block (a GEOPM report whose Start Time was
+        wrong), whose old block stays FAILED until read again."""
+        elsewhere = {key: block for block, entries in listing.items() for key in entries}
+        if not elsewhere:
+            return {}
+        moved: dict[str, list[str]] = {}
+        for block in sorted(self.failed_blocks(instance, registered) - listing.keys()):
+            outcome = next(iter(instance.fetch_observations(dg.AssetRecordsFilter(
+                asset_key=self.files, asset_partitions=[block]), limit=1).records), None)
+            named = outcome and outcome.asset_observation.metadata.get(FAILED_ENTRIES)
+            keys = sorted(key for key in (named.value if named is not None else [])
+                          if key in elsewhere)
+            if keys:
+                moved[block] = keys
+        return moved
+
     def _latest(self, instance: dg.DagsterInstance, block: str) -> dg.EventLogRecord | None:
         """The latest hand-out of ``block`` (a materialization of :attr:`files`)."""
         return next(iter(instance.fetch_materializations(dg.AssetRecordsFilter(
@@ -141,13 +162,13 @@ class BlockHandOuts:
         rechecked should the block fail again."""
         return {block: recheck.get(block, {}) | dict(entries) for block, entries in ready.items()}
 
-    def metadata(self, ready: Mapping[str, Entries], recheck: Mapping[str, Entries],
-                 run_key: str) -> dict[str, dict[str, Any]]:
-        """Each ready block's hand-out metadata: its :meth:`listing` and the run key asked
-        for."""
+    def metadata(self, listing: Mapping[str, Entries], run_key: str
+                 ) -> dict[str, dict[str, Any]]:
+        """Each block's hand-out metadata: the entries ``listing`` lists in it (none for a
+        block read whole) and the run key asked for."""
         return {block: {self.entries_metadata: dg.MetadataValue.json(entries),
                         RUN_KEY_METADATA: run_key}
-                for block, entries in self.listing(ready, recheck).items()}
+                for block, entries in listing.items()}
 
 
 @dataclass(frozen=True)
@@ -159,7 +180,10 @@ class BlockLandingSensor(LandingSensor):
     (:meth:`BlockHandOuts.unsettled`), each once in the run and only while still there
     (``blocks``: :class:`BlockHandOuts`); the run is asked with
     ``run_config(block -> its entries' keys)``, so that it processes those entries alone,
-    and its key digests them with their fingerprints.
+    and its key digests them with their fingerprints. A FAILED block one of whose failed
+    entries is handed out in another block now (fixed, it belongs there) is added to the
+    run unnamed, so read whole (:meth:`BlockHandOuts.moved_failures`): without the moved
+    entry it passes, and shows no failure the data no longer has.
 
     Its cursor names the blocks' partitions: a cursor written before the source had
     blocks (one partition per entry) is not taken, so every entry present is handed out
@@ -199,12 +223,15 @@ class BlockLandingSensor(LandingSensor):
             recheck[block] = self._still_there(source, keys - now)
             now |= recheck[block].keys()
         listing = self.blocks.listing(fresh, recheck)
+        moved = self.blocks.moved_failures(instance, registered(), listing)
         prefix, tags = retry_request(self.run_key_prefix, cancelled)
         return HandOut(
-            {block: digest_pairs(entries) for block, entries in sorted(listing.items())},
+            {block: digest_pairs(entries) for block, entries in sorted(listing.items())}
+            | {block: digest_pairs({"moved": ",".join(keys)}) for block, keys in moved.items()},
             sum(map(len, listing.values())), prefix,
             self.run_config({block: sorted(entries) for block, entries in listing.items()}),
-            tags, lambda run_key: self.blocks.metadata(fresh, recheck, run_key))
+            tags, lambda run_key: self.blocks.metadata(
+                listing | {block: {} for block in moved}, run_key))
 
     def _still_there(self, source: LandingFolders, keys: Collection[str]) -> Entries:
         """Each of entries ``keys`` still in its landing folder, with its fingerprint now."""

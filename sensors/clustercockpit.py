@@ -126,7 +126,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
                          "queued run)")
     run_request, additions, new = request
     return tick.ask(context, run_request, additions, files_landed(
-        cc_job_files.key, fingerprints, BLOCKS.metadata(ready, recheck, run_request.run_key)),
+        cc_job_files.key, fingerprints, BLOCKS.metadata(BLOCKS.listing(ready, recheck), run_request.run_key)),
         json.dumps(states), handed_out=count, cut=bool(deferred or unlisted),
         told=f"{count} job(s) ready in {len(ready)} block(s) ({new} new), one run; {remaining}")
 
