@@ -436,10 +436,11 @@ def bad_partition(row: Landed) -> str:
         return JobRef.from_path(path.parents[3], path).block
     if row.source == "gpu-benchmark":
         return row.entity
-    if row.source == "geopm":
-        return item_day_key(read_landed_item(path, key, identify_report), start_day("UTC"))
-    if row.source == "tau":
-        return item_day_key(read_landed_item(path, key, profile_set_files), profile_set_start_day)
+    if row.source in ("geopm", "tau"):
+        identify, start = ((identify_report, start_day("UTC")) if row.source == "geopm"
+                           else (profile_set_files, profile_set_start_day))
+        item = read_landed_item(path, key, identify)
+        return key if item is None else item_day_key(item, start)  # None: gone, or not one
     return key
 
 

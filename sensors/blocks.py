@@ -2,8 +2,8 @@
 remembers of them between ticks.
 
 A block is a partition that holds many of a source's entries (ClusterCockpit: a job-id
-block ``<cluster>/<jobId // 1000>`` of jobs; GEOPM: a landing folder's UTC day of
-reports), so the partition count stays bounded while the entries grow without bound
+block ``<cluster>/<jobId // 1000>`` of jobs; GEOPM and TAU profile sets: a landing
+folder's UTC day of reports or sets), so the partition count stays bounded while the entries grow without bound
 (docs/ARCHITECTURE.md, "Partitions over a decade"). A sensor hands out the entries ready
 in a block as one materialization of the source's files asset for that block
 (``partition_runs.files_landed``) whose metadata lists them, entry key -> fingerprint
@@ -14,11 +14,13 @@ in a block as one materialization of the source's files asset for that block
   (:meth:`BlockHandOuts.failed_blocks`), their latest hand-out's entries listed again
   with the block's next hand-out (:meth:`BlockHandOuts.handed_out`), so that they stay
   rechecked while the block fails;
-* GEOPM (:class:`BlockLandingSensor`), whose runs process the entries named: each
-  block's entries not known good (:meth:`BlockHandOuts.unsettled`: those the step's
+* GEOPM and TAU profile sets (:class:`BlockLandingSensor`), whose runs process the
+  entries named: each block's entries not known good (:meth:`BlockHandOuts.unsettled`: those the step's
   latest record of the block names as failed, from whichever run, and the whole
   previous hand-out while its run is in flight), listed again, still there, with the
-  block's next hand-out, so that a fixed entry is picked up by itself;
+  block's next hand-out, so that a fixed entry is picked up by itself; and a FAILED
+  block whose failed entry is handed out in another block now, read whole in the same run
+  (:meth:`BlockHandOuts.moved_failures`);
 * the blocks of a CANCELED run (:meth:`BlockHandOuts.cancelled`), asked for again once
   with the entries their hand-out listed (``partition_runs.cancelled_hand_outs``).
 
