@@ -19,8 +19,8 @@ in a block as one materialization of the source's files asset for that block
   latest record of the block names as failed, from whichever run, and the whole
   previous hand-out while its run is in flight), listed again, still there, with the
   block's next hand-out, so that a fixed entry is picked up by itself; and a FAILED
-  block whose failed entry is handed out in another block now, read whole in the same run
-  (:meth:`BlockHandOuts.moved_failures`);
+  block whose failed entry is handed out in another block now, rechecked in the same run
+  without it (:meth:`BlockHandOuts.moved_failures`);
 * the blocks of a CANCELED run (:meth:`BlockHandOuts.cancelled`), asked for again once
   with the entries their hand-out listed (``partition_runs.cancelled_hand_outs``).
 
@@ -121,24 +121,24 @@ class BlockHandOuts:
         return entries
 
     def moved_failures(self, instance: dg.DagsterInstance, registered: Sequence[str],
-                       listing: Mapping[str, Entries]) -> dict[str, list[str]]:
-        """FAILED block -> its failed entries (the latest record's
-        :data:`~assets.blocks.FAILED_ENTRIES`) that ``listing`` hands out in another block
-        now, for each of the ``registered`` blocks not in ``listing`` that has any: an entry
-        fixed so that it belongs to another block (a GEOPM report whose Start Time was
-        wrong), whose old block stays FAILED until read again."""
-        elsewhere = {key: block for block, entries in listing.items() for key in entries}
+                       listing: Mapping[str, Entries]) -> dict[str, set[str]]:
+        """FAILED block -> its other failed entries, for each of the ``registered`` blocks
+        not in ``listing`` whose latest record (:data:`~assets.blocks.FAILED_ENTRIES`)
+        names an entry that ``listing`` hands out in another block now: an entry fixed so
+        that it belongs to another block (a GEOPM report whose Start Time was wrong), whose
+        old block stays FAILED until it is rechecked without it. One status query per
+        built asset, and one record read per FAILED block, when anything is handed out."""
+        elsewhere = {key for entries in listing.values() for key in entries}
         if not elsewhere:
             return {}
-        moved: dict[str, list[str]] = {}
+        moved: dict[str, set[str]] = {}
         for block in sorted(self.failed_blocks(instance, registered) - listing.keys()):
             outcome = next(iter(instance.fetch_observations(dg.AssetRecordsFilter(
                 asset_key=self.files, asset_partitions=[block]), limit=1).records), None)
             named = outcome and outcome.asset_observation.metadata.get(FAILED_ENTRIES)
-            keys = sorted(key for key in (named.value if named is not None else [])
-                          if key in elsewhere)
-            if keys:
-                moved[block] = keys
+            failed = set(named.value) if named is not None else set()
+            if failed & elsewhere:
+                moved[block] = failed - elsewhere
         return moved
 
     def _latest(self, instance: dg.DagsterInstance, block: str) -> dg.EventLogRecord | None:
@@ -167,7 +167,7 @@ class BlockHandOuts:
     def metadata(self, listing: Mapping[str, Entries], run_key: str
                  ) -> dict[str, dict[str, Any]]:
         """Each block's hand-out metadata: the entries ``listing`` lists in it (none for a
-        block read whole) and the run key asked for."""
+        block whose run processes none) and the run key asked for."""
         return {block: {self.entries_metadata: dg.MetadataValue.json(entries),
                         RUN_KEY_METADATA: run_key}
                 for block, entries in listing.items()}
@@ -182,10 +182,11 @@ class BlockLandingSensor(LandingSensor):
     (:meth:`BlockHandOuts.unsettled`), each once in the run and only while still there
     (``blocks``: :class:`BlockHandOuts`); the run is asked with
     ``run_config(block -> its entries' keys)``, so that it processes those entries alone,
-    and its key digests them with their fingerprints. A FAILED block one of whose failed
-    entries is handed out in another block now (fixed, it belongs there) is added to the
-    run unnamed, so read whole (:meth:`BlockHandOuts.moved_failures`): without the moved
-    entry it passes, and shows no failure the data no longer has.
+    and its key digests them with their fingerprints. An entry is rechecked only in the
+    block it belongs to now. A FAILED block one of whose failed entries is handed out in
+    another block now (fixed, it belongs there) is added to the run with its other failed
+    entries still there (:meth:`BlockHandOuts.moved_failures`; none: a run over no entry),
+    so it passes without the moved one, or fails on the others alone.
 
     Its cursor names the blocks' partitions: a cursor written before the source had
     blocks (one partition per entry) is not taken, so every entry present is handed out
@@ -222,28 +223,30 @@ class BlockLandingSensor(LandingSensor):
                 now |= there.keys()
         recheck: dict[str, Entries] = {}
         for block, keys in self.blocks.unsettled(instance, fresh.keys()).items():
-            recheck[block] = self._still_there(source, keys - now)
+            recheck[block] = self._still_there(source, keys - now, block)
             now |= recheck[block].keys()
         listing = self.blocks.listing(fresh, recheck)
-        moved = self.blocks.moved_failures(instance, registered(), listing)
+        for block, keys in self.blocks.moved_failures(instance, registered(), listing).items():
+            listing[block] = self._still_there(source, keys - now, block)  # none: it passes
+            now |= listing[block].keys()
         prefix, tags = retry_request(self.run_key_prefix, cancelled)
         return HandOut(
-            {block: digest_pairs(entries) for block, entries in sorted(listing.items())}
-            | {block: digest_pairs({"moved": ",".join(keys)}) for block, keys in moved.items()},
+            {block: digest_pairs(entries) for block, entries in sorted(listing.items())},
             sum(map(len, listing.values())), prefix,
             self.run_config({block: sorted(entries) for block, entries in listing.items()}),
-            tags, lambda run_key: self.blocks.metadata(
-                listing | {block: {} for block in moved}, run_key))
+            tags, lambda run_key: self.blocks.metadata(listing, run_key))
 
-    def _still_there(self, source: LandingFolders, keys: Collection[str]) -> Entries:
-        """Each of entries ``keys`` still in its landing folder, with its fingerprint now."""
+    def _still_there(self, source: LandingFolders, keys: Collection[str],
+                     block: str | None = None) -> Entries:
+        """Each of entries ``keys`` still in its landing folder (and, given a ``block``,
+        still of that block), with its fingerprint now."""
         entries: Entries = {}
         for key in sorted(keys):
             try:
                 item = read_landed_item(source.resolve(key), key, self.identify)
             except (OSError, InputError):
                 item = None
-            if item is not None:
+            if item is not None and (block is None or self.block_of(item, source) == block):
                 entries[key] = item.fingerprint
         return entries
 

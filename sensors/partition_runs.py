@@ -26,7 +26,7 @@ The partitions of a CANCELED run are asked for again at most once
 cancelled run tagged :data:`NO_RETRY_TAG` ``=true`` (add it to the run to stop it for
 good, e.g. ``instance.add_run_tags(run_id, {"joulehouse/no_retry": "true"})`` before or
 after cancelling; a block's entries handed to it are not rechecked with the block's
-next hand-out either: ``sensors/blocks.py``). Such partitions wait for their files to
+next hand-out either, but for those a run recorded as failed: ``sensors/blocks.py``). Such partitions wait for their files to
 change (a new fingerprint).
 """
 
