@@ -90,15 +90,16 @@ class _Stream:
         return value
 
     def utf(self, what: str) -> str:
-        """A Java ``writeUTF`` string; InputError (its byte offset) when it is no modified
-        UTF-8, as Java's ``readUTF`` refuses it."""
+        """A Java ``writeUTF`` string; InputError (the string's byte offset) when it is no
+        modified UTF-8 (bytes Java's ``readUTF`` refuses too; it accepts overlong forms
+        other than ``C0 80``, which are refused here)."""
         size = struct.unpack_from(">H", self.data, self._take(2, what))[0]
         start = self._take(size, what)
         try:
             return _java_utf(self.data[start:start + size])
-        except UnicodeDecodeError as err:
-            raise InputError(self.path, f"not modified UTF-8 at byte {start + err.start} "
-                             "(uncompressed)", field=what) from None
+        except UnicodeDecodeError:
+            raise InputError(self.path, f"the string at byte {start} (uncompressed) is not "
+                             "modified UTF-8", field=what) from None
 
     def skip(self, size: int, what: str) -> None:
         self._take(size, what)

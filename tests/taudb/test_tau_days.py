@@ -100,15 +100,15 @@ def test_a_set_without_a_start_in_its_head_is_in_its_newest_files_mtime_day(tmp_
 def test_a_ppk_string_that_is_no_utf8_is_an_input_error_and_leaves_the_mtime_day(
         peer_data, tmp_path):
     """A metadata string of a .ppk that is no (modified) UTF-8 fails the set naming file and
-    byte, as Java's readUTF refuses it; its day falls back to its file's mtime."""
+    the string's byte; its day falls back to its file's mtime."""
     data = gzip.decompress((peer_data / "tau" / "profiles" / "tau2_ppk_examples"
                             / "DrawGraph_2.ppk").read_bytes())
     at = data.index(b"Starting Timestamp")
     bad = tmp_path / "bad.ppk"
     bad.write_bytes(gzip.compress(data[:at] + b"\xff" + data[at + 1:]))
     os.utime(bad, (0, datetime(2024, 2, 29, 12, tzinfo=UTC).timestamp()))
-    with pytest.raises(InputError, match=rf"not modified UTF-8 at byte {at} \(uncompressed\)"
-                       ) as err:
+    with pytest.raises(InputError, match=rf"string at byte {at} \(uncompressed\) is not "
+                                         "modified UTF-8") as err:
         read_trial_source(bad)
     assert err.value.path == str(bad) and err.value.field == "thread metadata"
     assert profile_set_start_day(bad) is None
