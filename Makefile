@@ -6,7 +6,7 @@ PYTHON ?= python3
 # Test workers: three per two CPU cores, since many tests wait on servers and daemons they
 # started (one per core left the 2-CPU VM 18 % idle: 871 s; three used 95 %: 798 s);
 # `make test TEST_WORKERS=0` runs the tests in this process
-TEST_WORKERS ?= $(shell echo $$(( ($$(nproc) * 3 + 1) / 2 )))
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print((os.cpu_count() * 3 + 1) // 2)")
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
 .PHONY: demo test dev

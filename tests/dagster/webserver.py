@@ -46,11 +46,17 @@ def wait_for_code_server(process: subprocess.Popen, port: int, log: Path,
 
 
 #: ``command`` as a terminal's shell starts it: SIGHUP, SIGINT, SIGQUIT and SIGTERM at their
-#: default (coreutils' ``env``). A test runner started in the background (``cmd &``) or under
-#: ``nohup``, or a library in the worker, may have left them ignored; an ignored signal is
-#: inherited across ``exec``, and a non-interactive bash cannot trap a signal ignored when it
-#: started (``make dev``'s Ctrl-C then never reaches its trap).
-AS_FROM_A_TERMINAL = ["env", "--default-signal=HUP,INT,QUIT,TERM"]
+#: default, and SIGPIPE and SIGXFSZ (which Python ignores) too, then ``exec``. A test runner
+#: started in the background (``cmd &``) or under ``nohup``, or a library in the worker, may
+#: have left them ignored; an ignored signal is inherited across ``exec``, and a
+#: non-interactive bash cannot trap a signal ignored when it started (``make dev``'s Ctrl-C
+#: then never reaches its trap). Python, not ``env --default-signal``: coreutils before 8.31
+#: (RHEL 8) lack it.
+AS_FROM_A_TERMINAL = [sys.executable, "-c", (
+    "import os, signal, sys\n"
+    "for name in ('SIGHUP', 'SIGINT', 'SIGQUIT', 'SIGTERM', 'SIGPIPE', 'SIGXFSZ'):\n"
+    "    signal.signal(getattr(signal, name), signal.SIG_DFL)\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])")]
 
 
 @contextmanager
