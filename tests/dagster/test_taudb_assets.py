@@ -202,7 +202,16 @@ def test_a_bad_set_fails_its_day_alone_and_is_picked_up_alone_once_fixed(
     assert pipeline.launch(fixed).success
     assert set(pipeline.status(tau_profile_trials.key).values()) == {
         dg.AssetPartitionStatus.MATERIALIZED}
-    assert len(_trials(taudb)) == 4
+    loaded = {trial["source_key"]: trial["id"] for trial in _trials(taudb)}
+    assert len(loaded) == 4
+
+    lines = (EXAMPLE_SET / "profile.0.0.0").read_text().splitlines(keepends=True)
+    (landing / "beside" / "profile.0.0.0").write_text("".join(lines[:5]))  # re-landed cut
+    settle()
+    [recut] = pipeline.tick().run_requests
+    assert handed_out(recut) == {DAY: ["landing/beside"]}
+    assert not pipeline.launch(recut).success  # its earlier trial stays, unchanged
+    assert {trial["source_key"]: trial["id"] for trial in _trials(taudb)} == loaded
 
 
 def test_sets_of_one_day_landing_in_two_ticks_are_loaded_once_each(pipeline, landing, taudb):
