@@ -286,6 +286,29 @@ def test_instances_load_the_batching_storages(kind, tmp_path, request):
         assert instance.get_materialized_partitions(FRAMES) == set(PARTITIONS[:4])
 
 
+@pytest.mark.parametrize("again", [False, True], ids=["created", "opened-again"])
+def test_sqlite_storage_sets_what_dagsters_own_storage_sets(tmp_path, again):
+    """BatchingSqliteStorage builds its storages itself, in place of DagsterSqliteStorage's
+    __init__ (private API): each attribute Dagster's own sets, ours sets too, to a storage
+    of the same kind on the same folder, created or opened again without alembic's checks;
+    an upgrade of Dagster that adds one fails here, not in production."""
+    if again:
+        BatchingSqliteStorage(str(tmp_path / "ours")).dispose()
+        DagsterSqliteStorage.from_local(str(tmp_path / "theirs")).dispose()
+    ours = BatchingSqliteStorage(str(tmp_path / "ours"))
+    theirs = DagsterSqliteStorage.from_local(str(tmp_path / "theirs"))
+    try:
+        assert set(vars(ours)) == set(vars(theirs))
+        for name, value in vars(theirs).items():
+            assert isinstance(getattr(ours, name), type(value)), name
+        assert ours.run_storage.alembic_version() == theirs.run_storage.alembic_version()
+        assert (ours.schedule_storage.alembic_version()
+                == theirs.schedule_storage.alembic_version())
+    finally:
+        ours.dispose()
+        theirs.dispose()
+
+
 def test_sqlite_storage_opened_again_asks_alembic_nothing(tmp_path, monkeypatch):
     """The SQLite storage opened again on its databases (by another instance of the process:
     a sensor's tick, a run) opens those at Dagster's head revision without asking alembic for
