@@ -14,7 +14,8 @@ carbon and cost per fact.
    ``cost_per_fact``, kept equal to ``accounts.account`` from scratch by recomputing what
    changed in energy_facts (the days and months it touches; everything when the intensity,
    tariffs or settings changed: the metadata ``recomputed`` says which and why); run when
-   any input changes (``TABLE_AUTOMATION``) and by the daily schedule ``daily_rollups``
+   any input changes, even while a source's run is in flight (``ACCOUNTING_AUTOMATION``,
+   in its own pool ``ACCOUNTING_POOL``), and by the daily schedule ``daily_rollups``
    (``sensors/schedules.py``, stopped by default). Facts without carbon (cost) are counted
    and listed in the metadata, and fail the WARN check ``carbon_covered`` of
    ``carbon_per_fact`` (``cost_covered`` of ``cost_per_fact``).
@@ -43,7 +44,6 @@ from assets.clustercockpit import (
 from assets.geopm import geopm_energy_facts
 from assets.gpu import (
     TABLE_AUTOMATION,
-    TABLES_POOL,
     gpu_repetition_energy,
     gpu_validated_frames,
 )
@@ -187,7 +187,20 @@ def tariffs(accounting: AccountingSettings, warehouse: Warehouse) -> dg.Material
                          ["site", "currency"], warehouse.tables(), TARIFF_TABLE)
 
 
-_TABLE = {"group_name": GROUP, "automation_condition": TABLE_AUTOMATION, "skippable": True,
+#: The accounting steps' own pool, of limit 1 (the instance's ``pools: default_limit``): they
+#: write the accounting tables alone and read what a source's step writes through atomic
+#: commits (a Delta version, a partition group), so they run beside a source's step (the
+#: pool ``TABLES_POOL``), never beside each other. In the sources' pool, an accounting run
+#: waited in the queue behind every source's run (the soak, benchmarks/README.md).
+ACCOUNTING_POOL = "joulehouse_accounting"
+#: When an accounting step runs: as ``TABLE_AUTOMATION`` (an input changed since it last
+#: ran, and it is not running), but without waiting for the runs in flight of its inputs:
+#: five sources landing all day always have one in flight, and the accounting, kept
+#: incrementally, catches up with what that run writes at its next evaluation.
+ACCOUNTING_AUTOMATION = TABLE_AUTOMATION.without(
+    ~dg.AutomationCondition.any_deps_in_progress()).with_label("eager, inputs in flight or not")
+
+_TABLE = {"group_name": GROUP, "automation_condition": ACCOUNTING_AUTOMATION, "skippable": True,
           "kinds": {"pandas", "parquet"}}
 _INPUTS = [*FACT_ASSETS, cc_jobs, carbon_intensity, tariffs]
 
@@ -282,7 +295,7 @@ def _logged_metadata(tables: Tables, table: str, schema) -> tuple[dict, int]:
     name="accounting",
     specs=[accounting_daily, accounting_monthly, carbon_per_fact, cost_per_fact],
     check_specs=[COVERED_SPEC, COST_SPEC],
-    pool=TABLES_POOL,
+    pool=ACCOUNTING_POOL,
     description="The accounting tables in one step, kept current from what changed in "
                 "energy_facts (joulehouse/accounting/incremental.py); see "
                 "assets/accounting.py.",
@@ -346,9 +359,9 @@ TRUST_TABLE = "trust_checks"
     check_specs=[dg.AssetCheckSpec(rule.id, asset=TRUST_TABLE, description=(
         f"v{rule.version}: {rule.compared} / {rule.reference} in [{rule.low}, {rule.high}] "
         "wherever both exist (joulehouse/accounting/trust.py)")) for rule in trust.RULES],
-    pool=TABLES_POOL,
+    pool=ACCOUNTING_POOL,
     group_name=GROUP,
-    automation_condition=TABLE_AUTOMATION,
+    automation_condition=ACCOUNTING_AUTOMATION,
     kinds={"pandas", "parquet"},
     description=("Energy facts checked across methods and sources where they overlap (GPU "
                  "counter vs integrated power, external meter vs GPU, SmartWatts vs RAPL, "
@@ -422,7 +435,7 @@ def waste_plot(weekly: pd.DataFrame) -> str:
     retry_policy=STEP_RETRY,
     name="waste_step",
     specs=[waste_table, waste_weekly],
-    pool=TABLES_POOL,
+    pool=ACCOUNTING_POOL,
     description="The waste tables in one step; see joulehouse/accounting/waste.py.",
 )
 def waste_step(warehouse: Warehouse) -> Iterator:
@@ -463,9 +476,9 @@ QUALITY_TABLE = "fact_quality"
     name=QUALITY_TABLE,
     deps=[*FACT_ASSETS, gpu_repetition_energy, gpu_validated_frames, cc_job_energy,
           cc_block_tables, powerapi_window_energy],
-    pool=TABLES_POOL,
+    pool=ACCOUNTING_POOL,
     group_name=GROUP,
-    automation_condition=TABLE_AUTOMATION,
+    automation_condition=ACCOUNTING_AUTOMATION,
     kinds={"pandas", "parquet"},
     description=("How each energy fact was measured: method, component, the median step "
                  "between its readings and the share of its window they cover, from its "

@@ -5,21 +5,24 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from assets.accounting import accounting as accounting_asset
 from assets.accounting import (
+    ACCOUNTING_AUTOMATION,
+    ACCOUNTING_POOL,
     carbon_intensity,
     fact_quality,
     tariffs,
     trust_checks,
     waste_step,
 )
+from assets.accounting import accounting as accounting_asset
+from assets.gpu import TABLE_AUTOMATION
 from joulehouse import entry_table
 from joulehouse.accounting import generator
 from joulehouse.accounting.carbon import CarbonSettings
 from joulehouse.accounting.cost import CostSettings
 from joulehouse.facts import ENERGY_FACTS_COLUMNS
 from resources import AccountingSettings, Warehouse
-from tests.dagster_sqlite import empty_instance
+from tests.dagster_sqlite import DAGSTER_SQLITE, empty_instance
 
 
 @pytest.fixture
@@ -293,3 +296,49 @@ def test_a_missing_landing_folder_fails_and_keeps_the_stored_series(tmp_path):
         # a verdict, failed at once: a step retry (STEP_RETRY) would only fail the same
         assert not [event for event in result.all_events if event.is_step_up_for_retry]
     pd.testing.assert_frame_equal(store.tables().read_table("carbon_intensity"), before)
+
+
+def test_the_accounting_is_asked_for_while_a_source_run_is_in_flight():
+    """A fact source updated while another source's run is in flight: the accounting's
+    condition asks for it at once, where the other tables' condition waits for that run to
+    end (with five sources landing all day one nearly always is). The accounting assets
+    carry that condition and their own pool."""
+
+    @dg.asset
+    def facts_a() -> None:
+        pass
+
+    @dg.asset
+    def facts_b() -> None:
+        pass
+
+    @dg.asset(deps=[facts_a, facts_b], automation_condition=ACCOUNTING_AUTOMATION)
+    def accounted() -> None:
+        pass
+
+    @dg.asset(deps=[facts_a, facts_b], automation_condition=TABLE_AUTOMATION)
+    def other_table() -> None:
+        pass
+
+    source_a = dg.define_asset_job("source_a", selection=[facts_a])
+    defs = dg.Definitions(assets=[facts_a, facts_b, accounted, other_table], jobs=[source_a])
+    with empty_instance(DAGSTER_SQLITE) as instance:
+        assert dg.materialize([facts_a, facts_b, accounted, other_table],
+                              instance=instance).success
+        first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+        assert first.total_requested == 0
+        # a run of source a in flight (it plans facts_a), then source b's facts stored
+        in_flight = instance.create_run_for_job(job_def=defs.resolve_job_def("source_a"),
+                                                status=dg.DagsterRunStatus.STARTED)
+        assert instance.get_latest_planned_materialization_info(
+            facts_a.key).run_id == in_flight.run_id
+        assert dg.materialize([facts_b], instance=instance).success
+        during = dg.evaluate_automation_conditions(defs=defs, instance=instance,
+                                                   cursor=first.cursor)
+        assert during.get_num_requested(accounted.key) == 1
+        assert during.get_num_requested(other_table.key) == 0
+
+    for asset in (accounting_asset, trust_checks, waste_step, fact_quality):
+        for key in asset.keys:
+            assert asset.get_op_def_for_asset_key(key).pool == ACCOUNTING_POOL, key
+            assert asset.automation_conditions_by_key[key] == ACCOUNTING_AUTOMATION, key
