@@ -148,6 +148,30 @@ def hand_out_field(entries: str) -> Any:
     return Field(default={}, description=f"Day partition key -> {entries} handed out in it.")
 
 
+#: Landing name, its days (``YYYY-MM-DD``) -> each day's entry keys, every entry whose day
+#: it is (what a run reads of a day none of its hand-outs names); raises an InputError
+#: naming why the landing cannot be read.
+DaysOf = Callable[[str, list[str]], dict[str, list[str]]]
+
+
+def landing_days_of(folders: Mapping[str, Path], identify: Identify, start_day: StartDay,
+                    source: str) -> DaysOf:
+    """The :data:`DaysOf` of landing folders (``folders``: name -> path) whose entries
+    ``identify`` tells and ``start_day`` dates (``landing_days.entries_of_days``: one listing
+    per landing folder); ``source`` names the source in errors."""
+
+    def days_of(landing: str, dates: list[str]) -> dict[str, list[str]]:
+        if landing not in folders:
+            raise InputError(landing, f"no such {source} landing folder configured")
+        try:
+            found = entries_of_days(folders[landing], landing, dates, identify, start_day)
+        except OSError as err:
+            raise InputError(folders[landing], f"cannot be listed ({err})") from err
+        return {date: [item.key for item in items] for date, items in found.items()}
+
+    return days_of
+
+
 @dataclass(frozen=True)
 class RunDays:
     """The entries a run over landing days (``joulehouse.landing_days``) processes, by day
@@ -164,12 +188,12 @@ class RunDays:
 
     @classmethod
     def of(cls, context: dg.AssetExecutionContext, config: DayHandOut,
-           folders: Mapping[str, Path], identify: Identify, start_day: StartDay,
-           source: str) -> "RunDays":
+           days_of: DaysOf) -> "RunDays":
         """The entries the run's ``config`` hands out for each day of the run; a day it does
-        not name is read whole: every entry of its landing folder (``folders``: name ->
-        path) whose day it is (``landing_days.entries_of_days``: one listing per landing
-        folder). ``source`` names the source in errors."""
+        not name is read whole: ``days_of(landing, dates)`` (one call per landing folder or
+        data root, its days read together) gives every entry of that landing whose day
+        each date is, or an InputError naming why the landing cannot be read, which fails
+        those days alone."""
         named = config.named()
         entries: dict[str, list[str]] = {}
         unlisted: dict[str, InputError] = {}
@@ -186,17 +210,12 @@ class RunDays:
             whole.setdefault(landing, []).append(date)
         for landing, dates in whole.items():
             try:
-                if landing not in folders:
-                    raise InputError(landing, f"no such {source} landing folder configured")
-                found = entries_of_days(folders[landing], landing, dates, identify, start_day)
-            except OSError as err:
-                found, why = {}, InputError(folders[landing], f"cannot be listed ({err})")
-                unlisted |= {day_key(landing, date): why for date in dates}
+                found = days_of(landing, dates)
             except InputError as err:
                 found = {}
                 unlisted |= {day_key(landing, date): err for date in dates}
-            for date, items in found.items():
-                entries[day_key(landing, date)] = [item.key for item in items]
+            for date, keys in found.items():
+                entries[day_key(landing, date)] = sorted(keys)
         return cls(entries, unlisted)
 
     def batch(self, context: dg.AssetExecutionContext, outcomes: Mapping[str, Outcome],
