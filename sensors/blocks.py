@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import dagster as dg
@@ -54,6 +55,9 @@ from sensors.partition_runs import (
 
 #: Entry key -> fingerprint, as a hand-out lists them.
 Entries = dict[str, str]
+#: Entry keys, a block (None: any) -> those of the entries still there (and, given a
+#: block, still of that block), with their fingerprints now.
+StillThere = Callable[[Collection[str], "str | None"], Entries]
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,44 @@ class BlockHandOuts:
                 moved[block] = failed - elsewhere
         return moved
 
+    def hand_out(self, instance: dg.DagsterInstance, fresh: Mapping[str, Entries],
+                 cancelled: Mapping[str, dg.AssetMaterialization], still_there: StillThere,
+                 registered: Sequence[str], run_key_prefix: str,
+                 run_config: Callable[[Mapping[str, list[str]]], dict[str, Any]]) -> HandOut:
+        """What a tick asks for, given the entries ready now by block (``fresh``: block ->
+        entry -> fingerprint, each entry in one block): each block's hand-out lists those,
+        the entries a CANCELED run of it was handed (``cancelled``: :meth:`cancelled`; asked
+        again once, failed block or not), those not known good (:meth:`unsettled`), and a
+        FAILED block's other failed entries where one of them is handed out in another
+        block now (:meth:`moved_failures`; none: a run over no entry, so the block passes
+        without the moved one), each once in the run and only while ``still_there(keys,
+        block)`` finds it (``block`` None: wherever it is now), with its fingerprint now
+        (``registered``: the source's registered blocks). The run is asked with
+        ``run_config(block -> its entries' keys)`` under ``run_key_prefix`` (a retry's
+        when anything was cancelled), and its key digests the entries with their
+        fingerprints."""
+        fresh = {block: dict(entries) for block, entries in fresh.items()}
+        now = {key for entries in fresh.values() for key in entries}
+        for block, event in cancelled.items():
+            there = still_there(set(self.listed(event)) - now, None)
+            if there:  # a block none of whose entries is left is not handed out empty
+                fresh.setdefault(block, {}).update(there)
+                now |= there.keys()
+        recheck: dict[str, Entries] = {}
+        for block, keys in self.unsettled(instance, fresh.keys()).items():
+            recheck[block] = still_there(keys - now, block)
+            now |= recheck[block].keys()
+        listing = self.listing(fresh, recheck)
+        for block, keys in self.moved_failures(instance, registered, listing).items():
+            listing[block] = still_there(keys - now, block)  # none: it passes
+            now |= listing[block].keys()
+        prefix, tags = retry_request(run_key_prefix, cancelled)
+        return HandOut(
+            {block: digest_pairs(entries) for block, entries in sorted(listing.items())},
+            sum(map(len, listing.values())), prefix,
+            run_config({block: sorted(entries) for block, entries in listing.items()}),
+            tags, lambda run_key: self.metadata(listing, run_key))
+
     def _latest(self, instance: dg.DagsterInstance, block: str) -> dg.EventLogRecord | None:
         """The latest hand-out of ``block`` (a materialization of :attr:`files`)."""
         return next(iter(instance.fetch_materializations(dg.AssetRecordsFilter(
@@ -215,29 +257,12 @@ class BlockLandingSensor(LandingSensor):
         fresh: dict[str, Entries] = {}
         for item in ready:
             fresh.setdefault(self.block_of(item, source), {})[item.key] = item.fingerprint
-        now = {key for entries in fresh.values() for key in entries}  # each key in one block
-        for block, event in cancelled.items():
-            there = self._still_there(source, set(self.blocks.listed(event)) - now)
-            if there:  # a block none of whose entries is left is not handed out empty
-                fresh.setdefault(block, {}).update(there)
-                now |= there.keys()
-        recheck: dict[str, Entries] = {}
-        for block, keys in self.blocks.unsettled(instance, fresh.keys()).items():
-            recheck[block] = self._still_there(source, keys - now, block)
-            now |= recheck[block].keys()
-        listing = self.blocks.listing(fresh, recheck)
-        for block, keys in self.blocks.moved_failures(instance, registered(), listing).items():
-            listing[block] = self._still_there(source, keys - now, block)  # none: it passes
-            now |= listing[block].keys()
-        prefix, tags = retry_request(self.run_key_prefix, cancelled)
-        return HandOut(
-            {block: digest_pairs(entries) for block, entries in sorted(listing.items())},
-            sum(map(len, listing.values())), prefix,
-            self.run_config({block: sorted(entries) for block, entries in listing.items()}),
-            tags, lambda run_key: self.blocks.metadata(listing, run_key))
+        return self.blocks.hand_out(
+            instance, fresh, cancelled, partial(self._still_there, source), registered(),
+            self.run_key_prefix, self.run_config)
 
     def _still_there(self, source: LandingFolders, keys: Collection[str],
-                     block: str | None = None) -> Entries:
+                     block: str | None) -> Entries:
         """Each of entries ``keys`` still in its landing folder (and, given a ``block``,
         still of that block), with its fingerprint now."""
         entries: Entries = {}
