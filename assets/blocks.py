@@ -154,8 +154,8 @@ def hand_out_field(entries: str) -> Any:
 DaysOf = Callable[[str, list[str]], dict[str, list[str]]]
 
 
-def landing_days_of(folders: Mapping[str, Path], identify: Identify, start_day: StartDay,
-                    source: str) -> DaysOf:
+def _landing_days_of(folders: Mapping[str, Path], identify: Identify, start_day: StartDay,
+                     source: str) -> DaysOf:
     """The :data:`DaysOf` of landing folders (``folders``: name -> path) whose entries
     ``identify`` tells and ``start_day`` dates (``landing_days.entries_of_days``: one listing
     per landing folder); ``source`` names the source in errors."""
@@ -217,6 +217,16 @@ class RunDays:
             for date, keys in found.items():
                 entries[day_key(landing, date)] = sorted(keys)
         return cls(entries, unlisted)
+
+    @classmethod
+    def of_landings(cls, context: dg.AssetExecutionContext, config: DayHandOut,
+                    folders: Mapping[str, Path], identify: Identify, start_day: StartDay,
+                    source: str) -> "RunDays":
+        """:meth:`of` for landing folders (``folders``: name -> path) whose entries
+        ``identify`` tells and ``start_day`` dates: a day read whole is every entry of its
+        landing folder whose day it is (``landing_days.entries_of_days``: one listing per
+        landing folder); ``source`` names the source in errors."""
+        return cls.of(context, config, _landing_days_of(folders, identify, start_day, source))
 
     def batch(self, context: dg.AssetExecutionContext, outcomes: Mapping[str, Outcome],
               schema_of: SchemaOf, metadata: Callable[[str, dict[str, Stored]], dict],

@@ -53,7 +53,6 @@ from assets.blocks import (
     RunDays,
     block_outcomes,
     hand_out_field,
-    landing_days_of,
     run_entries,
 )
 from assets.facts import write_facts, write_owned_facts
@@ -549,8 +548,8 @@ with backfills() as single_run:
                        taudb: TaudbResource, workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        run = RunDays.of(context, config, landing_days_of(
-            geopm_source.landings(), identify_report, start_day(geopm_source.timezone), "GEOPM"))
+        run = RunDays.of_landings(context, config, geopm_source.landings(), identify_report,
+                                  start_day(geopm_source.timezone), "GEOPM")
         with workers.pool(len(run.keys) if run_partitions(context) is not None else None
                           ) as executor:
             failed, bad = yield from per_report_assets(context, run, geopm_source, tables,

@@ -52,14 +52,7 @@ from typing import Any, ClassVar
 import dagster as dg
 import pandas as pd
 
-from assets.blocks import (
-    DayHandOut,
-    Outcome,
-    RunDays,
-    block_outcomes,
-    hand_out_field,
-    landing_days_of,
-)
+from assets.blocks import DayHandOut, Outcome, RunDays, block_outcomes, hand_out_field
 from assets.gpu import (
     ENERGY_TABLE,
     TABLE_AUTOMATION,
@@ -386,8 +379,8 @@ with backfills() as single_run:
     def tau_profile_trials(context: dg.AssetExecutionContext, config: TauHandOut,
                            tau_profiles: TauProfileSource, taudb: TaudbResource,
                            warehouse: Warehouse, workers: StepWorkers) -> Iterator:
-        run = RunDays.of(context, config, landing_days_of(
-            tau_profiles.landings(), profile_set_files, profile_set_start_day, "TAU profile"))
+        run = RunDays.of_landings(context, config, tau_profiles.landings(), profile_set_files,
+                                  profile_set_start_day, "TAU profile")
         with taudb.open() as db, workers.pool(len(run.keys)) as executor:
             outcomes = load_entry_trials(
                 db, run.keys, read_trial_source, lambda key: (tau_profiles.resolve(key),),
