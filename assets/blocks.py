@@ -20,7 +20,15 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from assets.reporting import PartitionBatch, SchemaOf, Stored, Work, run_partitions, stored
+from assets.reporting import (
+    BothOutcome,
+    PartitionBatch,
+    SchemaOf,
+    Stored,
+    Work,
+    run_partitions,
+    stored,
+)
 from joulehouse.errors import InputError
 from joulehouse.landing import Identify
 from joulehouse.landing_days import StartDay, day_key, entries_of_days, split_day_key
@@ -69,6 +77,45 @@ def run_entries(blocks: Mapping[str, Sequence[str]], work: Work,
         except InputError as err:
             outcomes[entry] = err
     return outcomes
+
+
+def run_entries_both(blocks: Mapping[str, Sequence[str]],
+                     work: Callable[[list[tuple]], list[BothOutcome]],
+                     arguments: Callable[[str], tuple], executor: Executor, per_task: int
+                     ) -> tuple[dict[str, Outcome], dict[str, Outcome], Exception | None]:
+    """:func:`run_entries` for two assets of each entry built in the same task (the second
+    from the first's frames in memory, not read back), ``per_task`` entries a task of
+    ``executor``: ``work([arguments(entry), ...])`` returns each entry's
+    :data:`~assets.reporting.BothOutcome`. Returns entry -> the first asset's outcome (an
+    entry whose ``arguments`` raise an InputError fails there); entry -> the second's, for
+    the entries whose first was stored; and the first error of the second that is no
+    InputError (a bug: raised by the caller once the first asset is reported)."""
+    keys = list(dict.fromkeys(entry for entries in blocks.values() for entry in entries))
+    first: dict[str, Outcome] = {}
+    second: dict[str, Outcome] = {}
+    tasks: list[tuple[list[str], Future]] = []
+    chunk: list[str] = []
+    given: list[tuple] = []
+    for position, key in enumerate(keys, start=1):
+        try:
+            given.append(arguments(key))
+            chunk.append(key)
+        except InputError as err:
+            first[key] = err
+        if chunk and (len(chunk) == per_task or position == len(keys)):
+            tasks.append((chunk, executor.submit(work, given)))
+            chunk, given = [], []
+    error: Exception | None = None
+    for task_keys, future in tasks:
+        for key, (outcome, then) in zip(task_keys, future.result(), strict=True):
+            first[key] = outcome
+            if isinstance(outcome, InputError):
+                continue
+            if isinstance(then, Stored | InputError):
+                second[key] = then
+            else:
+                error = error or then
+    return first, second, error
 
 
 def block_batch(context: dg.AssetExecutionContext, blocks: Mapping[str, Sequence[str]],
