@@ -28,7 +28,7 @@ source file missing, unbridged gaps: ``joulehouse.gpu.energy.left_out``) makes i
 import os
 from collections.abc import Generator, Mapping
 from concurrent.futures import Executor
-from functools import partial
+from functools import cache, partial
 from typing import Any, ClassVar
 
 import dagster as dg
@@ -69,7 +69,7 @@ from joulehouse.gpu.energy import (
     left_out,
     repetition_energy,
 )
-from joulehouse.gpu.layout import RepetitionRef, find_repetitions, subdirs
+from joulehouse.gpu.layout import RepetitionRef, find_repetitions, holds_repetitions, subdirs
 from joulehouse.gpu.readers import POWER_SAMPLES, Repetition, read_repetition
 from joulehouse.gpu.schemas import (
     BENCHMARK_SCHEMA,
@@ -435,18 +435,25 @@ def stored_energy_keys_of_run(gpu_source: GpuBenchmarkSource, tables: Tables,
     """The repetitions the run's tables and trials are made from, sorted: in a run over
     the repetitions ``keys``, the repetitions of the settings (run folders) they belong
     to whose energy is stored (a listing of each run folder and a stat each, not the whole
-    table's listing: issue 28; a run folder that cannot be listed: the table's stored
-    repetitions of it); in a run without partitions (``keys`` None), every stored one
-    still in its tree (:func:`stored_energy_keys`)."""
+    table's listing: issue 28; a run folder that cannot be listed, or is missing while its
+    root lists no repetition at all (an NFS mount point not mounted: as
+    :func:`stored_energy_keys`), the table's stored repetitions of it, so that a failed
+    load deletes nothing stored); in a run without partitions (``keys`` None), every
+    stored one still in its tree (:func:`stored_energy_keys`)."""
     if keys is None:
         return stored_energy_keys(gpu_source, tables)
     roots = gpu_source.roots_by_name()
+    mounted = cache(lambda root: holds_repetitions(roots[root].path))  # once per root
     found: list[str] = []
     for setting in sorted({gpu_tables.setting_of(key) for key in keys}):
         name, experiment, benchmark, run = setting
         try:
-            names = subdirs(os.path.join(roots[name].path, experiment, benchmark, run),
-                            missing_ok=True)
+            try:
+                names = subdirs(os.path.join(roots[name].path, experiment, benchmark, run))
+            except FileNotFoundError:
+                if not mounted(name):
+                    raise  # unmounted: keep what is stored
+                names = []  # removed from a root that is there
             candidates = [f"{name}/{experiment}/{benchmark}/{run}/{rep}" for rep in names]
         except (OSError, KeyError):
             candidates = [key for key in tables.partition_keys(ENERGY_TABLE)

@@ -236,3 +236,28 @@ def test_a_run_without_partitions_drops_a_removed_repetition_but_not_an_unlistab
     shutil.rmtree(data_root / BAD.removeprefix("lab/"))
     assert facts() == every - {BAD}
     assert_tables_rebuilt(pipeline, sorted(every - {BAD}))
+
+
+def test_an_unmounted_root_during_a_run_over_named_repetitions_deletes_nothing_stored(
+        pipeline, data_root):
+    """A run over handed-out repetitions while their root is unmounted (an empty folder at
+    its path) fails its load and keeps every stored row: the touched setting is not
+    replaced by nothing, and the facts and benchmarks keep all entities."""
+    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    every = repetition_keys(data_root)
+    settings = pipeline.tables.read_table(SETTING_TABLE)
+    benchmarks = pipeline.tables.read_table("gpu_benchmark_energy")
+    shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
+    settle()
+    [request] = pipeline.tick().run_requests
+    assert handed_out(request) == {DAY: [NEW]}
+    data_root.rename(data_root.with_name("unmounted"))
+    data_root.mkdir()  # a mount point with nothing mounted on it
+    assert not pipeline.launch(request).success
+    assert pipeline.tables.read_table(SETTING_TABLE).set_index("run").loc[
+        "150W", "repetitions"] == 2
+    pd.testing.assert_frame_equal(pipeline.tables.read_table(SETTING_TABLE), settings)
+    pd.testing.assert_frame_equal(pipeline.tables.read_table("gpu_benchmark_energy"),
+                                  benchmarks)
+    assert set(pipeline.tables.read_table("energy_facts")["entity"]) == set(every)
+    assert sorted(pipeline.tables.partition_keys(ENERGY_TABLE)) == sorted(every)
