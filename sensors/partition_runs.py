@@ -181,14 +181,23 @@ def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built:
     instead). A run never launched (a test's tick) is no reason. Each cancel is undone
     once at most: a cancelled retry (tagged :data:`RETRY_OF_TAG`, :func:`retry_request`)
     and a run tagged :data:`NO_RETRY_TAG` ``=true`` are left be.
+
+    Only keys registered in the current partitions (``existing``) count: the ``files``
+    history of a partitions definition the source had before (one partition per entry,
+    before days) is no hand-out of it, so a run cancelled then is no reason now (it made
+    every later run a "retry", which is never retried). That history still comes back
+    from the two storage-id queries (the files and the built asset), one row per old key
+    each, at every tick, until it is deleted
+    (docs/gpu.md, "Upgrading").
     """
     if run_in_flight(instance, existing) is not None:
         return {}
+    registered = set(existing)
     kind = dg.DagsterEventType.ASSET_MATERIALIZATION
     built_at = instance.get_latest_storage_id_by_partition(built, kind)
     by_run: dict[str, dict[str, dg.AssetMaterialization]] = {}
     for key, handed_at in instance.get_latest_storage_id_by_partition(files, kind).items():
-        if handed_at <= built_at.get(key, -1) or key in failed:
+        if key not in registered or handed_at <= built_at.get(key, -1) or key in failed:
             continue
         record = instance.get_latest_data_version_record(files, is_source=False,
                                                          partition_key=key)

@@ -18,6 +18,7 @@ from assets.gpu import (
     gpu_benchmark_energy,
     gpu_repetition_days,
     gpu_repetition_energy,
+    gpu_repetition_files,
     gpu_setting_energy,
     gpu_validated_frames,
 )
@@ -261,3 +262,25 @@ def test_an_unmounted_root_during_a_run_over_named_repetitions_deletes_nothing_s
                                   benchmarks)
     assert set(pipeline.tables.read_table("energy_facts")["entity"]) == set(every)
     assert sorted(pipeline.tables.partition_keys(ENERGY_TABLE)) == sorted(every)
+
+
+def test_a_run_cancelled_before_the_upgrade_makes_no_later_run_a_retry(pipeline, data_root):
+    """A hand-out of the old per-repetition partitions (``gpu_repetitions``) whose run was
+    cancelled before the upgrade is no hand-out of the days: the first run over the days
+    is no retry, so when it is cancelled in turn it is asked for again, once."""
+    from sensors.partition_runs import RETRY_OF_TAG, RUN_KEY_METADATA, RUN_KEY_TAG
+
+    old = "lab/power-limit/bert/150W/0"  # a gpu_repetitions key
+    pipeline.instance.report_runless_asset_event(dg.AssetMaterialization(
+        gpu_repetition_files.key, partition=old, metadata={RUN_KEY_METADATA: "lab-old"}))
+    pipeline.instance.report_run_canceled(pipeline.instance.create_run_for_job(
+        pipeline.defs.resolve_job_def(JOB_NAME), tags={RUN_KEY_TAG: "lab-old"}))
+    [request] = pipeline.tick().run_requests
+    assert RETRY_OF_TAG not in request.tags
+    assert handed_out(request) == {DAY: repetition_keys(data_root)}
+    pipeline.cancel(request)
+    [retry] = pipeline.tick().run_requests
+    assert retry.tags[RETRY_OF_TAG] == request.run_key
+    assert handed_out(retry) == {DAY: repetition_keys(data_root)}
+    pipeline.cancel(retry)
+    assert pipeline.tick().run_requests == []  # once
