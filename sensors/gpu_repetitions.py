@@ -23,7 +23,9 @@ tick itself, in one call and one batch (``tick_budget.hand_out``).
 Every run over days records which repetitions of each day failed
 (``assets/blocks.block_outcomes``). The repetitions a FAILED day's latest record names
 are fingerprinted again at every tick, whatever the size of the tree, and compared with
-the fingerprint of the hand-out that listed them: a fix in place is asked for one tick
+the fingerprint the day's latest hand-out listed them with (one it does not list, found
+by a whole-day run, matches none: handed out again once quiet, then compared as listed:
+:func:`failed_repetitions`): a fix in place is asked for one tick
 after its quiet period, alone, in the same one run as the rest. A day's next hand-out
 lists again those of its repetitions its latest record names and that are still there,
 and every repetition of its previous hand-out while that one's run is in flight
@@ -100,18 +102,27 @@ def cursor_of(state: ScanState) -> str:
     return json.dumps({"blocks": gpu_repetition_days.name, "scan": state.to_json()})
 
 
+#: The fingerprint a failed repetition is rechecked against when its day's latest hand-out
+#: does not list it: none matches, so any state of it present is a change.
+UNKNOWN_FINGERPRINT = ""
+
+
 def failed_repetitions(instance: dg.DagsterInstance, registered: Collection[str],
                        root: DataRoot) -> dict[str, str]:
     """The repetitions of ``root`` not known good in its FAILED days (of the ``registered``
     ones: :meth:`BlockHandOuts.unsettled`), by key relative to the root, with the
     fingerprint their day's latest hand-out listed them with: what the scan fingerprints
-    again at every tick."""
+    again at every tick. A repetition named failed that the latest hand-out does not list
+    (a whole-day run, from the UI or the weekly re-validation, found it; an earlier
+    hand-out listed it) is rechecked against :data:`UNKNOWN_FINGERPRINT`: it is handed
+    out again once quiet, whatever changed, and then rechecked as the latest hand-out
+    lists it."""
     failed = BLOCKS.failed_blocks(instance, list(registered))
     handed = BLOCKS.handed_out(instance, failed)
     prefix = f"{root.key_prefix}/"
-    return {key.removeprefix(prefix): handed[day][key]
+    return {key.removeprefix(prefix): handed.get(day, {}).get(key, UNKNOWN_FINGERPRINT)
             for day, keys in BLOCKS.unsettled(instance, failed).items()
-            for key in keys if key in handed.get(day, {}) and key.startswith(prefix)}
+            for key in keys if key.startswith(prefix)}
 
 
 def still_there(source: GpuBenchmarkSource, root: DataRoot, keys: Collection[str],

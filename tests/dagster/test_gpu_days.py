@@ -284,3 +284,35 @@ def test_a_run_cancelled_before_the_upgrade_makes_no_later_run_a_retry(pipeline,
     assert handed_out(retry) == {DAY: repetition_keys(data_root)}
     pipeline.cancel(retry)
     assert pipeline.tick().run_requests == []  # once
+
+
+def test_a_failed_repetition_not_in_its_days_latest_hand_out_is_rechecked(pipeline,
+                                                                          data_root):
+    """A repetition of an earlier hand-out broken in place, found by a whole-day run (the UI,
+    the weekly re-validation) while the day's latest hand-out lists another one alone, is
+    rechecked at every tick: handed out again once quiet, then, fixed, alone, and the day
+    passes, without waiting for the rolling rescan."""
+    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
+    settle()
+    [second] = pipeline.tick().run_requests
+    assert handed_out(second) == {DAY: [NEW]}
+    assert pipeline.launch(second).success
+    original = break_power(data_root, BAD)
+    assert not pipeline.run_whole(partition_key=DAY).success
+    assert pipeline.status(gpu_validated_frames.key) == {DAY: dg.AssetPartitionStatus.FAILED}
+    settle()
+    [again] = pipeline.tick().run_requests  # changed since its hand-out: asked again
+    assert handed_out(again) == {DAY: [BAD]}
+    assert not pipeline.launch(again).success
+    settle()
+    assert pipeline.tick().run_requests == []  # the same broken version: not again
+    (data_root / BAD.removeprefix("lab/") / "gpu-power.csv").write_bytes(original)  # fixed
+    settle()
+    [fixed] = pipeline.tick().run_requests
+    assert handed_out(fixed) == {DAY: [BAD]}
+    assert pipeline.launch(fixed).success
+    assert pipeline.status(gpu_validated_frames.key) == {
+        DAY: dg.AssetPartitionStatus.MATERIALIZED}
+    assert_tables_rebuilt(pipeline, repetition_keys(data_root))
+    assert pipeline.tick().run_requests == []
