@@ -173,7 +173,11 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
         return tick.skip(cursor, f"nothing new or changed and ready; {remaining}")
     fresh: dict[str, Entries] = {}
     for ready in result.ready:
-        day = day_key(root.key_prefix, repetition_day(ready.ref.path, root.timezone))
+        try:
+            day = day_key(root.key_prefix, repetition_day(ready.ref.path, root.timezone))
+        except OSError as err:  # gone since the scan: not handed out
+            context.log.warning(f"{ready.ref.path}: gone since the scan, not handed out ({err})")
+            continue
         fresh.setdefault(day, {})[source.partition_key(root, ready.ref)] = ready.fingerprint
     hand_out = BLOCKS.hand_out(
         context.instance, fresh, cancelled,

@@ -75,9 +75,10 @@ def newest_mtime(path: Path) -> float:
 
 
 def repetition_day(path: Path, timezone: str) -> str:
-    """The UTC day of the repetition folder ``path``: its start's, else its newest file's
-    mtime's."""
-    return entry_day(path, start_day(timezone), newest_mtime(path))
+    """The UTC day of the repetition folder ``path``: its start's (one head read), else
+    its newest file's mtime's (a listing and a stat per file, only then); OSError when
+    the folder is gone."""
+    return entry_day(path, start_day(timezone), newest_mtime)
 
 
 def repetitions_of_days(data_root: str | os.PathLike[str], days: Collection[str],
@@ -87,8 +88,9 @@ def repetitions_of_days(data_root: str | os.PathLike[str], days: Collection[str]
 
     One listing of the tree, one ``stat`` per file; a repetition last written more than
     :data:`~joulehouse.landing_days.WRITTEN_BEFORE_MARGIN` before the earliest of ``days``
-    began is none of theirs, unread; every other complete one's head is read once.
-    InputError when the root cannot be listed."""
+    began is none of theirs, unread; every other complete one's head is read once. A
+    folder that vanishes during the walk (removed, or renamed hidden) is skipped;
+    InputError only when the root itself cannot be listed."""
     wanted = set(days)
     begins = (datetime.fromisoformat(min(wanted)).replace(tzinfo=UTC)
               - WRITTEN_BEFORE_MARGIN).timestamp()

@@ -140,16 +140,10 @@ def iter_repetitions(data_root: str | os.PathLike[str]) -> Iterator[RepetitionRe
 
 
 def find_repetitions(data_root: str | os.PathLike[str]) -> list[RepetitionRef]:
-    """Every repetition folder four levels below ``data_root``, sorted by key.
-
-    Hidden folders (``.name``) are skipped.
-    """
-    root = Path(data_root)
-    return [ref
-            for experiment in subdirs(root)
-            for benchmark in subdirs(os.path.join(root, experiment))
-            for run in subdirs(os.path.join(root, experiment, benchmark))
-            for ref in _run_repetitions(root, experiment, benchmark, run)]
+    """Every repetition folder four levels below ``data_root``, sorted by key
+    (:func:`iter_repetitions`: a folder vanishing during the walk is skipped; the root
+    itself unlistable raises OSError)."""
+    return list(iter_repetitions(data_root))
 
 
 def holds_repetitions(data_root: str | os.PathLike[str]) -> bool:

@@ -316,3 +316,22 @@ def test_a_failed_repetition_not_in_its_days_latest_hand_out_is_rechecked(pipeli
         DAY: dg.AssetPartitionStatus.MATERIALIZED}
     assert_tables_rebuilt(pipeline, repetition_keys(data_root))
     assert pipeline.tick().run_requests == []
+
+
+def test_a_repetition_gone_between_the_scan_and_its_day_is_not_handed_out(
+        pipeline, data_root, monkeypatch):
+    """A repetition removed after the tick's scan found it ready and before its day is
+    read does not fail the tick: the others are handed out, it is not."""
+    import sensors.gpu_repetitions as sensor
+
+    scanned = sensor.scan
+
+    def scan_then_remove(*args, **kwargs):
+        result = scanned(*args, **kwargs)
+        shutil.rmtree(data_root / BAD.removeprefix("lab/"))
+        return result
+
+    monkeypatch.setattr(sensor, "scan", scan_then_remove)
+    [request] = pipeline.tick().run_requests
+    assert handed_out(request) == {DAY: sorted(set(repetition_keys(data_root)) - {BAD})}
+    assert len(handed_out(request)[DAY]) == 5

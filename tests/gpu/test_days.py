@@ -61,3 +61,45 @@ def test_the_repetitions_of_days_are_the_complete_ones_whose_day_it_is(tmp_path,
     assert found == {"2021-03-04": ["exp/bench/150W/0", "exp/other/250W/0"], "2021-03-06": []}
     with pytest.raises(InputError, match="cannot be listed"):
         repetitions_of_days(tmp_path / "gone", ["2021-03-04"], "UTC")
+
+
+def test_a_folder_vanishing_during_the_walk_is_skipped(tmp_path, make_repetition,
+                                                       monkeypatch):
+    """A run folder listed and then removed (or renamed hidden) before the walk reaches
+    it is skipped: the day's other repetitions are found, nothing raises."""
+    from joulehouse.gpu import layout
+
+    root = tmp_path / "lab"
+    make_repetition(root, "exp/bench/150W/0", start_utc="2021-03-04 10:00:00")
+    moved, _ = make_repetition(root, "exp/bench/250W/0", start_utc="2021-03-04 11:00:00")
+    listed = layout.subdirs
+
+    def listing_then_move(path, **kwargs):
+        names = listed(path, **kwargs)
+        if str(path).endswith("bench"):  # the benchmark listed: a run folder moves away
+            moved.path.parent.rename(moved.path.parent.with_name(".250W"))
+        return names
+
+    monkeypatch.setattr(layout, "subdirs", listing_then_move)
+    found = repetitions_of_days(root, ["2021-03-04"], "UTC")
+    assert found == {"2021-03-04": ["exp/bench/150W/0"]}
+
+
+def test_the_newest_mtime_is_read_only_when_the_head_gives_no_day(tmp_path, make_repetition,
+                                                                  monkeypatch):
+    from joulehouse.gpu import days
+
+    ref, _ = make_repetition(tmp_path, start_utc="2021-03-04 10:00:00")
+    calls = []
+    newest = days.newest_mtime
+    monkeypatch.setattr(days, "newest_mtime", lambda path: calls.append(path) or newest(path))
+    assert repetition_day(ref.path, "UTC") == "2021-03-04"
+    assert calls == []
+    (ref.path / "timestamps.csv").write_text(",timestamp,event,data\n0,broken,experiment_begin,0\n")
+    _at(ref.path, 2022, 5, 6)
+    assert repetition_day(ref.path, "UTC") == "2022-05-06"
+    assert calls == [ref.path]
+    (ref.path / "timestamps.csv").unlink()
+    ref.path.rename(ref.path.with_name("gone"))
+    with pytest.raises(OSError):
+        repetition_day(ref.path, "UTC")
