@@ -125,18 +125,23 @@ class BlockHandOuts:
         return entries
 
     def moved_failures(self, instance: dg.DagsterInstance, registered: Sequence[str],
-                       listing: Mapping[str, Entries]) -> dict[str, set[str]]:
+                       listing: Mapping[str, Entries], failed: set[str] | None = None
+                       ) -> dict[str, set[str]]:
         """FAILED block -> its other failed entries, for each of the ``registered`` blocks
         not in ``listing`` whose latest record (:data:`~assets.blocks.FAILED_ENTRIES`)
         names an entry that ``listing`` hands out in another block now: an entry fixed so
         that it belongs to another block (a GEOPM report whose Start Time was wrong), whose
         old block stays FAILED until it is rechecked without it. One status query per
-        built asset, and one record read per FAILED block, when anything is handed out."""
+        built asset (none when the tick has them already: ``failed``, the
+        :meth:`failed_blocks` of ``registered``), and one record read per FAILED block,
+        when anything is handed out."""
         elsewhere = {key for entries in listing.values() for key in entries}
         if not elsewhere:
             return {}
+        if failed is None:
+            failed = self.failed_blocks(instance, registered)
         moved: dict[str, set[str]] = {}
-        for block in sorted(self.failed_blocks(instance, registered) - listing.keys()):
+        for block in sorted(failed - listing.keys()):
             outcome = next(iter(instance.fetch_observations(dg.AssetRecordsFilter(
                 asset_key=self.files, asset_partitions=[block]), limit=1).records), None)
             named = outcome and outcome.asset_observation.metadata.get(FAILED_ENTRIES)
@@ -148,7 +153,8 @@ class BlockHandOuts:
     def hand_out(self, instance: dg.DagsterInstance, fresh: Mapping[str, Entries],
                  cancelled: Mapping[str, dg.AssetMaterialization], still_there: StillThere,
                  registered: Sequence[str], run_key_prefix: str,
-                 run_config: Callable[[Mapping[str, list[str]]], dict[str, Any]]) -> HandOut:
+                 run_config: Callable[[Mapping[str, list[str]]], dict[str, Any]],
+                 failed: set[str] | None = None) -> HandOut:
         """What a tick asks for, given the entries ready now by block (``fresh``: block ->
         entry -> fingerprint, each entry in one block): each block's hand-out lists those,
         the entries a CANCELED run of it was handed (``cancelled``: :meth:`cancelled`; asked
@@ -157,7 +163,8 @@ class BlockHandOuts:
         block now (:meth:`moved_failures`; none: a run over no entry, so the block passes
         without the moved one), each once in the run and only while ``still_there(keys,
         block)`` finds it (``block`` None: wherever it is now), with its fingerprint now
-        (``registered``: the source's registered blocks). The run is asked with
+        (``registered``: the source's registered blocks; ``failed``: their
+        :meth:`failed_blocks`, when the tick has read them already). The run is asked with
         ``run_config(block -> its entries' keys)`` under ``run_key_prefix`` (a retry's
         when anything was cancelled), and its key digests the entries with their
         fingerprints."""
@@ -173,7 +180,8 @@ class BlockHandOuts:
             recheck[block] = still_there(keys - now, block)
             now |= recheck[block].keys()
         listing = self.listing(fresh, recheck)
-        for block, keys in self.moved_failures(instance, registered, listing).items():
+        for block, keys in self.moved_failures(instance, registered, listing,
+                                               failed).items():
             listing[block] = still_there(keys - now, block)  # none: it passes
             now |= listing[block].keys()
         prefix, tags = retry_request(run_key_prefix, cancelled)

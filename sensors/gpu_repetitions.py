@@ -107,17 +107,16 @@ def cursor_of(state: ScanState) -> str:
 UNKNOWN_FINGERPRINT = ""
 
 
-def failed_repetitions(instance: dg.DagsterInstance, registered: Collection[str],
+def failed_repetitions(instance: dg.DagsterInstance, failed: Collection[str],
                        root: DataRoot) -> dict[str, str]:
-    """The repetitions of ``root`` not known good in its FAILED days (of the ``registered``
-    ones: :meth:`BlockHandOuts.unsettled`), by key relative to the root, with the
+    """The repetitions of ``root`` not known good in its ``failed`` days (its FAILED ones:
+    :meth:`BlockHandOuts.unsettled`), by key relative to the root, with the
     fingerprint their day's latest hand-out listed them with: what the scan fingerprints
     again at every tick. A repetition named failed that the latest hand-out does not list
     (a whole-day run, from the UI or the weekly re-validation, found it; an earlier
     hand-out listed it) is rechecked against :data:`UNKNOWN_FINGERPRINT`: it is handed
     out again once quiet, whatever changed, and then rechecked as the latest hand-out
     lists it."""
-    failed = BLOCKS.failed_blocks(instance, list(registered))
     handed = BLOCKS.handed_out(instance, failed)
     prefix = f"{root.key_prefix}/"
     return {key.removeprefix(prefix): handed.get(day, {}).get(key, UNKNOWN_FINGERPRINT)
@@ -152,12 +151,13 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
     registered = BLOCKS.registered(context.instance)
     prefix = f"{root.key_prefix}/"
     own = [day for day in registered if day.startswith(prefix)]
+    failed = BLOCKS.failed_blocks(context.instance, own)  # once a tick
     cancelled = {day: event for day, event in BLOCKS.cancelled(
         context.instance, set(), registered).items() if day.startswith(prefix)}
     result = scan(root.path, scan_state(tick.own),
                   quiet_s=source.quiet_period_s, full_rescan_s=source.full_rescan_s,
                   max_repetitions=tick.cap,
-                  recheck=failed_repetitions(context.instance, own, root))
+                  recheck=failed_repetitions(context.instance, failed, root))
     for error in result.errors:
         context.log.warning(str(error))
     cut = bool(result.deferred or result.unlisted)
@@ -182,7 +182,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
     hand_out = BLOCKS.hand_out(
         context.instance, fresh, cancelled,
         lambda keys, day: still_there(source, root, keys, day), own, root.key_prefix,
-        GpuHandOut.run_config_of)
+        GpuHandOut.run_config_of, failed)
     if not hand_out.fingerprints:
         return tick.skip(cursor, f"nothing new or changed and ready; {remaining}")
     days = f"{hand_out.entries} ready in {len(hand_out.fingerprints)} day(s)"

@@ -335,3 +335,22 @@ def test_a_repetition_gone_between_the_scan_and_its_day_is_not_handed_out(
     [request] = pipeline.tick().run_requests
     assert handed_out(request) == {DAY: sorted(set(repetition_keys(data_root)) - {BAD})}
     assert len(handed_out(request)[DAY]) == 5
+
+
+def test_a_tick_handing_out_reads_the_failed_days_once(pipeline, data_root, monkeypatch):
+    """The FAILED days' status (a query per built asset over the root's days) is read once a
+    tick, for the recheck and the moved failures alike."""
+    from sensors.blocks import BlockHandOuts
+
+    break_power(data_root, BAD)
+    settle()
+    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
+    shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
+    settle()
+    reads = []
+    failed_blocks = BlockHandOuts.failed_blocks
+    monkeypatch.setattr(BlockHandOuts, "failed_blocks", lambda self, instance, registered: (
+        reads.append(list(registered)) or failed_blocks(self, instance, registered)))
+    [request] = pipeline.tick().run_requests
+    assert handed_out(request) == {DAY: [NEW, BAD]}
+    assert reads == [[DAY]]
