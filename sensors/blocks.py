@@ -248,16 +248,11 @@ class BlockLandingSensor(LandingSensor):
     run_config: Callable[[Mapping[str, list[str]]], dict[str, Any]]
 
     def state(self, own: str | None) -> LandingState:
-        try:
-            payload = json.loads(own or "{}")
-        except ValueError:
-            payload = {}
-        if not isinstance(payload, dict) or payload.get("blocks") != self.partitions_def.name:
-            return LandingState()
-        return LandingState.from_json(payload["landing"])
+        landing = blocks_cursor_state(own, self.partitions_def.name, "landing")
+        return LandingState() if landing is None else LandingState.from_json(landing)
 
     def cursor(self, state: LandingState) -> str:
-        return json.dumps({"blocks": self.partitions_def.name, "landing": state.to_json()})
+        return blocks_cursor(self.partitions_def.name, "landing", state.to_json())
 
     def hand_out(self, instance: dg.DagsterInstance, ready: Sequence[LandedItem],
                  source: LandingFolders, registered: Callable[[], list[str]]) -> HandOut:
@@ -282,6 +277,27 @@ class BlockLandingSensor(LandingSensor):
             if item is not None and (block is None or self.block_of(item, source) == block):
                 entries[key] = item.fingerprint
         return entries
+
+
+def blocks_cursor_state(own: str | None, partitions: str, name: str) -> Any:
+    """The scan state stored under ``name`` in a block sensor's own cursor ``own``
+    (:func:`blocks_cursor`), or None (start afresh) when ``own`` does not name the blocks'
+    partitions ``partitions``: a cursor written before the source had blocks (one
+    partition per entry), so that every entry present is handed out again, once, into
+    its block."""
+    try:
+        payload = json.loads(own or "{}")
+    except ValueError:
+        payload = {}
+    if not isinstance(payload, dict) or payload.get("blocks") != partitions:
+        return None
+    return payload.get(name)
+
+
+def blocks_cursor(partitions: str, name: str, state: Any) -> str:
+    """A block sensor's own cursor holding the scan ``state`` (JSON-ready) under ``name``,
+    naming the blocks' partitions ``partitions`` (:func:`blocks_cursor_state`)."""
+    return json.dumps({"blocks": partitions, name: state})
 
 
 def _run_of(instance: dg.DagsterInstance, event: dg.AssetMaterialization) -> dg.DagsterRun | None:

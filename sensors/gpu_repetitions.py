@@ -52,7 +52,6 @@ The sensors start STOPPED: turn one on in the UI (Automation) once its data
 root is configured, so that loading the code never starts work on its own.
 """
 
-import json
 from collections.abc import Collection
 
 import dagster as dg
@@ -69,7 +68,7 @@ from joulehouse.gpu.layout import fingerprint, is_complete
 from joulehouse.gpu.scan import ScanState, scan
 from joulehouse.landing_days import day_key
 from resources import DataRoot, GpuBenchmarkSource
-from sensors.blocks import BlockHandOuts, Entries
+from sensors.blocks import BlockHandOuts, Entries, blocks_cursor, blocks_cursor_state
 from sensors.partition_runs import ask_for, queued_reason, queued_run
 from sensors.settings import sensor_interval_s
 from sensors.tick_budget import Tick
@@ -87,19 +86,14 @@ BLOCKS = BlockHandOuts(gpu_repetition_days, gpu_repetition_files.key,
 def scan_state(own: str | None) -> ScanState:
     """The scan state in the sensor's own cursor ``own``: a fresh one for a cursor written
     before the repetitions had days (one partition per repetition), so that every
-    repetition is handed out again, once, into its day."""
-    try:
-        payload = json.loads(own or "{}")
-    except ValueError:
-        payload = {}
-    if not isinstance(payload, dict) or payload.get("blocks") != gpu_repetition_days.name:
-        return ScanState()
-    return ScanState.from_json(payload.get("scan"))
+    repetition is handed out again, once, into its day (``blocks.blocks_cursor_state``)."""
+    scan_json = blocks_cursor_state(own, gpu_repetition_days.name, "scan")
+    return ScanState() if scan_json is None else ScanState.from_json(scan_json)
 
 
 def cursor_of(state: ScanState) -> str:
     """The sensor's own cursor holding ``state``, naming the partitions it hands out in."""
-    return json.dumps({"blocks": gpu_repetition_days.name, "scan": state.to_json()})
+    return blocks_cursor(gpu_repetition_days.name, "scan", state.to_json())
 
 
 #: The fingerprint a failed repetition is rechecked against when its day's latest hand-out
