@@ -34,7 +34,7 @@ import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import dagster as dg
 
@@ -53,6 +53,7 @@ from sensors.partition_runs import (
     retry_request,
 )
 
+T = TypeVar("T")
 #: Entry key -> fingerprint, as a hand-out lists them.
 Entries = dict[str, str]
 #: Entry keys, a block (None: any) -> those of the entries still there (and, given a
@@ -267,16 +268,29 @@ class BlockLandingSensor(LandingSensor):
     def _still_there(self, source: LandingFolders, keys: Collection[str],
                      block: str | None) -> Entries:
         """Each of entries ``keys`` still in its landing folder (and, given a ``block``,
-        still of that block), with its fingerprint now."""
-        entries: Entries = {}
-        for key in sorted(keys):
-            try:
-                item = read_landed_item(source.resolve(key), key, self.identify)
-            except (OSError, InputError):
-                item = None
-            if item is not None and (block is None or self.block_of(item, source) == block):
-                entries[key] = item.fingerprint
-        return entries
+        still of that block), with its fingerprint now (:func:`still_there_of`)."""
+        return still_there_of(
+            keys, block, lambda key: read_landed_item(source.resolve(key), key, self.identify),
+            lambda item: self.block_of(item, source), lambda item: item.fingerprint)
+
+
+def still_there_of(keys: Collection[str], block: str | None,
+                   read: Callable[[str], T | None], block_of: Callable[[T], str],
+                   fingerprint_of: Callable[[T], str],
+                   errors: tuple[type[Exception], ...] = (OSError, InputError)) -> Entries:
+    """Each of entries ``keys`` that ``read(key)`` still finds (None, or one of ``errors``:
+    gone or unusable now) and, given a ``block``, whose ``block_of`` it still is, with
+    ``fingerprint_of`` it now (taken after the block check): a :data:`StillThere` over a
+    source's own reading of its entries."""
+    entries: Entries = {}
+    for key in sorted(keys):
+        try:
+            found = read(key)
+            if found is not None and (block is None or block_of(found) == block):
+                entries[key] = fingerprint_of(found)
+        except errors:
+            continue
+    return entries
 
 
 def blocks_cursor_state(own: str | None, partitions: str, name: str) -> Any:

@@ -64,11 +64,17 @@ from assets.gpu import (
     gpu_validated_frames,
 )
 from joulehouse.gpu.days import repetition_day
-from joulehouse.gpu.layout import fingerprint, is_complete
+from joulehouse.gpu.layout import RepetitionRef, fingerprint, is_complete
 from joulehouse.gpu.scan import ScanState, scan
 from joulehouse.landing_days import day_key
 from resources import DataRoot, GpuBenchmarkSource
-from sensors.blocks import BlockHandOuts, Entries, blocks_cursor, blocks_cursor_state
+from sensors.blocks import (
+    BlockHandOuts,
+    Entries,
+    blocks_cursor,
+    blocks_cursor_state,
+    still_there_of,
+)
 from sensors.partition_runs import ask_for, queued_reason, queued_run
 from sensors.settings import sensor_interval_s
 from sensors.tick_budget import Tick
@@ -121,19 +127,16 @@ def failed_repetitions(instance: dg.DagsterInstance, failed: Collection[str],
 def still_there(source: GpuBenchmarkSource, root: DataRoot, keys: Collection[str],
                 day: str | None) -> Entries:
     """Each of repetitions ``keys`` still complete in ``root`` (and, given a ``day``, still
-    of that day), with its fingerprint now."""
-    entries: Entries = {}
-    for key in sorted(keys):
-        try:
-            _, ref = source.resolve(key)
-            if not is_complete(ref.path):
-                continue
-            if day is None or day_key(root.key_prefix,
-                                      repetition_day(ref.path, root.timezone)) == day:
-                entries[key] = fingerprint(ref.path)
-        except (OSError, KeyError, ValueError):
-            continue
-    return entries
+    of that day), with its fingerprint now (``blocks.still_there_of``)."""
+
+    def complete(key: str) -> RepetitionRef | None:
+        _, ref = source.resolve(key)
+        return ref if is_complete(ref.path) else None
+
+    return still_there_of(
+        keys, day, complete,
+        lambda ref: day_key(root.key_prefix, repetition_day(ref.path, root.timezone)),
+        lambda ref: fingerprint(ref.path), errors=(OSError, KeyError, ValueError))
 
 
 def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, root: DataRoot
