@@ -86,6 +86,21 @@ def assert_tables_rebuilt(pipeline: Pipeline, keys: list[str]) -> None:
     assert set(facts["entity"]) == set(keys)
 
 
+def assert_fixed_alone(pipeline: Pipeline, data_root: Path, original: bytes) -> None:
+    """:data:`BAD` fixed in place (its gpu-power.csv as ``original``) is handed out alone at
+    the next tick after its quiet period, its day passes, the tables equal a rebuild from
+    scratch, and nothing more is asked for."""
+    (data_root / BAD.removeprefix("lab/") / "gpu-power.csv").write_bytes(original)
+    settle()
+    [fixed] = pipeline.tick().run_requests
+    assert handed_out(fixed) == {DAY: [BAD]}
+    assert pipeline.launch(fixed).success
+    for asset in (gpu_validated_frames.key, gpu_repetition_energy.key):
+        assert pipeline.status(asset) == {DAY: dg.AssetPartitionStatus.MATERIALIZED}
+    assert_tables_rebuilt(pipeline, repetition_keys(data_root))
+    assert pipeline.tick().run_requests == []
+
+
 def test_a_repetition_landing_in_a_stored_day_is_processed_alone(pipeline, data_root):
     """A repetition copied into a day already stored: the hand-out names it alone, the day's
     other repetitions are not read again, and the tables equal a rebuild from scratch."""
@@ -152,15 +167,7 @@ def test_a_bad_repetition_keeps_its_day_failed_and_is_rechecked_until_fixed_alon
     assert pipeline.status(gpu_validated_frames.key) == {DAY: dg.AssetPartitionStatus.FAILED}
     assert pipeline.tables.has_partition(ENERGY_TABLE, NEW)
 
-    gpu_power.write_bytes(original)  # fixed in place
-    settle()
-    [fixed] = pipeline.tick().run_requests
-    assert handed_out(fixed) == {DAY: [BAD]}
-    assert pipeline.launch(fixed).success
-    assert pipeline.status(gpu_repetition_energy.key) == {
-        DAY: dg.AssetPartitionStatus.MATERIALIZED}
-    assert_tables_rebuilt(pipeline, repetition_keys(data_root))
-    assert pipeline.tick().run_requests == []
+    assert_fixed_alone(pipeline, data_root, original)
 
 
 def test_a_bad_repetition_fixed_into_another_day_clears_its_old_day(pipeline, data_root):
@@ -307,15 +314,7 @@ def test_a_failed_repetition_not_in_its_days_latest_hand_out_is_rechecked(pipeli
     assert not pipeline.launch(again).success
     settle()
     assert pipeline.tick().run_requests == []  # the same broken version: not again
-    (data_root / BAD.removeprefix("lab/") / "gpu-power.csv").write_bytes(original)  # fixed
-    settle()
-    [fixed] = pipeline.tick().run_requests
-    assert handed_out(fixed) == {DAY: [BAD]}
-    assert pipeline.launch(fixed).success
-    assert pipeline.status(gpu_validated_frames.key) == {
-        DAY: dg.AssetPartitionStatus.MATERIALIZED}
-    assert_tables_rebuilt(pipeline, repetition_keys(data_root))
-    assert pipeline.tick().run_requests == []
+    assert_fixed_alone(pipeline, data_root, original)
 
 
 def test_a_repetition_gone_between_the_scan_and_its_day_is_not_handed_out(
