@@ -50,7 +50,7 @@ from assets import (
     cc_job_blocks,
     geopm_days,
     gpu_pipeline,
-    gpu_repetitions,
+    gpu_repetition_days,
     powerapi_reports,
     tau_profile_days,
 )
@@ -126,9 +126,9 @@ RUN_EXECUTOR = dg.in_process_executor
 ASSETS = [*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS, *GEOPM_ASSETS, *CC_ASSETS,
           *ACCOUNTING_ASSETS]
 #: Each source's job, the partitions it runs over, and how many of the newest of them the
-#: weekly re-validation runs it over (ClusterCockpit: one backfill run's blocks; TAU and
+#: weekly re-validation runs it over (ClusterCockpit: one backfill run's blocks; GPU, TAU and
 #: GEOPM: a week of days).
-SOURCE_JOBS = [(gpu_energy_job, gpu_repetitions, NEWEST_PARTITIONS),
+SOURCE_JOBS = [(gpu_energy_job, gpu_repetition_days, DAYS_REVALIDATED),
                (tau_profiles_job, tau_profile_days, DAYS_REVALIDATED),
                (powerapi_job, powerapi_reports, NEWEST_PARTITIONS),
                (geopm_job, geopm_days, DAYS_REVALIDATED),

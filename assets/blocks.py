@@ -20,7 +20,15 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from assets.reporting import PartitionBatch, SchemaOf, Stored, Work, run_partitions, stored
+from assets.reporting import (
+    BothOutcome,
+    PartitionBatch,
+    SchemaOf,
+    Stored,
+    Work,
+    run_partitions,
+    stored,
+)
 from joulehouse.errors import InputError
 from joulehouse.landing import Identify
 from joulehouse.landing_days import StartDay, day_key, entries_of_days, split_day_key
@@ -69,6 +77,45 @@ def run_entries(blocks: Mapping[str, Sequence[str]], work: Work,
         except InputError as err:
             outcomes[entry] = err
     return outcomes
+
+
+def run_entries_both(blocks: Mapping[str, Sequence[str]],
+                     work: Callable[[list[tuple]], list[BothOutcome]],
+                     arguments: Callable[[str], tuple], executor: Executor, per_task: int
+                     ) -> tuple[dict[str, Outcome], dict[str, Outcome], Exception | None]:
+    """:func:`run_entries` for two assets of each entry built in the same task (the second
+    from the first's frames in memory, not read back), ``per_task`` entries a task of
+    ``executor``: ``work([arguments(entry), ...])`` returns each entry's
+    :data:`~assets.reporting.BothOutcome`. Returns entry -> the first asset's outcome (an
+    entry whose ``arguments`` raise an InputError fails there); entry -> the second's, for
+    the entries whose first was stored; and the first error of the second that is no
+    InputError (a bug: raised by the caller once the first asset is reported)."""
+    keys = list(dict.fromkeys(entry for entries in blocks.values() for entry in entries))
+    first: dict[str, Outcome] = {}
+    second: dict[str, Outcome] = {}
+    tasks: list[tuple[list[str], Future]] = []
+    chunk: list[str] = []
+    given: list[tuple] = []
+    for position, key in enumerate(keys, start=1):
+        try:
+            given.append(arguments(key))
+            chunk.append(key)
+        except InputError as err:
+            first[key] = err
+        if chunk and (len(chunk) == per_task or position == len(keys)):
+            tasks.append((chunk, executor.submit(work, given)))
+            chunk, given = [], []
+    error: Exception | None = None
+    for task_keys, future in tasks:
+        for key, (outcome, then) in zip(task_keys, future.result(), strict=True):
+            first[key] = outcome
+            if isinstance(outcome, InputError):
+                continue
+            if isinstance(then, Stored | InputError):
+                second[key] = then
+            else:
+                error = error or then
+    return first, second, error
 
 
 def block_batch(context: dg.AssetExecutionContext, blocks: Mapping[str, Sequence[str]],
@@ -148,6 +195,30 @@ def hand_out_field(entries: str) -> Any:
     return Field(default={}, description=f"Day partition key -> {entries} handed out in it.")
 
 
+#: Landing name, its days (``YYYY-MM-DD``) -> each day's entry keys, every entry whose day
+#: it is (what a run reads of a day none of its hand-outs names); raises an InputError
+#: naming why the landing cannot be read.
+DaysOf = Callable[[str, list[str]], dict[str, list[str]]]
+
+
+def _landing_days_of(folders: Mapping[str, Path], identify: Identify, start_day: StartDay,
+                     source: str) -> DaysOf:
+    """The :data:`DaysOf` of landing folders (``folders``: name -> path) whose entries
+    ``identify`` tells and ``start_day`` dates (``landing_days.entries_of_days``: one listing
+    per landing folder); ``source`` names the source in errors."""
+
+    def days_of(landing: str, dates: list[str]) -> dict[str, list[str]]:
+        if landing not in folders:
+            raise InputError(landing, f"no such {source} landing folder configured")
+        try:
+            found = entries_of_days(folders[landing], landing, dates, identify, start_day)
+        except OSError as err:
+            raise InputError(folders[landing], f"cannot be listed ({err})") from err
+        return {date: [item.key for item in items] for date, items in found.items()}
+
+    return days_of
+
+
 @dataclass(frozen=True)
 class RunDays:
     """The entries a run over landing days (``joulehouse.landing_days``) processes, by day
@@ -164,12 +235,12 @@ class RunDays:
 
     @classmethod
     def of(cls, context: dg.AssetExecutionContext, config: DayHandOut,
-           folders: Mapping[str, Path], identify: Identify, start_day: StartDay,
-           source: str) -> "RunDays":
+           days_of: DaysOf) -> "RunDays":
         """The entries the run's ``config`` hands out for each day of the run; a day it does
-        not name is read whole: every entry of its landing folder (``folders``: name ->
-        path) whose day it is (``landing_days.entries_of_days``: one listing per landing
-        folder). ``source`` names the source in errors."""
+        not name is read whole: ``days_of(landing, dates)`` (one call per landing folder or
+        data root, its days read together) gives every entry of that landing whose day
+        each date is, or an InputError naming why the landing cannot be read, which fails
+        those days alone."""
         named = config.named()
         entries: dict[str, list[str]] = {}
         unlisted: dict[str, InputError] = {}
@@ -186,18 +257,23 @@ class RunDays:
             whole.setdefault(landing, []).append(date)
         for landing, dates in whole.items():
             try:
-                if landing not in folders:
-                    raise InputError(landing, f"no such {source} landing folder configured")
-                found = entries_of_days(folders[landing], landing, dates, identify, start_day)
-            except OSError as err:
-                found, why = {}, InputError(folders[landing], f"cannot be listed ({err})")
-                unlisted |= {day_key(landing, date): why for date in dates}
+                found = days_of(landing, dates)
             except InputError as err:
                 found = {}
                 unlisted |= {day_key(landing, date): err for date in dates}
-            for date, items in found.items():
-                entries[day_key(landing, date)] = [item.key for item in items]
+            for date, keys in found.items():
+                entries[day_key(landing, date)] = sorted(keys)
         return cls(entries, unlisted)
+
+    @classmethod
+    def of_landings(cls, context: dg.AssetExecutionContext, config: DayHandOut,
+                    folders: Mapping[str, Path], identify: Identify, start_day: StartDay,
+                    source: str) -> "RunDays":
+        """:meth:`of` for landing folders (``folders``: name -> path) whose entries
+        ``identify`` tells and ``start_day`` dates: a day read whole is every entry of its
+        landing folder whose day it is (``landing_days.entries_of_days``: one listing per
+        landing folder); ``source`` names the source in errors."""
+        return cls.of(context, config, _landing_days_of(folders, identify, start_day, source))
 
     def batch(self, context: dg.AssetExecutionContext, outcomes: Mapping[str, Outcome],
               schema_of: SchemaOf, metadata: Callable[[str, dict[str, Stored]], dict],

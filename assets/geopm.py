@@ -548,8 +548,8 @@ with backfills() as single_run:
                        taudb: TaudbResource, workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        run = RunDays.of(context, config, geopm_source.landings(), identify_report,
-                         start_day(geopm_source.timezone), "GEOPM")
+        run = RunDays.of_landings(context, config, geopm_source.landings(), identify_report,
+                                  start_day(geopm_source.timezone), "GEOPM")
         with workers.pool(len(run.keys) if run_partitions(context) is not None else None
                           ) as executor:
             failed, bad = yield from per_report_assets(context, run, geopm_source, tables,

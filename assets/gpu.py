@@ -1,35 +1,58 @@
 """GPU benchmark assets: from a landed repetition to energy tables.
 
-One dynamic partition per repetition (key ``<root name>/<experiment>/<benchmark>/<run>/<repetition>``,
-see ``resources/gpu.py``). This module holds the assets' specs and what
-computes each; ``assets/pipeline.py`` runs them as ONE step over every
-partition of a run (``BackfillPolicy.single_run``), writing Parquet through
+One dynamic partition per data root and UTC day of the repetitions' start
+(``gpu_repetition_days``, key ``<root name>/<YYYY-MM-DD>``; ``joulehouse.gpu.days``): a
+root's decade is 3,650 partitions, where one per repetition passed Dagster's 100,000
+within a year at a centre's rate (docs/ARCHITECTURE.md, "Partitions over a decade").
+The sensor (``sensors/gpu_repetitions.py``) names the repetitions it hands out per day
+in the run config (:class:`GpuHandOut`): a run processes those alone; a day of the run
+that names none (a backfill, a materialization from the UI, the weekly re-validation)
+is read whole: every complete repetition of its root whose day it is.
+
+Everything stored stays keyed per repetition (``<root name>/<experiment>/<benchmark>/<run>/<repetition>``,
+see ``resources/gpu.py``): frames, energy, ``left_out``, the facts. This module holds
+the assets' specs and what computes each; ``assets/pipeline.py`` runs them as ONE step
+over every repetition of a run (``BackfillPolicy.single_run``), writing Parquet through
 ``joulehouse.warehouse``. The per-setting and per-benchmark tables are kept per
 setting (``joulehouse/gpu/tables.py``): a run recomputes the settings and benchmarks
-of its repetitions only; a run without partitions rebuilds them whole.
+of its repetitions only; a run without partitions rebuilds them whole, from the stored
+repetitions still in their data root's tree (:func:`stored_energy_keys`).
 
-A bad repetition fails only itself: see ``assets/pipeline.py``. A method of a
-repetition that gives no ``energy_facts`` row (its source file missing, unbridged
-gaps: ``joulehouse.gpu.energy.left_out``) makes its ``energy_computed`` check a WARN
-and is stored in the warehouse table ``left_out`` (``gpu-benchmark/energy/<key>``).
+A bad repetition fails its day, the day's other repetitions are stored: see
+``assets/pipeline.py``. A method of a repetition that gives no ``energy_facts`` row (its
+source file missing, unbridged gaps: ``joulehouse.gpu.energy.left_out``) makes its day's
+``energy_computed`` check a WARN and is stored in the warehouse table ``left_out``
+(``gpu-benchmark/energy/<key>``).
 """
 
+import os
+from collections.abc import Generator, Mapping
 from concurrent.futures import Executor
-from functools import partial
+from functools import cache, partial
+from typing import Any, ClassVar
 
 import dagster as dg
 import pandas as pd
 import pandera.pandas as pa
 
+from assets.blocks import (
+    DayHandOut,
+    DaysOf,
+    Outcome,
+    RunDays,
+    hand_out_field,
+    run_entries,
+    run_entries_both,
+)
 from assets.facts import OwnedFacts, write_facts
 from assets.reporting import (
+    FRAMES_FAILED,
     BothOutcome,
-    PartitionBatch,
+    SchemaOf,
     Stored,
     column_schema,
     partition_check_spec,
     partitions_per_task,
-    run_partitions,
     table_metadata,
     verdict,
 )
@@ -38,6 +61,7 @@ from joulehouse.accounting.waste import GPU_IDLE
 from joulehouse.errors import InputError
 from joulehouse.gpu import aggregate
 from joulehouse.gpu import tables as gpu_tables
+from joulehouse.gpu.days import repetitions_of_days
 from joulehouse.gpu.energy import (
     FACTS_OWNERSHIP,
     FACTS_SOURCE,
@@ -45,7 +69,7 @@ from joulehouse.gpu.energy import (
     left_out,
     repetition_energy,
 )
-from joulehouse.gpu.layout import RepetitionRef
+from joulehouse.gpu.layout import RepetitionRef, find_repetitions, holds_repetitions, subdirs
 from joulehouse.gpu.readers import POWER_SAMPLES, Repetition, read_repetition
 from joulehouse.gpu.schemas import (
     BENCHMARK_SCHEMA,
@@ -90,19 +114,33 @@ SETTINGS_SHOWN = 100
 SETTINGS_COLUMNS = ["data_root", "experiment", "benchmark", "run", "duration_s", "energy_j",
                     "pareto_optimal", "least_energy", "least_edp"]
 
-gpu_repetitions = dg.DynamicPartitionsDefinition(name="gpu_repetitions")
+gpu_repetition_days = dg.DynamicPartitionsDefinition(name="gpu_repetition_days")
+#: Repetition keys listed in a day's metadata.
+REPETITIONS_SHOWN = 200
+
+
+class GpuHandOut(DayHandOut):
+    """The repetitions the data-root sensors handed out, by day partition (``DayHandOut``)."""
+
+    OP: ClassVar[str] = "gpu_pipeline"
+    repetitions: dict[str, list[str]] = hand_out_field(
+        "the keys (<root name>/<experiment>/<benchmark>/<run>/<repetition>) of the "
+        "repetitions")
+
 
 gpu_repetition_files = dg.AssetSpec(
     "gpu_repetition_files",
     description=(
-        "The raw files of one benchmark repetition (timestamps.csv, gpu-power.csv, "
-        "power-external.csv, *_samples.csv, system_info.json) as the writer left them. "
-        "Written outside Dagster: the data-root sensor reports a materialization when a "
-        "repetition is complete and quiet; the data version is the folder's fingerprint "
-        "(names, sizes, mtimes)."
+        "The raw files of benchmark repetitions (timestamps.csv, gpu-power.csv, "
+        "power-external.csv, *_samples.csv, system_info.json) as the writer left them, one "
+        "partition per data root and UTC day of the repetitions' start. Written outside "
+        "Dagster: the data-root sensor reports a materialization per day per tick that "
+        "handed out complete, quiet repetitions of it (metadata 'repetitions': their keys "
+        "and fingerprints, each the folder's names, sizes and mtimes; data version: a "
+        "digest of them)."
     ),
     group_name=GROUP,
-    partitions_def=gpu_repetitions,
+    partitions_def=gpu_repetition_days,
     kinds={"csv", "json"},
     tags={"source": "gpu-benchmark"},
 )
@@ -113,9 +151,9 @@ TABLE_AUTOMATION = dg.AutomationCondition.eager().without(
     ~dg.AutomationCondition.any_deps_missing()
 )
 
-#: What the per-repetition assets share: one dynamic partition per repetition, and
-#: no materialization for a partition that failed, so it shows as failed.
-PER_REPETITION = {"group_name": GROUP, "partitions_def": gpu_repetitions, "skippable": True,
+#: What the per-repetition assets share: one dynamic partition per data root and day, and
+#: no materialization for a day that failed, so it shows as failed.
+PER_REPETITION = {"group_name": GROUP, "partitions_def": gpu_repetition_days, "skippable": True,
                   "tags": {"source": "gpu-benchmark"}}
 
 #: Concurrency pool of the step that rebuilds the whole tables and TAUdb's GPU trials:
@@ -131,10 +169,11 @@ gpu_validated_frames = dg.AssetSpec(
     "gpu_validated_frames",
     description=(
         "Every file of a repetition read, converted to SI units and UTC, and validated "
-        "with pandera; one Parquet partition per frame under gpu_validated_frames/. A file "
-        "that fails validation fails the check 'pandera_valid' of its partition, naming "
-        "file and line; the stored frames of that repetition stay as they were, its "
-        "downstream is skipped, the other repetitions of the run go on."
+        "with pandera; one Parquet partition per repetition and frame under "
+        "gpu_validated_frames/. A file that fails validation fails the check "
+        "'pandera_valid' of its day, naming file and line; the stored frames of that "
+        "repetition stay as they were, its energy is skipped, the other repetitions of "
+        "the run go on."
     ),
     **PER_REPETITION,
     deps=[gpu_repetition_files],
@@ -147,7 +186,8 @@ gpu_repetition_energy = dg.AssetSpec(
         "Energy of each repetition per window (experiment, train, each epoch), measured "
         "four ways: the total-energy counter, integrated gpu-power, integrated 50 Hz power "
         "samples and the external meter; with mean powers, gaps, EDP and how far the "
-        "methods disagree. One Parquet partition per repetition."
+        "methods disagree. One Parquet partition per repetition; a day's metadata names "
+        "the repetitions the run computed in it."
     ),
     **PER_REPETITION,
     deps=[gpu_validated_frames],
@@ -157,15 +197,16 @@ gpu_repetition_energy = dg.AssetSpec(
 )
 
 VALID_SPEC = partition_check_spec(
-    gpu_validated_frames.key, VALID_CHECK, gpu_repetitions,
-    "Every file of the repetition parses and passes its pandera schema (one result per "
-    "partition; a failed one names file and line, and the repetition's energy in the same "
-    "run is skipped).")
+    gpu_validated_frames.key, VALID_CHECK, gpu_repetition_days,
+    "Every file of every repetition of the day processed in the run parses and passes its "
+    "pandera schema (one result per day; a failed one names each failed repetition, the "
+    "first with file and line, and their energy in the same run is skipped).")
 COMPUTED_SPEC = partition_check_spec(
-    gpu_repetition_energy.key, COMPUTED_CHECK, gpu_repetitions,
-    "The repetition's energy was computed and stored (one result per partition; not "
-    "computed when its validated frames failed in the same run; a WARN names each method "
-    "that gives no energy_facts row: its file missing, or unbridged gaps).")
+    gpu_repetition_energy.key, COMPUTED_CHECK, gpu_repetition_days,
+    "The energy of every repetition of the day processed in the run was computed and "
+    "stored (one result per day; not computed when a repetition's validated frames "
+    "failed in the same run; a WARN names each method that gives no energy_facts row: "
+    "its file missing, or unbridged gaps).")
 
 
 _FRAME_SCHEMAS = {"timestamps": TIMESTAMPS_SCHEMA, "gpu_power": GPU_POWER_SCHEMA,
@@ -200,7 +241,7 @@ def store_repetitions_and_energy(tasks: list[tuple]) -> list[BothOutcome]:
     :func:`store_repetition`, then the energy of the frames just read (not read back),
     stored as :func:`store_energy` stores it, the task's energies validated together
     (:func:`validate_each`: one pass for all of them where the CLI makes one for the
-    whole tree). A worker's task of :meth:`PartitionBatch.run_both`: the ``InputError``
+    whole tree). A worker's task of ``assets.blocks.run_entries_both``: the ``InputError``
     of a repetition's frames or energy, or any error of its energy, is returned in its
     place, not raised, so that the task's other repetitions are reported."""
     outcomes: dict[str, BothOutcome] = {}
@@ -218,7 +259,7 @@ def store_repetitions_and_energy(tasks: list[tuple]) -> list[BothOutcome]:
         try:
             energies[key] = with_reading_figures(
                 repetition_energy(rep, data_root=data_root, max_gap_s=max_gap_s), saved)
-        except Exception as err:  # noqa: BLE001 - returned: run_both fails or raises it
+        except Exception as err:  # noqa: BLE001 - returned: run_entries_both's caller raises it
             outcomes[key] = (frames, err)
     try:
         checked = validate_each(REPETITION_ENERGY_SCHEMA, energies)
@@ -255,77 +296,176 @@ def _energy_stored(tables: Tables, key: str, energy: pd.DataFrame, ref: Repetiti
     return Stored.of({ENERGY_TABLE: energy}, records)
 
 
-def validate_frames(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
-                    tables: Tables, executor: Executor) -> PartitionBatch:
-    """Read, validate and store every repetition of the run, in ``executor``."""
+def repetition_days_of(source: GpuBenchmarkSource) -> DaysOf:
+    """The :data:`~assets.blocks.DaysOf` of ``source``'s data roots: a root's days read
+    whole from its tree (``joulehouse.gpu.days.repetitions_of_days``), the keys prefixed
+    with the root's name."""
+
+    def days_of(name: str, dates: list[str]) -> dict[str, list[str]]:
+        root = source.roots_by_name().get(name)
+        if root is None:
+            raise InputError(name, "no such GPU data root configured")
+        found = repetitions_of_days(root.path, dates, root.timezone)
+        return {date: [f"{name}/{key}" for key in keys] for date, keys in found.items()}
+
+    return days_of
+
+
+def day_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
+    """What a day's partition of a per-repetition asset shows besides its rows: the
+    repetitions the run stored in it (the first :data:`REPETITIONS_SHOWN` keys)."""
+    return {"repetitions": dg.MetadataValue.int(len(done)),
+            "repetition_keys": dg.MetadataValue.json(sorted(done)[:REPETITIONS_SHOWN])}
+
+
+def validate_frames(run: RunDays, gpu_source: GpuBenchmarkSource, tables: Tables,
+                    executor: Executor) -> dict[str, Outcome]:
+    """Read, validate and store every repetition of the run, in ``executor``: repetition
+    -> what it stored, or its InputError."""
 
     def arguments(key: str) -> tuple:
         root, ref = gpu_source.resolve(key)
         return tables, key, ref, root.timezone, root.external_power_unit
 
-    return PartitionBatch.run(context, store_repetition, frame_schema, arguments=arguments,
-                              executor=executor)
+    return run_entries(run.entries, store_repetition, arguments, executor)
 
 
-def compute_energy(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
-                   tables: Tables, skip: dict[str, str], executor: Executor) -> PartitionBatch:
+def compute_energy(run: RunDays, gpu_source: GpuBenchmarkSource, tables: Tables,
+                   skip: Mapping[str, str], executor: Executor) -> dict[str, Outcome]:
     """Compute and store the energy of every repetition of the run but those in ``skip``,
-    in ``executor``."""
+    in ``executor``: repetition -> what it stored, or its InputError."""
 
     def arguments(key: str) -> tuple:
         root, ref = gpu_source.resolve(key)
         return tables, key, ref, root.key_prefix, gpu_source.max_gap_s
 
-    return PartitionBatch.run(context, store_energy, lambda name: REPETITION_ENERGY_SCHEMA,
-                              skip=skip, arguments=arguments, executor=executor)
+    return run_entries(run.entries, store_energy, arguments, executor, skip=skip)
 
 
-def frames_and_energy(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
-                      tables: Tables, executor: Executor, workers: int
-                      ) -> tuple[PartitionBatch, PartitionBatch]:
+def frames_and_energy(run: RunDays, gpu_source: GpuBenchmarkSource, tables: Tables,
+                      executor: Executor, workers: int
+                      ) -> tuple[dict[str, Outcome], dict[str, Outcome], Exception | None]:
     """Read, validate and store every repetition of the run and compute its energy from
-    the frames in memory, in tasks of several repetitions (:func:`partitions_per_task`)
-    in ``executor`` of ``workers`` processes."""
+    the frames in memory, in tasks of several repetitions (:func:`partitions_per_task`
+    over ``workers`` processes; :func:`store_repetitions_and_energy`) in ``executor``.
+    Returns repetition -> its frames' outcome; repetition -> its energy's, for those whose
+    frames were stored; and the first error of an energy that is no bad input (a bug:
+    raised once the frames are reported)."""
 
     def arguments(key: str) -> tuple:
         root, ref = gpu_source.resolve(key)
         return (tables, key, ref, root.timezone, root.external_power_unit, root.key_prefix,
                 gpu_source.max_gap_s)
 
-    return PartitionBatch.run_both(
-        context, store_repetitions_and_energy, frame_schema,
-        lambda name: REPETITION_ENERGY_SCHEMA, arguments=arguments, executor=executor,
-        per_task=partitions_per_task(len(context.partition_keys), workers))
+    return run_entries_both(run.entries, store_repetitions_and_energy, arguments, executor,
+                            partitions_per_task(len(run.keys), workers))
 
 
-def stored_energy_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
-    """The registered ``gpu_repetitions`` partitions whose energy is stored, in table order.
+def per_repetition_assets(context: dg.AssetExecutionContext, run: RunDays,
+                          gpu_source: GpuBenchmarkSource, tables: Tables,
+                          executor: Executor, workers: int
+                          ) -> Generator[Any, None, tuple[dict[str, str], set[str]]]:
+    """The per-repetition assets of the run's repetitions, each if selected: validated
+    frames, then the energy of the repetitions whose frames did not fail here (with both
+    selected, each repetition's energy from its frames in memory: :func:`frames_and_energy`
+    over ``workers`` processes); each reported per day (``RunDays.batch``). Yields their
+    events; returns day -> why, for each day that failed or was not computed, and the
+    repetitions that failed."""
+    selected = context.selected_asset_keys
+    failed_days: dict[str, str] = {}
+    skipped: dict[str, str] = {}  # repetition -> why its energy is not computed
+    bad: set[str] = set()
 
-    Partitions deleted from ``gpu_repetitions`` drop out; a repetition whose
-    latest version failed keeps its last good energy.
-    """
-    registered = set(context.instance.get_dynamic_partitions(gpu_repetitions.name))
-    return [key for key in tables.partition_keys(ENERGY_TABLE) if key in registered]
+    def report(outcomes: dict[str, Outcome], spec: dg.AssetCheckSpec, schema_of: SchemaOf
+               ) -> Any:
+        batch = run.batch(context, outcomes, schema_of, day_metadata, skipped,
+                          entry="repetition")
+        yield from batch.results(context, spec)
+        failed_days.update({day: why for day, why in batch.errors().items()
+                            if day not in failed_days})
+        errors = {key for key, outcome in outcomes.items() if isinstance(outcome, InputError)}
+        skipped.update(dict.fromkeys(errors, FRAMES_FAILED))
+        bad.update(errors)
+
+    def energy_schema(name: str) -> pa.DataFrameSchema:
+        return REPETITION_ENERGY_SCHEMA
+
+    if {gpu_validated_frames.key, gpu_repetition_energy.key} <= selected:
+        frames, energy, error = frames_and_energy(run, gpu_source, tables, executor, workers)
+        yield from report(frames, VALID_SPEC, frame_schema)
+        if error is not None:
+            raise error
+        yield from report(energy, COMPUTED_SPEC, energy_schema)
+        return failed_days, bad
+    if gpu_validated_frames.key in selected:
+        yield from report(validate_frames(run, gpu_source, tables, executor), VALID_SPEC,
+                          frame_schema)
+    if gpu_repetition_energy.key in selected:
+        yield from report(compute_energy(run, gpu_source, tables, skipped, executor),
+                          COMPUTED_SPEC, energy_schema)
+    return failed_days, bad
 
 
-def stored_energy_keys_of_run(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
+def stored_energy_keys(gpu_source: GpuBenchmarkSource, tables: Tables) -> list[str]:
+    """The repetitions whose energy is stored and whose folder is still in its configured
+    data root's tree, in table order (a repetition whose latest version failed keeps its
+    last good energy): what a run without partitions brings the tables in line with. A
+    repetition removed from its tree, or of a root no longer configured, leaves them; a
+    root that cannot be listed, or lists no repetition at all while repetitions of it
+    are stored (an NFS mount point not mounted), keeps every repetition of it. One
+    listing of each root's tree."""
+    stored = tables.partition_keys(ENERGY_TABLE)
+    roots = gpu_source.roots_by_name()
+    present: dict[str, set[str] | None] = {}  # root name -> its repetitions; None: kept
+    for name in {key.partition("/")[0] for key in stored}:
+        if name not in roots:
+            present[name] = set()
+            continue
+        try:
+            present[name] = {f"{name}/{ref.key}" for ref in find_repetitions(
+                roots[name].path)} or None
+        except OSError:
+            present[name] = None
+    return [key for key in stored
+            if (there := present[key.partition("/")[0]]) is None or key in there]
+
+
+def stored_energy_keys_of_run(gpu_source: GpuBenchmarkSource, tables: Tables,
+                              keys: list[str] | None) -> list[str]:
     """The repetitions the run's tables and trials are made from, sorted: in a run over
-    partitions, the registered repetitions of the settings (run folders) its partitions
-    belong to whose energy is stored (a stat each, not the whole table's listing: issue
-    28); without partitions, every stored one (:func:`stored_energy_keys`)."""
-    keys = run_partitions(context)
+    the repetitions ``keys``, the repetitions of the settings (run folders) they belong
+    to whose energy is stored (a listing of each run folder and a stat each, not the whole
+    table's listing: issue 28; a run folder that cannot be listed, or is missing while its
+    root lists no repetition at all (an NFS mount point not mounted: as
+    :func:`stored_energy_keys`), the table's stored repetitions of it, so that a failed
+    load deletes nothing stored); in a run without partitions (``keys`` None), every
+    stored one still in its tree (:func:`stored_energy_keys`)."""
     if keys is None:
-        return stored_energy_keys(context, tables)
-    touched = {gpu_tables.setting_of(key) for key in keys}
-    registered = context.instance.get_dynamic_partitions(gpu_repetitions.name)
-    return sorted(key for key in registered if gpu_tables.setting_of(key) in touched
-                  and tables.has_partition(ENERGY_TABLE, key))
+        return stored_energy_keys(gpu_source, tables)
+    roots = gpu_source.roots_by_name()
+    mounted = cache(lambda root: holds_repetitions(roots[root].path))  # once per root
+    found: list[str] = []
+    for setting in sorted({gpu_tables.setting_of(key) for key in keys}):
+        name, experiment, benchmark, run = setting
+        try:
+            try:
+                names = subdirs(os.path.join(roots[name].path, experiment, benchmark, run))
+            except FileNotFoundError:
+                if not mounted(name):
+                    raise  # unmounted: keep what is stored
+                names = []  # removed from a root that is there
+            candidates = [f"{name}/{experiment}/{benchmark}/{run}/{rep}" for rep in names]
+        except (OSError, KeyError):
+            candidates = [key for key in tables.partition_keys(ENERGY_TABLE)
+                          if gpu_tables.setting_of(key) == setting]
+        found += [key for key in candidates if tables.has_partition(ENERGY_TABLE, key)]
+    return sorted(found)
 
 
-def _stored_energy(context: dg.AssetExecutionContext, tables: Tables) -> pd.DataFrame:
-    """The stored per-repetition energy of every registered partition (see
-    :func:`_energy_of`)."""
-    keys = stored_energy_keys(context, tables)
+def _stored_energy(gpu_source: GpuBenchmarkSource, tables: Tables) -> pd.DataFrame:
+    """The stored per-repetition energy of every repetition still in its tree (see
+    :func:`stored_energy_keys`, :func:`_energy_of`)."""
+    keys = stored_energy_keys(gpu_source, tables)
     if not keys:
         raise verdict("no per-repetition energy stored yet: materialize gpu_repetition_energy")
     return _energy_of(tables, keys)
@@ -396,12 +536,12 @@ energy_facts = dg.AssetSpec(
 )
 
 
-def setting_energy(context: dg.AssetExecutionContext, tables: Tables) -> dg.MaterializeResult:
-    """Recompute the settings of the run's repetitions from the stored energy of those
-    settings' registered repetitions, or every setting in a run without partitions, and
-    write their rows (``joulehouse/gpu/tables.py``)."""
-    keys = run_partitions(context)
-    candidates = stored_energy_keys_of_run(context, tables)
+def setting_energy(gpu_source: GpuBenchmarkSource, tables: Tables, keys: list[str] | None
+                   ) -> dg.MaterializeResult:
+    """Recompute the settings of the run's repetitions ``keys`` from the stored energy of
+    those settings' repetitions, or every setting in a run without partitions (``keys``
+    None), and write their rows (``joulehouse/gpu/tables.py``)."""
+    candidates = stored_energy_keys_of_run(gpu_source, tables, keys)
     if keys is None and not candidates:
         raise verdict("no per-repetition energy stored yet: materialize "
                       "gpu_repetition_energy")
@@ -413,12 +553,10 @@ def setting_energy(context: dg.AssetExecutionContext, tables: Tables) -> dg.Mate
     })
 
 
-def benchmark_energy(context: dg.AssetExecutionContext, tables: Tables
-                     ) -> dg.MaterializeResult:
-    """Recompute the benchmarks of the run's repetitions (every benchmark in a run without
-    partitions) from their rows of the per-setting table, write their rows, and draw
-    them."""
-    keys = run_partitions(context)
+def benchmark_energy(tables: Tables, keys: list[str] | None) -> dg.MaterializeResult:
+    """Recompute the benchmarks of the run's repetitions ``keys`` (every benchmark in a run
+    without partitions: ``keys`` None) from their rows of the per-setting table, write
+    their rows, and draw them."""
     settings = None if keys is None else pd.DataFrame(
         [gpu_tables.setting_of(key) for key in keys], columns=aggregate.SETTING_KEY)
     written = gpu_tables.refresh_benchmarks(tables, settings)
@@ -463,13 +601,16 @@ def _plots(benchmarks: pd.DataFrame) -> str:
     return "\n\n".join(images)
 
 
-def facts(context: dg.AssetExecutionContext, tables: Tables) -> dg.MaterializeResult:
-    """Write the GPU rows of energy_facts per entry (``assets/facts.py``): a run's
-    repetitions' from their stored energy, or every registered repetition's."""
+def facts(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource, tables: Tables,
+          keys: list[str] | None) -> dg.MaterializeResult:
+    """Write the GPU rows of energy_facts per entry (``assets/facts.py``): the run's
+    repetitions' ``keys`` from their stored energy, or, in a run without partitions,
+    every stored repetition's still in its tree (:func:`stored_energy_keys`)."""
     return write_facts(context, tables, energy_facts.key, FACTS_SOURCE,
-                       lambda: energy_facts_rows(_stored_energy(context, tables)),
-                       owned=OwnedFacts(FACTS_OWNERSHIP, ENERGY_TABLE, lambda keys:
-                                        energy_facts_rows(_energy_of(tables, keys))))
+                       lambda: energy_facts_rows(_stored_energy(gpu_source, tables)),
+                       owned=OwnedFacts(FACTS_OWNERSHIP, ENERGY_TABLE, lambda owners:
+                                        energy_facts_rows(_energy_of(tables, owners))),
+                       owners=keys)
 
 
 GPU_TABLES = [gpu_setting_energy, gpu_benchmark_energy, energy_facts]

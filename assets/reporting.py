@@ -204,18 +204,19 @@ def stored(work: Work, *arguments: Any) -> Stored:
     return outcome if isinstance(outcome, Stored) else Stored.of(outcome)
 
 
-#: Most partitions in a task of :meth:`PartitionBatch.run_both`: enough that a task's fixed
+#: Most entries in a task of ``assets.blocks.run_entries_both``: enough that a task's fixed
 #: costs (one energy validation for all of them, the round trip to the worker) are spread.
 PARTITIONS_PER_TASK = 16
 
 
 def partitions_per_task(partitions: int, workers: int) -> int:
-    """Partitions per task for a run of ``partitions`` over ``workers`` processes: at most
-    :data:`PARTITIONS_PER_TASK`, and few enough that each worker gets two tasks or more."""
+    """Entries per task for a run of ``partitions`` entries over ``workers`` processes: at
+    most :data:`PARTITIONS_PER_TASK`, and few enough that each worker gets two tasks or
+    more."""
     return max(1, min(PARTITIONS_PER_TASK, math.ceil(partitions / (2 * max(workers, 1)))))
 
 
-#: One partition's outcome in a task of :meth:`PartitionBatch.run_both`: what the first
+#: One entry's outcome in a task of ``assets.blocks.run_entries_both``: what the first
 #: asset stored or the ``InputError`` that failed it, then what the second stored or the
 #: error that failed it alone (None when the first failed).
 BothOutcome = tuple[Stored | InputError, Stored | Exception | None]
@@ -230,9 +231,6 @@ class PartitionBatch:
     skipped: dict[str, str] = field(default_factory=dict)  # key -> why (upstream failed)
     left_out: dict[str, list[LeftOut]] = field(default_factory=dict)  # stored, yet left out
     schema: dg.TableSchema | None = None
-    #: An error of the work that is no bad input (a bug): :meth:`run_both` keeps the
-    #: second asset's, raised once the first asset's results are reported.
-    error: Exception | None = None
 
     @classmethod
     def run(
@@ -267,55 +265,6 @@ class PartitionBatch:
             except InputError as err:
                 batch._fail(context, key, err)
         return batch
-
-    @classmethod
-    def run_both(
-        cls,
-        context: dg.AssetExecutionContext,
-        work: Callable[[list[tuple]], list[BothOutcome]],
-        schema_of: SchemaOf,
-        then_schema_of: SchemaOf,
-        arguments: Callable[[str], tuple],
-        executor: Executor | None = None,
-        per_task: int = PARTITIONS_PER_TASK,
-    ) -> tuple["PartitionBatch", "PartitionBatch"]:
-        """:meth:`run` for two assets of each partition built in the same task (the second
-        from the first's frames in memory, not read back), ``per_task`` partitions a task:
-        ``work([arguments(key), ...])`` returns each partition's :data:`BothOutcome`. An
-        ``InputError`` of the first fails it and skips the second (:data:`FRAMES_FAILED`);
-        one of the second fails the second alone; any other error of the second is kept
-        as the second batch's ``error``. Returns the two batches, each as :meth:`run`
-        would have."""
-        first, second = cls(), cls()
-        executor = executor or InProcessExecutor()
-        tasks: list[tuple[list[str], Future]] = []
-        keys: list[str] = []
-        given: list[tuple] = []
-        run_keys = context.partition_keys
-        for position, key in enumerate(run_keys, start=1):
-            try:
-                given.append(arguments(key))
-                keys.append(key)
-            except InputError as err:
-                first._fail(context, key, err)
-                second.skipped[key] = FRAMES_FAILED
-            if keys and (len(keys) == per_task or position == len(run_keys)):
-                tasks.append((keys, executor.submit(work, given)))
-                keys, given = [], []
-        for task_keys, future in tasks:
-            for key, (outcome, then) in zip(task_keys, future.result(), strict=True):
-                if isinstance(outcome, InputError):
-                    first._fail(context, key, outcome)
-                    second.skipped[key] = FRAMES_FAILED
-                    continue
-                first._store(key, outcome, schema_of)
-                if isinstance(then, InputError):
-                    second._fail(context, key, then)
-                elif isinstance(then, Exception):
-                    second.error = second.error or then
-                else:
-                    second._store(key, then, then_schema_of)
-        return first, second
 
     def _store(self, key: str, outcome: Stored, schema_of: SchemaOf) -> None:
         self.stored[key] = {"dagster/row_count": dg.MetadataValue.int(
@@ -410,23 +359,13 @@ def frames_then_energy(
     context: dg.AssetExecutionContext,
     validate: Callable[[], PartitionBatch], valid: dg.AssetCheckSpec,
     compute: Callable[[Mapping[str, str]], PartitionBatch], computed: dg.AssetCheckSpec,
-    together: Callable[[], tuple[PartitionBatch, PartitionBatch]] | None = None,
 ) -> Generator[Any, None, dict[str, str]]:
     """A source step's per-partition assets, in order, each if selected: the validated
     frames (``validate()``, reported with the check ``valid``), then the energy of every
-    partition whose frames did not fail here (``compute(skip)``, check ``computed``);
-    with both selected and ``together`` given, both from ``together()``, one task per
-    partition (:meth:`PartitionBatch.run_both`), reported the same way.
+    partition whose frames did not fail here (``compute(skip)``, check ``computed``).
     Yields their events; returns partition -> why, for each that failed or was skipped."""
     selected = context.selected_asset_keys
     failed: dict[str, str] = {}
-    if together is not None and {valid.asset_key, computed.asset_key} <= selected:
-        frames, energy = together()
-        yield from frames.results(context, valid)
-        if energy.error is not None:  # as compute() raising after the frames' results
-            raise energy.error
-        yield from energy.results(context, computed)
-        return frames.errors() | energy.errors()
     if valid.asset_key in selected:
         frames = validate()
         yield from frames.results(context, valid)

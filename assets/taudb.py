@@ -319,13 +319,14 @@ def _run_trial(tables: Tables, run_dir: Path, members: dict[str, RepetitionRef],
 
 
 def load_gpu_trials(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource,
-                    tables: Tables, taudb: TaudbResource, executor: Executor
-                    ) -> dg.MaterializeResult:
-    """(Re)load the trial of every GPU run whose stored repetitions changed: the trials are
-    built from the stored frames in ``executor`` (a few ahead of the loads) and loaded here,
-    one transaction each, in run order."""
-    runs: dict[str, dict[str, RepetitionRef]] = {}  # run key -> partition key -> repetition
-    for key in stored_energy_keys_of_run(context, tables):
+                    tables: Tables, taudb: TaudbResource, executor: Executor,
+                    keys: list[str] | None) -> dg.MaterializeResult:
+    """(Re)load the trial of every GPU run whose stored repetitions changed, of the run's
+    repetitions ``keys`` (None: of every stored one, ``stored_energy_keys_of_run``): the
+    trials are built from the stored frames in ``executor`` (a few ahead of the loads) and
+    loaded here, one transaction each, in run order."""
+    runs: dict[str, dict[str, RepetitionRef]] = {}  # run key -> repetition key -> repetition
+    for key in stored_energy_keys_of_run(gpu_source, tables, keys):
         root, ref = gpu_source.resolve(key)
         runs.setdefault(gpu_source.run_key(root, ref), {})[key] = ref
     with taudb.open() as db:
@@ -379,8 +380,8 @@ with backfills() as single_run:
     def tau_profile_trials(context: dg.AssetExecutionContext, config: TauHandOut,
                            tau_profiles: TauProfileSource, taudb: TaudbResource,
                            warehouse: Warehouse, workers: StepWorkers) -> Iterator:
-        run = RunDays.of(context, config, tau_profiles.landings(), profile_set_files,
-                         profile_set_start_day, "TAU profile")
+        run = RunDays.of_landings(context, config, tau_profiles.landings(), profile_set_files,
+                                  profile_set_start_day, "TAU profile")
         with taudb.open() as db, workers.pool(len(run.keys)) as executor:
             outcomes = load_entry_trials(
                 db, run.keys, read_trial_source, lambda key: (tau_profiles.resolve(key),),

@@ -3,13 +3,14 @@
 Generates (once, reused) N short repetitions (a multiple of 500, default
 1,000) under ``benchmarks/.data/`` (experiments of 5 benchmarks x 10 settings
 x 10 repetitions), times ``joulehouse energy gpu`` over them, then registers
-them as ``gpu_repetitions`` partitions in a fresh DAGSTER_HOME (a temporary
+their days as ``gpu_repetition_days`` partitions in a fresh DAGSTER_HOME (a temporary
 folder under ``benchmarks/.data/`` holding ``deploy/dagster.yaml``: SQLite, or
 with ``--storage postgres`` ``deploy/production/dagster.yaml`` on a throwaway
 PostgreSQL server) and starts ``dagster dev`` on it, with
 ``DAGSTER_EVENT_BATCH_SIZE`` set (``--event-batch-size``). Then launches, as
-the UI does, an asset backfill of every asset of ``gpu_energy_job`` over the N
-partitions through the webserver's GraphQL API (``launchPartitionBackfill``),
+the UI does, an asset backfill of every asset of ``gpu_energy_job`` over those days
+(each read whole: a backfill names no repetition) through the webserver's GraphQL API
+(``launchPartitionBackfill``),
 waits for Dagster's daemon to finish it, and reports the runs it created, the
 wall time against the CLI's and where each run's time went.
 
@@ -43,8 +44,10 @@ from machine import describe, load_average
 from postgres_server import free_port, throwaway_postgres
 
 from definitions import defs
+from joulehouse.gpu.days import repetition_day
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from joulehouse.gpu.layout import find_repetitions
+from joulehouse.landing_days import day_key
 from resources import DataRoot, GpuBenchmarkSource
 from sensors.gpu_repetitions import JOB_NAME
 from sensors.partition_runs import RANGE_END, RANGE_START
@@ -57,7 +60,7 @@ PER_EXPERIMENT = 500
 REPETITIONS = 10
 SPEC = RepetitionSpec(duration_s=5.0, epochs=1)
 MAX_RUNS = 10
-PARTITIONS = "gpu_repetitions"
+PARTITIONS = "gpu_repetition_days"
 ENERGY = dg.AssetKey("gpu_repetition_energy")
 EVENTS = dg.DagsterEventType
 STEP_END = {EVENTS.STEP_SUCCESS, EVENTS.STEP_FAILURE}
@@ -86,11 +89,23 @@ def tree(repetitions: int) -> Path:
     return root
 
 
-def partition_keys(root: Path) -> list[str]:
-    """The ``gpu_repetitions`` partition keys of the repetitions under ``root``."""
+def repetition_keys(root: Path) -> list[str]:
+    """The keys (``<root name>/<experiment>/<benchmark>/<run>/<repetition>``) of the
+    repetitions under ``root``."""
     data_root = DataRoot(path=str(root))
     source = GpuBenchmarkSource(data_roots=[data_root])
     return [source.partition_key(data_root, ref) for ref in find_repetitions(root)]
+
+
+def days_of(keys: list[str], root: Path) -> dict[str, list[str]]:
+    """The ``gpu_repetition_days`` partition of each of the repetitions ``keys`` under
+    ``root`` (UTC timestamps): day -> its repetitions, in key order."""
+    name = DataRoot(path=str(root)).key_prefix
+    days: dict[str, list[str]] = {}
+    for key in keys:
+        path = root / key.split("/", 1)[1]
+        days.setdefault(day_key(name, repetition_day(path, "UTC")), []).append(key)
+    return days
 
 
 def wait_until(what: str, ready, timeout_s: float, every_s: float = 2.0):
@@ -338,12 +353,13 @@ def main(argv: list[str] | None = None) -> None:
                         "batching storage (resources/instance_storage.py)")
     args = parser.parse_args(argv)
     root = tree(args.repetitions)
-    keys = partition_keys(root)
+    repetitions = repetition_keys(root)
+    keys = sorted(days_of(repetitions, root))
     selection = sorted(defs.resolve_job_def(JOB_NAME).asset_layer.selected_asset_keys)
     home = Path(tempfile.mkdtemp(prefix="backfill-home-", dir=DATA))
     cli, _ = cli_seconds("energy", "gpu", str(root), "--format", "parquet",
                       "--out", str(home / "cli-energy.parquet"), "--quiet")
-    print(f"joulehouse energy gpu over {len(keys)} repetitions: {cli:.1f} s")
+    print(f"joulehouse energy gpu over {len(repetitions)} repetitions: {cli:.1f} s")
     with backfilled(args.storage, home, PARTITIONS, keys, selection, {
             "JOULEHOUSE_GPU_DATA_ROOTS": str(root),
             "JOULEHOUSE_WAREHOUSE": str(home / "warehouse"),
@@ -364,7 +380,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{sum(overheads) / len(overheads):.1f} s on average; the backfill "
               f"daemon evaluates every 30 s")
         print(f"gpu_repetition_energy materialized for {len(materialized)} of "
-              f"{len(keys)}")
+              f"{len(keys)} day(s) ({len(repetitions)} repetitions)")
     print(load_summary(done.loads))
     print(f"machine: {describe(dg)}")
     if (status != BulkActionStatus.COMPLETED_SUCCESS or len(records) > MAX_RUNS

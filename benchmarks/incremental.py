@@ -124,7 +124,7 @@ def gpu(base: Path) -> Source:
     source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(root))], quiet_period_s=QUIET_S,
                                 full_rescan_s=None, max_repetitions_per_tick=1_000_000)
     return Source("gpu-benchmark", root, write, fix, gpu_sensor_name("lab"), GPU_JOB,
-                  "gpu_source", source, "gpu_repetitions")
+                  "gpu_source", source, "gpu_repetition_days")
 
 
 def clustercockpit(base: Path) -> Source:

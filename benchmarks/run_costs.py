@@ -1,8 +1,8 @@
-"""Where the time of one GPU pipeline run goes, per partition and per asset (issue 11).
+"""Where the time of one GPU pipeline run goes, per repetition and per asset (issue 11).
 
 Runs ``gpu_energy_job`` in-process over N generated repetitions (the trees of
-``backfill.py``, built once under ``benchmarks/.data/``) in one run, as a
-sensor or a backfill asks for it (one range of partitions), on a SQLite
+``backfill.py``, built once under ``benchmarks/.data/``) in one run, as the
+sensor asks for it (their days, the repetitions named in the run config), on a SQLite
 instance and on PostgreSQL (a throwaway server, ``tests/postgres_server.py``),
 and times, with the same clock:
 
@@ -14,7 +14,7 @@ and times, with the same clock:
   inside it, every Parquet file written (``joulehouse.warehouse``);
 - the step from its STEP_START to its end, and the run from its creation.
 
-With ``--workers N`` the per-partition work runs in N processes
+With ``--workers N`` the per-repetition work runs in N processes
 (``resources.workers.StepWorkers``): the file writes then happen in the
 workers and are not counted here.
 
@@ -43,22 +43,28 @@ from dagster._serdes import serialize_value
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from backfill import DATA, partition_keys, storage_setting, tree
+from backfill import DATA, days_of, repetition_keys, storage_setting, tree
 from machine import describe, load_average
 from postgres_server import missing_requirement, throwaway_postgres
 
+import assets.gpu
 import assets.pipeline
 import joulehouse.warehouse
+from assets.gpu import GpuHandOut
 from definitions import build_definitions
 from resources import DataRoot, GpuBenchmarkSource, StepWorkers, Warehouse
 from sensors.gpu_repetitions import JOB_NAME
 from sensors.partition_runs import RANGE_END, RANGE_START
 
-#: The asset work of the step, by the name ``assets.pipeline`` calls it -> the asset.
-WORK = {"validate_frames": "gpu_validated_frames", "compute_energy": "gpu_repetition_energy",
-        "frames_and_energy": "gpu_validated_frames and gpu_repetition_energy (tasks of up to 16)",
-        "setting_energy": "gpu_setting_energy", "benchmark_energy": "gpu_benchmark_energy",
-        "facts": "energy_facts/gpu", "load_gpu_trials": "taudb_trials"}
+#: The asset work of the step: (the module calling it, its name there) -> the asset.
+WORK = {(assets.gpu, "validate_frames"): "gpu_validated_frames",
+        (assets.gpu, "compute_energy"): "gpu_repetition_energy",
+        (assets.gpu, "frames_and_energy"):
+            "gpu_validated_frames and gpu_repetition_energy (tasks of up to 16)",
+        (assets.pipeline, "setting_energy"): "gpu_setting_energy",
+        (assets.pipeline, "benchmark_energy"): "gpu_benchmark_energy",
+        (assets.pipeline, "facts"): "energy_facts/gpu",
+        (assets.pipeline, "load_gpu_trials"): "taudb_trials"}
 EVENTS = dg.DagsterEventType
 
 
@@ -101,7 +107,7 @@ def timed(clock: Clock, instance: dg.DagsterInstance):
     store_event, store_batch = storage.store_event, storage.store_event_batch
     handle = instance.handle_new_event
     write = joulehouse.warehouse._write_atomically
-    work = {name: getattr(assets.pipeline, name) for name in WORK}
+    work = {place: getattr(*place) for place in WORK}
 
     batching = []  # a batch being stored: its events one at a time are counted in it
 
@@ -145,23 +151,25 @@ def timed(clock: Clock, instance: dg.DagsterInstance):
     storage.store_event, storage.store_event_batch = stored, stored_batch
     instance.handle_new_event = handled
     joulehouse.warehouse._write_atomically = written
-    for name in WORK:
-        setattr(assets.pipeline, name, timing(name))
+    for place in WORK:
+        setattr(*place, timing(place))
     try:
         yield
     finally:
         storage.store_event, storage.store_event_batch = store_event, store_batch
         del instance.handle_new_event
         joulehouse.warehouse._write_atomically = write
-        for name, function in work.items():
-            setattr(assets.pipeline, name, function)
+        for (module, name), function in work.items():
+            setattr(module, name, function)
 
 
 def one_run(instance: dg.DagsterInstance, root: Path, keys: list[str], workers: int,
             home: Path) -> tuple[Clock, float, float, bool]:
-    """Run the GPU job over ``keys`` once, timed; returns the clock, the run's and the
-    step's seconds and whether the run succeeded."""
-    instance.add_dynamic_partitions("gpu_repetitions", keys)
+    """Run the GPU job over the repetitions ``keys`` once (their days, each naming its
+    repetitions), timed; returns the clock, the run's and the step's seconds and whether
+    the run succeeded."""
+    days = days_of(keys, root)
+    instance.add_dynamic_partitions("gpu_repetition_days", sorted(days))
     defs = build_definitions(
         GpuBenchmarkSource(data_roots=[DataRoot(path=str(root))]),
         Warehouse(root=str(home / "warehouse")),
@@ -172,8 +180,9 @@ def one_run(instance: dg.DagsterInstance, root: Path, keys: list[str], workers: 
     with timed(clock, instance):
         result = job.execute_in_process(
             instance=instance, raise_on_error=False,
-            tags={RANGE_START: keys[0], RANGE_END: keys[-1]},
-            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+            tags={RANGE_START: min(days), RANGE_END: max(days)},
+            run_config={**GpuHandOut.run_config_of(days),
+                        "loggers": {"console": {"config": {"log_level": "WARNING"}}}})
     elapsed = time.perf_counter() - started
     logs = instance.all_logs(result.run_id, of_type={EVENTS.STEP_START, EVENTS.STEP_SUCCESS,
                                                      EVENTS.STEP_FAILURE})
@@ -181,29 +190,29 @@ def one_run(instance: dg.DagsterInstance, root: Path, keys: list[str], workers: 
     return clock, elapsed, step, result.success
 
 
-def report(clock: Clock, partitions: int, elapsed: float, step: float) -> None:
-    """Print the clock's figures, biggest first, with milliseconds per partition."""
+def report(clock: Clock, repetitions: int, elapsed: float, step: float) -> None:
+    """Print the clock's figures, biggest first, with milliseconds per repetition."""
     print(f"  run {elapsed:.1f} s (in-process, from launch), step {step:.1f} s: "
-          f"{1000 * step / partitions:.1f} ms per partition")
-    print(f"  {'what':<72.72} {'count':>7} {'s':>7} {'ms/partition':>12} {'ms each':>8} "
+          f"{1000 * step / repetitions:.1f} ms per repetition")
+    print(f"  {'what':<72.72} {'count':>7} {'s':>7} {'ms/repetition':>13} {'ms each':>8} "
           f"{'bytes each':>10}")
     for label in sorted(clock.seconds, key=lambda name: -clock.seconds[name]):
         seconds, count = clock.seconds[label], clock.count[label]
         size = f"{clock.size[label] / count:.0f}" if clock.size[label] else ""
-        print(f"  {label:<72.72} {count:>7} {seconds:>7.2f} {1000 * seconds / partitions:>12.2f} "
+        print(f"  {label:<72.72} {count:>7} {seconds:>7.2f} {1000 * seconds / repetitions:>13.2f} "
               f"{1000 * seconds / count:>8.2f} {size:>10}")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repetitions", type=int, default=500,
-                        help="partitions in the run (the first N of the tree; default 500)")
+                        help="repetitions in the run (the first N of the tree; default 500)")
     parser.add_argument("--tree", type=int, default=2000,
                         help="repetitions of the generated tree (default 2000)")
     parser.add_argument("--storage", nargs="+", choices=["sqlite", "postgres"],
                         default=["sqlite", "postgres"])
     parser.add_argument("--workers", type=int, default=1,
-                        help="processes for the per-partition work (default 1: in-process)")
+                        help="processes for the per-repetition work (default 1: in-process)")
     parser.add_argument("--batch-size", type=int, default=0,
                         help="DAGSTER_EVENT_BATCH_SIZE for the run (default 0: off)")
     parser.add_argument("--stock-storage", action="store_true",
@@ -211,10 +220,10 @@ def main(argv: list[str] | None = None) -> None:
                         "(resources/instance_storage.py)")
     args = parser.parse_args(argv)
     root = tree(args.tree)
-    keys = partition_keys(root)[:args.repetitions]
+    keys = repetition_keys(root)[:args.repetitions]
     os.environ["DAGSTER_EVENT_BATCH_SIZE"] = str(args.batch_size)
     kind = "Dagster's own" if args.stock_storage else "batching"
-    print(f"{len(keys)} partitions in one run, workers {args.workers}, "
+    print(f"{len(keys)} repetitions in one run, workers {args.workers}, "
           f"DAGSTER_EVENT_BATCH_SIZE={args.batch_size}, {kind} storage; load {load_average()}")
     for storage in args.storage:
         home = Path(tempfile.mkdtemp(prefix="run-costs-", dir=DATA))

@@ -7,10 +7,10 @@ The sources are those the centre under ``defs/`` declares (the bundled examples;
 no quiet period and keeps its tables and TAUdb beside each other under ``--warehouse``.
 Uses the Dagster instance in ``$DAGSTER_HOME`` (the Makefile sets it to
 ``.dagster_home/``; without it, ``.dagster_home/`` is used too). The same
-sensor that watches a data root in production registers every complete
-repetition as a partition (quiet period 0: the demo does not wait) and
+sensor that watches a data root in production registers the days of every
+complete repetition as partitions (quiet period 0: the demo does not wait) and
 asks for its runs; they execute here, in-process: one run over all
-partitions for a fresh data root. The bundled TAU profiles, PowerAPI
+repetitions for a fresh data root. The bundled TAU profiles, PowerAPI
 reports, GEOPM reports (``examples/geopm``) and the ClusterCockpit job
 archive (``examples/clustercockpit/archive``) go the same way (their sensors
 ticked once, one run each); the PowerAPI energy per report and target is

@@ -57,17 +57,21 @@ def utc_day(seconds: float) -> str:
     return f"{datetime.fromtimestamp(seconds, UTC):%Y-%m-%d}"
 
 
-def entry_day(path: Path, start_day: StartDay, mtime: float | None = None) -> str:
+def entry_day(path: Path, start_day: StartDay,
+              mtime: float | Callable[[Path], float] | None = None) -> str:
     """The UTC day of the entry at ``path``: ``start_day(path)``; else (no start readable,
     or the entry unreadable now) the UTC day of ``mtime``, its newest file's mtime
-    (seconds since the epoch; default: ``path``'s own)."""
+    (seconds since the epoch, or a function of ``path`` giving it, called only then;
+    default: ``path``'s own). OSError when the fallback cannot stat the entry (gone)."""
     try:
         day = start_day(path)
     except OSError:
         day = None
     if day is not None:
         return day
-    return utc_day(os.stat(path).st_mtime if mtime is None else mtime)
+    if mtime is None:
+        return utc_day(os.stat(path).st_mtime)
+    return utc_day(mtime(path) if callable(mtime) else mtime)
 
 
 def item_day_key(item: LandedItem, start_day: StartDay) -> str:

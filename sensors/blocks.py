@@ -33,7 +33,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import dagster as dg
 
@@ -52,8 +53,12 @@ from sensors.partition_runs import (
     retry_request,
 )
 
+T = TypeVar("T")
 #: Entry key -> fingerprint, as a hand-out lists them.
 Entries = dict[str, str]
+#: Entry keys, a block (None: any) -> those of the entries still there (and, given a
+#: block, still of that block), with their fingerprints now.
+StillThere = Callable[[Collection[str], "str | None"], Entries]
 
 
 @dataclass(frozen=True)
@@ -121,18 +126,23 @@ class BlockHandOuts:
         return entries
 
     def moved_failures(self, instance: dg.DagsterInstance, registered: Sequence[str],
-                       listing: Mapping[str, Entries]) -> dict[str, set[str]]:
+                       listing: Mapping[str, Entries], failed: set[str] | None = None
+                       ) -> dict[str, set[str]]:
         """FAILED block -> its other failed entries, for each of the ``registered`` blocks
         not in ``listing`` whose latest record (:data:`~assets.blocks.FAILED_ENTRIES`)
         names an entry that ``listing`` hands out in another block now: an entry fixed so
         that it belongs to another block (a GEOPM report whose Start Time was wrong), whose
         old block stays FAILED until it is rechecked without it. One status query per
-        built asset, and one record read per FAILED block, when anything is handed out."""
+        built asset (none when the tick has them already: ``failed``, the
+        :meth:`failed_blocks` of ``registered``), and one record read per FAILED block,
+        when anything is handed out."""
         elsewhere = {key for entries in listing.values() for key in entries}
         if not elsewhere:
             return {}
+        if failed is None:
+            failed = self.failed_blocks(instance, registered)
         moved: dict[str, set[str]] = {}
-        for block in sorted(self.failed_blocks(instance, registered) - listing.keys()):
+        for block in sorted(failed - listing.keys()):
             outcome = next(iter(instance.fetch_observations(dg.AssetRecordsFilter(
                 asset_key=self.files, asset_partitions=[block]), limit=1).records), None)
             named = outcome and outcome.asset_observation.metadata.get(FAILED_ENTRIES)
@@ -140,6 +150,47 @@ class BlockHandOuts:
             if failed & elsewhere:
                 moved[block] = failed - elsewhere
         return moved
+
+    def hand_out(self, instance: dg.DagsterInstance, fresh: Mapping[str, Entries],
+                 cancelled: Mapping[str, dg.AssetMaterialization], still_there: StillThere,
+                 registered: Sequence[str], run_key_prefix: str,
+                 run_config: Callable[[Mapping[str, list[str]]], dict[str, Any]],
+                 failed: set[str] | None = None) -> HandOut:
+        """What a tick asks for, given the entries ready now by block (``fresh``: block ->
+        entry -> fingerprint, each entry in one block): each block's hand-out lists those,
+        the entries a CANCELED run of it was handed (``cancelled``: :meth:`cancelled`; asked
+        again once, failed block or not), those not known good (:meth:`unsettled`), and a
+        FAILED block's other failed entries where one of them is handed out in another
+        block now (:meth:`moved_failures`; none: a run over no entry, so the block passes
+        without the moved one), each once in the run and only while ``still_there(keys,
+        block)`` finds it (``block`` None: wherever it is now), with its fingerprint now
+        (``registered``: the source's registered blocks; ``failed``: their
+        :meth:`failed_blocks`, when the tick has read them already). The run is asked with
+        ``run_config(block -> its entries' keys)`` under ``run_key_prefix`` (a retry's
+        when anything was cancelled), and its key digests the entries with their
+        fingerprints."""
+        fresh = {block: dict(entries) for block, entries in fresh.items()}
+        now = {key for entries in fresh.values() for key in entries}
+        for block, event in cancelled.items():
+            there = still_there(set(self.listed(event)) - now, None)
+            if there:  # a block none of whose entries is left is not handed out empty
+                fresh.setdefault(block, {}).update(there)
+                now |= there.keys()
+        recheck: dict[str, Entries] = {}
+        for block, keys in self.unsettled(instance, fresh.keys()).items():
+            recheck[block] = still_there(keys - now, block)
+            now |= recheck[block].keys()
+        listing = self.listing(fresh, recheck)
+        for block, keys in self.moved_failures(instance, registered, listing,
+                                               failed).items():
+            listing[block] = still_there(keys - now, block)  # none: it passes
+            now |= listing[block].keys()
+        prefix, tags = retry_request(run_key_prefix, cancelled)
+        return HandOut(
+            {block: digest_pairs(entries) for block, entries in sorted(listing.items())},
+            sum(map(len, listing.values())), prefix,
+            run_config({block: sorted(entries) for block, entries in listing.items()}),
+            tags, lambda run_key: self.metadata(listing, run_key))
 
     def _latest(self, instance: dg.DagsterInstance, block: str) -> dg.EventLogRecord | None:
         """The latest hand-out of ``block`` (a materialization of :attr:`files`)."""
@@ -198,16 +249,11 @@ class BlockLandingSensor(LandingSensor):
     run_config: Callable[[Mapping[str, list[str]]], dict[str, Any]]
 
     def state(self, own: str | None) -> LandingState:
-        try:
-            payload = json.loads(own or "{}")
-        except ValueError:
-            payload = {}
-        if not isinstance(payload, dict) or payload.get("blocks") != self.partitions_def.name:
-            return LandingState()
-        return LandingState.from_json(payload["landing"])
+        landing = blocks_cursor_state(own, self.partitions_def.name, "landing")
+        return LandingState() if landing is None else LandingState.from_json(landing)
 
     def cursor(self, state: LandingState) -> str:
-        return json.dumps({"blocks": self.partitions_def.name, "landing": state.to_json()})
+        return blocks_cursor(self.partitions_def.name, "landing", state.to_json())
 
     def hand_out(self, instance: dg.DagsterInstance, ready: Sequence[LandedItem],
                  source: LandingFolders, registered: Callable[[], list[str]]) -> HandOut:
@@ -215,40 +261,57 @@ class BlockLandingSensor(LandingSensor):
         fresh: dict[str, Entries] = {}
         for item in ready:
             fresh.setdefault(self.block_of(item, source), {})[item.key] = item.fingerprint
-        now = {key for entries in fresh.values() for key in entries}  # each key in one block
-        for block, event in cancelled.items():
-            there = self._still_there(source, set(self.blocks.listed(event)) - now)
-            if there:  # a block none of whose entries is left is not handed out empty
-                fresh.setdefault(block, {}).update(there)
-                now |= there.keys()
-        recheck: dict[str, Entries] = {}
-        for block, keys in self.blocks.unsettled(instance, fresh.keys()).items():
-            recheck[block] = self._still_there(source, keys - now, block)
-            now |= recheck[block].keys()
-        listing = self.blocks.listing(fresh, recheck)
-        for block, keys in self.blocks.moved_failures(instance, registered(), listing).items():
-            listing[block] = self._still_there(source, keys - now, block)  # none: it passes
-            now |= listing[block].keys()
-        prefix, tags = retry_request(self.run_key_prefix, cancelled)
-        return HandOut(
-            {block: digest_pairs(entries) for block, entries in sorted(listing.items())},
-            sum(map(len, listing.values())), prefix,
-            self.run_config({block: sorted(entries) for block, entries in listing.items()}),
-            tags, lambda run_key: self.blocks.metadata(listing, run_key))
+        return self.blocks.hand_out(
+            instance, fresh, cancelled, partial(self._still_there, source), registered(),
+            self.run_key_prefix, self.run_config)
 
     def _still_there(self, source: LandingFolders, keys: Collection[str],
-                     block: str | None = None) -> Entries:
+                     block: str | None) -> Entries:
         """Each of entries ``keys`` still in its landing folder (and, given a ``block``,
-        still of that block), with its fingerprint now."""
-        entries: Entries = {}
-        for key in sorted(keys):
-            try:
-                item = read_landed_item(source.resolve(key), key, self.identify)
-            except (OSError, InputError):
-                item = None
-            if item is not None and (block is None or self.block_of(item, source) == block):
-                entries[key] = item.fingerprint
-        return entries
+        still of that block), with its fingerprint now (:func:`still_there_of`)."""
+        return still_there_of(
+            keys, block, lambda key: read_landed_item(source.resolve(key), key, self.identify),
+            lambda item: self.block_of(item, source), lambda item: item.fingerprint)
+
+
+def still_there_of(keys: Collection[str], block: str | None,
+                   read: Callable[[str], T | None], block_of: Callable[[T], str],
+                   fingerprint_of: Callable[[T], str],
+                   errors: tuple[type[Exception], ...] = (OSError, InputError)) -> Entries:
+    """Each of entries ``keys`` that ``read(key)`` still finds (None, or one of ``errors``:
+    gone or unusable now) and, given a ``block``, whose ``block_of`` it still is, with
+    ``fingerprint_of`` it now (taken after the block check): a :data:`StillThere` over a
+    source's own reading of its entries."""
+    entries: Entries = {}
+    for key in sorted(keys):
+        try:
+            found = read(key)
+            if found is not None and (block is None or block_of(found) == block):
+                entries[key] = fingerprint_of(found)
+        except errors:
+            continue
+    return entries
+
+
+def blocks_cursor_state(own: str | None, partitions: str, name: str) -> Any:
+    """The scan state stored under ``name`` in a block sensor's own cursor ``own``
+    (:func:`blocks_cursor`), or None (start afresh) when ``own`` does not name the blocks'
+    partitions ``partitions``: a cursor written before the source had blocks (one
+    partition per entry), so that every entry present is handed out again, once, into
+    its block."""
+    try:
+        payload = json.loads(own or "{}")
+    except ValueError:
+        payload = {}
+    if not isinstance(payload, dict) or payload.get("blocks") != partitions:
+        return None
+    return payload.get(name)
+
+
+def blocks_cursor(partitions: str, name: str, state: Any) -> str:
+    """A block sensor's own cursor holding the scan ``state`` (JSON-ready) under ``name``,
+    naming the blocks' partitions ``partitions`` (:func:`blocks_cursor_state`)."""
+    return json.dumps({"blocks": partitions, name: state})
 
 
 def _run_of(instance: dg.DagsterInstance, event: dg.AssetMaterialization) -> dg.DagsterRun | None:

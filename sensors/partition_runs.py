@@ -181,14 +181,23 @@ def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built:
     instead). A run never launched (a test's tick) is no reason. Each cancel is undone
     once at most: a cancelled retry (tagged :data:`RETRY_OF_TAG`, :func:`retry_request`)
     and a run tagged :data:`NO_RETRY_TAG` ``=true`` are left be.
+
+    Only keys registered in the current partitions (``existing``) count: the ``files``
+    history of a partitions definition the source had before (one partition per entry,
+    before days) is no hand-out of it, so a run cancelled then is no reason now (it made
+    every later run a "retry", which is never retried). That history still comes back
+    from the two storage-id queries (the files and the built asset), one row per old key
+    each, at every tick, until it is deleted
+    (docs/gpu.md, "Upgrading").
     """
     if run_in_flight(instance, existing) is not None:
         return {}
+    registered = set(existing)
     kind = dg.DagsterEventType.ASSET_MATERIALIZATION
     built_at = instance.get_latest_storage_id_by_partition(built, kind)
     by_run: dict[str, dict[str, dg.AssetMaterialization]] = {}
     for key, handed_at in instance.get_latest_storage_id_by_partition(files, kind).items():
-        if handed_at <= built_at.get(key, -1) or key in failed:
+        if key not in registered or handed_at <= built_at.get(key, -1) or key in failed:
             continue
         record = instance.get_latest_data_version_record(files, is_source=False,
                                                          partition_key=key)
@@ -243,6 +252,32 @@ class HandOut:
     run_config: Mapping[str, Any] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     metadata: Callable[[str], Mapping[str, Mapping[str, Any]]] = lambda run_key: {}
+
+
+def ask_for(context: dg.SensorEvaluationContext, tick: Tick, hand_out: HandOut,
+            registered: Sequence[str], partitions_def: dg.DynamicPartitionsDefinition,
+            job_name: str, files: dg.AssetKey, cursor: str, *, what: str,
+            told: Callable[[int], str], handed_out: int, cut: bool, fixed_s: float = 0.0,
+            tags: Mapping[str, str] | None = None) -> dg.SensorResult:
+    """What a tick returns for ``hand_out``: ONE run of ``job_name`` covering exactly its
+    partitions (:func:`ready_run_request` over the ``registered`` keys of
+    ``partitions_def``, with ``tags`` besides the hand-out's), each reported as a
+    materialization of ``files`` (:func:`files_landed`) and the sensor's own ``cursor``
+    (``Tick.ask``: ``handed_out``, ``cut`` and ``fixed_s`` for the pace; ``told(new
+    partitions)`` logged); or, while registered partitions would move under a run in
+    flight, a wait keeping the cursor (``what`` is ready: the tick's message)."""
+    ready = ready_run_request(
+        context.instance, registered, partitions_def, hand_out.fingerprints,
+        job_name=job_name, run_key_prefix=hand_out.run_key_prefix,
+        tags={**(tags or {}), **hand_out.tags}, run_config=hand_out.run_config)
+    if ready is None:
+        return tick.wait(f"{what} ready, asked for once the runs in flight end (registered "
+                         "partitions are not reordered under a queued run)")
+    run_request, additions, new = ready
+    return tick.ask(context, run_request, additions,
+                    files_landed(files, hand_out.fingerprints,
+                                 hand_out.metadata(run_request.run_key)), cursor,
+                    handed_out=handed_out, cut=cut, fixed_s=fixed_s, told=told(new))
 
 
 @dataclass(frozen=True)
@@ -319,22 +354,12 @@ class LandingSensor:
             return tick.skip(cursor, f"no new or changed {self.entries} ready ({scan.waiting} "
                                      f"waiting for the {source.quiet_period_s:g} s quiet "
                                      f"period){skipped}")
-        ready = ready_run_request(
-            context.instance, registered(), self.partitions_def, hand_out.fingerprints,
-            job_name=self.job_name,
-            run_key_prefix=hand_out.run_key_prefix, tags=hand_out.tags,
-            run_config=hand_out.run_config)
-        if ready is None:
-            return tick.wait(f"{hand_out.entries} {self.entries} ready, asked for once the "
-                             "runs in flight end (registered partitions are not reordered "
-                             "under a queued run)")
-        run_request, additions, new = ready
         blocks = ("" if hand_out.entries == len(scan.ready) == len(hand_out.fingerprints)
                   else f" in {len(hand_out.fingerprints)} partition(s)")
-        return tick.ask(context, run_request, additions,
-                        files_landed(self.files, hand_out.fingerprints,
-                                     hand_out.metadata(run_request.run_key)), cursor,
-                        handed_out=len(scan.ready), cut=scan.deferred > 0, fixed_s=listed_s,
-                        told=f"{hand_out.entries} {self.entries} ready{blocks} ({new} new), "
-                             f"{scan.waiting} waiting ({scan.deferred} of them left for the "
-                             f"next ticks by this tick's cap){skipped}")
+        return ask_for(
+            context, tick, hand_out, registered(), self.partitions_def, self.job_name,
+            self.files, cursor, what=f"{hand_out.entries} {self.entries}",
+            told=lambda new: (f"{hand_out.entries} {self.entries} ready{blocks} ({new} new), "
+                              f"{scan.waiting} waiting ({scan.deferred} of them left for the "
+                              f"next ticks by this tick's cap){skipped}"),
+            handed_out=len(scan.ready), cut=scan.deferred > 0, fixed_s=listed_s)

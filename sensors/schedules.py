@@ -34,10 +34,10 @@ TIMEZONE = "UTC"
 DAILY_CRON = "0 2 * * *"
 WEEKLY_CRON = "0 4 * * 0"
 ROLLUP_DAY_TAG = "joulehouse/rollup_day"
-#: Partitions re-validated per source and week: what a GPU sensor tick hands out at most.
+#: Partitions of one entry each (PowerAPI report files) re-validated per week.
 NEWEST_PARTITIONS = 500
-#: Day partitions (``joulehouse/landing_days.py``: GEOPM, TAU) re-validated per week: a
-#: week's.
+#: Day partitions (``joulehouse/landing_days.py``: GPU repetitions, GEOPM, TAU)
+#: re-validated per week: a week's.
 DAYS_REVALIDATED = 7
 #: The tag by which the run queue allows one run per source at a time (each source's job
 #: carries it), and its value on the daily rollup runs.

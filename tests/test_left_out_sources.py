@@ -64,6 +64,8 @@ MISSING_HOST = (f"{MISSING_HOST_PART}: no sample of it bridged on host(s) e0199 
                 "covered 0.8 of the window, and a fact covers its whole window")
 CLOCK_RUN = "clock-limit/bert/877MHz,1065MHz"  # its repetition 1 has no external meter
 GAP_REPETITION = "power-limit/bert/150W/0"
+#: The day partition of the bundled repetitions copied under root ``lab``: their start's.
+GPU_DAY = "lab/2020-11-16"
 NO_EXTERNAL_PART = "its external energy_facts row"
 NO_EXTERNAL = f"{NO_EXTERNAL_PART}: no readings: power-external.csv missing or empty"
 GAP_PART = "its power energy_facts row"
@@ -268,19 +270,16 @@ def test_the_ui_warns_of_what_each_source_left_out(tmp_path, monkeypatch):
         assert runs[2].launch(requests[2]).success
         assert dg.materialize([carbon_intensity], instance=instance, resources={
             "accounting": accounting, "warehouse": warehouse}).success
-        assert runs[0].partitions() == [f"lab/{CLOCK_RUN}/0", f"lab/{CLOCK_RUN}/1",
-                                        f"lab/{GAP_REPETITION}"]
+        assert runs[0].partitions() == [GPU_DAY]  # the three repetitions' day
         assert runs[2].partitions() == [TAU_DAY]  # the set's day; its left_out rows: tau/wrap
 
         with webserver(env, tmp_path / "webserver.log") as port:
             def warned(asset: str, check: str, key: str) -> str:
                 return warning(port, asset, check, key)["description"]
 
-            assert warned("gpu_repetition_energy", COMPUTED_CHECK, f"lab/{CLOCK_RUN}/1") == (
-                f"lab/{CLOCK_RUN}/1: 1 input(s) left something out (1 record(s)): "
-                f"{root / CLOCK_RUN / '1'}: left out {NO_EXTERNAL}")
-            assert warned("gpu_repetition_energy", COMPUTED_CHECK, f"lab/{GAP_REPETITION}") == (
-                f"lab/{GAP_REPETITION}: 1 input(s) left something out (1 record(s)): "
+            assert warned("gpu_repetition_energy", COMPUTED_CHECK, GPU_DAY) == (
+                f"{GPU_DAY}: 2 input(s) left something out (2 record(s)): "
+                f"{root / CLOCK_RUN / '1'}: left out {NO_EXTERNAL}; "
                 f"{root / GAP_REPETITION}: left out {GAP}")
             assert warned("cc_block_tables", READ_CHECK, "emmy/1403") == (
                 f"emmy/1403: 1 input(s) left something out (1 record(s)): {job}: left out "
@@ -298,7 +297,6 @@ def test_the_ui_warns_of_what_each_source_left_out(tmp_path, monkeypatch):
             assert (evaluation["entries"]["left_out"],
                     evaluation["entries"]["inputs_left_out"]) == (3, 2)
             for asset, check, key in (
-                    ("gpu_repetition_energy", COMPUTED_CHECK, f"lab/{CLOCK_RUN}/0"),
                     ("cc_block_tables", READ_CHECK, "fritz/398"),
                     ("cc_block_tables", READ_CHECK, "taurus/20639")):
                 assert check_execution(port, asset, check, key)["status"] == "SUCCEEDED", key

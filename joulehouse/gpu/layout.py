@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,24 +117,40 @@ def subdirs(path: str | os.PathLike[str], *, missing_ok: bool = False) -> list[s
         raise
 
 
-def _run_repetitions(root: Path, experiment: str, benchmark: str, run: str
-                     ) -> list[RepetitionRef]:
+def _run_repetitions(root: Path, experiment: str, benchmark: str, run: str, *,
+                     missing_ok: bool = False) -> list[RepetitionRef]:
     run_key = f"{experiment}/{benchmark}/{run}"
     return [RepetitionRef(root, f"{run_key}/{name}", experiment, benchmark, run, name)
-            for name in subdirs(os.path.join(root, experiment, benchmark, run))]
+            for name in subdirs(os.path.join(root, experiment, benchmark, run),
+                                missing_ok=missing_ok)]
+
+
+def iter_repetitions(data_root: str | os.PathLike[str]) -> Iterator[RepetitionRef]:
+    """Every repetition folder four levels below ``data_root``, by key, listed as walked.
+
+    Hidden folders (``.name``) are skipped, and so is a folder below the root that
+    vanishes during the walk (removed, or renamed hidden: docs/collect.md's moves); the
+    root itself unlistable raises OSError.
+    """
+    root = Path(data_root)
+    for experiment in subdirs(root):
+        for benchmark in subdirs(os.path.join(root, experiment), missing_ok=True):
+            for run in subdirs(os.path.join(root, experiment, benchmark), missing_ok=True):
+                yield from _run_repetitions(root, experiment, benchmark, run, missing_ok=True)
 
 
 def find_repetitions(data_root: str | os.PathLike[str]) -> list[RepetitionRef]:
-    """Every repetition folder four levels below ``data_root``, sorted by key.
+    """Every repetition folder four levels below ``data_root``, sorted by key
+    (:func:`iter_repetitions`: a folder vanishing during the walk is skipped; the root
+    itself unlistable raises OSError)."""
+    return list(iter_repetitions(data_root))
 
-    Hidden folders (``.name``) are skipped.
-    """
-    root = Path(data_root)
-    return [ref
-            for experiment in subdirs(root)
-            for benchmark in subdirs(os.path.join(root, experiment))
-            for run in subdirs(os.path.join(root, experiment, benchmark))
-            for ref in _run_repetitions(root, experiment, benchmark, run)]
+
+def holds_repetitions(data_root: str | os.PathLike[str]) -> bool:
+    """Whether ``data_root`` lists at least one repetition folder (the walk stops at the
+    first): False for an NFS mount point with nothing mounted on it (an empty folder).
+    OSError when the root cannot be listed."""
+    return next(iter_repetitions(data_root), None) is not None
 
 
 def run_repetitions(run_dir: str | os.PathLike[str]) -> list[RepetitionRef]:

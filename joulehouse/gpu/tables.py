@@ -66,11 +66,11 @@ def refresh_settings(warehouse: Warehouse, keys: Sequence[str],
                      touched: Iterable[str] | None) -> Refreshed:
     """Recompute the settings of the repetitions ``touched`` (partition keys; None: every
     setting, the table replaced whole) and write their rows in one commit. ``keys``: the
-    registered repetitions (partition keys); ``energy_of(keys)``: the stored
-    per-repetition energy of those of ``keys`` that have one (an empty frame if none).
-    Repetitions are read in key order, as a rebuild reads them (``keys`` may come in
-    registration order): a setting's sums, means and firsts follow its rows' order, to
-    the last bit."""
+    repetitions the settings are made of (repetition keys); ``energy_of(keys)``: the
+    stored per-repetition energy of those of ``keys`` that have one (an empty frame if
+    none). Repetitions are read in key order, as a rebuild reads them (``keys`` may come
+    in another order): a setting's sums, means and firsts follow its rows' order, to the
+    last bit."""
     keys = sorted(keys)
     if touched is None:
         settings = None

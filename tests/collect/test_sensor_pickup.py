@@ -14,6 +14,7 @@ from fake_nvml import true_energy_j
 from assets.gpu import ENERGY_TABLE
 from definitions import build_definitions
 from joulehouse.cli import main
+from joulehouse.gpu.days import repetition_day
 from resources import DataRoot, GpuBenchmarkSource, Warehouse
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
@@ -46,8 +47,11 @@ def test_the_sensor_materializes_a_collected_repetition_not_a_killed_one(
         data = tick(defs.resolve_sensor_def(sensor_name("lab")), instance,
                     {"gpu_source": source})
         key = "lab/power-limit/bert/250W/0"
-        assert list(instance.get_dynamic_partitions("gpu_repetitions")) == [key]
+        day = f"lab/{repetition_day(root / key.removeprefix('lab/'), 'UTC')}"
+        assert list(instance.get_dynamic_partitions("gpu_repetition_days")) == [day]
         [request] = data.run_requests
+        assert request.run_config["ops"]["gpu_pipeline"]["config"]["repetitions"] == {
+            day: [key]}
         assert launch_in_process(defs.resolve_job_def(JOB_NAME), instance, request).success
     [experiment] = [row for _, row in warehouse.tables().read_partitions(
         ENERGY_TABLE, [key]).iterrows() if row.phase == "experiment"]

@@ -6,14 +6,15 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from definitions import build_definitions
-from joulehouse.gpu.generator import RepetitionSpec, write_data_root
+from joulehouse.gpu.generator import RepetitionSpec, write_data_root, write_repetition
+from joulehouse.gpu.layout import find_repetitions
 from resources import DataRoot, GpuBenchmarkSource, Warehouse
 from sensors.gpu_repetitions import sensor_name
 from tests.dagster_sqlite import BATCHING, empty_instance
@@ -22,6 +23,21 @@ QUIET_S = 1.0  # the quiet period: ctime counts, which only waiting can age
 RUNS = {"power-limit": {"bert": ["150W", "250W"], "resnet": ["200W"]}}
 REPETITIONS = 2
 SMALL = RepetitionSpec(duration_s=8.0, epochs=2)
+#: The day partition of the generated repetitions of root ``lab``: they all start on the
+#: generator's day (``RepetitionSpec.start_utc``).
+DAY = "lab/2020-11-16"
+
+
+def write_started_on(folder: Path, day: str, seed: int = 0) -> None:
+    """A repetition like the generated ones (:data:`SMALL`) written into ``folder`` (its
+    files replaced) that started at 10:00 UTC on ``day`` (``YYYY-MM-DD``)."""
+    write_repetition(folder, replace(SMALL, start_utc=f"{day} 10:00:00"), seed=seed)
+
+
+def repetition_keys(root: Path, name: str | None = None) -> list[str]:
+    """The keys (``<root name>/<experiment>/<benchmark>/<run>/<repetition>``) of every
+    repetition under ``root`` (named ``name``, default its folder's), sorted."""
+    return [f"{name or root.name}/{ref.key}" for ref in find_repetitions(root)]
 
 
 def settle() -> None:

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from sensors.local import launch_in_process, tick
+from sensors.partition_runs import RUN_KEY_TAG
 
 
 class SourceRuns:
@@ -28,6 +29,14 @@ class SourceRuns:
     def launch(self, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
         return launch_in_process(self.defs.resolve_job_def(self.job_name), self.instance,
                                  request, self.sensor_name, log_level="WARNING")
+
+    def cancel(self, request: dg.RunRequest, **tags: str) -> None:
+        """A run of ``request`` (with ``tags`` added) created and cancelled before it read
+        anything, as from the UI: Dagster fails no partition of it."""
+        run = self.instance.create_run_for_job(
+            self.defs.resolve_job_def(self.job_name), run_config=request.run_config,
+            tags={**request.tags, RUN_KEY_TAG: request.run_key, **tags})
+        self.instance.report_run_canceled(run)
 
     def partitions(self) -> list[str]:
         return list(self.instance.get_dynamic_partitions(self.partitions_def.name))

@@ -77,7 +77,8 @@ def test_demo_materializes_everything_in_one_run_and_prints_the_setting_table(de
         # the GPU pipeline, TAU profiles, PowerAPI, GEOPM, ClusterCockpit, accounting
         assert instance.get_runs_count() == 7  # GPU, TAU, PowerAPI + its trials, GEOPM, CC, accounting
         assert {r.status for r in instance.get_runs()} == {dg.DagsterRunStatus.SUCCESS}
-        assert len(instance.get_dynamic_partitions("gpu_repetitions")) == len(complete)
+        assert instance.get_dynamic_partitions("gpu_repetition_days") == [  # their starts' day
+            "gpu-data/2020-11-16"]
         assert instance.get_dynamic_partitions("geopm_days") == [  # their Start Times' days
             "geopm/2019-05-30", "geopm/2020-04-01"]
         assert instance.get_dynamic_partitions("tau_profile_days") == [  # Starting Timestamp's
@@ -203,8 +204,9 @@ def test_demo_exits_non_zero_when_a_run_fails(tmp_path, monkeypatch, capsys):
 
 # Here, not in test_schedules.py, so that the demo runs once in the suite: pytest-xdist's
 # --dist loadfile keeps a module on one worker, and the demo is made once per worker.
-#: The weekly schedule whose run is launched: the GPU repetitions, the most partitions.
-WEEKLY_LAUNCHED = "weekly_revalidation_gpu_repetitions"
+#: The weekly schedule whose run is launched: the GPU repetitions' days, read whole (the
+#: schedule names no repetition), the most entries.
+WEEKLY_LAUNCHED = "weekly_revalidation_gpu_repetition_days"
 
 
 def test_each_schedule_asks_for_its_run_on_the_example_data_and_one_of_each_kind_succeeds(demo):

@@ -43,7 +43,7 @@ def test_local_instance_stores_everything_in_dagster_home(tmp_path, monkeypatch)
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.chdir(tmp_path)
     with dg.DagsterInstance.get() as instance:
-        instance.add_dynamic_partitions("gpu_repetitions", ["lab/e/b/150W/0"])
+        instance.add_dynamic_partitions("gpu_repetition_days", ["lab/2020-11-16"])
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
         assert type(instance.event_log_storage).__name__ == "BatchedSqliteEventLogStorage"
         assert_one_run_per_source_and_one_table_rebuild_at_a_time(instance)

@@ -1,4 +1,5 @@
-"""The GPU pipeline materialized in-process: many partitions per run, one bad repetition."""
+"""The GPU pipeline materialized in-process: many repetitions per day partition, one bad
+repetition."""
 
 import base64
 import re
@@ -8,7 +9,8 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from assets.gpu import ENERGY_TABLE, SETTING_TABLE, VALID_CHECK, gpu_repetitions
+from assets.blocks import FAILED_ENTRIES
+from assets.gpu import ENERGY_TABLE, SETTING_TABLE, VALID_CHECK, gpu_repetition_days
 from definitions import build_definitions
 from joulehouse.gpu.generator import write_data_root
 from joulehouse.gpu.store import TABLE as FRAMES_TABLE
@@ -19,7 +21,7 @@ from resources import DataRoot, GpuBenchmarkSource, StepWorkers, Warehouse
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
 from sensors.partition_runs import RANGE_END, RANGE_START
-from tests.dagster.conftest import QUIET_S, REPETITIONS, RUNS, SMALL, settle
+from tests.dagster.conftest import DAY, QUIET_S, REPETITIONS, RUNS, SMALL, repetition_keys, settle
 from tests.dagster_sqlite import BATCHING, DAGSTER_SQLITE
 
 BAD = "lab/power-limit/bert/250W/0"
@@ -44,15 +46,21 @@ def first_run(defs, sensor, instance, source):
     return data.run_requests[0]
 
 
-def test_one_run_materializes_every_asset_of_every_partition(first_run, instance, warehouse):
-    keys = set(instance.get_dynamic_partitions("gpu_repetitions"))
+def test_one_run_materializes_every_asset_of_every_partition(first_run, instance, warehouse,
+                                                             data_root):
+    """The six repetitions, all started on one UTC day, are one partition, their day; what
+    is stored stays per repetition."""
+    assert instance.get_dynamic_partitions("gpu_repetition_days") == [DAY]
+    keys = set(repetition_keys(data_root))
     assert len(keys) == 6
     assert instance.get_runs_count() == 1
     run_id = instance.get_runs()[0].run_id
-    assert materialized(instance, run_id, FRAMES) == keys
-    assert materialized(instance, run_id, ENERGY) == keys
+    assert materialized(instance, run_id, FRAMES) == {DAY}
+    assert materialized(instance, run_id, ENERGY) == {DAY}
     for asset in ("gpu_setting_energy", "gpu_benchmark_energy", "energy_facts/gpu"):
         assert materialized(instance, run_id, dg.AssetKey.from_user_string(asset)) == {None}
+    day = instance.get_latest_materialization_event(ENERGY).asset_materialization.metadata
+    assert day["repetitions"].value == 6 and set(day["repetition_keys"].value) == keys
     tables = warehouse.tables()
     assert set(tables.partition_keys(ENERGY_TABLE)) == keys
     settings = tables.read_table(SETTING_TABLE)
@@ -126,44 +134,41 @@ def test_bad_repetition_fails_alone_and_keeps_what_was_stored(
     lines[10] = lines[10].split(",")[0] + ",not-a-row\n"  # line 11 of the file
     gpu_power.write_text("".join(lines))
 
-    request = dg.RunRequest(tags=first_run.tags)  # the same range: all six partitions
+    good_power = tables.table_dir(f"{FRAMES_TABLE}/gpu_power") / partition_file_name(
+        "lab/power-limit/bert/250W/1")
+    good_before = good_power.stat().st_mtime_ns
+    request = dg.RunRequest(tags=first_run.tags)  # the same day, named by no config: whole
     result = launch_in_process(defs.resolve_job_def(JOB_NAME), instance, request)
 
-    # The run fails, saying how many partitions failed ...
+    # The run fails, saying its day failed and why: the bad repetition, file and line ...
     assert not result.success
     [failure] = [e for e in result.all_events if e.is_step_failure]
     message = failure.step_failure_data.user_failure_data.description
-    assert message.startswith("1 of 6 partition(s) failed:\n" + BAD + ": ")
-    # ... after every good partition went through every asset to the tables in that run.
-    keys = set(instance.get_dynamic_partitions("gpu_repetitions"))
-    good = keys - {BAD}
-    assert materialized(instance, result.run_id, FRAMES) == good
-    assert materialized(instance, result.run_id, ENERGY) == good
+    assert message.startswith(f"1 of 1 partition(s) failed:\n{DAY}: {gpu_power}:11: ")
+    assert "(1 of 6 repetition(s) of day lab/2020-11-16 failed, 5 done)" in message
+    # ... after every good repetition of the day went through every asset to the tables.
+    assert materialized(instance, result.run_id, FRAMES) == set()
+    assert materialized(instance, result.run_id, ENERGY) == set()
     for asset in ("gpu_setting_energy", "gpu_benchmark_energy", "energy_facts/gpu",
                   "taudb_trials"):
         assert materialized(instance, result.run_id, dg.AssetKey.from_user_string(asset)) == {None}, asset
-    # The bad partition's own status is failed, the others' materialized (as the UI reads).
+    assert good_power.stat().st_mtime_ns > good_before  # a good repetition stored again
+    # The day's own status is failed (as the UI reads).
     for asset in (FRAMES, ENERGY):
-        status = instance.get_status_by_partition(asset, sorted(keys), gpu_repetitions)
-        assert {k for k, s in status.items() if s == dg.AssetPartitionStatus.FAILED} == {BAD}
-        assert {k for k, s in status.items() if s == dg.AssetPartitionStatus.MATERIALIZED} == good
-    # Its check result is scoped to its partition and names file and line.
+        status = instance.get_status_by_partition(asset, [DAY], gpu_repetition_days)
+        assert status == {DAY: dg.AssetPartitionStatus.FAILED}
+    # Its check result is scoped to its day and names the bad repetition's file and line.
     evaluations = {e.event_specific_data.partition: e.event_specific_data
                    for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
                    and e.event_specific_data.check_name == VALID_CHECK}
-    assert set(evaluations) == keys
-    assert {k for k, e in evaluations.items() if not e.passed} == {BAD}
-    # A good partition's materialization carries its own row count, not the run's totals.
-    [record] = [r for r in instance.get_records_for_run(
-        result.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
-        if r.event_log_entry.dagster_event.asset_key == FRAMES
-        and r.event_log_entry.dagster_event.partition == "lab/power-limit/bert/250W/1"]
-    metadata = record.asset_materialization.metadata
-    assert metadata["dagster/row_count"].value == sum(metadata["rows"].value.values()) > 0
-    assert not {"partitions_stored", "partitions_failed"} & set(metadata)
-    bad = evaluations[BAD]
+    bad = evaluations[DAY]
+    assert set(evaluations) == {DAY} and not bad.passed
     assert bad.metadata["file"].value == str(gpu_power) and bad.metadata["line"].value == 11
-    assert bad.description.startswith(f"{BAD}: {gpu_power}:11: ")
+    assert bad.description.startswith(f"{DAY}: {gpu_power}:11: ")
+    # The run recorded the day's failed repetition, for the sensor's recheck.
+    [outcome] = [e.asset_observation_data.asset_observation for e in result.all_events
+                 if e.is_asset_observation]
+    assert (outcome.partition, outcome.metadata[FAILED_ENTRIES].value) == (DAY, [BAD])
     assert stored.read_bytes() == before  # the bad one's stored frames are untouched
     # The tables keep the bad repetition's last good energy.
     assert BAD in set(tables.partition_keys(ENERGY_TABLE))
@@ -201,8 +206,12 @@ def test_two_data_roots_with_the_same_run_names_stay_apart(data_root, tmp_path, 
 
     tables = warehouse.tables()
     energy = tables.read_table(ENERGY_TABLE)
+    keys = {*repetition_keys(data_root), *repetition_keys(other, "b")}
+    assert len(keys) == 6 + 9
+    assert sorted(instance.get_dynamic_partitions("gpu_repetition_days")) == [
+        "b/2020-11-16", DAY]
     assert set(zip(energy["data_root"], energy["repetition"], strict=True)) == {
-        tuple(key.split("/", 1)) for key in instance.get_dynamic_partitions("gpu_repetitions")}
+        tuple(key.split("/", 1)) for key in keys}
     settings = tables.read_table(SETTING_TABLE).set_index(["data_root", "run"])
     runs = ["150W", "200W", "250W"]
     assert sorted(settings.index) == [(root, run) for root in ("b", "lab") for run in runs]
@@ -216,7 +225,7 @@ def test_two_data_roots_with_the_same_run_names_stay_apart(data_root, tmp_path, 
     choices = tables.read_table("gpu_benchmark_energy")
     assert choices.groupby(["data_root", "benchmark"])["least_energy"].sum().tolist() == [1] * 4
     facts = tables.read_table("energy_facts")
-    assert set(facts["entity"]) == set(instance.get_dynamic_partitions("gpu_repetitions"))
+    assert set(facts["entity"]) == keys
     bench = instance.get_latest_materialization_event(
         dg.AssetKey("gpu_benchmark_energy")).asset_materialization
     plot = bench.metadata["energy_vs_time"].value  # the benchmarks the last run (b) touched
@@ -240,8 +249,7 @@ def test_energy_is_stored_with_its_code_version_and_its_readings_figures(
     from joulehouse.accounting.repetition import stored_figures
 
     records = instance.fetch_materializations(ENERGY, limit=100).records
-    assert {r.partition_key for r in records} == set(
-        instance.get_dynamic_partitions("gpu_repetitions"))
+    assert {r.partition_key for r in records} == {DAY}
     assert {r.asset_materialization.tags["dagster/code_version"] for r in records} == {
         ENERGY_CODE_VERSION}
     # what waste and fact_quality take instead of the frames: every repetition's
@@ -282,8 +290,9 @@ def test_energy_stored_before_data_root_names_the_partitions_to_materialize_agai
 
 def test_repetitions_fixed_in_place_are_picked_up_next_tick_in_one_run(
         defs, sensor, instance, source, data_root, warehouse):
-    """Two bad repetitions far apart in the partition set; the rolling rescan is off, so only
-    the failed partitions' recheck can find their fix."""
+    """Two bad repetitions of the day in two run folders; the rolling rescan is off, so only
+    the failed day's recheck of its failed repetitions can find their fix, and the run
+    processes those two alone."""
     bad = ["lab/power-limit/bert/150W/0", "lab/power-limit/resnet/200W/1"]
     originals = {}
     for key in bad:
@@ -297,10 +306,10 @@ def test_repetitions_fixed_in_place_are_picked_up_next_tick_in_one_run(
     [request] = data.run_requests
     result = launch_in_process(job, instance, request)
     assert not result.success
-    keys = sorted(instance.get_dynamic_partitions("gpu_repetitions"))
-    status = instance.get_status_by_partition(FRAMES, keys, gpu_repetitions)
-    assert sorted(k for k, s in status.items() if s == dg.AssetPartitionStatus.FAILED) == bad
-    assert materialized(instance, result.run_id, ENERGY) == set(keys) - set(bad)
+    status = instance.get_status_by_partition(FRAMES, [DAY], gpu_repetition_days)
+    assert status == {DAY: dg.AssetPartitionStatus.FAILED}
+    assert set(warehouse.tables().partition_keys(ENERGY_TABLE)) == set(
+        repetition_keys(data_root)) - set(bad)
     assert materialized(instance, result.run_id, dg.AssetKey(["energy_facts", "gpu"])) == {None}
 
     for path, content in originals.items():  # fixed in place: same folders, same names
@@ -310,14 +319,17 @@ def test_repetitions_fixed_in_place_are_picked_up_next_tick_in_one_run(
     settle()
     fixed = tick(sensor, instance, {"gpu_source": source}, idle.cursor)
     [again] = fixed.run_requests  # one run, exactly the two fixed repetitions
-    order = list(instance.get_dynamic_partitions("gpu_repetitions"))
-    start, end = order.index(again.tags[RANGE_START]), order.index(again.tags[RANGE_END])
-    assert sorted(order[start:end + 1]) == bad
+    assert again.tags[RANGE_START] == again.tags[RANGE_END] == DAY
+    assert again.run_config["ops"]["gpu_pipeline"]["config"]["repetitions"] == {DAY: bad}
     result = launch_in_process(job, instance, again)
     assert result.success
-    status = instance.get_status_by_partition(FRAMES, keys, gpu_repetitions)
-    assert set(status.values()) == {dg.AssetPartitionStatus.MATERIALIZED}
-    assert materialized(instance, result.run_id, ENERGY) == set(bad)
+    status = instance.get_status_by_partition(FRAMES, [DAY], gpu_repetition_days)
+    assert status == {DAY: dg.AssetPartitionStatus.MATERIALIZED}
+    assert materialized(instance, result.run_id, ENERGY) == {DAY}
+    day = instance.get_latest_materialization_event(ENERGY).asset_materialization.metadata
+    assert day["repetition_keys"].value == bad
+    assert set(warehouse.tables().partition_keys(ENERGY_TABLE)) == set(
+        repetition_keys(data_root))
     # the trials of the two fixed repetitions' runs reloaded, no other run looked at
     [trials] = [r.asset_materialization.metadata for r in instance.get_records_for_run(
         result.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records

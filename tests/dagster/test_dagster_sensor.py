@@ -1,4 +1,5 @@
-"""The data-root sensor on a generated data root, its ticks applied as the daemon would."""
+"""The data-root sensor on a generated data root, its ticks applied as the daemon would: the
+repetitions handed out in their days (``gpu_repetition_days``), named in the run config."""
 
 import os
 import shutil
@@ -7,8 +8,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.gpu import gpu_repetitions
+from assets.gpu import gpu_repetition_days
 from definitions import build_definitions
+from joulehouse.gpu.layout import fingerprint
+from joulehouse.gpu.scan import ScanState, scan
 from resources import GpuBenchmarkSource
 from sensors.gpu_repetitions import sensor_name
 from sensors.local import tick
@@ -19,7 +22,8 @@ from sensors.partition_runs import (
     RETRY_OF_TAG,
     RUN_KEY_TAG,
 )
-from tests.dagster.conftest import REPETITIONS, RUNS, settle
+from sensors.tick_budget import Pace, paced
+from tests.dagster.conftest import DAY, REPETITIONS, RUNS, settle, write_started_on
 
 ALL_KEYS = sorted(f"lab/{e}/{b}/{r}/{i}" for e, bs in RUNS.items() for b, rs in bs.items()
                   for r in rs for i in range(REPETITIONS))
@@ -38,13 +42,21 @@ class Ticker:
         return data
 
     def partitions(self) -> list[str]:
-        return list(self.instance.get_dynamic_partitions(gpu_repetitions.name))
+        return list(self.instance.get_dynamic_partitions(gpu_repetition_days.name))
+
+
+def handed_out(request: dg.RunRequest) -> dict[str, list[str]]:
+    """The repetitions a run request hands out, by day (its run config)."""
+    return request.run_config["ops"]["gpu_pipeline"]["config"]["repetitions"]
 
 
 def covered(ticker: Ticker, request: dg.RunRequest) -> list[str]:
+    """The repetitions ``request`` hands out, sorted, after checking that its range covers
+    exactly the days naming them."""
     order = ticker.partitions()
     start, end = request.tags[RANGE_START], request.tags[RANGE_END]
-    return order[order.index(start):order.index(end) + 1]
+    assert order[order.index(start):order.index(end) + 1] == sorted(handed_out(request))
+    return sorted(key for keys in handed_out(request).values() for key in keys)
 
 
 def copy_repetition(root: Path, source_key: str, target_key: str) -> Path:
@@ -64,20 +76,23 @@ def replace_repetition(root: Path, key: str) -> None:
 def test_first_tick_registers_every_repetition_and_asks_for_one_run(sensor, instance, source):
     ticker = Ticker(sensor, instance, source)
     data = ticker()
-    assert sorted(ticker.partitions()) == ALL_KEYS
+    assert ticker.partitions() == [DAY]  # every generated repetition starts that day
     assert len(data.run_requests) == 1
     request = data.run_requests[0]
     assert request.job_name == "gpu_energy_job"
-    assert sorted(covered(ticker, request)) == ALL_KEYS
+    assert covered(ticker, request) == ALL_KEYS
     assert request.run_key.startswith("lab:")
-    reported = {e.partition: e.tags["dagster/data_version"] for e in data.asset_events}
-    assert sorted(reported) == ALL_KEYS and all(len(v) == 16 for v in reported.values())
+    [event] = data.asset_events  # the day's hand-out, naming its repetitions
+    assert event.partition == DAY and len(event.tags["dagster/data_version"]) == 20
+    listed = event.metadata["repetitions"].value
+    assert sorted(listed) == ALL_KEYS and all(len(v) == 16 for v in listed.values())
+    assert event.metadata["run_key"].value == request.run_key
     # the raw files read as there (materialized outside Dagster), not as missing data
     files = dg.AssetKey("gpu_repetition_files")
-    assert sorted(instance.get_materialized_partitions(files)) == ALL_KEYS
+    assert sorted(instance.get_materialized_partitions(files)) == [DAY]
     assert instance.get_latest_data_version_record(
-        files, is_source=False, partition_key=ALL_KEYS[0]).asset_materialization.tags[
-        "dagster/data_version"] == reported[ALL_KEYS[0]]
+        files, is_source=False, partition_key=DAY).asset_materialization.tags[
+        "dagster/data_version"] == event.tags["dagster/data_version"]
 
 
 def test_second_tick_with_nothing_new_asks_for_nothing(sensor, instance, source):
@@ -87,7 +102,7 @@ def test_second_tick_with_nothing_new_asks_for_nothing(sensor, instance, source)
     assert data.run_requests == []
     assert data.dynamic_partitions_requests == []
     assert "nothing new" in data.skip_message
-    assert sorted(ticker.partitions()) == ALL_KEYS
+    assert ticker.partitions() == [DAY]
 
 
 def test_copied_repetition_is_picked_up_once_quiet(sensor, instance, source, data_root):
@@ -99,7 +114,7 @@ def test_copied_repetition_is_picked_up_once_quiet(sensor, instance, source, dat
     data = ticker()
     assert len(data.run_requests) == 1
     assert covered(ticker, data.run_requests[0]) == ["lab/power-limit/bert/150W/7"]
-    assert ticker.partitions()[-1] == "lab/power-limit/bert/150W/7"
+    assert ticker.partitions() == [DAY]
 
 
 def test_incomplete_repetition_waits_until_experiment_end(sensor, instance, source, data_root):
@@ -114,7 +129,7 @@ def test_incomplete_repetition_waits_until_experiment_end(sensor, instance, sour
     for _ in range(2):
         data = ticker()
         assert data.run_requests == [] and "1 waiting for experiment_end" in data.skip_message
-    assert "lab/power-limit/resnet/200W/2" not in ticker.partitions()
+    assert ticker.partitions() == [DAY]
     timestamps.write_text(complete)
     settle()
     data = ticker()
@@ -133,12 +148,10 @@ def test_fixed_repetition_is_picked_up_again_with_a_new_run_key(sensor, instance
     again = data.run_requests[0]
     # the cursor keeps one digest per run folder: its repetitions are all reported again
     assert covered(ticker, again) == ["lab/power-limit/bert/250W/0", f"lab/{key}"]
-    reported = {e.partition: e.tags["dagster/data_version"] for e in data.asset_events}
-    assert sorted(reported) == covered(ticker, again)
+    [event] = data.asset_events
+    assert sorted(event.metadata["repetitions"].value) == covered(ticker, again)
     assert again.run_key != first.run_key
-    # moved to the end of the partition set (deleted and added again), nothing else changed
-    assert ticker.partitions()[-2:] == covered(ticker, again)
-    assert sorted(ticker.partitions()) == ALL_KEYS
+    assert ticker.partitions() == [DAY]
 
 
 def test_in_place_rewrite_is_found_by_the_full_rescan(sensor, instance, source, data_root,
@@ -173,8 +186,8 @@ def test_changed_repetitions_far_apart_need_one_run_of_exactly_them(sensor, inst
              "lab/power-limit/resnet/200W/0", "lab/power-limit/resnet/200W/1",
              "lab/power-limit/bert/150W/5"}
     [request] = data.run_requests
-    assert set(covered(ticker, request)) == ready and request.tags["joulehouse/partitions"] == "5"
-    assert sorted(ticker.partitions()) == sorted([*ALL_KEYS, "lab/power-limit/bert/150W/5"])
+    assert set(covered(ticker, request)) == ready and request.tags["joulehouse/partitions"] == "1"
+    assert ticker.partitions() == [DAY]
 
 
 def test_a_tree_larger_than_the_cap_registers_over_several_ticks(instance, source, warehouse):
@@ -186,13 +199,15 @@ def test_a_tree_larger_than_the_cap_registers_over_several_ticks(instance, sourc
     reported = []
     for expected in (4, 2):
         data = ticker()
-        keys = [e.partition for e in data.asset_events]
+        [event] = data.asset_events
+        keys = sorted(event.metadata["repetitions"].value)
         assert len(keys) == expected and len(data.run_requests) == 1
-        assert sorted(covered(ticker, data.run_requests[0])) == sorted(keys)
+        assert covered(ticker, data.run_requests[0]) == keys
         reported += keys
     last = ticker().skip_message
     assert "0 waiting for experiment_end" in last and "0 ready but left" in last
-    assert sorted(reported) == sorted(ticker.partitions()) == ALL_KEYS  # nothing twice
+    assert sorted(reported) == ALL_KEYS  # nothing twice
+    assert ticker.partitions() == [DAY]
 
 
 def _cancel(instance: dg.DagsterInstance, defs: dg.Definitions, request: dg.RunRequest,
@@ -213,8 +228,8 @@ def test_the_repetitions_of_a_cancelled_run_are_asked_for_again_once(sensor, ins
     [again] = data.run_requests
     assert again.run_key != first.run_key  # the daemon never runs a run key twice
     assert again.tags[RETRY_OF_TAG] == first.run_key
-    assert sorted(covered(ticker, again)) == ALL_KEYS
-    assert sorted(e.partition for e in data.asset_events) == ALL_KEYS
+    assert covered(ticker, again) == ALL_KEYS
+    assert [e.partition for e in data.asset_events] == [DAY]
     # asked for again once: the new hand-out names the new run key, not a cancelled one
     assert ticker().run_requests == []
     _cancel(instance, defs, again)  # the retry cancelled too: the user means it
@@ -242,3 +257,40 @@ def test_a_repetition_copied_with_its_mtimes_ahead_waits_the_quiet_period_only(
     settle()
     [request] = ticker().run_requests
     assert covered(ticker, request) == ["lab/power-limit/bert/150W/7"]
+
+
+def test_repetitions_are_handed_out_in_the_days_they_started(sensor, instance, source,
+                                                            data_root):
+    """Two repetitions copied in that started on other days register those days; one run
+    names each repetition in its day, and the day's files materialization lists it with its
+    fingerprint."""
+    ticker = Ticker(sensor, instance, source)
+    ticker()
+    for key, day in (("power-limit/bert/150W/5", "2021-02-03"),
+                     ("power-limit/resnet/200W/5", "2021-02-04")):
+        write_started_on(data_root / key, day)
+    settle()
+    data = ticker()
+    [request] = data.run_requests
+    assert handed_out(request) == {"lab/2021-02-03": ["lab/power-limit/bert/150W/5"],
+                                   "lab/2021-02-04": ["lab/power-limit/resnet/200W/5"]}
+    assert ticker.partitions() == [DAY, "lab/2021-02-03", "lab/2021-02-04"]
+    listed = {e.partition: e.metadata["repetitions"].value for e in data.asset_events}
+    assert listed == {
+        "lab/2021-02-03": {"lab/power-limit/bert/150W/5": fingerprint(
+            data_root / "power-limit/bert/150W/5")},
+        "lab/2021-02-04": {"lab/power-limit/resnet/200W/5": fingerprint(
+            data_root / "power-limit/resnet/200W/5")}}
+
+
+def test_a_cursor_of_one_partition_per_repetition_is_not_taken(sensor, instance, source,
+                                                               data_root):
+    """Upgrading from one partition per repetition: the sensor's cursor then (the scan's
+    state, saying every repetition was handed out) is not taken, so every repetition present
+    is handed out again, into its day, once."""
+    state = scan(data_root, ScanState(), quiet_s=0.0, full_rescan_s=None).state
+    ticker = Ticker(sensor, instance, source)
+    ticker.cursor = paced(state.to_json(), Pace())
+    [request] = ticker().run_requests
+    assert handed_out(request) == {DAY: ALL_KEYS}
+    assert ticker().run_requests == []

@@ -15,7 +15,7 @@ from resources import DataRoot, GpuBenchmarkSource, Warehouse
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
 from tests.conftest import skip_or_fail
-from tests.dagster.conftest import QUIET_S, settle
+from tests.dagster.conftest import QUIET_S, settle, write_started_on
 from tests.dagster.webserver import (
     WEBSERVER,
     check_execution,
@@ -25,6 +25,8 @@ from tests.dagster.webserver import (
 )
 
 BAD = "lab/power-limit/bert/250W/0"
+BAD_DAY = "lab/2020-11-16"  # the bert repetitions' day
+GOOD_DAY = "lab/2021-02-03"  # the resnet repetitions', moved there
 
 
 @pytest.fixture
@@ -41,6 +43,8 @@ def test_the_ui_reads_the_bad_partition_failed_with_its_file_and_line_then_fixed
     lines = original.decode().splitlines(keepends=True)
     lines[10] = lines[10].split(",")[0] + ",not-a-row\n"  # line 11 of the file
     gpu_power.write_text("".join(lines))
+    for seed, repetition in enumerate(sorted((data_root / "power-limit/resnet/200W").iterdir())):
+        write_started_on(repetition, "2021-02-03", seed)
     settle()
     env = {"JOULEHOUSE_GPU_DATA_ROOTS": str(data_root),
            "JOULEHOUSE_WAREHOUSE": str(tmp_path / "warehouse"),
@@ -54,42 +58,43 @@ def test_the_ui_reads_the_bad_partition_failed_with_its_file_and_line_then_fixed
         first = tick(sensor, instance, {"gpu_source": source})
         [request] = first.run_requests
         assert not launch_in_process(job, instance, request, sensor.name).success
-        keys = sorted(instance.get_dynamic_partitions("gpu_repetitions"))
-        good = [key for key in keys if key != BAD]
-        assert len(keys) == 6
+        keys = sorted(instance.get_dynamic_partitions("gpu_repetition_days"))
+        assert keys == [BAD_DAY, GOOD_DAY]
 
         with webserver(env, tmp_path / "webserver.log") as port:
-            # every good partition through every per-repetition asset; the bad one failed
+            # the good day through every per-repetition asset; the bad repetition's failed
             for asset in ("gpu_validated_frames", "gpu_repetition_energy"):
                 node = statuses(port, asset)
                 partitions = node["assetPartitionStatuses"]
-                assert sorted(partitions["materializedPartitions"]) == good, asset
-                assert partitions["failedPartitions"] == [BAD], asset
-                assert node["partitionStats"] == {"numMaterialized": 5, "numPartitions": 6,
+                assert partitions["materializedPartitions"] == [GOOD_DAY], asset
+                assert partitions["failedPartitions"] == [BAD_DAY], asset
+                assert node["partitionStats"] == {"numMaterialized": 1, "numPartitions": 2,
                                                   "numFailed": 1}, asset
             # the raw files read as there, not as missing data ("100% filled")
             assert statuses(port, "gpu_repetition_files")["partitionStats"][
-                "numMaterialized"] == 6
-            # the bad partition's check result names its partition, file and line
-            execution = check_execution(port, "gpu_validated_frames", VALID_CHECK, BAD)
+                "numMaterialized"] == 2
+            # the bad day's check result names its day, the bad repetition's file and line
+            execution = check_execution(port, "gpu_validated_frames", VALID_CHECK, BAD_DAY)
             assert execution["status"] == "FAILED"
             evaluation = execution["evaluation"]
-            assert evaluation["partition"] == BAD
-            assert evaluation["description"].startswith(f"{BAD}: {gpu_power}:11: ")
+            assert evaluation["partition"] == BAD_DAY
+            assert evaluation["description"].startswith(f"{BAD_DAY}: {gpu_power}:11: ")
             entries = evaluation["entries"]
-            assert entries["partition"] == BAD
+            assert entries["partition"] == BAD_DAY
             assert entries["file"] == str(gpu_power) and entries["line"] == 11
 
             gpu_power.write_bytes(original)  # fixed in place
             settle()
             fixed = tick(sensor, instance, {"gpu_source": source}, first.cursor)
             [again] = fixed.run_requests  # one run, the fixed repetition
-            assert [event.partition for event in fixed.asset_events] == [BAD]
+            assert [event.partition for event in fixed.asset_events] == [BAD_DAY]
+            assert again.run_config["ops"]["gpu_pipeline"]["config"]["repetitions"] == {
+                BAD_DAY: [BAD]}
             assert launch_in_process(job, instance, again, sensor.name).success
             for asset in ("gpu_validated_frames", "gpu_repetition_energy"):
                 partitions = statuses(port, asset)["assetPartitionStatuses"]
                 assert sorted(partitions["materializedPartitions"]) == keys, asset
                 assert partitions["failedPartitions"] == [], asset
-            execution = check_execution(port, "gpu_validated_frames", VALID_CHECK, BAD)
+            execution = check_execution(port, "gpu_validated_frames", VALID_CHECK, BAD_DAY)
             assert execution["status"] == "SUCCEEDED"
-            assert execution["evaluation"]["description"] == f"{BAD}: passed"
+            assert execution["evaluation"]["description"] == f"{BAD_DAY}: passed"

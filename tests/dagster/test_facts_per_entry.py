@@ -1,17 +1,20 @@
-"""energy_facts written per entry by the GPU pipeline (assets/facts.py): a run over k
-repetitions writes their k entities in one commit, a partition deleted from Dagster loses
-its rows at the next rebuild, and the table equals a rebuild from scratch throughout,
+"""energy_facts written per entry by the GPU pipeline (assets/facts.py): a run handed k
+repetitions writes their k entities in one commit, a repetition removed from its data root
+loses its rows at the next rebuild, and the table equals a rebuild from scratch throughout,
 from a warehouse written before (plain energy_facts/<source>.parquet) on; so do the
 per-setting and per-benchmark tables, kept per setting (joulehouse/gpu/tables.py)."""
+
+import shutil
 
 import dagster as dg
 import pandas as pd
 
 from assets.gpu import (
     ENERGY_TABLE,
+    GpuHandOut,
     energy_facts,
     gpu_benchmark_energy,
-    gpu_repetitions,
+    gpu_repetition_days,
     gpu_setting_energy,
 )
 from joulehouse import entry_table
@@ -22,6 +25,7 @@ from joulehouse.gpu.tables import BENCHMARK_TABLE, SETTING_TABLE
 from sensors.gpu_repetitions import JOB_NAME
 from sensors.local import launch_in_process
 from sensors.partition_runs import RANGE_END, RANGE_START
+from tests.dagster.conftest import DAY, repetition_keys
 from tests.test_entry_table import facts as other_facts
 
 OTHER = {"source": "clustercockpit"}
@@ -54,6 +58,12 @@ def assert_tables_rebuilt(tables, keys: list[str]) -> None:
             rebuilt_rows)
 
 
+def handing_out(keys: list[str]) -> dg.RunRequest:
+    """A run over the generated repetitions' day handed ``keys`` alone, as the sensor asks."""
+    return dg.RunRequest(tags={RANGE_START: DAY, RANGE_END: DAY},
+                         run_config=GpuHandOut.run_config_of({DAY: keys}))
+
+
 def written(instance, run_id: str) -> dict:
     [record] = [r for r in instance.get_records_for_run(
         run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
@@ -65,17 +75,15 @@ def written(instance, run_id: str) -> dict:
 
 def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
         defs, instance, data_root, warehouse):
-    keys = sorted(f"lab/{path.relative_to(data_root).as_posix()}"
-                  for path in data_root.glob("*/*/*/*") if path.is_dir())
+    keys = repetition_keys(data_root)
     assert len(keys) == 6
     tables = warehouse.tables()
     # a warehouse written by the code before: plain files, another source's too
     tables.write_partition(TABLE, OTHER["source"], other_facts(OTHER, [1, 2]))
-    instance.add_dynamic_partitions(gpu_repetitions.name, keys)
+    instance.add_dynamic_partitions(gpu_repetition_days.name, [DAY])
     job = defs.resolve_job_def(JOB_NAME)
 
-    first = launch_in_process(job, instance, dg.RunRequest(
-        tags={RANGE_START: keys[0], RANGE_END: keys[2]}))
+    first = launch_in_process(job, instance, handing_out(keys[:3]))
     assert first.success
     assert written(instance, first.run_id) == {
         "entities_written": 3, "entities_removed": 0, "rows_written": len(rebuilt(tables, keys[:3])),
@@ -86,8 +94,7 @@ def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
     assert_tables_rebuilt(tables, keys[:3])
     version = entry_table._open(tables, TABLE).version()
 
-    second = launch_in_process(job, instance, dg.RunRequest(
-        tags={RANGE_START: keys[3], RANGE_END: keys[5]}))
+    second = launch_in_process(job, instance, handing_out(keys[3:]))
     assert second.success
     assert written(instance, second.run_id)["entities_written"] == 3
     # the source's rows after the write, not the run's
@@ -99,12 +106,11 @@ def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
     assert facts["energy_j"].gt(0).all() and facts.groupby("entity").size().ge(2).all()
     assert_tables_rebuilt(tables, keys)
 
-    again = launch_in_process(job, instance, dg.RunRequest(  # the same repetitions again
-        tags={RANGE_START: keys[3], RANGE_END: keys[4]}))
+    again = launch_in_process(job, instance, handing_out(keys[3:5]))  # the same again
     assert again.success and written(instance, again.run_id)["entities_written"] == 2
     pd.testing.assert_frame_equal(stored(tables), rebuilt(tables, keys))
 
-    instance.delete_dynamic_partition(gpu_repetitions.name, keys[1])
+    shutil.rmtree(data_root / keys[1].removeprefix("lab/"))  # removed from the tree
     rebuild = dg.materialize(  # the tables alone, no partition: every fact compared
         [defs.resolve_assets_def(energy_facts.key)],
         selection=[energy_facts.key, gpu_setting_energy.key, gpu_benchmark_energy.key],

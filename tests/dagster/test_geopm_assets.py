@@ -681,6 +681,28 @@ def test_a_cursor_of_one_partition_per_report_is_not_taken(pipeline, landing):
     assert pipeline.tick().run_requests == []
 
 
+def test_a_run_cancelled_before_the_upgrade_makes_no_later_run_a_retry(pipeline):
+    """A hand-out of the old per-report partitions whose run was cancelled before the
+    upgrade to days is no hand-out of a day: the first run over the days is no retry, so
+    when it is cancelled in turn it is asked for again."""
+    from assets.geopm import geopm_report_files
+    from sensors.partition_runs import RUN_KEY_METADATA
+
+    pipeline.instance.report_runless_asset_event(dg.AssetMaterialization(
+        geopm_report_files.key, partition=f"landing/{LEGACY}",  # a per-report key
+        metadata={RUN_KEY_METADATA: "geopm-old"}))
+    pipeline.instance.report_run_canceled(pipeline.instance.create_run_for_job(
+        pipeline.defs.resolve_job_def(JOB_NAME), tags={RUN_KEY_TAG: "geopm-old"}))
+    settle()
+    [request] = pipeline.tick().run_requests
+    assert RETRY_OF_TAG not in request.tags
+    pipeline.cancel(request)
+    [retry] = pipeline.tick().run_requests
+    assert retry.tags[RETRY_OF_TAG] == request.run_key
+    assert handed_out(retry) == handed_out(request) == {
+        DAY[YAML]: [f"landing/{YAML}"], DAY[LEGACY]: [f"landing/{LEGACY}"]}
+
+
 def test_a_report_landed_again_broken_keeps_what_was_stored(pipeline, landing):
     """The legacy report rewritten in place cut short: its day fails naming it, and its
     frames, host energy, rows and facts stay those of its good version."""

@@ -11,7 +11,7 @@ import pytest
 
 from assets.clustercockpit import cc_job_blocks
 from assets.geopm import geopm_days
-from assets.gpu import gpu_repetitions
+from assets.gpu import gpu_repetition_days
 from assets.powerapi import powerapi_reports
 from definitions import EXAMPLE_CC_ARCHIVE, build_definitions
 from joulehouse.gpu.generator import write_data_root
@@ -41,7 +41,7 @@ def _gpu(data: Path) -> tuple[str, dg.ConfigurableResource, str, str, dg.Partiti
     write_data_root(data / "lab", RUNS, repetitions=REPETITIONS, base=SMALL)
     return ("gpu_source", GpuBenchmarkSource(data_roots=[DataRoot(path=str(data / "lab"))],
                                              quiet_period_s=QUIET_S, full_rescan_s=None),
-            gpu_sensors.sensor_name("lab"), gpu_sensors.JOB_NAME, gpu_repetitions)
+            gpu_sensors.sensor_name("lab"), gpu_sensors.JOB_NAME, gpu_repetition_days)
 
 
 def _geopm(data: Path) -> tuple:

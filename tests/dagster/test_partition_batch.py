@@ -1,17 +1,17 @@
-"""Two assets of each partition built in one task (``PartitionBatch.run_both``): each
-partition's outcome per asset is the one the two separate passes give, and the GPU
-energy computed from the frames in memory is the one computed from the stored frames."""
+"""Two assets of each entry built in one task (``assets.blocks.run_entries_both``): each
+entry's outcome per asset is the one the two separate passes (``run_entries``) give, and
+the GPU energy computed from the frames in memory is the one computed from the stored
+frames; a batch's partitions metadata and checks (``PartitionBatch``)."""
 
-from types import SimpleNamespace
 
 import dagster as dg
 import pandas as pd
 import pandas.testing as pdt
 import pytest
 
+from assets.blocks import run_entries, run_entries_both
 from assets.gpu import ENERGY_TABLE, store_energy, store_repetition, store_repetitions_and_energy
 from assets.reporting import (
-    FRAMES_FAILED,
     BothOutcome,
     PartitionBatch,
     Stored,
@@ -23,15 +23,14 @@ from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from joulehouse.gpu.layout import find_repetitions, root_name
 from joulehouse.leftout import LeftOut
 from joulehouse.warehouse import Warehouse
+from resources.workers import InProcessExecutor
 from tests.dagster_sqlite import empty_instance
 
 KEYS = ["good", "bad-frames", "bad-energy", "also-good"]
+#: The entries in two blocks, as a run over two days holds them.
+BLOCKS = {"day-1": KEYS[:3], "day-2": KEYS[3:]}
 FRAMES_ERROR = InputError("rep/gpu-power.csv", "power: not a number", line=3)
 ENERGY_ERROR = InputError("rep/timestamps.csv", "train ends before it starts", line=2)
-
-
-def context() -> SimpleNamespace:
-    return SimpleNamespace(partition_keys=KEYS, log=SimpleNamespace(error=lambda message: None))
 
 
 def frames_of(key: str) -> Stored:
@@ -58,48 +57,46 @@ def both(key: str) -> BothOutcome:
 
 
 def each(outcome_of):
-    """A task of ``run_both`` from a per-partition function (its arguments: the key)."""
+    """A task of ``run_entries_both`` from a per-entry function (its arguments: the key)."""
     return lambda tasks: [outcome_of(*arguments) for arguments in tasks]
 
 
-def outcome(batch: PartitionBatch) -> tuple:
-    return ({key: meta["dagster/row_count"].value for key, meta in batch.stored.items()},
-            batch.failed, batch.skipped)
+def outcome(outcomes: dict) -> tuple:
+    """Entry -> rows stored, and entry -> error."""
+    return ({key: sum(one.rows.values()) for key, one in outcomes.items()
+             if isinstance(one, Stored)},
+            {key: one for key, one in outcomes.items() if isinstance(one, InputError)})
 
 
 @pytest.mark.parametrize("per_task", [1, 3, 16])
-def test_one_task_per_partition_reports_what_two_passes_report(per_task):
-    first, second = PartitionBatch.run_both(context(), each(both), lambda name: None,
-                                            lambda name: None, arguments=lambda key: (key,),
-                                            per_task=per_task)
-    frames = PartitionBatch.run(context(), frames_of, lambda name: None)
-    energy = PartitionBatch.run(context(), energy_of, lambda name: None,
-                                skip={key: FRAMES_FAILED for key in frames.failed})
+def test_one_task_per_entry_reports_what_two_passes_report(per_task):
+    first, second, error = run_entries_both(BLOCKS, each(both), lambda key: (key,),
+                                            InProcessExecutor(), per_task)
+    frames = run_entries(BLOCKS, frames_of, lambda key: (key,), InProcessExecutor())
+    failed = {key for key, one in frames.items() if isinstance(one, InputError)}
+    energy = run_entries(BLOCKS, energy_of, lambda key: (key,), InProcessExecutor(),
+                         skip=failed)
     assert outcome(first) == outcome(frames) == (
-        {"good": 4, "bad-energy": 10, "also-good": 9}, {"bad-frames": FRAMES_ERROR}, {})
+        {"good": 4, "bad-energy": 10, "also-good": 9}, {"bad-frames": FRAMES_ERROR})
     assert outcome(second) == outcome(energy) == (
-        {"good": 2, "also-good": 2}, {"bad-energy": ENERGY_ERROR},
-        {"bad-frames": FRAMES_FAILED})
-    assert first.errors() == frames.errors() and second.errors() == energy.errors()
+        {"good": 2, "also-good": 2}, {"bad-energy": ENERGY_ERROR})
+    assert set(second) == set(energy) == {"good", "bad-energy", "also-good"}
+    assert error is None
 
 
 @pytest.mark.parametrize("unresolved", ["good", "bad-energy", "also-good"])
-def test_a_partition_whose_arguments_fail_fails_and_the_others_are_reported(unresolved):
+def test_an_entry_whose_arguments_fail_fails_and_the_others_are_reported(unresolved):
     """A key that cannot even be resolved (first, completing a task, last) fails alone,
-    its energy skipped; every other partition is reported as without it."""
+    its energy not computed; every other entry is reported as without it."""
     def arguments(key: str) -> tuple:
         if key == unresolved:
             raise FRAMES_ERROR
         return (key,)
 
-    first, second = PartitionBatch.run_both(context(), each(both), lambda name: None,
-                                            lambda name: None, arguments=arguments,
-                                            per_task=2)
-    assert set(first.failed) == {"bad-frames", unresolved}
-    assert set(first.stored) == {"good", "bad-energy", "also-good"} - {unresolved}
-    assert second.skipped == {"bad-frames": FRAMES_FAILED, unresolved: FRAMES_FAILED}
-    assert set(second.stored) | set(second.failed) == {"good", "bad-energy", "also-good"} - {
-        unresolved}
+    first, second, _ = run_entries_both(BLOCKS, each(both), arguments, InProcessExecutor(), 2)
+    assert outcome(first)[1] == {"bad-frames": FRAMES_ERROR, unresolved: FRAMES_ERROR}
+    assert set(outcome(first)[0]) == {"good", "bad-energy", "also-good"} - {unresolved}
+    assert set(second) == {"good", "bad-energy", "also-good"} - {unresolved}
 
 
 def test_partitions_per_task_leave_each_worker_two_tasks():
@@ -130,17 +127,17 @@ def test_energy_from_frames_in_memory_is_the_energy_from_stored_frames(tmp_path)
         assert stored["gpu_energy_counter_j"].gt(0).all()
 
 
-def test_a_bug_in_the_second_asset_is_raised_after_the_first_is_reported():
-    """An error of the energy that is no bad input fails the step as it did with two
-    passes: after the frames' results, with every partition's frames reported."""
+def test_a_bug_in_the_second_asset_is_returned_with_every_first_outcome():
+    """An error of the energy that is no bad input is returned beside every entry's frames
+    (the step raises it after the frames' results, as it did with two passes)."""
     def buggy(key: str) -> BothOutcome:
         frames, energy = both(key)
         return frames, ZeroDivisionError("a bug") if key == "also-good" else energy
 
-    first, second = PartitionBatch.run_both(context(), each(buggy), lambda name: None,
-                                            lambda name: None, arguments=lambda key: (key,))
-    assert set(first.stored) == {"good", "bad-energy", "also-good"}
-    assert isinstance(second.error, ZeroDivisionError)
+    first, second, error = run_entries_both(BLOCKS, each(buggy), lambda key: (key,),
+                                            InProcessExecutor(), 16)
+    assert set(outcome(first)[0]) == {"good", "bad-energy", "also-good"}
+    assert "also-good" not in second and isinstance(error, ZeroDivisionError)
 
 
 def _materialized_metadata(add: str) -> dict[str, dict]:

@@ -11,7 +11,7 @@ from definitions import SOURCE_JOBS, defs
 from sensors.partition_runs import RANGE_END, RANGE_START
 from sensors.schedules import ROLLUP_DAY_TAG
 
-WEEKLY = {"weekly_revalidation_gpu_repetitions": ("gpu_energy_job", "gpu_repetitions", 500),
+WEEKLY = {"weekly_revalidation_gpu_repetition_days": ("gpu_energy_job", "gpu_repetition_days", 7),
           "weekly_revalidation_tau_profile_days": ("tau_profiles_job", "tau_profile_days", 7),
           "weekly_revalidation_powerapi_reports": ("powerapi_job", "powerapi_reports", 500),
           "weekly_revalidation_geopm_days": ("geopm_job", "geopm_days", 7),

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from assets import GPU_ASSETS, gpu_pipeline
+from assets.gpu import GpuHandOut
 from assets.taudb import (
     LOADS_CHECK,
     TAUDB_ASSETS,
@@ -354,9 +355,10 @@ def test_taudb_trials_reloads_only_the_run_whose_repetition_changed(instance, ex
     again = _load_gpu_trials(instance, example_gpu).metadata
     assert again["runs_loaded"].value == 0 and again["trial_ids"].value == first
 
-    changed = "gpu-data/power-limit/bert/200W/1"
+    changed, day = "gpu-data/power-limit/bert/200W/1", "gpu-data/2020-11-16"
     dg.materialize([gpu_pipeline], selection=[FRAMES, ENERGY], instance=instance,
-                   partition_key=changed, resources=example_gpu)
+                   partition_key=day, run_config=GpuHandOut.run_config_of({day: [changed]}),
+                   resources=example_gpu)
     after = _load_gpu_trials(instance, example_gpu).metadata
     assert after["runs_loaded"].value == 1
     assert list(after["rows_loaded"].value) == ["gpu-data/power-limit/bert/200W"]

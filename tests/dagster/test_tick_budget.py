@@ -6,12 +6,13 @@ import time
 import dagster as dg
 import pytest
 
-from assets.gpu import gpu_repetition_files, gpu_repetitions
+from assets.gpu import gpu_repetition_days, gpu_repetition_files
 from joulehouse.gpu.scan import ScanState
 from sensors import tick_budget
 from sensors.gpu_repetitions import sensor_name
 from sensors.partition_runs import DATA_VERSION_TAG, RETRY_OF_TAG, RUN_KEY_METADATA
 from sensors.tick_budget import FIRST_CAP, Pace, Tick, hand_out, paced, unpaced
+from tests.dagster.conftest import DAY
 from tests.dagster.test_dagster_sensor import ALL_KEYS, Ticker, _cancel, covered
 
 
@@ -83,7 +84,7 @@ def _events(keys: list[str]) -> list[dg.AssetMaterialization]:
 
 
 def _assert_handed_out(instance: dg.DagsterInstance, keys: list[str]) -> None:
-    assert instance.get_dynamic_partitions(gpu_repetitions.name) == keys
+    assert instance.get_dynamic_partitions(gpu_repetition_days.name) == keys
     materialized = instance.get_materialized_partitions(gpu_repetition_files.key)
     assert materialized == set(keys)
     for key in (keys[0], keys[-1]):
@@ -101,39 +102,39 @@ def test_a_large_hand_out_is_registered_and_stored_by_the_tick(storage, request)
         url = request.getfixturevalue("postgres_url")
         overrides = {"storage": {"postgres": {
             "postgres_url": url.replace("postgresql://", "postgresql+psycopg2://")}}}
-    keys = [f"lab/e/b/150W/{i}" for i in range(tick_budget.BULK_AT + 1)]
+    keys = [f"lab/2020-11-16/{i}" for i in range(tick_budget.BULK_AT + 1)]
     with dg.instance_for_test(overrides=overrides) as instance:
-        instance.add_dynamic_partitions(gpu_repetitions.name, keys[:3])  # registered already
-        additions = [gpu_repetitions.build_add_request(keys)]
+        instance.add_dynamic_partitions(gpu_repetition_days.name, keys[:3])  # registered already
+        additions = [gpu_repetition_days.build_add_request(keys)]
         assert hand_out(instance, additions, _events(keys)) == ([], [])
         _assert_handed_out(instance, keys)
         # a small hand-out is the daemon's to apply: returned as given, nothing written
-        few = _events(["lab/e/b/150W/new"])
-        assert hand_out(instance, [gpu_repetitions.build_add_request(["lab/e/b/150W/new"])],
+        few = _events(["lab/2020-11-17"])
+        assert hand_out(instance, [gpu_repetition_days.build_add_request(["lab/2020-11-17"])],
                         few)[1] == few
-        assert not instance.has_dynamic_partition(gpu_repetitions.name, "lab/e/b/150W/new")
+        assert not instance.has_dynamic_partition(gpu_repetition_days.name, "lab/2020-11-17")
 
 
 def test_the_gpu_sensor_writes_a_large_first_registration_itself(sensor, instance, source,
                                                                  defs, monkeypatch):
-    monkeypatch.setattr(tick_budget, "BULK_AT", 2)
+    monkeypatch.setattr(tick_budget, "BULK_AT", 0)
     ticker = Ticker(sensor, instance, source)
     data = ticker()
     assert data.dynamic_partitions_requests == [] and data.asset_events == []
-    assert sorted(ticker.partitions()) == ALL_KEYS
+    assert ticker.partitions() == [DAY]
     [request] = data.run_requests
-    assert sorted(covered(ticker, request)) == ALL_KEYS
-    for key in ALL_KEYS:
-        event = instance.get_latest_data_version_record(
-            gpu_repetition_files.key, is_source=False, partition_key=key).asset_materialization
-        assert event.metadata[RUN_KEY_METADATA].value == request.run_key
-        assert len(event.tags[DATA_VERSION_TAG]) == 16
+    assert covered(ticker, request) == ALL_KEYS
+    event = instance.get_latest_data_version_record(
+        gpu_repetition_files.key, is_source=False, partition_key=DAY).asset_materialization
+    assert event.metadata[RUN_KEY_METADATA].value == request.run_key
+    assert sorted(event.metadata["repetitions"].value) == ALL_KEYS
+    assert len(event.tags[DATA_VERSION_TAG]) == 20
     assert ticker().run_requests == []
     # the guarantees hold: a cancelled run's repetitions are asked for again, once
     _cancel(instance, defs, request)
     [again] = ticker().run_requests
     assert again.tags[RETRY_OF_TAG] == request.run_key
-    assert sorted(covered(ticker, again)) == ALL_KEYS
+    assert covered(ticker, again) == ALL_KEYS
     assert ticker().run_requests == []
 
 
@@ -151,4 +152,4 @@ def test_a_tick_the_cap_cut_measures_the_pace_and_the_next_fills_the_budget(
     second = ticker()  # the budget (20 s) at that pace: every one left
     assert len(covered(ticker, second.run_requests[0])) == 2
     assert unpaced(second.cursor)[1].tick_s == pace.tick_s  # not cut: the pace is kept
-    assert sorted(ticker.partitions()) == ALL_KEYS
+    assert ticker.partitions() == [DAY]

@@ -72,12 +72,14 @@ SENSOR_JOBS = {"gpu_repetitions_lab": "gpu_energy_job", "tau_profile_landing": "
 NOT_NEEDED_AFTER_THE_FIRST = ("tau_profile_landing", "geopm_report_landing", "cc_job_archive",
                               "joulehouse_automation")
 #: The examples' partitions, by partitions definition.
-PARTITIONS = {"gpu_repetitions": 8, "tau_profile_days": 1, "geopm_days": 2,
+PARTITIONS = {"gpu_repetition_days": 1, "tau_profile_days": 1, "geopm_days": 2,
               "powerapi_reports": 3, "cc_job_blocks": 3}
-#: The GPU run folder the PostgreSQL test lands (two repetitions), and the GPU partitions
-#: from then on (the backfill, after it, covers them too).
+#: The GPU run folder the PostgreSQL test lands (two repetitions, started on a day of their
+#: own: a hand-out of the broken repetition's day would recheck it, and fail), and the GPU
+#: partitions from then on (the backfill, after it, covers them too).
 NEW_GPU_RUN = {"power-limit": {"bert": ["300W"]}}
-GPU_PARTITIONS_WITH_NEW_RUN = PARTITIONS["gpu_repetitions"] + 2
+NEW_GPU_START = "2021-02-03 10:00:00"
+GPU_PARTITIONS_WITH_NEW_RUN = PARTITIONS["gpu_repetition_days"] + 1
 #: The asset groups of the sources and the assets the graph shows in each.
 SOURCE_GROUPS = ("gpu_benchmarks", "taudb", "geopm", "powerapi", "clustercockpit",
                  "energy_facts", "accounting")
@@ -96,6 +98,7 @@ POWERAPI_DAY = "sensor_test/2021-01-13"
 BAD = "powerapi/power.jsonl"
 BAD_LINE = '"power":0.531164'
 BAD_GPU, BAD_GPU_LINE = "lab/power-limit/bert/250W/0", 11
+BAD_GPU_DAY = "lab/2020-11-16"  # the bundled repetitions' day
 
 
 def break_inputs(data: DataFolders) -> None:
@@ -114,19 +117,19 @@ def _bad_gpu_file(data: DataFolders) -> Path:
 
 
 def assert_bad_gpu_repetition_failed(stack: Stack, partitions: int) -> None:
-    """The broken GPU repetition's partition failed alone (of ``partitions``), its check
-    naming file and line."""
+    """The broken GPU repetition's day failed alone (of ``partitions``), its check naming the
+    repetition's file and line."""
     for asset in ("gpu_validated_frames", "gpu_repetition_energy"):
         node = statuses(stack.port, asset)
-        assert node["assetPartitionStatuses"]["failedPartitions"] == [BAD_GPU], asset
+        assert node["assetPartitionStatuses"]["failedPartitions"] == [BAD_GPU_DAY], asset
         assert node["partitionStats"] == {"numMaterialized": partitions - 1,
                                           "numPartitions": partitions,
                                           "numFailed": 1}, asset
-    check = check_execution(stack.port, "gpu_validated_frames", VALID_CHECK, BAD_GPU)
+    check = check_execution(stack.port, "gpu_validated_frames", VALID_CHECK, BAD_GPU_DAY)
     assert check["status"] == "FAILED"
     gpu_power = _bad_gpu_file(stack.data)
     assert check["evaluation"]["description"].startswith(
-        f"{BAD_GPU}: {gpu_power}:{BAD_GPU_LINE}: ")
+        f"{BAD_GPU_DAY}: {gpu_power}:{BAD_GPU_LINE}: ")
     assert check["evaluation"]["entries"]["file"] == str(gpu_power)
     assert check["evaluation"]["entries"]["line"] == BAD_GPU_LINE
 
@@ -199,7 +202,7 @@ def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_sto
     assert check["status"] == "FAILED"
     assert check["evaluation"]["entries"]["file"] == str(stack.data.powerapi / "power.jsonl")
     assert check["evaluation"]["entries"]["line"] == 3
-    assert_bad_gpu_repetition_failed(stack, PARTITIONS["gpu_repetitions"])
+    assert_bad_gpu_repetition_failed(stack, PARTITIONS["gpu_repetition_days"])
     for asset in ("geopm_validated_frames", "cc_block_tables"):
         node = statuses(stack.port, asset)["partitionStats"]
         assert node["numFailed"] == 0 and node["numMaterialized"] == node["numPartitions"], (
@@ -211,7 +214,9 @@ def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_sto
     materialized = dict(stack.sql(
         "SELECT asset_key, count(*) FROM event_logs WHERE dagster_event_type = "
         "'ASSET_MATERIALIZATION' GROUP BY asset_key"))
-    for asset in ("gpu_validated_frames", "tau_profile_trials", "geopm_validated_frames",
+    # (the GPU repetitions' one day failed on its broken repetition: no materialization
+    # of its per-day assets, while its tables went through)
+    for asset in ("gpu_setting_energy", "tau_profile_trials", "geopm_validated_frames",
                   "powerapi_validated_frames", "cc_block_tables"):
         assert materialized.get(f'["{asset}"]', 0) >= 1, asset
     assert dict(stack.sql("SELECT partitions_def_name, count(*) FROM dynamic_partitions "
@@ -300,7 +305,8 @@ def test_postgres_restarted_in_the_middle_of_a_run_the_run_is_retried_and_comple
     events_before = stack.sql("SELECT count(*) FROM event_logs")[0][0]
     trials_before = stack.trial_keys()
     # a new GPU run folder (two repetitions) lands: one run of the GPU pipeline
-    write_data_root(stack.data.gpu, NEW_GPU_RUN, base=RepetitionSpec(duration_s=60.0))
+    write_data_root(stack.data.gpu, NEW_GPU_RUN,
+                    base=RepetitionSpec(duration_s=60.0, start_utc=NEW_GPU_START))
 
     def started() -> dict | None:
         return next((run for run in api.runs(stack.port, pipelineName="gpu_energy_job")
