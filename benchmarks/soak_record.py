@@ -43,8 +43,9 @@ from joulehouse.accounting.query import connect
 from joulehouse.clustercockpit.layout import JobRef
 from joulehouse.geopm.days import start_day
 from joulehouse.geopm.layout import identify_report
+from joulehouse.gpu.days import repetition_day
 from joulehouse.landing import read_landed_item
-from joulehouse.landing_days import item_day_key
+from joulehouse.landing_days import day_key, item_day_key
 from joulehouse.taudb.days import profile_set_start_day
 from joulehouse.taudb.landing import profile_set_files
 from tests.dagster.webserver import statuses
@@ -426,16 +427,16 @@ def exactly_once(stack: Stack, landed: list[Landed]) -> dict:
 
 
 def bad_partition(row: Landed) -> str:
-    """The partition key a bad entry fails (as the UI names it); a GEOPM report's and a TAU
-    profile set's is its landing day, read from the entry as its sensor reads it (the
+    """The partition key a bad entry fails (as the UI names it); a GPU repetition's is its
+    data root's day, a GEOPM report's and a TAU profile set's its landing day, read from the entry as its sensor reads it (the
     soak's GEOPM source keeps the default timezone, UTC; a bad set, cut before its
     Starting Timestamp: the UTC day its profile was cut)."""
     path = Path(row.entry)
     key = f"{path.parent.name}/{path.name}"
     if row.source == "clustercockpit":  # the job-id block of its folder
         return JobRef.from_path(path.parents[3], path).block
-    if row.source == "gpu-benchmark":
-        return row.entity
+    if row.source == "gpu-benchmark":  # its data root's day (the soak's root: zone UTC)
+        return day_key(row.entity.split("/", 1)[0], repetition_day(path, "UTC"))
     if row.source in ("geopm", "tau"):
         identify, start = ((identify_report, start_day("UTC")) if row.source == "geopm"
                            else (profile_set_files, profile_set_start_day))

@@ -17,7 +17,9 @@ in a block as one materialization of the source's files asset for that block
 * GEOPM and TAU profile sets (:class:`BlockLandingSensor`), whose runs process the
   entries named: each block's entries not known good (:meth:`BlockHandOuts.unsettled`: those the step's
   latest record of the block names as failed, from whichever run, and the whole
-  previous hand-out while its run is in flight), listed again, still there, with the
+  previous hand-out when its run did not end in success and recorded nothing after it:
+  a sensor hands out nothing while a run of its own is in flight,
+  ``partition_runs.own_run_in_flight``), listed again, still there, with the
   block's next hand-out, so that a fixed entry is picked up by itself; and a FAILED
   block whose failed entry is handed out in another block now, rechecked in the same run
   without it (:meth:`BlockHandOuts.moved_failures`);
@@ -102,11 +104,13 @@ class BlockHandOuts:
         """Block -> its entries whose outcome is not known good, for each of ``blocks``
         (a source whose step records its blocks' :data:`~assets.blocks.FAILED_ENTRIES`,
         ``assets/blocks.block_outcomes``): those the latest such record names, from
-        whichever run (a hand-out's, the UI's, a backfill, a re-validation); and, while the
-        run the block's latest hand-out was asked with is in flight, or ended without
-        success and without a record after that hand-out, every entry that hand-out
-        listed, unless that run was cancelled and tagged not to be retried
-        (``partition_runs.left_be``)."""
+        whichever run (a hand-out's, the UI's, a backfill, a re-validation); and, when the
+        run the block's latest hand-out was asked with has not ended in success and has
+        recorded nothing after that hand-out, every entry that hand-out listed, unless
+        that run was cancelled and tagged not to be retried (``partition_runs.left_be``).
+        Its sensor asks for nothing while that run is in flight
+        (``partition_runs.own_run_in_flight``), so such a run ended without a record (its
+        worker killed), or was never submitted."""
         entries: dict[str, set[str]] = {}
         for block in sorted(blocks):
             keys: set[str] = set()

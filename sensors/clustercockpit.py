@@ -45,8 +45,8 @@ from resources import ClusterCockpitArchive
 from sensors.blocks import BlockHandOuts
 from sensors.partition_runs import (
     files_landed,
-    queued_reason,
-    queued_run,
+    in_flight_reason,
+    own_run_in_flight,
     ready_run_request,
     retry_request,
 )
@@ -74,8 +74,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
              ) -> dg.SensorResult:
     """One tick over every archive root of ``source``."""
     tick = Tick.begin(context.cursor, source.max_jobs_per_tick)
-    if (waiting := queued_run(context.instance, JOB_NAME, context.sensor_name)):
-        return tick.skip(tick.own, queued_reason(JOB_NAME, waiting))
+    if (running := own_run_in_flight(context.instance, JOB_NAME, context.sensor_name)):
+        return tick.skip(tick.own, in_flight_reason(JOB_NAME, running))
     cursor = json.loads(tick.own or "{}")
     registered = BLOCKS.registered(context.instance)
     failed = BLOCKS.failed_blocks(context.instance, registered)

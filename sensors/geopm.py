@@ -23,7 +23,9 @@ quiet period, in the same one run as the rest, and so is one whose mode alone ch
 (``chmod``: one idempotent re-run). Every run over days records which reports of each
 day failed (``assets/blocks.block_outcomes``); a day's next hand-out lists again those
 its latest record names and that are still there, and every report of its previous
-hand-out while that one's run is in flight (``sensors/blocks.BlockHandOuts.unsettled``),
+hand-out if that one's run ended without success and without a record
+(``sensors/blocks.BlockHandOuts.unsettled``; no report is handed out while the sensor's
+own run is in flight: ``partition_runs.own_run_in_flight``),
 so the day stays failed, and visible, until its bad reports are fixed; its good reports
 are not read again. The reports of a CANCELED run still there are asked for again once,
 failed day or not (``partition_runs.cancelled_hand_outs``).

@@ -28,9 +28,10 @@ by a whole-day run, matches none: handed out again once quiet, then compared as 
 :func:`failed_repetitions`): a fix in place is asked for one tick
 after its quiet period, alone, in the same one run as the rest. A day's next hand-out
 lists again those of its repetitions its latest record names and that are still there,
-and every repetition of its previous hand-out while that one's run is in flight
-(``BlockHandOuts.unsettled``), so the day stays failed, and visible, until its bad
-repetitions are fixed; its good ones are not read again. Repetitions that did not fail
+and every repetition of its previous hand-out if that one's run ended without success
+and without a record (``BlockHandOuts.unsettled``; nothing is handed out while the
+sensor's own run is in flight: ``partition_runs.own_run_in_flight``), so the day stays
+failed, and visible, until its bad repetitions are fixed; its good ones are not read again. Repetitions that did not fail
 are found rewritten in place by the rolling rescan (``full_rescan_s``).
 
 The repetitions of a run that was CANCELED (Dagster marks none of its days
@@ -75,7 +76,7 @@ from sensors.blocks import (
     blocks_cursor_state,
     still_there_of,
 )
-from sensors.partition_runs import ask_for, queued_reason, queued_run
+from sensors.partition_runs import ask_for, in_flight_reason, own_run_in_flight
 from sensors.settings import sensor_interval_s
 from sensors.tick_budget import Tick
 
@@ -143,8 +144,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
              ) -> dg.SensorResult:
     """One tick for ``root``."""
     tick = Tick.begin(context.cursor, source.max_repetitions_per_tick)
-    if (waiting := queued_run(context.instance, JOB_NAME, context.sensor_name)):
-        return tick.skip(tick.own, queued_reason(JOB_NAME, waiting))
+    if (running := own_run_in_flight(context.instance, JOB_NAME, context.sensor_name)):
+        return tick.skip(tick.own, in_flight_reason(JOB_NAME, running))
     registered = BLOCKS.registered(context.instance)
     prefix = f"{root.key_prefix}/"
     own = [day for day in registered if day.startswith(prefix)]

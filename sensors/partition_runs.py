@@ -89,38 +89,44 @@ def run_in_flight(instance: dg.DagsterInstance, keys: Collection[str]) -> str | 
     return None
 
 
-#: A run asked for and not yet taken from the queue.
-WAITING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
 SENSOR_NAME_TAG = "dagster/sensor_name"
 #: A run the daemon made and has not queued after so long was never submitted (the
 #: daemon died in between): it holds nothing back.
 NOT_SUBMITTED_S = 300.0
 
 
-def queued_reason(job_name: str, run_id: str) -> str:
-    """The tick's message while ``job_name``'s run ``run_id`` waits (:func:`queued_run`)."""
-    return (f"a run of {job_name} is waiting in the queue ({run_id}): what is ready now is "
-            "handed out in one run once it starts")
+def in_flight_reason(job_name: str, run_id: str) -> str:
+    """The tick's message while ``job_name``'s run ``run_id`` is in flight
+    (:func:`own_run_in_flight`)."""
+    return (f"a run of {job_name} asked for by this sensor is in flight ({run_id}): what is "
+            "ready now is handed out in one run once it has ended")
 
 
-def queued_run(instance: dg.DagsterInstance, job_name: str, sensor_name: str) -> str | None:
-    """The id of a run of ``job_name`` that sensor ``sensor_name`` asked for and that still
-    waits in the run queue (QUEUED, or NOT_STARTED for less than NOT_SUBMITTED_S), or None.
+def own_run_in_flight(instance: dg.DagsterInstance, job_name: str, sensor_name: str
+                      ) -> str | None:
+    """The id of a run of ``job_name`` that sensor ``sensor_name`` asked for and that is
+    queued or running (:data:`IN_FLIGHT`; NOT_STARTED only for less than
+    NOT_SUBMITTED_S), or None.
 
-    A sensor asks for no run while one of its own waits: it would only queue behind it (a
-    source's runs go one at a time: the tag ``joulehouse/pipeline``), each run costing its
-    start (a process, the code loaded: 10-20 s) whatever it covers. The tick keeps its
-    cursor, so what is ready then is handed out in one run at the first tick after the
-    waiting run starts: under a steady landing a sensor has at most one run running and
-    one waiting, each covering what landed meanwhile (the soak's queue grew without bound
-    when every tick asked for one). Only the sensor's own runs count: the sensors of
-    several GPU data roots share a job, and a backfill's runs do not hold a sensor back."""
+    A sensor asks for no run while one of its own is in flight. Queued, a new run would
+    only wait behind it (a source's runs go one at a time: the tag
+    ``joulehouse/pipeline``), each run costing its start (a process, the code loaded:
+    10-20 s) whatever it covers (the soak's queue grew without bound when every tick asked
+    for one). Running, a new hand-out of a block it holds would have to list that run's
+    entries again, not knowing yet which of them fail (``sensors/blocks.py``): each run
+    would re-read every entry of the day so far (the soak's GEOPM runs grew from 3 s to
+    38 s in ten minutes). The tick keeps its cursor, so what is ready meanwhile is handed
+    out in one run at the first tick after the run has ended: a sensor has at most one run
+    in flight, covering what landed while the one before ran. A run whose worker died is
+    ended by the daemon's run monitoring (deploy/dagster.yaml, ``run_monitoring``). Only
+    the sensor's own runs count: the sensors of several GPU data roots share a job, and a
+    backfill's runs do not hold a sensor back."""
     records = instance.get_run_records(
-        filters=dg.RunsFilter(job_name=job_name, statuses=WAITING,
+        filters=dg.RunsFilter(job_name=job_name, statuses=IN_FLIGHT,
                               tags={SENSOR_NAME_TAG: sensor_name}), limit=20)
     now = time.time()
     for record in records:
-        if (record.dagster_run.status == dg.DagsterRunStatus.QUEUED
+        if (record.dagster_run.status != dg.DagsterRunStatus.NOT_STARTED
                 or now - record.create_timestamp.timestamp() < NOT_SUBMITTED_S):
             return record.dagster_run.run_id
     return None
@@ -334,8 +340,8 @@ class LandingSensor:
         scanned, and its cursor is kept as it was for when it is back.
         """
         tick = Tick.begin(context.cursor, source.max_entries_per_tick)
-        if (waiting := queued_run(context.instance, self.job_name, context.sensor_name)):
-            return tick.skip(tick.own, queued_reason(self.job_name, waiting))
+        if (running := own_run_in_flight(context.instance, self.job_name, context.sensor_name)):
+            return tick.skip(tick.own, in_flight_reason(self.job_name, running))
         folders = source.landings()
         state = self.state(tick.own).over(folders)
         listing = list_landings(folders, state, self.identify)

@@ -18,8 +18,9 @@ Every set folder is fingerprinted at every tick, so a set whose load failed and 
 fixed in place (new fingerprint) is asked for one tick after its quiet period. Every run
 records which sets of each day failed (``assets/blocks.block_outcomes``); a day's next
 hand-out lists again those its latest record names and that are still there, and every
-set of its previous hand-out while that one's run is in flight
-(``sensors/blocks.BlockHandOuts.unsettled``), so the day stays failed, and visible, until
+set of its previous hand-out if that one's run ended without success and without a record
+(``sensors/blocks.BlockHandOuts.unsettled``; no set is handed out while the sensor's own
+run is in flight: ``partition_runs.own_run_in_flight``), so the day stays failed, and visible, until
 its bad sets are fixed; its good sets are not loaded again. The sets of a CANCELED run
 still there are asked for again once (``partition_runs.cancelled_hand_outs``).
 

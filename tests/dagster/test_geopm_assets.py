@@ -321,34 +321,37 @@ def test_a_report_inside_its_quiet_period_waits(pipeline, landing):
     assert pipeline.partitions() == [DAY[LEGACY], DAY[YAML]]  # its day moved to the end
 
 
-def test_no_run_is_asked_for_while_one_waits_in_the_queue_then_one_covers_both(
+def test_no_run_is_asked_for_while_one_of_its_own_is_in_flight_then_one_covers_both(
         pipeline, landing):
-    """The sensor has a run of its own not yet taken from the queue (NOT_STARTED here, as
-    QUEUED would need the daemon's origin): the tick asks for none (it would wait behind
-    it) and keeps its cursor; once that run has left the queue, the next tick hands out,
-    in one run, the reports ready meanwhile. Another's run of the job (a backfill's) holds
-    nothing back."""
+    """The sensor has a run of its own in flight, not yet taken from the queue (NOT_STARTED
+    here, as QUEUED would need the daemon's origin), then running: the tick asks for none
+    (it would wait behind it, or list its reports again) and keeps its cursor; once that
+    run has ended, the next tick hands out, in one run, the reports ready meanwhile.
+    Another's run of the job (a backfill's) holds nothing back."""
     settle()
     assert len(pipeline.tick().run_requests) == 1
     pipeline.instance.add_run(dg.DagsterRun(job_name=JOB_NAME, run_id="backfill",
-                                            status=dg.DagsterRunStatus.NOT_STARTED))
+                                            status=dg.DagsterRunStatus.STARTED))
     shutil.copy(EXAMPLES / LEGACY, landing / "first.report")
     settle()
     [request] = pipeline.tick().run_requests
     assert request.tags[RANGE_START] == request.tags[RANGE_END] == DAY[LEGACY]
     assert handed_out(request) == {DAY[LEGACY]: ["landing/first.report"]}
-    pipeline.instance.add_run(dg.DagsterRun(job_name=JOB_NAME, run_id="waiting",
-                                            status=dg.DagsterRunStatus.NOT_STARTED,
-                                            tags={"dagster/sensor_name": SENSOR_NAME}))
     shutil.copy(EXAMPLES / YAML, landing / "second.report")
     shutil.copy(EXAMPLES / LEGACY, landing / "third.report")
     settle()
     before = pipeline.cursor
-    data = pipeline.tick()
-    assert data.run_requests == [] and data.dynamic_partitions_requests == []
-    assert data.skip_message.startswith(f"a run of {JOB_NAME} is waiting in the queue (waiting)")
-    assert pipeline.cursor == before
-    pipeline.instance.report_run_failed(pipeline.instance.get_run_by_id("waiting"))
+    for run_id, status in (("waiting", dg.DagsterRunStatus.NOT_STARTED),
+                           ("running", dg.DagsterRunStatus.STARTED)):
+        pipeline.instance.add_run(dg.DagsterRun(job_name=JOB_NAME, run_id=run_id,
+                                                status=status,
+                                                tags={"dagster/sensor_name": SENSOR_NAME}))
+        data = pipeline.tick()
+        assert data.run_requests == [] and data.dynamic_partitions_requests == []
+        assert data.skip_message.startswith(
+            f"a run of {JOB_NAME} asked for by this sensor is in flight ({run_id})")
+        assert pipeline.cursor == before
+        pipeline.instance.report_run_failed(pipeline.instance.get_run_by_id(run_id))
     [request] = pipeline.tick().run_requests
     assert (request.tags[RANGE_START], request.tags[RANGE_END]) == tuple(DAYS)
     assert handed_out(request) == {DAY[YAML]: ["landing/second.report"],
@@ -782,11 +785,13 @@ def test_a_bad_report_fixed_into_another_day_clears_its_old_day(pipeline, landin
     assert pipeline.tick().run_requests == []
 
 
-def test_a_bad_report_stays_rechecked_while_its_day_is_in_flight(pipeline, landing):
-    """A landing while the day's previous hand-out is still in flight (its day IN_PROGRESS,
-    not FAILED) hands that hand-out's reports out again with the new one: when the run in
-    flight passes the new report, the bad report is still rechecked, and the day stays
-    failed."""
+def test_a_landing_while_its_days_run_is_in_flight_waits_and_rereads_only_its_failures(
+        pipeline, landing):
+    """A report landing while the sensor's own run over its day is in flight (the day
+    IN_PROGRESS, not FAILED) is handed out once that run has ended, with the reports that
+    run recorded as failed and no other: its good reports are not read again (when a
+    hand-out listed the one in flight, each run re-read the day so far), and the day
+    stays failed until the bad report is fixed."""
     bad = landing / "cut.report"
     bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
     settle()
@@ -794,23 +799,32 @@ def test_a_bad_report_stays_rechecked_while_its_day_is_in_flight(pipeline, landi
     legacy_variant(landing / "a.report", 20, scale=2.0)
     settle()
     [second] = pipeline.tick().run_requests
+    assert handed_out(second) == {DAY[LEGACY]: ["landing/a.report", "landing/cut.report"]}
     in_flight = pipeline.instance.create_run_for_job(
         pipeline.defs.resolve_job_def(JOB_NAME), run_config=second.run_config,
-        tags={**{key: value for key, value in second.tags.items()
-                 if key != "dagster/sensor_name"}, RUN_KEY_TAG: second.run_key})
+        status=dg.DagsterRunStatus.STARTED,
+        tags={**second.tags, RUN_KEY_TAG: second.run_key, "dagster/sensor_name": SENSOR_NAME})
     assert pipeline.status(geopm_validated_frames.key)[DAY[LEGACY]] == (
         dg.AssetPartitionStatus.IN_PROGRESS)
     legacy_variant(landing / "e.report", 40, scale=3.0)
     settle()
-    [third] = pipeline.tick().run_requests
-    assert handed_out(third) == {DAY[LEGACY]: [
-        "landing/a.report", "landing/cut.report", "landing/e.report"]}
+    before = pipeline.cursor
+    data = pipeline.tick()
+    assert data.run_requests == [] and pipeline.cursor == before
+    assert data.skip_message.startswith(
+        f"a run of {JOB_NAME} asked for by this sensor is in flight ({in_flight.run_id})")
     pipeline.instance.delete_run(in_flight.run_id)
+    assert not pipeline.launch(second).success  # the run in flight: a.report passes
+    [third] = pipeline.tick().run_requests
+    assert handed_out(third) == {DAY[LEGACY]: ["landing/cut.report", "landing/e.report"]}
     assert not pipeline.launch(third).success
-    legacy_variant(landing / "f.report", 45, scale=3.0)
+    assert pipeline.status(geopm_validated_frames.key)[DAY[LEGACY]] == (
+        dg.AssetPartitionStatus.FAILED)
+    bad.write_text((EXAMPLES / LEGACY).read_text())
     settle()
-    [fourth] = pipeline.tick().run_requests
-    assert handed_out(fourth) == {DAY[LEGACY]: ["landing/cut.report", "landing/f.report"]}
+    [fixed] = pipeline.tick().run_requests
+    assert handed_out(fixed) == {DAY[LEGACY]: ["landing/cut.report"]}
+    assert pipeline.launch(fixed).success
 
 
 def test_a_failure_found_by_a_whole_day_run_is_rechecked(pipeline, landing):
