@@ -113,11 +113,13 @@ def own_run_in_flight(instance: dg.DagsterInstance, job_name: str, sensor_name: 
     ``joulehouse/pipeline``), each run costing its start (a process, the code loaded:
     10-20 s) whatever it covers (the soak's queue grew without bound when every tick asked
     for one). Running, a new hand-out of a block it holds would have to list that run's
-    entries again, not knowing yet which of them fail (``sensors/blocks.py``): each run
-    would re-read every entry of the day so far (the soak's GEOPM runs grew from 3 s to
-    38 s in ten minutes). The tick keeps its cursor, so what is ready meanwhile is handed
-    out in one run at the first tick after the run has ended: a sensor has at most one run
-    in flight, covering what landed while the one before ran. A run whose worker died is
+    entries again, not knowing yet which of them fail (``sensors/blocks.py``): while
+    each tick found the run before running, each run re-read every entry of the day so
+    far (a review's test: hand-outs of 6, 7, 8 repetitions for one new repetition a
+    tick). The tick keeps its cursor, so what is ready meanwhile is handed out in one run
+    at the first tick after the run has ended: a sensor has at most one run in flight,
+    covering what landed while the one before ran; the price is up to a tick's interval
+    between a run's end and the next one's request. A run whose worker died is
     ended by the daemon's run monitoring (deploy/dagster.yaml, ``run_monitoring``). Only
     the sensor's own runs count: the sensors of several GPU data roots share a job, and a
     backfill's runs do not hold a sensor back."""
