@@ -119,8 +119,11 @@ def own_run_in_flight(instance: dg.DagsterInstance, job_name: str, sensor_name: 
     tick). The tick keeps its cursor, so what is ready meanwhile is handed out in one run
     at the first tick after the run has ended: a sensor has at most one run in flight,
     covering what landed while the one before ran; the price is up to a tick's interval
-    between a run's end and the next one's request. A run whose worker died is
-    ended by the daemon's run monitoring (deploy/dagster.yaml, ``run_monitoring``). Only
+    between a run's end and the next one's request. A run whose process was killed is
+    marked failed by the code server that launched it (or, under Kubernetes, by the
+    daemon's run monitoring); one left STARTED because its code server died with it
+    holds the sensor until it is ended in the UI: the tick's message names it
+    (deploy/dagster.yaml). Only
     the sensor's own runs count: the sensors of several GPU data roots share a job, and a
     backfill's runs do not hold a sensor back."""
     records = instance.get_run_records(

@@ -298,11 +298,14 @@ def test_a_missing_landing_folder_fails_and_keeps_the_stored_series(tmp_path):
     pd.testing.assert_frame_equal(store.tables().read_table("carbon_intensity"), before)
 
 
-def test_the_accounting_is_asked_for_while_a_source_run_is_in_flight():
+def test_the_accounting_is_asked_for_beside_a_source_run_and_again_after_its_own():
     """A fact source updated while another source's run is in flight: the accounting's
     condition asks for it at once, where the other tables' condition waits for that run to
-    end (with five sources landing all day one nearly always is). The accounting assets
-    carry that condition and their own pool."""
+    end (with five sources landing all day one nearly always is). A source's facts written
+    while the accounting's own run is in flight (after it read them; seen after the
+    evaluation that followed the request) ask for it again once that run has ended, then
+    nothing more. The accounting assets carry that condition and
+    their own pool."""
 
     @dg.asset
     def facts_a() -> None:
@@ -320,23 +323,46 @@ def test_the_accounting_is_asked_for_while_a_source_run_is_in_flight():
     def other_table() -> None:
         pass
 
-    source_a = dg.define_asset_job("source_a", selection=[facts_a])
-    defs = dg.Definitions(assets=[facts_a, facts_b, accounted, other_table], jobs=[source_a])
+    jobs = [dg.define_asset_job("source_a", selection=[facts_a]),
+            dg.define_asset_job("accounting", selection=[accounted])]
+    defs = dg.Definitions(assets=[facts_a, facts_b, accounted, other_table], jobs=jobs)
+
+    def in_flight(job: str) -> dg.DagsterRun:
+        """A run of ``job`` started (it plans its assets) and not ended."""
+        return instance.create_run_for_job(job_def=defs.resolve_job_def(job),
+                                           status=dg.DagsterRunStatus.STARTED)
+
     with empty_instance(DAGSTER_SQLITE) as instance:
         assert dg.materialize([facts_a, facts_b, accounted, other_table],
                               instance=instance).success
-        first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
-        assert first.total_requested == 0
-        # a run of source a in flight (it plans facts_a), then source b's facts stored
-        in_flight = instance.create_run_for_job(job_def=defs.resolve_job_def("source_a"),
-                                                status=dg.DagsterRunStatus.STARTED)
+        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+        assert tick.total_requested == 0
+        source_a = in_flight("source_a")
         assert instance.get_latest_planned_materialization_info(
-            facts_a.key).run_id == in_flight.run_id
+            facts_a.key).run_id == source_a.run_id
         assert dg.materialize([facts_b], instance=instance).success
-        during = dg.evaluate_automation_conditions(defs=defs, instance=instance,
-                                                   cursor=first.cursor)
-        assert during.get_num_requested(accounted.key) == 1
-        assert during.get_num_requested(other_table.key) == 0
+        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance,
+                                                 cursor=tick.cursor)
+        assert tick.get_num_requested(accounted.key) == 1
+        assert tick.get_num_requested(other_table.key) == 0
+        instance.report_run_failed(source_a)
+        # the accounting's run started and read the facts; then source a's facts land
+        accounting = in_flight("accounting")
+        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance,
+                                                 cursor=tick.cursor)
+        assert tick.get_num_requested(accounted.key) == 0
+        assert dg.materialize([facts_a], instance=instance).success
+        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance,
+                                                 cursor=tick.cursor)
+        assert tick.get_num_requested(accounted.key) == 0  # it is running
+        assert dg.materialize([accounted], instance=instance).success  # what it wrote
+        instance.report_run_failed(accounting)  # its status: ended
+        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance,
+                                                 cursor=tick.cursor)
+        assert tick.get_num_requested(accounted.key) == 1
+        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance,
+                                                 cursor=tick.cursor)
+        assert tick.get_num_requested(accounted.key) == 0
 
     for asset in (accounting_asset, trust_checks, waste_step, fact_quality):
         for key in asset.keys:
