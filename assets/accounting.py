@@ -201,15 +201,15 @@ ACCOUNTING_POOL = "joulehouse_accounting"
 #: one), and an input written while it runs asks for it again when it ends (eager's
 #: ``since_last_handled`` takes the step's own materialization for handled, so a source's
 #: write landing after the running step read its inputs was left unaccounted until some
-#: other input changed). The price: at most one run more than needed, for a write that
-#: landed before the running step read it. Not closed: a write seen at the automation's
-#: first evaluation after it asked for the step (``newly_requested`` resets the condition
-#: then) that lands after the step read its inputs waits for the next input change, whose
-#: run takes it up (the state names what was consumed), or the daily schedule.
+#: other input changed). An input written between the request and the automation's next
+#: evaluation does not count as handled by that request either (the step may have read
+#: its inputs before), so the price is at most one run more than needed: for a write
+#: that landed before the step read it.
 ACCOUNTING_AUTOMATION = (
     dg.AutomationCondition.in_latest_time_window()
     & (dg.AutomationCondition.newly_missing() | dg.AutomationCondition.any_deps_updated()
-       ).since(dg.AutomationCondition.newly_requested()
+       ).since((dg.AutomationCondition.newly_requested()
+                & ~dg.AutomationCondition.any_deps_updated())
                | dg.AutomationCondition.initial_evaluation())
     & ~dg.AutomationCondition.in_progress()
 ).with_label("inputs changed since last asked, in flight or not")
