@@ -204,10 +204,17 @@ ACCOUNTING_POOL = "joulehouse_accounting"
 #: other input changed). An input written between the request and the automation's next
 #: evaluation does not count as handled by that request either (the step may have read
 #: its inputs before), so the price is at most one run more than needed: for a write
-#: that landed before the step read it.
+#: that landed before the step read it. A step whose run failed after its retries (a full
+#: disk, a bug) leaves what it was asked for unaccounted: it is asked for again at each
+#: full hour (``ACCOUNTING_RETRY_CRON``) while its latest execution failed, so the writes
+#: that asked for it are not left until the next input change (a cancelled run is left
+#: to the operator who cancelled it, until that change).
+ACCOUNTING_RETRY_CRON = "0 * * * *"
 ACCOUNTING_AUTOMATION = (
     dg.AutomationCondition.in_latest_time_window()
     & (dg.AutomationCondition.newly_missing() | dg.AutomationCondition.any_deps_updated()
+       | (dg.AutomationCondition.cron_tick_passed(ACCOUNTING_RETRY_CRON)
+          & dg.AutomationCondition.execution_failed())
        ).since((dg.AutomationCondition.newly_requested()
                 & ~dg.AutomationCondition.any_deps_updated())
                | dg.AutomationCondition.initial_evaluation())

@@ -375,3 +375,48 @@ def test_the_accounting_is_asked_for_beside_a_source_run_and_again_after_its_own
         for key in asset.keys:
             assert asset.get_op_def_for_asset_key(key).pool == ACCOUNTING_POOL, key
             assert asset.automation_conditions_by_key[key] == ACCOUNTING_AUTOMATION, key
+
+
+def test_a_failed_accounting_run_is_asked_for_again_at_the_full_hour():
+    """The accounting asked for by a write fails (after its retries): nothing asks for it
+    again until the next full hour, then at each full hour while it fails, and no more once
+    it has passed."""
+    failing = {"yes": True}
+
+    @dg.asset
+    def facts() -> None:
+        pass
+
+    @dg.asset(deps=[facts], automation_condition=ACCOUNTING_AUTOMATION)
+    def accounted() -> None:
+        assert not failing["yes"], "the warehouse is full"
+
+    defs = dg.Definitions(assets=[facts, accounted])
+    start = pd.Timestamp("2026-11-29 10:10", tz="UTC")
+    with empty_instance(DAGSTER_SQLITE) as instance:
+
+        def asked(minutes: float) -> int:
+            nonlocal tick
+            tick = dg.evaluate_automation_conditions(
+                defs=defs, instance=instance, cursor=tick and tick.cursor,
+                evaluation_time=(start + pd.Timedelta(minutes=minutes)).to_pydatetime())
+            return tick.get_num_requested(accounted.key)
+
+        def run_accounting() -> bool:
+            return dg.materialize([facts, accounted], selection=[accounted],
+                                  instance=instance, raise_on_error=False).success
+
+        tick = None
+        assert dg.materialize([facts], instance=instance).success
+        assert asked(0) == 0
+        assert dg.materialize([facts], instance=instance).success
+        assert asked(0.5) == 1
+        assert not run_accounting()
+        assert [asked(m) for m in (1, 30, 49)] == [0, 0, 0]
+        assert asked(51) == 1  # 11:01
+        assert not run_accounting()
+        assert [asked(m) for m in (52, 109)] == [0, 0]
+        assert asked(111) == 1  # 12:01
+        failing["yes"] = False
+        assert run_accounting()
+        assert [asked(m) for m in (112, 171, 231)] == [0, 0, 0]
