@@ -45,10 +45,9 @@ from resources import ClusterCockpitArchive
 from sensors.blocks import BlockHandOuts
 from sensors.partition_runs import (
     files_landed,
-    in_flight_reason,
-    own_run_in_flight,
     ready_run_request,
     retry_request,
+    wait_for_own_run,
 )
 from sensors.settings import sensor_interval_s
 from sensors.tick_budget import Tick
@@ -74,8 +73,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
              ) -> dg.SensorResult:
     """One tick over every archive root of ``source``."""
     tick = Tick.begin(context.cursor, source.max_jobs_per_tick)
-    if (running := own_run_in_flight(context.instance, JOB_NAME, context.sensor_name)):
-        return tick.skip(tick.own, in_flight_reason(JOB_NAME, running))
+    if (waiting := wait_for_own_run(context, tick, JOB_NAME)) is not None:
+        return waiting
     cursor = json.loads(tick.own or "{}")
     registered = BLOCKS.registered(context.instance)
     failed = BLOCKS.failed_blocks(context.instance, registered)

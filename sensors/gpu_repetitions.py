@@ -76,7 +76,7 @@ from sensors.blocks import (
     blocks_cursor_state,
     still_there_of,
 )
-from sensors.partition_runs import ask_for, in_flight_reason, own_run_in_flight
+from sensors.partition_runs import ask_for, wait_for_own_run
 from sensors.settings import sensor_interval_s
 from sensors.tick_budget import Tick
 
@@ -144,8 +144,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
              ) -> dg.SensorResult:
     """One tick for ``root``."""
     tick = Tick.begin(context.cursor, source.max_repetitions_per_tick)
-    if (running := own_run_in_flight(context.instance, JOB_NAME, context.sensor_name)):
-        return tick.skip(tick.own, in_flight_reason(JOB_NAME, running))
+    if (waiting := wait_for_own_run(context, tick, JOB_NAME)) is not None:
+        return waiting
     registered = BLOCKS.registered(context.instance)
     prefix = f"{root.key_prefix}/"
     own = [day for day in registered if day.startswith(prefix)]

@@ -26,8 +26,8 @@ The partitions of a CANCELED run are asked for again at most once
 cancelled run tagged :data:`NO_RETRY_TAG` ``=true`` (add it to the run to stop it for
 good, e.g. ``instance.add_run_tags(run_id, {"joulehouse/no_retry": "true"})`` before or
 after cancelling; a block's entries handed to it are not rechecked with the block's
-next hand-out either, but for those a run recorded as failed: ``sensors/blocks.py``). Such partitions wait for their files to
-change (a new fingerprint).
+next hand-out either, but for those a run recorded as failed: ``sensors/blocks.py``).
+Such partitions wait for their files to change (a new fingerprint).
 """
 
 from __future__ import annotations
@@ -95,11 +95,16 @@ SENSOR_NAME_TAG = "dagster/sensor_name"
 NOT_SUBMITTED_S = 300.0
 
 
-def in_flight_reason(job_name: str, run_id: str) -> str:
-    """The tick's message while ``job_name``'s run ``run_id`` is in flight
-    (:func:`own_run_in_flight`)."""
-    return (f"a run of {job_name} asked for by this sensor is in flight ({run_id}): what is "
-            "ready now is handed out in one run once it has ended")
+def wait_for_own_run(context: dg.SensorEvaluationContext, tick: Tick, job_name: str
+                     ) -> dg.SensorResult | None:
+    """The tick's skip, keeping its cursor and naming the run, while a run of ``job_name``
+    that this sensor asked for is in flight (:func:`own_run_in_flight`); else None."""
+    running = own_run_in_flight(context.instance, job_name, context.sensor_name)
+    if running is None:
+        return None
+    return tick.skip(tick.own, f"a run of {job_name} asked for by this sensor is in flight "
+                               f"({running}): what is ready now is handed out in one run "
+                               "once it has ended")
 
 
 def own_run_in_flight(instance: dg.DagsterInstance, job_name: str, sensor_name: str
@@ -123,9 +128,8 @@ def own_run_in_flight(instance: dg.DagsterInstance, job_name: str, sensor_name: 
     marked failed by the code server that launched it (or, under Kubernetes, by the
     daemon's run monitoring); one left STARTED because its code server died with it
     holds the sensor until it is ended in the UI: the tick's message names it
-    (deploy/dagster.yaml). Only
-    the sensor's own runs count: the sensors of several GPU data roots share a job, and a
-    backfill's runs do not hold a sensor back."""
+    (deploy/dagster.yaml). Only the sensor's own runs count: the sensors of several GPU
+    data roots share a job, and a backfill's runs do not hold a sensor back."""
     records = instance.get_run_records(
         filters=dg.RunsFilter(job_name=job_name, statuses=IN_FLIGHT,
                               tags={SENSOR_NAME_TAG: sensor_name}), limit=20)
@@ -345,8 +349,8 @@ class LandingSensor:
         scanned, and its cursor is kept as it was for when it is back.
         """
         tick = Tick.begin(context.cursor, source.max_entries_per_tick)
-        if (running := own_run_in_flight(context.instance, self.job_name, context.sensor_name)):
-            return tick.skip(tick.own, in_flight_reason(self.job_name, running))
+        if (waiting := wait_for_own_run(context, tick, self.job_name)) is not None:
+            return waiting
         folders = source.landings()
         state = self.state(tick.own).over(folders)
         listing = list_landings(folders, state, self.identify)
