@@ -44,10 +44,9 @@ from machine import describe, load_average
 from postgres_server import free_port, throwaway_postgres
 
 from definitions import defs
-from joulehouse.gpu.days import repetition_day
+from joulehouse.gpu.days import repetition_day_key
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from joulehouse.gpu.layout import find_repetitions
-from joulehouse.landing_days import day_key
 from resources import DataRoot, GpuBenchmarkSource
 from sensors.gpu_repetitions import JOB_NAME
 from sensors.partition_runs import RANGE_END, RANGE_START
@@ -104,7 +103,7 @@ def days_of(keys: list[str], root: Path) -> dict[str, list[str]]:
     days: dict[str, list[str]] = {}
     for key in keys:
         path = root / key.split("/", 1)[1]
-        days.setdefault(day_key(name, repetition_day(path, "UTC")), []).append(key)
+        days.setdefault(repetition_day_key(name, path, "UTC"), []).append(key)
     return days
 
 

@@ -43,9 +43,9 @@ from joulehouse.accounting.query import connect
 from joulehouse.clustercockpit.layout import JobRef
 from joulehouse.geopm.days import start_day
 from joulehouse.geopm.layout import identify_report
-from joulehouse.gpu.days import repetition_day
+from joulehouse.gpu.days import repetition_day_key
 from joulehouse.landing import read_landed_item
-from joulehouse.landing_days import day_key, item_day_key
+from joulehouse.landing_days import item_day_key
 from joulehouse.taudb.days import profile_set_start_day
 from joulehouse.taudb.landing import profile_set_files
 from tests.dagster.webserver import statuses
@@ -436,7 +436,7 @@ def bad_partition(row: Landed) -> str:
     if row.source == "clustercockpit":  # the job-id block of its folder
         return JobRef.from_path(path.parents[3], path).block
     if row.source == "gpu-benchmark":  # its data root's day (the soak's root: zone UTC)
-        return day_key(row.entity.split("/", 1)[0], repetition_day(path, "UTC"))
+        return repetition_day_key(row.entity.split("/", 1)[0], path, "UTC")
     if row.source in ("geopm", "tau"):
         identify, start = ((identify_report, start_day("UTC")) if row.source == "geopm"
                            else (profile_set_files, profile_set_start_day))

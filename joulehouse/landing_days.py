@@ -57,6 +57,14 @@ def utc_day(seconds: float) -> str:
     return f"{datetime.fromtimestamp(seconds, UTC):%Y-%m-%d}"
 
 
+def written_since(days: Collection[str]) -> float:
+    """The earliest time (seconds since the epoch) an entry of any of ``days``
+    (``YYYY-MM-DD``) may have been written last: the first day's start less
+    :data:`WRITTEN_BEFORE_MARGIN`. An entry written before is none of theirs."""
+    return (datetime.fromisoformat(min(days)).replace(tzinfo=UTC)
+            - WRITTEN_BEFORE_MARGIN).timestamp()
+
+
 def entry_day(path: Path, start_day: StartDay,
               mtime: float | Callable[[Path], float] | None = None) -> str:
     """The UTC day of the entry at ``path``: ``start_day(path)``; else (no start readable,
@@ -92,8 +100,7 @@ def entries_of_days(folder: str | os.PathLike[str], name: str, days: Collection[
     once. What a run over days with nothing handed out reads (a backfill, a
     materialization from the UI, the weekly re-validation)."""
     wanted = set(days)
-    begins = (datetime.fromisoformat(min(wanted)).replace(tzinfo=UTC)
-              - WRITTEN_BEFORE_MARGIN).timestamp()
+    begins = written_since(wanted)
 
     def recent(path: Path) -> list[Path] | None:
         if path.is_file() and path.stat().st_mtime < begins:

@@ -64,10 +64,9 @@ from assets.gpu import (
     gpu_repetition_files,
     gpu_validated_frames,
 )
-from joulehouse.gpu.days import repetition_day
+from joulehouse.gpu.days import repetition_day_key
 from joulehouse.gpu.layout import RepetitionRef, fingerprint, is_complete
 from joulehouse.gpu.scan import ScanState, scan
-from joulehouse.landing_days import day_key
 from resources import DataRoot, GpuBenchmarkSource
 from sensors.blocks import (
     BlockHandOuts,
@@ -136,7 +135,7 @@ def still_there(source: GpuBenchmarkSource, root: DataRoot, keys: Collection[str
 
     return still_there_of(
         keys, day, complete,
-        lambda ref: day_key(root.key_prefix, repetition_day(ref.path, root.timezone)),
+        lambda ref: repetition_day_key(root.key_prefix, ref.path, root.timezone),
         lambda ref: fingerprint(ref.path), errors=(OSError, KeyError, ValueError))
 
 
@@ -172,7 +171,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
     fresh: dict[str, Entries] = {}
     for ready in result.ready:
         try:
-            day = day_key(root.key_prefix, repetition_day(ready.ref.path, root.timezone))
+            day = repetition_day_key(root.key_prefix, ready.ref.path, root.timezone)
         except OSError as err:  # gone since the scan: not handed out
             context.log.warning(f"{ready.ref.path}: gone since the scan, not handed out ({err})")
             continue

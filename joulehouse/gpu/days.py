@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
 from joulehouse.errors import InputError
 from joulehouse.gpu.layout import TIMESTAMPS_FILE, find_repetitions, is_complete
-from joulehouse.landing_days import WRITTEN_BEFORE_MARGIN, StartDay, entry_day
+from joulehouse.landing_days import StartDay, day_key, entry_day, written_since
 from joulehouse.timeutil import TimestampError, parse_local_iso
 
 #: Bytes of ``timestamps.csv`` read for its ``experiment_begin`` (its first event: line 2).
@@ -81,6 +80,12 @@ def repetition_day(path: Path, timezone: str) -> str:
     return entry_day(path, start_day(timezone), newest_mtime)
 
 
+def repetition_day_key(root_name: str, path: Path, timezone: str) -> str:
+    """The day partition key (``<root name>/<YYYY-MM-DD>``) of the repetition folder
+    ``path`` of data root ``root_name`` (:func:`repetition_day`); OSError when it is gone."""
+    return day_key(root_name, repetition_day(path, timezone))
+
+
 def repetitions_of_days(data_root: str | os.PathLike[str], days: Collection[str],
                         timezone: str) -> dict[str, list[str]]:
     """Day -> the keys (``experiment/benchmark/run/repetition``) of every complete
@@ -92,8 +97,7 @@ def repetitions_of_days(data_root: str | os.PathLike[str], days: Collection[str]
     folder that vanishes during the walk (removed, or renamed hidden) is skipped;
     InputError only when the root itself cannot be listed."""
     wanted = set(days)
-    begins = (datetime.fromisoformat(min(wanted)).replace(tzinfo=UTC)
-              - WRITTEN_BEFORE_MARGIN).timestamp()
+    begins = written_since(wanted)
     found: dict[str, list[str]] = {day: [] for day in sorted(wanted)}
     try:
         refs = find_repetitions(data_root)
