@@ -444,6 +444,7 @@ def stored_energy_keys_of_run(gpu_source: GpuBenchmarkSource, tables: Tables,
         return stored_energy_keys(gpu_source, tables)
     roots = gpu_source.roots_by_name()
     mounted = cache(lambda root: holds_repetitions(roots[root].path))  # once per root
+    stored = cache(lambda: tables.partition_keys(ENERGY_TABLE))  # listed once, if needed
     found: list[str] = []
     for setting in sorted({gpu_tables.setting_of(key) for key in keys}):
         name, experiment, benchmark, run = setting
@@ -456,8 +457,7 @@ def stored_energy_keys_of_run(gpu_source: GpuBenchmarkSource, tables: Tables,
                 names = []  # removed from a root that is there
             candidates = [f"{name}/{experiment}/{benchmark}/{run}/{rep}" for rep in names]
         except (OSError, KeyError):
-            candidates = [key for key in tables.partition_keys(ENERGY_TABLE)
-                          if gpu_tables.setting_of(key) == setting]
+            candidates = [key for key in stored() if gpu_tables.setting_of(key) == setting]
         found += [key for key in candidates if tables.has_partition(ENERGY_TABLE, key)]
     return sorted(found)
 

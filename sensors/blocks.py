@@ -150,9 +150,9 @@ class BlockHandOuts:
             outcome = next(iter(instance.fetch_observations(dg.AssetRecordsFilter(
                 asset_key=self.files, asset_partitions=[block]), limit=1).records), None)
             named = outcome and outcome.asset_observation.metadata.get(FAILED_ENTRIES)
-            failed = set(named.value) if named is not None else set()
-            if failed & elsewhere:
-                moved[block] = failed - elsewhere
+            recorded = set(named.value) if named is not None else set()
+            if recorded & elsewhere:
+                moved[block] = recorded - elsewhere
         return moved
 
     def hand_out(self, instance: dg.DagsterInstance, fresh: Mapping[str, Entries],
