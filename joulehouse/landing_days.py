@@ -57,6 +57,14 @@ def utc_day(seconds: float) -> str:
     return f"{datetime.fromtimestamp(seconds, UTC):%Y-%m-%d}"
 
 
+def lists_nothing(folder: str | os.PathLike[str], entry: str) -> InputError:
+    """The error of a landing folder or data root read whole that lists nothing at all:
+    an empty mount point (a file system not mounted) reads so, and its days must fail,
+    naming it, rather than pass with no rows and forget the failures recorded of them."""
+    return InputError(folder, f"lists no {entry} at all (a file system not mounted?): its "
+                              "days are not read as empty")
+
+
 def written_since(days: Collection[str]) -> float:
     """The earliest time (seconds since the epoch) an entry of any of ``days``
     (``YYYY-MM-DD``) may have been written last: the first day's start less
@@ -97,12 +105,16 @@ def entries_of_days(folder: str | os.PathLike[str], name: str, days: Collection[
     One listing and one ``stat`` per file; an entry last written more than
     :data:`WRITTEN_BEFORE_MARGIN` before the earliest of ``days`` began is none of theirs:
     its start is not read (a file entry is not even identified); every other one's is,
-    once. What a run over days with nothing handed out reads (a backfill, a
-    materialization from the UI, the weekly re-validation)."""
+    once; InputError (:func:`lists_nothing`) when the folder lists nothing. What a run
+    over days with nothing handed out reads (a backfill, a materialization from the UI,
+    the weekly re-validation)."""
     wanted = set(days)
     begins = written_since(wanted)
 
+    listed: list[Path] = []
+
     def recent(path: Path) -> list[Path] | None:
+        listed.append(path)
         if path.is_file() and path.stat().st_mtime < begins:
             return None
         return identify(path)
@@ -113,4 +125,6 @@ def entries_of_days(folder: str | os.PathLike[str], name: str, days: Collection[
             day = entry_day(item.path, start_day, item.mtime)
             if day in wanted:
                 found[day].append(item)
+    if not listed:
+        raise lists_nothing(folder, "entry")
     return found

@@ -75,3 +75,18 @@ def test_the_entries_of_days_skip_those_written_before_them_unread(tmp_path):
     assert {day: [item.key for item in items] for day, items in found.items()} == {
         "2021-01-01": ["landing/late", "landing/new"], "2021-03-01": []}
     assert sorted(read) == ["late", "new", "other"]  # "old": its start never read
+
+
+def test_a_landing_folder_listing_nothing_fails_its_days_read_whole(tmp_path):
+    """An empty landing folder (a mount point with nothing mounted) read whole fails its
+    days, naming it, where a folder with entries none of which is of the days gives none."""
+    folder = tmp_path / "landing"
+    folder.mkdir()
+    with pytest.raises(InputError, match="lists no entry at all") as raised:
+        entries_of_days(folder, "landing", ["2021-01-01"], files, lambda path: None)
+    assert raised.value.path == str(folder)
+    (folder / "other").mkdir()
+    (folder / "other" / "day").write_text("2021-01-02")
+    found = entries_of_days(folder, "landing", ["2021-01-01"], files,
+                            lambda path: (path / "day").read_text())
+    assert found == {"2021-01-01": []}

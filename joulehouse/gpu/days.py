@@ -21,7 +21,7 @@ from pathlib import Path
 
 from joulehouse.errors import InputError
 from joulehouse.gpu.layout import TIMESTAMPS_FILE, find_repetitions, is_complete
-from joulehouse.landing_days import StartDay, day_key, entry_day, written_since
+from joulehouse.landing_days import StartDay, day_key, entry_day, lists_nothing, written_since
 from joulehouse.timeutil import TimestampError, parse_local_iso
 
 #: Bytes of ``timestamps.csv`` read for its ``experiment_begin`` (its first event: line 2).
@@ -95,7 +95,8 @@ def repetitions_of_days(data_root: str | os.PathLike[str], days: Collection[str]
     :data:`~joulehouse.landing_days.WRITTEN_BEFORE_MARGIN` before the earliest of ``days``
     began is none of theirs, unread; every other complete one's head is read once. A
     folder that vanishes during the walk (removed, or renamed hidden) is skipped;
-    InputError only when the root itself cannot be listed."""
+    InputError when the root itself cannot be listed, or lists no repetition at all
+    (``landing_days.lists_nothing``)."""
     wanted = set(days)
     begins = written_since(wanted)
     found: dict[str, list[str]] = {day: [] for day in sorted(wanted)}
@@ -103,6 +104,8 @@ def repetitions_of_days(data_root: str | os.PathLike[str], days: Collection[str]
         refs = find_repetitions(data_root)
     except OSError as err:
         raise InputError(data_root, f"cannot be listed ({err})") from err
+    if not refs:
+        raise lists_nothing(data_root, "repetition")
     for ref in refs:
         try:
             mtime = newest_mtime(ref.path)

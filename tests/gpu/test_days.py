@@ -61,6 +61,9 @@ def test_the_repetitions_of_days_are_the_complete_ones_whose_day_it_is(tmp_path,
     assert found == {"2021-03-04": ["exp/bench/150W/0", "exp/other/250W/0"], "2021-03-06": []}
     with pytest.raises(InputError, match="cannot be listed"):
         repetitions_of_days(tmp_path / "gone", ["2021-03-04"], "UTC")
+    (tmp_path / "unmounted").mkdir()  # an empty mount point: its days fail, not pass empty
+    with pytest.raises(InputError, match="lists no repetition at all"):
+        repetitions_of_days(tmp_path / "unmounted", ["2021-03-04"], "UTC")
 
 
 def test_a_folder_vanishing_during_the_walk_is_skipped(tmp_path, make_repetition,
