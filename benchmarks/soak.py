@@ -30,7 +30,16 @@ writes into ``--out DIR``:
 Rates: ``--rates centre10x`` (the issue's: ClusterCockpit 3 jobs/s, GEOPM 0.5 reports/s,
 a GPU repetition every 10 s, 4 PowerAPI streams of a report a second, a TAU profile set a
 minute) or ``short`` (the CI test's: 0.2 jobs/s, a report every 30 s, a repetition and a
-profile set every 60 s, 2 streams), each overridable. Faults (``--fault NAME@SECONDS``,
+profile set every 60 s, 2 streams), each overridable.
+
+A seeded history (``--seed-cc``, ``--seed-geopm``, ``--seed-gpu``: the issue's 100,000 jobs,
+10,000 reports and 10,000 repetitions), spread over the ``--seed-days`` days before today
+(``soak_landers.History``), is written before the stack starts, with intensity and tariffs
+covering its days; the landing starts once the sensors and runs have brought every entry
+of it into ``energy_facts`` and the accounting (``summary.json``'s ``history``: how long
+that took). It is brought in by every run, not cached.
+
+Faults (``--fault NAME@SECONDS``,
 repeatable; seconds after the landing starts): ``daemon-kill`` (``kill -9`` of the daemon's
 process group, started again ``--restart-after-s`` later as systemd's ``Restart=on-failure``
 / ``RestartSec=5`` of deploy/systemd does), ``worker-kill`` (``kill -9`` of a run worker
@@ -60,7 +69,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -68,15 +77,19 @@ sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(PROJECT / "tests"))
 sys.path.insert(0, str(PROJECT / "benchmarks"))
 
+import pandas as pd
 import psutil
 import pyarrow.fs as pafs
+import soak_history
 import soak_record as record
 from machine import describe, load_average
+from postgres_server import PostgresServer
 from soak_landers import (
     AccountingLander,
     ClusterCockpitLander,
     GeopmLander,
     GpuLander,
+    History,
     Landed,
     Lander,
     PowerapiLander,
@@ -123,7 +136,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="JOULEHOUSE_POWERAPI_GROWN_BYTES: a stream handed out per so "
                              "many bytes")
     parser.add_argument("--seed-cc", type=int, default=0,
-                        help="ClusterCockpit jobs in the archive before the stack starts")
+                        help="ClusterCockpit jobs of the seeded history")
+    parser.add_argument("--seed-geopm", type=int, default=0,
+                        help="GEOPM reports of the seeded history")
+    parser.add_argument("--seed-gpu", type=int, default=0,
+                        help="GPU repetitions of the seeded history")
+    parser.add_argument("--seed-days", type=int, default=365,
+                        help="the days before today the seeded history spreads over")
+    parser.add_argument("--seed-minutes", type=float, default=180.0,
+                        help="longest wait for the seeded history to be accounted")
     parser.add_argument("--object-store", action="store_true",
                         help="the warehouse in the throwaway S3-compatible store")
     parser.add_argument("--fault", action="append", default=[], metavar="NAME@SECONDS")
@@ -149,6 +170,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"--fault {fault!r}: NAME@SECONDS, NAME one of {sorted(FAULTS)}")
     if args.object_store and _faulted(args, "warehouse-full"):
         parser.error("--fault warehouse-full fills a file system: not with --object-store")
+    if (args.seed_cc or args.seed_geopm or args.seed_gpu) and (
+            args.object_store or _faulted(args, "warehouse-full")):
+        parser.error("a seeded history keeps its warehouse on a file system image of its "
+                     "own: not with --object-store or --fault warehouse-full")
     return args
 
 
@@ -388,30 +413,98 @@ def polled(stack: Stack, landed: list[Landed], errors: list[str]) -> None:
         errors.append(f"{utc_now().isoformat()}: {error!r}")
 
 
-def seed_history(archive: Path, jobs: int) -> None:
-    """``jobs`` ClusterCockpit jobs in the archive before anything starts (a history the
-    first ticks register)."""
-    lander = ClusterCockpitLander(archive, 1.0, 0.0)
-    lander.count = -jobs - 1  # ids below the soak's first
-    for _ in range(jobs):
-        lander.land()
+def history(args: argparse.Namespace) -> History:
+    return History(args.seed_cc, args.seed_geopm, args.seed_gpu, args.seed_days)
 
 
-def prepare(args: argparse.Namespace, data: DataFolders, landed: list[Landed]
-            ) -> AccountingLander:
-    """Before the stack starts: the ClusterCockpit history, and the first intensity and
-    tariff files (their entries go to ``landed``): the site's zone must have intensity
-    data when the definitions load, which refuse it otherwise (docs/configuration.md).
-    Returns the intensity and tariff lander, to go on landing."""
-    seed_history(data.archive, args.seed_cc)
-    accounting = AccountingLander(data.intensity, data.tariffs, 1 / args.accounting_every_s)
+@dataclass(frozen=True)
+class Place:
+    """Where a run's stack keeps its data: fresh empty folders and ``out/warehouse`` (or the
+    object store), or a kept history mounted (``soak_history``: its folders, warehouse and
+    databases, and where its intensity and tariff files end)."""
+
+    folders: Callable[[Path], DataFolders]
+    warehouse: Path | None
+    restore: Callable[[PostgresServer], None] = lambda _: None
+    covers_from: pd.Timestamp | None = None
+    history: dict = field(default_factory=dict)
+
+
+def prepare(data: DataFolders, landed: list[Landed], place: Place, every_s: float,
+            tag: str = "soak") -> AccountingLander:
+    """Before the stack starts: the first intensity and tariff files, from
+    ``place.covers_from`` (their entries go to ``landed``): the site's zone must have
+    intensity data when the definitions load, which refuse it otherwise
+    (docs/configuration.md). Returns the intensity and tariff lander, to go on landing."""
+    accounting = AccountingLander(data.intensity, data.tariffs, 1 / every_s,
+                                  place.covers_from, tag)
     landed.extend(accounting.land())
     return accounting
+
+
+def bring_in(args: argparse.Namespace, into: Path, out: Path) -> dict:
+    """The stack over a history just written (``soak_history.make``) with intensity and
+    tariffs from the day before its first: every sensor on until all of it is accounted,
+    then :func:`soak_history.quiesce` and its databases dumped into ``into``. Returns what
+    the history's record keeps of it."""
+    seeded = history(args)
+    place = Place(lambda _: soak_history.folders(), soak_history.warehouse(),
+                  covers_from=pd.Timestamp.now(tz="UTC").normalize()
+                  - pd.Timedelta(days=seeded.days + 1))
+    accounting: list[AccountingLander] = []
+    with running_stack(out / "history-stack",
+                       lambda data: accounting.append(prepare(data, [], place,
+                                                              args.accounting_every_s,
+                                                              "history")),
+                       folders=place.folders, warehouse_path=place.warehouse,
+                       settings=stack_settings(args)) as stack:
+        sensors = start_sensors(stack)
+        brought_in = wait_for_history(stack, args)
+        soak_history.quiesce(
+            stack, lambda on: api.stop_sensors(on.port, sensors, LOAD_TIMEOUT_S))
+        soak_history.dump(stack, into)
+    return {"brought_in": brought_in, "covers_to": str(accounting[0].tomorrow)}
+
+
+def wait_for_history(stack: Stack, args: argparse.Namespace) -> dict:
+    """Once the sensors are on, until every entry of the seeded history is in
+    ``energy_facts`` and accounted with carbon and a cost, polled every ``--poll-s``: how
+    long that took (``settle_s``, from the sensors turned on) and what was seen. Raises
+    when it is not done in ``--seed-minutes``: the landing would measure the history."""
+    expected = history(args).expected()
+    if not expected:
+        return {}
+    begin, seen = time.monotonic(), {}
+    while True:
+        with contextlib.suppress(Exception):  # a table not yet written
+            seen = record.history_counts(stack)
+        if all(seen.get(source, {}).get("accounted", 0) >= count
+               for source, count in expected.items()):
+            return {"expected": expected, "seen": seen,
+                    "settle_s": round(time.monotonic() - begin, 1)}
+        if time.monotonic() - begin > 60 * args.seed_minutes:
+            raise RuntimeError(f"the seeded history {expected} was not accounted in "
+                               f"{args.seed_minutes:g} minutes: {seen}")
+        time.sleep(args.poll_s)
 
 
 def run(args: argparse.Namespace) -> dict:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    seeded = history(args)
+    if not seeded.expected():
+        return soak(args, out, Place(DataFolders.empty,
+                                     None if args.object_store else out / "warehouse"))
+    folder = soak_history.make(seeded, lambda into: bring_in(args, into, out))
+    with soak_history.copy_mounted(folder, out) as kept:
+        return soak(args, out, Place(lambda _: soak_history.folders(),
+                                     soak_history.warehouse(), soak_history.restorer(folder),
+                                     soak_history.covers_to(kept),
+                                     {**kept, "kept": str(folder)}))
+
+
+def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
+    """The run: the stack started on ``place``, the landing, the drain, the checks."""
     landed: list[Landed] = []
     faults: list[dict] = []
     errors: list[str] = []
@@ -419,13 +512,15 @@ def run(args: argparse.Namespace) -> dict:
     load_before = load_average()
     started, started_at = time.monotonic(), utc_now()
     accounting: list[AccountingLander] = []
-    with warehouse_file_system(args, out), running_stack(out / "stack",
-                       lambda data: accounting.append(prepare(args, data, landed)),
-                       folders=DataFolders.empty,
-                       warehouse_path=None if args.object_store else out / "warehouse",
-                       settings=stack_settings(args)) as stack:
+    with warehouse_file_system(args, out), running_stack(
+            out / "stack",
+            lambda data: accounting.append(prepare(data, landed, place,
+                                                   args.accounting_every_s)),
+            folders=place.folders, warehouse_path=place.warehouse,
+            settings=stack_settings(args), restore=place.restore) as stack:
         stack_up_s = time.monotonic() - started
         sensors = start_sensors(stack)
+        seeded = wait_for_history(stack, args)
         with record.Sampler(stack, args.sample_s) as sampler:
             begin = time.monotonic()
             landing = Landing(landers(args, stack.data, *accounting), landed,
@@ -451,6 +546,7 @@ def run(args: argparse.Namespace) -> dict:
             "settings": {k: (str(v) if isinstance(v, Path) else v)
                          for k, v in vars(args).items()},
             "stack_environment": stack_settings(args), "sensors": sensors,
+            "history": {**place.history, "at_start": seeded} if place.history else {},
             "stack_up_s": round(stack_up_s, 1), "landing_s": round(landing_s, 1),
             "drain_s": round(drained_s, 1), "settled": record.settled(landed),
             "landed": {f"{s}/{e}": sum(r.source == s and r.expected == e for r in landed)
@@ -464,9 +560,11 @@ def run(args: argparse.Namespace) -> dict:
             "poll_errors_first": poll_errors[:5], "sampler_errors": len(sampler.errors),
             "sampler_errors_first": sampler.errors[:5],
         }
-        tick_rows = record.ticks(stack)
+        tick_rows = record.ticks(stack)  # this run's: not a kept history's
+        tick_rows = tick_rows[tick_rows["start"] >= started_at]
         tick_rows.to_csv(out / "ticks.csv", index=False)
-        record.runs(stack).to_csv(out / "runs.csv", index=False)
+        runs = record.runs(stack)
+        runs[runs["created"] >= started_at].to_csv(out / "runs.csv", index=False)
         summary["ticks"] = record.tick_figures(tick_rows, args.interval_s, TICK_TIMEOUT_S)
         summary["ticks_past_timeout"] = sum(t["past_timeout"] for t in
                                             summary["ticks"].values())

@@ -28,6 +28,9 @@ fraction)), so even a short run has one of each source's bad kinds.
 - Intensity and tariffs (``intensity``, ``tariffs``): a new Electricity Maps file of zone
   DE covering the run's days, and a new tariff file of the site ``hpc-centre`` covering
   them; never bad.
+
+:class:`History` writes a seeded history (jobs, reports, repetitions spread over days
+before today) before the stack starts.
 """
 
 from __future__ import annotations
@@ -46,8 +49,14 @@ import pandas as pd
 
 from definitions import EXAMPLE_GEOPM_REPORTS, EXAMPLE_TAU_PROFILES
 from joulehouse.accounting.generator import electricity_maps_frame, write_csv, write_tariff
-from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
+from joulehouse.clustercockpit.generator import (
+    JobSpec,
+    JobTruth,
+    write_archive_files,
+    write_job,
+)
 from joulehouse.clustercockpit.layout import job_folder
+from joulehouse.gpu.generator import RepetitionSpec, write_repetition
 
 PROJECT = Path(__file__).resolve().parent.parent
 COLLECTOR = PROJECT / "tests" / "collect" / "run_collector.py"
@@ -121,14 +130,20 @@ class ClusterCockpitLander(Lander):
 
     def write(self, index: int, bad: bool) -> list[Landed]:
         start = int(time.time()) - (self.SAMPLES - 1) * self.STEP_S
-        spec = JobSpec(cluster=CLUSTER, job_id=FIRST_JOB_ID + index, start_time=start,
-                       samples=self.SAMPLES, timestep_s=self.STEP_S, gzip=True,
-                       base_power_w=-500.0 if bad else 200.0 + index % 50,
-                       user=f"user{index % 7}", project=f"project{index % 3}")
-        truth = write_job(self.folder, spec)
+        spec, truth = self.write_job(FIRST_JOB_ID + index, start, index, bad)
         folder = job_folder(self.folder, CLUSTER, spec.job_id, start)
         return [Landed(self.source, str(folder), truth.key,
                        "bad" if bad else "ok", utc_now(), None if bad else truth.energy_j)]
+
+    def write_job(self, job_id: int, start: int, index: int, bad: bool
+                  ) -> tuple[JobSpec, JobTruth]:
+        """Job ``job_id`` started at ``start`` (seconds since the epoch), of one of 7 users
+        and 3 projects by ``index``."""
+        spec = JobSpec(cluster=CLUSTER, job_id=job_id, start_time=start,
+                       samples=self.SAMPLES, timestep_s=self.STEP_S, gzip=True,
+                       base_power_w=-500.0 if bad else 200.0 + index % 50,
+                       user=f"user{index % 7}", project=f"project{index % 3}")
+        return spec, write_job(self.folder, spec)
 
 
 class GeopmLander(Lander):
@@ -140,17 +155,21 @@ class GeopmLander(Lander):
         assert GEOPM_START in self.example and GEOPM_BAD[0] in self.example
 
     def write(self, index: int, bad: bool) -> list[Landed]:
-        name, host = f"soak{index:06d}.report", f"soak{index:06d}-{GEOPM_HOST}"
-        text = self.example.replace(GEOPM_HOST, host).replace(
-            GEOPM_START, f"Start Time: {utc_now() - timedelta(minutes=1):%a %b %d %H:%M:%S %Y}")
-        if bad:
-            text = text.replace(*GEOPM_BAD)
+        name, host, text = self.report(f"soak{index:06d}",
+                                       utc_now() - timedelta(minutes=1), bad)
         path, folder = self.folder / name, self.writes_to  # one view for both writes
         partial = folder / f".{name}.part"  # geopm writes the report once, at the end
         partial.write_text(text)
         partial.rename(folder / name)
         return [Landed(self.source, str(path), f"{self.folder.name}/{name}/{host}",
                        "bad" if bad else "ok", utc_now())]
+
+    def report(self, stem: str, start: datetime, bad: bool) -> tuple[str, str, str]:
+        """The file name, host and text of report ``stem`` of a job started at ``start``."""
+        name, host = f"{stem}.report", f"{stem}-{GEOPM_HOST}"
+        text = self.example.replace(GEOPM_HOST, host).replace(
+            GEOPM_START, f"Start Time: {start:%a %b %d %H:%M:%S %Y}")
+        return name, host, text.replace(*GEOPM_BAD) if bad else text
 
 
 #: The power (mW) in a row of the collector's gpu-power.csv (index, timestamp, energy, power).
@@ -284,30 +303,85 @@ class TauLander(Lander):
 class AccountingLander(Lander):
     """Updates of grid intensity and tariffs, as their feeds deliver them: the first
     ``land()`` writes an intensity file (zone DE, hourly) and a tariff file
-    (``hpc-centre``) from two days before today to tomorrow; each later one the next hour
-    of intensity and the next day of tariff in new files (a zone's or site's files must not
-    overlap: ``joulehouse.accounting.intensity``, ``tariff``)."""
+    (``hpc-centre``) from ``covers_from`` (default: two days before today; a seeded
+    history's first day, or where the kept history's files end) to tomorrow, none when
+    that is empty; each later one the next hour of intensity and the next day of tariff in
+    new files (a zone's or site's files must not overlap: ``joulehouse.accounting.intensity``,
+    ``tariff``), named ``<zone or site>_<tag>-<index>`` (a kept history's have a tag of
+    their own)."""
 
     source = "intensity"
 
-    def __init__(self, intensity: Path, tariffs: Path, rate_per_s: float) -> None:
+    def __init__(self, intensity: Path, tariffs: Path, rate_per_s: float,
+                 covers_from: pd.Timestamp | None = None, tag: str = "soak") -> None:
         super().__init__(intensity, rate_per_s, 0.0)
-        self.tariffs = tariffs
+        self.tariffs, self.tag = tariffs, tag
         self.tomorrow = pd.Timestamp.now(tz="UTC").normalize() + pd.Timedelta(days=1)
+        self.covers_from = (self.tomorrow - pd.Timedelta(days=3) if covers_from is None
+                            else covers_from)
 
     def write(self, index: int, bad: bool) -> list[Landed]:
         hour, day = pd.Timedelta(hours=1), pd.Timedelta(days=1)
         if index == 0:
-            (start, end), (valid_from, valid_to) = [(self.tomorrow - 3 * day, self.tomorrow)] * 2
+            if self.covers_from >= self.tomorrow:
+                return []
+            (start, end), (valid_from, valid_to) = [(self.covers_from, self.tomorrow)] * 2
         else:
             start = self.tomorrow + (index - 1) * hour
             end, valid_from = start + hour, self.tomorrow + (index - 1) * day
             valid_to = valid_from + day
         frame = electricity_maps_frame("DE", "Germany", str(start), str(end))
-        intensity = write_csv(frame, self.folder / f"DE_soak-{index:04d}.csv")
+        intensity = write_csv(frame, self.folder / f"DE_{self.tag}-{index:04d}.csv")
         tariff = write_tariff(
-            self.tariffs / f"hpc-centre-soak-{index:04d}.csv", "hpc-centre",
+            self.tariffs / f"hpc-centre-{self.tag}-{index:04d}.csv", "hpc-centre",
             (f"{valid_from:%Y-%m-%d}", f"{valid_to:%Y-%m-%d}"),
             [('"Mon,Tue,Wed,Thu,Fri,Sat,Sun"', "00:00", "24:00", round(0.15 + index / 1000, 3))])
         return [Landed("intensity", str(intensity), "", "ok", utc_now()),
                 Landed("tariffs", str(tariff), "", "ok", utc_now())]
+
+
+def history_starts(count: int, days: int) -> list[datetime]:
+    """``count`` start times (UTC) spread evenly over the ``days`` days before today, oldest
+    first: a seeded history's."""
+    span = timedelta(days=days)
+    today = utc_now().replace(hour=0, minute=0, second=0, microsecond=0)
+    return [today - span + span * (index + 0.5) / count for index in range(count)]
+
+
+#: A seeded GPU run's repetitions (``r<i // 5>/<i % 5>``) and a repetition's length (s).
+SEED_REPETITIONS_PER_RUN, SEED_REPETITION_S = 5, 10.0
+
+
+@dataclass(frozen=True)
+class History:
+    """A history written before the stack starts (``benchmarks/soak.py --seed-*``): its
+    entries spread over ``days`` days before today, none bad; ids, names and runs apart from
+    the soak's landings (ClusterCockpit jobs below :data:`FIRST_JOB_ID`, GEOPM reports
+    ``seed*``, GPU experiment ``seed``)."""
+
+    jobs: int = 0
+    reports: int = 0
+    repetitions: int = 0
+    days: int = 365
+
+    def expected(self) -> dict[str, int]:
+        """The ``energy_facts`` entities the history must become, per source."""
+        return {source: count for source, count in (
+            ("clustercockpit", self.jobs), ("geopm", self.reports),
+            ("gpu-benchmark", self.repetitions)) if count}
+
+    def write(self, data_folders) -> None:
+        """Every entry of the history into the stack's data folders (``DataFolders``)."""
+        jobs = ClusterCockpitLander(data_folders.archive, 0.0, 0.0)
+        for index, start in enumerate(history_starts(self.jobs, self.days)):
+            jobs.write_job(FIRST_JOB_ID - self.jobs + index, int(start.timestamp()), index,
+                           False)
+        reports = GeopmLander(data_folders.geopm, 0.0, 0.0)
+        for index, start in enumerate(history_starts(self.reports, self.days)):
+            name, _, text = reports.report(f"seed{index:06d}", start, False)
+            (data_folders.geopm / name).write_text(text)
+        for index, start in enumerate(history_starts(self.repetitions, self.days)):
+            run, repetition = divmod(index, SEED_REPETITIONS_PER_RUN)
+            write_repetition(data_folders.gpu / "seed" / "bench" / f"r{run:06d}" / str(repetition),
+                             RepetitionSpec(duration_s=SEED_REPETITION_S,
+                                            start_utc=f"{start:%Y-%m-%d %H:%M:%S}"), index)

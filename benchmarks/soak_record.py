@@ -503,3 +503,21 @@ def recovery(faults: list[dict], landed: list[Landed]) -> list[dict]:
                     "recovery_s": None if recovered is None
                     else round((recovered - at).total_seconds(), 1)})
     return out
+
+
+def history_counts(stack: Stack) -> dict[str, dict[str, int]]:
+    """Per fact source, the entities in ``energy_facts`` and those of them accounted (in
+    ``carbon_per_fact`` and ``cost_per_fact`` with carbon and a cost): before the landing
+    starts, a seeded history's progress."""
+    with connect(stack.tables, LOOKED_AT) as connection:
+        facts = _pandas(connection, "SELECT source, count(DISTINCT entity) AS n "
+                                    "FROM energy_facts GROUP BY source")
+        accounted = _pandas(connection, """
+            SELECT source, count(*) AS n FROM
+              (SELECT DISTINCT source, entity FROM carbon_per_fact WHERE co2_g IS NOT NULL)
+              JOIN (SELECT DISTINCT source, entity FROM cost_per_fact WHERE cost IS NOT NULL)
+              USING (source, entity)
+            GROUP BY source""")
+    done = dict(zip(accounted["source"], accounted["n"], strict=True))
+    return {source: {"in_facts": int(n), "accounted": int(done.get(source, 0))}
+            for source, n in zip(facts["source"], facts["n"], strict=True)}

@@ -248,23 +248,27 @@ def _env(home: Path, postgres: PostgresServer, dagster_db: str, taudb_url: str,
 def running_stack(base: Path, prepare: Callable[[DataFolders], None] = lambda _: None, *,
                   folders: Callable[[Path], DataFolders] = DataFolders.copied,
                   warehouse_path: Path | None = None,
-                  settings: Mapping[str, str] = {}) -> Iterator[Stack]:
+                  settings: Mapping[str, str] = {},
+                  restore: Callable[[PostgresServer], None] = lambda _: None
+                  ) -> Iterator[Stack]:
     """The stack over the data folders ``folders(base / "data")`` (default: fresh copies of
     the examples; ``prepare`` may change them before anything starts), its warehouse a
     bucket of a throwaway object store, or ``warehouse_path`` (kept on the way out), the
-    environment's defaults overridden by ``settings``; every process and the server
-    stopped on the way out."""
+    environment's defaults overridden by ``settings``; ``restore`` may fill the new, empty
+    databases ``dagster`` and ``taudb`` before any process starts; every process and the
+    server stopped on the way out."""
     data = folders(base / "data")
     prepare(data)
     home, logs = base / "dagster_home", base / "logs"
-    home.mkdir()
-    logs.mkdir()
+    home.mkdir(parents=True)
+    logs.mkdir(parents=True)
     shutil.copy(PRODUCTION / "dagster.yaml", home / "dagster.yaml")
     with postgres_server() as postgres, ExitStack() as servers:
         store = None if warehouse_path else servers.enter_context(throwaway_object_store())
         dagster_db, taudb = "dagster", "taudb"
         postgres.create_database(dagster_db)
         taudb_url = postgres.create_database(taudb)
+        restore(postgres)
         warehouse_url = (str(warehouse_path) if store is None
                          else f"s3://{store.new_bucket()}/warehouse")
         env = {**_env(home, postgres, dagster_db, taudb_url, data, store, warehouse_url),

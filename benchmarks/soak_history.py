@@ -1,0 +1,179 @@
+"""The soak's seeded history, brought in once and kept (issue 27).
+
+Bringing 100,000 jobs, 10,000 reports and 10,000 repetitions through the stack takes long,
+so a history (``soak_landers.History``) is brought in once, by the stack itself (its
+sensors and runs, as any landing), and kept under :data:`KEPT` ``/<name>/``:
+
+- ``data.img``: an ext4 file system holding the data folders and the warehouse as the
+  stack left them. A landing sensor's cursor names its folders by path and device and
+  tells what it handed out by ctime, which any copy of the files renews (every entry would
+  be handed out again); a copy of the file system's image keeps them, mounted at the same
+  path (:data:`MOUNT`) through the same loop device (:data:`LOOP_MINOR`).
+- ``dagster.dump``, ``taudb.dump``: the instance's and TAUdb's databases (``pg_dump -Fc``),
+  taken with the daemon stopped, no run in flight and every sensor off.
+- ``history.json``: the history's counts and days, when and by which commit it was made,
+  where its intensity and tariff files end, how long it took to bring in.
+
+A run mounts a copy of the image, restores the databases into its own throwaway PostgreSQL
+before the stack starts, and lands on top. Kept histories are not migrated: after a change
+to what the stack stores, delete ``benchmarks/.data/soak-history``. Needs root (``losetup``,
+``mount``) and PostgreSQL's ``pg_dump`` and ``pg_restore``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+from postgres_server import PG_BIN, PostgresServer
+from soak_landers import History, utc_now
+
+from tests.e2e.stack import DataFolders, Stack, wait_for
+
+PROJECT = Path(__file__).resolve().parent.parent
+KEPT = PROJECT / "benchmarks" / ".data" / "soak-history"
+#: Where the data folders and the warehouse are, at the history's making and at every run.
+MOUNT = Path("/tmp/joulehouse-soak-history")
+#: The loop device's minor number: the file system's ``st_dev`` the cursors name.
+LOOP_MINOR = 117
+LOOP = Path(f"/dev/loop{LOOP_MINOR}")
+DATABASES = ("dagster", "taudb")
+#: The image's size (sparse: only what is written takes room) and inode count (a job is
+#: a folder and two files).
+IMAGE_GB, IMAGE_INODES = 64, 4_000_000
+#: A bound: how long the runs in flight may take to end before the databases are dumped.
+QUIESCE_TIMEOUT_S = 900.0
+IN_FLIGHT = "('QUEUED', 'NOT_STARTED', 'STARTING', 'STARTED', 'CANCELING')"
+
+
+def folders() -> DataFolders:
+    """The stack's data folders in the mounted history."""
+    return DataFolders(**{**vars(DataFolders.under(MOUNT / "data")),
+                          "intensity": MOUNT / "data" / "intensity",
+                          "tariffs": MOUNT / "data" / "tariffs"})
+
+
+def warehouse() -> Path:
+    return MOUNT / "warehouse"
+
+
+def kept(history: History) -> Path:
+    """Where ``history`` is kept."""
+    return KEPT / (f"cc{history.jobs}-geopm{history.reports}-gpu{history.repetitions}"
+                   f"-days{history.days}")
+
+
+def _run(*command: str | os.PathLike[str]) -> None:
+    subprocess.run([str(part) for part in command], check=True, capture_output=True,
+                   text=True)
+
+
+@contextmanager
+def mounted(image: Path) -> Iterator[None]:
+    """``image`` mounted at :data:`MOUNT` through :data:`LOOP`; unmounted on the way out."""
+    if not LOOP.exists():
+        _run("mknod", LOOP, "b", "7", str(LOOP_MINOR))
+    MOUNT.mkdir(exist_ok=True)
+    _run("losetup", LOOP, image)
+    try:
+        _run("mount", LOOP, MOUNT)
+        try:
+            yield
+        finally:
+            _run("umount", MOUNT)
+    finally:
+        _run("losetup", "-d", LOOP)
+
+
+def dump(stack: Stack, into: Path) -> None:
+    """The stack's two databases into ``into/<name>.dump``."""
+    for name in DATABASES:
+        _run(PG_BIN / "pg_dump", "-Fc", "-f", into / f"{name}.dump",
+             stack.postgres.url(name))
+
+
+def restorer(folder: Path) -> Callable[[PostgresServer], None]:
+    """What fills a new server's empty databases with those kept in ``folder``."""
+
+    def restore(postgres: PostgresServer) -> None:
+        for name in DATABASES:
+            _run(PG_BIN / "pg_restore", "--no-owner", "-d", postgres.url(name),
+                 folder / f"{name}.dump")
+
+    return restore
+
+
+def quiesce(stack: Stack, stop_sensors: Callable[[Stack], None]) -> None:
+    """Every sensor off, no run in flight, then the daemon stopped: nothing changes the
+    stores while they are kept."""
+    stop_sensors(stack)
+    wait_for("the runs in flight to end",
+             lambda: not stack.sql(f"SELECT 1 FROM runs WHERE status IN {IN_FLIGHT} LIMIT 1"),
+             QUIESCE_TIMEOUT_S)
+    stack.kill("daemon")
+
+
+def make(history: History, bring_in: Callable[[Path], dict]) -> Path:
+    """Keep ``history`` (once): a new image mounted, the history written into it, and
+    ``bring_in(folder)`` run (the stack started over :func:`folders` and :func:`warehouse`,
+    the history brought in, :func:`quiesce`, :func:`dump` into ``folder``; returns what the
+    record keeps of it, ``covers_to`` among it: where the intensity and tariff files it
+    wrote end); then the image and the record moved into place. Returns the folder."""
+    folder = kept(history)
+    if (folder / "history.json").exists():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    image = folder / "data.img.part"
+    image.unlink(missing_ok=True)
+    with image.open("wb") as file:
+        file.truncate(IMAGE_GB * 2**30)
+    _run("mkfs.ext4", "-q", "-F", "-N", str(IMAGE_INODES), image)
+    started = time.monotonic()
+    with mounted(image):
+        data = folders()
+        for path in vars(data).values():
+            path.mkdir(parents=True)
+        history.write(data)
+        written_s = time.monotonic() - started
+        brought_in = bring_in(folder)
+        brought_in_s = time.monotonic() - started - written_s
+    image.rename(folder / "data.img")
+    record = {**asdict(history), "made": utc_now().isoformat(), "commit": _commit(),
+              "written_s": round(written_s, 1), "brought_in_s": round(brought_in_s, 1),
+              **brought_in}
+    (folder / "history.json").write_text(json.dumps(record, indent=2) + "\n")
+    return folder
+
+
+@contextmanager
+def copy_mounted(folder: Path, out: Path) -> Iterator[dict]:
+    """A copy of the history kept in ``folder`` (``out/history.img``, sparse) mounted at
+    :data:`MOUNT`; yields its record. The warehouse is copied to ``out/warehouse`` on the
+    way out (where ``joulehouse sql`` reads it afterwards) and the copy deleted."""
+    image = out / "history.img"
+    _run("cp", "--sparse=always", folder / "data.img", image)
+    try:
+        with mounted(image):
+            yield json.loads((folder / "history.json").read_text())
+            shutil.copytree(warehouse(), out / "warehouse")
+    finally:
+        image.unlink()
+
+
+def covers_to(record: dict) -> pd.Timestamp:
+    """Where the kept history's intensity and tariff files end."""
+    return pd.Timestamp(record["covers_to"])
+
+
+def _commit() -> str:
+    done = subprocess.run(["git", "-C", str(PROJECT), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=False)
+    return done.stdout.strip()
