@@ -34,10 +34,11 @@ profile set every 60 s, 2 streams), each overridable.
 
 A seeded history (``--seed-cc``, ``--seed-geopm``, ``--seed-gpu``: the issue's 100,000 jobs,
 10,000 reports and 10,000 repetitions), spread over the ``--seed-days`` days before today
-(``soak_landers.History``), is written before the stack starts, with intensity and tariffs
-covering its days; the landing starts once the sensors and runs have brought every entry
-of it into ``energy_facts`` and the accounting (``summary.json``'s ``history``: how long
-that took). It is brought in by every run, not cached.
+(``soak_landers.History``), is brought in once by the stack itself and kept
+(``benchmarks/soak_history.py``); each run restores it before its stack starts, checks
+that all of it is there and that no sensor hands any of it out again, then lands on top
+(``summary.json``'s ``history``: what was kept, by which commit, how long it took). Needs
+root.
 
 Faults (``--fault NAME@SECONDS``,
 repeatable; seconds after the landing starts): ``daemon-kill`` (``kill -9`` of the daemon's
@@ -70,6 +71,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -170,10 +172,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"--fault {fault!r}: NAME@SECONDS, NAME one of {sorted(FAULTS)}")
     if args.object_store and _faulted(args, "warehouse-full"):
         parser.error("--fault warehouse-full fills a file system: not with --object-store")
-    if (args.seed_cc or args.seed_geopm or args.seed_gpu) and (
-            args.object_store or _faulted(args, "warehouse-full")):
-        parser.error("a seeded history keeps its warehouse on a file system image of its "
-                     "own: not with --object-store or --fault warehouse-full")
+    if args.seed_cc or args.seed_geopm or args.seed_gpu:
+        if args.object_store or _faulted(args, "warehouse-full"):
+            parser.error("a seeded history keeps its warehouse on a file system image of "
+                         "its own: not with --object-store or --fault warehouse-full")
+        if os.geteuid() != 0:
+            parser.error("a seeded history is kept on a loop-mounted image: run as root")
     return args
 
 
@@ -466,6 +470,25 @@ def bring_in(args: argparse.Namespace, into: Path, out: Path) -> dict:
     return {"brought_in": brought_in, "covers_to": str(accounting[0].tomorrow)}
 
 
+#: The jobs the sources' landing sensors ask for.
+SOURCE_JOBS = ("cc_job", "geopm_job", "gpu_energy_job", "powerapi_job", "tau_profiles_job")
+
+
+def nothing_handed_out_again(stack: Stack, args: argparse.Namespace, kept: dict,
+                             since: datetime) -> None:
+    """After two ticks of every sensor over a restored history, before anything lands: no
+    source's run asked for (the sensors' cursors found every entry handed out). Raises
+    naming the history's commit otherwise: its runs would be measured as the landing's."""
+    time.sleep(2 * args.interval_s + 5)
+    runs = record.runs(stack)
+    again = runs[(runs["created"] >= since) & runs["job"].isin(SOURCE_JOBS)]
+    if not again.empty:
+        raise RuntimeError(
+            f"the kept history {kept['kept']} (made by commit {kept.get('commit')}) was "
+            f"handed out again: {len(again)} run(s) of {sorted(set(again['job']))} before "
+            "anything landed; delete it to make it anew with this code")
+
+
 def wait_for_history(stack: Stack, args: argparse.Namespace) -> dict:
     """Once the sensors are on, until every entry of the seeded history is in
     ``energy_facts`` and accounted with carbon and a cost, polled every ``--poll-s``: how
@@ -521,6 +544,8 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
         stack_up_s = time.monotonic() - started
         sensors = start_sensors(stack)
         seeded = wait_for_history(stack, args)
+        if place.history:
+            nothing_handed_out_again(stack, args, place.history, started_at)
         with record.Sampler(stack, args.sample_s) as sampler:
             begin = time.monotonic()
             landing = Landing(landers(args, stack.data, *accounting), landed,
@@ -611,6 +636,9 @@ def targets(summary: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # stopped by SIGTERM (a test's timeout), the stack's processes, servers and mounts are
+    # stopped on the way out as on any error
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     args = parse_args(argv)
     summary = run(args)
     print(json.dumps({k: summary[k] for k in ("landed", "freshness", "targets", "faults",

@@ -72,23 +72,34 @@ def kept(history: History) -> Path:
 
 
 def _run(*command: str | os.PathLike[str]) -> None:
-    subprocess.run([str(part) for part in command], check=True, capture_output=True,
-                   text=True)
+    """``command`` run; raises with its error output when it fails."""
+    done = subprocess.run([str(part) for part in command], check=False, capture_output=True,
+                          text=True)
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(map(str, command))}: exit {done.returncode}: "
+                           f"{done.stderr.strip()}")
 
 
 @contextmanager
 def mounted(image: Path) -> Iterator[None]:
-    """``image`` mounted at :data:`MOUNT` through :data:`LOOP`; unmounted on the way out."""
+    """``image`` mounted at :data:`MOUNT` through :data:`LOOP`; unmounted on the way out
+    (lazily if it is busy, so it is never left). Refuses when the mount point or the loop
+    device is in use (another run, or one killed before it could clean up: ``umount`` and
+    ``losetup -d`` them)."""
     if not LOOP.exists():
         _run("mknod", LOOP, "b", "7", str(LOOP_MINOR))
     MOUNT.mkdir(exist_ok=True)
+    if os.path.ismount(MOUNT):
+        raise RuntimeError(f"{MOUNT} is mounted already: another soak, or a leftover")
     _run("losetup", LOOP, image)
     try:
         _run("mount", LOOP, MOUNT)
         try:
             yield
         finally:
-            _run("umount", MOUNT)
+            if subprocess.run(["umount", str(MOUNT)], check=False,
+                              capture_output=True).returncode:
+                _run("umount", "-l", MOUNT)
     finally:
         _run("losetup", "-d", LOOP)
 

@@ -305,8 +305,8 @@ class AccountingLander(Lander):
     ``land()`` writes an intensity file (zone DE, hourly) and a tariff file
     (``hpc-centre``) from ``covers_from`` (default: two days before today; a seeded
     history's first day, or where the kept history's files end) to tomorrow, none when
-    that is empty; each later one the next hour of intensity and the next day of tariff in
-    new files (a zone's or site's files must not overlap: ``joulehouse.accounting.intensity``,
+    that is empty; each later one the next two hours of intensity and the next day of
+    tariff in new files (a zone's or site's files must not overlap: ``joulehouse.accounting.intensity``,
     ``tariff``), named ``<zone or site>_<tag>-<index>`` (a kept history's have a tag of
     their own)."""
 
@@ -326,9 +326,9 @@ class AccountingLander(Lander):
             if self.covers_from >= self.tomorrow:
                 return []
             (start, end), (valid_from, valid_to) = [(self.covers_from, self.tomorrow)] * 2
-        else:
-            start = self.tomorrow + (index - 1) * hour
-            end, valid_from = start + hour, self.tomorrow + (index - 1) * day
+        else:  # two hours: one row gives the reader no resolution, and it refuses the file
+            start = self.tomorrow + 2 * (index - 1) * hour
+            end, valid_from = start + 2 * hour, self.tomorrow + (index - 1) * day
             valid_to = valid_from + day
         frame = electricity_maps_frame("DE", "Germany", str(start), str(end))
         intensity = write_csv(frame, self.folder / f"DE_{self.tag}-{index:04d}.csv")

@@ -13,7 +13,7 @@ warehouse, the stack's processes and stores over time, the sensors' ticks, and t
 - :class:`Sampler`: every few seconds, CPU seconds and resident memory of the daemon, the
   webserver and the code server (each with its descendants but the run workers), and of
   the run workers (:func:`run_workers`, with the steps' worker processes); the run queue
-  (runs by status), the instance database's size and the warehouse's.
+  (runs by status, of those created since the sampling started), the instance database's size and the warehouse's.
 - :func:`ticks`: every sensor tick from the instance database (start, duration, status).
 - the summary's parts: :func:`freshness` (percentiles), :func:`exactly_once`,
   :func:`bad_entries` (failed alone and shown failed through GraphQL),
@@ -198,11 +198,14 @@ class Sampler:
     _stop: threading.Event = field(default_factory=threading.Event)
     _size_due: float = 0.0
     _size_mb: float | None = None
+    #: The runs before the sampling started (a kept history's): not counted.
+    _runs_before: int = 0
 
     def __post_init__(self) -> None:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def __enter__(self) -> Self:
+        [(self._runs_before,)] = self.stack.sql("SELECT coalesce(max(id), 0) FROM runs")
         self._thread.start()
         return self
 
@@ -231,7 +234,8 @@ class Sampler:
             row[f"{name}_rss_mb"], row[f"{name}_cpu_s"] = _usage(own)
         row["run_workers"] = len(roots)
         row["run_workers_rss_mb"], row["run_workers_cpu_s"] = _usage(workers)
-        queue = dict(self.stack.sql("SELECT status, count(*) FROM runs GROUP BY status"))
+        queue = dict(self.stack.sql("SELECT status, count(*) FROM runs WHERE id > "
+                                    f"{self._runs_before} GROUP BY status"))
         for status in ("QUEUED", "STARTING", "STARTED", "SUCCESS", "FAILURE", "CANCELED"):
             row[f"runs_{status.lower()}"] = queue.get(status, 0)
         [(size,)] = self.stack.sql(f"SELECT pg_database_size('{self.stack.dagster_db}')")
