@@ -25,6 +25,8 @@ writes into ``--out DIR``:
   exactly once, bad entries failed alone and shown failed through GraphQL, memory growth
   from a sixth of the run (minute 10 of an hour) to the end, ticks past their timeout,
   each fault's recovery, the issue's targets met or not;
+- ``freshness.png``, ``memory.png``: freshness and resident memory over the run
+  (``benchmarks/soak_plots.py``);
 - ``warehouse/``: ``joulehouse sql --warehouse DIR/warehouse`` queries it; ``stack/logs/``.
 
 Rates: ``--rates centre10x`` (the issue's: ClusterCockpit 3 jobs/s, GEOPM 0.5 reports/s,
@@ -83,6 +85,7 @@ import pandas as pd
 import psutil
 import pyarrow.fs as pafs
 import soak_history
+import soak_plots
 import soak_record as record
 from machine import describe, load_average
 from postgres_server import PostgresServer
@@ -603,6 +606,7 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
     record.write_landed(out / "landed.csv", landed)
     sampler.write(out / "timeseries.csv")
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    soak_plots.write(out)
     return summary
 
 
