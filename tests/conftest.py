@@ -37,10 +37,11 @@ def skip_or_fail(reason: str) -> None:
 #: The modules that start whole stacks of processes (longest first), collected first so that
 #: pytest-xdist (``--dist loadfile --no-loadscope-reorder``, pyproject.toml) hands them out
 #: first and the short modules fill in beside them, not after them.
-LONGEST_MODULES = ("e2e/test_whole_stack.py", "dagster/test_dagster_webserver.py",
-                   "dagster/test_dagster_demo.py", "dagster/test_dagster_webserver_sources.py",
-                   "test_left_out_sources.py", "powerapi/test_powerapi_left_out.py",
-                   "cluster/test_dask_executor.py", "taudb/test_tau_reader.py")
+LONGEST_MODULES = ("benchmarks/test_soak.py", "e2e/test_whole_stack.py",
+                   "dagster/test_dagster_webserver.py", "dagster/test_dagster_demo.py",
+                   "dagster/test_dagster_webserver_sources.py", "test_left_out_sources.py",
+                   "powerapi/test_powerapi_left_out.py", "cluster/test_dask_executor.py",
+                   "taudb/test_tau_reader.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
