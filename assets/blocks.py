@@ -12,7 +12,7 @@ the block's other entries are stored.
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -282,6 +282,39 @@ class RunDays:
         entry is called in its errors)."""
         return block_batch(context, self.entries, outcomes, schema_of, metadata,
                            unlisted=self.unlisted, skipped=skipped, entry=entry, block="day")
+
+
+@dataclass
+class DayReports:
+    """A run's per-entry assets over days (``run``) reported one after the other, each day as
+    one partition (:meth:`RunDays.batch`, ``entry``: what an entry is called in its errors),
+    keeping what the later assets and the step's end need: day -> why, for each day that
+    failed or was not computed (``failed_days``, the first reason); entry -> why its later
+    assets are not computed (``skipped``: ``skip_reason`` for an entry that failed);
+    and the entries that failed (``bad``)."""
+
+    context: dg.AssetExecutionContext
+    run: RunDays
+    entry: str
+    skip_reason: str
+    failed_days: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    bad: set[str] = field(default_factory=set)
+
+    def report(self, outcomes: Mapping[str, Outcome], spec: dg.AssetCheckSpec,
+               schema_of: SchemaOf, metadata: Callable[[str, dict[str, Stored]], dict]
+               ) -> Iterator[Any]:
+        """Yield the events of one asset's ``outcomes`` (entry -> what it stored, or its
+        InputError), each day's with its check of ``spec`` and ``metadata(day, entry ->
+        what it stored)``; the entries already ``skipped`` are not computed."""
+        batch = self.run.batch(self.context, outcomes, schema_of, metadata, self.skipped,
+                               entry=self.entry)
+        yield from batch.results(self.context, spec)
+        for day, why in batch.errors().items():
+            self.failed_days.setdefault(day, why)
+        errors = {key for key, outcome in outcomes.items() if isinstance(outcome, InputError)}
+        self.skipped.update(dict.fromkeys(errors, self.skip_reason))
+        self.bad.update(errors)
 
 
 def block_outcomes(files: dg.AssetKey, entries: Mapping[str, Sequence[str]],

@@ -38,7 +38,7 @@ The per-report work of 1. and 2., and the building of 3.'s trials, runs in the
 """
 
 import os
-from collections.abc import Callable, Collection, Generator, Iterator
+from collections.abc import Collection, Generator, Iterator
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any, ClassVar
@@ -49,6 +49,7 @@ import pandas as pd
 
 from assets.blocks import (
     DayHandOut,
+    DayReports,
     Outcome,
     RunDays,
     block_outcomes,
@@ -59,7 +60,6 @@ from assets.facts import write_facts, write_owned_facts
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
 from assets.reporting import (
     STEP_RETRY,
-    SchemaOf,
     Stored,
     backfills,
     failure,
@@ -499,37 +499,22 @@ def per_report_assets(context: dg.AssetExecutionContext, run: RunDays,
     day -> why, for each day that failed or was not computed, and the reports that
     failed."""
     selected = context.selected_asset_keys
-    failed_days: dict[str, str] = {}
-    failed: dict[str, str] = {}  # report -> why its later assets are not computed
-    bad: set[str] = set()  # the reports that failed
-
-    def report(outcomes: dict[str, Outcome], spec: dg.AssetCheckSpec,
-               metadata: Callable[[str, dict[str, Stored]], dict], schema_of: SchemaOf
-               ) -> Iterator[Any]:
-        batch = run.batch(context, outcomes, schema_of, metadata, failed, entry="report")
-        yield from batch.results(context, spec)
-        failed_days.update({day: why for day, why in batch.errors().items()
-                            if day not in failed_days})
-        errors = {key for key, outcome in outcomes.items() if isinstance(outcome, InputError)}
-        failed.update(dict.fromkeys(errors, "an earlier asset failed in this run"))
-        bad.update(errors)
-
+    days = DayReports(context, run, "report", "an earlier asset failed in this run")
     if geopm_validated_frames.key in selected:
-        yield from report(run_entries(run.entries, store_report, lambda key: (
+        yield from days.report(run_entries(run.entries, store_report, lambda key: (
             tables, key, source.resolve(key), source.timezone), executor),
-            VALID_SPEC, day_frames_metadata, FRAME_SCHEMAS.get)
+            VALID_SPEC, FRAME_SCHEMAS.get, day_frames_metadata)
     if geopm_host_energy.key in selected:
-        yield from report(run_entries(run.entries, store_host_energy, lambda key: (
-            tables, key, source.resolve(key)), executor, skip=failed),
-            COMPUTED_SPEC, day_energy_metadata, lambda name: schemas.HOST_ENERGY_SCHEMA)
+        yield from days.report(run_entries(run.entries, store_host_energy, lambda key: (
+            tables, key, source.resolve(key)), executor, skip=days.skipped),
+            COMPUTED_SPEC, lambda name: schemas.HOST_ENERGY_SCHEMA, day_energy_metadata)
     if geopm_trials.key in selected:
-        unstored = {key: "no validated frames stored" for key in run.keys
-                    if key not in failed and not tables.has_partition(
-                        f"{FRAMES_TABLE}/header", key)}
-        failed |= unstored
-        yield from report(load_trials(run, source, tables, taudb, failed, executor),
-                          LOADS_SPEC, trials_metadata("reports"), lambda name: None)
-    return failed_days, bad
+        days.skipped |= {key: "no validated frames stored" for key in run.keys
+                         if key not in days.skipped and not tables.has_partition(
+                             f"{FRAMES_TABLE}/header", key)}
+        yield from days.report(load_trials(run, source, tables, taudb, days.skipped, executor),
+                               LOADS_SPEC, lambda name: None, trials_metadata("reports"))
+    return days.failed_days, days.bad
 
 
 with backfills() as single_run:
