@@ -39,6 +39,9 @@ MAX_LISTED = 50
 #: failed (what the block's sensor hands out again: ``sensors/blocks.BlockHandOuts.unsettled``).
 FAILED_ENTRIES = "failed_entries"
 
+#: Entry keys a day's partition lists in its metadata (:func:`entries_metadata`).
+ENTRIES_SHOWN = 200
+
 #: One entry's outcome: what it stored, or the error that failed it.
 Outcome = Stored | InputError
 
@@ -284,6 +287,18 @@ class RunDays:
                            unlisted=self.unlisted, skipped=skipped, entry=entry, block="day")
 
 
+def entries_metadata(entry: str) -> Callable[[str, Mapping[str, Stored]], dict[str, Any]]:
+    """What a block's partition of a per-entry asset shows besides its rows: how many
+    ``entry`` (e.g. ``"report"``) the run stored in it (``<entry>s``) and the first
+    :data:`ENTRIES_SHOWN` of their keys (``<entry>_keys``)."""
+
+    def metadata(block: str, done: Mapping[str, Stored]) -> dict[str, Any]:
+        return {f"{entry}s": dg.MetadataValue.int(len(done)),
+                f"{entry}_keys": dg.MetadataValue.json(sorted(done)[:ENTRIES_SHOWN])}
+
+    return metadata
+
+
 @dataclass
 class DayReports:
     """A run's per-entry assets over days (``run``) reported one after the other, each day as
@@ -302,12 +317,15 @@ class DayReports:
     bad: set[str] = field(default_factory=set)
 
     def report(self, outcomes: Mapping[str, Outcome], spec: dg.AssetCheckSpec,
-               schema_of: SchemaOf, metadata: Callable[[str, dict[str, Stored]], dict]
+               schema_of: SchemaOf,
+               metadata: Callable[[str, dict[str, Stored]], dict] | None = None
                ) -> Iterator[Any]:
         """Yield the events of one asset's ``outcomes`` (entry -> what it stored, or its
         InputError), each day's with its check of ``spec`` and ``metadata(day, entry ->
-        what it stored)``; the entries already ``skipped`` are not computed."""
-        batch = self.run.batch(self.context, outcomes, schema_of, metadata, self.skipped,
+        what it stored)`` (default: the entries stored, :func:`entries_metadata`); the
+        entries already ``skipped`` are not computed."""
+        batch = self.run.batch(self.context, outcomes, schema_of,
+                               metadata or entries_metadata(self.entry), self.skipped,
                                entry=self.entry)
         yield from batch.results(self.context, spec)
         for day, why in batch.errors().items():

@@ -297,12 +297,6 @@ def day_energy_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
     return metadata
 
 
-def day_frames_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
-    """What a day's validated-frames partition shows: the reports the run stored in it."""
-    return {"reports": dg.MetadataValue.int(len(done)),
-            "report_keys": dg.MetadataValue.json(sorted(done)[:REPORTS_SHOWN])}
-
-
 def store_report(tables: Tables, key: str, path: Path, timezone: str) -> Stored:
     """Read, validate and store one report's frames, and what the report leaves out of the
     facts (``energy.left_out``: table ``left_out``, partition ``geopm/read/<key>``, in place
@@ -503,7 +497,7 @@ def per_report_assets(context: dg.AssetExecutionContext, run: RunDays,
     if geopm_validated_frames.key in selected:
         yield from days.report(run_entries(run.entries, store_report, lambda key: (
             tables, key, source.resolve(key), source.timezone), executor),
-            VALID_SPEC, FRAME_SCHEMAS.get, day_frames_metadata)
+            VALID_SPEC, FRAME_SCHEMAS.get)
     if geopm_host_energy.key in selected:
         yield from days.report(run_entries(run.entries, store_host_energy, lambda key: (
             tables, key, source.resolve(key)), executor, skip=days.skipped),

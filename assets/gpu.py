@@ -115,8 +115,6 @@ SETTINGS_COLUMNS = ["data_root", "experiment", "benchmark", "run", "duration_s",
                     "pareto_optimal", "least_energy", "least_edp"]
 
 gpu_repetition_days = dg.DynamicPartitionsDefinition(name="gpu_repetition_days")
-#: Repetition keys listed in a day's metadata.
-REPETITIONS_SHOWN = 200
 
 
 class GpuHandOut(DayHandOut):
@@ -311,13 +309,6 @@ def repetition_days_of(source: GpuBenchmarkSource) -> DaysOf:
     return days_of
 
 
-def day_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
-    """What a day's partition of a per-repetition asset shows besides its rows: the
-    repetitions the run stored in it (the first :data:`REPETITIONS_SHOWN` keys)."""
-    return {"repetitions": dg.MetadataValue.int(len(done)),
-            "repetition_keys": dg.MetadataValue.json(sorted(done)[:REPETITIONS_SHOWN])}
-
-
 def validate_frames(run: RunDays, gpu_source: GpuBenchmarkSource, tables: Tables,
                     executor: Executor) -> dict[str, Outcome]:
     """Read, validate and store every repetition of the run, in ``executor``: repetition
@@ -379,17 +370,17 @@ def per_repetition_assets(context: dg.AssetExecutionContext, run: RunDays,
 
     if {gpu_validated_frames.key, gpu_repetition_energy.key} <= selected:
         frames, energy, error = frames_and_energy(run, gpu_source, tables, executor, workers)
-        yield from days.report(frames, VALID_SPEC, frame_schema, day_metadata)
+        yield from days.report(frames, VALID_SPEC, frame_schema)
         if error is not None:
             raise error
-        yield from days.report(energy, COMPUTED_SPEC, energy_schema, day_metadata)
+        yield from days.report(energy, COMPUTED_SPEC, energy_schema)
         return days.failed_days, days.bad
     if gpu_validated_frames.key in selected:
         yield from days.report(validate_frames(run, gpu_source, tables, executor), VALID_SPEC,
-                               frame_schema, day_metadata)
+                               frame_schema)
     if gpu_repetition_energy.key in selected:
         yield from days.report(compute_energy(run, gpu_source, tables, days.skipped, executor),
-                               COMPUTED_SPEC, energy_schema, day_metadata)
+                               COMPUTED_SPEC, energy_schema)
     return days.failed_days, days.bad
 
 
