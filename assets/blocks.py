@@ -186,6 +186,13 @@ class DayHandOut(dg.Config):
         return {"ops": {cls.OP: {"config": {name: {
             day: list(keys) for day, keys in entries.items()}}}}}
 
+    @classmethod
+    def named_in(cls, run_config: Mapping[str, Any]) -> dict[str, list[str]]:
+        """Day partition key -> the entry keys that ``run_config`` (a run's, or a run
+        request's) hands out (:meth:`run_config_of`); none when it names none."""
+        [name] = cls.model_fields
+        return dict(run_config.get("ops", {}).get(cls.OP, {}).get("config", {}).get(name, {}))
+
     def named(self) -> dict[str, list[str]]:
         """Day partition key -> the entry keys handed out in it."""
         [name] = type(self).model_fields
