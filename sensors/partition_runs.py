@@ -185,7 +185,8 @@ def ready_run_request(
 
 
 def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built: dg.AssetKey,
-                        failed: set[str], existing: Collection[str]
+                        failed: set[str], existing: Collection[str],
+                        latest: Callable[[str], dg.EventLogRecord | None] | None = None
                         ) -> dict[str, dg.AssetMaterialization]:
     """The partitions handed out (their latest ``files`` materialization, whose metadata
     :data:`RUN_KEY_METADATA` names the run key asked for) whose run was CANCELED before
@@ -193,7 +194,9 @@ def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built:
     over the registered keys ``existing`` is in flight (:func:`run_in_flight`). Dagster
     marks a partition FAILED only for runs that FAILED, so the partitions of a cancelled
     run must be asked for again by their sensor (``failed``: keys left out, rechecked
-    instead). A run never launched (a test's tick) is no reason. Each cancel is undone
+    instead; ``latest(key)``: the latest ``files`` materialization record of a key, when
+    the tick reads it already, else read here). A run never launched (a test's tick) is
+    no reason. Each cancel is undone
     once at most: a cancelled retry (tagged :data:`RETRY_OF_TAG`, :func:`retry_request`)
     and a run tagged :data:`NO_RETRY_TAG` ``=true`` are left be.
 
@@ -214,8 +217,8 @@ def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built:
     for key, handed_at in instance.get_latest_storage_id_by_partition(files, kind).items():
         if key not in registered or handed_at <= built_at.get(key, -1) or key in failed:
             continue
-        record = instance.get_latest_data_version_record(files, is_source=False,
-                                                         partition_key=key)
+        record = latest(key) if latest is not None else (
+            instance.get_latest_data_version_record(files, is_source=False, partition_key=key))
         event = record and record.asset_materialization
         if event and RUN_KEY_METADATA in event.metadata:
             by_run.setdefault(event.metadata[RUN_KEY_METADATA].value, {})[key] = event

@@ -328,8 +328,9 @@ def test_a_repetition_gone_between_the_scan_and_its_day_is_not_handed_out(
 
     monkeypatch.setattr(sensor, "scan", scan_then_remove)
     [request] = pipeline.tick().run_requests
-    assert GpuHandOut.named_in(request.run_config) == {DAY: sorted(set(repetition_keys(data_root)) - {BAD})}
-    assert len(GpuHandOut.named_in(request.run_config)[DAY]) == 5
+    handed = GpuHandOut.named_in(request.run_config)
+    assert handed == {DAY: sorted(set(repetition_keys(data_root)) - {BAD})}
+    assert len(handed[DAY]) == 5
 
 
 def test_a_tick_handing_out_reads_the_failed_days_once(pipeline, data_root, monkeypatch):
@@ -349,3 +350,31 @@ def test_a_tick_handing_out_reads_the_failed_days_once(pipeline, data_root, monk
     [request] = pipeline.tick().run_requests
     assert GpuHandOut.named_in(request.run_config) == {DAY: [NEW, BAD]}
     assert reads == [[DAY]]
+
+
+def test_a_tick_reads_a_failed_days_latest_records_once(pipeline, data_root, monkeypatch):
+    """A FAILED day's latest hand-out and outcome record are read once a tick, though its
+    recheck, its entries not known good, its next hand-out and the cancelled runs' check
+    all ask for them (``sensors.blocks.TickRecords``)."""
+    break_power(data_root, BAD)
+    settle()
+    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
+    shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
+    settle()
+    reads: list[tuple[str, tuple]] = []
+
+    def counted(name: str):
+        read = getattr(pipeline.instance, name)
+
+        def fetch(records_filter, *args, **kwargs):
+            if records_filter.asset_key == gpu_repetition_files.key:
+                reads.append((name, tuple(records_filter.asset_partitions or ())))
+            return read(records_filter, *args, **kwargs)
+        return fetch
+
+    for name in ("fetch_materializations", "fetch_observations"):
+        monkeypatch.setattr(pipeline.instance, name, counted(name))
+    [request] = pipeline.tick().run_requests
+    assert GpuHandOut.named_in(request.run_config) == {DAY: [NEW, BAD]}
+    assert sorted(reads) == [("fetch_materializations", (DAY,)),
+                             ("fetch_observations", (DAY,))]
