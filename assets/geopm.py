@@ -37,7 +37,6 @@ The per-report work of 1. and 2., and the building of 3.'s trials, runs in the
 ``workers`` resource's processes (``resources/workers.py``).
 """
 
-import os
 from collections.abc import Collection, Generator, Iterator
 from concurrent.futures import Executor
 from pathlib import Path
@@ -82,7 +81,7 @@ from joulehouse.geopm.plots import COMPONENTS, kj_column, region_energy_kj, regi
 from joulehouse.geopm.readers import Report, read_report
 from joulehouse.geopm.store import FRAME_SCHEMAS, load_frames, load_report, save_report
 from joulehouse.geopm.store import TABLE as FRAMES_TABLE
-from joulehouse.landing import landing_of, read_landed_item
+from joulehouse.landing import read_landed_item, still_landed
 from joulehouse.leftout import store_left_out
 from joulehouse.plots import markdown_image
 from joulehouse.taudb.mapping.geopm import report_trial
@@ -385,22 +384,9 @@ def load_trials(run: RunDays, source: GeopmReportSource, tables: Tables,
 def stored_report_keys(source: GeopmReportSource, tables: Tables) -> list[str]:
     """The reports whose host energy is stored and whose file is still in its configured
     landing folder, in table order (a report whose latest version failed keeps its last
-    good tables): what a run without partitions brings the tables in line with. A report
-    removed from its folder, or of a folder no longer configured, leaves them; a folder
-    that cannot be listed, or lists no entry at all while reports of it are stored (an NFS
-    mount point not mounted is such an empty folder), keeps every report of it."""
-    stored = tables.partition_keys(HOST_TABLE)
-    folders = source.landings()
-    names: dict[str, set[str] | None] = {}  # landing -> its entries; None: not listable
-    for landing in {landing_of(key) for key in stored}:
-        try:
-            names[landing] = set(os.listdir(folders[landing])) if landing in folders else set()
-        except OSError:
-            names[landing] = None
-        if landing in folders and not names[landing]:
-            names[landing] = None
-    return [key for key in stored if (present := names[landing_of(key)]) is None
-            or key.rpartition("/")[2] in present]
+    good tables; ``joulehouse.landing.still_landed``: a folder that cannot be listed, or
+    lists nothing, keeps every report of it)."""
+    return still_landed(tables.partition_keys(HOST_TABLE), source.landings())
 
 
 def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: set[dg.AssetKey],

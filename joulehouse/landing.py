@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Collection, Container, Iterable, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISLNK, S_ISREG
@@ -79,6 +79,26 @@ class LandedItem:
 def landing_of(key: str) -> str:
     """The landing folder's name in an entry's ``key`` (``<landing name>/<entry name>``)."""
     return key.rpartition("/")[0]
+
+
+def still_landed(keys: Sequence[str], folders: Mapping[str, os.PathLike[str] | str]
+                 ) -> list[str]:
+    """The entry ``keys`` whose entry is still in its configured landing folder
+    (``folders``: name -> path), in order: what a run without partitions brings a source's
+    tables in line with. An entry removed from its folder, or of a folder no longer
+    configured, is not; a folder that cannot be listed, or lists nothing at all while
+    entries of it are stored (an NFS mount point not mounted is such an empty folder),
+    keeps every entry of it. One listing per landing folder."""
+    names: dict[str, set[str] | None] = {}  # landing -> its entries; None: all kept
+    for landing in {landing_of(key) for key in keys}:
+        try:
+            names[landing] = set(os.listdir(folders[landing])) if landing in folders else set()
+        except OSError:
+            names[landing] = None
+        if landing in folders and not names[landing]:
+            names[landing] = None
+    return [key for key in keys if (present := names[landing_of(key)]) is None
+            or key.rpartition("/")[2] in present]
 
 
 def _stat(path: Path) -> tuple[os.stat_result, float]:
