@@ -294,13 +294,14 @@ class RunDays:
                            unlisted=self.unlisted, skipped=skipped, entry=entry, block="day")
 
 
-def entries_metadata(entry: str) -> Callable[[str, Mapping[str, Stored]], dict[str, Any]]:
+def entries_metadata(entry: str, entries: str | None = None
+                     ) -> Callable[[str, Mapping[str, Stored]], dict[str, Any]]:
     """What a block's partition of a per-entry asset shows besides its rows: how many
-    ``entry`` (e.g. ``"report"``) the run stored in it (``<entry>s``) and the first
-    :data:`ENTRIES_SHOWN` of their keys (``<entry>_keys``)."""
+    ``entry`` (e.g. ``"report"``) the run stored in it (``entries``, default
+    ``<entry>s``) and the first :data:`ENTRIES_SHOWN` of their keys (``<entry>_keys``)."""
 
     def metadata(block: str, done: Mapping[str, Stored]) -> dict[str, Any]:
-        return {f"{entry}s": dg.MetadataValue.int(len(done)),
+        return {entries or f"{entry}s": dg.MetadataValue.int(len(done)),
                 f"{entry}_keys": dg.MetadataValue.json(sorted(done)[:ENTRIES_SHOWN])}
 
     return metadata

@@ -303,8 +303,9 @@ class LandingSensor:
     """What a sensor over landing folders is about: which entries of a folder are its own
     (``identify``: :func:`joulehouse.landing.find_landed`), the partitions they become, the
     source asset of their files, the job it asks for, and how an entry is called in the
-    tick's messages. Each entry is a partition of its own (:meth:`hand_out`; handed out in
-    blocks instead: ``sensors/blocks.BlockLandingSensor``)."""
+    tick's messages; its cursor and what a tick hands out are its subclass's
+    (``sensors/blocks.BlockLandingSensor``: entries handed out in blocks, every landing
+    source's since PowerAPI's moved to days)."""
 
     identify: Identify
     partitions_def: dg.DynamicPartitionsDefinition
@@ -315,18 +316,17 @@ class LandingSensor:
 
     def state(self, own: str | None) -> LandingState:
         """The landing state in the sensor's own cursor ``own``."""
-        return LandingState.from_json(own)
+        raise NotImplementedError
 
     def cursor(self, state: LandingState) -> str:
         """The sensor's own cursor holding ``state``."""
-        return state.to_json()
+        raise NotImplementedError
 
     def hand_out(self, instance: dg.DagsterInstance, ready: Sequence[LandedItem],
                  source: LandingFolders, registered: Callable[[], list[str]]) -> HandOut:
-        """The ``ready`` entries, each its own partition, fingerprint its own
-        (``registered()``: the registered keys, read once a tick when asked for)."""
-        return HandOut({item.key: item.fingerprint for item in ready}, len(ready),
-                       self.run_key_prefix)
+        """What the tick asks for, given the ``ready`` entries (``registered()``: the
+        registered keys, read once a tick when asked for)."""
+        raise NotImplementedError
 
     def evaluate(self, context: dg.SensorEvaluationContext, source: LandingFolders
                  ) -> dg.SensorResult:

@@ -684,20 +684,9 @@ def test_a_run_cancelled_before_the_upgrade_makes_no_later_run_a_retry(pipeline)
     """A hand-out of the old per-report partitions whose run was cancelled before the
     upgrade to days is no hand-out of a day: the first run over the days is no retry, so
     when it is cancelled in turn it is asked for again."""
-    from assets.geopm import geopm_report_files
-    from sensors.partition_runs import RUN_KEY_METADATA
-
-    pipeline.instance.report_runless_asset_event(dg.AssetMaterialization(
-        geopm_report_files.key, partition=f"landing/{LEGACY}",  # a per-report key
-        metadata={RUN_KEY_METADATA: "geopm-old"}))
-    pipeline.instance.report_run_canceled(pipeline.instance.create_run_for_job(
-        pipeline.defs.resolve_job_def(JOB_NAME), tags={RUN_KEY_TAG: "geopm-old"}))
+    pipeline.cancelled_before_days(geopm_report_files.key, f"landing/{LEGACY}", "geopm-old")
     settle()
-    [request] = pipeline.tick().run_requests
-    assert RETRY_OF_TAG not in request.tags
-    pipeline.cancel(request)
-    [retry] = pipeline.tick().run_requests
-    assert retry.tags[RETRY_OF_TAG] == request.run_key
+    request, retry = pipeline.cancelled_and_retried()
     assert GeopmHandOut.named_in(retry.run_config) == GeopmHandOut.named_in(request.run_config) == {
         DAY[YAML]: [f"landing/{YAML}"], DAY[LEGACY]: [f"landing/{LEGACY}"]}
 

@@ -271,19 +271,11 @@ def test_a_run_cancelled_before_the_upgrade_makes_no_later_run_a_retry(pipeline,
     """A hand-out of the old per-repetition partitions (``gpu_repetitions``) whose run was
     cancelled before the upgrade is no hand-out of the days: the first run over the days
     is no retry, so when it is cancelled in turn it is asked for again, once."""
-    from sensors.partition_runs import RETRY_OF_TAG, RUN_KEY_METADATA, RUN_KEY_TAG
-
-    old = "lab/power-limit/bert/150W/0"  # a gpu_repetitions key
-    pipeline.instance.report_runless_asset_event(dg.AssetMaterialization(
-        gpu_repetition_files.key, partition=old, metadata={RUN_KEY_METADATA: "lab-old"}))
-    pipeline.instance.report_run_canceled(pipeline.instance.create_run_for_job(
-        pipeline.defs.resolve_job_def(JOB_NAME), tags={RUN_KEY_TAG: "lab-old"}))
-    [request] = pipeline.tick().run_requests
-    assert RETRY_OF_TAG not in request.tags
+    # a gpu_repetitions key
+    pipeline.cancelled_before_days(gpu_repetition_files.key, "lab/power-limit/bert/150W/0",
+                                   "lab-old")
+    request, retry = pipeline.cancelled_and_retried()
     assert GpuHandOut.named_in(request.run_config) == {DAY: repetition_keys(data_root)}
-    pipeline.cancel(request)
-    [retry] = pipeline.tick().run_requests
-    assert retry.tags[RETRY_OF_TAG] == request.run_key
     assert GpuHandOut.named_in(retry.run_config) == {DAY: repetition_keys(data_root)}
     pipeline.cancel(retry)
     assert pipeline.tick().run_requests == []  # once
