@@ -1,6 +1,6 @@
 """Block partitions in a step: each entry's work, each block's outcome and failure.
 
-A block (``sensors/blocks.py``: a ClusterCockpit job-id block, a GEOPM or TAU landing
+A block (``sensors/blocks.py``: a ClusterCockpit job-id block, a GEOPM, TAU or PowerAPI landing
 day) holds many entries. A step over landing days takes the entries its run names
 per day, a day named by none read whole (:class:`RunDays`). A step over blocks does
 each entry's work on its own (:func:`run_entries`: one task per entry, in the step's

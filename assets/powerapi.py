@@ -82,7 +82,7 @@ from assets.reporting import (
 )
 from joulehouse import entry_table
 from joulehouse.facts_entries import Ownership
-from joulehouse.landing import still_landed
+from joulehouse.landing import StillLanded, still_landed
 from joulehouse.leftout import store_left_out
 from joulehouse.plots import Series, lines_png, markdown_image
 from joulehouse.powerapi import schemas, windows
@@ -290,11 +290,12 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, source: Powe
                  ) -> Iterator[dg.MaterializeResult]:
     """Recompute the window rows of the sensors of the run's entries ``touched`` (every
     sensor in a run without partitions: None) from the stored entries still landed
-    (:func:`stored_keys`) and write them and their facts, then settle which entry holds
-    which sensor (``joulehouse/powerapi/windows.py``)."""
+    (``landing.StillLanded``: each landing folder listed once, the stored entries not) and
+    write them and their facts, then settle which entry holds which sensor
+    (``joulehouse/powerapi/windows.py``)."""
     refreshed = None
     if powerapi_window_energy.key in selected:
-        refreshed = windows.refresh(tables, set(stored_keys(source, tables)), touched,
+        refreshed = windows.refresh(tables, StillLanded(source.landings()), touched,
                                     source.window, source.targets)
         yield window_table(tables, refreshed)
     if powerapi_energy_facts.key in selected:

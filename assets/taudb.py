@@ -29,7 +29,7 @@ count, stored per set in the warehouse table ``left_out`` (partition
 ``powerapi_trials`` keeps one trial per PowerAPI sensor and UTC day, from the
 PowerAPI pipeline's stored tables (the window table
 ``powerapi_window_energy``, and every stored piece of the power reports of
-every registered partition through ``assets.powerapi.stored_frame``, a
+every stored entry still landed through ``assets.powerapi.stored_frame``, a
 report landed twice kept once). A day's fingerprint digests its
 windows' and power reports' values, so only the days that changed are
 rebuilt, each replacing its trial.

@@ -2,7 +2,7 @@
 remembers of them between ticks.
 
 A block is a partition that holds many of a source's entries (ClusterCockpit: a job-id
-block ``<cluster>/<jobId // 1000>`` of jobs; GEOPM and TAU profile sets: a landing
+block ``<cluster>/<jobId // 1000>`` of jobs; GEOPM, TAU profile sets and PowerAPI: a landing
 folder's UTC day of reports or sets), so the partition count stays bounded while the entries grow without bound
 (docs/ARCHITECTURE.md, "Partitions over a decade"). A sensor hands out the entries ready
 in a block as one materialization of the source's files asset for that block
@@ -14,7 +14,7 @@ in a block as one materialization of the source's files asset for that block
   (:meth:`BlockHandOuts.failed_blocks`), their latest hand-out's entries listed again
   with the block's next hand-out (:meth:`BlockHandOuts.handed_out`), so that they stay
   rechecked while the block fails;
-* GEOPM and TAU profile sets (:class:`BlockLandingSensor`), whose runs process the
+* GEOPM, TAU profile sets and PowerAPI (:class:`BlockLandingSensor`), whose runs process the
   entries named: each block's entries not known good (:meth:`BlockHandOuts.unsettled`: those the step's
   latest record of the block names as failed, from whichever run, and the whole
   previous hand-out when its run did not end in success and recorded nothing after it:
