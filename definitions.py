@@ -51,7 +51,7 @@ from assets import (
     geopm_days,
     gpu_pipeline,
     gpu_repetition_days,
-    powerapi_reports,
+    powerapi_days,
     tau_profile_days,
 )
 from assets.clustercockpit import BLOCKS_PER_RUN
@@ -83,7 +83,6 @@ from sensors import (
 from sensors.gpu_repetitions import JOB_NAME as GPU_JOB
 from sensors.schedules import (
     DAYS_REVALIDATED,
-    NEWEST_PARTITIONS,
     daily_rollups,
     weekly_revalidation,
 )
@@ -126,11 +125,11 @@ RUN_EXECUTOR = dg.in_process_executor
 ASSETS = [*GPU_ASSETS, *TAUDB_ASSETS, *POWERAPI_ASSETS, *GEOPM_ASSETS, *CC_ASSETS,
           *ACCOUNTING_ASSETS]
 #: Each source's job, the partitions it runs over, and how many of the newest of them the
-#: weekly re-validation runs it over (ClusterCockpit: one backfill run's blocks; GPU, TAU and
-#: GEOPM: a week of days).
+#: weekly re-validation runs it over (ClusterCockpit: one backfill run's blocks; GPU, TAU,
+#: PowerAPI and GEOPM: a week of days).
 SOURCE_JOBS = [(gpu_energy_job, gpu_repetition_days, DAYS_REVALIDATED),
                (tau_profiles_job, tau_profile_days, DAYS_REVALIDATED),
-               (powerapi_job, powerapi_reports, NEWEST_PARTITIONS),
+               (powerapi_job, powerapi_days, DAYS_REVALIDATED),
                (geopm_job, geopm_days, DAYS_REVALIDATED),
                (cc_job, cc_job_blocks, BLOCKS_PER_RUN)]
 SCHEDULES = [daily_rollups(ASSETS), *(weekly_revalidation(job, partitions, newest)

@@ -1,6 +1,6 @@
 """Block partitions in a step: each entry's work, each block's outcome and failure.
 
-A block (``sensors/blocks.py``: a ClusterCockpit job-id block, a GEOPM or TAU landing
+A block (``sensors/blocks.py``: a ClusterCockpit job-id block, a GEOPM, TAU or PowerAPI landing
 day) holds many entries. A step over landing days takes the entries its run names
 per day, a day named by none read whole (:class:`RunDays`). A step over blocks does
 each entry's work on its own (:func:`run_entries`: one task per entry, in the step's
@@ -12,7 +12,7 @@ the block's other entries are stored.
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -38,6 +38,9 @@ MAX_LISTED = 50
 #: The metadata of a block's outcome (:func:`block_outcomes`) naming its entries that
 #: failed (what the block's sensor hands out again: ``sensors/blocks.BlockHandOuts.unsettled``).
 FAILED_ENTRIES = "failed_entries"
+
+#: Entry keys a day's partition lists in its metadata (:func:`entries_metadata`).
+ENTRIES_SHOWN = 200
 
 #: One entry's outcome: what it stored, or the error that failed it.
 Outcome = Stored | InputError
@@ -183,6 +186,13 @@ class DayHandOut(dg.Config):
         return {"ops": {cls.OP: {"config": {name: {
             day: list(keys) for day, keys in entries.items()}}}}}
 
+    @classmethod
+    def named_in(cls, run_config: Mapping[str, Any]) -> dict[str, list[str]]:
+        """Day partition key -> the entry keys that ``run_config`` (a run's, or a run
+        request's) hands out (:meth:`run_config_of`); none when it names none."""
+        [name] = cls.model_fields
+        return dict(run_config.get("ops", {}).get(cls.OP, {}).get("config", {}).get(name, {}))
+
     def named(self) -> dict[str, list[str]]:
         """Day partition key -> the entry keys handed out in it."""
         [name] = type(self).model_fields
@@ -282,6 +292,55 @@ class RunDays:
         entry is called in its errors)."""
         return block_batch(context, self.entries, outcomes, schema_of, metadata,
                            unlisted=self.unlisted, skipped=skipped, entry=entry, block="day")
+
+
+def entries_metadata(entry: str, entries: str | None = None
+                     ) -> Callable[[str, Mapping[str, Stored]], dict[str, Any]]:
+    """What a block's partition of a per-entry asset shows besides its rows: how many
+    ``entry`` (e.g. ``"report"``) the run stored in it (``entries``, default
+    ``<entry>s``) and the first :data:`ENTRIES_SHOWN` of their keys (``<entry>_keys``)."""
+
+    def metadata(block: str, done: Mapping[str, Stored]) -> dict[str, Any]:
+        return {entries or f"{entry}s": dg.MetadataValue.int(len(done)),
+                f"{entry}_keys": dg.MetadataValue.json(sorted(done)[:ENTRIES_SHOWN])}
+
+    return metadata
+
+
+@dataclass
+class DayReports:
+    """A run's per-entry assets over days (``run``) reported one after the other, each day as
+    one partition (:meth:`RunDays.batch`, ``entry``: what an entry is called in its errors),
+    keeping what the later assets and the step's end need: day -> why, for each day that
+    failed or was not computed (``failed_days``, the first reason); entry -> why its later
+    assets are not computed (``skipped``: ``skip_reason`` for an entry that failed);
+    and the entries that failed (``bad``)."""
+
+    context: dg.AssetExecutionContext
+    run: RunDays
+    entry: str
+    skip_reason: str
+    failed_days: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    bad: set[str] = field(default_factory=set)
+
+    def report(self, outcomes: Mapping[str, Outcome], spec: dg.AssetCheckSpec,
+               schema_of: SchemaOf,
+               metadata: Callable[[str, dict[str, Stored]], dict] | None = None
+               ) -> Iterator[Any]:
+        """Yield the events of one asset's ``outcomes`` (entry -> what it stored, or its
+        InputError), each day's with its check of ``spec`` and ``metadata(day, entry ->
+        what it stored)`` (default: the entries stored, :func:`entries_metadata`); the
+        entries already ``skipped`` are not computed."""
+        batch = self.run.batch(self.context, outcomes, schema_of,
+                               metadata or entries_metadata(self.entry), self.skipped,
+                               entry=self.entry)
+        yield from batch.results(self.context, spec)
+        for day, why in batch.errors().items():
+            self.failed_days.setdefault(day, why)
+        errors = {key for key, outcome in outcomes.items() if isinstance(outcome, InputError)}
+        self.skipped.update(dict.fromkeys(errors, self.skip_reason))
+        self.bad.update(errors)
 
 
 def block_outcomes(files: dg.AssetKey, entries: Mapping[str, Sequence[str]],

@@ -37,8 +37,7 @@ The per-report work of 1. and 2., and the building of 3.'s trials, runs in the
 ``workers`` resource's processes (``resources/workers.py``).
 """
 
-import os
-from collections.abc import Callable, Collection, Generator, Iterator
+from collections.abc import Collection, Generator, Iterator
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any, ClassVar
@@ -49,6 +48,7 @@ import pandas as pd
 
 from assets.blocks import (
     DayHandOut,
+    DayReports,
     Outcome,
     RunDays,
     block_outcomes,
@@ -59,7 +59,6 @@ from assets.facts import write_facts, write_owned_facts
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
 from assets.reporting import (
     STEP_RETRY,
-    SchemaOf,
     Stored,
     backfills,
     failure,
@@ -82,7 +81,7 @@ from joulehouse.geopm.plots import COMPONENTS, kj_column, region_energy_kj, regi
 from joulehouse.geopm.readers import Report, read_report
 from joulehouse.geopm.store import FRAME_SCHEMAS, load_frames, load_report, save_report
 from joulehouse.geopm.store import TABLE as FRAMES_TABLE
-from joulehouse.landing import landing_of, read_landed_item
+from joulehouse.landing import read_landed_item, still_landed
 from joulehouse.leftout import store_left_out
 from joulehouse.plots import markdown_image
 from joulehouse.taudb.mapping.geopm import report_trial
@@ -297,12 +296,6 @@ def day_energy_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
     return metadata
 
 
-def day_frames_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
-    """What a day's validated-frames partition shows: the reports the run stored in it."""
-    return {"reports": dg.MetadataValue.int(len(done)),
-            "report_keys": dg.MetadataValue.json(sorted(done)[:REPORTS_SHOWN])}
-
-
 def store_report(tables: Tables, key: str, path: Path, timezone: str) -> Stored:
     """Read, validate and store one report's frames, and what the report leaves out of the
     facts (``energy.left_out``: table ``left_out``, partition ``geopm/read/<key>``, in place
@@ -391,22 +384,9 @@ def load_trials(run: RunDays, source: GeopmReportSource, tables: Tables,
 def stored_report_keys(source: GeopmReportSource, tables: Tables) -> list[str]:
     """The reports whose host energy is stored and whose file is still in its configured
     landing folder, in table order (a report whose latest version failed keeps its last
-    good tables): what a run without partitions brings the tables in line with. A report
-    removed from its folder, or of a folder no longer configured, leaves them; a folder
-    that cannot be listed, or lists no entry at all while reports of it are stored (an NFS
-    mount point not mounted is such an empty folder), keeps every report of it."""
-    stored = tables.partition_keys(HOST_TABLE)
-    folders = source.landings()
-    names: dict[str, set[str] | None] = {}  # landing -> its entries; None: not listable
-    for landing in {landing_of(key) for key in stored}:
-        try:
-            names[landing] = set(os.listdir(folders[landing])) if landing in folders else set()
-        except OSError:
-            names[landing] = None
-        if landing in folders and not names[landing]:
-            names[landing] = None
-    return [key for key in stored if (present := names[landing_of(key)]) is None
-            or key.rpartition("/")[2] in present]
+    good tables; ``joulehouse.landing.still_landed``: a folder that cannot be listed, or
+    lists nothing, keeps every report of it)."""
+    return still_landed(tables.partition_keys(HOST_TABLE), source.landings())
 
 
 def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: set[dg.AssetKey],
@@ -499,37 +479,22 @@ def per_report_assets(context: dg.AssetExecutionContext, run: RunDays,
     day -> why, for each day that failed or was not computed, and the reports that
     failed."""
     selected = context.selected_asset_keys
-    failed_days: dict[str, str] = {}
-    failed: dict[str, str] = {}  # report -> why its later assets are not computed
-    bad: set[str] = set()  # the reports that failed
-
-    def report(outcomes: dict[str, Outcome], spec: dg.AssetCheckSpec,
-               metadata: Callable[[str, dict[str, Stored]], dict], schema_of: SchemaOf
-               ) -> Iterator[Any]:
-        batch = run.batch(context, outcomes, schema_of, metadata, failed, entry="report")
-        yield from batch.results(context, spec)
-        failed_days.update({day: why for day, why in batch.errors().items()
-                            if day not in failed_days})
-        errors = {key for key, outcome in outcomes.items() if isinstance(outcome, InputError)}
-        failed.update(dict.fromkeys(errors, "an earlier asset failed in this run"))
-        bad.update(errors)
-
+    days = DayReports(context, run, "report", "an earlier asset failed in this run")
     if geopm_validated_frames.key in selected:
-        yield from report(run_entries(run.entries, store_report, lambda key: (
+        yield from days.report(run_entries(run.entries, store_report, lambda key: (
             tables, key, source.resolve(key), source.timezone), executor),
-            VALID_SPEC, day_frames_metadata, FRAME_SCHEMAS.get)
+            VALID_SPEC, FRAME_SCHEMAS.get)
     if geopm_host_energy.key in selected:
-        yield from report(run_entries(run.entries, store_host_energy, lambda key: (
-            tables, key, source.resolve(key)), executor, skip=failed),
-            COMPUTED_SPEC, day_energy_metadata, lambda name: schemas.HOST_ENERGY_SCHEMA)
+        yield from days.report(run_entries(run.entries, store_host_energy, lambda key: (
+            tables, key, source.resolve(key)), executor, skip=days.skipped),
+            COMPUTED_SPEC, lambda name: schemas.HOST_ENERGY_SCHEMA, day_energy_metadata)
     if geopm_trials.key in selected:
-        unstored = {key: "no validated frames stored" for key in run.keys
-                    if key not in failed and not tables.has_partition(
-                        f"{FRAMES_TABLE}/header", key)}
-        failed |= unstored
-        yield from report(load_trials(run, source, tables, taudb, failed, executor),
-                          LOADS_SPEC, trials_metadata("reports"), lambda name: None)
-    return failed_days, bad
+        days.skipped |= {key: "no validated frames stored" for key in run.keys
+                         if key not in days.skipped and not tables.has_partition(
+                             f"{FRAMES_TABLE}/header", key)}
+        yield from days.report(load_trials(run, source, tables, taudb, days.skipped, executor),
+                               LOADS_SPEC, lambda name: None, trials_metadata("reports"))
+    return days.failed_days, days.bad
 
 
 with backfills() as single_run:

@@ -37,6 +37,7 @@ import pandera.pandas as pa
 
 from assets.blocks import (
     DayHandOut,
+    DayReports,
     DaysOf,
     Outcome,
     RunDays,
@@ -48,7 +49,6 @@ from assets.facts import OwnedFacts, write_facts
 from assets.reporting import (
     FRAMES_FAILED,
     BothOutcome,
-    SchemaOf,
     Stored,
     column_schema,
     partition_check_spec,
@@ -115,8 +115,6 @@ SETTINGS_COLUMNS = ["data_root", "experiment", "benchmark", "run", "duration_s",
                     "pareto_optimal", "least_energy", "least_edp"]
 
 gpu_repetition_days = dg.DynamicPartitionsDefinition(name="gpu_repetition_days")
-#: Repetition keys listed in a day's metadata.
-REPETITIONS_SHOWN = 200
 
 
 class GpuHandOut(DayHandOut):
@@ -311,13 +309,6 @@ def repetition_days_of(source: GpuBenchmarkSource) -> DaysOf:
     return days_of
 
 
-def day_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
-    """What a day's partition of a per-repetition asset shows besides its rows: the
-    repetitions the run stored in it (the first :data:`REPETITIONS_SHOWN` keys)."""
-    return {"repetitions": dg.MetadataValue.int(len(done)),
-            "repetition_keys": dg.MetadataValue.json(sorted(done)[:REPETITIONS_SHOWN])}
-
-
 def validate_frames(run: RunDays, gpu_source: GpuBenchmarkSource, tables: Tables,
                     executor: Executor) -> dict[str, Outcome]:
     """Read, validate and store every repetition of the run, in ``executor``: repetition
@@ -372,38 +363,25 @@ def per_repetition_assets(context: dg.AssetExecutionContext, run: RunDays,
     events; returns day -> why, for each day that failed or was not computed, and the
     repetitions that failed."""
     selected = context.selected_asset_keys
-    failed_days: dict[str, str] = {}
-    skipped: dict[str, str] = {}  # repetition -> why its energy is not computed
-    bad: set[str] = set()
-
-    def report(outcomes: dict[str, Outcome], spec: dg.AssetCheckSpec, schema_of: SchemaOf
-               ) -> Any:
-        batch = run.batch(context, outcomes, schema_of, day_metadata, skipped,
-                          entry="repetition")
-        yield from batch.results(context, spec)
-        failed_days.update({day: why for day, why in batch.errors().items()
-                            if day not in failed_days})
-        errors = {key for key, outcome in outcomes.items() if isinstance(outcome, InputError)}
-        skipped.update(dict.fromkeys(errors, FRAMES_FAILED))
-        bad.update(errors)
+    days = DayReports(context, run, "repetition", FRAMES_FAILED)
 
     def energy_schema(name: str) -> pa.DataFrameSchema:
         return REPETITION_ENERGY_SCHEMA
 
     if {gpu_validated_frames.key, gpu_repetition_energy.key} <= selected:
         frames, energy, error = frames_and_energy(run, gpu_source, tables, executor, workers)
-        yield from report(frames, VALID_SPEC, frame_schema)
+        yield from days.report(frames, VALID_SPEC, frame_schema)
         if error is not None:
             raise error
-        yield from report(energy, COMPUTED_SPEC, energy_schema)
-        return failed_days, bad
+        yield from days.report(energy, COMPUTED_SPEC, energy_schema)
+        return days.failed_days, days.bad
     if gpu_validated_frames.key in selected:
-        yield from report(validate_frames(run, gpu_source, tables, executor), VALID_SPEC,
-                          frame_schema)
+        yield from days.report(validate_frames(run, gpu_source, tables, executor), VALID_SPEC,
+                               frame_schema)
     if gpu_repetition_energy.key in selected:
-        yield from report(compute_energy(run, gpu_source, tables, skipped, executor),
-                          COMPUTED_SPEC, energy_schema)
-    return failed_days, bad
+        yield from days.report(compute_energy(run, gpu_source, tables, days.skipped, executor),
+                               COMPUTED_SPEC, energy_schema)
+    return days.failed_days, days.bad
 
 
 def stored_energy_keys(gpu_source: GpuBenchmarkSource, tables: Tables) -> list[str]:

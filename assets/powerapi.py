@@ -1,74 +1,92 @@
 """PowerAPI assets: from landed report files to windowed energy and ``energy_facts``.
 
-One dynamic partition per landed entry (``powerapi_reports``; key ``<landing
-name>/<entry name>``: one report file, or one folder of report files, see
-``resources/powerapi.py``), many per run. Like the GPU pipeline (see
-``assets/pipeline.py`` for why it is one step), ONE subsettable step,
+One dynamic partition per landing folder and UTC day of the entries' first report
+(``powerapi_days``, key ``<landing name>/<YYYY-MM-DD>``; ``joulehouse.powerapi.days``): a
+landing folder's decade is 3,650 partitions, where one per landed entry passed Dagster's
+100,000 within a year at a centre's rate (docs/ARCHITECTURE.md, "Partitions over a
+decade"). The landing sensor (``sensors/powerapi.py``) names the entries it hands out per
+day in the run config (:class:`PowerapiHandOut`): a run processes those alone; a day of
+the run that names none (a backfill, a materialization from the UI, the weekly
+re-validation) is read whole: every entry of its landing folder whose day it is.
+Everything stored stays keyed per entry (``<landing name>/<entry name>``: one report file,
+or one folder of report files, see ``resources/powerapi.py``): the pieces and their
+progress, each entry's own energy, ``left_out``, the window table's holders. Like the GPU
+pipeline (see ``assets/pipeline.py`` for why it is one step), ONE subsettable step,
 ``powerapi_pipeline``, computes the selected assets of a run:
 
-1. ``powerapi_validated_frames``: what is new in each partition's report
-   files read and validated, and stored as a new piece of the partition
-   (``counters``, ``rapl_energy`` and ``power_reports``, a kind the entry
-   lacks stored empty) with how far each file was read
-   (``joulehouse/powerapi/stream.py``): a file that keeps growing is read on
-   from where its complete reports ended, never again from its start; one
-   cut, rotated or rewritten is read whole again, and its new first piece
-   replaces the earlier ones. A bad file fails the check ``pandera_valid``
-   of its partition, naming file and line, and stores nothing;
-2. ``powerapi_report_energy``: each partition's own windowed energy;
+1. ``powerapi_validated_frames``: what is new in each entry's report files read and
+   validated, and stored as a new piece of the entry (``counters``, ``rapl_energy`` and
+   ``power_reports``, a kind the entry lacks stored empty) with how far each file was
+   read (``joulehouse/powerapi/stream.py``): a file that keeps growing is read on from
+   where its complete reports ended, never again from its start; one cut, rotated or
+   rewritten is read whole again, and its new first piece replaces the earlier ones. A
+   bad file stores nothing for its entry and fails its day, whose check ``pandera_valid``
+   names the file and line (``assets/blocks.py``); the day's other entries are stored;
+2. ``powerapi_report_energy``: each entry's own windowed energy, reported per day;
 3. ``powerapi_window_energy``: the whole-source table, kept per sensor
-   (``joulehouse/powerapi/windows.py``): the sensors of the run's partitions are
-   recomputed from the stored RAPL and power reports of every registered
-   partition holding them (a window may straddle two files, and the
-   measurement and the estimates usually come from different files); a report
-   stored by two partitions (one data set landed in two forms) counts once; a
-   run without partitions rebuilds every sensor;
+   (``joulehouse/powerapi/windows.py``): the sensors of the run's entries are
+   recomputed from the stored RAPL and power reports of every stored entry still in its
+   landing folder holding them (a window may straddle two files, and the measurement
+   and the estimates usually come from different files); a report stored by two entries
+   (one data set landed in two forms) counts once; a run without partitions rebuilds
+   every sensor from the stored entries still landed (``landing.still_landed``: a
+   removed file leaves the tables, a landing folder that cannot be listed or lists
+   nothing keeps its own);
 4. ``energy_facts/powerapi``: the recomputed sensors' rows in ``energy_facts``
    (every row, synced, after a rebuild);
 
-then, if any partition failed, the step fails last (``assets/reporting.py``).
-What an input of a partition left out (a report cut short in a quiet file, RAPL
-energy of a target that is not machine-level, power reports of one timestamp:
-``joulehouse/leftout.py``) makes that partition's check of 1. or 2. a WARN, and
-is stored in the warehouse table ``left_out`` (partitions
-``powerapi/read/<key>`` and ``powerapi/energy/<key>``).
-The per-partition work of 1. and 2. runs in the ``workers`` resource's
-processes (``resources/workers.py``); only what each partition stored comes
-back to the step.
-In a run without partitions with no registered partition stored (and none failed)
-the tables are emptied where the window table exists (every partition was deleted from
-Dagster: no row stays that a rebuild would not write); where it does not, nothing was
-ever landed, and the step raises a ``Failure`` saying so.
+then, if any day failed, the step fails last (``assets/reporting.py``).
+What an entry left out (a report cut short in a quiet file, RAPL energy of a target that
+is not machine-level, power reports of one timestamp: ``joulehouse/leftout.py``) makes
+its day's check of 1. or 2. a WARN, and is stored in the warehouse table ``left_out``
+(partitions ``powerapi/read/<entry key>`` and ``powerapi/energy/<entry key>``).
+The per-entry work of 1. and 2. runs in the ``workers`` resource's processes
+(``resources/workers.py``); only what each entry stored comes back to the step.
+In a run without partitions with no stored entry still landed (and none failed) the
+tables are emptied where the window table exists (every entry was removed: no row stays
+that a rebuild would not write); where it does not, nothing was ever landed, and the
+step raises a ``Failure`` saying so.
 """
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from concurrent.futures import Executor
 from pathlib import Path
+from typing import Any, ClassVar
 
 import dagster as dg
 import pandas as pd
 
+from assets.blocks import (
+    ENTRIES_SHOWN,
+    DayHandOut,
+    DayReports,
+    RunDays,
+    block_outcomes,
+    entries_metadata,
+    hand_out_field,
+    run_entries,
+)
 from assets.facts import write_facts, write_owned_facts
 from assets.gpu import TABLE_AUTOMATION, TABLES_POOL
 from assets.reporting import (
+    FRAMES_FAILED,
     STEP_RETRY,
-    PartitionBatch,
     Stored,
     backfills,
     failure,
-    frames_then_energy,
     partition_check_spec,
-    partition_count,
     run_partitions,
     table_metadata,
     verdict,
 )
 from joulehouse import entry_table
 from joulehouse.facts_entries import Ownership
+from joulehouse.landing import StillLanded, still_landed
 from joulehouse.leftout import store_left_out
 from joulehouse.plots import Series, lines_png, markdown_image
 from joulehouse.powerapi import schemas, windows
+from joulehouse.powerapi.days import start_day
 from joulehouse.powerapi.energy import (
     FACTS_SOURCE,
     energy_facts_rows,
@@ -76,6 +94,7 @@ from joulehouse.powerapi.energy import (
     sensor_input,
     window_energy,
 )
+from joulehouse.powerapi.landing import report_entry_files
 from joulehouse.powerapi.stream import FRAME_SCHEMAS, ReportStore
 from joulehouse.powerapi.windows import WINDOW_TABLE, combined
 from joulehouse.validation import empty_frame
@@ -92,33 +111,46 @@ COMPUTED_CHECK = "energy_computed"
 PLOTS_SHOWN = 10
 TAGS = {"source": "powerapi"}
 
-powerapi_reports = dg.DynamicPartitionsDefinition(name="powerapi_reports")
+powerapi_days = dg.DynamicPartitionsDefinition(name="powerapi_days")
+
+
+class PowerapiHandOut(DayHandOut):
+    """The report entries the landing sensor handed out, by day partition (``DayHandOut``)."""
+
+    OP: ClassVar[str] = "powerapi_pipeline"
+    entries: dict[str, list[str]] = hand_out_field(
+        "the keys (<landing name>/<entry name>) of the report files, or folders of them,")
+
 
 powerapi_report_files = dg.AssetSpec(
     "powerapi_report_files",
     description=(
         "PowerAPI report files as they landed: hwpc-sensor's HWPC reports (JSON, JSON lines, "
         "MongoDB exports, CSV per group) and formulas' power reports (CSV, JSON, JSON lines), "
-        "one file or one folder of them per partition. Found by the landing sensor once no "
-        "file changed for the quiet period, or, for a file still growing, once it grew by "
-        "the source's grown_bytes since it was last handed out."
+        "entries of one file or one folder of them, one partition per landing folder and UTC "
+        "day of the entries' first report. Found by the landing sensor once no file of an "
+        "entry changed for the quiet period, or, for a file still growing, once it grew by "
+        "the source's grown_bytes since it was last handed out; one materialization per day "
+        "per tick that handed out entries of it (metadata 'entries': their keys and "
+        "fingerprints; data version: a digest of them)."
     ),
-    group_name=GROUP, partitions_def=powerapi_reports, kinds={"json", "csv"}, tags=TAGS,
+    group_name=GROUP, partitions_def=powerapi_days, kinds={"json", "csv"}, tags=TAGS,
 )
 
-PER_PARTITION = {"group_name": GROUP, "partitions_def": powerapi_reports, "skippable": True,
+#: What the per-day assets share: no materialization for a day that failed.
+PER_PARTITION = {"group_name": GROUP, "partitions_def": powerapi_days, "skippable": True,
                  "tags": TAGS}
 
 powerapi_validated_frames = dg.AssetSpec(
     "powerapi_validated_frames",
     description=(
-        "The new reports of a partition's files read and validated with pandera: counters "
+        "The new reports of each entry's files read and validated with pandera: counters "
         "in long form, RAPL energy per tick and socket (J, value x 2^-32) and power reports "
-        "(W), UTC; stored as a new piece of the partition (one Parquet file per frame under "
+        "(W), UTC; stored as a new piece of the entry (one Parquet file per frame under "
         "powerapi_validated_frames/), a growing file read on from where its complete reports "
-        "ended (rows: this run's piece), one cut or rewritten read whole again. A bad file fails "
-        "the check 'pandera_valid' of its partition, naming file and line; what was stored "
-        "before stays, and the other partitions of the run go on."
+        "ended (rows: this run's pieces), one cut or rewritten read whole again. A bad file "
+        "fails its day's check 'pandera_valid', naming file and line; what was stored for "
+        "its entry before stays, and the day's other entries go on."
     ),
     **PER_PARTITION, deps=[powerapi_report_files], kinds={"pandas", "parquet", "pandera"},
 )
@@ -126,8 +158,10 @@ powerapi_validated_frames = dg.AssetSpec(
 powerapi_report_energy = dg.AssetSpec(
     "powerapi_report_energy",
     description=(
-        "The windowed energy of one partition's reports alone: measured (RAPL of the "
-        "machine-level target: 'all', 'system' or the setting) and estimated (power x tick) J per sensor, target, component and window."
+        "The windowed energy of each entry's reports alone: measured (RAPL of the "
+        "machine-level target: 'all', 'system' or the setting) and estimated (power x "
+        "tick) J per sensor, target, component and window; one Parquet partition per entry, "
+        "a day's metadata names the entries the run computed in it."
     ),
     **PER_PARTITION, deps=[powerapi_validated_frames],
     automation_condition=dg.AutomationCondition.eager(), kinds={"pandas", "parquet"},
@@ -138,10 +172,10 @@ WHOLE_TABLE = {"automation_condition": TABLE_AUTOMATION, "skippable": True}
 powerapi_window_energy = dg.AssetSpec(
     "powerapi_window_energy",
     description=(
-        "Energy per sensor, target, component and window over every stored partition: the "
+        "Energy per sensor, target, component and window over every stored entry: the "
         "measured RAPL energy (the machine-level target) and each cgroup's estimated energy as separate "
         "rows, with the sum of the estimates and its relative error against the measurement "
-        "per window. A report landed in two partitions counts once. Metadata: measured "
+        "per window. A report landed in two entries counts once. Metadata: measured "
         "against estimated power over time."
     ),
     group_name=GROUP, deps=[powerapi_validated_frames], **WHOLE_TABLE, tags=TAGS,
@@ -161,40 +195,42 @@ powerapi_energy_facts = dg.AssetSpec(
 )
 
 VALID_SPEC = partition_check_spec(
-    powerapi_validated_frames.key, VALID_CHECK, powerapi_reports,
-    "Every report file of the partition parses and passes its pandera schema (one result "
-    "per partition; a failed one names file and line).")
+    powerapi_validated_frames.key, VALID_CHECK, powerapi_days,
+    "Every report file of every entry of the day processed in the run parses and passes "
+    "its pandera schema (one result per day; a failed one names each failed entry, the "
+    "first with file and line, and their energy in the same run is skipped).")
 COMPUTED_SPEC = partition_check_spec(
-    powerapi_report_energy.key, COMPUTED_CHECK, powerapi_reports,
-    "The partition's windowed energy was computed and stored (one result per partition; "
-    "not computed when its frames failed in the same run).")
+    powerapi_report_energy.key, COMPUTED_CHECK, powerapi_days,
+    "The windowed energy of every entry of the day processed in the run was computed and "
+    "stored (one result per day; not computed when an entry's frames failed in the same "
+    "run).")
+
+#: What a day's partition shows of the entries the run stored in it (``entries``,
+#: ``entry_keys``).
+DAY_ENTRIES = entries_metadata("entry", "entries")
 
 
 def store_piece(tables: Tables, key: str, path: Path, now: float, quiet_s: float,
                 timezone: str, epoch_zone: str | None) -> Stored:
-    """Read what is new in one partition's files, validate it and store it as a piece
-    (a worker's task: picklable arguments, no Dagster); its metadata says how it was read
-    and its rows are those of the piece."""
+    """Read what is new in one entry's files, validate it and store it as a piece (a
+    worker's task: picklable arguments, no Dagster); its metadata says how it was read
+    (``read``: whole or new reports only, ``generation``, ``pieces``, ``read_to_byte`` per
+    file) and its rows are those of the piece."""
     piece = ReportStore(tables).ingest(key, path, now=now, quiet_s=quiet_s, timezone=timezone,
                                        epoch_zone=epoch_zone)
     return Stored.of(
         piece.frames, piece.reports.left_out,
-        read=dg.MetadataValue.text("whole" if piece.whole else "new reports only"),
-        generation=dg.MetadataValue.int(piece.progress.generation),
-        pieces=dg.MetadataValue.int(piece.progress.pieces),
-        read_to_byte=dg.MetadataValue.json(
-            {name: read.read_to_byte for name, read in piece.progress.files.items()}))
+        read="whole" if piece.whole else "new reports only",
+        generation=piece.progress.generation, pieces=piece.progress.pieces,
+        read_to_byte={name: read.read_to_byte for name, read in piece.progress.files.items()})
 
 
-def validate_frames(context: dg.AssetExecutionContext, source: PowerapiSource,
-                    tables: Tables, executor: Executor) -> PartitionBatch:
-    """Read what is new in every partition of the run, validate it and store it as a piece
-    (``joulehouse.powerapi.stream``), in ``executor``."""
-    now = time.time()
-    return PartitionBatch.run(
-        context, store_piece, FRAME_SCHEMAS.get, executor=executor,
-        arguments=lambda key: (tables, key, source.resolve(key), now, source.quiet_period_s,
-                               source.timezone, source.epoch_zone))
+def frames_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
+    """What a day's validated-frames partition shows: the entries the run stored in it
+    and, for the first :data:`~assets.blocks.ENTRIES_SHOWN`, how each was read (``reads``:
+    entry -> :func:`store_piece`'s metadata)."""
+    return {**DAY_ENTRIES(day, done), "reads": dg.MetadataValue.json(
+        {key: done[key].metadata for key in sorted(done)[:ENTRIES_SHOWN]})}
 
 
 def stored_frame(tables: Tables, name: str, keys: list[str]) -> tuple[pd.DataFrame | None, int]:
@@ -205,9 +241,9 @@ def stored_frame(tables: Tables, name: str, keys: list[str]) -> tuple[pd.DataFra
 
 def store_report_energy(tables: Tables, key: str, entry: Path, window: str,
                         targets: tuple[str, ...]) -> Stored:
-    """Compute and store one partition's own windowed energy from its stored pieces, and
-    what it left out (each record's input: the entry, and the sensor), in place of the
-    earlier (a worker's task: picklable arguments, no Dagster)."""
+    """Compute and store one entry's own windowed energy from its stored pieces, and what
+    it left out (each record's input: the entry, and the sensor), in place of the earlier
+    (a worker's task: picklable arguments, no Dagster)."""
     rapl = stored_frame(tables, "rapl_energy", [key])[0]
     power = stored_frame(tables, "power_reports", [key])[0]
     table = window_energy(rapl, power, window, targets)
@@ -218,33 +254,49 @@ def store_report_energy(tables: Tables, key: str, entry: Path, window: str,
     return Stored.of({REPORT_ENERGY_TABLE: table}, records)
 
 
-def compute_energy(context: dg.AssetExecutionContext, source: PowerapiSource, tables: Tables,
-                   skip: dict[str, str], executor: Executor) -> PartitionBatch:
-    """Compute and store each partition's own windowed energy (but those in ``skip``), in
-    ``executor``."""
-    return PartitionBatch.run(
-        context, store_report_energy, lambda name: schemas.WINDOW_ENERGY_SCHEMA, skip=skip,
-        executor=executor, arguments=lambda key: (tables, key, source.resolve(key), source.window,
-                                                  source.targets))
+def per_entry_assets(context: dg.AssetExecutionContext, run: RunDays,
+                     source: PowerapiSource, tables: Tables, executor: Executor
+                     ) -> Generator[Any, None, tuple[dict[str, str], set[str]]]:
+    """The per-entry assets of the run's entries, each if selected: validated frames (what
+    is new in each entry, ``joulehouse.powerapi.stream``), then the own energy of the
+    entries whose frames did not fail here; each reported per day (``RunDays.batch``), in
+    ``executor``. Yields their events; returns day -> why, for each day that failed or was
+    not computed, and the entries that failed."""
+    selected = context.selected_asset_keys
+    days = DayReports(context, run, "entry", FRAMES_FAILED)
+    if powerapi_validated_frames.key in selected:
+        now = time.time()
+        yield from days.report(run_entries(run.entries, store_piece, lambda key: (
+            tables, key, source.resolve(key), now, source.quiet_period_s, source.timezone,
+            source.epoch_zone), executor), VALID_SPEC, FRAME_SCHEMAS.get, frames_metadata)
+    if powerapi_report_energy.key in selected:
+        yield from days.report(run_entries(run.entries, store_report_energy, lambda key: (
+            tables, key, source.resolve(key), source.window, source.targets), executor,
+            skip=days.skipped), COMPUTED_SPEC, lambda name: schemas.WINDOW_ENERGY_SCHEMA,
+            DAY_ENTRIES)
+    return days.failed_days, days.bad
 
 
-def stored_keys(context: dg.AssetExecutionContext, tables: Tables) -> list[str]:
-    """The registered partitions whose frames are stored (a partition whose latest version
-    failed keeps its last good frames), in table order."""
-    registered = set(context.instance.get_dynamic_partitions(powerapi_reports.name))
-    return [key for key in ReportStore(tables).stored_keys() if key in registered]
+def stored_keys(source: PowerapiSource, tables: Tables) -> list[str]:
+    """The entries whose frames are stored and that are still in their configured landing
+    folder, in table order (an entry whose latest read failed keeps its last good frames;
+    ``landing.still_landed``: a folder that cannot be listed, or lists nothing, keeps
+    every entry of it)."""
+    return still_landed(ReportStore(tables).stored_keys(), source.landings())
 
 
 def whole_tables(context: dg.AssetExecutionContext, tables: Tables, source: PowerapiSource,
-                 selected: set[dg.AssetKey]) -> Iterator[dg.MaterializeResult]:
-    """Recompute the window rows of the sensors of the run's partitions (every sensor in a
-    run without partitions) and write them and their facts, then settle which partition
-    holds which sensor (``joulehouse/powerapi/windows.py``)."""
+                 selected: set[dg.AssetKey], touched: list[str] | None
+                 ) -> Iterator[dg.MaterializeResult]:
+    """Recompute the window rows of the sensors of the run's entries ``touched`` (every
+    sensor in a run without partitions: None) from the stored entries still landed
+    (``landing.StillLanded``: each landing folder listed once, the stored entries not) and
+    write them and their facts, then settle which entry holds which sensor
+    (``joulehouse/powerapi/windows.py``)."""
     refreshed = None
     if powerapi_window_energy.key in selected:
-        refreshed = windows.refresh(
-            tables, set(context.instance.get_dynamic_partitions(powerapi_reports.name)),
-            run_partitions(context), source.window, source.targets)
+        refreshed = windows.refresh(tables, StillLanded(source.landings()), touched,
+                                    source.window, source.targets)
         yield window_table(tables, refreshed)
     if powerapi_energy_facts.key in selected:
         yield facts(context, tables, source.targets, refreshed)
@@ -341,23 +393,31 @@ with backfills() as single_run:
         pool=TABLES_POOL,
         description="The PowerAPI pipeline in one step; see assets/powerapi.py.",
     )
-    def powerapi_pipeline(context: dg.AssetExecutionContext, powerapi_source: PowerapiSource,
-                          warehouse: Warehouse, workers: StepWorkers) -> Iterator:
+    def powerapi_pipeline(context: dg.AssetExecutionContext, config: PowerapiHandOut,
+                          powerapi_source: PowerapiSource, warehouse: Warehouse,
+                          workers: StepWorkers) -> Iterator:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
-        with workers.pool(partition_count(context)) as executor:
-            failed = yield from frames_then_energy(
-                context, lambda: validate_frames(context, powerapi_source, tables, executor),
-                VALID_SPEC,
-                lambda skip: compute_energy(context, powerapi_source, tables, skip, executor),
-                COMPUTED_SPEC)
+        run = RunDays.of_landings(
+            context, config, powerapi_source.landings(), report_entry_files,
+            start_day(powerapi_source.timezone, powerapi_source.epoch_zone), "PowerAPI")
+        partitioned = run_partitions(context) is not None
+        with workers.pool(len(run.keys) if partitioned else None) as executor:
+            failed, bad = yield from per_entry_assets(context, run, powerapi_source, tables,
+                                                      executor)
+        if powerapi_validated_frames.key in selected:  # only a run that read the entries
+            yield from block_outcomes(powerapi_report_files.key, run.entries, bad)
         if selected & {powerapi_window_energy.key, powerapi_energy_facts.key}:
-            if (run_partitions(context) is not None or stored_keys(context, tables)
-                    or entry_table.is_entry_table(tables, WINDOW_TABLE)):
-                yield from whole_tables(context, tables, powerapi_source, selected)
+            if partitioned:
+                if run.keys:  # a day of no entry touches no sensor
+                    yield from whole_tables(context, tables, powerapi_source, selected,
+                                            run.keys)
+            elif (stored_keys(powerapi_source, tables)
+                  or entry_table.is_entry_table(tables, WINDOW_TABLE)):
+                yield from whole_tables(context, tables, powerapi_source, selected, None)
             elif not failed:
                 raise verdict("no PowerAPI report stored yet: materialize "
-                              "powerapi_validated_frames for a partition first")
+                              "powerapi_validated_frames for a day first")
         if failed:
             raise failure(len(context.partition_keys), failed)
 

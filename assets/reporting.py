@@ -38,7 +38,7 @@ those storages do not keep one), so the run must fail, and must fail last.
 import math
 import re
 import warnings
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -353,28 +353,6 @@ def left_out_check(spec: dg.AssetCheckSpec, records: list[LeftOut]) -> dg.AssetC
 
 #: Why a partition's energy is not computed in a run in which its frames failed.
 FRAMES_FAILED = "its validated frames failed in this run"
-
-
-def frames_then_energy(
-    context: dg.AssetExecutionContext,
-    validate: Callable[[], PartitionBatch], valid: dg.AssetCheckSpec,
-    compute: Callable[[Mapping[str, str]], PartitionBatch], computed: dg.AssetCheckSpec,
-) -> Generator[Any, None, dict[str, str]]:
-    """A source step's per-partition assets, in order, each if selected: the validated
-    frames (``validate()``, reported with the check ``valid``), then the energy of every
-    partition whose frames did not fail here (``compute(skip)``, check ``computed``).
-    Yields their events; returns partition -> why, for each that failed or was skipped."""
-    selected = context.selected_asset_keys
-    failed: dict[str, str] = {}
-    if valid.asset_key in selected:
-        frames = validate()
-        yield from frames.results(context, valid)
-        failed |= frames.errors()
-    if computed.asset_key in selected:
-        energy = compute({key: FRAMES_FAILED for key in failed})
-        yield from energy.results(context, computed)
-        failed |= energy.errors()
-    return failed
 
 
 def verdict(description: str, metadata: Mapping[str, Any] | None = None) -> dg.Failure:

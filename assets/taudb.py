@@ -29,7 +29,7 @@ count, stored per set in the warehouse table ``left_out`` (partition
 ``powerapi_trials`` keeps one trial per PowerAPI sensor and UTC day, from the
 PowerAPI pipeline's stored tables (the window table
 ``powerapi_window_energy``, and every stored piece of the power reports of
-every registered partition through ``assets.powerapi.stored_frame``, a
+every stored entry still landed through ``assets.powerapi.stored_frame``, a
 report landed twice kept once). A day's fingerprint digests its
 windows' and power reports' values, so only the days that changed are
 rebuilt, each replacing its trial.
@@ -456,7 +456,8 @@ POWERAPI_TRIALS_AUTOMATION = TABLE_AUTOMATION & ~dg.AutomationCondition.any_deps
         "One TAUdb trial per PowerAPI sensor and UTC day (threads = targets, one timer per "
         "window, metrics = time and measured and estimated energy, user events = power and "
         "the estimates' error; docs/taudb-mapping.md), from the stored window table and "
-        "power reports of every registered partition (a report landed twice counts once). "
+        "power reports of every stored entry still landed (a report landed twice counts "
+        "once). "
         "Only the days whose windows or power reports changed are rebuilt; a rebuild "
         "replaces the day's trial. A window table stored empty loads nothing and succeeds."
     ),
@@ -473,7 +474,7 @@ def powerapi_trials(context: dg.AssetExecutionContext, powerapi_source: Powerapi
     if table.empty and not entry_table.is_entry_table(tables, POWERAPI_WINDOW_TABLE):
         raise verdict("no PowerAPI window energy stored yet: materialize "
                       "powerapi_window_energy")
-    keys = stored_keys(context, tables)
+    keys = stored_keys(powerapi_source, tables)
     power = stored_frame(tables, "power_reports", keys)[0]
     window = powerapi_source.window
     source = tables.location(POWERAPI_WINDOW_TABLE)

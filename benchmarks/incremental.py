@@ -189,7 +189,7 @@ def powerapi(base: Path) -> Source:
 
     source = PowerapiSource(landing_folders=[str(landing)], quiet_period_s=QUIET_S)
     return Source("powerapi", landing, write, fix, powerapi_sensor.SENSOR_NAME,
-                  powerapi_sensor.JOB_NAME, "powerapi_source", source, "powerapi_reports")
+                  powerapi_sensor.JOB_NAME, "powerapi_source", source, "powerapi_days")
 
 
 SOURCES = {"gpu": gpu, "clustercockpit": clustercockpit, "geopm": geopm, "powerapi": powerapi}

@@ -68,7 +68,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "tests")]
 from backfill import instance_config
 from machine import describe, load_average
 
-from assets.geopm import geopm_days, geopm_validated_frames
+from assets.geopm import GeopmHandOut, geopm_days, geopm_validated_frames
 from definitions import EXAMPLE_GEOPM_REPORTS, build_definitions
 from resources import DataRoot, GeopmReportSource, GpuBenchmarkSource, Warehouse
 from sensors.geopm import SENSOR_NAME
@@ -193,7 +193,7 @@ def sensor_tick(instance: dg.DagsterInstance, defs: dg.Definitions, source) -> t
     assert len(data.run_requests) == 1, data.run_requests
     [run] = data.run_requests
     assert run.tags["joulehouse/partitions"] == "1", run.tags  # the reports' one day
-    [handed] = run.run_config["ops"]["geopm_pipeline"]["config"]["reports"].values()
+    [handed] = GeopmHandOut.named_in(run.run_config).values()
     assert len(handed) == NEW, handed
     return {"wall_s": wall, "cpu_s": cpu, "evaluate_s": evaluated,
             "evaluate_cpu_s": evaluated_cpu, "apply_s": wall - evaluated,

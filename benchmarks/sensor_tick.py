@@ -252,7 +252,7 @@ def other_source(name: str, entries: int) -> tuple[str, str, str, dg.Configurabl
             landing_folders=[str(folder)], quiet_period_s=QUIET_S)
     folder = landing(DATA / f"powerapi-landing-{LANDING_RATE}-a-s-{entries}", EXAMPLE_POWERAPI / "power.jsonl",
                      entries)
-    return POWERAPI_SENSOR, "powerapi_reports", "powerapi_source", PowerapiSource(
+    return POWERAPI_SENSOR, "powerapi_days", "powerapi_source", PowerapiSource(
         landing_folders=[str(folder)], quiet_period_s=QUIET_S)
 
 

@@ -46,6 +46,8 @@ from joulehouse.geopm.layout import identify_report
 from joulehouse.gpu.days import repetition_day_key
 from joulehouse.landing import read_landed_item
 from joulehouse.landing_days import item_day_key
+from joulehouse.powerapi.days import start_day as powerapi_start_day
+from joulehouse.powerapi.landing import report_entry_files
 from joulehouse.taudb.days import profile_set_start_day
 from joulehouse.taudb.landing import profile_set_files
 from tests.dagster.webserver import statuses
@@ -432,8 +434,9 @@ def exactly_once(stack: Stack, landed: list[Landed]) -> dict:
 
 def bad_partition(row: Landed) -> str:
     """The partition key a bad entry fails (as the UI names it); a GPU repetition's is its
-    data root's day, a GEOPM report's and a TAU profile set's its landing day, read from the entry as its sensor reads it (the
-    soak's GEOPM source keeps the default timezone, UTC; a bad set, cut before its
+    data root's day, a GEOPM report's, a TAU profile set's and a PowerAPI entry's its landing
+    day, read from the entry as its sensor reads it (the soak's GEOPM and PowerAPI sources
+    keep the default timezone, UTC, and no epoch zone; a bad set, cut before its
     Starting Timestamp: the UTC day its profile was cut)."""
     path = Path(row.entry)
     key = f"{path.parent.name}/{path.name}"
@@ -441,9 +444,11 @@ def bad_partition(row: Landed) -> str:
         return JobRef.from_path(path.parents[3], path).block
     if row.source == "gpu-benchmark":  # its data root's day (the soak's root: zone UTC)
         return repetition_day_key(row.entity.split("/", 1)[0], path, "UTC")
-    if row.source in ("geopm", "tau"):
-        identify, start = ((identify_report, start_day("UTC")) if row.source == "geopm"
-                           else (profile_set_files, profile_set_start_day))
+    if row.source in ("geopm", "tau", "powerapi"):
+        identify, start = {"geopm": (identify_report, start_day("UTC")),
+                           "tau": (profile_set_files, profile_set_start_day),
+                           "powerapi": (report_entry_files, powerapi_start_day("UTC", None)),
+                           }[row.source]
         item = read_landed_item(path, key, identify)
         return key if item is None else item_day_key(item, start)  # None: gone, or not one
     return key

@@ -61,11 +61,14 @@ from backfill import (
 from machine import describe
 
 from assets.geopm import HOST_TABLE, geopm_days, geopm_host_energy
-from assets.powerapi import WINDOW_TABLE, powerapi_report_energy, powerapi_reports
+from assets.powerapi import WINDOW_TABLE, powerapi_days, powerapi_report_energy
 from definitions import EXAMPLE_GEOPM_REPORTS, EXAMPLE_POWERAPI, defs
-from joulehouse.geopm.days import report_day
+from joulehouse.geopm.days import start_day as geopm_start_day
 from joulehouse.geopm.layout import identify_report
-from joulehouse.landing_days import day_key
+from joulehouse.landing import Identify
+from joulehouse.landing_days import StartDay, day_key, entry_day
+from joulehouse.powerapi.days import start_day as powerapi_start_day
+from joulehouse.powerapi.landing import report_entry_files
 from joulehouse.warehouse import Warehouse as Tables
 from sensors.geopm import JOB_NAME as GEOPM_JOB
 from sensors.powerapi import JOB_NAME as POWERAPI_JOB
@@ -124,25 +127,22 @@ class Source:
         return folder
 
 
-def entry_keys(folder: Path) -> list[str]:
-    """One partition per entry: ``<landing name>/<entry>``."""
-    return [f"{folder.name}/{entry.name}" for entry in sorted(folder.iterdir())]
-
-
-def day_keys(folder: Path) -> list[str]:
-    """GEOPM's partitions: the days of the reports' starts (``joulehouse.geopm.days``)."""
-    return sorted({day_key(folder.name, report_day(entry, "UTC"))
-                   for entry in folder.iterdir() if identify_report(entry)})
+def day_keys(identify: Identify, start: StartDay) -> Callable[[Path], list[str]]:
+    """A source's partitions of a landing folder: the days of its entries (those
+    ``identify`` tells) as ``start`` dates them, else by mtime (``landing_days.entry_day``)."""
+    return lambda folder: sorted({day_key(folder.name, entry_day(entry, start))
+                                  for entry in folder.iterdir() if identify(entry)})
 
 
 SOURCES = {
     "geopm": Source("geopm", geopm_landing, geopm_days.name, GEOPM_JOB,
                     "JOULEHOUSE_GEOPM_LANDING", geopm_host_energy.key, HOST_TABLE,
-                    ["report", "host", "section", "region"], day_keys),
-    "powerapi": Source("powerapi", powerapi_landing, powerapi_reports.name, POWERAPI_JOB,
+                    ["report", "host", "section", "region"],
+                    day_keys(identify_report, geopm_start_day("UTC"))),
+    "powerapi": Source("powerapi", powerapi_landing, powerapi_days.name, POWERAPI_JOB,
                        "JOULEHOUSE_POWERAPI_LANDING", powerapi_report_energy.key, WINDOW_TABLE,
                        ["sensor", "target", "component", "window_start", "method"],
-                       entry_keys),
+                       day_keys(report_entry_files, powerapi_start_day("UTC", None))),
 }
 
 

@@ -128,8 +128,8 @@ class Landing(Source):
     SETTINGS_ENV: ClassVar[Mapping[str, str]] = QUIET_ENV
 
 
-def _landing_fields(resource: type[LandingFolders], what: str,
-                    keys: str = "<folder name>/<entry name>") -> type[Declaration]:
+def _landing_fields(resource: type[LandingFolders], what: str, keys: str
+                    ) -> type[Declaration]:
     """The fields of one landing folder of ``resource``: the folder (its partition ``keys``),
     the kind's settings."""
     return model_of(f"{resource.__name__}LandingFields", f"A {what} landing folder's fields.",
@@ -158,7 +158,9 @@ class GeopmLanding(_landing_fields(GeopmReportSource, "GEOPM reports",
     SETTINGS_ENV: ClassVar[Mapping[str, str]] = {**QUIET_ENV, "timezone": geopm.TIMEZONE_ENV}
 
 
-class PowerapiLanding(_landing_fields(PowerapiSource, "PowerAPI report files"), Landing):
+class PowerapiLanding(_landing_fields(PowerapiSource, "PowerAPI report files",
+                                      "<folder name>/<YYYY-MM-DD>, the UTC day of each "
+                                      "entry's first report"), Landing):
     """A folder where PowerAPI report files (or folders of them) land."""
 
     RESOURCE_KEY: ClassVar[str] = "powerapi_source"

@@ -201,7 +201,7 @@ def taudb_trials(warehouse: Path) -> pd.DataFrame:
 
 
 def powerapi_summary(store: Warehouse) -> pd.DataFrame:
-    """PowerAPI energy per report file (partition), sensor, target, component and method
+    """PowerAPI energy per report entry (file or folder), sensor, target, component and method
     over all its windows (J, and mean W = energy / time), with the error of the sum of the
     cgroup estimates of all reports against the measurement, per sensor and component."""
     tables = store.tables()

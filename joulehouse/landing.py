@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Collection, Container, Iterable, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISLNK, S_ISREG
@@ -79,6 +79,40 @@ class LandedItem:
 def landing_of(key: str) -> str:
     """The landing folder's name in an entry's ``key`` (``<landing name>/<entry name>``)."""
     return key.rpartition("/")[0]
+
+
+class StillLanded:
+    """Whether an entry key's entry is still in its configured landing folder (``folders``:
+    name -> path; ``key in still``): what a source's tables are kept in line with. An entry
+    removed from its folder, or of a folder no longer configured, is not; a folder that
+    cannot be listed, or lists nothing at all while entries of it are stored (an NFS mount
+    point not mounted is such an empty folder), keeps every entry of it. Each folder is
+    listed once, when first asked about."""
+
+    def __init__(self, folders: Mapping[str, os.PathLike[str] | str]) -> None:
+        self.folders = folders
+        self._names: dict[str, set[str] | None] = {}  # landing -> its entries; None: all kept
+
+    def __contains__(self, key: object) -> bool:
+        landing = landing_of(str(key))
+        if landing not in self._names:
+            try:
+                listed = (set(os.listdir(self.folders[landing])) if landing in self.folders
+                          else set())
+            except OSError:
+                listed = None
+            self._names[landing] = None if landing in self.folders and not listed else listed
+        present = self._names[landing]
+        return present is None or str(key).rpartition("/")[2] in present
+
+
+def still_landed(keys: Sequence[str], folders: Mapping[str, os.PathLike[str] | str]
+                 ) -> list[str]:
+    """The entry ``keys`` whose entry is still in its configured landing folder, in order
+    (:class:`StillLanded`): what a run without partitions brings a source's tables in line
+    with. One listing per landing folder."""
+    still = StillLanded(folders)
+    return [key for key in keys if key in still]
 
 
 def _stat(path: Path) -> tuple[os.stat_result, float]:

@@ -1,5 +1,5 @@
 """Entries of landing folders grouped per landing folder and UTC day: the blocks a source
-hands them out in (GEOPM reports, TAU profile sets).
+hands them out in (GEOPM reports, TAU profile sets, PowerAPI report entries).
 
 Key ``<landing name>/<YYYY-MM-DD>`` (:func:`day_key`): 1,000 entries a day are 3,650 days
 in a decade, where one key per entry would be 3.65 M (docs/ARCHITECTURE.md, "Partitions

@@ -2,7 +2,7 @@
 remembers of them between ticks.
 
 A block is a partition that holds many of a source's entries (ClusterCockpit: a job-id
-block ``<cluster>/<jobId // 1000>`` of jobs; GEOPM and TAU profile sets: a landing
+block ``<cluster>/<jobId // 1000>`` of jobs; GEOPM, TAU profile sets and PowerAPI: a landing
 folder's UTC day of reports or sets), so the partition count stays bounded while the entries grow without bound
 (docs/ARCHITECTURE.md, "Partitions over a decade"). A sensor hands out the entries ready
 in a block as one materialization of the source's files asset for that block
@@ -14,7 +14,7 @@ in a block as one materialization of the source's files asset for that block
   (:meth:`BlockHandOuts.failed_blocks`), their latest hand-out's entries listed again
   with the block's next hand-out (:meth:`BlockHandOuts.handed_out`), so that they stay
   rechecked while the block fails;
-* GEOPM and TAU profile sets (:class:`BlockLandingSensor`), whose runs process the
+* GEOPM, TAU profile sets and PowerAPI (:class:`BlockLandingSensor`), whose runs process the
   entries named: each block's entries not known good (:meth:`BlockHandOuts.unsettled`: those the step's
   latest record of the block names as failed, from whichever run, and the whole
   previous hand-out when its run did not end in success and recorded nothing after it:
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
@@ -63,6 +63,37 @@ Entries = dict[str, str]
 StillThere = Callable[[Collection[str], "str | None"], Entries]
 
 
+@dataclass
+class TickRecords:
+    """The latest hand-out (a materialization of ``files``) and the latest outcome record
+    (an observation of it: ``assets/blocks.block_outcomes``) of each block a tick looks at,
+    each read at most once a tick, however many of :class:`BlockHandOuts`' questions
+    need it (a FAILED day's: its recheck, its entries not known good, the moved failures,
+    the cancelled runs' check). The tick writes none before it returns."""
+
+    instance: dg.DagsterInstance
+    files: dg.AssetKey
+    _hand_outs: dict[str, dg.EventLogRecord | None] = field(default_factory=dict)
+    _outcomes: dict[str, dg.EventLogRecord | None] = field(default_factory=dict)
+
+    def hand_out(self, block: str) -> dg.EventLogRecord | None:
+        """The latest hand-out of ``block``, if any."""
+        if block not in self._hand_outs:
+            self._hand_outs[block] = next(iter(self.instance.fetch_materializations(
+                self._of(block), limit=1).records), None)
+        return self._hand_outs[block]
+
+    def outcome(self, block: str) -> dg.EventLogRecord | None:
+        """The latest outcome record of ``block``, if any."""
+        if block not in self._outcomes:
+            self._outcomes[block] = next(iter(self.instance.fetch_observations(
+                self._of(block), limit=1).records), None)
+        return self._outcomes[block]
+
+    def _of(self, block: str) -> dg.AssetRecordsFilter:
+        return dg.AssetRecordsFilter(asset_key=self.files, asset_partitions=[block])
+
+
 @dataclass(frozen=True)
 class BlockHandOuts:
     """A source's blocks: their partitions, the files asset their hand-outs materialize
@@ -76,6 +107,10 @@ class BlockHandOuts:
     built: tuple[dg.AssetKey, ...]
     entries_metadata: str
 
+    def records(self, instance: dg.DagsterInstance) -> TickRecords:
+        """A tick's reads of its blocks' latest records (:class:`TickRecords`)."""
+        return TickRecords(instance, self.files)
+
     def registered(self, instance: dg.DagsterInstance) -> list[str]:
         """The registered blocks, in order (the whole key list: read once a tick)."""
         return list(instance.get_dynamic_partitions(self.partitions_def.name))
@@ -88,18 +123,18 @@ class BlockHandOuts:
                     asset, registered, self.partitions_def) or {}).items()
                 if state == dg.AssetPartitionStatus.FAILED}
 
-    def handed_out(self, instance: dg.DagsterInstance, blocks: Collection[str]
+    def handed_out(self, records: TickRecords, blocks: Collection[str]
                    ) -> dict[str, Entries]:
         """Block -> the entries its latest hand-out listed, with their fingerprints then,
         for each of ``blocks`` that has one."""
         entries: dict[str, Entries] = {}
         for block in sorted(blocks):
-            event = self._latest(instance, block)
+            event = records.hand_out(block)
             if event is not None:
                 entries[block] = self.listed(event.asset_materialization)
         return entries
 
-    def unsettled(self, instance: dg.DagsterInstance, blocks: Collection[str]
+    def unsettled(self, records: TickRecords, blocks: Collection[str]
                   ) -> dict[str, set[str]]:
         """Block -> its entries whose outcome is not known good, for each of ``blocks``
         (a source whose step records its blocks' :data:`~assets.blocks.FAILED_ENTRIES`,
@@ -114,13 +149,12 @@ class BlockHandOuts:
         entries: dict[str, set[str]] = {}
         for block in sorted(blocks):
             keys: set[str] = set()
-            outcome = next(iter(instance.fetch_observations(dg.AssetRecordsFilter(
-                asset_key=self.files, asset_partitions=[block]), limit=1).records), None)
+            outcome = records.outcome(block)
             if outcome is not None:
                 named = outcome.asset_observation.metadata.get(FAILED_ENTRIES)
                 keys |= set(named.value if named is not None else [])
-            handed = self._latest(instance, block)
-            run = handed and _run_of(instance, handed.asset_materialization)
+            handed = records.hand_out(block)
+            run = handed and _run_of(records.instance, handed.asset_materialization)
             if run is not None and not left_be(run) and (not run.is_finished or (
                     run.status != dg.DagsterRunStatus.SUCCESS
                     and (outcome is None or outcome.storage_id < handed.storage_id))):
@@ -129,7 +163,7 @@ class BlockHandOuts:
                 entries[block] = keys
         return entries
 
-    def moved_failures(self, instance: dg.DagsterInstance, registered: Sequence[str],
+    def moved_failures(self, records: TickRecords, registered: Sequence[str],
                        listing: Mapping[str, Entries], failed: set[str] | None = None
                        ) -> dict[str, set[str]]:
         """FAILED block -> its other failed entries, for each of the ``registered`` blocks
@@ -138,24 +172,23 @@ class BlockHandOuts:
         that it belongs to another block (a GEOPM report whose Start Time was wrong), whose
         old block stays FAILED until it is rechecked without it. One status query per
         built asset (none when the tick has them already: ``failed``, the
-        :meth:`failed_blocks` of ``registered``), and one record read per FAILED block,
-        when anything is handed out."""
+        :meth:`failed_blocks` of ``registered``), and the latest record of each FAILED
+        block, when anything is handed out (``records``: read once a tick)."""
         elsewhere = {key for entries in listing.values() for key in entries}
         if not elsewhere:
             return {}
         if failed is None:
-            failed = self.failed_blocks(instance, registered)
+            failed = self.failed_blocks(records.instance, registered)
         moved: dict[str, set[str]] = {}
         for block in sorted(failed - listing.keys()):
-            outcome = next(iter(instance.fetch_observations(dg.AssetRecordsFilter(
-                asset_key=self.files, asset_partitions=[block]), limit=1).records), None)
+            outcome = records.outcome(block)
             named = outcome and outcome.asset_observation.metadata.get(FAILED_ENTRIES)
             recorded = set(named.value) if named is not None else set()
             if recorded & elsewhere:
                 moved[block] = recorded - elsewhere
         return moved
 
-    def hand_out(self, instance: dg.DagsterInstance, fresh: Mapping[str, Entries],
+    def hand_out(self, records: TickRecords, fresh: Mapping[str, Entries],
                  cancelled: Mapping[str, dg.AssetMaterialization], still_there: StillThere,
                  registered: Sequence[str], run_key_prefix: str,
                  run_config: Callable[[Mapping[str, list[str]]], dict[str, Any]],
@@ -181,11 +214,11 @@ class BlockHandOuts:
                 fresh.setdefault(block, {}).update(there)
                 now |= there.keys()
         recheck: dict[str, Entries] = {}
-        for block, keys in self.unsettled(instance, fresh.keys()).items():
+        for block, keys in self.unsettled(records, fresh.keys()).items():
             recheck[block] = still_there(keys - now, block)
             now |= recheck[block].keys()
         listing = self.listing(fresh, recheck)
-        for block, keys in self.moved_failures(instance, registered, listing,
+        for block, keys in self.moved_failures(records, registered, listing,
                                                failed).items():
             listing[block] = still_there(keys - now, block)  # none: it passes
             now |= listing[block].keys()
@@ -196,21 +229,17 @@ class BlockHandOuts:
             run_config({block: sorted(entries) for block, entries in listing.items()}),
             tags, lambda run_key: self.metadata(listing, run_key))
 
-    def _latest(self, instance: dg.DagsterInstance, block: str) -> dg.EventLogRecord | None:
-        """The latest hand-out of ``block`` (a materialization of :attr:`files`)."""
-        return next(iter(instance.fetch_materializations(dg.AssetRecordsFilter(
-            asset_key=self.files, asset_partitions=[block]), limit=1).records), None)
-
     def listed(self, event: dg.AssetMaterialization) -> Entries:
         """The entries a hand-out ``event`` lists (none when it lists none)."""
         value = event.metadata.get(self.entries_metadata)
         return dict(value.value) if value is not None else {}
 
-    def cancelled(self, instance: dg.DagsterInstance, failed: set[str],
+    def cancelled(self, records: TickRecords, failed: set[str],
                   registered: Sequence[str]) -> dict[str, dg.AssetMaterialization]:
         """The blocks handed out to a run that was CANCELED, by key, with their hand-out
         (``partition_runs.cancelled_hand_outs``; ``failed``: rechecked instead)."""
-        return cancelled_hand_outs(instance, self.files, self.built[0], failed, registered)
+        return cancelled_hand_outs(records.instance, self.files, self.built[0], failed,
+                                   registered, records.hand_out)
 
     def listing(self, ready: Mapping[str, Entries], recheck: Mapping[str, Entries]
                 ) -> dict[str, Entries]:
@@ -261,12 +290,13 @@ class BlockLandingSensor(LandingSensor):
 
     def hand_out(self, instance: dg.DagsterInstance, ready: Sequence[LandedItem],
                  source: LandingFolders, registered: Callable[[], list[str]]) -> HandOut:
-        cancelled = self.blocks.cancelled(instance, set(), registered())
+        records = self.blocks.records(instance)  # each block's latest records, once a tick
+        cancelled = self.blocks.cancelled(records, set(), registered())
         fresh: dict[str, Entries] = {}
         for item in ready:
             fresh.setdefault(self.block_of(item, source), {})[item.key] = item.fingerprint
         return self.blocks.hand_out(
-            instance, fresh, cancelled, partial(self._still_there, source), registered(),
+            records, fresh, cancelled, partial(self._still_there, source), registered(),
             self.run_key_prefix, self.run_config)
 
     def _still_there(self, source: LandingFolders, keys: Collection[str],

@@ -78,8 +78,9 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     cursor = json.loads(tick.own or "{}")
     registered = BLOCKS.registered(context.instance)
     failed = BLOCKS.failed_blocks(context.instance, registered)
-    recheck = BLOCKS.handed_out(context.instance, failed)  # block -> job key -> fingerprint
-    cancelled = BLOCKS.cancelled(context.instance, failed, registered)
+    records = BLOCKS.records(context.instance)  # each block's latest records, once a tick
+    recheck = BLOCKS.handed_out(records, failed)  # block -> job key -> fingerprint
+    cancelled = BLOCKS.cancelled(records, failed, registered)
     states: dict[str, str] = {}
     ready: dict[str, dict[str, str]] = {  # block -> job key -> fingerprint
         block: BLOCKS.listed(event) for block, event in cancelled.items()}

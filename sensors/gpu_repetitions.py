@@ -71,6 +71,7 @@ from resources import DataRoot, GpuBenchmarkSource
 from sensors.blocks import (
     BlockHandOuts,
     Entries,
+    TickRecords,
     blocks_cursor,
     blocks_cursor_state,
     still_there_of,
@@ -107,8 +108,8 @@ def cursor_of(state: ScanState) -> str:
 UNKNOWN_FINGERPRINT = ""
 
 
-def failed_repetitions(instance: dg.DagsterInstance, failed: Collection[str],
-                       root: DataRoot) -> dict[str, str]:
+def failed_repetitions(records: TickRecords, failed: Collection[str], root: DataRoot
+                       ) -> dict[str, str]:
     """The repetitions of ``root`` not known good in its ``failed`` days (its FAILED ones:
     :meth:`BlockHandOuts.unsettled`), by key relative to the root, with the
     fingerprint their day's latest hand-out listed them with: what the scan fingerprints
@@ -117,10 +118,10 @@ def failed_repetitions(instance: dg.DagsterInstance, failed: Collection[str],
     hand-out listed it) is rechecked against :data:`UNKNOWN_FINGERPRINT`: it is handed
     out again once quiet, whatever changed, and then rechecked as the latest hand-out
     lists it."""
-    handed = BLOCKS.handed_out(instance, failed)
+    handed = BLOCKS.handed_out(records, failed)
     prefix = f"{root.key_prefix}/"
     return {key.removeprefix(prefix): handed.get(day, {}).get(key, UNKNOWN_FINGERPRINT)
-            for day, keys in BLOCKS.unsettled(instance, failed).items()
+            for day, keys in BLOCKS.unsettled(records, failed).items()
             for key in keys if key.startswith(prefix)}
 
 
@@ -149,12 +150,13 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
     prefix = f"{root.key_prefix}/"
     own = [day for day in registered if day.startswith(prefix)]
     failed = BLOCKS.failed_blocks(context.instance, own)  # once a tick
+    records = BLOCKS.records(context.instance)  # each day's latest records, once a tick
     cancelled = {day: event for day, event in BLOCKS.cancelled(
-        context.instance, set(), registered).items() if day.startswith(prefix)}
+        records, set(), registered).items() if day.startswith(prefix)}
     result = scan(root.path, scan_state(tick.own),
                   quiet_s=source.quiet_period_s, full_rescan_s=source.full_rescan_s,
                   max_repetitions=tick.cap,
-                  recheck=failed_repetitions(context.instance, failed, root))
+                  recheck=failed_repetitions(records, failed, root))
     for error in result.errors:
         context.log.warning(str(error))
     cut = bool(result.deferred or result.unlisted)
@@ -177,7 +179,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
             continue
         fresh.setdefault(day, {})[source.partition_key(root, ready.ref)] = ready.fingerprint
     hand_out = BLOCKS.hand_out(
-        context.instance, fresh, cancelled,
+        records, fresh, cancelled,
         lambda keys, day: still_there(source, root, keys, day), own, root.key_prefix,
         GpuHandOut.run_config_of, failed)
     if not hand_out.fingerprints:

@@ -185,7 +185,8 @@ def ready_run_request(
 
 
 def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built: dg.AssetKey,
-                        failed: set[str], existing: Collection[str]
+                        failed: set[str], existing: Collection[str],
+                        latest: Callable[[str], dg.EventLogRecord | None] | None = None
                         ) -> dict[str, dg.AssetMaterialization]:
     """The partitions handed out (their latest ``files`` materialization, whose metadata
     :data:`RUN_KEY_METADATA` names the run key asked for) whose run was CANCELED before
@@ -193,7 +194,9 @@ def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built:
     over the registered keys ``existing`` is in flight (:func:`run_in_flight`). Dagster
     marks a partition FAILED only for runs that FAILED, so the partitions of a cancelled
     run must be asked for again by their sensor (``failed``: keys left out, rechecked
-    instead). A run never launched (a test's tick) is no reason. Each cancel is undone
+    instead; ``latest(key)``: the latest ``files`` materialization record of a key, when
+    the tick reads it already, else read here). A run never launched (a test's tick) is
+    no reason. Each cancel is undone
     once at most: a cancelled retry (tagged :data:`RETRY_OF_TAG`, :func:`retry_request`)
     and a run tagged :data:`NO_RETRY_TAG` ``=true`` are left be.
 
@@ -214,8 +217,8 @@ def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built:
     for key, handed_at in instance.get_latest_storage_id_by_partition(files, kind).items():
         if key not in registered or handed_at <= built_at.get(key, -1) or key in failed:
             continue
-        record = instance.get_latest_data_version_record(files, is_source=False,
-                                                         partition_key=key)
+        record = latest(key) if latest is not None else (
+            instance.get_latest_data_version_record(files, is_source=False, partition_key=key))
         event = record and record.asset_materialization
         if event and RUN_KEY_METADATA in event.metadata:
             by_run.setdefault(event.metadata[RUN_KEY_METADATA].value, {})[key] = event
@@ -300,8 +303,9 @@ class LandingSensor:
     """What a sensor over landing folders is about: which entries of a folder are its own
     (``identify``: :func:`joulehouse.landing.find_landed`), the partitions they become, the
     source asset of their files, the job it asks for, and how an entry is called in the
-    tick's messages. Each entry is a partition of its own (:meth:`hand_out`; handed out in
-    blocks instead: ``sensors/blocks.BlockLandingSensor``)."""
+    tick's messages; its cursor and what a tick hands out are its subclass's
+    (``sensors/blocks.BlockLandingSensor``: entries handed out in blocks, every landing
+    source's since PowerAPI's moved to days)."""
 
     identify: Identify
     partitions_def: dg.DynamicPartitionsDefinition
@@ -312,18 +316,17 @@ class LandingSensor:
 
     def state(self, own: str | None) -> LandingState:
         """The landing state in the sensor's own cursor ``own``."""
-        return LandingState.from_json(own)
+        raise NotImplementedError
 
     def cursor(self, state: LandingState) -> str:
         """The sensor's own cursor holding ``state``."""
-        return state.to_json()
+        raise NotImplementedError
 
     def hand_out(self, instance: dg.DagsterInstance, ready: Sequence[LandedItem],
                  source: LandingFolders, registered: Callable[[], list[str]]) -> HandOut:
-        """The ``ready`` entries, each its own partition, fingerprint its own
-        (``registered()``: the registered keys, read once a tick when asked for)."""
-        return HandOut({item.key: item.fingerprint for item in ready}, len(ready),
-                       self.run_key_prefix)
+        """What the tick asks for, given the ``ready`` entries (``registered()``: the
+        registered keys, read once a tick when asked for)."""
+        raise NotImplementedError
 
     def evaluate(self, context: dg.SensorEvaluationContext, source: LandingFolders
                  ) -> dg.SensorResult:

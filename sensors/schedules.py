@@ -34,9 +34,7 @@ TIMEZONE = "UTC"
 DAILY_CRON = "0 2 * * *"
 WEEKLY_CRON = "0 4 * * 0"
 ROLLUP_DAY_TAG = "joulehouse/rollup_day"
-#: Partitions of one entry each (PowerAPI report files) re-validated per week.
-NEWEST_PARTITIONS = 500
-#: Day partitions (``joulehouse/landing_days.py``: GPU repetitions, GEOPM, TAU)
+#: Day partitions (``joulehouse/landing_days.py``: GPU repetitions, GEOPM, TAU, PowerAPI)
 #: re-validated per week: a week's.
 DAYS_REVALIDATED = 7
 #: The tag by which the run queue allows one run per source at a time (each source's job
@@ -76,7 +74,7 @@ def daily_rollups(assets: Iterable[dg.AssetsDefinition | dg.AssetSpec]) -> dg.Sc
 
 def weekly_revalidation(job: dg.UnresolvedAssetJobDefinition,
                         partitions: dg.DynamicPartitionsDefinition,
-                        newest: int = NEWEST_PARTITIONS) -> dg.ScheduleDefinition:
+                        newest: int) -> dg.ScheduleDefinition:
     """The weekly schedule running ``job`` over the ``newest`` last partitions of
     ``partitions`` (the job's partitions) in one run; skips while none is registered."""
 

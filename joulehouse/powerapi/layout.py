@@ -38,7 +38,9 @@ POWER_CSV_COLUMNS = ("timestamp", "sensor", "target", "power")
 #: File name PowerAPI 2.10.0 gives each sensor and target's power reports.
 POWER_REPORT_CSV = "PowerReport.csv"
 
-_PEEK_BYTES = 65536
+#: Bytes read of a file to tell what it is (and, for its day, its first report times:
+#: ``joulehouse/powerapi/days.py``).
+HEAD_BYTES = 65536
 _JSON_KEY = re.compile(rb'"(groups|power)"\s*:')
 #: A report file begins with a report (or an array of them, or ``{"reports": [``).
 _REPORT_START = re.compile(rb'^\s*(\[\s*)?(\{\s*"[^"]*"\s*:\s*\[\s*)?\{\s*"(_id|timestamp|sensor|target)"')
@@ -58,7 +60,7 @@ def classify(path: str | os.PathLike[str]) -> ReportFile:
     """The kind and encoding of one file, from its first bytes (InputError if empty)."""
     path = Path(path)
     with path.open("rb") as file:
-        head = file.read(_PEEK_BYTES)
+        head = file.read(HEAD_BYTES)
     text = head.lstrip()
     if not text:
         raise InputError(path, "empty file")

@@ -20,11 +20,16 @@ both from every stored registered partition. Either way the window table equals
 :func:`energy.window_energy` over every stored registered partition's frames together:
 a report stored by two partitions counts once there and here (both read every partition
 holding its sensor).
+
+A *partition* here is a landed entry (``<landing name>/<entry name>``: a Dagster partition
+of its own before the days, ``assets/powerapi.py``; the sensors table's column keeps the
+name), and the *registered* ones are the stored entries still current (still in their
+landing folder: ``assets.powerapi.stored_keys``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Container
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -76,7 +81,7 @@ def combined(name: str, frames: list[pd.DataFrame]) -> tuple[pd.DataFrame | None
     return validate(FRAME_SCHEMAS[name], once, f"{FRAMES_TABLE}/{name}"), len(frame) - len(once)
 
 
-def refresh(tables: Warehouse, registered: Collection[str], touched: Collection[str] | None,
+def refresh(tables: Warehouse, registered: Container[str], touched: Collection[str] | None,
             window: str, targets: tuple[str, ...]) -> Refreshed:
     """Recompute the window rows of the sensors of the partitions ``touched`` (None: every
     sensor) from every stored ``registered`` partition holding them and write them, one commit

@@ -11,7 +11,7 @@ import pytest
 from conftest import sleep_command
 from fake_nvml import true_energy_j
 
-from assets.gpu import ENERGY_TABLE
+from assets.gpu import ENERGY_TABLE, GpuHandOut
 from definitions import build_definitions
 from joulehouse.cli import main
 from joulehouse.gpu.days import repetition_day
@@ -50,7 +50,7 @@ def test_the_sensor_materializes_a_collected_repetition_not_a_killed_one(
         day = f"lab/{repetition_day(root / key.removeprefix('lab/'), 'UTC')}"
         assert list(instance.get_dynamic_partitions("gpu_repetition_days")) == [day]
         [request] = data.run_requests
-        assert request.run_config["ops"]["gpu_pipeline"]["config"]["repetitions"] == {
+        assert GpuHandOut.named_in(request.run_config) == {
             day: [key]}
         assert launch_in_process(defs.resolve_job_def(JOB_NAME), instance, request).success
     [experiment] = [row for _, row in warehouse.tables().read_partitions(

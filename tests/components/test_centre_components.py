@@ -75,7 +75,7 @@ def test_a_tree_with_several_instances_of_every_source_kind_loads_them_all(tmp_p
         "gpu_repetition_files", "tau_profile_files", "powerapi_report_files",
         "geopm_report_files", "cc_job_files")}
     assert sorted(partitions.values()) == ["cc_job_blocks", "geopm_days", "gpu_repetition_days",
-                                           "powerapi_reports", "tau_profile_days"]
+                                           "powerapi_days", "tau_profile_days"]
 
     resources = built.resources
     gpu = resources["gpu_source"]

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from sensors.local import launch_in_process, tick
-from sensors.partition_runs import RUN_KEY_TAG
+from sensors.partition_runs import RETRY_OF_TAG, RUN_KEY_METADATA, RUN_KEY_TAG
 
 
 class SourceRuns:
@@ -37,6 +37,25 @@ class SourceRuns:
             self.defs.resolve_job_def(self.job_name), run_config=request.run_config,
             tags={**request.tags, RUN_KEY_TAG: request.run_key, **tags})
         self.instance.report_run_canceled(run)
+
+    def cancelled_before_days(self, files: dg.AssetKey, entry: str, run_key: str) -> None:
+        """What an instance upgraded from one partition per entry holds: a hand-out of
+        ``entry`` (an old partition key) as a materialization of ``files`` whose run, of key
+        ``run_key``, was cancelled."""
+        self.instance.report_runless_asset_event(dg.AssetMaterialization(
+            files, partition=entry, metadata={RUN_KEY_METADATA: run_key}))
+        self.instance.report_run_canceled(self.instance.create_run_for_job(
+            self.defs.resolve_job_def(self.job_name), tags={RUN_KEY_TAG: run_key}))
+
+    def cancelled_and_retried(self) -> tuple[dg.RunRequest, dg.RunRequest]:
+        """The next tick's run request (no retry itself), cancelled, and the retry of it
+        that the tick after asks for."""
+        [request] = self.tick().run_requests
+        assert RETRY_OF_TAG not in request.tags
+        self.cancel(request)
+        [retry] = self.tick().run_requests
+        assert retry.tags[RETRY_OF_TAG] == request.run_key
+        return request, retry
 
     def partitions(self) -> list[str]:
         return list(self.instance.get_dynamic_partitions(self.partitions_def.name))

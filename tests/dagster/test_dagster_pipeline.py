@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from assets.blocks import FAILED_ENTRIES
-from assets.gpu import ENERGY_TABLE, SETTING_TABLE, VALID_CHECK, gpu_repetition_days
+from assets.gpu import ENERGY_TABLE, SETTING_TABLE, VALID_CHECK, GpuHandOut, gpu_repetition_days
 from definitions import build_definitions
 from joulehouse.gpu.generator import write_data_root
 from joulehouse.gpu.store import TABLE as FRAMES_TABLE
@@ -320,7 +320,7 @@ def test_repetitions_fixed_in_place_are_picked_up_next_tick_in_one_run(
     fixed = tick(sensor, instance, {"gpu_source": source}, idle.cursor)
     [again] = fixed.run_requests  # one run, exactly the two fixed repetitions
     assert again.tags[RANGE_START] == again.tags[RANGE_END] == DAY
-    assert again.run_config["ops"]["gpu_pipeline"]["config"]["repetitions"] == {DAY: bad}
+    assert GpuHandOut.named_in(again.run_config) == {DAY: bad}
     result = launch_in_process(job, instance, again)
     assert result.success
     status = instance.get_status_by_partition(FRAMES, [DAY], gpu_repetition_days)

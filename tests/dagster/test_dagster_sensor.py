@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.gpu import gpu_repetition_days
+from assets.gpu import GpuHandOut, gpu_repetition_days
 from definitions import build_definitions
 from joulehouse.gpu.layout import fingerprint
 from joulehouse.gpu.scan import ScanState, scan
@@ -45,18 +45,13 @@ class Ticker:
         return list(self.instance.get_dynamic_partitions(gpu_repetition_days.name))
 
 
-def handed_out(request: dg.RunRequest) -> dict[str, list[str]]:
-    """The repetitions a run request hands out, by day (its run config)."""
-    return request.run_config["ops"]["gpu_pipeline"]["config"]["repetitions"]
-
-
 def covered(ticker: Ticker, request: dg.RunRequest) -> list[str]:
     """The repetitions ``request`` hands out, sorted, after checking that its range covers
     exactly the days naming them."""
     order = ticker.partitions()
     start, end = request.tags[RANGE_START], request.tags[RANGE_END]
-    assert order[order.index(start):order.index(end) + 1] == sorted(handed_out(request))
-    return sorted(key for keys in handed_out(request).values() for key in keys)
+    assert order[order.index(start):order.index(end) + 1] == sorted(GpuHandOut.named_in(request.run_config))
+    return sorted(key for keys in GpuHandOut.named_in(request.run_config).values() for key in keys)
 
 
 def copy_repetition(root: Path, source_key: str, target_key: str) -> Path:
@@ -272,7 +267,7 @@ def test_repetitions_are_handed_out_in_the_days_they_started(sensor, instance, s
     settle()
     data = ticker()
     [request] = data.run_requests
-    assert handed_out(request) == {"lab/2021-02-03": ["lab/power-limit/bert/150W/5"],
+    assert GpuHandOut.named_in(request.run_config) == {"lab/2021-02-03": ["lab/power-limit/bert/150W/5"],
                                    "lab/2021-02-04": ["lab/power-limit/resnet/200W/5"]}
     assert ticker.partitions() == [DAY, "lab/2021-02-03", "lab/2021-02-04"]
     listed = {e.partition: e.metadata["repetitions"].value for e in data.asset_events}
@@ -292,5 +287,5 @@ def test_a_cursor_of_one_partition_per_repetition_is_not_taken(sensor, instance,
     ticker = Ticker(sensor, instance, source)
     ticker.cursor = paced(state.to_json(), Pace())
     [request] = ticker().run_requests
-    assert handed_out(request) == {DAY: ALL_KEYS}
+    assert GpuHandOut.named_in(request.run_config) == {DAY: ALL_KEYS}
     assert ticker().run_requests == []

@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.gpu import VALID_CHECK
+from assets.gpu import VALID_CHECK, GpuHandOut
 from definitions import build_definitions
 from resources import DataRoot, GpuBenchmarkSource, Warehouse
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
@@ -88,7 +88,7 @@ def test_the_ui_reads_the_bad_partition_failed_with_its_file_and_line_then_fixed
             fixed = tick(sensor, instance, {"gpu_source": source}, first.cursor)
             [again] = fixed.run_requests  # one run, the fixed repetition
             assert [event.partition for event in fixed.asset_events] == [BAD_DAY]
-            assert again.run_config["ops"]["gpu_pipeline"]["config"]["repetitions"] == {
+            assert GpuHandOut.named_in(again.run_config) == {
                 BAD_DAY: [BAD]}
             assert launch_in_process(job, instance, again, sensor.name).success
             for asset in ("gpu_validated_frames", "gpu_repetition_energy"):

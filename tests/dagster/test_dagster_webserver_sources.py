@@ -45,8 +45,7 @@ LEGACY = "geopmbench_1host.legacy.report"
 YAML = "fm_stream_dgemm_2host.yaml.report"
 GEOPM_KEYS = ["geopm/2019-05-30", "geopm/2020-04-01"]  # landing folder "geopm", by day
 GEOPM_BAD = "geopm/2020-04-01"  # the legacy report's day
-POWERAPI_KEYS = ["powerapi/hwpc-csv", "powerapi/power.jsonl",
-                 "powerapi/smartwatts_timeline.jsonl"]
+POWERAPI_KEYS = ["powerapi/2021-01-13"]  # landing folder "powerapi": its entries' one day
 CC_BLOCKS = ["emmy/1403", "fritz/398", "taurus/20639"]
 FRITZ = ["fritz/398764/1675954353", "fritz/398955/1675956725"]  # the bundled fritz jobs
 #: A third job of the block fritz/398, written as cc-backend writes a job (data.json.gz).
@@ -132,7 +131,7 @@ def test_the_ui_reads_each_landing_source_failed_alone_with_its_file_then_fixed(
         Source(powerapi.SENSOR_NAME, powerapi.JOB_NAME, "powerapi_source",
                PowerapiSource(landing_folders=[str(powerapi_landing)], quiet_period_s=QUIET_S),
                ("powerapi_validated_frames", "powerapi_report_energy"), VALID_CHECK,
-               POWERAPI_KEYS, "powerapi/power.jsonl", power),
+               POWERAPI_KEYS, POWERAPI_KEYS[0], power),
         Source(clustercockpit.SENSOR_NAME, clustercockpit.JOB_NAME, "cc_archive",
                ClusterCockpitArchive(archive_roots=[str(archive)], quiet_period_s=QUIET_S,
                                      full_rescan_s=None),
@@ -180,7 +179,7 @@ def test_the_ui_reads_each_landing_source_failed_alone_with_its_file_then_fixed(
                         "status"] == "SUCCEEDED", key
 
             # each source's files read as there ("100% filled"), the bad one's too
-            for files, count in (("geopm_report_files", 2), ("powerapi_report_files", 3),
+            for files, count in (("geopm_report_files", 2), ("powerapi_report_files", 1),
                                  ("cc_job_files", 3)):
                 assert statuses(port, files)["partitionStats"] == {
                     "numMaterialized": count, "numPartitions": count, "numFailed": 0}, files
@@ -199,17 +198,19 @@ def test_the_ui_reads_each_landing_source_failed_alone_with_its_file_then_fixed(
                     f"{GEOPM_BAD}: not computed, an earlier asset failed in this run for 1 "
                     "of its 1 report(s)"), asset
 
+            day = POWERAPI_KEYS[0]
             powerapi_check = check_execution(port, "powerapi_validated_frames", VALID_CHECK,
-                                             "powerapi/power.jsonl")["evaluation"]
-            assert powerapi_check["description"].startswith(
-                f"powerapi/power.jsonl: {power}:3: ")
+                                             day)["evaluation"]
+            assert powerapi_check["description"].startswith(f"{day}: {power}:3: ")
             assert powerapi_check["entries"]["line"] == 3
             assert powerapi_check["entries"]["field"] == "power"
-            assert powerapi_check["entries"]["error"] == "negative or missing power -0.531164"
-            assert check_execution(
-                port, "powerapi_report_energy", COMPUTED_CHECK, "powerapi/power.jsonl")[
+            assert powerapi_check["entries"]["error"] == (
+                f"negative or missing power -0.531164 (1 of 3 entry(s) of day {day} failed, "
+                "2 done)")
+            assert check_execution(port, "powerapi_report_energy", COMPUTED_CHECK, day)[
                 "evaluation"]["description"] == (
-                "powerapi/power.jsonl: not computed, its validated frames failed in this run")
+                f"{day}: not computed, its validated frames failed in this run for 1 of its 3 "
+                "entry(s)")
 
             # the block's check names the bad job's folder; its other jobs were read
             read = check_execution(port, "cc_block_tables", READ_CHECK, "fritz/398")[

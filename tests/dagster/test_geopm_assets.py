@@ -17,6 +17,7 @@ from assets.geopm import (
     HOST_TABLE,
     REGION_TABLE,
     REPORT_TABLE,
+    GeopmHandOut,
     geopm_days,
     geopm_energy_facts,
     geopm_host_energy,
@@ -102,7 +103,7 @@ def test_the_bundled_reports_materialize_in_one_run(pipeline):
     keys = [f"landing/{YAML}", f"landing/{LEGACY}"]  # sorted by file name
     assert pipeline.partitions() == DAYS
     assert (request.tags[RANGE_START], request.tags[RANGE_END]) == tuple(DAYS)
-    assert handed_out(request) == {DAY[YAML]: [keys[0]], DAY[LEGACY]: [keys[1]]}
+    assert GeopmHandOut.named_in(request.run_config) == {DAY[YAML]: [keys[0]], DAY[LEGACY]: [keys[1]]}
     result = pipeline.launch(request)
     assert result.success
 
@@ -212,11 +213,6 @@ def _observed(result) -> list[dg.AssetObservation]:
             if e.is_asset_observation and e.asset_key == geopm_report_files.key]
 
 
-def handed_out(request: dg.RunRequest) -> dict[str, list[str]]:
-    """The reports a run request hands out, by day (its run config)."""
-    return request.run_config["ops"]["geopm_pipeline"]["config"]["reports"]
-
-
 def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing):
     """A truncated report of the legacy report's day fails that day, named with its file and
     line; the day's good report and the other day are stored and reach the tables. Fixed
@@ -226,7 +222,7 @@ def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing)
     bad.write_text("".join(lines[:111]))  # the host's last line (memory HWM) missing
     settle()
     [request] = pipeline.tick().run_requests
-    assert handed_out(request)[DAY[LEGACY]] == ["landing/cut.report", f"landing/{LEGACY}"]
+    assert GeopmHandOut.named_in(request.run_config)[DAY[LEGACY]] == ["landing/cut.report", f"landing/{LEGACY}"]
     result = pipeline.launch(request)
     assert not result.success
     good = [f"landing/{YAML}", f"landing/{LEGACY}"]
@@ -261,7 +257,7 @@ def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing)
     settle()
     [fixed] = pipeline.tick().run_requests
     assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == DAY[LEGACY]
-    assert handed_out(fixed) == {DAY[LEGACY]: ["landing/cut.report"]}
+    assert GeopmHandOut.named_in(fixed.run_config) == {DAY[LEGACY]: ["landing/cut.report"]}
     assert fixed.run_key != request.run_key
     assert pipeline.launch(fixed).success
     assert set(pipeline.status(geopm_host_energy.key).values()) == {
@@ -283,7 +279,7 @@ def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing)
     shutil.copy(EXAMPLES / YAML, landing / "later.report")
     settle()
     [later] = pipeline.tick().run_requests
-    assert handed_out(later) == {DAY[YAML]: ["landing/later.report"]}
+    assert GeopmHandOut.named_in(later.run_config) == {DAY[YAML]: ["landing/later.report"]}
 
 
 def test_a_first_run_of_only_bad_reports_names_them(pipeline, landing):
@@ -295,7 +291,7 @@ def test_a_first_run_of_only_bad_reports_names_them(pipeline, landing):
     [request] = pipeline.tick().run_requests
     # no Start Time: the day of the file's mtime
     day = f"landing/{datetime.fromtimestamp(bad.stat().st_mtime, UTC):%Y-%m-%d}"
-    assert handed_out(request) == {day: ["landing/bad.report"]}
+    assert GeopmHandOut.named_in(request.run_config) == {day: ["landing/bad.report"]}
     result = pipeline.launch(request)
     assert not result.success
     [failure] = [e for e in result.all_events if e.is_step_failure]
@@ -317,7 +313,7 @@ def test_a_report_inside_its_quiet_period_waits(pipeline, landing):
     settle()
     [request] = pipeline.tick().run_requests
     assert request.tags[RANGE_START] == request.tags[RANGE_END] == DAY[YAML]
-    assert handed_out(request) == {DAY[YAML]: ["landing/young.report"]}
+    assert GeopmHandOut.named_in(request.run_config) == {DAY[YAML]: ["landing/young.report"]}
     assert pipeline.partitions() == [DAY[LEGACY], DAY[YAML]]  # its day moved to the end
 
 
@@ -336,7 +332,7 @@ def test_no_run_is_asked_for_while_one_of_its_own_is_in_flight_then_one_covers_b
     settle()
     [request] = pipeline.tick().run_requests
     assert request.tags[RANGE_START] == request.tags[RANGE_END] == DAY[LEGACY]
-    assert handed_out(request) == {DAY[LEGACY]: ["landing/first.report"]}
+    assert GeopmHandOut.named_in(request.run_config) == {DAY[LEGACY]: ["landing/first.report"]}
     shutil.copy(EXAMPLES / YAML, landing / "second.report")
     shutil.copy(EXAMPLES / LEGACY, landing / "third.report")
     settle()
@@ -354,7 +350,7 @@ def test_no_run_is_asked_for_while_one_of_its_own_is_in_flight_then_one_covers_b
         pipeline.instance.report_run_failed(pipeline.instance.get_run_by_id(run_id))
     [request] = pipeline.tick().run_requests
     assert (request.tags[RANGE_START], request.tags[RANGE_END]) == tuple(DAYS)
-    assert handed_out(request) == {DAY[YAML]: ["landing/second.report"],
+    assert GeopmHandOut.named_in(request.run_config) == {DAY[YAML]: ["landing/second.report"],
                                    DAY[LEGACY]: ["landing/third.report"]}
 
 
@@ -399,7 +395,7 @@ def test_a_missing_landing_folder_is_named_and_the_others_are_still_scanned(
     settle()
     [late] = pipeline.tick().run_requests
     assert late.tags[RANGE_START] == late.tags[RANGE_END] == DAY[YAML]
-    assert handed_out(late) == {DAY[YAML]: ["landing/late.report"]}
+    assert GeopmHandOut.named_in(late.run_config) == {DAY[YAML]: ["landing/late.report"]}
     (tmp_path / "nfs.away").rename(nfs)
     back = pipeline.tick()
     assert back.run_requests == [] and back.skip_message.startswith(
@@ -425,7 +421,7 @@ def test_a_report_whose_mode_alone_changed_is_asked_again_once(pipeline, landing
     settle()
     [chmodded] = pipeline.tick().run_requests
     assert chmodded.tags[RANGE_START] == chmodded.tags[RANGE_END] == DAY[older]
-    assert handed_out(chmodded) == {DAY[older]: [f"landing/{older}"]}
+    assert GeopmHandOut.named_in(chmodded.run_config) == {DAY[older]: [f"landing/{older}"]}
     assert chmodded.run_key != first.run_key
     assert pipeline.launch(chmodded).success
     data = pipeline.tick()
@@ -493,7 +489,7 @@ def test_a_failed_report_fixed_keeping_size_and_mtime_is_asked_again(pipeline, l
     settle()
     [fixed] = pipeline.tick().run_requests
     assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == DAY[LEGACY]
-    assert handed_out(fixed) == {DAY[LEGACY]: [f"landing/{LEGACY}"]}
+    assert GeopmHandOut.named_in(fixed.run_config) == {DAY[LEGACY]: [f"landing/{LEGACY}"]}
     if alone:
         assert fixed.run_key == first.run_key
         return
@@ -536,7 +532,7 @@ def test_an_unreadable_report_leaves_its_folder_unlisted_until_readable(
     locked[0] = False
     [readable] = pipeline.tick().run_requests
     assert readable.tags["joulehouse/partitions"] == "2"
-    assert handed_out(readable) == {DAY[YAML]: ["landing/late.report"],
+    assert GeopmHandOut.named_in(readable.run_config) == {DAY[YAML]: ["landing/late.report"],
                                     DAY[LEGACY]: ["landing/locked.report"]}
     assert pipeline.tick().run_requests == []
 
@@ -598,7 +594,7 @@ def test_reports_of_one_day_landing_in_two_ticks_are_processed_once_each(
     settle()
     [second] = pipeline.tick().run_requests
     assert second.tags[RANGE_START] == second.tags[RANGE_END] == DAY[LEGACY]
-    assert handed_out(second) == {DAY[LEGACY]: ["landing/a.report", "landing/b.report"]}
+    assert GeopmHandOut.named_in(second.run_config) == {DAY[LEGACY]: ["landing/a.report", "landing/b.report"]}
     result = pipeline.launch(second)
     assert result.success
     assert _frames_of(pipeline.instance, DAY[LEGACY]) == ["landing/a.report",
@@ -651,7 +647,7 @@ def test_a_report_landed_again_in_place_replaces_its_rows(pipeline, landing, tmp
     legacy_variant(path, 20, scale=4.0)
     settle()
     [again] = pipeline.tick().run_requests
-    assert handed_out(again) == {DAY[LEGACY]: ["landing/a.report"]}
+    assert GeopmHandOut.named_in(again.run_config) == {DAY[LEGACY]: ["landing/a.report"]}
     assert pipeline.launch(again).success
     assert package_j() == pytest.approx(2 * before, rel=1e-5)
     assert_equal_to_a_rebuild(pipeline, landing, tmp_path / "first")
@@ -659,7 +655,7 @@ def test_a_report_landed_again_in_place_replaces_its_rows(pipeline, landing, tmp
     legacy_variant(path, 20, scale=4.0, start="Thu Apr 02 09:00:{second:02d} 2020")
     settle()
     [moved] = pipeline.tick().run_requests
-    assert handed_out(moved) == {"landing/2020-04-02": ["landing/a.report"]}
+    assert GeopmHandOut.named_in(moved.run_config) == {"landing/2020-04-02": ["landing/a.report"]}
     assert pipeline.launch(moved).success
     assert pipeline.partitions() == [*DAYS, "landing/2020-04-02"]
     frames = load_frames(pipeline.tables, "header", ["landing/a.report"])
@@ -678,7 +674,7 @@ def test_a_cursor_of_one_partition_per_report_is_not_taken(pipeline, landing):
         for name in (LEGACY, YAML)})
     pipeline.cursor = state.to_json()
     [request] = pipeline.tick().run_requests
-    assert handed_out(request) == {DAY[YAML]: [f"landing/{YAML}"],
+    assert GeopmHandOut.named_in(request.run_config) == {DAY[YAML]: [f"landing/{YAML}"],
                                    DAY[LEGACY]: [f"landing/{LEGACY}"]}
     assert pipeline.launch(request).success
     assert pipeline.tick().run_requests == []
@@ -688,21 +684,10 @@ def test_a_run_cancelled_before_the_upgrade_makes_no_later_run_a_retry(pipeline)
     """A hand-out of the old per-report partitions whose run was cancelled before the
     upgrade to days is no hand-out of a day: the first run over the days is no retry, so
     when it is cancelled in turn it is asked for again."""
-    from assets.geopm import geopm_report_files
-    from sensors.partition_runs import RUN_KEY_METADATA
-
-    pipeline.instance.report_runless_asset_event(dg.AssetMaterialization(
-        geopm_report_files.key, partition=f"landing/{LEGACY}",  # a per-report key
-        metadata={RUN_KEY_METADATA: "geopm-old"}))
-    pipeline.instance.report_run_canceled(pipeline.instance.create_run_for_job(
-        pipeline.defs.resolve_job_def(JOB_NAME), tags={RUN_KEY_TAG: "geopm-old"}))
+    pipeline.cancelled_before_days(geopm_report_files.key, f"landing/{LEGACY}", "geopm-old")
     settle()
-    [request] = pipeline.tick().run_requests
-    assert RETRY_OF_TAG not in request.tags
-    pipeline.cancel(request)
-    [retry] = pipeline.tick().run_requests
-    assert retry.tags[RETRY_OF_TAG] == request.run_key
-    assert handed_out(retry) == handed_out(request) == {
+    request, retry = pipeline.cancelled_and_retried()
+    assert GeopmHandOut.named_in(retry.run_config) == GeopmHandOut.named_in(request.run_config) == {
         DAY[YAML]: [f"landing/{YAML}"], DAY[LEGACY]: [f"landing/{LEGACY}"]}
 
 
@@ -718,7 +703,7 @@ def test_a_report_landed_again_broken_keeps_what_was_stored(pipeline, landing):
     (landing / LEGACY).write_text("".join(lines[:111]))
     settle()
     [broken] = pipeline.tick().run_requests
-    assert handed_out(broken) == {DAY[LEGACY]: [key]}
+    assert GeopmHandOut.named_in(broken.run_config) == {DAY[LEGACY]: [key]}
     result = pipeline.launch(broken)
     assert not result.success
     assert pipeline.status(geopm_validated_frames.key) == {
@@ -743,7 +728,7 @@ def test_a_day_failing_on_a_bad_report_hands_out_that_report_again_alone(pipelin
         legacy_variant(landing / name, second, scale=2.0)
         settle()
         [request] = pipeline.tick().run_requests
-        assert handed_out(request) == {DAY[LEGACY]: [f"landing/{name}", "landing/cut.report"]}
+        assert GeopmHandOut.named_in(request.run_config) == {DAY[LEGACY]: [f"landing/{name}", "landing/cut.report"]}
         assert not pipeline.launch(request).success
         assert pipeline.status(geopm_validated_frames.key)[DAY[LEGACY]] == (
             dg.AssetPartitionStatus.FAILED)
@@ -751,7 +736,7 @@ def test_a_day_failing_on_a_bad_report_hands_out_that_report_again_alone(pipelin
     legacy_variant(bad, 30, scale=3.0)  # fixed: a whole report of the same day
     settle()
     [fixed] = pipeline.tick().run_requests
-    assert handed_out(fixed) == {DAY[LEGACY]: ["landing/cut.report"]}
+    assert GeopmHandOut.named_in(fixed.run_config) == {DAY[LEGACY]: ["landing/cut.report"]}
     assert pipeline.launch(fixed).success
     assert pipeline.status(geopm_validated_frames.key) == {
         DAY[YAML]: dg.AssetPartitionStatus.MATERIALIZED,
@@ -772,7 +757,7 @@ def test_a_bad_report_fixed_into_another_day_clears_its_old_day(pipeline, landin
     legacy_variant(bad, 30, scale=3.0, start="Thu Apr 02 09:00:30 2020")
     settle()
     [fixed] = pipeline.tick().run_requests
-    assert handed_out(fixed) == {DAY[LEGACY]: [], "landing/2020-04-02": ["landing/cut.report"]}
+    assert GeopmHandOut.named_in(fixed.run_config) == {DAY[LEGACY]: [], "landing/2020-04-02": ["landing/cut.report"]}
     assert (fixed.tags[RANGE_START], fixed.tags[RANGE_END]) == (DAY[LEGACY], "landing/2020-04-02")
     assert pipeline.launch(fixed).success
     assert pipeline.status(geopm_validated_frames.key) == {
@@ -799,7 +784,7 @@ def test_a_landing_while_its_days_run_is_in_flight_waits_and_rereads_only_its_fa
     legacy_variant(landing / "a.report", 20, scale=2.0)
     settle()
     [second] = pipeline.tick().run_requests
-    assert handed_out(second) == {DAY[LEGACY]: ["landing/a.report", "landing/cut.report"]}
+    assert GeopmHandOut.named_in(second.run_config) == {DAY[LEGACY]: ["landing/a.report", "landing/cut.report"]}
     in_flight = pipeline.instance.create_run_for_job(
         pipeline.defs.resolve_job_def(JOB_NAME), run_config=second.run_config,
         status=dg.DagsterRunStatus.STARTED,
@@ -816,14 +801,14 @@ def test_a_landing_while_its_days_run_is_in_flight_waits_and_rereads_only_its_fa
     pipeline.instance.delete_run(in_flight.run_id)
     assert not pipeline.launch(second).success  # the run in flight: a.report passes
     [third] = pipeline.tick().run_requests
-    assert handed_out(third) == {DAY[LEGACY]: ["landing/cut.report", "landing/e.report"]}
+    assert GeopmHandOut.named_in(third.run_config) == {DAY[LEGACY]: ["landing/cut.report", "landing/e.report"]}
     assert not pipeline.launch(third).success
     assert pipeline.status(geopm_validated_frames.key)[DAY[LEGACY]] == (
         dg.AssetPartitionStatus.FAILED)
     bad.write_text((EXAMPLES / LEGACY).read_text())
     settle()
     [fixed] = pipeline.tick().run_requests
-    assert handed_out(fixed) == {DAY[LEGACY]: ["landing/cut.report"]}
+    assert GeopmHandOut.named_in(fixed.run_config) == {DAY[LEGACY]: ["landing/cut.report"]}
     assert pipeline.launch(fixed).success
 
 
@@ -844,13 +829,13 @@ def test_a_failure_found_by_a_whole_day_run_is_rechecked(pipeline, landing):
     legacy_variant(landing / "a.report", 20, scale=2.0)
     settle()
     [request] = pipeline.tick().run_requests
-    assert handed_out(request) == {DAY[LEGACY]: ["landing/a.report", "landing/cut.report"]}
+    assert GeopmHandOut.named_in(request.run_config) == {DAY[LEGACY]: ["landing/a.report", "landing/cut.report"]}
     bad.unlink()
     assert job.execute_in_process(instance=pipeline.instance, partition_key=DAY[LEGACY]).success
     legacy_variant(landing / "b.report", 25, scale=2.0)
     settle()
     [later] = pipeline.tick().run_requests
-    assert handed_out(later) == {DAY[LEGACY]: ["landing/b.report"]}
+    assert GeopmHandOut.named_in(later.run_config) == {DAY[LEGACY]: ["landing/b.report"]}
 
 
 def test_a_run_that_reads_no_report_again_keeps_the_days_failures(pipeline, landing):
@@ -871,7 +856,7 @@ def test_a_run_that_reads_no_report_again_keeps_the_days_failures(pipeline, land
     legacy_variant(landing / "a.report", 20, scale=2.0)
     settle()
     [request] = pipeline.tick().run_requests
-    assert sorted(handed_out(request)[DAY[LEGACY]]) == ["landing/a.report", f"landing/{LEGACY}"]
+    assert sorted(GeopmHandOut.named_in(request.run_config)[DAY[LEGACY]]) == ["landing/a.report", f"landing/{LEGACY}"]
 
 
 def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(pipeline, landing):
@@ -894,7 +879,7 @@ def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(pipeline, la
     legacy_variant(landing / "a.report", 20, scale=2.0, start="Thu Apr 02 09:00:20 2020")
     settle()
     [retry] = pipeline.tick().run_requests
-    assert handed_out(retry) == {DAY[LEGACY]: ["landing/cut.report"],
+    assert GeopmHandOut.named_in(retry.run_config) == {DAY[LEGACY]: ["landing/cut.report"],
                                  "landing/2020-04-02": ["landing/a.report"]}
     assert retry.tags[RETRY_OF_TAG] == request.run_key
     assert not pipeline.launch(retry).success
@@ -911,7 +896,7 @@ def test_a_cancelled_hand_out_whose_reports_are_all_gone_asks_for_nothing(pipeli
     legacy_variant(landing / "a.report", 20, scale=2.0)
     settle()
     [request] = pipeline.tick().run_requests
-    assert handed_out(request) == {DAY[LEGACY]: ["landing/a.report"]}
+    assert GeopmHandOut.named_in(request.run_config) == {DAY[LEGACY]: ["landing/a.report"]}
     run = pipeline.instance.create_run_for_job(
         pipeline.defs.resolve_job_def(JOB_NAME), run_config=request.run_config,
         tags={**request.tags, RUN_KEY_TAG: request.run_key})
@@ -938,7 +923,7 @@ def test_a_cancelled_hand_out_tagged_not_to_retry_is_not_rechecked_with_its_day(
     legacy_variant(landing / "b.report", 25, scale=3.0)
     settle()
     [request] = pipeline.tick().run_requests
-    assert handed_out(request) == {DAY[LEGACY]: ["landing/b.report"]}
+    assert GeopmHandOut.named_in(request.run_config) == {DAY[LEGACY]: ["landing/b.report"]}
 
 
 def test_a_whole_day_run_of_a_day_with_no_report_left_passes(pipeline, landing):

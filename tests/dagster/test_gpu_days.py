@@ -14,6 +14,7 @@ from assets.gpu import (
     ENERGY_TABLE,
     SETTING_TABLE,
     VALID_CHECK,
+    GpuHandOut,
     energy_facts,
     gpu_benchmark_energy,
     gpu_repetition_days,
@@ -54,11 +55,6 @@ def pipeline(instance, source, warehouse) -> Pipeline:
     return Pipeline(instance, source, warehouse)
 
 
-def handed_out(request: dg.RunRequest) -> dict[str, list[str]]:
-    """The repetitions a run request hands out, by day (its run config)."""
-    return request.run_config["ops"]["gpu_pipeline"]["config"]["repetitions"]
-
-
 def stored_in(pipeline: Pipeline, day: str) -> list[str]:
     """The repetitions the latest run stored in ``day`` (its validated frames' metadata)."""
     record = pipeline.instance.fetch_materializations(dg.AssetRecordsFilter(
@@ -93,7 +89,7 @@ def assert_fixed_alone(pipeline: Pipeline, data_root: Path, original: bytes) -> 
     (data_root / BAD.removeprefix("lab/") / "gpu-power.csv").write_bytes(original)
     settle()
     [fixed] = pipeline.tick().run_requests
-    assert handed_out(fixed) == {DAY: [BAD]}
+    assert GpuHandOut.named_in(fixed.run_config) == {DAY: [BAD]}
     assert pipeline.launch(fixed).success
     for asset in (gpu_validated_frames.key, gpu_repetition_energy.key):
         assert pipeline.status(asset) == {DAY: dg.AssetPartitionStatus.MATERIALIZED}
@@ -112,7 +108,7 @@ def test_a_repetition_landing_in_a_stored_day_is_processed_alone(pipeline, data_
     shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
     settle()
     [request] = pipeline.tick().run_requests
-    assert handed_out(request) == {DAY: [NEW]}
+    assert GpuHandOut.named_in(request.run_config) == {DAY: [NEW]}
     assert pipeline.launch(request).success
     assert stored_in(pipeline, DAY) == [NEW]
     assert {key: (frames / partition_file_name(key)).stat().st_mtime_ns
@@ -130,7 +126,7 @@ def test_a_day_named_by_no_hand_out_is_read_whole(pipeline, data_root):
         write_started_on(repetition, "2021-02-03", seed)
     settle()
     [first] = pipeline.tick().run_requests
-    assert sorted(handed_out(first)) == [DAY, OTHER_DAY]
+    assert sorted(GpuHandOut.named_in(first.run_config)) == [DAY, OTHER_DAY]
     assert pipeline.launch(first).success
     result = pipeline.run_whole(partition_key=OTHER_DAY)
     assert result.success
@@ -162,7 +158,7 @@ def test_a_bad_repetition_keeps_its_day_failed_and_is_rechecked_until_fixed_alon
     shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
     settle()
     [request] = pipeline.tick().run_requests
-    assert handed_out(request) == {DAY: [NEW, BAD]}
+    assert GpuHandOut.named_in(request.run_config) == {DAY: [NEW, BAD]}
     assert not pipeline.launch(request).success
     assert pipeline.status(gpu_validated_frames.key) == {DAY: dg.AssetPartitionStatus.FAILED}
     assert pipeline.tables.has_partition(ENERGY_TABLE, NEW)
@@ -180,7 +176,7 @@ def test_a_bad_repetition_fixed_into_another_day_clears_its_old_day(pipeline, da
     write_started_on(data_root / BAD.removeprefix("lab/"), "2021-02-03")
     settle()
     [request] = pipeline.tick().run_requests
-    assert handed_out(request) == {DAY: [], OTHER_DAY: [BAD]}
+    assert GpuHandOut.named_in(request.run_config) == {DAY: [], OTHER_DAY: [BAD]}
     assert pipeline.launch(request).success
     assert pipeline.status(gpu_validated_frames.key) == {
         DAY: dg.AssetPartitionStatus.MATERIALIZED,
@@ -201,7 +197,7 @@ def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(pipeline, da
     [request] = pipeline.tick().run_requests
     pipeline.cancel(request)
     [retry] = pipeline.tick().run_requests
-    assert handed_out(retry) == {DAY: [NEW, BAD]}
+    assert GpuHandOut.named_in(retry.run_config) == {DAY: [NEW, BAD]}
     assert retry.tags[RETRY_OF_TAG] == request.run_key
     assert not pipeline.launch(retry).success
     assert pipeline.tables.has_partition(ENERGY_TABLE, NEW)
@@ -258,7 +254,7 @@ def test_an_unmounted_root_during_a_run_over_named_repetitions_deletes_nothing_s
     shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
     settle()
     [request] = pipeline.tick().run_requests
-    assert handed_out(request) == {DAY: [NEW]}
+    assert GpuHandOut.named_in(request.run_config) == {DAY: [NEW]}
     data_root.rename(data_root.with_name("unmounted"))
     data_root.mkdir()  # a mount point with nothing mounted on it
     assert not pipeline.launch(request).success
@@ -275,20 +271,12 @@ def test_a_run_cancelled_before_the_upgrade_makes_no_later_run_a_retry(pipeline,
     """A hand-out of the old per-repetition partitions (``gpu_repetitions``) whose run was
     cancelled before the upgrade is no hand-out of the days: the first run over the days
     is no retry, so when it is cancelled in turn it is asked for again, once."""
-    from sensors.partition_runs import RETRY_OF_TAG, RUN_KEY_METADATA, RUN_KEY_TAG
-
-    old = "lab/power-limit/bert/150W/0"  # a gpu_repetitions key
-    pipeline.instance.report_runless_asset_event(dg.AssetMaterialization(
-        gpu_repetition_files.key, partition=old, metadata={RUN_KEY_METADATA: "lab-old"}))
-    pipeline.instance.report_run_canceled(pipeline.instance.create_run_for_job(
-        pipeline.defs.resolve_job_def(JOB_NAME), tags={RUN_KEY_TAG: "lab-old"}))
-    [request] = pipeline.tick().run_requests
-    assert RETRY_OF_TAG not in request.tags
-    assert handed_out(request) == {DAY: repetition_keys(data_root)}
-    pipeline.cancel(request)
-    [retry] = pipeline.tick().run_requests
-    assert retry.tags[RETRY_OF_TAG] == request.run_key
-    assert handed_out(retry) == {DAY: repetition_keys(data_root)}
+    # a gpu_repetitions key
+    pipeline.cancelled_before_days(gpu_repetition_files.key, "lab/power-limit/bert/150W/0",
+                                   "lab-old")
+    request, retry = pipeline.cancelled_and_retried()
+    assert GpuHandOut.named_in(request.run_config) == {DAY: repetition_keys(data_root)}
+    assert GpuHandOut.named_in(retry.run_config) == {DAY: repetition_keys(data_root)}
     pipeline.cancel(retry)
     assert pipeline.tick().run_requests == []  # once
 
@@ -303,14 +291,14 @@ def test_a_failed_repetition_not_in_its_days_latest_hand_out_is_rechecked(pipeli
     shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
     settle()
     [second] = pipeline.tick().run_requests
-    assert handed_out(second) == {DAY: [NEW]}
+    assert GpuHandOut.named_in(second.run_config) == {DAY: [NEW]}
     assert pipeline.launch(second).success
     original = break_power(data_root, BAD)
     assert not pipeline.run_whole(partition_key=DAY).success
     assert pipeline.status(gpu_validated_frames.key) == {DAY: dg.AssetPartitionStatus.FAILED}
     settle()
     [again] = pipeline.tick().run_requests  # changed since its hand-out: asked again
-    assert handed_out(again) == {DAY: [BAD]}
+    assert GpuHandOut.named_in(again.run_config) == {DAY: [BAD]}
     assert not pipeline.launch(again).success
     settle()
     assert pipeline.tick().run_requests == []  # the same broken version: not again
@@ -332,8 +320,9 @@ def test_a_repetition_gone_between_the_scan_and_its_day_is_not_handed_out(
 
     monkeypatch.setattr(sensor, "scan", scan_then_remove)
     [request] = pipeline.tick().run_requests
-    assert handed_out(request) == {DAY: sorted(set(repetition_keys(data_root)) - {BAD})}
-    assert len(handed_out(request)[DAY]) == 5
+    handed = GpuHandOut.named_in(request.run_config)
+    assert handed == {DAY: sorted(set(repetition_keys(data_root)) - {BAD})}
+    assert len(handed[DAY]) == 5
 
 
 def test_a_tick_handing_out_reads_the_failed_days_once(pipeline, data_root, monkeypatch):
@@ -351,5 +340,33 @@ def test_a_tick_handing_out_reads_the_failed_days_once(pipeline, data_root, monk
     monkeypatch.setattr(BlockHandOuts, "failed_blocks", lambda self, instance, registered: (
         reads.append(list(registered)) or failed_blocks(self, instance, registered)))
     [request] = pipeline.tick().run_requests
-    assert handed_out(request) == {DAY: [NEW, BAD]}
+    assert GpuHandOut.named_in(request.run_config) == {DAY: [NEW, BAD]}
     assert reads == [[DAY]]
+
+
+def test_a_tick_reads_a_failed_days_latest_records_once(pipeline, data_root, monkeypatch):
+    """A FAILED day's latest hand-out and outcome record are read once a tick, though its
+    recheck, its entries not known good, its next hand-out and the cancelled runs' check
+    all ask for them (``sensors.blocks.TickRecords``)."""
+    break_power(data_root, BAD)
+    settle()
+    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
+    shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
+    settle()
+    reads: list[tuple[str, tuple]] = []
+
+    def counted(name: str):
+        read = getattr(pipeline.instance, name)
+
+        def fetch(records_filter, *args, **kwargs):
+            if records_filter.asset_key == gpu_repetition_files.key:
+                reads.append((name, tuple(records_filter.asset_partitions or ())))
+            return read(records_filter, *args, **kwargs)
+        return fetch
+
+    for name in ("fetch_materializations", "fetch_observations"):
+        monkeypatch.setattr(pipeline.instance, name, counted(name))
+    [request] = pipeline.tick().run_requests
+    assert GpuHandOut.named_in(request.run_config) == {DAY: [NEW, BAD]}
+    assert sorted(reads) == [("fetch_materializations", (DAY,)),
+                             ("fetch_observations", (DAY,))]

@@ -12,7 +12,7 @@ import pytest
 from assets.clustercockpit import cc_job_blocks
 from assets.geopm import geopm_days
 from assets.gpu import gpu_repetition_days
-from assets.powerapi import powerapi_reports
+from assets.powerapi import powerapi_days
 from definitions import EXAMPLE_CC_ARCHIVE, build_definitions
 from joulehouse.gpu.generator import write_data_root
 from joulehouse.taudb.connect import TaudbDatabase
@@ -57,7 +57,7 @@ def _powerapi(data: Path) -> tuple:
     shutil.copytree(EXAMPLES / "powerapi", data / "powerapi")
     return ("powerapi_source", PowerapiSource(landing_folders=[str(data / "powerapi")],
                                               quiet_period_s=QUIET_S),
-            powerapi.SENSOR_NAME, powerapi.JOB_NAME, powerapi_reports)
+            powerapi.SENSOR_NAME, powerapi.JOB_NAME, powerapi_days)
 
 
 def _clustercockpit(data: Path) -> tuple:

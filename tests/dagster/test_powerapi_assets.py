@@ -1,4 +1,5 @@
-"""PowerAPI in Dagster: report files as partitions, one step to the tables, the landing sensor."""
+"""PowerAPI in Dagster: report entries in day partitions, one step to the tables, the landing
+sensor (a day's hand-outs, rechecks and upgrade: test_powerapi_days.py)."""
 
 import os
 import shutil
@@ -14,8 +15,9 @@ from assets.powerapi import (
     REPORT_ENERGY_TABLE,
     VALID_CHECK,
     WINDOW_TABLE,
+    PowerapiHandOut,
     power_plots,
-    powerapi_reports,
+    powerapi_days,
 )
 from definitions import build_definitions
 from joulehouse import entry_table
@@ -38,6 +40,8 @@ FIXTURE_J = 12.19696044921875  # the ten-tick SmartWatts fixture's RAPL energy
 VALID = dg.AssetKey("powerapi_validated_frames")
 ENERGY = dg.AssetKey("powerapi_report_energy")
 FACTS = dg.AssetKey(["energy_facts", "powerapi"])
+#: The UTC day of the bundled reports' first report.
+DATE = "2021-01-13"
 
 
 class Landing(SourceRuns):
@@ -52,10 +56,22 @@ class Landing(SourceRuns):
             GpuBenchmarkSource(data_roots=[DataRoot(path=str(tmp_path))]), self.warehouse,
             powerapi_source=self.source, workers=workers)
         super().__init__(instance, defs, SENSOR_NAME, JOB_NAME,
-                         "powerapi_source", self.source, powerapi_reports)
+                         "powerapi_source", self.source, powerapi_days)
 
     def tables(self) -> Tables:
         return self.warehouse.tables()
+
+    def run_whole(self, **kwargs) -> dg.ExecuteInProcessResult:
+        """The job executed as a backfill or the UI does: no entry named."""
+        return self.defs.resolve_job_def(JOB_NAME).execute_in_process(
+            instance=self.instance, raise_on_error=False, **kwargs)
+
+
+def frames_of(result: dg.ExecuteInProcessResult, day: str) -> dict:
+    """The validated frames' metadata of ``day`` in ``result``."""
+    [frames] = [m.metadata for m in result.asset_materializations_for_node("powerapi_pipeline")
+                if m.asset_key == VALID and m.partition == day]
+    return frames
 
 
 def _measured(table: pd.DataFrame) -> float:
@@ -66,25 +82,25 @@ def test_the_bundled_examples_reach_the_tables_in_one_run(instance, tmp_path):
     landing = Landing(instance, EXAMPLES, tmp_path, quiet_s=0)
     [request] = landing.tick().run_requests
     keys = ["powerapi/hwpc-csv", "powerapi/power.jsonl", "powerapi/smartwatts_timeline.jsonl"]
-    assert landing.partitions() == keys  # PROVENANCE.md is not a report file
-    assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (keys[0], keys[-1])
+    day = f"powerapi/{DATE}"
+    assert landing.partitions() == [day]  # one day; PROVENANCE.md is not a report file
+    assert request.tags[RANGE_START] == request.tags[RANGE_END] == day
+    assert PowerapiHandOut.named_in(request.run_config) == {day: keys}
     result = landing.launch(request)
     assert result.success
 
     checks = {(c.check_name, c.partition): c.passed for c in result.get_asset_check_evaluations()}
-    assert checks == {(check, key): True for check in (VALID_CHECK, COMPUTED_CHECK)
-                      for key in keys}
+    assert checks == {(VALID_CHECK, day): True, (COMPUTED_CHECK, day): True}
     for asset in (VALID, ENERGY):
-        assert instance.get_status_by_partition(asset, keys, powerapi_reports) == {
-            key: dg.AssetPartitionStatus.MATERIALIZED for key in keys}
-    frames = {m.partition: m.metadata for m in result.asset_materializations_for_node(
-        "powerapi_pipeline") if m.asset_key == VALID}
-    # counters + RAPL rows + power reports of each entry: one data set in two forms, its power
-    assert {key: meta["rows"].value for key, meta in frames.items()} == {
-        "powerapi/hwpc-csv": {"counters": 1870, "rapl_energy": 10, "power_reports": 0},
-        "powerapi/smartwatts_timeline.jsonl": {"counters": 1870, "rapl_energy": 10,
-                                               "power_reports": 0},
-        "powerapi/power.jsonl": {"counters": 0, "rapl_energy": 0, "power_reports": 40}}
+        assert landing.status(asset) == {day: dg.AssetPartitionStatus.MATERIALIZED}
+    frames = frames_of(result, day)
+    # counters + RAPL rows + power reports of the day's entries: one data set in two forms
+    # (HWPC CSV, JSON lines) and its power reports
+    assert frames["rows"].value == {"counters": 2 * 1870, "rapl_energy": 20, "power_reports": 40}
+    assert (frames["entries"].value, frames["entry_keys"].value) == (3, keys)
+    assert {key: read["read"] for key, read in frames["reads"].value.items()} == dict.fromkeys(
+        keys, "whole")
+    assert ReportStore(landing.tables()).stored_keys() == keys
 
     tables = landing.tables()
     for key in ("powerapi/hwpc-csv", "powerapi/smartwatts_timeline.jsonl"):
@@ -135,8 +151,9 @@ def test_one_process_and_two_store_the_same_energy(tmp_path):
                                   max_workers=workers, partitions_per_worker=1))
             assert landing.launch(landing.tick().run_requests[0]).success
             tables = landing.tables()
-            stored[workers] = (tables.read_partitions(REPORT_ENERGY_TABLE, landing.partitions()),
-                               tables.read_table(WINDOW_TABLE))
+            stored[workers] = (tables.read_partitions(
+                REPORT_ENERGY_TABLE, sorted(tables.partition_keys(REPORT_ENERGY_TABLE))),
+                tables.read_table(WINDOW_TABLE))
     for one, two in zip(*stored.values(), strict=True):
         pd.testing.assert_frame_equal(one, two)
     energy, table = stored[1]
@@ -155,45 +172,44 @@ def test_a_bad_file_fails_alone_and_the_others_reach_the_tables(instance, tmp_pa
     bad.write_text("".join(lines))
     landing = Landing(instance, folder, tmp_path, quiet_s=0)
     [request] = landing.tick().run_requests
-    keys = landing.partitions()
-    assert keys == ["landing/broken.jsonl", "landing/power.jsonl",
-                    "landing/smartwatts_timeline.jsonl"]
+    day = f"landing/{DATE}"
+    keys = ["landing/broken.jsonl", "landing/power.jsonl", "landing/smartwatts_timeline.jsonl"]
+    assert PowerapiHandOut.named_in(request.run_config) == {day: keys}
 
     result = landing.launch(request)
     assert not result.success and len(instance.get_runs()) == 1
     [failure] = [e for e in result.all_events if e.is_step_failure]
     assert failure.step_failure_data.user_failure_data.description.startswith(
-        "1 of 3 partition(s) failed:\nlanding/broken.jsonl: ")
+        f"1 of 1 partition(s) failed:\n{day}: {bad}:3: ")
     checks = {(c.check_name, c.partition): c for c in result.get_asset_check_evaluations()}
-    assert {k: c.passed for k, c in checks.items()} == {
-        **{(VALID_CHECK, k): k != "landing/broken.jsonl" for k in keys},
-        **{(COMPUTED_CHECK, k): k != "landing/broken.jsonl" for k in keys}}
-    check = checks[(VALID_CHECK, "landing/broken.jsonl")]
+    assert {k: c.passed for k, c in checks.items()} == {(VALID_CHECK, day): False,
+                                                        (COMPUTED_CHECK, day): False}
+    check = checks[(VALID_CHECK, day)]
     assert check.metadata["file"].value == str(bad)
     assert check.metadata["line"].value == 3
     assert "power" in check.metadata["field"].value
-    assert "not computed" in checks[(COMPUTED_CHECK, "landing/broken.jsonl")].description
+    assert "(1 of 3 entry(s) of day landing/2021-01-13 failed, 2 done)" in check.description
+    assert "not computed" in checks[(COMPUTED_CHECK, day)].description
     for asset in (VALID, ENERGY):
-        assert instance.get_status_by_partition(asset, keys, powerapi_reports) == {
-            "landing/broken.jsonl": dg.AssetPartitionStatus.FAILED,
-            "landing/power.jsonl": dg.AssetPartitionStatus.MATERIALIZED,
-            "landing/smartwatts_timeline.jsonl": dg.AssetPartitionStatus.MATERIALIZED}
+        assert landing.status(asset) == {day: dg.AssetPartitionStatus.FAILED}
     tables = landing.tables()
     assert ReportStore(tables).stored_keys() == keys[1:]  # nothing stored for the bad one
+    assert sorted(tables.partition_keys(REPORT_ENERGY_TABLE)) == keys[1:]
     table = tables.read_table(WINDOW_TABLE)  # the good ones reached the table in that run
     assert _measured(table) == pytest.approx(FIXTURE_J, rel=1e-12)
     assert table["relative_error"].to_numpy() == pytest.approx(-0.1, abs=1e-5)
     assert len(tables.read_table("energy_facts")) == len(table) - 1  # no rapl estimate
 
     bad.write_text((EXAMPLES / "power.jsonl").read_text())  # fixed in place
-    data = landing.tick()
-    [fixed] = data.run_requests
-    assert fixed.tags[RANGE_START] == fixed.tags[RANGE_END] == "landing/broken.jsonl"
-    assert landing.launch(fixed).success
-    assert instance.get_status_by_partition(VALID, keys, powerapi_reports)[
-        "landing/broken.jsonl"] == dg.AssetPartitionStatus.MATERIALIZED
+    [fixed] = landing.tick().run_requests
+    assert PowerapiHandOut.named_in(fixed.run_config) == {day: ["landing/broken.jsonl"]}
+    fixed_run = landing.launch(fixed)
+    assert fixed_run.success
+    assert frames_of(fixed_run, day)["entry_keys"].value == ["landing/broken.jsonl"]
+    assert landing.status(VALID) == {day: dg.AssetPartitionStatus.MATERIALIZED}
     # the same power reports in two files count once
     assert landing.tables().read_table(WINDOW_TABLE).equals(table)
+    assert landing.tick().run_requests == []
 
 
 def test_a_first_run_whose_only_file_is_bad_fails_at_once_with_its_verdict(instance, tmp_path):
@@ -212,7 +228,7 @@ def test_a_first_run_whose_only_file_is_bad_fails_at_once_with_its_verdict(insta
     assert not result.success
     [failure] = [e for e in result.all_events if e.is_step_failure]
     assert failure.step_failure_data.user_failure_data.description.startswith(
-        "1 of 1 partition(s) failed:\nlanding/broken.jsonl: ")
+        f"1 of 1 partition(s) failed:\nlanding/{DATE}: ")
     assert not [e for e in result.all_events if e.is_step_up_for_retry]
     assert not landing.tables().files("energy_facts")
 
@@ -225,7 +241,8 @@ def test_a_file_still_being_written_waits_for_its_quiet_period(instance, tmp_pat
     settle()
     landing = Landing(instance, folder, tmp_path)
     [first] = landing.tick().run_requests
-    assert landing.partitions() == ["landing/power.jsonl"]
+    day = f"landing/{DATE}"
+    assert PowerapiHandOut.named_in(first.run_config) == {day: ["landing/power.jsonl"]}
 
     growing = folder / "hwpc.jsonl"
     lines = (EXAMPLES / "smartwatts_timeline.jsonl").read_text().splitlines(keepends=True)
@@ -238,9 +255,9 @@ def test_a_file_still_being_written_waits_for_its_quiet_period(instance, tmp_pat
     assert landing.tick().run_requests == []  # changed again: waits again
     settle()
     [request] = landing.tick().run_requests
-    assert request.tags[RANGE_START] == request.tags[RANGE_END] == "landing/hwpc.jsonl"
+    assert PowerapiHandOut.named_in(request.run_config) == {day: ["landing/hwpc.jsonl"]}
     assert request.run_key != first.run_key
-    assert landing.partitions() == ["landing/power.jsonl", "landing/hwpc.jsonl"]
+    assert landing.partitions() == [day]
     data = landing.tick()
     assert data.run_requests == [] and "(0 waiting for the" in data.skip_message
 
@@ -277,14 +294,13 @@ def test_a_powerapi_2_10_output_folder_is_one_partition_read_in_its_epoch_zone(
                     folder / "csv_output")
     landing = Landing(instance, folder, tmp_path, quiet_s=0, epoch_zone="Europe/Paris")
     [request] = landing.tick().run_requests
-    assert landing.partitions() == ["landing/csv_output"]
-    result = landing.launch(request)
-    assert result.success
-    [frames] = [m for m in result.asset_materializations_for_node("powerapi_pipeline")
-                if m.asset_key == VALID]
     utc = read_reports(layout.discover(generated / "generated_by_powerapi_2.10.0_TZ-UTC" /
                                        "csv_output"))
-    assert frames.metadata["rows"].value["power_reports"] == len(utc.power) > 0
+    day = f"landing/{utc.power['timestamp'].min():%Y-%m-%d}"  # as read on a UTC machine
+    assert PowerapiHandOut.named_in(request.run_config) == {day: ["landing/csv_output"]}
+    result = landing.launch(request)
+    assert result.success
+    assert frames_of(result, day)["rows"].value["power_reports"] == len(utc.power) > 0
     table = landing.tables().read_table(WINDOW_TABLE)
     expected = utc.window_energy(landing.source.window)
     assert set(table["target"]) == {"influxdb", "rapl"}
@@ -302,28 +318,45 @@ def test_rebuilding_the_tables_with_nothing_stored_fails_and_writes_nothing(inst
     assert not result.success
     [failure] = [e for e in result.all_events if e.is_step_failure]
     assert failure.step_failure_data.user_failure_data.description == (
-        "no PowerAPI report stored yet: materialize powerapi_validated_frames for a "
-        "partition first")
+        "no PowerAPI report stored yet: materialize powerapi_validated_frames for a day "
+        "first")
     assert not (Path(landing.warehouse.root) / WINDOW_TABLE).exists()
     assert not (Path(landing.warehouse.root) / "energy_facts").exists()
 
 
-def test_rebuilding_the_tables_with_every_partition_deleted_empties_them(instance, tmp_path):
-    """Every partition deleted from Dagster (their frames stay stored): a run without
-    partitions empties the window table and the facts, as a rebuild from scratch would."""
+def test_a_run_without_partitions_drops_removed_entries_but_not_an_unlistable_folder(
+        instance, tmp_path):
+    """The tables materialized without partitions keep the stored entries still in their
+    landing folder: a folder that cannot be listed, or lists nothing (unmounted), keeps
+    all of its; one whose every report entry was removed (a note left) empties the window
+    table and the facts, as a rebuild from scratch would."""
     folder = tmp_path / "landing"
     shutil.copytree(EXAMPLES, folder)
     landing = Landing(instance, folder, tmp_path, quiet_s=0)
-    [request] = landing.tick().run_requests
-    assert landing.launch(request).success
-    assert len(landing.tables().read_table(WINDOW_TABLE))
-    for key in landing.partitions():
-        instance.delete_dynamic_partition(powerapi_reports.name, key)
-    result = landing.defs.resolve_job_def(JOB_NAME).execute_in_process(
-        instance=instance, asset_selection=[dg.AssetKey(WINDOW_TABLE), FACTS])
-    assert result.success
-    assert landing.tables().read_table(WINDOW_TABLE).empty
+    assert landing.launch(landing.tick().run_requests[0]).success
+    stored = landing.tables().read_table(WINDOW_TABLE)
+    assert len(stored) == 5
+
+    def rebuilt() -> pd.DataFrame:
+        assert landing.run_whole(asset_selection=[dg.AssetKey(WINDOW_TABLE), FACTS]).success
+        return landing.tables().read_table(WINDOW_TABLE)
+
+    unmounted = folder.rename(tmp_path / "unmounted")
+    pd.testing.assert_frame_equal(rebuilt(), stored)
+    folder.mkdir()  # a mount point with nothing mounted on it: an empty folder
+    pd.testing.assert_frame_equal(rebuilt(), stored)
+    folder.rmdir()
+    unmounted.rename(folder)
+    (folder / "power.jsonl").unlink()  # the estimates go, the measurement stays
+    measured = rebuilt()
+    assert set(measured["method"]) == {"measured"} and len(measured) == 1
+    assert _measured(measured) == pytest.approx(FIXTURE_J, rel=1e-12)
+    assert len(landing.tables().read_table("energy_facts")) == 1
+    for entry in ("hwpc-csv", "smartwatts_timeline.jsonl"):
+        shutil.rmtree(folder / entry) if entry == "hwpc-csv" else (folder / entry).unlink()
+    assert rebuilt().empty  # PROVENANCE.md is left: the folder is listed
     assert landing.tables().read_table("energy_facts").empty
+
 
 def test_a_growing_file_is_read_on_at_each_run_never_twice(instance, tmp_path):
     """A live sensor's JSON lines, never quiet, written in three steps (the second ends inside
@@ -337,20 +370,21 @@ def test_a_growing_file_is_read_on_at_each_run_never_twice(instance, tmp_path):
     steps = ["".join(lines[:12]), "".join(lines[12:25]) + lines[25][:cut],
              lines[25][cut:] + "".join(lines[26:])]
     landing = Landing(instance, folder, tmp_path, quiet_s=600, grown_bytes=4096)
+    day, key = f"landing/{DATE}", "landing/hwpc.jsonl"
     stored, reads = [], []
     for step in steps:
         with path.open("a") as file:
             file.write(step)
         [request] = landing.tick().run_requests  # not quiet, but grown
+        assert PowerapiHandOut.named_in(request.run_config) == {day: [key]}  # its first day
         result = landing.launch(request)
         assert result.success
-        [frames] = [m for m in result.asset_materializations_for_node("powerapi_pipeline")
-                    if m.asset_key == VALID]
-        stored.append(frames.metadata["rows"].value["counters"])
-        reads.append(frames.metadata["read"].value)
+        frames = frames_of(result, day)
+        stored.append(frames["rows"].value["counters"])
+        reads.append(frames["reads"].value[key]["read"])
     data = landing.tick()
     assert data.run_requests == [] and "(0 waiting" in data.skip_message
-    assert landing.partitions() == ["landing/hwpc.jsonl"]
+    assert landing.partitions() == [day]
     whole = [len(read_reports(layout.discover(part)).counters) for part in (
         _lines_file(tmp_path / "a.jsonl", lines[:12]),
         _lines_file(tmp_path / "b.jsonl", lines[12:25]),

@@ -13,7 +13,7 @@ from sensors.schedules import ROLLUP_DAY_TAG
 
 WEEKLY = {"weekly_revalidation_gpu_repetition_days": ("gpu_energy_job", "gpu_repetition_days", 7),
           "weekly_revalidation_tau_profile_days": ("tau_profiles_job", "tau_profile_days", 7),
-          "weekly_revalidation_powerapi_reports": ("powerapi_job", "powerapi_reports", 500),
+          "weekly_revalidation_powerapi_days": ("powerapi_job", "powerapi_days", 7),
           "weekly_revalidation_geopm_days": ("geopm_job", "geopm_days", 7),
           "weekly_revalidation_cc_job_blocks": ("cc_job", "cc_job_blocks", 12)}
 #: The rollups: every table over all partitions (each source's, energy_facts, accounting).

@@ -23,7 +23,7 @@ from assets.geopm import (
     geopm_report_energy,
     geopm_trials,
 )
-from assets.powerapi import powerapi_reports, powerapi_validated_frames, powerapi_window_energy
+from assets.powerapi import powerapi_days, powerapi_validated_frames, powerapi_window_energy
 from assets.taudb import LOADS_CHECK, powerapi_trials
 from definitions import build_definitions
 from joulehouse.digest import digest_pairs
@@ -304,8 +304,8 @@ def test_the_automation_starts_powerapi_trials_only_once_windows_are_stored(inst
         instance.report_runless_asset_event(dg.AssetMaterialization(spec.key, partition=partition))
 
     start = dg.evaluate_automation_conditions(defs=defs, instance=instance)
-    instance.add_dynamic_partitions(powerapi_reports.name, ["landing/good.jsonl"])
-    landed(powerapi_validated_frames, "landing/good.jsonl")
+    instance.add_dynamic_partitions(powerapi_days.name, ["landing/2021-01-13"])
+    landed(powerapi_validated_frames, "landing/2021-01-13")
     frames = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=start.cursor)
     assert frames.get_num_requested(trials) == 0
     landed(powerapi_window_energy)
@@ -315,13 +315,16 @@ def test_the_automation_starts_powerapi_trials_only_once_windows_are_stored(inst
 
 
 def test_an_empty_stored_window_table_loads_no_trial_and_is_no_failure(sensor_days):
-    """Every partition deleted from Dagster, the tables are rebuilt empty: powerapi_trials,
-    started by that materialization, succeeds with nothing to load (its verdict is for a
-    window table never stored), and the trial loaded before stays."""
-    source, _ = sensor_days
+    """Every entry removed from the landing folder (a note left in it), the tables are
+    rebuilt empty: powerapi_trials, started by that materialization, succeeds with nothing
+    to load (its verdict is for a window table never stored), and the trial loaded before
+    stays."""
+    source, folder = sensor_days
     before = _load_days(source)["trial_ids"].value
-    for key in source.instance.get_dynamic_partitions(powerapi_reports.name):
-        source.instance.delete_dynamic_partition(powerapi_reports.name, key)
+    (folder / "notes.md").write_text("not a report\n")
+    for entry in folder.iterdir():
+        if entry.name != "notes.md":
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     rebuilt = source.defs.resolve_job_def(powerapi.JOB_NAME).execute_in_process(
         instance=source.instance, asset_selection=[powerapi_window_energy.key])
     assert rebuilt.success and source.tables.read_table("powerapi_window_energy").empty

@@ -14,6 +14,7 @@ from assets.gpu import GpuHandOut
 from assets.taudb import (
     LOADS_CHECK,
     TAUDB_ASSETS,
+    TauHandOut,
     tau_profile_days,
     tau_profile_files,
     tau_profile_trials,
@@ -104,11 +105,6 @@ def pipeline(instance, landing, tmp_path, taudb) -> Pipeline:
     return Pipeline(instance, landing, tmp_path, taudb)
 
 
-def handed_out(request: dg.RunRequest) -> dict[str, list[str]]:
-    """The profile sets a run request hands out, by day (its run config)."""
-    return request.run_config["ops"]["tau_profile_trials"]["config"]["sets"]
-
-
 def copy_set(path: Path, day_offset: int = 0) -> Path:
     """A copy of the bundled set at ``path``, its threads started ``day_offset`` days later."""
     shutil.copytree(EXAMPLE_SET, path)
@@ -154,7 +150,7 @@ def test_a_bad_set_fails_its_day_alone_and_is_picked_up_alone_once_fixed(
     settle()
     [request] = pipeline.tick().run_requests
     assert pipeline.partitions() == [DAY, NEXT_DAY]
-    assert handed_out(request) == {DAY: ["landing/broken", "landing/tau2_wrap_mpi2"],
+    assert TauHandOut.named_in(request.run_config) == {DAY: ["landing/broken", "landing/tau2_wrap_mpi2"],
                                    NEXT_DAY: ["landing/later"]}
     result = pipeline.launch(request)
 
@@ -190,7 +186,7 @@ def test_a_bad_set_fails_its_day_alone_and_is_picked_up_alone_once_fixed(
     copy_set(landing / "beside")  # a landing beside the bad set: both handed out
     settle()
     [beside] = pipeline.tick().run_requests
-    assert handed_out(beside) == {DAY: ["landing/beside", "landing/broken"]}
+    assert TauHandOut.named_in(beside.run_config) == {DAY: ["landing/beside", "landing/broken"]}
     assert not pipeline.launch(beside).success
     assert pipeline.status(tau_profile_trials.key)[DAY] == dg.AssetPartitionStatus.FAILED
     assert pipeline.tick().run_requests == []
@@ -199,7 +195,7 @@ def test_a_bad_set_fails_its_day_alone_and_is_picked_up_alone_once_fixed(
     os.utime(broken / "profile.0.0.0")
     settle()
     [fixed] = pipeline.tick().run_requests
-    assert handed_out(fixed) == {DAY: ["landing/broken"]}
+    assert TauHandOut.named_in(fixed.run_config) == {DAY: ["landing/broken"]}
     assert pipeline.launch(fixed).success
     assert set(pipeline.status(tau_profile_trials.key).values()) == {
         dg.AssetPartitionStatus.MATERIALIZED}
@@ -210,7 +206,7 @@ def test_a_bad_set_fails_its_day_alone_and_is_picked_up_alone_once_fixed(
     (landing / "beside" / "profile.0.0.0").write_text("".join(lines[:5]))  # re-landed cut
     settle()
     [recut] = pipeline.tick().run_requests
-    assert handed_out(recut) == {DAY: ["landing/beside"]}
+    assert TauHandOut.named_in(recut.run_config) == {DAY: ["landing/beside"]}
     assert not pipeline.launch(recut).success  # its earlier trial stays, unchanged
     assert {trial["source_key"]: trial["id"] for trial in _trials(taudb)} == loaded
 
@@ -224,7 +220,7 @@ def test_sets_of_one_day_landing_in_two_ticks_are_loaded_once_each(pipeline, lan
     settle()
     [second] = pipeline.tick().run_requests
     assert second.tags[RANGE_START] == second.tags[RANGE_END] == DAY
-    assert handed_out(second) == {DAY: ["landing/a", "landing/b"]}
+    assert TauHandOut.named_in(second.run_config) == {DAY: ["landing/a", "landing/b"]}
     assert pipeline.launch(second).success
     metadata = _latest(pipeline.instance, DAY).metadata
     assert sorted(metadata["trial_ids"].value) == ["landing/a", "landing/b"]
@@ -267,7 +263,7 @@ def test_a_cancelled_hand_out_is_asked_again_once(pipeline, landing):
 
     cancel(request)
     [retry] = pipeline.tick().run_requests
-    assert handed_out(retry) == handed_out(request) == {DAY: ["landing/tau2_wrap_mpi2"]}
+    assert TauHandOut.named_in(retry.run_config) == TauHandOut.named_in(request.run_config) == {DAY: ["landing/tau2_wrap_mpi2"]}
     assert retry.tags[RETRY_OF_TAG] == request.run_key
     cancel(retry)
     assert pipeline.tick().run_requests == []
@@ -280,7 +276,7 @@ def test_sensor_registers_days_once_and_waits_for_a_young_set(pipeline, landing)
     assert pipeline.partitions() == [DAY]
     assert request.tags[RANGE_START] == request.tags[RANGE_END] == DAY
     assert request.run_key.startswith("tau-profiles:")
-    assert handed_out(request) == {DAY: ["landing/second", "landing/tau2_wrap_mpi2"]}
+    assert TauHandOut.named_in(request.run_config) == {DAY: ["landing/second", "landing/tau2_wrap_mpi2"]}
     # the landed files read as there (materialized outside Dagster), not as missing data
     assert pipeline.instance.get_materialized_partitions(tau_profile_files.key) == {DAY}
     data = pipeline.tick()
@@ -292,7 +288,7 @@ def test_sensor_registers_days_once_and_waits_for_a_young_set(pipeline, landing)
     assert data.run_requests == [] and "(1 waiting for the" in data.skip_message
     settle()
     [young] = pipeline.tick().run_requests
-    assert handed_out(young) == {NEXT_DAY: ["landing/young"]}
+    assert TauHandOut.named_in(young.run_config) == {NEXT_DAY: ["landing/young"]}
     assert pipeline.partitions() == [DAY, NEXT_DAY]
 
 
@@ -305,7 +301,7 @@ def test_a_cursor_of_one_partition_per_set_is_not_taken(pipeline, landing):
     pipeline.cursor = landing_module.LandingState(seen={
         key: read_profile_set(landing / EXAMPLE_SET.name, key).fingerprint}).to_json()
     [request] = pipeline.tick().run_requests
-    assert handed_out(request) == {DAY: [key]}
+    assert TauHandOut.named_in(request.run_config) == {DAY: [key]}
 
 
 # --- GPU benchmark runs ----------------------------------------------------------------------

@@ -73,7 +73,7 @@ NOT_NEEDED_AFTER_THE_FIRST = ("tau_profile_landing", "geopm_report_landing", "cc
                               "joulehouse_automation")
 #: The examples' partitions, by partitions definition.
 PARTITIONS = {"gpu_repetition_days": 1, "tau_profile_days": 1, "geopm_days": 2,
-              "powerapi_reports": 3, "cc_job_blocks": 3}
+              "powerapi_days": 1, "cc_job_blocks": 3}
 #: The GPU run folder the PostgreSQL test lands (two repetitions, started on a day of their
 #: own: a hand-out of the broken repetition's day would recheck it, and fail), and the GPU
 #: partitions from then on (the backfill, after it, covers them too).
@@ -95,7 +95,7 @@ POWERAPI_DAY = "sensor_test/2021-01-13"
 #: The broken inputs: a negative power on line 3 of the JSON-lines power reports (fixed in
 #: place by the third test), and a row without its power on line 11 of a GPU repetition's
 #: gpu-power.csv (broken throughout: the other repetition of its run keeps the run's trial).
-BAD = "powerapi/power.jsonl"
+BAD = "powerapi/2021-01-13"  # the day of the bundled PowerAPI entries, the broken one's too
 BAD_LINE = '"power":0.531164'
 BAD_GPU, BAD_GPU_LINE = "lab/power-limit/bert/250W/0", 11
 BAD_GPU_DAY = "lab/2020-11-16"  # the bundled repetitions' day
@@ -193,10 +193,11 @@ def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_sto
         job: ["FAILURE" if job in ("powerapi_job", "gpu_energy_job") else "SUCCESS"]
         for job in ended}
 
-    # the broken file failed its own partition, the other two went through
+    # the broken file failed its day, the day's other two entries went through
     frames = statuses(stack.port, "powerapi_validated_frames")["assetPartitionStatuses"]
     assert frames["failedPartitions"] == [BAD]
-    assert sorted(frames["materializedPartitions"]) == [
+    assert frames["materializedPartitions"] == []
+    assert sorted(stack.tables.partition_keys("powerapi_report_energy")) == [
         "powerapi/hwpc-csv", "powerapi/smartwatts_timeline.jsonl"]
     check = check_execution(stack.port, "powerapi_validated_frames", VALID_CHECK, BAD)
     assert check["status"] == "FAILED"
@@ -293,7 +294,7 @@ def test_the_broken_file_fixed_in_place_is_materialized_by_the_next_ticks(stack)
     assert run["tags"]["dagster/asset_partition_range_end"] == BAD
     for asset in ("powerapi_validated_frames", "powerapi_report_energy"):
         assert statuses(stack.port, asset)["partitionStats"] == {
-            "numMaterialized": 3, "numPartitions": 3, "numFailed": 0}, asset
+            "numMaterialized": 1, "numPartitions": 1, "numFailed": 0}, asset
     check = check_execution(stack.port, "powerapi_validated_frames", VALID_CHECK, BAD)
     assert check["status"] == "SUCCEEDED"
 
@@ -367,7 +368,7 @@ def test_a_backfill_launched_through_graphql_runs_its_partitions_in_a_handful_of
     assert backfill["status"] == "COMPLETED_FAILED", backfill  # the GPU run failed
     runs = backfill["runs"]
     partitions = GPU_PARTITIONS_WITH_NEW_RUN + sum(
-        PARTITIONS[name] for name in ("geopm_days", "powerapi_reports"))
+        PARTITIONS[name] for name in ("geopm_days", "powerapi_days"))
     print(f"backfill: {len(runs)} run(s) for {partitions} partitions")
     # one run per source's pipeline (each a single-run backfill): the GPU one failed
     assert sorted(run["status"] for run in runs) == ["FAILURE", "SUCCESS", "SUCCESS"]
