@@ -7,7 +7,9 @@ each entry's work on its own (:func:`run_entries`: one task per entry, in the st
 executor), then reports each block as one partition (:func:`block_batch`): stored when
 all its entries were, failed when any failed, its check naming them, the first with its
 file, line and field (:func:`block_failure`), so the UI shows which entry to fix while
-the block's other entries are stored.
+the block's other entries are stored. A step over days reports each of its per-entry
+assets per day (:class:`DayReports`), a day's partition listing the entries it stored
+(:func:`stored_entries_metadata`).
 """
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -39,7 +41,7 @@ MAX_LISTED = 50
 #: failed (what the block's sensor hands out again: ``sensors/blocks.BlockHandOuts.unsettled``).
 FAILED_ENTRIES = "failed_entries"
 
-#: Entry keys a day's partition lists in its metadata (:func:`entries_metadata`).
+#: Entry keys a day's partition lists in its metadata (:func:`stored_entries_metadata`).
 ENTRIES_SHOWN = 200
 
 #: One entry's outcome: what it stored, or the error that failed it.
@@ -294,7 +296,7 @@ class RunDays:
                            unlisted=self.unlisted, skipped=skipped, entry=entry, block="day")
 
 
-def entries_metadata(entry: str, entries: str | None = None
+def stored_entries_metadata(entry: str, entries: str | None = None
                      ) -> Callable[[str, Mapping[str, Stored]], dict[str, Any]]:
     """What a block's partition of a per-entry asset shows besides its rows: how many
     ``entry`` (e.g. ``"report"``) the run stored in it (``entries``, default
@@ -330,10 +332,10 @@ class DayReports:
                ) -> Iterator[Any]:
         """Yield the events of one asset's ``outcomes`` (entry -> what it stored, or its
         InputError), each day's with its check of ``spec`` and ``metadata(day, entry ->
-        what it stored)`` (default: the entries stored, :func:`entries_metadata`); the
+        what it stored)`` (default: the entries stored, :func:`stored_entries_metadata`); the
         entries already ``skipped`` are not computed."""
         batch = self.run.batch(self.context, outcomes, schema_of,
-                               metadata or entries_metadata(self.entry), self.skipped,
+                               metadata or stored_entries_metadata(self.entry), self.skipped,
                                entry=self.entry)
         yield from batch.results(self.context, spec)
         for day, why in batch.errors().items():

@@ -63,9 +63,9 @@ from assets.blocks import (
     DayReports,
     RunDays,
     block_outcomes,
-    entries_metadata,
     hand_out_field,
     run_entries,
+    stored_entries_metadata,
 )
 from assets.facts import write_facts, write_owned_facts
 from assets.gpu import TABLE_AUTOMATION, TABLES_POOL
@@ -173,8 +173,8 @@ powerapi_window_energy = dg.AssetSpec(
     "powerapi_window_energy",
     description=(
         "Energy per sensor, target, component and window over every stored entry: the "
-        "measured RAPL energy (the machine-level target) and each cgroup's estimated energy as separate "
-        "rows, with the sum of the estimates and its relative error against the measurement "
+        "measured RAPL energy (the machine-level target) and each cgroup's estimated energy "
+        "as separate rows, with the sum of the estimates and its relative error against the measurement "
         "per window. A report landed in two entries counts once. Metadata: measured "
         "against estimated power over time."
     ),
@@ -207,7 +207,7 @@ COMPUTED_SPEC = partition_check_spec(
 
 #: What a day's partition shows of the entries the run stored in it (``entries``,
 #: ``entry_keys``).
-DAY_ENTRIES = entries_metadata("entry", "entries")
+DAY_ENTRIES = stored_entries_metadata("entry", "entries")
 
 
 def store_piece(tables: Tables, key: str, path: Path, now: float, quiet_s: float,

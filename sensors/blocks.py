@@ -2,8 +2,9 @@
 remembers of them between ticks.
 
 A block is a partition that holds many of a source's entries (ClusterCockpit: a job-id
-block ``<cluster>/<jobId // 1000>`` of jobs; GEOPM, TAU profile sets and PowerAPI: a landing
-folder's UTC day of reports or sets), so the partition count stays bounded while the entries grow without bound
+block ``<cluster>/<jobId // 1000>`` of jobs; GEOPM, TAU profile sets and PowerAPI: a
+landing folder's UTC day of reports, sets or report files; GPU: a data root's UTC day of
+repetitions), so the partition count stays bounded while the entries grow without bound
 (docs/ARCHITECTURE.md, "Partitions over a decade"). A sensor hands out the entries ready
 in a block as one materialization of the source's files asset for that block
 (``partition_runs.files_landed``) whose metadata lists them, entry key -> fingerprint
@@ -14,9 +15,9 @@ in a block as one materialization of the source's files asset for that block
   (:meth:`BlockHandOuts.failed_blocks`), their latest hand-out's entries listed again
   with the block's next hand-out (:meth:`BlockHandOuts.handed_out`), so that they stay
   rechecked while the block fails;
-* GEOPM, TAU profile sets and PowerAPI (:class:`BlockLandingSensor`), whose runs process the
-  entries named: each block's entries not known good (:meth:`BlockHandOuts.unsettled`: those the step's
-  latest record of the block names as failed, from whichever run, and the whole
+* GEOPM, TAU profile sets and PowerAPI (:class:`BlockLandingSensor`) and GPU, whose runs
+  process the entries named: each block's entries not known good
+  (:meth:`BlockHandOuts.unsettled`: those the step's latest record of the block names as failed, from whichever run, and the whole
   previous hand-out when its run did not end in success and recorded nothing after it:
   a sensor hands out nothing while a run of its own is in flight,
   ``partition_runs.own_run_in_flight``), listed again, still there, with the
@@ -69,7 +70,10 @@ class TickRecords:
     (an observation of it: ``assets/blocks.block_outcomes``) of each block a tick looks at,
     each read at most once a tick, however many of :class:`BlockHandOuts`' questions
     need it (a FAILED day's: its recheck, its entries not known good, the moved failures,
-    the cancelled runs' check). The tick writes none before it returns."""
+    the cancelled runs' check). Every read comes before the tick stores its hand-out
+    (``tick_budget.hand_out`` stores a large one itself): keep none past
+    :meth:`BlockHandOuts.hand_out`. A FAILED day's outcome is so read before the scan, and
+    a run over the day ending during the scan is seen by the next tick."""
 
     instance: dg.DagsterInstance
     files: dg.AssetKey
