@@ -203,19 +203,19 @@ def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built:
     Only keys registered in the current partitions (``existing``) count: the ``files``
     history of a partitions definition the source had before (one partition per entry,
     before days) is no hand-out of it, so a run cancelled then is no reason now (it made
-    every later run a "retry", which is never retried). That history still comes back
-    from the two storage-id queries (the files and the built asset), one row per old key
-    each, at every tick, until it is deleted
-    (docs/gpu.md, "Upgrading").
+    every later run a "retry", which is never retried). The two storage-id queries (the
+    files and the built asset) ask for the registered keys alone, so that history costs
+    nothing at a tick.
     """
     if run_in_flight(instance, existing) is not None:
         return {}
     registered = set(existing)
     kind = dg.DagsterEventType.ASSET_MATERIALIZATION
-    built_at = instance.get_latest_storage_id_by_partition(built, kind)
+    built_at = instance.get_latest_storage_id_by_partition(built, kind, partitions=registered)
     by_run: dict[str, dict[str, dg.AssetMaterialization]] = {}
-    for key, handed_at in instance.get_latest_storage_id_by_partition(files, kind).items():
-        if key not in registered or handed_at <= built_at.get(key, -1) or key in failed:
+    for key, handed_at in instance.get_latest_storage_id_by_partition(
+            files, kind, partitions=registered).items():
+        if handed_at <= built_at.get(key, -1) or key in failed:
             continue
         record = latest(key) if latest is not None else (
             instance.get_latest_data_version_record(files, is_source=False, partition_key=key))

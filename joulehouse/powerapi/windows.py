@@ -16,10 +16,13 @@ old ones after the rows and their facts.
 
 Both tables are kept per entry (``joulehouse/entry_table.py``). A refresh without touched
 partitions, or before the sensors table exists (a warehouse written before), rebuilds
-both from every stored registered partition. Either way the window table equals
-:func:`energy.window_energy` over every stored registered partition's frames together:
-a report stored by two partitions counts once there and here (both read every partition
-holding its sensor).
+both from every stored registered partition. The window table equals
+:func:`energy.window_energy` over every stored registered partition's frames together,
+sensor by sensor as of the sensor's last recompute: a report stored by two partitions
+counts once there and here (both read every partition holding its sensor); a partition
+that stopped being registered (its file removed) still counts in its sensors' rows until
+one of them is recomputed (a run over a partition holding it) or every sensor is (a run
+without partitions).
 
 A *partition* here is a landed entry (``<landing name>/<entry name>``: a Dagster partition
 of its own before the days, ``assets/powerapi.py``; the sensors table's column keeps the
@@ -85,14 +88,14 @@ def refresh(tables: Warehouse, registered: Container[str], touched: Collection[s
             window: str, targets: tuple[str, ...]) -> Refreshed:
     """Recompute the window rows of the sensors of the partitions ``touched`` (None: every
     sensor) from every stored ``registered`` partition holding them and write them, one commit
-    (a touched partition no longer registered, deleted from Dagster, holds none now: its
+    (a touched partition no longer registered, its file removed, holds none now: its
     sensors are recomputed without it). Before it, where the touched partitions hold a
     sensor the sensors table lacks, one commit makes it hold their pairs before and after
     the run (their union); :func:`settle` makes it exact once the rows and facts are
     written. So the table never lacks a holder of a sensor, whatever commit of these a stop
     prevents: a later run over a partition sharing it reads every partition holding it (a
     partition holding it no more gives no rows of it). A rebuild with no partition stored
-    (all deleted from Dagster) empties both tables, where they exist."""
+    and registered (every file removed) empties both tables, where they exist."""
     store = ReportStore(tables)
     if touched is None or not entry_table.is_entry_table(tables, SENSORS_TABLE):
         keys = [key for key in store.stored_keys() if key in registered]

@@ -5,6 +5,7 @@ hand-out is asked again once, and the upgrade from one partition per entry hands
 entry out again into its day."""
 
 import shutil
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -38,6 +39,8 @@ from tests.dagster.test_powerapi_assets import (
 DAY = f"landing/{DATE}"
 OTHER_DAY = "landing/2021-01-14"
 POWER, HWPC, BAD = "landing/power.jsonl", "landing/hwpc.jsonl", "landing/broken.jsonl"
+#: The growing stream's quiet period (s): longer than a tick on a loaded machine takes.
+STREAM_QUIET_S = 5.0
 
 
 @pytest.fixture
@@ -122,8 +125,9 @@ def test_a_growing_stream_stays_in_its_day_read_on_once_grown_and_once_quiet(
     path = folder / "stream.jsonl"
     lines = (EXAMPLES / "smartwatts_timeline.jsonl").read_text().splitlines(keepends=True)
     path.write_text("".join(lines[:20]))
-    landing = Landing(instance, folder, tmp_path, grown_bytes=4096)
-    settle()
+    # a quiet period a tick on a loaded machine does not outlast between an append and it
+    landing = Landing(instance, folder, tmp_path, quiet_s=STREAM_QUIET_S, grown_bytes=4096)
+    time.sleep(STREAM_QUIET_S + 0.1)
     assert landing.launch(landing.tick().run_requests[0]).success  # the day's first hand-out
     key = "landing/stream.jsonl"
     for added, handed in ((lines[20:36], "grown"), (lines[36:38], "quiet")):
@@ -131,7 +135,7 @@ def test_a_growing_stream_stays_in_its_day_read_on_once_grown_and_once_quiet(
             file.write("".join(added))
         if handed == "quiet":
             assert landing.tick().run_requests == []  # grown by less than grown_bytes
-            settle()
+            time.sleep(STREAM_QUIET_S + 0.1)
         [request] = landing.tick().run_requests
         assert PowerapiHandOut.named_in(request.run_config) == {DAY: [key]}, handed
         result = landing.launch(request)
