@@ -4,7 +4,7 @@ Entries (a report file, or a folder of them: ``joulehouse.powerapi.landing``) ar
 per landing folder and UTC day of their first report (``joulehouse.landing_days``, key
 ``<landing name>/<YYYY-MM-DD>``), read from the first :data:`~.layout.HEAD_BYTES` of each
 of the entry's report files, the bytes the landing scan reads to tell a report file
-(:func:`day_of_head`): the earliest ``timestamp`` there, in every form the readers take
+(:func:`file_start`): the earliest ``timestamp`` there, in every form the readers take
 (epoch milliseconds, ISO with or without a zone, BSON dates, CSV digits), each as the
 readers read it (``readers.utc_timestamps``: a zone-less ISO time in the source's
 ``timezone``; a power report's epoch milliseconds in ``epoch_zone``, PowerAPI 2.10.0's
@@ -88,14 +88,14 @@ def file_start(path: Path, timezone: str, epoch_zone: str | None) -> pd.Timestam
     """The earliest report time in the head of the report file at ``path`` (UTC), or None
     (no report file, or no timestamp that parses there). HWPC reports' epoch milliseconds
     are true UTC (the readers apply ``epoch_zone`` to power reports only)."""
+    with open(path, "rb") as handle:
+        head = handle.read(layout.HEAD_BYTES)
     try:
-        item = layout.classify(path)
+        item = layout.classify_head(path, head)
     except InputError:
         return None
     if item.kind == layout.OTHER:
         return None
-    with open(path, "rb") as handle:
-        head = handle.read(layout.HEAD_BYTES)
     return first_time(path, head_timestamps(head, item.encoding), timezone,
                       epoch_zone if item.kind == layout.POWER else None)
 

@@ -60,7 +60,12 @@ def classify(path: str | os.PathLike[str]) -> ReportFile:
     """The kind and encoding of one file, from its first bytes (InputError if empty)."""
     path = Path(path)
     with path.open("rb") as file:
-        head = file.read(HEAD_BYTES)
+        return classify_head(path, file.read(HEAD_BYTES))
+
+
+def classify_head(path: Path, head: bytes) -> ReportFile:
+    """The kind and encoding of the file at ``path`` from ``head``, its first
+    :data:`HEAD_BYTES` (InputError if empty)."""
     text = head.lstrip()
     if not text:
         raise InputError(path, "empty file")
