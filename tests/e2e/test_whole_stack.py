@@ -215,10 +215,10 @@ def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_sto
     materialized = dict(stack.sql(
         "SELECT asset_key, count(*) FROM event_logs WHERE dagster_event_type = "
         "'ASSET_MATERIALIZATION' GROUP BY asset_key"))
-    # (the GPU repetitions' one day failed on its broken repetition: no materialization
-    # of its per-day assets, while its tables went through)
+    # (the GPU repetitions' and the PowerAPI files' one day each failed on its broken
+    # entry: no materialization of their per-day assets, while their tables went through)
     for asset in ("gpu_setting_energy", "tau_profile_trials", "geopm_validated_frames",
-                  "powerapi_validated_frames", "cc_block_tables"):
+                  "powerapi_window_energy", "cc_block_tables"):
         assert materialized.get(f'["{asset}"]', 0) >= 1, asset
     assert dict(stack.sql("SELECT partitions_def_name, count(*) FROM dynamic_partitions "
                           "GROUP BY partitions_def_name")) == PARTITIONS
