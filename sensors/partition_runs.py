@@ -207,9 +207,9 @@ def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built:
     files and the built asset) ask for the registered keys alone, so that history costs
     nothing at a tick.
     """
-    if run_in_flight(instance, existing) is not None:
-        return {}
     registered = set(existing)
+    if not registered or run_in_flight(instance, existing) is not None:
+        return {}  # (an empty set of partitions asks Dagster for every one)
     kind = dg.DagsterEventType.ASSET_MATERIALIZATION
     built_at = instance.get_latest_storage_id_by_partition(built, kind, partitions=registered)
     by_run: dict[str, dict[str, dg.AssetMaterialization]] = {}
