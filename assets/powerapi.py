@@ -174,8 +174,8 @@ powerapi_window_energy = dg.AssetSpec(
     description=(
         "Energy per sensor, target, component and window over every stored entry: the "
         "measured RAPL energy (the machine-level target) and each cgroup's estimated energy "
-        "as separate rows, with the sum of the estimates and its relative error against the measurement "
-        "per window. A report landed in two entries counts once. Metadata: measured "
+        "as separate rows, with the sum of the estimates and its relative error against the "
+        "measurement per window. A report landed in two entries counts once. Metadata: measured "
         "against estimated power over time."
     ),
     group_name=GROUP, deps=[powerapi_validated_frames], **WHOLE_TABLE, tags=TAGS,

@@ -477,12 +477,20 @@ def bring_in(args: argparse.Namespace, into: Path, out: Path) -> dict:
 SOURCE_JOBS = ("cc_job", "geopm_job", "gpu_energy_job", "powerapi_job", "tau_profiles_job")
 
 
-def nothing_handed_out_again(stack: Stack, args: argparse.Namespace, kept: dict,
+def nothing_handed_out_again(stack: Stack, sensors: list[str], kept: dict,
                              since: datetime) -> None:
-    """After two ticks of every sensor over a restored history, before anything lands: no
-    source's run asked for (the sensors' cursors found every entry handed out). Raises
-    naming the history's commit otherwise: its runs would be measured as the landing's."""
-    time.sleep(2 * args.interval_s + 5)
+    """Once every one of ``sensors`` has ended two ticks since ``since`` over a restored
+    history, before anything lands: no source's run asked for (the sensors' cursors found
+    every entry handed out). Raises naming the history's commit otherwise (its runs would be
+    measured as the landing's), or when the ticks do not end in three tick timeouts."""
+
+    def ticked_twice() -> bool:
+        ticks = record.ticks(stack)
+        ended = ticks[(ticks["start"] >= since) & ticks["duration_s"].notna()]
+        return all((ended["sensor"] == sensor).sum() >= 2 for sensor in sensors)
+
+    wait_for("two ticks of every sensor over the restored history", ticked_twice,
+             3 * TICK_TIMEOUT_S)
     runs = record.runs(stack)
     again = runs[(runs["created"] >= since) & runs["job"].isin(SOURCE_JOBS)]
     if not again.empty:
@@ -548,7 +556,7 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
         sensors = start_sensors(stack)
         seeded = wait_for_history(stack, args)
         if place.history:
-            nothing_handed_out_again(stack, args, place.history, started_at)
+            nothing_handed_out_again(stack, sensors, place.history, started_at)
         with record.Sampler(stack, args.sample_s) as sampler:
             begin = time.monotonic()
             landing = Landing(landers(args, stack.data, *accounting), landed,
@@ -605,8 +613,11 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
     summary["targets"] = targets(summary)
     record.write_landed(out / "landed.csv", landed)
     sampler.write(out / "timeseries.csv")
+    try:
+        soak_plots.write(out)
+    except Exception as error:  # noqa: BLE001 - the run's figures stand without its plots
+        summary["plot_error"] = repr(error)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    soak_plots.write(out)
     return summary
 
 

@@ -306,8 +306,8 @@ class AccountingLander(Lander):
     (``hpc-centre``) from ``covers_from`` (default: two days before today; a seeded
     history's first day, or where the kept history's files end) to tomorrow, none when
     that is empty; each later one the next two hours of intensity and the next day of
-    tariff in new files (a zone's or site's files must not overlap: ``joulehouse.accounting.intensity``,
-    ``tariff``), named ``<zone or site>_<tag>-<index>`` (a kept history's have a tag of
+    tariff in new files (a zone's or site's files must not overlap:
+    ``joulehouse.accounting.intensity``, ``tariff``), named ``<zone or site>_<tag>-<index>`` (a kept history's have a tag of
     their own)."""
 
     source = "intensity"

@@ -13,7 +13,8 @@ warehouse, the stack's processes and stores over time, the sensors' ticks, and t
 - :class:`Sampler`: every few seconds, CPU seconds and resident memory of the daemon, the
   webserver and the code server (each with its descendants but the run workers), and of
   the run workers (:func:`run_workers`, with the steps' worker processes); the run queue
-  (runs by status, of those created since the sampling started), the instance database's size and the warehouse's.
+  (runs by status, of those created since the sampling started), the instance database's
+  size and the warehouse's.
 - :func:`ticks`: every sensor tick from the instance database (start, duration, status).
 - the summary's parts: :func:`freshness` (percentiles), :func:`exactly_once`,
   :func:`bad_entries` (failed alone and shown failed through GraphQL),
@@ -167,10 +168,10 @@ def poll(stack: Stack, landed: list[Landed]) -> None:
     stamp(list(landed), look(stack), utc_now())
 
 
-#: Sources nothing in the deployment reads on its own: ``carbon_intensity`` and
-#: ``tariffs`` are materialized when missing and by the daily schedule (stopped by
-#: default), so an update's ``in_accounting_at`` says when (if) it was read, and the
-#: drain does not wait for it.
+#: Sources with no energy of their own: an update's ``in_accounting_at`` says when the
+#: ``carbon_intensity`` or ``tariffs`` table (read by the sensor
+#: ``intensity_and_tariff_landing`` when a file lands) listed it; the drain does not wait
+#: for it.
 READ_ON_SCHEDULE = ("intensity", "tariffs")
 
 
@@ -232,8 +233,9 @@ class Sampler:
                 service = psutil.Process(self.stack.processes[name].pid)
             except psutil.NoSuchProcess:
                 continue
-            own = [p for p in _tree(service) if p.pid not in worker_pids]
-            row[f"{name}_rss_mb"], row[f"{name}_cpu_s"] = _usage(own)
+            rss, cpu = _usage([p for p in _tree(service) if p.pid not in worker_pids])
+            if rss:  # gone between the two looks: empty, as above
+                row[f"{name}_rss_mb"], row[f"{name}_cpu_s"] = rss, cpu
         row["run_workers"] = len(roots)
         row["run_workers_rss_mb"], row["run_workers_cpu_s"] = _usage(workers)
         queue = dict(self.stack.sql("SELECT status, count(*) FROM runs WHERE id > "
@@ -475,20 +477,28 @@ def bad_entries(stack: Stack, landed: list[Landed]) -> dict:
     return {"bad_entries": len(bad), "problems": problems, "ok": not problems}
 
 
+#: The samples a memory figure is the median of (s): a sensor tick lifts the code server's
+#: resident memory by up to 200 MiB for a few seconds, which one sample may catch.
+GROWTH_WINDOW_S = 30.0
+
+
 def memory_growth(rows: list[dict], minutes: float) -> dict:
     """Resident memory of each service at a sixth of the run (minute 10 of an hour) and at
-    the end, and the growth in percent."""
+    the end, each the median of the samples of :data:`GROWTH_WINDOW_S` from there (to the
+    end), and the growth in percent."""
     if not rows:
         return {}
     frame = pd.DataFrame(rows)
-    mark = 60 * minutes / 6
-    early = frame[frame["t_s"] >= mark].head(1)
-    late = frame.tail(1)
+    mark, end = 60 * minutes / 6, float(frame["t_s"].iloc[-1])
+    early = frame[(frame["t_s"] >= mark) & (frame["t_s"] < mark + GROWTH_WINDOW_S)]
+    late = frame[frame["t_s"] > end - GROWTH_WINDOW_S]
     growth = {"from_s": float(early["t_s"].iloc[0]) if len(early) else None,
-              "to_s": float(late["t_s"].iloc[0])}
+              "to_s": end, "window_s": GROWTH_WINDOW_S}
     for name in SERVICES:
-        if len(early):
-            before, after = early[f"{name}_rss_mb"].iloc[0], late[f"{name}_rss_mb"].iloc[0]
+        column = f"{name}_rss_mb"
+        if len(early) and column in frame:
+            before = float(pd.to_numeric(early[column]).median())
+            after = float(pd.to_numeric(late[column]).median())
             growth[name] = {"rss_mb_from": before, "rss_mb_to": after,
                             "growth_pct": round(100 * (after - before) / before, 1)
                             if before else None}

@@ -17,8 +17,8 @@ in a block as one materialization of the source's files asset for that block
   rechecked while the block fails;
 * GEOPM, TAU profile sets and PowerAPI (:class:`BlockLandingSensor`) and GPU, whose runs
   process the entries named: each block's entries not known good
-  (:meth:`BlockHandOuts.unsettled`: those the step's latest record of the block names as failed, from whichever run, and the whole
-  previous hand-out when its run did not end in success and recorded nothing after it:
+  (:meth:`BlockHandOuts.unsettled`: those the step's latest record of the block names as
+  failed, from whichever run, and the whole previous hand-out when its run did not end in success and recorded nothing after it:
   a sensor hands out nothing while a run of its own is in flight,
   ``partition_runs.own_run_in_flight``), listed again, still there, with the
   block's next hand-out, so that a fixed entry is picked up by itself; and a FAILED

@@ -184,6 +184,24 @@ def ready_run_request(
     return request, requests, len(new_keys)
 
 
+#: Partition keys one query asks for (SQLite allows 32,766 variables in a statement).
+KEYS_PER_QUERY = 10_000
+
+
+def latest_storage_ids(instance: dg.DagsterInstance, asset: dg.AssetKey,
+                       keys: Collection[str]) -> dict[str, int]:
+    """The storage id of the latest materialization of each of the partitions ``keys`` of
+    ``asset`` that has one, in queries of at most :data:`KEYS_PER_QUERY` keys (an empty set
+    of keys would ask Dagster for every partition's)."""
+    ordered = sorted(set(keys))
+    found: dict[str, int] = {}
+    for start in range(0, len(ordered), KEYS_PER_QUERY):
+        found |= instance.get_latest_storage_id_by_partition(
+            asset, dg.DagsterEventType.ASSET_MATERIALIZATION,
+            partitions=set(ordered[start:start + KEYS_PER_QUERY]))
+    return found
+
+
 def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built: dg.AssetKey,
                         failed: set[str], existing: Collection[str],
                         latest: Callable[[str], dg.EventLogRecord | None] | None = None
@@ -207,14 +225,11 @@ def cancelled_hand_outs(instance: dg.DagsterInstance, files: dg.AssetKey, built:
     files and the built asset) ask for the registered keys alone, so that history costs
     nothing at a tick.
     """
-    registered = set(existing)
-    if not registered or run_in_flight(instance, existing) is not None:
-        return {}  # (an empty set of partitions asks Dagster for every one)
-    kind = dg.DagsterEventType.ASSET_MATERIALIZATION
-    built_at = instance.get_latest_storage_id_by_partition(built, kind, partitions=registered)
+    if not existing or run_in_flight(instance, existing) is not None:
+        return {}
+    built_at = latest_storage_ids(instance, built, existing)
     by_run: dict[str, dict[str, dg.AssetMaterialization]] = {}
-    for key, handed_at in instance.get_latest_storage_id_by_partition(
-            files, kind, partitions=registered).items():
+    for key, handed_at in latest_storage_ids(instance, files, existing).items():
         if handed_at <= built_at.get(key, -1) or key in failed:
             continue
         record = latest(key) if latest is not None else (

@@ -20,6 +20,7 @@ started again in this run).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -28,6 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 from postgres_server import missing_requirement as missing_postgres
 
@@ -76,15 +78,33 @@ def soak(tmp_path_factory) -> Path:
         try:
             harness.wait(TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            harness.terminate()  # the harness stops its stack's processes on the way out
-            try:
-                harness.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(harness.pid, signal.SIGKILL)
-                harness.wait()
+            stop(harness)
+        except BaseException:  # interrupted: the stack stopped all the same
+            stop(harness)
+            raise
     tail = (out / "soak.log").read_text(errors="replace")[-4000:]
     assert harness.returncode == 0, f"soak in {out}, exit {harness.returncode}:\n{tail}"
     return out
+
+
+def stop(harness: subprocess.Popen) -> None:
+    """The harness stopped: SIGTERM, on which it stops its stack on the way out; past
+    :data:`STOP_GRACE_S`, SIGKILL to its own process group and to those of its stack's
+    processes (each started in a session of its own)."""
+    harness.terminate()
+    try:
+        harness.wait(STOP_GRACE_S)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    groups = {harness.pid}
+    for child in psutil.Process(harness.pid).children(recursive=True):
+        with contextlib.suppress(ProcessLookupError):
+            groups.add(os.getpgid(child.pid))
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+    harness.wait()
 
 
 @pytest.fixture(scope="module")

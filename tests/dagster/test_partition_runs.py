@@ -4,6 +4,7 @@ them, whatever its job."""
 import dagster as dg
 import pytest
 
+from sensors import partition_runs
 from sensors.partition_runs import RANGE_END, RANGE_START, ready_run_request, run_in_flight
 from tests.dagster_sqlite import empty_instance
 
@@ -78,3 +79,16 @@ def test_a_run_of_any_job_over_these_keys_holds_them(tags):
         assert run_in_flight(instance, ["a", "b", "c"]) is None
         assert _request(instance, {"a": "1"}) is not None
         assert instance.get_dynamic_partitions(PARTS.name) == ["b", "c"]
+
+
+def test_latest_storage_ids_asks_in_chunks_for_the_keys_given_alone(monkeypatch):
+    files = dg.AssetKey("files")
+    with empty_instance() as instance:
+        for key in ["a", "b", "c", "d", "e", "old"]:
+            instance.report_runless_asset_event(dg.AssetMaterialization(files, partition=key))
+        whole = partition_runs.latest_storage_ids(instance, files, ["a", "b", "c", "d", "e"])
+        assert sorted(whole) == ["a", "b", "c", "d", "e"]  # not "old"
+        monkeypatch.setattr(partition_runs, "KEYS_PER_QUERY", 2)
+        assert partition_runs.latest_storage_ids(
+            instance, files, ["e", "d", "c", "b", "a", "none"]) == whole
+        assert partition_runs.latest_storage_ids(instance, files, []) == {}
