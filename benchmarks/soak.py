@@ -23,7 +23,7 @@ writes into ``--out DIR``:
   (job, status, created, started, ended);
 - ``summary.json``: freshness p50/p95/p99 (landing -> facts, -> accounting) per source,
   exactly once, bad entries failed alone and shown failed through GraphQL, memory growth
-  from a sixth of the run (minute 10 of an hour) to the end, ticks past their timeout,
+  from a sixth of the run (minute 10 of an hour) to the end (medians of 30 s), ticks past their timeout,
   each fault's recovery, the issue's targets met or not;
 - ``freshness.png``, ``memory.png``: freshness and resident memory over the run
   (``benchmarks/soak_plots.py``);
