@@ -33,6 +33,7 @@ Such partitions wait for their files to change (a new fingerprint).
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -314,11 +315,11 @@ def ask_for(context: dg.SensorEvaluationContext, tick: Tick, hand_out: HandOut,
 
 
 @dataclass(frozen=True)
-class LandingSensor:
+class LandingSensor(ABC):
     """What a sensor over landing folders is about: which entries of a folder are its own
     (``identify``: :func:`joulehouse.landing.find_landed`), the partitions they become, the
     source asset of their files, the job it asks for, and how an entry is called in the
-    tick's messages; its cursor and what a tick hands out are its subclass's
+    tick's messages; its cursor and what a tick hands out are its subclass's, abstract here
     (``sensors/blocks.BlockLandingSensor``: entries handed out in blocks, every landing
     source's since PowerAPI's moved to days)."""
 
@@ -329,19 +330,19 @@ class LandingSensor:
     run_key_prefix: str
     entries: str  # e.g. "GEOPM report(s)"
 
+    @abstractmethod
     def state(self, own: str | None) -> LandingState:
         """The landing state in the sensor's own cursor ``own``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def cursor(self, state: LandingState) -> str:
         """The sensor's own cursor holding ``state``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def hand_out(self, instance: dg.DagsterInstance, ready: Sequence[LandedItem],
                  source: LandingFolders, registered: Callable[[], list[str]]) -> HandOut:
         """What the tick asks for, given the ``ready`` entries (``registered()``: the
         registered keys, read once a tick when asked for)."""
-        raise NotImplementedError
 
     def evaluate(self, context: dg.SensorEvaluationContext, source: LandingFolders
                  ) -> dg.SensorResult:
