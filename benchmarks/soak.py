@@ -67,7 +67,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -300,16 +299,6 @@ def restart_webserver(on: Target, fault: dict) -> None:
     on.stack.restart("webserver")
 
 
-def _mount(*arguments: str) -> None:
-    subprocess.run(["mount", *arguments], check=True, capture_output=True, text=True)
-
-
-def _umount(path: Path) -> None:
-    """Unmount ``path``; lazily if it is busy (a process reading it), so it is never left."""
-    if subprocess.run(["umount", str(path)], check=False, capture_output=True).returncode:
-        subprocess.run(["umount", "-l", str(path)], check=True, capture_output=True, text=True)
-
-
 def unmount_landing(on: Target, fault: dict) -> None:
     """GEOPM's landing folder covered by an empty tmpfs (the stack sees an empty mount
     point) for ``--outage-s``; its lander writes into the folder underneath meanwhile, by
@@ -318,18 +307,18 @@ def unmount_landing(on: Target, fault: dict) -> None:
     folder = lander.folder
     underneath = on.out / "geopm-underneath" / folder.name
     underneath.mkdir(parents=True, exist_ok=True)
-    _mount("--bind", str(folder), str(underneath))
+    soak_history.run_command("mount", "--bind", str(folder), str(underneath))
     lander.writes_to = underneath
-    _mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder))
+    soak_history.run_command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder))
     fault["folder"] = str(folder)
     try:
         time.sleep(on.args.outage_s)
     finally:
         try:
-            _umount(folder)
+            soak_history.unmount(folder)
         finally:
             lander.writes_to = folder
-            _umount(underneath)
+            soak_history.unmount(underneath)
 
 
 #: The file that fills the warehouse's file system (hidden: no table).
@@ -363,13 +352,14 @@ def warehouse_file_system(args: argparse.Namespace, out: Path) -> Iterator[None]
         return
     warehouse = out / "warehouse"
     warehouse.mkdir(parents=True, exist_ok=True)
-    _mount("-t", "tmpfs", "-o", f"size={args.warehouse_mb}m", "tmpfs", str(warehouse))
+    soak_history.run_command("mount", "-t", "tmpfs", "-o", f"size={args.warehouse_mb}m",
+                             "tmpfs", str(warehouse))
     try:
         yield
     finally:
         kept = out / ".warehouse-kept"
         shutil.copytree(warehouse, kept, ignore=shutil.ignore_patterns(FILLER))
-        _umount(warehouse)
+        soak_history.unmount(warehouse)
         warehouse.rmdir()
         kept.rename(warehouse)
 

@@ -14,7 +14,8 @@ sensors and runs, as any landing), and kept under :data:`KEPT` ``/<name>/``:
 - ``history.json``: the history's counts and days, when and by which commit it was made,
   where its intensity and tariff files end, how long it took to bring in.
 
-A run mounts a copy of the image, restores the databases into its own throwaway PostgreSQL
+The mount and unmount helpers (:func:`run_command`, :func:`unmount`) serve the soak's
+file-system faults too. A run mounts a copy of the image, restores the databases into its own throwaway PostgreSQL
 before the stack starts, and lands on top. Kept histories are not migrated: after a change
 to what the stack stores, delete ``benchmarks/.data/soak-history``. Needs root (``losetup``,
 ``mount``) and PostgreSQL's ``pg_dump`` and ``pg_restore``.
@@ -71,13 +72,19 @@ def kept(history: History) -> Path:
                    f"-days{history.days}")
 
 
-def _run(*command: str | os.PathLike[str]) -> None:
+def run_command(*command: str | os.PathLike[str]) -> None:
     """``command`` run; raises with its error output when it fails."""
     done = subprocess.run([str(part) for part in command], check=False, capture_output=True,
                           text=True)
     if done.returncode:
         raise RuntimeError(f"{' '.join(map(str, command))}: exit {done.returncode}: "
                            f"{done.stderr.strip()}")
+
+
+def unmount(path: Path) -> None:
+    """Unmount ``path``; lazily if it is busy (a process reading it), so it is never left."""
+    if subprocess.run(["umount", str(path)], check=False, capture_output=True).returncode:
+        run_command("umount", "-l", path)
 
 
 @contextmanager
@@ -87,27 +94,25 @@ def mounted(image: Path) -> Iterator[None]:
     device is in use (another run, or one killed before it could clean up: ``umount`` and
     ``losetup -d`` them)."""
     if not LOOP.exists():
-        _run("mknod", LOOP, "b", "7", str(LOOP_MINOR))
+        run_command("mknod", LOOP, "b", "7", str(LOOP_MINOR))
     MOUNT.mkdir(exist_ok=True)
     if os.path.ismount(MOUNT):
         raise RuntimeError(f"{MOUNT} is mounted already: another soak, or a leftover")
-    _run("losetup", LOOP, image)
+    run_command("losetup", LOOP, image)
     try:
-        _run("mount", LOOP, MOUNT)
+        run_command("mount", LOOP, MOUNT)
         try:
             yield
         finally:
-            if subprocess.run(["umount", str(MOUNT)], check=False,
-                              capture_output=True).returncode:
-                _run("umount", "-l", MOUNT)
+            unmount(MOUNT)
     finally:
-        _run("losetup", "-d", LOOP)
+        run_command("losetup", "-d", LOOP)
 
 
 def dump(stack: Stack, into: Path) -> None:
     """The stack's two databases into ``into/<name>.dump``."""
     for name in DATABASES:
-        _run(PG_BIN / "pg_dump", "-Fc", "-f", into / f"{name}.dump",
+        run_command(PG_BIN / "pg_dump", "-Fc", "-f", into / f"{name}.dump",
              stack.postgres.url(name))
 
 
@@ -116,7 +121,7 @@ def restorer(folder: Path) -> Callable[[PostgresServer], None]:
 
     def restore(postgres: PostgresServer) -> None:
         for name in DATABASES:
-            _run(PG_BIN / "pg_restore", "--no-owner", "-d", postgres.url(name),
+            run_command(PG_BIN / "pg_restore", "--no-owner", "-d", postgres.url(name),
                  folder / f"{name}.dump")
 
     return restore
@@ -146,7 +151,7 @@ def make(history: History, bring_in: Callable[[Path], dict]) -> Path:
     image.unlink(missing_ok=True)
     with image.open("wb") as file:
         file.truncate(IMAGE_GB * 2**30)
-    _run("mkfs.ext4", "-q", "-F", "-N", str(IMAGE_INODES), image)
+    run_command("mkfs.ext4", "-q", "-F", "-N", str(IMAGE_INODES), image)
     started = time.monotonic()
     with mounted(image):
         data = folders()
@@ -170,7 +175,7 @@ def copy_mounted(folder: Path, out: Path) -> Iterator[dict]:
     :data:`MOUNT`; yields its record. The warehouse is copied to ``out/warehouse`` on the
     way out (where ``joulehouse sql`` reads it afterwards) and the copy deleted."""
     image = out / "history.img"
-    _run("cp", "--sparse=always", folder / "data.img", image)
+    run_command("cp", "--sparse=always", folder / "data.img", image)
     try:
         with mounted(image):
             yield json.loads((folder / "history.json").read_text())

@@ -17,14 +17,15 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+PROJECT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(PROJECT), str(PROJECT / "tests"), str(PROJECT / "benchmarks")]
+
+from soak_record import FACT_SOURCES, SERVICES
 
 from joulehouse.plots import Series, lines_png
 
 #: The bins of landing time the delays are summarised over (minutes).
 BIN_MIN = 2.0
-FACT_SOURCES = ("clustercockpit", "geopm", "gpu-benchmark", "powerapi")
-SERVICES = ("daemon", "webserver", "code-server")
 
 
 def freshness_series(landed: pd.DataFrame) -> list[Series]:
