@@ -21,9 +21,11 @@ files once they are many.
 from __future__ import annotations
 
 import functools
+import random
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import ParamSpec
+from typing import ParamSpec, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -38,11 +40,16 @@ COMMIT_TRIES = 3
 #: predicate on the scope alone; none for a table kept whole by one writer) rather than
 #: naming each in the write's ``IN`` list.
 WHOLE_ABOVE = 10_000
+#: The longest wait before a refused write is tried again (seconds): the waits double from
+#: a tenth of this, each drawn at random up to its bound, so that writers refused by each
+#: other do not race again at once.
+RETRY_WAIT_S = 2.0
 #: Small data files (under ``entry_table.TARGET_FILE_BYTES``) above which
 #: :func:`compact_if_due` merges them (each write adds one or two).
 COMPACT_ABOVE = 64
 
 P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -104,20 +111,21 @@ class Kept:
 
 
 def retried(tries: Callable[[], int] = lambda: COMMIT_TRIES
-            ) -> Callable[[Callable[P, Written]], Callable[P, Written]]:
+            ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """A decorator: the write tried up to ``tries()`` times while a racing commit refuses
-    its own; each try reads the stored state anew; the last try's refusal is raised."""
+    its own, after a random wait that doubles (:data:`RETRY_WAIT_S`); each try reads the
+    stored state anew; the last try's refusal is raised."""
 
-    def decorate(write: Callable[P, Written]) -> Callable[P, Written]:
+    def decorate(write: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(write)
-        def again(*args: P.args, **kwargs: P.kwargs) -> Written:
+        def again(*args: P.args, **kwargs: P.kwargs) -> R:
             from deltalake.exceptions import CommitFailedError
 
-            for _ in range(tries() - 1):
+            for attempt in range(tries() - 1):
                 try:
                     return write(*args, **kwargs)
                 except CommitFailedError:
-                    continue
+                    time.sleep(random.uniform(0, RETRY_WAIT_S * min(1.0, 0.1 * 2**attempt)))
             return write(*args, **kwargs)
 
         return again
@@ -182,17 +190,19 @@ def sync(warehouse: Warehouse, kept: Kept, rows: pd.DataFrame, stored: pd.DataFr
     return Written(entities=len(changed), removed=len(removed), rows=len(written))
 
 
-def compact_if_due(warehouse: Warehouse, table: str, above: int | None = None
+def compact_if_due(warehouse: Warehouse, table: str, above: int | None = None,
+                   compact: Callable[[Warehouse, str], dict[str, int]] = entry_table.compact
                    ) -> dict[str, int] | None:
-    """Compact ``table`` (``entry_table.compact``) when its current version has over
-    ``above`` (default :data:`COMPACT_ABOVE`) data files under the compaction's target size;
-    its figures, or None when not due. Files at the target size are not counted, which a
+    """``compact`` ``table`` (``entry_table.compact``, or ``entry_table.compact_rewriting``
+    for a table several steps write at once) when its current version has over ``above``
+    (default :data:`COMPACT_ABOVE`) data files under the compaction's target size; its
+    figures, or None when not due. Files at the target size are not counted, which a
     compaction would leave."""
     small = [info for info in entry_table.files(warehouse, table)
              if info.size < entry_table.TARGET_FILE_BYTES]
     if len(small) <= (COMPACT_ABOVE if above is None else above):
         return None
-    return entry_table.compact(warehouse, table)
+    return compact(warehouse, table)
 
 
 def compact_each(warehouse: Warehouse, kept: Iterable[Kept]) -> dict[str, dict[str, int]]:

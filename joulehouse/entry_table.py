@@ -40,8 +40,9 @@ deltalake is imported when a table is opened, not with this module (0.26 s).
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -412,8 +413,11 @@ def version_files(warehouse: Warehouse, table: str) -> list[pafs.FileInfo] | Non
     where its log holds no version yet (not made, or a making or migration stopped before
     its first commit: its plain files are its rows)."""
     delta = _open(warehouse, table)
-    if delta is None:
-        return None
+    return None if delta is None else _listed(warehouse, table, delta)
+
+
+def _listed(warehouse: Warehouse, table: str, delta: DeltaTable) -> list[pafs.FileInfo]:
+    """The Parquet files of ``delta``'s version, with their sizes, sorted."""
     actions = delta.get_add_actions(flatten=True)
     base = warehouse.table_path(table)
     return sorted((pafs.FileInfo(f"{base}/{path}", pafs.FileType.File, size=size)
@@ -440,14 +444,74 @@ def read(warehouse: Warehouse, table: str, scope: Mapping[str, str] | None = Non
 
 def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
     """Merge the files under ``TARGET_FILE_BYTES`` into files of about that size
-    (``optimize.compact``), then remove the files no version has
-    listed for ``RETENTION_HOURS`` (``vacuum``) and the data files of failed writes
-    (``part-*.parquet`` in the table's folder that no version ever listed, as old); the
-    files added, merged and removed. Nothing else in the folder is touched."""
+    (``optimize.compact``), then :func:`_vacuum`; the files added, merged and removed.
+    Only for a table that one step at a time writes: delta-rs 1.6 lets a write commit
+    over a compaction that removed the files the write rewrote (a compaction's removes
+    carry ``dataChange=false``, which its conflict check lets pass), so both copies of
+    their rows would be listed. A table several steps write at once is compacted by
+    :func:`compact_rewriting`."""
     delta = _open(warehouse, table)
     if delta is None:
         return {"added": 0, "merged": 0, "removed": 0}
     merged = delta.optimize.compact(target_size=TARGET_FILE_BYTES)
+    return {"added": merged["numFilesAdded"], "merged": merged["numFilesRemoved"],
+            "removed": _vacuum(warehouse, table)}
+
+
+def compact_rewriting(warehouse: Warehouse, table: str, scope: Sequence[str],
+                      column: str = "entity") -> dict[str, int]:
+    """Merge small data files as a write does, for a table that several steps write at once
+    (``energy_facts``: each source's step): the entries (``scope`` columns, ``column``)
+    that the smallest files hold, up to ``TARGET_FILE_BYTES`` of them, are read and
+    written back by one overwrite with their predicate, read and committed at one
+    version, so a racing write's commit or this one is refused by delta-rs's conflict
+    check (``CommitFailedError``), as two writes are, and no row is ever listed twice
+    (``optimize.compact`` gives no such guarantee: :func:`compact`). Then
+    :func:`_vacuum`. The files added, merged and removed; nothing merged under two small
+    files."""
+    from deltalake import write_deltalake
+
+    delta = _open(warehouse, table)
+    if delta is None:
+        return {"added": 0, "merged": 0, "removed": 0}
+    before = _listed(warehouse, table, delta)
+    chosen = _smallest(before)
+    if len(chosen) < 2:
+        return {"added": 0, "merged": 0, "removed": _vacuum(warehouse, table)}
+    held = _dataset(warehouse, delta, chosen).to_table(columns=[*scope, column]).group_by(
+        [*scope, column]).aggregate([]).to_pandas()
+    groups = [(dict(zip(scope, values if isinstance(values, tuple) else (values,))),
+               rows[column].tolist())
+              for values, rows in (held.groupby(list(scope), sort=True) if scope
+                                   else [((), held)])]
+    where = " OR ".join(f"({predicate(values, column, entries)})" for values, entries in groups)
+    selected = functools.reduce(operator.or_, (
+        functools.reduce(operator.and_, [*(ds.field(name) == value
+                                           for name, value in values.items()),
+                                         ds.field(column).isin(entries)])
+        for values, entries in groups))
+    data = _dataset(warehouse, delta, before).to_table(filter=selected).sort_by(
+        [(name, "ascending") for name in [*scope, column]])
+    write_deltalake(delta, data, mode="overwrite", predicate=where,
+                    target_file_size=TARGET_FILE_BYTES)
+    listed = {info.path for info in before}
+    return {"added": sum(info.path not in listed for info in _listed(warehouse, table, delta)),
+            "merged": len(chosen), "removed": _vacuum(warehouse, table)}
+
+
+def _smallest(listed: list[pafs.FileInfo]) -> list[pafs.FileInfo]:
+    """The files of ``listed`` under ``TARGET_FILE_BYTES``, smallest first, as many as fit
+    together in that size."""
+    small = sorted((info for info in listed if info.size < TARGET_FILE_BYTES),
+                   key=lambda info: (info.size, info.path))
+    sizes = itertools.accumulate(info.size for info in small)
+    return [info for info, total in zip(small, sizes) if total <= TARGET_FILE_BYTES]
+
+
+def _vacuum(warehouse: Warehouse, table: str) -> int:
+    """Remove the files no version has listed for ``RETENTION_HOURS`` (``vacuum``) and the
+    data files of failed writes (``part-*.parquet`` in the table's folder that no version
+    ever listed, as old); how many. Nothing else in the folder is touched."""
     delta = _open(warehouse, table)
     removed = delta.vacuum(retention_hours=RETENTION_HOURS, dry_run=False)
     # full=True lists every file no version lists (the ones just removed included)
@@ -456,8 +520,7 @@ def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
                 and path.startswith("part-") and path.endswith(".parquet")]
     for path in unlisted:
         warehouse.filesystem.delete_file(f"{warehouse.table_path(table)}/{path}")
-    return {"added": merged["numFilesAdded"], "merged": merged["numFilesRemoved"],
-            "removed": len(removed) + len(unlisted)}
+    return len(removed) + len(unlisted)
 
 
 def write_keyed(warehouse: Warehouse, table: str, rows: pd.DataFrame, column: str,

@@ -34,6 +34,7 @@ end computed from a duration in float seconds moves by less than a microsecond).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection
 
 import pandas as pd
@@ -58,8 +59,11 @@ WHOLE_ABOVE = 10_000
 #: Times a write is tried while delta-rs refuses its commit because another writer's
 #: committed first (``CommitFailedError``: a concurrent transaction): a Dagster step
 #: that fails so is not retried by ``run_retries``, and its entries' facts would stay
-#: missing until the next run.
-COMMIT_TRIES = 3
+#: missing until the next run. The sources' steps write at once (each in its own pool), and
+#: two writes on one data file (a compacted file holds many sources' rows) refuse each
+#: other, so the tries are many, after random waits (``entry_sync.RETRY_WAIT_S``; at most
+#: about 9 s in all).
+COMMIT_TRIES = 8
 
 _retried = entry_sync.retried(lambda: COMMIT_TRIES)
 
@@ -112,10 +116,21 @@ def stored_rows(warehouse: Warehouse, source: str) -> int:
 
 
 def compact_if_due(warehouse: Warehouse) -> dict[str, int] | None:
-    """Compact the table (``entry_table.compact``: small files merged, files no version has
-    listed for a week removed) when its current version has over ``COMPACT_ABOVE`` data
-    files under the compaction's target size (``entry_table.TARGET_FILE_BYTES``); its
-    figures, or None when not due. A compaction's own files are under that size too
-    (it fills each up to the size): a table of over ``COMPACT_ABOVE`` of them, some
-    6 GiB, would be compacted by every write, each merging what little it can."""
-    return entry_sync.compact_if_due(warehouse, TABLE, COMPACT_ABOVE)
+    """Compact the table when its current version has over ``COMPACT_ABOVE`` data files
+    under the compaction's target size (``entry_table.TARGET_FILE_BYTES``); its figures, or
+    None when not due. A compaction's own files are under that size too (it fills each up
+    to the size): a table of over ``COMPACT_ABOVE`` of them, some 6 GiB, would be compacted
+    by every write, each merging what little it can.
+
+    Every source's step writes the table, at once (each its own pool): the compaction is
+    a write like theirs (``entry_table.compact_rewriting``), tried again while a racing
+    commit refuses it, and left to a later write when every try was refused (then its
+    figures say ``refused``: no row moved)."""
+    from deltalake.exceptions import CommitFailedError
+
+    try:
+        return _retried(entry_sync.compact_if_due)(
+            warehouse, TABLE, COMPACT_ABOVE,
+            functools.partial(entry_table.compact_rewriting, scope=["source"]))
+    except CommitFailedError:
+        return {"added": 0, "merged": 0, "removed": 0, "refused": 1}

@@ -206,3 +206,104 @@ def test_files_at_the_target_size_make_no_compaction_due(tmp_path, monkeypatch):
     assert len(sizes) == 3 and min(sizes) >= 1000
     assert facts_entries.compact_if_due(tables) is None
     assert len(entry_table.files(tables, TABLE)) == 3
+
+
+def _three_blocks_and_a_geopm_report(tables: Warehouse) -> None:
+    for block in range(3):  # a file each
+        facts_entries.replace_owned(tables, "clustercockpit", job_facts(
+            {f"c/{block}000/0": float(block)}), [f"c/{block}"], CC_OWNERSHIP)
+    facts_entries.sync(tables, "geopm", job_facts({"r/1": 7.0}, "geopm"))
+
+
+def test_two_racing_delta_rs_optimizes_list_every_row_twice(tmp_path):
+    """Why energy_facts is not compacted by ``optimize.compact`` (``entry_table.compact``)
+    now that every source's step writes, and so compacts, it at once: two optimizes that
+    read the same version both commit (delta-rs 1.6 lets removes marked
+    ``dataChange=false`` pass against each other), and every row they merged is listed
+    twice. (An optimize racing a write is refused either way round.) Should a delta-rs
+    release refuse the second optimize, this test fails: optimize.compact is then safe
+    for a table written at once again."""
+    from deltalake import DeltaTable
+
+    tables = Warehouse(tmp_path)
+    _three_blocks_and_a_geopm_report(tables)
+    first, second = (DeltaTable(tables.table_path(TABLE)) for _ in range(2))
+    first.optimize.compact()
+    second.optimize.compact()
+    assert stored(tables)["entity"].tolist() == ["c/0000/0", "c/0000/0", "c/1000/0",
+                                                 "c/1000/0", "c/2000/0", "c/2000/0"]
+
+
+def test_two_racing_compactions_list_every_row_once(tmp_path, monkeypatch):
+    """The same race between two of energy_facts' own compactions
+    (``entry_table.compact_rewriting``): the second's commit is refused, its next try finds
+    one file, no compaction due (None), and every row is listed once."""
+    import deltalake
+
+    tables = Warehouse(tmp_path)
+    _three_blocks_and_a_geopm_report(tables)
+    monkeypatch.setattr(facts_entries, "COMPACT_ABOVE", 1)
+    write, raced = deltalake.write_deltalake, []
+
+    def racing(table, data, **options):
+        if isinstance(table, deltalake.DeltaTable) and not raced:  # the compaction's commit
+            raced.append(None)
+            raced[0] = facts_entries.compact_if_due(tables)  # the other, committed first
+        return write(table, data, **options)
+
+    monkeypatch.setattr(deltalake, "write_deltalake", racing)
+    assert facts_entries.compact_if_due(tables) is None
+    assert raced == [{"added": 1, "merged": 4, "removed": 0}]
+    assert len(entry_table.files(tables, TABLE)) == 1
+    pd.testing.assert_frame_equal(stored(tables), expected(
+        {"c/0000/0": 0.0, "c/1000/0": 1.0, "c/2000/0": 2.0}))
+
+
+def test_a_compaction_raced_by_a_write_is_refused_and_tried_again(tmp_path, monkeypatch):
+    """A source's write commits between the compaction's read and its commit, replacing a
+    job in one of the files being merged: the compaction's commit is refused (as a write's
+    would be), its next try reads the new state, and every row is listed once, the job
+    with the write's energy."""
+    import deltalake
+
+    tables = Warehouse(tmp_path)
+    _three_blocks_and_a_geopm_report(tables)
+    monkeypatch.setattr(facts_entries, "COMPACT_ABOVE", 1)
+    write, raced = deltalake.write_deltalake, []
+
+    def racing(table, data, **options):
+        if isinstance(table, deltalake.DeltaTable) and not raced:  # the compaction's commit
+            raced.append(True)
+            facts_entries.replace_owned(tables, "clustercockpit", job_facts(
+                {"c/1000/0": 10.0}), ["c/1"], CC_OWNERSHIP)
+        return write(table, data, **options)
+
+    monkeypatch.setattr(deltalake, "write_deltalake", racing)
+    figures = facts_entries.compact_if_due(tables)
+    assert raced and figures["merged"] == 4 and figures["added"] == 1  # the race replaced one
+    assert len(entry_table.files(tables, TABLE)) == 1
+    pd.testing.assert_frame_equal(stored(tables), expected(
+        {"c/0000/0": 0.0, "c/1000/0": 10.0, "c/2000/0": 2.0}))
+    pd.testing.assert_frame_equal(stored(tables, "geopm"), entry_table.to_microseconds(
+        job_facts({"r/1": 7.0}, "geopm")))
+
+
+def test_a_compaction_refused_at_every_try_moves_no_row(tmp_path, monkeypatch):
+    """Writers refuse the compaction at every try: it gives up (``refused``), and the
+    table keeps its files and rows for a later write's compaction."""
+    import deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    tables = Warehouse(tmp_path)
+    _three_blocks_and_a_geopm_report(tables)
+    listed = [info.path for info in entry_table.files(tables, TABLE)]
+    monkeypatch.setattr(facts_entries, "COMPACT_ABOVE", 1)
+    monkeypatch.setattr(facts_entries, "COMMIT_TRIES", 2)
+
+    def refused(table, data, **options):
+        raise CommitFailedError("Transaction failed: a concurrent transaction wrote")
+
+    monkeypatch.setattr(deltalake, "write_deltalake", refused)
+    assert facts_entries.compact_if_due(tables) == {"added": 0, "merged": 0, "removed": 0,
+                                                    "refused": 1}
+    assert [info.path for info in entry_table.files(tables, TABLE)] == listed
