@@ -187,12 +187,12 @@ def tariffs(accounting: AccountingSettings, warehouse: Warehouse) -> dg.Material
 
 
 #: The accounting steps' own pool, of limit 1 (the instance's ``pools: default_limit``): they
-#: write the accounting tables alone, so they run beside a source's step (the pool
-#: ``TABLES_POOL``), never beside each other. They read ``energy_facts`` at one Delta
+#: write the accounting tables alone, so they run beside the sources' steps (their pools,
+#: ``tables_pool``), never beside each other. They read ``energy_facts`` at one Delta
 #: version, the one their state records (``joulehouse/accounting/incremental.py``), and the
 #: sources' other tables as they are then: what a source writes meanwhile is taken up by
-#: the next accounting run, which that write asks for (``ACCOUNTING_AUTOMATION``). In the
-#: sources' pool, an accounting run waited in the queue behind every source's run (the
+#: the next accounting run, which that write asks for (``ACCOUNTING_AUTOMATION``). In a
+#: source's pool, an accounting run waited in the queue behind that source's runs (the
 #: soak, benchmarks/README.md).
 ACCOUNTING_POOL = "joulehouse_accounting"
 #: When an accounting step runs: once an input changed (or it is missing) since the

@@ -53,7 +53,7 @@ import pandas as pd
 
 from assets.blocks import MAX_LISTED, block_failure
 from assets.facts import OwnedFacts, write_facts
-from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION, TABLES_POOL
+from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION, tables_pool
 from assets.reporting import (
     STEP_RETRY,
     PartitionBatch,
@@ -513,7 +513,7 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
         check_specs=[READ_SPEC, CONFORMANCE_SPEC, LOADS_SPEC],
         can_subset=True,
         backfill_policy=blocks_per_run,
-        pool=TABLES_POOL,
+        pool=tables_pool("clustercockpit"),
         description="The ClusterCockpit pipeline in one step; see assets/clustercockpit.py.",
     )
     def cc_pipeline(context: dg.AssetExecutionContext, cc_archive: ClusterCockpitArchive,

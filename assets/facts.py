@@ -28,8 +28,10 @@ Either way the materialization reports the source's rows in the table after the 
 beside what the write did (``entities_written``, ``entities_removed``, ``rows_written``).
 
 After the write the table is compacted once it has many files
-(``facts_entries.compact_if_due``; the step holds the ``joulehouse_tables`` pool, so no
-other writer of the table runs meanwhile).
+(``facts_entries.compact_if_due``). Every source's step writes the table, each in its own
+pool (``assets.gpu.tables_pool``), so writes and compactions of different sources may
+race: each is one commit that delta-rs refuses when another took what it read, and it is
+tried again from the stored state.
 
 Why not partition the facts asset like its source's energy: one spec per source stays
 what the accounting assets, the schedules and the UI's graph depend on, a GEOPM or

@@ -56,7 +56,7 @@ from assets.blocks import (
     run_entries,
 )
 from assets.facts import write_facts, write_owned_facts
-from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, TABLES_POOL, VALID_CHECK
+from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, VALID_CHECK, tables_pool
 from assets.reporting import (
     STEP_RETRY,
     Stored,
@@ -505,7 +505,7 @@ with backfills() as single_run:
         check_specs=[VALID_SPEC, COMPUTED_SPEC, LOADS_SPEC],
         can_subset=True,
         backfill_policy=single_run,
-        pool=TABLES_POOL,
+        pool=tables_pool("geopm"),
         description="The GEOPM pipeline in one step; see assets/geopm.py.",
     )
     def geopm_pipeline(context: dg.AssetExecutionContext, config: GeopmHandOut,

@@ -154,10 +154,19 @@ TABLE_AUTOMATION = dg.AutomationCondition.eager().without(
 PER_REPETITION = {"group_name": GROUP, "partitions_def": gpu_repetition_days, "skippable": True,
                   "tags": {"source": "gpu-benchmark"}}
 
-#: Concurrency pool of the step that rebuilds the whole tables and TAUdb's GPU trials:
-#: the instance configs (deploy/) limit it to 1, so two runs never rebuild them at once,
-#: whoever launched the runs (sensor, backfill, automation).
-TABLES_POOL = "joulehouse_tables"
+
+
+def tables_pool(source: str) -> str:
+    """The concurrency pool of ``source``'s step, which writes its tables, its TAUdb trials
+    and its ``energy_facts`` rows: the instance configs (deploy/) limit every pool to 1, so
+    two runs never write one source's tables at once, whoever launched them (sensor,
+    backfill, automation). Each source has its own, so the sources' steps run beside each
+    other: the one table they share, ``energy_facts``, is written and compacted by commits
+    that refuse each other when they race (``joulehouse/facts_entries.py``), and TAUdb
+    loads of different sources do not wait for each other (``joulehouse/taudb/connect.py``).
+    One pool for all sources made every landing wait for every other source's run."""
+    return f"joulehouse_tables_{source}"
+
 
 #: What the tables over all repetitions share.
 WHOLE_TABLE = {"group_name": GROUP, "automation_condition": TABLE_AUTOMATION,

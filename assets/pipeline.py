@@ -35,8 +35,8 @@ The per-repetition work of 1. and 2., and the building of the trials, runs in th
 ``workers`` resource's processes
 (``resources/workers.py``); every event is written here. Each per-repetition
 asset reports a materialization per stored partition only
-(``assets/reporting.py``). The whole step is in the ``joulehouse_tables``
-pool, so two runs never rebuild the tables at once.
+(``assets/reporting.py``). The whole step is in the GPU's pool
+(``tables_pool("gpu")``), so two runs never rebuild the GPU tables at once.
 """
 
 from collections.abc import Iterator
@@ -47,7 +47,6 @@ from assets.blocks import RunDays, block_outcomes
 from assets.gpu import (
     COMPUTED_SPEC,
     GPU_TABLES,
-    TABLES_POOL,
     VALID_SPEC,
     GpuHandOut,
     benchmark_energy,
@@ -61,6 +60,7 @@ from assets.gpu import (
     per_repetition_assets,
     repetition_days_of,
     setting_energy,
+    tables_pool,
 )
 from assets.reporting import STEP_RETRY, backfills, failure, run_partitions
 from assets.taudb import load_gpu_trials, taudb_trials
@@ -74,7 +74,7 @@ with backfills() as single_run:
         check_specs=[VALID_SPEC, COMPUTED_SPEC],
         can_subset=True,
         backfill_policy=single_run,
-        pool=TABLES_POOL,
+        pool=tables_pool("gpu"),
         description="The GPU pipeline in one step; see assets/pipeline.py.",
     )
     def gpu_pipeline(context: dg.AssetExecutionContext, config: GpuHandOut,

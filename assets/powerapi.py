@@ -68,7 +68,7 @@ from assets.blocks import (
     stored_entries_metadata,
 )
 from assets.facts import write_facts, write_owned_facts
-from assets.gpu import TABLE_AUTOMATION, TABLES_POOL
+from assets.gpu import TABLE_AUTOMATION, tables_pool
 from assets.reporting import (
     FRAMES_FAILED,
     STEP_RETRY,
@@ -390,7 +390,7 @@ with backfills() as single_run:
         check_specs=[VALID_SPEC, COMPUTED_SPEC],
         can_subset=True,
         backfill_policy=single_run,
-        pool=TABLES_POOL,
+        pool=tables_pool("powerapi"),
         description="The PowerAPI pipeline in one step; see assets/powerapi.py.",
     )
     def powerapi_pipeline(context: dg.AssetExecutionContext, config: PowerapiHandOut,

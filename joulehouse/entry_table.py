@@ -16,8 +16,10 @@ commit leaves data files that no version lists, which :func:`compact` removes on
 older than ``RETENTION_HOURS``. The table is made, empty (version 0), before its first
 write, so a first write is such a write too; a log without a version (a making or a
 migration stopped before its commit) reads as the folder's plain files, if any (none:
-empty). Writers of one table are kept one at a time
-(docs/ARCHITECTURE.md says why on S3). ``DeltaTable.delete`` is not used: it rewrites a
+empty). Writers may race: delta-rs refuses a commit whose read another commit changed
+(``CommitFailedError``), and the caller tries again (``entry_sync.retried``); a table
+written by several steps at once is compacted by :func:`compact_rewriting`, never by
+:func:`compact` (docs/ARCHITECTURE.md, "Writers at once"). ``DeltaTable.delete`` is not used: it rewrites a
 file's other rows with ``string_view`` strings, which a pyarrow dataset's filter
 (DuckDB's pushdown on an object store) cannot compare.
 

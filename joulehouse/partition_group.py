@@ -31,7 +31,8 @@ atomic per object) and then deleted, and no lock is taken. Finishing a
 committed write is idempotent (a staged object moved already is skipped), so
 :func:`finish_pending` may finish any journal it finds; writes of one key at
 once must then be kept apart by the caller, as the Dagster steps that write
-partition groups do (they hold the pool ``joulehouse_tables``, limit 1).
+partition groups do (each holds its source's pool ``joulehouse_tables_<source>``, limit
+1; a source's keys are its own).
 """
 
 from __future__ import annotations

@@ -234,13 +234,14 @@ def test_two_racing_delta_rs_optimizes_list_every_row_twice(tmp_path):
                                                  "c/1000/0", "c/2000/0", "c/2000/0"]
 
 
-def test_two_racing_compactions_list_every_row_once(tmp_path, monkeypatch):
+def test_two_racing_compactions_list_every_row_once(empty_warehouse, monkeypatch):
     """The same race between two of energy_facts' own compactions
     (``entry_table.compact_rewriting``): the second's commit is refused, its next try finds
-    one file, no compaction due (None), and every row is listed once."""
+    one file, no compaction due (None), and every row is listed once. On a path and on S3
+    (moto)."""
     import deltalake
 
-    tables = Warehouse(tmp_path)
+    tables = empty_warehouse
     _three_blocks_and_a_geopm_report(tables)
     monkeypatch.setattr(facts_entries, "COMPACT_ABOVE", 1)
     write, raced = deltalake.write_deltalake, []
@@ -259,14 +260,14 @@ def test_two_racing_compactions_list_every_row_once(tmp_path, monkeypatch):
         {"c/0000/0": 0.0, "c/1000/0": 1.0, "c/2000/0": 2.0}))
 
 
-def test_a_compaction_raced_by_a_write_is_refused_and_tried_again(tmp_path, monkeypatch):
+def test_a_compaction_raced_by_a_write_is_refused_and_tried_again(empty_warehouse, monkeypatch):
     """A source's write commits between the compaction's read and its commit, replacing a
     job in one of the files being merged: the compaction's commit is refused (as a write's
     would be), its next try reads the new state, and every row is listed once, the job
-    with the write's energy."""
+    with the write's energy. On a path and on S3 (moto)."""
     import deltalake
 
-    tables = Warehouse(tmp_path)
+    tables = empty_warehouse
     _three_blocks_and_a_geopm_report(tables)
     monkeypatch.setattr(facts_entries, "COMPACT_ABOVE", 1)
     write, raced = deltalake.write_deltalake, []

@@ -47,8 +47,8 @@ each read reads its tail again and says it again, and once the report is
 completed (or the file is still being written) it says nothing.
 
 Reads of one partition must not run at once (two would store the same
-reports twice): the Dagster step that calls this holds the pool
-``joulehouse_tables`` (limit 1), and reads at most what is new.
+reports twice): the Dagster step that calls this holds PowerAPI's pool
+``joulehouse_tables_powerapi`` (limit 1), and reads at most what is new.
 """
 
 from __future__ import annotations

@@ -44,6 +44,10 @@ SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
 SOURCE_LOCK_CLASS = 0x7461  # the first key of the loads' two-key advisory locks ("ta")
 SOURCE_LOCK_BUCKETS = 1024  # a load holds at most this many advisory locks
+#: How long a SQLite load waits for another's write lock before it fails (seconds; the
+#: driver's default is 5): the sources' steps load at once (each in its own pool), and a
+#: ClusterCockpit block's trials hold the lock for seconds.
+SQLITE_LOCK_WAIT_S = 600.0
 # Lower case only: PostgreSQL folds the unquoted ``-c search_path=`` name to
 # lower case, while schema.py creates and looks up the exact spelling.
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -143,7 +147,8 @@ class TaudbDatabase:
                 self.connection = _open_sqlite_read_only(url, path)
             else:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
-                self.connection = sqlite3.connect(path, isolation_level=None)
+                self.connection = sqlite3.connect(path, isolation_level=None,
+                                                  timeout=SQLITE_LOCK_WAIT_S)
             self.connection.execute("PRAGMA foreign_keys = ON")
         elif parsed.get_backend_name() == POSTGRESQL:
             if parsed.host is not None and "@" in parsed.host:

@@ -16,8 +16,7 @@ from dagster._core.storage.tags import BACKFILL_ID_TAG
 from dagster._core.utils import make_new_run_id
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 
-from assets import GPU_ASSETS, TAUDB_ASSETS
-from assets.gpu import TABLES_POOL
+from assets.gpu import tables_pool
 from definitions import defs
 from tests.dagster.webserver import (
     HOST,
@@ -152,12 +151,21 @@ def test_backfill_runs_without_a_source_tag_are_limited_together():
         dg.DagsterRun(job_name="__ASSET_JOB", tags={BACKFILL_ID_TAG: "d"}))
 
 
-def test_the_step_rebuilding_whole_tables_is_in_one_pool():
-    pooled = {key.to_user_string()
-              for asset in (*GPU_ASSETS, *TAUDB_ASSETS) if isinstance(asset, dg.AssetsDefinition)
-              for key in asset.keys if asset.get_op_def_for_asset_key(key).pool == TABLES_POOL}
-    assert pooled == {"gpu_validated_frames", "gpu_repetition_energy", "gpu_setting_energy",
-                      "gpu_benchmark_energy", "energy_facts/gpu", "taudb_trials"}
+def test_each_source_step_is_in_its_own_pool():
+    """Each source's step is in its source's pool (limit 1: one run at a time writes that
+    source's tables), so the sources' steps run beside each other; the GPU's holds its
+    per-repetition assets, tables, facts and TAUdb trials."""
+    pools = {key.to_user_string(): asset.get_op_def_for_asset_key(key).pool
+             for asset in defs.assets if isinstance(asset, dg.AssetsDefinition)
+             for key in asset.keys}
+    assert {key for key, pool in pools.items() if pool == tables_pool("gpu")} == {
+        "gpu_validated_frames", "gpu_repetition_energy", "gpu_setting_energy",
+        "gpu_benchmark_energy", "energy_facts/gpu", "taudb_trials"}
+    facts_pools = {key: pool for key, pool in pools.items() if key.startswith("energy_facts/")}
+    assert facts_pools == {"energy_facts/gpu": "joulehouse_tables_gpu",
+                           "energy_facts/geopm": "joulehouse_tables_geopm",
+                           "energy_facts/powerapi": "joulehouse_tables_powerapi",
+                           "energy_facts/clustercockpit": "joulehouse_tables_clustercockpit"}
 
 
 WORKSPACE = """
