@@ -1,4 +1,5 @@
-"""TaudbDatabase on PostgreSQL: text COPY keeps every string exactly; schema names."""
+"""TaudbDatabase: on PostgreSQL, text COPY keeps every string exactly and schema names; on
+SQLite, a load waits for another load's write lock."""
 
 from __future__ import annotations
 
@@ -38,3 +39,40 @@ def test_copy_keeps_odd_strings_exactly(postgres_url):
 def test_schema_name_must_be_lower_case(postgres_url):
     with pytest.raises(ValueError, match="lower-case"):
         TaudbDatabase(postgres_url, "MySchema")
+
+
+@pytest.mark.parametrize("wait_s, loads", [(0.05, False), (30.0, True)])
+def test_a_sqlite_load_waits_for_another_sources_lock(tmp_path, monkeypatch, wait_s, loads):
+    """Two sources' steps load at once (each in its own pool): on SQLite a load waits up to
+    ``SQLITE_LOCK_WAIT_S`` for the other's write lock (held here 1 s), and loads once it is
+    free; with a shorter wait it fails, as with the driver's 5 s default and a longer load."""
+    import sqlite3
+    import threading
+
+    from joulehouse.taudb import connect
+
+    monkeypatch.setattr(connect, "SQLITE_LOCK_WAIT_S", wait_s)
+    url = f"sqlite:///{tmp_path / 'taudb.sqlite'}"
+    with TaudbDatabase(url) as db:
+        load_trial(db, small_trial())  # the schema made
+    held, released = threading.Event(), threading.Event()
+
+    def hold_lock() -> None:
+        with TaudbDatabase(url) as other, other.transaction():
+            held.set()
+            released.wait(1.0)
+
+    holder = threading.Thread(target=hold_lock)
+    holder.start()
+    held.wait()
+    try:
+        with TaudbDatabase(url) as db:
+            if loads:
+                load_trial(db, small_trial("another"))
+                assert db.query("SELECT count(*) FROM trial")[0][0] == 2
+            else:
+                with pytest.raises(sqlite3.OperationalError, match="locked"):
+                    load_trial(db, small_trial("another"))
+    finally:
+        released.set()
+        holder.join()
