@@ -463,7 +463,8 @@ def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
 def compact_rewriting(warehouse: Warehouse, table: str, scope: Sequence[str],
                       column: str = "entity") -> dict[str, int]:
     """Merge small data files as a write does, for a table that several steps write at once
-    (``energy_facts``: each source's step): the entries (``scope`` columns, ``column``)
+    (``energy_facts``: each source's step): the entries (``scope``: at least one column,
+    as every write of such a table names, and ``column``)
     that the smallest files hold, up to ``TARGET_FILE_BYTES`` of them, are read and
     written back by one overwrite with their predicate, read and committed at one
     version, so a racing write's commit or this one is refused by delta-rs's conflict
@@ -482,10 +483,8 @@ def compact_rewriting(warehouse: Warehouse, table: str, scope: Sequence[str],
         return {"added": 0, "merged": 0, "removed": _vacuum(warehouse, table)}
     held = _dataset(warehouse, delta, chosen).to_table(columns=[*scope, column]).group_by(
         [*scope, column]).aggregate([]).to_pandas()
-    groups = [(dict(zip(scope, values if isinstance(values, tuple) else (values,))),
-               rows[column].tolist())
-              for values, rows in (held.groupby(list(scope), sort=True) if scope
-                                   else [((), held)])]
+    groups = [(dict(zip(scope, values)), rows[column].tolist())
+              for values, rows in held.groupby(list(scope), sort=True)]
     where = " OR ".join(f"({predicate(values, column, entries)})" for values, entries in groups)
     selected = functools.reduce(operator.or_, (
         functools.reduce(operator.and_, [*(ds.field(name) == value
