@@ -437,8 +437,9 @@ POWERAPI_TRIALS_AUTOMATION = TABLE_AUTOMATION & ~dg.AutomationCondition.any_deps
         "the estimates' error; docs/taudb-mapping.md), from the stored window table and "
         "power reports of every stored entry still landed (a report landed twice counts "
         "once). "
-        "Only the days whose windows or power reports changed are rebuilt; a rebuild "
-        "replaces the day's trial. A window table stored empty loads nothing and succeeds."
+        "Only the days whose windows or power reports changed since the last load are read "
+        "(every day on the first run), and rebuilt where they differ; a rebuild replaces "
+        "the day's trial. A window table stored empty loads nothing and succeeds."
     ),
     group_name=GROUP,
     deps=[powerapi_validated_frames, powerapi_window_energy],
