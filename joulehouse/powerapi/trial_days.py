@@ -121,7 +121,9 @@ class TrialDays:
 
     ``whole``: why every sensor-day was read ('' when only the changed ones were); ``days``:
     those read, in name order; ``ids``: the trial ids of the sensor-days not read
-    (unchanged since the last load)."""
+    (unchanged since the last load); ``read``: every sensor-day read or found changed
+    (``pending`` while the run loads them); ``pieces``: the index rows of ``entries``
+    now (None: of every entry, replacing the index whole); ``state``: the inputs read."""
 
     whole: str
     days: list[SensorDay]
