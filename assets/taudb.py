@@ -27,12 +27,13 @@ count, stored per set in the warehouse table ``left_out`` (partition
 ``tau/read/<set key>``).
 
 ``powerapi_trials`` keeps one trial per PowerAPI sensor and UTC day, from the
-PowerAPI pipeline's stored tables (the window table
-``powerapi_window_energy``, and every stored piece of the power reports of
-every stored entry still landed through ``assets.powerapi.stored_frame``, a
-report landed twice kept once). A day's fingerprint digests its
-windows' and power reports' values, so only the days that changed are
-rebuilt, each replacing its trial.
+PowerAPI pipeline's stored tables (the window table ``powerapi_window_energy``, and the
+power reports of every stored entry still landed, a report landed twice kept once). It
+reads only the sensor-days whose windows or power reports changed since the trials were
+last loaded (``joulehouse/powerapi/trial_days.py``: a hidden state, as the accounting
+keeps; every sensor-day on the first run, without a state, or when the window setting
+changed), and a day's fingerprint digests its windows' and power reports' values, so
+only the days that changed are rebuilt, each replacing its trial.
 
 What every trial asset shares: :class:`TrialLoads` (a trial replaces those of
 its source key; one whose fingerprint equals the stored trial's, primary
@@ -64,8 +65,6 @@ from assets.powerapi import WINDOW_TABLE as POWERAPI_WINDOW_TABLE
 from assets.powerapi import (
     powerapi_validated_frames,
     powerapi_window_energy,
-    stored_frame,
-    stored_keys,
 )
 from assets.reporting import (
     STEP_RETRY,
@@ -76,11 +75,12 @@ from assets.reporting import (
     verdict,
 )
 from joulehouse import entry_table
-from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
 from joulehouse.gpu.layout import RepetitionRef
 from joulehouse.gpu.store import load_repetition, stored_version
+from joulehouse.landing import StillLanded
 from joulehouse.leftout import store_left_out, stored_left_out
+from joulehouse.powerapi.trial_days import SensorDay, trial_days
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.days import profile_set_start_day
 from joulehouse.taudb.landing import profile_set_files
@@ -416,30 +416,9 @@ def profile_sets_left_out(tables: Tables, outcomes: Mapping[str, Outcome]
 
 # --- PowerAPI: one trial per sensor and UTC day ---------------------------------------------
 
-def _digest(frame: pd.DataFrame) -> str:
-    """A digest of ``frame``'s values, row by row in order (not of its index)."""
-    return digest_pairs({"rows": pd.util.hash_pandas_object(frame, index=False)
-                         .to_numpy().tobytes().hex()})
-
-
-def sensor_days(table: pd.DataFrame, power: pd.DataFrame | None
-                ) -> Iterator[tuple[str, pd.DataFrame, pd.DataFrame | None]]:
-    """Per sensor and UTC day of the window table ``table``: the trial's name
-    ``<sensor>/<YYYY-MM-DD>``, its windows, and its power reports (or None), split as
-    :func:`joulehouse.taudb.mapping.powerapi.session_trials` splits them: a window by
-    the day of its start (windows divide a day), a power report by the day of the tick
-    it ends (a report stamped 00:00:00 belongs to the day before)."""
-    days = table["window_start"].dt.floor("D")
-    reports = {} if power is None else dict(tuple(power.groupby(
-        [power["sensor"], (power["timestamp"] - pd.Timedelta(1, "ns")).dt.floor("D")],
-        sort=False)))
-    for (sensor, day), rows in table.groupby([table["sensor"], days], sort=True):
-        yield f"{sensor}/{day:%Y-%m-%d}", rows, reports.get((sensor, day))
-
-
-def _day_trial(rows: pd.DataFrame, reports: pd.DataFrame | None, **settings) -> TrialData:
+def _day_trial(day: SensorDay, **settings) -> TrialData:
     """The one trial of a sensor's day (``session_trials`` of its rows alone)."""
-    [trial] = session_trials(rows, reports, **settings)
+    [trial] = session_trials(day.windows, day.power, **settings)
     return trial
 
 
@@ -458,8 +437,9 @@ POWERAPI_TRIALS_AUTOMATION = TABLE_AUTOMATION & ~dg.AutomationCondition.any_deps
         "the estimates' error; docs/taudb-mapping.md), from the stored window table and "
         "power reports of every stored entry still landed (a report landed twice counts "
         "once). "
-        "Only the days whose windows or power reports changed are rebuilt; a rebuild "
-        "replaces the day's trial. A window table stored empty loads nothing and succeeds."
+        "Only the days whose windows or power reports changed since the last load are read "
+        "(every day on the first run), and rebuilt where they differ; a rebuild replaces "
+        "the day's trial. A window table stored empty loads nothing and succeeds."
     ),
     group_name=GROUP,
     deps=[powerapi_validated_frames, powerapi_window_energy],
@@ -470,25 +450,28 @@ POWERAPI_TRIALS_AUTOMATION = TABLE_AUTOMATION & ~dg.AutomationCondition.any_deps
 def powerapi_trials(context: dg.AssetExecutionContext, powerapi_source: PowerapiSource,
                     warehouse: Warehouse, taudb: TaudbResource) -> dg.MaterializeResult:
     tables = warehouse.tables()
-    table = tables.read_table(POWERAPI_WINDOW_TABLE)
-    if table.empty and not entry_table.is_entry_table(tables, POWERAPI_WINDOW_TABLE):
+    if (not entry_table.is_entry_table(tables, POWERAPI_WINDOW_TABLE)
+            and tables.read_table(POWERAPI_WINDOW_TABLE).empty):
         raise verdict("no PowerAPI window energy stored yet: materialize "
                       "powerapi_window_energy")
-    keys = stored_keys(powerapi_source, tables)
-    power = stored_frame(tables, "power_reports", keys)[0]
     window = powerapi_source.window
+    run = trial_days(tables, StillLanded(powerapi_source.landings()), window)
     source = tables.location(POWERAPI_WINDOW_TABLE)
-    days = list(sensor_days(table, power))  # slices of the tables read
+    run.begin(tables)
     with taudb.open() as db:
-        loads = TrialLoads.into(db, (f"{source}#{name}" for name, _, _ in days))
-        for name, rows, reports in days:
-            fingerprint = digest_pairs({"window": window, "windows": _digest(rows),
-                                        "power": "" if reports is None else _digest(reports)})
-            loads.load(name, partial(_day_trial, rows, reports, window=window, source=source,
-                                     fingerprint=fingerprint),
-                       (f"{source}#{name}", fingerprint))
-    context.log.info(f"PowerAPI: {len(loads.rows)} of {len(loads.ids)} sensor day(s) loaded")
-    return dg.MaterializeResult(metadata=loads.metadata("days"))
+        loads = TrialLoads.into(db, (f"{source}#{day.name}" for day in run.days))
+        loads.ids.update(run.ids)
+        for day in run.days:
+            fingerprint = day.fingerprint(window)
+            loads.load(day.name, partial(_day_trial, day, window=window, source=source,
+                                         fingerprint=fingerprint),
+                       (f"{source}#{day.name}", fingerprint))
+    run.commit(tables, loads.ids)
+    context.log.info(f"PowerAPI: {len(loads.rows)} of {len(loads.ids)} sensor day(s) loaded, "
+                     f"{len(run.days)} read ({run.whole or 'those changed'})")
+    return dg.MaterializeResult(metadata={**loads.metadata("days"),
+                                          "days_read": dg.MetadataValue.int(len(run.days)),
+                                          "read_whole": dg.MetadataValue.text(run.whole)})
 
 
 TAUDB_ASSETS = [tau_profile_files, tau_profile_trials, powerapi_trials]

@@ -1,0 +1,192 @@
+"""``powerapi_trials`` reads only the sensor-days changed since the trials were last loaded
+(``joulehouse/powerapi/trial_days.py``), and loads what a whole read loads.
+
+Five days of one sensor land (the bundled fixture's reports moved to 2021-01-10 .. 14, one
+entry per day: a folder of its HWPC and power reports); a landing in one day then reads
+that day's windows and power reports alone, though the PowerAPI pipeline rewrote the
+sensor's windows of every day.
+"""
+
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from assets.powerapi import powerapi_window_energy
+from joulehouse import entry_table
+from joulehouse.powerapi import trial_days
+from joulehouse.taudb.stored import read_stored_trial
+from joulehouse.warehouse import Warehouse as Tables
+from resources import PowerapiSource, TaudbResource
+from sensors import powerapi
+from tests.dagster.test_source_trials import POWERAPI_EXAMPLES, Source, _load_days, _rows
+
+DAYS = [f"2021-01-{day}" for day in range(10, 15)]
+SENSOR = "sensor_test"
+
+
+def _day_entry(folder: Path, name: str, day: str, target: str | None = None) -> None:
+    """An entry ``name``: the fixture's HWPC and power reports moved to ``day``; with
+    ``target``, its power reports alone, of that cgroup."""
+    entry = folder / name
+    entry.mkdir()
+    power = (POWERAPI_EXAMPLES / "power.jsonl").read_text().replace("2021-01-13", day)
+    if target is not None:
+        (entry / "power.jsonl").write_text(power.replace('"influxdb"', f'"{target}"'))
+        return
+    (entry / "power.jsonl").write_text(power)
+    (entry / "hwpc.jsonl").write_text((POWERAPI_EXAMPLES / "smartwatts_timeline.jsonl")
+                                      .read_text().replace("2021-01-13", day))
+
+
+@pytest.fixture
+def days(instance, tmp_path) -> tuple[Source, Path]:
+    """Five days of the sensor landed through the PowerAPI run, their trials loaded."""
+    folder = tmp_path / "landing"
+    folder.mkdir()
+    for day in DAYS:
+        _day_entry(folder, f"day{day[-2:]}", day)
+    source = Source(instance, tmp_path, powerapi, "powerapi_source",
+                    PowerapiSource(landing_folders=[str(folder)], quiet_period_s=0))
+    assert source.tick_and_run().success
+    first = _load_days(source)
+    assert (first["read_whole"].value, first["days_loaded"].value) == (
+        "first run: no state", 5)
+    return source, folder
+
+
+class Reads:
+    """What the trials step reads of the window table and the power reports' pieces."""
+
+    def __init__(self, monkeypatch):
+        self.windows, self.whole, self.pieces = [], [], []
+        read_where, read_partitions, read_table = (
+            entry_table.read_where, Tables.read_partitions, Tables.read_table)
+
+        def where(tables, table, *args):
+            rows = read_where(tables, table, *args)
+            if table == trial_days.WINDOW_TABLE:
+                self.windows.append(rows)
+            return rows
+
+        def partitions(tables, table, keys):
+            keys = list(keys)
+            if table == trial_days.POWER_TABLE:
+                self.pieces += keys
+            return read_partitions(tables, table, keys)
+
+        def whole(tables, table):
+            self.whole.append(table)
+            return read_table(tables, table)
+
+        monkeypatch.setattr(entry_table, "read_where", where)
+        monkeypatch.setattr(Tables, "read_partitions", partitions)
+        monkeypatch.setattr(Tables, "read_table", whole)
+
+    def window_days(self) -> set[str]:
+        return {f"{sensor}/{start:%Y-%m-%d}" for rows in self.windows
+                for sensor, start in zip(rows["sensor"], rows["window_start"])}
+
+
+def test_a_landing_in_one_day_reads_and_loads_that_day_alone(days, monkeypatch):
+    source, folder = days
+    ids = _load_days(source)["trial_ids"].value
+    _day_entry(folder, "cgroup12", "2021-01-12", target="newcg")
+    assert source.tick_and_run().success
+    reads = Reads(monkeypatch)
+    after = _load_days(source)
+    changed = f"{SENSOR}/2021-01-12"
+    assert reads.whole == [] and reads.window_days() == {changed}
+    # the pieces of the two entries holding the day's power reports, none of another day
+    assert sorted(piece.split("@")[0] for piece in reads.pieces) == [
+        "landing/cgroup12", "landing/day12"]
+    assert (after["read_whole"].value, after["days_read"].value) == ("", 1)
+    assert (after["days_loaded"].value, after["days_unchanged"].value) == (1, 4)
+    assert list(after["rows_loaded"].value) == [changed]
+    assert {name: trial for name, trial in after["trial_ids"].value.items()
+            if name != changed} == {name: trial for name, trial in ids.items() if name != changed}
+    assert source.trials()[changed]["total_threads"] == 6  # the new cgroup's thread
+
+
+def _stored(source: Source) -> dict[str, dict]:
+    """Every trial's rows by name (ids left out)."""
+    with source.taudb.open() as db:
+        return {name: _rows(read_stored_trial(db, trial["id"]))
+                for name, trial in source.trials().items()}
+
+
+def test_an_incremental_sequence_loads_what_a_whole_read_loads(days, tmp_path):
+    """A landing in one day, then a day's entry removed (its sensor recomputed by a run
+    without partitions): the trials kept step by step equal those a first run loads into an
+    empty TAUdb from the same tables; the removed day's trial stays, as before, out of the
+    step's metadata."""
+    source, folder = days
+    _day_entry(folder, "cgroup12", "2021-01-12", target="newcg")
+    assert source.tick_and_run().success
+    assert _load_days(source)["days_loaded"].value == 1
+    shutil.rmtree(folder / "day14")
+    assert source.defs.resolve_job_def(powerapi.JOB_NAME).execute_in_process(
+        instance=source.instance, asset_selection=[powerapi_window_energy.key]).success
+    removed = _load_days(source)
+    assert (removed["read_whole"].value, removed["days_read"].value) == ("", 0)
+    assert sorted(removed["trial_ids"].value) == [f"{SENSOR}/{day}" for day in DAYS[:4]]
+    kept = _stored(source)
+    assert sorted(kept) == [f"{SENSOR}/{day}" for day in DAYS]  # 2021-01-14's stays
+
+    for table in (trial_days.STATE_TABLE, trial_days.PIECES_TABLE):
+        shutil.rmtree(source.tables.table_dir(table))
+    source.taudb = TaudbResource(url=f"sqlite:///{tmp_path}/rebuilt.sqlite")
+    rebuilt = _load_days(source)
+    assert (rebuilt["read_whole"].value, rebuilt["days_loaded"].value) == (
+        "first run: no state", 4)
+    assert _stored(source) == {name: rows for name, rows in kept.items()
+                               if name != f"{SENSOR}/2021-01-14"}
+
+
+def test_without_a_state_every_day_is_read_and_none_reloaded(days, monkeypatch):
+    source, _ = days
+    ids = _load_days(source)["trial_ids"].value
+    shutil.rmtree(source.tables.table_dir(trial_days.STATE_TABLE))
+    reads = Reads(monkeypatch)
+    again = _load_days(source)
+    assert reads.whole == [trial_days.WINDOW_TABLE]
+    assert (again["read_whole"].value, again["days_read"].value) == ("first run: no state", 5)
+    assert (again["days_loaded"].value, again["trial_ids"].value) == (0, ids)
+    # the state written again, the next run reads nothing
+    assert _load_days(source)["days_read"].value == 0
+
+
+def test_an_unreadable_state_is_read_whole(days):
+    source, _ = days
+    inputs = source.tables.partition_path(trial_days.STATE_TABLE, trial_days.INPUTS)
+    Path(inputs).write_bytes(b"not parquet")
+    again = _load_days(source)
+    assert again["read_whole"].value.startswith("the state cannot be read")
+    assert (again["days_read"].value, again["days_loaded"].value) == (5, 0)
+
+
+def test_a_run_stopped_before_its_state_has_its_days_read_again(days, monkeypatch):
+    """A run stopped after its loads, before its state, then its input gone back to what the
+    state consumed (the landed entry removed, the sensor recomputed): its day shows no
+    change, but is read again (``pending``), and its trial is that of the inputs now."""
+    source, folder = days
+    day = f"{SENSOR}/2021-01-12"
+    _day_entry(folder, "cgroup12", "2021-01-12", target="newcg")
+    assert source.tick_and_run().success
+
+    def stop(*_):
+        raise dg.Failure("stopped", allow_retries=False)
+
+    monkeypatch.setattr(trial_days.TrialDays, "commit", stop)
+    with pytest.raises(dg.Failure, match="stopped"):
+        _load_days(source)
+    monkeypatch.undo()
+    assert source.trials()[day]["total_threads"] == 6
+    shutil.rmtree(folder / "cgroup12")
+    assert source.defs.resolve_job_def(powerapi.JOB_NAME).execute_in_process(
+        instance=source.instance, asset_selection=[powerapi_window_energy.key]).success
+    again = _load_days(source)
+    assert (again["days_read"].value, list(again["rows_loaded"].value)) == (1, [day])
+    assert source.trials()[day]["total_threads"] == 5
+    assert _load_days(source)["days_read"].value == 0
