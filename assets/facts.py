@@ -27,7 +27,7 @@ Either way the materialization reports the source's rows in the table after the 
 (``dagster/row_count``, ``facts_entries.stored_rows``: from the Delta log's statistics)
 beside what the write did (``entities_written``, ``entities_removed``, ``rows_written``).
 
-After the write the table is compacted once it has many files
+After the write the source's files are compacted once they are many
 (``facts_entries.compact_if_due``). Every source's step writes the table, each in its own
 pool (``assets.gpu.tables_pool``), so writes and compactions of different sources may
 race: each is one commit that delta-rs refuses when another took what it read, and it is
@@ -101,7 +101,7 @@ def _reported(context: dg.AssetExecutionContext, tables: Warehouse, asset: dg.As
               metadata: Mapping[str, Any] | None) -> dg.MaterializeResult:
     """After a write of ``source``'s facts (``rows``): the table compacted if due, and the
     materialization of ``asset`` with what the write did and the source's rows now."""
-    compacted = compact_if_due(tables)
+    compacted = compact_if_due(tables, source)
     if compacted is not None:
         context.log.info(f"energy_facts compacted: {compacted}")
     return dg.MaterializeResult(asset_key=asset, metadata={

@@ -190,19 +190,15 @@ def sync(warehouse: Warehouse, kept: Kept, rows: pd.DataFrame, stored: pd.DataFr
     return Written(entities=len(changed), removed=len(removed), rows=len(written))
 
 
-def compact_if_due(warehouse: Warehouse, table: str, above: int | None = None,
-                   compact: Callable[[Warehouse, str], dict[str, int]] = entry_table.compact
+def compact_if_due(warehouse: Warehouse, table: str, above: int | None = None
                    ) -> dict[str, int] | None:
-    """``compact`` ``table`` (``entry_table.compact``, or ``entry_table.compact_rewriting``
-    for a table several steps write at once) when its current version has over ``above``
-    (default :data:`COMPACT_ABOVE`) data files under the compaction's target size; its
-    figures, or None when not due. Files at the target size are not counted, which a
-    compaction would leave."""
-    small = [info for info in entry_table.files(warehouse, table)
-             if info.size < entry_table.TARGET_FILE_BYTES]
-    if len(small) <= (COMPACT_ABOVE if above is None else above):
+    """Compact ``table`` (``entry_table.compact``) when its current version has over
+    ``above`` (default :data:`COMPACT_ABOVE`) data files under the compaction's target size;
+    its figures, or None when not due. Files at the target size are not counted, which a
+    compaction would leave. For a table one step at a time writes."""
+    if entry_table.small_files(warehouse, table) <= (COMPACT_ABOVE if above is None else above):
         return None
-    return compact(warehouse, table)
+    return entry_table.compact(warehouse, table)
 
 
 def compact_each(warehouse: Warehouse, kept: Iterable[Kept]) -> dict[str, dict[str, int]]:

@@ -18,7 +18,7 @@ write, so a first write is such a write too; a log without a version (a making o
 migration stopped before its commit) reads as the folder's plain files, if any (none:
 empty). Writers may race: delta-rs refuses a commit whose read another commit changed
 (``CommitFailedError``), and the caller tries again (``entry_sync.retried``); a table
-written by several steps at once is compacted by :func:`compact_rewriting`, never by
+written by several steps at once is compacted by :func:`compact_scope`, never by
 :func:`compact` (docs/ARCHITECTURE.md, "Writers at once"). ``DeltaTable.delete`` is not used: it rewrites a
 file's other rows with ``string_view`` strings, which a pyarrow dataset's filter
 (DuckDB's pushdown on an object store) cannot compare.
@@ -42,11 +42,11 @@ deltalake is imported when a table is opened, not with this module (0.26 s).
 from __future__ import annotations
 
 import functools
-import itertools
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -67,6 +67,13 @@ PANDAS_DTYPE = "joulehouse.pandas_dtype"
 #: run) still finds them, and a version of that age can be read back (hours; Delta's
 #: default, ``delta.deletedFileRetentionDuration``, enforced as its minimum).
 RETENTION_HOURS = 7 * 24
+#: The most values one ``IN`` list of a write's predicate names, and the most terms one
+#: predicate joins by ``OR``: deltalake 1.6.6 (DataFusion) kills the process (SIGSEGV, no
+#: exception) parsing an ``IN`` list of about 20,000 values or an ``OR`` of about 3,000
+#: ``starts_with`` terms (measured; a run landing a GPU day of 6,000 repetitions died so).
+#: More entries are written in several commits of at most these, each atomic.
+IN_LIMIT = 5_000
+OR_LIMIT = 500
 #: The size :func:`compact` merges small data files into (bytes; delta-rs's default for
 #: ``optimize.compact``): a file of this size or more is never merged.
 TARGET_FILE_BYTES = 100 * 2**20
@@ -184,15 +191,24 @@ def predicate(scope: Mapping[str, str], column: str, entries: Iterable[str]) -> 
     as ``energy_facts``, never spans every source; a table one writer keeps whole has its
     keys' predicate, :func:`keys_predicate`).
     A null or NaN entry is refused: ``IN`` would never select its rows."""
+    listed = _bounded_entries(scope, column, entries)
+    if not listed:
+        raise ValueError(f"entries of {column} must be at least one and not null: {listed}")
+    return " AND ".join([*(f"{_name(name)} = {_literal(value)}"
+                           for name, value in scope.items()),
+                         f"{_name(column)} IN ({', '.join(map(_literal, listed))})"])
+
+
+def _bounded_entries(scope: Mapping[str, str], column: str, entries: Iterable[str]) -> list:
+    """``entries``, distinct and sorted, once ``scope`` names a column and none is null or
+    NaN (``IN`` would never select its rows)."""
     listed = list(entries)
     if not scope:
         raise ValueError(f"entries of {column} without a scope: name the columns that "
                          "bound a write (e.g. source)")
-    if not listed or any(pd.isna(entry) for entry in listed):
+    if any(pd.isna(entry) for entry in listed):
         raise ValueError(f"entries of {column} must be at least one and not null: {listed}")
-    return " AND ".join([*(f"{_name(name)} = {_literal(value)}"
-                           for name, value in scope.items()),
-                         f"{_name(column)} IN ({', '.join(map(_literal, sorted(set(listed))))})"])
+    return sorted(set(listed))
 
 
 def to_microseconds(rows: pd.DataFrame) -> pd.DataFrame:
@@ -261,18 +277,26 @@ def _checked(table: str, rows: pd.DataFrame,
 def write_entries(warehouse: Warehouse, table: str, rows: pd.DataFrame,
                   scope: Mapping[str, str], column: str = "entity",
                   removed: Iterable[str] = ()) -> None:
-    """Replace, in one commit, the rows of the entries of ``rows`` (its values of
-    ``column``, its scope columns equal to ``scope``) with ``rows``, and remove those of
-    the entries ``removed``; the table is made on its first write, with ``rows``'s
-    schema. Nothing is written when there is no row and nothing stored to remove."""
-    entries = [*rows[column].unique().tolist(), *removed]
-    if not entries:
-        return
+    """Replace the rows of the entries of ``rows`` (its values of ``column``, its scope
+    columns equal to ``scope``) with ``rows``, and remove those of the entries ``removed``:
+    one commit per ``IN_LIMIT`` entries (in their sorted order), each atomic; the table is
+    made on its first write, with ``rows``'s schema. Nothing is written when there is no
+    row and nothing stored to remove."""
     try:
-        where = predicate(scope, column, entries)
+        entries = _bounded_entries(scope, column, [*rows[column].unique().tolist(), *removed])
     except ValueError as error:
         raise ValueError(f"{table}: {error}") from None
-    _overwrite(warehouse, table, rows, scope, where)
+    parts = list(_batched(entries, IN_LIMIT))
+    for part in parts:
+        where = predicate(scope, column, part)
+        _overwrite(warehouse, table, rows if len(parts) == 1 else rows[rows[column].isin(part)],
+                   scope, where)
+
+
+def _batched(values: Sequence, size: int) -> Iterator[Sequence]:
+    """``values`` in consecutive pieces of at most ``size``."""
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
 
 
 def _overwrite(warehouse: Warehouse, table: str, rows: pd.DataFrame,
@@ -325,8 +349,8 @@ def stored_entries(warehouse: Warehouse, table: str, scope: Mapping[str, str],
                    prefixes: Iterable[str], column: str = "entity") -> set[str]:
     """The values of ``column`` within ``scope`` that start with one of ``prefixes``, in
     the current version (none for a table not made yet): read by DataFusion (deltalake's
-    ``QueryBuilder``), which reads only the files whose statistics may hold them. A folder
-    of plain files is migrated first (:func:`_opened`), so that the entries it holds are
+    ``QueryBuilder``), which reads only the files whose statistics may hold them, in
+    queries of at most ``OR_LIMIT`` prefixes. A folder of plain files is migrated first (:func:`_opened`), so that the entries it holds are
     found, as the write that follows a lookup (which would migrate it) sees them."""
     from deltalake import QueryBuilder
 
@@ -336,12 +360,16 @@ def stored_entries(warehouse: Warehouse, table: str, scope: Mapping[str, str],
     delta = _opened(warehouse, table)
     if delta is None:
         return set()
-    where = " AND ".join([*(f"{_name(name)} = {_literal(value)}" for name, value in scope.items()),
-                          "(" + " OR ".join(f"starts_with({_name(column)}, {_literal(prefix)})"
-                                            for prefix in listed) + ")"])
-    found = QueryBuilder().register("entries", delta).execute(
-        f"SELECT DISTINCT {_name(column)} AS value FROM entries WHERE {where}")
-    return {str(value) for batch in found for value in pa.array(batch.column(0)).to_pylist()}
+    found: set[str] = set()
+    for part in _batched(listed, OR_LIMIT):
+        where = " AND ".join([*(f"{_name(name)} = {_literal(value)}"
+                                for name, value in scope.items()),
+                              "(" + " OR ".join(f"starts_with({_name(column)}, {_literal(prefix)})"
+                                                for prefix in part) + ")"])
+        batches = QueryBuilder().register("entries", delta).execute(
+            f"SELECT DISTINCT {_name(column)} AS value FROM entries WHERE {where}")
+        found |= {str(value) for batch in batches for value in pa.array(batch.column(0)).to_pylist()}
+    return found
 
 
 def count(warehouse: Warehouse, table: str, scope: Mapping[str, str]) -> int:
@@ -451,7 +479,7 @@ def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
     over a compaction that removed the files the write rewrote (a compaction's removes
     carry ``dataChange=false``, which its conflict check lets pass), so both copies of
     their rows would be listed. A table several steps write at once is compacted by
-    :func:`compact_rewriting`."""
+    :func:`compact_scope`."""
     delta = _open(warehouse, table)
     if delta is None:
         return {"added": 0, "merged": 0, "removed": 0}
@@ -460,53 +488,102 @@ def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
             "removed": _vacuum(warehouse, table)}
 
 
-def compact_rewriting(warehouse: Warehouse, table: str, scope: Sequence[str],
-                      column: str = "entity") -> dict[str, int]:
-    """Merge small data files as a write does, for a table that several steps write at once
-    (``energy_facts``: each source's step): the entries (``scope``: at least one column,
-    as every write of such a table names, and ``column``)
-    that the smallest files hold, up to ``TARGET_FILE_BYTES`` of them, are read and
-    written back by one overwrite with their predicate, read and committed at one
-    version, so a racing write's commit or this one is refused by delta-rs's conflict
-    check (``CommitFailedError``), as two writes are, and no row is ever listed twice
-    (``optimize.compact`` gives no such guarantee: :func:`compact`). Then
-    :func:`_vacuum`. The files added, merged and removed; nothing merged under two small
-    files."""
+def compact_scope(warehouse: Warehouse, table: str, scope: Mapping[str, str],
+                  column: str = "entity") -> dict[str, int]:
+    """Merge small data files of ``scope`` (a source's, in a table that several steps write
+    at once: ``energy_facts``) as a write does, then :func:`_vacuum`.
+
+    The files chosen hold ``scope``'s rows alone (by their statistics) and are under
+    ``TARGET_FILE_BYTES``: the most of them, consecutive in the order of their lowest
+    ``column`` value, whose range [lo, hi] of ``column`` the files of the table that may
+    hold it add up to at most ``TARGET_FILE_BYTES`` (:func:`_range_to_merge`). The rows of
+    ``scope`` in that range are read and written back, in ``column`` order, by one
+    overwrite with the predicate ``<scope> AND lo <= column <= hi``, read and committed at
+    one version: a racing write or compaction that touched those files makes delta-rs
+    refuse one of the two commits (``CommitFailedError``), as two writes do, so no row is
+    ever listed twice (``optimize.compact`` gives no such guarantee: :func:`compact`), and
+    the merged file holds ``scope``'s rows alone, which other scopes' writes never touch.
+    The predicate names two values, whatever the files hold. The files the commit added
+    and removed, and those vacuumed; nothing merged under two such files."""
     from deltalake import write_deltalake
 
     delta = _open(warehouse, table)
     if delta is None:
         return {"added": 0, "merged": 0, "removed": 0}
-    before = _listed(warehouse, table, delta)
-    chosen = _smallest(before)
-    if len(chosen) < 2:
+    span = _range_to_merge(pa.table(delta.get_add_actions(flatten=True)).to_pandas(), scope,
+                           column)
+    if span is None:
         return {"added": 0, "merged": 0, "removed": _vacuum(warehouse, table)}
-    held = _dataset(warehouse, delta, chosen).to_table(columns=[*scope, column]).group_by(
-        [*scope, column]).aggregate([]).to_pandas()
-    groups = [(dict(zip(scope, values)), rows[column].tolist())
-              for values, rows in held.groupby(list(scope), sort=True)]
-    where = " OR ".join(f"({predicate(values, column, entries)})" for values, entries in groups)
-    selected = functools.reduce(operator.or_, (
-        functools.reduce(operator.and_, [*(ds.field(name) == value
-                                           for name, value in values.items()),
-                                         ds.field(column).isin(entries)])
-        for values, entries in groups))
-    data = _dataset(warehouse, delta, before).to_table(filter=selected).sort_by(
-        [(name, "ascending") for name in [*scope, column]])
+    low, high, paths = span
+    base = warehouse.table_path(table)
+    listed = [info for info in _listed(warehouse, table, delta)
+              if info.path[len(base) + 1:] in paths]
+    data = _dataset(warehouse, delta, listed).to_table(filter=functools.reduce(operator.and_, [
+        *(ds.field(name) == value for name, value in scope.items()),
+        ds.field(column) >= low, ds.field(column) <= high])).sort_by(column)
+    where = " AND ".join([*(f"{_name(name)} = {_literal(value)}" for name, value in scope.items()),
+                          f"{_name(column)} >= {_literal(low)}",
+                          f"{_name(column)} <= {_literal(high)}"])
     write_deltalake(delta, data, mode="overwrite", predicate=where,
                     target_file_size=TARGET_FILE_BYTES)
-    listed = {info.path for info in before}
-    return {"added": sum(info.path not in listed for info in _listed(warehouse, table, delta)),
-            "merged": len(chosen), "removed": _vacuum(warehouse, table)}
+    metrics = delta.history(1)[0].get("operationMetrics", {})
+    return {"added": int(metrics.get("num_added_files", 0)),
+            "merged": int(metrics.get("num_removed_files", 0)),
+            "removed": _vacuum(warehouse, table)}
 
 
-def _smallest(listed: list[pafs.FileInfo]) -> list[pafs.FileInfo]:
-    """The files of ``listed`` under ``TARGET_FILE_BYTES``, smallest first, as many as fit
-    together in that size."""
-    small = sorted((info for info in listed if info.size < TARGET_FILE_BYTES),
-                   key=lambda info: (info.size, info.path))
-    sizes = itertools.accumulate(info.size for info in small)
-    return [info for info, total in zip(small, sizes) if total <= TARGET_FILE_BYTES]
+def _range_to_merge(stats: pd.DataFrame, scope: Mapping[str, str], column: str
+                    ) -> tuple[str, str, set[str]] | None:
+    """From the log's statistics of a version's data files (``get_add_actions``, flattened):
+    the range [lo, hi] of ``column`` that :func:`compact_scope` merges and the paths of the
+    files that may hold ``scope``'s rows in it (their rewrite's cost), or None when no
+    range holds two small files of ``scope`` alone within ``TARGET_FILE_BYTES``. A file
+    without statistics may hold anything."""
+    least, most = stats.get(f"min.{column}"), stats.get(f"max.{column}")
+    if least is None or most is None:
+        return None
+    alone = np.ones(len(stats), dtype=bool)
+    may = np.ones(len(stats), dtype=bool)
+    for name, value in scope.items():
+        low, high = stats.get(f"min.{name}"), stats.get(f"max.{name}")
+        if low is None or high is None:
+            return None
+        alone &= (low == value).to_numpy() & (high == value).to_numpy()
+        may &= ~((low > value).to_numpy() | (high < value).to_numpy())
+    least, most = least.to_numpy(dtype=object), most.to_numpy(dtype=object)
+    known = pd.notna(least) & pd.notna(most)
+    small = np.flatnonzero(alone & known & (stats["size_bytes"] < TARGET_FILE_BYTES).to_numpy())
+    small = small[np.argsort(least[small].astype(str), kind="stable")]
+    sizes = stats["size_bytes"].to_numpy()
+    best: tuple[int, str, str, np.ndarray] | None = None
+    for first in range(len(small)):
+        low, high = least[small[first]], most[small[first]]
+        for last in range(first + 1, len(small)):
+            low, high = min(low, least[small[last]]), max(high, most[small[last]])
+            touched = may & (~known | ((least <= high) & (most >= low)))
+            if sizes[touched].sum() > TARGET_FILE_BYTES:
+                break
+            if best is None or last - first + 1 > best[0]:
+                best = (last - first + 1, low, high, touched)
+    if best is None:
+        return None
+    _, low, high, touched = best
+    return str(low), str(high), set(stats["path"].to_numpy()[touched])
+
+
+def small_files(warehouse: Warehouse, table: str, scope: Mapping[str, str] | None = None
+                ) -> int:
+    """The data files of the current version under ``TARGET_FILE_BYTES`` (which a compaction
+    merges), those holding ``scope``'s rows alone (by their statistics) if given; before the
+    first version, the plain files."""
+    delta = _open(warehouse, table)
+    if delta is None:
+        return sum(info.size < TARGET_FILE_BYTES for info in _plain_files(warehouse, table))
+    stats = pa.table(delta.get_add_actions(flatten=True)).to_pandas()
+    counted = stats["size_bytes"] < TARGET_FILE_BYTES
+    for name, value in (scope or {}).items():
+        counted &= (stats.get(f"min.{name}") == value) & (stats.get(f"max.{name}") == value)
+    return int(counted.sum())
 
 
 def _vacuum(warehouse: Warehouse, table: str) -> int:
@@ -520,7 +597,10 @@ def _vacuum(warehouse: Warehouse, table: str) -> int:
                 if path not in removed and "/" not in path
                 and path.startswith("part-") and path.endswith(".parquet")]
     for path in unlisted:
-        warehouse.filesystem.delete_file(f"{warehouse.table_path(table)}/{path}")
+        try:
+            warehouse.filesystem.delete_file(f"{warehouse.table_path(table)}/{path}")
+        except FileNotFoundError:  # another step's vacuum removed it first
+            continue
     return len(removed) + len(unlisted)
 
 
@@ -645,6 +725,9 @@ def keys_predicate(keys: pd.DataFrame) -> str:
     run) thus costs one term per group, not one per key."""
     if keys.empty or not len(keys.columns):
         raise ValueError(f"keys of {list(keys.columns)}: at least one row and one column")
+    if not _within_limits(keys):
+        raise ValueError(f"keys of {list(keys.columns)}: {len(keys)} keys make a predicate "
+                         f"over IN_LIMIT or OR_LIMIT (replace_keys writes them in parts)")
     *scope, last = keys.columns
     if not scope:
         values = sorted(set(keys[last]))
@@ -660,15 +743,51 @@ def keys_predicate(keys: pd.DataFrame) -> str:
 def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
                  keys: pd.DataFrame | None) -> None:
     """Make the rows of ``keys`` (a frame of key columns, each row one key: see
-    :func:`keys_predicate`) be ``rows``, in one commit; a key without rows loses its
+    :func:`keys_predicate`) be ``rows``, in one commit (one per part of keys whose predicate
+    stays within ``IN_LIMIT`` and ``OR_LIMIT``, each atomic); a key without rows loses its
     stored ones. ``keys`` None replaces every row of the table (a rebuild from scratch).
     Each row of ``rows`` must have its key among ``keys`` (delta-rs refuses the write
     otherwise). The table is made on its first write, with ``rows``'s schema; nothing is
     written where there are no rows and no table."""
 
-    if keys is not None and keys.empty:
+    if keys is None:
+        _overwrite(warehouse, table, rows, {}, None)
         return
-    _overwrite(warehouse, table, rows, {}, None if keys is None else keys_predicate(keys))
+    if keys.empty:
+        return
+    parts = list(_key_parts(keys.drop_duplicates()))
+    for part in parts:
+        _overwrite(warehouse, table, rows if len(parts) == 1 else rows[_holds(rows, part)], {},
+                   keys_predicate(part))
+
+
+def _within_limits(keys: pd.DataFrame) -> bool:
+    """Whether :func:`keys_predicate` of ``keys`` names at most ``IN_LIMIT`` values in one
+    ``IN`` list and joins at most ``OR_LIMIT`` terms."""
+    *scope, last = keys.columns
+    if not scope:
+        return keys[last].nunique() <= IN_LIMIT
+    sizes = keys.drop_duplicates().groupby(scope, sort=False).size()
+    return len(sizes) <= OR_LIMIT and sizes.max() <= IN_LIMIT
+
+
+def _key_parts(keys: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    """``keys`` (distinct, sorted here) in consecutive parts whose predicates stay within
+    ``IN_LIMIT`` and ``OR_LIMIT`` (:func:`_within_limits`); one part when they fit."""
+    if _within_limits(keys):
+        yield keys
+        return
+    ordered = keys.sort_values(list(keys.columns), ignore_index=True)
+    size = IN_LIMIT if len(keys.columns) == 1 else OR_LIMIT  # a part of n keys: n terms at most
+    yield from (ordered.iloc[start:start + size] for start in range(0, len(ordered), size))
+
+
+def _holds(rows: pd.DataFrame, keys: pd.DataFrame) -> np.ndarray:
+    """Which of ``rows`` have their key (``keys``'s columns) among ``keys``, compared as the
+    predicate compares them, as text."""
+    columns = list(keys.columns)
+    return pd.MultiIndex.from_frame(rows[columns].astype(str)).isin(
+        pd.MultiIndex.from_frame(keys.astype(str)))
 
 
 def read_keys(warehouse: Warehouse, table: str, keys: pd.DataFrame) -> pd.DataFrame:

@@ -22,7 +22,7 @@ entities (``entity``, within ``source``) in one commit, whatever the table holds
 Either write is tried again, from the stored state, when a racing commit made delta-rs
 refuse its own (:data:`COMMIT_TRIES`).
 
-After a write, :func:`compact_if_due` merges the table's files once they are many.
+After a write, :func:`compact_if_due` merges the source's files once they are many.
 
 The work is :mod:`joulehouse.entry_sync`'s, which other tables kept per entry share;
 this module fixes its table, scope (the source) and columns, and keeps its own settings.
@@ -34,7 +34,6 @@ end computed from a duration in float seconds moves by less than a microsecond).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Collection
 
 import pandas as pd
@@ -115,22 +114,20 @@ def stored_rows(warehouse: Warehouse, source: str) -> int:
     return _kept(source).count(warehouse)
 
 
-def compact_if_due(warehouse: Warehouse) -> dict[str, int] | None:
-    """Compact the table when its current version has over ``COMPACT_ABOVE`` data files
-    under the compaction's target size (``entry_table.TARGET_FILE_BYTES``); its figures, or
-    None when not due. A compaction's own files are under that size too (it fills each up
-    to the size): a table of over ``COMPACT_ABOVE`` of them, some 6 GiB, would be compacted
-    by every write, each merging what little it can.
+def compact_if_due(warehouse: Warehouse, source: str) -> dict[str, int] | None:
+    """Compact ``source``'s files when the current version holds over ``COMPACT_ABOVE`` data
+    files of its rows alone under the compaction's target size
+    (``entry_table.TARGET_FILE_BYTES``); its figures, or None when not due.
 
-    Every source's step writes the table, at once (each its own pool): the compaction is
-    a write like theirs (``entry_table.compact_rewriting``), tried again while a racing
-    commit refuses it, and left to a later write when every try was refused (then its
-    figures say ``refused``: no row moved)."""
+    Every source's step writes the table at once (each in its own pool), and compacts its
+    own files, as a write like theirs (``entry_table.compact_scope``): tried again while a
+    racing commit refuses it, and left to a later write when every try was refused (then
+    its figures say ``refused``: no row moved)."""
     from deltalake.exceptions import CommitFailedError
 
+    if entry_table.small_files(warehouse, TABLE, {"source": source}) <= COMPACT_ABOVE:
+        return None
     try:
-        return _retried(entry_sync.compact_if_due)(
-            warehouse, TABLE, COMPACT_ABOVE,
-            functools.partial(entry_table.compact_rewriting, scope=["source"]))
+        return _retried(entry_table.compact_scope)(warehouse, TABLE, {"source": source})
     except CommitFailedError:
         return {"added": 0, "merged": 0, "removed": 0, "refused": 1}

@@ -6,6 +6,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import deltalake
 import numpy as np
@@ -19,6 +22,7 @@ from joulehouse.accounting.query import query
 from joulehouse.facts import ENERGY_FACTS_COLUMNS
 from joulehouse.warehouse import Warehouse
 
+PROJECT = Path(__file__).resolve().parent.parent
 FACTS = "energy_facts"
 GPU = {"source": "gpu-benchmark"}
 CC = {"source": "clustercockpit"}
@@ -431,3 +435,106 @@ def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path, seed):
                                  ignore_index=True))
     assert steps == {"land", "fix", "remove"} and len(expected) == 2 * len(alive)
     pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), expected)
+
+
+def _commits(tables: Warehouse, table: str) -> int:
+    return deltalake.DeltaTable(entry_table._uri(tables, table)).version()
+
+
+def test_writes_over_the_predicate_limits_are_made_in_parts(tmp_path, monkeypatch):
+    """More entries than ``IN_LIMIT`` are written in commits of at most that many, more
+    keys than the limits allow likewise, and lookups of more prefixes than ``OR_LIMIT`` are
+    made in parts: the tables equal one write of everything."""
+    monkeypatch.setattr(entry_table, "IN_LIMIT", 3)
+    monkeypatch.setattr(entry_table, "OR_LIMIT", 2)
+    tables = Warehouse(tmp_path)
+    tables.write_entries(FACTS, facts(GPU, [1, 2, 3, 4, 5, 6, 7]), GPU)
+    assert _commits(tables, FACTS) == 3  # version 0 made, then 3 + 3 + 1 entries
+    tables.write_entries(FACTS, facts(GPU, [2, 5], energy_j=7.0), GPU,
+                         removed=["e1", "e3", "e6", "e7"])
+    assert _commits(tables, FACTS) == 5  # 6 entries: 3 + 3
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), ordered(pd.concat(
+        [facts(GPU, [2, 5], energy_j=7.0), facts(GPU, [4])], ignore_index=True)))
+    assert entry_table.stored_entries(tables, FACTS, GPU, ["e2", "e4", "e5", "e9"]) == {
+        "e2", "e4", "e5"}
+
+    keyed = pd.DataFrame({"root": ["a", "a", "b", "c"], "day": ["d1", "d2", "d1", "d1"],
+                          "energy_j": [1.0, 2.0, 3.0, 4.0]})
+    entry_table.replace_keys(tables, "keyed", keyed, keyed[["root", "day"]])
+    assert _commits(tables, "keyed") == 2  # 3 groups over OR_LIMIT: parts of 2 keys
+    entry_table.replace_keys(tables, "keyed", keyed.iloc[[1]].assign(energy_j=9.0),
+                             keyed[["root", "day"]].iloc[[0, 1, 3]])
+    assert tables.read_table("keyed").sort_values(["root", "day"]).values.tolist() == [
+        ["a", "d2", 9.0], ["b", "d1", 3.0]]
+    with pytest.raises(ValueError, match="over IN_LIMIT or OR_LIMIT"):
+        entry_table.keys_predicate(keyed[["root", "day"]])
+
+
+def test_a_write_of_25000_entries_and_a_lookup_of_4000_prefixes_keep_the_process_alive(
+        tmp_path):
+    """At the real limits, in a process of its own: deltalake 1.6.6 killed the process
+    (SIGSEGV) parsing an IN list of about 20,000 entries or an OR of about 3,000 prefixes,
+    as a GPU day of 6,000 repetitions asked for."""
+    script = f"""
+import pandas as pd
+from joulehouse import entry_table
+from joulehouse.warehouse import Warehouse
+tables = Warehouse({str(tmp_path)!r})
+rows = pd.DataFrame({{"source": "gpu-benchmark", "entity": [f"r/{{n:05d}}" for n in range(25000)],
+                     "energy_j": 1.0}})
+tables.write_entries("facts", rows, {{"source": "gpu-benchmark"}})
+tables.write_entries("facts", rows.assign(energy_j=2.0), {{"source": "gpu-benchmark"}})
+found = entry_table.stored_entries(tables, "facts", {{"source": "gpu-benchmark"}},
+                                   [f"r/{{n:05d}}" for n in range(0, 25000, 6)])
+print(len(tables.read_table("facts")), tables.read_table("facts").energy_j.sum(), len(found))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False, cwd=PROJECT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["25000", "50000.0", "4167"]
+
+
+def test_a_compaction_merges_one_sources_consecutive_small_files_within_its_budget(
+        monkeypatch):
+    """``_range_to_merge`` from the log's statistics: the most consecutive small files of the
+    source (by their lowest entity) whose range the table's files that may hold the source
+    add up to at most ``TARGET_FILE_BYTES``; files of other sources and mixed ones are not
+    merged (a mixed one overlapping the range is rewritten, so counted)."""
+    monkeypatch.setattr(entry_table, "TARGET_FILE_BYTES", 100)
+    files = [  # path, source min/max, entity min/max, bytes
+        ("a", "cc", "cc", "c/10", "c/19", 10), ("b", "cc", "cc", "c/20", "c/29", 10),
+        ("big", "cc", "cc", "c/30", "c/59", 90),  # small too, and overlapping c
+        ("c", "cc", "cc", "c/40", "c/41", 10), ("d", "cc", "cc", "c/60", "c/69", 10),
+        ("e", "cc", "cc", "c/70", "c/79", 10), ("f", "cc", "cc", "c/80", "c/89", 10),
+        ("gpu", "gpu", "gpu", "c/10", "c/99", 10),  # another source's, same entities
+        ("mixed", "cc", "gpu", "c/85", "c/86", 30)]
+    stats = pd.DataFrame(files, columns=["path", "min.source", "max.source", "min.entity",
+                                         "max.entity", "size_bytes"])
+    low, high, paths = entry_table._range_to_merge(stats, {"source": "cc"}, "entity")
+    # windows: a..b (20 B), big..c (100 B), d..f with mixed (60 B: 3 files, the most);
+    # a..big and c..d would rewrite over 100 B
+    assert (low, high, paths) == ("c/60", "c/89", {"d", "e", "f", "mixed"})
+    monkeypatch.setattr(entry_table, "TARGET_FILE_BYTES", 15)
+    assert entry_table._range_to_merge(stats, {"source": "cc"}, "entity") is None
+
+
+def test_a_sources_compaction_leaves_the_other_sources_files_alone(store):
+    """GPU's 4 files merged into one of GPU's rows alone; ClusterCockpit's 4 untouched,
+    every row kept. On a path and on S3 (moto)."""
+    tables = store
+    for entity in range(4):  # a file each
+        tables.write_entries(FACTS, facts(GPU, [entity]), GPU)
+        tables.write_entries(FACTS, facts(CC, [entity]), CC)
+    before = set(entry_table.file_stats(tables, FACTS).query(
+        "`min.source` == 'clustercockpit'")["path"])
+    figures = entry_table.compact_scope(tables, FACTS, GPU)
+    assert (figures["added"], figures["merged"]) == (1, 4)
+    assert entry_table.small_files(tables, FACTS, GPU) == 1
+    assert entry_table.small_files(tables, FACTS, CC) == 4
+    stats = entry_table.file_stats(tables, FACTS)
+    assert set(stats["min.source"]) == set(stats["max.source"]) == {"gpu-benchmark",
+                                                                     "clustercockpit"}
+    assert (stats["min.source"] == stats["max.source"]).all()  # every file one source's
+    assert before <= set(stats["path"])  # ClusterCockpit's 4 files untouched
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), ordered(pd.concat(
+        [facts(GPU, [0, 1, 2, 3]), facts(CC, [0, 1, 2, 3])], ignore_index=True)))

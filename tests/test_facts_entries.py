@@ -142,7 +142,7 @@ def test_the_table_is_compacted_once_it_has_many_files(tmp_path, monkeypatch):
         jobs |= landed
         facts_entries.replace_owned(tables, "clustercockpit", job_facts(landed),
                                     [f"c/{block}"], CC_OWNERSHIP)
-        due = facts_entries.compact_if_due(tables)
+        due = facts_entries.compact_if_due(tables, "clustercockpit")
         assert (due is None) == (block < 2)
     assert due["merged"] == 3 and due["added"] == 1
     assert len(entry_table.files(tables, TABLE)) == 1
@@ -204,7 +204,7 @@ def test_files_at_the_target_size_make_no_compaction_due(tmp_path, monkeypatch):
             {f"c/{block * 1000 + n}/0": 1.0 for n in range(2)}), [f"c/{block}"], CC_OWNERSHIP)
     sizes = [info.size for info in entry_table.files(tables, TABLE)]
     assert len(sizes) == 3 and min(sizes) >= 1000
-    assert facts_entries.compact_if_due(tables) is None
+    assert facts_entries.compact_if_due(tables, "clustercockpit") is None
     assert len(entry_table.files(tables, TABLE)) == 3
 
 
@@ -236,9 +236,9 @@ def test_two_racing_delta_rs_optimizes_list_every_row_twice(tmp_path):
 
 def test_two_racing_compactions_list_every_row_once(empty_warehouse, monkeypatch):
     """The same race between two of energy_facts' own compactions
-    (``entry_table.compact_rewriting``): the second's commit is refused, its next try finds
-    one file, no compaction due (None), and every row is listed once. On a path and on S3
-    (moto)."""
+    (``entry_table.compact_scope``): the second's commit is refused, its next try finds
+    one file of the source, nothing to merge, and every row is listed once. On a path and
+    on S3 (moto)."""
     import deltalake
 
     tables = empty_warehouse
@@ -249,13 +249,14 @@ def test_two_racing_compactions_list_every_row_once(empty_warehouse, monkeypatch
     def racing(table, data, **options):
         if isinstance(table, deltalake.DeltaTable) and not raced:  # the compaction's commit
             raced.append(None)
-            raced[0] = facts_entries.compact_if_due(tables)  # the other, committed first
+            raced[0] = facts_entries.compact_if_due(tables, "clustercockpit")  # first
         return write(table, data, **options)
 
     monkeypatch.setattr(deltalake, "write_deltalake", racing)
-    assert facts_entries.compact_if_due(tables) is None
-    assert raced == [{"added": 1, "merged": 4, "removed": 0}]
-    assert len(entry_table.files(tables, TABLE)) == 1
+    assert facts_entries.compact_if_due(tables, "clustercockpit") == {
+        "added": 0, "merged": 0, "removed": 0}
+    assert raced == [{"added": 1, "merged": 3, "removed": 0}]
+    assert len(entry_table.files(tables, TABLE)) == 2  # and GEOPM's
     pd.testing.assert_frame_equal(stored(tables), expected(
         {"c/0000/0": 0.0, "c/1000/0": 1.0, "c/2000/0": 2.0}))
 
@@ -280,9 +281,9 @@ def test_a_compaction_raced_by_a_write_is_refused_and_tried_again(empty_warehous
         return write(table, data, **options)
 
     monkeypatch.setattr(deltalake, "write_deltalake", racing)
-    figures = facts_entries.compact_if_due(tables)
-    assert raced and figures["merged"] == 4 and figures["added"] == 1  # the race replaced one
-    assert len(entry_table.files(tables, TABLE)) == 1
+    figures = facts_entries.compact_if_due(tables, "clustercockpit")
+    assert raced and figures["merged"] == 3 and figures["added"] == 1  # the race replaced one
+    assert len(entry_table.files(tables, TABLE)) == 2  # GEOPM's file is not the source's
     pd.testing.assert_frame_equal(stored(tables), expected(
         {"c/0000/0": 0.0, "c/1000/0": 10.0, "c/2000/0": 2.0}))
     pd.testing.assert_frame_equal(stored(tables, "geopm"), entry_table.to_microseconds(
@@ -305,6 +306,6 @@ def test_a_compaction_refused_at_every_try_moves_no_row(tmp_path, monkeypatch):
         raise CommitFailedError("Transaction failed: a concurrent transaction wrote")
 
     monkeypatch.setattr(deltalake, "write_deltalake", refused)
-    assert facts_entries.compact_if_due(tables) == {"added": 0, "merged": 0, "removed": 0,
-                                                    "refused": 1}
+    assert facts_entries.compact_if_due(tables, "clustercockpit") == {
+        "added": 0, "merged": 0, "removed": 0, "refused": 1}
     assert [info.path for info in entry_table.files(tables, TABLE)] == listed
