@@ -136,8 +136,9 @@ def retried(tries: Callable[[], int] = lambda: COMMIT_TRIES
 def replace_owned(warehouse: Warehouse, kept: Kept, rows: pd.DataFrame,
                   owners: Collection[str], ownership: Ownership) -> Written:
     """Make the rows of ``owners``' entries be ``rows`` (every row those owners give now,
-    in :attr:`Kept.columns`; an owner with none loses its stored rows), in one commit.
-    Rows of an entry no given owner owns are refused."""
+    in :attr:`Kept.columns`; an owner with none loses its stored rows), in one commit
+    (one per ``entry_table.IN_LIMIT`` entries). Rows of an entry no given owner owns are
+    refused."""
     owners = set(owners)
     given = set(rows[kept.entry])
     strays = sorted(entry for entry in given if ownership.owner_of(entry) not in owners)

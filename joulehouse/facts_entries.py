@@ -2,8 +2,8 @@
 
 The table is kept per entry (``joulehouse/entry_table.py``, Delta Lake; docs/ARCHITECTURE.md,
 "Tables that hold a decade"): each write replaces the rows of some of one source's
-entities (``entity``, within ``source``) in one commit, whatever the table holds (issue
-28). A source writes them one of two ways:
+entities (``entity``, within ``source``) in one commit (one per ``entry_table.IN_LIMIT``
+entities), whatever the table holds (issue 28). A source writes them one of two ways:
 
 - :func:`replace_owned`: the rows of the *owners* a run covered, and only those. An
   owner is what a source lands as one Dagster partition (a GPU repetition, a
@@ -89,16 +89,17 @@ def _ready(source: str, rows: pd.DataFrame) -> pd.DataFrame:
 def replace_owned(warehouse: Warehouse, source: str, rows: pd.DataFrame,
                   owners: Collection[str], ownership: Ownership) -> Written:
     """Make ``source``'s rows of the entities of ``owners`` be ``rows`` (every fact those
-    owners give now; an owner with none loses its stored rows), in one commit (tried
-    again from the stored state when a racing commit refuses it: :data:`COMMIT_TRIES`)."""
+    owners give now; an owner with none loses its stored rows), in one commit per
+    ``entry_table.IN_LIMIT`` entities (tried again from the stored state when a racing
+    commit refuses it: :data:`COMMIT_TRIES`)."""
     return entry_sync.replace_owned(warehouse, _kept(source), _ready(source, rows), owners,
                                     ownership)
 
 
 @_retried
 def sync(warehouse: Warehouse, source: str, rows: pd.DataFrame) -> Written:
-    """Make ``source``'s rows be ``rows`` (every fact it gives now) in one commit that
-    writes only the entities whose rows differ from the stored ones and removes those
+    """Make ``source``'s rows be ``rows`` (every fact it gives now) in one commit (per
+    ``entry_table.IN_LIMIT`` entities) that writes only the entities whose rows differ from the stored ones and removes those
     no longer given; nothing when none differs (tried again from the stored state when
     a racing commit refuses it: :data:`COMMIT_TRIES`)."""
     kept = _kept(source)
