@@ -156,6 +156,9 @@ PER_REPETITION = {"group_name": GROUP, "partitions_def": gpu_repetition_days, "s
 
 
 
+TABLES_POOL_PREFIX = "joulehouse_tables_"
+
+
 def tables_pool(source: str) -> str:
     """The concurrency pool of ``source``'s step, which writes its tables, its TAUdb trials
     and its ``energy_facts`` rows: the instance configs (deploy/) limit every pool to 1, so
@@ -165,7 +168,13 @@ def tables_pool(source: str) -> str:
     that refuse each other when they race (``joulehouse/facts_entries.py``), and TAUdb
     loads of different sources do not wait for each other (``joulehouse/taudb/connect.py``).
     One pool for all sources made every landing wait for every other source's run."""
-    return f"joulehouse_tables_{source}"
+    return f"{TABLES_POOL_PREFIX}{source}"
+
+
+def pool_source(pool: str | None) -> str | None:
+    """The source whose step holds ``pool`` (:func:`tables_pool`'s inverse); None for any
+    other pool, or none."""
+    return pool[len(TABLES_POOL_PREFIX):] if pool and pool.startswith(TABLES_POOL_PREFIX) else None
 
 
 #: What the tables over all repetitions share.

@@ -37,7 +37,8 @@ def tick(sensor: dg.SensorDefinition, instance: dg.DagsterInstance, resources: d
 def launch_in_process(job: dg.JobDefinition, instance: dg.DagsterInstance,
                       request: dg.RunRequest, sensor_name: str | None = None,
                       log_level: str = "DEBUG") -> dg.ExecuteInProcessResult:
-    """Execute ``request`` with ``job`` in this process (no daemon: run keys are not checked).
+    """Execute ``request`` with ``job`` in this process (no daemon: run keys are not checked),
+    over the request's asset selection if it names one.
 
     With ``sensor_name``, the run carries the sensor's name and the request's run key as
     the daemon's runs do, so once that sensor runs in the daemon it does not ask for the
@@ -49,5 +50,6 @@ def launch_in_process(job: dg.JobDefinition, instance: dg.DagsterInstance,
         tags |= {RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: sensor_name}
     run_config = {**request.run_config,
                   "loggers": {"console": {"config": {"log_level": log_level}}}}
-    return job.execute_in_process(instance=instance, tags=tags,
-                                  run_config=run_config, raise_on_error=False)
+    return job.execute_in_process(instance=instance, tags=tags, run_config=run_config,
+                                  asset_selection=request.asset_selection,
+                                  raise_on_error=False)

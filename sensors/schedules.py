@@ -4,13 +4,18 @@ Both kinds start STOPPED, as the sensors do: an operator switches them on under
 Automation once the data roots are configured (the automation sensor already keeps the
 tables current as data arrives; the schedules are the periodic guarantee).
 
-- ``daily_rollups`` (every day at 02:00 UTC): one run rebuilding the rollups, i.e. every
+- ``daily_rollups`` (every day at 02:00 UTC): runs rebuilding the rollups, i.e. every
   table over all partitions (unpartitioned assets stored as Parquet): each source's
   tables (GPU per setting and benchmark, GEOPM per report and region, the PowerAPI
-  window table, ClusterCockpit's jobs, job energy and ``cc_rollup``), each source's
-  ``energy_facts``, the grid intensity and the accounting tables. The tables are whole
-  (not partitioned by day), so the run rebuilds them entirely; it runs once the previous
-  UTC day has closed, with two hours for late files, and its tag
+  window table, ClusterCockpit's jobs, job energy and ``cc_rollup``) and ``energy_facts``
+  in one run per source, tagged ``joulehouse/pipeline=<source>`` as the source's sensor
+  runs are (so it waits for the one in flight, and needs that source's pool alone); the
+  grid intensity, tariffs and the accounting tables in one more, tagged ``rollups``. One
+  run over every pool would wait until all of them were free at once, which five
+  sources landing all day seldom leave. The accounting run may end before a source's:
+  what that source writes after asks for the accounting again (its automation). The
+  tables are whole (not partitioned by day), so the runs rebuild them entirely; they
+  run once the previous UTC day has closed, with two hours for late files, and their tag
   ``joulehouse/rollup_day`` names that day (the schedule's own date minus one).
 - ``weekly_revalidation_<partitions>`` (Sundays at 04:00 UTC), one per source, since a
   Dagster run covers one partitions definition: a run of the source's own job over its
@@ -28,6 +33,7 @@ from datetime import timedelta
 
 import dagster as dg
 
+from assets.gpu import pool_source
 from sensors.partition_runs import RANGE_END, RANGE_START
 
 TIMEZONE = "UTC"
@@ -43,31 +49,43 @@ PIPELINE_TAG = "joulehouse/pipeline"
 ROLLUPS = "rollups"
 
 
-def rollup_keys(assets: Iterable[dg.AssetsDefinition | dg.AssetSpec]) -> list[dg.AssetKey]:
+def rollup_keys(assets: Iterable[dg.AssetsDefinition | dg.AssetSpec]) -> dict[str, list[dg.AssetKey]]:
     """The rollups among ``assets``: the materializable assets without partitions that
-    are stored as Parquet (kind ``parquet``), in the order given."""
+    are stored as Parquet (kind ``parquet``), in the order given, by the value of
+    ``joulehouse/pipeline`` their run carries: the source whose pool their step holds
+    (``assets.gpu.pool_source``), or ``rollups`` (the last group)."""
     materialized = [asset for asset in assets
                     if isinstance(asset, dg.AssetsDefinition) and asset.is_executable]
-    return [spec.key for asset in materialized for spec in asset.specs
-            if spec.partitions_def is None and "parquet" in spec.kinds]
+    grouped: dict[str, list[dg.AssetKey]] = {}
+    for asset in materialized:
+        for spec in asset.specs:
+            if spec.partitions_def is None and "parquet" in spec.kinds:
+                pool = asset.get_op_def_for_asset_key(spec.key).pool
+                grouped.setdefault(pool_source(pool) or ROLLUPS, []).append(spec.key)
+    return dict(sorted(grouped.items(), key=lambda group: group[0] == ROLLUPS))  # it last
 
 
 def daily_rollups(assets: Iterable[dg.AssetsDefinition | dg.AssetSpec]) -> dg.ScheduleDefinition:
-    """The daily schedule over the rollups of ``assets`` (:func:`rollup_keys`)."""
+    """The daily schedule over the rollups of ``assets`` (:func:`rollup_keys`): a run per
+    group."""
+    grouped = rollup_keys(assets)
 
     @dg.schedule(
         name="daily_rollups",
         cron_schedule=DAILY_CRON,
         execution_timezone=TIMEZONE,
-        target=dg.AssetSelection.assets(*rollup_keys(assets)),
+        target=dg.AssetSelection.assets(*(key for keys in grouped.values() for key in keys)),
         default_status=dg.DefaultScheduleStatus.STOPPED,
         description=("Daily at 02:00 UTC: rebuild every table over all partitions (each "
-                     "source's tables and energy_facts, the grid intensity, the accounting "
-                     "tables), so the previous UTC day is complete in the rollups."),
+                     "source's tables and energy_facts, one run per source; the grid "
+                     "intensity, tariffs and the accounting tables in one more), so the "
+                     "previous UTC day is complete in the rollups."),
     )
-    def schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
-        day = (context.scheduled_execution_time - timedelta(days=1)).date()
-        return dg.RunRequest(tags={ROLLUP_DAY_TAG: day.isoformat(), PIPELINE_TAG: ROLLUPS})
+    def schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
+        day = (context.scheduled_execution_time - timedelta(days=1)).date().isoformat()
+        return [dg.RunRequest(run_key=f"{day}/{group}", asset_selection=keys,
+                              tags={ROLLUP_DAY_TAG: day, PIPELINE_TAG: group})
+                for group, keys in grouped.items()]
 
     return schedule
 

@@ -23,6 +23,15 @@ ROLLUPS = {"gpu_setting_energy", "gpu_benchmark_energy", "energy_facts/gpu",
            "energy_facts/clustercockpit", "carbon_intensity", "tariffs", "accounting_daily",
            "accounting_monthly", "carbon_per_fact", "cost_per_fact", "trust_checks",
            "waste", "waste_weekly", "fact_quality"}
+#: The daily runs: the rollups of each source's pool, by the value of joulehouse/pipeline.
+ROLLUP_RUNS = {
+    "gpu": {"gpu_setting_energy", "gpu_benchmark_energy", "energy_facts/gpu"},
+    "powerapi": {"powerapi_window_energy", "energy_facts/powerapi"},
+    "geopm": {"geopm_report_energy", "geopm_region_energy", "energy_facts/geopm"},
+    "clustercockpit": {"cc_jobs", "cc_job_energy", "cc_rollup", "energy_facts/clustercockpit"},
+    "rollups": {"carbon_intensity", "tariffs", "accounting_daily", "accounting_monthly",
+                "carbon_per_fact", "cost_per_fact", "trust_checks", "waste", "waste_weekly",
+                "fact_quality"}}
 
 
 def tick(name: str, instance: dg.DagsterInstance, when: datetime):
@@ -45,17 +54,26 @@ def test_every_schedule_is_in_the_ui_stopped_until_switched_on():
 
 
 def test_the_daily_schedule_rebuilds_every_rollup_after_the_previous_day(instance):
+    """A run per source, over its rollups alone and tagged as its sensor's runs (one run
+    per source at a time: the run queue's limit per value of joulehouse/pipeline; its own
+    pool alone), and one for the accounting's; each run key names the day and the group."""
     schedule = defs.resolve_schedule_def("daily_rollups")
     job = defs.resolve_job_def(schedule.job_name)
     assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == ROLLUPS
-    [request] = tick("daily_rollups", instance,
-                     datetime(2026, 11, 25, 2, tzinfo=UTC)).run_requests
-    # one rollup run at a time: the run queue's limit per value of joulehouse/pipeline
-    assert request.tags == {ROLLUP_DAY_TAG: "2026-11-24", "joulehouse/pipeline": "rollups",
-                            SCHEDULE_NAME_TAG: "daily_rollups"}
-    [request] = tick("daily_rollups", instance,
-                     datetime(2027, 1, 1, 2, tzinfo=UTC)).run_requests
-    assert request.tags[ROLLUP_DAY_TAG] == "2026-12-31"
+    requests = tick("daily_rollups", instance, datetime(2026, 11, 25, 2, tzinfo=UTC)).run_requests
+    assert {request.tags["joulehouse/pipeline"]: {key.to_user_string()
+                                                  for key in request.asset_selection}
+            for request in requests} == ROLLUP_RUNS
+    for request in requests:
+        group = request.tags["joulehouse/pipeline"]
+        assert request.tags == {ROLLUP_DAY_TAG: "2026-11-24", "joulehouse/pipeline": group,
+                                SCHEDULE_NAME_TAG: "daily_rollups"}
+        assert request.run_key == f"2026-11-24/{group}"
+        pools = {defs.get_assets_def(key).get_op_def_for_asset_key(key).pool
+                 for key in request.asset_selection} - {None}
+        assert len(pools) == 1, group  # one pool to wait for
+    requests = tick("daily_rollups", instance, datetime(2027, 1, 1, 2, tzinfo=UTC)).run_requests
+    assert {request.tags[ROLLUP_DAY_TAG] for request in requests} == {"2026-12-31"}
 
 
 def test_the_weekly_schedules_revalidate_the_newest_partitions_of_each_source(instance):
