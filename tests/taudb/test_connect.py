@@ -41,11 +41,12 @@ def test_schema_name_must_be_lower_case(postgres_url):
         TaudbDatabase(postgres_url, "MySchema")
 
 
-@pytest.mark.parametrize("wait_s, loads", [(0.05, False), (30.0, True)])
-def test_a_sqlite_load_waits_for_another_sources_lock(tmp_path, monkeypatch, wait_s, loads):
+@pytest.mark.parametrize("wait_s, held_s, loads", [(0.05, 1.0, False), (30.0, 6.0, True)])
+def test_a_sqlite_load_waits_for_another_sources_lock(tmp_path, monkeypatch, wait_s, held_s,
+                                                     loads):
     """Two sources' steps load at once (each in its own pool): on SQLite a load waits up to
-    ``SQLITE_LOCK_WAIT_S`` for the other's write lock (held here 1 s), and loads once it is
-    free; with a shorter wait it fails, as with the driver's 5 s default and a longer load."""
+    ``SQLITE_LOCK_WAIT_S`` for the other's write lock (held here 6 s, over the driver's
+    default wait of 5 s), and loads once it is free; with a shorter wait it fails."""
     import sqlite3
     import threading
 
@@ -60,7 +61,7 @@ def test_a_sqlite_load_waits_for_another_sources_lock(tmp_path, monkeypatch, wai
     def hold_lock() -> None:
         with TaudbDatabase(url) as other, other.transaction():
             held.set()
-            released.wait(1.0)
+            released.wait(held_s)
 
     holder = threading.Thread(target=hold_lock)
     holder.start()
