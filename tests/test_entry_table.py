@@ -507,13 +507,14 @@ def test_a_compaction_merges_one_sources_consecutive_small_files_within_its_budg
         ("c", "cc", "cc", "c/40", "c/41", 10), ("d", "cc", "cc", "c/60", "c/69", 10),
         ("e", "cc", "cc", "c/70", "c/79", 10), ("f", "cc", "cc", "c/80", "c/89", 10),
         ("gpu", "gpu", "gpu", "c/10", "c/99", 10),  # another source's, same entities
-        ("mixed", "cc", "gpu", "c/85", "c/86", 30)]
+        ("mixed", "cc", "gpu", "c/85", "c/86", 30),
+        ("nostats", "cc", "cc", None, None, 5)]  # may hold any entity: always rewritten
     stats = pd.DataFrame(files, columns=["path", "min.source", "max.source", "min.entity",
                                          "max.entity", "size_bytes"])
     low, high, paths = entry_table._range_to_merge(stats, {"source": "cc"}, "entity")
-    # windows: a..b (20 B), big..c (100 B), d..f with mixed (60 B: 3 files, the most);
-    # a..big and c..d would rewrite over 100 B
-    assert (low, high, paths) == ("c/60", "c/89", {"d", "e", "f", "mixed"})
+    # windows, each with nostats: a..b (25 B), d..f with mixed (65 B: 3 files, the most);
+    # a..big, big..c and c..d would rewrite over 100 B
+    assert (low, high, paths) == ("c/60", "c/89", {"d", "e", "f", "mixed", "nostats"})
     monkeypatch.setattr(entry_table, "TARGET_FILE_BYTES", 15)
     assert entry_table._range_to_merge(stats, {"source": "cc"}, "entity") is None
 
