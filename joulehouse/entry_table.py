@@ -74,6 +74,14 @@ RETENTION_HOURS = 7 * 24
 #: More entries are written in several commits of at most these, each atomic.
 IN_LIMIT = 5_000
 OR_LIMIT = 500
+#: The most a predicate built here may name at all (:func:`keys_predicate` refuses more),
+#: well under where deltalake crashes: a caller building one predicate of up to
+#: ``accounting.incremental.WHOLE_ABOVE`` (10,000) keys stays within it.
+IN_MAX, OR_MAX = 3 * IN_LIMIT, 3 * OR_LIMIT
+#: Files of one scope under this size are those :func:`compact_scope` merges (and counts
+#: as due, :func:`small_files`): a quarter of ``TARGET_FILE_BYTES``, so that the files it
+#: writes, most of them larger, are not merged again at every write.
+SCOPE_SMALL_BYTES = 25 * 2**20
 #: The size :func:`compact` merges small data files into (bytes; delta-rs's default for
 #: ``optimize.compact``): a file of this size or more is never merged.
 TARGET_FILE_BYTES = 100 * 2**20
@@ -494,7 +502,7 @@ def compact_scope(warehouse: Warehouse, table: str, scope: Mapping[str, str],
     at once: ``energy_facts``) as a write does, then :func:`_vacuum`.
 
     The files chosen hold ``scope``'s rows alone (by their statistics) and are under
-    ``TARGET_FILE_BYTES``: the most of them, consecutive in the order of their lowest
+    ``SCOPE_SMALL_BYTES``: the most of them, consecutive in the order of their lowest
     ``column`` value, whose range [lo, hi] of ``column`` the files of the table that may
     hold it add up to at most ``TARGET_FILE_BYTES`` (:func:`_range_to_merge`). The rows of
     ``scope`` in that range are read and written back, in ``column`` order, by one
@@ -551,7 +559,7 @@ def _range_to_merge(stats: pd.DataFrame, scope: Mapping[str, str], column: str
         alone &= (low == value).to_numpy() & (high == value).to_numpy()
         may &= ~((low > value).to_numpy() | (high < value).to_numpy())
     known = (least.notna() & most.notna()).to_numpy()
-    small = np.flatnonzero(alone & known & (stats["size_bytes"] < TARGET_FILE_BYTES).to_numpy())
+    small = np.flatnonzero(alone & known & (stats["size_bytes"] < SCOPE_SMALL_BYTES).to_numpy())
     small = small[np.argsort(least.to_numpy(dtype=object)[small].astype(str), kind="stable")]
     sizes = stats["size_bytes"].to_numpy()
     best: tuple[int, str, str, np.ndarray] | None = None
@@ -573,14 +581,15 @@ def _range_to_merge(stats: pd.DataFrame, scope: Mapping[str, str], column: str
 
 def small_files(warehouse: Warehouse, table: str, scope: Mapping[str, str] | None = None
                 ) -> int:
-    """The data files of the current version under ``TARGET_FILE_BYTES`` (which a compaction
-    merges), those holding ``scope``'s rows alone (by their statistics) if given; before the
-    first version, the plain files."""
+    """The data files of the current version that a compaction merges: under
+    ``TARGET_FILE_BYTES`` (:func:`compact`), or, given a ``scope``, those holding its rows
+    alone (by their statistics) under ``SCOPE_SMALL_BYTES`` (:func:`compact_scope`); before
+    the first version, the plain files under ``TARGET_FILE_BYTES``."""
     delta = _open(warehouse, table)
     if delta is None:
         return sum(info.size < TARGET_FILE_BYTES for info in _plain_files(warehouse, table))
     stats = pa.table(delta.get_add_actions(flatten=True)).to_pandas()
-    counted = stats["size_bytes"] < TARGET_FILE_BYTES
+    counted = stats["size_bytes"] < (SCOPE_SMALL_BYTES if scope else TARGET_FILE_BYTES)
     for name, value in (scope or {}).items():
         counted &= (stats.get(f"min.{name}") == value) & (stats.get(f"max.{name}") == value)
     return int(counted.sum())
@@ -725,9 +734,9 @@ def keys_predicate(keys: pd.DataFrame) -> str:
     run) thus costs one term per group, not one per key."""
     if keys.empty or not len(keys.columns):
         raise ValueError(f"keys of {list(keys.columns)}: at least one row and one column")
-    if not _within_limits(keys):
+    if not _within_limits(keys, IN_MAX, OR_MAX):
         raise ValueError(f"keys of {list(keys.columns)}: {len(keys)} keys make a predicate "
-                         f"over IN_LIMIT or OR_LIMIT (replace_keys writes them in parts)")
+                         f"over IN_MAX or OR_MAX (replace_keys writes them in parts)")
     *scope, last = keys.columns
     if not scope:
         values = sorted(set(keys[last]))
@@ -761,33 +770,47 @@ def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
                    keys_predicate(part))
 
 
-def _within_limits(keys: pd.DataFrame) -> bool:
-    """Whether :func:`keys_predicate` of ``keys`` names at most ``IN_LIMIT`` values in one
-    ``IN`` list and joins at most ``OR_LIMIT`` terms."""
+def _within_limits(keys: pd.DataFrame, values: int | None = None,
+                   terms: int | None = None) -> bool:
+    """Whether :func:`keys_predicate` of ``keys`` names at most ``values`` (default
+    ``IN_LIMIT``) values in one ``IN`` list and joins at most ``terms`` (``OR_LIMIT``)."""
+    values, terms = values or IN_LIMIT, terms or OR_LIMIT
     *scope, last = keys.columns
     if not scope:
-        return keys[last].nunique() <= IN_LIMIT
+        return keys[last].nunique() <= values
     sizes = keys.drop_duplicates().groupby(scope, sort=False).size()
-    return len(sizes) <= OR_LIMIT and sizes.max() <= IN_LIMIT
+    return len(sizes) <= terms and sizes.max() <= values
 
 
 def _key_parts(keys: pd.DataFrame) -> Iterator[pd.DataFrame]:
-    """``keys`` (distinct, sorted here) in consecutive parts whose predicates stay within
-    ``IN_LIMIT`` and ``OR_LIMIT`` (:func:`_within_limits`); one part when they fit."""
+    """``keys`` (distinct) in parts whose predicates stay within ``IN_LIMIT`` and
+    ``OR_LIMIT`` (:func:`_within_limits`); one part when they fit. Each group of the
+    leading columns is cut into pieces of at most ``IN_LIMIT`` keys; a part takes pieces
+    of at most ``OR_LIMIT`` groups, no two of one group."""
     if _within_limits(keys):
         yield keys
         return
+    *scope, _ = keys.columns
     ordered = keys.sort_values(list(keys.columns), ignore_index=True)
-    size = IN_LIMIT if len(keys.columns) == 1 else OR_LIMIT  # a part of n keys: n terms at most
-    yield from (ordered.iloc[start:start + size] for start in range(0, len(ordered), size))
+    groups = ordered.groupby(scope, sort=True) if scope else [((), ordered)]
+    part: list[pd.DataFrame] = []
+    for _, group in groups:
+        for start in range(0, len(group), IN_LIMIT):
+            if part and (start > 0 or len(part) == OR_LIMIT):
+                yield pd.concat(part, ignore_index=True)
+                part = []
+            part.append(group.iloc[start:start + IN_LIMIT])
+    if part:
+        yield pd.concat(part, ignore_index=True)
 
 
 def _holds(rows: pd.DataFrame, keys: pd.DataFrame) -> np.ndarray:
     """Which of ``rows`` have their key (``keys``'s columns) among ``keys``, compared as the
-    predicate compares them, as text."""
+    predicate compares them: each value as ``str`` gives it (a pandas column's ``astype``
+    would print midnight timestamps as dates)."""
     columns = list(keys.columns)
-    return pd.MultiIndex.from_frame(rows[columns].astype(str)).isin(
-        pd.MultiIndex.from_frame(keys.astype(str)))
+    return pd.MultiIndex.from_arrays([rows[name].map(str) for name in columns]).isin(
+        pd.MultiIndex.from_arrays([keys[name].map(str) for name in columns]))
 
 
 def read_keys(warehouse: Warehouse, table: str, keys: pd.DataFrame) -> pd.DataFrame:

@@ -13,7 +13,9 @@ tables current as data arrives; the schedules are the periodic guarantee).
   grid intensity, tariffs and the accounting tables in one more, tagged ``rollups``. One
   run over every pool would wait until all of them were free at once, which five
   sources landing all day seldom leave. The accounting run may end before a source's:
-  what that source writes after asks for the accounting again (its automation). The
+  what that source writes after asks for the accounting again through its automation
+  condition (the automation sensor, on by default; with it off, the accounting keeps
+  what its run found until the next day's). The
   tables are whole (not partitioned by day), so the runs rebuild them entirely; they
   run once the previous UTC day has closed, with two hours for late files, and their tag
   ``joulehouse/rollup_day`` names that day (the schedule's own date minus one).

@@ -447,6 +447,8 @@ def test_writes_over_the_predicate_limits_are_made_in_parts(tmp_path, monkeypatc
     made in parts: the tables equal one write of everything."""
     monkeypatch.setattr(entry_table, "IN_LIMIT", 3)
     monkeypatch.setattr(entry_table, "OR_LIMIT", 2)
+    monkeypatch.setattr(entry_table, "IN_MAX", 9)
+    monkeypatch.setattr(entry_table, "OR_MAX", 6)
     tables = Warehouse(tmp_path)
     tables.write_entries(FACTS, facts(GPU, [1, 2, 3, 4, 5, 6, 7]), GPU)
     assert _commits(tables, FACTS) == 3  # version 0 made, then 3 + 3 + 1 entries
@@ -466,8 +468,21 @@ def test_writes_over_the_predicate_limits_are_made_in_parts(tmp_path, monkeypatc
                              keyed[["root", "day"]].iloc[[0, 1, 3]])
     assert tables.read_table("keyed").sort_values(["root", "day"]).values.tolist() == [
         ["a", "d2", 9.0], ["b", "d1", 3.0]]
-    with pytest.raises(ValueError, match="over IN_LIMIT or OR_LIMIT"):
-        entry_table.keys_predicate(keyed[["root", "day"]])
+    entry_table.keys_predicate(keyed[["root", "day"]])  # 3 terms: within OR_MAX (6)
+    with pytest.raises(ValueError, match="over IN_MAX or OR_MAX"):
+        entry_table.keys_predicate(pd.DataFrame({"root": list("abcdefg"), "day": "d1"}))
+
+    # one group of 7 keys: pieces of 3, no two in one part; naive midnights compared as
+    # the predicate prints them
+    days = pd.DataFrame({"root": "a", "day": pd.date_range("2025-01-01", periods=7)})
+    parts = list(entry_table._key_parts(days))
+    assert [len(part) for part in parts] == [3, 3, 1]
+    rows = days.assign(energy_j=1.0)
+    keys = days.assign(day=days["day"].map(str))  # as write_keyed gives them
+    assert entry_table._holds(rows, keys).all()
+    entry_table.replace_keys(tables, "daily", rows, keys)
+    entry_table.replace_keys(tables, "daily", rows.iloc[:2].assign(energy_j=2.0), keys)
+    assert tables.read_table("daily")["energy_j"].tolist() == [2.0, 2.0]
 
 
 def test_a_write_of_25000_entries_and_a_lookup_of_4000_prefixes_keep_the_process_alive(
@@ -501,6 +516,7 @@ def test_a_compaction_merges_one_sources_consecutive_small_files_within_its_budg
     add up to at most ``TARGET_FILE_BYTES``; files of other sources and mixed ones are not
     merged (a mixed one overlapping the range is rewritten, so counted)."""
     monkeypatch.setattr(entry_table, "TARGET_FILE_BYTES", 100)
+    monkeypatch.setattr(entry_table, "SCOPE_SMALL_BYTES", 100)
     files = [  # path, source min/max, entity min/max, bytes
         ("a", "cc", "cc", "c/10", "c/19", 10), ("b", "cc", "cc", "c/20", "c/29", 10),
         ("big", "cc", "cc", "c/30", "c/59", 90),  # small too, and overlapping c

@@ -194,11 +194,11 @@ def test_a_write_refused_by_a_racing_commit_is_retried_from_the_stored_state(tmp
 
 
 def test_files_at_the_target_size_make_no_compaction_due(tmp_path, monkeypatch):
-    """Files a compaction would not merge (at its target size, here 1 kB) do not count:
-    three of them, over COMPACT_ABOVE, leave the table as it is."""
+    """Files a compaction would not merge (at a source's small size, here 1 kB) do not
+    count: three of them, over COMPACT_ABOVE, leave the table as it is."""
     tables = Warehouse(tmp_path)
     monkeypatch.setattr(facts_entries, "COMPACT_ABOVE", 2)
-    monkeypatch.setattr(entry_table, "TARGET_FILE_BYTES", 1000)
+    monkeypatch.setattr(entry_table, "SCOPE_SMALL_BYTES", 1000)
     for block in range(3):
         facts_entries.replace_owned(tables, "clustercockpit", job_facts(
             {f"c/{block * 1000 + n}/0": 1.0 for n in range(2)}), [f"c/{block}"], CC_OWNERSHIP)
