@@ -13,7 +13,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.powerapi import powerapi_window_energy
+from assets.gpu import tables_pool
+from assets.powerapi import powerapi_pipeline, powerapi_window_energy
+from assets.taudb import powerapi_trials
 from joulehouse import entry_table
 from joulehouse.powerapi import trial_days
 from joulehouse.taudb.stored import read_stored_trial
@@ -190,3 +192,10 @@ def test_a_run_stopped_before_its_state_has_its_days_read_again(days, monkeypatc
     assert (again["days_read"].value, list(again["rows_loaded"].value)) == (1, [day])
     assert source.trials()[day]["total_threads"] == 5
     assert _load_days(source)["days_read"].value == 0
+
+
+def test_the_trials_step_runs_in_the_powerapi_pool():
+    """Never two ``powerapi_trials`` runs at once, nor one beside the PowerAPI pipeline step
+    (the pool's limit is 1): two loads of a day from different inputs, the older trial
+    written last, would leave a state that never reads the day again."""
+    assert powerapi_trials.op.pool == powerapi_pipeline.op.pool == tables_pool("powerapi")
