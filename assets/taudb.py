@@ -31,8 +31,8 @@ PowerAPI pipeline's stored tables (the window table ``powerapi_window_energy``, 
 power reports of every stored entry still landed, a report landed twice kept once). It
 reads only the sensor-days whose windows or power reports changed since the trials were
 last loaded (``joulehouse/powerapi/trial_days.py``: a hidden state, as the accounting
-keeps; every sensor-day on the first run, without a state, or when the window setting
-changed), and a day's fingerprint digests its windows' and power reports' values, so
+keeps; every sensor-day on the first run, without a state, or when the window setting,
+the TAUdb or the warehouse's location changed), and a day's fingerprint digests its windows' and power reports' values, so
 only the days that changed are rebuilt, each replacing its trial. It runs in the PowerAPI
 source's pool (``tables_pool("powerapi")``, limit 1), never beside another of its runs nor
 the PowerAPI pipeline step: two runs at once could each load a day from different inputs
@@ -460,7 +460,8 @@ def powerapi_trials(context: dg.AssetExecutionContext, powerapi_source: Powerapi
         raise verdict("no PowerAPI window energy stored yet: materialize "
                       "powerapi_window_energy")
     window = powerapi_source.window
-    run = trial_days(tables, StillLanded(powerapi_source.landings()), window)
+    run = trial_days(tables, StillLanded(powerapi_source.landings()), window, taudb.url,
+                     taudb.schema_name)
     source = tables.location(POWERAPI_WINDOW_TABLE)
     run.begin(tables)
     with taudb.open() as db:

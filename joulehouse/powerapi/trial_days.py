@@ -8,10 +8,12 @@ and its power reports alone (:meth:`SensorDay.fingerprint`), so only the sensor-
 either changed are read. As the accounting does (``joulehouse/accounting/changed.py``), a
 hidden state, written after the loads, records what they were read from:
 
-- ``inputs`` (``changed.State``): a digest of the window setting; the window table's Delta
-  data files (a sensor-day changed where its rows in the files gone since differ from
-  those in the files new since: ``changed.delta_changes`` per sensor, then compared per
-  day, so a refresh that rewrote a sensor's decade changes the days whose rows differ);
+- ``inputs`` (``changed.State``): a digest of what the trials are (the window setting)
+  and where (the window table's location, their source keys' prefix, and the TAUdb: its
+  URL, password masked, and schema); the window table's Delta data files (a sensor-day
+  changed where its rows in the files gone since differ from those in the files new since:
+  ``changed.delta_changes`` per sensor, then compared per day, so a refresh that rewrote a
+  sensor's decade changes the days whose rows differ);
   and the progress file version (size:mtime) of each entry still landed (an entry changed
   where it is new, gone, i.e. removed from its folder or no longer stored, or rewritten);
 - ``PIECES_TABLE`` (Delta, kept per entry): the sensor-days each counted piece's power
@@ -35,10 +37,13 @@ recomputed) is not loaded, and its trial stays in TAUdb, as with a whole read; i
 ``days``.
 
 Everything is read (:attr:`TrialDays.whole` says why) without a state or with one that
-cannot be read, when the window setting changed, when the window table is not kept per
-entry (or has no version yet), when a window data file consumed is gone from storage, or
-after a whole read stopped before its state. Delete ``STATE_TABLE`` to read everything
-again (e.g. after trials were deleted from TAUdb by hand: a day not read is not looked up).
+cannot be read, when the window setting, the TAUdb or the window table's location
+changed, when the window table is not kept per entry (or has no version yet), when a window
+data file consumed is gone from storage, or after a whole read stopped before its state.
+Delete ``STATE_TABLE`` to read everything again where the digest cannot tell: after trials
+were deleted from TAUdb by hand or the database restored at its URL (a day not read is not
+looked up), or after stored frames were deleted by hand (an entry stored again reuses its
+piece keys, which the index takes as read).
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from joulehouse.accounting import changed
 from joulehouse.digest import digest_pairs
 from joulehouse.powerapi.stream import FRAMES_TABLE, ReportStore
 from joulehouse.powerapi.windows import WINDOW_TABLE, combined
+from joulehouse.taudb.connect import masked_url
 from joulehouse.warehouse import Warehouse, partition_key
 
 #: What the trials were read from (hidden: ``warehouse.is_hidden``); partitions ``inputs``,
@@ -153,17 +159,20 @@ class TrialDays:
         changed.Pending.clear(tables, STATE_TABLE)
 
 
-def trial_days(tables: Warehouse, landed: Container[str], window: str) -> TrialDays:
+def trial_days(tables: Warehouse, landed: Container[str], window: str, taudb_url: str,
+               taudb_schema: str | None) -> TrialDays:
     """The sensor-days whose trial may have changed since the last :meth:`TrialDays.commit`
     (every one when there is none, see the module), with the power reports of the stored
-    entries ``landed`` (``landing.StillLanded``), for the ``window`` setting."""
+    entries ``landed`` (``landing.StillLanded``), for the ``window`` setting, loaded into
+    the TAUdb at ``taudb_url`` (its ``taudb_schema``; None: the default)."""
     windows = changed.Snapshot.of(tables, WINDOW_TABLE)
     progress = changed.Snapshot.of(tables, PROGRESS_TABLE)
     landed_files = {name for name in progress.files if partition_key(name) in landed}
     progress = replace(progress, files={name: progress.files[name] for name in landed_files},
                        infos={name: progress.infos[name] for name in landed_files})
-    state = changed.State.of(digest_pairs({"window": window, "layout": LAYOUT}),
-                             [windows, progress])
+    state = changed.State.of(digest_pairs({
+        "window": window, "layout": LAYOUT, "source": tables.location(WINDOW_TABLE),
+        "taudb": masked_url(taudb_url), "schema": taudb_schema or ""}), [windows, progress])
     previous = _previous(tables, state, windows)
     if isinstance(previous, str):
         return _whole(tables, previous, progress, state)
@@ -199,7 +208,7 @@ def _previous(tables: Warehouse, state: changed.State, windows: changed.Snapshot
     if consumed is None or days is None:
         return "first run: no state"
     if consumed.digest != state.digest:
-        return "the window setting changed"
+        return "the window setting, the TAUdb or the window table's location changed"
     if windows.mode != changed.DELTA or consumed.modes.get(WINDOW_TABLE) != changed.DELTA:
         return "the window table is not kept per entry"
     if not entry_table.is_entry_table(tables, PIECES_TABLE):

@@ -20,7 +20,7 @@ from joulehouse import entry_table
 from joulehouse.powerapi import trial_days
 from joulehouse.taudb.stored import read_stored_trial
 from joulehouse.warehouse import Warehouse as Tables
-from resources import PowerapiSource, TaudbResource
+from resources import PowerapiSource, TaudbResource, Warehouse
 from sensors import powerapi
 from tests.dagster.test_source_trials import POWERAPI_EXAMPLES, Source, _load_days, _rows
 
@@ -166,6 +166,31 @@ def test_an_unreadable_state_is_read_whole(days):
     again = _load_days(source)
     assert again["read_whole"].value.startswith("the state cannot be read")
     assert (again["days_read"].value, again["days_loaded"].value) == (5, 0)
+
+
+def _restored_taudb(source: Source, tmp_path: Path) -> None:
+    """JOULEHOUSE_TAUDB_URL now names a new (or restored) database, the state kept."""
+    source.taudb = TaudbResource(url=f"sqlite:///{tmp_path}/restored.sqlite")
+
+
+def _moved_warehouse(source: Source, tmp_path: Path) -> None:
+    """The warehouse copied elsewhere (its files' names kept), the step pointed there."""
+    moved = shutil.copytree(source.warehouse.root, tmp_path / "moved")
+    source.warehouse, source.tables = Warehouse(root=str(moved)), Tables(str(moved))
+
+
+@pytest.mark.parametrize("switch", [_restored_taudb, _moved_warehouse])
+def test_another_taudb_or_warehouse_location_has_every_day_loaded(days, tmp_path, switch):
+    """The state says which TAUdb and which window table (the source keys) it describes:
+    pointed at another, the step loads every day there, though no input changed."""
+    source, _ = days
+    switch(source, tmp_path)
+    again = _load_days(source)
+    assert again["read_whole"].value == (
+        "the window setting, the TAUdb or the window table's location changed")
+    assert (again["days_read"].value, again["days_loaded"].value) == (5, 5)
+    assert sorted(source.trials()) == [f"{SENSOR}/{day}" for day in DAYS]
+    assert _load_days(source)["days_read"].value == 0
 
 
 def test_a_run_stopped_before_its_state_has_its_days_read_again(days, monkeypatch):
