@@ -48,7 +48,9 @@ piece keys, which the index takes as read).
 
 from __future__ import annotations
 
-from collections.abc import Container
+import functools
+import operator
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -273,9 +275,10 @@ def _power_names_of(pieces: pd.DataFrame) -> set[str]:
 
 def _changed_windows(found: changed.Changed) -> set[str]:
     """The sensor-days whose window rows differ between the files gone and the new ones."""
+    if found.keys.empty:  # no sensor's rows differ (none read: frames without the columns)
+        return set()
     before, after = (entry_sync.signatures(rows.assign(_name=_window_names(rows)),
-                                           list(rows.columns), "_name") if len(rows)
-                     else entry_sync.signatures(rows, [], "_name")
+                                           list(rows.columns), "_name")
                      for rows in (found.before, found.after))
     names = before.index.union(after.index)
     differ = (before.reindex(names) != after.reindex(names)).any(axis=1)
@@ -285,18 +288,16 @@ def _changed_windows(found: changed.Changed) -> set[str]:
 def _read(tables: Warehouse, names: set[str], pieces: pd.DataFrame, entries: list[str]
           ) -> list[SensorDay]:
     """The sensor-days ``names`` that have windows, each with its power reports: those of
-    the index's pieces holding it (``pieces``: the rows of ``entries`` now)."""
+    the index's pieces holding it (``pieces``: the rows of ``entries`` now). Both are read
+    by a predicate on sensor and time, per sensor from the first day wanted to the last."""
     if not names:
         return []
     wanted = pd.Series(sorted(names)).str.rpartition("/")
     bounds = pd.DataFrame({"sensor": wanted[0], "day": pd.to_datetime(wanted[2], utc=True)}
                           ).groupby("sensor")["day"].agg(["min", "max"])
-    where = None
-    for sensor, (first, last) in bounds.iterrows():
-        term = ((ds.field("sensor") == sensor) & (ds.field("window_start") >= _utc(first))
-                & (ds.field("window_start") < _utc(last + pd.Timedelta(days=1))))
-        where = term if where is None else where | term
-    table = entry_table.read_where(tables, WINDOW_TABLE, where)
+    start = ds.field("window_start")
+    table = entry_table.read_where(tables, WINDOW_TABLE, _per_sensor(
+        bounds, lambda first, end: (start >= first) & (start < end)))
     table = table[_window_names(table).isin(names).to_numpy()] if len(table) else table
     if table.empty:
         return []
@@ -308,9 +309,28 @@ def _read(tables: Warehouse, names: set[str], pieces: pd.DataFrame, entries: lis
     holders = holders[holders["sensor"].astype(str).add("/").add(
         holders["day"].astype(str)).isin(names).to_numpy()]
     ordered = holders.drop_duplicates("piece").sort_values(["entry", "position"])["piece"]
-    power = tables.read_partitions(POWER_TABLE, ordered) if len(ordered) else pd.DataFrame()
-    power = power[_power_names(power).isin(names).to_numpy()] if len(power) else power
-    return sensor_days(table, combined("power_reports", [power])[0])
+    tick = ds.field("timestamp")  # a report counts for the day of the tick it ends
+    power = _power_reports(tables, ordered, _per_sensor(
+        bounds, lambda first, end: (tick > first) & (tick <= end)))
+    return sensor_days(table, combined("power_reports", [
+        rows[_power_names(rows).isin(names).to_numpy()] for rows in power if len(rows)])[0])
+
+
+def _per_sensor(bounds: pd.DataFrame, term: Callable[[pa.Scalar, pa.Scalar], ds.Expression]
+                ) -> ds.Expression:
+    """Rows of a sensor of ``bounds`` (its first and last day wanted, ``min`` and ``max``)
+    that ``term(the first day's start, the last day's end)`` keeps."""
+    terms = [(ds.field("sensor") == sensor) & term(_utc(first), _utc(last + pd.Timedelta(days=1)))
+             for sensor, (first, last) in bounds.iterrows()]
+    return functools.reduce(operator.or_, terms)
+
+
+def _power_reports(tables: Warehouse, pieces: Iterable[str], where: ds.Expression
+                   ) -> list[pd.DataFrame]:
+    """The power reports of each of ``pieces`` that ``where`` keeps, in row order (only the
+    row groups whose statistics may hold some are read), each with its stored dtypes."""
+    return [pq.read_table(tables.partition_path(POWER_TABLE, piece), filters=where,
+                          filesystem=tables.filesystem).to_pandas() for piece in pieces]
 
 
 def _utc(day: pd.Timestamp) -> pa.Scalar:

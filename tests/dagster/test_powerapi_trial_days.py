@@ -66,12 +66,14 @@ def days(instance, tmp_path) -> tuple[Source, Path]:
 
 
 class Reads:
-    """What the trials step reads of the window table and the power reports' pieces."""
+    """What the trials step reads of the window table and the power reports' pieces (those
+    read whole, and those read for a changed day, with the reports it kept)."""
 
     def __init__(self, monkeypatch):
-        self.windows, self.whole, self.pieces = [], [], []
-        read_where, read_partitions, read_table = (
-            entry_table.read_where, Tables.read_partitions, Tables.read_table)
+        self.windows, self.whole, self.pieces, self.power = [], [], [], []
+        read_where, read_partitions, read_table, power_reports = (
+            entry_table.read_where, Tables.read_partitions, Tables.read_table,
+            trial_days._power_reports)
 
         def where(tables, table, *args):
             rows = read_where(tables, table, *args)
@@ -89,13 +91,24 @@ class Reads:
             self.whole.append(table)
             return read_table(tables, table)
 
+        def power(tables, pieces, where):
+            pieces = list(pieces)
+            self.pieces += pieces
+            self.power += power_reports(tables, pieces, where)
+            return self.power
+
         monkeypatch.setattr(entry_table, "read_where", where)
+        monkeypatch.setattr(trial_days, "_power_reports", power)
         monkeypatch.setattr(Tables, "read_partitions", partitions)
         monkeypatch.setattr(Tables, "read_table", whole)
 
     def window_days(self) -> set[str]:
         return {f"{sensor}/{start:%Y-%m-%d}" for rows in self.windows
                 for sensor, start in zip(rows["sensor"], rows["window_start"])}
+
+    def power_days(self) -> set[str]:
+        return {name for rows in self.power if len(rows)
+                for name in trial_days._power_names(rows)}
 
 
 def test_a_landing_in_one_day_reads_and_loads_that_day_alone(days, monkeypatch):
@@ -106,7 +119,7 @@ def test_a_landing_in_one_day_reads_and_loads_that_day_alone(days, monkeypatch):
     reads = Reads(monkeypatch)
     after = _load_days(source)
     changed = f"{SENSOR}/2021-01-12"
-    assert reads.whole == [] and reads.window_days() == {changed}
+    assert reads.whole == [] and reads.window_days() == reads.power_days() == {changed}
     # the pieces of the two entries holding the day's power reports, none of another day
     assert sorted(piece.split("@")[0] for piece in reads.pieces) == [
         "landing/cgroup12", "landing/day12"]
