@@ -31,9 +31,12 @@ PowerAPI pipeline's stored tables (the window table ``powerapi_window_energy``, 
 power reports of every stored entry still landed, a report landed twice kept once). It
 reads only the sensor-days whose windows or power reports changed since the trials were
 last loaded (``joulehouse/powerapi/trial_days.py``: a hidden state, as the accounting
-keeps; every sensor-day on the first run, without a state, or when the window setting
-changed), and a day's fingerprint digests its windows' and power reports' values, so
-only the days that changed are rebuilt, each replacing its trial.
+keeps; every sensor-day on the first run, without a state, or when the window setting,
+the TAUdb or the warehouse's location changed), and a day's fingerprint digests its windows' and power reports' values, so
+only the days that changed are rebuilt, each replacing its trial. It runs in the PowerAPI
+source's pool (``tables_pool("powerapi")``, limit 1), never beside another of its runs nor
+the PowerAPI pipeline step: two runs at once could each load a day from different inputs
+and the one whose state is written last may not be the one whose trial stays.
 
 What every trial asset shares: :class:`TrialLoads` (a trial replaces those of
 its source key; one whose fingerprint equals the stored trial's, primary
@@ -60,6 +63,7 @@ from assets.gpu import (
     gpu_repetition_energy,
     gpu_validated_frames,
     stored_energy_keys_of_run,
+    tables_pool,
 )
 from assets.powerapi import WINDOW_TABLE as POWERAPI_WINDOW_TABLE
 from assets.powerapi import (
@@ -444,6 +448,7 @@ POWERAPI_TRIALS_AUTOMATION = TABLE_AUTOMATION & ~dg.AutomationCondition.any_deps
     group_name=GROUP,
     deps=[powerapi_validated_frames, powerapi_window_energy],
     automation_condition=POWERAPI_TRIALS_AUTOMATION,
+    pool=tables_pool("powerapi"),
     kinds={"taudb"},
     tags={"source": "powerapi"},
 )
@@ -455,7 +460,8 @@ def powerapi_trials(context: dg.AssetExecutionContext, powerapi_source: Powerapi
         raise verdict("no PowerAPI window energy stored yet: materialize "
                       "powerapi_window_energy")
     window = powerapi_source.window
-    run = trial_days(tables, StillLanded(powerapi_source.landings()), window)
+    run = trial_days(tables, StillLanded(powerapi_source.landings()), window, taudb.url,
+                     taudb.schema_name)
     source = tables.location(POWERAPI_WINDOW_TABLE)
     run.begin(tables)
     with taudb.open() as db:

@@ -8,10 +8,12 @@ and its power reports alone (:meth:`SensorDay.fingerprint`), so only the sensor-
 either changed are read. As the accounting does (``joulehouse/accounting/changed.py``), a
 hidden state, written after the loads, records what they were read from:
 
-- ``inputs`` (``changed.State``): a digest of the window setting; the window table's Delta
-  data files (a sensor-day changed where its rows in the files gone since differ from
-  those in the files new since: ``changed.delta_changes`` per sensor, then compared per
-  day, so a refresh that rewrote a sensor's decade changes the days whose rows differ);
+- ``inputs`` (``changed.State``): a digest of what the trials are (the window setting)
+  and where (the window table's location, their source keys' prefix, and the TAUdb: its
+  URL, password masked, and schema); the window table's Delta data files (a sensor-day
+  changed where its rows in the files gone since differ from those in the files new since:
+  ``changed.delta_changes`` per sensor, then compared per day, so a refresh that rewrote a
+  sensor's decade changes the days whose rows differ);
   and the progress file version (size:mtime) of each entry still landed (an entry changed
   where it is new, gone, i.e. removed from its folder or no longer stored, or rewritten);
 - ``PIECES_TABLE`` (Delta, kept per entry): the sensor-days each counted piece's power
@@ -35,15 +37,20 @@ recomputed) is not loaded, and its trial stays in TAUdb, as with a whole read; i
 ``days``.
 
 Everything is read (:attr:`TrialDays.whole` says why) without a state or with one that
-cannot be read, when the window setting changed, when the window table is not kept per
-entry (or has no version yet), when a window data file consumed is gone from storage, or
-after a whole read stopped before its state. Delete ``STATE_TABLE`` to read everything
-again (e.g. after trials were deleted from TAUdb by hand: a day not read is not looked up).
+cannot be read, when the window setting, the TAUdb or the window table's location
+changed, when the window table is not kept per entry (or has no version yet), when a window
+data file consumed is gone from storage, or after a whole read stopped before its state.
+Delete ``STATE_TABLE`` to read everything again where the digest cannot tell: after trials
+were deleted from TAUdb by hand or the database restored at its URL (a day not read is not
+looked up), or after stored frames were deleted by hand (an entry stored again reuses its
+piece keys, which the index takes as read).
 """
 
 from __future__ import annotations
 
-from collections.abc import Container
+import functools
+import operator
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -56,6 +63,7 @@ from joulehouse.accounting import changed
 from joulehouse.digest import digest_pairs
 from joulehouse.powerapi.stream import FRAMES_TABLE, ReportStore
 from joulehouse.powerapi.windows import WINDOW_TABLE, combined
+from joulehouse.taudb.connect import masked_url
 from joulehouse.warehouse import Warehouse, partition_key
 
 #: What the trials were read from (hidden: ``warehouse.is_hidden``); partitions ``inputs``,
@@ -153,17 +161,20 @@ class TrialDays:
         changed.Pending.clear(tables, STATE_TABLE)
 
 
-def trial_days(tables: Warehouse, landed: Container[str], window: str) -> TrialDays:
+def trial_days(tables: Warehouse, landed: Container[str], window: str, taudb_url: str,
+               taudb_schema: str | None) -> TrialDays:
     """The sensor-days whose trial may have changed since the last :meth:`TrialDays.commit`
     (every one when there is none, see the module), with the power reports of the stored
-    entries ``landed`` (``landing.StillLanded``), for the ``window`` setting."""
+    entries ``landed`` (``landing.StillLanded``), for the ``window`` setting, loaded into
+    the TAUdb at ``taudb_url`` (its ``taudb_schema``; None: the default)."""
     windows = changed.Snapshot.of(tables, WINDOW_TABLE)
     progress = changed.Snapshot.of(tables, PROGRESS_TABLE)
     landed_files = {name for name in progress.files if partition_key(name) in landed}
     progress = replace(progress, files={name: progress.files[name] for name in landed_files},
                        infos={name: progress.infos[name] for name in landed_files})
-    state = changed.State.of(digest_pairs({"window": window, "layout": LAYOUT}),
-                             [windows, progress])
+    state = changed.State.of(digest_pairs({
+        "window": window, "layout": LAYOUT, "source": tables.location(WINDOW_TABLE),
+        "taudb": masked_url(taudb_url), "schema": taudb_schema or ""}), [windows, progress])
     previous = _previous(tables, state, windows)
     if isinstance(previous, str):
         return _whole(tables, previous, progress, state)
@@ -199,7 +210,7 @@ def _previous(tables: Warehouse, state: changed.State, windows: changed.Snapshot
     if consumed is None or days is None:
         return "first run: no state"
     if consumed.digest != state.digest:
-        return "the window setting changed"
+        return "the window setting, the TAUdb or the window table's location changed"
     if windows.mode != changed.DELTA or consumed.modes.get(WINDOW_TABLE) != changed.DELTA:
         return "the window table is not kept per entry"
     if not entry_table.is_entry_table(tables, PIECES_TABLE):
@@ -264,9 +275,10 @@ def _power_names_of(pieces: pd.DataFrame) -> set[str]:
 
 def _changed_windows(found: changed.Changed) -> set[str]:
     """The sensor-days whose window rows differ between the files gone and the new ones."""
+    if found.keys.empty:  # no sensor's rows differ (none read: frames without the columns)
+        return set()
     before, after = (entry_sync.signatures(rows.assign(_name=_window_names(rows)),
-                                           list(rows.columns), "_name") if len(rows)
-                     else entry_sync.signatures(rows, [], "_name")
+                                           list(rows.columns), "_name")
                      for rows in (found.before, found.after))
     names = before.index.union(after.index)
     differ = (before.reindex(names) != after.reindex(names)).any(axis=1)
@@ -276,18 +288,16 @@ def _changed_windows(found: changed.Changed) -> set[str]:
 def _read(tables: Warehouse, names: set[str], pieces: pd.DataFrame, entries: list[str]
           ) -> list[SensorDay]:
     """The sensor-days ``names`` that have windows, each with its power reports: those of
-    the index's pieces holding it (``pieces``: the rows of ``entries`` now)."""
+    the index's pieces holding it (``pieces``: the rows of ``entries`` now). Both are read
+    by a predicate on sensor and time, per sensor from the first day wanted to the last."""
     if not names:
         return []
     wanted = pd.Series(sorted(names)).str.rpartition("/")
     bounds = pd.DataFrame({"sensor": wanted[0], "day": pd.to_datetime(wanted[2], utc=True)}
                           ).groupby("sensor")["day"].agg(["min", "max"])
-    where = None
-    for sensor, (first, last) in bounds.iterrows():
-        term = ((ds.field("sensor") == sensor) & (ds.field("window_start") >= _utc(first))
-                & (ds.field("window_start") < _utc(last + pd.Timedelta(days=1))))
-        where = term if where is None else where | term
-    table = entry_table.read_where(tables, WINDOW_TABLE, where)
+    start = ds.field("window_start")
+    table = entry_table.read_where(tables, WINDOW_TABLE, _per_sensor(
+        bounds, lambda first, end: (start >= first) & (start < end)))
     table = table[_window_names(table).isin(names).to_numpy()] if len(table) else table
     if table.empty:
         return []
@@ -299,9 +309,28 @@ def _read(tables: Warehouse, names: set[str], pieces: pd.DataFrame, entries: lis
     holders = holders[holders["sensor"].astype(str).add("/").add(
         holders["day"].astype(str)).isin(names).to_numpy()]
     ordered = holders.drop_duplicates("piece").sort_values(["entry", "position"])["piece"]
-    power = tables.read_partitions(POWER_TABLE, ordered) if len(ordered) else pd.DataFrame()
-    power = power[_power_names(power).isin(names).to_numpy()] if len(power) else power
-    return sensor_days(table, combined("power_reports", [power])[0])
+    tick = ds.field("timestamp")  # a report counts for the day of the tick it ends
+    power = _power_reports(tables, ordered, _per_sensor(
+        bounds, lambda first, end: (tick > first) & (tick <= end)))
+    return sensor_days(table, combined("power_reports", [
+        rows[_power_names(rows).isin(names).to_numpy()] for rows in power if len(rows)])[0])
+
+
+def _per_sensor(bounds: pd.DataFrame, term: Callable[[pa.Scalar, pa.Scalar], ds.Expression]
+                ) -> ds.Expression:
+    """Rows of a sensor of ``bounds`` (its first and last day wanted, ``min`` and ``max``)
+    that ``term(the first day's start, the last day's end)`` keeps."""
+    terms = [(ds.field("sensor") == sensor) & term(_utc(first), _utc(last + pd.Timedelta(days=1)))
+             for sensor, (first, last) in bounds.iterrows()]
+    return functools.reduce(operator.or_, terms)
+
+
+def _power_reports(tables: Warehouse, pieces: Iterable[str], where: ds.Expression
+                   ) -> list[pd.DataFrame]:
+    """The power reports of each of ``pieces`` that ``where`` keeps, in row order (only the
+    row groups whose statistics may hold some are read), each with its stored dtypes."""
+    return [pq.read_table(tables.partition_path(POWER_TABLE, piece), filters=where,
+                          filesystem=tables.filesystem).to_pandas() for piece in pieces]
 
 
 def _utc(day: pd.Timestamp) -> pa.Scalar:

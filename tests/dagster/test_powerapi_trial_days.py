@@ -13,13 +13,22 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.powerapi import powerapi_window_energy
+from assets.gpu import tables_pool
+from assets.powerapi import (
+    powerapi_pipeline,
+    powerapi_validated_frames,
+    powerapi_window_energy,
+    stored_frame,
+    stored_keys,
+)
+from assets.taudb import powerapi_trials
 from joulehouse import entry_table
 from joulehouse.powerapi import trial_days
 from joulehouse.taudb.stored import read_stored_trial
 from joulehouse.warehouse import Warehouse as Tables
-from resources import PowerapiSource, TaudbResource
+from resources import PowerapiSource, TaudbResource, Warehouse
 from sensors import powerapi
+from sensors.local import tick
 from tests.dagster.test_source_trials import POWERAPI_EXAMPLES, Source, _load_days, _rows
 
 DAYS = [f"2021-01-{day}" for day in range(10, 15)]
@@ -57,12 +66,14 @@ def days(instance, tmp_path) -> tuple[Source, Path]:
 
 
 class Reads:
-    """What the trials step reads of the window table and the power reports' pieces."""
+    """What the trials step reads of the window table and the power reports' pieces (those
+    read whole, and those read for a changed day, with the reports it kept)."""
 
     def __init__(self, monkeypatch):
-        self.windows, self.whole, self.pieces = [], [], []
-        read_where, read_partitions, read_table = (
-            entry_table.read_where, Tables.read_partitions, Tables.read_table)
+        self.windows, self.whole, self.pieces, self.power = [], [], [], []
+        read_where, read_partitions, read_table, power_reports = (
+            entry_table.read_where, Tables.read_partitions, Tables.read_table,
+            trial_days._power_reports)
 
         def where(tables, table, *args):
             rows = read_where(tables, table, *args)
@@ -80,13 +91,24 @@ class Reads:
             self.whole.append(table)
             return read_table(tables, table)
 
+        def power(tables, pieces, where):
+            pieces = list(pieces)
+            self.pieces += pieces
+            self.power += power_reports(tables, pieces, where)
+            return self.power
+
         monkeypatch.setattr(entry_table, "read_where", where)
+        monkeypatch.setattr(trial_days, "_power_reports", power)
         monkeypatch.setattr(Tables, "read_partitions", partitions)
         monkeypatch.setattr(Tables, "read_table", whole)
 
     def window_days(self) -> set[str]:
         return {f"{sensor}/{start:%Y-%m-%d}" for rows in self.windows
                 for sensor, start in zip(rows["sensor"], rows["window_start"])}
+
+    def power_days(self) -> set[str]:
+        return {name for rows in self.power if len(rows)
+                for name in trial_days._power_names(rows)}
 
 
 def test_a_landing_in_one_day_reads_and_loads_that_day_alone(days, monkeypatch):
@@ -97,7 +119,7 @@ def test_a_landing_in_one_day_reads_and_loads_that_day_alone(days, monkeypatch):
     reads = Reads(monkeypatch)
     after = _load_days(source)
     changed = f"{SENSOR}/2021-01-12"
-    assert reads.whole == [] and reads.window_days() == {changed}
+    assert reads.whole == [] and reads.window_days() == reads.power_days() == {changed}
     # the pieces of the two entries holding the day's power reports, none of another day
     assert sorted(piece.split("@")[0] for piece in reads.pieces) == [
         "landing/cgroup12", "landing/day12"]
@@ -166,6 +188,114 @@ def test_an_unreadable_state_is_read_whole(days):
     assert (again["days_read"].value, again["days_loaded"].value) == (5, 0)
 
 
+def _as_a_whole_read(source: Source, loaded: dict) -> None:
+    """The step's trials (``loaded``: its metadata) are those a whole read loads, as the
+    step read them before it kept a state: the same sensor-days, each with the fingerprint
+    of its windows and power reports read whole (every stored entry still landed)."""
+    settings = source.resource["powerapi_source"]
+    power = stored_frame(source.tables, "power_reports", stored_keys(settings, source.tables))
+    whole = trial_days.sensor_days(source.tables.read_table(trial_days.WINDOW_TABLE), power[0])
+    with source.taudb.open() as db:
+        assert {name: read_stored_trial(db, trial).fingerprint
+                for name, trial in loaded["trial_ids"].value.items()} == {
+            day.name: day.fingerprint(settings.window) for day in whole}
+
+
+def _read_days(loaded: dict) -> list[str]:
+    """The days of the sensor the step loaded, after checking it read those alone."""
+    assert (loaded["read_whole"].value, loaded["days_read"].value) == (
+        "", loaded["days_loaded"].value)
+    return [name.split("/")[1] for name in loaded["rows_loaded"].value]
+
+
+def test_a_rewritten_file_reloads_every_day_whose_windows_changed(days):
+    """An entry's power reports rewritten (rotated: another day and cgroup): its new
+    generation's pieces give the days they left and entered; the sensor's recomputed
+    windows differ on 2021-01-14 too, which the window path alone finds."""
+    source, folder = days
+    (folder / "day13" / "power.jsonl").write_text(
+        (POWERAPI_EXAMPLES / "power.jsonl").read_text().replace("2021-01-13", "2021-01-11")
+        .replace('"influxdb"', '"rotated"'))
+    assert source.tick_and_run().success
+    loaded = _load_days(source)
+    assert _read_days(loaded) == ["2021-01-11", "2021-01-13", "2021-01-14"]
+    _as_a_whole_read(source, loaded)
+
+
+def test_an_hwpc_only_landing_loads_its_day_from_the_windows(days):
+    """An entry of HWPC reports alone on a new day: its windows are new, no power report
+    changed (the window path alone finds the day)."""
+    source, folder = days
+    (folder / "hwpc15").mkdir()
+    (folder / "hwpc15" / "hwpc.jsonl").write_text(
+        (POWERAPI_EXAMPLES / "smartwatts_timeline.jsonl").read_text()
+        .replace("2021-01-13", "2021-01-15"))
+    assert source.tick_and_run().success
+    loaded = _load_days(source)
+    assert _read_days(loaded) == ["2021-01-15"]
+    _as_a_whole_read(source, loaded)
+
+
+def test_an_entry_removed_reloads_its_days_before_the_pipeline_runs(days):
+    """An entry removed from its folder, no PowerAPI run since: the windows are those
+    stored, its power reports no longer count (the power path alone finds the day)."""
+    source, folder = days
+    _day_entry(folder, "cgroup12", "2021-01-12", target="newcg")
+    assert source.tick_and_run().success
+    assert _read_days(_load_days(source)) == ["2021-01-12"]
+    shutil.rmtree(folder / "cgroup12")
+    loaded = _load_days(source)
+    assert _read_days(loaded) == ["2021-01-12"]
+    _as_a_whole_read(source, loaded)
+
+
+def test_a_grown_file_reloads_the_days_of_its_new_piece(days):
+    """A power report file grown (another cgroup's reports of its day appended), stored
+    by a run of the frames alone: the windows are those stored, the new piece's reports
+    count (the index of the new piece alone finds the day)."""
+    source, folder = days
+    power = folder / "day12" / "power.jsonl"
+    text = power.read_text()
+    with power.open("a") as grown:
+        grown.write(text.replace('"influxdb"', '"grown"'))
+    [request] = tick(source.defs.resolve_sensor_def(powerapi.SENSOR_NAME), source.instance,
+                     source.resource, source.cursor).run_requests
+    assert source.defs.resolve_job_def(powerapi.JOB_NAME).execute_in_process(
+        instance=source.instance, tags=request.tags, run_config=request.run_config,
+        asset_selection=[powerapi_validated_frames.key]).success
+    loaded = _load_days(source)
+    assert sorted(entry_table.read(source.tables, trial_days.PIECES_TABLE)["piece"]) == [
+        "landing/day10@0.0", "landing/day11@0.0", "landing/day12@0.0", "landing/day12@0.1",
+        "landing/day13@0.0", "landing/day14@0.0"]
+    assert _read_days(loaded) == ["2021-01-12"]
+    _as_a_whole_read(source, loaded)
+
+
+def _restored_taudb(source: Source, tmp_path: Path) -> None:
+    """JOULEHOUSE_TAUDB_URL now names a new (or restored) database, the state kept."""
+    source.taudb = TaudbResource(url=f"sqlite:///{tmp_path}/restored.sqlite")
+
+
+def _moved_warehouse(source: Source, tmp_path: Path) -> None:
+    """The warehouse copied elsewhere (its files' names kept), the step pointed there."""
+    moved = shutil.copytree(source.warehouse.root, tmp_path / "moved")
+    source.warehouse, source.tables = Warehouse(root=str(moved)), Tables(str(moved))
+
+
+@pytest.mark.parametrize("switch", [_restored_taudb, _moved_warehouse])
+def test_another_taudb_or_warehouse_location_has_every_day_loaded(days, tmp_path, switch):
+    """The state says which TAUdb and which window table (the source keys) it describes:
+    pointed at another, the step loads every day there, though no input changed."""
+    source, _ = days
+    switch(source, tmp_path)
+    again = _load_days(source)
+    assert again["read_whole"].value == (
+        "the window setting, the TAUdb or the window table's location changed")
+    assert (again["days_read"].value, again["days_loaded"].value) == (5, 5)
+    assert sorted(source.trials()) == [f"{SENSOR}/{day}" for day in DAYS]
+    assert _load_days(source)["days_read"].value == 0
+
+
 def test_a_run_stopped_before_its_state_has_its_days_read_again(days, monkeypatch):
     """A run stopped after its loads, before its state, then its input gone back to what the
     state consumed (the landed entry removed, the sensor recomputed): its day shows no
@@ -190,3 +320,10 @@ def test_a_run_stopped_before_its_state_has_its_days_read_again(days, monkeypatc
     assert (again["days_read"].value, list(again["rows_loaded"].value)) == (1, [day])
     assert source.trials()[day]["total_threads"] == 5
     assert _load_days(source)["days_read"].value == 0
+
+
+def test_the_trials_step_runs_in_the_powerapi_pool():
+    """Never two ``powerapi_trials`` runs at once, nor one beside the PowerAPI pipeline step
+    (the pool's limit is 1): two loads of a day from different inputs, the older trial
+    written last, would leave a state that never reads the day again."""
+    assert powerapi_trials.op.pool == powerapi_pipeline.op.pool == tables_pool("powerapi")
