@@ -303,8 +303,9 @@ class TauLander(Lander):
 class AccountingLander(Lander):
     """Updates of grid intensity and tariffs, as their feeds deliver them: the first
     ``land()`` writes an intensity file (zone DE, hourly) and a tariff file
-    (``hpc-centre``) from ``covers_from`` (default: two days before today; a seeded
-    history's first day, or where the kept history's files end) to tomorrow, none when
+    (``hpc-centre``, its dates in UTC) from ``covers_from`` (default: two days before
+    today; a seeded history's first day, or where the kept history's files end) to
+    tomorrow, none when
     that is empty; each later one the next two hours of intensity and the next day of
     tariff in new files (a zone's or site's files must not overlap:
     ``joulehouse.accounting.intensity``, ``tariff``), named ``<zone or site>_<tag>-<index>`` (a kept history's have a tag of
@@ -332,10 +333,13 @@ class AccountingLander(Lander):
             valid_to = valid_from + day
         frame = electricity_maps_frame("DE", "Germany", str(start), str(end))
         intensity = write_csv(frame, self.folder / f"DE_{self.tag}-{index:04d}.csv")
+        # the tariff's dates in UTC, as the intensity's: in Europe/Berlin's, today's last UTC
+        # hour is already tomorrow there, which no file priced before 23:00 UTC
         tariff = write_tariff(
             self.tariffs / f"hpc-centre-{self.tag}-{index:04d}.csv", "hpc-centre",
             (f"{valid_from:%Y-%m-%d}", f"{valid_to:%Y-%m-%d}"),
-            [('"Mon,Tue,Wed,Thu,Fri,Sat,Sun"', "00:00", "24:00", round(0.15 + index / 1000, 3))])
+            [('"Mon,Tue,Wed,Thu,Fri,Sat,Sun"', "00:00", "24:00", round(0.15 + index / 1000, 3))],
+            zone="UTC")
         return [Landed("intensity", str(intensity), "", "ok", utc_now()),
                 Landed("tariffs", str(tariff), "", "ok", utc_now())]
 
