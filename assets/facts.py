@@ -2,7 +2,8 @@
 :func:`write_facts`.
 
 The rows go to the table kept per entry (``joulehouse/facts_entries.py``): a run
-writes the entities it landed or fixed in one commit scoped to its source, not the
+writes the entities it landed or fixed in one commit (per ``entry_table.IN_LIMIT``
+entities) scoped to its source, not the
 source's rows whole (issue 28). The asset keeps its shape: unpartitioned, one spec of
 its source's step, which writes it after the per-partition assets of the run:
 

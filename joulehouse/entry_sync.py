@@ -4,7 +4,8 @@ Generalises what ``joulehouse/facts_entries.py`` does for ``energy_facts`` to an
 kept per entry (``joulehouse/entry_table.py``; issue 28): a :class:`Kept` names the table,
 the column naming its entries and the scope the writer keeps (``{"source": ...}`` for
 ``energy_facts``; none for a table one source keeps whole, as ``cc_jobs`` or
-``geopm_region_energy``). Two ways to write, one commit each:
+``geopm_region_energy``). Two ways to write, one commit each (per
+``entry_table.IN_LIMIT`` entries):
 
 - :func:`replace_owned`: the rows of the entries of the *owners* a run covered (Dagster
   partition keys; :class:`Ownership` maps an entry to its owner), and those owners'

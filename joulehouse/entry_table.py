@@ -1,10 +1,10 @@
-"""Tables kept per entry: a Delta Lake table whose entries are replaced or removed by one commit.
+"""Tables kept per entry: a Delta Lake table whose entries are replaced or removed by commits.
 
 An *entry* is what one landing writes into a derived table: a GPU repetition's
 ``energy_facts`` rows, a GEOPM report's, a ClusterCockpit job's. It is named by a
 *scope* (fixed column values, e.g. ``{"source": "gpu-benchmark"}``) and its value in
 the *entry column* (``entity``). Landing, fixing or removing k entries costs one commit
-over k entries, whatever the table already holds (issue 28; the measurements and the
+over k entries (one per ``IN_LIMIT``), whatever the table already holds (issue 28; the measurements and the
 choice: ``benchmarks/table_format.py``, docs/ARCHITECTURE.md "Tables that hold a decade").
 
 The table is a Delta Lake table (``deltalake``) in the warehouse table's folder: data
@@ -74,10 +74,12 @@ RETENTION_HOURS = 7 * 24
 #: More entries are written in several commits of at most these, each atomic.
 IN_LIMIT = 5_000
 OR_LIMIT = 500
-#: The most a predicate built here may name at all (:func:`keys_predicate` refuses more),
-#: well under where deltalake crashes: a caller building one predicate of up to
-#: ``accounting.incremental.WHOLE_ABOVE`` (10,000) keys stays within it.
-IN_MAX, OR_MAX = 3 * IN_LIMIT, 3 * OR_LIMIT
+#: The most a predicate built here may name at all (:func:`predicate` and
+#: :func:`keys_predicate` refuse more), half of where deltalake crashes: the accounting's
+#: one predicate of up to ``accounting.incremental.WHOLE_ABOVE`` (10,000) keys stays
+#: within it (tests/test_entry_table.py writes with such predicates in a process of its
+#: own).
+IN_MAX, OR_MAX = 10_000, 1_000
 #: Files of one scope under this size are those :func:`compact_scope` merges (and counts
 #: as due, :func:`small_files`): a quarter of ``TARGET_FILE_BYTES``, so that the files it
 #: writes, most of them larger, are not merged again at every write.
@@ -85,6 +87,10 @@ SCOPE_SMALL_BYTES = 25 * 2**20
 #: The size :func:`compact` merges small data files into (bytes; delta-rs's default for
 #: ``optimize.compact``): a file of this size or more is never merged.
 TARGET_FILE_BYTES = 100 * 2**20
+#: The most bytes of data files one :func:`compact_scope` rewrites: twice the target, so
+#: that a range can take in one file at the target size (a merged file, or a file of
+#: several scopes that an ``optimize`` of every scope wrote) beside the small ones.
+REWRITE_BYTES = 2 * TARGET_FILE_BYTES
 
 
 def is_entry_table(warehouse: Warehouse, table: str) -> bool:
@@ -202,6 +208,9 @@ def predicate(scope: Mapping[str, str], column: str, entries: Iterable[str]) -> 
     listed = _bounded_entries(scope, column, entries)
     if not listed:
         raise ValueError(f"entries of {column} must be at least one and not null: {listed}")
+    if len(listed) > IN_MAX:
+        raise ValueError(f"entries of {column}: {len(listed)} over IN_MAX (write_entries "
+                         "writes them in parts)")
     return " AND ".join([*(f"{_name(name)} = {_literal(value)}"
                            for name, value in scope.items()),
                          f"{_name(column)} IN ({', '.join(map(_literal, listed))})"])
@@ -331,7 +340,7 @@ def _overwrite(warehouse: Warehouse, table: str, rows: pd.DataFrame,
 def remove_entries(warehouse: Warehouse, table: str, scope: Mapping[str, str],
                    entries: Iterable[str], column: str = "entity") -> None:
     """Remove the rows of ``entries`` (values of ``column``) within ``scope``, in one
-    commit; nothing to do for a table not made yet."""
+    commit (per ``IN_LIMIT`` entries); nothing to do for a table not made yet."""
     write_entries(warehouse, table, pd.DataFrame({column: pd.Series([], dtype=object)}),
                   scope, column, removed=entries)
 
@@ -483,11 +492,10 @@ def read(warehouse: Warehouse, table: str, scope: Mapping[str, str] | None = Non
 def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
     """Merge the files under ``TARGET_FILE_BYTES`` into files of about that size
     (``optimize.compact``), then :func:`_vacuum`; the files added, merged and removed.
-    Only for a table that one step at a time writes: delta-rs 1.6 lets a write commit
-    over a compaction that removed the files the write rewrote (a compaction's removes
-    carry ``dataChange=false``, which its conflict check lets pass), so both copies of
-    their rows would be listed. A table several steps write at once is compacted by
-    :func:`compact_scope`."""
+    Only for a table that one step at a time writes: delta-rs 1.6 lets two optimizes of
+    one version both commit (tests/test_facts_entries.py), listing every merged row twice,
+    and merges files of every scope into one, which the scopes' writes then all rewrite. A
+    table several steps write at once is compacted by :func:`compact_scope`."""
     delta = _open(warehouse, table)
     if delta is None:
         return {"added": 0, "merged": 0, "removed": 0}
@@ -504,24 +512,26 @@ def compact_scope(warehouse: Warehouse, table: str, scope: Mapping[str, str],
     The files chosen hold ``scope``'s rows alone (by their statistics) and are under
     ``SCOPE_SMALL_BYTES``: the most of them, consecutive in the order of their lowest
     ``column`` value, whose range [lo, hi] of ``column`` the files of the table that may
-    hold it add up to at most ``TARGET_FILE_BYTES`` (:func:`_range_to_merge`). The rows of
+    hold it add up to at most ``REWRITE_BYTES`` (:func:`_range_to_merge`). The rows of
     ``scope`` in that range are read and written back, in ``column`` order, by one
     overwrite with the predicate ``<scope> AND lo <= column <= hi``, read and committed at
     one version: a racing write or compaction that touched those files makes delta-rs
     refuse one of the two commits (``CommitFailedError``), as two writes do, so no row is
     ever listed twice (``optimize.compact`` gives no such guarantee: :func:`compact`), and
-    the merged file holds ``scope``'s rows alone, which other scopes' writes never touch.
+    the merged file holds ``scope``'s rows alone, which other scopes' writes never touch,
+    unless the range takes in a file of several scopes holding some of ``scope``'s rows
+    (one an ``optimize`` of every scope wrote): delta-rs writes that file's other rows
+    into the merged file too.
     The predicate names two values, whatever the files hold. The files the commit added
-    and removed, and those vacuumed; nothing merged under two such files."""
+    and removed, and those vacuumed; nothing done (not even the vacuum) when no range
+    holds two such files."""
     from deltalake import write_deltalake
 
     delta = _open(warehouse, table)
-    if delta is None:
-        return {"added": 0, "merged": 0, "removed": 0}
-    span = _range_to_merge(pa.table(delta.get_add_actions(flatten=True)).to_pandas(), scope,
-                           column)
+    span = None if delta is None else _range_to_merge(*_scope_stats(warehouse, table, delta,
+                                                                    scope), scope, column)
     if span is None:
-        return {"added": 0, "merged": 0, "removed": _vacuum(warehouse, table)}
+        return {"added": 0, "merged": 0, "removed": 0}
     low, high, paths = span
     base = warehouse.table_path(table)
     listed = [info for info in _listed(warehouse, table, delta)
@@ -540,36 +550,61 @@ def compact_scope(warehouse: Warehouse, table: str, scope: Mapping[str, str],
             "removed": _vacuum(warehouse, table)}
 
 
-def _range_to_merge(stats: pd.DataFrame, scope: Mapping[str, str], column: str
-                    ) -> tuple[str, str, set[str]] | None:
-    """From the log's statistics of a version's data files (``get_add_actions``, flattened):
-    the range [lo, hi] of ``column`` that :func:`compact_scope` merges and the paths of the
-    files that may hold ``scope``'s rows in it (their rewrite's cost), or None when no
-    range holds two small files of ``scope`` alone within ``TARGET_FILE_BYTES``. A file
-    without statistics may hold anything."""
-    least, most = stats.get(f"min.{column}"), stats.get(f"max.{column}")
-    if least is None or most is None:
-        return None
+def _scope_stats(warehouse: Warehouse, table: str, delta: DeltaTable,
+                 scope: Mapping[str, str]) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """The log's statistics of ``delta``'s data files (``get_add_actions``, flattened), and
+    per file whether it holds ``scope``'s rows alone and whether it holds any: by the
+    statistics, and for a file of several scopes (an ``optimize`` of every scope merged
+    them) by counting its rows within the scope (the scope's columns of the row groups
+    whose statistics may hold them), so that one whose rows of the scope were moved out
+    is never counted as a rewrite again. A file without statistics may hold any."""
+    stats = pa.table(delta.get_add_actions(flatten=True)).to_pandas()
     alone = np.ones(len(stats), dtype=bool)
-    may = np.ones(len(stats), dtype=bool)
+    holds = np.ones(len(stats), dtype=bool)
     for name, value in scope.items():
         low, high = stats.get(f"min.{name}"), stats.get(f"max.{name}")
         if low is None or high is None:
-            return None
+            return stats, np.zeros(len(stats), dtype=bool), holds
         alone &= (low == value).to_numpy() & (high == value).to_numpy()
-        may &= ~((low > value).to_numpy() | (high < value).to_numpy())
+        holds &= ~((low > value).to_numpy() | (high < value).to_numpy())  # None: False
+    mixed = np.flatnonzero(holds & ~alone)
+    if len(mixed):
+        base = warehouse.table_path(table)
+        for index in mixed:
+            row = stats.iloc[index]
+            info = pafs.FileInfo(f"{base}/{row['path']}", pafs.FileType.File,
+                                 size=row["size_bytes"])
+            holds[index] = _dataset(warehouse, delta, [info]).count_rows(
+                filter=_within(scope)) > 0
+    return stats, alone, holds
+
+
+def _range_to_merge(stats: pd.DataFrame, alone: np.ndarray, holds: np.ndarray,
+                    scope: Mapping[str, str], column: str
+                    ) -> tuple[str, str, set[str]] | None:
+    """From a version's data files (:func:`_scope_stats`: their statistics, and whether
+    each holds ``scope``'s rows alone, or any): the range [lo, hi] of ``column`` that
+    :func:`compact_scope` merges and the paths of the files that may hold ``scope``'s rows
+    in it (their rewrite's cost), or None when no range holds two small files of
+    ``scope`` alone within ``REWRITE_BYTES``. A file without statistics may hold any."""
+    least, most = stats.get(f"min.{column}"), stats.get(f"max.{column}")
+    if least is None or most is None:
+        return None
+    may = holds
     known = (least.notna() & most.notna()).to_numpy()
     small = np.flatnonzero(alone & known & (stats["size_bytes"] < SCOPE_SMALL_BYTES).to_numpy())
     small = small[np.argsort(least.to_numpy(dtype=object)[small].astype(str), kind="stable")]
     sizes = stats["size_bytes"].to_numpy()
     best: tuple[int, str, str, np.ndarray] | None = None
     for first in range(len(small)):
+        if best is not None and len(small) - first <= best[0]:
+            break  # no window from here holds more files
         low, high = least.iloc[small[first]], most.iloc[small[first]]
         for last in range(first + 1, len(small)):
             low, high = min(low, least.iloc[small[last]]), max(high, most.iloc[small[last]])
             # a missing statistic compares False here; ~known touches its file anyway
             touched = may & (~known | ((least <= high) & (most >= low)).to_numpy())
-            if sizes[touched].sum() > TARGET_FILE_BYTES:
+            if sizes[touched].sum() > REWRITE_BYTES:
                 break
             if best is None or last - first + 1 > best[0]:
                 best = (last - first + 1, low, high, touched)
@@ -765,9 +800,13 @@ def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
     if keys.empty:
         return
     parts = list(_key_parts(keys.drop_duplicates()))
-    for part in parts:
-        _overwrite(warehouse, table, rows if len(parts) == 1 else rows[_holds(rows, part)], {},
-                   keys_predicate(part))
+    held = [np.ones(len(rows), dtype=bool)] if len(parts) == 1 else [
+        _holds(rows, part) for part in parts]
+    if len(parts) > 1 and not np.array_equal(np.sum(held, axis=0), np.ones(len(rows))):
+        raise ValueError(f"{table}: rows whose key is not among the keys written "
+                         "(or not told apart from them as text)")
+    for part, mask in zip(parts, held):
+        _overwrite(warehouse, table, rows[mask], {}, keys_predicate(part))
 
 
 def _within_limits(keys: pd.DataFrame, values: int | None = None,

@@ -46,11 +46,12 @@ from joulehouse.warehouse import Warehouse
 __all__ = ["Ownership", "Written", "compact_if_due", "replace_owned", "stored_rows", "sync"]
 
 TABLE = "energy_facts"
-#: Small data files (under ``entry_table.TARGET_FILE_BYTES``, which a compaction merges)
-#: in the table's current version above which :func:`compact_if_due` merges them (each
-#: write adds one or two): the files a reader lists and a write's predicate scans stay
-#: few, at the cost of rewriting the small files every ~60 writes. Files at the target
-#: size are not counted, which a compaction would leave as they are.
+#: Small data files of a source (holding its rows alone, under
+#: ``entry_table.SCOPE_SMALL_BYTES``, which its compaction merges) in the table's current
+#: version above which :func:`compact_if_due` merges them (each write adds one or two): the
+#: files a reader lists and a write's predicate scans stay few, at the cost of rewriting
+#: the small files every ~60 writes. Larger files are not counted, which a compaction
+#: would leave as they are.
 COMPACT_ABOVE = 64
 #: Changed entities above which :func:`sync` replaces the source's rows whole (a predicate
 #: on ``source`` alone) rather than naming each in the write's ``IN`` list.
@@ -59,9 +60,9 @@ WHOLE_ABOVE = 10_000
 #: committed first (``CommitFailedError``: a concurrent transaction): a Dagster step
 #: that fails so is not retried by ``run_retries``, and its entries' facts would stay
 #: missing until the next run. The sources' steps write at once (each in its own pool), and
-#: two writes on one data file (a compacted file holds many sources' rows) refuse each
-#: other, so the tries are many, after random waits (``entry_sync.RETRY_WAIT_S``; at most
-#: about 9 s in all).
+#: two writes on one data file (a file an ``optimize`` of every source wrote holds many
+#: sources' rows) refuse each other, so the tries are many, after random waits
+#: (``entry_sync.RETRY_WAIT_S``; at most about 9 s in all).
 COMMIT_TRIES = 8
 
 _retried = entry_sync.retried(lambda: COMMIT_TRIES)
@@ -117,8 +118,9 @@ def stored_rows(warehouse: Warehouse, source: str) -> int:
 
 def compact_if_due(warehouse: Warehouse, source: str) -> dict[str, int] | None:
     """Compact ``source``'s files when the current version holds over ``COMPACT_ABOVE`` data
-    files of its rows alone under the compaction's target size
-    (``entry_table.TARGET_FILE_BYTES``); its figures, or None when not due.
+    files of its rows alone under ``entry_table.SCOPE_SMALL_BYTES``; its figures, or None
+    when not due (all nought when due but no range holds two of them within
+    ``entry_table.REWRITE_BYTES``).
 
     Every source's step writes the table at once (each in its own pool), and compacts its
     own files, as a write like theirs (``entry_table.compact_scope``): tried again while a

@@ -25,7 +25,7 @@ datasets on either.
 
 A table *kept per entry* (``joulehouse/entry_table.py``: a Delta Lake table, for the
 derived tables that hold a decade) is written by :meth:`Warehouse.write_entries` and
-:meth:`Warehouse.remove_entries`, one commit each; :meth:`Warehouse.read_table` and
+:meth:`Warehouse.remove_entries`, one commit each (per ``entry_table.IN_LIMIT`` entries); :meth:`Warehouse.read_table` and
 :meth:`Warehouse.table_files` give the rows and files of its current version, so its
 readers are those of every other table. Its compaction is the one place where stored
 files are deleted: those no version has listed for an hour.
@@ -244,13 +244,15 @@ class Warehouse:
     def write_entries(self, table: str, rows: pd.DataFrame, scope: Mapping[str, str],
                       column: str = "entity", removed: Iterable[str] = ()) -> None:
         """Replace the rows of the entries of ``rows`` of ``table`` (kept per entry; made on
-        first write), and remove those of ``removed``, in one commit: see
+        first write), and remove those of ``removed``, in one commit (per
+        ``entry_table.IN_LIMIT`` entries): see
         ``joulehouse.entry_table.write_entries``."""
         entry_table.write_entries(self, table, rows, scope, column, removed)
 
     def remove_entries(self, table: str, scope: Mapping[str, str], entries: Iterable[str],
                        column: str = "entity") -> None:
-        """Remove the rows of ``entries`` of ``table`` (kept per entry) in one commit."""
+        """Remove the rows of ``entries`` of ``table`` (kept per entry) in one commit (per
+        ``entry_table.IN_LIMIT`` entries)."""
         entry_table.remove_entries(self, table, scope, entries, column)
 
     def table_files(self) -> dict[str, list[pafs.FileInfo]]:

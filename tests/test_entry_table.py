@@ -483,13 +483,19 @@ def test_writes_over_the_predicate_limits_are_made_in_parts(tmp_path, monkeypatc
     entry_table.replace_keys(tables, "daily", rows, keys)
     entry_table.replace_keys(tables, "daily", rows.iloc[:2].assign(energy_j=2.0), keys)
     assert tables.read_table("daily")["energy_j"].tolist() == [2.0, 2.0]
+    # in parts, a row whose key is among none is refused, as one write's delta-rs refuses
+    with pytest.raises(ValueError, match="not among the keys"):
+        entry_table.replace_keys(tables, "daily", rows.assign(root="b"), keys)
+    with pytest.raises(ValueError, match="over IN_MAX"):
+        entry_table.predicate(GPU, "entity", [f"e{n}" for n in range(10)])
 
 
 def test_a_write_of_25000_entries_and_a_lookup_of_4000_prefixes_keep_the_process_alive(
         tmp_path):
     """At the real limits, in a process of its own: deltalake 1.6.6 killed the process
     (SIGSEGV) parsing an IN list of about 20,000 entries or an OR of about 3,000 prefixes,
-    as a GPU day of 6,000 repetitions asked for."""
+    as a GPU day of 6,000 repetitions asked for; a predicate at IN_MAX values, and one at
+    OR_MAX terms of two columns, as the accounting writes with, are parsed."""
     script = f"""
 import pandas as pd
 from joulehouse import entry_table
@@ -501,22 +507,29 @@ tables.write_entries("facts", rows, {{"source": "gpu-benchmark"}})
 tables.write_entries("facts", rows.assign(energy_j=2.0), {{"source": "gpu-benchmark"}})
 found = entry_table.stored_entries(tables, "facts", {{"source": "gpu-benchmark"}},
                                    [f"r/{{n:05d}}" for n in range(0, 25000, 6)])
+# one predicate at IN_MAX values, and one of OR_MAX terms of two columns, as the
+# accounting builds them
+keys = rows[["source", "entity"]].iloc[:entry_table.IN_MAX]
+entry_table.replace_where(tables, "facts", rows.iloc[:entry_table.IN_MAX].assign(energy_j=3.0),
+                          entry_table.keys_predicate(keys))
+terms = pd.DataFrame({{"source": [f"s{{n}}" for n in range(entry_table.OR_MAX)], "entity": "x"}})
+entry_table.replace_where(tables, "facts", rows.iloc[:0], entry_table.keys_predicate(terms))
 print(len(tables.read_table("facts")), tables.read_table("facts").energy_j.sum(), len(found))
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           check=False, cwd=PROJECT)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["25000", "50000.0", "4167"]
+    assert done.stdout.split() == ["25000", "60000.0", "4167"]
 
 
 def test_a_compaction_merges_one_sources_consecutive_small_files_within_its_budget(
         monkeypatch):
     """``_range_to_merge`` from the log's statistics: the most consecutive small files of the
     source (by their lowest entity) whose range the table's files that may hold the source
-    add up to at most ``TARGET_FILE_BYTES``; files of other sources and mixed ones are not
-    merged (a mixed one overlapping the range is rewritten, so counted)."""
-    monkeypatch.setattr(entry_table, "TARGET_FILE_BYTES", 100)
+    add up to at most ``REWRITE_BYTES``; files of other sources and mixed ones are not
+    merged (a mixed one holding the source's rows in the range is rewritten, so counted)."""
     monkeypatch.setattr(entry_table, "SCOPE_SMALL_BYTES", 100)
+    monkeypatch.setattr(entry_table, "REWRITE_BYTES", 100)
     files = [  # path, source min/max, entity min/max, bytes
         ("a", "cc", "cc", "c/10", "c/19", 10), ("b", "cc", "cc", "c/20", "c/29", 10),
         ("big", "cc", "cc", "c/30", "c/59", 90),  # small too, and overlapping c
@@ -527,12 +540,15 @@ def test_a_compaction_merges_one_sources_consecutive_small_files_within_its_budg
         ("nostats", "cc", "cc", None, None, 5)]  # may hold any entity: always rewritten
     stats = pd.DataFrame(files, columns=["path", "min.source", "max.source", "min.entity",
                                          "max.entity", "size_bytes"])
-    low, high, paths = entry_table._range_to_merge(stats, {"source": "cc"}, "entity")
+    alone = ((stats["min.source"] == "cc") & (stats["max.source"] == "cc")).to_numpy()
+    holds = ((stats["min.source"] <= "cc") & (stats["max.source"] >= "cc")).to_numpy()
+    low, high, paths = entry_table._range_to_merge(stats, alone, holds, {"source": "cc"},
+                                                   "entity")
     # windows, each with nostats: a..b (25 B), d..f with mixed (65 B: 3 files, the most);
     # a..big, big..c and c..d would rewrite over 100 B
     assert (low, high, paths) == ("c/60", "c/89", {"d", "e", "f", "mixed", "nostats"})
-    monkeypatch.setattr(entry_table, "TARGET_FILE_BYTES", 15)
-    assert entry_table._range_to_merge(stats, {"source": "cc"}, "entity") is None
+    monkeypatch.setattr(entry_table, "REWRITE_BYTES", 15)
+    assert entry_table._range_to_merge(stats, alone, holds, {"source": "cc"}, "entity") is None
 
 
 def test_a_sources_compaction_leaves_the_other_sources_files_alone(store):
@@ -555,3 +571,41 @@ def test_a_sources_compaction_leaves_the_other_sources_files_alone(store):
     assert before <= set(stats["path"])  # ClusterCockpit's 4 files untouched
     pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), ordered(pd.concat(
         [facts(GPU, [0, 1, 2, 3]), facts(CC, [0, 1, 2, 3])], ignore_index=True)))
+
+
+def test_files_of_several_sources_in_a_compactions_range(tmp_path, monkeypatch):
+    """Files an ``optimize`` of every source wrote (as compactions did before sources wrote
+    at once). One of ClusterCockpit's and PowerAPI's rows, whose statistics span GPU
+    ("clustercockpit".."powerapi") and GPU's entities e0..e2, holds none of GPU's: GPU's
+    compaction of e10 and e11 counts its rows and leaves it alone. One holding GPU's e1 is
+    rewritten by GPU's compaction of e0 and e2, and delta-rs writes its other rows into
+    the merged file too: every row listed once, in a file of the three sources."""
+    monkeypatch.setattr(entry_table, "SCOPE_SMALL_BYTES", 10**6)
+    papi = {"source": "powerapi"}
+    tables = Warehouse(tmp_path)
+    tables.write_entries(FACTS, facts(CC, [0, 1, 2]), CC)
+    tables.write_entries(FACTS, facts(papi, [0, 1, 2]), papi)
+    entry_table.compact(tables, FACTS)  # one file of both sources
+    [other] = entry_table.file_stats(tables, FACTS)["path"]
+    for entity in (10, 11):  # "e10", "e11": within its entities e0..e2
+        tables.write_entries(FACTS, facts(GPU, [entity]), GPU)
+    stats = entry_table.file_stats(tables, FACTS)  # a budget for GPU's 2 files alone
+    monkeypatch.setattr(entry_table, "REWRITE_BYTES",
+                        int(stats.loc[stats["path"] != other, "size_bytes"].sum()))
+    assert entry_table.compact_scope(tables, FACTS, GPU)["merged"] == 2  # GPU's 2 files
+    assert other in set(entry_table.file_stats(tables, FACTS)["path"])
+    monkeypatch.undo()
+    monkeypatch.setattr(entry_table, "SCOPE_SMALL_BYTES", 10**6)
+
+    tables.write_entries(FACTS, facts(GPU, [1]), GPU)
+    entry_table.compact(tables, FACTS)  # one file of the three sources, GPU's e1 in it
+    for entity in (0, 2):
+        tables.write_entries(FACTS, facts(GPU, [entity]), GPU)
+    assert entry_table.compact_scope(tables, FACTS, GPU) == {"added": 1, "merged": 3,
+                                                             "removed": 0}
+    stats = entry_table.file_stats(tables, FACTS)
+    assert stats[["min.source", "max.source", "num_records"]].values.tolist() == [
+        ["clustercockpit", "powerapi", 22]]
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), ordered(pd.concat(
+        [facts(GPU, [0, 1, 2, 10, 11]), facts(CC, [0, 1, 2]), facts(papi, [0, 1, 2])],
+        ignore_index=True)))

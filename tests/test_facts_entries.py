@@ -309,3 +309,29 @@ def test_a_compaction_refused_at_every_try_moves_no_row(tmp_path, monkeypatch):
     assert facts_entries.compact_if_due(tables, "clustercockpit") == {
         "added": 0, "merged": 0, "removed": 0, "refused": 1}
     assert [info.path for info in entry_table.files(tables, TABLE)] == listed
+
+
+def test_writes_of_two_sources_at_once_both_commit_at_their_first_try(tmp_path, monkeypatch):
+    """What each source's own pool relies on: a GEOPM write commits between a
+    ClusterCockpit write's read and its commit, on files of its own; the ClusterCockpit
+    write is not refused (one try), and both sources' rows are listed once."""
+    import deltalake
+
+    tables = Warehouse(tmp_path)
+    _three_blocks_and_a_geopm_report(tables)
+    write, tries = deltalake.write_deltalake, []
+
+    def racing(table, data, **options):
+        tries.append(options.get("predicate"))
+        if len(tries) == 1:  # ClusterCockpit's, about to commit: GEOPM's comes first
+            facts_entries.sync(tables, "geopm", job_facts({"r/1": 8.0, "r/2": 9.0}, "geopm"))
+        return write(table, data, **options)
+
+    monkeypatch.setattr(deltalake, "write_deltalake", racing)
+    facts_entries.replace_owned(tables, "clustercockpit", job_facts({"c/1000/0": 10.0}),
+                                ["c/1"], CC_OWNERSHIP)
+    assert len(tries) == 2 and "clustercockpit" in tries[0] and "geopm" in tries[1]
+    pd.testing.assert_frame_equal(stored(tables), expected(
+        {"c/0000/0": 0.0, "c/1000/0": 10.0, "c/2000/0": 2.0}))
+    pd.testing.assert_frame_equal(stored(tables, "geopm"), entry_table.to_microseconds(
+        job_facts({"r/1": 8.0, "r/2": 9.0}, "geopm")))

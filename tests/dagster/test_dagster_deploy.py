@@ -16,7 +16,7 @@ from dagster._core.storage.tags import BACKFILL_ID_TAG
 from dagster._core.utils import make_new_run_id
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 
-from assets.gpu import tables_pool
+from assets.gpu import pool_source, tables_pool
 from definitions import defs
 from tests.dagster.webserver import (
     HOST,
@@ -166,6 +166,14 @@ def test_each_source_step_is_in_its_own_pool():
                            "energy_facts/geopm": "joulehouse_tables_geopm",
                            "energy_facts/powerapi": "joulehouse_tables_powerapi",
                            "energy_facts/clustercockpit": "joulehouse_tables_clustercockpit"}
+    # each pool is named after the tag its source's runs carry (the daily rollups' runs
+    # take their tag from the pool: sensors/schedules.py)
+    for job in ("gpu_energy_job", "geopm_job", "powerapi_job", "cc_job"):
+        resolved = defs.resolve_job_def(job)
+        [pool] = {pool for pool in (resolved.asset_layer.get(key).pools
+                                    for key in resolved.asset_layer.executable_asset_keys)
+                  for pool in pool}
+        assert pool_source(pool) == resolved.tags["joulehouse/pipeline"], job
 
 
 WORKSPACE = """
