@@ -60,7 +60,7 @@ from joulehouse.accounting.accounts import account
 from joulehouse.accounting.carbon import CarbonSettings, carbon_per_fact, co2_g
 from joulehouse.accounting.cost import CostSettings, cost, cost_per_fact
 from joulehouse.accounting.entities import CC_JOB_COLUMNS, attribute
-from joulehouse.accounting.rollups import UTC, day_pieces, rollup
+from joulehouse.accounting.rollups import UTC, counts, daily, day_pieces, members, monthly
 from joulehouse.accounting.schemas import FACT_COLUMNS
 from joulehouse.clustercockpit.energy import FACTS_SOURCE as CC_SOURCE
 from joulehouse.warehouse import Warehouse
@@ -464,7 +464,7 @@ def _recompute(run: _Run, touched: pd.DataFrame) -> int:
     facts = run.facts(where)
     attributed = attribute(facts, _jobs_of(run, facts))
     inputs = run.inputs
-    daily, monthly = [], []
+    days, months = [], []
     for zone in inputs.zones:
         pieces = run.pieces(attributed, zone)
         mine = touched[touched["calendar"] == zone]
@@ -477,9 +477,9 @@ def _recompute(run: _Run, touched: pd.DataFrame) -> int:
         in_day = pd.MultiIndex.from_arrays([pieces["source"].astype(str).to_numpy(),
                                             pieces["day"]]).isin(
             pd.MultiIndex.from_frame(mine[["source", "day"]]))
-        daily.append(rollup(pieces[in_day], "day"))
-        monthly.append(rollup(pieces, "month"))
-    for table, rows, period in ((DAILY_TABLE, daily, "day"), (MONTHLY_TABLE, monthly, "month")):
+        days.append(daily(pieces[in_day]))
+        months.append(monthly(daily(pieces), counts(members(pieces))))
+    for table, rows, period in ((DAILY_TABLE, days, "day"), (MONTHLY_TABLE, months, "month")):
         entry_table.replace_where(run.warehouse, table,
                                   _in_period_order(pd.concat(rows, ignore_index=True), period),
                                   entry_table.keys_predicate(touched[["calendar", "source", period]]),
