@@ -194,13 +194,17 @@ class State:
     digest: str
     files: frozenset[str]
     jobs_version: str
-    jobs: pd.Series  # job -> uint64 digest of its attribution
+    #: job -> uint64 digest of its attribution; None: those stored (read only when cc_jobs'
+    #: version changed: one row per job)
+    jobs: pd.Series | None = None
 
     def write(self, warehouse: Warehouse) -> None:
-        """Jobs first, then the inputs: either is written only once the tables are."""
-        warehouse.write_partition(STATE_TABLE, "jobs", pd.DataFrame(
-            {"job": self.jobs.index.astype(str).to_numpy(object),
-             "digest": self.jobs.to_numpy(np.uint64)}))
+        """Jobs first (if given), then the inputs: either is written only once the tables
+        are."""
+        if self.jobs is not None:
+            warehouse.write_partition(STATE_TABLE, "jobs", pd.DataFrame(
+                {"job": self.jobs.index.astype(str).to_numpy(object),
+                 "digest": self.jobs.to_numpy(np.uint64)}))
         rows = [("digest", "", self.digest), ("jobs_version", "", self.jobs_version),
                 *(("file", name, "") for name in sorted(self.files))]
         warehouse.write_partition(STATE_TABLE, "inputs",
@@ -212,12 +216,16 @@ class State:
         if not {"inputs", "jobs"} <= set(warehouse.partition_keys(STATE_TABLE)):
             return None
         inputs = warehouse.read_partitions(STATE_TABLE, ["inputs"])
-        jobs = warehouse.read_partitions(STATE_TABLE, ["jobs"])
         value = dict(zip(inputs["kind"], inputs["value"], strict=True))  # files: ''
         return cls(digest=value["digest"], jobs_version=value["jobs_version"],
-                   files=frozenset(inputs.loc[inputs["kind"] == "file", "name"]),
-                   jobs=pd.Series(jobs["digest"].to_numpy(np.uint64),
-                                  index=pd.Index(jobs["job"].astype(object), name="job")))
+                   files=frozenset(inputs.loc[inputs["kind"] == "file", "name"]))
+
+    @staticmethod
+    def stored_jobs(warehouse: Warehouse) -> pd.Series:
+        """The jobs' digests stored."""
+        jobs = warehouse.read_partitions(STATE_TABLE, ["jobs"])
+        return pd.Series(jobs["digest"].to_numpy(np.uint64),
+                         index=pd.Index(jobs["job"].astype(object), name="job"))
 
 
 @dataclass(frozen=True)
@@ -334,7 +342,7 @@ class _Run:
             return canonical(self.warehouse.read_table(FACTS_TABLE))
         return canonical(entry_table.read_files(self.warehouse, FACTS_TABLE, self.files, where))
 
-    def state(self, jobs: pd.Series) -> State:
+    def state(self, jobs: pd.Series | None) -> State:
         files = frozenset(_relative(self.warehouse, info) for info in self.files)
         return State(self.inputs.digest, files if self.per_entry else frozenset(),
                      self.jobs_version, jobs)
@@ -357,10 +365,10 @@ def update(warehouse: Warehouse, inputs: Inputs) -> Updated:
     reason = reason or _whole_reason(run, state)
     if reason:
         return _whole(run, reason)
-    jobs, forced = state.jobs, set()
+    jobs, forced = None, set()
     if run.jobs_version != state.jobs_version:
         jobs = _job_digests(run.jobs)
-        forced = {(CC_SOURCE, job) for job in _changed_jobs(state.jobs, jobs)}
+        forced = {(CC_SOURCE, job) for job in _changed_jobs(State.stored_jobs(warehouse), jobs)}
     found = _changes(run, state, forced, pending.entities)
     if isinstance(found, str):
         return _whole(run, found)

@@ -329,3 +329,31 @@ def test_a_store_without_the_months_members_is_recomputed_whole(tmp_path):
     shutil.rmtree(store.table_path(incremental.kept_months.MEMBERS_TABLE))
     assert incremental.update(store, given).whole == "an accounting table is not kept per entry"
     assert_as_from_scratch(store, given)
+
+
+def test_the_jobs_digests_are_read_and_written_only_when_cc_jobs_changed(tmp_path, monkeypatch):
+    """The state's per-job digests (a row per job) cost nothing to a landing that leaves
+    cc_jobs as it was; a change of cc_jobs reads and rewrites them."""
+    rng = np.random.default_rng(6)
+    store = Warehouse(tmp_path / "warehouse")
+    facts = pool(30, seed=21)
+    entities = facts["entity"].unique()
+    land(store, facts[facts["entity"].isin(entities[:20])])
+    cc = sorted(facts.loc[facts["source"] == "clustercockpit", "entity"].unique())
+    store.write_table("cc_jobs", jobs_of(cc, rng))
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    touched = []
+    for name in ("read_partitions", "write_partition"):
+        def recorded(table, key, *args, name=name, **kwargs):
+            touched.append((name, key if isinstance(key, str) else tuple(key)))
+            return getattr(Warehouse, name)(store, table, key, *args, **kwargs)
+        monkeypatch.setattr(store, name, recorded)
+    land(store, facts[facts["entity"].isin(entities[20:])])
+    assert incremental.update(store, given).changed == len(entities[20:])
+    assert not {("read_partitions", ("jobs",)), ("write_partition", "jobs")} & set(touched)
+    store.write_table("cc_jobs", jobs_of(cc, rng))  # users drawn again
+    assert incremental.update(store, given).changed > 0
+    assert {("read_partitions", ("jobs",)), ("write_partition", "jobs")} <= set(touched)
+    monkeypatch.undo()
+    assert_as_from_scratch(store, given)
