@@ -65,7 +65,7 @@ from joulehouse.accounting.accounts import account
 from joulehouse.accounting.carbon import CarbonSettings, carbon_per_fact, co2_g
 from joulehouse.accounting.cost import CostSettings, cost, cost_per_fact
 from joulehouse.accounting.entities import CC_JOB_COLUMNS, attribute
-from joulehouse.accounting.rollups import FACT, UTC, daily, day_pieces, members, monthly
+from joulehouse.accounting.rollups import UTC, daily, day_pieces, members, monthly
 from joulehouse.accounting.schemas import FACT_COLUMNS
 from joulehouse.clustercockpit.energy import FACTS_SOURCE as CC_SOURCE
 from joulehouse.warehouse import Warehouse
@@ -483,7 +483,7 @@ def _recompute(run: _Run, touched: pd.DataFrame, changed: set[tuple[str, str]],
     attributed = attribute(facts, _jobs_of(run, facts))
     changed_rows = attribute(after, _jobs_of(run, after))
     inputs = run.inputs
-    days, now = [], []
+    days, now = [], []  # now: the changed entities' members, FACT indexing changed_rows
     for zone in inputs.zones:
         pieces = run.pieces(attributed, zone)
         mine = touched[touched["calendar"] == zone]
@@ -494,11 +494,10 @@ def _recompute(run: _Run, touched: pd.DataFrame, changed: set[tuple[str, str]],
         pieces["co2_g"] = co2_g(pieces, inputs.intensity, inputs.carbon)
         pieces["cost"], pieces["currency"] = cost(pieces, inputs.tariffs, inputs.cost)
         days.append(daily(pieces))
-        entity_months = members(day_pieces(changed_rows, zone))
-        now.append(entity_months.assign(
-            entity=changed_rows["entity"].to_numpy(object)[entity_months[FACT].to_numpy()]))
+        now.append(members(day_pieces(changed_rows, zone)))
     month_counts = kept_months.kept(run.warehouse, pd.DataFrame(sorted(changed), columns=_KEY),
-                                    pd.concat(now, ignore_index=True), touched)
+                                    pd.concat(now, ignore_index=True),
+                                    changed_rows["entity"].to_numpy(object), touched)
     days = pd.concat(days, ignore_index=True)
     month_days = pd.concat([_stored_days(run, touched), days], ignore_index=True)
     for table, rows, period in ((DAILY_TABLE, days, "day"),
@@ -551,8 +550,7 @@ def _whole(run: _Run, reason: str) -> Updated:
     accounts = account(facts, run.inputs.intensity, run.inputs.carbon, run.inputs.time_zone,
                        run.jobs, tariffs=run.inputs.tariffs, cost_settings=run.inputs.cost)
     Pending(whole=True).write(run.warehouse)
-    kept_months.whole(run.warehouse, accounts.members.assign(
-        entity=facts["entity"].to_numpy(object)[accounts.members[FACT].to_numpy()]))
+    kept_months.whole(run.warehouse, accounts.members, facts["entity"].to_numpy(object))
     for table, rows in ((DAILY_TABLE, _in_period_order(accounts.daily, "day")),
                         (MONTHLY_TABLE, _in_period_order(accounts.monthly, "month")),
                         (COST_TABLE, entry_table.to_microseconds(accounts.cost)),

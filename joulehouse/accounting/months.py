@@ -32,6 +32,7 @@ import pyarrow.dataset as ds
 from joulehouse import entry_table
 from joulehouse.accounting import filestats
 from joulehouse.accounting.rollups import FACT, MONTH_KEYS, counts
+from joulehouse.accounting.stepseries import constant
 from joulehouse.warehouse import Warehouse
 
 MEMBERS_TABLE = "_accounting_members"
@@ -41,12 +42,19 @@ COLUMNS = ["kind", *MONTH_KEYS, "entity", "facts", "entities"]
 #: The size of the table's data files (bytes): small, so that a commit rewrites few rows
 #: (its rows compress to about 5 bytes each: some 25,000 a file).
 FILE_BYTES = 2**17
-_ORDER = ["kind", "source", "entity", "calendar", "month"]
 
 
-def _member_rows(members: pd.DataFrame) -> pd.DataFrame:
-    """The table's rows of ``members`` (``rollups.members`` with ``entity``, its name)."""
-    return members.assign(kind=MEMBER, entities=np.int64(1))[COLUMNS]
+def _member_rows(members: pd.DataFrame, entity: np.ndarray) -> pd.DataFrame:
+    """The table's rows of ``members`` (``rollups.members`` of facts in canonical order,
+    ``incremental.canonical``; ``entity``: the facts' entities, which FACT indexes), in the
+    order of FACT, so of source and entity, and month. Each column is taken once (millions
+    of rows in a whole recompute)."""
+    fact = members[FACT].to_numpy()
+    order = np.lexsort((members["month"].to_numpy(), fact))
+    return pd.DataFrame({"kind": constant(MEMBER, len(order)),
+                         **{name: members[name].array.take(order) for name in MONTH_KEYS},
+                         "entity": entity[fact[order]], "facts": members["facts"].to_numpy()[order],
+                         "entities": np.ones(len(order), np.int64)}, copy=False)
 
 
 def _month_rows(month_counts: pd.DataFrame) -> pd.DataFrame:
@@ -54,15 +62,13 @@ def _month_rows(month_counts: pd.DataFrame) -> pd.DataFrame:
     return month_counts.assign(kind=MONTH, entity="")[COLUMNS]
 
 
-def whole(warehouse: Warehouse, members: pd.DataFrame) -> None:
-    """Replace the table by ``members`` (every fact's, FACT its index in canonical order,
-    ``incremental.canonical``; with ``entity``), then add their months in a commit of their
-    own, so that they lie in files apart from the members (a run stopped between the two is
-    a whole recompute again: ``incremental.Pending``)."""
-    # FACT in canonical order: in the order of source and entity
-    order = np.lexsort((members["month"].to_numpy(), members[FACT].to_numpy()))
-    entry_table.replace_where(warehouse, MEMBERS_TABLE, _member_rows(members).take(order),
-                              None, FILE_BYTES)
+def whole(warehouse: Warehouse, members: pd.DataFrame, entity: np.ndarray) -> None:
+    """Replace the table by ``members`` (every fact's; ``entity`` as :func:`_member_rows`),
+    then add their months in a commit of their own, so that they lie in files apart from
+    the members (a run stopped between the two is a whole recompute again:
+    ``incremental.Pending``)."""
+    entry_table.replace_where(warehouse, MEMBERS_TABLE, _member_rows(members, entity), None,
+                              FILE_BYTES)
     entry_table.replace_where(warehouse, MEMBERS_TABLE, _month_rows(counts(members)), "",
                               FILE_BYTES)
 
@@ -91,12 +97,12 @@ def _read(warehouse: Warehouse, kind: str, keys: pd.DataFrame) -> pd.DataFrame:
                                   (ds.field("kind") == kind) & _selected(keys), COLUMNS)
 
 
-def kept(warehouse: Warehouse, changed: pd.DataFrame, now: pd.DataFrame,
+def kept(warehouse: Warehouse, changed: pd.DataFrame, now: pd.DataFrame, entity: np.ndarray,
          months: pd.DataFrame) -> pd.DataFrame:
     """The counts (``rollups.counts``) of ``months`` (calendar, source, month: every month
     the ``changed`` entities (source, entity) had or have facts in), with those entities'
-    members now ``now`` (``rollups.members`` with ``entity``) in place of their stored ones;
-    the table made so in one commit."""
+    members now ``now`` (``rollups.members`` of their facts now; ``entity`` as
+    :func:`_member_rows`) in place of their stored ones; the table made so in one commit."""
     months = months[["calendar", "source", "month"]].drop_duplicates()
     changed = changed[["source", "entity"]].drop_duplicates()
     was = counts(_read(warehouse, MEMBER, changed))
@@ -112,9 +118,6 @@ def kept(warehouse: Warehouse, changed: pd.DataFrame, now: pd.DataFrame,
     where = " OR ".join([
         f"(\"kind\" = '{MONTH}' AND ({entry_table.keys_predicate(months)}))",
         f"(\"kind\" = '{MEMBER}' AND ({entry_table.keys_predicate(changed)}))"])
-    rows = pd.concat([_member_rows(now).astype({name: object for name in COLUMNS[1:-2]
-                                                if name != "month"}),
-                      _month_rows(month_counts)], ignore_index=True)
-    entry_table.replace_where(warehouse, MEMBERS_TABLE,
-                              rows.sort_values(_ORDER, ignore_index=True), where, FILE_BYTES)
+    rows = pd.concat([_member_rows(now, entity), _month_rows(month_counts)], ignore_index=True)
+    entry_table.replace_where(warehouse, MEMBERS_TABLE, rows, where, FILE_BYTES)
     return month_counts
