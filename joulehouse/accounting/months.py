@@ -13,10 +13,12 @@ MEMBERS_TABLE (``warehouse.is_hidden``), of two kinds of rows:
 A fact is one entity's, so a change of some entities changes a month's counts by theirs
 alone: :func:`kept` makes the touched months' rows the stored ones less the changed
 entities' stored members plus their members now (integers: exact), reading only those
-members and months (pruned by the files' statistics), and writes both kinds in one commit,
-so the two always agree: a run stopped after it and run again subtracts the members it
-wrote. Rows are written sorted by (kind, source, entity, calendar, month) in files of
-FILE_BYTES, so a commit rewrites the files of the entities and months it replaces.
+members and months (from the files the log's statistics say may hold them:
+``filestats.holding``), and writes both kinds in one commit, so the two always agree: a run
+stopped after it and run again subtracts the members it wrote. A commit's members are
+written in the order of source, entity and month, its months after them (a whole
+recompute: in a commit of their own), in files of FILE_BYTES, so that a commit rewrites the
+files of the entities and months it replaces, not the table.
 """
 
 from __future__ import annotations
