@@ -154,8 +154,7 @@ def time_rollups(facts: pd.DataFrame) -> None:
         pieces["cost"], pieces["currency"] = stage("cost of the pieces", cost.cost, pieces,
                                                    prices, COST_SETTINGS)
         daily.append(stage("daily rollup", rollups.daily, pieces))
-        months = stage("monthly rollup", rollups.counts,
-                       stage("monthly rollup", rollups.members, pieces))
+        months = stage("monthly rollup", rollups.month_counts, pieces)
         monthly.append(stage("monthly rollup", rollups.monthly, daily[-1], months))
         pieces_count += len(pieces)
         del pieces

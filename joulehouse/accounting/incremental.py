@@ -548,7 +548,8 @@ def _whole(run: _Run, reason: str) -> Updated:
     """Recompute and replace all four tables (``account`` over every fact)."""
     facts = run.facts()
     accounts = account(facts, run.inputs.intensity, run.inputs.carbon, run.inputs.time_zone,
-                       run.jobs, tariffs=run.inputs.tariffs, cost_settings=run.inputs.cost)
+                       run.jobs, tariffs=run.inputs.tariffs, cost_settings=run.inputs.cost,
+                       with_members=True)
     Pending(whole=True).write(run.warehouse)
     kept_months.whole(run.warehouse, accounts.members, facts["entity"].to_numpy(object))
     for table, rows in ((DAILY_TABLE, _in_period_order(accounts.daily, "day")),

@@ -254,6 +254,19 @@ def members(pieces: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def month_counts(pieces: pd.DataFrame) -> pd.DataFrame:
+    """Per calendar, month and ROLLUP_KEYS of ``pieces`` (of :func:`day_pieces`): its distinct
+    ``facts`` and ``entities`` (int64), labels as str: the rows of
+    ``counts(members(pieces))``, counted without the members (one row per entity and month:
+    millions)."""
+    combined, decode = _combined(_period_keys(pieces, "month"))
+    group, uniques = pd.factorize(combined, sort=True)
+    table = decode(uniques)
+    table["facts"] = distinct_per_group(group, pieces[FACT].to_numpy(), len(uniques))
+    table["entities"] = distinct_per_group(group, pieces[ENTITY_ID].to_numpy(), len(uniques))
+    return table
+
+
 def counts(months: pd.DataFrame) -> pd.DataFrame:
     """Per calendar, month and ROLLUP_KEYS of :func:`members` rows ``months``: ``facts`` and
     ``entities`` (int64), labels as str, sorted by those keys."""
@@ -262,9 +275,10 @@ def counts(months: pd.DataFrame) -> pd.DataFrame:
     return table.astype({name: str for name in ["calendar", *ROLLUP_KEYS]})
 
 
-def monthly(days: pd.DataFrame, month_counts: pd.DataFrame) -> pd.DataFrame:
+def monthly(days: pd.DataFrame, counted: pd.DataFrame) -> pd.DataFrame:
     """The rows of MONTHLY_SCHEMA from the daily rows ``days`` (of :func:`daily`; every day of
-    each month they hold) and ``month_counts`` (of :func:`counts`: the same months and keys).
+    each month they hold) and ``counted`` (of :func:`counts` or :func:`month_counts`: the same
+    months and keys).
 
     Each sum is that of the month's days, in day order (pandas' group sums, compensated),
     whatever order ``days`` come in: the same days give the same bits whether they were
@@ -278,7 +292,7 @@ def monthly(days: pd.DataFrame, month_counts: pd.DataFrame) -> pd.DataFrame:
                                                       for name in labels})
     frame = frame.sort_values([*MONTH_KEYS, "day"], kind="stable", ignore_index=True)
     table = frame.groupby([*MONTH_KEYS, "currency"], sort=True)[SUMS].sum().reset_index()
-    table = table.merge(month_counts, on=MONTH_KEYS, how="outer", validate="one_to_one",
+    table = table.merge(counted, on=MONTH_KEYS, how="outer", validate="one_to_one",
                         indicator=True)
     if (table.pop("_merge") != "both").any():
         raise ValueError("the days and the members of the months name different keys")

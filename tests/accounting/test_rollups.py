@@ -26,7 +26,7 @@ def daily(facts, zone="UTC"):
 
 def monthly(facts, zone="UTC"):
     pieces = rollups.day_pieces(facts, zone)
-    return rollups.monthly(rollups.daily(pieces), rollups.counts(rollups.members(pieces)))
+    return rollups.monthly(rollups.daily(pieces), rollups.month_counts(pieces))
 
 
 def test_fact_across_midnight_is_split_by_time_between_two_days():
@@ -138,12 +138,16 @@ def test_groups_and_projects_of_several_lengths_and_non_ascii_names():
 
 def test_a_month_sums_its_days_in_day_order_and_counts_its_members():
     """A month's row from its days read back in any order is the same to the last bit; its
-    facts and entities are the distinct ones of its pieces."""
+    facts and entities are the distinct ones of its pieces, counted from them or from the
+    members alike."""
     facts = entities.attribute(generator.facts(300, "2024-01-20", "20D", seed=2,
                                                sources=("gpu-benchmark", "clustercockpit")))
     pieces = rollups.day_pieces(facts, "Europe/Berlin")
     days, months = rollups.daily(pieces), rollups.members(pieces)
     table = rollups.monthly(days, rollups.counts(months))
+    pd.testing.assert_frame_equal(
+        rollups.month_counts(pieces).sort_values(rollups.MONTH_KEYS, ignore_index=True),
+        rollups.counts(months))
     shuffled = days.sample(frac=1, random_state=1).reset_index(drop=True)
     pd.testing.assert_frame_equal(rollups.monthly(shuffled, rollups.counts(months)), table,
                                   check_exact=True)
