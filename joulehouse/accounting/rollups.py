@@ -211,14 +211,21 @@ def daily(pieces: pd.DataFrame) -> pd.DataFrame:
     for name, values in summed.items():
         if values is None:  # no piece without a value: nothing to sum
             table[name] = 0.0
-    table["facts"] = distinct_per_group(group, pieces[FACT].to_numpy(), len(uniques))
-    table["entities"] = distinct_per_group(group, pieces[ENTITY_ID].to_numpy(), len(uniques))
-    table = pd.concat([table, decode(uniques)], axis=1)
+    table = pd.concat([_with_distinct(table, group, pieces), decode(uniques)], axis=1)
     table["duration_h"] = table["duration_s"] / 3600.0
     with np.errstate(invalid="ignore", divide="ignore"):
         table["mean_power_w"] = np.where(table["duration_s"] > 0,
                                          table["energy_j"] / table["duration_s"], np.nan)
     return _finished(table, DAILY_SCHEMA)
+
+
+def _with_distinct(table: pd.DataFrame, group: np.ndarray, pieces: pd.DataFrame
+                   ) -> pd.DataFrame:
+    """``table`` (a row per group 0 .. len - 1 of the ``pieces``) with its groups' distinct
+    ``facts`` and ``entities``."""
+    table["facts"] = distinct_per_group(group, pieces[FACT].to_numpy(), len(table))
+    table["entities"] = distinct_per_group(group, pieces[ENTITY_ID].to_numpy(), len(table))
+    return table
 
 
 def _finished(table: pd.DataFrame, schema) -> pd.DataFrame:
@@ -261,10 +268,7 @@ def month_counts(pieces: pd.DataFrame) -> pd.DataFrame:
     millions)."""
     combined, decode = _combined(_period_keys(pieces, "month"))
     group, uniques = pd.factorize(combined, sort=True)
-    table = decode(uniques)
-    table["facts"] = distinct_per_group(group, pieces[FACT].to_numpy(), len(uniques))
-    table["entities"] = distinct_per_group(group, pieces[ENTITY_ID].to_numpy(), len(uniques))
-    return table
+    return _with_distinct(decode(uniques), group, pieces)
 
 
 def counts(months: pd.DataFrame) -> pd.DataFrame:
@@ -284,8 +288,8 @@ def monthly(days: pd.DataFrame, counted: pd.DataFrame) -> pd.DataFrame:
     whatever order ``days`` come in: the same days give the same bits whether they were
     computed now or read back. ``duration_h`` is summed as the days store it, so
     ``mean_power_w`` = ``energy_j`` / (``duration_h`` x 3600). ``co2_g`` (``cost``) is NaN
-    where some energy has no intensity (price): energies are not negative, so a month with
-    none has no day with some."""
+    where some energy has no intensity (price): energies are not negative, so where a month
+    has no such energy none of its days has (no NaN day is summed)."""
     labels = ["calendar", *ROLLUP_KEYS, "currency"]
     frame = days.assign(month=days["day"].to_numpy("datetime64[ns]").astype("datetime64[M]")
                         .astype("datetime64[ns]"), **{name: days[name].astype(str)
