@@ -290,16 +290,25 @@ def monthly(days: pd.DataFrame, counted: pd.DataFrame) -> pd.DataFrame:
     ``mean_power_w`` = ``energy_j`` / (``duration_h`` x 3600). ``co2_g`` (``cost``) is NaN
     where some energy has no intensity (price): energies are not negative, so where a month
     has no such energy none of its days has (no NaN day is summed)."""
-    labels = ["calendar", *ROLLUP_KEYS, "currency"]
-    frame = days.assign(month=days["day"].to_numpy("datetime64[ns]").astype("datetime64[M]")
-                        .astype("datetime64[ns]"), **{name: days[name].astype(str)
-                                                      for name in labels})
-    frame = frame.sort_values([*MONTH_KEYS, "day"], kind="stable", ignore_index=True)
-    table = frame.groupby([*MONTH_KEYS, "currency"], sort=True)[SUMS].sum().reset_index()
-    table = table.merge(counted, on=MONTH_KEYS, how="outer", validate="one_to_one",
-                        indicator=True)
-    if (table.pop("_merge") != "both").any():
-        raise ValueError("the days and the members of the months name different keys")
+    month = days["day"].to_numpy("datetime64[ns]").astype("datetime64[M]").astype("datetime64[ns]")
+    keys = pd.concat([pd.DataFrame({"calendar": days["calendar"], "month": month,
+                                    **{name: days[name] for name in ROLLUP_KEYS}}),
+                      counted[MONTH_KEYS]], ignore_index=True)  # one code per key and row
+    combined, decode = _combined(keys)
+    group, uniques = pd.factorize(combined, sort=True)
+    of_day, of_count = group[:len(days)], group[len(days):]
+    if not ((np.bincount(of_count, minlength=len(uniques)) == 1).all()
+            and np.bincount(of_day, minlength=len(uniques)).all()):
+        raise ValueError("the days and the counts of the months name different keys")
+    order = np.lexsort((days["day"].to_numpy(), of_day))  # each month's days in day order
+    by = pd.Categorical.from_codes(of_day[order], categories=np.arange(len(uniques)))
+    table = days[SUMS].take(order).groupby(by, observed=True, sort=True).sum()
+    table = pd.concat([table.reset_index(drop=True), decode(uniques)], axis=1)
+    first = np.flatnonzero(np.diff(of_day[order], prepend=-1))  # a month's first day
+    table["currency"] = days["currency"].to_numpy()[order[first]]
+    for name in ("facts", "entities"):
+        table[name] = np.zeros(len(uniques), np.int64)
+        table.loc[of_count, name] = counted[name].to_numpy(np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
         table["mean_power_w"] = np.where(table["duration_h"] > 0,
                                          table["energy_j"] / (table["duration_h"] * 3600.0),
