@@ -153,8 +153,9 @@ def time_rollups(facts: pd.DataFrame) -> None:
         pieces["co2_g"] = stage("carbon of the pieces", carbon.co2_g, pieces, table, settings)
         pieces["cost"], pieces["currency"] = stage("cost of the pieces", cost.cost, pieces,
                                                    prices, COST_SETTINGS)
-        daily.append(stage("daily rollup", rollups.rollup, pieces, "day"))
-        monthly.append(stage("monthly rollup", rollups.rollup, pieces, "month"))
+        daily.append(stage("daily rollup", rollups.daily, pieces))
+        months = stage("monthly rollup", rollups.month_counts, pieces)
+        monthly.append(stage("monthly rollup", rollups.monthly, daily[-1], months))
         pieces_count += len(pieces)
         del pieces
     daily, monthly = (stage("daily rollup", pd.concat, daily, ignore_index=True),

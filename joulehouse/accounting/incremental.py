@@ -20,18 +20,21 @@ are Delta tables (``joulehouse/entry_table.py``) that :func:`update` brings to w
    and changes none.
 3. *Touched.* The (calendar, source, day) and (calendar, source, month) of the changed
    entities' day pieces, before (stored rows) and after (rows now).
-4. *Recomputed.* Every fact of a touched source that overlaps a touched month is read,
+4. *Recomputed.* Every fact of a touched source that overlaps a touched day is read,
    attributed, cut at midnights and rolled up as from scratch (the sums run over the
-   same pieces in the same order, never added to a stored sum); the rows of the touched
-   days (months) replace theirs, one commit per table; the changed entities' carbon and
-   cost replace theirs (the removed ones' are removed), one commit per table. The
-   per-fact tables are written after the roll-ups (``carbon_per_fact``, which the next
-   run compares with, last), and the state last: a run that fails before the end finds
-   the same changes again.
+   same pieces in the same order, never added to a stored sum). A touched month sums its
+   days (``rollups.monthly``: the touched ones recomputed, the others read back), and its
+   distinct facts and entities are its members' (``months.kept``: the changed entities'
+   replaced, in a hidden table of their own). So a landing reads the facts of its days,
+   not of its months. The members, then the rows of the touched days and months replace
+   theirs, one commit per table; the changed entities' carbon and cost replace theirs
+   (the removed ones' are removed), one commit per table. The per-fact tables are written
+   after the roll-ups (``carbon_per_fact``, which the next run compares with, last), and
+   the state last: a run that fails before the end finds the same changes again.
 
-Facts are accounted in one canonical order (:func:`canonical`), so that a row computed
-now and one computed from scratch sum the same pieces in the same order (equal to the
-last bit).
+Facts are accounted in one canonical order (:func:`canonical`), so that a day computed
+now and one computed from scratch sum the same pieces in the same order, and a month the
+same days in day order (equal to the last bit).
 
 Everything is recomputed (``account`` over every fact; the reason is returned) when there
 is no state, the intensity, tariffs or settings changed, ``energy_facts`` is not kept per
@@ -56,11 +59,13 @@ import pyarrow.fs as pafs
 
 from joulehouse import entry_sync, entry_table
 from joulehouse.accounting import changed as changed_files
+from joulehouse.accounting import filestats
+from joulehouse.accounting import months as kept_months
 from joulehouse.accounting.accounts import account
 from joulehouse.accounting.carbon import CarbonSettings, carbon_per_fact, co2_g
 from joulehouse.accounting.cost import CostSettings, cost, cost_per_fact
 from joulehouse.accounting.entities import CC_JOB_COLUMNS, attribute
-from joulehouse.accounting.rollups import UTC, day_pieces, rollup
+from joulehouse.accounting.rollups import UTC, daily, day_pieces, members, monthly
 from joulehouse.accounting.schemas import FACT_COLUMNS
 from joulehouse.clustercockpit.energy import FACTS_SOURCE as CC_SOURCE
 from joulehouse.warehouse import Warehouse
@@ -81,9 +86,9 @@ PENDING, PENDING_TOUCHED = "pending", "pending_touched"
 #: commits' predicates.
 WHOLE_ABOVE = 10_000
 #: The size of the tables' data files (bytes): roll-up rows written in the order of their
-#: period make files of day ranges, per-fact rows in canonical order files of entity
-#: ranges, so that replacing some days (entities) rewrites the files holding them, not
-#: the table.
+#: source and period make files of a source's day ranges, per-fact rows in canonical order
+#: files of entity ranges, so that replacing some days (entities) rewrites the files
+#: holding them, not the table.
 FILE_BYTES = 4 * 2**20
 #: The order of :func:`canonical`.
 ORDER = ["source", "entity", "window_start", "window_end", "component", "method", "energy_j"]
@@ -148,9 +153,9 @@ def canonical(facts: pd.DataFrame) -> pd.DataFrame:
 
 
 def _in_period_order(rollup_rows: pd.DataFrame, period: str) -> pd.DataFrame:
-    """Roll-up rows as stored: in the order of their period, calendar and source (see
-    FILE_BYTES)."""
-    return rollup_rows.sort_values([period, "calendar", "source"], kind="stable",
+    """Roll-up rows as stored: in the order of their source, period and calendar (see
+    FILE_BYTES): a source's days (months) lie in files apart from the others' sources."""
+    return rollup_rows.sort_values(["source", period, "calendar"], kind="stable",
                                    ignore_index=True)
 
 
@@ -189,13 +194,17 @@ class State:
     digest: str
     files: frozenset[str]
     jobs_version: str
-    jobs: pd.Series  # job -> uint64 digest of its attribution
+    #: job -> uint64 digest of its attribution; None: those stored (read only when cc_jobs'
+    #: version changed: one row per job)
+    jobs: pd.Series | None = None
 
     def write(self, warehouse: Warehouse) -> None:
-        """Jobs first, then the inputs: either is written only once the tables are."""
-        warehouse.write_partition(STATE_TABLE, "jobs", pd.DataFrame(
-            {"job": self.jobs.index.astype(str).to_numpy(object),
-             "digest": self.jobs.to_numpy(np.uint64)}))
+        """Jobs first (if given), then the inputs: either is written only once the tables
+        are."""
+        if self.jobs is not None:
+            warehouse.write_partition(STATE_TABLE, "jobs", pd.DataFrame(
+                {"job": self.jobs.index.astype(str).to_numpy(object),
+                 "digest": self.jobs.to_numpy(np.uint64)}))
         rows = [("digest", "", self.digest), ("jobs_version", "", self.jobs_version),
                 *(("file", name, "") for name in sorted(self.files))]
         warehouse.write_partition(STATE_TABLE, "inputs",
@@ -207,12 +216,16 @@ class State:
         if not {"inputs", "jobs"} <= set(warehouse.partition_keys(STATE_TABLE)):
             return None
         inputs = warehouse.read_partitions(STATE_TABLE, ["inputs"])
-        jobs = warehouse.read_partitions(STATE_TABLE, ["jobs"])
         value = dict(zip(inputs["kind"], inputs["value"], strict=True))  # files: ''
         return cls(digest=value["digest"], jobs_version=value["jobs_version"],
-                   files=frozenset(inputs.loc[inputs["kind"] == "file", "name"]),
-                   jobs=pd.Series(jobs["digest"].to_numpy(np.uint64),
-                                  index=pd.Index(jobs["job"].astype(object), name="job")))
+                   files=frozenset(inputs.loc[inputs["kind"] == "file", "name"]))
+
+    @staticmethod
+    def stored_jobs(warehouse: Warehouse) -> pd.Series:
+        """The jobs' digests stored."""
+        jobs = warehouse.read_partitions(STATE_TABLE, ["jobs"])
+        return pd.Series(jobs["digest"].to_numpy(np.uint64),
+                         index=pd.Index(jobs["job"].astype(object), name="job"))
 
 
 @dataclass(frozen=True)
@@ -289,15 +302,16 @@ def _relative(warehouse: Warehouse, info: pafs.FileInfo) -> str:
     return info.path.removeprefix(warehouse.table_path(FACTS_TABLE) + "/")
 
 
-def _month_spans(touched: pd.DataFrame) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
-    """The UTC spans of the (calendar, month) of ``touched``, overlapping ones merged."""
+def _spans(touched: pd.DataFrame, period: str) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    """The UTC spans of the (calendar, ``period``: day or month) of ``touched``, overlapping
+    ones merged."""
+    step = pd.offsets.Day(1) if period == "day" else pd.offsets.MonthBegin(1)
     spans = []
-    for calendar, month in touched[["calendar", "month"]].drop_duplicates().itertuples(
+    for calendar, start in touched[["calendar", period]].drop_duplicates().itertuples(
             index=False):
-        start = pd.Timestamp(month).tz_localize(calendar, ambiguous=False,
-                                                nonexistent="shift_forward")
-        end = (pd.Timestamp(month) + pd.offsets.MonthBegin(1)).tz_localize(
-            calendar, ambiguous=False, nonexistent="shift_forward")
+        start, end = (pd.Timestamp(at).tz_localize(calendar, ambiguous=False,
+                                                   nonexistent="shift_forward")
+                      for at in (start, pd.Timestamp(start) + step))
         spans.append((start.tz_convert(UTC), end.tz_convert(UTC)))
     merged: list[tuple[pd.Timestamp, pd.Timestamp]] = []
     for start, end in sorted(spans):
@@ -328,7 +342,7 @@ class _Run:
             return canonical(self.warehouse.read_table(FACTS_TABLE))
         return canonical(entry_table.read_files(self.warehouse, FACTS_TABLE, self.files, where))
 
-    def state(self, jobs: pd.Series) -> State:
+    def state(self, jobs: pd.Series | None) -> State:
         files = frozenset(_relative(self.warehouse, info) for info in self.files)
         return State(self.inputs.digest, files if self.per_entry else frozenset(),
                      self.jobs_version, jobs)
@@ -351,10 +365,10 @@ def update(warehouse: Warehouse, inputs: Inputs) -> Updated:
     reason = reason or _whole_reason(run, state)
     if reason:
         return _whole(run, reason)
-    jobs, forced = state.jobs, set()
+    jobs, forced = None, set()
     if run.jobs_version != state.jobs_version:
         jobs = _job_digests(run.jobs)
-        forced = {(CC_SOURCE, job) for job in _changed_jobs(state.jobs, jobs)}
+        forced = {(CC_SOURCE, job) for job in _changed_jobs(State.stored_jobs(warehouse), jobs)}
     found = _changes(run, state, forced, pending.entities)
     if isinstance(found, str):
         return _whole(run, found)
@@ -366,7 +380,7 @@ def update(warehouse: Warehouse, inputs: Inputs) -> Updated:
             touched = pd.concat([touched, pending.touched[list(touched.columns)]],
                                 ignore_index=True).drop_duplicates(ignore_index=True)
         Pending(entities=frozenset(changed), touched=touched).write(warehouse)
-        read_facts = _recompute(run, touched)
+        read_facts = _recompute(run, touched, changed, after)
         _replace_per_fact(run, before, after, changed)
     run.state(jobs).write(warehouse)
     Pending.clear(warehouse)
@@ -440,7 +454,8 @@ def _whole_reason(run: _Run, state: State | None) -> str:
     if state.digest != run.inputs.digest:
         return "the intensity, the tariffs or the settings changed"
     if not all(entry_table.is_entry_table(run.warehouse, table)
-               for table in (DAILY_TABLE, MONTHLY_TABLE, CARBON_TABLE, COST_TABLE)):
+               for table in (DAILY_TABLE, MONTHLY_TABLE, CARBON_TABLE, COST_TABLE,
+                             kept_months.MEMBERS_TABLE)):
         return "an accounting table is not kept per entry"
     return ""
 
@@ -453,38 +468,71 @@ def _touched(run: _Run, changed: list[pd.DataFrame]) -> pd.DataFrame:
                       for zone in run.inputs.zones], ignore_index=True)
 
 
-def _recompute(run: _Run, touched: pd.DataFrame) -> int:
-    """Replace the roll-up rows of the ``touched`` days and months by those recomputed
-    from every fact of their sources overlapping their months; the facts read."""
+def _recompute(run: _Run, touched: pd.DataFrame, changed: set[tuple[str, str]],
+               after: pd.DataFrame) -> int:
+    """Replace the roll-up rows of the ``touched`` days by those recomputed from every fact
+    of their sources overlapping them, and of the touched months by the sums of their days
+    (those not touched read back) with the counts of their members, the ``changed``
+    entities' (rows ``after``) replaced (``months.kept``); the facts read."""
     where = functools.reduce(lambda a, b: a | b, [
         (ds.field("source") == source) & functools.reduce(lambda a, b: a | b, [
             (ds.field("window_start") <= end) & (ds.field("window_end") >= start)
-            for start, end in _month_spans(rows)])
+            for start, end in _spans(rows, "day")])
         for source, rows in touched.groupby("source")])
     facts = run.facts(where)
     attributed = attribute(facts, _jobs_of(run, facts))
+    changed_rows = attribute(after, _jobs_of(run, after))
     inputs = run.inputs
-    daily, monthly = [], []
+    days, now = [], []  # now: the changed entities' members, FACT indexing changed_rows
     for zone in inputs.zones:
         pieces = run.pieces(attributed, zone)
         mine = touched[touched["calendar"] == zone]
-        source = pieces["source"].astype(str).to_numpy()
-        in_month = pd.MultiIndex.from_arrays([source, pieces["month"]]).isin(
-            pd.MultiIndex.from_frame(mine[["source", "month"]]))
-        pieces = pieces[in_month].reset_index(drop=True)
-        pieces["co2_g"] = co2_g(pieces, inputs.intensity, inputs.carbon)
-        pieces["cost"], pieces["currency"] = cost(pieces, inputs.tariffs, inputs.cost)
         in_day = pd.MultiIndex.from_arrays([pieces["source"].astype(str).to_numpy(),
                                             pieces["day"]]).isin(
             pd.MultiIndex.from_frame(mine[["source", "day"]]))
-        daily.append(rollup(pieces[in_day], "day"))
-        monthly.append(rollup(pieces, "month"))
-    for table, rows, period in ((DAILY_TABLE, daily, "day"), (MONTHLY_TABLE, monthly, "month")):
-        entry_table.replace_where(run.warehouse, table,
-                                  _in_period_order(pd.concat(rows, ignore_index=True), period),
+        pieces = pieces[in_day].reset_index(drop=True)
+        pieces["co2_g"] = co2_g(pieces, inputs.intensity, inputs.carbon)
+        pieces["cost"], pieces["currency"] = cost(pieces, inputs.tariffs, inputs.cost)
+        days.append(daily(pieces))
+        now.append(members(day_pieces(changed_rows, zone)))
+    month_counts = kept_months.kept(run.warehouse, pd.DataFrame(sorted(changed), columns=_KEY),
+                                    pd.concat(now, ignore_index=True),
+                                    changed_rows["entity"].to_numpy(object), touched)
+    days = pd.concat(days, ignore_index=True)
+    month_days = pd.concat([_stored_days(run, touched), days], ignore_index=True)
+    for table, rows, period in ((DAILY_TABLE, days, "day"),
+                                (MONTHLY_TABLE, monthly(month_days, month_counts), "month")):
+        entry_table.replace_where(run.warehouse, table, _in_period_order(rows, period),
                                   entry_table.keys_predicate(touched[["calendar", "source", period]]),
                                   FILE_BYTES)
     return len(facts)
+
+
+def _stored_days(run: _Run, touched: pd.DataFrame) -> pd.DataFrame:
+    """The stored daily rows of the touched (calendar, source, month) but not of the touched
+    days (read from the files whose statistics in the log may hold them)."""
+    months = touched[["calendar", "source", "month"]].drop_duplicates()
+    day = ds.field("day")
+    where = functools.reduce(lambda a, b: a | b, [
+        (ds.field("calendar") == calendar) & (ds.field("source") == source)
+        & (day >= _microseconds(month))
+        & (day < _microseconds(month + pd.offsets.MonthBegin(1)))
+        for calendar, source, month in months.itertuples(index=False)])
+    days = pd.DatetimeIndex(np.concatenate([
+        pd.date_range(month, month + pd.offsets.MonthBegin(1), freq="D", inclusive="left")
+        for month in months["month"].unique()]))
+    listed = filestats.holding(run.warehouse, DAILY_TABLE, {
+        "calendar": months["calendar"].unique(), "source": months["source"].unique(),
+        "day": days})
+    stored = entry_table.read_files(run.warehouse, DAILY_TABLE, listed, where)
+    keys = ["calendar", "source", "day"]
+    recomputed = pd.MultiIndex.from_frame(touched[keys].astype({"calendar": str, "source": str}))
+    return stored[~pd.MultiIndex.from_frame(stored[keys]).isin(recomputed)]
+
+
+def _microseconds(at: pd.Timestamp) -> pa.Scalar:
+    """A naive time as the tables store it (a filter's literal)."""
+    return pa.scalar(pd.Timestamp(at).to_pydatetime(), pa.timestamp("us"))
 
 
 def _jobs_of(run: _Run, facts: pd.DataFrame) -> pd.DataFrame | None:
@@ -500,13 +548,14 @@ def _whole(run: _Run, reason: str) -> Updated:
     """Recompute and replace all four tables (``account`` over every fact)."""
     facts = run.facts()
     accounts = account(facts, run.inputs.intensity, run.inputs.carbon, run.inputs.time_zone,
-                       run.jobs, tariffs=run.inputs.tariffs, cost_settings=run.inputs.cost)
+                       run.jobs, tariffs=run.inputs.tariffs, cost_settings=run.inputs.cost,
+                       with_members=True)
+    Pending(whole=True).write(run.warehouse)
+    kept_months.whole(run.warehouse, accounts.members, facts["entity"].to_numpy(object))
     for table, rows in ((DAILY_TABLE, _in_period_order(accounts.daily, "day")),
                         (MONTHLY_TABLE, _in_period_order(accounts.monthly, "month")),
                         (COST_TABLE, entry_table.to_microseconds(accounts.cost)),
                         (CARBON_TABLE, entry_table.to_microseconds(accounts.carbon))):
-        if table == DAILY_TABLE:
-            Pending(whole=True).write(run.warehouse)
         entry_table.replace_where(run.warehouse, table, rows, None, FILE_BYTES)
     run.state(_job_digests(run.jobs)).write(run.warehouse)
     Pending.clear(run.warehouse)
@@ -534,7 +583,6 @@ def recent_days(warehouse: Warehouse, monthly: pd.DataFrame, months: int) -> pd.
     where = ds.field("calendar") == UTC
     latest = monthly.loc[monthly["calendar"] == UTC, "month"].max()
     if not pd.isna(latest):
-        since = latest - pd.DateOffset(months=months - 1)
-        where &= ds.field("day") >= pa.scalar(since.to_pydatetime(), pa.timestamp("us"))
+        where &= ds.field("day") >= _microseconds(latest - pd.DateOffset(months=months - 1))
     return entry_table.read_files(warehouse, DAILY_TABLE, entry_table.files(warehouse, DAILY_TABLE),
                                   where)

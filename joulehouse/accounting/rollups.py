@@ -3,11 +3,14 @@
 A fact is split at the midnights of each calendar (UTC, and the site's time zone)
 by time (``split.py``): energy prorated by the overlap, which assumes a constant
 power inside the fact; a fact across midnight is never given whole to one day.
-The pieces of a fact sum to its energy. A rollup row sums, per period and key
-(ROLLUP_KEYS: source, group, partition, user, project, component, method):
+The pieces of a fact sum to its energy. A daily row sums its day's pieces, a monthly row
+its month's daily rows (in day order: so a month kept from stored days equals one from
+scratch to the last bit), per key (ROLLUP_KEYS: source, group, partition, user, project,
+component, method):
 
 - ``energy_j`` (and ``energy_kwh``), ``duration_h`` (entity-hours of the pieces),
-  ``facts`` and distinct ``entities``;
+  distinct ``facts`` and ``entities`` (a month's from its :func:`members`, the facts per
+  entity: a fact over three days of March is one fact of the March row);
 - ``mean_power_w`` = total energy / total time, never a mean of powers;
 - ``co2_g`` when the pieces carry carbon (``carbon.integrate`` on the pieces: each
   day's carbon at the intensity's own resolution), NaN for a row where some energy has
@@ -37,6 +40,11 @@ from joulehouse.validation import validate
 UTC = "UTC"
 #: Column of :func:`day_pieces`: the index of each piece's fact in the facts given (int64).
 FACT = "fact"
+#: The keys of a month's row (and of its :func:`counts`).
+MONTH_KEYS = ["calendar", "month", *ROLLUP_KEYS]
+#: The summed columns of a roll-up row: a month's are the sums of its days'.
+SUMS = ["energy_j", "duration_h", "co2_g", "energy_without_intensity_j", "cost",
+        "energy_without_tariff_j"]
 _NS_PER_S = 1e9
 
 
@@ -168,22 +176,24 @@ def _utc(ns: np.ndarray) -> pd.DatetimeIndex:
     return pd.DatetimeIndex(ns.view("datetime64[ns]")).tz_localize(UTC)
 
 
-def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
+def _period_keys(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
+    """The pieces' calendar, ``period`` (categorical, ascending) and ROLLUP_KEYS."""
+    keys = pd.DataFrame({"calendar": pieces["calendar"], period: _periods(pieces["day"], period)},
+                        copy=False)
+    return pd.concat([keys, pieces[ROLLUP_KEYS]], axis=1, copy=False)
+
+
+def daily(pieces: pd.DataFrame) -> pd.DataFrame:
     """Sum ``pieces`` (of :func:`day_pieces`, maybe with ``co2_g`` from ``carbon.co2_g`` and
-    ``cost`` and ``currency`` from ``cost.cost``)
-    per ``period`` (``"day"`` or ``"month"``), calendar and ROLLUP_KEYS: the rows of
-    DAILY_SCHEMA or MONTHLY_SCHEMA, sorted by their keys."""
-    if period not in ("day", "month"):
-        raise ValueError(f"period is day or month, not {period!r}")
-    schema = DAILY_SCHEMA if period == "day" else MONTHLY_SCHEMA
+    ``cost`` and ``currency`` from ``cost.cost``) per day, calendar and ROLLUP_KEYS: the rows
+    of DAILY_SCHEMA, sorted by their keys. Each sum runs over the day's pieces in their
+    order (pandas' group sums)."""
     energy = pieces["energy_j"].to_numpy(float)
     co2, cost = (pieces[name].to_numpy(float) if name in pieces.columns
                  else np.full(len(pieces), np.nan) for name in ("co2_g", "cost"))
     currency = (pieces["currency"] if "currency" in pieces.columns else
                 constant("", len(pieces)))
-    keys = pd.DataFrame({"calendar": pieces["calendar"], period: _periods(pieces["day"], period)},
-                        copy=False)
-    keys = pd.concat([keys, pieces[ROLLUP_KEYS]], axis=1, copy=False)
+    keys = _period_keys(pieces, "day")
     keys["currency"] = currency  # a function of the keys (source, group): no extra rows
     combined, decode = _combined(keys)
     group, uniques = pd.factorize(combined, sort=True)
@@ -201,18 +211,109 @@ def rollup(pieces: pd.DataFrame, period: str) -> pd.DataFrame:
     for name, values in summed.items():
         if values is None:  # no piece without a value: nothing to sum
             table[name] = 0.0
-    table["facts"] = distinct_per_group(group, pieces[FACT].to_numpy(), len(uniques))
-    table["entities"] = distinct_per_group(group, pieces[ENTITY_ID].to_numpy(), len(uniques))
-    table = pd.concat([table, decode(uniques)], axis=1)
-    table["energy_kwh"] = table["energy_j"] / J_PER_KWH
+    table = pd.concat([_with_distinct(table, group, pieces), decode(uniques)], axis=1)
     table["duration_h"] = table["duration_s"] / 3600.0
     with np.errstate(invalid="ignore", divide="ignore"):
         table["mean_power_w"] = np.where(table["duration_s"] > 0,
                                          table["energy_j"] / table["duration_s"], np.nan)
+    return _finished(table, DAILY_SCHEMA)
+
+
+def _with_distinct(table: pd.DataFrame, group: np.ndarray, pieces: pd.DataFrame
+                   ) -> pd.DataFrame:
+    """``table`` (a row per group 0 .. len - 1 of the ``pieces``) with its groups' distinct
+    ``facts`` and ``entities``."""
+    table["facts"] = distinct_per_group(group, pieces[FACT].to_numpy(), len(table))
+    table["entities"] = distinct_per_group(group, pieces[ENTITY_ID].to_numpy(), len(table))
+    return table
+
+
+def _finished(table: pd.DataFrame, schema) -> pd.DataFrame:
+    """A roll-up's rows with ``energy_kwh``, ``co2_g`` (``cost``) NaN where some energy has
+    no intensity (price), in ``schema``'s columns, validated."""
+    table["energy_kwh"] = table["energy_j"] / J_PER_KWH
     table["co2_g"] = table["co2_g"].where(table["energy_without_intensity_j"] == 0)
     table["cost"] = table["cost"].where(table["energy_without_tariff_j"] == 0)
-    table = table[list(schema.columns)]
-    return validate(schema, table, schema.name)
+    return validate(schema, table[list(schema.columns)], schema.name)
+
+
+def members(pieces: pd.DataFrame) -> pd.DataFrame:
+    """The months' members: per calendar, month, ROLLUP_KEYS and entity (ENTITY_ID) of
+    ``pieces`` (of :func:`day_pieces`), ``facts``, the entity's distinct facts with time in
+    the month, and FACT, the index of one of them; the labels categorical. A fact is one
+    entity's, so a month's distinct facts and entities are sums and counts of its members
+    (:func:`counts`), which a change of some entities changes by theirs alone."""
+    combined, decode = _combined(_period_keys(pieces, "month"))
+    group, uniques = pd.factorize(combined, sort=True)
+    ids, fact = pieces[ENTITY_ID].to_numpy(), pieces[FACT].to_numpy()
+    width = int(ids.max()) + 1 if len(ids) else 1
+    if float(len(uniques)) * width >= 2.0 ** 62:
+        raise ValueError(f"too many months ({len(uniques)}) and entities ({width}) to pair")
+    member, pairs = pd.factorize(group.astype(np.int64) * width + ids, sort=True)
+    at = pairs // width  # each member's month and keys, an index of uniques
+    keys = decode(uniques)
+    table = pd.DataFrame({name: keys[name].to_numpy()[at] if name == "month" else
+                          pd.Categorical(keys[name]).take(at) for name in keys.columns})
+    one = np.zeros(len(pairs), np.int64)
+    one[member] = fact
+    table[FACT] = one
+    table["facts"] = distinct_per_group(member, fact, len(pairs))
+    return table
+
+
+def month_counts(pieces: pd.DataFrame) -> pd.DataFrame:
+    """Per calendar, month and ROLLUP_KEYS of ``pieces`` (of :func:`day_pieces`): its distinct
+    ``facts`` and ``entities`` (int64), labels as str: the rows of
+    ``counts(members(pieces))``, counted without the members (one row per entity and month:
+    millions)."""
+    combined, decode = _combined(_period_keys(pieces, "month"))
+    group, uniques = pd.factorize(combined, sort=True)
+    return _with_distinct(decode(uniques), group, pieces)
+
+
+def counts(months: pd.DataFrame) -> pd.DataFrame:
+    """Per calendar, month and ROLLUP_KEYS of :func:`members` rows ``months``: ``facts`` and
+    ``entities`` (int64), labels as str, sorted by those keys."""
+    table = (months.groupby(MONTH_KEYS, sort=True, observed=True)["facts"]
+             .agg(facts="sum", entities="size").reset_index())
+    return table.astype({name: str for name in ["calendar", *ROLLUP_KEYS]})
+
+
+def monthly(days: pd.DataFrame, counted: pd.DataFrame) -> pd.DataFrame:
+    """The rows of MONTHLY_SCHEMA from the daily rows ``days`` (of :func:`daily`; every day of
+    each month they hold) and ``counted`` (of :func:`counts` or :func:`month_counts`: the same
+    months and keys).
+
+    Each sum is that of the month's days, in day order (pandas' group sums, compensated),
+    whatever order ``days`` come in: the same days give the same bits whether they were
+    computed now or read back. ``duration_h`` is summed as the days store it, so
+    ``mean_power_w`` = ``energy_j`` / (``duration_h`` x 3600). ``co2_g`` (``cost``) is NaN
+    where some energy has no intensity (price): energies are not negative, so where a month
+    has no such energy none of its days has (no NaN day is summed)."""
+    month = days["day"].to_numpy("datetime64[ns]").astype("datetime64[M]").astype("datetime64[ns]")
+    keys = pd.concat([pd.DataFrame({"calendar": days["calendar"], "month": month,
+                                    **{name: days[name] for name in ROLLUP_KEYS}}),
+                      counted[MONTH_KEYS]], ignore_index=True)  # one code per key and row
+    combined, decode = _combined(keys)
+    group, uniques = pd.factorize(combined, sort=True)
+    of_day, of_count = group[:len(days)], group[len(days):]
+    if not ((np.bincount(of_count, minlength=len(uniques)) == 1).all()
+            and np.bincount(of_day, minlength=len(uniques)).all()):
+        raise ValueError("the days and the counts of the months name different keys")
+    order = np.lexsort((days["day"].to_numpy(), of_day))  # each month's days in day order
+    by = pd.Categorical.from_codes(of_day[order], categories=np.arange(len(uniques)))
+    table = days[SUMS].take(order).groupby(by, observed=True, sort=True).sum()
+    table = pd.concat([table.reset_index(drop=True), decode(uniques)], axis=1)
+    first = np.flatnonzero(np.diff(of_day[order], prepend=-1))  # a month's first day
+    table["currency"] = days["currency"].to_numpy()[order[first]]
+    for name in ("facts", "entities"):
+        table[name] = np.zeros(len(uniques), np.int64)
+        table.loc[of_count, name] = counted[name].to_numpy(np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table["mean_power_w"] = np.where(table["duration_h"] > 0,
+                                         table["energy_j"] / (table["duration_h"] * 3600.0),
+                                         np.nan)
+    return _finished(table, MONTHLY_SCHEMA)
 
 
 #: Per source, the method its plots and the demo show (tables keep every method):

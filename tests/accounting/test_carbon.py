@@ -91,6 +91,6 @@ def test_daily_rollup_with_carbon_splits_a_fact_across_midnight(tmp_path):
     pieces = rollups.day_pieces(facts, "UTC")
     pieces["co2_g"] = carbon.integrate(pieces, intensity.read_folder(tmp_path),
                                        carbon.CarbonSettings(zones={"*": "DE"}))["co2_g"]
-    day = rollups.rollup(pieces, "day")
+    day = rollups.daily(pieces)
     assert day["energy_kwh"].tolist() == pytest.approx([1.0, 1.0])
     assert day["co2_g"].tolist() == pytest.approx([200.0, 300.0])

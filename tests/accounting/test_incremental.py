@@ -2,6 +2,8 @@
 scratch, row for row, after a seeded random sequence of landings, rewrites, removals, a
 compaction, users changed in cc_jobs, an intensity and a tariff change."""
 
+import shutil
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -243,4 +245,115 @@ def test_jobs_kept_per_entry_are_read_and_their_attribution_changes_seen(tmp_pat
     entry_table.write_keyed(store, "cc_jobs", jobs.iloc[:2].assign(hpc_user="dave"), "job")
     updated = incremental.update(store, given)
     assert (updated.whole, updated.changed) == ("", 2)
+    assert_as_from_scratch(store, given)
+
+
+def test_a_landing_reads_the_facts_of_its_days_not_of_its_months(tmp_path, monkeypatch):
+    """A month of a source's facts stored; one repetition lands on one day: energy_facts is
+    read for that entity and for the facts overlapping its days (either calendar) only, the
+    month's other facts are not, and the tables equal a rebuild."""
+    store = Warehouse(tmp_path / "warehouse")
+    facts = entry_table.to_microseconds(generator.facts(
+        400, "2024-01-02", "28D", seed=13, sources=("gpu-benchmark",)))
+    land(store, facts)
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    landed = facts.iloc[[0]].assign(entity="root/exp/b/r/landed",
+                                    window_start=pd.Timestamp("2024-01-15 10:00", tz="UTC"),
+                                    window_end=pd.Timestamp("2024-01-15 11:00", tz="UTC"))
+    land(store, landed)
+    read = []
+    read_files = entry_table.read_files
+
+    def counted(warehouse, table, *args, **kwargs):
+        rows = read_files(warehouse, table, *args, **kwargs)
+        if table == "energy_facts":
+            read.append(rows)
+        return rows
+
+    monkeypatch.setattr(incremental.entry_table, "read_files", counted)
+    updated = incremental.update(store, given)
+    monkeypatch.undo()
+    assert (updated.whole, updated.changed, updated.days, updated.months) == ("", 1, 2, 2)
+    rows = pd.concat([part for part in read if "window_start" in part.columns])
+    # the local day of 15 January (Europe/Berlin) begins at 23:00 UTC on the 14th
+    days = (rows["window_end"] >= pd.Timestamp("2024-01-14 23:00", tz="UTC")) & (
+        rows["window_start"] <= pd.Timestamp("2024-01-16", tz="UTC"))
+    assert (days | (rows["entity"] == "root/exp/b/r/landed")).all()
+    stored = pd.concat([facts, landed])
+    overlapping = ((stored["window_end"] >= pd.Timestamp("2024-01-14 23:00", tz="UTC"))
+                   & (stored["window_start"] <= pd.Timestamp("2024-01-16", tz="UTC")))
+    assert updated.facts_read == overlapping.sum()
+    in_january = stored["window_start"] < pd.Timestamp("2024-02-01", tz="UTC")
+    assert updated.facts_read < in_january.sum() / 10
+    assert_as_from_scratch(store, given)
+
+
+@pytest.mark.parametrize("table", [incremental.kept_months.MEMBERS_TABLE,
+                                   incremental.DAILY_TABLE, incremental.MONTHLY_TABLE,
+                                   incremental.COST_TABLE])
+def test_a_run_stopped_at_any_commit_is_completed_by_the_next(tmp_path, monkeypatch, table):
+    """A fix moving an entity across the month's end (UTC and local), a removal and a new
+    entity; the run dies at ``table``'s commit (those before it written): the next run finds
+    the same changes and the months' counts are not changed twice."""
+    store = Warehouse(tmp_path / "warehouse")
+    facts = pool(40, seed=17)
+    entities = facts["entity"].unique()
+    land(store, facts[facts["entity"].isin(entities[:30])])
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    old = store.read_table("energy_facts")
+    fixed = old[old["entity"] == entities[1]]
+    gone = old[old["entity"] == entities[2]]
+    moved = fixed.assign(window_start=pd.Timestamp("2024-01-31 22:30", tz="UTC"),
+                         window_end=pd.Timestamp("2024-02-01 00:30", tz="UTC"))
+    land(store, pd.concat([moved, facts[facts["entity"] == entities[35]]]),
+         {str(gone["source"].iloc[0]): [str(entities[2])]})
+    die_at(monkeypatch, table)
+    with pytest.raises(OSError, match="died"):
+        incremental.update(store, given)
+    monkeypatch.undo()
+    updated = incremental.update(store, given)
+    assert (updated.whole, updated.changed, updated.removed) == ("", 2, 1)
+    assert_as_from_scratch(store, given)
+    again = incremental.update(store, given)
+    assert (again.changed, again.removed) == (0, 0)
+
+
+def test_a_store_without_the_months_members_is_recomputed_whole(tmp_path):
+    """Tables written before the members were kept: the next run recomputes everything."""
+    store = Warehouse(tmp_path / "warehouse")
+    land(store, pool(20, seed=19))
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    shutil.rmtree(store.table_path(incremental.kept_months.MEMBERS_TABLE))
+    assert incremental.update(store, given).whole == "an accounting table is not kept per entry"
+    assert_as_from_scratch(store, given)
+
+
+def test_the_jobs_digests_are_read_and_written_only_when_cc_jobs_changed(tmp_path, monkeypatch):
+    """The state's per-job digests (a row per job) cost nothing to a landing that leaves
+    cc_jobs as it was; a change of cc_jobs reads and rewrites them."""
+    rng = np.random.default_rng(6)
+    store = Warehouse(tmp_path / "warehouse")
+    facts = pool(30, seed=21)
+    entities = facts["entity"].unique()
+    land(store, facts[facts["entity"].isin(entities[:20])])
+    cc = sorted(facts.loc[facts["source"] == "clustercockpit", "entity"].unique())
+    store.write_table("cc_jobs", jobs_of(cc, rng))
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    touched = []
+    for name in ("read_partitions", "write_partition"):
+        def recorded(table, key, *args, name=name, **kwargs):
+            touched.append((name, key if isinstance(key, str) else tuple(key)))
+            return getattr(Warehouse, name)(store, table, key, *args, **kwargs)
+        monkeypatch.setattr(store, name, recorded)
+    land(store, facts[facts["entity"].isin(entities[20:])])
+    assert incremental.update(store, given).changed == len(entities[20:])
+    assert not {("read_partitions", ("jobs",)), ("write_partition", "jobs")} & set(touched)
+    store.write_table("cc_jobs", jobs_of(cc, rng))  # users drawn again
+    assert incremental.update(store, given).changed > 0
+    assert {("read_partitions", ("jobs",)), ("write_partition", "jobs")} <= set(touched)
+    monkeypatch.undo()
     assert_as_from_scratch(store, given)

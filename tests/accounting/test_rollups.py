@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from joulehouse.accounting import entities, rollups
+from joulehouse.accounting import entities, generator, rollups
 from joulehouse.facts import ENERGY_FACTS_COLUMNS
 
 
@@ -21,7 +21,12 @@ def frame(*rows):
 
 
 def daily(facts, zone="UTC"):
-    return rollups.rollup(rollups.day_pieces(facts, zone), "day")
+    return rollups.daily(rollups.day_pieces(facts, zone))
+
+
+def monthly(facts, zone="UTC"):
+    pieces = rollups.day_pieces(facts, zone)
+    return rollups.monthly(rollups.daily(pieces), rollups.month_counts(pieces))
 
 
 def test_fact_across_midnight_is_split_by_time_between_two_days():
@@ -62,7 +67,7 @@ def test_methods_are_not_summed_and_mean_power_is_energy_over_time():
 def test_monthly_splits_at_month_end_and_counts_distinct_entities():
     facts = frame(fact("root/exp/b/r/0", "2021-01-31 18:00", "2021-02-01 06:00", 1200.0),
                   fact("root/exp/b/r/0", "2021-02-10 00:00", "2021-02-10 01:00", 100.0))
-    table = rollups.rollup(rollups.day_pieces(facts, "UTC"), "month")
+    table = monthly(facts)
     assert table["month"].dt.strftime("%Y-%m").tolist() == ["2021-01", "2021-02"]
     assert table["energy_j"].tolist() == pytest.approx([600.0, 700.0])
     assert table["entities"].tolist() == [1, 1]
@@ -94,10 +99,10 @@ def test_attribution_of_each_source_and_cc_jobs():
 def test_monthly_counts_a_fact_across_days_of_one_month_once():
     facts = frame(fact("root/exp/b/r/0", "2021-03-01 18:00", "2021-03-03 06:00", 3600.0),
                   fact("root/exp/b/r/1", "2021-03-02 00:00", "2021-03-02 01:00", 100.0))
-    table = rollups.rollup(rollups.day_pieces(facts, "UTC"), "month")
+    table = monthly(facts)
     assert table[["facts", "entities"]].values.tolist() == [[2, 2]]
     assert table["energy_j"].tolist() == pytest.approx([3700.0])
-    days = rollups.rollup(rollups.day_pieces(facts, "UTC"), "day")
+    days = daily(facts)
     assert days["facts"].tolist() == [1, 2, 1]
 
 
@@ -129,3 +134,32 @@ def test_groups_and_projects_of_several_lengths_and_non_ascii_names():
     assert table["group"].tolist() == ["grüne-daten", "g", "nofield", "", "cluster-ä"]
     assert table["project"].tolist() == ["exp1", "e", "", "lead", ""]
     assert table[entities.ENTITY_ID].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_a_month_sums_its_days_in_day_order_and_counts_its_members():
+    """A month's row from its days read back in any order is the same to the last bit; its
+    facts and entities are the distinct ones of its pieces, counted from them or from the
+    members alike."""
+    facts = entities.attribute(generator.facts(300, "2024-01-20", "20D", seed=2,
+                                               sources=("gpu-benchmark", "clustercockpit")))
+    pieces = rollups.day_pieces(facts, "Europe/Berlin")
+    days, months = rollups.daily(pieces), rollups.members(pieces)
+    table = rollups.monthly(days, rollups.counts(months))
+    pd.testing.assert_frame_equal(
+        rollups.month_counts(pieces).sort_values(rollups.MONTH_KEYS, ignore_index=True),
+        rollups.counts(months))
+    shuffled = days.sample(frac=1, random_state=1).reset_index(drop=True)
+    pd.testing.assert_frame_equal(rollups.monthly(shuffled, rollups.counts(months)), table,
+                                  check_exact=True)
+    keys = [rollups.MONTH_KEYS[0], *rollups.MONTH_KEYS[2:]]
+    month = pieces["day"].dt.to_period("M").dt.start_time.rename("month")
+    grouped = pieces.astype({name: str for name in keys}).groupby([*keys, month])
+    expected = pd.DataFrame({"facts": grouped[rollups.FACT].nunique(),
+                             "entities": grouped[entities.ENTITY_ID].nunique()}).reset_index()
+    pd.testing.assert_frame_equal(
+        table[rollups.MONTH_KEYS + ["facts", "entities"]].sort_values(rollups.MONTH_KEYS,
+                                                                      ignore_index=True),
+        expected[rollups.MONTH_KEYS + ["facts", "entities"]].sort_values(
+            rollups.MONTH_KEYS, ignore_index=True), check_dtype=False)
+    assert table["energy_j"].sum() == pytest.approx(facts["energy_j"].sum(), rel=1e-12)
+    assert set(table["month"].dt.strftime("%Y-%m")) == {"2024-01", "2024-02"}
