@@ -57,8 +57,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
+from joulehouse import changed as changed_files
 from joulehouse import entry_sync, entry_table
-from joulehouse.accounting import changed as changed_files
 from joulehouse.accounting import filestats
 from joulehouse.accounting import months as kept_months
 from joulehouse.accounting.accounts import account

@@ -52,7 +52,10 @@ import pyarrow.fs as pafs
 
 from joulehouse import entry_table
 from joulehouse.accounting import quality, trust, waste
-from joulehouse.accounting.changed import (
+from joulehouse.accounting.incremental import canonical
+from joulehouse.accounting.repetition import stored_figures
+from joulehouse.accounting.schemas import FACT_COLUMNS
+from joulehouse.changed import (
     DELTA,
     PLAIN,
     Changed,
@@ -62,9 +65,6 @@ from joulehouse.accounting.changed import (
     delta_changes,
     partition_changes,
 )
-from joulehouse.accounting.incremental import canonical
-from joulehouse.accounting.repetition import stored_figures
-from joulehouse.accounting.schemas import FACT_COLUMNS
 from joulehouse.clustercockpit.energy import FACTS_OWNERSHIP as CC_OWNERSHIP
 from joulehouse.clustercockpit.energy import FACTS_SOURCE as CC_SOURCE
 from joulehouse.geopm.energy import FACTS_SOURCE as GEOPM_SOURCE

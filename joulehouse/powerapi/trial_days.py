@@ -5,7 +5,7 @@ read alone (issue 28: a landing costs what changed, not what is stored).
 window table ``powerapi_window_energy``, with the power reports of every stored entry
 still landed (``docs/taudb-mapping.md``). A sensor-day's trial depends on its window rows
 and its power reports alone (:meth:`SensorDay.fingerprint`), so only the sensor-days where
-either changed are read. As the accounting does (``joulehouse/accounting/changed.py``), a
+either changed are read. As the accounting does (``joulehouse/changed.py``), a
 hidden state, written after the loads, records what they were read from:
 
 - ``inputs`` (``changed.State``): a digest of what the trials are (the window setting)
@@ -58,8 +58,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from joulehouse import entry_sync, entry_table
-from joulehouse.accounting import changed
+from joulehouse import changed, entry_sync, entry_table
 from joulehouse.digest import digest_pairs
 from joulehouse.powerapi.stream import FRAMES_TABLE, ReportStore
 from joulehouse.powerapi.windows import WINDOW_TABLE, combined

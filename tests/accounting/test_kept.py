@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from joulehouse import entry_table
-from joulehouse.accounting import changed, kept, quality, trust, waste
+from joulehouse import changed, entry_table
+from joulehouse.accounting import kept, quality, trust, waste
 from joulehouse.accounting.incremental import canonical
 from joulehouse.accounting.repetition import stored_figures
 from joulehouse.facts import ENERGY_FACTS_COLUMNS

@@ -1,8 +1,9 @@
 """What changed in the tables a derived table is computed from, since it was last computed.
 
 Shared by the tables kept incrementally (issue 28; docs/ARCHITECTURE.md, "The accounting
-kept incrementally"): ``incremental.py`` (the accounting), ``kept.py`` (``trust_checks``,
-``waste``/``waste_weekly``, ``fact_quality``). Nothing is asked of the writers: each
+kept incrementally"): ``accounting/incremental.py`` (the accounting), ``accounting/kept.py``
+(``trust_checks``, ``waste``/``waste_weekly``, ``fact_quality``) and
+``powerapi/trial_days.py`` (``powerapi_trials``). Nothing is asked of the writers: each
 derived table keeps, in a hidden state table written last, the files of every input it
 consumed, and compares them with the files there now.
 
