@@ -76,8 +76,8 @@ IN_LIMIT = 5_000
 OR_LIMIT = 500
 #: The most a predicate built here may name at all (:func:`predicate` and
 #: :func:`keys_predicate` refuse more), half of where deltalake crashes: the accounting's
-#: one predicate of up to ``accounting.incremental.WHOLE_ABOVE`` (10,000) keys stays
-#: within it (tests/test_entry_table.py writes with such predicates in a process of its
+#: predicates of up to ``accounting.incremental.WHOLE_ABOVE`` (10,000) changed entities
+#: (their members', their per-fact rows') stay within it (tests/test_entry_table.py writes with such predicates in a process of its
 #: own).
 IN_MAX, OR_MAX = 10_000, 1_000
 #: Files of one scope under this size are those :func:`compact_scope` merges (and counts

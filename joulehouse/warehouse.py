@@ -267,8 +267,9 @@ class Warehouse:
         for info in self.filesystem.get_file_info(selector):
             relative = PurePosixPath(info.path).relative_to(self._base)
             if entry_table.LOG in relative.parts[1:]:
-                kept_per_entry.add(PurePosixPath(
-                    *relative.parts[:relative.parts.index(entry_table.LOG)]).as_posix())
+                table = relative.parts[:relative.parts.index(entry_table.LOG)]
+                if not any(map(is_hidden, table)):  # a hidden table (a step's state): none
+                    kept_per_entry.add(PurePosixPath(*table).as_posix())
             if (info.type == pafs.FileType.File and info.path.endswith(SUFFIX)
                     and not any(map(is_hidden, relative.parts))
                     and len(relative.parts) > 1):

@@ -609,3 +609,12 @@ def test_files_of_several_sources_in_a_compactions_range(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), ordered(pd.concat(
         [facts(GPU, [0, 1, 2, 10, 11]), facts(CC, [0, 1, 2]), facts(papi, [0, 1, 2])],
         ignore_index=True)))
+
+
+def test_hidden_tables_kept_per_entry_are_no_readers_tables(tmp_path):
+    """A step's hidden state kept per entry (``_accounting_members``) is not listed among
+    the warehouse's tables, so ``joulehouse sql`` makes no view over it."""
+    tables = Warehouse(tmp_path)
+    tables.write_entries(FACTS, facts(GPU, [1]), GPU)
+    tables.write_entries("_accounting_members", facts(GPU, [1]), GPU)
+    assert set(tables.table_files()) == {FACTS}

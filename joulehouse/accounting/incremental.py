@@ -95,6 +95,11 @@ ORDER = ["source", "entity", "window_start", "window_end", "component", "method"
 _KEY = ["source", "entity"]
 
 
+#: What the tables and their hidden state keep, and how: changed, it makes the next run
+#: recompute everything (a store kept by other code, older or newer, is not trusted).
+#: 2: months summed from daily rows, distinct counts kept in ``months.MEMBERS_TABLE``.
+LAYOUT = 2
+
 @dataclass(frozen=True)
 class Inputs:
     """What the accounting tables depend on besides ``energy_facts`` and ``cc_jobs``: the
@@ -108,11 +113,12 @@ class Inputs:
 
     @functools.cached_property
     def digest(self) -> str:
-        """SHA-256 of the intensity's and tariffs' rows and of the settings: when it
-        changes, every fact's figures may have."""
+        """SHA-256 of the intensity's and tariffs' rows, of the settings and of
+        :data:`LAYOUT`: when it changes, every fact's figures may have, or the tables and
+        their hidden state were kept otherwise."""
         settings = [{name: dict(value) if isinstance(value, Mapping) else value
                      for name, value in vars(one).items()} for one in (self.carbon, self.cost)]
-        text = json.dumps([_frame_digest(self.intensity), _frame_digest(self.tariffs),
+        text = json.dumps([LAYOUT, _frame_digest(self.intensity), _frame_digest(self.tariffs),
                            settings, self.time_zone], sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 

@@ -115,7 +115,10 @@ def kept(warehouse: Warehouse, changed: pd.DataFrame, now: pd.DataFrame, entity:
     month_counts = month_counts.groupby(MONTH_KEYS, sort=True)[["facts", "entities"]].sum()
     if (month_counts < 0).any(axis=None):
         raise ValueError(f"{MEMBERS_TABLE}: the changed entities' stored members are not "
-                         "counted in their months")
+                         "counted in their months (another writer's run at once, outside "
+                         "this instance's pool?): delete the folder "
+                         f"{warehouse.table_path(MEMBERS_TABLE)}, and the next run "
+                         "recomputes every table from the facts")
     month_counts = month_counts[month_counts["facts"] > 0].reset_index()
     where = " OR ".join([
         f"(\"kind\" = '{MONTH}' AND ({entry_table.keys_predicate(months)}))",
