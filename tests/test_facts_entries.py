@@ -234,14 +234,12 @@ def test_two_racing_delta_rs_optimizes_list_every_row_twice(tmp_path):
                                                  "c/1000/0", "c/2000/0", "c/2000/0"]
 
 
-def test_two_racing_compactions_list_every_row_once(empty_warehouse, monkeypatch):
-    """The same race between two of energy_facts' own compactions
-    (``entry_table.compact_scope``): the second's commit is refused, its next try finds
-    one file of the source, nothing to merge, and every row is listed once. On a path and
-    on S3 (moto)."""
+def _race_the_compaction(tables: Warehouse, monkeypatch, first) -> list:
+    """The table of :func:`_three_blocks_and_a_geopm_report`, due for compaction; at the
+    first compaction's commit, ``first()`` runs (and commits) before it. The list it
+    returns gets ``first()``'s result once it ran."""
     import deltalake
 
-    tables = empty_warehouse
     _three_blocks_and_a_geopm_report(tables)
     monkeypatch.setattr(facts_entries, "COMPACT_ABOVE", 1)
     write, raced = deltalake.write_deltalake, []
@@ -249,10 +247,21 @@ def test_two_racing_compactions_list_every_row_once(empty_warehouse, monkeypatch
     def racing(table, data, **options):
         if isinstance(table, deltalake.DeltaTable) and not raced:  # the compaction's commit
             raced.append(None)
-            raced[0] = facts_entries.compact_if_due(tables, "clustercockpit")  # first
+            raced[0] = first()
         return write(table, data, **options)
 
     monkeypatch.setattr(deltalake, "write_deltalake", racing)
+    return raced
+
+
+def test_two_racing_compactions_list_every_row_once(empty_warehouse, monkeypatch):
+    """The same race between two of energy_facts' own compactions
+    (``entry_table.compact_scope``): the second's commit is refused, its next try finds
+    one file of the source, nothing to merge, and every row is listed once. On a path and
+    on S3 (moto)."""
+    tables = empty_warehouse
+    raced = _race_the_compaction(tables, monkeypatch, lambda: facts_entries.compact_if_due(
+        tables, "clustercockpit"))
     assert facts_entries.compact_if_due(tables, "clustercockpit") == {
         "added": 0, "merged": 0, "removed": 0}
     assert raced == [{"added": 1, "merged": 3, "removed": 0}]
@@ -266,21 +275,9 @@ def test_a_compaction_raced_by_a_write_is_refused_and_tried_again(empty_warehous
     job in one of the files being merged: the compaction's commit is refused (as a write's
     would be), its next try reads the new state, and every row is listed once, the job
     with the write's energy. On a path and on S3 (moto)."""
-    import deltalake
-
     tables = empty_warehouse
-    _three_blocks_and_a_geopm_report(tables)
-    monkeypatch.setattr(facts_entries, "COMPACT_ABOVE", 1)
-    write, raced = deltalake.write_deltalake, []
-
-    def racing(table, data, **options):
-        if isinstance(table, deltalake.DeltaTable) and not raced:  # the compaction's commit
-            raced.append(True)
-            facts_entries.replace_owned(tables, "clustercockpit", job_facts(
-                {"c/1000/0": 10.0}), ["c/1"], CC_OWNERSHIP)
-        return write(table, data, **options)
-
-    monkeypatch.setattr(deltalake, "write_deltalake", racing)
+    raced = _race_the_compaction(tables, monkeypatch, lambda: facts_entries.replace_owned(
+        tables, "clustercockpit", job_facts({"c/1000/0": 10.0}), ["c/1"], CC_OWNERSHIP))
     figures = facts_entries.compact_if_due(tables, "clustercockpit")
     assert raced and figures["merged"] == 3 and figures["added"] == 1  # the race replaced one
     assert len(entry_table.files(tables, TABLE)) == 2  # GEOPM's file is not the source's
