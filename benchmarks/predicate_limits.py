@@ -1,0 +1,69 @@
+"""Where deltalake stops parsing a write's predicate: the sizes behind ``entry_table``'s
+``IN_LIMIT``/``OR_LIMIT``/``IN_MAX``/``OR_MAX`` (docs/ARCHITECTURE.md, "Predicates stay small").
+
+For each size N, in a process of its own (deltalake kills the process, SIGSEGV, where it
+fails): a table of N rows, then
+
+- ``in``: a predicate overwrite ``source = 'a' AND entity IN (N values)``;
+- ``or``: a DataFusion query ``source = 'a' AND (starts_with(entity, ..) OR ..)``, N terms,
+  as ``entry_table.stored_entries`` builds them;
+- ``keys``: a predicate overwrite of N terms ``(source = .. AND entity IN (..))``, as
+  ``entry_table.keys_predicate`` builds them for keys of two columns.
+
+Prints, per kind and size, whether the process lived (its exit code otherwise).
+
+    .venv/bin/python benchmarks/predicate_limits.py [--in 5000,10000,15000,20000,25000]
+        [--or 1000,2000,3000] [--keys 1000,2000,3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+
+ONE = """
+import sys, pyarrow as pa
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
+kind, n, uri = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+rows = pa.table({"source": ["a"] * n, "entity": [f"e{i:07d}" for i in range(n)], "v": [1.0] * n})
+write_deltalake(uri, rows)
+if kind == "in":
+    where = "source = 'a' AND entity IN (" + ", ".join(f"'e{i:07d}'" for i in range(n)) + ")"
+    write_deltalake(uri, rows, mode="overwrite", predicate=where)
+elif kind == "or":
+    where = "source = 'a' AND (" + " OR ".join(
+        f"starts_with(entity, 'e{i:07d}')" for i in range(n)) + ")"
+    list(QueryBuilder().register("t", DeltaTable(uri)).execute(
+        f"SELECT count(*) FROM t WHERE {where}"))
+else:
+    where = " OR ".join(f"(source = 's{i}' AND entity IN ('e{i:07d}'))" for i in range(n))
+    write_deltalake(uri, rows.slice(0, 0), mode="overwrite", predicate=where)
+"""
+
+
+def lives(kind: str, size: int) -> int:
+    """The exit code of one try (0: the process lived)."""
+    with tempfile.TemporaryDirectory() as folder:
+        return subprocess.run([sys.executable, "-c", ONE, kind, str(size), f"{folder}/t"],
+                              capture_output=True, check=False).returncode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sizes = lambda text: [int(part) for part in text.split(",")]
+    parser.add_argument("--in", dest="in_", type=sizes, default=[5000, 10000, 15000, 20000,
+                                                                 25000])
+    parser.add_argument("--or", dest="or_", type=sizes, default=[1000, 2000, 3000])
+    parser.add_argument("--keys", type=sizes, default=[1000, 2000, 3000])
+    args = parser.parse_args()
+    for kind, chosen in (("in", args.in_), ("or", args.or_), ("keys", args.keys)):
+        for size in chosen:
+            code = lives(kind, size)
+            print(f"{kind:5} {size:>7,}: {'lives' if code == 0 else f'dies (exit {code})'}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
