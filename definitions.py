@@ -104,9 +104,15 @@ gpu_energy_job = dg.define_asset_job(
     tags={"joulehouse/pipeline": "gpu"},
 )
 
+#: The queue's priority of the automation's runs (Dagster's ``dagster/priority``; every
+#: other run has 0): they bring what has landed on (the accounting, the trials), so the
+#: daemon launches them before new landings' runs that wait with them.
+AUTOMATION_RUN_PRIORITY = "1"
+
 automation = dg.AutomationConditionSensorDefinition(
     "joulehouse_automation",
     target=dg.AssetSelection.all(),
+    run_tags={"dagster/priority": AUTOMATION_RUN_PRIORITY},
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=("Evaluates the assets' automation conditions: per-repetition energy follows "
                  "its validated frames, the tables over all repetitions follow any change."),

@@ -157,6 +157,8 @@ def test_job_sensors_and_resources():
     for name in ("tau_profile_landing", "gpu_repetitions_gpu_data", "powerapi_landing",
                  "geopm_report_landing", "cc_job_archive", "intensity_and_tariff_landing"):
         assert sensors[name].default_status == dg.DefaultSensorStatus.STOPPED, name
+    # the queue launches the automation's runs (accounting, trials) before new landings'
+    assert sensors["joulehouse_automation"].run_tags == {"dagster/priority": "1"}
     assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles",
                                    "powerapi_source", "geopm_source", "cc_archive", "accounting",
                                    "workers"}

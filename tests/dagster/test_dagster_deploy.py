@@ -67,6 +67,9 @@ def test_production_instance_uses_postgres(tmp_path, monkeypatch, postgres_url):
         assert instance.get_runs_count() == 0
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
         assert type(instance.run_launcher).__name__ == "DefaultRunLauncher"
+        # a pass's runs launched by 4 threads at once, as the Helm values say
+        assert (instance.run_coordinator.dequeue_use_threads,
+                instance.run_coordinator.dequeue_num_workers) == (True, 4)
         assert_one_run_per_source_and_one_table_rebuild_at_a_time(instance)
         concurrency = instance.get_concurrency_config()
         assert concurrency.run_queue_config.max_concurrent_runs == 8
