@@ -15,7 +15,7 @@ carbon and cost per fact.
    changed in energy_facts (the days and months it touches; everything when the intensity,
    tariffs or settings changed: the metadata ``recomputed`` says which and why); run when
    any input changes, even while a source's run is in flight (``ACCOUNTING_AUTOMATION``,
-   in its own pool ``ACCOUNTING_POOL``), and by the daily schedule ``daily_rollups``
+   in its own pool ``assets.pools.ACCOUNTING_POOL``), and by the daily schedule ``daily_rollups``
    (``sensors/schedules.py``, stopped by default). Facts without carbon (cost) are counted
    and listed in the metadata, and fail the WARN check ``carbon_covered`` of
    ``carbon_per_fact`` (``cost_covered`` of ``cost_per_fact``).
@@ -47,6 +47,7 @@ from assets.gpu import (
     gpu_repetition_energy,
     gpu_validated_frames,
 )
+from assets.pools import ACCOUNTING_POOL
 from assets.powerapi import powerapi_energy_facts, powerapi_window_energy
 from assets.reporting import STEP_RETRY, left_out_check, table_metadata, verdict
 from joulehouse import entry_table
@@ -186,15 +187,6 @@ def tariffs(accounting: AccountingSettings, warehouse: Warehouse) -> dg.Material
                          ["site", "currency"], warehouse.tables(), TARIFF_TABLE)
 
 
-#: The accounting steps' own pool, of limit 1 (the instance's ``pools: default_limit``): they
-#: write the accounting tables alone, so they run beside the sources' steps (their pools,
-#: ``tables_pool``), never beside each other. They read ``energy_facts`` at one Delta
-#: version, the one their state records (``joulehouse/accounting/incremental.py``), and the
-#: sources' other tables as they are then: what a source writes meanwhile is taken up by
-#: the next accounting run, which that write asks for (``ACCOUNTING_AUTOMATION``). In a
-#: source's pool, an accounting run waited in the queue behind that source's runs (the
-#: soak, benchmarks/README.md).
-ACCOUNTING_POOL = "joulehouse_accounting"
 #: When an accounting step runs: once an input changed (or it is missing) since the
 #: automation last asked for it, and it is not running; unlike ``TABLE_AUTOMATION`` it does
 #: not wait for the runs in flight of its inputs (five sources landing all day always have

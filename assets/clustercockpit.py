@@ -53,7 +53,8 @@ import pandas as pd
 
 from assets.blocks import MAX_LISTED, block_failure
 from assets.facts import OwnedFacts, write_facts
-from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION, tables_pool
+from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION
+from assets.pools import tables_pool
 from assets.reporting import (
     STEP_RETRY,
     PartitionBatch,

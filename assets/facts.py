@@ -30,7 +30,7 @@ beside what the write did (``entities_written``, ``entities_removed``, ``rows_wr
 
 After the write the source's files are compacted once they are many
 (``facts_entries.compact_if_due``). Every source's step writes the table, each in its own
-pool (``assets.gpu.tables_pool``), so writes and compactions of different sources may
+pool (``assets.pools.tables_pool``), so writes and compactions of different sources may
 race: each is one commit that delta-rs refuses when another took what it read, and it is
 tried again from the stored state.
 

@@ -56,7 +56,8 @@ from assets.blocks import (
     run_entries,
 )
 from assets.facts import write_facts, write_owned_facts
-from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, VALID_CHECK, tables_pool
+from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, VALID_CHECK
+from assets.pools import tables_pool
 from assets.reporting import (
     STEP_RETRY,
     Stored,

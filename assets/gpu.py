@@ -155,32 +155,6 @@ PER_REPETITION = {"group_name": GROUP, "partitions_def": gpu_repetition_days, "s
                   "tags": {"source": "gpu-benchmark"}}
 
 
-
-#: What every source's pool is named after (:func:`tables_pool`), the source's name being
-#: the value of its runs' ``joulehouse/pipeline`` tag.
-TABLES_POOL_PREFIX = "joulehouse_tables_"
-
-
-def tables_pool(source: str) -> str:
-    """The concurrency pool of ``source``'s step (``source`` as its runs' tag
-    ``joulehouse/pipeline`` names it: ``gpu``, ``geopm``, ``powerapi``, ``clustercockpit``), which writes its tables, its TAUdb trials
-    and its ``energy_facts`` rows: the instance configs (deploy/) limit every pool to 1, so
-    two runs never write one source's tables at once, whoever launched them (sensor,
-    backfill, automation). Each source has its own, so the sources' steps run beside each
-    other: the one table they share, ``energy_facts``, is written and compacted by commits
-    that refuse each other when they race (``joulehouse/facts_entries.py``), and TAUdb
-    loads of different sources do not wait for each other on PostgreSQL (on SQLite one
-    waits for the other's write lock: ``joulehouse/taudb/connect.py``).
-    One pool for all sources made every landing wait for every other source's run."""
-    return f"{TABLES_POOL_PREFIX}{source}"
-
-
-def pool_source(pool: str | None) -> str | None:
-    """The source whose step holds ``pool`` (:func:`tables_pool`'s inverse); None for any
-    other pool, or none."""
-    return pool[len(TABLES_POOL_PREFIX):] if pool and pool.startswith(TABLES_POOL_PREFIX) else None
-
-
 #: What the tables over all repetitions share.
 WHOLE_TABLE = {"group_name": GROUP, "automation_condition": TABLE_AUTOMATION,
                "skippable": True, "tags": {"source": "gpu-benchmark"}}

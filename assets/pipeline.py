@@ -60,8 +60,8 @@ from assets.gpu import (
     per_repetition_assets,
     repetition_days_of,
     setting_energy,
-    tables_pool,
 )
+from assets.pools import tables_pool
 from assets.reporting import STEP_RETRY, backfills, failure, run_partitions
 from assets.taudb import load_gpu_trials, taudb_trials
 from resources import GpuBenchmarkSource, StepWorkers, TaudbResource, Warehouse

@@ -68,7 +68,8 @@ from assets.blocks import (
     stored_entries_metadata,
 )
 from assets.facts import write_facts, write_owned_facts
-from assets.gpu import TABLE_AUTOMATION, tables_pool
+from assets.gpu import TABLE_AUTOMATION
+from assets.pools import tables_pool
 from assets.reporting import (
     FRAMES_FAILED,
     STEP_RETRY,

@@ -63,8 +63,8 @@ from assets.gpu import (
     gpu_repetition_energy,
     gpu_validated_frames,
     stored_energy_keys_of_run,
-    tables_pool,
 )
+from assets.pools import tables_pool
 from assets.powerapi import WINDOW_TABLE as POWERAPI_WINDOW_TABLE
 from assets.powerapi import (
     powerapi_validated_frames,

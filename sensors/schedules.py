@@ -35,7 +35,7 @@ from datetime import timedelta
 
 import dagster as dg
 
-from assets.gpu import pool_source
+from assets.pools import pool_source
 from sensors.partition_runs import RANGE_END, RANGE_START
 
 TIMEZONE = "UTC"
@@ -55,7 +55,7 @@ def rollup_keys(assets: Iterable[dg.AssetsDefinition | dg.AssetSpec]) -> dict[st
     """The rollups among ``assets``: the materializable assets without partitions that
     are stored as Parquet (kind ``parquet``), in the order given, by the value of
     ``joulehouse/pipeline`` their run carries: the source whose pool their step holds
-    (``assets.gpu.pool_source``), or ``rollups`` (the last group)."""
+    (``assets.pools.pool_source``), or ``rollups`` (the last group)."""
     materialized = [asset for asset in assets
                     if isinstance(asset, dg.AssetsDefinition) and asset.is_executable]
     grouped: dict[str, list[dg.AssetKey]] = {}

@@ -7,7 +7,6 @@ import pytest
 
 from assets.accounting import (
     ACCOUNTING_AUTOMATION,
-    ACCOUNTING_POOL,
     carbon_intensity,
     fact_quality,
     tariffs,
@@ -16,6 +15,7 @@ from assets.accounting import (
 )
 from assets.accounting import accounting as accounting_asset
 from assets.gpu import TABLE_AUTOMATION
+from assets.pools import ACCOUNTING_POOL
 from joulehouse import entry_table
 from joulehouse.accounting import generator
 from joulehouse.accounting.carbon import CarbonSettings

@@ -16,7 +16,7 @@ from dagster._core.storage.tags import BACKFILL_ID_TAG
 from dagster._core.utils import make_new_run_id
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 
-from assets.gpu import pool_source, tables_pool
+from assets.pools import pool_source, tables_pool
 from definitions import defs
 from tests.dagster.webserver import (
     HOST,

@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.gpu import tables_pool
+from assets.pools import tables_pool
 from assets.powerapi import (
     powerapi_pipeline,
     powerapi_validated_frames,

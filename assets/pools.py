@@ -1,0 +1,43 @@
+"""The concurrency pools the steps hold: one per source, and the accounting's own.
+
+The instance configs (deploy/) limit every pool to 1, so a pool's steps never run beside
+each other, whoever launched their runs (sensor, backfill, automation), and steps of
+different pools do. Every pool is named here, so the names stay distinct:
+:func:`pool_source` tells a source's pool from any other by its prefix alone.
+"""
+
+#: What every source's pool is named after (:func:`tables_pool`), the source's name being
+#: the value of its runs' ``joulehouse/pipeline`` tag.
+TABLES_POOL_PREFIX = "joulehouse_tables_"
+
+
+def tables_pool(source: str) -> str:
+    """The concurrency pool of ``source``'s step (``source`` as its runs' tag
+    ``joulehouse/pipeline`` names it: ``gpu``, ``geopm``, ``powerapi``, ``clustercockpit``), which writes its tables, its TAUdb trials
+    and its ``energy_facts`` rows: the instance configs (deploy/) limit every pool to 1, so
+    two runs never write one source's tables at once, whoever launched them (sensor,
+    backfill, automation). Each source has its own, so the sources' steps run beside each
+    other: the one table they share, ``energy_facts``, is written and compacted by commits
+    that refuse each other when they race (``joulehouse/facts_entries.py``), and TAUdb
+    loads of different sources do not wait for each other on PostgreSQL (on SQLite one
+    waits for the other's write lock: ``joulehouse/taudb/connect.py``).
+    One pool for all sources made every landing wait for every other source's run."""
+    return f"{TABLES_POOL_PREFIX}{source}"
+
+
+def pool_source(pool: str | None) -> str | None:
+    """The source whose step holds ``pool`` (:func:`tables_pool`'s inverse); None for any
+    other pool, or none."""
+    return pool[len(TABLES_POOL_PREFIX):] if pool and pool.startswith(TABLES_POOL_PREFIX) else None
+
+
+#: The accounting steps' own pool, of limit 1 (the instance's ``pools: default_limit``): they
+#: write the accounting tables alone, so they run beside the sources' steps (their pools,
+#: ``tables_pool``), never beside each other. They read ``energy_facts`` at one Delta
+#: version, the one their state records (``joulehouse/accounting/incremental.py``), and the
+#: sources' other tables as they are then: what a source writes meanwhile is taken up by
+#: the next accounting run, which that write asks for (``assets.accounting.ACCOUNTING_AUTOMATION``).
+#: In a source's pool, an accounting run waited in the queue behind that source's runs (the
+#: soak, benchmarks/README.md). Not a source's pool (:func:`pool_source` gives None): the
+#: daily rollups run the accounting tables in a run of their own (``sensors/schedules.py``).
+ACCOUNTING_POOL = "joulehouse_accounting"
