@@ -27,6 +27,10 @@ in a block as one materialization of the source's files asset for that block
 * the blocks of a CANCELED run (:meth:`BlockHandOuts.cancelled`), asked for again once
   with the entries their hand-out listed (``partition_runs.cancelled_hand_outs``).
 
+The landing folders' sensor (GEOPM, TAU profile sets, PowerAPI) is
+:class:`BlockLandingSensor`: its tick scans the folders and hands out what is ready by
+block, in one run (``partition_runs.ask_for``).
+
 Nothing but the instance's events is kept: no side table, and the sensor's cursor stays
 the scan's own.
 """
@@ -34,9 +38,10 @@ the scan's own.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from typing import Any, TypeVar
 
 import dagster as dg
@@ -44,17 +49,26 @@ import dagster as dg
 from assets.blocks import FAILED_ENTRIES
 from joulehouse.digest import digest_pairs
 from joulehouse.errors import InputError
-from joulehouse.landing import LandedItem, LandingState, read_landed_item
+from joulehouse.landing import (
+    Identify,
+    LandedItem,
+    LandingState,
+    list_landings,
+    read_landed_item,
+    scan_landings,
+)
 from resources.landing import LandingFolders
 from sensors.partition_runs import (
     RUN_KEY_METADATA,
     RUN_KEY_TAG,
     HandOut,
-    LandingSensor,
+    ask_for,
     cancelled_hand_outs,
     left_be,
     retry_request,
+    wait_for_own_run,
 )
+from sensors.tick_budget import Tick
 
 T = TypeVar("T")
 #: Entry key -> fingerprint, as a hand-out lists them.
@@ -262,9 +276,14 @@ class BlockHandOuts:
 
 
 @dataclass(frozen=True)
-class BlockLandingSensor(LandingSensor):
-    """A :class:`~sensors.partition_runs.LandingSensor` whose entries are handed out in
-    blocks: ``block_of(entry, source)`` names the block of each ready entry; a block's
+class BlockLandingSensor:
+    """A sensor over landing folders whose entries are handed out in blocks (every landing
+    source's since PowerAPI's moved to days): which entries of a folder are its own
+    (``identify``: :func:`joulehouse.landing.find_landed`), the blocks' partitions they
+    become, the source asset of their files, the job it asks for, and how an entry is
+    called in the tick's messages.
+
+    ``block_of(entry, source)`` names the block of each ready entry; a block's
     hand-out lists its entries ready now, those a CANCELED run of it was handed (asked
     again once, failed block or not) and those not known good
     (:meth:`BlockHandOuts.unsettled`), each once in the run and only while still there
@@ -281,19 +300,29 @@ class BlockLandingSensor(LandingSensor):
     again, once, into its block (the first ticks after an upgrade re-read what is
     there, at the tick's pace)."""
 
+    identify: Identify
+    partitions_def: dg.DynamicPartitionsDefinition
+    files: dg.AssetKey
+    job_name: str
+    run_key_prefix: str
+    entries: str  # e.g. "GEOPM report(s)"
     blocks: BlockHandOuts
     block_of: Callable[[LandedItem, LandingFolders], str]
     run_config: Callable[[Mapping[str, list[str]]], dict[str, Any]]
 
     def state(self, own: str | None) -> LandingState:
+        """The landing state in the sensor's own cursor ``own``."""
         landing = blocks_cursor_state(own, self.partitions_def.name, "landing")
         return LandingState() if landing is None else LandingState.from_json(landing)
 
     def cursor(self, state: LandingState) -> str:
+        """The sensor's own cursor holding ``state``."""
         return blocks_cursor(self.partitions_def.name, "landing", state.to_json())
 
     def hand_out(self, instance: dg.DagsterInstance, ready: Sequence[LandedItem],
                  source: LandingFolders, registered: Callable[[], list[str]]) -> HandOut:
+        """What the tick asks for, given the ``ready`` entries (``registered()``: the
+        registered keys, read once a tick when asked for)."""
         records = self.blocks.records(instance)  # each block's latest records, once a tick
         cancelled = self.blocks.cancelled(records, set(), registered())
         fresh: dict[str, Entries] = {}
@@ -302,6 +331,60 @@ class BlockLandingSensor(LandingSensor):
         return self.blocks.hand_out(
             records, fresh, cancelled, partial(self._still_there, source), registered(),
             self.run_key_prefix, self.run_config)
+
+    def evaluate(self, context: dg.SensorEvaluationContext, source: LandingFolders
+                 ) -> dg.SensorResult:
+        """One tick over every landing folder of ``source``.
+
+        Lists the entries, takes those new or changed since they were last handed
+        out (cursor: a watermark, and key -> fingerprint and size of the entries changed
+        after it) and quiet for ``source.quiet_period_s``
+        (or grown by ``source.grown_bytes`` since: :func:`joulehouse.landing.scan_landings`),
+        as many as fill the tick's time budget, at most ``source.max_entries_per_tick``
+        (``sensors/tick_budget.py``), registers the new partitions (:meth:`hand_out`), asks
+        for ONE run covering exactly them (``partition_runs.ready_run_request``) and reports
+        each as a materialization of the files (``partition_runs.files_landed``; a large
+        hand-out is written by the tick itself: ``tick_budget.hand_out``). Every entry is
+        listed at every tick, and fingerprinted unless it is a file unchanged since the
+        cursor's watermark (:class:`joulehouse.landing.LandingState`: the cursor stays
+        small), so one whose partition failed and that is fixed in place is asked for
+        again one tick after its quiet period, and so is one whose ctime alone moved (a
+        ``chmod``: one idempotent re-run, the known cost). A landing folder that cannot be
+        listed (missing, unreadable, one of its entries unreadable or holding a dangling
+        link, an empty mount point: :func:`joulehouse.landing.list_landings`) is named in
+        a warning and the tick's message (with the entry and why), the others are
+        scanned, and its cursor is kept as it was for when it is back.
+        """
+        tick = Tick.begin(context.cursor, source.max_entries_per_tick)
+        if (waiting := wait_for_own_run(context, tick, self.job_name)) is not None:
+            return waiting
+        folders = source.landings()
+        state = self.state(tick.own).over(folders)
+        listing = list_landings(folders, state, self.identify)
+        for why in listing.unlisted.values():
+            context.log.warning(why)
+        skipped = "".join(f"; skipped: {why}" for why in listing.unlisted.values())
+        scan = scan_landings(listing.items, state, source.quiet_period_s, time.time(),
+                             grown_bytes=source.grown_bytes, cap=tick.cap,
+                             unlisted=listing.unlisted, devices=listing.devices)
+        cursor = self.cursor(scan.state)
+        listed_s = time.time() - tick.started  # every entry listed, each tick
+        registered = cache(lambda: list(
+            context.instance.get_dynamic_partitions(self.partitions_def.name)))
+        hand_out = self.hand_out(context.instance, scan.ready, source, registered)
+        if not hand_out.fingerprints:
+            return tick.skip(cursor, f"no new or changed {self.entries} ready ({scan.waiting} "
+                                     f"waiting for the {source.quiet_period_s:g} s quiet "
+                                     f"period){skipped}")
+        blocks = ("" if hand_out.entries == len(scan.ready) == len(hand_out.fingerprints)
+                  else f" in {len(hand_out.fingerprints)} partition(s)")
+        return ask_for(
+            context, tick, hand_out, registered(), self.partitions_def, self.job_name,
+            self.files, cursor, what=f"{hand_out.entries} {self.entries}",
+            told=lambda new: (f"{hand_out.entries} {self.entries} ready{blocks} ({new} new), "
+                              f"{scan.waiting} waiting ({scan.deferred} of them left for the "
+                              f"next ticks by this tick's cap){skipped}"),
+            handed_out=len(scan.ready), cut=scan.deferred > 0, fixed_s=listed_s)
 
     def _still_there(self, source: LandingFolders, keys: Collection[str],
                      block: str | None) -> Entries:

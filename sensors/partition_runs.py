@@ -33,17 +33,13 @@ Such partitions wait for their files to change (a new fingerprint).
 from __future__ import annotations
 
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 import dagster as dg
 
 from joulehouse.digest import digest_pairs
-from joulehouse.landing import Identify, LandedItem, LandingState, list_landings, scan_landings
-from resources.landing import LandingFolders
 from sensors.tick_budget import Tick
 
 RANGE_START = "dagster/asset_partition_range_start"
@@ -313,87 +309,3 @@ def ask_for(context: dg.SensorEvaluationContext, tick: Tick, hand_out: HandOut,
                                  hand_out.metadata(run_request.run_key)), cursor,
                     handed_out=handed_out, cut=cut, fixed_s=fixed_s, told=told(new))
 
-
-@dataclass(frozen=True)
-class LandingSensor(ABC):
-    """What a sensor over landing folders is about: which entries of a folder are its own
-    (``identify``: :func:`joulehouse.landing.find_landed`), the partitions they become, the
-    source asset of their files, the job it asks for, and how an entry is called in the
-    tick's messages; its cursor and what a tick hands out are its subclass's, abstract here
-    (``sensors/blocks.BlockLandingSensor``: entries handed out in blocks, every landing
-    source's since PowerAPI's moved to days)."""
-
-    identify: Identify
-    partitions_def: dg.DynamicPartitionsDefinition
-    files: dg.AssetKey
-    job_name: str
-    run_key_prefix: str
-    entries: str  # e.g. "GEOPM report(s)"
-
-    @abstractmethod
-    def state(self, own: str | None) -> LandingState:
-        """The landing state in the sensor's own cursor ``own``."""
-
-    @abstractmethod
-    def cursor(self, state: LandingState) -> str:
-        """The sensor's own cursor holding ``state``."""
-
-    @abstractmethod
-    def hand_out(self, instance: dg.DagsterInstance, ready: Sequence[LandedItem],
-                 source: LandingFolders, registered: Callable[[], list[str]]) -> HandOut:
-        """What the tick asks for, given the ``ready`` entries (``registered()``: the
-        registered keys, read once a tick when asked for)."""
-
-    def evaluate(self, context: dg.SensorEvaluationContext, source: LandingFolders
-                 ) -> dg.SensorResult:
-        """One tick over every landing folder of ``source``.
-
-        Lists the entries, takes those new or changed since they were last handed
-        out (cursor: a watermark, and key -> fingerprint and size of the entries changed
-        after it) and quiet for ``source.quiet_period_s``
-        (or grown by ``source.grown_bytes`` since: :func:`joulehouse.landing.scan_landings`),
-        as many as fill the tick's time budget, at most ``source.max_entries_per_tick``
-        (``sensors/tick_budget.py``), registers the new partitions (:meth:`hand_out`), asks
-        for ONE run covering exactly them (:func:`ready_run_request`) and reports each as a
-        materialization of the files (:func:`files_landed`; a large hand-out is
-        written by the tick itself: ``tick_budget.hand_out``). Every entry is
-        listed at every tick, and fingerprinted unless it is a file unchanged since the
-        cursor's watermark (:class:`joulehouse.landing.LandingState`: the cursor stays
-        small), so one whose partition failed and that is fixed in place is asked for
-        again one tick after its quiet period, and so is one whose ctime alone moved (a
-        ``chmod``: one idempotent re-run, the known cost). A landing folder that cannot be
-        listed (missing, unreadable, one of its entries unreadable or holding a dangling
-        link, an empty mount point: :func:`joulehouse.landing.list_landings`) is named in
-        a warning and the tick's message (with the entry and why), the others are
-        scanned, and its cursor is kept as it was for when it is back.
-        """
-        tick = Tick.begin(context.cursor, source.max_entries_per_tick)
-        if (waiting := wait_for_own_run(context, tick, self.job_name)) is not None:
-            return waiting
-        folders = source.landings()
-        state = self.state(tick.own).over(folders)
-        listing = list_landings(folders, state, self.identify)
-        for why in listing.unlisted.values():
-            context.log.warning(why)
-        skipped = "".join(f"; skipped: {why}" for why in listing.unlisted.values())
-        scan = scan_landings(listing.items, state, source.quiet_period_s, time.time(),
-                             grown_bytes=source.grown_bytes, cap=tick.cap,
-                             unlisted=listing.unlisted, devices=listing.devices)
-        cursor = self.cursor(scan.state)
-        listed_s = time.time() - tick.started  # every entry listed, each tick
-        registered = cache(lambda: list(
-            context.instance.get_dynamic_partitions(self.partitions_def.name)))
-        hand_out = self.hand_out(context.instance, scan.ready, source, registered)
-        if not hand_out.fingerprints:
-            return tick.skip(cursor, f"no new or changed {self.entries} ready ({scan.waiting} "
-                                     f"waiting for the {source.quiet_period_s:g} s quiet "
-                                     f"period){skipped}")
-        blocks = ("" if hand_out.entries == len(scan.ready) == len(hand_out.fingerprints)
-                  else f" in {len(hand_out.fingerprints)} partition(s)")
-        return ask_for(
-            context, tick, hand_out, registered(), self.partitions_def, self.job_name,
-            self.files, cursor, what=f"{hand_out.entries} {self.entries}",
-            told=lambda new: (f"{hand_out.entries} {self.entries} ready{blocks} ({new} new), "
-                              f"{scan.waiting} waiting ({scan.deferred} of them left for the "
-                              f"next ticks by this tick's cap){skipped}"),
-            handed_out=len(scan.ready), cut=scan.deferred > 0, fixed_s=listed_s)
