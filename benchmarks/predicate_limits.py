@@ -8,12 +8,15 @@ fails): a table of N rows, then
 - ``or``: a DataFusion query ``source = 'a' AND (starts_with(entity, ..) OR ..)``, N terms,
   as ``entry_table.stored_entries`` builds them;
 - ``keys``: a predicate overwrite of N terms ``(source = .. AND entity IN (..))``, as
-  ``entry_table.keys_predicate`` builds them for keys of two columns.
+  ``entry_table.keys_predicate`` builds them for keys of two columns;
+- ``or-in``: a predicate overwrite shaped as ``accounting.months.kept_where`` builds it, a
+  month's counts ``OR`` the members of N entities of one source (an ``IN`` list inside an
+  ``OR``'s term), the entities as wide as ClusterCockpit's (23 characters).
 
 Prints, per kind and size, whether the process lived (its exit code otherwise).
 
     .venv/bin/python benchmarks/predicate_limits.py [--in 5000,10000,15000,20000,25000]
-        [--or 1000,2000,3000] [--keys 1000,2000,3000]
+        [--or 1000,2000,3000] [--keys 1000,2000,3000] [--or-in 5000,8500,10000]
 """
 
 from __future__ import annotations
@@ -37,9 +40,18 @@ elif kind == "or":
         f"starts_with(entity, 'e{i:07d}')" for i in range(n)) + ")"
     list(QueryBuilder().register("t", DeltaTable(uri)).execute(
         f"SELECT count(*) FROM t WHERE {where}"))
-else:
+elif kind == "keys":
     where = " OR ".join(f"(source = 's{i}' AND entity IN ('e{i:07d}'))" for i in range(n))
     write_deltalake(uri, rows.slice(0, 0), mode="overwrite", predicate=where)
+else:
+    jobs = [f"soak/{6900000 + i}/1764460957" for i in range(n)]
+    members = pa.table({"kind": ["member"] * n, "calendar": ["utc"] * n, "source": ["a"] * n,
+                        "month": ["2026-01"] * n, "entity": jobs})
+    write_deltalake(uri, members, mode="overwrite", schema_mode="overwrite")
+    where = ("(kind = 'month' AND (calendar = 'utc' AND source = 'a' AND month IN ('2026-01')))"
+             " OR (kind = 'member' AND (source = 'a' AND entity IN ("
+             + ", ".join(f"'{job}'" for job in jobs) + ")))")
+    write_deltalake(uri, members.slice(0, 1), mode="overwrite", predicate=where)
 """
 
 
@@ -57,8 +69,10 @@ def main() -> None:
                                                                  25000])
     parser.add_argument("--or", dest="or_", type=sizes, default=[1000, 2000, 3000])
     parser.add_argument("--keys", type=sizes, default=[1000, 2000, 3000])
+    parser.add_argument("--or-in", type=sizes, default=[5000, 8500, 10000])
     args = parser.parse_args()
-    for kind, chosen in (("in", args.in_), ("or", args.or_), ("keys", args.keys)):
+    for kind, chosen in (("in", args.in_), ("or", args.or_), ("keys", args.keys),
+                         ("or-in", args.or_in)):
         for size in chosen:
             code = lives(kind, size)
             print(f"{kind:5} {size:>7,}: {'lives' if code == 0 else f'dies (exit {code})'}",

@@ -494,11 +494,14 @@ def test_a_write_of_25000_entries_and_a_lookup_of_4000_prefixes_keep_the_process
         tmp_path):
     """At the real limits, in a process of its own: deltalake 1.6.6 killed the process
     (SIGSEGV) parsing an IN list of about 20,000 entries or an OR of about 3,000 prefixes,
-    as a GPU day of 6,000 repetitions asked for; a predicate at IN_MAX values, and one at
-    OR_MAX terms of two columns, as the accounting writes with, are parsed."""
+    as a GPU day of 6,000 repetitions asked for; a predicate at IN_MAX values, one at
+    OR_MAX terms of two columns, and the accounting members' predicate with IN_MAX
+    entities of one source (its IN list inside an OR's term: 10,000 killed the process
+    after a soak history's landing of 10,000 jobs) are parsed."""
     script = f"""
 import pandas as pd
 from joulehouse import entry_table
+from joulehouse.accounting import months
 from joulehouse.warehouse import Warehouse
 tables = Warehouse({str(tmp_path)!r})
 rows = pd.DataFrame({{"source": "gpu-benchmark", "entity": [f"r/{{n:05d}}" for n in range(25000)],
@@ -514,12 +517,20 @@ entry_table.replace_where(tables, "facts", rows.iloc[:entry_table.IN_MAX].assign
                           entry_table.keys_predicate(keys))
 terms = pd.DataFrame({{"source": [f"s{{n}}" for n in range(entry_table.OR_MAX)], "entity": "x"}})
 entry_table.replace_where(tables, "facts", rows.iloc[:0], entry_table.keys_predicate(terms))
-print(len(tables.read_table("facts")), tables.read_table("facts").energy_j.sum(), len(found))
+jobs = pd.DataFrame({{"kind": "member", "calendar": "utc", "source": "clustercockpit",
+                     "month": "2026-01",
+                     "entity": [f"soak/{{6900000 + n}}/1764460957" for n in range(entry_table.IN_MAX)]}})
+entry_table.replace_where(tables, "members", jobs, None)
+entry_table.replace_where(tables, "members", jobs.iloc[:1], months.kept_where(
+    jobs[["calendar", "source", "month"]].drop_duplicates(), jobs[["source", "entity"]]))
+print(len(tables.read_table("facts")), tables.read_table("facts").energy_j.sum(), len(found),
+      len(tables.read_table("members")))
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           check=False, cwd=PROJECT)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["25000", "60000.0", "4167"]
+    energy_j = 3.0 * entry_table.IN_MAX + 2.0 * (25000 - entry_table.IN_MAX)  # 55,000 J
+    assert done.stdout.split() == ["25000", str(energy_j), "4167", "1"]
 
 
 def test_a_compaction_merges_one_sources_consecutive_small_files_within_its_budget(

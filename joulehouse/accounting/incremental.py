@@ -83,8 +83,8 @@ COST_TABLE = "cost_per_fact"
 STATE_TABLE = "_accounting_state"
 PENDING, PENDING_TOUCHED = "pending", "pending_touched"
 #: Changed entities above which everything is recomputed rather than named in the
-#: commits' predicates.
-WHOLE_ABOVE = 10_000
+#: commits' predicates: the most one predicate may name (``entry_table.IN_MAX``).
+WHOLE_ABOVE = entry_table.IN_MAX
 #: The size of the tables' data files (bytes): roll-up rows written in the order of their
 #: source and period make files of a source's day ranges, per-fact rows in canonical order
 #: files of entity ranges, so that replacing some days (entities) rewrites the files

@@ -120,9 +120,16 @@ def kept(warehouse: Warehouse, changed: pd.DataFrame, now: pd.DataFrame, entity:
                          f"{warehouse.table_path(MEMBERS_TABLE)}, and the next run "
                          "recomputes every table from the facts")
     month_counts = month_counts[month_counts["facts"] > 0].reset_index()
-    where = " OR ".join([
+    rows = pd.concat([_member_rows(now, entity), _month_rows(month_counts)], ignore_index=True)
+    entry_table.replace_where(warehouse, MEMBERS_TABLE, rows, kept_where(months, changed),
+                              FILE_BYTES)
+    return month_counts
+
+
+def kept_where(months: pd.DataFrame, changed: pd.DataFrame) -> str:
+    """The predicate of :func:`kept`'s commit: the counts of ``months`` (calendar, source,
+    month) and the members of the ``changed`` entities (source, entity). Its ``IN`` lists
+    lie deeper than a bare one, where deltalake crashes sooner (``entry_table.IN_MAX``)."""
+    return " OR ".join([
         f"(\"kind\" = '{MONTH}' AND ({entry_table.keys_predicate(months)}))",
         f"(\"kind\" = '{MEMBER}' AND ({entry_table.keys_predicate(changed)}))"])
-    rows = pd.concat([_member_rows(now, entity), _month_rows(month_counts)], ignore_index=True)
-    entry_table.replace_where(warehouse, MEMBERS_TABLE, rows, where, FILE_BYTES)
-    return month_counts
