@@ -74,15 +74,16 @@ RETENTION_HOURS = 7 * 24
 #: More entries are written in several commits of at most these, each atomic.
 IN_LIMIT = 5_000
 OR_LIMIT = 500
-#: The most a predicate built here may name at all (:func:`predicate` and
-#: :func:`keys_predicate` refuse more), about half of where deltalake crashes: an ``IN``
-#: list inside one term of an ``OR``, as ``accounting.months.kept`` joins its months' and
-#: its members' keys, dies at 10,000 values and lives at 8,500 (the seeded soak history's
-#: accounting run after a landing of 10,000 jobs died so; benchmarks/predicate_limits.py
-#: ``--or-in``), where a bare ``IN`` list lives to 20,000. The accounting recomputes whole
-#: above ``accounting.incremental.WHOLE_ABOVE`` changed entities, this limit, so its
-#: predicates (the members', the per-fact rows') stay within it (tests/test_entry_table.py
-#: writes with such predicates in a process of its own).
+#: The most values one ``IN`` list of a predicate built whole may name, and the most terms
+#: it may join (:func:`predicate` and :func:`keys_predicate` refuse more): about half of
+#: where deltalake crashes on the shapes built here, terms ``(a AND b AND c IN (...))``
+#: joined by one ``OR``. Deeper lies sooner: a list of 10,000 one ``OR`` further down died
+#: (the accounting members' predicate as it was, after the seeded soak history's landing
+#: of 10,000 jobs; benchmarks/predicate_limits.py ``--or-in``), where a bare one lives to
+#: 20,000. The accounting recomputes whole above ``accounting.incremental.WHOLE_ABOVE``
+#: changed entities, this limit, so its predicates (the members', the per-fact rows') stay
+#: within it (tests/test_entry_table.py writes with such predicates in a process of its
+#: own).
 IN_MAX, OR_MAX = 5_000, 1_000
 #: Files of one scope under this size are those :func:`compact_scope` merges (and counts
 #: as due, :func:`small_files`): a quarter of ``TARGET_FILE_BYTES``, so that the files it
@@ -773,7 +774,7 @@ def keys_predicate(keys: pd.DataFrame) -> str:
     run) thus costs one term per group, not one per key."""
     if keys.empty or not len(keys.columns):
         raise ValueError(f"keys of {list(keys.columns)}: at least one row and one column")
-    if not _within_limits(keys, IN_MAX, OR_MAX):
+    if not fits_one_predicate(keys):
         raise ValueError(f"keys of {list(keys.columns)}: {len(keys)} keys make a predicate "
                          f"over IN_MAX or OR_MAX (replace_keys writes them in parts)")
     *scope, last = keys.columns
@@ -811,6 +812,12 @@ def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
                          "(or not told apart from them as text)")
     for part, mask in zip(parts, held):
         _overwrite(warehouse, table, rows[mask], {}, keys_predicate(part))
+
+
+def fits_one_predicate(keys: pd.DataFrame) -> bool:
+    """Whether :func:`keys_predicate` of ``keys`` (distinct or not) stays within ``IN_MAX``
+    and ``OR_MAX`` (it refuses ``keys`` otherwise)."""
+    return _within_limits(keys.drop_duplicates(), IN_MAX, OR_MAX)
 
 
 def _within_limits(keys: pd.DataFrame, values: int | None = None,

@@ -496,8 +496,9 @@ def test_a_write_of_25000_entries_and_a_lookup_of_4000_prefixes_keep_the_process
     (SIGSEGV) parsing an IN list of about 20,000 entries or an OR of about 3,000 prefixes,
     as a GPU day of 6,000 repetitions asked for; a predicate at IN_MAX values, one at
     OR_MAX terms of two columns, and the accounting members' predicate with IN_MAX
-    entities of one source (its IN list inside an OR's term: 10,000 killed the process
-    after a soak history's landing of 10,000 jobs) are parsed."""
+    entities of one source and one of another (built with its IN lists one OR deeper,
+    10,000 killed the process after a soak history's landing of 10,000 jobs) are
+    parsed."""
     script = f"""
 import pandas as pd
 from joulehouse import entry_table
@@ -520,6 +521,7 @@ entry_table.replace_where(tables, "facts", rows.iloc[:0], entry_table.keys_predi
 jobs = pd.DataFrame({{"kind": "member", "calendar": "utc", "source": "clustercockpit",
                      "month": "2026-01",
                      "entity": [f"soak/{{6900000 + n}}/1764460957" for n in range(entry_table.IN_MAX)]}})
+jobs = pd.concat([jobs, jobs.iloc[:1].assign(source="geopm")], ignore_index=True)
 entry_table.replace_where(tables, "members", jobs, None)
 entry_table.replace_where(tables, "members", jobs.iloc[:1], months.kept_where(
     jobs[["calendar", "source", "month"]].drop_duplicates(), jobs[["source", "entity"]]))

@@ -385,6 +385,10 @@ def update(warehouse: Warehouse, inputs: Inputs) -> Updated:
         if pending.touched is not None and len(pending.touched):
             touched = pd.concat([touched, pending.touched[list(touched.columns)]],
                                 ignore_index=True).drop_duplicates(ignore_index=True)
+        if not all(entry_table.fits_one_predicate(touched[["calendar", "source", period]])
+                   for period in ("day", "month")):  # a rewrite of more days than that
+            return _whole(run, f"{len(touched)} days touched (over one predicate's "
+                               f"{entry_table.IN_MAX} values a source)")
         Pending(entities=frozenset(changed), touched=touched).write(warehouse)
         read_facts = _recompute(run, touched, changed, after)
         _replace_per_fact(run, before, after, changed)

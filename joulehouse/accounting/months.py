@@ -128,8 +128,12 @@ def kept(warehouse: Warehouse, changed: pd.DataFrame, now: pd.DataFrame, entity:
 
 def kept_where(months: pd.DataFrame, changed: pd.DataFrame) -> str:
     """The predicate of :func:`kept`'s commit: the counts of ``months`` (calendar, source,
-    month) and the members of the ``changed`` entities (source, entity). Its ``IN`` lists
-    lie deeper than a bare one, where deltalake crashes sooner (``entry_table.IN_MAX``)."""
+    month) and the members of the ``changed`` entities (source, entity), ``kind`` a key
+    column of each: terms of ``kind AND ... AND column IN (...)`` joined by one ``OR``.
+    Each ``IN`` list then lies no deeper than in any other keys' predicate: nested one
+    ``OR`` further down (``kind AND (keys)``), a list of 10,000 killed the process
+    (``entry_table.IN_MAX``)."""
     return " OR ".join([
-        f"(\"kind\" = '{MONTH}' AND ({entry_table.keys_predicate(months)}))",
-        f"(\"kind\" = '{MEMBER}' AND ({entry_table.keys_predicate(changed)}))"])
+        entry_table.keys_predicate(months.assign(kind=MONTH)[["kind", "calendar", "source",
+                                                              "month"]]),
+        entry_table.keys_predicate(changed.assign(kind=MEMBER)[["kind", "source", "entity"]])])

@@ -354,3 +354,25 @@ def test_the_jobs_digests_are_read_and_written_only_when_cc_jobs_changed(tmp_pat
     assert {("read_partitions", ("jobs",)), ("write_partition", "jobs")} <= set(touched)
     monkeypatch.undo()
     assert_as_from_scratch(store, given)
+
+
+def test_a_landing_touching_more_days_than_one_predicate_names_is_recomputed_whole(
+        tmp_path, monkeypatch):
+    """The touched days of one (calendar, source) are named in one predicate: more than
+    ``entry_table.IN_MAX`` (a decade and a half of days) recompute everything instead, which
+    keys_predicate would refuse (the fact pool spans 20 days: IN_MAX 5 here)."""
+    store = Warehouse(tmp_path / "warehouse")
+    facts = pool(40, seed=23)
+    entities = facts["entity"].unique()
+    land(store, facts[facts["entity"].isin(entities[:20])])
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    land(store, facts[facts["entity"].isin(entities[20:])])
+    monkeypatch.setattr(entry_table, "IN_MAX", 5)
+    updated = incremental.update(store, given)
+    assert updated.whole.endswith("days touched (over one predicate's 5 values a source)")
+    assert_as_from_scratch(store, given)
+    monkeypatch.undo()
+    land(store, facts[facts["entity"] == entities[0]].assign(energy_j=1.0))  # one day or two
+    assert incremental.update(store, given).whole == ""
+    assert_as_from_scratch(store, given)
