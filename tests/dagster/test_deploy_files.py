@@ -269,6 +269,10 @@ def test_the_helm_values_configure_the_instance_as_production_does(tmp_path):
             "tag_concurrency_limits"]
         assert concurrency.pool_config.default_pool_limit == production["concurrency"][
             "pools"]["default_limit"]
+        dequeue = production["run_coordinator"]["config"]  # a pass's launches in threads
+        assert (loaded.run_coordinator.dequeue_use_threads,
+                loaded.run_coordinator.dequeue_num_workers) == (
+            dequeue["dequeue_use_threads"], dequeue["dequeue_num_workers"]) == (True, 4)
         assert loaded.get_settings("run_retries") == production["run_retries"]
         assert loaded.get_settings("run_monitoring") == production["run_monitoring"]
         for daemon_settings in ("sensors", "schedules", "backfills", "auto_materialize"):
