@@ -328,11 +328,13 @@ def _batched(values: Sequence, size: int) -> Iterator[Sequence]:
 
 
 def _overwrite(warehouse: Warehouse, table: str, rows: pd.DataFrame,
-               scope: Mapping[str, str], where: str | None) -> None:
+               scope: Mapping[str, str], where: str | None,
+               target_file_bytes: int | None = None) -> None:
     """Replace the rows ``where`` selects (None: every row) with ``rows`` (checked within
-    ``scope``; a column pandas left untyped typed as the table's), in one commit; the table
-    is made on its first write, with ``rows``'s schema; nothing is written where there
-    are no rows and no table."""
+    ``scope``; a column pandas left untyped typed as the table's), in one commit, in data
+    files of ``target_file_bytes`` (delta-rs's default otherwise); the table is made on its
+    first write, with ``rows``'s schema; nothing is written where there are no rows and no
+    table."""
     from deltalake import write_deltalake
 
     delta = _opened(warehouse, table)
@@ -344,8 +346,9 @@ def _overwrite(warehouse: Warehouse, table: str, rows: pd.DataFrame,
         data = pa.schema(delta.schema().to_arrow()).empty_table()
     else:
         return
+    sized = {} if target_file_bytes is None else {"target_file_size": target_file_bytes}
     write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
-                    storage_options=warehouse.delta_options())
+                    storage_options=warehouse.delta_options(), **sized)
 
 
 def remove_entries(warehouse: Warehouse, table: str, scope: Mapping[str, str],
@@ -890,17 +893,19 @@ def keys_predicate(keys: pd.DataFrame) -> str:
 
 
 def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
-                 keys: pd.DataFrame | None) -> None:
+                 keys: pd.DataFrame | None, target_file_bytes: int | None = None) -> None:
     """Make the rows of ``keys`` (a frame of key columns, each row one key: see
     :func:`keys_predicate`) be ``rows``, in one commit (one per part of keys whose predicate
     stays within ``IN_LIMIT`` and ``OR_LIMIT``, each atomic); a key without rows loses its
     stored ones. ``keys`` None replaces every row of the table (a rebuild from scratch).
     Each row of ``rows`` must have its key among ``keys`` (delta-rs refuses the write
     otherwise). The table is made on its first write, with ``rows``'s schema; nothing is
-    written where there are no rows and no table."""
+    written where there are no rows and no table. ``target_file_bytes``: the size of the
+    data files written (delta-rs's default otherwise), so that rows written in order make
+    files of ranges, which a later write of some keys rewrites alone."""
 
     if keys is None:
-        _overwrite(warehouse, table, rows, {}, None)
+        _overwrite(warehouse, table, rows, {}, None, target_file_bytes)
         return
     if keys.empty:
         return
@@ -911,7 +916,7 @@ def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
         raise ValueError(f"{table}: rows whose key is not among the keys written "
                          "(or not told apart from them as text)")
     for part, mask in zip(parts, held):
-        _overwrite(warehouse, table, rows[mask], {}, keys_predicate(part))
+        _overwrite(warehouse, table, rows[mask], {}, keys_predicate(part), target_file_bytes)
 
 
 def _within_limits(keys: pd.DataFrame, values: int | None = None,
