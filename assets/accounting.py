@@ -18,7 +18,9 @@ carbon and cost per fact.
    in its own pool ``assets.pools.ACCOUNTING_POOL``), and by the daily schedule ``daily_rollups``
    (``sensors/schedules.py``, stopped by default). Facts without carbon (cost) are counted
    and listed in the metadata, and fail the WARN check ``carbon_covered`` of
-   ``carbon_per_fact`` (``cost_covered`` of ``cost_per_fact``).
+   ``carbon_per_fact`` (``cost_covered`` of ``cost_per_fact``). The tables are then
+   compacted and vacuumed when due (``joulehouse.accounting.compaction``; the metadata
+   ``compacted`` says what was merged and vacuumed), as are those of 3. by their steps.
 3. ``trust_checks``, ``waste_step`` (``waste``, ``waste_weekly``) and ``fact_quality``: kept
    equal to the core's whole computation (``trust.py``, ``waste.py``, ``quality.py``) by
    recomputing the repetitions, jobs, sensors and facts whose inputs changed
@@ -51,7 +53,7 @@ from assets.pools import ACCOUNTING_POOL
 from assets.powerapi import powerapi_energy_facts, powerapi_window_energy
 from assets.reporting import STEP_RETRY, left_out_check, table_metadata, verdict
 from joulehouse import entry_table
-from joulehouse.accounting import incremental, kept, trust, waste
+from joulehouse.accounting import compaction, incremental, kept, trust, waste
 from joulehouse.accounting.incremental import (
     CARBON_TABLE,
     COST_TABLE,
@@ -61,6 +63,7 @@ from joulehouse.accounting.incremental import (
 )
 from joulehouse.accounting.intensity import LEFT_OUT_SOURCE as INTENSITY_SOURCE
 from joulehouse.accounting.intensity import empty_intensity
+from joulehouse.accounting.months import MEMBERS_TABLE
 from joulehouse.accounting.rollups import UTC, primary
 from joulehouse.accounting.schemas import (
     CARBON_SCHEMA,
@@ -295,6 +298,14 @@ def _totals(monthly: pd.DataFrame, column: str, by: list[str]) -> pd.Series:
     return rows.groupby(by)[column].sum() if by else pd.Series({"": rows[column].sum()})
 
 
+def _compacted(done: dict[str, dict], *tables: str) -> dict:
+    """The metadata ``compacted``: what ``compaction.compact_if_due`` did (``done``) to
+    ``tables``, by table (the files a merge added and merged, and whose; the files
+    vacuumed: ``removed``); None when nothing."""
+    return {"compacted": dg.MetadataValue.json(
+        {table: done[table] for table in tables if table in done} or None)}
+
+
 def _logged_metadata(tables: Tables, table: str, schema) -> tuple[dict, int]:
     """``table``'s row count (from the Delta log's statistics) and column schema, without
     reading its rows; and that count."""
@@ -329,19 +340,22 @@ def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator
         "whole": updated.whole or None, "entities_changed": updated.changed,
         "entities_removed": updated.removed, "days": updated.days, "months": updated.months,
         "facts_read": updated.facts_read})}
+    compacted = compaction.compact_if_due(tables, compaction.ACCOUNTING)
     monthly = tables.read_table(MONTHLY_TABLE)  # read whole: small (docs/ARCHITECTURE.md)
     daily = incremental.recent_days(tables, monthly, PLOTTED_MONTHS)
     yield dg.MaterializeResult(asset_key=accounting_daily.key, metadata={
         **_logged_metadata(tables, DAILY_TABLE, DAILY_SCHEMA)[0], **recomputed,
-        "time_zone": accounting.time_zone,
+        **_compacted(compacted, DAILY_TABLE), "time_zone": accounting.time_zone,
         "energy_co2_and_cost_per_day": dg.MetadataValue.md(daily_plots(daily)),
     })
     yield dg.MaterializeResult(asset_key=accounting_monthly.key,
-                               metadata={**table_metadata(monthly, MONTHLY_SCHEMA), **recomputed})
+                               metadata={**table_metadata(monthly, MONTHLY_SCHEMA), **recomputed,
+                                         **_compacted(compacted, MONTHLY_TABLE,
+                                                      MEMBERS_TABLE)})
     metadata, facts = _logged_metadata(tables, CARBON_TABLE, CARBON_SCHEMA)
     missing = incremental.stored_missing(tables, CARBON_TABLE, "co2_g", MISSING_COLUMNS["zone"])
     yield dg.MaterializeResult(asset_key=carbon_per_fact.key, metadata={
-        **metadata, **recomputed,
+        **metadata, **recomputed, **_compacted(compacted, CARBON_TABLE),
         "facts_without_carbon": dg.MetadataValue.int(len(missing)),
         "zones": dg.MetadataValue.json(dict(accounting.zones)),
         "pue": dg.MetadataValue.float(accounting.pue),
@@ -352,7 +366,7 @@ def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator
     unpriced = incremental.stored_missing(tables, COST_TABLE, "cost", MISSING_COLUMNS["site"])
     totals = _totals(monthly, "cost", ["currency"])
     yield dg.MaterializeResult(asset_key=cost_per_fact.key, metadata={
-        **metadata, **recomputed,
+        **metadata, **recomputed, **_compacted(compacted, COST_TABLE),
         "facts_without_cost": dg.MetadataValue.int(len(unpriced)),
         "sites": dg.MetadataValue.json(dict(accounting.tariff_sites)),
         "pue": dg.MetadataValue.float(accounting.pue),
@@ -386,9 +400,11 @@ def trust_checks(warehouse: Warehouse) -> Iterator:
     if not tables.files(FACTS_TABLE):
         raise verdict("no energy_facts stored yet: materialize a source first")
     updated = kept.update_trust(tables)
+    compacted = compaction.compact_if_due(tables, [TRUST_TABLE])
     summary, failed = kept.trust_summary(tables)
     yield dg.MaterializeResult(metadata={
         **_logged_metadata(tables, TRUST_TABLE, TRUST_SCHEMA)[0], **_recomputed(updated),
+        **_compacted(compacted, TRUST_TABLE),
         "rules": _table(summary)})
     for rule in summary.itertuples():
         failing = failed[failed["rule"] == rule.rule] if len(failed) else failed
@@ -456,12 +472,14 @@ def waste_step(warehouse: Warehouse) -> Iterator:
     if not tables.files(FACTS_TABLE):
         raise verdict("no energy_facts stored yet: materialize a source first")
     updated = kept.update_waste(tables)
+    compacted = compaction.compact_if_due(tables, [WASTE_TABLE, WASTE_WEEKLY_TABLE])
     weekly = tables.read_table(WASTE_WEEKLY_TABLE)  # read whole: per week and user, small
     # GPU repetitions gpu_idle could not judge (of those recomputed): no utilisation
     # readings, or no frame stored
     unjudged = list(updated.unjudged)
     yield dg.MaterializeResult(asset_key=waste_table.key, metadata={
         **_logged_metadata(tables, WASTE_TABLE, WASTE_SCHEMA)[0], **_recomputed(updated),
+        **_compacted(compacted, WASTE_TABLE),
         "flagged": dg.MetadataValue.int(entry_table.count(tables, WASTE_TABLE,
                                                           {"flagged": True})),
         "gpu_repetitions_not_judged_in_this_run": dg.MetadataValue.int(len(unjudged)),
@@ -475,6 +493,7 @@ def waste_step(warehouse: Warehouse) -> Iterator:
     })
     yield dg.MaterializeResult(asset_key=waste_weekly.key, metadata={
         **table_metadata(weekly, WASTE_WEEKLY_SCHEMA), **_recomputed(updated),
+        **_compacted(compacted, WASTE_WEEKLY_TABLE),
         **({"idle_energy_per_week": dg.MetadataValue.md(waste_plot(weekly)),
             "ranking": _table(weekly.sort_values(["week", "rank"], ascending=[False, True])
                               .head(MISSING_SHOWN))} if len(weekly) else {}),
@@ -503,9 +522,11 @@ def fact_quality(warehouse: Warehouse) -> dg.MaterializeResult:
     if not tables.files(FACTS_TABLE):
         raise verdict("no energy_facts stored yet: materialize a source first")
     updated = kept.update_quality(tables)
+    compacted = compaction.compact_if_due(tables, [QUALITY_TABLE])
     known, least = kept.quality_summary(tables)
     return dg.MaterializeResult(metadata={
         **_logged_metadata(tables, QUALITY_TABLE, QUALITY_SCHEMA)[0], **_recomputed(updated),
+        **_compacted(compacted, QUALITY_TABLE),
         "known_per_source": _table(known),
         "least_covered": dg.MetadataValue.float(least),
     })

@@ -23,6 +23,12 @@ written by several steps at once is compacted by :func:`compact_scope`, never by
 file's other rows with ``string_view`` strings, which a pyarrow dataset's filter
 (DuckDB's pushdown on an object store) cannot compare.
 
+Compaction in order: :func:`merge_scope` merges a scope's small files in the order of a
+column (an entity, a day) into files of a given size, so that files keep holding ranges
+of it, which later reads and predicates find by the files' statistics; :func:`compact_scope`
+is that merge and a vacuum, :func:`vacuum_if_due` a vacuum every so many versions of a
+table one step at a time writes (the accounting's, ``accounting/compaction.py``).
+
 A folder that holds plain Parquet files (the table as written before it was kept per
 entry, e.g. ``energy_facts/<source>.parquet``) is migrated by the first write (or
 :func:`stored_entries`, the lookup before one): its version 0, committed only where no
@@ -49,6 +55,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
@@ -67,6 +74,8 @@ PANDAS_DTYPE = "joulehouse.pandas_dtype"
 #: run) still finds them, and a version of that age can be read back (hours; Delta's
 #: default, ``delta.deletedFileRetentionDuration``, enforced as its minimum).
 RETENTION_HOURS = 7 * 24
+#: The table property holding the version a vacuum by :func:`vacuum_if_due` left.
+VACUUMED = "joulehouse.vacuumed_version"
 #: The most values one ``IN`` list of a write's predicate names, and the most terms one
 #: predicate joins by ``OR``: deltalake 1.6.6 (DataFusion) kills the process (SIGSEGV, no
 #: exception) parsing an ``IN`` list of about 20,000 values or an ``OR`` of about 3,000
@@ -87,14 +96,16 @@ OR_LIMIT = 500
 IN_MAX, OR_MAX = 5_000, 1_000
 #: Files of one scope under this size are those :func:`compact_scope` merges (and counts
 #: as due, :func:`small_files`): a quarter of ``TARGET_FILE_BYTES``, so that the files it
-#: writes, most of them larger, are not merged again at every write.
+#: writes, most of them larger, are not merged again at every write. A merge into files
+#: of another size takes the same share of it (:func:`_sizes`).
 SCOPE_SMALL_BYTES = 25 * 2**20
 #: The size :func:`compact` merges small data files into (bytes; delta-rs's default for
 #: ``optimize.compact``): a file of this size or more is never merged.
 TARGET_FILE_BYTES = 100 * 2**20
 #: The most bytes of data files one :func:`compact_scope` rewrites: twice the target, so
 #: that a range can take in one file at the target size (a merged file, or a file of
-#: several scopes that an ``optimize`` of every scope wrote) beside the small ones.
+#: several scopes that an ``optimize`` of every scope wrote) beside the small ones (twice
+#: the size of the files a merge writes, :func:`_sizes`).
 REWRITE_BYTES = 2 * TARGET_FILE_BYTES
 
 
@@ -322,11 +333,13 @@ def _batched(values: Sequence, size: int) -> Iterator[Sequence]:
 
 
 def _overwrite(warehouse: Warehouse, table: str, rows: pd.DataFrame,
-               scope: Mapping[str, str], where: str | None) -> None:
+               scope: Mapping[str, str], where: str | None,
+               target_file_bytes: int | None = None) -> None:
     """Replace the rows ``where`` selects (None: every row) with ``rows`` (checked within
-    ``scope``; a column pandas left untyped typed as the table's), in one commit; the table
-    is made on its first write, with ``rows``'s schema; nothing is written where there
-    are no rows and no table."""
+    ``scope``; a column pandas left untyped typed as the table's), in one commit, in data
+    files of ``target_file_bytes`` (delta-rs's default otherwise); the table is made on its
+    first write, with ``rows``'s schema; nothing is written where there are no rows and no
+    table."""
     from deltalake import write_deltalake
 
     delta = _opened(warehouse, table)
@@ -338,8 +351,9 @@ def _overwrite(warehouse: Warehouse, table: str, rows: pd.DataFrame,
         data = pa.schema(delta.schema().to_arrow()).empty_table()
     else:
         return
+    sized = {} if target_file_bytes is None else {"target_file_size": target_file_bytes}
     write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
-                    storage_options=warehouse.delta_options())
+                    storage_options=warehouse.delta_options(), **sized)
 
 
 def remove_entries(warehouse: Warehouse, table: str, scope: Mapping[str, str],
@@ -510,129 +524,206 @@ def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
 
 
 def compact_scope(warehouse: Warehouse, table: str, scope: Mapping[str, str],
-                  column: str = "entity") -> dict[str, int]:
-    """Merge small data files of ``scope`` (a source's, in a table that several steps write
-    at once: ``energy_facts``) as a write does, then :func:`_vacuum`.
+                  column: str = "entity", order: Sequence[str] | None = None,
+                  target_file_bytes: int | None = None) -> dict[str, int]:
+    """:func:`merge_scope`, then :func:`_vacuum`: the files the merge's commit added and
+    removed, and those vacuumed; nothing done (not even the vacuum) when no range holds two
+    small files of ``scope``. For a table that several steps write at once
+    (``energy_facts``, a source's files)."""
+    merged = merge_scope(warehouse, table, scope, column, order, target_file_bytes)
+    if merged is None:
+        return {"added": 0, "merged": 0, "removed": 0}
+    return {**merged, "removed": _vacuum(warehouse, table)}
 
-    The files chosen hold ``scope``'s rows alone (by their statistics) and are under
-    ``SCOPE_SMALL_BYTES``: the most of them, consecutive in the order of their lowest
-    ``column`` value, whose range [lo, hi] of ``column`` the files of the table that may
-    hold it add up to at most ``REWRITE_BYTES`` (:func:`_range_to_merge`). The rows of
-    ``scope`` in that range are read and written back, in ``column`` order, by one
-    overwrite with the predicate ``<scope> AND lo <= column <= hi``, read and committed at
-    one version: a racing write or compaction that touched those files makes delta-rs
-    refuse one of the two commits (``CommitFailedError``), as two writes do, so no row is
-    ever listed twice (``optimize.compact`` gives no such guarantee: :func:`compact`), and
-    the merged file holds ``scope``'s rows alone, which other scopes' writes never touch,
-    unless the range takes in a file of several scopes holding some of ``scope``'s rows
-    (one an ``optimize`` of every scope wrote): delta-rs writes that file's other rows
-    into the merged file too.
-    The predicate names two values, whatever the files hold. The files the commit added
-    and removed, and those vacuumed; nothing done (not even the vacuum) when no range
-    holds two such files."""
+
+def merge_scope(warehouse: Warehouse, table: str, scope: Mapping[str, str],
+                column: str = "entity", order: Sequence[str] | None = None,
+                target_file_bytes: int | None = None) -> dict[str, int] | None:
+    """Merge small data files of ``scope`` (a source's; ``{}``: the table's) as a write
+    does, in the order of ``column`` (strings, times: any column whose statistics the log
+    keeps): the files the commit added and removed, or None when no range holds two small
+    files of ``scope``.
+
+    The files chosen are under the small size (:func:`_sizes` of ``target_file_bytes``:
+    ``SCOPE_SMALL_BYTES`` by default) and hold ``scope``'s rows, alone or beside other
+    scopes' (a write of several sources' rows); the most of them, consecutive in the order
+    of their lowest ``column`` value, whose range [lo, hi] of ``column`` the files of the
+    table that may hold ``scope``'s rows in it add up to at most the rewrite size
+    (``REWRITE_BYTES`` by default; :func:`_range_to_merge`). The range is widened to the
+    whole range of each file it touches that holds ``scope``'s rows alone, so that none of
+    them keeps rows out of it. The rows of ``scope`` in that range are read and written
+    back, sorted by ``order`` (default: ``column``; its first column ``column``) in files of
+    ``target_file_bytes`` (``TARGET_FILE_BYTES``), by one overwrite with the predicate
+    ``<scope> AND lo <= column <= hi``, read and committed at one version: a racing write
+    or compaction that touched those files makes delta-rs refuse one of the two commits
+    (``CommitFailedError``), as two writes do, so no row is ever listed twice
+    (``optimize.compact`` gives no such guarantee: :func:`compact`). The merged files hold
+    ``scope``'s rows alone, which other scopes' writes never touch, unless the range takes
+    in a file of several scopes: delta-rs writes that file's other rows after the merged
+    ones, into the last merged file. The predicate names two values, whatever the files
+    hold."""
     from deltalake import write_deltalake
 
     delta = _open(warehouse, table)
-    span = None if delta is None else _range_to_merge(*_scope_stats(warehouse, table, delta,
-                                                                    scope), scope, column)
+    target, small, rewrite = _sizes(target_file_bytes)
+    span = None if delta is None else _range_to_merge(
+        _scope_stats(warehouse, table, delta, scope, column, small), small, rewrite)
     if span is None:
-        return {"added": 0, "merged": 0, "removed": 0}
+        return None
     low, high, paths = span
     base = warehouse.table_path(table)
     listed = [info for info in _listed(warehouse, table, delta)
               if info.path[len(base) + 1:] in paths]
+    kind = pa.schema(delta.schema().to_arrow()).field(column).type
     data = _dataset(warehouse, delta, listed).to_table(filter=functools.reduce(operator.and_, [
         *(ds.field(name) == value for name, value in scope.items()),
-        ds.field(column) >= low, ds.field(column) <= high])).sort_by(column)
+        ds.field(column) >= pa.scalar(low, kind), ds.field(column) <= pa.scalar(high, kind)]))
+    data = data.sort_by([(name, "ascending") for name in (order or [column])])
     where = " AND ".join([*(f"{_name(name)} = {_literal(value)}" for name, value in scope.items()),
                           f"{_name(column)} >= {_literal(low)}",
                           f"{_name(column)} <= {_literal(high)}"])
-    write_deltalake(delta, data, mode="overwrite", predicate=where,
-                    target_file_size=TARGET_FILE_BYTES)
+    write_deltalake(delta, data, mode="overwrite", predicate=where, target_file_size=target)
     metrics = delta.history(1)[0].get("operationMetrics", {})
     return {"added": int(metrics.get("num_added_files", 0)),
-            "merged": int(metrics.get("num_removed_files", 0)),
-            "removed": _vacuum(warehouse, table)}
+            "merged": int(metrics.get("num_removed_files", 0))}
+
+
+def _sizes(target_file_bytes: int | None) -> tuple[int, int, int]:
+    """An ordered merge's sizes (bytes): the files it writes, the files it merges (those
+    under), the most it rewrites at once: ``TARGET_FILE_BYTES``, ``SCOPE_SMALL_BYTES`` and
+    ``REWRITE_BYTES`` (None), or for files of ``target_file_bytes`` the same shares of it as
+    theirs of ``TARGET_FILE_BYTES`` (a quarter, twice)."""
+    if target_file_bytes is None:
+        return TARGET_FILE_BYTES, SCOPE_SMALL_BYTES, REWRITE_BYTES
+    return (target_file_bytes, target_file_bytes * SCOPE_SMALL_BYTES // TARGET_FILE_BYTES,
+            target_file_bytes * REWRITE_BYTES // TARGET_FILE_BYTES)
 
 
 def _scope_stats(warehouse: Warehouse, table: str, delta: DeltaTable,
-                 scope: Mapping[str, str]) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """The log's statistics of ``delta``'s data files (``get_add_actions``, flattened), and
-    per file whether it holds ``scope``'s rows alone and whether it holds any: by the
-    statistics, and for a file of several scopes (an ``optimize`` of every scope merged
-    them) by counting its rows within the scope (the scope's columns of the row groups
-    whose statistics may hold them), so that one whose rows of the scope were moved out
-    is never counted as a rewrite again. A file without statistics may hold any."""
+                 scope: Mapping[str, str], column: str, small: int) -> pd.DataFrame:
+    """Per data file of ``delta``'s version (``get_add_actions``): ``path``,
+    ``size_bytes``, whether it holds ``scope``'s rows alone (``alone``) or any (``holds``),
+    and the least and greatest ``column`` value of those rows (``low``, ``high``; None:
+    unknown) and whether they are theirs alone (``exact``). All from the statistics, but
+    for a file of several scopes (an ``optimize`` of every scope, a write of several):
+    its rows within the scope are read, their ``column`` for one under ``small`` bytes
+    (the scope's columns of the row groups whose statistics may hold them otherwise), so
+    that one whose rows of the scope were moved out is never counted as a rewrite again,
+    and a small one is merged as the files of the scope alone are. A file without
+    statistics may hold any."""
     stats = pa.table(delta.get_add_actions(flatten=True)).to_pandas()
-    alone = np.ones(len(stats), dtype=bool)
-    holds = np.ones(len(stats), dtype=bool)
+    files = pd.DataFrame({"path": stats["path"], "size_bytes": stats["size_bytes"],
+                          "alone": True, "holds": True,
+                          "low": stats.get(f"min.{column}"), "high": stats.get(f"max.{column}")})
     for name, value in scope.items():
         low, high = stats.get(f"min.{name}"), stats.get(f"max.{name}")
         if low is None or high is None:
-            return stats, np.zeros(len(stats), dtype=bool), holds
-        alone &= (low == value).to_numpy() & (high == value).to_numpy()
-        holds &= ~((low > value).to_numpy() | (high < value).to_numpy())  # None: False
-    mixed = np.flatnonzero(holds & ~alone)
-    if len(mixed):
-        base = warehouse.table_path(table)
-        for index in mixed:
-            row = stats.iloc[index]
-            info = pafs.FileInfo(f"{base}/{row['path']}", pafs.FileType.File,
-                                 size=row["size_bytes"])
-            holds[index] = _dataset(warehouse, delta, [info]).count_rows(
-                filter=_within(scope)) > 0
-    return stats, alone, holds
+            return files.assign(alone=False, exact=False)
+        files["alone"] &= (low == value).to_numpy() & (high == value).to_numpy()
+        files["holds"] &= ~((low > value).to_numpy() | (high < value).to_numpy())  # None: False
+    base = warehouse.table_path(table)
+    for index in np.flatnonzero((files["holds"] & ~files["alone"]).to_numpy()):
+        row = files.iloc[index]
+        info = pafs.FileInfo(f"{base}/{row['path']}", pafs.FileType.File, size=row["size_bytes"])
+        rows = _dataset(warehouse, delta, [info])
+        if row["size_bytes"] >= small:
+            files.loc[index, "holds"] = rows.count_rows(filter=_within(scope)) > 0
+            continue
+        values = rows.to_table(filter=_within(scope), columns=[column]).column(column)
+        files.loc[index, "holds"] = len(values) > 0
+        bounds = pc.min_max(values).as_py() if len(values) else {"min": None, "max": None}
+        files.loc[index, ["low", "high"]] = bounds["min"], bounds["max"]
+    return files.assign(exact=files["alone"] | (files["holds"] & (files["size_bytes"] < small)))
 
 
-def _range_to_merge(stats: pd.DataFrame, alone: np.ndarray, holds: np.ndarray,
-                    scope: Mapping[str, str], column: str
-                    ) -> tuple[str, str, set[str]] | None:
-    """From a version's data files (:func:`_scope_stats`: their statistics, and whether
-    each holds ``scope``'s rows alone, or any): the range [lo, hi] of ``column`` that
-    :func:`compact_scope` merges and the paths of the files that may hold ``scope``'s rows
-    in it (their rewrite's cost), or None when no range holds two small files of
-    ``scope`` alone within ``REWRITE_BYTES``. A file without statistics may hold any."""
-    least, most = stats.get(f"min.{column}"), stats.get(f"max.{column}")
-    if least is None or most is None:
-        return None
-    may = holds
-    known = (least.notna() & most.notna()).to_numpy()
-    small = np.flatnonzero(alone & known & (stats["size_bytes"] < SCOPE_SMALL_BYTES).to_numpy())
-    small = small[np.argsort(least.to_numpy(dtype=object)[small].astype(str), kind="stable")]
-    sizes = stats["size_bytes"].to_numpy()
-    best: tuple[int, str, str, np.ndarray] | None = None
-    for first in range(len(small)):
-        if best is not None and len(small) - first <= best[0]:
+def _range_to_merge(files: pd.DataFrame, small: int, rewrite: int
+                    ) -> tuple[object, object, set[str]] | None:
+    """From a version's data files (:func:`_scope_stats`): the range [lo, hi] of the column
+    that :func:`merge_scope` merges and the paths of the files that may hold the scope's
+    rows in it (their rewrite's cost), or None when no range holds two files under
+    ``small`` bytes holding the scope's rows (of known bounds: ``exact``) within
+    ``rewrite`` bytes. A window of such files, consecutive in the order of their lowest
+    value, spans the least to the greatest of their values, widened to the whole range of
+    each ``exact`` file it touches until it touches no other (so that it leaves none of
+    their rows out). A file without statistics may hold any."""
+    low, high = files["low"].to_numpy(), files["high"].to_numpy()
+    known = (files["low"].notna() & files["high"].notna()).to_numpy()
+    may, sizes = files["holds"].to_numpy(bool), files["size_bytes"].to_numpy()
+    exact = may & known & files["exact"].to_numpy(bool)
+    bounded = np.flatnonzero(known)
+
+    def touched(lo, hi) -> tuple[object, object, np.ndarray]:
+        """The range [lo, hi] widened as above, and the files that may hold rows in it."""
+        while True:
+            near = np.zeros(len(files), dtype=bool)
+            near[bounded] = (low[bounded] <= hi) & (high[bounded] >= lo)
+            hit = may & (~known | near)
+            wider = low[hit & exact].min(), high[hit & exact].max()
+            if (min(lo, wider[0]), max(hi, wider[1])) == (lo, hi):
+                return lo, hi, hit
+            lo, hi = min(lo, wider[0]), max(hi, wider[1])
+
+    candidates = np.flatnonzero(exact & (sizes < small))
+    candidates = candidates[np.argsort(low[candidates], kind="stable")]
+    best: tuple[int, object, object, np.ndarray] | None = None
+    for first in range(len(candidates)):
+        if best is not None and len(candidates) - first <= best[0]:
             break  # no window from here holds more files
-        low, high = least.iloc[small[first]], most.iloc[small[first]]
-        for last in range(first + 1, len(small)):
-            low, high = min(low, least.iloc[small[last]]), max(high, most.iloc[small[last]])
-            # a missing statistic compares False here; ~known touches its file anyway
-            touched = may & (~known | ((least <= high) & (most >= low)).to_numpy())
-            if sizes[touched].sum() > REWRITE_BYTES:
+        lo, hi = low[candidates[first]], high[candidates[first]]
+        for last in range(first + 1, len(candidates)):
+            lo, hi, hit = touched(min(lo, low[candidates[last]]), max(hi, high[candidates[last]]))
+            if sizes[hit].sum() > rewrite:
                 break
             if best is None or last - first + 1 > best[0]:
-                best = (last - first + 1, low, high, touched)
+                best = (last - first + 1, lo, hi, hit)
     if best is None:
         return None
-    _, low, high, touched = best
-    return str(low), str(high), set(stats["path"].to_numpy()[touched])
+    _, lo, hi, hit = best
+    return lo, hi, set(files["path"].to_numpy()[hit])
 
 
-def small_files(warehouse: Warehouse, table: str, scope: Mapping[str, str] | None = None
-                ) -> int:
+def small_files(warehouse: Warehouse, table: str, scope: Mapping[str, str] | None = None,
+                target_file_bytes: int | None = None) -> int:
     """The data files of the current version that a compaction merges: under
-    ``TARGET_FILE_BYTES`` (:func:`compact`), or, given a ``scope``, those holding its rows
-    alone (by their statistics) under ``SCOPE_SMALL_BYTES`` (:func:`compact_scope`); before
-    the first version, the plain files under ``TARGET_FILE_BYTES``."""
+    ``TARGET_FILE_BYTES`` (:func:`compact`), or, given a ``scope`` (``{}``: every row),
+    those under its small size (:func:`_sizes` of ``target_file_bytes``) whose statistics
+    name its values as their least or greatest (so hold some of its rows;
+    :func:`merge_scope`); before the first version, the plain files under
+    ``TARGET_FILE_BYTES``."""
     delta = _open(warehouse, table)
     if delta is None:
         return sum(info.size < TARGET_FILE_BYTES for info in _plain_files(warehouse, table))
     stats = pa.table(delta.get_add_actions(flatten=True)).to_pandas()
-    counted = stats["size_bytes"] < (SCOPE_SMALL_BYTES if scope else TARGET_FILE_BYTES)
-    for name, value in (scope or {}).items():
-        counted &= (stats.get(f"min.{name}") == value) & (stats.get(f"max.{name}") == value)
-    return int(counted.sum())
+    if scope is None:
+        return int((stats["size_bytes"] < TARGET_FILE_BYTES).sum())
+    return int(_small(stats, scope, _sizes(target_file_bytes)[1]).sum())
+
+
+def small_files_by(warehouse: Warehouse, table: str, column: str,
+                   scope: Mapping[str, str] | None = None,
+                   target_file_bytes: int | None = None) -> dict[object, int]:
+    """Per value of ``column`` (each source's, say) that the statistics name, the
+    :func:`small_files` of ``scope`` with that value, from one read of the log."""
+    stats = file_stats(warehouse, table)
+    least, most = stats.get(f"min.{column}"), stats.get(f"max.{column}")
+    if least is None or most is None:
+        return {}
+    small = _sizes(target_file_bytes)[1]
+    values = sorted({*least.dropna(), *most.dropna()})
+    return {value: int(_small(stats, {**(scope or {}), column: value}, small).sum())
+            for value in values}
+
+
+def _small(stats: pd.DataFrame, scope: Mapping[str, str], small: int) -> np.ndarray:
+    """Which files of ``stats`` (:func:`file_stats`) are under ``small`` bytes and name each
+    value of ``scope`` as their least or greatest (none without statistics of it)."""
+    counted = (stats["size_bytes"] < small).to_numpy()
+    for name, value in scope.items():
+        least, most = stats.get(f"min.{name}"), stats.get(f"max.{name}")
+        if least is None or most is None:
+            return np.zeros(len(stats), dtype=bool)
+        counted &= ((least == value) | (most == value)).to_numpy()
+    return counted
 
 
 def _vacuum(warehouse: Warehouse, table: str) -> int:
@@ -651,6 +742,23 @@ def _vacuum(warehouse: Warehouse, table: str) -> int:
         except FileNotFoundError:  # another step's vacuum removed it first
             continue
     return len(removed) + len(unlisted)
+
+
+def vacuum_if_due(warehouse: Warehouse, table: str, every: int) -> int | None:
+    """:func:`_vacuum` once ``every`` versions were committed since the last vacuum here
+    (or since version 0, if none): how many files it removed; None when not due or no
+    table. The version the vacuum left is kept in the table's property ``VACUUMED``,
+    committed on its own: for a table one step at a time writes (a property's commit
+    would refuse the commits of writers at once)."""
+    delta = _open(warehouse, table)
+    if delta is None or delta.version() - int(
+            delta.metadata().configuration.get(VACUUMED, 0)) < every:
+        return None
+    removed = _vacuum(warehouse, table)
+    delta = _open(warehouse, table)
+    delta.alter.set_table_properties({VACUUMED: str(delta.version())},
+                                     raise_if_not_exists=False)
+    return removed
 
 
 def write_keyed(warehouse: Warehouse, table: str, rows: pd.DataFrame, column: str,
@@ -790,17 +898,19 @@ def keys_predicate(keys: pd.DataFrame) -> str:
 
 
 def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
-                 keys: pd.DataFrame | None) -> None:
+                 keys: pd.DataFrame | None, target_file_bytes: int | None = None) -> None:
     """Make the rows of ``keys`` (a frame of key columns, each row one key: see
     :func:`keys_predicate`) be ``rows``, in one commit (one per part of keys whose predicate
     stays within ``IN_LIMIT`` and ``OR_LIMIT``, each atomic); a key without rows loses its
     stored ones. ``keys`` None replaces every row of the table (a rebuild from scratch).
     Each row of ``rows`` must have its key among ``keys`` (delta-rs refuses the write
     otherwise). The table is made on its first write, with ``rows``'s schema; nothing is
-    written where there are no rows and no table."""
+    written where there are no rows and no table. ``target_file_bytes``: the size of the
+    data files written (delta-rs's default otherwise), so that rows written in order make
+    files of ranges, which a later write of some keys rewrites alone."""
 
     if keys is None:
-        _overwrite(warehouse, table, rows, {}, None)
+        _overwrite(warehouse, table, rows, {}, None, target_file_bytes)
         return
     if keys.empty:
         return
@@ -811,7 +921,7 @@ def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
         raise ValueError(f"{table}: rows whose key is not among the keys written "
                          "(or not told apart from them as text)")
     for part, mask in zip(parts, held):
-        _overwrite(warehouse, table, rows[mask], {}, keys_predicate(part))
+        _overwrite(warehouse, table, rows[mask], {}, keys_predicate(part), target_file_bytes)
 
 
 def fits_one_predicate(keys: pd.DataFrame) -> bool:

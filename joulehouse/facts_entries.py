@@ -46,7 +46,7 @@ from joulehouse.warehouse import Warehouse
 __all__ = ["Ownership", "Written", "compact_if_due", "replace_owned", "stored_rows", "sync"]
 
 TABLE = "energy_facts"
-#: Small data files of a source (holding its rows alone, under
+#: Small data files of a source (holding its rows, alone or beside another source's, under
 #: ``entry_table.SCOPE_SMALL_BYTES``, which its compaction merges) in the table's current
 #: version above which :func:`compact_if_due` merges them (each write adds one or two): the
 #: files a reader lists and a write's predicate scans stay few, at the cost of rewriting
@@ -118,9 +118,9 @@ def stored_rows(warehouse: Warehouse, source: str) -> int:
 
 def compact_if_due(warehouse: Warehouse, source: str) -> dict[str, int] | None:
     """Compact ``source``'s files when the current version holds over ``COMPACT_ABOVE`` data
-    files of its rows alone under ``entry_table.SCOPE_SMALL_BYTES``; its figures, or None
-    when not due (all nought when due but no range holds two of them within
-    ``entry_table.REWRITE_BYTES``).
+    files of its rows under ``entry_table.SCOPE_SMALL_BYTES`` (``entry_table.small_files``);
+    its figures, or None when not due (all nought when due but no range holds two of them
+    within ``entry_table.REWRITE_BYTES``).
 
     Every source's step writes the table at once (each in its own pool), and compacts its
     own files, as a write like theirs (``entry_table.compact_scope``): tried again while a

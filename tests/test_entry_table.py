@@ -211,6 +211,26 @@ def test_files_a_reader_listed_hours_ago_outlive_compact(tmp_path):
     assert not os.path.exists(listed[0].path)
 
 
+def test_a_table_is_vacuumed_once_every_so_many_versions(tmp_path):
+    """``vacuum_if_due``: not before ``every`` versions; then the files unlisted past the
+    retention are removed and the version left kept in the table's properties, from which
+    the next ``every`` count; the rows stay."""
+    tables = Warehouse(tmp_path / "warehouse")
+    tables.write_entries(FACTS, facts(GPU, [1, 2]), GPU)  # versions 0 (made), 1
+    replaced = tables.table_files()[FACTS]
+    tables.write_entries(FACTS, facts(GPU, [2], energy_j=5.0), GPU)  # 2: the file replaced
+    age_the_log(tmp_path / "warehouse" / FACTS, hours=8 * 24)
+    assert entry_table.vacuum_if_due(tables, FACTS, 3) is None
+    tables.write_entries(FACTS, facts(GPU, [3]), GPU)  # 3
+    assert entry_table.vacuum_if_due(tables, FACTS, 3) == 1
+    assert not os.path.exists(replaced[0].path)
+    delta = entry_table._open(tables, FACTS)  # vacuum start, end; the property
+    assert delta.metadata().configuration[entry_table.VACUUMED] == str(delta.version() - 1)
+    assert entry_table.vacuum_if_due(tables, FACTS, 3) is None
+    pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), ordered(pd.concat(
+        [facts(GPU, [1]), facts(GPU, [2], energy_j=5.0), facts(GPU, [3])], ignore_index=True)))
+
+
 def test_a_folder_holding_a_nested_table_is_not_made_a_table(tmp_path):
     """Readers of the Delta table would not see it: the write is refused, nothing written."""
     tables = Warehouse(tmp_path / "warehouse")
@@ -535,14 +555,12 @@ print(len(tables.read_table("facts")), tables.read_table("facts").energy_j.sum()
     assert done.stdout.split() == ["25000", str(energy_j), "4167", "1"]
 
 
-def test_a_compaction_merges_one_sources_consecutive_small_files_within_its_budget(
-        monkeypatch):
+def test_a_compaction_merges_one_sources_consecutive_small_files_within_its_budget():
     """``_range_to_merge`` from the log's statistics: the most consecutive small files of the
     source (by their lowest entity) whose range the table's files that may hold the source
-    add up to at most ``REWRITE_BYTES``; files of other sources and mixed ones are not
-    merged (a mixed one holding the source's rows in the range is rewritten, so counted)."""
-    monkeypatch.setattr(entry_table, "SCOPE_SMALL_BYTES", 100)
-    monkeypatch.setattr(entry_table, "REWRITE_BYTES", 100)
+    add up to at most the rewrite size; files of other sources are not merged, nor a mixed
+    one whose rows of the source were not read (one holding the source's rows in the range
+    is rewritten, so counted)."""
     files = [  # path, source min/max, entity min/max, bytes
         ("a", "cc", "cc", "c/10", "c/19", 10), ("b", "cc", "cc", "c/20", "c/29", 10),
         ("big", "cc", "cc", "c/30", "c/59", 90),  # small too, and overlapping c
@@ -551,17 +569,75 @@ def test_a_compaction_merges_one_sources_consecutive_small_files_within_its_budg
         ("gpu", "gpu", "gpu", "c/10", "c/99", 10),  # another source's, same entities
         ("mixed", "cc", "gpu", "c/85", "c/86", 30),
         ("nostats", "cc", "cc", None, None, 5)]  # may hold any entity: always rewritten
-    stats = pd.DataFrame(files, columns=["path", "min.source", "max.source", "min.entity",
-                                         "max.entity", "size_bytes"])
-    alone = ((stats["min.source"] == "cc") & (stats["max.source"] == "cc")).to_numpy()
-    holds = ((stats["min.source"] <= "cc") & (stats["max.source"] >= "cc")).to_numpy()
-    low, high, paths = entry_table._range_to_merge(stats, alone, holds, {"source": "cc"},
-                                                   "entity")
+    stats = pd.DataFrame(files, columns=["path", "min.source", "max.source", "low", "high",
+                                         "size_bytes"])
+    alone = (stats["min.source"] == "cc") & (stats["max.source"] == "cc")
+    scoped = stats.assign(alone=alone, exact=alone, holds=(stats["min.source"] <= "cc")
+                          & (stats["max.source"] >= "cc"))
+    low, high, paths = entry_table._range_to_merge(scoped, 100, 100)
     # windows, each with nostats: a..b (25 B), d..f with mixed (65 B: 3 files, the most);
     # a..big, big..c and c..d would rewrite over 100 B
     assert (low, high, paths) == ("c/60", "c/89", {"d", "e", "f", "mixed", "nostats"})
-    monkeypatch.setattr(entry_table, "REWRITE_BYTES", 15)
-    assert entry_table._range_to_merge(stats, alone, holds, {"source": "cc"}, "entity") is None
+    assert entry_table._range_to_merge(scoped, 100, 15) is None
+
+
+def test_a_compactions_range_takes_in_whole_the_files_it_touches():
+    """A window of two small files touching a larger one of the source alone is widened to
+    that file's whole range (none of its rows is left out of the merged ones), and so to
+    a third small file; a mixed file whose rows of the source were read is merged as
+    theirs (its range theirs, not its statistics')."""
+    files = [("a", "c/10", "c/12", 1, True), ("b", "c/11", "c/13", 1, True),
+             ("wide", "c/05", "c/20", 50, True), ("z", "c/18", "c/19", 1, True),
+             ("read", "c/30", "c/31", 1, True), ("read2", "c/32", "c/33", 1, True),
+             ("far", "c/40", "c/41", 1, True)]
+    scoped = pd.DataFrame(files, columns=["path", "low", "high", "size_bytes", "exact"]).assign(
+        alone=[True, True, True, True, False, False, True], holds=True)
+    assert entry_table._range_to_merge(scoped, 10, 53) == ("c/05", "c/20",
+                                                            {"a", "b", "wide", "z"})
+    assert entry_table._range_to_merge(scoped, 10, 50) == ("c/30", "c/41",
+                                                            {"read", "read2", "far"})
+
+
+DAYS = "days"
+
+
+def day_rows(source: str, days: list[int]) -> pd.DataFrame:
+    """Roll-up-like rows: per day of March 2025, two calendars, in the writer's order."""
+    return pd.DataFrame([{"source": source, "day": pd.Timestamp(2025, 3, day),
+                          "calendar": calendar, "energy_j": day + len(calendar) / 10}
+                         for day in days for calendar in ("Europe/Berlin", "UTC")])
+
+
+def test_an_ordered_merge_by_a_time_column_keeps_the_days_consecutive(tmp_path):
+    """Days landed one file a (source, day), and one file of both sources (a run landing
+    two): ``merge_scope`` of source a by ``day`` merges its small files, the one of both
+    sources too (its rows of a read), into a file of a's days in order, b's rows of that
+    file after them; b's own files untouched; every row as before, to the bit; files of
+    ``target_file_bytes`` and the small size a quarter of it."""
+    tables = Warehouse(tmp_path)
+    for day in (3, 1, 2, 5):
+        entry_table.replace_where(tables, DAYS, day_rows("a", [day]), "")
+        entry_table.replace_where(tables, DAYS, day_rows("b", [day]), "")
+    entry_table.replace_where(tables, DAYS, pd.concat([day_rows("a", [4]), day_rows("b", [4])]),
+                              "")
+    before = tables.read_table(DAYS)
+    b_files = set(entry_table.file_stats(tables, DAYS).query("`min.source` == 'b'")["path"])
+    assert entry_table.small_files_by(tables, DAYS, "source", {}, 2**16) == {"a": 5, "b": 5}
+    assert entry_table.small_files_by(tables, DAYS, "source", {}, 1000) == {"a": 0, "b": 0}
+    merged = entry_table.merge_scope(tables, DAYS, {"source": "a"}, "day",
+                                     ["day", "calendar"], 2**16)
+    assert merged == {"added": 1, "merged": 5}
+    stats = entry_table.file_stats(tables, DAYS)
+    assert b_files <= set(stats["path"]) and len(stats) == 5
+    [path] = set(stats["path"]) - b_files
+    rows = pd.read_parquet(tmp_path / DAYS / path)
+    assert rows["source"].tolist() == ["a"] * 10 + ["b"] * 2
+    assert rows["day"].dt.day.tolist()[:10] == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert rows["calendar"].tolist()[:2] == ["Europe/Berlin", "UTC"]
+    keys = ["source", "day", "calendar"]
+    pd.testing.assert_frame_equal(tables.read_table(DAYS).sort_values(keys, ignore_index=True),
+                                  before.sort_values(keys, ignore_index=True), check_exact=True)
+    assert entry_table.merge_scope(tables, DAYS, {"source": "a"}, "day") is None  # one left
 
 
 def test_a_sources_compaction_leaves_the_other_sources_files_alone(store):

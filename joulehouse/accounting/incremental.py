@@ -40,6 +40,9 @@ Everything is recomputed (``account`` over every fact; the reason is returned) w
 is no state, the intensity, tariffs or settings changed, ``energy_facts`` is not kept per
 entry, a consumed data file is gone from storage, or more than WHOLE_ABOVE entities
 changed.
+
+The step compacts and vacuums the tables after an update (``compaction.py``): no state
+names their files, so neither is seen as a change.
 """
 
 from __future__ import annotations
@@ -158,11 +161,16 @@ def canonical(facts: pd.DataFrame) -> pd.DataFrame:
     return facts.take(order.to_numpy()).reset_index(drop=True)
 
 
+def period_order(period: str) -> list[str]:
+    """The order roll-up rows lie in their files (see FILE_BYTES; ``compaction.py`` merges
+    them so): source, ``period`` (day, month), calendar."""
+    return ["source", period, "calendar"]
+
+
 def _in_period_order(rollup_rows: pd.DataFrame, period: str) -> pd.DataFrame:
-    """Roll-up rows as stored: in the order of their source, period and calendar (see
-    FILE_BYTES): a source's days (months) lie in files apart from the others' sources."""
-    return rollup_rows.sort_values(["source", period, "calendar"], kind="stable",
-                                   ignore_index=True)
+    """Roll-up rows as stored (:func:`period_order`): a source's days (months) lie in files
+    apart from the others' sources."""
+    return rollup_rows.sort_values(period_order(period), kind="stable", ignore_index=True)
 
 
 def _keys(rows: pd.DataFrame) -> pd.MultiIndex:

@@ -52,7 +52,7 @@ import pyarrow.fs as pafs
 
 from joulehouse import entry_table
 from joulehouse.accounting import quality, trust, waste
-from joulehouse.accounting.incremental import canonical
+from joulehouse.accounting.incremental import FILE_BYTES, canonical
 from joulehouse.accounting.repetition import stored_figures
 from joulehouse.accounting.schemas import FACT_COLUMNS
 from joulehouse.changed import (
@@ -89,10 +89,21 @@ TRUST_TABLE = "trust_checks"
 WASTE_TABLE = "waste"
 WASTE_WEEKLY_TABLE = "waste_weekly"
 QUALITY_TABLE = "fact_quality"
+#: The order each table's rows are written in, in files of ``incremental.FILE_BYTES`` (and
+#: merged in: ``compaction.py``): a source's entities (``waste_weekly``: the weeks), so that
+#: a write of some keys rewrites the files of their range, not the table, and reads by key
+#: find their files by the files' statistics.
+ORDER = {TRUST_TABLE: ["source", "entity", "rule", "window_start", "window_end"],
+         WASTE_TABLE: ["source", "entity", "rule", "window_start"],
+         WASTE_WEEKLY_TABLE: ["week", "rank", "user"],
+         QUALITY_TABLE: ["source", "entity", "component", "window_start", "window_end",
+                         "method"]}
 #: Changed keys above which a table is recomputed whole rather than named in predicates.
 WHOLE_ABOVE = 10_000
 #: The version of this module's way of keeping each table: a change recomputes it whole.
-KEPT_VERSION = 1
+#: 2: rows written in ORDER, in files of FILE_BYTES (a store of 1 holds files of 100 MiB
+#: spanning a source's every entity, beside which no merge of ``compaction.py`` fits).
+KEPT_VERSION = 2
 _KEY = ["source", "entity"]
 _GPU_FRAMES = sorted({GPU_FRAME_TABLE.format(name) for name in quality.GPU_FRAMES.values()})
 
@@ -301,7 +312,10 @@ def _cc_jobs_of_blocks(run: _Run, blocks: list[str]) -> set | str:
 
 
 def _replace(run: _Run, table: str, rows: pd.DataFrame, keys: pd.DataFrame | None) -> None:
-    entry_table.replace_keys(run.warehouse, table, entry_table.to_microseconds(rows), keys)
+    """``table``'s rows of ``keys`` (None: all) replaced by ``rows``, written in ORDER."""
+    rows = rows.sort_values(ORDER[table], kind="stable", ignore_index=True)
+    entry_table.replace_keys(run.warehouse, table, entry_table.to_microseconds(rows), keys,
+                             FILE_BYTES)
 
 
 # --- trust_checks ---------------------------------------------------------------------

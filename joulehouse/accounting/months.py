@@ -44,6 +44,9 @@ COLUMNS = ["kind", *MONTH_KEYS, "entity", "facts", "entities"]
 #: The size of the table's data files (bytes): small, so that a commit rewrites few rows
 #: (its rows compress to about 5 bytes each: some 25,000 a file).
 FILE_BYTES = 2**17
+#: The order of the members in their files (:func:`_member_rows`: by one of the entity's
+#: facts in canonical order, then month), which ``compaction.py`` keeps.
+ORDER = ["source", "entity", "month", "calendar"]
 
 
 def _member_rows(members: pd.DataFrame, entity: np.ndarray) -> pd.DataFrame:

@@ -17,7 +17,7 @@ from assets.accounting import accounting as accounting_asset
 from assets.gpu import TABLE_AUTOMATION
 from assets.pools import ACCOUNTING_POOL
 from joulehouse import entry_table
-from joulehouse.accounting import generator
+from joulehouse.accounting import compaction, generator
 from joulehouse.accounting.carbon import CarbonSettings
 from joulehouse.accounting.cost import CostSettings
 from joulehouse.facts import ENERGY_FACTS_COLUMNS
@@ -36,7 +36,7 @@ def facts() -> pd.DataFrame:
     return pd.concat([facts, old], ignore_index=True)[ENERGY_FACTS_COLUMNS]
 
 
-def test_accounting_tables_and_the_coverage_check(tmp_path, facts):
+def test_accounting_tables_and_the_coverage_check(tmp_path, facts, monkeypatch):
     landing = tmp_path / "intensity"
     generator.write_csv(generator.electricity_maps_frame("DE", "Germany", "2022-02-28",
                                                          "2022-03-08"), landing / "de.csv")
@@ -97,8 +97,11 @@ def test_accounting_tables_and_the_coverage_check(tmp_path, facts):
             "EUR": round(float(cost["cost"].sum()), 2)}
         assert by_key["tariffs"]["dagster/row_count"].value == 59
         assert by_key["carbon_intensity"]["dagster/row_count"].value == 2 * 8 * 24
+        assert by_key["carbon_per_fact"]["compacted"].value is None  # one file a table
         # a fact landed per entry (the plain files migrated to Delta by that write): the
-        # next run accounts it alone, comparing the others with carbon_per_fact
+        # next run accounts it alone, comparing the others with carbon_per_fact, and merges
+        # its file into the one before (over one small file of the source: due here)
+        monkeypatch.setattr(compaction, "COMPACT_ABOVE", 1)
         landed = facts.iloc[[1]].assign(entity="g1/landed")
         tables.write_entries("energy_facts", entry_table.to_microseconds(landed),
                              {"source": "clustercockpit"})
@@ -111,6 +114,9 @@ def test_accounting_tables_and_the_coverage_check(tmp_path, facts):
             "whole": None, "entities_changed": 1, "entities_removed": 0, "days": 2,
             "months": 2, "facts_read": 23}  # the facts of its days, not of its months
         assert carbon_event["dagster/row_count"].value == len(facts) + 1
+        assert carbon_event["compacted"].value == {"carbon_per_fact": {
+            "added": 1, "merged": 2, "source": "clustercockpit"}}
+        assert len(entry_table.files(tables, "carbon_per_fact")) == 1
 
 
 def test_the_settings_come_from_the_environment(tmp_path, monkeypatch):
@@ -150,8 +156,8 @@ def test_trust_checks_table_and_one_check_per_rule(tmp_path):
                                 resources={"warehouse": store})
         assert result.success
         table = store.tables().read_table("trust_checks")
-        assert table[["rule", "passed"]].values.tolist() == [
-            ["gpu_counter_vs_power", False], ["external_at_least_gpu", True]]
+        assert table.sort_values("rule")[["rule", "passed"]].values.tolist() == [
+            ["external_at_least_gpu", True], ["gpu_counter_vs_power", False]]
         checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
         assert set(checks) == {"gpu_counter_vs_power", "external_at_least_gpu",
                                "smartwatts_vs_rapl", "geopm_vs_clustercockpit"}
