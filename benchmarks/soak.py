@@ -37,7 +37,9 @@ profile set every 60 s, 2 streams), each overridable.
 A seeded history (``--seed-cc``, ``--seed-geopm``, ``--seed-gpu``: the issue's 100,000 jobs,
 10,000 reports and 10,000 repetitions), spread over the ``--seed-days`` days before today
 (``soak_landers.History``), is brought in once by the stack itself and kept
-(``benchmarks/soak_history.py``); each run restores it before its stack starts, checks
+(``benchmarks/soak_history.py``), over as many runs as it takes: a run stops bringing it
+in after ``--seed-minutes``, keeps its progress and exits (status 3), and the same
+command continues it. Each run over a complete one restores it before its stack starts, checks
 that all of it is there and that no sensor hands any of it out again, then lands on top
 (``summary.json``'s ``history``: what was kept, by which commit, how long it took). Needs
 root.
@@ -63,6 +65,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import itertools
 import json
 import os
 import shutil
@@ -152,7 +155,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed-days", type=int, default=365,
                         help="the days before today the seeded history spreads over")
     parser.add_argument("--seed-minutes", type=float, default=180.0,
-                        help="longest wait for the seeded history to be accounted")
+                        help="how long a run brings the seeded history in before it keeps "
+                             "its progress and stops (the same command continues it); over "
+                             "a complete one, the longest wait for it to be accounted")
     parser.add_argument("--object-store", action="store_true",
                         help="the warehouse in the throwaway S3-compatible store")
     parser.add_argument("--fault", action="append", default=[], metavar="NAME@SECONDS")
@@ -443,28 +448,35 @@ def prepare(data: DataFolders, landed: list[Landed], place: Place, every_s: floa
     return accounting
 
 
-def bring_in(args: argparse.Namespace, into: Path, out: Path) -> dict:
-    """The stack over a history just written (``soak_history.make``) with intensity and
-    tariffs from the day before its first: every sensor on until all of it is accounted,
-    then :func:`soak_history.quiesce` and its databases dumped into ``into``. Returns what
-    the history's record keeps of it."""
+def bring_in(args: argparse.Namespace, into: Path, out: Path, progress: dict | None) -> dict:
+    """The stack over a history (``soak_history.make``): just written, with intensity and
+    tariffs from the day before its first; or partly brought in (``progress``), its
+    databases restored from ``into`` and intensity and tariffs from where its files end
+    (none if they reach tomorrow). Every sensor on until all of it is accounted or
+    ``--seed-minutes`` have passed, then :func:`soak_history.quiesce` and its databases
+    dumped into ``into``. Returns what the history's record keeps of it (``complete``)."""
     seeded = history(args)
+    first = pd.Timestamp.now(tz="UTC").normalize() - pd.Timedelta(days=seeded.days + 1)
+    covers_from = soak_history.covers_to(progress) if progress else first
     place = Place(lambda _: soak_history.folders(), soak_history.warehouse(),
-                  covers_from=pd.Timestamp.now(tz="UTC").normalize()
-                  - pd.Timedelta(days=seeded.days + 1))
+                  soak_history.restorer(into) if progress else lambda _: None, covers_from)
+    runs = len(progress["runs"]) if progress else 0
+    stack_folder = next(out / f"history-stack-{n}" for n in itertools.count(runs + 1)
+                        if not (out / f"history-stack-{n}").exists())
     accounting: list[AccountingLander] = []
-    with running_stack(out / "history-stack",
-                       lambda data: accounting.append(prepare(data, [], place,
-                                                              args.accounting_every_s,
-                                                              "history")),
+    with running_stack(stack_folder,
+                       lambda data: accounting.append(prepare(
+                           data, [], place, args.accounting_every_s,
+                           f"history{runs + 1}" if runs else "history")),
                        folders=place.folders, warehouse_path=place.warehouse,
-                       settings=stack_settings(args)) as stack:
+                       settings=stack_settings(args), restore=place.restore) as stack:
         sensors = start_sensors(stack)
-        brought_in = wait_for_history(stack, args)
+        brought_in = wait_for_history(stack, args, HISTORY_POLL_S)
         soak_history.quiesce(
             stack, lambda on: api.stop_sensors(on.port, sensors, LOAD_TIMEOUT_S))
         soak_history.dump(stack, into)
-    return {"brought_in": brought_in, "covers_to": str(accounting[0].tomorrow)}
+    return {"brought_in": brought_in, "complete": brought_in["complete"],
+            "covers_to": str(max(covers_from, accounting[0].tomorrow))}
 
 
 #: The jobs the sources' landing sensors ask for.
@@ -489,32 +501,30 @@ def nothing_handed_out_again(stack: Stack, sensors: list[str], kept: dict,
     again = runs[(runs["created"] >= since) & runs["job"].isin(SOURCE_JOBS)]
     if not again.empty:
         raise RuntimeError(
-            f"the kept history {kept['kept']} (made by commit {kept.get('commit')}) was "
+            f"the kept history {kept['kept']} (brought in by commit(s) "
+            f"{sorted({run['commit'] for run in kept['runs']})}) was "
             f"handed out again: {len(again)} run(s) of {sorted(set(again['job']))} before "
             "anything landed; delete it to make it anew with this code")
 
 
-def wait_for_history(stack: Stack, args: argparse.Namespace) -> dict:
+def wait_for_history(stack: Stack, args: argparse.Namespace, poll_s: float) -> dict:
     """Once the sensors are on, until every entry of the seeded history is in
-    ``energy_facts`` and accounted with carbon and a cost, polled every
-    :data:`HISTORY_POLL_S`: how long that took (``settle_s``, from the sensors turned on)
-    and what was seen. Raises when it is not done in ``--seed-minutes``: the landing would
-    measure the history."""
+    ``energy_facts`` and accounted with carbon and a cost (``complete``), or
+    ``--seed-minutes`` have passed (not), polled every ``poll_s``: how long that took
+    (``settle_s``, from the sensors turned on) and what was seen."""
     expected = history(args).expected()
     if not expected:
-        return {}
+        return {"complete": True}
     begin, seen = time.monotonic(), {}
     while True:
         with contextlib.suppress(Exception):  # a table not yet written
             seen = record.history_counts(stack)
-        if all(seen.get(source, {}).get("accounted", 0) >= count
-               for source, count in expected.items()):
-            return {"expected": expected, "seen": seen,
+        complete = all(seen.get(source, {}).get("accounted", 0) >= count
+                       for source, count in expected.items())
+        if complete or time.monotonic() - begin > 60 * args.seed_minutes:
+            return {"complete": complete, "expected": expected, "seen": seen,
                     "settle_s": round(time.monotonic() - begin, 1)}
-        if time.monotonic() - begin > 60 * args.seed_minutes:
-            raise RuntimeError(f"the seeded history {expected} was not accounted in "
-                               f"{args.seed_minutes:g} minutes: {seen}")
-        time.sleep(HISTORY_POLL_S)
+        time.sleep(poll_s)
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -524,7 +534,8 @@ def run(args: argparse.Namespace) -> dict:
     if not seeded.expected():
         return soak(args, out, Place(DataFolders.empty,
                                      None if args.object_store else out / "warehouse"))
-    folder = soak_history.make(seeded, lambda into: bring_in(args, into, out))
+    folder = soak_history.make(seeded, lambda into, progress: bring_in(args, into, out,
+                                                                          progress))
     with soak_history.copy_mounted(folder, out) as kept:
         return soak(args, out, Place(lambda _: soak_history.folders(),
                                      soak_history.warehouse(), soak_history.restorer(folder),
@@ -549,7 +560,10 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
             settings=stack_settings(args), restore=place.restore) as stack:
         stack_up_s = time.monotonic() - started
         sensors = start_sensors(stack)
-        seeded = wait_for_history(stack, args)
+        seeded = wait_for_history(stack, args, args.poll_s)
+        if not seeded["complete"]:  # the landing would measure the history
+            raise RuntimeError(f"the kept history was not all accounted in "
+                               f"{args.seed_minutes:g} minutes: {seeded}")
         if place.history:
             nothing_handed_out_again(stack, sensors, place.history, started_at)
         with record.Sampler(stack, args.sample_s) as sampler:
@@ -595,7 +609,9 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
         tick_rows = tick_rows[tick_rows["start"] >= started_at]
         tick_rows.to_csv(out / "ticks.csv", index=False)
         runs = record.runs(stack)
-        runs[runs["created"] >= started_at].to_csv(out / "runs.csv", index=False)
+        runs = runs[runs["created"] >= started_at]  # this run's: not a kept history's
+        runs.to_csv(out / "runs.csv", index=False)
+        summary["runs"] = record.run_figures(runs)
         summary["ticks"] = record.tick_figures(tick_rows, args.interval_s, TICK_TIMEOUT_S)
         summary["ticks_past_timeout"] = sum(t["past_timeout"] for t in
                                             summary["ticks"].values())
@@ -645,12 +661,20 @@ def targets(summary: dict) -> dict:
     }
 
 
+#: The exit status of a run that kept a seeded history's progress without completing it.
+INCOMPLETE_HISTORY = 3
+
+
 def main(argv: list[str] | None = None) -> int:
     # stopped by SIGTERM (a test's timeout), the stack's processes, servers and mounts are
     # stopped on the way out as on any error
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     args = parse_args(argv)
-    summary = run(args)
+    try:
+        summary = run(args)
+    except soak_history.HistoryIncomplete as stopped:
+        print(stopped, file=sys.stderr)
+        return INCOMPLETE_HISTORY
     print(json.dumps({k: summary[k] for k in ("landed", "freshness", "targets", "faults",
                                               "errors")}, indent=2, default=str))
     return 0 if not summary["errors"] else 1

@@ -359,6 +359,23 @@ def tick_figures(frame: pd.DataFrame, interval_s: float, timeout_s: float) -> di
     return figures
 
 
+def run_figures(frame: pd.DataFrame) -> dict:
+    """Per job (``runs`` rows): runs, and the time from a run's request to its start (the
+    queue, the launch, the run worker's start: ``start_wait``) and from its start to its
+    end (``in_run``), p50/p95/p99/max (s), of the runs that started (ended)."""
+    figures = {}
+    for job, rows in frame.groupby("job"):
+        started = rows.dropna(subset=["started"])
+        ended = started.dropna(subset=["ended"])
+        figures[job] = {
+            "runs": len(rows),
+            "start_wait": percentiles(
+                (started["started"] - started["created"]).dt.total_seconds().tolist()),
+            "in_run": percentiles(
+                (ended["ended"] - ended["started"]).dt.total_seconds().tolist())}
+    return figures
+
+
 def _round(value) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) \
         else round(float(value), 2)

@@ -193,6 +193,13 @@ def test_processes_and_stores_were_sampled_and_freshness_recorded(soak, summary,
     to_accounting = summary["freshness"]["all_fact_sources"]["to_accounting"]
     assert to_accounting["n"] == accounted
     assert 0 < to_accounting["p50_s"] <= to_accounting["p95_s"] <= to_accounting["p99_s"]
+    with (soak / "runs.csv").open() as file:
+        runs = list(csv.DictReader(file))
+    for job in ("cc_job", "geopm_job", "__ASSET_JOB"):  # each run's wait to start, its time
+        figures = summary["runs"][job]
+        assert figures["runs"] == sum(row["job"] == job for row in runs) > 0, job
+        assert 0 < figures["start_wait"]["p50_s"] <= figures["start_wait"]["max_s"], job
+        assert 0 < figures["in_run"]["n"] <= figures["start_wait"]["n"], job
 
 
 def test_the_warehouse_is_left_for_joulehouse_sql(soak, landed):
