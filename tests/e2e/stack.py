@@ -241,6 +241,12 @@ def _env(home: Path, postgres: PostgresServer, dagster_db: str, taudb_url: str,
         "JOULEHOUSE_QUIET_PERIOD_S": str(QUIET_S),
         "JOULEHOUSE_FULL_RESCAN_S": "none",
         "JOULEHOUSE_SENSOR_INTERVAL_S": str(SENSOR_INTERVAL_S),
+        # each module compiled once and its bytecode kept, as in an installed venv (pip
+        # compiles at install): with a PYTHONDONTWRITEBYTECODE from the caller's shell and
+        # a venv uv installed (none compiled), every run worker compiled Dagster, pandas
+        # and the project from source at its start, 4.8 s of CPU against 2.0 s
+        # (benchmarks/README.md, the soak)
+        "PYTHONDONTWRITEBYTECODE": "",
     }
 
 
