@@ -94,6 +94,12 @@ OR_LIMIT = 500
 #: within it (tests/test_entry_table.py writes with such predicates in a process of its
 #: own).
 IN_MAX, OR_MAX = 5_000, 1_000
+#: The longest string statistic a written file keeps (characters), in the log and the
+#: Parquet footer: deltalake's default, 64, cut a GPU repetition's key
+#: (``root/experiment/benchmark/run/repetition``) to a prefix many files share, so every
+#: file of such a source spanned the same range and no compaction window fit, and reads
+#: by key could prune nothing.
+STATISTICS_LENGTH = 1024
 #: Files of one scope under this size are those :func:`compact_scope` merges (and counts
 #: as due, :func:`small_files`): a quarter of ``TARGET_FILE_BYTES``, so that the files it
 #: writes, most of them larger, are not merged again at every write. A merge into files
@@ -107,6 +113,23 @@ TARGET_FILE_BYTES = 100 * 2**20
 #: several scopes that an ``optimize`` of every scope wrote) beside the small ones (twice
 #: the size of the files a merge writes, :func:`_sizes`).
 REWRITE_BYTES = 2 * TARGET_FILE_BYTES
+
+
+def _writer_properties():
+    """Every write's Parquet settings: the column statistics kept to
+    :data:`STATISTICS_LENGTH` characters, compressed by Snappy as deltalake's default
+    writer does (its ``WriterProperties`` alone write uncompressed files)."""
+    from deltalake import WriterProperties
+
+    return WriterProperties(statistics_truncate_length=STATISTICS_LENGTH, compression="SNAPPY")
+
+
+def _write_delta(target, data, **options) -> None:
+    """``deltalake.write_deltalake`` of ``data`` to ``target`` (a table's URI or an opened
+    table) with ``options``, its files' statistics kept whole (:func:`_writer_properties`)."""
+    from deltalake import write_deltalake
+
+    write_deltalake(target, data, writer_properties=_writer_properties(), **options)
 
 
 def is_entry_table(warehouse: Warehouse, table: str) -> bool:
@@ -264,7 +287,6 @@ def _migrate(warehouse: Warehouse, table: str) -> DeltaTable | None:
     Version 0 is committed only where the table has no version (``mode="error"``): a
     writer that committed it, and entries after it, since this one found none keeps
     them; this one then opens that table instead."""
-    from deltalake import write_deltalake
     from deltalake.exceptions import DeltaError
 
     plain = _plain_files(warehouse, table)
@@ -274,7 +296,7 @@ def _migrate(warehouse: Warehouse, table: str) -> DeltaTable | None:
     data = _arrow(to_microseconds(_read_plain(warehouse, plain)))
     warehouse.filesystem.create_dir(f"{warehouse.table_path(table)}/{LOG}")
     try:
-        write_deltalake(_uri(warehouse, table), data.cast(_delta_schema(data.schema)),
+        _write_delta(_uri(warehouse, table), data.cast(_delta_schema(data.schema)),
                         mode="error", storage_options=warehouse.delta_options())
     except DeltaError:
         made = _open(warehouse, table)
@@ -340,8 +362,6 @@ def _overwrite(warehouse: Warehouse, table: str, rows: pd.DataFrame,
     files of ``target_file_bytes`` (delta-rs's default otherwise); the table is made on its
     first write, with ``rows``'s schema; nothing is written where there are no rows and no
     table."""
-    from deltalake import write_deltalake
-
     delta = _opened(warehouse, table)
     if len(rows):
         data = _typed_nulls(_checked(table, rows, scope), delta)
@@ -352,7 +372,7 @@ def _overwrite(warehouse: Warehouse, table: str, rows: pd.DataFrame,
     else:
         return
     sized = {} if target_file_bytes is None else {"target_file_size": target_file_bytes}
-    write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
+    _write_delta(_uri(warehouse, table), data, mode="overwrite", predicate=where,
                     storage_options=warehouse.delta_options(), **sized)
 
 
@@ -369,15 +389,13 @@ def replace_scope(warehouse: Warehouse, table: str, rows: pd.DataFrame,
     """Replace every row within ``scope`` with ``rows`` in one commit (an overwrite by the
     predicate ``<scope>`` alone): a rebuild of the scope from scratch, for a change of
     more entries than an ``IN`` list should name. The table is made if it is not."""
-    from deltalake import write_deltalake
-
     if not scope:
         raise ValueError(f"{table}: a replacement without a scope would replace every row")
     data = _checked(table, rows, scope)
     if _opened(warehouse, table) is None:
         _create(warehouse, table, data.schema)
     where = " AND ".join(f"{_name(name)} = {_literal(value)}" for name, value in scope.items())
-    write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
+    _write_delta(_uri(warehouse, table), data, mode="overwrite", predicate=where,
                     storage_options=warehouse.delta_options())
 
 
@@ -518,19 +536,19 @@ def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
     delta = _open(warehouse, table)
     if delta is None:
         return {"added": 0, "merged": 0, "removed": 0}
-    merged = delta.optimize.compact(target_size=TARGET_FILE_BYTES)
+    merged = delta.optimize.compact(target_size=TARGET_FILE_BYTES,
+                                    writer_properties=_writer_properties())
     return {"added": merged["numFilesAdded"], "merged": merged["numFilesRemoved"],
             "removed": _vacuum(warehouse, table)}
 
 
-def compact_scope(warehouse: Warehouse, table: str, scope: Mapping[str, str],
-                  column: str = "entity", order: Sequence[str] | None = None,
-                  target_file_bytes: int | None = None) -> dict[str, int]:
-    """:func:`merge_scope`, then :func:`_vacuum`: the files the merge's commit added and
-    removed, and those vacuumed; nothing done (not even the vacuum) when no range holds two
-    small files of ``scope``. For a table that several steps write at once
-    (``energy_facts``, a source's files)."""
-    merged = merge_scope(warehouse, table, scope, column, order, target_file_bytes)
+def compact_scope(warehouse: Warehouse, table: str, scope: Mapping[str, str]
+                  ) -> dict[str, int]:
+    """:func:`merge_scope` in entity order, then :func:`_vacuum`: the files the merge's
+    commit added and removed, and those vacuumed; nothing done (not even the vacuum) when
+    no range holds two small files of ``scope``. For a table that several steps write at
+    once (``energy_facts``, a source's files)."""
+    merged = merge_scope(warehouse, table, scope)
     if merged is None:
         return {"added": 0, "merged": 0, "removed": 0}
     return {**merged, "removed": _vacuum(warehouse, table)}
@@ -562,8 +580,6 @@ def merge_scope(warehouse: Warehouse, table: str, scope: Mapping[str, str],
     in a file of several scopes: delta-rs writes that file's other rows after the merged
     ones, into the last merged file. The predicate names two values, whatever the files
     hold."""
-    from deltalake import write_deltalake
-
     delta = _open(warehouse, table)
     target, small, rewrite = _sizes(target_file_bytes)
     span = None if delta is None else _range_to_merge(
@@ -582,7 +598,7 @@ def merge_scope(warehouse: Warehouse, table: str, scope: Mapping[str, str],
     where = " AND ".join([*(f"{_name(name)} = {_literal(value)}" for name, value in scope.items()),
                           f"{_name(column)} >= {_literal(low)}",
                           f"{_name(column)} <= {_literal(high)}"])
-    write_deltalake(delta, data, mode="overwrite", predicate=where, target_file_size=target)
+    _write_delta(delta, data, mode="overwrite", predicate=where, target_file_size=target)
     metrics = delta.history(1)[0].get("operationMetrics", {})
     return {"added": int(metrics.get("num_added_files", 0)),
             "merged": int(metrics.get("num_removed_files", 0))}
@@ -825,8 +841,6 @@ def replace_where(warehouse: Warehouse, table: str, rows: pd.DataFrame, where: s
     files written (delta-rs's default otherwise), so that rows written in order make files
     of ranges, which a later predicate's write rewrites alone. The table is made, or a
     folder of plain files migrated, first."""
-    from deltalake import write_deltalake
-
     _refuse_sub_microseconds(table, rows)
     data = _decoded(_arrow(rows))
     delta = _opened(warehouse, table)
@@ -837,12 +851,12 @@ def replace_where(warehouse: Warehouse, table: str, rows: pd.DataFrame, where: s
     options = {"storage_options": warehouse.delta_options(),
                "target_file_size": target_file_bytes}
     if where is None:
-        write_deltalake(_uri(warehouse, table), data.cast(_delta_schema(data.schema)),
+        _write_delta(_uri(warehouse, table), data.cast(_delta_schema(data.schema)),
                         mode="overwrite", schema_mode="overwrite", **options)
     elif where == "":
-        write_deltalake(_uri(warehouse, table), data, mode="append", **options)
+        _write_delta(_uri(warehouse, table), data, mode="append", **options)
     else:
-        write_deltalake(_uri(warehouse, table), data, mode="overwrite", predicate=where,
+        _write_delta(_uri(warehouse, table), data, mode="overwrite", predicate=where,
                         **options)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import pytest
 
 from joulehouse import entry_table
@@ -638,6 +639,26 @@ def test_an_ordered_merge_by_a_time_column_keeps_the_days_consecutive(tmp_path):
     pd.testing.assert_frame_equal(tables.read_table(DAYS).sort_values(keys, ignore_index=True),
                                   before.sort_values(keys, ignore_index=True), check_exact=True)
     assert entry_table.merge_scope(tables, DAYS, {"source": "a"}, "day") is None  # one left
+
+
+def test_long_keys_keep_whole_statistics_so_their_small_files_merge(tmp_path):
+    """GPU-like keys sharing a prefix of 69 characters: deltalake's default cut its string
+    statistics to 64, so every file spanned the same range and no merge window fit. Each
+    file's log statistics are the whole keys, and the 8 small files merge."""
+    tables = Warehouse(tmp_path)
+    prefix = "lab/an-experiment-with-a-rather-long-name/benchmark-name-here/run-000"
+    assert len(prefix) == 69
+    for repetition in range(8):  # a file each
+        tables.write_entries(FACTS, facts(GPU, [repetition]).assign(
+            entity=f"{prefix}/{repetition}"), GPU)
+    stats = entry_table.file_stats(tables, FACTS).sort_values("min.entity")
+    assert stats["min.entity"].tolist() == [f"{prefix}/{n}" for n in range(8)]
+    assert stats["max.entity"].tolist() == stats["min.entity"].tolist()
+    assert entry_table.merge_scope(tables, FACTS, GPU, target_file_bytes=2**16) == {
+        "added": 1, "merged": 8}
+    [path] = entry_table.file_stats(tables, FACTS)["path"]  # compressed as by default
+    column = pq.ParquetFile(tmp_path / FACTS / path).metadata.row_group(0).column(0)
+    assert column.compression == "SNAPPY"
 
 
 def test_a_sources_compaction_leaves_the_other_sources_files_alone(store):
