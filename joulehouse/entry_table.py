@@ -558,8 +558,8 @@ def merge_scope(warehouse: Warehouse, table: str, scope: Mapping[str, str],
                 column: str = "entity", order: Sequence[str] | None = None,
                 target_file_bytes: int | None = None) -> dict[str, int] | None:
     """Merge small data files of ``scope`` (a source's; ``{}``: the table's) as a write
-    does, in the order of ``column`` (strings, times: any column whose statistics the log
-    keeps): the files the commit added and removed, or None when no range holds two small
+    does, in the order of ``column`` (strings, or times at whole milliseconds, as the log's
+    statistics keep them: days, months, weeks): the files the commit added and removed, or None when no range holds two small
     files of ``scope``.
 
     The files chosen are under the small size (:func:`_sizes` of ``target_file_bytes``:
