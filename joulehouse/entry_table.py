@@ -559,8 +559,8 @@ def merge_scope(warehouse: Warehouse, table: str, scope: Mapping[str, str],
                 target_file_bytes: int | None = None) -> dict[str, int] | None:
     """Merge small data files of ``scope`` (a source's; ``{}``: the table's) as a write
     does, in the order of ``column`` (strings, or times at whole milliseconds, as the log's
-    statistics keep them: days, months, weeks): the files the commit added and removed, or None when no range holds two small
-    files of ``scope``.
+    statistics keep them: days, months, weeks): the files the commit added and removed, or
+    None when no range holds two small files of ``scope``.
 
     The files chosen are under the small size (:func:`_sizes` of ``target_file_bytes``:
     ``SCOPE_SMALL_BYTES`` by default) and hold ``scope``'s rows, alone or beside other
