@@ -15,7 +15,14 @@ from joulehouse import entry_table
 from joulehouse.accounting import compaction, filestats, generator, incremental, kept
 from joulehouse.accounting.schemas import FACT_COLUMNS, ROLLUP_KEYS
 from joulehouse.warehouse import Warehouse
-from tests.accounting.test_incremental import SOURCES, assert_as_from_scratch, inputs, land, pool
+from tests.accounting.test_incremental import (
+    SOURCES,
+    accounted,
+    assert_as_from_scratch,
+    inputs,
+    land,
+    pool,
+)
 from tests.accounting.test_kept import UPDATES, build
 from tests.test_entry_table import age_the_log
 
@@ -154,12 +161,7 @@ def test_a_compaction_and_a_vacuum_change_no_row_and_no_update_sees_a_change(tmp
     vacuumed: the tables read the same to the bit, the next update changes nothing and is
     not whole (the state names energy_facts' files, never these), and a landing after it
     is accounted as from scratch."""
-    store = Warehouse(tmp_path / "warehouse")
-    facts = pool(40, seed=5)
-    entities = facts["entity"].unique()
-    land(store, facts[facts["entity"].isin(entities[:20])])
-    given = inputs(tmp_path, base=350.0, price=1.0)
-    incremental.update(store, given)
+    store, facts, entities, given = accounted(tmp_path, seed=5, landed=20)
     for entity in entities[20:30]:
         land(store, facts[facts["entity"] == entity])
         incremental.update(store, given)

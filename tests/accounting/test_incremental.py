@@ -161,13 +161,14 @@ def die_at(monkeypatch, table: str) -> None:
     monkeypatch.setattr(incremental.entry_table, "replace_where", dies)
 
 
-def _thirty_accounted(tmp_path, seed: int):
-    """A store whose first 30 of ``pool(40, seed)``'s entities are landed and accounted
-    (intensity 350 g/kWh, price 1 per kWh): the store, the pool, its entities, the inputs."""
+def accounted(tmp_path, seed: int, landed: int = 30):
+    """A store whose first ``landed`` of ``pool(40, seed)``'s entities are landed and
+    accounted (intensity 350 g/kWh, price 1 per kWh): the store, the pool, its entities,
+    the inputs."""
     store = Warehouse(tmp_path / "warehouse")
     facts = pool(40, seed=seed)
     entities = facts["entity"].unique()
-    land(store, facts[facts["entity"].isin(entities[:30])])
+    land(store, facts[facts["entity"].isin(entities[:landed])])
     given = inputs(tmp_path, base=350.0, price=1.0)
     incremental.update(store, given)
     return store, facts, entities, given
@@ -176,7 +177,7 @@ def _thirty_accounted(tmp_path, seed: int):
 def test_a_run_stopped_after_the_cost_commit_is_completed_by_the_next(tmp_path, monkeypatch):
     """New entities' cost committed, their carbon not (the run died): the next run finds
     them again and replaces their cost rather than appending it twice."""
-    store, facts, entities, given = _thirty_accounted(tmp_path, seed=7)
+    store, facts, entities, given = accounted(tmp_path, seed=7)
     land(store, facts[facts["entity"].isin(entities[30:])])
     die_at(monkeypatch, incremental.CARBON_TABLE)
     with pytest.raises(OSError, match="died"):
@@ -192,7 +193,7 @@ def test_a_stopped_run_then_facts_gone_back_are_completed(tmp_path, monkeypatch)
     carbon_per_fact holds them, so only the state's ``pending`` entities and days say
     what to rewrite. Then the same for a whole recompute (the intensity changed, then put
     back)."""
-    store, facts, entities, given = _thirty_accounted(tmp_path, seed=9)
+    store, facts, entities, given = accounted(tmp_path, seed=9)
     old = store.read_table("energy_facts")
     fixed = old[old["entity"] == entities[0]]
     land(store, pd.concat([fixed.assign(window_start=fixed["window_start"] + pd.Timedelta(days=5),
@@ -298,7 +299,7 @@ def test_a_run_stopped_at_any_commit_is_completed_by_the_next(tmp_path, monkeypa
     """A fix moving an entity across the month's end (UTC and local), a removal and a new
     entity; the run dies at ``table``'s commit (those before it written): the next run finds
     the same changes and the months' counts are not changed twice."""
-    store, facts, entities, given = _thirty_accounted(tmp_path, seed=17)
+    store, facts, entities, given = accounted(tmp_path, seed=17)
     old = store.read_table("energy_facts")
     fixed = old[old["entity"] == entities[1]]
     gone = old[old["entity"] == entities[2]]
@@ -361,12 +362,7 @@ def test_a_landing_touching_more_days_than_one_predicate_names_is_recomputed_who
     """The touched days of one (calendar, source) are named in one predicate: more than
     ``entry_table.IN_MAX`` (a decade and a half of days) recompute everything instead, which
     keys_predicate would refuse (the fact pool spans 20 days: IN_MAX 5 here)."""
-    store = Warehouse(tmp_path / "warehouse")
-    facts = pool(40, seed=23)
-    entities = facts["entity"].unique()
-    land(store, facts[facts["entity"].isin(entities[:20])])
-    given = inputs(tmp_path, base=350.0, price=1.0)
-    incremental.update(store, given)
+    store, facts, entities, given = accounted(tmp_path, seed=23, landed=20)
     land(store, facts[facts["entity"].isin(entities[20:])])
     monkeypatch.setattr(entry_table, "IN_MAX", 5)
     updated = incremental.update(store, given)
