@@ -94,11 +94,13 @@ OR_LIMIT = 500
 #: within it (tests/test_entry_table.py writes with such predicates in a process of its
 #: own).
 IN_MAX, OR_MAX = 5_000, 1_000
-#: The longest string statistic a written file keeps (characters), in the log and the
-#: Parquet footer: deltalake's default, 64, cut a GPU repetition's key
+#: The longest string statistic a written file keeps (bytes, cut at a character), in the
+#: log and the Parquet footer: deltalake's default, 64, cut a GPU repetition's key
 #: (``root/experiment/benchmark/run/repetition``) to a prefix many files share, so every
 #: file of such a source spanned the same range and no compaction window fit, and reads
-#: by key could prune nothing.
+#: by key could prune nothing. Files written before keep their cut statistics: true
+#: bounds (a prefix, and the prefix's last character raised), but a range that a merge
+#: cannot fit within ``REWRITE_BYTES`` stays so until the table is rewritten.
 STATISTICS_LENGTH = 1024
 #: Files of one scope under this size are those :func:`compact_scope` merges (and counts
 #: as due, :func:`small_files`): a quarter of ``TARGET_FILE_BYTES``, so that the files it
@@ -115,13 +117,15 @@ TARGET_FILE_BYTES = 100 * 2**20
 REWRITE_BYTES = 2 * TARGET_FILE_BYTES
 
 
-def _writer_properties():
-    """Every write's Parquet settings: the column statistics kept to
-    :data:`STATISTICS_LENGTH` characters, compressed by Snappy as deltalake's default
-    writer does (its ``WriterProperties`` alone write uncompressed files)."""
+def _writer_properties(compression: str = "SNAPPY", level: int | None = None):
+    """Parquet settings: the column statistics kept to :data:`STATISTICS_LENGTH`, and
+    ``compression`` (at ``level``), which must be named: deltalake's ``WriterProperties``
+    alone write uncompressed files. Its own defaults: Snappy for a write, ZSTD level 4 for
+    ``optimize.compact``."""
     from deltalake import WriterProperties
 
-    return WriterProperties(statistics_truncate_length=STATISTICS_LENGTH, compression="SNAPPY")
+    return WriterProperties(statistics_truncate_length=STATISTICS_LENGTH,
+                            compression=compression, compression_level=level)
 
 
 def _write_delta(target, data, **options) -> None:
@@ -537,7 +541,7 @@ def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
     if delta is None:
         return {"added": 0, "merged": 0, "removed": 0}
     merged = delta.optimize.compact(target_size=TARGET_FILE_BYTES,
-                                    writer_properties=_writer_properties())
+                                    writer_properties=_writer_properties("ZSTD", 4))
     return {"added": merged["numFilesAdded"], "merged": merged["numFilesRemoved"],
             "removed": _vacuum(warehouse, table)}
 

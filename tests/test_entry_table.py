@@ -160,8 +160,10 @@ def test_compact_merges_files_and_keeps_the_rows(tmp_path):
     expected = landings(tables)
     figures = entry_table.compact(tables, FACTS)
     assert figures["added"] == 1 and figures["merged"] >= 2
-    assert len(entry_table.files(tables, FACTS)) == 1
+    [merged] = entry_table.files(tables, FACTS)
     pd.testing.assert_frame_equal(ordered(tables.read_table(FACTS)), expected)
+    column = pq.ParquetFile(merged.path).metadata.row_group(0).column(0)
+    assert column.compression == "ZSTD"  # optimize's own default kept
 
 
 def test_a_scopes_rows_are_counted_from_the_logs_statistics(tmp_path, monkeypatch):

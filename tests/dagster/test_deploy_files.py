@@ -154,6 +154,8 @@ def test_the_image_installs_the_project_with_its_own_steps():
     installs = [run for run in runs if "pip" in run or "apt" in run]
     # the one install: the project from pyproject.toml, with an optional extra of its own
     assert installs == ['pip install --no-cache-dir ".${JOULEHOUSE_EXTRAS}"']
+    # the copy the processes import from, compiled (they cannot write its bytecode)
+    assert ("RUN", "python -m compileall -q /opt/joulehouse") in instructions
     assert ("ARG", 'JOULEHOUSE_EXTRAS=""') in instructions
     assert set(project["optional-dependencies"]) >= {"k8s"}
     assert ("COPY", ". /opt/joulehouse") in instructions
