@@ -9,14 +9,18 @@ fails): a table of N rows, then
   as ``entry_table.stored_entries`` builds them;
 - ``keys``: a predicate overwrite of N terms ``(source = .. AND entity IN (..))``, as
   ``entry_table.keys_predicate`` builds them for keys of two columns;
-- ``or-in``: a predicate overwrite shaped as ``accounting.months.kept_where`` builds it, a
+- ``or-in``: a predicate overwrite shaped as ``accounting.months.kept_where`` built it, a
   month's counts ``OR`` the members of N entities of one source (an ``IN`` list inside an
-  ``OR``'s term), the entities as wide as ClusterCockpit's (23 characters).
+  ``OR``'s term, one ``OR`` deeper than the others), the entities as wide as
+  ClusterCockpit's (23 characters);
+- ``flat-in``: the same entities in the flat shape every predicate now has (``keys``'s):
+  two terms ``(source = .. AND entity IN (N values))`` joined by one ``OR``.
 
 Prints, per kind and size, whether the process lived (its exit code otherwise).
 
     .venv/bin/python benchmarks/predicate_limits.py [--in 5000,10000,15000,20000,25000]
         [--or 1000,2000,3000] [--keys 1000,2000,3000] [--or-in 5000,8500,10000]
+        [--flat-in 10000,12000]
 """
 
 from __future__ import annotations
@@ -43,6 +47,13 @@ elif kind == "or":
 elif kind == "keys":
     where = " OR ".join(f"(source = 's{i}' AND entity IN ('e{i:07d}'))" for i in range(n))
     write_deltalake(uri, rows.slice(0, 0), mode="overwrite", predicate=where)
+elif kind == "flat-in":
+    jobs = [f"soak/{6900000 + i}/1764460957" for i in range(n)]
+    two = pa.table({"source": ["a"] * n + ["b"] * n, "entity": jobs * 2})
+    write_deltalake(uri, two, mode="overwrite", schema_mode="overwrite")
+    listed = ", ".join(f"'{job}'" for job in jobs)
+    where = " OR ".join(f"(source = '{s}' AND entity IN ({listed}))" for s in "ab")
+    write_deltalake(uri, two.slice(0, 1), mode="overwrite", predicate=where)
 else:
     jobs = [f"soak/{6900000 + i}/1764460957" for i in range(n)]
     members = pa.table({"kind": ["member"] * n, "calendar": ["utc"] * n, "source": ["a"] * n,
@@ -70,9 +81,10 @@ def main() -> None:
     parser.add_argument("--or", dest="or_", type=sizes, default=[1000, 2000, 3000])
     parser.add_argument("--keys", type=sizes, default=[1000, 2000, 3000])
     parser.add_argument("--or-in", type=sizes, default=[5000, 8500, 10000])
+    parser.add_argument("--flat-in", type=sizes, default=[10000, 12000])
     args = parser.parse_args()
     for kind, chosen in (("in", args.in_), ("or", args.or_), ("keys", args.keys),
-                         ("or-in", args.or_in)):
+                         ("or-in", args.or_in), ("flat-in", args.flat_in)):
         for size in chosen:
             code = lives(kind, size)
             print(f"{kind:5} {size:>7,}: {'lives' if code == 0 else f'dies (exit {code})'}",

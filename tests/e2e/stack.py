@@ -244,7 +244,7 @@ def _env(home: Path, postgres: PostgresServer, dagster_db: str, taudb_url: str,
         # each module compiled once and its bytecode kept, as in an installed venv (pip
         # compiles at install): with a PYTHONDONTWRITEBYTECODE from the caller's shell and
         # a venv uv installed (none compiled), every run worker compiled Dagster, pandas
-        # and the project from source at its start, 4.8 s of CPU against 2.0 s
+        # and the project from source at its start, 6.0 s of CPU against 2.6 s
         # (benchmarks/README.md, the soak)
         "PYTHONDONTWRITEBYTECODE": "",
     }
