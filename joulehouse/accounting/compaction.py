@@ -43,13 +43,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from joulehouse import entry_table
+from joulehouse import entry_sync, entry_table
 from joulehouse.accounting import incremental, kept, months
 from joulehouse.warehouse import Warehouse
 
 #: Small data files of a source (of a table without: of the table) above which its files
-#: are merged: a run adds one or two, so a source's files are merged every ~60 of its runs.
-COMPACT_ABOVE = 64
+#: are merged, as every other table's (``entry_sync.COMPACT_ABOVE``): a run adds one or
+#: two, so a source's files are merged every ~60 of its runs.
+COMPACT_ABOVE = entry_sync.COMPACT_ABOVE
 #: Versions after which a table is vacuumed: a vacuum lists the table's folder, which holds
 #: the files of the last ``entry_table.RETENTION_HOURS`` at least; at a run a minute (a
 #: version or two a table), about once a day.
