@@ -51,8 +51,8 @@ TABLE = "energy_facts"
 #: version above which :func:`compact_if_due` merges them (each write adds one or two): the
 #: files a reader lists and a write's predicate scans stay few, at the cost of rewriting
 #: the small files every ~60 writes. Larger files are not counted, which a compaction
-#: would leave as they are.
-COMPACT_ABOVE = 64
+#: would leave as they are. Every table's threshold (``entry_sync.COMPACT_ABOVE``).
+COMPACT_ABOVE = entry_sync.COMPACT_ABOVE
 #: Changed entities above which :func:`sync` replaces the source's rows whole (a predicate
 #: on ``source`` alone) rather than naming each in the write's ``IN`` list.
 WHOLE_ABOVE = 10_000
