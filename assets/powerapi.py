@@ -131,7 +131,8 @@ powerapi_report_files = dg.AssetSpec(
         "entries of one file or one folder of them, one partition per landing folder and UTC "
         "day of the entries' first report. Found by the landing sensor once no file of an "
         "entry changed for the quiet period, or, for a file still growing, once it grew by "
-        "the source's grown_bytes since it was last handed out; one materialization per day "
+        "the source's grown_bytes since it was last handed out or had waited its "
+        "grown_wait_s since a tick saw it grown; one materialization per day "
         "per tick that handed out entries of it (metadata 'entries': their keys and "
         "fingerprints; data version: a digest of them)."
     ),

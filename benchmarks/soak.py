@@ -146,6 +146,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--grown-bytes", type=int, default=16384,
                         help="JOULEHOUSE_POWERAPI_GROWN_BYTES: a stream handed out per so "
                              "many bytes")
+    parser.add_argument("--grown-wait-s", type=float, default=30.0,
+                        help="JOULEHOUSE_POWERAPI_GROWN_WAIT_S: ... or so many seconds after "
+                             "a tick first saw it grown")
     parser.add_argument("--seed-cc", type=int, default=0,
                         help="ClusterCockpit jobs of the seeded history")
     parser.add_argument("--seed-geopm", type=int, default=0,
@@ -199,10 +202,11 @@ def _faulted(args: argparse.Namespace, name: str) -> bool:
 def stack_settings(args: argparse.Namespace) -> dict[str, str]:
     """The environment a centre would run with (deploy/systemd/joulehouse.env, and a longer
     gRPC timeout for launching runs) and the soak's quiet period, interval and PowerAPI
-    hand-out size."""
+    hand-out size and wait."""
     return {"JOULEHOUSE_QUIET_PERIOD_S": str(args.quiet_s),
             "JOULEHOUSE_SENSOR_INTERVAL_S": str(args.interval_s),
             "JOULEHOUSE_POWERAPI_GROWN_BYTES": str(args.grown_bytes),
+            "JOULEHOUSE_POWERAPI_GROWN_WAIT_S": f"{args.grown_wait_s:g}",
             "DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS": str(TICK_TIMEOUT_S),
             "DAGSTER_SCHEDULE_GRPC_TIMEOUT_SECONDS": str(TICK_TIMEOUT_S),
             # a run's launch through the code server (60 s by default) timed out under load

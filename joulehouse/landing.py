@@ -24,7 +24,8 @@ entry named (:func:`list_landings`).
 
 An entry that keeps growing (a report stream) is never quiet; a source may
 hand it out anyway once its files grew by ``grown_bytes`` since it was last
-handed out (:func:`scan_landings`), and read only what is new (the source's
+handed out, or once it has waited ``grown_wait_s`` since it was first seen
+changed (:func:`scan_landings`), and read only what is new (the source's
 business: see ``joulehouse/powerapi/stream.py``).
 """
 
@@ -276,7 +277,9 @@ class LandingState:
     come from another clock); ``sizes``: key -> size (bytes) when handed out, of the
     entries handed out while still changing (growing streams), until they are quiet.
     ``devices``: name -> the folder's ``st_dev`` when last listed (a mount point's
-    changes when its file system is not mounted: :func:`list_landings`).
+    changes when its file system is not mounted: :func:`list_landings`). ``pending``: key
+    -> when a tick first saw the entry changed and left it waiting (seconds since the
+    epoch), kept only for a source with ``grown_wait_s`` (:func:`scan_landings`).
 
     The watermark compares ctimes, which every write, copy or link sets to the file
     server's clock and no tool sets back (as :mod:`joulehouse.treescan` uses them). An
@@ -295,6 +298,7 @@ class LandingState:
     newest: dict[str, float] = field(default_factory=dict)
     folders: dict[str, str] = field(default_factory=dict)
     devices: dict[str, int] = field(default_factory=dict)
+    pending: dict[str, float] = field(default_factory=dict)
 
     def handed_out(self, item: LandedItem) -> bool:
         """Whether ``item``, as it is now, was handed out already."""
@@ -315,12 +319,14 @@ class LandingState:
             {key: f for key, f in self.seen.items() if landing_of(key) in ours},
             {key: n for key, n in self.sizes.items() if landing_of(key) in ours},
             {name: at for name, at in self.newest.items() if name in kept}, paths,
-            {name: dev for name, dev in self.devices.items() if name in kept})
+            {name: dev for name, dev in self.devices.items() if name in kept},
+            {key: at for key, at in self.pending.items() if landing_of(key) in ours})
 
     def to_json(self) -> str:
         return json.dumps({"since": self.since, "seen": self.seen, "sizes": self.sizes,
                            "newest": self.newest, "folders": self.folders,
-                           "devices": self.devices}, sort_keys=True)
+                           "devices": self.devices, "pending": self.pending},
+                          sort_keys=True)
 
     @classmethod
     def from_json(cls, cursor: str | None) -> LandingState:
@@ -328,14 +334,15 @@ class LandingState:
         were kept holds every entry handed out (``seen``; or key -> fingerprint alone):
         still right, it shrinks after the next ticks. Its ``sizes`` (of every entry ever
         handed out) are left: a growing stream is handed out once more. One written before
-        devices were kept has none (see :func:`list_landings`)."""
+        devices (or ``pending``) were kept has none (see :func:`list_landings`): its waiting
+        entries' waits start again."""
         state = json.loads(cursor or "{}")
         if not isinstance(state.get("seen"), dict):
             return cls(seen=state)
         if "since" not in state:
             return cls(seen=state["seen"])
         return cls(state["since"], state["seen"], state["sizes"], state["newest"],
-                   state["folders"], state.get("devices", {}))
+                   state["folders"], state.get("devices", {}), state.get("pending", {}))
 
 
 #: How far behind a folder's newest change its watermark stays (s): stats shown late
@@ -356,14 +363,16 @@ class LandingScan:
 
 def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: float,
                   now: float, *, grown_bytes: int | None = None,
-                  cap: int | None = None, unlisted: Collection[str] = (),
+                  grown_wait_s: float | None = None, cap: int | None = None, unlisted: Collection[str] = (),
                   devices: Mapping[str, int] | None = None) -> LandingScan:
     """Compare the present ``items`` with what ``state`` says was handed out before.
 
     An entry not handed out as it is now (new or changed) is ready once quiet, or, with
     ``grown_bytes``, once its size is that many bytes above its size when last handed out
-    (``state.sizes``; 0 when not known): a stream that is never quiet is handed out as it
-    grows. Until then it waits. With ``cap``, at most that many are ready (those changed
+    (``state.sizes``; 0 when not known), or, with ``grown_wait_s``, once that many seconds
+    have passed since a tick first saw it changed and not handed out (``state.pending``,
+    kept for the entries waiting): a stream that is never quiet is handed out as it grows,
+    each byte within about ``grown_wait_s`` and a tick of its writing. Until then it waits. With ``cap``, at most that many are ready (those changed
     least recently; in the order given), the others wait (``deferred``) as if not ready
     yet. ``items`` may leave out entries changed before their folder's ``state.since``
     but not those in ``state.sizes`` (see :func:`find_landed`). The folders named in
@@ -381,10 +390,15 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     """
     present = list(items)
     changed = [found for found in present if not state.handed_out(found)]
-    eligible = sorted(
-        (found for found in changed if found.is_quiet(quiet_s, now) or grown_bytes is not None
-         and found.size - state.sizes.get(found.key, 0) >= grown_bytes),
-        key=lambda found: (found.last_change, found.key))
+
+    def grown(found: LandedItem) -> bool:
+        return ((grown_bytes is not None
+                 and found.size - state.sizes.get(found.key, 0) >= grown_bytes)
+                or (grown_wait_s is not None
+                    and now - state.pending.get(found.key, now) >= grown_wait_s))
+
+    eligible = sorted((found for found in changed if found.is_quiet(quiet_s, now) or grown(found)),
+                      key=lambda found: (found.last_change, found.key))
     chosen = {found.key for found in eligible[:cap]}
     ready = [found for found in present if found.key in chosen]  # in the order given
     waiting = [found for found in changed if found.key not in chosen]
@@ -404,9 +418,12 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     sizes = {found.key: (found.size if found.key in chosen else state.sizes[found.key])
              for found in present if not found.is_quiet(quiet_s, now) and (
                  found.key in chosen or found.key in state.sizes)}
+    pending = ({} if grown_wait_s is None else
+               {found.key: state.pending.get(found.key, now) for found in waiting})
     seen |= {key: f for key, f in state.seen.items() if landing_of(key) in unlisted}
     sizes |= {key: n for key, n in state.sizes.items() if landing_of(key) in unlisted}
+    pending |= {key: at for key, at in state.pending.items() if landing_of(key) in unlisted}
     return LandingScan(ready, len(waiting),
                        LandingState(since, seen, sizes, newest, dict(state.folders),
-                                    {**state.devices, **(devices or {})}),
+                                    {**state.devices, **(devices or {})}, pending),
                        len(eligible) - len(ready))

@@ -42,6 +42,11 @@ class LandingFolders(dg.ConfigurableResource):
         description="An entry still changing is handed out anyway once its files grew by this "
                     "many bytes since it was last handed out (a stream that is never quiet); "
                     "None: only once quiet.")
+    grown_wait_s: float | None = Field(
+        default=None, gt=0,
+        description="An entry still changing is handed out anyway once this many seconds "
+                    "have passed since a sensor tick first saw it changed (a stream that is "
+                    "never quiet, nor grows by grown_bytes soon); None: no such bound.")
     max_entries_per_tick: int = Field(
         default=10_000, ge=1,
         description="Most entries one sensor tick hands out; below it, a tick hands out as "

@@ -24,10 +24,15 @@ READER_ENV = {
     "window": "JOULEHOUSE_POWERAPI_WINDOW",
     "machine_targets": MACHINE_TARGETS_ENV,
     "grown_bytes": "JOULEHOUSE_POWERAPI_GROWN_BYTES",
+    "grown_wait_s": "JOULEHOUSE_POWERAPI_GROWN_WAIT_S",
 }
 #: A growing report file is read on once it grew by this much (1 MiB: about 10 s of a busy
 #: node's hwpc-sensor JSON lines, 30 min of one target's).
 GROWN_BYTES = 1 << 20
+#: ... and at the latest this long after a tick first saw it grown (s): a target's power
+#: reports (about 1 MiB in 30 min) reach the tables within a minute and a tick, at one run
+#: a minute per sensor at most.
+GROWN_WAIT_S = 60.0
 
 
 class PowerapiSource(LandingFolders):
@@ -51,6 +56,11 @@ class PowerapiSource(LandingFolders):
                     "quiet) is handed out once its files grew by this many bytes since its "
                     "last read, and only its new complete reports are read; None: only once "
                     "quiet.")
+    grown_wait_s: float | None = Field(
+        default=GROWN_WAIT_S, gt=0,
+        description="A report entry still being written is handed out at the latest this "
+                    "many seconds after a sensor tick first saw it grown, however little it "
+                    "grew: how fresh a slow stream's reports are; None: no such bound.")
 
     @field_validator("timezone", "epoch_zone")
     @classmethod

@@ -339,7 +339,8 @@ class BlockLandingSensor:
         Lists the entries, takes those new or changed since they were last handed
         out (cursor: a watermark, and key -> fingerprint and size of the entries changed
         after it) and quiet for ``source.quiet_period_s``
-        (or grown by ``source.grown_bytes`` since: :func:`joulehouse.landing.scan_landings`),
+        (or grown by ``source.grown_bytes`` since, or waiting ``source.grown_wait_s``:
+        :func:`joulehouse.landing.scan_landings`),
         as many as fill the tick's time budget, at most ``source.max_entries_per_tick``
         (``sensors/tick_budget.py``), registers the new partitions (:meth:`hand_out`), asks
         for ONE run covering exactly them (``partition_runs.ready_run_request``) and reports
@@ -365,7 +366,8 @@ class BlockLandingSensor:
             context.log.warning(why)
         skipped = "".join(f"; skipped: {why}" for why in listing.unlisted.values())
         scan = scan_landings(listing.items, state, source.quiet_period_s, time.time(),
-                             grown_bytes=source.grown_bytes, cap=tick.cap,
+                             grown_bytes=source.grown_bytes,
+                             grown_wait_s=source.grown_wait_s, cap=tick.cap,
                              unlisted=listing.unlisted, devices=listing.devices)
         cursor = self.cursor(scan.state)
         listed_s = time.time() - tick.started  # every entry listed, each tick

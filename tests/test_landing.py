@@ -185,6 +185,37 @@ def test_an_earlier_cursor_is_read_and_a_stream_keeps_its_size_until_quiet():
     assert quiet.ready == [small, other] and quiet.state.sizes == {}  # whole, quiet
 
 
+def test_a_stream_grown_by_less_than_grown_bytes_is_handed_out_grown_wait_s_after_seen():
+    """A stream that never goes quiet and grows slowly waits ``grown_wait_s`` from the tick
+    that first saw it changed, however little it grew; the wait starts again after each
+    hand-out, is kept in the cursor (and across a tick its folder was not listed), and only
+    a source with ``grown_wait_s`` keeps it."""
+    scan = dict(quiet_s=1000.0, grown_bytes=1 << 20, grown_wait_s=30.0)
+    stream = _item("in/s", 99.0, "f1", size=200)
+    first = scan_landings([stream], LandingState(), now=100.0, **scan)
+    assert first.ready == [] and first.waiting == 1 and first.state.pending == {"in/s": 100.0}
+    grown = replace(stream, fingerprint="f2", last_change=125.0, size=300)
+    almost = scan_landings([grown], first.state, now=129.0, **scan)
+    assert almost.ready == [] and almost.state.pending == {"in/s": 100.0}  # not a new wait
+    restored = LandingState.from_json(almost.state.to_json())
+    assert restored == almost.state
+    kept = scan_landings([], restored, now=131.0, unlisted={"in"}, **scan)
+    assert kept.state.pending == {"in/s": 100.0}  # its folder not listed this tick
+    handed = scan_landings([grown], kept.state, now=131.0, **scan)
+    assert handed.ready == [grown] and handed.state.pending == {}
+    assert handed.state.sizes == {"in/s": 300}
+    more = replace(grown, fingerprint="f3", last_change=140.0, size=310)
+    again = scan_landings([more], handed.state, now=141.0, **scan)
+    assert again.ready == [] and again.state.pending == {"in/s": 141.0}
+    assert scan_landings([more], again.state, now=171.0, **scan).ready == [more]
+    without = scan_landings([stream], LandingState(), now=100.0, quiet_s=1000.0,
+                            grown_bytes=1 << 20)
+    assert without.ready == [] and without.state.pending == {}
+    earlier = json.loads(first.state.to_json())
+    del earlier["pending"]  # a cursor written before waits were kept: the wait starts again
+    assert LandingState.from_json(json.dumps(earlier)).pending == {}
+
+
 def test_a_folder_that_cannot_be_listed_keeps_its_cursor_and_the_others_are_scanned(
         tmp_path, monkeypatch):
     """Landing folder 'b' goes missing (an NFS mount briefly absent), then is an empty mount

@@ -155,6 +155,37 @@ def test_a_growing_stream_stays_in_its_day_read_on_once_grown_and_once_quiet(
         check_exact=False, rtol=1e-12)
 
 
+def test_a_slow_stream_is_handed_out_grown_wait_s_after_a_tick_saw_it_grown(
+        instance, tmp_path, folder):
+    """A stream far below grown_bytes and never quiet (nor, under a 600 s quiet period, the
+    power reports beside it) is handed out in its day once grown_wait_s passed since a
+    tick first saw it changed, then again after the next wait for the little it grew: each
+    run reads only what is new, each report stored once."""
+    (folder / "hwpc.jsonl").unlink()
+    path = folder / "stream.jsonl"
+    lines = (EXAMPLES / "smartwatts_timeline.jsonl").read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:20]))
+    landing = Landing(instance, folder, tmp_path, quiet_s=600, grown_bytes=1 << 20,
+                      grown_wait_s=STREAM_QUIET_S)
+    key = "landing/stream.jsonl"
+    for added, read, named in ((lines[20:20], "whole", [POWER, key]),
+                               (lines[20:22], "new reports only", [key])):
+        with path.open("a") as file:
+            file.write("".join(added))
+        assert landing.tick().run_requests == []  # its wait starts at this tick
+        time.sleep(STREAM_QUIET_S + 0.1)
+        [request] = landing.tick().run_requests
+        assert PowerapiHandOut.named_in(request.run_config) == {DAY: named}, read
+        result = landing.launch(request)
+        assert result.success
+        frames = frames_of(result, DAY)["reads"].value
+        assert frames[key]["read"] == read
+        assert frames[key]["read_to_byte"] == {"stream.jsonl": path.stat().st_size}
+    assert landing.tick().run_requests == []
+    stored = ReportStore(landing.tables()).read("counters", [key])
+    assert len(stored) == len(read_reports(layout.discover(path)).counters) > 0
+
+
 def test_a_bad_file_keeps_its_day_failed_and_is_rechecked_until_fixed_alone(
         instance, tmp_path, folder):
     """A bad file fails its day naming file and line, the day's other entries stored; each
