@@ -190,7 +190,7 @@ def test_a_stream_grown_by_less_than_grown_bytes_is_handed_out_grown_wait_s_afte
     that first saw it changed, however little it grew; the wait starts again after each
     hand-out, is kept in the cursor (and across a tick its folder was not listed), and only
     a source with ``grown_wait_s`` keeps it."""
-    scan = dict(quiet_s=1000.0, grown_bytes=1 << 20, grown_wait_s=30.0)
+    scan = {"quiet_s": 1000.0, "grown_bytes": 1 << 20, "grown_wait_s": 30.0}
     stream = _item("in/s", 99.0, "f1", size=200)
     first = scan_landings([stream], LandingState(), now=100.0, **scan)
     assert first.ready == [] and first.waiting == 1 and first.state.pending == {"in/s": 100.0}
