@@ -89,10 +89,9 @@ OR_LIMIT = 500
 #: joined by one ``OR``. Deeper lies sooner: a list of 10,000 one ``OR`` further down died
 #: (the accounting members' predicate as it was, after the seeded soak history's landing
 #: of 10,000 jobs; benchmarks/predicate_limits.py ``--or-in``), where a bare one lives to
-#: 20,000. The accounting recomputes whole above ``accounting.incremental.WHOLE_ABOVE``
-#: changed entities, this limit, so its predicates (the members', the per-fact rows') stay
-#: within it (tests/test_entry_table.py writes with such predicates in a process of its
-#: own).
+#: 20,000. The accounting writes its members and per-fact rows in parts of ``IN_LIMIT``
+#: changed entities (:func:`key_parts`), so its predicates stay within it
+#: (tests/test_entry_table.py writes with such predicates in a process of its own).
 IN_MAX, OR_MAX = 5_000, 1_000
 #: The longest string statistic a written file keeps (bytes, cut at a character), in the
 #: log and the Parquet footer: deltalake's default, 64, cut a GPU repetition's key
@@ -930,16 +929,27 @@ def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
     if keys is None:
         _overwrite(warehouse, table, rows, {}, None, target_file_bytes)
         return
+    for part_rows, where in predicate_parts(table, rows, keys):
+        _overwrite(warehouse, table, part_rows, {}, where, target_file_bytes)
+
+
+def predicate_parts(table: str, rows: pd.DataFrame, keys: pd.DataFrame
+                    ) -> Iterator[tuple[pd.DataFrame, str]]:
+    """``rows`` (each with its key among ``keys``: see :func:`keys_predicate`) in the parts
+    of ``keys`` whose predicates stay within ``IN_LIMIT`` and ``OR_LIMIT``: per part, its
+    rows and its predicate (none for no keys; one part, all rows, when they fit). Rows
+    whose key is among none of the parts are refused (``table`` names them), as one
+    write's delta-rs refuses them."""
     if keys.empty:
         return
-    parts = list(_key_parts(keys.drop_duplicates()))
+    parts = list(key_parts(keys.drop_duplicates()))
     held = [np.ones(len(rows), dtype=bool)] if len(parts) == 1 else [
-        _holds(rows, part) for part in parts]
+        holds(rows, part) for part in parts]
     if len(parts) > 1 and not np.array_equal(np.sum(held, axis=0), np.ones(len(rows))):
         raise ValueError(f"{table}: rows whose key is not among the keys written "
                          "(or not told apart from them as text)")
-    for part, mask in zip(parts, held):
-        _overwrite(warehouse, table, rows[mask], {}, keys_predicate(part), target_file_bytes)
+    for part, mask in zip(parts, held, strict=True):
+        yield rows[mask], keys_predicate(part)
 
 
 def fits_one_predicate(keys: pd.DataFrame) -> bool:
@@ -960,7 +970,7 @@ def _within_limits(keys: pd.DataFrame, values: int | None = None,
     return len(sizes) <= terms and sizes.max() <= values
 
 
-def _key_parts(keys: pd.DataFrame) -> Iterator[pd.DataFrame]:
+def key_parts(keys: pd.DataFrame) -> Iterator[pd.DataFrame]:
     """``keys`` (distinct) in parts whose predicates stay within ``IN_LIMIT`` and
     ``OR_LIMIT`` (:func:`_within_limits`); one part when they fit. Each group of the
     leading columns is cut into pieces of at most ``IN_LIMIT`` keys; a part takes pieces
@@ -982,7 +992,7 @@ def _key_parts(keys: pd.DataFrame) -> Iterator[pd.DataFrame]:
         yield pd.concat(part, ignore_index=True)
 
 
-def _holds(rows: pd.DataFrame, keys: pd.DataFrame) -> np.ndarray:
+def holds(rows: pd.DataFrame, keys: pd.DataFrame) -> np.ndarray:
     """Which of ``rows`` have their key (``keys``'s columns) among ``keys``, compared as the
     predicate compares them: each value as ``str`` gives it (a pandas column's ``astype``
     would print midnight timestamps as dates)."""

@@ -498,11 +498,11 @@ def test_writes_over_the_predicate_limits_are_made_in_parts(tmp_path, monkeypatc
     # one group of 7 keys: pieces of 3, no two in one part; naive midnights compared as
     # the predicate prints them
     days = pd.DataFrame({"root": "a", "day": pd.date_range("2025-01-01", periods=7)})
-    parts = list(entry_table._key_parts(days))
+    parts = list(entry_table.key_parts(days))
     assert [len(part) for part in parts] == [3, 3, 1]
     rows = days.assign(energy_j=1.0)
     keys = days.assign(day=days["day"].map(str))  # as write_keyed gives them
-    assert entry_table._holds(rows, keys).all()
+    assert entry_table.holds(rows, keys).all()
     entry_table.replace_keys(tables, "daily", rows, keys)
     entry_table.replace_keys(tables, "daily", rows.iloc[:2].assign(energy_j=2.0), keys)
     assert tables.read_table("daily")["energy_j"].tolist() == [2.0, 2.0]

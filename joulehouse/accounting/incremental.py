@@ -28,7 +28,8 @@ are Delta tables (``joulehouse/entry_table.py``) that :func:`update` brings to w
    replaced, in a hidden table of their own). So a landing reads the facts of its days,
    not of its months. The members, then the rows of the touched days and months replace
    theirs, one commit per table; the changed entities' carbon and cost replace theirs
-   (the removed ones' are removed), one commit per table. The per-fact tables are written
+   (the removed ones' are removed), one commit per table (members and per-fact rows: per
+   part of ``entry_table.IN_LIMIT`` entities). The per-fact tables are written
    after the roll-ups (``carbon_per_fact``, which the next run compares with, last), and
    the state last: a run that fails before the end finds the same changes again.
 
@@ -38,8 +39,11 @@ same days in day order (equal to the last bit).
 
 Everything is recomputed (``account`` over every fact; the reason is returned) when there
 is no state, the intensity, tariffs or settings changed, ``energy_facts`` is not kept per
-entry, a consumed data file is gone from storage, or more than WHOLE_ABOVE entities
-changed.
+entry, a consumed data file is gone from storage, or the touched days of a source are
+more than one predicate names (``entry_table.IN_MAX``: a decade and more). However many
+entities changed, their members and per-fact rows are written in parts of
+``entry_table.IN_LIMIT`` entities, a commit each (``Pending`` completes a run stopped
+between two), so a landing of many entities costs its days, not the whole history.
 
 The step compacts and vacuums the tables after an update (``compaction.py``): no state
 names their files, so neither is seen as a change.
@@ -85,9 +89,6 @@ COST_TABLE = "cost_per_fact"
 #: ``whole``) and ``pending_touched`` (calendar, source, day, month): see :class:`Pending`.
 STATE_TABLE = "_accounting_state"
 PENDING, PENDING_TOUCHED = "pending", "pending_touched"
-#: Changed entities above which everything is recomputed rather than named in the
-#: commits' predicates: the most one predicate may name (``entry_table.IN_MAX``).
-WHOLE_ABOVE = entry_table.IN_MAX
 #: The size of the tables' data files (bytes): roll-up rows written in the order of their
 #: source and period make files of a source's day ranges, per-fact rows in canonical order
 #: files of entity ranges, so that replacing some days (entities) rewrites the files
@@ -437,8 +438,6 @@ def _changes(run: _Run, state: State, forced: set[tuple[str, str]],
     removed = set(old.index) - set(new.index)
     changed = ({*new.index.difference(old.index), *both[differ]} | removed
                | (forced & {*new.index, *old.index}) | pending)
-    if len(changed) > WHOLE_ABOVE:
-        return f"{len(changed)} entities changed (over {WHOLE_ABOVE})"
     return (before[_keys(before).isin(changed)], after[_keys(after).isin(changed)],
             changed, removed)
 
@@ -449,9 +448,11 @@ def _replace_per_fact(run: _Run, before: pd.DataFrame, after: pd.DataFrame,
     the next run compares with (``before``: its stored ones), so a run stopped between the
     two finds the same entities changed. Each table's rows are appended (no stored file
     scanned) only where that table holds none of ``changed``: cost may hold rows that
-    carbon lacks, written by a run stopped before its carbon commit."""
+    carbon lacks, written by a run stopped before its carbon commit. Elsewhere one commit
+    per part of ``changed`` whose predicate stays within ``entry_table.IN_LIMIT`` (a run
+    stopped between two is completed by the next: ``Pending``)."""
     rows, inputs = attribute(after), run.inputs
-    where = entry_table.keys_predicate(pd.DataFrame(sorted(changed), columns=_KEY))
+    keys = pd.DataFrame(sorted(changed), columns=_KEY)
     stored_cost = not entry_table.read_files(run.warehouse, COST_TABLE,
                                              entry_table.files(run.warehouse, COST_TABLE),
                                              _of(changed), columns=_KEY).empty
@@ -459,8 +460,12 @@ def _replace_per_fact(run: _Run, before: pd.DataFrame, after: pd.DataFrame,
             (COST_TABLE, cost_per_fact(rows, inputs.tariffs, inputs.cost), stored_cost),
             (CARBON_TABLE, carbon_per_fact(rows, inputs.intensity, inputs.carbon),
              not before.empty)):
-        entry_table.replace_where(run.warehouse, table, entry_table.to_microseconds(table_rows),
-                                  where if stored else "")
+        table_rows = entry_table.to_microseconds(table_rows)
+        if not stored:
+            entry_table.replace_where(run.warehouse, table, table_rows, "")
+            continue
+        for part_rows, where in entry_table.predicate_parts(table, table_rows, keys):
+            entry_table.replace_where(run.warehouse, table, part_rows, where)
 
 
 def _whole_reason(run: _Run, state: State | None) -> str:

@@ -15,7 +15,10 @@ alone: :func:`kept` makes the touched months' rows the stored ones less the chan
 entities' stored members plus their members now (integers: exact), reading only those
 members and months (from the files the log's statistics say may hold them:
 ``filestats.holding``), and writes both kinds in one commit, so the two always agree: a run
-stopped after it and run again subtracts the members it wrote. A commit's members are
+stopped after it and run again subtracts the members it wrote. More changed entities than
+one predicate names (``entry_table.IN_LIMIT`` a source) take a commit per part of them,
+each reading the months back and writing the part's members with the months' counts they
+give, so the two agree after every commit. A commit's members are
 written in the order of source, entity and month, its months after them (a whole
 recompute: in a commit of their own), in files of FILE_BYTES, so that a commit rewrites the
 files of the entities and months it replaces, not the table.
@@ -107,13 +110,26 @@ def kept(warehouse: Warehouse, changed: pd.DataFrame, now: pd.DataFrame, entity:
     """The counts (``rollups.counts``) of ``months`` (calendar, source, month: every month
     the ``changed`` entities (source, entity) had or have facts in), with those entities'
     members now ``now`` (``rollups.members`` of their facts now; ``entity`` as
-    :func:`_member_rows`) in place of their stored ones; the table made so in one commit."""
+    :func:`_member_rows`) in place of their stored ones; the table made so in one commit
+    (one per part of ``changed``: see the module)."""
     months = months[["calendar", "source", "month"]].drop_duplicates()
     changed = changed[["source", "entity"]].drop_duplicates()
+    rows = _member_rows(now, entity)
+    parts = list(entry_table.key_parts(changed))
+    for part in parts:
+        month_counts = _kept_part(warehouse, part, rows if len(parts) == 1 else
+                                  rows[entry_table.holds(rows, part)], months)
+    return month_counts
+
+
+def _kept_part(warehouse: Warehouse, changed: pd.DataFrame, rows: pd.DataFrame,
+               months: pd.DataFrame) -> pd.DataFrame:
+    """:func:`kept` for the ``changed`` entities of one commit, whose member rows now are
+    ``rows``."""
     was = counts(_read(warehouse, MEMBER, changed))
     stored = _read(warehouse, MONTH, months)[MONTH_KEYS + ["facts", "entities"]]
     month_counts = pd.concat([stored, was.assign(facts=-was["facts"],
-                                                 entities=-was["entities"]), counts(now)],
+                                                 entities=-was["entities"]), counts(rows)],
                              ignore_index=True)
     month_counts = month_counts.groupby(MONTH_KEYS, sort=True)[["facts", "entities"]].sum()
     if (month_counts < 0).any(axis=None):
@@ -123,9 +139,9 @@ def kept(warehouse: Warehouse, changed: pd.DataFrame, now: pd.DataFrame, entity:
                          f"{warehouse.table_path(MEMBERS_TABLE)}, and the next run "
                          "recomputes every table from the facts")
     month_counts = month_counts[month_counts["facts"] > 0].reset_index()
-    rows = pd.concat([_member_rows(now, entity), _month_rows(month_counts)], ignore_index=True)
-    entry_table.replace_where(warehouse, MEMBERS_TABLE, rows, kept_where(months, changed),
-                              FILE_BYTES)
+    entry_table.replace_where(warehouse, MEMBERS_TABLE,
+                              pd.concat([rows, _month_rows(month_counts)], ignore_index=True),
+                              kept_where(months, changed), FILE_BYTES)
     return month_counts
 
 

@@ -372,3 +372,67 @@ def test_a_landing_touching_more_days_than_one_predicate_names_is_recomputed_who
     land(store, facts[facts["entity"] == entities[0]].assign(energy_j=1.0))  # one day or two
     assert incremental.update(store, given).whole == ""
     assert_as_from_scratch(store, given)
+
+
+def test_more_changed_entities_than_one_predicate_names_are_written_in_parts(
+        tmp_path, monkeypatch):
+    """Twenty entities landed, then twenty removed, in parts of three a source (``IN_LIMIT`` 3):
+    each is kept incrementally (no whole recompute), members and per-fact rows one commit
+    per part, and equals a rebuild from scratch."""
+    store, facts, entities, given = accounted(tmp_path, seed=29, landed=20)
+    monkeypatch.setattr(entry_table, "IN_LIMIT", 3)
+    commits = []
+    replace_where = entry_table.replace_where
+
+    def counted(warehouse, table, *args, **kwargs):
+        commits.append(table)
+        replace_where(warehouse, table, *args, **kwargs)
+
+    monkeypatch.setattr(incremental.entry_table, "replace_where", counted)
+    land(store, facts[facts["entity"].isin(entities[20:])])
+    updated = incremental.update(store, given)
+    assert (updated.whole, updated.changed) == ("", 20)
+    def parts(landed: pd.DataFrame) -> int:  # at most 3 entities of a source each
+        keys = landed[["source", "entity"]].astype(str).drop_duplicates()
+        return len(list(entry_table.key_parts(keys)))
+
+    assert commits.count(incremental.kept_months.MEMBERS_TABLE) == parts(
+        facts[facts["entity"].isin(entities[20:])]) > 1
+    assert commits.count(incremental.COST_TABLE) == 1  # none stored: one append
+    assert_as_from_scratch(store, given)
+    gone = facts[facts["entity"].isin(entities[:20])].groupby("source")["entity"].unique()
+    land(store, facts.iloc[:0], {source: list(map(str, names)) for source, names in gone.items()})
+    commits.clear()
+    updated = incremental.update(store, given)
+    assert (updated.whole, updated.removed) == ("", 20)
+    assert commits.count(incremental.CARBON_TABLE) == parts(
+        facts[facts["entity"].isin(entities[:20])]) > 1
+    assert_as_from_scratch(store, given)
+
+
+def test_a_run_stopped_between_two_parts_of_the_members_is_completed_by_the_next(
+        tmp_path, monkeypatch):
+    """The run dies at the members' second part (the first committed with the months'
+    counts it gives): the next run finds the same entities (``Pending``), and the months'
+    counts are changed once."""
+    store, facts, entities, given = accounted(tmp_path, seed=31, landed=20)
+    monkeypatch.setattr(entry_table, "IN_LIMIT", 3)
+    replace_where = entry_table.replace_where
+    members = []
+
+    def dies(warehouse, table, *args, **kwargs):
+        if table == incremental.kept_months.MEMBERS_TABLE:
+            members.append(table)
+            if len(members) == 2:
+                raise OSError("the run died")
+        replace_where(warehouse, table, *args, **kwargs)
+
+    monkeypatch.setattr(incremental.entry_table, "replace_where", dies)
+    land(store, facts[facts["entity"].isin(entities[20:])])
+    with pytest.raises(OSError, match="died"):
+        incremental.update(store, given)
+    monkeypatch.setattr(incremental.entry_table, "replace_where", replace_where)
+    updated = incremental.update(store, given)
+    assert (updated.whole, updated.changed) == ("", 20)
+    assert_as_from_scratch(store, given)
+    assert incremental.update(store, given).changed == 0
