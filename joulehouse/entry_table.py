@@ -935,21 +935,39 @@ def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
 
 def predicate_parts(table: str, rows: pd.DataFrame, keys: pd.DataFrame
                     ) -> Iterator[tuple[pd.DataFrame, str]]:
+    """:func:`row_parts`, each part's rows with its predicate (:func:`keys_predicate`)."""
+    for part, part_rows in row_parts(table, rows, keys):
+        yield part_rows, keys_predicate(part)
+
+
+def row_parts(table: str, rows: pd.DataFrame, keys: pd.DataFrame
+              ) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
     """``rows`` (each with its key among ``keys``: see :func:`keys_predicate`) in the parts
-    of ``keys`` whose predicates stay within ``IN_LIMIT`` and ``OR_LIMIT``: per part, its
-    rows and its predicate (none for no keys; one part, all rows, when they fit). Rows
-    whose key is among none of the parts are refused (``table`` names them), as one
-    write's delta-rs refuses them."""
+    of ``keys`` whose predicates stay within ``IN_LIMIT`` and ``OR_LIMIT``
+    (:func:`key_parts`): per part, its keys and its rows (none for no keys; one part, all
+    rows, when they fit). Keys are compared as the predicate compares them, each value as
+    ``str`` gives it (a pandas column's ``astype`` would print midnight timestamps as
+    dates), each row's part found once. Rows whose key is among none of the parts are
+    refused (``table`` names them), as one write's delta-rs refuses them."""
     if keys.empty:
         return
     parts = list(key_parts(keys.drop_duplicates()))
-    held = [np.ones(len(rows), dtype=bool)] if len(parts) == 1 else [
-        holds(rows, part) for part in parts]
-    if len(parts) > 1 and not np.array_equal(np.sum(held, axis=0), np.ones(len(rows))):
+    if len(parts) == 1:
+        yield parts[0], rows
+        return
+    columns = list(keys.columns)
+    keyed = pd.concat(parts, keys=range(len(parts))).reset_index(level=0, names="part")
+    keyed = pd.DataFrame({"part": keyed["part"], **{name: keyed[name].map(str)
+                                                     for name in columns}})
+    keyed = keyed.drop_duplicates(columns)
+    found = pd.MultiIndex.from_frame(keyed[columns]).get_indexer(
+        pd.MultiIndex.from_arrays([rows[name].map(str) for name in columns]))
+    if (found < 0).any():
         raise ValueError(f"{table}: rows whose key is not among the keys written "
                          "(or not told apart from them as text)")
-    for part, mask in zip(parts, held, strict=True):
-        yield rows[mask], keys_predicate(part)
+    number = keyed["part"].to_numpy()[found]
+    for index, part in enumerate(parts):
+        yield part, rows[number == index]
 
 
 def fits_one_predicate(keys: pd.DataFrame) -> bool:
@@ -990,15 +1008,6 @@ def key_parts(keys: pd.DataFrame) -> Iterator[pd.DataFrame]:
             part.append(group.iloc[start:start + IN_LIMIT])
     if part:
         yield pd.concat(part, ignore_index=True)
-
-
-def holds(rows: pd.DataFrame, keys: pd.DataFrame) -> np.ndarray:
-    """Which of ``rows`` have their key (``keys``'s columns) among ``keys``, compared as the
-    predicate compares them: each value as ``str`` gives it (a pandas column's ``astype``
-    would print midnight timestamps as dates)."""
-    columns = list(keys.columns)
-    return pd.MultiIndex.from_arrays([rows[name].map(str) for name in columns]).isin(
-        pd.MultiIndex.from_arrays([keys[name].map(str) for name in columns]))
 
 
 def read_keys(warehouse: Warehouse, table: str, keys: pd.DataFrame) -> pd.DataFrame:

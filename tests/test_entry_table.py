@@ -502,7 +502,9 @@ def test_writes_over_the_predicate_limits_are_made_in_parts(tmp_path, monkeypatc
     assert [len(part) for part in parts] == [3, 3, 1]
     rows = days.assign(energy_j=1.0)
     keys = days.assign(day=days["day"].map(str))  # as write_keyed gives them
-    assert entry_table.holds(rows, keys).all()
+    split = list(entry_table.row_parts("daily", rows, keys))
+    assert [(len(part), len(part_rows)) for part, part_rows in split] == [(3, 3), (3, 3), (1, 1)]
+    assert pd.concat([part_rows for _, part_rows in split]).equals(rows)  # each row once
     entry_table.replace_keys(tables, "daily", rows, keys)
     entry_table.replace_keys(tables, "daily", rows.iloc[:2].assign(energy_j=2.0), keys)
     assert tables.read_table("daily")["energy_j"].tolist() == [2.0, 2.0]
@@ -518,9 +520,9 @@ def test_a_write_of_25000_entries_and_a_lookup_of_4000_prefixes_keep_the_process
     """At the real limits, in a process of its own: deltalake 1.6.6 killed the process
     (SIGSEGV) parsing an IN list of about 20,000 entries or an OR of about 3,000 prefixes,
     as a GPU day of 6,000 repetitions asked for; a predicate at IN_MAX values, one at
-    OR_MAX terms of two columns, and the accounting members' predicate with IN_MAX
-    entities of one source and one of another (built with its IN lists one OR deeper,
-    10,000 killed the process after a soak history's landing of 10,000 jobs) are
+    OR_MAX terms of two columns, and the accounting members' predicate at its largest, a
+    part of IN_LIMIT entities of each of four sources (built with its IN lists one OR
+    deeper, 10,000 killed the process after a soak history's landing of 10,000 jobs) are
     parsed."""
     script = f"""
 import pandas as pd
@@ -541,10 +543,12 @@ entry_table.replace_where(tables, "facts", rows.iloc[:entry_table.IN_MAX].assign
                           entry_table.keys_predicate(keys))
 terms = pd.DataFrame({{"source": [f"s{{n}}" for n in range(entry_table.OR_MAX)], "entity": "x"}})
 entry_table.replace_where(tables, "facts", rows.iloc[:0], entry_table.keys_predicate(terms))
-jobs = pd.DataFrame({{"kind": "member", "calendar": "utc", "source": "clustercockpit",
-                     "month": "2026-01",
-                     "entity": [f"soak/{{6900000 + n}}/1764460957" for n in range(entry_table.IN_MAX)]}})
-jobs = pd.concat([jobs, jobs.iloc[:1].assign(source="geopm")], ignore_index=True)
+# the members' predicate of one part (entry_table.key_parts): IN_LIMIT entities a source
+jobs = pd.DataFrame({{"kind": "member", "calendar": "utc", "month": "2026-01",
+                     "entity": [f"soak/{{6900000 + n}}/1764460957" for n in range(entry_table.IN_LIMIT)]}})
+jobs = pd.concat([jobs.assign(source=source) for source in
+                  ("clustercockpit", "geopm", "gpu-benchmark", "powerapi")], ignore_index=True)
+assert len(list(entry_table.key_parts(jobs[["source", "entity"]]))) == 1
 entry_table.replace_where(tables, "members", jobs, None)
 entry_table.replace_where(tables, "members", jobs.iloc[:1], months.kept_where(
     jobs[["calendar", "source", "month"]].drop_duplicates(), jobs[["source", "entity"]]))

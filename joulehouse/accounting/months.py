@@ -114,11 +114,10 @@ def kept(warehouse: Warehouse, changed: pd.DataFrame, now: pd.DataFrame, entity:
     (one per part of ``changed``: see the module)."""
     months = months[["calendar", "source", "month"]].drop_duplicates()
     changed = changed[["source", "entity"]].drop_duplicates()
-    rows = _member_rows(now, entity)
-    parts = list(entry_table.key_parts(changed))
-    for part in parts:
-        month_counts = _kept_part(warehouse, part, rows if len(parts) == 1 else
-                                  rows[entry_table.holds(rows, part)], months)
+    if changed.empty:
+        raise ValueError("months.kept: no changed entity")
+    for part, rows in entry_table.row_parts(MEMBERS_TABLE, _member_rows(now, entity), changed):
+        month_counts = _kept_part(warehouse, part, rows, months)
     return month_counts
 
 
