@@ -66,11 +66,8 @@ class ClusterCockpitArchive(dg.ConfigurableResource):
         """Archive roots from ``$JOULEHOUSE_CC_ARCHIVE`` (separated by ``os.pathsep``), else
         ``default_root``; the settings from the variables of :data:`CC_SETTINGS_ENV` where
         set (``JOULEHOUSE_FULL_RESCAN_S`` may be ``none``), else ``settings``."""
-        from_env = settings_from_env(CC_SETTINGS_ENV)
-        if from_env.get("full_rescan_s", "").lower() == "none":
-            from_env["full_rescan_s"] = None
         return cls(archive_roots=folders_from_env(ARCHIVE_ENV, default_root),
-                   **{**settings, **from_env})
+                   **{**settings, **settings_from_env(CC_SETTINGS_ENV)})
 
     def roots(self) -> list[Path]:
         """The archive roots, resolved."""

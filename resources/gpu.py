@@ -28,11 +28,13 @@ SETTINGS_ENV = {
 }
 
 
-def settings_from_env(variables: Mapping[str, str]) -> dict[str, str]:
+def settings_from_env(variables: Mapping[str, str]) -> dict[str, str | None]:
     """Field -> value of each variable of ``variables`` (field -> name) that is set and not
-    empty; the resource's fields validate the values (a bad one names its field)."""
-    return {field: os.environ[name].strip() for field, name in variables.items()
-            if os.environ.get(name, "").strip()}
+    empty, ``none`` (any case) as None (a setting turned off, where its field allows it);
+    the resource's fields validate the values (a bad one names its field)."""
+    values = {field: os.environ[name].strip() for field, name in variables.items()
+              if os.environ.get(name, "").strip()}
+    return {field: None if value.lower() == "none" else value for field, value in values.items()}
 
 
 class DataRoot(dg.Config):
@@ -91,10 +93,7 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
             roots = [DataRoot(path=str(default_roots))]
         else:
             roots = list(default_roots)
-        from_env = settings_from_env(SETTINGS_ENV)
-        if from_env.get("full_rescan_s", "").lower() == "none":
-            from_env["full_rescan_s"] = None
-        return cls(data_roots=roots, **{**settings, **from_env})
+        return cls(data_roots=roots, **{**settings, **settings_from_env(SETTINGS_ENV)})
 
     def roots_by_name(self) -> Mapping[str, DataRoot]:
         """The data roots by key prefix; raises on duplicate names.
