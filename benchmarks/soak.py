@@ -147,8 +147,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="JOULEHOUSE_POWERAPI_GROWN_BYTES: a stream handed out per so "
                              "many bytes")
     parser.add_argument("--grown-wait-s", type=float, default=30.0,
-                        help="JOULEHOUSE_POWERAPI_GROWN_WAIT_S: ... or so many seconds after "
-                             "a tick first saw it grown")
+                        help="JOULEHOUSE_POWERAPI_GROWN_WAIT_S: a stream handed out at the "
+                             "latest so many seconds after a tick first saw it grown")
     parser.add_argument("--seed-cc", type=int, default=0,
                         help="ClusterCockpit jobs of the seeded history")
     parser.add_argument("--seed-geopm", type=int, default=0,

@@ -279,7 +279,8 @@ class LandingState:
     ``devices``: name -> the folder's ``st_dev`` when last listed (a mount point's
     changes when its file system is not mounted: :func:`list_landings`). ``pending``: key
     -> when a tick first saw the entry changed and left it waiting (seconds since the
-    epoch), kept only for a source with ``grown_wait_s`` (:func:`scan_landings`).
+    epoch), kept only for a source with ``grown_wait_s``, for at most :data:`PENDING_MAX`
+    entries (:func:`scan_landings`).
 
     The watermark compares ctimes, which every write, copy or link sets to the file
     server's clock and no tool sets back (as :mod:`joulehouse.treescan` uses them). An
@@ -345,6 +346,9 @@ class LandingState:
                    state["folders"], state.get("devices", {}), state.get("pending", {}))
 
 
+#: The most entries whose wait for ``grown_wait_s`` a cursor keeps (:func:`scan_landings`),
+#: so that a burst of new files does not grow it by one key each.
+PENDING_MAX = 1000
 #: How far behind a folder's newest change its watermark stays (s): stats shown late
 #: (NFS attribute caches, 60 s by default) and a server's clock stepping back.
 CLOCK_MARGIN_S = 120.0
@@ -363,7 +367,8 @@ class LandingScan:
 
 def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: float,
                   now: float, *, grown_bytes: int | None = None,
-                  grown_wait_s: float | None = None, cap: int | None = None, unlisted: Collection[str] = (),
+                  grown_wait_s: float | None = None, cap: int | None = None,
+                  unlisted: Collection[str] = (),
                   devices: Mapping[str, int] | None = None) -> LandingScan:
     """Compare the present ``items`` with what ``state`` says was handed out before.
 
@@ -371,8 +376,10 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     ``grown_bytes``, once its size is that many bytes above its size when last handed out
     (``state.sizes``; 0 when not known), or, with ``grown_wait_s``, once that many seconds
     have passed since a tick first saw it changed and not handed out (``state.pending``,
-    kept for the entries waiting): a stream that is never quiet is handed out as it grows,
-    each byte within about ``grown_wait_s`` and a tick of its writing. Until then it waits. With ``cap``, at most that many are ready (those changed
+    kept for at most :data:`PENDING_MAX` entries waiting, those waiting longest; a burst's
+    others wait for their quiet period or ``grown_bytes``): a stream that is never quiet
+    is handed out as it grows, each byte within ``grown_wait_s`` and two ticks of its
+    writing. Until then it waits. With ``cap``, at most that many are ready (those changed
     least recently; in the order given), the others wait (``deferred``) as if not ready
     yet. ``items`` may leave out entries changed before their folder's ``state.since``
     but not those in ``state.sizes`` (see :func:`find_landed`). The folders named in
@@ -418,8 +425,10 @@ def scan_landings(items: Iterable[LandedItem], state: LandingState, quiet_s: flo
     sizes = {found.key: (found.size if found.key in chosen else state.sizes[found.key])
              for found in present if not found.is_quiet(quiet_s, now) and (
                  found.key in chosen or found.key in state.sizes)}
+    longest = sorted(waiting, key=lambda found: (state.pending.get(found.key, now),
+                                                 found.last_change, found.key))
     pending = ({} if grown_wait_s is None else
-               {found.key: state.pending.get(found.key, now) for found in waiting})
+               {found.key: state.pending.get(found.key, now) for found in longest[:PENDING_MAX]})
     seen |= {key: f for key, f in state.seen.items() if landing_of(key) in unlisted}
     sizes |= {key: n for key, n in state.sizes.items() if landing_of(key) in unlisted}
     pending |= {key: at for key, at in state.pending.items() if landing_of(key) in unlisted}

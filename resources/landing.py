@@ -46,7 +46,9 @@ class LandingFolders(dg.ConfigurableResource):
         default=None, gt=0,
         description="An entry still changing is handed out anyway once this many seconds "
                     "have passed since a sensor tick first saw it changed (a stream that is "
-                    "never quiet, nor grows by grown_bytes soon); None: no such bound.")
+                    "never quiet, nor grows by grown_bytes soon), half-written or not: only "
+                    "for a source whose reader reads complete records alone (PowerAPI); "
+                    "None: no such bound.")
     max_entries_per_tick: int = Field(
         default=10_000, ge=1,
         description="Most entries one sensor tick hands out; below it, a tick hands out as "

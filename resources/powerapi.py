@@ -29,9 +29,9 @@ READER_ENV = {
 #: A growing report file is read on once it grew by this much (1 MiB: about 10 s of a busy
 #: node's hwpc-sensor JSON lines, 30 min of one target's).
 GROWN_BYTES = 1 << 20
-#: ... and at the latest this long after a tick first saw it grown (s): a target's power
-#: reports (about 1 MiB in 30 min) reach the tables within a minute and a tick, at one run
-#: a minute per sensor at most.
+#: A growing report file is also read on at the latest this long after a tick first saw it
+#: grown (s): a target's power reports (about 1 MiB in 30 min) reach the tables within a
+#: minute, two ticks and a run, at one run a minute per stream at most.
 GROWN_WAIT_S = 60.0
 
 

@@ -20,14 +20,14 @@ Growing files: a live hwpc-sensor or formula appends to its file for days
 and is never quiet. Such an entry is handed out anyway once its files grew
 by ``grown_bytes`` (default 1 MiB) since it was last handed out, or once
 ``grown_wait_s`` (default 60 s) passed since a tick first saw it grown, however
-little, and then once more when it goes quiet. It stays in the day it started (its head, and so its first
-report, does not change as it grows); each run reads only the complete reports written
-since the last (``joulehouse.powerapi.stream``: the offset and a fingerprint of what was
-read are kept in the warehouse per entry, so a file cut or rewritten is read whole
-again). Between two hand-outs a file that grew by less than ``grown_bytes`` waits up to
+little, and then once more when it goes quiet. It stays in the day it started (its head,
+and so its first report, does not change as it grows); each run reads only the complete
+reports written since the last (``joulehouse.powerapi.stream``: the offset and a
+fingerprint of what was read are kept in the warehouse per entry, so a file cut or
+rewritten is read whole again). Between two hand-outs a file that grew by less than ``grown_bytes`` waits up to
 ``grown_wait_s``, so a stream costs at most one run per ``grown_bytes`` written or per
-``grown_wait_s`` (and per tick), and its reports reach the tables within about
-``grown_wait_s``, a tick and a run of their writing.
+``grown_wait_s`` (and per tick), and its reports reach the tables within
+``grown_wait_s``, two ticks and a run of their writing.
 
 Every entry but a file unchanged behind the watermark is fingerprinted at every tick, so
 an entry that failed and is fixed in place is asked for again one tick after its quiet
@@ -96,8 +96,8 @@ LANDING = BlockLandingSensor(
     default_status=dg.DefaultSensorStatus.STOPPED,
     description=("Registers the days (per landing folder) of complete, quiet PowerAPI report "
                  "files (or folders of them) in the landing folders, and of growing ones each "
-                 "time they grew by grown_bytes or waited grown_wait_s, as partitions, and asks for one run of the "
-                 "PowerAPI pipeline over the entries handed out."),
+                 "time they grew by grown_bytes or waited grown_wait_s, as partitions, and "
+                 "asks for one run of the PowerAPI pipeline over the entries handed out."),
 )
 def powerapi_sensor(context: dg.SensorEvaluationContext, powerapi_source: PowerapiSource):
     return LANDING.evaluate(context, powerapi_source)

@@ -216,6 +216,29 @@ def test_a_stream_grown_by_less_than_grown_bytes_is_handed_out_grown_wait_s_afte
     assert LandingState.from_json(json.dumps(earlier)).pending == {}
 
 
+def test_waits_are_forgotten_with_their_entry_kept_over_the_cap_and_bounded(monkeypatch):
+    """An entry gone forgets its wait; one held back by the cap keeps the time its wait
+    started; a folder now pointing elsewhere forgets its entries' waits; a burst keeps
+    the PENDING_MAX longest waits, and a later tick adds no newer one past the bound."""
+    scan = {"quiet_s": 1000.0, "grown_wait_s": 30.0}
+    a, b = _item("in/a", 99.0, "fa"), _item("in/b", 98.0, "fb")
+    first = scan_landings([a, b], LandingState(folders={"in": "/x"}), now=100.0, **scan)
+    assert first.state.pending == {"in/a": 100.0, "in/b": 100.0}
+    assert scan_landings([a], first.state, now=110.0, **scan).state.pending == {"in/a": 100.0}
+    capped = scan_landings([a, b], first.state, now=130.0, cap=1, **scan)
+    assert capped.ready == [b] and capped.deferred == 1
+    assert capped.state.pending == {"in/a": 100.0}  # its wait is not started again
+    assert capped.state.over({"in": "/y"}).pending == {}
+    assert capped.state.over({"in": "/x"}).pending == {"in/a": 100.0}
+    monkeypatch.setattr(landing, "PENDING_MAX", 2)
+    burst = [_item(f"in/n{n}", 120.0 + n, f"f{n}") for n in range(4)]
+    waits = scan_landings([a, *burst], capped.state, now=125.0, **scan).state.pending
+    assert waits == {"in/a": 100.0, "in/n0": 125.0}
+    late = _item("in/late", 125.5, "fl")
+    assert scan_landings([a, *burst, late], LandingState(pending=waits, folders={"in": "/x"}),
+                         now=126.0, **scan).state.pending == waits
+
+
 def test_a_folder_that_cannot_be_listed_keeps_its_cursor_and_the_others_are_scanned(
         tmp_path, monkeypatch):
     """Landing folder 'b' goes missing (an NFS mount briefly absent), then is an empty mount
