@@ -49,6 +49,15 @@ the size of the tree, and its work grows with what changed:
   ones left out), or has listed :data:`LIST_FACTOR` times as many leaves, so
   the first walk of a large tree spreads over many ticks (changed folders
   are listed oldest first).
+* With ``ready_when_complete``, a candidate still inside its quiet period is
+  asked too, after the quiet ones (oldest first, within the same cap): complete,
+  it is ready at once; incomplete, it stays pending, not remembered in
+  ``incomplete`` (it is still changing), and is asked again next tick; once
+  quiet, the rules above apply. Safe only where ``is_complete`` holds only once
+  the writer is done with every file (a ClusterCockpit job, parsed to its end;
+  a GPU repetition written by ``joulehouse collect``, ``experiment_end`` last).
+  Rechecked leaves still wait for their quiet period; a watched leaf found
+  changed inside it is pending, so asked from the next tick on.
 * Leaves to *recheck* (the caller's: those that failed downstream, by key,
   with the fingerprint they were reported with) are fingerprinted again
   every tick and reported again once their fingerprint differs and they are
@@ -265,7 +274,8 @@ class TreeState:
 
 @dataclass(frozen=True)
 class Found:
-    """A complete, quiet leaf that is new or changed since it was last reported."""
+    """A leaf new or changed since it was last reported, as probed: quiet (or, with
+    ``ready_when_complete``, still inside its quiet period); ready once complete."""
 
     key: str
     fingerprint: str
@@ -289,7 +299,7 @@ def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
          full_rescan_s: float | None, recheck: Mapping[str, str], now: float | None = None,
          watch_s: float = 0.0, max_watched: int = 0,
          incomplete_after_s: float | None = None,
-         max_incomplete: int | None = None) -> TreeResult:
+         max_incomplete: int | None = None, ready_when_complete: bool = False) -> TreeResult:
     """Scan ``root`` from ``state``; returns ready leaves and the new state.
 
     ``state`` is not modified. ``full_rescan_s=None`` disables the rolling
@@ -299,14 +309,16 @@ def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
     many reported leaves to watch (0: none). ``incomplete_after_s``: a leaf
     quiet for this long is ready even if incomplete (None: never).
     ``max_incomplete``: how many leaves found incomplete to remember (None: all;
-    only for :class:`NameDigest` records). See the module docstring.
+    only for :class:`NameDigest` records). ``ready_when_complete``: a candidate
+    inside its quiet period is ready once complete (asked after the quiet ones,
+    within the cap; incomplete, it is not remembered). See the module docstring.
     """
     unusable = _unusable(tree, root, state)
     if unusable is not None:
         return TreeResult([], state, len(state.pending), 0, 0, 0, [unusable],
                           len(state.incomplete))
     tick = _Tick(tree, root, state, quiet_s, cap, time.time() if now is None else now,
-                 recheck, incomplete_after_s)
+                 recheck, incomplete_after_s, ready_when_complete)
     return tick.run(full_rescan_s, watch_s, max_watched, max_incomplete)
 
 
@@ -333,11 +345,14 @@ class _Tick:
     """One scan: walk the folders, list what changed within the budget, check candidates."""
 
     def __init__(self, tree: Tree, root: Path, old: TreeState, quiet_s: float, cap: int,
-                 now: float, recheck: Mapping[str, str], incomplete_after_s: float | None):
+                 now: float, recheck: Mapping[str, str], incomplete_after_s: float | None,
+                 ready_when_complete: bool):
         self.spec, self.root, self.old, self.quiet_s, self.cap = tree, root, old, quiet_s, cap
         self.now, self.recheck = now, recheck
         self.incomplete_after_s = incomplete_after_s
+        self.ready_when_complete = ready_when_complete
         self.overdue: set[str] = set()  # quiet for incomplete_after_s: ready, complete or not
+        self.early: dict[str, Found] = {}  # inside their quiet period: ready if complete
         self.records = tree.records
         self.new = type(old)(since=old.since, position=old.position, credit=old.credit,
                              last_tick=now)
@@ -353,7 +368,7 @@ class _Tick:
         self._walk("", 0)
         checked: dict[str, Found | None] = {}
         self._check_all([k for k in sorted(self.old.pending) if self._folder(k) in
-                         self.new.folders], checked)
+                         self.new.folders], checked, self.ready_when_complete)
         self._recheck(checked)
         self._watch(checked)
         budget = self.cap - sum(r is not None for r in checked.values())
@@ -377,7 +392,8 @@ class _Tick:
                 self.new.position = rel
             else:
                 self.new.recent[rel] = ctime
-            self._check_all([k for k in candidates if k not in checked], checked)
+            self._check_all([k for k in candidates if k not in checked], checked,
+                            self.ready_when_complete)
             budget -= sum(k not in self.new.incomplete for k in candidates)
         rescanned = sum(rescanning for _, _, rescanning in queue[:done])
         self.new.credit = max(0.0, self.new.credit - rescanned)
@@ -402,23 +418,27 @@ class _Tick:
                           rescanned, self.errors, incomplete)
 
     def _complete(self, checked: dict) -> tuple[list[Found], list[Found]]:
-        """``(ready, deferred)``: the quiet candidates, oldest first, that are complete, up
-        to the cap, and those left over by the cap.
+        """``(ready, deferred)``: the quiet candidates, then those inside their quiet
+        period (``early``), oldest first, that are complete, up to the cap; and the quiet
+        ones left over by the cap.
 
         Completeness may read the files (a ClusterCockpit job's are parsed to
         the end), so it is asked of no more candidates than the cap needs; an
-        incomplete one becomes ``None`` in ``checked`` (pending) and is remembered in
-        ``incomplete`` with its fingerprint.
+        incomplete quiet one becomes ``None`` in ``checked`` (pending) and is remembered
+        in ``incomplete`` with its fingerprint; an incomplete early one stays pending,
+        not remembered: it is still changing. A quiet candidate changed before every
+        early one, so sorting by last change puts the quiet ones first.
         """
-        quiet = sorted((r for r in checked.values() if r is not None),
-                       key=lambda r: (r.last_change, r.key))
+        quiet = [r for r in checked.values() if r is not None]
+        order = sorted([*quiet, *self.early.values()], key=lambda r: (r.last_change, r.key))
         ready: list[Found] = []
-        for index, found in enumerate(quiet):
+        for index, found in enumerate(order):
             if len(ready) == self.cap:
-                return ready, quiet[index:]
+                return ready, [r for r in order[index:] if r.key not in self.early]
             if found.key in self.overdue or self.spec.is_complete(self.root / found.key):
                 ready.append(found)
-            else:
+                checked[found.key] = found
+            elif found.key not in self.early:
                 checked[found.key] = None
                 self.new.incomplete[found.key] = found.fingerprint
         return ready, []
@@ -590,11 +610,12 @@ class _Tick:
         self.new.folders[rel] = record
         return [f"{rel}/{leaf}" for leaf in candidates], len(leaves)
 
-    def _check_all(self, keys: Iterable[str], checked: dict) -> None:
+    def _check_all(self, keys: Iterable[str], checked: dict, early: bool = False) -> None:
         """Quiet -> :class:`Found` (complete or not: :meth:`_complete` asks; quiet for
         ``incomplete_after_s``: in ``overdue``, not asked); not quiet, or
         found incomplete before as it is now (and not overdue), or unreadable (reported in ``errors``) ->
-        ``None``; vanished -> left out."""
+        ``None``; vanished -> left out. With ``early``, a leaf not quiet is also put in
+        ``self.early``, for :meth:`_complete` to ask."""
         for key in keys:
             try:
                 change_ns, fingerprint_ = probe(self.root / key)
@@ -611,6 +632,8 @@ class _Tick:
                        and quiet_for >= max(self.incomplete_after_s, self.quiet_s))
             if quiet_for < self.quiet_s:
                 checked[key] = None
+                if early:
+                    self.early[key] = Found(key, fingerprint_, last_change, change_ns)
             elif not overdue and self.old.incomplete.get(key) == fingerprint_:
                 checked[key] = None
                 self.new.incomplete[key] = fingerprint_

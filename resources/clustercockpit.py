@@ -29,6 +29,7 @@ CC_SETTINGS_ENV = {
     "incomplete_after_s": "JOULEHOUSE_CC_INCOMPLETE_AFTER_S",
     "max_missing": "JOULEHOUSE_CC_MAX_MISSING",
     "check_schema": "JOULEHOUSE_CC_CHECK_SCHEMA",
+    "ready_when_complete": "JOULEHOUSE_CC_READY_WHEN_COMPLETE",
 }
 
 
@@ -38,7 +39,8 @@ class ClusterCockpitArchive(dg.ConfigurableResource):
     archive_roots: list[str] = Field(description="Archive roots (folders holding version.txt).")
     quiet_period_s: float = Field(
         default=60.0, description="A job folder is ready once no file in it changed for this "
-                                  "long and its files parse to the end.")
+                                  "long and its files parse to the end (with "
+                                  "ready_when_complete: once they parse to the end).")
     full_rescan_s: float | None = Field(
         default=3600.0,
         description="Seconds in which the rolling rescan re-lists every block folder once, to "
@@ -57,6 +59,13 @@ class ClusterCockpitArchive(dg.ConfigurableResource):
         default=1, ge=0,
         description="Null samples in a row still bridged linearly when integrating power; "
                     "longer gaps are reported (gap_count, gap_s), not bridged.")
+    ready_when_complete: bool = Field(
+        default=False,
+        description="Hand out a job at the first tick that finds its files parse to the end "
+                    "(data.json.gz's trailer checked), without waiting for the quiet period. "
+                    "Safe with any writer: every file of a job folder is parsed to its end, so "
+                    "a job written in place by cc-backend or copied in by any tool is complete "
+                    "only once whole.")
     check_schema: bool = Field(
         default=True, description="Validate meta.json and data.json against the archive "
                                   "version's JSON schemas (warnings, never failures).")

@@ -25,6 +25,7 @@ SETTINGS_ENV = {
     "quiet_period_s": "JOULEHOUSE_QUIET_PERIOD_S",
     "full_rescan_s": "JOULEHOUSE_FULL_RESCAN_S",
     "max_repetitions_per_tick": "JOULEHOUSE_MAX_REPETITIONS_PER_TICK",
+    "ready_when_complete": "JOULEHOUSE_GPU_READY_WHEN_COMPLETE",
 }
 
 
@@ -59,7 +60,9 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
 
     data_roots: list[DataRoot]
     quiet_period_s: float = Field(
-        default=60.0, description="A repetition is ready once no file changed for this long.")
+        default=60.0, description="A repetition is ready once no file changed for this long "
+                                  "and its timestamps.csv has experiment_end (with "
+                                  "ready_when_complete: once it has experiment_end).")
     full_rescan_s: float | None = Field(
         default=3600.0,
         description="Seconds in which the rolling rescan re-lists every run folder once, to "
@@ -71,6 +74,13 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
         description="Most repetitions one sensor tick reports (and one run covers); below it, "
                     "a tick reports as many as fill its time budget "
                     "(sensors/tick_budget.py); the rest wait for the next ticks, oldest first.")
+    ready_when_complete: bool = Field(
+        default=False,
+        description="Hand out a repetition at the first tick that finds experiment_end in its "
+                    "timestamps.csv, without waiting for the quiet period. Safe only where "
+                    "joulehouse collect writes the repetitions in place (experiment_end "
+                    "last, after fsync of every other file); not for repetitions copied in by "
+                    "tools that may write timestamps.csv before gpu-power.csv is whole.")
 
     @classmethod
     def from_env(cls, default_roots: str | os.PathLike[str] | Sequence[DataRoot], **settings

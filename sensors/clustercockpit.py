@@ -4,7 +4,8 @@ Each tick scans every archive root incrementally
 (``joulehouse.clustercockpit.scan``: one stat per block folder, a listing only
 where something changed or the rolling rescan is due; its state is in the
 cursor), takes the jobs that are new or changed, complete (their files parse
-to the end) and quiet for ``quiet_period_s``, as many over all roots as fill
+to the end) and quiet for ``quiet_period_s`` (not waited for with
+``ready_when_complete``), as many over all roots as fill
 the tick's time budget at the pace the last full ticks measured, at most
 ``max_jobs_per_tick`` (``sensors/tick_budget.py``; a large hand-out's blocks
 are registered and their events stored by the tick itself), and turns them
@@ -95,7 +96,8 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
                       quiet_s=source.quiet_period_s, max_jobs=budget,
                       full_rescan_s=source.full_rescan_s,
                       recheck=_of_root(_flat(recheck.values()), root),
-                      incomplete_after_s=source.incomplete_after_s)
+                      incomplete_after_s=source.incomplete_after_s,
+                      ready_when_complete=source.ready_when_complete)
         for error in result.errors:
             context.log.warning(str(error))
         errors += map(str, result.errors)
@@ -106,8 +108,10 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
         unlisted += result.unlisted
         incomplete += result.incomplete
         states[str(root)] = result.state.to_json()
-    remaining = (f"{pending - deferred} job(s) waiting to be complete and quiet for "
-                 f"{source.quiet_period_s:g} s ({incomplete} quiet but incomplete: handed out "
+    waiting = ("to be complete" if source.ready_when_complete
+               else f"to be complete and quiet for {source.quiet_period_s:g} s")
+    remaining = (f"{pending - deferred} job(s) waiting {waiting} "
+                 f"({incomplete} quiet but incomplete: handed out "
                  f"once unchanged for {source.incomplete_after_s:g} s), {deferred} ready but "
                  f"left for the next ticks by this tick's cap of {tick.cap}, "
                  f"{unlisted} block folder(s) still to list"

@@ -156,12 +156,15 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
     result = scan(root.path, scan_state(tick.own),
                   quiet_s=source.quiet_period_s, full_rescan_s=source.full_rescan_s,
                   max_repetitions=tick.cap,
-                  recheck=failed_repetitions(records, failed, root))
+                  recheck=failed_repetitions(records, failed, root),
+                  ready_when_complete=source.ready_when_complete)
     for error in result.errors:
         context.log.warning(str(error))
     cut = bool(result.deferred or result.unlisted)
-    remaining = (f"{result.pending - result.deferred} waiting for experiment_end or the "
-                 f"{source.quiet_period_s:g} s quiet period ({result.incomplete} quiet without "
+    waiting = ("experiment_end" if source.ready_when_complete
+               else f"experiment_end or the {source.quiet_period_s:g} s quiet period")
+    remaining = (f"{result.pending - result.deferred} waiting for {waiting} "
+                 f"({result.incomplete} quiet without "
                  "experiment_end, never ingested until it has one: a killed collector?), "
                  f"{result.deferred} ready but left "
                  f"for the next ticks by this tick's cap of {tick.cap}, "

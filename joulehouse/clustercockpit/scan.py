@@ -26,6 +26,9 @@ incomplete only again once one of its files changed. A job quiet for
 ``incomplete_after_s`` (default :data:`INCOMPLETE_AFTER_S`, one hour) is ready
 complete or not: a file left truncated (a copy that died) is then read, and
 its block's read fails naming the file, instead of the job waiting unseen.
+With ``ready_when_complete`` a job is ready at the first tick that finds it
+complete, quiet or not: every file is parsed to its end, so a job written in
+place by cc-backend or copied in by any tool is complete only once whole.
 
 What changes a job after its report, and when a tick finds it:
 
@@ -85,7 +88,8 @@ class ScanState(treescan.TreeState):
 
 @dataclass(frozen=True)
 class ReadyJob:
-    """A complete, quiet job that is new or changed since it was last reported."""
+    """A complete job, quiet (or ``ready_when_complete``), new or changed since it was last
+    reported."""
 
     ref: JobRef
     fingerprint: str  # layout.fingerprint(ref.path)
@@ -137,7 +141,8 @@ def scan(root: str | os.PathLike[str], state: ScanState, *, quiet_s: float, max_
          full_rescan_s: float | None = None, recheck: Mapping[str, str] = {},
          now: float | None = None, watch_s: float = WATCH_S,
          max_watched: int = MAX_WATCHED,
-         incomplete_after_s: float | None = INCOMPLETE_AFTER_S) -> ScanResult:
+         incomplete_after_s: float | None = INCOMPLETE_AFTER_S,
+         ready_when_complete: bool = False) -> ScanResult:
     """Scan the archive ``root`` from ``state``; returns ready jobs and the new state.
 
     ``state`` is not modified. ``full_rescan_s``: every block is re-listed
@@ -147,14 +152,16 @@ def scan(root: str | os.PathLike[str], state: ScanState, *, quiet_s: float, max_
     every tick and reported again once changed and quiet. ``watch_s``,
     ``max_watched``: how long, and how many, reported jobs are watched for
     a rewrite (module docstring). ``incomplete_after_s``: a job quiet this long
-    is ready even if incomplete (None: never). ``now``: the clock (s), for tests.
+    is ready even if incomplete (None: never). ``ready_when_complete``: a job
+    inside its quiet period is ready once complete. ``now``: the clock (s), for tests.
     """
     root = Path(root)
     result = treescan.scan(_tree(root), root, state, quiet_s=quiet_s, cap=max_jobs,
                            full_rescan_s=full_rescan_s,
                            recheck={path_key(key): fp for key, fp in recheck.items()},
                            now=now, watch_s=watch_s, max_watched=max_watched,
-                           incomplete_after_s=incomplete_after_s)
+                           incomplete_after_s=incomplete_after_s,
+                           ready_when_complete=ready_when_complete)
     ready = [ReadyJob(job_ref(root, found.key), found.fingerprint) for found in result.ready]
     return ScanResult(ready, result.pending, result.deferred, result.unlisted, result.errors,
                       result.state, result.rescanned, result.incomplete)

@@ -4,7 +4,11 @@ The GPU adapter of the shared tree scanner (:mod:`joulehouse.treescan`, whose
 docstring tells how a tick stays bounded): the tree is
 ``experiment/benchmark/run/repetition``, the listed folders are the run
 folders (level 3, about one per ten repetitions), and a repetition is
-complete when its ``timestamps.csv`` has ``experiment_end``.
+complete when its ``timestamps.csv`` has ``experiment_end``. With
+``ready_when_complete`` a complete repetition is ready at once, quiet or not:
+only for repetitions ``joulehouse collect`` writes in place (``experiment_end``
+last, after fsync of every other file), not for ones copied in by tools that
+may write ``timestamps.csv`` before ``gpu-power.csv`` is whole.
 
 Per listed run folder the state keeps the names of the repetitions already
 reported and ONE digest of their (name, fingerprint) pairs
@@ -51,7 +55,8 @@ class ScanState(treescan.TreeState):
 
 @dataclass(frozen=True)
 class ReadyRepetition:
-    """A complete, quiet repetition that is new or changed since it was last reported."""
+    """A complete repetition, quiet (or ``ready_when_complete``), new or changed since it was
+    last reported."""
 
     ref: RepetitionRef
     fingerprint: str
@@ -89,6 +94,7 @@ def scan(
     now: float | None = None,
     recheck: Mapping[str, str] | None = None,
     max_incomplete: int = MAX_INCOMPLETE,
+    ready_when_complete: bool = False,
 ) -> ScanResult:
     """Scan ``data_root`` from ``state``; returns ready repetitions and the new state.
 
@@ -98,11 +104,14 @@ def scan(
     fingerprint again this tick. ``max_incomplete``: how many quiet repetitions
     without ``experiment_end`` to remember (those changed last); the others are
     probed again when their run folder is next listed (module docstring).
+    ``ready_when_complete``: a repetition inside its quiet period is ready once it has
+    ``experiment_end`` (module docstring: when that is safe).
     """
     root = Path(data_root)
     result = treescan.scan(TREE, root, state, quiet_s=quiet_s, cap=max_repetitions,
                            full_rescan_s=full_rescan_s, recheck=recheck or {}, now=now,
-                           max_incomplete=max_incomplete)
+                           max_incomplete=max_incomplete,
+                           ready_when_complete=ready_when_complete)
     ready = [ReadyRepetition(RepetitionRef.from_key(root, found.key), found.fingerprint,
                              found.last_change) for found in result.ready]
     return ScanResult(ready, result.state, result.pending, result.deferred, result.unlisted,

@@ -79,9 +79,9 @@ class Pipeline(SourceRuns):
     """The definitions over one archive: register blocks, run the ClusterCockpit job."""
 
     def __init__(self, instance, archive: Path, tmp_path: Path, **settings):
-        self.source = ClusterCockpitArchive(archive_roots=[str(archive)],
-                                            quiet_period_s=QUIET_S, full_rescan_s=None,
-                                            **settings)
+        self.source = ClusterCockpitArchive(
+            archive_roots=[str(archive)], **{"quiet_period_s": QUIET_S, "full_rescan_s": None,
+                                             **settings})
         self.warehouse = tmp_path / "warehouse"
         defs = build_definitions(
             GpuBenchmarkSource(data_roots=[DataRoot(path=str(archive))]),
@@ -441,8 +441,8 @@ def test_a_missing_meta_json_and_a_renamed_folder_are_named(pipeline, archive):
 def test_the_archive_settings_come_from_the_environment(tmp_path, monkeypatch):
     default = ClusterCockpitArchive.from_env(tmp_path)
     assert (default.archive_roots, default.quiet_period_s, default.max_jobs_per_tick,
-            default.full_rescan_s, default.max_missing) == ([str(tmp_path)], 60.0, 20_000,
-                                                            3600.0, 1)
+            default.full_rescan_s, default.max_missing, default.ready_when_complete) == (
+        [str(tmp_path)], 60.0, 20_000, 3600.0, 1, False)
     first, second = tmp_path / "a", tmp_path / "b"
     (second / "emmy").mkdir(parents=True)
     monkeypatch.setenv("JOULEHOUSE_CC_ARCHIVE", f"{first}:{second}")
@@ -451,10 +451,12 @@ def test_the_archive_settings_come_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("JOULEHOUSE_CC_MAX_JOBS_PER_TICK", "100")
     monkeypatch.setenv("JOULEHOUSE_CC_MAX_MISSING", "3")
     monkeypatch.setenv("JOULEHOUSE_CC_CHECK_SCHEMA", "false")
+    monkeypatch.setenv("JOULEHOUSE_CC_READY_WHEN_COMPLETE", "1")
     source = ClusterCockpitArchive.from_env(tmp_path)
     assert (source.archive_roots, source.quiet_period_s, source.full_rescan_s,
-            source.max_jobs_per_tick, source.max_missing, source.check_schema) == (
-        [str(first), str(second)], 120.0, None, 100, 3, False)
+            source.max_jobs_per_tick, source.max_missing, source.check_schema,
+            source.ready_when_complete) == (
+        [str(first), str(second)], 120.0, None, 100, 3, False, True)
     assert source.resolve("emmy/1403") == second.resolve()
     with pytest.raises(InputError, match="fritz/398: cluster 'fritz' must be in exactly one "
                                          "archive root"):
@@ -589,6 +591,34 @@ def test_a_job_without_samples_is_stored_but_loads_no_trial(pipeline, archive):
         ["emmy/1403244/1608923076", *FRITZ, "taurus/20639587/1635856524"])
     assert pipeline.status(cc_block_tables.key)["fritz/398"] == (
         dg.AssetPartitionStatus.MATERIALIZED)
+
+
+def test_with_ready_when_complete_the_sensor_hands_out_a_complete_job_inside_its_quiet_period(
+        instance, archive, tmp_path):
+    """With a quiet period no job gets out of in the test, the copied archive's jobs are
+    handed out at the first tick, and a job whose data.json.gz lacks its end is not, until
+    it is whole."""
+    write_job(archive, JobSpec(cluster="fritz", job_id=398_003, start_time=1_675_900_000,
+                               gzip=True))
+    data = archive / "fritz/398/003/1675900000/data.json.gz"
+    whole = data.read_bytes()
+    data.write_bytes(whole[:len(whole) // 2])
+    waiting = Pipeline(instance, archive, tmp_path, quiet_period_s=600.0)
+    assert waiting.tick().run_requests == []
+    pipeline = Pipeline(instance, archive, tmp_path, quiet_period_s=600.0,
+                        ready_when_complete=True)
+    first = pipeline.tick()
+    [request] = first.run_requests
+    assert (request.tags[RANGE_START], request.tags[RANGE_END]) == (BLOCKS[0], BLOCKS[-1])
+    assert sorted(job for event in first.asset_events
+                  for job in event.metadata[JOBS_METADATA].value) == sorted(
+        ["emmy/1403244/1608923076", *FRITZ, "taurus/20639587/1635856524"])
+    assert "1 job(s) waiting to be complete (0 quiet but incomplete" in (
+        pipeline.tick().skip_message)
+    data.write_bytes(whole)
+    [whole_now] = pipeline.tick().asset_events
+    assert whole_now.partition == "fritz/398"
+    assert sorted(whole_now.metadata[JOBS_METADATA].value) == ["fritz/398003/1675900000"]
 
 
 def test_the_cap_spreads_ready_jobs_over_ticks_and_roots(instance, archive, tmp_path):

@@ -131,6 +131,29 @@ def test_incomplete_repetition_waits_until_experiment_end(sensor, instance, sour
     assert [covered(ticker, r) for r in data.run_requests] == [["lab/power-limit/resnet/200W/2"]]
 
 
+def test_with_ready_when_complete_a_repetition_is_handed_out_inside_its_quiet_period(
+        sensor, instance, source, data_root):
+    """With a quiet period no repetition gets out of in the test, the complete ones are
+    handed out at the first tick; one without experiment_end is not, until it has one."""
+    folder = copy_repetition(data_root, "power-limit/resnet/200W/1", "power-limit/resnet/200W/2")
+    timestamps = folder / "timestamps.csv"
+    complete = timestamps.read_text()
+    timestamps.write_text("".join(line for line in complete.splitlines(keepends=True)
+                                  if "experiment_end" not in line))
+    settings = {"data_roots": source.data_roots, "quiet_period_s": 600.0,
+                "full_rescan_s": None}
+    assert Ticker(sensor, instance, GpuBenchmarkSource(**settings))().run_requests == []
+    ticker = Ticker(sensor, instance, GpuBenchmarkSource(**settings, ready_when_complete=True))
+    [request] = ticker().run_requests
+    assert covered(ticker, request) == ALL_KEYS
+    skipped = ticker()
+    assert skipped.run_requests == []
+    assert "1 waiting for experiment_end (0 quiet without" in skipped.skip_message
+    timestamps.write_text(complete)
+    [request] = ticker().run_requests
+    assert covered(ticker, request) == ["lab/power-limit/resnet/200W/2"]
+
+
 def test_fixed_repetition_is_picked_up_again_with_a_new_run_key(sensor, instance, source,
                                                                   data_root):
     ticker = Ticker(sensor, instance, source)

@@ -74,15 +74,24 @@ def test_sensor_settings_come_from_the_environment(tmp_path, monkeypatch):
 
     default = GpuBenchmarkSource.from_env(tmp_path)
     assert (default.quiet_period_s, default.full_rescan_s, default.max_repetitions_per_tick,
-            sensor_interval_s(), sensor_tick_budget_s()) == (60.0, 3600.0, 10_000, 30, 20)
+            default.ready_when_complete, sensor_interval_s(), sensor_tick_budget_s()) == (
+        60.0, 3600.0, 10_000, False, 30, 20)
     monkeypatch.setenv("JOULEHOUSE_QUIET_PERIOD_S", "120")
     monkeypatch.setenv("JOULEHOUSE_FULL_RESCAN_S", "none")
     monkeypatch.setenv("JOULEHOUSE_MAX_REPETITIONS_PER_TICK", "50")
     monkeypatch.setenv("JOULEHOUSE_SENSOR_INTERVAL_S", "10")
     monkeypatch.setenv("JOULEHOUSE_SENSOR_TICK_BUDGET_S", "5")
+    monkeypatch.setenv("JOULEHOUSE_GPU_READY_WHEN_COMPLETE", "true")
     source = GpuBenchmarkSource.from_env(tmp_path)
     assert (source.quiet_period_s, source.full_rescan_s, source.max_repetitions_per_tick,
-            sensor_interval_s(), sensor_tick_budget_s()) == (120.0, None, 50, 10, 5)
+            source.ready_when_complete, sensor_interval_s(), sensor_tick_budget_s()) == (
+        120.0, None, 50, True, 10, 5)
+    monkeypatch.setenv("JOULEHOUSE_GPU_READY_WHEN_COMPLETE", "0")
+    assert not GpuBenchmarkSource.from_env(tmp_path).ready_when_complete
+    monkeypatch.setenv("JOULEHOUSE_GPU_READY_WHEN_COMPLETE", "maybe")
+    with pytest.raises(ValueError, match="ready_when_complete"):
+        GpuBenchmarkSource.from_env(tmp_path)
+    monkeypatch.delenv("JOULEHOUSE_GPU_READY_WHEN_COMPLETE")
     assert TauProfileSource.from_env(tmp_path).quiet_period_s == 120.0
     monkeypatch.setenv("JOULEHOUSE_MAX_REPETITIONS_PER_TICK", "0")
     with pytest.raises(ValueError, match="max_repetitions_per_tick"):

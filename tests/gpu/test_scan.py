@@ -4,6 +4,7 @@ the cursor size. Trees of tiny repetitions (two small files each) keep these fas
 import dataclasses
 import os
 import shutil
+import time
 from pathlib import Path
 
 import joulehouse.gpu.scan as scan_module
@@ -15,6 +16,13 @@ TIMESTAMPS = ("timestamp,event,data\n2020-11-16 13:49:17,experiment_begin,0\n"
 LATER = 10**10  # a clock far past every file's last change: everything is quiet
 
 
+def write_repetition(folder: Path, timestamps: str = TIMESTAMPS) -> None:
+    """A tiny repetition in ``folder`` (complete with the default ``timestamps``)."""
+    folder.mkdir(parents=True)
+    (folder / "timestamps.csv").write_text(timestamps)
+    (folder / "gpu-power.csv").write_text(",timestamp,power\n0,2020-11-16,45\n")
+
+
 def write_tree(root: Path, benchmarks: int, runs: int, repetitions: int) -> list[str]:
     """``e/b<i>/<run>W/<rep>`` tiny complete repetitions; their keys, sorted."""
     keys = []
@@ -22,10 +30,7 @@ def write_tree(root: Path, benchmarks: int, runs: int, repetitions: int) -> list
         for r in range(runs):
             for i in range(repetitions):
                 key = f"e/b{b}/{100 + r}W/{i}"
-                folder = root / key
-                folder.mkdir(parents=True)
-                (folder / "timestamps.csv").write_text(TIMESTAMPS)
-                (folder / "gpu-power.csv").write_text(",timestamp,power\n0,2020-11-16,45\n")
+                write_repetition(root / key)
                 keys.append(key)
     return sorted(keys)
 
@@ -196,3 +201,81 @@ def test_abandoned_repetitions_remembered_are_bounded(tmp_path):
                   now=LATER + 3, max_incomplete=6)
     assert [r.ref.key for r in rescan.ready] == [abandoned[0]]
     assert rescan.pending == rescan.incomplete == 6
+
+
+#: A quiet period no repetition written by a test gets out of.
+LONG_QUIET_S = 600.0
+#: Without experiment_end: what a collector still measuring has written.
+UNFINISHED = TIMESTAMPS.rsplit("2020", 1)[0]
+
+
+def count_completeness_asks(monkeypatch) -> list[str]:
+    """The keys the scan asks ``is_complete`` of, in order (``e/b/run/rep``)."""
+    asked = []
+    tree = scan_module.TREE
+    monkeypatch.setattr(scan_module, "TREE", dataclasses.replace(
+        tree, is_complete=lambda path: asked.append("/".join(path.parts[-4:]))
+        or tree.is_complete(path)))
+    return asked
+
+
+def test_with_ready_when_complete_a_complete_repetition_is_ready_inside_its_quiet_period(
+        tmp_path):
+    keys = write_tree(tmp_path, benchmarks=1, runs=1, repetitions=2)
+    waiting = scan(tmp_path, ScanState(), quiet_s=LONG_QUIET_S)
+    assert waiting.ready == [] and waiting.pending == 2 and waiting.incomplete == 0
+    at_once = scan(tmp_path, ScanState(), quiet_s=LONG_QUIET_S, ready_when_complete=True)
+    assert [r.ref.key for r in at_once.ready] == keys and at_once.pending == 0
+    # from the state of the tick that waited, too
+    assert [r.ref.key for r in scan(tmp_path, waiting.state, quiet_s=LONG_QUIET_S,
+                                    ready_when_complete=True).ready] == keys
+
+
+def test_with_ready_when_complete_an_unfinished_repetition_is_asked_every_tick_not_remembered(
+        tmp_path, monkeypatch):
+    key = "e/b0/100W/0"
+    write_repetition(tmp_path / key, UNFINISHED)
+    asked = count_completeness_asks(monkeypatch)
+    state = ScanState()
+    for tick in range(2):
+        result = scan(tmp_path, ScanState.from_json(state.to_json()), quiet_s=LONG_QUIET_S,
+                      ready_when_complete=True)
+        state = result.state
+        assert result.ready == [] and result.pending == 1 and result.incomplete == 0
+        assert state.pending == {key} and state.incomplete == {}
+        assert asked == [key] * (tick + 1)  # asked again: it is still changing
+    # once quiet, the rules of a quiet one: remembered incomplete, not asked again
+    quiet = scan(tmp_path, state, quiet_s=1, now=LATER, ready_when_complete=True)
+    assert quiet.ready == [] and quiet.incomplete == 1 and key in quiet.state.incomplete
+    assert scan(tmp_path, quiet.state, quiet_s=1, now=LATER + 1,
+                ready_when_complete=True).incomplete == 1
+    assert asked == [key] * 3
+    # experiment_end written: ready at the next tick, long before its quiet period ends
+    (tmp_path / key / "timestamps.csv").write_text(TIMESTAMPS)
+    done = scan(tmp_path, state, quiet_s=LONG_QUIET_S, ready_when_complete=True)
+    assert [r.ref.key for r in done.ready] == [key] and done.pending == 0
+    assert time.time() - done.ready[0].last_change < LONG_QUIET_S
+
+
+def test_with_ready_when_complete_the_cap_takes_quiet_repetitions_first_oldest_first(
+        tmp_path, monkeypatch):
+    quiet = write_tree(tmp_path, benchmarks=1, runs=1, repetitions=2)  # e/b0/100W/0, 1
+    time.sleep(0.2)
+    fresh = ["e/b0/100W/2", "e/b0/100W/3"]  # in the same run folder: listed together
+    for key in fresh:
+        write_repetition(tmp_path / key)
+    changes = {key: probe(tmp_path / key)[0] for key in quiet + fresh}
+    now = min(changes[key] for key in fresh) / 1e9 + 0.01  # only the first two are quiet
+    assert max(changes[key] for key in quiet) / 1e9 < now - 0.1
+    asked = count_completeness_asks(monkeypatch)
+    capped = scan(tmp_path, ScanState(), quiet_s=0.1, max_repetitions=3, now=now,
+                  ready_when_complete=True)
+    oldest_fresh = min(fresh, key=lambda k: (changes[k], k))
+    assert [r.ref.key for r in capped.ready] == [*quiet, oldest_fresh] == asked
+    assert capped.pending == 1 and capped.deferred == 0  # a fresh one left over: not deferred
+    # a cap below the quiet ones: the quiet ones first, the fresh ones not asked
+    asked.clear()
+    below = scan(tmp_path, ScanState(), quiet_s=0.1, max_repetitions=1, now=now,
+                 ready_when_complete=True)
+    assert [r.ref.key for r in below.ready] == quiet[:1] == asked
+    assert below.pending == 3 and below.deferred == 1
