@@ -81,6 +81,7 @@ from sensors import (
     tau_profiles_job,
 )
 from sensors.gpu_repetitions import JOB_NAME as GPU_JOB
+from sensors.settings import sensor_interval_s
 from sensors.schedules import (
     DAYS_REVALIDATED,
     daily_rollups,
@@ -109,10 +110,14 @@ gpu_energy_job = dg.define_asset_job(
 #: daemon launches them before new landings' runs that wait with them.
 AUTOMATION_RUN_PRIORITY = "1"
 
+#: The automation is evaluated as often as the landing sensors tick
+#: (``JOULEHOUSE_SENSOR_INTERVAL_S``, 30 s by default as Dagster's own): where a site ticks
+#: faster, what a landing brought to ``energy_facts`` reaches the accounting as much sooner.
 automation = dg.AutomationConditionSensorDefinition(
     "joulehouse_automation",
     target=dg.AssetSelection.all(),
     run_tags={"dagster/priority": AUTOMATION_RUN_PRIORITY},
+    minimum_interval_seconds=sensor_interval_s(),
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=("Evaluates the assets' automation conditions: per-repetition energy follows "
                  "its validated frames, the tables over all repetitions follow any change."),

@@ -159,6 +159,8 @@ def test_job_sensors_and_resources():
         assert sensors[name].default_status == dg.DefaultSensorStatus.STOPPED, name
     # the queue launches the automation's runs (accounting, trials) before new landings'
     assert sensors["joulehouse_automation"].run_tags == {"dagster/priority": "1"}
+    # it is evaluated as often as the landing sensors tick (30 s by default)
+    assert {s.minimum_interval_seconds for s in sensors.values()} == {30}
     assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles",
                                    "powerapi_source", "geopm_source", "cc_archive", "accounting",
                                    "workers"}
