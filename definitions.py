@@ -81,12 +81,12 @@ from sensors import (
     tau_profiles_job,
 )
 from sensors.gpu_repetitions import JOB_NAME as GPU_JOB
-from sensors.settings import sensor_interval_s
 from sensors.schedules import (
     DAYS_REVALIDATED,
     daily_rollups,
     weekly_revalidation,
 )
+from sensors.settings import sensor_interval_s
 
 PROJECT_ROOT = Path(__file__).resolve().parent
 EXAMPLE_GPU_DATA = PROJECT_ROOT / "examples" / "gpu-data"
