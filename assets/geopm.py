@@ -54,16 +54,19 @@ from assets.blocks import (
     block_outcomes,
     hand_out_field,
     run_entries,
+    run_entries_both,
 )
 from assets.facts import write_facts, write_owned_facts
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, VALID_CHECK
 from assets.pools import tables_pool
 from assets.reporting import (
     STEP_RETRY,
+    BothOutcome,
     Stored,
     backfills,
     failure,
     partition_check_spec,
+    partitions_per_task,
     run_partitions,
     table_metadata,
     verdict,
@@ -303,6 +306,12 @@ def store_report(tables: Tables, key: str, path: Path, timezone: str) -> Stored:
     of the earlier; the check warns; a worker's task: picklable arguments, no Dagster); a
     report gone since it was handed out fails with its path (another OSError, e.g. EIO or
     ESTALE on NFS, propagates: the step's retry may mend it, a data error would not)."""
+    return _read_and_store(tables, key, path, timezone)[1]
+
+
+def _read_and_store(tables: Tables, key: str, path: Path, timezone: str
+                    ) -> tuple[Report, Stored]:
+    """:func:`store_report`, with the report read."""
     try:
         report = read_report(path, report=key, timezone=timezone)
     except (FileNotFoundError, NotADirectoryError) as err:
@@ -311,7 +320,7 @@ def store_report(tables: Tables, key: str, path: Path, timezone: str) -> Stored:
     frames = save_report(tables, key, report)
     store_left_out(tables, energy.FACTS_SOURCE, "read", key, records,
                    now=pd.Timestamp.now(tz="UTC"))
-    return Stored.of(frames, records)
+    return report, Stored.of(frames, records)
 
 
 def store_host_energy(tables: Tables, key: str, path: Path) -> Stored:
@@ -322,9 +331,35 @@ def store_host_energy(tables: Tables, key: str, path: Path) -> Stored:
         report = load_report(tables, key, path, names=["totals", "regions"])
     except OSError as err:
         raise InputError(path, "no validated frames stored") from err
+    return _host_energy_stored(tables, key, report)
+
+
+def _host_energy_stored(tables: Tables, key: str, report: Report) -> Stored:
+    """Compute and store ``report``'s host energy as partition ``key``."""
     table = energy.host_energy(report)
     tables.write_partition(HOST_TABLE, key, table)
     return Stored.of({HOST_TABLE: table}, **report_figures(report))
+
+
+def store_reports_and_host_energy(tasks: list[tuple]) -> list[BothOutcome]:
+    """For each ``(tables, key, path, timezone)``: :func:`store_report`, then the host energy
+    of the report just read (not read back from its stored frames), stored as
+    :func:`store_host_energy` stores it. A worker's task of
+    ``assets.blocks.run_entries_both``: a report's ``InputError``, or any error of its
+    host energy, is returned in its place, not raised, so that the task's other reports
+    are reported."""
+    outcomes: list[BothOutcome] = []
+    for tables, key, path, timezone in tasks:
+        try:
+            report, frames = _read_and_store(tables, key, path, timezone)
+        except InputError as err:
+            outcomes.append((err, None))
+            continue
+        try:
+            outcomes.append((frames, _host_energy_stored(tables, key, report)))
+        except Exception as err:  # noqa: BLE001 - returned: run_entries_both's caller raises it
+            outcomes.append((frames, err))
+    return outcomes
 
 
 def build_trial(tables: Tables, key: str, path: Path, fingerprint: str) -> TrialData:
@@ -472,20 +507,33 @@ def _written(written: Written) -> dict[str, Any]:
 
 def per_report_assets(context: dg.AssetExecutionContext, run: RunDays,
                       source: GeopmReportSource, tables: Tables, taudb: TaudbResource,
-                      executor: Executor
+                      executor: Executor, workers: int
                       ) -> Generator[Any, None, tuple[dict[str, str], set[str]]]:
     """The per-report assets of the run's reports, each if selected: validated frames, then
-    host energy of the reports whose frames did not fail here, then the trials of those
-    whose energy did not fail either; each reported per day. Yields their events; returns
-    day -> why, for each day that failed or was not computed, and the reports that
-    failed."""
+    host energy of the reports whose frames did not fail here (with both selected, from
+    each report as read, in tasks of several reports over ``workers`` processes:
+    :func:`store_reports_and_host_energy`), then the trials of those whose energy did not
+    fail either; each reported per day. Yields their events; returns day -> why, for each
+    day that failed or was not computed, and the reports that failed."""
     selected = context.selected_asset_keys
     days = DayReports(context, run, "report", "an earlier asset failed in this run")
-    if geopm_validated_frames.key in selected:
-        yield from days.report(run_entries(run.entries, store_report, lambda key: (
-            tables, key, source.resolve(key), source.timezone), executor),
-            VALID_SPEC, FRAME_SCHEMAS.get)
-    if geopm_host_energy.key in selected:
+
+    def arguments(key: str) -> tuple:
+        return tables, key, source.resolve(key), source.timezone
+
+    if {geopm_validated_frames.key, geopm_host_energy.key} <= selected:
+        frames, host, error = run_entries_both(
+            run.entries, store_reports_and_host_energy, arguments, executor,
+            partitions_per_task(len(run.keys), workers))
+        yield from days.report(frames, VALID_SPEC, FRAME_SCHEMAS.get)
+        if error is not None:
+            raise error
+        yield from days.report(host, COMPUTED_SPEC, lambda name: schemas.HOST_ENERGY_SCHEMA,
+                               day_energy_metadata)
+    elif geopm_validated_frames.key in selected:
+        yield from days.report(run_entries(run.entries, store_report, arguments, executor),
+                               VALID_SPEC, FRAME_SCHEMAS.get)
+    elif geopm_host_energy.key in selected:
         yield from days.report(run_entries(run.entries, store_host_energy, lambda key: (
             tables, key, source.resolve(key)), executor, skip=days.skipped),
             COMPUTED_SPEC, lambda name: schemas.HOST_ENERGY_SCHEMA, day_energy_metadata)
@@ -516,10 +564,10 @@ with backfills() as single_run:
         tables = warehouse.tables()
         run = RunDays.of_landings(context, config, geopm_source.landings(), identify_report,
                                   start_day(geopm_source.timezone), "GEOPM")
-        with workers.pool(len(run.keys) if run_partitions(context) is not None else None
-                          ) as executor:
+        reports = len(run.keys) if run_partitions(context) is not None else None
+        with workers.pool(reports) as executor:
             failed, bad = yield from per_report_assets(context, run, geopm_source, tables,
-                                                       taudb, executor)
+                                                       taudb, executor, workers.workers(reports))
         if geopm_validated_frames.key in selected:  # only a run that read the reports again
             yield from block_outcomes(geopm_report_files.key, run.entries, bad)
         if selected & {spec.key for spec in GEOPM_TABLES}:

@@ -11,6 +11,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+import assets.geopm
 import sensors.geopm
 from assets.geopm import (
     FACTS_TABLE,
@@ -197,6 +198,30 @@ def test_one_process_and_two_store_the_same_rows_and_trials(landing, tmp_path):
     pd.testing.assert_frame_equal(one.pop(HOST_TABLE), two.pop(HOST_TABLE))
     assert len(one["trial"]) == 2 and len(one["timer_value"]) > 100
     assert one == two
+
+
+def test_host_energy_is_computed_from_each_report_as_read_not_read_back(
+        landing, tmp_path, monkeypatch):
+    """With frames and host energy in one run, each report's host energy comes from the
+    report just read (the step's own process here): the reading back of its stored frames
+    (``store_host_energy``) is never called, and the rows equal those it gives."""
+    def read_back(*args):
+        raise AssertionError("host energy read back from the stored frames")
+
+    settle()
+    with empty_instance() as instance:
+        pipeline = Pipeline(instance, landing, tmp_path / "warehouse",
+                            StepWorkers(max_workers=1))
+        [request] = pipeline.tick().run_requests
+        monkeypatch.setattr(assets.geopm, "store_host_energy", read_back)
+        assert pipeline.launch(request).success
+        monkeypatch.undo()
+        keys = [f"landing/{YAML}", f"landing/{LEGACY}"]
+        stored = pipeline.tables.read_partitions(HOST_TABLE, keys)
+        for key in keys:
+            assets.geopm.store_host_energy(pipeline.tables, key, landing / key.split("/")[1])
+        pd.testing.assert_frame_equal(stored, pipeline.tables.read_partitions(HOST_TABLE, keys))
+        assert len(stored) > 2
 
 
 def _latest(instance, asset: dg.AssetKey, partition: str | None = None):
