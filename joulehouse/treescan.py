@@ -610,11 +610,11 @@ class _Tick:
         self.new.folders[rel] = record
         return [f"{rel}/{leaf}" for leaf in candidates], len(leaves)
 
-    def _check_all(self, keys: Iterable[str], checked: dict, early: bool = False) -> None:
+    def _check_all(self, keys: Iterable[str], checked: dict, ask_early: bool = False) -> None:
         """Quiet -> :class:`Found` (complete or not: :meth:`_complete` asks; quiet for
-        ``incomplete_after_s``: in ``overdue``, not asked); not quiet, or
-        found incomplete before as it is now (and not overdue), or unreadable (reported in ``errors``) ->
-        ``None``; vanished -> left out. With ``early``, a leaf not quiet is also put in
+        ``incomplete_after_s``: in ``overdue``, not asked); not quiet, or found incomplete
+        before as it is now (and not overdue), or unreadable (reported in ``errors``) ->
+        ``None``; vanished -> left out. With ``ask_early``, a leaf not quiet is also put in
         ``self.early``, for :meth:`_complete` to ask."""
         for key in keys:
             try:
@@ -632,7 +632,7 @@ class _Tick:
                        and quiet_for >= max(self.incomplete_after_s, self.quiet_s))
             if quiet_for < self.quiet_s:
                 checked[key] = None
-                if early:
+                if ask_early:
                     self.early[key] = Found(key, fingerprint_, last_change, change_ns)
             elif not overdue and self.old.incomplete.get(key) == fingerprint_:
                 checked[key] = None
