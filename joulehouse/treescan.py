@@ -51,9 +51,10 @@ the size of the tree, and its work grows with what changed:
   are listed oldest first).
 * With ``ready_when_complete``, a candidate still inside its quiet period is
   asked too, after the quiet ones (oldest first, within the same cap): complete,
-  it is ready at once; incomplete, it stays pending, not remembered in
-  ``incomplete`` (it is still changing), and is asked again next tick; once
-  quiet, the rules above apply. Safe only where ``is_complete`` holds only once
+  and probed again unchanged (else it was written to while asked, and its
+  fingerprint is stale), it is ready at once; incomplete, it stays pending, not
+  remembered in ``incomplete`` (it is still changing), and is asked again next
+  tick; once quiet, the rules above apply. Safe only where ``is_complete`` holds only once
   the writer is done with every file (a ClusterCockpit job, parsed to its end;
   a GPU repetition written by ``joulehouse collect``, ``experiment_end`` last).
   Rechecked leaves still wait for their quiet period; a watched leaf found
@@ -426,8 +427,10 @@ class _Tick:
         the end), so it is asked of no more candidates than the cap needs; an
         incomplete quiet one becomes ``None`` in ``checked`` (pending) and is remembered
         in ``incomplete`` with its fingerprint; an incomplete early one stays pending,
-        not remembered: it is still changing. A quiet candidate changed before every
-        early one, so sorting by last change puts the quiet ones first.
+        not remembered: it is still changing. A complete early one is ready only if a
+        second probe finds it unchanged (:meth:`_unchanged`); else it stays pending. A
+        quiet candidate changed before every early one, so sorting by last change puts
+        the quiet ones first.
         """
         quiet = [r for r in checked.values() if r is not None]
         order = sorted([*quiet, *self.early.values()], key=lambda r: (r.last_change, r.key))
@@ -436,12 +439,24 @@ class _Tick:
             if len(ready) == self.cap:
                 return ready, [r for r in order[index:] if r.key not in self.early]
             if found.key in self.overdue or self.spec.is_complete(self.root / found.key):
+                if found.key in self.early and not self._unchanged(found):
+                    continue  # written to since its probe: pending, asked again next tick
                 ready.append(found)
                 checked[found.key] = found
             elif found.key not in self.early:
                 checked[found.key] = None
                 self.new.incomplete[found.key] = found.fingerprint
         return ready, []
+
+    def _unchanged(self, found: Found) -> bool:
+        """Whether the leaf is still as ``found`` probed it. A leaf inside its quiet period
+        is often written to between its probe and the ask (``experiment_end``, the end of
+        ``meta.json``); handed out with the fingerprint of the state before, it would be
+        found changed, and handed out again, at a later tick."""
+        try:
+            return probe(self.root / found.key)[1] == found.fingerprint
+        except OSError:  # vanished or unreadable: the next tick's probe says which
+            return False
 
     def _folder(self, key: str) -> str:
         return "/".join(key.split("/")[:self.spec.listed_level])

@@ -279,3 +279,28 @@ def test_with_ready_when_complete_the_cap_takes_quiet_repetitions_first_oldest_f
                  ready_when_complete=True)
     assert [r.ref.key for r in below.ready] == quiet[:1] == asked
     assert below.pending == 3 and below.deferred == 1
+
+
+def test_with_ready_when_complete_a_repetition_finished_while_asked_is_handed_out_once(
+        tmp_path, monkeypatch):
+    key = "e/b0/100W/0"
+    write_repetition(tmp_path / key, UNFINISHED)
+    tree, asked = scan_module.TREE, []
+
+    def finished_when_first_asked(path: Path) -> bool:  # experiment_end lands in the gap
+        if not asked:
+            (path / "timestamps.csv").write_text(TIMESTAMPS)
+        asked.append(path)
+        return tree.is_complete(path)
+
+    monkeypatch.setattr(scan_module, "TREE", dataclasses.replace(
+        tree, is_complete=finished_when_first_asked))
+    state = ScanState()
+    per_tick = []
+    for _ in range(3):  # the rolling rescan re-lists the run folder every tick
+        result = scan(tmp_path, ScanState.from_json(state.to_json()), quiet_s=LONG_QUIET_S,
+                      full_rescan_s=0, ready_when_complete=True)
+        state = result.state
+        per_tick.append([(r.ref.key, r.fingerprint) for r in result.ready])
+    # complete, but not as probed before the ask: handed out at the next tick, as it is
+    assert per_tick == [[], [(key, probe(tmp_path / key)[1])], []]
