@@ -49,16 +49,16 @@ the size of the tree, and its work grows with what changed:
   ones left out), or has listed :data:`LIST_FACTOR` times as many leaves, so
   the first walk of a large tree spreads over many ticks (changed folders
   are listed oldest first).
-* With ``ready_when_complete``, a candidate still inside its quiet period is
-  asked too, after the quiet ones (oldest first, within the same cap): complete,
-  and probed again unchanged (else it was written to while asked, and its
-  fingerprint is stale), it is ready at once; incomplete, it stays pending, not
-  remembered in ``incomplete`` (it is still changing), and is asked again next
-  tick; once quiet, the rules above apply. Safe only where ``is_complete`` holds only once
-  the writer is done with every file (a ClusterCockpit job, parsed to its end;
-  a GPU repetition written by ``joulehouse collect``, ``experiment_end`` last).
-  Rechecked leaves still wait for their quiet period; a watched leaf found
-  changed inside it is pending, so asked from the next tick on.
+* With ``ready_when_complete``, a candidate still inside its quiet period (a
+  listed or pending one, or a watched one found changed) is asked too, after
+  the quiet ones (oldest first, within the same cap): complete, and probed
+  again unchanged (else it was written to while asked, and its fingerprint is
+  stale), it is ready at once; incomplete, it stays pending, not remembered in
+  ``incomplete`` (it is still changing), and is asked again next tick; once
+  quiet, the rules above apply. Safe only where ``is_complete`` holds only
+  once the writer is done with every file (a ClusterCockpit job, parsed to its
+  end; a GPU repetition written by ``joulehouse collect``, ``experiment_end``
+  last). Rechecked leaves still wait for their quiet period.
 * Leaves to *recheck* (the caller's: those that failed downstream, by key,
   with the fingerprint they were reported with) are fingerprinted again
   every tick and reported again once their fingerprint differs and they are
@@ -506,7 +506,7 @@ class _Tick:
             if key not in checked and self.records.is_new(self.new.folders[folder], leaf,
                                                           fingerprint_, change_ns):
                 changed.append(key)
-        self._check_all(sorted(changed), checked)
+        self._check_all(sorted(changed), checked, self.ready_when_complete)
 
     def _prune_incomplete(self, max_incomplete: int | None) -> None:
         """Keep the ``max_incomplete`` incomplete leaves changed last; the others (those

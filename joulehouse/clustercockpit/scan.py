@@ -41,7 +41,8 @@ What changes a job after its report, and when a tick finds it:
 * ``data.json`` replaced by ``data.json.gz``, or ``meta.json`` rewritten (tags):
   these change only the job's folder (or files). A job reported within the
   last ``watch_s`` seconds is *watched*: stat'ed every tick and reported
-  again at the next tick after its quiet period. At most ``max_watched`` are
+  again at the next tick after its quiet period (with ``ready_when_complete``:
+  at the first tick that finds it complete). At most ``max_watched`` are
   watched (the most recently reported); older jobs are found by the rolling
   rescan within ``full_rescan_s`` (never, with ``full_rescan_s=None``).
 

@@ -401,3 +401,46 @@ def test_with_ready_when_complete_a_job_completed_while_asked_is_handed_out_once
         per_tick.append([(job.ref.key, job.fingerprint) for job in result.ready])
     # complete, but not as probed before the ask: handed out at the next tick, as it is
     assert per_tick == [[], [(key, layout.fingerprint(meta.parent))], []]
+
+
+def test_with_ready_when_complete_a_rechecked_job_still_waits_for_its_quiet_period(archive):
+    add(archive, 1000)
+    first = tick(archive, ScanState(), **early())
+    failed = first.ready[0]
+    recheck = {failed.ref.key: failed.fingerprint}
+    rewrite_meta(failed.ref)  # fixed in place, complete at once (and watched)
+    fixing = tick(archive, first.state, recheck=recheck, **early())
+    assert fixing.ready == [] and fixing.pending == 0  # rechecked: not pending, not watched
+    fixed = tick(archive, fixing.state, recheck=recheck,
+                 **early(now=time.time() + LONG_QUIET_S + 1))
+    assert keys(fixed) == [failed.ref.key]
+    assert fixed.ready[0].fingerprint == layout.fingerprint(failed.ref.path)
+
+
+@pytest.mark.parametrize("change", [replace_data_by_gz, rewrite_meta])
+def test_with_ready_when_complete_a_watched_job_rewritten_is_handed_out_once_complete(
+        archive, change):
+    add(archive, 1000)
+    first = tick(archive, ScanState(), **early())
+    ref = first.ready[0].ref
+    change(ref)  # inside its quiet period: handed out at the next tick all the same
+    again = tick(archive, first.state, **early(full_rescan_s=None))
+    assert keys(again) == [ref.key] and again.rescanned == 0
+    assert again.ready[0].fingerprint == layout.fingerprint(ref.path)
+
+
+@pytest.mark.parametrize("found_by", [
+    {"full_rescan_s": None},  # watched: stat'ed every tick
+    {"full_rescan_s": 0, "watch_s": 0},  # not watched: the rolling rescan, every tick here
+])
+def test_with_ready_when_complete_a_job_handed_out_early_then_rewritten_is_again_once(
+        archive, found_by):
+    key = add(archive, 1000)
+    state, per_tick = ScanState(), []
+    for index in range(4):
+        if index == 1:
+            rewrite_meta(JobRef(archive, "c1", 1000, START))  # tags, inside the quiet period
+        result = tick(archive, state, **early(**found_by))
+        state = result.state
+        per_tick.append(keys(result))
+    assert per_tick == [[key], [key], [], []]
