@@ -54,8 +54,10 @@ the size of the tree, and its work grows with what changed:
   the quiet ones (oldest first, within the same cap): complete, and probed
   again unchanged (else it was written to while asked, and its fingerprint is
   stale), it is ready at once; incomplete, it stays pending, not remembered in
-  ``incomplete`` (it is still changing), and is asked again next tick; once
-  quiet, the rules above apply. Safe only where ``is_complete`` holds only
+  ``incomplete`` (it is still changing) but in ``early_incomplete``, and is
+  asked again at the first tick that finds its fingerprint changed (within
+  ``max_incomplete``, those changed last; the others every tick); once quiet,
+  the rules above apply. Safe only where ``is_complete`` holds only
   once the writer is done with every file (a ClusterCockpit job, parsed to its
   end; a GPU repetition written by ``joulehouse collect``, ``experiment_end``
   last). Rechecked leaves still wait for their quiet period.
@@ -218,6 +220,8 @@ class TreeState:
     scan, s); ``watched`` the keys of leaves watched -> until when (s);
     ``incomplete`` the pending (or rechecked) leaves found quiet but incomplete
     -> the fingerprint they had then (not asked again while it stays);
+    ``early_incomplete`` likewise the pending leaves found incomplete inside their quiet
+    period (``ready_when_complete``), kept apart: ``incomplete`` counts the quiet ones;
     ``gone`` the folders absent but still remembered -> when first missed (s);
     ``stuck`` the folders that exist but could not be stat'ed or listed -> when
     first so (s): their records are kept and they are tried again every tick.
@@ -240,6 +244,7 @@ class TreeState:
     incomplete: dict[str, str] = field(default_factory=dict)
     gone: dict[str, float] = field(default_factory=dict)
     stuck: dict[str, float] = field(default_factory=dict)
+    early_incomplete: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """A compact string (zlib-compressed JSON, base64) for a sensor cursor."""
@@ -255,6 +260,8 @@ class TreeState:
             payload["gone"] = self.gone
         if self.stuck:
             payload["stuck"] = self.stuck
+        if self.early_incomplete:
+            payload["early_incomplete"] = self.early_incomplete
         raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
         return base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
 
@@ -270,7 +277,7 @@ class TreeState:
                    payload["since"], set(payload["pending"]), payload["position"],
                    payload["credit"], payload["last_tick"], payload.get("watched", {}),
                    payload.get("incomplete", {}), payload.get("gone", {}),
-                   payload.get("stuck", {}))
+                   payload.get("stuck", {}), payload.get("early_incomplete", {}))
 
 
 @dataclass(frozen=True)
@@ -312,7 +319,7 @@ def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
     ``max_incomplete``: how many leaves found incomplete to remember (None: all;
     only for :class:`NameDigest` records). ``ready_when_complete``: a candidate
     inside its quiet period is ready once complete (asked after the quiet ones,
-    within the cap; incomplete, it is not remembered). See the module docstring.
+    within the cap; incomplete, asked again once changed). See the module docstring.
     """
     unusable = _unusable(tree, root, state)
     if unusable is not None:
@@ -427,7 +434,7 @@ class _Tick:
         the end), so it is asked of no more candidates than the cap needs; an
         incomplete quiet one becomes ``None`` in ``checked`` (pending) and is remembered
         in ``incomplete`` with its fingerprint; an incomplete early one stays pending,
-        not remembered: it is still changing. A complete early one is ready only if a
+        remembered in ``early_incomplete``. A complete early one is ready only if a
         second probe finds it unchanged (:meth:`_unchanged`); else it stays pending. A
         quiet candidate changed before every early one, so sorting by last change puts
         the quiet ones first.
@@ -443,7 +450,9 @@ class _Tick:
                     continue  # written to since its probe: pending, asked again next tick
                 ready.append(found)
                 checked[found.key] = found
-            elif found.key not in self.early:
+            elif found.key in self.early:
+                self.new.early_incomplete[found.key] = found.fingerprint
+            else:
                 checked[found.key] = None
                 self.new.incomplete[found.key] = found.fingerprint
         return ready, []
@@ -509,14 +518,21 @@ class _Tick:
         self._check_all(sorted(changed), checked, self.ready_when_complete)
 
     def _prune_incomplete(self, max_incomplete: int | None) -> None:
-        """Keep the ``max_incomplete`` incomplete leaves changed last; the others (those
-        not probed this tick first) are forgotten until their folder is listed again."""
-        if max_incomplete is None or len(self.new.incomplete) <= max_incomplete:
+        """Keep the ``max_incomplete`` incomplete leaves changed last, quiet ones and early
+        ones each; the other quiet ones (those not probed this tick first) are forgotten
+        until their folder is listed again, the other early ones are asked every tick."""
+        if max_incomplete is None:
             return
-        by_age = sorted(self.new.incomplete, key=lambda k: (self.changes.get(k, 0), k))
-        for key in by_age[:len(by_age) - max_incomplete]:
+        for key in self._but_newest(self.new.incomplete, max_incomplete):
             del self.new.incomplete[key]
             self.new.pending.discard(key)
+        for key in self._but_newest(self.new.early_incomplete, max_incomplete):
+            del self.new.early_incomplete[key]
+
+    def _but_newest(self, leaves: Iterable[str], kept: int) -> list[str]:
+        """The keys of ``leaves`` but the ``kept`` changed last (probed this tick first)."""
+        by_age = sorted(leaves, key=lambda k: (self.changes.get(k, 0), k))
+        return by_age[:max(0, len(by_age) - kept)]
 
     def _prune_watched(self, max_watched: int) -> None:
         """Keep the ``max_watched`` watched leaves reported last (the latest ends)."""
@@ -630,7 +646,8 @@ class _Tick:
         ``incomplete_after_s``: in ``overdue``, not asked); not quiet, or found incomplete
         before as it is now (and not overdue), or unreadable (reported in ``errors``) ->
         ``None``; vanished -> left out. With ``ask_early``, a leaf not quiet is also put in
-        ``self.early``, for :meth:`_complete` to ask."""
+        ``self.early``, for :meth:`_complete` to ask, unless found incomplete before as it
+        is now (``early_incomplete``)."""
         for key in keys:
             try:
                 change_ns, fingerprint_ = probe(self.root / key)
@@ -647,7 +664,9 @@ class _Tick:
                        and quiet_for >= max(self.incomplete_after_s, self.quiet_s))
             if quiet_for < self.quiet_s:
                 checked[key] = None
-                if ask_early:
+                if ask_early and self.old.early_incomplete.get(key) == fingerprint_:
+                    self.new.early_incomplete[key] = fingerprint_  # as when found incomplete
+                elif ask_early:
                     self.early[key] = Found(key, fingerprint_, last_change, change_ns)
             elif not overdue and self.old.incomplete.get(key) == fingerprint_:
                 checked[key] = None

@@ -231,22 +231,27 @@ def test_with_ready_when_complete_a_complete_repetition_is_ready_inside_its_quie
                                     ready_when_complete=True).ready] == keys
 
 
-def test_with_ready_when_complete_an_unfinished_repetition_is_asked_every_tick_not_remembered(
+def test_with_ready_when_complete_an_unfinished_repetition_is_asked_again_once_changed(
         tmp_path, monkeypatch):
     key = "e/b0/100W/0"
     write_repetition(tmp_path / key, UNFINISHED)
     asked = count_completeness_asks(monkeypatch)
     state = ScanState()
-    for tick in range(2):
+    for written in (False, False, True):
+        if written:  # the collector still measuring
+            with (tmp_path / key / "gpu-power.csv").open("a") as power:
+                power.write("1,2020-11-16,46\n")
         result = scan(tmp_path, ScanState.from_json(state.to_json()), quiet_s=LONG_QUIET_S,
                       ready_when_complete=True)
         state = result.state
         assert result.ready == [] and result.pending == 1 and result.incomplete == 0
         assert state.pending == {key} and state.incomplete == {}
-        assert asked == [key] * (tick + 1)  # asked again: it is still changing
+        assert state.early_incomplete == {key: probe(tmp_path / key)[1]}
+    assert asked == [key] * 2  # not asked again while unchanged
     # once quiet, the rules of a quiet one: remembered incomplete, not asked again
     quiet = scan(tmp_path, state, quiet_s=1, now=LATER, ready_when_complete=True)
     assert quiet.ready == [] and quiet.incomplete == 1 and key in quiet.state.incomplete
+    assert quiet.state.early_incomplete == {}
     assert scan(tmp_path, quiet.state, quiet_s=1, now=LATER + 1,
                 ready_when_complete=True).incomplete == 1
     assert asked == [key] * 3
@@ -254,7 +259,20 @@ def test_with_ready_when_complete_an_unfinished_repetition_is_asked_every_tick_n
     (tmp_path / key / "timestamps.csv").write_text(TIMESTAMPS)
     done = scan(tmp_path, state, quiet_s=LONG_QUIET_S, ready_when_complete=True)
     assert [r.ref.key for r in done.ready] == [key] and done.pending == 0
+    assert done.state.early_incomplete == {}
     assert time.time() - done.ready[0].last_change < LONG_QUIET_S
+
+
+def test_with_ready_when_complete_at_most_max_incomplete_unfinished_ones_are_remembered(
+        tmp_path):
+    unfinished = ["e/b0/100W/0", "e/b0/100W/1", "e/b0/100W/2"]
+    for key in unfinished:
+        write_repetition(tmp_path / key, UNFINISHED)
+        time.sleep(0.01)
+    result = scan(tmp_path, ScanState(), quiet_s=LONG_QUIET_S, max_incomplete=2,
+                  ready_when_complete=True)
+    assert sorted(result.state.early_incomplete) == unfinished[1:]  # those changed last
+    assert result.pending == 3 and result.incomplete == 0  # all still pending, asked
 
 
 def test_with_ready_when_complete_the_cap_takes_quiet_repetitions_first_oldest_first(
