@@ -51,7 +51,8 @@ the size of the tree, and its work grows with what changed:
   are listed oldest first).
 * With ``ready_when_complete``, a candidate still inside its quiet period (a
   listed or pending one, or a watched one found changed) is asked too, after
-  the quiet ones (oldest first, within the same cap): complete, and probed
+  the quiet ones (oldest first, within the same cap; those it leaves over are
+  *unasked*, as the quiet ones deferred): complete, and probed
   again unchanged (else it was written to while asked, and its fingerprint is
   stale), it is ready at once; incomplete, it stays pending, not remembered in
   ``incomplete`` (it is still changing) but in ``early_incomplete``, and is
@@ -301,6 +302,7 @@ class TreeResult:
     rescanned: int  # listed folders re-listed by the rolling rescan this tick
     errors: list[InputError]  # what the walk refused to follow (it went on)
     incomplete: int = 0  # of the pending, quiet ones found incomplete (unchanged since)
+    unasked: int = 0  # of the pending, ones inside their quiet period left by the cap (not asked)
 
 
 def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
@@ -406,7 +408,8 @@ class _Tick:
         rescanned = sum(rescanning for _, _, rescanning in queue[:done])
         self.new.credit = max(0.0, self.new.credit - rescanned)
         waiting = [(c, rel) for c, rel, rescanning in queue[done:] if not rescanning]
-        ready, deferred = self._complete(checked)
+        ready, left = self._complete(checked)
+        deferred = [r for r in left if r.key not in self.early]
         for found in ready:
             self._reported(found, watch_s)
         # Rechecked leaves come back through ``recheck``, not ``pending``.
@@ -423,12 +426,12 @@ class _Tick:
                                  if rel in self.old.folders] + self.unread)
         self._prune_watched(max_watched)
         return TreeResult(ready, self.new, len(self.new.pending), len(deferred), len(waiting),
-                          rescanned, self.errors, incomplete)
+                          rescanned, self.errors, incomplete, len(left) - len(deferred))
 
     def _complete(self, checked: dict) -> tuple[list[Found], list[Found]]:
-        """``(ready, deferred)``: the quiet candidates, then those inside their quiet
-        period (``early``), oldest first, that are complete, up to the cap; and the quiet
-        ones left over by the cap.
+        """``(ready, left)``: the quiet candidates, then those inside their quiet period
+        (``early``), oldest first, that are complete, up to the cap; and those left over by
+        the cap, not asked.
 
         Completeness may read the files (a ClusterCockpit job's are parsed to
         the end), so it is asked of no more candidates than the cap needs; an
@@ -444,7 +447,7 @@ class _Tick:
         ready: list[Found] = []
         for index, found in enumerate(order):
             if len(ready) == self.cap:
-                return ready, [r for r in order[index:] if r.key not in self.early]
+                return ready, order[index:]
             if found.key in self.overdue or self.spec.is_complete(self.root / found.key):
                 if found.key in self.early and not self._unchanged(found):
                     continue  # written to since its probe: pending, asked again next tick

@@ -160,14 +160,16 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
                   ready_when_complete=source.ready_when_complete)
     for error in result.errors:
         context.log.warning(str(error))
-    cut = bool(result.deferred or result.unlisted)
+    cut = bool(result.deferred or result.unasked or result.unlisted)
     waiting = ("experiment_end" if source.ready_when_complete
                else f"experiment_end or the {source.quiet_period_s:g} s quiet period")
-    remaining = (f"{result.pending - result.deferred} waiting for {waiting} "
+    unasked = (f" (and {result.unasked} inside the quiet period, not asked for experiment_end)"
+               if source.ready_when_complete else "")
+    remaining = (f"{result.pending - result.deferred - result.unasked} waiting for {waiting} "
                  f"({result.incomplete} quiet without "
                  "experiment_end, never ingested until it has one: a killed collector?), "
                  f"{result.deferred} ready but left "
-                 f"for the next ticks by this tick's cap of {tick.cap}, "
+                 f"for the next ticks by this tick's cap of {tick.cap}{unasked}, "
                  f"{result.unlisted} run folder(s) still to list"
                  + "".join(f"; skipped: {error}" for error in result.errors[:3]))
     cursor = cursor_of(result.state)

@@ -106,6 +106,7 @@ class ScanResult:
     state: ScanState
     rescanned: int = 0  # block folders re-listed by the rolling rescan this tick
     incomplete: int = 0  # of the pending, quiet ones found incomplete (unchanged since)
+    unasked: int = 0  # of the pending, ones inside their quiet period left by the cap (not asked)
 
 
 def _tree(root: Path) -> treescan.Tree:
@@ -165,4 +166,4 @@ def scan(root: str | os.PathLike[str], state: ScanState, *, quiet_s: float, max_
                            ready_when_complete=ready_when_complete)
     ready = [ReadyJob(job_ref(root, found.key), found.fingerprint) for found in result.ready]
     return ScanResult(ready, result.pending, result.deferred, result.unlisted, result.errors,
-                      result.state, result.rescanned, result.incomplete)
+                      result.state, result.rescanned, result.incomplete, result.unasked)

@@ -149,6 +149,8 @@ def test_with_ready_when_complete_a_repetition_is_handed_out_inside_its_quiet_pe
     skipped = ticker()
     assert skipped.run_requests == []
     assert "1 waiting for experiment_end (0 quiet without" in skipped.skip_message
+    assert "(and 0 inside the quiet period, not asked for experiment_end)" in (
+        skipped.skip_message)
     timestamps.write_text(complete)
     [request] = ticker().run_requests
     assert covered(ticker, request) == ["lab/power-limit/resnet/200W/2"]
