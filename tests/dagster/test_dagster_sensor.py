@@ -143,6 +143,10 @@ def test_with_ready_when_complete_a_repetition_is_handed_out_inside_its_quiet_pe
     settings = {"data_roots": source.data_roots, "quiet_period_s": 600.0,
                 "full_rescan_s": None}
     assert Ticker(sensor, instance, GpuBenchmarkSource(**settings))().run_requests == []
+    copied = [root.model_copy(update={"ready_when_complete": False})
+              for root in source.data_roots]  # a root's own setting wins
+    assert Ticker(sensor, instance, GpuBenchmarkSource(
+        **{**settings, "data_roots": copied}, ready_when_complete=True))().run_requests == []
     ticker = Ticker(sensor, instance, GpuBenchmarkSource(**settings, ready_when_complete=True))
     [request] = ticker().run_requests
     assert covered(ticker, request) == ALL_KEYS
