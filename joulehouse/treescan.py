@@ -52,16 +52,16 @@ the size of the tree, and its work grows with what changed:
 * With ``ready_when_complete``, a candidate still inside its quiet period (a
   listed or pending one, or a watched one found changed) is asked too, after
   the quiet ones (oldest first, within the same cap; those it leaves over are
-  *unasked*, as the quiet ones deferred): complete, and probed
-  again unchanged (else it was written to while asked, and its fingerprint is
-  stale), it is ready at once; incomplete, it stays pending, not remembered in
+  *unasked*, as the quiet ones deferred): complete, and probed again unchanged
+  (else it was written to while asked, and its fingerprint is stale), it is
+  ready at once; incomplete, it stays pending, not remembered in
   ``incomplete`` (it is still changing) but in ``early_incomplete``, and is
   asked again at the first tick that finds its fingerprint changed (within
   ``max_incomplete``, those changed last; the others every tick); once quiet,
-  the rules above apply. Safe only where ``is_complete`` holds only
-  once the writer is done with every file (a ClusterCockpit job, parsed to its
-  end; a GPU repetition written by ``joulehouse collect``, ``experiment_end``
-  last). Rechecked leaves still wait for their quiet period.
+  the rules above apply. Safe only where ``is_complete`` holds only once the
+  writer is done with every file (a ClusterCockpit job, parsed to its end; a
+  GPU repetition written by ``joulehouse collect``, ``experiment_end`` last).
+  Rechecked leaves still wait for their quiet period.
 * Leaves to *recheck* (the caller's: those that failed downstream, by key,
   with the fingerprint they were reported with) are fingerprinted again
   every tick and reported again once their fingerprint differs and they are
