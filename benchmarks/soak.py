@@ -646,15 +646,28 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
 
 
 def sensor_wait(summary: dict, args: argparse.Namespace) -> dict:
-    """How much of the median delay landing -> facts the sensors' waiting explains: an
-    entry is handed out once quiet for ``quiet_s``, at the next tick (on average half an
-    interval later). With ``--ready-when-complete`` a ClusterCockpit job or GPU repetition
-    waits for the tick alone, so over all sources this share is an upper bound."""
-    waited = args.quiet_s + args.interval_s / 2
-    median = summary["freshness"]["all_fact_sources"]["to_facts"].get("p50_s")
-    return {"quiet_s": args.quiet_s, "interval_s": args.interval_s, "mean_wait_s": waited,
-            "ready_when_complete": args.ready_when_complete,
-            "share_of_median_to_facts": round(waited / median, 3) if median else None}
+    """Per source landed, the sensors' expected wait (s) against its median delay landing
+    -> facts: half an interval for the tick, after what the entry waits for. GEOPM reports
+    and TAU sets wait for ``quiet_s``, as ClusterCockpit jobs and GPU repetitions do without
+    ``--ready-when-complete``; a PowerAPI stream for ``grown_wait_s`` after a tick first saw
+    it grown (an append landing later in that wait waits less). Expected, not bounds: the
+    cap, and a sensor's own run in flight, hold an entry back longer."""
+    tick = args.interval_s / 2
+    quiet = args.quiet_s + tick
+    complete = tick if args.ready_when_complete else quiet
+    expected = {"clustercockpit": complete, "gpu-benchmark": complete, "geopm": quiet,
+                "tau": quiet, "powerapi": args.grown_wait_s + tick}
+    sources = {}
+    for source, wait in expected.items():
+        if source not in summary["freshness"]:
+            continue
+        median = summary["freshness"][source]["to_facts"].get("p50_s")
+        sources[source] = {"expected_wait_s": wait, "median_to_facts_s": median,
+                           "share_of_median_to_facts":
+                               round(wait / median, 3) if median else None}
+    return {"quiet_s": args.quiet_s, "interval_s": args.interval_s,
+            "grown_wait_s": args.grown_wait_s, "ready_when_complete": args.ready_when_complete,
+            "sources": sources}
 
 
 def targets(summary: dict) -> dict:

@@ -12,7 +12,7 @@ shared by its instances: declared on any of them, they must agree
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -83,16 +83,17 @@ class Source(dg.Component, dg.Resolvable):
 
 
 
-def _settings_of(resource: type[dg.ConfigurableResource], folders_field: str
-                 ) -> dict[str, Any]:
-    """The resource's settings as optional fields (undeclared: the resource's default)."""
+def _settings_of(resource: type[dg.ConfigurableResource], folders_field: str,
+                 exclude: Iterable[str] = ()) -> dict[str, Any]:
+    """The resource's settings but ``exclude`` as optional fields (undeclared: the
+    resource's default)."""
     names = [name for name in resource.model_fields if name != folders_field]
-    return fields_of(resource, names, optional=names)
+    return fields_of(resource, names, optional=names, exclude=exclude)
 
 
 class GpuDataRoot(model_of(
         "GpuDataRootFields", "A GPU data root's fields.", fields_of(DataRoot),
-        _settings_of(GpuBenchmarkSource, "data_roots")), Source):
+        _settings_of(GpuBenchmarkSource, "data_roots", exclude=DataRoot.model_fields)), Source):
     """A GPU benchmark data root (``experiment/benchmark/run/repetition``), watched by a
     sensor of its own; partition keys ``<name>/<experiment>/<benchmark>/<run>/<rep>``."""
 
@@ -106,8 +107,15 @@ class GpuDataRoot(model_of(
     @classmethod
     def variables(cls) -> dict[str, str]:
         """The data root's keys are replaced with the roots of ``$JOULEHOUSE_GPU_DATA_ROOTS``
-        (a JSON list of them, or folders)."""
-        return {**dict.fromkeys(DataRoot.model_fields, cls.FOLDERS_ENV), **cls.SETTINGS_ENV}
+        (a JSON list of them, or folders); the variable of a source setting that a data
+        root sets for itself (``ready_when_complete``) is the default of the roots that
+        leave it unset, not an override."""
+        return {**cls.SETTINGS_ENV, **dict.fromkeys(DataRoot.model_fields, cls.FOLDERS_ENV)}
+
+    @classmethod
+    def settings_fields(cls) -> list[str]:
+        """The source's settings but those each data root sets for itself."""
+        return [name for name in super().settings_fields() if name not in DataRoot.model_fields]
 
     def entry(self) -> DataRoot:
         return DataRoot(**{**{name: getattr(self, name) for name in DataRoot.model_fields},

@@ -49,15 +49,19 @@ the size of the tree, and its work grows with what changed:
   ones left out), or has listed :data:`LIST_FACTOR` times as many leaves, so
   the first walk of a large tree spreads over many ticks (changed folders
   are listed oldest first).
-* With ``ready_when_complete``, a candidate still inside its quiet period is
-  asked too, after the quiet ones (oldest first, within the same cap): complete,
-  it is ready at once; incomplete, it stays pending, not remembered in
-  ``incomplete`` (it is still changing), and is asked again next tick; once
-  quiet, the rules above apply. Safe only where ``is_complete`` holds only once
-  the writer is done with every file (a ClusterCockpit job, parsed to its end;
-  a GPU repetition written by ``joulehouse collect``, ``experiment_end`` last).
-  Rechecked leaves still wait for their quiet period; a watched leaf found
-  changed inside it is pending, so asked from the next tick on.
+* With ``ready_when_complete``, a candidate still inside its quiet period (a
+  listed or pending one, or a watched one found changed) is asked too, after
+  the quiet ones (oldest first, within the same cap; those it leaves over are
+  *unasked*, as the quiet ones deferred): complete, and probed again unchanged
+  (else it was written to while asked, and its fingerprint is stale), it is
+  ready at once; incomplete, it stays pending, not remembered in
+  ``incomplete`` (it is still changing) but in ``early_incomplete``, and is
+  asked again at the first tick that finds its fingerprint changed (within
+  ``max_incomplete``, those changed last; the others every tick); once quiet,
+  the rules above apply. Safe only where ``is_complete`` holds only once the
+  writer is done with every file (a ClusterCockpit job, parsed to its end; a
+  GPU repetition written by ``joulehouse collect``, ``experiment_end`` last).
+  Rechecked leaves still wait for their quiet period.
 * Leaves to *recheck* (the caller's: those that failed downstream, by key,
   with the fingerprint they were reported with) are fingerprinted again
   every tick and reported again once their fingerprint differs and they are
@@ -217,6 +221,8 @@ class TreeState:
     scan, s); ``watched`` the keys of leaves watched -> until when (s);
     ``incomplete`` the pending (or rechecked) leaves found quiet but incomplete
     -> the fingerprint they had then (not asked again while it stays);
+    ``early_incomplete`` likewise the pending leaves found incomplete inside their quiet
+    period (``ready_when_complete``), kept apart: ``incomplete`` counts the quiet ones;
     ``gone`` the folders absent but still remembered -> when first missed (s);
     ``stuck`` the folders that exist but could not be stat'ed or listed -> when
     first so (s): their records are kept and they are tried again every tick.
@@ -239,6 +245,7 @@ class TreeState:
     incomplete: dict[str, str] = field(default_factory=dict)
     gone: dict[str, float] = field(default_factory=dict)
     stuck: dict[str, float] = field(default_factory=dict)
+    early_incomplete: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """A compact string (zlib-compressed JSON, base64) for a sensor cursor."""
@@ -254,6 +261,8 @@ class TreeState:
             payload["gone"] = self.gone
         if self.stuck:
             payload["stuck"] = self.stuck
+        if self.early_incomplete:
+            payload["early_incomplete"] = self.early_incomplete
         raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
         return base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
 
@@ -269,7 +278,7 @@ class TreeState:
                    payload["since"], set(payload["pending"]), payload["position"],
                    payload["credit"], payload["last_tick"], payload.get("watched", {}),
                    payload.get("incomplete", {}), payload.get("gone", {}),
-                   payload.get("stuck", {}))
+                   payload.get("stuck", {}), payload.get("early_incomplete", {}))
 
 
 @dataclass(frozen=True)
@@ -293,6 +302,7 @@ class TreeResult:
     rescanned: int  # listed folders re-listed by the rolling rescan this tick
     errors: list[InputError]  # what the walk refused to follow (it went on)
     incomplete: int = 0  # of the pending, quiet ones found incomplete (unchanged since)
+    unasked: int = 0  # of the pending, ones inside their quiet period left by the cap (not asked)
 
 
 def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
@@ -311,7 +321,7 @@ def scan(tree: Tree, root: Path, state: TreeState, *, quiet_s: float, cap: int,
     ``max_incomplete``: how many leaves found incomplete to remember (None: all;
     only for :class:`NameDigest` records). ``ready_when_complete``: a candidate
     inside its quiet period is ready once complete (asked after the quiet ones,
-    within the cap; incomplete, it is not remembered). See the module docstring.
+    within the cap; incomplete, asked again once changed). See the module docstring.
     """
     unusable = _unusable(tree, root, state)
     if unusable is not None:
@@ -398,7 +408,8 @@ class _Tick:
         rescanned = sum(rescanning for _, _, rescanning in queue[:done])
         self.new.credit = max(0.0, self.new.credit - rescanned)
         waiting = [(c, rel) for c, rel, rescanning in queue[done:] if not rescanning]
-        ready, deferred = self._complete(checked)
+        ready, left = self._complete(checked)
+        deferred = [r for r in left if r.key not in self.early]
         for found in ready:
             self._reported(found, watch_s)
         # Rechecked leaves come back through ``recheck``, not ``pending``.
@@ -415,33 +426,49 @@ class _Tick:
                                  if rel in self.old.folders] + self.unread)
         self._prune_watched(max_watched)
         return TreeResult(ready, self.new, len(self.new.pending), len(deferred), len(waiting),
-                          rescanned, self.errors, incomplete)
+                          rescanned, self.errors, incomplete, len(left) - len(deferred))
 
     def _complete(self, checked: dict) -> tuple[list[Found], list[Found]]:
-        """``(ready, deferred)``: the quiet candidates, then those inside their quiet
-        period (``early``), oldest first, that are complete, up to the cap; and the quiet
-        ones left over by the cap.
+        """``(ready, left)``: the quiet candidates, then those inside their quiet period
+        (``early``), oldest first, that are complete, up to the cap; and those left over by
+        the cap, not asked.
 
         Completeness may read the files (a ClusterCockpit job's are parsed to
         the end), so it is asked of no more candidates than the cap needs; an
         incomplete quiet one becomes ``None`` in ``checked`` (pending) and is remembered
         in ``incomplete`` with its fingerprint; an incomplete early one stays pending,
-        not remembered: it is still changing. A quiet candidate changed before every
-        early one, so sorting by last change puts the quiet ones first.
+        remembered in ``early_incomplete``. A complete early one is ready only if a
+        second probe finds it unchanged (:meth:`_unchanged`); else it stays pending. A
+        quiet candidate changed before every early one, so sorting by last change puts
+        the quiet ones first.
         """
         quiet = [r for r in checked.values() if r is not None]
         order = sorted([*quiet, *self.early.values()], key=lambda r: (r.last_change, r.key))
         ready: list[Found] = []
         for index, found in enumerate(order):
             if len(ready) == self.cap:
-                return ready, [r for r in order[index:] if r.key not in self.early]
+                return ready, order[index:]
             if found.key in self.overdue or self.spec.is_complete(self.root / found.key):
+                if found.key in self.early and not self._unchanged(found):
+                    continue  # written to since its probe: pending, asked again next tick
                 ready.append(found)
                 checked[found.key] = found
-            elif found.key not in self.early:
+            elif found.key in self.early:
+                self.new.early_incomplete[found.key] = found.fingerprint
+            else:
                 checked[found.key] = None
                 self.new.incomplete[found.key] = found.fingerprint
         return ready, []
+
+    def _unchanged(self, found: Found) -> bool:
+        """Whether the leaf is still as ``found`` probed it. A leaf inside its quiet period
+        is often written to between its probe and the ask (``experiment_end``, the end of
+        ``meta.json``); handed out with the fingerprint of the state before, it would be
+        found changed, and handed out again, at a later tick."""
+        try:
+            return probe(self.root / found.key)[1] == found.fingerprint
+        except OSError:  # vanished or unreadable: the next tick's probe says which
+            return False
 
     def _folder(self, key: str) -> str:
         return "/".join(key.split("/")[:self.spec.listed_level])
@@ -491,17 +518,24 @@ class _Tick:
             if key not in checked and self.records.is_new(self.new.folders[folder], leaf,
                                                           fingerprint_, change_ns):
                 changed.append(key)
-        self._check_all(sorted(changed), checked)
+        self._check_all(sorted(changed), checked, self.ready_when_complete)
 
     def _prune_incomplete(self, max_incomplete: int | None) -> None:
-        """Keep the ``max_incomplete`` incomplete leaves changed last; the others (those
-        not probed this tick first) are forgotten until their folder is listed again."""
-        if max_incomplete is None or len(self.new.incomplete) <= max_incomplete:
+        """Keep the ``max_incomplete`` incomplete leaves changed last, quiet ones and early
+        ones each; the other quiet ones (those not probed this tick first) are forgotten
+        until their folder is listed again, the other early ones are asked every tick."""
+        if max_incomplete is None:
             return
-        by_age = sorted(self.new.incomplete, key=lambda k: (self.changes.get(k, 0), k))
-        for key in by_age[:len(by_age) - max_incomplete]:
+        for key in self._but_newest(self.new.incomplete, max_incomplete):
             del self.new.incomplete[key]
             self.new.pending.discard(key)
+        for key in self._but_newest(self.new.early_incomplete, max_incomplete):
+            del self.new.early_incomplete[key]
+
+    def _but_newest(self, leaves: Iterable[str], kept: int) -> list[str]:
+        """The keys of ``leaves`` but the ``kept`` changed last (probed this tick first)."""
+        by_age = sorted(leaves, key=lambda k: (self.changes.get(k, 0), k))
+        return by_age[:max(0, len(by_age) - kept)]
 
     def _prune_watched(self, max_watched: int) -> None:
         """Keep the ``max_watched`` watched leaves reported last (the latest ends)."""
@@ -610,12 +644,13 @@ class _Tick:
         self.new.folders[rel] = record
         return [f"{rel}/{leaf}" for leaf in candidates], len(leaves)
 
-    def _check_all(self, keys: Iterable[str], checked: dict, early: bool = False) -> None:
+    def _check_all(self, keys: Iterable[str], checked: dict, ask_early: bool = False) -> None:
         """Quiet -> :class:`Found` (complete or not: :meth:`_complete` asks; quiet for
-        ``incomplete_after_s``: in ``overdue``, not asked); not quiet, or
-        found incomplete before as it is now (and not overdue), or unreadable (reported in ``errors``) ->
-        ``None``; vanished -> left out. With ``early``, a leaf not quiet is also put in
-        ``self.early``, for :meth:`_complete` to ask."""
+        ``incomplete_after_s``: in ``overdue``, not asked); not quiet, or found incomplete
+        before as it is now (and not overdue), or unreadable (reported in ``errors``) ->
+        ``None``; vanished -> left out. With ``ask_early``, a leaf not quiet is also put in
+        ``self.early``, for :meth:`_complete` to ask, unless found incomplete before as it
+        is now (``early_incomplete``)."""
         for key in keys:
             try:
                 change_ns, fingerprint_ = probe(self.root / key)
@@ -632,7 +667,9 @@ class _Tick:
                        and quiet_for >= max(self.incomplete_after_s, self.quiet_s))
             if quiet_for < self.quiet_s:
                 checked[key] = None
-                if early:
+                if ask_early and self.old.early_incomplete.get(key) == fingerprint_:
+                    self.new.early_incomplete[key] = fingerprint_  # as when found incomplete
+                elif ask_early:
                     self.early[key] = Found(key, fingerprint_, last_change, change_ns)
             elif not overdue and self.old.incomplete.get(key) == fingerprint_:
                 checked[key] = None

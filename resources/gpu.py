@@ -48,6 +48,15 @@ class DataRoot(dg.Config):
         default="UTC", description="IANA zone of the naive timestamps in the CSV files.")
     external_power_unit: str = Field(
         default="mW", description="Unit of the power-external.csv channels: mW, cW or W.")
+    ready_when_complete: bool | None = Field(
+        default=None,
+        description="Hand out a repetition of this root at the first tick that finds "
+                    "experiment_end in its timestamps.csv, without waiting for the quiet "
+                    "period. Safe only where joulehouse collect writes the root's repetitions "
+                    "in place (experiment_end last, after fsync of every other file); not "
+                    "where tools copy them in, which may write timestamps.csv before "
+                    "gpu-power.csv is whole. None: the source's ready_when_complete "
+                    "(JOULEHOUSE_GPU_READY_WHEN_COMPLETE, default false).")
 
     @property
     def key_prefix(self) -> str:
@@ -76,11 +85,9 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
                     "(sensors/tick_budget.py); the rest wait for the next ticks, oldest first.")
     ready_when_complete: bool = Field(
         default=False,
-        description="Hand out a repetition at the first tick that finds experiment_end in its "
-                    "timestamps.csv, without waiting for the quiet period. Safe only where "
-                    "joulehouse collect writes the repetitions in place (experiment_end "
-                    "last, after fsync of every other file); not for repetitions copied in by "
-                    "tools that may write timestamps.csv before gpu-power.csv is whole.")
+        description="The ready_when_complete of every data root that does not set its own "
+                    "(a data root's field: whether its repetitions are handed out once they "
+                    "have experiment_end, without the quiet period).")
 
     @classmethod
     def from_env(cls, default_roots: str | os.PathLike[str] | Sequence[DataRoot], **settings
@@ -115,6 +122,12 @@ class GpuBenchmarkSource(dg.ConfigurableResource):
         the folder names it resolved, for the life of the process.
         """
         return _roots_by_name(tuple(self.data_roots))
+
+    def ready_when_complete_of(self, root: DataRoot) -> bool:
+        """Whether ``root``'s repetitions are handed out once complete: its own setting,
+        else the source's."""
+        return self.ready_when_complete if root.ready_when_complete is None else (
+            root.ready_when_complete)
 
     def partition_key(self, root: DataRoot, ref: RepetitionRef) -> str:
         return f"{root.key_prefix}/{ref.key}"

@@ -85,7 +85,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     states: dict[str, str] = {}
     ready: dict[str, dict[str, str]] = {  # block -> job key -> fingerprint
         block: BLOCKS.listed(event) for block, event in cancelled.items()}
-    pending = deferred = unlisted = incomplete = 0
+    pending = deferred = unasked = unlisted = incomplete = 0
     errors: list[str] = []
     budget = tick.cap
     for root in source.roots():
@@ -105,15 +105,18 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
             ready.setdefault(job.ref.block, {})[job.ref.key] = job.fingerprint
         budget -= len(result.ready)
         pending, deferred = pending + result.pending, deferred + result.deferred
+        unasked += result.unasked
         unlisted += result.unlisted
         incomplete += result.incomplete
         states[str(root)] = result.state.to_json()
     waiting = ("to be complete" if source.ready_when_complete
                else f"to be complete and quiet for {source.quiet_period_s:g} s")
-    remaining = (f"{pending - deferred} job(s) waiting {waiting} "
+    not_asked = (f" (and {unasked} inside the quiet period, not asked whether complete)"
+                 if source.ready_when_complete else "")
+    remaining = (f"{pending - deferred - unasked} job(s) waiting {waiting} "
                  f"({incomplete} quiet but incomplete: handed out "
                  f"once unchanged for {source.incomplete_after_s:g} s), {deferred} ready but "
-                 f"left for the next ticks by this tick's cap of {tick.cap}, "
+                 f"left for the next ticks by this tick's cap of {tick.cap}{not_asked}, "
                  f"{unlisted} block folder(s) still to list"
                  + "".join(f"; skipped: {error}" for error in errors[:3]))
     if not ready:
@@ -131,7 +134,7 @@ def evaluate(context: dg.SensorEvaluationContext, source: ClusterCockpitArchive
     run_request, additions, new = request
     return tick.ask(context, run_request, additions, files_landed(
         cc_job_files.key, fingerprints, BLOCKS.metadata(BLOCKS.listing(ready, recheck), run_request.run_key)),
-        json.dumps(states), handed_out=count, cut=bool(deferred or unlisted),
+        json.dumps(states), handed_out=count, cut=bool(deferred or unasked or unlisted),
         told=f"{count} job(s) ready in {len(ready)} block(s) ({new} new), one run; {remaining}")
 
 

@@ -153,21 +153,24 @@ def evaluate(context: dg.SensorEvaluationContext, source: GpuBenchmarkSource, ro
     records = BLOCKS.records(context.instance)  # each day's latest records, once a tick
     cancelled = {day: event for day, event in BLOCKS.cancelled(
         records, set(), registered).items() if day.startswith(prefix)}
+    ready_when_complete = source.ready_when_complete_of(root)
     result = scan(root.path, scan_state(tick.own),
                   quiet_s=source.quiet_period_s, full_rescan_s=source.full_rescan_s,
                   max_repetitions=tick.cap,
                   recheck=failed_repetitions(records, failed, root),
-                  ready_when_complete=source.ready_when_complete)
+                  ready_when_complete=ready_when_complete)
     for error in result.errors:
         context.log.warning(str(error))
-    cut = bool(result.deferred or result.unlisted)
-    waiting = ("experiment_end" if source.ready_when_complete
+    cut = bool(result.deferred or result.unasked or result.unlisted)
+    waiting = ("experiment_end" if ready_when_complete
                else f"experiment_end or the {source.quiet_period_s:g} s quiet period")
-    remaining = (f"{result.pending - result.deferred} waiting for {waiting} "
+    unasked = (f" (and {result.unasked} inside the quiet period, not asked for experiment_end)"
+               if ready_when_complete else "")
+    remaining = (f"{result.pending - result.deferred - result.unasked} waiting for {waiting} "
                  f"({result.incomplete} quiet without "
                  "experiment_end, never ingested until it has one: a killed collector?), "
                  f"{result.deferred} ready but left "
-                 f"for the next ticks by this tick's cap of {tick.cap}, "
+                 f"for the next ticks by this tick's cap of {tick.cap}{unasked}, "
                  f"{result.unlisted} run folder(s) still to list"
                  + "".join(f"; skipped: {error}" for error in result.errors[:3]))
     cursor = cursor_of(result.state)

@@ -41,7 +41,8 @@ What changes a job after its report, and when a tick finds it:
 * ``data.json`` replaced by ``data.json.gz``, or ``meta.json`` rewritten (tags):
   these change only the job's folder (or files). A job reported within the
   last ``watch_s`` seconds is *watched*: stat'ed every tick and reported
-  again at the next tick after its quiet period. At most ``max_watched`` are
+  again at the next tick after its quiet period (with ``ready_when_complete``:
+  at the first tick that finds it complete). At most ``max_watched`` are
   watched (the most recently reported); older jobs are found by the rolling
   rescan within ``full_rescan_s`` (never, with ``full_rescan_s=None``).
 
@@ -105,6 +106,7 @@ class ScanResult:
     state: ScanState
     rescanned: int = 0  # block folders re-listed by the rolling rescan this tick
     incomplete: int = 0  # of the pending, quiet ones found incomplete (unchanged since)
+    unasked: int = 0  # of the pending, ones inside their quiet period left by the cap (not asked)
 
 
 def _tree(root: Path) -> treescan.Tree:
@@ -164,4 +166,4 @@ def scan(root: str | os.PathLike[str], state: ScanState, *, quiet_s: float, max_
                            ready_when_complete=ready_when_complete)
     ready = [ReadyJob(job_ref(root, found.key), found.fingerprint) for found in result.ready]
     return ScanResult(ready, result.pending, result.deferred, result.unlisted, result.errors,
-                      result.state, result.rescanned, result.incomplete)
+                      result.state, result.rescanned, result.incomplete, result.unasked)

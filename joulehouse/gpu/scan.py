@@ -73,6 +73,7 @@ class ScanResult:
     rescanned: int  # run folders re-listed by the rolling rescan this tick
     incomplete: int = 0  # of the pending, quiet ones without experiment_end (unchanged since)
     errors: list[InputError] = field(default_factory=list)  # folders unreadable (skipped)
+    unasked: int = 0  # of the pending, ones inside their quiet period left by the cap (not asked)
 
 
 def _folders(path: Path, *_) -> list[str]:
@@ -115,4 +116,4 @@ def scan(
     ready = [ReadyRepetition(RepetitionRef.from_key(root, found.key), found.fingerprint,
                              found.last_change) for found in result.ready]
     return ScanResult(ready, result.state, result.pending, result.deferred, result.unlisted,
-                      result.rescanned, result.incomplete, result.errors)
+                      result.rescanned, result.incomplete, result.errors, result.unasked)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from soak import parse_args, stack_settings
+from soak import parse_args, sensor_wait, stack_settings
 
 READY = ("JOULEHOUSE_CC_READY_WHEN_COMPLETE", "JOULEHOUSE_GPU_READY_WHEN_COMPLETE")
 
@@ -13,3 +13,23 @@ def test_complete_jobs_and_repetitions_are_handed_out_at_once_unless_told_otherw
     assert settings["JOULEHOUSE_QUIET_PERIOD_S"] == "10"  # still the other sources' wait
     waiting = stack_settings(parse_args(["--out", str(tmp_path), "--no-ready-when-complete"]))
     assert [waiting[name] for name in READY] == ["false", "false"]
+
+
+def test_the_sensor_wait_is_set_against_each_sources_own_median(tmp_path):
+    freshness = {"clustercockpit": {"to_facts": {"n": 9, "p50_s": 20.0}},
+                 "gpu-benchmark": {"to_facts": {"n": 9, "p50_s": 50.0}},
+                 "geopm": {"to_facts": {"n": 9, "p50_s": 30.0}},
+                 "powerapi": {"to_facts": {"n": 9, "p50_s": 70.0}},
+                 "tau": {"to_facts": {"n": 0}},
+                 "all_fact_sources": {"to_facts": {"n": 36, "p50_s": 40.0}}}
+    args = parse_args(["--out", str(tmp_path)])  # quiet 10 s, interval 10 s, grown wait 30 s
+    sources = sensor_wait({"freshness": freshness}, args)["sources"]
+    assert {source: (figures["expected_wait_s"], figures["share_of_median_to_facts"])
+            for source, figures in sources.items()} == {
+        "clustercockpit": (5.0, 0.25), "gpu-benchmark": (5.0, 0.1),  # the tick alone
+        "geopm": (15.0, 0.5), "tau": (15.0, None),  # the quiet period; no median
+        "powerapi": (35.0, 0.5)}  # grown_wait_s
+    waiting = sensor_wait({"freshness": {"clustercockpit": freshness["clustercockpit"]}},
+                          parse_args(["--out", str(tmp_path), "--no-ready-when-complete"]))
+    assert waiting["sources"]["clustercockpit"]["expected_wait_s"] == 15.0
+    assert list(waiting["sources"]) == ["clustercockpit"]  # only the sources landed

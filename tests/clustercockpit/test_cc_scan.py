@@ -12,6 +12,7 @@ import pytest
 
 from joulehouse import treescan
 from joulehouse.clustercockpit import layout
+from joulehouse.clustercockpit import scan as scan_module
 from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
 from joulehouse.clustercockpit.layout import JobRef
 from joulehouse.clustercockpit.scan import ScanState, scan
@@ -367,3 +368,79 @@ def test_a_block_that_cannot_be_listed_holds_the_watermark_for_an_hour_at_most(
     assert len(state.recent) <= 2
     monkeypatch.setattr(os, "scandir", real)
     assert keys(tick(archive, state, now=LATER + hour + 660)) == [job]
+
+
+#: A quiet period no job written by a test gets out of.
+LONG_QUIET_S = 600.0
+
+
+def early(**kw) -> dict:
+    """A tick's settings with ``ready_when_complete`` at the clock's time (not LATER)."""
+    return {"quiet_s": LONG_QUIET_S, "now": None, "ready_when_complete": True, **kw}
+
+
+def test_with_ready_when_complete_a_job_completed_while_asked_is_handed_out_once(
+        archive, monkeypatch):
+    key = add(archive, 1000)
+    meta = JobRef(archive, "c1", 1000, START).meta_path
+    whole = meta.read_bytes()
+    meta.write_bytes(whole[:-10])  # cc-backend still writing meta.json
+    asked = []
+
+    def completed_when_first_asked(path: Path) -> bool:  # meta.json ends in the gap
+        if not asked:
+            meta.write_bytes(whole)
+        asked.append(path)
+        return layout.is_complete(path)
+
+    monkeypatch.setattr(scan_module, "is_complete", completed_when_first_asked)
+    state, per_tick = ScanState(), []
+    for _ in range(3):  # watched after its report
+        result = tick(archive, state, **early())
+        state = result.state
+        per_tick.append([(job.ref.key, job.fingerprint) for job in result.ready])
+    # complete, but not as probed before the ask: handed out at the next tick, as it is
+    assert per_tick == [[], [(key, layout.fingerprint(meta.parent))], []]
+
+
+def test_with_ready_when_complete_a_rechecked_job_still_waits_for_its_quiet_period(archive):
+    add(archive, 1000)
+    first = tick(archive, ScanState(), **early())
+    failed = first.ready[0]
+    recheck = {failed.ref.key: failed.fingerprint}
+    rewrite_meta(failed.ref)  # fixed in place, complete at once (and watched)
+    fixing = tick(archive, first.state, recheck=recheck, **early())
+    assert fixing.ready == [] and fixing.pending == 0  # rechecked: not pending, not watched
+    fixed = tick(archive, fixing.state, recheck=recheck,
+                 **early(now=time.time() + LONG_QUIET_S + 1))
+    assert keys(fixed) == [failed.ref.key]
+    assert fixed.ready[0].fingerprint == layout.fingerprint(failed.ref.path)
+
+
+@pytest.mark.parametrize("change", [replace_data_by_gz, rewrite_meta])
+def test_with_ready_when_complete_a_watched_job_rewritten_is_handed_out_once_complete(
+        archive, change):
+    add(archive, 1000)
+    first = tick(archive, ScanState(), **early())
+    ref = first.ready[0].ref
+    change(ref)  # inside its quiet period: handed out at the next tick all the same
+    again = tick(archive, first.state, **early(full_rescan_s=None))
+    assert keys(again) == [ref.key] and again.rescanned == 0
+    assert again.ready[0].fingerprint == layout.fingerprint(ref.path)
+
+
+@pytest.mark.parametrize("found_by", [
+    {"full_rescan_s": None},  # watched: stat'ed every tick
+    {"full_rescan_s": 0, "watch_s": 0},  # not watched: the rolling rescan, every tick here
+])
+def test_with_ready_when_complete_a_job_handed_out_early_then_rewritten_is_again_once(
+        archive, found_by):
+    key = add(archive, 1000)
+    state, per_tick = ScanState(), []
+    for index in range(4):
+        if index == 1:
+            rewrite_meta(JobRef(archive, "c1", 1000, START))  # tags, inside the quiet period
+        result = tick(archive, state, **early(**found_by))
+        state = result.state
+        per_tick.append(keys(result))
+    assert per_tick == [[key], [key], [], []]

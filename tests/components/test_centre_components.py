@@ -42,9 +42,9 @@ def test_a_tree_with_several_instances_of_every_source_kind_loads_them_all(tmp_p
                    "geopm-b", "powerapi-1", "powerapi-2", "arch-a/emmy", "arch-b/fritz")
     write_centre(tmp_path / "project", {
         "gpu/lab": instance("GpuDataRoot", path=data["gpu-a/data"], name="lab",
-                            timezone="Europe/Berlin"),
+                            timezone="Europe/Berlin", ready_when_complete=True),
         "gpu/hall": instance("GpuDataRoot", path=data["gpu-b/data"], name="hall",
-                             quiet_period_s=30),
+                             quiet_period_s=30, ready_when_complete=False),
         "gpu/cloud": instance("GpuDataRoot", path=data["cloud"], quiet_period_s=30),
         "tau/one": instance("TauLanding", path=data["tau-1"]),
         "tau/two": instance("TauLanding", path=data["tau-2"]),
@@ -80,10 +80,12 @@ def test_a_tree_with_several_instances_of_every_source_kind_loads_them_all(tmp_p
     resources = built.resources
     gpu = resources["gpu_source"]
     assert dict(gpu.roots_by_name()) == {
-        "lab": DataRoot(path=str(data["gpu-a/data"]), name="lab", timezone="Europe/Berlin"),
-        "hall": DataRoot(path=str(data["gpu-b/data"]), name="hall"),
+        "lab": DataRoot(path=str(data["gpu-a/data"]), name="lab", timezone="Europe/Berlin",
+                        ready_when_complete=True),
+        "hall": DataRoot(path=str(data["gpu-b/data"]), name="hall", ready_when_complete=False),
         "cloud": DataRoot(path=str(data["cloud"]))}
     assert gpu.quiet_period_s == 30.0  # declared by two instances, the default's 60 elsewhere
+    assert not gpu.ready_when_complete  # a root's own: two roots differ, no conflict
     for name, root in (("lab", "gpu-a/data"), ("hall", "gpu-b/data"), ("cloud", "cloud")):
         found, ref = gpu.resolve(f"{name}/e/b/150W/0")
         assert (Path(found.path), ref.key) == (data[root], "e/b/150W/0")

@@ -143,12 +143,18 @@ def test_with_ready_when_complete_a_repetition_is_handed_out_inside_its_quiet_pe
     settings = {"data_roots": source.data_roots, "quiet_period_s": 600.0,
                 "full_rescan_s": None}
     assert Ticker(sensor, instance, GpuBenchmarkSource(**settings))().run_requests == []
+    copied = [root.model_copy(update={"ready_when_complete": False})
+              for root in source.data_roots]  # a root's own setting wins
+    assert Ticker(sensor, instance, GpuBenchmarkSource(
+        **{**settings, "data_roots": copied}, ready_when_complete=True))().run_requests == []
     ticker = Ticker(sensor, instance, GpuBenchmarkSource(**settings, ready_when_complete=True))
     [request] = ticker().run_requests
     assert covered(ticker, request) == ALL_KEYS
     skipped = ticker()
     assert skipped.run_requests == []
     assert "1 waiting for experiment_end (0 quiet without" in skipped.skip_message
+    assert "(and 0 inside the quiet period, not asked for experiment_end)" in (
+        skipped.skip_message)
     timestamps.write_text(complete)
     [request] = ticker().run_requests
     assert covered(ticker, request) == ["lab/power-limit/resnet/200W/2"]

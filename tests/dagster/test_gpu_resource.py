@@ -1,5 +1,7 @@
 """The GPU benchmark source resource: partition keys to data roots and repetitions."""
 
+import json
+
 import dagster as dg
 import pytest
 
@@ -66,6 +68,19 @@ def test_a_copy_with_other_roots_maps_its_own_roots(tmp_path):
         DataRoot(path=str(tmp_path / "a"), name="a", timezone="Europe/Berlin")]})
     assert zoned.resolve("a/e/x/150W/0")[0].timezone == "Europe/Berlin"
     assert source.resolve("a/e/x/150W/0")[0].timezone == "UTC"
+
+
+def test_ready_when_complete_is_a_roots_own_else_the_sources(tmp_path, monkeypatch):
+    roots = [{"path": str(tmp_path / "collected"), "ready_when_complete": True},
+             {"path": str(tmp_path / "copied"), "ready_when_complete": False},
+             {"path": str(tmp_path / "unset")}]
+    monkeypatch.setenv("JOULEHOUSE_GPU_DATA_ROOTS", json.dumps(roots))
+    for default in (False, True):
+        monkeypatch.setenv("JOULEHOUSE_GPU_READY_WHEN_COMPLETE", str(default))
+        source = GpuBenchmarkSource.from_env(tmp_path)
+        assert {name: source.ready_when_complete_of(root)
+                for name, root in source.roots_by_name().items()} == {
+            "collected": True, "copied": False, "unset": default}
 
 
 def test_sensor_settings_come_from_the_environment(tmp_path, monkeypatch):

@@ -231,22 +231,27 @@ def test_with_ready_when_complete_a_complete_repetition_is_ready_inside_its_quie
                                     ready_when_complete=True).ready] == keys
 
 
-def test_with_ready_when_complete_an_unfinished_repetition_is_asked_every_tick_not_remembered(
+def test_with_ready_when_complete_an_unfinished_repetition_is_asked_again_once_changed(
         tmp_path, monkeypatch):
     key = "e/b0/100W/0"
     write_repetition(tmp_path / key, UNFINISHED)
     asked = count_completeness_asks(monkeypatch)
     state = ScanState()
-    for tick in range(2):
+    for written in (False, False, True):
+        if written:  # the collector still measuring
+            with (tmp_path / key / "gpu-power.csv").open("a") as power:
+                power.write("1,2020-11-16,46\n")
         result = scan(tmp_path, ScanState.from_json(state.to_json()), quiet_s=LONG_QUIET_S,
                       ready_when_complete=True)
         state = result.state
         assert result.ready == [] and result.pending == 1 and result.incomplete == 0
         assert state.pending == {key} and state.incomplete == {}
-        assert asked == [key] * (tick + 1)  # asked again: it is still changing
+        assert state.early_incomplete == {key: probe(tmp_path / key)[1]}
+    assert asked == [key] * 2  # not asked again while unchanged
     # once quiet, the rules of a quiet one: remembered incomplete, not asked again
     quiet = scan(tmp_path, state, quiet_s=1, now=LATER, ready_when_complete=True)
     assert quiet.ready == [] and quiet.incomplete == 1 and key in quiet.state.incomplete
+    assert quiet.state.early_incomplete == {}
     assert scan(tmp_path, quiet.state, quiet_s=1, now=LATER + 1,
                 ready_when_complete=True).incomplete == 1
     assert asked == [key] * 3
@@ -254,7 +259,20 @@ def test_with_ready_when_complete_an_unfinished_repetition_is_asked_every_tick_n
     (tmp_path / key / "timestamps.csv").write_text(TIMESTAMPS)
     done = scan(tmp_path, state, quiet_s=LONG_QUIET_S, ready_when_complete=True)
     assert [r.ref.key for r in done.ready] == [key] and done.pending == 0
+    assert done.state.early_incomplete == {}
     assert time.time() - done.ready[0].last_change < LONG_QUIET_S
+
+
+def test_with_ready_when_complete_at_most_max_incomplete_unfinished_ones_are_remembered(
+        tmp_path):
+    unfinished = ["e/b0/100W/0", "e/b0/100W/1", "e/b0/100W/2"]
+    for key in unfinished:
+        write_repetition(tmp_path / key, UNFINISHED)
+        time.sleep(0.01)
+    result = scan(tmp_path, ScanState(), quiet_s=LONG_QUIET_S, max_incomplete=2,
+                  ready_when_complete=True)
+    assert sorted(result.state.early_incomplete) == unfinished[1:]  # those changed last
+    assert result.pending == 3 and result.incomplete == 0  # all still pending, asked
 
 
 def test_with_ready_when_complete_the_cap_takes_quiet_repetitions_first_oldest_first(
@@ -272,10 +290,36 @@ def test_with_ready_when_complete_the_cap_takes_quiet_repetitions_first_oldest_f
                   ready_when_complete=True)
     oldest_fresh = min(fresh, key=lambda k: (changes[k], k))
     assert [r.ref.key for r in capped.ready] == [*quiet, oldest_fresh] == asked
-    assert capped.pending == 1 and capped.deferred == 0  # a fresh one left over: not deferred
+    # a fresh one left over, not asked: unasked, not deferred (it may be incomplete)
+    assert capped.pending == capped.unasked == 1 and capped.deferred == 0
     # a cap below the quiet ones: the quiet ones first, the fresh ones not asked
     asked.clear()
     below = scan(tmp_path, ScanState(), quiet_s=0.1, max_repetitions=1, now=now,
                  ready_when_complete=True)
     assert [r.ref.key for r in below.ready] == quiet[:1] == asked
-    assert below.pending == 3 and below.deferred == 1
+    assert below.pending == 3 and below.deferred == 1 and below.unasked == 2
+
+
+def test_with_ready_when_complete_a_repetition_finished_while_asked_is_handed_out_once(
+        tmp_path, monkeypatch):
+    key = "e/b0/100W/0"
+    write_repetition(tmp_path / key, UNFINISHED)
+    tree, asked = scan_module.TREE, []
+
+    def finished_when_first_asked(path: Path) -> bool:  # experiment_end lands in the gap
+        if not asked:
+            (path / "timestamps.csv").write_text(TIMESTAMPS)
+        asked.append(path)
+        return tree.is_complete(path)
+
+    monkeypatch.setattr(scan_module, "TREE", dataclasses.replace(
+        tree, is_complete=finished_when_first_asked))
+    state = ScanState()
+    per_tick = []
+    for _ in range(3):  # the rolling rescan re-lists the run folder every tick
+        result = scan(tmp_path, ScanState.from_json(state.to_json()), quiet_s=LONG_QUIET_S,
+                      full_rescan_s=0, ready_when_complete=True)
+        state = result.state
+        per_tick.append([(r.ref.key, r.fingerprint) for r in result.ready])
+    # complete, but not as probed before the ask: handed out at the next tick, as it is
+    assert per_tick == [[], [(key, probe(tmp_path / key)[1])], []]
