@@ -86,7 +86,7 @@ from sensors.schedules import (
     daily_rollups,
     weekly_revalidation,
 )
-from sensors.settings import sensor_interval_s
+from sensors.settings import automation_interval_s
 
 PROJECT_ROOT = Path(__file__).resolve().parent
 EXAMPLE_GPU_DATA = PROJECT_ROOT / "examples" / "gpu-data"
@@ -110,14 +110,16 @@ gpu_energy_job = dg.define_asset_job(
 #: daemon launches them before new landings' runs that wait with them.
 AUTOMATION_RUN_PRIORITY = "1"
 
-#: The automation is evaluated as often as the landing sensors tick
-#: (``JOULEHOUSE_SENSOR_INTERVAL_S``, 30 s by default as Dagster's own): where a site ticks
-#: faster, what a landing brought to ``energy_facts`` reaches the accounting as much sooner.
+#: The automation is evaluated as often as the landing sensors tick (unless
+#: ``JOULEHOUSE_AUTOMATION_INTERVAL_S`` says otherwise; 30 s by default, as Dagster's own):
+#: where a site ticks faster, what a landing brought to ``energy_facts`` reaches the
+#: accounting as much sooner, at the cost of more evaluations (each grows with the assets'
+#: partitions: benchmarks/README.md).
 automation = dg.AutomationConditionSensorDefinition(
     "joulehouse_automation",
     target=dg.AssetSelection.all(),
     run_tags={"dagster/priority": AUTOMATION_RUN_PRIORITY},
-    minimum_interval_seconds=sensor_interval_s(),
+    minimum_interval_seconds=automation_interval_s(),
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=("Evaluates the assets' automation conditions: per-repetition energy follows "
                  "its validated frames, the tables over all repetitions follow any change."),

@@ -67,6 +67,7 @@ from assets.reporting import (
     failure,
     partition_check_spec,
     partitions_per_task,
+    returned,
     run_partitions,
     table_metadata,
     verdict,
@@ -358,7 +359,8 @@ def store_reports_and_host_energy(tasks: list[tuple]) -> list[BothOutcome]:
         try:
             outcomes.append((frames, _host_energy_stored(tables, key, report)))
         except Exception as err:  # noqa: BLE001 - returned: run_entries_both's caller raises it
-            outcomes.append((frames, err))
+            outcomes.append((frames, returned(err)))
+        del report  # one report in memory at a time
     return outcomes
 
 

@@ -53,6 +53,7 @@ from assets.reporting import (
     column_schema,
     partition_check_spec,
     partitions_per_task,
+    returned,
     table_metadata,
     verdict,
 )
@@ -254,11 +255,11 @@ def store_repetitions_and_energy(tasks: list[tuple]) -> list[BothOutcome]:
             energies[key] = with_reading_figures(
                 repetition_energy(rep, data_root=data_root, max_gap_s=max_gap_s), saved)
         except Exception as err:  # noqa: BLE001 - returned: run_entries_both's caller raises it
-            outcomes[key] = (frames, err)
+            outcomes[key] = (frames, returned(err))
     try:
         checked = validate_each(REPETITION_ENERGY_SCHEMA, energies)
     except Exception as err:  # noqa: BLE001 - a bug: returned for each, as below
-        checked = dict.fromkeys(energies, err)
+        checked = dict.fromkeys(energies, returned(err))
     for key, energy in checked.items():
         frames = outcomes[key][0]
         if isinstance(energy, Exception):
@@ -267,7 +268,7 @@ def store_repetitions_and_energy(tasks: list[tuple]) -> list[BothOutcome]:
         try:
             outcomes[key] = (frames, _energy_stored(tables, key, energy, task_refs[key]))
         except Exception as err:  # noqa: BLE001 - returned, as above
-            outcomes[key] = (frames, err)
+            outcomes[key] = (frames, returned(err))
     return [outcomes[task[1]] for task in tasks]
 
 

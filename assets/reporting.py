@@ -37,6 +37,7 @@ those storages do not keep one), so the run must fail, and must fail last.
 
 import math
 import re
+import traceback
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor, Future
@@ -214,6 +215,16 @@ def partitions_per_task(partitions: int, workers: int) -> int:
     most :data:`PARTITIONS_PER_TASK`, and few enough that each worker gets two tasks or
     more."""
     return max(1, min(PARTITIONS_PER_TASK, math.ceil(partitions / (2 * max(workers, 1)))))
+
+
+def returned(error: Exception) -> Exception:
+    """``error``, being handled, with its traceback as a note unless it is an InputError
+    (bad input, named by its file and place): an error a worker returns rather than raises
+    (``run_entries_both``'s tasks: a bug, raised by the step) loses its traceback when
+    pickled back, where a raised one keeps it as the remote traceback."""
+    if not isinstance(error, InputError):
+        error.add_note(traceback.format_exc())
+    return error
 
 
 #: One entry's outcome in a task of ``assets.blocks.run_entries_both``: what the first

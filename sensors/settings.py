@@ -1,7 +1,10 @@
 """How often the sensors tick, and how long a tick may work.
 
 ``$JOULEHOUSE_SENSOR_INTERVAL_S`` (seconds, default 30): the minimum interval
-between two ticks of a sensor. ``$JOULEHOUSE_SENSOR_TICK_BUDGET_S`` (seconds,
+between two ticks of a sensor. ``$JOULEHOUSE_AUTOMATION_INTERVAL_S`` (seconds, default
+the sensors'): the same for the automation sensor, whose evaluation costs grow with the
+assets' partitions (the asset daemon looks every 5 s, so less acts as 5).
+``$JOULEHOUSE_SENSOR_TICK_BUDGET_S`` (seconds,
 default 20): the time a tick that has more to hand out than it can fills
 (``sensors/tick_budget.py``), well under the daemon's 60 s sensor evaluation
 timeout. Read when the definitions load (Dagster fixes a sensor's minimum
@@ -13,6 +16,7 @@ import os
 
 INTERVAL_ENV = "JOULEHOUSE_SENSOR_INTERVAL_S"
 DEFAULT_INTERVAL_S = 30
+AUTOMATION_INTERVAL_ENV = "JOULEHOUSE_AUTOMATION_INTERVAL_S"
 BUDGET_ENV = "JOULEHOUSE_SENSOR_TICK_BUDGET_S"
 DEFAULT_BUDGET_S = 20
 #: The sources' quiet period (their resources' ``quiet_period_s``), which the intensity and
@@ -35,6 +39,12 @@ def _seconds(variable: str, default: int) -> int:
 def sensor_interval_s() -> int:
     """The minimum seconds between two ticks of a sensor."""
     return _seconds(INTERVAL_ENV, DEFAULT_INTERVAL_S)
+
+
+def automation_interval_s() -> int:
+    """The minimum seconds between two evaluations of the automation; default the sensors'
+    interval (:func:`sensor_interval_s`)."""
+    return _seconds(AUTOMATION_INTERVAL_ENV, sensor_interval_s())
 
 
 def sensor_tick_budget_s() -> int:

@@ -159,8 +159,6 @@ def test_job_sensors_and_resources():
         assert sensors[name].default_status == dg.DefaultSensorStatus.STOPPED, name
     # the queue launches the automation's runs (accounting, trials) before new landings'
     assert sensors["joulehouse_automation"].run_tags == {"dagster/priority": "1"}
-    # it is evaluated as often as the landing sensors tick (30 s by default)
-    assert {s.minimum_interval_seconds for s in sensors.values()} == {30}
     assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles",
                                    "powerapi_source", "geopm_source", "cc_archive", "accounting",
                                    "workers"}
@@ -182,6 +180,26 @@ def test_dagster_cli_validates_the_workspace(tmp_path):
         check=False, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Validation successful" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("variables", "expected"), [
+    ({}, "30 30"), ({"JOULEHOUSE_SENSOR_INTERVAL_S": "7"}, "7 7"),
+    ({"JOULEHOUSE_SENSOR_INTERVAL_S": "7", "JOULEHOUSE_AUTOMATION_INTERVAL_S": "20"}, "20 7")])
+def test_the_automation_is_evaluated_as_often_as_the_sensors_tick_unless_told(
+        variables, expected):
+    """The automation sensor's least interval is the landing sensors' (Dagster's own is 30 s
+    whatever they are), or its own variable's; read when the definitions load, so in a
+    process of its own."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("JOULEHOUSE_SENSOR_INTERVAL_S", "JOULEHOUSE_AUTOMATION_INTERVAL_S")}
+    script = ("import definitions as d; print(d.automation.minimum_interval_seconds, "
+              "d.geopm_report_sensor.minimum_interval_seconds)")
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False, cwd=PROJECT_ROOT, env={**env, **variables}, capture_output=True,
+        text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == expected.split()
 
 
 def test_the_embedded_taudb_lives_beside_the_warehouse(tmp_path, monkeypatch):

@@ -3,6 +3,7 @@ entry's outcome per asset is the one the two separate passes (``run_entries``) g
 the GPU energy computed from the frames in memory is the one computed from the stored
 frames; a batch's partitions metadata and checks (``PartitionBatch``)."""
 
+import pickle
 
 import dagster as dg
 import pandas as pd
@@ -17,6 +18,7 @@ from assets.reporting import (
     Stored,
     add_partitions_metadata,
     partitions_per_task,
+    returned,
 )
 from joulehouse.errors import InputError
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
@@ -138,6 +140,24 @@ def test_a_bug_in_the_second_asset_is_returned_with_every_first_outcome():
                                             InProcessExecutor(), 16)
     assert set(outcome(first)[0]) == {"good", "bad-energy", "also-good"}
     assert "also-good" not in second and isinstance(error, ZeroDivisionError)
+
+
+def test_an_error_a_worker_returns_keeps_its_traceback_once_pickled_back(tmp_path):
+    """``returned``: a bug's traceback goes with it as a note (pickled back from a worker, a
+    returned error has no ``__traceback__``); bad input is returned as it is."""
+    def energy_of_nothing():
+        return 1 / 0
+
+    try:
+        energy_of_nothing()
+    except ZeroDivisionError as err:
+        bug = pickle.loads(pickle.dumps(returned(err)))
+    assert bug.__traceback__ is None and "energy_of_nothing" in bug.__notes__[0]
+    try:
+        raise InputError(tmp_path / "report", "no Application Totals", line=3)
+    except InputError as err:
+        bad = returned(err)
+    assert not hasattr(bad, "__notes__")
 
 
 def _materialized_metadata(add: str) -> dict[str, dict]:
