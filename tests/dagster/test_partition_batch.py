@@ -144,7 +144,8 @@ def test_a_bug_in_the_second_asset_is_returned_with_every_first_outcome():
 
 def test_an_error_a_worker_returns_keeps_its_traceback_once_pickled_back(tmp_path):
     """``returned``: a bug's traceback goes with it as a note (pickled back from a worker, a
-    returned error has no ``__traceback__``); bad input is returned as it is."""
+    returned error has no ``__traceback__``, unless a library such as dask's tblib taught
+    pickle to keep it); bad input is returned as it is."""
     def energy_of_nothing():
         return 1 / 0
 
@@ -152,7 +153,7 @@ def test_an_error_a_worker_returns_keeps_its_traceback_once_pickled_back(tmp_pat
         energy_of_nothing()
     except ZeroDivisionError as err:
         bug = pickle.loads(pickle.dumps(returned(err)))
-    assert bug.__traceback__ is None and "energy_of_nothing" in bug.__notes__[0]
+    assert "energy_of_nothing" in bug.__notes__[0]
     try:
         raise InputError(tmp_path / "report", "no Application Totals", line=3)
     except InputError as err:
