@@ -25,7 +25,9 @@ carbon and cost per fact.
    equal to the core's whole computation (``trust.py``, ``waste.py``, ``quality.py``) by
    recomputing the repetitions, jobs, sensors and facts whose inputs changed
    (``joulehouse.accounting.kept``; the metadata ``recomputed`` says what, and why when
-   whole); their metadata from the Delta log and small reads, never the whole table.
+   whole); their metadata from the Delta log and small reads, never the whole table. They
+   are asked for as the accounting is, in a pool of their own (``assets.pools.DERIVED_POOL``),
+   so the accounting never waits for them.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from assets.gpu import (
     gpu_repetition_energy,
     gpu_validated_frames,
 )
-from assets.pools import ACCOUNTING_POOL
+from assets.pools import ACCOUNTING_POOL, DERIVED_POOL
 from assets.powerapi import powerapi_energy_facts, powerapi_window_energy
 from assets.reporting import STEP_RETRY, left_out_check, table_metadata, verdict
 from joulehouse import entry_table
@@ -386,7 +388,7 @@ TRUST_TABLE = "trust_checks"
     check_specs=[dg.AssetCheckSpec(rule.id, asset=TRUST_TABLE, description=(
         f"v{rule.version}: {rule.compared} / {rule.reference} in [{rule.low}, {rule.high}] "
         "wherever both exist (joulehouse/accounting/trust.py)")) for rule in trust.RULES],
-    pool=ACCOUNTING_POOL,
+    pool=DERIVED_POOL,
     group_name=GROUP,
     automation_condition=ACCOUNTING_AUTOMATION,
     kinds={"pandas", "parquet"},
@@ -464,7 +466,7 @@ def waste_plot(weekly: pd.DataFrame) -> str:
     retry_policy=STEP_RETRY,
     name="waste_step",
     specs=[waste_table, waste_weekly],
-    pool=ACCOUNTING_POOL,
+    pool=DERIVED_POOL,
     description="The waste tables in one step; see joulehouse/accounting/waste.py.",
 )
 def waste_step(warehouse: Warehouse) -> Iterator:
@@ -508,7 +510,7 @@ QUALITY_TABLE = "fact_quality"
     name=QUALITY_TABLE,
     deps=[*FACT_ASSETS, gpu_repetition_energy, gpu_validated_frames, cc_job_energy,
           cc_block_tables, powerapi_window_energy],
-    pool=ACCOUNTING_POOL,
+    pool=DERIVED_POOL,
     group_name=GROUP,
     automation_condition=ACCOUNTING_AUTOMATION,
     kinds={"pandas", "parquet"},

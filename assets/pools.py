@@ -1,4 +1,5 @@
-"""The concurrency pools the steps hold: one per source, and the accounting's own.
+"""The concurrency pools the steps hold: one per source, the accounting's own, and one for
+the tables derived beside it.
 
 The instance configs (deploy/) limit every pool to 1, so a pool's steps never run beside
 each other, whoever launched their runs (sensor, backfill, automation), and steps of
@@ -41,3 +42,13 @@ def pool_source(pool: str | None) -> str | None:
 #: soak, benchmarks/README.md). Not a source's pool (:func:`pool_source` gives None): the
 #: daily rollups run the accounting tables in a run of their own (``sensors/schedules.py``).
 ACCOUNTING_POOL = "joulehouse_accounting"
+
+#: The pool of the steps that keep the tables derived from the facts beside the accounting
+#: (``trust_checks``, ``waste_step``, ``fact_quality``), of limit 1: each writes its own
+#: tables and state (``joulehouse/accounting/kept.py``), so they never need the accounting's
+#: slot, nor it theirs. In the accounting's pool, every accounting run waited behind them: on
+#: the seeded history an accounting run was asked for at each landing and started 92 s (p50)
+#: later, one every 110 s, the three taking their turns between (the soak,
+#: benchmarks/README.md). One pool for the three, not one each, so they take one core of a
+#: small host at most. Not a source's pool (:func:`pool_source` gives None).
+DERIVED_POOL = "joulehouse_derived"

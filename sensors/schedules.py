@@ -10,8 +10,9 @@ tables current as data arrives; the schedules are the periodic guarantee).
   window table, ClusterCockpit's jobs, job energy and ``cc_rollup``) and ``energy_facts``
   in one run per source, tagged ``joulehouse/pipeline=<source>`` as the source's sensor
   runs are (so it waits for the one in flight, and needs that source's pool alone); the
-  grid intensity, tariffs and the accounting tables in one more, tagged ``rollups``. One
-  run over every pool would wait until all of them were free at once, which five
+  grid intensity, tariffs and the accounting tables in one more, tagged ``rollups``, and
+  the tables derived beside the accounting (trust checks, waste, quality: their own pool,
+  ``assets.pools.DERIVED_POOL``) in one more, tagged ``derived``. One run over every pool would wait until all of them were free at once, which five
   sources landing all day seldom leave. The accounting run may end before a source's:
   what that source writes after asks for the accounting again through its automation
   condition (the automation sensor, on by default; with it off, the accounting keeps
@@ -35,7 +36,7 @@ from datetime import timedelta
 
 import dagster as dg
 
-from assets.pools import pool_source
+from assets.pools import DERIVED_POOL, pool_source
 from sensors.partition_runs import RANGE_END, RANGE_START
 
 TIMEZONE = "UTC"
@@ -49,13 +50,16 @@ DAYS_REVALIDATED = 7
 #: carries it), and its value on the daily rollup runs.
 PIPELINE_TAG = "joulehouse/pipeline"
 ROLLUPS = "rollups"
+#: The value of ``joulehouse/pipeline`` on the daily run of the tables in ``DERIVED_POOL``.
+DERIVED = "derived"
 
 
 def rollup_keys(assets: Iterable[dg.AssetsDefinition | dg.AssetSpec]) -> dict[str, list[dg.AssetKey]]:
     """The rollups among ``assets``: the materializable assets without partitions that
     are stored as Parquet (kind ``parquet``), in the order given, by the value of
     ``joulehouse/pipeline`` their run carries: the source whose pool their step holds
-    (``assets.pools.pool_source``), or ``rollups`` (the last group)."""
+    (``assets.pools.pool_source``), ``derived`` for ``DERIVED_POOL``, or ``rollups`` (the
+    last group), so that each run waits for one pool."""
     materialized = [asset for asset in assets
                     if isinstance(asset, dg.AssetsDefinition) and asset.is_executable]
     grouped: dict[str, list[dg.AssetKey]] = {}
@@ -63,7 +67,8 @@ def rollup_keys(assets: Iterable[dg.AssetsDefinition | dg.AssetSpec]) -> dict[st
         for spec in asset.specs:
             if spec.partitions_def is None and "parquet" in spec.kinds:
                 pool = asset.get_op_def_for_asset_key(spec.key).pool
-                grouped.setdefault(pool_source(pool) or ROLLUPS, []).append(spec.key)
+                group = pool_source(pool) or (DERIVED if pool == DERIVED_POOL else ROLLUPS)
+                grouped.setdefault(group, []).append(spec.key)
     return dict(sorted(grouped.items(), key=lambda group: group[0] == ROLLUPS))  # it last
 
 
@@ -80,7 +85,8 @@ def daily_rollups(assets: Iterable[dg.AssetsDefinition | dg.AssetSpec]) -> dg.Sc
         default_status=dg.DefaultScheduleStatus.STOPPED,
         description=("Daily at 02:00 UTC: rebuild every table over all partitions (each "
                      "source's tables and energy_facts, one run per source; the grid "
-                     "intensity, tariffs and the accounting tables in one more), so the "
+                     "intensity, tariffs and the accounting tables in one more; the trust "
+                     "checks, waste and quality in one more), so the "
                      "previous UTC day is complete in the rollups."),
     )
     def schedule(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:

@@ -23,8 +23,8 @@ for its tables:
 - *Due* once a source has over COMPACT_ABOVE small files (under a quarter of the table's
   file size); one merge per table and run at most, rewriting at most twice the table's
   file size (``entry_table._sizes``): a run's cost is bounded whatever the tables hold.
-  The steps run one at a time (the pool ``joulehouse_accounting``), so no merge races
-  another; each is one overwrite committed at the version it read, so one that fails
+  Each table has one writer at a time (its step's pool, ``joulehouse_accounting`` or
+  ``joulehouse_derived``, of limit 1), so no merge races another; each is one overwrite committed at the version it read, so one that fails
   leaves the table as it was.
 - *Vacuumed* every VACUUM_EVERY versions (``entry_table.vacuum_if_due``): the files that no
   version has listed for ``entry_table.RETENTION_HOURS`` go. No state names these tables'

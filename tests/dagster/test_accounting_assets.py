@@ -15,7 +15,7 @@ from assets.accounting import (
 )
 from assets.accounting import accounting as accounting_asset
 from assets.gpu import TABLE_AUTOMATION
-from assets.pools import ACCOUNTING_POOL
+from assets.pools import ACCOUNTING_POOL, DERIVED_POOL
 from joulehouse import entry_table
 from joulehouse.accounting import compaction, generator
 from joulehouse.accounting.carbon import CarbonSettings
@@ -377,9 +377,11 @@ def test_the_accounting_is_asked_for_beside_a_source_run_and_again_after_its_own
                                                      cursor=tick.cursor)
             assert tick.get_num_requested(accounted.key) == asked
 
-    for asset in (accounting_asset, trust_checks, waste_step, fact_quality):
+    pools = {accounting_asset: ACCOUNTING_POOL, trust_checks: DERIVED_POOL,
+             waste_step: DERIVED_POOL, fact_quality: DERIVED_POOL}
+    for asset, pool in pools.items():
         for key in asset.keys:
-            assert asset.get_op_def_for_asset_key(key).pool == ACCOUNTING_POOL, key
+            assert asset.get_op_def_for_asset_key(key).pool == pool, key
             assert asset.automation_conditions_by_key[key] == ACCOUNTING_AUTOMATION, key
 
 
