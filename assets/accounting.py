@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import dagster as dg
@@ -51,6 +52,7 @@ from assets.gpu import (
     gpu_repetition_energy,
     gpu_validated_frames,
 )
+from assets.plot_cadence import plot_metadata
 from assets.pools import ACCOUNTING_POOL, DERIVED_POOL
 from assets.powerapi import powerapi_energy_facts, powerapi_window_energy
 from assets.reporting import STEP_RETRY, left_out_check, table_metadata, verdict
@@ -326,7 +328,8 @@ def _logged_metadata(tables: Tables, table: str, schema) -> tuple[dict, int]:
                 "energy_facts (joulehouse/accounting/incremental.py); see "
                 "assets/accounting.py.",
 )
-def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator:
+def accounting(context, accounting: AccountingSettings, warehouse: Warehouse) -> Iterator:
+    # context unannotated: this module's annotations are strings, which Dagster refuses there
     tables = warehouse.tables()
     if not tables.files(FACTS_TABLE):
         raise verdict("no energy_facts stored yet: materialize a source first")
@@ -344,11 +347,13 @@ def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator
         "facts_read": updated.facts_read})}
     compacted = compaction.compact_if_due(tables, compaction.ACCOUNTING)
     monthly = tables.read_table(MONTHLY_TABLE)  # read whole: small (docs/ARCHITECTURE.md)
-    daily = incremental.recent_days(tables, monthly, PLOTTED_MONTHS)
     yield dg.MaterializeResult(asset_key=accounting_daily.key, metadata={
         **_logged_metadata(tables, DAILY_TABLE, DAILY_SCHEMA)[0], **recomputed,
         **_compacted(compacted, DAILY_TABLE), "time_zone": accounting.time_zone,
-        "energy_co2_and_cost_per_day": dg.MetadataValue.md(daily_plots(daily)),
+        **plot_metadata(context, accounting_daily.key, "energy_co2_and_cost_per_day",
+                        lambda: daily_plots(incremental.recent_days(tables, monthly,
+                                                                    PLOTTED_MONTHS)),
+                        carry=True),
     })
     yield dg.MaterializeResult(asset_key=accounting_monthly.key,
                                metadata={**table_metadata(monthly, MONTHLY_SCHEMA), **recomputed,
@@ -469,7 +474,7 @@ def waste_plot(weekly: pd.DataFrame) -> str:
     pool=DERIVED_POOL,
     description="The waste tables in one step; see joulehouse/accounting/waste.py.",
 )
-def waste_step(warehouse: Warehouse) -> Iterator:
+def waste_step(context, warehouse: Warehouse) -> Iterator:  # context: see accounting()
     tables = warehouse.tables()
     if not tables.files(FACTS_TABLE):
         raise verdict("no energy_facts stored yet: materialize a source first")
@@ -496,7 +501,8 @@ def waste_step(warehouse: Warehouse) -> Iterator:
     yield dg.MaterializeResult(asset_key=waste_weekly.key, metadata={
         **table_metadata(weekly, WASTE_WEEKLY_SCHEMA), **_recomputed(updated),
         **_compacted(compacted, WASTE_WEEKLY_TABLE),
-        **({"idle_energy_per_week": dg.MetadataValue.md(waste_plot(weekly)),
+        **({**plot_metadata(context, waste_weekly.key, "idle_energy_per_week",
+                            partial(waste_plot, weekly), carry=True),
             "ranking": _table(weekly.sort_values(["week", "rank"], ascending=[False, True])
                               .head(MISSING_SHOWN))} if len(weekly) else {}),
     })

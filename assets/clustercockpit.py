@@ -54,6 +54,7 @@ import pandas as pd
 from assets.blocks import MAX_LISTED, block_failure
 from assets.facts import OwnedFacts, write_facts
 from assets.gpu import FACTS_TABLE, TABLE_AUTOMATION
+from assets.plot_cadence import plot_metadata
 from assets.pools import tables_pool
 from assets.reporting import (
     STEP_RETRY,
@@ -483,7 +484,8 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
             **_written(landed.rollup, "days"),
             "dagster/row_count": dg.MetadataValue.int(kept_tables.ROLLUP.count(tables)),
             "energy_per_day": _records(per_day),
-            **({"energy_per_day_plot": dg.MetadataValue.md(energy_plot(per_day))}
+            **(plot_metadata(context, cc_rollup.key, "energy_per_day_plot",
+                             partial(energy_plot, per_day), carry=True)
                if len(per_day) else {})})
     if cc_energy_facts.key in selected:
         yield facts(context, tables, summary, blocks)

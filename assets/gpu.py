@@ -46,6 +46,7 @@ from assets.blocks import (
     run_entries_both,
 )
 from assets.facts import OwnedFacts, write_facts
+from assets.plot_cadence import plot_metadata
 from assets.reporting import (
     FRAMES_FAILED,
     BothOutcome,
@@ -528,10 +529,12 @@ def setting_energy(gpu_source: GpuBenchmarkSource, tables: Tables, keys: list[st
     })
 
 
-def benchmark_energy(tables: Tables, keys: list[str] | None) -> dg.MaterializeResult:
+def benchmark_energy(context: dg.AssetExecutionContext, tables: Tables, keys: list[str] | None
+                     ) -> dg.MaterializeResult:
     """Recompute the benchmarks of the run's repetitions ``keys`` (every benchmark in a run
     without partitions: ``keys`` None) from their rows of the per-setting table, write
-    their rows, and draw them."""
+    their rows, and draw them (at most every ``$JOULEHOUSE_PLOT_EVERY_S``:
+    ``assets/plot_cadence.py``)."""
     settings = None if keys is None else pd.DataFrame(
         [gpu_tables.setting_of(key) for key in keys], columns=aggregate.SETTING_KEY)
     written = gpu_tables.refresh_benchmarks(tables, settings)
@@ -539,7 +542,8 @@ def benchmark_energy(tables: Tables, keys: list[str] | None) -> dg.MaterializeRe
         **_refreshed(tables, written, BENCHMARK_SCHEMA, BENCHMARK_TABLE),
         "benchmarks_recomputed": dg.MetadataValue.int(written.recomputed),
         "settings": _settings_shown(written.rows),
-        "energy_vs_time": dg.MetadataValue.md(_plots(written.rows)),
+        **plot_metadata(context, gpu_benchmark_energy.key, "energy_vs_time",
+                        partial(_plots, written.rows), carry=False),
     })
 
 

@@ -93,7 +93,7 @@ with backfills() as single_run:
             if gpu_setting_energy.key in selected:
                 yield setting_energy(gpu_source, tables, keys)
             if gpu_benchmark_energy.key in selected:
-                yield benchmark_energy(tables, keys)
+                yield benchmark_energy(context, tables, keys)
             if energy_facts.key in selected:
                 yield facts(context, gpu_source, tables, keys)
             if taudb_trials.key in selected:

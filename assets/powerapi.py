@@ -51,6 +51,7 @@ step raises a ``Failure`` saying so.
 import time
 from collections.abc import Generator, Iterator
 from concurrent.futures import Executor
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -69,6 +70,7 @@ from assets.blocks import (
 )
 from assets.facts import write_facts, write_owned_facts
 from assets.gpu import TABLE_AUTOMATION
+from assets.plot_cadence import plot_metadata
 from assets.pools import tables_pool
 from assets.reporting import (
     FRAMES_FAILED,
@@ -299,16 +301,18 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, source: Powe
     if powerapi_window_energy.key in selected:
         refreshed = windows.refresh(tables, StillLanded(source.landings()), touched,
                                     source.window, source.targets)
-        yield window_table(tables, refreshed)
+        yield window_table(context, tables, refreshed)
     if powerapi_energy_facts.key in selected:
         yield facts(context, tables, source.targets, refreshed)
     if refreshed is not None:
         windows.settle(tables, refreshed)
 
 
-def window_table(tables: Tables, refreshed: windows.Refreshed) -> dg.MaterializeResult:
+def window_table(context: dg.AssetExecutionContext, tables: Tables,
+                 refreshed: windows.Refreshed) -> dg.MaterializeResult:
     """The materialization of the window table after ``refreshed`` wrote it: the rows
-    written, their sensors drawn, the table's rows from the Delta log's statistics."""
+    written, their sensors drawn (at most every ``$JOULEHOUSE_PLOT_EVERY_S``:
+    ``assets/plot_cadence.py``), the table's rows from the Delta log's statistics."""
     rows = refreshed.rows
     return dg.MaterializeResult(asset_key=powerapi_window_energy.key, metadata={
         **table_metadata(rows, schemas.WINDOW_ENERGY_SCHEMA),
@@ -318,7 +322,8 @@ def window_table(tables: Tables, refreshed: windows.Refreshed) -> dg.Materialize
             else rows["sensor"].nunique() if len(rows) else 0),
         "partitions": dg.MetadataValue.int(refreshed.partitions),
         "reports_given_twice": dg.MetadataValue.json(refreshed.given_twice),
-        "power_over_time": dg.MetadataValue.md(power_plots(rows)),
+        **plot_metadata(context, powerapi_window_energy.key, "power_over_time",
+                        partial(power_plots, rows), carry=False),
     })
 
 

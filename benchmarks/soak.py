@@ -149,6 +149,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--grown-wait-s", type=float, default=30.0,
                         help="JOULEHOUSE_POWERAPI_GROWN_WAIT_S: a stream handed out at the "
                              "latest so many seconds after a tick first saw it grown")
+    parser.add_argument("--plot-every-s", type=float, default=600.0,
+                        help="JOULEHOUSE_PLOT_EVERY_S: a plot drawn at most so often, as "
+                             "every deployment here does")
     parser.add_argument("--ready-when-complete", action=argparse.BooleanOptionalAction,
                         default=True,
                         help="JOULEHOUSE_CC_READY_WHEN_COMPLETE and "
@@ -208,7 +211,8 @@ def _faulted(args: argparse.Namespace, name: str) -> bool:
 def stack_settings(args: argparse.Namespace) -> dict[str, str]:
     """The environment a centre would run with (deploy/systemd/joulehouse.env, and a longer
     gRPC timeout for launching runs) and the soak's quiet period, interval, PowerAPI
-    hand-out size and wait, and whether complete jobs and repetitions wait to be quiet."""
+    hand-out size and wait, whether complete jobs and repetitions wait to be quiet, and how
+    often plots are drawn."""
     ready = str(args.ready_when_complete).lower()
     return {"JOULEHOUSE_QUIET_PERIOD_S": str(args.quiet_s),
             "JOULEHOUSE_SENSOR_INTERVAL_S": str(args.interval_s),
@@ -216,6 +220,7 @@ def stack_settings(args: argparse.Namespace) -> dict[str, str]:
             "JOULEHOUSE_POWERAPI_GROWN_WAIT_S": f"{args.grown_wait_s:g}",
             "JOULEHOUSE_CC_READY_WHEN_COMPLETE": ready,
             "JOULEHOUSE_GPU_READY_WHEN_COMPLETE": ready,
+            "JOULEHOUSE_PLOT_EVERY_S": f"{args.plot_every_s:g}",
             "DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS": str(TICK_TIMEOUT_S),
             "DAGSTER_SCHEDULE_GRPC_TIMEOUT_SECONDS": str(TICK_TIMEOUT_S),
             # a run's launch through the code server (60 s by default) timed out under load

@@ -15,6 +15,7 @@ import dagster as dg
 import yaml
 from dagster._grpc.utils import default_schedule_grpc_timeout, default_sensor_grpc_timeout
 
+from assets.plot_cadence import PLOT_EVERY_ENV
 from tests.conftest import skip_or_fail
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -121,10 +122,11 @@ def test_the_tick_timeout_is_the_variable_dagster_reads(monkeypatch):
         assert (default_sensor_grpc_timeout(), default_schedule_grpc_timeout()) == (180, 180)
 
 
-def test_every_deployment_batches_the_runs_events():
-    """The runs' materializations are stored in batches: the variable Dagster reads where
-    the runs get their environment (the daemon's for systemd and compose, the run pods'
-    through the user deployment on Kubernetes)."""
+def test_every_deployment_batches_the_runs_events_and_spaces_their_plots():
+    """The runs' materializations are stored in batches, and their plots drawn at most every
+    10 minutes (``assets/plot_cadence.py``): the variables set where the runs get their
+    environment (the daemon's for systemd and compose, the run pods' through the user
+    deployment on Kubernetes)."""
     env = dict(line.split("=", 1) for line in (SYSTEMD / "joulehouse.env").read_text()
                .splitlines() if line and not line.startswith("#"))
     compose = yaml.safe_load((DEPLOY / "container" / "compose.yaml").read_text())
@@ -132,6 +134,7 @@ def test_every_deployment_batches_the_runs_events():
     deployment, = helm["dagster-user-deployments"]["deployments"]
     for settings in (env, compose["services"]["daemon"]["environment"], deployment["env"]):
         assert int(settings["DAGSTER_EVENT_BATCH_SIZE"]) == 1000
+        assert float(settings[PLOT_EVERY_ENV]) == 600
 
 
 def test_dev_binds_loopback_unless_told():
