@@ -485,7 +485,7 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
             "dagster/row_count": dg.MetadataValue.int(kept_tables.ROLLUP.count(tables)),
             "energy_per_day": _records(per_day),
             **(plot_metadata(context, cc_rollup.key, "energy_per_day_plot",
-                             partial(energy_plot, per_day), carry=True)
+                             partial(energy_plot, per_day), carry=False)
                if len(per_day) else {})})
     if cc_energy_facts.key in selected:
         yield facts(context, tables, summary, blocks)

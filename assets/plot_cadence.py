@@ -12,11 +12,12 @@ now and then wants), a step draws a plot only when the asset's latest materializ
 carries no plot of that name drawn within that many seconds (its ``<name>_drawn_at``);
 otherwise:
 
-- a plot of the whole table (``carry``: the accounting per day, the waste per week,
-  ClusterCockpit's energy per day) is carried over from that materialization, with when it
-  was drawn, so the asset's page always shows one, at most that old;
-- a plot of the run's own rows (GPU benchmarks recomputed, PowerAPI streams, GEOPM's
-  regions of a day) is left out, and ``<name>_drawn_at`` says when the last was drawn.
+- a plot of the whole table (``carry``: the accounting per day, the waste per week) is
+  carried over from that materialization, with when it was drawn, so the asset's page
+  always shows one, at most that old;
+- a plot of the run's own rows (GPU benchmarks recomputed, PowerAPI streams,
+  ClusterCockpit's days the run landed) is left out, and ``<name>_drawn_at`` says when
+  the last was drawn.
 
 Read when a step runs (``dg.DagsterInstance.get_latest_materialization_event``: one query of
 the instance's event log per plot).
