@@ -10,9 +10,18 @@ every block of a run, for the reason ``assets/pipeline.py`` gives. In order:
 
 1. ``cc_block_tables``: each block's jobs read once (meta.json, data.json
    streamed): its ``cc_jobs`` rows, energy per job/host/metric and per-metric
-   statistics, four Parquet partitions under ``cc_block_tables/``, stored all or
+   statistics, four Parquet partitions under ``cc_block_tables/``, and a fifth,
+   ``files``, of each stored job's fingerprint (its files' names, sizes, mtimes,
+   its cluster.json's, the reader version and settings), stored all or
    nothing (``joulehouse.partition_group``; a write a crash interrupted is
-   completed at the start of the next step). A job that
+   completed at the start of the next step). A run reads only the block's jobs
+   whose fingerprint differs from the stored one (new, changed, or failed before)
+   and keeps the stored rows of the others (``joulehouse.clustercockpit.blocks``),
+   so a landing costs its new jobs, not the block's 1000; a run tagged
+   ``joulehouse/reread=all`` (the weekly re-validation, or an operator's launch)
+   reads every job again, as does the first run over a block stored before the
+   fingerprints were kept, or one with a folder that cannot be listed or a
+   missing or bad cluster.json. A job that
    cannot be read is left out and named in the block's check ``jobs_read``
    (job folder and error); the block's other jobs are stored, the rows stored
    before for the failed job are kept, and the block's partition fails. JSON
@@ -21,10 +30,11 @@ every block of a run, for the reason ``assets/pipeline.py`` gives. In order:
    ``energy_facts`` row (a host without a bridged sample, unbridged gaps:
    ``JobMeasurement.left_out``) makes ``jobs_read`` a WARN and is stored in the
    warehouse table ``left_out`` (partition ``clustercockpit/read/<block>``).
-2. ``cc_job_trials``: one TAUdb trial per job read in the run (replacing the
+2. ``cc_job_trials``: one TAUdb trial per job of the block (replacing the
    job's trial by its source key, the job folder; a job whose files, cluster.json
    and ``max_missing`` are unchanged since its trial was loaded is not loaded
-   again); a job that cannot be mapped loads nothing and fails its block's check
+   again: an unchanged job not read in the run keeps its stored trial, read only
+   where that is missing or stale); a job that cannot be mapped loads nothing and fails its block's check
    ``loads``; the block's other trials are written in one transaction (all or none).
 3. the tables over every stored block, kept per entry
    (``joulehouse.clustercockpit.tables``, ``assets/facts.py``): ``cc_jobs``,
@@ -62,6 +72,7 @@ from assets.reporting import (
     backfills,
     failure,
     partition_check_spec,
+    reread_all,
     run_partitions,
     table_metadata,
     verdict,
@@ -70,11 +81,14 @@ from assets.taudb import TrialLoads
 from joulehouse.clustercockpit import schemas
 from joulehouse.clustercockpit import tables as kept_tables
 from joulehouse.clustercockpit.blocks import (
+    FILES,
     FRAMES,
     BlockRead,
     keep_stored,
     kept_jobs,
     read_block,
+    stored_fingerprints,
+    unchanged_violations,
 )
 from joulehouse.clustercockpit.conformance import SchemaWarning
 from joulehouse.clustercockpit.energy import (
@@ -83,9 +97,9 @@ from joulehouse.clustercockpit.energy import (
     J_PER_KWH,
     energy_facts_rows,
 )
-from joulehouse.clustercockpit.layout import JobRef, fingerprint
+from joulehouse.clustercockpit.layout import JobRef, cluster_fingerprint, fingerprint
 from joulehouse.clustercockpit.measure import JobMeasurement
-from joulehouse.digest import digest_pairs, file_stats_digest
+from joulehouse.digest import digest_pairs
 from joulehouse.entry_sync import Written
 from joulehouse.errors import InputError
 from joulehouse.leftout import LeftOut, store_left_out, stored_left_out
@@ -140,8 +154,12 @@ cc_block_tables = dg.AssetSpec(
     description=(
         "A block's jobs read once: cc_jobs rows (cc-backend's job table columns), energy per "
         "job/host/metric (integrated, with covered fraction and cc-backend's figure) and "
-        "per-metric statistics; one Parquet partition per frame under cc_block_tables/. "
-        "Metadata: jobs, node-hours, energy and the start-time span of the block. A job "
+        "per-metric statistics; one Parquet partition per frame under cc_block_tables/, "
+        "with 'files', each stored job's fingerprint. A run reads only the jobs new or "
+        "changed since the block was stored and keeps the others' rows; a run tagged "
+        "joulehouse/reread=all (the weekly re-validation, or launched with that tag) reads "
+        "every job again. Metadata: jobs, jobs_read, jobs_unchanged, node-hours, energy and "
+        "the start-time span of the block. A job "
         "that cannot be read fails the block's check 'jobs_read' naming the job folder; "
         "the block's other jobs are stored and the failed job's earlier rows kept."
     ),
@@ -216,10 +234,36 @@ def _frame_table(name: str) -> str:
 
 
 def stored_block(tables: Tables, key: str) -> dict[str, pd.DataFrame] | None:
-    """The frames stored for block ``key``, or None when none are stored."""
+    """The frames stored for block ``key`` (:data:`FRAMES`, and :data:`FILES` where it was
+    stored with them), or None when none are stored."""
     if not tables.has_partition(_frame_table("jobs"), key):
         return None
-    return {name: tables.read_partitions(_frame_table(name), [key]) for name in FRAMES}
+    names = [*FRAMES, *([FILES] if tables.has_partition(_frame_table(FILES), key) else [])]
+    return {name: tables.read_partitions(_frame_table(name), [key]) for name in names}
+
+
+def block_read(context: dg.AssetExecutionContext, source: ClusterCockpitArchive,
+               tables: Tables, key: str) -> tuple[BlockRead, dict[str, pd.DataFrame] | None]:
+    """Read block ``key``: only its jobs new or changed since it was stored, every job in a
+    run tagged ``joulehouse/reread=all`` (``assets.reporting.REREAD_TAG``) or over a block
+    stored without fingerprints (``joulehouse.clustercockpit.blocks.read_block``); and what
+    was stored for it (read where needed: always, unless the block is read whole and no
+    job failed)."""
+    whole = reread_all(context)
+    stored = None if whole else stored_block(tables, key)
+    read = read_block(source.resolve(key), key, check_schema=source.check_schema,
+                      max_missing=source.max_missing, known=stored_fingerprints(stored))
+    if stored is None and read.failed:
+        stored = stored_block(tables, key)
+    return read, stored
+
+
+def read_metadata(read: BlockRead) -> dict[str, Any]:
+    """How a run read a block: jobs read (their files; some may have failed), unchanged
+    (their stored rows kept), whole or not."""
+    return {"jobs_read": dg.MetadataValue.int(read.listed - len(read.unchanged)),
+            "jobs_unchanged": dg.MetadataValue.int(len(read.unchanged)),
+            "read_whole": dg.MetadataValue.bool(read.whole)}
 
 
 def _span(jobs: pd.DataFrame) -> str:
@@ -252,35 +296,44 @@ def trial_fingerprint(ref: JobRef, max_missing: int) -> str:
     mtimes: :func:`~joulehouse.clustercockpit.layout.fingerprint`), of its cluster's
     cluster.json (name, size, mtime; "" when absent: the metric units and kinds) and of the
     setting its energies depend on (``max_missing``), so a change of any reloads it."""
-    config = ref.root / ref.cluster / "cluster.json"
-    return digest_pairs({
-        "job": fingerprint(ref.path), "max_missing": str(max_missing),
-        "cluster.json": file_stats_digest([(config.name, config.stat())])
-        if config.is_file() else ""})
+    return digest_pairs({"job": fingerprint(ref.path), "max_missing": str(max_missing),
+                         "cluster.json": cluster_fingerprint(ref.root, ref.cluster)})
 
 
 def _job_trial(measured: JobMeasurement, trial_fingerprint: str) -> TrialData:
     return replace(job_trial(measured), fingerprint=trial_fingerprint)
 
 
+def _unchanged_trial(read: BlockRead, ref: JobRef, max_missing: int,
+                     trial_fingerprint: str) -> TrialData:
+    """The trial of ``ref``, a job of the block not read in the run (unchanged): read now,
+    where its stored trial is missing or stale."""
+    return _job_trial(read.measure(ref, max_missing), trial_fingerprint)
+
+
 def load_block_trials(loads: TrialLoads, key: str, read: BlockRead, max_missing: int
                       ) -> TrialOutcome:
-    """Load one trial per job of the block read (replacing each job's trial); a job whose
-    trial fingerprint (:func:`trial_fingerprint`: its files, cluster.json, ``max_missing``)
-    equals its stored trial's (primary metadata) is not loaded again, and a job that cannot
-    be mapped loads nothing and is named in the returned error. The block's other trials
-    are written in one transaction (:meth:`TrialLoads.load_many`: all or none of them)."""
-    loads.look_up(str(measured.ref.path.resolve()) for measured in read.measured)
+    """Load one trial per job of the block (replacing each job's trial): the jobs read,
+    and those unchanged since the block was stored (``read.unchanged``, not read in the
+    run). A job whose trial fingerprint (:func:`trial_fingerprint`: its files,
+    cluster.json, ``max_missing``) equals its stored trial's (primary metadata) is not
+    loaded again (an unchanged job is read only where its trial is missing or stale), and
+    a job that cannot be mapped loads nothing and is named in the returned error. The
+    block's other trials are written in one transaction (:meth:`TrialLoads.load_many`: all
+    or none of them). The frame ``trials``: every job's trial id, by job."""
+    builds = [*((measured.ref, partial(_job_trial, measured)) for measured in read.measured),
+              *((ref, partial(_unchanged_trial, read, ref, max_missing))
+                for ref in read.unchanged)]
+    sources = {ref.key: str(ref.path.resolve()) for ref, _ in builds}
+    loads.look_up(sources.values())
     outcomes = loads.load_many(
-        (measured.ref.key, partial(_job_trial, measured, known),
-         (str(measured.ref.path.resolve()), known))
-        for measured in read.measured
-        for known in [trial_fingerprint(measured.ref, max_missing)])
+        (ref.key, partial(build, known), (sources[ref.key], known))
+        for ref, build in builds for known in [trial_fingerprint(ref, max_missing)])
     failed = [err for err in outcomes.values() if isinstance(err, InputError)]
-    loaded = [(name, loads.ids[name]) for name, outcome in outcomes.items()
-              if not isinstance(outcome, InputError)]
+    loaded = sorted((name, loads.ids[name]) for name, outcome in outcomes.items()
+                    if not isinstance(outcome, InputError))
     if failed:
-        return block_failure(key, failed, len(read.measured), len(loaded))
+        return block_failure(key, failed, len(builds), len(loaded))
     return {"trials": pd.DataFrame(loaded, columns=["job", "trial_id"])}
 
 
@@ -292,12 +345,16 @@ class BlockOutcomes:
 
     warnings: dict[str, list[SchemaWarning]] = field(default_factory=dict)
     jobs_read: dict[str, int] = field(default_factory=dict)
+    #: Per block, its jobs not read (unchanged) and the schema violations each of them had
+    #: when it was read (those with any).
+    unchanged: dict[str, int] = field(default_factory=dict)
+    unchanged_violations: dict[str, dict[str, int]] = field(default_factory=dict)
     trials: dict[str, TrialOutcome] = field(default_factory=dict)
 
 
 def kept_left_out(tables: Tables, key: str, root: Path, jobs: set[str]) -> list[LeftOut]:
-    """The stored left-out records of block ``key``'s ``jobs`` (keys), whose stored rows a
-    failed re-read keeps (:func:`~joulehouse.clustercockpit.blocks.kept_jobs`): what they
+    """The stored left-out records of block ``key``'s ``jobs`` (keys), whose stored rows the
+    run keeps (unchanged, or failed this time) (:func:`~joulehouse.clustercockpit.blocks.kept_jobs`): what they
     left out still holds, as their facts do."""
     if not jobs:
         return []
@@ -313,28 +370,30 @@ def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive
     given."""
     shown: dict[str, dict[str, Any]] = {}
 
+    read_of: dict[str, dict[str, Any]] = {}
+
     def read_one(key: str) -> Stored:
-        root = source.resolve(key)
-        read = read_block(root, key, check_schema=source.check_schema,
-                          max_missing=source.max_missing)
-        stored = stored_block(tables, key) if read.failed else None
+        read, stored = block_read(context, source, tables, key)
         frames = keep_stored(read, stored)
         write_together(tables, BLOCK_JOURNAL, key,
                        {_frame_table(name): frame for name, frame in frames.items()})
         records = [*(record for measured in read.measured for record in measured.left_out()),
-                   *kept_left_out(tables, key, root, kept_jobs(read, stored))]
+                   *kept_left_out(tables, key, source.resolve(key), kept_jobs(read, stored))]
         store_left_out(tables, FACTS_SOURCE, "read", key, records,
                        now=pd.Timestamp.now(tz="UTC"))
         outcomes.warnings[key], outcomes.jobs_read[key] = read.warnings, len(read.measured)
+        outcomes.unchanged[key] = len(read.unchanged)
+        outcomes.unchanged_violations[key] = unchanged_violations(read, frames)
+        read_of[key] = read_metadata(read)
         if loads is not None:
             outcomes.trials[key] = load_block_trials(loads, key, read, source.max_missing)
         if read.failed:
-            raise block_failure(key, list(read.failed.values()), read.listed,
-                                len(read.frames["jobs"]))
-        shown[key] = block_metadata(frames)
-        return Stored.of(frames, records)
+            raise block_failure(key, list(read.failed.values()), read.listed, read.stored)
+        shown[key] = block_metadata(frames) | read_of[key]
+        return Stored.of({name: frames[name] for name in FRAMES}, records)
 
     batch = PartitionBatch.run(context, read_one, FRAME_SCHEMAS.get)
+    batch.check_metadata |= read_of
     for key, metadata in shown.items():
         batch.stored[key] |= metadata
     return batch
@@ -348,28 +407,38 @@ def conformance_results(context: dg.AssetExecutionContext, outcomes: BlockOutcom
     yield dg.Output(None, output_name=context.assets_def.get_output_name_for_asset_check_key(
         CONFORMANCE_SPEC.key))
     for key, warnings in outcomes.warnings.items():
-        jobs = sorted({warning.job for warning in warnings})
+        read = sorted({warning.job for warning in warnings})
+        kept = outcomes.unchanged_violations.get(key, {})
+        said = [(f"{len(warnings)} schema violation(s) in {len(read)} of "
+                 f"{outcomes.jobs_read[key]} job(s) read")] if warnings else []
+        if kept:
+            said.append(f"{sum(kept.values())} in {len(kept)} of the "
+                        f"{outcomes.unchanged[key]} unchanged job(s) not read again, when "
+                        "they were read")
         yield dg.AssetCheckEvaluation(
             asset_key=cc_block_tables.key, check_name=CONFORMANCE_CHECK, partition=key,
-            passed=not warnings, severity=dg.AssetCheckSeverity.WARN,
-            description=(f"{key}: {len(warnings)} schema violation(s) in {len(jobs)} of "
-                         f"{outcomes.jobs_read[key]} job(s) read" if warnings else
-                         f"{key}: passed"),
-            metadata={"partition": key, "jobs": dg.MetadataValue.json(jobs),
+            passed=not said, severity=dg.AssetCheckSeverity.WARN,
+            description=f"{key}: {'; '.join(said)}" if said else f"{key}: passed",
+            metadata={"partition": key, "jobs": dg.MetadataValue.json(sorted({*read, *kept})),
                       "violations": dg.MetadataValue.json(
-                          [str(warning) for warning in warnings[:MAX_LISTED]])})
+                          [str(warning) for warning in warnings[:MAX_LISTED]]),
+                      "jobs_read": outcomes.jobs_read[key],
+                      "jobs_unchanged": outcomes.unchanged.get(key, 0),
+                      "unchanged_violations": dg.MetadataValue.json(
+                          dict(sorted(kept.items())[:MAX_LISTED]))})
 
 
 def trial_results(context: dg.AssetExecutionContext, source: ClusterCockpitArchive,
-                  loads: TrialLoads, outcomes: BlockOutcomes, skip: dict[str, str]
-                  ) -> PartitionBatch:
+                  tables: Tables, loads: TrialLoads, outcomes: BlockOutcomes,
+                  skip: dict[str, str]) -> PartitionBatch:
     """The trial load of every block of the run: as loaded while it was read, else (the
-    block tables not selected) read and loaded now; blocks in ``skip`` load nothing."""
+    block tables not selected) read and loaded now (:func:`block_read`: the jobs changed
+    since the block was stored, every job's trial kept or loaded); blocks in ``skip`` load
+    nothing."""
 
     def outcome(key: str) -> dict[str, pd.DataFrame]:
-        loaded = outcomes.trials.get(key) or load_block_trials(loads, key, read_block(
-            source.resolve(key), key, check_schema=False, max_missing=source.max_missing),
-            source.max_missing)
+        loaded = outcomes.trials.get(key) or load_block_trials(
+            loads, key, block_read(context, source, tables, key)[0], source.max_missing)
         if isinstance(loaded, InputError):
             raise loaded
         return loaded
@@ -537,7 +606,7 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
             if loads is not None:
                 skip = {key: "its block could not be read in this run" for key in failed
                         if key not in outcomes.jobs_read}
-                trials = trial_results(context, cc_archive, loads, outcomes, skip)
+                trials = trial_results(context, cc_archive, tables, loads, outcomes, skip)
                 yield from trials.results(context, LOADS_SPEC)
                 failed |= {key: why for key, why in trials.errors().items()
                            if key not in failed}

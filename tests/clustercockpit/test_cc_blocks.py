@@ -1,13 +1,28 @@
-"""Job-id blocks: listing one block folder, reading it whole, keeping a failed job's rows."""
+"""Job-id blocks: listing one block folder, reading it whole or only its new and changed
+jobs, keeping a failed job's rows."""
 
+import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from joulehouse.clustercockpit.blocks import keep_stored, parse_block_key, read_block
+from joulehouse.clustercockpit import blocks
+from joulehouse.clustercockpit.blocks import (
+    FILES,
+    FRAMES,
+    READER_VERSION,
+    BlockRead,
+    keep_stored,
+    parse_block_key,
+    read_block,
+    stored_fingerprints,
+    unchanged_violations,
+)
 from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
 from joulehouse.clustercockpit.layout import find_jobs
 from joulehouse.errors import InputError
+from joulehouse.warehouse import Warehouse
 
 
 @pytest.fixture
@@ -59,7 +74,9 @@ def test_a_block_is_read_whole_and_a_failed_job_keeps_its_stored_rows(archive):
     kept = keep_stored(again, read.frames)
     assert sorted(kept["jobs"]["job"]) == sorted(read.frames["jobs"]["job"])
     assert kept["job_energy"].set_index("job")["energy_j"][truth.key] == energy[truth.key]
-    assert keep_stored(again, None) is again.frames  # nothing stored: nothing to keep
+    nothing = keep_stored(again, None)  # nothing stored: nothing to keep
+    assert all(nothing[name] is again.frames[name] for name in FRAMES)
+    assert list(nothing[FILES]["job"]) == list(again.frames["jobs"]["job"])
 
 
 def test_block_keys(archive):
@@ -71,3 +88,183 @@ def test_block_keys(archive):
             parse_block_key(bad)
     with pytest.raises(InputError, match="no such job-id block folder"):
         read_block(archive, "testcluster/77")
+
+
+BLOCK = "testcluster/1234"
+
+
+def _job(archive: Path, number: int, **spec) -> str:
+    """Job ``1234000 + number`` of block 1234 (one host, 11 samples: quick to read)."""
+    return write_job(archive, JobSpec(job_id=1_234_000 + number, start_time=1_700_000_000,
+                                      hosts=1, samples=11, **spec)).key
+
+
+class Store:
+    """A block's frames stored as the Dagster layer stores them (one Parquet partition per
+    frame) and read back."""
+
+    def __init__(self, root: Path):
+        self.tables = Warehouse(root)
+
+    def put(self, frames: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+        for name, frame in frames.items():
+            self.tables.write_partition(f"blocks/{name}", BLOCK, frame)
+        return self.get()
+
+    def get(self) -> dict[str, pd.DataFrame]:
+        return {name: self.tables.read_partitions(f"blocks/{name}", [BLOCK])
+                for name in (*FRAMES, FILES)
+                if self.tables.has_partition(f"blocks/{name}", BLOCK)}
+
+
+def _landed(store: Store, archive: Path, **options) -> tuple[BlockRead, dict[str, pd.DataFrame]]:
+    """A run over the block: its new and changed jobs read, the frames stored."""
+    stored = store.get()
+    read = read_block(archive, BLOCK, known=stored_fingerprints(stored), **options)
+    return read, store.put(keep_stored(read, stored))
+
+
+def _assert_whole(archive: Path, tmp_path: Path, stored: dict[str, pd.DataFrame],
+                  **options) -> None:
+    """``stored`` equals, frame by frame, what a read of every job stores."""
+    whole = read_block(archive, BLOCK, **options)
+    assert whole.whole and not whole.unchanged and not whole.failed
+    expected = Store(tmp_path / "whole").put(keep_stored(whole, None))
+    assert set(stored) == set(expected) == {*FRAMES, FILES}
+    for name in expected:
+        pd.testing.assert_frame_equal(stored[name], expected[name], obj=name)
+
+
+@pytest.fixture
+def block(tmp_path) -> tuple[Path, Store]:
+    """Block 1234 of 6 jobs, read whole once and stored."""
+    archive = tmp_path / "incremental"
+    write_archive_files(archive, ["testcluster"])
+    for number in range(0, 12, 2):
+        _job(archive, number)
+    store = Store(tmp_path / "warehouse")
+    read, _ = _landed(store, archive)
+    assert read.whole and len(read.measured) == 6  # nothing stored: every job read
+    return archive, store
+
+
+def test_a_block_reads_only_its_new_jobs_and_stores_what_a_whole_read_gives(block, tmp_path):
+    archive, store = block
+    new = [_job(archive, number) for number in (1, 7, 15)]  # between and after the others
+    read, stored = _landed(store, archive)
+    assert not read.whole and not read.failed
+    assert sorted(m.ref.key for m in read.measured) == sorted(new)  # exactly the new jobs
+    assert len(read.unchanged) == 6 and read.listed == 9 and read.stored == 9
+    assert list(stored["jobs"]["job"]) == sorted(stored["jobs"]["job"])
+    _assert_whole(archive, tmp_path, stored)
+    again, _ = _landed(store, archive)  # nothing new: nothing read, the frames as they were
+    assert again.measured == [] and len(again.unchanged) == 9
+    for name, frame in store.get().items():
+        pd.testing.assert_frame_equal(frame, stored[name], obj=name)
+
+
+def test_a_rewritten_job_is_read_again_and_replaced_a_removed_one_dropped(block, tmp_path):
+    archive, store = block
+    changed = _job(archive, 4, user="someone-else")  # meta.json and data rewritten
+    shutil.rmtree(archive / "testcluster/1234/008")
+    read, stored = _landed(store, archive)
+    assert [m.ref.key for m in read.measured] == [changed] and len(read.unchanged) == 4
+    users = stored["jobs"].set_index("job")["hpc_user"]
+    assert users[changed] == "someone-else" and "testcluster/1234008/1700000000" not in users
+    _assert_whole(archive, tmp_path, stored)
+
+    meta = archive / "testcluster/1234/006/1700000000/meta.json"
+    meta.write_text(meta.read_text())  # tags rewritten by cc-backend: same content, new mtime
+    read, stored = _landed(store, archive)
+    assert [m.ref.key for m in read.measured] == ["testcluster/1234006/1700000000"]
+    _assert_whole(archive, tmp_path, stored)
+
+
+def test_a_job_failing_its_re_read_keeps_its_stored_rows_until_it_reads(block, tmp_path):
+    archive, store = block
+    before = store.get()
+    bad = "testcluster/1234002/1700000000"
+    data = archive / "testcluster/1234/002/1700000000/data.json"
+    good = data.read_bytes()
+    data.write_text('{"cpu_power": ')
+    read, stored = _landed(store, archive)
+    assert list(read.failed) == [bad] and read.measured == [] and read.stored == 5
+    for name in FRAMES:  # the failed job's rows kept: the frames as they were
+        pd.testing.assert_frame_equal(stored[name], before[name], obj=name)
+    files = stored[FILES].set_index("job")["fingerprint"]
+    assert files[bad] == before[FILES].set_index("job")["fingerprint"][bad]  # the old one
+    again, _ = _landed(store, archive)  # still bad: read again, still failing
+    assert list(again.failed) == [bad] and len(again.unchanged) == 5
+    data.write_bytes(good)  # fixed: read again, and stored
+    fixed, stored = _landed(store, archive)
+    assert [m.ref.key for m in fixed.measured] == [bad] and not fixed.failed
+    _assert_whole(archive, tmp_path, stored)
+
+
+def test_a_block_stored_without_fingerprints_is_read_whole_once(block, tmp_path):
+    archive, store = block
+    for path in (store.tables.table_dir(f"blocks/{FILES}")).iterdir():
+        path.unlink()  # as stored before the fingerprints were kept
+    assert FILES not in store.get() and stored_fingerprints(store.get()) is None
+    _job(archive, 3)
+    read, stored = _landed(store, archive)
+    assert read.whole and len(read.measured) == 7 and not read.unchanged
+    _assert_whole(archive, tmp_path, stored)
+    then, _ = _landed(store, archive)  # stored with them now
+    assert then.measured == [] and len(then.unchanged) == 7
+
+
+def test_a_whole_re_read_and_a_changed_input_read_every_job(block, monkeypatch):
+    """known=None (the weekly re-validation, an operator's re-read) reads every job; so
+    does a changed cluster.json, setting or reader version: each is in every job's
+    fingerprint. A bad cluster.json reads the block whole, as a read before fingerprints."""
+    archive, store = block
+    whole = read_block(archive, BLOCK, known=None)
+    assert whole.whole and len(whole.measured) == 6
+    read, _ = _landed(store, archive, max_missing=2)
+    assert len(read.measured) == 6 and not read.unchanged and not read.whole
+    read, _ = _landed(store, archive, max_missing=2, check_schema=False)
+    assert len(read.measured) == 6
+    config = archive / "testcluster/cluster.json"
+    config.write_text(config.read_text())  # rewritten: new mtime
+    read, _ = _landed(store, archive, max_missing=2, check_schema=False)
+    assert len(read.measured) == 6
+    read, _ = _landed(store, archive, max_missing=2, check_schema=False)
+    assert read.measured == []
+
+    # the reading code changed what it stores, and its version was bumped
+    monkeypatch.setattr(blocks, "READER_VERSION", READER_VERSION + 1)
+    read, _ = _landed(store, archive, max_missing=2, check_schema=False)
+    assert len(read.measured) == 6
+
+    config.write_text("{")
+    read = read_block(archive, BLOCK, known=stored_fingerprints(store.get()),
+                      max_missing=2, check_schema=False)
+    assert read.whole and len(read.measured) == 6 and str(config) in read.failed
+
+
+def test_the_schema_violations_of_unchanged_jobs_are_kept(block):
+    archive, store = block
+    stored = store.get()
+    counts = stored[FILES].set_index("job")["violations"]
+    _job(archive, 1)
+    read, frames = _landed(store, archive)
+    assert len(read.unchanged) == 6
+    assert unchanged_violations(read, frames) == {
+        job: count for job, count in counts.items() if count > 0}
+    assert {w.job for w in read.warnings} <= {"testcluster/1234001/1700000000"}
+
+
+def test_a_job_folder_leading_outside_is_read_and_fails(block, tmp_path):
+    """A job whose fingerprint cannot be taken (its folder linked outside the root) is read,
+    never taken as unchanged: it fails as it does in a whole read."""
+    archive, store = block
+    folder = archive / "testcluster/1234/004/1700000000"
+    outside = tmp_path / "elsewhere"
+    folder.rename(outside)
+    folder.symlink_to(outside)
+    read, stored = _landed(store, archive)
+    assert list(read.failed) == ["testcluster/1234004/1700000000"]
+    assert "leads outside the archive root" in str(read.failed["testcluster/1234004/1700000000"])
+    assert read.measured == [] and len(read.unchanged) == 5
+    assert "testcluster/1234004/1700000000" in set(stored["jobs"]["job"])  # its rows kept

@@ -26,6 +26,7 @@ from assets.clustercockpit import (
     cc_jobs,
     cc_rollup,
 )
+from assets.reporting import REREAD_ALL, REREAD_TAG
 from definitions import EXAMPLE_CC_ARCHIVE, build_definitions
 from joulehouse import entry_table
 from joulehouse.clustercockpit import tables as kept_tables
@@ -663,3 +664,109 @@ def test_a_job_copied_with_its_mtimes_ahead_does_not_hide_the_jobs_after_it(pipe
     settle()
     [second] = pipeline.tick().run_requests
     assert second.tags[RANGE_START] == second.tags[RANGE_END] == "taurus/20639"
+
+
+SYNTHETIC = "testcluster/1234"
+
+
+def _synthetic_job(archive: Path, number: int) -> str:
+    """Job ``1234000 + number`` of block testcluster/1234 (one host, 11 samples)."""
+    return write_job(archive, JobSpec(job_id=1_234_000 + number, start_time=1_700_000_000,
+                                      hosts=1, samples=11)).key
+
+
+def _trial_names(pipeline: Pipeline) -> list[str]:
+    """Every trial's name (a job key), duplicates included."""
+    with TaudbDatabase(f"sqlite:///{pipeline.warehouse}/taudb.sqlite") as db:
+        return sorted(trial["name"] for trial in list_trials(db))
+
+
+def _read_counts(pipeline: Pipeline, result) -> tuple[int, int, bool]:
+    """The block's (jobs_read, jobs_unchanged, read_whole), as its materialization and its
+    check jobs_read say them."""
+    block = _latest(pipeline.instance, cc_block_tables.key, SYNTHETIC).metadata
+    check = _checks(result, READ_CHECK)[SYNTHETIC]
+    assert check.passed
+    counts = (block["jobs_read"].value, block["jobs_unchanged"].value,
+              block["read_whole"].value)
+    assert (check.metadata["jobs_read"].value, check.metadata["jobs_unchanged"].value,
+            check.metadata["read_whole"].value) == counts
+    return counts
+
+
+def _assert_same_tables(pipeline: Pipeline, scratch: Pipeline) -> None:
+    """The block's frames and the tables over the blocks (cc_jobs, cc_job_energy, cc_rollup,
+    energy_facts) of ``pipeline`` equal those of ``scratch``."""
+    for name in ("jobs", "host_energy", "job_energy", "metric_stats", "files"):
+        table = f"{BLOCK_TABLE}/{name}"
+        pd.testing.assert_frame_equal(pipeline.tables.read_partitions(table, [SYNTHETIC]),
+                                      scratch.tables.read_partitions(table, [SYNTHETIC]),
+                                      obj=name)
+    for table, by in ((JOBS_TABLE, ["job"]), (JOB_ENERGY_TABLE, ["job", "metric"]),
+                      (ROLLUP_TABLE, ROLLUP_KEYS), ("energy_facts", FACT_ORDER)):
+        pd.testing.assert_frame_equal(
+            pipeline.tables.read_table(table).sort_values(by, ignore_index=True),
+            scratch.tables.read_table(table).sort_values(by, ignore_index=True), obj=table)
+
+
+def test_a_landing_reads_only_the_new_and_changed_jobs_of_its_block(instance, tmp_path):
+    """Two runs over a block with jobs added (and one rewritten) between them: the second
+    reads those alone, says so (metadata, check), stores what a run from scratch stores in
+    every table, and leaves one trial per job, the unchanged jobs' kept; a run tagged
+    joulehouse/reread=all reads every job again."""
+    archive = tmp_path / "synthetic"
+    write_archive_files(archive, ["testcluster"])
+    for number in (0, 2, 4, 6):
+        _synthetic_job(archive, number)
+    pipeline = Pipeline(instance, archive, tmp_path / "incremental")
+    result = pipeline.run([SYNTHETIC])
+    assert result.success and _read_counts(pipeline, result) == (4, 0, True)
+    first = pipeline.trials()
+
+    new = [_synthetic_job(archive, number) for number in (1, 9)]
+    meta = archive / "testcluster/1234/002/1700000000/meta.json"
+    meta.write_text(meta.read_text())  # tags rewritten: read again
+    result = pipeline.run([SYNTHETIC])
+    assert result.success and _read_counts(pipeline, result) == (3, 3, False)
+    block = _latest(pipeline.instance, cc_block_tables.key, SYNTHETIC).metadata
+    assert block["jobs"].value == 6
+    conformance = _checks(result, CONFORMANCE_CHECK)[SYNTHETIC]
+    assert conformance.metadata["jobs_read"].value == 3
+    assert conformance.metadata["jobs_unchanged"].value == 3
+    second = pipeline.trials()
+    assert _trial_names(pipeline) == sorted(second) == sorted(
+        [*first, *new])  # one trial per job: none lost, no duplicate
+    rewritten = "testcluster/1234002/1700000000"
+    assert {job for job in first if second[job] != first[job]} == {rewritten}
+
+    scratch = Pipeline(instance, archive, tmp_path / "scratch")
+    from_scratch = scratch.run([SYNTHETIC])
+    assert from_scratch.success
+    _assert_same_tables(pipeline, scratch)
+    assert _checks(from_scratch, CONFORMANCE_CHECK)[SYNTHETIC].metadata["jobs"].value == (
+        conformance.metadata["jobs"].value)  # the unchanged jobs' violations kept
+
+    reread = pipeline.launch(dg.RunRequest(tags={RANGE_START: SYNTHETIC, RANGE_END: SYNTHETIC,
+                                                 REREAD_TAG: REREAD_ALL}))
+    assert reread.success and _read_counts(pipeline, reread) == (6, 0, True)
+    assert pipeline.trials() == second  # nothing changed: the trials kept
+    _assert_same_tables(pipeline, scratch)
+
+
+def test_an_unchanged_job_without_its_trial_is_loaded(instance, tmp_path):
+    """The block's tables stored in a run without the trials: the next run, which reads
+    only a new job, loads the trials of the unchanged jobs too (read for them alone)."""
+    archive = tmp_path / "synthetic"
+    write_archive_files(archive, ["testcluster"])
+    jobs = [_synthetic_job(archive, number) for number in (0, 2)]
+    pipeline = Pipeline(instance, archive, tmp_path)
+    pipeline.instance.add_dynamic_partitions(cc_job_blocks.name, [SYNTHETIC])
+    tags = {RANGE_START: SYNTHETIC, RANGE_END: SYNTHETIC}
+    assert pipeline.launch(dg.RunRequest(tags=tags, asset_selection=[cc_block_tables.key])
+                           ).success
+    assert _trial_names(pipeline) == []
+    jobs.append(_synthetic_job(archive, 5))
+    result = pipeline.run([SYNTHETIC])
+    assert result.success and _read_counts(pipeline, result) == (1, 2, False)
+    assert _trial_names(pipeline) == sorted(jobs)
+    assert _checks(result, LOADS_CHECK)[SYNTHETIC].passed
