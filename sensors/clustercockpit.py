@@ -13,8 +13,11 @@ into their blocks ``<cluster>/<jobId // 1000>`` (``cc_job_blocks``): it
 registers the new blocks, reports each block with ready jobs as a
 materialization of ``cc_job_files`` (data version: a digest of its ready jobs'
 keys and fingerprints) and asks for ONE run of ``cc_job`` covering exactly
-those blocks (``sensors/partition_runs.py``). A block is read whole in the
-run, so a job landing in an old block re-reads its up to 1000 job ids.
+those blocks (``sensors/partition_runs.py``). The run reads only the jobs of a
+block that are new or changed since it was stored (their fingerprints are stored
+with the block: ``joulehouse/clustercockpit/blocks.py``), so a job landing in an old
+block costs its own read, not its block's up to 1000 job ids; the weekly
+re-validation reads the blocks whole (tag ``joulehouse/reread=all``).
 
 Jobs that failed are rechecked (the hand-outs' bookkeeping every block source shares:
 ``sensors/blocks.py``): each ``cc_job_files`` materialization lists

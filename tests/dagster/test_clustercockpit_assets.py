@@ -712,8 +712,9 @@ def _assert_same_tables(pipeline: Pipeline, scratch: Pipeline) -> None:
 def test_a_landing_reads_only_the_new_and_changed_jobs_of_its_block(instance, tmp_path):
     """Two runs over a block with jobs added (and one rewritten) between them: the second
     reads those alone, says so (metadata, check), stores what a run from scratch stores in
-    every table, and leaves one trial per job, the unchanged jobs' kept; a run tagged
-    joulehouse/reread=all reads every job again."""
+    every table, and leaves one trial per job, the unchanged jobs' kept; the weekly
+    re-validation's run and an operator's, tagged joulehouse/reread=all, read every job
+    again."""
     archive = tmp_path / "synthetic"
     write_archive_files(archive, ["testcluster"])
     for number in (0, 2, 4, 6):
@@ -746,11 +747,16 @@ def test_a_landing_reads_only_the_new_and_changed_jobs_of_its_block(instance, tm
     assert _checks(from_scratch, CONFORMANCE_CHECK)[SYNTHETIC].metadata["jobs"].value == (
         conformance.metadata["jobs"].value)  # the unchanged jobs' violations kept
 
-    reread = pipeline.launch(dg.RunRequest(tags={RANGE_START: SYNTHETIC, RANGE_END: SYNTHETIC,
-                                                 REREAD_TAG: REREAD_ALL}))
-    assert reread.success and _read_counts(pipeline, reread) == (6, 0, True)
-    assert pipeline.trials() == second  # nothing changed: the trials kept
-    _assert_same_tables(pipeline, scratch)
+    schedule = pipeline.defs.resolve_schedule_def("weekly_revalidation_cc_job_blocks")
+    with dg.build_schedule_context(instance=instance) as context:
+        [weekly] = schedule.evaluate_tick(context).run_requests
+    assert weekly.tags[REREAD_TAG] == REREAD_ALL
+    for request in (weekly, dg.RunRequest(tags={  # the weekly re-validation; an operator's
+            RANGE_START: SYNTHETIC, RANGE_END: SYNTHETIC, REREAD_TAG: REREAD_ALL})):
+        reread = pipeline.launch(request)
+        assert reread.success and _read_counts(pipeline, reread) == (6, 0, True)
+        assert pipeline.trials() == second  # nothing changed: the trials kept
+        _assert_same_tables(pipeline, scratch)
 
 
 def test_an_unchanged_job_without_its_trial_is_loaded(instance, tmp_path):
