@@ -1,22 +1,31 @@
 """Job-id blocks: listing one block folder, reading it whole or only its new and changed
 jobs, keeping a failed job's rows."""
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+import joulehouse
 from joulehouse.clustercockpit import blocks
 from joulehouse.clustercockpit.blocks import (
     FILES,
     FRAMES,
+    READER_DATA,
+    READER_SOURCES,
     READER_VERSION,
     BlockRead,
     keep_stored,
+    left_out_of,
     parse_block_key,
     read_block,
     stored_fingerprints,
+    unchanged_block,
     unchanged_violations,
 )
 from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
@@ -103,36 +112,39 @@ class Store:
     """A block's frames stored as the Dagster layer stores them (one Parquet partition per
     frame) and read back."""
 
-    def __init__(self, root: Path):
-        self.tables = Warehouse(root)
+    def __init__(self, root: Path, key: str = BLOCK):
+        self.tables, self.key = Warehouse(root), key
 
     def put(self, frames: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
         for name, frame in frames.items():
-            self.tables.write_partition(f"blocks/{name}", BLOCK, frame)
+            self.tables.write_partition(f"blocks/{name}", self.key, frame)
         return self.get()
 
     def get(self) -> dict[str, pd.DataFrame]:
-        return {name: self.tables.read_partitions(f"blocks/{name}", [BLOCK])
+        return {name: self.tables.read_partitions(f"blocks/{name}", [self.key])
                 for name in (*FRAMES, FILES)
-                if self.tables.has_partition(f"blocks/{name}", BLOCK)}
+                if self.tables.has_partition(f"blocks/{name}", self.key)}
 
 
 def _landed(store: Store, archive: Path, **options) -> tuple[BlockRead, dict[str, pd.DataFrame]]:
     """A run over the block: its new and changed jobs read, the frames stored."""
     stored = store.get()
-    read = read_block(archive, BLOCK, known=stored_fingerprints(stored), **options)
+    read = read_block(archive, store.key, known=stored_fingerprints(stored), **options)
     return read, store.put(keep_stored(read, stored))
 
 
 def _assert_whole(archive: Path, tmp_path: Path, stored: dict[str, pd.DataFrame],
-                  **options) -> None:
-    """``stored`` equals, frame by frame, what a read of every job stores."""
-    whole = read_block(archive, BLOCK, **options)
+                  key: str = BLOCK, **options) -> None:
+    """``stored`` equals, frame by frame, what a read of every job stores, and so do the
+    left-out records derived from it."""
+    whole = read_block(archive, key, **options)
     assert whole.whole and not whole.unchanged and not whole.failed
-    expected = Store(tmp_path / "whole").put(keep_stored(whole, None))
+    expected = Store(tmp_path / "whole", key).put(keep_stored(whole, None))
     assert set(stored) == set(expected) == {*FRAMES, FILES}
     for name in expected:
         pd.testing.assert_frame_equal(stored[name], expected[name], obj=name)
+    assert left_out_of(stored, archive) == [
+        record for measured in whole.measured for record in measured.left_out()]
 
 
 @pytest.fixture
@@ -155,7 +167,6 @@ def test_a_block_reads_only_its_new_jobs_and_stores_what_a_whole_read_gives(bloc
     assert not read.whole and not read.failed
     assert sorted(m.ref.key for m in read.measured) == sorted(new)  # exactly the new jobs
     assert len(read.unchanged) == 6 and read.listed == 9 and read.stored == 9
-    assert list(stored["jobs"]["job"]) == sorted(stored["jobs"]["job"])
     _assert_whole(archive, tmp_path, stored)
     again, _ = _landed(store, archive)  # nothing new: nothing read, the frames as they were
     assert again.measured == [] and len(again.unchanged) == 9
@@ -232,9 +243,19 @@ def test_a_whole_re_read_and_a_changed_input_read_every_job(block, monkeypatch):
     read, _ = _landed(store, archive, max_missing=2, check_schema=False)
     assert read.measured == []
 
-    # the reading code changed what it stores, and its version was bumped
-    monkeypatch.setattr(blocks, "READER_VERSION", READER_VERSION + 1)
+    # the reading code changed (its digest), or its manual version was bumped
+    monkeypatch.setattr(blocks, "reader_version", lambda: "other code")
     read, _ = _landed(store, archive, max_missing=2, check_schema=False)
+    assert len(read.measured) == 6
+    monkeypatch.setattr(blocks, "READER_VERSION", READER_VERSION + 1)
+    monkeypatch.undo()
+    monkeypatch.setattr(blocks, "READER_VERSION", READER_VERSION + 1)
+    blocks.reader_version.cache_clear()
+    try:
+        read, _ = _landed(store, archive, max_missing=2, check_schema=False)
+    finally:
+        monkeypatch.undo()
+        blocks.reader_version.cache_clear()
     assert len(read.measured) == 6
 
     config.write_text("{")
@@ -268,3 +289,184 @@ def test_a_job_folder_leading_outside_is_read_and_fails(block, tmp_path):
     assert "leads outside the archive root" in str(read.failed["testcluster/1234004/1700000000"])
     assert read.measured == [] and len(read.unchanged) == 5
     assert "testcluster/1234004/1700000000" in set(stored["jobs"]["job"])  # its rows kept
+
+
+def test_block_zero_stores_its_jobs_in_path_order_as_a_whole_read_does(tmp_path):
+    """In block 0 the folders' order (005, 007, 010, 100) is not the job keys' string order
+    (0/10, 0/100, 0/5, 0/7): a job landing between others is stored where a whole read
+    puts it."""
+    archive = tmp_path / "zero"
+    write_archive_files(archive, ["testcluster"])
+
+    def job(job_id: int) -> str:
+        return write_job(archive, JobSpec(job_id=job_id, start_time=1_700_000_000, hosts=1,
+                                          samples=11)).key
+
+    store = Store(tmp_path / "warehouse", "testcluster/0")
+    for job_id in (5, 10, 100):
+        job(job_id)
+    _landed(store, archive)
+    landed = job(7)
+    read, stored = _landed(store, archive)
+    assert [m.ref.key for m in read.measured] == [landed] and len(read.unchanged) == 3
+    order = ["testcluster/5/1700000000", "testcluster/7/1700000000",
+             "testcluster/10/1700000000", "testcluster/100/1700000000"]
+    assert list(stored["jobs"]["job"]) == order != sorted(order)
+    _assert_whole(archive, tmp_path, stored, "testcluster/0")
+
+
+def test_a_job_rewritten_during_its_read_is_read_again_by_the_next_run(block, tmp_path,
+                                                                       monkeypatch):
+    """Its fingerprint is taken before the read: a rewrite between the two (cc-backend
+    retagging the job while it is read) leaves the stored fingerprint older than the files,
+    so the next run reads it again and stores what they hold now."""
+    archive, store = block
+    new = _job(archive, 3)
+    folder = archive / "testcluster/1234/003/1700000000"
+    measure_job = blocks.measure_job
+
+    def rewritten_first(ref, *args, **kwargs):
+        measured = measure_job(ref, *args, **kwargs)  # read as it was
+        if ref.key == new:
+            _job(archive, 3, user="retagged")  # then rewritten, before the frames are stored
+            stat = (folder / "meta.json").stat()
+            os.utime(folder / "meta.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+        return measured
+
+    monkeypatch.setattr(blocks, "measure_job", rewritten_first)
+    read, stored = _landed(store, archive)
+    assert [m.ref.key for m in read.measured] == [new]
+    assert stored["jobs"].set_index("job").at[new, "hpc_user"] == "user1"  # the old content
+    monkeypatch.undo()
+    again, stored = _landed(store, archive)
+    assert [m.ref.key for m in again.measured] == [new]  # read again
+    assert stored["jobs"].set_index("job").at[new, "hpc_user"] == "retagged"
+    _assert_whole(archive, tmp_path, stored)
+
+
+def test_a_changed_archive_version_reads_every_job(block, tmp_path):
+    archive, store = block
+    version = archive / "version.txt"
+    assert version.read_text().strip() == "3"
+    version.write_text("2\n")
+    read, stored = _landed(store, archive)
+    assert len(read.measured) == 6 and not read.unchanged
+    assert set(stored["jobs"]["archive_version"]) == {2}
+    _assert_whole(archive, tmp_path, stored)
+
+
+def _missing_host(archive: Path, number: int) -> str:
+    """Job ``1234000 + number`` with a second host in meta.json's resources and no series of
+    it in data.json: its energy facts are left out (host NaN)."""
+    key = _job(archive, number)
+    meta_path = archive / f"testcluster/1234/{number:03d}/1700000000/meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["resources"].append({"hostname": "missing-host"})
+    meta["numNodes"] = len(meta["resources"])
+    meta_path.write_text(json.dumps(meta))
+    return key
+
+
+def test_the_left_out_records_of_unchanged_and_failed_jobs_come_from_their_stored_rows(
+        tmp_path):
+    """The records of every stored job derive from its stored energy rows, as a read of it
+    gives them: an unchanged job's, a new job's, and a job failing its re-read (its stored
+    rows kept) keep theirs."""
+    archive = tmp_path / "leftout"
+    write_archive_files(archive, ["testcluster"])
+    store = Store(tmp_path / "warehouse")
+    unchanged = _missing_host(archive, 2)
+    _job(archive, 4)
+    read, stored = _landed(store, archive)
+    first = [record for m in read.measured for record in m.left_out()]
+    assert [record.input for record in first] == [
+        str(archive / "testcluster/1234/002/1700000000")] and unchanged
+    assert left_out_of(stored, archive) == first
+
+    new = _missing_host(archive, 1)
+    read, stored = _landed(store, archive)
+    assert [m.ref.key for m in read.measured] == [new] and len(read.unchanged) == 2
+    _assert_whole(archive, tmp_path, stored)
+    assert len(left_out_of(stored, archive)) == 2
+
+    data = archive / "testcluster/1234/002/1700000000/data.json"
+    data.write_text('{"cpu_power": ')  # fails its re-read: its stored rows and records kept
+    read, failed = _landed(store, archive)
+    assert list(read.failed) == [unchanged]
+    assert left_out_of(failed, archive) == left_out_of(stored, archive)
+
+
+def test_a_block_whose_read_changed_nothing_is_told_unchanged(block):
+    archive, store = block
+    read = read_block(archive, BLOCK, known=stored_fingerprints(store.get()))
+    assert unchanged_block(read, store.get())
+    assert not unchanged_block(read_block(archive, BLOCK), store.get())  # read whole
+    shutil.rmtree(archive / "testcluster/1234/008")  # a job removed
+    read = read_block(archive, BLOCK, known=stored_fingerprints(store.get()))
+    assert read.measured == [] and not unchanged_block(read, store.get())
+
+
+def test_a_read_for_the_trials_alone_tells_the_same_jobs_unchanged(block):
+    """validate_schemas=False (the trials-only run) takes the fingerprints with check_schema
+    all the same: nothing read again, and the jobs read not validated."""
+    archive, store = block
+    _job(archive, 1)
+    read = read_block(archive, BLOCK, known=stored_fingerprints(store.get()),
+                      validate_schemas=False)
+    assert len(read.unchanged) == 6 and len(read.measured) == 1 and read.warnings == []
+    checked = read_block(archive, BLOCK, known=stored_fingerprints(store.get()))
+    assert checked.fingerprints == read.fingerprints
+    assert checked.trial_fingerprints == read.trial_fingerprints
+
+
+def test_the_trial_fingerprint_carries_the_reader_version(block, monkeypatch):
+    archive, _ = block
+    before = read_block(archive, BLOCK).trial_fingerprints
+    assert len(before) == 6
+    monkeypatch.setattr(blocks, "reader_version", lambda: "other code")
+    after = read_block(archive, BLOCK).trial_fingerprints
+    assert set(after) == set(before) and not set(after.values()) & set(before.values())
+
+
+#: Modules of the joulehouse package that reading a block imports but that decide nothing
+#: of what is stored for a job (digests, errors, the left-out records derived at each run,
+#: the facts derived at each landing, the warehouse).
+NOT_READER = {"joulehouse/__init__.py", "joulehouse/clustercockpit/__init__.py",
+              "joulehouse/digest.py", "joulehouse/errors.py", "joulehouse/leftout.py",
+              "joulehouse/facts.py", "joulehouse/facts_entries.py", "joulehouse/warehouse.py",
+              "joulehouse/entry_sync.py", "joulehouse/entry_table.py"}
+
+
+def test_the_reader_version_digests_every_module_reading_a_block_imports(monkeypatch):
+    """Every module of the package that importing blocks.py loads is in READER_SOURCES or
+    named as deciding nothing stored (a new import must be placed); the digest covers those
+    files and the bundled JSON schemas, and changes with any of them or READER_VERSION."""
+    code = ("import sys, joulehouse.clustercockpit.blocks; "
+            "print('\\n'.join(sorted(m.__file__ for n, m in sys.modules.items() "
+            "if n.startswith('joulehouse') and getattr(m, '__file__', None))))")
+    loaded = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                            text=True).stdout.split()
+    package = Path(joulehouse.__file__).parent
+    imported = {Path(path).relative_to(package.parent).as_posix() for path in loaded}
+    listed = {f"joulehouse/{name}" for name in READER_SOURCES}
+    assert imported - NOT_READER == listed
+
+    seen: list[tuple[str, bytes]] = []
+    digest = blocks.sources_digest
+    monkeypatch.setattr(blocks, "sources_digest", lambda files: digest(seen.extend(files) or seen))
+    blocks.reader_version.cache_clear()
+    try:
+        version = blocks.reader_version()
+        monkeypatch.setattr(blocks, "READER_VERSION", READER_VERSION + 1)
+        blocks.reader_version.cache_clear()
+        bumped = blocks.reader_version()
+    finally:
+        monkeypatch.undo()
+        blocks.reader_version.cache_clear()
+    assert version != bumped and version == blocks.reader_version()
+    names = {name for name, _ in seen}
+    assert set(READER_SOURCES) <= names
+    assert f"{READER_DATA.rpartition('/')[2]}/v3/job-meta.schema.json" in names
+    one = [(name, content + b"#" if name == "clustercockpit/energy.py" else content)
+           for name, content in seen]
+    assert digest(one) != digest(seen)
