@@ -17,9 +17,19 @@ every block of a run, for the reason ``assets/pipeline.py`` gives. In order:
    completed at the start of the next step). A run reads only the block's jobs
    whose fingerprint differs from the stored one (new, changed, or failed before)
    and keeps the stored rows of the others (``joulehouse.clustercockpit.blocks``),
-   so a landing costs its new jobs, not the block's 1000; a run tagged
-   ``joulehouse/reread=all`` (the weekly re-validation, or an operator's launch)
-   reads every job again, as does the first run over a block stored before the
+   so a landing reads and measures its new jobs, not the block's 1000; what stays
+   per block: one stat pass over every job folder of the block (on Lustre or NFS
+   these metadata operations per job dominate), its stored frames read, and, when
+   anything changed, its five frames rewritten, ``kept_tables.land`` rewriting the
+   block's jobs in cc_jobs, cc_job_energy and energy_facts, and the accounting's
+   derived tables seeing the block's metric_stats partition changed; a run in
+   which nothing of the block changed (no job read, none failed, none removed,
+   the block landed as stored: ``cc_block_tables/landed``) writes none of that,
+   a stat pass and a read. A run tagged
+   ``joulehouse/reread=all`` (the weekly re-validation, which covers only the
+   newest ``BLOCKS_PER_RUN`` blocks and runs only when its schedule is switched on,
+   or an operator's launch or backfill with that tag: Dagster passes a backfill's
+   tags to its runs) reads every job again, as does the first run over a block stored before the
    fingerprints were kept, or one with a folder that cannot be listed or a
    missing or bad cluster.json. A job that
    cannot be read is left out and named in the block's check ``jobs_read``
@@ -29,12 +39,15 @@ every block of a run, for the reason ``assets/pipeline.py`` gives. In order:
    file and path; the job is still read. A job metric that gives no
    ``energy_facts`` row (a host without a bridged sample, unbridged gaps:
    ``JobMeasurement.left_out``) makes ``jobs_read`` a WARN and is stored in the
-   warehouse table ``left_out`` (partition ``clustercockpit/read/<block>``).
+   warehouse table ``left_out`` (partition ``clustercockpit/read/<block>``): the
+   records of every stored job of the block, derived from its stored energy rows
+   (``blocks.left_out_of``), so a run cut off after the block's write loses none.
 2. ``cc_job_trials``: one TAUdb trial per job of the block (replacing the
-   job's trial by its source key, the job folder; a job whose files, cluster.json
-   and ``max_missing`` are unchanged since its trial was loaded is not loaded
-   again: an unchanged job not read in the run keeps its stored trial, read only
-   where that is missing or stale); a job that cannot be mapped loads nothing and fails its block's check
+   job's trial by its source key, the job folder; a job whose files, cluster.json,
+   ``max_missing`` and reader version are unchanged since its trial was loaded is
+   not loaded again: an unchanged job not read in the run keeps its stored trial,
+   read only where that is missing or stale; the trial fingerprint is taken before
+   any read, with the job's); a job that cannot be mapped loads nothing and fails its block's check
    ``loads``; the block's other trials are written in one transaction (all or none).
 3. the tables over every stored block, kept per entry
    (``joulehouse.clustercockpit.tables``, ``assets/facts.py``): ``cc_jobs``,
@@ -84,10 +97,12 @@ from joulehouse.clustercockpit.blocks import (
     FILES,
     FRAMES,
     BlockRead,
+    files_digest,
     keep_stored,
-    kept_jobs,
+    left_out_of,
     read_block,
     stored_fingerprints,
+    unchanged_block,
     unchanged_violations,
 )
 from joulehouse.clustercockpit.conformance import SchemaWarning
@@ -97,12 +112,11 @@ from joulehouse.clustercockpit.energy import (
     J_PER_KWH,
     energy_facts_rows,
 )
-from joulehouse.clustercockpit.layout import JobRef, cluster_fingerprint, fingerprint
+from joulehouse.clustercockpit.layout import JobRef
 from joulehouse.clustercockpit.measure import JobMeasurement
-from joulehouse.digest import digest_pairs
 from joulehouse.entry_sync import Written
 from joulehouse.errors import InputError
-from joulehouse.leftout import LeftOut, store_left_out, stored_left_out
+from joulehouse.leftout import LeftOut, store_left_out
 from joulehouse.partition_group import finish_pending, write_together
 from joulehouse.plots import Series, bars_png, markdown_image
 from joulehouse.taudb.mapping.clustercockpit import job_trial
@@ -120,6 +134,10 @@ ROLLUP_TABLE = "cc_rollup"
 #: The journal of the blocks' writes: a block's four frames are stored all or nothing
 #: (``joulehouse.partition_group``).
 BLOCK_JOURNAL = f"{BLOCK_TABLE}/pending_writes"
+#: Per block, the digest of its frame ``files`` (``blocks.files_digest``) as stored when its
+#: jobs were last landed in the tables over the blocks and energy_facts (written after the
+#: landing): a run that changes nothing of a block so landed writes nothing for it.
+LANDED_TABLE = f"{BLOCK_TABLE}/landed"
 READ_CHECK = "jobs_read"
 CONFORMANCE_CHECK = "schema_conformance"
 LOADS_CHECK = "loads"
@@ -158,8 +176,9 @@ cc_block_tables = dg.AssetSpec(
         "with 'files', each stored job's fingerprint. A run reads only the jobs new or "
         "changed since the block was stored and keeps the others' rows; a run tagged "
         "joulehouse/reread=all (the weekly re-validation, or launched with that tag) reads "
-        "every job again. Metadata: jobs, jobs_read, jobs_unchanged, node-hours, energy and "
-        "the start-time span of the block. A job "
+        "every job again. A run that changes nothing of the block rewrites nothing. Metadata: "
+        "jobs, jobs_attempted, jobs_unchanged, read_whole, block_written, node-hours, energy "
+        "and the start-time span of the block. A job "
         "that cannot be read fails the block's check 'jobs_read' naming the job folder; "
         "the block's other jobs are stored and the failed job's earlier rows kept."
     ),
@@ -214,17 +233,20 @@ cc_energy_facts = dg.AssetSpec(
 
 READ_SPEC = partition_check_spec(
     cc_block_tables.key, READ_CHECK, cc_job_blocks,
-    "Every job of the block was read (one result per block; a failed one names each job "
-    "folder that could not be read and its error).")
+    "Every job of the block is stored current: read in the run, or unchanged since it was "
+    "stored (one result per block; a failed one names each job folder that could not be "
+    "read and its error; WARN with what the block's stored jobs leave out of energy_facts).")
 CONFORMANCE_SPEC = partition_check_spec(
     cc_block_tables.key, CONFORMANCE_CHECK, cc_job_blocks,
-    "meta.json and data.json of every job read follow the archive version's official JSON "
-    "schemas (WARN: real archives violate them and cc-backend does not enforce them; the "
-    "jobs are still read). A warning names the job, the file and the JSON path.")
+    "meta.json and data.json of every job of the block follow the archive version's official "
+    "JSON schemas: the jobs read in the run validated, the unchanged ones by the violation "
+    "counts stored when they were read (WARN: real archives violate them and cc-backend "
+    "does not enforce them; the jobs are still read). A warning names the job, the file and "
+    "the JSON path.")
 LOADS_SPEC = partition_check_spec(
     cc_job_trials.key, LOADS_CHECK, cc_job_blocks,
-    "Every job read in the block was loaded as a TAUdb trial (one result per block; a "
-    "failed one names the job and its error).")
+    "Every job of the block has its TAUdb trial, loaded in the run or kept as loaded "
+    "before (one result per block; a failed one names the job and its error).")
 
 CC_TABLES = [cc_jobs, cc_job_energy, cc_rollup, cc_energy_facts]
 
@@ -242,28 +264,92 @@ def stored_block(tables: Tables, key: str) -> dict[str, pd.DataFrame] | None:
     return {name: tables.read_partitions(_frame_table(name), [key]) for name in names}
 
 
+@dataclass
+class ReadOfBlock:
+    """Block ``key`` read (:func:`block_read`): the read, what was stored for it, and the
+    archive root holding it."""
+
+    key: str
+    read: BlockRead
+    stored: dict[str, pd.DataFrame] | None
+    root: Path
+
+
 def block_read(context: dg.AssetExecutionContext, source: ClusterCockpitArchive,
-               tables: Tables, key: str) -> tuple[BlockRead, dict[str, pd.DataFrame] | None]:
+               tables: Tables, key: str, *, for_trials: bool = False) -> ReadOfBlock:
     """Read block ``key``: only its jobs new or changed since it was stored, every job in a
     run tagged ``joulehouse/reread=all`` (``assets.reporting.REREAD_TAG``) or over a block
     stored without fingerprints (``joulehouse.clustercockpit.blocks.read_block``); and what
     was stored for it (read where needed: always, unless the block is read whole and no
-    job failed)."""
+    job failed). ``for_trials``: read for the trials alone (the block's tables not selected:
+    nothing stored), its jobs not validated against the JSON schemas."""
     whole = reread_all(context)
+    root = source.resolve(key)
     stored = None if whole else stored_block(tables, key)
-    read = read_block(source.resolve(key), key, check_schema=source.check_schema,
-                      max_missing=source.max_missing, known=stored_fingerprints(stored))
+    read = read_block(root, key, check_schema=source.check_schema,
+                      max_missing=source.max_missing, known=stored_fingerprints(stored),
+                      validate_schemas=False if for_trials else None)
     if stored is None and read.failed:
         stored = stored_block(tables, key)
-    return read, stored
+    return ReadOfBlock(key, read, stored, root)
 
 
-def read_metadata(read: BlockRead) -> dict[str, Any]:
-    """How a run read a block: jobs read (their files; some may have failed), unchanged
-    (their stored rows kept), whole or not."""
-    return {"jobs_read": dg.MetadataValue.int(read.listed - len(read.unchanged)),
+@dataclass
+class StoredBlock:
+    """What :func:`store_block` stored of a block: its frames (``blocks.keep_stored``), the
+    left-out records of its jobs, whether anything was written (False: nothing of the
+    block changed, and it was landed as stored) and the digest of its frame ``files``."""
+
+    frames: dict[str, pd.DataFrame]
+    records: list[LeftOut]
+    written: bool
+    digest: str
+
+
+def landed_digest(tables: Tables, key: str) -> str | None:
+    """The ``files`` digest block ``key`` was last landed with (:data:`LANDED_TABLE`)."""
+    if not tables.has_partition(LANDED_TABLE, key):
+        return None
+    return str(tables.read_partitions(LANDED_TABLE, [key])["digest"].iloc[0])
+
+
+def mark_landed(tables: Tables, digests: dict[str, str]) -> None:
+    """Record that blocks (key -> ``files`` digest) are landed as stored."""
+    for key, digest in digests.items():
+        tables.write_partition(LANDED_TABLE, key, pd.DataFrame({"digest": [digest]}))
+
+
+def store_block(tables: Tables, block: ReadOfBlock) -> StoredBlock:
+    """Store a block's read: its frames (:data:`FRAMES` and :data:`FILES`, all or nothing:
+    ``write_together``), then the left-out records of every stored job of it, derived from
+    the frames (``blocks.left_out_of``: a run cut off between the two writes loses none,
+    the next run writes them). Nothing is written when the read changed nothing of the
+    block (``blocks.unchanged_block``) and it was landed as stored (:data:`LANDED_TABLE`):
+    a rerun costs its stat pass and the read of its stored frames."""
+    frames = keep_stored(block.read, block.stored)
+    records = left_out_of(frames, block.root)
+    digest = files_digest(frames)
+    if unchanged_block(block.read, block.stored) and landed_digest(tables, block.key) == digest:
+        return StoredBlock(frames, records, False, digest)
+    write_together(tables, BLOCK_JOURNAL, block.key,
+                   {_frame_table(name): frame for name, frame in frames.items()})
+    store_left_out(tables, FACTS_SOURCE, "read", block.key, records,
+                   now=pd.Timestamp.now(tz="UTC"))
+    return StoredBlock(frames, records, True, digest)
+
+
+def read_metadata(read: BlockRead, written: bool) -> dict[str, Any]:
+    """How a run read a block: ``jobs_attempted`` (the listed jobs not unchanged, whose
+    files were read: some may have failed), ``jobs_unchanged`` (not read, their stored
+    rows kept), ``read_whole`` (every listed job attempted: a run tagged
+    joulehouse/reread=all, a block not stored or stored without fingerprints, a folder
+    that could not be listed, a missing or bad cluster.json; False where the stored
+    fingerprints were compared, even when every job differed) and ``block_written``
+    (False: nothing of the block changed, nothing written)."""
+    return {"jobs_attempted": dg.MetadataValue.int(read.listed - len(read.unchanged)),
             "jobs_unchanged": dg.MetadataValue.int(len(read.unchanged)),
-            "read_whole": dg.MetadataValue.bool(read.whole)}
+            "read_whole": dg.MetadataValue.bool(read.whole),
+            "block_written": dg.MetadataValue.bool(written)}
 
 
 def _span(jobs: pd.DataFrame) -> str:
@@ -291,15 +377,6 @@ def block_metadata(frames: dict[str, pd.DataFrame]) -> dict[str, Any]:
 TrialOutcome = dict[str, pd.DataFrame] | InputError
 
 
-def trial_fingerprint(ref: JobRef, max_missing: int) -> str:
-    """The fingerprint of a job's trial: a digest of its folder's files (names, sizes,
-    mtimes: :func:`~joulehouse.clustercockpit.layout.fingerprint`), of its cluster's
-    cluster.json (name, size, mtime; "" when absent: the metric units and kinds) and of the
-    setting its energies depend on (``max_missing``), so a change of any reloads it."""
-    return digest_pairs({"job": fingerprint(ref.path), "max_missing": str(max_missing),
-                         "cluster.json": cluster_fingerprint(ref.root, ref.cluster)})
-
-
 def _job_trial(measured: JobMeasurement, trial_fingerprint: str) -> TrialData:
     return replace(job_trial(measured), fingerprint=trial_fingerprint)
 
@@ -315,9 +392,11 @@ def load_block_trials(loads: TrialLoads, key: str, read: BlockRead, max_missing:
                       ) -> TrialOutcome:
     """Load one trial per job of the block (replacing each job's trial): the jobs read,
     and those unchanged since the block was stored (``read.unchanged``, not read in the
-    run). A job whose trial fingerprint (:func:`trial_fingerprint`: its files,
-    cluster.json, ``max_missing``) equals its stored trial's (primary metadata) is not
-    loaded again (an unchanged job is read only where its trial is missing or stale), and
+    run). A job whose trial fingerprint (``read.trial_fingerprints``,
+    ``blocks.trial_fingerprint``: its files, cluster.json, ``max_missing`` and the reader
+    version, taken before any read) equals its stored trial's (primary metadata) is not
+    loaded again (an unchanged job is read only where its trial is missing or stale; a job
+    without one, its folder not listable when fingerprinted, is always loaded), and
     a job that cannot be mapped loads nothing and is named in the returned error. The
     block's other trials are written in one transaction (:meth:`TrialLoads.load_many`: all
     or none of them). The frame ``trials``: every job's trial id, by job."""
@@ -328,7 +407,7 @@ def load_block_trials(loads: TrialLoads, key: str, read: BlockRead, max_missing:
     loads.look_up(sources.values())
     outcomes = loads.load_many(
         (ref.key, partial(build, known), (sources[ref.key], known))
-        for ref, build in builds for known in [trial_fingerprint(ref, max_missing)])
+        for ref, build in builds for known in [read.trial_fingerprints.get(ref.key, "")])
     failed = [err for err in outcomes.values() if isinstance(err, InputError)]
     loaded = sorted((name, loads.ids[name]) for name, outcome in outcomes.items()
                     if not isinstance(outcome, InputError))
@@ -350,17 +429,10 @@ class BlockOutcomes:
     unchanged: dict[str, int] = field(default_factory=dict)
     unchanged_violations: dict[str, dict[str, int]] = field(default_factory=dict)
     trials: dict[str, TrialOutcome] = field(default_factory=dict)
-
-
-def kept_left_out(tables: Tables, key: str, root: Path, jobs: set[str]) -> list[LeftOut]:
-    """The stored left-out records of block ``key``'s ``jobs`` (keys), whose stored rows the
-    run keeps (unchanged, or failed this time) (:func:`~joulehouse.clustercockpit.blocks.kept_jobs`): what they
-    left out still holds, as their facts do."""
-    if not jobs:
-        return []
-    folders = {str(JobRef.from_key(root, job).path) for job in jobs}
-    return [record for record in stored_left_out(tables, FACTS_SOURCE, "read", key)
-            if record.input in folders]
+    #: The blocks written in the run, with their ``files`` digest (marked landed once their
+    #: jobs are), and those of which nothing changed (not written, not landed again).
+    written: dict[str, str] = field(default_factory=dict)
+    untouched: set[str] = field(default_factory=set)
 
 
 def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive,
@@ -373,18 +445,17 @@ def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive
     read_of: dict[str, dict[str, Any]] = {}
 
     def read_one(key: str) -> Stored:
-        read, stored = block_read(context, source, tables, key)
-        frames = keep_stored(read, stored)
-        write_together(tables, BLOCK_JOURNAL, key,
-                       {_frame_table(name): frame for name, frame in frames.items()})
-        records = [*(record for measured in read.measured for record in measured.left_out()),
-                   *kept_left_out(tables, key, source.resolve(key), kept_jobs(read, stored))]
-        store_left_out(tables, FACTS_SOURCE, "read", key, records,
-                       now=pd.Timestamp.now(tz="UTC"))
+        block = block_read(context, source, tables, key)
+        read, done = block.read, store_block(tables, block)
+        frames, records = done.frames, done.records
+        if done.written:
+            outcomes.written[key] = done.digest
+        else:
+            outcomes.untouched.add(key)
         outcomes.warnings[key], outcomes.jobs_read[key] = read.warnings, len(read.measured)
         outcomes.unchanged[key] = len(read.unchanged)
         outcomes.unchanged_violations[key] = unchanged_violations(read, frames)
-        read_of[key] = read_metadata(read)
+        read_of[key] = read_metadata(read, done.written)
         if loads is not None:
             outcomes.trials[key] = load_block_trials(loads, key, read, source.max_missing)
         if read.failed:
@@ -433,12 +504,13 @@ def trial_results(context: dg.AssetExecutionContext, source: ClusterCockpitArchi
                   skip: dict[str, str]) -> PartitionBatch:
     """The trial load of every block of the run: as loaded while it was read, else (the
     block tables not selected) read and loaded now (:func:`block_read`: the jobs changed
-    since the block was stored, every job's trial kept or loaded); blocks in ``skip`` load
-    nothing."""
+    since the block was stored, every job's trial kept or loaded; the jobs read not
+    validated against the JSON schemas, nothing stored); blocks in ``skip`` load nothing."""
 
     def outcome(key: str) -> dict[str, pd.DataFrame]:
         loaded = outcomes.trials.get(key) or load_block_trials(
-            loads, key, block_read(context, source, tables, key)[0], source.max_missing)
+            loads, key, block_read(context, source, tables, key, for_trials=True).read,
+            source.max_missing)
         if isinstance(loaded, InputError):
             raise loaded
         return loaded
@@ -506,8 +578,8 @@ def _written(written: Written, entries: str) -> dict[str, Any]:
 
 
 def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: set[dg.AssetKey],
-                 every: list[str] | None, completed: list[str]
-                 ) -> Iterator[dg.MaterializeResult]:
+                 every: list[str] | None, completed: list[str],
+                 outcomes: BlockOutcomes | None = None) -> Iterator[dg.MaterializeResult]:
     """Keep the tables over every block per entry (``joulehouse.clustercockpit.tables``): a
     run over blocks writes its stored blocks' jobs and the days they touch; a run without
     partitions, or the first run over a cc_rollup written before it was kept
@@ -518,14 +590,22 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
     (every stored block, in a rebuild), not of the whole table. ``every``: every stored
     block, in a rebuild;
     ``completed``: blocks whose write a crash interrupted and this step completed, landed
-    (tables and facts) with the run's own if still registered."""
+    (tables and facts) with the run's own if still registered. ``outcomes``: the run's
+    blocks not written (nothing changed: not landed again) and those written, marked
+    landed (:data:`LANDED_TABLE`) once their jobs and facts are."""
+    outcomes = outcomes or BlockOutcomes()
     if every is not None:
         landed = kept_tables.rebuild(tables, *_block_rows(tables, every))
         blocks = every
     else:
         registered = set(context.instance.get_dynamic_partitions(cc_job_blocks.name))
         blocks = [key for key in dict.fromkeys([*context.partition_keys, *completed])
-                  if key in registered and tables.has_partition(_frame_table("jobs"), key)]
+                  if key in registered and tables.has_partition(_frame_table("jobs"), key)
+                  and (key not in outcomes.untouched or key in completed)]
+        if not blocks and outcomes.untouched:
+            context.log.info(f"{len(outcomes.untouched)} block(s) unchanged since they were "
+                             "stored and landed: the tables over the blocks not written")
+            return
         landed = kept_tables.land(tables, blocks, partial(_block_rows, tables))
     jobs = landed.landed_jobs
     summary = {"run_blocks": dg.MetadataValue.int(len(blocks)),
@@ -556,6 +636,8 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
                if len(per_day) else {})})
     if cc_energy_facts.key in selected:
         yield facts(context, tables, summary, blocks)
+        mark_landed(tables, {key: digest for key, digest in outcomes.written.items()
+                             if key in blocks})
 
 
 def facts(context: dg.AssetExecutionContext, tables: Tables, summary: dict[str, Any],
@@ -617,7 +699,8 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
                 raise verdict("no ClusterCockpit block stored yet: materialize "
                               "cc_block_tables")
             if every != []:
-                yield from whole_tables(context, tables, selected, every, completed)
+                yield from whole_tables(context, tables, selected, every, completed,
+                                        outcomes)
         if failed:
             raise failure(len(context.partition_keys), failed)
 

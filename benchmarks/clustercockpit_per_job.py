@@ -20,9 +20,10 @@ The block of ``--jobs`` jobs is copied and stored once (a whole read, as a first
 does), then ``--landings`` landings of ``--new`` new jobs each (job ids of the block
 with new start times: other jobs) are each run twice on the same files, wall and CPU
 time: the run's read as it is (the stored frames read, only the new and changed jobs
-read, ``keep_stored``, the five frames written together, the block's trials loaded:
-the unchanged jobs' looked up) and a whole read as the reference (every job read, the
-frames written, the trials loaded), into a warehouse and TAUdb of its own that hold the
+read, ``store_block``: ``keep_stored``, the five frames written together, the block's
+left-out records derived from them and stored; the block's trials loaded: the unchanged
+jobs' looked up) and a whole read as the reference (every job read, the frames and
+left-out records written, the trials loaded), into a warehouse and TAUdb of its own that hold the
 same block; the two stored blocks are compared frame by frame (pandas equality).
 """
 
@@ -41,25 +42,25 @@ from clustercockpit_backfill import CLUSTER, DATA, SPEC, START, build_archive
 from machine import describe, load_average
 
 import joulehouse
-from assets.clustercockpit import BLOCK_JOURNAL, BLOCK_TABLE, load_block_trials, stored_block
-from assets.taudb import TrialLoads
-from joulehouse.clustercockpit.blocks import (
-    FILES,
-    FRAMES,
-    keep_stored,
-    read_block,
-    stored_fingerprints,
+from assets.clustercockpit import (
+    BLOCK_TABLE,
+    ReadOfBlock,
+    load_block_trials,
+    store_block,
+    stored_block,
 )
+from assets.taudb import TrialLoads
+from joulehouse.clustercockpit.blocks import FILES, FRAMES, read_block, stored_fingerprints
 from joulehouse.clustercockpit.generator import JobSpec, write_job
 from joulehouse.clustercockpit.measure import measure_jobs
-from joulehouse.partition_group import write_together
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.warehouse import Warehouse as Tables
 
 
 class BlockRun:
     """A block run's read and trial load into a warehouse and TAUdb of its own, as
-    ``assets/clustercockpit.py: read_blocks`` does them (``whole``: every job read)."""
+    ``assets/clustercockpit.py: read_blocks`` does them, through the same ``store_block``
+    (``whole``: every job read)."""
 
     def __init__(self, folder: Path, root: Path, key: str, whole: bool, check_schema: bool):
         self.tables, self.root, self.key = Tables(folder / "warehouse"), root, key
@@ -71,9 +72,7 @@ class BlockRun:
         stored = None if self.whole else stored_block(self.tables, self.key)
         read = read_block(self.root, self.key, check_schema=self.check_schema,
                           known=stored_fingerprints(stored))
-        frames = keep_stored(read, stored)
-        write_together(self.tables, BLOCK_JOURNAL, self.key,
-                       {f"{BLOCK_TABLE}/{name}": frame for name, frame in frames.items()})
+        store_block(self.tables, ReadOfBlock(self.key, read, stored, self.root))
         loaded = load_block_trials(TrialLoads.into(self.db), self.key, read, 1)
         if read.failed or not isinstance(loaded, dict):
             raise SystemExit(f"jobs failed: {read.failed or loaded}")

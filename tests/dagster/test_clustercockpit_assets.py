@@ -10,12 +10,14 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+import assets.clustercockpit as cc_assets
 from assets.clustercockpit import (
     BLOCK_JOURNAL,
     BLOCK_TABLE,
     CONFORMANCE_CHECK,
     JOB_ENERGY_TABLE,
     JOBS_TABLE,
+    LANDED_TABLE,
     LOADS_CHECK,
     READ_CHECK,
     ROLLUP_TABLE,
@@ -681,17 +683,17 @@ def _trial_names(pipeline: Pipeline) -> list[str]:
         return sorted(trial["name"] for trial in list_trials(db))
 
 
-def _read_counts(pipeline: Pipeline, result) -> tuple[int, int, bool]:
-    """The block's (jobs_read, jobs_unchanged, read_whole), as its materialization and its
-    check jobs_read say them."""
-    block = _latest(pipeline.instance, cc_block_tables.key, SYNTHETIC).metadata
-    check = _checks(result, READ_CHECK)[SYNTHETIC]
-    assert check.passed
-    counts = (block["jobs_read"].value, block["jobs_unchanged"].value,
-              block["read_whole"].value)
-    assert (check.metadata["jobs_read"].value, check.metadata["jobs_unchanged"].value,
-            check.metadata["read_whole"].value) == counts
-    return counts
+def _read_counts(pipeline: Pipeline, result, key: str = SYNTHETIC, *, passed: bool = True
+                 ) -> tuple[int, int, bool]:
+    """The block's (jobs_attempted, jobs_unchanged, read_whole), as its materialization and
+    its check jobs_read say them."""
+    block = _latest(pipeline.instance, cc_block_tables.key, key).metadata
+    check = _checks(result, READ_CHECK)[key]
+    assert check.passed == passed
+    names = ("jobs_attempted", "jobs_unchanged", "read_whole", "block_written")
+    assert [check.metadata[name].value for name in names] == [
+        block[name].value for name in names]
+    return tuple(block[name].value for name in names[:3])
 
 
 def _assert_same_tables(pipeline: Pipeline, scratch: Pipeline) -> None:
@@ -776,3 +778,81 @@ def test_an_unchanged_job_without_its_trial_is_loaded(instance, tmp_path):
     assert result.success and _read_counts(pipeline, result) == (1, 2, False)
     assert _trial_names(pipeline) == sorted(jobs)
     assert _checks(result, LOADS_CHECK)[SYNTHETIC].passed
+
+
+def _left_out(pipeline: Pipeline, key: str) -> list:
+    return stored_left_out(pipeline.tables, "clustercockpit", "read", key)
+
+
+def test_a_run_cut_off_after_the_block_write_loses_no_left_out_record(instance, tmp_path,
+                                                                      monkeypatch):
+    """The block's frames and fingerprints are written, then the run ends before the
+    left-out records are (a crash, a failing write): the next run finds every job unchanged
+    and still stores the records a whole read gives (derived from the stored energy rows),
+    and its check says them (WARN)."""
+    job = archive_with_a_missing_host(tmp_path / "archive")
+    pipeline = Pipeline(instance, tmp_path / "archive", tmp_path / "cut")
+
+    def cut_off(*args, **kwargs):
+        raise dg.Failure("cut off after the block's write", allow_retries=False)
+
+    monkeypatch.setattr(cc_assets, "store_left_out", cut_off)
+    assert not pipeline.run(["emmy/1403"]).success
+    assert pipeline.tables.has_partition(f"{BLOCK_TABLE}/files", "emmy/1403")  # written
+    assert _left_out(pipeline, "emmy/1403") == []
+    monkeypatch.undo()
+
+    result = pipeline.run(["emmy/1403"])
+    assert result.success
+    assert _read_counts(pipeline, result, "emmy/1403", passed=False) == (0, 1, False)
+    check = _checks(result, READ_CHECK)["emmy/1403"]
+    assert check.severity == dg.AssetCheckSeverity.WARN
+    assert [(record.input, record.part) for record in _left_out(pipeline, "emmy/1403")] == [
+        (str(job), MISSING_HOST_PART)]
+    scratch = Pipeline(instance, tmp_path / "archive", tmp_path / "scratch")
+    assert scratch.run(["emmy/1403"]).success
+    assert _left_out(pipeline, "emmy/1403") == _left_out(scratch, "emmy/1403")
+
+
+def test_a_rerun_that_changes_nothing_writes_nothing_once_the_block_is_landed(
+        instance, tmp_path, monkeypatch):
+    """Nothing read, nothing failed, nothing removed: the block's frames, its left-out
+    records and the tables over the blocks are not written again (a stat pass and a read),
+    its check still says what it leaves out. A run cut off after the block's write, before
+    its jobs were landed in the tables, is not taken for one: the next run lands them."""
+    archive = tmp_path / "synthetic"
+    write_archive_files(archive, ["testcluster"])
+    for number in (0, 2):
+        _synthetic_job(archive, number)
+    pipeline = Pipeline(instance, archive, tmp_path / "incremental")
+    assert pipeline.run([SYNTHETIC]).success
+    landed = pipeline.tables.partition_path(LANDED_TABLE, SYNTHETIC)
+    frames = [pipeline.tables.partition_path(f"{BLOCK_TABLE}/{name}", SYNTHETIC)
+              for name in ("jobs", "files", "metric_stats")]
+
+    def stamps() -> list[int]:
+        return [os.stat(path).st_mtime_ns for path in [*frames, landed]]
+
+    before, jobs_before = stamps(), _latest(pipeline.instance, cc_jobs.key)
+    result = pipeline.run([SYNTHETIC])
+    assert result.success and _read_counts(pipeline, result) == (0, 2, False)
+    assert _latest(pipeline.instance, cc_block_tables.key, SYNTHETIC).metadata[
+        "block_written"].value is False
+    assert stamps() == before  # nothing written
+    assert _latest(pipeline.instance, cc_jobs.key) == jobs_before  # not landed again
+
+    new = _synthetic_job(archive, 5)
+
+    def cut_off(*args, **kwargs):
+        raise dg.Failure("cut off before the landing", allow_retries=False)
+
+    monkeypatch.setattr(cc_assets.kept_tables, "land", cut_off)
+    assert not pipeline.run([SYNTHETIC]).success  # the block written, its jobs not landed
+    monkeypatch.undo()
+    assert new not in set(pipeline.tables.read_table(JOBS_TABLE)["job"])
+    result = pipeline.run([SYNTHETIC])
+    assert result.success and _read_counts(pipeline, result) == (0, 3, False)
+    assert new in set(pipeline.tables.read_table(JOBS_TABLE)["job"])  # landed now
+    scratch = Pipeline(instance, archive, tmp_path / "scratch")
+    assert scratch.run([SYNTHETIC]).success
+    _assert_same_tables(pipeline, scratch)
