@@ -10,9 +10,28 @@ every block of a run, for the reason ``assets/pipeline.py`` gives. In order:
 
 1. ``cc_block_tables``: each block's jobs read once (meta.json, data.json
    streamed): its ``cc_jobs`` rows, energy per job/host/metric and per-metric
-   statistics, four Parquet partitions under ``cc_block_tables/``, stored all or
+   statistics, four Parquet partitions under ``cc_block_tables/``, and a fifth,
+   ``files``, of each stored job's fingerprint (its files' names, sizes, mtimes,
+   its cluster.json's, the reader version and settings), stored all or
    nothing (``joulehouse.partition_group``; a write a crash interrupted is
-   completed at the start of the next step). A job that
+   completed at the start of the next step). A run reads only the block's jobs
+   whose fingerprint differs from the stored one (new, changed, or failed before)
+   and keeps the stored rows of the others (``joulehouse.clustercockpit.blocks``),
+   so a landing reads and measures its new jobs, not the block's 1000; what stays
+   per block: one stat pass over every job folder of the block (on Lustre or NFS
+   these metadata operations per job dominate), its stored frames read, and, when
+   anything changed, its five frames rewritten, ``kept_tables.land`` rewriting the
+   block's jobs in cc_jobs, cc_job_energy and energy_facts, and the accounting's
+   derived tables seeing the block's metric_stats partition changed; a run in
+   which nothing of the block changed (no job read, none failed, none removed,
+   the block landed as stored: ``cc_block_tables/landed``) writes none of that,
+   a stat pass and a read. A run tagged
+   ``joulehouse/reread=all`` (the weekly re-validation, which covers only the
+   newest ``BLOCKS_PER_RUN`` blocks and runs only when its schedule is switched on,
+   or an operator's launch or backfill with that tag: Dagster passes a backfill's
+   tags to its runs) reads every job again, as does the first run over a block stored before the
+   fingerprints were kept, or one with a folder that cannot be listed or a
+   missing or bad cluster.json. A job that
    cannot be read is left out and named in the block's check ``jobs_read``
    (job folder and error); the block's other jobs are stored, the rows stored
    before for the failed job are kept, and the block's partition fails. JSON
@@ -20,11 +39,15 @@ every block of a run, for the reason ``assets/pipeline.py`` gives. In order:
    file and path; the job is still read. A job metric that gives no
    ``energy_facts`` row (a host without a bridged sample, unbridged gaps:
    ``JobMeasurement.left_out``) makes ``jobs_read`` a WARN and is stored in the
-   warehouse table ``left_out`` (partition ``clustercockpit/read/<block>``).
-2. ``cc_job_trials``: one TAUdb trial per job read in the run (replacing the
-   job's trial by its source key, the job folder; a job whose files, cluster.json
-   and ``max_missing`` are unchanged since its trial was loaded is not loaded
-   again); a job that cannot be mapped loads nothing and fails its block's check
+   warehouse table ``left_out`` (partition ``clustercockpit/read/<block>``): the
+   records of every stored job of the block, derived from its stored energy rows
+   (``blocks.left_out_of``), so a run cut off after the block's write loses none.
+2. ``cc_job_trials``: one TAUdb trial per job of the block (replacing the
+   job's trial by its source key, the job folder; a job whose files, cluster.json,
+   ``max_missing`` and reader version are unchanged since its trial was loaded is
+   not loaded again: an unchanged job not read in the run keeps its stored trial,
+   read only where that is missing or stale; the trial fingerprint is taken before
+   any read, with the job's); a job that cannot be mapped loads nothing and fails its block's check
    ``loads``; the block's other trials are written in one transaction (all or none).
 3. the tables over every stored block, kept per entry
    (``joulehouse.clustercockpit.tables``, ``assets/facts.py``): ``cc_jobs``,
@@ -63,6 +86,7 @@ from assets.reporting import (
     backfills,
     failure,
     partition_check_spec,
+    reread_all,
     run_partitions,
     table_metadata,
     verdict,
@@ -71,11 +95,16 @@ from assets.taudb import TrialLoads
 from joulehouse.clustercockpit import schemas
 from joulehouse.clustercockpit import tables as kept_tables
 from joulehouse.clustercockpit.blocks import (
+    FILES,
     FRAMES,
     BlockRead,
+    files_digest,
     keep_stored,
-    kept_jobs,
+    left_out_of,
     read_block,
+    stored_fingerprints,
+    unchanged_block,
+    unchanged_violations,
 )
 from joulehouse.clustercockpit.conformance import SchemaWarning
 from joulehouse.clustercockpit.energy import (
@@ -84,12 +113,11 @@ from joulehouse.clustercockpit.energy import (
     J_PER_KWH,
     energy_facts_rows,
 )
-from joulehouse.clustercockpit.layout import JobRef, fingerprint
+from joulehouse.clustercockpit.layout import JobRef
 from joulehouse.clustercockpit.measure import JobMeasurement
-from joulehouse.digest import digest_pairs, file_stats_digest
 from joulehouse.entry_sync import Written
 from joulehouse.errors import InputError
-from joulehouse.leftout import LeftOut, store_left_out, stored_left_out
+from joulehouse.leftout import LeftOut, store_left_out
 from joulehouse.partition_group import finish_pending, write_together
 from joulehouse.plots import Series, bars_png, markdown_image
 from joulehouse.taudb.mapping.clustercockpit import job_trial
@@ -107,6 +135,10 @@ ROLLUP_TABLE = "cc_rollup"
 #: The journal of the blocks' writes: a block's four frames are stored all or nothing
 #: (``joulehouse.partition_group``).
 BLOCK_JOURNAL = f"{BLOCK_TABLE}/pending_writes"
+#: Per block, the digest of its frame ``files`` (``blocks.files_digest``) as stored when its
+#: jobs were last landed in the tables over the blocks and energy_facts (written after the
+#: landing): a run that changes nothing of a block so landed writes nothing for it.
+LANDED_TABLE = f"{BLOCK_TABLE}/landed"
 READ_CHECK = "jobs_read"
 CONFORMANCE_CHECK = "schema_conformance"
 LOADS_CHECK = "loads"
@@ -141,8 +173,13 @@ cc_block_tables = dg.AssetSpec(
     description=(
         "A block's jobs read once: cc_jobs rows (cc-backend's job table columns), energy per "
         "job/host/metric (integrated, with covered fraction and cc-backend's figure) and "
-        "per-metric statistics; one Parquet partition per frame under cc_block_tables/. "
-        "Metadata: jobs, node-hours, energy and the start-time span of the block. A job "
+        "per-metric statistics; one Parquet partition per frame under cc_block_tables/, "
+        "with 'files', each stored job's fingerprint. A run reads only the jobs new or "
+        "changed since the block was stored and keeps the others' rows; a run tagged "
+        "joulehouse/reread=all (the weekly re-validation, or launched with that tag) reads "
+        "every job again. A run that changes nothing of the block rewrites nothing. Metadata: "
+        "jobs, jobs_attempted, jobs_unchanged, read_whole, block_written, node-hours, energy "
+        "and the start-time span of the block. A job "
         "that cannot be read fails the block's check 'jobs_read' naming the job folder; "
         "the block's other jobs are stored and the failed job's earlier rows kept."
     ),
@@ -197,17 +234,20 @@ cc_energy_facts = dg.AssetSpec(
 
 READ_SPEC = partition_check_spec(
     cc_block_tables.key, READ_CHECK, cc_job_blocks,
-    "Every job of the block was read (one result per block; a failed one names each job "
-    "folder that could not be read and its error).")
+    "Every job of the block is stored current: read in the run, or unchanged since it was "
+    "stored (one result per block; a failed one names each job folder that could not be "
+    "read and its error; WARN with what the block's stored jobs leave out of energy_facts).")
 CONFORMANCE_SPEC = partition_check_spec(
     cc_block_tables.key, CONFORMANCE_CHECK, cc_job_blocks,
-    "meta.json and data.json of every job read follow the archive version's official JSON "
-    "schemas (WARN: real archives violate them and cc-backend does not enforce them; the "
-    "jobs are still read). A warning names the job, the file and the JSON path.")
+    "meta.json and data.json of every job of the block follow the archive version's official "
+    "JSON schemas: the jobs read in the run validated, the unchanged ones by the violation "
+    "counts stored when they were read (WARN: real archives violate them and cc-backend "
+    "does not enforce them; the jobs are still read). A warning names the job, the file and "
+    "the JSON path.")
 LOADS_SPEC = partition_check_spec(
     cc_job_trials.key, LOADS_CHECK, cc_job_blocks,
-    "Every job read in the block was loaded as a TAUdb trial (one result per block; a "
-    "failed one names the job and its error).")
+    "Every job of the block has its TAUdb trial, loaded in the run or kept as loaded "
+    "before (one result per block; a failed one names the job and its error).")
 
 CC_TABLES = [cc_jobs, cc_job_energy, cc_rollup, cc_energy_facts]
 
@@ -217,10 +257,100 @@ def _frame_table(name: str) -> str:
 
 
 def stored_block(tables: Tables, key: str) -> dict[str, pd.DataFrame] | None:
-    """The frames stored for block ``key``, or None when none are stored."""
+    """The frames stored for block ``key`` (:data:`FRAMES`, and :data:`FILES` where it was
+    stored with them), or None when none are stored."""
     if not tables.has_partition(_frame_table("jobs"), key):
         return None
-    return {name: tables.read_partitions(_frame_table(name), [key]) for name in FRAMES}
+    names = [*FRAMES, *([FILES] if tables.has_partition(_frame_table(FILES), key) else [])]
+    return {name: tables.read_partitions(_frame_table(name), [key]) for name in names}
+
+
+@dataclass
+class ReadOfBlock:
+    """Block ``key`` read (:func:`block_read`): the read, what was stored for it, and the
+    archive root holding it."""
+
+    key: str
+    read: BlockRead
+    stored: dict[str, pd.DataFrame] | None
+    root: Path
+
+
+def block_read(context: dg.AssetExecutionContext, source: ClusterCockpitArchive,
+               tables: Tables, key: str, *, for_trials: bool = False) -> ReadOfBlock:
+    """Read block ``key``: only its jobs new or changed since it was stored, every job in a
+    run tagged ``joulehouse/reread=all`` (``assets.reporting.REREAD_TAG``) or over a block
+    stored without fingerprints (``joulehouse.clustercockpit.blocks.read_block``); and what
+    was stored for it (read where needed: always, unless the block is read whole and no
+    job failed). ``for_trials``: read for the trials alone (the block's tables not selected:
+    nothing stored), its jobs not validated against the JSON schemas."""
+    whole = reread_all(context)
+    root = source.resolve(key)
+    stored = None if whole else stored_block(tables, key)
+    read = read_block(root, key, check_schema=source.check_schema,
+                      max_missing=source.max_missing, known=stored_fingerprints(stored),
+                      validate_schemas=False if for_trials else None)
+    if stored is None and read.failed:
+        stored = stored_block(tables, key)
+    return ReadOfBlock(key, read, stored, root)
+
+
+@dataclass
+class StoredBlock:
+    """What :func:`store_block` stored of a block: its frames (``blocks.keep_stored``), the
+    left-out records of its jobs, whether anything was written (False: nothing of the
+    block changed, and it was landed as stored) and the digest of its frame ``files``."""
+
+    frames: dict[str, pd.DataFrame]
+    records: list[LeftOut]
+    written: bool
+    digest: str
+
+
+def landed_digest(tables: Tables, key: str) -> str | None:
+    """The ``files`` digest block ``key`` was last landed with (:data:`LANDED_TABLE`)."""
+    if not tables.has_partition(LANDED_TABLE, key):
+        return None
+    return str(tables.read_partitions(LANDED_TABLE, [key])["digest"].iloc[0])
+
+
+def mark_landed(tables: Tables, digests: dict[str, str]) -> None:
+    """Record that blocks (key -> ``files`` digest) are landed as stored."""
+    for key, digest in digests.items():
+        tables.write_partition(LANDED_TABLE, key, pd.DataFrame({"digest": [digest]}))
+
+
+def store_block(tables: Tables, block: ReadOfBlock) -> StoredBlock:
+    """Store a block's read: its frames (:data:`FRAMES` and :data:`FILES`, all or nothing:
+    ``write_together``), then the left-out records of every stored job of it, derived from
+    the frames (``blocks.left_out_of``: a run cut off between the two writes loses none,
+    the next run writes them). Nothing is written when the read changed nothing of the
+    block (``blocks.unchanged_block``) and it was landed as stored (:data:`LANDED_TABLE`):
+    a rerun costs its stat pass and the read of its stored frames."""
+    frames = keep_stored(block.read, block.stored)
+    records = left_out_of(frames, block.root)
+    digest = files_digest(frames)
+    if unchanged_block(block.read, block.stored) and landed_digest(tables, block.key) == digest:
+        return StoredBlock(frames, records, False, digest)
+    write_together(tables, BLOCK_JOURNAL, block.key,
+                   {_frame_table(name): frame for name, frame in frames.items()})
+    store_left_out(tables, FACTS_SOURCE, "read", block.key, records,
+                   now=pd.Timestamp.now(tz="UTC"))
+    return StoredBlock(frames, records, True, digest)
+
+
+def read_metadata(read: BlockRead, written: bool) -> dict[str, Any]:
+    """How a run read a block: ``jobs_attempted`` (the listed jobs not unchanged, whose
+    files were read: some may have failed), ``jobs_unchanged`` (not read, their stored
+    rows kept), ``read_whole`` (every listed job attempted: a run tagged
+    joulehouse/reread=all, a block not stored or stored without fingerprints, a folder
+    that could not be listed, a missing or bad cluster.json; False where the stored
+    fingerprints were compared, even when every job differed) and ``block_written``
+    (False: nothing of the block changed, nothing written)."""
+    return {"jobs_attempted": dg.MetadataValue.int(read.listed - len(read.unchanged)),
+            "jobs_unchanged": dg.MetadataValue.int(len(read.unchanged)),
+            "read_whole": dg.MetadataValue.bool(read.whole),
+            "block_written": dg.MetadataValue.bool(written)}
 
 
 def _span(jobs: pd.DataFrame) -> str:
@@ -248,40 +378,42 @@ def block_metadata(frames: dict[str, pd.DataFrame]) -> dict[str, Any]:
 TrialOutcome = dict[str, pd.DataFrame] | InputError
 
 
-def trial_fingerprint(ref: JobRef, max_missing: int) -> str:
-    """The fingerprint of a job's trial: a digest of its folder's files (names, sizes,
-    mtimes: :func:`~joulehouse.clustercockpit.layout.fingerprint`), of its cluster's
-    cluster.json (name, size, mtime; "" when absent: the metric units and kinds) and of the
-    setting its energies depend on (``max_missing``), so a change of any reloads it."""
-    config = ref.root / ref.cluster / "cluster.json"
-    return digest_pairs({
-        "job": fingerprint(ref.path), "max_missing": str(max_missing),
-        "cluster.json": file_stats_digest([(config.name, config.stat())])
-        if config.is_file() else ""})
-
-
 def _job_trial(measured: JobMeasurement, trial_fingerprint: str) -> TrialData:
     return replace(job_trial(measured), fingerprint=trial_fingerprint)
 
 
+def _unchanged_trial(read: BlockRead, ref: JobRef, max_missing: int,
+                     trial_fingerprint: str) -> TrialData:
+    """The trial of ``ref``, a job of the block not read in the run (unchanged): read now,
+    where its stored trial is missing or stale."""
+    return _job_trial(read.measure(ref, max_missing), trial_fingerprint)
+
+
 def load_block_trials(loads: TrialLoads, key: str, read: BlockRead, max_missing: int
                       ) -> TrialOutcome:
-    """Load one trial per job of the block read (replacing each job's trial); a job whose
-    trial fingerprint (:func:`trial_fingerprint`: its files, cluster.json, ``max_missing``)
-    equals its stored trial's (primary metadata) is not loaded again, and a job that cannot
-    be mapped loads nothing and is named in the returned error. The block's other trials
-    are written in one transaction (:meth:`TrialLoads.load_many`: all or none of them)."""
-    loads.look_up(str(measured.ref.path.resolve()) for measured in read.measured)
+    """Load one trial per job of the block (replacing each job's trial): the jobs read,
+    and those unchanged since the block was stored (``read.unchanged``, not read in the
+    run). A job whose trial fingerprint (``read.trial_fingerprints``,
+    ``blocks.trial_fingerprint``: its files, cluster.json, ``max_missing`` and the reader
+    version, taken before any read) equals its stored trial's (primary metadata) is not
+    loaded again (an unchanged job is read only where its trial is missing or stale; a job
+    without one, its folder not listable when fingerprinted, is always loaded), and
+    a job that cannot be mapped loads nothing and is named in the returned error. The
+    block's other trials are written in one transaction (:meth:`TrialLoads.load_many`: all
+    or none of them). The frame ``trials``: every job's trial id, by job."""
+    builds = [*((measured.ref, partial(_job_trial, measured)) for measured in read.measured),
+              *((ref, partial(_unchanged_trial, read, ref, max_missing))
+                for ref in read.unchanged)]
+    sources = {ref.key: str(ref.path.resolve()) for ref, _ in builds}
+    loads.look_up(sources.values())
     outcomes = loads.load_many(
-        (measured.ref.key, partial(_job_trial, measured, known),
-         (str(measured.ref.path.resolve()), known))
-        for measured in read.measured
-        for known in [trial_fingerprint(measured.ref, max_missing)])
+        (ref.key, partial(build, known), (sources[ref.key], known))
+        for ref, build in builds for known in [read.trial_fingerprints.get(ref.key, "")])
     failed = [err for err in outcomes.values() if isinstance(err, InputError)]
-    loaded = [(name, loads.ids[name]) for name, outcome in outcomes.items()
-              if not isinstance(outcome, InputError)]
+    loaded = sorted((name, loads.ids[name]) for name, outcome in outcomes.items()
+                    if not isinstance(outcome, InputError))
     if failed:
-        return block_failure(key, failed, len(read.measured), len(loaded))
+        return block_failure(key, failed, len(builds), len(loaded))
     return {"trials": pd.DataFrame(loaded, columns=["job", "trial_id"])}
 
 
@@ -293,18 +425,15 @@ class BlockOutcomes:
 
     warnings: dict[str, list[SchemaWarning]] = field(default_factory=dict)
     jobs_read: dict[str, int] = field(default_factory=dict)
+    #: Per block, its jobs not read (unchanged) and the schema violations each of them had
+    #: when it was read (those with any).
+    unchanged: dict[str, int] = field(default_factory=dict)
+    unchanged_violations: dict[str, dict[str, int]] = field(default_factory=dict)
     trials: dict[str, TrialOutcome] = field(default_factory=dict)
-
-
-def kept_left_out(tables: Tables, key: str, root: Path, jobs: set[str]) -> list[LeftOut]:
-    """The stored left-out records of block ``key``'s ``jobs`` (keys), whose stored rows a
-    failed re-read keeps (:func:`~joulehouse.clustercockpit.blocks.kept_jobs`): what they
-    left out still holds, as their facts do."""
-    if not jobs:
-        return []
-    folders = {str(JobRef.from_key(root, job).path) for job in jobs}
-    return [record for record in stored_left_out(tables, FACTS_SOURCE, "read", key)
-            if record.input in folders]
+    #: The blocks written in the run, with their ``files`` digest (marked landed once their
+    #: jobs are), and those of which nothing changed (not written, not landed again).
+    written: dict[str, str] = field(default_factory=dict)
+    untouched: set[str] = field(default_factory=set)
 
 
 def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive,
@@ -314,28 +443,29 @@ def read_blocks(context: dg.AssetExecutionContext, source: ClusterCockpitArchive
     given."""
     shown: dict[str, dict[str, Any]] = {}
 
+    read_of: dict[str, dict[str, Any]] = {}
+
     def read_one(key: str) -> Stored:
-        root = source.resolve(key)
-        read = read_block(root, key, check_schema=source.check_schema,
-                          max_missing=source.max_missing)
-        stored = stored_block(tables, key) if read.failed else None
-        frames = keep_stored(read, stored)
-        write_together(tables, BLOCK_JOURNAL, key,
-                       {_frame_table(name): frame for name, frame in frames.items()})
-        records = [*(record for measured in read.measured for record in measured.left_out()),
-                   *kept_left_out(tables, key, root, kept_jobs(read, stored))]
-        store_left_out(tables, FACTS_SOURCE, "read", key, records,
-                       now=pd.Timestamp.now(tz="UTC"))
+        block = block_read(context, source, tables, key)
+        read, done = block.read, store_block(tables, block)
+        frames, records = done.frames, done.records
+        if done.written:
+            outcomes.written[key] = done.digest
+        else:
+            outcomes.untouched.add(key)
         outcomes.warnings[key], outcomes.jobs_read[key] = read.warnings, len(read.measured)
+        outcomes.unchanged[key] = len(read.unchanged)
+        outcomes.unchanged_violations[key] = unchanged_violations(read, frames)
+        read_of[key] = read_metadata(read, done.written)
         if loads is not None:
             outcomes.trials[key] = load_block_trials(loads, key, read, source.max_missing)
         if read.failed:
-            raise block_failure(key, list(read.failed.values()), read.listed,
-                                len(read.frames["jobs"]))
-        shown[key] = block_metadata(frames)
-        return Stored.of(frames, records)
+            raise block_failure(key, list(read.failed.values()), read.listed, read.stored)
+        shown[key] = block_metadata(frames) | read_of[key]
+        return Stored.of({name: frames[name] for name in FRAMES}, records)
 
     batch = PartitionBatch.run(context, read_one, FRAME_SCHEMAS.get)
+    batch.check_metadata |= read_of
     for key, metadata in shown.items():
         batch.stored[key] |= metadata
     return batch
@@ -349,27 +479,38 @@ def conformance_results(context: dg.AssetExecutionContext, outcomes: BlockOutcom
     yield dg.Output(None, output_name=context.assets_def.get_output_name_for_asset_check_key(
         CONFORMANCE_SPEC.key))
     for key, warnings in outcomes.warnings.items():
-        jobs = sorted({warning.job for warning in warnings})
+        read = sorted({warning.job for warning in warnings})
+        kept = outcomes.unchanged_violations.get(key, {})
+        said = [(f"{len(warnings)} schema violation(s) in {len(read)} of "
+                 f"{outcomes.jobs_read[key]} job(s) read")] if warnings else []
+        if kept:
+            said.append(f"{sum(kept.values())} in {len(kept)} of the "
+                        f"{outcomes.unchanged[key]} unchanged job(s) not read again, when "
+                        "they were read")
         yield dg.AssetCheckEvaluation(
             asset_key=cc_block_tables.key, check_name=CONFORMANCE_CHECK, partition=key,
-            passed=not warnings, severity=dg.AssetCheckSeverity.WARN,
-            description=(f"{key}: {len(warnings)} schema violation(s) in {len(jobs)} of "
-                         f"{outcomes.jobs_read[key]} job(s) read" if warnings else
-                         f"{key}: passed"),
-            metadata={"partition": key, "jobs": dg.MetadataValue.json(jobs),
+            passed=not said, severity=dg.AssetCheckSeverity.WARN,
+            description=f"{key}: {'; '.join(said)}" if said else f"{key}: passed",
+            metadata={"partition": key, "jobs": dg.MetadataValue.json(sorted({*read, *kept})),
                       "violations": dg.MetadataValue.json(
-                          [str(warning) for warning in warnings[:MAX_LISTED]])})
+                          [str(warning) for warning in warnings[:MAX_LISTED]]),
+                      "jobs_read": outcomes.jobs_read[key],
+                      "jobs_unchanged": outcomes.unchanged.get(key, 0),
+                      "unchanged_violations": dg.MetadataValue.json(
+                          dict(sorted(kept.items())[:MAX_LISTED]))})
 
 
 def trial_results(context: dg.AssetExecutionContext, source: ClusterCockpitArchive,
-                  loads: TrialLoads, outcomes: BlockOutcomes, skip: dict[str, str]
-                  ) -> PartitionBatch:
+                  tables: Tables, loads: TrialLoads, outcomes: BlockOutcomes,
+                  skip: dict[str, str]) -> PartitionBatch:
     """The trial load of every block of the run: as loaded while it was read, else (the
-    block tables not selected) read and loaded now; blocks in ``skip`` load nothing."""
+    block tables not selected) read and loaded now (:func:`block_read`: the jobs changed
+    since the block was stored, every job's trial kept or loaded; the jobs read not
+    validated against the JSON schemas, nothing stored); blocks in ``skip`` load nothing."""
 
     def outcome(key: str) -> dict[str, pd.DataFrame]:
-        loaded = outcomes.trials.get(key) or load_block_trials(loads, key, read_block(
-            source.resolve(key), key, check_schema=False, max_missing=source.max_missing),
+        loaded = outcomes.trials.get(key) or load_block_trials(
+            loads, key, block_read(context, source, tables, key, for_trials=True).read,
             source.max_missing)
         if isinstance(loaded, InputError):
             raise loaded
@@ -438,8 +579,8 @@ def _written(written: Written, entries: str) -> dict[str, Any]:
 
 
 def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: set[dg.AssetKey],
-                 every: list[str] | None, completed: list[str]
-                 ) -> Iterator[dg.MaterializeResult]:
+                 every: list[str] | None, completed: list[str],
+                 outcomes: BlockOutcomes | None = None) -> Iterator[dg.MaterializeResult]:
     """Keep the tables over every block per entry (``joulehouse.clustercockpit.tables``): a
     run over blocks writes its stored blocks' jobs and the days they touch; a run without
     partitions, or the first run over a cc_rollup written before it was kept
@@ -450,14 +591,22 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
     (every stored block, in a rebuild), not of the whole table. ``every``: every stored
     block, in a rebuild;
     ``completed``: blocks whose write a crash interrupted and this step completed, landed
-    (tables and facts) with the run's own if still registered."""
+    (tables and facts) with the run's own if still registered. ``outcomes``: the run's
+    blocks not written (nothing changed: not landed again) and those written, marked
+    landed (:data:`LANDED_TABLE`) once their jobs and facts are."""
+    outcomes = outcomes or BlockOutcomes()
     if every is not None:
         landed = kept_tables.rebuild(tables, *_block_rows(tables, every))
         blocks = every
     else:
         registered = set(context.instance.get_dynamic_partitions(cc_job_blocks.name))
         blocks = [key for key in dict.fromkeys([*context.partition_keys, *completed])
-                  if key in registered and tables.has_partition(_frame_table("jobs"), key)]
+                  if key in registered and tables.has_partition(_frame_table("jobs"), key)
+                  and (key not in outcomes.untouched or key in completed)]
+        if not blocks and outcomes.untouched:
+            context.log.info(f"{len(outcomes.untouched)} block(s) unchanged since they were "
+                             "stored and landed: the tables over the blocks not written")
+            return
         landed = kept_tables.land(tables, blocks, partial(_block_rows, tables))
     jobs = landed.landed_jobs
     summary = {"run_blocks": dg.MetadataValue.int(len(blocks)),
@@ -489,6 +638,8 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
                if len(per_day) else {})})
     if cc_energy_facts.key in selected:
         yield facts(context, tables, summary, blocks)
+        mark_landed(tables, {key: digest for key, digest in outcomes.written.items()
+                             if key in blocks})
 
 
 def facts(context: dg.AssetExecutionContext, tables: Tables, summary: dict[str, Any],
@@ -539,7 +690,7 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
             if loads is not None:
                 skip = {key: "its block could not be read in this run" for key in failed
                         if key not in outcomes.jobs_read}
-                trials = trial_results(context, cc_archive, loads, outcomes, skip)
+                trials = trial_results(context, cc_archive, tables, loads, outcomes, skip)
                 yield from trials.results(context, LOADS_SPEC)
                 failed |= {key: why for key, why in trials.errors().items()
                            if key not in failed}
@@ -550,7 +701,8 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
                 raise verdict("no ClusterCockpit block stored yet: materialize "
                               "cc_block_tables")
             if every != []:
-                yield from whole_tables(context, tables, selected, every, completed)
+                yield from whole_tables(context, tables, selected, every, completed,
+                                        outcomes)
         if failed:
             raise failure(len(context.partition_keys), failed)
 

@@ -62,6 +62,20 @@ MAX_ERRORS_SHOWN = 20
 LEFT_OUT_SHOWN = 3
 
 
+#: The run tag asking a step that reads only what changed since its partitions were stored
+#: (ClusterCockpit's blocks: ``assets/clustercockpit.py``) to read every entry again, its
+#: value :data:`REREAD_ALL`: set by the weekly re-validation (``sensors/schedules.py``) and by
+#: an operator launching a run with it (the UI's launchpad, a backfill's tags).
+REREAD_TAG = "joulehouse/reread"
+REREAD_ALL = "all"
+
+
+def reread_all(context: dg.AssetExecutionContext) -> bool:
+    """Whether the run is tagged to read every entry of its partitions again
+    (:data:`REREAD_TAG` = :data:`REREAD_ALL`)."""
+    return context.run.tags.get(REREAD_TAG) == REREAD_ALL
+
+
 def run_partitions(context: dg.AssetExecutionContext) -> list[str] | None:
     """The partition keys of the run, or None in a run without partitions."""
     if context.has_partition_key or context.has_partition_key_range:
@@ -242,6 +256,7 @@ class PartitionBatch:
     skipped: dict[str, str] = field(default_factory=dict)  # key -> why (upstream failed)
     left_out: dict[str, list[LeftOut]] = field(default_factory=dict)  # stored, yet left out
     schema: dg.TableSchema | None = None
+    check_metadata: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> more
 
     @classmethod
     def run(
@@ -333,6 +348,7 @@ class PartitionBatch:
             description = f"{key}: not computed, {self.skipped[key]}"
         else:
             description = f"{key}: passed"
+        metadata |= self.check_metadata.get(key, {})
         return dg.AssetCheckEvaluation(
             asset_key=check_key.asset_key, check_name=check_key.name,
             passed=key in self.stored and not left_out, severity=severity, partition=key,

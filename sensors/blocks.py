@@ -11,7 +11,9 @@ in a block as one materialization of the source's files asset for that block
 (:attr:`BlockHandOuts.entries_metadata`), with the run key asked for
 (``partition_runs.RUN_KEY_METADATA``). From those hand-outs alone, at every tick:
 
-* ClusterCockpit, whose runs read a block whole: the blocks whose built asset FAILED
+* ClusterCockpit, whose runs read again every job of a block not stored with its current
+  fingerprint (a failed job among them: it keeps its old one), so handing out the block
+  is enough: the blocks whose built asset FAILED
   (:meth:`BlockHandOuts.failed_blocks`), their latest hand-out's entries listed again
   with the block's next hand-out (:meth:`BlockHandOuts.handed_out`), so that they stay
   rechecked while the block fails;

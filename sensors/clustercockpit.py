@@ -13,8 +13,20 @@ into their blocks ``<cluster>/<jobId // 1000>`` (``cc_job_blocks``): it
 registers the new blocks, reports each block with ready jobs as a
 materialization of ``cc_job_files`` (data version: a digest of its ready jobs'
 keys and fingerprints) and asks for ONE run of ``cc_job`` covering exactly
-those blocks (``sensors/partition_runs.py``). A block is read whole in the
-run, so a job landing in an old block re-reads its up to 1000 job ids.
+those blocks (``sensors/partition_runs.py``). The run reads only the jobs of a
+block that are new or changed since it was stored (their fingerprints are stored
+with the block: ``joulehouse/clustercockpit/blocks.py``), so a job landing in an old
+block costs its own read and measurement, not its block's up to 1000 jobs'. Per
+block, a run still takes one stat pass over every job folder of the block (on
+Lustre or NFS these metadata operations per job dominate) and reads its stored
+frames; when anything changed it rewrites the block's five frames, lands the
+block's jobs in cc_jobs, cc_job_energy and energy_facts again, and the
+accounting's derived tables see the block's metric_stats partition changed
+(``assets/clustercockpit.py``). The weekly re-validation
+(``weekly_revalidation_cc_job_blocks``, tagged ``joulehouse/reread=all``) reads
+whole only the newest 12 (``BLOCKS_PER_RUN``) registered blocks, and only when
+that schedule is switched on (it is stopped by default): older blocks are read
+whole again only by an operator's run or backfill with that tag.
 
 Jobs that failed are rechecked (the hand-outs' bookkeeping every block source shares:
 ``sensors/blocks.py``): each ``cc_job_files`` materialization lists

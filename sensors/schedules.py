@@ -25,7 +25,9 @@ tables current as data arrives; the schedules are the periodic guarantee).
   newest partitions, the last ``newest`` registered (a sensor registers or moves the
   partitions it hands out to the end of the set: ``sensors/partition_runs.py``), so
   they are validated again against the current schemas and code, and what they store
-  follows. The run carries the job's tag ``joulehouse/pipeline``, so it waits for the
+  follows. The run is tagged ``joulehouse/reread=all`` (``assets.reporting.REREAD_TAG``):
+  a step that otherwise reads only what changed since a partition was stored
+  (ClusterCockpit's blocks) reads every entry of it again. The run carries the job's tag ``joulehouse/pipeline``, so it waits for the
   source's sensor run (deploy/production/dagster.yaml).
 """
 
@@ -37,6 +39,7 @@ from datetime import timedelta
 import dagster as dg
 
 from assets.pools import DERIVED_POOL, pool_source
+from assets.reporting import REREAD_ALL, REREAD_TAG
 from sensors.partition_runs import RANGE_END, RANGE_START
 
 TIMEZONE = "UTC"
@@ -119,6 +122,7 @@ def weekly_revalidation(job: dg.UnresolvedAssetJobDefinition,
         if not keys:
             return dg.SkipReason(f"no partition of {partitions.name} registered yet")
         return dg.RunRequest(tags={RANGE_START: keys[0], RANGE_END: keys[-1],
-                                   "joulehouse/partitions": str(len(keys))})
+                                   "joulehouse/partitions": str(len(keys)),
+                                   REREAD_TAG: REREAD_ALL})
 
     return schedule

@@ -279,3 +279,14 @@ def fingerprint(folder: str | os.PathLike[str]) -> str:
     with os.scandir(folder) as entries:
         files = sorted((e for e in entries if e.is_file()), key=lambda e: e.name)
         return file_stats_digest((entry.name, entry.stat()) for entry in files)
+
+
+def cluster_fingerprint(root: str | os.PathLike[str], cluster: str) -> str:
+    """Short hex digest of ``<root>/<cluster>/cluster.json``'s name, size and mtime (ns), ""
+    when there is none: what the metric units and energy kinds a job is read with hang on,
+    reading no content."""
+    path = Path(root) / cluster / CLUSTER_FILE
+    try:
+        return file_stats_digest([(path.name, path.stat())]) if path.is_file() else ""
+    except OSError:
+        return ""

@@ -10,12 +10,14 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+import assets.clustercockpit as cc_assets
 from assets.clustercockpit import (
     BLOCK_JOURNAL,
     BLOCK_TABLE,
     CONFORMANCE_CHECK,
     JOB_ENERGY_TABLE,
     JOBS_TABLE,
+    LANDED_TABLE,
     LOADS_CHECK,
     READ_CHECK,
     ROLLUP_TABLE,
@@ -26,6 +28,7 @@ from assets.clustercockpit import (
     cc_jobs,
     cc_rollup,
 )
+from assets.reporting import REREAD_ALL, REREAD_TAG
 from definitions import EXAMPLE_CC_ARCHIVE, build_definitions
 from joulehouse import entry_table
 from joulehouse.clustercockpit import tables as kept_tables
@@ -663,3 +666,193 @@ def test_a_job_copied_with_its_mtimes_ahead_does_not_hide_the_jobs_after_it(pipe
     settle()
     [second] = pipeline.tick().run_requests
     assert second.tags[RANGE_START] == second.tags[RANGE_END] == "taurus/20639"
+
+
+SYNTHETIC = "testcluster/1234"
+
+
+def _synthetic_job(archive: Path, number: int) -> str:
+    """Job ``1234000 + number`` of block testcluster/1234 (one host, 11 samples)."""
+    return write_job(archive, JobSpec(job_id=1_234_000 + number, start_time=1_700_000_000,
+                                      hosts=1, samples=11)).key
+
+
+def _trial_names(pipeline: Pipeline) -> list[str]:
+    """Every trial's name (a job key), duplicates included."""
+    with TaudbDatabase(f"sqlite:///{pipeline.warehouse}/taudb.sqlite") as db:
+        return sorted(trial["name"] for trial in list_trials(db))
+
+
+def _read_counts(pipeline: Pipeline, result, key: str = SYNTHETIC, *, passed: bool = True
+                 ) -> tuple[int, int, bool]:
+    """The block's (jobs_attempted, jobs_unchanged, read_whole), as its materialization and
+    its check jobs_read say them."""
+    block = _latest(pipeline.instance, cc_block_tables.key, key).metadata
+    check = _checks(result, READ_CHECK)[key]
+    assert check.passed == passed
+    names = ("jobs_attempted", "jobs_unchanged", "read_whole", "block_written")
+    assert [check.metadata[name].value for name in names] == [
+        block[name].value for name in names]
+    return tuple(block[name].value for name in names[:3])
+
+
+def _assert_same_tables(pipeline: Pipeline, scratch: Pipeline) -> None:
+    """The block's frames and the tables over the blocks (cc_jobs, cc_job_energy, cc_rollup,
+    energy_facts) of ``pipeline`` equal those of ``scratch``."""
+    for name in ("jobs", "host_energy", "job_energy", "metric_stats", "files"):
+        table = f"{BLOCK_TABLE}/{name}"
+        pd.testing.assert_frame_equal(pipeline.tables.read_partitions(table, [SYNTHETIC]),
+                                      scratch.tables.read_partitions(table, [SYNTHETIC]),
+                                      obj=name)
+    for table, by in ((JOBS_TABLE, ["job"]), (JOB_ENERGY_TABLE, ["job", "metric"]),
+                      (ROLLUP_TABLE, ROLLUP_KEYS), ("energy_facts", FACT_ORDER)):
+        pd.testing.assert_frame_equal(
+            pipeline.tables.read_table(table).sort_values(by, ignore_index=True),
+            scratch.tables.read_table(table).sort_values(by, ignore_index=True), obj=table)
+
+
+def test_a_landing_reads_only_the_new_and_changed_jobs_of_its_block(instance, tmp_path):
+    """Two runs over a block with jobs added (and one rewritten) between them: the second
+    reads those alone, says so (metadata, check), stores what a run from scratch stores in
+    every table, and leaves one trial per job, the unchanged jobs' kept; the weekly
+    re-validation's run and an operator's, tagged joulehouse/reread=all, read every job
+    again."""
+    archive = tmp_path / "synthetic"
+    write_archive_files(archive, ["testcluster"])
+    for number in (0, 2, 4, 6):
+        _synthetic_job(archive, number)
+    pipeline = Pipeline(instance, archive, tmp_path / "incremental")
+    result = pipeline.run([SYNTHETIC])
+    assert result.success and _read_counts(pipeline, result) == (4, 0, True)
+    first = pipeline.trials()
+
+    new = [_synthetic_job(archive, number) for number in (1, 9)]
+    meta = archive / "testcluster/1234/002/1700000000/meta.json"
+    meta.write_text(meta.read_text())  # tags rewritten: read again
+    result = pipeline.run([SYNTHETIC])
+    assert result.success and _read_counts(pipeline, result) == (3, 3, False)
+    block = _latest(pipeline.instance, cc_block_tables.key, SYNTHETIC).metadata
+    assert block["jobs"].value == 6
+    conformance = _checks(result, CONFORMANCE_CHECK)[SYNTHETIC]
+    assert conformance.metadata["jobs_read"].value == 3
+    assert conformance.metadata["jobs_unchanged"].value == 3
+    second = pipeline.trials()
+    assert _trial_names(pipeline) == sorted(second) == sorted(
+        [*first, *new])  # one trial per job: none lost, no duplicate
+    rewritten = "testcluster/1234002/1700000000"
+    assert {job for job in first if second[job] != first[job]} == {rewritten}
+
+    scratch = Pipeline(instance, archive, tmp_path / "scratch")
+    from_scratch = scratch.run([SYNTHETIC])
+    assert from_scratch.success
+    _assert_same_tables(pipeline, scratch)
+    assert _checks(from_scratch, CONFORMANCE_CHECK)[SYNTHETIC].metadata["jobs"].value == (
+        conformance.metadata["jobs"].value)  # the unchanged jobs' violations kept
+
+    schedule = pipeline.defs.resolve_schedule_def("weekly_revalidation_cc_job_blocks")
+    with dg.build_schedule_context(instance=instance) as context:
+        [weekly] = schedule.evaluate_tick(context).run_requests
+    assert weekly.tags[REREAD_TAG] == REREAD_ALL
+    for request in (weekly, dg.RunRequest(tags={  # the weekly re-validation; an operator's
+            RANGE_START: SYNTHETIC, RANGE_END: SYNTHETIC, REREAD_TAG: REREAD_ALL})):
+        reread = pipeline.launch(request)
+        assert reread.success and _read_counts(pipeline, reread) == (6, 0, True)
+        assert pipeline.trials() == second  # nothing changed: the trials kept
+        _assert_same_tables(pipeline, scratch)
+
+
+def test_an_unchanged_job_without_its_trial_is_loaded(instance, tmp_path):
+    """The block's tables stored in a run without the trials: the next run, which reads
+    only a new job, loads the trials of the unchanged jobs too (read for them alone)."""
+    archive = tmp_path / "synthetic"
+    write_archive_files(archive, ["testcluster"])
+    jobs = [_synthetic_job(archive, number) for number in (0, 2)]
+    pipeline = Pipeline(instance, archive, tmp_path)
+    pipeline.instance.add_dynamic_partitions(cc_job_blocks.name, [SYNTHETIC])
+    tags = {RANGE_START: SYNTHETIC, RANGE_END: SYNTHETIC}
+    assert pipeline.launch(dg.RunRequest(tags=tags, asset_selection=[cc_block_tables.key])
+                           ).success
+    assert _trial_names(pipeline) == []
+    jobs.append(_synthetic_job(archive, 5))
+    result = pipeline.run([SYNTHETIC])
+    assert result.success and _read_counts(pipeline, result) == (1, 2, False)
+    assert _trial_names(pipeline) == sorted(jobs)
+    assert _checks(result, LOADS_CHECK)[SYNTHETIC].passed
+
+
+def _left_out(pipeline: Pipeline, key: str) -> list:
+    return stored_left_out(pipeline.tables, "clustercockpit", "read", key)
+
+
+def test_a_run_cut_off_after_the_block_write_loses_no_left_out_record(instance, tmp_path,
+                                                                      monkeypatch):
+    """The block's frames and fingerprints are written, then the run ends before the
+    left-out records are (a crash, a failing write): the next run finds every job unchanged
+    and still stores the records a whole read gives (derived from the stored energy rows),
+    and its check says them (WARN)."""
+    job = archive_with_a_missing_host(tmp_path / "archive")
+    pipeline = Pipeline(instance, tmp_path / "archive", tmp_path / "cut")
+
+    def cut_off(*args, **kwargs):
+        raise dg.Failure("cut off after the block's write", allow_retries=False)
+
+    monkeypatch.setattr(cc_assets, "store_left_out", cut_off)
+    assert not pipeline.run(["emmy/1403"]).success
+    assert pipeline.tables.has_partition(f"{BLOCK_TABLE}/files", "emmy/1403")  # written
+    assert _left_out(pipeline, "emmy/1403") == []
+    monkeypatch.undo()
+
+    result = pipeline.run(["emmy/1403"])
+    assert result.success
+    assert _read_counts(pipeline, result, "emmy/1403", passed=False) == (0, 1, False)
+    check = _checks(result, READ_CHECK)["emmy/1403"]
+    assert check.severity == dg.AssetCheckSeverity.WARN
+    assert [(record.input, record.part) for record in _left_out(pipeline, "emmy/1403")] == [
+        (str(job), MISSING_HOST_PART)]
+    scratch = Pipeline(instance, tmp_path / "archive", tmp_path / "scratch")
+    assert scratch.run(["emmy/1403"]).success
+    assert _left_out(pipeline, "emmy/1403") == _left_out(scratch, "emmy/1403")
+
+
+def test_a_rerun_that_changes_nothing_writes_nothing_once_the_block_is_landed(
+        instance, tmp_path, monkeypatch):
+    """Nothing read, nothing failed, nothing removed: the block's frames, its left-out
+    records and the tables over the blocks are not written again (a stat pass and a read),
+    its check still says what it leaves out. A run cut off after the block's write, before
+    its jobs were landed in the tables, is not taken for one: the next run lands them."""
+    archive = tmp_path / "synthetic"
+    write_archive_files(archive, ["testcluster"])
+    for number in (0, 2):
+        _synthetic_job(archive, number)
+    pipeline = Pipeline(instance, archive, tmp_path / "incremental")
+    assert pipeline.run([SYNTHETIC]).success
+    landed = pipeline.tables.partition_path(LANDED_TABLE, SYNTHETIC)
+    frames = [pipeline.tables.partition_path(f"{BLOCK_TABLE}/{name}", SYNTHETIC)
+              for name in ("jobs", "files", "metric_stats")]
+
+    def stamps() -> list[int]:
+        return [os.stat(path).st_mtime_ns for path in [*frames, landed]]
+
+    before, jobs_before = stamps(), _latest(pipeline.instance, cc_jobs.key)
+    result = pipeline.run([SYNTHETIC])
+    assert result.success and _read_counts(pipeline, result) == (0, 2, False)
+    assert _latest(pipeline.instance, cc_block_tables.key, SYNTHETIC).metadata[
+        "block_written"].value is False
+    assert stamps() == before  # nothing written
+    assert _latest(pipeline.instance, cc_jobs.key) == jobs_before  # not landed again
+
+    new = _synthetic_job(archive, 5)
+
+    def cut_off(*args, **kwargs):
+        raise dg.Failure("cut off before the landing", allow_retries=False)
+
+    monkeypatch.setattr(cc_assets.kept_tables, "land", cut_off)
+    assert not pipeline.run([SYNTHETIC]).success  # the block written, its jobs not landed
+    monkeypatch.undo()
+    assert new not in set(pipeline.tables.read_table(JOBS_TABLE)["job"])
+    result = pipeline.run([SYNTHETIC])
+    assert result.success and _read_counts(pipeline, result) == (0, 3, False)
+    assert new in set(pipeline.tables.read_table(JOBS_TABLE)["job"])  # landed now
+    scratch = Pipeline(instance, archive, tmp_path / "scratch")
+    assert scratch.run([SYNTHETIC]).success
+    _assert_same_tables(pipeline, scratch)

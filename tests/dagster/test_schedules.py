@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import dagster as dg
 from dagster._core.storage.tags import SCHEDULE_NAME_TAG
 
+from assets.reporting import REREAD_ALL, REREAD_TAG
 from definitions import SOURCE_JOBS, defs
 from sensors.partition_runs import RANGE_END, RANGE_START
 from sensors.schedules import ROLLUP_DAY_TAG
@@ -77,6 +78,8 @@ def test_the_daily_schedule_rebuilds_every_rollup_after_the_previous_day(instanc
 
 
 def test_the_weekly_schedules_revalidate_the_newest_partitions_of_each_source(instance):
+    """Each run is tagged to read every entry again (joulehouse/reread=all: ClusterCockpit's
+    blocks are otherwise read only where their jobs changed)."""
     sunday = datetime(2026, 11, 29, 4, tzinfo=UTC)
     for name, (_, partitions, newest) in WEEKLY.items():
         data = tick(name, instance, sunday)
@@ -87,7 +90,7 @@ def test_the_weekly_schedules_revalidate_the_newest_partitions_of_each_source(in
         [request] = tick(name, instance, sunday).run_requests
         assert request.tags == {RANGE_START: keys[7], RANGE_END: keys[-1],
                                 "joulehouse/partitions": str(newest),
-                                SCHEDULE_NAME_TAG: name}, name
+                                REREAD_TAG: REREAD_ALL, SCHEDULE_NAME_TAG: name}, name
         instance.delete_dynamic_partition(partitions, keys[-1])  # fewer than newest left
         instance.delete_dynamic_partition(partitions, keys[-2])
         for key in keys[:7]:
