@@ -64,7 +64,7 @@ partitioned) as one more run after the block runs, which brings them in line wit
 every stored block: 100,000 jobs (100 blocks) take 9 block runs and 1 table run.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -136,7 +136,9 @@ ROLLUP_TABLE = "cc_rollup"
 BLOCK_JOURNAL = f"{BLOCK_TABLE}/pending_writes"
 #: Per block, the digest of its frame ``files`` (``blocks.files_digest``) as stored when its
 #: jobs were last landed in the tables over the blocks and energy_facts (written after the
-#: landing): a run that changes nothing of a block so landed writes nothing for it.
+#: landing; removed before each write of the block's frames, when a write a crash
+#: interrupted is completed, and by a rebuild that drops the block): a run that changes
+#: nothing of a block so landed writes nothing for it.
 LANDED_TABLE = f"{BLOCK_TABLE}/landed"
 READ_CHECK = "jobs_read"
 CONFORMANCE_CHECK = "schema_conformance"
@@ -319,18 +321,30 @@ def mark_landed(tables: Tables, digests: dict[str, str]) -> None:
         tables.write_partition(LANDED_TABLE, key, pd.DataFrame({"digest": [digest]}))
 
 
+def unmark_landed(tables: Tables, keys: Iterable[str]) -> None:
+    """Record that blocks ``keys`` may differ from what the tables over the blocks hold
+    (their frames written, or dropped from those tables): their next run lands them."""
+    for key in keys:
+        tables.remove_partition(LANDED_TABLE, key)
+
+
 def store_block(tables: Tables, block: ReadOfBlock) -> StoredBlock:
     """Store a block's read: its frames (:data:`FRAMES` and :data:`FILES`, all or nothing:
     ``write_together``), then the left-out records of every stored job of it, derived from
     the frames (``blocks.left_out_of``: a run cut off between the two writes loses none,
     the next run writes them). Nothing is written when the read changed nothing of the
     block (``blocks.unchanged_block``) and it was landed as stored (:data:`LANDED_TABLE`):
-    a rerun costs its stat pass and the read of its stored frames."""
+    a rerun costs its stat pass and the read of its stored frames. A write first drops the
+    block's :data:`LANDED_TABLE` mark (:func:`unmark_landed`): frames rewritten with other
+    rows but the same ``files`` digest (a re-read after a library upgrade) are landed by
+    the next run even where this run's landing does not happen (not selected, failed, cut
+    off, or the write completed later by ``finish_pending``)."""
     frames = keep_stored(block.read, block.stored)
     records = left_out_of(frames, block.root)
     digest = files_digest(frames)
     if unchanged_block(block.read, block.stored) and landed_digest(tables, block.key) == digest:
         return StoredBlock(frames, records, False, digest)
+    unmark_landed(tables, [block.key])  # before staging: a write completed later is unmarked
     write_together(tables, BLOCK_JOURNAL, block.key,
                    {_frame_table(name): frame for name, frame in frames.items()})
     store_left_out(tables, FACTS_SOURCE, "read", block.key, records,
@@ -673,6 +687,7 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
         completed = finish_pending(tables, BLOCK_JOURNAL)
+        unmark_landed(tables, completed)  # a write staged by other code or run: land it again
         for key in completed:
             context.log.warning(f"{key}: the block's interrupted write completed")
         failed: dict[str, str] = {}
