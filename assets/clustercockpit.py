@@ -606,9 +606,15 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
     ``completed``: blocks whose write a crash interrupted and this step completed, landed
     (tables and facts) with the run's own if still registered. ``outcomes``: the run's
     blocks not written (nothing changed: not landed again) and those written, marked
-    landed (:data:`LANDED_TABLE`) once their jobs and facts are."""
+    landed (:data:`LANDED_TABLE`) once their jobs and facts are. A rebuild drops the marks
+    of the blocks not in ``every`` first: their rows leave the tables."""
     outcomes = outcomes or BlockOutcomes()
     if every is not None:
+        # a block the rebuild drops (deleted from Dagster, or moved: deleted, then
+        # registered again) is landed again by its next run, even with nothing changed
+        kept = set(every)
+        unmark_landed(tables, [key for key in tables.partition_keys(LANDED_TABLE)
+                               if key not in kept])
         landed = kept_tables.rebuild(tables, *_block_rows(tables, every))
         blocks = every
     else:

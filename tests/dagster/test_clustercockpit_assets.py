@@ -944,3 +944,24 @@ def test_a_block_write_completed_in_a_run_without_the_tables_is_landed_by_the_ne
     frame, table = _energy_of(pipeline)
     pd.testing.assert_series_equal(frame, table)
 
+
+def test_a_block_dropped_by_a_rebuild_and_registered_again_is_landed(instance, tmp_path):
+    """A block deleted from Dagster (or moved: deleted, then registered again) while the
+    tables are rebuilt (no partition) leaves them; registered again, its next run lands
+    it, although nothing of it changed."""
+    pipeline = _landed_synthetic(instance, tmp_path)
+    other = write_job(tmp_path / "synthetic", JobSpec(
+        job_id=1_235_000, start_time=1_700_000_000, hosts=1, samples=11)).key
+    assert pipeline.run(["testcluster/1235"]).success
+    pipeline.instance.delete_dynamic_partition(cc_job_blocks.name, SYNTHETIC)
+    alone = [cc_jobs.key, cc_job_energy.key, cc_rollup.key]
+    assert dg.materialize([pipeline.defs.resolve_assets_def(cc_jobs.key)], selection=alone,
+                          instance=pipeline.instance).success
+    assert set(pipeline.tables.read_table(JOBS_TABLE)["job"]) == {other}
+    assert pipeline.tables.partition_keys(LANDED_TABLE) == ["testcluster/1235"]
+    result = pipeline.run([SYNTHETIC])  # registered again
+    assert result.success and _read_counts(pipeline, result) == (0, 2, False)
+    assert len(set(pipeline.tables.read_table(JOBS_TABLE)["job"])) == 3
+    frame, table = _energy_of(pipeline)
+    pd.testing.assert_series_equal(frame, table.loc[frame.index])
+
