@@ -410,7 +410,8 @@ def load_block_trials(loads: TrialLoads, key: str, read: BlockRead, max_missing:
     ``blocks.trial_fingerprint``: its files, cluster.json, ``max_missing`` and the reader
     version, taken before any read) equals its stored trial's (primary metadata) is not
     loaded again (an unchanged job is read only where its trial is missing or stale; a job
-    without one, its folder not listable when fingerprinted, is always loaded), and
+    without one, its folder not listable when fingerprinted, is always loaded: its trial
+    stored with the empty fingerprint, which ``TrialLoads.unchanged`` never matches), and
     a job that cannot be mapped loads nothing and is named in the returned error. The
     block's other trials are written in one transaction (:meth:`TrialLoads.load_many`: all
     or none of them). The frame ``trials``: every job's trial id, by job."""
@@ -420,8 +421,9 @@ def load_block_trials(loads: TrialLoads, key: str, read: BlockRead, max_missing:
     sources = {ref.key: str(ref.path.resolve()) for ref, _ in builds}
     loads.look_up(sources.values())
     outcomes = loads.load_many(
-        (ref.key, partial(build, known), (sources[ref.key], known))
-        for ref, build in builds for known in [read.trial_fingerprints.get(ref.key, "")])
+        (ref.key, partial(build, known or ""),
+         None if known is None else (sources[ref.key], known))
+        for ref, build in builds for known in [read.trial_fingerprints.get(ref.key)])
     failed = [err for err in outcomes.values() if isinstance(err, InputError)]
     loaded = sorted((name, loads.ids[name]) for name, outcome in outcomes.items()
                     if not isinstance(outcome, InputError))

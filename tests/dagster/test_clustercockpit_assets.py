@@ -965,3 +965,22 @@ def test_a_block_dropped_by_a_rebuild_and_registered_again_is_landed(instance, t
     frame, table = _energy_of(pipeline)
     pd.testing.assert_series_equal(frame, table.loc[frame.index])
 
+
+def test_a_job_without_a_trial_fingerprint_is_loaded_at_every_run(instance, tmp_path,
+                                                                  monkeypatch):
+    """A job whose folder cannot be listed (mode --x: its files read by name) has no
+    fingerprint: its trial is loaded by every run of its block, never taken for
+    unchanged; the other jobs' trials are kept."""
+    pipeline = _landed_synthetic(instance, tmp_path)
+    unlisted = "testcluster/1234000/1700000000"
+    scan = blocks._fingerprints
+    monkeypatch.setattr(blocks, "_fingerprints",
+                        lambda ref, inputs: None if ref.key == unlisted else scan(ref, inputs))
+    first = pipeline.run([SYNTHETIC])
+    assert first.success and _checks(first, LOADS_CHECK)[SYNTHETIC].passed
+    loaded = pipeline.trials()
+    second = pipeline.run([SYNTHETIC])
+    assert second.success and _checks(second, LOADS_CHECK)[SYNTHETIC].passed
+    again = pipeline.trials()
+    assert {job for job in again if again[job] != loaded[job]} == {unlisted}
+    assert _trial_names(pipeline) == sorted(loaded)  # one trial per job
