@@ -47,8 +47,11 @@ every block of a run, for the reason ``assets/pipeline.py`` gives. In order:
    ``max_missing`` and reader version are unchanged since its trial was loaded is
    not loaded again: an unchanged job not read in the run keeps its stored trial,
    read only where that is missing or stale; the trial fingerprint is taken before
-   any read, with the job's); a job that cannot be mapped loads nothing and fails its block's check
-   ``loads``; the block's other trials are written in one transaction (all or none).
+   any read, with the job's; the reader version is in it, so once after deploying a
+   new reader, or after any edit of a ``blocks.READER_SOURCES`` file, every job is read
+   and its trial reloaded by its block's next run; a job whose folder cannot be listed
+   has none and is loaded by every run); a job that cannot be mapped loads nothing
+   and fails its block's check ``loads``; the block's other trials are written in one transaction (all or none).
 3. the tables over every stored block, kept per entry
    (``joulehouse.clustercockpit.tables``, ``assets/facts.py``): ``cc_jobs``,
    ``cc_job_energy`` (per job), ``cc_rollup`` (per UTC start day, cluster,
@@ -193,7 +196,11 @@ cc_job_trials = dg.AssetSpec(
         "One TAUdb trial per job of the block (threads = hosts, timer 'job' with TIME and "
         "ENERGY <metric> (J), metric statistics as user events, meta.json as metadata; "
         "docs/taudb-mapping.md), replacing the job's trial (source key: the job folder). A "
-        "job that cannot be read or mapped loads nothing."
+        "job that cannot be read or mapped loads nothing. A job's trial is loaded again "
+        "only when its files, cluster.json, max_missing or the reader version changed: "
+        "after deploying a new reader, or any edit of a file of blocks.READER_SOURCES, "
+        "every trial is reloaded once, by its block's next run; a job whose folder cannot "
+        "be listed, by every run (docs/clustercockpit.md)."
     ),
     **PER_BLOCK, deps=[cc_block_tables], automation_condition=dg.AutomationCondition.eager(),
     kinds={"taudb"},
