@@ -47,8 +47,11 @@ every block of a run, for the reason ``assets/pipeline.py`` gives. In order:
    ``max_missing`` and reader version are unchanged since its trial was loaded is
    not loaded again: an unchanged job not read in the run keeps its stored trial,
    read only where that is missing or stale; the trial fingerprint is taken before
-   any read, with the job's); a job that cannot be mapped loads nothing and fails its block's check
-   ``loads``; the block's other trials are written in one transaction (all or none).
+   any read, with the job's; the reader version is in it, so once after deploying a
+   new reader, or after any edit of a ``blocks.READER_SOURCES`` file, every job is read
+   and its trial reloaded by its block's next run; a job whose folder cannot be listed
+   has none and is loaded by every run); a job that cannot be mapped loads nothing
+   and fails its block's check ``loads``; the block's other trials are written in one transaction (all or none).
 3. the tables over every stored block, kept per entry
    (``joulehouse.clustercockpit.tables``, ``assets/facts.py``): ``cc_jobs``,
    ``cc_job_energy`` (per job), ``cc_rollup`` (per UTC start day, cluster,
@@ -64,7 +67,7 @@ partitioned) as one more run after the block runs, which brings them in line wit
 every stored block: 100,000 jobs (100 blocks) take 9 block runs and 1 table run.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -137,7 +140,9 @@ ROLLUP_TABLE = "cc_rollup"
 BLOCK_JOURNAL = f"{BLOCK_TABLE}/pending_writes"
 #: Per block, the digest of its frame ``files`` (``blocks.files_digest``) as stored when its
 #: jobs were last landed in the tables over the blocks and energy_facts (written after the
-#: landing): a run that changes nothing of a block so landed writes nothing for it.
+#: landing; removed before each write of the block's frames, when a write a crash
+#: interrupted is completed, and by a rebuild that drops the block): a run that changes
+#: nothing of a block so landed writes nothing for it.
 LANDED_TABLE = f"{BLOCK_TABLE}/landed"
 READ_CHECK = "jobs_read"
 CONFORMANCE_CHECK = "schema_conformance"
@@ -192,7 +197,11 @@ cc_job_trials = dg.AssetSpec(
         "One TAUdb trial per job of the block (threads = hosts, timer 'job' with TIME and "
         "ENERGY <metric> (J), metric statistics as user events, meta.json as metadata; "
         "docs/taudb-mapping.md), replacing the job's trial (source key: the job folder). A "
-        "job that cannot be read or mapped loads nothing."
+        "job that cannot be read or mapped loads nothing. A job's trial is loaded again "
+        "only when its files, cluster.json, max_missing or the reader version changed: "
+        "after deploying a new reader, or any edit of a file of blocks.READER_SOURCES, "
+        "every trial is reloaded once, by its block's next run; a job whose folder cannot "
+        "be listed, by every run (docs/clustercockpit.md)."
     ),
     **PER_BLOCK, deps=[cc_block_tables], automation_condition=dg.AutomationCondition.eager(),
     kinds={"taudb"},
@@ -320,18 +329,30 @@ def mark_landed(tables: Tables, digests: dict[str, str]) -> None:
         tables.write_partition(LANDED_TABLE, key, pd.DataFrame({"digest": [digest]}))
 
 
+def unmark_landed(tables: Tables, keys: Iterable[str]) -> None:
+    """Record that blocks ``keys`` may differ from what the tables over the blocks hold
+    (their frames written, or dropped from those tables): their next run lands them."""
+    for key in keys:
+        tables.remove_partition(LANDED_TABLE, key)
+
+
 def store_block(tables: Tables, block: ReadOfBlock) -> StoredBlock:
     """Store a block's read: its frames (:data:`FRAMES` and :data:`FILES`, all or nothing:
     ``write_together``), then the left-out records of every stored job of it, derived from
     the frames (``blocks.left_out_of``: a run cut off between the two writes loses none,
     the next run writes them). Nothing is written when the read changed nothing of the
     block (``blocks.unchanged_block``) and it was landed as stored (:data:`LANDED_TABLE`):
-    a rerun costs its stat pass and the read of its stored frames."""
+    a rerun costs its stat pass and the read of its stored frames. A write first drops the
+    block's :data:`LANDED_TABLE` mark (:func:`unmark_landed`): frames rewritten with other
+    rows but the same ``files`` digest (a re-read after a library upgrade) are landed by
+    the next run even where this run's landing does not happen (not selected, failed, cut
+    off, or the write completed later by ``finish_pending``)."""
     frames = keep_stored(block.read, block.stored)
     records = left_out_of(frames, block.root)
     digest = files_digest(frames)
     if unchanged_block(block.read, block.stored) and landed_digest(tables, block.key) == digest:
         return StoredBlock(frames, records, False, digest)
+    unmark_landed(tables, [block.key])  # before staging: a write completed later is unmarked
     write_together(tables, BLOCK_JOURNAL, block.key,
                    {_frame_table(name): frame for name, frame in frames.items()})
     store_left_out(tables, FACTS_SOURCE, "read", block.key, records,
@@ -397,7 +418,8 @@ def load_block_trials(loads: TrialLoads, key: str, read: BlockRead, max_missing:
     ``blocks.trial_fingerprint``: its files, cluster.json, ``max_missing`` and the reader
     version, taken before any read) equals its stored trial's (primary metadata) is not
     loaded again (an unchanged job is read only where its trial is missing or stale; a job
-    without one, its folder not listable when fingerprinted, is always loaded), and
+    without one, its folder not listable when fingerprinted, is always loaded: its trial
+    stored with the empty fingerprint, which ``TrialLoads.unchanged`` never matches), and
     a job that cannot be mapped loads nothing and is named in the returned error. The
     block's other trials are written in one transaction (:meth:`TrialLoads.load_many`: all
     or none of them). The frame ``trials``: every job's trial id, by job."""
@@ -407,8 +429,9 @@ def load_block_trials(loads: TrialLoads, key: str, read: BlockRead, max_missing:
     sources = {ref.key: str(ref.path.resolve()) for ref, _ in builds}
     loads.look_up(sources.values())
     outcomes = loads.load_many(
-        (ref.key, partial(build, known), (sources[ref.key], known))
-        for ref, build in builds for known in [read.trial_fingerprints.get(ref.key, "")])
+        (ref.key, partial(build, known or ""),
+         None if known is None else (sources[ref.key], known))
+        for ref, build in builds for known in [read.trial_fingerprints.get(ref.key)])
     failed = [err for err in outcomes.values() if isinstance(err, InputError)]
     loaded = sorted((name, loads.ids[name]) for name, outcome in outcomes.items()
                     if not isinstance(outcome, InputError))
@@ -593,9 +616,15 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
     ``completed``: blocks whose write a crash interrupted and this step completed, landed
     (tables and facts) with the run's own if still registered. ``outcomes``: the run's
     blocks not written (nothing changed: not landed again) and those written, marked
-    landed (:data:`LANDED_TABLE`) once their jobs and facts are."""
+    landed (:data:`LANDED_TABLE`) once their jobs and facts are. A rebuild drops the marks
+    of the blocks not in ``every`` first: their rows leave the tables."""
     outcomes = outcomes or BlockOutcomes()
     if every is not None:
+        # a block the rebuild drops (deleted from Dagster, or moved: deleted, then
+        # registered again) is landed again by its next run, even with nothing changed
+        kept = set(every)
+        unmark_landed(tables, [key for key in tables.partition_keys(LANDED_TABLE)
+                               if key not in kept])
         landed = kept_tables.rebuild(tables, *_block_rows(tables, every))
         blocks = every
     else:
@@ -675,6 +704,7 @@ with backfills(partitions_per_run=BLOCKS_PER_RUN) as blocks_per_run:
         selected = context.selected_asset_keys
         tables = warehouse.tables()
         completed = finish_pending(tables, BLOCK_JOURNAL)
+        unmark_landed(tables, completed)  # a write staged by other code or run: land it again
         for key in completed:
             context.log.warning(f"{key}: the block's interrupted write completed")
         failed: dict[str, str] = {}

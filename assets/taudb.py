@@ -221,7 +221,10 @@ class TrialLoads:
 
     def unchanged(self, name: str, source_key: str, fingerprint: str) -> bool:
         """Whether the stored trial of ``source_key`` has ``fingerprint``: then it is
-        ``name``'s trial (in ``ids``) and nothing is loaded."""
+        ``name``'s trial (in ``ids``) and nothing is loaded. An empty fingerprint (none
+        could be taken: a folder that cannot be listed) is never unchanged."""
+        if not fingerprint:
+            return False
         self.look_up([source_key])
         previous = self.stored[source_key]
         if previous is None or previous["fingerprint"] != fingerprint:

@@ -89,8 +89,10 @@ READER_SOURCES = (
     "clustercockpit/energy.py", "clustercockpit/jobs.py", "clustercockpit/layout.py",
     "clustercockpit/measure.py", "clustercockpit/readers.py", "clustercockpit/schemas.py",
     "clustercockpit/units.py", "integrate.py", "timeutil.py", "validation.py")
-#: The bundled JSON schemas the violations (:data:`FILES`) are checked against.
+#: The bundled JSON schemas the violations (:data:`FILES`) are checked against: the files
+#: the package data of pyproject.toml installs (``<version>/<name>.json``), no other.
 READER_DATA = "clustercockpit/jsonschemas"
+READER_DATA_PATTERN = "*/*.json"
 
 
 def sources_digest(files: Iterable[tuple[str, bytes]]) -> str:
@@ -102,18 +104,39 @@ def sources_digest(files: Iterable[tuple[str, bytes]]) -> str:
     return digest.hexdigest()[:20]
 
 
+def _reader_bytes(path: Path) -> bytes:
+    """The content of a reader file, line ends as LF (a checkout with CRLF digests the
+    same); an InputError naming it when it is missing."""
+    try:
+        content = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, "a source of the ClusterCockpit reader is missing: the "
+                         "reader version (in every job's fingerprint) digests it; install "
+                         "joulehouse with its .py sources (not bytecode alone)") from None
+    return content.replace(b"\r\n", b"\n")
+
+
+def reader_files(package: str | os.PathLike[str]) -> list[tuple[str, bytes]]:
+    """``(name, content)`` of what :func:`reader_version` digests under the ``package``
+    folder: :data:`READER_SOURCES` and the :data:`READER_DATA` files matching
+    :data:`READER_DATA_PATTERN` (stray files there are not installed, so not digested)."""
+    root = Path(package)
+    data = root / READER_DATA
+    return [*((name, _reader_bytes(root / name)) for name in READER_SOURCES),
+            *((path.relative_to(data.parent).as_posix(), _reader_bytes(path))
+              for path in sorted(data.glob(READER_DATA_PATTERN)) if path.is_file())]
+
+
 @cache
 def reader_version() -> str:
     """The version of what reading a job stores, computed once per process: a digest of
-    :data:`READER_SOURCES`, the files under :data:`READER_DATA` and :data:`READER_VERSION`.
-    In every job's fingerprint, so that a change of the reading code reads every job of a
-    block again at its next run (its stored rows would be the old code's)."""
-    package = resources.files("joulehouse")
-    files = [(name, package.joinpath(name).read_bytes()) for name in READER_SOURCES]
-    data = Path(str(package.joinpath(READER_DATA)))
-    files += [(path.relative_to(data.parent).as_posix(), path.read_bytes())
-              for path in data.rglob("*") if path.is_file() and "__pycache__" not in path.parts]
-    return f"{READER_VERSION}-{sources_digest(files)}"
+    :func:`reader_files` (:data:`READER_SOURCES`, the bundled JSON schemas) and
+    :data:`READER_VERSION`. In every job's fingerprint, so that a change of the reading
+    code reads every job of a block again at its next run (its stored rows would be the
+    old code's), and reloads every job's trial. An install without the .py sources fails
+    here, naming the missing file."""
+    package = Path(str(resources.files("joulehouse")))
+    return f"{READER_VERSION}-{sources_digest(reader_files(package))}"
 
 
 def parse_block_key(key: str) -> tuple[str, int]:

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -247,7 +248,6 @@ def test_a_whole_re_read_and_a_changed_input_read_every_job(block, monkeypatch):
     monkeypatch.setattr(blocks, "reader_version", lambda: "other code")
     read, _ = _landed(store, archive, max_missing=2, check_schema=False)
     assert len(read.measured) == 6
-    monkeypatch.setattr(blocks, "READER_VERSION", READER_VERSION + 1)
     monkeypatch.undo()
     monkeypatch.setattr(blocks, "READER_VERSION", READER_VERSION + 1)
     blocks.reader_version.cache_clear()
@@ -428,19 +428,20 @@ def test_the_trial_fingerprint_carries_the_reader_version(block, monkeypatch):
     assert set(after) == set(before) and not set(after.values()) & set(before.values())
 
 
-#: Modules of the joulehouse package that reading a block imports but that decide nothing
-#: of what is stored for a job (digests, errors, the left-out records derived at each run,
-#: the facts derived at each landing, the warehouse).
+#: Modules of the joulehouse package that importing blocks.py loads but that decide nothing
+#: of what is stored for a job: the package markers, digest.py (the fingerprints' digest),
+#: errors.py, leftout.py (the LeftOut record type: the records are derived from the stored
+#: rows at each run, ``blocks.left_out_of``), and what energy.py imports to derive the
+#: facts at each landing (facts, facts_entries, entry_sync, entry_table, warehouse).
 NOT_READER = {"joulehouse/__init__.py", "joulehouse/clustercockpit/__init__.py",
               "joulehouse/digest.py", "joulehouse/errors.py", "joulehouse/leftout.py",
               "joulehouse/facts.py", "joulehouse/facts_entries.py", "joulehouse/warehouse.py",
               "joulehouse/entry_sync.py", "joulehouse/entry_table.py"}
 
 
-def test_the_reader_version_digests_every_module_reading_a_block_imports(monkeypatch):
+def test_every_module_reading_a_block_imports_is_a_reader_source():
     """Every module of the package that importing blocks.py loads is in READER_SOURCES or
-    named as deciding nothing stored (a new import must be placed); the digest covers those
-    files and the bundled JSON schemas, and changes with any of them or READER_VERSION."""
+    named as deciding nothing stored (a new import must be placed)."""
     code = ("import sys, joulehouse.clustercockpit.blocks; "
             "print('\\n'.join(sorted(m.__file__ for n, m in sys.modules.items() "
             "if n.startswith('joulehouse') and getattr(m, '__file__', None))))")
@@ -451,22 +452,65 @@ def test_the_reader_version_digests_every_module_reading_a_block_imports(monkeyp
     listed = {f"joulehouse/{name}" for name in READER_SOURCES}
     assert imported - NOT_READER == listed
 
-    seen: list[tuple[str, bytes]] = []
-    digest = blocks.sources_digest
-    monkeypatch.setattr(blocks, "sources_digest", lambda files: digest(seen.extend(files) or seen))
+
+@pytest.fixture
+def package(tmp_path, monkeypatch) -> Path:
+    """A copy of the reader's files of the joulehouse package, which reader_version()
+    digests instead of the installed package's."""
+    installed = Path(joulehouse.__file__).parent
+    copy = tmp_path / "package"
+    for name in READER_SOURCES:
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(installed / name, copy / name)
+    shutil.copytree(installed / READER_DATA, copy / READER_DATA,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(blocks, "resources", SimpleNamespace(files=lambda name: copy))
     blocks.reader_version.cache_clear()
-    try:
-        version = blocks.reader_version()
-        monkeypatch.setattr(blocks, "READER_VERSION", READER_VERSION + 1)
+    yield copy
+    monkeypatch.undo()
+    blocks.reader_version.cache_clear()
+
+
+def test_a_changed_reader_source_reads_every_job_again(block, package, monkeypatch):
+    """The reader version digests READER_SOURCES and the bundled JSON schemas, LF line ends,
+    with READER_VERSION: one source file changed (a docstring too) reads every job of a
+    block again; a CRLF checkout or a stray file beside the schemas changes nothing."""
+    archive, store = block
+    installed = Path(joulehouse.__file__).parent
+    version = blocks.reader_version()
+    blocks.reader_version.cache_clear()
+    monkeypatch.setattr(blocks, "resources", SimpleNamespace(files=lambda name: installed))
+    assert blocks.reader_version() == version  # the copy digests as the package
+    monkeypatch.setattr(blocks, "resources", SimpleNamespace(files=lambda name: package))
+
+    def version_now() -> str:
         blocks.reader_version.cache_clear()
-        bumped = blocks.reader_version()
-    finally:
-        monkeypatch.undo()
-        blocks.reader_version.cache_clear()
-    assert version != bumped and version == blocks.reader_version()
-    names = {name for name, _ in seen}
-    assert set(READER_SOURCES) <= names
-    assert f"{READER_DATA.rpartition('/')[2]}/v3/job-meta.schema.json" in names
-    one = [(name, content + b"#" if name == "clustercockpit/energy.py" else content)
-           for name, content in seen]
-    assert digest(one) != digest(seen)
+        return blocks.reader_version()
+
+    energy = package / "clustercockpit/energy.py"
+    energy.write_bytes(energy.read_bytes().replace(b"\n", b"\r\n"))  # a CRLF checkout
+    (package / READER_DATA / "README.txt").write_text("notes")  # not package data
+    (package / READER_DATA / "v3" / "job-meta.schema.json~").write_text("{}")
+    assert version_now() == version
+    read = read_block(archive, BLOCK, known=stored_fingerprints(store.get()))
+    assert read.measured == [] and len(read.unchanged) == 6
+
+    schema = package / READER_DATA / "v3" / "job-meta.schema.json"
+    schema.write_bytes(schema.read_bytes() + b"\n")
+    changed = version_now()
+    assert changed != version
+    energy.write_bytes(energy.read_bytes() + b"# a comment\n")
+    assert version_now() not in {version, changed}
+    read, _ = _landed(store, archive)
+    assert len(read.measured) == 6 and not read.unchanged  # every job read again
+    monkeypatch.setattr(blocks, "READER_VERSION", READER_VERSION + 1)
+    assert version_now().startswith(f"{READER_VERSION + 1}-")
+
+
+def test_a_missing_reader_source_is_named(package):
+    """An install without the .py sources (bytecode alone): the reader version cannot be
+    taken, and the error names the missing file."""
+    (package / "clustercockpit/units.py").unlink()
+    with pytest.raises(InputError, match=r"clustercockpit/units\.py: a source of the "
+                       "ClusterCockpit reader is missing"):
+        blocks.reader_version()

@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
@@ -25,12 +26,14 @@ from assets.clustercockpit import (
     cc_energy_facts,
     cc_job_blocks,
     cc_job_energy,
+    cc_job_trials,
     cc_jobs,
     cc_rollup,
 )
 from assets.reporting import REREAD_ALL, REREAD_TAG
 from definitions import EXAMPLE_CC_ARCHIVE, build_definitions
 from joulehouse import entry_table
+from joulehouse.clustercockpit import blocks
 from joulehouse.clustercockpit import tables as kept_tables
 from joulehouse.clustercockpit.aggregate import ROLLUP_KEYS
 from joulehouse.clustercockpit.energy import energy_facts_rows
@@ -856,3 +859,128 @@ def test_a_rerun_that_changes_nothing_writes_nothing_once_the_block_is_landed(
     scratch = Pipeline(instance, archive, tmp_path / "scratch")
     assert scratch.run([SYNTHETIC]).success
     _assert_same_tables(pipeline, scratch)
+
+
+def _energy_of(pipeline: Pipeline) -> tuple[pd.Series, pd.Series]:
+    """The energy per job and metric of block SYNTHETIC as stored (its frame) and as
+    landed (cc_job_energy)."""
+    frame = pipeline.tables.read_partitions(f"{BLOCK_TABLE}/job_energy", [SYNTHETIC])
+    table = pipeline.tables.read_table(JOB_ENERGY_TABLE)
+    return tuple(rows.set_index(["job", "metric"])["energy_j"].sort_index()
+                 for rows in (frame, table))
+
+
+def _doubled(monkeypatch) -> None:
+    """What a read gives changes without any fingerprint changing (a new numpy or pandas
+    without a READER_VERSION bump, a file rewritten keeping its size and mtime): the
+    energies read doubled."""
+    read = blocks.measure_job
+
+    def doubled(*args, **kwargs):
+        measured = read(*args, **kwargs)
+        return replace(measured, **{name: getattr(measured, name).assign(
+            energy_j=getattr(measured, name)["energy_j"] * 2)
+            for name in ("job_energy", "host_energy")})
+
+    monkeypatch.setattr(blocks, "measure_job", doubled)
+
+
+def _landed_synthetic(instance, tmp_path: Path) -> Pipeline:
+    """Block SYNTHETIC (two jobs) stored and landed."""
+    archive = tmp_path / "synthetic"
+    write_archive_files(archive, ["testcluster"])
+    for number in (0, 2):
+        _synthetic_job(archive, number)
+    pipeline = Pipeline(instance, archive, tmp_path / "warehouse")
+    assert pipeline.run([SYNTHETIC]).success
+    assert pipeline.tables.has_partition(LANDED_TABLE, SYNTHETIC)
+    return pipeline
+
+
+SYNTHETIC_TAGS = {RANGE_START: SYNTHETIC, RANGE_END: SYNTHETIC}
+
+
+def test_a_block_rewritten_with_other_rows_and_not_landed_is_landed_by_its_next_run(
+        instance, tmp_path, monkeypatch):
+    """A re-read (joulehouse/reread=all) rewrites the block's frames with other rows but
+    the same fingerprints, so the same ``files`` digest, in a run that does not land them
+    (cc_block_tables alone): the write dropped the block's landed mark, and the next run,
+    with nothing changed, lands it."""
+    pipeline = _landed_synthetic(instance, tmp_path)
+    _doubled(monkeypatch)
+    assert pipeline.launch(dg.RunRequest(tags={**SYNTHETIC_TAGS, REREAD_TAG: REREAD_ALL},
+                                         asset_selection=[cc_block_tables.key])).success
+    monkeypatch.undo()
+    frame, table = _energy_of(pipeline)
+    assert (frame == 2 * table).all()  # written, not landed
+    assert not pipeline.tables.has_partition(LANDED_TABLE, SYNTHETIC)
+    result = pipeline.run([SYNTHETIC])
+    assert result.success and _read_counts(pipeline, result) == (0, 2, False)
+    frame, table = _energy_of(pipeline)
+    pd.testing.assert_series_equal(frame, table)
+    assert pipeline.tables.has_partition(LANDED_TABLE, SYNTHETIC)
+
+
+def test_a_block_write_completed_in_a_run_without_the_tables_is_landed_by_the_next(
+        instance, tmp_path):
+    """A block write with other rows (same fingerprints) staged and committed, then the
+    crash; a run selecting only the trials completes it, landing nothing: the completion
+    drops the block's landed mark, and the next run, with nothing changed, lands it."""
+    pipeline = _landed_synthetic(instance, tmp_path)
+    tables = pipeline.tables
+    frames = {f"{BLOCK_TABLE}/{name}": tables.read_partitions(f"{BLOCK_TABLE}/{name}",
+                                                              [SYNTHETIC])
+              for name in ("jobs", "host_energy", "job_energy", "metric_stats", "files")}
+    energy = frames[f"{BLOCK_TABLE}/job_energy"]
+    frames[f"{BLOCK_TABLE}/job_energy"] = energy.assign(energy_j=energy["energy_j"] * 2)
+    stage(tables, BLOCK_JOURNAL, SYNTHETIC, frames)  # then the crash
+    assert pipeline.launch(dg.RunRequest(tags=SYNTHETIC_TAGS,
+                                         asset_selection=[cc_job_trials.key])).success
+    assert tables.partition_keys(BLOCK_JOURNAL) == []  # completed
+    frame, table = _energy_of(pipeline)
+    assert (frame == 2 * table).all()  # not landed
+    result = pipeline.run([SYNTHETIC])
+    assert result.success and _read_counts(pipeline, result) == (0, 2, False)
+    frame, table = _energy_of(pipeline)
+    pd.testing.assert_series_equal(frame, table)
+
+
+def test_a_block_dropped_by_a_rebuild_and_registered_again_is_landed(instance, tmp_path):
+    """A block deleted from Dagster (or moved: deleted, then registered again) while the
+    tables are rebuilt (no partition) leaves them; registered again, its next run lands
+    it, although nothing of it changed."""
+    pipeline = _landed_synthetic(instance, tmp_path)
+    other = write_job(tmp_path / "synthetic", JobSpec(
+        job_id=1_235_000, start_time=1_700_000_000, hosts=1, samples=11)).key
+    assert pipeline.run(["testcluster/1235"]).success
+    pipeline.instance.delete_dynamic_partition(cc_job_blocks.name, SYNTHETIC)
+    alone = [cc_jobs.key, cc_job_energy.key, cc_rollup.key]
+    assert dg.materialize([pipeline.defs.resolve_assets_def(cc_jobs.key)], selection=alone,
+                          instance=pipeline.instance).success
+    assert set(pipeline.tables.read_table(JOBS_TABLE)["job"]) == {other}
+    assert pipeline.tables.partition_keys(LANDED_TABLE) == ["testcluster/1235"]
+    result = pipeline.run([SYNTHETIC])  # registered again
+    assert result.success and _read_counts(pipeline, result) == (0, 2, False)
+    assert len(set(pipeline.tables.read_table(JOBS_TABLE)["job"])) == 3
+    frame, table = _energy_of(pipeline)
+    pd.testing.assert_series_equal(frame, table.loc[frame.index])
+
+
+def test_a_job_without_a_trial_fingerprint_is_loaded_at_every_run(instance, tmp_path,
+                                                                  monkeypatch):
+    """A job whose folder cannot be listed (mode --x: its files read by name) has no
+    fingerprint: its trial is loaded by every run of its block, never taken for
+    unchanged; the other jobs' trials are kept."""
+    pipeline = _landed_synthetic(instance, tmp_path)
+    unlisted = "testcluster/1234000/1700000000"
+    scan = blocks._fingerprints
+    monkeypatch.setattr(blocks, "_fingerprints",
+                        lambda ref, inputs: None if ref.key == unlisted else scan(ref, inputs))
+    first = pipeline.run([SYNTHETIC])
+    assert first.success and _checks(first, LOADS_CHECK)[SYNTHETIC].passed
+    loaded = pipeline.trials()
+    second = pipeline.run([SYNTHETIC])
+    assert second.success and _checks(second, LOADS_CHECK)[SYNTHETIC].passed
+    again = pipeline.trials()
+    assert {job for job in again if again[job] != loaded[job]} == {unlisted}
+    assert _trial_names(pipeline) == sorted(loaded)  # one trial per job
