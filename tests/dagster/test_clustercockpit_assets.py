@@ -823,12 +823,7 @@ def test_a_rerun_that_changes_nothing_writes_nothing_once_the_block_is_landed(
     records and the tables over the blocks are not written again (a stat pass and a read),
     its check still says what it leaves out. A run cut off after the block's write, before
     its jobs were landed in the tables, is not taken for one: the next run lands them."""
-    archive = tmp_path / "synthetic"
-    write_archive_files(archive, ["testcluster"])
-    for number in (0, 2):
-        _synthetic_job(archive, number)
-    pipeline = Pipeline(instance, archive, tmp_path / "incremental")
-    assert pipeline.run([SYNTHETIC]).success
+    pipeline, archive = _landed_synthetic(instance, tmp_path), tmp_path / "synthetic"
     landed = pipeline.tables.partition_path(LANDED_TABLE, SYNTHETIC)
     frames = [pipeline.tables.partition_path(f"{BLOCK_TABLE}/{name}", SYNTHETIC)
               for name in ("jobs", "files", "metric_stats")]
