@@ -341,7 +341,8 @@ def accounting(accounting: AccountingSettings, warehouse: Warehouse) -> Iterator
     recomputed = {"recomputed": dg.MetadataValue.json({
         "whole": updated.whole or None, "entities_changed": updated.changed,
         "entities_removed": updated.removed, "days": updated.days, "months": updated.months,
-        "facts_read": updated.facts_read})}
+        "facts_read": updated.facts_read, "jobs_changed": updated.jobs_changed,
+        "jobs_read": updated.jobs_read})}
     compacted = compaction.compact_if_due(tables, compaction.ACCOUNTING)
     monthly = tables.read_table(MONTHLY_TABLE)  # read whole: small (docs/ARCHITECTURE.md)
     daily = incremental.recent_days(tables, monthly, PLOTTED_MONTHS)
