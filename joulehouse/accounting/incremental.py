@@ -417,20 +417,32 @@ class _Run:
 
     def jobs_named(self, names: pd.Series) -> pd.DataFrame | None:
         """The cc_jobs rows of the jobs ``names``: of a table kept per entry, those rows
-        only (a filter per part of ``entry_table.IN_LIMIT`` jobs; the files and row groups
-        whose ``job`` statistics exclude them are not read); plain files are read whole
-        (once a run)."""
+        only (a filter per part of ``entry_table.IN_LIMIT`` jobs; the files whose ``job``
+        statistics in the Delta log exclude them are not opened, ``filestats.may_hold``,
+        nor the row groups whose footer's exclude them); plain files are read whole (once
+        a run)."""
         mode = self.jobs_snapshot.mode
         if mode == changed_files.ABSENT:
             return None
         if mode != changed_files.DELTA or "jobs" in self.__dict__:  # read whole already
             return None if self.jobs is None else self.jobs[self.jobs["job"].isin(names)]
         wanted = pd.DataFrame({"job": pd.unique(names.astype(str).to_numpy(object))})
-        listed = _in_order(self.jobs_snapshot)
-        rows = pd.concat([entry_table.read_files(
-            self.warehouse, JOBS_TABLE, listed,
-            ds.field("job").isin(pa.array(part["job"].tolist(), pa.string())),
-            columns=JOB_READ) for part in entry_table.key_parts(wanted)], ignore_index=True)
+        # the snapshot's files whose statistics in the log may hold a part's jobs (a file
+        # the current version no longer lists, after a commit since the snapshot, is kept)
+        stats = entry_table.file_stats(self.warehouse, JOBS_TABLE)
+        base = self.warehouse.table_path(JOBS_TABLE) + "/"
+        parts = []
+        for part in entry_table.key_parts(wanted):
+            values = sorted(part["job"])
+            may = dict(zip(stats["path"], filestats.may_hold(stats, {"job": values}),
+                           strict=True))
+            listed = [info for info in _in_order(self.jobs_snapshot)
+                      if may.get(info.path.removeprefix(base), True)]
+            parts.append(entry_table.read_files(
+                self.warehouse, JOBS_TABLE, listed,
+                ds.field("job").isin(pa.array(values, pa.string())), columns=JOB_READ)
+                if listed else pd.DataFrame(columns=JOB_READ))
+        rows = pd.concat(parts, ignore_index=True)
         self.jobs_read += len(rows)
         return rows
 
