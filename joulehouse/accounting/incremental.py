@@ -84,7 +84,7 @@ from joulehouse.accounting import months as kept_months
 from joulehouse.accounting.accounts import account
 from joulehouse.accounting.carbon import CarbonSettings, carbon_per_fact, co2_g
 from joulehouse.accounting.cost import CostSettings, cost, cost_per_fact
-from joulehouse.accounting.entities import CC_JOB_COLUMNS, attribute
+from joulehouse.accounting.entities import CC_JOB_COLUMNS, attribute, first_rows
 from joulehouse.accounting.rollups import UTC, daily, day_pieces, members, monthly
 from joulehouse.accounting.schemas import FACT_COLUMNS
 from joulehouse.clustercockpit.energy import FACTS_SOURCE as CC_SOURCE
@@ -355,13 +355,14 @@ def _in_order(snapshot: changed_files.Snapshot) -> list[pafs.FileInfo]:
 
 
 def _job_digests(jobs: pd.DataFrame | None) -> pd.Series:
-    """Per job, a digest of its attribution (its first row's, as ``attribute`` takes)."""
+    """Per job, a digest of its attribution (the row ``attribute`` takes, whatever the
+    rows' order: ``entities.first_rows``)."""
     if jobs is None or jobs.empty:
         return pd.Series(np.zeros(0, np.uint64), index=pd.Index([], dtype=object, name="job"))
-    first = jobs.drop_duplicates("job")
-    values = first[list(CC_JOB_COLUMNS)].fillna("").astype(str)
+    first = first_rows(jobs)
+    values = first[list(CC_JOB_COLUMNS)]
     return pd.Series(pd.util.hash_pandas_object(values, index=False).to_numpy(),
-                     index=pd.Index(first["job"].astype(str).to_numpy(object), name="job"))
+                     index=pd.Index(first["job"].to_numpy(object), name="job"))
 
 
 def _changed_jobs(before: pd.Series, after: pd.Series) -> set[str]:

@@ -306,6 +306,36 @@ def test_jobs_kept_per_entry_are_read_and_their_attribution_changes_seen(tmp_pat
     assert_as_from_scratch(store, given)
 
 
+@pytest.mark.parametrize("kept", [False, True], ids=["plain cc_jobs", "cc_jobs kept per entry"])
+def test_a_job_of_two_rows_rewritten_in_reverse_order_is_attributed_as_a_rebuild(tmp_path, kept):
+    """A job with two cc_jobs rows (users alice and bob): the same rows written again in
+    the reverse order (as a compaction or a rewrite may leave them) change no attribution:
+    the update equals a rebuild, whichever row comes first in the files."""
+    store = Warehouse(tmp_path / "warehouse")
+    facts = pool(30, seed=5)
+    land(store, facts)
+    cc = sorted(facts.loc[facts["source"] == "clustercockpit", "entity"].unique())
+    jobs = jobs_of(cc, np.random.default_rng(5))
+    twice = pd.concat([jobs.iloc[[0]].assign(hpc_user="bob"),
+                       jobs.iloc[[0]].assign(hpc_user="alice")], ignore_index=True)
+    write_jobs(store, pd.concat([twice, jobs.iloc[1:]], ignore_index=True), kept)
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    assert_as_from_scratch(store, given)
+    reverse = twice.iloc[::-1]
+    if kept:
+        entry_table.write_keyed(store, "cc_jobs", reverse, "job")
+    else:
+        write_jobs(store, pd.concat([reverse, jobs.iloc[1:]], ignore_index=True), kept)
+    assert store.read_table("cc_jobs").query("job == @cc[0]")["hpc_user"].tolist() == [
+        "alice", "bob"]  # the other row first now
+    updated = incremental.update(store, given)
+    assert (updated.whole, updated.jobs_changed) == ("", 0)
+    assert_as_from_scratch(store, given)
+    daily = store.read_table("accounting_daily")
+    assert "alice" in set(daily["user"])
+
+
 def test_a_landing_of_new_jobs_reads_their_cc_jobs_rows_not_every_job(tmp_path, monkeypatch):
     """2,000 ClusterCockpit jobs over 100 days, their cc_jobs in 4 files of 500 jobs; 10 new
     jobs land (facts on one day, their cc_jobs rows in a commit of their own): to find
