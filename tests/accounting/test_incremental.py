@@ -385,6 +385,98 @@ def test_a_landing_of_new_jobs_reads_their_cc_jobs_rows_not_every_job(tmp_path, 
     assert_as_from_scratch(store, given)
 
 
+def jobs_in_files(tmp_path, files: int):
+    """400 ClusterCockpit jobs over 40 days, named in the order of their start (so that a
+    day's jobs are a job range), their cc_jobs in ``files`` commits of sorted jobs
+    (disjoint job ranges), accounted; then the facts of 10 jobs of the middle changed, and
+    the first job's user: the store and the inputs."""
+    store = Warehouse(tmp_path / "warehouse")
+    facts = entry_table.to_microseconds(generator.facts(
+        400, "2024-01-01", "40D", seed=41, sources=("clustercockpit",)))
+    starts = facts.groupby("entity")["window_start"].min().sort_values(kind="stable")
+    names = {entity: f"g0/{rank:05d}" for rank, entity in enumerate(starts.index)}
+    facts = facts.assign(entity=facts["entity"].map(names))
+    land(store, facts)
+    jobs = jobs_of(sorted(facts["entity"].unique()), np.random.default_rng(3))
+    size = len(jobs) // files
+    for start in range(0, len(jobs), size):
+        entry_table.write_keyed(store, "cc_jobs", jobs.iloc[start:start + size], "job")
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    middle = facts[facts["entity"].isin(jobs["job"].iloc[200:210])]
+    land(store, middle.assign(energy_j=middle["energy_j"] * 1.1))
+    entry_table.write_keyed(store, "cc_jobs", jobs.iloc[:1].assign(hpc_user="erin"), "job")
+    return store, given
+
+
+def by_job_reads(monkeypatch):
+    """The cc_jobs reads by a filter (their files' paths, the jobs the run asked
+    ``filestats.may_hold`` about) of an update, recorded into the list returned."""
+    reads, asked = [], []
+    read_files, may_hold = entry_table.read_files, incremental.filestats.may_hold
+
+    def counted(warehouse, table, listed, where=None, columns=None):
+        if table == "cc_jobs" and where is not None:
+            reads.append({info.path for info in listed})
+        return read_files(warehouse, table, listed, where, columns)
+
+    def recorded(stats, values):
+        if "job" in values:
+            asked.append(set(values["job"]))
+        return may_hold(stats, values)
+
+    monkeypatch.setattr(incremental.entry_table, "read_files", counted)
+    monkeypatch.setattr(incremental.filestats, "may_hold", recorded)
+    return reads, asked
+
+
+def test_the_jobs_rows_are_read_from_the_files_whose_job_range_covers_them(tmp_path,
+                                                                           monkeypatch):
+    """cc_jobs in 8 files of disjoint job ranges: each by-job read of an update opens only
+    the files whose [min, max] job range (from the files' rows) covers one of the jobs it
+    asks for, fewer than all; the tables equal a rebuild."""
+    store, given = jobs_in_files(tmp_path, files=8)
+    ranges = {}
+    for info in entry_table.files(store, "cc_jobs"):
+        job = entry_table.read_files(store, "cc_jobs", [info], columns=["job"])["job"]
+        ranges[info.path] = (job.min(), job.max())
+    reads, asked = by_job_reads(monkeypatch)
+    updated = incremental.update(store, given)
+    monkeypatch.undo()
+    assert (updated.whole, updated.jobs_changed, updated.changed) == ("", 1, 11)
+    assert reads and len(reads) == len(asked)
+    for opened, jobs in zip(reads, asked, strict=True):
+        covering = {path for path, (low, high) in ranges.items()
+                    if any(low <= job <= high for job in jobs)}
+        assert opened == covering and len(opened) < len(ranges)
+    assert_as_from_scratch(store, given)
+
+
+def test_a_snapshot_file_the_current_version_no_longer_lists_is_read(tmp_path, monkeypatch):
+    """cc_jobs compacted after the update took its snapshot (its files, by then no longer
+    listed, have no statistics in the current version): the jobs' rows are still read from
+    the snapshot's files, and the tables equal a rebuild."""
+    store, given = jobs_in_files(tmp_path, files=4)
+    snapshot = cc_jobs_files(store)
+    named = incremental._Run.jobs_named
+
+    def compacted_first(run, names):
+        if not run.__dict__.get("compacted"):
+            run.compacted = True
+            entry_table.compact(store, "cc_jobs")
+            assert not cc_jobs_files(store) & snapshot  # none listed now
+        return named(run, names)
+
+    monkeypatch.setattr(incremental._Run, "jobs_named", compacted_first)
+    reads, _ = by_job_reads(monkeypatch)
+    updated = incremental.update(store, given)
+    monkeypatch.undo()
+    assert updated.whole == "" and reads
+    assert set().union(*reads) <= snapshot
+    assert any(len(opened) > 0 for opened in reads)
+    assert_as_from_scratch(store, given)
+
+
 def test_a_landing_reads_the_facts_of_its_days_not_of_its_months(tmp_path, monkeypatch):
     """A month of a source's facts stored; one repetition lands on one day: energy_facts is
     read for that entity and for the facts overlapping its days (either calendar) only, the
