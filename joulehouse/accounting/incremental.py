@@ -27,8 +27,8 @@ are Delta tables (``joulehouse/entry_table.py``) that :func:`update` brings to w
 3. *Touched.* The (calendar, source, day) and (calendar, source, month) of the changed
    entities' day pieces, before (stored rows) and after (rows now).
 4. *Recomputed.* Every fact of a touched source that overlaps a touched day is read,
-   attributed (the cc_jobs rows of its jobs alone: a filter on ``job`` per part of
-   ``entry_table.IN_LIMIT`` jobs, pruned by the files' statistics), cut at midnights and
+   attributed (the cc_jobs rows of its jobs alone: one read filtered on ``job``, of the
+   files whose job statistics may hold them), cut at midnights and
    rolled up as from scratch (the sums run over the same pieces in the same order, never
    added to a stored sum). A touched month sums its
    days (``rollups.monthly``: the touched ones recomputed, the others read back), and its
@@ -418,32 +418,29 @@ class _Run:
 
     def jobs_named(self, names: pd.Series) -> pd.DataFrame | None:
         """The cc_jobs rows of the jobs ``names``: of a table kept per entry, those rows
-        only (a filter per part of ``entry_table.IN_LIMIT`` jobs; the files whose ``job``
-        statistics in the Delta log exclude them are not opened, ``filestats.may_hold``,
-        nor the row groups whose footer's exclude them); plain files are read whole (once
-        a run)."""
+        only (one read filtered on ``job`` by the whole list; the files whose ``job``
+        statistics in the Delta log exclude every one are not opened,
+        ``filestats.may_hold``, nor the row groups whose footer's exclude them); plain
+        files are read whole (once a run)."""
         mode = self.jobs_snapshot.mode
         if mode == changed_files.ABSENT:
             return None
         if mode != changed_files.DELTA or "jobs" in self.__dict__:  # read whole already
             return None if self.jobs is None else self.jobs[self.jobs["job"].isin(names)]
-        wanted = pd.DataFrame({"job": pd.unique(names.astype(str).to_numpy(object))})
-        # the snapshot's files whose statistics in the log may hold a part's jobs (a file
-        # the current version no longer lists, after a commit since the snapshot, is kept)
+        values = sorted(pd.unique(names.astype(str).to_numpy(object)))
+        # the snapshot's files whose statistics in the log may hold one of the jobs (a file
+        # the current version no longer lists, after a commit since the snapshot, is kept),
+        # read once with the whole list (a pyarrow filter: IN_LIMIT bounds deltalake's
+        # SQL predicates only)
         stats = entry_table.file_stats(self.warehouse, JOBS_TABLE)
         base = self.warehouse.table_path(JOBS_TABLE) + "/"
-        parts = []
-        for part in entry_table.key_parts(wanted):
-            values = sorted(part["job"])
-            may = dict(zip(stats["path"], filestats.may_hold(stats, {"job": values}),
-                           strict=True))
-            listed = [info for info in _in_order(self.jobs_snapshot)
-                      if may.get(info.path.removeprefix(base), True)]
-            parts.append(entry_table.read_files(
-                self.warehouse, JOBS_TABLE, listed,
-                ds.field("job").isin(pa.array(values, pa.string())), columns=JOB_READ)
-                if listed else pd.DataFrame(columns=JOB_READ))
-        rows = pd.concat(parts, ignore_index=True)
+        may = dict(zip(stats["path"], filestats.may_hold(stats, {"job": values}), strict=True))
+        listed = [info for info in _in_order(self.jobs_snapshot)
+                  if may.get(info.path.removeprefix(base), True)]
+        rows = entry_table.read_files(
+            self.warehouse, JOBS_TABLE, listed,
+            ds.field("job").isin(pa.array(values, pa.string())), columns=JOB_READ
+        ) if listed else pd.DataFrame(columns=JOB_READ)
         self.jobs_read += len(rows)
         return rows
 
