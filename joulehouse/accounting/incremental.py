@@ -14,7 +14,11 @@ are Delta tables (``joulehouse/entry_table.py``) that :func:`update` brings to w
    long before ``compact`` removes it), or if its job's attribution (user, project,
    partition: CC_JOB_COLUMNS) changed: the jobs whose attribution rows differ between
    cc_jobs' files new and gone since (``changed.delta_changes``, as ``kept.py`` finds
-   them), so a ClusterCockpit landing reads its new jobs' rows, not every job stored.
+   them), so a ClusterCockpit landing reads its new jobs' rows, not every job stored
+   (a job of several rows compared as a set: ``attribute`` takes the least, in no file
+   order). Once cc_jobs is compacted (``optimize.compact``, in no order of ``job``), a
+   block re-landed rewrites the merged file, which the next run then reads whole on both
+   sides (new and gone), and again by job (its statistics span every job).
    Where that cannot be told, as before cc_jobs' files were kept: cc_jobs as plain files
    (the state then keeps a digest of every job's attribution, compared whole when its
    files changed), none consumed before, or a state written before the files were kept
@@ -49,7 +53,9 @@ now and one computed from scratch sum the same pieces in the same order, and a m
 same days in day order (equal to the last bit).
 
 Everything is recomputed (``account`` over every fact, every job read; the reason is
-returned) when there is no state, the intensity, tariffs or settings changed,
+returned) when there is no state (a rollback to the code before cc_jobs' files were kept
+costs as much once: this state lacks the jobs' digests it reads, so every job is
+changed), the intensity, tariffs or settings changed,
 ``energy_facts`` is not kept per entry, a consumed data file (of ``energy_facts`` or
 ``cc_jobs``) is gone from storage, ``cc_jobs`` consumed kept per entry no longer is, or
 the touched days of a source are more than one predicate names (``entry_table.IN_MAX``:
