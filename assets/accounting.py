@@ -344,7 +344,8 @@ def accounting(context, accounting: AccountingSettings, warehouse: Warehouse) ->
     recomputed = {"recomputed": dg.MetadataValue.json({
         "whole": updated.whole or None, "entities_changed": updated.changed,
         "entities_removed": updated.removed, "days": updated.days, "months": updated.months,
-        "facts_read": updated.facts_read})}
+        "facts_read": updated.facts_read, "jobs_changed": updated.jobs_changed,
+        "jobs_read": updated.jobs_read})}
     compacted = compaction.compact_if_due(tables, compaction.ACCOUNTING)
     monthly = tables.read_table(MONTHLY_TABLE)  # read whole: small (docs/ARCHITECTURE.md)
     yield dg.MaterializeResult(asset_key=accounting_daily.key, metadata={

@@ -26,6 +26,18 @@ the step as it was before (``energy_facts`` read whole, ``account``, the four ta
 written whole) over the same store. Run it with two N (e.g. 100,000 and 1,000,000) to see
 what the history costs.
 
+``--part cc-landing``: one ClusterCockpit landing on N stored jobs (a fact each, over the
+90 days; ``cc_jobs`` kept per entry, every column of its schema (a generated job's row,
+copied with each job's key, user and project), written in files of BLOCK jobs of
+consecutive ids as landings write them, then, with ``--compacted``, merged by ``optimize.compact`` as
+ClusterCockpit's step merges them: files spanning every job): CC_LANDED new jobs (their
+facts on the last day, their ``cc_jobs`` rows in a commit of their own) and
+``incremental.update`` timed, REPEAT times; and the time it spent on cc_jobs (finding the
+jobs changed, ``_jobs_changed``; the rows of the recomputed facts' jobs, ``_jobs_of``)
+against what the step before this change spent on it over the same store (``cc_jobs``
+read whole, every job's attribution digest, the digests stored read, compared and written
+back).
+
 ``--part derived``: the same landing for ``trust_checks``, ``waste``/``waste_weekly`` and
 ``fact_quality`` (``kept.update_trust``, ``update_waste``, ``update_quality``): N facts
 stored as above, ``cc_jobs`` kept per job, each table computed once (whole); then, REPEAT
@@ -39,7 +51,7 @@ CPU time shows what the code costs, the wall time what the load made of it), the
 the load average before and after, and the peak memory.
 
 Run: ``.venv/bin/python benchmarks/accounting.py [--facts N]
-[--part rollups|query|landing|derived|all]``.
+[--part rollups|query|landing|cc-landing|derived|all] [--compacted]``.
 """
 
 import argparse
@@ -75,6 +87,8 @@ from joulehouse.accounting import (
 )
 from joulehouse.accounting.query import query
 from joulehouse.accounting.repetition import stored_figures
+from joulehouse.clustercockpit.blocks import read_block
+from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
 from joulehouse.warehouse import Warehouse
 
 START = "2022-01-01"
@@ -107,21 +121,25 @@ COST_SETTINGS = cost.CostSettings(sites={"*": "site"}, pue=1.2)
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--facts", type=int, default=10_000_000)
-    parser.add_argument("--part", choices=("rollups", "query", "landing", "derived", "all"),
-                        default="all")
+    parser.add_argument("--part", choices=("rollups", "query", "landing", "cc-landing",
+                                           "derived", "all"), default="all")
+    parser.add_argument("--compacted", action="store_true",
+                        help="cc-landing: cc_jobs merged by optimize.compact first")
     parser.add_argument("--workers", type=int, default=accounts.WORKERS,
                         help="threads of account (accounts.WORKERS; 1: one after the other)")
     args = parser.parse_args()
     accounts.WORKERS = args.workers
     print(describe(pd, np), f"load average before: {load_average()}", sep="\n")
     facts = (generator.facts(args.facts, START, f"{DAYS}D", seed=0)
-             if args.part not in ("landing", "derived") else None)
+             if args.part not in ("landing", "cc-landing", "derived") else None)
     if args.part in ("rollups", "all"):
         time_rollups(facts)
     if args.part in ("query", "all"):
         time_query(facts)
     if args.part in ("landing", "all"):
         time_landing(args.facts)
+    if args.part in ("cc-landing", "all"):
+        time_cc_landing(args.facts, args.compacted)
     if args.part in ("derived", "all"):
         time_derived(args.facts)
     print(f"load average after: {load_average()}")
@@ -314,6 +332,129 @@ def time_landing(count: int) -> None:
               f"recomputed from {updated.facts_read:,} facts)")
         _, wall, cpu = timed(before_step, store, given)
         print(f"the step before (whole rebuild): {wall:.2f} s wall, {cpu:.2f} s CPU")
+
+
+#: Jobs landed per timed ClusterCockpit landing; jobs per cc_jobs file as stored.
+CC_LANDED = 100
+BLOCK = 10_000
+
+
+def cc_facts(first: int, count: int, day: int | None = None) -> pd.DataFrame:
+    """``count`` ClusterCockpit jobs' facts (one each), ids from ``first`` in the order of
+    their start (as a batch system numbers jobs): keys ``cluster/<id>/0`` (ids in key
+    order, as a job-id block's), over the DAYS (``day``: on that day)."""
+    facts = entry_table.to_microseconds(generator.facts(
+        count, START, f"{DAYS}D" if day is None else "1D", seed=first,
+        sources=("clustercockpit",))).sort_values("window_start", ignore_index=True)
+    if day is not None:
+        facts["window_start"] += pd.Timedelta(days=day)
+        facts["window_end"] += pd.Timedelta(days=day)
+    facts["entity"] = [f"cluster/{first + i:09d}/0" for i in range(count)]
+    return facts
+
+
+def full_jobs(facts: pd.DataFrame, template: pd.DataFrame) -> pd.DataFrame:
+    """``cc_jobs`` rows of the facts' jobs with every column of the table: ``template`` (a
+    generated job's row) copied, with each job's key, id, user and project (``jobs_of``)."""
+    attributed = jobs_of(facts)
+    rows = template.iloc[np.zeros(len(attributed), int)].reset_index(drop=True)
+    return rows.assign(job=attributed["job"].to_numpy(), job_id=np.arange(len(rows)),
+                       hpc_user=attributed["hpc_user"].to_numpy(),
+                       project=attributed["project"].to_numpy(),
+                       cluster_partition="main")
+
+
+def job_template(folder: Path) -> pd.DataFrame:
+    """The cc_jobs row of one generated ClusterCockpit job."""
+    write_archive_files(folder, ["alpha"])
+    write_job(folder, JobSpec(cluster="alpha", job_id=1, hosts=2, samples=61))
+    return read_block(folder, "alpha/0", check_schema=False).frames["jobs"]
+
+
+def old_cc_jobs(store: Warehouse) -> None:
+    """What the step before this change did with cc_jobs at each ClusterCockpit landing:
+    read it whole, every job's attribution digest, the digests stored read, compared and
+    written back (to a table of the benchmark's own)."""
+    digests = incremental._job_digests(store.read_table("cc_jobs")[incremental.JOB_READ])
+    stored = store.read_partitions("bench_job_digests", ["jobs"])
+    incremental._changed_jobs(pd.Series(stored["digest"].to_numpy(np.uint64),
+                                        index=pd.Index(stored["job"], name="job")), digests)
+    store.write_partition("bench_job_digests", "jobs", pd.DataFrame(
+        {"job": digests.index.to_numpy(object), "digest": digests.to_numpy(np.uint64)}))
+
+
+def time_cc_landing(count: int, compacted: bool) -> None:
+    """``incremental.update`` after CC_LANDED new ClusterCockpit jobs land on ``count``
+    stored jobs, and its time on cc_jobs against the step before's (see the module)."""
+    facts = cc_facts(0, count)
+    spent = {"_jobs_changed": [0.0, 0.0], "_jobs_of": [0.0, 0.0]}
+
+    def timing(name):
+        call = getattr(incremental, name)
+
+        def timed_call(*args):
+            result, wall, cpu = timed(call, *args)
+            spent[name][0] += wall
+            spent[name][1] += cpu
+            return result
+        return timed_call
+
+    with tempfile.TemporaryDirectory() as folder:
+        table, prices = inputs(Path(folder))
+        given = incremental.Inputs(intensity=table, tariffs=prices, carbon=SETTINGS,
+                                   cost=COST_SETTINGS, time_zone=TIME_ZONE)
+        store = Warehouse(str(Path(folder) / "warehouse"))
+        template = job_template(Path(folder) / "archive")
+        entry_table.replace_scope(store, "energy_facts", facts, {"source": "clustercockpit"})
+        jobs = full_jobs(facts, template)
+        for start in range(0, count, BLOCK):
+            entry_table.write_keyed(store, "cc_jobs", jobs.iloc[start:start + BLOCK], "job")
+        if compacted:
+            entry_table.compact(store, "cc_jobs")
+        files = len(entry_table.files(store, "cc_jobs"))
+        first, wall, cpu = timed(incremental.update, store, given)
+        print(f"{count:,} jobs stored (cc_jobs: {len(jobs.columns)} columns, {files} files"
+              f"{', compacted' if compacted else ''}); first update (whole: {first.whole}): "
+              f"{wall:.2f} s wall, {cpu:.2f} s CPU")
+        digests = incremental._job_digests(store.read_table("cc_jobs")[incremental.JOB_READ])
+        store.write_partition("bench_job_digests", "jobs", pd.DataFrame(
+            {"job": digests.index.to_numpy(object), "digest": digests.to_numpy(np.uint64)}))
+        patched = {name: getattr(incremental, name) for name in spent}
+        rows = {"update": [], "new": [], "old": []}
+        try:
+            for name in spent:
+                setattr(incremental, name, timing(name))
+            for batch in range(REPEAT):
+                landed = cc_facts(count + CC_LANDED * batch, CC_LANDED, day=DAYS - 1)
+                store.write_entries("energy_facts", landed, {"source": "clustercockpit"})
+                entry_table.write_keyed(store, "cc_jobs", full_jobs(landed, template), "job")
+                for one in spent.values():
+                    one[:] = [0.0, 0.0]
+                updated, wall, cpu = timed(incremental.update, store, given)
+                assert not updated.whole and updated.changed == CC_LANDED, updated
+                assert updated.jobs_changed == CC_LANDED, updated
+                rows["update"].append((wall, cpu, updated))
+                rows["new"].append(tuple(map(sum, zip(*spent.values(), strict=True))))
+                _, wall, cpu = timed(old_cc_jobs, store)
+                rows["old"].append((wall, cpu))
+        finally:
+            for name, call in patched.items():
+                setattr(incremental, name, call)
+
+        def spread(values, unit="s"):
+            return f"{min(values):.3f}-{max(values):.3f} {unit}"
+
+        walls, cpus, last = ([r[0] for r in rows["update"]], [r[1] for r in rows["update"]],
+                             rows["update"][-1][2])
+        print(f"update after {CC_LANDED} ClusterCockpit jobs landed, {REPEAT} times: wall "
+              f"{spread(walls)}, CPU {spread(cpus)} ({last.days} calendar-days recomputed "
+              f"from {last.facts_read:,} facts; cc_jobs rows read "
+              f"{min(r[2].jobs_read for r in rows['update']):,}-"
+              f"{max(r[2].jobs_read for r in rows['update']):,})")
+        print(f"  of which on cc_jobs (the jobs changed and the recomputed facts' jobs): wall "
+              f"{spread([r[0] for r in rows['new']])}, CPU {spread([r[1] for r in rows['new']])}")
+        print(f"  the step before on cc_jobs (read whole, digests, compared, written): wall "
+              f"{spread([r[0] for r in rows['old']])}, CPU {spread([r[1] for r in rows['old']])}")
 
 
 def landed_derived(store: Warehouse, batch: int) -> None:

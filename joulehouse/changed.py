@@ -166,11 +166,13 @@ def files_since(warehouse: Warehouse, snapshot: Snapshot, consumed: set[str] | f
 @dataclass(frozen=True)
 class Changed:
     """The keys (a frame of the key columns) whose rows differ, and their rows in the gone
-    files (``before``) and in the new ones (``after``)."""
+    files (``before``) and in the new ones (``after``); ``read``: the rows read to find them
+    (those of the new and the gone files)."""
 
     keys: pd.DataFrame
     before: pd.DataFrame
     after: pd.DataFrame
+    read: int = 0
 
 
 def _digests(rows: pd.DataFrame, key: list[str], columns: list[str]) -> pd.DataFrame:
@@ -209,7 +211,7 @@ def delta_changes(warehouse: Warehouse, snapshot: Snapshot, consumed: set[str] |
     template = after if after is not None else before
     after = template.iloc[:0] if after is None else after
     before = template.iloc[:0] if before is None else before
-    compared = list(template.columns)
+    compared, count = list(template.columns), len(after) + len(before)
     new_digests, old_digests = _digests(after, key, compared), _digests(before, key, compared)
     both = new_digests.index.intersection(old_digests.index)
     differ = ((new_digests.loc[both, "rows"].to_numpy() != old_digests.loc[both, "rows"].to_numpy())
@@ -220,7 +222,7 @@ def delta_changes(warehouse: Warehouse, snapshot: Snapshot, consumed: set[str] |
     before = before[pd.Index(_joined(before, key)).isin(changed)].reset_index(drop=True)
     keys = pd.concat([before[key], after[key]], ignore_index=True).astype(str).drop_duplicates(
         ignore_index=True)
-    return Changed(keys, before, after)
+    return Changed(keys, before, after, count)
 
 
 def partition_changes(snapshot: Snapshot, consumed: dict[str, str]) -> list[str]:

@@ -128,6 +128,23 @@ def _field(source: pd.Categorical, sources: list[str], rows_field, n: int) -> pd
     return _in_order(codes, np.array(["", *names], dtype=object))
 
 
+def first_rows(cc_jobs: pd.DataFrame) -> pd.DataFrame:
+    """One row per job of ``cc_jobs``: ``job`` (str) and CC_JOB_COLUMNS (str, ``""`` for
+    None/NaN), a job of several rows taking the least in the order of ``job`` then
+    CC_JOB_COLUMNS, not the first in the table's row order: that follows its data files'
+    (random) names, which a compaction or a rewrite of the same rows changes, so that a
+    rebuild and the incremental accounting (which compares a job's rows as a set:
+    ``changed.delta_changes``) agree whatever the order."""
+    rows = pd.DataFrame({"job": cc_jobs["job"].astype(str).to_numpy(object)}
+                        | {column: cc_jobs[column].fillna("").astype(str).to_numpy(object)
+                           for column in CC_JOB_COLUMNS})
+    several = rows["job"].duplicated(keep=False).to_numpy()
+    if not several.any():
+        return rows
+    ordered = rows[several].sort_values(["job", *CC_JOB_COLUMNS]).drop_duplicates("job")
+    return pd.concat([rows[~several], ordered], ignore_index=True)
+
+
 def attribute(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None = None) -> pd.DataFrame:
     """The facts with the columns ATTRIBUTES and ENTITY_ID added (``""`` when unknown), and
     the columns CATEGORICAL as pandas categoricals (their values unchanged).
@@ -135,6 +152,7 @@ def attribute(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None = None) -> pd.Da
     ``cc_jobs``: the ClusterCockpit jobs table (``job`` and CC_JOB_COLUMNS) for the users,
     projects and partitions of its jobs. Vectorised over every fact; a group is cut from
     the rows of its sources only, a project (``_FIELDS``) from the rows of PROJECT_SECOND.
+    A job of several rows in cc_jobs takes one, whatever their order (:func:`first_rows`).
     """
     n = len(facts)
     entity = _strings(facts["entity"])
@@ -147,12 +165,12 @@ def attribute(facts: pd.DataFrame, cc_jobs: pd.DataFrame | None = None) -> pd.Da
              "partition": constant("", n), "user": constant("", n),
              "project": _field(source, PROJECT_SECOND, second, n)}
     if cc_jobs is not None and len(cc_jobs):
-        jobs = cc_jobs.drop_duplicates("job")
-        at = pc.index_in(entity, pa.array(jobs["job"].astype(str).to_numpy(), pa.string()))
+        jobs = first_rows(cc_jobs)
+        at = pc.index_in(entity, pa.array(jobs["job"].to_numpy(), pa.string()))
         at = pc.fill_null(at, -1).to_numpy()  # -1: not a job
         job = np.flatnonzero((at >= 0) & (source.to_numpy() == CC_SOURCE))
         for column, name in CC_JOB_COLUMNS.items():
-            local, names = pd.factorize(jobs[column].fillna("").astype(str).to_numpy())
+            local, names = pd.factorize(jobs[column].to_numpy())
             codes, before = found[name].codes.astype(np.int64), list(found[name].categories)
             codes[job] = local[at[job]] + len(before)
             found[name] = _in_order(codes, np.array([*before, *names], dtype=object))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 import pyarrow.fs as pafs
 
 from joulehouse import entry_table
@@ -24,6 +25,16 @@ def holding(warehouse: Warehouse, table: str, values: Mapping[str, Sequence]
     each column of ``values`` is one of those given (each column judged alone: a superset
     of the files holding such rows); a file without statistics of a column is kept."""
     stats = entry_table.file_stats(warehouse, table)
+    keep = may_hold(stats, values)
+    base = warehouse.table_path(table)
+    return sorted((pafs.FileInfo(f"{base}/{path}", pafs.FileType.File, size=size)
+                   for path, size in zip(stats.loc[keep, "path"], stats.loc[keep, "size_bytes"],
+                                         strict=True)), key=lambda info: info.path)
+
+
+def may_hold(stats: pd.DataFrame, values: Mapping[str, Sequence]) -> np.ndarray:
+    """Per file of ``stats`` (``entry_table.file_stats``), whether it may hold a row whose
+    value of each column of ``values`` is one of those given (see :func:`holding`)."""
     keep = np.ones(len(stats), bool)
     for column, given in values.items():
         low, high = stats.get(f"min.{column}"), stats.get(f"max.{column}")
@@ -37,7 +48,4 @@ def holding(warehouse: Warehouse, table: str, values: Mapping[str, Sequence]
         inside = at < len(given)
         inside[inside] = given[at[inside]] <= high_known[inside]
         keep[np.flatnonzero(known)[~inside]] = False
-    base = warehouse.table_path(table)
-    return sorted((pafs.FileInfo(f"{base}/{path}", pafs.FileType.File, size=size)
-                   for path, size in zip(stats.loc[keep, "path"], stats.loc[keep, "size_bytes"],
-                                         strict=True)), key=lambda info: info.path)
+    return keep

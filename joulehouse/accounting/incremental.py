@@ -8,11 +8,21 @@ are Delta tables (``joulehouse/entry_table.py``) that :func:`update` brings to w
 1. *Candidates* (``changed.files_since``, shared with ``kept.py``). The state
    (STATE_TABLE, hidden: no reader lists it) holds the ``energy_facts`` data files the
    tables were computed from (the Delta version's ``entry_table.files``), a digest of
-   every other input (intensity, tariffs, settings) and each ClusterCockpit job's
-   attribution digest (user, project, partition). A
-   (source, entity) is a candidate if it has rows in a data file not consumed yet or in
-   one consumed and no longer listed (read back: a version stops listing a file long
-   before ``compact`` removes it), or if its job's attribution changed.
+   every other input (intensity, tariffs, settings) and the ``cc_jobs`` data files
+   consumed. A (source, entity) is a candidate if it has rows in a data file not consumed
+   yet or in one consumed and no longer listed (read back: a version stops listing a file
+   long before ``compact`` removes it), or if its job's attribution (user, project,
+   partition: CC_JOB_COLUMNS) changed: the jobs whose attribution rows differ between
+   cc_jobs' files new and gone since (``changed.delta_changes``, as ``kept.py`` finds
+   them), so a ClusterCockpit landing reads its new jobs' rows, not every job stored
+   (a job of several rows compared as a set: ``attribute`` takes the least, in no file
+   order). Once cc_jobs is compacted (``optimize.compact``, in no order of ``job``), a
+   block re-landed rewrites the merged file, which the next run then reads whole on both
+   sides (new and gone), and again by job (its statistics span every job).
+   Where that cannot be told, as before cc_jobs' files were kept: cc_jobs as plain files
+   (the state then keeps a digest of every job's attribution, compared whole when its
+   files changed), none consumed before, or a state written before the files were kept
+   (compared once so, then its digests removed).
 2. *Changed.* A candidate's rows now (the current files, pruned by their statistics) are
    compared with its rows in ``carbon_per_fact``, which repeat the facts' accounted
    columns (``schemas.FACT_COLUMNS``): it changed if they differ (new: none stored;
@@ -21,8 +31,10 @@ are Delta tables (``joulehouse/entry_table.py``) that :func:`update` brings to w
 3. *Touched.* The (calendar, source, day) and (calendar, source, month) of the changed
    entities' day pieces, before (stored rows) and after (rows now).
 4. *Recomputed.* Every fact of a touched source that overlaps a touched day is read,
-   attributed, cut at midnights and rolled up as from scratch (the sums run over the
-   same pieces in the same order, never added to a stored sum). A touched month sums its
+   attributed (the cc_jobs rows of its jobs alone: one read filtered on ``job``, of the
+   files whose job statistics may hold them), cut at midnights and
+   rolled up as from scratch (the sums run over the same pieces in the same order, never
+   added to a stored sum). A touched month sums its
    days (``rollups.monthly``: the touched ones recomputed, the others read back), and its
    distinct facts and entities are its members' (``months.kept``: the changed entities'
    replaced, in a hidden table of their own). So a landing reads the facts of its days,
@@ -31,16 +43,23 @@ are Delta tables (``joulehouse/entry_table.py``) that :func:`update` brings to w
    (the removed ones' are removed), one commit per table (members and per-fact rows: per
    part of ``entry_table.IN_LIMIT`` entities). The per-fact tables are written
    after the roll-ups (``carbon_per_fact``, which the next run compares with, last), and
-   the state last: a run that fails before the end finds the same changes again.
+   the state last: a run that fails before the end finds the same changes again (the
+   jobs changed in cc_jobs among them: the state still names the files it consumed; a
+   stale partition of jobs' digests, left by a run stopped after its state, is unread
+   and removed by the next state: :meth:`State.write`).
 
 Facts are accounted in one canonical order (:func:`canonical`), so that a day computed
 now and one computed from scratch sum the same pieces in the same order, and a month the
 same days in day order (equal to the last bit).
 
-Everything is recomputed (``account`` over every fact; the reason is returned) when there
-is no state, the intensity, tariffs or settings changed, ``energy_facts`` is not kept per
-entry, a consumed data file is gone from storage, or the touched days of a source are
-more than one predicate names (``entry_table.IN_MAX``: a decade and more). However many
+Everything is recomputed (``account`` over every fact, every job read; the reason is
+returned) when there is no state (a rollback to the code before cc_jobs' files were kept
+costs as much once: this state lacks the jobs' digests it reads, so every job is
+changed), the intensity, tariffs or settings changed,
+``energy_facts`` is not kept per entry, a consumed data file (of ``energy_facts`` or
+``cc_jobs``) is gone from storage, ``cc_jobs`` consumed kept per entry no longer is, or
+the touched days of a source are more than one predicate names (``entry_table.IN_MAX``:
+a decade and more). However many
 entities changed, their members and per-fact rows are written in parts of
 ``entry_table.IN_LIMIT`` entities, a commit each (``Pending`` completes a run stopped
 between two), so a landing of many entities costs its days, not the whole history.
@@ -71,7 +90,7 @@ from joulehouse.accounting import months as kept_months
 from joulehouse.accounting.accounts import account
 from joulehouse.accounting.carbon import CarbonSettings, carbon_per_fact, co2_g
 from joulehouse.accounting.cost import CostSettings, cost, cost_per_fact
-from joulehouse.accounting.entities import CC_JOB_COLUMNS, attribute
+from joulehouse.accounting.entities import CC_JOB_COLUMNS, attribute, first_rows
 from joulehouse.accounting.rollups import UTC, daily, day_pieces, members, monthly
 from joulehouse.accounting.schemas import FACT_COLUMNS
 from joulehouse.clustercockpit.energy import FACTS_SOURCE as CC_SOURCE
@@ -84,11 +103,15 @@ MONTHLY_TABLE = "accounting_monthly"
 CARBON_TABLE = "carbon_per_fact"
 COST_TABLE = "cost_per_fact"
 #: What the tables were computed from (hidden: ``warehouse.is_hidden``); partitions
-#: ``inputs`` (kind, name, value) and ``jobs`` (job, digest); and, from a run's first
-#: commit to its state, ``pending`` (kind, source, entity: the entities it rewrites, or
-#: ``whole``) and ``pending_touched`` (calendar, source, day, month): see :class:`Pending`.
+#: ``inputs`` (kind, name, value), ``jobs`` (job, digest: only while cc_jobs is plain
+#: files, see :class:`State`); and, from a run's first commit to its state, ``pending``
+#: (kind, source, entity: the entities it rewrites, or ``whole``) and ``pending_touched``
+#: (calendar, source, day, month): see :class:`Pending`.
 STATE_TABLE = "_accounting_state"
 PENDING, PENDING_TOUCHED = "pending", "pending_touched"
+JOB_DIGESTS = "jobs"
+#: The cc_jobs columns the accounting reads: the job and its attribution.
+JOB_READ = ["job", *CC_JOB_COLUMNS]
 #: The size of the tables' data files (bytes): roll-up rows written in the order of their
 #: source and period make files of a source's day ranges, per-fact rows in canonical order
 #: files of entity ranges, so that replacing some days (entities) rewrites the files
@@ -137,7 +160,9 @@ class Updated:
     """What :func:`update` did: ``whole``, why everything was recomputed ('' when only
     what changed was); entities changed (new or rewritten; after a whole recompute, the
     facts accounted) and removed; (calendar, source) days and months recomputed; facts
-    read to recompute them."""
+    read to recompute them; ClusterCockpit jobs whose attribution changed in cc_jobs
+    (after a whole recompute: 0), and cc_jobs rows read (to find those, and to attribute
+    the facts recomputed; a whole read: every row)."""
 
     whole: str
     changed: int
@@ -145,6 +170,8 @@ class Updated:
     days: int
     months: int
     facts_read: int
+    jobs_changed: int = 0
+    jobs_read: int = 0
 
 
 def _frame_digest(frame: pd.DataFrame) -> str:
@@ -204,41 +231,67 @@ def _of(keys: set[tuple[str, str]]) -> ds.Expression | None:
 
 @dataclass(frozen=True)
 class State:
-    """What the tables were last computed from (see the module)."""
+    """What the tables were last computed from (see the module): the inputs' ``digest``,
+    the energy_facts data ``files`` consumed, and cc_jobs as consumed: its ``jobs_mode``
+    (``changed``'s DELTA, PLAIN or ABSENT), its ``jobs_version`` (files, sizes and
+    modification times, as listed), and either its data files consumed (``jobs_files``,
+    DELTA: what changed is read from the files new and gone since) or, PLAIN, a digest of
+    each job's attribution (partition JOB_DIGESTS, a row per job: compared whole when the
+    version changed). A state written before cc_jobs' files were kept has no mode and
+    digests for every job: read as PLAIN."""
 
     digest: str
     files: frozenset[str]
     jobs_version: str
-    #: job -> uint64 digest of its attribution; None: those stored (read only when cc_jobs'
-    #: version changed: one row per job)
+    jobs_mode: str = changed_files.PLAIN
+    jobs_files: frozenset[str] = frozenset()
+    #: job -> uint64 digest of its attribution, to write (PLAIN only); None: those stored
+    #: stay (cc_jobs unchanged)
     jobs: pd.Series | None = None
 
     def write(self, warehouse: Warehouse) -> None:
-        """Jobs first (if given), then the inputs: either is written only once the tables
-        are."""
-        if self.jobs is not None:
-            warehouse.write_partition(STATE_TABLE, "jobs", pd.DataFrame(
+        """Written once the tables are. PLAIN: the jobs' digests first (if given), then the
+        inputs. Otherwise the inputs, then the digests of an earlier state removed: a run
+        stopped between the two leaves digests that no state reads (its inputs name no
+        PLAIN mode), which the next state removes."""
+        plain = self.jobs_mode == changed_files.PLAIN
+        if plain and self.jobs is not None:
+            warehouse.write_partition(STATE_TABLE, JOB_DIGESTS, pd.DataFrame(
                 {"job": self.jobs.index.astype(str).to_numpy(object),
                  "digest": self.jobs.to_numpy(np.uint64)}))
         rows = [("digest", "", self.digest), ("jobs_version", "", self.jobs_version),
-                *(("file", name, "") for name in sorted(self.files))]
+                ("jobs_mode", "", self.jobs_mode),
+                *(("file", name, "") for name in sorted(self.files)),
+                *(("jobs_file", name, "") for name in sorted(self.jobs_files))]
         warehouse.write_partition(STATE_TABLE, "inputs",
                                   pd.DataFrame(rows, columns=["kind", "name", "value"]))
+        if not plain:
+            warehouse.remove_partition(STATE_TABLE, JOB_DIGESTS)
 
     @classmethod
     def read(cls, warehouse: Warehouse) -> State | None:
-        """The stored state; None before the first :func:`update`."""
-        if not {"inputs", "jobs"} <= set(warehouse.partition_keys(STATE_TABLE)):
+        """The stored state; None before the first :func:`update` (or a state without its
+        jobs' digests written before their mode was)."""
+        if not warehouse.has_partition(STATE_TABLE, "inputs"):
             return None
         inputs = warehouse.read_partitions(STATE_TABLE, ["inputs"])
+        kind = inputs["kind"].to_numpy()
         value = dict(zip(inputs["kind"], inputs["value"], strict=True))  # files: ''
+        mode = value.get("jobs_mode")
+        if mode is None:  # written before cc_jobs' files were kept: digests of every job
+            if not warehouse.has_partition(STATE_TABLE, JOB_DIGESTS):
+                return None
+            mode = changed_files.PLAIN
         return cls(digest=value["digest"], jobs_version=value["jobs_version"],
-                   files=frozenset(inputs.loc[inputs["kind"] == "file", "name"]))
+                   files=frozenset(inputs.loc[kind == "file", "name"]), jobs_mode=mode,
+                   jobs_files=frozenset(inputs.loc[kind == "jobs_file", "name"]))
 
     @staticmethod
-    def stored_jobs(warehouse: Warehouse) -> pd.Series:
-        """The jobs' digests stored."""
-        jobs = warehouse.read_partitions(STATE_TABLE, ["jobs"])
+    def stored_jobs(warehouse: Warehouse) -> pd.Series | None:
+        """The jobs' digests stored (None: none)."""
+        if not warehouse.has_partition(STATE_TABLE, JOB_DIGESTS):
+            return None
+        jobs = warehouse.read_partitions(STATE_TABLE, [JOB_DIGESTS])
         return pd.Series(jobs["digest"].to_numpy(np.uint64),
                          index=pd.Index(jobs["job"].astype(object), name="job"))
 
@@ -283,27 +336,39 @@ class Pending:
         warehouse.remove_partition(STATE_TABLE, PENDING_TOUCHED)
 
 
-def _jobs_version(warehouse: Warehouse) -> str:
-    """cc_jobs' files, sizes and modification times, without reading them."""
+def _jobs_version(snapshot: changed_files.Snapshot) -> str:
+    """cc_jobs' files, sizes and modification times as listed (``Warehouse.files``: those
+    of the current version of a Delta table, without a modification time), not read."""
     return ";".join(f"{info.path}:{info.size}:{info.mtime_ns}"
-                    for info in warehouse.files(JOBS_TABLE))
+                    for info in sorted(snapshot.infos.values(), key=lambda info: info.path))
 
 
-def _read_jobs(warehouse: Warehouse) -> pd.DataFrame | None:
-    """cc_jobs' ``job`` and attribution columns (CC_JOB_COLUMNS); None if not stored."""
+def _read_jobs(warehouse: Warehouse, snapshot: changed_files.Snapshot | None = None
+               ) -> pd.DataFrame | None:
+    """cc_jobs' ``job`` and attribution columns (JOB_READ), every row: of ``snapshot``'s
+    data files if it is kept per entry, else of the table (a whole read, as before
+    cc_jobs' files were kept); None if not stored."""
+    if snapshot is not None and snapshot.mode == changed_files.DELTA:
+        return entry_table.read_files(warehouse, JOBS_TABLE, _in_order(snapshot),
+                                      columns=JOB_READ)
     if not warehouse.files(JOBS_TABLE):
         return None
-    return warehouse.read_table(JOBS_TABLE)[["job", *CC_JOB_COLUMNS]]
+    return warehouse.read_table(JOBS_TABLE)[JOB_READ]
+
+
+def _in_order(snapshot: changed_files.Snapshot) -> list[pafs.FileInfo]:
+    return sorted(snapshot.infos.values(), key=lambda info: info.path)
 
 
 def _job_digests(jobs: pd.DataFrame | None) -> pd.Series:
-    """Per job, a digest of its attribution (its first row's, as ``attribute`` takes)."""
+    """Per job, a digest of its attribution (the row ``attribute`` takes, whatever the
+    rows' order: ``entities.first_rows``)."""
     if jobs is None or jobs.empty:
         return pd.Series(np.zeros(0, np.uint64), index=pd.Index([], dtype=object, name="job"))
-    first = jobs.drop_duplicates("job")
-    values = first[list(CC_JOB_COLUMNS)].fillna("").astype(str)
+    first = first_rows(jobs)
+    values = first[list(CC_JOB_COLUMNS)]
     return pd.Series(pd.util.hash_pandas_object(values, index=False).to_numpy(),
-                     index=pd.Index(first["job"].astype(str).to_numpy(object), name="job"))
+                     index=pd.Index(first["job"].to_numpy(object), name="job"))
 
 
 def _changed_jobs(before: pd.Series, after: pd.Series) -> set[str]:
@@ -338,18 +403,52 @@ def _spans(touched: pd.DataFrame, period: str) -> list[tuple[pd.Timestamp, pd.Ti
 
 
 class _Run:
-    """One :func:`update`: the snapshot of energy_facts' files it reads, and its inputs."""
+    """One :func:`update`: the snapshots of energy_facts' and cc_jobs' files it reads, and
+    its inputs; ``jobs_read``: the cc_jobs rows it read."""
 
     def __init__(self, warehouse: Warehouse, inputs: Inputs) -> None:
         self.warehouse, self.inputs = warehouse, inputs
         self.snapshot = changed_files.Snapshot.of(warehouse, FACTS_TABLE)
         self.per_entry = self.snapshot.mode == changed_files.DELTA
-        self.files = sorted(self.snapshot.infos.values(), key=lambda info: info.path)
-        self.jobs_version = _jobs_version(warehouse)
+        self.files = _in_order(self.snapshot)
+        self.jobs_snapshot = changed_files.Snapshot.of(warehouse, JOBS_TABLE)
+        self.jobs_version = _jobs_version(self.jobs_snapshot)
+        self.jobs_read = 0
 
     @functools.cached_property
     def jobs(self) -> pd.DataFrame | None:
-        return _read_jobs(self.warehouse)
+        """Every job (a whole read: a whole recompute, or cc_jobs as plain files)."""
+        rows = _read_jobs(self.warehouse, self.jobs_snapshot)
+        self.jobs_read += 0 if rows is None else len(rows)
+        return rows
+
+    def jobs_named(self, names: pd.Series) -> pd.DataFrame | None:
+        """The cc_jobs rows of the jobs ``names``: of a table kept per entry, those rows
+        only (one read filtered on ``job`` by the whole list; the files whose ``job``
+        statistics in the Delta log exclude every one are not opened,
+        ``filestats.may_hold``, nor the row groups whose footer's exclude them); plain
+        files are read whole (once a run)."""
+        mode = self.jobs_snapshot.mode
+        if mode == changed_files.ABSENT:
+            return None
+        if mode != changed_files.DELTA or "jobs" in self.__dict__:  # read whole already
+            return None if self.jobs is None else self.jobs[self.jobs["job"].isin(names)]
+        values = sorted(pd.unique(names.astype(str).to_numpy(object)))
+        # the snapshot's files whose statistics in the log may hold one of the jobs (a file
+        # the current version no longer lists, after a commit since the snapshot, is kept),
+        # read once with the whole list (a pyarrow filter: IN_LIMIT bounds deltalake's
+        # SQL predicates only)
+        stats = entry_table.file_stats(self.warehouse, JOBS_TABLE)
+        base = self.warehouse.table_path(JOBS_TABLE) + "/"
+        may = dict(zip(stats["path"], filestats.may_hold(stats, {"job": values}), strict=True))
+        listed = [info for info in _in_order(self.jobs_snapshot)
+                  if may.get(info.path.removeprefix(base), True)]
+        rows = entry_table.read_files(
+            self.warehouse, JOBS_TABLE, listed,
+            ds.field("job").isin(pa.array(values, pa.string())), columns=JOB_READ
+        ) if listed else pd.DataFrame(columns=JOB_READ)
+        self.jobs_read += len(rows)
+        return rows
 
     def facts(self, where: ds.Expression | None = None) -> pd.DataFrame:
         """The facts of the snapshot that ``where`` selects, in canonical order."""
@@ -358,9 +457,14 @@ class _Run:
         return canonical(entry_table.read_files(self.warehouse, FACTS_TABLE, self.files, where))
 
     def state(self, jobs: pd.Series | None) -> State:
+        """The state of this run's snapshots; ``jobs``: the jobs' digests to store (plain
+        cc_jobs only; None: those stored stay)."""
         files = frozenset(_relative(self.warehouse, info) for info in self.files)
+        kept = self.jobs_snapshot.mode == changed_files.DELTA
         return State(self.inputs.digest, files if self.per_entry else frozenset(),
-                     self.jobs_version, jobs)
+                     self.jobs_version, self.jobs_snapshot.mode,
+                     frozenset(self.jobs_snapshot.files) if kept else frozenset(),
+                     jobs if self.jobs_snapshot.mode == changed_files.PLAIN else None)
 
     def pieces(self, facts: pd.DataFrame, zone: str) -> pd.DataFrame:
         """The day pieces of attributed ``facts`` in ``zone``, with a ``month`` column."""
@@ -380,10 +484,11 @@ def update(warehouse: Warehouse, inputs: Inputs) -> Updated:
     reason = reason or _whole_reason(run, state)
     if reason:
         return _whole(run, reason)
-    jobs, forced = None, set()
-    if run.jobs_version != state.jobs_version:
-        jobs = _job_digests(run.jobs)
-        forced = {(CC_SOURCE, job) for job in _changed_jobs(State.stored_jobs(warehouse), jobs)}
+    found_jobs = _jobs_changed(run, state)
+    if isinstance(found_jobs, str):
+        return _whole(run, found_jobs)
+    changed_jobs, jobs = found_jobs
+    forced = {(CC_SOURCE, job) for job in changed_jobs}
     found = _changes(run, state, forced, pending.entities)
     if isinstance(found, str):
         return _whole(run, found)
@@ -407,7 +512,37 @@ def update(warehouse: Warehouse, inputs: Inputs) -> Updated:
                    0 if touched is None else
                    len(touched[["calendar", "source", "day"]].drop_duplicates()),
                    0 if touched is None else
-                   len(touched[["calendar", "source", "month"]].drop_duplicates()), read_facts)
+                   len(touched[["calendar", "source", "month"]].drop_duplicates()), read_facts,
+                   len(changed_jobs), run.jobs_read)
+
+
+def _jobs_changed(run: _Run, state: State) -> tuple[set[str], pd.Series | None] | str:
+    """The jobs whose attribution (CC_JOB_COLUMNS) changed in cc_jobs since ``state``, and
+    the jobs' digests to store (plain cc_jobs that changed; else None); or why everything
+    must be recomputed. Consumed as a table kept per entry: from its data files new and
+    gone since (``changed.delta_changes``: only those read). Otherwise, when its files
+    changed (plain files; none before; a state written before the files were kept): every
+    job's digest now against those stored (none: every job is new), cc_jobs read whole."""
+    snapshot = run.jobs_snapshot
+    if state.jobs_mode == changed_files.DELTA:
+        if snapshot.mode != changed_files.DELTA:
+            return f"{JOBS_TABLE} is no longer a table kept per entry"
+        if set(snapshot.files) == state.jobs_files:
+            return set(), None
+        found = changed_files.delta_changes(run.warehouse, snapshot, state.jobs_files,
+                                            ["job"], list(CC_JOB_COLUMNS))
+        if isinstance(found, str):
+            return found
+        run.jobs_read += found.read
+        return set(found.keys["job"]), None
+    if run.jobs_version == state.jobs_version:
+        return set(), None
+    stored = (_job_digests(None) if state.jobs_mode == changed_files.ABSENT
+              else State.stored_jobs(run.warehouse))
+    if stored is None:
+        return "the jobs' attribution digests of the state are not stored"
+    now = _job_digests(run.jobs)
+    return _changed_jobs(stored, now), now
 
 
 def _changes(run: _Run, state: State, forced: set[tuple[str, str]],
@@ -503,8 +638,8 @@ def _recompute(run: _Run, touched: pd.DataFrame, changed: set[tuple[str, str]],
             for start, end in _spans(rows, "day")])
         for source, rows in touched.groupby("source")])
     facts = run.facts(where)
-    attributed = attribute(facts, _jobs_of(run, facts))
-    changed_rows = attribute(after, _jobs_of(run, after))
+    jobs = _jobs_of(run, pd.concat([rows[_KEY] for rows in (facts, after)], ignore_index=True))
+    attributed, changed_rows = attribute(facts, jobs), attribute(after, jobs)
     inputs = run.inputs
     days, now = [], []  # now: the changed entities' members, FACT indexing changed_rows
     for zone in inputs.zones:
@@ -559,12 +694,11 @@ def _microseconds(at: pd.Timestamp) -> pa.Scalar:
 
 
 def _jobs_of(run: _Run, facts: pd.DataFrame) -> pd.DataFrame | None:
-    """The cc_jobs rows of the ClusterCockpit entities of ``facts`` (cc_jobs is read only
-    for facts that have some)."""
+    """The cc_jobs rows of the ClusterCockpit entities of ``facts`` (``_Run.jobs_named``:
+    read only for facts that have some, and only theirs where cc_jobs is kept per
+    entry)."""
     jobs = facts.loc[facts["source"] == CC_SOURCE, "entity"]
-    if jobs.empty or run.jobs is None:
-        return None
-    return run.jobs[run.jobs["job"].isin(jobs)]
+    return None if jobs.empty else run.jobs_named(jobs)
 
 
 def _whole(run: _Run, reason: str) -> Updated:
@@ -580,13 +714,14 @@ def _whole(run: _Run, reason: str) -> Updated:
                         (COST_TABLE, entry_table.to_microseconds(accounts.cost)),
                         (CARBON_TABLE, entry_table.to_microseconds(accounts.carbon))):
         entry_table.replace_where(run.warehouse, table, rows, None, FILE_BYTES)
-    run.state(_job_digests(run.jobs)).write(run.warehouse)
+    plain = run.jobs_snapshot.mode == changed_files.PLAIN
+    run.state(_job_digests(run.jobs) if plain else None).write(run.warehouse)
     Pending.clear(run.warehouse)
     daily = accounts.daily
     return Updated(reason, len(accounts.carbon), 0,
                    len(daily[["calendar", "source", "day"]].drop_duplicates()),
                    len(accounts.monthly[["calendar", "source", "month"]].drop_duplicates()),
-                   len(facts))
+                   len(facts), 0, run.jobs_read)
 
 
 def stored_missing(warehouse: Warehouse, table: str, value: str,

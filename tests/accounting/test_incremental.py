@@ -3,6 +3,7 @@ scratch, row for row, after a seeded random sequence of landings, rewrites, remo
 compaction, users changed in cc_jobs, an intensity and a tariff change."""
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,16 @@ def jobs_of(entities: list[str], rng: np.random.Generator) -> pd.DataFrame:
                          "cluster_partition": rng.choice(["main", None], len(entities))})
 
 
+def write_jobs(store: Warehouse, jobs: pd.DataFrame, kept: bool, removed=()) -> None:
+    """``jobs`` in cc_jobs: kept per entry as ClusterCockpit's step keeps it (those jobs'
+    rows replaced, ``removed``'s removed, in one commit), or as plain files (the table
+    ``jobs`` less ``removed``, rewritten whole)."""
+    if kept:
+        entry_table.write_keyed(store, "cc_jobs", jobs, "job", removed=list(removed))
+    else:
+        store.write_table("cc_jobs", jobs[~jobs["job"].isin(list(removed))])
+
+
 def inputs(folder, base: float, price: float) -> incremental.Inputs:
     generator.write_csv(generator.electricity_maps_frame(
         "DE", "Germany", "2024-01-20", "2024-02-10", base=base), folder / "intensity/de.csv")
@@ -79,7 +90,8 @@ def assert_as_from_scratch(store: Warehouse, given: incremental.Inputs) -> None:
                                       sorted_rows(rows, keys), check_exact=True, obj=table)
 
 
-def test_incremental_accounting_equals_a_rebuild_after_random_changes(tmp_path):
+@pytest.mark.parametrize("kept", [False, True], ids=["plain cc_jobs", "cc_jobs kept per entry"])
+def test_incremental_accounting_equals_a_rebuild_after_random_changes(tmp_path, kept):
     rng = np.random.default_rng(28)
     store = Warehouse(tmp_path / "warehouse")
     facts = pool(120, seed=3)
@@ -87,7 +99,7 @@ def test_incremental_accounting_equals_a_rebuild_after_random_changes(tmp_path):
     landed = list(entities[:60])
     land(store, facts[facts["entity"].isin(landed)])
     cc = sorted(facts.loc[facts["source"] == "clustercockpit", "entity"].unique())
-    store.write_table("cc_jobs", jobs_of(cc, rng))
+    write_jobs(store, jobs_of(cc, rng), kept)
     given = inputs(tmp_path, base=350.0, price=1.0)
     first = incremental.update(store, given)
     assert first.whole == "no accounting state stored (first run)"
@@ -109,15 +121,21 @@ def test_incremental_accounting_equals_a_rebuild_after_random_changes(tmp_path):
         if step == 1:  # two jobs change users; one job's row disappears
             jobs = store.read_table("cc_jobs")
             jobs.loc[jobs.index[:2], "hpc_user"] = "dave"
-            store.write_table("cc_jobs", jobs.iloc[:-1])
+            write_jobs(store, jobs if not kept else jobs.iloc[:2], kept,
+                       removed=[jobs["job"].iloc[-1]])
         updated = incremental.update(store, given)
         assert updated.whole == "" and updated.changed >= len(fresh)
         assert updated.removed == 3
+        assert updated.jobs_changed == (3 if step == 1 else 0)
         assert_as_from_scratch(store, given)
 
     assert entry_table.compact(store, "energy_facts")["merged"] > 1
+    if kept:  # its rows moved too: read back on both sides, none changed
+        entry_table.replace_keys(store, "cc_jobs", store.read_table("cc_jobs"), None)
     unchanged = incremental.update(store, given)  # rows moved into new files: no change
     assert (unchanged.whole, unchanged.changed, unchanged.removed) == ("", 0, 0)
+    assert unchanged.jobs_changed == 0
+    assert unchanged.jobs_read == (len(cc) - 1 if kept else 0) * 2
     assert_as_from_scratch(store, given)
 
     for changed in (inputs(tmp_path, base=200.0, price=1.0),   # the intensity
@@ -232,9 +250,24 @@ def test_recent_days_are_the_utc_days_of_the_latest_months_only(tmp_path):
                                       check_exact=True)
 
 
+def state_inputs(store: Warehouse) -> dict:
+    """The accounting state's rows of each kind but files, and which partitions it has."""
+    rows = store.read_partitions(incremental.STATE_TABLE, ["inputs"])
+    return {"jobs_mode": rows.loc[rows["kind"] == "jobs_mode", "value"].tolist(),
+            "jobs_files": int((rows["kind"] == "jobs_file").sum()),
+            "digests": store.has_partition(incremental.STATE_TABLE, incremental.JOB_DIGESTS)}
+
+
+def cc_jobs_files(store: Warehouse) -> set[str]:
+    return {info.path for info in entry_table.files(store, "cc_jobs")}
+
+
 def test_jobs_kept_per_entry_are_read_and_their_attribution_changes_seen(tmp_path):
-    """cc_jobs as ClusterCockpit's step keeps it (a Delta table, entries jobs): a job's
-    user changed by a write of that job alone recomputes its entity."""
+    """cc_jobs as ClusterCockpit's step keeps it (a Delta table, entries jobs): the state
+    keeps its data files, no digest per job. A job's user changed, another's project, by
+    a write of those jobs alone, recomputes exactly their entities (the new file's rows and
+    the gone one's read, nothing else); a job removed from cc_jobs makes its facts
+    unattributed; a job whose row is rewritten as it was changes nothing."""
     rng = np.random.default_rng(4)
     store = Warehouse(tmp_path / "warehouse")
     facts = pool(30, seed=11)
@@ -243,11 +276,205 @@ def test_jobs_kept_per_entry_are_read_and_their_attribution_changes_seen(tmp_pat
     jobs = jobs_of(cc, rng)
     entry_table.write_keyed(store, "cc_jobs", jobs, "job")
     given = inputs(tmp_path, base=350.0, price=1.0)
+    first = incremental.update(store, given)
+    assert first.jobs_read == len(jobs)  # a whole recompute reads every job
+    assert state_inputs(store) == {"jobs_mode": ["delta"], "jobs_files": 1, "digests": False}
+    assert_as_from_scratch(store, given)
+
+    entry_table.write_keyed(store, "cc_jobs", pd.concat([
+        jobs.iloc[[0]].assign(hpc_user="dave"), jobs.iloc[[1]].assign(project="p9")]), "job")
+    updated = incremental.update(store, given)
+    assert (updated.whole, updated.changed, updated.jobs_changed) == ("", 2, 2)
+    daily = store.read_table("accounting_daily")
+    assert set(daily.loc[daily["user"] == "dave", "source"]) == {"clustercockpit"}
+    assert "p9" in set(daily["project"])
+    assert_as_from_scratch(store, given)
+
+    entry_table.write_keyed(store, "cc_jobs", jobs.iloc[:0], "job", removed=[cc[2]])
+    removed = incremental.update(store, given)
+    assert (removed.whole, removed.changed, removed.removed, removed.jobs_changed) == (
+        "", 1, 0, 1)
+    def unattributed(daily):  # ClusterCockpit rows without a user
+        return ((daily["source"] == "clustercockpit") & (daily["user"] == "")).sum()
+
+    assert unattributed(daily) == 0 < unattributed(store.read_table("accounting_daily"))
+    assert_as_from_scratch(store, given)
+
+    entry_table.write_keyed(store, "cc_jobs", store.read_table("cc_jobs").iloc[[3]], "job")
+    same = incremental.update(store, given)  # rewritten as it was
+    assert (same.whole, same.changed, same.jobs_changed) == ("", 0, 0)
+    assert_as_from_scratch(store, given)
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["plain cc_jobs", "cc_jobs kept per entry"])
+def test_a_job_of_two_rows_rewritten_in_reverse_order_is_attributed_as_a_rebuild(tmp_path, kept):
+    """A job with two cc_jobs rows (users alice and bob): the same rows written again in
+    the reverse order (as a compaction or a rewrite may leave them) change no attribution:
+    the update equals a rebuild, whichever row comes first in the files."""
+    store = Warehouse(tmp_path / "warehouse")
+    facts = pool(30, seed=5)
+    land(store, facts)
+    cc = sorted(facts.loc[facts["source"] == "clustercockpit", "entity"].unique())
+    jobs = jobs_of(cc, np.random.default_rng(5))
+    twice = pd.concat([jobs.iloc[[0]].assign(hpc_user="bob"),
+                       jobs.iloc[[0]].assign(hpc_user="alice")], ignore_index=True)
+    write_jobs(store, pd.concat([twice, jobs.iloc[1:]], ignore_index=True), kept)
+    given = inputs(tmp_path, base=350.0, price=1.0)
     incremental.update(store, given)
     assert_as_from_scratch(store, given)
-    entry_table.write_keyed(store, "cc_jobs", jobs.iloc[:2].assign(hpc_user="dave"), "job")
+    reverse = twice.iloc[::-1]
+    if kept:
+        entry_table.write_keyed(store, "cc_jobs", reverse, "job")
+    else:
+        write_jobs(store, pd.concat([reverse, jobs.iloc[1:]], ignore_index=True), kept)
+    assert store.read_table("cc_jobs").query("job == @cc[0]")["hpc_user"].tolist() == [
+        "alice", "bob"]  # the other row first now
     updated = incremental.update(store, given)
-    assert (updated.whole, updated.changed) == ("", 2)
+    assert (updated.whole, updated.jobs_changed) == ("", 0)
+    assert_as_from_scratch(store, given)
+    daily = store.read_table("accounting_daily")
+    assert "alice" in set(daily["user"])
+
+
+def test_a_landing_of_new_jobs_reads_their_cc_jobs_rows_not_every_job(tmp_path, monkeypatch):
+    """2,000 ClusterCockpit jobs over 100 days, their cc_jobs in 4 files of 500 jobs; 10 new
+    jobs land (facts on one day, their cc_jobs rows in a commit of their own): to find
+    them the update reads the new file alone (its 10 rows), and to attribute the facts it
+    recomputes the rows of their jobs only, by one filter on ``job`` (however small
+    ``IN_LIMIT``: 7 here, a bound of deltalake's predicates only); the tables equal a
+    rebuild."""
+    store = Warehouse(tmp_path / "warehouse")
+    facts = entry_table.to_microseconds(generator.facts(
+        2000, "2024-01-01", "100D", seed=37, sources=("clustercockpit",)))
+    land(store, facts)
+    jobs = jobs_of(sorted(facts["entity"]), np.random.default_rng(8))
+    for start in range(0, len(jobs), 500):
+        entry_table.write_keyed(store, "cc_jobs", jobs.iloc[start:start + 500], "job")
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    stored = cc_jobs_files(store)
+    landed = facts.iloc[:10].assign(
+        entity=[f"g0/new-{i}" for i in range(10)],
+        window_start=[pd.Timestamp("2024-01-25 10:00", tz="UTC") + pd.Timedelta(minutes=9 * i)
+                      for i in range(10)]).assign(
+        window_end=lambda f: f["window_start"] + pd.Timedelta(hours=1), duration_s=3600.0)
+    land(store, landed)
+    entry_table.write_keyed(store, "cc_jobs", jobs_of(list(landed["entity"]),
+                                                      np.random.default_rng(9)), "job")
+    new = cc_jobs_files(store) - stored
+    assert len(new) == 1 and stored <= cc_jobs_files(store)
+    monkeypatch.setattr(entry_table, "IN_LIMIT", 7)
+    read, read_files = [], entry_table.read_files
+
+    def counted(warehouse, table, listed, where=None, columns=None):
+        rows = read_files(warehouse, table, listed, where, columns)
+        if table == "cc_jobs" and listed:
+            read.append(({info.path for info in listed}, where, rows))
+        return rows
+
+    monkeypatch.setattr(incremental.entry_table, "read_files", counted)
+    updated = incremental.update(store, given)
+    monkeypatch.undo()
+    assert (updated.whole, updated.changed, updated.jobs_changed) == ("", 10, 10)
+    whole = [rows for paths, where, rows in read if where is None]
+    assert [paths for paths, where, _ in read if where is None] == [new]  # the new file
+    assert sum(map(len, whole)) == 10
+    by_job = [rows for _, where, rows in read if where is not None]
+    assert len(by_job) == 1 and len(by_job[0]) > 7  # one read, not parts of 7 jobs
+    assert updated.jobs_read == sum(map(len, whole)) + sum(map(len, by_job))
+    assert updated.jobs_read < len(jobs) / 10  # 2,010 stored
+    assert_as_from_scratch(store, given)
+
+
+def jobs_in_files(tmp_path, files: int):
+    """400 ClusterCockpit jobs over 40 days, named in the order of their start (so that a
+    day's jobs are a job range), their cc_jobs in ``files`` commits of sorted jobs
+    (disjoint job ranges), accounted; then the facts of 10 jobs of the middle changed, and
+    the first job's user: the store and the inputs."""
+    store = Warehouse(tmp_path / "warehouse")
+    facts = entry_table.to_microseconds(generator.facts(
+        400, "2024-01-01", "40D", seed=41, sources=("clustercockpit",)))
+    starts = facts.groupby("entity")["window_start"].min().sort_values(kind="stable")
+    names = {entity: f"g0/{rank:05d}" for rank, entity in enumerate(starts.index)}
+    facts = facts.assign(entity=facts["entity"].map(names))
+    land(store, facts)
+    jobs = jobs_of(sorted(facts["entity"].unique()), np.random.default_rng(3))
+    size = len(jobs) // files
+    for start in range(0, len(jobs), size):
+        entry_table.write_keyed(store, "cc_jobs", jobs.iloc[start:start + size], "job")
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    middle = facts[facts["entity"].isin(jobs["job"].iloc[200:210])]
+    land(store, middle.assign(energy_j=middle["energy_j"] * 1.1))
+    entry_table.write_keyed(store, "cc_jobs", jobs.iloc[:1].assign(hpc_user="erin"), "job")
+    return store, given
+
+
+def by_job_reads(monkeypatch):
+    """The cc_jobs reads by a filter (their files' paths, the jobs the run asked
+    ``filestats.may_hold`` about) of an update, recorded into the list returned."""
+    reads, asked = [], []
+    read_files, may_hold = entry_table.read_files, incremental.filestats.may_hold
+
+    def counted(warehouse, table, listed, where=None, columns=None):
+        if table == "cc_jobs" and where is not None:
+            reads.append({info.path for info in listed})
+        return read_files(warehouse, table, listed, where, columns)
+
+    def recorded(stats, values):
+        if "job" in values:
+            asked.append(set(values["job"]))
+        return may_hold(stats, values)
+
+    monkeypatch.setattr(incremental.entry_table, "read_files", counted)
+    monkeypatch.setattr(incremental.filestats, "may_hold", recorded)
+    return reads, asked
+
+
+def test_the_jobs_rows_are_read_from_the_files_whose_job_range_covers_them(tmp_path,
+                                                                           monkeypatch):
+    """cc_jobs in 8 files of disjoint job ranges: each by-job read of an update opens only
+    the files whose [min, max] job range (from the files' rows) covers one of the jobs it
+    asks for, fewer than all; the tables equal a rebuild."""
+    store, given = jobs_in_files(tmp_path, files=8)
+    ranges = {}
+    for info in entry_table.files(store, "cc_jobs"):
+        job = entry_table.read_files(store, "cc_jobs", [info], columns=["job"])["job"]
+        ranges[info.path] = (job.min(), job.max())
+    reads, asked = by_job_reads(monkeypatch)
+    updated = incremental.update(store, given)
+    monkeypatch.undo()
+    assert (updated.whole, updated.jobs_changed, updated.changed) == ("", 1, 11)
+    assert reads and len(reads) == len(asked)
+    for opened, jobs in zip(reads, asked, strict=True):
+        covering = {path for path, (low, high) in ranges.items()
+                    if any(low <= job <= high for job in jobs)}
+        assert opened == covering and len(opened) < len(ranges)
+    assert_as_from_scratch(store, given)
+
+
+def test_a_snapshot_file_the_current_version_no_longer_lists_is_read(tmp_path, monkeypatch):
+    """cc_jobs compacted after the update took its snapshot (its files, by then no longer
+    listed, have no statistics in the current version): the jobs' rows are still read from
+    the snapshot's files, and the tables equal a rebuild."""
+    store, given = jobs_in_files(tmp_path, files=4)
+    snapshot = cc_jobs_files(store)
+    named = incremental._Run.jobs_named
+
+    def compacted_first(run, names):
+        if not run.__dict__.get("compacted"):
+            run.compacted = True
+            entry_table.compact(store, "cc_jobs")
+            assert not cc_jobs_files(store) & snapshot  # none listed now
+        return named(run, names)
+
+    monkeypatch.setattr(incremental._Run, "jobs_named", compacted_first)
+    reads, _ = by_job_reads(monkeypatch)
+    updated = incremental.update(store, given)
+    monkeypatch.undo()
+    assert updated.whole == "" and reads
+    assert set().union(*reads) <= snapshot
+    assert any(len(opened) > 0 for opened in reads)
     assert_as_from_scratch(store, given)
 
 
@@ -447,3 +674,136 @@ def test_a_run_stopped_between_two_parts_is_completed_by_the_next(tmp_path, monk
     land(store, fixed.assign(energy_j=3.0))
     assert incremental.update(store, given).changed == 5
     assert_as_from_scratch(store, given)
+
+
+def kept_jobs_store(tmp_path, seed: int):
+    """A store of ``pool(30, seed)``'s facts with its jobs in cc_jobs kept per entry,
+    accounted: the store, its jobs, the inputs."""
+    store = Warehouse(tmp_path / "warehouse")
+    facts = pool(30, seed=seed)
+    land(store, facts)
+    cc = sorted(facts.loc[facts["source"] == "clustercockpit", "entity"].unique())
+    jobs = jobs_of(cc, np.random.default_rng(seed))
+    entry_table.write_keyed(store, "cc_jobs", jobs, "job")
+    given = inputs(tmp_path, base=350.0, price=1.0)
+    incremental.update(store, given)
+    return store, jobs, given
+
+
+def as_written_before(store: Warehouse) -> None:
+    """The state as the code before cc_jobs' files were kept wrote it: its inputs without
+    the jobs' mode and files, cc_jobs' version as ``Warehouse.files`` listed it, and a
+    partition of every job's attribution digest."""
+    state = incremental.STATE_TABLE
+    rows = store.read_partitions(state, ["inputs"])
+    version = ";".join(f"{info.path}:{info.size}:{info.mtime_ns}"
+                       for info in store.files("cc_jobs"))
+    rows = pd.concat([rows[rows["kind"].isin(["digest", "file"])],
+                      pd.DataFrame([("jobs_version", "", version)], columns=rows.columns)],
+                     ignore_index=True)
+    digests = incremental._job_digests(store.read_table("cc_jobs"))
+    store.write_partition(state, "jobs", pd.DataFrame(
+        {"job": digests.index.to_numpy(object), "digest": digests.to_numpy(np.uint64)}))
+    store.write_partition(state, "inputs", rows)
+
+
+@pytest.mark.parametrize("since", ["unchanged", "a user changed"])
+def test_a_state_written_before_is_compared_once_the_old_way(tmp_path, since):
+    """A state of the code before (a digest per job): cc_jobs unchanged since, nothing is
+    read of it; changed, every job's digest is compared once with the stored ones, as
+    before. Then the state keeps cc_jobs' files, its digests removed, and a later change is
+    found from the files new and gone."""
+    store, jobs, given = kept_jobs_store(tmp_path, seed=41)
+    as_written_before(store)
+    assert state_inputs(store) == {"jobs_mode": [], "jobs_files": 0, "digests": True}
+    if since != "unchanged":
+        entry_table.write_keyed(store, "cc_jobs", jobs.iloc[[0]].assign(hpc_user="erin"), "job")
+    updated = incremental.update(store, given)
+    assert updated.whole == ""
+    if since == "unchanged":
+        assert (updated.changed, updated.jobs_changed, updated.jobs_read) == (0, 0, 0)
+    else:
+        assert (updated.changed, updated.jobs_changed) == (1, 1)
+        assert updated.jobs_read >= len(jobs)  # compared whole
+    assert state_inputs(store) == {"jobs_mode": ["delta"], "jobs_files": len(cc_jobs_files(store)),
+                                   "digests": False}
+    assert_as_from_scratch(store, given)
+    entry_table.write_keyed(store, "cc_jobs", jobs.iloc[[1]].assign(project="p7"), "job")
+    later = incremental.update(store, given)
+    assert (later.whole, later.changed, later.jobs_changed) == ("", 1, 1)
+    assert_as_from_scratch(store, given)
+
+
+def test_a_run_stopped_before_the_old_digests_are_removed_is_completed(tmp_path, monkeypatch):
+    """The first run over a state of the code before writes the new state, then dies
+    removing the jobs' digests: the next run reads the new state (the digests unread), finds
+    no job changed in cc_jobs, rewrites the changed job's entity ``Pending`` names and
+    removes the digests."""
+    store, jobs, given = kept_jobs_store(tmp_path, seed=43)
+    as_written_before(store)
+    entry_table.write_keyed(store, "cc_jobs", jobs.iloc[[0]].assign(hpc_user="erin"), "job")
+    remove = Warehouse.remove_partition
+
+    def dies(self, table, key):
+        if key == incremental.JOB_DIGESTS:
+            raise OSError("the run died")
+        remove(self, table, key)
+
+    monkeypatch.setattr(Warehouse, "remove_partition", dies)
+    with pytest.raises(OSError, match="died"):
+        incremental.update(store, given)
+    monkeypatch.undo()
+    assert state_inputs(store)["digests"] and state_inputs(store)["jobs_mode"] == ["delta"]
+    again = incremental.update(store, given)  # rewrites the job Pending names, as it was
+    assert (again.whole, again.changed, again.jobs_changed) == ("", 1, 0)
+    assert not state_inputs(store)["digests"]
+    assert not store.has_partition(incremental.STATE_TABLE, incremental.PENDING)
+    assert_as_from_scratch(store, given)
+
+
+@pytest.mark.parametrize(("table", "back"), [(incremental.kept_months.MEMBERS_TABLE, False),
+                                             (incremental.CARBON_TABLE, True)])
+def test_a_run_stopped_after_a_job_changed_is_completed_then_gone_back(tmp_path, monkeypatch,
+                                                                          table, back):
+    """A job's user changed in cc_jobs (kept per entry) and a new job with its facts; the
+    run dies at ``table``'s commit. The next run finds the same jobs changed from cc_jobs'
+    files; or (``back``), the user put back meanwhile (no change left in the files since
+    the state), rewrites that job's entity from ``Pending``. Either way the tables equal a
+    rebuild."""
+    store, jobs, given = kept_jobs_store(tmp_path, seed=47)
+    new = pool(30, seed=47).iloc[[0]].assign(entity="g1/new")
+    land(store, new)
+    entry_table.write_keyed(store, "cc_jobs", pd.concat([
+        jobs.iloc[[0]].assign(hpc_user="frank"),
+        jobs_of(["g1/new"], np.random.default_rng(1))]), "job")
+    die_at(monkeypatch, table)
+    with pytest.raises(OSError, match="died"):
+        incremental.update(store, given)
+    monkeypatch.undo()
+    if back:
+        entry_table.write_keyed(store, "cc_jobs", jobs.iloc[[0]], "job")
+    updated = incremental.update(store, given)
+    assert (updated.whole, updated.changed) == ("", 2)
+    assert updated.jobs_changed == (1 if back else 2)  # g1/new; and the user, if changed
+    assert_as_from_scratch(store, given)
+    assert incremental.update(store, given).changed == 0
+
+
+def test_cc_jobs_that_cannot_be_compared_by_their_files_are_recomputed_whole(tmp_path):
+    """A cc_jobs data file last consumed, no longer listed and no longer stored (vacuumed):
+    everything is recomputed; so too when cc_jobs is no longer kept per entry (plain
+    files)."""
+    store, jobs, given = kept_jobs_store(tmp_path, seed=53)
+    consumed = cc_jobs_files(store)
+    entry_table.replace_keys(store, "cc_jobs", jobs.assign(hpc_user="gina"), None)
+    for path in consumed:
+        Path(path).unlink()
+    updated = incremental.update(store, given)
+    assert updated.whole == "a data file of cc_jobs last consumed is no longer stored"
+    assert_as_from_scratch(store, given)
+    shutil.rmtree(store.table_path("cc_jobs"))
+    store.write_table("cc_jobs", jobs)
+    updated = incremental.update(store, given)
+    assert updated.whole == "cc_jobs is no longer a table kept per entry"
+    assert_as_from_scratch(store, given)
+    assert state_inputs(store) == {"jobs_mode": ["plain"], "jobs_files": 0, "digests": True}

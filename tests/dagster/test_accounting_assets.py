@@ -112,7 +112,8 @@ def test_accounting_tables_and_the_coverage_check(tmp_path, facts, monkeypatch):
                           if m.asset_key == dg.AssetKey("carbon_per_fact")]
         assert carbon_event["recomputed"].value == {
             "whole": None, "entities_changed": 1, "entities_removed": 0, "days": 2,
-            "months": 2, "facts_read": 23}  # the facts of its days, not of its months
+            "months": 2, "facts_read": 23,  # the facts of its days, not of its months
+            "jobs_changed": 0, "jobs_read": 0}  # no cc_jobs stored
         assert carbon_event["dagster/row_count"].value == len(facts) + 1
         assert carbon_event["compacted"].value == {"carbon_per_fact": {
             "added": 1, "merged": 2, "source": "clustercockpit"}}
