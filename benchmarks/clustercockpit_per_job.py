@@ -46,7 +46,6 @@ from machine import describe, load_average
 
 import joulehouse
 from assets.clustercockpit import (
-    BLOCK_TABLE,
     ReadOfBlock,
     load_block_trials,
     mark_landed,
@@ -54,7 +53,7 @@ from assets.clustercockpit import (
     stored_block,
 )
 from assets.taudb import TrialLoads
-from joulehouse.clustercockpit.blocks import FILES, FRAMES, read_block, stored_fingerprints
+from joulehouse.clustercockpit.blocks import read_block, stored_fingerprints
 from joulehouse.clustercockpit.generator import JobSpec, write_job
 from joulehouse.clustercockpit.measure import measure_jobs
 from joulehouse.taudb.connect import TaudbDatabase
@@ -85,8 +84,7 @@ class BlockRun:
         return len(read.measured), len(read.unchanged)
 
     def frames(self) -> dict[str, pd.DataFrame]:
-        return {name: self.tables.read_partitions(f"{BLOCK_TABLE}/{name}", [self.key])
-                for name in (*FRAMES, FILES)}
+        return stored_block(self.tables, self.key)
 
 
 def landings(source: Path, key: str, args) -> None:

@@ -16,7 +16,7 @@ metric, per-metric statistics and schema warnings; the tables of the jobs read
 are schema-checked at once (:func:`~.measure.check_measurements`). Which jobs it
 reads: given the fingerprints stored with the block (``known``: the frame
 :data:`FILES`, :func:`stored_fingerprints`), only those whose
-:func:`job_fingerprint` differs (new, changed, or not stored); every listed job
+:func:`_fingerprints` differs (new, changed, or not stored); every listed job
 when none are given (a block stored before fingerprints were kept, a whole
 re-read), when a folder of the block could not be listed, or when its
 cluster.json is missing or bad. A job's fingerprint is taken before its files are
@@ -70,7 +70,7 @@ from joulehouse.leftout import LeftOut
 #: The frames of a block, by name, with their schemas' names (``jobs``: cc_jobs rows).
 FRAMES = ("jobs", "host_energy", "job_energy", "metric_stats")
 #: The block's frame of what its stored jobs were read from, one row per job of ``jobs``
-#: whose fingerprint is known: ``job``, ``fingerprint`` (:func:`job_fingerprint`, taken
+#: whose fingerprint is known: ``job``, ``fingerprint`` (:func:`_fingerprints`, taken
 #: before the read) and ``violations`` (its schema violations when read), stored with
 #: the other frames.
 FILES = "files"
@@ -153,7 +153,7 @@ class BlockRead:
     """What one read of a block gave: its frames (:data:`FRAMES`; the jobs read only),
     the measured jobs, their schema warnings, and what could not be read, with its
     error: jobs by job key, a folder that could not be listed or a bad cluster.json by
-    its path. ``fingerprints``: job key -> :func:`job_fingerprint` of every listed job
+    its path. ``fingerprints``: job key -> :func:`_fingerprints` of every listed job
     (taken before its read) and ``trial_fingerprints``: its trial's (:func:`trial_fingerprint`,
     from the same folder scan); ``unchanged``: the listed jobs not read, their stored rows
     current; ``whole``: every listed job was read."""
@@ -193,14 +193,6 @@ class ReadInputs:
     trial: str
 
 
-def job_fingerprint(ref: JobRef, inputs: str) -> str | None:
-    """What reading ``ref`` depends on, digested: its folder's file names, sizes and mtimes
-    (:func:`~.layout.fingerprint`) and ``inputs`` (:func:`read_inputs`); None when its
-    folder cannot be listed or leads outside the root (then it is read, and fails)."""
-    found = _fingerprints(ref, ReadInputs(inputs, ""))
-    return None if found is None else found[0]
-
-
 def trial_fingerprint(folder: str, inputs: str) -> str:
     """The fingerprint of a job's trial: its folder's (:func:`~.layout.fingerprint`) with
     ``inputs`` (:func:`trial_inputs`), so that a change of either reloads it."""
@@ -208,7 +200,7 @@ def trial_fingerprint(folder: str, inputs: str) -> str:
 
 
 def _fingerprints(ref: JobRef, inputs: ReadInputs) -> tuple[str, str] | None:
-    """(:func:`job_fingerprint`, :func:`trial_fingerprint`) of ``ref`` from one scan of its
+    """(:func:`_fingerprints`, :func:`trial_fingerprint`) of ``ref`` from one scan of its
     folder; None when it cannot be listed or leads outside the root."""
     try:
         ref.check_inside()
@@ -255,7 +247,7 @@ def read_block(root: str | os.PathLike[str], key: str, *, check_schema: bool = T
                max_missing: int = 1, known: dict[str, str] | None = None,
                validate_schemas: bool | None = None) -> BlockRead:
     """Read the jobs of block ``key`` of the archive at ``root`` whose
-    :func:`job_fingerprint` is not ``known`` (job key -> the fingerprint stored with the
+    :func:`_fingerprints` is not ``known`` (job key -> the fingerprint stored with the
     block: :func:`stored_fingerprints`), each once; every job when ``known`` is None, a
     folder of the block could not be listed, or its cluster.json is missing or bad.
     ``validate_schemas`` (default ``check_schema``): whether the jobs read are validated
