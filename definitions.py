@@ -80,13 +80,13 @@ from sensors import (
     tau_profile_sensor,
     tau_profiles_job,
 )
+from sensors.automation import automation_sensors
 from sensors.gpu_repetitions import JOB_NAME as GPU_JOB
 from sensors.schedules import (
     DAYS_REVALIDATED,
     daily_rollups,
     weekly_revalidation,
 )
-from sensors.settings import automation_interval_s
 
 PROJECT_ROOT = Path(__file__).resolve().parent
 EXAMPLE_GPU_DATA = PROJECT_ROOT / "examples" / "gpu-data"
@@ -104,27 +104,6 @@ gpu_energy_job = dg.define_asset_job(
                  "and the runs' TAUdb trials."),
     tags={"joulehouse/pipeline": "gpu"},
 )
-
-#: The queue's priority of the automation's runs (Dagster's ``dagster/priority``; every
-#: other run has 0): they bring what has landed on (the accounting, the trials), so the
-#: daemon launches them before new landings' runs that wait with them.
-AUTOMATION_RUN_PRIORITY = "1"
-
-#: The automation is evaluated as often as the landing sensors tick (unless
-#: ``JOULEHOUSE_AUTOMATION_INTERVAL_S`` says otherwise; 30 s by default, as Dagster's own):
-#: where a site ticks faster, what a landing brought to ``energy_facts`` reaches the
-#: accounting as much sooner, at the cost of more evaluations (each grows with the assets'
-#: partitions: benchmarks/README.md).
-automation = dg.AutomationConditionSensorDefinition(
-    "joulehouse_automation",
-    target=dg.AssetSelection.all(),
-    run_tags={"dagster/priority": AUTOMATION_RUN_PRIORITY},
-    minimum_interval_seconds=automation_interval_s(),
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description=("Evaluates the assets' automation conditions: per-repetition energy follows "
-                 "its validated frames, the tables over all repetitions follow any change."),
-)
-
 
 #: Every run's steps in the run worker's own process. A source's run is one step over all
 #: its partitions, spread over the step workers (``resources/workers.py``); the multiprocess
@@ -152,14 +131,14 @@ SCHEDULES = [daily_rollups(ASSETS), *(weekly_revalidation(job, partitions, newes
 
 def pythonic_definitions() -> dg.Definitions:
     """The definitions that do not follow the configuration: every asset, job and schedule,
-    the sensors of the sources with one sensor each, and the automation sensor (a function:
+    the sensors of the sources with one sensor each, and the automation sensors (a function:
     a module holds one Definitions object, ``defs``)."""
     return dg.Definitions(
         assets=ASSETS,
         executor=RUN_EXECUTOR,
         jobs=[job for job, _, _ in SOURCE_JOBS],
         sensors=[tau_profile_sensor, powerapi_sensor, geopm_report_sensor, cc_archive_sensor,
-                 accounting_inputs_sensor, automation],
+                 accounting_inputs_sensor, *automation_sensors(ASSETS)],
         schedules=SCHEDULES,
     )
 

@@ -1,7 +1,7 @@
 """The schedules: the rollups refreshed every day, every source re-validated every week.
 
 Both kinds start STOPPED, as the sensors do: an operator switches them on under
-Automation once the data roots are configured (the automation sensor already keeps the
+Automation once the data roots are configured (the automation sensors already keep the
 tables current as data arrives; the schedules are the periodic guarantee).
 
 - ``daily_rollups`` (every day at 02:00 UTC): runs rebuilding the rollups, i.e. every
@@ -15,7 +15,7 @@ tables current as data arrives; the schedules are the periodic guarantee).
   ``assets.pools.DERIVED_POOL``) in one more, tagged ``derived``. One run over every pool would wait until all of them were free at once, which five
   sources landing all day seldom leave. The accounting run may end before a source's:
   what that source writes after asks for the accounting again through its automation
-  condition (the automation sensor, on by default; with it off, the accounting keeps
+  condition (the automation sensors, on by default; with them off, the accounting keeps
   what its run found until the next day's). The
   tables are whole (not partitioned by day), so the runs rebuild them entirely; they
   run once the previous UTC day has closed, with two hours for late files, and their tag

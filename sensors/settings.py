@@ -2,7 +2,7 @@
 
 ``$JOULEHOUSE_SENSOR_INTERVAL_S`` (seconds, default 30): the minimum interval
 between two ticks of a sensor. ``$JOULEHOUSE_AUTOMATION_INTERVAL_S`` (seconds, default
-the sensors'): the same for the automation sensor, whose evaluation costs grow with the
+the sensors'): the same for the automation sensors, whose evaluation costs grow with the
 assets' partitions (the asset daemon looks every 5 s, so less acts as 5).
 ``$JOULEHOUSE_SENSOR_TICK_BUDGET_S`` (seconds,
 default 20): the time a tick that has more to hand out than it can fills

@@ -14,6 +14,7 @@ from definitions import defs as bundled
 from joulehouse.errors import InputError
 from resources import DataRoot
 from tests.components.centre import instance, load, write_centre
+from tests.dagster.test_automation_sensors import AUTOMATION
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 INTENSITY = PROJECT_ROOT / "examples" / "intensity"
@@ -68,7 +69,7 @@ def test_a_tree_with_several_instances_of_every_source_kind_loads_them_all(tmp_p
     assert set(sensors) == {"gpu_repetitions_lab", "gpu_repetitions_hall",
                             "gpu_repetitions_cloud", "tau_profile_landing", "powerapi_landing",
                             "geopm_report_landing", "cc_job_archive",
-                            "intensity_and_tariff_landing", "joulehouse_automation"}
+                            "intensity_and_tariff_landing", *AUTOMATION}
     assert {sensors[f"gpu_repetitions_{name}"].job_name for name in ("lab", "hall", "cloud")} == {
         "gpu_energy_job"}
     partitions = {name: graph.get(dg.AssetKey(name)).partitions_def.name for name in (

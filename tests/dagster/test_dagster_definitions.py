@@ -14,6 +14,7 @@ from definitions import build_definitions, defs
 from resources import DataRoot, GpuBenchmarkSource, TaudbResource, Warehouse
 from resources.taudb import URL_ENV
 from sensors import gpu_repetition_sensors
+from tests.dagster.test_automation_sensors import AUTOMATION
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -153,12 +154,14 @@ def test_job_sensors_and_resources():
     sensors = {s.name: s for s in defs.sensors}
     assert set(sensors) == {"gpu_repetitions_gpu_data", "tau_profile_landing",
                             "powerapi_landing", "geopm_report_landing", "cc_job_archive",
-                            "intensity_and_tariff_landing", "joulehouse_automation"}
+                            "intensity_and_tariff_landing", *AUTOMATION}
     for name in ("tau_profile_landing", "gpu_repetitions_gpu_data", "powerapi_landing",
                  "geopm_report_landing", "cc_job_archive", "intensity_and_tariff_landing"):
         assert sensors[name].default_status == dg.DefaultSensorStatus.STOPPED, name
     # the queue launches the automation's runs (accounting, trials) before new landings'
-    assert sensors["joulehouse_automation"].run_tags == {"dagster/priority": "1"}
+    for name in AUTOMATION:
+        assert sensors[name].run_tags == {"dagster/priority": "1"}, name
+        assert sensors[name].default_status == dg.DefaultSensorStatus.RUNNING, name
     assert set(defs.resources) == {"gpu_source", "warehouse", "taudb", "tau_profiles",
                                    "powerapi_source", "geopm_source", "cc_archive", "accounting",
                                    "workers"}
@@ -187,12 +190,13 @@ def test_dagster_cli_validates_the_workspace(tmp_path):
     ({"JOULEHOUSE_SENSOR_INTERVAL_S": "7", "JOULEHOUSE_AUTOMATION_INTERVAL_S": "20"}, "20 7")])
 def test_the_automation_is_evaluated_as_often_as_the_sensors_tick_unless_told(
         variables, expected):
-    """The automation sensor's least interval is the landing sensors' (Dagster's own is 30 s
-    whatever they are), or its own variable's; read when the definitions load, so in a
-    process of its own."""
+    """The automation sensors' least interval (one for all) is the landing sensors'
+    (Dagster's own is 30 s whatever they are), or its own variable's; read when the
+    definitions load, so in a process of its own."""
     env = {name: value for name, value in os.environ.items()
            if name not in ("JOULEHOUSE_SENSOR_INTERVAL_S", "JOULEHOUSE_AUTOMATION_INTERVAL_S")}
-    script = ("import definitions as d; print(d.automation.minimum_interval_seconds, "
+    script = ("import definitions as d; print(*{s.minimum_interval_seconds for s in d.defs.sensors"
+              " if s.name.startswith('joulehouse_automation_')}, "
               "d.geopm_report_sensor.minimum_interval_seconds)")
     done = subprocess.run(
         [sys.executable, "-c", script],

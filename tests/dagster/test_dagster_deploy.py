@@ -86,7 +86,7 @@ def test_production_instance_uses_postgres(tmp_path, monkeypatch, postgres_url):
         assert instance.get_settings("schedules") == {"use_threads": True, "num_workers": 4}
         assert instance.get_settings("backfills") == {
             "use_threads": True, "num_workers": 4, "num_submit_workers": 4}
-        # the asset daemon's, which evaluates the automation sensor (asset_daemon.py)
+        # the asset daemon's, which evaluates the automation sensors (asset_daemon.py)
         assert {key: instance.get_settings("auto_materialize")[key]
                 for key in ("use_threads", "num_workers")} == {"use_threads": True,
                                                                "num_workers": 4}

@@ -120,7 +120,7 @@ def start_sensor(port: int, name: str) -> None:
 
 def stop_sensor(port: int, name: str) -> None:
     """Turn the sensor ``name`` off, as its toggle in the UI does (a sensor running by
-    default, as the automation sensor, included)."""
+    default, as the automation sensors, included)."""
     sensor = graphql(port, SENSOR_ID, {"selector": _sensor_selector(name)})["sensorOrError"]
     assert sensor["__typename"] == "Sensor", sensor
     answer = graphql(port, STOP_SENSOR, {"id": sensor["id"]})["stopSensor"]
@@ -131,7 +131,7 @@ def stop_sensors(port: int, names: Iterable[str], timeout_s: float) -> None:
     """Turn the sensors ``names`` off and wait until they stay off: each reads STOPPED with no
     tick in flight at two polls in a row (one turned on again is turned off again). A tick
     of the daemon that read a sensor's state just before it was turned off may write it back
-    as running at its end (seen under load: the automation sensor and a landing sensor
+    as running at its end (seen under load: an automation sensor and a landing sensor
     ticking, and asking for runs, until the last test, after the second had turned them
     off); fails after ``timeout_s``."""
     names = list(names)

@@ -7,7 +7,7 @@ throwaway PostgreSQL server holding Dagster's storage and TAUdb; the code server
 every source copied into fresh data roots, one PowerAPI report file broken on purpose. The tests below run in order over that one stack (each
 starts where the one before left it). The second, fourth and fifth turn off through
 GraphQL the sensors that neither they nor a later test need (the landing sensors of the sources no
-longer landed into and the automation sensor; the second and fourth wait until they stay
+longer landed into and the automation sensors; the second and fourth wait until they stay
 off: ``api.stop_sensors``), so that no test waits in the queue behind runs it checks nothing
 of and no idle tick burns CPU:
 
@@ -44,6 +44,7 @@ from postgres_server import missing_requirement as missing_postgres
 from assets.gpu import VALID_CHECK
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from tests.conftest import skip_or_fail
+from tests.dagster.test_automation_sensors import AUTOMATION
 from tests.dagster.webserver import check_execution, statuses
 from tests.e2e import api
 from tests.e2e.browser import ARTEFACTS_ENV, chromium
@@ -66,11 +67,11 @@ SENSOR_JOBS = {"gpu_repetitions_lab": "gpu_energy_job", "tau_profile_landing": "
                "geopm_report_landing": "geopm_job", "powerapi_landing": "powerapi_job",
                "cc_job_archive": "cc_job"}
 #: The sensors the second test turns off, no later test needing them.
-#: The automation sensor (on by default) is needed by the first alone (the PowerAPI trials
-#: are its runs'); afterwards it would only queue runs no test checks (accounting, tables)
+#: The automation sensors (on by default) are needed by the first alone (the PowerAPI trials
+#: are their runs'); afterwards it would only queue runs no test checks (accounting, tables)
 #: ahead of those the tests wait for.
 NOT_NEEDED_AFTER_THE_FIRST = ("tau_profile_landing", "geopm_report_landing", "cc_job_archive",
-                              "joulehouse_automation")
+                              *AUTOMATION)
 #: The examples' partitions, by partitions definition.
 PARTITIONS = {"gpu_repetition_days": 1, "tau_profile_days": 1, "geopm_days": 2,
               "powerapi_days": 1, "cc_job_blocks": 3}
@@ -180,7 +181,7 @@ def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_sto
     sensors = wait_for("the code location to load", lambda: api.sensors_loaded(stack.port),
                        PHASE_TIMEOUT_S, lambda: stack.log_tail("code-server"))
     assert sorted(sensors) == sorted([*SENSOR_JOBS, "intensity_and_tariff_landing",
-                                      "joulehouse_automation"])
+                                      *AUTOMATION])
     for sensor in SENSOR_JOBS:
         api.start_sensor(stack.port, sensor)
 
