@@ -226,7 +226,8 @@ def stack_settings(args: argparse.Namespace) -> dict[str, str]:
             # a run's launch through the code server (60 s by default) timed out under load
             # in the first short runs: the run failed and was retried
             "DAGSTER_GRPC_TIMEOUT_SECONDS": str(TICK_TIMEOUT_S),
-            "DAGSTER_EVENT_BATCH_SIZE": "1000"}
+            "DAGSTER_EVENT_BATCH_SIZE": "1000",
+            "MALLOC_ARENA_MAX": "2"}
 
 
 def landers(args: argparse.Namespace, data: DataFolders,

@@ -122,7 +122,7 @@ def test_the_tick_timeout_is_the_variable_dagster_reads(monkeypatch):
         assert (default_sensor_grpc_timeout(), default_schedule_grpc_timeout()) == (180, 180)
 
 
-def test_every_deployment_batches_the_runs_events_and_spaces_their_plots():
+def test_every_deployment_batches_the_runs_events_spaces_their_plots_and_bounds_arenas():
     """The runs' materializations are stored in batches, and their plots drawn at most every
     10 minutes (``assets/plot_cadence.py``): the variables set where the runs get their
     environment (the daemon's for systemd and compose, the run pods' through the user
@@ -135,6 +135,11 @@ def test_every_deployment_batches_the_runs_events_and_spaces_their_plots():
     for settings in (env, compose["services"]["daemon"]["environment"], deployment["env"]):
         assert int(settings["DAGSTER_EVENT_BATCH_SIZE"]) == 1000
         assert float(settings[PLOT_EVERY_ENV]) == 600
+    # the daemon's and the runs' malloc arenas bounded, the code server's on systemd and compose
+    for settings in (env, compose["services"]["daemon"]["environment"],
+                     compose["services"]["code-server"]["environment"], deployment["env"],
+                     helm["dagsterDaemon"]["env"]):
+        assert settings["MALLOC_ARENA_MAX"] == "2"
 
 
 def test_dev_binds_loopback_unless_told():
