@@ -41,9 +41,7 @@ metadata operations per job dominate.
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -63,7 +61,7 @@ from joulehouse.clustercockpit.schemas import (
     METRIC_STATS_SCHEMA,
     empty_table,
 )
-from joulehouse.digest import digest_pairs
+from joulehouse.digest import contents_digest, digest_pairs
 from joulehouse.errors import InputError
 from joulehouse.leftout import LeftOut
 
@@ -93,15 +91,6 @@ READER_SOURCES = (
 #: the package data of pyproject.toml installs (``<version>/<name>.json``), no other.
 READER_DATA = "clustercockpit/jsonschemas"
 READER_DATA_PATTERN = "*/*.json"
-
-
-def sources_digest(files: Iterable[tuple[str, bytes]]) -> str:
-    """20 hex digits of SHA-1 over ``(name, content)`` pairs, in name order."""
-    digest = hashlib.sha1()
-    for name, content in sorted(files):
-        digest.update(f"{name}\0{len(content)}\0".encode())
-        digest.update(content)
-    return digest.hexdigest()[:20]
 
 
 def _reader_bytes(path: Path) -> bytes:
@@ -136,7 +125,7 @@ def reader_version() -> str:
     old code's), and reloads every job's trial. An install without the .py sources fails
     here, naming the missing file."""
     package = Path(str(resources.files("joulehouse")))
-    return f"{READER_VERSION}-{sources_digest(reader_files(package))}"
+    return f"{READER_VERSION}-{contents_digest(reader_files(package))}"
 
 
 def parse_block_key(key: str) -> tuple[str, int]:
@@ -405,7 +394,7 @@ def files_digest(frames: dict[str, pd.DataFrame]) -> str:
     """A digest of the frame :data:`FILES` of ``frames`` (its jobs, their fingerprints and
     violations, in order): what a block stored holds, as its fingerprints tell it."""
     files = frames[FILES]
-    return sources_digest([("files", "\n".join(
+    return contents_digest([("files", "\n".join(
         f"{job}\0{found}\0{count}" for job, found, count in files[list(FILES_COLUMNS)]
         .itertuples(index=False, name=None)).encode())])
 
