@@ -7,9 +7,17 @@ different pools do. Every pool is named here, so the names stay distinct:
 :func:`pool_source` tells a source's pool from any other by its prefix alone.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import dagster as dg
+
+#: What every pool's name starts with.
+POOL_PREFIX = "joulehouse_"
 #: What every source's pool is named after (:func:`tables_pool`), the source's name being
 #: the value of its runs' ``joulehouse/pipeline`` tag.
-TABLES_POOL_PREFIX = "joulehouse_tables_"
+TABLES_POOL_PREFIX = f"{POOL_PREFIX}tables_"
 
 
 def tables_pool(source: str) -> str:
@@ -41,7 +49,7 @@ def pool_source(pool: str | None) -> str | None:
 #: In a source's pool, an accounting run waited in the queue behind that source's runs (the
 #: soak, benchmarks/README.md). Not a source's pool (:func:`pool_source` gives None): the
 #: daily rollups run the accounting tables in a run of their own (``sensors/schedules.py``).
-ACCOUNTING_POOL = "joulehouse_accounting"
+ACCOUNTING_POOL = f"{POOL_PREFIX}accounting"
 
 #: The pool of the steps that keep the tables derived from the facts beside the accounting
 #: (``trust_checks``, ``waste_step``, ``fact_quality``), of limit 1: each writes its own
@@ -51,4 +59,18 @@ ACCOUNTING_POOL = "joulehouse_accounting"
 #: later, one every 110 s, the three taking their turns between (the soak,
 #: benchmarks/README.md). One pool for the three, not one each, so they take one core of a
 #: small host at most. Not a source's pool (:func:`pool_source` gives None).
-DERIVED_POOL = "joulehouse_derived"
+DERIVED_POOL = f"{POOL_PREFIX}derived"
+
+
+def keys_by_pool(assets: Iterable[dg.AssetsDefinition | dg.AssetSpec],
+                 kept: Callable[[dg.AssetSpec], bool]) -> dict[str | None, list[dg.AssetKey]]:
+    """The keys of the executable assets of ``assets`` whose spec is ``kept``, in the order
+    given, by the pool their step holds (None: none)."""
+    grouped: dict[str | None, list[dg.AssetKey]] = {}
+    for asset in assets:
+        if isinstance(asset, dg.AssetsDefinition) and asset.is_executable:
+            for spec in asset.specs:
+                if kept(spec):
+                    grouped.setdefault(asset.get_op_def_for_asset_key(spec.key).pool,
+                                       []).append(spec.key)
+    return grouped

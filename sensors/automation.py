@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 import dagster as dg
 
-from assets.pools import ACCOUNTING_POOL, pool_source
+from assets.pools import ACCOUNTING_POOL, POOL_PREFIX, keys_by_pool, pool_source
 from sensors.settings import automation_interval_s
 
 #: The queue's priority of the automation's runs (Dagster's ``dagster/priority``; every
@@ -30,13 +30,12 @@ from sensors.settings import automation_interval_s
 AUTOMATION_RUN_PRIORITY = "1"
 #: What every automation sensor's name starts with.
 AUTOMATION_PREFIX = "joulehouse_automation_"
-#: What a pool's name starts with, left out of its sensor's name (``assets/pools.py``).
-POOL_PREFIX = "joulehouse_"
 
 
 def automation_name(pool: str) -> str:
     """The automation sensor of ``pool``'s steps: ``joulehouse_automation_`` and the pool's
-    source, or the pool's name without ``joulehouse_`` (``accounting``, ``derived``)."""
+    source, or the pool's name without its prefix ``joulehouse_`` (``accounting``,
+    ``derived``)."""
     return AUTOMATION_PREFIX + (pool_source(pool) or pool.removeprefix(POOL_PREFIX))
 
 
@@ -45,13 +44,9 @@ def automated_by_pool(assets: Iterable[dg.AssetsDefinition | dg.AssetSpec]
     """The executable assets of ``assets`` with an automation condition, in the order given,
     by the pool of their step (those of no pool under ``ACCOUNTING_POOL``)."""
     automated: dict[str, list[dg.AssetKey]] = {}
-    for asset in assets:
-        if not isinstance(asset, dg.AssetsDefinition) or not asset.is_executable:
-            continue
-        for spec in asset.specs:
-            if spec.automation_condition is not None:
-                pool = asset.get_op_def_for_asset_key(spec.key).pool or ACCOUNTING_POOL
-                automated.setdefault(pool, []).append(spec.key)
+    for pool, keys in keys_by_pool(
+            assets, lambda spec: spec.automation_condition is not None).items():
+        automated.setdefault(pool or ACCOUNTING_POOL, []).extend(keys)
     return automated
 
 

@@ -38,7 +38,7 @@ from datetime import timedelta
 
 import dagster as dg
 
-from assets.pools import DERIVED_POOL, pool_source
+from assets.pools import DERIVED_POOL, keys_by_pool, pool_source
 from assets.reporting import REREAD_ALL, REREAD_TAG
 from sensors.partition_runs import RANGE_END, RANGE_START
 
@@ -63,15 +63,11 @@ def rollup_keys(assets: Iterable[dg.AssetsDefinition | dg.AssetSpec]) -> dict[st
     ``joulehouse/pipeline`` their run carries: the source whose pool their step holds
     (``assets.pools.pool_source``), ``derived`` for ``DERIVED_POOL``, or ``rollups`` (the
     last group), so that each run waits for one pool."""
-    materialized = [asset for asset in assets
-                    if isinstance(asset, dg.AssetsDefinition) and asset.is_executable]
     grouped: dict[str, list[dg.AssetKey]] = {}
-    for asset in materialized:
-        for spec in asset.specs:
-            if spec.partitions_def is None and "parquet" in spec.kinds:
-                pool = asset.get_op_def_for_asset_key(spec.key).pool
-                group = pool_source(pool) or (DERIVED if pool == DERIVED_POOL else ROLLUPS)
-                grouped.setdefault(group, []).append(spec.key)
+    for pool, keys in keys_by_pool(assets, lambda spec: spec.partitions_def is None
+                                   and "parquet" in spec.kinds).items():
+        group = pool_source(pool) or (DERIVED if pool == DERIVED_POOL else ROLLUPS)
+        grouped.setdefault(group, []).extend(keys)
     return dict(sorted(grouped.items(), key=lambda group: group[0] == ROLLUPS))  # it last
 
 

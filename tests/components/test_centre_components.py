@@ -14,7 +14,7 @@ from definitions import defs as bundled
 from joulehouse.errors import InputError
 from resources import DataRoot
 from tests.components.centre import instance, load, write_centre
-from tests.dagster.test_automation_sensors import AUTOMATION
+from tests.dagster.automation_sensors import AUTOMATION
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 INTENSITY = PROJECT_ROOT / "examples" / "intensity"

@@ -3,50 +3,72 @@
 import dagster as dg
 
 from definitions import defs
-
-#: Each automation sensor and the assets it evaluates: those whose step holds its pool.
-AUTOMATED = {
-    "joulehouse_automation_gpu": {"gpu_repetition_energy", "gpu_setting_energy",
-                                  "gpu_benchmark_energy", "energy_facts/gpu", "taudb_trials"},
-    "joulehouse_automation_powerapi": {"powerapi_report_energy", "powerapi_window_energy",
-                                       "energy_facts/powerapi", "powerapi_trials"},
-    "joulehouse_automation_geopm": {"geopm_host_energy", "geopm_trials", "geopm_region_energy",
-                                    "geopm_report_energy", "energy_facts/geopm"},
-    "joulehouse_automation_clustercockpit": {"cc_job_trials", "cc_jobs", "cc_job_energy",
-                                             "cc_rollup", "energy_facts/clustercockpit"},
-    # the grid intensity and tariffs hold no pool: automated with the accounting
-    "joulehouse_automation_accounting": {"carbon_intensity", "tariffs", "accounting_daily",
-                                         "accounting_monthly", "carbon_per_fact",
-                                         "cost_per_fact"},
-    "joulehouse_automation_derived": {"trust_checks", "waste", "waste_weekly", "fact_quality"},
-}
-#: The automation sensors' names.
-AUTOMATION = tuple(AUTOMATED)
-POOLS = {"joulehouse_automation_gpu": "joulehouse_tables_gpu",
-         "joulehouse_automation_powerapi": "joulehouse_tables_powerapi",
-         "joulehouse_automation_geopm": "joulehouse_tables_geopm",
-         "joulehouse_automation_clustercockpit": "joulehouse_tables_clustercockpit",
-         "joulehouse_automation_accounting": "joulehouse_accounting",
-         "joulehouse_automation_derived": "joulehouse_derived"}
+from tests.dagster.automation_sensors import AUTOMATED, POOLS
 
 
 def _pool(key: dg.AssetKey) -> str | None:
     return defs.resolve_assets_def(key).get_op_def_for_asset_key(key).pool
 
 
+def _sensors() -> dict[str, dg.AutomationConditionSensorDefinition]:
+    return {sensor.name: sensor for sensor in defs.sensors
+            if isinstance(sensor, dg.AutomationConditionSensorDefinition)}
+
+
 def test_each_pool_has_an_automation_sensor_over_its_steps_alone():
     graph = defs.resolve_asset_graph()
-    sensors = {sensor.name: sensor for sensor in defs.sensors
-               if isinstance(sensor, dg.AutomationConditionSensorDefinition)}
-    targets = {name: sensor.asset_selection.resolve(graph) for name, sensor in sensors.items()}
+    targets = {name: sensor.asset_selection.resolve(graph) for name, sensor in _sensors().items()}
     assert {name: {key.to_user_string() for key in keys}
             for name, keys in targets.items()} == AUTOMATED
-    # a sensor's runs hold its pool alone (the accounting's also the assets of no pool)
+    # a sensor's runs hold its pool alone; the assets of no pool are the accounting's
     for name, keys in targets.items():
-        assert {_pool(key) for key in keys} - {None} == {POOLS[name]}, name
+        pools = {_pool(key) for key in keys}
+        assert pools == ({POOLS[name], None} if name == "joulehouse_automation_accounting"
+                         else {POOLS[name]}), name
     # every automated asset is evaluated by one of them, so Dagster adds no default sensor
     automated = {key for key in graph.get_all_asset_keys()
                  if graph.get(key).automation_condition is not None}
     assert automated == set().union(*targets.values())
     assert {sensor.name for sensor in defs.get_repository_def().sensor_defs
             if isinstance(sensor, dg.AutomationConditionSensorDefinition)} == set(AUTOMATED)
+
+
+def test_a_write_asks_each_pool_for_its_own_steps_in_its_own_evaluation_once():
+    """Each sensor evaluated alone, as the daemon does (its own cursor): on a store where
+    everything is current, nothing is asked for; after a source writes its facts and
+    PowerAPI its windows, the accounting's and the derived tables' sensors each ask for
+    their own steps (so their runs hold one pool each), PowerAPI's for its facts and
+    trials; the next evaluation asks for nothing."""
+    graph = defs.resolve_asset_graph()
+    instance = dg.DagsterInstance.ephemeral()
+    for key in graph.get_all_asset_keys():
+        if graph.get(key).is_materializable and graph.get(key).partitions_def is None:
+            instance.report_runless_asset_event(dg.AssetMaterialization(key))
+    sensors = _sensors()
+
+    def evaluate(cursors: dict) -> dict[str, set[str]]:
+        asked = {}
+        for name, sensor in sensors.items():
+            result = dg.evaluate_automation_conditions(
+                defs=defs, instance=instance, asset_selection=sensor.asset_selection,
+                cursor=cursors.get(name))
+            cursors[name] = result.cursor
+            asked[name] = {key.to_user_string() for key in graph.get_all_asset_keys()
+                           if result.get_num_requested(key)}
+        return asked
+
+    cursors: dict = {}
+    assert evaluate(cursors) == dict.fromkeys(AUTOMATED, frozenset())
+    instance.report_runless_asset_event(dg.AssetMaterialization(["energy_facts", "gpu"]))
+    instance.report_runless_asset_event(dg.AssetMaterialization("powerapi_window_energy"))
+    asked = evaluate(cursors)
+    assert asked == {**dict.fromkeys(AUTOMATED, frozenset()),
+                     "joulehouse_automation_accounting": {
+                         "accounting_daily", "accounting_monthly", "carbon_per_fact",
+                         "cost_per_fact"},
+                     "joulehouse_automation_derived": AUTOMATED["joulehouse_automation_derived"],
+                     "joulehouse_automation_powerapi": {"energy_facts/powerapi",
+                                                        "powerapi_trials"}}
+    for name, keys in asked.items():
+        assert {_pool(dg.AssetKey.from_user_string(key)) for key in keys} <= {POOLS[name]}, name
+    assert evaluate(cursors) == dict.fromkeys(AUTOMATED, frozenset())

@@ -14,7 +14,8 @@ from definitions import build_definitions, defs
 from resources import DataRoot, GpuBenchmarkSource, TaudbResource, Warehouse
 from resources.taudb import URL_ENV
 from sensors import gpu_repetition_sensors
-from tests.dagster.test_automation_sensors import AUTOMATION
+from sensors.automation import AUTOMATION_PREFIX
+from tests.dagster.automation_sensors import AUTOMATION
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -196,7 +197,7 @@ def test_the_automation_is_evaluated_as_often_as_the_sensors_tick_unless_told(
     env = {name: value for name, value in os.environ.items()
            if name not in ("JOULEHOUSE_SENSOR_INTERVAL_S", "JOULEHOUSE_AUTOMATION_INTERVAL_S")}
     script = ("import definitions as d; print(*{s.minimum_interval_seconds for s in d.defs.sensors"
-              " if s.name.startswith('joulehouse_automation_')}, "
+              f" if s.name.startswith({AUTOMATION_PREFIX!r})}}, "
               "d.geopm_report_sensor.minimum_interval_seconds)")
     done = subprocess.run(
         [sys.executable, "-c", script],

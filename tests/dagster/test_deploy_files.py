@@ -135,7 +135,8 @@ def test_every_deployment_batches_the_runs_events_spaces_their_plots_and_bounds_
     for settings in (env, compose["services"]["daemon"]["environment"], deployment["env"]):
         assert int(settings["DAGSTER_EVENT_BATCH_SIZE"]) == 1000
         assert float(settings[PLOT_EVERY_ENV]) == 600
-    # the daemon's and the runs' malloc arenas bounded, the code server's on systemd and compose
+    # malloc arenas bounded: every process's (systemd), the daemon's and the code server's and
+    # its runs' (compose), the code server's and the run pods' and the daemon's (Helm)
     for settings in (env, compose["services"]["daemon"]["environment"],
                      compose["services"]["code-server"]["environment"], deployment["env"],
                      helm["dagsterDaemon"]["env"]):

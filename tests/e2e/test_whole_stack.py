@@ -44,7 +44,7 @@ from postgres_server import missing_requirement as missing_postgres
 from assets.gpu import VALID_CHECK
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root
 from tests.conftest import skip_or_fail
-from tests.dagster.test_automation_sensors import AUTOMATION
+from tests.dagster.automation_sensors import AUTOMATION
 from tests.dagster.webserver import check_execution, statuses
 from tests.e2e import api
 from tests.e2e.browser import ARTEFACTS_ENV, chromium
