@@ -26,7 +26,8 @@ carbon and cost per fact.
    recomputing the repetitions, jobs, sensors and facts whose inputs changed
    (``joulehouse.accounting.kept``; the metadata ``recomputed`` says what, and why when
    whole); their metadata from the Delta log and small reads, never the whole table. They
-   are asked for as the accounting is, in a pool of their own (``assets.pools.DERIVED_POOL``),
+   are asked for as the accounting is, at most every few minutes (``DERIVED_AUTOMATION``,
+   ``assets/follow_cadence.py``), in a pool of their own (``assets.pools.DERIVED_POOL``),
    so the accounting never waits for them.
 """
 
@@ -46,6 +47,7 @@ from assets.clustercockpit import (
     cc_job_energy,
     cc_jobs,
 )
+from assets.follow_cadence import at_most_every
 from assets.geopm import geopm_energy_facts
 from assets.gpu import energy_facts as gpu_energy_facts
 from assets.gpu import (
@@ -222,6 +224,11 @@ ACCOUNTING_AUTOMATION = (
 
 _TABLE = {"group_name": GROUP, "automation_condition": ACCOUNTING_AUTOMATION, "skippable": True,
           "kinds": {"pandas", "parquet"}}
+#: When the tables derived beside the accounting are asked for: as the accounting, at most
+#: once every few minutes (``assets/follow_cadence.py``): no one's freshness target, each
+#: request a run of its own.
+DERIVED_AUTOMATION = at_most_every(ACCOUNTING_AUTOMATION)
+_DERIVED_TABLE = {**_TABLE, "automation_condition": DERIVED_AUTOMATION}
 _INPUTS = [*FACT_ASSETS, cc_jobs, carbon_intensity, tariffs]
 
 accounting_daily = dg.AssetSpec(
@@ -396,7 +403,7 @@ TRUST_TABLE = "trust_checks"
         "wherever both exist (joulehouse/accounting/trust.py)")) for rule in trust.RULES],
     pool=DERIVED_POOL,
     group_name=GROUP,
-    automation_condition=ACCOUNTING_AUTOMATION,
+    automation_condition=DERIVED_AUTOMATION,
     kinds={"pandas", "parquet"},
     description=("Energy facts checked across methods and sources where they overlap (GPU "
                  "counter vs integrated power, external meter vs GPU, SmartWatts vs RAPL, "
@@ -444,13 +451,13 @@ WASTE_SHOWN = 8
 _WASTE_INPUTS = [*FACT_ASSETS, cc_jobs, gpu_repetition_energy, gpu_validated_frames,
                  cc_block_tables]
 waste_table = dg.AssetSpec(
-    WASTE_TABLE, deps=_WASTE_INPUTS, **_TABLE,
+    WASTE_TABLE, deps=_WASTE_INPUTS, **_DERIVED_TABLE,
     description=("Energy spent idle per GPU repetition (utilisation below the threshold, "
                  "default 10 %) and per ClusterCockpit job (CPU use below the threshold): "
                  "each row names its rule, version and threshold "
                  "(joulehouse/accounting/waste.py)."))
 waste_weekly = dg.AssetSpec(
-    WASTE_WEEKLY_TABLE, deps=[waste_table], **_TABLE,
+    WASTE_WEEKLY_TABLE, deps=[waste_table], **_DERIVED_TABLE,
     description="Per UTC week and user: energy, GPU-hours, energy spent idle and its share, "
                 "ranked by idle energy (1 = most).")
 
@@ -519,7 +526,7 @@ QUALITY_TABLE = "fact_quality"
           cc_block_tables, powerapi_window_energy],
     pool=DERIVED_POOL,
     group_name=GROUP,
-    automation_condition=ACCOUNTING_AUTOMATION,
+    automation_condition=DERIVED_AUTOMATION,
     kinds={"pandas", "parquet"},
     description=("How each energy fact was measured: method, component, the median step "
                  "between its readings and the share of its window they cover, from its "

@@ -57,6 +57,7 @@ import dagster as dg
 import pandas as pd
 
 from assets.blocks import DayHandOut, Outcome, RunDays, block_outcomes, hand_out_field
+from assets.follow_cadence import at_most_every
 from assets.gpu import (
     ENERGY_TABLE,
     TABLE_AUTOMATION,
@@ -429,11 +430,15 @@ def _day_trial(day: SensorDay, **settings) -> TrialData:
     return trial
 
 
-#: The tables' automation, once the window table has been stored: before that (the first run
-#: failed, e.g. on a landing's only file being bad) a new frames partition would start a run
-#: whose only outcome is the verdict "no PowerAPI window energy stored yet".
-POWERAPI_TRIALS_AUTOMATION = TABLE_AUTOMATION & ~dg.AutomationCondition.any_deps_match(
-    dg.AutomationCondition.missing()).allow(dg.AssetSelection.assets(powerapi_window_energy.key))
+#: The tables' automation, once the window table has been stored (before that, e.g. the first
+#: run failed on a landing's only file being bad, a new frames partition would start a run
+#: whose only outcome is the verdict "no PowerAPI window energy stored yet"), at most every
+#: few minutes (``assets/follow_cadence.py``): each request is a run holding PowerAPI's
+#: pool, which the source's own runs then wait for.
+POWERAPI_TRIALS_AUTOMATION = at_most_every(
+    TABLE_AUTOMATION & ~dg.AutomationCondition.any_deps_match(dg.AutomationCondition.missing())
+    .allow(dg.AssetSelection.assets(powerapi_window_energy.key))
+    .with_label("eager, once the window table is stored"))
 
 
 @dg.asset(

@@ -104,6 +104,7 @@ from soak_landers import (
     utc_now,
 )
 
+from assets.follow_cadence import DEFAULT_EVERY_MIN, FOLLOWERS_EVERY_ENV
 from tests.e2e import api
 from tests.e2e.stack import DataFolders, Stack, running_stack, wait_for
 
@@ -211,8 +212,8 @@ def _faulted(args: argparse.Namespace, name: str) -> bool:
 def stack_settings(args: argparse.Namespace) -> dict[str, str]:
     """The environment a centre would run with (deploy/systemd/joulehouse.env, and a longer
     gRPC timeout for launching runs) and the soak's quiet period, interval, PowerAPI
-    hand-out size and wait, whether complete jobs and repetitions wait to be quiet, and how
-    often plots are drawn."""
+    hand-out size and wait, whether complete jobs and repetitions wait to be quiet, how
+    often plots are drawn, and the trials' and derived tables' cadence."""
     ready = str(args.ready_when_complete).lower()
     return {"JOULEHOUSE_QUIET_PERIOD_S": str(args.quiet_s),
             "JOULEHOUSE_SENSOR_INTERVAL_S": str(args.interval_s),
@@ -221,6 +222,9 @@ def stack_settings(args: argparse.Namespace) -> dict[str, str]:
             "JOULEHOUSE_CC_READY_WHEN_COMPLETE": ready,
             "JOULEHOUSE_GPU_READY_WHEN_COMPLETE": ready,
             "JOULEHOUSE_PLOT_EVERY_S": f"{args.plot_every_s:g}",
+            # the trials and derived tables every 5 minutes, as deployed (the end-to-end
+            # stack's default asks for them at every change)
+            FOLLOWERS_EVERY_ENV: str(DEFAULT_EVERY_MIN),
             "DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS": str(TICK_TIMEOUT_S),
             "DAGSTER_SCHEDULE_GRPC_TIMEOUT_SECONDS": str(TICK_TIMEOUT_S),
             # a run's launch through the code server (60 s by default) timed out under load

@@ -13,6 +13,7 @@ def test_complete_jobs_and_repetitions_are_handed_out_at_once_unless_told_otherw
     assert settings["JOULEHOUSE_QUIET_PERIOD_S"] == "10"  # still the other sources' wait
     assert settings["JOULEHOUSE_PLOT_EVERY_S"] == "600"  # as deployed
     assert settings["MALLOC_ARENA_MAX"] == "2"  # as deployed
+    assert settings["JOULEHOUSE_FOLLOWERS_EVERY_MIN"] == "5"  # the default, as deployed
     waiting = stack_settings(parse_args(["--out", str(tmp_path), "--no-ready-when-complete"]))
     assert [waiting[name] for name in READY] == ["false", "false"]
 

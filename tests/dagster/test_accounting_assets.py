@@ -7,6 +7,7 @@ import pytest
 
 from assets.accounting import (
     ACCOUNTING_AUTOMATION,
+    DERIVED_AUTOMATION,
     carbon_intensity,
     fact_quality,
     tariffs,
@@ -383,7 +384,8 @@ def test_the_accounting_is_asked_for_beside_a_source_run_and_again_after_its_own
     for asset, pool in pools.items():
         for key in asset.keys:
             assert asset.get_op_def_for_asset_key(key).pool == pool, key
-            assert asset.automation_conditions_by_key[key] == ACCOUNTING_AUTOMATION, key
+            assert asset.automation_conditions_by_key[key] == (
+                ACCOUNTING_AUTOMATION if pool == ACCOUNTING_POOL else DERIVED_AUTOMATION), key
 
 
 def test_a_failed_accounting_run_is_asked_for_again_at_the_full_hour():

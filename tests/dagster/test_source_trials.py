@@ -9,6 +9,7 @@ the rows the mapping tests expect (``tests/geopm/test_geopm_taudb.py``,
 
 import shutil
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -58,6 +59,9 @@ DAY = {f"landing/{YAML}": "landing/2019-05-30", f"landing/{LEGACY}": "landing/20
 #: report -> (threads = hosts, timers = entries over all hosts: regions + 3 totals per host,
 #: or one geopmsession timer per host)
 TRIAL_SHAPE = {YAML: (2, SHAPE[YAML][2]), LEGACY: (1, SHAPE[LEGACY][2]), SESSION: (2, 2)}
+
+#: A time to evaluate the automation from (UTC; the asset daemon evaluates at its clock's).
+NOON = datetime(2026, 11, 30, 12, tzinfo=UTC)
 
 
 class Source:
@@ -303,14 +307,18 @@ def test_the_automation_starts_powerapi_trials_only_once_windows_are_stored(inst
     def landed(spec: dg.AssetSpec, partition: str | None = None) -> None:
         instance.report_runless_asset_event(dg.AssetMaterialization(spec.key, partition=partition))
 
-    start = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+    # evaluated a cadence's tick apart (assets/follow_cadence.py): the trials' own
+    # condition decides
+    at = [NOON + timedelta(minutes=minutes) for minutes in (1, 7, 13)]
+    start = dg.evaluate_automation_conditions(defs=defs, instance=instance, evaluation_time=at[0])
     instance.add_dynamic_partitions(powerapi_days.name, ["landing/2021-01-13"])
     landed(powerapi_validated_frames, "landing/2021-01-13")
-    frames = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=start.cursor)
+    frames = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=start.cursor,
+                                               evaluation_time=at[1])
     assert frames.get_num_requested(trials) == 0
     landed(powerapi_window_energy)
     windows = dg.evaluate_automation_conditions(defs=defs, instance=instance,
-                                                cursor=frames.cursor)
+                                                cursor=frames.cursor, evaluation_time=at[2])
     assert windows.get_num_requested(trials) == 1
 
 

@@ -241,6 +241,9 @@ def _env(home: Path, postgres: PostgresServer, dagster_db: str, taudb_url: str,
         "JOULEHOUSE_QUIET_PERIOD_S": str(QUIET_S),
         "JOULEHOUSE_FULL_RESCAN_S": "none",
         "JOULEHOUSE_SENSOR_INTERVAL_S": str(SENSOR_INTERVAL_S),
+        # the PowerAPI trials and derived tables at every change, not every 5 minutes
+        # (assets/follow_cadence.py): the tests wait for the trials
+        "JOULEHOUSE_FOLLOWERS_EVERY_MIN": "0",
         # each module compiled once and its bytecode kept, as in an installed venv (pip
         # compiles at install): with a PYTHONDONTWRITEBYTECODE from the caller's shell and
         # a venv uv installed (none compiled), every run worker compiled Dagster, pandas
