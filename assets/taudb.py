@@ -435,10 +435,10 @@ def _day_trial(day: SensorDay, **settings) -> TrialData:
 #: whose only outcome is the verdict "no PowerAPI window energy stored yet"), at most every
 #: few minutes (``assets/follow_cadence.py``): each request is a run holding PowerAPI's
 #: pool, which the source's own runs then wait for.
-POWERAPI_TRIALS_AUTOMATION = at_most_every(
+POWERAPI_TRIALS_AUTOMATION = at_most_every((
     TABLE_AUTOMATION & ~dg.AutomationCondition.any_deps_match(dg.AutomationCondition.missing())
     .allow(dg.AssetSelection.assets(powerapi_window_energy.key))
-    .with_label("eager, once the window table is stored"))
+).with_label("eager, once the window table is stored"))
 
 
 @dg.asset(

@@ -223,7 +223,7 @@ def stack_settings(args: argparse.Namespace) -> dict[str, str]:
             "JOULEHOUSE_GPU_READY_WHEN_COMPLETE": ready,
             "JOULEHOUSE_PLOT_EVERY_S": f"{args.plot_every_s:g}",
             # the trials and derived tables every 5 minutes, as deployed (the end-to-end
-            # stack's default asks for them at every change)
+            # stack sets 0: at every change)
             FOLLOWERS_EVERY_ENV: str(DEFAULT_EVERY_MIN),
             "DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS": str(TICK_TIMEOUT_S),
             "DAGSTER_SCHEDULE_GRPC_TIMEOUT_SECONDS": str(TICK_TIMEOUT_S),
