@@ -5,11 +5,12 @@ throwaway PostgreSQL server holding Dagster's storage and TAUdb; the code server
 ``dagster-daemon`` and ``dagster-webserver`` as separate processes with the production
 ``dagster.yaml``; the warehouse on a local S3-compatible object store; the examples of
 every source copied into fresh data roots, one PowerAPI report file broken on purpose. The tests below run in order over that one stack (each
-starts where the one before left it). The second, fourth and fifth turn off through
-GraphQL the sensors that neither they nor a later test need (the landing sensors of the sources no
-longer landed into and the automation sensors; the second and fourth wait until they stay
-off: ``api.stop_sensors``), so that no test waits in the queue behind runs it checks nothing
-of and no idle tick burns CPU:
+starts where the one before left it). The first turns off the accounting's and the derived
+tables' automation sensors, which no test here checks; the second, fourth and fifth turn off
+through GraphQL the sensors that neither they nor a later test need (the landing sensors of
+the sources no longer landed into and the sources' automation sensors; the first, second and
+fourth wait until they stay off: ``api.stop_sensors``), so that no test waits in the queue
+behind runs it checks nothing of and no idle tick burns CPU:
 
 1. the sensors, turned on through GraphQL, pick up every source; the runs succeed but the
    broken files', each failing its own partition alone, named with its file and line;
@@ -66,12 +67,16 @@ OUTAGE_S = 30.0
 SENSOR_JOBS = {"gpu_repetitions_lab": "gpu_energy_job", "tau_profile_landing": "tau_profiles_job",
                "geopm_report_landing": "geopm_job", "powerapi_landing": "powerapi_job",
                "cc_job_archive": "cc_job"}
+#: The automation sensors (on by default) no test needs: no test here checks the accounting
+#: or the tables derived beside it (the soak's short mode does), so the first turns them off
+#: before its landings, whose runs would share the CPUs with theirs.
+NEVER_NEEDED = ("joulehouse_automation_accounting", "joulehouse_automation_derived")
 #: The sensors the second test turns off, no later test needing them.
-#: The automation sensors (on by default) are needed by the first alone (the PowerAPI trials
-#: are their runs'); afterwards it would only queue runs no test checks (accounting, tables)
+#: The sources' automation sensors are needed by the first alone (the PowerAPI trials
+#: are their runs'); afterwards they would only queue runs no test checks (tables)
 #: ahead of those the tests wait for.
 NOT_NEEDED_AFTER_THE_FIRST = ("tau_profile_landing", "geopm_report_landing", "cc_job_archive",
-                              *AUTOMATION)
+                              *(name for name in AUTOMATION if name not in NEVER_NEEDED))
 #: The examples' partitions, by partitions definition.
 PARTITIONS = {"gpu_repetition_days": 1, "tau_profile_days": 1, "geopm_days": 2,
               "powerapi_days": 1, "cc_job_blocks": 3}
@@ -182,6 +187,7 @@ def test_the_sensors_pick_up_every_source_and_runs_partitions_and_trials_are_sto
                        PHASE_TIMEOUT_S, lambda: stack.log_tail("code-server"))
     assert sorted(sensors) == sorted([*SENSOR_JOBS, "intensity_and_tariff_landing",
                                       *AUTOMATION])
+    api.stop_sensors(stack.port, NEVER_NEEDED, PHASE_TIMEOUT_S)
     for sensor in SENSOR_JOBS:
         api.start_sensor(stack.port, sensor)
 
