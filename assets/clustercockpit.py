@@ -603,7 +603,7 @@ def _written(written: Written, entries: str) -> dict[str, Any]:
 
 def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: set[dg.AssetKey],
                  every: list[str] | None, completed: list[str],
-                 outcomes: BlockOutcomes | None = None) -> Iterator[dg.MaterializeResult]:
+                 outcomes: BlockOutcomes) -> Iterator[dg.MaterializeResult]:
     """Keep the tables over every block per entry (``joulehouse.clustercockpit.tables``): a
     run over blocks writes its stored blocks' jobs and the days they touch; a run without
     partitions, or the first run over a cc_rollup written before it was kept
@@ -618,7 +618,6 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
     blocks not written (nothing changed: not landed again) and those written, marked
     landed (:data:`LANDED_TABLE`) once their jobs and facts are. A rebuild drops the marks
     of the blocks not in ``every`` first: their rows leave the tables."""
-    outcomes = outcomes or BlockOutcomes()
     if every is not None:
         # a block the rebuild drops (deleted from Dagster, or moved: deleted, then
         # registered again) is landed again by its next run, even with nothing changed

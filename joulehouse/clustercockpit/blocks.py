@@ -189,8 +189,8 @@ def trial_fingerprint(folder: str, inputs: str) -> str:
 
 
 def _fingerprints(ref: JobRef, inputs: ReadInputs) -> tuple[str, str] | None:
-    """(:func:`_fingerprints`, :func:`trial_fingerprint`) of ``ref`` from one scan of its
-    folder; None when it cannot be listed or leads outside the root."""
+    """(the job's read fingerprint, :func:`trial_fingerprint`) of ``ref`` from one scan of
+    its folder; None when it cannot be listed or leads outside the root."""
     try:
         ref.check_inside()
         folder = fingerprint(ref.path)
@@ -201,13 +201,14 @@ def _fingerprints(ref: JobRef, inputs: ReadInputs) -> tuple[str, str] | None:
 
 
 def read_inputs(root: str | os.PathLike[str], cluster: str, version: int, *,
-                check_schema: bool, max_missing: int, config: str | None = None) -> str:
+                check_schema: bool, max_missing: int, config: str) -> str:
     """The digest of what else reading a job of ``cluster`` depends on: its cluster.json
-    (name, size, mtime: ``config`` when taken already), the archive version, the resolved
+    (``config``: its name, size and mtime, :func:`~.layout.cluster_fingerprint`, taken
+    before it is read), the archive version, the resolved
     archive root, :func:`reader_version` and the settings that change what is stored
     (``max_missing``: the energies; ``check_schema``: the violations kept in :data:`FILES`)."""
     return digest_pairs({
-        "cluster.json": cluster_fingerprint(root, cluster) if config is None else config,
+        "cluster.json": config,
         "archive_version": str(version), "root": str(Path(root).resolve()),
         "reader": reader_version(), "max_missing": str(max_missing),
         "check_schema": str(check_schema)})
@@ -259,8 +260,8 @@ def read_block(root: str | os.PathLike[str], key: str, *, check_schema: bool = T
     listing: list[InputError] = []
     refs = list(find_jobs(root, cluster, block=block, errors=listing))
     failed = {err.path: err for err in listing}
+    config_fingerprint = cluster_fingerprint(root, cluster)  # before the read, as the jobs'
     config, config_error = cluster_config(root, cluster)
-    config_fingerprint = cluster_fingerprint(root, cluster)
     inputs = ReadInputs(read_inputs(root, cluster, version, check_schema=check_schema,
                                     max_missing=max_missing, config=config_fingerprint),
                         trial_inputs(config_fingerprint, max_missing))
