@@ -623,6 +623,7 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
             "exactly_once": record.exactly_once(stack, landed),
             "bad_entries": record.bad_entries(stack, landed),
             "memory_growth": record.memory_growth(sampler.rows, args.minutes),
+            "cpu": record.cpu_seconds(sampler.rows),
             "faults": record.recovery(faults, landed),
             "errors": errors, "poll_errors": len(poll_errors),
             "poll_errors_first": poll_errors[:5], "sampler_errors": len(sampler.errors),

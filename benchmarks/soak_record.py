@@ -12,7 +12,10 @@ warehouse, the stack's processes and stores over time, the sensors' ticks, and t
   or tariff file: listed by the ``carbon_intensity`` or ``tariffs`` table).
 - :class:`Sampler`: every few seconds, CPU seconds and resident memory of the daemon, the
   webserver and the code server (each with its descendants but the run workers), and of
-  the run workers (:func:`run_workers`, with the steps' worker processes); the run queue
+  the run workers (:func:`run_workers`, with the steps' worker processes); CPU seconds of
+  PostgreSQL (its server and backends), of the harness itself (:func:`_harness_cpu_s`) and
+  of the whole host (busy, all CPUs), so that what the harness takes from the machine
+  it measures is known; the run queue
   (runs by status, of those created since the sampling started), the instance database's
   size and the warehouse's.
 - :func:`ticks`: every sensor tick from the instance database (start, duration, status).
@@ -91,8 +94,8 @@ def write_landed(path: Path, landed: list[Landed]) -> None:
 class Seen:
     """What one look at the stores found."""
 
-    facts: pd.DataFrame  # entity, reach (max window_end)
-    accounted: pd.DataFrame  # entity, reach: in carbon_per_fact and cost_per_fact
+    facts: dict[str, pd.Timestamp]  # entity -> reach (max window_end)
+    accounted: dict[str, pd.Timestamp]  # the same, in carbon_per_fact and cost_per_fact
     trials: set[str]
     files: set[str]  # the intensity and tariff files the accounting tables list
 
@@ -134,16 +137,20 @@ def look(stack: Stack) -> Seen:
             files |= set(_frame(connection, f"SELECT DISTINCT file FROM {table}", table,
                                 ["file"])["file"])
     trials = set(stack.trial_keys())
-    return Seen(facts, carbon[carbon["entity"].isin(set(cost["entity"]))], trials, files)
+    accounted = carbon[carbon["entity"].isin(set(cost["entity"]))]
+    return Seen(dict(zip(facts["entity"], facts["reach"])),
+                dict(zip(accounted["entity"], accounted["reach"])), trials, files)
 
 
-def _reached(frame: pd.DataFrame, row: Landed) -> bool:
-    found = frame[frame["entity"] == row.entity]
-    if found.empty:
+def _reached(reach_of: dict[str, pd.Timestamp], row: Landed) -> bool:
+    """Whether ``row``'s entity is in ``reach_of``, reaching its ``reaches`` if it has one.
+    A look up, not a scan: every poll (every 5 s) looks up every entry not yet seen, the
+    bad ones for ever, and a scan of the stored entities per entry (5 ms at 130,000) took
+    seconds of CPU per poll from the machine being measured."""
+    reach = reach_of.get(row.entity)
+    if reach is None:
         return False
-    if row.reaches is None:
-        return True
-    return found["reach"].iloc[0] >= row.reaches
+    return row.reaches is None or reach >= row.reaches
 
 
 def stamp(landed: list[Landed], seen: Seen, now: datetime) -> None:
@@ -238,6 +245,12 @@ class Sampler:
                 row[f"{name}_rss_mb"], row[f"{name}_cpu_s"] = rss, cpu
         row["run_workers"] = len(roots)
         row["run_workers_rss_mb"], row["run_workers_cpu_s"] = _usage(workers)
+        postmaster = _postmaster(self.stack)
+        if postmaster is not None:  # stopped by a fault: empty; restarted: counts from 0
+            row["postgres_cpu_s"] = _usage(_tree(postmaster))[1]
+        row["harness_cpu_s"] = _harness_cpu_s()
+        host = psutil.cpu_times()
+        row["host_busy_cpu_s"] = round(sum(host) - host.idle - host.iowait, 2)
         queue = dict(self.stack.sql("SELECT status, count(*) FROM runs WHERE id > "
                                     f"{self._runs_before} GROUP BY status"))
         for status in ("QUEUED", "STARTING", "STARTED", "SUCCESS", "FAILURE", "CANCELED"):
@@ -260,6 +273,24 @@ def _tree(root: psutil.Process) -> list[psutil.Process]:
         return [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         return []
+
+
+def _postmaster(stack: Stack) -> psutil.Process | None:
+    """The stack's PostgreSQL server, whose children are its connections' backends; None
+    while it is stopped."""
+    try:
+        return psutil.Process(int((stack.postgres.datadir / "postmaster.pid").read_text()
+                                  .split()[0]))
+    except (OSError, IndexError, ValueError, psutil.Error):
+        return None
+
+
+def _harness_cpu_s() -> float:
+    """The CPU seconds of this process (the landers, the poll and this sampler, all threads)
+    and of the children it has waited for (the GPU lander's collector runs; the stack's
+    services are counted apart and end only after the sampling)."""
+    times = psutil.Process().cpu_times()
+    return round(times.user + times.system + times.children_user + times.children_system, 2)
 
 
 def cmdline(process: psutil.Process) -> str:
@@ -520,6 +551,36 @@ def memory_growth(rows: list[dict], minutes: float) -> dict:
                             "growth_pct": round(100 * (after - before) / before, 1)
                             if before else None}
     return growth
+
+
+#: The cumulative CPU columns of timeseries.csv that :func:`cpu_seconds` adds up.
+CPU_PARTS = (*SERVICES, "postgres", "harness")
+
+
+def _cumulated(values: pd.Series) -> float:
+    """What a cumulative counter added over ``values`` (samples in order, empty ones
+    dropped); a fall is a restart (a killed service counts from 0 again)."""
+    values = pd.to_numeric(values, errors="coerce").dropna().to_numpy()
+    steps = values[1:] - values[:-1]
+    return float(sum(step if step >= 0 else after for step, after in zip(steps, values[1:])))
+
+
+def cpu_seconds(rows: list[dict]) -> dict:
+    """The CPU seconds of each service, PostgreSQL and the harness over the sampling, the
+    host's busy seconds (all CPUs), and each one's share of those; the rest (the run
+    workers, which the samples see only while they live, and anything else on the host) is
+    the host's busy time less the parts."""
+    frame = pd.DataFrame(rows)
+    if "host_busy_cpu_s" not in frame or len(frame) < 2:
+        return {}
+    host = _cumulated(frame["host_busy_cpu_s"])
+    parts = {name: round(_cumulated(frame[f"{name}_cpu_s"]), 1) for name in CPU_PARTS
+             if f"{name}_cpu_s" in frame}
+    parts["rest"] = round(host - sum(parts.values()), 1)
+    return {"window_s": float(frame["t_s"].iloc[-1] - frame["t_s"].iloc[0]),
+            "host_busy_s": round(host, 1), "seconds": parts,
+            "share_of_busy": {name: round(value / host, 3) if host else None
+                              for name, value in parts.items()}}
 
 
 def recovery(faults: list[dict], landed: list[Landed]) -> list[dict]:

@@ -186,6 +186,10 @@ def test_processes_and_stores_were_sampled_and_freshness_recorded(soak, summary,
                                   if row["daemon_rss_mb"]), down
     assert max(float(row["warehouse_mb"]) for row in rows) > 0
     assert max(int(row["runs_success"]) for row in rows) > 0
+    # what PostgreSQL and the harness took of the host's busy time: measured, a part of it
+    cpu = summary["cpu"]
+    assert cpu["host_busy_s"] > 0 and cpu["seconds"]["postgres"] > 0
+    assert 0 < cpu["seconds"]["harness"] < cpu["host_busy_s"]
     for name in ("daemon", "webserver", "code-server"):
         assert summary["memory_growth"][name]["rss_mb_to"] > 0, name
     accounted = sum(row["expected"] == "ok" and row["source"] not in NOT_ACCOUNTED | NO_FACTS

@@ -1,0 +1,64 @@
+"""How a soak's poll stamps its landed entries (``benchmarks/soak_record.stamp``), from a look
+made here: an entry is seen once its entity is stored, a PowerAPI flush once its entity's
+facts reach the flush's last report, intensity and tariff files once a table lists them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from soak_landers import Landed
+from soak_record import Seen, cpu_seconds, stamp
+
+T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
+NOW = T0 + timedelta(minutes=5)
+
+
+def _landed(source: str, entity: str, reaches: datetime | None = None, entry: str = ""
+            ) -> Landed:
+    return Landed(source, entry or f"/landing/{entity}", entity, "ok", T0, reaches=reaches)
+
+
+def test_an_entry_is_stamped_where_its_entity_is_stored_and_reaches_its_last_report():
+    rows = [_landed("clustercockpit", "soak/1/100"),  # in both
+            _landed("geopm", "g/a.report/h"),  # in the facts only
+            _landed("gpu-benchmark", "lab/soak/bench/r1/0"),  # in neither
+            _landed("powerapi", "pa/s1", reaches=T0 + timedelta(seconds=20)),  # not reached
+            _landed("powerapi", "pa/s2", reaches=T0 + timedelta(seconds=20)),  # reached
+            # TAU profile sets are looked up by entry among TAUdb's trials, the grid's
+            # files by name among those the accounting's tables list
+            _landed("tau", "", entry="/landing/tau/set1"),
+            _landed("intensity", "", entry="/landing/intensity/2026-11-30.csv")]
+    facts = {"soak/1/100": T0, "g/a.report/h": T0, "pa/s1": T0 + timedelta(seconds=10),
+             "pa/s2": T0 + timedelta(seconds=20)}
+    accounted = {"soak/1/100": T0, "pa/s2": T0 + timedelta(seconds=30)}
+    stamp(rows, Seen(facts, accounted, {"/landing/tau/set1"}, {"2026-11-30.csv"}), NOW)
+
+    assert [(row.in_facts_at, row.in_accounting_at) for row in rows] == [
+        (NOW, NOW), (NOW, None), (None, None), (None, None), (NOW, NOW), (NOW, None),
+        (None, NOW)]
+
+
+def test_a_stamp_already_made_is_kept():
+    row = _landed("clustercockpit", "soak/1/100")
+    earlier = NOW - timedelta(minutes=1)
+    row.in_facts_at = earlier
+    stamp([row], Seen({"soak/1/100": T0}, {"soak/1/100": T0}, set(), set()), NOW)
+    assert (row.in_facts_at, row.in_accounting_at) == (earlier, NOW)
+
+
+def test_cpu_seconds_add_each_counters_increments_and_a_restart_counts_from_zero():
+    rows = [  # the daemon killed after t=10 (an empty sample), started again from 0
+        {"t_s": 0.0, "daemon_cpu_s": 5.0, "webserver_cpu_s": 1.0, "code-server_cpu_s": 2.0,
+         "postgres_cpu_s": 3.0, "harness_cpu_s": 4.0, "host_busy_cpu_s": 100.0},
+        {"t_s": 5.0, "daemon_cpu_s": 7.0, "webserver_cpu_s": 1.5, "code-server_cpu_s": 2.0,
+         "postgres_cpu_s": 4.0, "harness_cpu_s": 5.0, "host_busy_cpu_s": 109.0},
+        {"t_s": 10.0, "daemon_cpu_s": None, "webserver_cpu_s": 2.0, "code-server_cpu_s": 3.0,
+         "postgres_cpu_s": 5.0, "harness_cpu_s": 6.0, "host_busy_cpu_s": 118.0},
+        {"t_s": 15.0, "daemon_cpu_s": 1.0, "webserver_cpu_s": 2.0, "code-server_cpu_s": 3.0,
+         "postgres_cpu_s": 6.0, "harness_cpu_s": 6.5, "host_busy_cpu_s": 120.0},
+    ]
+    cpu = cpu_seconds(rows)
+    assert cpu["window_s"] == 15.0 and cpu["host_busy_s"] == 20.0
+    assert cpu["seconds"] == {"daemon": 3.0, "webserver": 1.0, "code-server": 1.0,
+                              "postgres": 3.0, "harness": 2.5, "rest": 9.5}
+    assert cpu["share_of_busy"]["harness"] == 0.125 and cpu["share_of_busy"]["rest"] == 0.475
