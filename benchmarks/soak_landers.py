@@ -40,6 +40,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -176,25 +178,43 @@ class GeopmLander(Lander):
 POWER_COLUMN = 3
 
 
+def run_child(command: list[str], **popen) -> float:
+    """Run ``command`` (``subprocess.Popen``'s keywords, its output captured), raising
+    ``CalledProcessError`` with its output if it fails; its CPU seconds (user + system, its
+    own children's included), from the kernel's account of that one child (``os.wait4``)."""
+    with tempfile.TemporaryFile() as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, **popen)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode:
+            output.seek(0)
+            raise subprocess.CalledProcessError(process.returncode, command, output.read())
+    return usage.ru_utime + usage.ru_stime
+
+
 class GpuLander(Lander):
     """Each repetition a run ``r<i>`` of benchmark ``bench`` of experiment ``soak`` of the
-    data root, written by ``joulehouse collect`` with the fake NVML."""
+    data root, written by ``joulehouse collect`` with the fake NVML (a process each, on the
+    machine measured: :func:`collector_cpu_s` counts them)."""
 
     source = "gpu-benchmark"
     COMMAND_S = 2.0
+    _cpu_s = 0.0
+    _cpu_lock = threading.Lock()
 
     def write(self, index: int, bad: bool) -> list[Landed]:
         run = f"r{index:06d}"
         folder = self.folder / "soak" / "bench" / run / "0"
         staging = self.folder.parent / ".gpu-staging"  # bad ones are broken before landing
         root = staging if bad else self.folder
-        subprocess.run(
+        cpu_s = run_child(
             [sys.executable, str(COLLECTOR), "collect", "--data-root", str(root),
              "--experiment", "soak", "--benchmark", "bench", "--run", run,
              "--interval", "0.1", "--", "sleep", str(self.COMMAND_S)],
             cwd=COLLECTOR.parent, env={**os.environ, "FAKE_NVML": "{}",
-                                       "PYTHONPATH": str(PROJECT)},
-            check=True, capture_output=True)
+                                       "PYTHONPATH": str(PROJECT)})
+        with GpuLander._cpu_lock:
+            GpuLander._cpu_s += cpu_s
         if bad:
             staged = staging / "soak" / "bench" / run / "0"
             power = staged / "gpu-power.csv"
@@ -209,6 +229,12 @@ class GpuLander(Lander):
             shutil.move(staged.parent, folder.parent)
         return [Landed(self.source, str(folder), f"{self.folder.name}/soak/bench/{run}/0",
                        "bad" if bad else "ok", utc_now())]
+
+
+def collector_cpu_s() -> float:
+    """The CPU seconds of every GPU collector run so far (:class:`GpuLander`)."""
+    with GpuLander._cpu_lock:
+        return GpuLander._cpu_s
 
 
 class PowerapiLander(Lander):

@@ -26,6 +26,7 @@ warehouse, the stack's processes and stores over time, the sensors' ticks, and t
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -41,7 +42,7 @@ import numpy as np
 import pandas as pd
 import psutil
 import pyarrow.fs as pafs
-from soak_landers import STREAM_POWER_W, STREAM_RAPL_J, Landed, utc_now
+from soak_landers import STREAM_POWER_W, STREAM_RAPL_J, Landed, collector_cpu_s, utc_now
 
 from joulehouse.accounting.query import connect
 from joulehouse.clustercockpit.layout import JobRef
@@ -210,6 +211,7 @@ class Sampler:
     _size_mb: float | None = None
     #: The runs before the sampling started (a kept history's): not counted.
     _runs_before: int = 0
+    _cpu: CpuSeen = field(default_factory=lambda: CpuSeen())
 
     def __post_init__(self) -> None:
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -240,17 +242,21 @@ class Sampler:
                 service = psutil.Process(self.stack.processes[name].pid)
             except psutil.NoSuchProcess:
                 continue
-            rss, cpu = _usage([p for p in _tree(service) if p.pid not in worker_pids])
+            tree = [p for p in _tree(service) if p.pid not in worker_pids]
+            rss = _usage(tree)[0]
             if rss:  # gone between the two looks: empty, as above
-                row[f"{name}_rss_mb"], row[f"{name}_cpu_s"] = rss, cpu
+                row[f"{name}_rss_mb"] = rss
+                row[f"{name}_cpu_s"] = self._cpu.add(name, {p: _cpu_s(p) for p in tree})
         row["run_workers"] = len(roots)
         row["run_workers_rss_mb"], row["run_workers_cpu_s"] = _usage(workers)
         postmaster = _postmaster(self.stack)
-        if postmaster is not None:  # stopped by a fault: empty; restarted: counts from 0
-            row["postgres_cpu_s"] = _usage(_tree(postmaster))[1]
-        row["harness_cpu_s"] = _harness_cpu_s()
+        if postmaster is not None:  # stopped by a fault: the sum so far kept
+            row["postgres_cpu_s"] = self._cpu.add("postgres", {postmaster: _server_cpu_s(
+                postmaster)})
+        row["harness_cpu_s"] = round(_cpu_s(psutil.Process()) + collector_cpu_s(), 2)
         host = psutil.cpu_times()
-        row["host_busy_cpu_s"] = round(sum(host) - host.idle - host.iowait, 2)
+        row["host_busy_cpu_s"] = round(host.user + host.nice + host.system + host.irq
+                                       + host.softirq, 2)
         queue = dict(self.stack.sql("SELECT status, count(*) FROM runs WHERE id > "
                                     f"{self._runs_before} GROUP BY status"))
         for status in ("QUEUED", "STARTING", "STARTED", "SUCCESS", "FAILURE", "CANCELED"):
@@ -275,6 +281,48 @@ def _tree(root: psutil.Process) -> list[psutil.Process]:
         return []
 
 
+@dataclass
+class CpuSeen:
+    """Cumulative CPU seconds per group of processes, whatever ends or restarts: each
+    process (pid and start time) keeps the CPU it was last seen with, so one that ended
+    since (a backend, a killed service) still counts, and one started again counts from
+    its start. What a process used after its last sample is not seen."""
+
+    seen: dict[str, dict[tuple[int, float], float]] = field(default_factory=dict)
+
+    def add(self, group: str, cpu: dict[psutil.Process, float | None]) -> float:
+        """The group's sum once ``cpu`` (its processes now, with their CPU seconds, None for
+        one gone meanwhile) is recorded."""
+        last = self.seen.setdefault(group, {})
+        for process, seconds in cpu.items():
+            with contextlib.suppress(psutil.Error):  # psutil keeps a start time it read
+                if seconds is not None:
+                    last[(process.pid, process.create_time())] = seconds
+        return round(sum(last.values()), 2)
+
+
+def _cpu_s(process: psutil.Process) -> float | None:
+    """Its CPU seconds, user + system (None once it is gone)."""
+    try:
+        times = process.cpu_times()
+    except psutil.Error:
+        return None
+    return times.user + times.system
+
+
+def _server_cpu_s(postmaster: psutil.Process) -> float | None:
+    """PostgreSQL's CPU seconds: the server's own, its ended backends' (which it waited
+    for: every connection is a backend, most live for less than a sample) and its live
+    ones'."""
+    try:
+        times = postmaster.cpu_times()
+        live = [_cpu_s(child) for child in postmaster.children()]
+    except psutil.Error:
+        return None
+    return (times.user + times.system + times.children_user + times.children_system
+            + sum(seconds for seconds in live if seconds is not None))
+
+
 def _postmaster(stack: Stack) -> psutil.Process | None:
     """The stack's PostgreSQL server, whose children are its connections' backends; None
     while it is stopped."""
@@ -283,14 +331,6 @@ def _postmaster(stack: Stack) -> psutil.Process | None:
                                   .split()[0]))
     except (OSError, IndexError, ValueError, psutil.Error):
         return None
-
-
-def _harness_cpu_s() -> float:
-    """The CPU seconds of this process (the landers, the poll and this sampler, all threads)
-    and of the children it has waited for (the GPU lander's collector runs; the stack's
-    services are counted apart and end only after the sampling)."""
-    times = psutil.Process().cpu_times()
-    return round(times.user + times.system + times.children_user + times.children_system, 2)
 
 
 def cmdline(process: psutil.Process) -> str:
@@ -558,11 +598,10 @@ CPU_PARTS = (*SERVICES, "postgres", "harness")
 
 
 def _cumulated(values: pd.Series) -> float:
-    """What a cumulative counter added over ``values`` (samples in order, empty ones
-    dropped); a fall is a restart (a killed service counts from 0 again)."""
-    values = pd.to_numeric(values, errors="coerce").dropna().to_numpy()
-    steps = values[1:] - values[:-1]
-    return float(sum(step if step >= 0 else after for step, after in zip(steps, values[1:])))
+    """What a cumulative counter (:class:`CpuSeen`'s sums, which never fall) added over
+    ``values`` (samples in order; empty ones, a service down, dropped)."""
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    return float(values.iloc[-1] - values.iloc[0]) if len(values) else 0.0
 
 
 def cpu_seconds(rows: list[dict]) -> dict:

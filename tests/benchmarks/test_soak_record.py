@@ -4,10 +4,14 @@ facts reach the flush's last report, intensity and tariff files once a table lis
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 
-from soak_landers import Landed
-from soak_record import Seen, cpu_seconds, stamp
+import psutil
+import pytest
+from soak_landers import Landed, run_child
+from soak_record import CpuSeen, Seen, cpu_seconds, stamp
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=5)
@@ -46,15 +50,33 @@ def test_a_stamp_already_made_is_kept():
     assert (row.in_facts_at, row.in_accounting_at) == (earlier, NOW)
 
 
-def test_cpu_seconds_add_each_counters_increments_and_a_restart_counts_from_zero():
-    rows = [  # the daemon killed after t=10 (an empty sample), started again from 0
+def test_a_group_keeps_the_cpu_of_its_processes_that_ended_and_counts_a_new_one_from_zero():
+    """A service's tree loses a child, or the service is killed and started again: its sum
+    never falls, and the new process adds its own CPU."""
+    seen = CpuSeen()
+    first, child, again = (subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+                           for _ in range(3))
+    try:
+        one, two, three = (psutil.Process(p.pid) for p in (first, child, again))
+        assert seen.add("daemon", {one: 5.0, two: 2.0}) == 7.0
+        assert seen.add("daemon", {one: 6.0}) == 8.0  # the child ended: its 2 s kept
+        assert seen.add("daemon", {one: None, three: 0.5}) == 8.5  # killed, a new one
+        assert seen.add("postgres", {one: 1.0}) == 1.0  # groups apart
+    finally:
+        for process in (first, child, again):
+            process.kill()
+            process.wait()
+
+
+def test_cpu_seconds_are_each_counters_growth_over_the_sampling_and_its_share():
+    rows = [  # the daemon down at t=10 (an empty sample)
         {"t_s": 0.0, "daemon_cpu_s": 5.0, "webserver_cpu_s": 1.0, "code-server_cpu_s": 2.0,
          "postgres_cpu_s": 3.0, "harness_cpu_s": 4.0, "host_busy_cpu_s": 100.0},
         {"t_s": 5.0, "daemon_cpu_s": 7.0, "webserver_cpu_s": 1.5, "code-server_cpu_s": 2.0,
          "postgres_cpu_s": 4.0, "harness_cpu_s": 5.0, "host_busy_cpu_s": 109.0},
         {"t_s": 10.0, "daemon_cpu_s": None, "webserver_cpu_s": 2.0, "code-server_cpu_s": 3.0,
          "postgres_cpu_s": 5.0, "harness_cpu_s": 6.0, "host_busy_cpu_s": 118.0},
-        {"t_s": 15.0, "daemon_cpu_s": 1.0, "webserver_cpu_s": 2.0, "code-server_cpu_s": 3.0,
+        {"t_s": 15.0, "daemon_cpu_s": 8.0, "webserver_cpu_s": 2.0, "code-server_cpu_s": 3.0,
          "postgres_cpu_s": 6.0, "harness_cpu_s": 6.5, "host_busy_cpu_s": 120.0},
     ]
     cpu = cpu_seconds(rows)
@@ -62,3 +84,11 @@ def test_cpu_seconds_add_each_counters_increments_and_a_restart_counts_from_zero
     assert cpu["seconds"] == {"daemon": 3.0, "webserver": 1.0, "code-server": 1.0,
                               "postgres": 3.0, "harness": 2.5, "rest": 9.5}
     assert cpu["share_of_busy"]["harness"] == 0.125 and cpu["share_of_busy"]["rest"] == 0.475
+
+
+def test_a_child_runs_cpu_is_its_own_from_the_kernels_account_and_a_failure_raises():
+    busy = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    assert 0.25 <= run_child([sys.executable, "-c", busy]) < 5
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        run_child([sys.executable, "-c", "print('broken'); raise SystemExit(3)"])
+    assert failed.value.returncode == 3 and b"broken" in failed.value.output
