@@ -1,5 +1,5 @@
-"""The concurrency pools the steps hold: one per source, the accounting's own, and one for
-the tables derived beside it.
+"""The concurrency pools the steps hold: one per source, the accounting's own, one for the
+tables derived beside it and one for PowerAPI's trials.
 
 The instance configs (deploy/) limit every pool to 1, so a pool's steps never run beside
 each other, whoever launched their runs (sensor, backfill, automation), and steps of
@@ -23,7 +23,7 @@ TABLES_POOL_PREFIX = f"{POOL_PREFIX}tables_"
 def tables_pool(source: str) -> str:
     """The concurrency pool of ``source``'s step (``source`` as its runs' tag
     ``joulehouse/pipeline`` names it: ``gpu``, ``geopm``, ``powerapi``, ``clustercockpit``), which writes its tables, its TAUdb trials
-    and its ``energy_facts`` rows: the instance configs (deploy/) limit every pool to 1, so
+    (PowerAPI's in :data:`TRIALS_POOL`) and its ``energy_facts`` rows: the instance configs (deploy/) limit every pool to 1, so
     two runs never write one source's tables at once, whoever launched them (sensor,
     backfill, automation). Each source has its own, so the sources' steps run beside each
     other: the one table they share, ``energy_facts``, is written and compacted by commits
@@ -60,6 +60,16 @@ ACCOUNTING_POOL = f"{POOL_PREFIX}accounting"
 #: benchmarks/README.md). One pool for the three, not one each, so they take one core of a
 #: small host at most. Not a source's pool (:func:`pool_source` gives None).
 DERIVED_POOL = f"{POOL_PREFIX}derived"
+
+
+#: The pool of PowerAPI's trials (``powerapi_trials``), of limit 1: never two of its runs at
+#: once (two loads of a day from different inputs could leave the older trial under the
+#: newer state: ``joulehouse/powerapi/trial_days.py``), and beside the PowerAPI pipeline
+#: step, whose tables it reads by snapshots taken before its reads. In PowerAPI's pool, the
+#: source's runs waited behind the trials' (107 s p95 on the seeded history: the soak,
+#: benchmarks/README.md), whose runs read every changed sensor-day whole; with the derived
+#: tables, each would wait for the other. Not a source's pool (:func:`pool_source` gives None).
+TRIALS_POOL = f"{POOL_PREFIX}trials"
 
 
 def keys_by_pool(assets: Iterable[dg.AssetsDefinition | dg.AssetSpec],

@@ -33,10 +33,14 @@ reads only the sensor-days whose windows or power reports changed since the tria
 last loaded (``joulehouse/powerapi/trial_days.py``: a hidden state, as the accounting
 keeps; every sensor-day on the first run, without a state, or when the window setting,
 the TAUdb or the warehouse's location changed), and a day's fingerprint digests its windows' and power reports' values, so
-only the days that changed are rebuilt, each replacing its trial. It runs in the PowerAPI
-source's pool (``tables_pool("powerapi")``, limit 1), never beside another of its runs nor
-the PowerAPI pipeline step: two runs at once could each load a day from different inputs
-and the one whose state is written last may not be the one whose trial stays.
+only the days that changed are rebuilt, each replacing its trial. It runs in a pool of its
+own (``TRIALS_POOL``, limit 1), never beside another of its runs: two runs at once could
+each load a day from different inputs and the one whose state is written last may not be
+the one whose trial stays. It runs beside the PowerAPI pipeline step, which writes what
+it reads: its state records what it read no later than it read it (each table's
+snapshot before its rows), so a write in between is read again by the next run. In
+PowerAPI's pool, the source's runs waited behind its runs (the soak,
+benchmarks/README.md).
 
 What every trial asset shares: :class:`TrialLoads` (a trial replaces those of
 its source key; one whose fingerprint equals the stored trial's, primary
@@ -65,7 +69,7 @@ from assets.gpu import (
     gpu_validated_frames,
     stored_energy_keys_of_run,
 )
-from assets.pools import tables_pool
+from assets.pools import TRIALS_POOL
 from assets.powerapi import WINDOW_TABLE as POWERAPI_WINDOW_TABLE
 from assets.powerapi import (
     powerapi_validated_frames,
@@ -433,8 +437,8 @@ def _day_trial(day: SensorDay, **settings) -> TrialData:
 #: The tables' automation, once the window table has been stored (before that, e.g. the first
 #: run failed on a landing's only file being bad, a new frames partition would start a run
 #: whose only outcome is the verdict "no PowerAPI window energy stored yet"), at most every
-#: few minutes (``assets/follow_cadence.py``): each request is a run holding PowerAPI's
-#: pool, which the source's own runs then wait for.
+#: few minutes (``assets/follow_cadence.py``): each request is a run that reads every
+#: changed sensor-day whole.
 POWERAPI_TRIALS_AUTOMATION = at_most_every((
     TABLE_AUTOMATION & ~dg.AutomationCondition.any_deps_match(dg.AutomationCondition.missing())
     .allow(dg.AssetSelection.assets(powerapi_window_energy.key))
@@ -456,7 +460,7 @@ POWERAPI_TRIALS_AUTOMATION = at_most_every((
     group_name=GROUP,
     deps=[powerapi_validated_frames, powerapi_window_energy],
     automation_condition=POWERAPI_TRIALS_AUTOMATION,
-    pool=tables_pool("powerapi"),
+    pool=TRIALS_POOL,
     kinds={"taudb"},
     tags={"source": "powerapi"},
 )

@@ -806,18 +806,22 @@ def _typed_nulls(data: pa.Table, delta: DeltaTable | None) -> pa.Table:
     return data
 
 
-def read_where(warehouse: Warehouse, table: str, where: ds.Expression) -> pd.DataFrame:
-    """The rows of the current version that ``where`` (a pyarrow dataset filter) selects,
-    with :func:`read`'s dtypes; pyarrow skips the row groups whose statistics exclude them.
-    Before the first version: the plain files' rows, filtered."""
+def read_where(warehouse: Warehouse, table: str, where: ds.Expression | None,
+               listed: list[pafs.FileInfo] | None = None) -> pd.DataFrame:
+    """The rows of the current version that ``where`` (a pyarrow dataset filter; None: all)
+    selects, with :func:`read`'s dtypes; pyarrow skips the row groups whose statistics
+    exclude them. ``listed``: the data files of an earlier look at the version (of
+    :func:`version_files`), read as that version even if a commit came since (vacuum
+    keeps them ``RETENTION_HOURS``). Before the first version: the plain files' rows,
+    filtered."""
     delta = _open(warehouse, table)
     if delta is None:
         rows = read(warehouse, table)
-        if rows.empty:
+        if rows.empty or where is None:
             return rows
         return pa.Table.from_pandas(rows, preserve_index=False).filter(where).to_pandas()
-    return _as_written(delta, _dataset(warehouse, delta, files(warehouse, table)).to_table(
-        filter=where))
+    listed = files(warehouse, table) if listed is None else listed
+    return _as_written(delta, _dataset(warehouse, delta, listed).to_table(filter=where))
 
 
 def _as_written(delta: DeltaTable, rows: pa.Table) -> pd.DataFrame:

@@ -11,8 +11,8 @@ their own, which start as soon as that pool is free.
 The pool of an asset is its step's (``assets/pools.py``). The assets of no pool (the grid
 intensity and the tariffs, read from the accounting's landing folders) are automated
 with the accounting's. Each sensor is named ``joulehouse_automation_<name>``: the source
-of a source's pool (``gpu``, ``geopm``, ``powerapi``, ``clustercockpit``), ``accounting``
-or ``derived``.
+of a source's pool (``gpu``, ``geopm``, ``powerapi``, ``clustercockpit``), ``accounting``,
+``derived`` or ``trials``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ AUTOMATION_PREFIX = "joulehouse_automation_"
 def automation_name(pool: str) -> str:
     """The automation sensor of ``pool``'s steps: ``joulehouse_automation_`` and the pool's
     source, or the pool's name without its prefix ``joulehouse_`` (``accounting``,
-    ``derived``)."""
+    ``derived``, ``trials``)."""
     return AUTOMATION_PREFIX + (pool_source(pool) or pool.removeprefix(POOL_PREFIX))
 
 

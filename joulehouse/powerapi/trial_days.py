@@ -176,12 +176,12 @@ def trial_days(tables: Warehouse, landed: Container[str], window: str, taudb_url
         "taudb": masked_url(taudb_url), "schema": taudb_schema or ""}), [windows, progress])
     previous = _previous(tables, state, windows)
     if isinstance(previous, str):
-        return _whole(tables, previous, progress, state)
+        return _whole(tables, previous, windows, progress, state)
     consumed, ids, pending = previous
     found = changed.delta_changes(tables, windows, set(consumed.files[WINDOW_TABLE]),
                                   ["sensor"])
     if isinstance(found, str):
-        return _whole(tables, found, progress, state)
+        return _whole(tables, found, windows, progress, state)
     entries = changed.partition_changes(progress, consumed.files.get(PROGRESS_TABLE, {}))
     held = _entries_pieces(tables, entries, progress)
     old = entry_table.read_keys(tables, PIECES_TABLE, pd.DataFrame({"entry": entries})) if (
@@ -191,7 +191,7 @@ def trial_days(tables: Warehouse, landed: Container[str], window: str, taudb_url
     pieces = pd.concat([old[old["piece"].isin(counted)], added], ignore_index=True)
     names = {*_changed_windows(found), *_power_names_of(old[~old["piece"].isin(counted)]),
              *_power_names_of(added), *(name for _, name in pending.keys)}
-    return TrialDays("", _read(tables, names, pieces, entries), {
+    return TrialDays("", _read(tables, windows, names, pieces, entries), {
         name: trial for name, trial in ids.items() if name not in names}, frozenset(names),
         pieces, entries, state)
 
@@ -219,15 +219,15 @@ def _previous(tables: Warehouse, state: changed.State, windows: changed.Snapshot
     return consumed, dict(zip(days["name"], days["trial_id"].astype(int))), pending
 
 
-def _whole(tables: Warehouse, why: str, progress: changed.Snapshot,
-           state: changed.State) -> TrialDays:
+def _whole(tables: Warehouse, why: str, windows: changed.Snapshot,
+           progress: changed.Snapshot, state: changed.State) -> TrialDays:
     """Every sensor-day, as the step read them before it kept a state: the window table
     whole, the power reports of every stored entry still landed."""
     keys = sorted(partition_key(name) for name in progress.files)
     held = _entries_pieces(tables, keys, progress)
     power = combined("power_reports", [tables.read_partitions(POWER_TABLE, held["piece"])]
                      if len(held) else [])[0]
-    days = sensor_days(tables.read_table(WINDOW_TABLE), power)
+    days = sensor_days(_windows(tables, windows, None), power)
     return TrialDays(why, days, {}, frozenset(day.name for day in days),
                      _piece_days(tables, held), None, state)
 
@@ -284,18 +284,32 @@ def _changed_windows(found: changed.Changed) -> set[str]:
     return set(names[differ.to_numpy()])
 
 
-def _read(tables: Warehouse, names: set[str], pieces: pd.DataFrame, entries: list[str]
-          ) -> list[SensorDay]:
-    """The sensor-days ``names`` that have windows, each with its power reports: those of
-    the index's pieces holding it (``pieces``: the rows of ``entries`` now). Both are read
-    by a predicate on sensor and time, per sensor from the first day wanted to the last."""
+def _windows(tables: Warehouse, snapshot: changed.Snapshot, where: ds.Expression | None
+             ) -> pd.DataFrame:
+    """The window table's rows that ``where`` keeps (None: all) as ``snapshot`` (the one
+    the state records) found them: its files when the table is kept per entry, though the
+    PowerAPI step, which runs beside this one, committed since (a day changed and changed
+    back in between would otherwise be loaded from rows no state names); else as it is."""
+    if snapshot.mode == changed.DELTA:
+        return entry_table.read_where(tables, WINDOW_TABLE, where,
+                                      list(snapshot.infos.values()))
+    return tables.read_table(WINDOW_TABLE) if where is None else entry_table.read_where(
+        tables, WINDOW_TABLE, where)
+
+
+def _read(tables: Warehouse, windows: changed.Snapshot, names: set[str],
+          pieces: pd.DataFrame, entries: list[str]) -> list[SensorDay]:
+    """The sensor-days ``names`` that have windows (in ``windows``, the state's snapshot),
+    each with its power reports: those of the index's pieces holding it (``pieces``: the
+    rows of ``entries`` now). Both are read by a predicate on sensor and time, per sensor
+    from the first day wanted to the last."""
     if not names:
         return []
     wanted = pd.Series(sorted(names)).str.rpartition("/")
     bounds = pd.DataFrame({"sensor": wanted[0], "day": pd.to_datetime(wanted[2], utc=True)}
                           ).groupby("sensor")["day"].agg(["min", "max"])
     start = ds.field("window_start")
-    table = entry_table.read_where(tables, WINDOW_TABLE, _per_sensor(
+    table = _windows(tables, windows, _per_sensor(
         bounds, lambda first, end: (start >= first) & (start < end)))
     table = table[_window_names(table).isin(names).to_numpy()] if len(table) else table
     if table.empty:

@@ -76,7 +76,7 @@ def test_a_write_asks_each_pool_for_its_own_steps_in_its_own_evaluation_once():
     asked = evaluate(cursors, 6)
     assert asked == {**nothing,
                      "joulehouse_automation_derived": AUTOMATED["joulehouse_automation_derived"],
-                     "joulehouse_automation_powerapi": {"powerapi_trials"}}
+                     "joulehouse_automation_trials": {"powerapi_trials"}}
     for name, keys in asked.items():
         assert {_pool(dg.AssetKey.from_user_string(key)) for key in keys} <= {POOLS[name]}, name
     assert evaluate(cursors, 7) == nothing

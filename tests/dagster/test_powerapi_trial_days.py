@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.pools import tables_pool
+from assets.pools import TRIALS_POOL, tables_pool
 from assets.powerapi import (
     powerapi_pipeline,
     powerapi_validated_frames,
@@ -296,6 +296,59 @@ def test_another_taudb_or_warehouse_location_has_every_day_loaded(days, tmp_path
     assert _load_days(source)["days_read"].value == 0
 
 
+def _recompute_windows(source: Source) -> None:
+    """The PowerAPI run that recomputes the window table (after an entry was removed)."""
+    assert source.defs.resolve_job_def(powerapi.JOB_NAME).execute_in_process(
+        instance=source.instance, asset_selection=[powerapi_window_energy.key]).success
+
+
+def _landing_while_the_trials_read(source: Source, folder: Path, monkeypatch) -> str:
+    """A new cgroup of day 12 landed and run; a trials run during which, after its state's
+    snapshots and before its reads, a PowerAPI run stores a second cgroup of the day (the
+    two steps run beside each other: their pools differ); that day's name."""
+    day = f"{SENSOR}/2021-01-12"
+    _day_entry(folder, "cgroup_a", "2021-01-12", target="cga")
+    assert source.tick_and_run().success
+    read = trial_days._read
+
+    def powerapi_runs_then_read(*args, **kwargs):
+        _day_entry(folder, "cgroup_b", "2021-01-12", target="cgb")
+        assert source.tick_and_run().success
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(trial_days, "_read", powerapi_runs_then_read)
+    assert list(_load_days(source)["rows_loaded"].value) == [day]
+    monkeypatch.undo()
+    return day
+
+
+def test_what_a_powerapi_run_stores_while_the_trials_read_is_read_by_the_next_trials_run(
+        days, monkeypatch):
+    """The trials hold what their state's snapshots held (the day's 5 targets and the
+    first cgroup), not the second cgroup stored after them; the next trials run reads it."""
+    source, folder = days
+    day = _landing_while_the_trials_read(source, folder, monkeypatch)
+    assert source.trials()[day]["total_threads"] == 6
+    again = _load_days(source)
+    assert (again["days_read"].value, list(again["rows_loaded"].value)) == (1, [day])
+    assert source.trials()[day]["total_threads"] == 7
+    assert _load_days(source)["days_read"].value == 0
+
+
+def test_a_day_changed_while_the_trials_read_and_changed_back_keeps_the_trial_of_its_inputs(
+        days, monkeypatch):
+    """The second cgroup removed and the windows recomputed before the next trials run: the
+    day is as the state's snapshot held it, so it is not read again, and its trial (read
+    from that snapshot, not from the version the PowerAPI run committed meanwhile) is
+    that of the inputs now."""
+    source, folder = days
+    day = _landing_while_the_trials_read(source, folder, monkeypatch)
+    shutil.rmtree(folder / "cgroup_b")
+    _recompute_windows(source)
+    assert _load_days(source)["days_read"].value == 0
+    assert source.trials()[day]["total_threads"] == 6
+
+
 def test_a_run_stopped_before_its_state_has_its_days_read_again(days, monkeypatch):
     """A run stopped after its loads, before its state, then its input gone back to what the
     state consumed (the landed entry removed, the sensor recomputed): its day shows no
@@ -322,8 +375,9 @@ def test_a_run_stopped_before_its_state_has_its_days_read_again(days, monkeypatc
     assert _load_days(source)["days_read"].value == 0
 
 
-def test_the_trials_step_runs_in_the_powerapi_pool():
-    """Never two ``powerapi_trials`` runs at once, nor one beside the PowerAPI pipeline step
-    (the pool's limit is 1): two loads of a day from different inputs, the older trial
-    written last, would leave a state that never reads the day again."""
-    assert powerapi_trials.op.pool == powerapi_pipeline.op.pool == tables_pool("powerapi")
+def test_the_trials_step_runs_in_a_pool_of_its_own_not_powerapis():
+    """Never two ``powerapi_trials`` runs at once (the pool's limit is 1): two loads of a day
+    from different inputs, the older trial written last, would leave a state that never
+    reads the day again. Not in PowerAPI's pool, whose runs waited behind the trials'."""
+    assert powerapi_trials.op.pool == TRIALS_POOL
+    assert powerapi_pipeline.op.pool == tables_pool("powerapi")

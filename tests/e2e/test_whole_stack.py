@@ -72,9 +72,9 @@ SENSOR_JOBS = {"gpu_repetitions_lab": "gpu_energy_job", "tau_profile_landing": "
 #: before its landings, whose runs would share the CPUs with theirs.
 NEVER_NEEDED = ("joulehouse_automation_accounting", "joulehouse_automation_derived")
 #: The sensors the second test turns off, no later test needing them.
-#: The sources' automation sensors are needed by the first alone (the PowerAPI trials
-#: are their runs'); afterwards they would only queue runs no test checks (tables)
-#: ahead of those the tests wait for.
+#: The sources' and the trials' automation sensors are needed by the first alone (the
+#: PowerAPI trials are the trials sensor's runs); afterwards they would only queue runs no
+#: test checks (tables) ahead of those the tests wait for.
 NOT_NEEDED_AFTER_THE_FIRST = ("tau_profile_landing", "geopm_report_landing", "cc_job_archive",
                               *(name for name in AUTOMATION if name not in NEVER_NEEDED))
 #: The examples' partitions, by partitions definition.
