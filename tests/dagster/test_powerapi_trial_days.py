@@ -75,10 +75,13 @@ class Reads:
             entry_table.read_where, Tables.read_partitions, Tables.read_table,
             trial_days._power_reports)
 
-        def where(tables, table, *args):
-            rows = read_where(tables, table, *args)
+        def where(tables, table, predicate, *args):
+            rows = read_where(tables, table, predicate, *args)
             if table == trial_days.WINDOW_TABLE:
-                self.windows.append(rows)
+                if predicate is None:  # the table read whole
+                    self.whole.append(table)
+                else:
+                    self.windows.append(rows)
             return rows
 
         def partitions(tables, table, keys):
