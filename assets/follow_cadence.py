@@ -5,7 +5,8 @@ Asked for at every change, as the accounting is, each became a run of its own on
 pool had its automation sensor (``sensors/automation.py``): on the seeded history, 177
 runs an hour of the derived tables and PowerAPI's trials besides the accounting's 89, each
 paying a run worker's start on a 2-CPU host, and PowerAPI's runs waited 62 s (p50) for
-their pool, held by the trials' (benchmarks/README.md). Asked for once per tick of every
+their pool, held by the trials' (benchmarks/README.md; the trials have since a pool of
+their own, ``assets/pools.TRIALS_POOL``). Asked for once per tick of every
 ``JOULEHOUSE_FOLLOWERS_EVERY_MIN`` minutes from the full hour (a divisor of 60; default 5;
 0: at every change; read when the definitions load), what changed in between is taken
 up by one run, so they are at most that much (and their run) behind the facts.

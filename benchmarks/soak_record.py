@@ -13,7 +13,8 @@ warehouse, the stack's processes and stores over time, the sensors' ticks, and t
 - :class:`Sampler`: every few seconds, CPU seconds and resident memory of the daemon, the
   webserver and the code server (each with its descendants but the run workers), and of
   the run workers (:func:`run_workers`, with the steps' worker processes); CPU seconds of
-  PostgreSQL (its server and backends), of the harness itself (:func:`_harness_cpu_s`) and
+  PostgreSQL (its server and backends: :func:`_server_cpu_s`), of the harness itself (its
+  own process and the GPU collector runs: ``soak_landers.collector_cpu_s``) and
   of the whole host (busy, all CPUs), so that what the harness takes from the machine
   it measures is known; the run queue
   (runs by status, of those created since the sampling started), the instance database's
@@ -26,7 +27,6 @@ warehouse, the stack's processes and stores over time, the sensors' ticks, and t
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import math
@@ -288,16 +288,15 @@ class CpuSeen:
     since (a backend, a killed service) still counts, and one started again counts from
     its start. What a process used after its last sample is not seen."""
 
-    seen: dict[str, dict[tuple[int, float], float]] = field(default_factory=dict)
+    seen: dict[str, dict[psutil.Process, float]] = field(default_factory=dict)
 
     def add(self, group: str, cpu: dict[psutil.Process, float | None]) -> float:
         """The group's sum once ``cpu`` (its processes now, with their CPU seconds, None for
         one gone meanwhile) is recorded."""
         last = self.seen.setdefault(group, {})
         for process, seconds in cpu.items():
-            with contextlib.suppress(psutil.Error):  # psutil keeps a start time it read
-                if seconds is not None:
-                    last[(process.pid, process.create_time())] = seconds
+            if seconds is not None:  # psutil tells processes apart by pid and start time
+                last[process] = seconds
         return round(sum(last.values()), 2)
 
 

@@ -808,8 +808,8 @@ def _typed_nulls(data: pa.Table, delta: DeltaTable | None) -> pa.Table:
 
 def read_where(warehouse: Warehouse, table: str, where: ds.Expression | None,
                listed: list[pafs.FileInfo] | None = None) -> pd.DataFrame:
-    """The rows of the current version that ``where`` (a pyarrow dataset filter; None: all)
-    selects, with :func:`read`'s dtypes; pyarrow skips the row groups whose statistics
+    """The rows of the current version (or of ``listed``'s) that ``where`` (a pyarrow
+    dataset filter; None: all) selects, with :func:`read`'s dtypes; pyarrow skips the row groups whose statistics
     exclude them. ``listed``: the data files of an earlier look at the version (of
     :func:`version_files`), read as that version even if a commit came since (vacuum
     keeps them ``RETENTION_HOURS``). Before the first version: the plain files' rows,

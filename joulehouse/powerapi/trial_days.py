@@ -289,12 +289,13 @@ def _windows(tables: Warehouse, snapshot: changed.Snapshot, where: ds.Expression
     """The window table's rows that ``where`` keeps (None: all) as ``snapshot`` (the one
     the state records) found them: its files when the table is kept per entry, though the
     PowerAPI step, which runs beside this one, committed since (a day changed and changed
-    back in between would otherwise be loaded from rows no state names); else as it is."""
+    back in between would otherwise be loaded from rows no state names); else the whole
+    table as it is (``where`` is None there: days are read alone only from a table kept
+    per entry, ``_previous``)."""
     if snapshot.mode == changed.DELTA:
         return entry_table.read_where(tables, WINDOW_TABLE, where,
                                       list(snapshot.infos.values()))
-    return tables.read_table(WINDOW_TABLE) if where is None else entry_table.read_where(
-        tables, WINDOW_TABLE, where)
+    return tables.read_table(WINDOW_TABLE)
 
 
 def _read(tables: Warehouse, windows: changed.Snapshot, names: set[str],

@@ -338,6 +338,31 @@ def test_what_a_powerapi_run_stores_while_the_trials_read_is_read_by_the_next_tr
     assert _load_days(source)["days_read"].value == 0
 
 
+def test_a_whole_read_holds_its_snapshot_though_a_powerapi_run_stores_meanwhile(
+        days, monkeypatch):
+    """Without a state every day is read whole, from the snapshot the new state records: a
+    cgroup of day 12 that a PowerAPI run stores after it (before the whole read's pieces
+    are listed) is left to the next trials run, which reads that day alone."""
+    source, folder = days
+    day = f"{SENSOR}/2021-01-12"
+    shutil.rmtree(source.tables.table_dir(trial_days.STATE_TABLE))
+    pieces = trial_days._entries_pieces
+
+    def powerapi_runs_then_pieces(*args, **kwargs):
+        _day_entry(folder, "cgroup_b", "2021-01-12", target="cgb")
+        assert source.tick_and_run().success
+        return pieces(*args, **kwargs)
+
+    monkeypatch.setattr(trial_days, "_entries_pieces", powerapi_runs_then_pieces)
+    whole = _load_days(source)
+    monkeypatch.undo()
+    assert (whole["read_whole"].value, whole["days_read"].value) == ("first run: no state", 5)
+    assert source.trials()[day]["total_threads"] == 5
+    again = _load_days(source)
+    assert (again["days_read"].value, list(again["rows_loaded"].value)) == (1, [day])
+    assert source.trials()[day]["total_threads"] == 6
+
+
 def test_a_day_changed_while_the_trials_read_and_changed_back_keeps_the_trial_of_its_inputs(
         days, monkeypatch):
     """The second cgroup removed and the windows recomputed before the next trials run: the
