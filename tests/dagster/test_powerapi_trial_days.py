@@ -114,6 +114,12 @@ class Reads:
                 for name in trial_days._power_names(rows)}
 
 
+def _recompute_windows(source: Source) -> None:
+    """The PowerAPI run that recomputes the window table (after an entry was removed)."""
+    assert source.defs.resolve_job_def(powerapi.JOB_NAME).execute_in_process(
+        instance=source.instance, asset_selection=[powerapi_window_energy.key]).success
+
+
 def test_a_landing_in_one_day_reads_and_loads_that_day_alone(days, monkeypatch):
     source, folder = days
     ids = _load_days(source)["trial_ids"].value
@@ -151,8 +157,7 @@ def test_an_incremental_sequence_loads_what_a_whole_read_loads(days, tmp_path):
     assert source.tick_and_run().success
     assert _load_days(source)["days_loaded"].value == 1
     shutil.rmtree(folder / "day14")
-    assert source.defs.resolve_job_def(powerapi.JOB_NAME).execute_in_process(
-        instance=source.instance, asset_selection=[powerapi_window_energy.key]).success
+    _recompute_windows(source)
     removed = _load_days(source)
     assert (removed["read_whole"].value, removed["days_read"].value) == ("", 0)
     assert sorted(removed["trial_ids"].value) == [f"{SENSOR}/{day}" for day in DAYS[:4]]
@@ -299,10 +304,18 @@ def test_another_taudb_or_warehouse_location_has_every_day_loaded(days, tmp_path
     assert _load_days(source)["days_read"].value == 0
 
 
-def _recompute_windows(source: Source) -> None:
-    """The PowerAPI run that recomputes the window table (after an entry was removed)."""
-    assert source.defs.resolve_job_def(powerapi.JOB_NAME).execute_in_process(
-        instance=source.instance, asset_selection=[powerapi_window_energy.key]).success
+def _powerapi_run_before(step: str, source: Source, folder: Path, monkeypatch) -> None:
+    """Each call of ``trial_days``' function ``step`` from now on first lands a second
+    cgroup of day 12 and runs the PowerAPI run over it (the trials step and the PowerAPI
+    step run beside each other: their pools differ)."""
+    original = getattr(trial_days, step)
+
+    def powerapi_run_then(*args, **kwargs):
+        _day_entry(folder, "cgroup_b", "2021-01-12", target="cgb")
+        assert source.tick_and_run().success
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(trial_days, step, powerapi_run_then)
 
 
 def _landing_while_the_trials_read(source: Source, folder: Path, monkeypatch) -> str:
@@ -312,14 +325,7 @@ def _landing_while_the_trials_read(source: Source, folder: Path, monkeypatch) ->
     day = f"{SENSOR}/2021-01-12"
     _day_entry(folder, "cgroup_a", "2021-01-12", target="cga")
     assert source.tick_and_run().success
-    read = trial_days._read
-
-    def powerapi_runs_then_read(*args, **kwargs):
-        _day_entry(folder, "cgroup_b", "2021-01-12", target="cgb")
-        assert source.tick_and_run().success
-        return read(*args, **kwargs)
-
-    monkeypatch.setattr(trial_days, "_read", powerapi_runs_then_read)
+    _powerapi_run_before(trial_days._read.__name__, source, folder, monkeypatch)
     assert list(_load_days(source)["rows_loaded"].value) == [day]
     monkeypatch.undo()
     return day
@@ -346,14 +352,7 @@ def test_a_whole_read_holds_its_snapshot_though_a_powerapi_run_stores_meanwhile(
     source, folder = days
     day = f"{SENSOR}/2021-01-12"
     shutil.rmtree(source.tables.table_dir(trial_days.STATE_TABLE))
-    pieces = trial_days._entries_pieces
-
-    def powerapi_runs_then_pieces(*args, **kwargs):
-        _day_entry(folder, "cgroup_b", "2021-01-12", target="cgb")
-        assert source.tick_and_run().success
-        return pieces(*args, **kwargs)
-
-    monkeypatch.setattr(trial_days, "_entries_pieces", powerapi_runs_then_pieces)
+    _powerapi_run_before(trial_days._entries_pieces.__name__, source, folder, monkeypatch)
     whole = _load_days(source)
     monkeypatch.undo()
     assert (whole["read_whole"].value, whole["days_read"].value) == ("first run: no state", 5)
@@ -395,8 +394,7 @@ def test_a_run_stopped_before_its_state_has_its_days_read_again(days, monkeypatc
     monkeypatch.undo()
     assert source.trials()[day]["total_threads"] == 6
     shutil.rmtree(folder / "cgroup12")
-    assert source.defs.resolve_job_def(powerapi.JOB_NAME).execute_in_process(
-        instance=source.instance, asset_selection=[powerapi_window_energy.key]).success
+    _recompute_windows(source)
     again = _load_days(source)
     assert (again["days_read"].value, list(again["rows_loaded"].value)) == (1, [day])
     assert source.trials()[day]["total_threads"] == 5
