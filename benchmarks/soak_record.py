@@ -196,6 +196,25 @@ SIZE_EVERY_S = 60.0
 
 
 @dataclass
+class CpuSeen:
+    """Cumulative CPU seconds per group of processes, whatever ends or restarts: each
+    process (pid and start time) keeps the CPU it was last seen with, so one that ended
+    since (a backend, a killed service) still counts, and one started again counts from
+    its start. What a process used after its last sample is not seen."""
+
+    seen: dict[str, dict[psutil.Process, float]] = field(default_factory=dict)
+
+    def add(self, group: str, cpu: dict[psutil.Process, float | None]) -> float:
+        """The group's sum once ``cpu`` (its processes now, with their CPU seconds, None for
+        one gone meanwhile) is recorded."""
+        last = self.seen.setdefault(group, {})
+        for process, seconds in cpu.items():
+            if seconds is not None:  # psutil tells processes apart by pid and start time
+                last[process] = seconds
+        return round(sum(last.values()), 2)
+
+
+@dataclass
 class Sampler:
     """Samples the processes and stores every ``every_s`` (the warehouse's size at most once
     every SIZE_EVERY_S) in a thread (see the module);
@@ -211,7 +230,7 @@ class Sampler:
     _size_mb: float | None = None
     #: The runs before the sampling started (a kept history's): not counted.
     _runs_before: int = 0
-    _cpu: CpuSeen = field(default_factory=lambda: CpuSeen())
+    _cpu: CpuSeen = field(default_factory=CpuSeen)
 
     def __post_init__(self) -> None:
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -281,25 +300,6 @@ def _tree(root: psutil.Process) -> list[psutil.Process]:
         return []
 
 
-@dataclass
-class CpuSeen:
-    """Cumulative CPU seconds per group of processes, whatever ends or restarts: each
-    process (pid and start time) keeps the CPU it was last seen with, so one that ended
-    since (a backend, a killed service) still counts, and one started again counts from
-    its start. What a process used after its last sample is not seen."""
-
-    seen: dict[str, dict[psutil.Process, float]] = field(default_factory=dict)
-
-    def add(self, group: str, cpu: dict[psutil.Process, float | None]) -> float:
-        """The group's sum once ``cpu`` (its processes now, with their CPU seconds, None for
-        one gone meanwhile) is recorded."""
-        last = self.seen.setdefault(group, {})
-        for process, seconds in cpu.items():
-            if seconds is not None:  # psutil tells processes apart by pid and start time
-                last[process] = seconds
-        return round(sum(last.values()), 2)
-
-
 def _cpu_s(process: psutil.Process) -> float | None:
     """Its CPU seconds, user + system (None once it is gone)."""
     try:
@@ -311,8 +311,8 @@ def _cpu_s(process: psutil.Process) -> float | None:
 
 def _server_cpu_s(postmaster: psutil.Process) -> float | None:
     """PostgreSQL's CPU seconds: the server's own, its ended backends' (which it waited
-    for: every connection is a backend, most live for less than a sample) and its live
-    ones'."""
+    for: a connection's backend that ends between two samples is seen only there) and its
+    live ones'."""
     try:
         times = postmaster.cpu_times()
         live = [_cpu_s(child) for child in postmaster.children()]
@@ -357,10 +357,9 @@ def _usage(processes: list[psutil.Process]) -> tuple[float, float]:
     for process in processes:
         try:
             rss += process.memory_info().rss
-            times = process.cpu_times()
-            cpu += times.user + times.system
         except psutil.Error:
-            pass
+            continue
+        cpu += _cpu_s(process) or 0.0
     return round(rss / 2**20, 1), round(cpu, 2)
 
 
