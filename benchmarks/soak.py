@@ -52,9 +52,9 @@ while it runs a step), ``postgres-stop`` (stopped for ``--outage-s``, then start
 ``webserver-restart``, ``landing-unmounted`` (GEOPM's landing folder covered by an empty
 file system for ``--outage-s``, as when a shared file system's mount drops on the
 daemon's host, while the reports go on landing in the folder underneath) and
-``warehouse-full`` (the warehouse, then on a file system of ``--warehouse-mb`` of its
-own, filled to the last byte for ``--outage-s``, then the space freed). Both mount file
-systems: they need root.
+``warehouse-full`` (the warehouse, then on a file system of its own holding what it held
+and ``--warehouse-mb`` more, filled to the last byte for ``--outage-s``, then the space
+freed). Both mount file systems: they need root.
 
 Run: ``.venv/bin/python benchmarks/soak.py --minutes 3 --out /tmp/soak`` (short), or
 ``--minutes 60 --rates centre10x --out DIR [--fault daemon-kill@900 ...]``.
@@ -197,9 +197,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.object_store and _faulted(args, "warehouse-full"):
         parser.error("--fault warehouse-full fills a file system: not with --object-store")
     if args.seed_cc or args.seed_geopm or args.seed_gpu:
-        if args.object_store or _faulted(args, "warehouse-full"):
+        if args.object_store:
             parser.error("a seeded history keeps its warehouse on a file system image of "
-                         "its own: not with --object-store or --fault warehouse-full")
+                         "its own: not with --object-store")
         if os.geteuid() != 0:
             parser.error("a seeded history is kept on a loop-mounted image: run as root")
     return args
@@ -299,12 +299,14 @@ def _run_worker(stack: Stack) -> psutil.Process | None:
 
 @dataclass
 class Target:
-    """What a fault acts on: the stack, the run's settings, the landers, the output folder."""
+    """What a fault acts on: the stack, the run's settings, the landers, the output folder,
+    the warehouse's folder (none in the object store)."""
 
     stack: Stack
     args: argparse.Namespace
     landers: list[Lander]
     out: Path
+    warehouse: Path | None
 
 
 def kill_daemon(on: Target, fault: dict) -> None:
@@ -359,7 +361,7 @@ FILLER = ".soak-filler"
 
 def fill_warehouse(on: Target, fault: dict) -> None:
     """The warehouse's file system filled to the last byte for ``--outage-s``, then freed."""
-    filler = on.out / "warehouse" / FILLER
+    filler = on.warehouse / FILLER
     chunk = b"\0" * 2**20
     try:
         with filler.open("wb", buffering=0) as file:  # unbuffered: the error is the write's
@@ -375,25 +377,46 @@ def fill_warehouse(on: Target, fault: dict) -> None:
         filler.unlink(missing_ok=True)
 
 
+def allocated_mb(folder: Path) -> int:
+    """What the files under ``folder`` take on their file system, in MiB (rounded up)."""
+    allocated = sum(os.lstat(Path(root) / name).st_blocks * 512
+                    for root, _, names in os.walk(folder) for name in names)
+    return -(-allocated // 2**20)
+
+
 @contextlib.contextmanager
-def warehouse_file_system(args: argparse.Namespace, out: Path) -> Iterator[None]:
-    """For ``warehouse-full``: ``out/warehouse`` on a tmpfs of ``--warehouse-mb`` during the
-    run, its files copied to a plain ``out/warehouse`` at the end."""
+def warehouse_file_system(args: argparse.Namespace, warehouse: Path | None,
+                          out: Path) -> Iterator[None]:
+    """For ``warehouse-full``: ``warehouse`` on a tmpfs of its own during the run, holding
+    what it held (a kept history's tables) and ``--warehouse-mb`` more; its files copied to
+    a plain ``out/warehouse`` at the end (the kept history's copy then skips it)."""
     if not _faulted(args, "warehouse-full"):
         yield
         return
-    warehouse = out / "warehouse"
     warehouse.mkdir(parents=True, exist_ok=True)
-    soak_history.run_command("mount", "-t", "tmpfs", "-o", f"size={args.warehouse_mb}m",
-                             "tmpfs", str(warehouse))
+    size_mb = allocated_mb(warehouse) + args.warehouse_mb
+    staging = out / ".warehouse-staging"
+    staging.mkdir()
+    soak_history.run_command("mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs",
+                             str(staging))
+    try:
+        shutil.copytree(warehouse, staging, symlinks=True, dirs_exist_ok=True)
+        soak_history.run_command("mount", "--move", str(staging), str(warehouse))
+    except BaseException:
+        soak_history.unmount(staging)
+        raise
+    finally:
+        if not os.path.ismount(staging):
+            staging.rmdir()
     try:
         yield
     finally:
         kept = out / ".warehouse-kept"
         shutil.copytree(warehouse, kept, ignore=shutil.ignore_patterns(FILLER))
         soak_history.unmount(warehouse)
-        warehouse.rmdir()
-        kept.rename(warehouse)
+        if warehouse == out / "warehouse":
+            warehouse.rmdir()
+        kept.rename(out / "warehouse")
 
 
 FAULTS: dict[str, Callable[[Target, dict], None]] = {
@@ -575,7 +598,7 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
     load_before = load_average()
     started, started_at = time.monotonic(), utc_now()
     accounting: list[AccountingLander] = []
-    with warehouse_file_system(args, out), running_stack(
+    with warehouse_file_system(args, place.warehouse, out), running_stack(
             out / "stack",
             lambda data: accounting.append(prepare(data, landed, place,
                                                    args.accounting_every_s)),
@@ -594,7 +617,8 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
             landing = Landing(landers(args, stack.data, *accounting), landed,
                               begin + 60 * args.minutes, errors)
             threads = landing.threads()
-            timers = schedule_faults(Target(stack, args, landing.landers, out), faults, errors)
+            timers = schedule_faults(Target(stack, args, landing.landers, out, place.warehouse),
+                                     faults, errors)
             while any(thread.is_alive() for thread in threads):
                 polled(stack, landed, poll_errors)
                 time.sleep(args.poll_s)

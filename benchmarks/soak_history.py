@@ -230,13 +230,16 @@ def _write_json(path: Path, record: dict) -> None:
 def copy_mounted(folder: Path, out: Path) -> Iterator[dict]:
     """A copy of the history kept in ``folder`` (``out/history.img``, sparse) mounted at
     :data:`MOUNT`; yields its record. The warehouse is copied to ``out/warehouse`` on the
-    way out (where ``joulehouse sql`` reads it afterwards) and the copy deleted."""
+    way out (where ``joulehouse sql`` reads it afterwards), unless the run left its own
+    there (on a file system of its own: the soak's ``warehouse-full``), and the copy
+    deleted."""
     image = out / "history.img"
     run_command("cp", "--sparse=always", folder / "data.img", image)
     try:
         with mounted(image):
             yield json.loads((folder / "history.json").read_text())
-            shutil.copytree(warehouse(), out / "warehouse")
+            if not (out / "warehouse").exists():
+                shutil.copytree(warehouse(), out / "warehouse")
     finally:
         image.unlink()
 
