@@ -21,7 +21,7 @@ when a query runs, with the columns and filters pushed down.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import duckdb
 import pandas as pd
@@ -57,10 +57,17 @@ def connect(root: Root, tables: Iterable[str] | None = None) -> duckdb.DuckDBPyC
     """An in-memory DuckDB connection with a view per warehouse table under ``root``, or per
     table of ``tables`` that is stored (each table's folder listed, not the warehouse)."""
     warehouse = _warehouse(root)
-    connection = duckdb.connect(":memory:")
-    connection.execute("SET TimeZone = 'UTC'")
     found = (warehouse.table_files() if tables is None else
              {table: files for table in tables if (files := warehouse.files(table))})
+    return connect_files(warehouse, found)
+
+
+def connect_files(warehouse: Warehouse, found: Mapping[str, list[pafs.FileInfo]]
+                  ) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with a view per table of ``found`` over the files
+    listed for it there (all of the table's, or only some: those a reader has not read)."""
+    connection = duckdb.connect(":memory:")
+    connection.execute("SET TimeZone = 'UTC'")
     for number, (table, files) in enumerate(found.items()):
         schema, view = view_name(table)
         if schema is not None:
