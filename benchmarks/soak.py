@@ -457,10 +457,11 @@ def start_sensors(stack: Stack) -> list[str]:
     return sensors
 
 
-def polled(stack: Stack, landed: list[Landed], errors: list[str]) -> None:
+def polled(stack: Stack, landed: list[Landed], looker: record.Looker,
+           errors: list[str]) -> None:
     """One poll; a store down (a fault) is counted, not fatal."""
     try:
-        record.poll(stack, landed)
+        record.poll(stack, landed, looker)
     except Exception as error:  # noqa: BLE001 - PostgreSQL down, a file being replaced
         errors.append(f"{utc_now().isoformat()}: {error!r}")
 
@@ -595,6 +596,7 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
     faults: list[dict] = []
     errors: list[str] = []
     poll_errors: list[str] = []
+    looker = record.Looker()  # what the polls found, kept from one to the next
     load_before = load_average()
     started, started_at = time.monotonic(), utc_now()
     accounting: list[AccountingLander] = []
@@ -620,7 +622,7 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
             timers = schedule_faults(Target(stack, args, landing.landers, out, place.warehouse),
                                      faults, errors)
             while any(thread.is_alive() for thread in threads):
-                polled(stack, landed, poll_errors)
+                polled(stack, landed, looker, poll_errors)
                 time.sleep(args.poll_s)
             landing_s = time.monotonic() - begin
             for timer in timers:
@@ -628,9 +630,9 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
             drain_end = time.monotonic() + 60 * args.drain_minutes
             while not record.settled(landed) and time.monotonic() < drain_end:
                 time.sleep(args.poll_s)
-                polled(stack, landed, poll_errors)
+                polled(stack, landed, looker, poll_errors)
             drained_s = time.monotonic() - begin - landing_s
-            polled(stack, landed, poll_errors)
+            polled(stack, landed, looker, poll_errors)
         summary = {
             "started": started_at.isoformat(),
             "machine": describe(extra=f"load average before: {load_before}; after: "

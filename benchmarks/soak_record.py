@@ -2,8 +2,9 @@
 warehouse, the stack's processes and stores over time, the sensors' ticks, and the checks of
 ``summary.json``.
 
-- :func:`poll`: one look at the warehouse through the project's DuckDB views
-  (``joulehouse.accounting.query.connect``) and at TAUdb; stamps each entry's
+- :func:`poll`: one look (:class:`Looker`) at the warehouse through the project's DuckDB
+  views (``joulehouse.accounting.query``), reading only the data files that are new since
+  the previous look, and at TAUdb; stamps each entry's
   ``in_facts_at`` (its entity's rows in ``energy_facts``; a PowerAPI flush once its
   stream's facts reach the flush's last report; a TAU profile set: its trial in TAUdb, TAU
   having no energy) and ``in_accounting_at`` (its entity in both ``carbon_per_fact`` and
@@ -44,7 +45,7 @@ import psutil
 import pyarrow.fs as pafs
 from soak_landers import STREAM_POWER_W, STREAM_RAPL_J, Landed, collector_cpu_s, utc_now
 
-from joulehouse.accounting.query import connect
+from joulehouse.accounting.query import connect, connect_files
 from joulehouse.clustercockpit.layout import JobRef
 from joulehouse.geopm.days import start_day
 from joulehouse.geopm.layout import identify_report
@@ -93,20 +94,12 @@ def write_landed(path: Path, landed: list[Landed]) -> None:
 
 @dataclass
 class Seen:
-    """What one look at the stores found."""
+    """What the looks at the stores found (:class:`Looker`)."""
 
     facts: dict[str, pd.Timestamp]  # entity -> reach (max window_end)
     accounted: dict[str, pd.Timestamp]  # the same, in carbon_per_fact and cost_per_fact
     trials: set[str]
     files: set[str]  # the intensity and tariff files the accounting tables list
-
-
-def _frame(connection, sql: str, table: str, columns: list[str]) -> pd.DataFrame:
-    names = {row[0] for row in connection.execute(
-        "SELECT table_name FROM information_schema.tables").fetchall()}
-    if table not in names:
-        return pd.DataFrame(columns=columns)
-    return _pandas(connection, sql)
 
 
 def _pandas(connection, sql: str) -> pd.DataFrame:
@@ -120,27 +113,97 @@ def _pandas(connection, sql: str) -> pd.DataFrame:
 #: poll, on the machine being measured).
 LOOKED_AT = ("energy_facts", "carbon_per_fact", "cost_per_fact", "carbon_intensity",
              "tariffs")
+#: Each looked-at table's query over its new files (the view of the table's name).
+NEW_ROWS = {
+    "energy_facts": "SELECT entity, max(window_end) AS reach FROM energy_facts GROUP BY entity",
+    "carbon_per_fact": "SELECT entity, max(window_end) AS reach FROM carbon_per_fact "
+                       "WHERE co2_g IS NOT NULL GROUP BY entity",
+    "cost_per_fact": "SELECT DISTINCT entity FROM cost_per_fact WHERE cost IS NOT NULL",
+    "carbon_intensity": "SELECT DISTINCT file FROM carbon_intensity",
+    "tariffs": "SELECT DISTINCT file FROM tariffs",
+}
 
 
-def look(stack: Stack) -> Seen:
-    """The entities in the warehouse's fact and accounting tables, TAUdb's trials."""
-    with connect(stack.tables, LOOKED_AT) as connection:
-        facts = _frame(connection, "SELECT entity, max(window_end) AS reach "
-                       "FROM energy_facts GROUP BY entity", "energy_facts",
-                       ["entity", "reach"])
-        carbon = _frame(connection, "SELECT entity, max(window_end) AS reach FROM "
-                        "carbon_per_fact WHERE co2_g IS NOT NULL GROUP BY entity",
-                        "carbon_per_fact", ["entity", "reach"])
-        cost = _frame(connection, "SELECT DISTINCT entity FROM cost_per_fact "
-                      "WHERE cost IS NOT NULL", "cost_per_fact", ["entity"])
-        files = set()
-        for table in ("carbon_intensity", "tariffs"):
-            files |= set(_frame(connection, f"SELECT DISTINCT file FROM {table}", table,
-                                ["file"])["file"])
-    trials = set(stack.trial_keys())
-    accounted = carbon[carbon["entity"].isin(set(cost["entity"]))]
-    return Seen(dict(zip(facts["entity"], facts["reach"])),
-                dict(zip(accounted["entity"], accounted["reach"])), trials, files)
+def _file_key(info: pafs.FileInfo) -> tuple:
+    """A data file as a look tells files apart: its path, size and modification time (a
+    Delta data file is written once, under a name of its own; a plain table's file may
+    be replaced under its name, and is then read again)."""
+    return info.path, info.size, info.mtime
+
+
+def _latest(reach_of: dict[str, pd.Timestamp], rows: pd.DataFrame) -> set[str]:
+    """Each entity's reach in ``rows`` (entity, reach) kept in ``reach_of`` where it is
+    later than the one there (or the first); the entities whose reach changed."""
+    changed = set()
+    for entity, reach in zip(rows["entity"], rows["reach"], strict=True):
+        known = reach_of.get(entity)
+        if known is None or reach > known:
+            reach_of[entity] = reach
+            changed.add(entity)
+    return changed
+
+
+@dataclass
+class Looker:
+    """The soak's looks at the warehouse's fact and accounting tables (and at TAUdb's
+    trials), each reading only the data files that no earlier look read.
+
+    A look lists each table of :data:`LOOKED_AT` (its current version's files, a Delta
+    table's from its log, a plain table's from its folder, as ``connect`` lists them;
+    none: not stored yet) and reads those it did not list at the previous look
+    (:func:`_file_key`) with the query of :data:`NEW_ROWS`, through the warehouse's own
+    file system (``connect_files``: on a path or an object store). What it found is
+    added to :attr:`seen`: an entity's reach (UTC) is the latest ``window_end`` over every
+    file read so far, the sets are unions. That is the whole read's answer as long as
+    rows are only ever rewritten into new files (a compaction, an entry replaced), which
+    is how the tables are written: a file no longer listed had its rows moved into one
+    that is, or removed; a removed entity stays found, which is what the soak asks (when
+    an entry was first seen there). An error (a store down, a file vacuumed between the
+    listing and the read) leaves the tables not read yet to the next look.
+    """
+
+    #: What the looks found; :meth:`look` returns it, updated in place by the next look.
+    seen: Seen = field(default_factory=lambda: Seen({}, {}, set(), set()))
+    #: Per table, the files (:func:`_file_key`) it listed at its last read.
+    listed: dict[str, set[tuple]] = field(default_factory=dict)
+    #: Entities with carbon (their reach) and with a cost, in the accounting tables.
+    carbon: dict[str, pd.Timestamp] = field(default_factory=dict)
+    costed: set[str] = field(default_factory=set)
+
+    def look(self, stack: Stack) -> Seen:
+        """:attr:`seen` once the tables' new files are read and TAUdb's trials listed."""
+        warehouse = stack.tables
+        files = {table: warehouse.files(table) for table in LOOKED_AT}
+        new = {table: [info for info in listed
+                       if _file_key(info) not in self.listed.get(table, set())]
+               for table, listed in files.items()}
+        with connect_files(warehouse, {t: infos for t, infos in new.items() if infos}
+                           ) as connection:
+            for table, infos in new.items():
+                if infos:
+                    self._add(table, _pandas(connection, NEW_ROWS[table]))
+                self.listed[table] = {_file_key(info) for info in files[table]}
+        self.seen.trials = set(stack.trial_keys())
+        return self.seen
+
+    def _add(self, table: str, rows: pd.DataFrame) -> None:
+        """``table``'s new ``rows`` (of its :data:`NEW_ROWS` query) added to what was found."""
+        if table == "energy_facts":
+            _latest(self.seen.facts, rows)
+        elif table == "carbon_per_fact":
+            self._account(_latest(self.carbon, rows))
+        elif table == "cost_per_fact":
+            costed = set(rows["entity"]) - self.costed
+            self.costed |= costed
+            self._account(costed)
+        else:
+            self.seen.files |= set(rows["file"])
+
+    def _account(self, entities: set[str]) -> None:
+        """``entities`` (their carbon or cost new) in ``seen.accounted`` with their carbon's
+        reach where they have both."""
+        self.seen.accounted.update({entity: self.carbon[entity] for entity in entities
+                                    if entity in self.carbon and entity in self.costed})
 
 
 def _reached(reach_of: dict[str, pd.Timestamp], row: Landed) -> bool:
@@ -171,9 +234,9 @@ def stamp(landed: list[Landed], seen: Seen, now: datetime) -> None:
                 row.in_accounting_at = now
 
 
-def poll(stack: Stack, landed: list[Landed]) -> None:
+def poll(stack: Stack, landed: list[Landed], looker: Looker) -> None:
     """One look, stamped (errors of a store that is down are the caller's to count)."""
-    stamp(list(landed), look(stack), utc_now())
+    stamp(list(landed), looker.look(stack), utc_now())
 
 
 #: Sources with no energy of their own: an update's ``in_accounting_at`` says when the

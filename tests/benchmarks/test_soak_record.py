@@ -1,17 +1,24 @@
 """How a soak's poll stamps its landed entries (``benchmarks/soak_record.stamp``), from a look
 made here: an entry is seen once its entity is stored, a PowerAPI flush once its entity's
-facts reach the flush's last report, intensity and tariff files once a table lists them."""
+facts reach the flush's last report, intensity and tariff files once a table lists them;
+what a look finds in a warehouse, reading only the files new since the previous look
+(``soak_record.Looker``)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
+import pandas as pd
 import psutil
 import pytest
 from soak_landers import Landed, run_child
-from soak_record import CpuSeen, Seen, cpu_seconds, stamp
+from soak_record import LOOKED_AT, CpuSeen, Looker, Seen, cpu_seconds, stamp
+
+from joulehouse.accounting import query
+from joulehouse.warehouse import Warehouse
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=5)
@@ -96,3 +103,89 @@ def test_a_child_runs_cpu_is_its_own_from_the_kernels_account_and_a_failure_rais
     with pytest.raises(subprocess.CalledProcessError) as failed:
         run_child([sys.executable, "-c", "print('broken'); raise SystemExit(3)"])
     assert failed.value.returncode == 3 and b"broken" in failed.value.output
+
+
+def _write(tables: Warehouse, table: str, entities: dict[str, int], **columns) -> None:
+    """Entries of the source ``soak`` into ``table`` (kept per entry: a Delta table) as the
+    platform writes them: one row per entity of ``entities`` (name -> its window's end,
+    minutes after T0) with ``columns`` (column -> a value per entity, in order)."""
+    rows = pd.DataFrame({"source": "soak", "entity": list(entities),
+                         "window_end": [_at(minutes) for minutes in entities.values()],
+                         **columns})
+    tables.write_entries(table, rows, {"source": "soak"})
+
+
+def _files(tables: Warehouse, table: str, names: list[str]) -> None:
+    """An intensity or tariff table that lists the files ``names`` (one file, replaced)."""
+    tables.write_table(table, pd.DataFrame({"file": names}))
+
+
+def _at(minutes: int) -> pd.Timestamp:
+    return pd.Timestamp(T0) + pd.Timedelta(minutes=minutes)
+
+
+def test_a_look_reads_only_the_files_new_since_the_last_and_finds_what_a_whole_read_does(
+        empty_warehouse, monkeypatch):
+    """The second look reads the data files listed now and not at the first (an entity
+    re-landed later, one given its carbon, one new; the tariffs stored only now; the
+    intensity table's one file replaced), not those listed at both, and finds the latest
+    window end per entity, the entities with carbon and a cost, and the files, as a read
+    of every file does."""
+    tables = empty_warehouse
+    read: list[tuple[str, set[str]]] = []
+    create_view = query.create_view
+
+    def spied(connection, warehouse, name, files, dataset_name):
+        read.append((name.strip('"'), {info.path for info in files}))
+        create_view(connection, warehouse, name, files, dataset_name)
+
+    monkeypatch.setattr(query, "create_view", spied)
+    stack = SimpleNamespace(tables=tables, trial_keys=lambda: ["/landing/tau/set1"])
+    looker = Looker()
+    for entity, minutes, co2_g in (("a", 1, 1.0), ("b", 2, None)):  # a file each
+        _write(tables, "energy_facts", {entity: minutes})
+        _write(tables, "carbon_per_fact", {entity: minutes}, co2_g=[co2_g])
+    _write(tables, "cost_per_fact", {"a": 1, "b": 2}, cost=[0.1, 0.2])
+    _files(tables, "carbon_intensity", ["DE-1.csv"])
+    first = looker.look(stack)
+    assert (first.facts, first.accounted, first.files, first.trials) == (
+        {"a": _at(1), "b": _at(2)}, {"a": _at(1)}, {"DE-1.csv"}, {"/landing/tau/set1"})
+    listed = {table: {info.path for info in tables.files(table)} for table in LOOKED_AT}
+    assert dict(read) == {table: paths for table, paths in listed.items() if paths}
+
+    read.clear()
+    _write(tables, "energy_facts", {"a": 5, "c": 3})  # a re-landed, later; c new
+    _write(tables, "carbon_per_fact", {"b": 2, "c": 3}, co2_g=[3.0, None])
+    _write(tables, "cost_per_fact", {"c": 3}, cost=[0.3])
+    _files(tables, "carbon_intensity", ["DE-1.csv", "DE-2.csv"])
+    _files(tables, "tariffs", ["site-1.csv"])
+    second = looker.look(stack)
+    now = {table: {info.path for info in tables.files(table)} for table in LOOKED_AT}
+    new = {table: now[table] - listed[table] for table in ("energy_facts",
+                                                            "carbon_per_fact",
+                                                            "cost_per_fact")}
+    assert all(new.values()) and all(now[table] - new[table] for table in new)
+    new |= {"carbon_intensity": now["carbon_intensity"], "tariffs": now["tariffs"]}
+    assert dict(read) == new  # the files listed at the first look not read again
+
+    whole = _whole_read(tables)
+    assert second.facts == whole.facts == {"a": _at(5), "b": _at(2), "c": _at(3)}
+    assert second.accounted == whole.accounted == {"a": _at(1), "b": _at(2)}
+    assert second.files == whole.files == {"DE-1.csv", "DE-2.csv", "site-1.csv"}
+
+
+def _whole_read(tables: Warehouse) -> Seen:
+    """What a read of every file of the tables finds."""
+    with query.connect(tables, LOOKED_AT) as connection:
+        def frame(sql: str) -> pd.DataFrame:
+            return connection.sql(sql).to_arrow_table().to_pandas()
+
+        facts = frame("SELECT entity, max(window_end) AS reach FROM energy_facts "
+                      "GROUP BY entity")
+        accounted = frame("SELECT entity, max(window_end) AS reach FROM carbon_per_fact "
+                          "WHERE co2_g IS NOT NULL AND entity IN (SELECT entity FROM "
+                          "cost_per_fact WHERE cost IS NOT NULL) GROUP BY entity")
+        files = frame("SELECT file FROM carbon_intensity UNION SELECT file FROM tariffs")
+    return Seen(dict(zip(facts["entity"], facts["reach"], strict=True)),
+                dict(zip(accounted["entity"], accounted["reach"], strict=True)), set(),
+                set(files["file"]))
