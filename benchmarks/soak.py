@@ -255,7 +255,8 @@ def landers(args: argparse.Namespace, data: DataFolders,
 @dataclass
 class Landing:
     """The landers' threads: each lands its next entry when due, until ``stop_at``
-    (monotonic); the entries go to ``landed``; a lander's error ends the run."""
+    (monotonic), then closes its lander (``Lander.close``); the entries go to ``landed``;
+    a lander's error ends the run."""
 
     landers: list[Lander]
     landed: list[Landed]
@@ -263,6 +264,12 @@ class Landing:
     errors: list[str]
 
     def run(self, lander: Lander) -> None:
+        try:
+            self.land(lander)
+        finally:
+            lander.close()
+
+    def land(self, lander: Lander) -> None:
         started = time.monotonic()
         while True:
             due = started + lander.count / lander.rate_per_s

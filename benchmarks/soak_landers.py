@@ -16,8 +16,9 @@ fraction)), so even a short run has one of each source's bad kinds.
   renamed per report, written at once as geopm does when the job ends; bad: a package
   energy ``1802,26``.
 - GPU (``gpu-benchmark``): one repetition by ``joulehouse collect`` with the tests' fake
-  NVML (``tests/collect/run_collector.py``) measuring ``sleep``; bad: the collected
-  ``gpu-power.csv`` with a power that is no number.
+  NVML measuring ``sleep``, each run by the lander's one collector process
+  (``tests/collect/serve_collector.py``); bad: the collected ``gpu-power.csv`` with a
+  power that is no number.
 - PowerAPI (``powerapi``): streams that keep growing, one report a second each, flushed
   every ``flush_s``: even streams PowerReport JSON lines (``power-<i>.jsonl``, a constant
   power), odd ones hwpc-sensor CSV (``hwpc-<i>/rapl.csv``, a constant RAPL energy per
@@ -35,6 +36,7 @@ before today) before the stack starts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -46,8 +48,10 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import IO, ClassVar
 
 import pandas as pd
+import psutil
 
 from definitions import EXAMPLE_GEOPM_REPORTS, EXAMPLE_TAU_PROFILES
 from joulehouse.accounting.generator import electricity_maps_frame, write_csv, write_tariff
@@ -61,7 +65,7 @@ from joulehouse.clustercockpit.layout import job_folder
 from joulehouse.gpu.generator import RepetitionSpec, write_repetition
 
 PROJECT = Path(__file__).resolve().parent.parent
-COLLECTOR = PROJECT / "tests" / "collect" / "run_collector.py"
+SERVE_COLLECTOR = PROJECT / "tests" / "collect" / "serve_collector.py"
 CLUSTER = "soak"
 #: The first job id: far from the examples' and the seeded history's.
 FIRST_JOB_ID = 7_000_000
@@ -121,6 +125,9 @@ class Lander:
     def write(self, index: int, bad: bool) -> list[Landed]:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Release what it holds once the landing ends (the GPU lander's process)."""
+
 
 class ClusterCockpitLander(Lander):
     source = "clustercockpit"
@@ -178,43 +185,125 @@ class GeopmLander(Lander):
 POWER_COLUMN = 3
 
 
-def run_child(command: list[str], **popen) -> float:
-    """Run ``command`` (``subprocess.Popen``'s keywords, its output captured), raising
-    ``CalledProcessError`` with its output if it fails; its CPU seconds (user + system, its
-    own children's included), from the kernel's account of that one child (``os.wait4``)."""
-    with tempfile.TemporaryFile() as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, **popen)
-        _, status, usage = os.wait4(process.pid, 0)
+class Collector:
+    """``joulehouse collect`` with the tests' fake NVML for each :meth:`run`, all in one
+    long-lived process (``tests/collect/serve_collector.py``), not an interpreter started
+    per repetition: started at the first run, and again at the run after it ended (died);
+    ended by :meth:`close`. Runs are made one at a time. Its CPU seconds (:meth:`cpu_s`)
+    count every process it started."""
+
+    #: Every collector started (:func:`collector_cpu_s` adds up their CPU seconds).
+    started: ClassVar[list[Collector]] = []
+    _started_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._run_lock = threading.Lock()  # one run at a time
+        self._cpu_lock = threading.Lock()  # the process and the CPU of those that ended
+        self._process: subprocess.Popen | None = None
+        self._ps: psutil.Process | None = None
+        self._ended_cpu_s = 0.0
+        self._output: IO[bytes] | None = None  # what its runs print, every run's in turn
+
+    def run(self, argv: list[str]) -> None:
+        """``joulehouse argv``; raises ``CalledProcessError`` with what it printed where
+        it fails or its process ends before it answers."""
+        with self._run_lock:
+            process = self._live()
+            mark = os.fstat(self._output.fileno()).st_size
+            answer = self._ask(process, argv)
+            code = json.loads(answer)["status"] if answer else self._reap(0)
+            if code or not answer:
+                size = os.fstat(self._output.fileno()).st_size
+                raise subprocess.CalledProcessError(
+                    code, argv, os.pread(self._output.fileno(), size - mark, mark))
+
+    def _live(self) -> subprocess.Popen:
+        """Its process, started if none runs (none yet, or it ended)."""
+        if self._process is None or self._reap(os.WNOHANG) is not None:
+            if self._output is None:  # the first start
+                self._output = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
+                with Collector._started_lock:
+                    Collector.started.append(self)
+            process = subprocess.Popen(
+                [sys.executable, str(SERVE_COLLECTOR)], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=self._output, text=True,
+                cwd=SERVE_COLLECTOR.parent,
+                env={**os.environ, "FAKE_NVML": "{}", "PYTHONPATH": str(PROJECT)})
+            with self._cpu_lock:
+                self._process, self._ps = process, psutil.Process(process.pid)
+        return self._process
+
+    @staticmethod
+    def _ask(process: subprocess.Popen, argv: list[str]) -> str:
+        """The process's answer to the request ``argv``; empty if it ended first."""
+        try:
+            process.stdin.write(json.dumps(argv) + "\n")
+            process.stdin.flush()
+        except BrokenPipeError:
+            return ""
+        return process.stdout.readline()
+
+    def _reap(self, options: int) -> int | None:
+        """Its process's exit status once it ended (``os.wait4`` with ``options``: 0 waits
+        for it), its CPU seconds from the kernel's account kept, its pipes closed; None
+        while it runs."""
+        process = self._process
+        with self._cpu_lock:
+            pid, status, usage = os.wait4(process.pid, options)
+            if pid == 0:
+                return None
+            self._ended_cpu_s += usage.ru_utime + usage.ru_stime
+            self._process = self._ps = None
         process.returncode = os.waitstatus_to_exitcode(status)
-        if process.returncode:
-            output.seek(0)
-            raise subprocess.CalledProcessError(process.returncode, command, output.read())
-    return usage.ru_utime + usage.ru_stime
+        for pipe in (process.stdin, process.stdout):
+            with contextlib.suppress(OSError):  # a broken pipe: what it held is lost
+                pipe.close()
+        return process.returncode
+
+    def cpu_s(self) -> float:
+        """The CPU seconds (user + system) of its processes so far, each one's children
+        included: those that ended from the kernel's account, the live one's from psutil."""
+        with self._cpu_lock:
+            if self._ps is None:
+                return self._ended_cpu_s
+            try:
+                times = self._ps.cpu_times()
+            except psutil.Error:  # not to be: it is reaped (and counted) under the lock
+                return self._ended_cpu_s
+            return (self._ended_cpu_s + times.user + times.system + times.children_user
+                    + times.children_system)
+
+    def close(self) -> None:
+        """End its process (at the end of its input) and wait for it."""
+        with self._run_lock:
+            if self._process is not None:
+                self._process.stdin.close()
+                self._reap(0)
+            if self._output is not None:
+                self._output.close()
 
 
 class GpuLander(Lander):
     """Each repetition a run ``r<i>`` of benchmark ``bench`` of experiment ``soak`` of the
-    data root, written by ``joulehouse collect`` with the fake NVML (a process each, on the
-    machine measured: :func:`collector_cpu_s` counts them)."""
+    data root, written by ``joulehouse collect`` with the fake NVML, in the lander's one
+    collector process (:class:`Collector`, on the machine measured: :func:`collector_cpu_s`
+    counts it), which :meth:`close` ends."""
 
     source = "gpu-benchmark"
     COMMAND_S = 2.0
-    _cpu_s = 0.0
-    _cpu_lock = threading.Lock()
+
+    def __init__(self, folder: Path, rate_per_s: float, bad_fraction: float) -> None:
+        super().__init__(folder, rate_per_s, bad_fraction)
+        self.collector = Collector()
 
     def write(self, index: int, bad: bool) -> list[Landed]:
         run = f"r{index:06d}"
         folder = self.folder / "soak" / "bench" / run / "0"
         staging = self.folder.parent / ".gpu-staging"  # bad ones are broken before landing
         root = staging if bad else self.folder
-        cpu_s = run_child(
-            [sys.executable, str(COLLECTOR), "collect", "--data-root", str(root),
-             "--experiment", "soak", "--benchmark", "bench", "--run", run,
-             "--interval", "0.1", "--", "sleep", str(self.COMMAND_S)],
-            cwd=COLLECTOR.parent, env={**os.environ, "FAKE_NVML": "{}",
-                                       "PYTHONPATH": str(PROJECT)})
-        with GpuLander._cpu_lock:
-            GpuLander._cpu_s += cpu_s
+        self.collector.run(["collect", "--data-root", str(root), "--experiment", "soak",
+                            "--benchmark", "bench", "--run", run, "--interval", "0.1", "--",
+                            "sleep", str(self.COMMAND_S)])
         if bad:
             staged = staging / "soak" / "bench" / run / "0"
             power = staged / "gpu-power.csv"
@@ -230,11 +319,15 @@ class GpuLander(Lander):
         return [Landed(self.source, str(folder), f"{self.folder.name}/soak/bench/{run}/0",
                        "bad" if bad else "ok", utc_now())]
 
+    def close(self) -> None:
+        self.collector.close()
+
 
 def collector_cpu_s() -> float:
-    """The CPU seconds of every GPU collector run so far (:class:`GpuLander`)."""
-    with GpuLander._cpu_lock:
-        return GpuLander._cpu_s
+    """The CPU seconds of every GPU collector process so far (:class:`Collector`)."""
+    with Collector._started_lock:
+        started = list(Collector.started)
+    return sum(collector.cpu_s() for collector in started)
 
 
 class PowerapiLander(Lander):

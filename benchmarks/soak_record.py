@@ -15,8 +15,8 @@ warehouse, the stack's processes and stores over time, the sensors' ticks, and t
   webserver and the code server (each with its descendants but the run workers), and of
   the run workers (:func:`run_workers`, with the steps' worker processes); CPU seconds of
   PostgreSQL (its server and backends: :func:`_server_cpu_s`), of the harness itself (its
-  own process and the GPU collector runs: ``soak_landers.collector_cpu_s``) and
-  of the whole host (busy, all CPUs), so that what the harness takes from the machine
+  own process and the GPU lander's collector process: ``soak_landers.collector_cpu_s``)
+  and of the whole host (busy, all CPUs), so that what the harness takes from the machine
   it measures is known; the run queue
   (runs by status, of those created since the sampling started), the instance database's
   size and the warehouse's.

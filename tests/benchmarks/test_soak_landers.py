@@ -1,11 +1,29 @@
 """What the soak's landers write without a stack (``benchmarks/soak_landers.py``): a seeded
-history's start times, and intensity and tariff files that carry on from a kept history's
-without overlap or gap, as the accounting reads them."""
+history's start times, intensity and tariff files that carry on from a kept history's
+without overlap or gap, as the accounting reads them, and GPU repetitions written by one
+collector process per lander, its CPU counted."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pandas as pd
-from soak_landers import AccountingLander, history_starts, utc_now
+import psutil
+import pytest
+from soak_landers import (
+    PROJECT,
+    SERVE_COLLECTOR,
+    AccountingLander,
+    Collector,
+    GpuLander,
+    collector_cpu_s,
+    history_starts,
+    utc_now,
+)
 
 from joulehouse.accounting import intensity, tariff
 
@@ -66,3 +84,64 @@ def test_a_run_on_the_day_a_history_was_kept_lands_nothing_before_tomorrow(tmp_p
 
 def utc_now_day() -> pd.Timestamp:
     return pd.Timestamp(utc_now()).normalize()
+
+
+def _collectors() -> list[int]:
+    """The ids of this process's collector processes (``serve_collector.py``)."""
+    return [child.pid for child in psutil.Process().children()
+            if SERVE_COLLECTOR.name in " ".join(child.cmdline())]
+
+
+def _files(folder: Path) -> set[str]:
+    return {path.relative_to(folder).as_posix() for path in folder.rglob("*")
+            if path.is_file()}
+
+
+def test_a_gpu_lander_writes_its_repetitions_in_one_collector_process_its_cpu_counted(
+        tmp_path):
+    """Two repetitions, the second bad (its power no number), by one collector process,
+    each with the files a collector process of its own writes; the process ends with the
+    landing, its CPU seconds counted."""
+    gpu = tmp_path / "gpu"
+    gpu.mkdir()
+    lander = GpuLander(gpu, 1.0, 0.5)  # entry 1 bad
+    lander.COMMAND_S = 0.5
+    before = collector_cpu_s()
+    try:
+        [good] = lander.land()
+        pids = _collectors()
+        [bad] = lander.land()
+        assert len(pids) == 1 and _collectors() == pids
+        during = collector_cpu_s()
+    finally:
+        lander.close()
+    assert _collectors() == [] and before < during <= collector_cpu_s()
+    assert (good.expected, bad.expected) == ("ok", "bad")
+    assert "not-a-number" in (Path(bad.entry) / "gpu-power.csv").read_text()
+
+    alone = tmp_path / "alone"
+    subprocess.run([sys.executable, str(SERVE_COLLECTOR.parent / "run_collector.py"),
+                    "collect", "--data-root", str(alone), "--experiment", "soak",
+                    "--benchmark", "bench", "--run", "r000000", "--interval", "0.1", "--",
+                    "sleep", "0.5"], check=True, cwd=SERVE_COLLECTOR.parent,
+                   env={**os.environ, "FAKE_NVML": "{}", "PYTHONPATH": str(PROJECT)})
+    expected = _files(alone / "soak" / "bench" / "r000000" / "0")
+    assert _files(Path(good.entry)) == _files(Path(bad.entry)) == expected
+
+
+def test_a_failed_collect_raises_with_its_output_and_a_collector_that_died_is_started_again():
+    collector = Collector()
+    try:
+        with pytest.raises(subprocess.CalledProcessError) as failed:
+            collector.run(["collect", "--no-such-option"])
+        assert failed.value.returncode == 2 and b"arguments are required" in failed.value.output
+        [first] = _collectors()
+        used = collector.cpu_s()
+        psutil.Process(first).kill()
+        while os.waitid(os.P_PID, first, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            time.sleep(0.01)  # until it is gone, every thread of it (not waited for)
+        collector.run(["collect", "--help"])  # in a new process
+        [second] = _collectors()
+        assert second != first and collector.cpu_s() > used  # the first one's kept
+    finally:
+        collector.close()
