@@ -385,9 +385,14 @@ def fill_warehouse(on: Target, fault: dict) -> None:
 
 
 def allocated_mb(folder: Path) -> int:
-    """What the files under ``folder`` take on their file system, in MiB (rounded up)."""
-    allocated = sum(os.lstat(Path(root) / name).st_blocks * 512
-                    for root, _, names in os.walk(folder) for name in names)
+    """What copies of the files under ``folder`` take, in MiB (rounded up): per file its
+    allocated blocks, or its size in 4 KiB pages where more (a copy fills a sparse file's
+    holes)."""
+    allocated = 0
+    for root, _, names in os.walk(folder):
+        for name in names:
+            info = os.lstat(Path(root) / name)
+            allocated += max(info.st_blocks * 512, -(-info.st_size // 4096) * 4096)
     return -(-allocated // 2**20)
 
 
@@ -395,32 +400,36 @@ def allocated_mb(folder: Path) -> int:
 def warehouse_file_system(args: argparse.Namespace, warehouse: Path | None,
                           out: Path) -> Iterator[None]:
     """For ``warehouse-full``: ``warehouse`` on a tmpfs of its own during the run, holding
-    what it held (a kept history's tables) and ``--warehouse-mb`` more; its files copied to
-    a plain ``out/warehouse`` at the end (the kept history's copy then skips it)."""
+    what it held (a kept history's tables, copied in through a descriptor of the folder
+    the tmpfs covers: a mount moved into place would be refused under a shared mount) and
+    ``--warehouse-mb`` more; its files copied to a plain ``out/warehouse`` at the end."""
     if not _faulted(args, "warehouse-full"):
         yield
         return
+    kept = out / ".warehouse-kept"
+    if kept.exists():
+        raise RuntimeError(f"{kept} is left from an earlier run: delete it")
     warehouse.mkdir(parents=True, exist_ok=True)
     size_mb = allocated_mb(warehouse) + args.warehouse_mb
-    staging = out / ".warehouse-staging"
-    staging.mkdir()
-    soak_history.run_command("mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs",
-                             str(staging))
+    covered = os.open(warehouse, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        shutil.copytree(warehouse, staging, symlinks=True, dirs_exist_ok=True)
-        soak_history.run_command("mount", "--move", str(staging), str(warehouse))
-    except BaseException:
-        soak_history.unmount(staging)
-        raise
+        soak_history.run_command("mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs",
+                                 str(warehouse))
+        try:
+            shutil.copytree(f"/proc/self/fd/{covered}", warehouse, symlinks=True,
+                            dirs_exist_ok=True)
+        except BaseException:
+            soak_history.unmount(warehouse)
+            raise
     finally:
-        if not os.path.ismount(staging):
-            staging.rmdir()
+        os.close(covered)
     try:
         yield
     finally:
-        kept = out / ".warehouse-kept"
-        shutil.copytree(warehouse, kept, ignore=shutil.ignore_patterns(FILLER))
-        soak_history.unmount(warehouse)
+        try:
+            shutil.copytree(warehouse, kept, ignore=shutil.ignore_patterns(FILLER))
+        finally:
+            soak_history.unmount(warehouse)
         if warehouse == out / "warehouse":
             warehouse.rmdir()
         kept.rename(out / "warehouse")
@@ -590,7 +599,8 @@ def run(args: argparse.Namespace) -> dict:
                                      None if args.object_store else out / "warehouse"))
     folder = soak_history.make(seeded, lambda into, progress: bring_in(args, into, out,
                                                                           progress))
-    with soak_history.copy_mounted(folder, out) as kept:
+    with soak_history.copy_mounted(folder, out, not _faulted(args, "warehouse-full")
+                                   ) as kept:
         return soak(args, out, Place(lambda _: soak_history.folders(),
                                      soak_history.warehouse(), soak_history.restorer(folder),
                                      soak_history.covers_to(kept),

@@ -227,18 +227,17 @@ def _write_json(path: Path, record: dict) -> None:
 
 
 @contextmanager
-def copy_mounted(folder: Path, out: Path) -> Iterator[dict]:
+def copy_mounted(folder: Path, out: Path, copy_warehouse: bool = True) -> Iterator[dict]:
     """A copy of the history kept in ``folder`` (``out/history.img``, sparse) mounted at
     :data:`MOUNT`; yields its record. The warehouse is copied to ``out/warehouse`` on the
-    way out (where ``joulehouse sql`` reads it afterwards), unless the run left its own
-    there (on a file system of its own: the soak's ``warehouse-full``), and the copy
-    deleted."""
+    way out (where ``joulehouse sql`` reads it afterwards) if ``copy_warehouse`` (not when
+    the run leaves its own there: the soak's ``warehouse-full``), and the copy deleted."""
     image = out / "history.img"
     run_command("cp", "--sparse=always", folder / "data.img", image)
     try:
         with mounted(image):
             yield json.loads((folder / "history.json").read_text())
-            if not (out / "warehouse").exists():
+            if copy_warehouse:
                 shutil.copytree(warehouse(), out / "warehouse")
     finally:
         image.unlink()

@@ -64,8 +64,37 @@ def test_a_fresh_warehouse_in_out_is_a_plain_folder_after(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["warehouse"]
 
 
-def test_the_kept_historys_copy_leaves_a_warehouse_the_run_left(tmp_path, monkeypatch):
-    """``copy_mounted`` copies the history's warehouse out only where the run did not."""
+def test_under_a_shared_mount_as_systemd_makes_them(tmp_path):
+    """A tmpfs over the warehouse, not one moved there: the kernel refuses to move a mount
+    that sits under a shared one, as ``/`` is on a systemd host."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    soak_history.run_command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(shared))
+    try:
+        soak_history.run_command("mount", "--make-shared", str(shared))
+        (shared / "warehouse" / "energy_facts").mkdir(parents=True)
+        (shared / "warehouse" / "energy_facts" / "part.parquet").write_bytes(b"x" * 2**20)
+        (shared / "out").mkdir()
+        with soak.warehouse_file_system(_args(), shared / "warehouse", shared / "out"):
+            assert os.path.ismount(shared / "warehouse")
+            assert (shared / "warehouse" / "energy_facts" / "part.parquet").stat().st_size \
+                == 2**20
+        assert not os.path.ismount(shared / "warehouse")
+        assert [p.name for p in (shared / "out" / "warehouse").iterdir()] == ["energy_facts"]
+    finally:
+        soak_history.unmount(shared)
+
+
+def test_a_copy_left_by_an_earlier_run_is_refused_before_mounting(tmp_path):
+    (tmp_path / ".warehouse-kept").mkdir()
+    with pytest.raises(RuntimeError, match="left from an earlier run"), \
+            soak.warehouse_file_system(_args(), tmp_path / "warehouse", tmp_path):
+        pass
+    assert not os.path.ismount(tmp_path / "warehouse")
+
+
+def test_the_kept_historys_copy_of_its_warehouse_only_when_asked(tmp_path, monkeypatch):
+    """``copy_mounted`` copies the history's warehouse out unless the run leaves its own."""
     folder, out = tmp_path / "kept", tmp_path / "out"
     folder.mkdir()
     out.mkdir()
@@ -75,13 +104,11 @@ def test_the_kept_historys_copy_leaves_a_warehouse_the_run_left(tmp_path, monkey
     monkeypatch.setattr(soak_history, "run_command",  # the image's copy
                         lambda *command: (out / "history.img").touch())
     monkeypatch.setattr(soak_history, "mounted", lambda image: contextlib.nullcontext())
-    (out / "warehouse" / "accounting_daily").mkdir(parents=True)
-    with soak_history.copy_mounted(folder, out):
-        pass
+    with soak_history.copy_mounted(folder, out, copy_warehouse=False):
+        (out / "warehouse" / "accounting_daily").mkdir(parents=True)  # the run's own
     assert [p.name for p in (out / "warehouse").iterdir()] == ["accounting_daily"]
     (out / "warehouse" / "accounting_daily").rmdir()
     (out / "warehouse").rmdir()
     with soak_history.copy_mounted(folder, out):
         pass
     assert [p.name for p in (out / "warehouse").iterdir()] == ["energy_facts"]
-
