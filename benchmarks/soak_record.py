@@ -171,7 +171,7 @@ class Looker:
     costed: set[str] = field(default_factory=set)
 
     def look(self, stack: Stack) -> Seen:
-        """:attr:`seen` once the tables' new files are read and TAUdb's trials listed."""
+        """:attr:`seen` once the tables' new files are read (TAUdb's trials: :func:`poll`)."""
         warehouse = stack.tables
         files = {table: warehouse.files(table) for table in LOOKED_AT}
         new = {table: [info for info in listed
@@ -183,7 +183,6 @@ class Looker:
                 if infos:
                     self._add(table, _pandas(connection, NEW_ROWS[table]))
                 self.listed[table] = {_file_key(info) for info in files[table]}
-        self.seen.trials = set(stack.trial_keys())
         return self.seen
 
     def _add(self, table: str, rows: pd.DataFrame) -> None:
@@ -235,8 +234,13 @@ def stamp(landed: list[Landed], seen: Seen, now: datetime) -> None:
 
 
 def poll(stack: Stack, landed: list[Landed], looker: Looker) -> None:
-    """One look, stamped (errors of a store that is down are the caller's to count)."""
-    stamp(list(landed), looker.look(stack), utc_now())
+    """One look at the warehouse, stamped, then at TAUdb's trials (PostgreSQL), stamped: a
+    database down holds back TAU's stamps alone (errors of a store that is down are the
+    caller's to count)."""
+    seen = looker.look(stack)
+    stamp(list(landed), seen, utc_now())
+    seen.trials = set(stack.trial_keys())
+    stamp(list(landed), seen, utc_now())
 
 
 #: Sources with no energy of their own: an update's ``in_accounting_at`` says when the

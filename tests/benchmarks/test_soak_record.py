@@ -13,8 +13,9 @@ from types import SimpleNamespace
 
 import pandas as pd
 import psutil
+import pytest
 from soak_landers import Landed
-from soak_record import LOOKED_AT, CpuSeen, Looker, Seen, cpu_seconds, stamp
+from soak_record import LOOKED_AT, CpuSeen, Looker, Seen, cpu_seconds, poll, stamp
 
 from joulehouse.accounting import query
 from joulehouse.warehouse import Warehouse
@@ -131,23 +132,23 @@ def test_a_look_reads_only_the_files_new_since_the_last_and_finds_what_a_whole_r
         create_view(connection, warehouse, name, files, dataset_name)
 
     monkeypatch.setattr(query, "create_view", spied)
-    stack = SimpleNamespace(tables=tables, trial_keys=lambda: ["/landing/tau/set1"])
+    stack = SimpleNamespace(tables=tables)
     looker = Looker()
-    for entity, minutes, co2_g in (("a", 1, 1.0), ("b", 2, None)):  # a file each
+    for entity, minutes, co2_g in (("a", 1, 1.0), ("b", 2, None), ("d", 4, 4.0)):  # a file each
         _write(tables, "energy_facts", {entity: minutes})
         _write(tables, "carbon_per_fact", {entity: minutes}, co2_g=[co2_g])
     _write(tables, "cost_per_fact", {"a": 1, "b": 2}, cost=[0.1, 0.2])
     _files(tables, "carbon_intensity", ["DE-1.csv"])
     first = looker.look(stack)
-    assert (first.facts, first.accounted, first.files, first.trials) == (
-        {"a": _at(1), "b": _at(2)}, {"a": _at(1)}, {"DE-1.csv"}, {"/landing/tau/set1"})
+    assert (first.facts, first.accounted, first.files) == (
+        {"a": _at(1), "b": _at(2), "d": _at(4)}, {"a": _at(1)}, {"DE-1.csv"})
     listed = {table: {info.path for info in tables.files(table)} for table in LOOKED_AT}
     assert dict(read) == {table: paths for table, paths in listed.items() if paths}
 
     read.clear()
     _write(tables, "energy_facts", {"a": 5, "c": 3})  # a re-landed, later; c new
     _write(tables, "carbon_per_fact", {"b": 2, "c": 3}, co2_g=[3.0, None])
-    _write(tables, "cost_per_fact", {"c": 3}, cost=[0.3])
+    _write(tables, "cost_per_fact", {"c": 3, "d": 4}, cost=[0.3, 0.4])  # d's carbon before
     _files(tables, "carbon_intensity", ["DE-1.csv", "DE-2.csv"])
     _files(tables, "tariffs", ["site-1.csv"])
     second = looker.look(stack)
@@ -160,8 +161,9 @@ def test_a_look_reads_only_the_files_new_since_the_last_and_finds_what_a_whole_r
     assert dict(read) == new  # the files listed at the first look not read again
 
     whole = _whole_read(tables)
-    assert second.facts == whole.facts == {"a": _at(5), "b": _at(2), "c": _at(3)}
-    assert second.accounted == whole.accounted == {"a": _at(1), "b": _at(2)}
+    assert second.facts == whole.facts == {"a": _at(5), "b": _at(2), "c": _at(3),
+                                           "d": _at(4)}
+    assert second.accounted == whole.accounted == {"a": _at(1), "b": _at(2), "d": _at(4)}
     assert second.files == whole.files == {"DE-1.csv", "DE-2.csv", "site-1.csv"}
 
 
@@ -180,3 +182,19 @@ def _whole_read(tables: Warehouse) -> Seen:
     return Seen(dict(zip(facts["entity"], facts["reach"], strict=True)),
                 dict(zip(accounted["entity"], accounted["reach"], strict=True)), set(),
                 set(files["file"]))
+
+
+def test_a_database_down_holds_back_taus_stamps_alone(empty_warehouse):
+    """The warehouse's entries are stamped before TAUdb's trials are listed: PostgreSQL
+    stopped (the listing raises, for the caller to count) does not hold them back."""
+    _write(empty_warehouse, "energy_facts", {"a": 1})
+
+    def database_down() -> list[str]:
+        raise ConnectionError("PostgreSQL stopped")
+
+    landed = [Landed("geopm", "/landing/geopm/a", "a", "ok", T0),
+              Landed("tau", "/landing/tau/set1", "", "ok", T0)]
+    stack = SimpleNamespace(tables=empty_warehouse, trial_keys=database_down)
+    with pytest.raises(ConnectionError):
+        poll(stack, landed, Looker())
+    assert landed[0].in_facts_at is not None and landed[1].in_facts_at is None
