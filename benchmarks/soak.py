@@ -282,12 +282,20 @@ class Landing:
                 self.errors.append(f"{lander.source}: {error!r}")
                 return
 
-    def threads(self) -> list[threading.Thread]:
+    @contextlib.contextmanager
+    def running(self) -> Iterator[list[threading.Thread]]:
+        """The landers' threads, started; on the way out, those still landing (the run cut
+        short by an error) told to stop and waited for, each closing its lander."""
         threads = [threading.Thread(target=self.run, args=(lander,), daemon=True)
                    for lander in self.landers]
         for thread in threads:
             thread.start()
-        return threads
+        try:
+            yield threads
+        finally:
+            self.stop_at = 0.0
+            for thread in threads:
+                thread.join()
 
 
 def _run_worker(stack: Stack) -> psutil.Process | None:
@@ -635,12 +643,12 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
             begin = time.monotonic()
             landing = Landing(landers(args, stack.data, *accounting), landed,
                               begin + 60 * args.minutes, errors)
-            threads = landing.threads()
-            timers = schedule_faults(Target(stack, args, landing.landers, out, place.warehouse),
-                                     faults, errors)
-            while any(thread.is_alive() for thread in threads):
-                polled(stack, landed, looker, poll_errors)
-                time.sleep(args.poll_s)
+            with landing.running() as threads:
+                timers = schedule_faults(
+                    Target(stack, args, landing.landers, out, place.warehouse), faults, errors)
+                while any(thread.is_alive() for thread in threads):
+                    polled(stack, landed, looker, poll_errors)
+                    time.sleep(args.poll_s)
             landing_s = time.monotonic() - begin
             for timer in timers:
                 timer.join()

@@ -1,8 +1,13 @@
-"""The environment the soak starts its stack with (``benchmarks/soak.py``), without a stack."""
+"""The environment the soak starts its stack with (``benchmarks/soak.py``), without a stack;
+its landing cut short."""
 
 from __future__ import annotations
 
-from soak import parse_args, sensor_wait, stack_settings
+import time
+
+import pytest
+from soak import Landing, parse_args, sensor_wait, stack_settings
+from soak_landers import Landed, Lander
 
 READY = ("JOULEHOUSE_CC_READY_WHEN_COMPLETE", "JOULEHOUSE_GPU_READY_WHEN_COMPLETE")
 
@@ -36,3 +41,27 @@ def test_the_sensor_wait_is_set_against_each_sources_own_median(tmp_path):
                           parse_args(["--out", str(tmp_path), "--no-ready-when-complete"]))
     assert waiting["sources"]["clustercockpit"]["expected_wait_s"] == 15.0
     assert list(waiting["sources"]) == ["clustercockpit"]  # only the sources landed
+
+
+class _Counting(Lander):
+    """A lander that writes nothing, one entry every 10 ms, and says when it was closed."""
+
+    source = "counting"
+    closed = False
+
+    def write(self, index: int, bad: bool) -> list[Landed]:
+        return []
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_landing_cut_short_stops_its_landers_and_closes_them(tmp_path):
+    """The soak stopped by an error mid-landing: its landers' threads end and each closes
+    its lander (the GPU collector's process), rather than landing on for the hour."""
+    lander = _Counting(tmp_path, rate_per_s=100.0, bad_fraction=0.0)
+    landing = Landing([lander], [], time.monotonic() + 3600, [])
+    with pytest.raises(RuntimeError), landing.running() as threads:
+        time.sleep(0.05)
+        raise RuntimeError("the stack went down")
+    assert not threads[0].is_alive() and lander.closed and lander.count >= 1
