@@ -19,14 +19,29 @@ foreign-key checks, see ``TaudbDatabase.skip_reference_checks``; the bare
 COPY gets the same setting) and as an ordinary role owning its schema (every
 check runs, for the load and for the bare COPY).
 
-Run: ``.venv/bin/python benchmarks/taudb_load.py [--repeat N]``. Prints the
-figures and the machine; record them in ``benchmarks/README.md``.
+``--part delete`` instead: replacing one trial (``load_trial`` of a stored
+source key: delete its rows, then load it) with 10 and with 1,000 (``--stored``)
+small synthetic trials stored, in two schemas of the same server, one with
+Joulehouse's delete indexes (``schema.INDEXES`` but the lookup index) and one
+without them (dropped as soon as the schema is made; this process made sure of
+its indexes then, so loading does not add them again), vacuumed and analysed
+once stored. Per replace: wall seconds, the CPU seconds of this process and of
+its PostgreSQL backend (``/proc``; a machine shared with other work slows the
+wall clock, not these) and the rows read by sequential scans (from
+``pg_stat_user_tables``); and the bulk load of the stored trials (wall, backend
+CPU), which pays for writing the indexes. As superuser: the deletes run before
+the loader skips the foreign-key checks, so they check them.
+
+Run: ``.venv/bin/python benchmarks/taudb_load.py [--repeat N] [--part delete]``.
+Prints the figures and the machine; record them in ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
+import os
 import statistics
 import subprocess
 import sys
@@ -39,10 +54,10 @@ import psycopg2
 from sqlalchemy.engine import make_url
 
 from joulehouse.taudb.connect import COPY_CHUNK, TaudbDatabase
-from joulehouse.taudb.loader import COLUMNS, load_trial
+from joulehouse.taudb.loader import COLUMNS, load_prepared, load_trial, prepare_trial
 from joulehouse.taudb.model import DATA_SOURCE_OTHER, THREAD_COLUMNS, TrialData
 from joulehouse.taudb.read import read_trial_source
-from joulehouse.taudb.schema import ensure_schema
+from joulehouse.taudb.schema import INDEXES, LOOKUP_INDEX, ensure_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -53,6 +68,11 @@ PROFILES = ROOT.parent / "shared" / "peer-data" / "tau" / "profiles"
 WRF = PROFILES / "tau2_wrf16_callpath_text_exported"
 WRF_PPK = PROFILES / "tau2_ppk_examples" / "wrf-callpath.ppk"
 TAU_JAVA_SECONDS = 6.8
+#: The synthetic trial's (threads, timers, metrics) per part: one million timer values to
+#: load; small trials, many stored, to replace.
+SHAPES = {"load": (64, 3907, 4), "delete": (2, 100, 2)}
+#: Trials stored per bulk load of ``--part delete`` (one transaction each).
+STORE_BATCH = 100
 
 
 def synthetic_trial(threads: int, timers: int, metrics: int) -> TrialData:
@@ -170,17 +190,104 @@ def bench_million(url: str, repeat: int, threads: int, timers: int,
     return results
 
 
+def _rows_scanned(db: TaudbDatabase) -> int:
+    """Rows read by sequential scans of ``db``'s schema's tables so far, this session's
+    statistics flushed first (PostgreSQL 15)."""
+    db.query("SELECT pg_stat_force_next_flush()")  # flushed once this transaction ends
+    return int(db.query("SELECT coalesce(sum(seq_tup_read), 0) FROM pg_stat_user_tables "
+                        "WHERE schemaname = ?", (db.schema,))[0][0])
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` of this machine has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclasses.dataclass
+class Replace:
+    """One replace: wall seconds, CPU seconds of this process and of its PostgreSQL
+    backend (a machine shared with other work slows the wall clock, not these), and rows
+    read by sequential scans."""
+
+    wall: float
+    client_cpu: float
+    server_cpu: float
+    scanned: int
+
+
+def bench_delete(url: str, stored: int, repeat: int, indexed: bool,
+                 trial: TrialData) -> tuple[float, float, list[Replace]]:
+    """(wall and PostgreSQL CPU seconds to store ``stored`` copies of ``trial``, each its
+    own source key, in a new schema; one :class:`Replace` per run of replacing one of
+    them), with or without Joulehouse's delete indexes."""
+    with TaudbDatabase(url, f"delete_{stored}_{'with' if indexed else 'without'}") as db:
+        ensure_schema(db)
+        if not indexed:
+            with db.transaction() as cursor:
+                for name in INDEXES.keys() - {LOOKUP_INDEX}:
+                    cursor.execute(f"DROP INDEX {name}")
+        backend = db.query("SELECT pg_backend_pid()")[0][0]
+        start, server = time.perf_counter(), _cpu_seconds(backend)
+        for first in range(0, stored, STORE_BATCH):
+            load_prepared(db, [prepare_trial(dataclasses.replace(trial, source_key=f"s{i}"))
+                               for i in range(first, min(first + STORE_BATCH, stored))])
+        store, store_cpu = time.perf_counter() - start, _cpu_seconds(backend) - server
+        db.connection.autocommit = True  # VACUUM runs outside a transaction
+        db.connection.cursor().execute("VACUUM ANALYZE")  # no autovacuum left to run
+        db.connection.autocommit = False
+        again = dataclasses.replace(trial, source_key=f"s{stored // 2}")
+        runs = []
+        for _ in range(repeat):
+            scanned, server = _rows_scanned(db), _cpu_seconds(backend)
+            start, client = time.perf_counter(), time.process_time()
+            load_trial(db, again)
+            wall, client = time.perf_counter() - start, time.process_time() - client
+            server = _cpu_seconds(backend) - server
+            runs.append(Replace(wall, client, server, _rows_scanned(db) - scanned))
+        return store, store_cpu, runs
+
+
+def report_delete(url: str, args: argparse.Namespace) -> None:
+    trial = synthetic_trial(args.threads, args.timers, args.metrics)
+    rows = (args.threads + 7) * args.timers * args.metrics
+    print(f"[delete] each trial: {args.threads} threads x {args.timers} timers x "
+          f"{args.metrics} metrics ({rows} timer_value rows with the derived threads)")
+    for stored in args.stored:
+        for indexed in (False, True):
+            store, store_cpu, runs = bench_delete(url, stored, args.repeat, indexed, trial)
+            median = {field: statistics.median(getattr(r, field) for r in runs)
+                      for field in ("wall", "client_cpu", "server_cpu", "scanned")}
+            walls = ", ".join(f"{r.wall:.3f}" for r in runs)
+            print(f"[delete] {stored} trials stored, {'with' if indexed else 'without'} "
+                  f"the delete indexes, replace one trial (medians): PostgreSQL CPU "
+                  f"{median['server_cpu']:.2f} s, client CPU {median['client_cpu']:.2f} s, "
+                  f"rows read by sequential scans {median['scanned']:,.0f}, wall "
+                  f"{median['wall']:.3f} s (runs {walls}); storing them took {store:.1f} s, "
+                  f"PostgreSQL CPU {store_cpu:.1f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=64)
-    parser.add_argument("--timers", type=int, default=3907)
-    parser.add_argument("--metrics", type=int, default=4)
+    for name in ("threads", "timers", "metrics"):
+        parser.add_argument(f"--{name}", type=int, help="the synthetic trial's; default by part")
+    parser.add_argument("--part", choices=["load", "delete"], default="load")
+    parser.add_argument("--stored", type=int, nargs="+", default=[10, 1000],
+                        help="--part delete: trials stored before replacing one")
     args = parser.parse_args()
+    for name, default in zip(("threads", "timers", "metrics"), SHAPES[args.part]):
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     server = subprocess.run([str(PG_BIN / "postgres"), "--version"], check=True,
                             capture_output=True, text=True).stdout.strip()
     print(describe(pd, np, psycopg2, extra=server))
     print(f"load average at start: {load_average()}")
+    if args.part == "delete":
+        with throwaway_postgres("bench") as url:
+            report_delete(url, args)
+        print(f"load average at end: {load_average()}")
+        return
     bench_read(args.repeat)
     with throwaway_postgres("bench") as url:
         with psycopg2.connect(url) as admin, admin.cursor() as cursor:

@@ -74,7 +74,7 @@ from joulehouse.taudb.rules import (
     thread_ranks,
     with_flat_entries,
 )
-from joulehouse.taudb.schema import ensure_lookup_index, ensure_schema, schema_present
+from joulehouse.taudb.schema import ensure_indexes, ensure_schema, schema_present
 
 #: Primary-metadata names under which a trial records where it came from.
 SOURCE_KEY = "joulehouse.source_key"
@@ -258,7 +258,7 @@ def trials_by_source_key(db: TaudbDatabase, source_keys: Iterable[str],
     with db.transaction() as cursor:
         if not schema_present(db, cursor):
             return {}
-    ensure_lookup_index(db)  # on a TAUdb made before Joulehouse had it
+    ensure_indexes(db)  # on a TAUdb made before Joulehouse had it
     found: dict[str, dict] = {}
     for start in range(0, len(wanted), batch):
         keys = tuple(wanted[start:start + batch])

@@ -8,11 +8,14 @@ types mapped (:data:`SQLITE_REWRITES`), so both have the same tables, columns,
 indexes, seed rows and views.
 Creation is one transaction: a failure leaves no half-made schema.
 
-Joulehouse adds one index of its own, :data:`LOOKUP_INDEX` on
-``primary_metadata (name, value)`` (trials found by their source key without a
-scan; TAU's only index there is ``(trial, name)``): with a new schema, and on
-an existing one when first opened for loading (:func:`ensure_lookup_index`).
-An index changes none of TAU's tables, rows or views.
+Joulehouse adds indexes of its own, :data:`INDEXES` (TAU's DDL lacks them):
+:data:`LOOKUP_INDEX` on ``primary_metadata (name, value)`` finds trials by
+their source key without a scan (TAU's only index there is ``(trial, name)``);
+the others lead with each column that replacing a trial filters on or that a
+foreign key checks for each deleted row (``DELETE ... NO ACTION``), so deleting
+one trial reads that trial's rows, not every stored trial's. Made with a new
+schema, and on an existing one when first opened for loading
+(:func:`ensure_indexes`). An index changes none of TAU's tables, rows or views.
 """
 
 from __future__ import annotations
@@ -45,10 +48,34 @@ _COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
 _ADVISORY_LOCK = 0x7A0DB
 #: Joulehouse's index for looking trials up by a primary metadata value (a source key).
 LOOKUP_INDEX = "joulehouse_primary_metadata_name_value"
-_CREATE_LOOKUP_INDEX = (f"CREATE INDEX IF NOT EXISTS {LOOKUP_INDEX} "
-                        "ON primary_metadata (name, value)")
-# The databases (URL, schema) whose lookup index this process made sure of, or could not.
+#: Joulehouse's own indexes, name -> ``table (columns)``; none is in TAU's DDL. After the
+#: lookup index, each serves a filter of the loader's trial deletes (``_DELETES``) and/or
+#: the foreign-key check made for each deleted row of the table it references.
+INDEXES = {
+    LOOKUP_INDEX: "primary_metadata (name, value)",
+    # delete filter (WHERE column IN / = ...) and foreign key -> the table after "->"
+    "joulehouse_timer_callpath_timer": "timer_callpath (timer)",  # -> timer
+    "joulehouse_timer_parameter_timer": "timer_parameter (timer)",  # -> timer
+    "joulehouse_counter_value_thread": "counter_value (thread)",  # -> thread
+    "joulehouse_metric_trial": "metric (trial)",  # -> trial
+    # foreign key only
+    "joulehouse_timer_value_metric": "timer_value (metric)",  # -> metric
+    "joulehouse_counter_value_timer_callpath":
+        "counter_value (timer_callpath)",  # -> timer_callpath
+    "joulehouse_secondary_metadata_thread": "secondary_metadata (thread)",  # -> thread
+    "joulehouse_secondary_metadata_timer_callpath":
+        "secondary_metadata (timer_callpath)",  # -> timer_callpath
+    "joulehouse_secondary_metadata_parent": "secondary_metadata (parent)",  # -> itself
+    "joulehouse_analysis_settings_trial": "analysis_settings (trial)",  # -> trial, CASCADE
+    "joulehouse_analysis_settings_metric": "analysis_settings (metric)",  # -> metric, CASCADE
+}
+# The databases (URL, schema) whose indexes this process made sure of, or could not.
 _indexed: set[tuple[str, str | None]] = set()
+
+
+def create_index(name: str) -> str:
+    """The statement creating one of :data:`INDEXES` unless it exists."""
+    return f"CREATE INDEX IF NOT EXISTS {name} ON {INDEXES[name]}"
 
 
 def ddl(backend: str) -> str:
@@ -89,8 +116,8 @@ def require_schema(db: TaudbDatabase) -> None:
 
 
 def ensure_schema(db: TaudbDatabase) -> bool:
-    """Create the TAUdb schema unless present (with :data:`LOOKUP_INDEX`, which an existing
-    one gets too); True when this call created the schema."""
+    """Create the TAUdb schema unless present (with :data:`INDEXES`, which an existing one
+    gets too); True when this call created the schema."""
     with db.transaction() as cursor:
         if db.backend == POSTGRESQL:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
@@ -102,39 +129,45 @@ def ensure_schema(db: TaudbDatabase) -> bool:
                     cursor.execute(f'CREATE SCHEMA "{db.schema}"')
         created = not schema_present(db, cursor)
         if created:
-            for statement in [*ddl_statements(ddl(db.backend)), _CREATE_LOOKUP_INDEX]:
+            for statement in [*ddl_statements(ddl(db.backend)), *map(create_index, INDEXES)]:
                 cursor.execute(statement)
             _indexed.add((db.url, db.schema))
-    ensure_lookup_index(db)
+    ensure_indexes(db)
     return created
 
 
-def _index_present(db: TaudbDatabase, cursor) -> bool:
+def _index_present(db: TaudbDatabase, cursor, name: str) -> bool:
     if db.backend == POSTGRESQL:
-        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", (LOOKUP_INDEX,))
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", (name,))
     else:
         cursor.execute("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?",
-                       (LOOKUP_INDEX,))
+                       (name,))
     return bool(cursor.fetchone()[0])
 
 
-def ensure_lookup_index(db: TaudbDatabase) -> None:
-    """Create :data:`LOOKUP_INDEX` in ``db``'s existing TAUdb schema unless there; tried
-    once per database in a process. Without the right to create it (a PostgreSQL role
-    that does not own ``primary_metadata``, a read-only file) a warning is logged and
-    loading goes on: lookups then scan ``primary_metadata``."""
+def ensure_indexes(db: TaudbDatabase) -> None:
+    """Create those of :data:`INDEXES` missing from ``db``'s existing TAUdb schema, all in
+    one transaction; tried once per database in a process. Without the right to create
+    them (a PostgreSQL role that does not own TAU's tables, a read-only file) a warning is
+    logged, none is made and loading goes on: lookups then scan ``primary_metadata``, and
+    replacing a trial scans tables of every stored trial. On a large existing database
+    the first call builds them (plain CREATE INDEX: writes to those tables wait)."""
     where = (db.url, db.schema)
     if where in _indexed:
         return
     _indexed.add(where)
+    missing: list[str] = []
     try:
         with db.transaction() as cursor:
             if db.backend == POSTGRESQL:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
-            if not _index_present(db, cursor):  # checked first: IF NOT EXISTS needs owning
-                cursor.execute(_CREATE_LOOKUP_INDEX)
+            # checked first: IF NOT EXISTS needs owning the table
+            missing = [name for name in INDEXES if not _index_present(db, cursor, name)]
+            for name in missing:
+                cursor.execute(create_index(name))
     except DRIVER_ERRORS as error:
-        log.warning("TAUdb %s: cannot create the index %s on primary_metadata (%s); "
-                    "trials are looked up by their source key without it (a scan)",
-                    masked_url(db.url), LOOKUP_INDEX,
+        log.warning("TAUdb %s: cannot create Joulehouse's indexes %s (%s); without them "
+                    "trials are looked up by their source key with a scan, and replacing "
+                    "a trial scans tables of every stored trial",
+                    masked_url(db.url), ", ".join(missing),
                     str(error).strip().splitlines()[0])

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
+import pandas as pd
 import psycopg2
 import pytest
 from psycopg2 import errors, sql
 from small_trial import small_trial
 
 from joulehouse.taudb.connect import TaudbDatabase
-from joulehouse.taudb.loader import list_trials, load_trial
-from joulehouse.taudb.schema import ddl, ensure_schema
+from joulehouse.taudb.loader import _DELETES, list_trials, load_prepared, load_trial, prepare_trial
+from joulehouse.taudb.schema import INDEXES, create_index, ddl, ddl_statements, ensure_schema
 
 TABLES = {
     "schema_version", "data_source", "derived_thread_type", "trial", "thread", "metric", "timer",
@@ -113,3 +116,128 @@ def test_the_fixed_interval_event_value_view_answers_where_taus_divides_by_zero(
 def test_sqlite_refuses_a_schema_name():
     with pytest.raises(ValueError, match="SQLite has no schemas"):
         TaudbDatabase("sqlite://", "tau")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def taus_ddl_alone(request, tmp_path):
+    """A TAUdb made by TAU's DDL alone (as TAU or an older Joulehouse made it)."""
+    if request.param == "sqlite":
+        url, schema = f"sqlite:///{tmp_path}/taudb.sqlite", None
+    else:
+        url, schema = request.getfixturevalue("postgres_url"), f"taus_ddl_{tmp_path.name}"
+    with TaudbDatabase(url, schema) as db:
+        with db.transaction() as cursor:
+            if schema is not None:
+                cursor.execute(f'CREATE SCHEMA "{schema}"')
+            for statement in ddl_statements(ddl(db.backend)):
+                cursor.execute(statement)
+        yield db
+
+
+def _index_names(db: TaudbDatabase) -> set[str]:
+    if db.backend == "postgresql":
+        return {row[0] for row in db.query(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = ?", (db.schema,))}
+    return {row[0] for row in db.query("SELECT name FROM sqlite_master WHERE type = 'index'")}
+
+
+def _leading_columns(db: TaudbDatabase) -> set[tuple[str, str]]:
+    """(table, column) of each index's first column, the primary keys' included."""
+    if db.backend == "postgresql":
+        return set(db.query(
+            "SELECT t.relname, a.attname FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid "
+            "JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = x.indkey[0] "
+            "WHERE t.relnamespace = ?::regnamespace", (db.schema,)))
+    leading = set()
+    for (table,) in db.query("SELECT name FROM sqlite_master WHERE type = 'table'"):
+        # an INTEGER PRIMARY KEY is the rowid, which no index_list names
+        leading |= {(table, row[1]) for row in db.query(f"PRAGMA table_info({table})")
+                    if row[5] == 1}
+        for index in db.query(f"PRAGMA index_list({table})"):
+            leading |= {(table, info[2]) for info in db.query(f"PRAGMA index_info({index[1]})")
+                        if info[0] == 0}
+    return leading
+
+
+def _foreign_keys(db: TaudbDatabase) -> set[tuple[str, str, str]]:
+    """(table, column, referenced table) of every foreign key (all have one column)."""
+    if db.backend == "postgresql":
+        return set(db.query(
+            "SELECT c.conrelid::regclass::text, a.attname, c.confrelid::regclass::text "
+            "FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid "
+            "AND a.attnum = c.conkey[1] WHERE c.contype = 'f' "
+            "AND c.connamespace = ?::regnamespace", (db.schema,)))
+    return {(table, row[3], row[2])
+            for (table,) in db.query("SELECT name FROM sqlite_master WHERE type = 'table'")
+            for row in db.query(f"PRAGMA foreign_key_list({table})")}
+
+
+def _unindexed_by_trial_deletes(db: TaudbDatabase) -> set[tuple[str, str]]:
+    """The (table, column) pairs that deleting a trial filters on or checks a foreign key
+    of, for each deleted row, and that no index leads with."""
+    filtered = {match.groups() for match in (re.match(r"DELETE FROM (\w+) WHERE (\w+)", s)
+                                            for s in _DELETES)}
+    deleted = {table for table, _ in filtered}
+    checked = {(table, column) for table, column, referenced in _foreign_keys(db)
+               if referenced in deleted}
+    return (filtered | checked) - _leading_columns(db)
+
+
+def test_trial_deletes_filter_and_check_foreign_keys_through_an_index(taus_ddl_alone):
+    """TAU's DDL alone leaves deletes and foreign-key checks that scan every stored trial's
+    rows; Joulehouse's indexes, added when the database is first opened for loading,
+    cover every one."""
+    db = taus_ddl_alone
+    assert set(INDEXES).isdisjoint(_index_names(db))
+    assert _unindexed_by_trial_deletes(db) == {
+        ("timer_callpath", "timer"), ("timer_parameter", "timer"), ("counter_value", "thread"),
+        ("metric", "trial"), ("timer_value", "metric"), ("counter_value", "timer_callpath"),
+        ("secondary_metadata", "thread"), ("secondary_metadata", "timer_callpath"),
+        ("secondary_metadata", "parent"), ("analysis_settings", "trial"),
+        ("analysis_settings", "metric")}
+    assert ensure_schema(db) is False  # present already: only the indexes are added
+    assert set(INDEXES) <= _index_names(db)
+    assert _unindexed_by_trial_deletes(db) == set()
+
+
+def test_a_new_schema_has_joulehouses_indexes(postgres_url, tmp_path):
+    for url, schema in ((postgres_url, "new_indexed"), (f"sqlite:///{tmp_path}/t.sqlite", None)):
+        with TaudbDatabase(url, schema) as db:
+            assert ensure_schema(db) is True
+            assert set(INDEXES) <= _index_names(db)
+            assert _unindexed_by_trial_deletes(db) == set()
+
+
+def _wide_trial(source_key: str, timers: int):
+    """:func:`small_trial` with ``timers`` flat timers per rank instead of its own."""
+    names = [f"t{i}" for i in range(timers)]
+    entries = pd.DataFrame({"node_rank": [0] * timers + [1] * timers, "context_rank": 0,
+                            "thread_rank": 0, "name": names * 2, "group_names": "TAU_USER",
+                            "calls": 1, "subroutines": 0})
+    values = pd.concat([entries.assign(metric=metric, inclusive=2, exclusive=1)
+                        for metric in ("TIME", "PAPI_TOT_CYC")])
+    return small_trial(source_key, timers=entries, timer_values=values.drop(
+        columns=["group_names", "calls", "subroutines"]))
+
+
+def test_deleting_a_trial_reads_its_callpaths_through_the_index_not_every_trials(postgres_url):
+    """With a few wide trials stored and analysed, PostgreSQL's plan for deleting a small
+    trial's callpaths scans the whole table without Joulehouse's index (dropped, then made
+    again) and searches that index with it."""
+    index = "joulehouse_timer_callpath_timer"
+    statement = next(s for s in _DELETES if s.startswith("DELETE FROM timer_callpath"))
+    with TaudbDatabase(postgres_url, "callpath_plan") as db:
+        load_prepared(db, [prepare_trial(_wide_trial(f"wide{i}", 2000)) for i in range(3)])
+        small = load_trial(db, small_trial())
+        with db.transaction() as cursor:
+            cursor.execute("ANALYZE timer_callpath, timer")
+        plans = []
+        with db.transaction() as cursor:
+            for change in (f"DROP INDEX {index}", create_index(index)):
+                cursor.execute(db.sql(f"EXPLAIN {statement}"), (small,))
+                plans.append("\n".join(row[0] for row in cursor.fetchall()))
+                cursor.execute(change)
+        with_index, without = plans
+        assert "Seq Scan on timer_callpath" in without, without
+        assert "Seq Scan on timer_callpath" not in with_index, with_index
+        assert index in with_index, with_index
