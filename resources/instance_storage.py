@@ -36,6 +36,36 @@ for that head each time: alembic reads every migration script to tell (about 35 
 CPU), found here once per process. Every instance pays that opening: each sensor tick's
 in a code server, each run's, each test's. Configured in ``dagster.yaml`` as ``storage:
 custom`` (deploy/).
+
+Both keep the True answers of Dagster's schema checks, "is this table or column there?"
+(:class:`_KeptTrue`, one helper for the three storages of each): Dagster asks them over
+SQLAlchemy's reflection at every instigator state read and write (each sensor tick's
+cursor), asset record read, run added or started, each a catalog query on PostgreSQL (27 %
+of its busy time in the production soak, benchmarks/README.md "Schema checks") and a new
+engine and connection as well on SQLite. A table or column is added by ``dagster instance
+migrate`` and never dropped while processes run, so a True answer is kept for the
+storage's life and a False one asked again. ``BatchingPostgresStorage`` builds its three
+storages itself (Dagster's ``__init__`` would build three more, each reflecting the schema
+at every process start, to be replaced).
+
+What here leans on Dagster's private API, to re-check at each Dagster upgrade (the tests
+of tests/dagster/test_instance_storage.py fail where one is renamed or gone):
+
+- ``DagsterSqliteStorage.__init__`` and ``DagsterPostgresStorage.__init__`` replaced
+  (their attributes set here: ``test_*_storage_sets_what_dagsters_own_storage_sets``);
+- the event logs' private methods overridden: ``_store_asset_check_evaluation_planned``
+  (each planned check row's own partition), SQLite's ``_initdb`` (a new run shard copied)
+  and PostgreSQL's ``_connect`` (a forked child's own pool); and the private helpers and
+  attributes called (``_event_to_row``, ``_store_asset_event_tags``, ``_store_asset_event``,
+  ``_event_insert_timestamp``, SQLite's ``_db_lock`` and ``_initialized_dbs``);
+- the schema checks whose True answers are kept: the schedule storages'
+  ``_has_instigators_table``, ``has_instigators_table``,
+  ``_has_asset_daemon_asset_evaluations_table``, ``has_secondary_index_table``; the run
+  storages' ``has_run_stats_index_cols``, ``has_backfill_id_column``,
+  ``has_bulk_actions_selector_cols``, ``has_bulk_action_job_name_column``,
+  ``has_backfill_tags_table``; the event logs' ``has_asset_key_col`` and
+  ``_has_asset_key_col_on_connection`` (a new such check in Dagster is simply asked each
+  time, as before, until it is added here).
 """
 
 import inspect

@@ -749,5 +749,7 @@ def test_postgres_storage_sets_what_dagsters_own_storage_sets(postgres_url):
         for name, value in vars(theirs).items():
             assert isinstance(getattr(ours, name), type(value)), name
     finally:
-        ours.dispose()
-        theirs.dispose()
+        for storage in (ours, theirs):
+            for part in (storage.run_storage, storage.event_log_storage,
+                         storage.schedule_storage):
+                part.dispose()
