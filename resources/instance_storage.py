@@ -36,6 +36,36 @@ for that head each time: alembic reads every migration script to tell (about 35 
 CPU), found here once per process. Every instance pays that opening: each sensor tick's
 in a code server, each run's, each test's. Configured in ``dagster.yaml`` as ``storage:
 custom`` (deploy/).
+
+Both keep the True answers of Dagster's schema checks, "is this table or column there?"
+(:class:`_KeptTrue`, one helper for the three storages of each): Dagster asks them over
+SQLAlchemy's reflection at every instigator state read and write (each sensor tick's
+cursor), asset record read, run added or started, each a catalog query on PostgreSQL (27 %
+of its busy time in the production soak, benchmarks/README.md "Schema checks") and a new
+engine and connection as well on SQLite. A table or column is added by ``dagster instance
+migrate`` and never dropped while processes run, so a True answer is kept for the
+storage's life and a False one asked again. ``BatchingPostgresStorage`` builds its three
+storages itself (Dagster's ``__init__`` would build three more, each reflecting the schema
+at every process start, to be replaced).
+
+What here leans on Dagster's private API, to re-check at each Dagster upgrade (the tests
+of tests/dagster/test_instance_storage.py fail where one is renamed or gone):
+
+- ``DagsterSqliteStorage.__init__`` and ``DagsterPostgresStorage.__init__`` replaced
+  (their attributes set here: ``test_*_storage_sets_what_dagsters_own_storage_sets``);
+- the event logs' private methods overridden: ``_store_asset_check_evaluation_planned``
+  (each planned check row's own partition), SQLite's ``_initdb`` (a new run shard copied)
+  and PostgreSQL's ``_connect`` (a forked child's own pool); and the private helpers and
+  attributes called (``_event_to_row``, ``_store_asset_event_tags``, ``_store_asset_event``,
+  ``_event_insert_timestamp``, SQLite's ``_db_lock`` and ``_initialized_dbs``);
+- the schema checks whose True answers are kept: the schedule storages'
+  ``_has_instigators_table``, ``has_instigators_table``,
+  ``_has_asset_daemon_asset_evaluations_table``, ``has_secondary_index_table``; the run
+  storages' ``has_run_stats_index_cols``, ``has_backfill_id_column``,
+  ``has_bulk_actions_selector_cols``, ``has_bulk_action_job_name_column``,
+  ``has_backfill_tags_table``; the event logs' ``has_asset_key_col`` and
+  ``_has_asset_key_col_on_connection`` (a new such check in Dagster is simply asked each
+  time, as before, until it is added here).
 """
 
 import inspect
@@ -81,7 +111,12 @@ from dagster._core.storage.sqlite_storage import (
 )
 from dagster._record import copy
 from dagster._serdes import serialize_value
-from dagster_postgres import DagsterPostgresStorage, PostgresEventLogStorage
+from dagster_postgres import (
+    DagsterPostgresStorage,
+    PostgresEventLogStorage,
+    PostgresRunStorage,
+    PostgresScheduleStorage,
+)
 from dagster_postgres.utils import (
     create_pg_engine,
     get_token_provider_from_config,
@@ -143,7 +178,72 @@ def planned_per_partition(event: EventLogEntry) -> Iterator[tuple[str | None, st
             dagster_event=event.dagster_event._replace(event_specific_data=own)))
 
 
-class _AssetEventIndex:
+class _KeptTrue:
+    """A storage's True answers of its schema checks, kept for the storage's life.
+
+    Dagster asks its storages, at every write and many reads, whether a table or column
+    that a migration added is there: an instigator state read or written (every sensor
+    tick's cursor), every asset event stored, every run added or updated. Each asking is a
+    reflection query (``sqlalchemy.inspect(conn).get_table_names()`` or ``get_columns``;
+    PostgreSQL: a query of its catalog, 27 % of its busy time in the production soak;
+    SQLite: a new engine and connection as well). A table or column is added by
+    ``dagster instance migrate`` and never dropped while processes run (a wipe empties
+    tables), so an answer can only turn from False to True: a True answer is kept, a False
+    one asked again next time."""
+
+    def _kept_true(self, key: str, ask: Callable[..., bool], *args) -> bool:
+        """Whether ``key`` is there: True if a former ``ask(*args)`` said so, else asked."""
+        kept = self.__dict__.setdefault("_kept_true_answers", set())
+        if key in kept:
+            return True
+        if ask(*args):
+            kept.add(key)  # a set's add: safe across threads (the GIL)
+            return True
+        return False
+
+
+class _KeptScheduleSchema(_KeptTrue):
+    """A schedule storage's table checks (Dagster's ``SqlScheduleStorage``) with their
+    True answers kept (:class:`_KeptTrue`): asked at every instigator state read and write,
+    and before every secondary index lookup."""
+
+    def has_instigators_table(self) -> bool:
+        return self._kept_true("instigators", super().has_instigators_table)
+
+    def _has_instigators_table(self, conn: sa.Connection) -> bool:
+        return self._kept_true("instigators", super()._has_instigators_table, conn)
+
+    def _has_asset_daemon_asset_evaluations_table(self, conn: sa.Connection) -> bool:
+        return self._kept_true("asset_daemon_asset_evaluations",
+                               super()._has_asset_daemon_asset_evaluations_table, conn)
+
+    def has_secondary_index_table(self) -> bool:
+        return self._kept_true("secondary_indexes", super().has_secondary_index_table)
+
+
+class _KeptRunSchema(_KeptTrue):
+    """A run storage's column and table checks (Dagster's ``SqlRunStorage``) with their
+    True answers kept (:class:`_KeptTrue`): asked when a run is added, its status changes,
+    runs are read, a backfill is added."""
+
+    def has_run_stats_index_cols(self) -> bool:
+        return self._kept_true("runs.start_time,end_time", super().has_run_stats_index_cols)
+
+    def has_backfill_id_column(self) -> bool:
+        return self._kept_true("runs.backfill_id", super().has_backfill_id_column)
+
+    def has_bulk_actions_selector_cols(self) -> bool:
+        return self._kept_true("bulk_actions.selector_id",
+                               super().has_bulk_actions_selector_cols)
+
+    def has_bulk_action_job_name_column(self) -> bool:
+        return self._kept_true("bulk_actions.job_name", super().has_bulk_action_job_name_column)
+
+    def has_backfill_tags_table(self) -> bool:
+        return self._kept_true("backfill_tags", super().has_backfill_tags_table)
+
+
+class _AssetEventIndex(_KeptTrue):
     """What both storages share: a batch's index writes (the asset events' tags and rows,
     the check events' rows) in ONE transaction of the index, so nobody sees an event
     whose asset row is not updated yet and a failure leaves none of them. Inside that
@@ -174,22 +274,28 @@ class _AssetEventIndex:
     @property
     def supports_asset_checks(self) -> bool:
         """Whether the check table exists: Dagster asks at every check event (SQLite: over a
-        new engine of the index shard; PostgreSQL: a query). The table is never dropped
-        once it exists, so a True answer is kept."""
-        if not self.__dict__.get("_asset_checks_table"):
-            self._asset_checks_table = super().supports_asset_checks
-        return self._asset_checks_table
+        new engine of the index shard; PostgreSQL: a query). A True answer is kept
+        (:class:`_KeptTrue`)."""
+        return self._kept_true("asset_check_executions",
+                               lambda: super(_AssetEventIndex, self).supports_asset_checks)
 
     def has_table(self, table_name: str) -> bool:
         """Whether the index has ``table_name``: Dagster asks before every read of a dynamic
         partitions definition's keys, several times per partition when it creates a run
         (SQLite: over a new engine and connection each time, 1,653 times in the 33 runs of
-        test_clustercockpit_assets.py). A table is never dropped once it exists (a wipe
-        empties them), so a True answer is kept."""
-        present = self.__dict__.setdefault("_tables_present", set())
-        if table_name not in present and super().has_table(table_name):
-            present.add(table_name)
-        return table_name in present
+        test_clustercockpit_assets.py). A True answer is kept (:class:`_KeptTrue`)."""
+        return self._kept_true(table_name, super().has_table, table_name)
+
+    def has_asset_key_col(self, column_name: str) -> bool:
+        """Whether the ``asset_keys`` table has ``column_name`` (the asset status cache's
+        column, asked at every read and write of it). A True answer is kept."""
+        return self._kept_true(f"asset_keys.{column_name}", super().has_asset_key_col,
+                               column_name)
+
+    def _has_asset_key_col_on_connection(self, conn: sa.Connection, column_name: str) -> bool:
+        """The same, on ``conn``: Dagster asks at every asset event it stores."""
+        return self._kept_true(f"asset_keys.{column_name}",
+                               super()._has_asset_key_col_on_connection, conn, column_name)
 
     def _store_asset_check_evaluation_planned(self, event: EventLogEntry,
                                               event_id: int | None) -> None:
@@ -539,6 +645,23 @@ class BatchedPostgresEventLogStorage(_AssetEventIndex, PostgresEventLogStorage):
             self._index_rows(conn, events, ids)
 
 
+class KeptSchemaPostgresRunStorage(_KeptRunSchema, PostgresRunStorage):
+    """dagster-postgres's run storage, its schema checks' True answers kept."""
+
+
+class KeptSchemaPostgresScheduleStorage(_KeptScheduleSchema, PostgresScheduleStorage):
+    """dagster-postgres's schedule storage, its schema checks' True answers kept."""
+
+
+class KeptSchemaSqliteRunStorage(_KeptRunSchema, SqliteRunStorage):
+    """Dagster's SQLite run storage, its schema checks' True answers kept (each check
+    there: a new engine, a connection and a reflection query)."""
+
+
+class KeptSchemaSqliteScheduleStorage(_KeptScheduleSchema, SqliteScheduleStorage):
+    """Dagster's SQLite schedule storage, its schema checks' True answers kept."""
+
+
 class BatchingSqliteStorage(DagsterSqliteStorage):
     """``storage: sqlite`` with :class:`BatchedSqliteEventLogStorage` (same files)."""
 
@@ -546,11 +669,11 @@ class BatchingSqliteStorage(DagsterSqliteStorage):
         # DagsterSqliteStorage.__init__'s storages, those at head opened without alembic's
         # lookup (_opened), and the batching event log in place of Dagster's, not after it
         self.base_dir = base_dir
-        self._run_storage = _opened(SqliteRunStorage, _runs_directory(base_dir), "runs",
-                                    "instance_info")
+        self._run_storage = _opened(KeptSchemaSqliteRunStorage, _runs_directory(base_dir),
+                                    "runs", "instance_info")
         self._event_log_storage = BatchedSqliteEventLogStorage(_event_logs_directory(base_dir))
-        self._schedule_storage = _opened(SqliteScheduleStorage, _schedule_directory(base_dir),
-                                         "schedules")
+        self._schedule_storage = _opened(KeptSchemaSqliteScheduleStorage,
+                                         _schedule_directory(base_dir), "schedules")
         self._inst_data = inst_data
         super(DagsterSqliteStorage, self).__init__()
 
@@ -560,15 +683,24 @@ class BatchingSqliteStorage(DagsterSqliteStorage):
 
 
 class BatchingPostgresStorage(DagsterPostgresStorage):
-    """``storage: postgres`` with :class:`BatchedPostgresEventLogStorage` (same tables)."""
+    """``storage: postgres`` with :class:`BatchedPostgresEventLogStorage` and the run and
+    schedule storages keeping their schema checks' True answers (same tables)."""
 
     def __init__(self, postgres_url: str, should_autocreate_tables: bool = True,
                  inst_data=None, token_provider=None):
-        super().__init__(postgres_url, should_autocreate_tables, inst_data=inst_data,
-                         token_provider=token_provider)
-        self._event_log_storage.dispose()
+        # DagsterPostgresStorage.__init__'s attributes, its three storages this module's in
+        # place of Dagster's, not after them (each of Dagster's would open an engine and
+        # reflect the schema once more at every process start, to be thrown away)
+        self.postgres_url = postgres_url
+        self.should_autocreate_tables = bool(should_autocreate_tables)
+        self._inst_data = inst_data
+        self._run_storage = KeptSchemaPostgresRunStorage(
+            postgres_url, should_autocreate_tables, token_provider=token_provider)
         self._event_log_storage = BatchedPostgresEventLogStorage(
             postgres_url, should_autocreate_tables, token_provider=token_provider)
+        self._schedule_storage = KeptSchemaPostgresScheduleStorage(
+            postgres_url, should_autocreate_tables, token_provider=token_provider)
+        super(DagsterPostgresStorage, self).__init__()
 
     @classmethod
     def from_config_value(cls, inst_data, config_value) -> "BatchingPostgresStorage":

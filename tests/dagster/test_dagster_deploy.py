@@ -60,7 +60,8 @@ def test_production_instance_uses_postgres(tmp_path, monkeypatch, postgres_url):
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
         assert {type(storage).__name__ for storage in (
             instance.run_storage, instance.event_log_storage, instance.schedule_storage)} == {
-            "PostgresRunStorage", "BatchedPostgresEventLogStorage", "PostgresScheduleStorage"}
+            "KeptSchemaPostgresRunStorage", "BatchedPostgresEventLogStorage",
+            "KeptSchemaPostgresScheduleStorage"}
         # a set no other test of the worker's database adds to (it is shared per worker)
         instance.add_dynamic_partitions("deploy_check", ["lab/e/b/150W/0"])
         assert instance.get_dynamic_partitions("deploy_check") == ["lab/e/b/150W/0"]

@@ -3,9 +3,11 @@ of asset events, what Dagster's own storages leave from the same events stored o
 one: the same event rows, asset rows, tags, partition statuses and check executions."""
 
 import os
+import re
 import sqlite3
 import threading
 import time
+import uuid
 from urllib.parse import urlparse
 
 import dagster as dg
@@ -17,6 +19,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationPlanned,
 )
 from dagster._core.definitions.partitions.subset.default import DefaultPartitionsSubset
+from dagster._core.definitions.run_request import InstigatorType
 from dagster._core.event_api import EventLogEntry
 from dagster._core.events import (
     AssetMaterializationPlannedData,
@@ -24,6 +27,16 @@ from dagster._core.events import (
     DagsterEvent,
     DagsterEventType,
     StepMaterializationData,
+)
+from dagster._core.remote_origin import (
+    RegisteredCodeLocationOrigin,
+    RemoteInstigatorOrigin,
+    RemoteRepositoryOrigin,
+)
+from dagster._core.scheduler.instigation import (
+    InstigatorState,
+    InstigatorStatus,
+    SensorInstigatorData,
 )
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
@@ -618,3 +631,125 @@ def test_sqlite_run_logs_watched_see_every_event_while_a_reader_holds_the_shard(
         watcher.end_watch(RUN, callback)
         watcher.dispose()
         writer.dispose()
+
+
+def storage_config(kind: str, tmp_path, request, name: str) -> dict:
+    """deploy/'s ``storage: custom`` of ``kind``: SQLite in a copy of an empty storage under
+    ``tmp_path``, PostgreSQL in a new database ``name`` of the throwaway server."""
+    if kind == "sqlite":
+        return {"module": "resources.instance_storage", "class": "BatchingSqliteStorage",
+                "config": {"base_dir": empty_storage(tmp_path / name)}}
+    url = urlparse(database(request.getfixturevalue("postgres_url"), name))
+    return {"module": "resources.instance_storage", "class": "BatchingPostgresStorage",
+            "config": {"postgres_db": {
+                "hostname": url.hostname, "port": url.port, "db_name": url.path[1:],
+                "username": url.username, "password": "", "scheme": "postgresql+psycopg2"}}}
+
+
+#: The statements of SQLAlchemy's schema reflection: PostgreSQL's catalog queries
+#: (``get_table_names``, ``get_columns``, ``has_table``), SQLite's master table and pragmas.
+REFLECTION = re.compile(r"pg_catalog\.|sqlite_master|PRAGMA \S*table_x?info", re.IGNORECASE)
+
+
+def sensor_state(cursor: str) -> InstigatorState:
+    origin = RemoteInstigatorOrigin(
+        RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("joulehouse"), "__repository__"),
+        "gpu_repetitions_sensor")
+    return InstigatorState(origin, InstigatorType.SENSOR, InstigatorStatus.RUNNING,
+                           SensorInstigatorData(cursor=cursor))
+
+
+def reflection_queries(config: dict, tmp_path, n: int) -> int:
+    """The reflection statements sent over creating an instance of ``config`` and doing,
+    ``n`` times, what a daemon and its runs do: a sensor tick's state read and cursor
+    written, an asset materialization stored, a run added, started and listed."""
+    statements = []
+    tmp_path.mkdir(parents=True, exist_ok=True)
+
+    def count(conn, cursor, statement, *args) -> None:
+        if REFLECTION.search(statement):
+            statements.append(statement)
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", count)
+    try:
+        with dg.instance_for_test(temp_dir=str(tmp_path),
+                                  overrides={"storage": {"custom": config}}) as instance:
+            state = instance.add_instigator_state(sensor_state("0"))
+            for i in range(n):
+                instance.get_instigator_state(state.instigator_origin_id, state.selector_id)
+                instance.update_instigator_state(sensor_state(str(i)))
+                instance.event_log_storage.store_event(
+                    materialized(FRAMES, PARTITIONS[i % len(PARTITIONS)], str(i)))
+                instance.event_log_storage.can_write_asset_status_cache()
+                run = instance.add_run(dg.DagsterRun(job_name="gpu_energy_job",
+                                                     run_id=str(uuid.uuid4())))
+                instance.run_storage.handle_run_event(run.run_id, DagsterEvent(
+                    DagsterEventType.RUN_START.value, "gpu_energy_job"))
+                instance.get_run_records(limit=5)
+            assert instance.get_instigator_state(
+                state.instigator_origin_id, state.selector_id).instigator_data.cursor == str(n - 1)
+            assert len(instance.get_run_records()) == n
+            return len(statements)
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", count)
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["kept", "asked-each-time"])
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_schema_reflection_does_not_grow_with_ticks_events_and_runs(kind, kept, tmp_path,
+                                                                    request, monkeypatch):
+    """The reflection queries of a sensor's ticks, asset events and runs are the instance's
+    first ones only: 20 of each cost what one costs. Without the kept answers
+    (``asked-each-time``) they grow with every tick, event and run: what the test sees."""
+    if not kept:
+        monkeypatch.setattr(instance_storage._KeptTrue, "_kept_true",
+                            lambda self, key, ask, *args: ask(*args))
+    # the first instance of the process also pays what a process pays once (the empty run
+    # shard made, alembic's head read): left out
+    warm, once, twenty = (
+        reflection_queries(storage_config(kind, tmp_path / name, request,
+                                          f"reflection_{kept}_{name}"), tmp_path / name, n)
+        for name, n in (("warm", 1), ("once", 1), ("twenty", 20)))
+    print(f"{kind}, kept={kept}: {warm} (first instance), {once} (n=1), {twenty} (n=20)")
+    if kept:
+        assert twenty == once
+    else:
+        assert twenty >= once + 19 * 6  # the instigators table, 2 columns, 3 run checks
+
+
+def test_false_schema_answer_is_asked_again(tmp_path):
+    """A True answer is kept, a False one is not: a table created after a check said it was
+    missing is seen at the next check, and a True answer stays (a table is never dropped
+    while processes run; dropped here only to show the answer is not asked again)."""
+    storage = BatchingSqliteStorage(empty_storage(tmp_path / "storage"))
+    schedules = sqlite3.connect(tmp_path / "storage" / "schedules" / "schedules.db")
+    try:
+        schedules.execute("DROP TABLE secondary_indexes")
+        schedules.commit()
+        assert not storage.schedule_storage.has_secondary_index_table()
+        schedules.execute("CREATE TABLE secondary_indexes (id INTEGER)")
+        schedules.commit()
+        assert storage.schedule_storage.has_secondary_index_table()
+        schedules.execute("DROP TABLE secondary_indexes")
+        schedules.commit()
+        assert storage.schedule_storage.has_secondary_index_table()
+    finally:
+        schedules.close()
+        storage.dispose()
+
+
+def test_postgres_storage_sets_what_dagsters_own_storage_sets(postgres_url):
+    """BatchingPostgresStorage builds its storages itself, in place of
+    DagsterPostgresStorage's __init__ (private API): each attribute Dagster's own sets,
+    ours sets too, to a storage of the same kind."""
+    ours = BatchingPostgresStorage(database(postgres_url, "attributes_ours"))
+    theirs = DagsterPostgresStorage(database(postgres_url, "attributes_theirs"))
+    try:
+        assert set(vars(ours)) == set(vars(theirs))
+        for name, value in vars(theirs).items():
+            assert isinstance(getattr(ours, name), type(value)), name
+    finally:
+        for storage in (ours, theirs):
+            for part in (storage.run_storage, storage.event_log_storage,
+                         storage.schedule_storage):
+                part.dispose()
