@@ -49,7 +49,8 @@ storages itself (Dagster's ``__init__`` would build three more, each reflecting 
 at every process start, to be replaced).
 
 What here leans on Dagster's private API, to re-check at each Dagster upgrade (the tests
-of tests/dagster/test_instance_storage.py fail where one is renamed or gone):
+of tests/dagster/test_instance_storage.py fail where one is renamed, re-signed or gone:
+``test_every_override_names_a_dagster_method_of_the_same_signature`` for the kept checks):
 
 - ``DagsterSqliteStorage.__init__`` and ``DagsterPostgresStorage.__init__`` replaced
   (their attributes set here: ``test_*_storage_sets_what_dagsters_own_storage_sets``);
@@ -57,14 +58,15 @@ of tests/dagster/test_instance_storage.py fail where one is renamed or gone):
   (each planned check row's own partition), SQLite's ``_initdb`` (a new run shard copied)
   and PostgreSQL's ``_connect`` (a forked child's own pool); and the private helpers and
   attributes called (``_event_to_row``, ``_store_asset_event_tags``, ``_store_asset_event``,
-  ``_event_insert_timestamp``, SQLite's ``_db_lock`` and ``_initialized_dbs``);
+  ``_event_insert_timestamp``, SQLite's ``_db_lock`` and ``_initialized_dbs``), and
+  PostgreSQL's ``_engine`` replaced (a pool of its own);
 - the schema checks whose True answers are kept: the schedule storages'
   ``_has_instigators_table``, ``has_instigators_table``,
   ``_has_asset_daemon_asset_evaluations_table``, ``has_secondary_index_table``; the run
   storages' ``has_run_stats_index_cols``, ``has_backfill_id_column``,
   ``has_bulk_actions_selector_cols``, ``has_bulk_action_job_name_column``,
-  ``has_backfill_tags_table``; the event logs' ``has_asset_key_col`` and
-  ``_has_asset_key_col_on_connection`` (a new such check in Dagster is simply asked each
+  ``has_backfill_tags_table``; the event logs' ``has_table``, ``supports_asset_checks``,
+  ``has_asset_key_col`` and ``_has_asset_key_col_on_connection`` (a new such check in Dagster is simply asked each
   time, as before, until it is added here).
 """
 
@@ -692,7 +694,7 @@ class BatchingPostgresStorage(DagsterPostgresStorage):
         # place of Dagster's, not after them (each of Dagster's would open an engine and
         # reflect the schema once more at every process start, to be thrown away)
         self.postgres_url = postgres_url
-        self.should_autocreate_tables = bool(should_autocreate_tables)
+        self.should_autocreate_tables = should_autocreate_tables
         self._inst_data = inst_data
         self._run_storage = KeptSchemaPostgresRunStorage(
             postgres_url, should_autocreate_tables, token_provider=token_provider)

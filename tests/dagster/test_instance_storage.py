@@ -2,6 +2,7 @@
 of asset events, what Dagster's own storages leave from the same events stored one by
 one: the same event rows, asset rows, tags, partition statuses and check executions."""
 
+import inspect
 import os
 import re
 import sqlite3
@@ -753,3 +754,34 @@ def test_postgres_storage_sets_what_dagsters_own_storage_sets(postgres_url):
             for part in (storage.run_storage, storage.event_log_storage,
                          storage.schedule_storage):
                 part.dispose()
+
+
+#: The mixins' methods that are Joulehouse's own, not overrides of Dagster's.
+OWN_METHODS = {"_kept_true", "_held_index", "_open_index_connection", "_index_rows"}
+
+
+@pytest.mark.parametrize("storage", [
+    instance_storage.BatchedSqliteEventLogStorage, instance_storage.BatchedPostgresEventLogStorage,
+    instance_storage.KeptSchemaSqliteRunStorage, instance_storage.KeptSchemaPostgresRunStorage,
+    instance_storage.KeptSchemaSqliteScheduleStorage,
+    instance_storage.KeptSchemaPostgresScheduleStorage])
+def test_every_override_names_a_dagster_method_of_the_same_signature(storage):
+    """A method Dagster renames or re-signs at an upgrade would be overridden no more, its
+    schema check asked at each call again, and nothing else would fail: every method the
+    mixins define but Joulehouse's own is Dagster's, of the same kind and signature."""
+    mixins = [cls for cls in storage.__mro__
+              if cls.__module__ == instance_storage.__name__ and cls is not storage]
+    dagsters = next(cls for cls in storage.__mro__
+                    if cls.__module__.startswith(("dagster.", "dagster_postgres.")))
+    overrides = {name: member for mixin in mixins for name, member in vars(mixin).items()
+                 if (callable(member) or isinstance(member, property))
+                 and name not in OWN_METHODS and not name.startswith("__")}
+    assert overrides
+    for name, member in overrides.items():
+        theirs = inspect.getattr_static(dagsters, name, None)
+        assert theirs is not None, f"{dagsters.__name__} has no {name} any more"
+        if isinstance(member, property):
+            assert isinstance(theirs, property), name
+        else:
+            assert (inspect.signature(inspect.unwrap(member)).parameters.keys()
+                    == inspect.signature(inspect.unwrap(theirs)).parameters.keys()), name
