@@ -258,7 +258,7 @@ def trials_by_source_key(db: TaudbDatabase, source_keys: Iterable[str],
     with db.transaction() as cursor:
         if not schema_present(db, cursor):
             return {}
-    ensure_indexes(db)  # on a TAUdb made before Joulehouse had it
+    ensure_indexes(db)  # on a TAUdb made before Joulehouse had them
     found: dict[str, dict] = {}
     for start in range(0, len(wanted), batch):
         keys = tuple(wanted[start:start + batch])

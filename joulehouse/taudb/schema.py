@@ -15,13 +15,17 @@ the others lead with each column that replacing a trial filters on or that a
 foreign key checks for each deleted row (``DELETE ... NO ACTION``), so deleting
 one trial reads that trial's rows, not every stored trial's. Made with a new
 schema, and on an existing one when first opened for loading
-(:func:`ensure_indexes`). An index changes none of TAU's tables, rows or views.
+(:func:`ensure_indexes`; on a large existing TAUdb run ``joulehouse taudb init`` once
+after upgrading, so they are built there). An index changes none of TAU's tables, rows
+or views.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import sqlite3
+import threading
 from importlib.resources import files
 
 from joulehouse.taudb.connect import (
@@ -69,8 +73,18 @@ INDEXES = {
     "joulehouse_analysis_settings_trial": "analysis_settings (trial)",  # -> trial, CASCADE
     "joulehouse_analysis_settings_metric": "analysis_settings (metric)",  # -> metric, CASCADE
 }
-# The databases (URL, schema) whose indexes this process made sure of, or could not.
+# The databases (URL, schema) whose indexes this process made sure of, or may not make.
 _indexed: set[tuple[str, str | None]] = set()
+# Held while one thread checks and builds: the others wait for the indexes, then load.
+_indexing = threading.Lock()
+#: How long building one index waits for its table's lock before it gives up (to be tried
+#: again at the next load): shorter than PostgreSQL's ``deadlock_timeout`` (1 s by
+#: default), and a waiting CREATE INDEX would hold up every writer queued behind it.
+INDEX_LOCK_TIMEOUT = "500ms"
+# Failures that trying again will not mend: PostgreSQL's insufficient_privilege (not the
+# tables' owner) and read_only_sql_transaction; SQLite's READONLY, PERM and AUTH.
+_PG_FOR_GOOD = {"42501", "25006"}
+_SQLITE_FOR_GOOD = {8, 3, 23}
 
 
 def create_index(name: str) -> str:
@@ -146,28 +160,71 @@ def _index_present(db: TaudbDatabase, cursor, name: str) -> bool:
 
 
 def ensure_indexes(db: TaudbDatabase) -> None:
-    """Create those of :data:`INDEXES` missing from ``db``'s existing TAUdb schema, all in
-    one transaction; tried once per database in a process. Without the right to create
-    them (a PostgreSQL role that does not own TAU's tables, a read-only file) a warning is
-    logged, none is made and loading goes on: lookups then scan ``primary_metadata``, and
-    replacing a trial scans tables of every stored trial. On a large existing database
-    the first call builds them (plain CREATE INDEX: writes to those tables wait)."""
+    """Create those of :data:`INDEXES` missing from ``db``'s existing TAUdb schema; made
+    sure of once per database in a process, other threads waiting meanwhile.
+
+    Each index is made in a transaction of its own, which locks its one table (SHARE,
+    until commit) and waits at most :data:`INDEX_LOCK_TIMEOUT` for it: the builder never
+    holds one table while waiting for another, so it cannot deadlock with a writer
+    (another thread, an older Joulehouse, TAU's loader) whatever order that one locks
+    tables in, and it is the builder that gives up, never a load. Indexes made stay made.
+    Without the right to create them (a PostgreSQL role that does not own TAU's tables, a
+    read-only database) a warning is logged and they are not tried again: loading goes on
+    without them (lookups then scan ``primary_metadata``, replacing a trial scans tables
+    of every stored trial). Any other failure (a lock timeout, a deadlock) is logged and
+    the next call tries again. On a large existing database the first call builds them
+    (plain CREATE INDEX: writes to each table wait while its index is built)."""
     where = (db.url, db.schema)
     if where in _indexed:
         return
-    _indexed.add(where)
-    missing: list[str] = []
-    try:
-        with db.transaction() as cursor:
-            if db.backend == POSTGRESQL:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
-            # checked first: IF NOT EXISTS needs owning the table
-            missing = [name for name in INDEXES if not _index_present(db, cursor, name)]
-            for name in missing:
-                cursor.execute(create_index(name))
-    except DRIVER_ERRORS as error:
-        log.warning("TAUdb %s: cannot create Joulehouse's indexes %s (%s); without them "
-                    "trials are looked up by their source key with a scan, and replacing "
-                    "a trial scans tables of every stored trial",
-                    masked_url(db.url), ", ".join(missing),
-                    str(error).strip().splitlines()[0])
+    with _indexing:
+        if where in _indexed:  # built by the thread this one waited for
+            return
+        missing: list[str] | None = None  # None: not known yet
+        error: Exception | None = None
+        try:
+            with db.transaction() as cursor:
+                # checked first: IF NOT EXISTS needs owning the table
+                missing = [name for name in INDEXES if not _index_present(db, cursor, name)]
+            for name in list(missing):
+                try:
+                    with db.transaction() as cursor:
+                        if db.backend == POSTGRESQL:
+                            cursor.execute("SELECT pg_advisory_xact_lock(%s)",
+                                           (_ADVISORY_LOCK,))
+                            # after the advisory lock: a second builder waits for the first
+                            cursor.execute(f"SET LOCAL lock_timeout = '{INDEX_LOCK_TIMEOUT}'")
+                        cursor.execute(create_index(name))
+                    missing.remove(name)
+                except DRIVER_ERRORS as failed:
+                    error = failed
+                    if _for_good(failed):
+                        break  # the others would fail alike
+        except DRIVER_ERRORS as failed:
+            error = failed
+        if error is None:
+            _indexed.add(where)
+            return
+        for_good = _for_good(error)
+        if for_good:
+            _indexed.add(where)
+        log.warning("TAUdb %s: cannot create Joulehouse's indexes %s (%s); %s%s",
+                    masked_url(db.url), ", ".join(missing) if missing else "(the missing ones)",
+                    str(error).strip().splitlines()[0], _without(missing),
+                    "" if for_good else "; tried again at the next load")
+
+
+def _for_good(error: Exception) -> bool:
+    """Whether a driver's error is one that trying again will not mend (no right)."""
+    if isinstance(error, sqlite3.Error):
+        return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in _SQLITE_FOR_GOOD
+    return getattr(error, "pgcode", None) in _PG_FOR_GOOD
+
+
+def _without(missing: list[str] | None) -> str:
+    """What lacking the ``missing`` indexes (None: not known) costs."""
+    lookup = missing is None or LOOKUP_INDEX in missing
+    deletes = missing is None or bool(set(missing) - {LOOKUP_INDEX})
+    costs = (["trials are looked up by their source key with a scan"] if lookup else []) + \
+        (["replacing a trial scans tables of every stored trial"] if deletes else [])
+    return "without them " + " and ".join(costs)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import threading
+import time
 
 import pandas as pd
 import psycopg2
@@ -12,7 +14,16 @@ from small_trial import small_trial
 
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import _DELETES, list_trials, load_prepared, load_trial, prepare_trial
-from joulehouse.taudb.schema import INDEXES, create_index, ddl, ddl_statements, ensure_schema
+from joulehouse.taudb.schema import (
+    _ADVISORY_LOCK,
+    INDEXES,
+    _indexed,
+    create_index,
+    ddl,
+    ddl_statements,
+    ensure_indexes,
+    ensure_schema,
+)
 
 TABLES = {
     "schema_version", "data_source", "derived_thread_type", "trial", "thread", "metric", "timer",
@@ -241,3 +252,114 @@ def test_deleting_a_trial_reads_its_callpaths_through_the_index_not_every_trials
         assert "Seq Scan on timer_callpath" in without, without
         assert "Seq Scan on timer_callpath" not in with_index, with_index
         assert index in with_index, with_index
+
+
+def _taus_ddl_schema(url: str, name: str) -> None:
+    """A PostgreSQL schema ``name`` made by TAU's DDL alone (no Joulehouse index)."""
+    with TaudbDatabase(url, name) as db, db.transaction() as cursor:
+        cursor.execute(f'CREATE SCHEMA "{name}"')
+        for statement in ddl_statements(ddl("postgresql")):
+            cursor.execute(statement)
+
+
+def test_threads_ensuring_the_indexes_at_once_each_load_only_once_they_are_built(postgres_url):
+    """While one thread builds (held up here by another session holding the builders'
+    advisory lock), a second waits for it rather than loading without the indexes."""
+    _taus_ddl_schema(postgres_url, "two_builders")
+    holder = psycopg2.connect(postgres_url)
+    release = threading.Timer(1.0, holder.rollback)
+    seen, failed = [], []
+
+    def build() -> None:
+        try:
+            with TaudbDatabase(postgres_url, "two_builders") as own:
+                ensure_indexes(own)
+                seen.append(set(INDEXES) <= _index_names(own))
+        except Exception as error:  # noqa: BLE001 - reported below
+            failed.append(error)
+
+    try:
+        with holder.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
+        threads = [threading.Thread(target=build) for _ in range(2)]
+        release.start()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    finally:
+        release.cancel()
+        holder.close()
+    assert failed == [] and seen == [True, True]
+
+
+def test_a_lock_timeout_leaves_the_indexes_to_the_next_call_and_loads_go_on(
+        postgres_url, caplog):
+    """A writer holding timer_value (ROW EXCLUSIVE, as a load does): building that table's
+    index gives up after INDEX_LOCK_TIMEOUT rather than queueing every writer behind it,
+    the others are made, and the next call, once the writer is done, makes it."""
+    _taus_ddl_schema(postgres_url, "timed_out")
+    writer = psycopg2.connect(postgres_url)
+    release = threading.Timer(5.0, writer.rollback)  # the unfixed build would wait for it
+    try:
+        with writer.cursor() as cursor:
+            cursor.execute("LOCK TABLE timed_out.timer_value IN ROW EXCLUSIVE MODE")
+        release.start()
+        with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
+                TaudbDatabase(postgres_url, "timed_out") as db:
+            start = time.monotonic()
+            ensure_indexes(db)
+            assert time.monotonic() - start < 3
+            assert (db.url, db.schema) not in _indexed
+            assert set(INDEXES) - _index_names(db) == {"joulehouse_timer_value_metric"}
+            assert "tried again at the next load" in caplog.records[-1].getMessage()
+            assert "joulehouse_timer_value_metric" in caplog.records[-1].getMessage()
+            assert "looked up" not in caplog.records[-1].getMessage()  # that index is made
+            trial_id = load_trial(db, small_trial())  # the writer still holds timer_value
+            assert [t["id"] for t in list_trials(db)] == [trial_id]
+            writer.rollback()
+            ensure_indexes(db)
+            assert set(INDEXES) <= _index_names(db)
+            assert (db.url, db.schema) in _indexed
+    finally:
+        release.cancel()
+        writer.close()
+
+
+def test_a_writer_locking_tables_in_another_order_never_waits_on_the_builder(postgres_url):
+    """The builder holds one table at a time: a writer that holds timer_value and then
+    writes primary_metadata (whose index is built first) goes on at once while the
+    builder waits for timer_value, instead of waiting for the builder's SHARE lock on
+    primary_metadata in a deadlock that PostgreSQL takes up to deadlock_timeout to break."""
+    _taus_ddl_schema(postgres_url, "other_order")
+    writer = psycopg2.connect(postgres_url)
+    done = []
+
+    def build() -> None:
+        with TaudbDatabase(postgres_url, "other_order") as own:
+            ensure_indexes(own)
+            done.append(True)
+
+    try:
+        with writer.cursor() as cursor:
+            cursor.execute("LOCK TABLE other_order.timer_value IN ROW EXCLUSIVE MODE")
+            builder = threading.Thread(target=build)
+            builder.start()
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # until the builder waits for timer_value
+                cursor.execute("SELECT count(*) FROM pg_locks l JOIN pg_class c "
+                               "ON c.oid = l.relation WHERE NOT l.granted "
+                               "AND c.relname = 'timer_value'")
+                if cursor.fetchone()[0]:
+                    break
+                time.sleep(0.01)
+            else:
+                pytest.fail("the builder never waited for timer_value")
+            start = time.monotonic()
+            cursor.execute("DELETE FROM other_order.primary_metadata WHERE trial = -1")
+            assert time.monotonic() - start < 0.3
+        writer.commit()
+        builder.join(30)
+        assert done == [True]
+    finally:
+        writer.close()
