@@ -1,4 +1,5 @@
-"""What a benchmark ran on: CPU count and model, the load, and the versions that matter."""
+"""What a benchmark ran on: CPU count and model, the load, and the versions that matter;
+and the CPU seconds a process of this machine has used (from /proc)."""
 
 from __future__ import annotations
 
@@ -21,3 +22,22 @@ def describe(*packages: ModuleType, extra: str = "") -> str:
 def load_average() -> str:
     """The 1, 5 and 15-minute load averages, from /proc/loadavg."""
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the process's name (which may hold spaces and
+    parentheses): the state is ``[0]``, the parent's pid ``[1]``, utime, stime, cutime
+    and cstime ``[11:15]``."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def parent_pid(pid: int) -> int:
+    """The pid of process ``pid``'s parent."""
+    return int(_stat(pid)[1])
+
+
+def cpu_seconds(pid: int, children: bool = False) -> float:
+    """CPU seconds (user + system) process ``pid`` has used; with ``children``, plus those
+    of its ended children it has waited for."""
+    fields = [int(field) for field in _stat(pid)[11:15]]
+    return sum(fields if children else fields[:2]) / os.sysconf("SC_CLK_TCK")

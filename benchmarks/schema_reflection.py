@@ -24,7 +24,6 @@ Run: ``nice -n 19 .venv/bin/python benchmarks/schema_reflection.py [--n 200] [--
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import time
@@ -50,7 +49,7 @@ from dagster._core.scheduler.instigation import (
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from machine import describe, load_average
+from machine import cpu_seconds, describe, load_average, parent_pid
 from postgres_server import missing_requirement, postgres_server
 
 from resources import instance_storage
@@ -104,26 +103,18 @@ def runs(storage, n: int) -> None:
 PARTS = {"sensor": sensor, "events": events, "runs": runs}
 
 
-def _ticks(pid: int, children: bool) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    # after the name: state is fields[0]; utime, stime, cutime, cstime are 14-17 (1-based)
-    own = int(fields[11]) + int(fields[12])
-    return own + (int(fields[13]) + int(fields[14]) if children else 0)
-
-
 def server_cpu(postmaster: int) -> float:
     """PostgreSQL's CPU seconds so far: the postmaster's, its reaped children's (every
     backend of a NullPool connection, once closed) and its live children's."""
-    ticks = _ticks(postmaster, children=True)
+    seconds = cpu_seconds(postmaster, children=True)
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                stat = (entry / "stat").read_text()
-                if int(stat.rsplit(")", 1)[1].split()[1]) == postmaster:
-                    ticks += _ticks(int(entry.name), children=False)
+                if parent_pid(int(entry.name)) == postmaster:
+                    seconds += cpu_seconds(int(entry.name))
             except (OSError, ValueError, IndexError):
                 continue  # ended meanwhile: counted in the postmaster's children
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return seconds
 
 
 def measure(server, mode: str, part: str, n: int, round_: int) -> dict:

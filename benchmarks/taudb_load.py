@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
-import os
 import statistics
 import subprocess
 import sys
@@ -61,7 +60,7 @@ from joulehouse.taudb.schema import INDEXES, LOOKUP_INDEX, ensure_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from machine import describe, load_average
+from machine import cpu_seconds, describe, load_average
 from postgres_server import PG_BIN, throwaway_postgres
 
 PROFILES = ROOT.parent / "shared" / "peer-data" / "tau" / "profiles"
@@ -198,12 +197,6 @@ def _rows_scanned(db: TaudbDatabase) -> int:
                         "WHERE schemaname = ?", (db.schema,))[0][0])
 
 
-def _cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system) process ``pid`` of this machine has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 @dataclasses.dataclass
 class Replace:
     """One replace: wall seconds, CPU seconds of this process and of its PostgreSQL
@@ -228,22 +221,22 @@ def bench_delete(url: str, stored: int, repeat: int, indexed: bool,
                 for name in INDEXES.keys() - {LOOKUP_INDEX}:
                     cursor.execute(f"DROP INDEX {name}")
         backend = db.query("SELECT pg_backend_pid()")[0][0]
-        start, server = time.perf_counter(), _cpu_seconds(backend)
+        start, server = time.perf_counter(), cpu_seconds(backend)
         for first in range(0, stored, STORE_BATCH):
             load_prepared(db, [prepare_trial(dataclasses.replace(trial, source_key=f"s{i}"))
                                for i in range(first, min(first + STORE_BATCH, stored))])
-        store, store_cpu = time.perf_counter() - start, _cpu_seconds(backend) - server
+        store, store_cpu = time.perf_counter() - start, cpu_seconds(backend) - server
         db.connection.autocommit = True  # VACUUM runs outside a transaction
         db.connection.cursor().execute("VACUUM ANALYZE")  # no autovacuum left to run
         db.connection.autocommit = False
         again = dataclasses.replace(trial, source_key=f"s{stored // 2}")
         runs = []
         for _ in range(repeat):
-            scanned, server = _rows_scanned(db), _cpu_seconds(backend)
+            scanned, server = _rows_scanned(db), cpu_seconds(backend)
             start, client = time.perf_counter(), time.process_time()
             load_trial(db, again)
             wall, client = time.perf_counter() - start, time.process_time() - client
-            server = _cpu_seconds(backend) - server
+            server = cpu_seconds(backend) - server
             runs.append(Replace(wall, client, server, _rows_scanned(db) - scanned))
         return store, store_cpu, runs
 
