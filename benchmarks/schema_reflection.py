@@ -32,19 +32,8 @@ from pathlib import Path
 
 import dagster as dg
 import sqlalchemy as sa
-from dagster._core.definitions.run_request import InstigatorType
 from dagster._core.event_api import EventLogEntry
 from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
-from dagster._core.remote_origin import (
-    RegisteredCodeLocationOrigin,
-    RemoteInstigatorOrigin,
-    RemoteRepositoryOrigin,
-)
-from dagster._core.scheduler.instigation import (
-    InstigatorState,
-    InstigatorStatus,
-    SensorInstigatorData,
-)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -54,18 +43,11 @@ from postgres_server import missing_requirement, postgres_server
 
 from resources import instance_storage
 from resources.instance_storage import BatchingPostgresStorage
+from tests.dagster.test_instance_storage import sensor_state
 
 REFLECTION = re.compile(r"pg_catalog\.", re.IGNORECASE)
 ASSET = dg.AssetKey("gpu_validated_frames")
 RUN = "f5b1c0de-0000-4000-8000-000000000002"
-
-
-def sensor_state(cursor: str) -> InstigatorState:
-    origin = RemoteInstigatorOrigin(
-        RemoteRepositoryOrigin(RegisteredCodeLocationOrigin("joulehouse"), "__repository__"),
-        "gpu_repetitions_sensor")
-    return InstigatorState(origin, InstigatorType.SENSOR, InstigatorStatus.RUNNING,
-                           SensorInstigatorData(cursor=cursor))
 
 
 def materialization(i: int) -> EventLogEntry:
