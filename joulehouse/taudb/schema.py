@@ -81,10 +81,13 @@ _indexing = threading.Lock()
 #: again at the next load): shorter than PostgreSQL's ``deadlock_timeout`` (1 s by
 #: default), and a waiting CREATE INDEX would hold up every writer queued behind it.
 INDEX_LOCK_TIMEOUT = "500ms"
-# Failures that trying again will not mend: PostgreSQL's insufficient_privilege (not the
-# tables' owner) and read_only_sql_transaction; SQLite's READONLY, PERM and AUTH.
-_PG_FOR_GOOD = {"42501", "25006"}
-_SQLITE_FOR_GOOD = {8, 3, 23}
+# Failures that the next load may not meet, tried again then: PostgreSQL's lock_not_available
+# (the lock timeout), deadlock_detected, serialization_failure, and a connection lost (no
+# code); SQLite's BUSY and LOCKED. Any other (no right, a read-only database, a statement
+# timeout, a full disk) is not tried again in this process: it would come back after each
+# load's build, each holding its table meanwhile.
+_PG_AGAIN = {"55P03", "40P01", "40001", None}
+_SQLITE_AGAIN = {5, 6}
 
 
 def create_index(name: str) -> str:
@@ -167,12 +170,14 @@ def ensure_indexes(db: TaudbDatabase) -> None:
     until commit) and waits at most :data:`INDEX_LOCK_TIMEOUT` for it: the builder never
     holds one table while waiting for another, so it cannot deadlock with a writer
     (another thread, an older Joulehouse, TAU's loader) whatever order that one locks
-    tables in, and it is the builder that gives up, never a load. Indexes made stay made.
-    Without the right to create them (a PostgreSQL role that does not own TAU's tables, a
-    read-only database) a warning is logged and they are not tried again: loading goes on
-    without them (lookups then scan ``primary_metadata``, replacing a trial scans tables
-    of every stored trial). Any other failure (a lock timeout, a deadlock) is logged and
-    the next call tries again. On a large existing database the first call builds them
+    tables in, and it is the builder that gives up, never a load (on PostgreSQL; SQLite's
+    ``BEGIN IMMEDIATE`` waits for its database's one write lock). Indexes made stay made.
+    A failure the next load may not meet (a lock timeout, a deadlock, a connection lost)
+    is logged and the next call tries again; any other (no right to create them: a role
+    that does not own TAU's tables, a read-only database; a statement timeout; a full
+    disk) is logged and not tried again in this process: loading goes on without them
+    (lookups then scan ``primary_metadata``, replacing a trial scans tables of every
+    stored trial). On a large existing database the first call builds them
     (plain CREATE INDEX: writes to each table wait while its index is built)."""
     where = (db.url, db.schema)
     if where in _indexed:
@@ -215,10 +220,11 @@ def ensure_indexes(db: TaudbDatabase) -> None:
 
 
 def _for_good(error: Exception) -> bool:
-    """Whether a driver's error is one that trying again will not mend (no right)."""
+    """Whether a driver's error is not one the next load may not meet (see
+    :data:`_PG_AGAIN`): not to be tried again in this process."""
     if isinstance(error, sqlite3.Error):
-        return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in _SQLITE_FOR_GOOD
-    return getattr(error, "pgcode", None) in _PG_FOR_GOOD
+        return (getattr(error, "sqlite_errorcode", 0) & 0xFF) not in _SQLITE_AGAIN
+    return getattr(error, "pgcode", None) not in _PG_AGAIN
 
 
 def _without(missing: list[str] | None) -> str:

@@ -62,6 +62,8 @@ def test_a_landing_cut_short_stops_its_landers_and_closes_them(tmp_path):
     lander = _Counting(tmp_path, rate_per_s=100.0, bad_fraction=0.0)
     landing = Landing([lander], [], time.monotonic() + 3600, [])
     with pytest.raises(RuntimeError), landing.running() as threads:
-        time.sleep(0.05)
+        deadline = time.monotonic() + 30
+        while not lander.count and time.monotonic() < deadline:  # landing, then cut short
+            time.sleep(0.01)
         raise RuntimeError("the stack went down")
     assert not threads[0].is_alive() and lander.closed and lander.count >= 1

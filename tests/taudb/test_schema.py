@@ -12,6 +12,7 @@ import pytest
 from psycopg2 import errors, sql
 from small_trial import small_trial
 
+from joulehouse.taudb import schema as taudb_schema
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import _DELETES, list_trials, load_prepared, load_trial, prepare_trial
 from joulehouse.taudb.schema import (
@@ -326,12 +327,16 @@ def test_a_lock_timeout_leaves_the_indexes_to_the_next_call_and_loads_go_on(
         writer.close()
 
 
-def test_a_writer_locking_tables_in_another_order_never_waits_on_the_builder(postgres_url):
+def test_a_writer_locking_tables_in_another_order_never_waits_on_the_builder(
+        postgres_url, monkeypatch):
     """The builder holds one table at a time: a writer that holds timer_value and then
     writes primary_metadata (whose index is built first) goes on at once while the
     builder waits for timer_value, instead of waiting for the builder's SHARE lock on
     primary_metadata in a deadlock that PostgreSQL takes up to deadlock_timeout to break."""
     _taus_ddl_schema(postgres_url, "other_order")
+    # the builder waits for timer_value until the writer commits (a loaded machine may see
+    # its wait late): the order is what is tested here, not the timeout
+    monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "60s")
     writer = psycopg2.connect(postgres_url)
     done = []
 
@@ -349,7 +354,8 @@ def test_a_writer_locking_tables_in_another_order_never_waits_on_the_builder(pos
             while time.monotonic() < deadline:  # until the builder waits for timer_value
                 cursor.execute("SELECT count(*) FROM pg_locks l JOIN pg_class c "
                                "ON c.oid = l.relation WHERE NOT l.granted "
-                               "AND c.relname = 'timer_value'")
+                               "AND c.relname = 'timer_value' "
+                               "AND c.relnamespace = 'other_order'::regnamespace")
                 if cursor.fetchone()[0]:
                     break
                 time.sleep(0.01)
@@ -364,5 +370,32 @@ def test_a_writer_locking_tables_in_another_order_never_waits_on_the_builder(pos
         writer.commit()
         builder.join(30)
         assert done == [True]
+        with TaudbDatabase(postgres_url, "other_order") as db:
+            assert set(INDEXES) <= _index_names(db)
+    finally:
+        writer.close()
+
+
+
+
+def test_a_failure_the_next_load_would_meet_again_is_not_retried(postgres_url, caplog,
+                                                                  monkeypatch):
+    """A statement timeout (as a production role may set; here met while a writer holds
+    timer_value) would come back after each load's build, holding its table meanwhile:
+    logged once, not "tried again", the database marked done."""
+    _taus_ddl_schema(postgres_url, "timing_out")
+    monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "60s")  # the statement's first
+    writer = psycopg2.connect(postgres_url)
+    try:
+        with writer.cursor() as cursor:
+            cursor.execute("LOCK TABLE timing_out.timer_value IN ROW EXCLUSIVE MODE")
+        with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
+                TaudbDatabase(postgres_url, "timing_out") as db:
+            with db.transaction() as cursor:  # this session's, kept past the commit
+                cursor.execute("SET statement_timeout = '2s'")
+            ensure_indexes(db)
+            assert (db.url, db.schema) in _indexed
+            message = caplog.records[-1].getMessage()
+            assert "statement timeout" in message and "tried again" not in message
     finally:
         writer.close()
