@@ -32,8 +32,6 @@ from pathlib import Path
 
 import dagster as dg
 import sqlalchemy as sa
-from dagster._core.event_api import EventLogEntry
-from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -43,21 +41,10 @@ from postgres_server import missing_requirement, postgres_server
 
 from resources import instance_storage
 from resources.instance_storage import BatchingPostgresStorage
-from tests.dagster.test_instance_storage import sensor_state
+from tests.dagster.test_instance_storage import materialized, sensor_state
 
 REFLECTION = re.compile(r"pg_catalog\.", re.IGNORECASE)
 ASSET = dg.AssetKey("gpu_validated_frames")
-RUN = "f5b1c0de-0000-4000-8000-000000000002"
-
-
-def materialization(i: int) -> EventLogEntry:
-    event = DagsterEvent(
-        DagsterEventType.ASSET_MATERIALIZATION.value, "gpu_energy_job", step_key="gpu_pipeline",
-        event_specific_data=StepMaterializationData(dg.AssetMaterialization(
-            ASSET, partition=f"lab/power-limit/bert/150W/{i % 50}")))
-    return EventLogEntry(user_message="", level=10, job_name="gpu_energy_job", run_id=RUN,
-                         error_info=None, timestamp=time.time(), step_key="gpu_pipeline",
-                         dagster_event=event)
 
 
 def sensor(storage, n: int) -> None:
@@ -70,7 +57,8 @@ def sensor(storage, n: int) -> None:
 
 def events(storage, n: int) -> None:
     for i in range(n):
-        storage.event_log_storage.store_event(materialization(i))
+        storage.event_log_storage.store_event(
+            materialized(ASSET, f"lab/power-limit/bert/150W/{i % 50}", "1"))
         storage.event_log_storage.get_asset_records([ASSET])
 
 
@@ -78,8 +66,8 @@ def runs(storage, n: int) -> None:
     for _ in range(n):
         run = storage.run_storage.add_run(dg.DagsterRun(job_name="gpu_energy_job",
                                                         run_id=str(uuid.uuid4())))
-        storage.run_storage.handle_run_event(run.run_id, DagsterEvent(
-            DagsterEventType.RUN_START.value, "gpu_energy_job"))
+        storage.run_storage.handle_run_event(run.run_id, dg.DagsterEvent(
+            dg.DagsterEventType.RUN_START.value, "gpu_energy_job"))
 
 
 PARTS = {"sensor": sensor, "events": events, "runs": runs}
