@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 import pytest
+from backends import BACKENDS, place
 from golden import export_trial
 from small_trial import BAR, FOO, MAIN, PATH, small_trial
 
@@ -46,14 +47,10 @@ TRIAL_TABLES = ["trial", "thread", "metric", "timer", "timer_group", "timer_para
 _schemas = itertools.count()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=BACKENDS)
 def database(request, tmp_path):
     """An empty TAUdb per test: a SQLite file, or a fresh PostgreSQL schema."""
-    if request.param == "sqlite":
-        url, schema = f"sqlite:///{tmp_path}/taudb.sqlite", None
-    else:
-        url, schema = request.getfixturevalue("postgres_url"), f"loader_{next(_schemas)}"
-    with TaudbDatabase(url, schema) as db:
+    with TaudbDatabase(*place(request, tmp_path, f"loader_{next(_schemas)}")) as db:
         yield db
 
 

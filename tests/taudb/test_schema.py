@@ -9,6 +9,7 @@ import time
 import pandas as pd
 import psycopg2
 import pytest
+from backends import BACKENDS, place
 from psycopg2 import errors, sql
 from small_trial import small_trial
 
@@ -130,13 +131,10 @@ def test_sqlite_refuses_a_schema_name():
         TaudbDatabase("sqlite://", "tau")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=BACKENDS)
 def taus_ddl_alone(request, tmp_path):
     """A TAUdb made by TAU's DDL alone (as TAU or an older Joulehouse made it)."""
-    if request.param == "sqlite":
-        url, schema = f"sqlite:///{tmp_path}/taudb.sqlite", None
-    else:
-        url, schema = request.getfixturevalue("postgres_url"), f"taus_ddl_{tmp_path.name}"
+    url, schema = place(request, tmp_path, f"taus_ddl_{tmp_path.name}")
     with TaudbDatabase(url, schema) as db:
         with db.transaction() as cursor:
             if schema is not None:
