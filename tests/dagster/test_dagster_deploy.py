@@ -81,7 +81,7 @@ def test_production_instance_uses_postgres(tmp_path, monkeypatch, postgres_url):
         assert (instance.run_monitoring_start_timeout_seconds,
                 instance.run_monitoring_cancel_timeout_seconds,
                 instance.run_monitoring_max_resume_run_attempts,
-                instance.run_monitoring_poll_interval_seconds) == (300, 300, 0, 15)
+                instance.run_monitoring_poll_interval_seconds) == (120, 300, 0, 15)
         assert instance.get_settings("sensors") == {
             "use_threads": True, "num_workers": 8, "num_submit_workers": 4}
         assert instance.get_settings("schedules") == {"use_threads": True, "num_workers": 4}
