@@ -410,12 +410,23 @@ def cmdline(process: psutil.Process) -> str:
 def run_workers(stack: Stack) -> list[psutil.Process]:
     """The run workers: the processes the code server's gRPC server (``dagster api grpc``)
     starts per run (DefaultRunLauncher: ``multiprocessing`` spawned children), which run the
-    steps themselves (``definitions.RUN_EXECUTOR``); the steps' worker processes are their
-    descendants."""
+    steps themselves (``definitions.RUN_EXECUTOR``), ended ones not yet waited for included;
+    the steps' worker processes are their descendants."""
     servers = [p for p in _tree(psutil.Process(stack.processes["code-server"].pid))
                if GRPC_SERVER in cmdline(p)]
     return [child for server in servers for child in server.children()
-            if RUN_WORKER in cmdline(child)]
+            if RUN_WORKER in cmdline(child) or _ended(child)]
+
+
+def _ended(process: psutil.Process) -> bool:
+    """A zombie: a run worker that ended and that the gRPC server has not waited for yet
+    (its command line reads empty, its CPU is still there). Counted as one: else its whole
+    CPU went to the code server's group, and kept there (seen after PostgreSQL's restart,
+    when the server waits for its workers late: benchmarks/README.md)."""
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _usage(processes: list[psutil.Process]) -> tuple[float, float]:

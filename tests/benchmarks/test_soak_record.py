@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ import pandas as pd
 import psutil
 import pytest
 from soak_landers import Landed
-from soak_record import LOOKED_AT, CpuSeen, Looker, Seen, cpu_seconds, poll, stamp
+from soak_record import LOOKED_AT, CpuSeen, Looker, Seen, cpu_seconds, poll, run_workers, stamp
 
 from joulehouse.accounting import query
 from joulehouse.warehouse import Warehouse
@@ -77,6 +78,40 @@ def test_a_group_keeps_the_cpu_of_its_processes_that_ended_and_counts_a_new_one_
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+#: A stand-in for the code server's gRPC server: a live run worker, one that ended and is
+#: not waited for (a zombie, its command line empty), and a child that is no run worker.
+FAKE_GRPC_SERVER = """
+import subprocess, sys, time
+worker = [sys.executable, "-c", "import sys, time; time.sleep(float(sys.argv[1]))"]
+live = subprocess.Popen([*worker, "60", "multiprocessing.spawn"])
+ended = subprocess.Popen([*worker, "0", "multiprocessing.spawn"])
+tracker = subprocess.Popen([*worker, "60"])
+print(live.pid, ended.pid, tracker.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_run_worker_that_ended_and_is_not_waited_for_is_still_a_run_worker():
+    """A zombie child of the gRPC server is a run worker: its CPU is a run's, not the code
+    server's (it reads no command line)."""
+    server = subprocess.Popen([sys.executable, "-c", FAKE_GRPC_SERVER, "api", "grpc"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        live, ended, tracker = map(int, server.stdout.readline().split())
+        deadline = time.monotonic() + 30
+        while psutil.Process(ended).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, "the ended child never became a zombie"
+            time.sleep(0.05)
+        stack = SimpleNamespace(processes={"code-server": server})
+        assert sorted(p.pid for p in run_workers(stack)) == sorted([live, ended])
+        assert tracker not in {p.pid for p in run_workers(stack)}
+    finally:
+        for child in psutil.Process(server.pid).children():
+            child.kill()
+        server.kill()
+        server.wait()
 
 
 def test_cpu_seconds_are_each_counters_growth_over_the_sampling_and_its_share():
