@@ -27,6 +27,7 @@ import os
 import signal
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import psutil
@@ -204,6 +205,13 @@ def test_processes_and_stores_were_sampled_and_freshness_recorded(soak, summary,
         assert figures["runs"] == sum(row["job"] == job for row in runs) > 0, job
         assert 0 < figures["start_wait"]["p50_s"] <= figures["start_wait"]["max_s"], job
         assert 0 < figures["in_run"]["n"] <= figures["start_wait"]["n"], job
+        # launched (dequeued) between its request and its start: the worker's start alone
+        assert figures["launch_to_start"]["n"] == figures["start_wait"]["n"], job
+        assert 0 < figures["launch_to_start"]["max_s"] <= figures["start_wait"]["max_s"], job
+    for row in (row for row in runs if row["started"]):
+        created, launched, started = (datetime.fromisoformat(row[name]) for name in
+                                      ("created", "launched", "started"))
+        assert created <= launched <= started, row
 
 
 def test_the_warehouse_is_left_for_joulehouse_sql(soak, landed):
