@@ -123,8 +123,10 @@ def own_run_in_flight(instance: dg.DagsterInstance, job_name: str, sensor_name: 
     covering what landed while the one before ran; the price is up to a tick's interval
     between a run's end and the next one's request. A run whose process was killed is
     marked failed by the code server that launched it (or, under Kubernetes, by the
-    daemon's run monitoring); one left STARTED because its code server died with it
-    holds the sensor until it is ended in the UI: the tick's message names it
+    daemon's run monitoring); one left STARTING because its launch failed while
+    PostgreSQL was down holds the sensor until run monitoring's start timeout ends it
+    (deploy/production/dagster.yaml: 120 s); one left STARTED because its code server
+    died with it holds the sensor until it is ended in the UI: the tick's message names it
     (deploy/dagster.yaml). Only the sensor's own runs count: the sensors of several GPU
     data roots share a job, and a backfill's runs do not hold a sensor back."""
     records = instance.get_run_records(
