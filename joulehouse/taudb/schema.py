@@ -73,10 +73,12 @@ INDEXES = {
     "joulehouse_analysis_settings_trial": "analysis_settings (trial)",  # -> trial, CASCADE
     "joulehouse_analysis_settings_metric": "analysis_settings (metric)",  # -> metric, CASCADE
 }
-# The databases (URL, schema) whose indexes this process made sure of, or may not make.
-_indexed: set[tuple[str, str | None]] = set()
-# Held while one thread checks and builds: the others wait for the indexes, then load.
-_indexing = threading.Lock()
+# Serialises the index builds of one TAUdb across sessions: a two-key advisory lock (apart
+# from the one-key _ADVISORY_LOCK), its second key the OID of the schema holding the
+# tables, so that a build in another schema of the same PostgreSQL database never waits.
+_INDEX_LOCK_CLASS = 0x6A68  # "jh"
+_LOCK_INDEXES = ("SELECT pg_advisory_xact_lock(%s, (SELECT oid FROM pg_namespace "
+                 "WHERE nspname = current_schema())::int)")
 #: How long building one index waits for its table's lock before it gives up (to be tried
 #: again at the next load): shorter than PostgreSQL's ``deadlock_timeout`` (1 s by
 #: default), and a waiting CREATE INDEX would hold up every writer queued behind it.
@@ -148,7 +150,8 @@ def ensure_schema(db: TaudbDatabase) -> bool:
         if created:
             for statement in [*ddl_statements(ddl(db.backend)), *map(create_index, INDEXES)]:
                 cursor.execute(statement)
-            _indexed.add((db.url, db.schema))
+    if created:
+        _builds_of(db).settled = True
     ensure_indexes(db)
     return created
 
@@ -162,9 +165,35 @@ def _index_present(db: TaudbDatabase, cursor, name: str) -> bool:
     return bool(cursor.fetchone()[0])
 
 
+class _IndexBuilds:
+    """The index builds of one database in this process: the lock a build holds (the other
+    threads loading into that database wait for it; those of other databases never do),
+    and whether the database is settled: its indexes made, or not makeable in this
+    process."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.settled = False
+
+
+# Per database (URL, schema); the guard is held only to find or add an entry.
+_builds: dict[tuple[str, str | None], _IndexBuilds] = {}
+_builds_guard = threading.Lock()
+
+
+def _builds_of(db: TaudbDatabase) -> _IndexBuilds:
+    with _builds_guard:
+        builds = _builds.get((db.url, db.schema))
+        if builds is None:
+            builds = _builds[(db.url, db.schema)] = _IndexBuilds()
+        return builds
+
+
 def ensure_indexes(db: TaudbDatabase) -> None:
     """Create those of :data:`INDEXES` missing from ``db``'s existing TAUdb schema; made
-    sure of once per database in a process, other threads waiting meanwhile.
+    sure of once per database in a process, the other threads loading into that database
+    waiting meanwhile (a build never holds up another database's loads: each database has
+    its lock, and on PostgreSQL its advisory lock is the schema's).
 
     Each index is made in a transaction of its own, which locks its one table (SHARE,
     until commit) and waits at most :data:`INDEX_LOCK_TIMEOUT` for it: the builder never
@@ -179,11 +208,11 @@ def ensure_indexes(db: TaudbDatabase) -> None:
     (lookups then scan ``primary_metadata``, replacing a trial scans tables of every
     stored trial). On a large existing database the first call builds them
     (plain CREATE INDEX: writes to each table wait while its index is built)."""
-    where = (db.url, db.schema)
-    if where in _indexed:
+    builds = _builds_of(db)
+    if builds.settled:
         return
-    with _indexing:
-        if where in _indexed:  # built by the thread this one waited for
+    with builds.lock:
+        if builds.settled:  # built by the thread this one waited for
             return
         missing: list[str] | None = None  # None: not known yet
         error: Exception | None = None
@@ -195,8 +224,7 @@ def ensure_indexes(db: TaudbDatabase) -> None:
                 try:
                     with db.transaction() as cursor:
                         if db.backend == POSTGRESQL:
-                            cursor.execute("SELECT pg_advisory_xact_lock(%s)",
-                                           (_ADVISORY_LOCK,))
+                            cursor.execute(_LOCK_INDEXES, (_INDEX_LOCK_CLASS,))
                             # after the advisory lock: a second builder waits for the first
                             cursor.execute(f"SET LOCAL lock_timeout = '{INDEX_LOCK_TIMEOUT}'")
                         cursor.execute(create_index(name))
@@ -208,11 +236,11 @@ def ensure_indexes(db: TaudbDatabase) -> None:
         except DRIVER_ERRORS as failed:
             error = failed
         if error is None:
-            _indexed.add(where)
+            builds.settled = True
             return
         for_good = _for_good(error)
         if for_good:
-            _indexed.add(where)
+            builds.settled = True
         log.warning("TAUdb %s: cannot create Joulehouse's indexes %s (%s); %s%s",
                     masked_url(db.url), ", ".join(missing) if missing else "(the missing ones)",
                     str(error).strip().splitlines()[0], _without(missing),

@@ -17,9 +17,10 @@ from joulehouse.taudb import schema as taudb_schema
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import _DELETES, list_trials, load_prepared, load_trial, prepare_trial
 from joulehouse.taudb.schema import (
-    _ADVISORY_LOCK,
+    _INDEX_LOCK_CLASS,
+    _LOCK_INDEXES,
     INDEXES,
-    _indexed,
+    _builds_of,
     create_index,
     ddl,
     ddl_statements,
@@ -279,7 +280,8 @@ def test_threads_ensuring_the_indexes_at_once_each_load_only_once_they_are_built
 
     try:
         with holder.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
+            cursor.execute("SET search_path = two_builders")
+            cursor.execute(_LOCK_INDEXES, (_INDEX_LOCK_CLASS,))
         threads = [threading.Thread(target=build) for _ in range(2)]
         release.start()
         for thread in threads:
@@ -309,7 +311,7 @@ def test_a_lock_timeout_leaves_the_indexes_to_the_next_call_and_loads_go_on(
             start = time.monotonic()
             ensure_indexes(db)
             assert time.monotonic() - start < 10  # given up at 500 ms, not at the release
-            assert (db.url, db.schema) not in _indexed
+            assert not _builds_of(db).settled
             assert set(INDEXES) - _index_names(db) == {"joulehouse_timer_value_metric"}
             assert "tried again at the next load" in caplog.records[-1].getMessage()
             assert "joulehouse_timer_value_metric" in caplog.records[-1].getMessage()
@@ -319,10 +321,24 @@ def test_a_lock_timeout_leaves_the_indexes_to_the_next_call_and_loads_go_on(
             writer.rollback()
             ensure_indexes(db)
             assert set(INDEXES) <= _index_names(db)
-            assert (db.url, db.schema) in _indexed
+            assert _builds_of(db).settled
     finally:
         release.cancel()
         writer.close()
+
+
+def _wait_until_a_session_waits_for(cursor, schema: str, table: str) -> None:
+    """Return once a session waits for a lock on ``schema.table`` (read from pg_locks with
+    ``cursor``); fail after 10 s, a bound, not a timing."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        cursor.execute("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                       "WHERE NOT l.granted AND c.relname = %s "
+                       "AND c.relnamespace = %s::regnamespace", (table, schema))
+        if cursor.fetchone()[0]:
+            return
+        time.sleep(0.01)
+    pytest.fail(f"no session waited for {schema}.{table}")
 
 
 def test_a_writer_locking_tables_in_another_order_never_waits_on_the_builder(
@@ -348,17 +364,7 @@ def test_a_writer_locking_tables_in_another_order_never_waits_on_the_builder(
             cursor.execute("LOCK TABLE other_order.timer_value IN ROW EXCLUSIVE MODE")
             builder = threading.Thread(target=build)
             builder.start()
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:  # until the builder waits for timer_value
-                cursor.execute("SELECT count(*) FROM pg_locks l JOIN pg_class c "
-                               "ON c.oid = l.relation WHERE NOT l.granted "
-                               "AND c.relname = 'timer_value' "
-                               "AND c.relnamespace = 'other_order'::regnamespace")
-                if cursor.fetchone()[0]:
-                    break
-                time.sleep(0.01)
-            else:
-                pytest.fail("the builder never waited for timer_value")
+            _wait_until_a_session_waits_for(cursor, "other_order", "timer_value")
             cursor.execute("SELECT count(*) FROM pg_locks l JOIN pg_class c "
                            "ON c.oid = l.relation WHERE l.granted "
                            "AND l.pid <> pg_backend_pid() AND c.relname = 'primary_metadata' "
@@ -374,6 +380,40 @@ def test_a_writer_locking_tables_in_another_order_never_waits_on_the_builder(
         writer.close()
 
 
+def test_a_build_held_up_on_one_taudb_never_holds_a_load_of_another(postgres_url, monkeypatch):
+    """While the build on one TAUdb waits for a table that a writer holds, a load into
+    another TAUdb (a schema of the same PostgreSQL database whose indexes this process has
+    not made sure of yet) builds that one's indexes and loads: the process's lock and the
+    builders' advisory lock are each TAUdb's own."""
+    for schema in ("held_up", "not_held"):
+        _taus_ddl_schema(postgres_url, schema)
+    monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "60s")  # held up until released
+    writer = psycopg2.connect(postgres_url)
+    done: dict[str, object] = {}
+
+    def run(schema: str, work) -> None:
+        with TaudbDatabase(postgres_url, schema) as own:
+            done[schema] = work(own)
+
+    held = threading.Thread(target=run, args=("held_up", ensure_indexes))
+    try:
+        with writer.cursor() as cursor:
+            cursor.execute("LOCK TABLE held_up.timer_value IN ROW EXCLUSIVE MODE")
+            held.start()
+            _wait_until_a_session_waits_for(cursor, "held_up", "timer_value")
+        other = threading.Thread(target=run, args=(
+            "not_held", lambda db: load_trial(db, small_trial())))
+        other.start()
+        other.join(30)  # a bound: unfixed, the load waits for the writer, released below
+        assert list(done) == ["not_held"]  # the build on held_up still waits
+        with TaudbDatabase(postgres_url, "not_held") as db:
+            assert [t["id"] for t in list_trials(db)] == [done["not_held"]]
+            assert set(INDEXES) <= _index_names(db)
+    finally:
+        writer.rollback()
+        held.join(30)
+        writer.close()
+    assert done["held_up"] is None
 
 
 def test_a_failure_the_next_load_would_meet_again_is_not_retried(postgres_url, caplog,
@@ -392,7 +432,7 @@ def test_a_failure_the_next_load_would_meet_again_is_not_retried(postgres_url, c
             with db.transaction() as cursor:  # this session's, kept past the commit
                 cursor.execute("SET statement_timeout = '2s'")
             ensure_indexes(db)
-            assert (db.url, db.schema) in _indexed
+            assert _builds_of(db).settled
             message = caplog.records[-1].getMessage()
             assert "statement timeout" in message and "tried again" not in message
     finally:
