@@ -16,16 +16,20 @@ foreign key checks for each deleted row (``DELETE ... NO ACTION``), so deleting
 one trial reads that trial's rows, not every stored trial's. Made with a new
 schema, and on an existing one when first opened for loading
 (:func:`ensure_indexes`; on a large existing TAUdb run ``joulehouse taudb init`` once
-after upgrading, so they are built there). An index changes none of TAU's tables, rows
-or views.
+after upgrading, so they are built there); a build that meets a locked table is tried
+again after a wait of 10 s, doubled after each such failure in a row up to 10 min. An
+index changes none of TAU's tables, rows or views.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import sqlite3
 import threading
+import time
+from collections.abc import Callable
 from importlib.resources import files
 
 from joulehouse.taudb.connect import (
@@ -80,7 +84,7 @@ _INDEX_LOCK_CLASS = 0x6A68  # "jh"
 _LOCK_INDEXES = ("SELECT pg_advisory_xact_lock(%s, (SELECT oid FROM pg_namespace "
                  "WHERE nspname = current_schema())::int)")
 #: How long building one index waits for its table's lock before it gives up (to be tried
-#: again at the next load): shorter than PostgreSQL's ``deadlock_timeout`` (1 s by
+#: again at a later load): shorter than PostgreSQL's ``deadlock_timeout`` (1 s by
 #: default), and a waiting CREATE INDEX would hold up every writer queued behind it.
 INDEX_LOCK_TIMEOUT = "500ms"
 # Failures that the next load may not meet, tried again then: PostgreSQL's lock_not_available
@@ -90,6 +94,15 @@ INDEX_LOCK_TIMEOUT = "500ms"
 # load's build, each holding its table meanwhile.
 _PG_AGAIN = {"55P03", "40P01", "40001", None}
 _SQLITE_AGAIN = {5, 6}
+#: After such a failure a database's indexes are tried again at its first load at least
+#: this long after (seconds), each further failure in a row doubling the wait up to
+#: :data:`INDEX_RETRY_MAX_S` (10 s, 20 s, 40 s ... 10 min): a table that stays locked
+#: costs a load the :data:`INDEX_LOCK_TIMEOUT` wait, and the log a warning, once per wait,
+#: not at every load.
+INDEX_RETRY_FIRST_S = 10.0
+INDEX_RETRY_MAX_S = 600.0
+#: The clock of those waits (seconds); tests set one of their own.
+retry_clock: Callable[[], float] = time.monotonic
 
 
 def create_index(name: str) -> str:
@@ -168,12 +181,27 @@ def _index_present(db: TaudbDatabase, cursor, name: str) -> bool:
 class _IndexBuilds:
     """The index builds of one database in this process: the lock a build holds (the other
     threads loading into that database wait for it; those of other databases never do),
-    and whether the database is settled: its indexes made, or not makeable in this
-    process."""
+    whether the database is settled (its indexes made, or not makeable in this process),
+    and when, after failures a later load may not meet, a build is due again."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.settled = False
+        self.retry_after_s = 0.0  # the wait after the last failure in a row; 0: none
+        self.due_at = -math.inf  # on the caller's clock, seconds
+
+    def due(self, now: float) -> bool:
+        """Whether a build is to be tried at ``now``."""
+        return not self.settled and now >= self.due_at
+
+    def failed_again(self, now: float) -> float:
+        """Note a failure to be tried again, at ``now``; the wait (seconds) before the next
+        try: :data:`INDEX_RETRY_FIRST_S`, doubled after each failure in a row up to
+        :data:`INDEX_RETRY_MAX_S`."""
+        self.retry_after_s = min(2 * self.retry_after_s or INDEX_RETRY_FIRST_S,
+                                 INDEX_RETRY_MAX_S)
+        self.due_at = now + self.retry_after_s
+        return self.retry_after_s
 
 
 # Per database (URL, schema); the guard is held only to find or add an entry.
@@ -201,18 +229,20 @@ def ensure_indexes(db: TaudbDatabase) -> None:
     (another thread, an older Joulehouse, TAU's loader) whatever order that one locks
     tables in, and it is the builder that gives up, never a load (on PostgreSQL; SQLite's
     ``BEGIN IMMEDIATE`` waits for its database's one write lock). Indexes made stay made.
-    A failure the next load may not meet (a lock timeout, a deadlock, a connection lost)
-    is logged and the next call tries again; any other (no right to create them: a role
+    A failure a later load may not meet (a lock timeout, a deadlock, a connection lost)
+    is logged, and the first call at least :data:`INDEX_RETRY_FIRST_S` later tries again,
+    the wait doubling after each failure in a row up to :data:`INDEX_RETRY_MAX_S` (the
+    calls meanwhile return at once, logging nothing); any other (no right to create them: a role
     that does not own TAU's tables, a read-only database; a statement timeout; a full
     disk) is logged and not tried again in this process: loading goes on without them
     (lookups then scan ``primary_metadata``, replacing a trial scans tables of every
     stored trial). On a large existing database the first call builds them
     (plain CREATE INDEX: writes to each table wait while its index is built)."""
     builds = _builds_of(db)
-    if builds.settled:
+    if not builds.due(retry_clock()):
         return
     with builds.lock:
-        if builds.settled:  # built by the thread this one waited for
+        if not builds.due(retry_clock()):  # built, or failed, by the thread this one waited for
             return
         missing: list[str] | None = None  # None: not known yet
         error: Exception | None = None
@@ -238,13 +268,14 @@ def ensure_indexes(db: TaudbDatabase) -> None:
         if error is None:
             builds.settled = True
             return
-        for_good = _for_good(error)
-        if for_good:
+        if _for_good(error):
             builds.settled = True
+            when = ""
+        else:
+            when = f"; tried again at the first load {builds.failed_again(retry_clock()):g} s later"
         log.warning("TAUdb %s: cannot create Joulehouse's indexes %s (%s); %s%s",
                     masked_url(db.url), ", ".join(missing) if missing else "(the missing ones)",
-                    str(error).strip().splitlines()[0], _without(missing),
-                    "" if for_good else "; tried again at the next load")
+                    str(error).strip().splitlines()[0], _without(missing), when)
 
 
 def _for_good(error: Exception) -> bool:

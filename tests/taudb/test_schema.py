@@ -294,12 +294,25 @@ def test_threads_ensuring_the_indexes_at_once_each_load_only_once_they_are_built
     assert failed == [] and seen == [True, True]
 
 
-def test_a_lock_timeout_leaves_the_indexes_to_the_next_call_and_loads_go_on(
-        postgres_url, caplog):
+class _Clock:
+    """A clock that the test sets: ``now`` seconds."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_lock_timeout_leaves_the_indexes_to_a_later_call_and_loads_go_on(
+        postgres_url, caplog, monkeypatch):
     """A writer holding timer_value (ROW EXCLUSIVE, as a load does): building that table's
     index gives up after INDEX_LOCK_TIMEOUT rather than queueing every writer behind it,
-    the others are made, and the next call, once the writer is done, makes it."""
+    the others are made, a load meanwhile does not try again, and the first call 10 s
+    later, once the writer is done, makes it."""
     _taus_ddl_schema(postgres_url, "timed_out")
+    clock = _Clock()
+    monkeypatch.setattr(taudb_schema, "retry_clock", clock)
     writer = psycopg2.connect(postgres_url)
     release = threading.Timer(20.0, writer.rollback)  # the unfixed build would wait for it
     try:
@@ -313,12 +326,14 @@ def test_a_lock_timeout_leaves_the_indexes_to_the_next_call_and_loads_go_on(
             assert time.monotonic() - start < 10  # given up at 500 ms, not at the release
             assert not _builds_of(db).settled
             assert set(INDEXES) - _index_names(db) == {"joulehouse_timer_value_metric"}
-            assert "tried again at the next load" in caplog.records[-1].getMessage()
+            assert "tried again at the first load 10 s later" in caplog.records[-1].getMessage()
             assert "joulehouse_timer_value_metric" in caplog.records[-1].getMessage()
             assert "looked up" not in caplog.records[-1].getMessage()  # that index is made
             trial_id = load_trial(db, small_trial())  # the writer still holds timer_value
             assert [t["id"] for t in list_trials(db)] == [trial_id]
+            assert len(caplog.records) == 1  # the load did not try again before 10 s
             writer.rollback()
+            clock.now = 10.0
             ensure_indexes(db)
             assert set(INDEXES) <= _index_names(db)
             assert _builds_of(db).settled
@@ -339,6 +354,44 @@ def _wait_until_a_session_waits_for(cursor, schema: str, table: str) -> None:
             return
         time.sleep(0.01)
     pytest.fail(f"no session waited for {schema}.{table}")
+
+
+def test_a_lock_timeout_that_recurs_is_tried_again_after_waits_doubling_up_to_ten_minutes(
+        postgres_url, caplog, monkeypatch):
+    """A writer holding timer_value through many loads: the build is tried again only once
+    its wait is over (10 s, doubled after each failure in a row, at most 10 min), with one
+    warning per try; the calls meanwhile try nothing. Once the writer is done, the first
+    call after the wait makes the index."""
+    _taus_ddl_schema(postgres_url, "held_long")
+    monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "50ms")  # the same error, sooner
+    clock = _Clock()
+    monkeypatch.setattr(taudb_schema, "retry_clock", clock)
+    writer = psycopg2.connect(postgres_url)
+    try:
+        with writer.cursor() as cursor:
+            cursor.execute("LOCK TABLE held_long.timer_value IN ROW EXCLUSIVE MODE")
+        with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
+                TaudbDatabase(postgres_url, "held_long") as db:
+            waits = []
+            for _ in range(9):
+                ensure_indexes(db)  # due: tried, and timed out
+                waits.append(float(re.search(r"tried again at the first load (\d+) s later",
+                                             caplog.records[-1].getMessage()).group(1)))
+                clock.now += waits[-1] - 0.5
+                ensure_indexes(db)  # not due yet: not tried
+                clock.now += 0.5
+            assert waits == [10, 20, 40, 80, 160, 320, 600, 600, 600]
+            assert len(caplog.records) == 9  # one per try, none between
+            writer.rollback()
+            clock.now -= 0.5
+            ensure_indexes(db)  # not due yet, though it could be made now
+            assert set(INDEXES) - _index_names(db) == {"joulehouse_timer_value_metric"}
+            clock.now += 0.5
+            ensure_indexes(db)
+            assert set(INDEXES) <= _index_names(db)
+            assert _builds_of(db).settled and len(caplog.records) == 9
+    finally:
+        writer.close()
 
 
 def test_a_writer_locking_tables_in_another_order_never_waits_on_the_builder(
