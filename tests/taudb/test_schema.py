@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 import threading
 import time
 
@@ -13,6 +14,7 @@ from backends import BACKENDS, place
 from psycopg2 import errors, sql
 from small_trial import small_trial
 
+from joulehouse.taudb import connect as taudb_connect
 from joulehouse.taudb import schema as taudb_schema
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import _DELETES, list_trials, load_prepared, load_trial, prepare_trial
@@ -21,6 +23,7 @@ from joulehouse.taudb.schema import (
     _LOCK_INDEXES,
     INDEXES,
     _builds_of,
+    _failure_kind,
     create_index,
     ddl,
     ddl_statements,
@@ -491,3 +494,102 @@ def test_a_failure_the_next_load_would_meet_again_is_not_retried(postgres_url, c
             assert message.endswith("; not tried again in this process")
     finally:
         writer.close()
+
+
+@pytest.mark.parametrize("made_read_only", ["session", "role"])
+def test_a_read_only_database_is_said_once_and_not_tried_again(postgres_url, caplog,
+                                                                 monkeypatch, made_read_only):
+    """PostgreSQL refuses CREATE INDEX in a read-only transaction (25006,
+    read_only_sql_transaction): in a session opened read-only (default_transaction_read_only
+    as a connection option, as ``joulehouse taudb list`` opens one) or as a role the server
+    makes read-only. Each load's build would meet it again: logged once, saying to build
+    them over a read-write connection, and not tried again in this process, however long
+    after."""
+    schema = f"read_only_{made_read_only}"
+    _taus_ddl_schema(postgres_url, schema)
+    url = postgres_url
+    if made_read_only == "role":
+        with psycopg2.connect(postgres_url) as admin, admin.cursor() as cursor:
+            cursor.execute("CREATE ROLE read_only_role LOGIN")
+            cursor.execute("ALTER ROLE read_only_role SET default_transaction_read_only = on")
+            cursor.execute(f"GRANT USAGE ON SCHEMA {schema} TO read_only_role")
+        admin.close()
+        url = postgres_url.replace("postgresql://postgres@", "postgresql://read_only_role@")
+    clock = _Clock()
+    monkeypatch.setattr(taudb_schema, "retry_clock", clock)
+    with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
+            TaudbDatabase(url, schema, read_only=made_read_only == "session") as db:
+        ensure_indexes(db)
+        clock.now = 86400.0
+        ensure_indexes(db)
+        assert _builds_of(db).settled
+        assert set(INDEXES).isdisjoint(_index_names(db))
+        assert len(caplog.records) == 1
+        message = caplog.records[0].getMessage()
+        assert message.startswith(f"TAUdb {url}: Joulehouse's indexes not built: "
+                                  "joulehouse_primary_metadata_name_value on primary_metadata "
+                                  "(name, value), ")
+        assert ("analysis_settings (metric): cannot execute CREATE INDEX in a read-only "
+                "transaction; the database is read-only to this connection (a read-only role, "
+                "session or file, a standby server): run `joulehouse taudb init` with a "
+                "read-write connection to the primary (without them") in message
+        assert message.endswith("; not tried again in this process")
+
+
+def test_a_sqlite_file_another_connection_writes_is_tried_again_after_the_wait(
+        tmp_path, caplog, monkeypatch):
+    """SQLite's BUSY: a second connection holds the file's write lock (as another process's
+    load does) past this one's wait for it (none here, SQLITE_LOCK_WAIT_S): the indexes are
+    not even checked, the warning says so and when they are tried again, and the first call
+    after that wait, the lock released, builds them."""
+    path = tmp_path / "taudb.sqlite"
+    url = f"sqlite:///{path}"
+    with TaudbDatabase(url) as made, made.transaction() as cursor:
+        for statement in ddl_statements(ddl("sqlite")):  # TAU's DDL alone
+            cursor.execute(statement)
+    monkeypatch.setattr(taudb_connect, "SQLITE_LOCK_WAIT_S", 0.0)
+    clock = _Clock()
+    monkeypatch.setattr(taudb_schema, "retry_clock", clock)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
+                TaudbDatabase(url) as db:
+            ensure_indexes(db)
+            assert not _builds_of(db).settled
+            assert [record.getMessage() for record in caplog.records] == [(
+                f"TAUdb {url}: Joulehouse's indexes not checked: database is locked; other "
+                "sessions were writing these tables (loads, TAU's tools): run `joulehouse "
+                "taudb init` again when loads are quiet (without them trials are looked up by "
+                "their source key with a scan and replacing a trial scans tables of every "
+                "stored trial); tried again at the first load 10 s later")]
+            other.execute("ROLLBACK")
+            clock.now = 10.0
+            ensure_indexes(db)
+            assert set(INDEXES) <= _index_names(db)
+            assert _builds_of(db).settled and len(caplog.records) == 1
+    finally:
+        other.close()
+
+
+def test_sqlites_locked_is_a_conflict_tried_again_as_busy_is(tmp_path):
+    """SQLITE_LOCKED (6; here as its extended code 262, SQLITE_LOCKED_SHAREDCACHE: of two
+    connections sharing a cache, one writes the table the other would index) is a conflict
+    that a later try may not meet, as BUSY is: tried again, with the same advice."""
+    uri = f"file:{tmp_path / 'taudb.sqlite'}?cache=shared"
+    writer, builder = (sqlite3.connect(uri, uri=True, isolation_level=None, timeout=0)
+                       for _ in range(2))
+    try:
+        writer.execute("CREATE TABLE timer_value (metric INTEGER)")
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("INSERT INTO timer_value VALUES (1)")
+        with pytest.raises(sqlite3.OperationalError) as locked:
+            builder.execute(create_index("joulehouse_timer_value_metric"))
+        assert locked.value.sqlite_errorname == "SQLITE_LOCKED_SHAREDCACHE"
+        kind = _failure_kind(locked.value)
+        assert kind.again
+        assert kind.advice == ("other sessions were writing these tables (loads, TAU's tools): "
+                               "run `joulehouse taudb init` again when loads are quiet")
+    finally:
+        writer.close()
+        builder.close()
