@@ -224,7 +224,7 @@ class _IndexBuilds:
         self.lock = threading.Lock()
         self.settled = False
         self.retry_after_s = 0.0  # the wait after the last failure in a row; 0: none
-        self.due_at = -math.inf  # on the caller's clock, seconds
+        self.due_at = -math.inf  # when a build is due again: seconds on retry_clock
 
     def due(self, now: float) -> bool:
         """Whether a build is to be tried at ``now``."""
