@@ -30,6 +30,7 @@ from postgres_server import free_port
 from joulehouse.cli import COMMAND_MODULES, build_parser, main
 from joulehouse.commands.conventions import INTERNAL_ERROR, run
 from joulehouse.taudb.connect import masked_url, unavailable
+from joulehouse.taudb.schema import INDEXES, ddl, ddl_statements
 
 PROJECT = Path(__file__).resolve().parent.parent
 EXAMPLE = PROJECT / "examples" / "gpu-data"
@@ -447,6 +448,77 @@ def test_libpq_options_in_the_url_are_merged_and_conflicting_keys_refused(postgr
         result = joulehouse("taudb", "list", f"{postgres_url}?{query}")
         assert one_error_line(result) == (f"{postgres_url}?{query}: not a usable PostgreSQL URL: "
                                           f"query key {key}")
+
+
+def _as_admin(url: str, *statements: str) -> list[tuple]:
+    """Run ``statements`` as the server's superuser in one transaction; the last's rows."""
+    admin = psycopg2.connect(url)
+    try:
+        with admin, admin.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
+            return cursor.fetchall() if cursor.description else []
+    finally:
+        admin.close()
+
+
+def _taus_ddl_schema(url: str, schema: str, owner: str = "postgres") -> None:
+    """A schema made by TAU's DDL alone (no Joulehouse index), its tables owned by ``owner``."""
+    _as_admin(url, f"CREATE SCHEMA {schema} AUTHORIZATION {owner}",
+              f"SET LOCAL ROLE {owner}", f"SET LOCAL search_path = {schema}",
+              *ddl_statements(ddl("postgresql")))
+
+
+def test_init_exits_2_naming_each_index_it_could_not_build_and_what_to_do(postgres_url):
+    """`taudb init` on a TAUdb whose timer_value a load holds: exit 2, one line naming the
+    index and its table, the lock timeout and to run it again when loads are quiet; run
+    again then, it builds it (whatever loads of the process met before) and exits 0."""
+    _taus_ddl_schema(postgres_url, "cli_busy")
+    writer = psycopg2.connect(postgres_url)
+    try:
+        with writer.cursor() as cursor:
+            cursor.execute("LOCK TABLE cli_busy.timer_value IN ROW EXCLUSIVE MODE")
+        result = joulehouse("taudb", "init", postgres_url, "--schema", "cli_busy")
+        assert result.stdout == "the TAUdb schema is already there\n"
+        assert one_error_line(result) == (
+            f"{postgres_url}: Joulehouse's indexes not built: joulehouse_timer_value_metric "
+            "on timer_value (metric): canceling statement due to lock timeout; other sessions "
+            "were writing these tables (loads, TAU's tools): run `joulehouse taudb init` again "
+            "when loads are quiet (without them replacing a trial scans tables of every "
+            "stored trial)")
+        writer.rollback()
+        result = joulehouse("taudb", "init", postgres_url, "--schema", "cli_busy")
+        assert (result.returncode, result.stderr) == (0, "")
+    finally:
+        writer.close()
+
+
+def test_init_as_a_role_not_owning_the_tables_says_to_grant_the_owners_role(postgres_url):
+    """A role given every right on TAU's tables but not their ownership may not index them:
+    exit 2, one line naming all of Joulehouse's indexes with their tables, the error and
+    the two ways out; granted the owner's role, the same command builds them."""
+    _as_admin(postgres_url, "CREATE ROLE cli_tables_owner", "CREATE ROLE cli_tenant LOGIN")
+    _taus_ddl_schema(postgres_url, "cli_owned", owner="cli_tables_owner")
+    _as_admin(postgres_url, "GRANT USAGE ON SCHEMA cli_owned TO cli_tenant",
+              "GRANT ALL ON ALL TABLES IN SCHEMA cli_owned TO cli_tenant")
+    tenant_url = postgres_url.replace("postgresql://postgres@", "postgresql://cli_tenant@")
+    result = joulehouse("taudb", "init", tenant_url, "--schema", "cli_owned")
+    line = one_error_line(result)
+    assert line.startswith(f"{tenant_url}: Joulehouse's indexes not built: "
+                           "joulehouse_primary_metadata_name_value on primary_metadata "
+                           "(name, value), joulehouse_timer_callpath_timer on timer_callpath "
+                           "(timer), ")
+    assert [name for name in INDEXES if f" {name} on " not in line] == []
+    assert line.endswith(
+        ": must be owner of table primary_metadata; only a table's owner may index it: run "
+        "`joulehouse taudb init` as the role owning TAU's tables, or grant that role to this "
+        "one (GRANT owner TO role) (without them trials are looked up by their source key "
+        "with a scan and replacing a trial scans tables of every stored trial)")
+    _as_admin(postgres_url, "GRANT cli_tables_owner TO cli_tenant")
+    result = joulehouse("taudb", "init", tenant_url, "--schema", "cli_owned")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert _as_admin(postgres_url, "SELECT count(*) FROM pg_indexes WHERE schemaname = "
+                     "'cli_owned' AND indexname LIKE 'joulehouse_%'") == [(len(INDEXES),)]
 
 
 def test_authentication_failure_and_a_password_in_a_message_are_masked():

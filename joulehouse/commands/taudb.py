@@ -14,6 +14,7 @@ from pathlib import Path
 
 from joulehouse.commands.conventions import (
     OK,
+    CommandError,
     Progress,
     add_command,
     input_path,
@@ -23,10 +24,10 @@ from joulehouse.commands.conventions import (
 from joulehouse.commands.powerapi import machine_targets
 from joulehouse.errors import InputError
 from joulehouse.leftout import LeftOut
-from joulehouse.taudb.connect import TaudbDatabase
+from joulehouse.taudb.connect import TaudbDatabase, masked_url
 from joulehouse.taudb.loader import list_trials, load_trial
 from joulehouse.taudb.read import EXPECTED, read_trials
-from joulehouse.taudb.schema import ensure_schema
+from joulehouse.taudb.schema import build_indexes, create_schema
 
 URL_HELP = "sqlite:///FILE or postgresql://USER@HOST:PORT/DB"
 DB = "sqlite:///taudb.sqlite"
@@ -50,9 +51,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "(default: the role's search_path)")
         return parser
 
-    command("init", _init, "create the TAUdb schema unless present",
+    command("init", _init, "create the TAUdb schema unless present, and Joulehouse's indexes",
             "Create the TAUdb schema (TAU's own DDL) unless present; a SQLite file\n"
-            "and its folder are created when missing.",
+            "and its folder are created when missing. Joulehouse's own indexes are\n"
+            "built where missing (run it after upgrading a large TAUdb); one that\n"
+            "cannot be built is an error (exit 2) naming it, its table, why and what\n"
+            "to do.",
             [f"joulehouse taudb init {DB}",
              "joulehouse taudb init postgresql://me@dbhost:5432/perf --schema taudb"])
     load = command("load", _load, "load trials: folders of TAU profiles, .ppk files, GPU "
@@ -83,8 +87,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _init(args: argparse.Namespace) -> int:
     with open_taudb(args.url, args.schema, create=True) as db:
-        created = ensure_schema(db)
+        created = create_schema(db)
+        failure = build_indexes(db)
     print("created the TAUdb schema" if created else "the TAUdb schema is already there")
+    if failure is not None:
+        raise CommandError(f"{masked_url(args.url)}: {failure.describe()}")
     return OK
 
 

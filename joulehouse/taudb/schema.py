@@ -16,16 +16,21 @@ foreign key checks for each deleted row (``DELETE ... NO ACTION``), so deleting
 one trial reads that trial's rows, not every stored trial's. Made with a new
 schema, and on an existing one when first opened for loading
 (:func:`ensure_indexes`; on a large existing TAUdb run ``joulehouse taudb init`` once
-after upgrading, so they are built there). An index changes none of TAU's tables, rows
-or views.
+after upgrading, so they are built there); a build that meets a locked table is tried
+again after a wait of 10 s, doubled after each such failure in a row up to 10 min. An
+index changes none of TAU's tables, rows or views.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import sqlite3
 import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.resources import files
 
 from joulehouse.taudb.connect import (
@@ -73,21 +78,59 @@ INDEXES = {
     "joulehouse_analysis_settings_trial": "analysis_settings (trial)",  # -> trial, CASCADE
     "joulehouse_analysis_settings_metric": "analysis_settings (metric)",  # -> metric, CASCADE
 }
-# The databases (URL, schema) whose indexes this process made sure of, or may not make.
-_indexed: set[tuple[str, str | None]] = set()
-# Held while one thread checks and builds: the others wait for the indexes, then load.
-_indexing = threading.Lock()
+# Serialises the index builds of one TAUdb across sessions: a two-key advisory lock (apart
+# from the one-key _ADVISORY_LOCK), its second key the OID of the schema holding the
+# tables, so that a build in another schema of the same PostgreSQL database never waits.
+_INDEX_LOCK_CLASS = 0x6A68  # "jh"
+_LOCK_INDEXES = ("SELECT pg_advisory_xact_lock(%s, (SELECT oid FROM pg_namespace "
+                 "WHERE nspname = current_schema())::int)")
 #: How long building one index waits for its table's lock before it gives up (to be tried
-#: again at the next load): shorter than PostgreSQL's ``deadlock_timeout`` (1 s by
+#: again at a later load): shorter than PostgreSQL's ``deadlock_timeout`` (1 s by
 #: default), and a waiting CREATE INDEX would hold up every writer queued behind it.
 INDEX_LOCK_TIMEOUT = "500ms"
-# Failures that the next load may not meet, tried again then: PostgreSQL's lock_not_available
+
+
+@dataclass(frozen=True)
+class _FailureKind:
+    """What a failed index build means: whether a later load is to try again (a failure it
+    may not meet), and what an operator does about it."""
+
+    again: bool
+    advice: str
+
+
+_INIT = "`joulehouse taudb init`"
+_BUSY = _FailureKind(True, "other sessions were writing these tables (loads, TAU's tools): "
+                     f"run {_INIT} again when loads are quiet")
+_LOST = _FailureKind(True, f"the connection was lost: run {_INIT} again once the database "
+                     "is reachable")
+_NO_RIGHT = _FailureKind(False, "only a table's owner may index it: run "
+                         f"{_INIT} as the role owning TAU's tables, or grant that role to "
+                         "this one (GRANT owner TO role)")
+_READ_ONLY = _FailureKind(False, "the database is read-only to this connection (a read-only "
+                          f"role, session or file, a standby server): run {_INIT} with a "
+                          "read-write connection to the primary")
+_CANCELLED = _FailureKind(False, "the build was cancelled (a statement timeout, an operator): "
+                          f"run {_INIT} again without statement_timeout "
+                          "(PGOPTIONS='-c statement_timeout=0')")
+_DISK_FULL = _FailureKind(False, f"the disk is full: free space, then run {_INIT} again")
+_OTHER = _FailureKind(False, f"run {_INIT} again once that is mended")
+# Failures that a later load may not meet, tried again then: PostgreSQL's lock_not_available
 # (the lock timeout), deadlock_detected, serialization_failure, and a connection lost (no
-# code); SQLite's BUSY and LOCKED. Any other (no right, a read-only database, a statement
-# timeout, a full disk) is not tried again in this process: it would come back after each
-# load's build, each holding its table meanwhile.
-_PG_AGAIN = {"55P03", "40P01", "40001", None}
-_SQLITE_AGAIN = {5, 6}
+# code); SQLite's BUSY and LOCKED. Any other is not tried again in this process: it would
+# come back after each load's build, each holding its table meanwhile.
+_PG_KINDS = {"55P03": _BUSY, "40P01": _BUSY, "40001": _BUSY, None: _LOST,
+             "42501": _NO_RIGHT, "25006": _READ_ONLY, "57014": _CANCELLED, "53100": _DISK_FULL}
+_SQLITE_KINDS = {5: _BUSY, 6: _BUSY, 8: _READ_ONLY, 13: _DISK_FULL}  # primary result codes
+#: After such a failure a database's indexes are tried again at its first load at least
+#: this long after (seconds), each further failure in a row doubling the wait up to
+#: :data:`INDEX_RETRY_MAX_S` (10 s, 20 s, 40 s ... 10 min): a table that stays locked
+#: costs a load the :data:`INDEX_LOCK_TIMEOUT` wait, and the log a warning, once per wait,
+#: not at every load.
+INDEX_RETRY_FIRST_S = 10.0
+INDEX_RETRY_MAX_S = 600.0
+#: The clock of those waits (seconds); tests set one of their own.
+retry_clock: Callable[[], float] = time.monotonic
 
 
 def create_index(name: str) -> str:
@@ -134,7 +177,16 @@ def require_schema(db: TaudbDatabase) -> None:
 
 def ensure_schema(db: TaudbDatabase) -> bool:
     """Create the TAUdb schema unless present (with :data:`INDEXES`, which an existing one
-    gets too); True when this call created the schema."""
+    gets too: :func:`ensure_indexes`); True when this call created the schema."""
+    created = create_schema(db)
+    ensure_indexes(db)
+    return created
+
+
+def create_schema(db: TaudbDatabase) -> bool:
+    """Create the TAUdb schema with :data:`INDEXES` unless present; True when this call
+    created it. An existing one's missing indexes are :func:`ensure_indexes`' and
+    :func:`build_indexes`' business."""
     with db.transaction() as cursor:
         if db.backend == POSTGRESQL:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
@@ -148,8 +200,8 @@ def ensure_schema(db: TaudbDatabase) -> bool:
         if created:
             for statement in [*ddl_statements(ddl(db.backend)), *map(create_index, INDEXES)]:
                 cursor.execute(statement)
-            _indexed.add((db.url, db.schema))
-    ensure_indexes(db)
+    if created:
+        _builds_of(db).settled = True
     return created
 
 
@@ -162,9 +214,53 @@ def _index_present(db: TaudbDatabase, cursor, name: str) -> bool:
     return bool(cursor.fetchone()[0])
 
 
+class _IndexBuilds:
+    """The index builds of one database in this process: the lock a build holds (the other
+    threads loading into that database wait for it; those of other databases never do),
+    whether the database is settled (its indexes made, or not makeable in this process),
+    and when, after failures a later load may not meet, a build is due again."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.settled = False
+        self.retry_after_s = 0.0  # the wait after the last failure in a row; 0: none
+        self.due_at = -math.inf  # when a build is due again: seconds on retry_clock
+
+    def due(self, now: float) -> bool:
+        """Whether a build is to be tried at ``now``."""
+        return not self.settled and now >= self.due_at
+
+    def note(self, failure: IndexFailure | None, now: float) -> float | None:
+        """Note what a build ended at ``now`` met; the wait (seconds) before the next try
+        after a failure to be tried again (:data:`INDEX_RETRY_FIRST_S`, doubled after each
+        failure in a row up to :data:`INDEX_RETRY_MAX_S`), else None: settled."""
+        if failure is None or not failure.kind.again:
+            self.settled = True
+            return None
+        self.retry_after_s = min(2 * self.retry_after_s or INDEX_RETRY_FIRST_S,
+                                 INDEX_RETRY_MAX_S)
+        self.due_at = now + self.retry_after_s
+        return self.retry_after_s
+
+
+# Per database (URL, schema); the guard is held only to find or add an entry.
+_builds: dict[tuple[str, str | None], _IndexBuilds] = {}
+_builds_guard = threading.Lock()
+
+
+def _builds_of(db: TaudbDatabase) -> _IndexBuilds:
+    with _builds_guard:
+        builds = _builds.get((db.url, db.schema))
+        if builds is None:
+            builds = _builds[(db.url, db.schema)] = _IndexBuilds()
+        return builds
+
+
 def ensure_indexes(db: TaudbDatabase) -> None:
     """Create those of :data:`INDEXES` missing from ``db``'s existing TAUdb schema; made
-    sure of once per database in a process, other threads waiting meanwhile.
+    sure of once per database in a process, the other threads loading into that database
+    waiting meanwhile (a build never holds up another database's loads: each database has
+    its lock, and on PostgreSQL its advisory lock is the schema's).
 
     Each index is made in a transaction of its own, which locks its one table (SHARE,
     until commit) and waits at most :data:`INDEX_LOCK_TIMEOUT` for it: the builder never
@@ -172,62 +268,100 @@ def ensure_indexes(db: TaudbDatabase) -> None:
     (another thread, an older Joulehouse, TAU's loader) whatever order that one locks
     tables in, and it is the builder that gives up, never a load (on PostgreSQL; SQLite's
     ``BEGIN IMMEDIATE`` waits for its database's one write lock). Indexes made stay made.
-    A failure the next load may not meet (a lock timeout, a deadlock, a connection lost)
-    is logged and the next call tries again; any other (no right to create them: a role
-    that does not own TAU's tables, a read-only database; a statement timeout; a full
+    A failure a later load may not meet (a lock timeout, a deadlock, a connection lost)
+    is logged, and the first call at least :data:`INDEX_RETRY_FIRST_S` later tries again,
+    the wait doubling after each failure in a row up to :data:`INDEX_RETRY_MAX_S` (the
+    calls meanwhile return at once, logging nothing); any other (no right to create them: a
+    role that does not own TAU's tables, a read-only database; a statement timeout; a full
     disk) is logged and not tried again in this process: loading goes on without them
     (lookups then scan ``primary_metadata``, replacing a trial scans tables of every
     stored trial). On a large existing database the first call builds them
     (plain CREATE INDEX: writes to each table wait while its index is built)."""
-    where = (db.url, db.schema)
-    if where in _indexed:
+    builds = _builds_of(db)
+    if not builds.due(retry_clock()):
         return
-    with _indexing:
-        if where in _indexed:  # built by the thread this one waited for
+    with builds.lock:
+        if not builds.due(retry_clock()):  # built, or failed, by the thread this one waited for
             return
-        missing: list[str] | None = None  # None: not known yet
-        error: Exception | None = None
-        try:
-            with db.transaction() as cursor:
-                # checked first: IF NOT EXISTS needs owning the table
-                missing = [name for name in INDEXES if not _index_present(db, cursor, name)]
-            for name in list(missing):
-                try:
-                    with db.transaction() as cursor:
-                        if db.backend == POSTGRESQL:
-                            cursor.execute("SELECT pg_advisory_xact_lock(%s)",
-                                           (_ADVISORY_LOCK,))
-                            # after the advisory lock: a second builder waits for the first
-                            cursor.execute(f"SET LOCAL lock_timeout = '{INDEX_LOCK_TIMEOUT}'")
-                        cursor.execute(create_index(name))
-                    missing.remove(name)
-                except DRIVER_ERRORS as failed:
-                    error = failed
-                    if _for_good(failed):
-                        break  # the others would fail alike
-        except DRIVER_ERRORS as failed:
-            error = failed
-        if error is None:
-            _indexed.add(where)
-            return
-        for_good = _for_good(error)
-        if for_good:
-            _indexed.add(where)
-        log.warning("TAUdb %s: cannot create Joulehouse's indexes %s (%s); %s%s",
-                    masked_url(db.url), ", ".join(missing) if missing else "(the missing ones)",
-                    str(error).strip().splitlines()[0], _without(missing),
-                    "" if for_good else "; tried again at the next load")
+        failure = _build_missing(db)
+        retry_after_s = builds.note(failure, retry_clock())
+    if failure is not None:
+        when = ("not tried again in this process" if retry_after_s is None else
+                f"tried again at the first load {retry_after_s:g} s later")
+        log.warning("TAUdb %s: %s; %s", masked_url(db.url), failure.describe(), when)
 
 
-def _for_good(error: Exception) -> bool:
-    """Whether a driver's error is not one the next load may not meet (see
-    :data:`_PG_AGAIN`): not to be tried again in this process."""
+def build_indexes(db: TaudbDatabase) -> IndexFailure | None:
+    """Create those of :data:`INDEXES` missing from ``db``'s TAUdb schema now, whatever
+    earlier tries in this process met (``joulehouse taudb init``); why some are still
+    missing, None when none is. Built as by :func:`ensure_indexes`, and noted as its
+    tries are; nothing is logged."""
+    builds = _builds_of(db)
+    with builds.lock:
+        failure = _build_missing(db)
+        builds.note(failure, retry_clock())
+    return failure
+
+
+@dataclass(frozen=True)
+class IndexFailure:
+    """Why a build left some of :data:`INDEXES` missing: their names (None: not known, the
+    check for them failed), the driver's error (its first line), and the kind of
+    failure."""
+
+    missing: tuple[str, ...] | None
+    error: str
+    kind: _FailureKind
+
+    def describe(self) -> str:
+        """One line for an operator: each index missing and its table, the error, what to
+        do, and what lacking them costs."""
+        if self.missing is None:
+            what = "Joulehouse's indexes not checked"
+        else:
+            what = "Joulehouse's indexes not built: " + ", ".join(
+                f"{name} on {INDEXES[name]}" for name in self.missing)
+        return f"{what}: {self.error}; {self.kind.advice} ({_without(self.missing)})"
+
+
+def _build_missing(db: TaudbDatabase) -> IndexFailure | None:
+    """Create those of :data:`INDEXES` missing from ``db``, each in a transaction of its own
+    (see :func:`ensure_indexes`); why some are still missing, None when none is."""
+    missing: list[str] | None = None  # None: not known yet
+    error: Exception | None = None
+    try:
+        with db.transaction() as cursor:
+            # checked first: IF NOT EXISTS needs owning the table
+            missing = [name for name in INDEXES if not _index_present(db, cursor, name)]
+        for name in list(missing):
+            try:
+                with db.transaction() as cursor:
+                    if db.backend == POSTGRESQL:
+                        cursor.execute(_LOCK_INDEXES, (_INDEX_LOCK_CLASS,))
+                        # after the advisory lock: a second builder waits for the first
+                        cursor.execute(f"SET LOCAL lock_timeout = '{INDEX_LOCK_TIMEOUT}'")
+                    cursor.execute(create_index(name))
+                missing.remove(name)
+            except DRIVER_ERRORS as failed:
+                error = failed
+                if not _failure_kind(failed).again:
+                    break  # the others would fail alike
+    except DRIVER_ERRORS as failed:
+        error = failed
+    if error is None:
+        return None
+    return IndexFailure(None if missing is None else tuple(missing),
+                        str(error).strip().splitlines()[0], _failure_kind(error))
+
+
+def _failure_kind(error: Exception) -> _FailureKind:
+    """What a driver's error met by a build means (:data:`_PG_KINDS`, :data:`_SQLITE_KINDS`)."""
     if isinstance(error, sqlite3.Error):
-        return (getattr(error, "sqlite_errorcode", 0) & 0xFF) not in _SQLITE_AGAIN
-    return getattr(error, "pgcode", None) not in _PG_AGAIN
+        return _SQLITE_KINDS.get(getattr(error, "sqlite_errorcode", 0) & 0xFF, _OTHER)
+    return _PG_KINDS.get(getattr(error, "pgcode", None), _OTHER)
 
 
-def _without(missing: list[str] | None) -> str:
+def _without(missing: tuple[str, ...] | None) -> str:
     """What lacking the ``missing`` indexes (None: not known) costs."""
     lookup = missing is None or LOOKUP_INDEX in missing
     deletes = missing is None or bool(set(missing) - {LOOKUP_INDEX})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 import threading
 import time
 
@@ -13,13 +14,16 @@ from backends import BACKENDS, place
 from psycopg2 import errors, sql
 from small_trial import small_trial
 
+from joulehouse.taudb import connect as taudb_connect
 from joulehouse.taudb import schema as taudb_schema
 from joulehouse.taudb.connect import TaudbDatabase
 from joulehouse.taudb.loader import _DELETES, list_trials, load_prepared, load_trial, prepare_trial
 from joulehouse.taudb.schema import (
-    _ADVISORY_LOCK,
+    _INDEX_LOCK_CLASS,
+    _LOCK_INDEXES,
     INDEXES,
-    _indexed,
+    _builds_of,
+    _failure_kind,
     create_index,
     ddl,
     ddl_statements,
@@ -279,7 +283,8 @@ def test_threads_ensuring_the_indexes_at_once_each_load_only_once_they_are_built
 
     try:
         with holder.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
+            cursor.execute("SET search_path = two_builders")
+            cursor.execute(_LOCK_INDEXES, (_INDEX_LOCK_CLASS,))
         threads = [threading.Thread(target=build) for _ in range(2)]
         release.start()
         for thread in threads:
@@ -292,12 +297,25 @@ def test_threads_ensuring_the_indexes_at_once_each_load_only_once_they_are_built
     assert failed == [] and seen == [True, True]
 
 
-def test_a_lock_timeout_leaves_the_indexes_to_the_next_call_and_loads_go_on(
-        postgres_url, caplog):
+class _Clock:
+    """A clock that the test sets: ``now`` seconds."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_lock_timeout_leaves_the_indexes_to_a_later_call_and_loads_go_on(
+        postgres_url, caplog, monkeypatch):
     """A writer holding timer_value (ROW EXCLUSIVE, as a load does): building that table's
     index gives up after INDEX_LOCK_TIMEOUT rather than queueing every writer behind it,
-    the others are made, and the next call, once the writer is done, makes it."""
+    the others are made, a load meanwhile does not try again, and the first call 10 s
+    later, once the writer is done, makes it."""
     _taus_ddl_schema(postgres_url, "timed_out")
+    clock = _Clock()
+    monkeypatch.setattr(taudb_schema, "retry_clock", clock)
     writer = psycopg2.connect(postgres_url)
     release = threading.Timer(20.0, writer.rollback)  # the unfixed build would wait for it
     try:
@@ -309,19 +327,73 @@ def test_a_lock_timeout_leaves_the_indexes_to_the_next_call_and_loads_go_on(
             start = time.monotonic()
             ensure_indexes(db)
             assert time.monotonic() - start < 10  # given up at 500 ms, not at the release
-            assert (db.url, db.schema) not in _indexed
+            assert not _builds_of(db).settled
             assert set(INDEXES) - _index_names(db) == {"joulehouse_timer_value_metric"}
-            assert "tried again at the next load" in caplog.records[-1].getMessage()
+            assert "tried again at the first load 10 s later" in caplog.records[-1].getMessage()
             assert "joulehouse_timer_value_metric" in caplog.records[-1].getMessage()
             assert "looked up" not in caplog.records[-1].getMessage()  # that index is made
             trial_id = load_trial(db, small_trial())  # the writer still holds timer_value
             assert [t["id"] for t in list_trials(db)] == [trial_id]
+            assert len(caplog.records) == 1  # the load did not try again before 10 s
             writer.rollback()
+            clock.now = 10.0
             ensure_indexes(db)
             assert set(INDEXES) <= _index_names(db)
-            assert (db.url, db.schema) in _indexed
+            assert _builds_of(db).settled
     finally:
         release.cancel()
+        writer.close()
+
+
+def _wait_until_a_session_waits_for(cursor, schema: str, table: str) -> None:
+    """Return once a session waits for a lock on ``schema.table`` (read from pg_locks with
+    ``cursor``); fail after 10 s, a bound, not a timing."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        cursor.execute("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                       "WHERE NOT l.granted AND c.relname = %s "
+                       "AND c.relnamespace = %s::regnamespace", (table, schema))
+        if cursor.fetchone()[0]:
+            return
+        time.sleep(0.01)
+    pytest.fail(f"no session waited for {schema}.{table}")
+
+
+def test_a_lock_timeout_that_recurs_is_tried_again_after_waits_doubling_up_to_ten_minutes(
+        postgres_url, caplog, monkeypatch):
+    """A writer holding timer_value through many loads: the build is tried again only once
+    its wait is over (10 s, doubled after each failure in a row, at most 10 min), with one
+    warning per try; the calls meanwhile try nothing. Once the writer is done, the first
+    call after the wait makes the index."""
+    _taus_ddl_schema(postgres_url, "held_long")
+    monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "50ms")  # the same error, sooner
+    clock = _Clock()
+    monkeypatch.setattr(taudb_schema, "retry_clock", clock)
+    writer = psycopg2.connect(postgres_url)
+    try:
+        with writer.cursor() as cursor:
+            cursor.execute("LOCK TABLE held_long.timer_value IN ROW EXCLUSIVE MODE")
+        with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
+                TaudbDatabase(postgres_url, "held_long") as db:
+            waits = []
+            for _ in range(9):
+                ensure_indexes(db)  # due: tried, and timed out
+                waits.append(float(re.search(r"tried again at the first load (\d+) s later",
+                                             caplog.records[-1].getMessage()).group(1)))
+                clock.now += waits[-1] - 0.5
+                ensure_indexes(db)  # not due yet: not tried
+                clock.now += 0.5
+            assert waits == [10, 20, 40, 80, 160, 320, 600, 600, 600]
+            assert len(caplog.records) == 9  # one per try, none between
+            writer.rollback()
+            clock.now -= 0.5
+            ensure_indexes(db)  # not due yet, though it could be made now
+            assert set(INDEXES) - _index_names(db) == {"joulehouse_timer_value_metric"}
+            clock.now += 0.5
+            ensure_indexes(db)
+            assert set(INDEXES) <= _index_names(db)
+            assert _builds_of(db).settled and len(caplog.records) == 9
+    finally:
         writer.close()
 
 
@@ -348,17 +420,7 @@ def test_a_writer_locking_tables_in_another_order_never_waits_on_the_builder(
             cursor.execute("LOCK TABLE other_order.timer_value IN ROW EXCLUSIVE MODE")
             builder = threading.Thread(target=build)
             builder.start()
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:  # until the builder waits for timer_value
-                cursor.execute("SELECT count(*) FROM pg_locks l JOIN pg_class c "
-                               "ON c.oid = l.relation WHERE NOT l.granted "
-                               "AND c.relname = 'timer_value' "
-                               "AND c.relnamespace = 'other_order'::regnamespace")
-                if cursor.fetchone()[0]:
-                    break
-                time.sleep(0.01)
-            else:
-                pytest.fail("the builder never waited for timer_value")
+            _wait_until_a_session_waits_for(cursor, "other_order", "timer_value")
             cursor.execute("SELECT count(*) FROM pg_locks l JOIN pg_class c "
                            "ON c.oid = l.relation WHERE l.granted "
                            "AND l.pid <> pg_backend_pid() AND c.relname = 'primary_metadata' "
@@ -374,6 +436,40 @@ def test_a_writer_locking_tables_in_another_order_never_waits_on_the_builder(
         writer.close()
 
 
+def test_a_build_held_up_on_one_taudb_never_holds_a_load_of_another(postgres_url, monkeypatch):
+    """While the build on one TAUdb waits for a table that a writer holds, a load into
+    another TAUdb (a schema of the same PostgreSQL database whose indexes this process has
+    not made sure of yet) builds that one's indexes and loads: the process's lock and the
+    builders' advisory lock are each TAUdb's own."""
+    for schema in ("held_up", "not_held"):
+        _taus_ddl_schema(postgres_url, schema)
+    monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "60s")  # held up until released
+    writer = psycopg2.connect(postgres_url)
+    done: dict[str, object] = {}
+
+    def run(schema: str, work) -> None:
+        with TaudbDatabase(postgres_url, schema) as own:
+            done[schema] = work(own)
+
+    held = threading.Thread(target=run, args=("held_up", ensure_indexes))
+    try:
+        with writer.cursor() as cursor:
+            cursor.execute("LOCK TABLE held_up.timer_value IN ROW EXCLUSIVE MODE")
+            held.start()
+            _wait_until_a_session_waits_for(cursor, "held_up", "timer_value")
+        other = threading.Thread(target=run, args=(
+            "not_held", lambda db: load_trial(db, small_trial())))
+        other.start()
+        other.join(30)  # a bound: unfixed, the load waits for the writer, released below
+        assert list(done) == ["not_held"]  # the build on held_up still waits
+        with TaudbDatabase(postgres_url, "not_held") as db:
+            assert [t["id"] for t in list_trials(db)] == [done["not_held"]]
+            assert set(INDEXES) <= _index_names(db)
+    finally:
+        writer.rollback()
+        held.join(30)
+        writer.close()
+    assert done["held_up"] is None
 
 
 def test_a_failure_the_next_load_would_meet_again_is_not_retried(postgres_url, caplog,
@@ -392,8 +488,108 @@ def test_a_failure_the_next_load_would_meet_again_is_not_retried(postgres_url, c
             with db.transaction() as cursor:  # this session's, kept past the commit
                 cursor.execute("SET statement_timeout = '2s'")
             ensure_indexes(db)
-            assert (db.url, db.schema) in _indexed
+            assert _builds_of(db).settled
             message = caplog.records[-1].getMessage()
-            assert "statement timeout" in message and "tried again" not in message
+            assert "statement timeout" in message
+            assert message.endswith("; not tried again in this process")
     finally:
         writer.close()
+
+
+@pytest.mark.parametrize("made_read_only", ["session", "role"])
+def test_a_read_only_database_is_said_once_and_not_tried_again(postgres_url, caplog,
+                                                                 monkeypatch, made_read_only):
+    """PostgreSQL refuses CREATE INDEX in a read-only transaction (25006,
+    read_only_sql_transaction): in a session opened read-only (default_transaction_read_only
+    as a connection option, as ``joulehouse taudb list`` opens one) or as a role the server
+    makes read-only. Each load's build would meet it again: logged once, saying to build
+    them over a read-write connection, and not tried again in this process, however long
+    after."""
+    schema = f"read_only_{made_read_only}"
+    _taus_ddl_schema(postgres_url, schema)
+    url = postgres_url
+    if made_read_only == "role":
+        with psycopg2.connect(postgres_url) as admin, admin.cursor() as cursor:
+            cursor.execute("CREATE ROLE read_only_role LOGIN")
+            cursor.execute("ALTER ROLE read_only_role SET default_transaction_read_only = on")
+            cursor.execute(f"GRANT USAGE ON SCHEMA {schema} TO read_only_role")
+        admin.close()
+        url = postgres_url.replace("postgresql://postgres@", "postgresql://read_only_role@")
+    clock = _Clock()
+    monkeypatch.setattr(taudb_schema, "retry_clock", clock)
+    with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
+            TaudbDatabase(url, schema, read_only=made_read_only == "session") as db:
+        ensure_indexes(db)
+        clock.now = 86400.0
+        ensure_indexes(db)
+        assert _builds_of(db).settled
+        assert set(INDEXES).isdisjoint(_index_names(db))
+        assert len(caplog.records) == 1
+        message = caplog.records[0].getMessage()
+        assert message.startswith(f"TAUdb {url}: Joulehouse's indexes not built: "
+                                  "joulehouse_primary_metadata_name_value on primary_metadata "
+                                  "(name, value), ")
+        assert ("analysis_settings (metric): cannot execute CREATE INDEX in a read-only "
+                "transaction; the database is read-only to this connection (a read-only role, "
+                "session or file, a standby server): run `joulehouse taudb init` with a "
+                "read-write connection to the primary (without them") in message
+        assert message.endswith("; not tried again in this process")
+
+
+def test_a_sqlite_file_another_connection_writes_is_tried_again_after_the_wait(
+        tmp_path, caplog, monkeypatch):
+    """SQLite's BUSY: a second connection holds the file's write lock (as another process's
+    load does) past this one's wait for it (none here, SQLITE_LOCK_WAIT_S): the indexes are
+    not even checked, the warning says so and when they are tried again, and the first call
+    after that wait, the lock released, builds them."""
+    path = tmp_path / "taudb.sqlite"
+    url = f"sqlite:///{path}"
+    with TaudbDatabase(url) as made, made.transaction() as cursor:
+        for statement in ddl_statements(ddl("sqlite")):  # TAU's DDL alone
+            cursor.execute(statement)
+    monkeypatch.setattr(taudb_connect, "SQLITE_LOCK_WAIT_S", 0.0)
+    clock = _Clock()
+    monkeypatch.setattr(taudb_schema, "retry_clock", clock)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
+                TaudbDatabase(url) as db:
+            ensure_indexes(db)
+            assert not _builds_of(db).settled
+            assert [record.getMessage() for record in caplog.records] == [(
+                f"TAUdb {url}: Joulehouse's indexes not checked: database is locked; other "
+                "sessions were writing these tables (loads, TAU's tools): run `joulehouse "
+                "taudb init` again when loads are quiet (without them trials are looked up by "
+                "their source key with a scan and replacing a trial scans tables of every "
+                "stored trial); tried again at the first load 10 s later")]
+            other.execute("ROLLBACK")
+            clock.now = 10.0
+            ensure_indexes(db)
+            assert set(INDEXES) <= _index_names(db)
+            assert _builds_of(db).settled and len(caplog.records) == 1
+    finally:
+        other.close()
+
+
+def test_sqlites_locked_is_a_conflict_tried_again_as_busy_is(tmp_path):
+    """SQLITE_LOCKED (6; here as its extended code 262, SQLITE_LOCKED_SHAREDCACHE: of two
+    connections sharing a cache, one writes the table the other would index) is a conflict
+    that a later try may not meet, as BUSY is: tried again, with the same advice."""
+    uri = f"file:{tmp_path / 'taudb.sqlite'}?cache=shared"
+    writer, builder = (sqlite3.connect(uri, uri=True, isolation_level=None, timeout=0)
+                       for _ in range(2))
+    try:
+        writer.execute("CREATE TABLE timer_value (metric INTEGER)")
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("INSERT INTO timer_value VALUES (1)")
+        with pytest.raises(sqlite3.OperationalError) as locked:
+            builder.execute(create_index("joulehouse_timer_value_metric"))
+        assert locked.value.sqlite_errorname == "SQLITE_LOCKED_SHAREDCACHE"
+        kind = _failure_kind(locked.value)
+        assert kind.again
+        assert kind.advice == ("other sessions were writing these tables (loads, TAU's tools): "
+                               "run `joulehouse taudb init` again when loads are quiet")
+    finally:
+        writer.close()
+        builder.close()
