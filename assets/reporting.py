@@ -121,12 +121,16 @@ def table_metadata(frame: pd.DataFrame, schema: pa.DataFrameSchema) -> dict[str,
 
 
 #: The retry of every step for what is not a verdict on its input: a file system full or
-#: unreachable, the object store or TAUdb down. The step runs again after 10, 30, then 70 s
-#: in the same run; it is idempotent (every write replaces, atomically). A step's own
-#: ``dg.Failure`` (bad input: ``failure``; nothing stored yet: ``verdict``) is raised with
-#: ``allow_retries=False`` and fails at once. A bug is retried too: the whole step three
-#: times more and 110 s of waits, the step's pool slot held meanwhile.
-STEP_RETRY = dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL)
+#: unreachable, the object store or TAUdb down. The step runs again every 15 s, eight times,
+#: in the same run (120 s of waits in all); it is idempotent (every write replaces,
+#: atomically). A constant wait, not a growing one: a step runs again at most 15 s after
+#: the fault has passed (10, 30, then 70 s before: a warehouse full for 60 s held the steps
+#: failed in it 45-57 s after its space was back; benchmarks/README.md, "A full warehouse
+#: for a minute"). A step's own ``dg.Failure`` (bad input: ``failure``; nothing stored
+#: yet: ``verdict``) is raised with ``allow_retries=False`` and fails at once. A bug is
+#: retried too: the whole step eight times more and 120 s of waits, the step's pool slot
+#: held meanwhile.
+STEP_RETRY = dg.RetryPolicy(max_retries=8, delay=15)
 
 
 @contextmanager
