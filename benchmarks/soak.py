@@ -406,19 +406,29 @@ def allocated_mb(folder: Path) -> int:
 
 @contextlib.contextmanager
 def warehouse_file_system(args: argparse.Namespace, warehouse: Path | None,
-                          out: Path) -> Iterator[None]:
+                          out: Path) -> Iterator[dict]:
     """For ``warehouse-full``: ``warehouse`` on a tmpfs of its own during the run, holding
     what it held (a kept history's tables, copied in through a descriptor of the folder
     the tmpfs covers: a mount moved into place would be refused under a shared mount) and
-    ``--warehouse-mb`` more; its files copied to a plain ``out/warehouse`` at the end."""
+    ``--warehouse-mb`` more; its files copied to a plain ``out/warehouse`` at the end.
+    Yields the tmpfs's size (MiB) and the copy's time (s), {} without the fault. Refused
+    before mounting if the tmpfs would not fit in the memory available (a tmpfs filled
+    past it would push the stack into swap or the OOM killer, not fill a disk)."""
     if not _faulted(args, "warehouse-full"):
-        yield
+        yield {}
         return
     kept = out / ".warehouse-kept"
     if kept.exists():
         raise RuntimeError(f"{kept} is left from an earlier run: delete it")
     warehouse.mkdir(parents=True, exist_ok=True)
     size_mb = allocated_mb(warehouse) + args.warehouse_mb
+    available_mb = psutil.virtual_memory().available // 2**20
+    if size_mb > available_mb:
+        raise RuntimeError(
+            f"the warehouse's tmpfs would take {size_mb} MiB (what {warehouse} holds and "
+            f"--warehouse-mb {args.warehouse_mb}), more than the {available_mb} MiB of "
+            "memory available: lower --warehouse-mb or free memory")
+    began = time.monotonic()
     covered = os.open(warehouse, os.O_RDONLY | os.O_DIRECTORY)
     try:
         soak_history.run_command("mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs",
@@ -432,7 +442,7 @@ def warehouse_file_system(args: argparse.Namespace, warehouse: Path | None,
     finally:
         os.close(covered)
     try:
-        yield
+        yield {"tmpfs_mb": size_mb, "copy_in_s": round(time.monotonic() - began, 1)}
     finally:
         try:
             shutil.copytree(warehouse, kept, ignore=shutil.ignore_patterns(FILLER))
@@ -625,13 +635,13 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
     load_before = load_average()
     started, started_at = time.monotonic(), utc_now()
     accounting: list[AccountingLander] = []
-    with warehouse_file_system(args, place.warehouse, out), running_stack(
+    with warehouse_file_system(args, place.warehouse, out) as warehouse_fs, running_stack(
             out / "stack",
             lambda data: accounting.append(prepare(data, landed, place,
                                                    args.accounting_every_s)),
             folders=place.folders, warehouse_path=place.warehouse,
             settings=stack_settings(args), restore=place.restore) as stack:
-        stack_up_s = time.monotonic() - started
+        stack_up_s = time.monotonic() - started - warehouse_fs.get("copy_in_s", 0.0)
         sensors = start_sensors(stack)
         seeded = wait_for_history(stack, args, args.poll_s)
         if not seeded["complete"]:  # the landing would measure the history
@@ -666,6 +676,7 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
                          for k, v in vars(args).items()},
             "stack_environment": stack_settings(args), "sensors": sensors,
             "history": {**place.history, "at_start": seeded} if place.history else {},
+            "warehouse_file_system": warehouse_fs,
             "stack_up_s": round(stack_up_s, 1), "landing_s": round(landing_s, 1),
             "drain_s": round(drained_s, 1), "settled": record.settled(landed),
             "landed": {f"{s}/{e}": sum(r.source == s and r.expected == e for r in landed)

@@ -33,8 +33,9 @@ def test_a_warehouse_held_is_copied_in_filled_and_left_plain_in_out(tmp_path):
     (history / "energy_facts" / "part.parquet").write_bytes(b"x" * 3 * 2**20)
     out = tmp_path / "out"
     out.mkdir()
-    with soak.warehouse_file_system(_args(), history, out):
+    with soak.warehouse_file_system(_args(), history, out) as file_system:
         assert os.path.ismount(history)
+        assert file_system["tmpfs_mb"] == 3 + 4 and file_system["copy_in_s"] >= 0
         assert (history / "energy_facts" / "part.parquet").stat().st_size == 3 * 2**20
         (history / "accounting_daily").mkdir()
         (history / "accounting_daily" / "new.parquet").write_bytes(b"y" * 2**20)
@@ -88,6 +89,16 @@ def test_under_a_shared_mount_as_systemd_makes_them(tmp_path):
 def test_a_copy_left_by_an_earlier_run_is_refused_before_mounting(tmp_path):
     (tmp_path / ".warehouse-kept").mkdir()
     with pytest.raises(RuntimeError, match="left from an earlier run"), \
+            soak.warehouse_file_system(_args(), tmp_path / "warehouse", tmp_path):
+        pass
+    assert not os.path.ismount(tmp_path / "warehouse")
+
+
+def test_a_tmpfs_larger_than_the_memory_available_is_refused_before_mounting(tmp_path,
+                                                                            monkeypatch):
+    monkeypatch.setattr(soak.psutil, "virtual_memory",
+                        lambda: argparse.Namespace(available=3 * 2**20))
+    with pytest.raises(RuntimeError, match=r"4 MiB .* more than the 3 MiB"), \
             soak.warehouse_file_system(_args(), tmp_path / "warehouse", tmp_path):
         pass
     assert not os.path.ismount(tmp_path / "warehouse")
