@@ -6,6 +6,9 @@
   (``soak_record.FACT_SOURCES``), per ``--minutes`` of the landing (from its first landed
   entry) and over all of it, the count and the p50 / p95 / p99 seconds from landing to
   ``energy_facts`` and to ``accounting_daily`` (``soak_record.percentiles``);
+- from ``DIR/summary.json``'s faults, per fault, the good entries landed from
+  ``BEFORE_FAULT_S`` before it to its recovery (none after it if it never recovered: to the
+  landing's end), their count and p95 / max seconds to ``accounting_daily``;
 - from ``DIR/runs.csv``, per job (the automation's runs, ``__ASSET_JOB``, per the steps they
   ran, as their compute logs under ``DIR/stack/dagster_home/storage`` name them), the runs
   that started, and the p50 / p95 seconds from request to start and from start to end.
@@ -16,6 +19,7 @@ These are the per-period and per-job rows of benchmarks/README.md's soak tables.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
@@ -31,6 +35,9 @@ TIMES = ["landed_at", "in_facts_at", "in_accounting_at"]
 RUN_TIMES = ["created", "started", "ended"]
 #: The automation's runs (``dg.AutomationCondition``): told apart by the steps they ran.
 ASSET_JOB = "__ASSET_JOB"
+#: The entries a fault can have held: those landed from this long before it (in flight
+#: when it struck) to its recovery.
+BEFORE_FAULT_S = 120
 STEP_START = re.compile(r'STEP_START - Started execution of step "([^"]+)"')
 
 
@@ -48,6 +55,25 @@ def periods(landed: pd.DataFrame, minutes: float) -> list[tuple[str, int, dict, 
                      *(percentiles((part[column] - part["landed_at"]).dt.total_seconds()
                                    .dropna().tolist())
                        for column in ("in_facts_at", "in_accounting_at"))))
+    return rows
+
+
+def fault_windows(landed: pd.DataFrame, faults: list[dict]) -> list[tuple[str, int, dict]]:
+    """(fault as ``name@ISO time``, good entries it could have held, their to-accounting
+    percentiles) per fault of ``summary.json``: the entries of the sources with facts
+    landed from ``BEFORE_FAULT_S`` before it to its recovery (``recovery_s`` None: to the
+    last entry landed)."""
+    good = landed[(landed["expected"] == "ok") & landed["source"].isin(FACT_SOURCES)]
+    rows = []
+    for fault in faults:
+        at = pd.Timestamp(fault["at"])
+        end = (good["landed_at"].max() if fault["recovery_s"] is None
+               else at + pd.Timedelta(seconds=fault["recovery_s"]))
+        part = good[(good["landed_at"] >= at - pd.Timedelta(seconds=BEFORE_FAULT_S))
+                    & (good["landed_at"] <= end)]
+        rows.append((f"{fault['name']}@{fault['at']}", len(part), percentiles(
+            (part["in_accounting_at"] - part["landed_at"]).dt.total_seconds().dropna()
+            .tolist())))
     return rows
 
 
@@ -98,6 +124,14 @@ def main() -> None:
     for name, count, facts, accounting in periods(landed, args.minutes):
         print(f"| {name} | {count:,} | {_figures(facts, (50, 95, 99))} | "
               f"{_figures(accounting, (50, 95, 99))} |")
+    faults = json.loads((args.out / "summary.json").read_text())["faults"]
+    if faults:
+        print(f"\n| fault | good entries landed from {BEFORE_FAULT_S} s before it to its "
+              "recovery | -> accounting_daily p95 / max |")
+        for name, count, accounting in fault_windows(landed, faults):
+            figures = (f"{accounting['p95_s']:.0f} / {accounting['max_s']:.0f} s"
+                       if accounting["n"] else "-")
+            print(f"| {name} | {count:,} | {figures} |")
     runs = pd.read_csv(args.out / "runs.csv", parse_dates=RUN_TIMES)
     storage = args.out / "stack" / "dagster_home" / "storage"
     print("\n| job (steps) | runs | request -> start p50 / p95 | in the run p50 / p95 |")

@@ -4,7 +4,7 @@ from a ``landed.csv`` and a ``runs.csv`` made here, with known delays."""
 from __future__ import annotations
 
 import pandas as pd
-from soak_periods import ASSET_JOB, periods, run_phases
+from soak_periods import ASSET_JOB, fault_windows, periods, run_phases
 
 T0 = pd.Timestamp("2026-11-30 06:00", tz="UTC")
 SECOND = pd.Timedelta(seconds=1)
@@ -41,6 +41,26 @@ def test_the_delays_are_taken_per_period_of_the_landing_and_over_all_of_it():
     facts, accounting = rows[2][2], rows[2][3]
     assert (facts["n"], facts["p50_s"], accounting["n"], accounting["p50_s"]) == (
         4, 35.0, 3, 60.0)
+
+
+def test_a_faults_window_holds_the_entries_landed_from_two_minutes_before_to_its_recovery():
+    landed = _landed([
+        ("clustercockpit", "ok", 0, 10, 20),  # more than 120 s before the fault: out
+        ("geopm", "ok", 100, 30, 300),
+        ("clustercockpit", "bad", 150, None, None),  # bad: out
+        ("powerapi", "ok", 250, 50, 100),
+        ("gpu-benchmark", "ok", 330, 40, 50),  # after the recovery: out
+        ("clustercockpit", "ok", 400, 40, 60),
+    ])
+    at = (T0 + 200 * SECOND).isoformat()
+    [(name, count, accounting)] = fault_windows(
+        landed, [{"name": "postgres-stop", "at": at, "recovery_s": 120}])
+    assert (name, count) == (f"postgres-stop@{at}", 2)
+    assert (accounting["n"], accounting["max_s"]) == (2, 300.0)
+    # never recovered: every entry from 120 s before it to the last one landed
+    [(_, count, accounting)] = fault_windows(
+        landed, [{"name": "postgres-stop", "at": at, "recovery_s": None}])
+    assert (count, accounting["max_s"]) == (4, 300.0)
 
 
 def test_the_runs_are_taken_per_job_and_the_automations_per_the_steps_they_ran(tmp_path):
