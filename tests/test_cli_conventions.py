@@ -26,11 +26,12 @@ from pathlib import Path
 
 import psycopg2
 from postgres_server import free_port
+from taus_ddl import taus_ddl_schema
 
 from joulehouse.cli import COMMAND_MODULES, build_parser, main
 from joulehouse.commands.conventions import INTERNAL_ERROR, run
 from joulehouse.taudb.connect import masked_url, unavailable
-from joulehouse.taudb.schema import INDEXES, ddl, ddl_statements
+from joulehouse.taudb.schema import INDEXES
 
 PROJECT = Path(__file__).resolve().parent.parent
 EXAMPLE = PROJECT / "examples" / "gpu-data"
@@ -462,18 +463,11 @@ def _as_admin(url: str, *statements: str) -> list[tuple]:
         admin.close()
 
 
-def _taus_ddl_schema(url: str, schema: str, owner: str = "postgres") -> None:
-    """A schema made by TAU's DDL alone (no Joulehouse index), its tables owned by ``owner``."""
-    _as_admin(url, f"CREATE SCHEMA {schema} AUTHORIZATION {owner}",
-              f"SET LOCAL ROLE {owner}", f"SET LOCAL search_path = {schema}",
-              *ddl_statements(ddl("postgresql")))
-
-
 def test_init_exits_2_naming_each_index_it_could_not_build_and_what_to_do(postgres_url):
     """`taudb init` on a TAUdb whose timer_value a load holds: exit 2, one line naming the
     index and its table, the lock timeout and to run it again when loads are quiet; run
     again then, it builds it (whatever loads of the process met before) and exits 0."""
-    _taus_ddl_schema(postgres_url, "cli_busy")
+    taus_ddl_schema(postgres_url, "cli_busy")
     writer = psycopg2.connect(postgres_url)
     try:
         with writer.cursor() as cursor:
@@ -498,7 +492,7 @@ def test_init_as_a_role_not_owning_the_tables_says_to_grant_the_owners_role(post
     exit 2, one line naming all of Joulehouse's indexes with their tables, the error and
     the two ways out; granted the owner's role, the same command builds them."""
     _as_admin(postgres_url, "CREATE ROLE cli_tables_owner", "CREATE ROLE cli_tenant LOGIN")
-    _taus_ddl_schema(postgres_url, "cli_owned", owner="cli_tables_owner")
+    taus_ddl_schema(postgres_url, "cli_owned", owner="cli_tables_owner")
     _as_admin(postgres_url, "GRANT USAGE ON SCHEMA cli_owned TO cli_tenant",
               "GRANT ALL ON ALL TABLES IN SCHEMA cli_owned TO cli_tenant")
     tenant_url = postgres_url.replace("postgresql://postgres@", "postgresql://cli_tenant@")

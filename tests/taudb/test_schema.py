@@ -13,6 +13,7 @@ import pytest
 from backends import BACKENDS, place
 from psycopg2 import errors, sql
 from small_trial import small_trial
+from taus_ddl import taus_ddl_schema
 
 from joulehouse.taudb import connect as taudb_connect
 from joulehouse.taudb import schema as taudb_schema
@@ -257,18 +258,10 @@ def test_deleting_a_trial_reads_its_callpaths_through_the_index_not_every_trials
         assert index in with_index, with_index
 
 
-def _taus_ddl_schema(url: str, name: str) -> None:
-    """A PostgreSQL schema ``name`` made by TAU's DDL alone (no Joulehouse index)."""
-    with TaudbDatabase(url, name) as db, db.transaction() as cursor:
-        cursor.execute(f'CREATE SCHEMA "{name}"')
-        for statement in ddl_statements(ddl("postgresql")):
-            cursor.execute(statement)
-
-
 def test_threads_ensuring_the_indexes_at_once_each_load_only_once_they_are_built(postgres_url):
     """While one thread builds (held up here by another session holding the builders'
     advisory lock), a second waits for it rather than loading without the indexes."""
-    _taus_ddl_schema(postgres_url, "two_builders")
+    taus_ddl_schema(postgres_url, "two_builders")
     holder = psycopg2.connect(postgres_url)
     release = threading.Timer(1.0, holder.rollback)
     seen, failed = [], []
@@ -313,7 +306,7 @@ def test_a_lock_timeout_leaves_the_indexes_to_a_later_call_and_loads_go_on(
     index gives up after INDEX_LOCK_TIMEOUT rather than queueing every writer behind it,
     the others are made, a load meanwhile does not try again, and the first call 10 s
     later, once the writer is done, makes it."""
-    _taus_ddl_schema(postgres_url, "timed_out")
+    taus_ddl_schema(postgres_url, "timed_out")
     clock = _Clock()
     monkeypatch.setattr(taudb_schema, "retry_clock", clock)
     writer = psycopg2.connect(postgres_url)
@@ -365,7 +358,7 @@ def test_a_lock_timeout_that_recurs_is_tried_again_after_waits_doubling_up_to_te
     its wait is over (10 s, doubled after each failure in a row, at most 10 min), with one
     warning per try; the calls meanwhile try nothing. Once the writer is done, the first
     call after the wait makes the index."""
-    _taus_ddl_schema(postgres_url, "held_long")
+    taus_ddl_schema(postgres_url, "held_long")
     monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "50ms")  # the same error, sooner
     clock = _Clock()
     monkeypatch.setattr(taudb_schema, "retry_clock", clock)
@@ -403,7 +396,7 @@ def test_a_writer_locking_tables_in_another_order_never_waits_on_the_builder(
     writes primary_metadata (whose index is built first) goes on at once while the
     builder waits for timer_value, instead of waiting for the builder's SHARE lock on
     primary_metadata in a deadlock that PostgreSQL takes up to deadlock_timeout to break."""
-    _taus_ddl_schema(postgres_url, "other_order")
+    taus_ddl_schema(postgres_url, "other_order")
     # the builder waits for timer_value until the writer commits (a loaded machine may see
     # its wait late): the order is what is tested here, not the timeout
     monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "60s")
@@ -442,7 +435,7 @@ def test_a_build_held_up_on_one_taudb_never_holds_a_load_of_another(postgres_url
     not made sure of yet) builds that one's indexes and loads: the process's lock and the
     builders' advisory lock are each TAUdb's own."""
     for schema in ("held_up", "not_held"):
-        _taus_ddl_schema(postgres_url, schema)
+        taus_ddl_schema(postgres_url, schema)
     monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "60s")  # held up until released
     writer = psycopg2.connect(postgres_url)
     done: dict[str, object] = {}
@@ -477,7 +470,7 @@ def test_a_failure_the_next_load_would_meet_again_is_not_retried(postgres_url, c
     """A statement timeout (as a production role may set; here met while a writer holds
     timer_value) would come back after each load's build, holding its table meanwhile:
     logged once, not "tried again", the database marked done."""
-    _taus_ddl_schema(postgres_url, "timing_out")
+    taus_ddl_schema(postgres_url, "timing_out")
     monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "60s")  # the statement's first
     writer = psycopg2.connect(postgres_url)
     try:
@@ -506,7 +499,7 @@ def test_a_read_only_database_is_said_once_and_not_tried_again(postgres_url, cap
     them over a read-write connection, and not tried again in this process, however long
     after."""
     schema = f"read_only_{made_read_only}"
-    _taus_ddl_schema(postgres_url, schema)
+    taus_ddl_schema(postgres_url, schema)
     url = postgres_url
     if made_read_only == "role":
         with psycopg2.connect(postgres_url) as admin, admin.cursor() as cursor:
