@@ -35,7 +35,9 @@ from importlib.resources import files
 
 from joulehouse.taudb.connect import (
     DRIVER_ERRORS,
+    INDEX_LOCK_CLASS,
     POSTGRESQL,
+    SCHEMA_LOCK,
     TaudbDatabase,
     TaudbUnavailable,
     masked_url,
@@ -53,8 +55,6 @@ SQLITE_REWRITES = [
     (re.compile(r"\bCREATE OR REPLACE VIEW\b"), "CREATE VIEW"),
 ]
 _COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
-# Serialises concurrent first uses on one PostgreSQL database (any constant).
-_ADVISORY_LOCK = 0x7A0DB
 #: Joulehouse's index for looking trials up by a primary metadata value (a source key).
 LOOKUP_INDEX = "joulehouse_primary_metadata_name_value"
 #: Joulehouse's own indexes, name -> ``table (columns)``; none is in TAU's DDL. After the
@@ -78,10 +78,9 @@ INDEXES = {
     "joulehouse_analysis_settings_trial": "analysis_settings (trial)",  # -> trial, CASCADE
     "joulehouse_analysis_settings_metric": "analysis_settings (metric)",  # -> metric, CASCADE
 }
-# Serialises the index builds of one TAUdb across sessions: a two-key advisory lock (apart
-# from the one-key _ADVISORY_LOCK), its second key the OID of the schema holding the
-# tables, so that a build in another schema of the same PostgreSQL database never waits.
-_INDEX_LOCK_CLASS = 0x6A68  # "jh"
+# Serialises the index builds of one TAUdb across sessions (INDEX_LOCK_CLASS), keyed by the
+# OID of the schema holding the tables, so that a build in another schema of the same
+# PostgreSQL database never waits.
 _LOCK_INDEXES = ("SELECT pg_advisory_xact_lock(%s, (SELECT oid FROM pg_namespace "
                  "WHERE nspname = current_schema())::int)")
 #: How long building one index waits for its table's lock before it gives up (to be tried
@@ -189,7 +188,7 @@ def create_schema(db: TaudbDatabase) -> bool:
     :func:`build_indexes`' business."""
     with db.transaction() as cursor:
         if db.backend == POSTGRESQL:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             if db.schema is not None:
                 # Checked first: CREATE SCHEMA IF NOT EXISTS still needs CREATE
                 # on the database, which a role given a ready schema may lack.
@@ -337,7 +336,7 @@ def _build_missing(db: TaudbDatabase) -> IndexFailure | None:
             try:
                 with db.transaction() as cursor:
                     if db.backend == POSTGRESQL:
-                        cursor.execute(_LOCK_INDEXES, (_INDEX_LOCK_CLASS,))
+                        cursor.execute(_LOCK_INDEXES, (INDEX_LOCK_CLASS,))
                         # after the advisory lock: a second builder waits for the first
                         cursor.execute(f"SET LOCAL lock_timeout = '{INDEX_LOCK_TIMEOUT}'")
                     cursor.execute(create_index(name))

@@ -17,10 +17,9 @@ from taus_ddl import taus_ddl_schema
 
 from joulehouse.taudb import connect as taudb_connect
 from joulehouse.taudb import schema as taudb_schema
-from joulehouse.taudb.connect import TaudbDatabase
+from joulehouse.taudb.connect import INDEX_LOCK_CLASS, TaudbDatabase
 from joulehouse.taudb.loader import _DELETES, list_trials, load_prepared, load_trial, prepare_trial
 from joulehouse.taudb.schema import (
-    _INDEX_LOCK_CLASS,
     _LOCK_INDEXES,
     INDEXES,
     _builds_of,
@@ -277,7 +276,7 @@ def test_threads_ensuring_the_indexes_at_once_each_load_only_once_they_are_built
     try:
         with holder.cursor() as cursor:
             cursor.execute("SET search_path = two_builders")
-            cursor.execute(_LOCK_INDEXES, (_INDEX_LOCK_CLASS,))
+            cursor.execute(_LOCK_INDEXES, (INDEX_LOCK_CLASS,))
         threads = [threading.Thread(target=build) for _ in range(2)]
         release.start()
         for thread in threads:
