@@ -78,11 +78,13 @@ INDEXES = {
     "joulehouse_analysis_settings_trial": "analysis_settings (trial)",  # -> trial, CASCADE
     "joulehouse_analysis_settings_metric": "analysis_settings (metric)",  # -> metric, CASCADE
 }
-# Serialises the index builds of one TAUdb across sessions (INDEX_LOCK_CLASS), keyed by the
-# OID of the schema holding the tables, so that a build in another schema of the same
-# PostgreSQL database never waits.
-_LOCK_INDEXES = ("SELECT pg_advisory_xact_lock(%s, (SELECT oid FROM pg_namespace "
-                 "WHERE nspname = current_schema())::int)")
+# Serialises the index builds of one TAUdb across sessions: INDEX_LOCK_CLASS and the OID of
+# the schema holding the table indexed (%s: its name, found as the index's statement finds
+# it), so that a build in another schema of the same PostgreSQL database never waits. Not
+# current_schema(): through a search_path such as "$user", public, a role with an empty
+# schema of its own would find the tables in public under another key.
+_LOCK_INDEXES = ("SELECT pg_advisory_xact_lock(%s, (SELECT relnamespace FROM pg_class "
+                 "WHERE oid = %s::regclass)::int)")
 #: How long building one index waits for its table's lock before it gives up (to be tried
 #: again at a later load): shorter than PostgreSQL's ``deadlock_timeout`` (1 s by
 #: default), and a waiting CREATE INDEX would hold up every writer queued behind it.
@@ -135,6 +137,11 @@ retry_clock: Callable[[], float] = time.monotonic
 def create_index(name: str) -> str:
     """The statement creating one of :data:`INDEXES` unless it exists."""
     return f"CREATE INDEX IF NOT EXISTS {name} ON {INDEXES[name]}"
+
+
+def _table_of(name: str) -> str:
+    """The table of one of :data:`INDEXES`."""
+    return INDEXES[name].split(" ", 1)[0]
 
 
 def ddl(backend: str) -> str:
@@ -336,7 +343,7 @@ def _build_missing(db: TaudbDatabase) -> IndexFailure | None:
             try:
                 with db.transaction() as cursor:
                     if db.backend == POSTGRESQL:
-                        cursor.execute(_LOCK_INDEXES, (INDEX_LOCK_CLASS,))
+                        cursor.execute(_LOCK_INDEXES, (INDEX_LOCK_CLASS, _table_of(name)))
                         # after the advisory lock: a second builder waits for the first
                         cursor.execute(f"SET LOCAL lock_timeout = '{INDEX_LOCK_TIMEOUT}'")
                     cursor.execute(create_index(name))

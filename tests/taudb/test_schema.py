@@ -13,7 +13,7 @@ import pytest
 from backends import BACKENDS, place
 from psycopg2 import errors, sql
 from small_trial import small_trial
-from taus_ddl import taus_ddl_schema
+from taudb_postgres import as_admin, taus_ddl_schema
 
 from joulehouse.taudb import connect as taudb_connect
 from joulehouse.taudb import schema as taudb_schema
@@ -148,10 +148,11 @@ def taus_ddl_alone(request, tmp_path):
         yield db
 
 
-def _index_names(db: TaudbDatabase) -> set[str]:
+def _index_names(db: TaudbDatabase, schema: str | None = None) -> set[str]:
+    """The indexes of ``db``'s TAUdb, on PostgreSQL those in ``schema`` (default: db's)."""
     if db.backend == "postgresql":
         return {row[0] for row in db.query(
-            "SELECT indexname FROM pg_indexes WHERE schemaname = ?", (db.schema,))}
+            "SELECT indexname FROM pg_indexes WHERE schemaname = ?", (schema or db.schema,))}
     return {row[0] for row in db.query("SELECT name FROM sqlite_master WHERE type = 'index'")}
 
 
@@ -276,7 +277,7 @@ def test_threads_ensuring_the_indexes_at_once_each_load_only_once_they_are_built
     try:
         with holder.cursor() as cursor:
             cursor.execute("SET search_path = two_builders")
-            cursor.execute(_LOCK_INDEXES, (INDEX_LOCK_CLASS,))
+            cursor.execute(_LOCK_INDEXES, (INDEX_LOCK_CLASS, "primary_metadata"))
         threads = [threading.Thread(target=build) for _ in range(2)]
         release.start()
         for thread in threads:
@@ -337,18 +338,25 @@ def test_a_lock_timeout_leaves_the_indexes_to_a_later_call_and_loads_go_on(
         writer.close()
 
 
-def _wait_until_a_session_waits_for(cursor, schema: str, table: str) -> None:
-    """Return once a session waits for a lock on ``schema.table`` (read from pg_locks with
-    ``cursor``); fail after 10 s, a bound, not a timing."""
+def _wait_until_a_session_waits(cursor, lock: str, params: tuple = ()) -> None:
+    """Return once a session waits for a lock that ``lock`` (a condition on pg_locks ``l``)
+    picks, read with ``cursor``; fail after 10 s, a bound, not a timing."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        cursor.execute("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
-                       "WHERE NOT l.granted AND c.relname = %s "
-                       "AND c.relnamespace = %s::regnamespace", (table, schema))
+        cursor.execute(f"SELECT count(*) FROM pg_locks l WHERE NOT l.granted AND {lock}", params)
         if cursor.fetchone()[0]:
             return
         time.sleep(0.01)
-    pytest.fail(f"no session waited for {schema}.{table}")
+    pytest.fail(f"no session waited for a lock where {lock} {params}")
+
+
+def _wait_until_a_session_waits_for(cursor, schema: str, table: str) -> None:
+    """Return once a session waits for a lock on ``schema.table``."""
+    _wait_until_a_session_waits(cursor, "l.relation = %s::regclass", (f"{schema}.{table}",))
+
+
+#: A builders' lock (pg_locks ``l``): classid and objid are its two keys.
+_BUILDERS_LOCK = f"l.locktype = 'advisory' AND l.objsubid = 2 AND l.classid = {INDEX_LOCK_CLASS}"
 
 
 def test_a_lock_timeout_that_recurs_is_tried_again_after_waits_doubling_up_to_ten_minutes(
@@ -462,6 +470,45 @@ def test_a_build_held_up_on_one_taudb_never_holds_a_load_of_another(postgres_url
         held.join(30)
         writer.close()
     assert done["held_up"] is None
+
+
+def test_builders_whose_search_paths_differ_take_turns_on_the_schema_of_the_tables(
+        postgres_url):
+    """Without a schema option each role finds the tables through its search_path, here
+    ``"$user", searched`` with the TAUdb in ``searched``: alice, who has an empty schema of
+    her own (her current_schema()), holding the builders' lock, bob's builder waits for her
+    (the lock is keyed by the schema holding the tables), then builds."""
+    roles = ("searched_alice", "searched_bob")
+    as_admin(postgres_url, *(statement for role in roles for statement in (
+        f"CREATE ROLE {role} LOGIN", f'ALTER ROLE {role} SET search_path = "$user", searched')))
+    taus_ddl_schema(postgres_url, "searched", owner="searched_bob")
+    as_admin(postgres_url, "CREATE SCHEMA searched_alice AUTHORIZATION searched_alice",
+              "GRANT USAGE ON SCHEMA searched TO searched_alice")
+    alice_url, bob_url = (postgres_url.replace("postgresql://postgres@", f"postgresql://{role}@")
+                          for role in roles)
+    alice = psycopg2.connect(alice_url)
+    done = []
+
+    def build() -> None:
+        with TaudbDatabase(bob_url) as bob:
+            ensure_indexes(bob)
+            done.append(set(INDEXES) <= _index_names(bob, "searched"))
+
+    bob_builds = threading.Thread(target=build)
+    try:
+        with alice.cursor() as cursor:
+            cursor.execute("SELECT current_schema()")
+            assert cursor.fetchone() == ("searched_alice",)
+            cursor.execute(_LOCK_INDEXES, (INDEX_LOCK_CLASS, "primary_metadata"))
+            bob_builds.start()
+            _wait_until_a_session_waits(cursor, _BUILDERS_LOCK)
+            assert done == []
+        alice.rollback()
+        bob_builds.join(30)
+        assert done == [True]
+    finally:
+        alice.close()
+        bob_builds.join(30)
 
 
 def test_a_failure_the_next_load_would_meet_again_is_not_retried(postgres_url, caplog,
