@@ -123,6 +123,10 @@ _OTHER = _FailureKind(False, f"run {_INIT} again once that is mended")
 _PG_KINDS = {"55P03": _BUSY, "40P01": _BUSY, "40001": _BUSY, None: _LOST,
              "42501": _NO_RIGHT, "25006": _READ_ONLY, "57014": _CANCELLED, "53100": _DISK_FULL}
 _SQLITE_KINDS = {5: _BUSY, 6: _BUSY, 8: _READ_ONLY, 13: _DISK_FULL}  # primary result codes
+# What PostgreSQL's CREATE INDEX IF NOT EXISTS meets when another session (an older
+# Joulehouse, an operator) makes the same index at the same time: unique_violation on its
+# catalog (pg_class_relname_nsp_index) once that session commits, or duplicate_table.
+_BUILT_BY_ANOTHER = {"23505", "42P07"}
 #: After such a failure a database's indexes are tried again at its first load at least
 #: this long after (seconds), each further failure in a row doubling the wait up to
 #: :data:`INDEX_RETRY_MAX_S` (10 s, 20 s, 40 s ... 10 min): a table that stays locked
@@ -273,7 +277,8 @@ def ensure_indexes(db: TaudbDatabase) -> None:
     holds one table while waiting for another, so it cannot deadlock with a writer
     (another thread, an older Joulehouse, TAU's loader) whatever order that one locks
     tables in, and it is the builder that gives up, never a load (on PostgreSQL; SQLite's
-    ``BEGIN IMMEDIATE`` waits for its database's one write lock). Indexes made stay made.
+    ``BEGIN IMMEDIATE`` waits for its database's one write lock). Indexes made stay made,
+    those another session makes meanwhile too (its race with this one is no failure).
     A failure a later load may not meet (a lock timeout, a deadlock, a connection lost)
     is logged, and the first call at least :data:`INDEX_RETRY_FIRST_S` later tries again,
     the wait doubling after each failure in a row up to :data:`INDEX_RETRY_MAX_S` (the
@@ -347,17 +352,28 @@ def _build_missing(db: TaudbDatabase) -> IndexFailure | None:
                         # after the advisory lock: a second builder waits for the first
                         cursor.execute(f"SET LOCAL lock_timeout = '{INDEX_LOCK_TIMEOUT}'")
                     cursor.execute(create_index(name))
-                missing.remove(name)
             except DRIVER_ERRORS as failed:
-                error = failed
-                if not _failure_kind(failed).again:
-                    break  # the others would fail alike
+                if not _built_by_another(db, name, failed):
+                    error = failed
+                    if not _failure_kind(failed).again:
+                        break  # the others would fail alike
+                    continue
+            missing.remove(name)
     except DRIVER_ERRORS as failed:
         error = failed
     if error is None:
         return None
     return IndexFailure(None if missing is None else tuple(missing),
                         str(error).strip().splitlines()[0], _failure_kind(error))
+
+
+def _built_by_another(db: TaudbDatabase, name: str, error: Exception) -> bool:
+    """Whether building index ``name`` failed with ``error`` because another session built
+    it meanwhile (:data:`_BUILT_BY_ANOTHER`), the index now there."""
+    if getattr(error, "pgcode", None) not in _BUILT_BY_ANOTHER:
+        return False
+    with db.transaction() as cursor:
+        return _index_present(db, cursor, name)
 
 
 def _failure_kind(error: Exception) -> _FailureKind:

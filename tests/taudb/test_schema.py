@@ -22,6 +22,7 @@ from joulehouse.taudb.loader import _DELETES, list_trials, load_prepared, load_t
 from joulehouse.taudb.schema import (
     _LOCK_INDEXES,
     INDEXES,
+    LOOKUP_INDEX,
     _builds_of,
     _failure_kind,
     create_index,
@@ -509,6 +510,40 @@ def test_builders_whose_search_paths_differ_take_turns_on_the_schema_of_the_tabl
     finally:
         alice.close()
         bob_builds.join(30)
+
+
+def test_a_builder_that_another_session_beats_to_an_index_goes_on(postgres_url, caplog,
+                                                                     monkeypatch):
+    """Another session (an older Joulehouse, an operator) creating the lookup index, not yet
+    committed: the builder's CREATE INDEX IF NOT EXISTS waits for its commit and then fails
+    on PostgreSQL's catalog (unique_violation, 23505). The index is there: the builder
+    makes the others, logging nothing."""
+    taus_ddl_schema(postgres_url, "raced")
+    monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "60s")  # waits for the commit
+    other = psycopg2.connect(postgres_url)
+    settled = []
+
+    def build() -> None:
+        with TaudbDatabase(postgres_url, "raced") as own:
+            ensure_indexes(own)
+            settled.append(_builds_of(own).settled)
+
+    builder = threading.Thread(target=build)
+    try:
+        with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"):
+            with other.cursor() as cursor:
+                cursor.execute("SET search_path = raced")
+                cursor.execute(create_index(LOOKUP_INDEX))
+                builder.start()
+                _wait_until_a_session_waits(cursor, "l.locktype = 'transactionid'")
+            other.commit()
+            builder.join(30)
+    finally:
+        other.close()
+    assert settled == [True]
+    assert [record.getMessage() for record in caplog.records] == []
+    with TaudbDatabase(postgres_url, "raced") as db:
+        assert set(INDEXES) <= _index_names(db)
 
 
 def test_a_failure_the_next_load_would_meet_again_is_not_retried(postgres_url, caplog,
