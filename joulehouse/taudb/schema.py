@@ -277,7 +277,9 @@ def ensure_indexes(db: TaudbDatabase) -> None:
     holds one table while waiting for another, so it cannot deadlock with a writer
     (another thread, an older Joulehouse, TAU's loader) whatever order that one locks
     tables in, and it is the builder that gives up, never a load (on PostgreSQL; SQLite's
-    ``BEGIN IMMEDIATE`` waits for its database's one write lock). Indexes made stay made,
+    ``BEGIN IMMEDIATE`` waits for the file's one write lock as a load does,
+    ``SQLITE_LOCK_WAIT_S``, and the try ends at the first index it fails, the others
+    waiting as long in vain). Indexes made stay made,
     those another session makes meanwhile too (its race with this one is no failure).
     A failure a later load may not meet (a lock timeout, a deadlock, a connection lost)
     is logged, and the first call at least :data:`INDEX_RETRY_FIRST_S` later tries again,
@@ -355,8 +357,11 @@ def _build_missing(db: TaudbDatabase) -> IndexFailure | None:
             except DRIVER_ERRORS as failed:
                 if not _built_by_another(db, name, failed):
                     error = failed
-                    if not _failure_kind(failed).again:
-                        break  # the others would fail alike
+                    if not _failure_kind(failed).again or db.backend != POSTGRESQL:
+                        # the others would fail alike; on SQLite a conflict too: its write
+                        # lock is the whole file's, which each BEGIN IMMEDIATE would wait
+                        # SQLITE_LOCK_WAIT_S for (a later try makes them)
+                        break
                     continue
             missing.remove(name)
     except DRIVER_ERRORS as failed:

@@ -610,6 +610,15 @@ def test_a_read_only_database_is_said_once_and_not_tried_again(postgres_url, cap
         assert message.endswith("; not tried again in this process")
 
 
+def _sqlite_taus_ddl(path) -> str:
+    """The URL of a SQLite file ``path`` made by TAU's DDL alone."""
+    url = f"sqlite:///{path}"
+    with TaudbDatabase(url) as made, made.transaction() as cursor:
+        for statement in ddl_statements(ddl("sqlite")):
+            cursor.execute(statement)
+    return url
+
+
 def test_a_sqlite_file_another_connection_writes_is_tried_again_after_the_wait(
         tmp_path, caplog, monkeypatch):
     """SQLite's BUSY: a second connection holds the file's write lock (as another process's
@@ -617,10 +626,7 @@ def test_a_sqlite_file_another_connection_writes_is_tried_again_after_the_wait(
     not even checked, the warning says so and when they are tried again, and the first call
     after that wait, the lock released, builds them."""
     path = tmp_path / "taudb.sqlite"
-    url = f"sqlite:///{path}"
-    with TaudbDatabase(url) as made, made.transaction() as cursor:
-        for statement in ddl_statements(ddl("sqlite")):  # TAU's DDL alone
-            cursor.execute(statement)
+    url = _sqlite_taus_ddl(path)
     monkeypatch.setattr(taudb_connect, "SQLITE_LOCK_WAIT_S", 0.0)
     clock = _Clock()
     monkeypatch.setattr(taudb_schema, "retry_clock", clock)
@@ -637,6 +643,45 @@ def test_a_sqlite_file_another_connection_writes_is_tried_again_after_the_wait(
                 "taudb init` again when loads are quiet (without them trials are looked up by "
                 "their source key with a scan and replacing a trial scans tables of every "
                 "stored trial); tried again at the first load 10 s later")]
+            other.execute("ROLLBACK")
+            clock.now = 10.0
+            ensure_indexes(db)
+            assert set(INDEXES) <= _index_names(db)
+            assert _builds_of(db).settled and len(caplog.records) == 1
+    finally:
+        other.close()
+
+
+def test_a_sqlite_file_locked_once_checked_ends_the_try_at_the_first_index(
+        tmp_path, caplog, monkeypatch):
+    """SQLite's write lock is the whole file's: a second connection taking it once the
+    indexes are checked (as a load starting then does), the first index's BEGIN IMMEDIATE
+    waits SQLITE_LOCK_WAIT_S (none here) and fails BUSY, and the try ends there instead of
+    each other index waiting as long; the first call after the retry wait builds them."""
+    path = tmp_path / "taudb.sqlite"
+    url = _sqlite_taus_ddl(path)
+    monkeypatch.setattr(taudb_connect, "SQLITE_LOCK_WAIT_S", 0.0)
+    clock = _Clock()
+    monkeypatch.setattr(taudb_schema, "retry_clock", clock)
+    other = sqlite3.connect(path, isolation_level=None)
+    begun = []  # this connection's BEGIN IMMEDIATE, each waiting for the write lock
+
+    def lock_at_the_first_build(statement: str) -> None:
+        if statement == "BEGIN IMMEDIATE":
+            begun.append(statement)
+            if len(begun) == 2:  # the first index's, after the check's
+                other.execute("BEGIN IMMEDIATE")
+
+    try:
+        with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
+                TaudbDatabase(url) as db:
+            db.connection.set_trace_callback(lock_at_the_first_build)
+            ensure_indexes(db)
+            assert len(begun) == 2
+            assert not _builds_of(db).settled
+            message = caplog.records[-1].getMessage()
+            assert [name for name in INDEXES if f" {name} on " not in message] == []
+            assert ": database is locked; " in message
             other.execute("ROLLBACK")
             clock.now = 10.0
             ensure_indexes(db)
