@@ -494,8 +494,9 @@ def test_init_as_a_role_not_owning_the_tables_says_to_grant_the_owners_role(post
     assert line.endswith(
         ": must be owner of table primary_metadata; only a table's owner may index it: run "
         "`joulehouse taudb init` as the role owning TAU's tables, or grant that role to this "
-        "one (GRANT owner TO role) (without them trials are looked up by their source key "
-        "with a scan and replacing a trial scans tables of every stored trial)")
+        'one: GRANT "cli_tables_owner" TO "cli_tenant" (without them trials are looked up by '
+        "their source key with a scan and replacing a trial scans tables of every stored "
+        "trial)")
     as_admin(postgres_url, "GRANT cli_tables_owner TO cli_tenant")
     result = joulehouse("taudb", "init", tenant_url, "--schema", "cli_owned")
     assert (result.returncode, result.stderr) == (0, "")

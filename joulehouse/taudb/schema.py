@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
 
+from psycopg2.extensions import quote_ident
+
 from joulehouse.taudb.connect import (
     DRIVER_ERRORS,
     INDEX_LOCK_CLASS,
@@ -105,9 +107,10 @@ _BUSY = _FailureKind(True, "other sessions were writing these tables (loads, TAU
                      f"run {_INIT} again when loads are quiet")
 _LOST = _FailureKind(True, f"the connection was lost: run {_INIT} again once the database "
                      "is reachable")
+# followed, where they can be read, by the statement granting it (_no_right_on)
 _NO_RIGHT = _FailureKind(False, "only a table's owner may index it: run "
                          f"{_INIT} as the role owning TAU's tables, or grant that role to "
-                         "this one (GRANT owner TO role)")
+                         "this one")
 _READ_ONLY = _FailureKind(False, "the database is read-only to this connection (a read-only "
                           f"role, session or file, a standby server): run {_INIT} with a "
                           "read-write connection to the primary")
@@ -342,6 +345,7 @@ def _build_missing(db: TaudbDatabase) -> IndexFailure | None:
     (see :func:`ensure_indexes`); why some are still missing, None when none is."""
     missing: list[str] | None = None  # None: not known yet
     error: Exception | None = None
+    failed_on: str | None = None  # the index whose build met error
     try:
         with db.transaction() as cursor:
             # checked first: IF NOT EXISTS needs owning the table
@@ -356,7 +360,7 @@ def _build_missing(db: TaudbDatabase) -> IndexFailure | None:
                     cursor.execute(create_index(name))
             except DRIVER_ERRORS as failed:
                 if not _built_by_another(db, name, failed):
-                    error = failed
+                    error, failed_on = failed, name
                     if not _failure_kind(failed).again or db.backend != POSTGRESQL:
                         # the others would fail alike; on SQLite a conflict too: its write
                         # lock is the whole file's, which each BEGIN IMMEDIATE would wait
@@ -368,8 +372,25 @@ def _build_missing(db: TaudbDatabase) -> IndexFailure | None:
         error = failed
     if error is None:
         return None
+    kind = _failure_kind(error)
+    if kind is _NO_RIGHT and failed_on is not None:
+        kind = _no_right_on(db, failed_on)
     return IndexFailure(None if missing is None else tuple(missing),
-                        str(error).strip().splitlines()[0], _failure_kind(error))
+                        str(error).strip().splitlines()[0], kind)
+
+
+def _no_right_on(db: TaudbDatabase, name: str) -> _FailureKind:
+    """:data:`_NO_RIGHT`, its advice followed by the statement granting the role owning the
+    table of index ``name`` to this session's role (PostgreSQL); as it is when they cannot
+    be read."""
+    try:
+        with db.transaction() as cursor:
+            cursor.execute("SELECT pg_get_userbyid(relowner), current_user FROM pg_class "
+                           "WHERE oid = %s::regclass", (_table_of(name),))
+            owner, user = (quote_ident(role, cursor) for role in cursor.fetchone())
+    except DRIVER_ERRORS:
+        return _NO_RIGHT
+    return _FailureKind(False, f"{_NO_RIGHT.advice}: GRANT {owner} TO {user}")
 
 
 def _built_by_another(db: TaudbDatabase, name: str, error: Exception) -> bool:
