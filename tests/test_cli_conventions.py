@@ -453,7 +453,7 @@ def test_libpq_options_in_the_url_are_merged_and_conflicting_keys_refused(postgr
 
 def test_init_exits_2_naming_each_index_it_could_not_build_and_what_to_do(postgres_url):
     """`taudb init` on a TAUdb whose timer_value a load holds: exit 2, one line naming the
-    index and its table, the lock timeout and to run it again when loads are quiet; run
+    index and its table, the lock timeout and to run it when loads are quiet; run
     again then, it builds it (whatever loads of the process met before) and exits 0."""
     taus_ddl_schema(postgres_url, "cli_busy")
     writer = psycopg2.connect(postgres_url)
@@ -465,7 +465,7 @@ def test_init_exits_2_naming_each_index_it_could_not_build_and_what_to_do(postgr
         assert one_error_line(result) == (
             f"{postgres_url}: Joulehouse's indexes not built: joulehouse_timer_value_metric "
             "on timer_value (metric): canceling statement due to lock timeout; other sessions "
-            "were writing these tables (loads, TAU's tools): run `joulehouse taudb init` again "
+            "were writing these tables (loads, TAU's tools): run `joulehouse taudb init` "
             "when loads are quiet (without them replacing a trial scans tables of every "
             "stored trial)")
         writer.rollback()

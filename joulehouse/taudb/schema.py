@@ -102,11 +102,13 @@ class _FailureKind:
     advice: str
 
 
+# Each advice suits `joulehouse taudb init`'s message and a load's warning alike (an operator
+# reading the latter may never have run it); the warning adds whether it is tried again.
 _INIT = "`joulehouse taudb init`"
 _BUSY = _FailureKind(True, "other sessions were writing these tables (loads, TAU's tools): "
-                     f"run {_INIT} again when loads are quiet")
-_LOST = _FailureKind(True, f"the connection was lost: run {_INIT} again once the database "
-                     "is reachable")
+                     f"run {_INIT} when loads are quiet")
+_LOST = _FailureKind(True, f"the connection was lost: run {_INIT} once the database is "
+                     "reachable")
 # followed, where they can be read, by the statement granting it (_no_right_on)
 _NO_RIGHT = _FailureKind(False, "only a table's owner may index it: run "
                          f"{_INIT} as the role owning TAU's tables, or grant that role to "
@@ -115,10 +117,10 @@ _READ_ONLY = _FailureKind(False, "the database is read-only to this connection (
                           f"role, session or file, a standby server): run {_INIT} with a "
                           "read-write connection to the primary")
 _CANCELLED = _FailureKind(False, "the build was cancelled (a statement timeout, an operator): "
-                          f"run {_INIT} again without statement_timeout "
+                          f"run {_INIT} without statement_timeout "
                           "(PGOPTIONS='-c statement_timeout=0')")
-_DISK_FULL = _FailureKind(False, f"the disk is full: free space, then run {_INIT} again")
-_OTHER = _FailureKind(False, f"run {_INIT} again once that is mended")
+_DISK_FULL = _FailureKind(False, f"the disk is full: free space, then run {_INIT}")
+_OTHER = _FailureKind(False, f"run {_INIT} once that is mended")
 # Failures that a later load may not meet, tried again then: PostgreSQL's lock_not_available
 # (the lock timeout), deadlock_detected, serialization_failure, and a connection lost (no
 # code); SQLite's BUSY and LOCKED. Any other is not tried again in this process: it would
@@ -302,9 +304,9 @@ def ensure_indexes(db: TaudbDatabase) -> None:
         failure = _build_missing(db)
         retry_after_s = builds.note(failure, retry_clock())
     if failure is not None:
-        when = ("not tried again in this process" if retry_after_s is None else
-                f"tried again at the first load {retry_after_s:g} s later")
-        log.warning("TAUdb %s: %s; %s", masked_url(db.url), failure.describe(), when)
+        when = ("; not tried again in this process" if retry_after_s is None else
+                f", or wait: it is tried again at the first load {retry_after_s:g} s later")
+        log.warning("TAUdb %s: %s", masked_url(db.url), failure.describe(when))
 
 
 def build_indexes(db: TaudbDatabase) -> IndexFailure | None:
@@ -329,15 +331,16 @@ class IndexFailure:
     error: str
     kind: _FailureKind
 
-    def describe(self) -> str:
+    def describe(self, when: str = "") -> str:
         """One line for an operator: each index missing and its table, the error, what to
-        do, and what lacking them costs."""
+        do (followed by ``when``: whether and when a load tries again), and what lacking
+        them costs."""
         if self.missing is None:
             what = "Joulehouse's indexes not checked"
         else:
             what = "Joulehouse's indexes not built: " + ", ".join(
                 f"{name} on {INDEXES[name]}" for name in self.missing)
-        return f"{what}: {self.error}; {self.kind.advice} ({_without(self.missing)})"
+        return f"{what}: {self.error}; {self.kind.advice}{when} ({_without(self.missing)})"
 
 
 def _build_missing(db: TaudbDatabase) -> IndexFailure | None:
