@@ -259,12 +259,32 @@ def test_deleting_a_trial_reads_its_callpaths_through_the_index_not_every_trials
         assert index in with_index, with_index
 
 
+def _wait_until_a_session_waits(cursor, lock: str, params: tuple = ()) -> None:
+    """Return once a session waits for a lock that ``lock`` (a condition on pg_locks ``l``)
+    picks, read with ``cursor``; fail after 10 s, a bound, not a timing."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        cursor.execute(f"SELECT count(*) FROM pg_locks l WHERE NOT l.granted AND {lock}", params)
+        if cursor.fetchone()[0]:
+            return
+        time.sleep(0.01)
+    pytest.fail(f"no session waited for a lock where {lock} {params}")
+
+
+def _wait_until_a_session_waits_for(cursor, schema: str, table: str) -> None:
+    """Return once a session waits for a lock on ``schema.table``."""
+    _wait_until_a_session_waits(cursor, "l.relation = %s::regclass", (f"{schema}.{table}",))
+
+
+#: A builders' lock (pg_locks ``l``): classid and objid are its two keys.
+_BUILDERS_LOCK = f"l.locktype = 'advisory' AND l.objsubid = 2 AND l.classid = {INDEX_LOCK_CLASS}"
+
+
 def test_threads_ensuring_the_indexes_at_once_each_load_only_once_they_are_built(postgres_url):
     """While one thread builds (held up here by another session holding the builders'
     advisory lock), a second waits for it rather than loading without the indexes."""
     taus_ddl_schema(postgres_url, "two_builders")
     holder = psycopg2.connect(postgres_url)
-    release = threading.Timer(1.0, holder.rollback)
     seen, failed = [], []
 
     def build() -> None:
@@ -275,18 +295,19 @@ def test_threads_ensuring_the_indexes_at_once_each_load_only_once_they_are_built
         except Exception as error:  # noqa: BLE001 - reported below
             failed.append(error)
 
+    threads = [threading.Thread(target=build) for _ in range(2)]
     try:
         with holder.cursor() as cursor:
             cursor.execute("SET search_path = two_builders")
             cursor.execute(_LOCK_INDEXES, (INDEX_LOCK_CLASS, "primary_metadata"))
-        threads = [threading.Thread(target=build) for _ in range(2)]
-        release.start()
-        for thread in threads:
-            thread.start()
+            for thread in threads:
+                thread.start()
+            _wait_until_a_session_waits(cursor, _BUILDERS_LOCK)  # one builds, held up
+            assert seen == []
+        holder.rollback()
         for thread in threads:
             thread.join(30)
     finally:
-        release.cancel()
         holder.close()
     assert failed == [] and seen == [True, True]
 
@@ -337,27 +358,6 @@ def test_a_lock_timeout_leaves_the_indexes_to_a_later_call_and_loads_go_on(
     finally:
         release.cancel()
         writer.close()
-
-
-def _wait_until_a_session_waits(cursor, lock: str, params: tuple = ()) -> None:
-    """Return once a session waits for a lock that ``lock`` (a condition on pg_locks ``l``)
-    picks, read with ``cursor``; fail after 10 s, a bound, not a timing."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        cursor.execute(f"SELECT count(*) FROM pg_locks l WHERE NOT l.granted AND {lock}", params)
-        if cursor.fetchone()[0]:
-            return
-        time.sleep(0.01)
-    pytest.fail(f"no session waited for a lock where {lock} {params}")
-
-
-def _wait_until_a_session_waits_for(cursor, schema: str, table: str) -> None:
-    """Return once a session waits for a lock on ``schema.table``."""
-    _wait_until_a_session_waits(cursor, "l.relation = %s::regclass", (f"{schema}.{table}",))
-
-
-#: A builders' lock (pg_locks ``l``): classid and objid are its two keys.
-_BUILDERS_LOCK = f"l.locktype = 'advisory' AND l.objsubid = 2 AND l.classid = {INDEX_LOCK_CLASS}"
 
 
 def test_a_lock_timeout_that_recurs_is_tried_again_after_waits_doubling_up_to_ten_minutes(
