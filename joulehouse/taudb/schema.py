@@ -284,8 +284,8 @@ def ensure_indexes(db: TaudbDatabase) -> None:
     tables in, and it is the builder that gives up, never a load (on PostgreSQL; SQLite's
     ``BEGIN IMMEDIATE`` waits for the file's one write lock as a load does,
     ``SQLITE_LOCK_WAIT_S``, and the try ends at the first index it fails, the others
-    waiting as long in vain). Indexes made stay made,
-    those another session makes meanwhile too (its race with this one is no failure).
+    waiting as long in vain). Indexes made stay made, those another session makes
+    meanwhile too (its race with this one is no failure).
     A failure a later load may not meet (a lock timeout, a deadlock, a connection lost)
     is logged, and the first call at least :data:`INDEX_RETRY_FIRST_S` later tries again,
     the wait doubling after each failure in a row up to :data:`INDEX_RETRY_MAX_S` (the
