@@ -26,11 +26,12 @@ from pathlib import Path
 
 import psycopg2
 from postgres_server import free_port
+from taudb_postgres import as_admin, taus_ddl_schema
 
 from joulehouse.cli import COMMAND_MODULES, build_parser, main
 from joulehouse.commands.conventions import INTERNAL_ERROR, run
 from joulehouse.taudb.connect import masked_url, unavailable
-from joulehouse.taudb.schema import INDEXES, ddl, ddl_statements
+from joulehouse.taudb.schema import INDEXES
 
 PROJECT = Path(__file__).resolve().parent.parent
 EXAMPLE = PROJECT / "examples" / "gpu-data"
@@ -450,30 +451,11 @@ def test_libpq_options_in_the_url_are_merged_and_conflicting_keys_refused(postgr
                                           f"query key {key}")
 
 
-def _as_admin(url: str, *statements: str) -> list[tuple]:
-    """Run ``statements`` as the server's superuser in one transaction; the last's rows."""
-    admin = psycopg2.connect(url)
-    try:
-        with admin, admin.cursor() as cursor:
-            for statement in statements:
-                cursor.execute(statement)
-            return cursor.fetchall() if cursor.description else []
-    finally:
-        admin.close()
-
-
-def _taus_ddl_schema(url: str, schema: str, owner: str = "postgres") -> None:
-    """A schema made by TAU's DDL alone (no Joulehouse index), its tables owned by ``owner``."""
-    _as_admin(url, f"CREATE SCHEMA {schema} AUTHORIZATION {owner}",
-              f"SET LOCAL ROLE {owner}", f"SET LOCAL search_path = {schema}",
-              *ddl_statements(ddl("postgresql")))
-
-
 def test_init_exits_2_naming_each_index_it_could_not_build_and_what_to_do(postgres_url):
     """`taudb init` on a TAUdb whose timer_value a load holds: exit 2, one line naming the
-    index and its table, the lock timeout and to run it again when loads are quiet; run
+    index and its table, the lock timeout and to run it when loads are quiet; run
     again then, it builds it (whatever loads of the process met before) and exits 0."""
-    _taus_ddl_schema(postgres_url, "cli_busy")
+    taus_ddl_schema(postgres_url, "cli_busy")
     writer = psycopg2.connect(postgres_url)
     try:
         with writer.cursor() as cursor:
@@ -483,7 +465,7 @@ def test_init_exits_2_naming_each_index_it_could_not_build_and_what_to_do(postgr
         assert one_error_line(result) == (
             f"{postgres_url}: Joulehouse's indexes not built: joulehouse_timer_value_metric "
             "on timer_value (metric): canceling statement due to lock timeout; other sessions "
-            "were writing these tables (loads, TAU's tools): run `joulehouse taudb init` again "
+            "were writing these tables (loads, TAU's tools): run `joulehouse taudb init` "
             "when loads are quiet (without them replacing a trial scans tables of every "
             "stored trial)")
         writer.rollback()
@@ -497,9 +479,9 @@ def test_init_as_a_role_not_owning_the_tables_says_to_grant_the_owners_role(post
     """A role given every right on TAU's tables but not their ownership may not index them:
     exit 2, one line naming all of Joulehouse's indexes with their tables, the error and
     the two ways out; granted the owner's role, the same command builds them."""
-    _as_admin(postgres_url, "CREATE ROLE cli_tables_owner", "CREATE ROLE cli_tenant LOGIN")
-    _taus_ddl_schema(postgres_url, "cli_owned", owner="cli_tables_owner")
-    _as_admin(postgres_url, "GRANT USAGE ON SCHEMA cli_owned TO cli_tenant",
+    as_admin(postgres_url, "CREATE ROLE cli_tables_owner", "CREATE ROLE cli_tenant LOGIN")
+    taus_ddl_schema(postgres_url, "cli_owned", owner="cli_tables_owner")
+    as_admin(postgres_url, "GRANT USAGE ON SCHEMA cli_owned TO cli_tenant",
               "GRANT ALL ON ALL TABLES IN SCHEMA cli_owned TO cli_tenant")
     tenant_url = postgres_url.replace("postgresql://postgres@", "postgresql://cli_tenant@")
     result = joulehouse("taudb", "init", tenant_url, "--schema", "cli_owned")
@@ -512,12 +494,13 @@ def test_init_as_a_role_not_owning_the_tables_says_to_grant_the_owners_role(post
     assert line.endswith(
         ": must be owner of table primary_metadata; only a table's owner may index it: run "
         "`joulehouse taudb init` as the role owning TAU's tables, or grant that role to this "
-        "one (GRANT owner TO role) (without them trials are looked up by their source key "
-        "with a scan and replacing a trial scans tables of every stored trial)")
-    _as_admin(postgres_url, "GRANT cli_tables_owner TO cli_tenant")
+        'one: GRANT "cli_tables_owner" TO "cli_tenant" (without them trials are looked up by '
+        "their source key with a scan and replacing a trial scans tables of every stored "
+        "trial)")
+    as_admin(postgres_url, "GRANT cli_tables_owner TO cli_tenant")
     result = joulehouse("taudb", "init", tenant_url, "--schema", "cli_owned")
     assert (result.returncode, result.stderr) == (0, "")
-    assert _as_admin(postgres_url, "SELECT count(*) FROM pg_indexes WHERE schemaname = "
+    assert as_admin(postgres_url, "SELECT count(*) FROM pg_indexes WHERE schemaname = "
                      "'cli_owned' AND indexname LIKE 'joulehouse_%'") == [(len(INDEXES),)]
 
 

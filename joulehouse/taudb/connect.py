@@ -42,8 +42,18 @@ from sqlalchemy.exc import ArgumentError
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
-SOURCE_LOCK_CLASS = 0x7461  # the first key of the loads' two-key advisory locks ("ta")
+# Joulehouse's PostgreSQL advisory locks, each held until its transaction ends. A one-key
+# lock never meets a two-key one (PostgreSQL keeps the two key spaces apart).
+#: The one key of the lock serialising TAUdb schema creation in a database
+#: (``schema.create_schema``; an older Joulehouse's index builds too).
+SCHEMA_LOCK = 0x7A0DB
+#: The first key of the loads' locks (:meth:`TaudbDatabase.lock_sources`), the second a
+#: bucket of the source key.
+SOURCE_LOCK_CLASS = 0x7461  # "ta"
 SOURCE_LOCK_BUCKETS = 1024  # a load holds at most this many advisory locks
+#: The first key of the index builders' lock (``schema.ensure_indexes``), the second the
+#: OID of the schema holding the table indexed.
+INDEX_LOCK_CLASS = 0x6A68  # "jh"
 #: How long a SQLite load waits for another's write lock before it fails (seconds; the
 #: driver's default is 5): the sources' steps load at once (each in its own pool), and a
 #: ClusterCockpit block's trials hold the lock for seconds.
@@ -209,8 +219,8 @@ class TaudbDatabase:
         source only. A key's lock is one of :data:`SOURCE_LOCK_BUCKETS` (a digest
         of the key), so a load of many trials holds at most that many locks
         (PostgreSQL's lock table is shared and bounded), taken in ascending order,
-        so that two loads of overlapping keys cannot deadlock. Two-key advisory
-        locks, apart from the schema's one-key lock.
+        so that two loads of overlapping keys cannot deadlock. Their first key is
+        :data:`SOURCE_LOCK_CLASS`, apart from Joulehouse's other advisory locks.
         """
         if self.backend != POSTGRESQL:
             return

@@ -33,9 +33,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
 
+from psycopg2.extensions import quote_ident
+
 from joulehouse.taudb.connect import (
     DRIVER_ERRORS,
+    INDEX_LOCK_CLASS,
     POSTGRESQL,
+    SCHEMA_LOCK,
     TaudbDatabase,
     TaudbUnavailable,
     masked_url,
@@ -53,8 +57,6 @@ SQLITE_REWRITES = [
     (re.compile(r"\bCREATE OR REPLACE VIEW\b"), "CREATE VIEW"),
 ]
 _COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
-# Serialises concurrent first uses on one PostgreSQL database (any constant).
-_ADVISORY_LOCK = 0x7A0DB
 #: Joulehouse's index for looking trials up by a primary metadata value (a source key).
 LOOKUP_INDEX = "joulehouse_primary_metadata_name_value"
 #: Joulehouse's own indexes, name -> ``table (columns)``; none is in TAU's DDL. After the
@@ -78,12 +80,13 @@ INDEXES = {
     "joulehouse_analysis_settings_trial": "analysis_settings (trial)",  # -> trial, CASCADE
     "joulehouse_analysis_settings_metric": "analysis_settings (metric)",  # -> metric, CASCADE
 }
-# Serialises the index builds of one TAUdb across sessions: a two-key advisory lock (apart
-# from the one-key _ADVISORY_LOCK), its second key the OID of the schema holding the
-# tables, so that a build in another schema of the same PostgreSQL database never waits.
-_INDEX_LOCK_CLASS = 0x6A68  # "jh"
-_LOCK_INDEXES = ("SELECT pg_advisory_xact_lock(%s, (SELECT oid FROM pg_namespace "
-                 "WHERE nspname = current_schema())::int)")
+# Serialises the index builds of one TAUdb across sessions: INDEX_LOCK_CLASS and the OID of
+# the schema holding the table indexed (%s: its name, found as the index's statement finds
+# it), so that a build in another schema of the same PostgreSQL database never waits. Not
+# current_schema(): through a search_path such as "$user", public, a role with an empty
+# schema of its own would find the tables in public under another key.
+_LOCK_INDEXES = ("SELECT pg_advisory_xact_lock(%s, (SELECT relnamespace FROM pg_class "
+                 "WHERE oid = %s::regclass)::int)")
 #: How long building one index waits for its table's lock before it gives up (to be tried
 #: again at a later load): shorter than PostgreSQL's ``deadlock_timeout`` (1 s by
 #: default), and a waiting CREATE INDEX would hold up every writer queued behind it.
@@ -99,22 +102,25 @@ class _FailureKind:
     advice: str
 
 
+# Each advice suits `joulehouse taudb init`'s message and a load's warning alike (an operator
+# reading the latter may never have run it); the warning adds whether it is tried again.
 _INIT = "`joulehouse taudb init`"
 _BUSY = _FailureKind(True, "other sessions were writing these tables (loads, TAU's tools): "
-                     f"run {_INIT} again when loads are quiet")
-_LOST = _FailureKind(True, f"the connection was lost: run {_INIT} again once the database "
-                     "is reachable")
+                     f"run {_INIT} when loads are quiet")
+_LOST = _FailureKind(True, f"the connection was lost: run {_INIT} once the database is "
+                     "reachable")
+# followed, where they can be read, by the statement granting it (_no_right_on)
 _NO_RIGHT = _FailureKind(False, "only a table's owner may index it: run "
                          f"{_INIT} as the role owning TAU's tables, or grant that role to "
-                         "this one (GRANT owner TO role)")
+                         "this one")
 _READ_ONLY = _FailureKind(False, "the database is read-only to this connection (a read-only "
                           f"role, session or file, a standby server): run {_INIT} with a "
                           "read-write connection to the primary")
 _CANCELLED = _FailureKind(False, "the build was cancelled (a statement timeout, an operator): "
-                          f"run {_INIT} again without statement_timeout "
+                          f"run {_INIT} without statement_timeout "
                           "(PGOPTIONS='-c statement_timeout=0')")
-_DISK_FULL = _FailureKind(False, f"the disk is full: free space, then run {_INIT} again")
-_OTHER = _FailureKind(False, f"run {_INIT} again once that is mended")
+_DISK_FULL = _FailureKind(False, f"the disk is full: free space, then run {_INIT}")
+_OTHER = _FailureKind(False, f"run {_INIT} once that is mended")
 # Failures that a later load may not meet, tried again then: PostgreSQL's lock_not_available
 # (the lock timeout), deadlock_detected, serialization_failure, and a connection lost (no
 # code); SQLite's BUSY and LOCKED. Any other is not tried again in this process: it would
@@ -122,6 +128,10 @@ _OTHER = _FailureKind(False, f"run {_INIT} again once that is mended")
 _PG_KINDS = {"55P03": _BUSY, "40P01": _BUSY, "40001": _BUSY, None: _LOST,
              "42501": _NO_RIGHT, "25006": _READ_ONLY, "57014": _CANCELLED, "53100": _DISK_FULL}
 _SQLITE_KINDS = {5: _BUSY, 6: _BUSY, 8: _READ_ONLY, 13: _DISK_FULL}  # primary result codes
+# What PostgreSQL's CREATE INDEX IF NOT EXISTS meets when another session (an older
+# Joulehouse, an operator) makes the same index at the same time: unique_violation on its
+# catalog (pg_class_relname_nsp_index) once that session commits, or duplicate_table.
+_BUILT_BY_ANOTHER = {"23505", "42P07"}
 #: After such a failure a database's indexes are tried again at its first load at least
 #: this long after (seconds), each further failure in a row doubling the wait up to
 #: :data:`INDEX_RETRY_MAX_S` (10 s, 20 s, 40 s ... 10 min): a table that stays locked
@@ -136,6 +146,11 @@ retry_clock: Callable[[], float] = time.monotonic
 def create_index(name: str) -> str:
     """The statement creating one of :data:`INDEXES` unless it exists."""
     return f"CREATE INDEX IF NOT EXISTS {name} ON {INDEXES[name]}"
+
+
+def _table_of(name: str) -> str:
+    """The table of one of :data:`INDEXES`."""
+    return INDEXES[name].split(" ", 1)[0]
 
 
 def ddl(backend: str) -> str:
@@ -189,7 +204,7 @@ def create_schema(db: TaudbDatabase) -> bool:
     :func:`build_indexes`' business."""
     with db.transaction() as cursor:
         if db.backend == POSTGRESQL:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             if db.schema is not None:
                 # Checked first: CREATE SCHEMA IF NOT EXISTS still needs CREATE
                 # on the database, which a role given a ready schema may lack.
@@ -267,7 +282,10 @@ def ensure_indexes(db: TaudbDatabase) -> None:
     holds one table while waiting for another, so it cannot deadlock with a writer
     (another thread, an older Joulehouse, TAU's loader) whatever order that one locks
     tables in, and it is the builder that gives up, never a load (on PostgreSQL; SQLite's
-    ``BEGIN IMMEDIATE`` waits for its database's one write lock). Indexes made stay made.
+    ``BEGIN IMMEDIATE`` waits for the file's one write lock as a load does,
+    ``SQLITE_LOCK_WAIT_S``, and the try ends at the first index it fails, the others
+    waiting as long in vain). Indexes made stay made, those another session makes
+    meanwhile too (its race with this one is no failure).
     A failure a later load may not meet (a lock timeout, a deadlock, a connection lost)
     is logged, and the first call at least :data:`INDEX_RETRY_FIRST_S` later tries again,
     the wait doubling after each failure in a row up to :data:`INDEX_RETRY_MAX_S` (the
@@ -286,9 +304,9 @@ def ensure_indexes(db: TaudbDatabase) -> None:
         failure = _build_missing(db)
         retry_after_s = builds.note(failure, retry_clock())
     if failure is not None:
-        when = ("not tried again in this process" if retry_after_s is None else
-                f"tried again at the first load {retry_after_s:g} s later")
-        log.warning("TAUdb %s: %s; %s", masked_url(db.url), failure.describe(), when)
+        when = ("; not tried again in this process" if retry_after_s is None else
+                f", or wait: it is tried again at the first load {retry_after_s:g} s later")
+        log.warning("TAUdb %s: %s", masked_url(db.url), failure.describe(when))
 
 
 def build_indexes(db: TaudbDatabase) -> IndexFailure | None:
@@ -313,15 +331,16 @@ class IndexFailure:
     error: str
     kind: _FailureKind
 
-    def describe(self) -> str:
+    def describe(self, when: str = "") -> str:
         """One line for an operator: each index missing and its table, the error, what to
-        do, and what lacking them costs."""
+        do (followed by ``when``: whether and when a load tries again), and what lacking
+        them costs."""
         if self.missing is None:
             what = "Joulehouse's indexes not checked"
         else:
             what = "Joulehouse's indexes not built: " + ", ".join(
                 f"{name} on {INDEXES[name]}" for name in self.missing)
-        return f"{what}: {self.error}; {self.kind.advice} ({_without(self.missing)})"
+        return f"{what}: {self.error}; {self.kind.advice}{when} ({_without(self.missing)})"
 
 
 def _build_missing(db: TaudbDatabase) -> IndexFailure | None:
@@ -329,6 +348,7 @@ def _build_missing(db: TaudbDatabase) -> IndexFailure | None:
     (see :func:`ensure_indexes`); why some are still missing, None when none is."""
     missing: list[str] | None = None  # None: not known yet
     error: Exception | None = None
+    failed_on: str | None = None  # the index whose build met error
     try:
         with db.transaction() as cursor:
             # checked first: IF NOT EXISTS needs owning the table
@@ -337,21 +357,52 @@ def _build_missing(db: TaudbDatabase) -> IndexFailure | None:
             try:
                 with db.transaction() as cursor:
                     if db.backend == POSTGRESQL:
-                        cursor.execute(_LOCK_INDEXES, (_INDEX_LOCK_CLASS,))
+                        cursor.execute(_LOCK_INDEXES, (INDEX_LOCK_CLASS, _table_of(name)))
                         # after the advisory lock: a second builder waits for the first
                         cursor.execute(f"SET LOCAL lock_timeout = '{INDEX_LOCK_TIMEOUT}'")
                     cursor.execute(create_index(name))
-                missing.remove(name)
             except DRIVER_ERRORS as failed:
-                error = failed
-                if not _failure_kind(failed).again:
-                    break  # the others would fail alike
+                if not _built_by_another(db, name, failed):
+                    error, failed_on = failed, name
+                    if not _failure_kind(failed).again or db.backend != POSTGRESQL:
+                        # the others would fail alike; on SQLite a conflict too: its write
+                        # lock is the whole file's, which each BEGIN IMMEDIATE would wait
+                        # SQLITE_LOCK_WAIT_S for (a later try makes them)
+                        break
+                    continue
+            missing.remove(name)
     except DRIVER_ERRORS as failed:
         error = failed
     if error is None:
         return None
+    kind = _failure_kind(error)
+    if kind is _NO_RIGHT and failed_on is not None:
+        kind = _no_right_on(db, failed_on)
     return IndexFailure(None if missing is None else tuple(missing),
-                        str(error).strip().splitlines()[0], _failure_kind(error))
+                        str(error).strip().splitlines()[0], kind)
+
+
+def _no_right_on(db: TaudbDatabase, name: str) -> _FailureKind:
+    """:data:`_NO_RIGHT`, its advice followed by the statement granting the role owning the
+    table of index ``name`` to this session's role (PostgreSQL); as it is when they cannot
+    be read."""
+    try:
+        with db.transaction() as cursor:
+            cursor.execute("SELECT pg_get_userbyid(relowner), current_user FROM pg_class "
+                           "WHERE oid = %s::regclass", (_table_of(name),))
+            owner, user = (quote_ident(role, cursor) for role in cursor.fetchone())
+    except DRIVER_ERRORS:
+        return _NO_RIGHT
+    return _FailureKind(False, f"{_NO_RIGHT.advice}: GRANT {owner} TO {user}")
+
+
+def _built_by_another(db: TaudbDatabase, name: str, error: Exception) -> bool:
+    """Whether building index ``name`` failed with ``error`` because another session built
+    it meanwhile (:data:`_BUILT_BY_ANOTHER`), the index now there."""
+    if getattr(error, "pgcode", None) not in _BUILT_BY_ANOTHER:
+        return False
+    with db.transaction() as cursor:
+        return _index_present(db, cursor, name)
 
 
 def _failure_kind(error: Exception) -> _FailureKind:

@@ -13,15 +13,16 @@ import pytest
 from backends import BACKENDS, place
 from psycopg2 import errors, sql
 from small_trial import small_trial
+from taudb_postgres import as_admin, taus_ddl_schema
 
 from joulehouse.taudb import connect as taudb_connect
 from joulehouse.taudb import schema as taudb_schema
-from joulehouse.taudb.connect import TaudbDatabase
+from joulehouse.taudb.connect import INDEX_LOCK_CLASS, TaudbDatabase
 from joulehouse.taudb.loader import _DELETES, list_trials, load_prepared, load_trial, prepare_trial
 from joulehouse.taudb.schema import (
-    _INDEX_LOCK_CLASS,
     _LOCK_INDEXES,
     INDEXES,
+    LOOKUP_INDEX,
     _builds_of,
     _failure_kind,
     create_index,
@@ -148,10 +149,11 @@ def taus_ddl_alone(request, tmp_path):
         yield db
 
 
-def _index_names(db: TaudbDatabase) -> set[str]:
+def _index_names(db: TaudbDatabase, schema: str | None = None) -> set[str]:
+    """The indexes of ``db``'s TAUdb, on PostgreSQL those in ``schema`` (default: db's)."""
     if db.backend == "postgresql":
         return {row[0] for row in db.query(
-            "SELECT indexname FROM pg_indexes WHERE schemaname = ?", (db.schema,))}
+            "SELECT indexname FROM pg_indexes WHERE schemaname = ?", (schema or db.schema,))}
     return {row[0] for row in db.query("SELECT name FROM sqlite_master WHERE type = 'index'")}
 
 
@@ -257,20 +259,32 @@ def test_deleting_a_trial_reads_its_callpaths_through_the_index_not_every_trials
         assert index in with_index, with_index
 
 
-def _taus_ddl_schema(url: str, name: str) -> None:
-    """A PostgreSQL schema ``name`` made by TAU's DDL alone (no Joulehouse index)."""
-    with TaudbDatabase(url, name) as db, db.transaction() as cursor:
-        cursor.execute(f'CREATE SCHEMA "{name}"')
-        for statement in ddl_statements(ddl("postgresql")):
-            cursor.execute(statement)
+def _wait_until_a_session_waits(cursor, lock: str, params: tuple = ()) -> None:
+    """Return once a session waits for a lock that ``lock`` (a condition on pg_locks ``l``)
+    picks, read with ``cursor``; fail after 10 s, a bound, not a timing."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        cursor.execute(f"SELECT count(*) FROM pg_locks l WHERE NOT l.granted AND {lock}", params)
+        if cursor.fetchone()[0]:
+            return
+        time.sleep(0.01)
+    pytest.fail(f"no session waited for a lock where {lock} {params}")
+
+
+def _wait_until_a_session_waits_for(cursor, schema: str, table: str) -> None:
+    """Return once a session waits for a lock on ``schema.table``."""
+    _wait_until_a_session_waits(cursor, "l.relation = %s::regclass", (f"{schema}.{table}",))
+
+
+#: A builders' lock (pg_locks ``l``): classid and objid are its two keys.
+_BUILDERS_LOCK = f"l.locktype = 'advisory' AND l.objsubid = 2 AND l.classid = {INDEX_LOCK_CLASS}"
 
 
 def test_threads_ensuring_the_indexes_at_once_each_load_only_once_they_are_built(postgres_url):
     """While one thread builds (held up here by another session holding the builders'
     advisory lock), a second waits for it rather than loading without the indexes."""
-    _taus_ddl_schema(postgres_url, "two_builders")
+    taus_ddl_schema(postgres_url, "two_builders")
     holder = psycopg2.connect(postgres_url)
-    release = threading.Timer(1.0, holder.rollback)
     seen, failed = [], []
 
     def build() -> None:
@@ -281,18 +295,19 @@ def test_threads_ensuring_the_indexes_at_once_each_load_only_once_they_are_built
         except Exception as error:  # noqa: BLE001 - reported below
             failed.append(error)
 
+    threads = [threading.Thread(target=build) for _ in range(2)]
     try:
         with holder.cursor() as cursor:
             cursor.execute("SET search_path = two_builders")
-            cursor.execute(_LOCK_INDEXES, (_INDEX_LOCK_CLASS,))
-        threads = [threading.Thread(target=build) for _ in range(2)]
-        release.start()
-        for thread in threads:
-            thread.start()
+            cursor.execute(_LOCK_INDEXES, (INDEX_LOCK_CLASS, "primary_metadata"))
+            for thread in threads:
+                thread.start()
+            _wait_until_a_session_waits(cursor, _BUILDERS_LOCK)  # one builds, held up
+            assert seen == []
+        holder.rollback()
         for thread in threads:
             thread.join(30)
     finally:
-        release.cancel()
         holder.close()
     assert failed == [] and seen == [True, True]
 
@@ -313,7 +328,7 @@ def test_a_lock_timeout_leaves_the_indexes_to_a_later_call_and_loads_go_on(
     index gives up after INDEX_LOCK_TIMEOUT rather than queueing every writer behind it,
     the others are made, a load meanwhile does not try again, and the first call 10 s
     later, once the writer is done, makes it."""
-    _taus_ddl_schema(postgres_url, "timed_out")
+    taus_ddl_schema(postgres_url, "timed_out")
     clock = _Clock()
     monkeypatch.setattr(taudb_schema, "retry_clock", clock)
     writer = psycopg2.connect(postgres_url)
@@ -345,27 +360,13 @@ def test_a_lock_timeout_leaves_the_indexes_to_a_later_call_and_loads_go_on(
         writer.close()
 
 
-def _wait_until_a_session_waits_for(cursor, schema: str, table: str) -> None:
-    """Return once a session waits for a lock on ``schema.table`` (read from pg_locks with
-    ``cursor``); fail after 10 s, a bound, not a timing."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        cursor.execute("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
-                       "WHERE NOT l.granted AND c.relname = %s "
-                       "AND c.relnamespace = %s::regnamespace", (table, schema))
-        if cursor.fetchone()[0]:
-            return
-        time.sleep(0.01)
-    pytest.fail(f"no session waited for {schema}.{table}")
-
-
 def test_a_lock_timeout_that_recurs_is_tried_again_after_waits_doubling_up_to_ten_minutes(
         postgres_url, caplog, monkeypatch):
     """A writer holding timer_value through many loads: the build is tried again only once
     its wait is over (10 s, doubled after each failure in a row, at most 10 min), with one
     warning per try; the calls meanwhile try nothing. Once the writer is done, the first
     call after the wait makes the index."""
-    _taus_ddl_schema(postgres_url, "held_long")
+    taus_ddl_schema(postgres_url, "held_long")
     monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "50ms")  # the same error, sooner
     clock = _Clock()
     monkeypatch.setattr(taudb_schema, "retry_clock", clock)
@@ -403,7 +404,7 @@ def test_a_writer_locking_tables_in_another_order_never_waits_on_the_builder(
     writes primary_metadata (whose index is built first) goes on at once while the
     builder waits for timer_value, instead of waiting for the builder's SHARE lock on
     primary_metadata in a deadlock that PostgreSQL takes up to deadlock_timeout to break."""
-    _taus_ddl_schema(postgres_url, "other_order")
+    taus_ddl_schema(postgres_url, "other_order")
     # the builder waits for timer_value until the writer commits (a loaded machine may see
     # its wait late): the order is what is tested here, not the timeout
     monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "60s")
@@ -442,7 +443,7 @@ def test_a_build_held_up_on_one_taudb_never_holds_a_load_of_another(postgres_url
     not made sure of yet) builds that one's indexes and loads: the process's lock and the
     builders' advisory lock are each TAUdb's own."""
     for schema in ("held_up", "not_held"):
-        _taus_ddl_schema(postgres_url, schema)
+        taus_ddl_schema(postgres_url, schema)
     monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "60s")  # held up until released
     writer = psycopg2.connect(postgres_url)
     done: dict[str, object] = {}
@@ -472,12 +473,85 @@ def test_a_build_held_up_on_one_taudb_never_holds_a_load_of_another(postgres_url
     assert done["held_up"] is None
 
 
+def test_builders_whose_search_paths_differ_take_turns_on_the_schema_of_the_tables(
+        postgres_url):
+    """Without a schema option each role finds the tables through its search_path, here
+    ``"$user", searched`` with the TAUdb in ``searched``: alice, who has an empty schema of
+    her own (her current_schema()), holding the builders' lock, bob's builder waits for her
+    (the lock is keyed by the schema holding the tables), then builds."""
+    roles = ("searched_alice", "searched_bob")
+    as_admin(postgres_url, *(statement for role in roles for statement in (
+        f"CREATE ROLE {role} LOGIN", f'ALTER ROLE {role} SET search_path = "$user", searched')))
+    taus_ddl_schema(postgres_url, "searched", owner="searched_bob")
+    as_admin(postgres_url, "CREATE SCHEMA searched_alice AUTHORIZATION searched_alice",
+              "GRANT USAGE ON SCHEMA searched TO searched_alice")
+    alice_url, bob_url = (postgres_url.replace("postgresql://postgres@", f"postgresql://{role}@")
+                          for role in roles)
+    alice = psycopg2.connect(alice_url)
+    done = []
+
+    def build() -> None:
+        with TaudbDatabase(bob_url) as bob:
+            ensure_indexes(bob)
+            done.append(set(INDEXES) <= _index_names(bob, "searched"))
+
+    bob_builds = threading.Thread(target=build)
+    try:
+        with alice.cursor() as cursor:
+            cursor.execute("SELECT current_schema()")
+            assert cursor.fetchone() == ("searched_alice",)
+            cursor.execute(_LOCK_INDEXES, (INDEX_LOCK_CLASS, "primary_metadata"))
+            bob_builds.start()
+            _wait_until_a_session_waits(cursor, _BUILDERS_LOCK)
+            assert done == []
+        alice.rollback()
+        bob_builds.join(30)
+        assert done == [True]
+    finally:
+        alice.close()
+        bob_builds.join(30)
+
+
+def test_a_builder_that_another_session_beats_to_an_index_goes_on(postgres_url, caplog,
+                                                                     monkeypatch):
+    """Another session (an older Joulehouse, an operator) creating the lookup index, not yet
+    committed: the builder's CREATE INDEX IF NOT EXISTS waits for its commit and then fails
+    on PostgreSQL's catalog (unique_violation, 23505). The index is there: the builder
+    makes the others, logging nothing."""
+    taus_ddl_schema(postgres_url, "raced")
+    monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "60s")  # waits for the commit
+    other = psycopg2.connect(postgres_url)
+    settled = []
+
+    def build() -> None:
+        with TaudbDatabase(postgres_url, "raced") as own:
+            ensure_indexes(own)
+            settled.append(_builds_of(own).settled)
+
+    builder = threading.Thread(target=build)
+    try:
+        with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"):
+            with other.cursor() as cursor:
+                cursor.execute("SET search_path = raced")
+                cursor.execute(create_index(LOOKUP_INDEX))
+                builder.start()
+                _wait_until_a_session_waits(cursor, "l.locktype = 'transactionid'")
+            other.commit()
+            builder.join(30)
+    finally:
+        other.close()
+    assert settled == [True]
+    assert [record.getMessage() for record in caplog.records] == []
+    with TaudbDatabase(postgres_url, "raced") as db:
+        assert set(INDEXES) <= _index_names(db)
+
+
 def test_a_failure_the_next_load_would_meet_again_is_not_retried(postgres_url, caplog,
                                                                   monkeypatch):
     """A statement timeout (as a production role may set; here met while a writer holds
     timer_value) would come back after each load's build, holding its table meanwhile:
     logged once, not "tried again", the database marked done."""
-    _taus_ddl_schema(postgres_url, "timing_out")
+    taus_ddl_schema(postgres_url, "timing_out")
     monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "60s")  # the statement's first
     writer = psycopg2.connect(postgres_url)
     try:
@@ -490,8 +564,9 @@ def test_a_failure_the_next_load_would_meet_again_is_not_retried(postgres_url, c
             ensure_indexes(db)
             assert _builds_of(db).settled
             message = caplog.records[-1].getMessage()
-            assert "statement timeout" in message
-            assert message.endswith("; not tried again in this process")
+            assert ("(a statement timeout, an operator): run `joulehouse taudb init` without "
+                    "statement_timeout (PGOPTIONS='-c statement_timeout=0'); not tried again "
+                    "in this process (without them") in message
     finally:
         writer.close()
 
@@ -506,7 +581,7 @@ def test_a_read_only_database_is_said_once_and_not_tried_again(postgres_url, cap
     them over a read-write connection, and not tried again in this process, however long
     after."""
     schema = f"read_only_{made_read_only}"
-    _taus_ddl_schema(postgres_url, schema)
+    taus_ddl_schema(postgres_url, schema)
     url = postgres_url
     if made_read_only == "role":
         with psycopg2.connect(postgres_url) as admin, admin.cursor() as cursor:
@@ -532,8 +607,17 @@ def test_a_read_only_database_is_said_once_and_not_tried_again(postgres_url, cap
         assert ("analysis_settings (metric): cannot execute CREATE INDEX in a read-only "
                 "transaction; the database is read-only to this connection (a read-only role, "
                 "session or file, a standby server): run `joulehouse taudb init` with a "
-                "read-write connection to the primary (without them") in message
-        assert message.endswith("; not tried again in this process")
+                "read-write connection to the primary; not tried again in this process "
+                "(without them") in message
+
+
+def _sqlite_taus_ddl(path) -> str:
+    """The URL of a SQLite file ``path`` made by TAU's DDL alone."""
+    url = f"sqlite:///{path}"
+    with TaudbDatabase(url) as made, made.transaction() as cursor:
+        for statement in ddl_statements(ddl("sqlite")):
+            cursor.execute(statement)
+    return url
 
 
 def test_a_sqlite_file_another_connection_writes_is_tried_again_after_the_wait(
@@ -543,10 +627,7 @@ def test_a_sqlite_file_another_connection_writes_is_tried_again_after_the_wait(
     not even checked, the warning says so and when they are tried again, and the first call
     after that wait, the lock released, builds them."""
     path = tmp_path / "taudb.sqlite"
-    url = f"sqlite:///{path}"
-    with TaudbDatabase(url) as made, made.transaction() as cursor:
-        for statement in ddl_statements(ddl("sqlite")):  # TAU's DDL alone
-            cursor.execute(statement)
+    url = _sqlite_taus_ddl(path)
     monkeypatch.setattr(taudb_connect, "SQLITE_LOCK_WAIT_S", 0.0)
     clock = _Clock()
     monkeypatch.setattr(taudb_schema, "retry_clock", clock)
@@ -560,9 +641,48 @@ def test_a_sqlite_file_another_connection_writes_is_tried_again_after_the_wait(
             assert [record.getMessage() for record in caplog.records] == [(
                 f"TAUdb {url}: Joulehouse's indexes not checked: database is locked; other "
                 "sessions were writing these tables (loads, TAU's tools): run `joulehouse "
-                "taudb init` again when loads are quiet (without them trials are looked up by "
-                "their source key with a scan and replacing a trial scans tables of every "
-                "stored trial); tried again at the first load 10 s later")]
+                "taudb init` when loads are quiet, or wait: it is tried again at the first "
+                "load 10 s later (without them trials are looked up by their source key with "
+                "a scan and replacing a trial scans tables of every stored trial)")]
+            other.execute("ROLLBACK")
+            clock.now = 10.0
+            ensure_indexes(db)
+            assert set(INDEXES) <= _index_names(db)
+            assert _builds_of(db).settled and len(caplog.records) == 1
+    finally:
+        other.close()
+
+
+def test_a_sqlite_file_locked_once_checked_ends_the_try_at_the_first_index(
+        tmp_path, caplog, monkeypatch):
+    """SQLite's write lock is the whole file's: a second connection taking it once the
+    indexes are checked (as a load starting then does), the first index's BEGIN IMMEDIATE
+    waits SQLITE_LOCK_WAIT_S (none here) and fails BUSY, and the try ends there instead of
+    each other index waiting as long; the first call after the retry wait builds them."""
+    path = tmp_path / "taudb.sqlite"
+    url = _sqlite_taus_ddl(path)
+    monkeypatch.setattr(taudb_connect, "SQLITE_LOCK_WAIT_S", 0.0)
+    clock = _Clock()
+    monkeypatch.setattr(taudb_schema, "retry_clock", clock)
+    other = sqlite3.connect(path, isolation_level=None)
+    begun = []  # this connection's BEGIN IMMEDIATE, each waiting for the write lock
+
+    def lock_at_the_first_build(statement: str) -> None:
+        if statement == "BEGIN IMMEDIATE":
+            begun.append(statement)
+            if len(begun) == 2:  # the first index's, after the check's
+                other.execute("BEGIN IMMEDIATE")
+
+    try:
+        with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
+                TaudbDatabase(url) as db:
+            db.connection.set_trace_callback(lock_at_the_first_build)
+            ensure_indexes(db)
+            assert len(begun) == 2
+            assert not _builds_of(db).settled
+            message = caplog.records[-1].getMessage()
+            assert [name for name in INDEXES if f" {name} on " not in message] == []
+            assert ": database is locked; " in message
             other.execute("ROLLBACK")
             clock.now = 10.0
             ensure_indexes(db)
@@ -589,7 +709,7 @@ def test_sqlites_locked_is_a_conflict_tried_again_as_busy_is(tmp_path):
         kind = _failure_kind(locked.value)
         assert kind.again
         assert kind.advice == ("other sessions were writing these tables (loads, TAU's tools): "
-                               "run `joulehouse taudb init` again when loads are quiet")
+                               "run `joulehouse taudb init` when loads are quiet")
     finally:
         writer.close()
         builder.close()
