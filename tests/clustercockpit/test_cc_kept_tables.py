@@ -11,7 +11,7 @@ import pytest
 
 from joulehouse import entry_table
 from joulehouse.clustercockpit import tables as kept
-from joulehouse.clustercockpit.aggregate import ROLLUP_KEYS
+from joulehouse.clustercockpit.aggregate import ROLLUP_KEYS, group_sums, job_sums, rollup
 from joulehouse.clustercockpit.blocks import read_block
 from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
 from joulehouse.clustercockpit.layout import job_folder
@@ -41,19 +41,27 @@ def ordered(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 def assert_rebuilt(tables: Warehouse) -> None:
-    """Each table equals what a rebuild from every stored block writes."""
+    """Each table (the rollup's kept sums too) equals what a rebuild from every stored block
+    writes, to the bit."""
     keys = tables.partition_keys(f"{FRAMES}/jobs")
     jobs, energy = frames_of(tables, keys) if keys else (pd.DataFrame(), pd.DataFrame())
-    rollup = kept.rollup_of(jobs, energy) if keys else pd.DataFrame()
+    assert_tables_hold(tables, jobs, energy)
+
+
+def assert_tables_hold(tables: Warehouse, jobs: pd.DataFrame, energy: pd.DataFrame) -> None:
+    """cc_jobs and cc_job_energy hold ``jobs`` and ``energy``, and the rollup and its sums
+    are theirs from scratch, to the bit."""
+    sums = group_sums(job_sums(jobs, energy)) if len(jobs) else pd.DataFrame()
     for table, rows, by in (
             (kept.JOBS, jobs, ["job"]), (kept.JOB_ENERGY, energy, ["job", "metric"]),
-            (kept.ROLLUP, rollup, ROLLUP_KEYS)):
+            (kept.ROLLUP, rollup(jobs, energy) if len(jobs) else pd.DataFrame(), ROLLUP_KEYS),
+            (kept.ROLLUP_SUMS, sums, ROLLUP_KEYS)):
         rows = table.ready(rows)
         stored = table.stored(tables)
         assert len(stored) == len(rows), table.table
         if len(rows):
             pd.testing.assert_frame_equal(ordered(stored, by), ordered(rows, by),
-                                          check_dtype=False, obj=table.table)
+                                          check_dtype=False, check_exact=True, obj=table.table)
 
 
 def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path):
@@ -152,7 +160,7 @@ def test_a_rebuild_migrates_tables_stored_the_old_way_and_writes_only_what_diffe
     # as the code before wrote them: one plain file per table, one job too many
     tables.write_table("cc_jobs", pd.concat([jobs, jobs.assign(job="alpha/1999/1")]))
     tables.write_table("cc_job_energy", energy)
-    tables.write_table("cc_rollup", kept.rollup_of(jobs, energy))
+    tables.write_table("cc_rollup", rollup(jobs, energy))
     landed = kept.rebuild(tables, jobs, energy)
     assert (landed.jobs.entities, landed.jobs.removed) == (0, 1)
     assert landed.job_energy.entities == 0 and landed.rollup.whole  # the rollup: see below
@@ -169,7 +177,7 @@ def test_a_rollup_stored_the_old_way_is_replaced_whole_by_its_first_rebuild(tmp_
     write_job(root, JobSpec(cluster="alpha", job_id=1000, hosts=1, samples=4, start_time=START))
     store_block(tables, root, "alpha/1")
     jobs, energy = frames_of(tables, ["alpha/1"])
-    tables.write_table("cc_rollup", kept.rollup_of(jobs, energy))
+    tables.write_table("cc_rollup", rollup(jobs, energy))
     assert not kept.is_kept(tables)
     assert kept.rebuild(tables, jobs, energy).rollup.whole
     assert kept.is_kept(tables)
