@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from joulehouse import entry_sync, entry_table
+from joulehouse.accounting import filestats
 from joulehouse.clustercockpit.aggregate import (
     SUMS,
     SUMS_COLUMNS,
@@ -125,13 +126,16 @@ def _on_days(column: str, days: Collection[pd.Timestamp]) -> pc.Expression:
 def _owned_rows(warehouse: Warehouse, kept: entry_sync.Kept, owners: Collection[str]
                 ) -> pd.DataFrame:
     """The stored rows of ``owners``' jobs: each block's job keys lie between its prefix and
-    the prefix followed by the last character, a range the files' statistics prune by."""
+    the prefix followed by the last character, a range the log's statistics of the files
+    prune by (``filestats.holding_ranges``: pyarrow would open every file's footer)."""
     if not owners:
         return pd.DataFrame(columns=kept.columns)
+    ranges = [(prefix, prefix + "\U0010ffff") for prefix in map(FACTS_OWNERSHIP.prefix, owners)]
     where = functools.reduce(operator.or_, [
-        (pc.field(kept.entry) >= prefix) & (pc.field(kept.entry) < prefix + "\U0010ffff")
-        for prefix in map(FACTS_OWNERSHIP.prefix, owners)])
-    rows = kept.ready(entry_table.read_where(warehouse, kept.table, where))
+        (pc.field(kept.entry) >= low) & (pc.field(kept.entry) < high) for low, high in ranges])
+    listed = (filestats.holding_ranges(warehouse, kept.table, kept.entry, ranges)
+              if entry_table.is_entry_table(warehouse, kept.table) else None)
+    rows = kept.ready(entry_table.read_where(warehouse, kept.table, where, listed))
     return rows[rows[kept.entry].map(FACTS_OWNERSHIP.owner_of).isin(set(owners))]
 
 
