@@ -155,17 +155,33 @@ def group_sums(rows: pd.DataFrame) -> pd.DataFrame:
     """Per group (:data:`ROLLUP_KEYS`, sorted) of ``rows`` (:func:`job_sums`, or groups'
     sums, negated where taken away): the sum of each of :data:`SUMS`, exact (integers: in
     any order; a sum over int64's range on the way wraps back once the true sum is within
-    it, which a float sum checks: over :data:`SUM_LIMIT`, or negative, is refused)."""
+    it, which a float sum checks: over :data:`SUM_LIMIT` is refused). Sums no set of jobs
+    has (:func:`_drifted`: the kept ones not those of the jobs stored) are refused, naming
+    the first such day and group."""
     grouped = rows.groupby(ROLLUP_KEYS, sort=True)
     sums = grouped[SUMS].sum()
     approximate = rows[ROLLUP_KEYS].join(rows[SUMS].astype("float64")).groupby(
         ROLLUP_KEYS, sort=True)[SUMS].sum()
     if (approximate.to_numpy() >= SUM_LIMIT).any():
         raise ValueError(f"cc_rollup: a group's sum over the kept sums' range ({SUM_LIMIT})")
-    if (sums.to_numpy() < 0).any():
-        raise ValueError("cc_rollup: a group's kept sum is negative: the sums taken away "
-                         "were not those kept (rebuild: a run without partitions)")
+    drifted = _drifted(sums)
+    if drifted.any():
+        day, *group = sums.index[drifted][0]
+        raise ValueError(
+            f"cc_rollup: the kept sums of day {day:%Y-%m-%d}, group (cluster, partition, "
+            f"project, user) {tuple(group)} are no jobs' sums ({dict(sums[drifted].iloc[0])}): "
+            "those taken away were not those kept; rebuild the ClusterCockpit tables (a "
+            "cc_pipeline run without partitions, e.g. cc_rollup materialized with no "
+            "partition selected)")
     return sums.astype("int64").reset_index()[SUMS_COLUMNS]
+
+
+def _drifted(sums: pd.DataFrame) -> np.ndarray:
+    """Per group of ``sums`` (:data:`SUMS` columns), whether no set of jobs sums so: a sum
+    negative, more jobs with energy than jobs, or no job left but some other sum not 0."""
+    jobs = sums["jobs"].to_numpy()
+    return ((sums.to_numpy() < 0).any(axis=1) | (sums["jobs_with_energy"].to_numpy() > jobs)
+            | ((jobs == 0) & (sums.to_numpy() != 0).any(axis=1)))
 
 
 def rollup_of_sums(sums: pd.DataFrame) -> pd.DataFrame:

@@ -11,7 +11,14 @@ import pytest
 
 from joulehouse import entry_table
 from joulehouse.clustercockpit import tables as kept
-from joulehouse.clustercockpit.aggregate import ROLLUP_KEYS, group_sums, job_sums, rollup
+from joulehouse.clustercockpit.aggregate import (
+    ROLLUP_KEYS,
+    SUM_LIMIT,
+    SUMS,
+    group_sums,
+    job_sums,
+    rollup,
+)
 from joulehouse.clustercockpit.blocks import read_block
 from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
 from joulehouse.clustercockpit.layout import job_folder
@@ -305,3 +312,40 @@ def test_a_store_kept_before_the_sums_is_recomputed_whole_by_its_first_landing(t
     store_block(tables, root, "alpha/1")
     kept.land(tables, ["alpha/1"], lambda keys: frames_of(tables, keys))
     assert_rebuilt(tables)
+
+
+def _sums(**changed: int) -> pd.DataFrame:
+    """One group's sums on 2023-11-14: a job with energy, ``changed`` replacing some."""
+    return pd.DataFrame([{"day": pd.Timestamp("2023-11-14", tz="UTC"), "cluster": "alpha",
+                          "cluster_partition": "batch", "project": "p1", "hpc_user": "u1",
+                          **dict.fromkeys(SUMS, 1), **changed}])
+
+
+@pytest.mark.parametrize("changed", [{"energy_mj": -1}, {"jobs": 0}, {"jobs": 0, "node_ms": 0},
+                                     {"jobs_with_energy": 2}])
+def test_sums_no_jobs_have_are_refused_naming_the_day_and_group(changed):
+    """A negative sum, a group without jobs but other sums, more jobs with energy than jobs:
+    kept sums that are not those of the jobs stored, refused with a rebuild's how-to."""
+    with pytest.raises(ValueError, match=r"day 2023-11-14, group .*\('alpha', 'batch', 'p1', "
+                                         r"'u1'\) are no jobs' sums.*rebuild .*without "
+                                         r"partitions"):
+        group_sums(_sums(**changed))
+
+
+def test_a_group_emptied_of_its_jobs_is_kept_as_zeros():
+    assert group_sums(_sums(**dict.fromkeys(SUMS, 0)))[SUMS].to_numpy().tolist() == [[0] * 7]
+
+
+def test_sums_and_values_over_the_kept_range_are_refused():
+    """Two groups' energies that wrap int64 once summed, and a job's node-hours beyond the
+    range (in node-ms), are refused rather than kept wrong."""
+    rows = pd.concat([_sums(energy_mj=SUM_LIMIT - 1)] * 2, ignore_index=True)
+    with pytest.raises(ValueError, match="a group's sum over the kept sums' range"):
+        group_sums(rows)
+    jobs = pd.DataFrame({"job": ["alpha/1/1"], "start_time_utc": [pd.Timestamp(0, tz="UTC")],
+                         "cluster": ["alpha"], "cluster_partition": ["batch"],
+                         "project": ["p1"], "hpc_user": ["u1"], "node_hours": [1.3e12]})
+    energy = pd.DataFrame(columns=["job", "energy_j", "gap_s", "duration_s", "series",
+                                   "energy_cc_kwh"])
+    with pytest.raises(ValueError, match="a value of node_hours over the kept sums' range"):
+        job_sums(jobs, energy)
