@@ -207,11 +207,14 @@ def land(warehouse: Warehouse, blocks: Collection[str], rows_of: BlockRows) -> L
     their jobs started on before (as cc_jobs holds them) or after from the groups' sums
     kept (:func:`_new_sums`); one commit per table, cc_jobs last, inside the days'
     :class:`Pending` mark: a stop between the commits leaves it, so that the next run
-    recomputes those days' sums from cc_jobs and cc_job_energy as they are."""
+    recomputes those days' sums from cc_jobs and cc_job_energy as they are. A job no block
+    of ``blocks`` owns is refused before anything is written."""
     blocks = sorted(blocks)
     jobs, energy = rows_of(blocks) if blocks else (pd.DataFrame(columns=JOBS.columns),
                                                    pd.DataFrame(columns=JOB_ENERGY.columns))
     jobs, energy = JOBS.ready(jobs), JOB_ENERGY.ready(energy)
+    for kept, rows in ((JOBS, jobs), (JOB_ENERGY, energy)):
+        entry_sync.refuse_unowned(kept, rows, blocks, FACTS_OWNERSHIP)
     sums, days, pending = _new_sums(warehouse, blocks, jobs, energy)
     sums = ROLLUP_SUMS.ready(sums)
     table = ROLLUP.ready(rollup_of_sums(sums))

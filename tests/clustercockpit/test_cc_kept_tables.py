@@ -314,6 +314,26 @@ def test_a_store_kept_before_the_sums_is_recomputed_whole_by_its_first_landing(t
     assert_rebuilt(tables)
 
 
+def test_a_landing_with_a_job_of_another_block_is_refused_before_any_write(tmp_path):
+    """A block's rows holding a job of another block: refused before the sums, the rollup
+    or the pending mark are written, the tables as they were."""
+    root, tables = tmp_path / "archive", Warehouse(tmp_path / "warehouse")
+    write_archive_files(root, CLUSTERS)
+    for job_id in (1000, 2000):
+        write_job(root, JobSpec(cluster="alpha", job_id=job_id, hosts=1, samples=4,
+                                start_time=START + job_id))
+        store_block(tables, root, f"alpha/{job_id // 1000}")
+    kept.land(tables, ["alpha/1"], lambda keys: frames_of(tables, keys))
+    before = {table.table: table.stored(tables) for table in
+              (kept.JOBS, kept.JOB_ENERGY, kept.ROLLUP, kept.ROLLUP_SUMS)}
+    with pytest.raises(ValueError, match=r"cc_jobs: rows of entries no owner given owns: "
+                                         r"\['alpha/2000/1700002000'\]"):
+        kept.land(tables, ["alpha/1"], lambda keys: frames_of(tables, ["alpha/1", "alpha/2"]))
+    for table, rows in before.items():
+        pd.testing.assert_frame_equal(entry_table.read(tables, table), rows, check_dtype=False)
+    assert not tables.partition_keys(kept.PENDING_TABLE)
+
+
 def _sums(**changed: int) -> pd.DataFrame:
     """One group's sums on 2023-11-14: a job with energy, ``changed`` replacing some."""
     return pd.DataFrame([{"day": pd.Timestamp("2023-11-14", tz="UTC"), "cluster": "alpha",
