@@ -171,8 +171,8 @@ def group_sums(rows: pd.DataFrame) -> pd.DataFrame:
             f"cc_rollup: the kept sums of day {day:%Y-%m-%d}, group (cluster, partition, "
             f"project, user) {tuple(group)} are no jobs' sums ({dict(sums[drifted].iloc[0])}): "
             "those taken away were not those kept; rebuild the ClusterCockpit tables (a "
-            "cc_pipeline run without partitions, e.g. cc_rollup materialized with no "
-            "partition selected)")
+            "cc_pipeline run without partitions: the daily_rollups schedule's, or cc_rollup "
+            "materialized with no partition selected; docs/clustercockpit.md)")
     return sums.astype("int64").reset_index()[SUMS_COLUMNS]
 
 

@@ -27,6 +27,12 @@ leaves them marked, and the next run recomputes those days' sums from what cc_jo
 cc_job_energy then hold (every day, after a stopped rebuild or where no sums are stored
 yet beside stored jobs) rather than taking the same jobs away twice.
 
+One writer at a time: the mark is one file, and the sums are read, changed and written per
+day with no check that another run wrote them in between (two runs at once could clear
+each other's mark or write sums missing the other's jobs, healed only by a rebuild). The
+pool ``joulehouse_tables_clustercockpit`` of limit 1, which ``cc_pipeline``'s step runs
+in (deploy/), keeps to one; nothing here does.
+
 Both give what a rebuild from scratch (``aggregate.rollup`` over every stored block) gives,
 to the bit, times rounded to the microsecond (Delta's unit). Rows are stored in no
 particular order.
@@ -88,12 +94,15 @@ class Pending:
     """The UTC days whose sums a run is about to commit ahead of cc_jobs (``whole``: every
     day), written before its first commit and removed after its last (partition
     ``pending`` of :data:`PENDING_TABLE`): left by a run stopped in between, for the next
-    to recompute from cc_jobs and cc_job_energy as they are."""
+    to recompute from cc_jobs and cc_job_energy as they are. One file for every run: it
+    assumes one writer at a time (the pool ``joulehouse_tables_clustercockpit``, limit 1;
+    a second run would overwrite it and the first to finish remove it)."""
 
     whole: bool = False
     days: frozenset[pd.Timestamp] = frozenset()
 
     def write(self, warehouse: Warehouse) -> None:
+        """Replace the stored mark with this one (a row per day; ``whole``: a row without)."""
         days = pd.Series(sorted(self.days), dtype="datetime64[ns, UTC]")
         warehouse.write_partition(PENDING_TABLE, "pending", pd.DataFrame({
             "day": pd.concat([days, pd.Series([pd.NaT] * self.whole,
@@ -102,6 +111,7 @@ class Pending:
 
     @classmethod
     def read(cls, warehouse: Warehouse) -> Pending:
+        """The stored mark (none stored: nothing pending)."""
         if not warehouse.has_partition(PENDING_TABLE, "pending"):
             return cls()
         rows = warehouse.read_partitions(PENDING_TABLE, ["pending"])
@@ -109,6 +119,7 @@ class Pending:
 
     @staticmethod
     def clear(warehouse: Warehouse) -> None:
+        """Remove the stored mark (none stored: nothing to do)."""
         warehouse.remove_partition(PENDING_TABLE, "pending")
 
 
@@ -117,10 +128,16 @@ def _days(rows: pd.DataFrame, column: str = "start_time_utc") -> set[pd.Timestam
     return set(rows[column].dt.floor("D")) if len(rows) else set()
 
 
+def _in_ranges(column: str, ranges: Collection[tuple[object, object]]) -> pc.Expression:
+    """A dataset filter: ``column`` within one of ``ranges`` (``[low, high)`` each, at
+    least one)."""
+    return functools.reduce(operator.or_, [(pc.field(column) >= low) & (pc.field(column) < high)
+                                           for low, high in ranges])
+
+
 def _on_days(column: str, days: Collection[pd.Timestamp]) -> pc.Expression:
     """A dataset filter: ``column`` (a UTC time) within one of ``days`` (at least one)."""
-    return functools.reduce(operator.or_, [(pc.field(column) >= day) & (pc.field(column) < day + DAY)
-                                           for day in sorted(days)])
+    return _in_ranges(column, [(day, day + DAY) for day in sorted(days)])
 
 
 def _owned_rows(warehouse: Warehouse, kept: entry_sync.Kept, owners: Collection[str]
@@ -131,8 +148,7 @@ def _owned_rows(warehouse: Warehouse, kept: entry_sync.Kept, owners: Collection[
     if not owners:
         return pd.DataFrame(columns=kept.columns)
     ranges = [(prefix, prefix + "\U0010ffff") for prefix in map(FACTS_OWNERSHIP.prefix, owners)]
-    where = functools.reduce(operator.or_, [
-        (pc.field(kept.entry) >= low) & (pc.field(kept.entry) < high) for low, high in ranges])
+    where = _in_ranges(kept.entry, ranges)
     listed = (filestats.holding_ranges(warehouse, kept.table, kept.entry, ranges)
               if entry_table.is_entry_table(warehouse, kept.table) else None)
     rows = kept.ready(entry_table.read_where(warehouse, kept.table, where, listed))
@@ -164,6 +180,8 @@ def _stored_sums(warehouse: Warehouse, days: Collection[pd.Timestamp] | None) ->
 
 
 def _taken_away(sums: pd.DataFrame) -> pd.DataFrame:
+    """``sums`` (:func:`~.aggregate.job_sums` rows) with each of :data:`~.aggregate.SUMS`
+    negated: what adding them to a group's sums takes away."""
     return sums.assign(**{name: -sums[name] for name in SUMS})
 
 
