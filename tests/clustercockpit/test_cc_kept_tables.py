@@ -72,10 +72,11 @@ def assert_tables_hold(tables: Warehouse, jobs: pd.DataFrame, energy: pd.DataFra
 
 
 def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path, monkeypatch):
-    """Landings, fixes, moves, deletions and removals, some landings stopped at a random
-    commit (their blocks landed again later): after each step the rollup and its sums are
-    those of what cc_jobs and cc_job_energy hold, to the bit, and once every block is
-    landed the tables equal a rebuild."""
+    """Landings, fixes, moves, regroupings (a job's user, project and partition changed
+    under the same key), deletions and removals, some landings stopped at a random commit
+    (their blocks landed again later): after each step the rollup and its sums are those of
+    what cc_jobs and cc_job_energy hold, to the bit, and once every block is landed the
+    tables equal a rebuild."""
     rng = random.Random(28)
     root, tables = tmp_path / "archive", Warehouse(tmp_path / "warehouse")
     write_archive_files(root, CLUSTERS)
@@ -104,11 +105,16 @@ def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path, monkeypatc
             for _ in range(rng.randrange(1, 4)):
                 cluster = rng.choice(CLUSTERS)
                 touched.add(write(spec(cluster, rng.choice([1, 2, 3]) * 1000 + rng.randrange(5))))
-        elif jobs and action in ("fix", "move"):  # same job, other energy (fix) or day (move)
+        elif jobs and action in ("fix", "move", "regroup"):
+            # same job, other energy (fix), day (move) or user, project and partition
             (cluster, job_id), old = rng.choice(sorted(jobs.items()))
             changed = spec(cluster, job_id)
             if action == "fix":
                 changed = replace(old, base_power_w=old.base_power_w + 7.0)
+            elif action == "regroup":
+                changed = replace(old, user={"u1": "u2", "u2": "u1"}[old.user],
+                                  project={"p1": "p2", "p2": "p1"}[old.project],
+                                  partition={"batch": "gpu", "gpu": "batch"}[old.partition])
             touched.add(write(changed))
         elif jobs and action == "delete":  # a job folder deleted from a re-read block
             (cluster, job_id), old = rng.choice(sorted(jobs.items()))
@@ -123,7 +129,7 @@ def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path, monkeypatc
         kept.land(tables, sorted(blocks), lambda keys: frames_of(tables, keys))
 
     actions = ["land", "fix", "move", "delete", "remove", "land", "fix", "delete",
-               *["stop"] * 6, "land", "land", "move", "fix"]
+               *["stop"] * 6, "land", "land", "move", "fix", "regroup", "regroup"]
     rng.shuffle(actions)
     for action in ["land", "land", *actions]:
         if action == "remove":  # a block removed (deleted from Dagster): the daily rebuild
@@ -138,7 +144,7 @@ def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path, monkeypatc
             kept.rebuild(tables, *frames_of(tables, stored)) if stored else None
             unlanded.clear()
         elif action == "stop":  # a change landed, the landing stopped at one of its commits
-            touched = change(rng.choice(["land", "fix", "move", "delete"]))
+            touched = change(rng.choice(["land", "fix", "move", "delete", "regroup"]))
             stop_at_commit(monkeypatch, rng.randrange(1, 5))
             with pytest.raises(RuntimeError):
                 land(touched)
