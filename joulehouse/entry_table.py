@@ -141,6 +141,13 @@ def is_entry_table(warehouse: Warehouse, table: str) -> bool:
     return info.type == pafs.FileType.Directory
 
 
+def version(warehouse: Warehouse, table: str) -> int | None:
+    """The number of ``table``'s current Delta version (one per commit); None where its
+    log holds none."""
+    delta = _open(warehouse, table)
+    return None if delta is None else delta.version()
+
+
 def _uri(warehouse: Warehouse, table: str) -> str:
     return warehouse.table_path(table) if warehouse.is_local else f"{warehouse.url}/{table}"
 

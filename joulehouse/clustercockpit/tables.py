@@ -24,8 +24,9 @@ The sums hold what cc_jobs and cc_job_energy hold, but while a run writes: the d
 writes are marked pending (:class:`Pending`, a plain file) before its first commit and
 unmarked after its last, so that a run stopped in between (the sums ahead of cc_jobs)
 leaves them marked, and the next run recomputes those days' sums from what cc_jobs and
-cc_job_energy then hold (every day, after a stopped rebuild or where no sums are stored
-yet beside stored jobs) rather than taking the same jobs away twice.
+cc_job_energy then hold (every day, after a stopped rebuild, where no sums are stored
+yet beside stored jobs, or where cc_jobs is not at the version the last run here recorded,
+:func:`_stamp`: code before the sums wrote it) rather than taking the same jobs away twice.
 
 One writer at a time: the mark is one file, and the sums are read, changed and written per
 day with no check that another run wrote them in between (two runs at once could clear
@@ -67,8 +68,11 @@ JOB_ENERGY = entry_sync.Kept("cc_job_energy", list(JOB_ENERGY_SCHEMA.columns), e
 ROLLUP = entry_sync.Kept("cc_rollup", list(ROLLUP_SCHEMA.columns), entry="day")
 #: The rollup groups' exact sums (``aggregate.SUMS``), per UTC start day.
 ROLLUP_SUMS = entry_sync.Kept("_cc_rollup_sums", SUMS_COLUMNS, entry="day")
-#: The days whose sums a run is writing (:class:`Pending`): a plain partition.
+#: The days whose sums a run is writing (:class:`Pending`): a plain partition; beside it,
+#: the stamp (:func:`_stamp`).
 PENDING_TABLE = "_cc_rollup_pending"
+#: The partition of :data:`PENDING_TABLE` holding cc_jobs' version a run of this code left.
+STAMP = "cc_jobs_version"
 DAY = pd.Timedelta(days=1)
 
 #: The rows of given stored blocks: (cc_jobs rows, cc_job_energy rows).
@@ -121,6 +125,22 @@ class Pending:
     def clear(warehouse: Warehouse) -> None:
         """Remove the stored mark (none stored: nothing to do)."""
         warehouse.remove_partition(PENDING_TABLE, "pending")
+
+
+def _stamp(warehouse: Warehouse) -> None:
+    """Record cc_jobs' current version, after a run's last commit to it (compaction too):
+    code that does not keep the sums (before them) commits to cc_jobs without recording
+    it, so that the next run here finds another version (:func:`_stamped`)."""
+    version = entry_table.version(warehouse, JOBS.table)
+    if version is not None:
+        warehouse.write_partition(PENDING_TABLE, STAMP, pd.DataFrame({"version": [version]}))
+
+
+def _stamped(warehouse: Warehouse) -> bool:
+    """Whether cc_jobs' current version is the one :func:`_stamp` recorded: no commit to it
+    since but a stopped run's, whose days :class:`Pending` marks."""
+    return warehouse.has_partition(PENDING_TABLE, STAMP) and int(warehouse.read_partitions(
+        PENDING_TABLE, [STAMP])["version"].iloc[0]) == entry_table.version(warehouse, JOBS.table)
 
 
 def _days(rows: pd.DataFrame, column: str = "start_time_utc") -> set[pd.Timestamp]:
@@ -190,13 +210,15 @@ def _new_sums(warehouse: Warehouse, blocks: Collection[str], jobs: pd.DataFrame,
     """The sums of the days the blocks' jobs touch (before or after) and of those a stopped
     run left pending, once ``blocks`` hold ``jobs`` and ``energy``; those days; what was
     pending. A day not pending: its stored sums, plus the given jobs', less the blocks'
-    stored jobs'. A pending day (every day, when ``whole`` or where sums were never
-    stored beside stored jobs): the stored jobs' but the blocks', plus the given ones'.
+    stored jobs'. A pending day (every day, when ``whole``, where sums were never stored
+    beside stored jobs or where cc_jobs is not :func:`_stamped`): the stored jobs' but the
+    blocks', plus the given ones'.
     Read before any write, so that it holds whichever of the tables' writes a stop let
     through."""
     pending = Pending.read(warehouse)
-    if not pending.whole and not entry_table.is_entry_table(warehouse, ROLLUP_SUMS.table) \
-            and entry_table.is_entry_table(warehouse, JOBS.table):
+    if not pending.whole and entry_table.is_entry_table(warehouse, JOBS.table) and (
+            not entry_table.is_entry_table(warehouse, ROLLUP_SUMS.table)
+            or not _stamped(warehouse)):
         pending = Pending(whole=True)
     before = job_sums(_owned_rows(warehouse, JOBS, blocks),
                       _owned_rows(warehouse, JOB_ENERGY, blocks))
@@ -249,6 +271,7 @@ def land(warehouse: Warehouse, blocks: Collection[str], rows_of: BlockRows) -> L
     if days or pending != Pending():
         Pending.clear(warehouse)
     entry_sync.compact_each(warehouse, (JOBS, JOB_ENERGY, ROLLUP, ROLLUP_SUMS))
+    _stamp(warehouse)
     return Landed(written_jobs, written_energy, written_rollup, table, jobs, energy)
 
 
@@ -270,6 +293,7 @@ def rebuild(warehouse: Warehouse, jobs: pd.DataFrame, energy: pd.DataFrame) -> L
                                          (JOB_ENERGY, energy, None), (JOBS, jobs, None))]
     Pending.clear(warehouse)
     entry_sync.compact_each(warehouse, (JOBS, JOB_ENERGY, ROLLUP, ROLLUP_SUMS))
+    _stamp(warehouse)
     _, rollup, job_energy, job_rows = written
     return Landed(job_rows, job_energy, rollup, table, jobs, energy)
 

@@ -337,7 +337,7 @@ def test_a_landing_with_a_job_of_another_block_is_refused_before_any_write(tmp_p
         kept.land(tables, ["alpha/1"], lambda keys: frames_of(tables, ["alpha/1", "alpha/2"]))
     for table, rows in before.items():
         pd.testing.assert_frame_equal(entry_table.read(tables, table), rows, check_dtype=False)
-    assert not tables.partition_keys(kept.PENDING_TABLE)
+    assert kept.Pending.read(tables) == kept.Pending()
 
 
 def _sums(**changed: int) -> pd.DataFrame:
@@ -375,3 +375,22 @@ def test_sums_and_values_over_the_kept_range_are_refused():
                                    "energy_cc_kwh"])
     with pytest.raises(ValueError, match="a value of node_hours over the kept sums' range"):
         job_sums(jobs, energy)
+
+
+def test_a_landing_after_older_code_wrote_cc_jobs_recomputes_every_day(tmp_path):
+    """Code before the sums (a rollback) lands a block into cc_jobs and cc_job_energy
+    without the sums: cc_jobs' version is no longer the stamped one, so the next landing
+    here, over another block, recomputes every day's sums from cc_jobs."""
+    root, tables = tmp_path / "archive", Warehouse(tmp_path / "warehouse")
+    write_archive_files(root, CLUSTERS)
+    for job_id in (1000, 2000, 3000):
+        write_job(root, JobSpec(cluster="alpha", job_id=job_id, hosts=1, samples=4,
+                                start_time=START + job_id))
+        store_block(tables, root, f"alpha/{job_id // 1000}")
+    kept.land(tables, ["alpha/1"], lambda keys: frames_of(tables, keys))
+    jobs, energy = frames_of(tables, ["alpha/2"])  # as the older code lands alpha/2
+    kept.JOBS.write(tables, kept.JOBS.ready(jobs), [])
+    kept.JOB_ENERGY.write(tables, kept.JOB_ENERGY.ready(energy), [])
+    kept.land(tables, ["alpha/3"], lambda keys: frames_of(tables, keys))
+    assert kept.JOBS.count(tables) == 3
+    assert_rebuilt(tables)
