@@ -85,13 +85,19 @@ class Kept:
     entry: str = "entity"
     scope: Mapping[str, str] = field(default_factory=dict)
 
-    def write(self, warehouse: Warehouse, rows: pd.DataFrame, removed: Collection[str]) -> None:
+    def write(self, warehouse: Warehouse, rows: pd.DataFrame, removed: Collection[str],
+              since: int | None = None) -> None:
         """Replace the rows of ``rows``'s entries and remove those of ``removed``, in one
-        commit (nothing when both are empty)."""
+        commit (nothing when both are empty). ``since`` (no scope only): the version
+        ``rows`` were worked out from, the commit refused if another came after it
+        (``entry_table.replace_keys``)."""
         if self.scope:
+            if since is not None:
+                raise ValueError(f"{self.table}: a write within a scope is not pinned")
             warehouse.write_entries(self.table, rows, self.scope, self.entry, removed=removed)
         else:
-            entry_table.write_keyed(warehouse, self.table, rows, self.entry, removed=removed)
+            entry_table.write_keyed(warehouse, self.table, rows, self.entry, removed=removed,
+                                    since=since)
 
     def ready(self, rows: pd.DataFrame) -> pd.DataFrame:
         """``rows`` as the table keeps them: :attr:`columns` in order, a fresh index, times

@@ -28,11 +28,13 @@ cc_job_energy then hold (every day, after a stopped rebuild, where no sums are s
 yet beside stored jobs, or where cc_jobs is not at the version the last run here recorded,
 :func:`_stamp`: code before the sums wrote it) rather than taking the same jobs away twice.
 
-One writer at a time: the mark is one file, and the sums are read, changed and written per
-day with no check that another run wrote them in between (two runs at once could clear
-each other's mark or write sums missing the other's jobs, healed only by a rebuild). The
-pool ``joulehouse_tables_clustercockpit`` of limit 1, which ``cc_pipeline``'s step runs
-in (deploy/), keeps to one; nothing here does.
+One writer at a time: the sums' commit is refused if another run committed sums after this
+one read them (the landing is then tried again from its reads), but the mark is one file,
+and a run that reads while another is between its sums' and cc_jobs' commits takes that
+one's days as a stopped run's (two runs at once could clear each other's mark or write
+sums missing the other's jobs, healed only by a rebuild). The pool
+``joulehouse_tables_clustercockpit`` of limit 1, which ``cc_pipeline``'s step runs in
+(deploy/), keeps to one.
 
 Both give what a rebuild from scratch (``aggregate.rollup`` over every stored block) gives,
 to the bit, times rounded to the microsecond (Delta's unit). Rows are stored in no
@@ -100,7 +102,8 @@ class Pending:
     ``pending`` of :data:`PENDING_TABLE`): left by a run stopped in between, for the next
     to recompute from cc_jobs and cc_job_energy as they are. One file for every run: it
     assumes one writer at a time (the pool ``joulehouse_tables_clustercockpit``, limit 1;
-    a second run would overwrite it and the first to finish remove it)."""
+    a second run would overwrite it and the first to finish remove it, or take a live
+    run's days for a stopped one's)."""
 
     whole: bool = False
     days: frozenset[pd.Timestamp] = frozenset()
@@ -248,20 +251,23 @@ def land(warehouse: Warehouse, blocks: Collection[str], rows_of: BlockRows) -> L
     kept (:func:`_new_sums`); one commit per table, cc_jobs last, inside the days'
     :class:`Pending` mark: a stop between the commits leaves it, so that the next run
     recomputes those days' sums from cc_jobs and cc_job_energy as they are. A job no block
-    of ``blocks`` owns is refused before anything is written."""
+    of ``blocks`` owns is refused before anything is written. The sums' commit is refused
+    if another run committed sums after this one read them (``since``), and the landing
+    tried again from its reads (:func:`entry_sync.retried`)."""
     blocks = sorted(blocks)
     jobs, energy = rows_of(blocks) if blocks else (pd.DataFrame(columns=JOBS.columns),
                                                    pd.DataFrame(columns=JOB_ENERGY.columns))
     jobs, energy = JOBS.ready(jobs), JOB_ENERGY.ready(energy)
     for kept, rows in ((JOBS, jobs), (JOB_ENERGY, energy)):
         entry_sync.refuse_unowned(kept, rows, blocks, FACTS_OWNERSHIP)
+    read_version = entry_table.version(warehouse, ROLLUP_SUMS.table)
     sums, days, pending = _new_sums(warehouse, blocks, jobs, energy)
     sums = ROLLUP_SUMS.ready(sums)
     table = ROLLUP.ready(rollup_of_sums(sums))
     emptied = sorted(map(str, days - set(sums["day"])))
     if days:
         Pending(pending.whole, frozenset(days)).write(warehouse)
-    ROLLUP_SUMS.write(warehouse, sums, emptied)
+    ROLLUP_SUMS.write(warehouse, sums, emptied, since=read_version)
     ROLLUP.write(warehouse, table, emptied)
     written_rollup = entry_sync.Written(entities=table["day"].nunique(), removed=len(emptied),
                                         rows=len(table))

@@ -394,3 +394,34 @@ def test_a_landing_after_older_code_wrote_cc_jobs_recomputes_every_day(tmp_path)
     kept.land(tables, ["alpha/3"], lambda keys: frames_of(tables, keys))
     assert kept.JOBS.count(tables) == 3
     assert_rebuilt(tables)
+
+
+def test_a_landing_whose_read_sums_another_landing_changed_is_tried_again(
+        tmp_path, monkeypatch):
+    """Two landings of the same day and group interleaved: the second lands whole after
+    the first read the day's sums; the first's commit of the sums is refused and it is
+    tried again from its reads, so that the sums hold both blocks' jobs."""
+    root, tables = tmp_path / "archive", Warehouse(tmp_path / "warehouse")
+    write_archive_files(root, CLUSTERS)
+    for job_id in (1000, 2000):
+        write_job(root, JobSpec(cluster="alpha", job_id=job_id, hosts=1, samples=4,
+                                start_time=START + job_id))
+    store_block(tables, root, "alpha/1")
+    kept.land(tables, ["alpha/1"], lambda keys: frames_of(tables, keys))
+    store_block(tables, root, "alpha/2")
+    write_job(root, JobSpec(cluster="alpha", job_id=1001, hosts=1, samples=4,
+                            start_time=START + 1001))
+    store_block(tables, root, "alpha/1")
+    stored_sums, interleaved = kept._stored_sums, []
+
+    def read_then_other_lands(warehouse, days):
+        sums = stored_sums(warehouse, days)
+        if not interleaved:
+            interleaved.append(True)
+            kept.land(tables, ["alpha/2"], lambda keys: frames_of(tables, keys))
+        return sums
+
+    monkeypatch.setattr(kept, "_stored_sums", read_then_other_lands)
+    kept.land(tables, ["alpha/1"], lambda keys: frames_of(tables, keys))
+    assert interleaved and kept.JOBS.count(tables) == 3
+    assert_rebuilt(tables)
