@@ -55,7 +55,8 @@ every block of a run, for the reason ``assets/pipeline.py`` gives. In order:
 3. the tables over every stored block, kept per entry
    (``joulehouse.clustercockpit.tables``, ``assets/facts.py``): ``cc_jobs``,
    ``cc_job_energy`` (per job), ``cc_rollup`` (per UTC start day, cluster,
-   partition, project, user; recomputed for the days the run's jobs touch) and
+   partition, project, user; kept from its groups' exact sums: a run adds its
+   blocks' jobs and takes away their stored ones, whatever else the days hold) and
    ``energy_facts/clustercockpit``: a run writes its blocks' jobs, a run without
    partitions what differs from every stored block;
 4. then, if any block failed, the step fails (``assets/reporting.py``).

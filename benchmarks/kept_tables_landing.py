@@ -21,6 +21,22 @@ block's day. GEOPM: each report is ``examples/geopm/fm_stream_dgemm_2host.yaml.r
 frames with its start time and energies changed (no two alike).
 
 Run: ``.venv/bin/python benchmarks/kept_tables_landing.py --stored 100 2000 --repeat 3``.
+
+``--part day`` (issue 28, cc_rollup kept from its groups' sums): ``land`` of a new block of
+10 jobs into a UTC day already holding ``--day-jobs`` jobs (1,000 and 100,000: a centre's
+10x rate of 3 jobs/s makes 260,000), ``--repeat`` landings in a row, each timed (CPU of
+the process, all threads, and wall). The day's jobs are copies of the generated job (ids
+0.., a second apart, 50 users) written fast, not through Dagster runs: cc_jobs and
+cc_job_energy appended a block (1,000 jobs) per file, as landings leave them, then a
+``rebuild`` writes the rollup (not timed). The tables' compaction (``entry_sync``'s, due
+once over 64 small files: once every 64 landings) is held off throughout, before and
+after alike: it would merge the history's files at the first timed landing. ``--code``
+imports ``joulehouse`` from another checkout (the code before: a detached worktree of
+main at its commit), so that before and after run the same script::
+
+    git -C /work/main worktree add --detach /tmp/rollup-before c9cafdb
+    .venv/bin/python benchmarks/kept_tables_landing.py --part day --code /tmp/rollup-before
+    .venv/bin/python benchmarks/kept_tables_landing.py --part day
 """
 
 from __future__ import annotations
@@ -39,10 +55,13 @@ import pandas as pd
 import pyarrow as pa
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+#: The checkout whose ``joulehouse`` is measured (``--code``; this one by default).
+CODE = Path(sys.argv[sys.argv.index("--code") + 1]).resolve() if "--code" in sys.argv else ROOT
+sys.path[:0] = [str(CODE), str(ROOT / "benchmarks")]
 
 from machine import describe, load_average
 
+from joulehouse import entry_sync, entry_table
 from joulehouse.clustercockpit import tables as cc_tables
 from joulehouse.clustercockpit.aggregate import rollup
 from joulehouse.clustercockpit.blocks import read_block
@@ -74,25 +93,37 @@ def cc_template(folder: Path) -> dict[str, pd.DataFrame]:
     return read_block(folder, "alpha/0", check_schema=False).frames
 
 
+def cc_copies(template: dict[str, pd.DataFrame], job_ids: np.ndarray, starts: pd.Series,
+              users: int | None = None) -> dict[str, pd.DataFrame]:
+    """Copies of the template job, ids ``job_ids`` starting at ``starts`` (UTC), user
+    ``u<id % users>`` (the template's when None)."""
+    keys = "alpha/" + pd.Series(job_ids).astype(str) + "/" + (
+        starts.astype("int64") // 10**9).astype(str)
+    frames = {}
+    for name, user in (("jobs", "hpc_user"), ("job_energy", "user")):
+        rows = template[name]
+        copy = rows.iloc[np.tile(np.arange(len(rows)), len(job_ids))].reset_index(drop=True)
+        per_row = np.repeat(np.arange(len(job_ids)), len(rows))
+        copy["job"], copy["job_id"] = keys.to_numpy()[per_row], job_ids[per_row]
+        start = starts.iloc[per_row].reset_index(drop=True)
+        if users is not None:
+            copy[user] = "u" + pd.Series(job_ids[per_row] % users).astype(str)
+        if name == "jobs":
+            copy = copy.assign(start_time=start.astype("int64") // 10**9, start_time_utc=start,
+                               end_time_utc=start + (copy["end_time_utc"]
+                                                     - copy["start_time_utc"]))
+        else:
+            copy["start_time"] = start
+        frames[name] = copy
+    return frames
+
+
 def cc_block(template: dict[str, pd.DataFrame], block: int, jobs: int
              ) -> dict[str, pd.DataFrame]:
     """Block ``alpha/<block>``: ``jobs`` copies of the template job, on the block's day."""
-    frames = {}
-    for name in ("jobs", "job_energy"):
-        copies = []
-        for i in range(jobs):
-            job_id = block * 1000 + i
-            start = pd.Timestamp("2025-01-01", tz="UTC") + (block % 365) * DAY + i * pd.Timedelta(
-                minutes=1)
-            copy = template[name].assign(job=f"alpha/{job_id}/{int(start.timestamp())}",
-                                         job_id=job_id)
-            if name == "jobs":
-                copy = copy.assign(start_time_utc=start,
-                                   end_time_utc=start + (copy["end_time_utc"]
-                                                         - copy["start_time_utc"]))
-            copies.append(copy)
-        frames[name] = pd.concat(copies, ignore_index=True)
-    return frames
+    starts = pd.Series(pd.Timestamp("2025-01-01", tz="UTC") + (block % 365) * DAY
+                       + pd.to_timedelta(np.arange(jobs), unit="min"))
+    return cc_copies(template, block * 1000 + np.arange(jobs), starts)
 
 
 def cc_store(warehouse: Warehouse, template, blocks: range, jobs: int) -> list[str]:
@@ -183,6 +214,44 @@ def measure(source: str, step: str, root: Path, stored: int, repeat: int, jobs: 
           f"  cpu {' '.join(f'{c:7.3f}' for c in cpus)} s", flush=True)
 
 
+# --- ClusterCockpit: a landing into a day of many jobs (--part day) ---------------------
+
+DAY_START = pd.Timestamp("2025-03-01", tz="UTC")
+DAY_USERS = 50
+
+
+def day_copies(template: dict[str, pd.DataFrame], job_ids: np.ndarray) -> dict[str, pd.DataFrame]:
+    """Copies of the template job on the day, a second apart (wrapping at midnight)."""
+    return cc_copies(template, job_ids, pd.Series(DAY_START + pd.to_timedelta(
+        job_ids % 86_400, unit="s")), users=DAY_USERS)
+
+
+def measure_day(root: Path, day_jobs: int, repeat: int) -> None:
+    """``repeat`` landings of NEW jobs (a block each) into a day of ``day_jobs`` jobs."""
+    warehouse = Warehouse(root / "day")
+    template = cc_template(root / "template")
+    entry_sync.COMPACT_ABOVE = 10**9  # held off: see the docstring
+    history = {"jobs": [], "job_energy": []}
+    for first in range(0, day_jobs, 1000):
+        frames = day_copies(template, np.arange(first, min(first + 1000, day_jobs)))
+        for name, kept in (("jobs", cc_tables.JOBS), ("job_energy", cc_tables.JOB_ENERGY)):
+            entry_table.replace_where(warehouse, kept.table, kept.ready(frames[name]), "")
+            history[name].append(frames[name])
+    cc_tables.rebuild(warehouse, *(pd.concat(history[name], ignore_index=True)
+                                   for name in ("jobs", "job_energy")))
+    walls, cpus = [], []
+    for landing in range(repeat):
+        block = day_jobs // 1000 + 1 + landing
+        frames = day_copies(template, block * 1000 + np.arange(NEW))
+        wall, cpu = time.perf_counter(), cpu_s()
+        cc_tables.land(warehouse, [f"alpha/{block}"],
+                       lambda keys, frames=frames: (frames["jobs"], frames["job_energy"]))
+        walls.append(time.perf_counter() - wall)
+        cpus.append(cpu_s() - cpu)
+    print(f"{day_jobs:>8,} jobs that day  wall {' '.join(f'{w:6.3f}' for w in walls)} s"
+          f"  cpu {' '.join(f'{c:6.3f}' for c in cpus)} s", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stored", type=int, nargs="+", default=[100, 2000])
@@ -190,8 +259,19 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=20, help="jobs per ClusterCockpit block")
     parser.add_argument("--sources", nargs="+", default=list(SOURCES))
     parser.add_argument("--steps", nargs="+", default=["before", "after"])
+    parser.add_argument("--part", choices=["blocks", "day"], default="blocks")
+    parser.add_argument("--day-jobs", type=int, nargs="+", default=[1000, 100_000])
+    parser.add_argument("--code", type=Path, default=ROOT,
+                        help="the checkout whose joulehouse is measured")
     args = parser.parse_args()
     print(describe(pd, np, pa, deltalake), f"load average before: {load_average()}", sep="\n")
+    if args.part == "day":
+        print(f"code: {cc_tables.__file__}; each landing of {NEW} jobs, {args.repeat} in a row")
+        for day_jobs in args.day_jobs:
+            with tempfile.TemporaryDirectory() as folder:
+                measure_day(Path(folder), day_jobs, args.repeat)
+        print(f"load average after: {load_average()}")
+        return 0
     print(f"{'source':<15} {'stored':>6} {'step':<7} each landing of {NEW}, {args.repeat} times")
     for source in args.sources:
         for stored in args.stored:

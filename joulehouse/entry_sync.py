@@ -85,13 +85,19 @@ class Kept:
     entry: str = "entity"
     scope: Mapping[str, str] = field(default_factory=dict)
 
-    def write(self, warehouse: Warehouse, rows: pd.DataFrame, removed: Collection[str]) -> None:
+    def write(self, warehouse: Warehouse, rows: pd.DataFrame, removed: Collection[str],
+              since: int | None = None) -> None:
         """Replace the rows of ``rows``'s entries and remove those of ``removed``, in one
-        commit (nothing when both are empty)."""
+        commit (nothing when both are empty). ``since`` (no scope only): the version
+        ``rows`` were worked out from, the commit refused if another came after it
+        (``entry_table.replace_keys``)."""
         if self.scope:
+            if since is not None:
+                raise ValueError(f"{self.table}: a write within a scope is not pinned")
             warehouse.write_entries(self.table, rows, self.scope, self.entry, removed=removed)
         else:
-            entry_table.write_keyed(warehouse, self.table, rows, self.entry, removed=removed)
+            entry_table.write_keyed(warehouse, self.table, rows, self.entry, removed=removed,
+                                    since=since)
 
     def ready(self, rows: pd.DataFrame) -> pd.DataFrame:
         """``rows`` as the table keeps them: :attr:`columns` in order, a fresh index, times
@@ -139,17 +145,26 @@ def replace_owned(warehouse: Warehouse, kept: Kept, rows: pd.DataFrame,
     """Make the rows of ``owners``' entries be ``rows`` (every row those owners give now,
     in :attr:`Kept.columns`; an owner with none loses its stored rows), in one commit
     (one per ``entry_table.IN_LIMIT`` entries). Rows of an entry no given owner owns are
-    refused."""
+    refused (:func:`refuse_unowned`)."""
     owners = set(owners)
     given = set(rows[kept.entry])
-    strays = sorted(entry for entry in given if ownership.owner_of(entry) not in owners)
-    if strays:
-        raise ValueError(f"{kept.table}: rows of entries no owner given owns: {strays[:5]}")
+    refuse_unowned(kept, rows, owners, ownership)
     stored = entry_table.stored_entries(warehouse, kept.table, kept.scope,
                                         map(ownership.prefix, owners), kept.entry)
     removed = sorted(entry for entry in stored - given if ownership.owner_of(entry) in owners)
     kept.write(warehouse, rows, removed)
     return Written(entities=len(given), removed=len(removed), rows=len(rows))
+
+
+def refuse_unowned(kept: Kept, rows: pd.DataFrame, owners: Collection[str],
+                   ownership: Ownership) -> None:
+    """Raise ``ValueError`` (naming up to five) if ``rows`` hold an entry none of ``owners``
+    owns: what :func:`replace_owned` refuses, for a caller to check before its first write."""
+    owners = set(owners)
+    strays = sorted(entry for entry in set(rows[kept.entry])
+                    if ownership.owner_of(entry) not in owners)
+    if strays:
+        raise ValueError(f"{kept.table}: rows of entries no owner given owns: {strays[:5]}")
 
 
 def signatures(rows: pd.DataFrame, columns: list[str], entry: str) -> pd.DataFrame:

@@ -141,6 +141,13 @@ def is_entry_table(warehouse: Warehouse, table: str) -> bool:
     return info.type == pafs.FileType.Directory
 
 
+def version(warehouse: Warehouse, table: str) -> int | None:
+    """The number of ``table``'s current Delta version (one per commit); None where its
+    log holds none."""
+    delta = _open(warehouse, table)
+    return None if delta is None else delta.version()
+
+
 def _uri(warehouse: Warehouse, table: str) -> str:
     return warehouse.table_path(table) if warehouse.is_local else f"{warehouse.url}/{table}"
 
@@ -359,12 +366,14 @@ def _batched(values: Sequence, size: int) -> Iterator[Sequence]:
 
 def _overwrite(warehouse: Warehouse, table: str, rows: pd.DataFrame,
                scope: Mapping[str, str], where: str | None,
-               target_file_bytes: int | None = None) -> None:
+               target_file_bytes: int | None = None, since: int | None = None) -> None:
     """Replace the rows ``where`` selects (None: every row) with ``rows`` (checked within
     ``scope``; a column pandas left untyped typed as the table's), in one commit, in data
     files of ``target_file_bytes`` (delta-rs's default otherwise); the table is made on its
     first write, with ``rows``'s schema; nothing is written where there are no rows and no
-    table."""
+    table. ``since``: the version the caller read the rows from; the commit is refused
+    (``CommitFailedError``) if another came after it (deltalake 1.6.6 refuses any that added
+    data, whatever rows it touched)."""
     delta = _opened(warehouse, table)
     if len(rows):
         data = _typed_nulls(_checked(table, rows, scope), delta)
@@ -375,7 +384,12 @@ def _overwrite(warehouse: Warehouse, table: str, rows: pd.DataFrame,
     else:
         return
     sized = {} if target_file_bytes is None else {"target_file_size": target_file_bytes}
-    _write_delta(_uri(warehouse, table), data, mode="overwrite", predicate=where,
+    target = _uri(warehouse, table)
+    if since is not None:
+        from deltalake import DeltaTable
+
+        target = DeltaTable(target, version=since, storage_options=warehouse.delta_options())
+    _write_delta(target, data, mode="overwrite", predicate=where,
                     storage_options=warehouse.delta_options(), **sized)
 
 
@@ -781,15 +795,16 @@ def vacuum_if_due(warehouse: Warehouse, table: str, every: int) -> int | None:
 
 
 def write_keyed(warehouse: Warehouse, table: str, rows: pd.DataFrame, column: str,
-                removed: Iterable[str] = ()) -> None:
+                removed: Iterable[str] = (), since: int | None = None) -> None:
     """:func:`replace_keys` for a table with no scope column whose entries are the values
     of ``column`` (a job key, a report key, a day): the entries of ``rows`` and ``removed``
     get ``rows``'s rows (``removed``'s none). Values are compared as SQL string literals (a
-    timestamp column's entries as ISO text)."""
+    timestamp column's entries as ISO text). ``since``: see :func:`replace_keys`."""
     entries = [*rows[column].unique().tolist(), *removed]
     if any(pd.isna(entry) for entry in entries):
         raise ValueError(f"{table}: entries of {column} must not be null")
-    replace_keys(warehouse, table, rows, pd.DataFrame({column: list(map(str, entries))}))
+    replace_keys(warehouse, table, rows, pd.DataFrame({column: list(map(str, entries))}),
+                 since=since)
 
 
 def _typed_nulls(data: pa.Table, delta: DeltaTable | None) -> pa.Table:
@@ -919,7 +934,8 @@ def keys_predicate(keys: pd.DataFrame) -> str:
 
 
 def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
-                 keys: pd.DataFrame | None, target_file_bytes: int | None = None) -> None:
+                 keys: pd.DataFrame | None, target_file_bytes: int | None = None,
+                 since: int | None = None) -> None:
     """Make the rows of ``keys`` (a frame of key columns, each row one key: see
     :func:`keys_predicate`) be ``rows``, in one commit (one per part of keys whose predicate
     stays within ``IN_LIMIT`` and ``OR_LIMIT``, each atomic); a key without rows loses its
@@ -928,13 +944,16 @@ def replace_keys(warehouse: Warehouse, table: str, rows: pd.DataFrame,
     otherwise). The table is made on its first write, with ``rows``'s schema; nothing is
     written where there are no rows and no table. ``target_file_bytes``: the size of the
     data files written (delta-rs's default otherwise), so that rows written in order make
-    files of ranges, which a later write of some keys rewrites alone."""
+    files of ranges, which a later write of some keys rewrites alone. ``since``: the
+    version ``rows`` were worked out from; the first commit is refused
+    (``CommitFailedError``) if another came after it (:func:`_overwrite`)."""
 
     if keys is None:
-        _overwrite(warehouse, table, rows, {}, None, target_file_bytes)
+        _overwrite(warehouse, table, rows, {}, None, target_file_bytes, since)
         return
-    for part_rows, where in predicate_parts(table, rows, keys):
-        _overwrite(warehouse, table, part_rows, {}, where, target_file_bytes)
+    for index, (part_rows, where) in enumerate(predicate_parts(table, rows, keys)):
+        _overwrite(warehouse, table, part_rows, {}, where, target_file_bytes,
+                   since if index == 0 else None)
 
 
 def predicate_parts(table: str, rows: pd.DataFrame, keys: pd.DataFrame

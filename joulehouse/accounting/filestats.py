@@ -25,7 +25,26 @@ def holding(warehouse: Warehouse, table: str, values: Mapping[str, Sequence]
     each column of ``values`` is one of those given (each column judged alone: a superset
     of the files holding such rows); a file without statistics of a column is kept."""
     stats = entry_table.file_stats(warehouse, table)
-    keep = may_hold(stats, values)
+    return _listed(warehouse, table, stats, may_hold(stats, values))
+
+
+def holding_ranges(warehouse: Warehouse, table: str, column: str,
+                   ranges: Sequence[tuple[object, object]]) -> list[pafs.FileInfo]:
+    """The data files of ``table``'s current version whose statistics of ``column`` may hold
+    a value within one of ``ranges`` (``[low, high)`` each); a file without them is kept."""
+    stats = entry_table.file_stats(warehouse, table)
+    low, high = stats.get(f"min.{column}"), stats.get(f"max.{column}")
+    if low is None or high is None:
+        return _listed(warehouse, table, stats, np.ones(len(stats), bool))
+    keep = (low.isna() | high.isna()).to_numpy()
+    for start, end in ranges:
+        keep |= ((high >= start) & (low < end)).to_numpy(bool)
+    return _listed(warehouse, table, stats, keep)
+
+
+def _listed(warehouse: Warehouse, table: str, stats: pd.DataFrame, keep: np.ndarray
+            ) -> list[pafs.FileInfo]:
+    """The files of ``stats`` (``entry_table.file_stats``) that ``keep`` marks, sorted."""
     base = warehouse.table_path(table)
     return sorted((pafs.FileInfo(f"{base}/{path}", pafs.FileType.File, size=size)
                    for path, size in zip(stats.loc[keep, "path"], stats.loc[keep, "size_bytes"],

@@ -10,7 +10,13 @@ socket's values, not their sum).
 
 Rollups group jobs by UTC start day, cluster, partition, project and user;
 a job counts wholly on the day it started. Energies, node-hours and
-covered times are summed, never averaged.
+covered times are summed, never averaged: each job's figures in integer units
+(mJ, ms, node-ms: :func:`job_sums`), so that a group's sums are exact, the same in
+any order, and can be kept by adding a landing's jobs and taking away those it
+replaces (``cc_rollup``'s kept sums, ``joulehouse/clustercockpit/tables.py``); the
+rollup's columns are figures of these sums (:func:`rollup_of_sums`). Every column
+is a count, a sum or a ratio of sums: none (a min, a max, a distinct count) that
+sums could not keep.
 """
 
 from __future__ import annotations
@@ -26,6 +32,17 @@ from joulehouse.integrate import trapezoid_energy
 from joulehouse.validation import validate
 
 ROLLUP_KEYS = ["day", "cluster", "cluster_partition", "project", "hpc_user"]
+#: Per rollup group, what is summed: jobs, jobs with energy rows, node-hours in node-ms,
+#: then the energy rows' energy in mJ, gaps and window x series in ms, cc-backend's energy
+#: in mJ. Integers (int64), so that sums are exact in any order.
+ENERGY_SUMS = ["energy_mj", "gap_ms", "window_series_ms", "energy_cc_mj"]
+SUMS = ["jobs", "jobs_with_energy", "node_ms", *ENERGY_SUMS]
+SUMS_COLUMNS = [*ROLLUP_KEYS, *SUMS]
+#: The largest magnitude a kept sum may reach (a quarter of int64's range: 4.6e15 J, 4.6e15
+#: s, 1.3e12 node-hours per group and day); a sum or value beyond it is refused.
+SUM_LIMIT = 2**62
+MS_PER_H = 3.6e6
+MJ_PER_KWH = 3.6e9
 
 
 def metric_stats(meta: dict[str, Any], samples: pd.DataFrame, *,
@@ -93,29 +110,91 @@ def rollup(jobs: pd.DataFrame, job_energy: pd.DataFrame) -> pd.DataFrame:
     (counters included), ``covered_fraction`` is the summed covered
     window-series over the summed window-series, ``energy_cc_kwh`` sums
     cc-backend's per-metric figures. Jobs without energy rows count in
-    ``jobs`` and ``node_hours`` only.
+    ``jobs`` and ``node_hours`` only. The rollup of the groups' exact sums
+    (:func:`group_sums`), so it is the same however the rows are ordered or split.
     """
-    per_job = job_energy.assign(
-        window_series_s=job_energy["duration_s"] * job_energy["series"],
-    ).groupby("job", observed=True).agg(
-        energy_j=("energy_j", "sum"), gap_s=("gap_s", "sum"),
-        window_series_s=("window_series_s", "sum"), energy_cc_kwh=("energy_cc_kwh", "sum"))
-    table = jobs[["job", "start_time_utc", "cluster", "cluster_partition", "project",
-                  "hpc_user", "node_hours"]].join(per_job, on="job")
-    table["day"] = table["start_time_utc"].dt.floor("D")
-    table["cluster_partition"] = table["cluster_partition"].fillna("")
-    table["has_energy"] = table["window_series_s"].notna()
-    groups = table.groupby(ROLLUP_KEYS, sort=True)
-    result = groups.agg(
-        jobs=("job", "size"), node_hours=("node_hours", "sum"),
-        energy_j=("energy_j", "sum"), jobs_with_energy=("has_energy", "sum"),
-        gap_s=("gap_s", "sum"), window_series_s=("window_series_s", "sum"),
-        energy_cc_kwh=("energy_cc_kwh", "sum")).reset_index()
+    return rollup_of_sums(group_sums(job_sums(jobs, job_energy)))
+
+
+def _units(values: pd.Series, per_unit: float, name: str) -> np.ndarray:
+    """``values`` in integer units of ``1 / per_unit`` of theirs (nearest; NaN: 0)."""
+    scaled = np.nan_to_num(np.rint(values.to_numpy("float64", na_value=np.nan) * per_unit))
+    if len(scaled) and np.abs(scaled).max() >= SUM_LIMIT:
+        raise ValueError(f"cc_rollup: a value of {name} over the kept sums' range "
+                         f"({SUM_LIMIT / per_unit:.3g})")
+    return scaled.astype("int64")
+
+
+def job_sums(jobs: pd.DataFrame, job_energy: pd.DataFrame) -> pd.DataFrame:
+    """Per job of ``jobs``: its group (:data:`ROLLUP_KEYS`) and what it adds to the group's
+    :data:`SUMS` (``job_energy`` rows of other jobs ignored): each ``job_energy`` row's
+    energy, gap, window x series and cc-backend energy rounded to integer mJ or ms, then
+    summed per job; its node-hours in node-ms."""
+    energy = pd.DataFrame({
+        "job": job_energy["job"].to_numpy(object),
+        "energy_mj": _units(job_energy["energy_j"], 1e3, "energy_j"),
+        "gap_ms": _units(job_energy["gap_s"], 1e3, "gap_s"),
+        "window_series_ms": _units(job_energy["duration_s"] * job_energy["series"], 1e3,
+                                   "duration_s x series"),
+        "energy_cc_mj": _units(job_energy["energy_cc_kwh"], MJ_PER_KWH, "energy_cc_kwh")})
+    per_job = energy.groupby("job", sort=False).sum()
+    jobs = jobs.reset_index(drop=True)
+    table = pd.DataFrame({
+        "job": jobs["job"], "day": pd.to_datetime(jobs["start_time_utc"], utc=True).dt.floor("D"),
+        "cluster": jobs["cluster"], "cluster_partition": jobs["cluster_partition"].fillna(""),
+        "project": jobs["project"], "hpc_user": jobs["hpc_user"],
+        "jobs": np.ones(len(jobs), "int64"),
+        "node_ms": _units(jobs["node_hours"], MS_PER_H, "node_hours")}).join(per_job, on="job")
+    table["jobs_with_energy"] = table["energy_mj"].notna().astype("int64")
+    for name in ENERGY_SUMS:
+        table[name] = table[name].fillna(0).astype("int64")
+    return table[["job", *SUMS_COLUMNS]]
+
+
+def group_sums(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per group (:data:`ROLLUP_KEYS`, sorted) of ``rows`` (:func:`job_sums`, or groups'
+    sums, negated where taken away): the sum of each of :data:`SUMS`, exact (integers: in
+    any order; a sum over int64's range on the way wraps back once the true sum is within
+    it, which a float sum checks: over :data:`SUM_LIMIT` is refused). Sums no set of jobs
+    has (:func:`_drifted`: the kept ones not those of the jobs stored) are refused, naming
+    the first such day and group."""
+    grouped = rows.groupby(ROLLUP_KEYS, sort=True)
+    sums = grouped[SUMS].sum()
+    approximate = rows[ROLLUP_KEYS].join(rows[SUMS].astype("float64")).groupby(
+        ROLLUP_KEYS, sort=True)[SUMS].sum()
+    if (approximate.to_numpy() >= SUM_LIMIT).any():
+        raise ValueError(f"cc_rollup: a group's sum over the kept sums' range ({SUM_LIMIT})")
+    drifted = _drifted(sums)
+    if drifted.any():
+        day, *group = sums.index[drifted][0]
+        raise ValueError(
+            f"cc_rollup: the kept sums of day {day:%Y-%m-%d}, group (cluster, partition, "
+            f"project, user) {tuple(group)} are no jobs' sums ({dict(sums[drifted].iloc[0])}): "
+            "those taken away were not those kept; rebuild the ClusterCockpit tables (a "
+            "cc_pipeline run without partitions: the daily_rollups schedule's, or cc_rollup "
+            "materialized with no partition selected; docs/clustercockpit.md)")
+    return sums.astype("int64").reset_index()[SUMS_COLUMNS]
+
+
+def _drifted(sums: pd.DataFrame) -> np.ndarray:
+    """Per group of ``sums`` (:data:`SUMS` columns), whether no set of jobs sums so: a sum
+    negative, more jobs with energy than jobs, or no job left but some other sum not 0."""
+    jobs = sums["jobs"].to_numpy()
+    return ((sums.to_numpy() < 0).any(axis=1) | (sums["jobs_with_energy"].to_numpy() > jobs)
+            | ((jobs == 0) & (sums.to_numpy() != 0).any(axis=1)))
+
+
+def rollup_of_sums(sums: pd.DataFrame) -> pd.DataFrame:
+    """The ``cc_rollup`` rows (ROLLUP_SCHEMA) of groups' :data:`SUMS` (groups without jobs
+    left out): each figure its integer sum in the column's unit, ``covered_fraction`` one
+    minus the summed gaps over the summed window-series (NaN without)."""
+    sums = sums[sums["jobs"] > 0]
+    gap, window = (sums[name].to_numpy("float64") for name in ("gap_ms", "window_series_ms"))
     with np.errstate(invalid="ignore", divide="ignore"):
-        result["covered_fraction"] = np.where(
-            result["window_series_s"] > 0,
-            np.clip(1.0 - result["gap_s"] / result["window_series_s"], 0.0, 1.0), np.nan)
-    for name in ("jobs", "jobs_with_energy"):
-        result[name] = result[name].astype("int64")
-    result = result[list(ROLLUP_SCHEMA.columns)]
+        covered = np.where(window > 0, np.clip(1.0 - gap / window, 0.0, 1.0), np.nan)
+    result = sums[ROLLUP_KEYS].assign(
+        jobs=sums["jobs"], node_hours=sums["node_ms"] / MS_PER_H,
+        energy_j=sums["energy_mj"] / 1e3, jobs_with_energy=sums["jobs_with_energy"],
+        covered_fraction=covered, energy_cc_kwh=sums["energy_cc_mj"] / MJ_PER_KWH
+    ).reset_index(drop=True)[list(ROLLUP_SCHEMA.columns)]
     return validate(ROLLUP_SCHEMA, result, "cc_rollup") if len(result) else result

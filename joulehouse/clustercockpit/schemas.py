@@ -183,13 +183,16 @@ ROLLUP_SCHEMA = pa.DataFrameSchema(
         "project": _col(str, "project name"),
         "hpc_user": _col(str, "user name"),
         "jobs": _col("int64", "jobs started that day", pa.Check.ge(1)),
-        "node_hours": _col(float, "sum of num_nodes x duration, h", _GE0),
+        "node_hours": _col(float, "sum of num_nodes x duration, h (each job's rounded to "
+                           "the node-ms)", _GE0),
         "energy_j": _col(float, "sum of the jobs' integrated energy over power and counter "
-                         "metrics, J", _GE0),
+                         "metrics, J (each energy row's rounded to the mJ)", _GE0),
         "jobs_with_energy": _col("int64", "jobs with at least one energy metric", _GE0),
-        "covered_fraction": _col(float, "share of the summed windows x series covered",
+        "covered_fraction": _col(float, "share of the summed windows x series covered (gaps "
+                                 "and windows summed per row rounded to the ms)",
                                  pa.Check.in_range(0, 1), nullable=True),
-        "energy_cc_kwh": _col(float, "sum of cc-backend's per-metric kWh", _GE0),
+        "energy_cc_kwh": _col(float, "sum of cc-backend's per-metric kWh (each rounded to "
+                              "the mJ)", _GE0),
     },
     unique=["day", "cluster", "cluster_partition", "project", "hpc_user"],
     strict=True,

@@ -6,23 +6,45 @@ Each is a table kept per entry (``joulehouse/entry_table.py``, written through
 - ``cc_jobs`` and ``cc_job_energy``: entries are jobs (``job``, ``cluster/jobId/startTime``),
   owned by their job-id block (the Dagster partition; :data:`~.energy.FACTS_OWNERSHIP`);
 - ``cc_rollup``: entries are UTC start days (``day``): a day's rows are its groups (cluster,
-  partition, project, user), recomputed whole from the stored jobs that started that day.
+  partition, project, user), the figures of the groups' exact sums (``aggregate.SUMS``:
+  integer mJ, ms, node-ms, counts), which the hidden table ``_cc_rollup_sums`` keeps
+  (:data:`ROLLUP_SUMS`, entries days too).
 
-:func:`land` writes the blocks of a run: the days whose jobs changed (before, as cc_jobs
-holds them, or after) are recomputed from the other jobs stored for them and the blocks'
-new ones, then the rollup, job energy and cc_jobs are written in that order (cc_jobs last,
-the record a retry reads "before" from); the blocks' jobs' rows replace their stored ones
-(a job no longer given is removed). It reads the run's blocks and those days' jobs,
-whatever else is stored. :func:`rebuild` brings every table in line with the given rows of
-every stored block, writing only the entries that differ (a block deleted from Dagster
-loses its rows there).
+:func:`land` writes the blocks of a run: the sums of the groups its jobs belong to (before,
+as cc_jobs and cc_job_energy hold them, or after) get the blocks' new jobs added and their
+stored ones taken away (integers: exact), and the rollup rows of those days are the new
+sums' figures; then the sums, the rollup, job energy and cc_jobs are written in that order,
+the blocks' jobs' rows replacing their stored ones (a job no longer given is removed). It
+reads the run's blocks' stored jobs and the touched days' sums (a group each), whatever
+else is stored, however many jobs those days hold. :func:`rebuild` brings every table in
+line with the given rows of every stored block, writing only the entries that differ (a
+block deleted from Dagster loses its rows there).
 
-Both give what a rebuild from scratch (:func:`rollup_of` over every stored block) gives,
-times rounded to the microsecond (Delta's unit). Rows are stored in no particular order.
+The sums hold what cc_jobs and cc_job_energy hold, but while a run writes: the days it
+writes are marked pending (:class:`Pending`, a plain file) before its first commit and
+unmarked after its last, so that a run stopped in between (the sums ahead of cc_jobs)
+leaves them marked, and the next run recomputes those days' sums from what cc_jobs and
+cc_job_energy then hold (every day, after a stopped rebuild, where no sums are stored
+yet beside stored jobs, or where cc_jobs is not at the version the last run here recorded,
+:func:`_stamp`: code before the sums wrote it) rather than taking the same jobs away twice.
+
+One writer at a time: the sums' commit is refused if another run committed sums after this
+one read them (the landing is then tried again from its reads), but the mark is one file,
+and a run that reads while another is between its sums' and cc_jobs' commits takes that
+one's days as a stopped run's (two runs at once could clear each other's mark or write
+sums missing the other's jobs, healed only by a rebuild). The pool
+``joulehouse_tables_clustercockpit`` of limit 1, which ``cc_pipeline``'s step runs in
+(deploy/), keeps to one.
+
+Both give what a rebuild from scratch (``aggregate.rollup`` over every stored block) gives,
+to the bit, times rounded to the microsecond (Delta's unit). Rows are stored in no
+particular order.
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
@@ -31,7 +53,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from joulehouse import entry_sync, entry_table
-from joulehouse.clustercockpit.aggregate import rollup
+from joulehouse.accounting import filestats
+from joulehouse.clustercockpit.aggregate import (
+    SUMS,
+    SUMS_COLUMNS,
+    group_sums,
+    job_sums,
+    rollup_of_sums,
+)
 from joulehouse.clustercockpit.energy import FACTS_OWNERSHIP
 from joulehouse.clustercockpit.schemas import CC_JOBS_SCHEMA, JOB_ENERGY_SCHEMA, ROLLUP_SCHEMA
 from joulehouse.warehouse import Warehouse
@@ -39,6 +68,13 @@ from joulehouse.warehouse import Warehouse
 JOBS = entry_sync.Kept("cc_jobs", list(CC_JOBS_SCHEMA.columns), entry="job")
 JOB_ENERGY = entry_sync.Kept("cc_job_energy", list(JOB_ENERGY_SCHEMA.columns), entry="job")
 ROLLUP = entry_sync.Kept("cc_rollup", list(ROLLUP_SCHEMA.columns), entry="day")
+#: The rollup groups' exact sums (``aggregate.SUMS``), per UTC start day.
+ROLLUP_SUMS = entry_sync.Kept("_cc_rollup_sums", SUMS_COLUMNS, entry="day")
+#: The days whose sums a run is writing (:class:`Pending`): a plain partition; beside it,
+#: the stamp (:func:`_stamp`).
+PENDING_TABLE = "_cc_rollup_pending"
+#: The partition of :data:`PENDING_TABLE` holding cc_jobs' version a run of this code left.
+STAMP = "cc_jobs_version"
 DAY = pd.Timedelta(days=1)
 
 #: The rows of given stored blocks: (cc_jobs rows, cc_job_energy rows).
@@ -59,100 +95,212 @@ class Landed:
     landed_energy: pd.DataFrame
 
 
-def rollup_of(jobs: pd.DataFrame, energy: pd.DataFrame) -> pd.DataFrame:
-    """:func:`~.aggregate.rollup` of ``jobs`` and their ``energy``, each ordered by job first
-    so that every group's sums add the same numbers in the same order however the rows
-    were read (float sums then agree to the bit)."""
-    jobs = jobs.sort_values("job", ignore_index=True)
-    energy = energy.sort_values(["job", "metric"], ignore_index=True)
-    return rollup(jobs, energy)
+@dataclass(frozen=True)
+class Pending:
+    """The UTC days whose sums a run is about to commit ahead of cc_jobs (``whole``: every
+    day), written before its first commit and removed after its last (partition
+    ``pending`` of :data:`PENDING_TABLE`): left by a run stopped in between, for the next
+    to recompute from cc_jobs and cc_job_energy as they are. One file for every run: it
+    assumes one writer at a time (the pool ``joulehouse_tables_clustercockpit``, limit 1;
+    a second run would overwrite it and the first to finish remove it, or take a live
+    run's days for a stopped one's)."""
+
+    whole: bool = False
+    days: frozenset[pd.Timestamp] = frozenset()
+
+    def write(self, warehouse: Warehouse) -> None:
+        """Replace the stored mark with this one (a row per day; ``whole``: a row without)."""
+        days = pd.Series(sorted(self.days), dtype="datetime64[ns, UTC]")
+        warehouse.write_partition(PENDING_TABLE, "pending", pd.DataFrame({
+            "day": pd.concat([days, pd.Series([pd.NaT] * self.whole,
+                                              dtype="datetime64[ns, UTC]")], ignore_index=True),
+            "whole": [False] * len(days) + [True] * self.whole}))
+
+    @classmethod
+    def read(cls, warehouse: Warehouse) -> Pending:
+        """The stored mark (none stored: nothing pending)."""
+        if not warehouse.has_partition(PENDING_TABLE, "pending"):
+            return cls()
+        rows = warehouse.read_partitions(PENDING_TABLE, ["pending"])
+        return cls(bool(rows["whole"].any()), frozenset(rows.loc[~rows["whole"], "day"]))
+
+    @staticmethod
+    def clear(warehouse: Warehouse) -> None:
+        """Remove the stored mark (none stored: nothing to do)."""
+        warehouse.remove_partition(PENDING_TABLE, "pending")
 
 
-def _days(jobs: pd.DataFrame) -> set[pd.Timestamp]:
-    """The UTC days ``jobs`` started on."""
-    return set(jobs["start_time_utc"].dt.floor("D")) if len(jobs) else set()
+def _stamp(warehouse: Warehouse) -> None:
+    """Record cc_jobs' current version, after a run's last commit to it (compaction too):
+    code that does not keep the sums (before them) commits to cc_jobs without recording
+    it, so that the next run here finds another version (:func:`_stamped`)."""
+    version = entry_table.version(warehouse, JOBS.table)
+    if version is not None:
+        warehouse.write_partition(PENDING_TABLE, STAMP, pd.DataFrame({"version": [version]}))
+
+
+def _stamped(warehouse: Warehouse) -> bool:
+    """Whether cc_jobs' current version is the one :func:`_stamp` recorded: no commit to it
+    since but a stopped run's, whose days :class:`Pending` marks."""
+    return warehouse.has_partition(PENDING_TABLE, STAMP) and int(warehouse.read_partitions(
+        PENDING_TABLE, [STAMP])["version"].iloc[0]) == entry_table.version(warehouse, JOBS.table)
+
+
+def _days(rows: pd.DataFrame, column: str = "start_time_utc") -> set[pd.Timestamp]:
+    """The UTC days of ``rows``'s ``column``."""
+    return set(rows[column].dt.floor("D")) if len(rows) else set()
+
+
+def _in_ranges(column: str, ranges: Collection[tuple[object, object]]) -> pc.Expression:
+    """A dataset filter: ``column`` within one of ``ranges`` (``[low, high)`` each, at
+    least one)."""
+    return functools.reduce(operator.or_, [(pc.field(column) >= low) & (pc.field(column) < high)
+                                           for low, high in ranges])
+
+
+def _on_days(column: str, days: Collection[pd.Timestamp]) -> pc.Expression:
+    """A dataset filter: ``column`` (a UTC time) within one of ``days`` (at least one)."""
+    return _in_ranges(column, [(day, day + DAY) for day in sorted(days)])
 
 
 def _owned_rows(warehouse: Warehouse, kept: entry_sync.Kept, owners: Collection[str]
                 ) -> pd.DataFrame:
     """The stored rows of ``owners``' jobs: each block's job keys lie between its prefix and
-    the prefix followed by the last character, a range the files' statistics prune by."""
+    the prefix followed by the last character, a range the log's statistics of the files
+    prune by (``filestats.holding_ranges``: pyarrow would open every file's footer)."""
     if not owners:
         return pd.DataFrame(columns=kept.columns)
-    ranges = [(pc.field(kept.entry) >= prefix) & (pc.field(kept.entry) < prefix + "\U0010ffff")
-              for prefix in map(FACTS_OWNERSHIP.prefix, owners)]
-    where = ranges[0]
-    for one in ranges[1:]:
-        where = where | one
-    rows = kept.ready(entry_table.read_where(warehouse, kept.table, where))
+    ranges = [(prefix, prefix + "\U0010ffff") for prefix in map(FACTS_OWNERSHIP.prefix, owners)]
+    where = _in_ranges(kept.entry, ranges)
+    listed = (filestats.holding_ranges(warehouse, kept.table, kept.entry, ranges)
+              if entry_table.is_entry_table(warehouse, kept.table) else None)
+    rows = kept.ready(entry_table.read_where(warehouse, kept.table, where, listed))
     return rows[rows[kept.entry].map(FACTS_OWNERSHIP.owner_of).isin(set(owners))]
 
 
-def _recomputed(warehouse: Warehouse, days: set[pd.Timestamp], blocks: Collection[str],
-                jobs: pd.DataFrame, energy: pd.DataFrame) -> pd.DataFrame:
-    """The rollup rows of ``days`` once ``blocks`` hold ``jobs`` and ``energy``: the jobs
-    stored for those days but the blocks' own, plus the blocks' given jobs. Read before
-    any write, so that it holds whichever of the tables' writes a stop let through."""
-    if not days:
-        return rollup_of(pd.DataFrame(columns=JOBS.columns), pd.DataFrame(columns=JOB_ENERGY.columns))
-    start = pc.field("start_time_utc")
-    spans = [(start >= day) & (start < day + DAY) for day in sorted(days)]
-    where = spans[0]
-    for one in spans[1:]:
-        where = where | one
+def _others_of_days(warehouse: Warehouse, days: Collection[pd.Timestamp] | None,
+                    blocks: Collection[str]) -> pd.DataFrame:
+    """:func:`~.aggregate.job_sums` of the jobs stored for ``days`` (None: every day) but
+    ``blocks``' own, with their stored energy: what a pending day is recomputed from."""
+    if days is not None and not days:
+        return job_sums(pd.DataFrame(columns=JOBS.columns),
+                        pd.DataFrame(columns=JOB_ENERGY.columns))
+    where = None if days is None else _on_days("start_time_utc", days)
     stored = JOBS.ready(entry_table.read_where(warehouse, JOBS.table, where))
     stored = stored[~stored["job"].map(FACTS_OWNERSHIP.owner_of).isin(set(blocks))]
-    stored_energy = JOB_ENERGY.ready(entry_table.read_where(
-        warehouse, JOB_ENERGY.table, pc.field("job").isin(pa.array(stored["job"].tolist(), pa.string()))))
-    return rollup_of(_joined(stored, jobs), _joined(stored_energy, energy))
+    energy = JOB_ENERGY.ready(entry_table.read_where(
+        warehouse, JOB_ENERGY.table, pc.field("job").isin(pa.array(stored["job"].tolist(),
+                                                                    pa.string()))))
+    return job_sums(stored, energy)
 
 
-def _joined(stored: pd.DataFrame, given: pd.DataFrame) -> pd.DataFrame:
-    """``stored`` rows (as read: typed even when empty) then ``given`` ones, in the dtypes
-    of those with rows (a frame without rows may have columns of no dtype)."""
-    full = [frame for frame in (stored, given) if len(frame)]
-    return pd.concat(full, ignore_index=True) if full else stored
+def _stored_sums(warehouse: Warehouse, days: Collection[pd.Timestamp] | None) -> pd.DataFrame:
+    """The stored sums of ``days`` (None: every day)."""
+    if days is not None and not days:
+        return pd.DataFrame(columns=ROLLUP_SUMS.columns)
+    where = None if days is None else _on_days("day", days)
+    return ROLLUP_SUMS.ready(entry_table.read_where(warehouse, ROLLUP_SUMS.table, where))
+
+
+def _taken_away(sums: pd.DataFrame) -> pd.DataFrame:
+    """``sums`` (:func:`~.aggregate.job_sums` rows) with each of :data:`~.aggregate.SUMS`
+    negated: what adding them to a group's sums takes away."""
+    return sums.assign(**{name: -sums[name] for name in SUMS})
+
+
+def _new_sums(warehouse: Warehouse, blocks: Collection[str], jobs: pd.DataFrame,
+              energy: pd.DataFrame) -> tuple[pd.DataFrame, set[pd.Timestamp], Pending]:
+    """The sums of the days the blocks' jobs touch (before or after) and of those a stopped
+    run left pending, once ``blocks`` hold ``jobs`` and ``energy``; those days; what was
+    pending. A day not pending: its stored sums, plus the given jobs', less the blocks'
+    stored jobs'. A pending day (every day, when ``whole``, where sums were never stored
+    beside stored jobs or where cc_jobs is not :func:`_stamped`): the stored jobs' but the
+    blocks', plus the given ones'.
+    Read before any write, so that it holds whichever of the tables' writes a stop let
+    through."""
+    pending = Pending.read(warehouse)
+    if not pending.whole and entry_table.is_entry_table(warehouse, JOBS.table) and (
+            not entry_table.is_entry_table(warehouse, ROLLUP_SUMS.table)
+            or not _stamped(warehouse)):
+        pending = Pending(whole=True)
+    before = job_sums(_owned_rows(warehouse, JOBS, blocks),
+                      _owned_rows(warehouse, JOB_ENERGY, blocks))
+    after = job_sums(jobs, energy)
+    touched = _days(before, "day") | _days(after, "day")
+    if pending.whole:
+        others, stored = _others_of_days(warehouse, None, blocks), _stored_sums(warehouse, None)
+        recomputed = touched | _days(others, "day") | _days(stored, "day")
+        parts = [others, after]
+    else:
+        recomputed = set(pending.days)
+        kept_days = touched - recomputed
+        parts = [_stored_sums(warehouse, kept_days), after,
+                 _taken_away(before[before["day"].isin(sorted(kept_days))]),
+                 _others_of_days(warehouse, recomputed, blocks)]
+    sums = group_sums(pd.concat([part[ROLLUP_SUMS.columns] for part in parts if len(part)],
+                                ignore_index=True) if any(map(len, parts))
+                      else pd.DataFrame(columns=ROLLUP_SUMS.columns))
+    return sums[sums["jobs"] > 0], touched | recomputed, pending
 
 
 @entry_sync.retried()
 def land(warehouse: Warehouse, blocks: Collection[str], rows_of: BlockRows) -> Landed:
     """Make the tables hold the rows ``rows_of(blocks)`` gives for ``blocks`` (stored blocks:
-    their jobs' rows replaced, a job no longer given removed) and recompute the rollup of
-    the days their jobs started on before (as cc_jobs holds them) or after; one commit per
-    table, cc_jobs last: a stop between the commits leaves cc_jobs as before, so that the
-    next run over the blocks recomputes the same days and ends where a rebuild would."""
+    their jobs' rows replaced, a job no longer given removed) and the rollup of the days
+    their jobs started on before (as cc_jobs holds them) or after from the groups' sums
+    kept (:func:`_new_sums`); one commit per table, cc_jobs last, inside the days'
+    :class:`Pending` mark: a stop between the commits leaves it, so that the next run
+    recomputes those days' sums from cc_jobs and cc_job_energy as they are. A job no block
+    of ``blocks`` owns is refused before anything is written. The sums' commit is refused
+    if another run committed sums after this one read them (``since``), and the landing
+    tried again from its reads (:func:`entry_sync.retried`)."""
     blocks = sorted(blocks)
     jobs, energy = rows_of(blocks) if blocks else (pd.DataFrame(columns=JOBS.columns),
                                                    pd.DataFrame(columns=JOB_ENERGY.columns))
     jobs, energy = JOBS.ready(jobs), JOB_ENERGY.ready(energy)
-    days = _days(_owned_rows(warehouse, JOBS, blocks)) | _days(jobs)
-    table = ROLLUP.ready(_recomputed(warehouse, days, blocks, jobs, energy))
-    ROLLUP.write(warehouse, table, sorted(map(str, days - set(table["day"]))))
-    written_rollup = entry_sync.Written(entities=table["day"].nunique(),
-                                        removed=len(days - set(table["day"])), rows=len(table))
+    for kept, rows in ((JOBS, jobs), (JOB_ENERGY, energy)):
+        entry_sync.refuse_unowned(kept, rows, blocks, FACTS_OWNERSHIP)
+    read_version = entry_table.version(warehouse, ROLLUP_SUMS.table)
+    sums, days, pending = _new_sums(warehouse, blocks, jobs, energy)
+    sums = ROLLUP_SUMS.ready(sums)
+    table = ROLLUP.ready(rollup_of_sums(sums))
+    emptied = sorted(map(str, days - set(sums["day"])))
+    if days:
+        Pending(pending.whole, frozenset(days)).write(warehouse)
+    ROLLUP_SUMS.write(warehouse, sums, emptied, since=read_version)
+    ROLLUP.write(warehouse, table, emptied)
+    written_rollup = entry_sync.Written(entities=table["day"].nunique(), removed=len(emptied),
+                                        rows=len(table))
     written_energy = entry_sync.replace_owned(warehouse, JOB_ENERGY, energy, blocks,
                                               FACTS_OWNERSHIP)
     written_jobs = entry_sync.replace_owned(warehouse, JOBS, jobs, blocks, FACTS_OWNERSHIP)
-    entry_sync.compact_each(warehouse, (JOBS, JOB_ENERGY, ROLLUP))
+    if days or pending != Pending():
+        Pending.clear(warehouse)
+    entry_sync.compact_each(warehouse, (JOBS, JOB_ENERGY, ROLLUP, ROLLUP_SUMS))
+    _stamp(warehouse)
     return Landed(written_jobs, written_energy, written_rollup, table, jobs, energy)
 
 
 @entry_sync.retried()
 def rebuild(warehouse: Warehouse, jobs: pd.DataFrame, energy: pd.DataFrame) -> Landed:
     """Make the tables hold ``jobs`` and ``energy`` (the rows of every stored block) and their
-    rollup, writing only the entries (jobs, days) whose rows differ from the stored ones
-    (a table stored the old way, one plain file, compares with its rows and is migrated
-    by its first write); a rollup not kept yet is replaced whole (:func:`is_kept`). As in
-    :func:`land`, cc_jobs is written last: a stop before it leaves the jobs a later landing
-    reads its days from as they were."""
+    rollup and sums, writing only the entries (jobs, days) whose rows differ from the stored
+    ones (a table stored the old way, one plain file, compares with its rows and is
+    migrated by its first write); a rollup not kept yet is replaced whole (:func:`is_kept`).
+    Every day is marked :class:`Pending` meanwhile: a stop before cc_jobs is written leaves
+    sums a later landing recomputes whole."""
     jobs, energy = JOBS.ready(jobs), JOB_ENERGY.ready(energy)
-    table = ROLLUP.ready(rollup_of(jobs, energy))
+    sums = ROLLUP_SUMS.ready(group_sums(job_sums(jobs, energy)))
+    table = ROLLUP.ready(rollup_of_sums(sums))
     whole = -1 if len(table) and not is_kept(warehouse) else None
-    rollup, job_energy, job_rows = (
-        entry_sync.sync(warehouse, kept, rows, kept.stored(warehouse), above)
-        for kept, rows, above in ((ROLLUP, table, whole), (JOB_ENERGY, energy, None),
-                                  (JOBS, jobs, None)))
-    entry_sync.compact_each(warehouse, (JOBS, JOB_ENERGY, ROLLUP))
+    Pending(whole=True).write(warehouse)
+    written = [entry_sync.sync(warehouse, kept, rows, kept.stored(warehouse), above)
+               for kept, rows, above in ((ROLLUP_SUMS, sums, None), (ROLLUP, table, whole),
+                                         (JOB_ENERGY, energy, None), (JOBS, jobs, None))]
+    Pending.clear(warehouse)
+    entry_sync.compact_each(warehouse, (JOBS, JOB_ENERGY, ROLLUP, ROLLUP_SUMS))
+    _stamp(warehouse)
+    _, rollup, job_energy, job_rows = written
     return Landed(job_rows, job_energy, rollup, table, jobs, energy)
 
 

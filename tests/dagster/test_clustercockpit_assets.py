@@ -35,7 +35,7 @@ from definitions import EXAMPLE_CC_ARCHIVE, build_definitions
 from joulehouse import entry_table
 from joulehouse.clustercockpit import blocks
 from joulehouse.clustercockpit import tables as kept_tables
-from joulehouse.clustercockpit.aggregate import ROLLUP_KEYS
+from joulehouse.clustercockpit.aggregate import ROLLUP_KEYS, rollup
 from joulehouse.clustercockpit.energy import energy_facts_rows
 from joulehouse.clustercockpit.generator import (
     JobSpec,
@@ -212,7 +212,7 @@ def test_facts_are_written_per_block_and_a_deleted_job_loses_them(pipeline, arch
         for kept, rows, by in (
                 (kept_tables.JOBS, jobs, ["job"]),
                 (kept_tables.JOB_ENERGY, energy, ["job", "metric"]),
-                (kept_tables.ROLLUP, kept_tables.rollup_of(jobs, energy), ROLLUP_KEYS)):
+                (kept_tables.ROLLUP, rollup(jobs, energy), ROLLUP_KEYS)):
             pd.testing.assert_frame_equal(
                 kept.ready(pipeline.tables.read_table(kept.table)).sort_values(
                     by, ignore_index=True),
@@ -419,13 +419,14 @@ def test_the_first_run_over_a_rollup_stored_the_old_way_rebuilds_it(pipeline):
     tables = pipeline.tables
     jobs, energy = (tables.read_partitions(f"{BLOCK_TABLE}/{name}", BLOCKS)
                     for name in ("jobs", "job_energy"))
-    rollup = kept_tables.rollup_of(jobs, energy)
+    from_scratch = rollup(jobs, energy)
     shutil.rmtree(tables.table_path("cc_rollup"))
-    tables.write_table("cc_rollup", rollup.assign(energy_j=rollup["energy_j"] + 1.0))
+    tables.write_table("cc_rollup", from_scratch.assign(energy_j=from_scratch["energy_j"] + 1.0))
     assert pipeline.run(["taurus/20639"]).success
     stored = kept_tables.ROLLUP.stored(tables).sort_values(ROLLUP_KEYS, ignore_index=True)
     pd.testing.assert_frame_equal(
-        stored, kept_tables.ROLLUP.ready(rollup).sort_values(ROLLUP_KEYS, ignore_index=True),
+        stored, kept_tables.ROLLUP.ready(from_scratch).sort_values(ROLLUP_KEYS,
+                                                                   ignore_index=True),
         check_dtype=False)
 
 
