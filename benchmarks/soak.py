@@ -404,6 +404,12 @@ def allocated_mb(folder: Path) -> int:
     return -(-allocated // 2**20)
 
 
+#: The stack's resident memory the warehouse's tmpfs must leave free (MiB): the daemon,
+#: the webserver, the code server and up to 8 run workers took at most 3.0 GiB in the
+#: 10-minute soaks at centre10x (timeseries.csv, 2026-11-30), PostgreSQL's cache aside.
+STACK_RESERVE_MB = 4096
+
+
 @contextlib.contextmanager
 def warehouse_file_system(args: argparse.Namespace, warehouse: Path | None,
                           out: Path) -> Iterator[dict]:
@@ -412,8 +418,9 @@ def warehouse_file_system(args: argparse.Namespace, warehouse: Path | None,
     the tmpfs covers: a mount moved into place would be refused under a shared mount) and
     ``--warehouse-mb`` more; its files copied to a plain ``out/warehouse`` at the end.
     Yields the tmpfs's size (MiB) and the copy's time (s), {} without the fault. Refused
-    before mounting if the tmpfs would not fit in the memory available (a tmpfs filled
-    past it would push the stack into swap or the OOM killer, not fill a disk)."""
+    before mounting if the tmpfs and the stack started after it (``STACK_RESERVE_MB``)
+    would not fit in the memory available: a tmpfs filled past it would push the stack
+    into swap or the OOM killer, not fill a disk."""
     if not _faulted(args, "warehouse-full"):
         yield {}
         return
@@ -423,11 +430,12 @@ def warehouse_file_system(args: argparse.Namespace, warehouse: Path | None,
     warehouse.mkdir(parents=True, exist_ok=True)
     size_mb = allocated_mb(warehouse) + args.warehouse_mb
     available_mb = psutil.virtual_memory().available // 2**20
-    if size_mb > available_mb:
+    if size_mb + STACK_RESERVE_MB > available_mb:
         raise RuntimeError(
             f"the warehouse's tmpfs would take {size_mb} MiB (what {warehouse} holds and "
-            f"--warehouse-mb {args.warehouse_mb}), more than the {available_mb} MiB of "
-            "memory available: lower --warehouse-mb or free memory")
+            f"--warehouse-mb {args.warehouse_mb}), and the stack {STACK_RESERVE_MB} MiB: "
+            f"more than the {available_mb} MiB of memory available: lower --warehouse-mb "
+            "or free memory")
     began = time.monotonic()
     covered = os.open(warehouse, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -1,11 +1,14 @@
 """The environment the soak starts its stack with (``benchmarks/soak.py``), without a stack;
-its landing cut short."""
+its landing cut short; a warehouse's tmpfs too large for the memory refused."""
 
 from __future__ import annotations
 
+import argparse
+import os
 import time
 
 import pytest
+import soak
 from soak import Landing, parse_args, sensor_wait, stack_settings
 from soak_landers import Landed, Lander
 
@@ -67,3 +70,18 @@ def test_a_landing_cut_short_stops_its_landers_and_closes_them(tmp_path):
             time.sleep(0.01)
         raise RuntimeError("the stack went down")
     assert not threads[0].is_alive() and lander.closed and lander.count >= 1
+
+
+def test_a_warehouse_tmpfs_the_memory_cannot_hold_beside_the_stack_is_refused_before_mounting(
+        tmp_path, monkeypatch):
+    """What the warehouse holds (nothing) and --warehouse-mb 4, and the stack's reserve, in
+    one MiB less than they need: refused, nothing mounted (no root needed)."""
+    monkeypatch.setattr(soak.psutil, "virtual_memory", lambda: argparse.Namespace(
+        available=(soak.STACK_RESERVE_MB + 3) * 2**20))
+    args = argparse.Namespace(fault=["warehouse-full@60"], warehouse_mb=4, outage_s=0)
+    refused = rf"4 MiB .* and the stack {soak.STACK_RESERVE_MB} MiB: more than the " \
+              rf"{soak.STACK_RESERVE_MB + 3}"
+    with pytest.raises(RuntimeError, match=refused), \
+            soak.warehouse_file_system(args, tmp_path / "warehouse", tmp_path):
+        pass
+    assert not os.path.ismount(tmp_path / "warehouse")

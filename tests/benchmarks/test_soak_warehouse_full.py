@@ -94,16 +94,6 @@ def test_a_copy_left_by_an_earlier_run_is_refused_before_mounting(tmp_path):
     assert not os.path.ismount(tmp_path / "warehouse")
 
 
-def test_a_tmpfs_larger_than_the_memory_available_is_refused_before_mounting(tmp_path,
-                                                                            monkeypatch):
-    monkeypatch.setattr(soak.psutil, "virtual_memory",
-                        lambda: argparse.Namespace(available=3 * 2**20))
-    with pytest.raises(RuntimeError, match=r"4 MiB .* more than the 3 MiB"), \
-            soak.warehouse_file_system(_args(), tmp_path / "warehouse", tmp_path):
-        pass
-    assert not os.path.ismount(tmp_path / "warehouse")
-
-
 def test_the_kept_historys_copy_of_its_warehouse_only_when_asked(tmp_path, monkeypatch):
     """``copy_mounted`` copies the history's warehouse out unless the run leaves its own."""
     folder, out = tmp_path / "kept", tmp_path / "out"
