@@ -610,7 +610,8 @@ def whole_tables(context: dg.AssetExecutionContext, tables: Tables, selected: se
     partitions, or the first run over a cc_rollup written before it was kept
     (``kept_tables.is_kept``), brings the tables in line with every stored block, writing
     what differs. cc_jobs, cc_job_energy and cc_rollup are written together whichever of
-    them is selected (the rollup's days are recomputed from the other two); the facts per
+    them is selected (the rollup's days from its groups' kept sums, which a landing adds its
+    jobs to and takes its replaced ones from: joulehouse/clustercockpit/tables.py); the facts per
     entry (``assets/facts.py``). Figures named ``run_*`` are of the blocks the run landed
     (every stored block, in a rebuild), not of the whole table. ``every``: every stored
     block, in a rebuild;

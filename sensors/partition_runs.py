@@ -125,7 +125,7 @@ def own_run_in_flight(instance: dg.DagsterInstance, job_name: str, sensor_name: 
     marked failed by the code server that launched it (or, under Kubernetes, by the
     daemon's run monitoring); one left STARTING because its launch failed while
     PostgreSQL was down holds the sensor until run monitoring's start timeout ends it
-    (deploy/production/dagster.yaml: 120 s); one left STARTED because its code server
+    (120 s in production: deploy/production/dagster.yaml); one left STARTED because its code server
     died with it holds the sensor until it is ended in the UI: the tick's message names it
     (deploy/dagster.yaml). Only the sensor's own runs count: the sensors of several GPU
     data roots share a job, and a backfill's runs do not hold a sensor back."""

@@ -207,7 +207,6 @@ def test_processes_and_stores_were_sampled_and_freshness_recorded(soak, summary,
         assert 0 < figures["in_run"]["n"] <= figures["start_wait"]["n"], job
         # launched (dequeued) between its request and its start: the worker's start alone
         assert figures["launch_to_start"]["n"] == figures["start_wait"]["n"], job
-        assert 0 < figures["launch_to_start"]["max_s"] <= figures["start_wait"]["max_s"], job
     for row in (row for row in runs if row["started"]):
         created, launched, started = (datetime.fromisoformat(row[name]) for name in
                                       ("created", "launched", "started"))
