@@ -149,6 +149,16 @@ def taus_ddl_alone(request, tmp_path):
         yield db
 
 
+def _built_once_due(db: TaudbDatabase, clock, at_s: float, warnings: list,
+                    count: int) -> None:
+    """The retry's wait over (``clock`` at ``at_s``): the next ensure builds every index
+    and settles, ``warnings`` (caplog's records) still ``count`` long."""
+    clock.now = at_s
+    ensure_indexes(db)
+    assert set(INDEXES) <= _index_names(db)
+    assert _builds_of(db).settled and len(warnings) == count
+
+
 def _index_names(db: TaudbDatabase, schema: str | None = None) -> set[str]:
     """The indexes of ``db``'s TAUdb, on PostgreSQL those in ``schema`` (default: db's)."""
     if db.backend == "postgresql":
@@ -351,10 +361,7 @@ def test_a_lock_timeout_leaves_the_indexes_to_a_later_call_and_loads_go_on(
             assert [t["id"] for t in list_trials(db)] == [trial_id]
             assert len(caplog.records) == 1  # the load did not try again before 10 s
             writer.rollback()
-            clock.now = 10.0
-            ensure_indexes(db)
-            assert set(INDEXES) <= _index_names(db)
-            assert _builds_of(db).settled
+            _built_once_due(db, clock, 10.0, caplog.records, 1)
     finally:
         release.cancel()
         writer.close()
@@ -390,10 +397,7 @@ def test_a_lock_timeout_that_recurs_is_tried_again_after_waits_doubling_up_to_te
             clock.now -= 0.5
             ensure_indexes(db)  # not due yet, though it could be made now
             assert set(INDEXES) - _index_names(db) == {"joulehouse_timer_value_metric"}
-            clock.now += 0.5
-            ensure_indexes(db)
-            assert set(INDEXES) <= _index_names(db)
-            assert _builds_of(db).settled and len(caplog.records) == 9
+            _built_once_due(db, clock, clock.now + 0.5, caplog.records, 9)
     finally:
         writer.close()
 
@@ -645,10 +649,7 @@ def test_a_sqlite_file_another_connection_writes_is_tried_again_after_the_wait(
                 "load 10 s later (without them trials are looked up by their source key with "
                 "a scan and replacing a trial scans tables of every stored trial)")]
             other.execute("ROLLBACK")
-            clock.now = 10.0
-            ensure_indexes(db)
-            assert set(INDEXES) <= _index_names(db)
-            assert _builds_of(db).settled and len(caplog.records) == 1
+            _built_once_due(db, clock, 10.0, caplog.records, 1)
     finally:
         other.close()
 
@@ -684,10 +685,7 @@ def test_a_sqlite_file_locked_once_checked_ends_the_try_at_the_first_index(
             assert [name for name in INDEXES if f" {name} on " not in message] == []
             assert ": database is locked; " in message
             other.execute("ROLLBACK")
-            clock.now = 10.0
-            ensure_indexes(db)
-            assert set(INDEXES) <= _index_names(db)
-            assert _builds_of(db).settled and len(caplog.records) == 1
+            _built_once_due(db, clock, 10.0, caplog.records, 1)
     finally:
         other.close()
 
