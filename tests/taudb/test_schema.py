@@ -6,6 +6,8 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pandas as pd
 import psycopg2
@@ -147,6 +149,20 @@ def taus_ddl_alone(request, tmp_path):
             for statement in ddl_statements(ddl(db.backend)):
                 cursor.execute(statement)
         yield db
+
+
+@contextmanager
+def _timer_value_held(url: str, schema: str) -> Iterator[psycopg2.extensions.connection]:
+    """A writer holding ``schema``'s timer_value as a load does (ROW EXCLUSIVE) until it
+    rolls back or the block ends."""
+    writer = psycopg2.connect(url)
+    try:
+        with writer.cursor() as cursor:
+            cursor.execute(sql.SQL("LOCK TABLE {}.timer_value IN ROW EXCLUSIVE MODE").format(
+                sql.Identifier(schema)))
+        yield writer
+    finally:
+        writer.close()
 
 
 def _built_once_due(db: TaudbDatabase, clock, at_s: float, warnings: list,
@@ -377,29 +393,24 @@ def test_a_lock_timeout_that_recurs_is_tried_again_after_waits_doubling_up_to_te
     monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "50ms")  # the same error, sooner
     clock = _Clock()
     monkeypatch.setattr(taudb_schema, "retry_clock", clock)
-    writer = psycopg2.connect(postgres_url)
-    try:
-        with writer.cursor() as cursor:
-            cursor.execute("LOCK TABLE held_long.timer_value IN ROW EXCLUSIVE MODE")
-        with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
-                TaudbDatabase(postgres_url, "held_long") as db:
-            waits = []
-            for _ in range(9):
-                ensure_indexes(db)  # due: tried, and timed out
-                waits.append(float(re.search(r"tried again at the first load (\d+) s later",
-                                             caplog.records[-1].getMessage()).group(1)))
-                clock.now += waits[-1] - 0.5
-                ensure_indexes(db)  # not due yet: not tried
-                clock.now += 0.5
-            assert waits == [10, 20, 40, 80, 160, 320, 600, 600, 600]
-            assert len(caplog.records) == 9  # one per try, none between
-            writer.rollback()
-            clock.now -= 0.5
-            ensure_indexes(db)  # not due yet, though it could be made now
-            assert set(INDEXES) - _index_names(db) == {"joulehouse_timer_value_metric"}
-            _built_once_due(db, clock, clock.now + 0.5, caplog.records, 9)
-    finally:
-        writer.close()
+    with _timer_value_held(postgres_url, "held_long") as writer, \
+            caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
+            TaudbDatabase(postgres_url, "held_long") as db:
+        waits = []
+        for _ in range(9):
+            ensure_indexes(db)  # due: tried, and timed out
+            waits.append(float(re.search(r"tried again at the first load (\d+) s later",
+                                         caplog.records[-1].getMessage()).group(1)))
+            clock.now += waits[-1] - 0.5
+            ensure_indexes(db)  # not due yet: not tried
+            clock.now += 0.5
+        assert waits == [10, 20, 40, 80, 160, 320, 600, 600, 600]
+        assert len(caplog.records) == 9  # one per try, none between
+        writer.rollback()
+        clock.now -= 0.5
+        ensure_indexes(db)  # not due yet, though it could be made now
+        assert set(INDEXES) - _index_names(db) == {"joulehouse_timer_value_metric"}
+        _built_once_due(db, clock, clock.now + 0.5, caplog.records, 9)
 
 
 def test_a_writer_locking_tables_in_another_order_never_waits_on_the_builder(
@@ -557,22 +568,17 @@ def test_a_failure_the_next_load_would_meet_again_is_not_retried(postgres_url, c
     logged once, not "tried again", the database marked done."""
     taus_ddl_schema(postgres_url, "timing_out")
     monkeypatch.setattr(taudb_schema, "INDEX_LOCK_TIMEOUT", "60s")  # the statement's first
-    writer = psycopg2.connect(postgres_url)
-    try:
-        with writer.cursor() as cursor:
-            cursor.execute("LOCK TABLE timing_out.timer_value IN ROW EXCLUSIVE MODE")
-        with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
-                TaudbDatabase(postgres_url, "timing_out") as db:
-            with db.transaction() as cursor:  # this session's, kept past the commit
-                cursor.execute("SET statement_timeout = '2s'")
-            ensure_indexes(db)
-            assert _builds_of(db).settled
-            message = caplog.records[-1].getMessage()
-            assert ("(a statement timeout, an operator): run `joulehouse taudb init` without "
-                    "statement_timeout (PGOPTIONS='-c statement_timeout=0'); not tried again "
-                    "in this process (without them") in message
-    finally:
-        writer.close()
+    with _timer_value_held(postgres_url, "timing_out"), \
+            caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
+            TaudbDatabase(postgres_url, "timing_out") as db:
+        with db.transaction() as cursor:  # this session's, kept past the commit
+            cursor.execute("SET statement_timeout = '2s'")
+        ensure_indexes(db)
+        assert _builds_of(db).settled
+        message = caplog.records[-1].getMessage()
+        assert ("(a statement timeout, an operator): run `joulehouse taudb init` without "
+                "statement_timeout (PGOPTIONS='-c statement_timeout=0'); not tried again "
+                "in this process (without them") in message
 
 
 @pytest.mark.parametrize("made_read_only", ["session", "role"])
@@ -624,18 +630,25 @@ def _sqlite_taus_ddl(path) -> str:
     return url
 
 
+def _sqlite_to_hold_up(tmp_path, monkeypatch) -> tuple[str, sqlite3.Connection, _Clock]:
+    """A SQLite TAUdb made by TAU's DDL with no wait for its write lock (SQLITE_LOCK_WAIT_S
+    0), the retry's clock set: its URL, a second connection (autocommit) to take that lock,
+    the clock."""
+    path = tmp_path / "taudb.sqlite"
+    url = _sqlite_taus_ddl(path)
+    monkeypatch.setattr(taudb_connect, "SQLITE_LOCK_WAIT_S", 0.0)
+    clock = _Clock()
+    monkeypatch.setattr(taudb_schema, "retry_clock", clock)
+    return url, sqlite3.connect(path, isolation_level=None), clock
+
+
 def test_a_sqlite_file_another_connection_writes_is_tried_again_after_the_wait(
         tmp_path, caplog, monkeypatch):
     """SQLite's BUSY: a second connection holds the file's write lock (as another process's
     load does) past this one's wait for it (none here, SQLITE_LOCK_WAIT_S): the indexes are
     not even checked, the warning says so and when they are tried again, and the first call
     after that wait, the lock released, builds them."""
-    path = tmp_path / "taudb.sqlite"
-    url = _sqlite_taus_ddl(path)
-    monkeypatch.setattr(taudb_connect, "SQLITE_LOCK_WAIT_S", 0.0)
-    clock = _Clock()
-    monkeypatch.setattr(taudb_schema, "retry_clock", clock)
-    other = sqlite3.connect(path, isolation_level=None)
+    url, other, clock = _sqlite_to_hold_up(tmp_path, monkeypatch)
     try:
         other.execute("BEGIN IMMEDIATE")
         with caplog.at_level("WARNING", logger="joulehouse.taudb.schema"), \
@@ -660,12 +673,7 @@ def test_a_sqlite_file_locked_once_checked_ends_the_try_at_the_first_index(
     indexes are checked (as a load starting then does), the first index's BEGIN IMMEDIATE
     waits SQLITE_LOCK_WAIT_S (none here) and fails BUSY, and the try ends there instead of
     each other index waiting as long; the first call after the retry wait builds them."""
-    path = tmp_path / "taudb.sqlite"
-    url = _sqlite_taus_ddl(path)
-    monkeypatch.setattr(taudb_connect, "SQLITE_LOCK_WAIT_S", 0.0)
-    clock = _Clock()
-    monkeypatch.setattr(taudb_schema, "retry_clock", clock)
-    other = sqlite3.connect(path, isolation_level=None)
+    url, other, clock = _sqlite_to_hold_up(tmp_path, monkeypatch)
     begun = []  # this connection's BEGIN IMMEDIATE, each waiting for the write lock
 
     def lock_at_the_first_build(statement: str) -> None:
