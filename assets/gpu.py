@@ -26,7 +26,7 @@ source file missing, unbridged gaps: ``joulehouse.gpu.energy.left_out``) makes i
 """
 
 import os
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from concurrent.futures import Executor
 from functools import cache, partial
 from typing import Any, ClassVar
@@ -58,7 +58,8 @@ from assets.reporting import (
     table_metadata,
     verdict,
 )
-from joulehouse.accounting.repetition import with_reading_figures
+from joulehouse import entry_sync, entry_table
+from joulehouse.accounting.repetition import FIGURES, figures_rows, with_reading_figures
 from joulehouse.accounting.waste import GPU_IDLE
 from joulehouse.errors import InputError
 from joulehouse.gpu import aggregate
@@ -438,13 +439,6 @@ def stored_energy_keys_of_run(gpu_source: GpuBenchmarkSource, tables: Tables,
     return sorted(found)
 
 
-def _stored_energy(gpu_source: GpuBenchmarkSource, tables: Tables) -> pd.DataFrame:
-    """The stored per-repetition energy of every repetition still in its tree (see
-    :func:`stored_energy_keys`, :func:`_energy_of`)."""
-    keys = stored_energy_keys(gpu_source, tables)
-    if not keys:
-        raise verdict("no per-repetition energy stored yet: materialize gpu_repetition_energy")
-    return _energy_of(tables, keys)
 
 
 def _energy_of(tables: Tables, keys: list[str]) -> pd.DataFrame:
@@ -584,12 +578,48 @@ def facts(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource, tab
           keys: list[str] | None) -> dg.MaterializeResult:
     """Write the GPU rows of energy_facts per entry (``assets/facts.py``): the run's
     repetitions' ``keys`` from their stored energy, or, in a run without partitions,
-    every stored repetition's still in its tree (:func:`stored_energy_keys`)."""
-    return write_facts(context, tables, energy_facts.key, FACTS_SOURCE,
-                       lambda: energy_facts_rows(_stored_energy(gpu_source, tables)),
+    every stored repetition's still in its tree (:func:`stored_energy_keys`). Their
+    ``gpu_repetition_figures`` first, from the same energy read once
+    (:func:`write_figures`)."""
+    energy_of = cache(lambda owners: _energy_of(tables, list(owners)) if owners
+                      else pd.DataFrame())
+    stored = cache(lambda: tuple(stored_energy_keys(gpu_source, tables)))
+
+    def every() -> pd.DataFrame:
+        if not stored():
+            raise verdict("no per-repetition energy stored yet: materialize "
+                          "gpu_repetition_energy")
+        return energy_facts_rows(energy_of(stored()))
+
+    figures = write_figures(tables, keys, stored, energy_of)
+    return write_facts(context, tables, energy_facts.key, FACTS_SOURCE, every,
                        owned=OwnedFacts(FACTS_OWNERSHIP, ENERGY_TABLE, lambda owners:
-                                        energy_facts_rows(_energy_of(tables, owners))),
-                       owners=keys)
+                                        energy_facts_rows(energy_of(tuple(owners)))),
+                       owners=keys, metadata={
+                           "figures_written": dg.MetadataValue.int(figures.entities),
+                           "figures_removed": dg.MetadataValue.int(figures.removed)})
+
+
+def write_figures(tables: Tables, keys: list[str] | None, stored: Callable[[], tuple[str, ...]],
+                  energy_of: Callable[[tuple[str, ...]], pd.DataFrame]) -> entry_sync.Written:
+    """Write what fact_quality takes of the run's repetitions ``keys`` (those whose energy
+    is stored: ``energy_of`` reads it), kept per repetition (``repetition.FIGURES``), in one
+    commit (``entry_sync.replace_owned``); in a run without partitions (``keys`` None), or
+    before the table was first written (a warehouse of older code), those of every stored
+    repetition still in its tree (``stored``), compared with the stored rows
+    (``entry_sync.sync``: a repetition removed from its tree loses its row, as its facts
+    do). Then the table is compacted when due."""
+    if keys is not None and entry_table.is_entry_table(tables, FIGURES.table):
+        owners = tuple(key for key in keys if tables.has_partition(ENERGY_TABLE, key))
+        written = entry_sync.replace_owned(
+            tables, FIGURES, FIGURES.ready(figures_rows(energy_of(owners), tables)), owners,
+            FACTS_OWNERSHIP)
+    else:
+        written = entry_sync.sync(tables, FIGURES,
+                                  FIGURES.ready(figures_rows(energy_of(stored()), tables)),
+                                  FIGURES.stored(tables))
+    entry_sync.compact_each(tables, [FIGURES])
+    return written
 
 
 GPU_TABLES = [gpu_setting_energy, gpu_benchmark_energy, energy_facts]

@@ -2,7 +2,8 @@
 repetitions writes their k entities in one commit, a repetition removed from its data root
 loses its rows at the next rebuild, and the table equals a rebuild from scratch throughout,
 from a warehouse written before (plain energy_facts/<source>.parquet) on; so do the
-per-setting and per-benchmark tables, kept per setting (joulehouse/gpu/tables.py)."""
+per-setting and per-benchmark tables, kept per setting (joulehouse/gpu/tables.py), and
+fact_quality's figures of each repetition (gpu_repetition_figures, kept per repetition)."""
 
 import shutil
 
@@ -18,6 +19,7 @@ from assets.gpu import (
     gpu_setting_energy,
 )
 from joulehouse import entry_table
+from joulehouse.accounting.repetition import FIGURES, figures_rows
 from joulehouse.facts_entries import TABLE
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows
@@ -58,6 +60,13 @@ def assert_tables_rebuilt(tables, keys: list[str]) -> None:
             rebuilt_rows)
 
 
+def assert_figures(tables, keys: list[str]) -> None:
+    """gpu_repetition_figures holds the figures of the stored energy of ``keys``, no other."""
+    pd.testing.assert_frame_equal(
+        FIGURES.stored(tables).sort_values("entity", ignore_index=True),
+        FIGURES.ready(figures_rows(tables.read_partitions(ENERGY_TABLE, sorted(keys)), tables)))
+
+
 def handing_out(keys: list[str]) -> dg.RunRequest:
     """A run over the generated repetitions' day handed ``keys`` alone, as the sensor asks."""
     return dg.RunRequest(tags={RANGE_START: DAY, RANGE_END: DAY},
@@ -92,7 +101,9 @@ def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
     pd.testing.assert_frame_equal(stored(tables, OTHER["source"]),
                                   ordered(other_facts(OTHER, [1, 2])))  # migrated, untouched
     assert_tables_rebuilt(tables, keys[:3])
+    assert_figures(tables, keys[:3])
     version = entry_table._open(tables, TABLE).version()
+    figures_version = entry_table._open(tables, FIGURES.table).version()
 
     second = launch_in_process(job, instance, handing_out(keys[3:]))
     assert second.success
@@ -105,6 +116,8 @@ def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
     assert set(facts["entity"]) == set(keys)
     assert facts["energy_j"].gt(0).all() and facts.groupby("entity").size().ge(2).all()
     assert_tables_rebuilt(tables, keys)
+    assert_figures(tables, keys)
+    assert entry_table._open(tables, FIGURES.table).version() == figures_version + 1
 
     again = launch_in_process(job, instance, handing_out(keys[3:5]))  # the same again
     assert again.success and written(instance, again.run_id)["entities_written"] == 2
@@ -122,5 +135,6 @@ def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
         "dagster/row_count": len(rebuilt(tables, left))}
     pd.testing.assert_frame_equal(stored(tables), rebuilt(tables, left))
     assert_tables_rebuilt(tables, left)
+    assert_figures(tables, left)
     pd.testing.assert_frame_equal(stored(tables, OTHER["source"]),
                                   ordered(other_facts(OTHER, [1, 2])))
