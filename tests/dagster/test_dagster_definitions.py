@@ -69,8 +69,8 @@ GRAPH = {
               set()),
     "waste_weekly": ({"waste"}, False, set()),
     "fact_quality": (ACCOUNTING_INPUTS - {"carbon_intensity", "tariffs", "cc_jobs"}
-                     | {"gpu_repetition_energy", "gpu_validated_frames", "cc_job_energy",
-                        "cc_block_tables", "powerapi_window_energy"}, False, set()),
+                     | {"cc_job_energy", "cc_block_tables", "powerapi_window_energy"}, False,
+                     set()),
 }
 POWERAPI_JOB = {"powerapi_validated_frames", "powerapi_report_energy", "powerapi_window_energy",
                 "energy_facts/powerapi"}
