@@ -439,8 +439,6 @@ def stored_energy_keys_of_run(gpu_source: GpuBenchmarkSource, tables: Tables,
     return sorted(found)
 
 
-
-
 def _energy_of(tables: Tables, keys: list[str]) -> pd.DataFrame:
     """The stored per-repetition energy of the partitions ``keys`` (stored, at least one).
 
