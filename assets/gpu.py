@@ -498,7 +498,8 @@ energy_facts = dg.AssetSpec(
         "The cross-source energy table (source, entity, component, window in UTC, "
         "duration_s, energy_j, method), kept per entry. This asset writes the GPU-benchmark "
         "rows, a run its repetitions': the experiment window of each repetition, one row "
-        "per measuring method."
+        "per measuring method. Also writes gpu_repetition_figures (what fact_quality "
+        "takes of each repetition, kept per repetition), before the facts."
     ),
     deps=[gpu_repetition_energy],
     **{**WHOLE_TABLE, "group_name": "energy_facts", "tags": {}},

@@ -9,6 +9,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from assets.gpu import energy_facts
 from assets.reporting import STEP_RETRY, backfills, failure, verdict
 from definitions import build_definitions, defs
 from resources import DataRoot, GpuBenchmarkSource, TaudbResource, Warehouse
@@ -112,6 +113,7 @@ def test_asset_graph_snapshot():
         assert {k.name for k in node.check_keys} == checks, name
         spec = next(s for s in defs.resolve_all_asset_specs() if s.key == node.key)
         assert spec.description and spec.group_name and spec.kinds, name
+    assert "gpu_repetition_figures" in energy_facts.description  # the other table it writes
     for name in ("gpu_validated_frames", "gpu_repetition_energy", "tau_profile_trials",
                  "powerapi_validated_frames", "powerapi_report_energy",
                  "geopm_validated_frames", "geopm_host_energy"):
