@@ -522,15 +522,15 @@ QUALITY_TABLE = "fact_quality"
 @dg.asset(
     retry_policy=STEP_RETRY,
     name=QUALITY_TABLE,
-    deps=[*FACT_ASSETS, gpu_repetition_energy, gpu_validated_frames, cc_job_energy,
-          cc_block_tables, powerapi_window_energy],
+    deps=[*FACT_ASSETS, cc_job_energy, cc_block_tables, powerapi_window_energy],
     pool=DERIVED_POOL,
     group_name=GROUP,
     automation_condition=DERIVED_AUTOMATION,
     kinds={"pandas", "parquet"},
     description=("How each energy fact was measured: method, component, the median step "
                  "between its readings and the share of its window they cover, from its "
-                 "source's tables (NaN where the source does not say; "
+                 "source's tables (a GPU repetition's from gpu_repetition_figures, which "
+                 "energy_facts/gpu writes; NaN where the source does not say; "
                  "joulehouse/accounting/quality.py)."),
 )
 def fact_quality(warehouse: Warehouse) -> dg.MaterializeResult:

@@ -26,7 +26,7 @@ source file missing, unbridged gaps: ``joulehouse.gpu.energy.left_out``) makes i
 """
 
 import os
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from concurrent.futures import Executor
 from functools import cache, partial
 from typing import Any, ClassVar
@@ -58,7 +58,8 @@ from assets.reporting import (
     table_metadata,
     verdict,
 )
-from joulehouse.accounting.repetition import with_reading_figures
+from joulehouse import entry_sync, entry_table
+from joulehouse.accounting.repetition import FIGURES, figures_rows, with_reading_figures
 from joulehouse.accounting.waste import GPU_IDLE
 from joulehouse.errors import InputError
 from joulehouse.gpu import aggregate
@@ -110,6 +111,8 @@ COMPUTED_CHECK = "energy_computed"
 ENERGY_CODE_VERSION = f"3-{GPU_IDLE.id}-v{GPU_IDLE.version}-{GPU_IDLE.threshold}"
 #: Partition keys a failure names in its description (then "and N more").
 KEYS_SHOWN = 5
+#: The verdict of a run without partitions over a store without per-repetition energy.
+NO_ENERGY = "no per-repetition energy stored yet: materialize gpu_repetition_energy"
 #: Rows of gpu_benchmark_energy shown inline in its metadata (``settings``).
 SETTINGS_SHOWN = 100
 #: Its columns shown there: each setting's point of the plot and what was chosen.
@@ -438,15 +441,6 @@ def stored_energy_keys_of_run(gpu_source: GpuBenchmarkSource, tables: Tables,
     return sorted(found)
 
 
-def _stored_energy(gpu_source: GpuBenchmarkSource, tables: Tables) -> pd.DataFrame:
-    """The stored per-repetition energy of every repetition still in its tree (see
-    :func:`stored_energy_keys`, :func:`_energy_of`)."""
-    keys = stored_energy_keys(gpu_source, tables)
-    if not keys:
-        raise verdict("no per-repetition energy stored yet: materialize gpu_repetition_energy")
-    return _energy_of(tables, keys)
-
-
 def _energy_of(tables: Tables, keys: list[str]) -> pd.DataFrame:
     """The stored per-repetition energy of the partitions ``keys`` (stored, at least one).
 
@@ -504,7 +498,8 @@ energy_facts = dg.AssetSpec(
         "The cross-source energy table (source, entity, component, window in UTC, "
         "duration_s, energy_j, method), kept per entry. This asset writes the GPU-benchmark "
         "rows, a run its repetitions': the experiment window of each repetition, one row "
-        "per measuring method."
+        "per measuring method. Also writes gpu_repetition_figures (what fact_quality "
+        "takes of each repetition, kept per repetition), before the facts."
     ),
     deps=[gpu_repetition_energy],
     **{**WHOLE_TABLE, "group_name": "energy_facts", "tags": {}},
@@ -519,8 +514,7 @@ def setting_energy(gpu_source: GpuBenchmarkSource, tables: Tables, keys: list[st
     None), and write their rows (``joulehouse/gpu/tables.py``)."""
     candidates = stored_energy_keys_of_run(gpu_source, tables, keys)
     if keys is None and not candidates:
-        raise verdict("no per-repetition energy stored yet: materialize "
-                      "gpu_repetition_energy")
+        raise verdict(NO_ENERGY)
     written = gpu_tables.refresh_settings(tables, candidates, partial(_energy_of, tables), keys)
     return dg.MaterializeResult(asset_key=gpu_setting_energy.key, metadata={
         **_refreshed(tables, written, SETTING_SCHEMA, SETTING_TABLE),
@@ -584,12 +578,65 @@ def facts(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource, tab
           keys: list[str] | None) -> dg.MaterializeResult:
     """Write the GPU rows of energy_facts per entry (``assets/facts.py``): the run's
     repetitions' ``keys`` from their stored energy, or, in a run without partitions,
-    every stored repetition's still in its tree (:func:`stored_energy_keys`)."""
-    return write_facts(context, tables, energy_facts.key, FACTS_SOURCE,
-                       lambda: energy_facts_rows(_stored_energy(gpu_source, tables)),
+    every stored repetition's still in its tree (:func:`stored_energy_keys`). Their
+    ``gpu_repetition_figures`` first, from the same energy read once
+    (:func:`write_figures`): two Delta tables, two commits; a step killed between them
+    leaves figures newer than the facts, which its next run over those repetitions (or
+    a run without partitions) writes again. Every verdict comes before either write."""
+    energy_of = cache(lambda owners: _energy_of(tables, list(owners)) if owners
+                      else pd.DataFrame())
+    stored = cache(lambda: tuple(stored_energy_keys(gpu_source, tables)))
+    if keys is None:  # every fact, and its verdicts, before anything is written
+        if not stored():
+            raise verdict(NO_ENERGY)
+        rows = energy_facts_rows(energy_of(stored()))
+    figures, skipped = write_figures(tables, keys, stored, energy_of)
+    if skipped:
+        context.log.warning(
+            f"gpu_repetition_figures: {len(skipped)} stored partition(s) of {ENERGY_TABLE} "
+            f"have no data_root (stored by code older than the column), written without "
+            f"figures (fact_quality gives NaN for them): {', '.join(skipped[:KEYS_SHOWN])}. "
+            f"Materialize {ENERGY_TABLE} again for them (a backfill of those partitions).")
+    return write_facts(context, tables, energy_facts.key, FACTS_SOURCE, lambda: rows,
                        owned=OwnedFacts(FACTS_OWNERSHIP, ENERGY_TABLE, lambda owners:
-                                        energy_facts_rows(_energy_of(tables, owners))),
-                       owners=keys)
+                                        energy_facts_rows(energy_of(tuple(owners)))),
+                       owners=keys, metadata={
+                           "figures_written": dg.MetadataValue.int(figures.entities),
+                           "figures_removed": dg.MetadataValue.int(figures.removed),
+                           "figures_skipped": dg.MetadataValue.json(skipped)})
+
+
+def write_figures(tables: Tables, keys: list[str] | None, stored: Callable[[], tuple[str, ...]],
+                  energy_of: Callable[[tuple[str, ...]], pd.DataFrame]
+                  ) -> tuple[entry_sync.Written, list[str]]:
+    """Write what fact_quality takes of the run's repetitions ``keys`` (those whose energy
+    is stored: ``energy_of`` reads it), kept per repetition (``repetition.FIGURES``), in one
+    commit (``entry_sync.replace_owned``); in a run without partitions (``keys`` None), or
+    before the table was first written (a warehouse of older code: the migration), those
+    of every stored repetition still in its tree (``stored``), compared with the stored
+    rows (``entry_sync.sync``: a repetition removed from its tree loses its row, as its
+    facts do). Then the table is compacted when due. Returns the write and the stored
+    repetitions outside the run the migration left without figures (energy stored
+    before the ``data_root`` column: a backfill of them writes theirs), so that such a
+    repetition fails no run but its own."""
+    skipped: list[str] = []
+    if keys is not None and entry_table.is_entry_table(tables, FIGURES.table):
+        owners = tuple(key for key in keys if tables.has_partition(ENERGY_TABLE, key))
+        written = entry_sync.replace_owned(
+            tables, FIGURES, FIGURES.ready(figures_rows(energy_of(owners), tables)), owners,
+            FACTS_OWNERSHIP)
+    else:
+        every = stored()
+        if keys is not None:  # the migration: a run's own repetitions are current
+            skipped = [key for key in tables.partitions_without(ENERGY_TABLE, every,
+                                                                "data_root")
+                       if key not in keys]
+            every = tuple(key for key in every if key not in skipped)
+        written = entry_sync.sync(tables, FIGURES,
+                                  FIGURES.ready(figures_rows(energy_of(every), tables)),
+                                  FIGURES.stored(tables))
+    entry_sync.compact_each(tables, [FIGURES])
+    return written, skipped
 
 
 GPU_TABLES = [gpu_setting_energy, gpu_benchmark_energy, energy_facts]

@@ -42,7 +42,8 @@ back).
 ``fact_quality`` (``kept.update_trust``, ``update_waste``, ``update_quality``): N facts
 stored as above, ``cc_jobs`` kept per job, each table computed once (whole); then, REPEAT
 times, 10 new GPU repetitions land (facts: counter, power and an external meter; their
-``gpu_repetition_energy`` partitions with the readings' figures) and each update is timed;
+``gpu_repetition_energy`` partitions with the readings' figures, and their
+``gpu_repetition_figures`` rows as the GPU step writes them) and each update is timed;
 last, each step as it was before (``energy_facts`` and the inputs read whole, the core's
 whole computation, the table written whole).
 
@@ -69,7 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from machine import describe, load_average
 
-from joulehouse import entry_table
+from joulehouse import entry_sync, entry_table
 from joulehouse.accounting import (
     accounts,
     carbon,
@@ -86,9 +87,10 @@ from joulehouse.accounting import (
     waste,
 )
 from joulehouse.accounting.query import query
-from joulehouse.accounting.repetition import stored_figures
+from joulehouse.accounting.repetition import FIGURES, figures_rows, stored_figures
 from joulehouse.clustercockpit.blocks import read_block
 from joulehouse.clustercockpit.generator import JobSpec, write_archive_files, write_job
+from joulehouse.gpu.energy import FACTS_OWNERSHIP
 from joulehouse.warehouse import Warehouse
 
 START = "2022-01-01"
@@ -465,9 +467,10 @@ def landed_derived(store: Warehouse, batch: int) -> None:
         component="external", method="external", energy_j=lambda f: f["energy_j"] * 1.2)
     store.write_entries("energy_facts", pd.concat([facts, external], ignore_index=True),
                         {"source": "gpu-benchmark"})
+    energies = []
     for row in facts[facts["method"] == "counter"].itertuples():
         data_root, repetition = row.entity.split("/", 1)
-        store.write_partition("gpu_repetition_energy", row.entity, pd.DataFrame([{
+        energies.append(pd.DataFrame([{
             "data_root": data_root, "repetition": repetition, "phase": "experiment",
             "window_start": row.window_start, "window_end": row.window_end,
             "duration_s": row.duration_s,
@@ -475,6 +478,10 @@ def landed_derived(store: Warehouse, batch: int) -> None:
             **{f"{m}_step_s": 0.5 for m in quality.GPU_FRAMES}, "gpu_idle_version": 1,
             "gpu_idle_threshold": 0.1, "gpu_idle_judged_j": row.energy_j,
             "gpu_idle_energy_j": row.energy_j / 10, "gpu_idle_s": 30.0}]))
+        store.write_partition("gpu_repetition_energy", row.entity, energies[-1])
+    entities = sorted(facts["entity"].unique())  # with their facts, as the GPU step does
+    entry_sync.replace_owned(store, FIGURES, FIGURES.ready(figures_rows(
+        pd.concat(energies, ignore_index=True), store)), entities, FACTS_OWNERSHIP)
 
 
 def trust_before(store: Warehouse) -> None:
@@ -496,20 +503,10 @@ def waste_before(store: Warehouse) -> None:
 
 
 def quality_before(store: Warehouse) -> None:
-    """``fact_quality`` as before: every fact and repetition energy read, the table
+    """``fact_quality`` as before: every fact and repetition's figures read, the table
     written whole."""
-    energy = store.read_table("gpu_repetition_energy")
-    steps, _ = stored_figures(energy)
-    facts = store.read_table("energy_facts")
-    unread = set(facts.loc[facts["source"] == "gpu-benchmark", "entity"]) - {e for e, _ in steps}
-    for frame in set(quality.GPU_FRAMES.values()) if unread else ():  # as the step looked
-        stored = set(store.partition_keys(f"gpu_validated_frames/{frame}"))  # frames up
-        for key in sorted(unread):
-            if key in stored:
-                steps[(key, frame)] = quality.median_step_s(store.read_partitions(
-                    f"gpu_validated_frames/{frame}", [key]))
-    store.write_table("before_quality", quality.fact_quality(facts, gpu_energy=energy,
-                                                             gpu_steps=steps))
+    store.write_table("before_quality", quality.fact_quality(
+        store.read_table("energy_facts"), gpu_figures=store.read_table(FIGURES.table)))
 
 
 def time_derived(count: int) -> None:

@@ -11,8 +11,11 @@ changed:
    holds the files of every input the table was computed from and a digest of the rules
    (versions, bounds, thresholds). ``energy_facts`` and the other inputs kept per entry
    give the (source, entity) whose rows differ between the files gone and the files new;
-   the inputs of plain partitions (a GPU repetition's energy and frames, a ClusterCockpit
-   block's statistics) the partitions rewritten, each naming its entities.
+   the inputs of plain partitions (waste's GPU repetition energy and ``gpu-power`` frames,
+   a ClusterCockpit block's statistics) the partitions rewritten, each naming its
+   entities. fact_quality takes a GPU repetition's figures from ``gpu_repetition_figures``
+   (kept per entry by the GPU step), so that its change costs what changed, not a listing
+   of every repetition's files.
 2. *Keys.* Those are mapped to the table's keys (source, entity): trust's PowerAPI rows are
    per sensor (the entity's part before ``/``), its GEOPM pairs per ClusterCockpit job
    (a changed GEOPM report, before or after, touches the jobs whose window contains it);
@@ -53,7 +56,7 @@ import pyarrow.fs as pafs
 from joulehouse import entry_table
 from joulehouse.accounting import quality, trust, waste
 from joulehouse.accounting.incremental import FILE_BYTES, canonical
-from joulehouse.accounting.repetition import stored_figures
+from joulehouse.accounting.repetition import FIGURES, stored_figures
 from joulehouse.accounting.schemas import FACT_COLUMNS
 from joulehouse.changed import (
     DELTA,
@@ -80,8 +83,7 @@ from joulehouse.warehouse import (
 FACTS_TABLE = "energy_facts"
 JOBS_TABLE = "cc_jobs"
 GPU_ENERGY_TABLE = "gpu_repetition_energy"
-GPU_FRAME_TABLE = "gpu_validated_frames/{}"
-GPU_POWER_TABLE = GPU_FRAME_TABLE.format("gpu_power")
+GPU_POWER_TABLE = "gpu_validated_frames/gpu_power"
 CC_STATS_TABLE = "cc_block_tables/metric_stats"
 CC_ENERGY_TABLE = "cc_job_energy"
 WINDOW_TABLE = "powerapi_window_energy"
@@ -105,7 +107,6 @@ WHOLE_ABOVE = 10_000
 #: spanning a source's every entity, beside which no merge of ``compaction.py`` fits).
 KEPT_VERSION = 2
 _KEY = ["source", "entity"]
-_GPU_FRAMES = sorted({GPU_FRAME_TABLE.format(name) for name in quality.GPU_FRAMES.values()})
 
 
 @dataclass(frozen=True)
@@ -649,12 +650,15 @@ def _weekly_of(run: _Run, stored: list, weeks: np.ndarray, rows: pd.DataFrame,
 # --- fact_quality ---------------------------------------------------------------------
 
 QUALITY_STATE = "_fact_quality_state"
-QUALITY_INPUTS = [FACTS_TABLE, GPU_ENERGY_TABLE, *_GPU_FRAMES, CC_ENERGY_TABLE, CC_STATS_TABLE,
-                  WINDOW_TABLE]
+#: A GPU repetition's figures are read from ``gpu_repetition_figures`` (kept per entry),
+#: no longer from its energy and frames (plain partitions, every file listed at each run).
+QUALITY_INPUTS = [FACTS_TABLE, FIGURES.table, CC_ENERGY_TABLE, CC_STATS_TABLE, WINDOW_TABLE]
 
 
 def _quality_digest() -> str:
-    return _digest("fact_quality", quality.GPU_FRAMES)
+    """Its methods and its inputs: a state written over other inputs (before
+    ``gpu_repetition_figures``) makes the next run recompute whole."""
+    return _digest("fact_quality", quality.GPU_FRAMES, QUALITY_INPUTS)
 
 
 def update_quality(warehouse: Warehouse) -> Updated:
@@ -711,19 +715,20 @@ def quality_summary(warehouse: Warehouse) -> tuple[pd.DataFrame, float]:
 
 def _quality_keys(run: _Run) -> pd.DataFrame | str:
     facts = run.delta(FACTS_TABLE, _KEY, FACT_COLUMNS)
+    figures = run.delta(FIGURES.table, [FIGURES.entry])
     energy = run.delta(CC_ENERGY_TABLE, ["job"])
     windows = run.delta(WINDOW_TABLE, ["sensor", "target"])
-    for found in (facts, energy, windows):
+    for found in (facts, figures, energy, windows):
         if isinstance(found, str):
             return found
     keys = set() if facts is None else set(map(tuple, facts.keys[_KEY].to_numpy()))
+    if figures is not None:
+        keys |= {(GPU_SOURCE, entity) for entity in figures.keys[FIGURES.entry]}
     if energy is not None:
         keys |= {(CC_SOURCE, job) for job in energy.keys["job"]}
     if windows is not None:
         keys |= {(POWERAPI_SOURCE, f"{sensor}/{target}")
                  for sensor, target in windows.keys[["sensor", "target"]].to_numpy()}
-    for table in (GPU_ENERGY_TABLE, *_GPU_FRAMES):
-        keys |= {(GPU_SOURCE, key) for key in run.partition_keys(table)}
     return _with_changed_blocks(run, keys)
 
 
@@ -731,11 +736,11 @@ def _quality_rows(run: _Run, facts: pd.DataFrame, pairs: set | None) -> pd.DataF
     """``quality.fact_quality`` over ``facts`` with the inputs of ``pairs`` only (None:
     all)."""
     if pairs is None:
-        gpu_energy, cc_energy = run.read(GPU_ENERGY_TABLE), run.read(CC_ENERGY_TABLE)
+        gpu_figures, cc_energy = run.read(FIGURES.table), run.read(CC_ENERGY_TABLE)
         stats, windows = run.read(CC_STATS_TABLE), run.read(WINDOW_TABLE)
     else:
-        gpu_keys = sorted(e for s, e in pairs if s == GPU_SOURCE)
-        gpu_energy = run.partitions(GPU_ENERGY_TABLE, gpu_keys)
+        gpu_figures = run.read(FIGURES.table, _isin(FIGURES.entry, (
+            e for s, e in pairs if s == GPU_SOURCE)))
         cc = sorted(e for s, e in pairs if s == CC_SOURCE)
         cc_energy = run.read(CC_ENERGY_TABLE, _isin("job", cc))
         stats = run.partitions(CC_STATS_TABLE, sorted({_owner(j) for j in cc} - {None}))
@@ -744,13 +749,5 @@ def _quality_rows(run: _Run, facts: pd.DataFrame, pairs: set | None) -> pd.DataF
         targets = [e.split("/", 1) for s, e in pairs if s == POWERAPI_SOURCE and "/" in e]
         sensors = sorted({sensor for sensor, _ in targets})
         windows = run.read(WINDOW_TABLE, _isin("sensor", sensors))
-    gpu_energy = pd.DataFrame() if gpu_energy is None else gpu_energy
-    steps, _ = stored_figures(gpu_energy)
-    unread = set(facts.loc[facts["source"] == GPU_SOURCE, "entity"]) - {e for e, _ in steps}
-    for frame in sorted(set(quality.GPU_FRAMES.values())) if unread else ():
-        frame_of = _frame_reader(run, GPU_FRAME_TABLE.format(frame))
-        for key in sorted(unread):
-            if (stored := frame_of(key)) is not None:
-                steps[(key, frame)] = quality.median_step_s(stored)
-    return quality.fact_quality(facts, gpu_energy=gpu_energy, gpu_steps=steps,
-                                cc_energy=cc_energy, cc_stats=stats, powerapi_windows=windows)
+    return quality.fact_quality(facts, gpu_figures=gpu_figures, cc_energy=cc_energy,
+                                cc_stats=stats, powerapi_windows=windows)

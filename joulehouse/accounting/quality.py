@@ -8,8 +8,9 @@ fraction of the fact's window covered by readings are in each source's own table
 source         sampling_interval_s                   covered_fraction
 ============== ===================================== ======================================
 gpu-benchmark  median step of the method's series    1 - the method's unbridged gap time
-               (``gpu-power`` for counter and power,  / the window (``gpu_repetition_energy``
-               the 50 Hz samples, the external meter) ``<method>_gap_s``, experiment phase)
+               (``gpu-power`` for counter and power,  / the experiment window
+               the 50 Hz samples, the external meter) (``<method>_gap_s`` / ``duration_s``)
+               ``<method>_step_s``                    both of ``gpu_repetition_figures``
 clustercockpit about the timestep: the job's duration  ``cc_job_energy.covered_fraction``
                x series / samples (with the missing)  (power and counter metrics)
                of its metric, the mean over hosts
@@ -48,23 +49,20 @@ def median_step_s(frame: pd.DataFrame) -> float:
     return float(np.median(np.diff(times)) / 1e9) if len(times) > 1 else np.nan
 
 
-def _gpu(facts: pd.DataFrame, energy: pd.DataFrame | None,
-         steps: dict[tuple[str, str], float]) -> pd.DataFrame:
-    """GPU facts with the coverage and step of their method (``steps``: (repetition key,
-    frame) -> median step)."""
+def _gpu(facts: pd.DataFrame, figures: pd.DataFrame | None) -> pd.DataFrame:
+    """GPU facts with the coverage and step of their method (``figures``: per repetition,
+    ``repetition.FIGURES``' columns; the first row of an entity counts)."""
     mine = facts[facts["source"] == GPU_SOURCE]
     covered = pd.Series(np.nan, index=mine.index)
-    if energy is not None and len(energy):
-        windows = energy[energy["phase"] == "experiment"]
-        key = windows["data_root"].astype(str) + "/" + windows["repetition"].astype(str)
+    step = pd.Series(np.nan, index=mine.index)
+    if figures is not None and len(figures):
+        figures = figures.drop_duplicates("entity").set_index("entity")
         for method in GPU_FRAMES:
-            gap = pd.Series((1 - windows[f"{method}_gap_s"] / windows["duration_s"]).to_numpy(),
-                            index=key.to_numpy())
             rows = mine["method"] == method
-            covered[rows] = mine.loc[rows, "entity"].map(gap[~gap.index.duplicated()])
-    step = [steps.get((entity, GPU_FRAMES.get(method, "")), np.nan)
-            for entity, method in zip(mine["entity"], mine["method"], strict=True)]
-    return mine[_KEY].assign(sampling_interval_s=np.asarray(step, float),
+            gap = 1 - figures[f"{method}_gap_s"] / figures["duration_s"]
+            covered[rows] = mine.loc[rows, "entity"].map(gap)
+            step[rows] = mine.loc[rows, "entity"].map(figures[f"{method}_step_s"])
+    return mine[_KEY].assign(sampling_interval_s=step.to_numpy(float),
                              covered_fraction=covered.to_numpy(float))
 
 
@@ -109,13 +107,12 @@ def _powerapi(facts: pd.DataFrame, windows: pd.DataFrame | None) -> pd.DataFrame
     return found.assign(sampling_interval_s=np.nan)
 
 
-def fact_quality(facts: pd.DataFrame, *, gpu_energy: pd.DataFrame | None = None,
-                 gpu_steps: dict[tuple[str, str], float] | None = None,
+def fact_quality(facts: pd.DataFrame, *, gpu_figures: pd.DataFrame | None = None,
                  cc_energy: pd.DataFrame | None = None, cc_stats: pd.DataFrame | None = None,
                  powerapi_windows: pd.DataFrame | None = None) -> pd.DataFrame:
     """QUALITY_SCHEMA: every fact of ``facts`` with its sampling interval and coverage from
     its source's tables (see the module; a table not given leaves NaN)."""
-    known = [_gpu(facts, gpu_energy, gpu_steps or {}),
+    known = [_gpu(facts, gpu_figures),
              _clustercockpit(facts, cc_energy, cc_stats),
              _powerapi(facts, powerapi_windows)]
     done = {CC_SOURCE, GPU_SOURCE, POWERAPI_SOURCE}

@@ -25,6 +25,13 @@ A repetition stored without them (by older code), or judged by another version o
 threshold of the rule, gives no figures: the tables compute its from the stored frames.
 The command line's energy table (``joulehouse energy gpu``) has no such columns: they
 serve the accounting only.
+
+What ``fact_quality`` takes of a repetition is also kept per entry (``FIGURES``, the Delta
+table ``gpu_repetition_figures``: a row per repetition, its key the ``energy_facts`` entity
+``<data_root>/<repetition>``), written by the GPU step with the repetition's facts
+(:func:`figures_rows`; ``assets/gpu.py``), so that ``fact_quality`` finds what changed
+from the table's Delta log, not from a listing of every repetition's energy and frames
+(issue 28). A repetition stored by older code has its steps from its stored frames there.
 """
 
 from __future__ import annotations
@@ -34,15 +41,26 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from joulehouse import entry_sync
 from joulehouse.accounting import quality, waste
 from joulehouse.gpu.energy import METHODS
 from joulehouse.gpu.schemas import IDLE_FIGURES, IDLE_THRESHOLD, IDLE_VERSION, STEP_SUFFIX
+from joulehouse.gpu.store import TABLE as FRAMES_TABLE
+from joulehouse.warehouse import Warehouse
 
 #: Every column :func:`with_reading_figures` adds.
 FIGURE_COLUMNS = [*(method.name + STEP_SUFFIX for method in METHODS), IDLE_VERSION,
                   IDLE_THRESHOLD, *IDLE_FIGURES.values()]
 #: The window gpu_idle judges (that of the GPU counter fact).
 JUDGED_PHASE = "experiment"
+#: Per method, its unbridged gap time in the experiment window (s; ``gpu_repetition_energy``).
+GAP_COLUMNS = [method.name + "_gap_s" for method in METHODS]
+#: Per method, the median step between its frame's readings (s).
+STEP_COLUMNS = [method.name + STEP_SUFFIX for method in METHODS]
+#: What fact_quality takes of each repetition, kept per entry (see the module): the
+#: experiment window's length (s), each method's gap time and median step.
+FIGURES = entry_sync.Kept("gpu_repetition_figures",
+                          ["entity", "duration_s", *GAP_COLUMNS, *STEP_COLUMNS])
 
 
 def with_reading_figures(energy: pd.DataFrame, frames: Mapping[str, pd.DataFrame],
@@ -96,3 +114,36 @@ def stored_figures(energy: pd.DataFrame, rule: waste.WasteRule = waste.GPU_IDLE
         values = {name: float(column[i]) for name, column in figures.items()}
         judged[window] = None if np.isnan(values["energy_j"]) else values
     return steps, judged
+
+
+def figures_rows(energy: pd.DataFrame, warehouse: Warehouse) -> pd.DataFrame:
+    """:data:`FIGURES`' rows of the repetitions of ``energy`` (stored ``gpu_repetition_energy``
+    rows): their experiment windows' length and gap times, and the median steps stored with
+    them; a repetition stored without the figures (older code) has each method's step from
+    its frame stored in ``warehouse`` (NaN without it), as ``quality.median_step_s`` takes
+    it."""
+    if energy.empty:
+        return pd.DataFrame(columns=FIGURES.columns)
+    rows = energy[(energy["phase"] == JUDGED_PHASE).to_numpy(bool)]
+    entity = (rows["data_root"] + "/" + rows["repetition"]).to_numpy(object)
+    table = pd.DataFrame({"entity": entity, "duration_s": rows["duration_s"].to_numpy(float),
+                          **{c: rows[c].to_numpy(float) if c in rows else np.nan
+                             for c in [*GAP_COLUMNS, *STEP_COLUMNS]}})
+    figured = (rows[IDLE_VERSION].notna().to_numpy(bool) if IDLE_VERSION in rows
+               else np.zeros(len(rows), bool))
+    for i in np.flatnonzero(~figured):
+        steps: dict[str, float] = {}  # frame table -> step: counter and power share one
+        for method in METHODS:
+            name = quality.GPU_FRAMES[method.name]
+            if name not in steps:
+                steps[name] = _frame_step(warehouse, entity[i], name)
+            table.loc[i, method.name + STEP_SUFFIX] = steps[name]
+    return table
+
+
+def _frame_step(warehouse: Warehouse, key: str, name: str) -> float:
+    """The median step of repetition ``key``'s stored frame ``name`` (NaN: not stored)."""
+    table = f"{FRAMES_TABLE}/{name}"
+    if not warehouse.has_partition(table, key):
+        return np.nan
+    return quality.median_step_s(warehouse.read_partitions(table, [key]))

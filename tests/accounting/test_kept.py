@@ -10,11 +10,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from joulehouse import changed, entry_table
+from joulehouse import changed, entry_sync, entry_table
 from joulehouse.accounting import kept, quality, trust, waste
 from joulehouse.accounting.incremental import canonical
-from joulehouse.accounting.repetition import stored_figures
+from joulehouse.accounting.repetition import (
+    FIGURE_COLUMNS,
+    FIGURES,
+    figures_rows,
+    stored_figures,
+)
 from joulehouse.facts import ENERGY_FACTS_COLUMNS
+from joulehouse.gpu.energy import FACTS_OWNERSHIP as GPU_OWNERSHIP
 from joulehouse.warehouse import Warehouse
 
 T0 = pd.Timestamp("2024-01-29 00:00", tz="UTC")  # a Monday: windows cross week boundaries
@@ -36,8 +42,9 @@ def _fact(source, entity, component, method, start, seconds, energy):
 class World:
     """The stored inputs of the three tables, written as the sources write them: facts per
     entry (Delta), cc_jobs and cc_job_energy per job, powerapi_window_energy per sensor,
-    GPU energy and frames and ClusterCockpit block statistics as plain partitions. Changes
-    are kept in memory and landed by :meth:`land` (a commit per table)."""
+    gpu_repetition_figures per repetition, GPU energy and frames and ClusterCockpit block
+    statistics as plain partitions. Changes are kept in memory and landed by :meth:`land`
+    (a commit per table)."""
 
     def __init__(self, store: Warehouse, seed: int) -> None:
         self.store, self.rng = store, np.random.default_rng(seed)
@@ -56,8 +63,11 @@ class World:
     def remove(self, source: str, entity: str) -> None:
         self.facts.pop((source, entity), None)
         self.pending.add(("energy_facts", f"{source}\0{entity}"))
+        if source == "gpu-benchmark":  # removed from its tree: its figures go with its facts
+            self.pending.add((FIGURES.table, entity))
 
-    # GPU repetitions: facts, energy with the readings' figures (or none: a frame instead)
+    # GPU repetitions: facts, energy with the readings' figures (without: as older code
+    # stored it, the steps then taken from its frame), gpu_repetition_figures
     def gpu(self, i: int, figures: bool = True) -> None:
         rng, entity = self.rng, f"lab/e/b/run/{i}"
         start, seconds = self.start(), float(rng.integers(60, 400))
@@ -73,24 +83,27 @@ class World:
                               "power_w": rng.uniform(50, 300, int(seconds) + 1),
                               "util_gpu_pct": rng.choice([0.0, 50.0, 90.0], int(seconds) + 1)})
         self.store.write_partition("gpu_validated_frames/gpu_power", entity, frame)
-        if figures:
-            self.figures(i)
+        self.figures(i, stored_with=figures)
 
-    def figures(self, i: int) -> None:
-        """(Re)write repetition i's energy: new readings' figures, its facts unchanged."""
+    def figures(self, i: int, stored_with: bool = True) -> None:
+        """(Re)write repetition i's energy: new readings' figures (``stored_with`` False: none,
+        as older code stored it), its facts unchanged."""
         rng, entity = self.rng, f"lab/e/b/run/{i}"
         rows = self.facts.get(("gpu-benchmark", entity))  # none: the energy of one removed
         start, seconds = ((rows[0]["window_start"], rows[0]["duration_s"]) if rows
                           else (T0, 100.0))
         judged = rng.uniform(1e4, 1e5)
-        self.store.write_partition("gpu_repetition_energy", entity, pd.DataFrame([{
+        energy = pd.DataFrame([{
             "data_root": "lab", "repetition": f"e/b/run/{i}", "phase": "experiment",
             "window_start": start, "window_end": start + pd.Timedelta(seconds=seconds),
             "duration_s": seconds, **{f"{m}_gap_s": rng.uniform(0, 5) for m in quality.GPU_FRAMES},
             **{f"{m}_step_s": rng.uniform(0.01, 1) for m in quality.GPU_FRAMES},
             "gpu_idle_version": 1, "gpu_idle_threshold": 0.1, "gpu_idle_judged_j": judged,
             "gpu_idle_energy_j": judged * rng.uniform(0, 0.5), "gpu_idle_s": rng.uniform(0, 60)}],
-            columns=GPU_ENERGY_COLUMNS))
+            columns=GPU_ENERGY_COLUMNS)
+        self.store.write_partition("gpu_repetition_energy", entity, energy if stored_with
+                                   else energy.drop(columns=FIGURE_COLUMNS))
+        self.pending.add((FIGURES.table, entity))
 
     # ClusterCockpit jobs: facts, cc_jobs, cc_job_energy, block statistics
     def job(self, job_id: int, start=None, seconds=None) -> str:
@@ -184,6 +197,12 @@ class World:
                 "time_weighted_mean": self.rng.choice([3.0, 40.0], 2 * len(jobs)),
                 "series": 100.0, "samples": 90, "missing": 10}).astype(
                 {"job": object, "host": object, "metric": object}))
+        if entities := keys(FIGURES.table):  # as the GPU step writes them with the facts
+            live = [e for e in entities if ("gpu-benchmark", e) in self.facts]
+            energy = self.store.read_partitions("gpu_repetition_energy", live) if live else None
+            entry_sync.replace_owned(self.store, FIGURES, FIGURES.ready(
+                figures_rows(pd.DataFrame() if energy is None else energy, self.store)),
+                entities, GPU_OWNERSHIP)
         for sensor in keys("powerapi_window_energy"):
             rows = [{"sensor": sensor, "target": e.split("/", 1)[1], "component": "cpu",
                      "window_start": f["window_start"], "window_end": f["window_end"],
@@ -272,16 +291,9 @@ def expected_waste(store: Warehouse) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def expected_quality(store: Warehouse) -> pd.DataFrame:
-    facts = facts_of(store)
-    energy = _read(store, "gpu_repetition_energy")
-    energy = pd.DataFrame() if energy is None else energy
-    steps, _ = stored_figures(energy)
-    for frame in set(quality.GPU_FRAMES.values()):
-        table = f"gpu_validated_frames/{frame}"
-        for key in set(store.partition_keys(table)) - {e for e, _ in steps}:
-            steps[(key, frame)] = quality.median_step_s(store.read_partitions(table, [key]))
     return quality.fact_quality(
-        facts, gpu_energy=energy, gpu_steps=steps, cc_energy=_read(store, "cc_job_energy"),
+        facts_of(store), gpu_figures=_read(store, FIGURES.table),
+        cc_energy=_read(store, "cc_job_energy"),
         cc_stats=_read(store, "cc_block_tables/metric_stats"),
         powerapi_windows=_read(store, "powerapi_window_energy"))
 
@@ -559,3 +571,90 @@ def test_facts_caught_mid_migration_are_read_as_their_plain_files(tmp_path):
         assert update(store).whole == "energy_facts is not kept per entry", name
         check(store)
     assert len(store.read_table("trust_checks")) and len(store.read_table("fact_quality"))
+
+
+def listed_tables(monkeypatch) -> list[str]:
+    """The tables whose folders are listed from now on (``Warehouse.parquet_files``)."""
+    listed, listing = [], Warehouse.parquet_files
+    monkeypatch.setattr(Warehouse, "parquet_files",
+                        lambda self, table: (listed.append(table), listing(self, table))[1])
+    return listed
+
+
+def test_quality_follows_gpu_repetitions_landed_removed_and_relanded(tmp_path, monkeypatch):
+    """A seeded random sequence of GPU repetitions landed, their figures changed, removed
+    (facts and figures), re-landed, stored as older code stored them (steps from the
+    frame), with the figures' table compacted now and then: fact_quality equals its
+    computation from scratch after each, found from the Delta logs without listing a
+    GPU table's files."""
+    store = Warehouse(tmp_path / "warehouse")
+    world = World(store, 17)
+    for i in range(6):
+        world.gpu(i, figures=i % 3 != 0)
+    world.sensor("s0")
+    world.land()
+    assert kept.update_quality(store).whole == "no state stored (first run)"
+    listed = listed_tables(monkeypatch)
+    live, gone, rng, merged = set(range(6)), set(), world.rng, 0
+    for n in range(8):
+        new = 100 + n
+        world.gpu(new, figures=bool(rng.integers(0, 2)))
+        live.add(new)
+        world.land()  # a file of its own
+        world.figures(int(rng.choice(sorted(live))))
+        if gone and rng.integers(0, 2):  # a repetition removed before lands again
+            back = int(rng.choice(sorted(gone)))
+            world.gpu(back, figures=bool(rng.integers(0, 2)))
+            gone.discard(back)
+            live.add(back)
+        out = int(rng.choice(sorted(live)))
+        world.remove("gpu-benchmark", f"lab/e/b/run/{out}")
+        live.discard(out)
+        gone.add(out)
+        world.land()
+        if n % 2:  # rows moved into new files: read on both sides, nothing changed
+            merged += entry_table.compact(store, FIGURES.table)["merged"]
+        updated = kept.update_quality(store)
+        assert updated.whole == "" and updated.keys >= 2, n
+        checked("quality")(store)
+        assert not [t for t in listed if t.startswith("gpu_")], listed
+    table = store.read_table("fact_quality")
+    assert set(table.loc[table["source"] == "gpu-benchmark", "entity"]) == {
+        f"lab/e/b/run/{i}" for i in live}
+    assert table["sampling_interval_s"].notna().sum() > 0
+    assert gone and merged  # some repetition ended removed, others re-landed (seed 17)
+
+
+def test_a_state_of_the_code_before_the_figures_recomputes_whole(tmp_path):
+    """A state written by the code before ``gpu_repetition_figures`` (its digest and its
+    inputs: the GPU energy and frames as plain partitions), with the table that code left:
+    a repetition with facts and a frame but no energy had its step from its frame, which
+    no change of the figures names. The next run recomputes whole, and gives the rows of
+    a computation from scratch."""
+    store = Warehouse(tmp_path / "warehouse")
+    world = World(store, 7)
+    for i in range(3):
+        world.gpu(i)
+    world.land()
+    kept.update_quality(store)
+    frameless = "lab/e/b/run/1"  # its energy and figures gone: its frame alone left
+    store.remove_partition("gpu_repetition_energy", frameless)
+    FIGURES.write(store, FIGURES.ready(pd.DataFrame()), [frameless])
+    before = store.read_table("fact_quality")
+    step = quality.median_step_s(store.read_partitions("gpu_validated_frames/gpu_power",
+                                                       [frameless]))
+    before.loc[(before["entity"] == frameless) & before["method"].isin(["counter", "power"]),
+               "sampling_interval_s"] = step
+    entry_table.replace_keys(store, "fact_quality", before, None)
+    old_inputs = ["energy_facts", "gpu_repetition_energy", "gpu_validated_frames/gpu_power",
+                  "gpu_validated_frames/external_power",
+                  "gpu_validated_frames/samples_total_power", "cc_job_energy",
+                  "cc_block_tables/metric_stats", "powerapi_window_energy"]
+    changed.State.of(kept._digest("fact_quality", quality.GPU_FRAMES), [
+        changed.Snapshot.of(store, table) for table in old_inputs]).write(store,
+                                                                         kept.QUALITY_STATE)
+    updated = kept.update_quality(store)
+    assert updated.whole == "a rule's version, bounds or threshold changed"
+    checked("quality")(store)
+    rows = store.read_table("fact_quality")
+    assert rows.loc[rows["entity"] == frameless, "sampling_interval_s"].isna().all()

@@ -25,14 +25,14 @@ def test_gpu_clustercockpit_and_powerapi_facts_get_their_sources_figures():
         fact("powerapi", "s/all", "cpu", "measured"),
         fact("geopm", "g/r.report/n1", "cpu", "rapl"),
     ], columns=ENERGY_FACTS_COLUMNS)
-    gpu_energy = pd.DataFrame({"data_root": ["root", "root"], "repetition": ["e/b/run/0"] * 2,
-                               "phase": ["experiment", "train"], "duration_s": [100.0, 50.0],
-                               **{f"{m}_gap_s": [g, 0.0] for m, g in (
-                                   ("counter", 0.0), ("power", 0.0), ("samples", 4.0),
-                                   ("external", np.nan))}})
     times = pd.DataFrame({"time": T0 + pd.to_timedelta([0.0, 0.1, 0.3, 0.4], unit="s")})
-    steps = {("root/e/b/run/0", "gpu_power"): quality.median_step_s(times),
-             ("root/e/b/run/0", "samples_total_power"): 0.02}
+    gpu_figures = pd.DataFrame({"entity": ["root/e/b/run/0"], "duration_s": [100.0],
+                                **{f"{m}_gap_s": [g] for m, g in (
+                                    ("counter", 0.0), ("power", 0.0), ("samples", 4.0),
+                                    ("external", np.nan))},
+                                "counter_step_s": [quality.median_step_s(times)],
+                                "power_step_s": [0.1], "samples_step_s": [0.02],
+                                "external_step_s": [np.nan]})
     cc_energy = pd.DataFrame({"job": ["c/1/1"], "metric": ["cpu_power"], "kind": ["power"],
                               "duration_s": [600.0], "covered_fraction": [0.95]})
     # two hosts, one series each: 10 and 12 samples (with the missing) in 600 s
@@ -42,9 +42,8 @@ def test_gpu_clustercockpit_and_powerapi_facts_get_their_sources_figures():
                             "window_start": [T0], "window_end": [T0 + pd.Timedelta("100s")],
                             "method": ["measured"], "duration_s": [100.0],
                             "covered_s": [100.0]})
-    table = quality.fact_quality(facts, gpu_energy=gpu_energy, gpu_steps=steps,
-                                 cc_energy=cc_energy, cc_stats=cc_stats,
-                                 powerapi_windows=windows)
+    table = quality.fact_quality(facts, gpu_figures=gpu_figures, cc_energy=cc_energy,
+                                 cc_stats=cc_stats, powerapi_windows=windows)
     got = table.set_index(["entity", "method"])
     assert got.loc[("root/e/b/run/0", "counter"), "sampling_interval_s"] == pytest.approx(0.1)
     assert got.loc[("root/e/b/run/0", "counter"), "covered_fraction"] == 1.0

@@ -1,5 +1,7 @@
 """A GPU repetition's readings' figures, stored with its energy, give fact_quality and
-waste exactly what its frames give (joulehouse/accounting/repetition.py)."""
+waste exactly what its frames give; so do the figures kept for fact_quality
+(``gpu_repetition_figures``), of energy stored with the figures or without them (older
+code: the steps then from the stored frames) (joulehouse/accounting/repetition.py)."""
 
 from dataclasses import replace
 
@@ -9,6 +11,7 @@ import pytest
 from joulehouse.accounting import quality, waste
 from joulehouse.accounting.repetition import (
     FIGURE_COLUMNS,
+    figures_rows,
     stored_figures,
     with_reading_figures,
 )
@@ -37,7 +40,15 @@ def repetition(tmp_path_factory):
     return frames, energy, store.read_table("gpu_repetition_energy")
 
 
-def test_the_figures_give_the_frames_fact_quality(repetition):
+def frames_stored(tmp_path, frames) -> Warehouse:
+    """A warehouse holding the repetition's frames, as the GPU step stores them."""
+    store = Warehouse(tmp_path / "warehouse")
+    for name, frame in frames.items():
+        store.write_partition(f"gpu_validated_frames/{name}", f"lab/{KEY}", frame)
+    return store
+
+
+def test_the_figures_give_the_frames_fact_quality(repetition, tmp_path):
     frames, energy, stored = repetition
     facts = energy_facts_rows(energy)
     assert set(facts["method"]) == {"counter", "power", "samples", "external"}
@@ -47,9 +58,21 @@ def test_the_figures_give_the_frames_fact_quality(repetition):
     assert steps == pytest.approx(steps_of_frames)
     assert steps[(f"lab/{KEY}", "gpu_power")] == pytest.approx(0.15, abs=0.02)  # the poll
     assert steps[(f"lab/{KEY}", "samples_total_power")] == pytest.approx(0.02, abs=0.002)
-    pd.testing.assert_frame_equal(
-        quality.fact_quality(facts, gpu_energy=stored, gpu_steps=steps),
-        quality.fact_quality(facts, gpu_energy=stored, gpu_steps=steps_of_frames))
+    # what fact_quality keeps of the repetition: the figures stored with its energy, or,
+    # from energy stored without them (older code), its stored frames: the same rows
+    figured = figures_rows(stored, frames_stored(tmp_path, {}))  # no frame read
+    of_frames = figures_rows(stored.drop(columns=FIGURE_COLUMNS), frames_stored(tmp_path, frames))
+    pd.testing.assert_frame_equal(figured, of_frames, check_exact=False, rtol=1e-12)
+    experiment = energy[energy["phase"] == "experiment"]
+    assert figured.to_dict("records") == [{
+        "entity": f"lab/{KEY}", "duration_s": experiment["duration_s"].iloc[0],
+        **{f"{m}_gap_s": experiment[f"{m}_gap_s"].iloc[0] for m in quality.GPU_FRAMES},
+        **{f"{m}_step_s": steps_of_frames[(f"lab/{KEY}", frame)]
+           for m, frame in quality.GPU_FRAMES.items()}}]
+    table = quality.fact_quality(facts, gpu_figures=figured)
+    assert table.set_index("method")["sampling_interval_s"].to_dict() == {
+        m: steps_of_frames[(f"lab/{KEY}", frame)] for m, frame in quality.GPU_FRAMES.items()}
+    assert table["covered_fraction"].notna().all()
 
 
 def test_the_figures_give_the_frames_waste_and_only_for_their_rule(repetition):

@@ -17,11 +17,13 @@ from assets.accounting import (
 from assets.accounting import accounting as accounting_asset
 from assets.gpu import TABLE_AUTOMATION
 from assets.pools import ACCOUNTING_POOL, DERIVED_POOL
-from joulehouse import entry_table
+from joulehouse import entry_sync, entry_table
 from joulehouse.accounting import compaction, generator
 from joulehouse.accounting.carbon import CarbonSettings
 from joulehouse.accounting.cost import CostSettings
+from joulehouse.accounting.repetition import FIGURES, figures_rows
 from joulehouse.facts import ENERGY_FACTS_COLUMNS
+from joulehouse.gpu.energy import FACTS_OWNERSHIP as GPU_OWNERSHIP
 from resources import AccountingSettings, Warehouse
 from tests.dagster_sqlite import DAGSTER_SQLITE, empty_instance
 
@@ -227,21 +229,32 @@ def test_a_repetition_without_utilisation_is_named_not_judged_in_the_waste_metad
 
 
 def test_fact_quality_table_from_the_sources_tables(tmp_path):
+    """A repetition's energy stored without the readings' figures (older code): its
+    ``gpu_repetition_figures`` row, as the GPU step writes it, has its step from its frame;
+    fact_quality reads that row alone."""
     store = warehouse_with_one_gpu_fact(tmp_path, pd.DataFrame(
         {"time": GPU_BEGIN + pd.to_timedelta(np.arange(0, 30.5, 0.25), unit="s")}))
+    tables = store.tables()
+    energy = pd.DataFrame({
+        "data_root": ["gpu-data"], "repetition": ["e/b/run/0"], "phase": ["experiment"],
+        "duration_s": [30.0], **{f"{m}_gap_s": [3.0] for m in ("counter", "power", "samples",
+                                                               "external")}})
+    entry_sync.replace_owned(tables, FIGURES, FIGURES.ready(figures_rows(energy, tables)),
+                             [GPU_KEY], GPU_OWNERSHIP)
     with empty_instance() as instance:
         result = dg.materialize([fact_quality], instance=instance,
                                 resources={"warehouse": store})
         assert result.success
         table = store.tables().read_table("fact_quality")
         assert table["sampling_interval_s"].tolist() == [0.25]
-        assert table["covered_fraction"].isna().all()  # no gpu_repetition_energy stored
+        assert table["covered_fraction"].tolist() == [pytest.approx(0.9)]
 
 
 def test_waste_and_quality_take_stored_figures_and_read_frames_only_without(tmp_path):
     """Repetition ``lab/...`` has its readings' figures stored with its energy, and a frame
     that would give other figures (not read); GPU_KEY has no energy stored, only its
-    gpu-power frame (judged from it): both are judged."""
+    gpu-power frame: waste judges both (GPU_KEY from its frame); fact_quality reads
+    neither frame, only ``gpu_repetition_figures`` (GPU_KEY has no row there)."""
     seconds = np.arange(31)
     store = warehouse_with_one_gpu_fact(tmp_path, pd.DataFrame(
         {"time": GPU_BEGIN + pd.to_timedelta(seconds, unit="s"),
@@ -262,6 +275,9 @@ def test_waste_and_quality_take_stored_figures_and_read_frames_only_without(tmp_
         "external_step_s": [float("nan")], "gpu_idle_version": [1],
         "gpu_idle_threshold": [0.1], "gpu_idle_judged_j": [6000.0],
         "gpu_idle_energy_j": [500.0], "gpu_idle_s": [5.0]}))
+    entry_sync.replace_owned(tables, FIGURES, FIGURES.ready(figures_rows(
+        tables.read_partitions("gpu_repetition_energy", ["lab/e/b/run/1"]), tables)),
+        ["lab/e/b/run/1"], GPU_OWNERSHIP)
     with dg.instance_for_test() as instance:
         result = dg.materialize([waste_step, fact_quality], instance=instance,
                                 resources={"warehouse": store})
@@ -271,7 +287,8 @@ def test_waste_and_quality_take_stored_figures_and_read_frames_only_without(tmp_
         GPU_KEY: pytest.approx({"energy_j": 6900.0, "idle_energy_j": 1000.0, "idle_s": 10.0}),
         "lab/e/b/run/1": {"energy_j": 6000.0, "idle_energy_j": 500.0, "idle_s": 5.0}}
     steps = tables.read_table("fact_quality").set_index("entity")
-    assert steps["sampling_interval_s"].to_dict() == {GPU_KEY: 1.0, "lab/e/b/run/1": 0.5}
+    assert steps["sampling_interval_s"].to_dict() == pytest.approx(
+        {GPU_KEY: float("nan"), "lab/e/b/run/1": 0.5}, nan_ok=True)
     assert steps["covered_fraction"].to_dict() == pytest.approx(
         {GPU_KEY: float("nan"), "lab/e/b/run/1": 1.0}, nan_ok=True)
 

@@ -2,12 +2,14 @@
 repetitions writes their k entities in one commit, a repetition removed from its data root
 loses its rows at the next rebuild, and the table equals a rebuild from scratch throughout,
 from a warehouse written before (plain energy_facts/<source>.parquet) on; so do the
-per-setting and per-benchmark tables, kept per setting (joulehouse/gpu/tables.py)."""
+per-setting and per-benchmark tables, kept per setting (joulehouse/gpu/tables.py), and
+fact_quality's figures of each repetition (gpu_repetition_figures, kept per repetition)."""
 
 import shutil
 
 import dagster as dg
 import pandas as pd
+import pytest
 
 from assets.gpu import (
     ENERGY_TABLE,
@@ -17,11 +19,14 @@ from assets.gpu import (
     gpu_repetition_days,
     gpu_setting_energy,
 )
+from definitions import build_definitions
 from joulehouse import entry_table
+from joulehouse.accounting.repetition import FIGURES, figures_rows
 from joulehouse.facts_entries import TABLE
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.energy import FACTS_SOURCE, energy_facts_rows
 from joulehouse.gpu.tables import BENCHMARK_TABLE, SETTING_TABLE
+from resources import DataRoot, GpuBenchmarkSource
 from sensors.gpu_repetitions import JOB_NAME
 from sensors.local import launch_in_process
 from sensors.partition_runs import RANGE_END, RANGE_START
@@ -58,17 +63,29 @@ def assert_tables_rebuilt(tables, keys: list[str]) -> None:
             rebuilt_rows)
 
 
+def assert_figures(tables, keys: list[str]) -> None:
+    """gpu_repetition_figures holds the figures of the stored energy of ``keys``, no other."""
+    pd.testing.assert_frame_equal(
+        FIGURES.stored(tables).sort_values("entity", ignore_index=True),
+        FIGURES.ready(figures_rows(tables.read_partitions(ENERGY_TABLE, sorted(keys)), tables)))
+
+
 def handing_out(keys: list[str]) -> dg.RunRequest:
     """A run over the generated repetitions' day handed ``keys`` alone, as the sensor asks."""
     return dg.RunRequest(tags={RANGE_START: DAY, RANGE_END: DAY},
                          run_config=GpuHandOut.run_config_of({DAY: keys}))
 
 
-def written(instance, run_id: str) -> dict:
+def facts_metadata(instance, run_id: str) -> dict:
+    """The metadata of energy_facts/gpu's materialization in run ``run_id``."""
     [record] = [r for r in instance.get_records_for_run(
         run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
         if r.event_log_entry.dagster_event.asset_key == energy_facts.key]
-    metadata = record.event_log_entry.dagster_event.materialization.metadata
+    return record.event_log_entry.dagster_event.materialization.metadata
+
+
+def written(instance, run_id: str) -> dict:
+    metadata = facts_metadata(instance, run_id)
     return {name: metadata[name].value for name in
             ("entities_written", "entities_removed", "rows_written", "dagster/row_count")}
 
@@ -92,7 +109,9 @@ def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
     pd.testing.assert_frame_equal(stored(tables, OTHER["source"]),
                                   ordered(other_facts(OTHER, [1, 2])))  # migrated, untouched
     assert_tables_rebuilt(tables, keys[:3])
+    assert_figures(tables, keys[:3])
     version = entry_table._open(tables, TABLE).version()
+    figures_version = entry_table._open(tables, FIGURES.table).version()
 
     second = launch_in_process(job, instance, handing_out(keys[3:]))
     assert second.success
@@ -105,6 +124,8 @@ def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
     assert set(facts["entity"]) == set(keys)
     assert facts["energy_j"].gt(0).all() and facts.groupby("entity").size().ge(2).all()
     assert_tables_rebuilt(tables, keys)
+    assert_figures(tables, keys)
+    assert entry_table._open(tables, FIGURES.table).version() == figures_version + 1
 
     again = launch_in_process(job, instance, handing_out(keys[3:5]))  # the same again
     assert again.success and written(instance, again.run_id)["entities_written"] == 2
@@ -122,5 +143,55 @@ def test_runs_write_their_repetitions_facts_and_a_rebuild_removes_deleted_ones(
         "dagster/row_count": len(rebuilt(tables, left))}
     pd.testing.assert_frame_equal(stored(tables), rebuilt(tables, left))
     assert_tables_rebuilt(tables, left)
+    assert_figures(tables, left)
     pd.testing.assert_frame_equal(stored(tables, OTHER["source"]),
                                   ordered(other_facts(OTHER, [1, 2])))
+
+
+@pytest.mark.parametrize("outdated", [0, 1])
+def test_the_first_run_after_the_upgrade_writes_every_stored_repetitions_figures(
+        defs, instance, data_root, warehouse, outdated):
+    """Repetitions stored by the code before gpu_repetition_figures: a run over one
+    repetition writes the figures of every stored one (the migration), but those of
+    another setting's repetitions stored before the data_root column, which it names
+    instead of failing."""
+    keys = repetition_keys(data_root)
+    tables = warehouse.tables()
+    instance.add_dynamic_partitions(gpu_repetition_days.name, [DAY])
+    job = defs.resolve_job_def(JOB_NAME)
+    assert launch_in_process(job, instance, handing_out(keys)).success
+    facts = stored(tables)
+    shutil.rmtree(tables.table_path(FIGURES.table))  # as the code before left the store
+    old = keys[:outdated]  # another setting than keys[-1]'s
+    for key in old:  # as code version 1 stored it: no data_root column
+        tables.write_partition(ENERGY_TABLE, key, tables.read_partitions(
+            ENERGY_TABLE, [key]).drop(columns="data_root"))
+
+    run = launch_in_process(job, instance, handing_out(keys[-1:]))
+    assert run.success
+    assert facts_metadata(instance, run.run_id)["figures_skipped"].value == old
+    assert written(instance, run.run_id)["entities_written"] == 1
+    pd.testing.assert_frame_equal(stored(tables), facts)
+    assert_figures(tables, keys[outdated:])
+
+
+def test_a_run_without_partitions_that_fails_leaves_the_figures_unchanged(
+        defs, instance, data_root, warehouse, tmp_path):
+    """The only data root removed from the configuration: a run without partitions
+    fails (no energy stored of any configured root) before writing the figures."""
+    keys = repetition_keys(data_root)
+    tables = warehouse.tables()
+    instance.add_dynamic_partitions(gpu_repetition_days.name, [DAY])
+    assert launch_in_process(defs.resolve_job_def(JOB_NAME), instance,
+                             handing_out(keys)).success
+    version = entry_table._open(tables, FIGURES.table).version()
+    (tmp_path / "b").mkdir()
+    moved = build_definitions(GpuBenchmarkSource(
+        data_roots=[DataRoot(path=str(tmp_path / "b"), name="b")]), warehouse)
+    rebuild = dg.materialize([moved.resolve_assets_def(energy_facts.key)],
+                             selection=[energy_facts.key], instance=instance,
+                             raise_on_error=False)
+    assert not rebuild.success
+    assert entry_table._open(tables, FIGURES.table).version() == version
+    assert_figures(tables, keys)
+    pd.testing.assert_frame_equal(stored(tables), rebuilt(tables, keys))
