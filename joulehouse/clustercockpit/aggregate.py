@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulehouse.clustercockpit.energy import job_key_columns, job_series
+from joulehouse.clustercockpit.energy import J_PER_KWH, job_key_columns, job_series
 from joulehouse.clustercockpit.schemas import METRIC_STATS_SCHEMA, ROLLUP_SCHEMA
 from joulehouse.integrate import trapezoid_energy
 from joulehouse.validation import validate
@@ -42,7 +42,7 @@ SUMS_COLUMNS = [*ROLLUP_KEYS, *SUMS]
 #: s, 1.3e12 node-hours per group and day); a sum or value beyond it is refused.
 SUM_LIMIT = 2**62
 MS_PER_H = 3.6e6
-MJ_PER_KWH = 3.6e9
+MJ_PER_KWH = 1000 * J_PER_KWH
 
 
 def metric_stats(meta: dict[str, Any], samples: pd.DataFrame, *,
