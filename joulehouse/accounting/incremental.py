@@ -84,8 +84,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from joulehouse import changed as changed_files
-from joulehouse import entry_sync, entry_table
-from joulehouse.accounting import filestats
+from joulehouse import entry_sync, entry_table, filestats
 from joulehouse.accounting import months as kept_months
 from joulehouse.accounting.accounts import account
 from joulehouse.accounting.carbon import CarbonSettings, carbon_per_fact, co2_g

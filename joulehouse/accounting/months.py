@@ -34,8 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from joulehouse import entry_table
-from joulehouse.accounting import filestats
+from joulehouse import entry_table, filestats
 from joulehouse.accounting.rollups import FACT, MONTH_KEYS, counts
 from joulehouse.accounting.stepseries import constant
 from joulehouse.warehouse import Warehouse

@@ -52,8 +52,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from joulehouse import entry_sync, entry_table
-from joulehouse.accounting import filestats
+from joulehouse import entry_sync, entry_table, filestats
 from joulehouse.clustercockpit.aggregate import (
     SUMS,
     SUMS_COLUMNS,

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from joulehouse import entry_table
-from joulehouse.accounting import compaction, filestats, generator, incremental, kept
+from joulehouse import entry_table, filestats
+from joulehouse.accounting import compaction, generator, incremental, kept
 from joulehouse.accounting.schemas import FACT_COLUMNS, ROLLUP_KEYS
 from joulehouse.warehouse import Warehouse
 from tests.accounting.test_incremental import (

@@ -4,7 +4,9 @@ pyarrow prunes a read by the statistics in each Parquet file's footer, so it ope
 file listed: a cost that grows with the table. The Delta log holds each file's minimum
 and maximum per column (``entry_table.file_stats``; a string's maximum truncated upwards,
 its minimum downwards, so both stay bounds): :func:`holding` lists only the files whose
-ranges may hold the values asked for, for the read to open those alone.
+ranges may hold the values asked for, for the read to open those alone;
+:func:`holding_ranges` those that may hold a row inside some ranges of one column. Used by
+the accounting and by ClusterCockpit's tables, whatever the table.
 """
 
 from __future__ import annotations

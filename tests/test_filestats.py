@@ -5,8 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from joulehouse import entry_table
-from joulehouse.accounting import filestats
+from joulehouse import entry_table, filestats
 from joulehouse.warehouse import Warehouse
 
 #: Three files' statistics of ``job``: two with bounds, one written without statistics.
