@@ -11,10 +11,13 @@ the accounting and by ClusterCockpit's tables, whatever the table.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from joulehouse import entry_table
@@ -28,6 +31,13 @@ def holding(warehouse: Warehouse, table: str, values: Mapping[str, Sequence]
     of the files holding such rows); a file without statistics of a column is kept."""
     stats = entry_table.file_stats(warehouse, table)
     return _listed(warehouse, table, stats, may_hold(stats, values))
+
+
+def in_ranges(column: str, ranges: Sequence[tuple[object, object]]) -> pc.Expression:
+    """A dataset filter: ``column`` within one of ``ranges`` (``[low, high)`` each, at least
+    one), the rows of the files :func:`holding_ranges` lists."""
+    return functools.reduce(operator.or_, [(pc.field(column) >= low) & (pc.field(column) < high)
+                                           for low, high in ranges])
 
 
 def holding_ranges(warehouse: Warehouse, table: str, column: str,

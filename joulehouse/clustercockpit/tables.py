@@ -43,8 +43,6 @@ particular order.
 
 from __future__ import annotations
 
-import functools
-import operator
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
@@ -150,16 +148,9 @@ def _days(rows: pd.DataFrame, column: str = "start_time_utc") -> set[pd.Timestam
     return set(rows[column].dt.floor("D")) if len(rows) else set()
 
 
-def _in_ranges(column: str, ranges: Collection[tuple[object, object]]) -> pc.Expression:
-    """A dataset filter: ``column`` within one of ``ranges`` (``[low, high)`` each, at
-    least one)."""
-    return functools.reduce(operator.or_, [(pc.field(column) >= low) & (pc.field(column) < high)
-                                           for low, high in ranges])
-
-
 def _on_days(column: str, days: Collection[pd.Timestamp]) -> pc.Expression:
     """A dataset filter: ``column`` (a UTC time) within one of ``days`` (at least one)."""
-    return _in_ranges(column, [(day, day + DAY) for day in sorted(days)])
+    return filestats.in_ranges(column, [(day, day + DAY) for day in sorted(days)])
 
 
 def _owned_rows(warehouse: Warehouse, kept: entry_sync.Kept, owners: Collection[str]
@@ -170,7 +161,7 @@ def _owned_rows(warehouse: Warehouse, kept: entry_sync.Kept, owners: Collection[
     if not owners:
         return pd.DataFrame(columns=kept.columns)
     ranges = [(prefix, prefix + "\U0010ffff") for prefix in map(FACTS_OWNERSHIP.prefix, owners)]
-    where = _in_ranges(kept.entry, ranges)
+    where = filestats.in_ranges(kept.entry, ranges)
     listed = (filestats.holding_ranges(warehouse, kept.table, kept.entry, ranges)
               if entry_table.is_entry_table(warehouse, kept.table) else None)
     rows = kept.ready(entry_table.read_where(warehouse, kept.table, where, listed))
