@@ -72,6 +72,7 @@ from joulehouse.clustercockpit.energy import FACTS_OWNERSHIP as CC_OWNERSHIP
 from joulehouse.clustercockpit.energy import FACTS_SOURCE as CC_SOURCE
 from joulehouse.geopm.energy import FACTS_SOURCE as GEOPM_SOURCE
 from joulehouse.gpu.energy import FACTS_SOURCE as GPU_SOURCE
+from joulehouse.gpu.store import TABLE as FRAMES_TABLE
 from joulehouse.powerapi.energy import FACTS_SOURCE as POWERAPI_SOURCE
 from joulehouse.warehouse import (
     Warehouse,
@@ -83,7 +84,7 @@ from joulehouse.warehouse import (
 FACTS_TABLE = "energy_facts"
 JOBS_TABLE = "cc_jobs"
 GPU_ENERGY_TABLE = "gpu_repetition_energy"
-GPU_POWER_TABLE = "gpu_validated_frames/gpu_power"
+GPU_POWER_TABLE = f"{FRAMES_TABLE}/gpu_power"
 CC_STATS_TABLE = "cc_block_tables/metric_stats"
 CC_ENERGY_TABLE = "cc_job_energy"
 WINDOW_TABLE = "powerapi_window_energy"
