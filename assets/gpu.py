@@ -603,7 +603,8 @@ def facts(context: dg.AssetExecutionContext, gpu_source: GpuBenchmarkSource, tab
                        owners=keys, metadata={
                            "figures_written": dg.MetadataValue.int(figures.entities),
                            "figures_removed": dg.MetadataValue.int(figures.removed),
-                           "figures_skipped": dg.MetadataValue.json(skipped)})
+                           "figures_skipped": dg.MetadataValue.json(skipped[:KEYS_SHOWN]),
+                           "figures_skipped_count": dg.MetadataValue.int(len(skipped))})
 
 
 def write_figures(tables: Tables, keys: list[str] | None, stored: Callable[[], tuple[str, ...]],
