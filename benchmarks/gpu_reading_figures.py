@@ -39,19 +39,11 @@ from pathlib import Path
 
 import dagster as dg
 import pandas as pd
+from machine import code_root, describe, load_average
 
-
-def _code() -> Path:
-    """The checkout whose code runs: ``--code DIR``, read before the imports (default: this
-    one)."""
-    if "--code" in sys.argv:
-        return Path(sys.argv[sys.argv.index("--code") + 1]).resolve()
-    return Path(__file__).resolve().parent.parent
-
-
-sys.path.insert(0, str(_code()))
-
-from machine import describe, load_average
+#: The checkout whose code runs (``--code DIR``; this one by default).
+CODE = code_root(Path(__file__).resolve().parent.parent)
+sys.path.insert(0, str(CODE))
 
 from assets.accounting import fact_quality, waste_step
 from joulehouse import facts_entries
@@ -186,7 +178,7 @@ def counted_update(tables: Tables) -> tuple[float, float, int, str]:
 def time_landing(repetitions: int, duration_s: float) -> None:
     """The fact_quality update after LANDED repetitions land on ``repetitions`` (see the
     module)."""
-    print(f"code: {_code()} ({'with' if write_figures else 'without'} "
+    print(f"code: {CODE} ({'with' if write_figures else 'without'} "
           "gpu_repetition_figures)")
     with tempfile.TemporaryDirectory() as folder:
         tables = Tables(Path(folder, "warehouse"))

@@ -55,11 +55,12 @@ import pandas as pd
 import pyarrow as pa
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The checkout whose ``joulehouse`` is measured (``--code``; this one by default).
-CODE = Path(sys.argv[sys.argv.index("--code") + 1]).resolve() if "--code" in sys.argv else ROOT
-sys.path[:0] = [str(CODE), str(ROOT / "benchmarks")]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from machine import code_root, describe, load_average
 
-from machine import describe, load_average
+#: The checkout whose ``joulehouse`` is measured (``--code``; this one by default).
+CODE = code_root(ROOT)
+sys.path.insert(0, str(CODE))
 
 from joulehouse import entry_sync, entry_table
 from joulehouse.clustercockpit import tables as cc_tables

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -41,3 +42,11 @@ def cpu_seconds(pid: int, children: bool = False) -> float:
     of its ended children it has waited for."""
     fields = [int(field) for field in _stat(pid)[11:15]]
     return sum(fields if children else fields[:2]) / os.sysconf("SC_CLK_TCK")
+
+
+def code_root(default: Path) -> Path:
+    """The checkout whose code a benchmark measures: ``--code DIR`` of the command line, read
+    before the benchmark imports it (its ``--help`` names the option), else ``default``."""
+    if "--code" in sys.argv:
+        return Path(sys.argv[sys.argv.index("--code") + 1]).resolve()
+    return default
