@@ -59,8 +59,8 @@ def write_jobs(store: Warehouse, jobs: pd.DataFrame, kept: bool, removed=()) -> 
 
 def inputs(folder, base: float, price: float) -> incremental.Inputs:
     """The inputs of an intensity of ``base`` g/kWh and tariffs of ``price`` times BANDS',
-    written as files and read back once per ``base`` and ``price`` (``folder`` names the
-    test's own, unused after the first): read-only, the one object is shared."""
+    written as files in a temporary folder (not ``folder``, kept for the callers) and read
+    back once per ``base`` and ``price``: read-only, the one object is shared."""
     return _inputs(base, price)
 
 
@@ -198,6 +198,7 @@ def copied(tmp_path, key: str, build) -> Warehouse:
     built = tmp_path.parent / "built-stores" / key
     if not built.exists():
         built.parent.mkdir(exist_ok=True)
+        shutil.rmtree(built.with_name(key + ".part"), ignore_errors=True)  # a failed build
         build(Warehouse(built.with_name(key + ".part")))
         built.with_name(key + ".part").rename(built)
     shutil.copytree(built, tmp_path / "warehouse")
