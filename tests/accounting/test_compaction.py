@@ -46,22 +46,22 @@ def file_counts(store: Warehouse, tables) -> dict[str, int]:
 
 def test_the_tables_files_stay_few_and_equal_a_rebuild_after_random_landings(tmp_path,
                                                                                 monkeypatch):
-    """20 runs, each landing two new entities (of two sources: a file of both), every
+    """10 runs, each landing two new entities (of two sources: a file of both), every
     fifth a fix moving an entity's facts by days and a removal: merged once over ABOVE
-    small files of a source, 4 times each, the per-fact tables hold at most 6 files after
-    any run, where they would hold 17 (in general at most 4 sources x (ABOVE + 1) and one
+    small files of a source, twice each, the per-fact tables hold at most 6 files after
+    any run, where they would hold 9 (in general at most 4 sources x (ABOVE + 1) and one
     of several), every table at most 6, and every table equals the accounting from scratch
-    after compactions; the hidden state stays 1 file."""
+    after compactions (after each fix); the hidden state stays 1 file."""
     monkeypatch.setattr(compaction, "COMPACT_ABOVE", ABOVE)
     rng = np.random.default_rng(28)
     store = Warehouse(tmp_path / "warehouse")
-    facts = pool(72, seed=3)
+    facts = pool(52, seed=3)
     entities = list(facts["entity"].unique())
     land(store, facts[facts["entity"].isin(entities[:32])])
     given = inputs(tmp_path, base=350.0, price=1.0)
     incremental.update(store, given)
     merged, most = collections.Counter(), collections.Counter()
-    for run in range(20):
+    for run in range(10):
         fresh = entities[32 + 2 * run: 34 + 2 * run]
         rows, removed = facts[facts["entity"].isin(fresh)], {}
         if run % 5 == 4:
@@ -78,9 +78,9 @@ def test_the_tables_files_stay_few_and_equal_a_rebuild_after_random_landings(tmp
         done = compaction.compact_if_due(store, compaction.ACCOUNTING)
         merged.update(table for table, figures in done.items() if figures.get("merged"))
         most |= collections.Counter(file_counts(store, compaction.ACCOUNTING))
-        if run % 10 == 9:
+        if run % 5 == 4:
             assert_as_from_scratch(store, given)
-    assert merged[incremental.CARBON_TABLE] == merged[incremental.COST_TABLE] == 4
+    assert merged[incremental.CARBON_TABLE] == merged[incremental.COST_TABLE] == 2
     assert most[incremental.CARBON_TABLE] == most[incremental.COST_TABLE] == 6
     assert max(most.values()) <= 6 < len(SOURCES) * (ABOVE + 1) + 1
     # inputs, replaced in place (no cc_jobs: no jobs' digests)
@@ -88,22 +88,22 @@ def test_the_tables_files_stay_few_and_equal_a_rebuild_after_random_landings(tmp
 
 
 def test_a_day_a_landing_leaves_few_files_each_of_consecutive_days(tmp_path, monkeypatch):
-    """A GPU repetition lands a day for 16 days (a new day a run: a daily file more each):
-    merged once over ABOVE, accounting_daily holds at most 3 files (16 without),
-    each of one source's consecutive days; a fix of one day then reads energy_facts for
-    that day's fact alone, and the tables equal a rebuild."""
+    """A GPU repetition lands a day for 8 days (a new day a run: a daily file more each),
+    across the month's end: merged once over ABOVE, accounting_daily holds at most 3 files
+    (8 without), each of one source's consecutive days; a fix of one day then reads
+    energy_facts for that day's fact alone, and the tables equal a rebuild."""
     monkeypatch.setattr(compaction, "COMPACT_ABOVE", ABOVE)
     store = Warehouse(tmp_path / "warehouse")
     given = inputs(tmp_path, base=350.0, price=1.0)
 
     def day(number: int) -> pd.DataFrame:
-        start = pd.Timestamp("2024-01-20 11:00") + pd.Timedelta(days=number)
+        start = pd.Timestamp("2024-01-28 11:00") + pd.Timedelta(days=number)
         return entry_table.to_microseconds(generator.facts(
             1, str(start), "1h", seed=number, sources=("gpu-benchmark",))).assign(
             entity=f"r/day/{number:02d}")
 
     most = 0
-    for number in range(16):  # 20 January to 4 February
+    for number in range(8):  # 28 January to 4 February
         land(store, day(number))
         incremental.update(store, given)
         compaction.compact_if_due(store, compaction.ACCOUNTING)
@@ -112,7 +112,7 @@ def test_a_day_a_landing_leaves_few_files_each_of_consecutive_days(tmp_path, mon
     for info in entry_table.files(store, incremental.DAILY_TABLE):
         days = pd.read_parquet(info.path, filesystem=store.filesystem)["day"].unique()
         assert (days.max() - days.min()).days + 1 == len(days)  # consecutive
-    land(store, day(5).assign(energy_j=lambda f: f["energy_j"] * 2))  # 25 January
+    land(store, day(5).assign(energy_j=lambda f: f["energy_j"] * 2))  # 2 February
     updated = incremental.update(store, given)
     assert (updated.whole, updated.changed, updated.facts_read) == ("", 1, 1)
     assert_as_from_scratch(store, given)
@@ -163,7 +163,7 @@ def test_a_compaction_and_a_vacuum_change_no_row_and_no_update_sees_a_change(tmp
     not whole (the state names energy_facts' files, never these), and a landing after it
     is accounted as from scratch."""
     store, facts, entities, given = accounted(tmp_path, seed=5, landed=20)
-    for entity in entities[20:30]:
+    for entity in entities[20:25]:
         land(store, facts[facts["entity"] == entity])
         incremental.update(store, given)
     before, files = stored(store), file_counts(store, compaction.ACCOUNTING)
@@ -187,7 +187,7 @@ def test_a_compaction_and_a_vacuum_change_no_row_and_no_update_sees_a_change(tmp
         pd.testing.assert_frame_equal(rows, before[table], check_exact=True, obj=table)
     updated = incremental.update(store, given)
     assert (updated.whole, updated.changed, updated.removed) == ("", 0, 0)
-    land(store, facts[facts["entity"].isin(entities[30:])])
+    land(store, facts[facts["entity"].isin(entities[25:])])
     assert incremental.update(store, given).whole == ""
     assert_as_from_scratch(store, given)
 
@@ -225,15 +225,15 @@ KEPT_TABLES = [kept.TRUST_TABLE, kept.WASTE_TABLE, kept.WASTE_WEEKLY_TABLE, kept
 
 def test_the_kept_tables_compacted_equal_their_whole_computation(tmp_path, monkeypatch):
     """trust_checks, waste, waste_weekly and fact_quality while a new GPU repetition and a
-    new job land at each of 8 steps (a file more a step and table), merged once over one
-    small file of a source: equal to their computation from scratch at every step, merged,
-    and their files at most 5 after any step (fact_quality: a file a source, and one
-    new), where fact_quality would hold 12 and trust_checks 8."""
+    new job land at each of 5 steps (the first as built; a file more a step and table),
+    merged once over one small file of a source: equal to their computation from scratch
+    at every step, merged, and their files at most 5 after any step (fact_quality: a file
+    a source, and one new), where fact_quality would hold 9 and trust_checks 5."""
     monkeypatch.setattr(compaction, "COMPACT_ABOVE", 1)
     store = Warehouse(tmp_path / "warehouse")
     world, jobs = build(store, 28)
     merged, most = collections.Counter(), collections.Counter()
-    for n in range(8):
+    for n in range(5):
         if n:
             world.gpu(100 + n)
             jobs.append(world.job(5000 + n))

@@ -2,7 +2,9 @@
 scratch, row for row, after a seeded random sequence of landings, rewrites, removals, a
 compaction, users changed in cc_jobs, an intensity and a tariff change."""
 
+import functools
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -56,16 +58,26 @@ def write_jobs(store: Warehouse, jobs: pd.DataFrame, kept: bool, removed=()) -> 
 
 
 def inputs(folder, base: float, price: float) -> incremental.Inputs:
-    generator.write_csv(generator.electricity_maps_frame(
-        "DE", "Germany", "2024-01-20", "2024-02-10", base=base), folder / "intensity/de.csv")
-    generator.write_tariff(folder / "tariffs/a.csv", "site-a", ("2024-01-01", "2024-02-12"),
-                           [(*band[:3], band[3] * price) for band in BANDS])
-    return incremental.Inputs(
-        intensity=intensity.read_folder(folder / "intensity"),
-        tariffs=tariff.read_folder(folder / "tariffs"),
-        carbon=CarbonSettings(zones={"*": "DE"}, pue=1.2),
-        cost=CostSettings(sites={"*": "site-a", "geopm": "none"}, pue=1.2),
-        time_zone="Europe/Berlin")
+    """The inputs of an intensity of ``base`` g/kWh and tariffs of ``price`` times BANDS',
+    written as files in a temporary folder (not ``folder``, kept for the callers) and read
+    back once per ``base`` and ``price``: read-only, the one object is shared."""
+    return _inputs(base, price)
+
+
+@functools.cache
+def _inputs(base: float, price: float) -> incremental.Inputs:
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        generator.write_csv(generator.electricity_maps_frame(
+            "DE", "Germany", "2024-01-20", "2024-02-10", base=base), folder / "intensity/de.csv")
+        generator.write_tariff(folder / "tariffs/a.csv", "site-a", ("2024-01-01", "2024-02-12"),
+                               [(*band[:3], band[3] * price) for band in BANDS])
+        return incremental.Inputs(
+            intensity=intensity.read_folder(folder / "intensity"),
+            tariffs=tariff.read_folder(folder / "tariffs"),
+            carbon=CarbonSettings(zones={"*": "DE"}, pue=1.2),
+            cost=CostSettings(sites={"*": "site-a", "geopm": "none"}, pue=1.2),
+            time_zone="Europe/Berlin")
 
 
 def sorted_rows(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -94,7 +106,7 @@ def assert_as_from_scratch(store: Warehouse, given: incremental.Inputs) -> None:
 def test_incremental_accounting_equals_a_rebuild_after_random_changes(tmp_path, kept):
     rng = np.random.default_rng(28)
     store = Warehouse(tmp_path / "warehouse")
-    facts = pool(120, seed=3)
+    facts = pool(100, seed=3)
     entities = facts["entity"].unique()
     landed = list(entities[:60])
     land(store, facts[facts["entity"].isin(landed)])
@@ -105,7 +117,7 @@ def test_incremental_accounting_equals_a_rebuild_after_random_changes(tmp_path, 
     assert first.whole == "no accounting state stored (first run)"
     assert_as_from_scratch(store, given)
 
-    for step in range(3):
+    for step in range(2):  # each lands, rewrites and removes; the second changes cc_jobs too
         fresh = entities[60 + 20 * step: 60 + 20 * (step + 1)]
         landed += list(fresh)
         stored = store.read_table("energy_facts")
@@ -179,17 +191,33 @@ def die_at(monkeypatch, table: str) -> None:
     monkeypatch.setattr(incremental.entry_table, "replace_where", dies)
 
 
+def copied(tmp_path, key: str, build) -> Warehouse:
+    """``tmp_path``'s warehouse as ``build(warehouse)`` leaves it, built once per ``key`` in
+    the session's temporary folder and copied (its files' times kept, as the states name
+    them): the tests that start from the same store build it once."""
+    built = tmp_path.parent / "built-stores" / key
+    if not built.exists():
+        built.parent.mkdir(exist_ok=True)
+        shutil.rmtree(built.with_name(key + ".part"), ignore_errors=True)  # a failed build
+        build(Warehouse(built.with_name(key + ".part")))
+        built.with_name(key + ".part").rename(built)
+    shutil.copytree(built, tmp_path / "warehouse")
+    return Warehouse(tmp_path / "warehouse")
+
+
 def accounted(tmp_path, seed: int, landed: int = 30):
     """A store whose first ``landed`` of ``pool(40, seed)``'s entities are landed and
     accounted (intensity 350 g/kWh, price 1 per kWh): the store, the pool, its entities,
     the inputs."""
-    store = Warehouse(tmp_path / "warehouse")
     facts = pool(40, seed=seed)
     entities = facts["entity"].unique()
-    land(store, facts[facts["entity"].isin(entities[:landed])])
     given = inputs(tmp_path, base=350.0, price=1.0)
-    incremental.update(store, given)
-    return store, facts, entities, given
+
+    def build(store: Warehouse) -> None:
+        land(store, facts[facts["entity"].isin(entities[:landed])])
+        incremental.update(store, given)
+
+    return copied(tmp_path, f"accounted-{seed}-{landed}", build), facts, entities, given
 
 
 def test_a_run_stopped_after_the_cost_commit_is_completed_by_the_next(tmp_path, monkeypatch):
@@ -603,11 +631,12 @@ def test_a_landing_touching_more_days_than_one_predicate_names_is_recomputed_who
 
 def test_more_changed_entities_than_one_predicate_names_are_written_in_parts(
         tmp_path, monkeypatch):
-    """Twenty entities landed, then twenty removed, in parts of three a source (``IN_LIMIT`` 3):
-    each is kept incrementally (no whole recompute), members and per-fact rows one commit
-    per part, and equals a rebuild from scratch."""
+    """Ten entities landed, then ten removed, in parts of two a source (``IN_LIMIT`` 2; two
+    or three entities a source: three parts): each is kept incrementally (no whole
+    recompute), members and per-fact rows one commit per part, and equals a rebuild from
+    scratch."""
     store, facts, entities, given = accounted(tmp_path, seed=29, landed=20)
-    monkeypatch.setattr(entry_table, "IN_LIMIT", 3)
+    monkeypatch.setattr(entry_table, "IN_LIMIT", 2)
     commits = []
     replace_where = entry_table.replace_where
 
@@ -616,25 +645,25 @@ def test_more_changed_entities_than_one_predicate_names_are_written_in_parts(
         replace_where(warehouse, table, *args, **kwargs)
 
     monkeypatch.setattr(incremental.entry_table, "replace_where", counted)
-    land(store, facts[facts["entity"].isin(entities[20:])])
+    land(store, facts[facts["entity"].isin(entities[20:30])])
     updated = incremental.update(store, given)
-    assert (updated.whole, updated.changed) == ("", 20)
+    assert (updated.whole, updated.changed) == ("", 10)
 
-    def parts(landed: pd.DataFrame) -> int:  # at most 3 entities of a source each
+    def parts(landed: pd.DataFrame) -> int:  # at most 2 entities of a source each
         keys = landed[["source", "entity"]].astype(str).drop_duplicates()
         return len(list(entry_table.key_parts(keys)))
 
     assert commits.count(incremental.kept_months.MEMBERS_TABLE) == parts(
-        facts[facts["entity"].isin(entities[20:])]) > 1
+        facts[facts["entity"].isin(entities[20:30])]) > 1
     assert commits.count(incremental.COST_TABLE) == 1  # none stored: one append
     assert_as_from_scratch(store, given)
-    gone = facts[facts["entity"].isin(entities[:20])].groupby("source")["entity"].unique()
+    gone = facts[facts["entity"].isin(entities[:10])].groupby("source")["entity"].unique()
     land(store, facts.iloc[:0], {source: list(map(str, names)) for source, names in gone.items()})
     commits.clear()
     updated = incremental.update(store, given)
-    assert (updated.whole, updated.removed) == ("", 20)
+    assert (updated.whole, updated.removed) == ("", 10)
     assert commits.count(incremental.CARBON_TABLE) == parts(
-        facts[facts["entity"].isin(entities[:20])]) > 1
+        facts[facts["entity"].isin(entities[:10])]) > 1
     assert_as_from_scratch(store, given)
 
 
@@ -642,14 +671,14 @@ def test_more_changed_entities_than_one_predicate_names_are_written_in_parts(
                                    incremental.COST_TABLE, incremental.CARBON_TABLE])
 def test_a_run_stopped_between_two_parts_is_completed_by_the_next(tmp_path, monkeypatch,
                                                                     table):
-    """Twenty entities' facts moved five days on (across the month's end), in parts of three
-    a source: the run dies at
+    """Ten entities' facts moved five days on (across the month's end), in parts of two a
+    source (two or three entities a source: three parts): the run dies at
     ``table``'s second part (the first committed; for the members with the months' counts
     it gives), then the facts go back to those the state consumed, which carbon_per_fact
     (not reached, or reached in part) may hold: the next run rewrites the entities its
     ``Pending`` names, and a later landing in the same months keeps the counts right."""
     store, _, entities, given = accounted(tmp_path, seed=31)
-    monkeypatch.setattr(entry_table, "IN_LIMIT", 3)
+    monkeypatch.setattr(entry_table, "IN_LIMIT", 2)
     replace_where = entry_table.replace_where
     commits = []
 
@@ -660,7 +689,7 @@ def test_a_run_stopped_between_two_parts_is_completed_by_the_next(tmp_path, monk
         replace_where(warehouse, name, *args, **kwargs)
 
     old = store.read_table("energy_facts")
-    moved = old[old["entity"].isin(entities[:20])]
+    moved = old[old["entity"].isin(entities[:10])]
     monkeypatch.setattr(incremental.entry_table, "replace_where", dies)
     land(store, moved.assign(window_start=moved["window_start"] + pd.Timedelta(days=5),
                              window_end=moved["window_end"] + pd.Timedelta(days=5)))
@@ -679,15 +708,17 @@ def test_a_run_stopped_between_two_parts_is_completed_by_the_next(tmp_path, monk
 def kept_jobs_store(tmp_path, seed: int):
     """A store of ``pool(30, seed)``'s facts with its jobs in cc_jobs kept per entry,
     accounted: the store, its jobs, the inputs."""
-    store = Warehouse(tmp_path / "warehouse")
     facts = pool(30, seed=seed)
-    land(store, facts)
     cc = sorted(facts.loc[facts["source"] == "clustercockpit", "entity"].unique())
     jobs = jobs_of(cc, np.random.default_rng(seed))
-    entry_table.write_keyed(store, "cc_jobs", jobs, "job")
     given = inputs(tmp_path, base=350.0, price=1.0)
-    incremental.update(store, given)
-    return store, jobs, given
+
+    def build(store: Warehouse) -> None:
+        land(store, facts)
+        entry_table.write_keyed(store, "cc_jobs", jobs, "job")
+        incremental.update(store, given)
+
+    return copied(tmp_path, f"kept-jobs-{seed}", build), jobs, given
 
 
 def as_written_before(store: Warehouse) -> None:

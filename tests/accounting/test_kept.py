@@ -596,7 +596,7 @@ def test_quality_follows_gpu_repetitions_landed_removed_and_relanded(tmp_path, m
     assert kept.update_quality(store).whole == "no state stored (first run)"
     listed = listed_tables(monkeypatch)
     live, gone, rng, merged = set(range(6)), set(), world.rng, 0
-    for n in range(8):
+    for n in range(4):  # seed 17: re-landings at steps 1 and 2, compactions at 1 and 3
         new = 100 + n
         world.gpu(new, figures=bool(rng.integers(0, 2)))
         live.add(new)
