@@ -261,13 +261,21 @@ def test_a_rollup_stored_the_old_way_is_replaced_whole_by_its_first_rebuild(tmp_
     assert_rebuilt(tables)
 
 
-@pytest.mark.parametrize("read", ["read_table", "files"])
-def test_readers_read_the_kept_tables_as_before(tmp_path, read):
-    root, tables = tmp_path / "archive", Warehouse(tmp_path / "warehouse")
+@pytest.fixture(scope="module")
+def one_job_landed(tmp_path_factory) -> Warehouse:
+    """A warehouse with block beta/0 (one job) landed, made once: read, never written."""
+    folder = tmp_path_factory.mktemp("one_job")
+    root, tables = folder / "archive", Warehouse(folder / "warehouse")
     write_archive_files(root, CLUSTERS)
     write_job(root, JobSpec(cluster="beta", job_id=5, hosts=1, samples=4))
     store_block(tables, root, "beta/0")
     kept.land(tables, ["beta/0"], lambda keys: frames_of(tables, keys))
+    return tables
+
+
+@pytest.mark.parametrize("read", ["read_table", "files"])
+def test_readers_read_the_kept_tables_as_before(one_job_landed, read):
+    tables = one_job_landed
     if read == "read_table":
         assert tables.read_table("cc_jobs")["job"].tolist() == ["beta/5/1700000000"]
     else:
