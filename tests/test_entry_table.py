@@ -428,11 +428,10 @@ def test_rows_outside_the_scope_are_refused(tmp_path):
     assert not entry_table.is_entry_table(tables, FACTS)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path, seed):
-    """20 random steps over two sources (land new entries, fix, remove, re-land): the
-    table equals the facts of the entries alive at the end, built from scratch."""
-    tables, rng = Warehouse(tmp_path / "warehouse"), np.random.default_rng(seed)
+def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path):
+    """20 seeded random steps over two sources (land new entries, fix, remove, re-land):
+    the table equals the facts of the entries alive at the end, built from scratch."""
+    tables, rng = Warehouse(tmp_path / "warehouse"), np.random.default_rng(1)
     alive: dict[tuple[str, int], float] = {}  # (source, entity) -> energy_j base
     steps = set()
     for _ in range(20):

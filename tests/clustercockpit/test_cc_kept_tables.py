@@ -5,6 +5,7 @@ removed, the tables equal a rebuild from scratch, row for row."""
 import random
 import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -77,7 +78,7 @@ def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path, monkeypatc
     (their blocks landed again later): after each step the rollup and its sums are those of
     what cc_jobs and cc_job_energy hold, to the bit, and once every block is landed the
     tables equal a rebuild."""
-    rng = random.Random(28)
+    rng = random.Random(3)
     root, tables = tmp_path / "archive", Warehouse(tmp_path / "warehouse")
     write_archive_files(root, CLUSTERS)
     jobs: dict[tuple[str, int], JobSpec] = {}  # (cluster, job id) -> its spec on disk
@@ -128,9 +129,11 @@ def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path, monkeypatc
             store_block(tables, root, key)
         kept.land(tables, sorted(blocks), lambda keys: frames_of(tables, keys))
 
-    actions = ["land", "fix", "move", "delete", "remove", "land", "fix", "delete",
-               *["stop"] * 6, "land", "land", "move", "fix", "regroup", "regroup"]
+    # each kind of change once or twice, each of a landing's commits stopped once
+    actions = ["land", "fix", "move", "delete", "remove", "regroup", *["stop"] * 4, "land"]
+    stops = [1, 2, 3, 4]
     rng.shuffle(actions)
+    rng.shuffle(stops)
     for action in ["land", "land", *actions]:
         if action == "remove":  # a block removed (deleted from Dagster): the daily rebuild
             stored = tables.partition_keys(f"{FRAMES}/jobs")
@@ -145,7 +148,7 @@ def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path, monkeypatc
             unlanded.clear()
         elif action == "stop":  # a change landed, the landing stopped at one of its commits
             touched = change(rng.choice(["land", "fix", "move", "delete", "regroup"]))
-            stop_at_commit(monkeypatch, rng.randrange(1, 5))
+            stop_at_commit(monkeypatch, stops.pop())
             with pytest.raises(RuntimeError):
                 land(touched)
             monkeypatch.undo()
@@ -165,19 +168,50 @@ def test_random_landings_fixes_and_removals_equal_a_rebuild(tmp_path, monkeypatc
     assert len(kept.JOBS.stored(tables)) >= 3
 
 
-@pytest.mark.parametrize("stop", [1, 2, 3, 4])
-@pytest.mark.parametrize("change", ["move", "delete"])
-def test_a_landing_stopped_between_its_commits_ends_as_a_rebuild_once_run_again(
-        tmp_path, monkeypatch, stop, change):
-    """A block's only job on a day moved to another day or deleted, the landing stopped at
-    its ``stop``-th commit: the next run over the block still recomputes the old day."""
-    root, tables = tmp_path / "archive", Warehouse(tmp_path / "warehouse")
+#: Job 1000 of block alpha/1, moved or deleted by the tests stopped between commits.
+MOVED = JobSpec(cluster="alpha", job_id=1000, hosts=1, samples=4, start_time=START)
+
+
+def two_blocks_landed(folder: Path, other_day: int) -> Path:
+    """Into ``folder``: ``archive``, :data:`MOVED` and job 2000 (block alpha/2) on day
+    ``other_day`` after it, and ``warehouse``, both blocks stored and landed."""
+    root, tables = folder / "archive", Warehouse(folder / "warehouse")
     write_archive_files(root, CLUSTERS)
-    moved = JobSpec(cluster="alpha", job_id=1000, hosts=1, samples=4, start_time=START)
-    for spec in (moved, replace(moved, job_id=2000)):  # the same day, another block
+    for spec in (MOVED, replace(MOVED, job_id=2000, start_time=START + other_day * DAY_S)):
         write_job(root, spec)
         store_block(tables, root, f"alpha/{spec.job_id // 1000}")
     kept.land(tables, ["alpha/1", "alpha/2"], lambda keys: frames_of(tables, keys))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def same_day_landed(tmp_path_factory) -> Path:
+    """:func:`two_blocks_landed` with both jobs on the same day, made once: copied by
+    :func:`copy_of`."""
+    return two_blocks_landed(tmp_path_factory.mktemp("same_day"), 0)
+
+
+@pytest.fixture(scope="module")
+def days_apart_landed(tmp_path_factory) -> Path:
+    """:func:`two_blocks_landed` with job 2000 three days after :data:`MOVED`, made once."""
+    return two_blocks_landed(tmp_path_factory.mktemp("days_apart"), 3)
+
+
+def copy_of(landed: Path, tmp_path: Path) -> tuple[Path, Warehouse]:
+    """A copy, this test's own, of the archive and warehouse of ``landed``."""
+    for name in ("archive", "warehouse"):
+        shutil.copytree(landed / name, tmp_path / name)
+    return tmp_path / "archive", Warehouse(tmp_path / "warehouse")
+
+
+@pytest.mark.parametrize("stop", [1, 2, 3, 4])
+@pytest.mark.parametrize("change", ["move", "delete"])
+def test_a_landing_stopped_between_its_commits_ends_as_a_rebuild_once_run_again(
+        tmp_path, monkeypatch, same_day_landed, stop, change):
+    """A block's only job on a day moved to another day or deleted, the landing stopped at
+    its ``stop``-th commit: the next run over the block still recomputes the old day."""
+    root, tables = copy_of(same_day_landed, tmp_path)  # two blocks' jobs, the same day
+    moved = MOVED
     land = lambda: kept.land(tables, ["alpha/1"], lambda keys: frames_of(tables, keys))
     shutil.rmtree(job_folder(root, "alpha", 1000, START))
     if change == "move":
@@ -227,13 +261,21 @@ def test_a_rollup_stored_the_old_way_is_replaced_whole_by_its_first_rebuild(tmp_
     assert_rebuilt(tables)
 
 
-@pytest.mark.parametrize("read", ["read_table", "files"])
-def test_readers_read_the_kept_tables_as_before(tmp_path, read):
-    root, tables = tmp_path / "archive", Warehouse(tmp_path / "warehouse")
+@pytest.fixture(scope="module")
+def one_job_landed(tmp_path_factory) -> Warehouse:
+    """A warehouse with block beta/0 (one job) landed, made once: read, never written."""
+    folder = tmp_path_factory.mktemp("one_job")
+    root, tables = folder / "archive", Warehouse(folder / "warehouse")
     write_archive_files(root, CLUSTERS)
     write_job(root, JobSpec(cluster="beta", job_id=5, hosts=1, samples=4))
     store_block(tables, root, "beta/0")
     kept.land(tables, ["beta/0"], lambda keys: frames_of(tables, keys))
+    return tables
+
+
+@pytest.mark.parametrize("read", ["read_table", "files"])
+def test_readers_read_the_kept_tables_as_before(one_job_landed, read):
+    tables = one_job_landed
     if read == "read_table":
         assert tables.read_table("cc_jobs")["job"].tolist() == ["beta/5/1700000000"]
     else:
@@ -273,17 +315,12 @@ def test_a_landing_reads_its_blocks_jobs_and_the_days_sums_not_the_days_jobs(
 
 @pytest.mark.parametrize("stop", [1, 2, 3, 4])
 def test_a_rebuild_stopped_between_its_commits_leaves_every_day_to_the_next_landing(
-        tmp_path, monkeypatch, stop):
+        tmp_path, monkeypatch, days_apart_landed, stop):
     """A rebuild (a job moved to another day) stopped at its ``stop``-th commit: the next
     landing, over another block, recomputes every day's sums from cc_jobs as they are
     (the moved job's old day too), and once its block lands the tables equal a rebuild."""
-    root, tables = tmp_path / "archive", Warehouse(tmp_path / "warehouse")
-    write_archive_files(root, CLUSTERS)
-    moved = JobSpec(cluster="alpha", job_id=1000, hosts=1, samples=4, start_time=START)
-    for spec in (moved, replace(moved, job_id=2000, start_time=START + 3 * DAY_S)):
-        write_job(root, spec)
-        store_block(tables, root, f"alpha/{spec.job_id // 1000}")
-    kept.land(tables, ["alpha/1", "alpha/2"], lambda keys: frames_of(tables, keys))
+    root, tables = copy_of(days_apart_landed, tmp_path)  # job 2000 three days after
+    moved = MOVED
     shutil.rmtree(job_folder(root, "alpha", 1000, START))
     write_job(root, replace(moved, start_time=START + DAY_S))
     store_block(tables, root, "alpha/1")
