@@ -10,10 +10,7 @@ test starts from a copy of what that left, put back at the same paths.
 
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from unittest import mock
 
 import dagster as dg
 import pytest
@@ -34,9 +31,14 @@ from joulehouse.warehouse import Warehouse as Tables
 from resources import PowerapiSource, TaudbResource, Warehouse
 from sensors import powerapi
 from sensors.local import tick
-from tests import dagster_sqlite
-from tests.dagster.test_source_trials import POWERAPI_EXAMPLES, Source, _load_days, _rows
-from tests.dagster_sqlite import empty_instance, empty_storage
+from tests.dagster.test_source_trials import (
+    POWERAPI_EXAMPLES,
+    Saved,
+    Source,
+    _load_days,
+    _rows,
+    instance_in,
+)
 
 DAYS = [f"2021-01-{day}" for day in range(10, 15)]
 SENSOR = "sensor_test"
@@ -63,58 +65,28 @@ def _source(instance, root: Path) -> Source:
                   PowerapiSource(landing_folders=[str(root / "landing")], quiet_period_s=0))
 
 
-@contextmanager
-def _instance_in(storage: Path) -> Iterator[dg.DagsterInstance]:
-    """An instance as the ``instance`` fixture makes (the batching storage) on the Dagster
-    storage in folder ``storage`` (made by ``empty_storage``, or a copy of one used since),
-    left there when the instance closes."""
-    with (mock.patch.object(dagster_sqlite, "empty_storage", lambda _: str(storage)),
-          empty_instance() as instance):
-        yield instance
-
-
-@dataclass(frozen=True)
-class Landed:
-    """Where the module's five days were landed and loaded (``root``: its landing folder,
-    warehouse and TAUdb), a copy of that folder and of the instance's storage as they were
-    then (``saved``), and the sensor's cursor then."""
-
-    root: Path
-    saved: Path
-    cursor: str
-
-
 @pytest.fixture(scope="module")
-def landed(tmp_path_factory) -> Landed:
+def landed(tmp_path_factory) -> Saved:
     """Five days of the sensor landed through the PowerAPI run, their trials loaded: once
-    per module, saved (the instance closed: its events written) for each test to start
-    from."""
+    per module, saved for each test to start from."""
     base = tmp_path_factory.mktemp("days")
-    root, saved = base / "root", base / "saved"
-    (root / "landing").mkdir(parents=True)
-    for day in DAYS:
-        _day_entry(root / "landing", f"day{day[-2:]}", day)
-    storage = Path(empty_storage(base / "storage"))
-    with _instance_in(storage) as instance:
-        source = _source(instance, root)
+    with instance_in(Saved.storage(base)) as instance:
+        (base / "root" / "landing").mkdir()
+        for day in DAYS:
+            _day_entry(base / "root" / "landing", f"day{day[-2:]}", day)
+        source = _source(instance, base / "root")
         assert source.tick_and_run().success
         first = _load_days(source)
         assert (first["read_whole"].value, first["days_loaded"].value) == (
             "first run: no state", 5)
-    shutil.copytree(storage, saved / "storage")
-    shutil.copytree(root, saved / "root")  # copy2: the files' sizes and mtimes kept
-    return Landed(root, saved, source.cursor)
+    return Saved.save(base, source.cursor)
 
 
 @pytest.fixture
-def days(landed: Landed, tmp_path) -> Iterator[tuple[Source, Path]]:
-    """The five days landed and their trials loaded (:func:`landed`), put back at the same
-    paths (the trials' state names the TAUdb and the window table by their location), with
-    a copy of the instance and the sensor's cursor of then."""
-    shutil.rmtree(landed.root)
-    shutil.copytree(landed.saved / "root", landed.root)
-    storage = shutil.copytree(landed.saved / "storage", tmp_path / "dagster-storage")
-    with _instance_in(storage) as instance:
+def days(landed: Saved, tmp_path) -> Iterator[tuple[Source, Path]]:
+    """The five days landed and their trials loaded (:func:`landed`), for this test: put
+    back at the same paths, with the instance and the sensor's cursor of then."""
+    with landed.restored(tmp_path) as instance:
         source = _source(instance, landed.root)
         source.cursor = landed.cursor
         yield source, landed.root / "landing"

@@ -5,12 +5,19 @@ partition (``assets/geopm.py``); PowerAPI: ``powerapi_trials``, one trial per se
 UTC day from the stored PowerAPI tables (``assets/taudb.py``). The trials have
 the rows the mapping tests expect (``tests/geopm/test_geopm_taudb.py``,
 ``tests/taudb/test_powerapi_mapping.py``).
+
+The first run over the landing folder that several tests start from is made once per
+module (:class:`Saved`): each of them starts from a copy of what it left, put back at the
+same paths.
 """
 
 import shutil
-from dataclasses import replace
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from unittest import mock
 
 import dagster as dg
 import pytest
@@ -45,7 +52,9 @@ from resources import (
 from sensors import geopm, powerapi
 from sensors.local import launch_in_process, tick
 from sensors.partition_runs import RANGE_END, RANGE_START
+from tests import dagster_sqlite
 from tests.dagster.test_geopm_assets import ENERGY_J, EXAMPLES, LEGACY, SHAPE, YAML
+from tests.dagster_sqlite import empty_instance, empty_storage
 from tests.geopm.test_geopm_taudb import SESSION_REPORT
 from tests.geopm.test_geopm_traps import REPORT_3X
 
@@ -99,12 +108,58 @@ class Source:
                             "WHERE h.trial = ? AND h.node_rank >= 0", (trial_id,))[0][0]
 
 
+@contextmanager
+def instance_in(storage: Path) -> Iterator[dg.DagsterInstance]:
+    """An instance as the ``instance`` fixture makes (the batching storage) on the Dagster
+    storage in folder ``storage`` (made by ``empty_storage``, or a copy of one used since),
+    left there when the instance closes."""
+    with (mock.patch.object(dagster_sqlite, "empty_storage", lambda _: str(storage)),
+          empty_instance() as instance):
+        yield instance
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What a module fixture made in folder ``root`` (``base / "root"``: a landing folder
+    ``landing``, the warehouse, the TAUdb) and in an instance on the storage
+    ``base / "storage"`` (:meth:`storage`), saved once that instance closed (its events
+    written) under ``saved``, with the sensor's cursor then."""
+
+    root: Path
+    saved: Path
+    cursor: str | None
+
+    @staticmethod
+    def storage(base: Path) -> Path:
+        """Folder ``base / "root"`` made, and an empty Dagster storage ``base / "storage"``
+        for :func:`instance_in`."""
+        (base / "root").mkdir()
+        return Path(empty_storage(base / "storage"))
+
+    @classmethod
+    def save(cls, base: Path, cursor: str | None) -> "Saved":
+        """``base / "root"`` and the storage (its instance closed) copied under
+        ``base / "saved"``."""
+        shutil.copytree(base / "storage", base / "saved" / "storage")
+        shutil.copytree(base / "root", base / "saved" / "root")  # copy2: sizes, mtimes kept
+        return cls(base / "root", base / "saved", cursor)
+
+    @contextmanager
+    def restored(self, tmp_path: Path) -> Iterator[dg.DagsterInstance]:
+        """``root`` put back as it was saved (at the same paths: the trials name their
+        files, the trials' state the TAUdb and the window table, by their location), and
+        an instance on a copy (in ``tmp_path``) of the storage saved."""
+        shutil.rmtree(self.root)
+        shutil.copytree(self.saved / "root", self.root)
+        storage = shutil.copytree(self.saved / "storage", tmp_path / "dagster-storage")
+        with instance_in(storage) as instance:
+            yield instance
+
+
 # --- GEOPM ------------------------------------------------------------------------------------
 
-@pytest.fixture
-def landing(tmp_path: Path) -> Path:
-    """The two bundled reports and a geopmsession report, in a landing folder ``landing``."""
-    folder = tmp_path / "landing"
+def _land_reports(folder: Path) -> Path:
+    """The two bundled reports and a geopmsession report, in a new landing ``folder``."""
     folder.mkdir()
     for name in (LEGACY, YAML):
         shutil.copy(EXAMPLES / name, folder / name)
@@ -113,9 +168,58 @@ def landing(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def landing(tmp_path: Path) -> Path:
+    """The two bundled reports and a geopmsession report, in a landing folder ``landing``."""
+    return _land_reports(tmp_path / "landing")
+
+
+def _reports(instance, root: Path, timezone: str = "UTC") -> Source:
+    """The GEOPM source over ``root``'s landing folder ``landing`` (its warehouse and TAUdb
+    under ``root``), reading naive times in ``timezone``."""
+    return Source(instance, root, geopm, "geopm_source", GeopmReportSource(
+        landing_folders=[str(root / "landing")], quiet_period_s=0, timezone=timezone))
+
+
+@pytest.fixture
 def reports(instance, tmp_path, landing) -> Source:
-    return Source(instance, tmp_path, geopm, "geopm_source",
-                  GeopmReportSource(landing_folders=[str(landing)], quiet_period_s=0))
+    return _reports(instance, tmp_path)
+
+
+@dataclass(frozen=True)
+class Ran:
+    """The GEOPM source (:func:`landing`'s reports in ``root / "landing"``) after its first
+    sensor tick and run, and the tags of the range that run covered."""
+
+    source: Source
+    root: Path
+    range_tags: dict[str, str]
+
+    @property
+    def landing(self) -> Path:
+        return self.root / "landing"
+
+
+@pytest.fixture(scope="module")
+def ran_once(tmp_path_factory) -> tuple[Saved, dict[str, str]]:
+    """The reports landed and the GEOPM run over them (its first tick's), once per module."""
+    base = tmp_path_factory.mktemp("geopm")
+    with instance_in(Saved.storage(base)) as instance:
+        _land_reports(base / "root" / "landing")
+        source = _reports(instance, base / "root")
+        first = source.tick_and_run()
+        assert first.success
+    return (Saved.save(base, source.cursor),
+            {tag: first.dagster_run.tags[tag] for tag in (RANGE_START, RANGE_END)})
+
+
+@pytest.fixture
+def ran(ran_once, tmp_path) -> Iterator[Ran]:
+    """The reports landed and the GEOPM run over them (:func:`ran_once`), for this test."""
+    saved, range_tags = ran_once
+    with saved.restored(tmp_path) as instance:
+        source = _reports(instance, saved.root)
+        source.cursor = saved.cursor
+        yield Ran(source, saved.root, range_tags)
 
 
 def _loads(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
@@ -171,10 +275,10 @@ def _rows(trial: TrialData) -> dict[str, list]:
                for name, frame in frames.items()}}
 
 
-def test_the_dagster_trial_is_the_trial_taudb_load_writes(reports, landing, tmp_path):
+def test_the_dagster_trial_is_the_trial_taudb_load_writes(ran, tmp_path):
     """So what TAU's own reader shows of the CLI's trials (tests/taudb/test_tau_reader.py,
     the bundled reports and a session report) holds for the Dagster ones."""
-    assert reports.tick_and_run().success
+    reports, landing = ran.source, ran.landing
     trials = reports.trials()
     with TaudbDatabase(f"sqlite:///{tmp_path}/cli.sqlite") as cli, reports.taudb.open() as db:
         for key in KEYS:
@@ -189,13 +293,11 @@ def test_the_dagster_trial_is_the_trial_taudb_load_writes(reports, landing, tmp_
                 replace(expected, fingerprint="")), key
 
 
-def test_rerunning_unchanged_reports_loads_nothing_new(reports, instance):
-    first = reports.tick_and_run()
-    assert first.success
+def test_rerunning_unchanged_reports_loads_nothing_new(ran):
+    reports = ran.source
     before = reports.trials()
     job = reports.defs.resolve_job_def(geopm.JOB_NAME)
-    same = {tag: first.dagster_run.tags[tag] for tag in (RANGE_START, RANGE_END)}
-    again = launch_in_process(job, instance, dg.RunRequest(tags=same),
+    again = launch_in_process(job, reports.instance, dg.RunRequest(tags=ran.range_tags),
                               log_level="WARNING")  # the same range, nothing changed
     assert again.success
     assert reports.trials() == before  # same ids, same fingerprints: nothing reloaded
@@ -206,16 +308,13 @@ def test_rerunning_unchanged_reports_loads_nothing_new(reports, instance):
     assert all(c.passed for c in _loads(again).values())
 
 
-def test_a_changed_timezone_reloads_the_trials(reports, instance, tmp_path, landing):
+def test_a_changed_timezone_reloads_the_trials(ran):
     """The trials' times depend on the source's ``timezone``: changing it reloads every
     report's trial; an unchanged rerun loads none."""
-    first = reports.tick_and_run()
-    assert first.success
+    reports, instance = ran.source, ran.source.instance
     before = reports.trials()
-    same = dg.RunRequest(tags={tag: first.dagster_run.tags[tag]
-                               for tag in (RANGE_START, RANGE_END)})
-    zoned = Source(instance, tmp_path, geopm, "geopm_source", GeopmReportSource(
-        landing_folders=[str(landing)], quiet_period_s=0, timezone="Europe/Berlin"))
+    same = dg.RunRequest(tags=ran.range_tags)
+    zoned = _reports(instance, ran.root, timezone="Europe/Berlin")
     job = zoned.defs.resolve_job_def(geopm.JOB_NAME)
     assert launch_in_process(job, instance, same, log_level="WARNING").success
     after = zoned.trials()
@@ -225,8 +324,8 @@ def test_a_changed_timezone_reloads_the_trials(reports, instance, tmp_path, land
     assert zoned.trials() == after
 
 
-def test_a_bad_report_fails_only_itself_and_keeps_its_earlier_trial(reports, landing):
-    assert reports.tick_and_run().success
+def test_a_bad_report_fails_only_itself_and_keeps_its_earlier_trial(ran):
+    reports, landing = ran.source, ran.landing
     before = reports.trials()
     legacy = landing / LEGACY
     lines = (EXAMPLES / LEGACY).read_text().splitlines(keepends=True)
@@ -282,15 +381,35 @@ def test_a_report_landed_under_two_names_counts_once(reports, landing):
 
 # --- PowerAPI ---------------------------------------------------------------------------------
 
+def _powerapi(instance, root: Path) -> Source:
+    """The PowerAPI source over ``root``'s landing folder ``landing`` (its warehouse and
+    TAUdb under ``root``)."""
+    return Source(instance, root, powerapi, "powerapi_source",
+                  PowerapiSource(landing_folders=[str(root / "landing")], quiet_period_s=0))
+
+
+@pytest.fixture(scope="module")
+def sensor_days_once(tmp_path_factory) -> Saved:
+    """The bundled PowerAPI examples landed in ``landing``, through the PowerAPI run: once
+    per module."""
+    base = tmp_path_factory.mktemp("powerapi")
+    with instance_in(Saved.storage(base)) as instance:
+        shutil.copytree(POWERAPI_EXAMPLES, base / "root" / "landing",
+                        ignore=shutil.ignore_patterns("*.md"))
+        source = _powerapi(instance, base / "root")
+        assert source.tick_and_run().success
+    return Saved.save(base, source.cursor)
+
+
 @pytest.fixture
-def sensor_days(instance, tmp_path) -> tuple[Source, Path]:
-    """The bundled PowerAPI examples landed in ``landing``, through the PowerAPI run."""
-    folder = tmp_path / "landing"
-    shutil.copytree(POWERAPI_EXAMPLES, folder, ignore=shutil.ignore_patterns("*.md"))
-    source = Source(instance, tmp_path, powerapi, "powerapi_source",
-                    PowerapiSource(landing_folders=[str(folder)], quiet_period_s=0))
-    assert source.tick_and_run().success
-    return source, folder
+def sensor_days(sensor_days_once: Saved, tmp_path) -> Iterator[tuple[Source, Path]]:
+    """The bundled PowerAPI examples landed in ``landing``, through the PowerAPI run
+    (:func:`sensor_days_once`), for this test."""
+    saved = sensor_days_once
+    with saved.restored(tmp_path) as instance:
+        source = _powerapi(instance, saved.root)
+        source.cursor = saved.cursor
+        yield source, saved.root / "landing"
 
 
 def test_the_automation_starts_powerapi_trials_only_once_windows_are_stored(instance, tmp_path):
