@@ -3,9 +3,12 @@ one run over the reports handed out, a bad report failing its day alone."""
 
 import os
 import shutil
-from dataclasses import replace
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from unittest import mock
 
 import dagster as dg
 import pandas as pd
@@ -52,9 +55,10 @@ from sensors.partition_runs import (
     RETRY_OF_TAG,
     RUN_KEY_TAG,
 )
+from tests import dagster_sqlite
 from tests.dagster.conftest import QUIET_S, settle
 from tests.dagster.source_runs import SourceRuns
-from tests.dagster_sqlite import empty_instance
+from tests.dagster_sqlite import empty_instance, empty_storage
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "geopm"
 LEGACY = "geopmbench_1host.legacy.report"
@@ -68,14 +72,18 @@ DAY = {LEGACY: "landing/2020-04-01", YAML: "landing/2019-05-30"}
 DAYS = sorted(DAY.values())
 
 
-@pytest.fixture
-def landing(tmp_path: Path) -> Path:
-    """A landing folder ``landing`` holding copies of the two bundled reports, quiet."""
-    folder = tmp_path / "landing"
+def _land(folder: Path) -> Path:
+    """A new landing ``folder`` holding copies of the two bundled reports."""
     folder.mkdir()
     for name in (LEGACY, YAML):
         shutil.copy(EXAMPLES / name, folder / name)
     return folder
+
+
+@pytest.fixture
+def landing(tmp_path: Path) -> Path:
+    """A landing folder ``landing`` holding copies of the two bundled reports, quiet."""
+    return _land(tmp_path / "landing")
 
 
 class Pipeline(SourceRuns):
@@ -83,6 +91,7 @@ class Pipeline(SourceRuns):
 
     def __init__(self, instance, landing: Path, warehouse: Path,
                  workers: StepWorkers | None = None):
+        self.landing = landing
         self.source = GeopmReportSource(landing_folders=[str(landing)], quiet_period_s=QUIET_S)
         self.warehouse = Warehouse(root=str(warehouse))
         defs = build_definitions(
@@ -96,6 +105,77 @@ class Pipeline(SourceRuns):
 @pytest.fixture
 def pipeline(instance, landing, tmp_path) -> Pipeline:
     return Pipeline(instance, landing, tmp_path / "warehouse")
+
+
+@contextmanager
+def instance_in(storage: Path) -> Iterator[dg.DagsterInstance]:
+    """An instance as the ``instance`` fixture makes (the batching storage) on the Dagster
+    storage in folder ``storage`` (made by ``empty_storage``, or a copy of one used since),
+    left there when the instance closes."""
+    with (mock.patch.object(dagster_sqlite, "empty_storage", lambda _: str(storage)),
+          empty_instance() as instance):
+        yield instance
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What a module fixture made in folder ``root`` (``base / "root"``: a landing folder
+    ``landing``, the warehouse, the TAUdb) and in an instance on the storage
+    ``base / "storage"`` (:meth:`storage`), saved once that instance closed (its events
+    written) under ``saved``, with the sensor's cursor then."""
+
+    root: Path
+    saved: Path
+    cursor: str | None
+
+    @staticmethod
+    def storage(base: Path) -> Path:
+        """Folder ``base / "root"`` made, and an empty Dagster storage ``base / "storage"``
+        for :func:`instance_in`."""
+        (base / "root").mkdir()
+        return Path(empty_storage(base / "storage"))
+
+    @classmethod
+    def save(cls, base: Path, cursor: str | None) -> "Saved":
+        """``base / "root"`` and the storage (its instance closed) copied under
+        ``base / "saved"``."""
+        shutil.copytree(base / "storage", base / "saved" / "storage")
+        shutil.copytree(base / "root", base / "saved" / "root")  # copy2: sizes, mtimes kept
+        return cls(base / "root", base / "saved", cursor)
+
+    @contextmanager
+    def restored(self, tmp_path: Path) -> Iterator[dg.DagsterInstance]:
+        """``root`` put back as it was saved (at the same paths: the trials name their
+        files, the trials' state the TAUdb and the window table, by their location), and
+        an instance on a copy (in ``tmp_path``) of the storage saved."""
+        shutil.rmtree(self.root)
+        shutil.copytree(self.saved / "root", self.root)
+        storage = shutil.copytree(self.saved / "storage", tmp_path / "dagster-storage")
+        with instance_in(storage) as instance:
+            yield instance
+
+
+@pytest.fixture(scope="module")
+def ran_once(tmp_path_factory) -> Saved:
+    """The two bundled reports landed, quiet, and the run of the sensor's first tick over
+    them, as :func:`pipeline` would make them: once per module."""
+    base = tmp_path_factory.mktemp("geopm")
+    with instance_in(Saved.storage(base)) as instance:
+        landing = _land(base / "root" / "landing")
+        pipeline = Pipeline(instance, landing, base / "root" / "warehouse")
+        settle()
+        assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    return Saved.save(base, pipeline.cursor)
+
+
+@pytest.fixture
+def ran(ran_once: Saved, tmp_path) -> Iterator[Pipeline]:
+    """:func:`pipeline` after the run of its first tick over the two bundled reports
+    (:func:`ran_once`, put back for this test; its landing folder ``ran.landing``)."""
+    with ran_once.restored(tmp_path) as instance:
+        pipeline = Pipeline(instance, ran_once.root / "landing", ran_once.root / "warehouse")
+        pipeline.cursor = ran_once.cursor
+        yield pipeline
 
 
 def test_the_bundled_reports_materialize_in_one_run(pipeline):
@@ -606,14 +686,11 @@ def _frames_of(instance, day: str) -> list[str]:
     return _latest(instance, geopm_validated_frames.key, day).metadata["report_keys"].value
 
 
-def test_reports_of_one_day_landing_in_two_ticks_are_processed_once_each(
-        pipeline, landing, tmp_path):
+def test_reports_of_one_day_landing_in_two_ticks_are_processed_once_each(ran, tmp_path):
     """Two reports of the legacy report's day land after the first run: the second run's
     hand-out is those two alone (the day's earlier report is not read again), and the
     tables kept per report equal a rebuild from scratch."""
-    settle()
-    [first] = pipeline.tick().run_requests
-    assert pipeline.launch(first).success
+    pipeline, landing = ran, ran.landing
     legacy_variant(landing / "a.report", 20, scale=2.0)
     legacy_variant(landing / "b.report", 25, scale=3.0)
     settle()
@@ -716,11 +793,10 @@ def test_a_run_cancelled_before_the_upgrade_makes_no_later_run_a_retry(pipeline)
         DAY[YAML]: [f"landing/{YAML}"], DAY[LEGACY]: [f"landing/{LEGACY}"]}
 
 
-def test_a_report_landed_again_broken_keeps_what_was_stored(pipeline, landing):
+def test_a_report_landed_again_broken_keeps_what_was_stored(ran):
     """The legacy report rewritten in place cut short: its day fails naming it, and its
     frames, host energy, rows and facts stay those of its good version."""
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = ran, ran.landing
     key = f"landing/{LEGACY}"
     before = kept_tables(pipeline.tables)
     frames = load_frames(pipeline.tables, "regions", [key])
@@ -837,12 +913,11 @@ def test_a_landing_while_its_days_run_is_in_flight_waits_and_rereads_only_its_fa
     assert pipeline.launch(fixed).success
 
 
-def test_a_failure_found_by_a_whole_day_run_is_rechecked(pipeline, landing):
+def test_a_failure_found_by_a_whole_day_run_is_rechecked(ran):
     """A whole-day run (the UI's, the weekly re-validation) records which reports failed
     in each day, as every run does: the day's next hand-out rechecks them even though
     the latest hand-out's run passed; a later whole-day run that passes clears them."""
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = ran, ran.landing
     bad = landing / "cut.report"
     bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
     job = pipeline.defs.resolve_job_def(JOB_NAME)
@@ -863,12 +938,11 @@ def test_a_failure_found_by_a_whole_day_run_is_rechecked(pipeline, landing):
     assert GeopmHandOut.named_in(later.run_config) == {DAY[LEGACY]: ["landing/b.report"]}
 
 
-def test_a_run_that_reads_no_report_again_keeps_the_days_failures(pipeline, landing):
+def test_a_run_that_reads_no_report_again_keeps_the_days_failures(ran):
     """A run of a day's host energy alone (from the frames stored: the UI materializing it)
     reads no report again, so it records nothing: the failure the day's last reading found
     stays rechecked, though the older frames of the report broken since give it energy."""
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = ran, ran.landing
     legacy = landing / LEGACY
     legacy.write_text("".join(legacy.read_text().splitlines(keepends=True)[:111]))
     settle()
@@ -913,11 +987,10 @@ def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(pipeline, la
     assert pipeline.tick().run_requests == []
 
 
-def test_a_cancelled_hand_out_whose_reports_are_all_gone_asks_for_nothing(pipeline, landing):
+def test_a_cancelled_hand_out_whose_reports_are_all_gone_asks_for_nothing(ran):
     """A CANCELED run's day none of whose reports is left is not handed out empty (a run
     storing "0 reports" would mark the day materialized): the next tick asks for nothing."""
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = ran, ran.landing
     legacy_variant(landing / "a.report", 20, scale=2.0)
     settle()
     [request] = pipeline.tick().run_requests
@@ -931,13 +1004,11 @@ def test_a_cancelled_hand_out_whose_reports_are_all_gone_asks_for_nothing(pipeli
     assert pipeline.tick().run_requests == []
 
 
-def test_a_cancelled_hand_out_tagged_not_to_retry_is_not_rechecked_with_its_day(pipeline,
-                                                                                 landing):
+def test_a_cancelled_hand_out_tagged_not_to_retry_is_not_rechecked_with_its_day(ran):
     """The reports of a CANCELED run tagged ``joulehouse/no_retry=true`` (an operator's "leave
     them be") are not listed again with the next hand-out of their day: that run asks for the
     report landed since alone."""
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = ran, ran.landing
     legacy_variant(landing / "a.report", 20, scale=2.0)
     settle()
     [request] = pipeline.tick().run_requests
@@ -951,11 +1022,10 @@ def test_a_cancelled_hand_out_tagged_not_to_retry_is_not_rechecked_with_its_day(
     assert GeopmHandOut.named_in(request.run_config) == {DAY[LEGACY]: ["landing/b.report"]}
 
 
-def test_a_whole_day_run_of_a_day_with_no_report_left_passes(pipeline, landing):
+def test_a_whole_day_run_of_a_day_with_no_report_left_passes(ran):
     """A day read whole (the UI, the weekly re-validation) whose reports are all gone
     stores nothing and passes, showing zero reports."""
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = ran, ran.landing
     (landing / YAML).unlink()
     result = pipeline.defs.resolve_job_def(JOB_NAME).execute_in_process(
         instance=pipeline.instance, partition_key=DAY[YAML])
@@ -964,13 +1034,11 @@ def test_a_whole_day_run_of_a_day_with_no_report_left_passes(pipeline, landing):
     assert (energy_day["reports"].value, energy_day["total_energy_j"].value) == (0, 0.0)
 
 
-def test_a_run_without_partitions_drops_a_removed_report_but_not_an_unmounted_folder(
-        pipeline, landing):
+def test_a_run_without_partitions_drops_a_removed_report_but_not_an_unmounted_folder(ran):
     """The tables over all reports, materialized without partitions, keep the stored
     reports still in their landing folder: a removed report's rows and facts go; a
     landing folder that cannot be listed, or lists nothing (unmounted), keeps all of its."""
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = ran, ran.landing
     job = pipeline.defs.resolve_job_def(JOB_NAME)
     tables_only = [geopm_region_energy.key, geopm_report_energy.key, geopm_energy_facts.key]
 

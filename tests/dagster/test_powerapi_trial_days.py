@@ -31,14 +31,8 @@ from joulehouse.warehouse import Warehouse as Tables
 from resources import PowerapiSource, TaudbResource, Warehouse
 from sensors import powerapi
 from sensors.local import tick
-from tests.dagster.test_source_trials import (
-    POWERAPI_EXAMPLES,
-    Saved,
-    Source,
-    _load_days,
-    _rows,
-    instance_in,
-)
+from tests.dagster.test_geopm_assets import Saved, instance_in
+from tests.dagster.test_source_trials import POWERAPI_EXAMPLES, Source, _load_days, _rows
 
 DAYS = [f"2021-01-{day}" for day in range(10, 15)]
 SENSOR = "sensor_test"

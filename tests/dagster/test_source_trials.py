@@ -7,17 +7,15 @@ the rows the mapping tests expect (``tests/geopm/test_geopm_taudb.py``,
 ``tests/taudb/test_powerapi_mapping.py``).
 
 The first run over the landing folder that several tests start from is made once per
-module (:class:`Saved`): each of them starts from a copy of what it left, put back at the
+module (``test_geopm_assets.Saved``): each of them starts from a copy of what it left, put back at the
 same paths.
 """
 
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from unittest import mock
 
 import dagster as dg
 import pytest
@@ -52,9 +50,15 @@ from resources import (
 from sensors import geopm, powerapi
 from sensors.local import launch_in_process, tick
 from sensors.partition_runs import RANGE_END, RANGE_START
-from tests import dagster_sqlite
-from tests.dagster.test_geopm_assets import ENERGY_J, EXAMPLES, LEGACY, SHAPE, YAML
-from tests.dagster_sqlite import empty_instance, empty_storage
+from tests.dagster.test_geopm_assets import (
+    ENERGY_J,
+    EXAMPLES,
+    LEGACY,
+    SHAPE,
+    YAML,
+    Saved,
+    instance_in,
+)
 from tests.geopm.test_geopm_taudb import SESSION_REPORT
 from tests.geopm.test_geopm_traps import REPORT_3X
 
@@ -106,54 +110,6 @@ class Source:
         with self.taudb.open() as db:
             return db.query(f"SELECT count(*) FROM {table} x JOIN thread h ON x.thread = h.id "
                             "WHERE h.trial = ? AND h.node_rank >= 0", (trial_id,))[0][0]
-
-
-@contextmanager
-def instance_in(storage: Path) -> Iterator[dg.DagsterInstance]:
-    """An instance as the ``instance`` fixture makes (the batching storage) on the Dagster
-    storage in folder ``storage`` (made by ``empty_storage``, or a copy of one used since),
-    left there when the instance closes."""
-    with (mock.patch.object(dagster_sqlite, "empty_storage", lambda _: str(storage)),
-          empty_instance() as instance):
-        yield instance
-
-
-@dataclass(frozen=True)
-class Saved:
-    """What a module fixture made in folder ``root`` (``base / "root"``: a landing folder
-    ``landing``, the warehouse, the TAUdb) and in an instance on the storage
-    ``base / "storage"`` (:meth:`storage`), saved once that instance closed (its events
-    written) under ``saved``, with the sensor's cursor then."""
-
-    root: Path
-    saved: Path
-    cursor: str | None
-
-    @staticmethod
-    def storage(base: Path) -> Path:
-        """Folder ``base / "root"`` made, and an empty Dagster storage ``base / "storage"``
-        for :func:`instance_in`."""
-        (base / "root").mkdir()
-        return Path(empty_storage(base / "storage"))
-
-    @classmethod
-    def save(cls, base: Path, cursor: str | None) -> "Saved":
-        """``base / "root"`` and the storage (its instance closed) copied under
-        ``base / "saved"``."""
-        shutil.copytree(base / "storage", base / "saved" / "storage")
-        shutil.copytree(base / "root", base / "saved" / "root")  # copy2: sizes, mtimes kept
-        return cls(base / "root", base / "saved", cursor)
-
-    @contextmanager
-    def restored(self, tmp_path: Path) -> Iterator[dg.DagsterInstance]:
-        """``root`` put back as it was saved (at the same paths: the trials name their
-        files, the trials' state the TAUdb and the window table, by their location), and
-        an instance on a copy (in ``tmp_path``) of the storage saved."""
-        shutil.rmtree(self.root)
-        shutil.copytree(self.saved / "root", self.root)
-        storage = shutil.copytree(self.saved / "storage", tmp_path / "dagster-storage")
-        with instance_in(storage) as instance:
-            yield instance
 
 
 # --- GEOPM ------------------------------------------------------------------------------------
