@@ -18,6 +18,7 @@ import assets.geopm
 import sensors.geopm
 from assets.geopm import (
     FACTS_TABLE,
+    GEOPM_TABLES,
     HOST_TABLE,
     REGION_TABLE,
     REPORT_TABLE,
@@ -155,27 +156,64 @@ class Saved:
             yield instance
 
 
-@pytest.fixture(scope="module")
-def ran_once(tmp_path_factory) -> Saved:
-    """The two bundled reports landed, quiet, and the run of the sensor's first tick over
-    them, as :func:`pipeline` would make them: once per module."""
-    base = tmp_path_factory.mktemp("geopm")
+def _first_run(base: Path, bad: bool) -> Saved:
+    """The two bundled reports landed in ``base / "root"`` (with ``bad``, and the truncated
+    report ``cut.report`` of the legacy report's day: :func:`_cut`), quiet, and the run of
+    the sensor's first tick over them, as :func:`pipeline` would make them, saved."""
     with instance_in(Saved.storage(base)) as instance:
         landing = _land(base / "root" / "landing")
+        if bad:
+            _cut(landing / "cut.report")
         pipeline = Pipeline(instance, landing, base / "root" / "warehouse")
         settle()
-        assert pipeline.launch(pipeline.tick().run_requests[0]).success
+        assert pipeline.launch(pipeline.tick().run_requests[0]).success is not bad
     return Saved.save(base, pipeline.cursor)
+
+
+@contextmanager
+def _restored(saved: Saved, tmp_path: Path) -> Iterator[Pipeline]:
+    """The pipeline of ``saved`` put back for this test (its landing folder ``.landing``)."""
+    with saved.restored(tmp_path) as instance:
+        pipeline = Pipeline(instance, saved.root / "landing", saved.root / "warehouse")
+        pipeline.cursor = saved.cursor
+        yield pipeline
+
+
+@pytest.fixture(scope="module")
+def ran_once(tmp_path_factory) -> Saved:
+    """The run of the first tick over the two bundled reports: once per module."""
+    return _first_run(tmp_path_factory.mktemp("geopm"), bad=False)
 
 
 @pytest.fixture
 def ran(ran_once: Saved, tmp_path) -> Iterator[Pipeline]:
     """:func:`pipeline` after the run of its first tick over the two bundled reports
     (:func:`ran_once`, put back for this test; its landing folder ``ran.landing``)."""
-    with ran_once.restored(tmp_path) as instance:
-        pipeline = Pipeline(instance, ran_once.root / "landing", ran_once.root / "warehouse")
-        pipeline.cursor = ran_once.cursor
+    with _restored(ran_once, tmp_path) as pipeline:
         yield pipeline
+
+
+@pytest.fixture(scope="module")
+def failed_once(tmp_path_factory) -> Saved:
+    """The failed run of the first tick over the two bundled reports and ``cut.report``:
+    once per module."""
+    return _first_run(tmp_path_factory.mktemp("geopm-bad"), bad=True)
+
+
+@pytest.fixture
+def failed(failed_once: Saved, tmp_path) -> Iterator[Pipeline]:
+    """:func:`pipeline` after the run of its first tick over the two bundled reports and
+    the truncated ``cut.report`` (:func:`_cut`) of the legacy report's day, which failed
+    that day (:func:`failed_once`, put back for this test; its landing folder
+    ``failed.landing``)."""
+    with _restored(failed_once, tmp_path) as pipeline:
+        yield pipeline
+
+
+def _cut(path: Path) -> None:
+    """The legacy report cut short at ``path``: the host's last line (memory HWM) missing,
+    a truncated report failing at line 111."""
+    path.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
 
 
 def test_the_bundled_reports_materialize_in_one_run(pipeline):
@@ -669,13 +707,19 @@ def kept_tables(tables: Tables) -> dict[str, pd.DataFrame]:
             for table, order in KEPT_TABLES.items()}
 
 
+#: What a rebuild (:func:`assert_equal_to_a_rebuild`) materializes: the tables kept per
+#: report and what they are made from; not the trials, which it does not compare.
+REBUILT = [geopm_validated_frames.key, geopm_host_energy.key,
+           *(spec.key for spec in GEOPM_TABLES)]
+
+
 def assert_equal_to_a_rebuild(pipeline: Pipeline, landing: Path, tmp_path: Path) -> None:
     """``pipeline``'s tables kept per report equal, row for row, those of a fresh instance
-    and warehouse landing every report of ``landing`` in one run."""
+    and warehouse landing every report of ``landing`` in one run (of :data:`REBUILT`)."""
     with empty_instance() as instance:
         fresh = Pipeline(instance, landing, tmp_path / "rebuilt")
         [request] = fresh.tick().run_requests
-        assert fresh.launch(request).success
+        assert fresh.launch(request._replace(asset_selection=REBUILT)).success
         rebuilt = kept_tables(fresh.tables)
     for table, rows in kept_tables(pipeline.tables).items():
         pd.testing.assert_frame_equal(rows, rebuilt[table], check_like=True, obj=table)
@@ -817,14 +861,12 @@ def test_a_report_landed_again_broken_keeps_what_was_stored(ran):
         pd.testing.assert_frame_equal(rows, before[table], obj=table)
 
 
-def test_a_day_failing_on_a_bad_report_hands_out_that_report_again_alone(pipeline, landing):
+def test_a_day_failing_on_a_bad_report_hands_out_that_report_again_alone(failed):
     """While a bad report is not fixed, its day stays failed: each later hand-out of the day
     is its new reports and the bad one (what its failed run named), not the day's good
     ones again; fixed, it is handed out alone and the day passes."""
+    pipeline, landing = failed, failed.landing
     bad = landing / "cut.report"
-    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
-    settle()
-    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
     for name, second in (("a.report", 20), ("b.report", 25)):
         legacy_variant(landing / name, second, scale=2.0)
         settle()
@@ -847,14 +889,12 @@ def test_a_day_failing_on_a_bad_report_hands_out_that_report_again_alone(pipelin
         f"landing/{YAML}"}
 
 
-def test_a_bad_report_fixed_into_another_day_clears_its_old_day(pipeline, landing):
+def test_a_bad_report_fixed_into_another_day_clears_its_old_day(failed):
     """A bad report fixed so that it starts on another day is handed out in that day, and its
     old day, FAILED on it alone, is in the same run naming no report (its good one is not
     read again): it passes without the bad one, and both days show MATERIALIZED."""
+    pipeline, landing = failed, failed.landing
     bad = landing / "cut.report"
-    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
-    settle()
-    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
     legacy_variant(bad, 30, scale=3.0, start="Thu Apr 02 09:00:30 2020")
     settle()
     [fixed] = pipeline.tick().run_requests
@@ -871,17 +911,14 @@ def test_a_bad_report_fixed_into_another_day_clears_its_old_day(pipeline, landin
     assert pipeline.tick().run_requests == []
 
 
-def test_a_landing_while_its_days_run_is_in_flight_waits_and_rereads_only_its_failures(
-        pipeline, landing):
+def test_a_landing_while_its_days_run_is_in_flight_waits_and_rereads_only_its_failures(failed):
     """A report landing while the sensor's own run over its day is in flight (the day
     IN_PROGRESS, not FAILED) is handed out once that run has ended, with the reports that
     run recorded as failed and no other: its good reports are not read again (when a
     hand-out listed the one in flight, each run re-read the day so far), and the day
     stays failed until the bad report is fixed."""
+    pipeline, landing = failed, failed.landing
     bad = landing / "cut.report"
-    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
-    settle()
-    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
     legacy_variant(landing / "a.report", 20, scale=2.0)
     settle()
     [second] = pipeline.tick().run_requests
@@ -958,14 +995,11 @@ def test_a_run_that_reads_no_report_again_keeps_the_days_failures(ran):
     assert sorted(GeopmHandOut.named_in(request.run_config)[DAY[LEGACY]]) == ["landing/a.report", f"landing/{LEGACY}"]
 
 
-def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(pipeline, landing):
+def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(failed):
     """The reports handed out to a CANCELED run are asked for again once though their day
     FAILED, those still there, each in one day of the run: a report of the cancelled
     hand-out that moved to another day since is processed there alone."""
-    bad = landing / "cut.report"
-    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
-    settle()
-    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = failed, failed.landing
     for name in ("a.report", "b.report"):
         legacy_variant(landing / name, 20, scale=2.0)
     settle()
