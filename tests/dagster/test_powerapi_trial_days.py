@@ -15,6 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from assets.plot_cadence import PLOT_EVERY_ENV
 from assets.pools import TRIALS_POOL, tables_pool
 from assets.powerapi import (
     powerapi_pipeline,
@@ -74,6 +75,14 @@ def landed(tmp_path_factory) -> Saved:
         assert (first["read_whole"].value, first["days_loaded"].value) == (
             "first run: no state", 5)
     return Saved.save(base, source.cursor)
+
+
+@pytest.fixture(autouse=True)
+def _plots_as_deployed(monkeypatch) -> None:
+    """The PowerAPI runs of a test draw their plots as deployed, at most every 600 s
+    (``assets/plot_cadence.py``): after the first run's (:func:`landed`), they leave them
+    out. No test here looks at a plot."""
+    monkeypatch.setenv(PLOT_EVERY_ENV, "600")
 
 
 @pytest.fixture
