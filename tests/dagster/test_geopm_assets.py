@@ -3,7 +3,7 @@ one run over the reports handed out, a bad report failing its day alone."""
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -156,17 +156,18 @@ class Saved:
             yield instance
 
 
-def _first_run(base: Path, bad: bool) -> Saved:
-    """The two bundled reports landed in ``base / "root"`` (with ``bad``, and the truncated
-    report ``cut.report`` of the legacy report's day: :func:`_cut`), quiet, and the run of
-    the sensor's first tick over them, as :func:`pipeline` would make them, saved."""
+def _first_run(base: Path, extra: Callable[[Path], None] | None = None,
+               succeeds: bool = True) -> Saved:
+    """The two bundled reports landed in ``base / "root"`` (and what ``extra`` writes into
+    the landing folder), quiet, and the run of the sensor's first tick over them (which
+    ``succeeds``, or fails), as :func:`pipeline` would make them, saved."""
     with instance_in(Saved.storage(base)) as instance:
         landing = _land(base / "root" / "landing")
-        if bad:
-            _cut(landing / "cut.report")
+        if extra is not None:
+            extra(landing)
         pipeline = Pipeline(instance, landing, base / "root" / "warehouse")
         settle()
-        assert pipeline.launch(pipeline.tick().run_requests[0]).success is not bad
+        assert pipeline.launch(pipeline.tick().run_requests[0]).success is succeeds
     return Saved.save(base, pipeline.cursor)
 
 
@@ -182,7 +183,7 @@ def _restored(saved: Saved, tmp_path: Path) -> Iterator[Pipeline]:
 @pytest.fixture(scope="module")
 def ran_once(tmp_path_factory) -> Saved:
     """The run of the first tick over the two bundled reports: once per module."""
-    return _first_run(tmp_path_factory.mktemp("geopm"), bad=False)
+    return _first_run(tmp_path_factory.mktemp("geopm"))
 
 
 @pytest.fixture
@@ -197,7 +198,8 @@ def ran(ran_once: Saved, tmp_path) -> Iterator[Pipeline]:
 def failed_once(tmp_path_factory) -> Saved:
     """The failed run of the first tick over the two bundled reports and ``cut.report``:
     once per module."""
-    return _first_run(tmp_path_factory.mktemp("geopm-bad"), bad=True)
+    return _first_run(tmp_path_factory.mktemp("geopm-bad"),
+                      lambda landing: _cut(landing / "cut.report"), succeeds=False)
 
 
 @pytest.fixture
@@ -207,6 +209,24 @@ def failed(failed_once: Saved, tmp_path) -> Iterator[Pipeline]:
     that day (:func:`failed_once`, put back for this test; its landing folder
     ``failed.landing``)."""
     with _restored(failed_once, tmp_path) as pipeline:
+        yield pipeline
+
+
+@pytest.fixture(scope="module")
+def varied_once(tmp_path_factory) -> Saved:
+    """The run of the first tick over the two bundled reports and ``a.report``: once per
+    module."""
+    return _first_run(tmp_path_factory.mktemp("geopm-a"),
+                      lambda landing: legacy_variant(landing / "a.report", 20, scale=2.0))
+
+
+@pytest.fixture
+def varied(varied_once: Saved, tmp_path) -> Iterator[Pipeline]:
+    """:func:`pipeline` after the run of its first tick over the two bundled reports and
+    ``a.report``, a variant of the legacy report of its day (:func:`legacy_variant`: 20 s
+    later, twice its package energy) (:func:`varied_once`, put back for this test; its
+    landing folder ``varied.landing``)."""
+    with _restored(varied_once, tmp_path) as pipeline:
         yield pipeline
 
 
@@ -759,13 +779,10 @@ def test_reports_of_one_day_landing_in_two_ticks_are_processed_once_each(ran, tm
     assert_equal_to_a_rebuild(pipeline, landing, tmp_path)
 
 
-def test_a_day_with_nothing_handed_out_is_read_whole(pipeline, landing):
+def test_a_day_with_nothing_handed_out_is_read_whole(varied):
     """A run over a day with no hand-out in its config (a backfill, a materialization from
     the UI) processes every report of that day in its landing folder, and only those."""
-    legacy_variant(landing / "a.report", 20, scale=2.0)
-    settle()
-    [first] = pipeline.tick().run_requests
-    assert pipeline.launch(first).success
+    pipeline = varied
     job = pipeline.defs.resolve_job_def(JOB_NAME)
     result = job.execute_in_process(instance=pipeline.instance, partition_key=DAY[LEGACY],
                                     raise_on_error=False)
@@ -776,14 +793,12 @@ def test_a_day_with_nothing_handed_out_is_read_whole(pipeline, landing):
         "landing/a.report", f"landing/{LEGACY}", f"landing/{YAML}"}
 
 
-def test_a_report_landed_again_in_place_replaces_its_rows(pipeline, landing, tmp_path):
+def test_a_report_landed_again_in_place_replaces_its_rows(varied, tmp_path):
     """A report rewritten in place is handed out alone, in its day, and its rows are
     replaced; rewritten with a start on another day, it moves to that day's partition and
     its rows are replaced again: the tables equal a rebuild from scratch each time."""
+    pipeline, landing = varied, varied.landing
     path = landing / "a.report"
-    legacy_variant(path, 20, scale=2.0)
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
 
     def package_j() -> float:
         report = pipeline.tables.read_table(REPORT_TABLE).set_index(["report", "section"])
