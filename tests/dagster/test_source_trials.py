@@ -144,11 +144,16 @@ def reports(instance, tmp_path, landing) -> Source:
 @dataclass(frozen=True)
 class Ran:
     """The GEOPM source (:func:`landing`'s reports in ``root / "landing"``) after its first
-    sensor tick and run, and the tags of the range that run covered."""
+    sensor tick and run (``first``: its result)."""
 
     source: Source
     root: Path
-    range_tags: dict[str, str]
+    first: dg.ExecuteInProcessResult
+
+    @property
+    def range_tags(self) -> dict[str, str]:
+        """The tags of the range of days the first run covered."""
+        return {tag: self.first.dagster_run.tags[tag] for tag in (RANGE_START, RANGE_END)}
 
     @property
     def landing(self) -> Path:
@@ -156,26 +161,25 @@ class Ran:
 
 
 @pytest.fixture(scope="module")
-def ran_once(tmp_path_factory) -> tuple[Saved, dict[str, str]]:
-    """The reports landed and the GEOPM run over them (its first tick's), once per module."""
+def ran_once(tmp_path_factory) -> tuple[Saved, dg.ExecuteInProcessResult]:
+    """The reports landed and the GEOPM run over them (its first tick's), once per module;
+    the run's result."""
     base = tmp_path_factory.mktemp("geopm")
     with instance_in(Saved.storage(base)) as instance:
         _land_reports(base / "root" / "landing")
         source = _reports(instance, base / "root")
         first = source.tick_and_run()
-        assert first.success
-    return (Saved.save(base, source.cursor),
-            {tag: first.dagster_run.tags[tag] for tag in (RANGE_START, RANGE_END)})
+    return Saved.save(base, source.cursor), first
 
 
 @pytest.fixture
 def ran(ran_once, tmp_path) -> Iterator[Ran]:
     """The reports landed and the GEOPM run over them (:func:`ran_once`), for this test."""
-    saved, range_tags = ran_once
+    saved, first = ran_once
     with saved.restored(tmp_path) as instance:
         source = _reports(instance, saved.root)
         source.cursor = saved.cursor
-        yield Ran(source, saved.root, range_tags)
+        yield Ran(source, saved.root, first)
 
 
 def _loads(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
@@ -190,8 +194,8 @@ def _trial_events(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
             if event.asset_key == geopm_trials.key}
 
 
-def test_every_report_is_one_trial_loaded_in_the_geopm_run(reports, landing):
-    result = reports.tick_and_run()
+def test_every_report_is_one_trial_loaded_in_the_geopm_run(ran):
+    reports, landing, result = ran.source, ran.landing, ran.first
     assert result.success
     assert {day: c.passed for day, c in _loads(result).items()} == dict.fromkeys(
         DAY.values(), True)
