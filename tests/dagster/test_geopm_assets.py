@@ -156,24 +156,38 @@ class Saved:
             yield instance
 
 
+@dataclass(frozen=True)
+class FirstRun:
+    """A module's first run (:func:`_first_run`): what it left, saved; the run requests of
+    the tick that asked for it; and its result."""
+
+    saved: Saved
+    requests: list[dg.RunRequest]
+    result: dg.ExecuteInProcessResult
+
+
 def _first_run(base: Path, extra: Callable[[Path], None] | None = None,
-               succeeds: bool = True) -> Saved:
+               succeeds: bool = True) -> FirstRun:
     """The two bundled reports landed in ``base / "root"`` (and what ``extra`` writes into
     the landing folder), quiet, and the run of the sensor's first tick over them (which
-    ``succeeds``, or fails), as :func:`pipeline` would make them, saved."""
+    ``succeeds``, or fails), as :func:`pipeline` would make them."""
     with instance_in(Saved.storage(base)) as instance:
         landing = _land(base / "root" / "landing")
         if extra is not None:
             extra(landing)
         pipeline = Pipeline(instance, landing, base / "root" / "warehouse")
         settle()
-        assert pipeline.launch(pipeline.tick().run_requests[0]).success is succeeds
-    return Saved.save(base, pipeline.cursor)
+        requests = pipeline.tick().run_requests
+        result = pipeline.launch(requests[0])
+        assert result.success is succeeds
+    return FirstRun(Saved.save(base, pipeline.cursor), requests, result)
 
 
 @contextmanager
-def _restored(saved: Saved, tmp_path: Path) -> Iterator[Pipeline]:
-    """The pipeline of ``saved`` put back for this test (its landing folder ``.landing``)."""
+def _restored(first: FirstRun, tmp_path: Path) -> Iterator[Pipeline]:
+    """The pipeline after ``first`` put back for this test (its landing folder
+    ``.landing``)."""
+    saved = first.saved
     with saved.restored(tmp_path) as instance:
         pipeline = Pipeline(instance, saved.root / "landing", saved.root / "warehouse")
         pipeline.cursor = saved.cursor
@@ -181,13 +195,13 @@ def _restored(saved: Saved, tmp_path: Path) -> Iterator[Pipeline]:
 
 
 @pytest.fixture(scope="module")
-def ran_once(tmp_path_factory) -> Saved:
+def ran_once(tmp_path_factory) -> FirstRun:
     """The run of the first tick over the two bundled reports: once per module."""
     return _first_run(tmp_path_factory.mktemp("geopm"))
 
 
 @pytest.fixture
-def ran(ran_once: Saved, tmp_path) -> Iterator[Pipeline]:
+def ran(ran_once: FirstRun, tmp_path) -> Iterator[Pipeline]:
     """:func:`pipeline` after the run of its first tick over the two bundled reports
     (:func:`ran_once`, put back for this test; its landing folder ``ran.landing``)."""
     with _restored(ran_once, tmp_path) as pipeline:
@@ -195,7 +209,7 @@ def ran(ran_once: Saved, tmp_path) -> Iterator[Pipeline]:
 
 
 @pytest.fixture(scope="module")
-def failed_once(tmp_path_factory) -> Saved:
+def failed_once(tmp_path_factory) -> FirstRun:
     """The failed run of the first tick over the two bundled reports and ``cut.report``:
     once per module."""
     return _first_run(tmp_path_factory.mktemp("geopm-bad"),
@@ -203,7 +217,7 @@ def failed_once(tmp_path_factory) -> Saved:
 
 
 @pytest.fixture
-def failed(failed_once: Saved, tmp_path) -> Iterator[Pipeline]:
+def failed(failed_once: FirstRun, tmp_path) -> Iterator[Pipeline]:
     """:func:`pipeline` after the run of its first tick over the two bundled reports and
     the truncated ``cut.report`` (:func:`_cut`) of the legacy report's day, which failed
     that day (:func:`failed_once`, put back for this test; its landing folder
@@ -213,7 +227,7 @@ def failed(failed_once: Saved, tmp_path) -> Iterator[Pipeline]:
 
 
 @pytest.fixture(scope="module")
-def varied_once(tmp_path_factory) -> Saved:
+def varied_once(tmp_path_factory) -> FirstRun:
     """The run of the first tick over the two bundled reports and ``a.report``: once per
     module."""
     return _first_run(tmp_path_factory.mktemp("geopm-a"),
@@ -221,7 +235,7 @@ def varied_once(tmp_path_factory) -> Saved:
 
 
 @pytest.fixture
-def varied(varied_once: Saved, tmp_path) -> Iterator[Pipeline]:
+def varied(varied_once: FirstRun, tmp_path) -> Iterator[Pipeline]:
     """:func:`pipeline` after the run of its first tick over the two bundled reports and
     ``a.report``, a variant of the legacy report of its day (:func:`legacy_variant`: 20 s
     later, twice its package energy) (:func:`varied_once`, put back for this test; its
@@ -236,14 +250,14 @@ def _cut(path: Path) -> None:
     path.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
 
 
-def test_the_bundled_reports_materialize_in_one_run(pipeline):
-    settle()
-    [request] = pipeline.tick().run_requests
+def test_the_bundled_reports_materialize_in_one_run(ran, ran_once):
+    pipeline = ran
+    [request] = ran_once.requests
     keys = [f"landing/{YAML}", f"landing/{LEGACY}"]  # sorted by file name
     assert pipeline.partitions() == DAYS
     assert (request.tags[RANGE_START], request.tags[RANGE_END]) == tuple(DAYS)
     assert GeopmHandOut.named_in(request.run_config) == {DAY[YAML]: [keys[0]], DAY[LEGACY]: [keys[1]]}
-    result = pipeline.launch(request)
+    result = ran_once.result
     assert result.success
 
     tables = pipeline.tables
@@ -376,17 +390,15 @@ def _observed(result) -> list[dg.AssetObservation]:
             if e.is_asset_observation and e.asset_key == geopm_report_files.key]
 
 
-def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing):
+def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(failed, failed_once):
     """A truncated report of the legacy report's day fails that day, named with its file and
     line; the day's good report and the other day are stored and reach the tables. Fixed
     in place, it is picked up by itself at a later tick, alone."""
-    bad = landing / "cut.report"
-    lines = (EXAMPLES / LEGACY).read_text().splitlines(keepends=True)
-    bad.write_text("".join(lines[:111]))  # the host's last line (memory HWM) missing
-    settle()
-    [request] = pipeline.tick().run_requests
+    pipeline, landing = failed, failed.landing
+    bad = landing / "cut.report"  # _cut: the host's last line (memory HWM) missing
+    [request] = failed_once.requests
     assert GeopmHandOut.named_in(request.run_config)[DAY[LEGACY]] == ["landing/cut.report", f"landing/{LEGACY}"]
-    result = pipeline.launch(request)
+    result = failed_once.result
     assert not result.success
     good = [f"landing/{YAML}", f"landing/{LEGACY}"]
     for asset in (geopm_validated_frames.key, geopm_host_energy.key):
