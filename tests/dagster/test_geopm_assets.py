@@ -3,9 +3,12 @@ one run over the reports handed out, a bad report failing its day alone."""
 
 import os
 import shutil
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from unittest import mock
 
 import dagster as dg
 import pandas as pd
@@ -15,6 +18,7 @@ import assets.geopm
 import sensors.geopm
 from assets.geopm import (
     FACTS_TABLE,
+    GEOPM_TABLES,
     HOST_TABLE,
     REGION_TABLE,
     REPORT_TABLE,
@@ -52,9 +56,10 @@ from sensors.partition_runs import (
     RETRY_OF_TAG,
     RUN_KEY_TAG,
 )
+from tests import dagster_sqlite
 from tests.dagster.conftest import QUIET_S, settle
 from tests.dagster.source_runs import SourceRuns
-from tests.dagster_sqlite import empty_instance
+from tests.dagster_sqlite import empty_instance, empty_storage
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "geopm"
 LEGACY = "geopmbench_1host.legacy.report"
@@ -68,14 +73,18 @@ DAY = {LEGACY: "landing/2020-04-01", YAML: "landing/2019-05-30"}
 DAYS = sorted(DAY.values())
 
 
-@pytest.fixture
-def landing(tmp_path: Path) -> Path:
-    """A landing folder ``landing`` holding copies of the two bundled reports, quiet."""
-    folder = tmp_path / "landing"
+def _land(folder: Path) -> Path:
+    """A new landing ``folder`` holding copies of the two bundled reports."""
     folder.mkdir()
     for name in (LEGACY, YAML):
         shutil.copy(EXAMPLES / name, folder / name)
     return folder
+
+
+@pytest.fixture
+def landing(tmp_path: Path) -> Path:
+    """A landing folder ``landing`` holding copies of the two bundled reports, quiet."""
+    return _land(tmp_path / "landing")
 
 
 class Pipeline(SourceRuns):
@@ -83,6 +92,7 @@ class Pipeline(SourceRuns):
 
     def __init__(self, instance, landing: Path, warehouse: Path,
                  workers: StepWorkers | None = None):
+        self.landing = landing
         self.source = GeopmReportSource(landing_folders=[str(landing)], quiet_period_s=QUIET_S)
         self.warehouse = Warehouse(root=str(warehouse))
         defs = build_definitions(
@@ -98,14 +108,156 @@ def pipeline(instance, landing, tmp_path) -> Pipeline:
     return Pipeline(instance, landing, tmp_path / "warehouse")
 
 
-def test_the_bundled_reports_materialize_in_one_run(pipeline):
-    settle()
-    [request] = pipeline.tick().run_requests
+@contextmanager
+def instance_in(storage: Path) -> Iterator[dg.DagsterInstance]:
+    """An instance as the ``instance`` fixture makes (the batching storage) on the Dagster
+    storage in folder ``storage`` (made by ``empty_storage``, or a copy of one used since),
+    left there when the instance closes."""
+    with (mock.patch.object(dagster_sqlite, "empty_storage", lambda _: str(storage)),
+          empty_instance() as instance):
+        yield instance
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What a module fixture made in folder ``root`` (``base / "root"``: a landing folder
+    ``landing``, the warehouse, the TAUdb) and in an instance on the storage
+    ``base / "storage"`` (:meth:`storage`), saved once that instance closed (its events
+    written) under ``saved``, with the sensor's cursor then."""
+
+    root: Path
+    saved: Path
+    cursor: str | None
+
+    @staticmethod
+    def storage(base: Path) -> Path:
+        """Folder ``base / "root"`` made, and an empty Dagster storage ``base / "storage"``
+        for :func:`instance_in`."""
+        (base / "root").mkdir()
+        return Path(empty_storage(base / "storage"))
+
+    @classmethod
+    def save(cls, base: Path, cursor: str | None) -> "Saved":
+        """``base / "root"`` and the storage (its instance closed) copied under
+        ``base / "saved"``."""
+        shutil.copytree(base / "storage", base / "saved" / "storage")
+        shutil.copytree(base / "root", base / "saved" / "root")  # copy2: sizes, mtimes kept
+        return cls(base / "root", base / "saved", cursor)
+
+    @contextmanager
+    def restored(self, tmp_path: Path) -> Iterator[dg.DagsterInstance]:
+        """``root`` put back as it was saved (at the same paths: the trials name their
+        files, the trials' state the TAUdb and the window table, by their location), and
+        an instance on a copy (in ``tmp_path``) of the storage saved."""
+        shutil.rmtree(self.root)
+        shutil.copytree(self.saved / "root", self.root)
+        storage = shutil.copytree(self.saved / "storage", tmp_path / "dagster-storage")
+        with instance_in(storage) as instance:
+            yield instance
+
+
+@dataclass(frozen=True)
+class FirstRun:
+    """A module's first run (:func:`_first_run`): what it left, saved; the run requests of
+    the tick that asked for it; and its result."""
+
+    saved: Saved
+    requests: list[dg.RunRequest]
+    result: dg.ExecuteInProcessResult
+
+
+def _first_run(base: Path, extra: Callable[[Path], None] | None = None,
+               succeeds: bool = True) -> FirstRun:
+    """The two bundled reports landed in ``base / "root"`` (and what ``extra`` writes into
+    the landing folder), quiet, and the run of the sensor's first tick over them (which
+    ``succeeds``, or fails), as :func:`pipeline` would make them."""
+    with instance_in(Saved.storage(base)) as instance:
+        landing = _land(base / "root" / "landing")
+        if extra is not None:
+            extra(landing)
+        pipeline = Pipeline(instance, landing, base / "root" / "warehouse")
+        settle()
+        requests = pipeline.tick().run_requests
+        result = pipeline.launch(requests[0])
+        assert result.success is succeeds
+    return FirstRun(Saved.save(base, pipeline.cursor), requests, result)
+
+
+@contextmanager
+def _restored(first: FirstRun, tmp_path: Path) -> Iterator[Pipeline]:
+    """The pipeline after ``first`` put back for this test (its landing folder
+    ``.landing``)."""
+    saved = first.saved
+    with saved.restored(tmp_path) as instance:
+        pipeline = Pipeline(instance, saved.root / "landing", saved.root / "warehouse")
+        pipeline.cursor = saved.cursor
+        yield pipeline
+
+
+@pytest.fixture(scope="module")
+def ran_once(tmp_path_factory) -> FirstRun:
+    """The run of the first tick over the two bundled reports: once per module."""
+    return _first_run(tmp_path_factory.mktemp("geopm"))
+
+
+@pytest.fixture
+def ran(ran_once: FirstRun, tmp_path) -> Iterator[Pipeline]:
+    """:func:`pipeline` after the run of its first tick over the two bundled reports
+    (:func:`ran_once`, put back for this test; its landing folder ``ran.landing``)."""
+    with _restored(ran_once, tmp_path) as pipeline:
+        yield pipeline
+
+
+@pytest.fixture(scope="module")
+def failed_once(tmp_path_factory) -> FirstRun:
+    """The failed run of the first tick over the two bundled reports and ``cut.report``:
+    once per module."""
+    return _first_run(tmp_path_factory.mktemp("geopm-bad"),
+                      lambda landing: _cut(landing / "cut.report"), succeeds=False)
+
+
+@pytest.fixture
+def failed(failed_once: FirstRun, tmp_path) -> Iterator[Pipeline]:
+    """:func:`pipeline` after the run of its first tick over the two bundled reports and
+    the truncated ``cut.report`` (:func:`_cut`) of the legacy report's day, which failed
+    that day (:func:`failed_once`, put back for this test; its landing folder
+    ``failed.landing``)."""
+    with _restored(failed_once, tmp_path) as pipeline:
+        yield pipeline
+
+
+@pytest.fixture(scope="module")
+def varied_once(tmp_path_factory) -> FirstRun:
+    """The run of the first tick over the two bundled reports and ``a.report``: once per
+    module."""
+    return _first_run(tmp_path_factory.mktemp("geopm-a"),
+                      lambda landing: legacy_variant(landing / "a.report", 20, scale=2.0))
+
+
+@pytest.fixture
+def varied(varied_once: FirstRun, tmp_path) -> Iterator[Pipeline]:
+    """:func:`pipeline` after the run of its first tick over the two bundled reports and
+    ``a.report``, a variant of the legacy report of its day (:func:`legacy_variant`: 20 s
+    later, twice its package energy) (:func:`varied_once`, put back for this test; its
+    landing folder ``varied.landing``)."""
+    with _restored(varied_once, tmp_path) as pipeline:
+        yield pipeline
+
+
+def _cut(path: Path) -> None:
+    """The legacy report cut short at ``path``: the host's last line (memory HWM) missing,
+    a truncated report failing at line 111."""
+    path.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
+
+
+def test_the_bundled_reports_materialize_in_one_run(ran, ran_once):
+    pipeline = ran
+    [request] = ran_once.requests
     keys = [f"landing/{YAML}", f"landing/{LEGACY}"]  # sorted by file name
     assert pipeline.partitions() == DAYS
     assert (request.tags[RANGE_START], request.tags[RANGE_END]) == tuple(DAYS)
     assert GeopmHandOut.named_in(request.run_config) == {DAY[YAML]: [keys[0]], DAY[LEGACY]: [keys[1]]}
-    result = pipeline.launch(request)
+    result = ran_once.result
     assert result.success
 
     tables = pipeline.tables
@@ -238,17 +390,15 @@ def _observed(result) -> list[dg.AssetObservation]:
             if e.is_asset_observation and e.asset_key == geopm_report_files.key]
 
 
-def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(pipeline, landing):
+def test_a_bad_report_fails_alone_and_is_picked_up_once_fixed(failed, failed_once):
     """A truncated report of the legacy report's day fails that day, named with its file and
     line; the day's good report and the other day are stored and reach the tables. Fixed
     in place, it is picked up by itself at a later tick, alone."""
-    bad = landing / "cut.report"
-    lines = (EXAMPLES / LEGACY).read_text().splitlines(keepends=True)
-    bad.write_text("".join(lines[:111]))  # the host's last line (memory HWM) missing
-    settle()
-    [request] = pipeline.tick().run_requests
+    pipeline, landing = failed, failed.landing
+    bad = landing / "cut.report"  # _cut: the host's last line (memory HWM) missing
+    [request] = failed_once.requests
     assert GeopmHandOut.named_in(request.run_config)[DAY[LEGACY]] == ["landing/cut.report", f"landing/{LEGACY}"]
-    result = pipeline.launch(request)
+    result = failed_once.result
     assert not result.success
     good = [f"landing/{YAML}", f"landing/{LEGACY}"]
     for asset in (geopm_validated_frames.key, geopm_host_energy.key):
@@ -589,13 +739,19 @@ def kept_tables(tables: Tables) -> dict[str, pd.DataFrame]:
             for table, order in KEPT_TABLES.items()}
 
 
+#: What a rebuild (:func:`assert_equal_to_a_rebuild`) materializes: the tables kept per
+#: report and what they are made from; not the trials, which it does not compare.
+REBUILT = [geopm_validated_frames.key, geopm_host_energy.key,
+           *(spec.key for spec in GEOPM_TABLES)]
+
+
 def assert_equal_to_a_rebuild(pipeline: Pipeline, landing: Path, tmp_path: Path) -> None:
     """``pipeline``'s tables kept per report equal, row for row, those of a fresh instance
-    and warehouse landing every report of ``landing`` in one run."""
+    and warehouse landing every report of ``landing`` in one run (of :data:`REBUILT`)."""
     with empty_instance() as instance:
         fresh = Pipeline(instance, landing, tmp_path / "rebuilt")
         [request] = fresh.tick().run_requests
-        assert fresh.launch(request).success
+        assert fresh.launch(request._replace(asset_selection=REBUILT)).success
         rebuilt = kept_tables(fresh.tables)
     for table, rows in kept_tables(pipeline.tables).items():
         pd.testing.assert_frame_equal(rows, rebuilt[table], check_like=True, obj=table)
@@ -606,14 +762,11 @@ def _frames_of(instance, day: str) -> list[str]:
     return _latest(instance, geopm_validated_frames.key, day).metadata["report_keys"].value
 
 
-def test_reports_of_one_day_landing_in_two_ticks_are_processed_once_each(
-        pipeline, landing, tmp_path):
+def test_reports_of_one_day_landing_in_two_ticks_are_processed_once_each(ran, tmp_path):
     """Two reports of the legacy report's day land after the first run: the second run's
     hand-out is those two alone (the day's earlier report is not read again), and the
     tables kept per report equal a rebuild from scratch."""
-    settle()
-    [first] = pipeline.tick().run_requests
-    assert pipeline.launch(first).success
+    pipeline, landing = ran, ran.landing
     legacy_variant(landing / "a.report", 20, scale=2.0)
     legacy_variant(landing / "b.report", 25, scale=3.0)
     settle()
@@ -638,13 +791,10 @@ def test_reports_of_one_day_landing_in_two_ticks_are_processed_once_each(
     assert_equal_to_a_rebuild(pipeline, landing, tmp_path)
 
 
-def test_a_day_with_nothing_handed_out_is_read_whole(pipeline, landing):
+def test_a_day_with_nothing_handed_out_is_read_whole(varied):
     """A run over a day with no hand-out in its config (a backfill, a materialization from
     the UI) processes every report of that day in its landing folder, and only those."""
-    legacy_variant(landing / "a.report", 20, scale=2.0)
-    settle()
-    [first] = pipeline.tick().run_requests
-    assert pipeline.launch(first).success
+    pipeline = varied
     job = pipeline.defs.resolve_job_def(JOB_NAME)
     result = job.execute_in_process(instance=pipeline.instance, partition_key=DAY[LEGACY],
                                     raise_on_error=False)
@@ -655,14 +805,12 @@ def test_a_day_with_nothing_handed_out_is_read_whole(pipeline, landing):
         "landing/a.report", f"landing/{LEGACY}", f"landing/{YAML}"}
 
 
-def test_a_report_landed_again_in_place_replaces_its_rows(pipeline, landing, tmp_path):
+def test_a_report_landed_again_in_place_replaces_its_rows(varied, tmp_path):
     """A report rewritten in place is handed out alone, in its day, and its rows are
     replaced; rewritten with a start on another day, it moves to that day's partition and
     its rows are replaced again: the tables equal a rebuild from scratch each time."""
+    pipeline, landing = varied, varied.landing
     path = landing / "a.report"
-    legacy_variant(path, 20, scale=2.0)
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
 
     def package_j() -> float:
         report = pipeline.tables.read_table(REPORT_TABLE).set_index(["report", "section"])
@@ -716,11 +864,10 @@ def test_a_run_cancelled_before_the_upgrade_makes_no_later_run_a_retry(pipeline)
         DAY[YAML]: [f"landing/{YAML}"], DAY[LEGACY]: [f"landing/{LEGACY}"]}
 
 
-def test_a_report_landed_again_broken_keeps_what_was_stored(pipeline, landing):
+def test_a_report_landed_again_broken_keeps_what_was_stored(ran):
     """The legacy report rewritten in place cut short: its day fails naming it, and its
     frames, host energy, rows and facts stay those of its good version."""
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = ran, ran.landing
     key = f"landing/{LEGACY}"
     before = kept_tables(pipeline.tables)
     frames = load_frames(pipeline.tables, "regions", [key])
@@ -741,14 +888,12 @@ def test_a_report_landed_again_broken_keeps_what_was_stored(pipeline, landing):
         pd.testing.assert_frame_equal(rows, before[table], obj=table)
 
 
-def test_a_day_failing_on_a_bad_report_hands_out_that_report_again_alone(pipeline, landing):
+def test_a_day_failing_on_a_bad_report_hands_out_that_report_again_alone(failed):
     """While a bad report is not fixed, its day stays failed: each later hand-out of the day
     is its new reports and the bad one (what its failed run named), not the day's good
     ones again; fixed, it is handed out alone and the day passes."""
+    pipeline, landing = failed, failed.landing
     bad = landing / "cut.report"
-    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
-    settle()
-    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
     for name, second in (("a.report", 20), ("b.report", 25)):
         legacy_variant(landing / name, second, scale=2.0)
         settle()
@@ -771,14 +916,12 @@ def test_a_day_failing_on_a_bad_report_hands_out_that_report_again_alone(pipelin
         f"landing/{YAML}"}
 
 
-def test_a_bad_report_fixed_into_another_day_clears_its_old_day(pipeline, landing):
+def test_a_bad_report_fixed_into_another_day_clears_its_old_day(failed):
     """A bad report fixed so that it starts on another day is handed out in that day, and its
     old day, FAILED on it alone, is in the same run naming no report (its good one is not
     read again): it passes without the bad one, and both days show MATERIALIZED."""
+    pipeline, landing = failed, failed.landing
     bad = landing / "cut.report"
-    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
-    settle()
-    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
     legacy_variant(bad, 30, scale=3.0, start="Thu Apr 02 09:00:30 2020")
     settle()
     [fixed] = pipeline.tick().run_requests
@@ -795,17 +938,14 @@ def test_a_bad_report_fixed_into_another_day_clears_its_old_day(pipeline, landin
     assert pipeline.tick().run_requests == []
 
 
-def test_a_landing_while_its_days_run_is_in_flight_waits_and_rereads_only_its_failures(
-        pipeline, landing):
+def test_a_landing_while_its_days_run_is_in_flight_waits_and_rereads_only_its_failures(failed):
     """A report landing while the sensor's own run over its day is in flight (the day
     IN_PROGRESS, not FAILED) is handed out once that run has ended, with the reports that
     run recorded as failed and no other: its good reports are not read again (when a
     hand-out listed the one in flight, each run re-read the day so far), and the day
     stays failed until the bad report is fixed."""
+    pipeline, landing = failed, failed.landing
     bad = landing / "cut.report"
-    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
-    settle()
-    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
     legacy_variant(landing / "a.report", 20, scale=2.0)
     settle()
     [second] = pipeline.tick().run_requests
@@ -837,12 +977,11 @@ def test_a_landing_while_its_days_run_is_in_flight_waits_and_rereads_only_its_fa
     assert pipeline.launch(fixed).success
 
 
-def test_a_failure_found_by_a_whole_day_run_is_rechecked(pipeline, landing):
+def test_a_failure_found_by_a_whole_day_run_is_rechecked(ran):
     """A whole-day run (the UI's, the weekly re-validation) records which reports failed
     in each day, as every run does: the day's next hand-out rechecks them even though
     the latest hand-out's run passed; a later whole-day run that passes clears them."""
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = ran, ran.landing
     bad = landing / "cut.report"
     bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
     job = pipeline.defs.resolve_job_def(JOB_NAME)
@@ -863,12 +1002,11 @@ def test_a_failure_found_by_a_whole_day_run_is_rechecked(pipeline, landing):
     assert GeopmHandOut.named_in(later.run_config) == {DAY[LEGACY]: ["landing/b.report"]}
 
 
-def test_a_run_that_reads_no_report_again_keeps_the_days_failures(pipeline, landing):
+def test_a_run_that_reads_no_report_again_keeps_the_days_failures(ran):
     """A run of a day's host energy alone (from the frames stored: the UI materializing it)
     reads no report again, so it records nothing: the failure the day's last reading found
     stays rechecked, though the older frames of the report broken since give it energy."""
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = ran, ran.landing
     legacy = landing / LEGACY
     legacy.write_text("".join(legacy.read_text().splitlines(keepends=True)[:111]))
     settle()
@@ -884,14 +1022,11 @@ def test_a_run_that_reads_no_report_again_keeps_the_days_failures(pipeline, land
     assert sorted(GeopmHandOut.named_in(request.run_config)[DAY[LEGACY]]) == ["landing/a.report", f"landing/{LEGACY}"]
 
 
-def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(pipeline, landing):
+def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(failed):
     """The reports handed out to a CANCELED run are asked for again once though their day
     FAILED, those still there, each in one day of the run: a report of the cancelled
     hand-out that moved to another day since is processed there alone."""
-    bad = landing / "cut.report"
-    bad.write_text("".join((EXAMPLES / LEGACY).read_text().splitlines(keepends=True)[:111]))
-    settle()
-    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = failed, failed.landing
     for name in ("a.report", "b.report"):
         legacy_variant(landing / name, 20, scale=2.0)
     settle()
@@ -913,11 +1048,10 @@ def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(pipeline, la
     assert pipeline.tick().run_requests == []
 
 
-def test_a_cancelled_hand_out_whose_reports_are_all_gone_asks_for_nothing(pipeline, landing):
+def test_a_cancelled_hand_out_whose_reports_are_all_gone_asks_for_nothing(ran):
     """A CANCELED run's day none of whose reports is left is not handed out empty (a run
     storing "0 reports" would mark the day materialized): the next tick asks for nothing."""
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = ran, ran.landing
     legacy_variant(landing / "a.report", 20, scale=2.0)
     settle()
     [request] = pipeline.tick().run_requests
@@ -931,13 +1065,11 @@ def test_a_cancelled_hand_out_whose_reports_are_all_gone_asks_for_nothing(pipeli
     assert pipeline.tick().run_requests == []
 
 
-def test_a_cancelled_hand_out_tagged_not_to_retry_is_not_rechecked_with_its_day(pipeline,
-                                                                                 landing):
+def test_a_cancelled_hand_out_tagged_not_to_retry_is_not_rechecked_with_its_day(ran):
     """The reports of a CANCELED run tagged ``joulehouse/no_retry=true`` (an operator's "leave
     them be") are not listed again with the next hand-out of their day: that run asks for the
     report landed since alone."""
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = ran, ran.landing
     legacy_variant(landing / "a.report", 20, scale=2.0)
     settle()
     [request] = pipeline.tick().run_requests
@@ -951,11 +1083,10 @@ def test_a_cancelled_hand_out_tagged_not_to_retry_is_not_rechecked_with_its_day(
     assert GeopmHandOut.named_in(request.run_config) == {DAY[LEGACY]: ["landing/b.report"]}
 
 
-def test_a_whole_day_run_of_a_day_with_no_report_left_passes(pipeline, landing):
+def test_a_whole_day_run_of_a_day_with_no_report_left_passes(ran):
     """A day read whole (the UI, the weekly re-validation) whose reports are all gone
     stores nothing and passes, showing zero reports."""
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = ran, ran.landing
     (landing / YAML).unlink()
     result = pipeline.defs.resolve_job_def(JOB_NAME).execute_in_process(
         instance=pipeline.instance, partition_key=DAY[YAML])
@@ -964,13 +1095,11 @@ def test_a_whole_day_run_of_a_day_with_no_report_left_passes(pipeline, landing):
     assert (energy_day["reports"].value, energy_day["total_energy_j"].value) == (0, 0.0)
 
 
-def test_a_run_without_partitions_drops_a_removed_report_but_not_an_unmounted_folder(
-        pipeline, landing):
+def test_a_run_without_partitions_drops_a_removed_report_but_not_an_unmounted_folder(ran):
     """The tables over all reports, materialized without partitions, keep the stored
     reports still in their landing folder: a removed report's rows and facts go; a
     landing folder that cannot be listed, or lists nothing (unmounted), keeps all of its."""
-    settle()
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+    pipeline, landing = ran, ran.landing
     job = pipeline.defs.resolve_job_def(JOB_NAME)
     tables_only = [geopm_region_energy.key, geopm_report_energy.key, geopm_energy_facts.key]
 

@@ -4,15 +4,18 @@
 Five days of one sensor land (the bundled fixture's reports moved to 2021-01-10 .. 14, one
 entry per day: a folder of its HWPC and power reports); a landing in one day then reads
 that day's windows and power reports alone, though the PowerAPI pipeline rewrote the
-sensor's windows of every day.
+sensor's windows of every day. The five days are landed and loaded once per module; each
+test starts from a copy of what that left, put back at the same paths.
 """
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from assets.plot_cadence import PLOT_EVERY_ENV
 from assets.pools import TRIALS_POOL, tables_pool
 from assets.powerapi import (
     powerapi_pipeline,
@@ -29,6 +32,7 @@ from joulehouse.warehouse import Warehouse as Tables
 from resources import PowerapiSource, TaudbResource, Warehouse
 from sensors import powerapi
 from sensors.local import tick
+from tests.dagster.test_geopm_assets import Saved, instance_in
 from tests.dagster.test_source_trials import POWERAPI_EXAMPLES, Source, _load_days, _rows
 
 DAYS = [f"2021-01-{day}" for day in range(10, 15)]
@@ -49,20 +53,46 @@ def _day_entry(folder: Path, name: str, day: str, target: str | None = None) -> 
                                       .read_text().replace("2021-01-13", day))
 
 
+def _source(instance, root: Path) -> Source:
+    """The PowerAPI source over ``root``'s landing folder ``landing``, its warehouse and TAUdb
+    under ``root``."""
+    return Source(instance, root, powerapi, "powerapi_source",
+                  PowerapiSource(landing_folders=[str(root / "landing")], quiet_period_s=0))
+
+
+@pytest.fixture(scope="module")
+def landed(tmp_path_factory) -> Saved:
+    """Five days of the sensor landed through the PowerAPI run, their trials loaded: once
+    per module, saved for each test to start from."""
+    base = tmp_path_factory.mktemp("days")
+    with instance_in(Saved.storage(base)) as instance:
+        (base / "root" / "landing").mkdir()
+        for day in DAYS:
+            _day_entry(base / "root" / "landing", f"day{day[-2:]}", day)
+        source = _source(instance, base / "root")
+        assert source.tick_and_run().success
+        first = _load_days(source)
+        assert (first["read_whole"].value, first["days_loaded"].value) == (
+            "first run: no state", 5)
+    return Saved.save(base, source.cursor)
+
+
+@pytest.fixture(autouse=True)
+def _plots_as_deployed(monkeypatch) -> None:
+    """The PowerAPI runs of a test draw their plots as deployed, at most every 600 s
+    (``assets/plot_cadence.py``): after the first run's (:func:`landed`), they leave them
+    out. No test here looks at a plot."""
+    monkeypatch.setenv(PLOT_EVERY_ENV, "600")
+
+
 @pytest.fixture
-def days(instance, tmp_path) -> tuple[Source, Path]:
-    """Five days of the sensor landed through the PowerAPI run, their trials loaded."""
-    folder = tmp_path / "landing"
-    folder.mkdir()
-    for day in DAYS:
-        _day_entry(folder, f"day{day[-2:]}", day)
-    source = Source(instance, tmp_path, powerapi, "powerapi_source",
-                    PowerapiSource(landing_folders=[str(folder)], quiet_period_s=0))
-    assert source.tick_and_run().success
-    first = _load_days(source)
-    assert (first["read_whole"].value, first["days_loaded"].value) == (
-        "first run: no state", 5)
-    return source, folder
+def days(landed: Saved, tmp_path) -> Iterator[tuple[Source, Path]]:
+    """The five days landed and their trials loaded (:func:`landed`), for this test: put
+    back at the same paths, with the instance and the sensor's cursor of then."""
+    with landed.restored(tmp_path) as instance:
+        source = _source(instance, landed.root)
+        source.cursor = landed.cursor
+        yield source, landed.root / "landing"
 
 
 class Reads:

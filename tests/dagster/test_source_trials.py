@@ -5,10 +5,15 @@ partition (``assets/geopm.py``); PowerAPI: ``powerapi_trials``, one trial per se
 UTC day from the stored PowerAPI tables (``assets/taudb.py``). The trials have
 the rows the mapping tests expect (``tests/geopm/test_geopm_taudb.py``,
 ``tests/taudb/test_powerapi_mapping.py``).
+
+The first run over the landing folder that several tests start from is made once per
+module (``test_geopm_assets.Saved``): each of them starts from a copy of what it left, put back at the
+same paths.
 """
 
 import shutil
-from dataclasses import replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -45,7 +50,15 @@ from resources import (
 from sensors import geopm, powerapi
 from sensors.local import launch_in_process, tick
 from sensors.partition_runs import RANGE_END, RANGE_START
-from tests.dagster.test_geopm_assets import ENERGY_J, EXAMPLES, LEGACY, SHAPE, YAML
+from tests.dagster.test_geopm_assets import (
+    ENERGY_J,
+    EXAMPLES,
+    LEGACY,
+    SHAPE,
+    YAML,
+    Saved,
+    instance_in,
+)
 from tests.geopm.test_geopm_taudb import SESSION_REPORT
 from tests.geopm.test_geopm_traps import REPORT_3X
 
@@ -101,10 +114,8 @@ class Source:
 
 # --- GEOPM ------------------------------------------------------------------------------------
 
-@pytest.fixture
-def landing(tmp_path: Path) -> Path:
-    """The two bundled reports and a geopmsession report, in a landing folder ``landing``."""
-    folder = tmp_path / "landing"
+def _land_reports(folder: Path) -> Path:
+    """The two bundled reports and a geopmsession report, in a new landing ``folder``."""
     folder.mkdir()
     for name in (LEGACY, YAML):
         shutil.copy(EXAMPLES / name, folder / name)
@@ -113,9 +124,62 @@ def landing(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def landing(tmp_path: Path) -> Path:
+    """The two bundled reports and a geopmsession report, in a landing folder ``landing``."""
+    return _land_reports(tmp_path / "landing")
+
+
+def _reports(instance, root: Path, timezone: str = "UTC") -> Source:
+    """The GEOPM source over ``root``'s landing folder ``landing`` (its warehouse and TAUdb
+    under ``root``), reading naive times in ``timezone``."""
+    return Source(instance, root, geopm, "geopm_source", GeopmReportSource(
+        landing_folders=[str(root / "landing")], quiet_period_s=0, timezone=timezone))
+
+
+@pytest.fixture
 def reports(instance, tmp_path, landing) -> Source:
-    return Source(instance, tmp_path, geopm, "geopm_source",
-                  GeopmReportSource(landing_folders=[str(landing)], quiet_period_s=0))
+    return _reports(instance, tmp_path)
+
+
+@dataclass(frozen=True)
+class Ran:
+    """The GEOPM source (:func:`landing`'s reports in ``root / "landing"``) after its first
+    sensor tick and run (``first``: its result)."""
+
+    source: Source
+    root: Path
+    first: dg.ExecuteInProcessResult
+
+    @property
+    def range_tags(self) -> dict[str, str]:
+        """The tags of the range of days the first run covered."""
+        return {tag: self.first.dagster_run.tags[tag] for tag in (RANGE_START, RANGE_END)}
+
+    @property
+    def landing(self) -> Path:
+        return self.root / "landing"
+
+
+@pytest.fixture(scope="module")
+def ran_once(tmp_path_factory) -> tuple[Saved, dg.ExecuteInProcessResult]:
+    """The reports landed and the GEOPM run over them (its first tick's), once per module;
+    the run's result."""
+    base = tmp_path_factory.mktemp("geopm")
+    with instance_in(Saved.storage(base)) as instance:
+        _land_reports(base / "root" / "landing")
+        source = _reports(instance, base / "root")
+        first = source.tick_and_run()
+    return Saved.save(base, source.cursor), first
+
+
+@pytest.fixture
+def ran(ran_once, tmp_path) -> Iterator[Ran]:
+    """The reports landed and the GEOPM run over them (:func:`ran_once`), for this test."""
+    saved, first = ran_once
+    with saved.restored(tmp_path) as instance:
+        source = _reports(instance, saved.root)
+        source.cursor = saved.cursor
+        yield Ran(source, saved.root, first)
 
 
 def _loads(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
@@ -130,8 +194,8 @@ def _trial_events(result: dg.ExecuteInProcessResult) -> dict[str, dict]:
             if event.asset_key == geopm_trials.key}
 
 
-def test_every_report_is_one_trial_loaded_in_the_geopm_run(reports, landing):
-    result = reports.tick_and_run()
+def test_every_report_is_one_trial_loaded_in_the_geopm_run(ran):
+    reports, landing, result = ran.source, ran.landing, ran.first
     assert result.success
     assert {day: c.passed for day, c in _loads(result).items()} == dict.fromkeys(
         DAY.values(), True)
@@ -171,10 +235,10 @@ def _rows(trial: TrialData) -> dict[str, list]:
                for name, frame in frames.items()}}
 
 
-def test_the_dagster_trial_is_the_trial_taudb_load_writes(reports, landing, tmp_path):
+def test_the_dagster_trial_is_the_trial_taudb_load_writes(ran, tmp_path):
     """So what TAU's own reader shows of the CLI's trials (tests/taudb/test_tau_reader.py,
     the bundled reports and a session report) holds for the Dagster ones."""
-    assert reports.tick_and_run().success
+    reports, landing = ran.source, ran.landing
     trials = reports.trials()
     with TaudbDatabase(f"sqlite:///{tmp_path}/cli.sqlite") as cli, reports.taudb.open() as db:
         for key in KEYS:
@@ -189,13 +253,11 @@ def test_the_dagster_trial_is_the_trial_taudb_load_writes(reports, landing, tmp_
                 replace(expected, fingerprint="")), key
 
 
-def test_rerunning_unchanged_reports_loads_nothing_new(reports, instance):
-    first = reports.tick_and_run()
-    assert first.success
+def test_rerunning_unchanged_reports_loads_nothing_new(ran):
+    reports = ran.source
     before = reports.trials()
     job = reports.defs.resolve_job_def(geopm.JOB_NAME)
-    same = {tag: first.dagster_run.tags[tag] for tag in (RANGE_START, RANGE_END)}
-    again = launch_in_process(job, instance, dg.RunRequest(tags=same),
+    again = launch_in_process(job, reports.instance, dg.RunRequest(tags=ran.range_tags),
                               log_level="WARNING")  # the same range, nothing changed
     assert again.success
     assert reports.trials() == before  # same ids, same fingerprints: nothing reloaded
@@ -206,16 +268,13 @@ def test_rerunning_unchanged_reports_loads_nothing_new(reports, instance):
     assert all(c.passed for c in _loads(again).values())
 
 
-def test_a_changed_timezone_reloads_the_trials(reports, instance, tmp_path, landing):
+def test_a_changed_timezone_reloads_the_trials(ran):
     """The trials' times depend on the source's ``timezone``: changing it reloads every
     report's trial; an unchanged rerun loads none."""
-    first = reports.tick_and_run()
-    assert first.success
+    reports, instance = ran.source, ran.source.instance
     before = reports.trials()
-    same = dg.RunRequest(tags={tag: first.dagster_run.tags[tag]
-                               for tag in (RANGE_START, RANGE_END)})
-    zoned = Source(instance, tmp_path, geopm, "geopm_source", GeopmReportSource(
-        landing_folders=[str(landing)], quiet_period_s=0, timezone="Europe/Berlin"))
+    same = dg.RunRequest(tags=ran.range_tags)
+    zoned = _reports(instance, ran.root, timezone="Europe/Berlin")
     job = zoned.defs.resolve_job_def(geopm.JOB_NAME)
     assert launch_in_process(job, instance, same, log_level="WARNING").success
     after = zoned.trials()
@@ -225,8 +284,8 @@ def test_a_changed_timezone_reloads_the_trials(reports, instance, tmp_path, land
     assert zoned.trials() == after
 
 
-def test_a_bad_report_fails_only_itself_and_keeps_its_earlier_trial(reports, landing):
-    assert reports.tick_and_run().success
+def test_a_bad_report_fails_only_itself_and_keeps_its_earlier_trial(ran):
+    reports, landing = ran.source, ran.landing
     before = reports.trials()
     legacy = landing / LEGACY
     lines = (EXAMPLES / LEGACY).read_text().splitlines(keepends=True)
@@ -282,15 +341,35 @@ def test_a_report_landed_under_two_names_counts_once(reports, landing):
 
 # --- PowerAPI ---------------------------------------------------------------------------------
 
+def _powerapi(instance, root: Path) -> Source:
+    """The PowerAPI source over ``root``'s landing folder ``landing`` (its warehouse and
+    TAUdb under ``root``)."""
+    return Source(instance, root, powerapi, "powerapi_source",
+                  PowerapiSource(landing_folders=[str(root / "landing")], quiet_period_s=0))
+
+
+@pytest.fixture(scope="module")
+def sensor_days_once(tmp_path_factory) -> Saved:
+    """The bundled PowerAPI examples landed in ``landing``, through the PowerAPI run: once
+    per module."""
+    base = tmp_path_factory.mktemp("powerapi")
+    with instance_in(Saved.storage(base)) as instance:
+        shutil.copytree(POWERAPI_EXAMPLES, base / "root" / "landing",
+                        ignore=shutil.ignore_patterns("*.md"))
+        source = _powerapi(instance, base / "root")
+        assert source.tick_and_run().success
+    return Saved.save(base, source.cursor)
+
+
 @pytest.fixture
-def sensor_days(instance, tmp_path) -> tuple[Source, Path]:
-    """The bundled PowerAPI examples landed in ``landing``, through the PowerAPI run."""
-    folder = tmp_path / "landing"
-    shutil.copytree(POWERAPI_EXAMPLES, folder, ignore=shutil.ignore_patterns("*.md"))
-    source = Source(instance, tmp_path, powerapi, "powerapi_source",
-                    PowerapiSource(landing_folders=[str(folder)], quiet_period_s=0))
-    assert source.tick_and_run().success
-    return source, folder
+def sensor_days(sensor_days_once: Saved, tmp_path) -> Iterator[tuple[Source, Path]]:
+    """The bundled PowerAPI examples landed in ``landing``, through the PowerAPI run
+    (:func:`sensor_days_once`), for this test."""
+    saved = sensor_days_once
+    with saved.restored(tmp_path) as instance:
+        source = _powerapi(instance, saved.root)
+        source.cursor = saved.cursor
+        yield source, saved.root / "landing"
 
 
 def test_the_automation_starts_powerapi_trials_only_once_windows_are_stored(instance, tmp_path):
