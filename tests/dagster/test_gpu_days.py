@@ -23,6 +23,7 @@ from assets.gpu import (
     gpu_setting_energy,
     gpu_validated_frames,
 )
+from assets.plot_cadence import PLOT_EVERY_ENV
 from definitions import build_definitions
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.store import TABLE as FRAMES_TABLE
@@ -48,6 +49,14 @@ class Pipeline(SourceRuns):
         """The job executed as a backfill or the UI does: no repetition named."""
         return self.defs.resolve_job_def(JOB_NAME).execute_in_process(
             instance=self.instance, raise_on_error=False, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def plots_as_deployed(monkeypatch):
+    """Plots drawn at most every 600 s, as every deployment sets (deploy/README.md): a
+    test's first run draws them, its later runs do not draw again (matplotlib's PNGs were
+    a fifth of these tests' CPU); no test here looks at a plot."""
+    monkeypatch.setenv(PLOT_EVERY_ENV, "600")
 
 
 @pytest.fixture
@@ -325,9 +334,13 @@ def test_a_repetition_gone_between_the_scan_and_its_day_is_not_handed_out(
     assert len(handed[DAY]) == 5
 
 
-def test_a_tick_handing_out_reads_the_failed_days_once(pipeline, data_root, monkeypatch):
+def test_a_tick_handing_out_reads_the_failed_days_and_their_latest_records_once(
+        pipeline, data_root, monkeypatch):
     """The FAILED days' status (a query per built asset over the root's days) is read once a
-    tick, for the recheck and the moved failures alike."""
+    tick, for the recheck and the moved failures alike; and a FAILED day's latest hand-out
+    and outcome record are read once a tick, though its recheck, its entries not known
+    good, its next hand-out and the cancelled runs' check all ask for them
+    (``sensors.blocks.TickRecords``). Both counted over the same tick."""
     from sensors.blocks import BlockHandOuts
 
     break_power(data_root, BAD)
@@ -335,24 +348,10 @@ def test_a_tick_handing_out_reads_the_failed_days_once(pipeline, data_root, monk
     assert not pipeline.launch(pipeline.tick().run_requests[0]).success
     shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
     settle()
-    reads = []
+    status_reads = []
     failed_blocks = BlockHandOuts.failed_blocks
     monkeypatch.setattr(BlockHandOuts, "failed_blocks", lambda self, instance, registered: (
-        reads.append(list(registered)) or failed_blocks(self, instance, registered)))
-    [request] = pipeline.tick().run_requests
-    assert GpuHandOut.named_in(request.run_config) == {DAY: [NEW, BAD]}
-    assert reads == [[DAY]]
-
-
-def test_a_tick_reads_a_failed_days_latest_records_once(pipeline, data_root, monkeypatch):
-    """A FAILED day's latest hand-out and outcome record are read once a tick, though its
-    recheck, its entries not known good, its next hand-out and the cancelled runs' check
-    all ask for them (``sensors.blocks.TickRecords``)."""
-    break_power(data_root, BAD)
-    settle()
-    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
-    shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
-    settle()
+        status_reads.append(list(registered)) or failed_blocks(self, instance, registered)))
     reads: list[tuple[str, tuple]] = []
 
     def counted(name: str):
@@ -368,5 +367,6 @@ def test_a_tick_reads_a_failed_days_latest_records_once(pipeline, data_root, mon
         monkeypatch.setattr(pipeline.instance, name, counted(name))
     [request] = pipeline.tick().run_requests
     assert GpuHandOut.named_in(request.run_config) == {DAY: [NEW, BAD]}
+    assert status_reads == [[DAY]]
     assert sorted(reads) == [("fetch_materializations", (DAY,)),
                              ("fetch_observations", (DAY,))]
