@@ -15,6 +15,7 @@ import pytest
 
 from assets.blocks import FAILED_ENTRIES
 from assets.gpu import ENERGY_TABLE, SETTING_TABLE, VALID_CHECK, GpuHandOut, gpu_repetition_days
+from assets.plot_cadence import PLOT_EVERY_ENV
 from definitions import build_definitions
 from joulehouse.gpu.generator import write_data_root
 from joulehouse.gpu.store import TABLE as FRAMES_TABLE
@@ -38,6 +39,14 @@ def materialized(instance: dg.DagsterInstance, run_id: str, key: dg.AssetKey) ->
         run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
     return {r.event_log_entry.dagster_event.partition for r in records
             if r.event_log_entry.dagster_event.asset_key == key}
+
+
+@pytest.fixture
+def plots_as_deployed(monkeypatch):
+    """Plots drawn at most every 600 s, as every deployment sets (deploy/README.md): a
+    test's first run draws them, its later runs do not draw again; for the tests that
+    look at no plot of a later run."""
+    monkeypatch.setenv(PLOT_EVERY_ENV, "600")
 
 
 def materialize_first_run(defs, sensor, instance, source) -> dg.RunRequest:
@@ -158,6 +167,7 @@ def test_every_column_of_every_table_is_described(stored):
         assert len(schema.columns) > 5 and not undescribed, (asset, undescribed)
 
 
+@pytest.mark.usefixtures("plots_as_deployed")
 @pytest.mark.parametrize("instance", [DAGSTER_SQLITE, BATCHING], indirect=True,
                          ids=["dagster-storage", "batching-storage"])
 def test_bad_repetition_fails_alone_and_keeps_what_was_stored(
@@ -333,6 +343,7 @@ def test_energy_stored_before_data_root_names_the_partitions_to_materialize_agai
             assert error.metadata["partitions"].value == keys
 
 
+@pytest.mark.usefixtures("plots_as_deployed")
 def test_repetitions_fixed_in_place_are_picked_up_next_tick_in_one_run(
         defs, sensor, instance, source, data_root, warehouse):
     """Two bad repetitions of the day in two run folders; the rolling rescan is off, so only
