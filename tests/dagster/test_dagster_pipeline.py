@@ -4,6 +4,7 @@ repetition."""
 import base64
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -67,7 +68,8 @@ def first_run(defs, sensor, instance, source):
 @dataclass(frozen=True)
 class Stored:
     """The first run over the conftest's data root (``data_root``, ``instance`` and
-    ``warehouse`` made as there), for the tests that only read what it stored."""
+    ``warehouse`` made as there), for the tests that only read what it stored (or change
+    a copy)."""
 
     data_root: Path
     instance: dg.DagsterInstance
@@ -310,13 +312,17 @@ def test_energy_is_stored_with_its_code_version_and_its_readings_figures(stored)
 
 
 def test_energy_stored_before_data_root_names_the_partitions_to_materialize_again(
-        first_run, instance, source, warehouse, tmp_path):
-    """One stored partition as code version 1 stored it, then all six (over one first
-    run): each time the tables over them fail, naming exactly those."""
+        stored, instance, tmp_path):
+    """One stored partition as code version 1 stored it, then all six (in a copy of the
+    first run's warehouse): each time the tables over them fail, naming exactly those."""
     from assets import gpu_pipeline
     from assets.gpu import energy_facts, gpu_setting_energy
     from resources import TaudbResource
 
+    warehouse = Warehouse(root=str(shutil.copytree(stored.warehouse.root,
+                                                   tmp_path / "warehouse")))
+    source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(stored.data_root))],
+                                quiet_period_s=QUIET_S, full_rescan_s=None)
     tables = warehouse.tables()
     every = tables.partition_keys(ENERGY_TABLE)
     done = 0
