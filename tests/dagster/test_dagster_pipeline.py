@@ -2,8 +2,13 @@
 repetition."""
 
 import base64
+import os
 import re
-from dataclasses import replace
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from unittest import mock
 
 import dagster as dg
 import pandas as pd
@@ -11,6 +16,7 @@ import pytest
 
 from assets.blocks import FAILED_ENTRIES
 from assets.gpu import ENERGY_TABLE, SETTING_TABLE, VALID_CHECK, GpuHandOut, gpu_repetition_days
+from assets.plot_cadence import PLOT_EVERY_ENV
 from definitions import build_definitions
 from joulehouse.gpu.generator import write_data_root
 from joulehouse.gpu.store import TABLE as FRAMES_TABLE
@@ -22,7 +28,7 @@ from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
 from sensors.partition_runs import RANGE_END, RANGE_START
 from tests.dagster.conftest import DAY, QUIET_S, REPETITIONS, RUNS, SMALL, repetition_keys, settle
-from tests.dagster_sqlite import BATCHING, DAGSTER_SQLITE
+from tests.dagster_sqlite import BATCHING, DAGSTER_SQLITE, empty_instance
 
 BAD = "lab/power-limit/bert/250W/0"
 ENERGY = dg.AssetKey("gpu_repetition_energy")
@@ -37,7 +43,14 @@ def materialized(instance: dg.DagsterInstance, run_id: str, key: dg.AssetKey) ->
 
 
 @pytest.fixture
-def first_run(defs, sensor, instance, source):
+def plots_as_deployed(monkeypatch):
+    """Plots drawn at most every 600 s, as every deployment sets (deploy/README.md): a
+    test's first run draws them, its later runs do not draw again; for the tests that
+    look at no plot of a later run."""
+    monkeypatch.setenv(PLOT_EVERY_ENV, "600")
+
+
+def materialize_first_run(defs, sensor, instance, source) -> dg.RunRequest:
     """Every repetition registered and materialized in one run."""
     data = tick(sensor, instance, {"gpu_source": source})
     assert len(data.run_requests) == 1
@@ -46,10 +59,46 @@ def first_run(defs, sensor, instance, source):
     return data.run_requests[0]
 
 
-def test_one_run_materializes_every_asset_of_every_partition(first_run, instance, warehouse,
-                                                             data_root):
+@pytest.fixture
+def first_run(defs, sensor, instance, source):
+    """The first run, for a test that changes what it stored."""
+    return materialize_first_run(defs, sensor, instance, source)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The first run over the conftest's data root (``data_root``, ``instance`` and
+    ``warehouse`` made as there), for the tests that only read what it stored (or change
+    a copy)."""
+
+    data_root: Path
+    instance: dg.DagsterInstance
+    warehouse: Warehouse
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory) -> Iterator[Stored]:
+    """The first run made once for the tests that only read it (each run costs seconds)."""
+    tmp = tmp_path_factory.mktemp("first-run")
+    data_root = tmp / "lab"
+    write_data_root(data_root, RUNS, repetitions=REPETITIONS, base=SMALL)
+    settle()
+    source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(data_root))],
+                                quiet_period_s=QUIET_S, full_rescan_s=None)
+    warehouse = Warehouse(root=str(tmp / "warehouse"))
+    defs = build_definitions(source, warehouse)
+    with empty_instance(BATCHING) as instance:
+        materialize_first_run(defs, defs.resolve_sensor_def(sensor_name("lab")), instance,
+                              source)
+        with mock.patch.dict(os.environ):  # the batch size the instance set, for its run
+            os.environ.pop("DAGSTER_EVENT_BATCH_SIZE")  # only: not for the other tests' runs
+            yield Stored(data_root, instance, warehouse)
+
+
+def test_one_run_materializes_every_asset_of_every_partition(stored):
     """The six repetitions, all started on one UTC day, are one partition, their day; what
     is stored stays per repetition."""
+    instance, warehouse, data_root = stored.instance, stored.warehouse, stored.data_root
     assert instance.get_dynamic_partitions("gpu_repetition_days") == [DAY]
     keys = set(repetition_keys(data_root))
     assert len(keys) == 6
@@ -68,7 +117,8 @@ def test_one_run_materializes_every_asset_of_every_partition(first_run, instance
     assert (settings["repetitions"] == 2).all()
 
 
-def test_metadata_has_row_counts_schema_and_plot(first_run, instance):
+def test_metadata_has_row_counts_schema_and_plot(stored):
+    instance = stored.instance
     energy = instance.get_latest_materialization_event(ENERGY).asset_materialization
     assert energy.metadata["dagster/row_count"].value > 0
     columns = {c.name: c.description
@@ -101,8 +151,9 @@ def test_metadata_has_row_counts_schema_and_plot(first_run, instance):
     assert bench.metadata["dagster/row_count"].value > 0
 
 
-def test_every_column_of_every_table_is_described(first_run, instance):
+def test_every_column_of_every_table_is_described(stored):
     """Each column schema the run reported describes every column, from a pandera schema."""
+    instance = stored.instance
     records = instance.get_records_for_run(
         instance.get_runs()[0].run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
     schemas = {}
@@ -118,6 +169,7 @@ def test_every_column_of_every_table_is_described(first_run, instance):
         assert len(schema.columns) > 5 and not undescribed, (asset, undescribed)
 
 
+@pytest.mark.usefixtures("plots_as_deployed")
 @pytest.mark.parametrize("instance", [DAGSTER_SQLITE, BATCHING], indirect=True,
                          ids=["dagster-storage", "batching-storage"])
 def test_bad_repetition_fails_alone_and_keeps_what_was_stored(
@@ -176,7 +228,7 @@ def test_bad_repetition_fails_alone_and_keeps_what_was_stored(
     assert "Exception while storing event batch" not in capfd.readouterr().err
 
 
-def test_stored_energy_matches_the_core(first_run, warehouse, data_root):
+def test_stored_energy_matches_the_core(stored):
     from joulehouse.accounting.repetition import with_reading_figures
     from joulehouse.gpu.energy import repetition_energy
     from joulehouse.gpu.layout import RepetitionRef
@@ -184,10 +236,10 @@ def test_stored_energy_matches_the_core(first_run, warehouse, data_root):
     from joulehouse.gpu.store import repetition_frames
 
     key = "power-limit/resnet/200W/1"
-    stored = warehouse.tables().read_partitions(ENERGY_TABLE, [f"lab/{key}"])
-    rep = read_repetition(RepetitionRef.from_key(data_root, key))
+    energy = stored.warehouse.tables().read_partitions(ENERGY_TABLE, [f"lab/{key}"])
+    rep = read_repetition(RepetitionRef.from_key(stored.data_root, key))
     direct = with_reading_figures(repetition_energy(rep), repetition_frames(rep))
-    pd.testing.assert_frame_equal(stored, direct, check_dtype=False)
+    pd.testing.assert_frame_equal(energy, direct, check_dtype=False)
 
 
 def test_two_data_roots_with_the_same_run_names_stay_apart(data_root, tmp_path, instance):
@@ -243,51 +295,61 @@ def test_two_data_roots_with_the_same_run_names_stay_apart(data_root, tmp_path, 
         for benchmark, names in benchmarks.items() for run in names)
 
 
-def test_energy_is_stored_with_its_code_version_and_its_readings_figures(
-        first_run, instance, warehouse):
+def test_energy_is_stored_with_its_code_version_and_its_readings_figures(stored):
     from assets.gpu import ENERGY_CODE_VERSION
     from joulehouse.accounting.repetition import stored_figures
 
-    records = instance.fetch_materializations(ENERGY, limit=100).records
+    records = stored.instance.fetch_materializations(ENERGY, limit=100).records
     assert {r.partition_key for r in records} == {DAY}
     assert {r.asset_materialization.tags["dagster/code_version"] for r in records} == {
         ENERGY_CODE_VERSION}
     # what waste and fact_quality take instead of the frames: every repetition's
-    energy = warehouse.tables().read_table(ENERGY_TABLE)
+    energy = stored.warehouse.tables().read_table(ENERGY_TABLE)
     steps, judged = stored_figures(energy)
     keys = set(energy["data_root"] + "/" + energy["repetition"])
     assert {key for key, _ in steps} == keys and len(keys) == 6
     assert {key for key, _, _ in judged} == keys and len(judged) == 6  # experiment windows
 
 
-@pytest.mark.parametrize("outdated", [1, 6])
 def test_energy_stored_before_data_root_names_the_partitions_to_materialize_again(
-        first_run, instance, source, warehouse, tmp_path, outdated):
+        stored, instance, tmp_path):
+    """One stored partition as code version 1 stored it, then all six (in a copy of the
+    first run's warehouse): each time the tables over them fail, naming exactly those."""
     from assets import gpu_pipeline
     from assets.gpu import energy_facts, gpu_setting_energy
     from resources import TaudbResource
 
+    warehouse = Warehouse(root=str(shutil.copytree(stored.warehouse.root,
+                                                   tmp_path / "warehouse")))
+    source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(stored.data_root))],
+                                quiet_period_s=QUIET_S, full_rescan_s=None)
     tables = warehouse.tables()
-    keys = tables.partition_keys(ENERGY_TABLE)[:outdated]
-    for key in keys:  # as code version 1 stored it: no data_root column
-        old = tables.read_partitions(ENERGY_TABLE, [key]).drop(columns="data_root")
-        tables.write_partition(ENERGY_TABLE, key, old)
-    for asset in (gpu_setting_energy, energy_facts):
-        result = dg.materialize(
-            [gpu_pipeline], selection=[asset.key], instance=instance, raise_on_error=False,
-            resources={"gpu_source": source, "warehouse": warehouse,
-                       "taudb": TaudbResource(url=f"sqlite:///{tmp_path}/taudb.sqlite"),
-                       "workers": StepWorkers(max_workers=1)})
-        assert not result.success
-        [failure] = [e for e in result.all_events if e.is_step_failure]
-        error = failure.step_failure_data.user_failure_data
-        assert error.description.startswith(
-            f"{outdated} stored partition(s) of gpu_repetition_energy have no data_root")
-        assert "Materialize gpu_repetition_energy again for them (a backfill" in error.description
-        assert keys[0] in error.description
-        assert error.metadata["partitions"].value == keys
+    every = tables.partition_keys(ENERGY_TABLE)
+    done = 0
+    for outdated in (1, 6):
+        keys = every[:outdated]
+        for key in keys[done:]:  # as code version 1 stored it: no data_root column
+            old = tables.read_partitions(ENERGY_TABLE, [key]).drop(columns="data_root")
+            tables.write_partition(ENERGY_TABLE, key, old)
+        done = outdated
+        for asset in (gpu_setting_energy, energy_facts):
+            result = dg.materialize(
+                [gpu_pipeline], selection=[asset.key], instance=instance, raise_on_error=False,
+                resources={"gpu_source": source, "warehouse": warehouse,
+                           "taudb": TaudbResource(url=f"sqlite:///{tmp_path}/taudb.sqlite"),
+                           "workers": StepWorkers(max_workers=1)})
+            assert not result.success, outdated
+            [failure] = [e for e in result.all_events if e.is_step_failure]
+            error = failure.step_failure_data.user_failure_data
+            assert error.description.startswith(
+                f"{outdated} stored partition(s) of gpu_repetition_energy have no data_root")
+            assert ("Materialize gpu_repetition_energy again for them (a backfill"
+                    in error.description)
+            assert keys[0] in error.description
+            assert error.metadata["partitions"].value == keys
 
 
+@pytest.mark.usefixtures("plots_as_deployed")
 def test_repetitions_fixed_in_place_are_picked_up_next_tick_in_one_run(
         defs, sensor, instance, source, data_root, warehouse):
     """Two bad repetitions of the day in two run folders; the rolling rescan is off, so only

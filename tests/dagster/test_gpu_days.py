@@ -4,6 +4,8 @@ day failed and rechecked until fixed, a fix into another day clears the old one,
 without partitions keeps the tables in line with the tree."""
 
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -23,6 +25,7 @@ from assets.gpu import (
     gpu_setting_energy,
     gpu_validated_frames,
 )
+from assets.plot_cadence import PLOT_EVERY_ENV
 from definitions import build_definitions
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.store import TABLE as FRAMES_TABLE
@@ -48,6 +51,14 @@ class Pipeline(SourceRuns):
         """The job executed as a backfill or the UI does: no repetition named."""
         return self.defs.resolve_job_def(JOB_NAME).execute_in_process(
             instance=self.instance, raise_on_error=False, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def plots_as_deployed(monkeypatch):
+    """Plots drawn at most every 600 s, as every deployment sets (deploy/README.md): a
+    test's first run draws them, its later runs do not draw again (matplotlib's PNGs were
+    a fifth of these tests' CPU); no test here looks at a plot."""
+    monkeypatch.setenv(PLOT_EVERY_ENV, "600")
 
 
 @pytest.fixture
@@ -97,27 +108,6 @@ def assert_fixed_alone(pipeline: Pipeline, data_root: Path, original: bytes) -> 
     assert pipeline.tick().run_requests == []
 
 
-def test_a_repetition_landing_in_a_stored_day_is_processed_alone(pipeline, data_root):
-    """A repetition copied into a day already stored: the hand-out names it alone, the day's
-    other repetitions are not read again, and the tables equal a rebuild from scratch."""
-    [first] = pipeline.tick().run_requests
-    assert pipeline.launch(first).success
-    frames = pipeline.tables.table_dir(f"{FRAMES_TABLE}/gpu_power")
-    before = {key: (frames / partition_file_name(key)).stat().st_mtime_ns
-              for key in repetition_keys(data_root)}
-    shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
-    settle()
-    [request] = pipeline.tick().run_requests
-    assert GpuHandOut.named_in(request.run_config) == {DAY: [NEW]}
-    assert pipeline.launch(request).success
-    assert stored_in(pipeline, DAY) == [NEW]
-    assert {key: (frames / partition_file_name(key)).stat().st_mtime_ns
-            for key in before} == before  # not read again
-    settings = pipeline.tables.read_table(SETTING_TABLE).set_index("run")
-    assert settings.loc["150W", "repetitions"] == 3
-    assert_tables_rebuilt(pipeline, repetition_keys(data_root))
-
-
 def test_a_day_named_by_no_hand_out_is_read_whole(pipeline, data_root):
     """A run over a day its config does not name (a backfill, the UI, the weekly
     re-validation) processes every complete repetition of the root whose day it is, and
@@ -137,11 +127,44 @@ def test_a_day_named_by_no_hand_out_is_read_whole(pipeline, data_root):
     assert empty.success and stored_in(pipeline, "lab/2021-02-05") == []
 
 
+@contextmanager
+def counted_reads(pipeline: Pipeline) -> Iterator[tuple[list, list]]:
+    """Within: the days whose FAILED status is read (``BlockHandOuts.failed_blocks``, a
+    query per built asset over the root's days), and each read of the repetition files'
+    records (``fetch_materializations``/``fetch_observations``) with its partitions."""
+    from sensors.blocks import BlockHandOuts
+
+    status_reads: list[list[str]] = []
+    reads: list[tuple[str, tuple]] = []
+    failed_blocks = BlockHandOuts.failed_blocks
+
+    def counted(name: str):
+        read = getattr(pipeline.instance, name)
+
+        def fetch(records_filter, *args, **kwargs):
+            if records_filter.asset_key == gpu_repetition_files.key:
+                reads.append((name, tuple(records_filter.asset_partitions or ())))
+            return read(records_filter, *args, **kwargs)
+        return fetch
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BlockHandOuts, "failed_blocks", lambda self, instance, registered: (
+            status_reads.append(list(registered)) or failed_blocks(self, instance, registered)))
+        for name in ("fetch_materializations", "fetch_observations"):
+            patch.setattr(pipeline.instance, name, counted(name))
+        yield status_reads, reads
+
+
 def test_a_bad_repetition_keeps_its_day_failed_and_is_rechecked_until_fixed_alone(
         pipeline, data_root):
     """A bad repetition fails its day naming file and line, the day's others stored; each
     later hand-out of the day lists it again with the new ones, so the day stays failed;
-    fixed in place, it is handed out alone and the day passes."""
+    fixed in place, it is handed out alone and the day passes.
+
+    The tick handing out the day again reads the FAILED days' status once, for the recheck
+    and the moved failures alike; and the failed day's latest hand-out and outcome record
+    once, though its recheck, its entries not known good, its next hand-out and the
+    cancelled runs' check all ask for them (``sensors.blocks.TickRecords``)."""
     original = break_power(data_root, BAD)
     settle()
     [first] = pipeline.tick().run_requests
@@ -157,8 +180,13 @@ def test_a_bad_repetition_keeps_its_day_failed_and_is_rechecked_until_fixed_alon
 
     shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
     settle()
-    [request] = pipeline.tick().run_requests
+    with counted_reads(pipeline) as (status_reads, reads):
+        [request] = pipeline.tick().run_requests
     assert GpuHandOut.named_in(request.run_config) == {DAY: [NEW, BAD]}
+    # the FAILED days' status, and the failed day's latest records, read once this tick
+    assert status_reads == [[DAY]]
+    assert sorted(reads) == [("fetch_materializations", (DAY,)),
+                             ("fetch_observations", (DAY,))]
     assert not pipeline.launch(request).success
     assert pipeline.status(gpu_validated_frames.key) == {DAY: dg.AssetPartitionStatus.FAILED}
     assert pipeline.tables.has_partition(ENERGY_TABLE, NEW)
@@ -281,18 +309,32 @@ def test_a_run_cancelled_before_the_upgrade_makes_no_later_run_a_retry(pipeline,
     assert pipeline.tick().run_requests == []  # once
 
 
-def test_a_failed_repetition_not_in_its_days_latest_hand_out_is_rechecked(pipeline,
-                                                                          data_root):
-    """A repetition of an earlier hand-out broken in place, found by a whole-day run (the UI,
-    the weekly re-validation) while the day's latest hand-out lists another one alone, is
-    rechecked at every tick: handed out again once quiet, then, fixed, alone, and the day
-    passes, without waiting for the rolling rescan."""
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+def test_a_repetition_landing_in_a_stored_day_is_processed_alone_then_a_failed_one_rechecked(
+        pipeline, data_root):
+    """A repetition copied into a day already stored: the hand-out names it alone, the day's
+    other repetitions are not read again, and the tables equal a rebuild from scratch.
+
+    Then a repetition of an earlier hand-out broken in place, found by a whole-day run (the
+    UI, the weekly re-validation) while the day's latest hand-out lists another one alone
+    (the one landed), is rechecked at every tick: handed out again once quiet, then, fixed,
+    alone, and the day passes, without waiting for the rolling rescan."""
+    [first] = pipeline.tick().run_requests
+    assert pipeline.launch(first).success
+    frames = pipeline.tables.table_dir(f"{FRAMES_TABLE}/gpu_power")
+    before = {key: (frames / partition_file_name(key)).stat().st_mtime_ns
+              for key in repetition_keys(data_root)}
     shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
     settle()
     [second] = pipeline.tick().run_requests
     assert GpuHandOut.named_in(second.run_config) == {DAY: [NEW]}
     assert pipeline.launch(second).success
+    assert stored_in(pipeline, DAY) == [NEW]
+    assert {key: (frames / partition_file_name(key)).stat().st_mtime_ns
+            for key in before} == before  # not read again
+    settings = pipeline.tables.read_table(SETTING_TABLE).set_index("run")
+    assert settings.loc["150W", "repetitions"] == 3
+    assert_tables_rebuilt(pipeline, repetition_keys(data_root))
+
     original = break_power(data_root, BAD)
     assert not pipeline.run_whole(partition_key=DAY).success
     assert pipeline.status(gpu_validated_frames.key) == {DAY: dg.AssetPartitionStatus.FAILED}
@@ -323,50 +365,3 @@ def test_a_repetition_gone_between_the_scan_and_its_day_is_not_handed_out(
     handed = GpuHandOut.named_in(request.run_config)
     assert handed == {DAY: sorted(set(repetition_keys(data_root)) - {BAD})}
     assert len(handed[DAY]) == 5
-
-
-def test_a_tick_handing_out_reads_the_failed_days_once(pipeline, data_root, monkeypatch):
-    """The FAILED days' status (a query per built asset over the root's days) is read once a
-    tick, for the recheck and the moved failures alike."""
-    from sensors.blocks import BlockHandOuts
-
-    break_power(data_root, BAD)
-    settle()
-    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
-    shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
-    settle()
-    reads = []
-    failed_blocks = BlockHandOuts.failed_blocks
-    monkeypatch.setattr(BlockHandOuts, "failed_blocks", lambda self, instance, registered: (
-        reads.append(list(registered)) or failed_blocks(self, instance, registered)))
-    [request] = pipeline.tick().run_requests
-    assert GpuHandOut.named_in(request.run_config) == {DAY: [NEW, BAD]}
-    assert reads == [[DAY]]
-
-
-def test_a_tick_reads_a_failed_days_latest_records_once(pipeline, data_root, monkeypatch):
-    """A FAILED day's latest hand-out and outcome record are read once a tick, though its
-    recheck, its entries not known good, its next hand-out and the cancelled runs' check
-    all ask for them (``sensors.blocks.TickRecords``)."""
-    break_power(data_root, BAD)
-    settle()
-    assert not pipeline.launch(pipeline.tick().run_requests[0]).success
-    shutil.copytree(data_root / "power-limit/bert/150W/0", data_root / NEW.removeprefix("lab/"))
-    settle()
-    reads: list[tuple[str, tuple]] = []
-
-    def counted(name: str):
-        read = getattr(pipeline.instance, name)
-
-        def fetch(records_filter, *args, **kwargs):
-            if records_filter.asset_key == gpu_repetition_files.key:
-                reads.append((name, tuple(records_filter.asset_partitions or ())))
-            return read(records_filter, *args, **kwargs)
-        return fetch
-
-    for name in ("fetch_materializations", "fetch_observations"):
-        monkeypatch.setattr(pipeline.instance, name, counted(name))
-    [request] = pipeline.tick().run_requests
-    assert GpuHandOut.named_in(request.run_config) == {DAY: [NEW, BAD]}
-    assert sorted(reads) == [("fetch_materializations", (DAY,)),
-                             ("fetch_observations", (DAY,))]

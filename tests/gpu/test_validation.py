@@ -3,7 +3,8 @@
 Every schema the GPU pipeline applies is tried on real frames (a generated
 repetition, its energy, the setting, benchmark and facts tables) and on
 copies broken one way at a time: a null, a negative, an infinite value, a
-value of the wrong type, a column dropped, rows out of order or duplicated.
+value of the wrong type, a column dropped, rows out of order or duplicated
+(each in one column of every kind the schema judges differently).
 Wherever :func:`passes` says yes, pandera must accept too; on the intact
 frames it must say yes (else the shortcut is never taken). Schemas unlike
 the project's (regex on labels that are not text, checks returning arrays
@@ -12,6 +13,7 @@ or other shapes) are tried on their own.
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -79,10 +81,30 @@ def _set(frame: pd.DataFrame, column: str, row: int, value) -> pd.DataFrame:
     return broken
 
 
-def _broken(frame: pd.DataFrame):
-    """(description, frame) for each way of breaking ``frame`` once."""
+def _kind(schema: pa.DataFrameSchema, frame: pd.DataFrame, column) -> tuple:
+    """What decides how ``schema`` judges ``column``: its dtype in the frame, and the
+    rules of the schema's column that describes it (dtype, nulls, uniqueness, required,
+    regex, each check with its arguments), and whether it is in the schema's ``unique``."""
+    specs = [spec for spec in schema.columns.values()
+             if (re.match(spec.name, str(column)) if spec.regex else spec.name == column)]
+    rules = tuple((str(spec.dtype), spec.nullable, spec.unique, spec.required, spec.regex,
+                   tuple((check.name, repr(check.statistics), check.ignore_na,
+                          check.element_wise, check._check_fn) for check in spec.checks))
+                  for spec in specs)
+    return str(frame[column].dtype), rules, column in (schema.unique or [])
+
+
+def _broken(schema: pa.DataFrameSchema, frame: pd.DataFrame):
+    """(description, frame) for each way of breaking ``frame`` once: every way, in the
+    first column of each kind (:func:`_kind`): the others of its kind are judged by the
+    same rules (the energy tables have up to 25 columns of one kind)."""
     row = len(frame) // 2
+    kinds = set()
     for column in frame.columns:
+        kind = _kind(schema, frame, column)
+        if kind in kinds:
+            continue
+        kinds.add(kind)
         dtype = frame[column].dtype
         if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
             for value in (np.nan, -1, np.inf):  # inf: above any maximum
@@ -111,12 +133,12 @@ def test_intact_frames_take_the_shortcut(frames):
 def test_the_shortcut_never_accepts_what_pandera_rejects(frames):
     rejected = 0
     for name, (schema, frame) in frames.items():
-        for change, broken in _broken(frame):
+        for change, broken in _broken(schema, frame):
             accepted = _pandera_accepts(schema, broken)
             rejected += not accepted
             if not accepted:
                 assert not passes(schema, broken), f"{name}: {change}"
-    assert rejected > 250  # the broken frames do exercise the checks
+    assert rejected > 150  # 171: the broken frames do exercise the checks
 
 
 def _odd_cases():
@@ -195,19 +217,22 @@ def test_each_frame_validated_together_is_judged_as_alone(frames, monkeypatch):
     assert all(intact[key] is parts[key] for key in parts)
     assert proofs == [len(energy)]  # one pass over the three together
     judged = 0
-    for how, broken in _broken(parts["b"]):
+    intact_alone = {key: _alone(schema, part, key) for key, part in parts.items()}
+    for how, broken in _broken(schema, parts["b"]):
         given = {**parts, "b": broken}
         together = validate_each(schema, given)
         assert list(together) == ["a", "b", "c"], how
         for key, frame in given.items():
-            got, alone = together[key], _alone(schema, frame, key)
+            # a and c are the same frames in every case: what they get alone, once
+            alone = _alone(schema, frame, key) if key == "b" else intact_alone[key]
+            got = together[key]
             if isinstance(alone, str):
                 assert isinstance(got, InputError) and str(got) == alone, how
                 assert str(got).startswith("b"), how
                 judged += 1
             else:
                 assert got is frame, how
-    assert judged > 50
+    assert judged > 35  # 41 rejections of b
 
 
 def test_a_check_of_the_whole_frame_is_no_proof_for_its_parts(frames):
