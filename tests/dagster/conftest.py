@@ -6,12 +6,15 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from unittest import mock
 
 import dagster as dg
 import pytest
 
+from assets.plot_cadence import PLOT_EVERY_ENV
 from definitions import build_definitions
 from joulehouse.gpu.generator import RepetitionSpec, write_data_root, write_repetition
 from joulehouse.gpu.layout import find_repetitions
@@ -38,6 +41,19 @@ def repetition_keys(root: Path, name: str | None = None) -> list[str]:
     """The keys (``<root name>/<experiment>/<benchmark>/<run>/<repetition>``) of every
     repetition under ``root`` (named ``name``, default its folder's), sorted."""
     return [f"{name or root.name}/{ref.key}" for ref in find_repetitions(root)]
+
+
+@pytest.fixture
+def plots_as_deployed() -> Iterator[None]:
+    """Plots drawn at most every 600 s, as every deployment sets (``JOULEHOUSE_PLOT_EVERY_S``,
+    tests/dagster/test_deploy_files.py; assets/plot_cadence.py): a test's first run of an
+    asset draws them, its later runs within 600 s do not (matplotlib's PNGs were a fifth of
+    some files' CPU). For the tests that look at no later run's plot; the default, every
+    run drawing, is tested in tests/dagster/test_plot_cadence.py. Set apart from the test's
+    ``monkeypatch``, which some tests undo halfway: the variable stayed set for the next
+    files of the worker (an instance's ``patch.dict`` put it back after the undo)."""
+    with mock.patch.dict(os.environ, {PLOT_EVERY_ENV: "600"}):
+        yield
 
 
 def settle() -> None:

@@ -30,7 +30,6 @@ from assets.clustercockpit import (
     cc_jobs,
     cc_rollup,
 )
-from assets.plot_cadence import PLOT_EVERY_ENV
 from assets.reporting import REREAD_ALL, REREAD_TAG
 from definitions import EXAMPLE_CC_ARCHIVE, build_definitions
 from joulehouse import entry_table
@@ -74,13 +73,8 @@ FRITZ = ["fritz/398764/1675954353", "fritz/398955/1675956725"]
 FACT_ORDER = ["entity", "component", "method"]
 
 
-@pytest.fixture(autouse=True)
-def plots_as_deployed(monkeypatch) -> None:
-    """Runs draw their plots as every deployment has them drawn (``JOULEHOUSE_PLOT_EVERY_S``
-    600, tests/dagster/test_deploy_files.py; assets/plot_cadence.py): the first
-    materialization of an asset in a test's instance draws, the runs after it within 600 s
-    do not. The default, every run drawing, is tested in tests/dagster/test_plot_cadence.py."""
-    monkeypatch.setenv(PLOT_EVERY_ENV, "600")
+#: Plots drawn as deployed (tests/dagster/conftest.py): no test here looks at a later run's.
+pytestmark = pytest.mark.usefixtures("plots_as_deployed")
 
 
 @pytest.fixture

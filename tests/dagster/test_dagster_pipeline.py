@@ -16,7 +16,6 @@ import pytest
 
 from assets.blocks import FAILED_ENTRIES
 from assets.gpu import ENERGY_TABLE, SETTING_TABLE, VALID_CHECK, GpuHandOut, gpu_repetition_days
-from assets.plot_cadence import PLOT_EVERY_ENV
 from definitions import build_definitions
 from joulehouse.gpu.generator import write_data_root
 from joulehouse.gpu.store import TABLE as FRAMES_TABLE
@@ -40,14 +39,6 @@ def materialized(instance: dg.DagsterInstance, run_id: str, key: dg.AssetKey) ->
         run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records
     return {r.event_log_entry.dagster_event.partition for r in records
             if r.event_log_entry.dagster_event.asset_key == key}
-
-
-@pytest.fixture
-def plots_as_deployed(monkeypatch):
-    """Plots drawn at most every 600 s, as every deployment sets (deploy/README.md): a
-    test's first run draws them, its later runs do not draw again; for the tests that
-    look at no plot of a later run."""
-    monkeypatch.setenv(PLOT_EVERY_ENV, "600")
 
 
 def materialize_first_run(defs, sensor, instance, source) -> dg.RunRequest:

@@ -25,7 +25,6 @@ from assets.gpu import (
     gpu_setting_energy,
     gpu_validated_frames,
 )
-from assets.plot_cadence import PLOT_EVERY_ENV
 from definitions import build_definitions
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.store import TABLE as FRAMES_TABLE
@@ -53,12 +52,8 @@ class Pipeline(SourceRuns):
             instance=self.instance, raise_on_error=False, **kwargs)
 
 
-@pytest.fixture(autouse=True)
-def plots_as_deployed(monkeypatch):
-    """Plots drawn at most every 600 s, as every deployment sets (deploy/README.md): a
-    test's first run draws them, its later runs do not draw again (matplotlib's PNGs were
-    a fifth of these tests' CPU); no test here looks at a plot."""
-    monkeypatch.setenv(PLOT_EVERY_ENV, "600")
+#: Plots drawn as deployed (tests/dagster/conftest.py): no test here looks at a later run's.
+pytestmark = pytest.mark.usefixtures("plots_as_deployed")
 
 
 @pytest.fixture

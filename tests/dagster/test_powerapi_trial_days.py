@@ -15,7 +15,6 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.plot_cadence import PLOT_EVERY_ENV
 from assets.pools import TRIALS_POOL, tables_pool
 from assets.powerapi import (
     powerapi_pipeline,
@@ -29,11 +28,17 @@ from joulehouse import entry_table
 from joulehouse.powerapi import trial_days
 from joulehouse.taudb.stored import read_stored_trial
 from joulehouse.warehouse import Warehouse as Tables
-from resources import PowerapiSource, TaudbResource, Warehouse
+from resources import TaudbResource, Warehouse
 from sensors import powerapi
 from sensors.local import tick
 from tests.dagster.test_geopm_assets import Saved, instance_in
-from tests.dagster.test_source_trials import POWERAPI_EXAMPLES, Source, _load_days, _rows
+from tests.dagster.test_source_trials import (
+    POWERAPI_EXAMPLES,
+    Source,
+    _load_days,
+    _rows,
+)
+from tests.dagster.test_source_trials import _powerapi as _source
 
 DAYS = [f"2021-01-{day}" for day in range(10, 15)]
 SENSOR = "sensor_test"
@@ -53,13 +58,6 @@ def _day_entry(folder: Path, name: str, day: str, target: str | None = None) -> 
                                       .read_text().replace("2021-01-13", day))
 
 
-def _source(instance, root: Path) -> Source:
-    """The PowerAPI source over ``root``'s landing folder ``landing``, its warehouse and TAUdb
-    under ``root``."""
-    return Source(instance, root, powerapi, "powerapi_source",
-                  PowerapiSource(landing_folders=[str(root / "landing")], quiet_period_s=0))
-
-
 @pytest.fixture(scope="module")
 def landed(tmp_path_factory) -> Saved:
     """Five days of the sensor landed through the PowerAPI run, their trials loaded: once
@@ -77,12 +75,8 @@ def landed(tmp_path_factory) -> Saved:
     return Saved.save(base, source.cursor)
 
 
-@pytest.fixture(autouse=True)
-def _plots_as_deployed(monkeypatch) -> None:
-    """The PowerAPI runs of a test draw their plots as deployed, at most every 600 s
-    (``assets/plot_cadence.py``): after the first run's (:func:`landed`), they leave them
-    out. No test here looks at a plot."""
-    monkeypatch.setenv(PLOT_EVERY_ENV, "600")
+#: Plots drawn as deployed (tests/dagster/conftest.py): no test here looks at a later run's.
+pytestmark = pytest.mark.usefixtures("plots_as_deployed")
 
 
 @pytest.fixture
