@@ -225,15 +225,15 @@ KEPT_TABLES = [kept.TRUST_TABLE, kept.WASTE_TABLE, kept.WASTE_WEEKLY_TABLE, kept
 
 def test_the_kept_tables_compacted_equal_their_whole_computation(tmp_path, monkeypatch):
     """trust_checks, waste, waste_weekly and fact_quality while a new GPU repetition and a
-    new job land at each of 5 steps (the first as built; a file more a step and table),
+    new job land at each of 6 steps (the first as built; a file more a step and table),
     merged once over one small file of a source: equal to their computation from scratch
     at every step, merged, and their files at most 5 after any step (fact_quality: a file
-    a source, and one new), where fact_quality would hold 9 and trust_checks 5."""
+    a source, and one new), where fact_quality would hold 10 and trust_checks 6."""
     monkeypatch.setattr(compaction, "COMPACT_ABOVE", 1)
     store = Warehouse(tmp_path / "warehouse")
     world, jobs = build(store, 28)
     merged, most = collections.Counter(), collections.Counter()
-    for n in range(5):
+    for n in range(6):
         if n:
             world.gpu(100 + n)
             jobs.append(world.job(5000 + n))
