@@ -169,6 +169,7 @@ def ran_once(tmp_path_factory) -> tuple[Saved, dg.ExecuteInProcessResult]:
         _land_reports(base / "root" / "landing")
         source = _reports(instance, base / "root")
         first = source.tick_and_run()
+        assert first.success
     return Saved.save(base, source.cursor), first
 
 
