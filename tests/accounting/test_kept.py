@@ -595,7 +595,7 @@ def test_quality_follows_gpu_repetitions_landed_removed_and_relanded(tmp_path, m
     world.land()
     assert kept.update_quality(store).whole == "no state stored (first run)"
     listed = listed_tables(monkeypatch)
-    live, gone, rng, merged = set(range(6)), set(), world.rng, 0
+    live, gone, rng, merged, relanded = set(range(6)), set(), world.rng, 0, 0
     for n in range(4):  # seed 17: re-landings at steps 1 and 2, compactions at 1 and 3
         new = 100 + n
         world.gpu(new, figures=bool(rng.integers(0, 2)))
@@ -607,6 +607,7 @@ def test_quality_follows_gpu_repetitions_landed_removed_and_relanded(tmp_path, m
             world.gpu(back, figures=bool(rng.integers(0, 2)))
             gone.discard(back)
             live.add(back)
+            relanded += 1
         out = int(rng.choice(sorted(live)))
         world.remove("gpu-benchmark", f"lab/e/b/run/{out}")
         live.discard(out)
@@ -622,7 +623,7 @@ def test_quality_follows_gpu_repetitions_landed_removed_and_relanded(tmp_path, m
     assert set(table.loc[table["source"] == "gpu-benchmark", "entity"]) == {
         f"lab/e/b/run/{i}" for i in live}
     assert table["sampling_interval_s"].notna().sum() > 0
-    assert gone and merged  # some repetition ended removed, others re-landed (seed 17)
+    assert gone and merged and relanded  # some ended removed, others re-landed (seed 17)
 
 
 def test_a_state_of_the_code_before_the_figures_recomputes_whole(tmp_path):
