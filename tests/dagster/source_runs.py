@@ -1,9 +1,19 @@
-"""One source's sensor and job in one test instance, driven the way the daemon would."""
+"""One source's sensor and job in one test instance, driven the way the daemon would; and a
+module's first run saved once for each test to start from (:class:`Saved`)."""
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from unittest import mock
 
 import dagster as dg
 
 from sensors.local import launch_in_process, tick
 from sensors.partition_runs import RETRY_OF_TAG, RUN_KEY_METADATA, RUN_KEY_TAG
+from tests import dagster_sqlite
+from tests.dagster_sqlite import empty_instance, empty_storage
 
 
 class SourceRuns:
@@ -63,3 +73,51 @@ class SourceRuns:
     def status(self, asset: dg.AssetKey) -> dict[str, dg.AssetPartitionStatus]:
         return self.instance.get_status_by_partition(asset, self.partitions(),
                                                      self.partitions_def)
+
+
+@contextmanager
+def instance_in(storage: Path) -> Iterator[dg.DagsterInstance]:
+    """An instance as the ``instance`` fixture makes (the batching storage) on the Dagster
+    storage in folder ``storage`` (made by ``empty_storage``, or a copy of one used since),
+    left there when the instance closes."""
+    with (mock.patch.object(dagster_sqlite, "empty_storage", lambda _: str(storage)),
+          empty_instance() as instance):
+        yield instance
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What a module fixture made in folder ``root`` (``base / "root"``: a landing folder
+    ``landing``, the warehouse, the TAUdb) and in an instance on the storage
+    ``base / "storage"`` (:meth:`storage`), saved once that instance closed (its events
+    written) under ``saved``, with the sensor's cursor then."""
+
+    root: Path
+    saved: Path
+    cursor: str | None
+
+    @staticmethod
+    def storage(base: Path) -> Path:
+        """Folder ``base / "root"`` made, and an empty Dagster storage ``base / "storage"``
+        for :func:`instance_in`."""
+        (base / "root").mkdir()
+        return Path(empty_storage(base / "storage"))
+
+    @classmethod
+    def save(cls, base: Path, cursor: str | None) -> "Saved":
+        """``base / "root"`` and the storage (its instance closed) copied under
+        ``base / "saved"``."""
+        shutil.copytree(base / "storage", base / "saved" / "storage")
+        shutil.copytree(base / "root", base / "saved" / "root")  # copy2: sizes, mtimes kept
+        return cls(base / "root", base / "saved", cursor)
+
+    @contextmanager
+    def restored(self, tmp_path: Path) -> Iterator[dg.DagsterInstance]:
+        """``root`` put back as it was saved (at the same paths: the trials name their
+        files, the trials' state the TAUdb and the window table, by their location), and
+        an instance on a copy (in ``tmp_path``) of the storage saved."""
+        shutil.rmtree(self.root)
+        shutil.copytree(self.saved / "root", self.root)
+        storage = shutil.copytree(self.saved / "storage", tmp_path / "dagster-storage")
+        with instance_in(storage) as instance:
+            yield instance

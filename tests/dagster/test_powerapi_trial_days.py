@@ -31,7 +31,7 @@ from joulehouse.warehouse import Warehouse as Tables
 from resources import TaudbResource, Warehouse
 from sensors import powerapi
 from sensors.local import tick
-from tests.dagster.test_geopm_assets import Saved, instance_in
+from tests.dagster.source_runs import Saved, instance_in
 from tests.dagster.test_source_trials import (
     POWERAPI_EXAMPLES,
     Source,

@@ -7,8 +7,8 @@ the rows the mapping tests expect (``tests/geopm/test_geopm_taudb.py``,
 ``tests/taudb/test_powerapi_mapping.py``).
 
 The first run over the landing folder that several tests start from is made once per
-module (``test_geopm_assets.Saved``): each of them starts from a copy of what it left, put back at the
-same paths.
+module (``tests/dagster/source_runs.Saved``): each of them starts from a copy of what it
+left, put back at the same paths.
 """
 
 import shutil
@@ -50,14 +50,13 @@ from resources import (
 from sensors import geopm, powerapi
 from sensors.local import launch_in_process, tick
 from sensors.partition_runs import RANGE_END, RANGE_START
+from tests.dagster.source_runs import Saved, instance_in
 from tests.dagster.test_geopm_assets import (
     ENERGY_J,
     EXAMPLES,
     LEGACY,
     SHAPE,
     YAML,
-    Saved,
-    instance_in,
 )
 from tests.geopm.test_geopm_taudb import SESSION_REPORT
 from tests.geopm.test_geopm_traps import REPORT_3X
