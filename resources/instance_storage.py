@@ -26,9 +26,19 @@ They also keep connections open where Dagster opens one per event: SQLite's inde
 shard (every asset and check event is mirrored there; opening it, then closing it,
 which checkpoints its WAL, was half of an event's cost), each thread's run shard of the
 run it writes (its file touched after each write: the UI's live run logs watch it), and
-PostgreSQL's event log (a small pool, each connection checked before use). That is what
-the events Dagster writes one by one cost: a step's per-partition check evaluations, and
-its materializations when some partitions failed.
+PostgreSQL's (:func:`process_engine`). That is what the events Dagster writes one by one
+cost: a step's per-partition check evaluations, and its materializations when some
+partitions failed.
+
+On PostgreSQL, dagster-postgres opens a new connection for every statement of its three
+storages (``NullPool``), and a new instance, three more for its schema reflection: a
+code server makes an instance for every sensor tick it evaluates. Each connection is a
+new server process for PostgreSQL to start and authenticate; in the soak's short mode
+(about 25 a second) that was PostgreSQL's whole CPU, a fifth of the host's, while its
+statements took 6 s of 74 (benchmarks/README.md, "PostgreSQL's connections"). Here the
+three storages of every instance of a process share one small pool of that database's
+connections, each checked before use (so a restarted server is reconnected to), and an
+instance's schema reflection is one query on it, not three on new connections.
 
 And SQLite's storage opens a database already at Dagster's head revision (its runs,
 schedules and event index; each run shard) without Dagster's checks, which ask alembic
@@ -59,7 +69,8 @@ of tests/dagster/test_instance_storage.py fail where one is renamed, re-signed o
   and PostgreSQL's ``_connect`` (a forked child's own pool); and the private helpers and
   attributes called (``_event_to_row``, ``_store_asset_event_tags``, ``_store_asset_event``,
   ``_event_insert_timestamp``, SQLite's ``_db_lock`` and ``_initialized_dbs``), and
-  PostgreSQL's ``_engine`` replaced (a pool of its own);
+  PostgreSQL's ``_engine`` replaced by the process's pool, and its storages built with
+  ``should_autocreate_tables`` off when the reflection here found their tables;
 - the schema checks whose True answers are kept: the schedule storages'
   ``_has_instigators_table``, ``has_instigators_table``,
   ``_has_asset_daemon_asset_evaluations_table``, ``has_secondary_index_table``; the run
@@ -123,6 +134,7 @@ from dagster_postgres.utils import (
     create_pg_engine,
     get_token_provider_from_config,
     pg_url_from_config,
+    retry_pg_connection_fn,
 )
 
 LOGGER = logging.getLogger(__name__)
@@ -597,43 +609,91 @@ class BatchedSqliteEventLogStorage(_AssetEventIndex, SqliteEventLogStorage):
         super().dispose()
 
 
-#: Connections of the PostgreSQL event log kept open per process; more are opened (and
-#: closed after use) while that many are in use at once, without limit.
-POSTGRES_KEPT_CONNECTIONS = 2
+#: Connections to a PostgreSQL database kept open per process, shared by the three
+#: storages of all its instances; more are opened (and closed after use) while that many
+#: are in use at once, without limit: the daemon's threads never wait for one.
+POSTGRES_KEPT_CONNECTIONS = 4
+#: The storages' tables whose absence has dagster-postgres create them (each storage's
+#: ``__init__``: the runs, instance_info, jobs and event_logs tables).
+POSTGRES_MAIN_TABLES = frozenset({"runs", "instance_info", "jobs", "event_logs"})
+
+_process_engines: dict[str, tuple[int, sa.Engine]] = {}
+_process_engines_lock = threading.Lock()
 
 
-class BatchedPostgresEventLogStorage(_AssetEventIndex, PostgresEventLogStorage):
+def _new_process_engines_lock() -> None:
+    global _process_engines_lock  # the parent's may be held by a thread the child lacks
+    _process_engines_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_process_engines_lock)
+
+
+def process_engine(postgres_url: str, token_provider=None) -> sa.Engine:
+    """This process's engine of ``postgres_url``: a pool of
+    :data:`POSTGRES_KEPT_CONNECTIONS` connections, each checked before use and renewed
+    hourly, shared by every storage of every instance the process makes. A forked child
+    makes its own, leaving the parent's connections to the parent."""
+    with _process_engines_lock:
+        pid, engine = _process_engines.get(postgres_url, (None, None))
+        if pid != os.getpid():
+            if engine is not None:
+                engine.dispose(close=False)
+            engine = create_pg_engine(
+                postgres_url, token_provider, isolation_level="AUTOCOMMIT",
+                poolclass=sa.pool.QueuePool, pool_size=POSTGRES_KEPT_CONNECTIONS,
+                max_overflow=-1, pool_pre_ping=True, pool_recycle=3600)
+            _process_engines[postgres_url] = (os.getpid(), engine)
+        return engine
+
+
+def _postgres_tables_there(engine: sa.Engine) -> bool:
+    """Whether every table of :data:`POSTGRES_MAIN_TABLES` is in ``engine``'s database."""
+    def names() -> set[str]:
+        with engine.connect() as conn:
+            return set(sa.inspect(conn).get_table_names())
+    return POSTGRES_MAIN_TABLES <= retry_pg_connection_fn(names)
+
+
+class _ProcessPool:
+    """A dagster-postgres storage over :func:`process_engine` in place of its own engine
+    (a new connection per statement), until the webserver's ``optimize_for_webserver``
+    puts Dagster's pool of its own in its place, which ``dispose`` then closes."""
+
+    def _use_process_engine(self) -> None:
+        """``_engine`` the process's (called after Dagster's ``__init__``, and in a forked
+        child before its first connection)."""
+        self._process_engine = self._engine = process_engine(self.postgres_url,
+                                                             self._token_provider)
+        self._process_engine_pid = os.getpid()
+
+    def _engine_of_this_process(self) -> None:
+        """In a forked child, the child's pool (Dagster's own engine during its
+        ``__init__``, which creates the tables, and the webserver's are left alone)."""
+        if (self._engine is self.__dict__.get("_process_engine")
+                and self._process_engine_pid != os.getpid()):
+            self._use_process_engine()
+
+    def dispose(self) -> None:
+        """The process's pool is kept for the next instance; Dagster's own is closed."""
+        if self._engine is not self.__dict__.get("_process_engine"):
+            self._engine.dispose()
+        super().dispose()
+
+
+class BatchedPostgresEventLogStorage(_ProcessPool, _AssetEventIndex, PostgresEventLogStorage):
     """dagster-postgres's event log with every batch of asset events written in one
-    insert, planned events and mixed kinds included, over a small pool of connections
-    (dagster-postgres opens one per call)."""
+    insert, planned events and mixed kinds included, over the process's pool."""
 
     def __init__(self, postgres_url: str, should_autocreate_tables: bool = True,
                  inst_data=None, token_provider=None):
-        self._engine_pid = os.getpid()
         super().__init__(postgres_url, should_autocreate_tables, inst_data=inst_data,
                          token_provider=token_provider)
-        self._engine.dispose()
-        # More than the kept connections are opened, and closed after use, whenever
-        # needed (max_overflow -1): the daemon's threads never wait for one.
-        self._engine = create_pg_engine(
-            postgres_url, token_provider, isolation_level="AUTOCOMMIT",
-            poolclass=sa.pool.QueuePool, pool_size=POSTGRES_KEPT_CONNECTIONS,
-            max_overflow=-1, pool_pre_ping=True, pool_recycle=3600)
+        self._use_process_engine()
 
     def _connect(self):
-        if self._engine_pid != os.getpid():  # a forked child: its own connections
-            self._engine.dispose(close=False)
-            self._engine_pid = os.getpid()
+        self._engine_of_this_process()
         return super()._connect()
-
-    def optimize_for_webserver(self, *args, **kwargs) -> None:
-        """Dagster's own pool for the webserver replaces the kept one."""
-        self._engine.dispose()
-        super().optimize_for_webserver(*args, **kwargs)
-
-    def dispose(self) -> None:
-        self._engine.dispose()
-        super().dispose()
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
         """The events, their tags and rows in one transaction: a failure leaves none."""
@@ -647,12 +707,35 @@ class BatchedPostgresEventLogStorage(_AssetEventIndex, PostgresEventLogStorage):
             self._index_rows(conn, events, ids)
 
 
-class KeptSchemaPostgresRunStorage(_KeptRunSchema, PostgresRunStorage):
-    """dagster-postgres's run storage, its schema checks' True answers kept."""
+class KeptSchemaPostgresRunStorage(_ProcessPool, _KeptRunSchema, PostgresRunStorage):
+    """dagster-postgres's run storage, its schema checks' True answers kept, over the
+    process's pool."""
+
+    def __init__(self, postgres_url: str, should_autocreate_tables: bool = True,
+                 inst_data=None, token_provider=None):
+        super().__init__(postgres_url, should_autocreate_tables, inst_data=inst_data,
+                         token_provider=token_provider)
+        self._use_process_engine()
+
+    def connect(self):
+        self._engine_of_this_process()
+        return super().connect()
 
 
-class KeptSchemaPostgresScheduleStorage(_KeptScheduleSchema, PostgresScheduleStorage):
-    """dagster-postgres's schedule storage, its schema checks' True answers kept."""
+class KeptSchemaPostgresScheduleStorage(_ProcessPool, _KeptScheduleSchema,
+                                        PostgresScheduleStorage):
+    """dagster-postgres's schedule storage, its schema checks' True answers kept, over the
+    process's pool."""
+
+    def __init__(self, postgres_url: str, should_autocreate_tables: bool = True,
+                 inst_data=None, token_provider=None):
+        super().__init__(postgres_url, should_autocreate_tables, inst_data=inst_data,
+                         token_provider=token_provider)
+        self._use_process_engine()
+
+    def connect(self, run_id: str | None = None):
+        self._engine_of_this_process()
+        return super().connect(run_id)
 
 
 class KeptSchemaSqliteRunStorage(_KeptRunSchema, SqliteRunStorage):
@@ -693,15 +776,19 @@ class BatchingPostgresStorage(DagsterPostgresStorage):
         # DagsterPostgresStorage.__init__'s attributes, its three storages this module's in
         # place of Dagster's, not after them (each of Dagster's would open an engine and
         # reflect the schema once more at every process start, to be thrown away)
+        # (and one reflection of the schema here, on the process's pool, in place of each
+        # storage's on a new connection: they create their tables only where one is missing)
         self.postgres_url = postgres_url
         self.should_autocreate_tables = should_autocreate_tables
         self._inst_data = inst_data
+        create = should_autocreate_tables and not _postgres_tables_there(
+            process_engine(postgres_url, token_provider))
         self._run_storage = KeptSchemaPostgresRunStorage(
-            postgres_url, should_autocreate_tables, token_provider=token_provider)
+            postgres_url, create, token_provider=token_provider)
         self._event_log_storage = BatchedPostgresEventLogStorage(
-            postgres_url, should_autocreate_tables, token_provider=token_provider)
+            postgres_url, create, token_provider=token_provider)
         self._schedule_storage = KeptSchemaPostgresScheduleStorage(
-            postgres_url, should_autocreate_tables, token_provider=token_provider)
+            postgres_url, create, token_provider=token_provider)
         super(DagsterPostgresStorage, self).__init__()
 
     @classmethod

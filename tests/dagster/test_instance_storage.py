@@ -660,6 +660,20 @@ def sensor_state(cursor: str) -> InstigatorState:
                            SensorInstigatorData(cursor=cursor))
 
 
+def one_tick(instance: dg.DagsterInstance, state: InstigatorState, i: int) -> None:
+    """What a daemon and its runs do at a tick: the sensor's state read and its cursor
+    written (``i``), an asset materialization stored, a run added, started and listed."""
+    instance.get_instigator_state(state.instigator_origin_id, state.selector_id)
+    instance.update_instigator_state(sensor_state(str(i)))
+    instance.event_log_storage.store_event(
+        materialized(FRAMES, PARTITIONS[i % len(PARTITIONS)], str(i)))
+    instance.event_log_storage.can_write_asset_status_cache()
+    run = instance.add_run(dg.DagsterRun(job_name="gpu_energy_job", run_id=str(uuid.uuid4())))
+    instance.run_storage.handle_run_event(run.run_id, DagsterEvent(
+        DagsterEventType.RUN_START.value, "gpu_energy_job"))
+    instance.get_run_records(limit=5)
+
+
 def reflection_queries(config: dict, tmp_path, n: int) -> int:
     """The reflection statements sent over creating an instance of ``config`` and doing,
     ``n`` times, what a daemon and its runs do: a sensor tick's state read and cursor
@@ -677,16 +691,7 @@ def reflection_queries(config: dict, tmp_path, n: int) -> int:
                                   overrides={"storage": {"custom": config}}) as instance:
             state = instance.add_instigator_state(sensor_state("0"))
             for i in range(n):
-                instance.get_instigator_state(state.instigator_origin_id, state.selector_id)
-                instance.update_instigator_state(sensor_state(str(i)))
-                instance.event_log_storage.store_event(
-                    materialized(FRAMES, PARTITIONS[i % len(PARTITIONS)], str(i)))
-                instance.event_log_storage.can_write_asset_status_cache()
-                run = instance.add_run(dg.DagsterRun(job_name="gpu_energy_job",
-                                                     run_id=str(uuid.uuid4())))
-                instance.run_storage.handle_run_event(run.run_id, DagsterEvent(
-                    DagsterEventType.RUN_START.value, "gpu_energy_job"))
-                instance.get_run_records(limit=5)
+                one_tick(instance, state, i)
             assert instance.get_instigator_state(
                 state.instigator_origin_id, state.selector_id).instigator_data.cursor == str(n - 1)
             assert len(instance.get_run_records()) == n
@@ -716,6 +721,47 @@ def test_schema_reflection_does_not_grow_with_ticks_events_and_runs(kind, kept, 
         assert twenty == once
     else:
         assert twenty >= once + 19 * 6  # the instigators table, 2 columns, 3 run checks
+
+
+def test_postgres_instances_of_a_process_share_its_connections(postgres_url, tmp_path):
+    """A code server makes an instance for every sensor tick, and dagster-postgres a new
+    connection for each statement of it: here the instances of a process share its pool,
+    so that after the first instance (which creates the tables), five more, each doing a
+    tick's work, open none. Dagster's own storage, its tables made, opens one per
+    statement for a tick (what the test would see)."""
+    url = urlparse(database(postgres_url, "shared_connections"))
+    ours = {"custom": {"module": "resources.instance_storage",
+                       "class": "BatchingPostgresStorage",
+                       "config": {"postgres_db": {
+                           "hostname": url.hostname, "port": url.port,
+                           "db_name": url.path[1:], "username": url.username,
+                           "password": "", "scheme": "postgresql+psycopg2"}}}}
+    dagsters = {"postgres": {"postgres_url": database(postgres_url, "own_connections")}}
+    opened = []
+
+    def count(*args) -> None:
+        opened.append(1)
+
+    def connections(storage: dict, instances: int) -> int:
+        before = len(opened)
+        for i in range(instances):
+            with dg.instance_for_test(temp_dir=str(tmp_path),
+                                      overrides={"storage": storage}) as instance:
+                state = sensor_state(str(i))
+                if not instance.get_instigator_state(state.instigator_origin_id,
+                                                     state.selector_id):
+                    instance.add_instigator_state(state)
+                one_tick(instance, state, i)
+        return len(opened) - before
+
+    sa.event.listen(sa.pool.Pool, "connect", count)
+    try:
+        connections(ours, 1)  # the first creates the tables, over Dagster's own engine
+        assert connections(ours, 5) == 0
+        connections(dagsters, 1)
+        assert connections(dagsters, 1) >= 10
+    finally:
+        sa.event.remove(sa.pool.Pool, "connect", count)
 
 
 def test_false_schema_answer_is_asked_again(tmp_path):
@@ -757,7 +803,8 @@ def test_postgres_storage_sets_what_dagsters_own_storage_sets(postgres_url):
 
 
 #: The mixins' methods that are Joulehouse's own, not overrides of Dagster's.
-OWN_METHODS = {"_kept_true", "_held_index", "_open_index_connection", "_index_rows"}
+OWN_METHODS = {"_kept_true", "_held_index", "_open_index_connection", "_index_rows",
+               "_use_process_engine", "_engine_of_this_process"}
 
 
 @pytest.mark.parametrize("storage", [
