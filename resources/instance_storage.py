@@ -34,8 +34,8 @@ On PostgreSQL, dagster-postgres opens a new connection for every statement of it
 storages (``NullPool``), and a new instance, three more for its schema reflection: a
 code server makes an instance for every sensor tick it evaluates. Each connection is a
 new server process for PostgreSQL to start and authenticate; in the soak's short mode
-(about 25 a second) that was PostgreSQL's whole CPU, a fifth of the host's, while its
-statements took 6 s of 74 (benchmarks/README.md, "PostgreSQL's connections"). Here the
+(about 25 a second) that was most of PostgreSQL's CPU, a fifth of the host's: its
+statements took 6.5 s of 74 (benchmarks/README.md, "PostgreSQL's connections"). Here the
 three storages of every instance of a process share one small pool of that database's
 connections, each checked before use (so a restarted server is reconnected to), and an
 instance's schema reflection is one query on it, not three on new connections.
@@ -70,7 +70,9 @@ of tests/dagster/test_instance_storage.py fail where one is renamed, re-signed o
   attributes called (``_event_to_row``, ``_store_asset_event_tags``, ``_store_asset_event``,
   ``_event_insert_timestamp``, SQLite's ``_db_lock`` and ``_initialized_dbs``), and
   PostgreSQL's ``_engine`` replaced by the process's pool, and its storages built with
-  ``should_autocreate_tables`` off when the reflection here found their tables;
+  ``should_autocreate_tables`` off when the reflection here found their tables
+  (:data:`POSTGRES_MAIN_TABLES`: the tables whose absence each dagster-postgres storage's
+  ``__init__`` checks, ``test_postgres_storage_creates_a_missing_table_as_dagster_does``);
 - the schema checks whose True answers are kept: the schedule storages'
   ``_has_instigators_table``, ``has_instigators_table``,
   ``_has_asset_daemon_asset_evaluations_table``, ``has_secondary_index_table``; the run

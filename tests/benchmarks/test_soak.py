@@ -2,8 +2,9 @@
 
 One run of the harness on the production stack (``tests/e2e/stack.py``) at the short
 rates (``soak.RATES["short"]``) with the deployment's sensor interval (30 s) and the
-harness's settings otherwise (quiet period 10 s), a tenth of the entries bad, and the daemon killed (``kill -9``) a
-minute into the landing and started again as systemd would. Then the issue's checks on what
+harness's settings otherwise (quiet period 10 s), a tenth of the entries bad, and the
+daemon killed (``kill -9``) a minute into the landing and started again as systemd would.
+Then the issue's checks on what
 it wrote: every entry recorded in ``landed.csv``; every good entry's energy in
 ``energy_facts`` exactly once and in the accounting with carbon and cost; every bad entry
 failed alone and shown failed through GraphQL; no tick past its timeout; the daemon's kill
@@ -48,8 +49,9 @@ STOP_GRACE_S = 120
 FAULT = "daemon-kill@60"
 #: The sensors' and the automation's interval (s): the deployment's (``sensors/settings.py``'s
 #: default, which deploy/ keeps). The harness's 10 s is for the long runs' freshness
-#: figures; here it doubled the ticks and the runs (each a run worker of about 5 CPU-s),
-#: whose CPU this run takes from the rest of the suite, and freshness is not asserted.
+#: figures; here it tripled the ticks and made more, smaller runs (each a run worker of
+#: about 5 CPU-s), whose CPU this run takes from the rest of the suite, and freshness is
+#: not asserted.
 INTERVAL_S = DEFAULT_INTERVAL_S
 #: The issue's bound on resident memory growth (%), from a sixth of the run to its end.
 RSS_GROWTH_PCT = 10.0

@@ -728,7 +728,7 @@ def test_postgres_instances_of_a_process_share_its_connections(postgres_url, tmp
     connection for each statement of it: here the instances of a process share its pool,
     so that after the first instance (which creates the tables), five more, each doing a
     tick's work, open none. Dagster's own storage, its tables made, opens one per
-    statement for a tick (what the test would see)."""
+    statement: five instances, at least 50 (what the test would see)."""
     url = urlparse(database(postgres_url, "shared_connections"))
     ours = {"custom": {"module": "resources.instance_storage",
                        "class": "BatchingPostgresStorage",
@@ -742,26 +742,50 @@ def test_postgres_instances_of_a_process_share_its_connections(postgres_url, tmp
     def count(*args) -> None:
         opened.append(1)
 
-    def connections(storage: dict, instances: int) -> int:
+    def connections(storage: dict, first: int, instances: int, kind: str) -> int:
+        """The connections opened over ``instances`` instances, the i-th doing tick
+        ``first + i``; each instance's storage of ``kind``, and every run and cursor of the
+        ticks before it there."""
         before = len(opened)
-        for i in range(instances):
+        state = sensor_state("0")
+        for i in range(first, first + instances):
             with dg.instance_for_test(temp_dir=str(tmp_path),
                                       overrides={"storage": storage}) as instance:
-                state = sensor_state(str(i))
-                if not instance.get_instigator_state(state.instigator_origin_id,
-                                                     state.selector_id):
+                assert type(instance.run_storage).__name__ == kind
+                if i == 0:
                     instance.add_instigator_state(state)
                 one_tick(instance, state, i)
+                assert instance.get_instigator_state(
+                    state.instigator_origin_id, state.selector_id
+                ).instigator_data.cursor == str(i)
+                assert len(instance.get_run_records()) == i + 1
         return len(opened) - before
 
     sa.event.listen(sa.pool.Pool, "connect", count)
     try:
-        connections(ours, 1)  # the first creates the tables, over Dagster's own engine
-        assert connections(ours, 5) == 0
-        connections(dagsters, 1)
-        assert connections(dagsters, 1) >= 10
+        # the first creates the tables, over Dagster's own engine
+        connections(ours, 0, 1, "KeptSchemaPostgresRunStorage")
+        assert connections(ours, 1, 5, "KeptSchemaPostgresRunStorage") == 0
+        connections(dagsters, 0, 1, "PostgresRunStorage")
+        dagsters_own = connections(dagsters, 1, 5, "PostgresRunStorage")
+        print(f"five instances, a tick each: 0 connections opened, Dagster's own {dagsters_own}")
+        assert dagsters_own >= 5 * 10
     finally:
         sa.event.remove(sa.pool.Pool, "connect", count)
+
+
+def test_postgres_storage_creates_a_missing_table_as_dagster_does(postgres_url):
+    """Dagster's own creation is skipped only where every main table is there: a database
+    whose instance_info table is gone gets it back, as dagster-postgres's run storage gives
+    it back (``POSTGRES_MAIN_TABLES``, re-checked at each Dagster upgrade)."""
+    url = database(postgres_url, "missing_table")
+    BatchingPostgresStorage(url)
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        conn.execute(sa.text("DROP TABLE instance_info"))
+    BatchingPostgresStorage(url)
+    assert instance_storage.POSTGRES_MAIN_TABLES <= set(sa.inspect(engine).get_table_names())
+    engine.dispose()
 
 
 def test_false_schema_answer_is_asked_again(tmp_path):
