@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -52,11 +53,36 @@ def drawn_at_key(name: str) -> str:
     return f"{name}_drawn_at"
 
 
-def plot_metadata(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, name: str,
-                  draw: Callable[[], str], *, carry: bool) -> dict[str, dg.MetadataValue]:
-    """The metadata of plot ``name`` of ``asset_key`` (Markdown from ``draw()``) and when it
-    was drawn: drawn now, or, within ``plot_every_s()`` of the last drawing recorded on the
-    asset's latest materialization, that one carried over (``carry``) or left out."""
+@dataclass(frozen=True)
+class PlotTurn:
+    """Whether a step draws plot ``name`` of an asset: ``last`` is None when it does, with
+    ``drawn_at`` now; else ``last`` is the metadata of the asset's latest materialization,
+    which records the plot drawn within ``plot_every_s()`` at ``drawn_at`` (its
+    ``<name>_drawn_at``, seconds since the epoch)."""
+
+    name: str
+    drawn_at: dg.TimestampMetadataValue
+    last: Mapping[str, dg.MetadataValue] | None
+
+    @property
+    def draws(self) -> bool:
+        """Whether the step draws the plot now."""
+        return self.last is None
+
+    def metadata(self, draw: Callable[[], str], *, carry: bool) -> dict[str, dg.MetadataValue]:
+        """The plot (Markdown from ``draw()``) and when it was drawn: drawn now, or the last
+        drawing carried over (``carry``) or left out."""
+        if self.last is None:
+            return {self.name: dg.MetadataValue.md(draw()), drawn_at_key(self.name): self.drawn_at}
+        carried = {self.name: self.last[self.name]} if carry and self.name in self.last else {}
+        return {**carried, drawn_at_key(self.name): self.drawn_at}
+
+
+def plot_turn(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, name: str
+              ) -> PlotTurn:
+    """Whether the step draws plot ``name`` of ``asset_key`` now: unless the asset's latest
+    materialization (any partition; one query, only with ``plot_every_s()`` > 0) records
+    it drawn within ``plot_every_s()``."""
     every, now = plot_every_s(), time.time()
     if every > 0:
         latest = context.instance.get_latest_materialization_event(asset_key)
@@ -64,7 +90,14 @@ def plot_metadata(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, nam
         metadata = materialization.metadata if materialization is not None else {}
         drawn = metadata.get(drawn_at_key(name))
         if isinstance(drawn, dg.TimestampMetadataValue) and 0 <= now - drawn.value < every:
-            carried = {name: metadata[name]} if carry and name in metadata else {}
-            return {**carried, drawn_at_key(name): drawn}
-    return {name: dg.MetadataValue.md(draw()),
-            drawn_at_key(name): dg.MetadataValue.timestamp(now)}
+            return PlotTurn(name, drawn, metadata)
+    return PlotTurn(name, dg.MetadataValue.timestamp(now), None)
+
+
+def plot_metadata(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, name: str,
+                  draw: Callable[[], str], *, carry: bool) -> dict[str, dg.MetadataValue]:
+    """The metadata of plot ``name`` of ``asset_key`` (Markdown from ``draw()``) and when it
+    was drawn: drawn now, or, within ``plot_every_s()`` of the last drawing recorded on the
+    asset's latest materialization, that one carried over (``carry``) or left out
+    (:func:`plot_turn`)."""
+    return plot_turn(context, asset_key, name).metadata(draw, carry=carry)
