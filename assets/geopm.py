@@ -19,7 +19,8 @@ reason ``assets/pipeline.py`` gives. In order:
    day, whose ``pandera_valid`` result names its file and line (``assets/blocks.py``);
    the day's other reports go on;
 2. ``geopm_host_energy``: per report, host and region (and totals section) energy, for
-   the reports that passed;
+   the reports that passed; each day's plot of energy per region drawn at most every
+   ``$JOULEHOUSE_PLOT_EVERY_S`` (one decision for the run's days: ``assets/plot_cadence.py``);
 3. ``geopm_trials``: each report that passed as one TAUdb trial (replacing the report's
    trial), built from its stored frames, a day's trials written in one transaction; a
    report whose landing fingerprint and ``timezone`` setting equal its stored trial's

@@ -16,11 +16,12 @@ otherwise:
   carried over from that materialization, with when it was drawn, so the asset's page
   always shows one, at most that old;
 - a plot of the run's own rows (GPU benchmarks recomputed, PowerAPI streams,
-  ClusterCockpit's days the run landed) is left out, and ``<name>_drawn_at`` says when
-  the last was drawn.
+  ClusterCockpit's days the run landed, GEOPM's energy per region of each day the run
+  computed) is left out, and ``<name>_drawn_at`` says when the last was drawn.
 
 Read when a step runs (``dg.DagsterInstance.get_latest_materialization_event``: one query of
-the instance's event log per plot).
+the instance's event log per plot; a plot drawn per partition, GEOPM's per day, is decided
+once for the step's partitions, from the latest materialization of any: :func:`plot_turn`).
 """
 
 from __future__ import annotations
