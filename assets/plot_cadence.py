@@ -65,11 +65,6 @@ class PlotTurn:
     drawn_at: dg.TimestampMetadataValue
     last: Mapping[str, dg.MetadataValue] | None
 
-    @property
-    def draws(self) -> bool:
-        """Whether the step draws the plot now."""
-        return self.last is None
-
     def metadata(self, draw: Callable[[], str], *, carry: bool) -> dict[str, dg.MetadataValue]:
         """The plot (Markdown from ``draw()``) and when it was drawn: drawn now, or the last
         drawing carried over (``carry``) or left out."""
