@@ -19,7 +19,8 @@ reason ``assets/pipeline.py`` gives. In order:
    day, whose ``pandera_valid`` result names its file and line (``assets/blocks.py``);
    the day's other reports go on;
 2. ``geopm_host_energy``: per report, host and region (and totals section) energy, for
-   the reports that passed;
+   the reports that passed; each day's plot of energy per region drawn at most every
+   ``$JOULEHOUSE_PLOT_EVERY_S`` (one decision for the run's days: ``assets/plot_cadence.py``);
 3. ``geopm_trials``: each report that passed as one TAUdb trial (replacing the report's
    trial), built from its stored frames, a day's trials written in one transaction; a
    report whose landing fingerprint and ``timezone`` setting equal its stored trial's
@@ -39,6 +40,7 @@ The per-report work of 1. and 2., and the building of 3.'s trials, runs in the
 
 from collections.abc import Collection, Generator, Iterator
 from concurrent.futures import Executor
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -58,6 +60,7 @@ from assets.blocks import (
 )
 from assets.facts import write_facts, write_owned_facts
 from assets.gpu import COMPUTED_CHECK, TABLE_AUTOMATION, VALID_CHECK
+from assets.plot_cadence import PlotTurn, plot_turn
 from assets.pools import tables_pool
 from assets.reporting import (
     STEP_RETRY,
@@ -279,10 +282,16 @@ def report_figures(report: Report) -> dict[str, Any]:
             "rollup": energy.region_rollup(report)}
 
 
-def day_energy_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
+#: The per-day plot of a day's host-energy partition, drawn at most every
+#: ``$JOULEHOUSE_PLOT_EVERY_S`` (``assets/plot_cadence.py``).
+REGION_PLOT = "energy_per_region"
+
+
+def day_energy_metadata(day: str, done: dict[str, Stored], plot: PlotTurn) -> dict[str, Any]:
     """What a day's host-energy partition shows besides its rows, of the reports the run
     computed in it: how many, their hosts, total energy (J), energy per report, and energy
-    per region across them (a table, and a plot; none for a day with no report left)."""
+    per region across them (a table, and :data:`REGION_PLOT` if the run draws it, ``plot``,
+    else when it was last drawn; neither for a day with no report left)."""
     figures = {key: stored.metadata for key, stored in done.items()}
     rollup = (pd.concat([one["rollup"] for one in figures.values()], ignore_index=True)
               if figures else pd.DataFrame())
@@ -295,9 +304,9 @@ def day_energy_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
         "energy_per_report": _report_table(figures),
     }
     if len(rollup):
-        metadata |= {"regions": _region_table(rollup),
-                     "energy_per_region": dg.MetadataValue.md(markdown_image(
-                         region_energy_png(rollup, day), f"energy per region of {day}"))}
+        metadata |= {"regions": _region_table(rollup), **plot.metadata(
+            lambda: markdown_image(region_energy_png(rollup, day), f"energy per region of {day}"),
+            carry=False)}
     return metadata
 
 
@@ -519,6 +528,9 @@ def per_report_assets(context: dg.AssetExecutionContext, run: RunDays,
     day that failed or was not computed, and the reports that failed."""
     selected = context.selected_asset_keys
     days = DayReports(context, run, "report", "an earlier asset failed in this run")
+    host_metadata = (partial(day_energy_metadata, plot=plot_turn(
+        context, geopm_host_energy.key, REGION_PLOT)) if geopm_host_energy.key in selected
+        else None)  # one decision for every day of the run
 
     def arguments(key: str) -> tuple:
         return tables, key, source.resolve(key), source.timezone
@@ -531,14 +543,14 @@ def per_report_assets(context: dg.AssetExecutionContext, run: RunDays,
         if error is not None:
             raise error
         yield from days.report(host, COMPUTED_SPEC, lambda name: schemas.HOST_ENERGY_SCHEMA,
-                               day_energy_metadata)
+                               host_metadata)
     elif geopm_validated_frames.key in selected:
         yield from days.report(run_entries(run.entries, store_report, arguments, executor),
                                VALID_SPEC, FRAME_SCHEMAS.get)
     elif geopm_host_energy.key in selected:
         yield from days.report(run_entries(run.entries, store_host_energy, lambda key: (
             tables, key, source.resolve(key)), executor, skip=days.skipped),
-            COMPUTED_SPEC, lambda name: schemas.HOST_ENERGY_SCHEMA, day_energy_metadata)
+            COMPUTED_SPEC, lambda name: schemas.HOST_ENERGY_SCHEMA, host_metadata)
     if geopm_trials.key in selected:
         days.skipped |= {key: "no validated frames stored" for key in run.keys
                          if key not in days.skipped and not tables.has_partition(

@@ -16,18 +16,20 @@ otherwise:
   carried over from that materialization, with when it was drawn, so the asset's page
   always shows one, at most that old;
 - a plot of the run's own rows (GPU benchmarks recomputed, PowerAPI streams,
-  ClusterCockpit's days the run landed) is left out, and ``<name>_drawn_at`` says when
-  the last was drawn.
+  ClusterCockpit's days the run landed, GEOPM's energy per region of each day the run
+  computed) is left out, and ``<name>_drawn_at`` says when the last was drawn.
 
 Read when a step runs (``dg.DagsterInstance.get_latest_materialization_event``: one query of
-the instance's event log per plot).
+the instance's event log per plot; a plot drawn per partition, GEOPM's per day, is decided
+once for the step's partitions, from the latest materialization of any: :func:`plot_turn`).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -52,11 +54,31 @@ def drawn_at_key(name: str) -> str:
     return f"{name}_drawn_at"
 
 
-def plot_metadata(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, name: str,
-                  draw: Callable[[], str], *, carry: bool) -> dict[str, dg.MetadataValue]:
-    """The metadata of plot ``name`` of ``asset_key`` (Markdown from ``draw()``) and when it
-    was drawn: drawn now, or, within ``plot_every_s()`` of the last drawing recorded on the
-    asset's latest materialization, that one carried over (``carry``) or left out."""
+@dataclass(frozen=True)
+class PlotTurn:
+    """Whether a step draws plot ``name`` of an asset: ``last`` is None when it does, with
+    ``drawn_at`` now; else ``last`` is the metadata of the asset's latest materialization,
+    which records the plot drawn within ``plot_every_s()`` at ``drawn_at`` (its
+    ``<name>_drawn_at``, seconds since the epoch)."""
+
+    name: str
+    drawn_at: dg.TimestampMetadataValue
+    last: Mapping[str, dg.MetadataValue] | None
+
+    def metadata(self, draw: Callable[[], str], *, carry: bool) -> dict[str, dg.MetadataValue]:
+        """The plot (Markdown from ``draw()``) and when it was drawn: drawn now, or the last
+        drawing carried over (``carry``) or left out."""
+        if self.last is None:
+            return {self.name: dg.MetadataValue.md(draw()), drawn_at_key(self.name): self.drawn_at}
+        carried = {self.name: self.last[self.name]} if carry and self.name in self.last else {}
+        return {**carried, drawn_at_key(self.name): self.drawn_at}
+
+
+def plot_turn(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, name: str
+              ) -> PlotTurn:
+    """Whether the step draws plot ``name`` of ``asset_key`` now: unless the asset's latest
+    materialization (any partition; one query, only with ``plot_every_s()`` > 0) records
+    it drawn within ``plot_every_s()``."""
     every, now = plot_every_s(), time.time()
     if every > 0:
         latest = context.instance.get_latest_materialization_event(asset_key)
@@ -64,7 +86,14 @@ def plot_metadata(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, nam
         metadata = materialization.metadata if materialization is not None else {}
         drawn = metadata.get(drawn_at_key(name))
         if isinstance(drawn, dg.TimestampMetadataValue) and 0 <= now - drawn.value < every:
-            carried = {name: metadata[name]} if carry and name in metadata else {}
-            return {**carried, drawn_at_key(name): drawn}
-    return {name: dg.MetadataValue.md(draw()),
-            drawn_at_key(name): dg.MetadataValue.timestamp(now)}
+            return PlotTurn(name, drawn, metadata)
+    return PlotTurn(name, dg.MetadataValue.timestamp(now), None)
+
+
+def plot_metadata(context: dg.AssetExecutionContext, asset_key: dg.AssetKey, name: str,
+                  draw: Callable[[], str], *, carry: bool) -> dict[str, dg.MetadataValue]:
+    """The metadata of plot ``name`` of ``asset_key`` (Markdown from ``draw()``) and when it
+    was drawn: drawn now, or, within ``plot_every_s()`` of the last drawing recorded on the
+    asset's latest materialization, that one carried over (``carry``) or left out
+    (:func:`plot_turn`)."""
+    return plot_turn(context, asset_key, name).metadata(draw, carry=carry)

@@ -4,11 +4,16 @@ Dagster's own instance and materializations."""
 
 from __future__ import annotations
 
+import time
+
 import dagster as dg
 import pytest
 
 from assets import plot_cadence
+from assets.geopm import REGION_PLOT, geopm_host_energy
 from assets.plot_cadence import PLOT_EVERY_ENV, drawn_at_key, plot_every_s, plot_metadata
+from tests.dagster.conftest import settle
+from tests.dagster.test_geopm_assets import DAYS, Pipeline, _land, _latest
 
 DRAWN: list[int] = []
 
@@ -79,6 +84,42 @@ def test_within_the_cadence_a_plot_of_the_runs_rows_is_left_out(monkeypatch):
     assert second[drawn_at_key("per_day")].value == 1_000_000.0  # the last drawing's
     assert third["per_day"].value == "plot 2"
     assert len(DRAWN) == 2
+
+
+def test_a_geopm_run_draws_its_days_plots_or_none_deciding_once(monkeypatch, instance,
+                                                                 tmp_path):
+    """GEOPM's per-day plot of energy per region is of the run's own rows: one decision per
+    run, from the asset's latest materialization of any day; within the cadence no day's
+    plot is drawn and each day says when the last was; its regions table is always shown."""
+    pipeline = Pipeline(instance, _land(tmp_path / "landing"), tmp_path / "warehouse")
+    settle()
+    [request] = pipeline.tick().run_requests  # both days, the two bundled reports
+    monkeypatch.setenv(PLOT_EVERY_ENV, "600")
+    clock, ahead = time.time, [0.0]  # the real clock, moved ahead (a frozen one could hang)
+    monkeypatch.setattr(plot_cadence.time, "time", lambda: clock() + ahead[0])
+
+    def days_shown() -> dict[str, dict]:
+        assert pipeline.launch(request).success
+        return {day: _latest(instance, geopm_host_energy.key, day).metadata for day in DAYS}
+
+    before = time.time()
+    first = days_shown()
+    ahead[0] = 300.0
+    second = days_shown()
+    ahead[0] = 600.0
+    third = days_shown()
+    drawn = {day: shown[drawn_at_key(REGION_PLOT)].value for day, shown in first.items()}
+    [first_drawn] = set(drawn.values())  # one decision for the run's days
+    assert before <= first_drawn
+    assert all(REGION_PLOT in shown and "regions" in shown for shown in first.values())
+    assert all(REGION_PLOT not in shown and "regions" in shown for shown in second.values())
+    assert {day: shown[drawn_at_key(REGION_PLOT)].value for day, shown in second.items()} == (
+        drawn)  # the last drawing's
+    assert all(REGION_PLOT in shown and "regions" in shown for shown in third.values())
+    [third_drawn] = {shown[drawn_at_key(REGION_PLOT)].value for shown in third.values()}
+    assert third_drawn >= first_drawn + 600
+    assert third[DAYS[0]][REGION_PLOT].value.startswith(
+        f"![energy per region of {DAYS[0]}](data:image/png;base64,")
 
 
 @pytest.mark.parametrize("value, seconds", [("", 0.0), (" 600 ", 600.0), ("0.5", 0.5)])
