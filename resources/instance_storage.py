@@ -662,6 +662,12 @@ class _ProcessPool:
     (a new connection per statement), until the webserver's ``optimize_for_webserver``
     puts Dagster's pool of its own in its place, which ``dispose`` then closes."""
 
+    def __init__(self, postgres_url: str, should_autocreate_tables: bool = True,
+                 inst_data=None, token_provider=None):
+        super().__init__(postgres_url, should_autocreate_tables, inst_data=inst_data,
+                         token_provider=token_provider)
+        self._use_process_engine()
+
     def _use_process_engine(self) -> None:
         """``_engine`` the process's (called after Dagster's ``__init__``, and in a forked
         child before its first connection)."""
@@ -687,12 +693,6 @@ class BatchedPostgresEventLogStorage(_ProcessPool, _AssetEventIndex, PostgresEve
     """dagster-postgres's event log with every batch of asset events written in one
     insert, planned events and mixed kinds included, over the process's pool."""
 
-    def __init__(self, postgres_url: str, should_autocreate_tables: bool = True,
-                 inst_data=None, token_provider=None):
-        super().__init__(postgres_url, should_autocreate_tables, inst_data=inst_data,
-                         token_provider=token_provider)
-        self._use_process_engine()
-
     def _connect(self):
         self._engine_of_this_process()
         return super()._connect()
@@ -713,12 +713,6 @@ class KeptSchemaPostgresRunStorage(_ProcessPool, _KeptRunSchema, PostgresRunStor
     """dagster-postgres's run storage, its schema checks' True answers kept, over the
     process's pool."""
 
-    def __init__(self, postgres_url: str, should_autocreate_tables: bool = True,
-                 inst_data=None, token_provider=None):
-        super().__init__(postgres_url, should_autocreate_tables, inst_data=inst_data,
-                         token_provider=token_provider)
-        self._use_process_engine()
-
     def connect(self):
         self._engine_of_this_process()
         return super().connect()
@@ -728,12 +722,6 @@ class KeptSchemaPostgresScheduleStorage(_ProcessPool, _KeptScheduleSchema,
                                         PostgresScheduleStorage):
     """dagster-postgres's schedule storage, its schema checks' True answers kept, over the
     process's pool."""
-
-    def __init__(self, postgres_url: str, should_autocreate_tables: bool = True,
-                 inst_data=None, token_provider=None):
-        super().__init__(postgres_url, should_autocreate_tables, inst_data=inst_data,
-                         token_provider=token_provider)
-        self._use_process_engine()
 
     def connect(self, run_id: str | None = None):
         self._engine_of_this_process()
