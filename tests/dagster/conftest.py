@@ -61,13 +61,25 @@ def settle() -> None:
     time.sleep(QUIET_S + 0.1)
 
 
-@pytest.fixture
-def data_root(tmp_path: Path) -> Path:
-    """A generated data root named ``lab``: 3 runs x 2 repetitions, quiet."""
-    root = tmp_path / "lab"
+def lab_data_root(folder: Path) -> Path:
+    """A generated data root ``folder / "lab"``: 3 runs x 2 repetitions, quiet."""
+    root = folder / "lab"
     write_data_root(root, RUNS, repetitions=REPETITIONS, base=SMALL)
     settle()
     return root
+
+
+def lab_source(data_root: Path) -> GpuBenchmarkSource:
+    """The GPU source over ``data_root`` as the tests read it (the tests' quiet period, no
+    full rescan)."""
+    return GpuBenchmarkSource(data_roots=[DataRoot(path=str(data_root))],
+                              quiet_period_s=QUIET_S, full_rescan_s=None)
+
+
+@pytest.fixture
+def data_root(tmp_path: Path) -> Path:
+    """:func:`lab_data_root` in this test's folder."""
+    return lab_data_root(tmp_path)
 
 
 @pytest.fixture
@@ -81,8 +93,7 @@ def instance(request):
 
 @pytest.fixture
 def source(data_root: Path) -> GpuBenchmarkSource:
-    return GpuBenchmarkSource(data_roots=[DataRoot(path=str(data_root))],
-                              quiet_period_s=QUIET_S, full_rescan_s=None)
+    return lab_source(data_root)
 
 
 @pytest.fixture

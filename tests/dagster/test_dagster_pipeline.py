@@ -26,7 +26,17 @@ from resources import DataRoot, GpuBenchmarkSource, StepWorkers, Warehouse
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
 from sensors.local import launch_in_process, tick
 from sensors.partition_runs import RANGE_END, RANGE_START
-from tests.dagster.conftest import DAY, QUIET_S, REPETITIONS, RUNS, SMALL, repetition_keys, settle
+from tests.dagster.conftest import (
+    DAY,
+    QUIET_S,
+    REPETITIONS,
+    RUNS,
+    SMALL,
+    lab_data_root,
+    lab_source,
+    repetition_keys,
+    settle,
+)
 from tests.dagster_sqlite import BATCHING, DAGSTER_SQLITE, empty_instance
 
 BAD = "lab/power-limit/bert/250W/0"
@@ -71,11 +81,8 @@ class Stored:
 def stored(tmp_path_factory) -> Iterator[Stored]:
     """The first run made once for the tests that only read it (each run costs seconds)."""
     tmp = tmp_path_factory.mktemp("first-run")
-    data_root = tmp / "lab"
-    write_data_root(data_root, RUNS, repetitions=REPETITIONS, base=SMALL)
-    settle()
-    source = GpuBenchmarkSource(data_roots=[DataRoot(path=str(data_root))],
-                                quiet_period_s=QUIET_S, full_rescan_s=None)
+    data_root = lab_data_root(tmp)
+    source = lab_source(data_root)
     warehouse = Warehouse(root=str(tmp / "warehouse"))
     defs = build_definitions(source, warehouse)
     with empty_instance(BATCHING) as instance:
