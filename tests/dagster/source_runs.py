@@ -2,10 +2,11 @@
 module's first run saved once for each test to start from (:class:`Saved`)."""
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 from unittest import mock
 
 import dagster as dg
@@ -85,6 +86,10 @@ def instance_in(storage: Path) -> Iterator[dg.DagsterInstance]:
         yield instance
 
 
+#: What :meth:`Saved.restored_source` makes: anything with a sensor's ``cursor``.
+SourceT = TypeVar("SourceT")
+
+
 @dataclass(frozen=True)
 class Saved:
     """What a module fixture made in folder ``root`` (``base / "root"``: a landing folder
@@ -121,3 +126,13 @@ class Saved:
         storage = shutil.copytree(self.saved / "storage", tmp_path / "dagster-storage")
         with instance_in(storage) as instance:
             yield instance
+
+    @contextmanager
+    def restored_source(self, tmp_path: Path,
+                        source: Callable[[dg.DagsterInstance, Path], SourceT]) -> Iterator[SourceT]:
+        """:meth:`restored`, and ``source(instance, root)`` (a sensor's source or pipeline,
+        with a ``cursor``) given the sensor's cursor saved."""
+        with self.restored(tmp_path) as instance:
+            made = source(instance, self.root)
+            made.cursor = self.cursor
+            yield made

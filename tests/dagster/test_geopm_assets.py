@@ -137,10 +137,8 @@ def _first_run(base: Path, extra: Callable[[Path], None] | None = None,
 def _restored(first: FirstRun, tmp_path: Path) -> Iterator[Pipeline]:
     """The pipeline after ``first`` put back for this test (its landing folder
     ``.landing``)."""
-    saved = first.saved
-    with saved.restored(tmp_path) as instance:
-        pipeline = Pipeline(instance, saved.root / "landing", saved.root / "warehouse")
-        pipeline.cursor = saved.cursor
+    with first.saved.restored_source(tmp_path, lambda instance, root: Pipeline(
+            instance, root / "landing", root / "warehouse")) as pipeline:
         yield pipeline
 
 

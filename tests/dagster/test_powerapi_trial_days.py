@@ -83,9 +83,7 @@ pytestmark = pytest.mark.usefixtures("plots_as_deployed")
 def days(landed: Saved, tmp_path) -> Iterator[tuple[Source, Path]]:
     """The five days landed and their trials loaded (:func:`landed`), for this test: put
     back at the same paths, with the instance and the sensor's cursor of then."""
-    with landed.restored(tmp_path) as instance:
-        source = _source(instance, landed.root)
-        source.cursor = landed.cursor
+    with landed.restored_source(tmp_path, _source) as source:
         yield source, landed.root / "landing"
 
 

@@ -176,9 +176,7 @@ def ran_once(tmp_path_factory) -> tuple[Saved, dg.ExecuteInProcessResult]:
 def ran(ran_once, tmp_path) -> Iterator[Ran]:
     """The reports landed and the GEOPM run over them (:func:`ran_once`), for this test."""
     saved, first = ran_once
-    with saved.restored(tmp_path) as instance:
-        source = _reports(instance, saved.root)
-        source.cursor = saved.cursor
+    with saved.restored_source(tmp_path, _reports) as source:
         yield Ran(source, saved.root, first)
 
 
@@ -365,11 +363,8 @@ def sensor_days_once(tmp_path_factory) -> Saved:
 def sensor_days(sensor_days_once: Saved, tmp_path) -> Iterator[tuple[Source, Path]]:
     """The bundled PowerAPI examples landed in ``landing``, through the PowerAPI run
     (:func:`sensor_days_once`), for this test."""
-    saved = sensor_days_once
-    with saved.restored(tmp_path) as instance:
-        source = _powerapi(instance, saved.root)
-        source.cursor = saved.cursor
-        yield source, saved.root / "landing"
+    with sensor_days_once.restored_source(tmp_path, _powerapi) as source:
+        yield source, sensor_days_once.root / "landing"
 
 
 def test_the_automation_starts_powerapi_trials_only_once_windows_are_stored(instance, tmp_path):
