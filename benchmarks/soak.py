@@ -28,6 +28,8 @@ writes into ``--out DIR``:
 - ``freshness.png``, ``memory.png``: freshness and resident memory over the run
   (``benchmarks/soak_plots.py``);
 - ``warehouse/``: ``joulehouse sql --warehouse DIR/warehouse`` queries it; ``stack/logs/``.
+- ``pg_statements.csv`` (with ``--pg-statements``): PostgreSQL's costliest statements of the
+  run (``pg_stat_statements``), their totals in ``summary.json``'s ``pg_statements``.
 
 Rates: ``--rates centre10x`` (the issue's: ClusterCockpit 3 jobs/s, GEOPM 0.5 reports/s,
 a GPU repetition every 10 s, 4 PowerAPI streams of a report a second, a TAU profile set a
@@ -181,6 +183,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--drain-minutes", type=float, default=None,
                         help="longest wait for the landed entries after landing stops "
                              "(default: the landing time, at least 5)")
+    parser.add_argument("--pg-statements", action="store_true",
+                        help="PostgreSQL with pg_stat_statements: its costliest statements "
+                             "in DIR/pg_statements.csv, their totals in summary.json")
     parser.add_argument("--poll-s", type=float, default=5.0)
     parser.add_argument("--sample-s", type=float, default=5.0)
     args = parser.parse_args(argv)
@@ -648,7 +653,9 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
             lambda data: accounting.append(prepare(data, landed, place,
                                                    args.accounting_every_s)),
             folders=place.folders, warehouse_path=place.warehouse,
-            settings=stack_settings(args), restore=place.restore) as stack:
+            settings=stack_settings(args),
+            restore=(record.with_statements(place.restore) if args.pg_statements
+                     else place.restore)) as stack:
         stack_up_s = time.monotonic() - started - warehouse_fs.get("copy_in_s", 0.0)
         sensors = start_sensors(stack)
         seeded = wait_for_history(stack, args, args.poll_s)
@@ -709,6 +716,8 @@ def soak(args: argparse.Namespace, out: Path, place: Place) -> dict:
         summary["ticks"] = record.tick_figures(tick_rows, args.interval_s, TICK_TIMEOUT_S)
         summary["ticks_past_timeout"] = sum(t["past_timeout"] for t in
                                             summary["ticks"].values())
+        if args.pg_statements:
+            summary["pg_statements"] = record.statements(stack, out / "pg_statements.csv")
         if args.object_store:
             tables = stack.tables
             pafs.copy_files(record.warehouse_root(tables), str(out / "warehouse"),

@@ -33,6 +33,7 @@ import json
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,7 +43,9 @@ from urllib.parse import urlsplit
 import numpy as np
 import pandas as pd
 import psutil
+import psycopg2
 import pyarrow.fs as pafs
+from postgres_server import PostgresServer
 from soak_landers import STREAM_POWER_W, STREAM_RAPL_J, Landed, collector_cpu_s, utc_now
 
 from joulehouse.accounting.query import connect, connect_files
@@ -744,3 +747,46 @@ def history_counts(stack: Stack) -> dict[str, dict[str, int]]:
     done = dict(zip(accounted["source"], accounted["n"], strict=True))
     return {source: {"in_facts": int(n), "accounted": int(done.get(source, 0))}
             for source, n in zip(facts["source"], facts["n"], strict=True)}
+
+
+#: The statements ``--pg-statements`` keeps in ``pg_statements.csv``, the costliest first.
+STATEMENTS_KEPT = 60
+
+
+def with_statements(restore: Callable[[PostgresServer], None]
+                    ) -> Callable[[PostgresServer], None]:
+    """``restore``, then PostgreSQL restarted with ``pg_stat_statements`` loaded (every
+    client statement of every database counted), before the stack starts."""
+    def restore_and_count(postgres: PostgresServer) -> None:
+        restore(postgres)
+        connection = psycopg2.connect(postgres.url("postgres"))
+        connection.autocommit = True
+        try:  # ALTER SYSTEM refuses a transaction: psycopg2's `with connection` opens one
+            with connection.cursor() as cursor:
+                cursor.execute("ALTER SYSTEM SET shared_preload_libraries = "
+                               "'pg_stat_statements'")
+        finally:
+            connection.close()
+        postgres.stop("fast")
+        postgres.start()
+        connection = psycopg2.connect(postgres.url("postgres"))
+        connection.autocommit = True
+        try:  # its view, in the postgres database, counts every database's statements
+            with connection.cursor() as cursor:
+                cursor.execute("CREATE EXTENSION pg_stat_statements")
+        finally:
+            connection.close()
+    return restore_and_count
+
+
+def statements(stack: Stack, path: Path) -> dict:
+    """PostgreSQL's statements since the stack started: the :data:`STATEMENTS_KEPT`
+    costliest written to ``path`` (calls, total execution ms, rows, the normalised text),
+    and the totals over all of them (calls, execution seconds)."""
+    rows = stack.sql("SELECT calls, total_exec_time, rows, regexp_replace(query, '\\s+', ' ', "
+                     "'g') FROM pg_stat_statements ORDER BY total_exec_time DESC",
+                     database="postgres")
+    pd.DataFrame(rows[:STATEMENTS_KEPT], columns=["calls", "exec_ms", "rows", "query"]).round(
+        {"exec_ms": 1}).to_csv(path, index=False)
+    return {"statements": len(rows), "calls": int(sum(row[0] for row in rows)),
+            "exec_s": round(sum(row[1] for row in rows) / 1e3, 1)}
