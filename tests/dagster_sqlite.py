@@ -45,6 +45,12 @@ DAGSTER_SQLITE = "dagster-sqlite"
 #: What deploy/dev.sh, the demo and every deployment set (deploy/README.md): the event
 #: batches the batching storage writes as one.
 EVENT_BATCH_SIZE = "1000"
+#: No step's stdout and stderr kept, as in ``dg.materialize``'s own instance: the local
+#: manager of ``dg.instance_for_test()`` starts four processes a step (a ``tail -F`` and a
+#: Python watcher for each stream), about 2,000 in a run of the suite, and no test reads
+#: an in-process run's captured output.
+NO_COMPUTE_LOGS = {"module": "dagster._core.storage.noop_compute_log_manager",
+                   "class": "NoOpComputeLogManager"}
 
 
 @contextmanager
@@ -53,16 +59,19 @@ def empty_instance(storage: str = BATCHING) -> Iterator[dg.DagsterInstance]:
     removed on exit: by default with the storage and event batches the project runs with
     (``resources/instance_storage.py``), or Dagster's own (:data:`DAGSTER_SQLITE`, events
     written one by one: ``test_instance_storage.py`` compares the two, and one pipeline
-    test runs on each)."""
+    test runs on each); either keeps no compute logs (:data:`NO_COMPUTE_LOGS`)."""
     assert storage in (BATCHING, DAGSTER_SQLITE), storage
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         home = empty_storage(Path(tmp) / "home")
         if storage == DAGSTER_SQLITE:
-            with dg.instance_for_test(temp_dir=home) as instance:
+            with dg.instance_for_test(temp_dir=home,
+                                      overrides={"compute_logs": NO_COMPUTE_LOGS}) as instance:
                 yield instance
             return
         batching = {"custom": {"module": "resources.instance_storage",
                                "class": "BatchingSqliteStorage", "config": {"base_dir": home}}}
-        with (dg.instance_for_test(temp_dir=home, overrides={"storage": batching}) as instance,
+        with (dg.instance_for_test(temp_dir=home, overrides={"storage": batching,
+                                                             "compute_logs": NO_COMPUTE_LOGS})
+              as instance,
               mock.patch.dict(os.environ, {"DAGSTER_EVENT_BATCH_SIZE": EVENT_BATCH_SIZE})):
             yield instance
