@@ -47,6 +47,7 @@ deltalake is imported when a table is opened, not with this module (0.26 s).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -419,27 +420,66 @@ def replace_scope(warehouse: Warehouse, table: str, rows: pd.DataFrame,
 def stored_entries(warehouse: Warehouse, table: str, scope: Mapping[str, str],
                    prefixes: Iterable[str], column: str = "entity") -> set[str]:
     """The values of ``column`` within ``scope`` that start with one of ``prefixes``, in
-    the current version (none for a table not made yet): read by DataFusion (deltalake's
-    ``QueryBuilder``), which reads only the files whose statistics may hold them, in
-    queries of at most ``OR_LIMIT`` prefixes. A folder of plain files is migrated first (:func:`_opened`), so that the entries it holds are
-    found, as the write that follows a lookup (which would migrate it) sees them."""
-    from deltalake import QueryBuilder
-
-    listed = sorted(set(prefixes))
+    the current version (none for a table not made yet). Only the files whose log
+    statistics may hold such a value are read, and of them only the scope's rows of
+    ``column`` (pyarrow); the values are matched against the prefixes in one sorted pass
+    (:func:`_starting_with`), however many there are. A folder of plain files is migrated
+    first (:func:`_opened`), so that the entries it holds are found, as the write that
+    follows a lookup (which would migrate it) sees them."""
+    listed = _prefix_free(prefixes)
     if not listed:
         return set()
     delta = _opened(warehouse, table)
     if delta is None:
         return set()
-    found: set[str] = set()
-    for part in _batched(listed, OR_LIMIT):
-        where = " AND ".join([*(f"{_name(name)} = {_literal(value)}"
-                                for name, value in scope.items()),
-                              "(" + " OR ".join(f"starts_with({_name(column)}, {_literal(prefix)})"
-                                                for prefix in part) + ")"])
-        batches = QueryBuilder().register("entries", delta).execute(
-            f"SELECT DISTINCT {_name(column)} AS value FROM entries WHERE {where}")
-        found |= {str(value) for batch in batches for value in pa.array(batch.column(0)).to_pylist()}
+    base = warehouse.table_path(table)
+    held = [pafs.FileInfo(f"{base}/{file['path']}", pafs.FileType.File,
+                          size=file["size_bytes"])
+            for file in pa.table(delta.get_add_actions(flatten=True)).to_pylist()
+            if _may_hold(file, scope, column, listed)]
+    if not held:
+        return set()
+    values = _dataset(warehouse, delta, held).to_table(columns=[column],
+                                                       filter=_within(scope))
+    return _starting_with(pc.unique(values.column(column)).drop_null().to_pylist(), listed)
+
+
+def _prefix_free(prefixes: Iterable[str]) -> list[str]:
+    """``prefixes`` sorted, without those another of them starts (which match nothing
+    more): in such a list the only prefix that can start a value is the greatest one not
+    above it (any between the two would start with that one)."""
+    kept: list[str] = []
+    for prefix in sorted(set(prefixes)):
+        if not kept or not prefix.startswith(kept[-1]):
+            kept.append(prefix)
+    return kept
+
+
+def _may_hold(file: Mapping, scope: Mapping[str, str], column: str,
+              prefixes: list[str]) -> bool:
+    """Whether a data file (its log entry: ``min.<column>``, ``max.<column>``; None where
+    not kept) may hold a row within ``scope`` whose ``column`` starts with one of the
+    prefix-free, sorted ``prefixes``. Its bounds are true bounds, a cut statistic too
+    (:data:`STATISTICS_LENGTH`)."""
+    for name, value in scope.items():
+        least, most = file.get(f"min.{name}"), file.get(f"max.{name}")
+        if least is not None and most is not None and not least <= value <= most:
+            return False
+    least, most = file.get(f"min.{column}"), file.get(f"max.{column}")
+    if least is None or most is None:
+        return True
+    below = bisect.bisect_right(prefixes, least)  # prefixes[below:] sort after ``least``
+    return ((below > 0 and least.startswith(prefixes[below - 1]))
+            or (below < len(prefixes) and prefixes[below] <= most))
+
+
+def _starting_with(values: Iterable[str], prefixes: list[str]) -> set[str]:
+    """Those of ``values`` that start with one of the prefix-free, sorted ``prefixes``."""
+    found = set()
+    for value in values:
+        below = bisect.bisect_right(prefixes, value)
+        if below and value.startswith(prefixes[below - 1]):
+            found.add(value)
     return found
 
 
