@@ -241,6 +241,10 @@ def _env(home: Path, postgres: PostgresServer, dagster_db: str, taudb_url: str,
         "JOULEHOUSE_QUIET_PERIOD_S": str(QUIET_S),
         "JOULEHOUSE_FULL_RESCAN_S": "none",
         "JOULEHOUSE_SENSOR_INTERVAL_S": str(SENSOR_INTERVAL_S),
+        # plots drawn at most every 10 minutes, as every deployment sets (deploy/README.md):
+        # each asset's first materialization draws its plot, which the UI test looks at;
+        # drawing at every run imported matplotlib and drew PNGs in most run workers
+        "JOULEHOUSE_PLOT_EVERY_S": "600",
         # the PowerAPI trials and derived tables at every change, not every 5 minutes
         # (assets/follow_cadence.py): the tests wait for the trials
         "JOULEHOUSE_FOLLOWERS_EVERY_MIN": "0",
