@@ -34,6 +34,8 @@ from tests.dagster.conftest import DAY, repetition_keys
 from tests.test_entry_table import facts as other_facts
 
 OTHER = {"source": "clustercockpit"}
+#: Plots drawn as deployed (tests/dagster/conftest.py): no test here looks at a plot.
+pytestmark = pytest.mark.usefixtures("plots_as_deployed")
 
 
 def ordered(frame: pd.DataFrame) -> pd.DataFrame:

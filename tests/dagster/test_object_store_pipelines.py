@@ -34,6 +34,8 @@ from tests.dagster.source_runs import SourceRuns
 from tests.dagster_sqlite import empty_instance
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+#: Plots drawn as deployed (tests/dagster/conftest.py): no test here looks at a plot.
+pytestmark = pytest.mark.usefixtures("plots_as_deployed")
 
 
 def _gpu(data: Path) -> tuple[str, dg.ConfigurableResource, str, str, dg.PartitionsDefinition]:
