@@ -309,6 +309,7 @@ def test_energy_is_stored_with_its_code_version_and_its_readings_figures(stored)
     assert {key for key, _, _ in judged} == keys and len(judged) == 6  # experiment windows
 
 
+@pytest.mark.usefixtures("plots_as_deployed")
 def test_energy_stored_before_data_root_names_the_partitions_to_materialize_again(
         stored, instance, tmp_path):
     """One stored partition as code version 1 stored it, then all six (in a copy of the

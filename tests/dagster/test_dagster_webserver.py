@@ -24,6 +24,8 @@ from tests.dagster.webserver import (
     webserver,
 )
 
+#: Plots drawn as deployed (tests/dagster/conftest.py): no test here looks at a plot.
+pytestmark = pytest.mark.usefixtures("plots_as_deployed")
 BAD = "lab/power-limit/bert/250W/0"
 BAD_DAY = "lab/2020-11-16"  # the bert repetitions' day
 GOOD_DAY = "lab/2021-02-03"  # the resnet repetitions', moved there

@@ -41,6 +41,8 @@ from tests.dagster.webserver import (
     webserver,
 )
 
+#: Plots drawn as deployed (tests/dagster/conftest.py): no test here looks at a plot.
+pytestmark = pytest.mark.usefixtures("plots_as_deployed")
 LEGACY = "geopmbench_1host.legacy.report"
 YAML = "fm_stream_dgemm_2host.yaml.report"
 GEOPM_KEYS = ["geopm/2019-05-30", "geopm/2020-04-01"]  # landing folder "geopm", by day

@@ -61,6 +61,8 @@ from tests.dagster.test_geopm_assets import (
 from tests.geopm.test_geopm_taudb import SESSION_REPORT
 from tests.geopm.test_geopm_traps import REPORT_3X
 
+#: Plots drawn as deployed (tests/dagster/conftest.py): no test here looks at a plot.
+pytestmark = pytest.mark.usefixtures("plots_as_deployed")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 POWERAPI_EXAMPLES = PROJECT_ROOT / "examples" / "powerapi"
 SESSION = "session.report"

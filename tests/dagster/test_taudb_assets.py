@@ -35,6 +35,8 @@ from sensors.tau_profiles import tau_profile_sensor
 from tests.dagster.conftest import QUIET_S, settle
 from tests.dagster.source_runs import SourceRuns
 
+#: Plots drawn as deployed (tests/dagster/conftest.py): no test here looks at a plot.
+pytestmark = pytest.mark.usefixtures("plots_as_deployed")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_SET = PROJECT_ROOT / "examples" / "tau-profiles" / "tau2_wrap_mpi2"
 EXAMPLE_GPU_DATA = PROJECT_ROOT / "examples" / "gpu-data"
