@@ -4,7 +4,8 @@ import json
 import os
 import shutil
 import time
-from dataclasses import replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import dagster as dg
@@ -60,7 +61,7 @@ from sensors.partition_runs import (
     RUN_KEY_TAG,
 )
 from tests.dagster.conftest import QUIET_S, settle
-from tests.dagster.source_runs import SourceRuns
+from tests.dagster.source_runs import Saved, SourceRuns, instance_in
 from tests.test_left_out_sources import MISSING_HOST_PART, archive_with_a_missing_host
 
 BLOCKS = ["emmy/1403", "fritz/398", "taurus/20639"]
@@ -89,6 +90,7 @@ class Pipeline(SourceRuns):
     """The definitions over one archive: register blocks, run the ClusterCockpit job."""
 
     def __init__(self, instance, archive: Path, tmp_path: Path, **settings):
+        self.archive = archive
         self.source = ClusterCockpitArchive(
             archive_roots=[str(archive)], **{"quiet_period_s": QUIET_S, "full_rescan_s": None,
                                              **settings})
@@ -117,6 +119,36 @@ def pipeline(instance, archive, tmp_path) -> Pipeline:
     return Pipeline(instance, archive, tmp_path)
 
 
+@dataclass(frozen=True)
+class FirstRun:
+    """The module's first run over the bundled archive's blocks: what it left, saved, and
+    its result."""
+
+    saved: Saved
+    result: dg.ExecuteInProcessResult
+
+
+@pytest.fixture(scope="module")
+def ran_once(tmp_path_factory) -> FirstRun:
+    """A copy of the bundled archive and one run over its blocks, which succeeds, as
+    :func:`pipeline` would make them: once per module."""
+    base = tmp_path_factory.mktemp("cc")
+    with instance_in(Saved.storage(base)) as instance:
+        shutil.copytree(EXAMPLE_CC_ARCHIVE, base / "root" / "archive")
+        result = Pipeline(instance, base / "root" / "archive", base / "root").run(BLOCKS)
+        assert result.success
+    return FirstRun(Saved.save(base, None), result)
+
+
+@pytest.fixture
+def ran(ran_once: FirstRun, tmp_path) -> Iterator[Pipeline]:
+    """:func:`pipeline` after one run over the bundled archive's blocks (:func:`ran_once`,
+    put back for this test; its archive ``ran.archive``)."""
+    with ran_once.saved.restored_source(tmp_path, lambda instance, root: Pipeline(
+            instance, root / "archive", root)) as pipeline:
+        yield pipeline
+
+
 def _latest(instance, asset: dg.AssetKey, partition: str | None = None):
     records = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=asset,
@@ -133,11 +165,13 @@ def _failure(result) -> str:
     return failure.step_failure_data.user_failure_data.description
 
 
-def test_the_bundled_archive_materializes_in_one_run(pipeline):
-    """Every table, the metadata and the checks of one run over the bundled archive; its
-    schema violations are warnings naming job and path (one run for both)."""
+def test_the_bundled_archive_materializes_in_one_run(ran, ran_once):
+    """Every table, the metadata and the checks of one run over the bundled archive (the
+    module's, :func:`ran_once`); its schema violations are warnings naming job and path
+    (one run for both)."""
+    pipeline = ran
     assert sorted({ref.block for ref in find_jobs(EXAMPLE_CC_ARCHIVE)}) == BLOCKS
-    result = pipeline.run(BLOCKS)
+    result = ran_once.result
     assert result.success  # the real jobs all violate the schemas, and are all read
 
     tables = pipeline.tables
@@ -263,12 +297,12 @@ def test_facts_are_written_per_block_and_a_deleted_job_loses_them(pipeline, arch
     assert (jobs["jobs_written"].value, jobs["jobs_removed"].value) == (0, 1)
 
 
-def test_a_rerun_reloads_only_the_trials_of_changed_jobs_settings_or_cluster_json(
-        pipeline, instance, archive, tmp_path):
-    """A rerun reloads only the trials of changed jobs; the trials' energies depend on
-    ``max_missing`` and cluster.json too: changing either reloads the trials it concerns;
-    an unchanged rerun loads none (one pipeline for both)."""
-    assert pipeline.run(BLOCKS).success
+def test_a_rerun_reloads_only_the_trials_of_changed_jobs_settings_or_cluster_json(ran):
+    """A rerun (after the module's first run, :func:`ran`) reloads only the trials of
+    changed jobs; the trials' energies depend on ``max_missing`` and cluster.json too:
+    changing either reloads the trials it concerns; an unchanged rerun loads none (one
+    pipeline for both)."""
+    pipeline, archive = ran, ran.archive
     first = pipeline.trials()
     assert len(first) == 4
     assert pipeline.run(BLOCKS).success  # nothing changed: every trial kept, same ids
@@ -281,7 +315,7 @@ def test_a_rerun_reloads_only_the_trials_of_changed_jobs_settings_or_cluster_jso
     assert set(again) == set(first)
     assert {job for job in first if again[job] != first[job]} == {FRITZ[0]}
 
-    wider = Pipeline(instance, archive, tmp_path, max_missing=3)
+    wider = Pipeline(pipeline.instance, archive, archive.parent, max_missing=3)
     assert wider.run(BLOCKS).success
     second = wider.trials()
     assert set(second) == set(again) and not set(second.values()) & set(again.values())
@@ -374,10 +408,11 @@ def test_a_failed_re_read_keeps_what_the_failed_job_left_out(instance, tmp_path)
     assert stored_left_out(pipeline.tables, "clustercockpit", "read", "emmy/1403") == first
 
 
-def test_a_block_write_interrupted_after_its_commit_is_completed_by_the_next_run(pipeline):
+def test_a_block_write_interrupted_after_its_commit_is_completed_by_the_next_run(ran):
     """A crash after a block's frames were staged and committed, before they were moved
-    into place: the next run (of another block) completes the write before reading."""
-    assert pipeline.run(BLOCKS).success
+    into place (after the module's first run, :func:`ran`): the next run (of another
+    block) completes the write before reading."""
+    pipeline = ran
     tables = pipeline.tables
     frames = {f"{BLOCK_TABLE}/{name}": tables.read_partitions(f"{BLOCK_TABLE}/{name}",
                                                               ["fritz/398"])
@@ -409,10 +444,11 @@ def test_a_block_write_interrupted_after_its_commit_is_completed_by_the_next_run
         ("fritz/398764/1675954353", "cpu_power")]
 
 
-def test_the_first_run_over_a_rollup_stored_the_old_way_rebuilds_it(pipeline):
-    """cc_rollup as written before it was kept (a plain file, here one day off): the first
-    run, over another block, rebuilds it, the days it does not touch too."""
-    assert pipeline.run(BLOCKS).success
+def test_the_first_run_over_a_rollup_stored_the_old_way_rebuilds_it(ran):
+    """cc_rollup as written before it was kept (a plain file, here one day off, after the
+    module's first run, :func:`ran`): the first run, over another block, rebuilds it, the
+    days it does not touch too."""
+    pipeline = ran
     tables = pipeline.tables
     jobs, energy = (tables.read_partitions(f"{BLOCK_TABLE}/{name}", BLOCKS)
                     for name in ("jobs", "job_energy"))
