@@ -5,7 +5,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
@@ -61,7 +61,7 @@ from sensors.partition_runs import (
     RUN_KEY_TAG,
 )
 from tests.dagster.conftest import QUIET_S, settle
-from tests.dagster.source_runs import Saved, SourceRuns, instance_in
+from tests.dagster.source_runs import FirstRun, Saved, SourceRuns, instance_in
 from tests.test_left_out_sources import MISSING_HOST_PART, archive_with_a_missing_host
 
 BLOCKS = ["emmy/1403", "fritz/398", "taurus/20639"]
@@ -117,15 +117,6 @@ class Pipeline(SourceRuns):
 @pytest.fixture
 def pipeline(instance, archive, tmp_path) -> Pipeline:
     return Pipeline(instance, archive, tmp_path)
-
-
-@dataclass(frozen=True)
-class FirstRun:
-    """The module's first run over the bundled archive's blocks: what it left, saved, and
-    its result."""
-
-    saved: Saved
-    result: dg.ExecuteInProcessResult
 
 
 @pytest.fixture(scope="module")

@@ -55,6 +55,7 @@ from sensors.partition_runs import (
     RETRY_OF_TAG,
     RUN_KEY_TAG,
 )
+from tests.dagster import source_runs
 from tests.dagster.conftest import QUIET_S, settle
 from tests.dagster.source_runs import Saved, SourceRuns, instance_in
 from tests.dagster_sqlite import empty_instance
@@ -107,13 +108,11 @@ def pipeline(instance, landing, tmp_path) -> Pipeline:
 
 
 @dataclass(frozen=True)
-class FirstRun:
-    """A module's first run (:func:`_first_run`): what it left, saved; the run requests of
-    the tick that asked for it; and its result."""
+class FirstRun(source_runs.FirstRun):
+    """A module's first run (:func:`_first_run`): what it left, saved; its result; and the
+    run requests of the tick that asked for it."""
 
-    saved: Saved
     requests: list[dg.RunRequest]
-    result: dg.ExecuteInProcessResult
 
 
 def _first_run(base: Path, extra: Callable[[Path], None] | None = None,
@@ -130,7 +129,7 @@ def _first_run(base: Path, extra: Callable[[Path], None] | None = None,
         requests = pipeline.tick().run_requests
         result = pipeline.launch(requests[0])
         assert result.success is succeeds
-    return FirstRun(Saved.save(base, pipeline.cursor), requests, result)
+    return FirstRun(Saved.save(base, pipeline.cursor), result, requests)
 
 
 @contextmanager
