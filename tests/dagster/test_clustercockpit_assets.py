@@ -843,12 +843,12 @@ def test_a_run_cut_off_after_the_block_write_loses_no_left_out_record(instance, 
 
 
 def test_a_rerun_that_changes_nothing_writes_nothing_once_the_block_is_landed(
-        instance, tmp_path, monkeypatch):
+        synthetic, tmp_path, monkeypatch):
     """Nothing read, nothing failed, nothing removed: the block's frames, its left-out
     records and the tables over the blocks are not written again (a stat pass and a read),
     its check still says what it leaves out. A run cut off after the block's write, before
     its jobs were landed in the tables, is not taken for one: the next run lands them."""
-    pipeline, archive = _landed_synthetic(instance, tmp_path), tmp_path / "synthetic"
+    pipeline, archive = synthetic, synthetic.archive
     landed = pipeline.tables.partition_path(LANDED_TABLE, SYNTHETIC)
     frames = [pipeline.tables.partition_path(f"{BLOCK_TABLE}/{name}", SYNTHETIC)
               for name in ("jobs", "files", "metric_stats")]
@@ -876,7 +876,7 @@ def test_a_rerun_that_changes_nothing_writes_nothing_once_the_block_is_landed(
     result = pipeline.run([SYNTHETIC])
     assert result.success and _read_counts(pipeline, result) == (0, 3, False)
     assert new in set(pipeline.tables.read_table(JOBS_TABLE)["job"])  # landed now
-    scratch = Pipeline(instance, archive, tmp_path / "scratch")
+    scratch = Pipeline(pipeline.instance, archive, tmp_path / "scratch")
     assert scratch.run([SYNTHETIC]).success
     _assert_same_tables(pipeline, scratch)
 
@@ -905,28 +905,43 @@ def _doubled(monkeypatch) -> None:
     monkeypatch.setattr(blocks, "measure_job", doubled)
 
 
-def _landed_synthetic(instance, tmp_path: Path) -> Pipeline:
-    """Block SYNTHETIC (two jobs) stored and landed."""
-    archive = tmp_path / "synthetic"
-    write_archive_files(archive, ["testcluster"])
-    for number in (0, 2):
-        _synthetic_job(archive, number)
-    pipeline = Pipeline(instance, archive, tmp_path / "warehouse")
-    assert pipeline.run([SYNTHETIC]).success
-    assert pipeline.tables.has_partition(LANDED_TABLE, SYNTHETIC)
-    return pipeline
+def _synthetic_in(instance, root: Path) -> Pipeline:
+    """:func:`synthetic`'s pipeline over the archive ``root / "synthetic"``."""
+    return Pipeline(instance, root / "synthetic", root / "warehouse")
+
+
+@pytest.fixture(scope="module")
+def synthetic_once(tmp_path_factory) -> Saved:
+    """Block SYNTHETIC (two jobs) stored and landed by one run: once per module."""
+    base = tmp_path_factory.mktemp("synthetic")
+    with instance_in(Saved.storage(base)) as instance:
+        write_archive_files(base / "root" / "synthetic", ["testcluster"])
+        pipeline = _synthetic_in(instance, base / "root")
+        for number in (0, 2):
+            _synthetic_job(pipeline.archive, number)
+        assert pipeline.run([SYNTHETIC]).success
+        assert pipeline.tables.has_partition(LANDED_TABLE, SYNTHETIC)
+    return Saved.save(base, None)
+
+
+@pytest.fixture
+def synthetic(synthetic_once: Saved, tmp_path) -> Iterator[Pipeline]:
+    """A pipeline whose block SYNTHETIC (two jobs) is stored and landed
+    (:func:`synthetic_once`, put back for this test; its archive ``synthetic.archive``)."""
+    with synthetic_once.restored_source(tmp_path, _synthetic_in) as pipeline:
+        yield pipeline
 
 
 SYNTHETIC_TAGS = {RANGE_START: SYNTHETIC, RANGE_END: SYNTHETIC}
 
 
 def test_a_block_rewritten_with_other_rows_and_not_landed_is_landed_by_its_next_run(
-        instance, tmp_path, monkeypatch):
+        synthetic, monkeypatch):
     """A re-read (joulehouse/reread=all) rewrites the block's frames with other rows but
     the same fingerprints, so the same ``files`` digest, in a run that does not land them
     (cc_block_tables alone): the write dropped the block's landed mark, and the next run,
     with nothing changed, lands it."""
-    pipeline = _landed_synthetic(instance, tmp_path)
+    pipeline = synthetic
     _doubled(monkeypatch)
     assert pipeline.launch(dg.RunRequest(tags={**SYNTHETIC_TAGS, REREAD_TAG: REREAD_ALL},
                                          asset_selection=[cc_block_tables.key])).success
@@ -942,11 +957,11 @@ def test_a_block_rewritten_with_other_rows_and_not_landed_is_landed_by_its_next_
 
 
 def test_a_block_write_completed_in_a_run_without_the_tables_is_landed_by_the_next(
-        instance, tmp_path):
+        synthetic):
     """A block write with other rows (same fingerprints) staged and committed, then the
     crash; a run selecting only the trials completes it, landing nothing: the completion
     drops the block's landed mark, and the next run, with nothing changed, lands it."""
-    pipeline = _landed_synthetic(instance, tmp_path)
+    pipeline = synthetic
     tables = pipeline.tables
     frames = {f"{BLOCK_TABLE}/{name}": tables.read_partitions(f"{BLOCK_TABLE}/{name}",
                                                               [SYNTHETIC])
@@ -965,12 +980,12 @@ def test_a_block_write_completed_in_a_run_without_the_tables_is_landed_by_the_ne
     pd.testing.assert_series_equal(frame, table)
 
 
-def test_a_block_dropped_by_a_rebuild_and_registered_again_is_landed(instance, tmp_path):
+def test_a_block_dropped_by_a_rebuild_and_registered_again_is_landed(synthetic):
     """A block deleted from Dagster (or moved: deleted, then registered again) while the
     tables are rebuilt (no partition) leaves them; registered again, its next run lands
     it, although nothing of it changed."""
-    pipeline = _landed_synthetic(instance, tmp_path)
-    other = write_job(tmp_path / "synthetic", JobSpec(
+    pipeline = synthetic
+    other = write_job(pipeline.archive, JobSpec(
         job_id=1_235_000, start_time=1_700_000_000, hosts=1, samples=11)).key
     assert pipeline.run(["testcluster/1235"]).success
     pipeline.instance.delete_dynamic_partition(cc_job_blocks.name, SYNTHETIC)
@@ -986,12 +1001,11 @@ def test_a_block_dropped_by_a_rebuild_and_registered_again_is_landed(instance, t
     pd.testing.assert_series_equal(frame, table.loc[frame.index])
 
 
-def test_a_job_without_a_trial_fingerprint_is_loaded_at_every_run(instance, tmp_path,
-                                                                  monkeypatch):
+def test_a_job_without_a_trial_fingerprint_is_loaded_at_every_run(synthetic, monkeypatch):
     """A job whose folder cannot be listed (mode --x: its files read by name) has no
     fingerprint: its trial is loaded by every run of its block, never taken for
     unchanged; the other jobs' trials are kept."""
-    pipeline = _landed_synthetic(instance, tmp_path)
+    pipeline = synthetic
     unlisted = "testcluster/1234000/1700000000"
     scan = blocks._fingerprints
     monkeypatch.setattr(blocks, "_fingerprints",
