@@ -579,8 +579,8 @@ def read(warehouse: Warehouse, table: str, scope: Mapping[str, str] | None = Non
         for name, value in (scope or {}).items():
             rows = rows[rows[name] == value].reset_index(drop=True) if len(rows) else rows
         return rows
-    return _as_written(delta, _dataset(warehouse, delta, files(warehouse, table)).to_table(
-        filter=_within(scope)))
+    return _as_written(delta, _dataset(warehouse, delta, _listed(warehouse, table, delta))
+                       .to_table(filter=_within(scope)))
 
 
 def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
@@ -875,7 +875,7 @@ def read_where(warehouse: Warehouse, table: str, where: ds.Expression | None,
         if rows.empty or where is None:
             return rows
         return pa.Table.from_pandas(rows, preserve_index=False).filter(where).to_pandas()
-    listed = files(warehouse, table) if listed is None else listed
+    listed = _listed(warehouse, table, delta) if listed is None else listed
     return _as_written(delta, _dataset(warehouse, delta, listed).to_table(filter=where))
 
 

@@ -136,3 +136,12 @@ class Saved:
             made = source(instance, self.root)
             made.cursor = self.cursor
             yield made
+
+
+@dataclass(frozen=True)
+class FirstRun:
+    """A module's first run, made once by a module fixture: what it left, saved, and its
+    result."""
+
+    saved: Saved
+    result: dg.ExecuteInProcessResult

@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -60,7 +61,7 @@ from sensors.partition_runs import (
     RUN_KEY_TAG,
 )
 from tests.dagster.conftest import QUIET_S, settle
-from tests.dagster.source_runs import SourceRuns
+from tests.dagster.source_runs import FirstRun, Saved, SourceRuns, instance_in
 from tests.test_left_out_sources import MISSING_HOST_PART, archive_with_a_missing_host
 
 BLOCKS = ["emmy/1403", "fritz/398", "taurus/20639"]
@@ -89,6 +90,7 @@ class Pipeline(SourceRuns):
     """The definitions over one archive: register blocks, run the ClusterCockpit job."""
 
     def __init__(self, instance, archive: Path, tmp_path: Path, **settings):
+        self.archive = archive
         self.source = ClusterCockpitArchive(
             archive_roots=[str(archive)], **{"quiet_period_s": QUIET_S, "full_rescan_s": None,
                                              **settings})
@@ -117,6 +119,27 @@ def pipeline(instance, archive, tmp_path) -> Pipeline:
     return Pipeline(instance, archive, tmp_path)
 
 
+@pytest.fixture(scope="module")
+def ran_once(tmp_path_factory) -> FirstRun:
+    """A copy of the bundled archive and one run over its blocks, which succeeds, as
+    :func:`pipeline` would make them: once per module."""
+    base = tmp_path_factory.mktemp("cc")
+    with instance_in(Saved.storage(base)) as instance:
+        shutil.copytree(EXAMPLE_CC_ARCHIVE, base / "root" / "archive")
+        result = Pipeline(instance, base / "root" / "archive", base / "root").run(BLOCKS)
+        assert result.success
+    return FirstRun(Saved.save(base, None), result)
+
+
+@pytest.fixture
+def ran(ran_once: FirstRun, tmp_path) -> Iterator[Pipeline]:
+    """:func:`pipeline` after one run over the bundled archive's blocks (:func:`ran_once`,
+    put back for this test; its archive ``ran.archive``)."""
+    with ran_once.saved.restored_source(tmp_path, lambda instance, root: Pipeline(
+            instance, root / "archive", root)) as pipeline:
+        yield pipeline
+
+
 def _latest(instance, asset: dg.AssetKey, partition: str | None = None):
     records = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=asset,
@@ -133,11 +156,13 @@ def _failure(result) -> str:
     return failure.step_failure_data.user_failure_data.description
 
 
-def test_the_bundled_archive_materializes_in_one_run(pipeline):
-    """Every table, the metadata and the checks of one run over the bundled archive; its
-    schema violations are warnings naming job and path (one run for both)."""
+def test_the_bundled_archive_materializes_in_one_run(ran, ran_once):
+    """Every table, the metadata and the checks of one run over the bundled archive (the
+    module's, :func:`ran_once`); its schema violations are warnings naming job and path
+    (one run for both)."""
+    pipeline = ran
     assert sorted({ref.block for ref in find_jobs(EXAMPLE_CC_ARCHIVE)}) == BLOCKS
-    result = pipeline.run(BLOCKS)
+    result = ran_once.result
     assert result.success  # the real jobs all violate the schemas, and are all read
 
     tables = pipeline.tables
@@ -263,12 +288,12 @@ def test_facts_are_written_per_block_and_a_deleted_job_loses_them(pipeline, arch
     assert (jobs["jobs_written"].value, jobs["jobs_removed"].value) == (0, 1)
 
 
-def test_a_rerun_reloads_only_the_trials_of_changed_jobs_settings_or_cluster_json(
-        pipeline, instance, archive, tmp_path):
-    """A rerun reloads only the trials of changed jobs; the trials' energies depend on
-    ``max_missing`` and cluster.json too: changing either reloads the trials it concerns;
-    an unchanged rerun loads none (one pipeline for both)."""
-    assert pipeline.run(BLOCKS).success
+def test_a_rerun_reloads_only_the_trials_of_changed_jobs_settings_or_cluster_json(ran):
+    """A rerun (after the module's first run, :func:`ran`) reloads only the trials of
+    changed jobs; the trials' energies depend on ``max_missing`` and cluster.json too:
+    changing either reloads the trials it concerns; an unchanged rerun loads none (one
+    pipeline for both)."""
+    pipeline, archive = ran, ran.archive
     first = pipeline.trials()
     assert len(first) == 4
     assert pipeline.run(BLOCKS).success  # nothing changed: every trial kept, same ids
@@ -281,7 +306,7 @@ def test_a_rerun_reloads_only_the_trials_of_changed_jobs_settings_or_cluster_jso
     assert set(again) == set(first)
     assert {job for job in first if again[job] != first[job]} == {FRITZ[0]}
 
-    wider = Pipeline(instance, archive, tmp_path, max_missing=3)
+    wider = Pipeline(pipeline.instance, archive, archive.parent, max_missing=3)
     assert wider.run(BLOCKS).success
     second = wider.trials()
     assert set(second) == set(again) and not set(second.values()) & set(again.values())
@@ -374,10 +399,11 @@ def test_a_failed_re_read_keeps_what_the_failed_job_left_out(instance, tmp_path)
     assert stored_left_out(pipeline.tables, "clustercockpit", "read", "emmy/1403") == first
 
 
-def test_a_block_write_interrupted_after_its_commit_is_completed_by_the_next_run(pipeline):
+def test_a_block_write_interrupted_after_its_commit_is_completed_by_the_next_run(ran):
     """A crash after a block's frames were staged and committed, before they were moved
-    into place: the next run (of another block) completes the write before reading."""
-    assert pipeline.run(BLOCKS).success
+    into place (after the module's first run, :func:`ran`): the next run (of another
+    block) completes the write before reading."""
+    pipeline = ran
     tables = pipeline.tables
     frames = {f"{BLOCK_TABLE}/{name}": tables.read_partitions(f"{BLOCK_TABLE}/{name}",
                                                               ["fritz/398"])
@@ -409,10 +435,11 @@ def test_a_block_write_interrupted_after_its_commit_is_completed_by_the_next_run
         ("fritz/398764/1675954353", "cpu_power")]
 
 
-def test_the_first_run_over_a_rollup_stored_the_old_way_rebuilds_it(pipeline):
-    """cc_rollup as written before it was kept (a plain file, here one day off): the first
-    run, over another block, rebuilds it, the days it does not touch too."""
-    assert pipeline.run(BLOCKS).success
+def test_the_first_run_over_a_rollup_stored_the_old_way_rebuilds_it(ran):
+    """cc_rollup as written before it was kept (a plain file, here one day off, after the
+    module's first run, :func:`ran`): the first run, over another block, rebuilds it, the
+    days it does not touch too."""
+    pipeline = ran
     tables = pipeline.tables
     jobs, energy = (tables.read_partitions(f"{BLOCK_TABLE}/{name}", BLOCKS)
                     for name in ("jobs", "job_energy"))
@@ -816,12 +843,12 @@ def test_a_run_cut_off_after_the_block_write_loses_no_left_out_record(instance, 
 
 
 def test_a_rerun_that_changes_nothing_writes_nothing_once_the_block_is_landed(
-        instance, tmp_path, monkeypatch):
+        synthetic, tmp_path, monkeypatch):
     """Nothing read, nothing failed, nothing removed: the block's frames, its left-out
     records and the tables over the blocks are not written again (a stat pass and a read),
     its check still says what it leaves out. A run cut off after the block's write, before
     its jobs were landed in the tables, is not taken for one: the next run lands them."""
-    pipeline, archive = _landed_synthetic(instance, tmp_path), tmp_path / "synthetic"
+    pipeline, archive = synthetic, synthetic.archive
     landed = pipeline.tables.partition_path(LANDED_TABLE, SYNTHETIC)
     frames = [pipeline.tables.partition_path(f"{BLOCK_TABLE}/{name}", SYNTHETIC)
               for name in ("jobs", "files", "metric_stats")]
@@ -849,7 +876,7 @@ def test_a_rerun_that_changes_nothing_writes_nothing_once_the_block_is_landed(
     result = pipeline.run([SYNTHETIC])
     assert result.success and _read_counts(pipeline, result) == (0, 3, False)
     assert new in set(pipeline.tables.read_table(JOBS_TABLE)["job"])  # landed now
-    scratch = Pipeline(instance, archive, tmp_path / "scratch")
+    scratch = Pipeline(pipeline.instance, archive, tmp_path / "scratch")
     assert scratch.run([SYNTHETIC]).success
     _assert_same_tables(pipeline, scratch)
 
@@ -878,28 +905,43 @@ def _doubled(monkeypatch) -> None:
     monkeypatch.setattr(blocks, "measure_job", doubled)
 
 
-def _landed_synthetic(instance, tmp_path: Path) -> Pipeline:
-    """Block SYNTHETIC (two jobs) stored and landed."""
-    archive = tmp_path / "synthetic"
-    write_archive_files(archive, ["testcluster"])
-    for number in (0, 2):
-        _synthetic_job(archive, number)
-    pipeline = Pipeline(instance, archive, tmp_path / "warehouse")
-    assert pipeline.run([SYNTHETIC]).success
-    assert pipeline.tables.has_partition(LANDED_TABLE, SYNTHETIC)
-    return pipeline
+def _synthetic_in(instance, root: Path) -> Pipeline:
+    """:func:`synthetic`'s pipeline over the archive ``root / "synthetic"``."""
+    return Pipeline(instance, root / "synthetic", root / "warehouse")
+
+
+@pytest.fixture(scope="module")
+def synthetic_once(tmp_path_factory) -> Saved:
+    """Block SYNTHETIC (two jobs) stored and landed by one run: once per module."""
+    base = tmp_path_factory.mktemp("synthetic")
+    with instance_in(Saved.storage(base)) as instance:
+        write_archive_files(base / "root" / "synthetic", ["testcluster"])
+        pipeline = _synthetic_in(instance, base / "root")
+        for number in (0, 2):
+            _synthetic_job(pipeline.archive, number)
+        assert pipeline.run([SYNTHETIC]).success
+        assert pipeline.tables.has_partition(LANDED_TABLE, SYNTHETIC)
+    return Saved.save(base, None)
+
+
+@pytest.fixture
+def synthetic(synthetic_once: Saved, tmp_path) -> Iterator[Pipeline]:
+    """A pipeline whose block SYNTHETIC (two jobs) is stored and landed
+    (:func:`synthetic_once`, put back for this test; its archive ``synthetic.archive``)."""
+    with synthetic_once.restored_source(tmp_path, _synthetic_in) as pipeline:
+        yield pipeline
 
 
 SYNTHETIC_TAGS = {RANGE_START: SYNTHETIC, RANGE_END: SYNTHETIC}
 
 
 def test_a_block_rewritten_with_other_rows_and_not_landed_is_landed_by_its_next_run(
-        instance, tmp_path, monkeypatch):
+        synthetic, monkeypatch):
     """A re-read (joulehouse/reread=all) rewrites the block's frames with other rows but
     the same fingerprints, so the same ``files`` digest, in a run that does not land them
     (cc_block_tables alone): the write dropped the block's landed mark, and the next run,
     with nothing changed, lands it."""
-    pipeline = _landed_synthetic(instance, tmp_path)
+    pipeline = synthetic
     _doubled(monkeypatch)
     assert pipeline.launch(dg.RunRequest(tags={**SYNTHETIC_TAGS, REREAD_TAG: REREAD_ALL},
                                          asset_selection=[cc_block_tables.key])).success
@@ -915,11 +957,11 @@ def test_a_block_rewritten_with_other_rows_and_not_landed_is_landed_by_its_next_
 
 
 def test_a_block_write_completed_in_a_run_without_the_tables_is_landed_by_the_next(
-        instance, tmp_path):
+        synthetic):
     """A block write with other rows (same fingerprints) staged and committed, then the
     crash; a run selecting only the trials completes it, landing nothing: the completion
     drops the block's landed mark, and the next run, with nothing changed, lands it."""
-    pipeline = _landed_synthetic(instance, tmp_path)
+    pipeline = synthetic
     tables = pipeline.tables
     frames = {f"{BLOCK_TABLE}/{name}": tables.read_partitions(f"{BLOCK_TABLE}/{name}",
                                                               [SYNTHETIC])
@@ -938,12 +980,12 @@ def test_a_block_write_completed_in_a_run_without_the_tables_is_landed_by_the_ne
     pd.testing.assert_series_equal(frame, table)
 
 
-def test_a_block_dropped_by_a_rebuild_and_registered_again_is_landed(instance, tmp_path):
+def test_a_block_dropped_by_a_rebuild_and_registered_again_is_landed(synthetic):
     """A block deleted from Dagster (or moved: deleted, then registered again) while the
     tables are rebuilt (no partition) leaves them; registered again, its next run lands
     it, although nothing of it changed."""
-    pipeline = _landed_synthetic(instance, tmp_path)
-    other = write_job(tmp_path / "synthetic", JobSpec(
+    pipeline = synthetic
+    other = write_job(pipeline.archive, JobSpec(
         job_id=1_235_000, start_time=1_700_000_000, hosts=1, samples=11)).key
     assert pipeline.run(["testcluster/1235"]).success
     pipeline.instance.delete_dynamic_partition(cc_job_blocks.name, SYNTHETIC)
@@ -959,12 +1001,11 @@ def test_a_block_dropped_by_a_rebuild_and_registered_again_is_landed(instance, t
     pd.testing.assert_series_equal(frame, table.loc[frame.index])
 
 
-def test_a_job_without_a_trial_fingerprint_is_loaded_at_every_run(instance, tmp_path,
-                                                                  monkeypatch):
+def test_a_job_without_a_trial_fingerprint_is_loaded_at_every_run(synthetic, monkeypatch):
     """A job whose folder cannot be listed (mode --x: its files read by name) has no
     fingerprint: its trial is loaded by every run of its block, never taken for
     unchanged; the other jobs' trials are kept."""
-    pipeline = _landed_synthetic(instance, tmp_path)
+    pipeline = synthetic
     unlisted = "testcluster/1234000/1700000000"
     scan = blocks._fingerprints
     monkeypatch.setattr(blocks, "_fingerprints",

@@ -55,6 +55,7 @@ from sensors.partition_runs import (
     RETRY_OF_TAG,
     RUN_KEY_TAG,
 )
+from tests.dagster import source_runs
 from tests.dagster.conftest import QUIET_S, settle
 from tests.dagster.source_runs import Saved, SourceRuns, instance_in
 from tests.dagster_sqlite import empty_instance
@@ -69,6 +70,10 @@ SHAPE = {LEGACY: (1, 6, 6 + 3), YAML: (2, 13, 26 + 6)}
 # The day partition of each bundled report: its Start Time's UTC day
 DAY = {LEGACY: "landing/2020-04-01", YAML: "landing/2019-05-30"}
 DAYS = sorted(DAY.values())
+
+#: Plots drawn as deployed (tests/dagster/conftest.py): no test here looks at a later run's
+#: (the per-day plot asserted is the module's first run's, drawn as every first run's is).
+pytestmark = pytest.mark.usefixtures("plots_as_deployed")
 
 
 def _land(folder: Path) -> Path:
@@ -107,13 +112,11 @@ def pipeline(instance, landing, tmp_path) -> Pipeline:
 
 
 @dataclass(frozen=True)
-class FirstRun:
-    """A module's first run (:func:`_first_run`): what it left, saved; the run requests of
-    the tick that asked for it; and its result."""
+class FirstRun(source_runs.FirstRun):
+    """A module's first run (:func:`_first_run`): what it left, saved; its result; and the
+    run requests of the tick that asked for it."""
 
-    saved: Saved
     requests: list[dg.RunRequest]
-    result: dg.ExecuteInProcessResult
 
 
 def _first_run(base: Path, extra: Callable[[Path], None] | None = None,
@@ -130,7 +133,7 @@ def _first_run(base: Path, extra: Callable[[Path], None] | None = None,
         requests = pipeline.tick().run_requests
         result = pipeline.launch(requests[0])
         assert result.success is succeeds
-    return FirstRun(Saved.save(base, pipeline.cursor), requests, result)
+    return FirstRun(Saved.save(base, pipeline.cursor), result, requests)
 
 
 @contextmanager

@@ -29,9 +29,17 @@ from definitions import build_definitions
 from joulehouse.gpu import aggregate
 from joulehouse.gpu.store import TABLE as FRAMES_TABLE
 from joulehouse.warehouse import partition_file_name
+from resources import Warehouse
 from sensors.gpu_repetitions import JOB_NAME, sensor_name
-from tests.dagster.conftest import DAY, repetition_keys, settle, write_started_on
-from tests.dagster.source_runs import SourceRuns
+from tests.dagster.conftest import (
+    DAY,
+    lab_data_root,
+    lab_source,
+    repetition_keys,
+    settle,
+    write_started_on,
+)
+from tests.dagster.source_runs import Saved, SourceRuns, instance_in
 
 BAD = "lab/power-limit/bert/250W/0"
 NEW = "lab/power-limit/bert/150W/5"
@@ -42,6 +50,7 @@ class Pipeline(SourceRuns):
     """The GPU sensor of root ``lab`` and its job over one instance and warehouse."""
 
     def __init__(self, instance, source, warehouse):
+        self.data_root = Path(source.data_roots[0].path)
         super().__init__(instance, build_definitions(source, warehouse), sensor_name("lab"),
                          JOB_NAME, "gpu_source", source, gpu_repetition_days)
         self.tables = warehouse.tables()
@@ -59,6 +68,35 @@ pytestmark = pytest.mark.usefixtures("plots_as_deployed")
 @pytest.fixture
 def pipeline(instance, source, warehouse) -> Pipeline:
     return Pipeline(instance, source, warehouse)
+
+
+def _in(instance, root: Path) -> Pipeline:
+    """:func:`pipeline` over the data root ``root / "lab"`` and warehouse ``root /
+    "warehouse"``."""
+    return Pipeline(instance, lab_source(root / "lab"), Warehouse(root=str(root / "warehouse")))
+
+
+@pytest.fixture(scope="module")
+def ran_once(tmp_path_factory) -> Saved:
+    """The generated data root and the run of the sensor's first tick over it, which
+    succeeds, as :func:`pipeline` would make them: once per module."""
+    base = tmp_path_factory.mktemp("gpu")
+    with instance_in(Saved.storage(base)) as instance:
+        lab_data_root(base / "root")
+        pipeline = _in(instance, base / "root")
+        [first] = pipeline.tick().run_requests
+        assert pipeline.launch(first).success
+    return Saved.save(base, pipeline.cursor)
+
+
+@pytest.fixture
+def ran(ran_once: Saved, tmp_path) -> Iterator[Pipeline]:
+    """:func:`pipeline` after the run of its first tick over the generated data root
+    (:func:`ran_once`, put back for this test; its data root ``ran.data_root``). The tests
+    of a failed first run make their own: a failed day's repetition put back (a copy, a
+    new ctime) can be handed out again with the day."""
+    with ran_once.restored_source(tmp_path, _in) as pipeline:
+        yield pipeline
 
 
 def stored_in(pipeline: Pipeline, day: str) -> list[str]:
@@ -241,11 +279,12 @@ def test_a_repetition_gone_between_tick_and_run_fails_its_day_naming_it(pipeline
 
 
 def test_a_run_without_partitions_drops_a_removed_repetition_but_not_an_unlistable_root(
-        pipeline, data_root):
-    """The tables over all repetitions, materialized without partitions, keep the stored
-    repetitions still in their root's tree: a removed repetition's rows and facts go; a
-    root that cannot be listed, or lists nothing (unmounted), keeps all of its."""
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+        ran):
+    """The tables over all repetitions (after the first run: :func:`ran`), materialized
+    without partitions, keep the stored repetitions still in their root's tree: a removed
+    repetition's rows and facts go; a root that cannot be listed, or lists nothing
+    (unmounted), keeps all of its."""
+    pipeline, data_root = ran, ran.data_root
     tables_only = [gpu_setting_energy.key, gpu_benchmark_energy.key, energy_facts.key]
 
     def facts() -> set[str]:
@@ -265,12 +304,12 @@ def test_a_run_without_partitions_drops_a_removed_repetition_but_not_an_unlistab
     assert_tables_rebuilt(pipeline, sorted(every - {BAD}))
 
 
-def test_an_unmounted_root_during_a_run_over_named_repetitions_deletes_nothing_stored(
-        pipeline, data_root):
-    """A run over handed-out repetitions while their root is unmounted (an empty folder at
-    its path) fails its load and keeps every stored row: the touched setting is not
-    replaced by nothing, and the facts and benchmarks keep all entities."""
-    assert pipeline.launch(pipeline.tick().run_requests[0]).success
+def test_an_unmounted_root_during_a_run_over_named_repetitions_deletes_nothing_stored(ran):
+    """A run over handed-out repetitions (after the first run: :func:`ran`) while their root
+    is unmounted (an empty folder at its path) fails its load and keeps every stored row:
+    the touched setting is not replaced by nothing, and the facts and benchmarks keep all
+    entities."""
+    pipeline, data_root = ran, ran.data_root
     every = repetition_keys(data_root)
     settings = pipeline.tables.read_table(SETTING_TABLE)
     benchmarks = pipeline.tables.read_table("gpu_benchmark_energy")
@@ -305,16 +344,16 @@ def test_a_run_cancelled_before_the_upgrade_makes_no_later_run_a_retry(pipeline,
 
 
 def test_a_repetition_landing_in_a_stored_day_is_processed_alone_then_a_failed_one_rechecked(
-        pipeline, data_root):
-    """A repetition copied into a day already stored: the hand-out names it alone, the day's
-    other repetitions are not read again, and the tables equal a rebuild from scratch.
+        ran):
+    """A repetition copied into a day already stored (by the first run: :func:`ran`): the
+    hand-out names it alone, the day's other repetitions are not read again, and the
+    tables equal a rebuild from scratch.
 
     Then a repetition of an earlier hand-out broken in place, found by a whole-day run (the
     UI, the weekly re-validation) while the day's latest hand-out lists another one alone
     (the one landed), is rechecked at every tick: handed out again once quiet, then, fixed,
     alone, and the day passes, without waiting for the rolling rescan."""
-    [first] = pipeline.tick().run_requests
-    assert pipeline.launch(first).success
+    pipeline, data_root = ran, ran.data_root
     frames = pipeline.tables.table_dir(f"{FRAMES_TABLE}/gpu_power")
     before = {key: (frames / partition_file_name(key)).stat().st_mtime_ns
               for key in repetition_keys(data_root)}

@@ -6,6 +6,7 @@ entry out again into its day."""
 
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -26,6 +27,7 @@ from joulehouse.powerapi.reports import read_reports
 from joulehouse.powerapi.stream import ReportStore
 from sensors.partition_runs import RETRY_OF_TAG
 from tests.dagster.conftest import settle
+from tests.dagster.source_runs import FirstRun, Saved, instance_in
 from tests.dagster.test_powerapi_assets import (
     DATE,
     EXAMPLES,
@@ -42,15 +44,24 @@ POWER, HWPC, BAD = "landing/power.jsonl", "landing/hwpc.jsonl", "landing/broken.
 #: The growing stream's quiet period (s): longer than a tick on a loaded machine takes.
 STREAM_QUIET_S = 5.0
 
+#: Plots drawn as deployed (tests/dagster/conftest.py): no test here looks at a plot.
+pytestmark = pytest.mark.usefixtures("plots_as_deployed")
 
-@pytest.fixture
-def folder(tmp_path) -> Path:
-    """A landing folder holding the bundled fixture's HWPC and power reports (day DATE)."""
-    path = tmp_path / "landing"
+
+def _folder(parent: Path) -> Path:
+    """A landing folder ``parent / "landing"`` holding the bundled fixture's HWPC and power
+    reports (day DATE)."""
+    path = parent / "landing"
     path.mkdir()
     shutil.copy(EXAMPLES / "smartwatts_timeline.jsonl", path / "hwpc.jsonl")
     shutil.copy(EXAMPLES / "power.jsonl", path / "power.jsonl")
     return path
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    """:func:`_folder` in this test's folder."""
+    return _folder(tmp_path)
 
 
 def next_day(source: Path, target: Path, sensor: str = "sensor_two") -> Path:
@@ -72,13 +83,64 @@ def pieces(landing: Landing, key: str) -> int:
     return ReportStore(landing.tables()).progress(key).pieces
 
 
-def test_an_entry_landing_in_a_stored_day_is_processed_alone(instance, tmp_path, folder):
-    """A file landing in a day already stored is handed out alone: its run reads it alone
-    (the day's other entries get no new piece) and recomputes the window rows of its
-    sensor only."""
-    landing = Landing(instance, folder, tmp_path)
-    settle()
-    assert landing.launch(landing.tick().run_requests[0]).success
+def _first_run(base: Path, broken: bool) -> FirstRun:
+    """The landing folder (:func:`_folder`) in ``base / "root"``, with the bad power reports
+    ``broken.jsonl`` (:func:`broken_power`) when ``broken``, quiet, and the run of the
+    sensor's first tick over it, which fails or succeeds, as the tests make them."""
+    with instance_in(Saved.storage(base)) as instance:
+        folder = _folder(base / "root")
+        if broken:
+            broken_power(folder / "broken.jsonl")
+        landing = Landing(instance, folder, base / "root")
+        settle()
+        [first] = landing.tick().run_requests
+        result = landing.launch(first)
+        assert result.success is not broken
+    return FirstRun(Saved.save(base, landing.cursor), result)
+
+
+@pytest.fixture(scope="module")
+def ran_once(tmp_path_factory) -> FirstRun:
+    """The run of the first tick over the landing folder: once per module."""
+    return _first_run(tmp_path_factory.mktemp("powerapi"), broken=False)
+
+
+@pytest.fixture(scope="module")
+def failed_once(tmp_path_factory) -> FirstRun:
+    """The failed run of the first tick over the landing folder and ``broken.jsonl``: once
+    per module."""
+    return _first_run(tmp_path_factory.mktemp("powerapi-bad"), broken=True)
+
+
+def _restored(first: FirstRun, tmp_path: Path) -> Iterator[tuple[Landing, Path]]:
+    """The landing after ``first``, put back for this test, and its landing folder; quiet
+    again, as after the run (the copies put back are new files: their ctimes now)."""
+    with first.saved.restored_source(tmp_path, lambda instance, root: Landing(
+            instance, root / "landing", root)) as landing:
+        settle()
+        yield landing, first.saved.root / "landing"
+
+
+@pytest.fixture
+def ran(ran_once: FirstRun, tmp_path) -> Iterator[tuple[Landing, Path]]:
+    """The landing after the run of its first tick over the landing folder
+    (:func:`ran_once`, put back for this test), and its landing folder."""
+    yield from _restored(ran_once, tmp_path)
+
+
+@pytest.fixture
+def failed(failed_once: FirstRun, tmp_path) -> Iterator[tuple[Landing, Path]]:
+    """The landing after the failed run of its first tick over the landing folder and
+    ``broken.jsonl`` (:func:`failed_once`, put back for this test), and its landing
+    folder."""
+    yield from _restored(failed_once, tmp_path)
+
+
+def test_an_entry_landing_in_a_stored_day_is_processed_alone(ran):
+    """A file landing in a day already stored (by the first run: :func:`ran`) is handed out
+    alone: its run reads it alone (the day's other entries get no new piece) and
+    recomputes the window rows of its sensor only."""
+    landing, folder = ran
     next_day(folder / "hwpc.jsonl", folder / "two.jsonl")
     shutil.copy(EXAMPLES / "power.jsonl", folder / "again.jsonl")  # its day: DATE
     settle()
@@ -187,15 +249,14 @@ def test_a_slow_stream_is_handed_out_grown_wait_s_after_a_tick_saw_it_grown(
 
 
 def test_a_bad_file_keeps_its_day_failed_and_is_rechecked_until_fixed_alone(
-        instance, tmp_path, folder):
-    """A bad file fails its day naming file and line, the day's other entries stored; each
-    later hand-out of the day lists it again with the new ones, so the day stays failed;
-    fixed in place, it is handed out alone and the day passes."""
-    bad = broken_power(folder / "broken.jsonl")
-    landing = Landing(instance, folder, tmp_path)
-    settle()
-    [first] = landing.tick().run_requests
-    result = landing.launch(first)
+        failed, failed_once):
+    """A bad file fails its day naming file and line (the first run: :func:`failed_once`),
+    the day's other entries stored; each later hand-out of the day lists it again with the
+    new ones, so the day stays failed; fixed in place, it is handed out alone and the day
+    passes."""
+    landing, folder = failed
+    bad = folder / "broken.jsonl"
+    result = failed_once.result
     assert not result.success
     [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == VALID_CHECK]
     assert (check.partition, check.passed) == (DAY, False)
@@ -220,14 +281,11 @@ def test_a_bad_file_keeps_its_day_failed_and_is_rechecked_until_fixed_alone(
     assert landing.tick().run_requests == []
 
 
-def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(instance, tmp_path,
-                                                                   folder):
+def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(failed):
     """The entries handed out to a CANCELED run are asked for again once though their day
-    FAILED, with the day's failed file rechecked beside them."""
-    broken_power(folder / "broken.jsonl")
-    landing = Landing(instance, folder, tmp_path)
-    settle()
-    assert not landing.launch(landing.tick().run_requests[0]).success
+    FAILED (on a bad file: :func:`failed`), with the day's failed file rechecked beside
+    them."""
+    landing, folder = failed
     shutil.copy(EXAMPLES / "power.jsonl", folder / "new.jsonl")
     settle()
     [request] = landing.tick().run_requests
@@ -240,14 +298,13 @@ def test_a_cancelled_hand_out_into_a_failed_day_is_asked_again_once(instance, tm
     assert landing.tick().run_requests == []  # once
 
 
-def test_a_whole_day_of_an_unmounted_landing_folder_fails_and_keeps_what_is_stored(
-        instance, tmp_path, folder):
-    """A day read whole while its landing folder lists nothing (a mount point with nothing
-    mounted) fails, naming the folder, and every stored row stays."""
-    landing = Landing(instance, folder, tmp_path, quiet_s=0)
-    assert landing.launch(landing.tick().run_requests[0]).success
+def test_a_whole_day_of_an_unmounted_landing_folder_fails_and_keeps_what_is_stored(ran):
+    """A day read whole (after the first run: :func:`ran`) while its landing folder lists
+    nothing (a mount point with nothing mounted) fails, naming the folder, and every
+    stored row stays."""
+    landing, folder = ran
     table = landing.tables().read_table(WINDOW_TABLE)
-    folder.rename(tmp_path / "unmounted")
+    folder.rename(folder.with_name("unmounted"))
     folder.mkdir()
     result = landing.run_whole(partition_key=DAY)
     assert not result.success
@@ -258,14 +315,13 @@ def test_a_whole_day_of_an_unmounted_landing_folder_fails_and_keeps_what_is_stor
     assert ReportStore(landing.tables()).stored_keys() == [HWPC, POWER]
 
 
-def test_a_cursor_of_one_partition_per_entry_is_not_taken(instance, tmp_path, folder):
+def test_a_cursor_of_one_partition_per_entry_is_not_taken(ran):
     """Upgrading from one partition per entry (powerapi_reports): the sensor's cursor then (a
     landing state saying every entry was handed out) is not taken, so every entry present
-    is handed out again, into its day; what was stored per entry is read on, not again
-    (no new piece: nothing new), and the window table stays as it was."""
-    landing = Landing(instance, folder, tmp_path)
-    settle()
-    assert landing.launch(landing.tick().run_requests[0]).success  # stored per entry
+    (stored by the first run: :func:`ran`) is handed out again, into its day; what was
+    stored per entry is read on, not again (no new piece: nothing new), and the window
+    table stays as it was."""
+    landing, folder = ran
     table = landing.tables().read_table(WINDOW_TABLE)
     landing.cursor = landing_module.LandingState(seen={
         key: landing_module.read_landed_item(folder / key.partition("/")[2], key,
