@@ -539,8 +539,8 @@ def read(warehouse: Warehouse, table: str, scope: Mapping[str, str] | None = Non
         for name, value in (scope or {}).items():
             rows = rows[rows[name] == value].reset_index(drop=True) if len(rows) else rows
         return rows
-    return _as_written(delta, _dataset(warehouse, delta, files(warehouse, table)).to_table(
-        filter=_within(scope)))
+    return _as_written(delta, _dataset(warehouse, delta, _listed(warehouse, table, delta)
+                                       ).to_table(filter=_within(scope)))
 
 
 def compact(warehouse: Warehouse, table: str) -> dict[str, int]:
