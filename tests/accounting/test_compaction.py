@@ -162,7 +162,7 @@ def test_a_compaction_and_a_vacuum_change_no_row_and_no_update_sees_a_change(tmp
     vacuumed: the tables read the same to the bit, the next update changes nothing and is
     not whole (the state names energy_facts' files, never these), and a landing after it
     is accounted as from scratch."""
-    store, facts, entities, given = accounted(tmp_path, seed=5, landed=20)
+    store, facts, entities, given = accounted(tmp_path, landed=20)
     for entity in entities[20:25]:
         land(store, facts[facts["entity"] == entity])
         incremental.update(store, given)

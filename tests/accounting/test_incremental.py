@@ -233,11 +233,12 @@ def copied(tmp_path, key: str, build) -> Warehouse:
     return Warehouse(tmp_path / "warehouse")
 
 
-def accounted(tmp_path, seed: int, landed: int = 30):
-    """A store whose first ``landed`` of ``pool(40, seed)``'s entities are landed and
+def accounted(tmp_path, landed: int = 30):
+    """A store whose first ``landed`` of ``pool(40, seed=7)``'s entities are landed and
     accounted (intensity 350 g/kWh, price 1 per kWh): the store, the pool, its entities,
-    the inputs."""
-    facts = pool(40, seed=seed)
+    the inputs. One pool for every test (its entities' sources, four in turn, are any
+    seed's): a store per ``landed``, built once."""
+    facts = pool(40, seed=7)
     entities = facts["entity"].unique()
     given = inputs(tmp_path, base=350.0, price=1.0)
 
@@ -245,13 +246,13 @@ def accounted(tmp_path, seed: int, landed: int = 30):
         land(store, facts[facts["entity"].isin(entities[:landed])])
         incremental.update(store, given)
 
-    return copied(tmp_path, f"accounted-{seed}-{landed}", build), facts, entities, given
+    return copied(tmp_path, f"accounted-{landed}", build), facts, entities, given
 
 
 def test_a_run_stopped_after_the_cost_commit_is_completed_by_the_next(tmp_path, monkeypatch):
     """New entities' cost committed, their carbon not (the run died): the next run finds
     them again and replaces their cost rather than appending it twice."""
-    store, facts, entities, given = accounted(tmp_path, seed=7)
+    store, facts, entities, given = accounted(tmp_path)
     land(store, facts[facts["entity"].isin(entities[30:])])
     die_at(monkeypatch, incremental.CARBON_TABLE)
     with pytest.raises(OSError, match="died"):
@@ -267,7 +268,7 @@ def test_a_stopped_run_then_facts_gone_back_are_completed(tmp_path, monkeypatch)
     carbon_per_fact holds them, so only the state's ``pending`` entities and days say
     what to rewrite. Then the same for a whole recompute (the intensity changed, then put
     back)."""
-    store, facts, entities, given = accounted(tmp_path, seed=9)
+    store, facts, entities, given = accounted(tmp_path)
     old = store.read_table("energy_facts")
     fixed = old[old["entity"] == entities[0]]
     land(store, pd.concat([fixed.assign(window_start=fixed["window_start"] + pd.Timedelta(days=5),
@@ -582,7 +583,7 @@ def test_a_run_stopped_at_any_commit_is_completed_by_the_next(tmp_path, monkeypa
     """A fix moving an entity across the month's end (UTC and local), a removal and a new
     entity; the run dies at ``table``'s commit (those before it written): the next run finds
     the same changes and the months' counts are not changed twice."""
-    store, facts, entities, given = accounted(tmp_path, seed=17)
+    store, facts, entities, given = accounted(tmp_path)
     old = store.read_table("energy_facts")
     fixed = old[old["entity"] == entities[1]]
     gone = old[old["entity"] == entities[2]]
@@ -645,7 +646,7 @@ def test_a_landing_touching_more_days_than_one_predicate_names_is_recomputed_who
     """The touched days of one (calendar, source) are named in one predicate: more than
     ``entry_table.IN_MAX`` (a decade and a half of days) recompute everything instead, which
     keys_predicate would refuse (the fact pool spans 20 days: IN_MAX 5 here)."""
-    store, facts, entities, given = accounted(tmp_path, seed=23, landed=20)
+    store, facts, entities, given = accounted(tmp_path, landed=20)
     land(store, facts[facts["entity"].isin(entities[20:])])
     monkeypatch.setattr(entry_table, "IN_MAX", 5)
     updated = incremental.update(store, given)
@@ -663,7 +664,7 @@ def test_more_changed_entities_than_one_predicate_names_are_written_in_parts(
     or three entities a source: three parts): each is kept incrementally (no whole
     recompute), members and per-fact rows one commit per part, and equals a rebuild from
     scratch."""
-    store, facts, entities, given = accounted(tmp_path, seed=29, landed=20)
+    store, facts, entities, given = accounted(tmp_path, landed=20)
     monkeypatch.setattr(entry_table, "IN_LIMIT", 2)
     commits = []
     replace_where = entry_table.replace_where
@@ -705,7 +706,7 @@ def test_a_run_stopped_between_two_parts_is_completed_by_the_next(tmp_path, monk
     it gives), then the facts go back to those the state consumed, which carbon_per_fact
     (not reached, or reached in part) may hold: the next run rewrites the entities its
     ``Pending`` names, and a later landing in the same months keeps the counts right."""
-    store, _, entities, given = accounted(tmp_path, seed=31)
+    store, _, entities, given = accounted(tmp_path)
     monkeypatch.setattr(entry_table, "IN_LIMIT", 2)
     replace_where = entry_table.replace_where
     commits = []
