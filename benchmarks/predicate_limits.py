@@ -6,7 +6,7 @@ fails): a table of N rows, then
 
 - ``in``: a predicate overwrite ``source = 'a' AND entity IN (N values)``;
 - ``or``: a DataFusion query ``source = 'a' AND (starts_with(entity, ..) OR ..)``, N terms,
-  as ``entry_table.stored_entries`` builds them;
+  as ``entry_table.stored_entries`` built them until 2026-12-01;
 - ``keys``: a predicate overwrite of N terms ``(source = .. AND entity IN (..))``, as
   ``entry_table.keys_predicate`` builds them for keys of two columns;
 - ``or-in``: a predicate overwrite shaped as ``accounting.months.kept_where`` built it, a

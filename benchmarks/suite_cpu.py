@@ -8,7 +8,8 @@ test command as CI runs it) runs with:
 - Linux process accounting on (``acct(2)``, root only): a record of every process of the
   host that ends, with its CPU; those of the command are told from the rest by their
   parents, this process being the subreaper of the command's (``PR_SET_CHILD_SUBREAPER``:
-  a daemon PostgreSQL or Slurm leaves, a process no test waits for, is still counted);
+  a daemon PostgreSQL or Slurm leaves, a process no test waits for, is still counted if
+  it ends before the command does; one still running then has no record);
 - the command lines of the processes, sampled every half second (a record holds only the
   first 15 characters of the program's name), to tell a run worker from a code server;
 - a pytest plugin in every test process (``-p benchmarks.suite_cpu``): the CPU of each test file's
@@ -91,6 +92,28 @@ def descendants(processes: list[dict], root: int) -> list[dict]:
     return found
 
 
+class Reaper(threading.Thread):
+    """Reaps the orphans this process adopts (every 0.2 s), as init would: a test
+    waiting for a process to be gone does not find it a zombie. The command's own process
+    is left to ``subprocess`` to wait for."""
+
+    def __init__(self, command_pid: int) -> None:
+        super().__init__(daemon=True)
+        self.command_pid = command_pid
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.2):
+            while True:
+                try:  # look without reaping: the command's end is subprocess's
+                    ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                except ChildProcessError:
+                    break
+                if ended is None or ended.si_pid == self.command_pid:
+                    break
+                os.waitpid(ended.si_pid, 0)
+
+
 def _seconds(comp: int) -> float:
     """A ``comp_t`` (13-bit mantissa, 3-bit base-8 exponent) in ticks, as seconds."""
     return ((comp & 0x1FFF) << (3 * (comp >> 13))) / ACCT_HZ
@@ -168,17 +191,22 @@ def main() -> None:
     before, started = host_seconds(), time.monotonic()
     _accounting(pacct)
     try:
-        done = subprocess.run(args.command, cwd=PROJECT, env=environment, check=False)
+        command = subprocess.Popen(args.command, cwd=PROJECT, env=environment)
+        reaper = Reaper(command.pid)
+        reaper.start()
+        returncode = command.wait()
     finally:
         _accounting(None)
         lines.stopped.set()
+    reaper.stopped.set()
+    lines.join()
     after, wall = host_seconds(), time.monotonic() - started
     report = render(descendants(records(pacct), os.getpid()), lines.seen, files, args.top,
                     {name: after[name] - before[name] for name in after}, wall,
-                    done.returncode)
+                    returncode)
     (args.out / "report.md").write_text(report)
     print(report)
-    sys.exit(done.returncode)
+    sys.exit(returncode)
 
 
 def render(processes: list[dict], lines: dict[int, tuple[int, str]], files: Path, top: int,
@@ -234,8 +262,8 @@ def pytest_runtest_protocol(item, nextitem):
     totals[3] += 1
 
 
-
 def pytest_sessionfinish(session):
+    """Writes this test process's figures per test file, for the report."""
     folder = os.environ.get("SUITE_CPU_FILES")
     if folder:
         name = os.environ.get("PYTEST_XDIST_WORKER", f"pid{os.getpid()}")

@@ -466,7 +466,7 @@ def _commits(tables: Warehouse, table: str) -> int:
 def test_writes_over_the_predicate_limits_are_made_in_parts(tmp_path, monkeypatch):
     """More entries than ``IN_LIMIT`` are written in commits of at most that many, and
     more keys than the limits allow likewise: the tables equal one write of everything,
-    and a lookup of more prefixes than ``OR_LIMIT`` finds every entry."""
+    and a lookup finds every entry left."""
     monkeypatch.setattr(entry_table, "IN_LIMIT", 3)
     monkeypatch.setattr(entry_table, "OR_LIMIT", 2)
     monkeypatch.setattr(entry_table, "IN_MAX", 9)
@@ -517,28 +517,35 @@ def test_writes_over_the_predicate_limits_are_made_in_parts(tmp_path, monkeypatc
 def test_a_lookup_finds_the_entries_each_prefix_starts_reading_only_files_that_may_hold_one(
         tmp_path, monkeypatch):
     """``stored_entries``: nested prefixes, a prefix equal to an entry, one of no entry
-    and an empty one; entries of two sources in one compacted file, and in files of their
-    own, only the scope's found; a file whose statistics put its entries outside every
-    prefix is not read (the reader is handed only the others)."""
+    and an empty one; entries of two sources in one compacted file, and a file of each
+    source's own, only the scope's found; a file whose statistics put it outside the
+    scope or its entries outside every prefix is not read (the reader is handed only the
+    others), with statistics cut short too (``STATISTICS_LENGTH``: still true bounds)."""
+    monkeypatch.setattr(entry_table, "STATISTICS_LENGTH", 2)  # "e1".."e51" cut to 2
     tables = Warehouse(tmp_path)
     tables.write_entries(FACTS, facts(GPU, [1, 12, 123, 2, 30]), GPU)
     tables.write_entries(FACTS, facts(CC, [1, 12, 4]), CC)
     entry_table.compact(tables, FACTS)  # one file of both sources
     tables.write_entries(FACTS, facts(GPU, [5, 51]), GPU)  # a file of e5 and e51 only
+    tables.write_entries(FACTS, facts(CC, [2, 3]), CC)  # clustercockpit's e2 and e3 only
     lookup = functools.partial(entry_table.stored_entries, tables, FACTS, GPU)
     assert lookup(["e1", "e12", "e30", "e9"]) == {"e1", "e12", "e123", "e30"}
     assert lookup(["e12"]) == {"e12", "e123"}
     assert lookup(["e4"]) == set()  # clustercockpit's only
     assert lookup([""]) == {"e1", "e12", "e123", "e2", "e30", "e5", "e51"}
-    assert entry_table.stored_entries(tables, FACTS, CC, ["e1"]) == {"e1", "e12"}
+    assert entry_table.stored_entries(tables, FACTS, CC, ["e1", "e3"]) == {"e1", "e12", "e3"}
     read = []
     dataset = entry_table._dataset
     monkeypatch.setattr(entry_table, "_dataset", lambda warehouse, delta, listed: (
-        read.append(len(listed)), dataset(warehouse, delta, listed))[1])
+        read.append(len(listed)) or dataset(warehouse, delta, listed)))
     assert lookup(["e2", "e3"]) == {"e2", "e30"}
-    assert read == [1]  # the compacted file; e5-e51's bounds hold no e2 or e3 entry
-    assert lookup(["e6", "e9"]) == set()
+    # the compacted file only: e5-e51's statistics hold no e2 or e3 entry ("e5".."e6" cut
+    # to two characters, the maximum raised), clustercockpit's file no gpu-benchmark row
+    assert read == [1]
+    assert lookup(["e7", "e9"]) == set()
     assert read == [1]  # no file may hold one: none read
+    assert lookup(["e6"]) == set()
+    assert read == [1, 1]  # e5-e51's cut maximum, "e6", may hold one: read, none found
 
 
 def test_a_write_of_25000_entries_and_a_lookup_of_4000_prefixes_keep_the_process_alive(
