@@ -88,24 +88,23 @@ from joulehouse.facts_entries import Ownership
 from joulehouse.landing import StillLanded, still_landed
 from joulehouse.leftout import store_left_out
 from joulehouse.plots import Series, lines_png, markdown_image
-from joulehouse.powerapi import schemas, windows
+from joulehouse.powerapi import report_energy, schemas, windows
 from joulehouse.powerapi.days import start_day
 from joulehouse.powerapi.energy import (
     FACTS_SOURCE,
     energy_facts_rows,
     left_out,
     sensor_input,
-    window_energy,
 )
 from joulehouse.powerapi.landing import report_entry_files
-from joulehouse.powerapi.stream import FRAME_SCHEMAS, ReportStore
+from joulehouse.powerapi.stream import FRAME_SCHEMAS, Progress, ReportStore
 from joulehouse.powerapi.windows import WINDOW_TABLE, combined
 from joulehouse.validation import empty_frame
 from joulehouse.warehouse import Warehouse as Tables
 from resources import PowerapiSource, StepWorkers, Warehouse
 
 GROUP = "powerapi"
-REPORT_ENERGY_TABLE = "powerapi_report_energy"
+REPORT_ENERGY_TABLE = report_energy.TABLE
 VALID_CHECK = "pandera_valid"
 COMPUTED_CHECK = "energy_computed"
 #: Sensor and component pairs drawn in powerapi_window_energy's metadata: a plot costs
@@ -237,21 +236,25 @@ def frames_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
         {key: done[key].metadata for key in sorted(done)[:ENTRIES_SHOWN]})}
 
 
-def stored_frame(tables: Tables, name: str, keys: list[str]) -> tuple[pd.DataFrame | None, int]:
+def stored_frame(tables: Tables, name: str, keys: list[str],
+                 progress: dict[str, Progress] | None = None
+                 ) -> tuple[pd.DataFrame | None, int]:
     """The stored frame ``name`` of ``keys`` together, every piece (None when it has no
-    rows), validated, and how many rows were given twice (``windows.combined``)."""
-    return combined(name, [ReportStore(tables).read(name, keys)] if keys else [])
+    rows), validated, and how many rows were given twice (``windows.combined``);
+    ``progress``: the keys', where already read."""
+    return combined(name, [ReportStore(tables).read(name, keys, progress)] if keys else [])
 
 
 def store_report_energy(tables: Tables, key: str, entry: Path, window: str,
                         targets: tuple[str, ...]) -> Stored:
-    """Compute and store one entry's own windowed energy from its stored pieces, and what
-    it left out (each record's input: the entry, and the sensor), in place of the earlier
-    (a worker's task: picklable arguments, no Dagster)."""
-    rapl = stored_frame(tables, "rapl_energy", [key])[0]
-    power = stored_frame(tables, "power_reports", [key])[0]
-    table = window_energy(rapl, power, window, targets)
-    tables.write_partition(REPORT_ENERGY_TABLE, key, table)
+    """Compute and store one entry's own windowed energy from its stored pieces
+    (``joulehouse.powerapi.report_energy``), and what it left out (each record's input:
+    the entry, and the sensor), in place of the earlier (a worker's task: picklable
+    arguments, no Dagster)."""
+    progress = {key: ReportStore(tables).progress(key)}
+    rapl, power = (stored_frame(tables, name, [key], progress)[0]
+                   for name in ("rapl_energy", "power_reports"))
+    table = report_energy.store(tables, key, progress[key], rapl, power, window, targets)
     records = left_out(rapl, power, targets, lambda sensor: f"{entry} ({sensor_input(sensor)})")
     store_left_out(tables, FACTS_SOURCE, "energy", key, records,
                    now=pd.Timestamp.now(tz="UTC"))
