@@ -57,6 +57,7 @@ from typing import Any, ClassVar
 
 import dagster as dg
 import pandas as pd
+import pandera.pandas as pa
 
 from assets.blocks import (
     ENTRIES_SHOWN,
@@ -66,6 +67,7 @@ from assets.blocks import (
     block_outcomes,
     hand_out_field,
     run_entries,
+    run_entries_both,
     stored_entries_metadata,
 )
 from assets.facts import write_facts, write_owned_facts
@@ -75,37 +77,40 @@ from assets.pools import tables_pool
 from assets.reporting import (
     FRAMES_FAILED,
     STEP_RETRY,
+    BothOutcome,
     Stored,
     backfills,
     failure,
     partition_check_spec,
+    partitions_per_task,
+    returned,
     run_partitions,
     table_metadata,
     verdict,
 )
 from joulehouse import entry_table
+from joulehouse.errors import InputError
 from joulehouse.facts_entries import Ownership
 from joulehouse.landing import StillLanded, still_landed
 from joulehouse.leftout import store_left_out
 from joulehouse.plots import Series, lines_png, markdown_image
-from joulehouse.powerapi import schemas, windows
+from joulehouse.powerapi import report_energy, schemas, windows
 from joulehouse.powerapi.days import start_day
 from joulehouse.powerapi.energy import (
     FACTS_SOURCE,
     energy_facts_rows,
     left_out,
     sensor_input,
-    window_energy,
 )
 from joulehouse.powerapi.landing import report_entry_files
-from joulehouse.powerapi.stream import FRAME_SCHEMAS, ReportStore
+from joulehouse.powerapi.stream import FRAME_SCHEMAS, Piece, Progress, ReportStore
 from joulehouse.powerapi.windows import WINDOW_TABLE, combined
 from joulehouse.validation import empty_frame
 from joulehouse.warehouse import Warehouse as Tables
 from resources import PowerapiSource, StepWorkers, Warehouse
 
 GROUP = "powerapi"
-REPORT_ENERGY_TABLE = "powerapi_report_energy"
+REPORT_ENERGY_TABLE = report_energy.TABLE
 VALID_CHECK = "pandera_valid"
 COMPUTED_CHECK = "energy_computed"
 #: Sensor and component pairs drawn in powerapi_window_energy's metadata: a plot costs
@@ -220,8 +225,12 @@ def store_piece(tables: Tables, key: str, path: Path, now: float, quiet_s: float
     worker's task: picklable arguments, no Dagster); its metadata says how it was read
     (``read``: whole or new reports only, ``generation``, ``pieces``, ``read_to_byte`` per
     file) and its rows are those of the piece."""
-    piece = ReportStore(tables).ingest(key, path, now=now, quiet_s=quiet_s, timezone=timezone,
-                                       epoch_zone=epoch_zone)
+    return read_piece(ReportStore(tables).ingest(key, path, now=now, quiet_s=quiet_s,
+                                                 timezone=timezone, epoch_zone=epoch_zone))
+
+
+def read_piece(piece: Piece) -> Stored:
+    """What :func:`store_piece` reports of a stored ``piece``."""
     return Stored.of(
         piece.frames, piece.reports.left_out,
         read="whole" if piece.whole else "new reports only",
@@ -237,47 +246,99 @@ def frames_metadata(day: str, done: dict[str, Stored]) -> dict[str, Any]:
         {key: done[key].metadata for key in sorted(done)[:ENTRIES_SHOWN]})}
 
 
-def stored_frame(tables: Tables, name: str, keys: list[str]) -> tuple[pd.DataFrame | None, int]:
+def stored_frame(tables: Tables, name: str, keys: list[str],
+                 progress: dict[str, Progress] | None = None
+                 ) -> tuple[pd.DataFrame | None, int]:
     """The stored frame ``name`` of ``keys`` together, every piece (None when it has no
-    rows), validated, and how many rows were given twice (``windows.combined``)."""
-    return combined(name, [ReportStore(tables).read(name, keys)] if keys else [])
+    rows), validated, and how many rows were given twice (``windows.combined``);
+    ``progress``: the keys', where already read."""
+    return combined(name, [ReportStore(tables).read(name, keys, progress)] if keys else [])
 
 
 def store_report_energy(tables: Tables, key: str, entry: Path, window: str,
-                        targets: tuple[str, ...]) -> Stored:
-    """Compute and store one entry's own windowed energy from its stored pieces, and what
-    it left out (each record's input: the entry, and the sensor), in place of the earlier
-    (a worker's task: picklable arguments, no Dagster)."""
-    rapl = stored_frame(tables, "rapl_energy", [key])[0]
-    power = stored_frame(tables, "power_reports", [key])[0]
-    table = window_energy(rapl, power, window, targets)
-    tables.write_partition(REPORT_ENERGY_TABLE, key, table)
+                        targets: tuple[str, ...], piece: Piece | None = None) -> Stored:
+    """Compute and store one entry's own windowed energy from its stored pieces
+    (``joulehouse.powerapi.report_energy``), and what it left out (each record's input:
+    the entry, and the sensor), in place of the earlier (a worker's task: picklable
+    arguments, no Dagster). ``piece``: the entry's read just stored, whose frames are taken
+    in memory where it is the first of its generation (then every stored frame of it)."""
+    if piece is not None and piece.whole:
+        progress = piece.progress
+        rapl, power = (combined(name, [piece.frames[name]])[0]
+                       for name in ("rapl_energy", "power_reports"))
+    else:
+        progress = ReportStore(tables).progress(key)
+        rapl, power = (stored_frame(tables, name, [key], {key: progress})[0]
+                       for name in ("rapl_energy", "power_reports"))
+    table = report_energy.store(tables, key, progress, rapl, power, window, targets)
     records = left_out(rapl, power, targets, lambda sensor: f"{entry} ({sensor_input(sensor)})")
     store_left_out(tables, FACTS_SOURCE, "energy", key, records,
                    now=pd.Timestamp.now(tz="UTC"))
     return Stored.of({REPORT_ENERGY_TABLE: table}, records)
 
 
+def store_pieces_and_energy(tasks: list[tuple]) -> list[BothOutcome]:
+    """For each ``(tables, key, path, now, quiet_s, timezone, epoch_zone, window, targets)``:
+    :func:`store_piece`, then :func:`store_report_energy` with the piece just read (its
+    frames not read back where they are all the entry's). A worker's task of
+    ``assets.blocks.run_entries_both``: the ``InputError`` of an entry's frames or energy,
+    or any error of its energy, is returned in its place, not raised, so that the task's
+    other entries are reported."""
+    outcomes: list[BothOutcome] = []
+    for tables, key, path, now, quiet_s, timezone, epoch_zone, window, targets in tasks:
+        try:
+            piece = ReportStore(tables).ingest(key, path, now=now, quiet_s=quiet_s,
+                                               timezone=timezone, epoch_zone=epoch_zone)
+        except InputError as err:
+            outcomes.append((err, None))
+            continue
+        try:
+            energy: Stored | Exception = store_report_energy(tables, key, path, window,
+                                                             targets, piece)
+        except Exception as err:  # noqa: BLE001 - returned: run_entries_both's caller raises it
+            energy = returned(err)
+        outcomes.append((read_piece(piece), energy))
+    return outcomes
+
+
 def per_entry_assets(context: dg.AssetExecutionContext, run: RunDays,
-                     source: PowerapiSource, tables: Tables, executor: Executor
+                     source: PowerapiSource, tables: Tables, executor: Executor, workers: int
                      ) -> Generator[Any, None, tuple[dict[str, str], set[str]]]:
     """The per-entry assets of the run's entries, each if selected: validated frames (what
     is new in each entry, ``joulehouse.powerapi.stream``), then the own energy of the
-    entries whose frames did not fail here; each reported per day (``RunDays.batch``), in
+    entries whose frames did not fail here (with both selected, in the same task as the
+    frames, several entries a task over ``workers`` processes:
+    :func:`store_pieces_and_energy`); each reported per day (``RunDays.batch``), in
     ``executor``. Yields their events; returns day -> why, for each day that failed or was
     not computed, and the entries that failed."""
     selected = context.selected_asset_keys
     days = DayReports(context, run, "entry", FRAMES_FAILED)
+    now = time.time()
+
+    def read(key: str) -> tuple:
+        return (tables, key, source.resolve(key), now, source.quiet_period_s, source.timezone,
+                source.epoch_zone)
+
+    def energy_schema(name: str) -> pa.DataFrameSchema:
+        return schemas.WINDOW_ENERGY_SCHEMA
+
+    if {powerapi_validated_frames.key, powerapi_report_energy.key} <= selected:
+        frames, energy, error = run_entries_both(
+            run.entries, store_pieces_and_energy,
+            lambda key: (*read(key), source.window, source.targets), executor,
+            partitions_per_task(len(run.keys), workers))
+        yield from days.report(frames, VALID_SPEC, FRAME_SCHEMAS.get, frames_metadata)
+        if error is not None:
+            raise error
+        yield from days.report(energy, COMPUTED_SPEC, energy_schema, DAY_ENTRIES)
+        return days.failed_days, days.bad
     if powerapi_validated_frames.key in selected:
-        now = time.time()
-        yield from days.report(run_entries(run.entries, store_piece, lambda key: (
-            tables, key, source.resolve(key), now, source.quiet_period_s, source.timezone,
-            source.epoch_zone), executor), VALID_SPEC, FRAME_SCHEMAS.get, frames_metadata)
+        yield from days.report(run_entries(run.entries, store_piece, read, executor),
+                               VALID_SPEC, FRAME_SCHEMAS.get, frames_metadata)
     if powerapi_report_energy.key in selected:
         yield from days.report(run_entries(run.entries, store_report_energy, lambda key: (
             tables, key, source.resolve(key), source.window, source.targets), executor,
-            skip=days.skipped), COMPUTED_SPEC, lambda name: schemas.WINDOW_ENERGY_SCHEMA,
-            DAY_ENTRIES)
+            skip=days.skipped), COMPUTED_SPEC, energy_schema, DAY_ENTRIES)
     return days.failed_days, days.bad
 
 
@@ -409,9 +470,10 @@ with backfills() as single_run:
             context, config, powerapi_source.landings(), report_entry_files,
             start_day(powerapi_source.timezone, powerapi_source.epoch_zone), "PowerAPI")
         partitioned = run_partitions(context) is not None
-        with workers.pool(len(run.keys) if partitioned else None) as executor:
+        entries = len(run.keys) if partitioned else None
+        with workers.pool(entries) as executor:
             failed, bad = yield from per_entry_assets(context, run, powerapi_source, tables,
-                                                      executor)
+                                                      executor, workers.workers(entries))
         if powerapi_validated_frames.key in selected:  # only a run that read the entries
             yield from block_outcomes(powerapi_report_files.key, run.entries, bad)
         if selected & {powerapi_window_energy.key, powerapi_energy_facts.key}:

@@ -182,11 +182,23 @@ class Warehouse:
         """The path in :attr:`filesystem` of partition ``key`` of ``table``."""
         return f"{self.table_path(table)}/{partition_file_name(key)}"
 
-    def write_partition(self, table: str, key: str, frame: pd.DataFrame) -> str:
-        """Store ``frame`` as partition ``key`` of ``table``, replacing it atomically."""
+    def write_partition(self, table: str, key: str, frame: pd.DataFrame,
+                        metadata: Mapping[str, str] | None = None) -> str:
+        """Store ``frame`` as partition ``key`` of ``table``, replacing it atomically;
+        ``metadata``: more key-value pairs for its footer (:meth:`partition_metadata`)."""
         path = self.partition_path(table, key)
-        self._write(path, frame, {KEY_METADATA: key.encode()})
+        self._write(path, frame, {KEY_METADATA: key.encode(), **{
+            name.encode(): value.encode() for name, value in (metadata or {}).items()}})
         return path
+
+    def partition_metadata(self, table: str, key: str) -> dict[str, str]:
+        """The footer's key-value pairs of partition ``key`` of ``table`` (pandas' and
+        Arrow's included; none when it is not stored), read without its rows."""
+        try:
+            schema = pq.read_schema(self.partition_path(table, key), filesystem=self.filesystem)
+        except FileNotFoundError:
+            return {}
+        return {name.decode(): value.decode() for name, value in (schema.metadata or {}).items()}
 
     def write_table(self, table: str, frame: pd.DataFrame) -> str:
         """Store ``frame`` as the whole unpartitioned ``table``, replacing it atomically."""

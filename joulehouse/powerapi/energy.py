@@ -278,6 +278,13 @@ def window_energy(rapl: pd.DataFrame | None, power: pd.DataFrame | None,
         table["relative_error"] = np.where(table["measured_j"] > 0, (
             table["estimated_total_j"] - table["measured_j"]) / table["measured_j"], np.nan)
     table["duration_s"] = (_ns(table["window_end"]) - _ns(table["window_start"])) / 1e9
+    return window_rows(table)
+
+
+def window_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """``table``'s window rows (:func:`window_energy`'s, of sensors computed apart, together)
+    in the table's order, validated: one row per sensor, component, window, method and target,
+    so the order is the same whichever order they came in."""
     table = table.sort_values(["sensor", "component", "window_start", "method", "target"],
                               ignore_index=True)
     for name in ("sensor", "target", "component", "method"):

@@ -312,10 +312,13 @@ class ReportStore:
             return None
         return Progress.from_frame(frame)
 
-    def read(self, name: str, keys: list[str]) -> pd.DataFrame:
+    def read(self, name: str, keys: list[str],
+             progress: dict[str, Progress] | None = None) -> pd.DataFrame:
         """The stored frame ``name`` (``FRAME_SCHEMAS``) of every piece of ``keys`` (stored
-        ones) together, as stored (not validated again)."""
-        pieces = [piece for key in keys for piece in self.progress(key).piece_keys(key)]
+        ones) together, as stored (not validated again); ``progress``: theirs, where already
+        read (:meth:`progress`)."""
+        progress = progress or {key: self.progress(key) for key in keys}
+        pieces = [piece for key in keys for piece in progress[key].piece_keys(key)]
         return self.tables.read_partitions(f"{self.table}/{name}", pieces) if pieces else (
             pd.DataFrame())
 

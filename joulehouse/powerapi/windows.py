@@ -14,6 +14,12 @@ until the partition's next run or a rebuild, which costs a read and changes no r
 :func:`refresh` adds a run's new pairs before it writes the rows, :func:`settle` drops its
 old ones after the rows and their facts.
 
+A sensor that one registered partition alone holds is not computed again where that
+partition's own energy (``joulehouse/powerapi/report_energy.py``) was computed from the
+frames read now, with the same window and targets: its rows are taken from there, the same
+rows (``window_energy`` computes each sensor from its own reports alone), so a landing of
+new sensors costs a read of what its entries stored, not a second computation.
+
 Both tables are kept per entry (``joulehouse/entry_table.py``). A refresh without touched
 partitions, or before the sensors table exists (a warehouse written before), rebuilds
 both from every stored registered partition. The window table equals
@@ -38,8 +44,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from joulehouse import entry_sync, entry_table
-from joulehouse.powerapi.energy import window_energy
-from joulehouse.powerapi.stream import FRAME_SCHEMAS, FRAMES_TABLE, ReportStore
+from joulehouse.powerapi import report_energy
+from joulehouse.powerapi.energy import window_energy, window_rows
+from joulehouse.powerapi.stream import FRAME_SCHEMAS, FRAMES_TABLE, Progress, ReportStore
 from joulehouse.validation import validate
 from joulehouse.warehouse import Warehouse
 
@@ -99,32 +106,56 @@ def refresh(tables: Warehouse, registered: Container[str], touched: Collection[s
     store = ReportStore(tables)
     if touched is None or not entry_table.is_entry_table(tables, SENSORS_TABLE):
         keys = [key for key in store.stored_keys() if key in registered]
-        frames = {key: _frames(store, key) for key in keys}
+        progress = {key: store.progress(key) for key in keys}
+        frames = {key: _frames(store, key, progress) for key in keys}
         parts = {name: [frames[key][name] for key in keys] for name in FRAMES}
         stored = entry_table.read(tables, SENSORS_TABLE) if entry_table.is_entry_table(
             tables, SENSORS_TABLE) else pd.DataFrame()
-        return _write(tables, parts, None, _pairs(stored), _held(frames), keys, window,
-                      targets)
-    run = [key for key in touched if key in registered and store.progress(key) is not None]
+        exact = _held(frames)
+        return _write(tables, parts, None, _pairs(stored), exact, keys, window, targets,
+                      reused=_reused(tables, progress, exact, exact, window, targets))
+    progress = {key: store.progress(key) for key in touched if key in registered}
+    progress = {key: read for key, read in progress.items() if read is not None}
+    run = [key for key in touched if key in progress]
     owners = sorted({*run, *(key for key in touched if key not in registered)})
-    frames = {key: _frames(store, key) for key in run}
+    frames = {key: _frames(store, key, progress) for key in run}
     held = entry_table.read_keys(tables, SENSORS_TABLE, pd.DataFrame({"partition": owners})) if (
         owners) else pd.DataFrame()
     sensors = sorted({*_sensors(frames), *(held["sensor"] if len(held) else ())})
     holders = entry_table.read_keys(tables, SENSORS_TABLE, pd.DataFrame({"sensor": sensors})) if (
         sensors) else pd.DataFrame()
-    # every partition holding them, read together in key order, as a rebuild reads them:
-    # where one report time is given twice with other values (both kept), the order
-    # decides the ticks
-    keys = sorted({*run, *(key for key in (holders["partition"] if len(holders) else ())
-                           if key in registered)})
-    parts = {name: [store.read(name, keys)] if keys else [] for name in FRAMES}
-    return _write(tables, parts, sensors, _pairs(held), _held(frames), owners, window, targets,
-                  len(keys))
+    # every partition holding them, in key order, as a rebuild reads them: where one report
+    # time is given twice with other values (both kept), the order decides the ticks
+    exact = _held(frames)
+    holding = {(key, sensor) for key, sensor in _pairs(holders) if key in registered} | exact
+    keys = sorted({*run, *(key for key, _ in holding)})
+    frames.update({key: _frames(store, key) for key in keys if key not in frames})
+    parts = {name: [frames[key][name] for key in keys] for name in FRAMES}
+    reused = _reused(tables, progress, holding, exact, window, targets)
+    return _write(tables, parts, sensors, _pairs(held), exact, owners, window, targets,
+                  len(keys), reused)
 
 
-def _frames(store: ReportStore, key: str) -> dict[str, pd.DataFrame]:
-    return {name: store.read(name, [key]) for name in FRAMES}
+def _reused(tables: Warehouse, progress: dict[str, Progress], holding: Pairs, exact: Pairs,
+            window: str, targets: tuple[str, ...]) -> pd.DataFrame:
+    """The window rows of the sensors that one partition alone holds (``holding``: every
+    holder's pairs) where the run's read of it (``exact``, ``progress``) is what its own
+    energy was computed from (``report_energy.current``): those rows, row for row, as
+    ``window_energy`` computes them; no rows, no columns: none."""
+    holders: dict[str, set[str]] = {}
+    for key, sensor in holding:
+        holders.setdefault(sensor, set()).add(key)
+    alone = {sensor: key for sensor, keys in holders.items() if len(keys) == 1
+             for key in keys if (key, sensor) in exact}
+    fresh, rows = report_energy.current(tables, progress, sorted(set(alone.values())), window,
+                                        targets)
+    reused = [sensor for sensor, key in alone.items() if key in set(fresh)]
+    return rows[rows["sensor"].isin(reused)] if len(rows) else rows
+
+
+def _frames(store: ReportStore, key: str, progress: dict[str, Progress] | None = None
+            ) -> dict[str, pd.DataFrame]:
+    return {name: store.read(name, [key], progress) for name in FRAMES}
 
 
 def _sensors(frames: dict[str, dict[str, pd.DataFrame]]) -> set[str]:
@@ -149,12 +180,14 @@ def _rows(pairs: Pairs) -> pd.DataFrame:
 
 def _write(tables: Warehouse, parts: dict[str, list[pd.DataFrame]], sensors: list[str] | None,
            stored: Pairs, exact: Pairs, owners: list[str], window: str,
-           targets: tuple[str, ...], read: int | None = None) -> Refreshed:
+           targets: tuple[str, ...], read: int | None = None,
+           reused: pd.DataFrame | None = None) -> Refreshed:
     """Compute the window rows of ``sensors`` (None: all) from ``parts`` (frame name -> the
-    stored frames, in key order); where ``exact`` (the pairs of the partitions ``owners``)
-    has one that ``stored`` (theirs in the sensors table; None sensors: every row) lacks,
-    make the table hold both; then replace the rows. ``read``: the partitions read
-    (default: ``owners``)."""
+    stored frames, in key order), but for those of the rows ``reused`` (their rows as
+    ``window_energy`` gives them: :func:`_reused`); where ``exact`` (the pairs of the
+    partitions ``owners``) has one that ``stored`` (theirs in the sensors table; None
+    sensors: every row) lacks, make the table hold both; then replace the rows. ``read``:
+    the partitions read (default: ``owners``)."""
     together, twice = {}, {}
     for name in FRAMES:
         frames = parts[name]
@@ -162,7 +195,15 @@ def _write(tables: Warehouse, parts: dict[str, list[pd.DataFrame]], sensors: lis
             frames = [part[part["sensor"].astype(str).isin(sensors)] for part in frames
                       if len(part)]
         together[name], twice[name] = combined(name, frames)
-    rows = window_energy(together["rapl_energy"], together["power_reports"], window, targets)
+    if reused is None or not len(reused):
+        rows = window_energy(together["rapl_energy"], together["power_reports"], window,
+                             targets)
+    else:
+        rest = [_without(together[name], set(reused["sensor"]))
+                for name in ("rapl_energy", "power_reports")]
+        computed = [window_energy(*rest, window, targets)] if any(
+            frame is not None for frame in rest) else []
+        rows = window_rows(pd.concat([*computed, reused], ignore_index=True))
     refreshed = Refreshed(rows, sensors, len(owners) if read is None else read, twice,
                           owners, stored | exact, exact)
     if not exact <= stored:
@@ -171,6 +212,14 @@ def _write(tables: Warehouse, parts: dict[str, list[pd.DataFrame]], sensors: lis
                              None if sensors is None else pd.DataFrame({"sensor": sensors}))
     entry_sync.compact_if_due(tables, WINDOW_TABLE)
     return refreshed
+
+
+def _without(frame: pd.DataFrame | None, sensors: set[str]) -> pd.DataFrame | None:
+    """``frame``'s rows of the sensors not in ``sensors`` (None: none)."""
+    if frame is None:
+        return None
+    frame = frame[~frame["sensor"].astype(str).isin(sensors)]
+    return frame if len(frame) else None
 
 
 def settle(tables: Warehouse, refreshed: Refreshed) -> None:

@@ -18,6 +18,9 @@ from assets.powerapi import (
     PowerapiHandOut,
     power_plots,
     powerapi_days,
+    store_piece,
+    store_pieces_and_energy,
+    store_report_energy,
 )
 from definitions import build_definitions
 from joulehouse import entry_table
@@ -159,6 +162,27 @@ def test_one_process_and_two_store_the_same_energy(tmp_path):
     energy, table = stored[1]
     assert _measured(energy) == pytest.approx(2 * FIXTURE_J, rel=1e-12)  # two RAPL entries
     assert len(table) == 5
+
+
+def test_energy_from_the_piece_in_memory_is_the_energy_from_the_stored_pieces(tmp_path):
+    """An entry's own energy in the task that read it (its first piece's frames in memory;
+    a later piece's read back) is the energy computed apart from the stored pieces."""
+    path = tmp_path / "landing" / "hwpc.jsonl"
+    path.parent.mkdir()
+    lines = (EXAMPLES / "smartwatts_timeline.jsonl").read_text().splitlines(keepends=True)
+    both, apart = Tables(tmp_path / "both"), Tables(tmp_path / "apart")
+    key, targets = "landing/hwpc.jsonl", ("all", "system")
+    for read, part in (("whole", lines[:12]), ("new reports only", lines[12:])):
+        with path.open("a") as file:
+            file.write("".join(part))
+        [(frames, _)] = store_pieces_and_energy(
+            [(both, key, path, 0.0, 0.0, "UTC", None, "1min", targets)])
+        store_piece(apart, key, path, 0.0, 0.0, "UTC", None)
+        store_report_energy(apart, key, path, "1min", targets)
+        assert frames.metadata["read"] == read
+        pd.testing.assert_frame_equal(
+            *(tables.read_partitions(REPORT_ENERGY_TABLE, [key]) for tables in (both, apart)),
+            check_exact=True)
 
 
 def test_a_bad_file_fails_alone_and_the_others_reach_the_tables(instance, tmp_path):

@@ -211,3 +211,39 @@ def test_a_rebuild_with_every_partition_deleted_empties_both_tables_and_the_fact
     run(tables, set(), None)  # p deleted from Dagster: its frames stay stored
     assert_rebuilt(tables, store, set())
     assert tables.read_table(WINDOW_TABLE).empty and tables.read_table(SENSORS_TABLE).empty
+
+
+def test_a_sensor_held_alone_takes_its_rows_from_its_entrys_current_own_energy(
+        tmp_path, monkeypatch):
+    """s0 and s2, each held by one entry whose own energy (``report_energy``) was computed
+    from its current pieces, are taken from it; s1 (two holders) is computed; once s0's
+    entry is read again and its energy not, s0 is computed again: always a rebuild's rows."""
+    from joulehouse.powerapi import report_energy, windows
+
+    computed: list[set[str]] = []
+    compute = windows.window_energy
+
+    def spy(rapl, power, *args):
+        computed.append({str(s) for frame in (rapl, power) if frame is not None
+                         for s in frame["sensor"]})
+        return compute(rapl, power, *args)
+
+    monkeypatch.setattr(windows, "window_energy", spy)
+    rng = np.random.default_rng(1)
+    tables = Warehouse(tmp_path / "warehouse")
+    store = ReportStore(tables)
+    files = {f"landing/{name}.jsonl": (tmp_path / f"{name}.jsonl", sensor, first_s)
+             for name, sensor, first_s in [("a", "s0", 0), ("b", "s1", 0), ("c", "s1", 20),
+                                           ("d", "s2", 10)]}
+    for key, (path, sensor, first_s) in files.items():
+        ingest(store, key, write_reports(path, sensor, first_s, rng))
+        frames = [combined(name, [store.read(name, [key])])[0] for name in FRAMES]
+        report_energy.store(tables, key, store.progress(key), *frames, WINDOW, MACHINE_TARGETS)
+    run(tables, set(files), None)
+    assert computed == [{"s1"}]
+    assert_rebuilt(tables, store, set(files))
+    ingest(store, "landing/a.jsonl", write_reports(tmp_path / "a.jsonl", "s0", 30, rng))
+    computed.clear()
+    run(tables, set(files), ["landing/a.jsonl"])
+    assert computed == [{"s0"}]
+    assert_rebuilt(tables, store, set(files))
