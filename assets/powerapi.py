@@ -261,8 +261,9 @@ def store_report_energy(tables: Tables, key: str, entry: Path, window: str,
     (``joulehouse.powerapi.report_energy``), and what it left out (each record's input:
     the entry, and the sensor), in place of the earlier (a worker's task: picklable
     arguments, no Dagster). ``piece``: the entry's read just stored, whose frames are taken
-    in memory where it is the first of its generation (then every stored frame of it)."""
-    if piece is not None and piece.whole:
+    in memory where it is the first of its generation and stored (then every stored frame
+    of it; a read of no file stores nothing, so its energy is of what is stored)."""
+    if piece is not None and piece.whole and piece.progress.files:
         progress = piece.progress
         rapl, power = (combined(name, [piece.frames[name]])[0]
                        for name in ("rapl_energy", "power_reports"))

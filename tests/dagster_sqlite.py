@@ -47,7 +47,7 @@ DAGSTER_SQLITE = "dagster-sqlite"
 EVENT_BATCH_SIZE = "1000"
 #: No step's stdout and stderr kept, as in ``dg.materialize``'s own instance: the local
 #: manager of ``dg.instance_for_test()`` starts four processes a step (a ``tail -F`` and a
-#: Python watcher for each stream), about 2,000 in a run of the suite, and no test reads
+#: Python watcher for each stream), about 1,300 in a run of the suite, and no test reads
 #: an in-process run's captured output.
 NO_COMPUTE_LOGS = {"module": "dagster._core.storage.noop_compute_log_manager",
                    "class": "NoOpComputeLogManager"}

@@ -3,8 +3,9 @@ entry), stored with the inputs it was computed from, so the window table can tak
 sensor's rows from it instead of computing them again.
 
 A partition's Parquet footer names its inputs (:data:`INPUTS_METADATA`): the entry's
-generation and pieces when it was computed (stored pieces are never rewritten, so these
-name its frames exactly), the window and the machine-level targets. Its rows are
+progress when it was computed (generation, pieces and how far each file was read: a
+progress cleared by hand restarts at generation 0, so the generation alone would not name
+the frames), the window, the machine-level targets and :data:`ENERGY_VERSION`. Its rows are
 :func:`energy.window_energy` of the entry's frames, and ``window_energy`` computes each
 sensor's rows from that sensor's reports alone: for a sensor no other stored entry holds,
 the partition's rows of it are the window table's, row for row, as long as its inputs are
@@ -25,12 +26,19 @@ from joulehouse.warehouse import Warehouse
 TABLE = "powerapi_report_energy"
 #: The footer key of a partition's inputs (:func:`inputs`).
 INPUTS_METADATA = "joulehouse.powerapi.inputs"
+#: Raised whenever ``energy.window_energy`` or the window table's schema changes: stored
+#: energy of an earlier version is then computed again, never mixed with the new.
+ENERGY_VERSION = 1
 
 
 def inputs(progress: Progress, window: str, targets: tuple[str, ...]) -> str:
-    """What an entry's energy is computed from: its ``progress``'s generation and pieces,
-    the ``window`` and the machine-level ``targets`` (JSON)."""
-    return json.dumps([progress.generation, progress.pieces, window, list(targets)])
+    """What an entry's energy is computed from: its ``progress`` (generation, pieces,
+    each file's read), the ``window``, the machine-level ``targets`` and the code's
+    :data:`ENERGY_VERSION` (JSON)."""
+    reads = [[name, read.read_to_byte, read.prefix_digest, read.line_based, read.tail_bytes]
+             for name, read in sorted(progress.files.items())]
+    return json.dumps([ENERGY_VERSION, progress.generation, progress.pieces, reads, window,
+                       list(targets)])
 
 
 def store(tables: Warehouse, key: str, progress: Progress, rapl: pd.DataFrame | None,

@@ -112,8 +112,12 @@ def refresh(tables: Warehouse, registered: Container[str], touched: Collection[s
         stored = entry_table.read(tables, SENSORS_TABLE) if entry_table.is_entry_table(
             tables, SENSORS_TABLE) else pd.DataFrame()
         exact = _held(frames)
+        # a run without partitions is the reference and the repair: every sensor computed
+        # from the frames; the first run over partitions may take entries' own energy
+        reused = None if touched is None else _reused(tables, progress, exact, exact, window,
+                                                      targets)
         return _write(tables, parts, None, _pairs(stored), exact, keys, window, targets,
-                      reused=_reused(tables, progress, exact, exact, window, targets))
+                      reused=reused)
     progress = {key: store.progress(key) for key in touched if key in registered}
     progress = {key: read for key, read in progress.items() if read is not None}
     run = [key for key in touched if key in progress]
@@ -149,7 +153,8 @@ def _reused(tables: Warehouse, progress: dict[str, Progress], holding: Pairs, ex
              for key in keys if (key, sensor) in exact}
     fresh, rows = report_energy.current(tables, progress, sorted(set(alone.values())), window,
                                         targets)
-    reused = [sensor for sensor, key in alone.items() if key in set(fresh)]
+    current = set(fresh)
+    reused = [sensor for sensor, key in alone.items() if key in current]
     return rows[rows["sensor"].isin(reused)] if len(rows) else rows
 
 

@@ -215,9 +215,11 @@ def test_a_rebuild_with_every_partition_deleted_empties_both_tables_and_the_fact
 
 def test_a_sensor_held_alone_takes_its_rows_from_its_entrys_current_own_energy(
         tmp_path, monkeypatch):
-    """s0 and s2, each held by one entry whose own energy (``report_energy``) was computed
-    from its current pieces, are taken from it; s1 (two holders) is computed; once s0's
-    entry is read again and its energy not, s0 is computed again: always a rebuild's rows."""
+    """In the first run over the entries, s0 and s2, each held by one entry whose own energy
+    (``report_energy``) was computed from its current pieces, are taken from it; s1 (two
+    holders) is computed; once s0's entry is read again and its energy not, s0 is computed
+    again; a run without partitions (the reference, and the repair) computes every sensor:
+    always a rebuild's rows."""
     from joulehouse.powerapi import report_energy, windows
 
     computed: list[set[str]] = []
@@ -239,7 +241,7 @@ def test_a_sensor_held_alone_takes_its_rows_from_its_entrys_current_own_energy(
         ingest(store, key, write_reports(path, sensor, first_s, rng))
         frames = [combined(name, [store.read(name, [key])])[0] for name in FRAMES]
         report_energy.store(tables, key, store.progress(key), *frames, WINDOW, MACHINE_TARGETS)
-    run(tables, set(files), None)
+    run(tables, set(files), sorted(files))
     assert computed == [{"s1"}]
     assert_rebuilt(tables, store, set(files))
     ingest(store, "landing/a.jsonl", write_reports(tmp_path / "a.jsonl", "s0", 30, rng))
@@ -247,3 +249,26 @@ def test_a_sensor_held_alone_takes_its_rows_from_its_entrys_current_own_energy(
     run(tables, set(files), ["landing/a.jsonl"])
     assert computed == [{"s0"}]
     assert_rebuilt(tables, store, set(files))
+    computed.clear()
+    run(tables, set(files), None)
+    assert computed == [{"s0", "s1", "s2"}]
+    assert_rebuilt(tables, store, set(files))
+
+
+def test_an_entrys_energy_inputs_name_each_files_read_and_the_codes_version(monkeypatch):
+    """Two progresses of one generation and as many pieces, but a file read to another
+    byte (a progress cleared by hand restarts at generation 0), name other inputs; so do
+    another window, other targets and another ``ENERGY_VERSION``."""
+    from joulehouse.powerapi import report_energy
+    from joulehouse.powerapi.stream import FileRead, Progress
+
+    def progress(read_to_byte: int) -> Progress:
+        return Progress(0, 1, {"a.jsonl": FileRead(read_to_byte, "digest", True, 0)})
+
+    named = report_energy.inputs(progress(100), WINDOW, MACHINE_TARGETS)
+    assert named == report_energy.inputs(progress(100), WINDOW, MACHINE_TARGETS)
+    assert named != report_energy.inputs(progress(200), WINDOW, MACHINE_TARGETS)
+    assert named != report_energy.inputs(progress(100), "2s", MACHINE_TARGETS)
+    assert named != report_energy.inputs(progress(100), WINDOW, ())
+    monkeypatch.setattr(report_energy, "ENERGY_VERSION", report_energy.ENERGY_VERSION + 1)
+    assert named != report_energy.inputs(progress(100), WINDOW, MACHINE_TARGETS)
