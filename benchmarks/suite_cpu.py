@@ -48,7 +48,7 @@ ACCT_HZ = 100
 PR_SET_CHILD_SUBREAPER = 36
 #: What each kind of process is, by a piece of its command line (the first that matches),
 #: for Python processes; any other process is its program's name.
-KINDS = (("spawn_main", "run worker (spawned by a code server)"),
+KINDS = (("spawn_main", "run worker, or a dask task process (multiprocessing spawn)"),
          ("exec(eval(sys.stdin.readline()))", "pytest-xdist worker"),
          ("-m pytest", "pytest"),
          ("api grpc", "code server (dagster api grpc)"),

@@ -31,5 +31,5 @@ def test_records_decode_cpu_and_keep_the_commands_processes(tmp_path):
     lines = {11: (10, spawned),
              13: (10, "/v/bin/python /v/bin/dagster-daemon run -w workspace.yaml")}
     assert [kind(r, lines) for r in sorted(below, key=lambda r: r["pid"])] == [
-        "run worker (spawned by a code server)", "postgres", "dagster-daemon"]
+        "run worker, or a dask task process (multiprocessing spawn)", "postgres", "dagster-daemon"]
     assert kind(found[-1], {}) == "other Python"  # never sampled: its name says Python
