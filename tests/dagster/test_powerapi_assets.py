@@ -24,7 +24,7 @@ from assets.powerapi import (
 )
 from definitions import build_definitions
 from joulehouse import entry_table
-from joulehouse.powerapi import layout
+from joulehouse.powerapi import layout, report_energy
 from joulehouse.powerapi.energy import energy_facts_rows
 from joulehouse.powerapi.reports import read_reports
 from joulehouse.powerapi.stream import ReportStore
@@ -166,7 +166,8 @@ def test_one_process_and_two_store_the_same_energy(tmp_path):
 
 def test_energy_from_the_piece_in_memory_is_the_energy_from_the_stored_pieces(tmp_path):
     """An entry's own energy in the task that read it (its first piece's frames in memory;
-    a later piece's read back) is the energy computed apart from the stored pieces."""
+    a later piece's read back) is the energy computed apart from the stored pieces, with
+    the same inputs in its footer (what the window table trusts)."""
     path = tmp_path / "landing" / "hwpc.jsonl"
     path.parent.mkdir()
     lines = (EXAMPLES / "smartwatts_timeline.jsonl").read_text().splitlines(keepends=True)
@@ -183,6 +184,9 @@ def test_energy_from_the_piece_in_memory_is_the_energy_from_the_stored_pieces(tm
         pd.testing.assert_frame_equal(
             *(tables.read_partitions(REPORT_ENERGY_TABLE, [key]) for tables in (both, apart)),
             check_exact=True)
+        footers = [tables.partition_metadata(REPORT_ENERGY_TABLE, key).get(
+            report_energy.INPUTS_METADATA) for tables in (both, apart)]
+        assert footers[0] is not None and footers[0] == footers[1], read
 
 
 def test_a_bad_file_fails_alone_and_the_others_reach_the_tables(instance, tmp_path):
